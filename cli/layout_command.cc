@@ -1,0 +1,103 @@
+// refit layout: show which box of a tensor each rank of a mesh holds.
+#include <string>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "command.h"
+#include "parse.h"
+#include "refit/core/layout.h"
+
+namespace refit::cli {
+namespace {
+
+struct LayoutOptions {
+  std::string shape;
+  std::string mesh;
+  std::string placements;
+  std::string ranks;
+  bool json = false;
+};
+
+Result<Layout> build_layout(const LayoutOptions& o) {
+  auto shape = parse_int_list(o.shape, "--shape", 0);
+  if (!shape) return std::unexpected(shape.error());
+  auto mesh_shape = parse_mesh_shape(o.mesh, "--mesh");
+  if (!mesh_shape) return std::unexpected(mesh_shape.error());
+  std::vector<Rank> ranks;
+  if (!o.ranks.empty()) {
+    auto list = parse_int_list(o.ranks, "--ranks", 0);
+    if (!list) return std::unexpected(list.error());
+    for (auto r : *list) ranks.emplace_back(static_cast<std::int32_t>(r));
+  }
+  auto mesh = Mesh::make(*mesh_shape, std::move(ranks));
+  if (!mesh) return std::unexpected(std::move(mesh.error()).in(o.ranks.empty() ? "--mesh" : "--ranks"));
+  auto placements = parse_placements(o.placements);
+  if (!placements) return std::unexpected(std::move(placements.error()).in("--placements"));
+  auto layout = Layout::make(*shape, std::move(*mesh), std::move(*placements));
+  if (!layout) return std::unexpected(std::move(layout.error()).in("--placements"));
+  return layout;
+}
+
+std::string join_placements(const Layout& l) {
+  std::vector<std::string> names;
+  for (const auto& p : l.placements()) names.push_back(p.to_string());
+  return fmt::format("{}", fmt::join(names, ","));
+}
+
+void print_json(const Layout& l) {
+  nlohmann::ordered_json out;
+  out["shape"] = l.tensor_shape();
+  out["mesh"] = l.mesh().shape();
+  std::vector<std::string> names;
+  for (const auto& p : l.placements()) names.push_back(p.to_string());
+  out["placements"] = names;
+  out["boxes"] = nlohmann::ordered_json::array();
+  for (std::int64_t p = 0; p < l.mesh().size(); ++p) {
+    const Box box = l.box_at_position(p);
+    out["boxes"].push_back({{"rank", l.mesh().rank_at(p).value},
+                            {"coord", l.mesh().coord_of_position(p)},
+                            {"offset", box.offset},
+                            {"extent", box.extent}});
+  }
+  fmt::print("{}\n", out.dump());
+}
+
+void print_table(const Layout& l) {
+  fmt::print("shape [{}]  mesh {}  placements {}\n", fmt::join(l.tensor_shape(), ", "),
+             fmt::join(l.mesh().shape(), "x"), join_placements(l));
+  fmt::print("{:>6}  {:<14} {:<18} {:<18} {:>12}\n", "rank", "coord", "offset", "extent",
+             "elements");
+  for (std::int64_t p = 0; p < l.mesh().size(); ++p) {
+    const Box box = l.box_at_position(p);
+    fmt::print("{:>6}  {:<14} {:<18} {:<18} {:>12}\n", l.mesh().rank_at(p).value,
+               fmt::format("[{}]", fmt::join(l.mesh().coord_of_position(p), ",")),
+               fmt::format("[{}]", fmt::join(box.offset, ",")),
+               fmt::format("[{}]", fmt::join(box.extent, ",")), box.volume());
+  }
+}
+
+}  // namespace
+
+Action add_layout_command(CLI::App& app) {
+  auto opts = std::make_shared<LayoutOptions>();
+  auto* cmd = app.add_subcommand(
+      "layout", "Show the box of a tensor that each rank of a mesh holds (DTensor semantics)");
+  cmd->add_option("--shape", opts->shape, "Global tensor shape, e.g. 10,7")->required();
+  cmd->add_option("--mesh", opts->mesh, "Mesh shape, row-major, e.g. 3x2")->required();
+  cmd->add_option("--placements", opts->placements,
+                  "One per mesh axis: R (replicate) or S<dim> (shard tensor dim), e.g. S0,R")
+      ->required();
+  cmd->add_option("--ranks", opts->ranks,
+                  "Global ranks at the mesh positions in row-major order (default 0..N-1)");
+  cmd->add_flag("--json", opts->json, "Print one JSON object on stdout");
+  return [opts]() -> Result<void> {
+    auto layout = build_layout(*opts);
+    if (!layout) return std::unexpected(layout.error());
+    opts->json ? print_json(*layout) : print_table(*layout);
+    return {};
+  };
+}
+
+}  // namespace refit::cli

@@ -1,0 +1,43 @@
+// The refit command: the only place that reads the process environment, prints errors and
+// chooses exit codes (0 ok, 2 bad input, 1 runtime failure).
+#include <map>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "command.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "refit: plan, predict and perform the transfer of sharded model weights between two "
+      "parallel layouts (training -> inference)"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "refit 0.1.0");
+  std::map<std::string, refit::cli::Action> actions;
+  actions["layout"] = refit::cli::add_layout_command(app);
+
+  if (argc > 1 && argv[1][0] != '-' && !actions.contains(argv[1])) {
+    std::vector<std::string> names;
+    for (const auto& [name, _] : actions) names.push_back(name);
+    fmt::print(stderr, "refit: error: unknown command '{}' (expected one of: {})\n", argv[1],
+               fmt::join(names, ", "));
+    return 2;
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  for (const auto* sub : app.get_subcommands()) {
+    auto result = actions.at(sub->get_name())();
+    if (!result) {
+      fmt::print(stderr, "refit {}: error: {}\n", sub->get_name(), result.error().message);
+      return result.error().is_bad_input() ? 2 : 1;
+    }
+  }
+  return 0;
+}

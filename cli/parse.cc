@@ -1,0 +1,52 @@
+#include "parse.h"
+
+#include <charconv>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace refit::cli {
+namespace {
+
+std::vector<std::string_view> split(std::string_view text, std::string_view separators) {
+  std::vector<std::string_view> parts;
+  std::size_t start = 0;
+  while (true) {
+    const auto at = text.find_first_of(separators, start);
+    parts.push_back(text.substr(start, at == std::string_view::npos ? at : at - start));
+    if (at == std::string_view::npos) return parts;
+    start = at + 1;
+  }
+}
+
+Result<std::vector<std::int64_t>> parse_numbers(std::string_view text, std::string_view option,
+                                                std::string_view separators,
+                                                std::int64_t min_value) {
+  std::vector<std::int64_t> out;
+  const auto parts = split(text, separators);
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    std::int64_t v = 0;
+    const auto part = parts[i];
+    const auto* end = part.data() + part.size();
+    const auto [ptr, ec] = std::from_chars(part.data(), end, v);
+    if (part.empty() || ec != std::errc{} || ptr != end)
+      return invalid(fmt::format("{}: entry {} '{}' of '{}' is not an integer", option, i, part, text));
+    if (v < min_value)
+      return invalid(fmt::format("{}: entry {} is {}, must be >= {}", option, i, v, min_value));
+    out.push_back(v);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<std::int64_t>> parse_int_list(std::string_view text, std::string_view option,
+                                                 std::int64_t min_value) {
+  return parse_numbers(text, option, ",", min_value);
+}
+
+Result<std::vector<std::int64_t>> parse_mesh_shape(std::string_view text, std::string_view option) {
+  return parse_numbers(text, option, "x,", 1);
+}
+
+}  // namespace refit::cli

@@ -1,0 +1,17 @@
+#pragma once
+// Parsers for the compact command-line notations; errors name the option they came from.
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "refit/core/error.h"
+
+namespace refit::cli {
+
+// "10,7" -> {10, 7}. Every entry must be an integer >= min_value.
+Result<std::vector<std::int64_t>> parse_int_list(std::string_view text, std::string_view option,
+                                                 std::int64_t min_value);
+// "3x2" -> {3, 2} (a comma works too); every axis >= 1.
+Result<std::vector<std::int64_t>> parse_mesh_shape(std::string_view text, std::string_view option);
+
+}  // namespace refit::cli

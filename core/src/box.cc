@@ -1,0 +1,56 @@
+#include "refit/core/box.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace refit {
+
+std::int64_t element_count(const Shape& shape) {
+  std::int64_t n = 1;
+  for (auto s : shape) n *= s;
+  return n;
+}
+
+std::int64_t Box::volume() const { return element_count(extent); }
+
+bool Box::contains(const Box& inner) const {
+  if (inner.empty()) return true;
+  if (inner.rank() != rank()) return false;
+  for (std::size_t d = 0; d < rank(); ++d) {
+    if (inner.offset[d] < offset[d]) return false;
+    if (inner.offset[d] + inner.extent[d] > offset[d] + extent[d]) return false;
+  }
+  return true;
+}
+
+bool Box::contains_point(const Shape& point) const {
+  if (point.size() != rank()) return false;
+  for (std::size_t d = 0; d < rank(); ++d)
+    if (point[d] < offset[d] || point[d] >= offset[d] + extent[d]) return false;
+  return true;
+}
+
+std::string Box::to_string() const {
+  std::string out = "[";
+  for (std::size_t d = 0; d < rank(); ++d)
+    out += fmt::format("{}{}:{}", d ? ", " : "", offset[d], offset[d] + extent[d]);
+  return out + "]";
+}
+
+Box Box::whole(const Shape& shape) { return Box{Shape(shape.size(), 0), shape}; }
+
+std::optional<Box> intersect(const Box& a, const Box& b) {
+  if (a.rank() != b.rank()) return std::nullopt;
+  Box out{Shape(a.rank()), Shape(a.rank())};
+  for (std::size_t d = 0; d < a.rank(); ++d) {
+    const auto lo = std::max(a.offset[d], b.offset[d]);
+    const auto hi = std::min(a.offset[d] + a.extent[d], b.offset[d] + b.extent[d]);
+    if (hi <= lo) return std::nullopt;
+    out.offset[d] = lo;
+    out.extent[d] = hi - lo;
+  }
+  return out;
+}
+
+}  // namespace refit

@@ -1,0 +1,53 @@
+#include "refit/core/layout.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace refit {
+
+Interval chunk_interval(std::int64_t length, std::int64_t parts, std::int64_t index) {
+  const std::int64_t chunk = (length + parts - 1) / parts;
+  const std::int64_t begin = std::min(index * chunk, length);
+  const std::int64_t end = std::min((index + 1) * chunk, length);
+  return Interval{begin, std::max<std::int64_t>(0, end - begin)};
+}
+
+Result<Layout> Layout::make(Shape tensor_shape, Mesh mesh, std::vector<Placement> placements) {
+  if (tensor_shape.empty()) return invalid("shape has no dims");
+  for (std::size_t d = 0; d < tensor_shape.size(); ++d)
+    if (tensor_shape[d] < 0)
+      return invalid(fmt::format("shape[{}] is {}, must be >= 0", d, tensor_shape[d]));
+  if (placements.size() != mesh.ndim())
+    return invalid(fmt::format("placements: {} given for a mesh of {} axes", placements.size(),
+                               mesh.ndim()));
+  for (std::size_t a = 0; a < placements.size(); ++a) {
+    const auto& p = placements[a];
+    if (p.is_shard() && (p.dim < 0 || static_cast<std::size_t>(p.dim) >= tensor_shape.size()))
+      return invalid(fmt::format("placements[{}]: S{} is out of range for a tensor of {} dims", a,
+                                 p.dim, tensor_shape.size()));
+  }
+  return Layout(std::move(tensor_shape), std::move(mesh), std::move(placements));
+}
+
+Box Layout::box_at_position(std::int64_t position) const {
+  Box box = Box::whole(shape_);
+  const auto coord = mesh_.coord_of_position(position);
+  // Mesh axes apply in order; each splits the local extent the previous axes left.
+  for (std::size_t a = 0; a < placements_.size(); ++a) {
+    if (!placements_[a].is_shard()) continue;
+    const auto d = static_cast<std::size_t>(placements_[a].dim);
+    const auto part = chunk_interval(box.extent[d], mesh_.shape()[a], coord[a]);
+    box.offset[d] += part.offset;
+    box.extent[d] = part.extent;
+  }
+  return box;
+}
+
+Result<Box> Layout::local_box(Rank r) const {
+  const auto position = mesh_.position_of_rank(r);
+  if (!position) return invalid(fmt::format("rank {} is not in the mesh", r.value));
+  return box_at_position(*position);
+}
+
+}  // namespace refit

@@ -1,0 +1,85 @@
+#include "refit/core/layout.h"
+
+#include <gtest/gtest.h>
+
+namespace refit {
+namespace {
+
+Layout make(Shape shape, std::vector<std::int64_t> mesh, const char* placements) {
+  return Layout::make(std::move(shape), Mesh::make(std::move(mesh)).value(),
+                      parse_placements(placements).value())
+      .value();
+}
+
+std::vector<std::int64_t> extents(const Layout& l, std::size_t dim) {
+  std::vector<std::int64_t> out;
+  for (std::int64_t p = 0; p < l.mesh().size(); ++p) out.push_back(l.box_at_position(p).extent[dim]);
+  return out;
+}
+
+TEST(ChunkInterval, FollowsTorchChunk) {
+  // chunk = ceil(10/4) = 3: offsets 0,3,6,9 and extents 3,3,3,1.
+  EXPECT_EQ(chunk_interval(10, 4, 3), (Interval{9, 1}));
+  // chunk = ceil(5/4) = 2: the last part starts at min(6,5) = 5 and is empty.
+  EXPECT_EQ(chunk_interval(5, 4, 2), (Interval{4, 1}));
+  EXPECT_EQ(chunk_interval(5, 4, 3), (Interval{5, 0}));
+  // Nothing to split: every part is empty at offset 0.
+  EXPECT_EQ(chunk_interval(0, 3, 2), (Interval{0, 0}));
+}
+
+TEST(Layout, TenOverFourIsThreeThreeThreeOne) {
+  EXPECT_EQ(extents(make({10}, {4}, "S0"), 0), (std::vector<std::int64_t>{3, 3, 3, 1}));
+}
+
+TEST(Layout, FiveOverFourEndsWithAnEmptyShardAtOffsetFive) {
+  const auto l = make({5}, {4}, "S0");
+  EXPECT_EQ(extents(l, 0), (std::vector<std::int64_t>{2, 2, 1, 0}));
+  EXPECT_EQ(l.box_at_position(3).offset[0], 5);
+}
+
+TEST(Layout, ReplicateAxisRepeatsTheBox) {
+  // 10x7 on a 3x2 mesh, S0 on axis 0: rows split 4,4,2; both columns of the mesh hold the same.
+  const auto l = make({10, 7}, {3, 2}, "S0,R");
+  EXPECT_EQ(l.box_at_position(0), (Box{{0, 0}, {4, 7}}));
+  EXPECT_EQ(l.box_at_position(1), (Box{{0, 0}, {4, 7}}));
+  EXPECT_EQ(l.box_at_position(4), (Box{{8, 0}, {2, 7}}));
+}
+
+TEST(Layout, TwoMeshAxesOnOneDimNestInAxisOrder) {
+  // 10 rows, axes of 2 then 3 both shard dim 0: axis 0 splits 10 into 5,5; axis 1 splits each
+  // 5 into 2,2,1. Offsets add: 0,2,4 | 5,7,9.
+  const auto l = make({10, 4}, {2, 3}, "S0,S0");
+  std::vector<std::int64_t> offsets;
+  for (std::int64_t p = 0; p < 6; ++p) offsets.push_back(l.box_at_position(p).offset[0]);
+  EXPECT_EQ(offsets, (std::vector<std::int64_t>{0, 2, 4, 5, 7, 9}));
+  EXPECT_EQ(extents(l, 0), (std::vector<std::int64_t>{2, 2, 1, 2, 2, 1}));
+}
+
+TEST(Layout, TwoDimsShardedIndependently) {
+  // 6x8 on 2x4 with S1,S0: axis 0 splits columns 4,4; axis 1 splits rows 2,2,2,0.
+  const auto l = make({6, 8}, {2, 4}, "S1,S0");
+  EXPECT_EQ(l.box_at_position(6), (Box{{4, 4}, {2, 4}}));  // coord (1,2)
+  EXPECT_EQ(l.box_at_position(7), (Box{{6, 4}, {0, 4}}));  // coord (1,3): empty at offset 6
+}
+
+TEST(Layout, LocalBoxUsesGlobalRanks) {
+  auto mesh = Mesh::make({3, 2}, {Rank{4}, Rank{5}, Rank{6}, Rank{7}, Rank{8}, Rank{9}}).value();
+  auto l = Layout::make({10, 7}, mesh, parse_placements("S0,R").value()).value();
+  EXPECT_EQ(local_box(l, Rank{8}).value(), (Box{{8, 0}, {2, 7}}));
+  auto missing = local_box(l, Rank{0});
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().message.find("rank 0"), std::string::npos);
+}
+
+TEST(Layout, RejectsPlacementOutOfRangeAndCountMismatch) {
+  auto mesh = Mesh::make({2}).value();
+  auto out_of_range = Layout::make({4, 4}, mesh, {Placement::shard(2)});
+  ASSERT_FALSE(out_of_range);
+  EXPECT_NE(out_of_range.error().message.find("S2"), std::string::npos);
+  EXPECT_FALSE(Layout::make({4}, mesh, {Placement::shard(0), Placement::replicate()}));
+  EXPECT_FALSE(Layout::make({}, mesh, {Placement::replicate()}));
+  EXPECT_FALSE(Layout::make({-3}, mesh, {Placement::replicate()}));
+}
+
+}  // namespace
+}  // namespace refit

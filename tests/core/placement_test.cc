@@ -1,0 +1,28 @@
+#include "refit/core/placement.h"
+
+#include <gtest/gtest.h>
+
+namespace refit {
+namespace {
+
+TEST(Placement, ParsesShortAndLongForms) {
+  EXPECT_EQ(parse_placement("S0").value(), Placement::shard(0));
+  EXPECT_EQ(parse_placement("s12").value(), Placement::shard(12));
+  EXPECT_EQ(parse_placement("Shard(2)").value(), Placement::shard(2));
+  EXPECT_EQ(parse_placement("R").value(), Placement::replicate());
+  EXPECT_EQ(parse_placement(" replicate() ").value(), Placement::replicate());
+  EXPECT_EQ(Placement::shard(3).to_string(), "S3");
+}
+
+TEST(Placement, RejectsGarbageNamingTheEntry) {
+  EXPECT_FALSE(parse_placement("S"));
+  EXPECT_FALSE(parse_placement("S-1"));
+  EXPECT_FALSE(parse_placement("X0"));
+  auto list = parse_placements("S0,Q");
+  ASSERT_FALSE(list);
+  EXPECT_NE(list.error().message.find("placements[1]"), std::string::npos);
+  EXPECT_EQ(parse_placements("S0,R,S1").value().size(), 3u);
+}
+
+}  // namespace
+}  // namespace refit
