@@ -1,0 +1,117 @@
+#pragma once
+// The machines a refit runs on: GPUs grouped in NVLink domains, the NICs they reach the network
+// through, the fabric between domains, and which GPU each global job rank runs on.
+// A Cluster is validated once at construction; afterwards every lookup is O(1).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "refit/core/error.h"
+#include "refit/core/units.h"
+
+namespace refit {
+
+struct GpuSpec {
+  GpuId id;                         // dense: gpus[i].id == i
+  std::int32_t node = 0;
+  std::int32_t domain = 0;          // NVLink domain index
+  BytesPerSecond nvlink_bandwidth;  // per direction, effective, through the NVSwitch
+  BytesPerSecond copy_bandwidth;    // device-to-device copy (pack/unpack), effective
+  std::string pci_bus_id;           // empty when unknown
+  bool operator==(const GpuSpec&) const = default;
+};
+
+struct NicSpec {
+  std::int32_t id = 0;          // dense: nics[i].id == i
+  std::string name;             // e.g. mlx5_0; may be empty
+  std::int32_t node = 0;
+  BytesPerSecond bandwidth;     // per direction, effective
+  Seconds latency;              // per message, one way
+  std::vector<GpuId> gpus;      // GPUs that send and receive through this NIC
+  std::string pci_bus_id;       // empty when unknown
+  bool operator==(const NicSpec&) const = default;
+};
+
+struct DomainSpec {
+  std::int32_t id = 0;          // dense: domains[i].id == i
+  std::vector<GpuId> gpus;      // all-to-all NVLink through NVSwitch; may span nodes
+  bool operator==(const DomainSpec&) const = default;
+};
+
+struct FabricSpec {
+  // 1 = non-blocking (rail-optimised fat tree). r > 1: traffic leaving or entering a domain
+  // shares uplinks of (sum of the domain's NIC bandwidth) / r per direction.
+  double oversubscription = 1.0;
+  bool operator==(const FabricSpec&) const = default;
+};
+
+struct ClusterSpec {
+  std::string name;
+  std::vector<GpuSpec> gpus;
+  std::vector<NicSpec> nics;
+  std::vector<DomainSpec> domains;
+  FabricSpec fabric;
+  Seconds nvlink_latency;           // per message over NVLink
+  std::vector<GpuId> rank_to_gpu;   // placement: global rank r runs on rank_to_gpu[r]
+  std::int32_t source_ranks = 0;    // the first source_ranks ranks are the training side
+  bool operator==(const ClusterSpec&) const = default;
+};
+
+class Cluster {
+ public:
+  // Validates ids, domain membership (each GPU in exactly one domain, matching GpuSpec::domain),
+  // NIC-to-GPU bindings, positive bandwidths and the rank placement; errors name the field.
+  static Result<Cluster> make(ClusterSpec spec);
+
+  const ClusterSpec& spec() const { return spec_; }
+  const std::string& name() const { return spec_.name; }
+  const std::vector<GpuSpec>& gpus() const { return spec_.gpus; }
+  const std::vector<NicSpec>& nics() const { return spec_.nics; }
+  const std::vector<DomainSpec>& domains() const { return spec_.domains; }
+  const FabricSpec& fabric() const { return spec_.fabric; }
+  Seconds nvlink_latency() const { return spec_.nvlink_latency; }
+  std::int32_t node_count() const { return node_count_; }
+
+  const GpuSpec& gpu(GpuId g) const { return spec_.gpus[static_cast<std::size_t>(g.value)]; }
+  std::int32_t domain_of(GpuId g) const { return gpu(g).domain; }
+  // The NIC a GPU uses for network traffic (the first NIC that lists it), if any.
+  std::optional<std::int32_t> nic_of(GpuId g) const {
+    const auto n = nic_of_gpu_[static_cast<std::size_t>(g.value)];
+    return n < 0 ? std::nullopt : std::optional<std::int32_t>(n);
+  }
+
+  std::int32_t rank_count() const { return static_cast<std::int32_t>(spec_.rank_to_gpu.size()); }
+  std::int32_t source_ranks() const { return spec_.source_ranks; }
+  bool has_rank(Rank r) const { return r.value >= 0 && r.value < rank_count(); }
+  // Preconditions: has_rank(r).
+  GpuId gpu_of(Rank r) const { return spec_.rank_to_gpu[static_cast<std::size_t>(r.value)]; }
+  std::int32_t domain_of(Rank r) const { return domain_of(gpu_of(r)); }
+  std::optional<std::int32_t> nic_of(Rank r) const { return nic_of(gpu_of(r)); }
+
+  // Sum of the bandwidth of the NICs serving the domain's GPUs, per direction.
+  BytesPerSecond domain_nic_bandwidth(std::int32_t domain) const;
+
+  bool operator==(const Cluster& o) const { return spec_ == o.spec_; }
+
+ private:
+  explicit Cluster(ClusterSpec spec);
+  ClusterSpec spec_;
+  std::vector<std::int32_t> nic_of_gpu_;
+  std::int32_t node_count_ = 0;
+};
+
+// Where the job's ranks go: training ranks then inference ranks.
+struct RankPlacementOptions {
+  std::int32_t source_ranks = 0;
+  std::int32_t destination_ranks = 0;
+  // First GPU of the inference side; default: right after the training GPUs.
+  std::optional<std::int32_t> destination_offset;
+  // Explicit GPU per global rank; overrides both of the above when not empty.
+  std::vector<GpuId> explicit_gpus;
+};
+
+// Fills spec.rank_to_gpu and spec.source_ranks; errors when the cluster is too small.
+Result<void> place_ranks(ClusterSpec& spec, const RankPlacementOptions& options);
+
+}  // namespace refit

@@ -1,0 +1,136 @@
+#include "refit/topology/cluster.h"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace refit {
+namespace {
+
+Result<void> check_gpus(const ClusterSpec& s) {
+  if (s.gpus.empty()) return invalid("gpus: the cluster has no GPU");
+  for (std::size_t i = 0; i < s.gpus.size(); ++i) {
+    const auto& g = s.gpus[i];
+    const auto at = fmt::format("gpus[{}]", i);
+    if (g.id.value != static_cast<std::int32_t>(i))
+      return invalid(fmt::format("{}.id is {}, expected {} (ids are dense and in order)", at, g.id.value, i));
+    if (g.node < 0) return invalid(fmt::format("{}.node is negative", at));
+    if (g.domain < 0 || g.domain >= static_cast<std::int32_t>(s.domains.size()))
+      return invalid(fmt::format("{}.domain {} does not exist ({} domains)", at, g.domain, s.domains.size()));
+    if (g.nvlink_bandwidth.value < 0) return invalid(fmt::format("{}.nvlink_gbps is negative", at));
+    if (g.copy_bandwidth.value <= 0) return invalid(fmt::format("{}.copy_gbps must be > 0", at));
+  }
+  return {};
+}
+
+Result<void> check_domains(const ClusterSpec& s) {
+  std::vector<int> seen(s.gpus.size(), -1);
+  for (std::size_t d = 0; d < s.domains.size(); ++d) {
+    const auto& dom = s.domains[d];
+    const auto at = fmt::format("domains[{}]", d);
+    if (dom.id != static_cast<std::int32_t>(d))
+      return invalid(fmt::format("{}.id is {}, expected {}", at, dom.id, d));
+    if (dom.gpus.empty()) return invalid(fmt::format("{}.gpus is empty", at));
+    for (std::size_t k = 0; k < dom.gpus.size(); ++k) {
+      const auto g = dom.gpus[k].value;
+      const auto gat = fmt::format("{}.gpus[{}]", at, k);
+      if (g < 0 || g >= static_cast<std::int32_t>(s.gpus.size()))
+        return invalid(fmt::format("{}: GPU {} does not exist", gat, g));
+      if (seen[static_cast<std::size_t>(g)] >= 0)
+        return invalid(fmt::format("{}: GPU {} is already in domain {}", gat, g, seen[static_cast<std::size_t>(g)]));
+      seen[static_cast<std::size_t>(g)] = static_cast<int>(d);
+      if (s.gpus[static_cast<std::size_t>(g)].domain != static_cast<std::int32_t>(d))
+        return invalid(fmt::format("{}: GPU {} says domain {}", gat, g, s.gpus[static_cast<std::size_t>(g)].domain));
+    }
+  }
+  for (std::size_t g = 0; g < seen.size(); ++g)
+    if (seen[g] < 0) return invalid(fmt::format("gpus[{}] is in no domain", g));
+  return {};
+}
+
+Result<void> check_nics(const ClusterSpec& s) {
+  for (std::size_t i = 0; i < s.nics.size(); ++i) {
+    const auto& n = s.nics[i];
+    const auto at = fmt::format("nics[{}]", i);
+    if (n.id != static_cast<std::int32_t>(i))
+      return invalid(fmt::format("{}.id is {}, expected {}", at, n.id, i));
+    if (n.bandwidth.value <= 0) return invalid(fmt::format("{}.gbps must be > 0", at));
+    if (n.latency.value < 0) return invalid(fmt::format("{}.latency_us is negative", at));
+    for (std::size_t k = 0; k < n.gpus.size(); ++k) {
+      const auto g = n.gpus[k].value;
+      if (g < 0 || g >= static_cast<std::int32_t>(s.gpus.size()))
+        return invalid(fmt::format("{}.gpus[{}]: GPU {} does not exist", at, k, g));
+      if (s.gpus[static_cast<std::size_t>(g)].node != n.node)
+        return invalid(fmt::format("{}.gpus[{}]: GPU {} is on node {}, the NIC on node {}", at, k,
+                                   g, s.gpus[static_cast<std::size_t>(g)].node, n.node));
+    }
+  }
+  return {};
+}
+
+Result<void> check_placement(const ClusterSpec& s) {
+  if (s.source_ranks < 0 || s.source_ranks > static_cast<std::int32_t>(s.rank_to_gpu.size()))
+    return invalid(fmt::format("source_ranks {} is outside [0, {}]", s.source_ranks, s.rank_to_gpu.size()));
+  for (std::size_t r = 0; r < s.rank_to_gpu.size(); ++r) {
+    const auto g = s.rank_to_gpu[r].value;
+    if (g < 0 || g >= static_cast<std::int32_t>(s.gpus.size()))
+      return invalid(fmt::format("placement[{}]: GPU {} does not exist", r, g));
+  }
+  return {};
+}
+
+}  // namespace
+
+Cluster::Cluster(ClusterSpec spec) : spec_(std::move(spec)), nic_of_gpu_(spec_.gpus.size(), -1) {
+  for (const auto& n : spec_.nics)
+    for (const auto g : n.gpus)
+      if (nic_of_gpu_[static_cast<std::size_t>(g.value)] < 0) nic_of_gpu_[static_cast<std::size_t>(g.value)] = n.id;
+  std::set<std::int32_t> nodes;
+  for (const auto& g : spec_.gpus) nodes.insert(g.node);
+  node_count_ = static_cast<std::int32_t>(nodes.size());
+}
+
+Result<Cluster> Cluster::make(ClusterSpec spec) {
+  if (spec.fabric.oversubscription < 1.0)
+    return invalid(fmt::format("fabric.oversubscription is {}, must be >= 1", spec.fabric.oversubscription));
+  if (spec.nvlink_latency.value < 0) return invalid("nvlink_latency_us is negative");
+  for (auto check : {check_gpus, check_domains, check_nics, check_placement})
+    if (auto ok = check(spec); !ok) return std::unexpected(ok.error());
+  return Cluster(std::move(spec));
+}
+
+BytesPerSecond Cluster::domain_nic_bandwidth(std::int32_t domain) const {
+  std::set<std::int32_t> nics;
+  for (const auto g : spec_.domains[static_cast<std::size_t>(domain)].gpus)
+    if (auto n = nic_of(g)) nics.insert(*n);
+  BytesPerSecond total{0};
+  for (auto n : nics) total = total + spec_.nics[static_cast<std::size_t>(n)].bandwidth;
+  return total;
+}
+
+Result<void> place_ranks(ClusterSpec& spec, const RankPlacementOptions& o) {
+  const auto gpus = static_cast<std::int32_t>(spec.gpus.size());
+  if (o.source_ranks < 0 || o.destination_ranks < 0) return invalid("rank counts must be >= 0");
+  std::vector<GpuId> placement;
+  if (!o.explicit_gpus.empty()) {
+    if (static_cast<std::int32_t>(o.explicit_gpus.size()) != o.source_ranks + o.destination_ranks)
+      return invalid(fmt::format("placement: {} GPUs listed for {} ranks", o.explicit_gpus.size(),
+                                 o.source_ranks + o.destination_ranks));
+    placement = o.explicit_gpus;
+  } else {
+    const std::int32_t offset = o.destination_offset.value_or(o.source_ranks);
+    if (offset < 0) return invalid("placement: destination offset is negative");
+    if (o.source_ranks > gpus || offset + o.destination_ranks > gpus)
+      return invalid(fmt::format(
+          "cluster '{}' has {} GPUs, too few for {} training ranks and {} inference ranks at GPU offset {}",
+          spec.name, gpus, o.source_ranks, o.destination_ranks, offset));
+    for (std::int32_t r = 0; r < o.source_ranks; ++r) placement.emplace_back(r);
+    for (std::int32_t r = 0; r < o.destination_ranks; ++r) placement.emplace_back(offset + r);
+  }
+  spec.rank_to_gpu = std::move(placement);
+  spec.source_ranks = o.source_ranks;
+  return check_placement(spec);
+}
+
+}  // namespace refit
