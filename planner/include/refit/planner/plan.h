@@ -1,0 +1,90 @@
+#pragma once
+// The Plan IR: which bytes move from which rank to which rank, over which kind of link, in what
+// order, and which transfers wait on which. A Plan is plain data: every strategy produces it,
+// every executor runs it, and it round-trips through JSON.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "refit/core/box.h"
+#include "refit/core/error.h"
+#include "refit/core/problem.h"
+#include "refit/core/tensor_spec.h"
+#include "refit/core/units.h"
+
+namespace refit {
+
+enum class LinkKind : std::uint8_t {
+  kNvlink,   // both ranks' GPUs are in one NVLink domain
+  kNetwork,  // through the sender's and the receiver's NICs
+  kLocal,    // both ranks are on the same GPU: a device copy
+};
+std::string_view link_kind_name(LinkKind k);
+Result<LinkKind> parse_link_kind(std::string_view name);
+
+inline constexpr std::int32_t kFromSourceShard = -1;
+
+// One box of one tensor inside a message. Segments are packed back to back in message order.
+struct Segment {
+  std::uint32_t tensor = 0;               // index into Plan::tensors
+  Box box;                                // global coordinates, never empty
+  std::int32_t via = kFromSourceShard;    // transfer that delivered this box to the sender, or
+                                          // kFromSourceShard when the sender holds it as a source
+  bool operator==(const Segment&) const = default;
+};
+
+struct Transfer {
+  std::int32_t id = 0;  // == index in Plan::transfers
+  Rank sender;
+  Rank receiver;
+  LinkKind link = LinkKind::kNetwork;
+  std::vector<Segment> segments;
+  Bytes bytes;  // sum of the segments' bytes
+  Bytes chunk;  // relays forward chunk by chunk: a segment can leave once its bytes have arrived
+  bool operator==(const Transfer&) const = default;
+
+  // Distinct transfers this one forwards data from, in ascending order.
+  std::vector<std::int32_t> upstream() const;
+  std::int64_t chunk_count() const {
+    return chunk.value <= 0 ? 1 : (bytes.value + chunk.value - 1) / chunk.value;
+  }
+};
+
+struct Plan {
+  std::string strategy;
+  std::vector<TensorSpec> tensors;  // same order as the problem's tensors
+  std::int32_t source_ranks = 0;
+  std::int32_t destination_ranks = 0;
+  // Plan order: a transfer only forwards data of transfers that come before it, so the order
+  // is a valid execution order and dependencies are acyclic by construction (validate checks).
+  std::vector<Transfer> transfers;
+  bool operator==(const Plan&) const = default;
+
+  std::int32_t world_size() const { return source_ranks + destination_ranks; }
+  Bytes segment_bytes(const Segment& s) const {
+    return Bytes{s.box.volume() * dtype_size(tensors[s.tensor].dtype)};
+  }
+};
+
+// Per-rank ordered view for executors: indices into Plan::transfers, in plan order.
+struct RankSchedule {
+  std::vector<std::int32_t> sends;
+  std::vector<std::int32_t> receives;
+};
+std::vector<RankSchedule> schedules(const Plan& plan);
+
+// Checks, naming the transfer, segment and rank at fault:
+//  - tensors match the problem; ranks exist; boxes lie inside their tensor; bytes add up;
+//  - every sender holds what it sends: a source shard containing the box, or an earlier
+//    transfer it received (`via`) whose segments of the same tensor tile the box;
+//  - every destination element is written exactly once: the segments a destination rank
+//    receives, cut to its own box, tile that box without overlap or gap.
+Result<void> validate(const Plan& plan, const ReshardProblem& problem);
+
+// A stable 64-bit digest of everything in the plan, printed as 16 hex digits.
+std::uint64_t plan_hash(const Plan& plan);
+std::string plan_hash_hex(const Plan& plan);
+
+}  // namespace refit

@@ -1,0 +1,46 @@
+#pragma once
+// What a plan costs on a cluster, and the time no plan can beat there.
+#include <string>
+#include <vector>
+
+#include "refit/core/problem.h"
+#include "refit/planner/plan.h"
+#include "refit/topology/cluster.h"
+
+namespace refit {
+
+struct PlanStats {
+  std::int64_t transfers = 0;
+  std::int64_t messages = 0;  // point-to-point sends an executor posts: chunks of all transfers
+  std::int64_t segments = 0;
+  Bytes total_bytes;
+  Bytes network_bytes;
+  Bytes nvlink_bytes;
+  Bytes local_bytes;
+  std::vector<Bytes> nic_tx;            // per NIC
+  std::vector<Bytes> nic_rx;            // per NIC
+  std::vector<Bytes> nvlink_egress;     // per GPU
+  std::vector<Bytes> nvlink_ingress;    // per GPU
+  std::vector<Bytes> domain_ingress;    // per domain: bytes entering it over the network
+  Bytes max_nic_tx;
+  Bytes max_nic_rx;
+  double mean_nic_tx_bytes = 0;         // over NICs that carry traffic
+  double mean_nic_rx_bytes = 0;
+};
+
+// Preconditions: the plan's ranks are placed on the cluster (make_plan checks it).
+PlanStats compute_stats(const Plan& plan, const Cluster& cluster);
+
+struct LowerBound {
+  Seconds time;                 // the maximum of the terms below
+  std::string binding;          // which term is the maximum
+  Seconds destination_domain;   // (a) max over domains: bytes from outside / domain NIC rx bw
+  Seconds source_side;          // (b) unique bytes that must leave the source side / its NIC tx bw
+  Seconds source_nic;           // (d) bytes only one NIC holds / that NIC's bw
+  Seconds gpu_ingress;          // (c) max over GPUs: bytes needed / (NVLink + NIC bw)
+  std::vector<Bytes> domain_need;  // per domain: unique bytes it must receive from outside
+};
+
+LowerBound lower_bound(const ReshardProblem& problem, const Cluster& cluster);
+
+}  // namespace refit

@@ -1,0 +1,105 @@
+// The lower bound of DESIGN.md, plus one more term that is just as unbeatable: bytes whose
+// every holder sits behind one NIC must cross that NIC at least once.
+#include <algorithm>
+#include <limits>
+#include <set>
+
+#include "refit/core/overlap.h"
+#include "refit/planner/plan_stats.h"
+
+namespace refit {
+namespace {
+
+struct Needs {
+  std::vector<double> domain_bytes;   // per domain, from outside
+  std::vector<double> single_nic;     // per NIC, bytes only it can send
+  std::vector<double> gpu_bytes;      // per GPU, bytes it needs as a destination
+  double leaving_bytes = 0;           // unique bytes some domain needs from outside
+};
+
+bool holder_in(const std::vector<Rank>& holders, const Cluster& c, std::int32_t domain) {
+  return std::ranges::any_of(holders, [&](Rank h) { return c.domain_of(h) == domain; });
+}
+
+std::optional<std::int32_t> only_nic(const std::vector<Rank>& holders, const Cluster& c) {
+  std::set<std::int32_t> nics;
+  for (Rank h : holders)
+    if (auto n = c.nic_of(h)) nics.insert(*n);
+  return nics.size() == 1 ? std::optional(*nics.begin()) : std::nullopt;
+}
+
+void add_tensor(Needs& n, const TensorReshard& t, const Overlap& o, const Cluster& c) {
+  const double elem = static_cast<double>(dtype_size(t.tensor.dtype));
+  for (const auto& d : o.destinations) {
+    std::set<std::int32_t> domains;
+    for (Rank r : d.shard.holders) {
+      domains.insert(c.domain_of(r));
+      n.gpu_bytes[static_cast<std::size_t>(c.gpu_of(r).value)] += static_cast<double>(d.shard.box.volume()) * elem;
+    }
+    for (const auto& p : d.pieces) {
+      const double bytes = static_cast<double>(p.box.volume()) * elem;
+      const auto& holders = o.holders(p);
+      bool leaves = false;
+      for (auto dom : domains)
+        if (!holder_in(holders, c, dom)) {
+          n.domain_bytes[static_cast<std::size_t>(dom)] += bytes;
+          leaves = true;
+        }
+      if (!leaves) continue;
+      n.leaving_bytes += bytes;
+      if (auto nic = only_nic(holders, c)) n.single_nic[static_cast<std::size_t>(*nic)] += bytes;
+    }
+  }
+}
+
+BytesPerSecond source_side_bandwidth(const ReshardProblem& p, const Cluster& c) {
+  std::set<std::int32_t> nics;
+  for (std::int32_t r = 0; r < p.source_ranks(); ++r)
+    if (auto n = c.nic_of(Rank{r})) nics.insert(*n);
+  BytesPerSecond bw{0};
+  for (auto n : nics) bw = bw + c.nics()[static_cast<std::size_t>(n)].bandwidth;
+  return bw;
+}
+
+Seconds ratio(double bytes, double bytes_per_second) {
+  if (bytes <= 0) return Seconds{0};
+  return Seconds{bytes_per_second > 0 ? bytes / bytes_per_second : std::numeric_limits<double>::infinity()};
+}
+
+}  // namespace
+
+LowerBound lower_bound(const ReshardProblem& problem, const Cluster& c) {
+  Needs n{std::vector<double>(c.domains().size()), std::vector<double>(c.nics().size()),
+          std::vector<double>(c.gpus().size()), 0};
+  for (const auto& t : problem.tensors())
+    if (auto o = overlaps(t.source, t.destination)) add_tensor(n, t, *o, c);
+
+  LowerBound lb;
+  const double oversub = c.fabric().oversubscription;
+  for (std::size_t d = 0; d < n.domain_bytes.size(); ++d) {
+    lb.domain_need.push_back(Bytes{static_cast<std::int64_t>(n.domain_bytes[d])});
+    const double bw = c.domain_nic_bandwidth(static_cast<std::int32_t>(d)).value / oversub;
+    lb.destination_domain = std::max(lb.destination_domain, ratio(n.domain_bytes[d], bw));
+  }
+  lb.source_side = ratio(n.leaving_bytes, source_side_bandwidth(problem, c).value / oversub);
+  for (std::size_t k = 0; k < n.single_nic.size(); ++k)
+    lb.source_nic = std::max(lb.source_nic, ratio(n.single_nic[k], c.nics()[k].bandwidth.value));
+  for (std::size_t g = 0; g < n.gpu_bytes.size(); ++g) {
+    const GpuId gpu{static_cast<std::int32_t>(g)};
+    double bw = c.gpu(gpu).nvlink_bandwidth.value;
+    if (auto nic = c.nic_of(gpu)) bw += c.nics()[static_cast<std::size_t>(*nic)].bandwidth.value;
+    lb.gpu_ingress = std::max(lb.gpu_ingress, ratio(n.gpu_bytes[g], bw));
+  }
+  const std::pair<Seconds, const char*> terms[] = {{lb.destination_domain, "destination domain NIC receive"},
+                                                   {lb.source_side, "source side NIC send"},
+                                                   {lb.source_nic, "single source NIC"},
+                                                   {lb.gpu_ingress, "GPU ingress"}};
+  for (const auto& [t, name] : terms)
+    if (t > lb.time || lb.binding.empty()) {
+      lb.time = t;
+      lb.binding = name;
+    }
+  return lb;
+}
+
+}  // namespace refit

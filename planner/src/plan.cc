@@ -1,0 +1,102 @@
+#include "refit/planner/plan.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+namespace refit {
+
+std::string_view link_kind_name(LinkKind k) {
+  switch (k) {
+    case LinkKind::kNvlink: return "nvlink";
+    case LinkKind::kNetwork: return "network";
+    case LinkKind::kLocal: return "local";
+  }
+  return "unknown";
+}
+
+Result<LinkKind> parse_link_kind(std::string_view name) {
+  for (auto k : {LinkKind::kNvlink, LinkKind::kNetwork, LinkKind::kLocal})
+    if (link_kind_name(k) == name) return k;
+  return invalid(fmt::format("link '{}' is not nvlink, network or local", name));
+}
+
+std::vector<std::int32_t> Transfer::upstream() const {
+  std::vector<std::int32_t> out;
+  for (const auto& s : segments)
+    if (s.via != kFromSourceShard) out.push_back(s.via);
+  std::ranges::sort(out);
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::vector<RankSchedule> schedules(const Plan& plan) {
+  std::vector<RankSchedule> out(static_cast<std::size_t>(plan.world_size()));
+  for (const auto& t : plan.transfers) {
+    out[static_cast<std::size_t>(t.sender.value)].sends.push_back(t.id);
+    out[static_cast<std::size_t>(t.receiver.value)].receives.push_back(t.id);
+  }
+  return out;
+}
+
+namespace {
+
+constexpr std::uint64_t kFnvOffset = 14695981039346656037ull;
+constexpr std::uint64_t kFnvPrime = 1099511628211ull;
+
+class Hasher {
+ public:
+  void add(std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h_ ^= (v >> (8 * i)) & 0xff;
+      h_ *= kFnvPrime;
+    }
+  }
+  void add(std::string_view s) {
+    add(s.size());
+    for (unsigned char c : s) {
+      h_ ^= c;
+      h_ *= kFnvPrime;
+    }
+  }
+  void add(const Shape& s) {
+    add(s.size());
+    for (auto v : s) add(static_cast<std::uint64_t>(v));
+  }
+  std::uint64_t value() const { return h_; }
+
+ private:
+  std::uint64_t h_ = kFnvOffset;
+};
+
+}  // namespace
+
+std::uint64_t plan_hash(const Plan& plan) {
+  Hasher h;
+  h.add(plan.strategy);
+  h.add(static_cast<std::uint64_t>(plan.source_ranks));
+  h.add(static_cast<std::uint64_t>(plan.destination_ranks));
+  for (const auto& t : plan.tensors) {
+    h.add(t.name);
+    h.add(t.shape);
+    h.add(dtype_name(t.dtype));
+  }
+  for (const auto& t : plan.transfers) {
+    h.add(static_cast<std::uint64_t>(t.sender.value));
+    h.add(static_cast<std::uint64_t>(t.receiver.value));
+    h.add(static_cast<std::uint64_t>(t.link));
+    h.add(static_cast<std::uint64_t>(t.chunk.value));
+    for (const auto& s : t.segments) {
+      h.add(s.tensor);
+      h.add(static_cast<std::uint64_t>(static_cast<std::int64_t>(s.via)));
+      h.add(s.box.offset);
+      h.add(s.box.extent);
+    }
+  }
+  return h.value();
+}
+
+std::string plan_hash_hex(const Plan& plan) { return fmt::format("{:016x}", plan_hash(plan)); }
+
+}  // namespace refit

@@ -1,0 +1,63 @@
+#include "plan_builder.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace refit::planner_detail {
+
+std::size_t PlanBuilder::KeyHash::operator()(const Key& k) const noexcept {
+  std::uint64_t h = k.key * 0x9e3779b97f4a7c15ull;
+  h ^= (static_cast<std::uint64_t>(k.phase) << 48) ^ (static_cast<std::uint64_t>(k.from) << 24) ^
+       static_cast<std::uint64_t>(k.to);
+  return static_cast<std::size_t>(h * 0xbf58476d1ce4e5b9ull);
+}
+
+PlanBuilder::PlanBuilder(const ReshardProblem& problem, const Cluster& cluster,
+                         std::string strategy, Bytes chunk)
+    : problem_(problem), cluster_(cluster), strategy_(std::move(strategy)), chunk_(chunk) {}
+
+Handle PlanBuilder::add(std::uint32_t phase, std::uint64_t key, Rank from, Rank to,
+                        std::uint32_t tensor, Box box, Handle via) {
+  auto [it, inserted] =
+      index_.try_emplace(Key{phase, key, from.value, to.value}, static_cast<Handle>(pending_.size()));
+  if (inserted) pending_.push_back(Pending{phase, from, to, Bytes{0}, {}});
+  auto& p = pending_[static_cast<std::size_t>(it->second)];
+  p.bytes += Bytes{box.volume() * dtype_size(problem_.tensors()[tensor].tensor.dtype)};
+  p.segments.push_back(Segment{tensor, std::move(box), via});
+  return it->second;
+}
+
+LinkKind PlanBuilder::link_between(Rank a, Rank b) const {
+  const GpuId ga = cluster_.gpu_of(a);
+  const GpuId gb = cluster_.gpu_of(b);
+  if (ga == gb) return LinkKind::kLocal;
+  return cluster_.domain_of(ga) == cluster_.domain_of(gb) ? LinkKind::kNvlink : LinkKind::kNetwork;
+}
+
+Plan PlanBuilder::finish() && {
+  std::vector<Handle> order(pending_.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::ranges::stable_sort(order, {}, [&](Handle h) { return pending_[static_cast<std::size_t>(h)].phase; });
+  std::vector<std::int32_t> id_of(pending_.size());
+  for (std::size_t i = 0; i < order.size(); ++i) id_of[static_cast<std::size_t>(order[i])] = static_cast<std::int32_t>(i);
+
+  Plan plan;
+  plan.strategy = strategy_;
+  for (const auto& t : problem_.tensors()) plan.tensors.push_back(t.tensor);
+  plan.source_ranks = problem_.source_ranks();
+  plan.destination_ranks = problem_.destination_ranks();
+  plan.transfers.reserve(order.size());
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    auto& p = pending_[static_cast<std::size_t>(order[i])];
+    for (auto& s : p.segments)
+      if (s.via != kFromSourceShard) s.via = id_of[static_cast<std::size_t>(s.via)];
+    plan.transfers.push_back(Transfer{static_cast<std::int32_t>(i), p.from, p.to,
+                                      link_between(p.from, p.to), std::move(p.segments), p.bytes,
+                                      chunk_});
+  }
+  pending_.clear();
+  index_.clear();
+  return plan;
+}
+
+}  // namespace refit::planner_detail

@@ -1,0 +1,65 @@
+#include <algorithm>
+
+#include "refit/planner/plan_stats.h"
+
+namespace refit {
+namespace {
+
+Bytes max_of(const std::vector<Bytes>& v) {
+  return v.empty() ? Bytes{0} : *std::ranges::max_element(v);
+}
+
+double mean_of_busy(const std::vector<Bytes>& v) {
+  double sum = 0;
+  std::int64_t busy = 0;
+  for (auto b : v)
+    if (b.value > 0) {
+      sum += static_cast<double>(b.value);
+      ++busy;
+    }
+  return busy ? sum / static_cast<double>(busy) : 0.0;
+}
+
+void count_network(PlanStats& s, const Transfer& t, const Cluster& c) {
+  s.network_bytes += t.bytes;
+  if (auto n = c.nic_of(t.sender)) s.nic_tx[static_cast<std::size_t>(*n)] += t.bytes;
+  if (auto n = c.nic_of(t.receiver)) s.nic_rx[static_cast<std::size_t>(*n)] += t.bytes;
+  s.domain_ingress[static_cast<std::size_t>(c.domain_of(t.receiver))] += t.bytes;
+}
+
+}  // namespace
+
+PlanStats compute_stats(const Plan& plan, const Cluster& c) {
+  PlanStats s;
+  s.nic_tx.assign(c.nics().size(), Bytes{0});
+  s.nic_rx.assign(c.nics().size(), Bytes{0});
+  s.nvlink_egress.assign(c.gpus().size(), Bytes{0});
+  s.nvlink_ingress.assign(c.gpus().size(), Bytes{0});
+  s.domain_ingress.assign(c.domains().size(), Bytes{0});
+  for (const auto& t : plan.transfers) {
+    ++s.transfers;
+    s.messages += t.chunk_count();
+    s.segments += static_cast<std::int64_t>(t.segments.size());
+    s.total_bytes += t.bytes;
+    switch (t.link) {
+      case LinkKind::kNetwork:
+        count_network(s, t, c);
+        break;
+      case LinkKind::kNvlink:
+        s.nvlink_bytes += t.bytes;
+        s.nvlink_egress[static_cast<std::size_t>(c.gpu_of(t.sender).value)] += t.bytes;
+        s.nvlink_ingress[static_cast<std::size_t>(c.gpu_of(t.receiver).value)] += t.bytes;
+        break;
+      case LinkKind::kLocal:
+        s.local_bytes += t.bytes;
+        break;
+    }
+  }
+  s.max_nic_tx = max_of(s.nic_tx);
+  s.max_nic_rx = max_of(s.nic_rx);
+  s.mean_nic_tx_bytes = mean_of_busy(s.nic_tx);
+  s.mean_nic_rx_bytes = mean_of_busy(s.nic_rx);
+  return s;
+}
+
+}  // namespace refit

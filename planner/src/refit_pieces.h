@@ -1,0 +1,60 @@
+#pragma once
+// Small pieces of the refit strategy that stand on their own: destination replicas grouped by
+// NVLink domain, interned NIC sets, cutting boxes by rows, and walking balanced shares.
+#include <map>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "refit/core/box.h"
+#include "refit/core/units.h"
+#include "strategies.h"
+
+namespace refit::planner_detail {
+
+// Replicas of one destination shard that live in one NVLink domain.
+struct DomainGroup {
+  std::int32_t domain = 0;
+  std::vector<Rank> replicas;
+};
+
+// [tensor][destination shard] -> its replicas grouped by domain, in order of first appearance.
+std::vector<std::vector<std::vector<DomainGroup>>> group_by_domain(const PlanContext& c);
+
+// Sorted, distinct NIC lists with small integer ids, so classes compare as integer pairs.
+class NicSets {
+ public:
+  std::int32_t intern(std::vector<std::int32_t> nics);
+  const std::vector<std::int32_t>& get(std::int32_t id) const { return sets_[static_cast<std::size_t>(id)]; }
+
+ private:
+  std::map<std::vector<std::int32_t>, std::int32_t> ids_;
+  std::vector<std::vector<std::int32_t>> sets_;
+};
+
+// Pieces are not cut finer than this: a share's rounding error is cheaper than a tiny message.
+inline constexpr double kMinSplitBytes = 1 << 20;
+
+// Cuts `box` along its outermost dim of extent > 1 into a head of about `bytes` (whole rows,
+// at least one row, at most all rows but one) and the rest; nothing when no dim can be cut.
+std::optional<std::pair<Box, Box>> split_rows(const Box& box, Bytes bytes, std::int64_t element_size);
+
+// Walks a list of (NIC, bytes) shares; the last share absorbs rounding leftovers.
+class ShareCursor {
+ public:
+  explicit ShareCursor(const std::vector<std::pair<std::int32_t, double>>& shares)
+      : shares_(shares), left_(shares.empty() ? 0.0 : shares.front().second) {}
+  void skip_spent() {
+    while (left_ <= kMinSplitBytes && at_ + 1 < shares_.size()) left_ += shares_[++at_].second;
+  }
+  double left() const { return left_; }
+  std::int32_t nic() const { return shares_[at_].first; }
+  void consume(double bytes) { left_ -= bytes; }
+
+ private:
+  const std::vector<std::pair<std::int32_t, double>>& shares_;
+  std::size_t at_ = 0;
+  double left_;
+};
+
+}  // namespace refit::planner_detail

@@ -1,0 +1,28 @@
+#pragma once
+// The strategies behind make_plan(); each lives in its own file.
+#include <vector>
+
+#include "refit/core/overlap.h"
+#include "refit/planner/strategy.h"
+
+namespace refit::planner_detail {
+
+struct PlanContext {
+  const ReshardProblem& problem;
+  const Cluster& cluster;
+  const PlanOptions& options;
+  std::vector<Overlap> overlaps;  // one per tensor, in problem order
+};
+
+Result<Plan> plan_refit(const PlanContext& c);
+Result<Plan> plan_direct(const PlanContext& c);
+Result<Plan> plan_m2n_ring(const PlanContext& c);
+Result<Plan> plan_gather_broadcast(const PlanContext& c);
+
+// NCCL M2N's UNIFORM balancing between n_sources replicas of a piece and n_dests replicas of a
+// destination shard: the source replica that serves destination replica i. With more sources
+// than destinations, sources form n_dests contiguous groups and the first of each sends; with
+// fewer, source j serves the contiguous range [j*ceil(d/s), (j+1)*ceil(d/s)).
+std::int64_t uniform_source(std::int64_t n_sources, std::int64_t n_dests, std::int64_t dest_index);
+
+}  // namespace refit::planner_detail

@@ -1,0 +1,68 @@
+#include "refit/planner/strategy.h"
+
+#include <algorithm>
+#include <array>
+
+#include <fmt/format.h>
+
+#include "strategies.h"
+
+namespace refit {
+namespace {
+
+using StrategyFn = Result<Plan> (*)(const planner_detail::PlanContext&);
+
+struct StrategyEntry {
+  std::string_view name;
+  StrategyFn plan;
+};
+
+constexpr std::array<StrategyEntry, 4> kStrategies{{
+    {"refit", planner_detail::plan_refit},
+    {"direct", planner_detail::plan_direct},
+    {"m2n-ring", planner_detail::plan_m2n_ring},
+    {"gather-broadcast", planner_detail::plan_gather_broadcast},
+}};
+
+constexpr std::array<std::string_view, 4> kNames{"refit", "direct", "m2n-ring", "gather-broadcast"};
+
+Result<void> check_placement(const ReshardProblem& p, const Cluster& c) {
+  if (c.rank_count() != p.world_size() || c.source_ranks() != p.source_ranks())
+    return invalid(fmt::format(
+        "cluster '{}' places {} ranks ({} training), the problem has {} ({} training, {} inference)",
+        c.name(), c.rank_count(), c.source_ranks(), p.world_size(), p.source_ranks(),
+        p.destination_ranks()));
+  return {};
+}
+
+}  // namespace
+
+std::span<const std::string_view> strategy_names() { return kNames; }
+
+Result<Plan> make_plan(std::string_view strategy, const ReshardProblem& problem,
+                       const Cluster& cluster, const PlanOptions& options) {
+  const auto* entry = std::ranges::find(kStrategies, strategy, &StrategyEntry::name);
+  if (entry == kStrategies.end())
+    return invalid(fmt::format("unknown strategy '{}' (expected refit, direct, m2n-ring or gather-broadcast)", strategy));
+  if (auto ok = check_placement(problem, cluster); !ok) return std::unexpected(ok.error());
+  if (options.chunk.value <= 0) return invalid("chunk must be > 0 bytes");
+  planner_detail::PlanContext context{problem, cluster, options, {}};
+  context.overlaps.reserve(problem.tensors().size());
+  for (const auto& t : problem.tensors()) {
+    auto o = overlaps(t.source, t.destination);
+    if (!o) return std::unexpected(std::move(o.error()).in(fmt::format("tensor '{}'", t.tensor.name)));
+    context.overlaps.push_back(std::move(*o));
+  }
+  return entry->plan(context);
+}
+
+namespace planner_detail {
+
+std::int64_t uniform_source(std::int64_t n_sources, std::int64_t n_dests, std::int64_t dest_index) {
+  if (n_sources >= n_dests) return dest_index * n_sources / n_dests;
+  const std::int64_t span = (n_dests + n_sources - 1) / n_sources;
+  return dest_index / span;
+}
+
+}  // namespace planner_detail
+}  // namespace refit

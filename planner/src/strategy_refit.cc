@@ -1,0 +1,187 @@
+// Strategy `refit`: every (piece, destination NVLink domain) enters the domain exactly once.
+//  1. A piece that some holder already has inside the domain goes over NVLink from that holder.
+//  2. Otherwise it crosses the network: the sender is chosen among ALL source replicas and the
+//     landing GPU among the domain's replicas that need it, so that the most loaded NIC (tx or rx)
+//     is as light as possible (nic_balance: max-flow + binary search), splitting pieces by rows
+//     where the fractional optimum splits them.
+//  3. The landing GPU completes the other replicas in its domain over NVLink, chunk by chunk.
+// Network messages are coalesced per (sender, landing) pair; relays per incoming message.
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "nic_balance.h"
+#include "plan_builder.h"
+#include "refit_pieces.h"
+#include "strategies.h"
+
+namespace refit::planner_detail {
+namespace {
+
+// A network item: piece `piece` of destination shard `dest` of tensor `tensor`, for the
+// replicas of that shard in domain group `group`.
+struct NetItem {
+  std::uint32_t tensor;
+  std::uint32_t dest;
+  std::uint32_t group;
+  std::uint32_t piece;
+};
+
+class RefitPlanner {
+ public:
+  explicit RefitPlanner(const PlanContext& c)
+      : c_(c), b_(c.problem, c.cluster, "refit", c.options.chunk), groups_(group_by_domain(c)),
+        sent_(static_cast<std::size_t>(c.problem.world_size())),
+        received_(static_cast<std::size_t>(c.problem.world_size())) {
+    const auto nics = c.cluster.nics().size();
+    balance_.tx_bandwidth.resize(nics);
+    balance_.rx_bandwidth.resize(nics);
+    for (std::size_t n = 0; n < nics; ++n)
+      balance_.tx_bandwidth[n] = balance_.rx_bandwidth[n] = c.cluster.nics()[n].bandwidth.value;
+    balance_.tx_fixed.assign(nics, 0.0);
+    balance_.rx_fixed.assign(nics, 0.0);
+  }
+
+  Result<Plan> run() {
+    for (std::uint32_t t = 0; t < c_.overlaps.size(); ++t)
+      if (auto ok = collect_tensor(t); !ok) return std::unexpected(ok.error());
+    const auto result = balance_nic_load(balance_);
+    for (std::size_t k = 0; k < class_items_.size(); ++k) place_class(k, result.shares[k]);
+    return std::move(b_).finish();
+  }
+
+ private:
+  Result<void> collect_tensor(std::uint32_t t) {
+    const auto& o = c_.overlaps[t];
+    NicSets& sets = nic_sets_;
+    std::vector<std::int32_t> source_set(o.sources.size());
+    for (std::size_t s = 0; s < o.sources.size(); ++s) source_set[s] = sets.intern(nics_of(o.sources[s].holders));
+    for (std::uint32_t d = 0; d < o.destinations.size(); ++d)
+      for (std::uint32_t g = 0; g < groups_[t][d].size(); ++g) {
+        const auto& group = groups_[t][d][g];
+        const auto landing_set = sets.intern(nics_of(group.replicas));
+        for (std::uint32_t p = 0; p < o.destinations[d].pieces.size(); ++p) {
+          const auto& piece = o.destinations[d].pieces[p];
+          if (send_inside_domain(t, piece, group)) continue;
+          const auto tx = source_set[piece.source];
+          if (sets.get(tx).empty() || sets.get(landing_set).empty())
+            return invalid(fmt::format("tensor '{}': piece {} must cross the network to domain {} but {} has no NIC",
+                                       c_.problem.tensors()[t].tensor.name, piece.box.to_string(), group.domain,
+                                       sets.get(tx).empty() ? "no holder" : "no replica"));
+          add_network_item(NetItem{t, d, g, p}, tx, landing_set);
+        }
+      }
+    return {};
+  }
+
+  std::vector<std::int32_t> nics_of(const std::vector<Rank>& ranks) const {
+    std::vector<std::int32_t> out;
+    for (Rank r : ranks)
+      if (auto n = c_.cluster.nic_of(r)) out.push_back(*n);
+    return out;
+  }
+
+  // Pieces held inside the destination domain move over NVLink only, spread over the holders.
+  bool send_inside_domain(std::uint32_t t, const Piece& piece, const DomainGroup& group) {
+    std::vector<Rank> near;
+    for (Rank h : c_.overlaps[t].holders(piece))
+      if (c_.cluster.domain_of(h) == group.domain) near.push_back(h);
+    if (near.empty()) return false;
+    for (std::size_t i = 0; i < group.replicas.size(); ++i)
+      b_.add(0, 0, near[i % near.size()], group.replicas[i], t, piece.box);
+    return true;
+  }
+
+  double bytes_of(const NetItem& it) const {
+    const auto& box = c_.overlaps[it.tensor].destinations[it.dest].pieces[it.piece].box;
+    return static_cast<double>(box.volume() * dtype_size(c_.problem.tensors()[it.tensor].tensor.dtype));
+  }
+
+  void add_network_item(const NetItem& item, std::int32_t tx_set, std::int32_t rx_set) {
+    const auto& tx = nic_sets_.get(tx_set);
+    const auto& rx = nic_sets_.get(rx_set);
+    if (tx.size() == 1 && rx.size() == 1) {  // nothing to choose: commit now
+      balance_.tx_fixed[static_cast<std::size_t>(tx[0])] += bytes_of(item);
+      balance_.rx_fixed[static_cast<std::size_t>(rx[0])] += bytes_of(item);
+      place(item, tx[0], rx[0], piece_box(item));
+      return;
+    }
+    const auto key = (static_cast<std::uint64_t>(tx_set) << 32) | static_cast<std::uint32_t>(rx_set);
+    auto [it, inserted] = class_of_.try_emplace(key, class_items_.size());
+    if (inserted) {
+      balance_.classes.push_back(FlowClass{tx, rx, 0.0});
+      class_items_.emplace_back();
+    }
+    balance_.classes[it->second].bytes += bytes_of(item);
+    class_items_[it->second].push_back(item);
+  }
+
+  const Box& piece_box(const NetItem& it) const {
+    return c_.overlaps[it.tensor].destinations[it.dest].pieces[it.piece].box;
+  }
+
+  // Walks the class's items against its tx and rx shares, cutting items where a share ends.
+  void place_class(std::size_t k, const ClassShares& shares) {
+    ShareCursor tx(shares.tx), rx(shares.rx);
+    for (const auto& item : class_items_[k]) {
+      const auto elem = dtype_size(c_.problem.tensors()[item.tensor].tensor.dtype);
+      Box rest = piece_box(item);
+      while (true) {
+        tx.skip_spent();
+        rx.skip_spent();
+        const double take = std::min(tx.left(), rx.left());
+        const double whole = static_cast<double>(rest.volume() * elem);
+        auto cut = take >= whole - kMinSplitBytes || take < kMinSplitBytes
+                       ? std::nullopt
+                       : split_rows(rest, Bytes{static_cast<std::int64_t>(take)}, elem);
+        const Box& head = cut ? cut->first : rest;
+        const double bytes = static_cast<double>(head.volume() * elem);
+        place(item, tx.nic(), rx.nic(), head);
+        tx.consume(bytes);
+        rx.consume(bytes);
+        if (!cut) break;
+        rest = std::move(cut->second);
+      }
+    }
+  }
+
+  static Rank least_loaded(const std::vector<Rank>& ranks, std::int32_t nic, const Cluster& c,
+                           const std::vector<std::int64_t>& load) {
+    Rank best{-1};
+    for (Rank r : ranks)
+      if (c.nic_of(r) == nic && (best.value < 0 || load[static_cast<std::size_t>(r.value)] < load[static_cast<std::size_t>(best.value)]))
+        best = r;
+    return best;
+  }
+
+  void place(const NetItem& item, std::int32_t tx_nic, std::int32_t rx_nic, const Box& box) {
+    const auto& piece = c_.overlaps[item.tensor].destinations[item.dest].pieces[item.piece];
+    const auto& group = groups_[item.tensor][item.dest][item.group];
+    const Rank sender = least_loaded(c_.overlaps[item.tensor].holders(piece), tx_nic, c_.cluster, sent_);
+    const Rank landing = least_loaded(group.replicas, rx_nic, c_.cluster, received_);
+    const auto bytes = box.volume() * dtype_size(c_.problem.tensors()[item.tensor].tensor.dtype);
+    sent_[static_cast<std::size_t>(sender.value)] += bytes;
+    received_[static_cast<std::size_t>(landing.value)] += bytes;
+    const Handle h = b_.add(0, 0, sender, landing, item.tensor, box);
+    for (Rank r : group.replicas)
+      if (r != landing) b_.add(1, static_cast<std::uint64_t>(h), landing, r, item.tensor, box, h);
+  }
+
+  const PlanContext& c_;
+  PlanBuilder b_;
+  std::vector<std::vector<std::vector<DomainGroup>>> groups_;  // [tensor][dest] -> domain groups
+  NicSets nic_sets_;
+  BalanceProblem balance_;
+  std::unordered_map<std::uint64_t, std::size_t> class_of_;
+  std::vector<std::vector<NetItem>> class_items_;
+  std::vector<std::int64_t> sent_;      // bytes per rank, to spread ranks sharing a NIC
+  std::vector<std::int64_t> received_;
+};
+
+}  // namespace
+
+Result<Plan> plan_refit(const PlanContext& c) { return RefitPlanner(c).run(); }
+
+}  // namespace refit::planner_detail

@@ -1,0 +1,180 @@
+// Plan::validate: the executors trust a plan that passes, so every rule of plan.h is checked here.
+#include <algorithm>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "refit/planner/plan.h"
+
+namespace refit {
+namespace {
+
+// Mesh position of every rank for one layout (-1 where the rank is not in the mesh).
+std::vector<std::int32_t> positions(const Layout& l, std::int32_t world) {
+  std::vector<std::int32_t> pos(static_cast<std::size_t>(world), -1);
+  for (std::int64_t p = 0; p < l.mesh().size(); ++p)
+    pos[static_cast<std::size_t>(l.mesh().rank_at(p).value)] = static_cast<std::int32_t>(p);
+  return pos;
+}
+
+struct Context {
+  const Plan& plan;
+  const ReshardProblem& problem;
+  std::vector<std::vector<std::int32_t>> source_positions;       // per tensor
+  std::vector<std::vector<std::int32_t>> destination_positions;  // per tensor
+  // Boxes each transfer delivered, by (transfer, tensor).
+  std::unordered_map<std::uint64_t, std::vector<const Box*>> delivered;
+
+  static std::uint64_t key(std::int32_t transfer, std::uint32_t tensor) {
+    return (static_cast<std::uint64_t>(transfer) << 32) | tensor;
+  }
+};
+
+Result<void> check_tensors(const Plan& plan, const ReshardProblem& problem) {
+  if (plan.source_ranks != problem.source_ranks() ||
+      plan.destination_ranks != problem.destination_ranks())
+    return invalid(fmt::format("plan is for {}+{} ranks, the problem has {}+{}", plan.source_ranks,
+                               plan.destination_ranks, problem.source_ranks(),
+                               problem.destination_ranks()));
+  if (plan.tensors.size() != problem.tensors().size())
+    return invalid(fmt::format("plan has {} tensors, the problem {}", plan.tensors.size(),
+                               problem.tensors().size()));
+  for (std::size_t i = 0; i < plan.tensors.size(); ++i)
+    if (!(plan.tensors[i] == problem.tensors()[i].tensor))
+      return invalid(fmt::format("tensors[{}]: plan has '{}', the problem '{}' (or shapes/dtypes differ)",
+                                 i, plan.tensors[i].name, problem.tensors()[i].tensor.name));
+  return {};
+}
+
+// Boxes must tile `target`: disjoint and adding up to its volume.
+Result<void> check_tiling(std::vector<Box>& boxes, const Box& target) {
+  std::int64_t volume = 0;
+  for (const auto& b : boxes) volume += b.volume();
+  std::ranges::sort(boxes, {}, [](const Box& b) { return b.offset[0]; });
+  for (std::size_t i = 0; i < boxes.size(); ++i)
+    for (std::size_t j = i + 1; j < boxes.size(); ++j) {
+      if (boxes[j].offset[0] >= boxes[i].offset[0] + boxes[i].extent[0]) break;
+      if (intersect(boxes[i], boxes[j]))
+        return invalid(fmt::format("{} is written twice ({} and {})",
+                                   intersect(boxes[i], boxes[j])->to_string(),
+                                   boxes[i].to_string(), boxes[j].to_string()));
+    }
+  if (volume != target.volume())
+    return invalid(fmt::format("receives {} of the {} elements of its box {}", volume,
+                               target.volume(), target.to_string()));
+  return {};
+}
+
+Result<void> check_segment_source(const Context& c, const Transfer& t, const Segment& s) {
+  const auto& spec = c.problem.tensors()[s.tensor];
+  if (s.via == kFromSourceShard) {
+    const auto pos = c.source_positions[s.tensor][static_cast<std::size_t>(t.sender.value)];
+    if (pos < 0 || !spec.source.box_at_position(pos).contains(s.box))
+      return invalid(fmt::format("rank {} sends {} of tensor '{}' without holding it",
+                                 t.sender.value, s.box.to_string(), spec.tensor.name));
+    return {};
+  }
+  if (s.via < 0 || s.via >= t.id)
+    return invalid(fmt::format("via {} is not an earlier transfer", s.via));
+  if (c.plan.transfers[static_cast<std::size_t>(s.via)].receiver != t.sender)
+    return invalid(fmt::format("via transfer {} was not received by sender rank {}", s.via,
+                               t.sender.value));
+  const auto it = c.delivered.find(Context::key(s.via, s.tensor));
+  std::vector<Box> parts;
+  if (it != c.delivered.end())
+    for (const Box* b : it->second)
+      if (auto part = intersect(*b, s.box)) parts.push_back(std::move(*part));
+  if (auto ok = check_tiling(parts, s.box); !ok)
+    return invalid(fmt::format("transfer {} did not deliver {} of tensor '{}' exactly once: {}",
+                               s.via, s.box.to_string(), spec.tensor.name, ok.error().message));
+  return {};
+}
+
+Result<void> check_transfer(const Context& c, const Transfer& t, std::size_t index) {
+  const auto& plan = c.plan;
+  if (t.id != static_cast<std::int32_t>(index)) return invalid(fmt::format("id is {}", t.id));
+  for (auto r : {t.sender, t.receiver})
+    if (r.value < 0 || r.value >= plan.world_size())
+      return invalid(fmt::format("rank {} does not exist ({} ranks)", r.value, plan.world_size()));
+  if (t.sender == t.receiver) return invalid("sender and receiver are the same rank");
+  if (t.segments.empty()) return invalid("no segments");
+  if (t.chunk.value <= 0) return invalid("chunk must be > 0 bytes");
+  Bytes sum{0};
+  for (std::size_t k = 0; k < t.segments.size(); ++k) {
+    const auto& s = t.segments[k];
+    const auto at = fmt::format("segments[{}]", k);
+    if (s.tensor >= plan.tensors.size())
+      return invalid(fmt::format("{}: tensor index {} does not exist", at, s.tensor));
+    const auto& shape = plan.tensors[s.tensor].shape;
+    if (s.box.rank() != shape.size() || s.box.extent.size() != shape.size() || s.box.empty() ||
+        !Box::whole(shape).contains(s.box))
+      return invalid(fmt::format("{}: box {} is empty or outside tensor '{}'", at,
+                                 s.box.to_string(), plan.tensors[s.tensor].name));
+    if (auto ok = check_segment_source(c, t, s); !ok) return std::unexpected(std::move(ok.error()).in(at));
+    sum += plan.segment_bytes(s);
+  }
+  if (sum != t.bytes)
+    return invalid(fmt::format("bytes is {}, the segments add up to {}", t.bytes.value, sum.value));
+  return {};
+}
+
+struct Received {
+  std::int32_t rank;
+  std::uint32_t tensor;
+  Box box;  // already cut to the rank's destination box
+};
+
+Result<void> check_coverage(const Context& c) {
+  std::vector<Received> received;
+  for (const auto& t : c.plan.transfers) {
+    const auto r = t.receiver.value;
+    if (r < c.plan.source_ranks) continue;
+    for (const auto& s : t.segments) {
+      const auto pos = c.destination_positions[s.tensor][static_cast<std::size_t>(r)];
+      if (pos < 0) continue;
+      const Box mine = c.problem.tensors()[s.tensor].destination.box_at_position(pos);
+      if (auto cut = intersect(mine, s.box)) received.push_back({r, s.tensor, std::move(*cut)});
+    }
+  }
+  std::ranges::sort(received, {}, [](const Received& x) { return std::pair(x.tensor, x.rank); });
+  std::size_t next = 0;
+  for (std::uint32_t t = 0; t < c.problem.tensors().size(); ++t) {
+    const auto& dst = c.problem.tensors()[t].destination;
+    std::vector<std::pair<std::int32_t, std::int64_t>> by_rank;  // (rank, mesh position)
+    for (std::int64_t p = 0; p < dst.mesh().size(); ++p) by_rank.emplace_back(dst.mesh().rank_at(p).value, p);
+    std::ranges::sort(by_rank);
+    for (const auto& [rank, p] : by_rank) {
+      std::vector<Box> boxes;
+      while (next < received.size() && received[next].tensor == t && received[next].rank == rank)
+        boxes.push_back(std::move(received[next++].box));
+      const Box mine = dst.box_at_position(p);
+      if (mine.empty()) continue;
+      if (auto ok = check_tiling(boxes, mine); !ok)
+        return std::unexpected(std::move(ok.error())
+                                   .in(fmt::format("destination rank {}, tensor '{}'", rank,
+                                                   c.plan.tensors[t].name)));
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<void> validate(const Plan& plan, const ReshardProblem& problem) {
+  if (auto ok = check_tensors(plan, problem); !ok) return ok;
+  Context c{plan, problem, {}, {}, {}};
+  for (const auto& t : problem.tensors()) {
+    c.source_positions.push_back(positions(t.source, plan.world_size()));
+    c.destination_positions.push_back(positions(t.destination, plan.world_size()));
+  }
+  for (std::size_t i = 0; i < plan.transfers.size(); ++i) {
+    const auto& t = plan.transfers[i];
+    if (auto ok = check_transfer(c, t, i); !ok)
+      return std::unexpected(std::move(ok.error()).in(fmt::format("transfers[{}] ({} -> {})", i,
+                                                                  t.sender.value, t.receiver.value)));
+    for (const auto& s : t.segments) c.delivered[Context::key(t.id, s.tensor)].push_back(&s.box);
+  }
+  return check_coverage(c);
+}
+
+}  // namespace refit

@@ -1,0 +1,55 @@
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "refit/planner/plan_json.h"
+#include "refit/planner/strategy.h"
+#include "test_cluster.h"
+#include "test_problems.h"
+
+namespace refit {
+namespace {
+
+using testing::make_layout;
+using testing::rank_range;
+
+TEST(PlanJson, EveryStrategyRoundTrips) {
+  const auto p = ReshardProblem::make(
+      {testing::make_reshard("a", {64, 32}, make_layout({64, 32}, {2, 2}, rank_range(0, 4), "S0,R"),
+                             make_layout({64, 32}, {2, 2}, rank_range(4, 4), "R,S1")),
+       testing::make_reshard("b", {10}, make_layout({10}, {4}, rank_range(0, 4), "S0"),
+                             make_layout({10}, {4}, rank_range(4, 4), "R"), DType::kFP32)},
+      4, 4).value();
+  const auto c = testing::make_test_cluster(4, 2, 4, 4);
+  for (auto name : strategy_names()) {
+    const auto plan = make_plan(name, p, c).value();
+    std::ostringstream out;
+    write_plan_json(plan, out);
+    const auto back = parse_plan_json(out.str());
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_EQ(*back, plan) << name;
+    EXPECT_EQ(plan_hash(*back), plan_hash(plan));
+  }
+}
+
+TEST(PlanJson, ErrorsNameTheJsonPath) {
+  const std::string base =
+      R"({"format":"refit-plan","version":1,"strategy":"x","source_ranks":1,"destination_ranks":1,)"
+      R"("tensors":[{"name":"w","shape":[4],"dtype":"bf16"}],"transfers":[{"id":0,"from":0,"to":1,)"
+      R"("link":"network","bytes":8,"chunk":64,"segments":[{"tensor":0,"offset":[0],"extent":[4],"via":-1}]}]})";
+  ASSERT_TRUE(parse_plan_json(base));
+  auto replace = [&](const std::string& from, const std::string& to) {
+    std::string s = base;
+    s.replace(s.find(from), from.size(), to);
+    return parse_plan_json(s);
+  };
+  EXPECT_NE(replace(R"("extent":[4])", R"("extent":"x")").error().message.find("$.transfers[0].segments[0].extent"), std::string::npos);
+  EXPECT_NE(replace(R"("link":"network")", R"("link":"pigeon")").error().message.find("$.transfers[0].link"), std::string::npos);
+  EXPECT_NE(replace(R"("dtype":"bf16")", R"("dtype":"bf17")").error().message.find("$.tensors[0].dtype"), std::string::npos);
+  EXPECT_NE(replace(R"("from":0,)", "").error().message.find("$.transfers[0].from: missing"), std::string::npos);
+  EXPECT_FALSE(parse_plan_json("{not json"));
+  EXPECT_FALSE(load_plan_file("/nonexistent/plan.json"));
+}
+
+}  // namespace
+}  // namespace refit

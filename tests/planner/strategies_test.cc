@@ -1,0 +1,128 @@
+#include <gtest/gtest.h>
+
+#include "refit/planner/plan_stats.h"
+#include "refit/planner/strategy.h"
+#include "test_cluster.h"
+#include "test_problems.h"
+
+namespace refit {
+namespace {
+
+using testing::make_layout;
+using testing::make_reshard;
+using testing::make_test_cluster;
+using testing::rank_range;
+
+// [4096, 1024] bf16 = 8 MiB, rows split over 4 training ranks on node 0. Inference on node 1:
+// a 2x2 mesh (R, S0): two row halves, each replicated on two GPUs of the same domain.
+ReshardProblem replicated_in_one_domain() {
+  return ReshardProblem::make({make_reshard("w", {4096, 1024},
+                                            make_layout({4096, 1024}, {4}, rank_range(0, 4), "S0"),
+                                            make_layout({4096, 1024}, {2, 2}, rank_range(4, 4), "R,S0"))},
+                              4, 4).value();
+}
+
+Plan plan_of(std::string_view strategy, const ReshardProblem& p, const Cluster& c) {
+  auto plan = make_plan(strategy, p, c);
+  EXPECT_TRUE(plan) << plan.error().message;
+  auto ok = validate(*plan, p);
+  EXPECT_TRUE(ok) << strategy << ": " << ok.error().message;
+  return *plan;
+}
+
+constexpr std::int64_t kTensorBytes = 4096 * 1024 * 2;
+
+TEST(Strategies, RefitCrossesTheNetworkOncePerDomain) {
+  const auto p = replicated_in_one_domain();
+  const auto c = make_test_cluster(2, 4, 4, 4);
+  const auto s = compute_stats(plan_of("refit", p, c), c);
+  // Both replicas of each half live in domain 1: the tensor enters it once, then one NVLink copy.
+  EXPECT_EQ(s.network_bytes.value, kTensorBytes);
+  EXPECT_EQ(s.nvlink_bytes.value, kTensorBytes);
+  EXPECT_EQ(s.domain_ingress[1].value, kTensorBytes);
+}
+
+TEST(Strategies, DirectSendsEveryReplicaOverTheNetwork) {
+  const auto p = replicated_in_one_domain();
+  const auto c = make_test_cluster(2, 4, 4, 4);
+  const auto s = compute_stats(plan_of("direct", p, c), c);
+  EXPECT_EQ(s.network_bytes.value, 2 * kTensorBytes);  // two replicas, each straight from the source
+  EXPECT_EQ(s.nvlink_bytes.value, 0);
+}
+
+TEST(Strategies, M2nRingUsesALeaderPerDomain) {
+  const auto p = replicated_in_one_domain();
+  const auto c = make_test_cluster(2, 4, 4, 4);
+  const auto s = compute_stats(plan_of("m2n-ring", p, c), c);
+  EXPECT_EQ(s.network_bytes.value, kTensorBytes);
+  EXPECT_EQ(s.nvlink_bytes.value, kTensorBytes);
+}
+
+TEST(Strategies, GatherBroadcastSendsTheWholeTensorEverywhere) {
+  const auto p = replicated_in_one_domain();
+  const auto c = make_test_cluster(2, 4, 4, 4);
+  const auto s = compute_stats(plan_of("gather-broadcast", p, c), c);
+  // Gather: each of 4 training ranks receives the 3/4 it lacks over NVLink (3 x 8 MiB in all);
+  // broadcast: a ring over 8 ranks, 7 hops of the full tensor, one of which crosses the network.
+  EXPECT_EQ(s.nvlink_bytes.value, 3 * kTensorBytes + 6 * kTensorBytes);
+  EXPECT_EQ(s.network_bytes.value, kTensorBytes);
+}
+
+TEST(Strategies, RefitSpreadsReplicatedSourcesOverAllNics) {
+  // Source fully replicated on 4 ranks (node 0); destination rows split over 4 ranks (node 1).
+  // UNIFORM picks source replica 0 for every piece (4 sources, 1 destination replica each), so
+  // direct loads NIC 0 with the whole 8 MiB; refit gives each source NIC one 2 MiB piece.
+  const auto p = ReshardProblem::make(
+      {make_reshard("w", {4096, 1024}, make_layout({4096, 1024}, {4}, rank_range(0, 4), "R"),
+                    make_layout({4096, 1024}, {4}, rank_range(4, 4), "S0"))},
+      4, 4).value();
+  const auto c = make_test_cluster(2, 4, 4, 4);
+  const auto direct = compute_stats(plan_of("direct", p, c), c);
+  const auto refit = compute_stats(plan_of("refit", p, c), c);
+  EXPECT_EQ(direct.max_nic_tx.value, kTensorBytes);
+  EXPECT_EQ(refit.max_nic_tx.value, kTensorBytes / 4);
+  EXPECT_EQ(refit.network_bytes, direct.network_bytes);
+}
+
+TEST(Strategies, RefitSplitsAPieceAcrossSendersWhenThatBalances) {
+  // One destination rank needs the whole 8 MiB tensor, replicated on 4 source ranks with their
+  // own NICs. The receiver NIC is the bound either way, but no sender needs more than a quarter:
+  // the fractional optimum cuts the single piece into 4 row blocks of 2 MiB.
+  const auto p = ReshardProblem::make(
+      {make_reshard("w", {4096, 1024}, make_layout({4096, 1024}, {4}, rank_range(0, 4), "R"),
+                    make_layout({4096, 1024}, {1}, rank_range(4, 1), "R"))},
+      4, 1).value();
+  const auto c = make_test_cluster(2, 4, 4, 1);
+  const auto s = compute_stats(plan_of("refit", p, c), c);
+  EXPECT_EQ(s.max_nic_rx.value, kTensorBytes);
+  EXPECT_LE(s.max_nic_tx.value, kTensorBytes / 4 + 2 * 1024 * 2);  // within one row of a quarter
+}
+
+TEST(Strategies, PiecesHeldInsideTheDomainStayOnNvlink) {
+  // Training and inference share one 8-GPU domain: nothing crosses the network.
+  const auto p = replicated_in_one_domain();
+  const auto c = make_test_cluster(1, 8, 4, 4);
+  const auto s = compute_stats(plan_of("refit", p, c), c);
+  EXPECT_EQ(s.network_bytes.value, 0);
+  EXPECT_EQ(s.nvlink_bytes.value, 2 * kTensorBytes);
+}
+
+TEST(Strategies, UnknownStrategyAndMismatchedClusterAreRefused) {
+  const auto p = replicated_in_one_domain();
+  auto unknown = make_plan("fastest", p, make_test_cluster(2, 4, 4, 4));
+  ASSERT_FALSE(unknown);
+  EXPECT_NE(unknown.error().message.find("fastest"), std::string::npos);
+  auto small = make_plan("refit", p, make_test_cluster(2, 4, 4, 2));
+  ASSERT_FALSE(small);
+  EXPECT_TRUE(small.error().is_bad_input());
+}
+
+TEST(Strategies, PlansAreDeterministic) {
+  const auto p = replicated_in_one_domain();
+  const auto c = make_test_cluster(2, 4, 4, 4);
+  for (auto name : strategy_names())
+    EXPECT_EQ(plan_hash(make_plan(name, p, c).value()), plan_hash(make_plan(name, p, c).value())) << name;
+}
+
+}  // namespace
+}  // namespace refit

@@ -1,0 +1,32 @@
+#pragma once
+// Small hand-built clusters for tests that must not depend on the presets: `nodes` nodes of
+// `gpus_per_node` GPUs, each node one NVLink domain, one NIC per GPU (rail-optimised).
+#include "refit/topology/cluster.h"
+
+namespace refit::testing {
+
+inline Cluster make_test_cluster(std::int32_t nodes, std::int32_t gpus_per_node,
+                                 std::int32_t source_ranks, std::int32_t destination_ranks,
+                                 double nic_gbps = 50, double nvlink_gbps = 400) {
+  ClusterSpec s;
+  s.name = "test";
+  s.nvlink_latency = Seconds{5e-6};
+  for (std::int32_t n = 0; n < nodes; ++n) {
+    DomainSpec d{n, {}};
+    for (std::int32_t k = 0; k < gpus_per_node; ++k) {
+      const GpuId id{n * gpus_per_node + k};
+      s.gpus.push_back(GpuSpec{id, n, n, BytesPerSecond::from_gbps(nvlink_gbps),
+                               BytesPerSecond::from_gbps(1500), ""});
+      s.nics.push_back(NicSpec{id.value, "", n, BytesPerSecond::from_gbps(nic_gbps), Seconds{15e-6}, {id}, ""});
+      d.gpus.push_back(id);
+    }
+    s.domains.push_back(std::move(d));
+  }
+  RankPlacementOptions o;
+  o.source_ranks = source_ranks;
+  o.destination_ranks = destination_ranks;
+  if (!place_ranks(s, o)) throw std::runtime_error("test cluster too small");
+  return Cluster::make(std::move(s)).value();
+}
+
+}  // namespace refit::testing
