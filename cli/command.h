@@ -14,5 +14,9 @@ using Action = std::function<Result<void>()>;
 
 // Each add_* registers one subcommand on `app` and returns the action to run when it is chosen.
 Action add_layout_command(CLI::App& app);
+Action add_plan_command(CLI::App& app);
+Action add_simulate_command(CLI::App& app);
+Action add_topo_command(CLI::App& app);
+Action add_models_command(CLI::App& app);
 
 }  // namespace refit::cli

@@ -18,6 +18,10 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "refit 0.1.0");
   std::map<std::string, refit::cli::Action> actions;
   actions["layout"] = refit::cli::add_layout_command(app);
+  actions["topo"] = refit::cli::add_topo_command(app);
+  actions["models"] = refit::cli::add_models_command(app);
+  actions["plan"] = refit::cli::add_plan_command(app);
+  actions["simulate"] = refit::cli::add_simulate_command(app);
 
   if (argc > 1 && argv[1][0] != '-' && !actions.contains(argv[1])) {
     std::vector<std::string> names;

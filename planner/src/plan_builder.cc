@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <tuple>
 
 namespace refit::planner_detail {
 
@@ -37,7 +38,32 @@ LinkKind PlanBuilder::link_between(Rank a, Rank b) const {
 Plan PlanBuilder::finish() && {
   std::vector<Handle> order(pending_.size());
   std::iota(order.begin(), order.end(), 0);
-  std::ranges::stable_sort(order, {}, [&](Handle h) { return pending_[static_cast<std::size_t>(h)].phase; });
+  // Within a phase, sender s walks its receivers (ascending) starting at its (s mod n)-th of n,
+  // a rotated all-to-all: the senders spread over the receivers instead of all starting on the
+  // same one. Transfers then go round by round: every sender's k-th message before any k+1-th.
+  std::ranges::stable_sort(order, {}, [&](Handle h) {
+    const auto& p = pending_[static_cast<std::size_t>(h)];
+    return std::tuple(p.phase, p.from.value, p.to.value);
+  });
+  std::vector<std::pair<std::int64_t, std::size_t>> round(order.size());  // (round, position)
+  for (std::size_t begin = 0; begin < order.size();) {
+    const auto& first = pending_[static_cast<std::size_t>(order[begin])];
+    std::size_t end = begin;
+    while (end < order.size() && pending_[static_cast<std::size_t>(order[end])].phase == first.phase &&
+           pending_[static_cast<std::size_t>(order[end])].from == first.from)
+      ++end;
+    const auto n = static_cast<std::int64_t>(end - begin);
+    const auto shift = first.from.value % n;
+    for (std::size_t i = begin; i < end; ++i)
+      round[i] = {(static_cast<std::int64_t>(i - begin) - shift + n) % n, i};
+    begin = end;
+  }
+  std::ranges::stable_sort(round, {}, [&](const auto& r) {
+    return std::pair(pending_[static_cast<std::size_t>(order[r.second])].phase, r.first);
+  });
+  std::vector<Handle> rounds(order.size());
+  for (std::size_t i = 0; i < round.size(); ++i) rounds[i] = order[round[i].second];
+  order = std::move(rounds);
   std::vector<std::int32_t> id_of(pending_.size());
   for (std::size_t i = 0; i < order.size(); ++i) id_of[static_cast<std::size_t>(order[i])] = static_cast<std::int32_t>(i);
 

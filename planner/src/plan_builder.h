@@ -2,6 +2,7 @@
 // Accumulates the segments a strategy decides to move into coalesced transfers, and lays them
 // out in plan order. Strategies speak in "phases": a transfer of phase k may forward data of
 // transfers of earlier phases only, so ordering by phase keeps every `via` earlier in the plan.
+// Inside a phase, senders walk their receivers as a rotated all-to-all (see finish()).
 #include <cstdint>
 #include <unordered_map>
 #include <vector>

@@ -12,6 +12,26 @@
 
 namespace refit::planner_detail {
 
+// A network item: piece `piece` of destination shard `dest` of tensor `tensor`, for the
+// replicas of that shard in domain group `group`.
+struct NetItem {
+  std::uint32_t tensor;
+  std::uint32_t dest;
+  std::uint32_t group;
+  std::uint32_t piece;
+};
+
+// A decided network crossing: `box` (the item's piece or a row block of it) goes from `sender`
+// to `landing`, or, when relay_from >= 0, from the landing rank of assignment relay_from, a
+// destination domain that already receives the same box (forwarding between domains).
+struct Assignment {
+  NetItem item;
+  Rank sender;
+  Rank landing;
+  Box box;
+  std::int32_t relay_from = -1;
+};
+
 // Replicas of one destination shard that live in one NVLink domain.
 struct DomainGroup {
   std::int32_t domain = 0;

@@ -4,7 +4,10 @@
 //     landing GPU among the domain's replicas that need it, so that the most loaded NIC (tx or rx)
 //     is as light as possible (nic_balance: max-flow + binary search), splitting pieces by rows
 //     where the fractional optimum splits them.
-//  3. The landing GPU completes the other replicas in its domain over NVLink, chunk by chunk.
+//  3. Where a piece's only holder would have to send it to more domains than the busiest
+//     receiver can take in the same time, destination domains forward it to each other
+//     (refit_forwarding.h).
+//  4. The landing GPU completes the other replicas in its domain over NVLink, chunk by chunk.
 // Network messages are coalesced per (sender, landing) pair; relays per incoming message.
 #include <algorithm>
 #include <map>
@@ -14,20 +17,12 @@
 
 #include "nic_balance.h"
 #include "plan_builder.h"
+#include "refit_forwarding.h"
 #include "refit_pieces.h"
 #include "strategies.h"
 
 namespace refit::planner_detail {
 namespace {
-
-// A network item: piece `piece` of destination shard `dest` of tensor `tensor`, for the
-// replicas of that shard in domain group `group`.
-struct NetItem {
-  std::uint32_t tensor;
-  std::uint32_t dest;
-  std::uint32_t group;
-  std::uint32_t piece;
-};
 
 class RefitPlanner {
  public:
@@ -49,6 +44,8 @@ class RefitPlanner {
       if (auto ok = collect_tensor(t); !ok) return std::unexpected(ok.error());
     const auto result = balance_nic_load(balance_);
     for (std::size_t k = 0; k < class_items_.size(); ++k) place_class(k, result.shares[k]);
+    forward_between_domains(assignments_, c_.cluster, assignment_bytes_);
+    emit();
     return std::move(b_).finish();
   }
 
@@ -164,9 +161,27 @@ class RefitPlanner {
     const auto bytes = box.volume() * dtype_size(c_.problem.tensors()[item.tensor].tensor.dtype);
     sent_[static_cast<std::size_t>(sender.value)] += bytes;
     received_[static_cast<std::size_t>(landing.value)] += bytes;
-    const Handle h = b_.add(0, 0, sender, landing, item.tensor, box);
-    for (Rank r : group.replicas)
-      if (r != landing) b_.add(1, static_cast<std::uint64_t>(h), landing, r, item.tensor, box, h);
+    assignments_.push_back(Assignment{item, sender, landing, box});
+    assignment_bytes_.push_back(bytes);
+  }
+
+  // Plan order: straight from the sources (phase 0) and their NVLink fan-out (1), then the
+  // forwarding between domains (2) and its fan-out (3).
+  void emit() {
+    std::vector<Handle> handle(assignments_.size());
+    for (bool forwarded : {false, true})
+      for (std::size_t i = 0; i < assignments_.size(); ++i) {
+        const auto& a = assignments_[i];
+        if ((a.relay_from >= 0) != forwarded) continue;
+        const std::uint32_t phase = forwarded ? 2 : 0;
+        const auto from = forwarded ? handle[static_cast<std::size_t>(a.relay_from)] : kFromSourceShard;
+        const Rank sender = forwarded ? assignments_[static_cast<std::size_t>(a.relay_from)].landing : a.sender;
+        const std::uint64_t key = forwarded ? static_cast<std::uint64_t>(from) : 0;
+        handle[i] = b_.add(phase, key, sender, a.landing, a.item.tensor, a.box, from);
+        for (Rank r : groups_[a.item.tensor][a.item.dest][a.item.group].replicas)
+          if (r != a.landing)
+            b_.add(phase + 1, static_cast<std::uint64_t>(handle[i]), a.landing, r, a.item.tensor, a.box, handle[i]);
+      }
   }
 
   const PlanContext& c_;
@@ -176,6 +191,8 @@ class RefitPlanner {
   BalanceProblem balance_;
   std::unordered_map<std::uint64_t, std::size_t> class_of_;
   std::vector<std::vector<NetItem>> class_items_;
+  std::vector<Assignment> assignments_;
+  std::vector<std::int64_t> assignment_bytes_;
   std::vector<std::int64_t> sent_;      // bytes per rank, to spread ranks sharing a NIC
   std::vector<std::int64_t> received_;
 };

@@ -55,6 +55,7 @@ Result<void> check_nics(const ClusterSpec& s) {
     const auto at = fmt::format("nics[{}]", i);
     if (n.id != static_cast<std::int32_t>(i))
       return invalid(fmt::format("{}.id is {}, expected {}", at, n.id, i));
+    if (n.node < 0) return invalid(fmt::format("{}.node is negative", at));
     if (n.bandwidth.value <= 0) return invalid(fmt::format("{}.gbps must be > 0", at));
     if (n.latency.value < 0) return invalid(fmt::format("{}.latency_us is negative", at));
     for (std::size_t k = 0; k < n.gpus.size(); ++k) {
@@ -131,6 +132,18 @@ Result<void> place_ranks(ClusterSpec& spec, const RankPlacementOptions& o) {
   spec.rank_to_gpu = std::move(placement);
   spec.source_ranks = o.source_ranks;
   return check_placement(spec);
+}
+
+std::int32_t required_gpus(const RankPlacementOptions& o) {
+  std::int32_t needed = 0;
+  if (!o.explicit_gpus.empty()) {
+    for (const auto g : o.explicit_gpus) needed = std::max(needed, g.value + 1);
+    return needed;
+  }
+  needed = o.source_ranks;
+  if (o.destination_ranks > 0)
+    needed = std::max(needed, o.destination_offset.value_or(o.source_ranks) + o.destination_ranks);
+  return needed;
 }
 
 }  // namespace refit

@@ -114,4 +114,8 @@ struct RankPlacementOptions {
 // Fills spec.rank_to_gpu and spec.source_ranks; errors when the cluster is too small.
 Result<void> place_ranks(ClusterSpec& spec, const RankPlacementOptions& options);
 
+// The number of GPUs a placement needs (its highest GPU index + 1; 0 when it places no rank),
+// so that presets can size themselves before placing.
+std::int32_t required_gpus(const RankPlacementOptions& options);
+
 }  // namespace refit

@@ -1,0 +1,155 @@
+// refit models: list the built-in models, or show one model and, with two layouts, what every
+// training and inference rank holds.
+#include <algorithm>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "command.h"
+#include "problem_options.h"
+#include "refit/models/builtin_models.h"
+#include "refit/models/manifest.h"
+#include "refit/models/problem_builder.h"
+#include "refit/models/rank_bytes.h"
+
+namespace refit::cli {
+namespace {
+
+struct ModelsOptions {
+  std::string model;
+  std::string train;
+  std::string infer;
+  ModelOptions model_options;
+  std::string write_manifest;
+  bool json = false;
+};
+
+using Json = nlohmann::ordered_json;
+
+std::string gigabytes(Bytes b) {
+  return fmt::format("{:.1f} GB", static_cast<double>(b.value) / 1e9);
+}
+
+Result<void> list_models(const ModelsOptions& o) {
+  if (!o.train.empty() || !o.infer.empty() || !o.write_manifest.empty())
+    return invalid("--train, --infer and --write-manifest need a MODEL");
+  Json list = Json::array();
+  for (const auto& builtin : models::builtin_models()) {
+    auto m = models::builtin_model(builtin.name);
+    if (!m) return std::unexpected(m.error());
+    list.push_back({{"name", m->name},
+                    {"architecture", m->architecture},
+                    {"params", m->parameter_count()},
+                    {"bf16_bytes", m->parameter_count() * dtype_size(DType::kBF16)}});
+  }
+  if (o.json) {
+    fmt::print("{}\n", Json{{"models", list}}.dump());
+    return {};
+  }
+  fmt::print("{:<18} {:<13} {:>15} {:>16}\n", "name", "architecture", "params", "bf16 bytes");
+  for (const auto& m : list)
+    fmt::print("{:<18} {:<13} {:>15} {:>16}  ({})\n", m["name"].get<std::string>(),
+               m["architecture"].get<std::string>(), m["params"].get<std::int64_t>(),
+               m["bf16_bytes"].get<std::int64_t>(),
+               gigabytes(Bytes{m["bf16_bytes"].get<std::int64_t>()}));
+  return {};
+}
+
+Json model_json(const models::ModelSpec& m) {
+  const double share = static_cast<double>(m.projection_bytes().value) /
+                       static_cast<double>(std::max<std::int64_t>(1, m.bytes().value));
+  return {{"name", m.name},
+          {"architecture", m.architecture},
+          {"dtype", std::string(dtype_name(m.dtype))},
+          {"params", m.parameter_count()},
+          {"bytes", m.bytes().value},
+          {"tensors", m.tensors.size()},
+          {"projection_share", share}};
+}
+
+std::vector<std::int64_t> values(const std::vector<Bytes>& bytes) {
+  std::vector<std::int64_t> out;
+  for (const auto b : bytes) out.push_back(b.value);
+  return out;
+}
+
+void add_layouts(Json& out, const ParallelLayouts& layouts, const ReshardProblem& p) {
+  const auto bytes = models::rank_bytes(p);
+  out["train"] = models::to_string(layouts.train);
+  out["infer"] = models::to_string(layouts.infer);
+  out["source_ranks"] = p.source_ranks();
+  out["destination_ranks"] = p.destination_ranks();
+  out["training_rank_bytes"] = values(bytes.source);
+  out["inference_rank_bytes"] = values(bytes.destination);
+}
+
+// "max 4375648256 B (4.4 GB, rank 0)  min ..."; `first` is the global rank of index 0.
+std::string extremes(const std::vector<std::int64_t>& bytes, std::int64_t first) {
+  const auto hi = std::ranges::max_element(bytes);  // the first rank with the most
+  const auto lo = std::ranges::min_element(bytes);
+  return fmt::format("max {} B ({}, rank {})  min {} B ({}, rank {})", *hi, gigabytes(Bytes{*hi}),
+                     first + (hi - bytes.begin()), *lo, gigabytes(Bytes{*lo}),
+                     first + (lo - bytes.begin()));
+}
+
+void print_model(const Json& j) {
+  fmt::print("model           {} ({})\n", j["name"].get<std::string>(),
+             j["architecture"].get<std::string>());
+  fmt::print("params          {}\n", j["params"].get<std::int64_t>());
+  fmt::print("bytes           {} ({}, {})\n", j["bytes"].get<std::int64_t>(),
+             j["dtype"].get<std::string>(), gigabytes(Bytes{j["bytes"].get<std::int64_t>()}));
+  fmt::print("tensors         {}\n", j["tensors"].get<std::size_t>());
+  fmt::print("gate/up/down    {:.1f} % of bytes\n", 100 * j["projection_share"].get<double>());
+  if (!j.contains("train")) return;
+  const auto sources = j["source_ranks"].get<std::int64_t>();
+  fmt::print("training        megatron {} ({} ranks)\n", j["train"].get<std::string>(), sources);
+  fmt::print("inference       vllm {} ({} ranks, global {}..{})\n", j["infer"].get<std::string>(),
+             j["destination_ranks"].get<std::int64_t>(), sources,
+             sources + j["destination_ranks"].get<std::int64_t>() - 1);
+  fmt::print("training rank   {}\n", extremes(j["training_rank_bytes"], 0));
+  fmt::print("inference rank  {}\n", extremes(j["inference_rank_bytes"], sources));
+}
+
+Result<void> show_model(const ModelsOptions& o) {
+  auto model = load_model(o.model, o.model_options);
+  if (!model) return std::unexpected(model.error());
+  Json out = model_json(*model);
+  const bool layouts = !o.train.empty() || !o.infer.empty() || !o.write_manifest.empty();
+  if (layouts) {
+    auto parsed = parse_layouts(o.train, o.infer);
+    if (!parsed) return std::unexpected(parsed.error());
+    auto problem = models::build_problem(*model, parsed->train, parsed->infer);
+    if (!problem) return std::unexpected(problem.error());
+    add_layouts(out, *parsed, *problem);
+    if (!o.write_manifest.empty())
+      if (auto ok = models::save_manifest(*problem, o.write_manifest); !ok)
+        return std::unexpected(std::move(ok.error()).in("--write-manifest"));
+  }
+  o.json ? fmt::print("{}\n", out.dump()) : print_model(out);
+  return {};
+}
+
+}  // namespace
+
+Action add_models_command(CLI::App& app) {
+  auto opts = std::make_shared<ModelsOptions>();
+  auto* cmd = app.add_subcommand(
+      "models",
+      "List the built-in models, or show one (built-in or HF config.json) and, with "
+      "--train and --infer, the bytes every rank holds");
+  cmd->add_option("model", opts->model, "Built-in model name or path to an HF config.json");
+  cmd->add_option(
+      "--train", opts->train,
+      "Megatron training sizes: tp,pp,ep,etp,cp,dp,pp_first,pp_last (e.g. tp=4,pp=8,ep=16)");
+  cmd->add_option("--infer", opts->infer,
+                  "vLLM inference sizes: tp,dp,ep=on|off (e.g. tp=8,dp=16)");
+  add_model_options(cmd, opts->model_options);
+  cmd->add_option("--write-manifest", opts->write_manifest,
+                  "Write every tensor with its two layouts to this manifest file");
+  cmd->add_flag("--json", opts->json, "Print one JSON object on stdout");
+  return [opts]() { return opts->model.empty() ? list_models(*opts) : show_model(*opts); };
+}
+
+}  // namespace refit::cli

@@ -1,0 +1,80 @@
+#include "problem_options.h"
+
+#include <filesystem>
+
+#include "refit/models/builtin_models.h"
+#include "refit/models/hf_config.h"
+#include "refit/models/manifest.h"
+#include "refit/models/problem_builder.h"
+
+namespace refit::cli {
+
+void add_model_options(CLI::App* cmd, ModelOptions& options) {
+  cmd->add_option(
+      "--dtype", options.dtype,
+      "Weight dtype instead of the config's torch_dtype (bf16, fp16, fp32, fp8_e4m3, ...)");
+  cmd->add_flag("--per-expert", options.per_expert,
+                "One tensor per routed expert instead of one stacked [E, out, in] per layer");
+  cmd->add_flag("--mtp", options.mtp, "Include DeepSeek-V3's multi-token-prediction layer");
+}
+
+void add_problem_options(CLI::App* cmd, ProblemOptions& options) {
+  auto* group = cmd->add_option_group(
+      "PROBLEM", "The tensors to move: a model with two layouts, or a manifest");
+  auto* model = group->add_option("--model", options.model,
+                                  "Built-in model name or path to an HF config.json");
+  group->add_option("--train", options.train,
+                    "Megatron training sizes: tp,pp,ep,etp,cp,dp,pp_first,pp_last "
+                    "(e.g. tp=4,pp=8,ep=16)");
+  group->add_option("--infer", options.infer,
+                    "vLLM inference sizes: tp,dp,ep=on|off (e.g. tp=8,dp=16)");
+  add_model_options(group, options.model_options);
+  group->add_option("--manifest", options.manifest, "Tensor manifest JSON (any framework)")
+      ->excludes(model);
+}
+
+Result<models::ModelSpec> load_model(const std::string& name_or_path, const ModelOptions& options) {
+  models::HfOptions hf;
+  hf.per_expert = options.per_expert;
+  hf.include_mtp = options.mtp;
+  if (!options.dtype.empty()) {
+    auto dtype = parse_dtype(options.dtype);
+    if (!dtype) return std::unexpected(std::move(dtype.error()).in("--dtype"));
+    hf.dtype = *dtype;
+  }
+  const bool is_path = name_or_path.find('/') != std::string::npos ||
+                       name_or_path.ends_with(".json") || std::filesystem::exists(name_or_path);
+  return is_path ? models::load_hf_config(name_or_path, hf)
+                 : models::builtin_model(name_or_path, hf);
+}
+
+Result<ParallelLayouts> parse_layouts(const std::string& train, const std::string& infer) {
+  if (train.empty()) return invalid("--train: missing (Megatron sizes, e.g. \"tp=4,pp=8,ep=16\")");
+  if (infer.empty()) return invalid("--infer: missing (vLLM sizes, e.g. \"tp=8,dp=16\")");
+  auto megatron = models::parse_megatron(train);
+  if (!megatron) return std::unexpected(std::move(megatron.error()).in("--train"));
+  auto vllm = models::parse_vllm(infer);
+  if (!vllm) return std::unexpected(std::move(vllm.error()).in("--infer"));
+  return ParallelLayouts{*megatron, *vllm};
+}
+
+Result<ReshardProblem> load_problem(const ProblemOptions& options) {
+  if (!options.manifest.empty()) {
+    if (!options.model.empty() || !options.train.empty() || !options.infer.empty())
+      return invalid("--manifest: give either --manifest or --model with --train and --infer");
+    auto problem = models::load_manifest(options.manifest);
+    if (!problem) return std::unexpected(std::move(problem.error()).in("--manifest"));
+    return problem;
+  }
+  if (options.model.empty())
+    return invalid(
+        "--model: missing (a built-in name or a config.json, with --train and "
+        "--infer; or --manifest FILE)");
+  auto model = load_model(options.model, options.model_options);
+  if (!model) return std::unexpected(std::move(model.error()).in("--model"));
+  auto layouts = parse_layouts(options.train, options.infer);
+  if (!layouts) return std::unexpected(layouts.error());
+  return models::build_problem(*model, layouts->train, layouts->infer);
+}
+
+}  // namespace refit::cli

@@ -1,0 +1,168 @@
+// refit simulate: predict the refit time of one strategy, or compare them all, on a cluster
+// nobody has to own.
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "command.h"
+#include "plan_inputs.h"
+#include "refit/planner/plan_stats.h"
+#include "refit/simulator/plan_simulation.h"
+
+namespace refit::cli {
+namespace {
+
+struct SimulateCommandOptions {
+  PlanInputOptions inputs;
+  bool compare = false;
+  std::string trace;
+  std::int32_t window = PlanSimulationOptions::kDefaultWindow;
+  bool json = false;
+};
+
+struct Row {
+  std::string strategy;
+  PlanStats stats;
+  PlanSimulation sim;
+  Seconds plan_seconds;
+  Seconds simulate_seconds;
+};
+
+// With --compare every strategy gets its own trace: trace.json -> trace.refit.json, ...
+std::string trace_path(const SimulateCommandOptions& o, std::string_view strategy) {
+  if (!o.compare) return o.trace;
+  std::filesystem::path p(o.trace);
+  return (p.parent_path() / fmt::format("{}.{}{}", p.stem().string(), strategy, p.extension().string())).string();
+}
+
+// Prints progress on stderr once a simulation has run for more than a second.
+std::function<void(double)> progress_printer(std::string strategy) {
+  const auto start = std::chrono::steady_clock::now();
+  return [start, strategy](double done) {
+    if (std::chrono::steady_clock::now() - start < std::chrono::seconds(1)) return;
+    fmt::print(stderr, "refit simulate: {}: {:.0f}% of transfers done\n", strategy, 100 * done);
+  };
+}
+
+Result<Row> simulate_one(const SimulateCommandOptions& o, const PlanInputs& in, std::string_view strategy) {
+  auto tp = obtain_plan(o.inputs, in, strategy);
+  if (!tp) return std::unexpected(tp.error());
+  Row row{tp->plan.strategy, compute_stats(tp->plan, in.cluster), {}, tp->seconds, {}};
+  std::ofstream trace_file;
+  PlanSimulationOptions so{progress_printer(row.strategy), nullptr, o.window};
+  if (!o.trace.empty()) {
+    const auto path = trace_path(o, row.strategy);
+    trace_file.open(path);
+    if (!trace_file) return fail(ErrorCode::kRuntime, fmt::format("--trace: cannot write '{}'", path));
+    so.trace = &trace_file;
+    fmt::print(stderr, "refit simulate: writing the {} trace to {}\n", row.strategy, path);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto sim = simulate_plan(tp->plan, in.problem, in.cluster, so);
+  if (!sim) return std::unexpected(sim.error());
+  row.simulate_seconds = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+  row.sim = std::move(*sim);
+  return row;
+}
+
+const Row* baseline(const std::vector<Row>& rows) {
+  auto it = std::ranges::find(rows, std::string("gather-broadcast"), &Row::strategy);
+  return it == rows.end() ? nullptr : &*it;
+}
+
+nlohmann::ordered_json row_json(const Row& r, const LowerBound& lb, const Row* base) {
+  nlohmann::ordered_json j{{"strategy", r.strategy},
+                           {"predicted_s", r.sim.predicted.value},
+                           {"lower_bound_s", lb.time.value},
+                           {"ratio_to_lower_bound", r.sim.predicted / lb.time},
+                           {"network_bytes", r.stats.network_bytes.value},
+                           {"nvlink_bytes", r.stats.nvlink_bytes.value},
+                           {"max_nic_tx_bytes", r.stats.max_nic_tx.value},
+                           {"max_nic_rx_bytes", r.stats.max_nic_rx.value},
+                           {"transfers", r.stats.transfers},
+                           {"breakdown_s", {{"latency", r.sim.latency.value}, {"network", r.sim.network.value},
+                                            {"nvlink", r.sim.nvlink.value}, {"copy", r.sim.copy.value},
+                                            {"pack_unpack", r.sim.pack.value}}},
+                           {"plan_seconds", r.plan_seconds.value},
+                           {"simulate_seconds", r.simulate_seconds.value},
+                           {"tasks", r.sim.tasks},
+                           {"events", r.sim.events}};
+  if (base) j["speedup_vs_gather_broadcast"] = base->sim.predicted / r.sim.predicted;
+  return j;
+}
+
+void print_table(const std::vector<Row>& rows, const LowerBound& lb) {
+  const Row* base = baseline(rows);
+  fmt::print("lower bound {:.4f} s ({})\n", lb.time.value, lb.binding);
+  fmt::print("{:<18} {:>12} {:>10} {:>14} {:>14} {:>14}\n", "strategy", "predicted s", "x bound",
+             "vs gather-bc", "network GB", "max NIC rx GB");
+  for (const auto& r : rows)
+    fmt::print("{:<18} {:>12.4f} {:>10.3f} {:>14} {:>14.1f} {:>14.2f}\n", r.strategy, r.sim.predicted.value,
+               r.sim.predicted / lb.time,
+               base ? fmt::format("{:.2f}x", base->sim.predicted / r.sim.predicted) : std::string("-"),
+               static_cast<double>(r.stats.network_bytes.value) / 1e9,
+               static_cast<double>(r.stats.max_nic_rx.value) / 1e9);
+}
+
+void print_detail(const Row& r, const LowerBound& lb) {
+  print_table({r}, lb);
+  fmt::print("\ncritical path breakdown: latency {:.4f} s, network {:.4f} s, NVLink {:.4f} s, copy {:.4f} s, "
+             "pack/unpack {:.4f} s\n", r.sim.latency.value, r.sim.network.value, r.sim.nvlink.value,
+             r.sim.copy.value, r.sim.pack.value);
+  auto resources = r.sim.resources;
+  std::ranges::sort(resources, std::greater{}, &ResourceReport::utilisation);
+  fmt::print("busiest resources:\n");
+  for (std::size_t i = 0; i < std::min<std::size_t>(5, resources.size()); ++i)
+    fmt::print("  {:<24} {:>10.2f} GB  {:>5.1f}% utilised\n", resources[i].name,
+               static_cast<double>(resources[i].bytes.value) / 1e9, 100 * resources[i].utilisation);
+  fmt::print("critical path: {} steps; simulated {} tasks, {} events in {:.3f} s\n",
+             r.sim.critical_path.size(), r.sim.tasks, r.sim.events, r.simulate_seconds.value);
+}
+
+Result<void> run(const SimulateCommandOptions& o) {
+  if (o.compare && !o.inputs.plan_file.empty()) return invalid("--compare plans every strategy itself: drop --plan");
+  auto inputs = load_plan_inputs(o.inputs);
+  if (!inputs) return std::unexpected(inputs.error());
+  const auto lb = lower_bound(inputs->problem, inputs->cluster);
+  std::vector<Row> rows;
+  std::vector<std::string_view> strategies{o.inputs.strategy};
+  if (o.compare) strategies.assign(strategy_names().begin(), strategy_names().end());
+  for (auto s : strategies) {
+    auto row = simulate_one(o, *inputs, s);
+    if (!row) return std::unexpected(row.error());
+    rows.push_back(std::move(*row));
+  }
+  if (o.json) {
+    nlohmann::ordered_json j{{"cluster", inputs->cluster.name()}, {"lower_bound_s", lb.time.value},
+                             {"lower_bound_binding", lb.binding}, {"strategies", nlohmann::ordered_json::array()}};
+    for (const auto& r : rows) j["strategies"].push_back(row_json(r, lb, baseline(rows)));
+    fmt::print("{}\n", j.dump());
+  } else if (o.compare) {
+    print_table(rows, lb);
+  } else {
+    print_detail(rows.front(), lb);
+  }
+  return {};
+}
+
+}  // namespace
+
+Action add_simulate_command(CLI::App& app) {
+  auto o = std::make_shared<SimulateCommandOptions>();
+  auto* cmd = app.add_subcommand("simulate", "Predict the refit time on a cluster (flow-level simulation)");
+  add_plan_input_options(*cmd, o->inputs, true);
+  cmd->add_flag("--compare", o->compare, "Simulate every strategy and compare them");
+  cmd->add_option("--trace", o->trace,
+                  "Write a Chrome trace event JSON (opens in Perfetto); with --compare one file per strategy");
+  cmd->add_option("--window", o->window,
+                  "Messages of its own data a rank keeps in flight, posted in plan order (0: all at once)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--json", o->json, "Print one JSON object on stdout");
+  return [o]() { return run(*o); };
+}
+
+}  // namespace refit::cli

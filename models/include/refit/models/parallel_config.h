@@ -1,0 +1,51 @@
+#pragma once
+// The parallel sizes of a training job (Megatron-Core) and of an inference engine (vLLM),
+// parsed from the compact "key=value,..." notation users already write in their launch scripts.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "refit/core/error.h"
+
+namespace refit::models {
+
+// World = tp*cp*dp*pp = etp*ep*edp*pp.
+struct MegatronConfig {
+  std::int64_t tp = 1;
+  std::int64_t pp = 1;
+  std::int64_t ep = 1;
+  std::int64_t etp = 1;
+  std::int64_t cp = 1;
+  std::int64_t dp = 1;
+  // Megatron's --decoder-first/last-pipeline-num-layers: decoder layers of the first/last stage.
+  std::optional<std::int64_t> pp_first;
+  std::optional<std::int64_t> pp_last;
+
+  std::int64_t world() const { return tp * cp * dp * pp; }
+  std::int64_t stage_size() const { return tp * cp * dp; }
+  std::int64_t edp() const { return stage_size() / (ep * etp); }
+};
+
+struct VllmConfig {
+  std::int64_t tp = 1;
+  std::int64_t dp = 1;
+  bool expert_parallel = false;  // experts split over EP = tp*dp ranks instead of TP-sharded
+
+  std::int64_t world() const { return tp * dp; }
+  std::int64_t ep() const { return expert_parallel ? world() : 1; }
+};
+
+// Keys tp, pp, ep, etp, cp, dp, pp_first, pp_last (each at most once, values >= 1), e.g.
+// "tp=4,pp=8,ep=16". Without dp: the smallest dp that makes the expert layout valid
+// (tp*cp*dp a multiple of ep*etp), so "pp=16,ep=16" is 256 ranks.
+Result<MegatronConfig> parse_megatron(std::string_view text);
+// Keys tp, dp, pp (1 only), ep or expert_parallel (1/true/on, 0/false/off, or the EP size tp*dp),
+// e.g. "tp=8,dp=16" or "tp=8,dp=16,ep=1".
+Result<VllmConfig> parse_vllm(std::string_view text);
+
+// Canonical forms with every size, e.g. "tp=4,pp=8,ep=16,etp=1,cp=1,dp=4" and "tp=8,dp=16,ep=off".
+std::string to_string(const MegatronConfig& c);
+std::string to_string(const VllmConfig& c);
+
+}  // namespace refit::models

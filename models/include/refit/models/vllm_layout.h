@@ -1,0 +1,34 @@
+#pragma once
+// Where vLLM keeps each weight for inference (reference/frameworks.md): a Layout over the
+// inference ranks first_rank..first_rank+tp*dp-1, rank = first_rank + tp_rank + TP*dp_rank.
+#include <cstdint>
+
+#include "refit/core/error.h"
+#include "refit/core/layout.h"
+#include "refit/models/model_spec.h"
+#include "refit/models/parallel_config.h"
+
+namespace refit::models {
+
+// vLLM's layouts for one model; checks at construction that tp divides the query heads, that
+// kv heads and tp divide one another, that the expert-parallel size divides the experts, and
+// that tp divides every other dim it splits.
+class VllmLayouts {
+ public:
+  static Result<VllmLayouts> make(const ModelSpec& model, const VllmConfig& config,
+                                  std::int32_t first_rank);
+
+  // Precondition: `tensor` belongs to the model given to make().
+  Result<Layout> layout(const WeightTensor& tensor) const;
+
+ private:
+  VllmLayouts(VllmConfig config, std::int64_t kv_heads, std::int32_t first_rank)
+      : config_(config), kv_heads_(kv_heads), first_rank_(first_rank) {}
+  Result<Layout> expert_parallel_layout(const WeightTensor& tensor) const;
+
+  VllmConfig config_;
+  std::int64_t kv_heads_ = 0;
+  std::int32_t first_rank_ = 0;
+};
+
+}  // namespace refit::models

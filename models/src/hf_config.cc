@@ -1,0 +1,203 @@
+// config.json -> HfFields: which fields each architecture needs, their defaults (those of the
+// transformers config classes) and their consistency. Tensors are made in model_tensors.cc.
+#include "refit/models/hf_config.h"
+
+#include <algorithm>
+#include <array>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "hf_fields.h"
+#include "json_fields.h"
+
+namespace refit::models {
+namespace {
+
+using json_fields::FieldReader;
+using json_fields::Json;
+
+// Far above any published model (vocabularies are below 300k), low enough that shapes and their
+// products never overflow.
+constexpr std::int64_t kMaxConfigValue = std::int64_t{1} << 20;
+
+enum class Family : std::uint8_t { kLlama, kQwen2, kQwen3, kQwen3Moe, kMixtral, kDeepseekV3 };
+
+struct ArchitectureName {
+  std::string_view model_type;
+  Family family;
+  std::string_view canonical;
+};
+
+constexpr std::array<ArchitectureName, 7> kArchitectures{{
+    {"llama", Family::kLlama, "llama"},
+    {"qwen2", Family::kQwen2, "qwen2"},
+    {"qwen3", Family::kQwen3, "qwen3"},
+    {"qwen3_moe", Family::kQwen3Moe, "qwen3_moe"},
+    {"mixtral", Family::kMixtral, "mixtral"},
+    {"deepseek_v3", Family::kDeepseekV3, "deepseek_v3"},
+    {"kimi_k2", Family::kDeepseekV3, "deepseek_v3"},  // Kimi-K2 is DeepSeek-V3's architecture
+}};
+
+Result<ArchitectureName> find_architecture(FieldReader& r) {
+  const std::string type = r.string("model_type");
+  if (auto ok = r.status(); !ok) return std::unexpected(ok.error());
+  for (const auto& a : kArchitectures)
+    if (a.model_type == type) return a;
+  std::vector<std::string_view> known;
+  for (const auto& a : kArchitectures) known.push_back(a.model_type);
+  return invalid(fmt::format("model_type: unknown architecture '{}' (refit reads {})", type,
+                             fmt::join(known, ", ")));
+}
+
+DType read_dtype(FieldReader& r, const HfOptions& options) {
+  if (options.dtype) return *options.dtype;
+  // transformers >= 4.56 writes "dtype"; older configs "torch_dtype".
+  for (const std::string_view key : {"torch_dtype", "dtype"}) {
+    if (!r.has(key)) continue;
+    const std::string text = r.string(key);
+    auto dtype = parse_dtype(text);
+    if (dtype) return *dtype;
+    r.fail(key, dtype.error().message);
+    return DType::kBF16;
+  }
+  r.fail("torch_dtype", "missing (or give a dtype override)");
+  return DType::kBF16;
+}
+
+void read_core(FieldReader& r, HfFields& f) {
+  f.hidden = r.integer("hidden_size", 1);
+  f.layers = r.integer("num_hidden_layers", 1);
+  f.heads = r.integer("num_attention_heads", 1);
+  f.kv_heads = r.optional_integer("num_key_value_heads", 1).value_or(f.heads);
+  f.vocab = r.integer("vocab_size", 1);
+  f.tied_embeddings = r.flag("tie_word_embeddings", false);
+  if (f.heads % f.kv_heads != 0)
+    r.fail("num_key_value_heads",
+           fmt::format("{} does not divide num_attention_heads={}", f.kv_heads, f.heads));
+}
+
+void read_mla(FieldReader& r, HfFields& f) {
+  MlaFields m;
+  if (!r.contains("q_lora_rank"))
+    r.fail("q_lora_rank", "missing (null means no query compression)");
+  m.q_lora_rank = r.optional_integer("q_lora_rank", 1);
+  m.kv_lora_rank = r.integer("kv_lora_rank", 1);
+  m.qk_nope_head_dim = r.integer("qk_nope_head_dim", 1);
+  m.qk_rope_head_dim = r.integer("qk_rope_head_dim", 1);
+  m.v_head_dim = r.integer("v_head_dim", 1);
+  if (r.flag("attention_bias", false))
+    r.fail("attention_bias", "true is not supported for deepseek_v3");
+  f.mla = m;
+}
+
+void read_attention(FieldReader& r, Family family, HfFields& f) {
+  if (family == Family::kDeepseekV3) return read_mla(r, f);
+  const auto head_dim = r.optional_integer("head_dim", 1);
+  if (!head_dim && f.hidden % f.heads != 0)
+    r.fail("head_dim", fmt::format("missing, and hidden_size={} is not a multiple of "
+                                   "num_attention_heads={}",
+                                   f.hidden, f.heads));
+  f.head_dim = head_dim.value_or(f.hidden / f.heads);
+  const bool attention_bias = family != Family::kMixtral && r.flag("attention_bias", false);
+  f.qkv_bias = family == Family::kQwen2 || attention_bias;  // Qwen2 always has q/k/v biases
+  f.o_bias = family != Family::kQwen2 && attention_bias;
+  f.mlp_bias = family == Family::kLlama && r.flag("mlp_bias", false);
+  f.qk_norm = family == Family::kQwen3 || family == Family::kQwen3Moe;
+}
+
+constexpr std::array<std::string_view, 3> kProjNames{"gate_proj", "up_proj", "down_proj"};
+
+void read_qwen3_moe(FieldReader& r, HfFields& f) {
+  const auto experts = r.integer("num_experts", 0);
+  const auto step = r.optional_integer("decoder_sparse_step", 1).value_or(1);
+  const auto mlp_only = r.optional_integers("mlp_only_layers", 0);
+  if (experts == 0) return;
+  f.moe = MoeFields{experts, r.integer("moe_intermediate_size", 1), 0, false, "mlp", kProjNames};
+  for (std::int64_t i = 0; i < f.layers; ++i)
+    f.moe_layer.push_back(std::ranges::find(mlp_only, i) == mlp_only.end() && (i + 1) % step == 0);
+}
+
+void read_mixtral(FieldReader& r, HfFields& f) {
+  // Mixtral's intermediate_size is the size of each expert; it has no dense MLP.
+  f.moe = MoeFields{r.integer("num_local_experts", 1),
+                    r.integer("intermediate_size", 1),
+                    0,
+                    false,
+                    "block_sparse_moe",
+                    {"w1", "w3", "w2"}};
+  f.moe_layer.assign(static_cast<std::size_t>(f.layers), true);
+}
+
+void read_deepseek_moe(FieldReader& r, HfFields& f) {
+  const auto experts = r.optional_integer("n_routed_experts", 1);
+  if (!experts) return;  // null: a dense model
+  const auto intermediate = r.integer("moe_intermediate_size", 1);
+  const auto shared = r.optional_integer("n_shared_experts", 0).value_or(0);
+  const auto first_dense = r.optional_integer("first_k_dense_replace", 0).value_or(0);
+  const auto frequency = r.optional_integer("moe_layer_freq", 1).value_or(1);
+  f.moe = MoeFields{*experts, intermediate, shared * intermediate, true, "mlp", kProjNames};
+  for (std::int64_t i = 0; i < f.layers + f.mtp_layers; ++i)
+    f.moe_layer.push_back(i >= first_dense && i % frequency == 0);
+}
+
+void read_moe(FieldReader& r, Family family, HfFields& f) {
+  if (family == Family::kQwen3Moe) read_qwen3_moe(r, f);
+  if (family == Family::kMixtral) read_mixtral(r, f);
+  if (family == Family::kDeepseekV3) read_deepseek_moe(r, f);
+}
+
+void read_mtp(FieldReader& r, Family family, const HfOptions& options, HfFields& f) {
+  if (!options.include_mtp) return;
+  f.mtp_layers = family == Family::kDeepseekV3
+                     ? r.optional_integer("num_nextn_predict_layers", 0).value_or(0)
+                     : 0;
+  if (f.mtp_layers == 0)
+    r.fail("num_nextn_predict_layers", "the config has no MTP layer to include");
+}
+
+void read_dense_intermediate(FieldReader& r, HfFields& f) {
+  const bool any_dense = !f.moe || std::ranges::find(f.moe_layer, false) != f.moe_layer.end();
+  if (any_dense) f.intermediate = r.integer("intermediate_size", 1);
+}
+
+Result<HfFields> read_fields(const Json& j, const HfOptions& options) {
+  FieldReader r(j, "", kMaxConfigValue);
+  auto arch = find_architecture(r);
+  if (!arch) return std::unexpected(arch.error());
+  HfFields f;
+  f.architecture = std::string(arch->canonical);
+  f.dtype = read_dtype(r, options);
+  read_core(r, f);
+  read_attention(r, arch->family, f);
+  read_mtp(r, arch->family, options, f);
+  read_moe(r, arch->family, f);
+  read_dense_intermediate(r, f);
+  if (auto ok = r.status(); !ok) return std::unexpected(ok.error());
+  return f;
+}
+
+}  // namespace
+
+Result<ModelSpec> parse_hf_config(std::string_view json_text, const HfOptions& options,
+                                  std::string name) {
+  auto j = json_fields::parse_object(json_text, name);
+  if (!j) return std::unexpected(j.error());
+  auto fields = read_fields(*j, options);
+  if (!fields) return std::unexpected(std::move(fields.error()).in(name));
+  return make_model_spec(*fields, options, std::move(name));
+}
+
+Result<ModelSpec> load_hf_config(const std::filesystem::path& path, const HfOptions& options) {
+  const auto file = std::filesystem::is_directory(path) ? path / "config.json" : path;
+  std::ifstream in(file);
+  if (!in)
+    return fail(ErrorCode::kNotFound, fmt::format("{}: cannot open the file", file.string()));
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_hf_config(text.str(), options, file.string());
+}
+
+}  // namespace refit::models

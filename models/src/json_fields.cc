@@ -1,0 +1,167 @@
+#include "json_fields.h"
+
+#include <fmt/format.h>
+
+namespace refit::models::json_fields {
+namespace {
+
+std::string describe(const Json& value) {
+  std::string text = value.dump();
+  return text.size() > 40 ? text.substr(0, 37) + "..." : text;
+}
+
+Result<std::int64_t> as_int(const Json& value, const std::string& path, std::int64_t min_value,
+                            std::int64_t max_value) {
+  if (!value.is_number_integer())
+    return invalid(fmt::format("{}: expected an integer, got {}", path, describe(value)));
+  const bool huge = value.is_number_unsigned() && value.get<std::uint64_t>() > INT64_MAX;
+  const auto v = huge ? INT64_MAX : value.get<std::int64_t>();
+  if (v < min_value) return invalid(fmt::format("{}: must be >= {}, got {}", path, min_value, v));
+  if (huge || v > max_value)
+    return invalid(fmt::format("{}: must be <= {}, got {}", path, max_value, describe(value)));
+  return v;
+}
+
+Result<const Json*> require(const Json& object, std::string_view key, const std::string& path) {
+  if (!has(object, key)) return invalid(fmt::format("{}: missing", child(path, key)));
+  return &object.find(key).value();
+}
+
+}  // namespace
+
+std::string child(const std::string& path, std::string_view key) {
+  return path.empty() ? std::string(key) : fmt::format("{}.{}", path, key);
+}
+
+std::string element(const std::string& path, std::size_t index) {
+  return fmt::format("{}[{}]", path, index);
+}
+
+Result<Json> parse_object(std::string_view text, std::string_view what) {
+  Json j;
+  try {
+    j = Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    return invalid(fmt::format("{}: not valid JSON ({})", what, e.what()));
+  }
+  if (!j.is_object()) return invalid(fmt::format("{}: expected a JSON object", what));
+  return j;
+}
+
+bool has(const Json& object, std::string_view key) {
+  const auto it = object.find(key);
+  return it != object.end() && !it->is_null();
+}
+
+Result<std::int64_t> require_int(const Json& object, std::string_view key, const std::string& path,
+                                 std::int64_t min_value, std::int64_t max_value) {
+  auto value = require(object, key, path);
+  if (!value) return std::unexpected(value.error());
+  return as_int(**value, child(path, key), min_value, max_value);
+}
+
+Result<std::optional<std::int64_t>> optional_int(const Json& object, std::string_view key,
+                                                 const std::string& path, std::int64_t min_value,
+                                                 std::int64_t max_value) {
+  if (!has(object, key)) return std::optional<std::int64_t>{};
+  auto v = require_int(object, key, path, min_value, max_value);
+  if (!v) return std::unexpected(v.error());
+  return std::optional<std::int64_t>{*v};
+}
+
+Result<bool> optional_bool(const Json& object, std::string_view key, const std::string& path,
+                           bool fallback) {
+  if (!has(object, key)) return fallback;
+  const Json& value = object.find(key).value();
+  if (!value.is_boolean())
+    return invalid(
+        fmt::format("{}: expected true or false, got {}", child(path, key), describe(value)));
+  return value.get<bool>();
+}
+
+Result<std::string> require_string(const Json& object, std::string_view key,
+                                   const std::string& path) {
+  auto value = require(object, key, path);
+  if (!value) return std::unexpected(value.error());
+  if (!(*value)->is_string())
+    return invalid(
+        fmt::format("{}: expected a string, got {}", child(path, key), describe(**value)));
+  return (*value)->get<std::string>();
+}
+
+Result<const Json*> require_array(const Json& object, std::string_view key,
+                                  const std::string& path) {
+  auto value = require(object, key, path);
+  if (value && !(*value)->is_array())
+    return invalid(
+        fmt::format("{}: expected an array, got {}", child(path, key), describe(**value)));
+  return value;
+}
+
+Result<const Json*> require_object(const Json& object, std::string_view key,
+                                   const std::string& path) {
+  auto value = require(object, key, path);
+  if (value && !(*value)->is_object())
+    return invalid(
+        fmt::format("{}: expected an object, got {}", child(path, key), describe(**value)));
+  return value;
+}
+
+Result<std::vector<std::int64_t>> int_array(const Json& array, const std::string& path,
+                                            std::int64_t min_value, std::int64_t max_value) {
+  if (!array.is_array())
+    return invalid(fmt::format("{}: expected an array, got {}", path, describe(array)));
+  std::vector<std::int64_t> out;
+  for (std::size_t i = 0; i < array.size(); ++i) {
+    auto v = as_int(array[i], element(path, i), min_value, max_value);
+    if (!v) return std::unexpected(v.error());
+    out.push_back(*v);
+  }
+  return out;
+}
+
+template <class T>
+T FieldReader::keep(Result<T> r, T neutral) {
+  if (r) return std::move(*r);
+  if (!error_) error_ = std::move(r.error());
+  return neutral;
+}
+
+std::int64_t FieldReader::integer(std::string_view key, std::int64_t min_value) {
+  if (error_) return min_value;
+  return keep(require_int(object_, key, path_, min_value, max_), min_value);
+}
+
+std::optional<std::int64_t> FieldReader::optional_integer(std::string_view key,
+                                                          std::int64_t min_value) {
+  if (error_) return std::nullopt;
+  return keep(optional_int(object_, key, path_, min_value, max_), std::optional<std::int64_t>{});
+}
+
+bool FieldReader::flag(std::string_view key, bool fallback) {
+  if (error_) return fallback;
+  return keep(optional_bool(object_, key, path_, fallback), fallback);
+}
+
+std::vector<std::int64_t> FieldReader::optional_integers(std::string_view key,
+                                                         std::int64_t min_value) {
+  if (error_ || !has(key)) return {};
+  return keep(int_array(object_.find(key).value(), child(path_, key), min_value, max_),
+              std::vector<std::int64_t>{});
+}
+
+std::string FieldReader::string(std::string_view key) {
+  if (error_) return {};
+  return keep(require_string(object_, key, path_), std::string{});
+}
+
+void FieldReader::fail(std::string_view key, const std::string& message) {
+  if (!error_) error_ = Error{ErrorCode::kInvalidArgument, child(path_, key) + ": " + message};
+}
+
+Result<void> FieldReader::status() const {
+  if (error_) return std::unexpected(*error_);
+  return {};
+}
+
+}  // namespace refit::models::json_fields

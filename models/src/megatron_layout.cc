@@ -1,0 +1,138 @@
+// Megatron-Core's layouts. Rank order "tp-cp-ep-dp-pp", fastest first:
+//   dense weights:  rank = tp + TP*(cp + CP*(dp + DP*pp))
+//   expert weights: rank = etp + ETP*(ep + EP*(edp + EDP*pp))
+// so a stage is the block of stage_size() ranks starting at pp*stage_size(), and inside it a
+// dense weight lies on a [DP*CP, TP] mesh and a stacked expert weight on an [EDP, EP, ETP] mesh.
+#include "refit/models/megatron_layout.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "layout_rules.h"
+
+namespace refit::models {
+namespace {
+
+Result<std::vector<std::int64_t>> split_evenly(std::int64_t layers, std::int64_t pp) {
+  std::vector<std::int64_t> counts;
+  for (std::int64_t s = 0; s < pp; ++s) {
+    counts.push_back(chunk_interval(layers, pp, s).extent);
+    if (counts.back() == 0)
+      return invalid(
+          fmt::format("pp={}: {} decoder layers leave stage {} empty (each stage but "
+                      "the last takes ceil(layers/pp) = {}; set pp_first/pp_last)",
+                      pp, layers, s, counts.front()));
+  }
+  return counts;
+}
+
+// Megatron's --decoder-first/last-pipeline-num-layers: the middle stages share the rest evenly.
+Result<std::vector<std::int64_t>> split_with_ends(std::int64_t layers, const MegatronConfig& c) {
+  const auto first = c.pp_first.value_or(0);
+  const auto last = c.pp_last.value_or(0);
+  const auto middle = c.pp - (c.pp_first ? 1 : 0) - (c.pp_last ? 1 : 0);
+  const auto rest = layers - first - last;
+  const bool fits = rest >= 0 && (middle == 0 ? rest == 0 : rest >= middle && rest % middle == 0);
+  if (!fits)
+    return invalid(
+        fmt::format("pp_first/pp_last: {} decoder layers minus {} on the first and {} "
+                    "on the last stage do not split evenly over the {} other stages",
+                    layers, first, last, middle));
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(c.pp), middle ? rest / middle : 0);
+  if (c.pp_first) counts.front() = first;
+  if (c.pp_last) counts.back() = last;
+  return counts;
+}
+
+Result<void> check_sizes(const ModelSpec& m, const MegatronConfig& c) {
+  if (auto ok = check_divides(c.tp, "tp", m.num_heads, "num_attention_heads"); !ok) return ok;
+  if (m.num_kv_heads > 0)  // Megatron shards whole query groups over TP
+    if (auto ok = check_divides(c.tp, "tp", m.num_kv_heads, "num_key_value_heads"); !ok) return ok;
+  if (m.num_experts == 0 && c.ep > 1)
+    return invalid(fmt::format("ep={}: {} has no routed experts", c.ep, m.name));
+  if (m.num_experts > 0)
+    if (auto ok = check_divides(c.ep, "ep", m.num_experts, "the routed experts"); !ok) return ok;
+  for (const auto& t : m.tensors) {
+    // The vocab is padded by Megatron, so any split of it is fine (see the README).
+    if (t.kind == TensorKind::kVocab) continue;
+    const bool expert = t.is_routed_expert();
+    auto ok =
+        check_even_split(t, tensor_parallel_dim(t), expert ? c.etp : c.tp, expert ? "etp" : "tp");
+    if (!ok) return ok;
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::vector<std::int64_t>> megatron_stage_starts(std::int64_t num_layers,
+                                                        const MegatronConfig& config) {
+  auto counts = config.pp_first || config.pp_last ? split_with_ends(num_layers, config)
+                                                  : split_evenly(num_layers, config.pp);
+  if (!counts) return std::unexpected(counts.error());
+  std::vector<std::int64_t> starts{0};
+  for (const auto n : *counts) starts.push_back(starts.back() + n);
+  return starts;
+}
+
+Result<MegatronLayouts> MegatronLayouts::make(const ModelSpec& model,
+                                              const MegatronConfig& config) {
+  if (auto ok = check_sizes(model, config); !ok) return std::unexpected(ok.error());
+  auto starts = megatron_stage_starts(model.num_layers, config);
+  if (!starts) return std::unexpected(starts.error());
+  return MegatronLayouts(config, std::move(*starts), model.tied_embeddings);
+}
+
+std::int64_t MegatronLayouts::stage_of(const WeightTensor& tensor) const {
+  switch (tensor.section) {
+    case Section::kEmbedding:
+      return 0;
+    case Section::kHead:
+      return config_.pp - 1;
+    case Section::kDecoder:
+      break;
+  }
+  const auto after = std::ranges::upper_bound(stage_starts_, std::int64_t{tensor.layer});
+  return (after - stage_starts_.begin()) - 1;
+}
+
+Result<Layout> MegatronLayouts::layout(const WeightTensor& tensor) const {
+  const auto stage = stage_of(tensor);
+  return tensor.is_routed_expert() ? expert_layout(tensor, stage) : dense_layout(tensor, stage);
+}
+
+Result<Layout> MegatronLayouts::dense_layout(const WeightTensor& tensor, std::int64_t stage) const {
+  const auto& c = config_;
+  const auto tp = shard_or_replicate(tensor_parallel_dim(tensor));
+  // With tied embeddings the last stage keeps its own copy of the embedding for the output layer.
+  if (tensor.section == Section::kEmbedding && tied_embeddings_ && c.pp > 1) {
+    auto ranks = rank_block(0, c.stage_size());
+    const auto last = rank_block((c.pp - 1) * c.stage_size(), c.stage_size());
+    ranks.insert(ranks.end(), last.begin(), last.end());
+    return make_layout(tensor, {2, c.dp * c.cp, c.tp}, std::move(ranks),
+                       {Placement::replicate(), Placement::replicate(), tp});
+  }
+  return make_layout(tensor, {c.dp * c.cp, c.tp},
+                     rank_block(stage * c.stage_size(), c.stage_size()),
+                     {Placement::replicate(), tp});
+}
+
+Result<Layout> MegatronLayouts::expert_layout(const WeightTensor& tensor,
+                                              std::int64_t stage) const {
+  const auto& c = config_;
+  const auto base = stage * c.stage_size();
+  const auto etp = shard_or_replicate(tensor_parallel_dim(tensor));
+  if (tensor.is_stacked())
+    return make_layout(tensor, {c.edp(), c.ep, c.etp}, rank_block(base, c.stage_size()),
+                       {Placement::replicate(), Placement::shard(0), etp});
+  // Expert e lives on EP rank e / (E/EP), whole over its ETP group, replicated over EDP.
+  const auto ep_rank = tensor.expert / (tensor.routed_experts / c.ep);
+  std::vector<Rank> ranks;
+  for (std::int64_t edp = 0; edp < c.edp(); ++edp)
+    for (std::int64_t e = 0; e < c.etp; ++e)
+      ranks.emplace_back(static_cast<std::int32_t>(base + e + c.etp * (ep_rank + c.ep * edp)));
+  return make_layout(tensor, {c.edp(), c.etp}, std::move(ranks), {Placement::replicate(), etp});
+}
+
+}  // namespace refit::models

@@ -1,0 +1,19 @@
+#pragma once
+// Forwarding between destination domains. A piece whose every holder sits behind one NIC must,
+// without help, leave that NIC once per destination domain that needs it; when that makes the
+// NIC busier than the most loaded receiver, some domains take the piece from another destination
+// domain that already receives it instead, through that domain's landing NIC, which is otherwise
+// idle on its send side. The chain stays one hop deep, so relays pipeline behind one message.
+#include <vector>
+
+#include "refit/topology/cluster.h"
+#include "refit_pieces.h"
+
+namespace refit::planner_detail {
+
+// Rewrites assignments (setting relay_from) until no sending NIC is busier than the busiest
+// receiving NIC, or nothing more can move. bytes[i] are assignment i's bytes.
+void forward_between_domains(std::vector<Assignment>& assignments, const Cluster& cluster,
+                             const std::vector<std::int64_t>& bytes);
+
+}  // namespace refit::planner_detail

@@ -1,0 +1,109 @@
+#pragma once
+// The description of a simulation: resources with a capacity, tasks that move bytes across
+// resources after a latency and after other tasks, and trace tracks to draw them on.
+// Describing work is separate from running it (simulate.h): a Model is plain data, cheap to
+// build for 10^6 tasks (flat arrays, no allocation per task), and can be simulated many times.
+// add_* never fail: ids, capacities and the dependency graph are checked by simulate(), which
+// names the offending task or resource.
+#include <compare>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "refit/core/units.h"
+
+namespace refit::sim {
+
+struct ResourceId {
+  std::int32_t value = 0;
+  constexpr auto operator<=>(const ResourceId&) const = default;
+};
+
+struct TaskId {
+  std::int32_t value = 0;
+  constexpr auto operator<=>(const TaskId&) const = default;
+};
+
+// Every member has a default initializer so that designated initializers may leave any out
+// (-Wextra warns otherwise): TaskSpec{.bytes = b, .resources = {tx, rx}, .deps = {t}}.
+struct TaskSpec {
+  Bytes bytes{};                        // 0 makes a pure latency or dependency node
+  Seconds latency{};                    // paid once after the task becomes ready, before data flows
+  std::vector<ResourceId> resources{};  // every resource the flow crosses; duplicates count once
+  std::vector<TaskId> deps{};           // tasks that must end before this one becomes ready
+  std::int32_t track = -1;              // trace track (add_track), -1 for none
+  std::uint32_t category = 0;           // caller-defined, for the critical-path breakdown
+  std::string_view label{};             // copied; shown in the trace
+};
+
+class Model {
+ public:
+  ResourceId add_resource(std::string name, BytesPerSecond capacity);
+  std::int32_t add_track(std::string name);
+  // Names a category in the trace; unnamed categories read "category N".
+  void name_category(std::uint32_t category, std::string name);
+  TaskId add_task(const TaskSpec& spec);
+  void reserve_tasks(std::size_t tasks, std::size_t resources_per_task, std::size_t deps_per_task);
+
+  std::int32_t resource_count() const { return static_cast<std::int32_t>(capacities_.size()); }
+  std::int32_t task_count() const { return static_cast<std::int32_t>(tasks_.size()); }
+  std::int32_t track_count() const { return static_cast<std::int32_t>(tracks_.size()); }
+
+  const std::string& resource_name(ResourceId r) const { return resource_names_[index(r)]; }
+  BytesPerSecond capacity(ResourceId r) const { return capacities_[index(r)]; }
+  const std::string& track_name(std::int32_t track) const {
+    return tracks_[static_cast<std::size_t>(track)];
+  }
+  std::string category_name(std::uint32_t category) const;
+
+  // Spans and labels below stay valid until the model is next changed.
+  Bytes bytes(TaskId t) const { return Bytes{record(t).bytes}; }
+  Seconds latency(TaskId t) const { return Seconds{record(t).latency}; }
+  std::int32_t track(TaskId t) const { return record(t).track; }
+  std::uint32_t category(TaskId t) const { return record(t).category; }
+  std::span<const ResourceId> resources(TaskId t) const {
+    const auto& r = record(t);
+    return {task_resources_.data() + r.resources_begin, r.resources_count};
+  }
+  std::span<const TaskId> deps(TaskId t) const {
+    const auto& r = record(t);
+    return {task_deps_.data() + r.deps_begin, r.deps_count};
+  }
+  std::string_view label(TaskId t) const {
+    const auto& r = record(t);
+    return std::string_view(labels_).substr(r.label_begin, r.label_size);
+  }
+  // Index of the first resource of task t in the concatenation of all tasks' resource lists:
+  // lets the engine keep per-(task, resource) state in one flat array.
+  std::size_t resource_slot(TaskId t) const { return record(t).resources_begin; }
+  std::size_t resource_slot_count() const { return task_resources_.size(); }
+
+ private:
+  struct TaskRecord {
+    std::int64_t bytes;
+    double latency;
+    std::uint32_t resources_begin;
+    std::uint32_t resources_count;
+    std::uint32_t deps_begin;
+    std::uint32_t deps_count;
+    std::size_t label_begin;
+    std::uint32_t label_size;
+    std::int32_t track;
+    std::uint32_t category;
+  };
+  static std::size_t index(ResourceId r) { return static_cast<std::size_t>(r.value); }
+  const TaskRecord& record(TaskId t) const { return tasks_[static_cast<std::size_t>(t.value)]; }
+
+  std::vector<std::string> resource_names_;
+  std::vector<BytesPerSecond> capacities_;
+  std::vector<std::string> tracks_;
+  std::vector<std::string> category_names_;
+  std::vector<TaskRecord> tasks_;
+  std::vector<ResourceId> task_resources_;
+  std::vector<TaskId> task_deps_;
+  std::string labels_;  // all labels back to back: one allocation for 10^6 tasks
+};
+
+}  // namespace refit::sim

@@ -1,0 +1,78 @@
+#pragma once
+// Runs a Model as a discrete-event simulation at flow level.
+//
+// A task becomes ready when all its dependencies have ended, waits its latency, then moves its
+// bytes as one flow across its resources. Active flows share resources max-min fairly
+// (max_min.h); rates are recomputed whenever flows start or end, incrementally: only around the
+// change, never beyond the connected component of flows and resources it touched (max-min rates
+// outside it cannot change), and usually far less (see src/flow_network.h). A task with no bytes
+// ends right after its latency.
+// Events are processed in (time, insertion) order; events within a relative 1e-12 of each other
+// are handled as one instant, so that flows that finish together cause one recomputation. Rates
+// that move by less than a relative 1e-9 are left as they were: timings are exact to about that.
+// Deterministic: the same model gives bit-identical results.
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "refit/core/error.h"
+#include "refit/core/units.h"
+#include "refit/simulator/model.h"
+
+namespace refit::sim {
+
+struct SimulateOptions {
+  // Called with the fraction of tasks that have ended, at most once per progress_interval of
+  // wall-clock time (never for a simulation that is faster than that).
+  std::function<void(double fraction_done)> progress;
+  Seconds progress_interval{0.5};
+};
+
+struct TaskTiming {
+  Seconds ready;  // all dependencies ended
+  Seconds start;  // latency paid, data starts to flow
+  Seconds end;
+};
+
+struct ResourceUsage {
+  Bytes bytes;         // carried by all the flows that cross it
+  Seconds busy;        // time during which at least one flow crossed it
+  double utilisation;  // bytes / (capacity * makespan): the average fraction of capacity used
+};
+
+// How a step of the critical path depends on the step before it.
+enum class CriticalLink : std::uint8_t {
+  kFirst,       // the path starts with this task, ready at time 0
+  kDependency,  // became ready when the previous step ended
+  kContention,  // flowed slower than alone on its resources; the previous step shared one of
+                // them and ended while this one was flowing
+};
+
+struct CriticalStep {
+  TaskId task;
+  CriticalLink link;
+  Seconds from;  // the path's time is this task's from `from` to its end
+};
+
+// The makespan split along the critical path: latency paid on it, and flow time per category
+// (by_category[c] for category c). latency + sum(by_category) == makespan.
+struct Breakdown {
+  Seconds latency;
+  std::vector<Seconds> by_category;
+};
+
+struct SimulationResult {
+  Seconds makespan;                         // end of the last task; 0 for an empty model
+  std::vector<TaskTiming> tasks;            // indexed by TaskId
+  std::vector<ResourceUsage> resources;     // indexed by ResourceId
+  std::vector<CriticalStep> critical_path;  // from time 0 to the last task to end
+  Breakdown breakdown;
+  std::uint64_t events = 0;  // events processed (stale rate predictions not counted)
+};
+
+// Errors (kInvalidArgument), each naming the task or resource: a capacity that is not positive,
+// a negative or non-finite byte count or latency, an unknown resource, track or dependency, a
+// task with bytes but no resource, a dependency cycle.
+Result<SimulationResult> simulate(const Model& model, const SimulateOptions& options = {});
+
+}  // namespace refit::sim

@@ -1,0 +1,132 @@
+#include "engine.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace refit::sim {
+namespace {
+
+// Events closer than this (relative to the current time) form one instant: flows that finish
+// "together" up to rounding then cause one rate recomputation instead of one each.
+constexpr double kSameInstant = 1e-12;
+
+}  // namespace
+
+Engine::Engine(const Model& model, const Dependents& dependents, const SimulateOptions& options)
+    : model_(model),
+      dependents_(dependents),
+      options_(options),
+      network_(model),
+      pending_deps_(static_cast<std::size_t>(model.task_count())),
+      done_(pending_deps_.size(), 0) {
+  out_.timings.resize(pending_deps_.size());
+  out_.flow_completions.reserve(pending_deps_.size());
+  queue_.reserve(pending_deps_.size());
+}
+
+void Engine::push(double time, std::int32_t task, EventKind kind, std::uint32_t version) {
+  queue_.push_back({time, next_seq_++, task, version, kind});
+  std::push_heap(queue_.begin(), queue_.end(), later);
+  if (kind == EventKind::kLatencyPaid) ++latency_events_;
+}
+
+bool Engine::is_stale(const Event& e) const {
+  return e.kind == EventKind::kFlowDone && e.version != network_.version(e.task);
+}
+
+Engine::Event Engine::pop() {
+  std::pop_heap(queue_.begin(), queue_.end(), later);
+  const Event e = queue_.back();
+  queue_.pop_back();
+  if (e.kind == EventKind::kLatencyPaid) --latency_events_;
+  return e;
+}
+
+void Engine::become_ready(std::int32_t task, double now) {
+  out_.timings[index(task)].ready = Seconds{now};
+  push(now + model_.latency(TaskId{task}).value, task, EventKind::kLatencyPaid, 0);
+}
+
+void Engine::end_task(std::int32_t task, double now) {
+  out_.timings[index(task)].end = Seconds{now};
+  done_[index(task)] = 1;
+  ++ended_;
+  for (const std::int32_t d : dependents_.of(task))
+    if (--pending_deps_[index(d)] == 0) become_ready(d, now);
+}
+
+void Engine::handle(const Event& event, double now) {
+  const std::int32_t task = event.task;
+  if (event.kind == EventKind::kFlowDone) {
+    network_.finish(task, now);
+    out_.flow_completions.push_back(task);
+    end_task(task, now);
+    return;
+  }
+  out_.timings[index(task)].start = Seconds{now};
+  if (model_.bytes(TaskId{task}).value == 0)
+    end_task(task, now);
+  else
+    network_.start(task, now);
+}
+
+// Handles every event of the instant `now` (including those it causes, such as a zero-latency
+// successor), then recomputes the rates the instant changed, once.
+void Engine::run_instant(double now) {
+  const double horizon = now + std::abs(now) * kSameInstant;
+  while (!queue_.empty() && queue_.front().time <= horizon) {
+    const Event e = pop();
+    if (is_stale(e)) continue;
+    ++out_.events;
+    handle(e, now);
+  }
+  for (const std::int32_t flow : network_.reallocate(now)) {
+    const double done = network_.completion_time(flow);
+    if (std::isfinite(done)) push(done, flow, EventKind::kFlowDone, network_.version(flow));
+  }
+}
+
+// Superseded completion predictions stay in the heap until popped; when they outnumber the live
+// events, rebuilding the heap without them bounds its memory by the live events.
+void Engine::drop_stale_events() {
+  const std::size_t live = network_.active_flows() + latency_events_;
+  if (queue_.size() < 2 * live + 4096) return;
+  std::erase_if(queue_, [&](const Event& e) { return is_stale(e); });
+  std::make_heap(queue_.begin(), queue_.end(), later);
+}
+
+void Engine::report_progress() {
+  if (!options_.progress) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (std::chrono::duration<double>(now - last_progress_).count() <
+      options_.progress_interval.value)
+    return;
+  last_progress_ = now;
+  options_.progress(static_cast<double>(ended_) / static_cast<double>(model_.task_count()));
+}
+
+Result<EngineRun> Engine::run() {
+  last_progress_ = std::chrono::steady_clock::now();
+  for (std::int32_t t = 0; t < model_.task_count(); ++t) {
+    pending_deps_[index(t)] = static_cast<std::int32_t>(model_.deps(TaskId{t}).size());
+    if (pending_deps_[index(t)] == 0) become_ready(t, 0.0);
+  }
+  for (std::uint64_t instant = 0;; ++instant) {
+    while (!queue_.empty() && is_stale(queue_.front())) pop();  // an instant starts at a live event
+    if (queue_.empty()) break;
+    run_instant(queue_.front().time);
+    drop_stale_events();
+    if (instant % 256 == 0) report_progress();
+  }
+  if (ended_ != model_.task_count()) {
+    // Acyclic models always end; only a flow whose rate rounded to zero can be left behind.
+    std::int32_t stuck = 0;
+    while (done_[index(stuck)]) ++stuck;
+    return fail(ErrorCode::kRuntime,
+                describe_task(model_, TaskId{stuck}) + ": never ended (a flow got no bandwidth)");
+  }
+  out_.busy = network_.busy();
+  return std::move(out_);
+}
+
+}  // namespace refit::sim

@@ -1,0 +1,62 @@
+#include "refit/simulator/model.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace refit::sim {
+
+ResourceId Model::add_resource(std::string name, BytesPerSecond capacity) {
+  resource_names_.push_back(std::move(name));
+  capacities_.push_back(capacity);
+  return ResourceId{resource_count() - 1};
+}
+
+std::int32_t Model::add_track(std::string name) {
+  tracks_.push_back(std::move(name));
+  return track_count() - 1;
+}
+
+void Model::name_category(std::uint32_t category, std::string name) {
+  if (category >= category_names_.size()) category_names_.resize(category + 1);
+  category_names_[category] = std::move(name);
+}
+
+std::string Model::category_name(std::uint32_t category) const {
+  if (category < category_names_.size() && !category_names_[category].empty())
+    return category_names_[category];
+  return fmt::format("category {}", category);
+}
+
+TaskId Model::add_task(const TaskSpec& spec) {
+  TaskRecord r{};
+  r.bytes = spec.bytes.value;
+  r.latency = spec.latency.value;
+  r.resources_begin = static_cast<std::uint32_t>(task_resources_.size());
+  // A flow loads each resource once however often the caller lists it; lists are a handful long.
+  for (const ResourceId id : spec.resources) {
+    const auto begin = task_resources_.begin() + r.resources_begin;
+    if (std::find(begin, task_resources_.end(), id) == task_resources_.end())
+      task_resources_.push_back(id);
+  }
+  r.resources_count = static_cast<std::uint32_t>(task_resources_.size()) - r.resources_begin;
+  r.deps_begin = static_cast<std::uint32_t>(task_deps_.size());
+  r.deps_count = static_cast<std::uint32_t>(spec.deps.size());
+  task_deps_.insert(task_deps_.end(), spec.deps.begin(), spec.deps.end());
+  r.label_begin = labels_.size();
+  r.label_size = static_cast<std::uint32_t>(spec.label.size());
+  labels_.append(spec.label);
+  r.track = spec.track;
+  r.category = spec.category;
+  tasks_.push_back(r);
+  return TaskId{task_count() - 1};
+}
+
+void Model::reserve_tasks(std::size_t tasks, std::size_t resources_per_task,
+                          std::size_t deps_per_task) {
+  tasks_.reserve(tasks);
+  task_resources_.reserve(tasks * resources_per_task);
+  task_deps_.reserve(tasks * deps_per_task);
+}
+
+}  // namespace refit::sim

@@ -1,0 +1,24 @@
+#pragma once
+// Translation of a Plan into an engine Model (see plan_model.cc for the task shapes).
+#include <vector>
+
+#include "refit/core/problem.h"
+#include "refit/planner/plan.h"
+#include "refit/simulator/model.h"
+#include "refit/topology/cluster.h"
+
+namespace refit::sim {
+
+enum class TaskKind : std::uint32_t { kNetwork = 0, kNvlink = 1, kCopy = 2 };
+
+struct PlanModel {
+  Model model;
+  std::vector<std::int32_t> transfer_of_task;  // by TaskId: the transfer it belongs to
+  std::vector<Seconds> copy_latency;           // by TaskId: pack/unpack time inside its latency
+};
+
+// `window`: messages a rank keeps in flight (0: unbounded).
+PlanModel build_plan_model(const Plan& plan, const ReshardProblem& problem, const Cluster& cluster,
+                           std::int32_t window);
+
+}  // namespace refit::sim

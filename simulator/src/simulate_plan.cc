@@ -1,0 +1,70 @@
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "plan_model.h"
+#include "refit/simulator/plan_simulation.h"
+#include "refit/simulator/simulate.h"
+#include "refit/simulator/trace_writer.h"
+
+namespace refit {
+namespace {
+
+constexpr const char* kKindNames[] = {"network", "nvlink", "copy"};
+
+// The engine splits the critical path into latency and flow time per category; the latency part
+// of each step that is pack/unpack time is reported as such.
+void fill_breakdown(PlanSimulation& out, const sim::PlanModel& pm, const sim::SimulationResult& r) {
+  Seconds* slots[] = {&out.network, &out.nvlink, &out.copy};
+  for (std::size_t k = 0; k < r.breakdown.by_category.size() && k < 3; ++k) *slots[k] = r.breakdown.by_category[k];
+  for (const auto& step : r.critical_path) {
+    const auto t = static_cast<std::size_t>(step.task.value);
+    const double waited = std::max(0.0, (r.tasks[t].start - step.from).value);
+    out.pack += Seconds{std::min(pm.copy_latency[t].value, waited)};
+  }
+  out.latency = r.breakdown.latency - out.pack;
+}
+
+void fill_resources(PlanSimulation& out, const sim::Model& m, const sim::SimulationResult& r) {
+  for (std::int32_t i = 0; i < m.resource_count(); ++i) {
+    const auto& u = r.resources[static_cast<std::size_t>(i)];
+    if (u.bytes.value > 0)
+      out.resources.push_back(ResourceReport{m.resource_name(sim::ResourceId{i}), u.bytes, u.utilisation});
+  }
+}
+
+void fill_critical_path(PlanSimulation& out, const sim::PlanModel& pm, const sim::SimulationResult& r) {
+  for (const auto& step : r.critical_path) {
+    const auto t = static_cast<std::size_t>(step.task.value);
+    out.critical_path.push_back(CriticalTransfer{pm.transfer_of_task[t],
+                                                 kKindNames[pm.model.category(step.task)],
+                                                 step.from, r.tasks[t].end});
+  }
+}
+
+}  // namespace
+
+Result<PlanSimulation> simulate_plan(const Plan& plan, const ReshardProblem& problem,
+                                     const Cluster& cluster, const PlanSimulationOptions& options) {
+  if (cluster.rank_count() < plan.world_size())
+    return invalid(fmt::format("the plan has {} ranks, cluster '{}' places {}", plan.world_size(),
+                               cluster.name(), cluster.rank_count()));
+  if (options.window < 0) return invalid("window must be >= 0 messages");
+  const auto pm = sim::build_plan_model(plan, problem, cluster, options.window);
+  sim::SimulateOptions so;
+  so.progress = options.progress;
+  auto r = sim::simulate(pm.model, so);
+  if (!r) return std::unexpected(r.error());
+  PlanSimulation out;
+  out.predicted = r->makespan;
+  out.tasks = pm.model.task_count();
+  out.events = r->events;
+  fill_breakdown(out, pm, *r);
+  fill_resources(out, pm.model, *r);
+  fill_critical_path(out, pm, *r);
+  if (options.trace)
+    if (auto ok = sim::write_chrome_trace(pm.model, *r, *options.trace); !ok) return std::unexpected(ok.error());
+  return out;
+}
+
+}  // namespace refit

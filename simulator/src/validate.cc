@@ -1,0 +1,112 @@
+#include "validate.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace refit::sim {
+namespace {
+
+Result<void> check_resources(const Model& model) {
+  for (std::int32_t r = 0; r < model.resource_count(); ++r) {
+    const double capacity = model.capacity(ResourceId{r}).value;
+    if (!(capacity > 0.0) || !std::isfinite(capacity))
+      return invalid(
+          fmt::format("resource {} '{}': capacity must be positive and finite, got {} B/s", r,
+                      model.resource_name(ResourceId{r}), capacity));
+  }
+  return {};
+}
+
+Result<void> check_task(const Model& model, TaskId t) {
+  const auto bad = [&](std::string what) {
+    return invalid(describe_task(model, t) + ": " + what);
+  };
+  const std::int64_t bytes = model.bytes(t).value;
+  const double latency = model.latency(t).value;
+  if (bytes < 0) return bad(fmt::format("negative byte count {}", bytes));
+  if (!(latency >= 0.0) || !std::isfinite(latency))
+    return bad(fmt::format("latency must be finite and not negative, got {} s", latency));
+  if (bytes > 0 && model.resources(t).empty())
+    return bad(fmt::format("moves {} bytes but crosses no resource", bytes));
+  for (const ResourceId r : model.resources(t))
+    if (r.value < 0 || r.value >= model.resource_count())
+      return bad(fmt::format("unknown resource {}", r.value));
+  for (const TaskId d : model.deps(t))
+    if (d.value < 0 || d.value >= model.task_count())
+      return bad(fmt::format("depends on unknown task {}", d.value));
+  if (model.track(t) < -1 || model.track(t) >= model.track_count())
+    return bad(fmt::format("unknown track {}", model.track(t)));
+  return {};
+}
+
+// Walks unfinished dependencies from a task Kahn's algorithm could not order; every task there
+// waits on another unordered one, so the walk must revisit a task, and that task is on a cycle.
+std::string describe_cycle(const Model& model, const std::vector<std::int32_t>& pending,
+                           std::int32_t start) {
+  std::vector<std::int32_t> seen_at(static_cast<std::size_t>(model.task_count()), -1);
+  std::vector<std::int32_t> walk;
+  std::int32_t t = start;
+  while (seen_at[static_cast<std::size_t>(t)] < 0) {
+    seen_at[static_cast<std::size_t>(t)] = static_cast<std::int32_t>(walk.size());
+    walk.push_back(t);
+    for (const TaskId d : model.deps(TaskId{t}))
+      if (pending[static_cast<std::size_t>(d.value)] > 0) {
+        t = d.value;
+        break;
+      }
+  }
+  std::string cycle;
+  for (auto i = static_cast<std::size_t>(seen_at[static_cast<std::size_t>(t)]); i < walk.size();
+       ++i)
+    cycle += fmt::format("{} -> ", walk[i]);
+  return fmt::format("{}: dependency cycle {}{}", describe_task(model, TaskId{t}), cycle, t);
+}
+
+}  // namespace
+
+std::string describe_task(const Model& model, TaskId task) {
+  const auto label = model.label(task);
+  if (label.empty()) return fmt::format("task {}", task.value);
+  return fmt::format("task {} '{}'", task.value, label);
+}
+
+Result<void> check_model(const Model& model) {
+  if (auto ok = check_resources(model); !ok) return ok;
+  for (std::int32_t t = 0; t < model.task_count(); ++t)
+    if (auto ok = check_task(model, TaskId{t}); !ok) return ok;
+  return {};
+}
+
+Dependents build_dependents(const Model& model) {
+  const auto n = static_cast<std::size_t>(model.task_count());
+  Dependents g;
+  g.begin.assign(n + 1, 0);
+  for (std::int32_t t = 0; t < model.task_count(); ++t)
+    for (const TaskId d : model.deps(TaskId{t})) ++g.begin[static_cast<std::size_t>(d.value) + 1];
+  for (std::size_t t = 0; t < n; ++t) g.begin[t + 1] += g.begin[t];
+  g.tasks.resize(g.begin[n]);
+  std::vector<std::uint32_t> cursor(g.begin.begin(), g.begin.end() - 1);
+  for (std::int32_t t = 0; t < model.task_count(); ++t)
+    for (const TaskId d : model.deps(TaskId{t}))
+      g.tasks[cursor[static_cast<std::size_t>(d.value)]++] = t;
+  return g;
+}
+
+Result<void> check_acyclic(const Model& model, const Dependents& dependents) {
+  std::vector<std::int32_t> pending(static_cast<std::size_t>(model.task_count()));
+  std::vector<std::int32_t> ready;
+  for (std::int32_t t = 0; t < model.task_count(); ++t) {
+    pending[static_cast<std::size_t>(t)] = static_cast<std::int32_t>(model.deps(TaskId{t}).size());
+    if (pending[static_cast<std::size_t>(t)] == 0) ready.push_back(t);
+  }
+  for (std::size_t i = 0; i < ready.size(); ++i)
+    for (const std::int32_t d : dependents.of(ready[i]))
+      if (--pending[static_cast<std::size_t>(d)] == 0) ready.push_back(d);
+  if (ready.size() == pending.size()) return {};
+  for (std::int32_t t = 0; t < model.task_count(); ++t)
+    if (pending[static_cast<std::size_t>(t)] > 0) return invalid(describe_cycle(model, pending, t));
+  return {};
+}
+
+}  // namespace refit::sim

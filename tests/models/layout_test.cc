@@ -1,0 +1,220 @@
+// Framework layout rules on small models, one rule per test, checked through the boxes ranks hold.
+#include <algorithm>
+
+#include <gtest/gtest.h>
+
+#include "refit/models/builtin_models.h"
+#include "refit/models/hf_config.h"
+#include "refit/models/megatron_layout.h"
+#include "refit/models/vllm_layout.h"
+
+namespace refit::models {
+namespace {
+
+ModelSpec tiny(const std::string& file, HfOptions options = {}) {
+  auto m = load_hf_config(std::string(REFIT_TEST_DATA_DIR) + "/models/" + file, options);
+  EXPECT_TRUE(m) << m.error().message;
+  return *m;
+}
+
+const WeightTensor& tensor(const ModelSpec& m, const std::string& name) {
+  const auto it = std::ranges::find(m.tensors, name, [](const auto& t) { return t.spec.name; });
+  EXPECT_NE(it, m.tensors.end()) << name;
+  return *it;
+}
+
+std::vector<std::int32_t> ranks_of(const Layout& l) {
+  std::vector<std::int32_t> out;
+  for (const Rank r : l.mesh().ranks()) out.push_back(r.value);
+  return out;
+}
+
+Box box(const Layout& l, std::int32_t rank) { return *l.local_box(Rank{rank}); }
+
+Layout megatron(const ModelSpec& m, const std::string& config, const std::string& name) {
+  auto layouts = MegatronLayouts::make(m, *parse_megatron(config));
+  EXPECT_TRUE(layouts) << layouts.error().message;
+  auto l = layouts->layout(tensor(m, name));
+  EXPECT_TRUE(l) << l.error().message;
+  return *l;
+}
+
+Layout vllm(const ModelSpec& m, const std::string& config, const std::string& name,
+            std::int32_t first_rank = 0) {
+  auto layouts = VllmLayouts::make(m, *parse_vllm(config), first_rank);
+  EXPECT_TRUE(layouts) << layouts.error().message;
+  auto l = layouts->layout(tensor(m, name));
+  EXPECT_TRUE(l) << l.error().message;
+  return *l;
+}
+
+TEST(StageStarts, EvenUnevenAndExplicitEnds) {
+  auto starts = [](std::int64_t layers, const char* config) {
+    return megatron_stage_starts(layers, *parse_megatron(config));
+  };
+  EXPECT_EQ(*starts(8, "pp=4"), (std::vector<std::int64_t>{0, 2, 4, 6, 8}));
+  // 61 over 16: ceil = 4 for stages 0..14 (60 layers), the last stage takes layer 60.
+  auto ds = starts(61, "pp=16");
+  ASSERT_TRUE(ds);
+  EXPECT_EQ((*ds)[15], 60);
+  EXPECT_EQ(ds->back(), 61);
+  // 94 over 8: 7 stages of 12, the last 10. With Megatron's first/last counts: 11 + 6*12 + 11.
+  EXPECT_EQ((*starts(94, "pp=8"))[7], 84);
+  EXPECT_EQ(*starts(94, "pp=8,pp_first=11,pp_last=11"),
+            (std::vector<std::int64_t>{0, 11, 23, 35, 47, 59, 71, 83, 94}));
+  EXPECT_EQ(*starts(10, "pp=3,pp_last=2"), (std::vector<std::int64_t>{0, 4, 8, 10}));
+  // 9 over 4: 3,3,3,0 leaves the last stage empty.
+  auto empty = starts(9, "pp=4");
+  ASSERT_FALSE(empty);
+  EXPECT_NE(empty.error().message.find("stage 3 empty"), std::string::npos);
+  EXPECT_FALSE(starts(10, "pp=3,pp_first=3"));  // the other 7 layers do not split over 2 stages
+}
+
+TEST(MegatronLayout, DenseTensorsFollowTheRankOrder) {
+  // tp=2, pp=2, dp=2: stage size 4; rank = tp + 2*dp + 4*pp. Layer 1 is on stage 1 (ranks 4..7).
+  const auto m = tiny("tiny-llama.json");
+  const auto q = megatron(m, "tp=2,pp=2,dp=2", "model.layers.1.self_attn.q_proj.weight");
+  EXPECT_EQ(q.mesh().shape(), (std::vector<std::int64_t>{2, 2}));
+  EXPECT_EQ(ranks_of(q), (std::vector<std::int32_t>{4, 5, 6, 7}));
+  EXPECT_EQ(box(q, 5), (Box{{32, 0}, {32, 64}}));  // column-parallel: rows 32..63 on tp rank 1
+  EXPECT_EQ(box(q, 7), (Box{{32, 0}, {32, 64}}));  // replicated over dp
+  const auto o = megatron(m, "tp=2,pp=2,dp=2", "model.layers.0.self_attn.o_proj.weight");
+  EXPECT_EQ(box(o, 1), (Box{{0, 32}, {64, 32}}));  // row-parallel
+  const auto norm = megatron(m, "tp=2,pp=2,dp=2", "model.layers.0.input_layernorm.weight");
+  EXPECT_EQ(box(norm, 1), (Box{{0}, {64}}));
+  // Embedding on the first stage, vocab-parallel; lm_head and final norm on the last.
+  const auto embed = megatron(m, "tp=2,pp=2,dp=2", "model.embed_tokens.weight");
+  EXPECT_EQ(ranks_of(embed), (std::vector<std::int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(box(embed, 1), (Box{{128, 0}, {128, 64}}));
+  EXPECT_EQ(ranks_of(megatron(m, "tp=2,pp=2,dp=2", "lm_head.weight")),
+            (std::vector<std::int32_t>{4, 5, 6, 7}));
+}
+
+TEST(MegatronLayout, TiedEmbeddingLivesOnTheFirstAndLastStage) {
+  const auto m = tiny("tiny-qwen2.json");
+  const auto embed = megatron(m, "tp=2,pp=2", "model.embed_tokens.weight");
+  EXPECT_EQ(ranks_of(embed), (std::vector<std::int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(box(embed, 3), (Box{{128, 0}, {128, 64}}));
+}
+
+TEST(MegatronLayout, ExpertsOverEpAndEtpReplicatedOverEdp) {
+  // tp=2, ep=2, etp=2 -> dp = 2 (4 ranks per stage), edp = 4/(2*2) = 1.
+  // Expert rank = etp + 2*ep: ep rank 1 holds experts 4..7, etp splits the intermediate dim.
+  const auto m = tiny("tiny-qwen3-moe.json");
+  const auto gate = megatron(m, "tp=2,ep=2,etp=2", "model.layers.0.mlp.experts.gate_proj");
+  EXPECT_EQ(gate.mesh().shape(), (std::vector<std::int64_t>{1, 2, 2}));
+  EXPECT_EQ(box(gate, 3), (Box{{4, 16, 0}, {4, 16, 64}}));
+  const auto down = megatron(m, "tp=2,ep=2,etp=2", "model.layers.0.mlp.experts.down_proj");
+  EXPECT_EQ(box(down, 2), (Box{{4, 0, 0}, {4, 64, 16}}));
+  // ep=2 with tp=1: dp = 2, edp = 1. ep=1 with dp=2: every rank holds every expert.
+  const auto whole = megatron(m, "dp=2", "model.layers.0.mlp.experts.up_proj");
+  EXPECT_EQ(box(whole, 1), (Box{{0, 0, 0}, {8, 32, 64}}));
+}
+
+TEST(MegatronLayout, PerExpertTensorsLiveOnTheirEpRank) {
+  // tp=1, ep=4, dp=8 -> edp = 2; expert 5 of 8 is on ep rank 5/(8/4) = 2:
+  // ranks etp + ep*1 + 4*edp = 2 and 6.
+  const auto m = tiny("tiny-qwen3-moe.json", HfOptions{.per_expert = true});
+  const auto e5 = megatron(m, "ep=4,dp=8", "model.layers.1.mlp.experts.5.gate_proj.weight");
+  EXPECT_EQ(ranks_of(e5), (std::vector<std::int32_t>{2, 6}));
+  EXPECT_EQ(box(e5, 6), (Box{{0, 0}, {32, 64}}));
+}
+
+TEST(MegatronLayout, LatentAttentionProjections) {
+  const auto m = tiny("tiny-deepseek-v3.json");
+  const auto q_a = megatron(m, "tp=4", "model.layers.1.self_attn.q_a_proj.weight");
+  EXPECT_EQ(box(q_a, 3), (Box{{0, 0}, {32, 64}}));  // replicated
+  const auto q_b = megatron(m, "tp=4", "model.layers.1.self_attn.q_b_proj.weight");
+  EXPECT_EQ(box(q_b, 3), (Box{{72, 0}, {24, 32}}));  // one head of 24 rows per rank
+}
+
+TEST(MegatronLayout, SizesThatDoNotFit) {
+  const std::tuple<const char*, const char*, const char*> cases[] = {
+      {"tiny-llama.json", "tp=3", "tp=3 does not divide num_attention_heads=4"},
+      {"tiny-llama.json", "tp=4", "tp=4 does not divide num_key_value_heads=2"},
+      {"tiny-llama.json", "ep=2", "has no routed experts"},
+      {"tiny-qwen3-moe.json", "ep=16", "ep=16 does not divide the routed experts=8"},
+      {"tiny-qwen3-moe.json", "etp=64,ep=1,dp=64", "etp=64 does not divide dim 1 (32)"},
+      {"tiny-llama.json", "pp=3", "pp=3: 2 decoder layers leave stage 2 empty"},
+  };
+  for (const auto& [file, config, message] : cases) {
+    auto layouts = MegatronLayouts::make(tiny(file), *parse_megatron(config));
+    ASSERT_FALSE(layouts) << config;
+    EXPECT_NE(layouts.error().message.find(message), std::string::npos) << layouts.error().message;
+  }
+}
+
+TEST(VllmLayout, FewerKvHeadsThanTpAreReplicated) {
+  // 2 kv heads over tp=4: TP axis viewed as [2, 2]; ranks 0,1 hold head 0, ranks 2,3 head 1.
+  // Inference ranks start at 10; dp=2 replicas.
+  const auto m = tiny("tiny-llama.json");
+  const auto k = vllm(m, "tp=4,dp=2", "model.layers.0.self_attn.k_proj.weight", 10);
+  EXPECT_EQ(k.mesh().shape(), (std::vector<std::int64_t>{2, 2, 2}));
+  EXPECT_EQ(box(k, 11), (Box{{0, 0}, {16, 64}}));
+  EXPECT_EQ(box(k, 12), (Box{{16, 0}, {16, 64}}));
+  EXPECT_EQ(box(k, 17), (Box{{16, 0}, {16, 64}}));
+  const auto q = vllm(m, "tp=4,dp=2", "model.layers.0.self_attn.q_proj.weight", 10);
+  EXPECT_EQ(box(q, 17), (Box{{48, 0}, {16, 64}}));
+  // kv heads >= tp: a plain column split.
+  const auto k2 = vllm(m, "tp=2", "model.layers.0.self_attn.k_proj.weight");
+  EXPECT_EQ(box(k2, 1), (Box{{16, 0}, {16, 64}}));
+}
+
+TEST(VllmLayout, ExpertsWithoutEpShardTheIntermediateDim) {
+  // gate/up [E, I, H] Shard(1), down [E, H, I] Shard(2) over TP; replicated over DP.
+  const auto m = tiny("tiny-qwen3-moe.json");
+  const auto up = vllm(m, "tp=2,dp=2", "model.layers.0.mlp.experts.up_proj");
+  EXPECT_EQ(box(up, 3), (Box{{0, 16, 0}, {8, 16, 64}}));
+  const auto down = vllm(m, "tp=2,dp=2", "model.layers.0.mlp.experts.down_proj");
+  EXPECT_EQ(box(down, 1), (Box{{0, 0, 16}, {8, 64, 16}}));
+}
+
+TEST(VllmLayout, ExpertParallelSplitsExpertsOverAllRanks) {
+  // EP = tp*dp = 4: expert e on rank e/2, whole; dense weights still TP over each replica.
+  const auto m = tiny("tiny-qwen3-moe.json");
+  const auto gate = vllm(m, "tp=2,dp=2,ep=on", "model.layers.0.mlp.experts.gate_proj", 8);
+  EXPECT_EQ(gate.mesh().shape(), (std::vector<std::int64_t>{4}));
+  EXPECT_EQ(box(gate, 10), (Box{{4, 0, 0}, {2, 32, 64}}));
+  const auto per = tiny("tiny-qwen3-moe.json", HfOptions{.per_expert = true});
+  const auto e5 = vllm(per, "tp=2,dp=2,ep=on", "model.layers.0.mlp.experts.5.down_proj.weight", 8);
+  EXPECT_EQ(ranks_of(e5), (std::vector<std::int32_t>{10}));
+  const auto router = vllm(m, "tp=2,dp=2,ep=on", "model.layers.0.mlp.gate.weight", 8);
+  EXPECT_EQ(router.mesh().size(), 4);
+  EXPECT_EQ(box(router, 11), (Box{{0, 0}, {8, 64}}));
+}
+
+TEST(VllmLayout, MtpProjectionIsReplicatedButColumnParallelInMegatron) {
+  const auto m = tiny("tiny-deepseek-v3.json", HfOptions{.include_mtp = true});
+  const auto inference = vllm(m, "tp=2", "model.layers.3.eh_proj.weight");
+  EXPECT_EQ(box(inference, 1), (Box{{0, 0}, {64, 128}}));
+  // Megatron pp=2: 3 layers -> stages of 2 and 1; the MTP layer joins the last stage.
+  const auto training = megatron(m, "tp=2,pp=2", "model.layers.3.eh_proj.weight");
+  EXPECT_EQ(ranks_of(training), (std::vector<std::int32_t>{2, 3}));
+  EXPECT_EQ(box(training, 3), (Box{{32, 0}, {32, 128}}));
+}
+
+TEST(VllmLayout, SizesThatDoNotFit) {
+  const std::tuple<const char*, const char*, const char*> cases[] = {
+      {"tiny-llama.json", "tp=3", "tp=3 does not divide num_attention_heads=4"},
+      {"tiny-qwen3-moe.json", "tp=2,dp=8,ep=on", "tp*dp = 16 does not divide the 8 routed"},
+      {"tiny-qwen3-moe.json", "tp=4,dp=1", ""},  // fits: 2 kv heads, each on 2 ranks
+  };
+  for (const auto& [file, config, message] : cases) {
+    auto layouts = VllmLayouts::make(tiny(file), *parse_vllm(config), 0);
+    if (std::string(message).empty()) {
+      EXPECT_TRUE(layouts) << layouts.error().message;
+      continue;
+    }
+    ASSERT_FALSE(layouts) << config;
+    EXPECT_NE(layouts.error().message.find(message), std::string::npos) << layouts.error().message;
+  }
+  // 3 kv heads and tp=2: neither divides the other.
+  auto m = tiny("tiny-llama.json");
+  m.num_kv_heads = 3;
+  auto odd = VllmLayouts::make(m, *parse_vllm("tp=2"), 0);
+  ASSERT_FALSE(odd);
+  EXPECT_NE(odd.error().message.find("num_key_value_heads=3"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace refit::models

@@ -1,0 +1,115 @@
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "run_cli.h"
+
+namespace refit {
+namespace {
+
+using refit::testing::run_refit;
+
+const std::string kTinyMoe = std::string(REFIT_TEST_DATA_DIR) + "/models/tiny-qwen3-moe.json";
+
+TEST(ModelsCli, ListsTheBuiltinsAsJson) {
+  const auto r = run_refit("models --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["models"].size(), 8u);
+  const auto& first = j["models"][0];
+  EXPECT_EQ(first["name"], "qwen3-235b-a22b");
+  EXPECT_EQ(first["architecture"], "qwen3_moe");
+  EXPECT_EQ(first["params"], 235'093'634'560);      // a plain integer
+  EXPECT_EQ(first["bf16_bytes"], 470'187'269'120);  // 2 bytes per parameter
+}
+
+TEST(ModelsCli, ListsTheBuiltinsAsATable) {
+  const auto r = run_refit("models");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("kimi-k2"), std::string::npos);
+  EXPECT_NE(r.out.find("1026408232448"), std::string::npos);
+}
+
+TEST(ModelsCli, ShowsAModelWithLayouts) {
+  // Qwen3-235B TP4xPP8xEP16 -> TP8xDP16: the per-rank bytes of models/problem_test.cc.
+  const auto r =
+      run_refit("models qwen3-235b-a22b --train tp=4,pp=8,ep=16 --infer tp=8,dp=16 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["params"], 235'093'634'560);
+  EXPECT_NEAR(j["projection_share"].get<double>(), 0.966, 0.0005);
+  EXPECT_EQ(j["train"], "tp=4,pp=8,ep=16,etp=1,cp=1,dp=4");
+  EXPECT_EQ(j["source_ranks"], 128);
+  EXPECT_EQ(j["destination_ranks"], 128);
+  ASSERT_EQ(j["training_rank_bytes"].size(), 128u);
+  EXPECT_EQ(j["training_rank_bytes"][0], 4'375'648'256);
+  EXPECT_EQ(j["training_rank_bytes"][127], 3'698'242'560);
+  EXPECT_EQ(j["inference_rank_bytes"][5], 58'959'617'024);
+}
+
+TEST(ModelsCli, HumanOutputForAConfigFile) {
+  const auto r = run_refit("models " + kTinyMoe + " --train tp=2,pp=2 --infer tp=4");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("params          157056"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("training rank"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gate/up/down"), std::string::npos) << r.out;
+}
+
+TEST(ModelsCli, WritesAManifest) {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("refit_models_cli_" + std::to_string(::getpid()) + ".json");
+  const auto r = run_refit("models " + kTinyMoe + " --train tp=2,ep=2 --infer tp=2,dp=2,ep=on " +
+                           "--per-expert --write-manifest " + path.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::filesystem::remove(path);
+  const auto j = nlohmann::json::parse(text.str());
+  EXPECT_EQ(j["format"], "refit-manifest");
+  EXPECT_EQ(j["source_ranks"], 2);
+  EXPECT_EQ(j["destination_ranks"], 4);
+  // 27 stacked tensors; per expert: 2 layers * 3 * (8 - 1) more.
+  EXPECT_EQ(j["tensors"].size(), 27u + 42);
+}
+
+struct BadInput {
+  std::string args;
+  const char* must_mention;
+  friend void PrintTo(const BadInput& b, std::ostream* os) { *os << b.args; }
+};
+
+class ModelsCliBadInput : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(ModelsCliBadInput, ExitsTwoNamingTheField) {
+  const auto r = run_refit(GetParam().args);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_NE(r.err.find(GetParam().must_mention), std::string::npos) << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, ModelsCliBadInput,
+    ::testing::Values(
+        BadInput{"models gpt-5", "unknown model 'gpt-5'"},
+        BadInput{"models /nonexistent/config.json", "cannot open"},
+        BadInput{"models qwen3-8b --train tp=4", "--infer: missing"},
+        BadInput{"models qwen3-8b --train tp=4,zz=2 --infer tp=8", "--train: unknown key 'zz'"},
+        BadInput{"models qwen3-8b --train tp=3 --infer tp=8",
+                 "tp=3 does not divide num_attention_heads=32"},
+        BadInput{"models qwen3-235b-a22b --train ep=256 --infer tp=8",
+                 "ep=256 does not divide the routed experts=128"},
+        BadInput{"models qwen3-235b-a22b --train ep=16 --infer tp=8,dp=3,ep=on",
+                 "does not divide the 128 routed experts"},
+        BadInput{"models qwen3-8b --dtype float7", "--dtype"},
+        BadInput{"models --train tp=2", "need a MODEL"},
+        BadInput{"models " + std::string(REFIT_TEST_DATA_DIR) + "/models/bad-architecture.json",
+                 "model_type: unknown architecture 'gpt2'"},
+        BadInput{"models " + std::string(REFIT_TEST_DATA_DIR) + "/models/bad-missing-field.json",
+                 "num_attention_heads: missing"}));
+
+}  // namespace
+}  // namespace refit

@@ -1,0 +1,102 @@
+#include <gtest/gtest.h>
+
+#include "refit/models/parallel_config.h"
+
+namespace refit::models {
+namespace {
+
+TEST(ParseMegatron, SizesAndDerivedDp) {
+  // dp left out: the smallest making tp*cp*dp a multiple of ep*etp -> 16/(4*1) = 4, so
+  // 4*1*4*8 = 128 ranks; edp = tp*cp*dp/(ep*etp) = 1.
+  auto c = parse_megatron("tp=4,pp=8,ep=16");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->dp, 4);
+  EXPECT_EQ(c->world(), 128);
+  EXPECT_EQ(c->stage_size(), 16);
+  EXPECT_EQ(c->edp(), 1);
+  EXPECT_EQ(to_string(*c), "tp=4,pp=8,ep=16,etp=1,cp=1,dp=4");
+}
+
+TEST(ParseMegatron, PpSixteenEpSixteenIs256Ranks) {
+  auto c = parse_megatron("pp=16,ep=16");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->dp, 16);
+  EXPECT_EQ(c->world(), 256);
+}
+
+TEST(ParseMegatron, DerivedDpUsesTheLeastCommonMultiple) {
+  // tp*cp = 4, ep*etp = 6: dp = lcm(4, 6)/4 = 3, so 12 ranks per stage and edp = 2.
+  auto c = parse_megatron("tp=4,ep=6");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->dp, 3);
+  EXPECT_EQ(c->edp(), 2);
+  // Dense models: ep=1 leaves dp at 1; cp and etp take part.
+  auto d = parse_megatron(" tp=2 , cp=2, etp=2, ep=2 ");
+  ASSERT_TRUE(d) << d.error().message;
+  EXPECT_EQ(d->dp, 1);
+  EXPECT_EQ(d->world(), 4);
+}
+
+TEST(ParseMegatron, EmptyMeansOneRankAndEndsAreKept) {
+  auto c = parse_megatron("");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->world(), 1);
+  auto e = parse_megatron("pp=8,pp_first=11,pp_last=11");
+  ASSERT_TRUE(e) << e.error().message;
+  EXPECT_EQ(e->pp_first, 11);
+  EXPECT_EQ(to_string(*e), "tp=1,pp=8,ep=1,etp=1,cp=1,dp=1,pp_first=11,pp_last=11");
+}
+
+TEST(ParseMegatron, Errors) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"tp=4,xp=2", "unknown key 'xp'"},
+      {"tp=4,tp=2", "tp: given twice"},
+      {"tp=four", "tp=four: not an integer"},
+      {"tp=0", "tp=0: must be between 1"},
+      {"tp", "expected key=value"},
+      {"tp=4,ep=16,dp=3", "dp=3: tp*cp*dp = 12 is not a multiple of ep*etp = 16"},
+      {"tp=1024,pp=1024,dp=1024", "more than"},
+      {"pp_first=2", "pp_first: needs pp >= 2"},
+  };
+  for (const auto& [text, message] : cases) {
+    auto c = parse_megatron(text);
+    ASSERT_FALSE(c) << text;
+    EXPECT_NE(c.error().message.find(message), std::string::npos) << c.error().message;
+  }
+}
+
+TEST(ParseVllm, SizesAndExpertParallel) {
+  auto c = parse_vllm("tp=8,dp=16");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->world(), 128);
+  EXPECT_FALSE(c->expert_parallel);
+  EXPECT_EQ(to_string(*c), "tp=8,dp=16,ep=off");
+  for (const char* on : {"tp=8,dp=2,ep=1", "tp=8,dp=2,ep=on", "tp=8,dp=2,expert_parallel=true",
+                         "tp=8,dp=2,ep=16", "tp=8,dp=2,pp=1,ep=true"}) {
+    auto e = parse_vllm(on);
+    ASSERT_TRUE(e) << on << ": " << e.error().message;
+    EXPECT_TRUE(e->expert_parallel) << on;
+    EXPECT_EQ(e->ep(), 16) << on;
+  }
+  auto off = parse_vllm("tp=2,ep=off");
+  ASSERT_TRUE(off);
+  EXPECT_FALSE(off->expert_parallel);
+  EXPECT_EQ(parse_vllm("")->world(), 1);
+}
+
+TEST(ParseVllm, Errors) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"tp=8,etp=2", "unknown key 'etp'"},
+      {"tp=8,pp=2", "pp=2: only pp=1"},
+      {"tp=8,dp=2,ep=4", "ep=4: vLLM's expert-parallel size is tp*dp = 16"},
+      {"tp=8,ep=maybe", "ep=maybe: not an integer"},
+  };
+  for (const auto& [text, message] : cases) {
+    auto c = parse_vllm(text);
+    ASSERT_FALSE(c) << text;
+    EXPECT_NE(c.error().message.find(message), std::string::npos) << c.error().message;
+  }
+}
+
+}  // namespace
+}  // namespace refit::models

@@ -1,0 +1,80 @@
+// simulate() rejects models it cannot run, naming the task or resource at fault.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "refit/simulator/simulate.h"
+
+namespace refit::sim {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string error_of(const Model& m) {
+  const auto r = simulate(m);
+  EXPECT_FALSE(r.has_value());
+  if (r) return {};
+  EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+  return r.error().message;
+}
+
+TEST(SimulateErrors, DependencyCycleNamesATaskOnIt) {
+  // a -> b -> c -> b: b and c form the cycle; a only waits on it.
+  Model m;
+  m.add_task({.label = "a"});
+  m.add_task({.deps = {TaskId{2}}, .label = "b"});
+  m.add_task({.deps = {TaskId{1}, TaskId{0}}, .label = "c"});
+  m.add_task({.deps = {TaskId{2}}, .label = "after"});
+  const auto message = error_of(m);
+  EXPECT_THAT(message, HasSubstr("dependency cycle"));
+  EXPECT_THAT(message, ::testing::AnyOf(HasSubstr("task 1 'b'"), HasSubstr("task 2 'c'")));
+  EXPECT_THAT(message, ::testing::AnyOf(HasSubstr("1 -> 2 -> 1"), HasSubstr("2 -> 1 -> 2")));
+}
+
+TEST(SimulateErrors, SelfDependencyIsACycle) {
+  Model m;
+  m.add_task({.deps = {TaskId{0}}});
+  EXPECT_THAT(error_of(m), HasSubstr("task 0: dependency cycle 0 -> 0"));
+}
+
+TEST(SimulateErrors, UnknownDependency) {
+  Model m;
+  m.add_task({.deps = {TaskId{7}}, .label = "x"});
+  EXPECT_THAT(error_of(m), HasSubstr("task 0 'x': depends on unknown task 7"));
+}
+
+TEST(SimulateErrors, CapacityMustBePositive) {
+  Model m;
+  m.add_resource("ok", BytesPerSecond{1});
+  m.add_resource("nic 3 rx", BytesPerSecond{0});
+  EXPECT_THAT(error_of(m), HasSubstr("resource 1 'nic 3 rx': capacity must be positive"));
+  Model negative;
+  negative.add_resource("nvlink", BytesPerSecond{-5});
+  EXPECT_THAT(error_of(negative), HasSubstr("'nvlink'"));
+}
+
+TEST(SimulateErrors, BadTaskFields) {
+  Model m;
+  const auto l = m.add_resource("l", BytesPerSecond{1});
+  m.add_task({.bytes = Bytes{-1}, .resources = {l}});
+  EXPECT_THAT(error_of(m), HasSubstr("task 0: negative byte count -1"));
+
+  Model no_resource;
+  no_resource.add_task({.bytes = Bytes{10}, .label = "lost"});
+  EXPECT_THAT(error_of(no_resource),
+              HasSubstr("task 0 'lost': moves 10 bytes but crosses no resource"));
+
+  Model unknown_resource;
+  unknown_resource.add_task({.bytes = Bytes{10}, .resources = {ResourceId{4}}});
+  EXPECT_THAT(error_of(unknown_resource), HasSubstr("unknown resource 4"));
+
+  Model bad_latency;
+  bad_latency.add_task({.latency = Seconds{-1}});
+  EXPECT_THAT(error_of(bad_latency), HasSubstr("latency must be finite and not negative"));
+
+  Model bad_track;
+  bad_track.add_task({.track = 3});
+  EXPECT_THAT(error_of(bad_track), HasSubstr("unknown track 3"));
+}
+
+}  // namespace
+}  // namespace refit::sim

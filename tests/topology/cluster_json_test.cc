@@ -1,0 +1,135 @@
+#include "refit/topology/cluster_json.h"
+
+#include <gtest/gtest.h>
+
+#include "refit/topology/nccl_xml.h"
+#include "refit/topology/presets.h"
+
+namespace refit {
+namespace {
+
+const std::string kDir = std::string(REFIT_TEST_DATA_DIR) + "/topology/";
+
+RankPlacementOptions ranks(std::int32_t train, std::int32_t infer) {
+  RankPlacementOptions o;
+  o.source_ranks = train;
+  o.destination_ranks = infer;
+  return o;
+}
+
+// Dump -> text -> parse -> load must give the very same cluster, bit for bit.
+void expect_round_trip(const Cluster& c) {
+  const auto text = cluster_to_json(c).dump();
+  const auto back = parse_cluster_json(text);
+  ASSERT_TRUE(back.has_value()) << back.error().message;
+  EXPECT_EQ(*back, c) << text;
+}
+
+class TopoJsonPresets : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TopoJsonPresets, DumpThenLoadGivesTheSameCluster) {
+  // Also with overrides whose figures are not round (nic_gbps=333 -> 39.1275 GB/s).
+  for (const auto& spec : {GetParam(), GetParam() + ":nic_gbps=333,latency_us=12.3,oversubscription=1.5"}) {
+    auto c = make_preset_cluster(spec, ranks(5, 7));
+    ASSERT_TRUE(c.has_value()) << c.error().message;
+    expect_round_trip(*c);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Every, TopoJsonPresets, ::testing::ValuesIn(preset_names()));
+
+TEST(TopoJson, ImportedClustersRoundTrip) {
+  // NCCL imports carry NIC names, PCI bus ids and link-counted NVLink (18 x 20.6 = 370.8).
+  for (const char* file : {"h100_8gpu_8nic.xml", "node_4gpu_2nic.xml", "node_storage_nics.xml"}) {
+    auto c = load_nccl_topology_file(kDir + file, ranks(4, 8));
+    ASSERT_TRUE(c.has_value()) << c.error().message;
+    expect_round_trip(*c);
+  }
+}
+
+TEST(TopoJson, TheDocumentedExampleLoads) {
+  auto c = load_cluster_file(kDir + "cluster_small.json", {});
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->name(), "two-small-nodes");
+  EXPECT_EQ(c->node_count(), 2);
+  EXPECT_EQ(c->fabric().oversubscription, 2.0);
+  EXPECT_DOUBLE_EQ(c->nics()[1].bandwidth.gbps(), 47.0);
+  EXPECT_DOUBLE_EQ(c->nics()[1].latency.value, 15e-6);
+  EXPECT_EQ(c->gpu(GpuId{0}).pci_bus_id, "0000:18:00.0");
+  // The file's own placement: 2 training ranks on GPUs 0-1, inference on 2-3.
+  EXPECT_EQ(c->rank_count(), 4);
+  EXPECT_EQ(c->source_ranks(), 2);
+  EXPECT_EQ(c->domain_of(Rank{2}), 1);
+}
+
+TEST(TopoJson, RequestedRanksReplaceTheFilePlacement) {
+  // 1 training rank on GPU 0, 1 inference rank right after it on GPU 1.
+  auto c = load_cluster_file(kDir + "cluster_small.json", ranks(1, 1));
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->rank_count(), 2);
+  EXPECT_EQ(c->gpu_of(Rank{1}), GpuId{1});
+  EXPECT_FALSE(load_cluster_file(kDir + "cluster_small.json", ranks(4, 4)).has_value());
+}
+
+TEST(TopoJson, MissingFileIsNotFound) {
+  auto c = load_cluster_file(kDir + "no_such_cluster.json", {});
+  ASSERT_FALSE(c.has_value());
+  EXPECT_EQ(c.error().code, ErrorCode::kNotFound);
+  EXPECT_NE(c.error().message.find("no_such_cluster.json"), std::string::npos);
+}
+
+struct BadJson {
+  const char* name;
+  void (*mutate)(nlohmann::json&);
+  const char* must_mention;
+  friend void PrintTo(const BadJson& b, std::ostream* os) { *os << b.name; }
+};
+
+class TopoJsonBad : public ::testing::TestWithParam<BadJson> {};
+
+TEST_P(TopoJsonBad, RefusedNamingTheJsonPath) {
+  auto c = load_cluster_file(kDir + "cluster_small.json", {});
+  ASSERT_TRUE(c.has_value());
+  nlohmann::json j = nlohmann::json::parse(cluster_to_json(*c).dump());
+  GetParam().mutate(j);
+  const auto back = cluster_from_json(j);
+  ASSERT_FALSE(back.has_value());
+  EXPECT_TRUE(back.error().is_bad_input());
+  EXPECT_NE(back.error().message.find(GetParam().must_mention), std::string::npos) << back.error().message;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, TopoJsonBad,
+    ::testing::Values(
+        BadJson{"missing_node", [](nlohmann::json& j) { j["gpus"][3].erase("node"); },
+                "gpus[3].node: missing"},
+        BadJson{"string_bandwidth", [](nlohmann::json& j) { j["gpus"][0]["nvlink_gbps"] = "fast"; },
+                "gpus[0].nvlink_gbps: expected a number, got string"},
+        BadJson{"float_node", [](nlohmann::json& j) { j["gpus"][1]["node"] = 0.5; },
+                "gpus[1].node: expected an integer, got number"},
+        BadJson{"typo", [](nlohmann::json& j) { j["nics"][0]["gpbs"] = 1; }, "nics[0].gpbs: unknown field"},
+        BadJson{"gpu_in_two_domains", [](nlohmann::json& j) { j["domains"][1]["gpus"].push_back(0); },
+                "domains[1].gpus[2]: GPU 0 is already in domain 0"},
+        BadJson{"nic_to_missing_gpu", [](nlohmann::json& j) { j["nics"][1]["gpus"][0] = 9; },
+                "nics[1].gpus[0]: GPU 9 does not exist"},
+        BadJson{"nic_on_other_node", [](nlohmann::json& j) { j["nics"][1]["gpus"][0] = 0; },
+                "nics[1].gpus[0]: GPU 0 is on node 0"},
+        BadJson{"no_latency", [](nlohmann::json& j) { j.erase("nvlink_latency_us"); },
+                "nvlink_latency_us: missing"},
+        BadJson{"gpus_not_array", [](nlohmann::json& j) { j["gpus"] = 3; }, "gpus: expected an array"},
+        BadJson{"bad_oversubscription", [](nlohmann::json& j) { j["fabric"]["oversubscription"] = 0.5; },
+                "fabric.oversubscription"},
+        BadJson{"placement_to_missing_gpu", [](nlohmann::json& j) { j["placement"]["rank_to_gpu"][3] = 4; },
+                "placement[3]: GPU 4 does not exist"},
+        BadJson{"not_an_object", [](nlohmann::json& j) { j = nlohmann::json::array(); },
+                "expected an object, got array"}));
+
+TEST(TopoJson, SyntaxErrorsGiveThePosition) {
+  const auto c = parse_cluster_json("{\n  \"gpus\": [,]\n}");
+  ASSERT_FALSE(c.has_value());
+  EXPECT_NE(c.error().message.find("not valid JSON"), std::string::npos) << c.error().message;
+  EXPECT_NE(c.error().message.find("line 2"), std::string::npos) << c.error().message;
+}
+
+}  // namespace
+}  // namespace refit

@@ -1,0 +1,170 @@
+#include "refit/topology/presets.h"
+
+#include <gtest/gtest.h>
+
+namespace refit {
+namespace {
+
+RankPlacementOptions ranks(std::int32_t train, std::int32_t infer) {
+  RankPlacementOptions o;
+  o.source_ranks = train;
+  o.destination_ranks = infer;
+  return o;
+}
+
+Cluster preset(std::string_view spec, RankPlacementOptions placement = {}) {
+  auto c = make_preset_cluster(spec, placement);
+  EXPECT_TRUE(c.has_value()) << spec << ": " << (c ? "" : c.error().message);
+  return std::move(c).value();
+}
+
+TEST(TopoPresets, DgxH100SizedToTheRanks) {
+  // 8 training + 8 inference ranks need 16 GPUs = 2 nodes of 8; each node is an NVLink domain
+  // with 8 rail NICs of 400 Gb/s x 47/400 = 47 GB/s, so 8 x 47 = 376 GB/s per domain.
+  const auto c = preset("dgx-h100", ranks(8, 8));
+  EXPECT_EQ(c.node_count(), 2);
+  ASSERT_EQ(c.gpus().size(), 16u);
+  ASSERT_EQ(c.domains().size(), 2u);
+  ASSERT_EQ(c.nics().size(), 16u);
+  EXPECT_DOUBLE_EQ(c.gpu(GpuId{0}).nvlink_bandwidth.gbps(), 370.0);
+  EXPECT_DOUBLE_EQ(c.gpu(GpuId{0}).copy_bandwidth.gbps(), 1450.0);
+  EXPECT_DOUBLE_EQ(c.nics()[0].bandwidth.gbps(), 47.0);
+  EXPECT_DOUBLE_EQ(c.nics()[0].latency.value, 15e-6);
+  EXPECT_DOUBLE_EQ(c.nvlink_latency().value, 5e-6);
+  EXPECT_DOUBLE_EQ(c.domain_nic_bandwidth(1).gbps(), 376.0);
+  // Rail-optimised: GPU g uses NIC g; training on GPUs 0-7 (domain 0), inference on 8-15.
+  EXPECT_EQ(c.nic_of(GpuId{13}), 13);
+  EXPECT_EQ(c.domain_of(Rank{7}), 0);
+  EXPECT_EQ(c.domain_of(Rank{8}), 1);
+  EXPECT_EQ(c.gpu_of(Rank{15}), GpuId{15});
+  EXPECT_EQ(c.fabric().oversubscription, 1.0);
+}
+
+TEST(TopoPresets, RoundsUpToWholeNodesAndHasAtLeastOne) {
+  // 9 ranks need 2 nodes of 8; no rank at all still gives one node.
+  EXPECT_EQ(preset("dgx-h100", ranks(9, 0)).node_count(), 2);
+  EXPECT_EQ(preset("dgx-h100").node_count(), 1);
+  EXPECT_EQ(preset("dgx-h100").rank_count(), 0);
+}
+
+TEST(TopoPresets, Gb200SizedInWholeRacks) {
+  // 16 + 16 ranks fit in one NVL72 domain: 72 GPUs = 18 trays of 4, one 400G NIC per GPU.
+  const auto c = preset("gb200-nvl72", ranks(16, 16));
+  EXPECT_EQ(c.gpus().size(), 72u);
+  EXPECT_EQ(c.node_count(), 18);
+  ASSERT_EQ(c.domains().size(), 1u);
+  EXPECT_DOUBLE_EQ(c.gpu(GpuId{0}).nvlink_bandwidth.gbps(), 746.0);
+  EXPECT_DOUBLE_EQ(c.nics()[0].bandwidth.gbps(), 47.0);
+  EXPECT_EQ(c.gpu(GpuId{5}).node, 1);  // 4 GPUs per tray
+}
+
+TEST(TopoPresets, Gb200With64GpuDomains) {
+  // 64 + 64 ranks on 64-GPU domains: 2 domains of 16 trays; inference fills domain 1.
+  const auto c = preset("gb200-nvl72:gpus_per_domain=64,nic_gbps=400", ranks(64, 64));
+  EXPECT_EQ(c.gpus().size(), 128u);
+  EXPECT_EQ(c.node_count(), 32);
+  ASSERT_EQ(c.domains().size(), 2u);
+  EXPECT_EQ(c.domain_of(Rank{63}), 0);
+  EXPECT_EQ(c.domain_of(Rank{64}), 1);
+  EXPECT_DOUBLE_EQ(c.domain_nic_bandwidth(0).gbps(), 64 * 47.0);
+  EXPECT_EQ(c.name(), "gb200-nvl72:gpus_per_domain=64,nic_gbps=400");
+}
+
+TEST(TopoPresets, Gb300HasXdrNics) {
+  // 800 Gb/s x 47/400 = 94 GB/s.
+  EXPECT_DOUBLE_EQ(preset("gb300-nvl72").nics()[0].bandwidth.gbps(), 94.0);
+}
+
+TEST(TopoPresets, DgxB200AndH200Figures) {
+  // B200: NVLink5 746 GB/s; HBM3e 8 TB/s x 1.45/3.35 = 3462.7 -> 3463 GB/s of copies.
+  // H200: HBM3e 4.8 TB/s x 1.45/3.35 = 2077.6 -> 2078 GB/s.
+  EXPECT_DOUBLE_EQ(preset("dgx-b200").gpu(GpuId{0}).nvlink_bandwidth.gbps(), 746.0);
+  EXPECT_DOUBLE_EQ(preset("dgx-b200").gpu(GpuId{0}).copy_bandwidth.gbps(), 3463.0);
+  EXPECT_DOUBLE_EQ(preset("dgx-h200").gpu(GpuId{0}).copy_bandwidth.gbps(), 2078.0);
+}
+
+TEST(TopoPresets, OverridesChangeTheirFigure) {
+  // nic_gbps=200 -> 200 x 47/400 = 23.5 GB/s; the others are taken as given.
+  const auto c = preset(
+      "dgx-h100:nic_gbps=200,nvlink_gbps=400,copy_gbps=1000,latency_us=20,"
+      "nvlink_latency_us=3,oversubscription=2");
+  EXPECT_DOUBLE_EQ(c.nics()[0].bandwidth.gbps(), 23.5);
+  EXPECT_DOUBLE_EQ(c.gpu(GpuId{0}).nvlink_bandwidth.gbps(), 400.0);
+  EXPECT_DOUBLE_EQ(c.gpu(GpuId{0}).copy_bandwidth.gbps(), 1000.0);
+  EXPECT_DOUBLE_EQ(c.nics()[0].latency.value, 20e-6);
+  EXPECT_DOUBLE_EQ(c.nvlink_latency().value, 3e-6);
+  EXPECT_EQ(c.fabric().oversubscription, 2.0);
+}
+
+TEST(TopoPresets, NodeAndDomainShapes) {
+  // 4 GPUs per node: the domain follows the node (4). 4 GPUs per domain in 8-GPU nodes: 2
+  // domains per node. 4 NICs per node: each serves 2 GPUs.
+  EXPECT_EQ(preset("dgx-h100:gpus_per_node=4", ranks(8, 0)).domains().size(), 2u);
+  const auto halves = preset("dgx-h100:gpus_per_domain=4", ranks(8, 0));
+  EXPECT_EQ(halves.node_count(), 1);
+  EXPECT_EQ(halves.domains().size(), 2u);
+  const auto shared = preset("dgx-h100:nics_per_node=4");
+  ASSERT_EQ(shared.nics().size(), 4u);
+  EXPECT_EQ(shared.nics()[1].gpus, (std::vector<GpuId>{GpuId{2}, GpuId{3}}));
+  EXPECT_EQ(preset("dgx-h100:nodes=3").node_count(), 3);
+}
+
+TEST(TopoPresets, InferOffsetPlacesAndSizes) {
+  // Inference from GPU 16: 8 ranks on GPUs 16-23 need 24 GPUs = 3 nodes.
+  const auto c = preset("dgx-h100:infer_offset=16", ranks(8, 8));
+  EXPECT_EQ(c.node_count(), 3);
+  EXPECT_EQ(c.gpu_of(Rank{8}), GpuId{16});
+  EXPECT_EQ(c.domain_of(Rank{8}), 2);
+}
+
+TEST(TopoPresets, CpuHostHasOneDevicePerRank) {
+  // 3 + 2 processes on one node, one shared-memory domain, one loopback NIC serving all five.
+  const auto c = preset("cpu-host", ranks(3, 2));
+  EXPECT_EQ(c.node_count(), 1);
+  EXPECT_EQ(c.gpus().size(), 5u);
+  ASSERT_EQ(c.domains().size(), 1u);
+  ASSERT_EQ(c.nics().size(), 1u);
+  EXPECT_EQ(c.nics()[0].name, "loopback");
+  EXPECT_EQ(c.nics()[0].gpus.size(), 5u);
+  EXPECT_EQ(preset("cpu-host").gpus().size(), 1u);
+}
+
+TEST(TopoPresets, PresetNamesAndKeysAreListed) {
+  EXPECT_EQ(preset_names(), (std::vector<std::string>{"dgx-h100", "dgx-h200", "dgx-b200", "gb200-nvl72",
+                                                      "gb300-nvl72", "cpu-host"}));
+  EXPECT_GE(preset_keys().size(), 9u);
+}
+
+struct BadSpec {
+  const char* spec;
+  const char* must_mention;
+  friend void PrintTo(const BadSpec& b, std::ostream* os) { *os << b.spec; }
+};
+
+class TopoPresetsBad : public ::testing::TestWithParam<BadSpec> {};
+
+TEST_P(TopoPresetsBad, RefusedNamingTheKey) {
+  const auto c = make_preset_cluster(GetParam().spec, ranks(8, 8));
+  ASSERT_FALSE(c.has_value());
+  EXPECT_TRUE(c.error().is_bad_input());
+  EXPECT_NE(c.error().message.find(GetParam().must_mention), std::string::npos) << c.error().message;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, TopoPresetsBad,
+    ::testing::Values(BadSpec{"dgx-h1000", "unknown preset 'dgx-h1000'"},
+                      BadSpec{"gb200-nvl72:foo=1", "unknown key 'foo' (valid keys: nodes,"},
+                      BadSpec{"gb200-nvl72:gpus_per_domain=x", "gpus_per_domain=x: expected an integer"},
+                      BadSpec{"gb200-nvl72:gpus_per_domain=6", "gpus_per_domain=6 and gpus_per_node=4"},
+                      BadSpec{"dgx-h100:nodes=0", "nodes=0: must be >= 1"},
+                      BadSpec{"dgx-h100:nodes=1", "too few"},
+                      BadSpec{"dgx-h100:oversubscription=0.5", "oversubscription=0.5: must be >= 1"},
+                      BadSpec{"dgx-h100:nic_gbps=-400", "nic_gbps=-400"},
+                      BadSpec{"dgx-h100:nic_gbps=0", "nic_gbps=0: must be > 0"},
+                      BadSpec{"dgx-h100:nics_per_node=3", "nics_per_node=3"},
+                      BadSpec{"dgx-h100:nodes=2,nodes=3", "key 'nodes' is given twice"},
+                      BadSpec{"dgx-h100:nodes", "'nodes': expected key=value"},
+                      BadSpec{"dgx-h100:", "expected key=value"}));
+
+}  // namespace
+}  // namespace refit

@@ -1,0 +1,74 @@
+#include "refit/topology/discovery.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "cluster_builder.h"
+#include "nvml_gpus.h"
+#include "refit/topology/presets.h"
+#include "sysfs_scan.h"
+
+namespace refit {
+namespace {
+
+constexpr const char* kName = "discovered";
+
+// No GPU: the host's processes stand in for GPUs as in the cpu-host preset; NICs found serve
+// the processes in turn.
+Result<Cluster> host_cluster(const std::vector<detail::FoundNic>& nics, const RankPlacementOptions& placement,
+                             std::vector<std::string>& notes) {
+  auto host = make_preset_cluster("cpu-host", placement);
+  if (!host) return host;
+  ClusterSpec spec = host->spec();
+  spec.name = kName;
+  notes.push_back(
+      fmt::format("modelled this host as {} process(es) in one shared-memory domain, as "
+                  "the cpu-host preset does",
+                  spec.gpus.size()));
+  if (nics.empty()) return Cluster::make(std::move(spec));
+  const auto loopback = spec.nics.front();
+  spec.nics.clear();
+  for (const auto& n : nics)
+    spec.nics.push_back({static_cast<std::int32_t>(spec.nics.size()),
+                         n.name,
+                         0,
+                         hw::effective_nic_bandwidth(n.line_gigabits),
+                         loopback.latency,
+                         {},
+                         n.bus_id});
+  for (std::size_t p = 0; p < spec.gpus.size(); ++p)
+    spec.nics[p % spec.nics.size()].gpus.push_back(spec.gpus[p].id);
+  return Cluster::make(std::move(spec));
+}
+
+}  // namespace
+
+Result<Discovery> discover_cluster(const DiscoveryOptions& options, const RankPlacementOptions& placement) {
+  auto gpus = detail::scan_nvml_gpus(options.nvml_library);
+  if (!gpus) return std::unexpected(gpus.error());
+  auto nics = detail::scan_rdma_nics(options.sysfs_root);
+  std::vector<std::string> notes = std::move(gpus->notes);
+  notes.insert(notes.end(), nics.notes.begin(), nics.notes.end());
+  if (gpus->gpus.empty()) {
+    auto cluster = host_cluster(nics.nics, placement, notes);
+    if (!cluster) return std::unexpected(cluster.error());
+    return Discovery{std::move(*cluster), std::move(notes)};
+  }
+  detail::FoundMachine machine{std::move(gpus->gpus), std::move(nics.nics)};
+  for (auto& g : machine.gpus) {
+    g.location = detail::locate_pci_device(options.sysfs_root, g.bus_id);
+    if (g.location.chain.empty() && !machine.nics.empty())
+      notes.push_back(
+          fmt::format("{}: not under {}/bus/pci/devices, paired with a NIC without PCIe "
+                      "locality",
+                      g.what, options.sysfs_root.string()));
+  }
+  auto node = detail::machine_to_node(machine, kName);
+  if (!node) return std::unexpected(node.error());
+  auto cluster = detail::finish_cluster(std::move(*node), placement);
+  if (!cluster) return std::unexpected(cluster.error());
+  return Discovery{std::move(*cluster), std::move(notes)};
+}
+
+}  // namespace refit

@@ -1,0 +1,74 @@
+#include "found_machine.h"
+
+#include <map>
+
+#include <fmt/format.h>
+
+#include "cluster_builder.h"
+#include "domain_grouping.h"
+
+namespace refit::detail {
+namespace {
+
+Result<std::vector<std::int32_t>> group_domains(const FoundMachine& m) {
+  const auto count = static_cast<std::int32_t>(m.gpus.size());
+  std::map<std::string, std::int32_t> by_bus;
+  for (std::int32_t g = 0; g < count; ++g)
+    if (!m.gpus[static_cast<std::size_t>(g)].bus_id.empty())
+      by_bus[m.gpus[static_cast<std::size_t>(g)].bus_id] = g;
+  DomainGrouping grouping(count);
+  std::map<std::string, std::int32_t> first_in_clique;
+  for (std::int32_t g = 0; g < count; ++g) {
+    const auto& gpu = m.gpus[static_cast<std::size_t>(g)];
+    if (gpu.switch_links > 0) grouping.join_switch(g);
+    for (const auto& peer : gpu.peer_links) {
+      const auto it = by_bus.find(peer);
+      if (it == by_bus.end())
+        return invalid(fmt::format("{}: NVLink to GPU {}, which is not in this machine", gpu.what, peer));
+      grouping.join(g, it->second);
+    }
+    if (!gpu.clique.empty()) grouping.join(first_in_clique.try_emplace(gpu.clique, g).first->second, g);
+  }
+  return grouping.domains();
+}
+
+void add_nics(const FoundMachine& m, ClusterSpec& spec) {
+  std::vector<PciLocation> gpu_locations;
+  std::vector<PciLocation> nic_locations;
+  for (const auto& g : m.gpus) gpu_locations.push_back(g.location);
+  for (const auto& n : m.nics) nic_locations.push_back(n.location);
+  for (const auto& n : m.nics)
+    spec.nics.push_back({static_cast<std::int32_t>(spec.nics.size()),
+                         n.name,
+                         0,
+                         hw::effective_nic_bandwidth(n.line_gigabits),
+                         hw::kNetworkLatency,
+                         {},
+                         n.bus_id});
+  const auto pairing = pair_gpus_with_nics(gpu_locations, nic_locations);
+  for (std::size_t g = 0; g < pairing.size(); ++g)
+    if (pairing[g] >= 0)
+      spec.nics[static_cast<std::size_t>(pairing[g])].gpus.emplace_back(static_cast<std::int32_t>(g));
+}
+
+}  // namespace
+
+Result<ClusterSpec> machine_to_node(const FoundMachine& m, std::string name) {
+  auto domains = group_domains(m);
+  if (!domains) return std::unexpected(domains.error());
+  ClusterSpec spec;
+  spec.name = std::move(name);
+  spec.nvlink_latency = hw::kNvlinkLatency;
+  for (std::size_t g = 0; g < m.gpus.size(); ++g) {
+    const auto& gpu = m.gpus[g];
+    const auto& figures = hw::gpu_figures(gpu.model);
+    const auto links = gpu.switch_links + static_cast<std::int32_t>(gpu.peer_links.size());
+    spec.gpus.push_back({GpuId{static_cast<std::int32_t>(g)}, 0, (*domains)[g],
+                         hw::nvlink_for_links(figures, links), figures.copy, gpu.bus_id});
+  }
+  add_nics(m, spec);
+  fill_domains(spec);
+  return spec;
+}
+
+}  // namespace refit::detail

@@ -1,0 +1,59 @@
+#pragma once
+// Every hardware figure the topology module uses, in one place, each with its source.
+// They are effective (what transfers achieve), not line rates, so that the planner and the
+// simulator can divide bytes by them directly. Sources: ../shared/reference/hardware.md
+// ("hw.md" below) unless a comment says otherwise.
+#include <cstdint>
+#include <string_view>
+
+#include "refit/core/units.h"
+
+namespace refit::hw {
+
+// NICs: a 400 Gb/s NDR NIC moves 46-48 GB/s per direction of its 50 GB/s line rate (hw.md,
+// nccl-tests reports): we take 47 GB/s per 400 Gb/s of line rate (efficiency 0.94). 800 Gb/s
+// XDR is assumed to keep the same efficiency (hw.md), giving 94 GB/s; 200 Gb/s gives 23.5.
+inline constexpr double kNicEffectiveGbpsPer400G = 47.0;
+// Line rate in Gb/s (as NCCL's speed/1000 and sysfs "rate" give it) -> effective bytes/s.
+BytesPerSecond effective_nic_bandwidth(double line_gigabits_per_second);
+
+// Microseconds -> Seconds, the one conversion used for constants, overrides and files, so that
+// a value written in microseconds reads back bit-identical.
+constexpr Seconds micros(double us) { return Seconds{us / 1e6}; }
+
+// Per-message latency (alpha). hw.md: 10-20 us per inter-node point-to-point message (NCCL's
+// network step constant is ~14 us), 5-10 us intra-node (NCCL's NVLink step ~3.4 us).
+inline constexpr Seconds kNetworkLatency = micros(15);
+inline constexpr Seconds kNvlinkLatency = micros(5);
+
+// GPU generations the presets and importers know.
+enum class GpuModel { kA100, kH100, kH200, kB200, kGb200, kGb300 };
+
+struct GpuFigures {
+  // Effective NVLink per GPU per direction through the NVSwitch, used by the presets.
+  BytesPerSecond nvlink;
+  // NCCL's per-link constant in GB/s, used when links are counted (NCCL XML, NVML).
+  double nvlink_gbps_per_link = 0;
+  // Device-to-device copy bandwidth (bytes copied per second) for pack/unpack.
+  BytesPerSecond copy;
+};
+
+const GpuFigures& gpu_figures(GpuModel model);
+// The PCI device id of the H200 SXM (pci.ids: "GH100 [H200 SXM 141GB]"): NCCL XML gives the
+// device id but no name, and sm 90 alone does not tell an H200 from an H100.
+inline constexpr std::string_view kH200PciDeviceId = "0x2335";
+// NVLink bandwidth of a GPU with `links` active links, rounded to 0.1 GB/s (18 x 20.6 = 370.8).
+BytesPerSecond nvlink_for_links(const GpuFigures& figures, std::int32_t links);
+// The model for a compute capability (sm 90 = Hopper) and, when known, the NVML device name
+// (it alone tells an H200 from an H100).
+GpuModel gpu_model_for(std::int32_t sm, std::string_view device_name);
+
+// cpu-host: processes on one machine standing in for GPUs. Not in hw.md: rough figures for a
+// current x86 server, where one process's large memcpy runs at ~10 GB/s and a shared-memory
+// message costs ~1 us; the loopback "NIC" (TCP over lo) is taken as fast but slower to start.
+inline constexpr double kHostCopyGbps = 10.0;
+inline constexpr Seconds kHostSharedMemoryLatency = micros(1);
+inline constexpr double kHostLoopbackGbps = 10.0;
+inline constexpr Seconds kHostLoopbackLatency = micros(10);
+
+}  // namespace refit::hw

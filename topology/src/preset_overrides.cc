@@ -1,0 +1,159 @@
+// The key=value overrides of a preset spec ("gb200-nvl72:gpus_per_domain=64,nic_gbps=400").
+#include <charconv>
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "hardware_constants.h"
+#include "preset_params.h"
+
+namespace refit::detail {
+namespace {
+
+Result<double> number(std::string_view key, std::string_view text, double min) {
+  double v = 0;
+  const auto* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc{} || ptr != end || !std::isfinite(v))
+    return invalid(fmt::format("{}={}: expected a number", key, text));
+  if (v < min) return invalid(fmt::format("{}={}: must be >= {}", key, text, min));
+  return v;
+}
+
+Result<double> positive(std::string_view key, std::string_view text) {
+  auto v = number(key, text, 0.0);
+  if (v && *v == 0.0) return invalid(fmt::format("{}={}: must be > 0", key, text));
+  return v;
+}
+
+Result<std::int32_t> integer(std::string_view key, std::string_view text, std::int32_t min) {
+  std::int32_t v = 0;
+  const auto* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc{} || ptr != end)
+    return invalid(fmt::format("{}={}: expected an integer", key, text));
+  if (v < min) return invalid(fmt::format("{}={}: must be >= {}", key, text, min));
+  return v;
+}
+
+// field = convert(*value), or the error.
+template <class Field, class Value, class Convert>
+Result<void> assign(Field& field, Result<Value> value, Convert convert) {
+  if (!value) return std::unexpected(value.error());
+  field = convert(*value);
+  return {};
+}
+template <class Field, class Value>
+Result<void> assign(Field& field, Result<Value> value) {
+  return assign(field, std::move(value), [](Value v) { return v; });
+}
+
+using Apply = Result<void> (*)(PresetParams&, std::string_view key, std::string_view value);
+struct Key {
+  std::string_view name;
+  std::string_view meaning;
+  Apply apply;
+};
+
+constexpr Key kKeys[] = {
+    {"nodes", "number of nodes (default: as many as the ranks need, in whole domains)",
+     [](PresetParams& p, std::string_view k, std::string_view v) {
+       return assign(p.nodes, integer(k, v, 1));
+     }},
+    {"gpus_per_node", "GPUs per node",
+     [](PresetParams& p, std::string_view k, std::string_view v) {
+       p.one_device_per_rank = false;
+       return assign(p.gpus_per_node, integer(k, v, 1));
+     }},
+    {"gpus_per_domain", "GPUs per NVLink domain (whole nodes, or a divisor of gpus_per_node)",
+     [](PresetParams& p, std::string_view k, std::string_view v) {
+       return assign(p.gpus_per_domain, integer(k, v, 1));
+     }},
+    {"nics_per_node", "compute NICs per node, each serving an equal share of its GPUs",
+     [](PresetParams& p, std::string_view k, std::string_view v) {
+       return assign(p.nics_per_node, integer(k, v, 1));
+     }},
+    {"nic_gbps", "NIC line rate in Gb/s (400, 800); effective GB/s = line x 47 / 400",
+     [](PresetParams& p, std::string_view k, std::string_view v) {
+       return assign(p.nic, positive(k, v), hw::effective_nic_bandwidth);
+     }},
+    {"nvlink_gbps", "effective NVLink GB/s per GPU per direction",
+     [](PresetParams& p, std::string_view k, std::string_view v) {
+       return assign(p.nvlink, positive(k, v), BytesPerSecond::from_gbps);
+     }},
+    {"copy_gbps", "effective device-to-device copy GB/s per GPU",
+     [](PresetParams& p, std::string_view k, std::string_view v) {
+       return assign(p.copy, positive(k, v), BytesPerSecond::from_gbps);
+     }},
+    {"latency_us", "network latency per message, microseconds",
+     [](PresetParams& p, std::string_view k, std::string_view v) {
+       return assign(p.latency, number(k, v, 0.0), hw::micros);
+     }},
+    {"nvlink_latency_us", "NVLink latency per message, microseconds",
+     [](PresetParams& p, std::string_view k, std::string_view v) {
+       return assign(p.nvlink_latency, number(k, v, 0.0), hw::micros);
+     }},
+    {"oversubscription", "fabric oversubscription ratio between domains (1 = non-blocking)",
+     [](PresetParams& p, std::string_view k, std::string_view v) {
+       return assign(p.oversubscription, number(k, v, 1.0));
+     }},
+    {"infer_offset", "first GPU of the inference ranks (default: right after the training ranks)",
+     [](PresetParams& p, std::string_view k, std::string_view v) {
+       return assign(p.infer_offset, integer(k, v, 0));
+     }},
+};
+
+const Key* find_key(std::string_view name) {
+  for (const auto& k : kKeys)
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+std::string key_list() {
+  std::vector<std::string_view> names;
+  for (const auto& k : kKeys) names.push_back(k.name);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> override_keys() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& k : kKeys) out.emplace_back(k.name, k.meaning);
+  return out;
+}
+
+Result<void> apply_overrides(PresetParams& params, std::string_view overrides) {
+  std::set<std::string_view> seen;
+  while (true) {
+    const auto comma = overrides.find(',');
+    const auto item = overrides.substr(0, comma);
+    const auto eq = item.find('=');
+    if (eq == std::string_view::npos)
+      return invalid(fmt::format("'{}': expected key=value (keys: {})", item, key_list()));
+    const auto name = item.substr(0, eq);
+    const Key* key = find_key(name);
+    if (!key) return invalid(fmt::format("unknown key '{}' (valid keys: {})", name, key_list()));
+    if (!seen.insert(name).second) return invalid(fmt::format("key '{}' is given twice", name));
+    if (auto ok = key->apply(params, name, item.substr(eq + 1)); !ok) return ok;
+    if (comma == std::string_view::npos) return {};
+    overrides.remove_prefix(comma + 1);
+  }
+}
+
+Result<void> check_consistency(const PresetParams& p) {
+  const auto gpn = p.gpus_per_node;
+  const auto gpd = p.domain_gpus();
+  if (gpd % gpn != 0 && gpn % gpd != 0)
+    return invalid(
+        fmt::format("gpus_per_domain={} and gpus_per_node={}: one must divide the other (a domain is whole "
+                    "nodes, or a node holds whole domains)",
+                    gpd, gpn));
+  if (p.node_nics() > gpn || gpn % p.node_nics() != 0)
+    return invalid(fmt::format("nics_per_node={} must divide gpus_per_node={}", p.node_nics(), gpn));
+  return {};
+}
+
+}  // namespace refit::detail

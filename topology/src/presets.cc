@@ -1,0 +1,135 @@
+#include "refit/topology/presets.h"
+
+#include <algorithm>
+#include <optional>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "cluster_builder.h"
+#include "hardware_constants.h"
+#include "preset_params.h"
+
+namespace refit {
+namespace {
+
+using detail::PresetParams;
+
+// Rail-optimised: one compute NIC per GPU (hw.md "Systems"), the default of PresetParams.
+PresetParams gpu_system(std::string name, hw::GpuModel model, std::int32_t gpus_per_node,
+                        std::optional<std::int32_t> gpus_per_domain, double nic_line_gigabits) {
+  const auto& figures = hw::gpu_figures(model);
+  PresetParams p;
+  p.name = std::move(name);
+  p.gpus_per_node = gpus_per_node;
+  p.gpus_per_domain = gpus_per_domain;
+  p.nic = hw::effective_nic_bandwidth(nic_line_gigabits);
+  p.nvlink = figures.nvlink;
+  p.copy = figures.copy;
+  p.latency = hw::kNetworkLatency;
+  p.nvlink_latency = hw::kNvlinkLatency;
+  return p;
+}
+
+// cpu-host: one node whose processes stand in for GPUs. They share memory, so they form one
+// "NVLink" domain at memcpy speed; a loopback NIC serves them all so that the model still has
+// a network path (used only if a domain size is overridden).
+PresetParams cpu_host() {
+  PresetParams p;
+  p.name = "cpu-host";
+  p.gpus_per_node = 1;
+  p.nics_per_node = 1;
+  p.nic_name = "loopback";
+  p.nic = BytesPerSecond::from_gbps(hw::kHostLoopbackGbps);
+  p.nvlink = BytesPerSecond::from_gbps(hw::kHostCopyGbps);
+  p.copy = BytesPerSecond::from_gbps(hw::kHostCopyGbps);
+  p.latency = hw::kHostLoopbackLatency;
+  p.nvlink_latency = hw::kHostSharedMemoryLatency;
+  p.one_device_per_rank = true;
+  return p;
+}
+
+std::vector<PresetParams> all_presets() {
+  using hw::GpuModel;
+  return {
+      // hw.md "Systems": the NVLink domain of a DGX is its node (std::nullopt).
+      gpu_system("dgx-h100", GpuModel::kH100, 8, std::nullopt, 400),
+      gpu_system("dgx-h200", GpuModel::kH200, 8, std::nullopt, 400),
+      gpu_system("dgx-b200", GpuModel::kB200, 8, std::nullopt, 400),
+      gpu_system("gb200-nvl72", GpuModel::kGb200, 4, 72, 400),
+      gpu_system("gb300-nvl72", GpuModel::kGb300, 4, 72, 800),
+      cpu_host(),
+  };
+}
+
+Result<PresetParams> find_preset(std::string_view name) {
+  for (auto& p : all_presets())
+    if (p.name == name) return p;
+  return fail(ErrorCode::kNotFound,
+              fmt::format("unknown preset '{}' (known: {})", name, fmt::join(preset_names(), ", ")));
+}
+
+// Whole domains when a domain spans nodes (a rack), else whole nodes; at least one.
+std::int32_t node_count(const PresetParams& p, const RankPlacementOptions& placement) {
+  if (p.nodes) return *p.nodes;
+  const std::int32_t unit_gpus = std::max(p.gpus_per_node, p.domain_gpus());
+  const std::int32_t units =
+      std::max<std::int32_t>(1, (required_gpus(placement) + unit_gpus - 1) / unit_gpus);
+  return units * unit_gpus / p.gpus_per_node;
+}
+
+ClusterSpec build(const PresetParams& p, std::string name, std::int32_t nodes) {
+  ClusterSpec spec;
+  spec.name = std::move(name);
+  spec.fabric.oversubscription = p.oversubscription;
+  spec.nvlink_latency = p.nvlink_latency;
+  const std::int32_t gpn = p.gpus_per_node;
+  for (std::int32_t g = 0; g < nodes * gpn; ++g)
+    spec.gpus.push_back({GpuId{g}, g / gpn, g / p.domain_gpus(), p.nvlink, p.copy, ""});
+  const std::int32_t gpus_per_nic = gpn / p.node_nics();
+  for (std::int32_t n = 0; n < nodes; ++n) {
+    for (std::int32_t i = 0; i < p.node_nics(); ++i) {
+      NicSpec nic{static_cast<std::int32_t>(spec.nics.size()),
+                  p.nic_name.empty() ? fmt::format("rail{}", i) : p.nic_name,
+                  n,
+                  p.nic,
+                  p.latency,
+                  {},
+                  ""};
+      for (std::int32_t k = 0; k < gpus_per_nic; ++k) nic.gpus.emplace_back(n * gpn + i * gpus_per_nic + k);
+      spec.nics.push_back(std::move(nic));
+    }
+  }
+  detail::fill_domains(spec);
+  return spec;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> preset_keys() { return detail::override_keys(); }
+
+std::vector<std::string> preset_names() {
+  std::vector<std::string> names;
+  for (const auto& p : all_presets()) names.push_back(p.name);
+  return names;
+}
+
+Result<Cluster> make_preset_cluster(std::string_view spec, const RankPlacementOptions& placement) {
+  const auto colon = spec.find(':');
+  const auto name = spec.substr(0, colon);
+  auto params = find_preset(name);
+  if (!params) return std::unexpected(params.error());
+  if (colon != std::string_view::npos) {
+    auto applied = detail::apply_overrides(*params, spec.substr(colon + 1));
+    if (!applied) return std::unexpected(std::move(applied.error()).in(std::string(name)));
+  }
+  RankPlacementOptions options = placement;
+  if (params->infer_offset) options.destination_offset = params->infer_offset;
+  if (params->one_device_per_rank) params->gpus_per_node = std::max<std::int32_t>(1, required_gpus(options));
+  if (auto ok = detail::check_consistency(*params); !ok)
+    return std::unexpected(std::move(ok.error()).in(std::string(name)));
+  const auto nodes = node_count(*params, options);
+  return detail::finish_cluster(build(*params, std::string(spec), nodes), options);
+}
+
+}  // namespace refit
