@@ -48,19 +48,24 @@ class Forwarder {
   double bw(std::size_t n) const { return c_.nics()[n].bandwidth.value; }
   bool over(std::size_t n, double extra) const { return (tx_[n] + extra) / bw(n) > target_; }
 
-  // Moves members whose sender is overloaded onto the least loaded landing NIC of a sibling that
-  // carries the same box straight from the source.
+  // Moves members whose sender is overloaded onto the landing NIC of a sibling that carries the
+  // same box, preferring siblings that will not themselves be moved (already forwarded, or sent
+  // by a NIC with room), then the least loaded. A moved member may feed later ones: chains.
   void relieve(const std::vector<std::size_t>& members) {
     for (const auto k : members) {
       auto& moved = a_[k];
       if (feeds_[k] || !over(nic(moved.sender), 0)) continue;
       const auto b = static_cast<double>(bytes_[k]);
+      auto rank = [&](std::size_t j) {
+        const bool may_move = a_[j].relay_from < 0 && over(nic(a_[j].sender), 0) && !feeds_[j];
+        return std::pair(may_move, tx_[nic(a_[j].landing)]);
+      };
       std::size_t best = a_.size();
       for (const auto j : members)
-        if (j != k && a_[j].relay_from < 0 && a_[j].box == moved.box &&
-            (best == a_.size() || tx_[nic(a_[j].landing)] < tx_[nic(a_[best].landing)]))
+        if (j != k && *a_[j].box == *moved.box && !over(nic(a_[j].landing), b) &&
+            (best == a_.size() || rank(j) < rank(best)))
           best = j;
-      if (best == a_.size() || over(nic(a_[best].landing), b)) continue;
+      if (best == a_.size()) continue;
       tx_[nic(moved.sender)] -= b;
       tx_[nic(a_[best].landing)] += b;
       moved.relay_from = static_cast<std::int32_t>(best);

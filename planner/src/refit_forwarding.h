@@ -3,7 +3,8 @@
 // without help, leave that NIC once per destination domain that needs it; when that makes the
 // NIC busier than the most loaded receiver, some domains take the piece from another destination
 // domain that already receives it instead, through that domain's landing NIC, which is otherwise
-// idle on its send side. The chain stays one hop deep, so relays pipeline behind one message.
+// idle on its send side. Forwarded copies may feed further domains (chains); every relay has a
+// single upstream message, so the chain pipelines chunk by chunk.
 #include <vector>
 
 #include "refit/topology/cluster.h"

@@ -21,14 +21,14 @@ struct NetItem {
   std::uint32_t piece;
 };
 
-// A decided network crossing: `box` (the item's piece or a row block of it) goes from `sender`
+// A decided network crossing: `*box` (the item's piece or a row block of it) goes from `sender`
 // to `landing`, or, when relay_from >= 0, from the landing rank of assignment relay_from, a
 // destination domain that already receives the same box (forwarding between domains).
 struct Assignment {
   NetItem item;
   Rank sender;
   Rank landing;
-  Box box;
+  const Box* box;  // the piece's own box, or a row block of it kept by the strategy
   std::int32_t relay_from = -1;
 };
 

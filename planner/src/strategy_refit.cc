@@ -10,6 +10,7 @@
 //  4. The landing GPU completes the other replicas in its domain over NVLink, chunk by chunk.
 // Network messages are coalesced per (sender, landing) pair; relays per incoming message.
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <unordered_map>
 
@@ -124,8 +125,9 @@ class RefitPlanner {
     ShareCursor tx(shares.tx), rx(shares.rx);
     for (const auto& item : class_items_[k]) {
       const auto elem = dtype_size(c_.problem.tensors()[item.tensor].tensor.dtype);
-      Box rest = piece_box(item);
-      while (true) {
+      const Box& piece = piece_box(item);
+      Box rest = piece;
+      for (bool first = true;; first = false) {
         tx.skip_spent();
         rx.skip_spent();
         const double take = std::min(tx.left(), rx.left());
@@ -133,7 +135,7 @@ class RefitPlanner {
         auto cut = take >= whole - kMinSplitBytes || take < kMinSplitBytes
                        ? std::nullopt
                        : split_rows(rest, Bytes{static_cast<std::int64_t>(take)}, elem);
-        const Box& head = cut ? cut->first : rest;
+        const Box& head = cut ? cut->first : first ? piece : rest;
         const double bytes = static_cast<double>(head.volume() * elem);
         place(item, tx.nic(), rx.nic(), head);
         tx.consume(bytes);
@@ -161,26 +163,40 @@ class RefitPlanner {
     const auto bytes = box.volume() * dtype_size(c_.problem.tensors()[item.tensor].tensor.dtype);
     sent_[static_cast<std::size_t>(sender.value)] += bytes;
     received_[static_cast<std::size_t>(landing.value)] += bytes;
-    assignments_.push_back(Assignment{item, sender, landing, box});
+    const Box* kept = &box == &piece.box ? &piece.box : &split_boxes_.emplace_back(box);
+    assignments_.push_back(Assignment{item, sender, landing, kept});
     assignment_bytes_.push_back(bytes);
   }
 
-  // Plan order: straight from the sources (phase 0) and their NVLink fan-out (1), then the
-  // forwarding between domains (2) and its fan-out (3).
+  // Forwarding depth: 0 for a piece straight from a source, 1 + its feeder's otherwise.
+  std::vector<std::uint32_t> depths() const {
+    std::vector<std::uint32_t> depth(assignments_.size(), 0);
+    for (std::size_t i = 0; i < assignments_.size(); ++i) {
+      std::uint32_t d = 0;
+      for (auto j = assignments_[i].relay_from; j >= 0; j = assignments_[static_cast<std::size_t>(j)].relay_from) ++d;
+      depth[i] = d;
+    }
+    return depth;
+  }
+
+  // Plan order: depth by depth, each network message (phase 2*depth) before its NVLink fan-out.
   void emit() {
     std::vector<Handle> handle(assignments_.size());
-    for (bool forwarded : {false, true})
+    const auto depth = depths();
+    const auto max_depth = depth.empty() ? 0 : *std::ranges::max_element(depth);
+    for (std::uint32_t level = 0; level <= max_depth; ++level)
       for (std::size_t i = 0; i < assignments_.size(); ++i) {
+        if (depth[i] != level) continue;
         const auto& a = assignments_[i];
-        if ((a.relay_from >= 0) != forwarded) continue;
-        const std::uint32_t phase = forwarded ? 2 : 0;
-        const auto from = forwarded ? handle[static_cast<std::size_t>(a.relay_from)] : kFromSourceShard;
-        const Rank sender = forwarded ? assignments_[static_cast<std::size_t>(a.relay_from)].landing : a.sender;
+        const bool forwarded = a.relay_from >= 0;
+        const auto feeder = static_cast<std::size_t>(a.relay_from);
+        const auto from = forwarded ? handle[feeder] : kFromSourceShard;
+        const Rank sender = forwarded ? assignments_[feeder].landing : a.sender;
         const std::uint64_t key = forwarded ? static_cast<std::uint64_t>(from) : 0;
-        handle[i] = b_.add(phase, key, sender, a.landing, a.item.tensor, a.box, from);
+        handle[i] = b_.add(2 * level, key, sender, a.landing, a.item.tensor, *a.box, from);
         for (Rank r : groups_[a.item.tensor][a.item.dest][a.item.group].replicas)
           if (r != a.landing)
-            b_.add(phase + 1, static_cast<std::uint64_t>(handle[i]), a.landing, r, a.item.tensor, a.box, handle[i]);
+            b_.add(2 * level + 1, static_cast<std::uint64_t>(handle[i]), a.landing, r, a.item.tensor, *a.box, handle[i]);
       }
   }
 
@@ -192,6 +208,7 @@ class RefitPlanner {
   std::unordered_map<std::uint64_t, std::size_t> class_of_;
   std::vector<std::vector<NetItem>> class_items_;
   std::vector<Assignment> assignments_;
+  std::deque<Box> split_boxes_;  // row blocks of split pieces; a deque keeps their addresses
   std::vector<std::int64_t> assignment_bytes_;
   std::vector<std::int64_t> sent_;      // bytes per rank, to spread ranks sharing a NIC
   std::vector<std::int64_t> received_;

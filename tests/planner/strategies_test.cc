@@ -126,3 +126,27 @@ TEST(Strategies, PlansAreDeterministic) {
 
 }  // namespace
 }  // namespace refit
+
+namespace refit {
+namespace {
+
+TEST(Strategies, DestinationDomainsForwardWhenTheOnlyHolderIsOverloaded) {
+  // One training GPU holds the whole 8 MiB; it is replicated on 4 inference domains of one GPU
+  // each. Sending it four times would load the single source NIC with 32 MiB while every receiver
+  // gets 8 MiB: refit sends it once per busiest-receiver budget and lets destination domains
+  // forward the rest over their own (otherwise idle) NIC send side.
+  const auto p = ReshardProblem::make(
+      {testing::make_reshard("w", {4096, 1024}, testing::make_layout({4096, 1024}, {1}, testing::rank_range(0, 1), "R"),
+                             testing::make_layout({4096, 1024}, {4}, testing::rank_range(1, 4), "R"))},
+      1, 4).value();
+  const auto c = testing::make_test_cluster(5, 1, 1, 4);
+  const auto plan = make_plan("refit", p, c).value();
+  ASSERT_TRUE(validate(plan, p)) << validate(plan, p).error().message;
+  const auto s = compute_stats(plan, c);
+  EXPECT_EQ(s.max_nic_rx.value, kTensorBytes);
+  EXPECT_EQ(s.max_nic_tx.value, kTensorBytes);      // down from 4 x 8 MiB on the source NIC
+  EXPECT_EQ(s.network_bytes.value, 4 * kTensorBytes);  // still one copy into each domain
+}
+
+}  // namespace
+}  // namespace refit

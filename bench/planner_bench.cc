@@ -1,0 +1,31 @@
+// Planning time of the `refit` strategy on the reference problems (one core):
+// DeepSeek-V3 PP16xEP16 (256 GPUs) -> TP32xDP8 (256 GPUs) and Kimi-K2 PP16xEP16 (256 GPUs) ->
+// TP16xDP8 (128 GPUs), both on dgx-h100. The problem and cluster are built once, outside the
+// timed loop: the loop is make_plan alone (overlaps, balancing, forwarding, plan layout).
+#include <benchmark/benchmark.h>
+
+#include "model_problems.h"
+#include "refit/planner/plan_stats.h"
+#include "refit/planner/strategy.h"
+
+namespace {
+
+void plan_benchmark(benchmark::State& state, const char* model, const char* train, const char* infer) {
+  const auto mp = refit::testing::model_problem(model, train, infer, "dgx-h100");
+  std::int64_t transfers = 0, segments = 0;
+  for (auto _ : state) {
+    auto plan = refit::make_plan("refit", mp.problem, mp.cluster);
+    transfers = static_cast<std::int64_t>(plan->transfers.size());
+    segments = refit::compute_stats(*plan, mp.cluster).segments;
+    benchmark::DoNotOptimize(plan);
+  }
+  state.counters["transfers"] = static_cast<double>(transfers);
+  state.counters["segments"] = static_cast<double>(segments);
+}
+
+BENCHMARK_CAPTURE(plan_benchmark, deepseek_v3_pp16ep16_to_tp32dp8, "deepseek-v3", "pp=16,ep=16", "tp=32,dp=8")
+    ->Unit(benchmark::kMillisecond)->Iterations(3)->Repetitions(3)->ReportAggregatesOnly(true);
+BENCHMARK_CAPTURE(plan_benchmark, kimi_k2_pp16ep16_to_tp16dp8, "kimi-k2", "pp=16,ep=16", "tp=16,dp=8")
+    ->Unit(benchmark::kMillisecond)->Iterations(3)->Repetitions(3)->ReportAggregatesOnly(true);
+
+}  // namespace
