@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "human_units.h"
 #include "plan_inputs.h"
 #include "refit/planner/plan_json.h"
 #include "refit/planner/plan_stats.h"
@@ -17,8 +18,6 @@ struct PlanCommandOptions {
   std::string out;
   bool json = false;
 };
-
-double gb(Bytes b) { return static_cast<double>(b.value) / 1e9; }
 
 nlohmann::ordered_json plan_json(const TimedPlan& tp, const PlanStats& s, const LowerBound& lb) {
   Bytes max_domain{0};
@@ -47,12 +46,14 @@ void print_human(const TimedPlan& tp, const PlanStats& s, const LowerBound& lb) 
   fmt::print("strategy          {}\n", tp.plan.strategy);
   fmt::print("tensors           {}\n", tp.plan.tensors.size());
   fmt::print("transfers         {} ({} messages in chunks, {} segments)\n", s.transfers, s.messages, s.segments);
-  fmt::print("bytes             {:.3f} GB total, {:.3f} GB network, {:.3f} GB NVLink\n",
-             gb(s.total_bytes), gb(s.network_bytes), gb(s.nvlink_bytes));
-  fmt::print("NIC tx            max {:.3f} GB, mean {:.3f} GB\n", gb(s.max_nic_tx), s.mean_nic_tx_bytes / 1e9);
-  fmt::print("NIC rx            max {:.3f} GB, mean {:.3f} GB\n", gb(s.max_nic_rx), s.mean_nic_rx_bytes / 1e9);
-  fmt::print("lower bound       {:.4f} s ({})\n", lb.time.value, lb.binding);
-  fmt::print("planning time     {:.3f} s\n", tp.seconds.value);
+  fmt::print("bytes             {} total, {} network, {} NVLink\n", human(s.total_bytes),
+             human(s.network_bytes), human(s.nvlink_bytes));
+  fmt::print("NIC tx            max {}, mean {}\n", human(s.max_nic_tx),
+             human(Bytes{static_cast<std::int64_t>(s.mean_nic_tx_bytes)}));
+  fmt::print("NIC rx            max {}, mean {}\n", human(s.max_nic_rx),
+             human(Bytes{static_cast<std::int64_t>(s.mean_nic_rx_bytes)}));
+  fmt::print("lower bound       {} ({})\n", human(lb.time), lb.binding);
+  fmt::print("planning time     {}\n", human(tp.seconds));
   fmt::print("plan hash         {}\n", plan_hash_hex(tp.plan));
 }
 

@@ -2,13 +2,13 @@
 // nobody has to own.
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "human_units.h"
 #include "plan_inputs.h"
 #include "refit/planner/plan_stats.h"
 #include "refit/simulator/plan_simulation.h"
@@ -32,13 +32,6 @@ struct Row {
   Seconds simulate_seconds;
 };
 
-// With --compare every strategy gets its own trace: trace.json -> trace.refit.json, ...
-std::string trace_path(const SimulateCommandOptions& o, std::string_view strategy) {
-  if (!o.compare) return o.trace;
-  std::filesystem::path p(o.trace);
-  return (p.parent_path() / fmt::format("{}.{}{}", p.stem().string(), strategy, p.extension().string())).string();
-}
-
 // Prints progress on stderr once a simulation has run for more than a second.
 std::function<void(double)> progress_printer(std::string strategy) {
   const auto start = std::chrono::steady_clock::now();
@@ -54,12 +47,12 @@ Result<Row> simulate_one(const SimulateCommandOptions& o, const PlanInputs& in, 
   Row row{tp->plan.strategy, compute_stats(tp->plan, in.cluster), {}, tp->seconds, {}};
   std::ofstream trace_file;
   PlanSimulationOptions so{progress_printer(row.strategy), nullptr, o.window};
-  if (!o.trace.empty()) {
-    const auto path = trace_path(o, row.strategy);
-    trace_file.open(path);
-    if (!trace_file) return fail(ErrorCode::kRuntime, fmt::format("--trace: cannot write '{}'", path));
+  // One trace, of --strategy: with --compare the others would multiply the file size.
+  if (!o.trace.empty() && strategy == o.inputs.strategy) {
+    trace_file.open(o.trace);
+    if (!trace_file) return fail(ErrorCode::kRuntime, fmt::format("--trace: cannot write '{}'", o.trace));
     so.trace = &trace_file;
-    fmt::print(stderr, "refit simulate: writing the {} trace to {}\n", row.strategy, path);
+    fmt::print(stderr, "refit simulate: writing the {} trace to {}\n", row.strategy, o.trace);
   }
   const auto start = std::chrono::steady_clock::now();
   auto sim = simulate_plan(tp->plan, in.problem, in.cluster, so);
@@ -97,30 +90,29 @@ nlohmann::ordered_json row_json(const Row& r, const LowerBound& lb, const Row* b
 
 void print_table(const std::vector<Row>& rows, const LowerBound& lb) {
   const Row* base = baseline(rows);
-  fmt::print("lower bound {:.4f} s ({})\n", lb.time.value, lb.binding);
-  fmt::print("{:<18} {:>12} {:>10} {:>14} {:>14} {:>14}\n", "strategy", "predicted s", "x bound",
-             "vs gather-bc", "network GB", "max NIC rx GB");
+  fmt::print("lower bound {} ({})\n", human(lb.time), lb.binding);
+  fmt::print("{:<18} {:>12} {:>9} {:>14} {:>12} {:>14}\n", "strategy", "predicted", "x bound",
+             "vs gather-bc", "network", "max NIC rx");
   for (const auto& r : rows)
-    fmt::print("{:<18} {:>12.4f} {:>10.3f} {:>14} {:>14.1f} {:>14.2f}\n", r.strategy, r.sim.predicted.value,
+    fmt::print("{:<18} {:>12} {:>9.3f} {:>14} {:>12} {:>14}\n", r.strategy, human(r.sim.predicted),
                r.sim.predicted / lb.time,
                base ? fmt::format("{:.2f}x", base->sim.predicted / r.sim.predicted) : std::string("-"),
-               static_cast<double>(r.stats.network_bytes.value) / 1e9,
-               static_cast<double>(r.stats.max_nic_rx.value) / 1e9);
+               human(r.stats.network_bytes), human(r.stats.max_nic_rx));
 }
 
 void print_detail(const Row& r, const LowerBound& lb) {
   print_table({r}, lb);
-  fmt::print("\ncritical path breakdown: latency {:.4f} s, network {:.4f} s, NVLink {:.4f} s, copy {:.4f} s, "
-             "pack/unpack {:.4f} s\n", r.sim.latency.value, r.sim.network.value, r.sim.nvlink.value,
-             r.sim.copy.value, r.sim.pack.value);
+  fmt::print("\ncritical path breakdown: latency {}, network {}, NVLink {}, copy {}, pack/unpack {}\n",
+             human(r.sim.latency), human(r.sim.network), human(r.sim.nvlink), human(r.sim.copy),
+             human(r.sim.pack));
   auto resources = r.sim.resources;
   std::ranges::sort(resources, std::greater{}, &ResourceReport::utilisation);
   fmt::print("busiest resources:\n");
   for (std::size_t i = 0; i < std::min<std::size_t>(5, resources.size()); ++i)
-    fmt::print("  {:<24} {:>10.2f} GB  {:>5.1f}% utilised\n", resources[i].name,
-               static_cast<double>(resources[i].bytes.value) / 1e9, 100 * resources[i].utilisation);
-  fmt::print("critical path: {} steps; simulated {} tasks, {} events in {:.3f} s\n",
-             r.sim.critical_path.size(), r.sim.tasks, r.sim.events, r.simulate_seconds.value);
+    fmt::print("  {:<24} {:>12}  {:>5.1f}% utilised\n", resources[i].name, human(resources[i].bytes),
+               100 * resources[i].utilisation);
+  fmt::print("critical path: {} steps; simulated {} tasks, {} events in {}\n", r.sim.critical_path.size(),
+             r.sim.tasks, r.sim.events, human(r.simulate_seconds));
 }
 
 Result<void> run(const SimulateCommandOptions& o) {
@@ -157,7 +149,7 @@ Action add_simulate_command(CLI::App& app) {
   add_plan_input_options(*cmd, o->inputs, true);
   cmd->add_flag("--compare", o->compare, "Simulate every strategy and compare them");
   cmd->add_option("--trace", o->trace,
-                  "Write a Chrome trace event JSON (opens in Perfetto); with --compare one file per strategy");
+                  "Write a Chrome trace event JSON of --strategy's plan (opens in Perfetto), also with --compare");
   cmd->add_option("--window", o->window,
                   "Messages of its own data a rank keeps in flight, posted in plan order (0: all at once)")
       ->check(CLI::NonNegativeNumber);

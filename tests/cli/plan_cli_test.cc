@@ -1,0 +1,136 @@
+// refit plan and refit simulate through the real binary: the JSON contracts, determinism across
+// processes, plan files, traces, and bad input (exit code 2 naming the field).
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "run_cli.h"
+
+namespace refit {
+namespace {
+
+using refit::testing::run_refit;
+
+// A tiny Qwen3-MoE (8 experts) from Megatron TP2xEP2 (4 ranks) to vLLM TP2xDP2 (4 ranks) on
+// 2-GPU nodes, so data crosses the network and NVLink.
+const std::string kProblem = std::string("--model ") + REFIT_TEST_DATA_DIR +
+                             "/models/tiny-qwen3-moe.json --train tp=2,ep=2 --infer tp=2,dp=2 "
+                             "--cluster dgx-h100:gpus_per_node=2";
+
+std::filesystem::path temp_file(const std::string& name) {
+  return std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
+}
+
+TEST(PlanCli, JsonHasTheContractFields) {
+  const auto r = run_refit("plan " + kProblem + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const char* key : {"strategy", "tensors", "transfers", "messages", "total_bytes", "network_bytes",
+                          "nvlink_bytes", "max_nic_tx_bytes", "max_nic_rx_bytes", "lower_bound_s",
+                          "plan_seconds", "plan_hash"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_EQ(j["strategy"], "refit");
+  EXPECT_GT(j["network_bytes"].get<std::int64_t>(), 0);
+  EXPECT_EQ(j["plan_hash"].get<std::string>().size(), 16u);
+}
+
+TEST(PlanCli, SameInputsGiveTheSameHashInSeparateProcesses) {
+  for (const char* strategy : {"refit", "direct", "m2n-ring", "gather-broadcast"}) {
+    const auto a = run_refit("plan " + kProblem + " --strategy " + strategy + " --json");
+    const auto b = run_refit("plan " + kProblem + " --strategy " + strategy + " --json");
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    EXPECT_EQ(nlohmann::json::parse(a.out)["plan_hash"], nlohmann::json::parse(b.out)["plan_hash"]) << strategy;
+  }
+}
+
+TEST(PlanCli, PlanFileFeedsTheSimulator) {
+  const auto path = temp_file("plan.json");
+  const auto planned = run_refit("plan " + kProblem + " --strategy m2n-ring --out " + path.string() + " --json");
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  const auto sim = run_refit("simulate " + kProblem + " --plan " + path.string() + " --json");
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  EXPECT_EQ(nlohmann::json::parse(sim.out)["strategies"][0]["strategy"], "m2n-ring");
+  // The same plan file does not fit another problem: bad input.
+  const auto other = run_refit("simulate --model " + std::string(REFIT_TEST_DATA_DIR) +
+                               "/models/tiny-llama.json --train tp=2,pp=2 --infer tp=2,dp=2 --plan " +
+                               path.string());
+  EXPECT_EQ(other.exit_code, 2) << other.err;
+  EXPECT_NE(other.err.find("--plan"), std::string::npos) << other.err;
+  std::filesystem::remove(path);
+}
+
+TEST(SimulateCli, JsonHasOneEntryPerStrategy) {
+  const auto one = run_refit("simulate " + kProblem + " --json");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const auto j = nlohmann::json::parse(one.out);
+  ASSERT_EQ(j["strategies"].size(), 1u);
+  for (const char* key : {"strategy", "predicted_s", "lower_bound_s", "network_bytes", "max_nic_rx_bytes"})
+    EXPECT_TRUE(j["strategies"][0].contains(key)) << key;
+  // No plan beats the lower bound.
+  EXPECT_GE(j["strategies"][0]["predicted_s"].get<double>(), j["strategies"][0]["lower_bound_s"].get<double>());
+
+  const auto all = run_refit("simulate " + kProblem + " --compare --json");
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  const auto c = nlohmann::json::parse(all.out);
+  std::set<std::string> names;
+  for (const auto& s : c["strategies"]) {
+    names.insert(s["strategy"]);
+    EXPECT_TRUE(s.contains("speedup_vs_gather_broadcast"));
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"refit", "direct", "m2n-ring", "gather-broadcast"}));
+}
+
+TEST(SimulateCli, TraceIsChromeJsonWithGpuAndNicTracks) {
+  const auto path = temp_file("trace.json");
+  const auto r = run_refit("simulate " + kProblem + " --trace " + path.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(path);
+  const auto trace = nlohmann::json::parse(in);
+  std::set<std::string> tracks;
+  int complete = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") tracks.insert(e["args"]["name"].get<std::string>());
+    if (e["ph"] == "X") {
+      ++complete;
+      EXPECT_GE(e["dur"].get<double>(), 0.0);
+    }
+  }
+  EXPECT_GT(complete, 0);
+  EXPECT_TRUE(std::ranges::any_of(tracks, [](const std::string& t) { return t.starts_with("gpu "); }));
+  EXPECT_TRUE(std::ranges::any_of(tracks, [](const std::string& t) { return t.starts_with("nic "); }));
+  std::filesystem::remove(path);
+}
+
+struct BadInput {
+  std::string args;
+  std::string must_mention;
+  friend void PrintTo(const BadInput& b, std::ostream* os) { *os << b.args; }
+};
+
+class PlanCliBadInput : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(PlanCliBadInput, ExitsTwoNamingTheProblem) {
+  const auto r = run_refit(GetParam().args);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find(GetParam().must_mention), std::string::npos) << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, PlanCliBadInput,
+    ::testing::Values(
+        BadInput{"plan " + kProblem + " --strategy fastest", "fastest"},
+        // The cluster file has 4 GPUs; the problem needs 8 ranks.
+        BadInput{"plan --model " + std::string(REFIT_TEST_DATA_DIR) +
+                     "/models/tiny-qwen3-moe.json --train tp=2,ep=2 --infer tp=2,dp=2 --cluster-file " +
+                     REFIT_TEST_DATA_DIR + "/topology/cluster_small.json",
+                 "GPUs"},
+        BadInput{"plan --model no-such-model --train tp=1 --infer tp=1", "no-such-model"},
+        BadInput{"simulate " + kProblem + " --compare --plan x.json", "--plan"},
+        BadInput{"simulate " + kProblem + " --plan /nonexistent/plan.json", "plan"}));
+
+}  // namespace
+}  // namespace refit
