@@ -42,6 +42,8 @@ class FlowNetwork {
       auto& out = class_rx_edges_.emplace_back();
       for (auto n : p.classes[c].tx) in.push_back(add_edge(tx_node(static_cast<std::size_t>(n)), in_node(c), inf));
       for (auto n : p.classes[c].rx) out.push_back(add_edge(out_node(c), rx_node(static_cast<std::size_t>(n)), inf));
+      if (p.classes[c].tx.empty()) add_edge(kSource, in_node(c), inf);
+      if (p.classes[c].rx.empty()) add_edge(out_node(c), kSink, inf);
     }
   }
 
@@ -113,6 +115,7 @@ double greedy_makespan(const BalanceProblem& p) {
   auto tx = p.tx_fixed;
   auto rx = p.rx_fixed;
   auto pick = [](std::vector<double>& load, const std::vector<double>& bw, const std::vector<std::int32_t>& cands, double bytes) {
+    if (cands.empty()) return;
     auto best = cands.front();
     for (auto n : cands)
       if ((load[static_cast<std::size_t>(n)] + bytes) / bw[static_cast<std::size_t>(n)] <

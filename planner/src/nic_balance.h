@@ -4,6 +4,7 @@
 // bytes / bandwidth, tx and rx alike) is as light as possible. A binary search on that time T asks
 // a max-flow (Boost.Graph push-relabel) whether every class fits:
 //   source -> tx NIC (cap T*bw - fixed) -> class_in -(cap bytes)-> class_out -> rx NIC (cap T*bw - fixed) -> sink
+// (a class with no tx choice hangs off the source directly, one with no rx choice off the sink)
 // T is feasible iff the max flow saturates every class.
 #include <cstdint>
 #include <utility>
@@ -11,8 +12,10 @@
 
 namespace refit::planner_detail {
 
+// A side with one candidate is no choice: the caller counts those bytes in the NIC's fixed load
+// and leaves the side empty, so classes differing only there merge into one.
 struct FlowClass {
-  std::vector<std::int32_t> tx;  // candidate NICs, sorted, distinct
+  std::vector<std::int32_t> tx;  // candidate NICs, sorted, distinct; empty: not chosen here
   std::vector<std::int32_t> rx;
   double bytes = 0;
 };

@@ -1,6 +1,7 @@
 #pragma once
 // Small pieces of the refit strategy that stand on their own: destination replicas grouped by
 // NVLink domain, interned NIC sets, cutting boxes by rows, and walking balanced shares.
+#include <limits>
 #include <map>
 #include <optional>
 #include <utility>
@@ -59,16 +60,18 @@ inline constexpr double kMinSplitBytes = 1 << 20;
 // at least one row, at most all rows but one) and the rest; nothing when no dim can be cut.
 std::optional<std::pair<Box, Box>> split_rows(const Box& box, Bytes bytes, std::int64_t element_size);
 
-// Walks a list of (NIC, bytes) shares; the last share absorbs rounding leftovers.
+// Walks a list of (NIC, bytes) shares; the last share absorbs rounding leftovers. A side the
+// balance did not choose (no shares) stays on each item's only NIC, with no limit.
 class ShareCursor {
  public:
   explicit ShareCursor(const std::vector<std::pair<std::int32_t, double>>& shares)
-      : shares_(shares), left_(shares.empty() ? 0.0 : shares.front().second) {}
+      : shares_(shares),
+        left_(shares.empty() ? std::numeric_limits<double>::infinity() : shares.front().second) {}
   void skip_spent() {
     while (left_ <= kMinSplitBytes && at_ + 1 < shares_.size()) left_ += shares_[++at_].second;
   }
   double left() const { return left_; }
-  std::int32_t nic() const { return shares_[at_].first; }
+  std::int32_t nic(std::int32_t only_nic) const { return shares_.empty() ? only_nic : shares_[at_].first; }
   void consume(double bytes) { left_ -= bytes; }
 
  private:

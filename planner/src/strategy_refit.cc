@@ -100,20 +100,25 @@ class RefitPlanner {
   void add_network_item(const NetItem& item, std::int32_t tx_set, std::int32_t rx_set) {
     const auto& tx = nic_sets_.get(tx_set);
     const auto& rx = nic_sets_.get(rx_set);
+    const double bytes = bytes_of(item);
+    if (tx.size() == 1) balance_.tx_fixed[static_cast<std::size_t>(tx[0])] += bytes;
+    if (rx.size() == 1) balance_.rx_fixed[static_cast<std::size_t>(rx[0])] += bytes;
     if (tx.size() == 1 && rx.size() == 1) {  // nothing to choose: commit now
-      balance_.tx_fixed[static_cast<std::size_t>(tx[0])] += bytes_of(item);
-      balance_.rx_fixed[static_cast<std::size_t>(rx[0])] += bytes_of(item);
       place(item, tx[0], rx[0], piece_box(item));
       return;
     }
-    const auto key = (static_cast<std::uint64_t>(tx_set) << 32) | static_cast<std::uint32_t>(rx_set);
+    // A side with one candidate is fixed: classes that differ only there balance together.
+    const std::int32_t tx_key = tx.size() == 1 ? -1 : tx_set;
+    const std::int32_t rx_key = rx.size() == 1 ? -1 : rx_set;
+    const auto key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(tx_key)) << 32) | static_cast<std::uint32_t>(rx_key);
     auto [it, inserted] = class_of_.try_emplace(key, class_items_.size());
     if (inserted) {
-      balance_.classes.push_back(FlowClass{tx, rx, 0.0});
+      balance_.classes.push_back(FlowClass{tx_key < 0 ? std::vector<std::int32_t>{} : tx,
+                                           rx_key < 0 ? std::vector<std::int32_t>{} : rx, 0.0});
       class_items_.emplace_back();
     }
-    balance_.classes[it->second].bytes += bytes_of(item);
-    class_items_[it->second].push_back(item);
+    balance_.classes[it->second].bytes += bytes;
+    class_items_[it->second].push_back(ClassItem{item, tx[0], rx[0]});
   }
 
   const Box& piece_box(const NetItem& it) const {
@@ -123,7 +128,7 @@ class RefitPlanner {
   // Walks the class's items against its tx and rx shares, cutting items where a share ends.
   void place_class(std::size_t k, const ClassShares& shares) {
     ShareCursor tx(shares.tx), rx(shares.rx);
-    for (const auto& item : class_items_[k]) {
+    for (const auto& [item, only_tx, only_rx] : class_items_[k]) {
       const auto elem = dtype_size(c_.problem.tensors()[item.tensor].tensor.dtype);
       const Box& piece = piece_box(item);
       Box rest = piece;
@@ -137,7 +142,7 @@ class RefitPlanner {
                        : split_rows(rest, Bytes{static_cast<std::int64_t>(take)}, elem);
         const Box& head = cut ? cut->first : first ? piece : rest;
         const double bytes = static_cast<double>(head.volume() * elem);
-        place(item, tx.nic(), rx.nic(), head);
+        place(item, tx.nic(only_tx), rx.nic(only_rx), head);
         tx.consume(bytes);
         rx.consume(bytes);
         if (!cut) break;
@@ -206,7 +211,13 @@ class RefitPlanner {
   NicSets nic_sets_;
   BalanceProblem balance_;
   std::unordered_map<std::uint64_t, std::size_t> class_of_;
-  std::vector<std::vector<NetItem>> class_items_;
+  // An item of a balance class, with its NIC on each side that has only one candidate.
+  struct ClassItem {
+    NetItem item;
+    std::int32_t only_tx;
+    std::int32_t only_rx;
+  };
+  std::vector<std::vector<ClassItem>> class_items_;
   std::vector<Assignment> assignments_;
   std::deque<Box> split_boxes_;  // row blocks of split pieces; a deque keeps their addresses
   std::vector<std::int64_t> assignment_bytes_;
