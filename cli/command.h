@@ -18,5 +18,6 @@ Action add_plan_command(CLI::App& app);
 Action add_simulate_command(CLI::App& app);
 Action add_topo_command(CLI::App& app);
 Action add_models_command(CLI::App& app);
+Action add_run_command(CLI::App& app);
 
 }  // namespace refit::cli

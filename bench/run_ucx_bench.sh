@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The UCX executor's throughput on this machine, next to what UCX and MPI reach on it:
+#   1. refit run moving ~2 GB from 2 training to 2 inference processes: a manifest of TENSORS
+#      bf16 [8192, 8192] tensors, "rows" (each inference shard is rows of one training shard:
+#      every chunk is put in place) and "strided" (column shards to row shards: every piece is
+#      unpacked on arrival);
+#   2. ucx_perftest -t ucp_put_bw at refit's chunk size, one pair of processes and two pairs at
+#      once (refit runs two senders);
+#   3. bench/mpi_bcast_bench: rank 0 gathers the other half and MPI_Bcasts all bytes to every rank.
+# Prints the median of RUNS runs of each, and the ratios.
+#
+#   bench/run_ucx_bench.sh [BUILD_DIR]      (default build/release; env RUNS=5 TENSORS=16 CHUNK=8388608,
+#                                            MPIRUN_FLAGS=--oversubscribe: 4 processes on fewer cores)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build/release}
+RUNS=${RUNS:-5}
+TENSORS=${TENSORS:-16}
+CHUNK=${CHUNK:-8388608}
+read -r -a MPIRUN <<<"mpirun ${MPIRUN_FLAGS---oversubscribe}"
+REFIT=$BUILD/cli/refit
+BCAST=$BUILD/bench/mpi_bcast_bench
+BYTES=$((TENSORS * 8192 * 8192 * 2))
+for tool in "$REFIT" "$BCAST"; do
+  [ -x "$tool" ] || { echo "missing $tool: cmake --build $BUILD --target refit mpi_bcast_bench" >&2; exit 2; }
+done
+command -v ucx_perftest >/dev/null || { echo "missing ucx_perftest (Debian: ucx-utils)" >&2; exit 2; }
+if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+manifest() {  # manifest NAME SOURCE_PLACEMENT DESTINATION_PLACEMENT
+  local sep="" i
+  {
+    printf '{"format":"refit-manifest","version":1,"source_ranks":2,"destination_ranks":2,"tensors":['
+    for ((i = 0; i < TENSORS; i++)); do
+      printf '%s{"name":"w%d","shape":[8192,8192],"dtype":"bf16",' "$sep" "$i"
+      printf '"source":{"mesh":[2],"placements":["%s"]},"destination":{"mesh":[2],"placements":["%s"]}}' "$2" "$3"
+      sep=","
+    done
+    printf ']}\n'
+  } >"$WORK/$1.json"
+}
+
+median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+field() { grep -o "\"$1\":[0-9.e+-]*" | head -1 | cut -d: -f2; }
+
+refit_seconds() {  # refit_seconds MANIFEST: one run, its seconds
+  "${MPIRUN[@]}" -np 4 "$REFIT" run --manifest "$WORK/$1.json" --chunk "$CHUNK" --json | field seconds
+}
+
+perftest_gbps() {  # perftest_gbps PORT: one client run against a server on PORT, in GB/s
+  ucx_perftest 127.0.0.1 -p "$1" -t ucp_put_bw -s "$CHUNK" -n $((BYTES / 2 / CHUNK)) 2>/dev/null |
+    awk '/Final:/ {printf "%.4f\n", $6 * 1048576 / 1e9}'
+}
+
+perftest_pairs() {  # perftest_pairs N: N server/client pairs at once, their summed GB/s
+  local pids=() ports=() p i
+  for ((i = 0; i < $1; i++)); do
+    p=$((20000 + RANDOM % 20000)); ports+=("$p")
+    ucx_perftest -p "$p" >/dev/null 2>&1 & pids+=($!)
+  done
+  sleep 1
+  for p in "${ports[@]}"; do perftest_gbps "$p" >"$WORK/pair.$p" & done
+  wait "${pids[@]}" 2>/dev/null || true
+  wait
+  cat "$WORK"/pair.* | awk '{s += $1} END {printf "%.4f\n", s}'
+  rm -f "$WORK"/pair.*
+}
+
+manifest rows S0 S0
+manifest strided S1 S0
+echo "refit UCX benchmark: $BYTES bytes ($TENSORS bf16 [8192, 8192] tensors), 2 -> 2 processes, chunk $CHUNK, $RUNS runs" >&2
+for ((r = 0; r < RUNS; r++)); do
+  refit_seconds rows >>"$WORK/rows.s"
+  refit_seconds strided >>"$WORK/strided.s"
+  perftest_pairs 1 >>"$WORK/perf1.g"
+  perftest_pairs 2 >>"$WORK/perf2.g"
+done
+"${MPIRUN[@]}" -np 4 "$BCAST" --bytes "$BYTES" --iterations "$RUNS" | awk '{print $2}' >"$WORK/bcast.s"
+
+rows=$(median <"$WORK/rows.s"); strided=$(median <"$WORK/strided.s")
+perf1=$(median <"$WORK/perf1.g"); perf2=$(median <"$WORK/perf2.g"); bcast=$(median <"$WORK/bcast.s")
+awk -v b="$BYTES" -v rows="$rows" -v strided="$strided" -v p1="$perf1" -v p2="$perf2" -v bc="$bcast" 'BEGIN {
+  gr = b / rows / 1e9; gs = b / strided / 1e9; gb = b / bc / 1e9
+  printf "%-48s %9s %9s\n", "median of runs", "seconds", "GB/s"
+  printf "%-48s %9.3f %9.2f\n", "refit run, rows (puts in place)", rows, gr
+  printf "%-48s %9.3f %9.2f\n", "refit run, strided (staged and unpacked)", strided, gs
+  printf "%-48s %9s %9.2f\n", "ucx_perftest ucp_put_bw, 1 pair", "", p1
+  printf "%-48s %9s %9.2f\n", "ucx_perftest ucp_put_bw, 2 pairs at once", "", p2
+  printf "%-48s %9.3f %9.2f\n", "MPI gather + MPI_Bcast (mpi_bcast_bench)", bc, gb
+  printf "refit rows / perftest 1 pair  = %.2f\n", gr / p1
+  printf "refit rows / perftest 2 pairs = %.2f\n", gr / p2
+  printf "refit rows vs MPI_Bcast       = %.2fx faster\n", bc / rows
+  printf "refit strided vs MPI_Bcast    = %.2fx faster\n", bc / strided
+}'

@@ -1,0 +1,158 @@
+// refit run: perform a refit between the processes mpirun started, with a real executor, and
+// report what moved how fast (with --verify: that every destination element is right).
+//
+//   mpirun -np N refit run PROBLEM [--cluster cpu-host] [--strategy S] [--executor ucx]
+//                                  [--verify] [--timeout S] [--staging BYTES] [--json]
+//
+// The first ranks play the training side, the rest the inference side. Every rank plans on its
+// own (plans are deterministic; the executor compares plan hashes), and the ranks agree on each
+// step before the next, so a rank that fails makes every rank fail instead of leaving it waiting.
+#include <csignal>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "command.h"
+#include "plan_inputs.h"
+#include "refit/executors/agreement.h"
+#include "refit/executors/host_shards.h"
+#include "refit/executors/mpi_bootstrap.h"
+#include "refit/executors/registry.h"
+#include "run_mpi_session.h"
+#include "run_report.h"
+
+namespace refit::cli {
+namespace {
+
+struct RunOptions {
+  PlanInputOptions inputs;
+  std::string executor = "ucx";
+  bool verify = false;
+  double timeout = ExecutorOptions{}.timeout.value;
+  std::int64_t staging = ExecutorOptions{}.staging.value;
+  bool json = false;
+  // Fault injection for the tests (hidden options).
+  std::int32_t kill_rank = -1;     // this rank kills itself after its first chunk is sent
+  std::int32_t perturb_rank = -1;  // this rank plans something else than the others
+};
+
+// What a rank holds once it is ready for the collective part.
+struct RankSetup {
+  PlanInputs inputs;
+  Plan plan;
+  HostShards shards;
+  std::unique_ptr<Executor> executor;
+};
+
+ExecutorOptions executor_options(const RunOptions& o, std::int32_t rank) {
+  ExecutorOptions e{.timeout = Seconds{o.timeout}, .staging = Bytes{o.staging}, .on_chunk_sent = {}};
+  if (rank == o.kill_rank) e.on_chunk_sent = [](std::int32_t, std::int64_t) { std::raise(SIGKILL); };
+  return e;
+}
+
+Result<RankSetup> set_up(const RunOptions& o, Bootstrap& bootstrap) {
+  auto inputs = load_plan_inputs(o.inputs);
+  if (!inputs) return std::unexpected(inputs.error());
+  const auto& problem = inputs->problem;
+  if (bootstrap.size() != problem.world_size())
+    return invalid(
+        fmt::format("mpirun started {} process{}, the problem needs {} ({} training + {} inference "
+                    "ranks): run it with mpirun -np {}",
+                    bootstrap.size(), bootstrap.size() == 1 ? "" : "es", problem.world_size(),
+                    problem.source_ranks(), problem.destination_ranks(), problem.world_size()));
+  auto planned = obtain_plan(o.inputs, *inputs, o.inputs.strategy);
+  if (!planned) return std::unexpected(planned.error());
+  if (bootstrap.rank() == o.perturb_rank) planned->plan.strategy += " (perturbed)";
+  auto shards = HostShards::allocate(problem, Rank{bootstrap.rank()});
+  auto executor = make_executor(o.executor, bootstrap, executor_options(o, bootstrap.rank()));
+  if (!executor) return std::unexpected(std::move(executor.error()).in("--executor"));
+  return RankSetup{std::move(*inputs), std::move(planned->plan), std::move(shards), std::move(*executor)};
+}
+
+// Prepares, runs once from a common start, and checks the destination shards when asked.
+Result<RankResult> transfer(const RunOptions& o, Bootstrap& bootstrap, RankSetup& s, MpiSession& mpi) {
+  auto prepared = s.executor->prepare(s.plan, Rank{bootstrap.rank()}, s.shards.buffers());
+  if (!prepared) return std::unexpected(prepared.error());
+  if (auto ok = bootstrap.barrier(); !ok) return std::unexpected(ok.error());
+  const auto start = std::chrono::steady_clock::now();
+  auto report = s.executor->execute(**prepared);
+  const Seconds wall{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+  if (!report) {
+    mpi.abandon();
+    return std::unexpected(report.error());
+  }
+  RankResult r{
+      bootstrap.rank(), report->bytes_sent, report->bytes_received, wall, report->elapsed, o.verify, {}};
+  if (o.verify)
+    if (auto ok = s.shards.verify(s.inputs.problem); !ok) r.wrong = ok.error().message;
+  return r;
+}
+
+Result<void> report(const RunOptions& o, Bootstrap& bootstrap, const RankSetup& s, const RankResult& mine) {
+  auto all = bootstrap.allgather(encode(mine));
+  if (!all) return std::unexpected(all.error());
+  RunSummary summary{o.executor,
+                     s.plan.strategy,
+                     plan_hash_hex(s.plan),
+                     s.inputs.problem.source_ranks(),
+                     s.inputs.problem.destination_ranks(),
+                     o.verify,
+                     {}};
+  for (const auto& text : *all) {
+    auto r = decode_rank_result(text);
+    if (!r) return std::unexpected(r.error());
+    summary.ranks.push_back(*r);
+  }
+  if (bootstrap.rank() == 0) print_summary(summary, o.json);
+  for (const auto& r : summary.ranks)
+    if (r.wrong)
+      return fail(ErrorCode::kRuntime, fmt::format("verification failed on rank {}: {}", r.rank, *r.wrong));
+  return {};
+}
+
+Result<void> run_rank(const RunOptions& o, Bootstrap& bootstrap, MpiSession& mpi) {
+  auto setup = set_up(o, bootstrap);
+  const Result<std::string> ready = setup ? Result<std::string>("") : std::unexpected(setup.error());
+  if (auto all = agree(bootstrap, ready); !all) return std::unexpected(all.error());
+  auto mine = transfer(o, bootstrap, *setup, mpi);
+  if (!mine) return std::unexpected(mine.error());
+  return report(o, bootstrap, *setup, *mine);
+}
+
+Result<void> run(const RunOptions& o) {
+  MpiSession mpi;
+  if (!mpi.ok()) return fail(ErrorCode::kRuntime, "MPI_Init failed (start refit run with mpirun)");
+  auto bootstrap = MpiBootstrap::create();
+  if (!bootstrap) return std::unexpected(bootstrap.error());
+  auto outcome = run_rank(o, *bootstrap, mpi);
+  if (!outcome)
+    return std::unexpected(std::move(outcome.error()).in(fmt::format("rank {}", bootstrap->rank())));
+  return outcome;
+}
+
+}  // namespace
+
+Action add_run_command(CLI::App& app) {
+  auto o = std::make_shared<RunOptions>();
+  o->inputs.cluster.preset = "cpu-host";
+  auto* cmd = app.add_subcommand(
+      "run",
+      "Perform a refit between the processes of an mpirun job (the first ranks are the training "
+      "side, the rest the inference side) and report the throughput");
+  add_plan_input_options(*cmd, o->inputs, /*with_plan_file=*/true);
+  cmd->add_option("--executor", o->executor,
+                  fmt::format("Executor: {} (default ucx)", fmt::join(executor_names(), ", ")));
+  cmd->add_flag("--verify", o->verify, "Check every destination element against the source pattern");
+  cmd->add_option("--timeout", o->timeout,
+                  "Longest wait on a peer, in seconds, before every rank fails (default 60)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--staging", o->staging,
+                  "Staging bytes per rank for packing strided pieces (default 256 MiB)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--json", o->json, "Print one JSON object on stdout (rank 0)");
+  cmd->add_option("--test-kill-rank", o->kill_rank)->group("");
+  cmd->add_option("--test-perturb-plan-on-rank", o->perturb_rank)->group("");
+  return [o] { return run(*o); };
+}
+
+}  // namespace refit::cli

@@ -1,0 +1,43 @@
+#pragma once
+// What each rank of `refit run` measured, gathered on rank 0 and printed there: bytes moved,
+// seconds, aggregate and per-rank GB/s, and the verification result.
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "refit/core/error.h"
+#include "refit/core/units.h"
+
+namespace refit::cli {
+
+struct RankResult {
+  std::int32_t rank = 0;
+  Bytes sent;
+  Bytes received;
+  Seconds wall;                      // execute() on this rank, from a common barrier
+  Seconds elapsed;                   // the executor's own: first byte posted to last byte landed here
+  bool checked = false;              // --verify ran on this rank
+  std::optional<std::string> wrong;  // the first wrong element, when verification failed
+};
+
+std::string encode(const RankResult& r);
+Result<RankResult> decode_rank_result(std::string_view text);
+
+struct RunSummary {
+  std::string executor;
+  std::string strategy;
+  std::string plan_hash;
+  std::int32_t training_ranks = 0;
+  std::int32_t inference_ranks = 0;
+  bool verify = false;
+  std::vector<RankResult> ranks;  // by rank
+
+  Bytes bytes() const;      // every byte put, relays included
+  Seconds seconds() const;  // the slowest rank's execute()
+  bool verified() const;    // --verify ran and every destination element was right
+};
+
+void print_summary(const RunSummary& s, bool json);
+
+}  // namespace refit::cli

@@ -1,0 +1,21 @@
+#pragma once
+// Collective steps (an executor's prepare, `refit run` before it) must fail on every rank or on
+// none: a rank that refuses alone leaves the others waiting for it forever. So each step's local
+// outcome goes through the bootstrap before anyone moves on.
+#include <string>
+#include <vector>
+
+#include "refit/core/error.h"
+#include "refit/executors/bootstrap.h"
+
+namespace refit {
+
+// Every rank's payload, or on every rank an error naming the ranks that failed and why (a rank
+// that failed itself returns its own error). Bad input anywhere makes the error bad input.
+Result<std::vector<std::string>> agree(Bootstrap& bootstrap, const Result<std::string>& mine);
+
+// Ranks that built different plans refuse before any byte moves, naming who has which hash
+// (plan_hash_hex of each rank's plan, by rank).
+Result<void> check_same_plan(const std::vector<std::string>& hashes);
+
+}  // namespace refit

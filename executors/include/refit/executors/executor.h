@@ -1,0 +1,78 @@
+#pragma once
+// The executor contract: one executor per process; each rank runs its own part of a Plan.
+//
+// Buffers: a rank's local data of a tensor is its box of that tensor, row-major and contiguous.
+// A training rank passes its source shards, an inference rank its destination shards. Data a rank
+// must forward (a relay) but that lies outside its own destination box is kept by the executor in
+// scratch memory of its own (only gather-broadcast plans need that); staging for packing strided
+// boxes is bounded by ExecutorOptions::staging.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "refit/core/box.h"
+#include "refit/core/error.h"
+#include "refit/core/units.h"
+#include "refit/planner/plan.h"
+
+namespace refit {
+
+enum class MemoryKind : std::uint8_t { kHost, kCuda };
+
+struct ShardBuffer {
+  std::uint32_t tensor = 0;      // index into Plan::tensors
+  Box box;                       // the rank's box of that tensor, in global coordinates
+  std::span<std::byte> bytes;    // box.volume() * dtype size bytes, row-major
+};
+
+struct RankBuffers {
+  MemoryKind memory = MemoryKind::kHost;
+  std::vector<ShardBuffer> sources;       // what this rank holds (training ranks)
+  std::vector<ShardBuffer> destinations;  // what this rank must end up holding (inference ranks)
+};
+
+struct ExecutorOptions {
+  Seconds timeout{60.0};                  // no wait on a peer lasts longer; then every rank fails
+  Bytes staging{std::int64_t{256} << 20};  // per rank, for packing non-contiguous pieces
+  // Observes the transfer as it goes (progress display; fault injection in tests). Called on the
+  // executing thread once a chunk this rank sent has been put and announced to its receiver.
+  std::function<void(std::int32_t transfer, std::int64_t chunk)> on_chunk_sent;
+};
+
+struct ExecutorCapabilities {
+  bool host_memory = false;
+  bool cuda_memory = false;
+};
+
+struct ExecutionReport {
+  Bytes bytes_sent;
+  Bytes bytes_received;
+  Seconds elapsed;           // from the first byte posted to the last byte landed, on this rank
+  std::int64_t messages = 0;
+};
+
+// What prepare() registered and exchanged; opaque outside the executor that made it.
+class PreparedPlan {
+ public:
+  virtual ~PreparedPlan() = default;
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual std::string_view name() const = 0;
+  virtual ExecutorCapabilities capabilities() const = 0;
+  // Registers memory and exchanges keys with the peers. Refuses buffers that do not match the
+  // plan (missing tensor, wrong box, too small), and ranks that disagree on the plan hash, before
+  // any byte moves.
+  virtual Result<std::unique_ptr<PreparedPlan>> prepare(const Plan& plan, Rank rank,
+                                                        const RankBuffers& buffers) = 0;
+  // Moves the bytes. Bounded: a dead peer or a timeout gives an error naming the rank and tensor.
+  virtual Result<ExecutionReport> execute(PreparedPlan& prepared) = 0;
+};
+
+}  // namespace refit

@@ -1,0 +1,22 @@
+#pragma once
+// The executors this build has, by name (e.g. "ucx"). Which backends a build knows is decided by
+// CMake (compile definitions of refit::executor_registry), not by self-registering statics.
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "refit/core/error.h"
+#include "refit/executors/bootstrap.h"
+#include "refit/executors/executor.h"
+
+namespace refit {
+
+// Names of the executors built into this binary, in a stable order.
+std::vector<std::string_view> executor_names();
+
+// An executor bound to `bootstrap`, which must outlive it. Errors: kNotFound naming the known
+// executors for an unknown or unbuilt name; kInvalidArgument for options the backend refuses.
+Result<std::unique_ptr<Executor>> make_executor(std::string_view name, Bootstrap& bootstrap,
+                                                const ExecutorOptions& options);
+
+}  // namespace refit

@@ -1,0 +1,71 @@
+#pragma once
+// The NCCL executor: moves a plan's bytes between GPUs with grouped ncclSend/ncclRecv on CUDA
+// streams, packing strided boxes into staging with batched copy kernels (a chunk that is one
+// contiguous run of a buffer goes without a copy). Relays forward a chunk once it has arrived.
+// Every wait is bounded by ExecutorOptions::timeout: then the communicator is aborted and every
+// surviving rank gets an error naming its step, peers and transfers.
+//
+// Buffers are CUDA device memory on the communicator's GPU, or host memory, which the executor
+// mirrors on the GPU: sources are uploaded at the start of every execute() and destinations
+// downloaded at its end (outside ExecutionReport::elapsed; `refit run` works this way).
+// prepare() is collective: every process of the communicator calls it with the same plan (the
+// plan hashes are compared), and a rank that fails to prepare makes every rank fail.
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include <nccl.h>
+
+#include "refit/executors/bootstrap.h"
+#include "refit/executors/executor.h"
+#include "refit/executors/nccl/local_ranks.h"
+
+namespace refit {
+
+namespace nccl_detail {
+class Communicator;
+}
+
+// The GPU of a process: its rank among the bootstrap's ranks on the same host, modulo the
+// visible GPUs.
+inline constexpr int kDeviceOfHostRank = -1;
+
+struct NcclSetup {
+  int device = kDeviceOfHostRank;
+  CommRankMap comm_rank_of;  // empty: plan rank r is bootstrap rank r
+};
+
+class NcclExecutor final : public Executor {
+ public:
+  // A new communicator over the bootstrap's processes (rank 0's unique id, allgathered), created
+  // non-blocking so that a rank that never joins costs a timeout, not a hang.
+  static Result<std::unique_ptr<NcclExecutor>> create(Bootstrap& bootstrap, const ExecutorOptions& options,
+                                                      NcclSetup setup = {});
+  // Runs on the caller's communicator, which must outlive the executor. Prefer one created with
+  // config.blocking = 0: on a blocking communicator NCCL may hold the host inside a call that no
+  // timeout reaches. After a timeout or failure the communicator is aborted (ncclCommAbort) and
+  // must not be used, nor destroyed, again.
+  static Result<std::unique_ptr<NcclExecutor>> adopt(ncclComm_t comm, const ExecutorOptions& options,
+                                                     CommRankMap comm_rank_of = {});
+  ~NcclExecutor() override;
+
+  std::string_view name() const override { return "nccl"; }
+  ExecutorCapabilities capabilities() const override { return ExecutorCapabilities{true, true}; }
+  Result<std::unique_ptr<PreparedPlan>> prepare(const Plan& plan, Rank rank, const RankBuffers& buffers) override;
+  // For a process that runs several plan ranks: all those comm_rank_of maps to it, at once.
+  Result<std::unique_ptr<PreparedPlan>> prepare_ranks(const Plan& plan, std::span<const LocalRankBuffers> ranks);
+  // The prepared plan must come from this executor; it can be executed again (every refit step).
+  Result<ExecutionReport> execute(PreparedPlan& prepared) override;
+
+ private:
+  NcclExecutor(std::unique_ptr<nccl_detail::Communicator> comm, const ExecutorOptions& options, CommRankMap map);
+
+  std::unique_ptr<nccl_detail::Communicator> comm_;
+  ExecutorOptions options_;
+  CommRankMap comm_rank_of_;
+};
+
+// NcclExecutor::create with the default setup, for the executor registry.
+Result<std::unique_ptr<Executor>> make_nccl_executor(Bootstrap& bootstrap, const ExecutorOptions& options);
+
+}  // namespace refit

@@ -1,0 +1,53 @@
+#pragma once
+// The NCCL communicator of an executor: created here over a Bootstrap (non-blocking, so every wait
+// on it is bounded and a timeout can abort it), or adopted from the caller.
+#include <cstdint>
+#include <memory>
+
+#include <nccl.h>
+
+#include "refit/core/error.h"
+#include "refit/core/units.h"
+#include "refit/executors/bootstrap.h"
+
+namespace refit::nccl_detail {
+
+class Communicator {
+ public:
+  // Rank 0 makes the unique id, the bootstrap's allgather hands it to all; every rank then joins
+  // within `timeout` or the communicator is aborted.
+  static Result<std::unique_ptr<Communicator>> create(Bootstrap& bootstrap, int device, Seconds timeout);
+  static Result<std::unique_ptr<Communicator>> adopt(ncclComm_t comm, Seconds timeout);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  ncclComm_t get() const { return comm_; }
+  std::int32_t rank() const { return rank_; }
+  std::int32_t size() const { return size_; }
+  int device() const { return device_; }
+  bool aborted() const { return aborted_; }
+  // Ends every operation in flight on it; the communicator is unusable after.
+  void abort();
+
+  // Collective: every rank contributes its plan hash and whether it could prepare; fails on every
+  // rank, naming the first rank that differs or failed, unless all agree and all succeeded.
+  Result<void> agree(std::uint64_t plan_hash, bool prepared, Seconds timeout);
+
+ private:
+  Communicator(ncclComm_t comm, bool owned, Seconds timeout) : comm_(comm), owned_(owned), timeout_(timeout) {}
+  Result<void> describe();
+
+  ncclComm_t comm_ = nullptr;
+  bool owned_ = false;
+  bool aborted_ = false;
+  Seconds timeout_;
+  std::int32_t rank_ = 0;
+  std::int32_t size_ = 0;
+  int device_ = 0;
+};
+
+// This process's index among the bootstrap's ranks on the same host (host names allgathered).
+Result<std::int32_t> host_local_rank(Bootstrap& bootstrap);
+
+}  // namespace refit::nccl_detail

@@ -1,0 +1,41 @@
+#pragma once
+// CUDA and NCCL results as refit Errors that name the call, and the bounded waits on a
+// non-blocking communicator (a call may return ncclInProgress and finish in the background).
+#include <string_view>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "refit/core/error.h"
+#include "run_program.h"
+
+namespace refit::nccl_detail {
+
+// "cudaMalloc: out of memory (cudaErrorMemoryAllocation)".
+Result<void> cuda_ok(cudaError_t status, std::string_view call);
+// "ncclSend(...): unhandled cuda error (ncclUnhandledCudaError): <NCCL's last message>".
+Result<void> nccl_ok(ncclResult_t status, std::string_view call, ncclComm_t comm = nullptr);
+
+// Waits until `comm` has finished a call that returned `status` (ncclInProgress when it goes on
+// in the background), polling its asynchronous error until `deadline`: kTimeout after that.
+Result<void> nccl_settle(ncclComm_t comm, ncclResult_t status, std::string_view call, Clock::time_point deadline);
+
+// Waits until everything enqueued on `stream` has run, or NCCL reports an error, or `deadline`.
+Result<void> wait_stream(cudaStream_t stream, ncclComm_t comm, std::string_view what, Clock::time_point deadline);
+
+// Makes `device` current for its lifetime and restores the caller's device after.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+  // The error of switching, if any: callers check it before touching the device.
+  const Result<void>& status() const { return status_; }
+
+ private:
+  int previous_ = -1;
+  Result<void> status_;
+};
+
+}  // namespace refit::nccl_detail

@@ -1,0 +1,40 @@
+#pragma once
+// Issues a Program through a Backend. The host only enqueues work; it stays at most `window`
+// steps ahead of the GPU, so no CUDA call ever blocks on a full launch queue, and every wait is
+// bounded: when the GPU makes no progress for `timeout`, the backend aborts (the communicator)
+// and the error names the step with its peers, transfers and chunks.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+
+#include "program.h"
+#include "refit/core/error.h"
+#include "refit/core/units.h"
+
+namespace refit::nccl_detail {
+
+using Clock = std::chrono::steady_clock;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // Enqueues one op without waiting for the GPU. It may wait, until `deadline` at most, for NCCL
+  // to accept a group.
+  virtual Result<void> issue(const Op& op, Clock::time_point deadline) = 0;
+  // True once the work recorded before `event` has run; an error when CUDA or NCCL report one.
+  virtual Result<bool> reached(std::int32_t event) = 0;
+  // Makes all enqueued work finish or fail (aborts the communicator). After a timeout or error.
+  virtual void abort() = 0;
+};
+
+struct RunOptions {
+  Seconds timeout{60.0};     // the longest the GPU may make no progress
+  std::int32_t window = 4;   // steps the host may run ahead of the GPU
+  // Told of every chunk this process sent, once the host has seen its step finish on the GPU.
+  std::function<void(std::int32_t transfer, std::int64_t chunk)> on_chunk_sent;
+};
+
+// Returns the time from the first op issued to the last one finished.
+Result<Seconds> run_program(const Program& program, Backend& backend, const RunOptions& options);
+
+}  // namespace refit::nccl_detail

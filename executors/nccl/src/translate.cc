@@ -1,0 +1,181 @@
+#include "translate.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "chunk_sides.h"
+#include "plan_shape.h"
+
+namespace refit::nccl_detail {
+namespace {
+
+struct Item {
+  std::int32_t step = 0;
+  std::int32_t transfer = 0;
+  std::int32_t chunk = 0;
+};
+
+// The chunks this process sends or receives, by step, then in plan order.
+std::vector<Item> local_items(const Plan& plan, const Schedule& schedule, const Storage& storage) {
+  std::vector<Item> items;
+  for (const auto& t : plan.transfers) {
+    if (storage.slot_of(t.sender) < 0 && storage.slot_of(t.receiver) < 0) continue;
+    const auto& steps = schedule.step[static_cast<std::size_t>(t.id)];
+    for (std::size_t k = 0; k < steps.size(); ++k)
+      items.push_back(Item{steps[k], t.id, static_cast<std::int32_t>(k)});
+  }
+  std::ranges::stable_sort(items, {}, &Item::step);
+  return items;
+}
+
+// The ops of one step, before they are laid out on the streams.
+struct StepOps {
+  std::vector<P2p> p2p;
+  std::vector<CopyOp> early_packs;  // read nothing the previous step delivers
+  std::vector<CopyOp> late_packs;   // forward what the previous step delivered
+  std::vector<CopyOp> unpacks;      // run after this step's traffic
+  bool forwards_previous = false;   // some send (packed or in place) needs the previous step's data
+};
+
+class Translator {
+ public:
+  Translator(const Plan& plan, const Schedule& schedule, const LocalView& view, const Storage& storage)
+      : plan_(plan), schedule_(schedule), view_(view), storage_(storage), sides_(plan, storage) {
+    program_.staging_regions.assign(2 * view.ranks.size(), 0);
+  }
+
+  Result<Program> run(const std::vector<Item>& items) {
+    std::vector<CopyOp> pending_unpacks;
+    for (std::size_t begin = 0; begin < items.size();) {
+      std::size_t end = begin;
+      while (end < items.size() && items[end].step == items[begin].step) ++end;
+      auto ops = step_ops(std::span(items).subspan(begin, end - begin));
+      if (!ops) return std::unexpected(std::move(ops.error()));
+      emit(items[begin].step, std::move(*ops), pending_unpacks);
+      begin = end;
+    }
+    finish(std::move(pending_unpacks));
+    return std::move(program_);
+  }
+
+ private:
+  std::int32_t block() const { return static_cast<std::int32_t>(program_.blocks.size()); }
+  static std::int32_t packed_event(std::int32_t block) { return 2 * block; }
+  static std::int32_t done_event(std::int32_t block) { return 2 * block + 1; }
+
+  // Staging of one slot in this step's half, handed out from the start of that region.
+  StagingAllocator staging_of(std::int32_t slot, std::vector<std::int64_t>& used) {
+    const auto region = static_cast<std::size_t>(2 * slot + block() % 2);
+    return [this, slot, region, &used](std::int64_t bytes) {
+      auto& u = used[static_cast<std::size_t>(slot)];
+      const Address at{BufferKind::kStaging, static_cast<std::int32_t>(region), u};
+      u += align_up(bytes);
+      program_.staging_regions[region] = std::max(program_.staging_regions[region], u);
+      return at;
+    };
+  }
+
+  P2p p2p(Direction d, Rank self, Rank peer, const Item& item, Address at) const {
+    const auto& layout = schedule_.layouts[static_cast<std::size_t>(item.transfer)];
+    return P2p{d, self, peer, view_.comm_rank_of[static_cast<std::size_t>(peer.value)], at,
+               layout.chunk_bytes(item.chunk), item.transfer, item.chunk, layout.chunk_begin(item.chunk), item.step};
+  }
+
+  Result<StepOps> step_ops(std::span<const Item> items) {
+    StepOps ops;
+    std::vector<std::int64_t> used(view_.ranks.size(), 0);
+    const std::int32_t previous = block() > 0 ? program_.blocks.back().step : -1;
+    for (const auto& item : items) {
+      const auto& t = plan_.transfers[static_cast<std::size_t>(item.transfer)];
+      const auto& layout = schedule_.layouts[static_cast<std::size_t>(item.transfer)];
+      if (const auto slot = storage_.slot_of(t.sender); slot >= 0) {
+        auto side = sides_.send(slot, t, layout, item.chunk, staging_of(slot, used));
+        if (!side) return std::unexpected(std::move(side.error()));
+        const bool late = previous >= 0 &&
+                          schedule_.upstream[static_cast<std::size_t>(t.id)][static_cast<std::size_t>(item.chunk)] == previous;
+        ops.forwards_previous = ops.forwards_previous || late;
+        auto& packs = late ? ops.late_packs : ops.early_packs;
+        packs.insert(packs.end(), side->copies.begin(), side->copies.end());
+        ops.p2p.push_back(p2p(Direction::kSend, t.sender, t.receiver, item, side->at));
+        program_.bytes_sent += layout.chunk_bytes(item.chunk);
+        if (item.chunk == 0) ++program_.messages;
+      }
+      if (const auto slot = storage_.slot_of(t.receiver); slot >= 0) {
+        auto side = sides_.receive(slot, t, layout, item.chunk, staging_of(slot, used));
+        ops.unpacks.insert(ops.unpacks.end(), side.copies.begin(), side.copies.end());
+        ops.p2p.push_back(p2p(Direction::kRecv, t.receiver, t.sender, item, side.at));
+        program_.bytes_received += layout.chunk_bytes(item.chunk);
+      }
+    }
+    return ops;
+  }
+
+  void batch(BatchKind kind, std::int32_t step, std::vector<CopyOp> copies) {
+    if (copies.empty()) return;
+    program_.ops.emplace_back(CopyBatch{program_.batches++, kind, step, std::move(copies)});
+  }
+
+  void emit(std::int32_t step, StepOps ops, std::vector<CopyOp>& pending_unpacks) {
+    const std::int32_t i = block();
+    const std::int32_t previous = i > 0 ? program_.blocks.back().step : 0;
+    program_.blocks.push_back(Block{step, program_.ops.size(), done_event(i)});
+    batch(BatchKind::kPack, step, std::move(ops.early_packs));
+    // Unless this step forwards what the previous one delivered, its traffic may start while the
+    // previous step is still being unpacked (they use different staging halves and bytes).
+    if (!ops.forwards_previous) program_.ops.emplace_back(Record{StreamKind::kCopy, packed_event(i)});
+    if (i > 0) {
+      program_.ops.emplace_back(Wait{StreamKind::kCopy, done_event(i - 1)});
+      batch(BatchKind::kUnpack, previous, std::move(pending_unpacks));
+    }
+    batch(BatchKind::kPack, step, std::move(ops.late_packs));
+    if (ops.forwards_previous) program_.ops.emplace_back(Record{StreamKind::kCopy, packed_event(i)});
+    program_.ops.emplace_back(Wait{StreamKind::kComm, packed_event(i)});
+    program_.ops.emplace_back(GroupStart{step});
+    for (auto& p : ops.p2p) program_.ops.emplace_back(std::move(p));
+    program_.ops.emplace_back(GroupEnd{step});
+    program_.ops.emplace_back(Record{StreamKind::kComm, done_event(i)});
+    pending_unpacks = std::move(ops.unpacks);
+  }
+
+  void finish(std::vector<CopyOp> pending_unpacks) {
+    const std::int32_t n = block();
+    if (n > 0) {
+      program_.ops.emplace_back(Wait{StreamKind::kCopy, done_event(n - 1)});
+      batch(BatchKind::kUnpack, program_.blocks.back().step, std::move(pending_unpacks));
+    }
+    program_.final_event = 2 * n;
+    program_.events = 2 * n + 1;
+    program_.ops.emplace_back(Record{StreamKind::kCopy, program_.final_event});
+    for (const auto bytes : program_.staging_regions) program_.staging_bytes += bytes;
+    program_.scratch_bytes = storage_.scratch_bytes();
+  }
+
+  const Plan& plan_;
+  const Schedule& schedule_;
+  const LocalView& view_;
+  const Storage& storage_;
+  ChunkSides sides_;
+  Program program_;
+};
+
+}  // namespace
+
+Result<Program> translate(const Plan& plan, const Schedule& schedule, const RelayIndex& relays,
+                          const LocalView& view) {
+  const Storage storage(plan, relays, view);
+  Translator translator(plan, schedule, view, storage);
+  auto program = translator.run(local_items(plan, schedule, storage));
+  if (!program) return std::unexpected(std::move(program.error()).in("nccl translation"));
+  return program;
+}
+
+Result<Program> build_program(const Plan& plan, const LocalView& view, Bytes staging) {
+  if (auto ok = check_plan_shape(plan); !ok) return std::unexpected(std::move(ok.error()));
+  const RelayIndex relays(plan);
+  auto schedule = make_schedule(plan, relays, staging);
+  if (!schedule) return std::unexpected(std::move(schedule.error()));
+  return translate(plan, *schedule, relays, view);
+}
+
+}  // namespace refit::nccl_detail

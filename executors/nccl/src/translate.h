@@ -1,0 +1,29 @@
+#pragma once
+// Plan -> Program for one process (see program.h and schedule.h). Per step the process posts,
+// in this order:
+//   copy stream: packs that need nothing received in the previous step; wait for the previous
+//                step's traffic; unpack it; packs that forward it; record "packed" (right after
+//                the first packs when the step forwards nothing the previous step delivered).
+//   comm stream: wait for "packed"; one NCCL group with the step's sends and receives in plan
+//                order; record "done".
+// Steps alternate between the two halves of each rank's staging, so the packs of step i run
+// while step i-1's traffic is in flight, the unpacking of step i-1 while step i's traffic is, and
+// by the time step i+1 packs into the half that step i-1 used, the copy stream has waited for
+// step i-1 and unpacked it.
+#include "local_view.h"
+#include "program.h"
+#include "refit/core/error.h"
+#include "refit/planner/plan.h"
+#include "relay_parts.h"
+#include "schedule.h"
+
+namespace refit::nccl_detail {
+
+Result<Program> translate(const Plan& plan, const Schedule& schedule, const RelayIndex& relays,
+                          const LocalView& view);
+
+// The whole way from a plan to this process's program: the plan's shape checked, the global
+// schedule made for `staging` bytes per rank, and this process's part translated.
+Result<Program> build_program(const Plan& plan, const LocalView& view, Bytes staging);
+
+}  // namespace refit::nccl_detail

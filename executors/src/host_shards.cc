@@ -1,0 +1,55 @@
+#include "refit/executors/host_shards.h"
+
+#include <cstring>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "refit/executors/pattern.h"
+
+namespace refit {
+namespace {
+
+// The rank's box of a tensor in a layout, if the rank is in its mesh and the box is not empty.
+std::optional<Box> box_of(const Layout& layout, Rank rank) {
+  if (!layout.mesh().position_of_rank(rank)) return std::nullopt;
+  auto box = layout.local_box(rank);
+  if (!box || box->empty()) return std::nullopt;
+  return *box;
+}
+
+}  // namespace
+
+HostShards HostShards::allocate(const ReshardProblem& problem, Rank rank) {
+  HostShards out;
+  const auto& tensors = problem.tensors();
+  for (std::uint32_t t = 0; t < tensors.size(); ++t) {
+    const auto& spec = tensors[t].tensor;
+    const auto element = dtype_size(spec.dtype);
+    for (const bool source : {true, false}) {
+      const auto box = box_of(source ? tensors[t].source : tensors[t].destination, rank);
+      if (!box) continue;
+      const auto bytes = static_cast<std::size_t>(box->volume() * element);
+      auto& memory = out.storage_.emplace_back(std::make_unique_for_overwrite<std::byte[]>(bytes));
+      const std::span<std::byte> span(memory.get(), bytes);
+      if (source)
+        fill_pattern(t, spec.shape, *box, element, span);
+      else
+        std::memset(memory.get(), 0, bytes);
+      (source ? out.buffers_.sources : out.buffers_.destinations).push_back(ShardBuffer{t, *box, span});
+    }
+  }
+  return out;
+}
+
+Result<void> HostShards::verify(const ReshardProblem& problem) const {
+  for (const auto& d : buffers_.destinations) {
+    const auto& spec = problem.tensors()[d.tensor].tensor;
+    if (auto ok = verify_pattern(d.tensor, spec.shape, d.box, dtype_size(spec.dtype), d.bytes); !ok)
+      return std::unexpected(
+          std::move(ok.error()).in(fmt::format("tensor '{}' box {}", spec.name, d.box.to_string())));
+  }
+  return {};
+}
+
+}  // namespace refit

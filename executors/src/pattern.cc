@@ -1,0 +1,69 @@
+#include "refit/executors/pattern.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace refit {
+namespace {
+
+// Walks the box row-major, calling f(global flat index, position in the box) per element.
+template <class F>
+void for_each_element(const Shape& shape, const Box& box, F&& f) {
+  if (box.empty()) return;
+  const std::size_t dims = shape.size();
+  Shape point = box.offset;
+  std::int64_t local = 0;
+  while (true) {
+    std::int64_t global = 0;
+    for (std::size_t d = 0; d < dims; ++d) global = global * shape[d] + point[d];
+    if (!f(global, local++)) return;
+    std::size_t d = dims;
+    while (d > 0) {
+      --d;
+      if (++point[d] < box.offset[d] + box.extent[d]) break;
+      point[d] = box.offset[d];
+      if (d == 0) return;
+    }
+  }
+}
+
+}  // namespace
+
+std::uint64_t pattern_value(std::uint32_t tensor, std::int64_t global_index) {
+  // splitmix64 of (tensor, index): neighbouring elements and tensors differ in every byte.
+  std::uint64_t z = (static_cast<std::uint64_t>(tensor) << 40) ^ static_cast<std::uint64_t>(global_index);
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+void fill_pattern(std::uint32_t tensor, const Shape& shape, const Box& box,
+                  std::int64_t element_size, std::span<std::byte> out) {
+  const auto size = static_cast<std::size_t>(element_size);
+  for_each_element(shape, box, [&](std::int64_t global, std::int64_t local) {
+    const std::uint64_t v = pattern_value(tensor, global);
+    std::memcpy(out.data() + static_cast<std::size_t>(local) * size, &v, size);
+    return true;
+  });
+}
+
+Result<void> verify_pattern(std::uint32_t tensor, const Shape& shape, const Box& box,
+                            std::int64_t element_size, std::span<const std::byte> data) {
+  const auto size = static_cast<std::size_t>(element_size);
+  if (data.size() < static_cast<std::size_t>(box.volume()) * size)
+    return invalid(fmt::format("buffer of {} bytes is smaller than the box {}", data.size(), box.to_string()));
+  std::int64_t bad = -1;
+  for_each_element(shape, box, [&](std::int64_t global, std::int64_t local) {
+    const std::uint64_t v = pattern_value(tensor, global);
+    if (std::memcmp(data.data() + static_cast<std::size_t>(local) * size, &v, size) == 0) return true;
+    bad = global;
+    return false;
+  });
+  if (bad >= 0)
+    return fail(ErrorCode::kRuntime, fmt::format("element {} (global row-major index) is wrong", bad));
+  return {};
+}
+
+}  // namespace refit

@@ -1,0 +1,64 @@
+#pragma once
+// What the ranks of a plan publish to each other at prepare (the worker address, and the base,
+// size and remote key of every region peers put into), and the endpoints and keys made from it.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rank_program.h"
+#include "ucx_handles.h"
+#include "wire.h"
+
+namespace refit::ucx_detail {
+
+// This rank's regions, each registered once (ucp_mem_map). Empty regions are not registered.
+struct LocalRegions {
+  std::vector<std::optional<MemoryRegion>> registrations;
+  std::vector<std::byte*> bases;   // by region id
+  std::vector<ucp_mem_h> handles;  // by region id; nullptr where not registered
+};
+Result<LocalRegions> register_regions(Worker& worker, const RankProgram& program);
+
+// The card this rank publishes: worker address and its remotely writable regions.
+Result<std::string> make_card(const Worker& worker, const RankProgram& program, const LocalRegions& regions);
+
+struct RemoteRegion {
+  std::uint64_t base = 0;
+  std::int64_t bytes = 0;
+  RemoteKey key;
+};
+
+struct Peer {
+  ucp_ep_h endpoint = nullptr;
+  std::vector<RemoteRegion> regions;  // by that peer's region id
+};
+
+// Endpoints to every other rank, with their keys unpacked. Endpoint failures land in `inbox`.
+class Connections {
+ public:
+  static Result<std::unique_ptr<Connections>> connect(Worker& worker, Inbox& inbox, Rank self,
+                                                      const std::vector<std::string>& cards);
+  ~Connections();
+  Connections(const Connections&) = delete;
+  Connections& operator=(const Connections&) = delete;
+
+  Peer& peer(Rank r) { return peers_[static_cast<std::size_t>(r.value)]; }
+  std::int32_t world() const { return static_cast<std::int32_t>(peers_.size()); }
+
+ private:
+  struct ErrorSink {
+    Inbox* inbox;
+    std::int32_t rank;
+  };
+  Connections(Worker& worker, Inbox& inbox) : worker_(worker), inbox_(inbox) {}
+  Result<void> connect_peer(Inbox& inbox, std::int32_t rank, const std::string& card);
+
+  Worker& worker_;
+  Inbox& inbox_;
+  std::vector<Peer> peers_;
+  std::vector<std::unique_ptr<ErrorSink>> sinks_;
+};
+
+}  // namespace refit::ucx_detail

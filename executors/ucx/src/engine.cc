@@ -1,0 +1,226 @@
+#include "engine.h"
+
+#include <fmt/format.h>
+
+namespace refit::ucx_detail {
+namespace {
+
+// After a failure, how long the abort notices get to leave before the error is returned.
+constexpr std::chrono::milliseconds kAbortGrace{200};
+constexpr std::chrono::milliseconds kAbortPoll{10};
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+}  // namespace
+
+Engine::Engine(const ExecutionContext& context)
+    : c_(context),
+      me_(context.program.rank),
+      receive_of_transfer_(context.plan.transfers.size(), -1),
+      send_of_transfer_(context.plan.transfers.size(), -1),
+      in_place_(static_cast<std::size_t>(context.plan.world_size())),
+      next_in_place_(static_cast<std::size_t>(context.plan.world_size()), 0),
+      in_place_granted_(static_cast<std::size_t>(context.plan.world_size()), 0),
+      receive_slots_(context.program.receive_staging.slots),
+      queue_(static_cast<std::size_t>(context.plan.world_size())),
+      next_(static_cast<std::size_t>(context.plan.world_size()), 0),
+      pack_slots_(context.program.send_staging.slots),
+      done_from_(static_cast<std::size_t>(context.plan.world_size()), false),
+      watchdog_(context.options.timeout, Clock::now()),
+      start_(Clock::now()) {
+  const auto& p = c_.program;
+  for (std::size_t i = 0; i < p.receives.size(); ++i) {
+    const Receive& r = p.receives[i];
+    receive_of_transfer_[static_cast<std::size_t>(r.transfer)] = static_cast<std::int32_t>(i);
+    arrived_.emplace_back(static_cast<std::size_t>(r.chunk_count()), false);
+    arrived_prefix_.push_back(0);
+    slot_of_.emplace_back(static_cast<std::size_t>(r.chunk_count()), -1);
+    for (std::int64_t k = 0; k < r.chunk_count(); ++k) {
+      const bool staged = r.landing[static_cast<std::size_t>(k)] == Landing::kStaged;
+      auto& list = staged ? staged_ : in_place_[static_cast<std::size_t>(r.peer.value)];
+      list.emplace_back(static_cast<std::int32_t>(i), k);
+    }
+    chunks_to_receive_ += r.chunk_count();
+    report_.bytes_received += Bytes{r.bytes};
+  }
+  for (std::size_t j = 0; j < p.sends.size(); ++j) {
+    const Send& s = p.sends[j];
+    send_of_transfer_[static_cast<std::size_t>(s.transfer)] = static_cast<std::int32_t>(j);
+    grants_.emplace_back(static_cast<std::size_t>(s.chunk_count()));
+    for (std::int64_t k = 0; k < s.chunk_count(); ++k)
+      queue_[static_cast<std::size_t>(s.peer.value)].emplace_back(static_cast<std::int32_t>(j), k);
+    chunks_to_send_ += s.chunk_count();
+    report_.bytes_sent += Bytes{s.bytes};
+    report_.messages += s.chunk_count();
+  }
+}
+
+Result<ExecutionReport> Engine::run() {
+  start_ = Clock::now();
+  watchdog_ = Watchdog(c_.options.timeout, start_);
+  // Peers were silent between executions; from now on silence counts.
+  for (auto& t : c_.inbox.last_heard) t = start_;
+  if (auto ok = start_receiving(); !ok) return std::unexpected(abort(ok.error()));
+  while (!(done_sent_ && everyone_finished() && c_.outbox.empty())) {
+    c_.worker.progress_all();
+    const auto now = Clock::now();
+    auto worked = step(now);
+    if (!worked) return std::unexpected(abort(worked.error()));
+    if (*worked) watchdog_.progressed(now);
+    if (auto ok = check_health(now); !ok) return std::unexpected(abort(ok.error()));
+    if (*worked) continue;
+    if (auto ok = c_.worker.wait(watchdog_.next_wake(now)); !ok) return std::unexpected(abort(ok.error()));
+  }
+  return report_;
+}
+
+Result<bool> Engine::step(Clock::time_point now) {
+  auto messages = handle_messages();
+  if (!messages) return messages;
+  auto flushed = handle_flushes();
+  if (!flushed) return flushed;
+  auto sent = send_ready_chunks();
+  if (!sent) return sent;
+  if (const auto failed = c_.outbox.sweep(c_.epoch))
+    return fail(ErrorCode::kRuntime, fmt::format("rank {} is unreachable: a message to it failed ({})",
+                                                 failed->first.value, ucs_status_string(failed->second)));
+  bool worked = *messages || *flushed || *sent;
+  if (!done_sent_ && own_work_finished()) {
+    report_.elapsed = Seconds{seconds_between(start_, now)};
+    if (auto ok = post_to_all(MessageKind::kDone); !ok) return std::unexpected(ok.error());
+    done_sent_ = worked = true;
+  }
+  // After its own end notice a rank is no longer waited for, so its heartbeats stop.
+  if (!done_sent_ && watchdog_.heartbeat_due(now)) {
+    if (auto ok = post_to_all(MessageKind::kHeartbeat); !ok) return std::unexpected(ok.error());
+    watchdog_.heartbeat_sent(now);
+  }
+  return worked;
+}
+
+Result<bool> Engine::handle_messages() {
+  auto& queue = c_.inbox.messages;
+  bool any = false;
+  for (auto it = queue.begin(); it != queue.end();) {
+    if (it->epoch > c_.epoch) {  // a peer that already started the next execution
+      ++it;
+      continue;
+    }
+    const Message m = std::move(*it);
+    it = queue.erase(it);
+    if (m.epoch < c_.epoch) continue;
+    any = true;
+    Result<void> ok;
+    switch (m.kind) {
+      case MessageKind::kGrant:
+        ok = on_grant(m);
+        break;
+      case MessageKind::kData:
+        ok = on_data(m);
+        break;
+      case MessageKind::kDone:
+        if (!done_from_[static_cast<std::size_t>(m.from)]) ++done_count_;
+        done_from_[static_cast<std::size_t>(m.from)] = true;
+        break;
+      case MessageKind::kAbort:
+        told_of_failure_ = true;  // every rank got that notice: no need to pass it on
+        return fail(ErrorCode::kRuntime, fmt::format("rank {} failed: {}", m.from, m.text));
+      case MessageKind::kHeartbeat:
+      case MessageKind::kHello:
+        break;
+    }
+    if (!ok) return std::unexpected(ok.error());
+  }
+  return any;
+}
+
+Result<void> Engine::check_health(Clock::time_point now) {
+  if (const auto from = c_.inbox.malformed_from)
+    return fail(ErrorCode::kRuntime,
+                fmt::format("a malformed control message arrived (from rank {})", *from));
+  for (std::int32_t r = 0; r < c_.plan.world_size(); ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    if (r == me_.value || done_from_[i] || !c_.inbox.endpoint_error[i]) continue;
+    c_.inbox.given_up[i] = true;
+    return fail(ErrorCode::kRuntime,
+                fmt::format("rank {} is unreachable ({}); this rank was waiting for {}", r,
+                            ucs_status_string(*c_.inbox.endpoint_error[i]), waiting_for_from(Rank{r})));
+  }
+  // A peer silent for the whole timeout is dead or hung. A rank whose own chunks (or, at the end,
+  // its last messages) stopped moving gives up too; while it only waits for peers to finish
+  // theirs, their own watchdogs bound the wait. The quietest peer, if it missed heartbeats, is the
+  // one to name.
+  const auto quiet = quietest_peer();
+  const auto heard = quiet ? c_.inbox.last_heard[static_cast<std::size_t>(quiet->value)] : now;
+  const bool delivering = everyone_finished() && !c_.outbox.empty();
+  const bool stalled = (!own_work_finished() || delivering) && watchdog_.stalled(now);
+  if (!stalled && !(quiet && watchdog_.silent(heard, now))) return {};
+  if (quiet && watchdog_.quiet(heard, now)) {
+    c_.inbox.given_up[static_cast<std::size_t>(quiet->value)] = true;
+    return fail(
+        ErrorCode::kTimeout,
+        fmt::format("rank {} stopped responding: nothing from it for {:.1f} s; this rank was waiting for {}",
+                    quiet->value, seconds_between(heard, now), waiting_for_from(*quiet)));
+  }
+  return fail(ErrorCode::kTimeout, fmt::format("no progress for {:.1f} s while waiting for {}",
+                                               watchdog_.seconds_since_progress(now), waiting_for()));
+}
+
+// The peer this rank still waits on (it has not said it is done) that was heard from longest ago.
+std::optional<Rank> Engine::quietest_peer() const {
+  std::optional<Rank> out;
+  for (std::int32_t r = 0; r < c_.plan.world_size(); ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    if (r == me_.value || done_from_[i]) continue;
+    if (!out || c_.inbox.last_heard[i] < c_.inbox.last_heard[static_cast<std::size_t>(out->value)])
+      out = Rank{r};
+  }
+  return out;
+}
+
+Message Engine::message(MessageKind kind) const {
+  Message m;
+  m.kind = kind;
+  m.from = me_.value;
+  m.epoch = c_.epoch;
+  return m;
+}
+
+Result<void> Engine::post(Rank to, const Message& m) {
+  return c_.outbox.post(c_.connections.peer(to).endpoint, to, m);
+}
+
+Result<void> Engine::post_to_all(MessageKind kind, const std::string& text) {
+  Message m = message(kind);
+  m.text = text;
+  for (std::int32_t r = 0; r < c_.plan.world_size(); ++r)
+    if (r != me_.value)
+      if (auto ok = post(Rank{r}, m); !ok) return ok;
+  return {};
+}
+
+Error Engine::abort(Error e) {
+  // Peers that missed heartbeats are most likely dead too: close their endpoints without a flush.
+  const auto now = Clock::now();
+  for (std::int32_t r = 0; r < c_.plan.world_size(); ++r)
+    if (r != me_.value && watchdog_.quiet(c_.inbox.last_heard[static_cast<std::size_t>(r)], now))
+      c_.inbox.given_up[static_cast<std::size_t>(r)] = true;
+  Message m = message(MessageKind::kAbort);
+  m.text = e.message;
+  for (std::int32_t r = 0; r < c_.plan.world_size() && !told_of_failure_; ++r)
+    if (r != me_.value && !c_.inbox.given_up[static_cast<std::size_t>(r)]) (void)post(Rank{r}, m);
+  const auto deadline = Clock::now() + kAbortGrace;
+  while (!c_.outbox.empty() && Clock::now() < deadline) {
+    if (!c_.worker.progress_all()) (void)c_.worker.wait(kAbortPoll);
+    (void)c_.outbox.sweep(c_.epoch);
+  }
+  return e;
+}
+
+bool Engine::own_work_finished() const { return chunks_to_receive_ == 0 && chunks_to_send_ == 0; }
+
+bool Engine::everyone_finished() const { return done_count_ == c_.plan.world_size() - 1; }
+
+}  // namespace refit::ucx_detail

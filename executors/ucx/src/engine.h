@@ -1,0 +1,140 @@
+#pragma once
+// One execution of a prepared plan on this rank: the state machine behind execute().
+//
+// Receiving: the rank grants chunks that land in place (direct or scratch) up to a window per
+// sender, and staged chunks as receive-staging slots allow, both in plan order; a grant tells
+// the sender where the chunk's pieces go. When a data notice arrives it unpacks a staged or
+// scratch chunk, frees the slot or window place, and grants the next chunks.
+// Sending: per receiver, the rank walks its chunks in plan order. The head chunk goes once it is
+// granted, the received chunks it forwards have landed, and (if it must be packed) a pack slot is
+// free: its pieces are put, the endpoint is flushed, then the data notice is sent.
+// No resource is held while waiting for a peer and every wait is for an earlier chunk in plan
+// order, so the plan's order rules out deadlock.
+// The end: a rank whose own chunks are all sent and landed tells every peer it is done, and
+// returns once every peer has said so. A rank that fails tells every peer why (abort).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "connections.h"
+#include "rank_program.h"
+#include "refit/executors/executor.h"
+#include "refit/planner/plan.h"
+#include "ucx_handles.h"
+#include "watchdog.h"
+#include "wire.h"
+
+namespace refit::ucx_detail {
+
+// A flush that completes a sent chunk; the chunk's data notice follows it.
+struct Flushed {
+  std::uint64_t epoch = 0;
+  std::int32_t send = 0;
+  std::int64_t chunk = 0;
+  std::int64_t slot = -1;  // pack slot to return, or -1
+};
+
+// What an execution works with. The outbox and the flushes in flight belong to the executor's
+// runtime, not to one execution, because UCX may complete them after a failed execution ended.
+struct ExecutionContext {
+  const Plan& plan;
+  const RankProgram& program;
+  Worker& worker;
+  Inbox& inbox;
+  Connections& connections;
+  const LocalRegions& regions;
+  const ExecutorOptions& options;
+  std::uint64_t epoch;
+  Outbox& outbox;
+  InFlight<Flushed>& flushes;
+};
+
+// Fixed-size slots of a staging region, handed out and returned by index.
+class SlotPool {
+ public:
+  explicit SlotPool(std::int64_t slots) {
+    for (std::int64_t s = slots; s-- > 0;) free_.push_back(s);
+  }
+  bool available() const { return !free_.empty(); }
+  std::int64_t take() {
+    const auto s = free_.back();
+    free_.pop_back();
+    return s;
+  }
+  void give(std::int64_t slot) { free_.push_back(slot); }
+
+ private:
+  std::vector<std::int64_t> free_;
+};
+
+class Engine {
+ public:
+  explicit Engine(const ExecutionContext& context);
+  Result<ExecutionReport> run();
+
+ private:
+  using ChunkRef = std::pair<std::int32_t, std::int64_t>;  // (index in receives or sends, chunk)
+
+  // engine.cc: the loop, messages, health and the end.
+  Result<bool> step(Clock::time_point now);
+  Result<bool> handle_messages();
+  Result<void> check_health(Clock::time_point now);
+  std::optional<Rank> quietest_peer() const;
+  Result<void> post(Rank to, const Message& m);
+  Result<void> post_to_all(MessageKind kind, const std::string& text = {});
+  Message message(MessageKind kind) const;
+  Error abort(Error e);
+  bool own_work_finished() const;
+  bool everyone_finished() const;
+  // engine_receive.cc
+  Result<void> start_receiving();
+  Result<void> grant(std::size_t receive, std::int64_t chunk, std::vector<Run> runs);
+  Result<void> grant_staged();
+  Result<void> grant_in_place(std::size_t peer);
+  Result<void> on_data(const Message& m);
+  // engine_send.cc
+  Result<void> on_grant(const Message& m);
+  Result<bool> send_ready_chunks();
+  bool ready(const ChunkRef& c) const;
+  Result<void> send_chunk(const ChunkRef& c);
+  Result<void> put_pieces(const Send& s, const std::vector<Run>& local, const std::vector<Run>& remote);
+  Result<bool> handle_flushes();
+  // engine_blame.cc: what this rank waits for, in words, for timeout errors.
+  std::string waiting_for() const;
+  std::string waiting_for_from(Rank peer) const;
+  std::string describe(const Transfer& t) const;
+  std::string describe_send_wait(const ChunkRef& c) const;
+
+  const ExecutionContext& c_;
+  Rank me_;
+  std::vector<std::int32_t> receive_of_transfer_;  // by transfer id; -1: not received here
+  std::vector<std::int32_t> send_of_transfer_;     // by transfer id; -1: not sent from here
+  // Receiving.
+  std::vector<std::vector<bool>> arrived_;          // by receive, by chunk
+  std::vector<std::int64_t> arrived_prefix_;        // by receive: chunks 0..n-1 all landed
+  std::vector<std::vector<std::int64_t>> slot_of_;  // by receive, by chunk: staging slot
+  std::vector<ChunkRef> staged_;                    // staged chunks in plan order
+  std::size_t next_staged_ = 0;
+  std::vector<std::vector<ChunkRef>> in_place_;  // by sender rank: other chunks, plan order
+  std::vector<std::size_t> next_in_place_;       // by sender rank
+  std::vector<std::int64_t> in_place_granted_;   // by sender rank: granted, not yet landed
+  SlotPool receive_slots_;
+  std::int64_t chunks_to_receive_ = 0;
+  // Sending.
+  std::vector<std::vector<std::optional<std::vector<Run>>>> grants_;  // by send, by chunk
+  std::vector<std::vector<ChunkRef>> queue_;                          // by receiver rank, plan order
+  std::vector<std::size_t> next_;                                     // by receiver rank
+  SlotPool pack_slots_;
+  std::int64_t chunks_to_send_ = 0;
+  // The end, and health.
+  std::vector<bool> done_from_;
+  std::int32_t done_count_ = 0;
+  bool done_sent_ = false;
+  bool told_of_failure_ = false;
+  Watchdog watchdog_;
+  Clock::time_point start_;
+  ExecutionReport report_;
+};
+
+}  // namespace refit::ucx_detail

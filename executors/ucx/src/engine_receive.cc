@@ -1,0 +1,98 @@
+// The receiving half of an execution: grants, data notices, unpacking.
+#include <fmt/format.h>
+
+#include "chunk_plan.h"
+#include "engine.h"
+
+namespace refit::ucx_detail {
+
+namespace {
+
+// Chunks granted ahead to one sender: enough to keep its puts flowing, few enough that grants do
+// not flood the sender's receive queue (a full queue makes UCX hold sends back).
+constexpr std::int64_t kGrantWindow = 16;
+
+}  // namespace
+
+Result<void> Engine::start_receiving() {
+  for (std::size_t peer = 0; peer < in_place_.size(); ++peer)
+    if (auto ok = grant_in_place(peer); !ok) return ok;
+  return grant_staged();
+}
+
+Result<void> Engine::grant_in_place(std::size_t peer) {
+  auto& next = next_in_place_[peer];
+  for (; next < in_place_[peer].size() && in_place_granted_[peer] < kGrantWindow; ++next) {
+    const auto [i, chunk] = in_place_[peer][next];
+    const auto& runs = c_.program.receives[static_cast<std::size_t>(i)].runs[static_cast<std::size_t>(chunk)];
+    if (auto ok = grant(static_cast<std::size_t>(i), chunk, runs); !ok) return ok;
+    ++in_place_granted_[peer];
+  }
+  return {};
+}
+
+Result<void> Engine::grant(std::size_t receive, std::int64_t chunk, std::vector<Run> runs) {
+  const Receive& r = c_.program.receives[receive];
+  Message m = message(MessageKind::kGrant);
+  m.transfer = r.transfer;
+  m.chunk = chunk;
+  m.runs = std::move(runs);
+  return post(r.peer, m);
+}
+
+// Staged chunks are granted strictly in plan order, as slots come free.
+Result<void> Engine::grant_staged() {
+  const auto& staging = c_.program.receive_staging;
+  while (next_staged_ < staged_.size() && receive_slots_.available()) {
+    const auto [i, chunk] = staged_[next_staged_++];
+    const Receive& r = c_.program.receives[static_cast<std::size_t>(i)];
+    const auto slot = receive_slots_.take();
+    slot_of_[static_cast<std::size_t>(i)][static_cast<std::size_t>(chunk)] = slot;
+    const auto bytes = chunk_end(r.bytes, r.chunk, chunk) - chunk_begin(r.chunk, chunk);
+    const Run run{0, c_.program.receive_staging_region, slot * staging.slot_bytes, bytes};
+    if (auto ok = grant(static_cast<std::size_t>(i), chunk, {run}); !ok) return ok;
+  }
+  return {};
+}
+
+Result<void> Engine::on_data(const Message& m) {
+  const auto t = m.transfer;
+  const auto i = t >= 0 && static_cast<std::size_t>(t) < receive_of_transfer_.size()
+                     ? receive_of_transfer_[static_cast<std::size_t>(t)]
+                     : -1;
+  const Receive* r = i >= 0 ? &c_.program.receives[static_cast<std::size_t>(i)] : nullptr;
+  if (!r || r->peer.value != m.from || m.chunk < 0 || m.chunk >= r->chunk_count() ||
+      arrived_[static_cast<std::size_t>(i)][static_cast<std::size_t>(m.chunk)])
+    return fail(ErrorCode::kRuntime, fmt::format("rank {} announced chunk {} of transfer {}, which this rank "
+                                                 "does not expect from it",
+                                                 m.from, m.chunk, t));
+  const auto k = static_cast<std::size_t>(m.chunk);
+  const auto begin = chunk_begin(r->chunk, m.chunk);
+  const auto end = chunk_end(r->bytes, r->chunk, m.chunk);
+  const Landing landing = r->landing[k];
+  const auto slot = slot_of_[static_cast<std::size_t>(i)][k];
+  if (landing != Landing::kDirect) {
+    const auto& p = c_.program;
+    const std::byte* from =
+        landing == Landing::kStaged
+            ? c_.regions.bases[p.receive_staging_region] + slot * p.receive_staging.slot_bytes
+            : c_.regions.bases[p.scratch_region] + r->scratch_offset + begin;
+    for_each_segment_piece(r->segments, begin, end, [&](std::size_t s, std::int64_t lo, std::int64_t hi) {
+      for (const RowMap& map : r->segments[s].maps)
+        unpack(map, lo, hi, from + (r->segments[s].stream + lo - begin), c_.regions.bases);
+    });
+  }
+  auto& arrived = arrived_[static_cast<std::size_t>(i)];
+  arrived[k] = true;
+  auto& prefix = arrived_prefix_[static_cast<std::size_t>(i)];
+  while (prefix < r->chunk_count() && arrived[static_cast<std::size_t>(prefix)]) ++prefix;
+  --chunks_to_receive_;
+  if (landing != Landing::kStaged) {
+    --in_place_granted_[static_cast<std::size_t>(m.from)];
+    return grant_in_place(static_cast<std::size_t>(m.from));
+  }
+  receive_slots_.give(slot);
+  return grant_staged();
+}
+
+}  // namespace refit::ucx_detail

@@ -1,0 +1,156 @@
+// The sending half of an execution: grants, packing, puts, flushes and data notices.
+#include <fmt/format.h>
+
+#include "chunk_plan.h"
+#include "engine.h"
+
+namespace refit::ucx_detail {
+namespace {
+
+// A grant must cover the chunk's bytes in order, inside regions the receiver published.
+bool grant_fits(const std::vector<Run>& runs, std::int64_t bytes, const Peer& peer) {
+  std::int64_t at = 0;
+  for (const Run& r : runs) {
+    if (r.stream != at || r.length <= 0 || r.region >= peer.regions.size()) return false;
+    const auto& region = peer.regions[r.region];
+    if (!region.key || r.offset < 0 || r.offset + r.length > region.bytes) return false;
+    at += r.length;
+  }
+  return at == bytes;
+}
+
+}  // namespace
+
+Result<void> Engine::on_grant(const Message& m) {
+  const auto t = m.transfer;
+  const auto j = t >= 0 && static_cast<std::size_t>(t) < send_of_transfer_.size()
+                     ? send_of_transfer_[static_cast<std::size_t>(t)]
+                     : -1;
+  const Send* s = j >= 0 ? &c_.program.sends[static_cast<std::size_t>(j)] : nullptr;
+  const bool known = s && s->peer.value == m.from && m.chunk >= 0 && m.chunk < s->chunk_count() &&
+                     !grants_[static_cast<std::size_t>(j)][static_cast<std::size_t>(m.chunk)];
+  const auto bytes = known ? chunk_end(s->bytes, s->chunk, m.chunk) - chunk_begin(s->chunk, m.chunk) : 0;
+  if (!known || !grant_fits(m.runs, bytes, c_.connections.peer(s->peer)))
+    return fail(ErrorCode::kRuntime,
+                fmt::format("rank {} granted chunk {} of transfer {}, which does not match "
+                            "what this rank sends it",
+                            m.from, m.chunk, t));
+  grants_[static_cast<std::size_t>(j)][static_cast<std::size_t>(m.chunk)] = m.runs;
+  return {};
+}
+
+bool Engine::ready(const ChunkRef& c) const {
+  const auto j = static_cast<std::size_t>(c.first);
+  const auto k = static_cast<std::size_t>(c.second);
+  if (!grants_[j][k]) return false;
+  const Send& s = c_.program.sends[j];
+  for (const ChunkWait& w : s.waits[k])
+    if (arrived_prefix_[static_cast<std::size_t>(w.receive)] < w.chunks) return false;
+  return !s.runs[k].empty() || pack_slots_.available();
+}
+
+Result<bool> Engine::send_ready_chunks() {
+  bool any = false;
+  for (std::size_t p = 0; p < queue_.size(); ++p)
+    for (; next_[p] < queue_[p].size() && ready(queue_[p][next_[p]]); ++next_[p]) {
+      if (auto ok = send_chunk(queue_[p][next_[p]]); !ok) return std::unexpected(ok.error());
+      any = true;
+    }
+  return any;
+}
+
+Result<void> Engine::send_chunk(const ChunkRef& c) {
+  const auto& p = c_.program;
+  const Send& s = p.sends[static_cast<std::size_t>(c.first)];
+  const auto begin = chunk_begin(s.chunk, c.second);
+  const auto end = chunk_end(s.bytes, s.chunk, c.second);
+  std::vector<Run> local = s.runs[static_cast<std::size_t>(c.second)];
+  std::int64_t slot = -1;
+  if (local.empty()) {
+    slot = pack_slots_.take();
+    const std::int64_t offset = slot * p.send_staging.slot_bytes;
+    std::byte* to = c_.regions.bases[p.send_staging_region] + offset;
+    for_each_segment_piece(s.segments, begin, end, [&](std::size_t i, std::int64_t lo, std::int64_t hi) {
+      for (const RowMap& map : s.segments[i].maps)
+        pack(map, lo, hi, c_.regions.bases, to + (s.segments[i].stream + lo - begin));
+    });
+    local = {Run{0, p.send_staging_region, offset, end - begin}};
+  }
+  const auto& remote = *grants_[static_cast<std::size_t>(c.first)][static_cast<std::size_t>(c.second)];
+  if (auto ok = put_pieces(s, local, remote); !ok) return ok;
+  // Puts complete in no particular order; the flush makes the chunk visible before its notice.
+  auto& item = c_.flushes.add(Flushed{c_.epoch, c.first, c.second, slot});
+  ucp_request_param_t params{};
+  params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  params.cb.send = &InFlight<Flushed>::completed;
+  params.user_data = &item;
+  void* request = ucp_ep_flush_nbx(c_.connections.peer(s.peer).endpoint, &params);
+  if (UCS_PTR_IS_ERR(request)) {
+    item.done = true;
+    item.status = UCS_PTR_STATUS(request);
+  } else if (request == nullptr) {
+    item.done = true;
+  }
+  return {};
+}
+
+// Puts the chunk piece by piece: each piece is contiguous both here and at the receiver.
+Result<void> Engine::put_pieces(const Send& s, const std::vector<Run>& local,
+                                const std::vector<Run>& remote) {
+  Peer& peer = c_.connections.peer(s.peer);
+  std::size_t l = 0;
+  std::size_t r = 0;
+  for (std::int64_t at = 0; l < local.size() && r < remote.size();) {
+    const Run& a = local[l];
+    const Run& b = remote[r];
+    const std::int64_t n = std::min(a.stream + a.length, b.stream + b.length) - at;
+    ucp_request_param_t params{};
+    if (auto* memh = c_.regions.handles[a.region]) {
+      params.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
+      params.memh = memh;
+    }
+    const auto& target = peer.regions[b.region];
+    void* request = ucp_put_nbx(
+        peer.endpoint, c_.regions.bases[a.region] + a.offset + (at - a.stream), static_cast<std::size_t>(n),
+        target.base + static_cast<std::uint64_t>(b.offset + (at - b.stream)), target.key.get(), &params);
+    if (UCS_PTR_IS_ERR(request))
+      return fail(ErrorCode::kRuntime,
+                  fmt::format("put of {} to rank {} failed: {}",
+                              describe(c_.plan.transfers[static_cast<std::size_t>(s.transfer)]), s.peer.value,
+                              ucs_status_string(UCS_PTR_STATUS(request))));
+    if (request != nullptr) ucp_request_free(request);  // the flush reports completion
+    at += n;
+    if (at == a.stream + a.length) ++l;
+    if (at == b.stream + b.length) ++r;
+  }
+  return {};
+}
+
+Result<bool> Engine::handle_flushes() {
+  bool any = false;
+  Result<void> outcome;
+  c_.flushes.sweep([&](auto& item) {
+    const Flushed& f = item.value;
+    if (f.epoch != c_.epoch || !outcome) return;  // left over from an execution that failed
+    any = true;
+    const Send& s = c_.program.sends[static_cast<std::size_t>(f.send)];
+    if (item.status != UCS_OK) {
+      outcome = fail(ErrorCode::kRuntime,
+                     fmt::format("puts of {} to rank {} failed: {}",
+                                 describe(c_.plan.transfers[static_cast<std::size_t>(s.transfer)]),
+                                 s.peer.value, ucs_status_string(item.status)));
+      return;
+    }
+    if (f.slot >= 0) pack_slots_.give(f.slot);
+    Message m = message(MessageKind::kData);
+    m.transfer = s.transfer;
+    m.chunk = f.chunk;
+    outcome = post(s.peer, m);
+    --chunks_to_send_;
+    if (c_.options.on_chunk_sent) c_.options.on_chunk_sent(s.transfer, f.chunk);
+  });
+  if (!outcome) return std::unexpected(outcome.error());
+  return any;
+}
+
+}  // namespace refit::ucx_detail

@@ -1,0 +1,133 @@
+#include "refit/executors/ucx_executor.h"
+
+#include <fmt/format.h>
+
+#include "buffer_checks.h"
+
+#include "connections.h"
+#include "engine.h"
+#include "handshake.h"
+#include "rank_program.h"
+#include "refit/executors/agreement.h"
+#include "ucx_handles.h"
+#include "wire.h"
+
+namespace refit {
+namespace {
+
+using namespace ucx_detail;
+
+// The process's UCX worker and what its callbacks write into. Shared by the executor and every
+// plan it prepared, and destroyed last: UCX may complete requests after the execution that
+// posted them has ended.
+struct Runtime {
+  explicit Runtime(std::int32_t world) : inbox(world) {}
+  Inbox inbox;
+  Outbox outbox;
+  InFlight<Flushed> flushes;
+  std::uint64_t epoch = 0;         // executions so far; the same on every rank
+  std::unique_ptr<Worker> worker;  // declared last, so destroyed before what its callbacks use
+};
+
+class UcxPrepared final : public PreparedPlan {
+ public:
+  std::shared_ptr<Runtime> runtime;
+  Plan plan;
+  RankProgram program;
+  LocalRegions regions;
+  std::unique_ptr<Connections> connections;  // closed before the regions are unregistered
+};
+
+class UcxExecutor final : public Executor {
+ public:
+  UcxExecutor(Bootstrap& bootstrap, ExecutorOptions options, std::shared_ptr<Runtime> runtime)
+      : bootstrap_(bootstrap), options_(std::move(options)), runtime_(std::move(runtime)) {}
+
+  std::string_view name() const override { return "ucx"; }
+  ExecutorCapabilities capabilities() const override { return {.host_memory = true, .cuda_memory = false}; }
+
+  Result<std::unique_ptr<PreparedPlan>> prepare(const Plan& plan, Rank rank,
+                                                const RankBuffers& buffers) override {
+    auto prepared = std::make_unique<UcxPrepared>();
+    prepared->runtime = runtime_;
+    prepared->plan = plan;
+    // Each rank checks its buffers, then all compare plan hashes.
+    auto hashes = agree(bootstrap_, introduce(prepared->plan, rank, buffers));
+    if (!hashes) return std::unexpected(hashes.error());
+    if (auto same = check_same_plan(*hashes); !same) return std::unexpected(same.error());
+    // Each rank works out its part and registers its memory once; all exchange keys.
+    auto cards = agree(bootstrap_, register_locally(*prepared, rank, buffers));
+    if (!cards) return std::unexpected(cards.error());
+    auto connected = connect(rank, *cards);
+    if (auto all =
+            agree(bootstrap_, connected ? Result<std::string>("") : std::unexpected(connected.error()));
+        !all)
+      return std::unexpected(all.error());
+    prepared->connections = std::move(*connected);
+    return prepared;
+  }
+
+  Result<ExecutionReport> execute(PreparedPlan& prepared) override {
+    auto* p = dynamic_cast<UcxPrepared*>(&prepared);
+    if (p == nullptr || p->runtime != runtime_)
+      return invalid("execute: the plan was not prepared by this executor");
+    Runtime& rt = *runtime_;
+    Engine engine(ExecutionContext{p->plan, p->program, *rt.worker, rt.inbox, *p->connections, p->regions,
+                                   options_, ++rt.epoch, rt.outbox, rt.flushes});
+    return engine.run();
+  }
+
+ private:
+  // This rank's own checks; it contributes its plan hash.
+  Result<std::string> introduce(const Plan& plan, Rank rank, const RankBuffers& buffers) const {
+    if (plan.world_size() != bootstrap_.size() || rank.value != bootstrap_.rank())
+      return invalid(
+          fmt::format("the plan has {} ranks and this is rank {}, the bootstrap says rank {} of {}",
+                      plan.world_size(), rank.value, bootstrap_.rank(), bootstrap_.size()));
+    if (auto ok = check_buffers(plan, rank, buffers); !ok) return std::unexpected(ok.error());
+    return plan_hash_hex(plan);
+  }
+
+  // Works out this rank's part and registers its regions once; it contributes its card.
+  Result<std::string> register_locally(UcxPrepared& prepared, Rank rank, const RankBuffers& buffers) const {
+    auto program = make_rank_program(prepared.plan, rank, buffers, options_.staging);
+    if (!program) return std::unexpected(program.error());
+    prepared.program = std::move(*program);
+    auto regions = register_regions(*runtime_->worker, prepared.program);
+    if (!regions) return std::unexpected(regions.error());
+    prepared.regions = std::move(*regions);
+    return make_card(*runtime_->worker, prepared.program, prepared.regions);
+  }
+
+  // Endpoints to every peer, proven to work in both directions.
+  Result<std::unique_ptr<Connections>> connect(Rank rank, const std::vector<std::string>& cards) const {
+    Runtime& rt = *runtime_;
+    auto connections = Connections::connect(*rt.worker, rt.inbox, rank, cards);
+    if (!connections) return connections;
+    const HandshakeParties parties{*rt.worker, rt.inbox, rt.outbox, **connections};
+    if (auto ok = handshake(parties, rank, rt.epoch, options_.timeout); !ok)
+      return std::unexpected(ok.error());
+    return connections;
+  }
+
+  Bootstrap& bootstrap_;
+  ExecutorOptions options_;
+  std::shared_ptr<Runtime> runtime_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Executor>> make_ucx_executor(Bootstrap& bootstrap, const ExecutorOptions& options) {
+  if (!(options.timeout.value > 0))
+    return invalid(fmt::format("timeout must be > 0 s, got {}", options.timeout.value));
+  if (options.staging.value <= 0)
+    return invalid(fmt::format("staging must be > 0 bytes, got {}", options.staging.value));
+  auto worker = Worker::create();
+  if (!worker) return std::unexpected(worker.error());
+  auto runtime = std::make_shared<Runtime>(bootstrap.size());
+  runtime->worker = std::move(*worker);
+  if (auto ok = listen(runtime->worker->get(), runtime->inbox); !ok) return std::unexpected(ok.error());
+  return std::make_unique<UcxExecutor>(bootstrap, options, std::move(runtime));
+}
+
+}  // namespace refit

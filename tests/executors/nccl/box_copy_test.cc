@@ -1,0 +1,229 @@
+// The copy geometry and the kernel's item code against brute force. The kernel body runs here on
+// the host exactly as on the GPU (copy_kernel_body.h), so these tests check its index arithmetic,
+// the unit widening and the thread split without a GPU.
+#include <algorithm>
+#include <random>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "box_walk.h"
+#include "device_copy.h"
+
+namespace refit::nccl_detail {
+namespace {
+
+class Random {
+ public:
+  explicit Random(std::uint64_t seed) : rng_(seed) {}
+  std::int64_t uniform(std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng_); }
+  // A box inside `outer`.
+  Box inside(const Box& outer) {
+    Box b = outer;
+    for (std::size_t d = 0; d < b.rank(); ++d) {
+      b.extent[d] = uniform(1, outer.extent[d]);
+      b.offset[d] = outer.offset[d] + uniform(0, outer.extent[d] - b.extent[d]);
+    }
+    return b;
+  }
+  Box box(std::size_t dims, std::int64_t max_extent) {
+    Box b{Shape(dims), Shape(dims)};
+    for (std::size_t d = 0; d < dims; ++d) {
+      b.offset[d] = uniform(0, 3);
+      b.extent[d] = uniform(1, max_extent);
+    }
+    return b;
+  }
+
+ private:
+  std::mt19937_64 rng_;
+};
+
+Shape point_of(const Box& b, std::int64_t index) {
+  Shape p = b.offset;
+  for (std::size_t d = b.rank(); d-- > 0;) {
+    p[d] += index % b.extent[d];
+    index /= b.extent[d];
+  }
+  return p;
+}
+
+TEST(RangeBoxes, CoverExactlyTheRangeWithFewBoxes) {
+  Random r(1);
+  for (int i = 0; i < 3000; ++i) {
+    const Box b = r.box(static_cast<std::size_t>(r.uniform(1, 4)), 5);
+    const auto first = r.uniform(0, b.volume() - 1);
+    const auto end = r.uniform(first + 1, b.volume());
+    std::vector<Box> boxes;
+    range_boxes(b, first, end, boxes);
+    // Brute force: the boxes' elements are exactly indices [first, end) of b, each once.
+    std::multiset<std::int64_t> got;
+    for (const auto& x : boxes)
+      for (std::int64_t k = 0; k < x.volume(); ++k) got.insert(row_major_index(b, point_of(x, k)));
+    std::multiset<std::int64_t> want;
+    for (auto k = first; k < end; ++k) want.insert(k);
+    ASSERT_EQ(got, want) << b.to_string() << " [" << first << ", " << end << ")";
+    EXPECT_LE(boxes.size(), 2 * b.rank() - 1);
+  }
+}
+
+struct Case {
+  std::int64_t es;
+  Box src_array, dst_array, x;
+  std::int64_t first, count, src_base, dst_base;
+};
+
+Case random_case(Random& r) {
+  const auto dims = static_cast<std::size_t>(r.uniform(1, 4));
+  Case c;
+  c.es = std::int64_t{1} << r.uniform(0, 3);
+  const Box outer = r.box(dims, 7);
+  c.x = r.inside(outer);
+  // Arrays holding x; sometimes exactly x (contiguous), sometimes larger (strided).
+  c.src_array = r.uniform(0, 2) == 0 ? c.x : outer;
+  c.dst_array = r.uniform(0, 2) == 0 ? c.x : r.inside(outer);
+  for (std::size_t d = 0; d < dims; ++d) {
+    const auto lo = std::min(c.dst_array.offset[d], c.x.offset[d]);
+    const auto hi = std::max(c.dst_array.offset[d] + c.dst_array.extent[d], c.x.offset[d] + c.x.extent[d]);
+    c.dst_array.offset[d] = lo;
+    c.dst_array.extent[d] = hi - lo;
+  }
+  c.first = r.uniform(0, c.x.volume() - 1);
+  c.count = r.uniform(1, c.x.volume() - c.first);
+  // Bases aligned to the element, and to 16 bytes half of the time, so every unit width occurs.
+  c.src_base = r.uniform(0, 1) ? 16 * r.uniform(0, 2) : c.es * r.uniform(0, 5);
+  c.dst_base = r.uniform(0, 1) ? 16 * r.uniform(0, 2) : c.es * r.uniform(0, 5);
+  return c;
+}
+
+TEST(BoxCopy, KernelItemCodeMatchesBruteForce) {
+  Random r(2);
+  std::set<std::int32_t> units;
+  for (int i = 0; i < 4000; ++i) {
+    const Case c = random_case(r);
+    const auto src_bytes = c.src_base + c.src_array.volume() * c.es;
+    const auto dst_bytes = c.dst_base + c.dst_array.volume() * c.es;
+    // operator new aligns to 16 bytes, so the bases above decide the alignment.
+    std::vector<std::byte> src(static_cast<std::size_t>(src_bytes)), dst(static_cast<std::size_t>(dst_bytes));
+    for (std::size_t k = 0; k < src.size(); ++k) src[k] = static_cast<std::byte>(k * 7 + 3);
+    auto want = dst;
+    // Brute force: element e of x's range goes from its place in src to its place in dst.
+    for (auto e = c.first; e < c.first + c.count; ++e) {
+      const auto p = point_of(c.x, e);
+      const auto from = c.src_base + row_major_index(c.src_array, p) * c.es;
+      const auto to = c.dst_base + row_major_index(c.dst_array, p) * c.es;
+      std::copy_n(src.begin() + from, c.es, want.begin() + to);
+    }
+    const auto planned = plan_copy(Stored{c.src_base, c.src_array}, Stored{c.dst_base, c.dst_array}, c.x, c.first, c.count, c.es);
+    std::vector<DeviceCopy> batch{make_device_copy(planned.geometry, src.data() + planned.src_offset, dst.data() + planned.dst_offset)};
+    units.insert(batch[0].unit);
+    number_items(batch);
+    run_batch_on_host(batch);
+    ASSERT_EQ(dst, want) << "case " << i << ": x " << c.x.to_string() << " in " << c.src_array.to_string() << " -> "
+                         << c.dst_array.to_string() << ", elements [" << c.first << ", +" << c.count << "), " << c.es
+                         << "-byte, unit " << batch[0].unit;
+    // copy_reach bounds exactly the bytes touched (relative to the origins).
+    const auto reach = copy_reach(planned.geometry);
+    const auto first = point_of(c.x, c.first);
+    const auto last = point_of(c.x, c.first + c.count - 1);
+    EXPECT_EQ(planned.dst_offset + reach.dst_begin, c.dst_base + row_major_index(c.dst_array, first) * c.es);
+    EXPECT_EQ(planned.dst_offset + reach.dst_end, c.dst_base + (row_major_index(c.dst_array, last) + 1) * c.es);
+  }
+  EXPECT_EQ(units, (std::set<std::int32_t>{1, 2, 4, 8, 16}));  // every width was exercised
+}
+
+TEST(BoxCopy, LongRowsAreCutIntoTilesOfTheBlock) {
+  // Rows of up to 5000 elements: several tiles of kCopyThreads * kCopyUnroll units per row, and
+  // ranges that start and end inside a tile.
+  Random r(5);
+  for (int i = 0; i < 200; ++i) {
+    const auto es = std::int64_t{1} << r.uniform(0, 3);
+    const Box array{{0, 0}, {3, r.uniform(1000, 5000)}};
+    const Box x = r.inside(array);
+    const auto first = r.uniform(0, x.volume() - 1);
+    const auto count = r.uniform(1, x.volume() - first);
+    std::vector<std::byte> src(static_cast<std::size_t>(array.volume() * es)), dst(static_cast<std::size_t>(x.volume() * es));
+    for (std::size_t k = 0; k < src.size(); ++k) src[k] = static_cast<std::byte>(k * 31 + 7);
+    auto want = dst;
+    for (auto e = first; e < first + count; ++e)
+      std::copy_n(src.begin() + row_major_index(array, point_of(x, e)) * es, es, want.begin() + e * es);
+    const auto p = plan_copy(Stored{0, array}, Stored{0, x}, x, first, count, es);
+    std::vector<DeviceCopy> batch{make_device_copy(p.geometry, src.data() + p.src_offset, dst.data() + p.dst_offset)};
+    number_items(batch);
+    run_batch_on_host(batch);
+    ASSERT_EQ(dst, want) << "case " << i << ": " << x.to_string() << " of " << array.to_string() << ", unit " << batch[0].unit;
+  }
+}
+
+TEST(BoxCopy, ABatchOfCopiesRunsAsOne) {
+  // Three copies of different widths into disjoint parts of one buffer, numbered as one batch.
+  std::vector<std::byte> src(4096), dst(4096), want(4096);
+  for (std::size_t k = 0; k < src.size(); ++k) src[k] = static_cast<std::byte>(k * 13 + 1);
+  std::vector<DeviceCopy> batch;
+  for (int k = 0; k < 3; ++k) {
+    const Box array{{0, 0}, {40, 9}};
+    const Box x{{3, 1}, {30, 5 + k}};
+    const auto es = std::int64_t{2} << k;
+    const auto base = 1024 * k;
+    const auto p = plan_copy(Stored{0, array}, Stored{base, x}, x, 0, x.volume(), es);
+    batch.push_back(make_device_copy(p.geometry, src.data() + p.src_offset, dst.data() + p.dst_offset));
+    for (std::int64_t e = 0; e < x.volume(); ++e)
+      std::copy_n(src.begin() + row_major_index(array, point_of(x, e)) * es, es, want.begin() + base + e * es);
+  }
+  EXPECT_EQ(number_items(batch), batch[0].items + batch[1].items + batch[2].items);
+  run_batch_on_host(batch);
+  EXPECT_EQ(dst, want);
+}
+
+TEST(BoxCopy, WideContiguousRunsMoveSixteenBytesAtATime) {
+  // A [64, 128] bf16 array, rows 8..40 and columns 32..96: 128-byte runs, 16-byte aligned.
+  alignas(16) std::byte src[64 * 128 * 2];
+  alignas(16) std::byte dst[32 * 64 * 2];
+  const Box array{{0, 0}, {64, 128}};
+  const Box x{{8, 32}, {32, 64}};
+  const auto p = plan_copy(Stored{0, array}, Stored{0, x}, x, 0, x.volume(), 2);
+  const auto c = make_device_copy(p.geometry, src + p.src_offset, dst + p.dst_offset);
+  EXPECT_EQ(c.unit, 16);
+  EXPECT_EQ(c.dims, 2);
+  EXPECT_EQ(c.extent[1], 64 * 2 / 16);  // 8 units per row
+  EXPECT_EQ(c.src_stride[0], 128 * 2 / 16);
+  // Odd columns break the 16-byte alignment of every row but the first: 2-byte units.
+  const Box odd{{8, 33}, {32, 63}};
+  const auto q = plan_copy(Stored{0, array}, Stored{0, odd}, odd, 0, odd.volume(), 2);
+  EXPECT_EQ(make_device_copy(q.geometry, src + q.src_offset, dst + q.dst_offset).unit, 2);
+}
+
+TEST(BoxCopy, MergesDimsContiguousInBothArrays) {
+  // Full rows of a [10, 4, 6] array into a box-shaped array: one contiguous run of 3*4*6.
+  const Box array{{0, 0, 0}, {10, 4, 6}};
+  const Box x{{2, 0, 0}, {3, 4, 6}};
+  const auto p = plan_copy(Stored{0, array}, Stored{0, x}, x, 0, x.volume(), 4);
+  EXPECT_EQ(p.geometry.dims, 1);
+  EXPECT_EQ(p.geometry.extent[0], 72);
+  EXPECT_EQ(p.src_offset, 2 * 24 * 4);
+  // A column: dims of extent 1 drop out, the stride stays.
+  const Box column{{0, 2, 3}, {10, 1, 1}};
+  const auto q = plan_copy(Stored{0, array}, Stored{0, column}, column, 0, 10, 4);
+  EXPECT_EQ(q.geometry.dims, 1);
+  EXPECT_EQ(q.geometry.src_stride[0], 24);
+  EXPECT_EQ(q.geometry.dst_stride[0], 1);
+}
+
+TEST(ContiguousRun, FindsExactlyTheRunsBruteForceFinds) {
+  Random r(4);
+  for (int i = 0; i < 3000; ++i) {
+    const Case c = random_case(r);
+    const auto run = contiguous_run(Stored{c.src_base, c.src_array}, c.x, c.first, c.count, c.es);
+    bool contiguous = true;
+    const auto start = c.src_base + row_major_index(c.src_array, point_of(c.x, c.first)) * c.es;
+    for (std::int64_t k = 1; k < c.count && contiguous; ++k)
+      contiguous = c.src_base + row_major_index(c.src_array, point_of(c.x, c.first + k)) * c.es == start + k * c.es;
+    ASSERT_EQ(run.has_value(), contiguous) << "case " << i;
+    if (run) {
+      EXPECT_EQ(*run, start);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace refit::nccl_detail

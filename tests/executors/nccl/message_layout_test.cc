@@ -1,0 +1,58 @@
+// Chunks of a message: at most the limit, ending on element boundaries of whatever segment they
+// cut, and their pieces tile the message in order.
+#include <gtest/gtest.h>
+
+#include "message_layout.h"
+
+namespace refit::nccl_detail {
+namespace {
+
+Plan mixed_plan() {
+  // Segments of 3 int8 (3 bytes), 5 fp64 (40 bytes) and 7 fp16 (14 bytes): 57 bytes, and every
+  // segment after the first starts off its element alignment in the message.
+  Plan p;
+  p.tensors = {TensorSpec{"a", {3}, DType::kInt8}, TensorSpec{"b", {5}, DType::kFP64}, TensorSpec{"c", {7}, DType::kFP16}};
+  p.source_ranks = 1;
+  p.destination_ranks = 1;
+  Transfer t{0, Rank{0}, Rank{1}, LinkKind::kNetwork, {}, Bytes{57}, Bytes{16}};
+  t.segments = {Segment{0, Box{{0}, {3}}}, Segment{1, Box{{0}, {5}}}, Segment{2, Box{{0}, {7}}}};
+  p.transfers.push_back(t);
+  return p;
+}
+
+TEST(MessageLayout, ChunksEndOnElementBoundariesAndPiecesTileTheMessage) {
+  const auto plan = mixed_plan();
+  for (const std::int64_t max : {16, 32, 48, 64, 1 << 20}) {
+    const MessageLayout layout(plan, plan.transfers[0], max);
+    std::int64_t at = 0;
+    for (std::int64_t k = 0; k < layout.chunks(); ++k) {
+      EXPECT_EQ(layout.chunk_begin(k), at);
+      EXPECT_LE(layout.chunk_bytes(k), max);
+      for (const auto& p : layout.pieces(k)) {
+        const auto es = layout.element_size(p.segment);
+        // The piece starts where the message has got to, and is whole elements of its segment.
+        EXPECT_EQ(layout.chunk_begin(k) + p.offset, at);
+        EXPECT_EQ(layout.segment_offset(p.segment) + p.first * es, at);
+        EXPECT_EQ(layout.chunk_of(at), k);
+        at += p.count * es;
+      }
+      EXPECT_EQ(at, layout.chunk_end(k));
+    }
+    EXPECT_EQ(at, 57);
+  }
+}
+
+TEST(MessageLayout, SixteenByteChunksOfTheMixedMessage) {
+  // Bytes 0-2 int8, 3-42 fp64 (elements at 3, 11, 19, 27, 35), 43-56 fp16. Cutting at the last
+  // element boundary at or before each 16-byte step: 11, 27, 43, 57.
+  const auto plan = mixed_plan();
+  const MessageLayout layout(plan, plan.transfers[0], 16);
+  ASSERT_EQ(layout.chunks(), 4);
+  EXPECT_EQ(layout.chunk_end(0), 11);
+  EXPECT_EQ(layout.chunk_end(1), 27);
+  EXPECT_EQ(layout.chunk_end(2), 43);
+  EXPECT_EQ(layout.chunk_end(3), 57);
+}
+
+}  // namespace
+}  // namespace refit::nccl_detail

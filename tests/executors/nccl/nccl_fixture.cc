@@ -1,0 +1,80 @@
+#include "nccl_fixture.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "refit/executors/pattern.h"
+#include "translate.h"
+
+namespace refit::nccl_detail::testing {
+namespace {
+
+std::span<std::byte> add_shard(HostRanks& h, std::uint32_t tensor, const TensorSpec& spec, const Box& box,
+                               bool source) {
+  auto& bytes = h.memory.emplace_back(static_cast<std::size_t>(box.volume() * dtype_size(spec.dtype)), std::byte{0xEE});
+  if (source) fill_pattern(tensor, spec.shape, box, dtype_size(spec.dtype), bytes);
+  return bytes;
+}
+
+}  // namespace
+
+HostRanks make_host_ranks(const ReshardProblem& problem) {
+  HostRanks h;
+  for (std::int32_t r = 0; r < problem.world_size(); ++r) {
+    LocalRankBuffers rank{Rank{r}, RankBuffers{MemoryKind::kHost, {}, {}}};
+    for (std::uint32_t t = 0; t < problem.tensors().size(); ++t) {
+      const auto& spec = problem.tensors()[t];
+      if (auto box = spec.source.local_box(Rank{r}))
+        rank.buffers.sources.push_back(ShardBuffer{t, *box, add_shard(h, t, spec.tensor, *box, true)});
+      if (auto box = spec.destination.local_box(Rank{r}))
+        rank.buffers.destinations.push_back(ShardBuffer{t, *box, add_shard(h, t, spec.tensor, *box, false)});
+    }
+    h.ranks.push_back(std::move(rank));
+  }
+  return h;
+}
+
+Result<void> verify_destinations(const ReshardProblem& problem, const HostRanks& ranks) {
+  for (const auto& r : ranks.ranks)
+    for (const auto& d : r.buffers.destinations) {
+      const auto& spec = problem.tensors()[d.tensor].tensor;
+      if (auto ok = verify_pattern(d.tensor, spec.shape, d.box, dtype_size(spec.dtype), d.bytes); !ok)
+        return std::unexpected(std::move(ok.error()).in(fmt::format("rank {}, tensor '{}' {}", r.rank.value, spec.name,
+                                                                    d.box.to_string())));
+    }
+  return {};
+}
+
+CommRankMap comm_map(Mapping m, std::int32_t world) {
+  CommRankMap map(static_cast<std::size_t>(world));
+  for (std::int32_t r = 0; r < world; ++r)
+    map[static_cast<std::size_t>(r)] = m == Mapping::kOnePerProcess ? r : m == Mapping::kAllInOne ? 0 : r / 2;
+  return map;
+}
+
+std::vector<SimProcess> Processes::sim() const {
+  std::vector<SimProcess> out;
+  for (std::size_t c = 0; c < programs.size(); ++c)
+    out.push_back(SimProcess{&programs[c], views[c].shards, static_cast<std::int32_t>(c)});
+  return out;
+}
+
+Result<Processes> make_processes(const Plan& plan, HostRanks& ranks, const CommRankMap& map, Bytes staging) {
+  const auto size = *std::ranges::max_element(map) + 1;
+  Processes p;
+  for (std::int32_t c = 0; c < size; ++c) {
+    std::vector<LocalRankBuffers> mine;
+    for (const auto& r : ranks.ranks)
+      if (map[static_cast<std::size_t>(r.rank.value)] == c) mine.push_back(r);
+    auto view = make_local_view(plan, mine, map, CommPosition{c, size}, MemoryKind::kHost);
+    if (!view) return std::unexpected(std::move(view.error()));
+    auto program = build_program(plan, *view, staging);
+    if (!program) return std::unexpected(std::move(program.error()));
+    p.views.push_back(std::move(*view));
+    p.programs.push_back(std::move(*program));
+  }
+  return p;
+}
+
+}  // namespace refit::nccl_detail::testing

@@ -1,0 +1,45 @@
+// The registry lists the backends this build has and refuses others, naming what it has.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "refit/executors/registry.h"
+#include "thread_bootstrap.h"
+
+namespace refit {
+namespace {
+
+TEST(Registry, ListsTheUcxExecutorWhenBuilt) {
+  const auto names = executor_names();
+  EXPECT_NE(std::ranges::find(names, "ucx"), names.end());
+}
+
+TEST(Registry, MakesTheUcxExecutor) {
+  testing::ThreadGroup group(1);
+  testing::ThreadBootstrap bootstrap(group, 0);
+  auto e = make_executor("ucx", bootstrap, {});
+  ASSERT_TRUE(e) << e.error().message;
+  EXPECT_EQ((*e)->name(), "ucx");
+  EXPECT_TRUE((*e)->capabilities().host_memory);
+}
+
+TEST(Registry, RefusesAnUnknownExecutorNamingTheKnownOnes) {
+  testing::ThreadGroup group(1);
+  testing::ThreadBootstrap bootstrap(group, 0);
+  const auto e = make_executor("carrier-pigeon", bootstrap, {});
+  ASSERT_FALSE(e);
+  EXPECT_EQ(e.error().code, ErrorCode::kNotFound);
+  EXPECT_NE(e.error().message.find("'carrier-pigeon'"), std::string::npos);
+  EXPECT_NE(e.error().message.find("ucx"), std::string::npos);
+}
+
+TEST(Registry, UcxRefusesANonPositiveTimeout) {
+  testing::ThreadGroup group(1);
+  testing::ThreadBootstrap bootstrap(group, 0);
+  const auto e = make_executor("ucx", bootstrap, ExecutorOptions{.timeout = Seconds{0}});
+  ASSERT_FALSE(e);
+  EXPECT_EQ(e.error().code, ErrorCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace refit

@@ -1,0 +1,213 @@
+// The UCX executor with ranks as threads of one process. Every strategy must deliver every
+// destination element exactly as the pattern says (verify_pattern checks each one); refusals
+// happen at prepare on every rank; a rank that goes silent makes every other rank fail within
+// the timeout, naming it.
+#include <chrono>
+#include <optional>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "random_problems.h"
+#include "refit/executors/host_shards.h"
+#include "refit/executors/ucx_executor.h"
+#include "refit/planner/strategy.h"
+#include "test_cluster.h"
+#include "thread_bootstrap.h"
+
+namespace refit {
+namespace {
+
+struct Outcome {
+  std::optional<Error> error;
+  bool prepared = false;
+  std::optional<Error> wrong_data;
+  ExecutionReport report;
+  double seconds = 0;
+};
+
+struct RunSpec {
+  ExecutorOptions options;
+  std::int32_t executions = 1;
+  std::function<void(std::int32_t, Plan&, RankBuffers&)> tweak;  // per rank, before prepare
+  std::int32_t silent_rank = -1;  // prepares, then never executes (a hung peer)
+};
+
+std::vector<Outcome> run_plan(const ReshardProblem& problem, const Plan& plan, const RunSpec& spec) {
+  std::vector<Outcome> out(static_cast<std::size_t>(plan.world_size()));
+  testing::run_ranks(plan.world_size(), [&](std::int32_t r, Bootstrap& bootstrap) {
+    Outcome& o = out[static_cast<std::size_t>(r)];
+    auto shards = HostShards::allocate(problem, Rank{r});
+    Plan mine = plan;
+    if (spec.tweak) spec.tweak(r, mine, shards.buffers());
+    auto executor = make_ucx_executor(bootstrap, spec.options);
+    ASSERT_TRUE(executor) << executor.error().message;
+    auto prepared = (*executor)->prepare(mine, Rank{r}, shards.buffers());
+    if (!prepared) {
+      o.error = prepared.error();
+      return;
+    }
+    o.prepared = true;
+    if (r == spec.silent_rank) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(spec.options.timeout.value * 2));
+      return;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    for (std::int32_t e = 0; e < spec.executions && !o.error; ++e) {
+      auto report = (*executor)->execute(**prepared);
+      if (!report)
+        o.error = report.error();
+      else
+        o.report = *report;
+    }
+    o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (auto ok = shards.verify(problem); !ok) o.wrong_data = ok.error();
+  });
+  return out;
+}
+
+void expect_all_verified(const std::vector<Outcome>& outcomes) {
+  for (std::size_t r = 0; r < outcomes.size(); ++r) {
+    SCOPED_TRACE(::testing::Message() << "rank " << r);
+    EXPECT_FALSE(outcomes[r].error) << outcomes[r].error->message;
+    EXPECT_FALSE(outcomes[r].wrong_data) << outcomes[r].wrong_data->message;
+  }
+}
+
+Plan plan_for(const ReshardProblem& problem, const Cluster& cluster, std::string_view strategy, Bytes chunk) {
+  auto plan = make_plan(strategy, problem, cluster, PlanOptions{.chunk = chunk});
+  EXPECT_TRUE(plan) << plan.error().message;
+  EXPECT_TRUE(validate(*plan, problem));
+  return *plan;
+}
+
+// 2 training ranks on node 0, 2 inference ranks on node 1: refit lands each piece once on node 1
+// and relays it over "NVLink"; chunks of 100 bytes split elements of 8-byte dtypes mid-element.
+TEST(UcxExecutor, EveryStrategyDeliversRandomProblemsExactly) {
+  testing::RandomProblems gen(7);
+  for (int i = 0; i < 6; ++i) {
+    const auto problem = gen.problem(2, 2);
+    const auto cluster = testing::make_test_cluster(2, 2, 2, 2);
+    for (const auto strategy : strategy_names()) {
+      SCOPED_TRACE(::testing::Message() << "case " << i << " strategy " << strategy);
+      const auto plan = plan_for(problem, cluster, strategy, Bytes{100});
+      expect_all_verified(run_plan(problem, plan, {}));
+    }
+  }
+}
+
+TEST(UcxExecutor, ThreeToFiveRanksOverThreeNodes) {
+  testing::RandomProblems gen(11);
+  const auto problem = gen.problem(3, 5, 4, 20);
+  const auto cluster = testing::make_test_cluster(3, 3, 3, 5);
+  for (const auto strategy : strategy_names()) {
+    SCOPED_TRACE(strategy);
+    expect_all_verified(run_plan(problem, plan_for(problem, cluster, strategy, Bytes{256}), {}));
+  }
+}
+
+// Staging for one 64-byte chunk (two slots, split between receiving and packing) forces every
+// staged chunk to wait until the one before it has been unpacked.
+TEST(UcxExecutor, TinyStagingStillDeliversEverything) {
+  testing::RandomProblems gen(3);
+  const auto problem = gen.problem(2, 3, 3, 16);
+  const auto cluster = testing::make_test_cluster(1, 5, 2, 3);
+  RunSpec spec;
+  spec.options.staging = Bytes{128};
+  for (const auto strategy : {"refit", "direct"}) {
+    SCOPED_TRACE(strategy);
+    expect_all_verified(run_plan(problem, plan_for(problem, cluster, strategy, Bytes{64}), spec));
+  }
+}
+
+// gather-broadcast moves NCCL's 512 KiB chunks: 1 KiB of staging cannot hold one.
+TEST(UcxExecutor, StagingSmallerThanAChunkIsRefusedAtPrepare) {
+  const auto problem = testing::RandomProblems(3).problem(2, 3, 3, 300);
+  const auto plan = plan_for(problem, testing::make_test_cluster(1, 5, 2, 3), "gather-broadcast", Bytes{64});
+  RunSpec spec;
+  spec.options.staging = Bytes{1024};
+  for (const auto& o : run_plan(problem, plan, spec)) {
+    ASSERT_TRUE(o.error);
+    EXPECT_NE(o.error->message.find("staging of 1024 bytes"), std::string::npos) << o.error->message;
+  }
+}
+
+// A prepared plan runs again and again (one refit per training step).
+TEST(UcxExecutor, RepeatedExecutionsOfOnePreparedPlan) {
+  testing::RandomProblems gen(5);
+  const auto problem = gen.problem(2, 2);
+  const auto cluster = testing::make_test_cluster(2, 2, 2, 2);
+  RunSpec spec;
+  spec.executions = 4;
+  expect_all_verified(run_plan(problem, plan_for(problem, cluster, "refit", Bytes{64}), spec));
+}
+
+TEST(UcxExecutor, RanksThatDisagreeOnThePlanHashRefuseAtPrepare) {
+  testing::RandomProblems gen(9);
+  const auto problem = gen.problem(2, 2);
+  const auto plan = plan_for(problem, testing::make_test_cluster(2, 2, 2, 2), "direct", Bytes{64});
+  RunSpec spec;
+  spec.tweak = [](std::int32_t r, Plan& p, RankBuffers&) {
+    if (r == 3) p.strategy += "-perturbed";
+  };
+  const auto outcomes = run_plan(problem, plan, spec);
+  for (const auto& o : outcomes) {
+    ASSERT_TRUE(o.error);
+    EXPECT_FALSE(o.prepared);
+    EXPECT_EQ(o.error->code, ErrorCode::kInvalidArgument);
+    EXPECT_NE(o.error->message.find("rank 3 has"), std::string::npos) << o.error->message;
+    EXPECT_NE(o.error->message.find("ranks 0, 1, 2 have"), std::string::npos) << o.error->message;
+  }
+}
+
+// A [8, 6] fp32 tensor, rows split over the training ranks, columns over the inference ranks.
+ReshardProblem rows_to_columns() {
+  const Shape shape{8, 6};
+  return ReshardProblem::make(
+             {testing::make_reshard(
+                 "w", shape, testing::make_layout(shape, {2}, testing::rank_range(0, 2), "S0"),
+                 testing::make_layout(shape, {2}, testing::rank_range(2, 2), "S1"), DType::kFP32)},
+             2, 2)
+      .value();
+}
+
+TEST(UcxExecutor, ABufferTooSmallIsRefusedAtPrepareOnEveryRank) {
+  const auto problem = rows_to_columns();
+  const auto plan = plan_for(problem, testing::make_test_cluster(2, 2, 2, 2), "refit", Bytes{64});
+  RunSpec spec;
+  spec.tweak = [](std::int32_t r, Plan&, RankBuffers& b) {
+    if (r == 2) b.destinations.front().bytes = b.destinations.front().bytes.first(1);
+  };
+  const auto outcomes = run_plan(problem, plan, spec);
+  for (std::size_t r = 0; r < outcomes.size(); ++r) {
+    ASSERT_TRUE(outcomes[r].error);
+    EXPECT_EQ(outcomes[r].error->code, ErrorCode::kInvalidArgument);
+    EXPECT_NE(outcomes[r].error->message.find("holds 1 bytes"), std::string::npos)
+        << outcomes[r].error->message;
+    if (r != 2)
+      EXPECT_NE(outcomes[r].error->message.find("rank 2"), std::string::npos) << outcomes[r].error->message;
+  }
+}
+
+// Rank 1 prepares and then never executes: every other rank hears nothing from it and fails
+// within about the timeout, naming it; nobody hangs.
+TEST(UcxExecutor, ASilentRankMakesEveryOtherRankFailNamingIt) {
+  testing::RandomProblems gen(13);
+  const auto problem = gen.problem(2, 2, 3, 30);
+  const auto plan = plan_for(problem, testing::make_test_cluster(2, 2, 2, 2), "refit", Bytes{64});
+  RunSpec spec;
+  spec.options.timeout = Seconds{1.0};
+  spec.silent_rank = 1;
+  const auto outcomes = run_plan(problem, plan, spec);
+  for (std::size_t r = 0; r < outcomes.size(); ++r) {
+    if (r == 1) continue;
+    SCOPED_TRACE(::testing::Message() << "rank " << r);
+    ASSERT_TRUE(outcomes[r].error);
+    EXPECT_NE(outcomes[r].error->message.find("rank 1 stopped responding"), std::string::npos)
+        << outcomes[r].error->message;
+    EXPECT_LT(outcomes[r].seconds, 2.5);
+  }
+}
+
+}  // namespace
+}  // namespace refit
