@@ -1,4 +1,13 @@
-// Cost of simulating a refit-sized transfer: 256 sender GPUs, each behind its own NIC, send two
+// Cost of simulating refit-sized transfers.
+//
+// BM_SimulateAllToAll: the shape of a DeepSeek-V3 plan (refit simulate --model deepseek-v3
+// --train pp=16,ep=16 --infer tp=32,dp=8 --cluster dgx-h100): 256 sender NICs each send their
+// messages in order to all 256 receiver NICs, keeping `window` in flight (message k waits for
+// message k - window of the same sender). Every flow crosses a NIC tx and a NIC rx, so all flows
+// form one contended component and each completion shifts the rates of dozens of others; exact,
+// and with the rate tolerance plan simulations use (SimulateOptions::rate_tolerance).
+//
+// BM_SimulateRelayChains: 256 sender GPUs, each behind its own NIC, send two
 // messages each to 256 receiver GPUs in 32 NVLink domains of 8 (1,536 resources). Every message
 // is cut into 512 KiB chunks that travel a 4-hop relay chain: sender NIC -> landing GPU, landing
 // GPU -> a GPU of another domain (forwarding), NVLink to a peer, copy-engine unpack there.
@@ -91,13 +100,46 @@ Model relay_model(std::int32_t messages_per_sender, std::int32_t chunks) {
   return model;
 }
 
-void BM_SimulateRelayChains(benchmark::State& state) {
-  const Model model = relay_model(static_cast<std::int32_t>(state.range(0)),
-                                  static_cast<std::int32_t>(state.range(1)));
+constexpr std::int32_t kNics = 256;
+
+// Receivers cycle through all NICs (101 is odd, so m -> 101 m is a permutation mod 256) with a
+// little jitter, and sizes vary between 1 and 2 times 64 MiB, so senders drift out of lockstep.
+Model all_to_all_model(std::int32_t messages_per_sender, std::int32_t window) {
+  Model model;
+  model.reserve_tasks(static_cast<std::size_t>(kNics * messages_per_sender), 2, 1);
+  const auto nic = BytesPerSecond::from_gbps(50);
+  std::vector<ResourceId> tx, rx;
+  for (std::int32_t n = 0; n < kNics; ++n) {
+    tx.push_back(model.add_resource("tx", nic));
+    rx.push_back(model.add_resource("rx", nic));
+  }
+  TaskSpec spec;
+  spec.latency = Seconds{10e-6};
+  for (std::int32_t s = 0; s < kNics; ++s) {
+    std::vector<TaskId> sent;
+    for (std::int32_t m = 0; m < messages_per_sender; ++m) {
+      const auto h = static_cast<std::uint32_t>(s) * 2654435761u +
+                     static_cast<std::uint32_t>(m) * 40503u;
+      const auto jitter = static_cast<std::int32_t>((h >> 11) % 5);
+      const std::int32_t receiver = (37 * s + 101 * m + jitter) % kNics;
+      spec.bytes = Bytes{(64 << 20) + static_cast<std::int64_t>((h >> 7) % (64 << 20))};
+      spec.resources = {tx[static_cast<std::size_t>(s)], rx[static_cast<std::size_t>(receiver)]};
+      spec.deps.clear();
+      if (window > 0 && m >= window)
+        spec.deps.push_back(sent[static_cast<std::size_t>(m - window)]);
+      sent.push_back(model.add_task(spec));
+    }
+  }
+  return model;
+}
+
+// Simulates `model` once per iteration; events/s is per second of process CPU time.
+void run_simulation(benchmark::State& state, const Model& model,
+                    const refit::sim::SimulateOptions& options) {
   std::uint64_t events = 0;
   double makespan = 0;
   for (auto _ : state) {
-    auto result = refit::sim::simulate(model);
+    auto result = refit::sim::simulate(model, options);
     if (!result) {
       state.SkipWithError(result.error().message.c_str());
       return;
@@ -112,11 +154,34 @@ void BM_SimulateRelayChains(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
   state.counters["makespan_ms"] = makespan * 1e3;
 }
+
+void BM_SimulateAllToAll(benchmark::State& state) {
+  const Model model = all_to_all_model(static_cast<std::int32_t>(state.range(0)),
+                                       static_cast<std::int32_t>(state.range(1)));
+  refit::sim::SimulateOptions options;
+  options.rate_tolerance = static_cast<double>(state.range(2)) * 1e-6;
+  run_simulation(state, model, options);
+}
+BENCHMARK(BM_SimulateAllToAll)
+    ->ArgNames({"messages", "window", "tolerance_ppm"})
+    ->Args({128, 8, 0})
+    ->Args({128, 8, 10'000})
+    ->Args({128, 16, 0})
+    ->Args({128, 16, 10'000})
+    ->MeasureProcessCPUTime()
+    ->Unit(benchmark::kMillisecond);
+
+void BM_SimulateRelayChains(benchmark::State& state) {
+  const Model model = relay_model(static_cast<std::int32_t>(state.range(0)),
+                                  static_cast<std::int32_t>(state.range(1)));
+  run_simulation(state, model, {});
+}
 BENCHMARK(BM_SimulateRelayChains)
     ->ArgNames({"messages", "chunks"})
     ->Args({2, 32})
     ->Args({8, 8})
     ->Args({32, 2})
+    ->MeasureProcessCPUTime()
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

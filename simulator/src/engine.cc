@@ -1,6 +1,5 @@
 #include "engine.h"
 
-#include <algorithm>
 #include <cmath>
 
 namespace refit::sim {
@@ -16,35 +15,17 @@ Engine::Engine(const Model& model, const Dependents& dependents, const SimulateO
     : model_(model),
       dependents_(dependents),
       options_(options),
-      network_(model),
+      network_(model, options.rate_tolerance),
+      queue_(static_cast<std::size_t>(model.task_count())),
       pending_deps_(static_cast<std::size_t>(model.task_count())),
       done_(pending_deps_.size(), 0) {
   out_.timings.resize(pending_deps_.size());
   out_.flow_completions.reserve(pending_deps_.size());
-  queue_.reserve(pending_deps_.size());
-}
-
-void Engine::push(double time, std::int32_t task, EventKind kind, std::uint32_t version) {
-  queue_.push_back({time, next_seq_++, task, version, kind});
-  std::push_heap(queue_.begin(), queue_.end(), later);
-  if (kind == EventKind::kLatencyPaid) ++latency_events_;
-}
-
-bool Engine::is_stale(const Event& e) const {
-  return e.kind == EventKind::kFlowDone && e.version != network_.version(e.task);
-}
-
-Engine::Event Engine::pop() {
-  std::pop_heap(queue_.begin(), queue_.end(), later);
-  const Event e = queue_.back();
-  queue_.pop_back();
-  if (e.kind == EventKind::kLatencyPaid) --latency_events_;
-  return e;
 }
 
 void Engine::become_ready(std::int32_t task, double now) {
   out_.timings[index(task)].ready = Seconds{now};
-  push(now + model_.latency(TaskId{task}).value, task, EventKind::kLatencyPaid, 0);
+  queue_.set(task, now + model_.latency(TaskId{task}).value, EventKind::kLatencyPaid);
 }
 
 void Engine::end_task(std::int32_t task, double now) {
@@ -74,25 +55,17 @@ void Engine::handle(const Event& event, double now) {
 // successor), then recomputes the rates the instant changed, once.
 void Engine::run_instant(double now) {
   const double horizon = now + std::abs(now) * kSameInstant;
-  while (!queue_.empty() && queue_.front().time <= horizon) {
-    const Event e = pop();
-    if (is_stale(e)) continue;
+  while (!queue_.empty() && queue_.top().time <= horizon) {
     ++out_.events;
-    handle(e, now);
+    handle(queue_.pop(), now);
   }
   for (const std::int32_t flow : network_.reallocate(now)) {
     const double done = network_.completion_time(flow);
-    if (std::isfinite(done)) push(done, flow, EventKind::kFlowDone, network_.version(flow));
+    if (std::isfinite(done))
+      queue_.set(flow, done, EventKind::kFlowDone);
+    else
+      queue_.erase(flow);
   }
-}
-
-// Superseded completion predictions stay in the heap until popped; when they outnumber the live
-// events, rebuilding the heap without them bounds its memory by the live events.
-void Engine::drop_stale_events() {
-  const std::size_t live = network_.active_flows() + latency_events_;
-  if (queue_.size() < 2 * live + 4096) return;
-  std::erase_if(queue_, [&](const Event& e) { return is_stale(e); });
-  std::make_heap(queue_.begin(), queue_.end(), later);
 }
 
 void Engine::report_progress() {
@@ -111,11 +84,8 @@ Result<EngineRun> Engine::run() {
     pending_deps_[index(t)] = static_cast<std::int32_t>(model_.deps(TaskId{t}).size());
     if (pending_deps_[index(t)] == 0) become_ready(t, 0.0);
   }
-  for (std::uint64_t instant = 0;; ++instant) {
-    while (!queue_.empty() && is_stale(queue_.front())) pop();  // an instant starts at a live event
-    if (queue_.empty()) break;
-    run_instant(queue_.front().time);
-    drop_stale_events();
+  for (std::uint64_t instant = 0; !queue_.empty(); ++instant) {
+    run_instant(queue_.top().time);
     if (instant % 256 == 0) report_progress();
   }
   if (ended_ != model_.task_count()) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "critical_path.h"
 #include "engine.h"
 #include "validate.h"
@@ -35,6 +37,8 @@ void cover_all_categories(const Model& model, Breakdown& breakdown) {
 }  // namespace
 
 Result<SimulationResult> simulate(const Model& model, const SimulateOptions& options) {
+  if (!(options.rate_tolerance >= 0.0 && options.rate_tolerance < 1.0))
+    return invalid(fmt::format("rate_tolerance must be in [0, 1), got {}", options.rate_tolerance));
   if (auto ok = check_model(model); !ok) return std::unexpected(std::move(ok.error()));
   const Dependents dependents = build_dependents(model);
   if (auto ok = check_acyclic(model, dependents); !ok)

@@ -53,6 +53,7 @@ Result<PlanSimulation> simulate_plan(const Plan& plan, const ReshardProblem& pro
   const auto pm = sim::build_plan_model(plan, problem, cluster, options.window);
   sim::SimulateOptions so;
   so.progress = options.progress;
+  so.rate_tolerance = options.rate_tolerance;
   auto r = sim::simulate(pm.model, so);
   if (!r) return std::unexpected(r.error());
   PlanSimulation out;

@@ -1,4 +1,6 @@
 // simulate() rejects models it cannot run, naming the task or resource at fault.
+#include <cmath>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -9,8 +11,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string error_of(const Model& m) {
-  const auto r = simulate(m);
+std::string error_of(const Model& m, const SimulateOptions& options = {}) {
+  const auto r = simulate(m, options);
   EXPECT_FALSE(r.has_value());
   if (r) return {};
   EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
@@ -74,6 +76,16 @@ TEST(SimulateErrors, BadTaskFields) {
   Model bad_track;
   bad_track.add_task({.track = 3});
   EXPECT_THAT(error_of(bad_track), HasSubstr("unknown track 3"));
+}
+
+TEST(SimulateErrors, RateToleranceIsAFractionBelowOne) {
+  Model m;
+  m.add_task({});
+  for (const double bad : {-1e-3, 1.0, std::nan("")}) {
+    SimulateOptions options;
+    options.rate_tolerance = bad;
+    EXPECT_THAT(error_of(m, options), HasSubstr("rate_tolerance must be in [0, 1)"));
+  }
 }
 
 }  // namespace

@@ -4,8 +4,8 @@
 // the others. Each round picks the resource with the smallest fair share
 // (remaining capacity / flows not yet frozen), so the result is the unique max-min allocation:
 // no flow can go faster without slowing one that is already slower or as slow.
-// The engine calls it on one connected component of active flows at a time; it is exposed so
-// the allocation can be tested on its own.
+// This solves one allocation from scratch. The engine keeps the allocation of its active flows
+// up to date incrementally instead (src/incremental_max_min.h), and is tested against this.
 #include <cstdint>
 #include <span>
 #include <vector>

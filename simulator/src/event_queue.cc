@@ -1,0 +1,67 @@
+#include "event_queue.h"
+
+namespace refit::sim {
+
+void EventQueue::sift_up(std::size_t i) {
+  const Event e = heap_[i];
+  while (i > 0) {
+    const std::size_t parent = (i - 1) / 2;
+    if (!before(e, heap_[parent])) break;
+    place(i, heap_[parent]);
+    i = parent;
+  }
+  place(i, e);
+}
+
+void EventQueue::sift_down(std::size_t i) {
+  const Event e = heap_[i];
+  const std::size_t n = heap_.size();
+  for (;;) {
+    std::size_t child = 2 * i + 1;
+    if (child >= n) break;
+    if (child + 1 < n && before(heap_[child + 1], heap_[child])) ++child;
+    if (!before(heap_[child], e)) break;
+    place(i, heap_[child]);
+    i = child;
+  }
+  place(i, e);
+}
+
+void EventQueue::set(std::int32_t task, double time, EventKind kind) {
+  const Event e{time, next_seq_++, task, kind};
+  const std::uint32_t at = position_[static_cast<std::size_t>(task)];
+  if (at == kAbsent) {
+    heap_.push_back(e);
+    sift_up(heap_.size() - 1);
+    return;
+  }
+  const bool earlier = before(e, heap_[at]);
+  heap_[at] = e;
+  if (earlier)
+    sift_up(at);
+  else
+    sift_down(at);
+}
+
+void EventQueue::erase(std::int32_t task) {
+  const std::uint32_t at = position_[static_cast<std::size_t>(task)];
+  if (at == kAbsent) return;
+  position_[static_cast<std::size_t>(task)] = kAbsent;
+  const Event last = heap_.back();
+  heap_.pop_back();
+  if (at == heap_.size()) return;
+  const bool earlier = before(last, heap_[at]);
+  place(at, last);
+  if (earlier)
+    sift_up(at);
+  else
+    sift_down(at);
+}
+
+Event EventQueue::pop() {
+  const Event e = heap_.front();
+  erase(e.task);
+  return e;
+}
+
+}  // namespace refit::sim

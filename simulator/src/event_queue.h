@@ -1,0 +1,47 @@
+#pragma once
+// The engine's pending events in (time, insertion) order, at most one per task: a task waits
+// for its latency or for its flow to end, never both. Moving a task's event (its flow's rate
+// changed) replaces it in place, so the queue holds only live events, however often rates change.
+#include <cstdint>
+#include <vector>
+
+namespace refit::sim {
+
+enum class EventKind : std::uint8_t { kLatencyPaid, kFlowDone };
+
+struct Event {
+  double time;
+  std::uint64_t seq;  // insertion order: equal times are handled first come, first served
+  std::int32_t task;
+  EventKind kind;
+};
+
+class EventQueue {
+ public:
+  explicit EventQueue(std::size_t tasks) : position_(tasks, kAbsent) {}
+
+  // Schedules the task's event, replacing the one it had; it counts as inserted now.
+  void set(std::int32_t task, double time, EventKind kind);
+  void erase(std::int32_t task);
+  bool empty() const { return heap_.empty(); }
+  const Event& top() const { return heap_.front(); }
+  Event pop();
+
+ private:
+  static constexpr std::uint32_t kAbsent = UINT32_MAX;
+  static bool before(const Event& a, const Event& b) {
+    return a.time < b.time || (a.time == b.time && a.seq < b.seq);
+  }
+  void place(std::size_t i, const Event& e) {
+    heap_[i] = e;
+    position_[static_cast<std::size_t>(e.task)] = static_cast<std::uint32_t>(i);
+  }
+  void sift_up(std::size_t i);
+  void sift_down(std::size_t i);
+
+  std::vector<Event> heap_;  // binary min-heap
+  std::vector<std::uint32_t> position_;  // per task: its event's index in heap_, or kAbsent
+  std::uint64_t next_seq_ = 0;
+};
+
+}  // namespace refit::sim
