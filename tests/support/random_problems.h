@@ -1,5 +1,5 @@
 #pragma once
-// Random reshard problems for executor tests: random shapes, dtypes, meshes (1..3 axes over a
+// Random reshard problems for planner and executor tests: random shapes, dtypes, meshes (1..3 axes over a
 // shuffled rank list) and placements on both sides, so boxes are uneven, empty, replicated and
 // strided in every combination.
 #include <algorithm>
@@ -41,13 +41,13 @@ class RandomProblems {
     return Layout::make(shape, Mesh::make(mesh, list).value(), placements).value();
   }
 
-  // `tensors` tensors of 1..3 dims with extents up to `max_extent`.
+  // `tensors` tensors of 1..3 dims with extents in [min_extent, max_extent].
   ReshardProblem problem(std::int32_t sources, std::int32_t destinations, std::int64_t tensors = 3,
-                         std::int64_t max_extent = 12) {
+                         std::int64_t max_extent = 12, std::int64_t min_extent = 1) {
     std::vector<TensorReshard> out;
     for (std::int64_t t = 0; t < tensors; ++t) {
       Shape shape(static_cast<std::size_t>(uniform(1, 3)));
-      for (auto& s : shape) s = uniform(1, max_extent);
+      for (auto& s : shape) s = uniform(min_extent, max_extent);
       const auto dtype = all_dtypes()[static_cast<std::size_t>(
           uniform(0, static_cast<std::int64_t>(all_dtypes().size()) - 1))];
       out.push_back(TensorReshard{make_tensor_spec("t" + std::to_string(t), shape, dtype).value(),
