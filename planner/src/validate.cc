@@ -121,7 +121,7 @@ Result<void> check_transfer(const Context& c, const Transfer& t, std::size_t ind
 struct Received {
   std::int32_t rank;
   std::uint32_t tensor;
-  Box box;  // already cut to the rank's destination box
+  const Box* box;  // as sent; cut to the rank's destination box once per (tensor, rank)
 };
 
 Result<void> check_coverage(const Context& c) {
@@ -129,12 +129,8 @@ Result<void> check_coverage(const Context& c) {
   for (const auto& t : c.plan.transfers) {
     const auto r = t.receiver.value;
     if (r < c.plan.source_ranks) continue;
-    for (const auto& s : t.segments) {
-      const auto pos = c.destination_positions[s.tensor][static_cast<std::size_t>(r)];
-      if (pos < 0) continue;
-      const Box mine = c.problem.tensors()[s.tensor].destination.box_at_position(pos);
-      if (auto cut = intersect(mine, s.box)) received.push_back({r, s.tensor, std::move(*cut)});
-    }
+    for (const auto& s : t.segments)
+      if (c.destination_positions[s.tensor][static_cast<std::size_t>(r)] >= 0) received.push_back({r, s.tensor, &s.box});
   }
   std::ranges::sort(received, {}, [](const Received& x) { return std::pair(x.tensor, x.rank); });
   std::size_t next = 0;
@@ -144,10 +140,10 @@ Result<void> check_coverage(const Context& c) {
     for (std::int64_t p = 0; p < dst.mesh().size(); ++p) by_rank.emplace_back(dst.mesh().rank_at(p).value, p);
     std::ranges::sort(by_rank);
     for (const auto& [rank, p] : by_rank) {
-      std::vector<Box> boxes;
-      while (next < received.size() && received[next].tensor == t && received[next].rank == rank)
-        boxes.push_back(std::move(received[next++].box));
       const Box mine = dst.box_at_position(p);
+      std::vector<Box> boxes;
+      for (; next < received.size() && received[next].tensor == t && received[next].rank == rank; ++next)
+        if (auto cut = intersect(mine, *received[next].box)) boxes.push_back(std::move(*cut));
       if (mine.empty()) continue;
       if (auto ok = check_tiling(boxes, mine); !ok)
         return std::unexpected(std::move(ok.error())
@@ -156,6 +152,15 @@ Result<void> check_coverage(const Context& c) {
     }
   }
   return {};
+}
+
+// Transfers some later segment forwards from: only their deliveries need indexing.
+std::vector<bool> forwarded_transfers(const Plan& plan) {
+  std::vector<bool> out(plan.transfers.size(), false);
+  for (const auto& t : plan.transfers)
+    for (const auto& s : t.segments)
+      if (s.via >= 0 && static_cast<std::size_t>(s.via) < out.size()) out[static_cast<std::size_t>(s.via)] = true;
+  return out;
 }
 
 }  // namespace
@@ -167,12 +172,14 @@ Result<void> validate(const Plan& plan, const ReshardProblem& problem) {
     c.source_positions.push_back(positions(t.source, plan.world_size()));
     c.destination_positions.push_back(positions(t.destination, plan.world_size()));
   }
+  const auto forwarded = forwarded_transfers(plan);
   for (std::size_t i = 0; i < plan.transfers.size(); ++i) {
     const auto& t = plan.transfers[i];
     if (auto ok = check_transfer(c, t, i); !ok)
       return std::unexpected(std::move(ok.error()).in(fmt::format("transfers[{}] ({} -> {})", i,
                                                                   t.sender.value, t.receiver.value)));
-    for (const auto& s : t.segments) c.delivered[Context::key(t.id, s.tensor)].push_back(&s.box);
+    if (forwarded[i])
+      for (const auto& s : t.segments) c.delivered[Context::key(t.id, s.tensor)].push_back(&s.box);
   }
   return check_coverage(c);
 }
