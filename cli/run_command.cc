@@ -2,7 +2,7 @@
 // report what moved how fast (with --verify: that every destination element is right).
 //
 //   mpirun -np N refit run PROBLEM [--cluster cpu-host] [--strategy S] [--executor ucx]
-//                                  [--verify] [--timeout S] [--staging BYTES] [--json]
+//                                  [--verify] [--iterations N] [--timeout S] [--staging BYTES] [--json]
 //
 // The first ranks play the training side, the rest the inference side. Every rank plans on its
 // own (plans are deterministic; the executor compares plan hashes), and the ranks agree on each
@@ -28,6 +28,7 @@ struct RunOptions {
   PlanInputOptions inputs;
   std::string executor = "ucx";
   bool verify = false;
+  std::int32_t iterations = 1;
   double timeout = ExecutorOptions{}.timeout.value;
   std::int64_t staging = ExecutorOptions{}.staging.value;
   bool json = false;
@@ -40,8 +41,8 @@ struct RunOptions {
 struct RankSetup {
   PlanInputs inputs;
   Plan plan;
-  HostShards shards;
   std::unique_ptr<Executor> executor;
+  HostShards shards;  // from the executor's allocate_host
 };
 
 ExecutorOptions executor_options(const RunOptions& o, std::int32_t rank) {
@@ -63,26 +64,34 @@ Result<RankSetup> set_up(const RunOptions& o, Bootstrap& bootstrap) {
   auto planned = obtain_plan(o.inputs, *inputs, o.inputs.strategy);
   if (!planned) return std::unexpected(planned.error());
   if (bootstrap.rank() == o.perturb_rank) planned->plan.strategy += " (perturbed)";
-  auto shards = HostShards::allocate(problem, Rank{bootstrap.rank()});
   auto executor = make_executor(o.executor, bootstrap, executor_options(o, bootstrap.rank()));
   if (!executor) return std::unexpected(std::move(executor.error()).in("--executor"));
-  return RankSetup{std::move(*inputs), std::move(planned->plan), std::move(shards), std::move(*executor)};
+  auto shards = HostShards::allocate(problem, Rank{bootstrap.rank()},
+                                     [&e = **executor](Bytes bytes) { return e.allocate_host(bytes); });
+  if (!shards) return std::unexpected(shards.error());
+  return RankSetup{std::move(*inputs), std::move(planned->plan), std::move(*executor), std::move(*shards)};
 }
 
-// Prepares, runs once from a common start, and checks the destination shards when asked.
+// Prepares once, then executes --iterations times, each from a common start; destinations are
+// zeroed before every execution but the first, so --verify checks what the last one moved.
 Result<RankResult> transfer(const RunOptions& o, Bootstrap& bootstrap, RankSetup& s, MpiSession& mpi) {
   auto prepared = s.executor->prepare(s.plan, Rank{bootstrap.rank()}, s.shards.buffers());
   if (!prepared) return std::unexpected(prepared.error());
-  if (auto ok = bootstrap.barrier(); !ok) return std::unexpected(ok.error());
-  const auto start = std::chrono::steady_clock::now();
-  auto report = s.executor->execute(**prepared);
-  const Seconds wall{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
-  if (!report) {
-    mpi.abandon();
-    return std::unexpected(report.error());
+  RankResult r{bootstrap.rank(), {}, {}, {}, {}, o.verify, {}};
+  for (std::int32_t i = 0; i < o.iterations; ++i) {
+    if (i > 0) s.shards.clear_destinations();
+    if (auto ok = bootstrap.barrier(); !ok) return std::unexpected(ok.error());
+    const auto start = std::chrono::steady_clock::now();
+    auto report = s.executor->execute(**prepared);
+    r.walls.push_back(Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
+    if (!report) {
+      mpi.abandon();
+      return std::unexpected(std::move(report.error()).in(fmt::format("iteration {}", i + 1)));
+    }
+    r.sent = report->bytes_sent;
+    r.received = report->bytes_received;
+    r.elapsed = report->elapsed;
   }
-  RankResult r{
-      bootstrap.rank(), report->bytes_sent, report->bytes_received, wall, report->elapsed, o.verify, {}};
   if (o.verify)
     if (auto ok = s.shards.verify(s.inputs.problem); !ok) r.wrong = ok.error().message;
   return r;
@@ -143,6 +152,10 @@ Action add_run_command(CLI::App& app) {
   cmd->add_option("--executor", o->executor,
                   fmt::format("Executor: {} (default ucx)", fmt::join(executor_names(), ", ")));
   cmd->add_flag("--verify", o->verify, "Check every destination element against the source pattern");
+  cmd->add_option("--iterations", o->iterations,
+                  "Refits to perform with one prepared plan, as an RL job does once per step; the "
+                  "report gives the median and the first (default 1)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--timeout", o->timeout,
                   "Longest wait on a peer, in seconds, before every rank fails (default 60)")
       ->check(CLI::PositiveNumber);

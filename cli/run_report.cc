@@ -11,15 +11,23 @@ namespace {
 double gbps(Bytes b, Seconds s) { return s.value > 0 ? static_cast<double>(b.value) / s.value / 1e9 : 0.0; }
 double gb(Bytes b) { return static_cast<double>(b.value) / 1e9; }
 
+// The median; of an even count, the upper middle one (a time that was measured).
+Seconds median(std::vector<Seconds> values) {
+  if (values.empty()) return Seconds{0};
+  std::ranges::sort(values, {}, &Seconds::value);
+  return values[values.size() / 2];
+}
+
 nlohmann::ordered_json rank_json(const RankResult& r, std::int32_t training_ranks) {
+  const Seconds wall = median(r.walls);
   return {{"rank", r.rank},
           {"role", r.rank < training_ranks ? "training" : "inference"},
           {"bytes_sent", r.sent.value},
           {"bytes_received", r.received.value},
-          {"seconds", r.wall.value},
+          {"seconds", wall.value},
           {"transfer_seconds", r.elapsed.value},
-          {"send_gbps", gbps(r.sent, r.wall)},
-          {"receive_gbps", gbps(r.received, r.wall)}};
+          {"send_gbps", gbps(r.sent, wall)},
+          {"receive_gbps", gbps(r.received, wall)}};
 }
 
 std::string verification_text(const RunSummary& s) {
@@ -32,8 +40,10 @@ std::string verification_text(const RunSummary& s) {
 }  // namespace
 
 std::string encode(const RankResult& r) {
-  nlohmann::json j{{"rank", r.rank},       {"sent", r.sent.value},       {"received", r.received.value},
-                   {"wall", r.wall.value}, {"elapsed", r.elapsed.value}, {"checked", r.checked}};
+  nlohmann::json walls = nlohmann::json::array();
+  for (const Seconds w : r.walls) walls.push_back(w.value);
+  nlohmann::json j{{"rank", r.rank}, {"sent", r.sent.value},       {"received", r.received.value},
+                   {"walls", walls}, {"elapsed", r.elapsed.value}, {"checked", r.checked}};
   if (r.wrong) j["wrong"] = *r.wrong;
   return j.dump();
 }
@@ -45,7 +55,7 @@ Result<RankResult> decode_rank_result(std::string_view text) {
   r.rank = j.value("rank", 0);
   r.sent = Bytes{j.value("sent", std::int64_t{0})};
   r.received = Bytes{j.value("received", std::int64_t{0})};
-  r.wall = Seconds{j.value("wall", 0.0)};
+  for (const double w : j.value("walls", std::vector<double>{})) r.walls.push_back(Seconds{w});
   r.elapsed = Seconds{j.value("elapsed", 0.0)};
   r.checked = j.value("checked", false);
   if (j.contains("wrong")) r.wrong = j["wrong"].get<std::string>();
@@ -58,11 +68,16 @@ Bytes RunSummary::bytes() const {
   return total;
 }
 
-Seconds RunSummary::seconds() const {
-  Seconds slowest{0};
-  for (const auto& r : ranks) slowest = std::max(slowest, r.wall);
-  return slowest;
+std::vector<Seconds> RunSummary::iteration_seconds() const {
+  std::vector<Seconds> out;
+  for (const auto& r : ranks) {
+    out.resize(std::max(out.size(), r.walls.size()), Seconds{0});
+    for (std::size_t i = 0; i < r.walls.size(); ++i) out[i] = std::max(out[i], r.walls[i]);
+  }
+  return out;
 }
+
+Seconds RunSummary::seconds() const { return median(iteration_seconds()); }
 
 bool RunSummary::verified() const {
   return verify && std::ranges::all_of(ranks, [](const RankResult& r) { return r.checked && !r.wrong; });
@@ -70,6 +85,8 @@ bool RunSummary::verified() const {
 
 void print_summary(const RunSummary& s, bool json) {
   if (json) {
+    nlohmann::ordered_json iterations = nlohmann::ordered_json::array();
+    for (const Seconds t : s.iteration_seconds()) iterations.push_back(t.value);
     nlohmann::ordered_json j{{"executor", s.executor},
                              {"strategy", s.strategy},
                              {"ranks", s.training_ranks + s.inference_ranks},
@@ -77,6 +94,7 @@ void print_summary(const RunSummary& s, bool json) {
                              {"inference_ranks", s.inference_ranks},
                              {"bytes", s.bytes().value},
                              {"seconds", s.seconds().value},
+                             {"iteration_seconds", iterations},
                              {"gbps", gbps(s.bytes(), s.seconds())},
                              {"verified", s.verified()},
                              {"plan_hash", s.plan_hash},
@@ -89,11 +107,14 @@ void print_summary(const RunSummary& s, bool json) {
              s.strategy, s.training_ranks, s.inference_ranks, s.plan_hash);
   fmt::print("moved       {:.3f} GB in {:.4f} s: {:.2f} GB/s aggregate\n", gb(s.bytes()), s.seconds().value,
              gbps(s.bytes(), s.seconds()));
+  if (const auto times = s.iteration_seconds(); times.size() > 1)
+    fmt::print("iterations  {} (median above; first {:.4f} s, slowest {:.4f} s)\n", times.size(), times.front().value,
+               std::ranges::max(times, {}, &Seconds::value).value);
   for (const auto& r : s.ranks)
     fmt::print(
         "  rank {:<3} {:<9}  sent {:.3f} GB ({:.2f} GB/s), received {:.3f} GB ({:.2f} GB/s) in {:.4f} s\n",
-        r.rank, r.rank < s.training_ranks ? "training" : "inference", gb(r.sent), gbps(r.sent, r.wall),
-        gb(r.received), gbps(r.received, r.wall), r.wall.value);
+        r.rank, r.rank < s.training_ranks ? "training" : "inference", gb(r.sent), gbps(r.sent, median(r.walls)),
+        gb(r.received), gbps(r.received, median(r.walls)), median(r.walls).value);
   fmt::print("verified    {}\n", verification_text(s));
 }
 

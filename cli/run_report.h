@@ -13,10 +13,10 @@ namespace refit::cli {
 
 struct RankResult {
   std::int32_t rank = 0;
-  Bytes sent;
+  Bytes sent;                        // per iteration
   Bytes received;
-  Seconds wall;                      // execute() on this rank, from a common barrier
-  Seconds elapsed;                   // the executor's own: first byte posted to last byte landed here
+  std::vector<Seconds> walls;        // execute() on this rank per iteration, each from a common barrier
+  Seconds elapsed;                   // the executor's own, last iteration: first byte posted to last landed
   bool checked = false;              // --verify ran on this rank
   std::optional<std::string> wrong;  // the first wrong element, when verification failed
 };
@@ -33,8 +33,9 @@ struct RunSummary {
   bool verify = false;
   std::vector<RankResult> ranks;  // by rank
 
-  Bytes bytes() const;      // every byte put, relays included
-  Seconds seconds() const;  // the slowest rank's execute()
+  Bytes bytes() const;                            // every byte put per iteration, relays included
+  std::vector<Seconds> iteration_seconds() const;  // per iteration, the slowest rank's execute()
+  Seconds seconds() const;                         // the median of iteration_seconds()
   bool verified() const;    // --verify ran and every destination element was right
 };
 

@@ -20,7 +20,7 @@ std::optional<Box> box_of(const Layout& layout, Rank rank) {
 
 }  // namespace
 
-HostShards HostShards::allocate(const ReshardProblem& problem, Rank rank) {
+Result<HostShards> HostShards::allocate(const ReshardProblem& problem, Rank rank, const HostAllocator& allocator) {
   HostShards out;
   const auto& tensors = problem.tensors();
   for (std::uint32_t t = 0; t < tensors.size(); ++t) {
@@ -29,17 +29,26 @@ HostShards HostShards::allocate(const ReshardProblem& problem, Rank rank) {
     for (const bool source : {true, false}) {
       const auto box = box_of(source ? tensors[t].source : tensors[t].destination, rank);
       if (!box) continue;
-      const auto bytes = static_cast<std::size_t>(box->volume() * element);
-      auto& memory = out.storage_.emplace_back(std::make_unique_for_overwrite<std::byte[]>(bytes));
-      const std::span<std::byte> span(memory.get(), bytes);
+      auto memory = allocator(Bytes{box->volume() * element});
+      if (!memory)
+        return std::unexpected(std::move(memory.error()).in(fmt::format("allocating tensor '{}' on rank {}", spec.name, rank.value)));
+      const auto span = out.storage_.emplace_back(std::move(*memory))->bytes();
       if (source)
         fill_pattern(t, spec.shape, *box, element, span);
       else
-        std::memset(memory.get(), 0, bytes);
+        std::memset(span.data(), 0, span.size());
       (source ? out.buffers_.sources : out.buffers_.destinations).push_back(ShardBuffer{t, *box, span});
     }
   }
   return out;
+}
+
+HostShards HostShards::allocate(const ReshardProblem& problem, Rank rank) {
+  return *allocate(problem, rank, [](Bytes bytes) -> Result<std::unique_ptr<HostAllocation>> { return heap_allocation(bytes); });
+}
+
+void HostShards::clear_destinations() {
+  for (const auto& d : buffers_.destinations) std::memset(d.bytes.data(), 0, d.bytes.size());
 }
 
 Result<void> HostShards::verify(const ReshardProblem& problem) const {

@@ -89,6 +89,20 @@ TEST(RankProgram, StridedLandingsAreStaged) {
   EXPECT_FALSE(p.programs[0].sends[0].runs[0].empty());
 }
 
+// Columns to rows of [64, 2048] fp32: the receiver's piece [0:32, 0:1024] is 32 runs of 4 KiB in
+// its box [0:32, 0:2048]: more than kMaxRunsPerChunk runs, but each a page long (the mean is
+// kMinMeanRunBytes), so one put per run beats packing and unpacking: no staging on either side.
+TEST(RankProgram, ManyPageLongRunsMoveWithoutCopies) {
+  const auto p = programs_for(one_tensor({64, 2048}, "S1", 2, "S0", 2), testing::make_test_cluster(1, 4, 2, 2),
+                              "direct", Bytes{1 << 20});
+  const RankProgram& receiver = p.programs[2];
+  ASSERT_EQ(receiver.receives.size(), 2u);
+  EXPECT_EQ(receiver.receives[0].landing[0], Landing::kDirect);
+  ASSERT_EQ(receiver.receives[0].runs[0].size(), 32u);
+  EXPECT_EQ(receiver.receives[0].runs[0][0].length, 1024 * 4);
+  EXPECT_EQ(receiver.receive_staging.slots, 0);
+}
+
 // gather-broadcast: inference ranks forward whole tensors around the ring although they keep only
 // their slice, so what they forward lands whole in scratch.
 TEST(RankProgram, ForwardedDataOutsideTheDestinationBoxLandsInScratch) {

@@ -31,17 +31,25 @@ struct RunSpec {
   std::int32_t executions = 1;
   std::function<void(std::int32_t, Plan&, RankBuffers&)> tweak;  // per rank, before prepare
   std::int32_t silent_rank = -1;  // prepares, then never executes (a hung peer)
+  bool executor_memory = false;   // shards from the executor's allocate_host, not the heap
 };
+
+HostShards shards_for(const ReshardProblem& problem, std::int32_t r, Executor& executor, bool executor_memory) {
+  if (!executor_memory) return HostShards::allocate(problem, Rank{r});
+  auto shards = HostShards::allocate(problem, Rank{r}, [&](Bytes b) { return executor.allocate_host(b); });
+  EXPECT_TRUE(shards) << shards.error().message;
+  return std::move(*shards);
+}
 
 std::vector<Outcome> run_plan(const ReshardProblem& problem, const Plan& plan, const RunSpec& spec) {
   std::vector<Outcome> out(static_cast<std::size_t>(plan.world_size()));
   testing::run_ranks(plan.world_size(), [&](std::int32_t r, Bootstrap& bootstrap) {
     Outcome& o = out[static_cast<std::size_t>(r)];
-    auto shards = HostShards::allocate(problem, Rank{r});
-    Plan mine = plan;
-    if (spec.tweak) spec.tweak(r, mine, shards.buffers());
     auto executor = make_ucx_executor(bootstrap, spec.options);
     ASSERT_TRUE(executor) << executor.error().message;
+    auto shards = shards_for(problem, r, **executor, spec.executor_memory);
+    Plan mine = plan;
+    if (spec.tweak) spec.tweak(r, mine, shards.buffers());
     auto prepared = (*executor)->prepare(mine, Rank{r}, shards.buffers());
     if (!prepared) {
       o.error = prepared.error();
@@ -92,6 +100,23 @@ TEST(UcxExecutor, EveryStrategyDeliversRandomProblemsExactly) {
       SCOPED_TRACE(::testing::Message() << "case " << i << " strategy " << strategy);
       const auto plan = plan_for(problem, cluster, strategy, Bytes{100});
       expect_all_verified(run_plan(problem, plan, {}));
+    }
+  }
+}
+
+// The same with every shard in memory the executor allocated: prepare publishes the allocation's
+// own registration (which peers map and write into directly) for the shards carved from it.
+TEST(UcxExecutor, EveryStrategyDeliversIntoExecutorAllocatedMemory) {
+  testing::RandomProblems gen(13);
+  RunSpec spec;
+  spec.executor_memory = true;
+  spec.executions = 2;
+  for (int i = 0; i < 3; ++i) {
+    const auto problem = gen.problem(2, 3);
+    const auto cluster = testing::make_test_cluster(2, 3, 2, 3);
+    for (const auto strategy : strategy_names()) {
+      SCOPED_TRACE(::testing::Message() << "case " << i << " strategy " << strategy);
+      expect_all_verified(run_plan(problem, plan_for(problem, cluster, strategy, Bytes{256}), spec));
     }
   }
 }

@@ -10,6 +10,7 @@ std::int64_t chunks_covering(std::int64_t bytes, std::int64_t chunk) { return (b
 std::optional<std::vector<Run>> direct_runs(const std::vector<SegmentPart>& segments, std::int64_t begin,
                                             std::int64_t end) {
   std::vector<Run> runs;
+  const auto most_runs = std::max(kMaxRunsPerChunk, static_cast<std::size_t>((end - begin) / kMinMeanRunBytes));
   bool direct = true;
   for_each_segment_piece(segments, begin, end, [&](std::size_t i, std::int64_t lo, std::int64_t hi) {
     const auto& s = segments[i];
@@ -26,7 +27,7 @@ std::optional<std::vector<Run>> direct_runs(const std::vector<SegmentPart>& segm
         runs.back().length += r.length;
         return;
       }
-      direct = runs.size() < kMaxRunsPerChunk;
+      direct = runs.size() < most_runs;
       runs.push_back(r);
     });
   });

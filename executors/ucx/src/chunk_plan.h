@@ -28,7 +28,8 @@ void for_each_segment_piece(const std::vector<SegmentPart>& segments, std::int64
 
 // Runs of message bytes [begin, end), with stream offsets relative to `begin`, merged where they
 // continue each other; nullopt when a segment there is not held whole in one place, or when the
-// bytes scatter over more than kMaxRunsPerChunk runs (packing is then cheaper than many puts).
+// bytes scatter over runs too many and too short (see kMinMeanRunBytes: packing is then cheaper
+// than many puts).
 std::optional<std::vector<Run>> direct_runs(const std::vector<SegmentPart>& segments, std::int64_t begin,
                                             std::int64_t end);
 

@@ -1,6 +1,10 @@
 #include "connections.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -52,17 +56,32 @@ class CardReader {
 
 }  // namespace
 
-Result<LocalRegions> register_regions(Worker& worker, const RankProgram& program) {
+namespace {
+
+Result<std::shared_ptr<MemoryRegion>> registration(Worker& worker, const RegionSpec& spec, AllocatedRegions& allocated) {
+  if (!spec.user) {
+    auto r = MemoryRegion::allocate(worker.context(), spec.bytes);
+    if (!r) return std::unexpected(r.error());
+    return std::make_shared<MemoryRegion>(std::move(*r));
+  }
+  if (auto shared = allocated.find(spec.user, spec.bytes)) return shared;
+  auto r = MemoryRegion::map(worker.context(), spec.user, spec.bytes);
+  if (!r) return std::unexpected(r.error());
+  return std::make_shared<MemoryRegion>(std::move(*r));
+}
+
+}  // namespace
+
+Result<LocalRegions> register_regions(Worker& worker, const RankProgram& program, AllocatedRegions& allocated) {
   LocalRegions out;
   for (const RegionSpec& spec : program.regions) {
-    std::optional<MemoryRegion> region;
+    std::shared_ptr<MemoryRegion> region;
     if (spec.bytes > 0) {
-      auto r = spec.user ? MemoryRegion::map(worker.context(), spec.user, spec.bytes)
-                         : MemoryRegion::allocate(worker.context(), spec.bytes);
+      auto r = registration(worker, spec, allocated);
       if (!r) return std::unexpected(r.error());
-      region.emplace(std::move(*r));
+      region = std::move(*r);
     }
-    out.bases.push_back(region ? region->base() : nullptr);
+    out.bases.push_back(!region ? nullptr : spec.user ? spec.user : region->base());
     out.handles.push_back(region ? region->handle() : nullptr);
     out.registrations.push_back(std::move(region));
   }
@@ -76,7 +95,7 @@ Result<std::string> make_card(const Worker& worker, const RankProgram& program, 
   w.put_bytes(*address);
   w.put(static_cast<std::uint32_t>(program.regions.size()));
   for (std::size_t i = 0; i < program.regions.size(); ++i) {
-    const bool published = program.regions[i].remote && regions.registrations[i].has_value();
+    const bool published = program.regions[i].remote && regions.registrations[i] != nullptr;
     std::string key;
     if (published) {
       auto packed = regions.registrations[i]->packed_key();
@@ -133,6 +152,19 @@ Result<void> Connections::connect_peer(Inbox& inbox, std::int32_t rank, const st
     peer.regions.push_back(std::move(region));
   }
   return {};
+}
+
+void Connections::map_ahead(Rank r) {
+  for (const RemoteRegion& region : peer(r).regions) {
+    void* local = nullptr;
+    if (!region.key || ucp_rkey_ptr(region.key.get(), region.base, &local) != UCS_OK) continue;
+    // Page-aligned, as madvise wants; failure (a kernel older than 5.14) only means
+    // the first puts fault the pages in themselves.
+    const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto begin = reinterpret_cast<std::uintptr_t>(local) & ~(page - 1);
+    const auto end = reinterpret_cast<std::uintptr_t>(local) + static_cast<std::uintptr_t>(region.bytes);
+    (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+  }
 }
 
 Connections::~Connections() {

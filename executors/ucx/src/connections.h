@@ -7,19 +7,21 @@
 #include <string>
 #include <vector>
 
+#include "allocated_regions.h"
 #include "rank_program.h"
 #include "ucx_handles.h"
 #include "wire.h"
 
 namespace refit::ucx_detail {
 
-// This rank's regions, each registered once (ucp_mem_map). Empty regions are not registered.
+// This rank's regions, each registered once (ucp_mem_map), or covered by an allocation of the
+// executor's, whose registration they share. Empty regions are not registered.
 struct LocalRegions {
-  std::vector<std::optional<MemoryRegion>> registrations;
+  std::vector<std::shared_ptr<MemoryRegion>> registrations;  // by region id; nullptr: none
   std::vector<std::byte*> bases;   // by region id
   std::vector<ucp_mem_h> handles;  // by region id; nullptr where not registered
 };
-Result<LocalRegions> register_regions(Worker& worker, const RankProgram& program);
+Result<LocalRegions> register_regions(Worker& worker, const RankProgram& program, AllocatedRegions& allocated);
 
 // The card this rank publishes: worker address and its remotely writable regions.
 Result<std::string> make_card(const Worker& worker, const RankProgram& program, const LocalRegions& regions);
@@ -45,6 +47,9 @@ class Connections {
   Connections& operator=(const Connections&) = delete;
 
   Peer& peer(Rank r) { return peers_[static_cast<std::size_t>(r.value)]; }
+  // Maps the regions of `r` that this process can address directly (same-host shared memory)
+  // and builds their page tables now, so that the first execution does not pay for them.
+  void map_ahead(Rank r);
   std::int32_t world() const { return static_cast<std::int32_t>(peers_.size()); }
 
  private:

@@ -1,5 +1,7 @@
 #include "refit/executors/ucx_executor.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "buffer_checks.h"
@@ -26,7 +28,21 @@ struct Runtime {
   Outbox outbox;
   InFlight<Flushed> flushes;
   std::uint64_t epoch = 0;         // executions so far; the same on every rank
+  AllocatedRegions allocated;      // memory allocate_host() handed out
   std::unique_ptr<Worker> worker;  // declared last, so destroyed before what its callbacks use
+};
+
+// Holds the runtime, so the context outlives the memory it allocated.
+class UcxHostAllocation final : public HostAllocation {
+ public:
+  UcxHostAllocation(std::shared_ptr<Runtime> runtime, std::shared_ptr<MemoryRegion> region, std::int64_t bytes)
+      : runtime_(std::move(runtime)), region_(std::move(region)), bytes_(region_->base(), static_cast<std::size_t>(bytes)) {}
+  std::span<std::byte> bytes() const override { return bytes_; }
+
+ private:
+  std::shared_ptr<Runtime> runtime_;
+  std::shared_ptr<MemoryRegion> region_;
+  std::span<std::byte> bytes_;
 };
 
 class UcxPrepared final : public PreparedPlan {
@@ -46,6 +62,16 @@ class UcxExecutor final : public Executor {
   std::string_view name() const override { return "ucx"; }
   ExecutorCapabilities capabilities() const override { return {.host_memory = true, .cuda_memory = false}; }
 
+  Result<std::unique_ptr<HostAllocation>> allocate_host(Bytes bytes) override {
+    if (bytes.value < 0) return invalid(fmt::format("allocate_host: {} bytes", bytes.value));
+    // ucp_mem_map refuses a zero length; one byte stands in for an empty allocation.
+    auto region = MemoryRegion::allocate(runtime_->worker->context(), std::max<std::int64_t>(bytes.value, 1));
+    if (!region) return std::unexpected(region.error());
+    auto shared = std::make_shared<MemoryRegion>(std::move(*region));
+    runtime_->allocated.add(shared, bytes.value);
+    return std::make_unique<UcxHostAllocation>(runtime_, std::move(shared), bytes.value);
+  }
+
   Result<std::unique_ptr<PreparedPlan>> prepare(const Plan& plan, Rank rank,
                                                 const RankBuffers& buffers) override {
     auto prepared = std::make_unique<UcxPrepared>();
@@ -64,6 +90,12 @@ class UcxExecutor final : public Executor {
         !all)
       return std::unexpected(all.error());
     prepared->connections = std::move(*connected);
+    std::vector<bool> mapped(static_cast<std::size_t>(bootstrap_.size()));
+    for (const Send& send : prepared->program.sends)
+      if (!mapped[static_cast<std::size_t>(send.peer.value)]) {
+        prepared->connections->map_ahead(send.peer);
+        mapped[static_cast<std::size_t>(send.peer.value)] = true;
+      }
     return prepared;
   }
 
@@ -93,7 +125,7 @@ class UcxExecutor final : public Executor {
     auto program = make_rank_program(prepared.plan, rank, buffers, options_.staging);
     if (!program) return std::unexpected(program.error());
     prepared.program = std::move(*program);
-    auto regions = register_regions(*runtime_->worker, prepared.program);
+    auto regions = register_regions(*runtime_->worker, prepared.program, runtime_->allocated);
     if (!regions) return std::unexpected(regions.error());
     prepared.regions = std::move(*regions);
     return make_card(*runtime_->worker, prepared.program, prepared.regions);

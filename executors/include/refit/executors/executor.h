@@ -55,6 +55,17 @@ struct ExecutionReport {
   std::int64_t messages = 0;
 };
 
+// Host memory allocated by an executor (or from the heap); its bytes stay valid while it lives.
+// It may outlive neither the executor's process-wide state nor be shared between processes.
+class HostAllocation {
+ public:
+  virtual ~HostAllocation() = default;
+  virtual std::span<std::byte> bytes() const = 0;
+};
+
+// Plain heap memory, uninitialised: what executors without a faster kind of memory hand out.
+std::unique_ptr<HostAllocation> heap_allocation(Bytes bytes);
+
 // What prepare() registered and exchanged; opaque outside the executor that made it.
 class PreparedPlan {
  public:
@@ -66,6 +77,10 @@ class Executor {
   virtual ~Executor() = default;
   virtual std::string_view name() const = 0;
   virtual ExecutorCapabilities capabilities() const = 0;
+  // Host memory this executor moves fastest, uninitialised: a transport may hand out memory its
+  // peers can map and write into directly (no work for the receiving rank, no kernel copy).
+  // Buffers carved from it are passed to prepare() like any others.
+  virtual Result<std::unique_ptr<HostAllocation>> allocate_host(Bytes bytes) { return heap_allocation(bytes); }
   // Registers memory and exchanges keys with the peers. Refuses buffers that do not match the
   // plan (missing tensor, wrong box, too small), and ranks that disagree on the plan hash, before
   // any byte moves.

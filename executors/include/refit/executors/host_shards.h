@@ -3,6 +3,7 @@
 // hand it to an executor: source shards filled with the verification pattern, destination shards
 // zeroed, then checked element by element after the run.
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -12,9 +13,14 @@
 
 namespace refit {
 
+using HostAllocator = std::function<Result<std::unique_ptr<HostAllocation>>(Bytes)>;
+
 class HostShards {
  public:
-  // Buffers for every non-empty box `rank` holds (sources) or must hold (destinations).
+  // Buffers for every non-empty box `rank` holds (sources) or must hold (destinations), each from
+  // `allocator` (e.g. the executor's allocate_host, so that peers can write into them directly).
+  static Result<HostShards> allocate(const ReshardProblem& problem, Rank rank, const HostAllocator& allocator);
+  // The same on the heap, which cannot fail short of running out of memory.
   static HostShards allocate(const ReshardProblem& problem, Rank rank);
 
   const RankBuffers& buffers() const { return buffers_; }
@@ -22,9 +28,11 @@ class HostShards {
   // Checks every element of every destination shard against the pattern; the error names the
   // tensor and the first wrong element.
   Result<void> verify(const ReshardProblem& problem) const;
+  // Zeroes every destination shard again, so that a later execution is verified on its own.
+  void clear_destinations();
 
  private:
-  std::vector<std::unique_ptr<std::byte[]>> storage_;
+  std::vector<std::unique_ptr<HostAllocation>> storage_;
   RankBuffers buffers_;
 };
 
