@@ -7,7 +7,9 @@
 // The first ranks play the training side, the rest the inference side. Every rank plans on its
 // own (plans are deterministic; the executor compares plan hashes), and the ranks agree on each
 // step before the next, so a rank that fails makes every rank fail instead of leaving it waiting.
+#include <chrono>
 #include <csignal>
+#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -35,6 +37,7 @@ struct RunOptions {
   // Fault injection for the tests (hidden options).
   std::int32_t kill_rank = -1;     // this rank kills itself after its first chunk is sent
   std::int32_t perturb_rank = -1;  // this rank plans something else than the others
+  std::int32_t stall_rank = -1;    // this rank sleeps through three timeouts before it sets up
 };
 
 // What a rank holds once it is ready for the collective part.
@@ -120,6 +123,7 @@ Result<void> report(const RunOptions& o, Bootstrap& bootstrap, const RankSetup& 
 }
 
 Result<void> run_rank(const RunOptions& o, Bootstrap& bootstrap, MpiSession& mpi) {
+  if (bootstrap.rank() == o.stall_rank) std::this_thread::sleep_for(std::chrono::duration<double>(3 * o.timeout));
   auto setup = set_up(o, bootstrap);
   const Result<std::string> ready = setup ? Result<std::string>("") : std::unexpected(setup.error());
   if (auto all = agree(bootstrap, ready); !all) return std::unexpected(all.error());
@@ -131,9 +135,10 @@ Result<void> run_rank(const RunOptions& o, Bootstrap& bootstrap, MpiSession& mpi
 Result<void> run(const RunOptions& o) {
   MpiSession mpi;
   if (!mpi.ok()) return fail(ErrorCode::kRuntime, "MPI_Init failed (start refit run with mpirun)");
-  auto bootstrap = MpiBootstrap::create();
+  auto bootstrap = MpiBootstrap::create(MPI_COMM_WORLD, Seconds{o.timeout});
   if (!bootstrap) return std::unexpected(bootstrap.error());
   auto outcome = run_rank(o, *bootstrap, mpi);
+  if (bootstrap->broken()) mpi.abandon();
   if (!outcome)
     return std::unexpected(std::move(outcome.error()).in(fmt::format("rank {}", bootstrap->rank())));
   return outcome;
@@ -157,7 +162,9 @@ Action add_run_command(CLI::App& app) {
                   "report gives the median and the first (default 1)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--timeout", o->timeout,
-                  "Longest wait on a peer, in seconds, before every rank fails (default 60)")
+                  "Longest wait on a peer, in seconds, before every rank fails (default 60); it bounds "
+                  "the steps where ranks wait for each other too, so it must exceed the slowest "
+                  "rank's planning and verification")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--staging", o->staging,
                   "Staging bytes per rank for packing strided pieces (default 256 MiB)")
@@ -165,6 +172,7 @@ Action add_run_command(CLI::App& app) {
   cmd->add_flag("--json", o->json, "Print one JSON object on stdout (rank 0)");
   cmd->add_option("--test-kill-rank", o->kill_rank)->group("");
   cmd->add_option("--test-perturb-plan-on-rank", o->perturb_rank)->group("");
+  cmd->add_option("--test-stall-rank", o->stall_rank)->group("");
   return [o] { return run(*o); };
 }
 

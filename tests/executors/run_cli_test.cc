@@ -145,5 +145,18 @@ TEST(RunFaults, AKilledRankMakesEveryOtherRankFailNamingIt) {
   }
 }
 
+// Rank 2 stalls before it sets up, so the others wait in the bootstrap's first collective: they
+// must give up after --timeout (2 s) instead of hanging, each saying which collective and why.
+TEST(RunFaults, ARankThatNeverArrivesFailsTheBootstrapWithinTheTimeout) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = refit_run(4, "--model " + kModels + "tiny-llama.json --train tp=2 --infer tp=2 --timeout 2 --test-stall-rank 2", 60);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 15.0) << r.err;
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(std::regex_search(r.err, std::regex("refit run: error: rank [013]: MPI_Iallgather did not complete "
+                                                  "within 2.0 s: a rank died or hangs before reaching it")))
+      << r.err;
+}
+
 }  // namespace
 }  // namespace refit

@@ -3,11 +3,15 @@
 // The program calls MPI_Init before constructing it and MPI_Finalize after destroying it.
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdint>
+#include <limits>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "refit/core/units.h"
 #include "refit/executors/bootstrap.h"
 
 namespace refit {
@@ -15,8 +19,11 @@ namespace refit {
 class MpiBootstrap final : public Bootstrap {
  public:
   // Works on a private duplicate of `comm`, with errors returned rather than fatal, so refit's
-  // traffic never mixes with the caller's and an MPI failure becomes an Error.
-  static Result<MpiBootstrap> create(MPI_Comm comm = MPI_COMM_WORLD);
+  // traffic never mixes with the caller's and an MPI failure becomes an Error. A collective that
+  // has not completed after `timeout` (a rank died or hangs before reaching it) fails with
+  // kTimeout; the bootstrap is then broken() and refuses further collectives.
+  static Result<MpiBootstrap> create(MPI_Comm comm = MPI_COMM_WORLD,
+                                     Seconds timeout = Seconds{std::numeric_limits<double>::infinity()});
   MpiBootstrap(MpiBootstrap&& other) noexcept;
   MpiBootstrap& operator=(MpiBootstrap&&) = delete;
   MpiBootstrap(const MpiBootstrap&) = delete;
@@ -26,12 +33,22 @@ class MpiBootstrap final : public Bootstrap {
   std::int32_t size() const override { return size_; }
   Result<std::vector<std::string>> allgather(std::string_view mine) override;
   Result<void> barrier() override;
+  // A collective timed out: MPI may still write into its buffers (kept alive here) and the
+  // communicator cannot be used or freed; the process should exit without MPI_Finalize.
+  bool broken() const { return broken_; }
 
  private:
-  MpiBootstrap(MPI_Comm comm, std::int32_t rank, std::int32_t size) : comm_(comm), rank_(rank), size_(size) {}
+  MpiBootstrap(MPI_Comm comm, std::int32_t rank, std::int32_t size, Seconds timeout)
+      : comm_(comm), rank_(rank), size_(size), timeout_(timeout) {}
+  // Waits for `request` until the timeout; `buffers` must stay valid until it completes.
+  Result<void> complete(MPI_Request& request, std::string_view call, std::shared_ptr<void> buffers);
+
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::int32_t rank_ = 0;
   std::int32_t size_ = 0;
+  Seconds timeout_;
+  bool broken_ = false;
+  std::shared_ptr<void> abandoned_buffers_;  // what a timed-out collective may still write into
 };
 
 }  // namespace refit
