@@ -11,7 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "hf_fields.h"
-#include "json_fields.h"
+#include "refit/core/json_fields.h"
 
 namespace refit::models {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "json_fields.h"
+#include "refit/core/json_fields.h"
 
 namespace refit::models {
 namespace {

@@ -3,8 +3,12 @@
 #include <fstream>
 #include <sstream>
 
+#include <limits>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "refit/core/json_fields.h"
 
 namespace refit {
 namespace {
@@ -17,47 +21,42 @@ Json segment_json(const Segment& s) {
   return Json{{"tensor", s.tensor}, {"offset", s.box.offset}, {"extent", s.box.extent}, {"via", s.via}};
 }
 
-// Typed field access that reports the JSON path of whatever is missing or mistyped.
-template <class T>
-Result<T> field(const Json& j, std::string_view key, const std::string& path) {
-  const auto at = fmt::format("{}.{}", path, key);
-  if (!j.is_object() || !j.contains(key)) return invalid(fmt::format("{}: missing", at));
-  try {
-    return j.at(key).get<T>();
-  } catch (const Json::exception&) {
-    return invalid(fmt::format("{}: wrong type ({})", at, j.at(key).type_name()));
-  }
-}
+using json_fields::FieldReader;
 
-#define REFIT_TRY_ASSIGN(var, expr)                         \
-  auto var##_result = (expr);                               \
-  if (!var##_result) return std::unexpected(var##_result.error()); \
-  auto var = std::move(*var##_result)
+// Plans index tensors and ranks with int32 and count bytes with int64.
+constexpr std::int64_t kMaxIndex = std::numeric_limits<std::int32_t>::max();
 
+// Braced initialisers evaluate in order, so the first bad field is the one reported.
 Result<Segment> parse_segment(const Json& j, const std::string& path) {
-  REFIT_TRY_ASSIGN(tensor, field<std::uint32_t>(j, "tensor", path));
-  REFIT_TRY_ASSIGN(offset, field<Shape>(j, "offset", path));
-  REFIT_TRY_ASSIGN(extent, field<Shape>(j, "extent", path));
-  REFIT_TRY_ASSIGN(via, field<std::int32_t>(j, "via", path));
-  if (offset.size() != extent.size())
-    return invalid(fmt::format("{}: offset has {} dims, extent {}", path, offset.size(), extent.size()));
-  return Segment{tensor, Box{std::move(offset), std::move(extent)}, via};
+  FieldReader f(j, path, kMaxIndex);
+  Segment s{static_cast<std::uint32_t>(f.integer("tensor", 0)),
+            Box{f.integers("offset", 0), f.integers("extent", 0)},
+            static_cast<std::int32_t>(f.integer("via", kFromSourceShard))};
+  if (auto ok = f.status(); !ok) return std::unexpected(ok.error());
+  if (s.box.offset.size() != s.box.extent.size())
+    return invalid(fmt::format("{}: offset has {} dims, extent {}", path, s.box.offset.size(), s.box.extent.size()));
+  return s;
 }
 
 Result<Transfer> parse_transfer(const Json& j, const std::string& path) {
-  REFIT_TRY_ASSIGN(id, field<std::int32_t>(j, "id", path));
-  REFIT_TRY_ASSIGN(from, field<std::int32_t>(j, "from", path));
-  REFIT_TRY_ASSIGN(to, field<std::int32_t>(j, "to", path));
-  REFIT_TRY_ASSIGN(link_name, field<std::string>(j, "link", path));
-  REFIT_TRY_ASSIGN(bytes, field<std::int64_t>(j, "bytes", path));
-  REFIT_TRY_ASSIGN(chunk, field<std::int64_t>(j, "chunk", path));
-  REFIT_TRY_ASSIGN(segments, field<Json>(j, "segments", path));
+  FieldReader f(j, path);
+  Transfer t{static_cast<std::int32_t>(f.integer("id", 0)),
+             Rank{static_cast<std::int32_t>(f.integer("from", 0))},
+             Rank{static_cast<std::int32_t>(f.integer("to", 0))},
+             LinkKind{},
+             {},
+             Bytes{f.integer("bytes", 0)},
+             Bytes{f.integer("chunk", 1)}};
+  const auto link_name = f.string("link");
+  const Json* segments = f.array("segments");
+  if (auto ok = f.status(); !ok) return std::unexpected(ok.error());
+  if (t.id > kMaxIndex || t.sender.value > kMaxIndex || t.receiver.value > kMaxIndex)
+    return invalid(fmt::format("{}: id, from and to must be <= {}", path, kMaxIndex));
   auto link = parse_link_kind(link_name);
-  if (!link) return std::unexpected(std::move(link.error()).in(path + ".link"));
-  if (!segments.is_array()) return invalid(path + ".segments: not an array");
-  Transfer t{id, Rank{from}, Rank{to}, *link, {}, Bytes{bytes}, Bytes{chunk}};
-  for (std::size_t k = 0; k < segments.size(); ++k) {
-    auto s = parse_segment(segments[k], fmt::format("{}.segments[{}]", path, k));
+  if (!link) return std::unexpected(std::move(link.error()).in(f.path("link")));
+  t.link = *link;
+  for (std::size_t k = 0; k < segments->size(); ++k) {
+    auto s = parse_segment((*segments)[k], json_fields::element(f.path("segments"), k));
     if (!s) return std::unexpected(s.error());
     t.segments.push_back(std::move(*s));
   }
@@ -65,11 +64,13 @@ Result<Transfer> parse_transfer(const Json& j, const std::string& path) {
 }
 
 Result<TensorSpec> parse_tensor(const Json& j, const std::string& path) {
-  REFIT_TRY_ASSIGN(name, field<std::string>(j, "name", path));
-  REFIT_TRY_ASSIGN(shape, field<Shape>(j, "shape", path));
-  REFIT_TRY_ASSIGN(dtype_name, field<std::string>(j, "dtype", path));
-  auto dtype = parse_dtype(dtype_name);
-  if (!dtype) return std::unexpected(std::move(dtype.error()).in(path + ".dtype"));
+  FieldReader f(j, path);
+  auto name = f.string("name");
+  auto shape = f.integers("shape", 0);
+  const auto dtype_text = f.string("dtype");
+  if (auto ok = f.status(); !ok) return std::unexpected(ok.error());
+  auto dtype = parse_dtype(dtype_text);
+  if (!dtype) return std::unexpected(std::move(dtype.error()).in(f.path("dtype")));
   auto spec = make_tensor_spec(std::move(name), std::move(shape), *dtype);
   if (!spec) return std::unexpected(std::move(spec.error()).in(path));
   return spec;
@@ -77,11 +78,11 @@ Result<TensorSpec> parse_tensor(const Json& j, const std::string& path) {
 
 template <class T, class Parse>
 Result<void> parse_array(const Json& j, std::string_view key, std::vector<T>& out, Parse parse) {
-  REFIT_TRY_ASSIGN(items, field<Json>(j, key, "$"));
-  if (!items.is_array()) return invalid(fmt::format("$.{}: not an array", key));
-  out.reserve(items.size());
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    auto item = parse(items[i], fmt::format("$.{}[{}]", key, i));
+  auto items = json_fields::require_array(j, key, "");
+  if (!items) return std::unexpected(items.error());
+  out.reserve((*items)->size());
+  for (std::size_t i = 0; i < (*items)->size(); ++i) {
+    auto item = parse((**items)[i], json_fields::element(std::string(key), i));
     if (!item) return std::unexpected(item.error());
     out.push_back(std::move(*item));
   }
@@ -108,21 +109,21 @@ void write_plan_json(const Plan& plan, std::ostream& out) {
 }
 
 Result<Plan> parse_plan_json(std::string_view text) {
-  const Json j = Json::parse(text, nullptr, false);
-  if (j.is_discarded()) return invalid("plan is not valid JSON");
-  REFIT_TRY_ASSIGN(format, field<std::string>(j, "format", "$"));
-  REFIT_TRY_ASSIGN(version, field<int>(j, "version", "$"));
+  auto j = json_fields::parse_object(text, "the plan");
+  if (!j) return std::unexpected(j.error());
+  FieldReader f(*j, "", kMaxIndex);
+  const auto format = f.string("format");
+  const auto version = f.integer("version", 0);
+  if (auto ok = f.status(); !ok) return std::unexpected(ok.error());
   if (format != kFormat || version != kVersion)
-    return invalid(fmt::format("$.format: expected {} version {}, got {} version {}", kFormat, kVersion, format, version));
+    return invalid(fmt::format("format: expected {} version {}, got {} version {}", kFormat, kVersion, format, version));
   Plan plan;
-  REFIT_TRY_ASSIGN(strategy, field<std::string>(j, "strategy", "$"));
-  REFIT_TRY_ASSIGN(source_ranks, field<std::int32_t>(j, "source_ranks", "$"));
-  REFIT_TRY_ASSIGN(destination_ranks, field<std::int32_t>(j, "destination_ranks", "$"));
-  plan.strategy = std::move(strategy);
-  plan.source_ranks = source_ranks;
-  plan.destination_ranks = destination_ranks;
-  if (auto ok = parse_array(j, "tensors", plan.tensors, parse_tensor); !ok) return std::unexpected(ok.error());
-  if (auto ok = parse_array(j, "transfers", plan.transfers, parse_transfer); !ok) return std::unexpected(ok.error());
+  plan.strategy = f.string("strategy");
+  plan.source_ranks = static_cast<std::int32_t>(f.integer("source_ranks", 0));
+  plan.destination_ranks = static_cast<std::int32_t>(f.integer("destination_ranks", 0));
+  if (auto ok = f.status(); !ok) return std::unexpected(ok.error());
+  if (auto ok = parse_array(*j, "tensors", plan.tensors, parse_tensor); !ok) return std::unexpected(ok.error());
+  if (auto ok = parse_array(*j, "transfers", plan.transfers, parse_transfer); !ok) return std::unexpected(ok.error());
   return plan;
 }
 
@@ -137,5 +138,3 @@ Result<Plan> load_plan_file(const std::string& path) {
 }
 
 }  // namespace refit
-
-#undef REFIT_TRY_ASSIGN

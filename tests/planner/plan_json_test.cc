@@ -43,10 +43,12 @@ TEST(PlanJson, ErrorsNameTheJsonPath) {
     s.replace(s.find(from), from.size(), to);
     return parse_plan_json(s);
   };
-  EXPECT_NE(replace(R"("extent":[4])", R"("extent":"x")").error().message.find("$.transfers[0].segments[0].extent"), std::string::npos);
-  EXPECT_NE(replace(R"("link":"network")", R"("link":"pigeon")").error().message.find("$.transfers[0].link"), std::string::npos);
-  EXPECT_NE(replace(R"("dtype":"bf16")", R"("dtype":"bf17")").error().message.find("$.tensors[0].dtype"), std::string::npos);
-  EXPECT_NE(replace(R"("from":0,)", "").error().message.find("$.transfers[0].from: missing"), std::string::npos);
+  EXPECT_NE(replace(R"("extent":[4])", R"("extent":"x")").error().message.find("transfers[0].segments[0].extent: expected an array"), std::string::npos);
+  EXPECT_NE(replace(R"("link":"network")", R"("link":"pigeon")").error().message.find("transfers[0].link"), std::string::npos);
+  EXPECT_NE(replace(R"("dtype":"bf16")", R"("dtype":"bf17")").error().message.find("tensors[0].dtype"), std::string::npos);
+  EXPECT_NE(replace(R"("from":0,)", "").error().message.find("transfers[0].from: missing"), std::string::npos);
+  EXPECT_NE(replace(R"("chunk":64)", R"("chunk":0)").error().message.find("transfers[0].chunk: must be >= 1, got 0"), std::string::npos);
+  EXPECT_NE(replace(R"("via":-1)", R"("via":-2)").error().message.find("transfers[0].segments[0].via: must be >= -1"), std::string::npos);
   EXPECT_FALSE(parse_plan_json("{not json"));
   EXPECT_FALSE(load_plan_file("/nonexistent/plan.json"));
 }

@@ -104,9 +104,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadJson{"missing_node", [](nlohmann::json& j) { j["gpus"][3].erase("node"); },
                 "gpus[3].node: missing"},
         BadJson{"string_bandwidth", [](nlohmann::json& j) { j["gpus"][0]["nvlink_gbps"] = "fast"; },
-                "gpus[0].nvlink_gbps: expected a number, got string"},
+                "gpus[0].nvlink_gbps: expected a number, got \"fast\""},
         BadJson{"float_node", [](nlohmann::json& j) { j["gpus"][1]["node"] = 0.5; },
-                "gpus[1].node: expected an integer, got number"},
+                "gpus[1].node: expected an integer, got 0.5"},
         BadJson{"typo", [](nlohmann::json& j) { j["nics"][0]["gpbs"] = 1; }, "nics[0].gpbs: unknown field"},
         BadJson{"gpu_in_two_domains", [](nlohmann::json& j) { j["domains"][1]["gpus"].push_back(0); },
                 "domains[1].gpus[2]: GPU 0 is already in domain 0"},
@@ -122,7 +122,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadJson{"placement_to_missing_gpu", [](nlohmann::json& j) { j["placement"]["rank_to_gpu"][3] = 4; },
                 "placement[3]: GPU 4 does not exist"},
         BadJson{"not_an_object", [](nlohmann::json& j) { j = nlohmann::json::array(); },
-                "expected an object, got array"}));
+                "the cluster file: expected an object, got []"}));
 
 TEST(TopoJson, SyntaxErrorsGiveThePosition) {
   const auto c = parse_cluster_json("{\n  \"gpus\": [,]\n}");

@@ -6,13 +6,12 @@
 #include <fmt/format.h>
 
 #include "hardware_constants.h"
-#include "json_fields.h"
+#include "refit/core/json_fields.h"
 #include "text_file.h"
 
 namespace refit {
 namespace {
 
-using detail::JsonFields;
 using Json = nlohmann::ordered_json;
 
 // The decimal x for which `read(x)` (the loader's conversion) gives back exactly `value`.
@@ -68,80 +67,90 @@ Json nic_to_json(const NicSpec& n) {
   return j;
 }
 
+using json_fields::FieldReader;
+using json_fields::require_known_keys;
+
+// Ids, nodes and domains are int32 in the model.
+constexpr std::int64_t kMaxId = std::numeric_limits<std::int32_t>::max();
+constexpr std::string_view kRoot = "the cluster file";
+
+std::int32_t id32(std::int64_t v) { return static_cast<std::int32_t>(v); }
+
+std::vector<GpuId> gpu_ids_of(const std::vector<std::int64_t>& values) {
+  std::vector<GpuId> out;
+  for (const auto v : values) out.emplace_back(id32(v));
+  return out;
+}
+
 // Reads each element of the array `key` with `read_one`, appending to `out`.
 template <class T, class ReadOne>
-Result<void> read_array(const JsonFields& f, std::string_view key, std::vector<T>& out, ReadOne read_one) {
-  auto items = f.array(key);
+Result<void> read_array(const nlohmann::json& root, std::string_view key, std::vector<T>& out, ReadOne read_one) {
+  auto items = json_fields::require_array(root, key, "");
   if (!items) return std::unexpected(items.error());
-  for (std::size_t i = 0; i < items->size(); ++i) {
-    auto item = read_one(*(*items)[i].first, (*items)[i].second, static_cast<std::int32_t>(i));
+  for (std::size_t i = 0; i < (*items)->size(); ++i) {
+    auto item = read_one((**items)[i], json_fields::element(std::string(key), i), static_cast<std::int32_t>(i));
     if (!item) return std::unexpected(item.error());
     out.push_back(std::move(*item));
   }
   return {};
 }
 
+// Braced initialisers evaluate in order, so the first bad field is the one reported.
 Result<GpuSpec> read_gpu(const nlohmann::json& j, const std::string& at, std::int32_t index) {
-  auto f = JsonFields::open(j, at, {"id", "node", "domain", "nvlink_gbps", "copy_gbps", "pci_bus_id"});
-  if (!f) return std::unexpected(f.error());
-  auto id = f->integer_or("id", index);
-  auto node = f->integer("node");
-  auto domain = f->integer("domain");
-  auto nvlink = f->number("nvlink_gbps");
-  auto copy = f->number("copy_gbps");
-  auto pci = f->string_or("pci_bus_id", "");
-  if (auto e = detail::first_error(id, node, domain, nvlink, copy, pci)) return std::unexpected(*e);
-  return GpuSpec{
-      GpuId{*id}, *node, *domain, BytesPerSecond::from_gbps(*nvlink), BytesPerSecond::from_gbps(*copy), *pci};
+  if (auto ok = require_known_keys(j, at, {"id", "node", "domain", "nvlink_gbps", "copy_gbps", "pci_bus_id"}, kRoot);
+      !ok)
+    return std::unexpected(ok.error());
+  FieldReader f(j, at, kMaxId);
+  GpuSpec gpu{GpuId{id32(f.integer_or("id", 0, index))}, id32(f.integer("node", 0)), id32(f.integer("domain", 0)),
+              BytesPerSecond::from_gbps(f.number("nvlink_gbps")), BytesPerSecond::from_gbps(f.number("copy_gbps")),
+              f.string_or("pci_bus_id", "")};
+  if (auto ok = f.status(); !ok) return std::unexpected(ok.error());
+  return gpu;
 }
 
 Result<NicSpec> read_nic(const nlohmann::json& j, const std::string& at, std::int32_t index) {
-  auto f = JsonFields::open(j, at, {"id", "name", "node", "gbps", "latency_us", "gpus", "pci_bus_id"});
-  if (!f) return std::unexpected(f.error());
-  auto id = f->integer_or("id", index);
-  auto name = f->string_or("name", "");
-  auto node = f->integer("node");
-  auto gbps = f->number("gbps");
-  auto latency = f->number("latency_us");
-  auto gpus = f->gpu_list("gpus");
-  auto pci = f->string_or("pci_bus_id", "");
-  if (auto e = detail::first_error(id, name, node, gbps, latency, gpus, pci)) return std::unexpected(*e);
-  return NicSpec{*id, *name, *node, BytesPerSecond::from_gbps(*gbps), hw::micros(*latency), *gpus, *pci};
+  if (auto ok = require_known_keys(j, at, {"id", "name", "node", "gbps", "latency_us", "gpus", "pci_bus_id"}, kRoot);
+      !ok)
+    return std::unexpected(ok.error());
+  FieldReader f(j, at, kMaxId);
+  NicSpec nic{id32(f.integer_or("id", 0, index)), f.string_or("name", ""), id32(f.integer("node", 0)),
+              BytesPerSecond::from_gbps(f.number("gbps")), hw::micros(f.number("latency_us")),
+              gpu_ids_of(f.integers("gpus", 0)), f.string_or("pci_bus_id", "")};
+  if (auto ok = f.status(); !ok) return std::unexpected(ok.error());
+  return nic;
 }
 
 Result<DomainSpec> read_domain(const nlohmann::json& j, const std::string& at, std::int32_t index) {
-  auto f = JsonFields::open(j, at, {"id", "gpus"});
-  if (!f) return std::unexpected(f.error());
-  auto id = f->integer_or("id", index);
-  auto gpus = f->gpu_list("gpus");
-  if (auto e = detail::first_error(id, gpus)) return std::unexpected(*e);
-  return DomainSpec{*id, *gpus};
+  if (auto ok = require_known_keys(j, at, {"id", "gpus"}, kRoot); !ok) return std::unexpected(ok.error());
+  FieldReader f(j, at, kMaxId);
+  DomainSpec domain{id32(f.integer_or("id", 0, index)), gpu_ids_of(f.integers("gpus", 0))};
+  if (auto ok = f.status(); !ok) return std::unexpected(ok.error());
+  return domain;
 }
 
-Result<void> read_globals(const JsonFields& root, ClusterSpec& spec) {
-  auto name = root.string_or("name", "");
-  if (!name) return std::unexpected(name.error());
-  spec.name = *name;
-  auto latency = root.number("nvlink_latency_us");
-  if (!latency) return std::unexpected(latency.error());
-  spec.nvlink_latency = hw::micros(*latency);
-  auto fabric = root.object_or_empty("fabric", {"oversubscription"});
+// An optional object field: absent reads as {}; its keys must be among `known`.
+Result<nlohmann::json> optional_object(const nlohmann::json& root, std::string_view key,
+                                       std::initializer_list<std::string_view> known) {
+  const auto& value = json_fields::has(root, key) ? root.at(key) : nlohmann::json::object();
+  if (auto ok = require_known_keys(value, std::string(key), known, kRoot); !ok) return std::unexpected(ok.error());
+  return value;
+}
+
+Result<void> read_globals(const nlohmann::json& root, ClusterSpec& spec) {
+  auto fabric = optional_object(root, "fabric", {"oversubscription"});
   if (!fabric) return std::unexpected(fabric.error());
-  if (fabric->has("oversubscription")) {
-    auto ratio = fabric->number("oversubscription");
-    if (!ratio) return std::unexpected(ratio.error());
-    spec.fabric.oversubscription = *ratio;
-  }
-  auto placement = root.object_or_empty("placement", {"source_ranks", "rank_to_gpu"});
+  auto placement = optional_object(root, "placement", {"source_ranks", "rank_to_gpu"});
   if (!placement) return std::unexpected(placement.error());
-  auto source = placement->integer_or("source_ranks", 0);
-  if (!source) return std::unexpected(source.error());
-  spec.source_ranks = *source;
-  if (placement->has("rank_to_gpu")) {
-    auto ranks = placement->gpu_list("rank_to_gpu");
-    if (!ranks) return std::unexpected(ranks.error());
-    spec.rank_to_gpu = *ranks;
-  }
+  FieldReader f(root, "", kMaxId);
+  spec.name = f.string_or("name", "");
+  spec.nvlink_latency = hw::micros(f.number("nvlink_latency_us"));
+  FieldReader fab(*fabric, "fabric", kMaxId);
+  if (fab.has("oversubscription")) spec.fabric.oversubscription = fab.number("oversubscription");
+  FieldReader place(*placement, "placement", kMaxId);
+  spec.source_ranks = id32(place.integer_or("source_ranks", 0, 0));
+  if (place.has("rank_to_gpu")) spec.rank_to_gpu = gpu_ids_of(place.integers("rank_to_gpu", 0));
+  for (const auto* reader : {&f, &fab, &place})
+    if (auto ok = reader->status(); !ok) return std::unexpected(ok.error());
   return {};
 }
 
@@ -164,15 +173,15 @@ nlohmann::ordered_json cluster_to_json(const Cluster& cluster) {
 }
 
 Result<Cluster> cluster_from_json(const nlohmann::json& json) {
-  auto root = JsonFields::open(
-      json, "", {"name", "nvlink_latency_us", "fabric", "gpus", "domains", "nics", "placement"});
-  if (!root) return std::unexpected(root.error());
-  ClusterSpec spec;
-  if (auto ok = read_globals(*root, spec); !ok) return std::unexpected(ok.error());
-  if (auto ok = read_array(*root, "gpus", spec.gpus, read_gpu); !ok) return std::unexpected(ok.error());
-  if (auto ok = read_array(*root, "domains", spec.domains, read_domain); !ok)
+  if (auto ok = require_known_keys(json, "", {"name", "nvlink_latency_us", "fabric", "gpus", "domains", "nics", "placement"},
+                                   kRoot);
+      !ok)
     return std::unexpected(ok.error());
-  if (auto ok = read_array(*root, "nics", spec.nics, read_nic); !ok) return std::unexpected(ok.error());
+  ClusterSpec spec;
+  if (auto ok = read_globals(json, spec); !ok) return std::unexpected(ok.error());
+  if (auto ok = read_array(json, "gpus", spec.gpus, read_gpu); !ok) return std::unexpected(ok.error());
+  if (auto ok = read_array(json, "domains", spec.domains, read_domain); !ok) return std::unexpected(ok.error());
+  if (auto ok = read_array(json, "nics", spec.nics, read_nic); !ok) return std::unexpected(ok.error());
   return Cluster::make(std::move(spec));
 }
 

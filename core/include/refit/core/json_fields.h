@@ -1,7 +1,9 @@
 #pragma once
-// Typed, validated access to the fields of a JSON object. Every error starts with the JSON path
-// of the offending value ("hidden_size", "tensors[3].source.mesh[1]") so a user can find it.
+// Typed, validated access to the fields of a JSON object, for every reader of refit's JSON inputs
+// (cluster files, HF configs, manifests, plans). Every error starts with the JSON path of the
+// offending value ("hidden_size", "tensors[3].source.mesh[1]") so a user can find it.
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -11,7 +13,7 @@
 
 #include "refit/core/error.h"
 
-namespace refit::models::json_fields {
+namespace refit::json_fields {
 
 using Json = nlohmann::json;
 
@@ -24,6 +26,12 @@ Result<Json> parse_object(std::string_view text, std::string_view what);
 
 // Absent and null count as missing.
 bool has(const Json& object, std::string_view key);
+// The value as error messages quote it: its JSON text, cut short.
+std::string describe(const Json& value);
+// Fails unless `object` is an object whose keys are all in `known` (a typo is named, with the
+// keys that are allowed). `what` names the root when `path` is empty ("the cluster file").
+Result<void> require_known_keys(const Json& object, const std::string& path,
+                                std::initializer_list<std::string_view> known, std::string_view what = "the input");
 // Integers must lie in [min_value, max_value].
 Result<std::int64_t> require_int(const Json& object, std::string_view key, const std::string& path,
                                  std::int64_t min_value, std::int64_t max_value = INT64_MAX);
@@ -33,8 +41,11 @@ Result<std::optional<std::int64_t>> optional_int(const Json& object, std::string
                                                  std::int64_t max_value = INT64_MAX);
 Result<bool> optional_bool(const Json& object, std::string_view key, const std::string& path,
                            bool fallback);
+Result<double> require_number(const Json& object, std::string_view key, const std::string& path);
 Result<std::string> require_string(const Json& object, std::string_view key,
                                    const std::string& path);
+Result<std::string> optional_string(const Json& object, std::string_view key, const std::string& path,
+                                    std::string fallback);
 Result<const Json*> require_array(const Json& object, std::string_view key,
                                   const std::string& path);
 Result<const Json*> require_object(const Json& object, std::string_view key,
@@ -56,13 +67,24 @@ class FieldReader {
   // Present, even when null.
   bool contains(std::string_view key) const { return object_.contains(key); }
   std::int64_t integer(std::string_view key, std::int64_t min_value);
+  std::int64_t integer_or(std::string_view key, std::int64_t min_value, std::int64_t fallback);
   std::optional<std::int64_t> optional_integer(std::string_view key, std::int64_t min_value);
   bool flag(std::string_view key, bool fallback);
   // An array of integers >= min_value; empty when absent or null.
   std::vector<std::int64_t> optional_integers(std::string_view key, std::int64_t min_value);
+  // An array of integers >= min_value that must be there.
+  std::vector<std::int64_t> integers(std::string_view key, std::int64_t min_value);
+  double number(std::string_view key);
   std::string string(std::string_view key);
+  std::string string_or(std::string_view key, std::string fallback);
+  // A required array or object (nullptr after an error).
+  const Json* array(std::string_view key);
+  const Json* object(std::string_view key);
+  std::string path(std::string_view key) const { return child(path_, key); }
   // Records `message` about field `key` unless an error is already recorded.
   void fail(std::string_view key, const std::string& message);
+  // Records `error` (from a nested reader) unless an error is already recorded.
+  void keep_error(Result<void> r);
   Result<void> status() const;
 
  private:
@@ -75,4 +97,4 @@ class FieldReader {
   std::optional<Error> error_;
 };
 
-}  // namespace refit::models::json_fields
+}  // namespace refit::json_fields

@@ -1,14 +1,18 @@
-#include "json_fields.h"
+#include "refit/core/json_fields.h"
+
+#include <algorithm>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
-namespace refit::models::json_fields {
-namespace {
+namespace refit::json_fields {
 
 std::string describe(const Json& value) {
   std::string text = value.dump();
   return text.size() > 40 ? text.substr(0, 37) + "..." : text;
 }
+
+namespace {
 
 Result<std::int64_t> as_int(const Json& value, const std::string& path, std::int64_t min_value,
                             std::int64_t max_value) {
@@ -53,6 +57,16 @@ bool has(const Json& object, std::string_view key) {
   return it != object.end() && !it->is_null();
 }
 
+Result<void> require_known_keys(const Json& object, const std::string& path,
+                                std::initializer_list<std::string_view> known, std::string_view what) {
+  if (!object.is_object())
+    return invalid(fmt::format("{}: expected an object, got {}", path.empty() ? what : path, describe(object)));
+  for (const auto& [key, value] : object.items())
+    if (std::ranges::find(known, std::string_view(key)) == known.end())
+      return invalid(fmt::format("{}: unknown field (expected one of: {})", child(path, key), fmt::join(known, ", ")));
+  return {};
+}
+
 Result<std::int64_t> require_int(const Json& object, std::string_view key, const std::string& path,
                                  std::int64_t min_value, std::int64_t max_value) {
   auto value = require(object, key, path);
@@ -77,6 +91,20 @@ Result<bool> optional_bool(const Json& object, std::string_view key, const std::
     return invalid(
         fmt::format("{}: expected true or false, got {}", child(path, key), describe(value)));
   return value.get<bool>();
+}
+
+Result<double> require_number(const Json& object, std::string_view key, const std::string& path) {
+  auto value = require(object, key, path);
+  if (!value) return std::unexpected(value.error());
+  if (!(*value)->is_number())
+    return invalid(fmt::format("{}: expected a number, got {}", child(path, key), describe(**value)));
+  return (*value)->get<double>();
+}
+
+Result<std::string> optional_string(const Json& object, std::string_view key, const std::string& path,
+                                    std::string fallback) {
+  if (!has(object, key)) return fallback;
+  return require_string(object, key, path);
 }
 
 Result<std::string> require_string(const Json& object, std::string_view key,
@@ -132,6 +160,42 @@ std::int64_t FieldReader::integer(std::string_view key, std::int64_t min_value) 
   return keep(require_int(object_, key, path_, min_value, max_), min_value);
 }
 
+std::int64_t FieldReader::integer_or(std::string_view key, std::int64_t min_value, std::int64_t fallback) {
+  if (error_ || !has(key)) return fallback;
+  return integer(key, min_value);
+}
+
+std::vector<std::int64_t> FieldReader::integers(std::string_view key, std::int64_t min_value) {
+  if (error_) return {};
+  const Json* items = array(key);
+  if (!items) return {};
+  return keep(int_array(*items, child(path_, key), min_value, max_), std::vector<std::int64_t>{});
+}
+
+double FieldReader::number(std::string_view key) {
+  if (error_) return 0;
+  return keep(require_number(object_, key, path_), 0.0);
+}
+
+std::string FieldReader::string_or(std::string_view key, std::string fallback) {
+  if (error_) return fallback;
+  return keep(optional_string(object_, key, path_, fallback), fallback);
+}
+
+const Json* FieldReader::array(std::string_view key) {
+  if (error_) return nullptr;
+  return keep(require_array(object_, key, path_), static_cast<const Json*>(nullptr));
+}
+
+const Json* FieldReader::object(std::string_view key) {
+  if (error_) return nullptr;
+  return keep(require_object(object_, key, path_), static_cast<const Json*>(nullptr));
+}
+
+void FieldReader::keep_error(Result<void> r) {
+  if (!r && !error_) error_ = std::move(r.error());
+}
+
 std::optional<std::int64_t> FieldReader::optional_integer(std::string_view key,
                                                           std::int64_t min_value) {
   if (error_) return std::nullopt;
@@ -164,4 +228,4 @@ Result<void> FieldReader::status() const {
   return {};
 }
 
-}  // namespace refit::models::json_fields
+}  // namespace refit::json_fields
