@@ -11,6 +11,6 @@ run(${CMAKE_COMMAND} -S ${CONSUMER_SOURCE_DIR} -B ${WORK_DIR}/build -G ${GENERAT
     -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix)
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 run(${WORK_DIR}/build/consumer)
-if(NOT last_output MATCHES "extent 3 3 3 1")
+if(NOT last_output MATCHES "extent 3 3 3 1\nexecutors")
   message(FATAL_ERROR "consumer printed unexpected output: ${last_output}")
 endif()

@@ -1,7 +1,9 @@
-// Uses the installed refit::core: 10 rows over 4 ranks split like torch.chunk into 3,3,3,1.
+// Uses the installed refit::core (10 rows over 4 ranks split like torch.chunk into 3,3,3,1) and
+// the executor registry, whose backends pull in UCX, CUDA and NCCL where this build has them.
 #include <cstdio>
 
 #include <refit/core/layout.h>
+#include <refit/executors/registry.h>
 
 int main() {
   auto mesh = refit::Mesh::make({4});
@@ -9,6 +11,8 @@ int main() {
   if (!layout) return 1;
   std::printf("extent");
   for (int r = 0; r < 4; ++r) std::printf(" %lld", static_cast<long long>(layout->local_box(refit::Rank{r})->extent[0]));
+  std::printf("\nexecutors");
+  for (const auto name : refit::executor_names()) std::printf(" %.*s", static_cast<int>(name.size()), name.data());
   std::printf("\n");
   return 0;
 }
