@@ -1,6 +1,7 @@
 #include "refit_forwarding.h"
 
 #include <algorithm>
+#include <tuple>
 #include <unordered_map>
 
 namespace refit::planner_detail {
@@ -22,7 +23,8 @@ PieceKey key_of(const Assignment& a) { return {a.item.tensor, a.item.dest, a.ite
 class Forwarder {
  public:
   Forwarder(std::vector<Assignment>& a, const Cluster& c, const std::vector<std::int64_t>& bytes)
-      : a_(a), c_(c), bytes_(bytes), tx_(c.nics().size()), rx_(c.nics().size()), feeds_(a.size(), false) {
+      : a_(a), c_(c), bytes_(bytes), tx_(c.nics().size()), rx_(c.nics().size()), feeds_(a.size(), false),
+        depth_(a.size(), 0) {
     for (std::size_t i = 0; i < a.size(); ++i) {
       tx_[nic(a[i].sender)] += static_cast<double>(bytes[i]);
       rx_[nic(a[i].landing)] += static_cast<double>(bytes[i]);
@@ -40,7 +42,27 @@ class Forwarder {
     std::vector<std::vector<std::size_t>> ordered;
     for (auto& [key, members] : groups) ordered.push_back(std::move(members));
     std::ranges::sort(ordered);  // member indices are unique: a deterministic order
-    for (const auto& members : ordered) relieve(members);
+    for (const auto& members : interleave_by_landing(std::move(ordered))) relieve(members);
+  }
+
+  // Relief stops once a sender has room, so the pieces met first are the ones forwarded. Taking
+  // the k-th piece of every landing NIC before the (k+1)-th of any spreads the forwarding over
+  // all landing NICs: a forwarder can only send what has reached it, so one that forwards
+  // nearly as much as the busiest NIC carries cannot finish with the others.
+  std::vector<std::vector<std::size_t>> interleave_by_landing(std::vector<std::vector<std::size_t>> groups) const {
+    std::vector<std::size_t> seen(c_.nics().size(), 0);
+    std::vector<std::pair<std::size_t, std::size_t>> key(groups.size());  // (k-th of its NIC, NIC)
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      const auto n = nic(a_[groups[g].front()].landing);
+      key[g] = {seen[n]++, n};
+    }
+    std::vector<std::size_t> order(groups.size());
+    for (std::size_t g = 0; g < order.size(); ++g) order[g] = g;
+    std::ranges::stable_sort(order, {}, [&](std::size_t g) { return key[g]; });
+    std::vector<std::vector<std::size_t>> out;
+    out.reserve(groups.size());
+    for (auto g : order) out.push_back(std::move(groups[g]));
+    return out;
   }
 
  private:
@@ -50,7 +72,11 @@ class Forwarder {
 
   // Moves members whose sender is overloaded onto the landing NIC of a sibling that carries the
   // same box, preferring siblings that will not themselves be moved (already forwarded, or sent
-  // by a NIC with room), then the least loaded. A moved member may feed later ones: chains.
+  // by a NIC with room), then the fewest forwarding hops from a source, then the least loaded.
+  // Every hop waits for its upstream, and a (sender, receiver) pair sends its messages in plan
+  // order, so each hop can hold back the pair's later messages: a wide, shallow tree of relays
+  // keeps data moving where a chain of the same width makes the last domain wait for all hops.
+  // A moved member may still feed later ones where the shallow siblings have no room: chains.
   void relieve(const std::vector<std::size_t>& members) {
     for (const auto k : members) {
       auto& moved = a_[k];
@@ -58,7 +84,7 @@ class Forwarder {
       const auto b = static_cast<double>(bytes_[k]);
       auto rank = [&](std::size_t j) {
         const bool may_move = a_[j].relay_from < 0 && over(nic(a_[j].sender), 0) && !feeds_[j];
-        return std::pair(may_move, tx_[nic(a_[j].landing)]);
+        return std::tuple(may_move, depth_[j], tx_[nic(a_[j].landing)]);
       };
       std::size_t best = a_.size();
       for (const auto j : members)
@@ -69,6 +95,7 @@ class Forwarder {
       tx_[nic(moved.sender)] -= b;
       tx_[nic(a_[best].landing)] += b;
       moved.relay_from = static_cast<std::int32_t>(best);
+      depth_[k] = depth_[best] + 1;
       feeds_[best] = true;
     }
   }
@@ -78,6 +105,7 @@ class Forwarder {
   const std::vector<std::int64_t>& bytes_;
   std::vector<double> tx_, rx_;
   std::vector<bool> feeds_;
+  std::vector<std::uint32_t> depth_;  // forwarding hops between a source and the member
   double target_ = 0;
 };
 

@@ -185,24 +185,36 @@ class RefitPlanner {
   }
 
   // Plan order: depth by depth, each network message (phase 2*depth) before its NVLink fan-out.
+  // Boxes that other domains forward travel in a message of their own (key 1), created first so
+  // that it leads its (sender, landing) pair's stream: pairs send in plan order, and a relay
+  // cannot finish before the message it forwards from, so the forwarded bytes must not wait
+  // behind the rest of what the pair carries.
   void emit() {
     std::vector<Handle> handle(assignments_.size());
+    std::vector<bool> feeds(assignments_.size(), false);
+    for (const auto& a : assignments_)
+      if (a.relay_from >= 0) feeds[static_cast<std::size_t>(a.relay_from)] = true;
     const auto depth = depths();
     const auto max_depth = depth.empty() ? 0 : *std::ranges::max_element(depth);
     for (std::uint32_t level = 0; level <= max_depth; ++level)
-      for (std::size_t i = 0; i < assignments_.size(); ++i) {
-        if (depth[i] != level) continue;
-        const auto& a = assignments_[i];
-        const bool forwarded = a.relay_from >= 0;
-        const auto feeder = static_cast<std::size_t>(a.relay_from);
-        const auto from = forwarded ? handle[feeder] : kFromSourceShard;
-        const Rank sender = forwarded ? assignments_[feeder].landing : a.sender;
-        const std::uint64_t key = forwarded ? static_cast<std::uint64_t>(from) : 0;
-        handle[i] = b_.add(2 * level, key, sender, a.landing, a.item.tensor, *a.box, from);
-        for (Rank r : groups_[a.item.tensor][a.item.dest][a.item.group].replicas)
-          if (r != a.landing)
-            b_.add(2 * level + 1, static_cast<std::uint64_t>(handle[i]), a.landing, r, a.item.tensor, *a.box, handle[i]);
-      }
+      for (const bool feeding : {true, false})
+        for (std::size_t i = 0; i < assignments_.size(); ++i)
+          if (depth[i] == level && feeds[i] == feeding) handle[i] = emit_one(i, level, feeding, handle);
+  }
+
+  Handle emit_one(std::size_t i, std::uint32_t level, bool feeding, const std::vector<Handle>& handle) {
+    const auto& a = assignments_[i];
+    const bool forwarded = a.relay_from >= 0;
+    const auto feeder = static_cast<std::size_t>(a.relay_from);
+    const auto from = forwarded ? handle[feeder] : kFromSourceShard;
+    const Rank sender = forwarded ? assignments_[feeder].landing : a.sender;
+    // Forwarded messages are keyed by their feeder; the others by whether they feed relays.
+    const std::uint64_t key = forwarded ? static_cast<std::uint64_t>(from) + 2 : feeding ? 1 : 0;
+    const Handle h = b_.add(2 * level, key, sender, a.landing, a.item.tensor, *a.box, from);
+    for (Rank r : groups_[a.item.tensor][a.item.dest][a.item.group].replicas)
+      if (r != a.landing)
+        b_.add(2 * level + 1, static_cast<std::uint64_t>(h), a.landing, r, a.item.tensor, *a.box, h);
+    return h;
   }
 
   const PlanContext& c_;

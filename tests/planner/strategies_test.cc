@@ -150,3 +150,61 @@ TEST(Strategies, DestinationDomainsForwardWhenTheOnlyHolderIsOverloaded) {
 
 }  // namespace
 }  // namespace refit
+
+namespace refit {
+namespace {
+
+// Source 0 holds a (8 MiB), wanted whole by the 4 inference ranks 5..8 (single-GPU domains),
+// and d (2 MiB), wanted by rank 6 only; sources 1..4 each send 12 MiB of c to one of 5..8.
+// The busiest receiver (rank 6) takes 8 + 12 + 2 = 22 MiB; source 0 would send 4 x 8 + 2 =
+// 34 MiB, so two of a's copies are forwarded (34 -> 26 -> 18 MiB).
+ReshardProblem one_holder_and_background() {
+  const Shape a{4096, 1024}, c{24576, 1024}, d{1024, 1024};
+  return ReshardProblem::make(
+      {make_reshard("a", a, make_layout(a, {1}, rank_range(0, 1), "R"), make_layout(a, {4}, rank_range(5, 4), "R")),
+       make_reshard("c", c, make_layout(c, {4}, rank_range(1, 4), "S0"), make_layout(c, {4}, rank_range(5, 4), "S0")),
+       make_reshard("d", d, make_layout(d, {1}, rank_range(0, 1), "R"), make_layout(d, {1}, rank_range(6, 1), "R"))},
+      5, 4).value();
+}
+
+TEST(Strategies, ForwardingBuildsAShallowTreeWhereTheForwarderHasRoom) {
+  // Each hop waits for the one before it, so the two forwarded copies of a both come from a
+  // domain that got a from the source (a star: its NIC sends 16 MiB <= 22 MiB), rather than
+  // a chain source -> x -> y -> z.
+  const auto p = one_holder_and_background();
+  const auto c = make_test_cluster(9, 1, 5, 4);
+  const auto plan = plan_of("refit", p, c);
+  int relays = 0;
+  for (const auto& t : plan.transfers)
+    for (const auto& s : t.segments)
+      if (s.via != kFromSourceShard && t.link == LinkKind::kNetwork) {
+        ++relays;
+        EXPECT_LT(plan.transfers[static_cast<std::size_t>(s.via)].sender.value, 5) << "transfer " << t.id;
+      }
+  EXPECT_EQ(relays, 2);
+  EXPECT_LE(compute_stats(plan, c).max_nic_tx.value, 22 << 20);
+}
+
+TEST(Strategies, DataThatIsForwardedLeadsItsPair) {
+  // The landing rank that forwards a also receives d from source 0: a travels in a message of
+  // its own, ahead of d's, so the relays need not wait for d.
+  const auto p = one_holder_and_background();
+  const auto c = make_test_cluster(9, 1, 5, 4);
+  const auto plan = plan_of("refit", p, c);
+  std::vector<bool> feeds(plan.transfers.size(), false);
+  for (const auto& t : plan.transfers)
+    for (const auto& s : t.segments)
+      if (s.via != kFromSourceShard) feeds[static_cast<std::size_t>(s.via)] = true;
+  bool mixed = false;
+  for (const auto& t : plan.transfers)
+    for (const auto& later : plan.transfers)
+      if (later.id > t.id && later.sender == t.sender && later.receiver == t.receiver) {
+        mixed = mixed || feeds[static_cast<std::size_t>(t.id)] != feeds[static_cast<std::size_t>(later.id)];
+        EXPECT_FALSE(feeds[static_cast<std::size_t>(later.id)] && !feeds[static_cast<std::size_t>(t.id)])
+            << "transfer " << later.id << " feeds relays but queues behind " << t.id;
+      }
+  EXPECT_TRUE(mixed);
+}
+
+}  // namespace
+}  // namespace refit
