@@ -3,9 +3,11 @@
 // BM_SimulateAllToAll: the shape of a DeepSeek-V3 plan (refit simulate --model deepseek-v3
 // --train pp=16,ep=16 --infer tp=32,dp=8 --cluster dgx-h100): 256 sender NICs each send their
 // messages in order to all 256 receiver NICs, keeping `window` in flight (message k waits for
-// message k - window of the same sender). Every flow crosses a NIC tx and a NIC rx, so all flows
-// form one contended component and each completion shifts the rates of dozens of others; exact,
-// and with the rate tolerance plan simulations use (SimulateOptions::rate_tolerance).
+// message k - window of the same sender), or all at once (window 0: plan simulations stream
+// every (sender, receiver) pair at the same time, one message per pair as refit coalesces them).
+// Every flow crosses a NIC tx and a NIC rx, so all flows form one contended component and each
+// completion shifts the rates of dozens of others; exact, and with the rate tolerance plan
+// simulations use (SimulateOptions::rate_tolerance).
 //
 // BM_SimulateRelayChains: 256 sender GPUs, each behind its own NIC, send two
 // messages each to 256 receiver GPUs in 32 NVLink domains of 8 (1,536 resources). Every message
@@ -168,6 +170,7 @@ BENCHMARK(BM_SimulateAllToAll)
     ->Args({128, 8, 10'000})
     ->Args({128, 16, 0})
     ->Args({128, 16, 10'000})
+    ->Args({32, 0, 10'000})
     ->MeasureProcessCPUTime()
     ->Unit(benchmark::kMillisecond);
 

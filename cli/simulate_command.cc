@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -20,12 +21,13 @@ struct SimulateCommandOptions {
   PlanInputOptions inputs;
   bool compare = false;
   std::string trace;
-  std::int32_t window = PlanSimulationOptions::kDefaultWindow;
+  std::optional<std::int32_t> window;  // unset: default_window() of each strategy
   bool json = false;
 };
 
 struct Row {
   std::string strategy;
+  std::int32_t window = 0;
   PlanStats stats;
   PlanSimulation sim;
   Seconds plan_seconds;
@@ -44,9 +46,10 @@ std::function<void(double)> progress_printer(std::string strategy) {
 Result<Row> simulate_one(const SimulateCommandOptions& o, const PlanInputs& in, std::string_view strategy) {
   auto tp = obtain_plan(o.inputs, in, strategy);
   if (!tp) return std::unexpected(tp.error());
-  Row row{tp->plan.strategy, compute_stats(tp->plan, in.cluster), {}, tp->seconds, {}};
+  const auto window = o.window.value_or(default_window(tp->plan.strategy));
+  Row row{tp->plan.strategy, window, compute_stats(tp->plan, in.cluster), {}, tp->seconds, {}};
   std::ofstream trace_file;
-  PlanSimulationOptions so{progress_printer(row.strategy), nullptr, o.window};
+  PlanSimulationOptions so{progress_printer(row.strategy), nullptr, window};
   // One trace, of --strategy: with --compare the others would multiply the file size.
   if (!o.trace.empty() && strategy == o.inputs.strategy) {
     trace_file.open(o.trace);
@@ -77,6 +80,7 @@ nlohmann::ordered_json row_json(const Row& r, const LowerBound& lb, const Row* b
                            {"max_nic_tx_bytes", r.stats.max_nic_tx.value},
                            {"max_nic_rx_bytes", r.stats.max_nic_rx.value},
                            {"transfers", r.stats.transfers},
+                           {"window", r.window},
                            {"breakdown_s", {{"latency", r.sim.latency.value}, {"network", r.sim.network.value},
                                             {"nvlink", r.sim.nvlink.value}, {"copy", r.sim.copy.value},
                                             {"pack_unpack", r.sim.pack.value}}},
@@ -91,13 +95,13 @@ nlohmann::ordered_json row_json(const Row& r, const LowerBound& lb, const Row* b
 void print_table(const std::vector<Row>& rows, const LowerBound& lb) {
   const Row* base = baseline(rows);
   fmt::print("lower bound {} ({})\n", human(lb.time), lb.binding);
-  fmt::print("{:<18} {:>12} {:>9} {:>14} {:>12} {:>14}\n", "strategy", "predicted", "x bound",
-             "vs gather-bc", "network", "max NIC rx");
+  fmt::print("{:<18} {:>12} {:>9} {:>14} {:>12} {:>14} {:>7}\n", "strategy", "predicted", "x bound",
+             "vs gather-bc", "network", "max NIC rx", "window");
   for (const auto& r : rows)
-    fmt::print("{:<18} {:>12} {:>9.3f} {:>14} {:>12} {:>14}\n", r.strategy, human(r.sim.predicted),
+    fmt::print("{:<18} {:>12} {:>9.3f} {:>14} {:>12} {:>14} {:>7}\n", r.strategy, human(r.sim.predicted),
                r.sim.predicted / lb.time,
                base ? fmt::format("{:.2f}x", base->sim.predicted / r.sim.predicted) : std::string("-"),
-               human(r.stats.network_bytes), human(r.stats.max_nic_rx));
+               human(r.stats.network_bytes), human(r.stats.max_nic_rx), r.window == 0 ? std::string("-") : std::to_string(r.window));
 }
 
 void print_detail(const Row& r, const LowerBound& lb) {
@@ -151,7 +155,9 @@ Action add_simulate_command(CLI::App& app) {
   cmd->add_option("--trace", o->trace,
                   "Write a Chrome trace event JSON of --strategy's plan (opens in Perfetto), also with --compare");
   cmd->add_option("--window", o->window,
-                  "Messages of its own data a rank keeps in flight, posted in plan order (0: all at once)")
+                  "Chunks in flight per (sender, receiver) pair, sent in plan order (0: every transfer at "
+                  "once). Default: 16, the UCX executor's grant window, for refit and direct; 0 for "
+                  "m2n-ring and gather-broadcast, whose NCCL collectives give each ring step its own channel")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", o->json, "Print one JSON object on stdout");
   return [o]() { return run(*o); };

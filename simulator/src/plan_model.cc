@@ -11,13 +11,21 @@
 // arrived, and its own last chunk (a tail task) cannot end before the upstream has ended. So an
 // h-hop chain of equal links takes bytes/bw + (h-1)*chunk/bw. A transfer fed by several
 // upstream transfers waits for all of them to end.
-// A rank keeps at most `window` messages of its own data in flight, in plan order, as an
-// executor posting its sends in order would (NCCL and UCX both bound outstanding operations);
-// relays are not in the window: they go as their data arrives. The window also keeps the number
-// of concurrent flows, and so the cost of each rate update, proportional to the ranks.
+// Each (sender, receiver) pair is one in-order stream of chunks, as in the UCX executor: the
+// receiver grants each sender `window` chunks ahead, in plan order, and the sender puts a
+// pair's chunks in queue order, stopping at the first one whose forwarded data has not landed.
+// So a transfer of a pair starts once (a) the chunk `window` chunks before its first has
+// landed (conservatively: the end of the pair's transfer holding that chunk), and (b) every
+// earlier transfer of the pair had its data to forward (the ends of their upstream transfers).
+// With messages of more than `window` chunks a pair's transfers run one after the other, one
+// flow per pair, which is also how a NIC shares itself: per queue pair, not per message.
+// Different pairs run at once; window 0 lifts (a) and (b), every transfer starts when its data
+// is there.
 #include "plan_model.h"
 
 #include <algorithm>
+#include <optional>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -35,8 +43,7 @@ bool contiguous_in(const Box& sub, const Box& whole) {
 class Builder {
  public:
   Builder(const Plan& plan, const ReshardProblem& problem, const Cluster& cluster, std::int32_t window)
-      : plan_(plan), problem_(problem), c_(cluster), window_(static_cast<std::size_t>(window)),
-        sent_(static_cast<std::size_t>(plan.world_size())) {}
+      : plan_(plan), problem_(problem), c_(cluster), window_(window) {}
 
   PlanModel build() {
     add_resources();
@@ -44,7 +51,7 @@ class Builder {
     count_pipelined_dependents();
     ends_.resize(plan_.transfers.size());
     heads_.resize(plan_.transfers.size());
-    out_.model.reserve_tasks(plan_.transfers.size() * 2, 4, 2);
+    out_.model.reserve_tasks(plan_.transfers.size() * 2, 4, 3);
     for (const auto& t : plan_.transfers) add_transfer(t);
     return std::move(out_);
   }
@@ -52,6 +59,12 @@ class Builder {
  private:
   struct GpuResources {
     ResourceId nvlink_out, nvlink_in, copy;
+  };
+  // The transfers of one (sender, receiver) pair so far, in plan order.
+  struct PairStream {
+    std::vector<std::int64_t> chunks_end;  // chunks of the pair up to and including transfer i
+    std::vector<TaskId> ends;              // the end of transfer i
+    std::optional<TaskId> forwarded;       // ends once every forwarded byte so far has landed
   };
 
   void add_resources() {
@@ -172,16 +185,46 @@ class Builder {
     return gpu_track_[gpu_index(t.sender)];
   }
 
-  // What the transfer's first task waits for: its upstream, or a free slot in the window.
-  std::vector<TaskId> start_deps(const Transfer& t) const {
+  PairStream& pair_of(const Transfer& t) {
+    const auto key = static_cast<std::uint64_t>(t.sender.value) * static_cast<std::uint64_t>(plan_.world_size()) +
+                     static_cast<std::uint64_t>(t.receiver.value);
+    return pairs_[key];
+  }
+
+  // What the transfer's first task waits for: its upstream, a grant (chunk f - window of the
+  // pair has landed, f being the pair's chunks before this transfer), and the pair's earlier
+  // transfers having had their forwarded data.
+  std::vector<TaskId> start_deps(const Transfer& t, const PairStream& pair) const {
     std::vector<TaskId> deps;
     const auto up = single_upstream_[static_cast<std::size_t>(t.id)];
-    if (up >= 0) return {heads_[static_cast<std::size_t>(up)]};
-    const auto upstream = t.upstream();
-    for (auto u : upstream) deps.push_back(ends_[static_cast<std::size_t>(u)]);
-    const auto& sent = sent_[static_cast<std::size_t>(t.sender.value)];
-    if (upstream.empty() && window_ > 0 && sent.size() >= window_) deps.push_back(sent[sent.size() - window_]);
+    if (up >= 0) {
+      deps.push_back(heads_[static_cast<std::size_t>(up)]);
+    } else {
+      for (auto u : t.upstream()) deps.push_back(ends_[static_cast<std::size_t>(u)]);
+    }
+    if (window_ == 0) return deps;
+    const std::int64_t before = pair.chunks_end.empty() ? 0 : pair.chunks_end.back();
+    if (before >= window_) {
+      const auto holder = std::ranges::upper_bound(pair.chunks_end, before - window_) - pair.chunks_end.begin();
+      deps.push_back(pair.ends[static_cast<std::size_t>(holder)]);
+    }
+    if (pair.forwarded) deps.push_back(*pair.forwarded);
     return deps;
+  }
+
+  // After a relay joins the pair, later transfers of the pair also wait for its upstream's end:
+  // the sender's queue walk stops at the relay's last chunk until that data has landed.
+  void record_in_pair(const Transfer& t, PairStream& pair, TaskId end) {
+    pair.chunks_end.push_back((pair.chunks_end.empty() ? 0 : pair.chunks_end.back()) + t.chunk_count());
+    pair.ends.push_back(end);
+    const auto upstream = t.upstream();
+    if (window_ == 0 || upstream.empty()) return;
+    std::vector<TaskId> deps;
+    for (auto u : upstream) deps.push_back(ends_[static_cast<std::size_t>(u)]);
+    if (pair.forwarded) deps.push_back(*pair.forwarded);
+    resources_.clear();
+    track_ = -1;  // a pure dependency node: nothing to draw
+    pair.forwarded = task(t, Bytes{0}, Seconds{0}, Seconds{0}, std::move(deps));
   }
 
   Seconds copy_time(bool needed, Bytes chunk, Rank r) const {
@@ -200,18 +243,19 @@ class Builder {
     track_ = track_of(t);
     const auto upstream = single_upstream_[id];
     const bool relay = upstream >= 0;
+    auto& pair = pair_of(t);
     TaskId last;
     if (!relay && !has_pipelined_dependent_[id]) {
-      last = heads_[id] = task(t, t.bytes, latency_of(t), pack_s + unpack_s, start_deps(t));
+      last = heads_[id] = task(t, t.bytes, latency_of(t), pack_s + unpack_s, start_deps(t, pair));
     } else {
-      last = heads_[id] = task(t, chunk, latency_of(t), pack_s, start_deps(t));
+      last = heads_[id] = task(t, chunk, latency_of(t), pack_s, start_deps(t, pair));
       const Bytes tail{relay ? std::min(chunk.value, (t.bytes - chunk).value) : 0};
       const Bytes body = t.bytes - chunk - tail;
       if (body.value > 0) last = task(t, body, Seconds{0}, relay ? Seconds{0} : unpack_s, {last});
       if (relay) last = task(t, tail, Seconds{0}, unpack_s, {last, ends_[static_cast<std::size_t>(upstream)]});
     }
     ends_[id] = last;
-    if (t.upstream().empty()) sent_[static_cast<std::size_t>(t.sender.value)].push_back(last);
+    record_in_pair(t, pair, last);
   }
 
   const Plan& plan_;
@@ -228,8 +272,8 @@ class Builder {
   std::vector<ResourceId> resources_;  // of the transfer being translated
   TaskKind kind_ = TaskKind::kNetwork;
   std::int32_t track_ = -1;
-  std::size_t window_;
-  std::vector<std::vector<TaskId>> sent_;  // per sender rank, the end of each message in order
+  std::int64_t window_;  // chunks granted ahead per pair; 0: no limit
+  std::unordered_map<std::uint64_t, PairStream> pairs_;  // by sender * world + receiver
   std::string label_;
 };
 

@@ -17,7 +17,8 @@ struct PlanModel {
   std::vector<Seconds> copy_latency;           // by TaskId: pack/unpack time inside its latency
 };
 
-// `window`: messages a rank keeps in flight (0: unbounded).
+// `window`: chunks in flight per (sender, receiver) pair, whose transfers go in plan order
+// (0: no limit and no order).
 PlanModel build_plan_model(const Plan& plan, const ReshardProblem& problem, const Cluster& cluster,
                            std::int32_t window);
 

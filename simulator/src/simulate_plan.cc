@@ -44,12 +44,16 @@ void fill_critical_path(PlanSimulation& out, const sim::PlanModel& pm, const sim
 
 }  // namespace
 
+std::int32_t default_window(std::string_view strategy) {
+  return strategy == "m2n-ring" || strategy == "gather-broadcast" ? 0 : PlanSimulationOptions::kDefaultWindow;
+}
+
 Result<PlanSimulation> simulate_plan(const Plan& plan, const ReshardProblem& problem,
                                      const Cluster& cluster, const PlanSimulationOptions& options) {
   if (cluster.rank_count() < plan.world_size())
     return invalid(fmt::format("the plan has {} ranks, cluster '{}' places {}", plan.world_size(),
                                cluster.name(), cluster.rank_count()));
-  if (options.window < 0) return invalid("window must be >= 0 messages");
+  if (options.window < 0) return invalid("window must be >= 0 chunks");
   const auto pm = sim::build_plan_model(plan, problem, cluster, options.window);
   sim::SimulateOptions so;
   so.progress = options.progress;

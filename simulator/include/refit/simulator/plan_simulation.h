@@ -5,6 +5,7 @@
 #include <functional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "refit/core/error.h"
@@ -17,16 +18,25 @@ namespace refit {
 struct PlanSimulationOptions {
   std::function<void(double fraction_done)> progress;  // called at most twice a second
   std::ostream* trace = nullptr;                        // Chrome trace event JSON, when set
-  // Messages a rank keeps in flight, posted in plan order (0: all at once).
+  // Chunks (Transfer::chunk) a receiver grants each sender ahead; a (sender, receiver) pair
+  // sends its transfers in plan order (0: every transfer at once, as soon as its data is there).
+  // The default is the UCX executor's grant window (see default_window()).
   std::int32_t window = kDefaultWindow;
-  static constexpr std::int32_t kDefaultWindow = 8;
+  static constexpr std::int32_t kDefaultWindow = 16;
   // SimulateOptions::rate_tolerance; 0 simulates exactly. Plans are all-to-alls where every
   // message end shifts dozens of rates a little: at 1e-2 a DeepSeek-V3 plan on 256 NICs
-  // simulates 2x faster with 16 messages in flight, and its predicted time stays within the
-  // noise of the exact one (which moves by 0.2-1% when NIC speeds are perturbed by 1e-6).
+  // simulated 2x faster with 16 messages in flight per rank (the model before per-pair streams),
+  // and its predicted time stayed within the noise of the exact one (which moves by 0.2-1% when
+  // NIC speeds are perturbed by 1e-6).
   double rate_tolerance = kDefaultRateTolerance;
   static constexpr double kDefaultRateTolerance = 1e-2;
 };
+
+// The window a plan of `strategy` runs with, modelled after what runs it: the baselines
+// (m2n-ring, gather-broadcast) stand for today's NCCL collectives, which give every ring step a
+// channel of its own, so their messages are not queued per pair (0); refit's own strategies run
+// on refit's executors, which queue each pair in plan order (the UCX grant window).
+std::int32_t default_window(std::string_view strategy);
 
 struct ResourceReport {
   std::string name;   // e.g. "nic 3 tx", "gpu 5 nvlink in", "gpu 5 copy"
