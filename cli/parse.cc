@@ -49,4 +49,23 @@ Result<std::vector<std::int64_t>> parse_mesh_shape(std::string_view text, std::s
   return parse_numbers(text, option, "x,", 1);
 }
 
+namespace {
+
+CLI::Validator number_above(double floor, bool inclusive, const char* name, const char* wanted) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        double v = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        const bool number = ec == std::errc{} && end == text.data() + text.size();
+        if (number && (inclusive ? v >= floor : v > floor)) return {};
+        return fmt::format("must be {}, got {}", wanted, text);
+      },
+      name);
+}
+
+}  // namespace
+
+CLI::Validator positive() { return number_above(0, false, "POSITIVE", "> 0"); }
+CLI::Validator non_negative() { return number_above(0, true, "NONNEGATIVE", ">= 0"); }
+
 }  // namespace refit::cli

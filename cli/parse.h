@@ -4,6 +4,8 @@
 #include <string_view>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "refit/core/error.h"
 
 namespace refit::cli {
@@ -13,5 +15,10 @@ Result<std::vector<std::int64_t>> parse_int_list(std::string_view text, std::str
                                                  std::int64_t min_value);
 // "3x2" -> {3, 2} (a comma works too); every axis >= 1.
 Result<std::vector<std::int64_t>> parse_mesh_shape(std::string_view text, std::string_view option);
+
+// Option checks whose message says what is wanted ("must be > 0, got 0"), where CLI11's own
+// print the range of a double.
+CLI::Validator positive();
+CLI::Validator non_negative();
 
 }  // namespace refit::cli

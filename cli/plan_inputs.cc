@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "parse.h"
 #include "refit/planner/plan_json.h"
 
 namespace refit::cli {
@@ -16,7 +17,7 @@ void add_plan_input_options(CLI::App& cmd, PlanInputOptions& o, bool with_plan_f
                  fmt::format("Planning strategy: {} (default {})", fmt::join(strategy_names(), ", "),
                              kDefaultStrategy));
   cmd.add_option("--chunk", o.chunk_bytes, "Relay chunk size in bytes (default 8 MiB)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   if (with_plan_file)
     cmd.add_option("--plan", o.plan_file, "Use this plan (from refit plan --out) instead of planning");
 }

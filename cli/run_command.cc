@@ -15,6 +15,7 @@
 #include <fmt/ranges.h>
 
 #include "command.h"
+#include "parse.h"
 #include "plan_inputs.h"
 #include "refit/executors/agreement.h"
 #include "refit/executors/host_shards.h"
@@ -160,15 +161,15 @@ Action add_run_command(CLI::App& app) {
   cmd->add_option("--iterations", o->iterations,
                   "Refits to perform with one prepared plan, as an RL job does once per step; the "
                   "report gives the median and the first (default 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_option("--timeout", o->timeout,
                   "Longest wait on a peer, in seconds, before every rank fails (default 60); it bounds "
                   "the steps where ranks wait for each other too, so it must exceed the slowest "
                   "rank's planning and verification")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_option("--staging", o->staging,
                   "Staging bytes per rank for packing strided pieces (default 256 MiB)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_flag("--json", o->json, "Print one JSON object on stdout (rank 0)");
   cmd->add_option("--test-kill-rank", o->kill_rank)->group("");
   cmd->add_option("--test-perturb-plan-on-rank", o->perturb_rank)->group("");

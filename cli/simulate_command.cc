@@ -10,6 +10,7 @@
 
 #include "command.h"
 #include "human_units.h"
+#include "parse.h"
 #include "plan_inputs.h"
 #include "refit/planner/plan_stats.h"
 #include "refit/simulator/plan_simulation.h"
@@ -158,7 +159,7 @@ Action add_simulate_command(CLI::App& app) {
                   "Chunks in flight per (sender, receiver) pair, sent in plan order (0: every transfer at "
                   "once). Default: 16, the UCX executor's grant window, for refit and direct; 0 for "
                   "m2n-ring and gather-broadcast, whose NCCL collectives give each ring step its own channel")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->add_flag("--json", o->json, "Print one JSON object on stdout");
   return [o]() { return run(*o); };
 }

@@ -11,6 +11,7 @@
 
 #include "cluster_options.h"
 #include "command.h"
+#include "parse.h"
 #include "refit/topology/cluster_json.h"
 
 namespace refit::cli {
@@ -135,13 +136,13 @@ Action add_topo_command(CLI::App& app) {
       "topo", "Show a cluster: nodes, GPUs, NVLink domains, NICs, bandwidths and rank placement");
   add_cluster_options(*cmd, opts->cluster, /*required=*/true);
   cmd->add_option("--train-ranks", opts->train_ranks, "Training ranks to place (sizes presets)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->add_option("--infer-ranks", opts->infer_ranks, "Inference ranks to place (sizes presets)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   opts->infer_offset_option =
       cmd->add_option("--infer-offset", opts->infer_offset,
                       "First GPU of the inference ranks (default: right after the training ranks)")
-          ->check(CLI::NonNegativeNumber);
+          ->check(non_negative());
   cmd->add_flag("--json", opts->json, "Print the cluster file format (one JSON object) on stdout");
   return [opts]() { return run(*opts); };
 }

@@ -130,7 +130,11 @@ INSTANTIATE_TEST_SUITE_P(
                  "GPUs"},
         BadInput{"plan --model no-such-model --train tp=1 --infer tp=1", "no-such-model"},
         BadInput{"simulate " + kProblem + " --compare --plan x.json", "--plan"},
-        BadInput{"simulate " + kProblem + " --plan /nonexistent/plan.json", "plan"}));
+        BadInput{"simulate " + kProblem + " --plan /nonexistent/plan.json", "plan"},
+        BadInput{"simulate " + kProblem + " --window -1", "--window: must be >= 0, got -1"},
+        BadInput{"plan " + kProblem + " --chunk 0", "--chunk: must be > 0, got 0"},
+        BadInput{"run " + kProblem + " --iterations 0", "--iterations: must be > 0, got 0"},
+        BadInput{"run " + kProblem + " --timeout soon", "--timeout: must be > 0, got soon"}));
 
 }  // namespace
 }  // namespace refit
