@@ -1,0 +1,50 @@
+#include "refit/executors/sim_executor.h"
+
+#include <fmt/format.h>
+
+namespace refit {
+namespace {
+
+class SimPrepared final : public PreparedPlan {
+ public:
+  SimPrepared(Plan p, Rank r) : plan(std::move(p)), rank(r) {}
+  Plan plan;
+  Rank rank;
+  std::optional<PlanSimulation> simulation;  // of the first execute()
+};
+
+// The rank's share of the plan: what it puts and what lands on it, relay hops included.
+ExecutionReport rank_report(const Plan& plan, Rank rank, Seconds predicted) {
+  ExecutionReport r{Bytes{0}, Bytes{0}, predicted, 0};
+  for (const auto& t : plan.transfers) {
+    if (t.sender == rank) {
+      r.bytes_sent += t.bytes;
+      r.messages += t.chunk_count();
+    }
+    if (t.receiver == rank) r.bytes_received += t.bytes;
+  }
+  return r;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PreparedPlan>> SimExecutor::prepare(const Plan& plan, Rank rank, const RankBuffers&) {
+  if (rank.value < 0 || rank.value >= plan.world_size())
+    return invalid(fmt::format("rank {} is not one of the plan's {} ranks", rank.value, plan.world_size()));
+  if (auto ok = validate(plan, problem_); !ok) return std::unexpected(std::move(ok.error()).in("the sim executor's plan"));
+  return std::make_unique<SimPrepared>(plan, rank);
+}
+
+Result<ExecutionReport> SimExecutor::execute(PreparedPlan& prepared) {
+  auto* p = dynamic_cast<SimPrepared*>(&prepared);
+  if (p == nullptr) return invalid("execute: the plan was not prepared by the sim executor");
+  if (!p->simulation) {
+    auto sim = simulate_plan(p->plan, problem_, cluster_, options_);
+    if (!sim) return std::unexpected(sim.error());
+    p->simulation = std::move(*sim);
+  }
+  last_ = p->simulation;
+  return rank_report(p->plan, p->rank, p->simulation->predicted);
+}
+
+}  // namespace refit
