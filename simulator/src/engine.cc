@@ -1,16 +1,9 @@
 #include "engine.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace refit::sim {
-namespace {
-
-// Events closer than this (relative to the current time) form one instant: flows that finish
-// "together" up to rounding then cause one rate recomputation instead of one each.
-constexpr double kSameInstant = 1e-12;
-
-}  // namespace
-
 Engine::Engine(const Model& model, const Dependents& dependents, const SimulateOptions& options)
     : model_(model),
       dependents_(dependents),
@@ -51,13 +44,21 @@ void Engine::handle(const Event& event, double now) {
     network_.start(task, now);
 }
 
-// Handles every event of the instant `now` (including those it causes, such as a zero-latency
-// successor), then recomputes the rates the instant changed, once.
-void Engine::run_instant(double now) {
-  const double horizon = now + std::abs(now) * kSameInstant;
+// Handles every event of the instant that starts at `first` (including those it causes, such as
+// a zero-latency successor), all at the time of its last one, then recomputes the rates the
+// instant changed, once. Handling an event late never lets a flow beat its bandwidth: a flow that
+// ended within the instant holds its share to the end of it, and one that could start waits.
+void Engine::run_instant(double first) {
+  const double horizon = first + std::abs(first) * options_.instant;
+  double now = first;
   while (!queue_.empty() && queue_.top().time <= horizon) {
-    ++out_.events;
-    handle(queue_.pop(), now);
+    batch_.clear();
+    while (!queue_.empty() && queue_.top().time <= horizon) batch_.push_back(queue_.pop());
+    now = std::max(now, batch_.back().time);  // popped in time order
+    for (const Event& event : batch_) {
+      ++out_.events;
+      handle(event, now);
+    }
   }
   for (const std::int32_t flow : network_.reallocate(now)) {
     const double done = network_.completion_time(flow);

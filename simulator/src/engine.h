@@ -28,7 +28,7 @@ class Engine {
  private:
   static std::size_t index(std::int32_t i) { return static_cast<std::size_t>(i); }
 
-  void run_instant(double now);
+  void run_instant(double first);
   void handle(const Event& event, double now);
   void become_ready(std::int32_t task, double now);
   void end_task(std::int32_t task, double now);
@@ -41,6 +41,7 @@ class Engine {
   EventQueue queue_;
   std::vector<std::int32_t> pending_deps_;
   std::vector<char> done_;
+  std::vector<Event> batch_;  // scratch of run_instant()
   std::int32_t ended_ = 0;
   EngineRun out_;
   std::chrono::steady_clock::time_point last_progress_;

@@ -58,6 +58,7 @@ Result<PlanSimulation> simulate_plan(const Plan& plan, const ReshardProblem& pro
   sim::SimulateOptions so;
   so.progress = options.progress;
   so.rate_tolerance = options.rate_tolerance;
+  so.instant = options.instant;
   auto r = sim::simulate(pm.model, so);
   if (!r) return std::unexpected(r.error());
   PlanSimulation out;

@@ -204,5 +204,27 @@ TEST(Simulate, ReportsProgress) {
   EXPECT_EQ(r->events, 4000u);  // a latency event and a completion per flow
 }
 
+TEST(Simulate, AWiderInstantHandlesNearbyEventsTogetherAtTheLastOne) {
+  // A (1 GB) and B (1.000004 GB) leave on their own 10 GB/s NICs: they end at 0.1 s and
+  // 0.1000004 s, 4e-6 apart relative to the time. C (1 GB on A's NIC) waits for A.
+  // Exact instants: A ends at 0.1 s and C at 0.2 s. With instant = 1e-5 both ends belong to one
+  // instant, handled at its last event: A ends, and C starts, at 0.1000004 s (C ends 0.2000004 s);
+  // never earlier than exact.
+  Model m;
+  const auto na = m.add_resource("nic a", gbps(10));
+  const auto nb = m.add_resource("nic b", gbps(10));
+  const auto a = m.add_task({.bytes = gigabytes(1), .resources = {na}});
+  const auto b = m.add_task({.bytes = Bytes{1'000'004'000}, .resources = {nb}});
+  const auto c = m.add_task({.bytes = gigabytes(1), .resources = {na}, .deps = {a}});
+  const auto exact = run(m);
+  EXPECT_NEAR(end_of(exact, a), 0.1, 0.1 * kTol);
+  EXPECT_NEAR(end_of(exact, c), 0.2, 0.2 * kTol);
+  auto wide = simulate(m, SimulateOptions{.instant = 1e-5});
+  ASSERT_TRUE(wide) << wide.error().message;
+  EXPECT_NEAR(end_of(*wide, a), 0.1000004, 0.1 * kTol);
+  EXPECT_NEAR(end_of(*wide, b), 0.1000004, 0.1 * kTol);
+  EXPECT_NEAR(end_of(*wide, c), 0.2000004, 0.2 * kTol);
+}
+
 }  // namespace
 }  // namespace refit::sim

@@ -30,6 +30,12 @@ struct PlanSimulationOptions {
   // NIC speeds are perturbed by 1e-6).
   double rate_tolerance = kDefaultRateTolerance;
   static constexpr double kDefaultRateTolerance = 1e-2;
+  // SimulateOptions::instant. Tens of thousands of pairs end their messages microseconds apart;
+  // handling those within 1e-4 of the current time together (100 us at 1 s) makes the
+  // DeepSeek-V3 refit plan simulate 3.4x faster (44 -> 13 s) and moves its prediction by 0.007 %
+  // (1e-5: 2.1x, 0.002 %; 1e-3: 5.4x, 0.5 %).
+  double instant = kDefaultInstant;
+  static constexpr double kDefaultInstant = 1e-4;
 };
 
 // The window a plan of `strategy` runs with, modelled after what runs it: the baselines

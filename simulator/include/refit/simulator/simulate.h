@@ -36,6 +36,11 @@ struct SimulateOptions {
   // chain flows the exact makespan is itself chaotic (perturbing capacities by 1e-6 moves a
   // DeepSeek-V3 plan's by 1% at 8 in flight); there 1e-2 shifts its mean by less than that.
   double rate_tolerance = 0;
+  // Events less than this fraction of the current time after an instant's first event belong to
+  // that instant: they are handled together at its end and the rates are recomputed once. The
+  // default only merges events that coincide up to rounding; wider instants trade a delay of at
+  // most that fraction per step for fewer recomputations.
+  double instant = 1e-12;
 };
 
 struct TaskTiming {
