@@ -31,11 +31,12 @@ struct PlanSimulationOptions {
   double rate_tolerance = kDefaultRateTolerance;
   static constexpr double kDefaultRateTolerance = 1e-2;
   // SimulateOptions::instant. Tens of thousands of pairs end their messages microseconds apart;
-  // handling those within 1e-4 of the current time together (100 us at 1 s) makes the
-  // DeepSeek-V3 refit plan simulate 3.4x faster (44 -> 13 s) and moves its prediction by 0.007 %
-  // (1e-5: 2.1x, 0.002 %; 1e-3: 5.4x, 0.5 %).
+  // handling those within 1e-5 of the current time together (10 us at 1 s) makes the DeepSeek-V3
+  // refit plan simulate 2.1x faster (44 -> 21 s) and moves its prediction by 0.002 % on dgx-h100
+  // and 0.3 % on gb200-nvl72:gpus_per_domain=64, whose schedule is the most sensitive (1e-4: 3.4x
+  // faster but +3.6 % on GB200; 1e-6: +0.01 %).
   double instant = kDefaultInstant;
-  static constexpr double kDefaultInstant = 1e-4;
+  static constexpr double kDefaultInstant = 1e-5;
 };
 
 // The window a plan of `strategy` runs with, modelled after what runs it: the baselines
