@@ -31,6 +31,15 @@ Result<const Json*> require(const Json& object, std::string_view key, const std:
   return &object.find(key).value();
 }
 
+// A field that must be there and of one JSON type (`kind` names it: "a string").
+Result<const Json*> require_kind(const Json& object, std::string_view key, const std::string& path,
+                                 bool (Json::*is)() const noexcept, std::string_view kind) {
+  auto value = require(object, key, path);
+  if (value && !((**value).*is)())
+    return invalid(fmt::format("{}: expected {}, got {}", child(path, key), kind, describe(**value)));
+  return value;
+}
+
 }  // namespace
 
 std::string child(const std::string& path, std::string_view key) {
@@ -46,7 +55,11 @@ Result<Json> parse_object(std::string_view text, std::string_view what) {
   try {
     j = Json::parse(text);
   } catch (const Json::parse_error& e) {
-    return invalid(fmt::format("{}: not valid JSON ({})", what, e.what()));
+    // what() is "[json.exception.parse_error.101] parse error at line 3, column 5: ...".
+    const std::string_view message = e.what();
+    const auto tag_end = message.find("] ");
+    return invalid(fmt::format("{}: not valid JSON: {}", what,
+                               tag_end == std::string_view::npos ? message : message.substr(tag_end + 2)));
   }
   if (!j.is_object()) return invalid(fmt::format("{}: expected a JSON object", what));
   return j;
@@ -94,10 +107,8 @@ Result<bool> optional_bool(const Json& object, std::string_view key, const std::
 }
 
 Result<double> require_number(const Json& object, std::string_view key, const std::string& path) {
-  auto value = require(object, key, path);
+  auto value = require_kind(object, key, path, &Json::is_number, "a number");
   if (!value) return std::unexpected(value.error());
-  if (!(*value)->is_number())
-    return invalid(fmt::format("{}: expected a number, got {}", child(path, key), describe(**value)));
   return (*value)->get<double>();
 }
 
@@ -109,30 +120,19 @@ Result<std::string> optional_string(const Json& object, std::string_view key, co
 
 Result<std::string> require_string(const Json& object, std::string_view key,
                                    const std::string& path) {
-  auto value = require(object, key, path);
+  auto value = require_kind(object, key, path, &Json::is_string, "a string");
   if (!value) return std::unexpected(value.error());
-  if (!(*value)->is_string())
-    return invalid(
-        fmt::format("{}: expected a string, got {}", child(path, key), describe(**value)));
   return (*value)->get<std::string>();
 }
 
 Result<const Json*> require_array(const Json& object, std::string_view key,
                                   const std::string& path) {
-  auto value = require(object, key, path);
-  if (value && !(*value)->is_array())
-    return invalid(
-        fmt::format("{}: expected an array, got {}", child(path, key), describe(**value)));
-  return value;
+  return require_kind(object, key, path, &Json::is_array, "an array");
 }
 
 Result<const Json*> require_object(const Json& object, std::string_view key,
                                    const std::string& path) {
-  auto value = require(object, key, path);
-  if (value && !(*value)->is_object())
-    return invalid(
-        fmt::format("{}: expected an object, got {}", child(path, key), describe(**value)));
-  return value;
+  return require_kind(object, key, path, &Json::is_object, "an object");
 }
 
 Result<std::vector<std::int64_t>> int_array(const Json& array, const std::string& path,

@@ -186,17 +186,9 @@ Result<Cluster> cluster_from_json(const nlohmann::json& json) {
 }
 
 Result<Cluster> parse_cluster_json(std::string_view text) {
-  nlohmann::json json;
-  try {
-    json = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    // what() is "[json.exception.parse_error.101] parse error at line 3, column 5: ...".
-    const std::string_view what = e.what();
-    const auto tag_end = what.find("] ");
-    return invalid(fmt::format("not valid JSON: {}",
-                               tag_end == std::string_view::npos ? what : what.substr(tag_end + 2)));
-  }
-  return cluster_from_json(json);
+  auto json = json_fields::parse_object(text, kRoot);
+  if (!json) return std::unexpected(json.error());
+  return cluster_from_json(*json);
 }
 
 Result<Cluster> load_cluster_file(const std::filesystem::path& path, const RankPlacementOptions& placement) {
