@@ -15,13 +15,14 @@ using StrategyFn = Result<Plan> (*)(const planner_detail::PlanContext&);
 struct StrategyEntry {
   std::string_view name;
   StrategyFn plan;
+  bool nccl_collective;  // a baseline that stands for today's NCCL collectives
 };
 
 constexpr std::array<StrategyEntry, 4> kStrategies{{
-    {"refit", planner_detail::plan_refit},
-    {"direct", planner_detail::plan_direct},
-    {"m2n-ring", planner_detail::plan_m2n_ring},
-    {"gather-broadcast", planner_detail::plan_gather_broadcast},
+    {"refit", planner_detail::plan_refit, false},
+    {"direct", planner_detail::plan_direct, false},
+    {"m2n-ring", planner_detail::plan_m2n_ring, true},
+    {"gather-broadcast", planner_detail::plan_gather_broadcast, true},
 }};
 
 constexpr std::array<std::string_view, 4> kNames{"refit", "direct", "m2n-ring", "gather-broadcast"};
@@ -38,6 +39,11 @@ Result<void> check_placement(const ReshardProblem& p, const Cluster& c) {
 }  // namespace
 
 std::span<const std::string_view> strategy_names() { return kNames; }
+
+bool is_nccl_collective(std::string_view strategy) {
+  const auto* entry = std::ranges::find(kStrategies, strategy, &StrategyEntry::name);
+  return entry != kStrategies.end() && entry->nccl_collective;
+}
 
 Result<Plan> make_plan(std::string_view strategy, const ReshardProblem& problem,
                        const Cluster& cluster, const PlanOptions& options) {

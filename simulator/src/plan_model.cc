@@ -65,6 +65,7 @@ class Builder {
     std::vector<std::int64_t> chunks_end;  // chunks of the pair up to and including transfer i
     std::vector<TaskId> ends;              // the end of transfer i
     std::optional<TaskId> forwarded;       // ends once every forwarded byte so far has landed
+    std::int64_t chunks() const { return chunks_end.empty() ? 0 : chunks_end.back(); }
   };
 
   void add_resources() {
@@ -194,16 +195,17 @@ class Builder {
   // What the transfer's first task waits for: its upstream, a grant (chunk f - window of the
   // pair has landed, f being the pair's chunks before this transfer), and the pair's earlier
   // transfers having had their forwarded data.
-  std::vector<TaskId> start_deps(const Transfer& t, const PairStream& pair) const {
+  std::vector<TaskId> start_deps(const Transfer& t, const std::vector<std::int32_t>& upstream,
+                                 const PairStream& pair) const {
     std::vector<TaskId> deps;
     const auto up = single_upstream_[static_cast<std::size_t>(t.id)];
     if (up >= 0) {
       deps.push_back(heads_[static_cast<std::size_t>(up)]);
     } else {
-      for (auto u : t.upstream()) deps.push_back(ends_[static_cast<std::size_t>(u)]);
+      for (auto u : upstream) deps.push_back(ends_[static_cast<std::size_t>(u)]);
     }
     if (window_ == 0) return deps;
-    const std::int64_t before = pair.chunks_end.empty() ? 0 : pair.chunks_end.back();
+    const std::int64_t before = pair.chunks();
     if (before >= window_) {
       const auto holder = std::ranges::upper_bound(pair.chunks_end, before - window_) - pair.chunks_end.begin();
       deps.push_back(pair.ends[static_cast<std::size_t>(holder)]);
@@ -214,10 +216,9 @@ class Builder {
 
   // After a relay joins the pair, later transfers of the pair also wait for its upstream's end:
   // the sender's queue walk stops at the relay's last chunk until that data has landed.
-  void record_in_pair(const Transfer& t, PairStream& pair, TaskId end) {
-    pair.chunks_end.push_back((pair.chunks_end.empty() ? 0 : pair.chunks_end.back()) + t.chunk_count());
+  void record_in_pair(const Transfer& t, const std::vector<std::int32_t>& upstream, PairStream& pair, TaskId end) {
+    pair.chunks_end.push_back(pair.chunks() + t.chunk_count());
     pair.ends.push_back(end);
-    const auto upstream = t.upstream();
     if (window_ == 0 || upstream.empty()) return;
     std::vector<TaskId> deps;
     for (auto u : upstream) deps.push_back(ends_[static_cast<std::size_t>(u)]);
@@ -244,18 +245,19 @@ class Builder {
     const auto upstream = single_upstream_[id];
     const bool relay = upstream >= 0;
     auto& pair = pair_of(t);
+    const auto upstreams = t.upstream();
     TaskId last;
     if (!relay && !has_pipelined_dependent_[id]) {
-      last = heads_[id] = task(t, t.bytes, latency_of(t), pack_s + unpack_s, start_deps(t, pair));
+      last = heads_[id] = task(t, t.bytes, latency_of(t), pack_s + unpack_s, start_deps(t, upstreams, pair));
     } else {
-      last = heads_[id] = task(t, chunk, latency_of(t), pack_s, start_deps(t, pair));
+      last = heads_[id] = task(t, chunk, latency_of(t), pack_s, start_deps(t, upstreams, pair));
       const Bytes tail{relay ? std::min(chunk.value, (t.bytes - chunk).value) : 0};
       const Bytes body = t.bytes - chunk - tail;
       if (body.value > 0) last = task(t, body, Seconds{0}, relay ? Seconds{0} : unpack_s, {last});
       if (relay) last = task(t, tail, Seconds{0}, unpack_s, {last, ends_[static_cast<std::size_t>(upstream)]});
     }
     ends_[id] = last;
-    record_in_pair(t, pair, last);
+    record_in_pair(t, upstreams, pair, last);
   }
 
   const Plan& plan_;

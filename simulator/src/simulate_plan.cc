@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "plan_model.h"
+#include "refit/planner/strategy.h"
 #include "refit/simulator/plan_simulation.h"
 #include "refit/simulator/simulate.h"
 #include "refit/simulator/trace_writer.h"
@@ -45,7 +46,7 @@ void fill_critical_path(PlanSimulation& out, const sim::PlanModel& pm, const sim
 }  // namespace
 
 std::int32_t default_window(std::string_view strategy) {
-  return strategy == "m2n-ring" || strategy == "gather-broadcast" ? 0 : PlanSimulationOptions::kDefaultWindow;
+  return is_nccl_collective(strategy) ? 0 : PlanSimulationOptions::kDefaultWindow;
 }
 
 Result<PlanSimulation> simulate_plan(const Plan& plan, const ReshardProblem& problem,

@@ -21,6 +21,11 @@ struct PlanOptions {
 std::span<const std::string_view> strategy_names();
 inline constexpr std::string_view kDefaultStrategy = "refit";
 
+// Whether the strategy is a baseline standing for today's NCCL collectives (m2n-ring: NCCL's
+// M2N reshard; gather-broadcast: a gather and ncclBroadcast), which NCCL runs with a channel per
+// ring step, rather than one that refit's own executors run.
+bool is_nccl_collective(std::string_view strategy);
+
 // Refuses an unknown strategy, and a cluster whose rank placement does not match the problem.
 Result<Plan> make_plan(std::string_view strategy, const ReshardProblem& problem,
                        const Cluster& cluster, const PlanOptions& options = {});
