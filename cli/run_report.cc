@@ -110,11 +110,13 @@ void print_summary(const RunSummary& s, bool json) {
   if (const auto times = s.iteration_seconds(); times.size() > 1)
     fmt::print("iterations  {} (median above; first {:.4f} s, slowest {:.4f} s)\n", times.size(), times.front().value,
                std::ranges::max(times, {}, &Seconds::value).value);
-  for (const auto& r : s.ranks)
+  for (const auto& r : s.ranks) {
+    const Seconds wall = median(r.walls);
     fmt::print(
         "  rank {:<3} {:<9}  sent {:.3f} GB ({:.2f} GB/s), received {:.3f} GB ({:.2f} GB/s) in {:.4f} s\n",
-        r.rank, r.rank < s.training_ranks ? "training" : "inference", gb(r.sent), gbps(r.sent, median(r.walls)),
-        gb(r.received), gbps(r.received, median(r.walls)), median(r.walls).value);
+        r.rank, r.rank < s.training_ranks ? "training" : "inference", gb(r.sent), gbps(r.sent, wall), gb(r.received),
+        gbps(r.received, wall), wall.value);
+  }
   fmt::print("verified    {}\n", verification_text(s));
 }
 

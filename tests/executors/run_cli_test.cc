@@ -3,6 +3,7 @@
 // destination element; faults fail every rank, bounded and named.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <regex>
@@ -95,6 +96,22 @@ TEST(RunManifest, RandomLayoutsAreVerified) {
     expect_verified(r, kStrategies[i], sources + destinations);
   }
   std::filesystem::remove_all(dir);
+}
+
+// One prepared plan executed three times, as an RL job refits every step: the report lists each
+// execution (the slowest rank's time), "seconds" is their median, and the destinations verify
+// after the last one.
+TEST(RunIterations, EachExecutionIsReportedAndTheLastIsVerified) {
+  const auto r = refit_run(4, "--model " + kModels + "tiny-llama.json --train tp=2 --infer tp=2 --iterations 3 "
+                                  "--cluster cpu-host:gpus_per_domain=2 --verify --json --timeout 20");
+  expect_verified(r, "refit", 4);
+  const auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.contains("iteration_seconds")) << r.out;
+  auto times = j["iteration_seconds"].get<std::vector<double>>();
+  ASSERT_EQ(times.size(), 3u) << r.out;
+  for (const double t : times) EXPECT_GT(t, 0.0);
+  std::ranges::sort(times);
+  EXPECT_EQ(j["seconds"].get<double>(), times[1]);
 }
 
 TEST(RunFaults, TheProcessCountMustMatchTheProblem) {

@@ -54,18 +54,13 @@ class CardReader {
   std::size_t at_ = 0;
 };
 
-}  // namespace
-
-namespace {
-
+// Caller memory inside an allocation of the executor's shares its registration; other caller
+// memory is registered; executor scratch is allocated.
 Result<std::shared_ptr<MemoryRegion>> registration(Worker& worker, const RegionSpec& spec, AllocatedRegions& allocated) {
-  if (!spec.user) {
-    auto r = MemoryRegion::allocate(worker.context(), spec.bytes);
-    if (!r) return std::unexpected(r.error());
-    return std::make_shared<MemoryRegion>(std::move(*r));
-  }
-  if (auto shared = allocated.find(spec.user, spec.bytes)) return shared;
-  auto r = MemoryRegion::map(worker.context(), spec.user, spec.bytes);
+  if (spec.user)
+    if (auto shared = allocated.find(spec.user, spec.bytes)) return shared;
+  auto r = spec.user ? MemoryRegion::map(worker.context(), spec.user, spec.bytes)
+                     : MemoryRegion::allocate(worker.context(), spec.bytes);
   if (!r) return std::unexpected(r.error());
   return std::make_shared<MemoryRegion>(std::move(*r));
 }
