@@ -58,8 +58,9 @@ std::int32_t last_contender(const Model& model, TaskId t, std::span<const TaskTi
   return best;
 }
 
+// Of the dependencies and the stream's previous task, the one that ended last.
 std::int32_t last_dependency(const Model& model, TaskId t, std::span<const TaskTiming> timings) {
-  std::int32_t best = -1;
+  std::int32_t best = model.stream_previous(t);
   for (const TaskId d : model.deps(t))
     if (best < 0 || timings[at(d.value)].end > timings[at(best)].end) best = d.value;
   return best;

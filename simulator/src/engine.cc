@@ -11,7 +11,8 @@ Engine::Engine(const Model& model, const Dependents& dependents, const SimulateO
       network_(model, options.rate_tolerance),
       queue_(static_cast<std::size_t>(model.task_count())),
       pending_deps_(static_cast<std::size_t>(model.task_count())),
-      done_(pending_deps_.size(), 0) {
+      done_(pending_deps_.size(), 0),
+      waiting_(pending_deps_.size(), 0) {
   out_.timings.resize(pending_deps_.size());
   out_.flow_completions.reserve(pending_deps_.size());
 }
@@ -27,21 +28,54 @@ void Engine::end_task(std::int32_t task, double now) {
   ++ended_;
   for (const std::int32_t d : dependents_.of(task))
     if (--pending_deps_[index(d)] == 0) become_ready(d, now);
+  const std::int32_t next = model_.stream_next(TaskId{task});
+  if (next >= 0 && waiting_[index(next)]) {
+    waiting_[index(next)] = 0;
+    start(next, now);
+  }
 }
 
-void Engine::handle(const Event& event, double now) {
-  const std::int32_t task = event.task;
-  if (event.kind == EventKind::kFlowDone) {
+void Engine::end_flow(std::int32_t task, double now) {
+  out_.flow_completions.push_back(task);
+  const std::int32_t next = model_.stream_next(TaskId{task});
+  if (next >= 0 && waiting_[index(next)] && network_.can_hand_over(task, next)) {
+    waiting_[index(next)] = 0;
+    out_.timings[index(next)].start = Seconds{now};
+    network_.hand_over(task, next, now);
+    schedule_completion(next);
+  } else {
     network_.finish(task, now);
-    out_.flow_completions.push_back(task);
-    end_task(task, now);
-    return;
   }
+  end_task(task, now);
+}
+
+void Engine::start(std::int32_t task, double now) {
   out_.timings[index(task)].start = Seconds{now};
   if (model_.bytes(TaskId{task}).value == 0)
     end_task(task, now);
   else
     network_.start(task, now);
+}
+
+void Engine::handle(const Event& event, double now) {
+  const std::int32_t task = event.task;
+  if (event.kind == EventKind::kFlowDone) {
+    end_flow(task, now);
+    return;
+  }
+  const std::int32_t previous = model_.stream_previous(TaskId{task});
+  if (previous >= 0 && !done_[index(previous)])
+    waiting_[index(task)] = 1;  // the stream's previous task starts it when it ends
+  else
+    start(task, now);
+}
+
+void Engine::schedule_completion(std::int32_t flow) {
+  const double done = network_.completion_time(flow);
+  if (std::isfinite(done))
+    queue_.set(flow, done, EventKind::kFlowDone);
+  else
+    queue_.erase(flow);
 }
 
 // Handles every event of the instant that starts at `first` (including those it causes, such as
@@ -60,13 +94,7 @@ void Engine::run_instant(double first) {
       handle(event, now);
     }
   }
-  for (const std::int32_t flow : network_.reallocate(now)) {
-    const double done = network_.completion_time(flow);
-    if (std::isfinite(done))
-      queue_.set(flow, done, EventKind::kFlowDone);
-    else
-      queue_.erase(flow);
-  }
+  for (const std::int32_t flow : network_.reallocate(now)) schedule_completion(flow);
 }
 
 void Engine::report_progress() {

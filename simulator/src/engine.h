@@ -30,6 +30,9 @@ class Engine {
 
   void run_instant(double first);
   void handle(const Event& event, double now);
+  void start(std::int32_t task, double now);
+  void end_flow(std::int32_t task, double now);
+  void schedule_completion(std::int32_t flow);
   void become_ready(std::int32_t task, double now);
   void end_task(std::int32_t task, double now);
   void report_progress();
@@ -41,6 +44,7 @@ class Engine {
   EventQueue queue_;
   std::vector<std::int32_t> pending_deps_;
   std::vector<char> done_;
+  std::vector<char> waiting_;  // latency paid, waiting for the stream's previous task to end
   std::vector<Event> batch_;  // scratch of run_instant()
   std::int32_t ended_ = 0;
   EngineRun out_;

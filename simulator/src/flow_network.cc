@@ -36,6 +36,19 @@ void FlowNetwork::finish(std::int32_t task, double now) {
     if (rates_.load_count(r.value) == 0) busy_[index(r.value)] += now - busy_since_[index(r.value)];
 }
 
+bool FlowNetwork::can_hand_over(std::int32_t from, std::int32_t to) const {
+  return model_.bytes(TaskId{to}).value > 0 &&
+         std::ranges::equal(model_.resources(TaskId{from}), model_.resources(TaskId{to}));
+}
+
+void FlowNetwork::hand_over(std::int32_t from, std::int32_t to, double now) {
+  rates_.hand_over(from, to);
+  const auto t = index(to);
+  remaining_[t] = static_cast<double>(model_.bytes(TaskId{to}).value);
+  rate_[t] = rate_[index(from)];
+  updated_at_[t] = now;
+}
+
 double FlowNetwork::completion_time(std::int32_t task) const {
   const auto t = index(task);
   if (remaining_[t] <= kEpsilonBytes) return updated_at_[t];

@@ -19,6 +19,11 @@ class FlowNetwork {
 
   void start(std::int32_t task, double now);
   void finish(std::int32_t task, double now);
+  // Whether `to` can take over the flow of `from` as it finishes: it moves bytes across the
+  // same resources.
+  bool can_hand_over(std::int32_t from, std::int32_t to) const;
+  // `from` has finished and `to` carries on with its rate: no other flow's rate changes.
+  void hand_over(std::int32_t from, std::int32_t to, double now);
   // Recomputes the rates after the starts and finishes since the last call; returns the flows
   // whose rate changed (their completion_time changed too), valid until the next call.
   std::span<const std::int32_t> reallocate(double now);

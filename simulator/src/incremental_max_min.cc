@@ -72,6 +72,21 @@ void IncrementalMaxMin::remove(std::int32_t task) {
   free_dense_.push_back(dense_of_[index(task)]);
 }
 
+void IncrementalMaxMin::hand_over(std::int32_t from, std::int32_t to) {
+  const std::uint32_t d = dense_of_[index(from)];
+  dense_of_[index(to)] = d;
+  Flow& f = flows_[d];
+  f.task = to;
+  f.resources = model_.resources(TaskId{to}).data();
+  const auto old_slot = model_.resource_slot(TaskId{from});
+  const auto new_slot = model_.resource_slot(TaskId{to});
+  for (std::uint32_t k = 0; k < f.resource_count; ++k) {
+    const std::uint32_t position = slot_position_[old_slot + k];
+    slot_position_[new_slot + k] = position;
+    crossing_[index(f.resources[k].value)][position].slot = static_cast<std::uint32_t>(new_slot + k);
+  }
+}
+
 void IncrementalMaxMin::push(double level, std::int32_t resource, EntryKind kind) {
   heap_.push_back({level, resource, resources_[index(resource)].version, kind});
   std::push_heap(heap_.begin(), heap_.end(), After{});

@@ -52,6 +52,8 @@ class IncrementalMaxMin {
   // The flow's rate is 0 until the next update().
   void add(std::int32_t task);
   void remove(std::int32_t task);
+  // The flow of `from` carries on as the flow of `to`, at its rate; they cross the same resources.
+  void hand_over(std::int32_t from, std::int32_t to);
   // Recomputes the rates after the adds and removes since the last call. Returns the flows whose
   // rate changed (added ones included), valid until the next call; the others keep their rate
   // bit for bit.

@@ -17,6 +17,11 @@ std::int32_t Model::add_track(std::string name) {
   return track_count() - 1;
 }
 
+std::int32_t Model::add_stream() {
+  stream_last_.push_back(-1);
+  return stream_count() - 1;
+}
+
 void Model::name_category(std::uint32_t category, std::string name) {
   if (category >= category_names_.size()) category_names_.resize(category + 1);
   category_names_[category] = std::move(name);
@@ -48,6 +53,16 @@ TaskId Model::add_task(const TaskSpec& spec) {
   labels_.append(spec.label);
   r.track = spec.track;
   r.category = spec.category;
+  r.stream = spec.stream;
+  r.stream_previous = -1;
+  r.stream_next = -1;
+  // An unknown stream is left for check_model to name.
+  if (spec.stream >= 0 && spec.stream < stream_count()) {
+    auto& last = stream_last_[static_cast<std::size_t>(spec.stream)];
+    r.stream_previous = last;
+    if (last >= 0) tasks_[static_cast<std::size_t>(last)].stream_next = task_count();
+    last = task_count();
+  }
   tasks_.push_back(r);
   return TaskId{task_count() - 1};
 }

@@ -37,6 +37,8 @@ Result<void> check_task(const Model& model, TaskId t) {
       return bad(fmt::format("depends on unknown task {}", d.value));
   if (model.track(t) < -1 || model.track(t) >= model.track_count())
     return bad(fmt::format("unknown track {}", model.track(t)));
+  if (model.stream(t) < -1 || model.stream(t) >= model.stream_count())
+    return bad(fmt::format("unknown stream {}", model.stream(t)));
   return {};
 }
 
@@ -50,6 +52,11 @@ std::string describe_cycle(const Model& model, const std::vector<std::int32_t>& 
   while (seen_at[static_cast<std::size_t>(t)] < 0) {
     seen_at[static_cast<std::size_t>(t)] = static_cast<std::int32_t>(walk.size());
     walk.push_back(t);
+    const std::int32_t previous = model.stream_previous(TaskId{t});
+    if (previous >= 0 && pending[static_cast<std::size_t>(previous)] > 0) {
+      t = previous;
+      continue;
+    }
     for (const TaskId d : model.deps(TaskId{t}))
       if (pending[static_cast<std::size_t>(d.value)] > 0) {
         t = d.value;
@@ -93,16 +100,22 @@ Dependents build_dependents(const Model& model) {
   return g;
 }
 
+// A stream's task waits for its dependencies and for the task before it in the stream.
 Result<void> check_acyclic(const Model& model, const Dependents& dependents) {
   std::vector<std::int32_t> pending(static_cast<std::size_t>(model.task_count()));
   std::vector<std::int32_t> ready;
   for (std::int32_t t = 0; t < model.task_count(); ++t) {
-    pending[static_cast<std::size_t>(t)] = static_cast<std::int32_t>(model.deps(TaskId{t}).size());
+    pending[static_cast<std::size_t>(t)] = static_cast<std::int32_t>(
+        model.deps(TaskId{t}).size() + (model.stream_previous(TaskId{t}) >= 0 ? 1 : 0));
     if (pending[static_cast<std::size_t>(t)] == 0) ready.push_back(t);
   }
-  for (std::size_t i = 0; i < ready.size(); ++i)
-    for (const std::int32_t d : dependents.of(ready[i]))
-      if (--pending[static_cast<std::size_t>(d)] == 0) ready.push_back(d);
+  const auto release = [&](std::int32_t d) {
+    if (--pending[static_cast<std::size_t>(d)] == 0) ready.push_back(d);
+  };
+  for (std::size_t i = 0; i < ready.size(); ++i) {
+    for (const std::int32_t d : dependents.of(ready[i])) release(d);
+    if (const std::int32_t next = model.stream_next(TaskId{ready[i]}); next >= 0) release(next);
+  }
   if (ready.size() == pending.size()) return {};
   for (std::int32_t t = 0; t < model.task_count(); ++t)
     if (pending[static_cast<std::size_t>(t)] > 0) return invalid(describe_cycle(model, pending, t));

@@ -5,6 +5,13 @@
 // build for 10^6 tasks (flat arrays, no allocation per task), and can be simulated many times.
 // add_* never fail: ids, capacities and the dependency graph are checked by simulate(), which
 // names the offending task or resource.
+//
+// Streams model a connection that sends its messages in order, pipelined: a task of a stream
+// starts once its latency (counted from when it became ready, so paid while earlier messages
+// flow) is paid and the stream's previous task has ended. When a stream's task ends and the
+// next one is waiting on the same resources, the flow carries on at its rate: handing over
+// from message to message changes nobody's fair share, so it costs an event, not a
+// recomputation of rates.
 #include <compare>
 #include <cstdint>
 #include <span>
@@ -36,12 +43,14 @@ struct TaskSpec {
   std::int32_t track = -1;              // trace track (add_track), -1 for none
   std::uint32_t category = 0;           // caller-defined, for the critical-path breakdown
   std::string_view label{};             // copied; shown in the trace
+  std::int32_t stream = -1;             // add_stream(); runs after the stream's tasks added before
 };
 
 class Model {
  public:
   ResourceId add_resource(std::string name, BytesPerSecond capacity);
   std::int32_t add_track(std::string name);
+  std::int32_t add_stream();
   // Names a category in the trace; unnamed categories read "category N".
   void name_category(std::uint32_t category, std::string name);
   TaskId add_task(const TaskSpec& spec);
@@ -50,6 +59,7 @@ class Model {
   std::int32_t resource_count() const { return static_cast<std::int32_t>(capacities_.size()); }
   std::int32_t task_count() const { return static_cast<std::int32_t>(tasks_.size()); }
   std::int32_t track_count() const { return static_cast<std::int32_t>(tracks_.size()); }
+  std::int32_t stream_count() const { return static_cast<std::int32_t>(stream_last_.size()); }
 
   const std::string& resource_name(ResourceId r) const { return resource_names_[index(r)]; }
   BytesPerSecond capacity(ResourceId r) const { return capacities_[index(r)]; }
@@ -63,6 +73,10 @@ class Model {
   Seconds latency(TaskId t) const { return Seconds{record(t).latency}; }
   std::int32_t track(TaskId t) const { return record(t).track; }
   std::uint32_t category(TaskId t) const { return record(t).category; }
+  std::int32_t stream(TaskId t) const { return record(t).stream; }
+  // The task before (after) t in its stream; -1 at either end and outside streams.
+  std::int32_t stream_previous(TaskId t) const { return record(t).stream_previous; }
+  std::int32_t stream_next(TaskId t) const { return record(t).stream_next; }
   std::span<const ResourceId> resources(TaskId t) const {
     const auto& r = record(t);
     return {task_resources_.data() + r.resources_begin, r.resources_count};
@@ -92,6 +106,9 @@ class Model {
     std::uint32_t label_size;
     std::int32_t track;
     std::uint32_t category;
+    std::int32_t stream;
+    std::int32_t stream_previous;
+    std::int32_t stream_next;
   };
   static std::size_t index(ResourceId r) { return static_cast<std::size_t>(r.value); }
   const TaskRecord& record(TaskId t) const { return tasks_[static_cast<std::size_t>(t.value)]; }
@@ -100,6 +117,7 @@ class Model {
   std::vector<BytesPerSecond> capacities_;
   std::vector<std::string> tracks_;
   std::vector<std::string> category_names_;
+  std::vector<std::int32_t> stream_last_;  // per stream: its last task so far, -1 for none
   std::vector<TaskRecord> tasks_;
   std::vector<ResourceId> task_resources_;
   std::vector<TaskId> task_deps_;

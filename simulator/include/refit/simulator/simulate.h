@@ -58,7 +58,7 @@ struct ResourceUsage {
 // How a step of the critical path depends on the step before it.
 enum class CriticalLink : std::uint8_t {
   kFirst,       // the path starts with this task, ready at time 0
-  kDependency,  // became ready when the previous step ended
+  kDependency,  // became ready (or, in a stream, free to start) when the previous step ended
   kContention,  // flowed slower than alone on its resources; the previous step shared one of
                 // them and ended while this one was flowing
 };

@@ -1,0 +1,124 @@
+// Streams: a connection's messages in order, pipelined. Timings worked out by hand on one NIC of
+// capacity C = 50 GB/s, messages of b = 1 GB, latency alpha = 10 us.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "refit/simulator/simulate.h"
+
+namespace refit::sim {
+namespace {
+
+constexpr double kC = 50e9;
+constexpr double kB = 1e9;
+constexpr double kAlpha = 10e-6;
+constexpr double kTol = 1e-12;
+
+SimulationResult run(const Model& m) {
+  auto r = simulate(m);
+  EXPECT_TRUE(r.has_value()) << r.error().message;
+  return std::move(*r);
+}
+
+const TaskTiming& of(const SimulationResult& r, TaskId t) { return r.tasks[static_cast<std::size_t>(t.value)]; }
+
+TaskSpec message(ResourceId nic, std::int32_t stream, double gigabytes = 1) {
+  return {.bytes = Bytes{static_cast<std::int64_t>(gigabytes * kB)}, .latency = Seconds{kAlpha},
+          .resources = {nic}, .stream = stream};
+}
+
+TEST(SimulateStream, MessagesQueuedTogetherPayTheLatencyOnce) {
+  // Both ready at 0: the second's latency is paid while the first flows, so it follows at once:
+  // alpha + b/C and alpha + 2b/C.
+  Model m;
+  const auto nic = m.add_resource("nic", BytesPerSecond{kC});
+  const auto s = m.add_stream();
+  const auto first = m.add_task(message(nic, s));
+  const auto second = m.add_task(message(nic, s));
+  const auto r = run(m);
+  EXPECT_NEAR(of(r, first).end.value, kAlpha + kB / kC, kTol);
+  EXPECT_EQ(of(r, second).start, of(r, first).end);
+  EXPECT_NEAR(of(r, second).end.value, kAlpha + 2 * kB / kC, kTol);
+}
+
+TEST(SimulateStream, AStreamIsOneFlowAtItsResources) {
+  // A stream of two messages of b and a flow of 2b share the NIC: two flows at C/2 each, so the
+  // first message ends at alpha + 2b/C and both the stream and the flow at alpha + 4b/C. (As
+  // three independent flows the first message would end at alpha + 3b/C.)
+  Model m;
+  const auto nic = m.add_resource("nic", BytesPerSecond{kC});
+  const auto s = m.add_stream();
+  const auto first = m.add_task(message(nic, s));
+  const auto second = m.add_task(message(nic, s));
+  const auto other = m.add_task(message(nic, -1, 2));
+  const auto r = run(m);
+  EXPECT_NEAR(of(r, first).end.value, kAlpha + 2 * kB / kC, kTol);
+  EXPECT_NEAR(of(r, second).end.value, kAlpha + 4 * kB / kC, kTol);
+  EXPECT_NEAR(of(r, other).end.value, kAlpha + 4 * kB / kC, kTol);
+}
+
+TEST(SimulateStream, AMessageReadyLateStallsTheStream) {
+  // The second message waits for a task on another NIC that ends at alpha + 2b/C, after the
+  // first message (alpha + b/C): it starts a latency later, at 2 alpha + 2b/C, and the third,
+  // queued behind it, follows it although its own data was there from the start.
+  Model m;
+  const auto nic = m.add_resource("nic", BytesPerSecond{kC});
+  const auto elsewhere = m.add_resource("elsewhere", BytesPerSecond{kC});
+  const auto s = m.add_stream();
+  const auto upstream = m.add_task(message(elsewhere, -1, 2));
+  const auto first = m.add_task(message(nic, s));
+  auto late = message(nic, s);
+  late.deps = {upstream};
+  const auto second = m.add_task(late);
+  const auto third = m.add_task(message(nic, s));
+  const auto r = run(m);
+  EXPECT_NEAR(of(r, first).end.value, kAlpha + kB / kC, kTol);
+  EXPECT_NEAR(of(r, second).start.value, 2 * kAlpha + 2 * kB / kC, kTol);
+  EXPECT_NEAR(of(r, third).end.value, 2 * kAlpha + 4 * kB / kC, kTol);
+  // The critical path runs through the upstream task, then down the stream.
+  ASSERT_EQ(r.critical_path.size(), 3u);
+  EXPECT_EQ(r.critical_path[0].task, upstream);
+  EXPECT_EQ(r.critical_path[1].task, second);
+  EXPECT_EQ(r.critical_path[2].task, third);
+  EXPECT_EQ(r.critical_path[2].link, CriticalLink::kDependency);
+}
+
+TEST(SimulateStream, MessagesOnOtherResourcesStillGoInOrder) {
+  // The second message crosses another NIC: no hand-over, but it starts only when the first
+  // ends: alpha + b/C + b/C.
+  Model m;
+  const auto a = m.add_resource("a", BytesPerSecond{kC});
+  const auto b = m.add_resource("b", BytesPerSecond{kC});
+  const auto s = m.add_stream();
+  m.add_task(message(a, s));
+  const auto second = m.add_task(message(b, s));
+  const auto r = run(m);
+  EXPECT_NEAR(of(r, second).end.value, kAlpha + 2 * kB / kC, kTol);
+}
+
+TEST(SimulateStream, WaitingOnALaterTaskOfTheSameStreamIsACycle) {
+  Model m;
+  const auto nic = m.add_resource("nic", BytesPerSecond{kC});
+  const auto s = m.add_stream();
+  auto first = message(nic, s);
+  first.deps = {TaskId{1}};
+  first.label = "first";
+  m.add_task(first);
+  m.add_task(message(nic, s));
+  const auto r = simulate(m);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_THAT(r.error().message, ::testing::HasSubstr("dependency cycle"));
+}
+
+TEST(SimulateStream, UnknownStreamIsRefused) {
+  Model m;
+  const auto nic = m.add_resource("nic", BytesPerSecond{kC});
+  auto spec = message(nic, 3);
+  spec.label = "x";
+  m.add_task(spec);
+  const auto r = simulate(m);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_THAT(r.error().message, ::testing::HasSubstr("task 0 'x': unknown stream 3"));
+}
+
+}  // namespace
+}  // namespace refit::sim
