@@ -6,26 +6,26 @@
 // sender's buffer) also crosses the sender's copy engine, and likewise the receiver's for
 // unpacking: packing runs chunk by chunk beside the transfer, so only the first chunk's pack and
 // the last chunk's unpack add time, as latency of the first and last task.
-// Relays pipeline: a transfer that feeds relays is cut into a head (its first chunk) and a body;
-// a relay, whose data all comes from one upstream transfer, starts once the upstream's head has
-// arrived, and its own last chunk (a tail task) cannot end before the upstream has ended. So an
-// h-hop chain of equal links takes bytes/bw + (h-1)*chunk/bw. A transfer fed by several
-// upstream transfers waits for all of them to end.
-// Each (sender, receiver) pair is one in-order stream of chunks, as in the UCX executor: the
-// receiver grants each sender `window` chunks ahead, in plan order, and the sender puts a
-// pair's chunks in queue order, stopping at the first one whose forwarded data has not landed.
-// So a transfer of a pair starts once (a) the chunk `window` chunks before its first has
-// landed (conservatively: the end of the pair's transfer holding that chunk), and (b) every
-// earlier transfer of the pair had its data to forward (the ends of their upstream transfers).
-// With messages of more than `window` chunks a pair's transfers run one after the other, one
-// flow per pair, which is also how a NIC shares itself: per queue pair, not per message.
-// Different pairs run at once; window 0 lifts (a) and (b), every transfer starts when its data
-// is there.
+// Relays pipeline: a transfer that feeds relays is cut after its first chunk (its head); a relay,
+// whose data all comes from one upstream transfer, starts once the upstream's head has arrived,
+// and its own last chunk cannot go before the upstream has ended. So an h-hop chain of equal
+// links takes bytes/bw + (h-1)*chunk/bw. A transfer fed by several upstream transfers waits for
+// all of them to end.
+// Each (sender, receiver) pair is one stream (model.h), as in the UCX executor: its transfers go
+// in plan order, each one's latency paid while the ones before it flow, and the pair's flow runs
+// on from one to the next without a new fair share. The receiver grants each sender `window`
+// chunks ahead, so a transfer is posted once the chunk `window` chunks before its first has
+// landed: the pair's transfer holding that chunk is cut after it, and the later transfer depends
+// on that piece. A relay's last chunk waiting for its upstream stops the pair's queue there, as
+// the executor's walk of the queue does. Different pairs run at once, each one flow, which is how
+// a NIC shares itself: per queue pair, not per message. Window 0 models no queues: every transfer
+// starts when its data is there, as a flow of its own.
 #include "plan_model.h"
 
 #include <algorithm>
+#include <iterator>
 #include <optional>
-#include <unordered_map>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -49,8 +49,11 @@ class Builder {
     add_resources();
     find_binding_copy_engines();
     count_pipelined_dependents();
+    plan_streams();
     ends_.resize(plan_.transfers.size());
     heads_.resize(plan_.transfers.size());
+    piece_begin_.assign(plan_.transfers.size() + 1, 0);
+    pieces_.reserve(plan_.transfers.size() * 2);
     out_.model.reserve_tasks(plan_.transfers.size() * 2, 4, 3);
     for (const auto& t : plan_.transfers) add_transfer(t);
     return std::move(out_);
@@ -60,12 +63,15 @@ class Builder {
   struct GpuResources {
     ResourceId nvlink_out, nvlink_in, copy;
   };
-  // The transfers of one (sender, receiver) pair so far, in plan order.
-  struct PairStream {
-    std::vector<std::int64_t> chunks_end;  // chunks of the pair up to and including transfer i
-    std::vector<TaskId> ends;              // the end of transfer i
-    std::optional<TaskId> forwarded;       // ends once every forwarded byte so far has landed
-    std::int64_t chunks() const { return chunks_end.empty() ? 0 : chunks_end.back(); }
+  // A transfer waits for chunk `chunks` of `holder` (counted from 1 within it) to land.
+  struct Grant {
+    std::int32_t holder = -1;
+    std::int64_t chunks = 0;
+  };
+  // A piece of a transfer: its chunks up to `chunks` (counted from 1 within it), as one task.
+  struct Piece {
+    std::int64_t chunks;
+    TaskId task;
   };
 
   void add_resources() {
@@ -114,14 +120,51 @@ class Builder {
     }
   }
 
+  // One stream per (sender, receiver) pair, and each transfer's grant: where in the pair's
+  // earlier transfers the chunk `window` chunks before its first lies.
+  void plan_streams() {
+    stream_.assign(plan_.transfers.size(), -1);
+    grant_.assign(plan_.transfers.size(), Grant{});
+    cuts_.assign(plan_.transfers.size(), {});
+    if (window_ == 0) return;
+    // The transfers grouped by pair, each pair's in plan order.
+    std::vector<std::pair<std::uint64_t, std::int32_t>> by_pair;
+    by_pair.reserve(plan_.transfers.size());
+    for (const auto& t : plan_.transfers)
+      by_pair.emplace_back(static_cast<std::uint64_t>(t.sender.value) * static_cast<std::uint64_t>(plan_.world_size()) +
+                               static_cast<std::uint64_t>(t.receiver.value),
+                           t.id);
+    std::ranges::sort(by_pair);
+    std::vector<std::int64_t> chunks_end;  // the pair's chunks up to and including its i-th transfer
+    for (std::size_t i = 0; i < by_pair.size(); ++i) {
+      if (i == 0 || by_pair[i].first != by_pair[i - 1].first) {
+        out_.model.add_stream();
+        chunks_end.clear();
+      }
+      const auto id = static_cast<std::size_t>(by_pair[i].second);
+      stream_[id] = out_.model.stream_count() - 1;
+      const std::int64_t before = chunks_end.empty() ? 0 : chunks_end.back();
+      if (before >= window_) {
+        const std::int64_t granting = before - window_;  // counted from 0 in the pair
+        const auto k = static_cast<std::size_t>(std::ranges::upper_bound(chunks_end, granting) - chunks_end.begin());
+        const std::int64_t holder_first = k == 0 ? 0 : chunks_end[k - 1];
+        const std::int32_t holder = by_pair[i - chunks_end.size() + k].second;
+        grant_[id] = {holder, granting - holder_first + 1};
+        cuts_[static_cast<std::size_t>(holder)].push_back(grant_[id].chunks);
+      }
+      chunks_end.push_back(before + plan_.transfers[id].chunk_count());
+    }
+  }
+
   std::size_t gpu_index(Rank r) const { return static_cast<std::size_t>(c_.gpu_of(r).value); }
 
   // The buffer holding rank r's data of tensor t: its source box for its own shards, its
   // destination box for what it received (nothing when forwarded data lands in scratch).
   std::optional<Box> buffer_box(Rank r, std::uint32_t tensor, bool source) const {
     const auto& spec = problem_.tensors()[tensor];
-    const auto box = (source ? spec.source : spec.destination).local_box(r);
-    return box ? std::optional<Box>(*box) : std::nullopt;
+    const Layout& layout = source ? spec.source : spec.destination;
+    const auto position = layout.mesh().position_of_rank(r);
+    return position ? std::optional<Box>(layout.box_at_position(*position)) : std::nullopt;
   }
 
   bool needs_copy(const Transfer& t, bool sender_side) const {
@@ -133,8 +176,8 @@ class Builder {
     return box && box->contains(s.box) && !contiguous_in(s.box, *box);
   }
 
-  std::vector<ResourceId> link_resources(const Transfer& t, bool pack, bool unpack) const {
-    std::vector<ResourceId> r;
+  void link_resources(const Transfer& t, bool pack, bool unpack, std::vector<ResourceId>& r) const {
+    r.clear();
     const auto& gs = gpu_[gpu_index(t.sender)];
     const auto& gr = gpu_[gpu_index(t.receiver)];
     switch (t.link) {
@@ -156,7 +199,6 @@ class Builder {
     }
     if (pack && copy_can_bind_[gpu_index(t.sender)]) r.push_back(gs.copy);
     if (unpack && copy_can_bind_[gpu_index(t.receiver)]) r.push_back(gr.copy);
-    return r;
   }
 
   TaskKind kind_of(LinkKind k) const {
@@ -170,94 +212,89 @@ class Builder {
     return n ? c_.nics()[static_cast<std::size_t>(*n)].latency : c_.nvlink_latency();
   }
 
-  TaskId task(const Transfer& t, Bytes bytes, Seconds latency, Seconds copy_latency,
-              std::vector<TaskId> deps) {
-    label_ = fmt::format("#{} {}->{}", t.id, t.sender.value, t.receiver.value);
-    const TaskId id = out_.model.add_task(TaskSpec{bytes, latency + copy_latency, resources_, std::move(deps),
-                                                   track_, static_cast<std::uint32_t>(kind_), label_});
-    out_.transfer_of_task.push_back(t.id);
-    out_.copy_latency.push_back(copy_latency);
-    return id;
-  }
-
   std::int32_t track_of(const Transfer& t) const {
     if (t.link == LinkKind::kNetwork)
       if (auto n = c_.nic_of(t.sender)) return nic_track_[static_cast<std::size_t>(*n)];
     return gpu_track_[gpu_index(t.sender)];
   }
 
-  PairStream& pair_of(const Transfer& t) {
-    const auto key = static_cast<std::uint64_t>(t.sender.value) * static_cast<std::uint64_t>(plan_.world_size()) +
-                     static_cast<std::uint64_t>(t.receiver.value);
-    return pairs_[key];
-  }
-
-  // What the transfer's first task waits for: its upstream, a grant (chunk f - window of the
-  // pair has landed, f being the pair's chunks before this transfer), and the pair's earlier
-  // transfers having had their forwarded data.
-  std::vector<TaskId> start_deps(const Transfer& t, const std::vector<std::int32_t>& upstream,
-                                 const PairStream& pair) const {
-    std::vector<TaskId> deps;
-    const auto up = single_upstream_[static_cast<std::size_t>(t.id)];
-    if (up >= 0) {
-      deps.push_back(heads_[static_cast<std::size_t>(up)]);
-    } else {
-      for (auto u : upstream) deps.push_back(ends_[static_cast<std::size_t>(u)]);
-    }
-    if (window_ == 0) return deps;
-    const std::int64_t before = pair.chunks();
-    if (before >= window_) {
-      const auto holder = std::ranges::upper_bound(pair.chunks_end, before - window_) - pair.chunks_end.begin();
-      deps.push_back(pair.ends[static_cast<std::size_t>(holder)]);
-    }
-    if (pair.forwarded) deps.push_back(*pair.forwarded);
-    return deps;
-  }
-
-  // After a relay joins the pair, later transfers of the pair also wait for its upstream's end:
-  // the sender's queue walk stops at the relay's last chunk until that data has landed.
-  void record_in_pair(const Transfer& t, const std::vector<std::int32_t>& upstream, PairStream& pair, TaskId end) {
-    pair.chunks_end.push_back(pair.chunks() + t.chunk_count());
-    pair.ends.push_back(end);
-    if (window_ == 0 || upstream.empty()) return;
-    std::vector<TaskId> deps;
-    for (auto u : upstream) deps.push_back(ends_[static_cast<std::size_t>(u)]);
-    if (pair.forwarded) deps.push_back(*pair.forwarded);
-    resources_.clear();
-    track_ = -1;  // a pure dependency node: nothing to draw
-    pair.forwarded = task(t, Bytes{0}, Seconds{0}, Seconds{0}, std::move(deps));
-  }
-
   Seconds copy_time(bool needed, Bytes chunk, Rank r) const {
     return needed ? transfer_time(chunk, c_.gpu(c_.gpu_of(r)).copy_bandwidth) : Seconds{0};
   }
 
+  // Where the transfer is cut, in chunks counted from 1 within it, ending with all its chunks:
+  // after its head when relays start from it, before a relay's last chunk (which waits for the
+  // upstream's end), and after every chunk that grants a later transfer of its pair.
+  void piece_ends(const Transfer& t, std::vector<std::int64_t>& ends) const {
+    const auto id = static_cast<std::size_t>(t.id);
+    const std::int64_t all = t.chunk_count();
+    ends = cuts_[id];
+    if (has_pipelined_dependent_[id] || single_upstream_[id] >= 0) ends.push_back(1);
+    if (single_upstream_[id] >= 0) ends.push_back(all - 1);
+    ends.push_back(all);
+    std::erase_if(ends, [&](std::int64_t e) { return e < 1 || e > all; });
+    std::ranges::sort(ends);
+    ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
+  }
+
+  // What the transfer's first piece waits for: its upstream data (a relay: the head of its one
+  // upstream) and its grant.
+  void start_deps(const Transfer& t, std::vector<TaskId>& deps) const {
+    const auto id = static_cast<std::size_t>(t.id);
+    if (const auto up = single_upstream_[id]; up >= 0)
+      deps.push_back(heads_[static_cast<std::size_t>(up)]);
+    else
+      for (auto u : t.upstream()) deps.push_back(ends_[static_cast<std::size_t>(u)]);
+    if (const Grant g = grant_[id]; g.holder >= 0)
+      for (const Piece& p : pieces_of(g.holder))
+        if (p.chunks == g.chunks) deps.push_back(p.task);
+  }
+
+  std::span<const Piece> pieces_of(std::int32_t transfer) const {
+    const auto t = static_cast<std::size_t>(transfer);
+    return std::span(pieces_).subspan(piece_begin_[t], piece_begin_[t + 1] - piece_begin_[t]);
+  }
+
+  // Builds the transfer's pieces in spec_, whose vectors keep their capacity from one task to
+  // the next: a DeepSeek-V3 plan has 10^5 transfers.
   void add_transfer(const Transfer& t) {
     const auto id = static_cast<std::size_t>(t.id);
     const bool pack = needs_copy(t, true);
     const bool unpack = needs_copy(t, false);
-    const Bytes chunk{std::min(t.chunk.value, t.bytes.value)};
-    const Seconds pack_s = copy_time(pack, chunk, t.sender);
-    const Seconds unpack_s = copy_time(unpack, chunk, t.receiver);
-    resources_ = link_resources(t, pack, unpack);
-    kind_ = kind_of(t.link);
-    track_ = track_of(t);
+    const std::int64_t chunk = std::min(t.chunk.value, t.bytes.value);
     const auto upstream = single_upstream_[id];
-    const bool relay = upstream >= 0;
-    auto& pair = pair_of(t);
-    const auto upstreams = t.upstream();
-    TaskId last;
-    if (!relay && !has_pipelined_dependent_[id]) {
-      last = heads_[id] = task(t, t.bytes, latency_of(t), pack_s + unpack_s, start_deps(t, upstreams, pair));
-    } else {
-      last = heads_[id] = task(t, chunk, latency_of(t), pack_s, start_deps(t, upstreams, pair));
-      const Bytes tail{relay ? std::min(chunk.value, (t.bytes - chunk).value) : 0};
-      const Bytes body = t.bytes - chunk - tail;
-      if (body.value > 0) last = task(t, body, Seconds{0}, relay ? Seconds{0} : unpack_s, {last});
-      if (relay) last = task(t, tail, Seconds{0}, unpack_s, {last, ends_[static_cast<std::size_t>(upstream)]});
+    piece_ends(t, ends_scratch_);
+    label_.clear();
+    fmt::format_to(std::back_inserter(label_), "#{} {}->{}", t.id, t.sender.value, t.receiver.value);
+    link_resources(t, pack, unpack, spec_.resources);
+    spec_.track = track_of(t);
+    spec_.category = static_cast<std::uint32_t>(kind_of(t.link));
+    spec_.label = std::string_view(label_.data(), label_.size());
+    spec_.stream = stream_[id];
+    std::int64_t done = 0;
+    for (const std::int64_t e : ends_scratch_) {
+      const bool first = done == 0;
+      const bool last = e == ends_scratch_.back();
+      const std::int64_t through = last ? t.bytes.value : std::min(e * chunk, t.bytes.value);
+      spec_.deps.clear();
+      if (first) start_deps(t, spec_.deps);
+      // In a stream the pieces follow each other anyway; a dependency would make the next piece
+      // start a flow of its own instead of taking over the stream's.
+      if (!first && stream_[id] < 0) spec_.deps.push_back(pieces_.back().task);
+      if (last && upstream >= 0) spec_.deps.push_back(ends_[static_cast<std::size_t>(upstream)]);
+      const Seconds copy = (first ? copy_time(pack, Bytes{chunk}, t.sender) : Seconds{0}) +
+                           (last ? copy_time(unpack, Bytes{chunk}, t.receiver) : Seconds{0});
+      spec_.bytes = Bytes{through - done};
+      spec_.latency = (first ? latency_of(t) : Seconds{0}) + copy;
+      const TaskId task = out_.model.add_task(spec_);
+      out_.transfer_of_task.push_back(t.id);
+      out_.copy_latency.push_back(copy);
+      if (first) heads_[id] = task;
+      pieces_.push_back({e, task});
+      done = through;
     }
-    ends_[id] = last;
-    record_in_pair(t, upstreams, pair, last);
+    piece_begin_[id + 1] = pieces_.size();
+    ends_[id] = pieces_.back().task;
   }
 
   const Plan& plan_;
@@ -270,13 +307,16 @@ class Builder {
   std::vector<bool> has_pipelined_dependent_;
   std::vector<bool> copy_can_bind_;  // per GPU
   std::vector<std::int32_t> single_upstream_;
+  std::vector<std::int32_t> stream_;                // per transfer; -1 with window 0
+  std::vector<Grant> grant_;                        // per transfer
+  std::vector<std::vector<std::int64_t>> cuts_;     // per transfer: chunks that grant others
+  std::vector<Piece> pieces_;                       // of all transfers, in order
+  std::vector<std::size_t> piece_begin_;            // per transfer + 1: its first piece
+  TaskSpec spec_;                                   // scratch of add_transfer()
+  std::vector<std::int64_t> ends_scratch_;
+  fmt::memory_buffer label_;
   std::vector<TaskId> heads_, ends_;
-  std::vector<ResourceId> resources_;  // of the transfer being translated
-  TaskKind kind_ = TaskKind::kNetwork;
-  std::int32_t track_ = -1;
   std::int64_t window_;  // chunks granted ahead per pair; 0: no limit
-  std::unordered_map<std::uint64_t, PairStream> pairs_;  // by sender * world + receiver
-  std::string label_;
 };
 
 }  // namespace

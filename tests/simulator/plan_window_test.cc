@@ -49,16 +49,18 @@ TensorReshard replicated(std::string name, std::int64_t mib, std::int32_t from, 
                                make_layout(shape, {n}, std::move(to), "R"));
 }
 
-TEST(PlanWindow, APairSendsPastTheWindowOnlyAfterTheChunkWindowAheadHasLanded) {
-  // One pair, 8 MiB in two messages of 6 and 2 MiB (6 and 2 chunks). With a window of 4 chunks
-  // the second message (first chunk: 6) waits for chunk 2, i.e. for the first message: the pair
-  // streams them one after the other, 2 alpha + 8U. With 8 chunks both are granted at once and
-  // share the NICs: alpha + 8U. Window 0 lifts the limit: alpha + 8U too.
+TEST(PlanWindow, APairPostsAMessageOnceTheChunkWindowAheadHasLanded) {
+  // One pair, 8 MiB in two messages of 6 and 2 MiB (6 and 2 chunks), one stream.
+  // Window 1: the second message (first chunk: 6) waits for chunk 5, the first message's last,
+  // landing at alpha + 6U; its put goes a latency later: 2 alpha + 8U.
+  // Window 4: it waits for chunk 2, landed at alpha + 3U; posted a latency later, it is queued
+  // before the first message ends (2 alpha + 3U < alpha + 6U) and follows it: alpha + 8U.
+  // Window 0 (no queue): both messages at once: alpha + 8U too.
   const auto p = ReshardProblem::make({replicated("w", 8, 0, {Rank{1}})}, 1, 1).value();
   const auto c = testing::make_test_cluster(2, 1, 1, 1);
   const auto plan = plan_of(p, {transfer(0, 0, 1, 0, 0, 6), transfer(1, 0, 1, 0, 6, 2)});
-  EXPECT_NEAR(predicted(plan, p, c, 4), 2 * kAlpha + 8 * kU, 1e-9);
-  EXPECT_NEAR(predicted(plan, p, c, 8), kAlpha + 8 * kU, 1e-9);
+  EXPECT_NEAR(predicted(plan, p, c, 1), 2 * kAlpha + 8 * kU, 1e-9);
+  EXPECT_NEAR(predicted(plan, p, c, 4), kAlpha + 8 * kU, 1e-9);
   EXPECT_NEAR(predicted(plan, p, c, 0), kAlpha + 8 * kU, 1e-9);
 }
 

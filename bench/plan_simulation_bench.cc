@@ -1,0 +1,38 @@
+// Simulating the `refit` strategy's plan of the reference problem on one core:
+// DeepSeek-V3 PP16xEP16 (256 GPUs) -> TP32xDP8 (256 GPUs), on dgx-h100 and on
+// gb200-nvl72:gpus_per_domain=64, with the options `refit simulate` uses. The plan is made once,
+// outside the timed loop: the loop is simulate_plan alone (plan -> model, the event loop, the
+// critical path and the report).
+#include <benchmark/benchmark.h>
+
+#include "model_problems.h"
+#include "refit/planner/strategy.h"
+#include "refit/simulator/plan_simulation.h"
+
+namespace {
+
+void simulate_benchmark(benchmark::State& state, const char* cluster) {
+  const auto mp = refit::testing::model_problem("deepseek-v3", "pp=16,ep=16", "tp=32,dp=8", cluster);
+  const auto plan = refit::make_plan("refit", mp.problem, mp.cluster).value();
+  refit::PlanSimulationOptions options;
+  options.window = refit::default_window("refit");
+  double events = 0, predicted = 0, tasks = 0;
+  for (auto _ : state) {
+    const auto sim = refit::simulate_plan(plan, mp.problem, mp.cluster, options).value();
+    events += static_cast<double>(sim.events);
+    predicted = sim.predicted.value;
+    tasks = static_cast<double>(sim.tasks);
+  }
+  state.counters["tasks"] = tasks;
+  state.counters["events/s"] = benchmark::Counter(events, benchmark::Counter::kIsRate);
+  state.counters["predicted_s"] = predicted;
+}
+
+BENCHMARK_CAPTURE(simulate_benchmark, deepseek_v3_dgx_h100, "dgx-h100")
+    ->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)
+    ->MeasureProcessCPUTime();
+BENCHMARK_CAPTURE(simulate_benchmark, deepseek_v3_gb200_nvl72_64, "gb200-nvl72:gpus_per_domain=64")
+    ->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)
+    ->MeasureProcessCPUTime();
+
+}  // namespace
