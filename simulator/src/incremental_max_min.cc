@@ -95,6 +95,7 @@ void IncrementalMaxMin::push(double level, std::int32_t resource, EntryKind kind
 // The level at which the resource saturates if its flows behave as predicted (see the header):
 // water-filling of what the frozen flows leave over the free flows and the capped ones.
 IncrementalMaxMin::Prediction IncrementalMaxMin::predict(std::int32_t resource) {
+  resources_[index(resource)].predicted = ++ticks_;
   double left = capacity_[index(resource)];
   double kept = kNever;
   std::size_t rising = 0;
@@ -152,6 +153,7 @@ void IncrementalMaxMin::predict_and_push(std::int32_t resource) {
 void IncrementalMaxMin::make_dirty(std::int32_t resource) {
   Resource& r = resources_[index(resource)];
   r.epoch = epoch_;
+  r.dirtied = ++ticks_;
   r.saturated = false;
   r.release_pending = false;
   r.sharing = 0;  // until it saturates again
@@ -255,8 +257,10 @@ void IncrementalMaxMin::saturate(std::int32_t resource, double share) {
 }
 
 // The level passed the old rate of the flows bottlenecked here: they rise on, so they are no
-// longer capped on their other resources.
+// longer capped on their other resources. A dirty resource predicted since this one became dirty
+// counted them as rising already (predict()): its prediction stands.
 void IncrementalMaxMin::release(std::int32_t resource) {
+  const std::uint64_t dirtied = resources_[index(resource)].dirtied;
   for (const Crossing c : crossing_[index(resource)]) {
     Flow& f = flows_[c.flow];
     if (touched(f) || f.bottleneck != resource) continue;
@@ -264,9 +268,10 @@ void IncrementalMaxMin::release(std::int32_t resource) {
     f.mark = Mark::kFree;
     for (const ResourceId q : f.crossed()) {
       if (q.value == resource) continue;
+      const Resource& other = resources_[index(q.value)];
       if (!dirty(q.value))
         make_dirty(q.value);
-      else if (!resources_[index(q.value)].saturated)
+      else if (!other.saturated && other.predicted < dirtied)
         predict_and_push(q.value);
     }
   }

@@ -97,6 +97,10 @@ class IncrementalMaxMin {
     double drift = 0.0;
     std::uint32_t epoch = 0;    // == epoch_: dirty in the running update
     std::uint32_t version = 0;  // of its current kSaturate entry
+    // When it became dirty and when it was last predicted (ticks_ order them): a flow released
+    // by a resource that was dirty before this one was predicted counted as rising already.
+    std::uint64_t dirtied = 0;
+    std::uint64_t predicted = 0;
     bool saturated = false;     // its flows are all frozen
     bool stale = false;         // a flow of it froze since its entry was pushed: the entry is low
     bool release_pending = false;
@@ -155,6 +159,7 @@ class IncrementalMaxMin {
 
   // The running update. Marks compare with epoch_, bumped per update, so nothing is cleared.
   std::uint32_t epoch_ = 0;
+  std::uint64_t ticks_ = 0;
   double level_ = 0.0;
   std::vector<Entry> heap_;
   std::vector<double> caps_;  // scratch of predict()
