@@ -5,7 +5,8 @@
 #      one put per chunk) and "strided" (column shards to row shards: one put per 8 KiB row);
 #      shards live in memory the executor allocated (as `refit run` does), one plan is prepared
 #      and executed ITERATIONS times (as an RL job refits every step): the median execution and
-#      the first are reported;
+#      the first are reported; "rows" once more with --no-direct-stores (every put through
+#      ucp_put_nbx, where by default puts into the peers' shared memory are streaming stores);
 #   2. ucx_perftest -t ucp_put_bw at refit's chunk size, one pair of processes and two pairs at
 #      once (refit runs two senders);
 #   3. bench/mpi_bcast_bench: rank 0 gathers the other half and MPI_Bcasts all bytes to every rank.
@@ -48,11 +49,11 @@ manifest() {  # manifest NAME SOURCE_PLACEMENT DESTINATION_PLACEMENT
 median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 field() { grep -o "\"$1\":[0-9.e+-]*" | head -1 | cut -d: -f2; }
 
-refit_seconds() {  # refit_seconds MANIFEST: one run; appends its median and first execution's seconds
+refit_seconds() {  # refit_seconds MANIFEST NAME [FLAGS]: one run; appends its median and first execution's seconds
   local json
-  json=$("${MPIRUN[@]}" -np 4 "$REFIT" run --manifest "$WORK/$1.json" --chunk "$CHUNK" --iterations "$ITERATIONS" --json)
-  field seconds <<<"$json" >>"$WORK/$1.s"
-  grep -o '"iteration_seconds":\[[0-9.e+-]*' <<<"$json" | cut -d[ -f2 >>"$WORK/$1.first"
+  json=$("${MPIRUN[@]}" -np 4 "$REFIT" run --manifest "$WORK/$1.json" --chunk "$CHUNK" --iterations "$ITERATIONS" --json ${3-})
+  field seconds <<<"$json" >>"$WORK/$2.s"
+  grep -o '"iteration_seconds":\[[0-9.e+-]*' <<<"$json" | cut -d[ -f2 >>"$WORK/$2.first"
 }
 
 perftest_gbps() {  # perftest_gbps PORT: one client run against a server on PORT, in GB/s
@@ -78,21 +79,23 @@ manifest rows S0 S0
 manifest strided S1 S0
 echo "refit UCX benchmark: $BYTES bytes ($TENSORS bf16 [8192, 8192] tensors), 2 -> 2 processes, chunk $CHUNK, $RUNS runs" >&2
 for ((r = 0; r < RUNS; r++)); do
-  refit_seconds rows
-  refit_seconds strided
+  refit_seconds rows rows
+  refit_seconds strided strided
+  refit_seconds rows ucx --no-direct-stores
   perftest_pairs 1 >>"$WORK/perf1.g"
   perftest_pairs 2 >>"$WORK/perf2.g"
 done
 "${MPIRUN[@]}" -np 4 "$BCAST" --bytes "$BYTES" --iterations "$RUNS" | awk '{print $2}' >"$WORK/bcast.s"
 
-rows=$(median <"$WORK/rows.s"); strided=$(median <"$WORK/strided.s")
+rows=$(median <"$WORK/rows.s"); strided=$(median <"$WORK/strided.s"); ucx=$(median <"$WORK/ucx.s")
 rows1=$(median <"$WORK/rows.first"); strided1=$(median <"$WORK/strided.first")
 perf1=$(median <"$WORK/perf1.g"); perf2=$(median <"$WORK/perf2.g"); bcast=$(median <"$WORK/bcast.s")
-awk -v b="$BYTES" -v rows="$rows" -v strided="$strided" -v rows1="$rows1" -v strided1="$strided1" -v p1="$perf1" -v p2="$perf2" -v bc="$bcast" 'BEGIN {
+awk -v b="$BYTES" -v rows="$rows" -v ucx="$ucx" -v strided="$strided" -v rows1="$rows1" -v strided1="$strided1" -v p1="$perf1" -v p2="$perf2" -v bc="$bcast" 'BEGIN {
   gr = b / rows / 1e9; gs = b / strided / 1e9; gb = b / bc / 1e9
   printf "%-48s %9s %9s\n", "median of runs", "seconds", "GB/s"
   printf "%-48s %9.3f %9.2f\n", "refit run, rows (one put per chunk)", rows, gr
   printf "%-48s %9.3f %9.2f\n", "  first execution after prepare", rows1, b / rows1 / 1e9
+  printf "%-48s %9.3f %9.2f\n", "refit run, rows, --no-direct-stores", ucx, b / ucx / 1e9
   printf "%-48s %9.3f %9.2f\n", "refit run, strided (one put per 8 KiB row)", strided, gs
   printf "%-48s %9.3f %9.2f\n", "  first execution after prepare", strided1, b / strided1 / 1e9
   printf "%-48s %9s %9.2f\n", "ucx_perftest ucp_put_bw, 1 pair", "", p1

@@ -2,7 +2,8 @@
 // report what moved how fast (with --verify: that every destination element is right).
 //
 //   mpirun -np N refit run PROBLEM [--cluster cpu-host] [--strategy S] [--executor ucx]
-//                                  [--verify] [--iterations N] [--timeout S] [--staging BYTES] [--json]
+//                                  [--verify] [--iterations N] [--timeout S] [--staging BYTES]
+//                                  [--no-direct-stores] [--json]
 //
 // The first ranks play the training side, the rest the inference side. Every rank plans on its
 // own (plans are deterministic; the executor compares plan hashes), and the ranks agree on each
@@ -37,6 +38,7 @@ struct RunOptions {
   bool json = false;
   // Fault injection for the tests (hidden options).
   std::int32_t kill_rank = -1;     // this rank kills itself after its first chunk is sent
+  bool no_direct_stores = false;
   std::int32_t perturb_rank = -1;  // this rank plans something else than the others
   std::int32_t stall_rank = -1;    // this rank sleeps through three timeouts before it sets up
 };
@@ -50,7 +52,10 @@ struct RankSetup {
 };
 
 ExecutorOptions executor_options(const RunOptions& o, std::int32_t rank) {
-  ExecutorOptions e{.timeout = Seconds{o.timeout}, .staging = Bytes{o.staging}, .on_chunk_sent = {}};
+  ExecutorOptions e{.timeout = Seconds{o.timeout},
+                    .staging = Bytes{o.staging},
+                    .direct_stores = !o.no_direct_stores,
+                    .on_chunk_sent = {}};
   if (rank == o.kill_rank) e.on_chunk_sent = [](std::int32_t, std::int64_t) { std::raise(SIGKILL); };
   return e;
 }
@@ -81,7 +86,7 @@ Result<RankSetup> set_up(const RunOptions& o, Bootstrap& bootstrap) {
 Result<RankResult> transfer(const RunOptions& o, Bootstrap& bootstrap, RankSetup& s, MpiSession& mpi) {
   auto prepared = s.executor->prepare(s.plan, Rank{bootstrap.rank()}, s.shards.buffers());
   if (!prepared) return std::unexpected(prepared.error());
-  RankResult r{bootstrap.rank(), {}, {}, {}, {}, o.verify, {}};
+  RankResult r{bootstrap.rank(), {}, {}, {}, {}, {}, o.verify, {}};
   for (std::int32_t i = 0; i < o.iterations; ++i) {
     if (i > 0) s.shards.clear_destinations();
     if (auto ok = bootstrap.barrier(); !ok) return std::unexpected(ok.error());
@@ -94,6 +99,7 @@ Result<RankResult> transfer(const RunOptions& o, Bootstrap& bootstrap, RankSetup
     }
     r.sent = report->bytes_sent;
     r.received = report->bytes_received;
+    r.stored_directly = report->stored_directly;
     r.elapsed = report->elapsed;
   }
   if (o.verify)
@@ -170,6 +176,10 @@ Action add_run_command(CLI::App& app) {
   cmd->add_option("--staging", o->staging,
                   "Staging bytes per rank for packing strided pieces (default 256 MiB)")
       ->check(positive());
+  cmd->add_flag("--no-direct-stores", o->no_direct_stores,
+                "Put every chunk through UCX (ucp_put_nbx), also into peers whose memory is mapped into "
+                "this process; by default such puts are made directly, with non-temporal stores that do "
+                "not read the destination into the cache first");
   cmd->add_flag("--json", o->json, "Print one JSON object on stdout (rank 0)");
   cmd->add_option("--test-kill-rank", o->kill_rank)->group("");
   cmd->add_option("--test-perturb-plan-on-rank", o->perturb_rank)->group("");

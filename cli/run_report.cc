@@ -24,6 +24,7 @@ nlohmann::ordered_json rank_json(const RankResult& r, std::int32_t training_rank
           {"role", r.rank < training_ranks ? "training" : "inference"},
           {"bytes_sent", r.sent.value},
           {"bytes_received", r.received.value},
+          {"bytes_stored_directly", r.stored_directly.value},
           {"seconds", wall.value},
           {"transfer_seconds", r.elapsed.value},
           {"send_gbps", gbps(r.sent, wall)},
@@ -42,8 +43,9 @@ std::string verification_text(const RunSummary& s) {
 std::string encode(const RankResult& r) {
   nlohmann::json walls = nlohmann::json::array();
   for (const Seconds w : r.walls) walls.push_back(w.value);
-  nlohmann::json j{{"rank", r.rank}, {"sent", r.sent.value},       {"received", r.received.value},
-                   {"walls", walls}, {"elapsed", r.elapsed.value}, {"checked", r.checked}};
+  nlohmann::json j{{"rank", r.rank},     {"sent", r.sent.value},       {"received", r.received.value},
+                   {"direct", r.stored_directly.value}, {"walls", walls}, {"elapsed", r.elapsed.value},
+                   {"checked", r.checked}};
   if (r.wrong) j["wrong"] = *r.wrong;
   return j.dump();
 }
@@ -55,6 +57,7 @@ Result<RankResult> decode_rank_result(std::string_view text) {
   r.rank = j.value("rank", 0);
   r.sent = Bytes{j.value("sent", std::int64_t{0})};
   r.received = Bytes{j.value("received", std::int64_t{0})};
+  r.stored_directly = Bytes{j.value("direct", std::int64_t{0})};
   for (const double w : j.value("walls", std::vector<double>{})) r.walls.push_back(Seconds{w});
   r.elapsed = Seconds{j.value("elapsed", 0.0)};
   r.checked = j.value("checked", false);

@@ -17,6 +17,7 @@ struct RankResult {
   Bytes received;
   std::vector<Seconds> walls;        // execute() on this rank per iteration, each from a common barrier
   Seconds elapsed;                   // the executor's own, last iteration: first byte posted to last landed
+  Bytes stored_directly;             // of sent, stored into mapped peer memory (last iteration)
   bool checked = false;              // --verify ran on this rank
   std::optional<std::string> wrong;  // the first wrong element, when verification failed
 };

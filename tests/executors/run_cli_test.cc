@@ -98,6 +98,26 @@ TEST(RunManifest, RandomLayoutsAreVerified) {
   std::filesystem::remove_all(dir);
 }
 
+std::int64_t stored_directly(const std::string& out) {
+  const auto j = nlohmann::json::parse(out, nullptr, false);
+  std::int64_t sum = 0;
+  for (const auto& r : j["per_rank"]) sum += r["bytes_stored_directly"].get<std::int64_t>();
+  return sum;
+}
+
+// Shards live in memory the executor allocated, which UCX shares between the processes: puts are
+// stores made directly into it, unless --no-direct-stores sends them all through ucp_put_nbx.
+TEST(RunPuts, DirectStoresByDefaultAndThroughUcxOnRequest) {
+  const std::string args = "--model " + kModels + "tiny-llama.json --train tp=2 --infer tp=2 "
+                           "--cluster cpu-host --verify --json --timeout 20";
+  const auto direct = refit_run(4, args);
+  expect_verified(direct, "refit", 4);
+  EXPECT_GT(stored_directly(direct.out), 0) << direct.out;
+  const auto through_ucx = refit_run(4, args + " --no-direct-stores");
+  expect_verified(through_ucx, "refit", 4);
+  EXPECT_EQ(stored_directly(through_ucx.out), 0) << through_ucx.out;
+}
+
 // One prepared plan executed three times, as an RL job refits every step: the report lists each
 // execution (the slowest rank's time), "seconds" is their median, and the destinations verify
 // after the last one.

@@ -121,6 +121,37 @@ TEST(UcxExecutor, EveryStrategyDeliversIntoExecutorAllocatedMemory) {
   }
 }
 
+std::int64_t stored_directly(const std::vector<Outcome>& outcomes) {
+  std::int64_t sum = 0;
+  for (const auto& o : outcomes) {
+    EXPECT_LE(o.report.stored_directly.value, o.report.bytes_sent.value);
+    sum += o.report.stored_directly.value;
+  }
+  return sum;
+}
+
+// Into executor-allocated (shared) memory, peers store directly by default; with direct_stores
+// off every byte goes through ucp_put_nbx instead, and arrives just the same. Heap memory is not
+// mapped into peers, so it always goes through the transport.
+TEST(UcxExecutor, DirectStoresGoWhereMemoryIsMappedAndCanBeTurnedOff) {
+  testing::RandomProblems gen(17);
+  const auto problem = gen.problem(2, 2, 4, 20);
+  const auto cluster = testing::make_test_cluster(2, 2, 2, 2);
+  const auto plan = plan_for(problem, cluster, "refit", Bytes{4096});
+  RunSpec spec;
+  spec.executor_memory = true;
+  auto direct = run_plan(problem, plan, spec);
+  expect_all_verified(direct);
+  EXPECT_GT(stored_directly(direct), 0);
+  spec.options.direct_stores = false;
+  auto through_ucx = run_plan(problem, plan, spec);
+  expect_all_verified(through_ucx);
+  EXPECT_EQ(stored_directly(through_ucx), 0);
+  auto heap = run_plan(problem, plan, {});
+  expect_all_verified(heap);
+  EXPECT_EQ(stored_directly(heap), 0);
+}
+
 TEST(UcxExecutor, ThreeToFiveRanksOverThreeNodes) {
   testing::RandomProblems gen(11);
   const auto problem = gen.problem(3, 5, 4, 20);

@@ -138,7 +138,7 @@ Result<ExecutionReport> NcclExecutor::execute(PreparedPlan& prepared) {
   if (!elapsed) return std::unexpected(std::move(elapsed.error()).in(mine->who));
   if (auto ok = mine->mirror.download_destinations(); !ok) return std::unexpected(std::move(ok.error()).in(mine->who));
   const auto& p = mine->program;
-  return ExecutionReport{Bytes{p.bytes_sent}, Bytes{p.bytes_received}, *elapsed, p.messages};
+  return ExecutionReport{Bytes{p.bytes_sent}, Bytes{p.bytes_received}, *elapsed, p.messages, Bytes{0}};
 }
 
 Result<std::unique_ptr<Executor>> make_nccl_executor(Bootstrap& bootstrap, const ExecutorOptions& options) {

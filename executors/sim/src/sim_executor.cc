@@ -15,7 +15,7 @@ class SimPrepared final : public PreparedPlan {
 
 // The rank's share of the plan: what it puts and what lands on it, relay hops included.
 ExecutionReport rank_report(const Plan& plan, Rank rank, Seconds predicted) {
-  ExecutionReport r{Bytes{0}, Bytes{0}, predicted, 0};
+  ExecutionReport r{Bytes{0}, Bytes{0}, predicted, 0, Bytes{0}};
   for (const auto& t : plan.transfers) {
     if (t.sender == rank) {
       r.bytes_sent += t.bytes;

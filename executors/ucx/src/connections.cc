@@ -150,9 +150,10 @@ Result<void> Connections::connect_peer(Inbox& inbox, std::int32_t rank, const st
 }
 
 void Connections::map_ahead(Rank r) {
-  for (const RemoteRegion& region : peer(r).regions) {
+  for (RemoteRegion& region : peer(r).regions) {
     void* local = nullptr;
     if (!region.key || ucp_rkey_ptr(region.key.get(), region.base, &local) != UCS_OK) continue;
+    region.mapped = static_cast<std::byte*>(local);
     // Page-aligned, as madvise wants; failure (a kernel older than 5.14) only means
     // the first puts fault the pages in themselves.
     const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));

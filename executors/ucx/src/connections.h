@@ -30,6 +30,7 @@ struct RemoteRegion {
   std::uint64_t base = 0;
   std::int64_t bytes = 0;
   RemoteKey key;
+  std::byte* mapped = nullptr;  // where this process addresses it directly (map_ahead), or null
 };
 
 struct Peer {
@@ -47,8 +48,9 @@ class Connections {
   Connections& operator=(const Connections&) = delete;
 
   Peer& peer(Rank r) { return peers_[static_cast<std::size_t>(r.value)]; }
-  // Maps the regions of `r` that this process can address directly (same-host shared memory)
-  // and builds their page tables now, so that the first execution does not pay for them.
+  // Maps the regions of `r` that this process can address directly (same-host shared memory),
+  // records where (RemoteRegion::mapped), and builds their page tables now, so that the first
+  // execution does not pay for them.
   void map_ahead(Rank r);
   std::int32_t world() const { return static_cast<std::int32_t>(peers_.size()); }
 

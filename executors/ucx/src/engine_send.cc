@@ -3,6 +3,7 @@
 
 #include "chunk_plan.h"
 #include "engine.h"
+#include "streaming_copy.h"
 
 namespace refit::ucx_detail {
 namespace {
@@ -94,35 +95,52 @@ Result<void> Engine::send_chunk(const ChunkRef& c) {
   return {};
 }
 
-// Puts the chunk piece by piece: each piece is contiguous both here and at the receiver.
+// Puts the chunk piece by piece: each piece is contiguous both here and at the receiver. Into a
+// region mapped here the put is a streaming copy (ExecutorOptions::direct_stores), fenced before
+// the notice that follows the chunk's flush.
 Result<void> Engine::put_pieces(const Send& s, const std::vector<Run>& local,
                                 const std::vector<Run>& remote) {
   Peer& peer = c_.connections.peer(s.peer);
+  bool stored = false;
   std::size_t l = 0;
   std::size_t r = 0;
   for (std::int64_t at = 0; l < local.size() && r < remote.size();) {
     const Run& a = local[l];
     const Run& b = remote[r];
     const std::int64_t n = std::min(a.stream + a.length, b.stream + b.length) - at;
-    ucp_request_param_t params{};
-    if (auto* memh = c_.regions.handles[a.region]) {
-      params.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
-      params.memh = memh;
+    const std::byte* from = c_.regions.bases[a.region] + a.offset + (at - a.stream);
+    const std::int64_t offset = b.offset + (at - b.stream);
+    const RemoteRegion& target = peer.regions[b.region];
+    if (target.mapped != nullptr && c_.options.direct_stores) {
+      streaming_copy(target.mapped + offset, from, static_cast<std::size_t>(n));
+      report_.stored_directly += Bytes{n};
+      stored = true;
+    } else if (auto ok = transport_put(s, from, n, a.region, target, offset); !ok) {
+      return ok;
     }
-    const auto& target = peer.regions[b.region];
-    void* request = ucp_put_nbx(
-        peer.endpoint, c_.regions.bases[a.region] + a.offset + (at - a.stream), static_cast<std::size_t>(n),
-        target.base + static_cast<std::uint64_t>(b.offset + (at - b.stream)), target.key.get(), &params);
-    if (UCS_PTR_IS_ERR(request))
-      return fail(ErrorCode::kRuntime,
-                  fmt::format("put of {} to rank {} failed: {}",
-                              describe(c_.plan.transfers[static_cast<std::size_t>(s.transfer)]), s.peer.value,
-                              ucs_status_string(UCS_PTR_STATUS(request))));
-    if (request != nullptr) ucp_request_free(request);  // the flush reports completion
     at += n;
     if (at == a.stream + a.length) ++l;
     if (at == b.stream + b.length) ++r;
   }
+  if (stored) store_fence();
+  return {};
+}
+
+Result<void> Engine::transport_put(const Send& s, const std::byte* from, std::int64_t bytes, std::size_t region,
+                                   const RemoteRegion& target, std::int64_t offset) {
+  ucp_request_param_t params{};
+  if (auto* memh = c_.regions.handles[region]) {
+    params.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
+    params.memh = memh;
+  }
+  void* request = ucp_put_nbx(c_.connections.peer(s.peer).endpoint, from, static_cast<std::size_t>(bytes),
+                              target.base + static_cast<std::uint64_t>(offset), target.key.get(), &params);
+  if (UCS_PTR_IS_ERR(request))
+    return fail(ErrorCode::kRuntime,
+                fmt::format("put of {} to rank {} failed: {}",
+                            describe(c_.plan.transfers[static_cast<std::size_t>(s.transfer)]), s.peer.value,
+                            ucs_status_string(UCS_PTR_STATUS(request))));
+  if (request != nullptr) ucp_request_free(request);  // the flush reports completion
   return {};
 }
 

