@@ -2,7 +2,8 @@
 // Runs a Model as a discrete-event simulation at flow level.
 //
 // A task becomes ready when all its dependencies have ended, waits its latency, then moves its
-// bytes as one flow across its resources. Active flows share resources max-min fairly
+// bytes as one flow across its resources; a task of a stream (model.h) also waits for the
+// stream's previous task, and may take over its flow. Active flows share resources max-min fairly
 // (max_min.h); rates are recomputed whenever flows start or end, incrementally: only the
 // resources whose fair share the change moves are looked at (see src/incremental_max_min.h).
 // A task with no bytes ends right after its latency.
