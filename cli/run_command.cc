@@ -35,10 +35,10 @@ struct RunOptions {
   std::int32_t iterations = 1;
   double timeout = ExecutorOptions{}.timeout.value;
   std::int64_t staging = ExecutorOptions{}.staging.value;
+  bool no_direct_stores = false;
   bool json = false;
   // Fault injection for the tests (hidden options).
   std::int32_t kill_rank = -1;     // this rank kills itself after its first chunk is sent
-  bool no_direct_stores = false;
   std::int32_t perturb_rank = -1;  // this rank plans something else than the others
   std::int32_t stall_rank = -1;    // this rank sleeps through three timeouts before it sets up
 };
@@ -178,8 +178,8 @@ Action add_run_command(CLI::App& app) {
       ->check(positive());
   cmd->add_flag("--no-direct-stores", o->no_direct_stores,
                 "Put every chunk through UCX (ucp_put_nbx), also into peers whose memory is mapped into "
-                "this process; by default such puts are made directly, with non-temporal stores that do "
-                "not read the destination into the cache first");
+                "this process; by default such puts are stores made directly into that memory (on "
+                "x86-64 non-temporal ones, which do not read the destination into the cache first)");
   cmd->add_flag("--json", o->json, "Print one JSON object on stdout (rank 0)");
   cmd->add_option("--test-kill-rank", o->kill_rank)->group("");
   cmd->add_option("--test-perturb-plan-on-rank", o->perturb_rank)->group("");

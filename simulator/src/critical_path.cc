@@ -58,9 +58,12 @@ std::int32_t last_contender(const Model& model, TaskId t, std::span<const TaskTi
   return best;
 }
 
-// Of the dependencies and the stream's previous task, the one that ended last.
+// What held the task back: the stream's previous task if the task started as it ended (its own
+// latency, paid from readiness, had run out by then), else the dependency that ended last.
 std::int32_t last_dependency(const Model& model, TaskId t, std::span<const TaskTiming> timings) {
-  std::int32_t best = model.stream_previous(t);
+  const std::int32_t previous = model.stream_previous(t);
+  if (previous >= 0 && timings[at(previous)].end >= timings[at(t.value)].start) return previous;
+  std::int32_t best = -1;
   for (const TaskId d : model.deps(t))
     if (best < 0 || timings[at(d.value)].end > timings[at(best)].end) best = d.value;
   return best;

@@ -18,6 +18,7 @@ std::int32_t Model::add_track(std::string name) {
 }
 
 std::int32_t Model::add_stream() {
+  stream_first_.push_back(-1);
   stream_last_.push_back(-1);
   return stream_count() - 1;
 }
@@ -60,7 +61,10 @@ TaskId Model::add_task(const TaskSpec& spec) {
   if (spec.stream >= 0 && spec.stream < stream_count()) {
     auto& last = stream_last_[static_cast<std::size_t>(spec.stream)];
     r.stream_previous = last;
-    if (last >= 0) tasks_[static_cast<std::size_t>(last)].stream_next = task_count();
+    if (last >= 0)
+      tasks_[static_cast<std::size_t>(last)].stream_next = task_count();
+    else
+      stream_first_[static_cast<std::size_t>(spec.stream)] = task_count();
     last = task_count();
   }
   tasks_.push_back(r);

@@ -5,7 +5,8 @@
 // A message that must be packed (several segments, or one that is not a contiguous run of the
 // sender's buffer) also crosses the sender's copy engine, and likewise the receiver's for
 // unpacking: packing runs chunk by chunk beside the transfer, so only the first chunk's pack and
-// the last chunk's unpack add time, as latency of the first and last task.
+// the last chunk's unpack add time: the pack as latency of the first task, the unpack as a task
+// of its own after the last one (not in the pair's stream, which goes on meanwhile).
 // Relays pipeline: a transfer that feeds relays is cut after its first chunk (its head); a relay,
 // whose data all comes from one upstream transfer, starts once the upstream's head has arrived,
 // and its own last chunk cannot go before the upstream has ended. So an h-hop chain of equal
@@ -26,6 +27,7 @@
 #include <iterator>
 #include <optional>
 #include <span>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -54,7 +56,9 @@ class Builder {
     heads_.resize(plan_.transfers.size());
     piece_begin_.assign(plan_.transfers.size() + 1, 0);
     pieces_.reserve(plan_.transfers.size() * 2);
-    out_.model.reserve_tasks(plan_.transfers.size() * 2, 4, 3);
+    out_.model.reserve_tasks(plan_.transfers.size() * 3, 4, 2);
+    out_.transfer_of_task.reserve(plan_.transfers.size() * 3);
+    out_.copy_latency.reserve(plan_.transfers.size() * 3);
     for (const auto& t : plan_.transfers) add_transfer(t);
     return std::move(out_);
   }
@@ -112,8 +116,11 @@ class Builder {
   void count_pipelined_dependents() {
     has_pipelined_dependent_.assign(plan_.transfers.size(), false);
     single_upstream_.assign(plan_.transfers.size(), -1);
+    upstream_begin_.assign(1, 0);
     for (const auto& t : plan_.transfers) {
       const auto up = t.upstream();
+      upstreams_.insert(upstreams_.end(), up.begin(), up.end());
+      upstream_begin_.push_back(upstreams_.size());
       if (up.size() != 1) continue;
       single_upstream_[static_cast<std::size_t>(t.id)] = up[0];
       has_pipelined_dependent_[static_cast<std::size_t>(up[0])] = true;
@@ -160,19 +167,25 @@ class Builder {
 
   // The buffer holding rank r's data of tensor t: its source box for its own shards, its
   // destination box for what it received (nothing when forwarded data lands in scratch).
-  std::optional<Box> buffer_box(Rank r, std::uint32_t tensor, bool source) const {
-    const auto& spec = problem_.tensors()[tensor];
-    const Layout& layout = source ? spec.source : spec.destination;
-    const auto position = layout.mesh().position_of_rank(r);
-    return position ? std::optional<Box>(layout.box_at_position(*position)) : std::nullopt;
+  // Cached: a rank's box of a tensor is asked for by each of its transfers of that tensor.
+  const std::optional<Box>& buffer_box(Rank r, std::uint32_t tensor, bool source) {
+    const auto key = (static_cast<std::uint64_t>(tensor) << 33) | (static_cast<std::uint64_t>(r.value) << 1) |
+                     static_cast<std::uint64_t>(source);
+    auto [it, fresh] = boxes_.try_emplace(key);
+    if (fresh) {
+      const auto& spec = problem_.tensors()[tensor];
+      const Layout& layout = source ? spec.source : spec.destination;
+      if (const auto position = layout.mesh().position_of_rank(r)) it->second = layout.box_at_position(*position);
+    }
+    return it->second;
   }
 
-  bool needs_copy(const Transfer& t, bool sender_side) const {
+  bool needs_copy(const Transfer& t, bool sender_side) {
     if (t.segments.size() != 1) return true;
     const auto& s = t.segments[0];
     const Rank r = sender_side ? t.sender : t.receiver;
     const bool source = sender_side && s.via == kFromSourceShard;
-    const auto box = buffer_box(r, s.tensor, source);
+    const auto& box = buffer_box(r, s.tensor, source);
     return box && box->contains(s.box) && !contiguous_in(s.box, *box);
   }
 
@@ -244,10 +257,13 @@ class Builder {
     if (const auto up = single_upstream_[id]; up >= 0)
       deps.push_back(heads_[static_cast<std::size_t>(up)]);
     else
-      for (auto u : t.upstream()) deps.push_back(ends_[static_cast<std::size_t>(u)]);
-    if (const Grant g = grant_[id]; g.holder >= 0)
-      for (const Piece& p : pieces_of(g.holder))
-        if (p.chunks == g.chunks) deps.push_back(p.task);
+      for (std::size_t k = upstream_begin_[id]; k < upstream_begin_[id + 1]; ++k)
+        deps.push_back(ends_[static_cast<std::size_t>(upstreams_[k])]);
+    if (const Grant g = grant_[id]; g.holder >= 0) {
+      // The holder was cut after the granting chunk (piece_ends): its pieces are in chunk order.
+      const auto pieces = pieces_of(g.holder);
+      deps.push_back(std::ranges::lower_bound(pieces, g.chunks, {}, &Piece::chunks)->task);
+    }
   }
 
   std::span<const Piece> pieces_of(std::int32_t transfer) const {
@@ -262,8 +278,6 @@ class Builder {
     const bool pack = needs_copy(t, true);
     const bool unpack = needs_copy(t, false);
     const std::int64_t chunk = std::min(t.chunk.value, t.bytes.value);
-    const auto upstream = single_upstream_[id];
-    piece_ends(t, ends_scratch_);
     label_.clear();
     fmt::format_to(std::back_inserter(label_), "#{} {}->{}", t.id, t.sender.value, t.receiver.value);
     link_resources(t, pack, unpack, spec_.resources);
@@ -271,6 +285,25 @@ class Builder {
     spec_.category = static_cast<std::uint32_t>(kind_of(t.link));
     spec_.label = std::string_view(label_.data(), label_.size());
     spec_.stream = stream_[id];
+    add_pieces(t, copy_time(pack, Bytes{chunk}, t.sender));
+    piece_begin_[id + 1] = pieces_.size();
+    ends_[id] = pieces_.back().task;
+    if (unpack) {
+      const Seconds unpack_time = copy_time(true, Bytes{chunk}, t.receiver);
+      spec_.bytes = Bytes{0};
+      spec_.latency = unpack_time;
+      spec_.resources.clear();
+      spec_.deps.assign(1, ends_[id]);
+      spec_.stream = -1;
+      ends_[id] = add_task(t, unpack_time);
+    }
+  }
+
+  void add_pieces(const Transfer& t, Seconds pack_time) {
+    const auto id = static_cast<std::size_t>(t.id);
+    const std::int64_t chunk = std::min(t.chunk.value, t.bytes.value);
+    const auto upstream = single_upstream_[id];
+    piece_ends(t, ends_scratch_);
     std::int64_t done = 0;
     for (const std::int64_t e : ends_scratch_) {
       const bool first = done == 0;
@@ -282,19 +315,19 @@ class Builder {
       // start a flow of its own instead of taking over the stream's.
       if (!first && stream_[id] < 0) spec_.deps.push_back(pieces_.back().task);
       if (last && upstream >= 0) spec_.deps.push_back(ends_[static_cast<std::size_t>(upstream)]);
-      const Seconds copy = (first ? copy_time(pack, Bytes{chunk}, t.sender) : Seconds{0}) +
-                           (last ? copy_time(unpack, Bytes{chunk}, t.receiver) : Seconds{0});
       spec_.bytes = Bytes{through - done};
-      spec_.latency = (first ? latency_of(t) : Seconds{0}) + copy;
-      const TaskId task = out_.model.add_task(spec_);
-      out_.transfer_of_task.push_back(t.id);
-      out_.copy_latency.push_back(copy);
+      spec_.latency = first ? latency_of(t) + pack_time : Seconds{0};
+      const TaskId task = add_task(t, first ? pack_time : Seconds{0});
       if (first) heads_[id] = task;
       pieces_.push_back({e, task});
       done = through;
     }
-    piece_begin_[id + 1] = pieces_.size();
-    ends_[id] = pieces_.back().task;
+  }
+
+  TaskId add_task(const Transfer& t, Seconds copy) {
+    out_.transfer_of_task.push_back(t.id);
+    out_.copy_latency.push_back(copy);
+    return out_.model.add_task(spec_);
   }
 
   const Plan& plan_;
@@ -307,6 +340,9 @@ class Builder {
   std::vector<bool> has_pipelined_dependent_;
   std::vector<bool> copy_can_bind_;  // per GPU
   std::vector<std::int32_t> single_upstream_;
+  std::vector<std::int32_t> upstreams_;           // of every transfer, in order (Transfer::upstream)
+  std::vector<std::size_t> upstream_begin_;       // per transfer + 1: its first upstream
+  std::unordered_map<std::uint64_t, std::optional<Box>> boxes_;  // by (tensor, rank, source side)
   std::vector<std::int32_t> stream_;                // per transfer; -1 with window 0
   std::vector<Grant> grant_;                        // per transfer
   std::vector<std::vector<std::int64_t>> cuts_;     // per transfer: chunks that grant others

@@ -37,8 +37,12 @@ Result<void> check_task(const Model& model, TaskId t) {
       return bad(fmt::format("depends on unknown task {}", d.value));
   if (model.track(t) < -1 || model.track(t) >= model.track_count())
     return bad(fmt::format("unknown track {}", model.track(t)));
-  if (model.stream(t) < -1 || model.stream(t) >= model.stream_count())
-    return bad(fmt::format("unknown stream {}", model.stream(t)));
+  const std::int32_t stream = model.stream(t);
+  if (stream < -1 || stream >= model.stream_count())
+    return bad(fmt::format("unknown stream {}", stream));
+  // A task that named a stream before add_stream() made it was never put in its order.
+  if (stream >= 0 && model.stream_previous(t) < 0 && model.stream_first(stream) != t.value)
+    return bad(fmt::format("joins stream {}, which was added after it", stream));
   return {};
 }
 

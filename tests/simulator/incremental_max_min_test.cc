@@ -57,14 +57,17 @@ std::vector<double> solve_from_scratch(const Model& m, const std::vector<std::in
   return {rates.begin(), rates.end()};
 }
 
-// Flows start and end in random batches of 1 to 3 between updates.
+// Flows start and end in random batches of 1 to 3 between updates; now and then, before a batch,
+// a flow hands over to an idle one crossing the same resources (a stream's next message).
 class Churn {
  public:
-  Churn(const Model& m, double tolerance, unsigned seed) : rates_(m, tolerance), rng_(seed) {
+  Churn(const Model& m, double tolerance, unsigned seed) : model_(m), rates_(m, tolerance), rng_(seed) {
     for (std::int32_t t = 0; t < m.task_count(); ++t) idle_.insert(t);
   }
   // Returns the flows update() reported as changed.
   std::set<std::int32_t> step() {
+    handed_over_.clear();
+    if (!active_.empty() && std::bernoulli_distribution(0.3)(rng_)) hand_over();
     for (int ops = std::uniform_int_distribution<>(1, 3)(rng_); ops > 0; --ops) {
       const bool add =
           active_.empty() || (!idle_.empty() && std::bernoulli_distribution(0.55)(rng_));
@@ -86,8 +89,28 @@ class Churn {
   }
   std::vector<std::int32_t> active() const { return {active_.begin(), active_.end()}; }
   double rate(std::int32_t flow) const { return rates_.rate(flow); }
+  // (from, to) of this step's hand-over, if any.
+  const std::vector<std::pair<std::int32_t, std::int32_t>>& handed_over() const { return handed_over_; }
 
  private:
+  void hand_over() {
+    std::uniform_int_distribution<std::size_t> pick(0, active_.size() - 1);
+    const std::int32_t from = *std::next(active_.begin(), static_cast<std::ptrdiff_t>(pick(rng_)));
+    const auto same = std::ranges::find_if(idle_, [&](std::int32_t t) {
+      return std::ranges::equal(model_.resources(TaskId{t}), model_.resources(TaskId{from}));
+    });
+    if (same == idle_.end()) return;
+    const std::int32_t to = *same;
+    rates_.hand_over(from, to);
+    active_.erase(from);
+    idle_.insert(from);
+    idle_.erase(to);
+    active_.insert(to);
+    handed_over_.emplace_back(from, to);
+  }
+
+  const Model& model_;
+  std::vector<std::pair<std::int32_t, std::int32_t>> handed_over_;
   IncrementalMaxMin rates_;
   std::mt19937 rng_;
   std::set<std::int32_t> idle_, active_;
@@ -98,6 +121,9 @@ void check_exact(const Model& m, unsigned seed) {
   std::vector<double> before(static_cast<std::size_t>(m.task_count()), -1.0);
   for (int step = 0; step < 150; ++step) {
     const auto changed = churn.step();
+    // A flow handed over keeps its rate under its new task unless the update changed it.
+    for (const auto& [from, to] : churn.handed_over())
+      before[static_cast<std::size_t>(to)] = before[static_cast<std::size_t>(from)];
     const auto flows = churn.active();
     const auto want = solve_from_scratch(m, flows);
     for (std::size_t i = 0; i < flows.size(); ++i) {

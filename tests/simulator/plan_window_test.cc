@@ -99,6 +99,23 @@ TEST(PlanWindow, APairsQueueWaitsAtARelayUntilItsDataHasLanded) {
   EXPECT_NEAR(predicted(plan, p, c, 0), 2 * kAlpha + 14 * kU, 1e-9);
 }
 
+TEST(PlanWindow, UnpackingFollowsTheLandingWhileThePairGoesOn) {
+  // One pair, three messages: tensor a whole (2 MiB, contiguous at both ends), then tensor b's
+  // two column halves (1 MiB each), which the receiver unpacks into its whole copy of b
+  // (u = 1 MiB / copy bandwidth; the sender packs them too, while a flows). The pair streams the
+  // 4 MiB back to back; the last half's unpack comes after it lands: alpha + 4U + u.
+  const auto p = ReshardProblem::make({replicated("a", 2, 0, {Rank{1}}), replicated("b", 2, 0, {Rank{1}})}, 1, 1)
+                     .value();
+  const auto c = testing::make_test_cluster(2, 1, 1, 1);
+  const auto half = [](std::int32_t id, std::int64_t column) {
+    return Transfer{id, Rank{0}, Rank{1}, LinkKind::kNetwork,
+                    {Segment{1, Box{{0, column}, {2 * 1024, kCols / 2}}, kFromSourceShard}}, Bytes{kMiB}, Bytes{kMiB}};
+  };
+  const auto plan = plan_of(p, {transfer(0, 0, 1, 0, 0, 2), half(1, 0), half(2, kCols / 2)});
+  const double u = kMiB / 1500e9;
+  EXPECT_NEAR(predicted(plan, p, c, 16), kAlpha + 4 * kU + u, 1e-9);
+}
+
 // The baselines stand for NCCL collectives (a channel per ring step: no per-pair queue); refit's
 // own strategies for refit's executors (the UCX grant window).
 TEST(PlanWindow, DefaultWindowFollowsWhatRunsTheStrategy) {

@@ -120,5 +120,39 @@ TEST(SimulateStream, UnknownStreamIsRefused) {
   EXPECT_THAT(r.error().message, ::testing::HasSubstr("task 0 'x': unknown stream 3"));
 }
 
+TEST(SimulateStream, AStreamAddedAfterItsTaskIsRefused) {
+  Model m;
+  const auto nic = m.add_resource("nic", BytesPerSecond{kC});
+  auto spec = message(nic, 0);
+  spec.label = "early";
+  m.add_task(spec);
+  m.add_stream();
+  const auto r = simulate(m);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_THAT(r.error().message, ::testing::HasSubstr("task 0 'early': joins stream 0, which was added after it"));
+}
+
+TEST(SimulateStream, TheCriticalPathFollowsTheLatencyWhenItOutlastsThePreviousTask) {
+  // The second message waits for a task that ends at 0.5 b/C, then pays 3 alpha' of latency
+  // (alpha' = b/C): it starts at 3.5 b/C, after the first message's end at alpha + b/C. Its
+  // step on the critical path comes from the dependency, with the latency counted.
+  Model m;
+  const auto nic = m.add_resource("nic", BytesPerSecond{kC});
+  const auto elsewhere = m.add_resource("elsewhere", BytesPerSecond{kC});
+  const auto s = m.add_stream();
+  const auto upstream = m.add_task(message(elsewhere, -1, 0.5));
+  m.add_task(message(nic, s));
+  auto late = message(nic, s);
+  late.deps = {upstream};
+  late.latency = Seconds{3 * kB / kC};
+  const auto second = m.add_task(late);
+  const auto r = run(m);
+  EXPECT_NEAR(of(r, second).start.value, kAlpha + 3.5 * kB / kC, kTol);
+  ASSERT_EQ(r.critical_path.size(), 2u);
+  EXPECT_EQ(r.critical_path[0].task, upstream);
+  EXPECT_EQ(r.critical_path[1].task, second);
+  EXPECT_NEAR(r.breakdown.latency.value, kAlpha + 3 * kB / kC, kTol);
+}
+
 }  // namespace
 }  // namespace refit::sim

@@ -39,7 +39,7 @@ struct ExecutorOptions {
   Seconds timeout{60.0};                  // no wait on a peer lasts longer; then every rank fails
   Bytes staging{std::int64_t{256} << 20};  // per rank, for packing non-contiguous pieces
   // Where a peer's memory is mapped into this process (same-host shared memory), put by storing
-  // into it directly, with non-temporal stores; false: every put goes through the transport.
+  // into it directly (non-temporal stores on x86-64); false: every put goes through the transport.
   bool direct_stores = true;
   // Observes the transfer as it goes (progress display; fault injection in tests). Called on the
   // executing thread once a chunk this rank sent has been put and announced to its receiver.

@@ -77,6 +77,8 @@ class Model {
   // The task before (after) t in its stream; -1 at either end and outside streams.
   std::int32_t stream_previous(TaskId t) const { return record(t).stream_previous; }
   std::int32_t stream_next(TaskId t) const { return record(t).stream_next; }
+  // The stream's first task; -1 while it has none.
+  std::int32_t stream_first(std::int32_t stream) const { return stream_first_[static_cast<std::size_t>(stream)]; }
   std::span<const ResourceId> resources(TaskId t) const {
     const auto& r = record(t);
     return {task_resources_.data() + r.resources_begin, r.resources_count};
@@ -117,7 +119,8 @@ class Model {
   std::vector<BytesPerSecond> capacities_;
   std::vector<std::string> tracks_;
   std::vector<std::string> category_names_;
-  std::vector<std::int32_t> stream_last_;  // per stream: its last task so far, -1 for none
+  std::vector<std::int32_t> stream_first_;  // per stream: its first task, -1 for none
+  std::vector<std::int32_t> stream_last_;   // per stream: its last task so far, -1 for none
   std::vector<TaskRecord> tasks_;
   std::vector<ResourceId> task_resources_;
   std::vector<TaskId> task_deps_;
