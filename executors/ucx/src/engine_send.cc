@@ -101,6 +101,10 @@ Result<void> Engine::send_chunk(const ChunkRef& c) {
 Result<void> Engine::put_pieces(const Send& s, const std::vector<Run>& local,
                                 const std::vector<Run>& remote) {
   Peer& peer = c_.connections.peer(s.peer);
+  // Once the peer is known to have failed, its memory goes through UCX, which reports errors,
+  // instead of being stored into directly (a mapping that vanished with it would fault).
+  const auto p = static_cast<std::size_t>(s.peer.value);
+  const bool direct = c_.options.direct_stores && !c_.inbox.endpoint_error[p] && !c_.inbox.given_up[p];
   bool stored = false;
   std::size_t l = 0;
   std::size_t r = 0;
@@ -111,7 +115,7 @@ Result<void> Engine::put_pieces(const Send& s, const std::vector<Run>& local,
     const std::byte* from = c_.regions.bases[a.region] + a.offset + (at - a.stream);
     const std::int64_t offset = b.offset + (at - b.stream);
     const RemoteRegion& target = peer.regions[b.region];
-    if (target.mapped != nullptr && c_.options.direct_stores) {
+    if (target.mapped != nullptr && direct) {
       streaming_copy(target.mapped + offset, from, static_cast<std::size_t>(n));
       report_.stored_directly += Bytes{n};
       stored = true;
