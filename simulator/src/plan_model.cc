@@ -50,10 +50,9 @@ class Builder {
   PlanModel build() {
     add_resources();
     find_binding_copy_engines();
-    count_pipelined_dependents();
+    index_upstreams();
     plan_streams();
     ends_.resize(plan_.transfers.size());
-    heads_.resize(plan_.transfers.size());
     piece_begin_.assign(plan_.transfers.size() + 1, 0);
     pieces_.reserve(plan_.transfers.size() * 2);
     out_.model.reserve_tasks(plan_.transfers.size() * 3, 4, 2);
@@ -113,18 +112,27 @@ class Builder {
       copy_can_bind_.push_back(g.copy_bandwidth.value < links[static_cast<std::size_t>(g.id.value)]);
   }
 
-  void count_pipelined_dependents() {
+  // Each transfer's upstream transfers, once (Transfer::upstream builds a list each call), and
+  // which transfers relays start from.
+  void index_upstreams() {
     has_pipelined_dependent_.assign(plan_.transfers.size(), false);
-    single_upstream_.assign(plan_.transfers.size(), -1);
     upstream_begin_.assign(1, 0);
     for (const auto& t : plan_.transfers) {
       const auto up = t.upstream();
       upstreams_.insert(upstreams_.end(), up.begin(), up.end());
       upstream_begin_.push_back(upstreams_.size());
-      if (up.size() != 1) continue;
-      single_upstream_[static_cast<std::size_t>(t.id)] = up[0];
-      has_pipelined_dependent_[static_cast<std::size_t>(up[0])] = true;
+      if (up.size() == 1) has_pipelined_dependent_[static_cast<std::size_t>(up[0])] = true;
     }
+  }
+
+  std::span<const std::int32_t> upstreams_of(std::size_t transfer) const {
+    return std::span(upstreams_).subspan(upstream_begin_[transfer], upstream_begin_[transfer + 1] - upstream_begin_[transfer]);
+  }
+
+  // A relay's one upstream transfer, whose data it forwards as it arrives; -1 for other transfers.
+  std::int32_t single_upstream(std::size_t transfer) const {
+    const auto up = upstreams_of(transfer);
+    return up.size() == 1 ? up[0] : -1;
   }
 
   // One stream per (sender, receiver) pair, and each transfer's grant: where in the pair's
@@ -242,8 +250,9 @@ class Builder {
     const auto id = static_cast<std::size_t>(t.id);
     const std::int64_t all = t.chunk_count();
     ends = cuts_[id];
-    if (has_pipelined_dependent_[id] || single_upstream_[id] >= 0) ends.push_back(1);
-    if (single_upstream_[id] >= 0) ends.push_back(all - 1);
+    const bool relay = single_upstream(id) >= 0;
+    if (has_pipelined_dependent_[id] || relay) ends.push_back(1);
+    if (relay) ends.push_back(all - 1);
     ends.push_back(all);
     std::erase_if(ends, [&](std::int64_t e) { return e < 1 || e > all; });
     std::ranges::sort(ends);
@@ -254,11 +263,10 @@ class Builder {
   // upstream) and its grant.
   void start_deps(const Transfer& t, std::vector<TaskId>& deps) const {
     const auto id = static_cast<std::size_t>(t.id);
-    if (const auto up = single_upstream_[id]; up >= 0)
-      deps.push_back(heads_[static_cast<std::size_t>(up)]);
+    if (const auto up = single_upstream(id); up >= 0)
+      deps.push_back(pieces_of(up).front().task);
     else
-      for (std::size_t k = upstream_begin_[id]; k < upstream_begin_[id + 1]; ++k)
-        deps.push_back(ends_[static_cast<std::size_t>(upstreams_[k])]);
+      for (const std::int32_t u : upstreams_of(id)) deps.push_back(ends_[static_cast<std::size_t>(u)]);
     if (const Grant g = grant_[id]; g.holder >= 0) {
       // The holder was cut after the granting chunk (piece_ends): its pieces are in chunk order.
       const auto pieces = pieces_of(g.holder);
@@ -285,7 +293,7 @@ class Builder {
     spec_.category = static_cast<std::uint32_t>(kind_of(t.link));
     spec_.label = std::string_view(label_.data(), label_.size());
     spec_.stream = stream_[id];
-    add_pieces(t, copy_time(pack, Bytes{chunk}, t.sender));
+    add_pieces(t, chunk, copy_time(pack, Bytes{chunk}, t.sender));
     piece_begin_[id + 1] = pieces_.size();
     ends_[id] = pieces_.back().task;
     if (unpack) {
@@ -299,10 +307,9 @@ class Builder {
     }
   }
 
-  void add_pieces(const Transfer& t, Seconds pack_time) {
+  void add_pieces(const Transfer& t, std::int64_t chunk, Seconds pack_time) {
     const auto id = static_cast<std::size_t>(t.id);
-    const std::int64_t chunk = std::min(t.chunk.value, t.bytes.value);
-    const auto upstream = single_upstream_[id];
+    const auto upstream = single_upstream(id);
     piece_ends(t, ends_scratch_);
     std::int64_t done = 0;
     for (const std::int64_t e : ends_scratch_) {
@@ -317,9 +324,7 @@ class Builder {
       if (last && upstream >= 0) spec_.deps.push_back(ends_[static_cast<std::size_t>(upstream)]);
       spec_.bytes = Bytes{through - done};
       spec_.latency = first ? latency_of(t) + pack_time : Seconds{0};
-      const TaskId task = add_task(t, first ? pack_time : Seconds{0});
-      if (first) heads_[id] = task;
-      pieces_.push_back({e, task});
+      pieces_.push_back({e, add_task(t, first ? pack_time : Seconds{0})});
       done = through;
     }
   }
@@ -339,7 +344,6 @@ class Builder {
   std::vector<ResourceId> nic_tx_, nic_rx_, uplink_out_, uplink_in_;
   std::vector<bool> has_pipelined_dependent_;
   std::vector<bool> copy_can_bind_;  // per GPU
-  std::vector<std::int32_t> single_upstream_;
   std::vector<std::int32_t> upstreams_;           // of every transfer, in order (Transfer::upstream)
   std::vector<std::size_t> upstream_begin_;       // per transfer + 1: its first upstream
   std::unordered_map<std::uint64_t, std::optional<Box>> boxes_;  // by (tensor, rank, source side)
@@ -351,7 +355,7 @@ class Builder {
   TaskSpec spec_;                                   // scratch of add_transfer()
   std::vector<std::int64_t> ends_scratch_;
   fmt::memory_buffer label_;
-  std::vector<TaskId> heads_, ends_;
+  std::vector<TaskId> ends_;  // per transfer: the task after which its data is in place
   std::int64_t window_;  // chunks granted ahead per pair; 0: no limit
 };
 
