@@ -39,6 +39,8 @@ void cover_all_categories(const Model& model, Breakdown& breakdown) {
 Result<SimulationResult> simulate(const Model& model, const SimulateOptions& options) {
   if (!(options.rate_tolerance >= 0.0 && options.rate_tolerance < 1.0))
     return invalid(fmt::format("rate_tolerance must be in [0, 1), got {}", options.rate_tolerance));
+  if (!(options.instant >= 0.0 && options.instant < 1.0))
+    return invalid(fmt::format("instant must be in [0, 1), got {}", options.instant));
   if (auto ok = check_model(model); !ok) return std::unexpected(std::move(ok.error()));
   const Dependents dependents = build_dependents(model);
   if (auto ok = check_acyclic(model, dependents); !ok)

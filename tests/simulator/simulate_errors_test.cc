@@ -78,14 +78,39 @@ TEST(SimulateErrors, BadTaskFields) {
   EXPECT_THAT(error_of(bad_track), HasSubstr("unknown track 3"));
 }
 
-TEST(SimulateErrors, RateToleranceIsAFractionBelowOne) {
+TEST(SimulateErrors, RateToleranceAndInstantAreFractionsBelowOne) {
   Model m;
   m.add_task({});
   for (const double bad : {-1e-3, 1.0, std::nan("")}) {
-    SimulateOptions options;
-    options.rate_tolerance = bad;
-    EXPECT_THAT(error_of(m, options), HasSubstr("rate_tolerance must be in [0, 1)"));
+    SimulateOptions tolerance;
+    tolerance.rate_tolerance = bad;
+    EXPECT_THAT(error_of(m, tolerance), HasSubstr("rate_tolerance must be in [0, 1)"));
+    SimulateOptions instant;
+    instant.instant = bad;
+    EXPECT_THAT(error_of(m, instant), HasSubstr("instant must be in [0, 1)"));
   }
+}
+
+// A stream's task starts after the one added before it: waiting on a later one never ends.
+TEST(SimulateErrors, WaitingOnALaterTaskOfTheSameStreamIsACycle) {
+  Model m;
+  const auto s = m.add_stream();
+  m.add_task({.deps = {TaskId{1}}, .label = "first", .stream = s});
+  m.add_task({.stream = s});
+  EXPECT_THAT(error_of(m), HasSubstr("dependency cycle"));
+}
+
+TEST(SimulateErrors, UnknownStream) {
+  Model m;
+  m.add_task({.label = "x", .stream = 3});
+  EXPECT_THAT(error_of(m), HasSubstr("task 0 'x': unknown stream 3"));
+}
+
+TEST(SimulateErrors, AStreamAddedAfterItsTaskIsRefused) {
+  Model m;
+  m.add_task({.label = "early", .stream = 0});
+  m.add_stream();
+  EXPECT_THAT(error_of(m), HasSubstr("task 0 'early': joins stream 0, which was added after it"));
 }
 
 }  // namespace

@@ -88,7 +88,8 @@ struct SimulationResult {
 
 // Errors (kInvalidArgument), each naming the task or resource: a capacity that is not positive,
 // a negative or non-finite byte count or latency, an unknown resource, track or dependency, a
-// task with bytes but no resource, a dependency cycle; a rate_tolerance outside [0, 1).
+// task with bytes but no resource, an unknown stream or one added after the task that names it,
+// a dependency cycle (stream order included); a rate_tolerance or instant outside [0, 1).
 Result<SimulationResult> simulate(const Model& model, const SimulateOptions& options = {});
 
 }  // namespace refit::sim
