@@ -33,13 +33,11 @@ Result<HostShards> HostShards::allocate(const ReshardProblem& problem, Rank rank
       if (!memory)
         return std::unexpected(std::move(memory.error()).in(fmt::format("allocating tensor '{}' on rank {}", spec.name, rank.value)));
       const auto span = out.storage_.emplace_back(std::move(*memory))->bytes();
-      if (source)
-        fill_pattern(t, spec.shape, *box, element, span);
-      else
-        std::memset(span.data(), 0, span.size());
+      if (source) fill_pattern(t, spec.shape, *box, element, span);
       (source ? out.buffers_.sources : out.buffers_.destinations).push_back(ShardBuffer{t, *box, span});
     }
   }
+  out.clear_destinations();
   return out;
 }
 

@@ -99,8 +99,8 @@ class Engine {
   bool ready(const ChunkRef& c) const;
   Result<void> send_chunk(const ChunkRef& c);
   Result<void> put_pieces(const Send& s, const std::vector<Run>& local, const std::vector<Run>& remote);
-  Result<void> transport_put(const Send& s, const std::byte* from, std::int64_t bytes, std::size_t region,
-                             const RemoteRegion& target, std::int64_t offset);
+  Result<void> transport_put(const Send& s, ucp_ep_h endpoint, const std::byte* from, std::int64_t bytes,
+                             std::size_t region, const RemoteRegion& target, std::int64_t offset);
   Result<bool> handle_flushes();
   // engine_blame.cc: what this rank waits for, in words, for timeout errors.
   std::string waiting_for() const;

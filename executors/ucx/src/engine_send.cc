@@ -119,7 +119,7 @@ Result<void> Engine::put_pieces(const Send& s, const std::vector<Run>& local,
       streaming_copy(target.mapped + offset, from, static_cast<std::size_t>(n));
       report_.stored_directly += Bytes{n};
       stored = true;
-    } else if (auto ok = transport_put(s, from, n, a.region, target, offset); !ok) {
+    } else if (auto ok = transport_put(s, peer.endpoint, from, n, a.region, target, offset); !ok) {
       return ok;
     }
     at += n;
@@ -130,14 +130,14 @@ Result<void> Engine::put_pieces(const Send& s, const std::vector<Run>& local,
   return {};
 }
 
-Result<void> Engine::transport_put(const Send& s, const std::byte* from, std::int64_t bytes, std::size_t region,
-                                   const RemoteRegion& target, std::int64_t offset) {
+Result<void> Engine::transport_put(const Send& s, ucp_ep_h endpoint, const std::byte* from, std::int64_t bytes,
+                                   std::size_t region, const RemoteRegion& target, std::int64_t offset) {
   ucp_request_param_t params{};
   if (auto* memh = c_.regions.handles[region]) {
     params.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
     params.memh = memh;
   }
-  void* request = ucp_put_nbx(c_.connections.peer(s.peer).endpoint, from, static_cast<std::size_t>(bytes),
+  void* request = ucp_put_nbx(endpoint, from, static_cast<std::size_t>(bytes),
                               target.base + static_cast<std::uint64_t>(offset), target.key.get(), &params);
   if (UCS_PTR_IS_ERR(request))
     return fail(ErrorCode::kRuntime,
