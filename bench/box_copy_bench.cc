@@ -20,13 +20,13 @@ namespace {
 constexpr int kWarmup = 3;
 constexpr int kRuns = 20;
 
-#define CHECK_CUDA(call)                                                                     \
-  do {                                                                                       \
-    const cudaError_t e_ = (call);                                                           \
-    if (e_ != cudaSuccess) {                                                                 \
-      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e_));                        \
-      std::exit(1);                                                                          \
-    }                                                                                        \
+#define CHECK_CUDA(call)                                               \
+  do {                                                                 \
+    const cudaError_t e_ = (call);                                     \
+    if (e_ != cudaSuccess) {                                           \
+      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e_)); \
+      std::exit(1);                                                    \
+    }                                                                  \
   } while (0)
 
 // Mean milliseconds of `run` over kRuns after kWarmup, timed with events on `stream`.
@@ -53,7 +53,9 @@ struct Bench {
   std::byte* b = nullptr;
 
   double memcpy_gbps(std::int64_t bytes) {
-    const double ms = time_ms(stream, [&] { CHECK_CUDA(cudaMemcpyAsync(b, a, static_cast<std::size_t>(bytes), cudaMemcpyDeviceToDevice, stream)); });
+    const double ms = time_ms(stream, [&] {
+      CHECK_CUDA(cudaMemcpyAsync(b, a, static_cast<std::size_t>(bytes), cudaMemcpyDeviceToDevice, stream));
+    });
     return static_cast<double>(bytes) / ms / 1e6;
   }
 
@@ -72,13 +74,17 @@ struct Bench {
     const auto items = number_items(batch);
     DeviceMemory descriptors;
     if (!descriptors.allocate(batch.size() * sizeof(DeviceCopy), "descriptors")) std::exit(1);
-    CHECK_CUDA(cudaMemcpy(descriptors.get(), batch.data(), batch.size() * sizeof(DeviceCopy), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(descriptors.get(), batch.data(), batch.size() * sizeof(DeviceCopy),
+                          cudaMemcpyHostToDevice));
     const auto* d = reinterpret_cast<const DeviceCopy*>(descriptors.get());
-    const double ms = time_ms(stream, [&] { CHECK_CUDA(launch_copy_batch(d, static_cast<std::int32_t>(batch.size()), items, stream)); });
+    const double ms = time_ms(stream, [&] {
+      CHECK_CUDA(launch_copy_batch(d, static_cast<std::int32_t>(batch.size()), items, stream));
+    });
     const double gbps = static_cast<double>(payload) / ms / 1e6;
     const double reference = memcpy_gbps(payload);
     std::printf("%-44s %9.1f MiB  unit %2d B  %8.3f ms  %7.1f GB/s  memcpy %7.1f GB/s  %5.1f%%\n", name,
-                static_cast<double>(payload) / (1 << 20), batch.front().unit, ms, gbps, reference, 100 * gbps / reference);
+                static_cast<double>(payload) / (1 << 20), batch.front().unit, ms, gbps, reference,
+                100 * gbps / reference);
   }
 };
 
@@ -112,16 +118,19 @@ int main() {
   const Box flat{{0}, {std::int64_t{256} << 20}};
   bench.run("contiguous 512 MiB bf16", {pack(flat, flat, 2)}, false);
   const Box m{{0, 0}, {16384, 8192}};  // 256 MiB of bf16
-  bench.run("pack [16384, 8192] bf16 -> half the columns", {pack(m, Box{{0, 4096}, {16384, 4096}}, 2)}, false);
+  bench.run("pack [16384, 8192] bf16 -> half the columns", {pack(m, Box{{0, 4096}, {16384, 4096}}, 2)},
+            false);
   bench.run("unpack half the columns", {pack(m, Box{{0, 4096}, {16384, 4096}}, 2)}, true);
   bench.run("pack TP8 column shard (2 KiB rows)", {pack(m, Box{{0, 1024}, {16384, 1024}}, 2)}, false);
   bench.run("unpack TP8 column shard", {pack(m, Box{{0, 1024}, {16384, 1024}}, 2)}, true);
-  bench.run("pack misaligned columns (2-byte units)", {pack(Box{{0, 0}, {16384, 8191}}, Box{{0, 1}, {16384, 4095}}, 2)}, false);
+  bench.run("pack misaligned columns (2-byte units)",
+            {pack(Box{{0, 0}, {16384, 8191}}, Box{{0, 1}, {16384, 4095}}, 2)}, false);
   bench.run("pack [64, 2048, 1024] fp32 -> [64, 1024, 512]",
             {pack(Box{{0, 0, 0}, {64, 2048, 1024}}, Box{{0, 512, 256}, {64, 1024, 512}}, 4)}, false);
   bench.run("pack int8 1000-byte rows at odd offset",
             {pack(Box{{0, 0}, {16384, 16384}}, Box{{0, 3}, {16384, 1000}}, 1)}, false);
-  bench.run("pack one fp32 column of [4M, 4] (worst case)", {pack(Box{{0, 0}, {1 << 22, 4}}, Box{{0, 2}, {1 << 22, 1}}, 4)}, false);
+  bench.run("pack one fp32 column of [4M, 4] (worst case)",
+            {pack(Box{{0, 0}, {1 << 22, 4}}, Box{{0, 2}, {1 << 22, 1}}, 4)}, false);
   std::vector<PlannedCopy> many;
   for (std::int64_t k = 0; k < 4096; ++k) {
     auto p = pack(Box{{0, 0}, {16, 128}}, Box{{0, 32}, {16, 64}}, 2);

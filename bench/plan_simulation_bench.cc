@@ -29,10 +29,16 @@ void simulate_benchmark(benchmark::State& state, const char* cluster) {
 }
 
 BENCHMARK_CAPTURE(simulate_benchmark, deepseek_v3_dgx_h100, "dgx-h100")
-    ->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->Repetitions(3)
+    ->ReportAggregatesOnly(true)
     ->MeasureProcessCPUTime();
 BENCHMARK_CAPTURE(simulate_benchmark, deepseek_v3_gb200_nvl72_64, "gb200-nvl72:gpus_per_domain=64")
-    ->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->Repetitions(3)
+    ->ReportAggregatesOnly(true)
     ->MeasureProcessCPUTime();
 
 }  // namespace

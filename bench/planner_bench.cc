@@ -24,8 +24,14 @@ void plan_benchmark(benchmark::State& state, const char* model, const char* trai
 }
 
 BENCHMARK_CAPTURE(plan_benchmark, deepseek_v3_pp16ep16_to_tp32dp8, "deepseek-v3", "pp=16,ep=16", "tp=32,dp=8")
-    ->Unit(benchmark::kMillisecond)->Iterations(3)->Repetitions(3)->ReportAggregatesOnly(true);
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3)
+    ->Repetitions(3)
+    ->ReportAggregatesOnly(true);
 BENCHMARK_CAPTURE(plan_benchmark, kimi_k2_pp16ep16_to_tp16dp8, "kimi-k2", "pp=16,ep=16", "tp=16,dp=8")
-    ->Unit(benchmark::kMillisecond)->Iterations(3)->Repetitions(3)->ReportAggregatesOnly(true);
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3)
+    ->Repetitions(3)
+    ->ReportAggregatesOnly(true);
 
 }  // namespace

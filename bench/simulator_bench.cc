@@ -47,15 +47,13 @@ struct Receiver {
 
 // Deterministic message lengths between 1 and 2 times `chunks`, so chains drift out of lockstep.
 std::int32_t chunks_of(std::int32_t sender, std::int32_t message, std::int32_t chunks) {
-  const auto h = static_cast<std::uint32_t>(sender) * 2654435761u +
-                 static_cast<std::uint32_t>(message) * 40503u;
+  const auto h =
+      static_cast<std::uint32_t>(sender) * 2654435761u + static_cast<std::uint32_t>(message) * 40503u;
   return chunks + static_cast<std::int32_t>((h >> 7) % static_cast<std::uint32_t>(chunks + 1));
 }
 
-void add_chain(Model& model, const std::array<std::vector<ResourceId>, kHops>& hops,
-               std::int32_t chunks) {
-  const std::array<Seconds, kHops> latency{Seconds{15e-6}, Seconds{15e-6}, Seconds{5e-6},
-                                           Seconds{3e-6}};
+void add_chain(Model& model, const std::array<std::vector<ResourceId>, kHops>& hops, std::int32_t chunks) {
+  const std::array<Seconds, kHops> latency{Seconds{15e-6}, Seconds{15e-6}, Seconds{5e-6}, Seconds{3e-6}};
   std::array<TaskId, kHops> previous_chunk{};
   TaskSpec spec;
   for (std::int32_t k = 0; k < chunks; ++k) {
@@ -120,15 +118,13 @@ Model all_to_all_model(std::int32_t messages_per_sender, std::int32_t window) {
   for (std::int32_t s = 0; s < kNics; ++s) {
     std::vector<TaskId> sent;
     for (std::int32_t m = 0; m < messages_per_sender; ++m) {
-      const auto h = static_cast<std::uint32_t>(s) * 2654435761u +
-                     static_cast<std::uint32_t>(m) * 40503u;
+      const auto h = static_cast<std::uint32_t>(s) * 2654435761u + static_cast<std::uint32_t>(m) * 40503u;
       const auto jitter = static_cast<std::int32_t>((h >> 11) % 5);
       const std::int32_t receiver = (37 * s + 101 * m + jitter) % kNics;
       spec.bytes = Bytes{(64 << 20) + static_cast<std::int64_t>((h >> 7) % (64 << 20))};
       spec.resources = {tx[static_cast<std::size_t>(s)], rx[static_cast<std::size_t>(receiver)]};
       spec.deps.clear();
-      if (window > 0 && m >= window)
-        spec.deps.push_back(sent[static_cast<std::size_t>(m - window)]);
+      if (window > 0 && m >= window) spec.deps.push_back(sent[static_cast<std::size_t>(m - window)]);
       sent.push_back(model.add_task(spec));
     }
   }
@@ -136,8 +132,7 @@ Model all_to_all_model(std::int32_t messages_per_sender, std::int32_t window) {
 }
 
 // Simulates `model` once per iteration; events/s is per second of process CPU time.
-void run_simulation(benchmark::State& state, const Model& model,
-                    const refit::sim::SimulateOptions& options) {
+void run_simulation(benchmark::State& state, const Model& model, const refit::sim::SimulateOptions& options) {
   std::uint64_t events = 0;
   double makespan = 0;
   for (auto _ : state) {
@@ -152,14 +147,13 @@ void run_simulation(benchmark::State& state, const Model& model,
   }
   state.counters["tasks"] = model.task_count();
   state.counters["resources"] = model.resource_count();
-  state.counters["events/s"] =
-      benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+  state.counters["events/s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
   state.counters["makespan_ms"] = makespan * 1e3;
 }
 
 void BM_SimulateAllToAll(benchmark::State& state) {
-  const Model model = all_to_all_model(static_cast<std::int32_t>(state.range(0)),
-                                       static_cast<std::int32_t>(state.range(1)));
+  const Model model =
+      all_to_all_model(static_cast<std::int32_t>(state.range(0)), static_cast<std::int32_t>(state.range(1)));
   refit::sim::SimulateOptions options;
   options.rate_tolerance = static_cast<double>(state.range(2)) * 1e-6;
   run_simulation(state, model, options);
@@ -175,8 +169,8 @@ BENCHMARK(BM_SimulateAllToAll)
     ->Unit(benchmark::kMillisecond);
 
 void BM_SimulateRelayChains(benchmark::State& state) {
-  const Model model = relay_model(static_cast<std::int32_t>(state.range(0)),
-                                  static_cast<std::int32_t>(state.range(1)));
+  const Model model =
+      relay_model(static_cast<std::int32_t>(state.range(0)), static_cast<std::int32_t>(state.range(1)));
   run_simulation(state, model, {});
 }
 BENCHMARK(BM_SimulateRelayChains)

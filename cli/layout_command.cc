@@ -67,8 +67,7 @@ void print_json(const Layout& l) {
 void print_table(const Layout& l) {
   fmt::print("shape [{}]  mesh {}  placements {}\n", fmt::join(l.tensor_shape(), ", "),
              fmt::join(l.mesh().shape(), "x"), join_placements(l));
-  fmt::print("{:>6}  {:<14} {:<18} {:<18} {:>12}\n", "rank", "coord", "offset", "extent",
-             "elements");
+  fmt::print("{:>6}  {:<14} {:<18} {:<18} {:>12}\n", "rank", "coord", "offset", "extent", "elements");
   for (std::int64_t p = 0; p < l.mesh().size(); ++p) {
     const Box box = l.box_at_position(p);
     fmt::print("{:>6}  {:<14} {:<18} {:<18} {:>12}\n", l.mesh().rank_at(p).value,

@@ -28,9 +28,7 @@ struct ModelsOptions {
 
 using Json = nlohmann::ordered_json;
 
-std::string gigabytes(Bytes b) {
-  return fmt::format("{:.1f} GB", static_cast<double>(b.value) / 1e9);
-}
+std::string gigabytes(Bytes b) { return fmt::format("{:.1f} GB", static_cast<double>(b.value) / 1e9); }
 
 Result<void> list_models(const ModelsOptions& o) {
   if (!o.train.empty() || !o.infer.empty() || !o.write_manifest.empty())
@@ -52,8 +50,7 @@ Result<void> list_models(const ModelsOptions& o) {
   for (const auto& m : list)
     fmt::print("{:<18} {:<13} {:>15} {:>16}  ({})\n", m["name"].get<std::string>(),
                m["architecture"].get<std::string>(), m["params"].get<std::int64_t>(),
-               m["bf16_bytes"].get<std::int64_t>(),
-               gigabytes(Bytes{m["bf16_bytes"].get<std::int64_t>()}));
+               m["bf16_bytes"].get<std::int64_t>(), gigabytes(Bytes{m["bf16_bytes"].get<std::int64_t>()}));
   return {};
 }
 
@@ -90,16 +87,14 @@ std::string extremes(const std::vector<std::int64_t>& bytes, std::int64_t first)
   const auto hi = std::ranges::max_element(bytes);  // the first rank with the most
   const auto lo = std::ranges::min_element(bytes);
   return fmt::format("max {} B ({}, rank {})  min {} B ({}, rank {})", *hi, gigabytes(Bytes{*hi}),
-                     first + (hi - bytes.begin()), *lo, gigabytes(Bytes{*lo}),
-                     first + (lo - bytes.begin()));
+                     first + (hi - bytes.begin()), *lo, gigabytes(Bytes{*lo}), first + (lo - bytes.begin()));
 }
 
 void print_model(const Json& j) {
-  fmt::print("model           {} ({})\n", j["name"].get<std::string>(),
-             j["architecture"].get<std::string>());
+  fmt::print("model           {} ({})\n", j["name"].get<std::string>(), j["architecture"].get<std::string>());
   fmt::print("params          {}\n", j["params"].get<std::int64_t>());
-  fmt::print("bytes           {} ({}, {})\n", j["bytes"].get<std::int64_t>(),
-             j["dtype"].get<std::string>(), gigabytes(Bytes{j["bytes"].get<std::int64_t>()}));
+  fmt::print("bytes           {} ({}, {})\n", j["bytes"].get<std::int64_t>(), j["dtype"].get<std::string>(),
+             gigabytes(Bytes{j["bytes"].get<std::int64_t>()}));
   fmt::print("tensors         {}\n", j["tensors"].get<std::size_t>());
   fmt::print("gate/up/down    {:.1f} % of bytes\n", 100 * j["projection_share"].get<double>());
   if (!j.contains("train")) return;
@@ -135,16 +130,14 @@ Result<void> show_model(const ModelsOptions& o) {
 
 Action add_models_command(CLI::App& app) {
   auto opts = std::make_shared<ModelsOptions>();
-  auto* cmd = app.add_subcommand(
-      "models",
-      "List the built-in models, or show one (built-in or HF config.json) and, with "
-      "--train and --infer, the bytes every rank holds");
+  auto* cmd =
+      app.add_subcommand("models",
+                         "List the built-in models, or show one (built-in or HF config.json) and, with "
+                         "--train and --infer, the bytes every rank holds");
   cmd->add_option("model", opts->model, "Built-in model name or path to an HF config.json");
-  cmd->add_option(
-      "--train", opts->train,
-      "Megatron training sizes: tp,pp,ep,etp,cp,dp,pp_first,pp_last (e.g. tp=4,pp=8,ep=16)");
-  cmd->add_option("--infer", opts->infer,
-                  "vLLM inference sizes: tp,dp,ep=on|off (e.g. tp=8,dp=16)");
+  cmd->add_option("--train", opts->train,
+                  "Megatron training sizes: tp,pp,ep,etp,cp,dp,pp_first,pp_last (e.g. tp=4,pp=8,ep=16)");
+  cmd->add_option("--infer", opts->infer, "vLLM inference sizes: tp,dp,ep=on|off (e.g. tp=8,dp=16)");
   add_model_options(cmd, opts->model_options);
   cmd->add_option("--write-manifest", opts->write_manifest,
                   "Write every tensor with its two layouts to this manifest file");

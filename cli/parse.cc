@@ -20,8 +20,7 @@ std::vector<std::string_view> split(std::string_view text, std::string_view sepa
 }
 
 Result<std::vector<std::int64_t>> parse_numbers(std::string_view text, std::string_view option,
-                                                std::string_view separators,
-                                                std::int64_t min_value) {
+                                                std::string_view separators, std::int64_t min_value) {
   std::vector<std::int64_t> out;
   const auto parts = split(text, separators);
   for (std::size_t i = 0; i < parts.size(); ++i) {

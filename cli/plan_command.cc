@@ -45,7 +45,8 @@ nlohmann::ordered_json plan_json(const TimedPlan& tp, const PlanStats& s, const 
 void print_human(const TimedPlan& tp, const PlanStats& s, const LowerBound& lb) {
   fmt::print("strategy          {}\n", tp.plan.strategy);
   fmt::print("tensors           {}\n", tp.plan.tensors.size());
-  fmt::print("transfers         {} ({} messages in chunks, {} segments)\n", s.transfers, s.messages, s.segments);
+  fmt::print("transfers         {} ({} messages in chunks, {} segments)\n", s.transfers, s.messages,
+             s.segments);
   fmt::print("bytes             {} total, {} network, {} NVLink\n", human(s.total_bytes),
              human(s.network_bytes), human(s.nvlink_bytes));
   fmt::print("NIC tx            max {}, mean {}\n", human(s.max_nic_tx),
@@ -69,8 +70,10 @@ Result<void> run(const PlanCommandOptions& o) {
     if (f) write_plan_json(tp->plan, f);
     if (!f) return fail(ErrorCode::kRuntime, fmt::format("--out: cannot write '{}'", o.out));
   }
-  if (o.json) fmt::print("{}\n", plan_json(*tp, stats, lb).dump());
-  else print_human(*tp, stats, lb);
+  if (o.json)
+    fmt::print("{}\n", plan_json(*tp, stats, lb).dump());
+  else
+    print_human(*tp, stats, lb);
   return {};
 }
 
@@ -78,7 +81,8 @@ Result<void> run(const PlanCommandOptions& o) {
 
 Action add_plan_command(CLI::App& app) {
   auto o = std::make_shared<PlanCommandOptions>();
-  auto* cmd = app.add_subcommand("plan", "Plan a refit: which bytes move from which rank to which, and the lower bound");
+  auto* cmd = app.add_subcommand(
+      "plan", "Plan a refit: which bytes move from which rank to which, and the lower bound");
   add_plan_input_options(*cmd, o->inputs, false);
   cmd->add_option("--out", o->out, "Write the plan as JSON (refit-plan format) to this file");
   cmd->add_flag("--json", o->json, "Print one JSON object on stdout");

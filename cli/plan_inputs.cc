@@ -13,11 +13,10 @@ namespace refit::cli {
 void add_plan_input_options(CLI::App& cmd, PlanInputOptions& o, bool with_plan_file) {
   add_problem_options(&cmd, o.problem);
   add_cluster_options(cmd, o.cluster);
-  cmd.add_option("--strategy", o.strategy,
-                 fmt::format("Planning strategy: {} (default {})", fmt::join(strategy_names(), ", "),
-                             kDefaultStrategy));
-  cmd.add_option("--chunk", o.chunk_bytes, "Relay chunk size in bytes (default 8 MiB)")
-      ->check(positive());
+  cmd.add_option(
+      "--strategy", o.strategy,
+      fmt::format("Planning strategy: {} (default {})", fmt::join(strategy_names(), ", "), kDefaultStrategy));
+  cmd.add_option("--chunk", o.chunk_bytes, "Relay chunk size in bytes (default 8 MiB)")->check(positive());
   if (with_plan_file)
     cmd.add_option("--plan", o.plan_file, "Use this plan (from refit plan --out) instead of planning");
 }

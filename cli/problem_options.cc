@@ -10,27 +10,24 @@
 namespace refit::cli {
 
 void add_model_options(CLI::App* cmd, ModelOptions& options) {
-  cmd->add_option(
-      "--dtype", options.dtype,
-      "Weight dtype instead of the config's torch_dtype (bf16, fp16, fp32, fp8_e4m3, ...)");
+  cmd->add_option("--dtype", options.dtype,
+                  "Weight dtype instead of the config's torch_dtype (bf16, fp16, fp32, fp8_e4m3, ...)");
   cmd->add_flag("--per-expert", options.per_expert,
                 "One tensor per routed expert instead of one stacked [E, out, in] per layer");
   cmd->add_flag("--mtp", options.mtp, "Include DeepSeek-V3's multi-token-prediction layer");
 }
 
 void add_problem_options(CLI::App* cmd, ProblemOptions& options) {
-  auto* group = cmd->add_option_group(
-      "PROBLEM", "The tensors to move: a model with two layouts, or a manifest");
-  auto* model = group->add_option("--model", options.model,
-                                  "Built-in model name or path to an HF config.json");
+  auto* group =
+      cmd->add_option_group("PROBLEM", "The tensors to move: a model with two layouts, or a manifest");
+  auto* model =
+      group->add_option("--model", options.model, "Built-in model name or path to an HF config.json");
   group->add_option("--train", options.train,
                     "Megatron training sizes: tp,pp,ep,etp,cp,dp,pp_first,pp_last "
                     "(e.g. tp=4,pp=8,ep=16)");
-  group->add_option("--infer", options.infer,
-                    "vLLM inference sizes: tp,dp,ep=on|off (e.g. tp=8,dp=16)");
+  group->add_option("--infer", options.infer, "vLLM inference sizes: tp,dp,ep=on|off (e.g. tp=8,dp=16)");
   add_model_options(group, options.model_options);
-  group->add_option("--manifest", options.manifest, "Tensor manifest JSON (any framework)")
-      ->excludes(model);
+  group->add_option("--manifest", options.manifest, "Tensor manifest JSON (any framework)")->excludes(model);
 }
 
 Result<models::ModelSpec> load_model(const std::string& name_or_path, const ModelOptions& options) {
@@ -42,10 +39,9 @@ Result<models::ModelSpec> load_model(const std::string& name_or_path, const Mode
     if (!dtype) return std::unexpected(std::move(dtype.error()).in("--dtype"));
     hf.dtype = *dtype;
   }
-  const bool is_path = name_or_path.find('/') != std::string::npos ||
-                       name_or_path.ends_with(".json") || std::filesystem::exists(name_or_path);
-  return is_path ? models::load_hf_config(name_or_path, hf)
-                 : models::builtin_model(name_or_path, hf);
+  const bool is_path = name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".json") ||
+                       std::filesystem::exists(name_or_path);
+  return is_path ? models::load_hf_config(name_or_path, hf) : models::builtin_model(name_or_path, hf);
 }
 
 Result<ParallelLayouts> parse_layouts(const std::string& train, const std::string& infer) {

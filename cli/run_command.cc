@@ -92,7 +92,8 @@ Result<RankResult> transfer(const RunOptions& o, Bootstrap& bootstrap, RankSetup
     if (auto ok = bootstrap.barrier(); !ok) return std::unexpected(ok.error());
     const auto start = std::chrono::steady_clock::now();
     auto report = s.executor->execute(**prepared);
-    r.walls.push_back(Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
+    r.walls.push_back(
+        Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
     if (!report) {
       mpi.abandon();
       return std::unexpected(std::move(report.error()).in(fmt::format("iteration {}", i + 1)));
@@ -130,7 +131,8 @@ Result<void> report(const RunOptions& o, Bootstrap& bootstrap, const RankSetup& 
 }
 
 Result<void> run_rank(const RunOptions& o, Bootstrap& bootstrap, MpiSession& mpi) {
-  if (bootstrap.rank() == o.stall_rank) std::this_thread::sleep_for(std::chrono::duration<double>(3 * o.timeout));
+  if (bootstrap.rank() == o.stall_rank)
+    std::this_thread::sleep_for(std::chrono::duration<double>(3 * o.timeout));
   auto setup = set_up(o, bootstrap);
   const Result<std::string> ready = setup ? Result<std::string>("") : std::unexpected(setup.error());
   if (auto all = agree(bootstrap, ready); !all) return std::unexpected(all.error());

@@ -43,8 +43,12 @@ std::string verification_text(const RunSummary& s) {
 std::string encode(const RankResult& r) {
   nlohmann::json walls = nlohmann::json::array();
   for (const Seconds w : r.walls) walls.push_back(w.value);
-  nlohmann::json j{{"rank", r.rank},     {"sent", r.sent.value},       {"received", r.received.value},
-                   {"direct", r.stored_directly.value}, {"walls", walls}, {"elapsed", r.elapsed.value},
+  nlohmann::json j{{"rank", r.rank},
+                   {"sent", r.sent.value},
+                   {"received", r.received.value},
+                   {"direct", r.stored_directly.value},
+                   {"walls", walls},
+                   {"elapsed", r.elapsed.value},
                    {"checked", r.checked}};
   if (r.wrong) j["wrong"] = *r.wrong;
   return j.dump();
@@ -111,14 +115,14 @@ void print_summary(const RunSummary& s, bool json) {
   fmt::print("moved       {:.3f} GB in {:.4f} s: {:.2f} GB/s aggregate\n", gb(s.bytes()), s.seconds().value,
              gbps(s.bytes(), s.seconds()));
   if (const auto times = s.iteration_seconds(); times.size() > 1)
-    fmt::print("iterations  {} (median above; first {:.4f} s, slowest {:.4f} s)\n", times.size(), times.front().value,
-               std::ranges::max(times, {}, &Seconds::value).value);
+    fmt::print("iterations  {} (median above; first {:.4f} s, slowest {:.4f} s)\n", times.size(),
+               times.front().value, std::ranges::max(times, {}, &Seconds::value).value);
   for (const auto& r : s.ranks) {
     const Seconds wall = median(r.walls);
     fmt::print(
         "  rank {:<3} {:<9}  sent {:.3f} GB ({:.2f} GB/s), received {:.3f} GB ({:.2f} GB/s) in {:.4f} s\n",
-        r.rank, r.rank < s.training_ranks ? "training" : "inference", gb(r.sent), gbps(r.sent, wall), gb(r.received),
-        gbps(r.received, wall), wall.value);
+        r.rank, r.rank < s.training_ranks ? "training" : "inference", gb(r.sent), gbps(r.sent, wall),
+        gb(r.received), gbps(r.received, wall), wall.value);
   }
   fmt::print("verified    {}\n", verification_text(s));
 }

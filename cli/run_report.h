@@ -13,7 +13,7 @@ namespace refit::cli {
 
 struct RankResult {
   std::int32_t rank = 0;
-  Bytes sent;                        // per iteration
+  Bytes sent;  // per iteration
   Bytes received;
   std::vector<Seconds> walls;        // execute() on this rank per iteration, each from a common barrier
   Seconds elapsed;                   // the executor's own, last iteration: first byte posted to last landed
@@ -34,10 +34,10 @@ struct RunSummary {
   bool verify = false;
   std::vector<RankResult> ranks;  // by rank
 
-  Bytes bytes() const;                            // every byte put per iteration, relays included
+  Bytes bytes() const;                             // every byte put per iteration, relays included
   std::vector<Seconds> iteration_seconds() const;  // per iteration, the slowest rank's execute()
   Seconds seconds() const;                         // the median of iteration_seconds()
-  bool verified() const;    // --verify ran and every destination element was right
+  bool verified() const;                           // --verify ran and every destination element was right
 };
 
 void print_summary(const RunSummary& s, bool json);

@@ -61,7 +61,8 @@ Result<Row> simulate_one(const SimulateCommandOptions& o, const PlanInputs& in, 
   const auto start = std::chrono::steady_clock::now();
   auto sim = simulate_plan(tp->plan, in.problem, in.cluster, so);
   if (!sim) return std::unexpected(sim.error());
-  row.simulate_seconds = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+  row.simulate_seconds =
+      Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
   row.sim = std::move(*sim);
   return row;
 }
@@ -82,9 +83,12 @@ nlohmann::ordered_json row_json(const Row& r, const LowerBound& lb, const Row* b
                            {"max_nic_rx_bytes", r.stats.max_nic_rx.value},
                            {"transfers", r.stats.transfers},
                            {"window", r.window},
-                           {"breakdown_s", {{"latency", r.sim.latency.value}, {"network", r.sim.network.value},
-                                            {"nvlink", r.sim.nvlink.value}, {"copy", r.sim.copy.value},
-                                            {"pack_unpack", r.sim.pack.value}}},
+                           {"breakdown_s",
+                            {{"latency", r.sim.latency.value},
+                             {"network", r.sim.network.value},
+                             {"nvlink", r.sim.nvlink.value},
+                             {"copy", r.sim.copy.value},
+                             {"pack_unpack", r.sim.pack.value}}},
                            {"plan_seconds", r.plan_seconds.value},
                            {"simulate_seconds", r.simulate_seconds.value},
                            {"tasks", r.sim.tasks},
@@ -102,7 +106,8 @@ void print_table(const std::vector<Row>& rows, const LowerBound& lb) {
     fmt::print("{:<18} {:>12} {:>9.3f} {:>14} {:>12} {:>14} {:>7}\n", r.strategy, human(r.sim.predicted),
                r.sim.predicted / lb.time,
                base ? fmt::format("{:.2f}x", base->sim.predicted / r.sim.predicted) : std::string("-"),
-               human(r.stats.network_bytes), human(r.stats.max_nic_rx), r.window == 0 ? std::string("-") : std::to_string(r.window));
+               human(r.stats.network_bytes), human(r.stats.max_nic_rx),
+               r.window == 0 ? std::string("-") : std::to_string(r.window));
 }
 
 void print_detail(const Row& r, const LowerBound& lb) {
@@ -121,7 +126,8 @@ void print_detail(const Row& r, const LowerBound& lb) {
 }
 
 Result<void> run(const SimulateCommandOptions& o) {
-  if (o.compare && !o.inputs.plan_file.empty()) return invalid("--compare plans every strategy itself: drop --plan");
+  if (o.compare && !o.inputs.plan_file.empty())
+    return invalid("--compare plans every strategy itself: drop --plan");
   auto inputs = load_plan_inputs(o.inputs);
   if (!inputs) return std::unexpected(inputs.error());
   const auto lb = lower_bound(inputs->problem, inputs->cluster);
@@ -134,8 +140,10 @@ Result<void> run(const SimulateCommandOptions& o) {
     rows.push_back(std::move(*row));
   }
   if (o.json) {
-    nlohmann::ordered_json j{{"cluster", inputs->cluster.name()}, {"lower_bound_s", lb.time.value},
-                             {"lower_bound_binding", lb.binding}, {"strategies", nlohmann::ordered_json::array()}};
+    nlohmann::ordered_json j{{"cluster", inputs->cluster.name()},
+                             {"lower_bound_s", lb.time.value},
+                             {"lower_bound_binding", lb.binding},
+                             {"strategies", nlohmann::ordered_json::array()}};
     for (const auto& r : rows) j["strategies"].push_back(row_json(r, lb, baseline(rows)));
     fmt::print("{}\n", j.dump());
   } else if (o.compare) {
@@ -153,8 +161,9 @@ Action add_simulate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("simulate", "Predict the refit time on a cluster (flow-level simulation)");
   add_plan_input_options(*cmd, o->inputs, true);
   cmd->add_flag("--compare", o->compare, "Simulate every strategy and compare them");
-  cmd->add_option("--trace", o->trace,
-                  "Write a Chrome trace event JSON of --strategy's plan (opens in Perfetto), also with --compare");
+  cmd->add_option(
+      "--trace", o->trace,
+      "Write a Chrome trace event JSON of --strategy's plan (opens in Perfetto), also with --compare");
   cmd->add_option("--window", o->window,
                   "Chunks in flight per (sender, receiver) pair, sent in plan order (0: every transfer at "
                   "once). Default: 16, the UCX executor's grant window, for refit and direct; 0 for "

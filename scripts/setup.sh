@@ -5,7 +5,7 @@
 REFIT_PACKAGES=(
   cmake ninja-build g++ pkg-config
   libfmt-dev nlohmann-json3-dev libcli11-dev libboost-graph-dev libpugixml-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev clang-format
   libucx-dev ucx-utils libopenmpi-dev openmpi-bin
 )
 

@@ -34,13 +34,20 @@ struct Alias {
 
 // Spellings used by torch (torch_dtype in config.json) and safetensors.
 constexpr std::array<Alias, 14> kAliases{{
-    {"bfloat16", DType::kBF16},         {"float16", DType::kFP16},
-    {"half", DType::kFP16},             {"float32", DType::kFP32},
-    {"float", DType::kFP32},            {"float64", DType::kFP64},
-    {"double", DType::kFP64},           {"float8_e4m3fn", DType::kFP8E4M3},
-    {"f8_e4m3", DType::kFP8E4M3},       {"float8_e5m2", DType::kFP8E5M2},
-    {"f8_e5m2", DType::kFP8E5M2},       {"bf16_t", DType::kBF16},
-    {"int", DType::kInt32},             {"long", DType::kInt64},
+    {"bfloat16", DType::kBF16},
+    {"float16", DType::kFP16},
+    {"half", DType::kFP16},
+    {"float32", DType::kFP32},
+    {"float", DType::kFP32},
+    {"float64", DType::kFP64},
+    {"double", DType::kFP64},
+    {"float8_e4m3fn", DType::kFP8E4M3},
+    {"f8_e4m3", DType::kFP8E4M3},
+    {"float8_e5m2", DType::kFP8E5M2},
+    {"f8_e5m2", DType::kFP8E5M2},
+    {"bf16_t", DType::kBF16},
+    {"int", DType::kInt32},
+    {"long", DType::kInt64},
 }};
 
 const DTypeInfo& info(DType t) { return kInfo[static_cast<std::size_t>(t)]; }
@@ -51,10 +58,9 @@ std::int64_t dtype_size(DType t) { return info(t).size; }
 std::string_view dtype_name(DType t) { return info(t).name; }
 
 std::span<const DType> all_dtypes() {
-  static constexpr std::array<DType, 10> kAll{DType::kBF16, DType::kFP16,    DType::kFP32,
-                                              DType::kFP64, DType::kFP8E4M3, DType::kFP8E5M2,
-                                              DType::kInt8, DType::kUInt8,   DType::kInt32,
-                                              DType::kInt64};
+  static constexpr std::array<DType, 10> kAll{DType::kBF16,    DType::kFP16,    DType::kFP32, DType::kFP64,
+                                              DType::kFP8E4M3, DType::kFP8E5M2, DType::kInt8, DType::kUInt8,
+                                              DType::kInt32,   DType::kInt64};
   return kAll;
 }
 

@@ -46,9 +46,7 @@ std::string child(const std::string& path, std::string_view key) {
   return path.empty() ? std::string(key) : fmt::format("{}.{}", path, key);
 }
 
-std::string element(const std::string& path, std::size_t index) {
-  return fmt::format("{}[{}]", path, index);
-}
+std::string element(const std::string& path, std::size_t index) { return fmt::format("{}[{}]", path, index); }
 
 Result<Json> parse_object(std::string_view text, std::string_view what) {
   Json j;
@@ -73,10 +71,12 @@ bool has(const Json& object, std::string_view key) {
 Result<void> require_known_keys(const Json& object, const std::string& path,
                                 std::initializer_list<std::string_view> known, std::string_view what) {
   if (!object.is_object())
-    return invalid(fmt::format("{}: expected an object, got {}", path.empty() ? what : path, describe(object)));
+    return invalid(
+        fmt::format("{}: expected an object, got {}", path.empty() ? what : path, describe(object)));
   for (const auto& [key, value] : object.items())
     if (std::ranges::find(known, std::string_view(key)) == known.end())
-      return invalid(fmt::format("{}: unknown field (expected one of: {})", child(path, key), fmt::join(known, ", ")));
+      return invalid(
+          fmt::format("{}: unknown field (expected one of: {})", child(path, key), fmt::join(known, ", ")));
   return {};
 }
 
@@ -96,13 +96,11 @@ Result<std::optional<std::int64_t>> optional_int(const Json& object, std::string
   return std::optional<std::int64_t>{*v};
 }
 
-Result<bool> optional_bool(const Json& object, std::string_view key, const std::string& path,
-                           bool fallback) {
+Result<bool> optional_bool(const Json& object, std::string_view key, const std::string& path, bool fallback) {
   if (!has(object, key)) return fallback;
   const Json& value = object.find(key).value();
   if (!value.is_boolean())
-    return invalid(
-        fmt::format("{}: expected true or false, got {}", child(path, key), describe(value)));
+    return invalid(fmt::format("{}: expected true or false, got {}", child(path, key), describe(value)));
   return value.get<bool>();
 }
 
@@ -118,27 +116,23 @@ Result<std::string> optional_string(const Json& object, std::string_view key, co
   return require_string(object, key, path);
 }
 
-Result<std::string> require_string(const Json& object, std::string_view key,
-                                   const std::string& path) {
+Result<std::string> require_string(const Json& object, std::string_view key, const std::string& path) {
   auto value = require_kind(object, key, path, &Json::is_string, "a string");
   if (!value) return std::unexpected(value.error());
   return (*value)->get<std::string>();
 }
 
-Result<const Json*> require_array(const Json& object, std::string_view key,
-                                  const std::string& path) {
+Result<const Json*> require_array(const Json& object, std::string_view key, const std::string& path) {
   return require_kind(object, key, path, &Json::is_array, "an array");
 }
 
-Result<const Json*> require_object(const Json& object, std::string_view key,
-                                   const std::string& path) {
+Result<const Json*> require_object(const Json& object, std::string_view key, const std::string& path) {
   return require_kind(object, key, path, &Json::is_object, "an object");
 }
 
 Result<std::vector<std::int64_t>> int_array(const Json& array, const std::string& path,
                                             std::int64_t min_value, std::int64_t max_value) {
-  if (!array.is_array())
-    return invalid(fmt::format("{}: expected an array, got {}", path, describe(array)));
+  if (!array.is_array()) return invalid(fmt::format("{}: expected an array, got {}", path, describe(array)));
   std::vector<std::int64_t> out;
   for (std::size_t i = 0; i < array.size(); ++i) {
     auto v = as_int(array[i], element(path, i), min_value, max_value);
@@ -196,8 +190,7 @@ void FieldReader::keep_error(Result<void> r) {
   if (!r && !error_) error_ = std::move(r.error());
 }
 
-std::optional<std::int64_t> FieldReader::optional_integer(std::string_view key,
-                                                          std::int64_t min_value) {
+std::optional<std::int64_t> FieldReader::optional_integer(std::string_view key, std::int64_t min_value) {
   if (error_) return std::nullopt;
   return keep(optional_int(object_, key, path_, min_value, max_), std::optional<std::int64_t>{});
 }
@@ -207,8 +200,7 @@ bool FieldReader::flag(std::string_view key, bool fallback) {
   return keep(optional_bool(object_, key, path_, fallback), fallback);
 }
 
-std::vector<std::int64_t> FieldReader::optional_integers(std::string_view key,
-                                                         std::int64_t min_value) {
+std::vector<std::int64_t> FieldReader::optional_integers(std::string_view key, std::int64_t min_value) {
   if (error_ || !has(key)) return {};
   return keep(int_array(object_.find(key).value(), child(path_, key), min_value, max_),
               std::vector<std::int64_t>{});

@@ -19,6 +19,8 @@ class HeapAllocation final : public HostAllocation {
 
 }  // namespace
 
-std::unique_ptr<HostAllocation> heap_allocation(Bytes bytes) { return std::make_unique<HeapAllocation>(bytes); }
+std::unique_ptr<HostAllocation> heap_allocation(Bytes bytes) {
+  return std::make_unique<HeapAllocation>(bytes);
+}
 
 }  // namespace refit

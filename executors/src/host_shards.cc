@@ -20,7 +20,8 @@ std::optional<Box> box_of(const Layout& layout, Rank rank) {
 
 }  // namespace
 
-Result<HostShards> HostShards::allocate(const ReshardProblem& problem, Rank rank, const HostAllocator& allocator) {
+Result<HostShards> HostShards::allocate(const ReshardProblem& problem, Rank rank,
+                                        const HostAllocator& allocator) {
   HostShards out;
   const auto& tensors = problem.tensors();
   for (std::uint32_t t = 0; t < tensors.size(); ++t) {
@@ -31,7 +32,9 @@ Result<HostShards> HostShards::allocate(const ReshardProblem& problem, Rank rank
       if (!box) continue;
       auto memory = allocator(Bytes{box->volume() * element});
       if (!memory)
-        return std::unexpected(std::move(memory.error()).in(fmt::format("allocating tensor '{}' on rank {}", spec.name, rank.value)));
+        return std::unexpected(
+            std::move(memory.error())
+                .in(fmt::format("allocating tensor '{}' on rank {}", spec.name, rank.value)));
       const auto span = out.storage_.emplace_back(std::move(*memory))->bytes();
       if (source) fill_pattern(t, spec.shape, *box, element, span);
       (source ? out.buffers_.sources : out.buffers_.destinations).push_back(ShardBuffer{t, *box, span});
@@ -42,7 +45,9 @@ Result<HostShards> HostShards::allocate(const ReshardProblem& problem, Rank rank
 }
 
 HostShards HostShards::allocate(const ReshardProblem& problem, Rank rank) {
-  return *allocate(problem, rank, [](Bytes bytes) -> Result<std::unique_ptr<HostAllocation>> { return heap_allocation(bytes); });
+  return *allocate(problem, rank, [](Bytes bytes) -> Result<std::unique_ptr<HostAllocation>> {
+    return heap_allocation(bytes);
+  });
 }
 
 void HostShards::clear_destinations() {

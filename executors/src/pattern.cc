@@ -39,8 +39,8 @@ std::uint64_t pattern_value(std::uint32_t tensor, std::int64_t global_index) {
   return z ^ (z >> 31);
 }
 
-void fill_pattern(std::uint32_t tensor, const Shape& shape, const Box& box,
-                  std::int64_t element_size, std::span<std::byte> out) {
+void fill_pattern(std::uint32_t tensor, const Shape& shape, const Box& box, std::int64_t element_size,
+                  std::span<std::byte> out) {
   const auto size = static_cast<std::size_t>(element_size);
   for_each_element(shape, box, [&](std::int64_t global, std::int64_t local) {
     const std::uint64_t v = pattern_value(tensor, global);
@@ -53,7 +53,8 @@ Result<void> verify_pattern(std::uint32_t tensor, const Shape& shape, const Box&
                             std::int64_t element_size, std::span<const std::byte> data) {
   const auto size = static_cast<std::size_t>(element_size);
   if (data.size() < static_cast<std::size_t>(box.volume()) * size)
-    return invalid(fmt::format("buffer of {} bytes is smaller than the box {}", data.size(), box.to_string()));
+    return invalid(
+        fmt::format("buffer of {} bytes is smaller than the box {}", data.size(), box.to_string()));
   std::int64_t bad = -1;
   for_each_element(shape, box, [&](std::int64_t global, std::int64_t local) {
     const std::uint64_t v = pattern_value(tensor, global);

@@ -48,8 +48,8 @@ Result<ArchitectureName> find_architecture(FieldReader& r) {
     if (a.model_type == type) return a;
   std::vector<std::string_view> known;
   for (const auto& a : kArchitectures) known.push_back(a.model_type);
-  return invalid(fmt::format("model_type: unknown architecture '{}' (refit reads {})", type,
-                             fmt::join(known, ", ")));
+  return invalid(
+      fmt::format("model_type: unknown architecture '{}' (refit reads {})", type, fmt::join(known, ", ")));
 }
 
 DType read_dtype(FieldReader& r, const HfOptions& options) {
@@ -81,15 +81,13 @@ void read_core(FieldReader& r, HfFields& f) {
 
 void read_mla(FieldReader& r, HfFields& f) {
   MlaFields m;
-  if (!r.contains("q_lora_rank"))
-    r.fail("q_lora_rank", "missing (null means no query compression)");
+  if (!r.contains("q_lora_rank")) r.fail("q_lora_rank", "missing (null means no query compression)");
   m.q_lora_rank = r.optional_integer("q_lora_rank", 1);
   m.kv_lora_rank = r.integer("kv_lora_rank", 1);
   m.qk_nope_head_dim = r.integer("qk_nope_head_dim", 1);
   m.qk_rope_head_dim = r.integer("qk_rope_head_dim", 1);
   m.v_head_dim = r.integer("v_head_dim", 1);
-  if (r.flag("attention_bias", false))
-    r.fail("attention_bias", "true is not supported for deepseek_v3");
+  if (r.flag("attention_bias", false)) r.fail("attention_bias", "true is not supported for deepseek_v3");
   f.mla = m;
 }
 
@@ -151,11 +149,9 @@ void read_moe(FieldReader& r, Family family, HfFields& f) {
 
 void read_mtp(FieldReader& r, Family family, const HfOptions& options, HfFields& f) {
   if (!options.include_mtp) return;
-  f.mtp_layers = family == Family::kDeepseekV3
-                     ? r.optional_integer("num_nextn_predict_layers", 0).value_or(0)
-                     : 0;
-  if (f.mtp_layers == 0)
-    r.fail("num_nextn_predict_layers", "the config has no MTP layer to include");
+  f.mtp_layers =
+      family == Family::kDeepseekV3 ? r.optional_integer("num_nextn_predict_layers", 0).value_or(0) : 0;
+  if (f.mtp_layers == 0) r.fail("num_nextn_predict_layers", "the config has no MTP layer to include");
 }
 
 void read_dense_intermediate(FieldReader& r, HfFields& f) {
@@ -181,8 +177,7 @@ Result<HfFields> read_fields(const Json& j, const HfOptions& options) {
 
 }  // namespace
 
-Result<ModelSpec> parse_hf_config(std::string_view json_text, const HfOptions& options,
-                                  std::string name) {
+Result<ModelSpec> parse_hf_config(std::string_view json_text, const HfOptions& options, std::string name) {
   auto j = json_fields::parse_object(json_text, name);
   if (!j) return std::unexpected(j.error());
   auto fields = read_fields(*j, options);
@@ -193,8 +188,7 @@ Result<ModelSpec> parse_hf_config(std::string_view json_text, const HfOptions& o
 Result<ModelSpec> load_hf_config(const std::filesystem::path& path, const HfOptions& options) {
   const auto file = std::filesystem::is_directory(path) ? path / "config.json" : path;
   std::ifstream in(file);
-  if (!in)
-    return fail(ErrorCode::kNotFound, fmt::format("{}: cannot open the file", file.string()));
+  if (!in) return fail(ErrorCode::kNotFound, fmt::format("{}: cannot open the file", file.string()));
   std::stringstream text;
   text << in.rdbuf();
   return parse_hf_config(text.str(), options, file.string());

@@ -7,8 +7,7 @@ namespace refit::models {
 std::vector<Rank> rank_block(std::int64_t first, std::int64_t count) {
   std::vector<Rank> ranks;
   ranks.reserve(static_cast<std::size_t>(count));
-  for (std::int64_t r = first; r < first + count; ++r)
-    ranks.emplace_back(static_cast<std::int32_t>(r));
+  for (std::int64_t r = first; r < first + count; ++r) ranks.emplace_back(static_cast<std::int32_t>(r));
   return ranks;
 }
 
@@ -19,13 +18,13 @@ Result<void> check_divides(std::int64_t size, std::string_view option, std::int6
   return {};
 }
 
-Result<void> check_even_split(const WeightTensor& tensor, std::optional<int> dim,
-                              std::int64_t parts, std::string_view option) {
+Result<void> check_even_split(const WeightTensor& tensor, std::optional<int> dim, std::int64_t parts,
+                              std::string_view option) {
   if (!dim || parts == 1) return {};
   const auto extent = tensor.spec.shape[static_cast<std::size_t>(*dim)];
   if (extent % parts != 0)
-    return invalid(fmt::format("{}={} does not divide dim {} ({}) of {}", option, parts, *dim,
-                               extent, tensor.spec.name));
+    return invalid(fmt::format("{}={} does not divide dim {} ({}) of {}", option, parts, *dim, extent,
+                               tensor.spec.name));
   return {};
 }
 

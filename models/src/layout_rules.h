@@ -18,8 +18,8 @@ std::vector<Rank> rank_block(std::int64_t first, std::int64_t count);
 Result<void> check_divides(std::int64_t size, std::string_view option, std::int64_t count,
                            std::string_view what);
 // A tensor split into `parts` along `dim` must split evenly (frameworks do not pad them).
-Result<void> check_even_split(const WeightTensor& tensor, std::optional<int> dim,
-                              std::int64_t parts, std::string_view option);
+Result<void> check_even_split(const WeightTensor& tensor, std::optional<int> dim, std::int64_t parts,
+                              std::string_view option);
 
 // Placements for a tensor-parallel mesh axis: Shard(dim), or Replicate when dim is none.
 Placement shard_or_replicate(std::optional<int> dim);

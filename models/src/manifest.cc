@@ -40,18 +40,16 @@ Result<std::vector<std::int64_t>> read_mesh_shape(const Json& side, const std::s
   std::int64_t size = 1;
   for (std::size_t a = 0; a < shape->size(); ++a)
     if ((size *= (*shape)[a]) > kMaxRanks)
-      return invalid(
-          fmt::format("{}: more than {} positions", element(child(path, "mesh"), a), kMaxRanks));
+      return invalid(fmt::format("{}: more than {} positions", element(child(path, "mesh"), a), kMaxRanks));
   return shape;
 }
 
 // Explicit ranks, or first..first+size-1 when the side leaves them out.
-Result<std::vector<Rank>> read_ranks(const Json& side, const std::string& path,
-                                     std::int64_t mesh_size, std::int32_t first) {
+Result<std::vector<Rank>> read_ranks(const Json& side, const std::string& path, std::int64_t mesh_size,
+                                     std::int32_t first) {
   std::vector<Rank> ranks;
   if (!json_fields::has(side, "ranks")) {
-    for (std::int64_t i = 0; i < mesh_size; ++i)
-      ranks.emplace_back(first + static_cast<std::int32_t>(i));
+    for (std::int64_t i = 0; i < mesh_size; ++i) ranks.emplace_back(first + static_cast<std::int32_t>(i));
     return ranks;
   }
   // Source plus destination ranks: the problem checks each side's range.
@@ -155,8 +153,7 @@ Result<ReshardProblem> parse_manifest(std::string_view json_text) {
 
 Result<ReshardProblem> load_manifest(const std::filesystem::path& path) {
   std::ifstream in(path);
-  if (!in)
-    return fail(ErrorCode::kNotFound, fmt::format("{}: cannot open the file", path.string()));
+  if (!in) return fail(ErrorCode::kNotFound, fmt::format("{}: cannot open the file", path.string()));
   std::stringstream text;
   text << in.rdbuf();
   auto problem = parse_manifest(text.str());
@@ -186,8 +183,7 @@ std::string write_manifest(const ReshardProblem& problem) {
 Result<void> save_manifest(const ReshardProblem& problem, const std::filesystem::path& path) {
   std::ofstream out(path);
   out << write_manifest(problem);
-  if (!out)
-    return fail(ErrorCode::kRuntime, fmt::format("{}: cannot write the file", path.string()));
+  if (!out) return fail(ErrorCode::kRuntime, fmt::format("{}: cannot write the file", path.string()));
   return {};
 }
 

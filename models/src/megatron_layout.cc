@@ -57,8 +57,7 @@ Result<void> check_sizes(const ModelSpec& m, const MegatronConfig& c) {
     // The vocab is padded by Megatron, so any split of it is fine (see the README).
     if (t.kind == TensorKind::kVocab) continue;
     const bool expert = t.is_routed_expert();
-    auto ok =
-        check_even_split(t, tensor_parallel_dim(t), expert ? c.etp : c.tp, expert ? "etp" : "tp");
+    auto ok = check_even_split(t, tensor_parallel_dim(t), expert ? c.etp : c.tp, expert ? "etp" : "tp");
     if (!ok) return ok;
   }
   return {};
@@ -76,8 +75,7 @@ Result<std::vector<std::int64_t>> megatron_stage_starts(std::int64_t num_layers,
   return starts;
 }
 
-Result<MegatronLayouts> MegatronLayouts::make(const ModelSpec& model,
-                                              const MegatronConfig& config) {
+Result<MegatronLayouts> MegatronLayouts::make(const ModelSpec& model, const MegatronConfig& config) {
   if (auto ok = check_sizes(model, config); !ok) return std::unexpected(ok.error());
   auto starts = megatron_stage_starts(model.num_layers, config);
   if (!starts) return std::unexpected(starts.error());
@@ -113,13 +111,11 @@ Result<Layout> MegatronLayouts::dense_layout(const WeightTensor& tensor, std::in
     return make_layout(tensor, {2, c.dp * c.cp, c.tp}, std::move(ranks),
                        {Placement::replicate(), Placement::replicate(), tp});
   }
-  return make_layout(tensor, {c.dp * c.cp, c.tp},
-                     rank_block(stage * c.stage_size(), c.stage_size()),
+  return make_layout(tensor, {c.dp * c.cp, c.tp}, rank_block(stage * c.stage_size(), c.stage_size()),
                      {Placement::replicate(), tp});
 }
 
-Result<Layout> MegatronLayouts::expert_layout(const WeightTensor& tensor,
-                                              std::int64_t stage) const {
+Result<Layout> MegatronLayouts::expert_layout(const WeightTensor& tensor, std::int64_t stage) const {
   const auto& c = config_;
   const auto base = stage * c.stage_size();
   const auto etp = shard_or_replicate(tensor_parallel_dim(tensor));

@@ -28,8 +28,8 @@ class TensorBuilder {
  private:
   WeightTensor& add(std::string_view name, Shape shape, TensorKind kind,
                     Projection projection = Projection::kNone) {
-    out_.push_back(WeightTensor{TensorSpec{prefix_ + std::string(name), std::move(shape), f_.dtype},
-                                kind, section_, projection, static_cast<std::int32_t>(layer_)});
+    out_.push_back(WeightTensor{TensorSpec{prefix_ + std::string(name), std::move(shape), f_.dtype}, kind,
+                                section_, projection, static_cast<std::int32_t>(layer_)});
     return out_.back();
   }
 
@@ -75,8 +75,8 @@ class TensorBuilder {
     add("self_attn.kv_a_proj_with_mqa.weight", {m.kv_lora_rank + m.qk_rope_head_dim, f_.hidden},
         TensorKind::kReplicated);
     add("self_attn.kv_a_layernorm.weight", {m.kv_lora_rank}, TensorKind::kReplicated);
-    add("self_attn.kv_b_proj.weight",
-        {f_.heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank}, TensorKind::kColumn);
+    add("self_attn.kv_b_proj.weight", {f_.heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank},
+        TensorKind::kColumn);
     add("self_attn.o_proj.weight", {f_.hidden, f_.heads * m.v_head_dim}, TensorKind::kRow);
   }
 
@@ -84,11 +84,9 @@ class TensorBuilder {
     const auto name = [&](std::string_view proj, std::string_view what) {
       return fmt::format("{}.{}.{}", module, proj, what);
     };
-    add(name("gate_proj", "weight"), {intermediate, f_.hidden}, TensorKind::kColumn,
-        Projection::kGate);
+    add(name("gate_proj", "weight"), {intermediate, f_.hidden}, TensorKind::kColumn, Projection::kGate);
     add(name("up_proj", "weight"), {intermediate, f_.hidden}, TensorKind::kColumn, Projection::kUp);
-    add(name("down_proj", "weight"), {f_.hidden, intermediate}, TensorKind::kRow,
-        Projection::kDown);
+    add(name("down_proj", "weight"), {f_.hidden, intermediate}, TensorKind::kRow, Projection::kDown);
     if (!bias) return;
     add(name("gate_proj", "bias"), {intermediate}, TensorKind::kColumn, Projection::kGate);
     add(name("up_proj", "bias"), {intermediate}, TensorKind::kColumn, Projection::kUp);
@@ -96,11 +94,9 @@ class TensorBuilder {
   }
 
   void mixture_of_experts(const MoeFields& m) {
-    add(fmt::format("{}.gate.weight", m.module), {m.num_experts, f_.hidden},
-        TensorKind::kReplicated);
+    add(fmt::format("{}.gate.weight", m.module), {m.num_experts, f_.hidden}, TensorKind::kReplicated);
     if (m.score_correction_bias)
-      add(fmt::format("{}.gate.e_score_correction_bias", m.module), {m.num_experts},
-          TensorKind::kReplicated);
+      add(fmt::format("{}.gate.e_score_correction_bias", m.module), {m.num_experts}, TensorKind::kReplicated);
     if (per_expert_) {
       for (std::int64_t e = 0; e < m.num_experts; ++e) routed_experts(m, e);
     } else {

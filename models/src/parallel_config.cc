@@ -28,8 +28,7 @@ std::string_view trim(std::string_view s) {
 }
 
 // "tp=4, pp=8" -> {tp: 4, pp: 8}; every key known and given once.
-Result<std::vector<Setting>> split_settings(std::string_view text,
-                                            std::span<const std::string_view> keys) {
+Result<std::vector<Setting>> split_settings(std::string_view text, std::span<const std::string_view> keys) {
   std::vector<Setting> out;
   if (trim(text).empty()) return out;
   std::size_t start = 0;
@@ -85,8 +84,7 @@ Result<MegatronConfig> read_megatron(std::span<const Setting> settings, bool& ha
   for (const auto& s : settings) {
     auto v = size_value(s);
     if (!v) return std::unexpected(v.error());
-    const auto k =
-        static_cast<std::size_t>(std::ranges::find(kMegatronKeys, s.key) - kMegatronKeys.begin());
+    const auto k = static_cast<std::size_t>(std::ranges::find(kMegatronKeys, s.key) - kMegatronKeys.begin());
     if (k < std::size(fields)) c.*fields[k] = *v;
     if (s.key == "pp_first") c.pp_first = *v;
     if (s.key == "pp_last") c.pp_last = *v;
@@ -118,8 +116,7 @@ Result<MegatronConfig> parse_megatron(std::string_view text) {
   if (auto ok = check_world(dense * c->dp, "tp*cp*dp"); !ok) return std::unexpected(ok.error());
   if (auto ok = check_world(c->world(), "tp*cp*dp*pp"); !ok) return std::unexpected(ok.error());
   if ((c->pp_first || c->pp_last) && c->pp < 2)
-    return invalid(
-        fmt::format("{}: needs pp >= 2 (pp={})", c->pp_first ? "pp_first" : "pp_last", c->pp));
+    return invalid(fmt::format("{}: needs pp >= 2 (pp={})", c->pp_first ? "pp_first" : "pp_last", c->pp));
   return c;
 }
 
@@ -150,8 +147,7 @@ Result<VllmConfig> parse_vllm(std::string_view text) {
 }
 
 std::string to_string(const MegatronConfig& c) {
-  std::string s =
-      fmt::format("tp={},pp={},ep={},etp={},cp={},dp={}", c.tp, c.pp, c.ep, c.etp, c.cp, c.dp);
+  std::string s = fmt::format("tp={},pp={},ep={},etp={},cp={},dp={}", c.tp, c.pp, c.ep, c.etp, c.cp, c.dp);
   if (c.pp_first) s += fmt::format(",pp_first={}", *c.pp_first);
   if (c.pp_last) s += fmt::format(",pp_last={}", *c.pp_last);
   return s;

@@ -8,13 +8,11 @@ namespace refit::models {
 Result<ReshardProblem> build_problem(const ModelSpec& model, const MegatronConfig& train,
                                      const VllmConfig& infer) {
   auto source = MegatronLayouts::make(model, train);
-  if (!source)
-    return std::unexpected(std::move(source.error()).in("training layout " + to_string(train)));
+  if (!source) return std::unexpected(std::move(source.error()).in("training layout " + to_string(train)));
   const auto source_ranks = static_cast<std::int32_t>(train.world());
   auto destination = VllmLayouts::make(model, infer, source_ranks);
   if (!destination)
-    return std::unexpected(
-        std::move(destination.error()).in("inference layout " + to_string(infer)));
+    return std::unexpected(std::move(destination.error()).in("inference layout " + to_string(infer)));
   std::vector<TensorReshard> tensors;
   tensors.reserve(model.tensors.size());
   for (const auto& t : model.tensors) {
@@ -24,8 +22,7 @@ Result<ReshardProblem> build_problem(const ModelSpec& model, const MegatronConfi
     if (!dst) return std::unexpected(dst.error());
     tensors.push_back(TensorReshard{t.spec, std::move(*src), std::move(*dst)});
   }
-  return ReshardProblem::make(std::move(tensors), source_ranks,
-                              static_cast<std::int32_t>(infer.world()));
+  return ReshardProblem::make(std::move(tensors), source_ranks, static_cast<std::int32_t>(infer.world()));
 }
 
 }  // namespace refit::models

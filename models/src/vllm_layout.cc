@@ -22,8 +22,7 @@ Result<void> check_heads(const ModelSpec& m, const VllmConfig& c) {
   if (auto ok = check_divides(c.tp, "tp", m.num_heads, "num_attention_heads"); !ok) return ok;
   const auto kv = m.num_kv_heads;  // kv heads fewer than tp are replicated, tp/kv ranks each
   if (kv > 0 && kv % c.tp != 0 && c.tp % kv != 0)
-    return invalid(
-        fmt::format("tp={} and num_key_value_heads={}: one must divide the other", c.tp, kv));
+    return invalid(fmt::format("tp={} and num_key_value_heads={}: one must divide the other", c.tp, kv));
   return {};
 }
 

@@ -11,10 +11,10 @@ namespace refit {
 namespace {
 
 struct Needs {
-  std::vector<double> domain_bytes;   // per domain, from outside
-  std::vector<double> single_nic;     // per NIC, bytes only it can send
-  std::vector<double> gpu_bytes;      // per GPU, bytes it needs as a destination
-  double leaving_bytes = 0;           // unique bytes some domain needs from outside
+  std::vector<double> domain_bytes;  // per domain, from outside
+  std::vector<double> single_nic;    // per NIC, bytes only it can send
+  std::vector<double> gpu_bytes;     // per GPU, bytes it needs as a destination
+  double leaving_bytes = 0;          // unique bytes some domain needs from outside
 };
 
 bool holder_in(const std::vector<Rank>& holders, const Cluster& c, std::int32_t domain) {
@@ -34,7 +34,8 @@ void add_tensor(Needs& n, const TensorReshard& t, const Overlap& o, const Cluste
     std::set<std::int32_t> domains;
     for (Rank r : d.shard.holders) {
       domains.insert(c.domain_of(r));
-      n.gpu_bytes[static_cast<std::size_t>(c.gpu_of(r).value)] += static_cast<double>(d.shard.box.volume()) * elem;
+      n.gpu_bytes[static_cast<std::size_t>(c.gpu_of(r).value)] +=
+          static_cast<double>(d.shard.box.volume()) * elem;
     }
     for (const auto& p : d.pieces) {
       const double bytes = static_cast<double>(p.box.volume()) * elem;

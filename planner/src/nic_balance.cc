@@ -40,8 +40,10 @@ class FlowNetwork {
     for (std::size_t c = 0; c < classes; ++c) {
       auto& in = class_tx_edges_.emplace_back();
       auto& out = class_rx_edges_.emplace_back();
-      for (auto n : p.classes[c].tx) in.push_back(add_edge(tx_node(static_cast<std::size_t>(n)), in_node(c), inf));
-      for (auto n : p.classes[c].rx) out.push_back(add_edge(out_node(c), rx_node(static_cast<std::size_t>(n)), inf));
+      for (auto n : p.classes[c].tx)
+        in.push_back(add_edge(tx_node(static_cast<std::size_t>(n)), in_node(c), inf));
+      for (auto n : p.classes[c].rx)
+        out.push_back(add_edge(out_node(c), rx_node(static_cast<std::size_t>(n)), inf));
       if (p.classes[c].tx.empty()) add_edge(kSource, in_node(c), inf);
       if (p.classes[c].rx.empty()) add_edge(out_node(c), kSink, inf);
     }
@@ -95,8 +97,8 @@ class FlowNetwork {
 
   template <class Cap, class Res>
   static void collect(std::vector<std::pair<std::int32_t, double>>& out,
-                      const std::vector<std::int32_t>& nics, const std::vector<Edge>& edges,
-                      const Cap& cap, const Res& res) {
+                      const std::vector<std::int32_t>& nics, const std::vector<Edge>& edges, const Cap& cap,
+                      const Res& res) {
     for (std::size_t k = 0; k < nics.size(); ++k) {
       const auto flow = cap[edges[k]] - res[edges[k]];
       if (flow > 0) out.emplace_back(nics[k], static_cast<double>(flow) * kUnit);
@@ -114,7 +116,8 @@ class FlowNetwork {
 double greedy_makespan(const BalanceProblem& p) {
   auto tx = p.tx_fixed;
   auto rx = p.rx_fixed;
-  auto pick = [](std::vector<double>& load, const std::vector<double>& bw, const std::vector<std::int32_t>& cands, double bytes) {
+  auto pick = [](std::vector<double>& load, const std::vector<double>& bw,
+                 const std::vector<std::int32_t>& cands, double bytes) {
     if (cands.empty()) return;
     auto best = cands.front();
     for (auto n : cands)

@@ -3,7 +3,8 @@
 // a tx set and enter through any NIC of an rx set are spread so that the most loaded NIC (time =
 // bytes / bandwidth, tx and rx alike) is as light as possible. A binary search on that time T asks
 // a max-flow (Boost.Graph push-relabel) whether every class fits:
-//   source -> tx NIC (cap T*bw - fixed) -> class_in -(cap bytes)-> class_out -> rx NIC (cap T*bw - fixed) -> sink
+//   source -> tx NIC (cap T*bw - fixed) -> class_in -(cap bytes)-> class_out -> rx NIC (cap T*bw - fixed) ->
+//   sink
 // (a class with no tx choice hangs off the source directly, one with no rx choice off the sink)
 // T is feasible iff the max flow saturates every class.
 #include <cstdint>
@@ -23,7 +24,7 @@ struct FlowClass {
 struct BalanceProblem {
   std::vector<double> tx_bandwidth;  // per NIC, bytes per second
   std::vector<double> rx_bandwidth;
-  std::vector<double> tx_fixed;      // bytes already committed per NIC
+  std::vector<double> tx_fixed;  // bytes already committed per NIC
   std::vector<double> rx_fixed;
   std::vector<FlowClass> classes;
 };

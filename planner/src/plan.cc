@@ -9,9 +9,12 @@ namespace refit {
 
 std::string_view link_kind_name(LinkKind k) {
   switch (k) {
-    case LinkKind::kNvlink: return "nvlink";
-    case LinkKind::kNetwork: return "network";
-    case LinkKind::kLocal: return "local";
+    case LinkKind::kNvlink:
+      return "nvlink";
+    case LinkKind::kNetwork:
+      return "network";
+    case LinkKind::kLocal:
+      return "local";
   }
   return "unknown";
 }

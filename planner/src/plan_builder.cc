@@ -13,12 +13,12 @@ std::size_t PlanBuilder::KeyHash::operator()(const Key& k) const noexcept {
   return static_cast<std::size_t>(h * 0xbf58476d1ce4e5b9ull);
 }
 
-PlanBuilder::PlanBuilder(const ReshardProblem& problem, const Cluster& cluster,
-                         std::string strategy, Bytes chunk)
+PlanBuilder::PlanBuilder(const ReshardProblem& problem, const Cluster& cluster, std::string strategy,
+                         Bytes chunk)
     : problem_(problem), cluster_(cluster), strategy_(std::move(strategy)), chunk_(chunk) {}
 
-Handle PlanBuilder::add(std::uint32_t phase, std::uint64_t key, Rank from, Rank to,
-                        std::uint32_t tensor, Box box, Handle via) {
+Handle PlanBuilder::add(std::uint32_t phase, std::uint64_t key, Rank from, Rank to, std::uint32_t tensor,
+                        Box box, Handle via) {
   auto [it, inserted] =
       index_.try_emplace(Key{phase, key, from.value, to.value}, static_cast<Handle>(pending_.size()));
   if (inserted) pending_.push_back(Pending{phase, from, to, Bytes{0}, {}});
@@ -65,7 +65,8 @@ Plan PlanBuilder::finish() && {
   for (std::size_t i = 0; i < round.size(); ++i) rounds[i] = order[round[i].second];
   order = std::move(rounds);
   std::vector<std::int32_t> id_of(pending_.size());
-  for (std::size_t i = 0; i < order.size(); ++i) id_of[static_cast<std::size_t>(order[i])] = static_cast<std::int32_t>(i);
+  for (std::size_t i = 0; i < order.size(); ++i)
+    id_of[static_cast<std::size_t>(order[i])] = static_cast<std::int32_t>(i);
 
   Plan plan;
   plan.strategy = strategy_;
@@ -77,9 +78,8 @@ Plan PlanBuilder::finish() && {
     auto& p = pending_[static_cast<std::size_t>(order[i])];
     for (auto& s : p.segments)
       if (s.via != kFromSourceShard) s.via = id_of[static_cast<std::size_t>(s.via)];
-    plan.transfers.push_back(Transfer{static_cast<std::int32_t>(i), p.from, p.to,
-                                      link_between(p.from, p.to), std::move(p.segments), p.bytes,
-                                      chunk_});
+    plan.transfers.push_back(Transfer{static_cast<std::int32_t>(i), p.from, p.to, link_between(p.from, p.to),
+                                      std::move(p.segments), p.bytes, chunk_});
   }
   pending_.clear();
   index_.clear();

@@ -23,8 +23,8 @@ class PlanBuilder {
   // Appends a segment to the message from `from` to `to` identified by (phase, key): segments
   // with equal (phase, key, from, to) travel in one message. `via` is the handle of the message
   // that brought the box to `from`, or kFromSourceShard. Returns the message's handle.
-  Handle add(std::uint32_t phase, std::uint64_t key, Rank from, Rank to, std::uint32_t tensor,
-             Box box, Handle via = kFromSourceShard);
+  Handle add(std::uint32_t phase, std::uint64_t key, Rank from, Rank to, std::uint32_t tensor, Box box,
+             Handle via = kFromSourceShard);
 
   // Messages so far: sender, receiver and bytes, by handle (strategies balance on them).
   Rank receiver(Handle h) const { return pending_[static_cast<std::size_t>(h)].to; }

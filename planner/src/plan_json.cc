@@ -34,7 +34,8 @@ Result<Segment> parse_segment(const Json& j, const std::string& path) {
             static_cast<std::int32_t>(f.integer("via", kFromSourceShard))};
   if (auto ok = f.status(); !ok) return std::unexpected(ok.error());
   if (s.box.offset.size() != s.box.extent.size())
-    return invalid(fmt::format("{}: offset has {} dims, extent {}", path, s.box.offset.size(), s.box.extent.size()));
+    return invalid(
+        fmt::format("{}: offset has {} dims, extent {}", path, s.box.offset.size(), s.box.extent.size()));
   return s;
 }
 
@@ -92,8 +93,11 @@ Result<void> parse_array(const Json& j, std::string_view key, std::vector<T>& ou
 }  // namespace
 
 void write_plan_json(const Plan& plan, std::ostream& out) {
-  Json j{{"format", kFormat}, {"version", kVersion}, {"strategy", plan.strategy},
-         {"source_ranks", plan.source_ranks}, {"destination_ranks", plan.destination_ranks}};
+  Json j{{"format", kFormat},
+         {"version", kVersion},
+         {"strategy", plan.strategy},
+         {"source_ranks", plan.source_ranks},
+         {"destination_ranks", plan.destination_ranks}};
   auto& tensors = j["tensors"] = Json::array();
   for (const auto& t : plan.tensors)
     tensors.push_back({{"name", t.name}, {"shape", t.shape}, {"dtype", dtype_name(t.dtype)}});
@@ -101,9 +105,13 @@ void write_plan_json(const Plan& plan, std::ostream& out) {
   for (const auto& t : plan.transfers) {
     Json segments = Json::array();
     for (const auto& s : t.segments) segments.push_back(segment_json(s));
-    transfers.push_back({{"id", t.id}, {"from", t.sender.value}, {"to", t.receiver.value},
-                         {"link", link_kind_name(t.link)}, {"bytes", t.bytes.value},
-                         {"chunk", t.chunk.value}, {"segments", std::move(segments)}});
+    transfers.push_back({{"id", t.id},
+                         {"from", t.sender.value},
+                         {"to", t.receiver.value},
+                         {"link", link_kind_name(t.link)},
+                         {"bytes", t.bytes.value},
+                         {"chunk", t.chunk.value},
+                         {"segments", std::move(segments)}});
   }
   out << j.dump() << '\n';
 }
@@ -116,14 +124,17 @@ Result<Plan> parse_plan_json(std::string_view text) {
   const auto version = f.integer("version", 0);
   if (auto ok = f.status(); !ok) return std::unexpected(ok.error());
   if (format != kFormat || version != kVersion)
-    return invalid(fmt::format("format: expected {} version {}, got {} version {}", kFormat, kVersion, format, version));
+    return invalid(
+        fmt::format("format: expected {} version {}, got {} version {}", kFormat, kVersion, format, version));
   Plan plan;
   plan.strategy = f.string("strategy");
   plan.source_ranks = static_cast<std::int32_t>(f.integer("source_ranks", 0));
   plan.destination_ranks = static_cast<std::int32_t>(f.integer("destination_ranks", 0));
   if (auto ok = f.status(); !ok) return std::unexpected(ok.error());
-  if (auto ok = parse_array(*j, "tensors", plan.tensors, parse_tensor); !ok) return std::unexpected(ok.error());
-  if (auto ok = parse_array(*j, "transfers", plan.transfers, parse_transfer); !ok) return std::unexpected(ok.error());
+  if (auto ok = parse_array(*j, "tensors", plan.tensors, parse_tensor); !ok)
+    return std::unexpected(ok.error());
+  if (auto ok = parse_array(*j, "transfers", plan.transfers, parse_transfer); !ok)
+    return std::unexpected(ok.error());
   return plan;
 }
 

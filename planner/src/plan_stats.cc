@@ -5,9 +5,7 @@
 namespace refit {
 namespace {
 
-Bytes max_of(const std::vector<Bytes>& v) {
-  return v.empty() ? Bytes{0} : *std::ranges::max_element(v);
-}
+Bytes max_of(const std::vector<Bytes>& v) { return v.empty() ? Bytes{0} : *std::ranges::max_element(v); }
 
 double mean_of_busy(const std::vector<Bytes>& v) {
   double sum = 0;

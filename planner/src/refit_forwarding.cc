@@ -23,7 +23,12 @@ PieceKey key_of(const Assignment& a) { return {a.item.tensor, a.item.dest, a.ite
 class Forwarder {
  public:
   Forwarder(std::vector<Assignment>& a, const Cluster& c, const std::vector<std::int64_t>& bytes)
-      : a_(a), c_(c), bytes_(bytes), tx_(c.nics().size()), rx_(c.nics().size()), feeds_(a.size(), false),
+      : a_(a),
+        c_(c),
+        bytes_(bytes),
+        tx_(c.nics().size()),
+        rx_(c.nics().size()),
+        feeds_(a.size(), false),
         depth_(a.size(), 0) {
     for (std::size_t i = 0; i < a.size(); ++i) {
       tx_[nic(a[i].sender)] += static_cast<double>(bytes[i]);
@@ -49,7 +54,8 @@ class Forwarder {
   // the k-th piece of every landing NIC before the (k+1)-th of any spreads the forwarding over
   // all landing NICs: a forwarder can only send what has reached it, so one that forwards
   // nearly as much as the busiest NIC carries cannot finish with the others.
-  std::vector<std::vector<std::size_t>> interleave_by_landing(std::vector<std::vector<std::size_t>> groups) const {
+  std::vector<std::vector<std::size_t>> interleave_by_landing(
+      std::vector<std::vector<std::size_t>> groups) const {
     std::vector<std::size_t> seen(c_.nics().size(), 0);
     std::vector<std::pair<std::size_t, std::size_t>> key(groups.size());  // (k-th of its NIC, NIC)
     for (std::size_t g = 0; g < groups.size(); ++g) {
@@ -111,7 +117,8 @@ class Forwarder {
 
 }  // namespace
 
-void forward_between_domains(std::vector<Assignment>& a, const Cluster& c, const std::vector<std::int64_t>& bytes) {
+void forward_between_domains(std::vector<Assignment>& a, const Cluster& c,
+                             const std::vector<std::int64_t>& bytes) {
   Forwarder(a, c, bytes).run();
 }
 

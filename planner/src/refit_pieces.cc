@@ -34,8 +34,8 @@ std::optional<std::pair<Box, Box>> split_rows(const Box& box, Bytes bytes, std::
     const auto rows = box.extent[d];
     if (rows <= 1) continue;
     const double row_bytes = static_cast<double>(box.volume() / rows * element_size);
-    const auto head_rows = std::clamp<std::int64_t>(
-        std::llround(static_cast<double>(bytes.value) / row_bytes), 1, rows - 1);
+    const auto head_rows =
+        std::clamp<std::int64_t>(std::llround(static_cast<double>(bytes.value) / row_bytes), 1, rows - 1);
     Box head = box, tail = box;
     head.extent[d] = head_rows;
     tail.offset[d] += head_rows;

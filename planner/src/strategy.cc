@@ -31,8 +31,7 @@ Result<void> check_placement(const ReshardProblem& p, const Cluster& c) {
   if (c.rank_count() != p.world_size() || c.source_ranks() != p.source_ranks())
     return invalid(fmt::format(
         "cluster '{}' places {} ranks ({} training), the problem has {} ({} training, {} inference)",
-        c.name(), c.rank_count(), c.source_ranks(), p.world_size(), p.source_ranks(),
-        p.destination_ranks()));
+        c.name(), c.rank_count(), c.source_ranks(), p.world_size(), p.source_ranks(), p.destination_ranks()));
   return {};
 }
 
@@ -45,11 +44,12 @@ bool is_nccl_collective(std::string_view strategy) {
   return entry != kStrategies.end() && entry->nccl_collective;
 }
 
-Result<Plan> make_plan(std::string_view strategy, const ReshardProblem& problem,
-                       const Cluster& cluster, const PlanOptions& options) {
+Result<Plan> make_plan(std::string_view strategy, const ReshardProblem& problem, const Cluster& cluster,
+                       const PlanOptions& options) {
   const auto* entry = std::ranges::find(kStrategies, strategy, &StrategyEntry::name);
   if (entry == kStrategies.end())
-    return invalid(fmt::format("unknown strategy '{}' (expected refit, direct, m2n-ring or gather-broadcast)", strategy));
+    return invalid(fmt::format("unknown strategy '{}' (expected refit, direct, m2n-ring or gather-broadcast)",
+                               strategy));
   if (auto ok = check_placement(problem, cluster); !ok) return std::unexpected(ok.error());
   if (options.chunk.value <= 0) return invalid("chunk must be > 0 bytes");
   planner_detail::PlanContext context{problem, cluster, options, {}};

@@ -52,7 +52,8 @@ std::vector<std::vector<Rank>> rings(const Cluster& c, std::int32_t world) {
   for (const auto& g : c.gpus()) node_gpus[g.node].push_back(g.id);
   std::vector<std::int32_t> root_nics;
   for (GpuId g : node_gpus[c.gpu(c.gpu_of(kRoot)).node])
-    if (auto n = c.nic_of(g); n && std::ranges::find(root_nics, *n) == root_nics.end()) root_nics.push_back(*n);
+    if (auto n = c.nic_of(g); n && std::ranges::find(root_nics, *n) == root_nics.end())
+      root_nics.push_back(*n);
   const auto channels = std::max<std::size_t>(1, root_nics.size());
   std::vector<std::vector<Rank>> out;
   for (std::size_t ch = 0; ch < channels; ++ch) {

@@ -28,7 +28,9 @@ namespace {
 class RefitPlanner {
  public:
   explicit RefitPlanner(const PlanContext& c)
-      : c_(c), b_(c.problem, c.cluster, "refit", c.options.chunk), groups_(group_by_domain(c)),
+      : c_(c),
+        b_(c.problem, c.cluster, "refit", c.options.chunk),
+        groups_(group_by_domain(c)),
         sent_(static_cast<std::size_t>(c.problem.world_size())),
         received_(static_cast<std::size_t>(c.problem.world_size())) {
     const auto nics = c.cluster.nics().size();
@@ -55,7 +57,8 @@ class RefitPlanner {
     const auto& o = c_.overlaps[t];
     NicSets& sets = nic_sets_;
     std::vector<std::int32_t> source_set(o.sources.size());
-    for (std::size_t s = 0; s < o.sources.size(); ++s) source_set[s] = sets.intern(nics_of(o.sources[s].holders));
+    for (std::size_t s = 0; s < o.sources.size(); ++s)
+      source_set[s] = sets.intern(nics_of(o.sources[s].holders));
     for (std::uint32_t d = 0; d < o.destinations.size(); ++d)
       for (std::uint32_t g = 0; g < groups_[t][d].size(); ++g) {
         const auto& group = groups_[t][d][g];
@@ -65,9 +68,10 @@ class RefitPlanner {
           if (send_inside_domain(t, piece, group)) continue;
           const auto tx = source_set[piece.source];
           if (sets.get(tx).empty() || sets.get(landing_set).empty())
-            return invalid(fmt::format("tensor '{}': piece {} must cross the network to domain {} but {} has no NIC",
-                                       c_.problem.tensors()[t].tensor.name, piece.box.to_string(), group.domain,
-                                       sets.get(tx).empty() ? "no holder" : "no replica"));
+            return invalid(
+                fmt::format("tensor '{}': piece {} must cross the network to domain {} but {} has no NIC",
+                            c_.problem.tensors()[t].tensor.name, piece.box.to_string(), group.domain,
+                            sets.get(tx).empty() ? "no holder" : "no replica"));
           add_network_item(NetItem{t, d, g, p}, tx, landing_set);
         }
       }
@@ -110,7 +114,8 @@ class RefitPlanner {
     // A side with one candidate is fixed: classes that differ only there balance together.
     const std::int32_t tx_key = tx.size() == 1 ? -1 : tx_set;
     const std::int32_t rx_key = rx.size() == 1 ? -1 : rx_set;
-    const auto key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(tx_key)) << 32) | static_cast<std::uint32_t>(rx_key);
+    const auto key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(tx_key)) << 32) |
+                     static_cast<std::uint32_t>(rx_key);
     auto [it, inserted] = class_of_.try_emplace(key, class_items_.size());
     if (inserted) {
       balance_.classes.push_back(FlowClass{tx_key < 0 ? std::vector<std::int32_t>{} : tx,
@@ -155,7 +160,8 @@ class RefitPlanner {
                            const std::vector<std::int64_t>& load) {
     Rank best{-1};
     for (Rank r : ranks)
-      if (c.nic_of(r) == nic && (best.value < 0 || load[static_cast<std::size_t>(r.value)] < load[static_cast<std::size_t>(best.value)]))
+      if (c.nic_of(r) == nic && (best.value < 0 || load[static_cast<std::size_t>(r.value)] <
+                                                       load[static_cast<std::size_t>(best.value)]))
         best = r;
     return best;
   }
@@ -178,7 +184,9 @@ class RefitPlanner {
     std::vector<std::uint32_t> depth(assignments_.size(), 0);
     for (std::size_t i = 0; i < assignments_.size(); ++i) {
       std::uint32_t d = 0;
-      for (auto j = assignments_[i].relay_from; j >= 0; j = assignments_[static_cast<std::size_t>(j)].relay_from) ++d;
+      for (auto j = assignments_[i].relay_from; j >= 0;
+           j = assignments_[static_cast<std::size_t>(j)].relay_from)
+        ++d;
       depth[i] = d;
     }
     return depth;
@@ -233,7 +241,7 @@ class RefitPlanner {
   std::vector<Assignment> assignments_;
   std::deque<Box> split_boxes_;  // row blocks of split pieces; a deque keeps their addresses
   std::vector<std::int64_t> assignment_bytes_;
-  std::vector<std::int64_t> sent_;      // bytes per rank, to spread ranks sharing a NIC
+  std::vector<std::int64_t> sent_;  // bytes per rank, to spread ranks sharing a NIC
   std::vector<std::int64_t> received_;
 };
 

@@ -31,18 +31,16 @@ struct Context {
 };
 
 Result<void> check_tensors(const Plan& plan, const ReshardProblem& problem) {
-  if (plan.source_ranks != problem.source_ranks() ||
-      plan.destination_ranks != problem.destination_ranks())
+  if (plan.source_ranks != problem.source_ranks() || plan.destination_ranks != problem.destination_ranks())
     return invalid(fmt::format("plan is for {}+{} ranks, the problem has {}+{}", plan.source_ranks,
-                               plan.destination_ranks, problem.source_ranks(),
-                               problem.destination_ranks()));
+                               plan.destination_ranks, problem.source_ranks(), problem.destination_ranks()));
   if (plan.tensors.size() != problem.tensors().size())
-    return invalid(fmt::format("plan has {} tensors, the problem {}", plan.tensors.size(),
-                               problem.tensors().size()));
+    return invalid(
+        fmt::format("plan has {} tensors, the problem {}", plan.tensors.size(), problem.tensors().size()));
   for (std::size_t i = 0; i < plan.tensors.size(); ++i)
     if (!(plan.tensors[i] == problem.tensors()[i].tensor))
-      return invalid(fmt::format("tensors[{}]: plan has '{}', the problem '{}' (or shapes/dtypes differ)",
-                                 i, plan.tensors[i].name, problem.tensors()[i].tensor.name));
+      return invalid(fmt::format("tensors[{}]: plan has '{}', the problem '{}' (or shapes/dtypes differ)", i,
+                                 plan.tensors[i].name, problem.tensors()[i].tensor.name));
   return {};
 }
 
@@ -56,12 +54,12 @@ Result<void> check_tiling(std::vector<Box>& boxes, const Box& target) {
       if (boxes[j].offset[0] >= boxes[i].offset[0] + boxes[i].extent[0]) break;
       if (intersect(boxes[i], boxes[j]))
         return invalid(fmt::format("{} is written twice ({} and {})",
-                                   intersect(boxes[i], boxes[j])->to_string(),
-                                   boxes[i].to_string(), boxes[j].to_string()));
+                                   intersect(boxes[i], boxes[j])->to_string(), boxes[i].to_string(),
+                                   boxes[j].to_string()));
     }
   if (volume != target.volume())
-    return invalid(fmt::format("receives {} of the {} elements of its box {}", volume,
-                               target.volume(), target.to_string()));
+    return invalid(fmt::format("receives {} of the {} elements of its box {}", volume, target.volume(),
+                               target.to_string()));
   return {};
 }
 
@@ -70,23 +68,21 @@ Result<void> check_segment_source(const Context& c, const Transfer& t, const Seg
   if (s.via == kFromSourceShard) {
     const auto pos = c.source_positions[s.tensor][static_cast<std::size_t>(t.sender.value)];
     if (pos < 0 || !spec.source.box_at_position(pos).contains(s.box))
-      return invalid(fmt::format("rank {} sends {} of tensor '{}' without holding it",
-                                 t.sender.value, s.box.to_string(), spec.tensor.name));
+      return invalid(fmt::format("rank {} sends {} of tensor '{}' without holding it", t.sender.value,
+                                 s.box.to_string(), spec.tensor.name));
     return {};
   }
-  if (s.via < 0 || s.via >= t.id)
-    return invalid(fmt::format("via {} is not an earlier transfer", s.via));
+  if (s.via < 0 || s.via >= t.id) return invalid(fmt::format("via {} is not an earlier transfer", s.via));
   if (c.plan.transfers[static_cast<std::size_t>(s.via)].receiver != t.sender)
-    return invalid(fmt::format("via transfer {} was not received by sender rank {}", s.via,
-                               t.sender.value));
+    return invalid(fmt::format("via transfer {} was not received by sender rank {}", s.via, t.sender.value));
   const auto it = c.delivered.find(Context::key(s.via, s.tensor));
   std::vector<Box> parts;
   if (it != c.delivered.end())
     for (const Box* b : it->second)
       if (auto part = intersect(*b, s.box)) parts.push_back(std::move(*part));
   if (auto ok = check_tiling(parts, s.box); !ok)
-    return invalid(fmt::format("transfer {} did not deliver {} of tensor '{}' exactly once: {}",
-                               s.via, s.box.to_string(), spec.tensor.name, ok.error().message));
+    return invalid(fmt::format("transfer {} did not deliver {} of tensor '{}' exactly once: {}", s.via,
+                               s.box.to_string(), spec.tensor.name, ok.error().message));
   return {};
 }
 
@@ -108,8 +104,8 @@ Result<void> check_transfer(const Context& c, const Transfer& t, std::size_t ind
     const auto& shape = plan.tensors[s.tensor].shape;
     if (s.box.rank() != shape.size() || s.box.extent.size() != shape.size() || s.box.empty() ||
         !Box::whole(shape).contains(s.box))
-      return invalid(fmt::format("{}: box {} is empty or outside tensor '{}'", at,
-                                 s.box.to_string(), plan.tensors[s.tensor].name));
+      return invalid(fmt::format("{}: box {} is empty or outside tensor '{}'", at, s.box.to_string(),
+                                 plan.tensors[s.tensor].name));
     if (auto ok = check_segment_source(c, t, s); !ok) return std::unexpected(std::move(ok.error()).in(at));
     sum += plan.segment_bytes(s);
   }
@@ -130,7 +126,8 @@ Result<void> check_coverage(const Context& c) {
     const auto r = t.receiver.value;
     if (r < c.plan.source_ranks) continue;
     for (const auto& s : t.segments)
-      if (c.destination_positions[s.tensor][static_cast<std::size_t>(r)] >= 0) received.push_back({r, s.tensor, &s.box});
+      if (c.destination_positions[s.tensor][static_cast<std::size_t>(r)] >= 0)
+        received.push_back({r, s.tensor, &s.box});
   }
   std::ranges::sort(received, {}, [](const Received& x) { return std::pair(x.tensor, x.rank); });
   std::size_t next = 0;
@@ -146,9 +143,9 @@ Result<void> check_coverage(const Context& c) {
         if (auto cut = intersect(mine, *received[next].box)) boxes.push_back(std::move(*cut));
       if (mine.empty()) continue;
       if (auto ok = check_tiling(boxes, mine); !ok)
-        return std::unexpected(std::move(ok.error())
-                                   .in(fmt::format("destination rank {}, tensor '{}'", rank,
-                                                   c.plan.tensors[t].name)));
+        return std::unexpected(
+            std::move(ok.error())
+                .in(fmt::format("destination rank {}, tensor '{}'", rank, c.plan.tensors[t].name)));
     }
   }
   return {};
@@ -159,7 +156,8 @@ std::vector<bool> forwarded_transfers(const Plan& plan) {
   std::vector<bool> out(plan.transfers.size(), false);
   for (const auto& t : plan.transfers)
     for (const auto& s : t.segments)
-      if (s.via >= 0 && static_cast<std::size_t>(s.via) < out.size()) out[static_cast<std::size_t>(s.via)] = true;
+      if (s.via >= 0 && static_cast<std::size_t>(s.via) < out.size())
+        out[static_cast<std::size_t>(s.via)] = true;
   return out;
 }
 
@@ -176,8 +174,9 @@ Result<void> validate(const Plan& plan, const ReshardProblem& problem) {
   for (std::size_t i = 0; i < plan.transfers.size(); ++i) {
     const auto& t = plan.transfers[i];
     if (auto ok = check_transfer(c, t, i); !ok)
-      return std::unexpected(std::move(ok.error()).in(fmt::format("transfers[{}] ({} -> {})", i,
-                                                                  t.sender.value, t.receiver.value)));
+      return std::unexpected(
+          std::move(ok.error())
+              .in(fmt::format("transfers[{}] ({} -> {})", i, t.sender.value, t.receiver.value)));
     if (forwarded[i])
       for (const auto& s : t.segments) c.delivered[Context::key(t.id, s.tensor)].push_back(&s.box);
   }

@@ -35,8 +35,7 @@ class CompletionsByResource {
 
 bool contended(const Model& model, TaskId t, const TaskTiming& timing) {
   double slowest = std::numeric_limits<double>::infinity();
-  for (const ResourceId r : model.resources(t))
-    slowest = std::min(slowest, model.capacity(r).value);
+  for (const ResourceId r : model.resources(t)) slowest = std::min(slowest, model.capacity(r).value);
   const double alone = static_cast<double>(model.bytes(t).value) / slowest;
   return (timing.end - timing.start).value > alone * (1.0 + kContendedSlowdown);
 }
@@ -52,8 +51,7 @@ std::int32_t last_contender(const Model& model, TaskId t, std::span<const TaskTi
         list.begin(), list.end(), [&](std::int32_t u) { return timings[at(u)].end < own.end; });
     if (first_not_before == list.begin()) continue;
     const std::int32_t u = *(first_not_before - 1);
-    if (timings[at(u)].end > own.start && (best < 0 || timings[at(u)].end > timings[at(best)].end))
-      best = u;
+    if (timings[at(u)].end > own.start && (best < 0 || timings[at(u)].end > timings[at(best)].end)) best = u;
   }
   return best;
 }
@@ -86,8 +84,7 @@ Breakdown break_down(const Model& model, std::span<const CriticalStep> steps,
   Breakdown b;
   for (const CriticalStep& s : steps) {
     const TaskTiming& t = timings[at(s.task.value)];
-    const double latency =
-        std::max(0.0, std::min(t.end, t.start).value - std::max(s.from, t.ready).value);
+    const double latency = std::max(0.0, std::min(t.end, t.start).value - std::max(s.from, t.ready).value);
     const auto category = model.category(s.task);
     if (category >= b.by_category.size()) b.by_category.resize(category + 1);
     b.latency += Seconds{latency};

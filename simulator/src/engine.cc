@@ -100,9 +100,7 @@ void Engine::run_instant(double first) {
 void Engine::report_progress() {
   if (!options_.progress) return;
   const auto now = std::chrono::steady_clock::now();
-  if (std::chrono::duration<double>(now - last_progress_).count() <
-      options_.progress_interval.value)
-    return;
+  if (std::chrono::duration<double>(now - last_progress_).count() < options_.progress_interval.value) return;
   last_progress_ = now;
   options_.progress(static_cast<double>(ended_) / static_cast<double>(model_.task_count()));
 }

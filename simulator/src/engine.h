@@ -45,7 +45,7 @@ class Engine {
   std::vector<std::int32_t> pending_deps_;
   std::vector<char> done_;
   std::vector<char> waiting_;  // latency paid, waiting for the stream's previous task to end
-  std::vector<Event> batch_;  // scratch of run_instant()
+  std::vector<Event> batch_;   // scratch of run_instant()
   std::int32_t ended_ = 0;
   EngineRun out_;
   std::chrono::steady_clock::time_point last_progress_;

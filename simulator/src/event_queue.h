@@ -39,7 +39,7 @@ class EventQueue {
   void sift_up(std::size_t i);
   void sift_down(std::size_t i);
 
-  std::vector<Event> heap_;  // binary min-heap
+  std::vector<Event> heap_;              // binary min-heap
   std::vector<std::uint32_t> position_;  // per task: its event's index in heap_, or kAbsent
   std::uint64_t next_seq_ = 0;
 };

@@ -210,8 +210,7 @@ bool IncrementalMaxMin::absorbs(std::int32_t resource, double from, double to) {
   if (r.sharing == 0) return to <= from;
   const double drift = r.drift + (to - from);
   const double level = r.level - drift / static_cast<double>(r.sharing);
-  if (level > r.ceiling || level < r.floor * (1.0 - kRateTolerance) ||
-      to > level * (1.0 + kRateTolerance))
+  if (level > r.ceiling || level < r.floor * (1.0 - kRateTolerance) || to > level * (1.0 + kRateTolerance))
     return false;
   r.drift = drift;
   return true;

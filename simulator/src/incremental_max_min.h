@@ -101,8 +101,8 @@ class IncrementalMaxMin {
     // by a resource that was dirty before this one was predicted counted as rising already.
     std::uint64_t dirtied = 0;
     std::uint64_t predicted = 0;
-    bool saturated = false;     // its flows are all frozen
-    bool stale = false;         // a flow of it froze since its entry was pushed: the entry is low
+    bool saturated = false;  // its flows are all frozen
+    bool stale = false;      // a flow of it froze since its entry was pushed: the entry is low
     bool release_pending = false;
   };
   struct Entry {
@@ -121,9 +121,9 @@ class IncrementalMaxMin {
     }
   };
   struct Prediction {
-    double level;      // where the resource saturates (may be below the running level if it is
-                       // full already); +infinity if it never does
-    double kept;       // lowest rate of its untouched flows bottlenecked here; +infinity if none
+    double level;  // where the resource saturates (may be below the running level if it is
+                   // full already); +infinity if it never does
+    double kept;   // lowest rate of its untouched flows bottlenecked here; +infinity if none
   };
   static std::size_t index(std::int32_t i) { return static_cast<std::size_t>(i); }
 
@@ -150,9 +150,9 @@ class IncrementalMaxMin {
   std::vector<std::vector<Crossing>> crossing_;
   std::vector<std::uint32_t> slot_position_;
   std::vector<Resource> resources_;
-  std::vector<Flow> flows_;                 // by dense index
-  std::vector<std::uint32_t> dense_of_;     // by task, while active
-  std::vector<std::uint32_t> free_dense_;   // dense indices to reuse
+  std::vector<Flow> flows_;                // by dense index
+  std::vector<std::uint32_t> dense_of_;    // by task, while active
+  std::vector<std::uint32_t> free_dense_;  // dense indices to reuse
   std::vector<std::uint32_t> added_;
   std::vector<std::int32_t> changed_resources_;  // by add/remove since the last update
   std::vector<char> is_changed_resource_;
@@ -162,7 +162,7 @@ class IncrementalMaxMin {
   std::uint64_t ticks_ = 0;
   double level_ = 0.0;
   std::vector<Entry> heap_;
-  std::vector<double> caps_;  // scratch of predict()
+  std::vector<double> caps_;           // scratch of predict()
   std::vector<std::int32_t> changed_;  // tasks
 };
 

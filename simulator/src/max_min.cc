@@ -10,8 +10,7 @@ constexpr double kUnfrozen = -1.0;
 
 }  // namespace
 
-void MaxMinSolver::index_flows_by_resource(std::size_t resources,
-                                           std::span<const std::uint32_t> flow_begin,
+void MaxMinSolver::index_flows_by_resource(std::size_t resources, std::span<const std::uint32_t> flow_begin,
                                            std::span<const std::int32_t> flow_resources) {
   by_resource_begin_.assign(resources + 1, 0);
   for (const std::int32_t r : flow_resources) ++by_resource_begin_[static_cast<std::size_t>(r) + 1];
@@ -31,8 +30,7 @@ void MaxMinSolver::push_share(std::int32_t resource) {
   std::push_heap(heap_.begin(), heap_.end(), larger_share);
 }
 
-void MaxMinSolver::freeze_flows_of(std::int32_t bottleneck,
-                                   std::span<const std::uint32_t> flow_begin,
+void MaxMinSolver::freeze_flows_of(std::int32_t bottleneck, std::span<const std::uint32_t> flow_begin,
                                    std::span<const std::int32_t> flow_resources) {
   const auto b = static_cast<std::size_t>(bottleneck);
   const double share = std::max(left_[b], 0.0) / unfrozen_[b];

@@ -42,8 +42,7 @@ TaskId Model::add_task(const TaskSpec& spec) {
   // A flow loads each resource once however often the caller lists it; lists are a handful long.
   for (const ResourceId id : spec.resources) {
     const auto begin = task_resources_.begin() + r.resources_begin;
-    if (std::find(begin, task_resources_.end(), id) == task_resources_.end())
-      task_resources_.push_back(id);
+    if (std::find(begin, task_resources_.end(), id) == task_resources_.end()) task_resources_.push_back(id);
   }
   r.resources_count = static_cast<std::uint32_t>(task_resources_.size()) - r.resources_begin;
   r.deps_begin = static_cast<std::uint32_t>(task_deps_.size());
@@ -71,8 +70,7 @@ TaskId Model::add_task(const TaskSpec& spec) {
   return TaskId{task_count() - 1};
 }
 
-void Model::reserve_tasks(std::size_t tasks, std::size_t resources_per_task,
-                          std::size_t deps_per_task) {
+void Model::reserve_tasks(std::size_t tasks, std::size_t resources_per_task, std::size_t deps_per_task) {
   tasks_.reserve(tasks);
   task_resources_.reserve(tasks * resources_per_task);
   task_deps_.reserve(tasks * deps_per_task);

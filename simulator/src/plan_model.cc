@@ -105,7 +105,8 @@ class Builder {
   // leaving it out of the flows keeps the max-min problem small and its components apart.
   void find_binding_copy_engines() {
     std::vector<double> links(c_.gpus().size(), 0.0);
-    for (const auto& g : c_.gpus()) links[static_cast<std::size_t>(g.id.value)] = 2 * g.nvlink_bandwidth.value;
+    for (const auto& g : c_.gpus())
+      links[static_cast<std::size_t>(g.id.value)] = 2 * g.nvlink_bandwidth.value;
     for (const auto& n : c_.nics())
       for (auto g : n.gpus) links[static_cast<std::size_t>(g.value)] += 2 * n.bandwidth.value;
     for (const auto& g : c_.gpus())
@@ -126,7 +127,8 @@ class Builder {
   }
 
   std::span<const std::int32_t> upstreams_of(std::size_t transfer) const {
-    return std::span(upstreams_).subspan(upstream_begin_[transfer], upstream_begin_[transfer + 1] - upstream_begin_[transfer]);
+    return std::span(upstreams_)
+        .subspan(upstream_begin_[transfer], upstream_begin_[transfer + 1] - upstream_begin_[transfer]);
   }
 
   // A relay's one upstream transfer, whose data it forwards as it arrives; -1 for other transfers.
@@ -146,9 +148,10 @@ class Builder {
     std::vector<std::pair<std::uint64_t, std::int32_t>> by_pair;
     by_pair.reserve(plan_.transfers.size());
     for (const auto& t : plan_.transfers)
-      by_pair.emplace_back(static_cast<std::uint64_t>(t.sender.value) * static_cast<std::uint64_t>(plan_.world_size()) +
-                               static_cast<std::uint64_t>(t.receiver.value),
-                           t.id);
+      by_pair.emplace_back(
+          static_cast<std::uint64_t>(t.sender.value) * static_cast<std::uint64_t>(plan_.world_size()) +
+              static_cast<std::uint64_t>(t.receiver.value),
+          t.id);
     std::ranges::sort(by_pair);
     std::vector<std::int64_t> chunks_end;  // the pair's chunks up to and including its i-th transfer
     for (std::size_t i = 0; i < by_pair.size(); ++i) {
@@ -161,7 +164,8 @@ class Builder {
       const std::int64_t before = chunks_end.empty() ? 0 : chunks_end.back();
       if (before >= window_) {
         const std::int64_t granting = before - window_;  // counted from 0 in the pair
-        const auto k = static_cast<std::size_t>(std::ranges::upper_bound(chunks_end, granting) - chunks_end.begin());
+        const auto k =
+            static_cast<std::size_t>(std::ranges::upper_bound(chunks_end, granting) - chunks_end.begin());
         const std::int64_t holder_first = k == 0 ? 0 : chunks_end[k - 1];
         const std::int32_t holder = by_pair[i - chunks_end.size() + k].second;
         grant_[id] = {holder, granting - holder_first + 1};
@@ -183,7 +187,8 @@ class Builder {
     if (fresh) {
       const auto& spec = problem_.tensors()[tensor];
       const Layout& layout = source ? spec.source : spec.destination;
-      if (const auto position = layout.mesh().position_of_rank(r)) it->second = layout.box_at_position(*position);
+      if (const auto position = layout.mesh().position_of_rank(r))
+        it->second = layout.box_at_position(*position);
     }
     return it->second;
   }
@@ -223,8 +228,9 @@ class Builder {
   }
 
   TaskKind kind_of(LinkKind k) const {
-    return k == LinkKind::kNetwork ? TaskKind::kNetwork
-                                   : k == LinkKind::kNvlink ? TaskKind::kNvlink : TaskKind::kCopy;
+    return k == LinkKind::kNetwork  ? TaskKind::kNetwork
+           : k == LinkKind::kNvlink ? TaskKind::kNvlink
+                                    : TaskKind::kCopy;
   }
 
   Seconds latency_of(const Transfer& t) const {
@@ -343,20 +349,20 @@ class Builder {
   std::vector<std::int32_t> gpu_track_, nic_track_;
   std::vector<ResourceId> nic_tx_, nic_rx_, uplink_out_, uplink_in_;
   std::vector<bool> has_pipelined_dependent_;
-  std::vector<bool> copy_can_bind_;  // per GPU
-  std::vector<std::int32_t> upstreams_;           // of every transfer, in order (Transfer::upstream)
-  std::vector<std::size_t> upstream_begin_;       // per transfer + 1: its first upstream
+  std::vector<bool> copy_can_bind_;          // per GPU
+  std::vector<std::int32_t> upstreams_;      // of every transfer, in order (Transfer::upstream)
+  std::vector<std::size_t> upstream_begin_;  // per transfer + 1: its first upstream
   std::unordered_map<std::uint64_t, std::optional<Box>> boxes_;  // by (tensor, rank, source side)
-  std::vector<std::int32_t> stream_;                // per transfer; -1 with window 0
-  std::vector<Grant> grant_;                        // per transfer
-  std::vector<std::vector<std::int64_t>> cuts_;     // per transfer: chunks that grant others
-  std::vector<Piece> pieces_;                       // of all transfers, in order
-  std::vector<std::size_t> piece_begin_;            // per transfer + 1: its first piece
-  TaskSpec spec_;                                   // scratch of add_transfer()
+  std::vector<std::int32_t> stream_;                             // per transfer; -1 with window 0
+  std::vector<Grant> grant_;                                     // per transfer
+  std::vector<std::vector<std::int64_t>> cuts_;                  // per transfer: chunks that grant others
+  std::vector<Piece> pieces_;                                    // of all transfers, in order
+  std::vector<std::size_t> piece_begin_;                         // per transfer + 1: its first piece
+  TaskSpec spec_;                                                // scratch of add_transfer()
   std::vector<std::int64_t> ends_scratch_;
   fmt::memory_buffer label_;
   std::vector<TaskId> ends_;  // per transfer: the task after which its data is in place
-  std::int64_t window_;  // chunks granted ahead per pair; 0: no limit
+  std::int64_t window_;       // chunks granted ahead per pair; 0: no limit
 };
 
 }  // namespace

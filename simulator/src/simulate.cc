@@ -11,16 +11,14 @@
 namespace refit::sim {
 namespace {
 
-std::vector<ResourceUsage> usage(const Model& model, const std::vector<double>& busy,
-                                 Seconds makespan) {
+std::vector<ResourceUsage> usage(const Model& model, const std::vector<double>& busy, Seconds makespan) {
   std::vector<ResourceUsage> out(static_cast<std::size_t>(model.resource_count()));
   for (std::int32_t t = 0; t < model.task_count(); ++t)
     for (const ResourceId r : model.resources(TaskId{t}))
       out[static_cast<std::size_t>(r.value)].bytes += model.bytes(TaskId{t});
   for (std::size_t r = 0; r < out.size(); ++r) {
     out[r].busy = Seconds{busy[r]};
-    const double possible =
-        model.capacity(ResourceId{static_cast<std::int32_t>(r)}).value * makespan.value;
+    const double possible = model.capacity(ResourceId{static_cast<std::int32_t>(r)}).value * makespan.value;
     out[r].utilisation = possible > 0.0 ? static_cast<double>(out[r].bytes.value) / possible : 0.0;
   }
   return out;
@@ -43,8 +41,7 @@ Result<SimulationResult> simulate(const Model& model, const SimulateOptions& opt
     return invalid(fmt::format("instant must be in [0, 1), got {}", options.instant));
   if (auto ok = check_model(model); !ok) return std::unexpected(std::move(ok.error()));
   const Dependents dependents = build_dependents(model);
-  if (auto ok = check_acyclic(model, dependents); !ok)
-    return std::unexpected(std::move(ok.error()));
+  if (auto ok = check_acyclic(model, dependents); !ok) return std::unexpected(std::move(ok.error()));
   auto run = Engine(model, dependents, options).run();
   if (!run) return std::unexpected(std::move(run.error()));
 

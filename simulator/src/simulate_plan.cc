@@ -17,7 +17,8 @@ constexpr const char* kKindNames[] = {"network", "nvlink", "copy"};
 // of each step that is pack/unpack time is reported as such.
 void fill_breakdown(PlanSimulation& out, const sim::PlanModel& pm, const sim::SimulationResult& r) {
   Seconds* slots[] = {&out.network, &out.nvlink, &out.copy};
-  for (std::size_t k = 0; k < r.breakdown.by_category.size() && k < 3; ++k) *slots[k] = r.breakdown.by_category[k];
+  for (std::size_t k = 0; k < r.breakdown.by_category.size() && k < 3; ++k)
+    *slots[k] = r.breakdown.by_category[k];
   for (const auto& step : r.critical_path) {
     const auto t = static_cast<std::size_t>(step.task.value);
     const double waited = std::max(0.0, (r.tasks[t].start - step.from).value);
@@ -37,9 +38,8 @@ void fill_resources(PlanSimulation& out, const sim::Model& m, const sim::Simulat
 void fill_critical_path(PlanSimulation& out, const sim::PlanModel& pm, const sim::SimulationResult& r) {
   for (const auto& step : r.critical_path) {
     const auto t = static_cast<std::size_t>(step.task.value);
-    out.critical_path.push_back(CriticalTransfer{pm.transfer_of_task[t],
-                                                 kKindNames[pm.model.category(step.task)],
-                                                 step.from, r.tasks[t].end});
+    out.critical_path.push_back(CriticalTransfer{
+        pm.transfer_of_task[t], kKindNames[pm.model.category(step.task)], step.from, r.tasks[t].end});
   }
 }
 
@@ -49,8 +49,8 @@ std::int32_t default_window(std::string_view strategy) {
   return is_nccl_collective(strategy) ? 0 : PlanSimulationOptions::kDefaultWindow;
 }
 
-Result<PlanSimulation> simulate_plan(const Plan& plan, const ReshardProblem& problem,
-                                     const Cluster& cluster, const PlanSimulationOptions& options) {
+Result<PlanSimulation> simulate_plan(const Plan& plan, const ReshardProblem& problem, const Cluster& cluster,
+                                     const PlanSimulationOptions& options) {
   if (cluster.rank_count() < plan.world_size())
     return invalid(fmt::format("the plan has {} ranks, cluster '{}' places {}", plan.world_size(),
                                cluster.name(), cluster.rank_count()));
@@ -70,7 +70,8 @@ Result<PlanSimulation> simulate_plan(const Plan& plan, const ReshardProblem& pro
   fill_resources(out, pm.model, *r);
   fill_critical_path(out, pm, *r);
   if (options.trace)
-    if (auto ok = sim::write_chrome_trace(pm.model, *r, *options.trace); !ok) return std::unexpected(ok.error());
+    if (auto ok = sim::write_chrome_trace(pm.model, *r, *options.trace); !ok)
+      return std::unexpected(ok.error());
   return out;
 }
 

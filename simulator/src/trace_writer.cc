@@ -105,9 +105,8 @@ void append_task(fmt::memory_buffer& buf, const Model& model, TaskId t, const Ta
   fmt::format_to(std::back_inserter(buf),
                  ",\"pid\":{},\"tid\":{},\"ts\":{:.3f},\"dur\":{:.3f},\"args\":{{\"task\":{},"
                  "\"bytes\":{},\"latency_us\":{:.3f},\"flow_start_us\":{:.3f}}}}}",
-                 kPid, tid, timing.ready.value * kMicro, (timing.end - timing.ready).value * kMicro,
-                 t.value, model.bytes(t).value, model.latency(t).value * kMicro,
-                 timing.start.value * kMicro);
+                 kPid, tid, timing.ready.value * kMicro, (timing.end - timing.ready).value * kMicro, t.value,
+                 model.bytes(t).value, model.latency(t).value * kMicro, timing.start.value * kMicro);
 }
 
 void flush(fmt::memory_buffer& buf, std::ostream& out) {
@@ -117,11 +116,10 @@ void flush(fmt::memory_buffer& buf, std::ostream& out) {
 
 }  // namespace
 
-Result<void> write_chrome_trace(const Model& model, const SimulationResult& result,
-                                std::ostream& out) {
+Result<void> write_chrome_trace(const Model& model, const SimulationResult& result, std::ostream& out) {
   if (result.tasks.size() != at(model.task_count()))
-    return invalid(fmt::format("the result has {} task timings but the model {} tasks",
-                               result.tasks.size(), model.task_count()));
+    return invalid(fmt::format("the result has {} task timings but the model {} tasks", result.tasks.size(),
+                               model.task_count()));
   const auto [lane, lanes_per_track] = assign_lanes(model, result.tasks);
   std::vector<std::int32_t> first_tid(lanes_per_track.size() + 1, 0);
   for (std::size_t k = 0; k < lanes_per_track.size(); ++k)

@@ -11,17 +11,14 @@ Result<void> check_resources(const Model& model) {
   for (std::int32_t r = 0; r < model.resource_count(); ++r) {
     const double capacity = model.capacity(ResourceId{r}).value;
     if (!(capacity > 0.0) || !std::isfinite(capacity))
-      return invalid(
-          fmt::format("resource {} '{}': capacity must be positive and finite, got {} B/s", r,
-                      model.resource_name(ResourceId{r}), capacity));
+      return invalid(fmt::format("resource {} '{}': capacity must be positive and finite, got {} B/s", r,
+                                 model.resource_name(ResourceId{r}), capacity));
   }
   return {};
 }
 
 Result<void> check_task(const Model& model, TaskId t) {
-  const auto bad = [&](std::string what) {
-    return invalid(describe_task(model, t) + ": " + what);
-  };
+  const auto bad = [&](std::string what) { return invalid(describe_task(model, t) + ": " + what); };
   const std::int64_t bytes = model.bytes(t).value;
   const double latency = model.latency(t).value;
   if (bytes < 0) return bad(fmt::format("negative byte count {}", bytes));
@@ -38,8 +35,7 @@ Result<void> check_task(const Model& model, TaskId t) {
   if (model.track(t) < -1 || model.track(t) >= model.track_count())
     return bad(fmt::format("unknown track {}", model.track(t)));
   const std::int32_t stream = model.stream(t);
-  if (stream < -1 || stream >= model.stream_count())
-    return bad(fmt::format("unknown stream {}", stream));
+  if (stream < -1 || stream >= model.stream_count()) return bad(fmt::format("unknown stream {}", stream));
   // A task that named a stream before add_stream() made it was never put in its order.
   if (stream >= 0 && model.stream_previous(t) < 0 && model.stream_first(stream) != t.value)
     return bad(fmt::format("joins stream {}, which was added after it", stream));
@@ -48,8 +44,7 @@ Result<void> check_task(const Model& model, TaskId t) {
 
 // Walks unfinished dependencies from a task Kahn's algorithm could not order; every task there
 // waits on another unordered one, so the walk must revisit a task, and that task is on a cycle.
-std::string describe_cycle(const Model& model, const std::vector<std::int32_t>& pending,
-                           std::int32_t start) {
+std::string describe_cycle(const Model& model, const std::vector<std::int32_t>& pending, std::int32_t start) {
   std::vector<std::int32_t> seen_at(static_cast<std::size_t>(model.task_count()), -1);
   std::vector<std::int32_t> walk;
   std::int32_t t = start;
@@ -68,8 +63,7 @@ std::string describe_cycle(const Model& model, const std::vector<std::int32_t>& 
       }
   }
   std::string cycle;
-  for (auto i = static_cast<std::size_t>(seen_at[static_cast<std::size_t>(t)]); i < walk.size();
-       ++i)
+  for (auto i = static_cast<std::size_t>(seen_at[static_cast<std::size_t>(t)]); i < walk.size(); ++i)
     cycle += fmt::format("{} -> ", walk[i]);
   return fmt::format("{}: dependency cycle {}{}", describe_task(model, TaskId{t}), cycle, t);
 }
@@ -99,8 +93,7 @@ Dependents build_dependents(const Model& model) {
   g.tasks.resize(g.begin[n]);
   std::vector<std::uint32_t> cursor(g.begin.begin(), g.begin.end() - 1);
   for (std::int32_t t = 0; t < model.task_count(); ++t)
-    for (const TaskId d : model.deps(TaskId{t}))
-      g.tasks[cursor[static_cast<std::size_t>(d.value)]++] = t;
+    for (const TaskId d : model.deps(TaskId{t})) g.tasks[cursor[static_cast<std::size_t>(d.value)]++] = t;
   return g;
 }
 

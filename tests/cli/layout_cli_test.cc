@@ -17,15 +17,14 @@ TEST(LayoutCli, JsonMatchesTheContract) {
   EXPECT_EQ(j["mesh"], nlohmann::json({3, 2}));
   EXPECT_EQ(j["placements"], nlohmann::json({"S0", "R"}));
   ASSERT_EQ(j["boxes"].size(), 6u);
-  EXPECT_EQ(j["boxes"][0], nlohmann::json::parse(
-                               R"({"rank":0,"coord":[0,0],"offset":[0,0],"extent":[4,7]})"));
-  EXPECT_EQ(j["boxes"][5], nlohmann::json::parse(
-                               R"({"rank":5,"coord":[2,1],"offset":[8,0],"extent":[2,7]})"));
+  EXPECT_EQ(j["boxes"][0],
+            nlohmann::json::parse(R"({"rank":0,"coord":[0,0],"offset":[0,0],"extent":[4,7]})"));
+  EXPECT_EQ(j["boxes"][5],
+            nlohmann::json::parse(R"({"rank":5,"coord":[2,1],"offset":[8,0],"extent":[2,7]})"));
 }
 
 TEST(LayoutCli, ExplicitRanksAreReported) {
-  const auto r = run_refit(
-      "layout --shape 10,7 --mesh 3x2 --placements S0,R --ranks 4,5,6,7,8,9 --json");
+  const auto r = run_refit("layout --shape 10,7 --mesh 3x2 --placements S0,R --ranks 4,5,6,7,8,9 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["boxes"][2]["rank"], 6);
 }

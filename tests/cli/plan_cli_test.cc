@@ -28,9 +28,9 @@ TEST(PlanCli, JsonHasTheContractFields) {
   const auto r = run_refit("plan " + kProblem + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
-  for (const char* key : {"strategy", "tensors", "transfers", "messages", "total_bytes", "network_bytes",
-                          "nvlink_bytes", "max_nic_tx_bytes", "max_nic_rx_bytes", "lower_bound_s",
-                          "plan_seconds", "plan_hash"})
+  for (const char* key :
+       {"strategy", "tensors", "transfers", "messages", "total_bytes", "network_bytes", "nvlink_bytes",
+        "max_nic_tx_bytes", "max_nic_rx_bytes", "lower_bound_s", "plan_seconds", "plan_hash"})
     EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_EQ(j["strategy"], "refit");
   EXPECT_GT(j["network_bytes"].get<std::int64_t>(), 0);
@@ -43,21 +43,23 @@ TEST(PlanCli, SameInputsGiveTheSameHashInSeparateProcesses) {
     const auto b = run_refit("plan " + kProblem + " --strategy " + strategy + " --json");
     ASSERT_EQ(a.exit_code, 0) << a.err;
     ASSERT_EQ(b.exit_code, 0) << b.err;
-    EXPECT_EQ(nlohmann::json::parse(a.out)["plan_hash"], nlohmann::json::parse(b.out)["plan_hash"]) << strategy;
+    EXPECT_EQ(nlohmann::json::parse(a.out)["plan_hash"], nlohmann::json::parse(b.out)["plan_hash"])
+        << strategy;
   }
 }
 
 TEST(PlanCli, PlanFileFeedsTheSimulator) {
   const auto path = temp_file("plan.json");
-  const auto planned = run_refit("plan " + kProblem + " --strategy m2n-ring --out " + path.string() + " --json");
+  const auto planned =
+      run_refit("plan " + kProblem + " --strategy m2n-ring --out " + path.string() + " --json");
   ASSERT_EQ(planned.exit_code, 0) << planned.err;
   const auto sim = run_refit("simulate " + kProblem + " --plan " + path.string() + " --json");
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
   EXPECT_EQ(nlohmann::json::parse(sim.out)["strategies"][0]["strategy"], "m2n-ring");
   // The same plan file does not fit another problem: bad input.
-  const auto other = run_refit("simulate --model " + std::string(REFIT_TEST_DATA_DIR) +
-                               "/models/tiny-llama.json --train tp=2,pp=2 --infer tp=2,dp=2 --plan " +
-                               path.string());
+  const auto other =
+      run_refit("simulate --model " + std::string(REFIT_TEST_DATA_DIR) +
+                "/models/tiny-llama.json --train tp=2,pp=2 --infer tp=2,dp=2 --plan " + path.string());
   EXPECT_EQ(other.exit_code, 2) << other.err;
   EXPECT_NE(other.err.find("--plan"), std::string::npos) << other.err;
   std::filesystem::remove(path);
@@ -71,7 +73,8 @@ TEST(SimulateCli, JsonHasOneEntryPerStrategy) {
   for (const char* key : {"strategy", "predicted_s", "lower_bound_s", "network_bytes", "max_nic_rx_bytes"})
     EXPECT_TRUE(j["strategies"][0].contains(key)) << key;
   // No plan beats the lower bound.
-  EXPECT_GE(j["strategies"][0]["predicted_s"].get<double>(), j["strategies"][0]["lower_bound_s"].get<double>());
+  EXPECT_GE(j["strategies"][0]["predicted_s"].get<double>(),
+            j["strategies"][0]["lower_bound_s"].get<double>());
 
   const auto all = run_refit("simulate " + kProblem + " --compare --json");
   ASSERT_EQ(all.exit_code, 0) << all.err;

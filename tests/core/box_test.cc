@@ -27,7 +27,7 @@ TEST(Box, TouchingBoxesDoNotIntersect) {
 TEST(Box, Containment) {
   const Box outer{{0, 0}, {10, 7}};
   EXPECT_TRUE(outer.contains(Box{{2, 3}, {8, 4}}));
-  EXPECT_FALSE(outer.contains(Box{{2, 3}, {9, 4}}));  // row 10 is outside
+  EXPECT_FALSE(outer.contains(Box{{2, 3}, {9, 4}}));   // row 10 is outside
   EXPECT_TRUE(outer.contains(Box{{50, 50}, {0, 1}}));  // empty boxes fit anywhere
   EXPECT_TRUE(outer.contains_point({9, 6}));
   EXPECT_FALSE(outer.contains_point({10, 0}));

@@ -88,12 +88,14 @@ class RandomProblems {
     std::vector<std::int64_t> mesh(static_cast<std::size_t>(uniform(1, 3)));
     for (auto& m : mesh) m = uniform(1, 4);
     std::vector<Rank> ranks;
-    for (std::int64_t i = 0; i < element_count(mesh); ++i) ranks.emplace_back(first_rank + static_cast<std::int32_t>(i));
+    for (std::int64_t i = 0; i < element_count(mesh); ++i)
+      ranks.emplace_back(first_rank + static_cast<std::int32_t>(i));
     std::shuffle(ranks.begin(), ranks.end(), rng_);
     std::vector<Placement> placements;
     for (std::size_t a = 0; a < mesh.size(); ++a)
       placements.push_back(coin() ? Placement::replicate()
-                                  : Placement::shard(static_cast<int>(uniform(0, static_cast<std::int64_t>(shape.size()) - 1))));
+                                  : Placement::shard(static_cast<int>(
+                                        uniform(0, static_cast<std::int64_t>(shape.size()) - 1))));
     return Layout::make(shape, Mesh::make(mesh, ranks).value(), placements).value();
   }
 
@@ -117,11 +119,13 @@ void check_pair(const Layout& src, const Layout& dst) {
     std::vector<int> count(static_cast<std::size_t>(element_count(shape)), 0);
     if (const auto* d = o.destination_of(r))
       for (const auto& piece : d->pieces) {
-        for_each_point(piece.box, [&](const Shape& pt) { ++count[static_cast<std::size_t>(flat_index(shape, pt))]; });
+        for_each_point(piece.box,
+                       [&](const Shape& pt) { ++count[static_cast<std::size_t>(flat_index(shape, pt))]; });
         // (2) holders are exactly the source ranks holding the whole piece.
         std::vector<Rank> expected_holders;
         for (std::int64_t s = 0; s < src.mesh().size(); ++s)
-          if (holds_box(src_held[static_cast<std::size_t>(s)], piece.box)) expected_holders.push_back(src.mesh().rank_at(s));
+          if (holds_box(src_held[static_cast<std::size_t>(s)], piece.box))
+            expected_holders.push_back(src.mesh().rank_at(s));
         std::vector<Rank> got = o.holders(piece);
         std::ranges::sort(got);
         std::ranges::sort(expected_holders);

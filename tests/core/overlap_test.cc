@@ -5,8 +5,7 @@
 namespace refit {
 namespace {
 
-Layout make(Shape shape, std::vector<std::int64_t> mesh, std::vector<Rank> ranks,
-            const char* placements) {
+Layout make(Shape shape, std::vector<std::int64_t> mesh, std::vector<Rank> ranks, const char* placements) {
   return Layout::make(std::move(shape), Mesh::make(std::move(mesh), std::move(ranks)).value(),
                       parse_placements(placements).value())
       .value();

@@ -93,8 +93,8 @@ TEST(RankProgram, StridedLandingsAreStaged) {
 // its box [0:32, 0:2048]: more than kMaxRunsPerChunk runs, but each a page long (the mean is
 // kMinMeanRunBytes), so one put per run beats packing and unpacking: no staging on either side.
 TEST(RankProgram, ManyPageLongRunsMoveWithoutCopies) {
-  const auto p = programs_for(one_tensor({64, 2048}, "S1", 2, "S0", 2), testing::make_test_cluster(1, 4, 2, 2),
-                              "direct", Bytes{1 << 20});
+  const auto p = programs_for(one_tensor({64, 2048}, "S1", 2, "S0", 2),
+                              testing::make_test_cluster(1, 4, 2, 2), "direct", Bytes{1 << 20});
   const RankProgram& receiver = p.programs[2];
   ASSERT_EQ(receiver.receives.size(), 2u);
   EXPECT_EQ(receiver.receives[0].landing[0], Landing::kDirect);

@@ -108,7 +108,8 @@ std::int64_t stored_directly(const std::string& out) {
 // Shards live in memory the executor allocated, which UCX shares between the processes: puts are
 // stores made directly into it, unless --no-direct-stores sends them all through ucp_put_nbx.
 TEST(RunPuts, DirectStoresByDefaultAndThroughUcxOnRequest) {
-  const std::string args = "--model " + kModels + "tiny-llama.json --train tp=2 --infer tp=2 "
+  const std::string args = "--model " + kModels +
+                           "tiny-llama.json --train tp=2 --infer tp=2 "
                            "--cluster cpu-host --verify --json --timeout 20";
   const auto direct = refit_run(4, args);
   expect_verified(direct, "refit", 4);
@@ -122,7 +123,8 @@ TEST(RunPuts, DirectStoresByDefaultAndThroughUcxOnRequest) {
 // execution (the slowest rank's time), "seconds" is their median, and the destinations verify
 // after the last one.
 TEST(RunIterations, EachExecutionIsReportedAndTheLastIsVerified) {
-  const auto r = refit_run(4, "--model " + kModels + "tiny-llama.json --train tp=2 --infer tp=2 --iterations 3 "
+  const auto r = refit_run(4, "--model " + kModels +
+                                  "tiny-llama.json --train tp=2 --infer tp=2 --iterations 3 "
                                   "--cluster cpu-host:gpus_per_domain=2 --verify --json --timeout 20");
   expect_verified(r, "refit", 4);
   const auto j = nlohmann::json::parse(r.out, nullptr, false);
@@ -186,12 +188,15 @@ TEST(RunFaults, AKilledRankMakesEveryOtherRankFailNamingIt) {
 // must give up after --timeout (2 s) instead of hanging, each saying which collective and why.
 TEST(RunFaults, ARankThatNeverArrivesFailsTheBootstrapWithinTheTimeout) {
   const auto start = std::chrono::steady_clock::now();
-  const auto r = refit_run(4, "--model " + kModels + "tiny-llama.json --train tp=2 --infer tp=2 --timeout 2 --test-stall-rank 2", 60);
+  const auto r = refit_run(
+      4, "--model " + kModels + "tiny-llama.json --train tp=2 --infer tp=2 --timeout 2 --test-stall-rank 2",
+      60);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(seconds, 15.0) << r.err;
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_TRUE(std::regex_search(r.err, std::regex("refit run: error: rank [013]: MPI_Iallgather did not complete "
-                                                  "within 2.0 s: a rank died or hangs before reaching it")))
+  EXPECT_TRUE(
+      std::regex_search(r.err, std::regex("refit run: error: rank [013]: MPI_Iallgather did not complete "
+                                          "within 2.0 s: a rank died or hangs before reaching it")))
       << r.err;
 }
 

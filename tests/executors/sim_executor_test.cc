@@ -17,9 +17,10 @@ using testing::rank_range;
 // [4096, 4096] fp32 rows over 2 ranks on node 0 to 4 replicas over nodes 1 and 2.
 ReshardProblem problem() {
   const Shape shape{4096, 4096};
-  return ReshardProblem::make({testing::make_reshard("w", shape, make_layout(shape, {2}, rank_range(0, 2), "S0"),
-                                                     make_layout(shape, {4}, rank_range(2, 4), "R"), DType::kFP32)},
-                              2, 4)
+  return ReshardProblem::make(
+             {testing::make_reshard("w", shape, make_layout(shape, {2}, rank_range(0, 2), "S0"),
+                                    make_layout(shape, {4}, rank_range(2, 4), "R"), DType::kFP32)},
+             2, 4)
       .value();
 }
 
@@ -65,7 +66,8 @@ TEST(SimExecutor, RefusesAPlanThatDoesNotSolveTheProblemAndForeignRanks) {
   plan.transfers.pop_back();  // a destination box is now never delivered
   const auto broken = executor.prepare(plan, Rank{0}, RankBuffers{});
   ASSERT_FALSE(broken);
-  EXPECT_NE(broken.error().message.find("the sim executor's plan"), std::string::npos) << broken.error().message;
+  EXPECT_NE(broken.error().message.find("the sim executor's plan"), std::string::npos)
+      << broken.error().message;
 }
 
 }  // namespace

@@ -20,7 +20,8 @@ TEST(StreamingCopy, MatchesMemcpyAtEveryAlignmentAndLength) {
   for (std::size_t from = 0; from < 64; from += 7)
     for (std::size_t to = 0; to < 64; to += 5)
       for (const std::size_t n : lengths) {
-        SCOPED_TRACE(::testing::Message() << "source +" << from << ", destination +" << to << ", " << n << " bytes");
+        SCOPED_TRACE(::testing::Message()
+                     << "source +" << from << ", destination +" << to << ", " << n << " bytes");
         std::vector<std::byte> got(n + 192, std::byte{0xAB});
         std::vector<std::byte> want = got;
         std::memcpy(want.data() + 64 + to, source.data() + from, n);

@@ -34,7 +34,8 @@ struct RunSpec {
   bool executor_memory = false;   // shards from the executor's allocate_host, not the heap
 };
 
-HostShards shards_for(const ReshardProblem& problem, std::int32_t r, Executor& executor, bool executor_memory) {
+HostShards shards_for(const ReshardProblem& problem, std::int32_t r, Executor& executor,
+                      bool executor_memory) {
   if (!executor_memory) return HostShards::allocate(problem, Rank{r});
   auto shards = HostShards::allocate(problem, Rank{r}, [&](Bytes b) { return executor.allocate_host(b); });
   EXPECT_TRUE(shards) << shards.error().message;

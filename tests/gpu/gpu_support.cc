@@ -7,7 +7,8 @@
 namespace refit::gpu_testing {
 namespace {
 
-std::span<std::byte> add_shard(DeviceRanks& d, std::uint32_t tensor, const TensorSpec& spec, const Box& box, bool source) {
+std::span<std::byte> add_shard(DeviceRanks& d, std::uint32_t tensor, const TensorSpec& spec, const Box& box,
+                               bool source) {
   const auto bytes = static_cast<std::size_t>(box.volume() * dtype_size(spec.dtype));
   auto& m = d.memory.emplace_back();
   if (!m.allocate(bytes, "cudaMalloc (test shard)")) throw std::runtime_error("cudaMalloc failed");
@@ -47,11 +48,13 @@ Result<void> verify_device_destinations(const ReshardProblem& problem, const Dev
     for (const auto& d : r.buffers.destinations) {
       const auto& spec = problem.tensors()[d.tensor].tensor;
       std::vector<std::byte> host(d.bytes.size());
-      if (!host.empty() && cudaMemcpy(host.data(), d.bytes.data(), host.size(), cudaMemcpyDeviceToHost) != cudaSuccess)
+      if (!host.empty() &&
+          cudaMemcpy(host.data(), d.bytes.data(), host.size(), cudaMemcpyDeviceToHost) != cudaSuccess)
         return fail(ErrorCode::kRuntime, "cudaMemcpy back failed");
       if (auto ok = verify_pattern(d.tensor, spec.shape, d.box, dtype_size(spec.dtype), host); !ok)
-        return std::unexpected(std::move(ok.error()).in(fmt::format("rank {}, tensor '{}' {}", r.rank.value, spec.name,
-                                                                    d.box.to_string())));
+        return std::unexpected(
+            std::move(ok.error())
+                .in(fmt::format("rank {}, tensor '{}' {}", r.rank.value, spec.name, d.box.to_string())));
     }
   return {};
 }

@@ -9,9 +9,9 @@
 #include <gtest/gtest.h>
 #include <nccl.h>
 
+#include "box_walk.h"
 #include "copy_kernel.h"
 #include "device_copy.h"
-#include "box_walk.h"
 #include "gpu_support.h"
 #include "refit/executors/host_shards.h"
 #include "refit/executors/nccl/nccl_executor.h"
@@ -54,11 +54,14 @@ TEST_P(OneGpu, EveryRankOfAPlanOnOneGpuGetsExactlyItsBytes) {
   const auto cluster = refit::testing::make_test_cluster(2, 4, 4, 4);
   const CommRankMap all_on_one(static_cast<std::size_t>(problem.world_size()), 0);
   LoneBootstrap bootstrap;
-  for (const auto& [chunk, staging] : {std::pair{Bytes{8 << 20}, Bytes{256 << 20}}, std::pair{Bytes{256 << 10}, Bytes{1 << 20}}}) {
+  for (const auto& [chunk, staging] :
+       {std::pair{Bytes{8 << 20}, Bytes{256 << 20}}, std::pair{Bytes{256 << 10}, Bytes{1 << 20}}}) {
     SCOPED_TRACE(::testing::Message() << "chunk " << chunk.value << ", staging " << staging.value);
     auto plan = make_plan(GetParam(), problem, cluster, PlanOptions{chunk, Bytes{1 << 30}});
     ASSERT_TRUE(plan) << plan.error().message;
-    auto executor = NcclExecutor::create(bootstrap, ExecutorOptions{.timeout = Seconds{60.0}, .staging = staging, .on_chunk_sent = {}}, NcclSetup{0, all_on_one});
+    auto executor = NcclExecutor::create(
+        bootstrap, ExecutorOptions{.timeout = Seconds{60.0}, .staging = staging, .on_chunk_sent = {}},
+        NcclSetup{0, all_on_one});
     ASSERT_TRUE(executor) << executor.error().message;
     const auto ranks = make_device_ranks(problem);
     const auto buffers = all_of(ranks);
@@ -74,8 +77,9 @@ TEST_P(OneGpu, EveryRankOfAPlanOnOneGpuGetsExactlyItsBytes) {
       EXPECT_EQ(report->bytes_received.value, plan_bytes);
       auto ok = verify_device_destinations(problem, ranks);
       EXPECT_TRUE(ok) << ok.error().message;
-      std::printf("[ %s ] %s, chunk %lld: %.3f ms for %lld bytes\n", round ? "rerun" : "first", plan->strategy.c_str(),
-                  static_cast<long long>(chunk.value), report->elapsed.value * 1e3, static_cast<long long>(plan_bytes));
+      std::printf("[ %s ] %s, chunk %lld: %.3f ms for %lld bytes\n", round ? "rerun" : "first",
+                  plan->strategy.c_str(), static_cast<long long>(chunk.value), report->elapsed.value * 1e3,
+                  static_cast<long long>(plan_bytes));
     }
   }
 }
@@ -114,8 +118,10 @@ TEST(OneGpuHostMemory, HostShardsAreMirroredOnTheGpu) {
   const auto plan = make_plan("m2n-ring", problem, refit::testing::make_test_cluster(2, 4, 4, 4)).value();
   std::vector<HostShards> shards;
   std::vector<LocalRankBuffers> buffers;
-  for (std::int32_t r = 0; r < problem.world_size(); ++r) shards.push_back(HostShards::allocate(problem, Rank{r}));
-  for (std::int32_t r = 0; r < problem.world_size(); ++r) buffers.push_back({Rank{r}, shards[static_cast<std::size_t>(r)].buffers()});
+  for (std::int32_t r = 0; r < problem.world_size(); ++r)
+    shards.push_back(HostShards::allocate(problem, Rank{r}));
+  for (std::int32_t r = 0; r < problem.world_size(); ++r)
+    buffers.push_back({Rank{r}, shards[static_cast<std::size_t>(r)].buffers()});
   LoneBootstrap bootstrap;
   auto executor = NcclExecutor::create(bootstrap, ExecutorOptions{}, NcclSetup{0, CommRankMap(8, 0)});
   ASSERT_TRUE(executor) << executor.error().message;
@@ -133,10 +139,13 @@ TEST(OneGpuFailures, ARankThatNeverJoinsCostsATimeoutNotAHang) {
   REFIT_REQUIRE_GPU();
   LoneBootstrap bootstrap(2);  // rank 1 never calls ncclCommInitRank
   const auto start = std::chrono::steady_clock::now();
-  auto executor = NcclExecutor::create(bootstrap, ExecutorOptions{.timeout = Seconds{2.0}, .staging = Bytes{1 << 20}, .on_chunk_sent = {}}, NcclSetup{0, {}});
+  auto executor = NcclExecutor::create(
+      bootstrap, ExecutorOptions{.timeout = Seconds{2.0}, .staging = Bytes{1 << 20}, .on_chunk_sent = {}},
+      NcclSetup{0, {}});
   ASSERT_FALSE(executor);
   EXPECT_EQ(executor.error().code, ErrorCode::kTimeout);
-  EXPECT_NE(executor.error().message.find("ncclCommInitRankConfig(rank 0 of 2"), std::string::npos) << executor.error().message;
+  EXPECT_NE(executor.error().message.find("ncclCommInitRankConfig(rank 0 of 2"), std::string::npos)
+      << executor.error().message;
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
 }
 
@@ -153,7 +162,8 @@ TEST(OneGpuFailures, RefusesHostMemoryAndForeignRanks) {
   buffers[0].buffers.sources[0].bytes = host;
   auto prepared = (*executor)->prepare_ranks(plan, buffers);
   ASSERT_FALSE(prepared);
-  EXPECT_NE(prepared.error().message.find("rank 0, sources[0]: the buffer is not CUDA memory of GPU 0"), std::string::npos)
+  EXPECT_NE(prepared.error().message.find("rank 0, sources[0]: the buffer is not CUDA memory of GPU 0"),
+            std::string::npos)
       << prepared.error().message;
 }
 
@@ -162,7 +172,9 @@ TEST(GpuCopyKernel, MatchesItsHostRun) {
   REFIT_REQUIRE_GPU();
   using namespace nccl_detail;
   std::mt19937_64 rng(11);
-  const auto uniform = [&](std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); };
+  const auto uniform = [&](std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  };
   for (int round = 0; round < 50; ++round) {
     const std::int64_t bytes = 1 << 22;
     std::vector<std::byte> src(bytes), want(bytes, std::byte{0}), got(bytes);
@@ -187,17 +199,21 @@ TEST(GpuCopyKernel, MatchesItsHostRun) {
       const auto first = uniform(0, x.volume() - 1);
       const auto count = uniform(1, x.volume() - first);
       const auto p = plan_copy(Stored{0, array}, Stored{dst_at, x}, x, first, count, es);
-      host_batch.push_back(make_device_copy(p.geometry, src.data() + p.src_offset, want.data() + p.dst_offset));
-      device_batch.push_back(make_device_copy(p.geometry, dsrc.get() + p.src_offset, ddst.get() + p.dst_offset));
+      host_batch.push_back(
+          make_device_copy(p.geometry, src.data() + p.src_offset, want.data() + p.dst_offset));
+      device_batch.push_back(
+          make_device_copy(p.geometry, dsrc.get() + p.src_offset, ddst.get() + p.dst_offset));
       dst_at += (x.volume() * es + 15) / 16 * 16;
     }
     number_items(host_batch);
     run_batch_on_host(host_batch);
     const auto items = number_items(device_batch);
     ASSERT_TRUE(ddesc.allocate(device_batch.size() * sizeof(DeviceCopy), "descriptors"));
-    cudaMemcpy(ddesc.get(), device_batch.data(), device_batch.size() * sizeof(DeviceCopy), cudaMemcpyHostToDevice);
-    ASSERT_EQ(launch_copy_batch(reinterpret_cast<const DeviceCopy*>(ddesc.get()), static_cast<std::int32_t>(device_batch.size()),
-                                items, nullptr), cudaSuccess);
+    cudaMemcpy(ddesc.get(), device_batch.data(), device_batch.size() * sizeof(DeviceCopy),
+               cudaMemcpyHostToDevice);
+    ASSERT_EQ(launch_copy_batch(reinterpret_cast<const DeviceCopy*>(ddesc.get()),
+                                static_cast<std::int32_t>(device_batch.size()), items, nullptr),
+              cudaSuccess);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     cudaMemcpy(got.data(), ddst.get(), bytes, cudaMemcpyDeviceToHost);
     ASSERT_EQ(got, want) << "round " << round;

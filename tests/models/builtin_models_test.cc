@@ -59,19 +59,18 @@ TEST_P(BuiltinTotals, MatchPublishedCounts) {
   EXPECT_NEAR(static_cast<double>(model->parameter_count()) / 1e9, p.published, p.published * 1e-3);
   EXPECT_EQ(model->bytes().value, 2 * p.exact);  // BF16
   if (p.projection_share > 0) {
-    const double share = static_cast<double>(model->projection_bytes().value) /
-                         static_cast<double>(model->bytes().value);
+    const double share =
+        static_cast<double>(model->projection_bytes().value) / static_cast<double>(model->bytes().value);
     EXPECT_NEAR(share, p.projection_share, 0.0005);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Catalog, BuiltinTotals, ::testing::ValuesIn(kPublished),
-                         [](const auto& info) {
-                           std::string name = info.param.name;
-                           for (char& c : name)
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Catalog, BuiltinTotals, ::testing::ValuesIn(kPublished), [](const auto& info) {
+  std::string name = info.param.name;
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return name;
+});
 
 TEST(BuiltinModels, CatalogListsEveryModel) {
   EXPECT_EQ(builtin_models().size(), std::size(kPublished));

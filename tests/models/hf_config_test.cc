@@ -53,12 +53,9 @@ struct TinyModel {
 //   dense layer + 3*128*64 = 37,552; MoE layer + router 512 + bias 8 + 8*3*32*64 + shared
 //   3*32*64 = 68,792; 37,552 + 2*68,792 + 32,832 = 207,968; tensors 1 + 12 + 2*17 + 2 = 49.
 constexpr TinyModel kTiny[] = {
-    {"tiny-llama.json", "llama", 21, 106'816},
-    {"tiny-qwen2.json", "qwen2", 26, 90'688},
-    {"tiny-qwen3.json", "qwen3", 25, 106'880},
-    {"tiny-qwen3-moe.json", "qwen3_moe", 27, 157'056},
-    {"tiny-mixtral.json", "mixtral", 23, 156'480},
-    {"tiny-deepseek-v3.json", "deepseek_v3", 49, 207'968},
+    {"tiny-llama.json", "llama", 21, 106'816},     {"tiny-qwen2.json", "qwen2", 26, 90'688},
+    {"tiny-qwen3.json", "qwen3", 25, 106'880},     {"tiny-qwen3-moe.json", "qwen3_moe", 27, 157'056},
+    {"tiny-mixtral.json", "mixtral", 23, 156'480}, {"tiny-deepseek-v3.json", "deepseek_v3", 49, 207'968},
 };
 
 class TinyConfigs : public ::testing::TestWithParam<TinyModel> {};
@@ -228,14 +225,11 @@ TEST_P(BadConfigs, ErrorNamesTheField) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, BadConfigs,
     ::testing::Values(
-        BadConfig{"tiny-llama.json", "model_type", "gpt2",
-                  "model_type: unknown architecture 'gpt2'"},
+        BadConfig{"tiny-llama.json", "model_type", "gpt2", "model_type: unknown architecture 'gpt2'"},
         BadConfig{"tiny-llama.json", "hidden_size", nullptr, "hidden_size: missing"},
-        BadConfig{"tiny-llama.json", "num_hidden_layers", "2",
-                  "num_hidden_layers: expected an integer"},
+        BadConfig{"tiny-llama.json", "num_hidden_layers", "2", "num_hidden_layers: expected an integer"},
         BadConfig{"tiny-llama.json", "vocab_size", 0, "vocab_size: must be >= 1"},
-        BadConfig{"tiny-llama.json", "hidden_size", 40'960'000'000,
-                  "hidden_size: must be <= 1048576"},
+        BadConfig{"tiny-llama.json", "hidden_size", 40'960'000'000, "hidden_size: must be <= 1048576"},
         BadConfig{"tiny-llama.json", "intermediate_size", nullptr, "intermediate_size: missing"},
         BadConfig{"tiny-llama.json", "num_key_value_heads", 3, "num_key_value_heads"},
         BadConfig{"tiny-llama.json", "torch_dtype", "float7", "torch_dtype"},

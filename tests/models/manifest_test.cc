@@ -49,17 +49,17 @@ TEST_P(ConfigRoundTrip, ConfigToManifestAndBack) {
   EXPECT_EQ(write_manifest(*back), write_manifest(*problem));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Architectures, ConfigRoundTrip,
-    ::testing::Values(RoundTrip{"tiny-llama.json", "tp=2,pp=2", "tp=4", {}},
-                      RoundTrip{"tiny-qwen2.json", "tp=2,pp=2,dp=2", "tp=2,dp=2", {}},
-                      RoundTrip{"tiny-qwen3.json", "tp=2,cp=2", "tp=4,dp=2", {}},
-                      RoundTrip{"tiny-qwen3-moe.json", "tp=2,pp=2,ep=4", "tp=4,dp=2", {}},
-                      RoundTrip{"tiny-qwen3-moe.json", "ep=2,etp=2,dp=4", "tp=2,dp=2,ep=on",
-                                HfOptions{.per_expert = true}},
-                      RoundTrip{"tiny-mixtral.json", "tp=2,ep=2", "tp=2,dp=2,ep=on", {}},
-                      RoundTrip{"tiny-deepseek-v3.json", "pp=2,ep=4", "tp=4",
-                                HfOptions{.include_mtp = true}}));
+INSTANTIATE_TEST_SUITE_P(Architectures, ConfigRoundTrip,
+                         ::testing::Values(RoundTrip{"tiny-llama.json", "tp=2,pp=2", "tp=4", {}},
+                                           RoundTrip{"tiny-qwen2.json", "tp=2,pp=2,dp=2", "tp=2,dp=2", {}},
+                                           RoundTrip{"tiny-qwen3.json", "tp=2,cp=2", "tp=4,dp=2", {}},
+                                           RoundTrip{
+                                               "tiny-qwen3-moe.json", "tp=2,pp=2,ep=4", "tp=4,dp=2", {}},
+                                           RoundTrip{"tiny-qwen3-moe.json", "ep=2,etp=2,dp=4",
+                                                     "tp=2,dp=2,ep=on", HfOptions{.per_expert = true}},
+                                           RoundTrip{"tiny-mixtral.json", "tp=2,ep=2", "tp=2,dp=2,ep=on", {}},
+                                           RoundTrip{"tiny-deepseek-v3.json", "pp=2,ep=4", "tp=4",
+                                                     HfOptions{.include_mtp = true}}));
 
 constexpr const char* kExample = R"({
   "format": "refit-manifest", "version": 1, "source_ranks": 2, "destination_ranks": 2,
@@ -129,14 +129,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadManifest{"/tensors/0/shape/1", -4, "tensors[0].shape[1]: must be >= 0"},
         BadManifest{"/tensors/0/shape", {1 << 30, 1 << 30}, "tensors[0].shape: more than"},
         BadManifest{"/tensors/0/source/mesh/0", 0, "tensors[0].source.mesh[0]: must be >= 1"},
-        BadManifest{
-            "/tensors/0/source/ranks", {0, 0}, "tensors[0].source: ranks[1]: rank 0 appears twice"},
+        BadManifest{"/tensors/0/source/ranks", {0, 0}, "tensors[0].source: ranks[1]: rank 0 appears twice"},
         BadManifest{"/tensors/0/source/ranks", {0, 1, 2}, "tensors[0].source: ranks: 3 ranks"},
         BadManifest{"/tensors/0/source/placements/0", "S7", "tensors[0].source: placements[0]: S7"},
-        BadManifest{"/tensors/0/destination/placements/0", "Q",
-                    "tensors[0].destination.placements[0]"},
-        BadManifest{"/tensors/0/destination/placements/0", 3,
-                    "tensors[0].destination.placements[0]"},
+        BadManifest{"/tensors/0/destination/placements/0", "Q", "tensors[0].destination.placements[0]"},
+        BadManifest{"/tensors/0/destination/placements/0", 3, "tensors[0].destination.placements[0]"},
         BadManifest{"/tensors/0/destination", nullptr, "tensors[0].destination: missing"},
         BadManifest{"/tensors/0/source/ranks", {2, 3}, "tensor 'w': source mesh uses rank 2"}));
 

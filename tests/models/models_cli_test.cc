@@ -35,8 +35,7 @@ TEST(ModelsCli, ListsTheBuiltinsAsATable) {
 
 TEST(ModelsCli, ShowsAModelWithLayouts) {
   // Qwen3-235B TP4xPP8xEP16 -> TP8xDP16: the per-rank bytes of models/problem_test.cc.
-  const auto r =
-      run_refit("models qwen3-235b-a22b --train tp=4,pp=8,ep=16 --infer tp=8,dp=16 --json");
+  const auto r = run_refit("models qwen3-235b-a22b --train tp=4,pp=8,ep=16 --infer tp=8,dp=16 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["params"], 235'093'634'560);
@@ -59,8 +58,8 @@ TEST(ModelsCli, HumanOutputForAConfigFile) {
 }
 
 TEST(ModelsCli, WritesAManifest) {
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("refit_models_cli_" + std::to_string(::getpid()) + ".json");
+  const auto path =
+      std::filesystem::temp_directory_path() / ("refit_models_cli_" + std::to_string(::getpid()) + ".json");
   const auto r = run_refit("models " + kTinyMoe + " --train tp=2,ep=2 --infer tp=2,dp=2,ep=on " +
                            "--per-expert --write-manifest " + path.string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -98,8 +97,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"models /nonexistent/config.json", "cannot open"},
         BadInput{"models qwen3-8b --train tp=4", "--infer: missing"},
         BadInput{"models qwen3-8b --train tp=4,zz=2 --infer tp=8", "--train: unknown key 'zz'"},
-        BadInput{"models qwen3-8b --train tp=3 --infer tp=8",
-                 "tp=3 does not divide num_attention_heads=32"},
+        BadInput{"models qwen3-8b --train tp=3 --infer tp=8", "tp=3 does not divide num_attention_heads=32"},
         BadInput{"models qwen3-235b-a22b --train ep=256 --infer tp=8",
                  "ep=256 does not divide the routed experts=128"},
         BadInput{"models qwen3-235b-a22b --train ep=16 --infer tp=8,dp=3,ep=on",

@@ -28,8 +28,8 @@ TEST(ProblemOptions, ModelWithTwoLayouts) {
   EXPECT_EQ(p->source_ranks(), 4);
   EXPECT_EQ(p->destination_ranks(), 4);
   EXPECT_EQ(p->tensors().size(), 27u);
-  auto fp32 = load({"--model", kTinyMoe, "--train", "tp=2", "--infer", "tp=2", "--dtype", "fp32",
-                    "--per-expert"});
+  auto fp32 =
+      load({"--model", kTinyMoe, "--train", "tp=2", "--infer", "tp=2", "--dtype", "fp32", "--per-expert"});
   ASSERT_TRUE(fp32) << fp32.error().message;
   EXPECT_EQ(fp32->total_bytes().value, 4 * 157'056);  // tiny-qwen3-moe parameters, 4 bytes each
   EXPECT_EQ(fp32->tensors().size(), 27u + 42);

@@ -34,10 +34,9 @@ void expect_every_destination_element_covered(const ReshardProblem& p) {
   }
 }
 
-void expect_ranks(const std::vector<Bytes>& bytes, std::size_t first, std::size_t last,
-                  std::int64_t expected, const char* what) {
-  for (std::size_t r = first; r <= last; ++r)
-    EXPECT_EQ(bytes[r].value, expected) << what << " " << r;
+void expect_ranks(const std::vector<Bytes>& bytes, std::size_t first, std::size_t last, std::int64_t expected,
+                  const char* what) {
+  for (std::size_t r = first; r <= last; ++r) EXPECT_EQ(bytes[r].value, expected) << what << " " << r;
 }
 
 TEST(ReferenceRefit, Qwen3_235B_Tp4Pp8Ep16_To_Tp8Dp16) {
@@ -118,8 +117,7 @@ TEST(ReferenceRefit, ExpertParallelInferenceHoldsEachExpertOnce) {
   std::int64_t expert_bytes = 0;
   for (const auto& t : p.tensors()) {
     if (t.tensor.shape.size() != 3) continue;
-    for (std::int32_t r = 4; r < 8; ++r)
-      expert_bytes += t.destination.local_box(Rank{r})->volume() * 2;
+    for (std::int32_t r = 4; r < 8; ++r) expert_bytes += t.destination.local_box(Rank{r})->volume() * 2;
   }
   EXPECT_EQ(expert_bytes, 2 * 98'304);
   expect_every_destination_element_covered(p);

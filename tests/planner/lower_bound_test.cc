@@ -15,10 +15,12 @@ TEST(LowerBound, DestinationDomainReceiveBound) {
   // 8 MiB replicated on all 4 GPUs of domain 1, held on domain 0: domain 1 must receive 8 MiB
   // through 4 NICs of 50 GB/s: 8 MiB / 200 GB/s. The source side injects the same 8 MiB through
   // 4 NICs, so the two bounds are equal; each GPU needs 8 MiB over 450 GB/s (NVLink + NIC).
-  const auto p = ReshardProblem::make(
-      {testing::make_reshard("w", {4096, 1024}, make_layout({4096, 1024}, {4}, rank_range(0, 4), "S0"),
-                             make_layout({4096, 1024}, {4}, rank_range(4, 4), "R"))},
-      4, 4).value();
+  const auto p =
+      ReshardProblem::make(
+          {testing::make_reshard("w", {4096, 1024}, make_layout({4096, 1024}, {4}, rank_range(0, 4), "S0"),
+                                 make_layout({4096, 1024}, {4}, rank_range(4, 4), "R"))},
+          4, 4)
+          .value();
   const auto c = testing::make_test_cluster(2, 4, 4, 4);
   const auto lb = lower_bound(p, c);
   const double bytes = 4096.0 * 1024 * 2;
@@ -36,10 +38,12 @@ TEST(LowerBound, DestinationDomainReceiveBound) {
 
 TEST(LowerBound, SingleHolderNicBound) {
   // The whole 8 MiB sits on rank 0 alone: it must leave through NIC 0 at least once.
-  const auto p = ReshardProblem::make(
-      {testing::make_reshard("w", {4096, 1024}, make_layout({4096, 1024}, {1}, rank_range(0, 1), "R"),
-                             make_layout({4096, 1024}, {4}, rank_range(4, 4), "S0"))},
-      4, 4).value();
+  const auto p =
+      ReshardProblem::make(
+          {testing::make_reshard("w", {4096, 1024}, make_layout({4096, 1024}, {1}, rank_range(0, 1), "R"),
+                                 make_layout({4096, 1024}, {4}, rank_range(4, 4), "S0"))},
+          4, 4)
+          .value();
   const auto lb = lower_bound(p, testing::make_test_cluster(2, 4, 4, 4));
   EXPECT_NEAR(lb.source_nic.value, 4096.0 * 1024 * 2 / 50e9, 1e-12);
   EXPECT_EQ(lb.binding, "single source NIC");

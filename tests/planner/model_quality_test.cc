@@ -12,7 +12,8 @@ namespace {
 class DeepSeekPlan : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    mp_ = new testing::ModelProblem(testing::model_problem("deepseek-v3", "pp=16,ep=16", "tp=32,dp=8", "dgx-h100"));
+    mp_ = new testing::ModelProblem(
+        testing::model_problem("deepseek-v3", "pp=16,ep=16", "tp=32,dp=8", "dgx-h100"));
     plan_ = new Plan(make_plan("refit", mp_->problem, mp_->cluster).value());
   }
   static void TearDownTestSuite() {
@@ -56,7 +57,8 @@ TEST_F(DeepSeekPlan, BusiestNicWithinFivePercentOfTheOptimum) {
 
 TEST_F(DeepSeekPlan, NeverMoreNetworkBytesThanDirect) {
   const auto direct = make_plan("direct", mp_->problem, mp_->cluster).value();
-  EXPECT_LE(compute_stats(*plan_, mp_->cluster).network_bytes, compute_stats(direct, mp_->cluster).network_bytes);
+  EXPECT_LE(compute_stats(*plan_, mp_->cluster).network_bytes,
+            compute_stats(direct, mp_->cluster).network_bytes);
 }
 
 }  // namespace

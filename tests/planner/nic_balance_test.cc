@@ -23,7 +23,8 @@ double makespan_of(const BalanceProblem& p, const std::vector<double>& tx, const
 double brute_force(const BalanceProblem& p, double part) {
   std::vector<std::pair<std::size_t, double>> parts;  // (class, bytes)
   for (std::size_t c = 0; c < p.classes.size(); ++c)
-    for (double left = p.classes[c].bytes; left > 0; left -= part) parts.emplace_back(c, std::min(part, left));
+    for (double left = p.classes[c].bytes; left > 0; left -= part)
+      parts.emplace_back(c, std::min(part, left));
   auto tx = p.tx_fixed;
   auto rx = p.rx_fixed;
   double best = std::numeric_limits<double>::infinity();

@@ -14,12 +14,14 @@ using testing::make_layout;
 using testing::rank_range;
 
 TEST(PlanJson, EveryStrategyRoundTrips) {
-  const auto p = ReshardProblem::make(
-      {testing::make_reshard("a", {64, 32}, make_layout({64, 32}, {2, 2}, rank_range(0, 4), "S0,R"),
-                             make_layout({64, 32}, {2, 2}, rank_range(4, 4), "R,S1")),
-       testing::make_reshard("b", {10}, make_layout({10}, {4}, rank_range(0, 4), "S0"),
-                             make_layout({10}, {4}, rank_range(4, 4), "R"), DType::kFP32)},
-      4, 4).value();
+  const auto p =
+      ReshardProblem::make(
+          {testing::make_reshard("a", {64, 32}, make_layout({64, 32}, {2, 2}, rank_range(0, 4), "S0,R"),
+                                 make_layout({64, 32}, {2, 2}, rank_range(4, 4), "R,S1")),
+           testing::make_reshard("b", {10}, make_layout({10}, {4}, rank_range(0, 4), "S0"),
+                                 make_layout({10}, {4}, rank_range(4, 4), "R"), DType::kFP32)},
+          4, 4)
+          .value();
   const auto c = testing::make_test_cluster(4, 2, 4, 4);
   for (auto name : strategy_names()) {
     const auto plan = make_plan(name, p, c).value();
@@ -43,12 +45,24 @@ TEST(PlanJson, ErrorsNameTheJsonPath) {
     s.replace(s.find(from), from.size(), to);
     return parse_plan_json(s);
   };
-  EXPECT_NE(replace(R"("extent":[4])", R"("extent":"x")").error().message.find("transfers[0].segments[0].extent: expected an array"), std::string::npos);
-  EXPECT_NE(replace(R"("link":"network")", R"("link":"pigeon")").error().message.find("transfers[0].link"), std::string::npos);
-  EXPECT_NE(replace(R"("dtype":"bf16")", R"("dtype":"bf17")").error().message.find("tensors[0].dtype"), std::string::npos);
-  EXPECT_NE(replace(R"("from":0,)", "").error().message.find("transfers[0].from: missing"), std::string::npos);
-  EXPECT_NE(replace(R"("chunk":64)", R"("chunk":0)").error().message.find("transfers[0].chunk: must be >= 1, got 0"), std::string::npos);
-  EXPECT_NE(replace(R"("via":-1)", R"("via":-2)").error().message.find("transfers[0].segments[0].via: must be >= -1"), std::string::npos);
+  EXPECT_NE(replace(R"("extent":[4])", R"("extent":"x")")
+                .error()
+                .message.find("transfers[0].segments[0].extent: expected an array"),
+            std::string::npos);
+  EXPECT_NE(replace(R"("link":"network")", R"("link":"pigeon")").error().message.find("transfers[0].link"),
+            std::string::npos);
+  EXPECT_NE(replace(R"("dtype":"bf16")", R"("dtype":"bf17")").error().message.find("tensors[0].dtype"),
+            std::string::npos);
+  EXPECT_NE(replace(R"("from":0,)", "").error().message.find("transfers[0].from: missing"),
+            std::string::npos);
+  EXPECT_NE(replace(R"("chunk":64)", R"("chunk":0)")
+                .error()
+                .message.find("transfers[0].chunk: must be >= 1, got 0"),
+            std::string::npos);
+  EXPECT_NE(replace(R"("via":-1)", R"("via":-2)")
+                .error()
+                .message.find("transfers[0].segments[0].via: must be >= -1"),
+            std::string::npos);
   EXPECT_FALSE(parse_plan_json("{not json"));
   EXPECT_FALSE(load_plan_file("/nonexistent/plan.json"));
 }

@@ -4,9 +4,9 @@
 // copy while direct sends one per replica whose UNIFORM source is outside the domain.
 #include <gtest/gtest.h>
 
+#include "random_problems.h"
 #include "refit/planner/plan_stats.h"
 #include "refit/planner/strategy.h"
-#include "random_problems.h"
 #include "test_cluster.h"
 
 namespace refit {
@@ -25,8 +25,8 @@ TEST(PlanProperty, TwoThousandRandomProblemsValidateForEveryStrategy) {
     const auto problem = gen.problem(src, dst, gen.uniform(1, 3), 9, 0);
     const auto cluster = testing::make_test_cluster(nodes, per_node, src, dst);
     const auto strategy = strategy_names()[static_cast<std::size_t>(i) % strategy_names().size()];
-    SCOPED_TRACE(::testing::Message() << "case " << i << " strategy " << strategy << " on "
-                                      << nodes << "x" << per_node << ", " << src << "->" << dst);
+    SCOPED_TRACE(::testing::Message() << "case " << i << " strategy " << strategy << " on " << nodes << "x"
+                                      << per_node << ", " << src << "->" << dst);
     const auto plan = make_plan(strategy, problem, cluster);
     ASSERT_TRUE(plan) << plan.error().message;
     const auto ok = validate(*plan, problem);

@@ -16,10 +16,11 @@ using testing::rank_range;
 // [4096, 1024] bf16 = 8 MiB, rows split over 4 training ranks on node 0. Inference on node 1:
 // a 2x2 mesh (R, S0): two row halves, each replicated on two GPUs of the same domain.
 ReshardProblem replicated_in_one_domain() {
-  return ReshardProblem::make({make_reshard("w", {4096, 1024},
-                                            make_layout({4096, 1024}, {4}, rank_range(0, 4), "S0"),
-                                            make_layout({4096, 1024}, {2, 2}, rank_range(4, 4), "R,S0"))},
-                              4, 4).value();
+  return ReshardProblem::make(
+             {make_reshard("w", {4096, 1024}, make_layout({4096, 1024}, {4}, rank_range(0, 4), "S0"),
+                           make_layout({4096, 1024}, {2, 2}, rank_range(4, 4), "R,S0"))},
+             4, 4)
+      .value();
 }
 
 Plan plan_of(std::string_view strategy, const ReshardProblem& p, const Cluster& c) {
@@ -73,9 +74,10 @@ TEST(Strategies, RefitSpreadsReplicatedSourcesOverAllNics) {
   // UNIFORM picks source replica 0 for every piece (4 sources, 1 destination replica each), so
   // direct loads NIC 0 with the whole 8 MiB; refit gives each source NIC one 2 MiB piece.
   const auto p = ReshardProblem::make(
-      {make_reshard("w", {4096, 1024}, make_layout({4096, 1024}, {4}, rank_range(0, 4), "R"),
-                    make_layout({4096, 1024}, {4}, rank_range(4, 4), "S0"))},
-      4, 4).value();
+                     {make_reshard("w", {4096, 1024}, make_layout({4096, 1024}, {4}, rank_range(0, 4), "R"),
+                                   make_layout({4096, 1024}, {4}, rank_range(4, 4), "S0"))},
+                     4, 4)
+                     .value();
   const auto c = make_test_cluster(2, 4, 4, 4);
   const auto direct = compute_stats(plan_of("direct", p, c), c);
   const auto refit = compute_stats(plan_of("refit", p, c), c);
@@ -89,9 +91,10 @@ TEST(Strategies, RefitSplitsAPieceAcrossSendersWhenThatBalances) {
   // own NICs. The receiver NIC is the bound either way, but no sender needs more than a quarter:
   // the fractional optimum cuts the single piece into 4 row blocks of 2 MiB.
   const auto p = ReshardProblem::make(
-      {make_reshard("w", {4096, 1024}, make_layout({4096, 1024}, {4}, rank_range(0, 4), "R"),
-                    make_layout({4096, 1024}, {1}, rank_range(4, 1), "R"))},
-      4, 1).value();
+                     {make_reshard("w", {4096, 1024}, make_layout({4096, 1024}, {4}, rank_range(0, 4), "R"),
+                                   make_layout({4096, 1024}, {1}, rank_range(4, 1), "R"))},
+                     4, 1)
+                     .value();
   const auto c = make_test_cluster(2, 4, 4, 1);
   const auto s = compute_stats(plan_of("refit", p, c), c);
   EXPECT_EQ(s.max_nic_rx.value, kTensorBytes);
@@ -135,16 +138,19 @@ TEST(Strategies, DestinationDomainsForwardWhenTheOnlyHolderIsOverloaded) {
   // each. Sending it four times would load the single source NIC with 32 MiB while every receiver
   // gets 8 MiB: refit sends it once per busiest-receiver budget and lets destination domains
   // forward the rest over their own (otherwise idle) NIC send side.
-  const auto p = ReshardProblem::make(
-      {testing::make_reshard("w", {4096, 1024}, testing::make_layout({4096, 1024}, {1}, testing::rank_range(0, 1), "R"),
-                             testing::make_layout({4096, 1024}, {4}, testing::rank_range(1, 4), "R"))},
-      1, 4).value();
+  const auto p =
+      ReshardProblem::make(
+          {testing::make_reshard("w", {4096, 1024},
+                                 testing::make_layout({4096, 1024}, {1}, testing::rank_range(0, 1), "R"),
+                                 testing::make_layout({4096, 1024}, {4}, testing::rank_range(1, 4), "R"))},
+          1, 4)
+          .value();
   const auto c = testing::make_test_cluster(5, 1, 1, 4);
   const auto plan = make_plan("refit", p, c).value();
   ASSERT_TRUE(validate(plan, p)) << validate(plan, p).error().message;
   const auto s = compute_stats(plan, c);
   EXPECT_EQ(s.max_nic_rx.value, kTensorBytes);
-  EXPECT_EQ(s.max_nic_tx.value, kTensorBytes);      // down from 4 x 8 MiB on the source NIC
+  EXPECT_EQ(s.max_nic_tx.value, kTensorBytes);         // down from 4 x 8 MiB on the source NIC
   EXPECT_EQ(s.network_bytes.value, 4 * kTensorBytes);  // still one copy into each domain
 }
 
@@ -160,11 +166,14 @@ namespace {
 // 34 MiB, so two of a's copies are forwarded (34 -> 26 -> 18 MiB).
 ReshardProblem one_holder_and_background() {
   const Shape a{4096, 1024}, c{24576, 1024}, d{1024, 1024};
-  return ReshardProblem::make(
-      {make_reshard("a", a, make_layout(a, {1}, rank_range(0, 1), "R"), make_layout(a, {4}, rank_range(5, 4), "R")),
-       make_reshard("c", c, make_layout(c, {4}, rank_range(1, 4), "S0"), make_layout(c, {4}, rank_range(5, 4), "S0")),
-       make_reshard("d", d, make_layout(d, {1}, rank_range(0, 1), "R"), make_layout(d, {1}, rank_range(6, 1), "R"))},
-      5, 4).value();
+  return ReshardProblem::make({make_reshard("a", a, make_layout(a, {1}, rank_range(0, 1), "R"),
+                                            make_layout(a, {4}, rank_range(5, 4), "R")),
+                               make_reshard("c", c, make_layout(c, {4}, rank_range(1, 4), "S0"),
+                                            make_layout(c, {4}, rank_range(5, 4), "S0")),
+                               make_reshard("d", d, make_layout(d, {1}, rank_range(0, 1), "R"),
+                                            make_layout(d, {1}, rank_range(6, 1), "R"))},
+                              5, 4)
+      .value();
 }
 
 TEST(Strategies, ForwardingBuildsAShallowTreeWhereTheForwarderHasRoom) {

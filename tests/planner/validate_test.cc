@@ -13,10 +13,12 @@ using testing::rank_range;
 // Each destination needs two 2x2 pieces of 8 bytes.
 class ValidateTest : public ::testing::Test {
  protected:
-  ReshardProblem problem = ReshardProblem::make(
-      {testing::make_reshard("w", {4, 4}, make_layout({4, 4}, {2}, rank_range(0, 2), "S0"),
-                             make_layout({4, 4}, {2}, rank_range(2, 2), "S1"))},
-      2, 2).value();
+  ReshardProblem problem =
+      ReshardProblem::make(
+          {testing::make_reshard("w", {4, 4}, make_layout({4, 4}, {2}, rank_range(0, 2), "S0"),
+                                 make_layout({4, 4}, {2}, rank_range(2, 2), "S1"))},
+          2, 2)
+          .value();
 
   static Segment seg(Box b, std::int32_t via = kFromSourceShard) { return Segment{0, std::move(b), via}; }
   static Transfer xfer(std::int32_t id, int from, int to, std::vector<Segment> s) {
@@ -33,7 +35,9 @@ class ValidateTest : public ::testing::Test {
   static std::string error_of(const Result<void>& r) { return r ? std::string() : r.error().message; }
 };
 
-TEST_F(ValidateTest, HandWrittenPlanIsValid) { EXPECT_TRUE(validate(good(), problem)) << error_of(validate(good(), problem)); }
+TEST_F(ValidateTest, HandWrittenPlanIsValid) {
+  EXPECT_TRUE(validate(good(), problem)) << error_of(validate(good(), problem));
+}
 
 TEST_F(ValidateTest, MissingPieceIsAGap) {
   auto p = good();

@@ -49,11 +49,8 @@ TEST(CriticalPath, FollowsDependenciesAndCountsLatency) {
   const auto l = m.add_resource("l", gbps(1));
   const auto other = m.add_resource("other", gbps(1));
   const auto x = m.add_task({.bytes = gigabytes(1), .latency = Seconds{0.1}, .resources = {l}});
-  const auto y = m.add_task({.bytes = gigabytes(2),
-                             .latency = Seconds{0.2},
-                             .resources = {l},
-                             .deps = {x},
-                             .category = 1});
+  const auto y = m.add_task(
+      {.bytes = gigabytes(2), .latency = Seconds{0.2}, .resources = {l}, .deps = {x}, .category = 1});
   m.add_task({.bytes = gigabytes(1), .resources = {other}, .category = 4});
   const auto r = simulate(m).value();
   ASSERT_EQ(r.critical_path.size(), 2u);
@@ -73,8 +70,7 @@ TEST(CriticalPath, EqualSharersEndTogetherSoThePathIsOneTask) {
   // the path is that task alone and its category holds the whole makespan.
   Model m;
   const auto nic = m.add_resource("nic", gbps(10));
-  for (int i = 0; i < 4; ++i)
-    m.add_task({.bytes = gigabytes(1), .resources = {nic}, .category = 2});
+  for (int i = 0; i < 4; ++i) m.add_task({.bytes = gigabytes(1), .resources = {nic}, .category = 2});
   const auto r = simulate(m).value();
   ASSERT_EQ(r.critical_path.size(), 1u);
   EXPECT_NEAR(r.breakdown.by_category[2].value, 0.4, 1e-12);

@@ -37,15 +37,13 @@ Model random_all_to_all(std::mt19937& rng) {
   for (int r = 0; r < 2 * nics; ++r) m.add_resource("nic", BytesPerSecond{50e9});
   std::uniform_int_distribution<> nic(0, nics - 1);
   for (int t = 0; t < 200; ++t)
-    m.add_task(
-        {.bytes = Bytes{1}, .resources = {ResourceId{nic(rng)}, ResourceId{nics + nic(rng)}}});
+    m.add_task({.bytes = Bytes{1}, .resources = {ResourceId{nic(rng)}, ResourceId{nics + nic(rng)}}});
   return m;
 }
 
 std::vector<double> solve_from_scratch(const Model& m, const std::vector<std::int32_t>& flows) {
   std::vector<double> capacity;
-  for (std::int32_t r = 0; r < m.resource_count(); ++r)
-    capacity.push_back(m.capacity(ResourceId{r}).value);
+  for (std::int32_t r = 0; r < m.resource_count(); ++r) capacity.push_back(m.capacity(ResourceId{r}).value);
   std::vector<std::uint32_t> begin{0};
   std::vector<std::int32_t> resources;
   for (const std::int32_t f : flows) {
@@ -69,8 +67,7 @@ class Churn {
     handed_over_.clear();
     if (!active_.empty() && std::bernoulli_distribution(0.3)(rng_)) hand_over();
     for (int ops = std::uniform_int_distribution<>(1, 3)(rng_); ops > 0; --ops) {
-      const bool add =
-          active_.empty() || (!idle_.empty() && std::bernoulli_distribution(0.55)(rng_));
+      const bool add = active_.empty() || (!idle_.empty() && std::bernoulli_distribution(0.55)(rng_));
       auto& from = add ? idle_ : active_;
       std::uniform_int_distribution<std::size_t> pick(0, from.size() - 1);
       const auto it = std::next(from.begin(), static_cast<std::ptrdiff_t>(pick(rng_)));
@@ -134,8 +131,7 @@ void check_exact(const Model& m, unsigned seed) {
       if (!changed.contains(flows[i])) EXPECT_EQ(got, old);  // bit for bit
       old = got;
     }
-    for (const std::int32_t f : changed)
-      EXPECT_TRUE(std::binary_search(flows.begin(), flows.end(), f));
+    for (const std::int32_t f : changed) EXPECT_TRUE(std::binary_search(flows.begin(), flows.end(), f));
   }
 }
 
@@ -173,11 +169,13 @@ void check_tolerance_invariants(const Model& m, double t, unsigned seed) {
     }
     for (const std::int32_t f : flows) {
       const auto crossed = m.resources(TaskId{f});
-      EXPECT_TRUE(std::any_of(crossed.begin(), crossed.end(), [&](ResourceId r) {
-        const auto i = static_cast<std::size_t>(r.value);
-        return load[i] >= m.capacity(r).value / slack * (1 - kRounding) &&
-               churn.rate(f) >= fastest[i] / slack * (1 - kRounding);
-      })) << "step " << step << " flow " << f << " has no bottleneck";
+      EXPECT_TRUE(std::any_of(crossed.begin(), crossed.end(),
+                              [&](ResourceId r) {
+                                const auto i = static_cast<std::size_t>(r.value);
+                                return load[i] >= m.capacity(r).value / slack * (1 - kRounding) &&
+                                       churn.rate(f) >= fastest[i] / slack * (1 - kRounding);
+                              }))
+          << "step " << step << " flow " << f << " has no bottleneck";
     }
   }
 }

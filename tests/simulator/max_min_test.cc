@@ -86,17 +86,14 @@ TEST(MaxMin, RandomProblemsSatisfyTheBottleneckCondition) {
     for (std::size_t f = 0; f < p.flows.size(); ++f)
       for (const auto r : p.flows[f]) {
         load[static_cast<std::size_t>(r)] += rates[f];
-        fastest[static_cast<std::size_t>(r)] =
-            std::max(fastest[static_cast<std::size_t>(r)], rates[f]);
+        fastest[static_cast<std::size_t>(r)] = std::max(fastest[static_cast<std::size_t>(r)], rates[f]);
       }
-    for (std::size_t r = 0; r < p.capacity.size(); ++r)
-      EXPECT_LE(load[r], p.capacity[r] * (1 + 1e-12));
+    for (std::size_t r = 0; r < p.capacity.size(); ++r) EXPECT_LE(load[r], p.capacity[r] * (1 + 1e-12));
     for (std::size_t f = 0; f < p.flows.size(); ++f) {
       bool has_bottleneck = false;
       for (const auto r : p.flows[f]) {
         const auto ri = static_cast<std::size_t>(r);
-        has_bottleneck |=
-            load[ri] >= p.capacity[ri] * (1 - 1e-12) && rates[f] >= fastest[ri] * (1 - 1e-12);
+        has_bottleneck |= load[ri] >= p.capacity[ri] * (1 - 1e-12) && rates[f] >= fastest[ri] * (1 - 1e-12);
       }
       EXPECT_TRUE(has_bottleneck) << "trial " << trial << " flow " << f;
       EXPECT_GT(rates[f], 0.0);

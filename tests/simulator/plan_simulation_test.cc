@@ -15,16 +15,18 @@ namespace {
 using testing::make_layout;
 using testing::rank_range;
 
-constexpr double kNicBw = 50e9;  // test cluster NICs: 50 GB/s
-constexpr double kAlpha = 15e-6; // network latency per message
+constexpr double kNicBw = 50e9;   // test cluster NICs: 50 GB/s
+constexpr double kAlpha = 15e-6;  // network latency per message
 
 TEST(PlanSimulation, OneMessageTakesLatencyPlusBytesOverBandwidth) {
   // 8 MiB from one training GPU to one inference GPU on another node: one network message,
   // contiguous on both sides, so no pack: alpha + bytes / NIC bandwidth.
-  const auto p = ReshardProblem::make(
-      {testing::make_reshard("w", {4096, 1024}, make_layout({4096, 1024}, {1}, rank_range(0, 1), "R"),
-                             make_layout({4096, 1024}, {1}, rank_range(1, 1), "R"))},
-      1, 1).value();
+  const auto p =
+      ReshardProblem::make(
+          {testing::make_reshard("w", {4096, 1024}, make_layout({4096, 1024}, {1}, rank_range(0, 1), "R"),
+                                 make_layout({4096, 1024}, {1}, rank_range(1, 1), "R"))},
+          1, 1)
+          .value();
   const auto c = testing::make_test_cluster(2, 1, 1, 1);
   const auto s = simulate_plan(make_plan("refit", p, c).value(), p, c).value();
   EXPECT_NEAR(s.predicted.value, kAlpha + 4096.0 * 1024 * 2 / kNicBw, 1e-9);
@@ -36,10 +38,12 @@ TEST(PlanSimulation, RingRelayPipelinesByChunk) {
   // source feeds domain 1, which forwards to 2, 3, 4 in 256 KiB chunks. Chained pipelining:
   // h*alpha + bytes/bw + (h-1)*chunk/bw.
   const std::int32_t h = 4;
-  const auto p = ReshardProblem::make(
-      {testing::make_reshard("w", {4096, 1024}, make_layout({4096, 1024}, {1}, rank_range(0, 1), "R"),
-                             make_layout({4096, 1024}, {h}, rank_range(1, h), "R"))},
-      1, h).value();
+  const auto p =
+      ReshardProblem::make(
+          {testing::make_reshard("w", {4096, 1024}, make_layout({4096, 1024}, {1}, rank_range(0, 1), "R"),
+                                 make_layout({4096, 1024}, {h}, rank_range(1, h), "R"))},
+          1, h)
+          .value();
   const auto c = testing::make_test_cluster(h + 1, 1, 1, h);
   const auto s = simulate_plan(make_plan("m2n-ring", p, c).value(), p, c).value();
   const double bytes = 4096.0 * 1024 * 2, chunk = 256 << 10;
@@ -51,15 +55,19 @@ TEST(PlanSimulation, NeverFasterThanTheLowerBound) {
   // is at least the lower bound (destination NIC receive, source NIC send, GPU ingress).
   std::mt19937_64 rng(5);
   for (int i = 0; i < 40; ++i) {
-    const std::int32_t nodes = 2 + static_cast<std::int32_t>(rng() % 3), per = 1 + static_cast<std::int32_t>(rng() % 4);
+    const std::int32_t nodes = 2 + static_cast<std::int32_t>(rng() % 3),
+                       per = 1 + static_cast<std::int32_t>(rng() % 4);
     const std::int32_t src = per * (1 + static_cast<std::int32_t>(rng() % (nodes - 1)));
     const std::int32_t dst = nodes * per - src;
     const char* src_p[] = {"S0", "S1", "R"};
     const char* dst_p[] = {"S0", "S1", "R"};
-    const auto p = ReshardProblem::make(
-        {testing::make_reshard("w", {2048, 2048}, make_layout({2048, 2048}, {src}, rank_range(0, src), src_p[rng() % 3]),
-                               make_layout({2048, 2048}, {dst}, rank_range(src, dst), dst_p[rng() % 3]))},
-        src, dst).value();
+    const auto p =
+        ReshardProblem::make(
+            {testing::make_reshard("w", {2048, 2048},
+                                   make_layout({2048, 2048}, {src}, rank_range(0, src), src_p[rng() % 3]),
+                                   make_layout({2048, 2048}, {dst}, rank_range(src, dst), dst_p[rng() % 3]))},
+            src, dst)
+            .value();
     const auto c = testing::make_test_cluster(nodes, per, src, dst);
     const auto lb = lower_bound(p, c);
     for (auto name : strategy_names()) {
@@ -72,10 +80,12 @@ TEST(PlanSimulation, NeverFasterThanTheLowerBound) {
 TEST(PlanSimulation, RefitBeatsTheBaselinesWhenReplicasShareADomain) {
   // Two replicas of each destination shard per domain: refit crosses the network once per
   // domain and completes the other replica over NVLink; direct sends both over the network.
-  const auto p = ReshardProblem::make(
-      {testing::make_reshard("w", {8192, 1024}, make_layout({8192, 1024}, {4}, rank_range(0, 4), "S0"),
-                             make_layout({8192, 1024}, {2, 2}, rank_range(4, 4), "R,S0"))},
-      4, 4).value();
+  const auto p =
+      ReshardProblem::make(
+          {testing::make_reshard("w", {8192, 1024}, make_layout({8192, 1024}, {4}, rank_range(0, 4), "S0"),
+                                 make_layout({8192, 1024}, {2, 2}, rank_range(4, 4), "R,S0"))},
+          4, 4)
+          .value();
   const auto c = testing::make_test_cluster(2, 4, 4, 4);
   const auto refit = simulate_plan(make_plan("refit", p, c).value(), p, c).value();
   const auto direct = simulate_plan(make_plan("direct", p, c).value(), p, c).value();

@@ -20,11 +20,15 @@ constexpr std::int64_t kMiB = 1 << 20;
 constexpr double kU = kMiB / kNicBw;
 constexpr std::int64_t kCols = 512;  // bf16 rows of 1 KiB: 1024 rows make 1 MiB
 
-Transfer transfer(std::int32_t id, std::int32_t from, std::int32_t to, std::uint32_t tensor,
-                  std::int64_t row, std::int64_t mib, std::int32_t via = kFromSourceShard) {
-  return Transfer{id, Rank{from}, Rank{to}, LinkKind::kNetwork,
+Transfer transfer(std::int32_t id, std::int32_t from, std::int32_t to, std::uint32_t tensor, std::int64_t row,
+                  std::int64_t mib, std::int32_t via = kFromSourceShard) {
+  return Transfer{id,
+                  Rank{from},
+                  Rank{to},
+                  LinkKind::kNetwork,
                   {Segment{tensor, Box{{row * 1024, 0}, {mib * 1024, kCols}}, via}},
-                  Bytes{mib * kMiB}, Bytes{kMiB}};
+                  Bytes{mib * kMiB},
+                  Bytes{kMiB}};
 }
 
 Plan plan_of(const ReshardProblem& p, std::vector<Transfer> transfers) {
@@ -69,10 +73,11 @@ TEST(PlanWindow, TheWindowIsPerPairNotPerSender) {
   // once and share the sender's NIC: alpha + 8U (a per-sender window of one message would
   // give 2 alpha + 8U).
   const Shape shape{8 * 1024, kCols};
-  const auto p = ReshardProblem::make(
-      {testing::make_reshard("w", shape, make_layout(shape, {1}, rank_range(0, 1), "R"),
-                             make_layout(shape, {2}, rank_range(1, 2), "S0"))},
-      1, 2).value();
+  const auto p =
+      ReshardProblem::make({testing::make_reshard("w", shape, make_layout(shape, {1}, rank_range(0, 1), "R"),
+                                                  make_layout(shape, {2}, rank_range(1, 2), "S0"))},
+                           1, 2)
+          .value();
   const auto c = testing::make_test_cluster(3, 1, 1, 2);
   const auto plan = plan_of(p, {transfer(0, 0, 1, 0, 0, 4), transfer(1, 0, 2, 0, 4, 4)});
   EXPECT_NEAR(predicted(plan, p, c, 1), kAlpha + 8 * kU, 1e-9);
@@ -89,9 +94,9 @@ TEST(PlanWindow, APairsQueueWaitsAtARelayUntilItsDataHasLanded) {
   // Window 0: r2 goes as soon as u2 has delivered, so the pair's 12 MiB flow back to back from
   // when the relays' heads can start (u1's and u2's first chunks in at alpha + 2U, plus alpha):
   // 2 alpha + 14U.
-  const auto p = ReshardProblem::make({replicated("a", 8, 0, rank_range(2, 2)),
-                                       replicated("b", 4, 1, rank_range(2, 2))},
-                                      2, 2).value();
+  const auto p = ReshardProblem::make(
+                     {replicated("a", 8, 0, rank_range(2, 2)), replicated("b", 4, 1, rank_range(2, 2))}, 2, 2)
+                     .value();
   const auto c = testing::make_test_cluster(4, 1, 2, 2);
   const auto plan = plan_of(p, {transfer(0, 0, 2, 0, 0, 8), transfer(1, 1, 2, 1, 0, 4),
                                 transfer(2, 2, 3, 0, 0, 8, 0), transfer(3, 2, 3, 1, 0, 4, 1)});
@@ -104,12 +109,18 @@ TEST(PlanWindow, UnpackingFollowsTheLandingWhileThePairGoesOn) {
   // two column halves (1 MiB each), which the receiver unpacks into its whole copy of b
   // (u = 1 MiB / copy bandwidth; the sender packs them too, while a flows). The pair streams the
   // 4 MiB back to back; the last half's unpack comes after it lands: alpha + 4U + u.
-  const auto p = ReshardProblem::make({replicated("a", 2, 0, {Rank{1}}), replicated("b", 2, 0, {Rank{1}})}, 1, 1)
-                     .value();
+  const auto p =
+      ReshardProblem::make({replicated("a", 2, 0, {Rank{1}}), replicated("b", 2, 0, {Rank{1}})}, 1, 1)
+          .value();
   const auto c = testing::make_test_cluster(2, 1, 1, 1);
   const auto half = [](std::int32_t id, std::int64_t column) {
-    return Transfer{id, Rank{0}, Rank{1}, LinkKind::kNetwork,
-                    {Segment{1, Box{{0, column}, {2 * 1024, kCols / 2}}, kFromSourceShard}}, Bytes{kMiB}, Bytes{kMiB}};
+    return Transfer{id,
+                    Rank{0},
+                    Rank{1},
+                    LinkKind::kNetwork,
+                    {Segment{1, Box{{0, column}, {2 * 1024, kCols / 2}}, kFromSourceShard}},
+                    Bytes{kMiB},
+                    Bytes{kMiB}};
   };
   const auto plan = plan_of(p, {transfer(0, 0, 1, 0, 0, 2), half(1, 0), half(2, kCols / 2)});
   const double u = kMiB / 1500e9;

@@ -62,8 +62,7 @@ TEST(SimulateErrors, BadTaskFields) {
 
   Model no_resource;
   no_resource.add_task({.bytes = Bytes{10}, .label = "lost"});
-  EXPECT_THAT(error_of(no_resource),
-              HasSubstr("task 0 'lost': moves 10 bytes but crosses no resource"));
+  EXPECT_THAT(error_of(no_resource), HasSubstr("task 0 'lost': moves 10 bytes but crosses no resource"));
 
   Model unknown_resource;
   unknown_resource.add_task({.bytes = Bytes{10}, .resources = {ResourceId{4}}});

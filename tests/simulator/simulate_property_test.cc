@@ -24,8 +24,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 std::vector<double> naive_max_min(const Model& m, const std::vector<std::int32_t>& flows) {
   std::vector<double> left, rate(flows.size(), -1.0);
-  for (std::int32_t r = 0; r < m.resource_count(); ++r)
-    left.push_back(m.capacity(ResourceId{r}).value);
+  for (std::int32_t r = 0; r < m.resource_count(); ++r) left.push_back(m.capacity(ResourceId{r}).value);
   for (;;) {
     double best = kInf;
     std::int32_t bottleneck = -1;
@@ -41,8 +40,7 @@ std::vector<double> naive_max_min(const Model& m, const std::vector<std::int32_t
     if (bottleneck < 0) return rate;
     for (std::size_t f = 0; f < flows.size(); ++f) {
       const auto rs = m.resources(TaskId{flows[f]});
-      if (rate[f] >= 0 ||
-          std::none_of(rs.begin(), rs.end(), [&](auto q) { return q.value == bottleneck; }))
+      if (rate[f] >= 0 || std::none_of(rs.begin(), rs.end(), [&](auto q) { return q.value == bottleneck; }))
         continue;
       rate[f] = best;
       for (const auto q : rs) left[static_cast<std::size_t>(q.value)] -= best;
@@ -99,8 +97,7 @@ std::vector<TaskTiming> reference_simulate(const Model& m) {
     now = next;
   }
   std::vector<TaskTiming> out;
-  for (std::size_t t = 0; t < n; ++t)
-    out.push_back({Seconds{ready[t]}, Seconds{start[t]}, Seconds{end[t]}});
+  for (std::size_t t = 0; t < n; ++t) out.push_back({Seconds{ready[t]}, Seconds{start[t]}, Seconds{end[t]}});
   return out;
 }
 
@@ -127,16 +124,14 @@ Model random_model(std::mt19937& rng, Shape shape) {
     for (int k = 0; k < crossed; ++k)
       s.resources.push_back(ResourceId{std::uniform_int_distribution<>(0, resources - 1)(rng)});
     for (int d = 0; d < t; ++d)
-      if (std::bernoulli_distribution(shape.dependency_probability)(rng))
-        s.deps.push_back(TaskId{d});
+      if (std::bernoulli_distribution(shape.dependency_probability)(rng)) s.deps.push_back(TaskId{d});
     s.category = static_cast<std::uint32_t>(std::uniform_int_distribution<>(0, 3)(rng));
     if (shape.stream_probability > 0 && std::bernoulli_distribution(shape.stream_probability)(rng)) {
       // Streams mostly cross one set of resources, as a connection does, so that hand-overs occur.
       const int stream = std::uniform_int_distribution<>(0, 2)(rng);
       while (m.stream_count() <= stream) m.add_stream();
       s.stream = stream;
-      if (!std::bernoulli_distribution(0.2)(rng))
-        s.resources = {ResourceId{stream % resources}};
+      if (!std::bernoulli_distribution(0.2)(rng)) s.resources = {ResourceId{stream % resources}};
     }
     m.add_task(s);
   }
@@ -193,24 +188,22 @@ void compare_with_reference(Shape shape, unsigned seed, int models) {
 }
 
 TEST(SimulateProperty, SmallModelsWithDependenciesMatchTheReference) {
-  compare_with_reference({.max_resources = 5, .max_tasks = 14, .dependency_probability = 0.2}, 1,
-                         400);
+  compare_with_reference({.max_resources = 5, .max_tasks = 14, .dependency_probability = 0.2}, 1, 400);
 }
 
 TEST(SimulateProperty, ManyConcurrentFlowsMatchTheReference) {
   // Few dependencies and many flows over few resources: large contended components, where the
   // engine's region has to grow several rounds before it is accepted.
-  compare_with_reference({.max_resources = 10, .max_tasks = 60, .dependency_probability = 0.02}, 2,
-                         150);
+  compare_with_reference({.max_resources = 10, .max_tasks = 60, .dependency_probability = 0.02}, 2, 150);
 }
 
 TEST(SimulateProperty, StreamsMatchTheReference) {
   // Tasks of a stream start in order, each once its latency is paid and the one before it has
   // ended; the engine hands a stream's flow over from task to task without recomputing rates,
   // the reference recomputes them at every event.
-  compare_with_reference({.max_resources = 4, .max_tasks = 30, .dependency_probability = 0.05,
-                          .stream_probability = 0.6},
-                         3, 300);
+  compare_with_reference(
+      {.max_resources = 4, .max_tasks = 30, .dependency_probability = 0.05, .stream_probability = 0.6}, 3,
+      300);
 }
 
 }  // namespace

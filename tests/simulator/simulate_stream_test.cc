@@ -18,11 +18,15 @@ SimulationResult run(const Model& m) {
   return std::move(*r);
 }
 
-const TaskTiming& of(const SimulationResult& r, TaskId t) { return r.tasks[static_cast<std::size_t>(t.value)]; }
+const TaskTiming& of(const SimulationResult& r, TaskId t) {
+  return r.tasks[static_cast<std::size_t>(t.value)];
+}
 
 TaskSpec message(ResourceId nic, std::int32_t stream, double gigabytes = 1) {
-  return {.bytes = Bytes{static_cast<std::int64_t>(gigabytes * kB)}, .latency = Seconds{kAlpha},
-          .resources = {nic}, .stream = stream};
+  return {.bytes = Bytes{static_cast<std::int64_t>(gigabytes * kB)},
+          .latency = Seconds{kAlpha},
+          .resources = {nic},
+          .stream = stream};
 }
 
 TEST(SimulateStream, MessagesQueuedTogetherPayTheLatencyOnce) {

@@ -49,8 +49,7 @@ TEST(Simulate, FlowsThroughOneNicShareItEqually) {
   std::vector<TaskId> flows;
   for (int i = 0; i < 5; ++i) {
     const auto rx = m.add_resource("rx", gbps(50));
-    flows.push_back(
-        m.add_task({.bytes = gigabytes(2), .latency = Seconds{10e-6}, .resources = {tx, rx}}));
+    flows.push_back(m.add_task({.bytes = gigabytes(2), .latency = Seconds{10e-6}, .resources = {tx, rx}}));
   }
   const auto r = run(m);
   for (const auto t : flows) EXPECT_NEAR(end_of(r, t), 10e-6 + 5 * 2.0 / 50.0, kTol);
@@ -89,10 +88,9 @@ TaskId relay_chain(Model& m, int hops, int chunks, Bytes chunk, Seconds latency)
   TaskId last{};
   for (int k = 0; k < chunks; ++k)
     for (int j = 0; j < hops; ++j) {
-      TaskSpec s{
-          .bytes = chunk,
-          .latency = latency,
-          .resources = {out[static_cast<std::size_t>(j)], in[static_cast<std::size_t>(j + 1)]}};
+      TaskSpec s{.bytes = chunk,
+                 .latency = latency,
+                 .resources = {out[static_cast<std::size_t>(j)], in[static_cast<std::size_t>(j + 1)]}};
       if (j > 0) s.deps.push_back(last);
       if (k > 0) s.deps.push_back(previous_hop[static_cast<std::size_t>(j)]);
       last = previous_hop[static_cast<std::size_t>(j)] = m.add_task(s);
@@ -126,8 +124,7 @@ TEST(Simulate, DependenciesOrderTasks) {
   const auto l = m.add_resource("l", gbps(1));
   const auto other = m.add_resource("other", gbps(1));
   const auto a = m.add_task({.bytes = gigabytes(1), .resources = {l}});
-  const auto b =
-      m.add_task({.bytes = gigabytes(2), .latency = Seconds{0.5}, .resources = {l}, .deps = {a}});
+  const auto b = m.add_task({.bytes = gigabytes(2), .latency = Seconds{0.5}, .resources = {l}, .deps = {a}});
   const auto c = m.add_task({.bytes = gigabytes(1), .resources = {l}, .deps = {b}});
   const auto d = m.add_task({.bytes = gigabytes(1), .resources = {other}});
   const auto r = run(m);
@@ -195,8 +192,8 @@ TEST(Simulate, ReportsProgress) {
     m.add_task(s);
   }
   std::vector<double> seen;
-  const auto r = simulate(
-      m, {.progress = [&](double f) { seen.push_back(f); }, .progress_interval = Seconds{0}});
+  const auto r =
+      simulate(m, {.progress = [&](double f) { seen.push_back(f); }, .progress_interval = Seconds{0}});
   ASSERT_TRUE(r.has_value());
   ASSERT_FALSE(seen.empty());
   EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end()));

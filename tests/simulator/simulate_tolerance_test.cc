@@ -26,8 +26,7 @@ SimulationResult run(const Model& m, double rate_tolerance) {
 void expect_within_capacity(const Model& m, const SimulationResult& r) {
   for (std::int32_t i = 0; i < m.resource_count(); ++i) {
     const auto& u = r.resources[static_cast<std::size_t>(i)];
-    EXPECT_LE(static_cast<double>(u.bytes.value),
-              m.capacity(ResourceId{i}).value * u.busy.value * (1 + 1e-9))
+    EXPECT_LE(static_cast<double>(u.bytes.value), m.capacity(ResourceId{i}).value * u.busy.value * (1 + 1e-9))
         << "resource " << i;
   }
 }
@@ -52,8 +51,7 @@ Model random_model(std::mt19937& rng) {
     m.add_resource("r", BytesPerSecond::from_gbps(std::uniform_real_distribution<>(1, 10)(rng)));
   const int tasks = std::uniform_int_distribution<>(30, 60)(rng);
   for (int t = 0; t < tasks; ++t) {
-    TaskSpec s{.bytes = Bytes{std::uniform_int_distribution<std::int64_t>(100'000'000,
-                                                                          5'000'000'000)(rng)}};
+    TaskSpec s{.bytes = Bytes{std::uniform_int_distribution<std::int64_t>(100'000'000, 5'000'000'000)(rng)}};
     if (std::bernoulli_distribution(0.5)(rng))
       s.latency = Seconds{std::uniform_real_distribution<>(0, 0.05)(rng)};
     const int crossed = std::uniform_int_distribution<>(1, std::min(3, resources))(rng);

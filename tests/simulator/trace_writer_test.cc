@@ -32,10 +32,8 @@ Traced traced_model() {
                              .resources = {nic},
                              .track = nic_track,
                              .label = "send \"w\"\n"});
-  m.add_task({.bytes = Bytes{1'000'000'000},
-              .latency = Seconds{10e-6},
-              .resources = {nic},
-              .track = nic_track});
+  m.add_task(
+      {.bytes = Bytes{1'000'000'000}, .latency = Seconds{10e-6}, .resources = {nic}, .track = nic_track});
   m.add_task({.bytes = Bytes{500'000'000},
               .resources = {nvl},
               .deps = {a},
@@ -84,8 +82,7 @@ TEST(TraceWriter, OverlappingTasksOfATrackGetTheirOwnLanes) {
       thread_names[e.at("tid").get<int>()] = e.at("args").at("name").get<std::string>();
     if (e.at("ph") == "X") tid_of_task[e.at("args").at("task").get<int>()] = e.at("tid").get<int>();
   }
-  EXPECT_EQ(thread_names,
-            (std::map<int, std::string>{{0, "nic 0"}, {1, "nic 0 #2"}, {2, "gpu 1"}}));
+  EXPECT_EQ(thread_names, (std::map<int, std::string>{{0, "nic 0"}, {1, "nic 0 #2"}, {2, "gpu 1"}}));
   EXPECT_EQ(tid_of_task.at(0), 0);
   EXPECT_EQ(tid_of_task.at(1), 1);
   EXPECT_EQ(tid_of_task.at(2), 2);

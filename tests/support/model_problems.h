@@ -15,10 +15,10 @@ struct ModelProblem {
 
 inline ModelProblem model_problem(const std::string& model, const std::string& train,
                                   const std::string& infer, const std::string& cluster) {
-  auto problem = models::build_problem(models::builtin_model(model).value(),
-                                       models::parse_megatron(train).value(),
-                                       models::parse_vllm(infer).value())
-                     .value();
+  auto problem =
+      models::build_problem(models::builtin_model(model).value(), models::parse_megatron(train).value(),
+                            models::parse_vllm(infer).value())
+          .value();
   RankPlacementOptions placement;
   placement.source_ranks = problem.source_ranks();
   placement.destination_ranks = problem.destination_ranks();

@@ -9,6 +9,8 @@ namespace refit::testing {
 
 using CliResult = ShellResult;
 
-inline CliResult run_refit(const std::string& args) { return run_shell(std::string(REFIT_CLI_PATH) + " " + args); }
+inline CliResult run_refit(const std::string& args) {
+  return run_shell(std::string(REFIT_CLI_PATH) + " " + args);
+}
 
 }  // namespace refit::testing

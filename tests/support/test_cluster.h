@@ -5,9 +5,9 @@
 
 namespace refit::testing {
 
-inline Cluster make_test_cluster(std::int32_t nodes, std::int32_t gpus_per_node,
-                                 std::int32_t source_ranks, std::int32_t destination_ranks,
-                                 double nic_gbps = 50, double nvlink_gbps = 400) {
+inline Cluster make_test_cluster(std::int32_t nodes, std::int32_t gpus_per_node, std::int32_t source_ranks,
+                                 std::int32_t destination_ranks, double nic_gbps = 50,
+                                 double nvlink_gbps = 400) {
   ClusterSpec s;
   s.name = "test";
   s.nvlink_latency = Seconds{5e-6};
@@ -15,9 +15,10 @@ inline Cluster make_test_cluster(std::int32_t nodes, std::int32_t gpus_per_node,
     DomainSpec d{n, {}};
     for (std::int32_t k = 0; k < gpus_per_node; ++k) {
       const GpuId id{n * gpus_per_node + k};
-      s.gpus.push_back(GpuSpec{id, n, n, BytesPerSecond::from_gbps(nvlink_gbps),
-                               BytesPerSecond::from_gbps(1500), ""});
-      s.nics.push_back(NicSpec{id.value, "", n, BytesPerSecond::from_gbps(nic_gbps), Seconds{15e-6}, {id}, ""});
+      s.gpus.push_back(
+          GpuSpec{id, n, n, BytesPerSecond::from_gbps(nvlink_gbps), BytesPerSecond::from_gbps(1500), ""});
+      s.nics.push_back(
+          NicSpec{id.value, "", n, BytesPerSecond::from_gbps(nic_gbps), Seconds{15e-6}, {id}, ""});
       d.gpus.push_back(id);
     }
     s.domains.push_back(std::move(d));

@@ -38,10 +38,12 @@ Result<void> check_domains(const ClusterSpec& s) {
       if (g < 0 || g >= static_cast<std::int32_t>(s.gpus.size()))
         return invalid(fmt::format("{}: GPU {} does not exist", gat, g));
       if (seen[static_cast<std::size_t>(g)] >= 0)
-        return invalid(fmt::format("{}: GPU {} is already in domain {}", gat, g, seen[static_cast<std::size_t>(g)]));
+        return invalid(
+            fmt::format("{}: GPU {} is already in domain {}", gat, g, seen[static_cast<std::size_t>(g)]));
       seen[static_cast<std::size_t>(g)] = static_cast<int>(d);
       if (s.gpus[static_cast<std::size_t>(g)].domain != static_cast<std::int32_t>(d))
-        return invalid(fmt::format("{}: GPU {} says domain {}", gat, g, s.gpus[static_cast<std::size_t>(g)].domain));
+        return invalid(
+            fmt::format("{}: GPU {} says domain {}", gat, g, s.gpus[static_cast<std::size_t>(g)].domain));
     }
   }
   for (std::size_t g = 0; g < seen.size(); ++g)
@@ -63,8 +65,8 @@ Result<void> check_nics(const ClusterSpec& s) {
       if (g < 0 || g >= static_cast<std::int32_t>(s.gpus.size()))
         return invalid(fmt::format("{}.gpus[{}]: GPU {} does not exist", at, k, g));
       if (s.gpus[static_cast<std::size_t>(g)].node != n.node)
-        return invalid(fmt::format("{}.gpus[{}]: GPU {} is on node {}, the NIC on node {}", at, k,
-                                   g, s.gpus[static_cast<std::size_t>(g)].node, n.node));
+        return invalid(fmt::format("{}.gpus[{}]: GPU {} is on node {}, the NIC on node {}", at, k, g,
+                                   s.gpus[static_cast<std::size_t>(g)].node, n.node));
     }
   }
   return {};
@@ -86,7 +88,8 @@ Result<void> check_placement(const ClusterSpec& s) {
 Cluster::Cluster(ClusterSpec spec) : spec_(std::move(spec)), nic_of_gpu_(spec_.gpus.size(), -1) {
   for (const auto& n : spec_.nics)
     for (const auto g : n.gpus)
-      if (nic_of_gpu_[static_cast<std::size_t>(g.value)] < 0) nic_of_gpu_[static_cast<std::size_t>(g.value)] = n.id;
+      if (nic_of_gpu_[static_cast<std::size_t>(g.value)] < 0)
+        nic_of_gpu_[static_cast<std::size_t>(g.value)] = n.id;
   std::set<std::int32_t> nodes;
   for (const auto& g : spec_.gpus) nodes.insert(g.node);
   node_count_ = static_cast<std::int32_t>(nodes.size());

@@ -84,11 +84,13 @@ std::vector<GpuId> gpu_ids_of(const std::vector<std::int64_t>& values) {
 
 // Reads each element of the array `key` with `read_one`, appending to `out`.
 template <class T, class ReadOne>
-Result<void> read_array(const nlohmann::json& root, std::string_view key, std::vector<T>& out, ReadOne read_one) {
+Result<void> read_array(const nlohmann::json& root, std::string_view key, std::vector<T>& out,
+                        ReadOne read_one) {
   auto items = json_fields::require_array(root, key, "");
   if (!items) return std::unexpected(items.error());
   for (std::size_t i = 0; i < (*items)->size(); ++i) {
-    auto item = read_one((**items)[i], json_fields::element(std::string(key), i), static_cast<std::int32_t>(i));
+    auto item =
+        read_one((**items)[i], json_fields::element(std::string(key), i), static_cast<std::int32_t>(i));
     if (!item) return std::unexpected(item.error());
     out.push_back(std::move(*item));
   }
@@ -97,25 +99,31 @@ Result<void> read_array(const nlohmann::json& root, std::string_view key, std::v
 
 // Braced initialisers evaluate in order, so the first bad field is the one reported.
 Result<GpuSpec> read_gpu(const nlohmann::json& j, const std::string& at, std::int32_t index) {
-  if (auto ok = require_known_keys(j, at, {"id", "node", "domain", "nvlink_gbps", "copy_gbps", "pci_bus_id"}, kRoot);
+  if (auto ok = require_known_keys(j, at, {"id", "node", "domain", "nvlink_gbps", "copy_gbps", "pci_bus_id"},
+                                   kRoot);
       !ok)
     return std::unexpected(ok.error());
   FieldReader f(j, at, kMaxId);
-  GpuSpec gpu{GpuId{id32(f.integer_or("id", 0, index))}, id32(f.integer("node", 0)), id32(f.integer("domain", 0)),
-              BytesPerSecond::from_gbps(f.number("nvlink_gbps")), BytesPerSecond::from_gbps(f.number("copy_gbps")),
+  GpuSpec gpu{GpuId{id32(f.integer_or("id", 0, index))},
+              id32(f.integer("node", 0)),
+              id32(f.integer("domain", 0)),
+              BytesPerSecond::from_gbps(f.number("nvlink_gbps")),
+              BytesPerSecond::from_gbps(f.number("copy_gbps")),
               f.string_or("pci_bus_id", "")};
   if (auto ok = f.status(); !ok) return std::unexpected(ok.error());
   return gpu;
 }
 
 Result<NicSpec> read_nic(const nlohmann::json& j, const std::string& at, std::int32_t index) {
-  if (auto ok = require_known_keys(j, at, {"id", "name", "node", "gbps", "latency_us", "gpus", "pci_bus_id"}, kRoot);
+  if (auto ok = require_known_keys(j, at, {"id", "name", "node", "gbps", "latency_us", "gpus", "pci_bus_id"},
+                                   kRoot);
       !ok)
     return std::unexpected(ok.error());
   FieldReader f(j, at, kMaxId);
-  NicSpec nic{id32(f.integer_or("id", 0, index)), f.string_or("name", ""), id32(f.integer("node", 0)),
-              BytesPerSecond::from_gbps(f.number("gbps")), hw::micros(f.number("latency_us")),
-              gpu_ids_of(f.integers("gpus", 0)), f.string_or("pci_bus_id", "")};
+  NicSpec nic{id32(f.integer_or("id", 0, index)), f.string_or("name", ""),
+              id32(f.integer("node", 0)),         BytesPerSecond::from_gbps(f.number("gbps")),
+              hw::micros(f.number("latency_us")), gpu_ids_of(f.integers("gpus", 0)),
+              f.string_or("pci_bus_id", "")};
   if (auto ok = f.status(); !ok) return std::unexpected(ok.error());
   return nic;
 }
@@ -132,7 +140,8 @@ Result<DomainSpec> read_domain(const nlohmann::json& j, const std::string& at, s
 Result<nlohmann::json> optional_object(const nlohmann::json& root, std::string_view key,
                                        std::initializer_list<std::string_view> known) {
   const auto& value = json_fields::has(root, key) ? root.at(key) : nlohmann::json::object();
-  if (auto ok = require_known_keys(value, std::string(key), known, kRoot); !ok) return std::unexpected(ok.error());
+  if (auto ok = require_known_keys(value, std::string(key), known, kRoot); !ok)
+    return std::unexpected(ok.error());
   return value;
 }
 
@@ -173,14 +182,15 @@ nlohmann::ordered_json cluster_to_json(const Cluster& cluster) {
 }
 
 Result<Cluster> cluster_from_json(const nlohmann::json& json) {
-  if (auto ok = require_known_keys(json, "", {"name", "nvlink_latency_us", "fabric", "gpus", "domains", "nics", "placement"},
-                                   kRoot);
+  if (auto ok = require_known_keys(
+          json, "", {"name", "nvlink_latency_us", "fabric", "gpus", "domains", "nics", "placement"}, kRoot);
       !ok)
     return std::unexpected(ok.error());
   ClusterSpec spec;
   if (auto ok = read_globals(json, spec); !ok) return std::unexpected(ok.error());
   if (auto ok = read_array(json, "gpus", spec.gpus, read_gpu); !ok) return std::unexpected(ok.error());
-  if (auto ok = read_array(json, "domains", spec.domains, read_domain); !ok) return std::unexpected(ok.error());
+  if (auto ok = read_array(json, "domains", spec.domains, read_domain); !ok)
+    return std::unexpected(ok.error());
   if (auto ok = read_array(json, "nics", spec.nics, read_nic); !ok) return std::unexpected(ok.error());
   return Cluster::make(std::move(spec));
 }

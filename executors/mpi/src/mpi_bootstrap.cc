@@ -38,7 +38,8 @@ constexpr std::chrono::microseconds kLongestPoll{2000};
 }  // namespace
 
 Result<MpiBootstrap> MpiBootstrap::create(MPI_Comm comm, Seconds timeout) {
-  if (!(timeout.value > 0)) return invalid(fmt::format("bootstrap timeout must be > 0 s, got {}", timeout.value));
+  if (!(timeout.value > 0))
+    return invalid(fmt::format("bootstrap timeout must be > 0 s, got {}", timeout.value));
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) return fail(ErrorCode::kRuntime, "MPI is not initialised (call MPI_Init first)");
@@ -64,7 +65,8 @@ MpiBootstrap::~MpiBootstrap() {
   if (comm_ != MPI_COMM_NULL && !broken()) MPI_Comm_free(&comm_);
 }
 
-Result<void> MpiBootstrap::complete(MPI_Request& request, std::string_view call, std::shared_ptr<void> buffers) {
+Result<void> MpiBootstrap::complete(MPI_Request& request, std::string_view call,
+                                    std::shared_ptr<void> buffers) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_.value);
   for (auto pause = kFirstPoll;; pause = std::min(pause * 2, kLongestPoll)) {
     int done = 0;
@@ -82,7 +84,8 @@ Result<void> MpiBootstrap::complete(MPI_Request& request, std::string_view call,
 }
 
 Result<std::vector<std::string>> MpiBootstrap::allgather(std::string_view mine) {
-  if (broken()) return fail(ErrorCode::kRuntime, "the MPI bootstrap is broken: an earlier collective timed out");
+  if (broken())
+    return fail(ErrorCode::kRuntime, "the MPI bootstrap is broken: an earlier collective timed out");
   auto b = std::make_shared<GatherBuffers>();
   b->mine = mine;
   // MPI counts are ints: sizes travel as 64-bit values first so an oversized total is an error
@@ -90,8 +93,9 @@ Result<std::vector<std::string>> MpiBootstrap::allgather(std::string_view mine) 
   b->my_size = static_cast<std::int64_t>(mine.size());
   b->sizes.resize(static_cast<std::size_t>(size_));
   MPI_Request request = MPI_REQUEST_NULL;
-  if (auto ok = check(MPI_Iallgather(&b->my_size, 1, MPI_INT64_T, b->sizes.data(), 1, MPI_INT64_T, comm_, &request),
-                      "MPI_Iallgather");
+  if (auto ok =
+          check(MPI_Iallgather(&b->my_size, 1, MPI_INT64_T, b->sizes.data(), 1, MPI_INT64_T, comm_, &request),
+                "MPI_Iallgather");
       !ok)
     return std::unexpected(ok.error());
   if (auto ok = complete(request, "MPI_Iallgather", b); !ok) return std::unexpected(ok.error());
@@ -111,12 +115,14 @@ Result<std::vector<std::string>> MpiBootstrap::allgather(std::string_view mine) 
   std::vector<std::string> out;
   out.reserve(b->counts.size());
   for (std::size_t r = 0; r < b->counts.size(); ++r)
-    out.push_back(b->all.substr(static_cast<std::size_t>(b->displacements[r]), static_cast<std::size_t>(b->counts[r])));
+    out.push_back(
+        b->all.substr(static_cast<std::size_t>(b->displacements[r]), static_cast<std::size_t>(b->counts[r])));
   return out;
 }
 
 Result<void> MpiBootstrap::barrier() {
-  if (broken()) return fail(ErrorCode::kRuntime, "the MPI bootstrap is broken: an earlier collective timed out");
+  if (broken())
+    return fail(ErrorCode::kRuntime, "the MPI bootstrap is broken: an earlier collective timed out");
   MPI_Request request = MPI_REQUEST_NULL;
   if (auto ok = check(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier"); !ok) return ok;
   return complete(request, "MPI_Ibarrier", nullptr);

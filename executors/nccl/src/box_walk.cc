@@ -29,7 +29,8 @@ Walk walk_of(const Box& x, const Shape* const strides[], int sides) {
   for (std::size_t d = 0; d < x.rank(); ++d) {
     if (x.extent[d] == 1) continue;
     bool merge = w.dims > 0;
-    for (int s = 0; merge && s < sides; ++s) merge = w.stride[s][w.dims - 1] == x.extent[d] * (*strides[s])[d];
+    for (int s = 0; merge && s < sides; ++s)
+      merge = w.stride[s][w.dims - 1] == x.extent[d] * (*strides[s])[d];
     if (!merge) ++w.dims;
     const int at = w.dims - 1;
     w.extent[at] = merge ? w.extent[at] * x.extent[d] : x.extent[d];

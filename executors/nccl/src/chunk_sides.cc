@@ -11,7 +11,8 @@ CopyOp copy_op(const Located& from, const Located& to, const Box& x, std::int64_
 
 }  // namespace
 
-bool RunJoiner::add(const Located& array, const Box& box, std::int64_t first, std::int64_t count, std::int64_t es) {
+bool RunJoiner::add(const Located& array, const Box& box, std::int64_t first, std::int64_t count,
+                    std::int64_t es) {
   const auto run = contiguous_run(array.array, box, first, count, es);
   if (!run) return false;
   if (started_ && (array.kind != start_.kind || array.index != start_.index || *run != end_)) return false;
@@ -32,11 +33,12 @@ void ChunkSides::extract(const Located& from, const Located& dest, const Segment
   std::vector<Box> ranges;
   range_boxes(s.box, p.first, p.first + p.count, ranges);
   for (const auto& r : ranges)
-    if (auto x = intersect(r, dest.array.box)) out.push_back(copy_op(from, dest, *x, 0, x->volume(), element_size(s)));
+    if (auto x = intersect(r, dest.array.box))
+      out.push_back(copy_op(from, dest, *x, 0, x->volume(), element_size(s)));
 }
 
-Result<ChunkSide> ChunkSides::send(std::int32_t slot, const Transfer& t, const MessageLayout& layout, std::int64_t k,
-                                   const StagingAllocator& staging) const {
+Result<ChunkSide> ChunkSides::send(std::int32_t slot, const Transfer& t, const MessageLayout& layout,
+                                   std::int64_t k, const StagingAllocator& staging) const {
   const auto pieces = layout.pieces(k);
   std::vector<std::vector<SendPart>> parts;
   RunJoiner run;
@@ -45,7 +47,8 @@ Result<ChunkSide> ChunkSides::send(std::int32_t slot, const Transfer& t, const M
     auto got = storage_.send_parts(slot, t, p);
     if (!got) return std::unexpected(std::move(got.error()));
     const auto& s = t.segments[static_cast<std::size_t>(p.segment)];
-    direct = direct && got->size() == 1 && run.add(got->front().from, s.box, p.first, p.count, element_size(s));
+    direct =
+        direct && got->size() == 1 && run.add(got->front().from, s.box, p.first, p.count, element_size(s));
     parts.push_back(std::move(*got));
   }
   if (direct) return ChunkSide{run.start(), {}};
@@ -59,8 +62,8 @@ Result<ChunkSide> ChunkSides::send(std::int32_t slot, const Transfer& t, const M
   return side;
 }
 
-ChunkSide ChunkSides::receive(std::int32_t slot, const Transfer& t, const MessageLayout& layout, std::int64_t k,
-                              const StagingAllocator& staging) const {
+ChunkSide ChunkSides::receive(std::int32_t slot, const Transfer& t, const MessageLayout& layout,
+                              std::int64_t k, const StagingAllocator& staging) const {
   const auto pieces = layout.pieces(k);
   std::vector<std::optional<Located>> lands;
   RunJoiner run;
@@ -75,9 +78,12 @@ ChunkSide ChunkSides::receive(std::int32_t slot, const Transfer& t, const Messag
     const auto& p = pieces[i];
     const auto& s = t.segments[static_cast<std::size_t>(p.segment)];
     // Extracts read the bytes where the receive put them, never a copy made in the same batch.
-    const Located arrived = direct ? *lands[i] : Located{BufferKind::kStaging, side.at.index, in_staging(side.at, s, p)};
-    if (!direct && lands[i]) side.copies.push_back(copy_op(arrived, *lands[i], s.box, p.first, p.count, element_size(s)));
-    if (auto dest = storage_.partial_destination(slot, s.tensor, s.box)) extract(arrived, *dest, s, p, side.copies);
+    const Located arrived =
+        direct ? *lands[i] : Located{BufferKind::kStaging, side.at.index, in_staging(side.at, s, p)};
+    if (!direct && lands[i])
+      side.copies.push_back(copy_op(arrived, *lands[i], s.box, p.first, p.count, element_size(s)));
+    if (auto dest = storage_.partial_destination(slot, s.tensor, s.box))
+      extract(arrived, *dest, s, p, side.copies);
   }
   return side;
 }

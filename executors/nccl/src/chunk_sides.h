@@ -15,8 +15,8 @@ namespace refit::nccl_detail {
 using StagingAllocator = std::function<Address(std::int64_t bytes)>;
 
 struct ChunkSide {
-  Address at;                     // what ncclSend reads or ncclRecv writes
-  std::vector<CopyOp> copies;     // the sender's packs, or the receiver's unpacks and extracts
+  Address at;                  // what ncclSend reads or ncclRecv writes
+  std::vector<CopyOp> copies;  // the sender's packs, or the receiver's unpacks and extracts
 };
 
 class ChunkSides {

@@ -33,8 +33,9 @@ Result<ncclUniqueId> shared_id(Bootstrap& bootstrap) {
   if (!all) return std::unexpected(std::move(all.error()).in("allgather of the NCCL unique id"));
   const auto& from_root = all->front();
   if (from_root.size() != sizeof id)
-    return fail(ErrorCode::kRuntime, fmt::format("rank 0 sent a NCCL unique id of {} bytes instead of {}: it could not make one",
-                                                 from_root.size(), sizeof id));
+    return fail(ErrorCode::kRuntime,
+                fmt::format("rank 0 sent a NCCL unique id of {} bytes instead of {}: it could not make one",
+                            from_root.size(), sizeof id));
   std::memcpy(&id, from_root.data(), sizeof id);
   return id;
 }
@@ -47,17 +48,21 @@ struct Vote {
 Result<void> compare(const std::vector<Vote>& votes, std::uint64_t hash) {
   for (std::size_t r = 0; r < votes.size(); ++r) {
     if (votes[r].prepared == 0)
-      return fail(ErrorCode::kRuntime, fmt::format("communicator rank {} could not prepare its part of the plan", r));
+      return fail(ErrorCode::kRuntime,
+                  fmt::format("communicator rank {} could not prepare its part of the plan", r));
     if (votes[r].hash != hash)
-      return invalid(fmt::format("communicator rank {} prepared plan {:016x}, this rank {:016x}: every rank must run "
-                                 "the same plan", r, votes[r].hash, hash));
+      return invalid(
+          fmt::format("communicator rank {} prepared plan {:016x}, this rank {:016x}: every rank must run "
+                      "the same plan",
+                      r, votes[r].hash, hash));
   }
   return {};
 }
 
 }  // namespace
 
-Result<std::unique_ptr<Communicator>> Communicator::create(Bootstrap& bootstrap, int device, Seconds timeout) {
+Result<std::unique_ptr<Communicator>> Communicator::create(Bootstrap& bootstrap, int device,
+                                                           Seconds timeout) {
   const DeviceGuard guard(device);
   if (!guard.status()) return std::unexpected(guard.status().error());
   auto id = shared_id(bootstrap);
@@ -65,9 +70,12 @@ Result<std::unique_ptr<Communicator>> Communicator::create(Bootstrap& bootstrap,
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t comm = nullptr;
-  const ncclResult_t started = ncclCommInitRankConfig(&comm, bootstrap.size(), *id, bootstrap.rank(), &config);
-  const auto call = fmt::format("ncclCommInitRankConfig(rank {} of {}, GPU {})", bootstrap.rank(), bootstrap.size(), device);
-  if (comm == nullptr) return std::unexpected(nccl_ok(started == ncclSuccess ? ncclInternalError : started, call).error());
+  const ncclResult_t started =
+      ncclCommInitRankConfig(&comm, bootstrap.size(), *id, bootstrap.rank(), &config);
+  const auto call = fmt::format("ncclCommInitRankConfig(rank {} of {}, GPU {})", bootstrap.rank(),
+                                bootstrap.size(), device);
+  if (comm == nullptr)
+    return std::unexpected(nccl_ok(started == ncclSuccess ? ncclInternalError : started, call).error());
   std::unique_ptr<Communicator> c(new Communicator(comm, true, timeout));
   if (auto ok = nccl_settle(comm, started, call, deadline_after(timeout)); !ok) {
     c->abort();
@@ -98,9 +106,12 @@ Result<void> Communicator::describe() {
 Communicator::~Communicator() {
   if (comm_ == nullptr || aborted_ || !owned_) return;
   const DeviceGuard guard(device_);
-  const auto finished = nccl_settle(comm_, ncclCommFinalize(comm_), "ncclCommFinalize", deadline_after(timeout_));
-  if (finished) ncclCommDestroy(comm_);
-  else ncclCommAbort(comm_);
+  const auto finished =
+      nccl_settle(comm_, ncclCommFinalize(comm_), "ncclCommFinalize", deadline_after(timeout_));
+  if (finished)
+    ncclCommDestroy(comm_);
+  else
+    ncclCommAbort(comm_);
 }
 
 void Communicator::abort() {
@@ -119,7 +130,10 @@ Result<void> Communicator::agree(std::uint64_t plan_hash, bool prepared, Seconds
   if (auto ok = stream.create(); !ok) return ok;
   if (auto ok = buffer.allocate(sizeof(Vote) * (votes.size() + 1), "cudaMalloc (plan votes)"); !ok) return ok;
   auto* all = buffer.get() + sizeof(Vote);
-  if (auto ok = cuda_ok(cudaMemcpy(buffer.get(), &mine, sizeof mine, cudaMemcpyHostToDevice), "cudaMemcpy (vote)"); !ok) return ok;
+  if (auto ok =
+          cuda_ok(cudaMemcpy(buffer.get(), &mine, sizeof mine, cudaMemcpyHostToDevice), "cudaMemcpy (vote)");
+      !ok)
+    return ok;
   const auto deadline = deadline_after(timeout);
   auto done = nccl_settle(comm_, ncclAllGather(buffer.get(), all, 2, ncclUint64, comm_, stream.get()),
                           "ncclAllGather (plan hashes)", deadline);
@@ -128,7 +142,8 @@ Result<void> Communicator::agree(std::uint64_t plan_hash, bool prepared, Seconds
     abort();
     return done;
   }
-  if (auto ok = cuda_ok(cudaMemcpy(votes.data(), all, sizeof(Vote) * votes.size(), cudaMemcpyDeviceToHost), "cudaMemcpy (votes)");
+  if (auto ok = cuda_ok(cudaMemcpy(votes.data(), all, sizeof(Vote) * votes.size(), cudaMemcpyDeviceToHost),
+                        "cudaMemcpy (votes)");
       !ok)
     return ok;
   return compare(votes, plan_hash);

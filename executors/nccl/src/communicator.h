@@ -35,7 +35,8 @@ class Communicator {
   Result<void> agree(std::uint64_t plan_hash, bool prepared, Seconds timeout);
 
  private:
-  Communicator(ncclComm_t comm, bool owned, Seconds timeout) : comm_(comm), owned_(owned), timeout_(timeout) {}
+  Communicator(ncclComm_t comm, bool owned, Seconds timeout)
+      : comm_(comm), owned_(owned), timeout_(timeout) {}
   Result<void> describe();
 
   ncclComm_t comm_ = nullptr;

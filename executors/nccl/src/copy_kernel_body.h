@@ -31,19 +31,19 @@ struct alignas(16) Unit16 {
 struct DeviceCopy {
   const std::byte* src = nullptr;  // the box's first element in each array
   std::byte* dst = nullptr;
-  std::int32_t dims = 1;           // after merging, innermost last
-  std::int32_t unit = 1;           // bytes moved per access: 1, 2, 4, 8 or 16
+  std::int32_t dims = 1;  // after merging, innermost last
+  std::int32_t unit = 1;  // bytes moved per access: 1, 2, 4, 8 or 16
   std::int64_t extent[kMaxCopyDims] = {};
   std::int64_t src_stride[kMaxCopyDims] = {};  // in units
   std::int64_t dst_stride[kMaxCopyDims] = {};
   std::int64_t first = 0;  // units of the box, row-major
   std::int64_t count = 0;
-  std::int32_t lanes = 1;           // threads per row
-  std::int64_t tile = 1;            // units of a row one item covers
+  std::int32_t lanes = 1;  // threads per row
+  std::int64_t tile = 1;   // units of a row one item covers
   std::int64_t tiles_per_row = 1;
   std::int64_t rows_per_item = 1;
   std::int64_t items = 0;
-  std::int64_t item_begin = 0;      // items of the copies before this one in its batch
+  std::int64_t item_begin = 0;  // items of the copies before this one in its batch
 };
 
 template <class Unit>
@@ -87,11 +87,21 @@ REFIT_HOST_DEVICE inline void copy_item_as(const DeviceCopy& c, std::int64_t ite
 // One thread's share of item `item` (counted from the copy's own first item).
 REFIT_HOST_DEVICE inline void copy_item(const DeviceCopy& c, std::int64_t item, int thread) {
   switch (c.unit) {
-    case 1: copy_item_as<std::uint8_t>(c, item, thread); break;
-    case 2: copy_item_as<std::uint16_t>(c, item, thread); break;
-    case 4: copy_item_as<std::uint32_t>(c, item, thread); break;
-    case 8: copy_item_as<unsigned long long>(c, item, thread); break;
-    default: copy_item_as<Unit16>(c, item, thread); break;
+    case 1:
+      copy_item_as<std::uint8_t>(c, item, thread);
+      break;
+    case 2:
+      copy_item_as<std::uint16_t>(c, item, thread);
+      break;
+    case 4:
+      copy_item_as<std::uint32_t>(c, item, thread);
+      break;
+    case 8:
+      copy_item_as<unsigned long long>(c, item, thread);
+      break;
+    default:
+      copy_item_as<Unit16>(c, item, thread);
+      break;
   }
 }
 
@@ -101,7 +111,10 @@ REFIT_HOST_DEVICE inline int find_copy(const DeviceCopy* copies, int n, std::int
   int hi = n - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (copies[mid].item_begin <= item) lo = mid; else hi = mid - 1;
+    if (copies[mid].item_begin <= item)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }

@@ -7,7 +7,8 @@
 
 namespace refit::nccl_detail {
 
-Result<std::unique_ptr<CudaBackend>> CudaBackend::make(const Program& program, std::span<std::byte* const> shards,
+Result<std::unique_ptr<CudaBackend>> CudaBackend::make(const Program& program,
+                                                       std::span<std::byte* const> shards,
                                                        Communicator& comm) {
   const DeviceGuard guard(comm.device());
   if (!guard.status()) return std::unexpected(guard.status().error());
@@ -26,19 +27,29 @@ Result<void> CudaBackend::allocate(const Program& program) {
   events_.resize(static_cast<std::size_t>(program.events));
   for (auto& e : events_)
     if (auto ok = e.create(); !ok) return ok;
-  if (auto ok = staging_.allocate(static_cast<std::size_t>(program.staging_bytes), "cudaMalloc (staging)"); !ok) return ok;
-  return scratch_.allocate(static_cast<std::size_t>(program.scratch_bytes), "cudaMalloc (scratch for relayed data)");
+  if (auto ok = staging_.allocate(static_cast<std::size_t>(program.staging_bytes), "cudaMalloc (staging)");
+      !ok)
+    return ok;
+  return scratch_.allocate(static_cast<std::size_t>(program.scratch_bytes),
+                           "cudaMalloc (scratch for relayed data)");
 }
 
 std::byte* CudaBackend::resolve(const Address& a) const {
   std::byte* base = nullptr;
   switch (a.kind) {
-    case BufferKind::kShard: base = shards_[static_cast<std::size_t>(a.index)]; break;
-    case BufferKind::kStaging: base = staging_.get() + staging_starts_[static_cast<std::size_t>(a.index)]; break;
-    case BufferKind::kScratch: base = scratch_.get(); break;
+    case BufferKind::kShard:
+      base = shards_[static_cast<std::size_t>(a.index)];
+      break;
+    case BufferKind::kStaging:
+      base = staging_.get() + staging_starts_[static_cast<std::size_t>(a.index)];
+      break;
+    case BufferKind::kScratch:
+      base = scratch_.get();
+      break;
   }
   // Integer arithmetic: a box origin may lie before its buffer (only elements inside are touched).
-  return reinterpret_cast<std::byte*>(reinterpret_cast<std::uintptr_t>(base) + static_cast<std::uintptr_t>(a.offset));
+  return reinterpret_cast<std::byte*>(reinterpret_cast<std::uintptr_t>(base) +
+                                      static_cast<std::uintptr_t>(a.offset));
 }
 
 Result<void> CudaBackend::upload_copies(const Program& program) {
@@ -48,7 +59,8 @@ Result<void> CudaBackend::upload_copies(const Program& program) {
     const auto* batch = std::get_if<CopyBatch>(&op);
     if (batch == nullptr) continue;
     const auto first = all.size();
-    for (const auto& c : batch->copies) all.push_back(make_device_copy(c.geometry, resolve(c.src), resolve(c.dst)));
+    for (const auto& c : batch->copies)
+      all.push_back(make_device_copy(c.geometry, resolve(c.src), resolve(c.dst)));
     const std::span<DeviceCopy> mine(all.data() + first, all.size() - first);
     launches_[static_cast<std::size_t>(batch->id)] =
         Launch{static_cast<std::int64_t>(first), static_cast<std::int32_t>(mine.size()), number_items(mine)};
@@ -56,39 +68,43 @@ Result<void> CudaBackend::upload_copies(const Program& program) {
   const auto bytes = all.size() * sizeof(DeviceCopy);
   if (auto ok = copies_.allocate(bytes, "cudaMalloc (copy descriptors)"); !ok) return ok;
   if (bytes == 0) return {};
-  return cuda_ok(cudaMemcpy(copies_.get(), all.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy (copy descriptors)");
+  return cuda_ok(cudaMemcpy(copies_.get(), all.data(), bytes, cudaMemcpyHostToDevice),
+                 "cudaMemcpy (copy descriptors)");
 }
 
 Result<void> CudaBackend::issue_p2p(const P2p& p) const {
   const bool send = p.direction == Direction::kSend;
-  const auto status = send ? ncclSend(resolve(p.at), static_cast<std::size_t>(p.bytes), ncclUint8, p.peer_comm,
-                                      comm_.get(), comm_stream_.get())
-                           : ncclRecv(resolve(p.at), static_cast<std::size_t>(p.bytes), ncclUint8, p.peer_comm,
-                                      comm_.get(), comm_stream_.get());
+  const auto status = send ? ncclSend(resolve(p.at), static_cast<std::size_t>(p.bytes), ncclUint8,
+                                      p.peer_comm, comm_.get(), comm_stream_.get())
+                           : ncclRecv(resolve(p.at), static_cast<std::size_t>(p.bytes), ncclUint8,
+                                      p.peer_comm, comm_.get(), comm_stream_.get());
   if (status == ncclInProgress) return {};  // a non-blocking communicator settles at ncclGroupEnd
-  return nccl_ok(status,
-                 fmt::format("{}(rank {} {} rank {} on communicator rank {}, transfer {}, chunk {}, {} bytes)",
-                             send ? "ncclSend" : "ncclRecv", p.self.value, send ? "to" : "from", p.peer.value,
-                             p.peer_comm, p.transfer, p.chunk, p.bytes),
-                 comm_.get());
+  return nccl_ok(
+      status,
+      fmt::format("{}(rank {} {} rank {} on communicator rank {}, transfer {}, chunk {}, {} bytes)",
+                  send ? "ncclSend" : "ncclRecv", p.self.value, send ? "to" : "from", p.peer.value,
+                  p.peer_comm, p.transfer, p.chunk, p.bytes),
+      comm_.get());
 }
 
 Result<void> CudaBackend::issue_batch(const CopyBatch& b) const {
   const auto& l = launches_[static_cast<std::size_t>(b.id)];
   const auto* copies = reinterpret_cast<const DeviceCopy*>(copies_.get()) + l.first;
   return cuda_ok(launch_copy_batch(copies, l.count, l.items, copy_.get()),
-                 fmt::format("copy kernel ({} of {} boxes for step {})", b.kind == BatchKind::kPack ? "packing" : "unpacking",
-                             l.count, b.step));
+                 fmt::format("copy kernel ({} of {} boxes for step {})",
+                             b.kind == BatchKind::kPack ? "packing" : "unpacking", l.count, b.step));
 }
 
 Result<void> CudaBackend::issue(const Op& op, Clock::time_point deadline) {
   if (std::holds_alternative<GroupStart>(op)) return nccl_ok(ncclGroupStart(), "ncclGroupStart", comm_.get());
   if (const auto* end = std::get_if<GroupEnd>(&op))
-    return nccl_settle(comm_.get(), ncclGroupEnd(), fmt::format("ncclGroupEnd (step {})", end->step), deadline);
+    return nccl_settle(comm_.get(), ncclGroupEnd(), fmt::format("ncclGroupEnd (step {})", end->step),
+                       deadline);
   if (const auto* p = std::get_if<P2p>(&op)) return issue_p2p(*p);
   if (const auto* b = std::get_if<CopyBatch>(&op)) return issue_batch(*b);
   if (const auto* r = std::get_if<Record>(&op))
-    return cuda_ok(cudaEventRecord(events_[static_cast<std::size_t>(r->event)].get(), stream(r->stream)), "cudaEventRecord");
+    return cuda_ok(cudaEventRecord(events_[static_cast<std::size_t>(r->event)].get(), stream(r->stream)),
+                   "cudaEventRecord");
   const auto& w = std::get<Wait>(op);
   return cuda_ok(cudaStreamWaitEvent(stream(w.stream), events_[static_cast<std::size_t>(w.event)].get(), 0),
                  "cudaStreamWaitEvent");
@@ -96,7 +112,8 @@ Result<void> CudaBackend::issue(const Op& op, Clock::time_point deadline) {
 
 Result<bool> CudaBackend::reached(std::int32_t event) {
   ncclResult_t state = ncclSuccess;
-  if (auto ok = nccl_ok(ncclCommGetAsyncError(comm_.get(), &state), "ncclCommGetAsyncError", comm_.get()); !ok)
+  if (auto ok = nccl_ok(ncclCommGetAsyncError(comm_.get(), &state), "ncclCommGetAsyncError", comm_.get());
+      !ok)
     return std::unexpected(std::move(ok.error()));
   if (state != ncclSuccess && state != ncclInProgress)
     return std::unexpected(nccl_ok(state, "NCCL (asynchronous error)", comm_.get()).error());

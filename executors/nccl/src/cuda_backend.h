@@ -36,7 +36,9 @@ class CudaBackend final : public Backend {
   Result<void> allocate(const Program& program);
   Result<void> upload_copies(const Program& program);
   std::byte* resolve(const Address& a) const;
-  cudaStream_t stream(StreamKind k) const { return k == StreamKind::kCopy ? copy_.get() : comm_stream_.get(); }
+  cudaStream_t stream(StreamKind k) const {
+    return k == StreamKind::kCopy ? copy_.get() : comm_stream_.get();
+  }
   Result<void> issue_p2p(const P2p& p) const;
   Result<void> issue_batch(const CopyBatch& b) const;
 
@@ -48,7 +50,7 @@ class CudaBackend final : public Backend {
   std::vector<Event> events_;
   DeviceMemory staging_;
   DeviceMemory scratch_;
-  DeviceMemory copies_;  // every batch's DeviceCopy descriptors, back to back
+  DeviceMemory copies_;           // every batch's DeviceCopy descriptors, back to back
   std::vector<Launch> launches_;  // by batch id
 };
 

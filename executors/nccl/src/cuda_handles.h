@@ -38,7 +38,9 @@ class Stream {
   ~Stream() {
     if (s_ != nullptr) cudaStreamDestroy(s_);
   }
-  Result<void> create() { return cuda_ok(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags"); }
+  Result<void> create() {
+    return cuda_ok(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  }
   cudaStream_t get() const { return s_; }
 
  private:
@@ -53,7 +55,9 @@ class Event {
   ~Event() {
     if (e_ != nullptr) cudaEventDestroy(e_);
   }
-  Result<void> create() { return cuda_ok(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming), "cudaEventCreateWithFlags"); }
+  Result<void> create() {
+    return cuda_ok(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  }
   cudaEvent_t get() const { return e_; }
 
  private:

@@ -11,15 +11,24 @@ constexpr auto kPoll = std::chrono::microseconds(20);
 
 std::string_view nccl_result_name(ncclResult_t r) {
   switch (r) {
-    case ncclSuccess: return "ncclSuccess";
-    case ncclUnhandledCudaError: return "ncclUnhandledCudaError";
-    case ncclSystemError: return "ncclSystemError";
-    case ncclInternalError: return "ncclInternalError";
-    case ncclInvalidArgument: return "ncclInvalidArgument";
-    case ncclInvalidUsage: return "ncclInvalidUsage";
-    case ncclRemoteError: return "ncclRemoteError";
-    case ncclInProgress: return "ncclInProgress";
-    default: return "ncclResult";
+    case ncclSuccess:
+      return "ncclSuccess";
+    case ncclUnhandledCudaError:
+      return "ncclUnhandledCudaError";
+    case ncclSystemError:
+      return "ncclSystemError";
+    case ncclInternalError:
+      return "ncclInternalError";
+    case ncclInvalidArgument:
+      return "ncclInvalidArgument";
+    case ncclInvalidUsage:
+      return "ncclInvalidUsage";
+    case ncclRemoteError:
+      return "ncclRemoteError";
+    case ncclInProgress:
+      return "ncclInProgress";
+    default:
+      return "ncclResult";
   }
 }
 
@@ -30,7 +39,8 @@ Result<ncclResult_t> async_state(ncclComm_t comm, std::string_view call, Clock::
     if (auto ok = nccl_ok(ncclCommGetAsyncError(comm, &state), "ncclCommGetAsyncError", comm); !ok)
       return std::unexpected(std::move(ok.error()));
     if (state != ncclInProgress) return state;
-    if (Clock::now() > deadline) return fail(ErrorCode::kTimeout, fmt::format("{}: still in progress at the deadline", call));
+    if (Clock::now() > deadline)
+      return fail(ErrorCode::kTimeout, fmt::format("{}: still in progress at the deadline", call));
     std::this_thread::sleep_for(kPoll);
   }
 }
@@ -39,24 +49,28 @@ Result<ncclResult_t> async_state(ncclComm_t comm, std::string_view call, Clock::
 
 Result<void> cuda_ok(cudaError_t status, std::string_view call) {
   if (status == cudaSuccess) return {};
-  return fail(ErrorCode::kRuntime, fmt::format("{}: {} ({})", call, cudaGetErrorString(status), cudaGetErrorName(status)));
+  return fail(ErrorCode::kRuntime,
+              fmt::format("{}: {} ({})", call, cudaGetErrorString(status), cudaGetErrorName(status)));
 }
 
 Result<void> nccl_ok(ncclResult_t status, std::string_view call, ncclComm_t comm) {
   if (status == ncclSuccess) return {};
   const char* last = ncclGetLastError(comm);
-  return fail(ErrorCode::kRuntime, fmt::format("{}: {} ({}){}{}", call, ncclGetErrorString(status), nccl_result_name(status),
-                                               last && *last ? ": " : "", last ? last : ""));
+  return fail(ErrorCode::kRuntime,
+              fmt::format("{}: {} ({}){}{}", call, ncclGetErrorString(status), nccl_result_name(status),
+                          last && *last ? ": " : "", last ? last : ""));
 }
 
-Result<void> nccl_settle(ncclComm_t comm, ncclResult_t status, std::string_view call, Clock::time_point deadline) {
+Result<void> nccl_settle(ncclComm_t comm, ncclResult_t status, std::string_view call,
+                         Clock::time_point deadline) {
   if (status != ncclInProgress) return nccl_ok(status, call, comm);
   auto state = async_state(comm, call, deadline);
   if (!state) return std::unexpected(std::move(state.error()));
   return nccl_ok(*state, call, comm);
 }
 
-Result<void> wait_stream(cudaStream_t stream, ncclComm_t comm, std::string_view what, Clock::time_point deadline) {
+Result<void> wait_stream(cudaStream_t stream, ncclComm_t comm, std::string_view what,
+                         Clock::time_point deadline) {
   while (true) {
     const cudaError_t done = cudaStreamQuery(stream);
     if (done == cudaSuccess) return {};
@@ -64,7 +78,8 @@ Result<void> wait_stream(cudaStream_t stream, ncclComm_t comm, std::string_view 
     ncclResult_t state = ncclSuccess;
     if (auto ok = nccl_ok(ncclCommGetAsyncError(comm, &state), "ncclCommGetAsyncError", comm); !ok) return ok;
     if (state != ncclSuccess && state != ncclInProgress) return nccl_ok(state, what, comm);
-    if (Clock::now() > deadline) return fail(ErrorCode::kTimeout, fmt::format("{}: not finished at the deadline", what));
+    if (Clock::now() > deadline)
+      return fail(ErrorCode::kTimeout, fmt::format("{}: not finished at the deadline", what));
     std::this_thread::sleep_for(kPoll);
   }
 }

@@ -18,10 +18,12 @@ Result<void> nccl_ok(ncclResult_t status, std::string_view call, ncclComm_t comm
 
 // Waits until `comm` has finished a call that returned `status` (ncclInProgress when it goes on
 // in the background), polling its asynchronous error until `deadline`: kTimeout after that.
-Result<void> nccl_settle(ncclComm_t comm, ncclResult_t status, std::string_view call, Clock::time_point deadline);
+Result<void> nccl_settle(ncclComm_t comm, ncclResult_t status, std::string_view call,
+                         Clock::time_point deadline);
 
 // Waits until everything enqueued on `stream` has run, or NCCL reports an error, or `deadline`.
-Result<void> wait_stream(cudaStream_t stream, ncclComm_t comm, std::string_view what, Clock::time_point deadline);
+Result<void> wait_stream(cudaStream_t stream, ncclComm_t comm, std::string_view what,
+                         Clock::time_point deadline);
 
 // Makes `device` current for its lifetime and restores the caller's device after.
 class DeviceGuard {

@@ -52,8 +52,9 @@ void regroup(DeviceCopy& c, const CopyGeometry& g, std::int32_t w) {
 // kCopyThreads * kCopyUnroll units.
 void plan_threads(DeviceCopy& c) {
   const std::int64_t inner = c.extent[c.dims - 1];
-  c.lanes = inner >= kCopyThreads ? kCopyThreads
-                                  : static_cast<std::int32_t>(std::bit_ceil(static_cast<std::uint64_t>(inner)));
+  c.lanes = inner >= kCopyThreads
+                ? kCopyThreads
+                : static_cast<std::int32_t>(std::bit_ceil(static_cast<std::uint64_t>(inner)));
   c.rows_per_item = kCopyThreads / c.lanes;
   c.tile = c.lanes == kCopyThreads ? std::int64_t{kCopyThreads} * kCopyUnroll : c.lanes;
   c.tiles_per_row = (inner + c.tile - 1) / c.tile;
@@ -90,7 +91,8 @@ DeviceCopy make_device_copy(const CopyGeometry& g, const std::byte* src, std::by
   c.count = g.count;
   const int in = g.dims - 1;
   if (g.src_stride[in] == 1 && g.dst_stride[in] == 1)
-    regroup(c, g, widest_unit(g, reinterpret_cast<std::uintptr_t>(src), reinterpret_cast<std::uintptr_t>(dst)));
+    regroup(c, g,
+            widest_unit(g, reinterpret_cast<std::uintptr_t>(src), reinterpret_cast<std::uintptr_t>(dst)));
   plan_threads(c);
   return c;
 }

@@ -9,7 +9,9 @@ Result<void> copy_all(const auto& pairs, bool upload) {
   for (const auto& p : pairs) {
     const auto status = upload ? cudaMemcpy(p.device, p.host.data(), p.host.size(), cudaMemcpyHostToDevice)
                                : cudaMemcpy(p.host.data(), p.device, p.host.size(), cudaMemcpyDeviceToHost);
-    if (auto ok = cuda_ok(status, upload ? "cudaMemcpy (host source to GPU)" : "cudaMemcpy (destination to host)"); !ok)
+    if (auto ok =
+            cuda_ok(status, upload ? "cudaMemcpy (host source to GPU)" : "cudaMemcpy (destination to host)");
+        !ok)
       return ok;
   }
   return {};
@@ -27,9 +29,12 @@ Result<HostMirror> HostMirror::make(std::span<const LocalRankBuffers> ranks) {
       for (auto& shard : *side) {
         if (shard.bytes.empty()) continue;
         auto& memory = m.memory_.emplace_back();
-        if (auto ok = memory.allocate(shard.bytes.size(), fmt::format("cudaMalloc (copy of rank {}'s host shard)", r.rank.value)); !ok)
+        if (auto ok = memory.allocate(shard.bytes.size(),
+                                      fmt::format("cudaMalloc (copy of rank {}'s host shard)", r.rank.value));
+            !ok)
           return std::unexpected(std::move(ok.error()));
-        (side == &mine.buffers.sources ? m.sources_ : m.destinations_).push_back(Pair{shard.bytes, memory.get()});
+        (side == &mine.buffers.sources ? m.sources_ : m.destinations_)
+            .push_back(Pair{shard.bytes, memory.get()});
         shard.bytes = std::span(memory.get(), shard.bytes.size());
       }
   }

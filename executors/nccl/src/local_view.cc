@@ -11,8 +11,10 @@ Result<std::vector<std::int32_t>> full_map(const Plan& plan, const CommRankMap& 
   const auto world = plan.world_size();
   if (given.empty()) {
     if (comm.size != world)
-      return invalid(fmt::format("the plan has {} ranks and the communicator {}: give a map from plan ranks to "
-                                 "communicator ranks", world, comm.size));
+      return invalid(
+          fmt::format("the plan has {} ranks and the communicator {}: give a map from plan ranks to "
+                      "communicator ranks",
+                      world, comm.size));
     std::vector<std::int32_t> identity(static_cast<std::size_t>(world));
     for (std::int32_t r = 0; r < world; ++r) identity[static_cast<std::size_t>(r)] = r;
     return identity;
@@ -21,7 +23,8 @@ Result<std::vector<std::int32_t>> full_map(const Plan& plan, const CommRankMap& 
     return invalid(fmt::format("comm_rank_of has {} entries for a plan of {} ranks", given.size(), world));
   for (std::size_t r = 0; r < given.size(); ++r)
     if (given[r] < 0 || given[r] >= comm.size)
-      return invalid(fmt::format("comm_rank_of[{}] is {}, outside the communicator's {} ranks", r, given[r], comm.size));
+      return invalid(
+          fmt::format("comm_rank_of[{}] is {}, outside the communicator's {} ranks", r, given[r], comm.size));
   return given;
 }
 
@@ -30,7 +33,8 @@ Result<void> add_shards(const Plan& plan, std::span<const ShardBuffer> shards, c
   for (std::size_t i = 0; i < shards.size(); ++i) {
     const auto& s = shards[i];
     const auto at = fmt::format("{}[{}]", side, i);
-    if (s.tensor >= plan.tensors.size()) return invalid(fmt::format("{}: tensor index {} does not exist", at, s.tensor));
+    if (s.tensor >= plan.tensors.size())
+      return invalid(fmt::format("{}: tensor index {} does not exist", at, s.tensor));
     const auto& tensor = plan.tensors[s.tensor];
     if (s.box.rank() != tensor.shape.size() || s.box.extent.size() != tensor.shape.size() ||
         !Box::whole(tensor.shape).contains(s.box))
@@ -55,7 +59,8 @@ Result<void> add_rank(const Plan& plan, const LocalRankBuffers& g, MemoryKind me
                                memory == MemoryKind::kCuda ? "CUDA" : "host"));
   LocalRank local{g.rank, {}, {}};
   if (auto ok = add_shards(plan, g.buffers.sources, "sources", local.sources, view); !ok) return ok;
-  if (auto ok = add_shards(plan, g.buffers.destinations, "destinations", local.destinations, view); !ok) return ok;
+  if (auto ok = add_shards(plan, g.buffers.destinations, "destinations", local.destinations, view); !ok)
+    return ok;
   view.ranks.push_back(std::move(local));
   return {};
 }
@@ -83,8 +88,8 @@ Result<LocalView> make_local_view(const Plan& plan, std::span<const LocalRankBuf
   for (std::int32_t r = 0; r < plan.world_size(); ++r)
     if (view.comm_rank_of[static_cast<std::size_t>(r)] == comm.rank &&
         std::ranges::none_of(view.ranks, [&](const LocalRank& l) { return l.rank.value == r; }))
-      return invalid(fmt::format("plan rank {} runs on this communicator rank ({}) but no buffers were given for it",
-                                 r, comm.rank));
+      return invalid(fmt::format(
+          "plan rank {} runs on this communicator rank ({}) but no buffers were given for it", r, comm.rank));
   return view;
 }
 

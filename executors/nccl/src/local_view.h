@@ -27,9 +27,9 @@ struct LocalRank {
 };
 
 struct LocalView {
-  std::vector<LocalRank> ranks;               // staging slot = index
-  std::vector<std::int32_t> comm_rank_of;     // per plan rank, always filled
-  std::vector<std::span<std::byte>> shards;   // by shard index
+  std::vector<LocalRank> ranks;              // staging slot = index
+  std::vector<std::int32_t> comm_rank_of;    // per plan rank, always filled
+  std::vector<std::span<std::byte>> shards;  // by shard index
 };
 
 struct CommPosition {

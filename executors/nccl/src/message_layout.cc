@@ -42,7 +42,8 @@ std::vector<Piece> MessageLayout::pieces(std::int64_t k) const {
     const std::int64_t to = std::min(hi, begin_[seg + 1]);
     if (from >= to) continue;
     const std::int64_t es = element_[seg];
-    out.push_back(Piece{static_cast<std::int32_t>(seg), (from - begin_[seg]) / es, (to - from) / es, from - lo});
+    out.push_back(
+        Piece{static_cast<std::int32_t>(seg), (from - begin_[seg]) / es, (to - from) / es, from - lo});
   }
   return out;
 }

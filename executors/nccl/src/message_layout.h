@@ -23,7 +23,9 @@ class MessageLayout {
   MessageLayout(const Plan& plan, const Transfer& t, std::int64_t max_chunk);
 
   std::int64_t chunks() const { return static_cast<std::int64_t>(ends_.size()); }
-  std::int64_t chunk_begin(std::int64_t k) const { return k == 0 ? 0 : ends_[static_cast<std::size_t>(k - 1)]; }
+  std::int64_t chunk_begin(std::int64_t k) const {
+    return k == 0 ? 0 : ends_[static_cast<std::size_t>(k - 1)];
+  }
   std::int64_t chunk_end(std::int64_t k) const { return ends_[static_cast<std::size_t>(k)]; }
   std::int64_t chunk_bytes(std::int64_t k) const { return chunk_end(k) - chunk_begin(k); }
   // The chunk that carries message byte `byte`.

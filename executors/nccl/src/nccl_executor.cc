@@ -27,8 +27,8 @@ class NcclPrepared final : public PreparedPlan {
 std::string who_of(std::span<const LocalRankBuffers> ranks, const Communicator& comm) {
   std::string plan_ranks;
   for (const auto& r : ranks) plan_ranks += fmt::format("{}{}", plan_ranks.empty() ? "" : ",", r.rank.value);
-  return fmt::format("nccl executor, rank{} {} (communicator rank {})", ranks.size() == 1 ? "" : "s", plan_ranks,
-                     comm.rank());
+  return fmt::format("nccl executor, rank{} {} (communicator rank {})", ranks.size() == 1 ? "" : "s",
+                     plan_ranks, comm.rank());
 }
 
 // Every shard is device memory of the communicator's GPU: NCCL and the kernels read it there.
@@ -39,7 +39,8 @@ Result<void> check_device_memory(std::span<const LocalRankBuffers> ranks, int de
         const auto& bytes = (*side)[i].bytes;
         if (bytes.empty()) continue;
         cudaPointerAttributes a{};
-        const auto at = fmt::format("rank {}, {}[{}]", r.rank.value, side == &r.buffers.sources ? "sources" : "destinations", i);
+        const auto at = fmt::format("rank {}, {}[{}]", r.rank.value,
+                                    side == &r.buffers.sources ? "sources" : "destinations", i);
         if (cudaPointerGetAttributes(&a, bytes.data()) != cudaSuccess ||
             (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged) || a.device != device) {
           cudaGetLastError();  // clear the sticky-free error of a failed query
@@ -49,8 +50,10 @@ Result<void> check_device_memory(std::span<const LocalRankBuffers> ranks, int de
   return {};
 }
 
-Result<std::unique_ptr<NcclPrepared>> prepare_locally(const Plan& plan, std::span<const LocalRankBuffers> given,
-                                                      Communicator& comm, const CommRankMap& map, Bytes staging) {
+Result<std::unique_ptr<NcclPrepared>> prepare_locally(const Plan& plan,
+                                                      std::span<const LocalRankBuffers> given,
+                                                      Communicator& comm, const CommRankMap& map,
+                                                      Bytes staging) {
   const nccl_detail::DeviceGuard guard(comm.device());
   if (!guard.status()) return std::unexpected(guard.status().error());
   auto mirror = nccl_detail::HostMirror::make(given);
@@ -70,7 +73,8 @@ Result<std::unique_ptr<NcclPrepared>> prepare_locally(const Plan& plan, std::spa
     sizes.push_back(static_cast<std::int64_t>(s.size()));
     pointers.push_back(s.data());
   }
-  if (auto ok = nccl_detail::check_bounds(prepared->program, sizes); !ok) return std::unexpected(std::move(ok.error()));
+  if (auto ok = nccl_detail::check_bounds(prepared->program, sizes); !ok)
+    return std::unexpected(std::move(ok.error()));
   auto backend = nccl_detail::CudaBackend::make(prepared->program, pointers, comm);
   if (!backend) return std::unexpected(std::move(backend.error()));
   prepared->backend = std::move(*backend);
@@ -81,26 +85,33 @@ Result<std::unique_ptr<NcclPrepared>> prepare_locally(const Plan& plan, std::spa
 
 }  // namespace
 
-NcclExecutor::NcclExecutor(std::unique_ptr<Communicator> comm, const ExecutorOptions& options, CommRankMap map)
+NcclExecutor::NcclExecutor(std::unique_ptr<Communicator> comm, const ExecutorOptions& options,
+                           CommRankMap map)
     : comm_(std::move(comm)), options_(options), comm_rank_of_(std::move(map)) {}
 
 NcclExecutor::~NcclExecutor() = default;
 
-Result<std::unique_ptr<NcclExecutor>> NcclExecutor::create(Bootstrap& bootstrap, const ExecutorOptions& options,
-                                                           NcclSetup setup) {
+Result<std::unique_ptr<NcclExecutor>> NcclExecutor::create(Bootstrap& bootstrap,
+                                                           const ExecutorOptions& options, NcclSetup setup) {
   int device = setup.device;
   if (device == kDeviceOfHostRank) {
     auto local = nccl_detail::host_local_rank(bootstrap);
     if (!local) return std::unexpected(std::move(local.error()));
     int count = 0;
     if (auto ok = nccl_detail::cuda_ok(cudaGetDeviceCount(&count), "cudaGetDeviceCount"); !ok)
-      return std::unexpected(std::move(ok.error()).in(fmt::format("nccl executor, rank {}", bootstrap.rank())));
-    if (count == 0) return fail(ErrorCode::kRuntime, fmt::format("nccl executor, rank {}: no CUDA device", bootstrap.rank()));
+      return std::unexpected(
+          std::move(ok.error()).in(fmt::format("nccl executor, rank {}", bootstrap.rank())));
+    if (count == 0)
+      return fail(ErrorCode::kRuntime,
+                  fmt::format("nccl executor, rank {}: no CUDA device", bootstrap.rank()));
     device = *local % count;
   }
   auto comm = Communicator::create(bootstrap, device, options.timeout);
-  if (!comm) return std::unexpected(std::move(comm.error()).in(fmt::format("nccl executor, rank {}", bootstrap.rank())));
-  return std::unique_ptr<NcclExecutor>(new NcclExecutor(std::move(*comm), options, std::move(setup.comm_rank_of)));
+  if (!comm)
+    return std::unexpected(
+        std::move(comm.error()).in(fmt::format("nccl executor, rank {}", bootstrap.rank())));
+  return std::unique_ptr<NcclExecutor>(
+      new NcclExecutor(std::move(*comm), options, std::move(setup.comm_rank_of)));
 }
 
 Result<std::unique_ptr<NcclExecutor>> NcclExecutor::adopt(ncclComm_t comm, const ExecutorOptions& options,
@@ -110,7 +121,8 @@ Result<std::unique_ptr<NcclExecutor>> NcclExecutor::adopt(ncclComm_t comm, const
   return std::unique_ptr<NcclExecutor>(new NcclExecutor(std::move(*c), options, std::move(comm_rank_of)));
 }
 
-Result<std::unique_ptr<PreparedPlan>> NcclExecutor::prepare(const Plan& plan, Rank rank, const RankBuffers& buffers) {
+Result<std::unique_ptr<PreparedPlan>> NcclExecutor::prepare(const Plan& plan, Rank rank,
+                                                            const RankBuffers& buffers) {
   const LocalRankBuffers one{rank, buffers};
   return prepare_ranks(plan, std::span(&one, 1));
 }
@@ -118,7 +130,8 @@ Result<std::unique_ptr<PreparedPlan>> NcclExecutor::prepare(const Plan& plan, Ra
 Result<std::unique_ptr<PreparedPlan>> NcclExecutor::prepare_ranks(const Plan& plan,
                                                                   std::span<const LocalRankBuffers> ranks) {
   const auto who = who_of(ranks, *comm_);
-  if (comm_->aborted()) return fail(ErrorCode::kRuntime, who + ": the communicator was aborted by an earlier failure");
+  if (comm_->aborted())
+    return fail(ErrorCode::kRuntime, who + ": the communicator was aborted by an earlier failure");
   auto prepared = prepare_locally(plan, ranks, *comm_, comm_rank_of_, options_.staging);
   // Collective even when this rank failed, so that the others fail too instead of waiting.
   auto agreed = comm_->agree(plan_hash(plan), prepared.has_value(), options_.timeout);
@@ -129,14 +142,19 @@ Result<std::unique_ptr<PreparedPlan>> NcclExecutor::prepare_ranks(const Plan& pl
 
 Result<ExecutionReport> NcclExecutor::execute(PreparedPlan& prepared) {
   auto* mine = dynamic_cast<NcclPrepared*>(&prepared);
-  if (mine == nullptr || mine->comm != comm_.get()) return invalid("nccl executor: the plan was prepared by another executor");
-  if (comm_->aborted()) return fail(ErrorCode::kRuntime, mine->who + ": the communicator was aborted by an earlier failure");
+  if (mine == nullptr || mine->comm != comm_.get())
+    return invalid("nccl executor: the plan was prepared by another executor");
+  if (comm_->aborted())
+    return fail(ErrorCode::kRuntime, mine->who + ": the communicator was aborted by an earlier failure");
   const nccl_detail::DeviceGuard guard(comm_->device());
   if (!guard.status()) return std::unexpected(Error(guard.status().error()).in(mine->who));
-  if (auto ok = mine->mirror.upload_sources(); !ok) return std::unexpected(std::move(ok.error()).in(mine->who));
-  auto elapsed = nccl_detail::run_program(mine->program, *mine->backend, {options_.timeout, 4, options_.on_chunk_sent});
+  if (auto ok = mine->mirror.upload_sources(); !ok)
+    return std::unexpected(std::move(ok.error()).in(mine->who));
+  auto elapsed =
+      nccl_detail::run_program(mine->program, *mine->backend, {options_.timeout, 4, options_.on_chunk_sent});
   if (!elapsed) return std::unexpected(std::move(elapsed.error()).in(mine->who));
-  if (auto ok = mine->mirror.download_destinations(); !ok) return std::unexpected(std::move(ok.error()).in(mine->who));
+  if (auto ok = mine->mirror.download_destinations(); !ok)
+    return std::unexpected(std::move(ok.error()).in(mine->who));
   const auto& p = mine->program;
   return ExecutionReport{Bytes{p.bytes_sent}, Bytes{p.bytes_received}, *elapsed, p.messages, Bytes{0}};
 }

@@ -8,10 +8,12 @@ namespace refit::nccl_detail {
 namespace {
 
 Result<void> check_segment(const Plan& plan, const Transfer& t, const Segment& s) {
-  if (s.tensor >= plan.tensors.size()) return invalid(fmt::format("tensor index {} does not exist", s.tensor));
+  if (s.tensor >= plan.tensors.size())
+    return invalid(fmt::format("tensor index {} does not exist", s.tensor));
   const auto& tensor = plan.tensors[s.tensor];
-  if (tensor.shape.size() > static_cast<std::size_t>(kMaxCopyDims) || s.box.offset.size() != tensor.shape.size() ||
-      s.box.extent.size() != tensor.shape.size() || s.box.empty() || !Box::whole(tensor.shape).contains(s.box))
+  if (tensor.shape.size() > static_cast<std::size_t>(kMaxCopyDims) ||
+      s.box.offset.size() != tensor.shape.size() || s.box.extent.size() != tensor.shape.size() ||
+      s.box.empty() || !Box::whole(tensor.shape).contains(s.box))
     return invalid(fmt::format("box {} is empty or outside tensor '{}'", s.box.to_string(), tensor.name));
   const auto es = dtype_size(tensor.dtype);
   if (es != 1 && es != 2 && es != 4 && es != 8)

@@ -104,7 +104,7 @@ struct Program {
   std::int64_t scratch_bytes = 0;
   std::int64_t bytes_sent = 0;
   std::int64_t bytes_received = 0;
-  std::int64_t messages = 0;     // transfers sent by this process's plan ranks
+  std::int64_t messages = 0;  // transfers sent by this process's plan ranks
 };
 
 }  // namespace refit::nccl_detail

@@ -5,8 +5,8 @@
 namespace refit::nccl_detail {
 namespace {
 
-Result<void> inside(const Program& p, std::span<const std::int64_t> shards, const Address& a, std::int64_t begin,
-                    std::int64_t end) {
+Result<void> inside(const Program& p, std::span<const std::int64_t> shards, const Address& a,
+                    std::int64_t begin, std::int64_t end) {
   std::int64_t size = 0;
   switch (a.kind) {
     case BufferKind::kStaging:
@@ -14,7 +14,9 @@ Result<void> inside(const Program& p, std::span<const std::int64_t> shards, cons
         return invalid(fmt::format("staging region {} does not exist", a.index));
       size = p.staging_regions[static_cast<std::size_t>(a.index)];
       break;
-    case BufferKind::kScratch: size = p.scratch_bytes; break;
+    case BufferKind::kScratch:
+      size = p.scratch_bytes;
+      break;
     case BufferKind::kShard:
       if (a.index < 0 || static_cast<std::size_t>(a.index) >= shards.size())
         return invalid(fmt::format("shard buffer {} does not exist", a.index));
@@ -22,7 +24,8 @@ Result<void> inside(const Program& p, std::span<const std::int64_t> shards, cons
       break;
   }
   if (a.offset + begin < 0 || a.offset + end > size)
-    return invalid(fmt::format("bytes [{}, {}) of a buffer of {} bytes", a.offset + begin, a.offset + end, size));
+    return invalid(
+        fmt::format("bytes [{}, {}) of a buffer of {} bytes", a.offset + begin, a.offset + end, size));
   return {};
 }
 

@@ -23,9 +23,9 @@ std::string traffic_of(const Program& p, std::size_t block) {
       ++more;
       continue;
     }
-    out += fmt::format("{}rank {} {} rank {} (transfer {}, chunk {}, {} bytes)", listed ? ", " : "", op->self.value,
-                       op->direction == Direction::kSend ? "sends to" : "receives from", op->peer.value,
-                       op->transfer, op->chunk, op->bytes);
+    out += fmt::format("{}rank {} {} rank {} (transfer {}, chunk {}, {} bytes)", listed ? ", " : "",
+                       op->self.value, op->direction == Direction::kSend ? "sends to" : "receives from",
+                       op->peer.value, op->transfer, op->chunk, op->bytes);
     ++listed;
   }
   if (more > 0) out += fmt::format(" and {} more", more);
@@ -38,7 +38,8 @@ class Runner {
       : program_(program),
         backend_(backend),
         options_(options),
-        budget_(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options.timeout.value))) {}
+        budget_(std::chrono::duration_cast<Clock::duration>(
+            std::chrono::duration<double>(options.timeout.value))) {}
 
   Result<void> run() {
     std::size_t next = 0;  // the next block to start
@@ -55,8 +56,9 @@ class Runner {
       }
     }
     auto finished = wait(program_.final_event, [&] {
-      return program_.blocks.empty() ? std::string("the final event")
-                                     : fmt::format("the unpacking after step {}", program_.blocks.back().step);
+      return program_.blocks.empty()
+                 ? std::string("the final event")
+                 : fmt::format("the unpacking after step {}", program_.blocks.back().step);
     });
     if (finished) report_sent(program_.blocks.size());
     return finished;
@@ -70,8 +72,8 @@ class Runner {
 
   Result<void> wait_for_block(std::size_t block) {
     auto done = wait(program_.blocks[block].done_event, [&] {
-      return fmt::format("step {} ({} of {} on this process), where {}", program_.blocks[block].step, block + 1,
-                         program_.blocks.size(), traffic_of(program_, block));
+      return fmt::format("step {} ({} of {} on this process), where {}", program_.blocks[block].step,
+                         block + 1, program_.blocks.size(), traffic_of(program_, block));
     });
     if (done) report_sent(block + 1);
     return done;
@@ -80,8 +82,10 @@ class Runner {
   // Tells on_chunk_sent of the sends of every block before `end` not told of yet.
   void report_sent(std::size_t end) {
     if (!options_.on_chunk_sent) return;
-    const std::size_t first_op = reported_ < program_.blocks.size() ? program_.blocks[reported_].first_op : program_.ops.size();
-    const std::size_t last_op = end < program_.blocks.size() ? program_.blocks[end].first_op : program_.ops.size();
+    const std::size_t first_op =
+        reported_ < program_.blocks.size() ? program_.blocks[reported_].first_op : program_.ops.size();
+    const std::size_t last_op =
+        end < program_.blocks.size() ? program_.blocks[end].first_op : program_.ops.size();
     for (std::size_t i = first_op; i < last_op; ++i)
       if (const auto* p = std::get_if<P2p>(&program_.ops[i]); p && p->direction == Direction::kSend)
         options_.on_chunk_sent(p->transfer, p->chunk);
@@ -101,8 +105,9 @@ class Runner {
       if (*reached) return {};
       if (Clock::now() > deadline) {
         backend_.abort();
-        return fail(ErrorCode::kTimeout, fmt::format("{} made no progress for {} s; the communicator was aborted",
-                                                     what(), options_.timeout.value));
+        return fail(ErrorCode::kTimeout,
+                    fmt::format("{} made no progress for {} s; the communicator was aborted", what(),
+                                options_.timeout.value));
       }
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }

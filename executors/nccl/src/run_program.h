@@ -28,8 +28,8 @@ class Backend {
 };
 
 struct RunOptions {
-  Seconds timeout{60.0};     // the longest the GPU may make no progress
-  std::int32_t window = 4;   // steps the host may run ahead of the GPU
+  Seconds timeout{60.0};    // the longest the GPU may make no progress
+  std::int32_t window = 4;  // steps the host may run ahead of the GPU
   // Told of every chunk this process sent, once the host has seen its step finish on the GPU.
   std::function<void(std::int32_t transfer, std::int64_t chunk)> on_chunk_sent;
 };

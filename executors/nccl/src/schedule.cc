@@ -43,9 +43,7 @@ class Occupancy {
     used[static_cast<std::size_t>(s)] += bytes;
     ++count[static_cast<std::size_t>(s)];
     // Steps before open_ cannot take even the smallest chunk.
-    while (static_cast<std::size_t>(open_[k]) < used.size() &&
-           !fits(r, open_[k], kAlign))
-      ++open_[k];
+    while (static_cast<std::size_t>(open_[k]) < used.size() && !fits(r, open_[k], kAlign)) ++open_[k];
   }
 
   std::int64_t half_;
@@ -64,7 +62,8 @@ Result<std::int64_t> upstream_step(const Plan& plan, const RelayIndex& relays, c
     const auto& seg = t.segments[static_cast<std::size_t>(piece.segment)];
     if (seg.via == kFromSourceShard) continue;
     auto parts = relays.parts(seg, piece.first, piece.count);
-    if (!parts) return std::unexpected(std::move(parts.error()).in(fmt::format("segments[{}]", piece.segment)));
+    if (!parts)
+      return std::unexpected(std::move(parts.error()).in(fmt::format("segments[{}]", piece.segment)));
     const auto v = static_cast<std::size_t>(seg.via);
     const auto& up = plan.transfers[v];
     for (const auto& part : *parts) {
@@ -72,8 +71,10 @@ Result<std::int64_t> upstream_step(const Plan& plan, const RelayIndex& relays, c
       Shape last = part.box.offset;
       for (std::size_t d = 0; d < last.size(); ++d) last[d] += part.box.extent[d] - 1;
       const std::int64_t byte = s.layouts[v].segment_offset(part.segment) +
-                                (row_major_index(u.box, last) + 1) * s.layouts[v].element_size(part.segment) - 1;
-      latest = std::max<std::int64_t>(latest, s.step[v][static_cast<std::size_t>(s.layouts[v].chunk_of(byte))]);
+                                (row_major_index(u.box, last) + 1) * s.layouts[v].element_size(part.segment) -
+                                1;
+      latest =
+          std::max<std::int64_t>(latest, s.step[v][static_cast<std::size_t>(s.layouts[v].chunk_of(byte))]);
     }
   }
   return latest;
@@ -85,7 +86,8 @@ Result<Schedule> make_schedule(const Plan& plan, const RelayIndex& relays, Bytes
   Schedule s;
   s.half = staging.value / 2 / kAlign * kAlign;
   if (s.half < kAlign)
-    return invalid(fmt::format("staging of {} bytes is below the {} bytes one chunk needs", staging.value, 2 * kAlign));
+    return invalid(
+        fmt::format("staging of {} bytes is below the {} bytes one chunk needs", staging.value, 2 * kAlign));
   Occupancy occupancy(plan.world_size(), s.half);
   for (const auto& t : plan.transfers) {
     const std::int64_t max_chunk = std::max(kAlign, std::min(t.chunk.value / kAlign * kAlign, s.half));

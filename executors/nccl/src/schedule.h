@@ -21,11 +21,11 @@ inline constexpr std::int32_t kMaxChunksPerStep = 256;
 inline constexpr std::int64_t kNoUpstream = -1;
 
 struct Schedule {
-  std::int64_t half = 0;                           // staging bytes per rank and step
-  std::vector<MessageLayout> layouts;              // per transfer
-  std::vector<std::vector<std::int32_t>> step;     // per transfer, per chunk
-  std::vector<std::vector<std::int32_t>> upstream; // per transfer, per chunk: the latest step that
-                                                   // delivered data it forwards, or kNoUpstream
+  std::int64_t half = 0;                            // staging bytes per rank and step
+  std::vector<MessageLayout> layouts;               // per transfer
+  std::vector<std::vector<std::int32_t>> step;      // per transfer, per chunk
+  std::vector<std::vector<std::int32_t>> upstream;  // per transfer, per chunk: the latest step that
+                                                    // delivered data it forwards, or kNoUpstream
   std::int32_t steps = 0;
 };
 

@@ -30,7 +30,8 @@ std::int32_t Storage::slot_of(Rank r) const {
 std::optional<Located> Storage::shard_holding(const std::vector<LocalShard>& shards, std::uint32_t tensor,
                                               const Box& box) const {
   for (const auto& s : shards)
-    if (s.tensor == tensor && s.box.contains(box)) return Located{BufferKind::kShard, s.buffer, Stored{0, s.box}};
+    if (s.tensor == tensor && s.box.contains(box))
+      return Located{BufferKind::kShard, s.buffer, Stored{0, s.box}};
   return std::nullopt;
 }
 
@@ -41,13 +42,15 @@ Located Storage::received(std::int32_t slot, std::int32_t v, std::int32_t segmen
   return Located{BufferKind::kScratch, 0, Stored{scratch_.at(key(v, segment)), s.box}};
 }
 
-Result<std::vector<SendPart>> Storage::send_parts(std::int32_t slot, const Transfer& t, const Piece& p) const {
+Result<std::vector<SendPart>> Storage::send_parts(std::int32_t slot, const Transfer& t,
+                                                  const Piece& p) const {
   const auto& s = t.segments[static_cast<std::size_t>(p.segment)];
   if (s.via == kFromSourceShard) {
     auto shard = shard_holding(view_.ranks[static_cast<std::size_t>(slot)].sources, s.tensor, s.box);
     if (!shard)
-      return invalid(fmt::format("rank {} sends {} of tensor '{}' in transfer {} but no source buffer of it holds that box",
-                                 t.sender.value, s.box.to_string(), plan_.tensors[s.tensor].name, t.id));
+      return invalid(fmt::format(
+          "rank {} sends {} of tensor '{}' in transfer {} but no source buffer of it holds that box",
+          t.sender.value, s.box.to_string(), plan_.tensors[s.tensor].name, t.id));
     return std::vector<SendPart>{SendPart{std::move(*shard), s.box, p.first, p.count}};
   }
   if (auto u = relays_.containing(s))
@@ -71,7 +74,8 @@ std::optional<Located> Storage::landing(std::int32_t slot, const Transfer& t, st
   return Located{BufferKind::kScratch, 0, Stored{it->second, s.box}};
 }
 
-std::optional<Located> Storage::partial_destination(std::int32_t slot, std::uint32_t tensor, const Box& box) const {
+std::optional<Located> Storage::partial_destination(std::int32_t slot, std::uint32_t tensor,
+                                                    const Box& box) const {
   for (const auto& d : view_.ranks[static_cast<std::size_t>(slot)].destinations)
     if (d.tensor == tensor && !d.box.contains(box) && intersect(d.box, box))
       return Located{BufferKind::kShard, d.buffer, Stored{0, d.box}};

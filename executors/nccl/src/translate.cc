@@ -78,8 +78,16 @@ class Translator {
 
   P2p p2p(Direction d, Rank self, Rank peer, const Item& item, Address at) const {
     const auto& layout = schedule_.layouts[static_cast<std::size_t>(item.transfer)];
-    return P2p{d, self, peer, view_.comm_rank_of[static_cast<std::size_t>(peer.value)], at,
-               layout.chunk_bytes(item.chunk), item.transfer, item.chunk, layout.chunk_begin(item.chunk), item.step};
+    return P2p{d,
+               self,
+               peer,
+               view_.comm_rank_of[static_cast<std::size_t>(peer.value)],
+               at,
+               layout.chunk_bytes(item.chunk),
+               item.transfer,
+               item.chunk,
+               layout.chunk_begin(item.chunk),
+               item.step};
   }
 
   Result<StepOps> step_ops(std::span<const Item> items) {
@@ -92,8 +100,10 @@ class Translator {
       if (const auto slot = storage_.slot_of(t.sender); slot >= 0) {
         auto side = sides_.send(slot, t, layout, item.chunk, staging_of(slot, used));
         if (!side) return std::unexpected(std::move(side.error()));
-        const bool late = previous >= 0 &&
-                          schedule_.upstream[static_cast<std::size_t>(t.id)][static_cast<std::size_t>(item.chunk)] == previous;
+        const bool late =
+            previous >= 0 &&
+            schedule_.upstream[static_cast<std::size_t>(t.id)][static_cast<std::size_t>(item.chunk)] ==
+                previous;
         ops.forwards_previous = ops.forwards_previous || late;
         auto& packs = late ? ops.late_packs : ops.early_packs;
         packs.insert(packs.end(), side->copies.begin(), side->copies.end());

@@ -31,7 +31,8 @@ ExecutionReport rank_report(const Plan& plan, Rank rank, Seconds predicted) {
 Result<std::unique_ptr<PreparedPlan>> SimExecutor::prepare(const Plan& plan, Rank rank, const RankBuffers&) {
   if (rank.value < 0 || rank.value >= plan.world_size())
     return invalid(fmt::format("rank {} is not one of the plan's {} ranks", rank.value, plan.world_size()));
-  if (auto ok = validate(plan, problem_); !ok) return std::unexpected(std::move(ok.error()).in("the sim executor's plan"));
+  if (auto ok = validate(plan, problem_); !ok)
+    return std::unexpected(std::move(ok.error()).in("the sim executor's plan"));
   return std::make_unique<SimPrepared>(plan, rank);
 }
 

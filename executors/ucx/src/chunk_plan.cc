@@ -10,7 +10,8 @@ std::int64_t chunks_covering(std::int64_t bytes, std::int64_t chunk) { return (b
 std::optional<std::vector<Run>> direct_runs(const std::vector<SegmentPart>& segments, std::int64_t begin,
                                             std::int64_t end) {
   std::vector<Run> runs;
-  const auto most_runs = std::max(kMaxRunsPerChunk, static_cast<std::size_t>((end - begin) / kMinMeanRunBytes));
+  const auto most_runs =
+      std::max(kMaxRunsPerChunk, static_cast<std::size_t>((end - begin) / kMinMeanRunBytes));
   bool direct = true;
   for_each_segment_piece(segments, begin, end, [&](std::size_t i, std::int64_t lo, std::int64_t hi) {
     const auto& s = segments[i];

@@ -56,7 +56,8 @@ class CardReader {
 
 // Caller memory inside an allocation of the executor's shares its registration; other caller
 // memory is registered; executor scratch is allocated.
-Result<std::shared_ptr<MemoryRegion>> registration(Worker& worker, const RegionSpec& spec, AllocatedRegions& allocated) {
+Result<std::shared_ptr<MemoryRegion>> registration(Worker& worker, const RegionSpec& spec,
+                                                   AllocatedRegions& allocated) {
   if (spec.user)
     if (auto shared = allocated.find(spec.user, spec.bytes)) return shared;
   auto r = spec.user ? MemoryRegion::map(worker.context(), spec.user, spec.bytes)
@@ -67,7 +68,8 @@ Result<std::shared_ptr<MemoryRegion>> registration(Worker& worker, const RegionS
 
 }  // namespace
 
-Result<LocalRegions> register_regions(Worker& worker, const RankProgram& program, AllocatedRegions& allocated) {
+Result<LocalRegions> register_regions(Worker& worker, const RankProgram& program,
+                                      AllocatedRegions& allocated) {
   LocalRegions out;
   for (const RegionSpec& spec : program.regions) {
     std::shared_ptr<MemoryRegion> region;

@@ -18,10 +18,11 @@ namespace refit::ucx_detail {
 // executor's, whose registration they share. Empty regions are not registered.
 struct LocalRegions {
   std::vector<std::shared_ptr<MemoryRegion>> registrations;  // by region id; nullptr: none
-  std::vector<std::byte*> bases;   // by region id
-  std::vector<ucp_mem_h> handles;  // by region id; nullptr where not registered
+  std::vector<std::byte*> bases;                             // by region id
+  std::vector<ucp_mem_h> handles;                            // by region id; nullptr where not registered
 };
-Result<LocalRegions> register_regions(Worker& worker, const RankProgram& program, AllocatedRegions& allocated);
+Result<LocalRegions> register_regions(Worker& worker, const RankProgram& program,
+                                      AllocatedRegions& allocated);
 
 // The card this rank publishes: worker address and its remotely writable regions.
 Result<std::string> make_card(const Worker& worker, const RankProgram& program, const LocalRegions& regions);

@@ -130,8 +130,9 @@ Result<void> Engine::put_pieces(const Send& s, const std::vector<Run>& local,
   return {};
 }
 
-Result<void> Engine::transport_put(const Send& s, ucp_ep_h endpoint, const std::byte* from, std::int64_t bytes,
-                                   std::size_t region, const RemoteRegion& target, std::int64_t offset) {
+Result<void> Engine::transport_put(const Send& s, ucp_ep_h endpoint, const std::byte* from,
+                                   std::int64_t bytes, std::size_t region, const RemoteRegion& target,
+                                   std::int64_t offset) {
   ucp_request_param_t params{};
   if (auto* memh = c_.regions.handles[region]) {
     params.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;

@@ -35,8 +35,11 @@ struct Runtime {
 // Holds the runtime, so the context outlives the memory it allocated.
 class UcxHostAllocation final : public HostAllocation {
  public:
-  UcxHostAllocation(std::shared_ptr<Runtime> runtime, std::shared_ptr<MemoryRegion> region, std::int64_t bytes)
-      : runtime_(std::move(runtime)), region_(std::move(region)), bytes_(region_->base(), static_cast<std::size_t>(bytes)) {}
+  UcxHostAllocation(std::shared_ptr<Runtime> runtime, std::shared_ptr<MemoryRegion> region,
+                    std::int64_t bytes)
+      : runtime_(std::move(runtime)),
+        region_(std::move(region)),
+        bytes_(region_->base(), static_cast<std::size_t>(bytes)) {}
   std::span<std::byte> bytes() const override { return bytes_; }
 
  private:

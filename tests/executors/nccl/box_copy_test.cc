@@ -16,7 +16,9 @@ namespace {
 class Random {
  public:
   explicit Random(std::uint64_t seed) : rng_(seed) {}
-  std::int64_t uniform(std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng_); }
+  std::int64_t uniform(std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng_);
+  }
   // A box inside `outer`.
   Box inside(const Box& outer) {
     Box b = outer;
@@ -114,20 +116,23 @@ TEST(BoxCopy, KernelItemCodeMatchesBruteForce) {
       const auto to = c.dst_base + row_major_index(c.dst_array, p) * c.es;
       std::copy_n(src.begin() + from, c.es, want.begin() + to);
     }
-    const auto planned = plan_copy(Stored{c.src_base, c.src_array}, Stored{c.dst_base, c.dst_array}, c.x, c.first, c.count, c.es);
-    std::vector<DeviceCopy> batch{make_device_copy(planned.geometry, src.data() + planned.src_offset, dst.data() + planned.dst_offset)};
+    const auto planned = plan_copy(Stored{c.src_base, c.src_array}, Stored{c.dst_base, c.dst_array}, c.x,
+                                   c.first, c.count, c.es);
+    std::vector<DeviceCopy> batch{
+        make_device_copy(planned.geometry, src.data() + planned.src_offset, dst.data() + planned.dst_offset)};
     units.insert(batch[0].unit);
     number_items(batch);
     run_batch_on_host(batch);
-    ASSERT_EQ(dst, want) << "case " << i << ": x " << c.x.to_string() << " in " << c.src_array.to_string() << " -> "
-                         << c.dst_array.to_string() << ", elements [" << c.first << ", +" << c.count << "), " << c.es
-                         << "-byte, unit " << batch[0].unit;
+    ASSERT_EQ(dst, want) << "case " << i << ": x " << c.x.to_string() << " in " << c.src_array.to_string()
+                         << " -> " << c.dst_array.to_string() << ", elements [" << c.first << ", +" << c.count
+                         << "), " << c.es << "-byte, unit " << batch[0].unit;
     // copy_reach bounds exactly the bytes touched (relative to the origins).
     const auto reach = copy_reach(planned.geometry);
     const auto first = point_of(c.x, c.first);
     const auto last = point_of(c.x, c.first + c.count - 1);
     EXPECT_EQ(planned.dst_offset + reach.dst_begin, c.dst_base + row_major_index(c.dst_array, first) * c.es);
-    EXPECT_EQ(planned.dst_offset + reach.dst_end, c.dst_base + (row_major_index(c.dst_array, last) + 1) * c.es);
+    EXPECT_EQ(planned.dst_offset + reach.dst_end,
+              c.dst_base + (row_major_index(c.dst_array, last) + 1) * c.es);
   }
   EXPECT_EQ(units, (std::set<std::int32_t>{1, 2, 4, 8, 16}));  // every width was exercised
 }
@@ -142,16 +147,19 @@ TEST(BoxCopy, LongRowsAreCutIntoTilesOfTheBlock) {
     const Box x = r.inside(array);
     const auto first = r.uniform(0, x.volume() - 1);
     const auto count = r.uniform(1, x.volume() - first);
-    std::vector<std::byte> src(static_cast<std::size_t>(array.volume() * es)), dst(static_cast<std::size_t>(x.volume() * es));
+    std::vector<std::byte> src(static_cast<std::size_t>(array.volume() * es)),
+        dst(static_cast<std::size_t>(x.volume() * es));
     for (std::size_t k = 0; k < src.size(); ++k) src[k] = static_cast<std::byte>(k * 31 + 7);
     auto want = dst;
     for (auto e = first; e < first + count; ++e)
       std::copy_n(src.begin() + row_major_index(array, point_of(x, e)) * es, es, want.begin() + e * es);
     const auto p = plan_copy(Stored{0, array}, Stored{0, x}, x, first, count, es);
-    std::vector<DeviceCopy> batch{make_device_copy(p.geometry, src.data() + p.src_offset, dst.data() + p.dst_offset)};
+    std::vector<DeviceCopy> batch{
+        make_device_copy(p.geometry, src.data() + p.src_offset, dst.data() + p.dst_offset)};
     number_items(batch);
     run_batch_on_host(batch);
-    ASSERT_EQ(dst, want) << "case " << i << ": " << x.to_string() << " of " << array.to_string() << ", unit " << batch[0].unit;
+    ASSERT_EQ(dst, want) << "case " << i << ": " << x.to_string() << " of " << array.to_string() << ", unit "
+                         << batch[0].unit;
   }
 }
 
@@ -168,7 +176,8 @@ TEST(BoxCopy, ABatchOfCopiesRunsAsOne) {
     const auto p = plan_copy(Stored{0, array}, Stored{base, x}, x, 0, x.volume(), es);
     batch.push_back(make_device_copy(p.geometry, src.data() + p.src_offset, dst.data() + p.dst_offset));
     for (std::int64_t e = 0; e < x.volume(); ++e)
-      std::copy_n(src.begin() + row_major_index(array, point_of(x, e)) * es, es, want.begin() + base + e * es);
+      std::copy_n(src.begin() + row_major_index(array, point_of(x, e)) * es, es,
+                  want.begin() + base + e * es);
   }
   EXPECT_EQ(number_items(batch), batch[0].items + batch[1].items + batch[2].items);
   run_batch_on_host(batch);
@@ -217,7 +226,8 @@ TEST(ContiguousRun, FindsExactlyTheRunsBruteForceFinds) {
     bool contiguous = true;
     const auto start = c.src_base + row_major_index(c.src_array, point_of(c.x, c.first)) * c.es;
     for (std::int64_t k = 1; k < c.count && contiguous; ++k)
-      contiguous = c.src_base + row_major_index(c.src_array, point_of(c.x, c.first + k)) * c.es == start + k * c.es;
+      contiguous =
+          c.src_base + row_major_index(c.src_array, point_of(c.x, c.first + k)) * c.es == start + k * c.es;
     ASSERT_EQ(run.has_value(), contiguous) << "case " << i;
     if (run) {
       EXPECT_EQ(*run, start);

@@ -20,7 +20,8 @@ class LocalViewTest : public ::testing::Test {
  protected:
   std::vector<std::byte> memory = std::vector<std::byte>(96);
   Plan plan = plan_of_two();
-  LocalRankBuffers rank0{Rank{0}, RankBuffers{MemoryKind::kHost, {ShardBuffer{0, Box{{0, 0}, {4, 6}}, memory}}, {}}};
+  LocalRankBuffers rank0{Rank{0},
+                         RankBuffers{MemoryKind::kHost, {ShardBuffer{0, Box{{0, 0}, {4, 6}}, memory}}, {}}};
 
   std::string error_of(std::vector<LocalRankBuffers> given, CommRankMap map, CommPosition at) {
     auto v = make_local_view(plan, given, map, at, MemoryKind::kHost);
@@ -42,21 +43,25 @@ TEST_F(LocalViewTest, RefusesWhatDoesNotFit) {
             "the plan has 2 ranks and the communicator 3: give a map from plan ranks to communicator ranks");
   EXPECT_EQ(error_of({rank0}, {0, 0}, CommPosition{0, 1}),
             "plan rank 1 runs on this communicator rank (0) but no buffers were given for it");
-  EXPECT_EQ(error_of({rank0}, {1, 0}, CommPosition{0, 2}), "plan rank 0 runs on communicator rank 1, not on this one (0)");
-  EXPECT_EQ(error_of({rank0}, {0, 5}, CommPosition{0, 2}), "comm_rank_of[1] is 5, outside the communicator's 2 ranks");
+  EXPECT_EQ(error_of({rank0}, {1, 0}, CommPosition{0, 2}),
+            "plan rank 0 runs on communicator rank 1, not on this one (0)");
+  EXPECT_EQ(error_of({rank0}, {0, 5}, CommPosition{0, 2}),
+            "comm_rank_of[1] is 5, outside the communicator's 2 ranks");
   auto wrong = rank0;
   wrong.buffers.sources[0].bytes = std::span(memory).first(95);
   EXPECT_EQ(error_of({wrong}, {}, CommPosition{0, 2}),
             "rank 0: sources[0]: tensor 'w' box [0:4, 0:6] needs 96 bytes, the buffer has 95");
   wrong = rank0;
   wrong.buffers.sources[0].box = Box{{0, 0}, {5, 6}};
-  EXPECT_EQ(error_of({wrong}, {}, CommPosition{0, 2}), "rank 0: sources[0]: box [0:5, 0:6] does not fit tensor 'w'");
+  EXPECT_EQ(error_of({wrong}, {}, CommPosition{0, 2}),
+            "rank 0: sources[0]: box [0:5, 0:6] does not fit tensor 'w'");
   wrong = rank0;
   wrong.buffers.sources.push_back(wrong.buffers.sources[0]);
   EXPECT_EQ(error_of({wrong}, {}, CommPosition{0, 2}), "rank 0: sources[1]: a second buffer for tensor 'w'");
   wrong = rank0;
   wrong.buffers.memory = MemoryKind::kCuda;
-  EXPECT_EQ(error_of({wrong}, {}, CommPosition{0, 2}), "rank 0: buffers are in CUDA memory, this executor moves host memory");
+  EXPECT_EQ(error_of({wrong}, {}, CommPosition{0, 2}),
+            "rank 0: buffers are in CUDA memory, this executor moves host memory");
   EXPECT_EQ(error_of({rank0, rank0}, {0, 0}, CommPosition{0, 1}), "rank 0 is given twice");
 }
 

@@ -11,7 +11,8 @@ Plan mixed_plan() {
   // Segments of 3 int8 (3 bytes), 5 fp64 (40 bytes) and 7 fp16 (14 bytes): 57 bytes, and every
   // segment after the first starts off its element alignment in the message.
   Plan p;
-  p.tensors = {TensorSpec{"a", {3}, DType::kInt8}, TensorSpec{"b", {5}, DType::kFP64}, TensorSpec{"c", {7}, DType::kFP16}};
+  p.tensors = {TensorSpec{"a", {3}, DType::kInt8}, TensorSpec{"b", {5}, DType::kFP64},
+               TensorSpec{"c", {7}, DType::kFP16}};
   p.source_ranks = 1;
   p.destination_ranks = 1;
   Transfer t{0, Rank{0}, Rank{1}, LinkKind::kNetwork, {}, Bytes{57}, Bytes{16}};

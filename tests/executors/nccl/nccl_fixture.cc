@@ -12,7 +12,8 @@ namespace {
 
 std::span<std::byte> add_shard(HostRanks& h, std::uint32_t tensor, const TensorSpec& spec, const Box& box,
                                bool source) {
-  auto& bytes = h.memory.emplace_back(static_cast<std::size_t>(box.volume() * dtype_size(spec.dtype)), std::byte{0xEE});
+  auto& bytes =
+      h.memory.emplace_back(static_cast<std::size_t>(box.volume() * dtype_size(spec.dtype)), std::byte{0xEE});
   if (source) fill_pattern(tensor, spec.shape, box, dtype_size(spec.dtype), bytes);
   return bytes;
 }
@@ -40,8 +41,9 @@ Result<void> verify_destinations(const ReshardProblem& problem, const HostRanks&
     for (const auto& d : r.buffers.destinations) {
       const auto& spec = problem.tensors()[d.tensor].tensor;
       if (auto ok = verify_pattern(d.tensor, spec.shape, d.box, dtype_size(spec.dtype), d.bytes); !ok)
-        return std::unexpected(std::move(ok.error()).in(fmt::format("rank {}, tensor '{}' {}", r.rank.value, spec.name,
-                                                                    d.box.to_string())));
+        return std::unexpected(
+            std::move(ok.error())
+                .in(fmt::format("rank {}, tensor '{}' {}", r.rank.value, spec.name, d.box.to_string())));
     }
   return {};
 }

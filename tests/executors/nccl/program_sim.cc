@@ -63,7 +63,8 @@ class ProcessState {
   std::vector<const P2p*> group_ops() const {
     std::vector<const P2p*> out;
     const auto& q = queue(StreamKind::kComm);
-    for (auto at = at_[static_cast<int>(StreamKind::kComm)] + 1; !std::holds_alternative<GroupEnd>(ops()[q[at]]); ++at)
+    for (auto at = at_[static_cast<int>(StreamKind::kComm)] + 1;
+         !std::holds_alternative<GroupEnd>(ops()[q[at]]); ++at)
       out.push_back(&std::get<P2p>(ops()[q[at]]));
     return out;
   }
@@ -74,18 +75,19 @@ class ProcessState {
   }
 
   std::byte* resolve(const Address& a) {
-    std::byte* base = a.kind == BufferKind::kShard ? p_.shards[static_cast<std::size_t>(a.index)].data()
-                      : a.kind == BufferKind::kStaging
-                          ? staging_.data() + p_.program->staging_start(a.index)
-                          : scratch_.data();
-    return reinterpret_cast<std::byte*>(reinterpret_cast<std::uintptr_t>(base) + static_cast<std::uintptr_t>(a.offset));
+    std::byte* base = a.kind == BufferKind::kShard     ? p_.shards[static_cast<std::size_t>(a.index)].data()
+                      : a.kind == BufferKind::kStaging ? staging_.data() + p_.program->staging_start(a.index)
+                                                       : scratch_.data();
+    return reinterpret_cast<std::byte*>(reinterpret_cast<std::uintptr_t>(base) +
+                                        static_cast<std::uintptr_t>(a.offset));
   }
 
   std::string heads() const {
     std::string out;
     for (int k = 0; k < 2; ++k) {
       const auto& q = queues_[k];
-      out += fmt::format(" {} stream at op {}", k == 0 ? "copy" : "comm", at_[k] < q.size() ? q[at_[k]] : ops().size());
+      out += fmt::format(" {} stream at op {}", k == 0 ? "copy" : "comm",
+                         at_[k] < q.size() ? q[at_[k]] : ops().size());
     }
     return out;
   }
@@ -97,7 +99,8 @@ class ProcessState {
 
   void run_batch(const CopyBatch& b) {
     std::vector<DeviceCopy> copies;
-    for (const auto& c : b.copies) copies.push_back(make_device_copy(c.geometry, resolve(c.src), resolve(c.dst)));
+    for (const auto& c : b.copies)
+      copies.push_back(make_device_copy(c.geometry, resolve(c.src), resolve(c.dst)));
     number_items(copies);
     run_batch_on_host(copies);
   }
@@ -181,7 +184,8 @@ class Simulation {
       for (const auto* op : states_[m].group_ops()) {
         const bool send = op->direction == Direction::kSend;
         const auto me = states_[m].comm_rank();
-        pairs[send ? std::pair(me, op->peer_comm) : std::pair(op->peer_comm, me)][send ? 0 : 1].emplace_back(m, op);
+        pairs[send ? std::pair(me, op->peer_comm) : std::pair(op->peer_comm, me)][send ? 0 : 1].emplace_back(
+            m, op);
       }
     for (auto& [pair, sides] : pairs)
       if (auto ok = match(pair, sides[0], sides[1]); !ok) return std::unexpected(std::move(ok.error()));
@@ -193,15 +197,17 @@ class Simulation {
   Result<void> match(std::pair<std::int32_t, std::int32_t> pair, const Ends& sends, const Ends& receives) {
     const auto step = sends.empty() ? receives.front().second->step : sends.front().second->step;
     if (sends.size() != receives.size())
-      return fail(ErrorCode::kRuntime, fmt::format("step {}: communicator rank {} posts {} sends to {}, which posts {} receives",
-                                                   step, pair.first, sends.size(), pair.second, receives.size()));
+      return fail(ErrorCode::kRuntime,
+                  fmt::format("step {}: communicator rank {} posts {} sends to {}, which posts {} receives",
+                              step, pair.first, sends.size(), pair.second, receives.size()));
     for (std::size_t k = 0; k < sends.size(); ++k) {
       const auto& [sp, s] = sends[k];
       const auto& [rp, r] = receives[k];
       if (s->bytes != r->bytes || s->transfer != r->transfer || s->chunk != r->chunk)
-        return fail(ErrorCode::kRuntime, fmt::format("step {}: send {} of transfer {} chunk {} ({} bytes) meets a receive of "
-                                                     "transfer {} chunk {} ({} bytes)", step, k, s->transfer, s->chunk,
-                                                     s->bytes, r->transfer, r->chunk, r->bytes));
+        return fail(ErrorCode::kRuntime,
+                    fmt::format("step {}: send {} of transfer {} chunk {} ({} bytes) meets a receive of "
+                                "transfer {} chunk {} ({} bytes)",
+                                step, k, s->transfer, s->chunk, s->bytes, r->transfer, r->chunk, r->bytes));
       std::memcpy(states_[rp].resolve(r->at), states_[sp].resolve(s->at), static_cast<std::size_t>(s->bytes));
     }
     return {};

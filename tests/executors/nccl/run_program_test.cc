@@ -19,13 +19,18 @@ namespace {
 // Rows of a [40, 10] fp32 tensor over 2 ranks to columns over 2, in 64-byte chunks with 256 bytes
 // of staging: many steps. Communicator rank 2 (the first receiver) keeps its program.
 struct SmallRun {
-  ReshardProblem problem = ReshardProblem::make(
-      {refit::testing::make_reshard("w", {40, 10},
-                                    refit::testing::make_layout({40, 10}, {2}, refit::testing::rank_range(0, 2), "S0"),
-                                    refit::testing::make_layout({40, 10}, {2}, refit::testing::rank_range(2, 2), "S1"),
-                                    DType::kFP32)},
-      2, 2).value();
-  Plan plan = make_plan("direct", problem, refit::testing::make_test_cluster(1, 4, 2, 2), PlanOptions{Bytes{64}, Bytes{1 << 20}}).value();
+  ReshardProblem problem =
+      ReshardProblem::make(
+          {refit::testing::make_reshard(
+              "w", {40, 10},
+              refit::testing::make_layout({40, 10}, {2}, refit::testing::rank_range(0, 2), "S0"),
+              refit::testing::make_layout({40, 10}, {2}, refit::testing::rank_range(2, 2), "S1"),
+              DType::kFP32)},
+          2, 2)
+          .value();
+  Plan plan = make_plan("direct", problem, refit::testing::make_test_cluster(1, 4, 2, 2),
+                        PlanOptions{Bytes{64}, Bytes{1 << 20}})
+                  .value();
   HostRanks ranks = make_host_ranks(problem);
   Processes processes = make_processes(plan, ranks, comm_map(Mapping::kOnePerProcess, 4), Bytes{256}).value();
   const Program& program() const { return processes.programs[2]; }
@@ -62,7 +67,8 @@ TEST(RunProgram, IssuesEveryOpInOrderAndStaysWithinTheWindow) {
   for (std::size_t i = 0; i < p.ops.size(); ++i) EXPECT_EQ(backend.issued[i], &p.ops[i]);
   // Before block b + window is issued, block b's "done" was seen reached.
   for (std::size_t b = 0; b + 3 < p.blocks.size(); ++b) {
-    const auto it = std::ranges::find(backend.polls, p.blocks[b].done_event, &std::pair<std::int32_t, std::size_t>::first);
+    const auto it = std::ranges::find(backend.polls, p.blocks[b].done_event,
+                                      &std::pair<std::int32_t, std::size_t>::first);
     ASSERT_NE(it, backend.polls.end()) << "block " << b;
     EXPECT_LE(it->second, p.blocks[b + 3].first_op);
   }
@@ -74,7 +80,8 @@ TEST(RunProgram, TellsOfEverySentChunkOnceInOrder) {
   const SmallRun run;
   std::vector<std::pair<std::int32_t, std::int64_t>> told, sent;
   for (const auto& op : run.processes.programs[0].ops)  // a sender
-    if (const auto* p = std::get_if<P2p>(&op); p && p->direction == Direction::kSend) sent.emplace_back(p->transfer, p->chunk);
+    if (const auto* p = std::get_if<P2p>(&op); p && p->direction == Direction::kSend)
+      sent.emplace_back(p->transfer, p->chunk);
   InstantBackend backend;
   RunOptions options{Seconds{5.0}, 2, [&](std::int32_t t, std::int64_t k) { told.emplace_back(t, k); }};
   ASSERT_TRUE(run_program(run.processes.programs[0], backend, options));
@@ -92,7 +99,8 @@ TEST(RunProgram, AStuckStepTimesOutAbortsAndNamesTheStepAndItsPeers) {
   const SmallRun run;
   StuckBackend backend;
   const auto start = Clock::now();
-  const auto result = run_program(run.program(), backend, RunOptions{.timeout = Seconds{0.05}, .window = 2, .on_chunk_sent = {}});
+  const auto result = run_program(run.program(), backend,
+                                  RunOptions{.timeout = Seconds{0.05}, .window = 2, .on_chunk_sent = {}});
   ASSERT_FALSE(result);
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
   EXPECT_EQ(result.error().code, ErrorCode::kTimeout);
@@ -109,23 +117,29 @@ class FailingBackend : public InstantBackend {
  public:
   bool fail_issue = false;
   Result<void> issue(const Op& op, Clock::time_point deadline) override {
-    if (fail_issue && std::holds_alternative<GroupEnd>(op)) return fail(ErrorCode::kRuntime, "ncclGroupEnd: remote error");
+    if (fail_issue && std::holds_alternative<GroupEnd>(op))
+      return fail(ErrorCode::kRuntime, "ncclGroupEnd: remote error");
     return InstantBackend::issue(op, deadline);
   }
-  Result<bool> reached(std::int32_t) override { return fail(ErrorCode::kRuntime, "NCCL (asynchronous error): remote process exited"); }
+  Result<bool> reached(std::int32_t) override {
+    return fail(ErrorCode::kRuntime, "NCCL (asynchronous error): remote process exited");
+  }
 };
 
 TEST(RunProgram, FailuresAbortAndNameWhereTheyHappened) {
   const SmallRun run;
   FailingBackend issuing;
   issuing.fail_issue = true;
-  auto result = run_program(run.program(), issuing, RunOptions{.timeout = Seconds{1.0}, .window = 2, .on_chunk_sent = {}});
+  auto result = run_program(run.program(), issuing,
+                            RunOptions{.timeout = Seconds{1.0}, .window = 2, .on_chunk_sent = {}});
   ASSERT_FALSE(result);
   EXPECT_EQ(issuing.aborts, 1);
-  EXPECT_EQ(result.error().message, fmt::format("step {}: ncclGroupEnd: remote error", run.program().blocks[0].step));
+  EXPECT_EQ(result.error().message,
+            fmt::format("step {}: ncclGroupEnd: remote error", run.program().blocks[0].step));
 
   FailingBackend polling;
-  result = run_program(run.program(), polling, RunOptions{.timeout = Seconds{1.0}, .window = 2, .on_chunk_sent = {}});
+  result = run_program(run.program(), polling,
+                       RunOptions{.timeout = Seconds{1.0}, .window = 2, .on_chunk_sent = {}});
   ASSERT_FALSE(result);
   EXPECT_EQ(polling.aborts, 1);
   EXPECT_NE(result.error().message.find("remote process exited"), std::string::npos);

@@ -41,16 +41,20 @@ std::vector<Scenario> scenarios() {
   };
   add("rows to columns, fp32",
       {make_reshard("w", {12, 10}, make_layout({12, 10}, {3}, rank_range(0, 3), "S0"),
-                    make_layout({12, 10}, {4}, rank_range(3, 4), "S1"), DType::kFP32)}, 3, 4);
+                    make_layout({12, 10}, {4}, rank_range(3, 4), "S1"), DType::kFP32)},
+      3, 4);
   add("replicated destinations, bf16",
       {make_reshard("w", {64, 24}, make_layout({64, 24}, {2}, rank_range(0, 2), "S0"),
-                    make_layout({64, 24}, {2, 2}, rank_range(2, 4), "S1,R"))}, 2, 4);
+                    make_layout({64, 24}, {2, 2}, rank_range(2, 4), "S1,R"))},
+      2, 4);
   add("3-d uneven int8",
       {make_reshard("w", {5, 7, 9}, make_layout({5, 7, 9}, {2, 2}, rank_range(0, 4), "S0,S2"),
-                    make_layout({5, 7, 9}, {3}, rank_range(4, 3), "S1"), DType::kInt8)}, 4, 3);
+                    make_layout({5, 7, 9}, {3}, rank_range(4, 3), "S1"), DType::kInt8)},
+      4, 3);
   add("4-d fp64",
       {make_reshard("w", {3, 4, 5, 6}, make_layout({3, 4, 5, 6}, {2}, rank_range(0, 2), "S3"),
-                    make_layout({3, 4, 5, 6}, {2, 2}, rank_range(2, 4), "S1,S0"), DType::kFP64)}, 2, 4);
+                    make_layout({3, 4, 5, 6}, {2, 2}, rank_range(2, 4), "S1,S0"), DType::kFP64)},
+      2, 4);
   add("mixed dtypes in one message",
       {make_reshard("a", {7, 5}, make_layout({7, 5}, {2}, rank_range(0, 2), "S0"),
                     make_layout({7, 5}, {2}, rank_range(2, 2), "S1"), DType::kInt8),
@@ -59,16 +63,21 @@ std::vector<Scenario> scenarios() {
        make_reshard("c", {10}, make_layout({10}, {2}, rank_range(0, 2), "R"),
                     make_layout({10}, {2}, rank_range(2, 2), "S0"), DType::kFP64),
        make_reshard("d", {4, 4, 4}, make_layout({4, 4, 4}, {2}, rank_range(0, 2), "S2"),
-                    make_layout({4, 4, 4}, {2}, rank_range(2, 2), "S1"), DType::kFP32)}, 2, 2);
+                    make_layout({4, 4, 4}, {2}, rank_range(2, 2), "S1"), DType::kFP32)},
+      2, 2);
   add("same layout, contiguous",
       {make_reshard("w", {16, 8}, make_layout({16, 8}, {2}, rank_range(0, 2), "S0"),
-                    make_layout({16, 8}, {2}, rank_range(2, 2), "S0"))}, 2, 2);
+                    make_layout({16, 8}, {2}, rank_range(2, 2), "S0"))},
+      2, 2);
   add("8-d bf16",
-      {make_reshard("w", {2, 2, 2, 2, 2, 2, 2, 3}, make_layout({2, 2, 2, 2, 2, 2, 2, 3}, {2}, rank_range(0, 2), "S7"),
-                    make_layout({2, 2, 2, 2, 2, 2, 2, 3}, {2, 2}, rank_range(2, 4), "S0,S5"))}, 2, 4);
+      {make_reshard("w", {2, 2, 2, 2, 2, 2, 2, 3},
+                    make_layout({2, 2, 2, 2, 2, 2, 2, 3}, {2}, rank_range(0, 2), "S7"),
+                    make_layout({2, 2, 2, 2, 2, 2, 2, 3}, {2, 2}, rank_range(2, 4), "S0,S5"))},
+      2, 4);
   add("shrinking TP with empty shards",
       {make_reshard("w", {5, 3}, make_layout({5, 3}, {4}, rank_range(0, 4), "S0"),
-                    make_layout({5, 3}, {4}, rank_range(4, 4), "S1"), DType::kFP32)}, 4, 4);
+                    make_layout({5, 3}, {4}, rank_range(4, 4), "S1"), DType::kFP32)},
+      4, 4);
   return out;
 }
 
@@ -125,12 +134,11 @@ TEST_P(EveryStrategy, ScenariosRunToTheRightBytesOnCpus) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Nccl, EveryStrategy, ::testing::ValuesIn(strategy_names()),
-                         [](const auto& info) {
-                           std::string name(info.param);
-                           std::ranges::replace(name, '-', '_');
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Nccl, EveryStrategy, ::testing::ValuesIn(strategy_names()), [](const auto& info) {
+  std::string name(info.param);
+  std::ranges::replace(name, '-', '_');
+  return name;
+});
 
 // A relay whose message mixes a segment the relay keeps with one it keeps only partly: the
 // chunk cannot be received in place, so it goes through staging, and the kept part of the second
@@ -138,18 +146,30 @@ INSTANTIATE_TEST_SUITE_P(Nccl, EveryStrategy, ::testing::ValuesIn(strategy_names
 TEST(NcclTranslation, APartlyKeptRelayedSegmentIsExtractedFromStaging) {
   // [4, 4] fp32 on rank 0; rank 1 keeps rows 0-1, rank 2 rows 2-3. Rank 0 sends row 0 and rows
   // 1-3 to rank 1, which keeps row 1 of the second segment and forwards rows 2-3 to rank 2.
-  const auto problem = ReshardProblem::make(
-      {make_reshard("w", {4, 4}, make_layout({4, 4}, {1}, rank_range(0, 1), "R"),
-                    make_layout({4, 4}, {2}, rank_range(1, 2), "S0"), DType::kFP32)}, 1, 2).value();
+  const auto problem =
+      ReshardProblem::make({make_reshard("w", {4, 4}, make_layout({4, 4}, {1}, rank_range(0, 1), "R"),
+                                         make_layout({4, 4}, {2}, rank_range(1, 2), "S0"), DType::kFP32)},
+                           1, 2)
+          .value();
   Plan plan;
   plan.strategy = "hand-made";
   plan.tensors = {problem.tensors()[0].tensor};
   plan.source_ranks = 1;
   plan.destination_ranks = 2;
-  plan.transfers = {
-      Transfer{0, Rank{0}, Rank{1}, LinkKind::kNvlink, {Segment{0, Box{{0, 0}, {1, 4}}}, Segment{0, Box{{1, 0}, {3, 4}}}},
-               Bytes{64}, Bytes{1 << 20}},
-      Transfer{1, Rank{1}, Rank{2}, LinkKind::kNvlink, {Segment{0, Box{{2, 0}, {2, 4}}, 0}}, Bytes{32}, Bytes{1 << 20}}};
+  plan.transfers = {Transfer{0,
+                             Rank{0},
+                             Rank{1},
+                             LinkKind::kNvlink,
+                             {Segment{0, Box{{0, 0}, {1, 4}}}, Segment{0, Box{{1, 0}, {3, 4}}}},
+                             Bytes{64},
+                             Bytes{1 << 20}},
+                    Transfer{1,
+                             Rank{1},
+                             Rank{2},
+                             LinkKind::kNvlink,
+                             {Segment{0, Box{{2, 0}, {2, 4}}, 0}},
+                             Bytes{32},
+                             Bytes{1 << 20}}};
   ASSERT_TRUE(validate(plan, problem));
   run_and_check(problem, plan, Mapping::kOnePerProcess, Bytes{1 << 20});
   run_and_check(problem, plan, Mapping::kAllInOne, Bytes{64});
@@ -170,8 +190,8 @@ TEST(NcclTranslation, RandomProblemsRunToTheRightBytesOnCpus) {
     ASSERT_TRUE(plan) << plan.error().message;
     const auto mapping = static_cast<Mapping>(random.uniform(0, 2));
     const Bytes staging{random.uniform(32, 600)};
-    SCOPED_TRACE(::testing::Message() << "case " << i << " " << strategy << ", mapping " << static_cast<int>(mapping)
-                                      << ", staging " << staging.value);
+    SCOPED_TRACE(::testing::Message() << "case " << i << " " << strategy << ", mapping "
+                                      << static_cast<int>(mapping) << ", staging " << staging.value);
     run_and_check(problem, *plan, mapping, staging);
   }
 }

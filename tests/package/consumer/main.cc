@@ -10,9 +10,11 @@ int main() {
   auto layout = refit::Layout::make({10}, *mesh, {refit::Placement::shard(0)});
   if (!layout) return 1;
   std::printf("extent");
-  for (int r = 0; r < 4; ++r) std::printf(" %lld", static_cast<long long>(layout->local_box(refit::Rank{r})->extent[0]));
+  for (int r = 0; r < 4; ++r)
+    std::printf(" %lld", static_cast<long long>(layout->local_box(refit::Rank{r})->extent[0]));
   std::printf("\nexecutors");
-  for (const auto name : refit::executor_names()) std::printf(" %.*s", static_cast<int>(name.size()), name.data());
+  for (const auto name : refit::executor_names())
+    std::printf(" %.*s", static_cast<int>(name.size()), name.data());
   std::printf("\n");
   return 0;
 }

@@ -8,7 +8,16 @@
 namespace refit {
 
 enum class DType : std::uint8_t {
-  kBF16, kFP16, kFP32, kFP64, kFP8E4M3, kFP8E5M2, kInt8, kUInt8, kInt32, kInt64,
+  kBF16,
+  kFP16,
+  kFP32,
+  kFP64,
+  kFP8E4M3,
+  kFP8E5M2,
+  kInt8,
+  kUInt8,
+  kInt32,
+  kInt64,
 };
 
 std::int64_t dtype_size(DType t);

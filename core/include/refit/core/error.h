@@ -18,9 +18,7 @@ struct Error {
   ErrorCode code = ErrorCode::kInvalidArgument;
   std::string message;
 
-  bool is_bad_input() const {
-    return code == ErrorCode::kInvalidArgument || code == ErrorCode::kNotFound;
-  }
+  bool is_bad_input() const { return code == ErrorCode::kInvalidArgument || code == ErrorCode::kNotFound; }
   // Prefix the message with where it happened, e.g. "tensor 'w': " or "gpus[3].node: ".
   Error in(const std::string& context) && {
     message = context + ": " + message;

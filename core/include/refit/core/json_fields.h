@@ -31,7 +31,8 @@ std::string describe(const Json& value);
 // Fails unless `object` is an object whose keys are all in `known` (a typo is named, with the
 // keys that are allowed). `what` names the root when `path` is empty ("the cluster file").
 Result<void> require_known_keys(const Json& object, const std::string& path,
-                                std::initializer_list<std::string_view> known, std::string_view what = "the input");
+                                std::initializer_list<std::string_view> known,
+                                std::string_view what = "the input");
 // Integers must lie in [min_value, max_value].
 Result<std::int64_t> require_int(const Json& object, std::string_view key, const std::string& path,
                                  std::int64_t min_value, std::int64_t max_value = INT64_MAX);
@@ -39,21 +40,16 @@ Result<std::int64_t> require_int(const Json& object, std::string_view key, const
 Result<std::optional<std::int64_t>> optional_int(const Json& object, std::string_view key,
                                                  const std::string& path, std::int64_t min_value,
                                                  std::int64_t max_value = INT64_MAX);
-Result<bool> optional_bool(const Json& object, std::string_view key, const std::string& path,
-                           bool fallback);
+Result<bool> optional_bool(const Json& object, std::string_view key, const std::string& path, bool fallback);
 Result<double> require_number(const Json& object, std::string_view key, const std::string& path);
-Result<std::string> require_string(const Json& object, std::string_view key,
-                                   const std::string& path);
+Result<std::string> require_string(const Json& object, std::string_view key, const std::string& path);
 Result<std::string> optional_string(const Json& object, std::string_view key, const std::string& path,
                                     std::string fallback);
-Result<const Json*> require_array(const Json& object, std::string_view key,
-                                  const std::string& path);
-Result<const Json*> require_object(const Json& object, std::string_view key,
-                                   const std::string& path);
+Result<const Json*> require_array(const Json& object, std::string_view key, const std::string& path);
+Result<const Json*> require_object(const Json& object, std::string_view key, const std::string& path);
 // Every element an integer in [min_value, max_value]; `path` names the array itself.
 Result<std::vector<std::int64_t>> int_array(const Json& array, const std::string& path,
-                                            std::int64_t min_value,
-                                            std::int64_t max_value = INT64_MAX);
+                                            std::int64_t min_value, std::int64_t max_value = INT64_MAX);
 
 // Reads many fields of one object and keeps the first error, so a reader is a straight list of
 // fields followed by one status() check. After an error every read returns a neutral value.

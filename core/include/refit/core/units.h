@@ -13,8 +13,14 @@ struct Bytes {
   constexpr Bytes() = default;
   constexpr explicit Bytes(std::int64_t v) : value(v) {}
   constexpr auto operator<=>(const Bytes&) const = default;
-  constexpr Bytes& operator+=(Bytes o) { value += o.value; return *this; }
-  constexpr Bytes& operator-=(Bytes o) { value -= o.value; return *this; }
+  constexpr Bytes& operator+=(Bytes o) {
+    value += o.value;
+    return *this;
+  }
+  constexpr Bytes& operator-=(Bytes o) {
+    value -= o.value;
+    return *this;
+  }
   friend constexpr Bytes operator+(Bytes a, Bytes b) { return Bytes{a.value + b.value}; }
   friend constexpr Bytes operator-(Bytes a, Bytes b) { return Bytes{a.value - b.value}; }
   friend constexpr Bytes operator*(Bytes a, std::int64_t k) { return Bytes{a.value * k}; }
@@ -25,7 +31,10 @@ struct Seconds {
   constexpr Seconds() = default;
   constexpr explicit Seconds(double v) : value(v) {}
   constexpr auto operator<=>(const Seconds&) const = default;
-  constexpr Seconds& operator+=(Seconds o) { value += o.value; return *this; }
+  constexpr Seconds& operator+=(Seconds o) {
+    value += o.value;
+    return *this;
+  }
   friend constexpr Seconds operator+(Seconds a, Seconds b) { return Seconds{a.value + b.value}; }
   friend constexpr Seconds operator-(Seconds a, Seconds b) { return Seconds{a.value - b.value}; }
   friend constexpr Seconds operator*(Seconds a, double k) { return Seconds{a.value * k}; }

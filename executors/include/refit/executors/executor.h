@@ -24,9 +24,9 @@ namespace refit {
 enum class MemoryKind : std::uint8_t { kHost, kCuda };
 
 struct ShardBuffer {
-  std::uint32_t tensor = 0;      // index into Plan::tensors
-  Box box;                       // the rank's box of that tensor, in global coordinates
-  std::span<std::byte> bytes;    // box.volume() * dtype size bytes, row-major
+  std::uint32_t tensor = 0;    // index into Plan::tensors
+  Box box;                     // the rank's box of that tensor, in global coordinates
+  std::span<std::byte> bytes;  // box.volume() * dtype size bytes, row-major
 };
 
 struct RankBuffers {
@@ -36,7 +36,7 @@ struct RankBuffers {
 };
 
 struct ExecutorOptions {
-  Seconds timeout{60.0};                  // no wait on a peer lasts longer; then every rank fails
+  Seconds timeout{60.0};                   // no wait on a peer lasts longer; then every rank fails
   Bytes staging{std::int64_t{256} << 20};  // per rank, for packing non-contiguous pieces
   // Where a peer's memory is mapped into this process (same-host shared memory), put by storing
   // into it directly (non-temporal stores on x86-64); false: every put goes through the transport.
@@ -54,9 +54,9 @@ struct ExecutorCapabilities {
 struct ExecutionReport {
   Bytes bytes_sent;
   Bytes bytes_received;
-  Seconds elapsed;           // from the first byte posted to the last byte landed, on this rank
+  Seconds elapsed;  // from the first byte posted to the last byte landed, on this rank
   std::int64_t messages = 0;
-  Bytes stored_directly;     // of bytes_sent, stored into mapped peer memory (direct_stores)
+  Bytes stored_directly;  // of bytes_sent, stored into mapped peer memory (direct_stores)
 };
 
 // Host memory allocated by an executor (or from the heap); its bytes stay valid while it lives.
@@ -84,7 +84,9 @@ class Executor {
   // Host memory this executor moves fastest, uninitialised: a transport may hand out memory its
   // peers can map and write into directly (no work for the receiving rank, no kernel copy).
   // Buffers carved from it are passed to prepare() like any others.
-  virtual Result<std::unique_ptr<HostAllocation>> allocate_host(Bytes bytes) { return heap_allocation(bytes); }
+  virtual Result<std::unique_ptr<HostAllocation>> allocate_host(Bytes bytes) {
+    return heap_allocation(bytes);
+  }
   // Registers memory and exchanges keys with the peers. Refuses buffers that do not match the
   // plan (missing tensor, wrong box, too small), and ranks that disagree on the plan hash, before
   // any byte moves.

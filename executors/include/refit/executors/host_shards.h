@@ -19,7 +19,8 @@ class HostShards {
  public:
   // Buffers for every non-empty box `rank` holds (sources) or must hold (destinations), each from
   // `allocator` (e.g. the executor's allocate_host, so that peers can write into them directly).
-  static Result<HostShards> allocate(const ReshardProblem& problem, Rank rank, const HostAllocator& allocator);
+  static Result<HostShards> allocate(const ReshardProblem& problem, Rank rank,
+                                     const HostAllocator& allocator);
   // The same on the heap, which cannot fail short of running out of memory.
   static HostShards allocate(const ReshardProblem& problem, Rank rank);
 

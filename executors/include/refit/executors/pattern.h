@@ -13,8 +13,8 @@ namespace refit {
 std::uint64_t pattern_value(std::uint32_t tensor, std::int64_t global_index);
 
 // Fills `out` (the box, row-major, element_size bytes per element) with the pattern.
-void fill_pattern(std::uint32_t tensor, const Shape& tensor_shape, const Box& box,
-                  std::int64_t element_size, std::span<std::byte> out);
+void fill_pattern(std::uint32_t tensor, const Shape& tensor_shape, const Box& box, std::int64_t element_size,
+                  std::span<std::byte> out);
 
 // Checks `data` against the pattern; the error names the first wrong element (global index).
 Result<void> verify_pattern(std::uint32_t tensor, const Shape& tensor_shape, const Box& box,

@@ -45,8 +45,8 @@ struct WeightTensor {
   TensorKind kind = TensorKind::kReplicated;
   Section section = Section::kDecoder;
   Projection projection = Projection::kNone;
-  std::int32_t layer = -1;          // decoder layer (MTP layers follow them); -1 outside layers
-  std::int32_t routed_experts = 0;  // experts of the layer when a routed-expert weight, else 0
+  std::int32_t layer = -1;                // decoder layer (MTP layers follow them); -1 outside layers
+  std::int32_t routed_experts = 0;        // experts of the layer when a routed-expert weight, else 0
   std::int32_t expert = kStackedExperts;  // the expert of a per-expert tensor
 
   bool is_routed_expert() const { return routed_experts > 0; }

@@ -15,8 +15,7 @@ namespace refit::models {
 // that tp divides every other dim it splits.
 class VllmLayouts {
  public:
-  static Result<VllmLayouts> make(const ModelSpec& model, const VllmConfig& config,
-                                  std::int32_t first_rank);
+  static Result<VllmLayouts> make(const ModelSpec& model, const VllmConfig& config, std::int32_t first_rank);
 
   // Precondition: `tensor` belongs to the model given to make().
   Result<Layout> layout(const WeightTensor& tensor) const;

@@ -28,10 +28,10 @@ inline constexpr std::int32_t kFromSourceShard = -1;
 
 // One box of one tensor inside a message. Segments are packed back to back in message order.
 struct Segment {
-  std::uint32_t tensor = 0;               // index into Plan::tensors
-  Box box;                                // global coordinates, never empty
-  std::int32_t via = kFromSourceShard;    // transfer that delivered this box to the sender, or
-                                          // kFromSourceShard when the sender holds it as a source
+  std::uint32_t tensor = 0;             // index into Plan::tensors
+  Box box;                              // global coordinates, never empty
+  std::int32_t via = kFromSourceShard;  // transfer that delivered this box to the sender, or
+                                        // kFromSourceShard when the sender holds it as a source
   bool operator==(const Segment&) const = default;
 };
 

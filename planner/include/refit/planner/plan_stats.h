@@ -17,14 +17,14 @@ struct PlanStats {
   Bytes network_bytes;
   Bytes nvlink_bytes;
   Bytes local_bytes;
-  std::vector<Bytes> nic_tx;            // per NIC
-  std::vector<Bytes> nic_rx;            // per NIC
-  std::vector<Bytes> nvlink_egress;     // per GPU
-  std::vector<Bytes> nvlink_ingress;    // per GPU
-  std::vector<Bytes> domain_ingress;    // per domain: bytes entering it over the network
+  std::vector<Bytes> nic_tx;          // per NIC
+  std::vector<Bytes> nic_rx;          // per NIC
+  std::vector<Bytes> nvlink_egress;   // per GPU
+  std::vector<Bytes> nvlink_ingress;  // per GPU
+  std::vector<Bytes> domain_ingress;  // per domain: bytes entering it over the network
   Bytes max_nic_tx;
   Bytes max_nic_rx;
-  double mean_nic_tx_bytes = 0;         // over NICs that carry traffic
+  double mean_nic_tx_bytes = 0;  // over NICs that carry traffic
   double mean_nic_rx_bytes = 0;
 };
 
@@ -32,12 +32,12 @@ struct PlanStats {
 PlanStats compute_stats(const Plan& plan, const Cluster& cluster);
 
 struct LowerBound {
-  Seconds time;                 // the maximum of the terms below
-  std::string binding;          // which term is the maximum
-  Seconds destination_domain;   // (a) max over domains: bytes from outside / domain NIC rx bw
-  Seconds source_side;          // (b) unique bytes that must leave the source side / its NIC tx bw
-  Seconds source_nic;           // (d) bytes only one NIC holds / that NIC's bw
-  Seconds gpu_ingress;          // (c) max over GPUs: bytes needed / (NVLink + NIC bw)
+  Seconds time;                    // the maximum of the terms below
+  std::string binding;             // which term is the maximum
+  Seconds destination_domain;      // (a) max over domains: bytes from outside / domain NIC rx bw
+  Seconds source_side;             // (b) unique bytes that must leave the source side / its NIC tx bw
+  Seconds source_nic;              // (d) bytes only one NIC holds / that NIC's bw
+  Seconds gpu_ingress;             // (c) max over GPUs: bytes needed / (NVLink + NIC bw)
   std::vector<Bytes> domain_need;  // per domain: unique bytes it must receive from outside
 };
 

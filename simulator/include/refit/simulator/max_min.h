@@ -19,8 +19,7 @@ class MaxMinSolver {
   // next call. A flow that crosses no resource is unconstrained: +infinity.
   // Cost: O((F*d + R) log R) for F flows of d resources over R resources; no allocation once the
   // buffers have grown to the largest problem seen.
-  std::span<const double> solve(std::span<const double> capacity,
-                                std::span<const std::uint32_t> flow_begin,
+  std::span<const double> solve(std::span<const double> capacity, std::span<const std::uint32_t> flow_begin,
                                 std::span<const std::int32_t> flow_resources);
   // For each flow of the last solve, the resource that froze it (its bottleneck: full, and no
   // flow crossing it is faster), or -1 for an unconstrained flow.

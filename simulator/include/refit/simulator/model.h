@@ -63,9 +63,7 @@ class Model {
 
   const std::string& resource_name(ResourceId r) const { return resource_names_[index(r)]; }
   BytesPerSecond capacity(ResourceId r) const { return capacities_[index(r)]; }
-  const std::string& track_name(std::int32_t track) const {
-    return tracks_[static_cast<std::size_t>(track)];
-  }
+  const std::string& track_name(std::int32_t track) const { return tracks_[static_cast<std::size_t>(track)]; }
   std::string category_name(std::uint32_t category) const;
 
   // Spans and labels below stay valid until the model is next changed.
@@ -78,7 +76,9 @@ class Model {
   std::int32_t stream_previous(TaskId t) const { return record(t).stream_previous; }
   std::int32_t stream_next(TaskId t) const { return record(t).stream_next; }
   // The stream's first task; -1 while it has none.
-  std::int32_t stream_first(std::int32_t stream) const { return stream_first_[static_cast<std::size_t>(stream)]; }
+  std::int32_t stream_first(std::int32_t stream) const {
+    return stream_first_[static_cast<std::size_t>(stream)];
+  }
   std::span<const ResourceId> resources(TaskId t) const {
     const auto& r = record(t);
     return {task_resources_.data() + r.resources_begin, r.resources_count};

@@ -17,7 +17,7 @@ namespace refit {
 
 struct PlanSimulationOptions {
   std::function<void(double fraction_done)> progress;  // called at most twice a second
-  std::ostream* trace = nullptr;                        // Chrome trace event JSON, when set
+  std::ostream* trace = nullptr;                       // Chrome trace event JSON, when set
   // Chunks (Transfer::chunk) a receiver grants each sender ahead; a (sender, receiver) pair
   // sends its transfers in plan order (0: every transfer at once, as soon as its data is there).
   // The default is the UCX executor's grant window (see default_window()).
@@ -47,7 +47,7 @@ struct PlanSimulationOptions {
 std::int32_t default_window(std::string_view strategy);
 
 struct ResourceReport {
-  std::string name;   // e.g. "nic 3 tx", "gpu 5 nvlink in", "gpu 5 copy"
+  std::string name;  // e.g. "nic 3 tx", "gpu 5 nvlink in", "gpu 5 copy"
   Bytes bytes;
   double utilisation = 0;  // bytes / (capacity * predicted time)
 };
@@ -71,8 +71,7 @@ struct PlanSimulation {
 
 // `problem` supplies the ranks' local boxes: a message whose bytes are not one contiguous run of
 // the sender's (receiver's) buffer is packed (unpacked) through that GPU's copy engine.
-Result<PlanSimulation> simulate_plan(const Plan& plan, const ReshardProblem& problem,
-                                     const Cluster& cluster,
+Result<PlanSimulation> simulate_plan(const Plan& plan, const ReshardProblem& problem, const Cluster& cluster,
                                      const PlanSimulationOptions& options = {});
 
 }  // namespace refit

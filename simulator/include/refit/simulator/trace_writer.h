@@ -15,7 +15,6 @@
 namespace refit::sim {
 
 // Fails if `result` does not come from `model`, or if the stream fails.
-Result<void> write_chrome_trace(const Model& model, const SimulationResult& result,
-                                std::ostream& out);
+Result<void> write_chrome_trace(const Model& model, const SimulationResult& result, std::ostream& out);
 
 }  // namespace refit::sim

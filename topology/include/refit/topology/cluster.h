@@ -13,7 +13,7 @@
 namespace refit {
 
 struct GpuSpec {
-  GpuId id;                         // dense: gpus[i].id == i
+  GpuId id;  // dense: gpus[i].id == i
   std::int32_t node = 0;
   std::int32_t domain = 0;          // NVLink domain index
   BytesPerSecond nvlink_bandwidth;  // per direction, effective, through the NVSwitch
@@ -23,19 +23,19 @@ struct GpuSpec {
 };
 
 struct NicSpec {
-  std::int32_t id = 0;          // dense: nics[i].id == i
-  std::string name;             // e.g. mlx5_0; may be empty
+  std::int32_t id = 0;  // dense: nics[i].id == i
+  std::string name;     // e.g. mlx5_0; may be empty
   std::int32_t node = 0;
-  BytesPerSecond bandwidth;     // per direction, effective
-  Seconds latency;              // per message, one way
-  std::vector<GpuId> gpus;      // GPUs that send and receive through this NIC
-  std::string pci_bus_id;       // empty when unknown
+  BytesPerSecond bandwidth;  // per direction, effective
+  Seconds latency;           // per message, one way
+  std::vector<GpuId> gpus;   // GPUs that send and receive through this NIC
+  std::string pci_bus_id;    // empty when unknown
   bool operator==(const NicSpec&) const = default;
 };
 
 struct DomainSpec {
-  std::int32_t id = 0;          // dense: domains[i].id == i
-  std::vector<GpuId> gpus;      // all-to-all NVLink through NVSwitch; may span nodes
+  std::int32_t id = 0;      // dense: domains[i].id == i
+  std::vector<GpuId> gpus;  // all-to-all NVLink through NVSwitch; may span nodes
   bool operator==(const DomainSpec&) const = default;
 };
 
@@ -52,9 +52,9 @@ struct ClusterSpec {
   std::vector<NicSpec> nics;
   std::vector<DomainSpec> domains;
   FabricSpec fabric;
-  Seconds nvlink_latency;           // per message over NVLink
-  std::vector<GpuId> rank_to_gpu;   // placement: global rank r runs on rank_to_gpu[r]
-  std::int32_t source_ranks = 0;    // the first source_ranks ranks are the training side
+  Seconds nvlink_latency;          // per message over NVLink
+  std::vector<GpuId> rank_to_gpu;  // placement: global rank r runs on rank_to_gpu[r]
+  std::int32_t source_ranks = 0;   // the first source_ranks ranks are the training side
   bool operator==(const ClusterSpec&) const = default;
 };
 

@@ -51,14 +51,17 @@ class NcclExecutor final : public Executor {
 
   std::string_view name() const override { return "nccl"; }
   ExecutorCapabilities capabilities() const override { return ExecutorCapabilities{true, true}; }
-  Result<std::unique_ptr<PreparedPlan>> prepare(const Plan& plan, Rank rank, const RankBuffers& buffers) override;
+  Result<std::unique_ptr<PreparedPlan>> prepare(const Plan& plan, Rank rank,
+                                                const RankBuffers& buffers) override;
   // For a process that runs several plan ranks: all those comm_rank_of maps to it, at once.
-  Result<std::unique_ptr<PreparedPlan>> prepare_ranks(const Plan& plan, std::span<const LocalRankBuffers> ranks);
+  Result<std::unique_ptr<PreparedPlan>> prepare_ranks(const Plan& plan,
+                                                      std::span<const LocalRankBuffers> ranks);
   // The prepared plan must come from this executor; it can be executed again (every refit step).
   Result<ExecutionReport> execute(PreparedPlan& prepared) override;
 
  private:
-  NcclExecutor(std::unique_ptr<nccl_detail::Communicator> comm, const ExecutorOptions& options, CommRankMap map);
+  NcclExecutor(std::unique_ptr<nccl_detail::Communicator> comm, const ExecutorOptions& options,
+               CommRankMap map);
 
   std::unique_ptr<nccl_detail::Communicator> comm_;
   ExecutorOptions options_;
