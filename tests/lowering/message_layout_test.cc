@@ -2,9 +2,9 @@
 // cut, and their pieces tile the message in order.
 #include <gtest/gtest.h>
 
-#include "message_layout.h"
+#include "refit/lowering/message_layout.h"
 
-namespace refit::nccl_detail {
+namespace refit::lowering {
 namespace {
 
 Plan mixed_plan() {
@@ -55,5 +55,19 @@ TEST(MessageLayout, SixteenByteChunksOfTheMixedMessage) {
   EXPECT_EQ(layout.chunk_end(3), 57);
 }
 
+// The chunk rule: the transfer's chunk, at most half the staging, on 16-byte steps, at least 16.
+TEST(ChunkLimit, IsTheTransfersChunkWithinHalfTheStaging) {
+  Transfer t;
+  t.chunk = Bytes{8 << 20};
+  EXPECT_EQ(chunk_limit(t, Bytes{256 << 20}), 8 << 20);  // 8 MiB < 128 MiB
+  EXPECT_EQ(chunk_limit(t, Bytes{4 << 20}), 2 << 20);    // half of 4 MiB
+  EXPECT_EQ(chunk_limit(t, Bytes{100}), 48);             // 50 rounded down to 16 bytes
+  EXPECT_EQ(chunk_limit(t, Bytes{32}), 16);
+  t.chunk = Bytes{1000};
+  EXPECT_EQ(chunk_limit(t, Bytes{256 << 20}), 992);  // 1000 rounded down to 16 bytes
+  t.chunk = Bytes{0};                                // no chunk of its own: half the staging
+  EXPECT_EQ(chunk_limit(t, Bytes{1 << 20}), 1 << 19);
+}
+
 }  // namespace
-}  // namespace refit::nccl_detail
+}  // namespace refit::lowering

@@ -1,0 +1,54 @@
+#pragma once
+// What every rank derives from the plan alone, before its own buffers come in: each transfer's
+// chunks (the one chunk rule) and, for each chunk that forwards data, the received chunks it
+// waits for. Executors and the simulator all start from this.
+#include <cstdint>
+#include <vector>
+
+#include "refit/core/error.h"
+#include "refit/core/units.h"
+#include "refit/lowering/message_layout.h"
+#include "refit/lowering/relays.h"
+#include "refit/planner/plan.h"
+
+namespace refit::lowering {
+
+// A forwarding chunk may go once the first `chunks` chunks of `transfer` have landed at its sender.
+struct ChunkWait {
+  std::int32_t transfer = 0;
+  std::int64_t chunks = 0;
+  bool operator==(const ChunkWait&) const = default;
+};
+
+class LoweredPlan {
+ public:
+  // Staging per rank in bytes; every rank of a refit must use the same, since it sets the chunks.
+  // Refuses staging below 2 * kAlign. Preconditions: validate_structure(plan) holds, and `plan`
+  // outlives the result.
+  [[nodiscard]] static Result<LoweredPlan> make(const Plan& plan, Bytes staging);
+
+  const Plan& plan() const { return *plan_; }
+  Bytes staging() const { return staging_; }
+  const MessageLayout& layout(std::int32_t transfer) const {
+    return layouts_[static_cast<std::size_t>(transfer)];
+  }
+  const RelayIndex& relays() const { return relays_; }
+
+  // What chunk k of transfer t must wait for, one entry per upstream transfer: the chunk holding
+  // the last element of each part it forwards (that chunk and those before it). Empty when the
+  // chunk carries only its sender's own data. Refuses a forwarded range the upstream transfer
+  // does not deliver, naming it.
+  [[nodiscard]] Result<std::vector<ChunkWait>> waits(std::int32_t t, std::int64_t k) const;
+
+ private:
+  LoweredPlan(const Plan& plan, Bytes staging);
+  // The chunk of transfer `via` that holds element `index` of its segment `segment`.
+  std::int64_t chunk_holding(std::int32_t via, std::int32_t segment, std::int64_t index) const;
+
+  const Plan* plan_;
+  Bytes staging_;
+  std::vector<MessageLayout> layouts_;
+  RelayIndex relays_;
+};
+
+}  // namespace refit::lowering

@@ -1,0 +1,175 @@
+#pragma once
+// One rank's part of a lowered plan: where every byte it sends is read from and every byte it
+// receives lands (its shards, scratch or staging), which chunks move in place and which are
+// packed or unpacked (and why), what its forwarding chunks wait for, and how much scratch and
+// staging it needs. Plain data without a transport: the UCX and NCCL executors run it,
+// `refit plan --explain` prints it, and the simulator costs the very same decisions
+// (plan_costs.h).
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "refit/core/error.h"
+#include "refit/core/problem.h"
+#include "refit/lowering/arrays.h"
+#include "refit/lowering/lowered_plan.h"
+#include "refit/planner/execution_model.h"
+
+namespace refit::lowering {
+
+// A rank's box of a tensor, stored row-major and contiguous in a buffer of its own.
+struct Shard {
+  std::uint32_t tensor = 0;  // index into Plan::tensors
+  Box box;
+  bool operator==(const Shard&) const = default;
+};
+
+// What a rank holds before (sources) and must hold after (destinations) the refit.
+struct RankShards {
+  std::vector<Shard> sources;
+  std::vector<Shard> destinations;
+};
+
+// The rank's non-empty boxes of the problem's tensors, in problem order: the buffers `refit run`
+// allocates, and what the simulator assumes.
+RankShards shards_of(const ReshardProblem& problem, Rank rank);
+
+enum class BufferKind : std::uint8_t {
+  kSource,       // the rank's source shard `index`
+  kDestination,  // the rank's destination shard `index`
+  kScratch,      // executor memory for forwarded data that lies outside the rank's own boxes
+  kStaging,      // executor memory for chunks packed before sending or unpacked after landing
+};
+std::string_view buffer_kind_name(BufferKind kind);
+
+// An array of some box in one of the rank's buffers.
+struct Located {
+  BufferKind kind = BufferKind::kSource;
+  std::int32_t index = 0;  // the shard, for kSource and kDestination
+  Array array;
+};
+
+enum class CopyPath : std::uint8_t {
+  kInPlace,  // sent from, or received into, its final place: one transport operation per run
+  kStaged,   // packed into staging before it is sent, or unpacked out of staging after it lands
+};
+
+enum class CopyReason : std::uint8_t {
+  kOneRun,         // the chunk is one contiguous run of one buffer
+  kFewRuns,        // at most ZeroCopyRule::max_runs runs
+  kLongRuns,       // runs of at least ZeroCopyRule::min_mean_run bytes on average
+  kScattered,      // too many short runs: packing costs less than a transport operation each
+  kNotInOnePlace,  // some segment is not held whole in one array on this side (gathered from
+                   // several received segments, or landing only partly in the rank's boxes)
+};
+std::string_view copy_reason_text(CopyReason reason);
+
+// How one chunk moves on one side.
+struct ChunkCopy {
+  CopyPath path = CopyPath::kInPlace;
+  CopyReason why = CopyReason::kOneRun;
+  std::int64_t runs = 0;   // contiguous runs on this side (0 when not in one place)
+  std::int64_t bytes = 0;  // the chunk's bytes
+};
+
+// Where a received segment lands.
+struct SegmentLanding {
+  // The destination shard holding all of it, or scratch when a later transfer forwards it and no
+  // destination shard holds it; nothing: it lands in staging only.
+  std::optional<Located> in_place;
+  // A destination shard holding part of it (not `in_place`): that part is copied there from
+  // where the segment arrived.
+  std::optional<Located> partial;
+};
+
+// A contiguous run of a chunk in one buffer.
+struct Run {
+  std::int64_t stream = 0;  // offset in the chunk
+  BufferKind kind = BufferKind::kSource;
+  std::int32_t index = 0;
+  std::int64_t offset = 0;  // in the buffer
+  std::int64_t length = 0;
+  bool operator==(const Run&) const = default;
+};
+
+// Elements [first, first + count) of `box` (row-major in it), read from `from`.
+struct SourcePart {
+  Located from;
+  Box box;
+  std::int64_t first = 0;
+  std::int64_t count = 0;
+};
+
+struct Receive {
+  std::int32_t transfer = 0;
+  Rank peer;
+  std::vector<SegmentLanding> segments;  // per segment of the transfer
+  std::vector<ChunkCopy> chunks;
+  bool extracts = false;  // some segment lands partly in a destination shard (copied after landing)
+};
+
+struct Send {
+  std::int32_t transfer = 0;
+  Rank peer;
+  // Per segment: the array it is read from; nothing when it is gathered from several received
+  // segments (source_parts() gives them).
+  std::vector<std::optional<Located>> segments;
+  std::vector<ChunkCopy> chunks;
+  std::vector<std::vector<ChunkWait>> waits;  // per chunk
+};
+
+// Chunks of one side that go through staging, and the largest of them.
+struct StagingDemand {
+  std::int64_t chunks = 0;
+  Bytes largest;
+};
+
+class RankProgram {
+ public:
+  RankProgram(RankProgram&&) = default;
+  RankProgram& operator=(RankProgram&&) = default;
+  RankProgram(const RankProgram&) = delete;  // Located arrays point into its own shards
+  RankProgram& operator=(const RankProgram&) = delete;
+
+  const LoweredPlan& lowered() const { return *lowered_; }
+  Rank rank() const { return rank_; }
+  const RankShards& shards() const { return shards_; }
+  const ZeroCopyRule& zero_copy() const { return rule_; }
+  const std::vector<Receive>& receives() const { return receives_; }  // plan order
+  const std::vector<Send>& sends() const { return sends_; }           // plan order
+  Bytes scratch() const { return scratch_; }
+  const StagingDemand& receive_staging() const { return receive_staging_; }
+  const StagingDemand& send_staging() const { return send_staging_; }
+
+  // The runs of an in-place chunk, in chunk order, merged where they continue each other.
+  std::vector<Run> runs(const Receive& r, std::int64_t chunk) const;
+  std::vector<Run> runs(const Send& s, std::int64_t chunk) const;
+  // What piece `p` of a send is read from: one part, or one per received segment it gathers.
+  [[nodiscard]] Result<std::vector<SourcePart>> source_parts(const Send& s, const Piece& p) const;
+
+ private:
+  friend Result<RankProgram> lower_rank(const LoweredPlan&, Rank, RankShards, const ZeroCopyRule&);
+  RankProgram(const LoweredPlan& lowered, Rank rank, RankShards shards, const ZeroCopyRule& rule)
+      : lowered_(&lowered), rank_(rank), shards_(std::move(shards)), rule_(rule) {}
+
+  const LoweredPlan* lowered_;
+  Rank rank_;
+  RankShards shards_;
+  ZeroCopyRule rule_;
+  std::vector<Receive> receives_;
+  std::vector<Send> sends_;
+  std::unordered_map<std::uint64_t, Located> received_;  // (transfer, segment) -> where it stays
+  Bytes scratch_;
+  StagingDemand receive_staging_;
+  StagingDemand send_staging_;
+};
+
+// Errors name the transfer, segment and tensor: a shard that is not in the plan's tensors or not
+// inside one, a second shard of a tensor on one side, data the rank sends but does not hold.
+// Preconditions: `lowered` outlives the program.
+[[nodiscard]] Result<RankProgram> lower_rank(const LoweredPlan& lowered, Rank rank, RankShards shards,
+                                             const ZeroCopyRule& rule);
+
+}  // namespace refit::lowering

@@ -1,0 +1,74 @@
+#pragma once
+// The decisions behind a rank program, shared by lower_rank() (one rank, stored) and
+// copy_costs() (every rank, reduced as they are made), so that the simulator costs exactly what
+// the executors run.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "refit/lowering/rank_program.h"
+
+namespace refit::lowering::detail {
+
+struct ShardRef {
+  std::int32_t index = -1;
+  const Box* box = nullptr;
+};
+
+// Finds a rank's shard of a tensor on one side (kSource or kDestination).
+class ShardFinder {
+ public:
+  virtual ~ShardFinder() = default;
+  virtual ShardRef find(Rank rank, BufferKind side, std::uint32_t tensor) const = 0;
+};
+
+// (transfer, segment) -> where a rank keeps that received segment until it has forwarded it.
+using ReceivedSegments = std::unordered_map<std::uint64_t, Located>;
+
+// Where one rank keeps the segments it receives and finds those it sends. Transfers must be
+// landed in plan order: scratch is handed out as forwarded ones arrive.
+class Homes {
+ public:
+  Homes(const LoweredPlan& lowered, Rank rank, const ShardFinder& shards)
+      : lowered_(&lowered), rank_(rank), shards_(&shards) {}
+
+  // Where each segment of `t`, which this rank receives, lands.
+  void land(const Transfer& t, std::vector<SegmentLanding>& out);
+  // Where segment `k` of `t`, which this rank sends, is read from when one array holds all of it;
+  // nothing when it is gathered from several received segments. Refuses data the rank does not
+  // hold.
+  [[nodiscard]] Result<std::optional<Located>> source(const Transfer& t, std::size_t k) const;
+
+  Bytes scratch() const { return Bytes{scratch_}; }
+  ReceivedSegments take_received() && { return std::move(received_); }
+
+  static std::uint64_t key(std::int32_t transfer, std::size_t segment) {
+    return (static_cast<std::uint64_t>(transfer) << 32) | static_cast<std::uint32_t>(segment);
+  }
+
+ private:
+  const LoweredPlan* lowered_;
+  Rank rank_;
+  const ShardFinder* shards_;
+  ReceivedSegments received_;
+  std::int64_t scratch_ = 0;
+};
+
+// The received segments that piece `p` of a gathered segment `s` (sent by `rank`) is read from.
+[[nodiscard]] Result<std::vector<SourcePart>> gathered_parts(const LoweredPlan& lowered,
+                                                             const ReceivedSegments& received, Rank rank,
+                                                             const Segment& s, const Piece& p);
+
+// How chunk k of `t` moves on one side, where segment i lives in homes[i] (nullptr: not in one
+// array).
+ChunkCopy decide(const LoweredPlan& lowered, const Transfer& t, std::int64_t k,
+                 std::span<const Located* const> homes, const ZeroCopyRule& rule);
+
+// The runs of chunk k on one side, merged where they continue each other. Preconditions: every
+// segment the chunk touches has a home.
+std::vector<Run> chunk_runs(const LoweredPlan& lowered, const Transfer& t, std::int64_t k,
+                            std::span<const Located* const> homes);
+
+}  // namespace refit::lowering::detail

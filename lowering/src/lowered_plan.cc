@@ -1,0 +1,68 @@
+#include "refit/lowering/lowered_plan.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "refit/core/try.h"
+#include "refit/lowering/arrays.h"
+
+namespace refit::lowering {
+namespace {
+
+void need(std::vector<ChunkWait>& waits, std::int32_t transfer, std::int64_t chunks) {
+  auto it = std::ranges::find(waits, transfer, &ChunkWait::transfer);
+  if (it == waits.end())
+    waits.push_back(ChunkWait{.transfer = transfer, .chunks = chunks});
+  else
+    it->chunks = std::max(it->chunks, chunks);
+}
+
+}  // namespace
+
+LoweredPlan::LoweredPlan(const Plan& plan, Bytes staging) : plan_(&plan), staging_(staging), relays_(plan) {
+  layouts_.reserve(plan.transfers.size());
+  for (const auto& t : plan.transfers) layouts_.emplace_back(plan, t, chunk_limit(t, staging));
+}
+
+Result<LoweredPlan> LoweredPlan::make(const Plan& plan, Bytes staging) {
+  if (staging.value < 2 * kAlign)
+    return out_of_range(
+        fmt::format("staging of {} bytes is below the {} bytes one chunk needs", staging.value, 2 * kAlign));
+  return LoweredPlan(plan, staging);
+}
+
+std::int64_t LoweredPlan::chunk_holding(std::int32_t via, std::int32_t segment, std::int64_t index) const {
+  const auto& up = layout(via);
+  return up.chunk_of(up.segment_offset(segment) + (index + 1) * up.element_size(segment) - 1);
+}
+
+Result<std::vector<ChunkWait>> LoweredPlan::waits(std::int32_t t, std::int64_t k) const {
+  const Transfer& transfer = plan_->transfers[static_cast<std::size_t>(t)];
+  std::vector<ChunkWait> out;
+  for (const auto& piece : layout(t).pieces(k)) {
+    const Segment& s = transfer.segments[static_cast<std::size_t>(piece.segment)];
+    if (s.via == kFromSourceShard) continue;
+    const Transfer& up = plan_->transfers[static_cast<std::size_t>(s.via)];
+    // Row-major order inside a box agrees with row-major order inside any box holding it, so the
+    // last element of a range (or of a part) is the latest the upstream delivered of it.
+    if (const auto u = relays_.containing(s)) {
+      const Box& ub = up.segments[static_cast<std::size_t>(*u)].box;
+      const std::int64_t last = piece.first + piece.count - 1;
+      const std::int64_t index = ub == s.box ? last : row_major_index(ub, point_at(s.box, last));
+      need(out, s.via, chunk_holding(s.via, *u, index) + 1);
+      continue;
+    }
+    const auto parts = REFIT_TRY_IN(relays_.parts(s, piece.first, piece.count),
+                                    fmt::format("transfers[{}].segments[{}]", t, piece.segment));
+    for (const auto& part : parts) {
+      Shape last = part.box.offset;
+      for (std::size_t d = 0; d < last.size(); ++d) last[d] += part.box.extent[d] - 1;
+      const Box& ub = up.segments[static_cast<std::size_t>(part.segment)].box;
+      need(out, s.via, chunk_holding(s.via, part.segment, row_major_index(ub, last)) + 1);
+    }
+  }
+  return out;
+}
+
+}  // namespace refit::lowering

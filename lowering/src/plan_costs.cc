@@ -1,0 +1,97 @@
+#include "refit/lowering/plan_costs.h"
+
+#include <memory>
+#include <unordered_map>
+
+#include "homes.h"
+#include "refit/core/try.h"
+
+namespace refit::lowering {
+namespace {
+
+using detail::Homes;
+using detail::ShardRef;
+
+// Every rank's boxes of the problem, worked out when first asked for: a plan touches far fewer
+// (rank, tensor) pairs than there are.
+class ProblemShardFinder final : public detail::ShardFinder {
+ public:
+  explicit ProblemShardFinder(const ReshardProblem& problem) : problem_(problem) {}
+
+  ShardRef find(Rank rank, BufferKind side, std::uint32_t tensor) const override {
+    const bool source = side == BufferKind::kSource;
+    const auto key = (static_cast<std::uint64_t>(tensor) << 33) | (static_cast<std::uint64_t>(rank.value) << 1) |
+                     static_cast<std::uint64_t>(source);
+    auto [it, fresh] = boxes_.try_emplace(key);
+    if (fresh) {
+      const auto& spec = problem_.tensors()[tensor];
+      const Layout& layout = source ? spec.source : spec.destination;
+      if (const auto position = layout.mesh().position_of_rank(rank)) it->second = layout.box_at_position(*position);
+    }
+    if (!it->second) return {};
+    return ShardRef{.index = 0, .box = &*it->second};
+  }
+
+ private:
+  const ReshardProblem& problem_;
+  mutable std::unordered_map<std::uint64_t, std::optional<Box>> boxes_;  // nodes never move
+};
+
+struct Sides {
+  std::vector<SegmentLanding> landings;
+  std::vector<std::optional<Located>> sources;
+  std::vector<const Located*> homes;
+};
+
+void cost_side(const LoweredPlan& lowered, const Transfer& t, std::span<const Located* const> homes,
+               const ZeroCopyRule& rule, bool sender, TransferCopyCost& cost) {
+  const std::int64_t chunks = lowered.layout(t.id).chunks();
+  for (std::int64_t k = 0; k < chunks; ++k) {
+    const ChunkCopy c = detail::decide(lowered, t, k, homes, rule);
+    if (c.path != CopyPath::kStaged) continue;
+    if (sender) {
+      cost.packs = true;
+      if (k == 0) cost.pack_first = Bytes{c.bytes};
+    } else {
+      cost.unpacks = true;
+      if (k == chunks - 1) cost.unpack_last = Bytes{c.bytes};
+    }
+  }
+}
+
+}  // namespace
+
+Result<std::vector<TransferCopyCost>> copy_costs(const LoweredPlan& lowered, const ReshardProblem& problem,
+                                                 const ZeroCopyRule& rule) {
+  const Plan& plan = lowered.plan();
+  const ProblemShardFinder finder(problem);
+  std::vector<std::unique_ptr<Homes>> homes(static_cast<std::size_t>(plan.world_size()));
+  const auto homes_of = [&](Rank r) -> Homes& {
+    auto& h = homes[static_cast<std::size_t>(r.value)];
+    if (!h) h = std::make_unique<Homes>(lowered, r, finder);
+    return *h;
+  };
+  std::vector<TransferCopyCost> out(plan.transfers.size());
+  Sides s;
+  for (const Transfer& t : plan.transfers) {
+    auto& cost = out[static_cast<std::size_t>(t.id)];
+    s.sources.clear();
+    for (std::size_t k = 0; k < t.segments.size(); ++k) s.sources.push_back(REFIT_TRY(homes_of(t.sender).source(t, k)));
+    s.homes.clear();
+    for (const auto& h : s.sources) s.homes.push_back(h ? &*h : nullptr);
+    cost_side(lowered, t, s.homes, rule, true, cost);
+    homes_of(t.receiver).land(t, s.landings);
+    s.homes.clear();
+    for (const auto& l : s.landings) s.homes.push_back(l.in_place ? &*l.in_place : nullptr);
+    cost_side(lowered, t, s.homes, rule, false, cost);
+    // Parts of segments that land elsewhere are copied into the receiver's own box after landing.
+    if (std::ranges::any_of(s.landings, [](const SegmentLanding& l) { return l.partial.has_value(); })) {
+      cost.unpacks = true;
+      const auto& layout = lowered.layout(t.id);
+      cost.unpack_last = Bytes{layout.chunk_bytes(layout.chunks() - 1)};
+    }
+  }
+  return out;
+}
+
+}  // namespace refit::lowering

@@ -1,0 +1,187 @@
+#include "refit/lowering/rank_program.h"
+
+#include <fmt/format.h>
+
+#include "homes.h"
+#include "refit/core/try.h"
+
+namespace refit::lowering {
+namespace {
+
+using detail::Homes;
+using detail::ShardRef;
+
+// A rank's shards, found by tensor in O(1).
+class RankShardFinder final : public detail::ShardFinder {
+ public:
+  RankShardFinder(const RankShards& shards, std::size_t tensors)
+      : shards_(shards), source_(tensors, -1), destination_(tensors, -1) {}
+
+  // Refuses a shard of a tensor the plan does not have, outside its tensor, or a second one of a
+  // tensor on one side.
+  Result<void> index(const Plan& plan) {
+    REFIT_TRY(index_side(plan, shards_.sources, source_, "sources"));
+    return index_side(plan, shards_.destinations, destination_, "destinations");
+  }
+
+  ShardRef find(Rank, BufferKind side, std::uint32_t tensor) const override {
+    const bool source = side == BufferKind::kSource;
+    const auto i = (source ? source_ : destination_)[tensor];
+    if (i < 0) return {};
+    const auto& shard = (source ? shards_.sources : shards_.destinations)[static_cast<std::size_t>(i)];
+    return ShardRef{.index = i, .box = &shard.box};
+  }
+
+ private:
+  static Result<void> index_side(const Plan& plan, const std::vector<Shard>& shards,
+                                 std::vector<std::int32_t>& by_tensor, std::string_view side) {
+    for (std::size_t i = 0; i < shards.size(); ++i) {
+      const Shard& s = shards[i];
+      const auto at = fmt::format("{}[{}]", side, i);
+      if (s.tensor >= plan.tensors.size())
+        return mismatch(fmt::format("{}: tensor {} is not in the plan ({} tensors)", at, s.tensor,
+                                    plan.tensors.size()));
+      const TensorSpec& t = plan.tensors[s.tensor];
+      if (s.box.rank() != t.shape.size() || s.box.extent.size() != s.box.rank() ||
+          !Box::whole(t.shape).contains(s.box))
+        return mismatch(
+            fmt::format("{}: box {} is not inside tensor '{}'", at, s.box.to_string(), t.name));
+      if (by_tensor[s.tensor] >= 0)
+        return mismatch(fmt::format("{}: a second {} shard of tensor '{}'", at, side, t.name));
+      by_tensor[s.tensor] = static_cast<std::int32_t>(i);
+    }
+    return {};
+  }
+
+  const RankShards& shards_;
+  std::vector<std::int32_t> source_;
+  std::vector<std::int32_t> destination_;
+};
+
+std::vector<const Located*> homes_of(const std::vector<SegmentLanding>& segments) {
+  std::vector<const Located*> out;
+  out.reserve(segments.size());
+  for (const auto& s : segments) out.push_back(s.in_place ? &*s.in_place : nullptr);
+  return out;
+}
+
+std::vector<const Located*> homes_of(const std::vector<std::optional<Located>>& segments) {
+  std::vector<const Located*> out;
+  out.reserve(segments.size());
+  for (const auto& s : segments) out.push_back(s ? &*s : nullptr);
+  return out;
+}
+
+void demand(StagingDemand& d, const ChunkCopy& c) {
+  if (c.path != CopyPath::kStaged) return;
+  ++d.chunks;
+  d.largest = std::max(d.largest, Bytes{c.bytes});
+}
+
+}  // namespace
+
+std::string_view buffer_kind_name(BufferKind kind) {
+  switch (kind) {
+    case BufferKind::kSource:
+      return "source";
+    case BufferKind::kDestination:
+      return "destination";
+    case BufferKind::kScratch:
+      return "scratch";
+    case BufferKind::kStaging:
+      return "staging";
+  }
+  return "?";
+}
+
+std::string_view copy_reason_text(CopyReason reason) {
+  switch (reason) {
+    case CopyReason::kOneRun:
+      return "one contiguous run";
+    case CopyReason::kFewRuns:
+      return "a few contiguous runs";
+    case CopyReason::kLongRuns:
+      return "runs long enough to move one by one";
+    case CopyReason::kScattered:
+      return "too many short runs: packed";
+    case CopyReason::kNotInOnePlace:
+      return "not held whole in one buffer: staged";
+  }
+  return "?";
+}
+
+RankShards shards_of(const ReshardProblem& problem, Rank rank) {
+  RankShards out;
+  const auto& tensors = problem.tensors();
+  for (std::uint32_t t = 0; t < tensors.size(); ++t)
+    for (const bool source : {true, false}) {
+      const Layout& layout = source ? tensors[t].source : tensors[t].destination;
+      if (!layout.mesh().position_of_rank(rank)) continue;
+      auto box = layout.local_box(rank);
+      if (!box || box->empty()) continue;
+      (source ? out.sources : out.destinations).push_back(Shard{.tensor = t, .box = std::move(*box)});
+    }
+  return out;
+}
+
+std::vector<Run> RankProgram::runs(const Receive& r, std::int64_t chunk) const {
+  const auto homes = homes_of(r.segments);
+  return detail::chunk_runs(*lowered_, lowered_->plan().transfers[static_cast<std::size_t>(r.transfer)], chunk,
+                            homes);
+}
+
+std::vector<Run> RankProgram::runs(const Send& s, std::int64_t chunk) const {
+  const auto homes = homes_of(s.segments);
+  return detail::chunk_runs(*lowered_, lowered_->plan().transfers[static_cast<std::size_t>(s.transfer)], chunk,
+                            homes);
+}
+
+Result<std::vector<SourcePart>> RankProgram::source_parts(const Send& s, const Piece& p) const {
+  const Segment& seg =
+      lowered_->plan().transfers[static_cast<std::size_t>(s.transfer)].segments[static_cast<std::size_t>(p.segment)];
+  if (const auto& home = s.segments[static_cast<std::size_t>(p.segment)])
+    return std::vector<SourcePart>{SourcePart{.from = *home, .box = seg.box, .first = p.first, .count = p.count}};
+  return REFIT_TRY_IN(detail::gathered_parts(*lowered_, received_, rank_, seg, p),
+                      fmt::format("transfer {}", s.transfer));
+}
+
+Result<RankProgram> lower_rank(const LoweredPlan& lowered, Rank rank, RankShards shards,
+                               const ZeroCopyRule& rule) {
+  const Plan& plan = lowered.plan();
+  if (rank.value < 0 || rank.value >= plan.world_size())
+    return out_of_range(fmt::format("rank {} is not in the plan's {} ranks", rank.value, plan.world_size()));
+  RankProgram program(lowered, rank, std::move(shards), rule);
+  RankShardFinder finder(program.shards_, plan.tensors.size());
+  REFIT_TRY_IN(finder.index(plan), fmt::format("rank {}", rank.value));
+  Homes homes(lowered, rank, finder);
+  for (const Transfer& t : plan.transfers) {
+    if (t.receiver == rank) {
+      Receive r{.transfer = t.id, .peer = t.sender};
+      homes.land(t, r.segments);
+      const auto at = homes_of(r.segments);
+      for (std::int64_t k = 0; k < lowered.layout(t.id).chunks(); ++k) {
+        r.chunks.push_back(detail::decide(lowered, t, k, at, rule));
+        demand(program.receive_staging_, r.chunks.back());
+      }
+      r.extracts = std::ranges::any_of(r.segments, [](const SegmentLanding& l) { return l.partial.has_value(); });
+      program.receives_.push_back(std::move(r));
+    }
+    if (t.sender == rank) {
+      Send s{.transfer = t.id, .peer = t.receiver};
+      for (std::size_t k = 0; k < t.segments.size(); ++k)
+        s.segments.push_back(REFIT_TRY_IN(homes.source(t, k), fmt::format("rank {}", rank.value)));
+      const auto at = homes_of(s.segments);
+      for (std::int64_t k = 0; k < lowered.layout(t.id).chunks(); ++k) {
+        s.chunks.push_back(detail::decide(lowered, t, k, at, rule));
+        demand(program.send_staging_, s.chunks.back());
+        s.waits.push_back(REFIT_TRY(lowered.waits(t.id, k)));
+      }
+      program.sends_.push_back(std::move(s));
+    }
+  }
+  program.scratch_ = homes.scratch();
+  program.received_ = std::move(homes).take_received();
+  return program;
+}
+
+}  // namespace refit::lowering

@@ -1,0 +1,47 @@
+#pragma once
+// How whoever runs a plan runs it. A strategy names the execution model its plans are run with
+// (strategy.h); the lowering takes its zero-copy rule from it, and the simulator costs a plan as
+// that model runs it.
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string_view>
+
+#include "refit/core/units.h"
+
+namespace refit {
+
+// When a chunk moves without a copy on one side: its bytes there form one run of a buffer, or at
+// most `max_runs` runs, or runs of at least `min_mean_run` bytes on average. Otherwise it is
+// packed into (or unpacked out of) staging: two more copies of every byte, against one transport
+// operation per run.
+struct ZeroCopyRule {
+  std::int64_t max_runs = 1;
+  Bytes min_mean_run{std::numeric_limits<std::int64_t>::max()};
+};
+
+// The executors of refit and the collectives the baselines stand for.
+enum class ExecutionModelId : std::uint8_t {
+  kRefitUcx,         // refit's UCX executor
+  kRefitNccl,        // refit's NCCL executor
+  kNcclCollectives,  // today's NCCL collectives (M2N reshard, broadcast)
+};
+
+struct ExecutionModel {
+  ExecutionModelId id = ExecutionModelId::kRefitUcx;
+  std::string_view name;         // "refit-ucx", "refit-nccl", "nccl-collectives"
+  std::string_view description;  // one line for --help and --explain
+  // Chunks a receiver grants each sender ahead: each (sender, receiver) pair sends its transfers
+  // in plan order as one stream. 0: no per-pair queue, every transfer goes as soon as its data is
+  // there, on a channel of its own.
+  std::int32_t pair_window = 0;
+  ZeroCopyRule zero_copy;
+};
+
+// Every execution model, in ExecutionModelId order.
+std::span<const ExecutionModel> execution_models();
+const ExecutionModel& execution_model(ExecutionModelId id);
+// nullptr for an unknown name.
+const ExecutionModel* find_execution_model(std::string_view name);
+
+}  // namespace refit

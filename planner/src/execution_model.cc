@@ -1,0 +1,51 @@
+#include "refit/planner/execution_model.h"
+
+#include <algorithm>
+#include <array>
+
+namespace refit {
+namespace {
+
+// A put costs a fraction of a microsecond on top of its bytes, while staging costs two more
+// copies of every byte: UCX puts a chunk run by run unless its runs are both many and much
+// shorter than a page.
+constexpr ZeroCopyRule kManyPuts{.max_runs = 16, .min_mean_run = Bytes{4096}};
+// One ncclSend or ncclRecv per chunk: in place only when the chunk is one run.
+constexpr ZeroCopyRule kOneRun{};
+
+// The grant window of refit's UCX executor (chunks per sender).
+constexpr std::int32_t kUcxGrantWindow = 16;
+
+constexpr std::array<ExecutionModel, 3> kModels{{
+    {.id = ExecutionModelId::kRefitUcx,
+     .name = "refit-ucx",
+     .description = "refit's UCX executor: each (sender, receiver) pair one stream in plan order, "
+                    "16 chunks granted ahead, a chunk put run by run unless its runs are many and short",
+     .pair_window = kUcxGrantWindow,
+     .zero_copy = kManyPuts},
+    {.id = ExecutionModelId::kRefitNccl,
+     .name = "refit-nccl",
+     .description = "refit's NCCL executor: grouped ncclSend/ncclRecv per step, a chunk in place "
+                    "only when it is one run of its buffer",
+     .pair_window = kUcxGrantWindow,
+     .zero_copy = kOneRun},
+    {.id = ExecutionModelId::kNcclCollectives,
+     .name = "nccl-collectives",
+     .description = "today's NCCL collectives (M2N reshard, broadcast): every ring step a channel "
+                    "of its own, a chunk in place only when it is one run of its buffer",
+     .pair_window = 0,
+     .zero_copy = kOneRun},
+}};
+
+}  // namespace
+
+std::span<const ExecutionModel> execution_models() { return kModels; }
+
+const ExecutionModel& execution_model(ExecutionModelId id) { return kModels[static_cast<std::size_t>(id)]; }
+
+const ExecutionModel* find_execution_model(std::string_view name) {
+  const auto* it = std::ranges::find(kModels, name, &ExecutionModel::name);
+  return it == kModels.end() ? nullptr : it;
+}
+
+}  // namespace refit

@@ -1,0 +1,116 @@
+// The plan-level lowering: what a forwarding chunk waits for, checked element by element against
+// where brute force finds each forwarded element in the upstream transfer; and the whole-plan
+// copy costs the simulator charges, checked against the rank programs the executors run.
+#include "refit/lowering/lowered_plan.h"
+
+#include <gtest/gtest.h>
+
+#include "random_problems.h"
+#include "refit/lowering/plan_costs.h"
+#include "refit/lowering/rank_program.h"
+#include "refit/planner/strategy.h"
+#include "test_cluster.h"
+
+namespace refit::lowering {
+namespace {
+
+constexpr ZeroCopyRule kManyPuts{.max_runs = 16, .min_mean_run = Bytes{4096}};
+constexpr ZeroCopyRule kOneRun{};
+
+// The chunk of transfer `v` that carries element `point` of tensor `tensor`, by brute force.
+std::int64_t chunk_carrying(const Plan& plan, const LoweredPlan& lowered, std::int32_t v, std::uint32_t tensor,
+                            const Shape& point) {
+  const Transfer& up = plan.transfers[static_cast<std::size_t>(v)];
+  for (std::int32_t u = 0; u < static_cast<std::int32_t>(up.segments.size()); ++u) {
+    const Segment& s = up.segments[static_cast<std::size_t>(u)];
+    if (s.tensor != tensor || !s.box.contains_point(point)) continue;
+    const auto& layout = lowered.layout(v);
+    return layout.chunk_of(layout.segment_offset(u) + row_major_index(s.box, point) * layout.element_size(u));
+  }
+  return -1;
+}
+
+// Forwarding strategies (refit's domain-to-domain relays, gather-broadcast's rings of whole
+// tensors gathered from shards): each wait is exactly one past the latest upstream chunk that
+// carries an element the chunk forwards.
+TEST(LoweredPlan, ForwardingChunksWaitForExactlyTheChunksCarryingTheirElements) {
+  refit::testing::RandomProblems random(5);
+  std::int64_t checked = 0;
+  for (const char* strategy : {"refit", "gather-broadcast"})
+    for (int i = 0; i < 25; ++i) {
+      const auto src = static_cast<std::int32_t>(random.uniform(1, 3));
+      const auto dst = static_cast<std::int32_t>(random.uniform(2, 6));
+      const auto problem = random.problem(src, dst);
+      const auto cluster = refit::testing::make_test_cluster((src + dst + 1) / 2, 2, src, dst, 10);
+      const auto plan = make_plan(strategy, problem, cluster, PlanOptions{.chunk = Bytes{40}}).value();
+      const auto lowered = LoweredPlan::make(plan, Bytes{96}).value();
+      for (const Transfer& t : plan.transfers)
+        for (std::int64_t k = 0; k < lowered.layout(t.id).chunks(); ++k) {
+          std::vector<ChunkWait> expected;
+          for (const Piece& p : lowered.layout(t.id).pieces(k)) {
+            const Segment& s = t.segments[static_cast<std::size_t>(p.segment)];
+            if (s.via == kFromSourceShard) continue;
+            std::int64_t latest = -1;
+            for (std::int64_t e = p.first; e < p.first + p.count; ++e)
+              latest = std::max(latest, chunk_carrying(plan, lowered, s.via, s.tensor, point_at(s.box, e)));
+            ASSERT_GE(latest, 0);
+            auto it = std::ranges::find(expected, s.via, &ChunkWait::transfer);
+            if (it == expected.end())
+              expected.push_back(ChunkWait{.transfer = s.via, .chunks = latest + 1});
+            else
+              it->chunks = std::max(it->chunks, latest + 1);
+          }
+          const auto waits = lowered.waits(t.id, k).value();
+          EXPECT_EQ(waits, expected) << strategy << " problem " << i << " transfer " << t.id << " chunk " << k;
+          checked += static_cast<std::int64_t>(waits.size());
+        }
+    }
+  EXPECT_GT(checked, 100);
+}
+
+// copy_costs() decides for every rank at once what lower_rank() decides for one: the same packs
+// and unpacks, and the same bytes at the first and last chunk.
+TEST(CopyCosts, AreTheRankProgramsDecisions) {
+  refit::testing::RandomProblems random(9);
+  for (const auto strategy : strategy_names())
+    for (int i = 0; i < 15; ++i) {
+      const auto src = static_cast<std::int32_t>(random.uniform(1, 4));
+      const auto dst = static_cast<std::int32_t>(random.uniform(1, 4));
+      const auto problem = random.problem(src, dst, 3, 40);
+      const auto cluster = refit::testing::make_test_cluster((src + dst + 1) / 2, 2, src, dst);
+      const auto plan = make_plan(strategy, problem, cluster, PlanOptions{.chunk = Bytes{256}}).value();
+      const auto lowered = LoweredPlan::make(plan, Bytes{1 << 20}).value();
+      for (const auto& rule : {kManyPuts, kOneRun}) {
+        const auto costs = copy_costs(lowered, problem, rule).value();
+        std::vector<TransferCopyCost> expected(plan.transfers.size());
+        for (std::int32_t r = 0; r < plan.world_size(); ++r) {
+          const auto program = lower_rank(lowered, Rank{r}, shards_of(problem, Rank{r}), rule).value();
+          for (const auto& s : program.sends()) {
+            auto& c = expected[static_cast<std::size_t>(s.transfer)];
+            for (std::size_t k = 0; k < s.chunks.size(); ++k)
+              if (s.chunks[k].path == CopyPath::kStaged) {
+                c.packs = true;
+                if (k == 0) c.pack_first = Bytes{s.chunks[k].bytes};
+              }
+          }
+          for (const auto& rc : program.receives()) {
+            auto& c = expected[static_cast<std::size_t>(rc.transfer)];
+            const auto& last = rc.chunks.back();
+            c.unpacks = rc.extracts || std::ranges::any_of(rc.chunks, [](const ChunkCopy& x) {
+                          return x.path == CopyPath::kStaged;
+                        });
+            if (rc.extracts || last.path == CopyPath::kStaged) c.unpack_last = Bytes{last.bytes};
+          }
+        }
+        for (std::size_t t = 0; t < costs.size(); ++t) {
+          EXPECT_EQ(costs[t].packs, expected[t].packs) << strategy << " " << i << " transfer " << t;
+          EXPECT_EQ(costs[t].unpacks, expected[t].unpacks) << strategy << " " << i << " transfer " << t;
+          EXPECT_EQ(costs[t].pack_first, expected[t].pack_first) << strategy << " " << i << " transfer " << t;
+          EXPECT_EQ(costs[t].unpack_last, expected[t].unpack_last) << strategy << " " << i << " transfer " << t;
+        }
+      }
+    }
+}
+
+}  // namespace
+}  // namespace refit::lowering
