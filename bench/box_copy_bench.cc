@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "box_walk.h"
 #include "copy_kernel.h"
 #include "cuda_handles.h"
 #include "device_copy.h"
+#include "refit/lowering/arrays.h"
 
 namespace refit::nccl_detail {
 namespace {
@@ -89,7 +89,7 @@ struct Bench {
 };
 
 PlannedCopy pack(const Box& array, const Box& x, std::int64_t es) {
-  return plan_copy(Stored{0, array}, Stored{0, x}, x, 0, x.volume(), es);
+  return plan_copy(lowering::Array{0, &array}, lowering::Array{0, &x}, x, 0, x.volume(), es);
 }
 
 }  // namespace

@@ -15,7 +15,6 @@ void simulate_benchmark(benchmark::State& state, const char* cluster) {
   const auto mp = refit::testing::model_problem("deepseek-v3", "pp=16,ep=16", "tp=32,dp=8", cluster);
   const auto plan = refit::make_plan("refit", mp.problem, mp.cluster).value();
   refit::PlanSimulationOptions options;
-  options.window = refit::default_window("refit");
   double events = 0, predicted = 0, tasks = 0;
   for (auto _ : state) {
     const auto sim = refit::simulate_plan(plan, mp.problem, mp.cluster, options).value();

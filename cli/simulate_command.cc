@@ -22,7 +22,7 @@ struct SimulateCommandOptions {
   PlanInputOptions inputs;
   bool compare = false;
   std::string trace;
-  std::optional<std::int32_t> window;  // unset: default_window() of each strategy
+  std::optional<std::int32_t> window;  // unset: the pair window of each strategy's execution model
   bool json = false;
 };
 
@@ -47,10 +47,10 @@ std::function<void(double)> progress_printer(std::string strategy) {
 Result<Row> simulate_one(const SimulateCommandOptions& o, const PlanInputs& in, std::string_view strategy) {
   auto tp = obtain_plan(o.inputs, in, strategy);
   if (!tp) return std::unexpected(tp.error());
-  const auto window = o.window.value_or(default_window(tp->plan.strategy));
+  const auto window = o.window.value_or(execution_model_of(tp->plan.strategy).pair_window);
   Row row{tp->plan.strategy, window, compute_stats(tp->plan, in.cluster), {}, tp->seconds, {}};
   std::ofstream trace_file;
-  PlanSimulationOptions so{progress_printer(row.strategy), nullptr, window};
+  PlanSimulationOptions so{.progress = progress_printer(row.strategy), .window = window};
   // One trace, of --strategy: with --compare the others would multiply the file size.
   if (!o.trace.empty() && strategy == o.inputs.strategy) {
     trace_file.open(o.trace);

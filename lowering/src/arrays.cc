@@ -70,7 +70,8 @@ void Walk::add_dims(const Box& x, const std::array<const Array*, 2>& arrays) {
     s[box.rank() - 1] = 1;
     for (std::size_t d = box.rank() - 1; d-- > 0;) s[d] = s[d + 1] * box.extent[d + 1];
     for (std::size_t d = 0; d < x.rank(); ++d) index += (x.offset[d] - box.offset[d]) * s[d];
-    origin_[static_cast<std::size_t>(a)] = arrays[static_cast<std::size_t>(a)]->offset + index * element_size_;
+    origin_[static_cast<std::size_t>(a)] =
+        arrays[static_cast<std::size_t>(a)]->offset + index * element_size_;
   }
   for (std::size_t d = 0; d < x.rank(); ++d) {
     if (x.extent[d] == 1) continue;

@@ -22,8 +22,10 @@ void count(SideSummary& side, const std::vector<ChunkCopy>& chunks) {
 }
 
 void describe(std::string& out, std::string_view name, const SideSummary& s) {
-  fmt::format_to(std::back_inserter(out), "{:<9} {} transfers, {} chunks, {} bytes: {} in place ({} runs), {} staged ({} bytes)\n",
-                 name, s.transfers, s.chunks, s.bytes.value, s.in_place, s.runs, s.staged, s.staged_bytes.value);
+  fmt::format_to(std::back_inserter(out),
+                 "{:<9} {} transfers, {} chunks, {} bytes: {} in place ({} runs), {} staged ({} bytes)\n",
+                 name, s.transfers, s.chunks, s.bytes.value, s.in_place, s.runs, s.staged,
+                 s.staged_bytes.value);
   for (std::size_t r = 0; r < s.by_reason.size(); ++r)
     if (s.by_reason[r] > 0)
       fmt::format_to(std::back_inserter(out), "            {:>8} chunks: {}\n", s.by_reason[r],
@@ -52,19 +54,25 @@ std::string explain(const RankProgram& program, const ExecutionModel& model) {
   const auto s = summarize(program);
   const auto& rule = program.zero_copy();
   std::string out = fmt::format("rank {} as {} runs it: {}\n", s.rank.value, model.name, model.description);
-  fmt::format_to(std::back_inserter(out), "chunks    at most {} bytes (half the staging of {} bytes), cut on element boundaries\n",
+  fmt::format_to(std::back_inserter(out),
+                 "chunks    at most {} bytes (half the staging of {} bytes), cut on element boundaries\n",
                  program.lowered().staging().value / 2, program.lowered().staging().value);
   if (rule.max_runs == 1 && rule.min_mean_run.value == ZeroCopyRule{}.min_mean_run.value)
     out += "in place  a chunk that is one contiguous run of one buffer\n";
   else
-    fmt::format_to(std::back_inserter(out), "in place  a chunk of at most {} runs, or of runs of {} bytes or more on average\n",
+    fmt::format_to(std::back_inserter(out),
+                   "in place  a chunk of at most {} runs, or of runs of {} bytes or more on average\n",
                    rule.max_runs, rule.min_mean_run.value);
   describe(out, "sends", s.sends);
   describe(out, "receives", s.receives);
-  fmt::format_to(std::back_inserter(out), "relays    {} sent chunks wait for received data; {} received transfers are partly copied into this rank's boxes\n",
+  fmt::format_to(std::back_inserter(out),
+                 "relays    {} sent chunks wait for received data; {} received transfers are partly copied "
+                 "into this rank's boxes\n",
                  s.waiting_chunks, s.extract_transfers);
-  fmt::format_to(std::back_inserter(out), "scratch   {} bytes (forwarded data outside this rank's boxes)\n", s.scratch.value);
-  fmt::format_to(std::back_inserter(out), "staging   packing {} chunks (largest {} bytes); unpacking {} chunks (largest {} bytes)\n",
+  fmt::format_to(std::back_inserter(out), "scratch   {} bytes (forwarded data outside this rank's boxes)\n",
+                 s.scratch.value);
+  fmt::format_to(std::back_inserter(out),
+                 "staging   packing {} chunks (largest {} bytes); unpacking {} chunks (largest {} bytes)\n",
                  s.send_staging.chunks, s.send_staging.largest.value, s.receive_staging.chunks,
                  s.receive_staging.largest.value);
   return out;

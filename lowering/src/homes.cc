@@ -47,7 +47,8 @@ void Homes::land(const Transfer& t, std::vector<SegmentLanding>& out) {
         landing.partial = shard_located(BufferKind::kDestination, dest);
       if (forwarded) {
         // Back to back in message order, so that a run of them lands as one contiguous run.
-        landing.in_place = Located{.kind = BufferKind::kScratch, .index = 0, .array = Array{scratch_, &s.box}};
+        landing.in_place =
+            Located{.kind = BufferKind::kScratch, .index = 0, .array = Array{scratch_, &s.box}};
         scratch_ += lowered_->plan().segment_bytes(s).value;
       }
     }
@@ -61,9 +62,10 @@ Result<std::optional<Located>> Homes::source(const Transfer& t, std::size_t k) c
   if (s.via == kFromSourceShard) {
     const ShardRef src = shards_->find(rank_, BufferKind::kSource, s.tensor);
     if (src.box == nullptr || !src.box->contains(s.box))
-      return mismatch(fmt::format("rank {} sends {} of tensor '{}' in transfer {} but holds no source shard "
-                                  "containing it",
-                                  rank_.value, s.box.to_string(), plan.tensors[s.tensor].name, t.id));
+      return mismatch(
+          fmt::format("rank {} sends {} of tensor '{}' in transfer {} but holds no source shard "
+                      "containing it",
+                      rank_.value, s.box.to_string(), plan.tensors[s.tensor].name, t.id));
     return shard_located(BufferKind::kSource, src);
   }
   const auto u = lowered_->relays().containing(s);
@@ -94,13 +96,15 @@ ChunkCopy decide(const LoweredPlan& lowered, const Transfer& t, std::int64_t k,
   std::int64_t runs = 0;
   std::int64_t end = -1;
   const Located* last = nullptr;
-  const bool held = walk_pieces(lowered, t, k, homes, [&](const Piece& p, const Walk& w, const Located& home) {
-    const std::int64_t begin = w.offset_of(0, p.first);
-    const bool continues = last != nullptr && last->kind == home.kind && last->index == home.index && end == begin;
-    runs += w.runs(p.first, p.count) - (continues ? 1 : 0);
-    end = w.offset_of(0, p.first + p.count - 1) + w.element_size();
-    last = &home;
-  });
+  const bool held =
+      walk_pieces(lowered, t, k, homes, [&](const Piece& p, const Walk& w, const Located& home) {
+        const std::int64_t begin = w.offset_of(0, p.first);
+        const bool continues =
+            last != nullptr && last->kind == home.kind && last->index == home.index && end == begin;
+        runs += w.runs(p.first, p.count) - (continues ? 1 : 0);
+        end = w.offset_of(0, p.first + p.count - 1) + w.element_size();
+        last = &home;
+      });
   ChunkCopy c{.bytes = lowered.layout(t.id).chunk_bytes(k)};
   if (!held) {
     c.path = CopyPath::kStaged;

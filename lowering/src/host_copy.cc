@@ -9,8 +9,8 @@ namespace refit::lowering {
 namespace {
 
 // Copies box x (inside both arrays) from one buffer to another, run by run.
-void copy_box(const Array& from, const std::byte* from_base, const Array& to, std::byte* to_base, const Box& x,
-              std::int64_t first, std::int64_t count, std::int64_t element_size) {
+void copy_box(const Array& from, const std::byte* from_base, const Array& to, std::byte* to_base,
+              const Box& x, std::int64_t first, std::int64_t count, std::int64_t element_size) {
   const Walk w(from, to, x, element_size);
   w.for_each_run(first, count, [&](std::int64_t index, std::int64_t elements) {
     std::memcpy(to_base + w.offset_of(1, index), from_base + w.offset_of(0, index),
@@ -48,8 +48,8 @@ Result<void> pack_chunk(const RankProgram& program, const Send& s, std::int64_t 
     const auto es = layout.element_size(p.segment);
     const Box& segment = t.segments[static_cast<std::size_t>(p.segment)].box;
     for (const auto& part : REFIT_TRY(program.source_parts(s, p)))
-      copy_box(part.from.array, buffers.base(part.from.kind, part.from.index), in_chunk(segment, p, es), packed,
-               part.box, part.first, part.count, es);
+      copy_box(part.from.array, buffers.base(part.from.kind, part.from.index), in_chunk(segment, p, es),
+               packed, part.box, part.first, part.count, es);
   }
   return {};
 }
@@ -77,7 +77,8 @@ void unpack_chunk(const RankProgram& program, const Receive& r, std::int64_t k, 
     range_boxes(segment, p.first, p.first + p.count, ranges);
     for (const Box& range : ranges)
       if (const auto x = intersect(range, *dest.array.box))
-        copy_box(arrived, arrived_base, dest.array, buffers.base(dest.kind, dest.index), *x, 0, x->volume(), es);
+        copy_box(arrived, arrived_base, dest.array, buffers.base(dest.kind, dest.index), *x, 0, x->volume(),
+                 es);
   }
 }
 

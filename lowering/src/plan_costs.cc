@@ -20,13 +20,14 @@ class ProblemShardFinder final : public detail::ShardFinder {
 
   ShardRef find(Rank rank, BufferKind side, std::uint32_t tensor) const override {
     const bool source = side == BufferKind::kSource;
-    const auto key = (static_cast<std::uint64_t>(tensor) << 33) | (static_cast<std::uint64_t>(rank.value) << 1) |
-                     static_cast<std::uint64_t>(source);
+    const auto key = (static_cast<std::uint64_t>(tensor) << 33) |
+                     (static_cast<std::uint64_t>(rank.value) << 1) | static_cast<std::uint64_t>(source);
     auto [it, fresh] = boxes_.try_emplace(key);
     if (fresh) {
       const auto& spec = problem_.tensors()[tensor];
       const Layout& layout = source ? spec.source : spec.destination;
-      if (const auto position = layout.mesh().position_of_rank(rank)) it->second = layout.box_at_position(*position);
+      if (const auto position = layout.mesh().position_of_rank(rank))
+        it->second = layout.box_at_position(*position);
     }
     if (!it->second) return {};
     return ShardRef{.index = 0, .box = &*it->second};
@@ -76,7 +77,8 @@ Result<std::vector<TransferCopyCost>> copy_costs(const LoweredPlan& lowered, con
   for (const Transfer& t : plan.transfers) {
     auto& cost = out[static_cast<std::size_t>(t.id)];
     s.sources.clear();
-    for (std::size_t k = 0; k < t.segments.size(); ++k) s.sources.push_back(REFIT_TRY(homes_of(t.sender).source(t, k)));
+    for (std::size_t k = 0; k < t.segments.size(); ++k)
+      s.sources.push_back(REFIT_TRY(homes_of(t.sender).source(t, k)));
     s.homes.clear();
     for (const auto& h : s.sources) s.homes.push_back(h ? &*h : nullptr);
     cost_side(lowered, t, s.homes, rule, true, cost);

@@ -39,13 +39,12 @@ class RankShardFinder final : public detail::ShardFinder {
       const Shard& s = shards[i];
       const auto at = fmt::format("{}[{}]", side, i);
       if (s.tensor >= plan.tensors.size())
-        return mismatch(fmt::format("{}: tensor {} is not in the plan ({} tensors)", at, s.tensor,
-                                    plan.tensors.size()));
+        return mismatch(
+            fmt::format("{}: tensor {} is not in the plan ({} tensors)", at, s.tensor, plan.tensors.size()));
       const TensorSpec& t = plan.tensors[s.tensor];
       if (s.box.rank() != t.shape.size() || s.box.extent.size() != s.box.rank() ||
           !Box::whole(t.shape).contains(s.box))
-        return mismatch(
-            fmt::format("{}: box {} is not inside tensor '{}'", at, s.box.to_string(), t.name));
+        return mismatch(fmt::format("{}: box {} is not inside tensor '{}'", at, s.box.to_string(), t.name));
       if (by_tensor[s.tensor] >= 0)
         return mismatch(fmt::format("{}: a second {} shard of tensor '{}'", at, side, t.name));
       by_tensor[s.tensor] = static_cast<std::int32_t>(i);
@@ -126,21 +125,23 @@ RankShards shards_of(const ReshardProblem& problem, Rank rank) {
 
 std::vector<Run> RankProgram::runs(const Receive& r, std::int64_t chunk) const {
   const auto homes = homes_of(r.segments);
-  return detail::chunk_runs(*lowered_, lowered_->plan().transfers[static_cast<std::size_t>(r.transfer)], chunk,
-                            homes);
+  return detail::chunk_runs(*lowered_, lowered_->plan().transfers[static_cast<std::size_t>(r.transfer)],
+                            chunk, homes);
 }
 
 std::vector<Run> RankProgram::runs(const Send& s, std::int64_t chunk) const {
   const auto homes = homes_of(s.segments);
-  return detail::chunk_runs(*lowered_, lowered_->plan().transfers[static_cast<std::size_t>(s.transfer)], chunk,
-                            homes);
+  return detail::chunk_runs(*lowered_, lowered_->plan().transfers[static_cast<std::size_t>(s.transfer)],
+                            chunk, homes);
 }
 
 Result<std::vector<SourcePart>> RankProgram::source_parts(const Send& s, const Piece& p) const {
-  const Segment& seg =
-      lowered_->plan().transfers[static_cast<std::size_t>(s.transfer)].segments[static_cast<std::size_t>(p.segment)];
+  const Segment& seg = lowered_->plan()
+                           .transfers[static_cast<std::size_t>(s.transfer)]
+                           .segments[static_cast<std::size_t>(p.segment)];
   if (const auto& home = s.segments[static_cast<std::size_t>(p.segment)])
-    return std::vector<SourcePart>{SourcePart{.from = *home, .box = seg.box, .first = p.first, .count = p.count}};
+    return std::vector<SourcePart>{
+        SourcePart{.from = *home, .box = seg.box, .first = p.first, .count = p.count}};
   return REFIT_TRY_IN(detail::gathered_parts(*lowered_, received_, rank_, seg, p),
                       fmt::format("transfer {}", s.transfer));
 }
@@ -163,7 +164,8 @@ Result<RankProgram> lower_rank(const LoweredPlan& lowered, Rank rank, RankShards
         r.chunks.push_back(detail::decide(lowered, t, k, at, rule));
         demand(program.receive_staging_, r.chunks.back());
       }
-      r.extracts = std::ranges::any_of(r.segments, [](const SegmentLanding& l) { return l.partial.has_value(); });
+      r.extracts =
+          std::ranges::any_of(r.segments, [](const SegmentLanding& l) { return l.partial.has_value(); });
       program.receives_.push_back(std::move(r));
     }
     if (t.sender == rank) {

@@ -46,8 +46,9 @@ Result<std::vector<RelayPart>> RelayIndex::parts(const Segment& s, std::int64_t 
         out.push_back(RelayPart{.segment = u, .box = std::move(*part)});
       }
   if (covered != count)
-    return mismatch(fmt::format("forwards {} elements of {} of tensor '{}' but transfer {} delivered {} of them",
-                                count, s.box.to_string(), plan_.tensors[s.tensor].name, s.via, covered));
+    return mismatch(
+        fmt::format("forwards {} elements of {} of tensor '{}' but transfer {} delivered {} of them", count,
+                    s.box.to_string(), plan_.tensors[s.tensor].name, s.via, covered));
   return out;
 }
 

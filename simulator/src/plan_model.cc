@@ -2,11 +2,12 @@
 //   network: sender NIC tx, receiver NIC rx (and the domains' uplinks when the fabric is
 //            oversubscribed); nvlink: sender GPU NVLink out, receiver GPU NVLink in;
 //   local:   the GPU's copy engine.
-// A message that must be packed (several segments, or one that is not a contiguous run of the
-// sender's buffer) also crosses the sender's copy engine, and likewise the receiver's for
-// unpacking: packing runs chunk by chunk beside the transfer, so only the first chunk's pack and
-// the last chunk's unpack add time: the pack as latency of the first task, the unpack as a task
-// of its own after the last one (not in the pair's stream, which goes on meanwhile).
+// Chunks and copies are the lowering's (refit::lowering): a transfer has the chunks every executor
+// cuts, and a transfer some of whose chunks the lowering packs (unpacks) under the execution
+// model's zero-copy rule also crosses the sender's (receiver's) copy engine. Packing runs chunk by
+// chunk beside the transfer, so only the first chunk's pack and the last chunk's unpack add time:
+// the pack as latency of the first task, the unpack as a task of its own after the last one (not
+// in the pair's stream, which goes on meanwhile).
 // Relays pipeline: a transfer that feeds relays is cut after its first chunk (its head); a relay,
 // whose data all comes from one upstream transfer, starts once the upstream's head has arrived,
 // and its own last chunk cannot go before the upstream has ended. So an h-hop chain of equal
@@ -31,21 +32,16 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/try.h"
+
 namespace refit::sim {
 namespace {
 
-bool contiguous_in(const Box& sub, const Box& whole) {
-  std::size_t d = 0;
-  while (d < sub.rank() && sub.extent[d] == 1) ++d;
-  for (std::size_t j = d + 1; j < sub.rank(); ++j)
-    if (sub.extent[j] != whole.extent[j]) return false;
-  return true;
-}
-
 class Builder {
  public:
-  Builder(const Plan& plan, const ReshardProblem& problem, const Cluster& cluster, std::int32_t window)
-      : plan_(plan), problem_(problem), c_(cluster), window_(window) {}
+  Builder(const Plan& plan, const lowering::LoweredPlan& lowered,
+          std::vector<lowering::TransferCopyCost> costs, const Cluster& cluster, std::int32_t window)
+      : plan_(plan), lowered_(lowered), costs_(std::move(costs)), c_(cluster), window_(window) {}
 
   PlanModel build() {
     add_resources();
@@ -171,36 +167,11 @@ class Builder {
         grant_[id] = {holder, granting - holder_first + 1};
         cuts_[static_cast<std::size_t>(holder)].push_back(grant_[id].chunks);
       }
-      chunks_end.push_back(before + plan_.transfers[id].chunk_count());
+      chunks_end.push_back(before + lowered_.layout(static_cast<std::int32_t>(id)).chunks());
     }
   }
 
   std::size_t gpu_index(Rank r) const { return static_cast<std::size_t>(c_.gpu_of(r).value); }
-
-  // The buffer holding rank r's data of tensor t: its source box for its own shards, its
-  // destination box for what it received (nothing when forwarded data lands in scratch).
-  // Cached: a rank's box of a tensor is asked for by each of its transfers of that tensor.
-  const std::optional<Box>& buffer_box(Rank r, std::uint32_t tensor, bool source) {
-    const auto key = (static_cast<std::uint64_t>(tensor) << 33) | (static_cast<std::uint64_t>(r.value) << 1) |
-                     static_cast<std::uint64_t>(source);
-    auto [it, fresh] = boxes_.try_emplace(key);
-    if (fresh) {
-      const auto& spec = problem_.tensors()[tensor];
-      const Layout& layout = source ? spec.source : spec.destination;
-      if (const auto position = layout.mesh().position_of_rank(r))
-        it->second = layout.box_at_position(*position);
-    }
-    return it->second;
-  }
-
-  bool needs_copy(const Transfer& t, bool sender_side) {
-    if (t.segments.size() != 1) return true;
-    const auto& s = t.segments[0];
-    const Rank r = sender_side ? t.sender : t.receiver;
-    const bool source = sender_side && s.via == kFromSourceShard;
-    const auto& box = buffer_box(r, s.tensor, source);
-    return box && box->contains(s.box) && !contiguous_in(s.box, *box);
-  }
 
   void link_resources(const Transfer& t, bool pack, bool unpack, std::vector<ResourceId>& r) const {
     r.clear();
@@ -245,8 +216,8 @@ class Builder {
     return gpu_track_[gpu_index(t.sender)];
   }
 
-  Seconds copy_time(bool needed, Bytes chunk, Rank r) const {
-    return needed ? transfer_time(chunk, c_.gpu(c_.gpu_of(r)).copy_bandwidth) : Seconds{0};
+  Seconds copy_time(Bytes bytes, Rank r) const {
+    return transfer_time(bytes, c_.gpu(c_.gpu_of(r)).copy_bandwidth);
   }
 
   // Where the transfer is cut, in chunks counted from 1 within it, ending with all its chunks:
@@ -254,7 +225,7 @@ class Builder {
   // upstream's end), and after every chunk that grants a later transfer of its pair.
   void piece_ends(const Transfer& t, std::vector<std::int64_t>& ends) const {
     const auto id = static_cast<std::size_t>(t.id);
-    const std::int64_t all = t.chunk_count();
+    const std::int64_t all = lowered_.layout(t.id).chunks();
     ends = cuts_[id];
     const bool relay = single_upstream(id) >= 0;
     if (has_pipelined_dependent_[id] || relay) ends.push_back(1);
@@ -289,9 +260,9 @@ class Builder {
   // the next: a DeepSeek-V3 plan has 10^5 transfers.
   void add_transfer(const Transfer& t) {
     const auto id = static_cast<std::size_t>(t.id);
-    const bool pack = needs_copy(t, true);
-    const bool unpack = needs_copy(t, false);
-    const std::int64_t chunk = std::min(t.chunk.value, t.bytes.value);
+    const auto& cost = costs_[id];
+    const bool pack = cost.packs;
+    const bool unpack = cost.unpacks;
     label_.clear();
     fmt::format_to(std::back_inserter(label_), "#{} {}->{}", t.id, t.sender.value, t.receiver.value);
     link_resources(t, pack, unpack, spec_.resources);
@@ -299,11 +270,11 @@ class Builder {
     spec_.category = static_cast<std::uint32_t>(kind_of(t.link));
     spec_.label = std::string_view(label_.data(), label_.size());
     spec_.stream = stream_[id];
-    add_pieces(t, chunk, copy_time(pack, Bytes{chunk}, t.sender));
+    add_pieces(t, copy_time(cost.pack_first, t.sender));
     piece_begin_[id + 1] = pieces_.size();
     ends_[id] = pieces_.back().task;
     if (unpack) {
-      const Seconds unpack_time = copy_time(true, Bytes{chunk}, t.receiver);
+      const Seconds unpack_time = copy_time(cost.unpack_last, t.receiver);
       spec_.bytes = Bytes{0};
       spec_.latency = unpack_time;
       spec_.resources.clear();
@@ -313,7 +284,7 @@ class Builder {
     }
   }
 
-  void add_pieces(const Transfer& t, std::int64_t chunk, Seconds pack_time) {
+  void add_pieces(const Transfer& t, Seconds pack_time) {
     const auto id = static_cast<std::size_t>(t.id);
     const auto upstream = single_upstream(id);
     piece_ends(t, ends_scratch_);
@@ -321,7 +292,7 @@ class Builder {
     for (const std::int64_t e : ends_scratch_) {
       const bool first = done == 0;
       const bool last = e == ends_scratch_.back();
-      const std::int64_t through = last ? t.bytes.value : std::min(e * chunk, t.bytes.value);
+      const std::int64_t through = lowered_.layout(t.id).chunk_end(e - 1);
       spec_.deps.clear();
       if (first) start_deps(t, spec_.deps);
       // In a stream the pieces follow each other anyway; a dependency would make the next piece
@@ -342,23 +313,23 @@ class Builder {
   }
 
   const Plan& plan_;
-  const ReshardProblem& problem_;
+  const lowering::LoweredPlan& lowered_;
+  std::vector<lowering::TransferCopyCost> costs_;  // per transfer
   const Cluster& c_;
   PlanModel out_;
   std::vector<GpuResources> gpu_;
   std::vector<std::int32_t> gpu_track_, nic_track_;
   std::vector<ResourceId> nic_tx_, nic_rx_, uplink_out_, uplink_in_;
   std::vector<bool> has_pipelined_dependent_;
-  std::vector<bool> copy_can_bind_;          // per GPU
-  std::vector<std::int32_t> upstreams_;      // of every transfer, in order (Transfer::upstream)
-  std::vector<std::size_t> upstream_begin_;  // per transfer + 1: its first upstream
-  std::unordered_map<std::uint64_t, std::optional<Box>> boxes_;  // by (tensor, rank, source side)
-  std::vector<std::int32_t> stream_;                             // per transfer; -1 with window 0
-  std::vector<Grant> grant_;                                     // per transfer
-  std::vector<std::vector<std::int64_t>> cuts_;                  // per transfer: chunks that grant others
-  std::vector<Piece> pieces_;                                    // of all transfers, in order
-  std::vector<std::size_t> piece_begin_;                         // per transfer + 1: its first piece
-  TaskSpec spec_;                                                // scratch of add_transfer()
+  std::vector<bool> copy_can_bind_;              // per GPU
+  std::vector<std::int32_t> upstreams_;          // of every transfer, in order (Transfer::upstream)
+  std::vector<std::size_t> upstream_begin_;      // per transfer + 1: its first upstream
+  std::vector<std::int32_t> stream_;             // per transfer; -1 with window 0
+  std::vector<Grant> grant_;                     // per transfer
+  std::vector<std::vector<std::int64_t>> cuts_;  // per transfer: chunks that grant others
+  std::vector<Piece> pieces_;                    // of all transfers, in order
+  std::vector<std::size_t> piece_begin_;         // per transfer + 1: its first piece
+  TaskSpec spec_;                                // scratch of add_transfer()
   std::vector<std::int64_t> ends_scratch_;
   fmt::memory_buffer label_;
   std::vector<TaskId> ends_;  // per transfer: the task after which its data is in place
@@ -367,9 +338,11 @@ class Builder {
 
 }  // namespace
 
-PlanModel build_plan_model(const Plan& plan, const ReshardProblem& problem, const Cluster& cluster,
-                           std::int32_t window) {
-  return Builder(plan, problem, cluster, window).build();
+Result<PlanModel> build_plan_model(const Plan& plan, const ReshardProblem& problem, const Cluster& cluster,
+                                   const ExecutionModel& execution, std::int32_t window) {
+  const auto lowered = REFIT_TRY(lowering::LoweredPlan::make(plan, lowering::kDefaultStaging));
+  auto costs = REFIT_TRY(lowering::copy_costs(lowered, problem, execution.zero_copy));
+  return Builder(plan, lowered, std::move(costs), cluster, window).build();
 }
 
 }  // namespace refit::sim

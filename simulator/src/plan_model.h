@@ -3,6 +3,9 @@
 #include <vector>
 
 #include "refit/core/problem.h"
+#include "refit/lowering/lowered_plan.h"
+#include "refit/lowering/plan_costs.h"
+#include "refit/planner/execution_model.h"
 #include "refit/planner/plan.h"
 #include "refit/simulator/model.h"
 #include "refit/topology/cluster.h"
@@ -18,8 +21,10 @@ struct PlanModel {
 };
 
 // `window`: chunks in flight per (sender, receiver) pair, whose transfers go in plan order
-// (0: no limit and no order).
-PlanModel build_plan_model(const Plan& plan, const ReshardProblem& problem, const Cluster& cluster,
-                           std::int32_t window);
+// (0: no limit and no order). Chunks and copies are the lowering's for every rank holding its
+// boxes of `problem`, under `execution`'s zero-copy rule. Preconditions: validate_structure(plan).
+[[nodiscard]] Result<PlanModel> build_plan_model(const Plan& plan, const ReshardProblem& problem,
+                                                 const Cluster& cluster, const ExecutionModel& execution,
+                                                 std::int32_t window);
 
 }  // namespace refit::sim

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/try.h"
+
 #include "plan_model.h"
 #include "refit/planner/strategy.h"
 #include "refit/simulator/plan_simulation.h"
@@ -45,8 +47,9 @@ void fill_critical_path(PlanSimulation& out, const sim::PlanModel& pm, const sim
 
 }  // namespace
 
-std::int32_t default_window(std::string_view strategy) {
-  return is_nccl_collective(strategy) ? 0 : PlanSimulationOptions::kDefaultWindow;
+const ExecutionModel& execution_model_of(std::string_view strategy) {
+  return execution_model(is_nccl_collective(strategy) ? ExecutionModelId::kNcclCollectives
+                                                      : ExecutionModelId::kRefitUcx);
 }
 
 Result<PlanSimulation> simulate_plan(const Plan& plan, const ReshardProblem& problem, const Cluster& cluster,
@@ -54,8 +57,12 @@ Result<PlanSimulation> simulate_plan(const Plan& plan, const ReshardProblem& pro
   if (cluster.rank_count() < plan.world_size())
     return invalid(fmt::format("the plan has {} ranks, cluster '{}' places {}", plan.world_size(),
                                cluster.name(), cluster.rank_count()));
-  if (options.window < 0) return invalid("window must be >= 0 chunks");
-  const auto pm = sim::build_plan_model(plan, problem, cluster, options.window);
+  REFIT_TRY(validate_structure(plan));
+  const ExecutionModel& execution =
+      options.execution ? *options.execution : execution_model_of(plan.strategy);
+  const auto window = options.window.value_or(execution.pair_window);
+  if (window < 0) return out_of_range(fmt::format("window must be >= 0 chunks, got {}", window));
+  const auto pm = REFIT_TRY(sim::build_plan_model(plan, problem, cluster, execution, window));
   sim::SimulateOptions so;
   so.progress = options.progress;
   so.rate_tolerance = options.rate_tolerance;

@@ -174,15 +174,28 @@ TEST(UcxExecutor, TinyStagingStillDeliversEverything) {
 }
 
 // gather-broadcast moves NCCL's 512 KiB chunks: 1 KiB of staging cannot hold one.
-TEST(UcxExecutor, StagingSmallerThanAChunkIsRefusedAtPrepare) {
+// Staging below the 32 bytes one chunk needs (two halves of 16) is refused on every rank.
+TEST(UcxExecutor, StagingBelowOneChunkIsRefusedAtPrepare) {
   const auto problem = testing::RandomProblems(3).problem(2, 3, 3, 300);
   const auto plan = plan_for(problem, testing::make_test_cluster(1, 5, 2, 3), "gather-broadcast", Bytes{64});
   RunSpec spec;
-  spec.options.staging = Bytes{1024};
+  spec.options.staging = Bytes{31};
   for (const auto& o : run_plan(problem, plan, spec)) {
     ASSERT_TRUE(o.error);
-    EXPECT_NE(o.error->message.find("staging of 1024 bytes"), std::string::npos) << o.error->message;
+    EXPECT_TRUE(o.error->is_bad_input());
+    EXPECT_NE(o.error->message.find("staging of 31 bytes"), std::string::npos) << o.error->message;
   }
+}
+
+// The chunk rule: staging of 1 KiB cuts the plan's 64 KiB chunks into chunks of 512 bytes, and
+// the refit still arrives whole.
+TEST(UcxExecutor, SmallStagingCutsSmallerChunks) {
+  const auto problem = testing::RandomProblems(3).problem(2, 3, 3, 300);
+  const auto plan =
+      plan_for(problem, testing::make_test_cluster(1, 5, 2, 3), "gather-broadcast", Bytes{64 << 10});
+  RunSpec spec;
+  spec.options.staging = Bytes{1024};
+  expect_all_verified(run_plan(problem, plan, spec));
 }
 
 // A prepared plan runs again and again (one refit per training step).
@@ -234,7 +247,8 @@ TEST(UcxExecutor, ABufferTooSmallIsRefusedAtPrepareOnEveryRank) {
   const auto outcomes = run_plan(problem, plan, spec);
   for (std::size_t r = 0; r < outcomes.size(); ++r) {
     ASSERT_TRUE(outcomes[r].error);
-    EXPECT_EQ(outcomes[r].error->code, ErrorCode::kInvalidArgument);
+    EXPECT_TRUE(outcomes[r].error->is_bad_input());
+    if (r == 2) EXPECT_EQ(outcomes[r].error->code, ErrorCode::kMismatch);
     EXPECT_NE(outcomes[r].error->message.find("holds 1 bytes"), std::string::npos)
         << outcomes[r].error->message;
     if (r != 2)

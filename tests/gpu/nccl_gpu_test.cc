@@ -9,12 +9,12 @@
 #include <gtest/gtest.h>
 #include <nccl.h>
 
-#include "box_walk.h"
 #include "copy_kernel.h"
 #include "device_copy.h"
 #include "gpu_support.h"
 #include "refit/executors/host_shards.h"
 #include "refit/executors/nccl/nccl_executor.h"
+#include "refit/lowering/arrays.h"
 #include "refit/planner/strategy.h"
 #include "test_cluster.h"
 #include "test_problems.h"
@@ -198,7 +198,7 @@ TEST(GpuCopyKernel, MatchesItsHostRun) {
       if (array.volume() * es > bytes || dst_at + x.volume() * es > bytes) continue;
       const auto first = uniform(0, x.volume() - 1);
       const auto count = uniform(1, x.volume() - first);
-      const auto p = plan_copy(Stored{0, array}, Stored{dst_at, x}, x, first, count, es);
+      const auto p = plan_copy(lowering::Array{0, &array}, lowering::Array{dst_at, &x}, x, first, count, es);
       host_batch.push_back(
           make_device_copy(p.geometry, src.data() + p.src_offset, want.data() + p.dst_offset));
       device_batch.push_back(

@@ -39,7 +39,8 @@ class Random {
 };
 
 // Byte offset of element `index` of x in an array of `array` at `base`, by definition.
-std::int64_t brute_offset(std::int64_t base, const Box& array, const Box& x, std::int64_t index, std::int64_t es) {
+std::int64_t brute_offset(std::int64_t base, const Box& array, const Box& x, std::int64_t index,
+                          std::int64_t es) {
   return base + row_major_index(array, point_at(x, index)) * es;
 }
 
@@ -94,8 +95,10 @@ TEST(Walk, RunsAreTheMaximalStretchesContiguousInEveryArray) {
       ASSERT_EQ(one.offset_of(0, e), brute_offset(from.offset, a, x, e, es));
       ASSERT_EQ(two.offset_of(1, e), brute_offset(to.offset, b, x, e, es));
       if (e == first) continue;
-      const bool next_a = brute_offset(from.offset, a, x, e, es) == brute_offset(from.offset, a, x, e - 1, es) + es;
-      const bool next_b = brute_offset(to.offset, b, x, e, es) == brute_offset(to.offset, b, x, e - 1, es) + es;
+      const bool next_a =
+          brute_offset(from.offset, a, x, e, es) == brute_offset(from.offset, a, x, e - 1, es) + es;
+      const bool next_b =
+          brute_offset(to.offset, b, x, e, es) == brute_offset(to.offset, b, x, e - 1, es) + es;
       runs_one += next_a ? 0 : 1;
       runs_two += next_a && next_b ? 0 : 1;
     }

@@ -35,8 +35,9 @@ struct HostRank {
 inline std::byte* at(const HostBuffers& b, const Run& r) { return b.base(r.kind, r.index) + r.offset; }
 
 // Moves chunk k of transfer t from its sender's buffers to its receiver's.
-inline Result<void> move_chunk(const RankProgram& from, const Send& s, const HostBuffers& fb, const RankProgram& to,
-                               const Receive& r, const HostBuffers& tb, std::int64_t k) {
+inline Result<void> move_chunk(const RankProgram& from, const Send& s, const HostBuffers& fb,
+                               const RankProgram& to, const Receive& r, const HostBuffers& tb,
+                               std::int64_t k) {
   const auto bytes = from.lowered().layout(s.transfer).chunk_bytes(k);
   std::vector<std::byte> wire(static_cast<std::size_t>(bytes));
   if (s.chunks[static_cast<std::size_t>(k)].path == CopyPath::kInPlace) {
@@ -64,7 +65,10 @@ inline Result<void> run_on_host(const Plan& plan, const ReshardProblem& problem,
   for (std::int32_t r = 0; r < plan.world_size(); ++r) {
     auto shards = HostShards::allocate(problem, Rank{r});
     programs.push_back(REFIT_TRY(lower_rank(lowered, Rank{r}, shards_of(shards.buffers()), rule)));
-    HostRank h{std::move(shards), std::vector<std::byte>(static_cast<std::size_t>(programs.back().scratch().value)), {}, {}};
+    HostRank h{std::move(shards),
+               std::vector<std::byte>(static_cast<std::size_t>(programs.back().scratch().value)),
+               {},
+               {}};
     for (auto& b : h.shards.buffers().sources) h.sources.push_back(b.bytes.data());
     for (auto& b : h.shards.buffers().destinations) h.destinations.push_back(b.bytes.data());
     ranks.push_back(std::move(h));
@@ -78,7 +82,8 @@ inline Result<void> run_on_host(const Plan& plan, const ReshardProblem& problem,
       REFIT_TRY(move_chunk(from, s, ranks[static_cast<std::size_t>(t.sender.value)].buffers(), to, r,
                            ranks[static_cast<std::size_t>(t.receiver.value)].buffers(), k));
   }
-  for (std::size_t r = 0; r < ranks.size(); ++r) REFIT_TRY_IN(ranks[r].shards.verify(problem), fmt::format("rank {}", r));
+  for (std::size_t r = 0; r < ranks.size(); ++r)
+    REFIT_TRY_IN(ranks[r].shards.verify(problem), fmt::format("rank {}", r));
   return {};
 }
 

@@ -18,8 +18,8 @@ constexpr ZeroCopyRule kManyPuts{.max_runs = 16, .min_mean_run = Bytes{4096}};
 constexpr ZeroCopyRule kOneRun{};
 
 // The chunk of transfer `v` that carries element `point` of tensor `tensor`, by brute force.
-std::int64_t chunk_carrying(const Plan& plan, const LoweredPlan& lowered, std::int32_t v, std::uint32_t tensor,
-                            const Shape& point) {
+std::int64_t chunk_carrying(const Plan& plan, const LoweredPlan& lowered, std::int32_t v,
+                            std::uint32_t tensor, const Shape& point) {
   const Transfer& up = plan.transfers[static_cast<std::size_t>(v)];
   for (std::int32_t u = 0; u < static_cast<std::int32_t>(up.segments.size()); ++u) {
     const Segment& s = up.segments[static_cast<std::size_t>(u)];
@@ -61,7 +61,8 @@ TEST(LoweredPlan, ForwardingChunksWaitForExactlyTheChunksCarryingTheirElements) 
               it->chunks = std::max(it->chunks, latest + 1);
           }
           const auto waits = lowered.waits(t.id, k).value();
-          EXPECT_EQ(waits, expected) << strategy << " problem " << i << " transfer " << t.id << " chunk " << k;
+          EXPECT_EQ(waits, expected) << strategy << " problem " << i << " transfer " << t.id << " chunk "
+                                     << k;
           checked += static_cast<std::int64_t>(waits.size());
         }
     }
@@ -106,7 +107,8 @@ TEST(CopyCosts, AreTheRankProgramsDecisions) {
           EXPECT_EQ(costs[t].packs, expected[t].packs) << strategy << " " << i << " transfer " << t;
           EXPECT_EQ(costs[t].unpacks, expected[t].unpacks) << strategy << " " << i << " transfer " << t;
           EXPECT_EQ(costs[t].pack_first, expected[t].pack_first) << strategy << " " << i << " transfer " << t;
-          EXPECT_EQ(costs[t].unpack_last, expected[t].unpack_last) << strategy << " " << i << " transfer " << t;
+          EXPECT_EQ(costs[t].unpack_last, expected[t].unpack_last)
+              << strategy << " " << i << " transfer " << t;
         }
       }
     }

@@ -26,7 +26,8 @@ ReshardProblem one_tensor(Shape shape, const char* src, std::int64_t src_ranks, 
   const auto d = static_cast<std::int32_t>(dst_ranks);
   return ReshardProblem::make(
              {refit::testing::make_reshard(
-                 "w", shape, refit::testing::make_layout(shape, {src_ranks}, refit::testing::rank_range(0, s), src),
+                 "w", shape,
+                 refit::testing::make_layout(shape, {src_ranks}, refit::testing::rank_range(0, s), src),
                  refit::testing::make_layout(shape, {dst_ranks}, refit::testing::rank_range(s, d), dst),
                  DType::kFP32)},
              s, d)
@@ -54,8 +55,8 @@ Programs lower_all(const ReshardProblem& p, const Cluster& c, std::string_view s
 // [64, 6] fp32 rows over 2 ranks to rows over 2 ranks: each destination box is one source box,
 // 768 contiguous bytes, cut in 256-byte chunks: three chunks of one run each, no staging.
 TEST(RankProgram, MatchingRowsMoveInPlace) {
-  const auto p = lower_all(one_tensor({64, 6}, "S0", 2, "S0", 2), refit::testing::make_test_cluster(1, 4, 2, 2),
-                           "direct", Bytes{256});
+  const auto p = lower_all(one_tensor({64, 6}, "S0", 2, "S0", 2),
+                           refit::testing::make_test_cluster(1, 4, 2, 2), "direct", Bytes{256});
   const RankProgram& receiver = p.ranks[2];
   ASSERT_EQ(receiver.receives().size(), 1u);
   const Receive& r = receiver.receives()[0];
@@ -65,7 +66,10 @@ TEST(RankProgram, MatchingRowsMoveInPlace) {
     EXPECT_EQ(r.chunks[static_cast<std::size_t>(k)].why, CopyReason::kOneRun);
     const auto runs = receiver.runs(r, k);
     ASSERT_EQ(runs.size(), 1u);
-    EXPECT_EQ(runs[0], (lowering::Run{.stream = 0, .kind = BufferKind::kDestination, .index = 0, .offset = 256 * k, .length = 256}));
+    EXPECT_EQ(
+        runs[0],
+        (lowering::Run{
+            .stream = 0, .kind = BufferKind::kDestination, .index = 0, .offset = 256 * k, .length = 256}));
   }
   EXPECT_EQ(receiver.receive_staging().chunks, 0);
   const RankProgram& sender = p.ranks[0];
@@ -78,8 +82,8 @@ TEST(RankProgram, MatchingRowsMoveInPlace) {
 // source box [0:32, 0:6] (more than 16 runs, 12 bytes on average: packed), and one contiguous
 // block in the destination box [0:64, 0:3] (in place).
 TEST(RankProgram, ScatteredShortRunsArePacked) {
-  const auto p = lower_all(one_tensor({64, 6}, "S0", 2, "S1", 2), refit::testing::make_test_cluster(1, 4, 2, 2),
-                           "direct", Bytes{1 << 20});
+  const auto p = lower_all(one_tensor({64, 6}, "S0", 2, "S1", 2),
+                           refit::testing::make_test_cluster(1, 4, 2, 2), "direct", Bytes{1 << 20});
   const RankProgram& sender = p.ranks[0];
   ASSERT_EQ(sender.sends().size(), 2u);
   EXPECT_EQ(sender.sends()[0].chunks[0].path, CopyPath::kStaged);
@@ -112,8 +116,8 @@ TEST(RankProgram, PageLongRunsMoveInPlaceUnlessTheRuleWantsOneRun) {
 // gather-broadcast: inference ranks forward whole tensors around the ring although they keep only
 // their slice, so what they forward lands in scratch, back to back, and their slice is copied out.
 TEST(RankProgram, ForwardedDataOutsideTheDestinationBoxLandsInScratch) {
-  const auto p = lower_all(one_tensor({64, 6}, "S0", 2, "S0", 3), refit::testing::make_test_cluster(1, 5, 2, 3),
-                           "gather-broadcast", Bytes{256});
+  const auto p = lower_all(one_tensor({64, 6}, "S0", 2, "S0", 3),
+                           refit::testing::make_test_cluster(1, 5, 2, 3), "gather-broadcast", Bytes{256});
   std::int32_t kept = 0;
   std::int32_t copied_out = 0;
   for (const auto& program : p.ranks)
@@ -131,8 +135,8 @@ TEST(RankProgram, ForwardedDataOutsideTheDestinationBoxLandsInScratch) {
 // refit on 2 nodes of 2: each piece lands once on node 1 and is relayed to the other inference
 // rank with the same boxes in the same order, so relay chunk c waits for exactly c+1 chunks.
 TEST(RankProgram, RelayChunksWaitOnlyForTheBytesTheyCarry) {
-  const auto p = lower_all(one_tensor({64, 6}, "S0", 2, "R", 2), refit::testing::make_test_cluster(2, 2, 2, 2),
-                           "refit", Bytes{128});
+  const auto p = lower_all(one_tensor({64, 6}, "S0", 2, "R", 2),
+                           refit::testing::make_test_cluster(2, 2, 2, 2), "refit", Bytes{128});
   std::int32_t relays = 0;
   for (std::int32_t r : {2, 3})
     for (const auto& s : p.ranks[static_cast<std::size_t>(r)].sends()) {
@@ -166,8 +170,10 @@ TEST(RankProgram, RefusesShardsThatDoNotFitThePlan) {
     EXPECT_EQ(r.error().code, ErrorCode::kMismatch);
     EXPECT_NE(r.error().message.find(says), std::string::npos) << r.error().message;
   };
-  refused(RankShards{.destinations = {Shard{.tensor = 3, .box = Box{{0, 0}, {32, 6}}}}}, "tensor 3 is not in the plan");
-  refused(RankShards{.destinations = {Shard{.tensor = 0, .box = Box{{40, 0}, {32, 6}}}}}, "not inside tensor 'w'");
+  refused(RankShards{.destinations = {Shard{.tensor = 3, .box = Box{{0, 0}, {32, 6}}}}},
+          "tensor 3 is not in the plan");
+  refused(RankShards{.destinations = {Shard{.tensor = 0, .box = Box{{40, 0}, {32, 6}}}}},
+          "not inside tensor 'w'");
   refused(RankShards{.destinations = {Shard{.tensor = 0, .box = Box{{0, 0}, {32, 6}}},
                                       Shard{.tensor = 0, .box = Box{{0, 0}, {32, 6}}}}},
           "destinations[1]: a second destinations shard");
@@ -187,8 +193,8 @@ TEST(LoweredPlan, StagingSetsTheChunks) {
 }
 
 TEST(Explain, SaysWhatWasChosenAndWhy) {
-  const auto p = lower_all(one_tensor({64, 6}, "S0", 2, "S1", 2), refit::testing::make_test_cluster(1, 4, 2, 2),
-                           "direct", Bytes{1 << 20});
+  const auto p = lower_all(one_tensor({64, 6}, "S0", 2, "S1", 2),
+                           refit::testing::make_test_cluster(1, 4, 2, 2), "direct", Bytes{1 << 20});
   const auto s = summarize(p.ranks[0]);
   EXPECT_EQ(s.sends.transfers, 2);
   EXPECT_EQ(s.sends.staged, 2);

@@ -130,10 +130,11 @@ TEST(PlanWindow, UnpackingFollowsTheLandingWhileThePairGoesOn) {
 // The baselines stand for NCCL collectives (a channel per ring step: no per-pair queue); refit's
 // own strategies for refit's executors (the UCX grant window).
 TEST(PlanWindow, DefaultWindowFollowsWhatRunsTheStrategy) {
-  EXPECT_EQ(default_window("m2n-ring"), 0);
-  EXPECT_EQ(default_window("gather-broadcast"), 0);
-  EXPECT_EQ(default_window("refit"), PlanSimulationOptions::kDefaultWindow);
-  EXPECT_EQ(default_window("direct"), PlanSimulationOptions::kDefaultWindow);
+  EXPECT_EQ(execution_model_of("m2n-ring").pair_window, 0);
+  EXPECT_EQ(execution_model_of("gather-broadcast").pair_window, 0);
+  EXPECT_EQ(execution_model_of("refit").pair_window, 16);
+  EXPECT_EQ(execution_model_of("direct").pair_window, 16);
+  EXPECT_EQ(execution_model_of("refit").name, "refit-ucx");
 }
 
 }  // namespace

@@ -1,89 +1,122 @@
 #include "chunk_sides.h"
 
+#include "refit/core/try.h"
+
 namespace refit::nccl_detail {
 namespace {
 
-CopyOp copy_op(const Located& from, const Located& to, const Box& x, std::int64_t first, std::int64_t count,
-               std::int64_t es) {
-  const auto planned = plan_copy(from.array, to.array, x, first, count, es);
-  return CopyOp{from.address(planned.src_offset), to.address(planned.dst_offset), planned.geometry};
+using lowering::Located;
+
+// A staged chunk as an array: the piece's elements of `segment` at `chunk` + p.offset; the array's
+// origin may lie before the chunk, but only elements of the piece are ever addressed through it.
+Located in_staging(const Address& chunk, const Box& segment, const lowering::Piece& p, std::int64_t es) {
+  return Located{.kind = lowering::BufferKind::kStaging,
+                 .index = chunk.index,
+                 .array = lowering::Array{.offset = chunk.offset + p.offset - p.first * es, .box = &segment}};
 }
 
 }  // namespace
 
-bool RunJoiner::add(const Located& array, const Box& box, std::int64_t first, std::int64_t count,
-                    std::int64_t es) {
-  const auto run = contiguous_run(array.array, box, first, count, es);
-  if (!run) return false;
-  if (started_ && (array.kind != start_.kind || array.index != start_.index || *run != end_)) return false;
-  if (!started_) start_ = array.address(*run);
-  started_ = true;
-  end_ = *run + count * es;
-  return true;
+Result<ChunkSides> ChunkSides::make(const lowering::LoweredPlan& lowered, const LocalView& view) {
+  ChunkSides out(lowered, view);
+  const auto& rule = execution_model(ExecutionModelId::kRefitNccl).zero_copy;
+  for (const auto& local : view.ranks) {
+    auto program = REFIT_TRY(lowering::lower_rank(lowered, local.rank, local.shards, rule));
+    auto& sends = out.send_of_.emplace_back();
+    auto& receives = out.receive_of_.emplace_back();
+    for (std::size_t i = 0; i < program.sends().size(); ++i) sends[program.sends()[i].transfer] = i;
+    for (std::size_t i = 0; i < program.receives().size(); ++i) receives[program.receives()[i].transfer] = i;
+    out.scratch_bytes_ = lowering::align_up(out.scratch_bytes_);
+    out.scratch_base_.push_back(out.scratch_bytes_);
+    out.scratch_bytes_ += program.scratch().value;
+    out.programs_.push_back(std::move(program));
+  }
+  return out;
 }
 
-Stored ChunkSides::in_staging(const Address& chunk, const Segment& s, const Piece& p) const {
-  // Element `first` of the segment sits at chunk + p.offset; the box's origin may lie before the
-  // chunk, but only elements of the piece are ever addressed through it.
-  return Stored{chunk.offset + p.offset - p.first * element_size(s), s.box};
+std::int32_t ChunkSides::slot_of(Rank r) const {
+  for (std::size_t i = 0; i < view_->ranks.size(); ++i)
+    if (view_->ranks[i].rank == r) return static_cast<std::int32_t>(i);
+  return -1;
 }
 
-void ChunkSides::extract(const Located& from, const Located& dest, const Segment& s, const Piece& p,
+Address ChunkSides::address(std::int32_t slot, lowering::BufferKind kind, std::int32_t index,
+                            std::int64_t offset) const {
+  const auto& local = view_->ranks[static_cast<std::size_t>(slot)];
+  switch (kind) {
+    case lowering::BufferKind::kSource:
+      return Address{BufferKind::kShard, local.first_source + index, offset};
+    case lowering::BufferKind::kDestination:
+      return Address{BufferKind::kShard, local.first_destination + index, offset};
+    case lowering::BufferKind::kScratch:
+      return Address{BufferKind::kScratch, 0, scratch_base_[static_cast<std::size_t>(slot)] + offset};
+    case lowering::BufferKind::kStaging:
+      break;
+  }
+  return Address{BufferKind::kStaging, index, offset};
+}
+
+CopyOp ChunkSides::copy(std::int32_t slot, const Located& from, const Located& to, const Box& x,
+                        std::int64_t first, std::int64_t count, std::int64_t element_size) const {
+  const auto planned = plan_copy(from.array, to.array, x, first, count, element_size);
+  return CopyOp{address(slot, from.kind, from.index, planned.src_offset),
+                address(slot, to.kind, to.index, planned.dst_offset), planned.geometry};
+}
+
+void ChunkSides::extract(std::int32_t slot, const Located& arrived, const Located& dest, const Box& segment,
+                         const lowering::Piece& p, std::int64_t element_size,
                          std::vector<CopyOp>& out) const {
   std::vector<Box> ranges;
-  range_boxes(s.box, p.first, p.first + p.count, ranges);
+  lowering::range_boxes(segment, p.first, p.first + p.count, ranges);
   for (const auto& r : ranges)
-    if (auto x = intersect(r, dest.array.box))
-      out.push_back(copy_op(from, dest, *x, 0, x->volume(), element_size(s)));
+    if (auto x = intersect(r, *dest.array.box))
+      out.push_back(copy(slot, arrived, dest, *x, 0, x->volume(), element_size));
 }
 
-Result<ChunkSide> ChunkSides::send(std::int32_t slot, const Transfer& t, const MessageLayout& layout,
-                                   std::int64_t k, const StagingAllocator& staging) const {
-  const auto pieces = layout.pieces(k);
-  std::vector<std::vector<SendPart>> parts;
-  RunJoiner run;
-  bool direct = true;
-  for (const auto& p : pieces) {
-    auto got = storage_.send_parts(slot, t, p);
-    if (!got) return std::unexpected(std::move(got.error()));
-    const auto& s = t.segments[static_cast<std::size_t>(p.segment)];
-    direct =
-        direct && got->size() == 1 && run.add(got->front().from, s.box, p.first, p.count, element_size(s));
-    parts.push_back(std::move(*got));
+Result<ChunkSide> ChunkSides::send(std::int32_t slot, std::int32_t transfer, std::int64_t k,
+                                   const StagingAllocator& staging) const {
+  const auto& program = programs_[static_cast<std::size_t>(slot)];
+  const auto& s = program.sends()[send_of_[static_cast<std::size_t>(slot)].at(transfer)];
+  if (s.chunks[static_cast<std::size_t>(k)].path == lowering::CopyPath::kInPlace) {
+    const auto run = program.runs(s, k).front();
+    return ChunkSide{address(slot, run.kind, run.index, run.offset), {}};
   }
-  if (direct) return ChunkSide{run.start(), {}};
+  const auto& layout = lowered_->layout(transfer);
+  const auto& t = lowered_->plan().transfers[static_cast<std::size_t>(transfer)];
   ChunkSide side{staging(layout.chunk_bytes(k)), {}};
-  for (std::size_t i = 0; i < pieces.size(); ++i) {
-    const auto& s = t.segments[static_cast<std::size_t>(pieces[i].segment)];
-    const Located packed{BufferKind::kStaging, side.at.index, in_staging(side.at, s, pieces[i])};
-    for (const auto& part : parts[i])
-      side.copies.push_back(copy_op(part.from, packed, part.box, part.first, part.count, element_size(s)));
+  for (const auto& p : layout.pieces(k)) {
+    const auto es = layout.element_size(p.segment);
+    const Box& segment = t.segments[static_cast<std::size_t>(p.segment)].box;
+    const Located packed = in_staging(side.at, segment, p, es);
+    for (const auto& part : REFIT_TRY(program.source_parts(s, p)))
+      side.copies.push_back(copy(slot, part.from, packed, part.box, part.first, part.count, es));
   }
   return side;
 }
 
-ChunkSide ChunkSides::receive(std::int32_t slot, const Transfer& t, const MessageLayout& layout,
-                              std::int64_t k, const StagingAllocator& staging) const {
-  const auto pieces = layout.pieces(k);
-  std::vector<std::optional<Located>> lands;
-  RunJoiner run;
-  bool direct = true;
-  for (const auto& p : pieces) {
-    const auto& s = t.segments[static_cast<std::size_t>(p.segment)];
-    lands.push_back(storage_.landing(slot, t, p.segment));
-    direct = direct && lands.back() && run.add(*lands.back(), s.box, p.first, p.count, element_size(s));
+ChunkSide ChunkSides::receive(std::int32_t slot, std::int32_t transfer, std::int64_t k,
+                              const StagingAllocator& staging) const {
+  const auto& program = programs_[static_cast<std::size_t>(slot)];
+  const auto& r = program.receives()[receive_of_[static_cast<std::size_t>(slot)].at(transfer)];
+  const auto& layout = lowered_->layout(transfer);
+  const auto& t = lowered_->plan().transfers[static_cast<std::size_t>(transfer)];
+  const bool staged = r.chunks[static_cast<std::size_t>(k)].path == lowering::CopyPath::kStaged;
+  ChunkSide side;
+  if (staged) {
+    side.at = staging(layout.chunk_bytes(k));
+  } else {
+    const auto run = program.runs(r, k).front();
+    side.at = address(slot, run.kind, run.index, run.offset);
   }
-  ChunkSide side{direct ? run.start() : staging(layout.chunk_bytes(k)), {}};
-  for (std::size_t i = 0; i < pieces.size(); ++i) {
-    const auto& p = pieces[i];
-    const auto& s = t.segments[static_cast<std::size_t>(p.segment)];
+  for (const auto& p : layout.pieces(k)) {
+    const auto es = layout.element_size(p.segment);
+    const Box& segment = t.segments[static_cast<std::size_t>(p.segment)].box;
+    const auto& landing = r.segments[static_cast<std::size_t>(p.segment)];
     // Extracts read the bytes where the receive put them, never a copy made in the same batch.
-    const Located arrived =
-        direct ? *lands[i] : Located{BufferKind::kStaging, side.at.index, in_staging(side.at, s, p)};
-    if (!direct && lands[i])
-      side.copies.push_back(copy_op(arrived, *lands[i], s.box, p.first, p.count, element_size(s)));
-    if (auto dest = storage_.partial_destination(slot, s.tensor, s.box))
-      extract(arrived, *dest, s, p, side.copies);
+    const Located arrived = staged ? in_staging(side.at, segment, p, es) : *landing.in_place;
+    if (staged && landing.in_place)
+      side.copies.push_back(copy(slot, arrived, *landing.in_place, segment, p.first, p.count, es));
+    if (landing.partial) extract(slot, arrived, *landing.partial, segment, p, es, side.copies);
   }
   return side;
 }

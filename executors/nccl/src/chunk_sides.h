@@ -1,13 +1,17 @@
 #pragma once
-// One chunk seen from one side. A chunk whose bytes lie in one contiguous run of a buffer is sent
-// from there, or received there, as it is (no copy). Otherwise it goes through staging: the
-// sender packs its pieces there first, the receiver unpacks them afterwards.
+// One chunk seen from one side, as the NCCL executor runs the lowering's decisions: the address
+// ncclSend reads or ncclRecv writes, and the copies around it. A chunk the lowering keeps in place
+// is one run of its buffer (NCCL's zero-copy rule), sent or received as it is; a staged one is
+// packed into staging by the sender first, or unpacked out of it by the receiver afterwards; parts
+// of a received segment that belong in the rank's own box are copied there from where it landed.
 #include <cstdint>
 #include <functional>
-#include <optional>
+#include <unordered_map>
 #include <vector>
 
-#include "storage.h"
+#include "local_view.h"
+#include "program.h"
+#include "refit/lowering/rank_program.h"
 
 namespace refit::nccl_detail {
 
@@ -21,37 +25,39 @@ struct ChunkSide {
 
 class ChunkSides {
  public:
-  ChunkSides(const Plan& plan, const Storage& storage) : plan_(plan), storage_(storage) {}
+  // Lowers the plan for every plan rank the process runs. Preconditions: `lowered` and `view`
+  // outlive the result.
+  [[nodiscard]] static Result<ChunkSides> make(const lowering::LoweredPlan& lowered, const LocalView& view);
 
-  Result<ChunkSide> send(std::int32_t slot, const Transfer& t, const MessageLayout& layout, std::int64_t k,
-                         const StagingAllocator& staging) const;
-  ChunkSide receive(std::int32_t slot, const Transfer& t, const MessageLayout& layout, std::int64_t k,
+  // The staging slot of a plan rank this process runs, or -1.
+  std::int32_t slot_of(Rank r) const;
+  // Forwarded data the process's plan ranks keep outside their own boxes, back to back.
+  std::int64_t scratch_bytes() const { return scratch_bytes_; }
+
+  [[nodiscard]] Result<ChunkSide> send(std::int32_t slot, std::int32_t transfer, std::int64_t k,
+                                       const StagingAllocator& staging) const;
+  ChunkSide receive(std::int32_t slot, std::int32_t transfer, std::int64_t k,
                     const StagingAllocator& staging) const;
 
  private:
-  std::int64_t element_size(const Segment& s) const { return dtype_size(plan_.tensors[s.tensor].dtype); }
-  // The piece's elements as they sit in a staging chunk starting at `chunk`.
-  Stored in_staging(const Address& chunk, const Segment& s, const Piece& p) const;
-  // Copies of the piece's elements that fall in `dest` (a destination shard holding only part of
-  // the segment) out of `from`.
-  void extract(const Located& from, const Located& dest, const Segment& s, const Piece& p,
+  ChunkSides(const lowering::LoweredPlan& lowered, const LocalView& view)
+      : lowered_(&lowered), view_(&view) {}
+  Address address(std::int32_t slot, lowering::BufferKind kind, std::int32_t index,
+                  std::int64_t offset) const;
+  CopyOp copy(std::int32_t slot, const lowering::Located& from, const lowering::Located& to, const Box& x,
+              std::int64_t first, std::int64_t count, std::int64_t element_size) const;
+  // Copies of the part of elements [first, first + count) of `segment` that lies in `dest`.
+  void extract(std::int32_t slot, const lowering::Located& arrived, const lowering::Located& dest,
+               const Box& segment, const lowering::Piece& p, std::int64_t element_size,
                std::vector<CopyOp>& out) const;
 
-  const Plan& plan_;
-  const Storage& storage_;
-};
-
-// Where a run of pieces lies when it is one contiguous run of one buffer.
-class RunJoiner {
- public:
-  // Appends the next piece's run; false once the pieces stop being one run.
-  bool add(const Located& array, const Box& box, std::int64_t first, std::int64_t count, std::int64_t es);
-  Address start() const { return start_; }
-
- private:
-  bool started_ = false;
-  Address start_;
-  std::int64_t end_ = 0;
+  const lowering::LoweredPlan* lowered_;
+  const LocalView* view_;
+  std::vector<lowering::RankProgram> programs_;                            // by slot
+  std::vector<std::unordered_map<std::int32_t, std::size_t>> send_of_;     // by slot: transfer -> send
+  std::vector<std::unordered_map<std::int32_t, std::size_t>> receive_of_;  // by slot: transfer -> receive
+  std::vector<std::int64_t> scratch_base_;                                 // by slot
+  std::int64_t scratch_bytes_ = 0;
 };
 
 }  // namespace refit::nccl_detail

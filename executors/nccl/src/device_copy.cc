@@ -68,6 +68,23 @@ void plan_threads(DeviceCopy& c) {
 
 }  // namespace
 
+PlannedCopy plan_copy(const lowering::Array& src, const lowering::Array& dst, const Box& x,
+                      std::int64_t first, std::int64_t count, std::int64_t element_size) {
+  const lowering::Walk w(src, dst, x, element_size);
+  PlannedCopy p{.src_offset = w.offset_of(0, 0), .dst_offset = w.offset_of(1, 0)};
+  auto& g = p.geometry;
+  g.dims = w.dims();
+  g.element_size = static_cast<std::int32_t>(element_size);
+  for (int d = 0; d < w.dims(); ++d) {
+    g.extent[d] = w.extent(d);
+    g.src_stride[d] = w.stride(0, d);
+    g.dst_stride[d] = w.stride(1, d);
+  }
+  g.first = first;
+  g.count = count;
+  return p;
+}
+
 CopyReach copy_reach(const CopyGeometry& g) {
   if (g.count <= 0) return {};
   const std::int64_t last = g.first + g.count - 1;

@@ -6,6 +6,7 @@
 #include <span>
 
 #include "copy_kernel_body.h"
+#include "refit/lowering/arrays.h"
 
 namespace refit::nccl_detail {
 
@@ -19,6 +20,16 @@ struct CopyGeometry {
   std::int64_t count = 0;
   bool operator==(const CopyGeometry&) const = default;
 };
+
+struct PlannedCopy {
+  std::int64_t src_offset = 0;  // bytes into each buffer of the first element of `x`
+  std::int64_t dst_offset = 0;
+  CopyGeometry geometry;
+};
+// Copies elements [first, first + count) of box `x` (inside both arrays) from `src` to `dst`: the
+// lowering's walk of x over the two arrays, as the kernel takes it.
+PlannedCopy plan_copy(const lowering::Array& src, const lowering::Array& dst, const Box& x,
+                      std::int64_t first, std::int64_t count, std::int64_t element_size);
 
 // The bytes a copy touches, relative to each origin: [begin, end). Strides are positive and
 // row-major, so the range's first element lies nearest and its last furthest. The origin itself

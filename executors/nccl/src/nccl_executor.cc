@@ -132,9 +132,15 @@ Result<std::unique_ptr<PreparedPlan>> NcclExecutor::prepare_ranks(const Plan& pl
   const auto who = who_of(ranks, *comm_);
   if (comm_->aborted())
     return fail(ErrorCode::kRuntime, who + ": the communicator was aborted by an earlier failure");
-  auto prepared = prepare_locally(plan, ranks, *comm_, comm_rank_of_, options_.staging);
-  // Collective even when this rank failed, so that the others fail too instead of waiting.
-  auto agreed = comm_->agree(plan_hash(plan), prepared.has_value(), options_.timeout);
+  // The plan's structure before any device work; the rest of the checks happen on the way.
+  const auto structure = validate_structure(plan);
+  auto prepared = structure ? prepare_locally(plan, ranks, *comm_, comm_rank_of_, options_.staging)
+                            : std::unexpected(structure.error());
+  // Collective even when this rank failed, so that the others fail too instead of waiting. The
+  // staging sets the chunks, so the ranks agree on it as on the plan.
+  const std::uint64_t agreed_on =
+      plan_hash(plan) ^ (static_cast<std::uint64_t>(options_.staging.value) * 0x9e3779b97f4a7c15ull);
+  auto agreed = comm_->agree(agreed_on, prepared.has_value(), options_.timeout);
   if (!prepared) return std::unexpected(std::move(prepared.error()).in(who));
   if (!agreed) return std::unexpected(std::move(agreed.error()).in(who));
   return std::unique_ptr<PreparedPlan>(std::move(*prepared));

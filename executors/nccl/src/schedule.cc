@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "box_walk.h"
+#include "refit/core/try.h"
 
 namespace refit::nccl_detail {
 namespace {
@@ -43,7 +43,8 @@ class Occupancy {
     used[static_cast<std::size_t>(s)] += bytes;
     ++count[static_cast<std::size_t>(s)];
     // Steps before open_ cannot take even the smallest chunk.
-    while (static_cast<std::size_t>(open_[k]) < used.size() && !fits(r, open_[k], kAlign)) ++open_[k];
+    while (static_cast<std::size_t>(open_[k]) < used.size() && !fits(r, open_[k], lowering::kAlign))
+      ++open_[k];
   }
 
   std::int64_t half_;
@@ -52,55 +53,34 @@ class Occupancy {
   std::vector<std::int32_t> open_;
 };
 
-// The latest step among the chunks of upstream transfers that delivered what chunk `k` of `t`
-// forwards: for each part, the upstream chunk holding its last byte (steps rise with chunks).
-Result<std::int64_t> upstream_step(const Plan& plan, const RelayIndex& relays, const Schedule& s,
-                                   const Transfer& t, std::int64_t k) {
+// The latest step among the upstream chunks that chunk `k` of `t` waits for (steps rise with
+// chunks, so the last chunk of each wait suffices).
+Result<std::int64_t> upstream_step(const lowering::LoweredPlan& lowered, const Schedule& s, const Transfer& t,
+                                   std::int64_t k) {
   std::int64_t latest = kNoUpstream;
-  const auto& layout = s.layouts[static_cast<std::size_t>(t.id)];
-  for (const auto& piece : layout.pieces(k)) {
-    const auto& seg = t.segments[static_cast<std::size_t>(piece.segment)];
-    if (seg.via == kFromSourceShard) continue;
-    auto parts = relays.parts(seg, piece.first, piece.count);
-    if (!parts)
-      return std::unexpected(std::move(parts.error()).in(fmt::format("segments[{}]", piece.segment)));
-    const auto v = static_cast<std::size_t>(seg.via);
-    const auto& up = plan.transfers[v];
-    for (const auto& part : *parts) {
-      const auto& u = up.segments[static_cast<std::size_t>(part.segment)];
-      Shape last = part.box.offset;
-      for (std::size_t d = 0; d < last.size(); ++d) last[d] += part.box.extent[d] - 1;
-      const std::int64_t byte = s.layouts[v].segment_offset(part.segment) +
-                                (row_major_index(u.box, last) + 1) * s.layouts[v].element_size(part.segment) -
-                                1;
-      latest =
-          std::max<std::int64_t>(latest, s.step[v][static_cast<std::size_t>(s.layouts[v].chunk_of(byte))]);
-    }
-  }
+  for (const auto& w : REFIT_TRY(lowered.waits(t.id, k)))
+    latest = std::max<std::int64_t>(
+        latest, s.step[static_cast<std::size_t>(w.transfer)][static_cast<std::size_t>(w.chunks - 1)]);
   return latest;
 }
 
 }  // namespace
 
-Result<Schedule> make_schedule(const Plan& plan, const RelayIndex& relays, Bytes staging) {
+Result<Schedule> make_schedule(const lowering::LoweredPlan& lowered) {
+  const Plan& plan = lowered.plan();
   Schedule s;
-  s.half = staging.value / 2 / kAlign * kAlign;
-  if (s.half < kAlign)
-    return invalid(
-        fmt::format("staging of {} bytes is below the {} bytes one chunk needs", staging.value, 2 * kAlign));
+  s.half = lowered.staging().value / 2 / lowering::kAlign * lowering::kAlign;
   Occupancy occupancy(plan.world_size(), s.half);
   for (const auto& t : plan.transfers) {
-    const std::int64_t max_chunk = std::max(kAlign, std::min(t.chunk.value / kAlign * kAlign, s.half));
-    s.layouts.emplace_back(plan, t, max_chunk);
-    const auto& layout = s.layouts.back();
+    const auto& layout = lowered.layout(t.id);
     auto& steps = s.step.emplace_back();
     auto& upstream = s.upstream.emplace_back();
     for (std::int64_t k = 0; k < layout.chunks(); ++k) {
-      auto latest = upstream_step(plan, relays, s, t, k);
-      if (!latest) return std::unexpected(std::move(latest.error()).in(fmt::format("transfers[{}]", t.id)));
-      const auto ready = static_cast<std::int32_t>(std::max<std::int64_t>(*latest + 1, k ? steps.back() : 0));
-      steps.push_back(occupancy.place(t.sender, t.receiver, ready, align_up(layout.chunk_bytes(k))));
-      upstream.push_back(static_cast<std::int32_t>(*latest));
+      const auto latest = REFIT_TRY_IN(upstream_step(lowered, s, t, k), fmt::format("transfers[{}]", t.id));
+      const auto ready = static_cast<std::int32_t>(std::max<std::int64_t>(latest + 1, k ? steps.back() : 0));
+      steps.push_back(
+          occupancy.place(t.sender, t.receiver, ready, lowering::align_up(layout.chunk_bytes(k))));
+      upstream.push_back(static_cast<std::int32_t>(latest));
       s.steps = std::max(s.steps, steps.back() + 1);
     }
   }

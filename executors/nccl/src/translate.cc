@@ -4,8 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "chunk_sides.h"
-#include "plan_shape.h"
+#include "refit/core/try.h"
 
 namespace refit::nccl_detail {
 namespace {
@@ -17,10 +16,10 @@ struct Item {
 };
 
 // The chunks this process sends or receives, by step, then in plan order.
-std::vector<Item> local_items(const Plan& plan, const Schedule& schedule, const Storage& storage) {
+std::vector<Item> local_items(const Plan& plan, const Schedule& schedule, const ChunkSides& sides) {
   std::vector<Item> items;
   for (const auto& t : plan.transfers) {
-    if (storage.slot_of(t.sender) < 0 && storage.slot_of(t.receiver) < 0) continue;
+    if (sides.slot_of(t.sender) < 0 && sides.slot_of(t.receiver) < 0) continue;
     const auto& steps = schedule.step[static_cast<std::size_t>(t.id)];
     for (std::size_t k = 0; k < steps.size(); ++k)
       items.push_back(Item{steps[k], t.id, static_cast<std::int32_t>(k)});
@@ -40,8 +39,9 @@ struct StepOps {
 
 class Translator {
  public:
-  Translator(const Plan& plan, const Schedule& schedule, const LocalView& view, const Storage& storage)
-      : plan_(plan), schedule_(schedule), view_(view), storage_(storage), sides_(plan, storage) {
+  Translator(const lowering::LoweredPlan& lowered, const Schedule& schedule, const LocalView& view,
+             const ChunkSides& sides)
+      : lowered_(lowered), plan_(lowered.plan()), schedule_(schedule), view_(view), sides_(sides) {
     program_.staging_regions.assign(2 * view.ranks.size(), 0);
   }
 
@@ -70,14 +70,14 @@ class Translator {
     return [this, slot, region, &used](std::int64_t bytes) {
       auto& u = used[static_cast<std::size_t>(slot)];
       const Address at{BufferKind::kStaging, static_cast<std::int32_t>(region), u};
-      u += align_up(bytes);
+      u += lowering::align_up(bytes);
       program_.staging_regions[region] = std::max(program_.staging_regions[region], u);
       return at;
     };
   }
 
   P2p p2p(Direction d, Rank self, Rank peer, const Item& item, Address at) const {
-    const auto& layout = schedule_.layouts[static_cast<std::size_t>(item.transfer)];
+    const auto& layout = lowered_.layout(item.transfer);
     return P2p{d,
                self,
                peer,
@@ -96,9 +96,9 @@ class Translator {
     const std::int32_t previous = block() > 0 ? program_.blocks.back().step : -1;
     for (const auto& item : items) {
       const auto& t = plan_.transfers[static_cast<std::size_t>(item.transfer)];
-      const auto& layout = schedule_.layouts[static_cast<std::size_t>(item.transfer)];
-      if (const auto slot = storage_.slot_of(t.sender); slot >= 0) {
-        auto side = sides_.send(slot, t, layout, item.chunk, staging_of(slot, used));
+      const auto& layout = lowered_.layout(item.transfer);
+      if (const auto slot = sides_.slot_of(t.sender); slot >= 0) {
+        auto side = sides_.send(slot, t.id, item.chunk, staging_of(slot, used));
         if (!side) return std::unexpected(std::move(side.error()));
         const bool late =
             previous >= 0 &&
@@ -111,8 +111,8 @@ class Translator {
         program_.bytes_sent += layout.chunk_bytes(item.chunk);
         if (item.chunk == 0) ++program_.messages;
       }
-      if (const auto slot = storage_.slot_of(t.receiver); slot >= 0) {
-        auto side = sides_.receive(slot, t, layout, item.chunk, staging_of(slot, used));
+      if (const auto slot = sides_.slot_of(t.receiver); slot >= 0) {
+        auto side = sides_.receive(slot, t.id, item.chunk, staging_of(slot, used));
         ops.unpacks.insert(ops.unpacks.end(), side.copies.begin(), side.copies.end());
         ops.p2p.push_back(p2p(Direction::kRecv, t.receiver, t.sender, item, side.at));
         program_.bytes_received += layout.chunk_bytes(item.chunk);
@@ -158,34 +158,31 @@ class Translator {
     program_.events = 2 * n + 1;
     program_.ops.emplace_back(Record{StreamKind::kCopy, program_.final_event});
     for (const auto bytes : program_.staging_regions) program_.staging_bytes += bytes;
-    program_.scratch_bytes = storage_.scratch_bytes();
+    program_.scratch_bytes = sides_.scratch_bytes();
   }
 
+  const lowering::LoweredPlan& lowered_;
   const Plan& plan_;
   const Schedule& schedule_;
   const LocalView& view_;
-  const Storage& storage_;
-  ChunkSides sides_;
+  const ChunkSides& sides_;
   Program program_;
 };
 
 }  // namespace
 
-Result<Program> translate(const Plan& plan, const Schedule& schedule, const RelayIndex& relays,
-                          const LocalView& view) {
-  const Storage storage(plan, relays, view);
-  Translator translator(plan, schedule, view, storage);
-  auto program = translator.run(local_items(plan, schedule, storage));
-  if (!program) return std::unexpected(std::move(program.error()).in("nccl translation"));
-  return program;
+Result<Program> translate(const lowering::LoweredPlan& lowered, const Schedule& schedule,
+                          const ChunkSides& sides, const LocalView& view) {
+  Translator translator(lowered, schedule, view, sides);
+  return REFIT_TRY_IN(translator.run(local_items(lowered.plan(), schedule, sides)), "nccl translation");
 }
 
 Result<Program> build_program(const Plan& plan, const LocalView& view, Bytes staging) {
-  if (auto ok = check_plan_shape(plan); !ok) return std::unexpected(std::move(ok.error()));
-  const RelayIndex relays(plan);
-  auto schedule = make_schedule(plan, relays, staging);
-  if (!schedule) return std::unexpected(std::move(schedule.error()));
-  return translate(plan, *schedule, relays, view);
+  REFIT_TRY(validate_structure(plan));
+  const auto lowered = REFIT_TRY(lowering::LoweredPlan::make(plan, staging));
+  const auto sides = REFIT_TRY(ChunkSides::make(lowered, view));
+  const auto schedule = REFIT_TRY(make_schedule(lowered));
+  return translate(lowered, schedule, sides, view);
 }
 
 }  // namespace refit::nccl_detail

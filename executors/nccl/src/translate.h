@@ -10,20 +10,22 @@
 // while step i-1's traffic is in flight, the unpacking of step i-1 while step i's traffic is, and
 // by the time step i+1 packs into the half that step i-1 used, the copy stream has waited for
 // step i-1 and unpacked it.
+#include "chunk_sides.h"
 #include "local_view.h"
 #include "program.h"
 #include "refit/core/error.h"
+#include "refit/lowering/lowered_plan.h"
 #include "refit/planner/plan.h"
-#include "relay_parts.h"
 #include "schedule.h"
 
 namespace refit::nccl_detail {
 
-Result<Program> translate(const Plan& plan, const Schedule& schedule, const RelayIndex& relays,
-                          const LocalView& view);
+[[nodiscard]] Result<Program> translate(const lowering::LoweredPlan& lowered, const Schedule& schedule,
+                                        const ChunkSides& sides, const LocalView& view);
 
-// The whole way from a plan to this process's program: the plan's shape checked, the global
-// schedule made for `staging` bytes per rank, and this process's part translated.
-Result<Program> build_program(const Plan& plan, const LocalView& view, Bytes staging);
+// The whole way from a plan to this process's program: the plan's structure checked
+// (validate_structure), the plan lowered for `staging` bytes per rank, the global schedule made,
+// and this process's part translated.
+[[nodiscard]] Result<Program> build_program(const Plan& plan, const LocalView& view, Bytes staging);
 
 }  // namespace refit::nccl_detail

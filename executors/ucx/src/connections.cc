@@ -68,7 +68,7 @@ Result<std::shared_ptr<MemoryRegion>> registration(Worker& worker, const RegionS
 
 }  // namespace
 
-Result<LocalRegions> register_regions(Worker& worker, const RankProgram& program,
+Result<LocalRegions> register_regions(Worker& worker, const UcxProgram& program,
                                       AllocatedRegions& allocated) {
   LocalRegions out;
   for (const RegionSpec& spec : program.regions) {
@@ -85,7 +85,7 @@ Result<LocalRegions> register_regions(Worker& worker, const RankProgram& program
   return out;
 }
 
-Result<std::string> make_card(const Worker& worker, const RankProgram& program, const LocalRegions& regions) {
+Result<std::string> make_card(const Worker& worker, const UcxProgram& program, const LocalRegions& regions) {
   auto address = worker.address();
   if (!address) return std::unexpected(address.error());
   CardWriter w;

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "allocated_regions.h"
-#include "rank_program.h"
 #include "ucx_handles.h"
+#include "ucx_program.h"
 #include "wire.h"
 
 namespace refit::ucx_detail {
@@ -21,11 +21,10 @@ struct LocalRegions {
   std::vector<std::byte*> bases;                             // by region id
   std::vector<ucp_mem_h> handles;                            // by region id; nullptr where not registered
 };
-Result<LocalRegions> register_regions(Worker& worker, const RankProgram& program,
-                                      AllocatedRegions& allocated);
+Result<LocalRegions> register_regions(Worker& worker, const UcxProgram& program, AllocatedRegions& allocated);
 
 // The card this rank publishes: worker address and its remotely writable regions.
-Result<std::string> make_card(const Worker& worker, const RankProgram& program, const LocalRegions& regions);
+Result<std::string> make_card(const Worker& worker, const UcxProgram& program, const LocalRegions& regions);
 
 struct RemoteRegion {
   std::uint64_t base = 0;

@@ -17,7 +17,7 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
 
 Engine::Engine(const ExecutionContext& context)
     : c_(context),
-      me_(context.program.rank),
+      me_(context.program.rank->rank()),
       receive_of_transfer_(context.plan.transfers.size(), -1),
       send_of_transfer_(context.plan.transfers.size(), -1),
       in_place_(static_cast<std::size_t>(context.plan.world_size())),
@@ -31,29 +31,31 @@ Engine::Engine(const ExecutionContext& context)
       watchdog_(context.options.timeout, Clock::now()),
       start_(Clock::now()) {
   const auto& p = c_.program;
-  for (std::size_t i = 0; i < p.receives.size(); ++i) {
-    const Receive& r = p.receives[i];
+  for (std::size_t i = 0; i < p.receives().size(); ++i) {
+    const Receive& r = p.receives()[i];
+    const auto chunks = static_cast<std::int64_t>(r.chunks.size());
     receive_of_transfer_[static_cast<std::size_t>(r.transfer)] = static_cast<std::int32_t>(i);
-    arrived_.emplace_back(static_cast<std::size_t>(r.chunk_count()), false);
+    arrived_.emplace_back(r.chunks.size(), false);
     arrived_prefix_.push_back(0);
-    slot_of_.emplace_back(static_cast<std::size_t>(r.chunk_count()), -1);
-    for (std::int64_t k = 0; k < r.chunk_count(); ++k) {
-      const bool staged = r.landing[static_cast<std::size_t>(k)] == Landing::kStaged;
+    slot_of_.emplace_back(r.chunks.size(), -1);
+    for (std::int64_t k = 0; k < chunks; ++k) {
+      const bool staged = r.chunks[static_cast<std::size_t>(k)].path == lowering::CopyPath::kStaged;
       auto& list = staged ? staged_ : in_place_[static_cast<std::size_t>(r.peer.value)];
       list.emplace_back(static_cast<std::int32_t>(i), k);
     }
-    chunks_to_receive_ += r.chunk_count();
-    report_.bytes_received += Bytes{r.bytes};
+    chunks_to_receive_ += chunks;
+    report_.bytes_received += Bytes{p.layout(r.transfer).bytes()};
   }
-  for (std::size_t j = 0; j < p.sends.size(); ++j) {
-    const Send& s = p.sends[j];
+  for (std::size_t j = 0; j < p.sends().size(); ++j) {
+    const Send& s = p.sends()[j];
+    const auto chunks = static_cast<std::int64_t>(s.chunks.size());
     send_of_transfer_[static_cast<std::size_t>(s.transfer)] = static_cast<std::int32_t>(j);
-    grants_.emplace_back(static_cast<std::size_t>(s.chunk_count()));
-    for (std::int64_t k = 0; k < s.chunk_count(); ++k)
+    grants_.emplace_back(s.chunks.size());
+    for (std::int64_t k = 0; k < chunks; ++k)
       queue_[static_cast<std::size_t>(s.peer.value)].emplace_back(static_cast<std::int32_t>(j), k);
-    chunks_to_send_ += s.chunk_count();
-    report_.bytes_sent += Bytes{s.bytes};
-    report_.messages += s.chunk_count();
+    chunks_to_send_ += chunks;
+    report_.bytes_sent += Bytes{p.layout(s.transfer).bytes()};
+    report_.messages += chunks;
   }
 }
 

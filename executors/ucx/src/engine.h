@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "connections.h"
-#include "rank_program.h"
 #include "refit/executors/executor.h"
 #include "refit/planner/plan.h"
 #include "ucx_handles.h"
+#include "ucx_program.h"
 #include "watchdog.h"
 #include "wire.h"
 
@@ -39,7 +39,7 @@ struct Flushed {
 // runtime, not to one execution, because UCX may complete them after a failed execution ended.
 struct ExecutionContext {
   const Plan& plan;
-  const RankProgram& program;
+  const UcxProgram& program;
   Worker& worker;
   Inbox& inbox;
   Connections& connections;

@@ -26,14 +26,15 @@ std::string Engine::describe(const Transfer& t) const {
 }
 
 std::string Engine::describe_send_wait(const ChunkRef& c) const {
-  const Send& s = c_.program.sends[static_cast<std::size_t>(c.first)];
+  const Send& s = c_.program.sends()[static_cast<std::size_t>(c.first)];
   const auto& t = c_.plan.transfers[static_cast<std::size_t>(s.transfer)];
   if (!grants_[static_cast<std::size_t>(c.first)][static_cast<std::size_t>(c.second)])
     return fmt::format("rank {} to grant chunk {} of {}", s.peer.value, c.second, describe(t));
-  for (const ChunkWait& w : s.waits[static_cast<std::size_t>(c.second)]) {
+  for (const ChunkWait& w :
+       c_.program.waits[static_cast<std::size_t>(c.first)][static_cast<std::size_t>(c.second)]) {
     const auto landed = arrived_prefix_[static_cast<std::size_t>(w.receive)];
     if (landed >= w.chunks) continue;
-    const Receive& r = c_.program.receives[static_cast<std::size_t>(w.receive)];
+    const Receive& r = c_.program.receives()[static_cast<std::size_t>(w.receive)];
     return fmt::format("chunk {} of {} from rank {}, which chunk {} of transfer {} forwards", landed,
                        describe(c_.plan.transfers[static_cast<std::size_t>(r.transfer)]), r.peer.value,
                        c.second, t.id);
@@ -42,9 +43,9 @@ std::string Engine::describe_send_wait(const ChunkRef& c) const {
 }
 
 std::string Engine::waiting_for() const {
-  for (std::size_t i = 0; i < c_.program.receives.size(); ++i) {
-    const Receive& r = c_.program.receives[i];
-    if (arrived_prefix_[i] < r.chunk_count())
+  for (std::size_t i = 0; i < c_.program.receives().size(); ++i) {
+    const Receive& r = c_.program.receives()[i];
+    if (arrived_prefix_[i] < static_cast<std::int64_t>(r.chunks.size()))
       return fmt::format("chunk {} of {} from rank {}", arrived_prefix_[i],
                          describe(c_.plan.transfers[static_cast<std::size_t>(r.transfer)]), r.peer.value);
   }
@@ -59,9 +60,9 @@ std::string Engine::waiting_for() const {
 }
 
 std::string Engine::waiting_for_from(Rank peer) const {
-  for (std::size_t i = 0; i < c_.program.receives.size(); ++i) {
-    const Receive& r = c_.program.receives[i];
-    if (r.peer == peer && arrived_prefix_[i] < r.chunk_count())
+  for (std::size_t i = 0; i < c_.program.receives().size(); ++i) {
+    const Receive& r = c_.program.receives()[i];
+    if (r.peer == peer && arrived_prefix_[i] < static_cast<std::int64_t>(r.chunks.size()))
       return fmt::format("chunk {} of {} from it", arrived_prefix_[i],
                          describe(c_.plan.transfers[static_cast<std::size_t>(r.transfer)]));
   }

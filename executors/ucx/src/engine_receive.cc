@@ -1,7 +1,6 @@
 // The receiving half of an execution: grants, data notices, unpacking.
 #include <fmt/format.h>
 
-#include "chunk_plan.h"
 #include "engine.h"
 
 namespace refit::ucx_detail {
@@ -24,7 +23,7 @@ Result<void> Engine::grant_in_place(std::size_t peer) {
   auto& next = next_in_place_[peer];
   for (; next < in_place_[peer].size() && in_place_granted_[peer] < kGrantWindow; ++next) {
     const auto [i, chunk] = in_place_[peer][next];
-    const auto& runs = c_.program.receives[static_cast<std::size_t>(i)].runs[static_cast<std::size_t>(chunk)];
+    const auto& runs = c_.program.receive_runs[static_cast<std::size_t>(i)][static_cast<std::size_t>(chunk)];
     if (auto ok = grant(static_cast<std::size_t>(i), chunk, runs); !ok) return ok;
     ++in_place_granted_[peer];
   }
@@ -32,7 +31,7 @@ Result<void> Engine::grant_in_place(std::size_t peer) {
 }
 
 Result<void> Engine::grant(std::size_t receive, std::int64_t chunk, std::vector<Run> runs) {
-  const Receive& r = c_.program.receives[receive];
+  const Receive& r = c_.program.receives()[receive];
   Message m = message(MessageKind::kGrant);
   m.transfer = r.transfer;
   m.chunk = chunk;
@@ -45,10 +44,10 @@ Result<void> Engine::grant_staged() {
   const auto& staging = c_.program.receive_staging;
   while (next_staged_ < staged_.size() && receive_slots_.available()) {
     const auto [i, chunk] = staged_[next_staged_++];
-    const Receive& r = c_.program.receives[static_cast<std::size_t>(i)];
+    const Receive& r = c_.program.receives()[static_cast<std::size_t>(i)];
     const auto slot = receive_slots_.take();
     slot_of_[static_cast<std::size_t>(i)][static_cast<std::size_t>(chunk)] = slot;
-    const auto bytes = chunk_end(r.bytes, r.chunk, chunk) - chunk_begin(r.chunk, chunk);
+    const auto bytes = c_.program.layout(r.transfer).chunk_bytes(chunk);
     const Run run{0, c_.program.receive_staging_region, slot * staging.slot_bytes, bytes};
     if (auto ok = grant(static_cast<std::size_t>(i), chunk, {run}); !ok) return ok;
   }
@@ -60,34 +59,30 @@ Result<void> Engine::on_data(const Message& m) {
   const auto i = t >= 0 && static_cast<std::size_t>(t) < receive_of_transfer_.size()
                      ? receive_of_transfer_[static_cast<std::size_t>(t)]
                      : -1;
-  const Receive* r = i >= 0 ? &c_.program.receives[static_cast<std::size_t>(i)] : nullptr;
-  if (!r || r->peer.value != m.from || m.chunk < 0 || m.chunk >= r->chunk_count() ||
+  const Receive* r = i >= 0 ? &c_.program.receives()[static_cast<std::size_t>(i)] : nullptr;
+  if (!r || r->peer.value != m.from || m.chunk < 0 ||
+      m.chunk >= static_cast<std::int64_t>(r->chunks.size()) ||
       arrived_[static_cast<std::size_t>(i)][static_cast<std::size_t>(m.chunk)])
     return fail(ErrorCode::kRuntime, fmt::format("rank {} announced chunk {} of transfer {}, which this rank "
                                                  "does not expect from it",
                                                  m.from, m.chunk, t));
   const auto k = static_cast<std::size_t>(m.chunk);
-  const auto begin = chunk_begin(r->chunk, m.chunk);
-  const auto end = chunk_end(r->bytes, r->chunk, m.chunk);
-  const Landing landing = r->landing[k];
+  const bool staged = r->chunks[k].path == lowering::CopyPath::kStaged;
   const auto slot = slot_of_[static_cast<std::size_t>(i)][k];
-  if (landing != Landing::kDirect) {
-    const auto& p = c_.program;
-    const std::byte* from =
-        landing == Landing::kStaged
-            ? c_.regions.bases[p.receive_staging_region] + slot * p.receive_staging.slot_bytes
-            : c_.regions.bases[p.scratch_region] + r->scratch_offset + begin;
-    for_each_segment_piece(r->segments, begin, end, [&](std::size_t s, std::int64_t lo, std::int64_t hi) {
-      for (const RowMap& map : r->segments[s].maps)
-        unpack(map, lo, hi, from + (r->segments[s].stream + lo - begin), c_.regions.bases);
-    });
-  }
+  const auto& p = c_.program;
+  // A staged chunk goes from its slot to where it belongs; one that landed in place may still
+  // hold parts of this rank's own boxes that are copied out of it.
+  if (staged || r->extracts)
+    unpack_chunk(
+        *p.rank, *r, m.chunk, p.host(c_.regions.bases),
+        staged ? c_.regions.bases[p.receive_staging_region] + slot * p.receive_staging.slot_bytes : nullptr);
   auto& arrived = arrived_[static_cast<std::size_t>(i)];
   arrived[k] = true;
   auto& prefix = arrived_prefix_[static_cast<std::size_t>(i)];
-  while (prefix < r->chunk_count() && arrived[static_cast<std::size_t>(prefix)]) ++prefix;
+  while (prefix < static_cast<std::int64_t>(r->chunks.size()) && arrived[static_cast<std::size_t>(prefix)])
+    ++prefix;
   --chunks_to_receive_;
-  if (landing != Landing::kStaged) {
+  if (!staged) {
     --in_place_granted_[static_cast<std::size_t>(m.from)];
     return grant_in_place(static_cast<std::size_t>(m.from));
   }

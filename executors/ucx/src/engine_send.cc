@@ -1,7 +1,6 @@
 // The sending half of an execution: grants, packing, puts, flushes and data notices.
 #include <fmt/format.h>
 
-#include "chunk_plan.h"
 #include "engine.h"
 #include "streaming_copy.h"
 
@@ -27,10 +26,11 @@ Result<void> Engine::on_grant(const Message& m) {
   const auto j = t >= 0 && static_cast<std::size_t>(t) < send_of_transfer_.size()
                      ? send_of_transfer_[static_cast<std::size_t>(t)]
                      : -1;
-  const Send* s = j >= 0 ? &c_.program.sends[static_cast<std::size_t>(j)] : nullptr;
-  const bool known = s && s->peer.value == m.from && m.chunk >= 0 && m.chunk < s->chunk_count() &&
+  const Send* s = j >= 0 ? &c_.program.sends()[static_cast<std::size_t>(j)] : nullptr;
+  const bool known = s && s->peer.value == m.from && m.chunk >= 0 &&
+                     m.chunk < static_cast<std::int64_t>(s->chunks.size()) &&
                      !grants_[static_cast<std::size_t>(j)][static_cast<std::size_t>(m.chunk)];
-  const auto bytes = known ? chunk_end(s->bytes, s->chunk, m.chunk) - chunk_begin(s->chunk, m.chunk) : 0;
+  const auto bytes = known ? c_.program.layout(s->transfer).chunk_bytes(m.chunk) : 0;
   if (!known || !grant_fits(m.runs, bytes, c_.connections.peer(s->peer)))
     return fail(ErrorCode::kRuntime,
                 fmt::format("rank {} granted chunk {} of transfer {}, which does not match "
@@ -44,10 +44,9 @@ bool Engine::ready(const ChunkRef& c) const {
   const auto j = static_cast<std::size_t>(c.first);
   const auto k = static_cast<std::size_t>(c.second);
   if (!grants_[j][k]) return false;
-  const Send& s = c_.program.sends[j];
-  for (const ChunkWait& w : s.waits[k])
+  for (const ChunkWait& w : c_.program.waits[j][k])
     if (arrived_prefix_[static_cast<std::size_t>(w.receive)] < w.chunks) return false;
-  return !s.runs[k].empty() || pack_slots_.available();
+  return !c_.program.send_runs[j][k].empty() || pack_slots_.available();
 }
 
 Result<bool> Engine::send_ready_chunks() {
@@ -62,20 +61,18 @@ Result<bool> Engine::send_ready_chunks() {
 
 Result<void> Engine::send_chunk(const ChunkRef& c) {
   const auto& p = c_.program;
-  const Send& s = p.sends[static_cast<std::size_t>(c.first)];
-  const auto begin = chunk_begin(s.chunk, c.second);
-  const auto end = chunk_end(s.bytes, s.chunk, c.second);
-  std::vector<Run> local = s.runs[static_cast<std::size_t>(c.second)];
+  const Send& s = p.sends()[static_cast<std::size_t>(c.first)];
+  std::vector<Run> local = p.send_runs[static_cast<std::size_t>(c.first)][static_cast<std::size_t>(c.second)];
   std::int64_t slot = -1;
   if (local.empty()) {
     slot = pack_slots_.take();
     const std::int64_t offset = slot * p.send_staging.slot_bytes;
     std::byte* to = c_.regions.bases[p.send_staging_region] + offset;
-    for_each_segment_piece(s.segments, begin, end, [&](std::size_t i, std::int64_t lo, std::int64_t hi) {
-      for (const RowMap& map : s.segments[i].maps)
-        pack(map, lo, hi, c_.regions.bases, to + (s.segments[i].stream + lo - begin));
-    });
-    local = {Run{0, p.send_staging_region, offset, end - begin}};
+    if (auto ok = pack_chunk(*p.rank, s, c.second, p.host(c_.regions.bases), to); !ok) {
+      pack_slots_.give(slot);
+      return ok;
+    }
+    local = {Run{0, p.send_staging_region, offset, p.layout(s.transfer).chunk_bytes(c.second)}};
   }
   const auto& remote = *grants_[static_cast<std::size_t>(c.first)][static_cast<std::size_t>(c.second)];
   if (auto ok = put_pieces(s, local, remote); !ok) return ok;
@@ -156,7 +153,7 @@ Result<bool> Engine::handle_flushes() {
     const Flushed& f = item.value;
     if (f.epoch != c_.epoch || !outcome) return;  // left over from an execution that failed
     any = true;
-    const Send& s = c_.program.sends[static_cast<std::size_t>(f.send)];
+    const Send& s = c_.program.sends()[static_cast<std::size_t>(f.send)];
     if (item.status != UCS_OK) {
       outcome = fail(ErrorCode::kRuntime,
                      fmt::format("puts of {} to rank {} failed: {}",

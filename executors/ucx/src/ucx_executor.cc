@@ -4,14 +4,13 @@
 
 #include <fmt/format.h>
 
-#include "buffer_checks.h"
-
 #include "connections.h"
 #include "engine.h"
 #include "handshake.h"
-#include "rank_program.h"
 #include "refit/executors/agreement.h"
+#include "refit/executors/rank_buffers.h"
 #include "ucx_handles.h"
+#include "ucx_program.h"
 #include "wire.h"
 
 namespace refit {
@@ -52,7 +51,7 @@ class UcxPrepared final : public PreparedPlan {
  public:
   std::shared_ptr<Runtime> runtime;
   Plan plan;
-  RankProgram program;
+  UcxProgram program;
   LocalRegions regions;
   std::unique_ptr<Connections> connections;  // closed before the regions are unregistered
 };
@@ -94,7 +93,7 @@ class UcxExecutor final : public Executor {
       return std::unexpected(all.error());
     prepared->connections = std::move(*connected);
     std::vector<bool> mapped(static_cast<std::size_t>(bootstrap_.size()));
-    for (const Send& send : prepared->program.sends)
+    for (const Send& send : prepared->program.sends())
       if (!mapped[static_cast<std::size_t>(send.peer.value)]) {
         prepared->connections->map_ahead(send.peer);
         mapped[static_cast<std::size_t>(send.peer.value)] = true;
@@ -119,13 +118,16 @@ class UcxExecutor final : public Executor {
       return invalid(
           fmt::format("the plan has {} ranks and this is rank {}, the bootstrap says rank {} of {}",
                       plan.world_size(), rank.value, bootstrap_.rank(), bootstrap_.size()));
-    if (auto ok = check_buffers(plan, rank, buffers); !ok) return std::unexpected(ok.error());
-    return plan_hash_hex(plan);
+    if (auto ok = validate_structure(plan); !ok) return std::unexpected(ok.error());
+    if (auto ok = check_rank_buffers(plan, rank, buffers, MemoryKind::kHost); !ok)
+      return std::unexpected(ok.error());
+    // The staging sets the chunks, so ranks must agree on it as on the plan.
+    return fmt::format("{} with {} bytes of staging", plan_hash_hex(plan), options_.staging.value);
   }
 
   // Works out this rank's part and registers its regions once; it contributes its card.
   Result<std::string> register_locally(UcxPrepared& prepared, Rank rank, const RankBuffers& buffers) const {
-    auto program = make_rank_program(prepared.plan, rank, buffers, options_.staging);
+    auto program = make_ucx_program(prepared.plan, rank, buffers, options_.staging);
     if (!program) return std::unexpected(program.error());
     prepared.program = std::move(*program);
     auto regions = register_regions(*runtime_->worker, prepared.program, runtime_->allocated);

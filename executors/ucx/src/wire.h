@@ -17,11 +17,20 @@
 
 #include "refit/core/error.h"
 #include "refit/core/units.h"
-#include "strided_copy.h"
 
 namespace refit::ucx_detail {
 
 using Clock = std::chrono::steady_clock;
+
+// A contiguous piece of a chunk and where it lies in a region of the receiver (in a grant) or of
+// this rank (what a put reads).
+struct Run {
+  std::int64_t stream = 0;  // offset in the chunk
+  std::uint32_t region = 0;
+  std::int64_t offset = 0;  // offset in the region
+  std::int64_t length = 0;
+  bool operator==(const Run&) const = default;
+};
 
 enum class MessageKind : std::uint8_t { kGrant = 1, kData, kDone, kAbort, kHeartbeat, kHello };
 

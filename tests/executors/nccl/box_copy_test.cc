@@ -7,11 +7,13 @@
 
 #include <gtest/gtest.h>
 
-#include "box_walk.h"
 #include "device_copy.h"
+#include "refit/lowering/arrays.h"
 
 namespace refit::nccl_detail {
 namespace {
+
+using lowering::row_major_index;
 
 class Random {
  public:
@@ -48,25 +50,6 @@ Shape point_of(const Box& b, std::int64_t index) {
     index /= b.extent[d];
   }
   return p;
-}
-
-TEST(RangeBoxes, CoverExactlyTheRangeWithFewBoxes) {
-  Random r(1);
-  for (int i = 0; i < 3000; ++i) {
-    const Box b = r.box(static_cast<std::size_t>(r.uniform(1, 4)), 5);
-    const auto first = r.uniform(0, b.volume() - 1);
-    const auto end = r.uniform(first + 1, b.volume());
-    std::vector<Box> boxes;
-    range_boxes(b, first, end, boxes);
-    // Brute force: the boxes' elements are exactly indices [first, end) of b, each once.
-    std::multiset<std::int64_t> got;
-    for (const auto& x : boxes)
-      for (std::int64_t k = 0; k < x.volume(); ++k) got.insert(row_major_index(b, point_of(x, k)));
-    std::multiset<std::int64_t> want;
-    for (auto k = first; k < end; ++k) want.insert(k);
-    ASSERT_EQ(got, want) << b.to_string() << " [" << first << ", " << end << ")";
-    EXPECT_LE(boxes.size(), 2 * b.rank() - 1);
-  }
 }
 
 struct Case {
@@ -116,8 +99,8 @@ TEST(BoxCopy, KernelItemCodeMatchesBruteForce) {
       const auto to = c.dst_base + row_major_index(c.dst_array, p) * c.es;
       std::copy_n(src.begin() + from, c.es, want.begin() + to);
     }
-    const auto planned = plan_copy(Stored{c.src_base, c.src_array}, Stored{c.dst_base, c.dst_array}, c.x,
-                                   c.first, c.count, c.es);
+    const auto planned = plan_copy(lowering::Array{c.src_base, &c.src_array},
+                                   lowering::Array{c.dst_base, &c.dst_array}, c.x, c.first, c.count, c.es);
     std::vector<DeviceCopy> batch{
         make_device_copy(planned.geometry, src.data() + planned.src_offset, dst.data() + planned.dst_offset)};
     units.insert(batch[0].unit);
@@ -153,7 +136,7 @@ TEST(BoxCopy, LongRowsAreCutIntoTilesOfTheBlock) {
     auto want = dst;
     for (auto e = first; e < first + count; ++e)
       std::copy_n(src.begin() + row_major_index(array, point_of(x, e)) * es, es, want.begin() + e * es);
-    const auto p = plan_copy(Stored{0, array}, Stored{0, x}, x, first, count, es);
+    const auto p = plan_copy(lowering::Array{0, &array}, lowering::Array{0, &x}, x, first, count, es);
     std::vector<DeviceCopy> batch{
         make_device_copy(p.geometry, src.data() + p.src_offset, dst.data() + p.dst_offset)};
     number_items(batch);
@@ -173,7 +156,7 @@ TEST(BoxCopy, ABatchOfCopiesRunsAsOne) {
     const Box x{{3, 1}, {30, 5 + k}};
     const auto es = std::int64_t{2} << k;
     const auto base = 1024 * k;
-    const auto p = plan_copy(Stored{0, array}, Stored{base, x}, x, 0, x.volume(), es);
+    const auto p = plan_copy(lowering::Array{0, &array}, lowering::Array{base, &x}, x, 0, x.volume(), es);
     batch.push_back(make_device_copy(p.geometry, src.data() + p.src_offset, dst.data() + p.dst_offset));
     for (std::int64_t e = 0; e < x.volume(); ++e)
       std::copy_n(src.begin() + row_major_index(array, point_of(x, e)) * es, es,
@@ -190,7 +173,7 @@ TEST(BoxCopy, WideContiguousRunsMoveSixteenBytesAtATime) {
   alignas(16) std::byte dst[32 * 64 * 2];
   const Box array{{0, 0}, {64, 128}};
   const Box x{{8, 32}, {32, 64}};
-  const auto p = plan_copy(Stored{0, array}, Stored{0, x}, x, 0, x.volume(), 2);
+  const auto p = plan_copy(lowering::Array{0, &array}, lowering::Array{0, &x}, x, 0, x.volume(), 2);
   const auto c = make_device_copy(p.geometry, src + p.src_offset, dst + p.dst_offset);
   EXPECT_EQ(c.unit, 16);
   EXPECT_EQ(c.dims, 2);
@@ -198,7 +181,7 @@ TEST(BoxCopy, WideContiguousRunsMoveSixteenBytesAtATime) {
   EXPECT_EQ(c.src_stride[0], 128 * 2 / 16);
   // Odd columns break the 16-byte alignment of every row but the first: 2-byte units.
   const Box odd{{8, 33}, {32, 63}};
-  const auto q = plan_copy(Stored{0, array}, Stored{0, odd}, odd, 0, odd.volume(), 2);
+  const auto q = plan_copy(lowering::Array{0, &array}, lowering::Array{0, &odd}, odd, 0, odd.volume(), 2);
   EXPECT_EQ(make_device_copy(q.geometry, src + q.src_offset, dst + q.dst_offset).unit, 2);
 }
 
@@ -206,33 +189,16 @@ TEST(BoxCopy, MergesDimsContiguousInBothArrays) {
   // Full rows of a [10, 4, 6] array into a box-shaped array: one contiguous run of 3*4*6.
   const Box array{{0, 0, 0}, {10, 4, 6}};
   const Box x{{2, 0, 0}, {3, 4, 6}};
-  const auto p = plan_copy(Stored{0, array}, Stored{0, x}, x, 0, x.volume(), 4);
+  const auto p = plan_copy(lowering::Array{0, &array}, lowering::Array{0, &x}, x, 0, x.volume(), 4);
   EXPECT_EQ(p.geometry.dims, 1);
   EXPECT_EQ(p.geometry.extent[0], 72);
   EXPECT_EQ(p.src_offset, 2 * 24 * 4);
   // A column: dims of extent 1 drop out, the stride stays.
   const Box column{{0, 2, 3}, {10, 1, 1}};
-  const auto q = plan_copy(Stored{0, array}, Stored{0, column}, column, 0, 10, 4);
+  const auto q = plan_copy(lowering::Array{0, &array}, lowering::Array{0, &column}, column, 0, 10, 4);
   EXPECT_EQ(q.geometry.dims, 1);
   EXPECT_EQ(q.geometry.src_stride[0], 24);
   EXPECT_EQ(q.geometry.dst_stride[0], 1);
-}
-
-TEST(ContiguousRun, FindsExactlyTheRunsBruteForceFinds) {
-  Random r(4);
-  for (int i = 0; i < 3000; ++i) {
-    const Case c = random_case(r);
-    const auto run = contiguous_run(Stored{c.src_base, c.src_array}, c.x, c.first, c.count, c.es);
-    bool contiguous = true;
-    const auto start = c.src_base + row_major_index(c.src_array, point_of(c.x, c.first)) * c.es;
-    for (std::int64_t k = 1; k < c.count && contiguous; ++k)
-      contiguous =
-          c.src_base + row_major_index(c.src_array, point_of(c.x, c.first + k)) * c.es == start + k * c.es;
-    ASSERT_EQ(run.has_value(), contiguous) << "case " << i;
-    if (run) {
-      EXPECT_EQ(*run, start);
-    }
-  }
 }
 
 }  // namespace

@@ -33,7 +33,8 @@ TEST_F(LocalViewTest, AcceptsMatchingBuffersAndNumbersTheShards) {
   auto v = make_local_view(plan, std::vector{rank0}, {}, CommPosition{0, 2}, MemoryKind::kHost);
   ASSERT_TRUE(v) << v.error().message;
   ASSERT_EQ(v->ranks.size(), 1u);
-  EXPECT_EQ(v->ranks[0].sources[0].buffer, 0);
+  EXPECT_EQ(v->ranks[0].first_source, 0);
+  EXPECT_EQ(v->ranks[0].shards.sources[0].box, (Box{{0, 0}, {4, 6}}));
   EXPECT_EQ(v->shards[0].data(), memory.data());
   EXPECT_EQ(v->comm_rank_of, (std::vector<std::int32_t>{0, 1}));
 }
@@ -50,18 +51,15 @@ TEST_F(LocalViewTest, RefusesWhatDoesNotFit) {
   auto wrong = rank0;
   wrong.buffers.sources[0].bytes = std::span(memory).first(95);
   EXPECT_EQ(error_of({wrong}, {}, CommPosition{0, 2}),
-            "rank 0: sources[0]: tensor 'w' box [0:4, 0:6] needs 96 bytes, the buffer has 95");
+            "rank 0: sources[0]: the buffer of tensor 'w' holds 95 bytes, its box [0:4, 0:6] needs 96");
   wrong = rank0;
   wrong.buffers.sources[0].box = Box{{0, 0}, {5, 6}};
   EXPECT_EQ(error_of({wrong}, {}, CommPosition{0, 2}),
-            "rank 0: sources[0]: box [0:5, 0:6] does not fit tensor 'w'");
-  wrong = rank0;
-  wrong.buffers.sources.push_back(wrong.buffers.sources[0]);
-  EXPECT_EQ(error_of({wrong}, {}, CommPosition{0, 2}), "rank 0: sources[1]: a second buffer for tensor 'w'");
+            "rank 0: sources[0]: box [0:5, 0:6] is not inside tensor 'w'");
   wrong = rank0;
   wrong.buffers.memory = MemoryKind::kCuda;
   EXPECT_EQ(error_of({wrong}, {}, CommPosition{0, 2}),
-            "rank 0: buffers are in CUDA memory, this executor moves host memory");
+            "rank 0: the buffers are CUDA memory, this executor moves host memory");
   EXPECT_EQ(error_of({rank0, rank0}, {0, 0}, CommPosition{0, 1}), "rank 0 is given twice");
 }
 

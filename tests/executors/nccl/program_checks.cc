@@ -6,7 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "box_walk.h"
+#include "refit/lowering/arrays.h"
+#include "refit/lowering/message_layout.h"
 
 namespace refit::nccl_detail::testing {
 namespace {
@@ -156,7 +157,7 @@ Result<void> check_relays(const Plan& plan, const Processes& p) {
         std::int64_t at = -1;
         for (std::size_t u = 0; u < v.segments.size() && at < 0; ++u)
           if (v.segments[u].tensor == s.tensor && v.segments[u].box.contains_point(point))
-            at = v_offsets[u] + row_major_index(v.segments[u].box, point) * es;
+            at = v_offsets[u] + lowering::row_major_index(v.segments[u].box, point) * es;
         const auto arrived = std::ranges::find_if(
             arrivals[static_cast<std::size_t>(v.id)],
             [&](const auto& a) { return std::get<0>(a) <= at && at < std::get<0>(a) + std::get<1>(a); });
@@ -173,7 +174,7 @@ Result<void> check_relays(const Plan& plan, const Processes& p) {
 }
 
 Result<void> check_staging(const Processes& p, Bytes staging) {
-  const std::int64_t half = staging.value / 2 / kAlign * kAlign;
+  const std::int64_t half = staging.value / 2 / lowering::kAlign * lowering::kAlign;
   for (std::size_t c = 0; c < p.programs.size(); ++c) {
     const auto& program = p.programs[c];
     const auto& ranks = p.views[c].ranks;

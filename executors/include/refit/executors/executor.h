@@ -17,6 +17,7 @@
 #include "refit/core/box.h"
 #include "refit/core/error.h"
 #include "refit/core/units.h"
+#include "refit/lowering/lowered_plan.h"
 #include "refit/planner/plan.h"
 
 namespace refit {
@@ -36,8 +37,10 @@ struct RankBuffers {
 };
 
 struct ExecutorOptions {
-  Seconds timeout{60.0};                   // no wait on a peer lasts longer; then every rank fails
-  Bytes staging{std::int64_t{256} << 20};  // per rank, for packing non-contiguous pieces
+  Seconds timeout{60.0};  // no wait on a peer lasts longer; then every rank fails
+  // Per rank, for packing strided pieces; it also sets the chunks (at most half of it), so every
+  // rank of a refit must use the same.
+  Bytes staging = lowering::kDefaultStaging;
   // Where a peer's memory is mapped into this process (same-host shared memory), put by storing
   // into it directly (non-temporal stores on x86-64); false: every put goes through the transport.
   bool direct_stores = true;

@@ -13,6 +13,10 @@
 
 namespace refit::lowering {
 
+// Staging per rank when nobody says otherwise (ExecutorOptions::staging), and so the chunks the
+// simulator assumes.
+inline constexpr Bytes kDefaultStaging{std::int64_t{256} << 20};
+
 // A forwarding chunk may go once the first `chunks` chunks of `transfer` have landed at its sender.
 struct ChunkWait {
   std::int32_t transfer = 0;

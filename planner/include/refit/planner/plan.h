@@ -75,6 +75,12 @@ struct RankSchedule {
 };
 std::vector<RankSchedule> schedules(const Plan& plan);
 
+// The rules that need the plan alone, which every executor's prepare and the simulator check
+// before indexing by the plan: transfer ids in order, ranks in the world and distinct, segments
+// non-empty and inside their tensor (of 1 to 8 dims), bytes adding up, chunks > 0, and every `via`
+// an earlier transfer received by the sender. Errors name the transfer and segment.
+[[nodiscard]] Result<void> validate_structure(const Plan& plan);
+
 // Checks, naming the transfer, segment and rank at fault:
 //  - tensors match the problem; ranks exist; boxes lie inside their tensor; bytes add up;
 //  - every sender holds what it sends: a source shard containing the box, or an earlier

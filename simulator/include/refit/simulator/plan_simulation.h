@@ -3,6 +3,7 @@
 // crosses (NIC tx/rx, NVLink egress/ingress, copy engines, fabric uplinks when oversubscribed),
 // relays forward chunk by chunk, and the engine (simulate.h) shares bandwidth max-min fairly.
 #include <functional>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -10,6 +11,7 @@
 
 #include "refit/core/error.h"
 #include "refit/core/problem.h"
+#include "refit/planner/execution_model.h"
 #include "refit/planner/plan.h"
 #include "refit/topology/cluster.h"
 
@@ -18,11 +20,13 @@ namespace refit {
 struct PlanSimulationOptions {
   std::function<void(double fraction_done)> progress;  // called at most twice a second
   std::ostream* trace = nullptr;                       // Chrome trace event JSON, when set
-  // Chunks (Transfer::chunk) a receiver grants each sender ahead; a (sender, receiver) pair
-  // sends its transfers in plan order (0: every transfer at once, as soon as its data is there).
-  // The default is the UCX executor's grant window (see default_window()).
-  std::int32_t window = kDefaultWindow;
-  static constexpr std::int32_t kDefaultWindow = 16;
+  // How the plan is run: its pair window and zero-copy rule. Default: the execution model of the
+  // plan's strategy (execution_model_of()).
+  const ExecutionModel* execution = nullptr;
+  // Chunks a receiver grants each sender ahead, instead of the execution model's pair window; a
+  // (sender, receiver) pair sends its transfers in plan order (0: every transfer at once, as
+  // soon as its data is there).
+  std::optional<std::int32_t> window;
   // SimulateOptions::rate_tolerance; 0 simulates exactly. Plans are all-to-alls where every
   // message end shifts dozens of rates a little: at 1e-2 a DeepSeek-V3 plan on 256 NICs
   // simulated 2x faster with 16 messages in flight per rank (the model before per-pair streams),
@@ -40,11 +44,11 @@ struct PlanSimulationOptions {
   static constexpr double kDefaultInstant = 3e-5;
 };
 
-// The window a plan of `strategy` runs with, modelled after what runs it: the baselines
+// The execution model a plan of `strategy` runs with, after what runs it: the baselines
 // (m2n-ring, gather-broadcast) stand for today's NCCL collectives, which give every ring step a
-// channel of its own, so their messages are not queued per pair (0); refit's own strategies run
-// on refit's executors, which queue each pair in plan order (the UCX grant window).
-std::int32_t default_window(std::string_view strategy);
+// channel of its own; refit's own strategies run on refit's UCX executor, which queues each pair
+// in plan order.
+const ExecutionModel& execution_model_of(std::string_view strategy);
 
 struct ResourceReport {
   std::string name;  // e.g. "nic 3 tx", "gpu 5 nvlink in", "gpu 5 copy"

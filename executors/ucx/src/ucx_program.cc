@@ -1,0 +1,113 @@
+#include "ucx_program.h"
+
+#include <unordered_map>
+
+#include "refit/core/try.h"
+#include "refit/executors/rank_buffers.h"
+
+namespace refit::ucx_detail {
+namespace {
+
+class Builder {
+ public:
+  Builder(UcxProgram& program, const RankBuffers& buffers) : p_(program) {
+    for (const auto& b : buffers.sources)
+      p_.regions.push_back({b.bytes.data(), static_cast<std::int64_t>(b.bytes.size()), false});
+    for (const auto& b : buffers.destinations)
+      p_.regions.push_back({b.bytes.data(), static_cast<std::int64_t>(b.bytes.size()), true});
+    sources_ = buffers.sources.size();
+    const auto next = static_cast<std::uint32_t>(p_.regions.size());
+    p_.scratch_region = next;
+    p_.receive_staging_region = next + 1;
+    p_.send_staging_region = next + 2;
+    p_.regions.push_back({nullptr, p_.rank->scratch().value, true});
+    p_.regions.push_back({nullptr, 0, true});
+    p_.regions.push_back({nullptr, 0, false});
+  }
+
+  void build(Bytes staging) {
+    const auto& rank = *p_.rank;
+    std::unordered_map<std::int32_t, std::int32_t> receive_of;  // transfer -> index in receives
+    for (std::size_t i = 0; i < rank.receives().size(); ++i) {
+      const auto& r = rank.receives()[i];
+      receive_of[r.transfer] = static_cast<std::int32_t>(i);
+      auto& runs = p_.receive_runs.emplace_back(r.chunks.size());
+      for (std::size_t k = 0; k < r.chunks.size(); ++k)
+        if (r.chunks[k].path == lowering::CopyPath::kInPlace) runs[k] = regions_of(rank.runs(r, static_cast<std::int64_t>(k)));
+    }
+    for (const auto& s : rank.sends()) {
+      auto& runs = p_.send_runs.emplace_back(s.chunks.size());
+      auto& waits = p_.waits.emplace_back(s.chunks.size());
+      for (std::size_t k = 0; k < s.chunks.size(); ++k) {
+        if (s.chunks[k].path == lowering::CopyPath::kInPlace) runs[k] = regions_of(rank.runs(s, static_cast<std::int64_t>(k)));
+        for (const auto& w : s.waits[k]) waits[k].push_back(ChunkWait{.receive = receive_of.at(w.transfer), .chunks = w.chunks});
+      }
+    }
+    size_staging(staging);
+  }
+
+ private:
+  std::uint32_t region_of(lowering::BufferKind kind, std::int32_t index) const {
+    switch (kind) {
+      case lowering::BufferKind::kSource:
+        return static_cast<std::uint32_t>(index);
+      case lowering::BufferKind::kDestination:
+        return static_cast<std::uint32_t>(sources_) + static_cast<std::uint32_t>(index);
+      case lowering::BufferKind::kScratch:
+        return p_.scratch_region;
+      case lowering::BufferKind::kStaging:
+        break;
+    }
+    return p_.send_staging_region;
+  }
+
+  std::vector<Run> regions_of(const std::vector<lowering::Run>& runs) const {
+    std::vector<Run> out;
+    out.reserve(runs.size());
+    for (const auto& r : runs)
+      out.push_back(Run{.stream = r.stream, .region = region_of(r.kind, r.index), .offset = r.offset, .length = r.length});
+    return out;
+  }
+
+  // Staging is split between receive slots and pack slots when both are needed; a chunk is at
+  // most half the staging (the chunk rule), so each half holds at least one.
+  void size_staging(Bytes staging) {
+    const auto& recv = p_.rank->receive_staging();
+    const auto& send = p_.rank->send_staging();
+    const bool both = recv.chunks > 0 && send.chunks > 0;
+    const std::int64_t budget = both ? staging.value / 2 : staging.value;
+    const auto slots = [&](const lowering::StagingDemand& d, StagingSlots& out, std::uint32_t region) {
+      if (d.chunks == 0) return;
+      out = StagingSlots{.slot_bytes = d.largest.value, .slots = std::min(d.chunks, budget / d.largest.value)};
+      p_.regions[region].bytes = out.slot_bytes * out.slots;
+    };
+    slots(recv, p_.receive_staging, p_.receive_staging_region);
+    slots(send, p_.send_staging, p_.send_staging_region);
+  }
+
+  UcxProgram& p_;
+  std::size_t sources_ = 0;
+};
+
+}  // namespace
+
+lowering::HostBuffers UcxProgram::host(std::span<std::byte* const> bases) const {
+  const auto sources = rank->shards().sources.size();
+  const auto destinations = rank->shards().destinations.size();
+  return lowering::HostBuffers{.sources = bases.subspan(0, sources),
+                               .destinations = bases.subspan(sources, destinations),
+                               .scratch = bases[scratch_region]};
+}
+
+Result<UcxProgram> make_ucx_program(const Plan& plan, Rank rank, const RankBuffers& buffers, Bytes staging) {
+  auto shards = REFIT_TRY(check_rank_buffers(plan, rank, buffers, MemoryKind::kHost));
+  UcxProgram program;
+  program.lowered = std::make_unique<lowering::LoweredPlan>(REFIT_TRY(lowering::LoweredPlan::make(plan, staging)));
+  program.rank.emplace(REFIT_TRY(lowering::lower_rank(*program.lowered, rank, std::move(shards),
+                                                      execution_model(ExecutionModelId::kRefitUcx).zero_copy)));
+  Builder builder(program, buffers);
+  builder.build(staging);
+  return program;
+}
+
+}  // namespace refit::ucx_detail
