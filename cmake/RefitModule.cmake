@@ -1,8 +1,9 @@
-# refit_add_module(NAME SOURCES ... [PUBLIC_DEPS ...] [PRIVATE_DEPS ...])
+# refit_add_module(NAME SOURCES ... [PUBLIC_DEPS ...] [PRIVATE_DEPS ...] [NO_HEADERS])
 # One library target per module folder, aliased refit::NAME, with headers under
-# NAME/include/refit/NAME/ installed to include/refit/NAME/.
+# NAME/include/refit/NAME/ installed to include/refit/NAME/. NO_HEADERS: the folder's headers
+# belong to another target that installs them (only when that target is built).
 function(refit_add_module name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "NO_HEADERS" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
   add_library(refit_${name} ${ARG_SOURCES})
   add_library(refit::${name} ALIAS refit_${name})
   set_target_properties(refit_${name} PROPERTIES EXPORT_NAME ${name} OUTPUT_NAME refit_${name}
@@ -18,6 +19,8 @@ function(refit_add_module name)
   install(TARGETS refit_${name} EXPORT refitTargets
           ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
           LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
-  install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  if(NOT ARG_NO_HEADERS)
+    install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  endif()
   set_property(GLOBAL APPEND PROPERTY REFIT_MODULES ${name})
 endfunction()

@@ -11,11 +11,13 @@ namespace {
 
 Result<void> check_segment(const Plan& plan, const Transfer& t, const Segment& s) {
   if (s.tensor >= plan.tensors.size())
-    return mismatch(fmt::format("tensor index {} does not exist ({} tensors)", s.tensor, plan.tensors.size()));
+    return mismatch(
+        fmt::format("tensor index {} does not exist ({} tensors)", s.tensor, plan.tensors.size()));
   const auto& tensor = plan.tensors[s.tensor];
   if (s.box.offset.size() != tensor.shape.size() || s.box.extent.size() != tensor.shape.size() ||
       s.box.empty() || !Box::whole(tensor.shape).contains(s.box))
-    return out_of_range(fmt::format("box {} is empty or outside tensor '{}'", s.box.to_string(), tensor.name));
+    return out_of_range(
+        fmt::format("box {} is empty or outside tensor '{}'", s.box.to_string(), tensor.name));
   if (s.via == kFromSourceShard) return {};
   if (s.via < 0 || s.via >= t.id) return invalid(fmt::format("via {} is not an earlier transfer", s.via));
   if (plan.transfers[static_cast<std::size_t>(s.via)].receiver != t.sender)
@@ -36,7 +38,8 @@ Result<void> check_transfer(const Plan& plan, const Transfer& t, std::size_t ind
     REFIT_TRY_IN(check_segment(plan, t, t.segments[k]), fmt::format("segments[{}]", k));
     sum += plan.segment_bytes(t.segments[k]);
   }
-  if (sum != t.bytes) return mismatch(fmt::format("bytes is {}, the segments add up to {}", t.bytes.value, sum.value));
+  if (sum != t.bytes)
+    return mismatch(fmt::format("bytes is {}, the segments add up to {}", t.bytes.value, sum.value));
   return {};
 }
 
@@ -49,7 +52,8 @@ Result<void> validate_structure(const Plan& plan) {
   for (std::size_t i = 0; i < plan.tensors.size(); ++i) {
     const auto& t = plan.tensors[i];
     if (t.shape.empty() || t.shape.size() > kMaxTensorDims)
-      return out_of_range(fmt::format("tensors[{}] '{}': {} dims (1 to {})", i, t.name, t.shape.size(), kMaxTensorDims));
+      return out_of_range(
+          fmt::format("tensors[{}] '{}': {} dims (1 to {})", i, t.name, t.shape.size(), kMaxTensorDims));
   }
   for (std::size_t i = 0; i < plan.transfers.size(); ++i)
     REFIT_TRY_IN(check_transfer(plan, plan.transfers[i], i), fmt::format("transfers[{}]", i));

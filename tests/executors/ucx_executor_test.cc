@@ -14,81 +14,15 @@
 #include "refit/planner/strategy.h"
 #include "test_cluster.h"
 #include "thread_bootstrap.h"
+#include "ucx_harness.h"
 
 namespace refit {
 namespace {
 
-struct Outcome {
-  std::optional<Error> error;
-  bool prepared = false;
-  std::optional<Error> wrong_data;
-  ExecutionReport report;
-  double seconds = 0;
-};
-
-struct RunSpec {
-  ExecutorOptions options;
-  std::int32_t executions = 1;
-  std::function<void(std::int32_t, Plan&, RankBuffers&)> tweak;  // per rank, before prepare
-  std::int32_t silent_rank = -1;  // prepares, then never executes (a hung peer)
-  bool executor_memory = false;   // shards from the executor's allocate_host, not the heap
-};
-
-HostShards shards_for(const ReshardProblem& problem, std::int32_t r, Executor& executor,
-                      bool executor_memory) {
-  if (!executor_memory) return HostShards::allocate(problem, Rank{r});
-  auto shards = HostShards::allocate(problem, Rank{r}, [&](Bytes b) { return executor.allocate_host(b); });
-  EXPECT_TRUE(shards) << shards.error().message;
-  return std::move(*shards);
-}
-
-std::vector<Outcome> run_plan(const ReshardProblem& problem, const Plan& plan, const RunSpec& spec) {
-  std::vector<Outcome> out(static_cast<std::size_t>(plan.world_size()));
-  testing::run_ranks(plan.world_size(), [&](std::int32_t r, Bootstrap& bootstrap) {
-    Outcome& o = out[static_cast<std::size_t>(r)];
-    auto executor = make_ucx_executor(bootstrap, spec.options);
-    ASSERT_TRUE(executor) << executor.error().message;
-    auto shards = shards_for(problem, r, **executor, spec.executor_memory);
-    Plan mine = plan;
-    if (spec.tweak) spec.tweak(r, mine, shards.buffers());
-    auto prepared = (*executor)->prepare(mine, Rank{r}, shards.buffers());
-    if (!prepared) {
-      o.error = prepared.error();
-      return;
-    }
-    o.prepared = true;
-    if (r == spec.silent_rank) {
-      std::this_thread::sleep_for(std::chrono::duration<double>(spec.options.timeout.value * 2));
-      return;
-    }
-    const auto start = std::chrono::steady_clock::now();
-    for (std::int32_t e = 0; e < spec.executions && !o.error; ++e) {
-      auto report = (*executor)->execute(**prepared);
-      if (!report)
-        o.error = report.error();
-      else
-        o.report = *report;
-    }
-    o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (auto ok = shards.verify(problem); !ok) o.wrong_data = ok.error();
-  });
-  return out;
-}
-
-void expect_all_verified(const std::vector<Outcome>& outcomes) {
-  for (std::size_t r = 0; r < outcomes.size(); ++r) {
-    SCOPED_TRACE(::testing::Message() << "rank " << r);
-    EXPECT_FALSE(outcomes[r].error) << outcomes[r].error->message;
-    EXPECT_FALSE(outcomes[r].wrong_data) << outcomes[r].wrong_data->message;
-  }
-}
-
-Plan plan_for(const ReshardProblem& problem, const Cluster& cluster, std::string_view strategy, Bytes chunk) {
-  auto plan = make_plan(strategy, problem, cluster, PlanOptions{.chunk = chunk});
-  EXPECT_TRUE(plan) << plan.error().message;
-  EXPECT_TRUE(validate(*plan, problem));
-  return *plan;
-}
+using testing::expect_all_verified;
+using testing::plan_for;
+using testing::run_plan;
+using testing::RunSpec;
 
 // 2 training ranks on node 0, 2 inference ranks on node 1: refit lands each piece once on node 1
 // and relays it over "NVLink"; chunks of 100 bytes split elements of 8-byte dtypes mid-element.

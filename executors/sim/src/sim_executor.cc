@@ -29,6 +29,7 @@ ExecutionReport rank_report(const Plan& plan, Rank rank, Seconds predicted) {
 }  // namespace
 
 Result<std::unique_ptr<PreparedPlan>> SimExecutor::prepare(const Plan& plan, Rank rank, const RankBuffers&) {
+  if (auto ok = validate_structure(plan); !ok) return std::unexpected(ok.error());
   if (rank.value < 0 || rank.value >= plan.world_size())
     return invalid(fmt::format("rank {} is not one of the plan's {} ranks", rank.value, plan.world_size()));
   if (auto ok = validate(plan, problem_); !ok)

@@ -2,9 +2,8 @@
 // Copies into a peer's memory that UCX maps into this process (same-host shared memory).
 // A regular copy reads every destination line into the cache before writing it, so copying
 // cold memory moves three bytes over the memory bus for each byte copied; non-temporal stores
-// write around the cache and move two. On the 2-core machine of bench/run_ucx_bench.sh that
-// made refit's 2 GiB puts 1.4x faster than ucp_put_nbx, whose shared-memory transport
-// copies with memcpy.
+// write around the cache and move two. UCX's shared-memory put copies with memcpy; the gain is
+// measured by bench/run_ucx_bench.sh (--no-direct-stores), figures in bench/RESULTS.md.
 #include <cstddef>
 
 namespace refit::ucx_detail {

@@ -33,14 +33,17 @@ class Builder {
       receive_of[r.transfer] = static_cast<std::int32_t>(i);
       auto& runs = p_.receive_runs.emplace_back(r.chunks.size());
       for (std::size_t k = 0; k < r.chunks.size(); ++k)
-        if (r.chunks[k].path == lowering::CopyPath::kInPlace) runs[k] = regions_of(rank.runs(r, static_cast<std::int64_t>(k)));
+        if (r.chunks[k].path == lowering::CopyPath::kInPlace)
+          runs[k] = regions_of(rank.runs(r, static_cast<std::int64_t>(k)));
     }
     for (const auto& s : rank.sends()) {
       auto& runs = p_.send_runs.emplace_back(s.chunks.size());
       auto& waits = p_.waits.emplace_back(s.chunks.size());
       for (std::size_t k = 0; k < s.chunks.size(); ++k) {
-        if (s.chunks[k].path == lowering::CopyPath::kInPlace) runs[k] = regions_of(rank.runs(s, static_cast<std::int64_t>(k)));
-        for (const auto& w : s.waits[k]) waits[k].push_back(ChunkWait{.receive = receive_of.at(w.transfer), .chunks = w.chunks});
+        if (s.chunks[k].path == lowering::CopyPath::kInPlace)
+          runs[k] = regions_of(rank.runs(s, static_cast<std::int64_t>(k)));
+        for (const auto& w : s.waits[k])
+          waits[k].push_back(ChunkWait{.receive = receive_of.at(w.transfer), .chunks = w.chunks});
       }
     }
     size_staging(staging);
@@ -65,7 +68,8 @@ class Builder {
     std::vector<Run> out;
     out.reserve(runs.size());
     for (const auto& r : runs)
-      out.push_back(Run{.stream = r.stream, .region = region_of(r.kind, r.index), .offset = r.offset, .length = r.length});
+      out.push_back(Run{
+          .stream = r.stream, .region = region_of(r.kind, r.index), .offset = r.offset, .length = r.length});
     return out;
   }
 
@@ -78,7 +82,8 @@ class Builder {
     const std::int64_t budget = both ? staging.value / 2 : staging.value;
     const auto slots = [&](const lowering::StagingDemand& d, StagingSlots& out, std::uint32_t region) {
       if (d.chunks == 0) return;
-      out = StagingSlots{.slot_bytes = d.largest.value, .slots = std::min(d.chunks, budget / d.largest.value)};
+      out =
+          StagingSlots{.slot_bytes = d.largest.value, .slots = std::min(d.chunks, budget / d.largest.value)};
       p_.regions[region].bytes = out.slot_bytes * out.slots;
     };
     slots(recv, p_.receive_staging, p_.receive_staging_region);
@@ -102,9 +107,10 @@ lowering::HostBuffers UcxProgram::host(std::span<std::byte* const> bases) const 
 Result<UcxProgram> make_ucx_program(const Plan& plan, Rank rank, const RankBuffers& buffers, Bytes staging) {
   auto shards = REFIT_TRY(check_rank_buffers(plan, rank, buffers, MemoryKind::kHost));
   UcxProgram program;
-  program.lowered = std::make_unique<lowering::LoweredPlan>(REFIT_TRY(lowering::LoweredPlan::make(plan, staging)));
-  program.rank.emplace(REFIT_TRY(lowering::lower_rank(*program.lowered, rank, std::move(shards),
-                                                      execution_model(ExecutionModelId::kRefitUcx).zero_copy)));
+  program.lowered =
+      std::make_unique<lowering::LoweredPlan>(REFIT_TRY(lowering::LoweredPlan::make(plan, staging)));
+  program.rank.emplace(REFIT_TRY(lowering::lower_rank(
+      *program.lowered, rank, std::move(shards), execution_model(ExecutionModelId::kRefitUcx).zero_copy)));
   Builder builder(program, buffers);
   builder.build(staging);
   return program;

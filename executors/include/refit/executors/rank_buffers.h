@@ -10,7 +10,7 @@
 namespace refit {
 
 // The shards the lowering works with: the buffers' tensors and boxes, in the same order.
-[[nodiscard]] Result<lowering::RankShards> check_rank_buffers(const Plan& plan, Rank rank, const RankBuffers& buffers,
-                                                              MemoryKind memory);
+[[nodiscard]] Result<lowering::RankShards> check_rank_buffers(const Plan& plan, Rank rank,
+                                                              const RankBuffers& buffers, MemoryKind memory);
 
 }  // namespace refit

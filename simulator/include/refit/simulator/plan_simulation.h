@@ -28,18 +28,15 @@ struct PlanSimulationOptions {
   // soon as its data is there).
   std::optional<std::int32_t> window;
   // SimulateOptions::rate_tolerance; 0 simulates exactly. Plans are all-to-alls where every
-  // message end shifts dozens of rates a little: at 1e-2 a DeepSeek-V3 plan on 256 NICs
-  // simulated 2x faster with 16 messages in flight per rank (the model before per-pair streams),
-  // and its predicted time stayed within the noise of the exact one (which moves by 0.2-1% when
-  // NIC speeds are perturbed by 1e-6).
+  // message end shifts dozens of rates a little, so a tolerance saves most of the work while the
+  // predicted time stays within the noise of the exact one (bench/RESULTS.md).
   double rate_tolerance = kDefaultRateTolerance;
   static constexpr double kDefaultRateTolerance = 1e-2;
   // SimulateOptions::instant. Tens of thousands of pairs end microseconds apart, most of them
-  // in the last 5 % of a plan's time, where each end reshapes most fair shares. Handling those
-  // within 3e-5 of the current time together (30 us at 1 s), each step delayed by at most that,
-  // simulates the DeepSeek-V3 refit plan 1.45x faster than 1e-5 (1.93 -> 1.33 s on dgx-h100)
-  // and moves its prediction by +0.04 % (dgx-h100) and +0.15 % (gb200-nvl72:gpus_per_domain=64);
-  // 1e-4 would move GB200's by 1 %.
+  // in the last few percent of a plan's time, where each end reshapes most fair shares. Handling
+  // those within 3e-5 of the current time together (30 us at 1 s) delays each step by at most
+  // that; how much faster it simulates and how little it moves predictions is measured in
+  // bench/RESULTS.md.
   double instant = kDefaultInstant;
   static constexpr double kDefaultInstant = 3e-5;
 };

@@ -29,13 +29,10 @@ struct SimulateOptions {
   Seconds progress_interval{0.5};
   // Trades exactness for speed on large contended networks, in [0, 1); 0 is exact. A flow keeps
   // its rate until its max-min fair share rises by more than this fraction (falls always apply),
-  // so a change stops spreading where it moves rates by less: in an all-to-all between 256 NICs
-  // with 16 messages in flight each, 1e-2 updates 4x fewer rates and runs 4x faster. No resource
-  // is ever oversubscribed; tests show every flow within (1 + t)^2 of the fastest flow on a
-  // resource full to within (1 + t)^2. Measured effect of 1e-2 on the makespan: within 0.1% on
-  // random models and all-to-alls (tests/simulator/simulate_tolerance_test.cc). Where windows
-  // chain flows the exact makespan is itself chaotic (perturbing capacities by 1e-6 moves a
-  // DeepSeek-V3 plan's by 1% at 8 in flight); there 1e-2 shifts its mean by less than that.
+  // so a change stops spreading where it moves rates by less. No resource is ever
+  // oversubscribed; tests show every flow within (1 + t)^2 of the fastest flow on a resource full
+  // to within (1 + t)^2, and the makespan close to the exact one
+  // (tests/simulator/simulate_tolerance_test.cc; measured speed-ups in bench/RESULTS.md).
   double rate_tolerance = 0;
   // Events less than this fraction of the current time after an instant's first event belong to
   // that instant: they are handled together at its end and the rates are recomputed once. The
