@@ -46,13 +46,13 @@ std::vector<Broken> broken_plans() {
 // [64, 6] fp32 rows over 2 training ranks to rows replicated on 2 inference ranks in one domain:
 // refit relays, so there is a later transfer with a `via` to break.
 struct Relaying {
-  ReshardProblem problem = ReshardProblem::make(
-                               {testing::make_reshard("w", {64, 6},
-                                                      testing::make_layout({64, 6}, {2}, testing::rank_range(0, 2), "S0"),
-                                                      testing::make_layout({64, 6}, {2}, testing::rank_range(2, 2), "R"),
-                                                      DType::kFP32)},
-                               2, 2)
-                               .value();
+  ReshardProblem problem =
+      ReshardProblem::make(
+          {testing::make_reshard(
+              "w", {64, 6}, testing::make_layout({64, 6}, {2}, testing::rank_range(0, 2), "S0"),
+              testing::make_layout({64, 6}, {2}, testing::rank_range(2, 2), "R"), DType::kFP32)},
+          2, 2)
+          .value();
   Cluster cluster = testing::make_test_cluster(2, 2, 2, 2);
   Plan plan = make_plan("refit", problem, cluster, PlanOptions{.chunk = Bytes{128}}).value();
 };
@@ -91,10 +91,11 @@ TEST(BrokenPlans, EveryExecutorRefusesThemAtPrepareWithTheSameError) {
     for (std::int32_t r = 0; r < 4; ++r) shards.push_back(HostShards::allocate(s.problem, Rank{r}));
     for (std::int32_t r = 0; r < 4; ++r)
       mine.push_back(LocalRankBuffers{Rank{r}, shards[static_cast<std::size_t>(r)].buffers()});
-    const auto view = nccl_detail::make_local_view(s.plan, mine, {0, 0, 0, 0}, nccl_detail::CommPosition{0, 1},
-                                                   MemoryKind::kHost);
+    const auto view = nccl_detail::make_local_view(s.plan, mine, {0, 0, 0, 0},
+                                                   nccl_detail::CommPosition{0, 1}, MemoryKind::kHost);
     ASSERT_TRUE(view) << view.error().message;
-    expect_refusal(outcome(nccl_detail::build_program(bad, *view, Bytes{1 << 20})), expected, "nccl", broken.what);
+    expect_refusal(outcome(nccl_detail::build_program(bad, *view, Bytes{1 << 20})), expected, "nccl",
+                   broken.what);
 
 #ifdef REFIT_TEST_UCX
     testing::RunSpec spec;

@@ -20,6 +20,7 @@ namespace refit {
 namespace {
 
 using testing::expect_all_verified;
+using testing::Outcome;
 using testing::plan_for;
 using testing::run_plan;
 using testing::RunSpec;

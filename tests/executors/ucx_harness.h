@@ -33,7 +33,7 @@ struct RunSpec {
 };
 
 inline HostShards shards_for(const ReshardProblem& problem, std::int32_t r, Executor& executor,
-                      bool executor_memory) {
+                             bool executor_memory) {
   if (!executor_memory) return HostShards::allocate(problem, Rank{r});
   auto shards = HostShards::allocate(problem, Rank{r}, [&](Bytes b) { return executor.allocate_host(b); });
   EXPECT_TRUE(shards) << shards.error().message;
@@ -81,7 +81,8 @@ inline void expect_all_verified(const std::vector<Outcome>& outcomes) {
   }
 }
 
-inline Plan plan_for(const ReshardProblem& problem, const Cluster& cluster, std::string_view strategy, Bytes chunk) {
+inline Plan plan_for(const ReshardProblem& problem, const Cluster& cluster, std::string_view strategy,
+                     Bytes chunk) {
   auto plan = make_plan(strategy, problem, cluster, PlanOptions{.chunk = chunk});
   EXPECT_TRUE(plan) << plan.error().message;
   EXPECT_TRUE(validate(*plan, problem));
