@@ -12,17 +12,16 @@
 
 #include "refit/core/error.h"
 
-#define REFIT_TRY(...)                                                                 \
-  __extension__({                                                                      \
-    auto&& refit_try_result_ = (__VA_ARGS__);                                          \
+#define REFIT_TRY(...)                                                                        \
+  __extension__({                                                                             \
+    auto&& refit_try_result_ = (__VA_ARGS__);                                                 \
     if (!refit_try_result_) return ::std::unexpected(::std::move(refit_try_result_).error()); \
-    ::std::move(refit_try_result_).value();                                            \
+    ::std::move(refit_try_result_).value();                                                   \
   })
 
-#define REFIT_TRY_IN(expr, context)                                                      \
-  __extension__({                                                                        \
-    auto&& refit_try_result_ = (expr);                                                   \
-    if (!refit_try_result_)                                                              \
-      return ::std::unexpected(::std::move(refit_try_result_).error().in(context));     \
-    ::std::move(refit_try_result_).value();                                              \
+#define REFIT_TRY_IN(expr, context)                                                                       \
+  __extension__({                                                                                         \
+    auto&& refit_try_result_ = (expr);                                                                    \
+    if (!refit_try_result_) return ::std::unexpected(::std::move(refit_try_result_).error().in(context)); \
+    ::std::move(refit_try_result_).value();                                                               \
   })
