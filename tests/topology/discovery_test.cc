@@ -33,8 +33,8 @@ class TopoDiscovery : public ::testing::Test {
     ::setenv("REFIT_FAKE_NVML_CONFIG", sysfs_.write_file("nvml.txt", config).c_str(), 1);
   }
 
-  Result<Discovery> discover(const char* library = REFIT_FAKE_NVML_PATH,
-                             RankPlacementOptions placement = {}) {
+  [[nodiscard]] Result<Discovery> discover(const char* library = REFIT_FAKE_NVML_PATH,
+                                           RankPlacementOptions placement = {}) {
     return discover_cluster({sysfs_.root(), library}, placement);
   }
 
