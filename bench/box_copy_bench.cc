@@ -89,7 +89,7 @@ struct Bench {
 };
 
 PlannedCopy pack(const Box& array, const Box& x, std::int64_t es) {
-  return plan_copy(Stored{0, array}, Stored{0, x}, x, 0, x.volume(), es);
+  return plan_copy(Stored{.offset = 0, .box = array}, Stored{.offset = 0, .box = x}, x, 0, x.volume(), es);
 }
 
 }  // namespace
