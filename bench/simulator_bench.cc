@@ -78,10 +78,11 @@ Model relay_model(std::int32_t messages_per_sender, std::int32_t chunks) {
   for (std::int32_t s = 0; s < kSenders; ++s) sender_tx.push_back(model.add_resource("tx", nic));
   std::vector<Receiver> recv;
   for (std::int32_t g = 0; g < kReceivers; ++g)
-    recv.push_back({model.add_resource("rx", nic), model.add_resource("tx", nic),
-                    model.add_resource("nvl out", BytesPerSecond::from_gbps(370)),
-                    model.add_resource("nvl in", BytesPerSecond::from_gbps(370)),
-                    model.add_resource("copy", BytesPerSecond::from_gbps(1400))});
+    recv.push_back({.rx = model.add_resource("rx", nic),
+                    .tx = model.add_resource("tx", nic),
+                    .nvlink_out = model.add_resource("nvl out", BytesPerSecond::from_gbps(370)),
+                    .nvlink_in = model.add_resource("nvl in", BytesPerSecond::from_gbps(370)),
+                    .copy = model.add_resource("copy", BytesPerSecond::from_gbps(1400))});
   for (std::int32_t s = 0; s < kSenders; ++s)
     for (std::int32_t m = 0; m < messages_per_sender; ++m) {
       const std::int32_t land = (37 * s + 29 * m) % kReceivers;

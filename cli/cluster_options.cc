@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/try.h"
 #include "refit/topology/cluster_json.h"
 #include "refit/topology/discovery.h"
 #include "refit/topology/nccl_xml.h"
@@ -12,16 +13,11 @@ namespace {
 
 constexpr const char* kDefaultPreset = "dgx-h100";
 
-Result<Cluster> named(Result<Cluster> cluster, const char* option) {
-  if (!cluster) return std::unexpected(std::move(cluster.error()).in(option));
-  return cluster;
-}
-
-Result<Cluster> discover(const ClusterOptions& o, const RankPlacementOptions& placement) {
-  auto found = discover_cluster({o.sysfs_root, o.nvml_library}, placement);
-  if (!found) return std::unexpected(std::move(found.error()).in("--discover"));
-  for (const auto& note : found->notes) fmt::print(stderr, "refit: discover: {}\n", note);
-  return std::move(found->cluster);
+[[nodiscard]] Result<Cluster> discover(const ClusterOptions& o, const RankPlacementOptions& placement) {
+  const DiscoveryOptions options{.sysfs_root = o.sysfs_root, .nvml_library = o.nvml_library};
+  auto found = REFIT_TRY_IN(discover_cluster(options, placement), "--discover");
+  for (const auto& note : found.notes) fmt::print(stderr, "refit: discover: {}\n", note);
+  return std::move(found.cluster);
 }
 
 }  // namespace
@@ -42,9 +38,11 @@ void add_cluster_options(CLI::App& cmd, ClusterOptions& o, bool required) {
 
 Result<Cluster> load_cluster(const ClusterOptions& o, const RankPlacementOptions& placement) {
   if (o.discover) return discover(o, placement);
-  if (!o.file.empty()) return named(load_cluster_file(o.file, placement), "--cluster-file");
-  if (!o.nccl_xml.empty()) return named(load_nccl_topology_file(o.nccl_xml, placement), "--nccl-topo-xml");
-  return named(make_preset_cluster(o.preset.empty() ? kDefaultPreset : o.preset, placement), "--cluster");
+  if (!o.file.empty()) return REFIT_TRY_IN(load_cluster_file(o.file, placement), "--cluster-file");
+  if (!o.nccl_xml.empty())
+    return REFIT_TRY_IN(load_nccl_topology_file(o.nccl_xml, placement), "--nccl-topo-xml");
+  return REFIT_TRY_IN(make_preset_cluster(o.preset.empty() ? kDefaultPreset : o.preset, placement),
+                      "--cluster");
 }
 
 }  // namespace refit::cli

@@ -26,6 +26,7 @@ void add_cluster_options(CLI::App& cmd, ClusterOptions& options, bool required =
 
 // The cluster the options describe, with `placement` applied; dgx-h100 when no source is given.
 // Discovery notes (no GPU, no NIC, ...) are printed on stderr. Errors name the option.
-Result<Cluster> load_cluster(const ClusterOptions& options, const RankPlacementOptions& placement);
+[[nodiscard]] Result<Cluster> load_cluster(const ClusterOptions& options,
+                                           const RankPlacementOptions& placement);
 
 }  // namespace refit::cli

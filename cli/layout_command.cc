@@ -8,6 +8,7 @@
 #include "command.h"
 #include "parse.h"
 #include "refit/core/layout.h"
+#include "refit/core/try.h"
 
 namespace refit::cli {
 namespace {
@@ -20,24 +21,18 @@ struct LayoutOptions {
   bool json = false;
 };
 
-Result<Layout> build_layout(const LayoutOptions& o) {
-  auto shape = parse_int_list(o.shape, "--shape", 0);
-  if (!shape) return std::unexpected(shape.error());
-  auto mesh_shape = parse_mesh_shape(o.mesh, "--mesh");
-  if (!mesh_shape) return std::unexpected(mesh_shape.error());
+[[nodiscard]] Result<Layout> build_layout(const LayoutOptions& o) {
+  auto shape = REFIT_TRY(parse_int_list(o.shape, "--shape", 0));
+  auto mesh_shape = REFIT_TRY(parse_mesh_shape(o.mesh, "--mesh"));
   std::vector<Rank> ranks;
   if (!o.ranks.empty()) {
-    auto list = parse_int_list(o.ranks, "--ranks", 0);
-    if (!list) return std::unexpected(list.error());
-    for (auto r : *list) ranks.emplace_back(static_cast<std::int32_t>(r));
+    const auto list = REFIT_TRY(parse_int_list(o.ranks, "--ranks", 0));
+    for (auto r : list) ranks.emplace_back(static_cast<std::int32_t>(r));
   }
-  auto mesh = Mesh::make(*mesh_shape, std::move(ranks));
-  if (!mesh) return std::unexpected(std::move(mesh.error()).in(o.ranks.empty() ? "--mesh" : "--ranks"));
-  auto placements = parse_placements(o.placements);
-  if (!placements) return std::unexpected(std::move(placements.error()).in("--placements"));
-  auto layout = Layout::make(*shape, std::move(*mesh), std::move(*placements));
-  if (!layout) return std::unexpected(std::move(layout.error()).in("--placements"));
-  return layout;
+  auto mesh = REFIT_TRY_IN(Mesh::make(std::move(mesh_shape), std::move(ranks)),
+                           o.ranks.empty() ? "--mesh" : "--ranks");
+  auto placements = REFIT_TRY_IN(parse_placements(o.placements), "--placements");
+  return REFIT_TRY_IN(Layout::make(std::move(shape), std::move(mesh), std::move(placements)), "--placements");
 }
 
 std::string join_placements(const Layout& l) {
@@ -92,9 +87,8 @@ Action add_layout_command(CLI::App& app) {
                   "Global ranks at the mesh positions in row-major order (default 0..N-1)");
   cmd->add_flag("--json", opts->json, "Print one JSON object on stdout");
   return [opts]() -> Result<void> {
-    auto layout = build_layout(*opts);
-    if (!layout) return std::unexpected(layout.error());
-    opts->json ? print_json(*layout) : print_table(*layout);
+    const auto layout = REFIT_TRY(build_layout(*opts));
+    opts->json ? print_json(layout) : print_table(layout);
     return {};
   };
 }

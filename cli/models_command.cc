@@ -9,6 +9,7 @@
 
 #include "command.h"
 #include "problem_options.h"
+#include "refit/core/try.h"
 #include "refit/models/builtin_models.h"
 #include "refit/models/manifest.h"
 #include "refit/models/problem_builder.h"
@@ -30,17 +31,16 @@ using Json = nlohmann::ordered_json;
 
 std::string gigabytes(Bytes b) { return fmt::format("{:.1f} GB", static_cast<double>(b.value) / 1e9); }
 
-Result<void> list_models(const ModelsOptions& o) {
+[[nodiscard]] Result<void> list_models(const ModelsOptions& o) {
   if (!o.train.empty() || !o.infer.empty() || !o.write_manifest.empty())
     return invalid("--train, --infer and --write-manifest need a MODEL");
   Json list = Json::array();
   for (const auto& builtin : models::builtin_models()) {
-    auto m = models::builtin_model(builtin.name);
-    if (!m) return std::unexpected(m.error());
-    list.push_back({{"name", m->name},
-                    {"architecture", m->architecture},
-                    {"params", m->parameter_count()},
-                    {"bf16_bytes", m->parameter_count() * dtype_size(DType::kBF16)}});
+    const auto m = REFIT_TRY(models::builtin_model(builtin.name));
+    list.push_back({{"name", m.name},
+                    {"architecture", m.architecture},
+                    {"params", m.parameter_count()},
+                    {"bf16_bytes", m.parameter_count() * dtype_size(DType::kBF16)}});
   }
   if (o.json) {
     fmt::print("{}\n", Json{{"models", list}}.dump());
@@ -107,20 +107,16 @@ void print_model(const Json& j) {
   fmt::print("inference rank  {}\n", extremes(j["inference_rank_bytes"], sources));
 }
 
-Result<void> show_model(const ModelsOptions& o) {
-  auto model = load_model(o.model, o.model_options);
-  if (!model) return std::unexpected(model.error());
-  Json out = model_json(*model);
+[[nodiscard]] Result<void> show_model(const ModelsOptions& o) {
+  const auto model = REFIT_TRY(load_model(o.model, o.model_options));
+  Json out = model_json(model);
   const bool layouts = !o.train.empty() || !o.infer.empty() || !o.write_manifest.empty();
   if (layouts) {
-    auto parsed = parse_layouts(o.train, o.infer);
-    if (!parsed) return std::unexpected(parsed.error());
-    auto problem = models::build_problem(*model, parsed->train, parsed->infer);
-    if (!problem) return std::unexpected(problem.error());
-    add_layouts(out, *parsed, *problem);
+    const auto parsed = REFIT_TRY(parse_layouts(o.train, o.infer));
+    const auto problem = REFIT_TRY(models::build_problem(model, parsed.train, parsed.infer));
+    add_layouts(out, parsed, problem);
     if (!o.write_manifest.empty())
-      if (auto ok = models::save_manifest(*problem, o.write_manifest); !ok)
-        return std::unexpected(std::move(ok.error()).in("--write-manifest"));
+      REFIT_TRY_IN(models::save_manifest(problem, o.write_manifest), "--write-manifest");
   }
   o.json ? fmt::print("{}\n", out.dump()) : print_model(out);
   return {};

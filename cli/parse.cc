@@ -19,8 +19,9 @@ std::vector<std::string_view> split(std::string_view text, std::string_view sepa
   }
 }
 
-Result<std::vector<std::int64_t>> parse_numbers(std::string_view text, std::string_view option,
-                                                std::string_view separators, std::int64_t min_value) {
+[[nodiscard]] Result<std::vector<std::int64_t>> parse_numbers(std::string_view text, std::string_view option,
+                                                              std::string_view separators,
+                                                              std::int64_t min_value) {
   std::vector<std::int64_t> out;
   const auto parts = split(text, separators);
   for (std::size_t i = 0; i < parts.size(); ++i) {
@@ -28,10 +29,12 @@ Result<std::vector<std::int64_t>> parse_numbers(std::string_view text, std::stri
     const auto part = parts[i];
     const auto* end = part.data() + part.size();
     const auto [ptr, ec] = std::from_chars(part.data(), end, v);
+    if (!part.empty() && ec == std::errc::result_out_of_range && ptr == end)  // too large for int64
+      return out_of_range(fmt::format("{}: entry {} '{}' of '{}' is not an integer", option, i, part, text));
     if (part.empty() || ec != std::errc{} || ptr != end)
-      return invalid(fmt::format("{}: entry {} '{}' of '{}' is not an integer", option, i, part, text));
+      return parse_error(fmt::format("{}: entry {} '{}' of '{}' is not an integer", option, i, part, text));
     if (v < min_value)
-      return invalid(fmt::format("{}: entry {} is {}, must be >= {}", option, i, v, min_value));
+      return out_of_range(fmt::format("{}: entry {} is {}, must be >= {}", option, i, v, min_value));
     out.push_back(v);
   }
   return out;

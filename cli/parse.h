@@ -11,10 +11,11 @@
 namespace refit::cli {
 
 // "10,7" -> {10, 7}. Every entry must be an integer >= min_value.
-Result<std::vector<std::int64_t>> parse_int_list(std::string_view text, std::string_view option,
-                                                 std::int64_t min_value);
+[[nodiscard]] Result<std::vector<std::int64_t>> parse_int_list(std::string_view text, std::string_view option,
+                                                               std::int64_t min_value);
 // "3x2" -> {3, 2} (a comma works too); every axis >= 1.
-Result<std::vector<std::int64_t>> parse_mesh_shape(std::string_view text, std::string_view option);
+[[nodiscard]] Result<std::vector<std::int64_t>> parse_mesh_shape(std::string_view text,
+                                                                 std::string_view option);
 
 // Option checks whose message says what is wanted ("must be > 0, got 0"), where CLI11's own
 // print the range of a double.

@@ -7,6 +7,7 @@
 #include "command.h"
 #include "human_units.h"
 #include "plan_inputs.h"
+#include "refit/core/try.h"
 #include "refit/planner/plan_json.h"
 #include "refit/planner/plan_stats.h"
 
@@ -58,22 +59,20 @@ void print_human(const TimedPlan& tp, const PlanStats& s, const LowerBound& lb) 
   fmt::print("plan hash         {}\n", plan_hash_hex(tp.plan));
 }
 
-Result<void> run(const PlanCommandOptions& o) {
-  auto inputs = load_plan_inputs(o.inputs);
-  if (!inputs) return std::unexpected(inputs.error());
-  auto tp = obtain_plan(o.inputs, *inputs, o.inputs.strategy);
-  if (!tp) return std::unexpected(tp.error());
-  const auto stats = compute_stats(tp->plan, inputs->cluster);
-  const auto lb = lower_bound(inputs->problem, inputs->cluster);
+[[nodiscard]] Result<void> run(const PlanCommandOptions& o) {
+  const auto inputs = REFIT_TRY(load_plan_inputs(o.inputs));
+  const auto tp = REFIT_TRY(obtain_plan(o.inputs, inputs, o.inputs.strategy));
+  const auto stats = compute_stats(tp.plan, inputs.cluster);
+  const auto lb = lower_bound(inputs.problem, inputs.cluster);
   if (!o.out.empty()) {
     std::ofstream f(o.out);
-    if (f) write_plan_json(tp->plan, f);
+    if (f) write_plan_json(tp.plan, f);
     if (!f) return fail(ErrorCode::kRuntime, fmt::format("--out: cannot write '{}'", o.out));
   }
   if (o.json)
-    fmt::print("{}\n", plan_json(*tp, stats, lb).dump());
+    fmt::print("{}\n", plan_json(tp, stats, lb).dump());
   else
-    print_human(*tp, stats, lb);
+    print_human(tp, stats, lb);
   return {};
 }
 

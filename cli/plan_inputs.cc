@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "parse.h"
+#include "refit/core/try.h"
 #include "refit/planner/plan_json.h"
 
 namespace refit::cli {
@@ -22,30 +23,28 @@ void add_plan_input_options(CLI::App& cmd, PlanInputOptions& o, bool with_plan_f
 }
 
 Result<PlanInputs> load_plan_inputs(const PlanInputOptions& o) {
-  auto problem = load_problem(o.problem);
-  if (!problem) return std::unexpected(problem.error());
+  auto problem = REFIT_TRY(load_problem(o.problem));
   RankPlacementOptions placement;
-  placement.source_ranks = problem->source_ranks();
-  placement.destination_ranks = problem->destination_ranks();
-  auto cluster = load_cluster(o.cluster, placement);
-  if (!cluster) return std::unexpected(cluster.error());
-  return PlanInputs{std::move(*problem), std::move(*cluster)};
+  placement.source_ranks = problem.source_ranks();
+  placement.destination_ranks = problem.destination_ranks();
+  auto cluster = REFIT_TRY(load_cluster(o.cluster, placement));
+  return PlanInputs{.problem = std::move(problem), .cluster = std::move(cluster)};
 }
 
 Result<TimedPlan> obtain_plan(const PlanInputOptions& o, const PlanInputs& in, std::string_view strategy) {
   const auto start = std::chrono::steady_clock::now();
-  Result<Plan> plan = o.plan_file.empty()
-                          ? make_plan(strategy, in.problem, in.cluster, PlanOptions{Bytes{o.chunk_bytes}})
-                          : load_plan_file(o.plan_file);
-  if (!plan) return std::unexpected(plan.error());
+  auto plan = REFIT_TRY(o.plan_file.empty() ? make_plan(strategy, in.problem, in.cluster,
+                                                        PlanOptions{.chunk = Bytes{o.chunk_bytes}})
+                                            : load_plan_file(o.plan_file));
   const Seconds seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
-  if (auto ok = validate(*plan, in.problem); !ok) {
-    if (o.plan_file.empty())  // our own plan failed its check: a bug, not the user's input
-      return fail(ErrorCode::kRuntime, fmt::format("internal error: strategy '{}' made an invalid plan: {}",
-                                                   strategy, ok.error().message));
-    return invalid(fmt::format("--plan {}: does not fit the problem: {}", o.plan_file, ok.error().message));
+  if (!o.plan_file.empty()) {
+    REFIT_TRY_IN(validate(plan, in.problem), fmt::format("--plan {}: does not fit the problem", o.plan_file));
+  } else if (auto ok = validate(plan, in.problem); !ok) {
+    // Our own plan failed its check: a bug to report, not the user's input.
+    return fail(ErrorCode::kInternal, fmt::format("internal error: strategy '{}' made an invalid plan: {}",
+                                                  strategy, ok.error().message));
   }
-  return TimedPlan{std::move(*plan), seconds};
+  return TimedPlan{.plan = std::move(plan), .seconds = seconds};
 }
 
 }  // namespace refit::cli

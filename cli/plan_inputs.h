@@ -29,15 +29,16 @@ struct PlanInputs {
   ReshardProblem problem;
   Cluster cluster;
 };
-Result<PlanInputs> load_plan_inputs(const PlanInputOptions& options);
+[[nodiscard]] Result<PlanInputs> load_plan_inputs(const PlanInputOptions& options);
 
 struct TimedPlan {
   Plan plan;
   Seconds seconds;  // wall time spent planning (or loading the plan file)
 };
 // Plans with `strategy`, or loads options.plan_file; either way checks the plan against the
-// problem with validate() (a loaded plan that does not fit is bad input).
-Result<TimedPlan> obtain_plan(const PlanInputOptions& options, const PlanInputs& inputs,
-                              std::string_view strategy);
+// problem with validate() (a loaded plan that does not fit is bad input, with validate()'s code;
+// a planned one that does not is kInternal).
+[[nodiscard]] Result<TimedPlan> obtain_plan(const PlanInputOptions& options, const PlanInputs& inputs,
+                                            std::string_view strategy);
 
 }  // namespace refit::cli

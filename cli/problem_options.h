@@ -35,14 +35,15 @@ void add_model_options(CLI::App* cmd, ModelOptions& options);
 void add_problem_options(CLI::App* cmd, ProblemOptions& options);
 
 // A built-in name, or a path to an HF config.json (or its directory).
-Result<models::ModelSpec> load_model(const std::string& name_or_path, const ModelOptions& options);
+[[nodiscard]] Result<models::ModelSpec> load_model(const std::string& name_or_path,
+                                                   const ModelOptions& options);
 struct ParallelLayouts {
   models::MegatronConfig train;
   models::VllmConfig infer;
 };
 // Parses the --train and --infer values; errors name the option (both are required).
-Result<ParallelLayouts> parse_layouts(const std::string& train, const std::string& infer);
+[[nodiscard]] Result<ParallelLayouts> parse_layouts(const std::string& train, const std::string& infer);
 // The problem the options describe; errors name the offending option.
-Result<ReshardProblem> load_problem(const ProblemOptions& options);
+[[nodiscard]] Result<ReshardProblem> load_problem(const ProblemOptions& options);
 
 }  // namespace refit::cli

@@ -18,6 +18,7 @@
 #include "command.h"
 #include "parse.h"
 #include "plan_inputs.h"
+#include "refit/core/try.h"
 #include "refit/executors/agreement.h"
 #include "refit/executors/host_shards.h"
 #include "refit/executors/mpi_bootstrap.h"
@@ -60,69 +61,70 @@ ExecutorOptions executor_options(const RunOptions& o, std::int32_t rank) {
   return e;
 }
 
-Result<RankSetup> set_up(const RunOptions& o, Bootstrap& bootstrap) {
-  auto inputs = load_plan_inputs(o.inputs);
-  if (!inputs) return std::unexpected(inputs.error());
-  const auto& problem = inputs->problem;
+[[nodiscard]] Result<RankSetup> set_up(const RunOptions& o, Bootstrap& bootstrap) {
+  auto inputs = REFIT_TRY(load_plan_inputs(o.inputs));
+  const auto& problem = inputs.problem;
   if (bootstrap.size() != problem.world_size())
-    return invalid(
+    return mismatch(
         fmt::format("mpirun started {} process{}, the problem needs {} ({} training + {} inference "
                     "ranks): run it with mpirun -np {}",
                     bootstrap.size(), bootstrap.size() == 1 ? "" : "es", problem.world_size(),
                     problem.source_ranks(), problem.destination_ranks(), problem.world_size()));
-  auto planned = obtain_plan(o.inputs, *inputs, o.inputs.strategy);
-  if (!planned) return std::unexpected(planned.error());
-  if (bootstrap.rank() == o.perturb_rank) planned->plan.strategy += " (perturbed)";
-  auto executor = make_executor(o.executor, bootstrap, executor_options(o, bootstrap.rank()));
-  if (!executor) return std::unexpected(std::move(executor.error()).in("--executor"));
-  auto shards = HostShards::allocate(problem, Rank{bootstrap.rank()},
-                                     [&e = **executor](Bytes bytes) { return e.allocate_host(bytes); });
-  if (!shards) return std::unexpected(shards.error());
-  return RankSetup{std::move(*inputs), std::move(planned->plan), std::move(*executor), std::move(*shards)};
+  auto planned = REFIT_TRY(obtain_plan(o.inputs, inputs, o.inputs.strategy));
+  if (bootstrap.rank() == o.perturb_rank) planned.plan.strategy += " (perturbed)";
+  auto executor =
+      REFIT_TRY_IN(make_executor(o.executor, bootstrap, executor_options(o, bootstrap.rank())), "--executor");
+  auto shards = REFIT_TRY(HostShards::allocate(
+      problem, Rank{bootstrap.rank()}, [&e = *executor](Bytes bytes) { return e.allocate_host(bytes); }));
+  return RankSetup{.inputs = std::move(inputs),
+                   .plan = std::move(planned.plan),
+                   .executor = std::move(executor),
+                   .shards = std::move(shards)};
 }
 
 // Prepares once, then executes --iterations times, each from a common start; destinations are
 // zeroed before every execution but the first, so --verify checks what the last one moved.
-Result<RankResult> transfer(const RunOptions& o, Bootstrap& bootstrap, RankSetup& s, MpiSession& mpi) {
-  auto prepared = s.executor->prepare(s.plan, Rank{bootstrap.rank()}, s.shards.buffers());
-  if (!prepared) return std::unexpected(prepared.error());
-  RankResult r{bootstrap.rank(), {}, {}, {}, {}, {}, o.verify, {}};
+[[nodiscard]] Result<RankResult> transfer(const RunOptions& o, Bootstrap& bootstrap, RankSetup& s,
+                                          MpiSession& mpi) {
+  const auto prepared = REFIT_TRY(s.executor->prepare(s.plan, Rank{bootstrap.rank()}, s.shards.buffers()));
+  RankResult r{.rank = bootstrap.rank(),
+               .sent = {},
+               .received = {},
+               .walls = {},
+               .elapsed = {},
+               .stored_directly = {},
+               .checked = o.verify,
+               .wrong = {}};
   for (std::int32_t i = 0; i < o.iterations; ++i) {
     if (i > 0) s.shards.clear_destinations();
-    if (auto ok = bootstrap.barrier(); !ok) return std::unexpected(ok.error());
+    REFIT_TRY(bootstrap.barrier());
     const auto start = std::chrono::steady_clock::now();
-    auto report = s.executor->execute(**prepared);
+    auto outcome = s.executor->execute(*prepared);
     r.walls.push_back(
         Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
-    if (!report) {
-      mpi.abandon();
-      return std::unexpected(std::move(report.error()).in(fmt::format("iteration {}", i + 1)));
-    }
-    r.sent = report->bytes_sent;
-    r.received = report->bytes_received;
-    r.stored_directly = report->stored_directly;
-    r.elapsed = report->elapsed;
+    if (!outcome) mpi.abandon();  // a peer may be dead or hung: do not wait for it in MPI_Finalize
+    const auto report = REFIT_TRY_IN(std::move(outcome), fmt::format("iteration {}", i + 1));
+    r.sent = report.bytes_sent;
+    r.received = report.bytes_received;
+    r.stored_directly = report.stored_directly;
+    r.elapsed = report.elapsed;
   }
   if (o.verify)
     if (auto ok = s.shards.verify(s.inputs.problem); !ok) r.wrong = ok.error().message;
   return r;
 }
 
-Result<void> report(const RunOptions& o, Bootstrap& bootstrap, const RankSetup& s, const RankResult& mine) {
-  auto all = bootstrap.allgather(encode(mine));
-  if (!all) return std::unexpected(all.error());
-  RunSummary summary{o.executor,
-                     s.plan.strategy,
-                     plan_hash_hex(s.plan),
-                     s.inputs.problem.source_ranks(),
-                     s.inputs.problem.destination_ranks(),
-                     o.verify,
-                     {}};
-  for (const auto& text : *all) {
-    auto r = decode_rank_result(text);
-    if (!r) return std::unexpected(r.error());
-    summary.ranks.push_back(*r);
-  }
+[[nodiscard]] Result<void> report(const RunOptions& o, Bootstrap& bootstrap, const RankSetup& s,
+                                  const RankResult& mine) {
+  const auto all = REFIT_TRY(bootstrap.allgather(encode(mine)));
+  RunSummary summary{.executor = o.executor,
+                     .strategy = s.plan.strategy,
+                     .plan_hash = plan_hash_hex(s.plan),
+                     .training_ranks = s.inputs.problem.source_ranks(),
+                     .inference_ranks = s.inputs.problem.destination_ranks(),
+                     .verify = o.verify,
+                     .ranks = {}};
+  for (const auto& text : all) summary.ranks.push_back(REFIT_TRY(decode_rank_result(text)));
   if (bootstrap.rank() == 0) print_summary(summary, o.json);
   for (const auto& r : summary.ranks)
     if (r.wrong)
@@ -130,27 +132,25 @@ Result<void> report(const RunOptions& o, Bootstrap& bootstrap, const RankSetup& 
   return {};
 }
 
-Result<void> run_rank(const RunOptions& o, Bootstrap& bootstrap, MpiSession& mpi) {
+[[nodiscard]] Result<void> run_rank(const RunOptions& o, Bootstrap& bootstrap, MpiSession& mpi) {
   if (bootstrap.rank() == o.stall_rank)
     std::this_thread::sleep_for(std::chrono::duration<double>(3 * o.timeout));
   auto setup = set_up(o, bootstrap);
+  // Every rank learns whether every rank is set up (agree takes a payload; set-up has none).
   const Result<std::string> ready = setup ? Result<std::string>("") : std::unexpected(setup.error());
-  if (auto all = agree(bootstrap, ready); !all) return std::unexpected(all.error());
-  auto mine = transfer(o, bootstrap, *setup, mpi);
-  if (!mine) return std::unexpected(mine.error());
-  return report(o, bootstrap, *setup, *mine);
+  REFIT_TRY(agree(bootstrap, ready));
+  const auto mine = REFIT_TRY(transfer(o, bootstrap, *setup, mpi));
+  return report(o, bootstrap, *setup, mine);
 }
 
-Result<void> run(const RunOptions& o) {
+[[nodiscard]] Result<void> run(const RunOptions& o) {
   MpiSession mpi;
   if (!mpi.ok()) return fail(ErrorCode::kRuntime, "MPI_Init failed (start refit run with mpirun)");
-  auto bootstrap = MpiBootstrap::create(MPI_COMM_WORLD, Seconds{o.timeout});
-  if (!bootstrap) return std::unexpected(bootstrap.error());
-  auto outcome = run_rank(o, *bootstrap, mpi);
-  if (bootstrap->broken()) mpi.abandon();
-  if (!outcome)
-    return std::unexpected(std::move(outcome.error()).in(fmt::format("rank {}", bootstrap->rank())));
-  return outcome;
+  auto bootstrap = REFIT_TRY(MpiBootstrap::create(MPI_COMM_WORLD, Seconds{o.timeout}));
+  auto outcome = run_rank(o, bootstrap, mpi);
+  if (bootstrap.broken()) mpi.abandon();
+  REFIT_TRY_IN(std::move(outcome), fmt::format("rank {}", bootstrap.rank()));
+  return {};
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ struct RankResult {
 };
 
 std::string encode(const RankResult& r);
-Result<RankResult> decode_rank_result(std::string_view text);
+[[nodiscard]] Result<RankResult> decode_rank_result(std::string_view text);
 
 struct RunSummary {
   std::string executor;

@@ -12,6 +12,7 @@
 #include "human_units.h"
 #include "parse.h"
 #include "plan_inputs.h"
+#include "refit/core/try.h"
 #include "refit/planner/plan_stats.h"
 #include "refit/simulator/plan_simulation.h"
 
@@ -44,13 +45,18 @@ std::function<void(double)> progress_printer(std::string strategy) {
   };
 }
 
-Result<Row> simulate_one(const SimulateCommandOptions& o, const PlanInputs& in, std::string_view strategy) {
-  auto tp = obtain_plan(o.inputs, in, strategy);
-  if (!tp) return std::unexpected(tp.error());
-  const auto window = o.window.value_or(execution_model_of(tp->plan.strategy).pair_window);
-  Row row{tp->plan.strategy, window, compute_stats(tp->plan, in.cluster), {}, tp->seconds, {}};
+[[nodiscard]] Result<Row> simulate_one(const SimulateCommandOptions& o, const PlanInputs& in,
+                                       std::string_view strategy) {
+  const auto tp = REFIT_TRY(obtain_plan(o.inputs, in, strategy));
+  const auto window = o.window.value_or(execution_model_of(tp.plan.strategy).pair_window);
+  Row row{.strategy = tp.plan.strategy,
+          .window = window,
+          .stats = compute_stats(tp.plan, in.cluster),
+          .sim = {},
+          .plan_seconds = tp.seconds,
+          .simulate_seconds = {}};
   std::ofstream trace_file;
-  PlanSimulationOptions so{.progress = progress_printer(row.strategy), .window = window};
+  PlanSimulationOptions so{.progress = progress_printer(row.strategy), .trace = nullptr, .window = window};
   // One trace, of --strategy: with --compare the others would multiply the file size.
   if (!o.trace.empty() && strategy == o.inputs.strategy) {
     trace_file.open(o.trace);
@@ -59,11 +65,10 @@ Result<Row> simulate_one(const SimulateCommandOptions& o, const PlanInputs& in, 
     fmt::print(stderr, "refit simulate: writing the {} trace to {}\n", row.strategy, o.trace);
   }
   const auto start = std::chrono::steady_clock::now();
-  auto sim = simulate_plan(tp->plan, in.problem, in.cluster, so);
-  if (!sim) return std::unexpected(sim.error());
+  auto sim = REFIT_TRY(simulate_plan(tp.plan, in.problem, in.cluster, so));
   row.simulate_seconds =
       Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
-  row.sim = std::move(*sim);
+  row.sim = std::move(sim);
   return row;
 }
 
@@ -125,22 +130,17 @@ void print_detail(const Row& r, const LowerBound& lb) {
              r.sim.tasks, r.sim.events, human(r.simulate_seconds));
 }
 
-Result<void> run(const SimulateCommandOptions& o) {
+[[nodiscard]] Result<void> run(const SimulateCommandOptions& o) {
   if (o.compare && !o.inputs.plan_file.empty())
     return invalid("--compare plans every strategy itself: drop --plan");
-  auto inputs = load_plan_inputs(o.inputs);
-  if (!inputs) return std::unexpected(inputs.error());
-  const auto lb = lower_bound(inputs->problem, inputs->cluster);
+  const auto inputs = REFIT_TRY(load_plan_inputs(o.inputs));
+  const auto lb = lower_bound(inputs.problem, inputs.cluster);
   std::vector<Row> rows;
   std::vector<std::string_view> strategies{o.inputs.strategy};
   if (o.compare) strategies.assign(strategy_names().begin(), strategy_names().end());
-  for (auto s : strategies) {
-    auto row = simulate_one(o, *inputs, s);
-    if (!row) return std::unexpected(row.error());
-    rows.push_back(std::move(*row));
-  }
+  for (auto s : strategies) rows.push_back(REFIT_TRY(simulate_one(o, inputs, s)));
   if (o.json) {
-    nlohmann::ordered_json j{{"cluster", inputs->cluster.name()},
+    nlohmann::ordered_json j{{"cluster", inputs.cluster.name()},
                              {"lower_bound_s", lb.time.value},
                              {"lower_bound_binding", lb.binding},
                              {"strategies", nlohmann::ordered_json::array()}};

@@ -12,6 +12,7 @@
 #include "cluster_options.h"
 #include "command.h"
 #include "parse.h"
+#include "refit/core/try.h"
 #include "refit/topology/cluster_json.h"
 
 namespace refit::cli {
@@ -109,22 +110,21 @@ void print_placement(const Cluster& c) {
              ranges({gpus.begin() + split, gpus.end()}));
 }
 
-Result<void> run(const TopoOptions& o) {
+[[nodiscard]] Result<void> run(const TopoOptions& o) {
   RankPlacementOptions placement;
   placement.source_ranks = o.train_ranks;
   placement.destination_ranks = o.infer_ranks;
   if (o.infer_offset_option->count() > 0) placement.destination_offset = o.infer_offset;
-  auto cluster = load_cluster(o.cluster, placement);
-  if (!cluster) return std::unexpected(cluster.error());
+  const auto cluster = REFIT_TRY(load_cluster(o.cluster, placement));
   if (o.json) {
-    fmt::print("{}\n", cluster_to_json(*cluster).dump(2));
+    fmt::print("{}\n", cluster_to_json(cluster).dump(2));
     return {};
   }
-  print_summary(*cluster);
-  print_domains(*cluster);
-  print_gpus(*cluster);
-  print_nics(*cluster);
-  print_placement(*cluster);
+  print_summary(cluster);
+  print_domains(cluster);
+  print_gpus(cluster);
+  print_nics(cluster);
+  print_placement(cluster);
   return {};
 }
 

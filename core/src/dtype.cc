@@ -72,9 +72,9 @@ Result<DType> parse_dtype(std::string_view name) {
     if (i.name == lower) return i.type;
   for (const auto& a : kAliases)
     if (a.alias == lower) return a.type;
-  return invalid("unknown dtype '" + std::string(name) +
-                 "' (expected one of bf16, fp16, fp32, fp64, fp8_e4m3, fp8_e5m2, int8, uint8, "
-                 "int32, int64)");
+  return unsupported("unknown dtype '" + std::string(name) +
+                     "' (expected one of bf16, fp16, fp32, fp64, fp8_e4m3, fp8_e5m2, int8, uint8, "
+                     "int32, int64)");
 }
 
 }  // namespace refit

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "refit/core/try.h"
+
 namespace refit::json_fields {
 
 std::string describe(const Json& value) {
@@ -14,26 +16,27 @@ std::string describe(const Json& value) {
 
 namespace {
 
-Result<std::int64_t> as_int(const Json& value, const std::string& path, std::int64_t min_value,
-                            std::int64_t max_value) {
+[[nodiscard]] Result<std::int64_t> as_int(const Json& value, const std::string& path, std::int64_t min_value,
+                                          std::int64_t max_value) {
   if (!value.is_number_integer())
     return invalid(fmt::format("{}: expected an integer, got {}", path, describe(value)));
   const bool huge = value.is_number_unsigned() && value.get<std::uint64_t>() > INT64_MAX;
   const auto v = huge ? INT64_MAX : value.get<std::int64_t>();
-  if (v < min_value) return invalid(fmt::format("{}: must be >= {}, got {}", path, min_value, v));
+  if (v < min_value) return out_of_range(fmt::format("{}: must be >= {}, got {}", path, min_value, v));
   if (huge || v > max_value)
-    return invalid(fmt::format("{}: must be <= {}, got {}", path, max_value, describe(value)));
+    return out_of_range(fmt::format("{}: must be <= {}, got {}", path, max_value, describe(value)));
   return v;
 }
 
-Result<const Json*> require(const Json& object, std::string_view key, const std::string& path) {
+[[nodiscard]] Result<const Json*> require(const Json& object, std::string_view key, const std::string& path) {
   if (!has(object, key)) return invalid(fmt::format("{}: missing", child(path, key)));
   return &object.find(key).value();
 }
 
 // A field that must be there and of one JSON type (`kind` names it: "a string").
-Result<const Json*> require_kind(const Json& object, std::string_view key, const std::string& path,
-                                 bool (Json::*is)() const noexcept, std::string_view kind) {
+[[nodiscard]] Result<const Json*> require_kind(const Json& object, std::string_view key,
+                                               const std::string& path, bool (Json::*is)() const noexcept,
+                                               std::string_view kind) {
   auto value = require(object, key, path);
   if (value && !((**value).*is)())
     return invalid(fmt::format("{}: expected {}, got {}", child(path, key), kind, describe(**value)));
@@ -56,8 +59,9 @@ Result<Json> parse_object(std::string_view text, std::string_view what) {
     // what() is "[json.exception.parse_error.101] parse error at line 3, column 5: ...".
     const std::string_view message = e.what();
     const auto tag_end = message.find("] ");
-    return invalid(fmt::format("{}: not valid JSON: {}", what,
-                               tag_end == std::string_view::npos ? message : message.substr(tag_end + 2)));
+    return parse_error(
+        fmt::format("{}: not valid JSON: {}", what,
+                    tag_end == std::string_view::npos ? message : message.substr(tag_end + 2)));
   }
   if (!j.is_object()) return invalid(fmt::format("{}: expected a JSON object", what));
   return j;
@@ -75,25 +79,22 @@ Result<void> require_known_keys(const Json& object, const std::string& path,
         fmt::format("{}: expected an object, got {}", path.empty() ? what : path, describe(object)));
   for (const auto& [key, value] : object.items())
     if (std::ranges::find(known, std::string_view(key)) == known.end())
-      return invalid(
+      return not_found(
           fmt::format("{}: unknown field (expected one of: {})", child(path, key), fmt::join(known, ", ")));
   return {};
 }
 
 Result<std::int64_t> require_int(const Json& object, std::string_view key, const std::string& path,
                                  std::int64_t min_value, std::int64_t max_value) {
-  auto value = require(object, key, path);
-  if (!value) return std::unexpected(value.error());
-  return as_int(**value, child(path, key), min_value, max_value);
+  const Json* value = REFIT_TRY(require(object, key, path));
+  return as_int(*value, child(path, key), min_value, max_value);
 }
 
 Result<std::optional<std::int64_t>> optional_int(const Json& object, std::string_view key,
                                                  const std::string& path, std::int64_t min_value,
                                                  std::int64_t max_value) {
   if (!has(object, key)) return std::optional<std::int64_t>{};
-  auto v = require_int(object, key, path, min_value, max_value);
-  if (!v) return std::unexpected(v.error());
-  return std::optional<std::int64_t>{*v};
+  return std::optional<std::int64_t>{REFIT_TRY(require_int(object, key, path, min_value, max_value))};
 }
 
 Result<bool> optional_bool(const Json& object, std::string_view key, const std::string& path, bool fallback) {
@@ -105,9 +106,8 @@ Result<bool> optional_bool(const Json& object, std::string_view key, const std::
 }
 
 Result<double> require_number(const Json& object, std::string_view key, const std::string& path) {
-  auto value = require_kind(object, key, path, &Json::is_number, "a number");
-  if (!value) return std::unexpected(value.error());
-  return (*value)->get<double>();
+  const Json* value = REFIT_TRY(require_kind(object, key, path, &Json::is_number, "a number"));
+  return value->get<double>();
 }
 
 Result<std::string> optional_string(const Json& object, std::string_view key, const std::string& path,
@@ -117,9 +117,8 @@ Result<std::string> optional_string(const Json& object, std::string_view key, co
 }
 
 Result<std::string> require_string(const Json& object, std::string_view key, const std::string& path) {
-  auto value = require_kind(object, key, path, &Json::is_string, "a string");
-  if (!value) return std::unexpected(value.error());
-  return (*value)->get<std::string>();
+  const Json* value = REFIT_TRY(require_kind(object, key, path, &Json::is_string, "a string"));
+  return value->get<std::string>();
 }
 
 Result<const Json*> require_array(const Json& object, std::string_view key, const std::string& path) {
@@ -135,9 +134,7 @@ Result<std::vector<std::int64_t>> int_array(const Json& array, const std::string
   if (!array.is_array()) return invalid(fmt::format("{}: expected an array, got {}", path, describe(array)));
   std::vector<std::int64_t> out;
   for (std::size_t i = 0; i < array.size(); ++i) {
-    auto v = as_int(array[i], element(path, i), min_value, max_value);
-    if (!v) return std::unexpected(v.error());
-    out.push_back(*v);
+    out.push_back(REFIT_TRY(as_int(array[i], element(path, i), min_value, max_value)));
   }
   return out;
 }
@@ -211,8 +208,8 @@ std::string FieldReader::string(std::string_view key) {
   return keep(require_string(object_, key, path_), std::string{});
 }
 
-void FieldReader::fail(std::string_view key, const std::string& message) {
-  if (!error_) error_ = Error{ErrorCode::kInvalidArgument, child(path_, key) + ": " + message};
+void FieldReader::fail(std::string_view key, const std::string& message, ErrorCode code) {
+  if (!error_) error_ = Error{.code = code, .message = child(path_, key) + ": " + message};
 }
 
 Result<void> FieldReader::status() const {

@@ -16,14 +16,16 @@ Interval chunk_interval(std::int64_t length, std::int64_t parts, std::int64_t in
 Result<Layout> Layout::make(Shape tensor_shape, Mesh mesh, std::vector<Placement> placements) {
   if (tensor_shape.empty()) return invalid("shape has no dims");
   for (std::size_t d = 0; d < tensor_shape.size(); ++d)
-    if (tensor_shape[d] < 0) return invalid(fmt::format("shape[{}] is {}, must be >= 0", d, tensor_shape[d]));
+    if (tensor_shape[d] < 0)
+      return out_of_range(fmt::format("shape[{}] is {}, must be >= 0", d, tensor_shape[d]));
   if (placements.size() != mesh.ndim())
-    return invalid(fmt::format("placements: {} given for a mesh of {} axes", placements.size(), mesh.ndim()));
+    return mismatch(
+        fmt::format("placements: {} given for a mesh of {} axes", placements.size(), mesh.ndim()));
   for (std::size_t a = 0; a < placements.size(); ++a) {
     const auto& p = placements[a];
     if (p.is_shard() && (p.dim < 0 || static_cast<std::size_t>(p.dim) >= tensor_shape.size()))
-      return invalid(fmt::format("placements[{}]: S{} is out of range for a tensor of {} dims", a, p.dim,
-                                 tensor_shape.size()));
+      return out_of_range(fmt::format("placements[{}]: S{} is out of range for a tensor of {} dims", a, p.dim,
+                                      tensor_shape.size()));
   }
   return Layout(std::move(tensor_shape), std::move(mesh), std::move(placements));
 }
@@ -44,7 +46,7 @@ Box Layout::box_at_position(std::int64_t position) const {
 
 Result<Box> Layout::local_box(Rank r) const {
   const auto position = mesh_.position_of_rank(r);
-  if (!position) return invalid(fmt::format("rank {} is not in the mesh", r.value));
+  if (!position) return not_found(fmt::format("rank {} is not in the mesh", r.value));
   return box_at_position(*position);
 }
 

@@ -9,25 +9,26 @@ namespace refit {
 Result<Mesh> Mesh::make(std::vector<std::int64_t> shape, std::vector<Rank> ranks,
                         std::vector<std::string> axis_names) {
   if (shape.empty() || shape.size() > kMaxMeshAxes)
-    return invalid(fmt::format("mesh has {} axes, expected 1 to {}", shape.size(), kMaxMeshAxes));
+    return out_of_range(fmt::format("mesh has {} axes, expected 1 to {}", shape.size(), kMaxMeshAxes));
   std::int64_t size = 1;
   for (std::size_t a = 0; a < shape.size(); ++a) {
-    if (shape[a] <= 0) return invalid(fmt::format("mesh axis {} has size {}, must be >= 1", a, shape[a]));
+    if (shape[a] <= 0)
+      return out_of_range(fmt::format("mesh axis {} has size {}, must be >= 1", a, shape[a]));
     size *= shape[a];
   }
   if (ranks.empty()) {
     for (std::int64_t i = 0; i < size; ++i) ranks.emplace_back(static_cast<std::int32_t>(i));
   } else if (static_cast<std::int64_t>(ranks.size()) != size) {
-    return invalid(fmt::format("ranks: {} ranks given for a mesh of {} positions", ranks.size(), size));
+    return mismatch(fmt::format("ranks: {} ranks given for a mesh of {} positions", ranks.size(), size));
   }
   std::unordered_set<Rank> seen;
   for (std::size_t i = 0; i < ranks.size(); ++i) {
-    if (ranks[i].value < 0) return invalid(fmt::format("ranks[{}] is negative ({})", i, ranks[i].value));
+    if (ranks[i].value < 0) return out_of_range(fmt::format("ranks[{}] is negative ({})", i, ranks[i].value));
     if (!seen.insert(ranks[i]).second)
       return invalid(fmt::format("ranks[{}]: rank {} appears twice", i, ranks[i].value));
   }
   if (!axis_names.empty() && axis_names.size() != shape.size())
-    return invalid(fmt::format("axis_names: {} names for {} mesh axes", axis_names.size(), shape.size()));
+    return mismatch(fmt::format("axis_names: {} names for {} mesh axes", axis_names.size(), shape.size()));
   Mesh m;
   m.shape_ = std::move(shape);
   m.ranks_ = std::move(ranks);

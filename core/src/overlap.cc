@@ -16,7 +16,7 @@ std::vector<Shard> distinct_shards(const Layout& layout) {
     Box box = layout.box_at_position(p);
     if (box.empty()) continue;
     auto [it, inserted] = index.try_emplace(std::move(box), shards.size());
-    if (inserted) shards.push_back(Shard{it->first, {}});
+    if (inserted) shards.push_back(Shard{.box = it->first, .holders = {}});
     shards[it->second].holders.push_back(mesh.rank_at(p));
   }
   return shards;
@@ -99,17 +99,17 @@ class SourceGrid {
 
 Result<Overlap> overlaps(const Layout& src, const Layout& dst) {
   if (src.tensor_shape() != dst.tensor_shape())
-    return invalid(fmt::format("source shape {} differs from destination shape {}",
-                               Box::whole(src.tensor_shape()).to_string(),
-                               Box::whole(dst.tensor_shape()).to_string()));
+    return mismatch(fmt::format("source shape {} differs from destination shape {}",
+                                Box::whole(src.tensor_shape()).to_string(),
+                                Box::whole(dst.tensor_shape()).to_string()));
   Overlap out;
   out.sources = distinct_shards(src);
   const SourceGrid grid(out.sources);
   for (auto& shard : distinct_shards(dst)) {
-    DestinationShard d{std::move(shard), {}};
+    DestinationShard d{.shard = std::move(shard), .pieces = {}};
     grid.for_each_meeting(d.shard.box, [&](std::size_t s) {
       if (auto piece = intersect(out.sources[s].box, d.shard.box))
-        d.pieces.push_back(Piece{std::move(*piece), static_cast<std::uint32_t>(s)});
+        d.pieces.push_back(Piece{.box = std::move(*piece), .source = static_cast<std::uint32_t>(s)});
     });
     out.destinations.push_back(std::move(d));
   }

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/try.h"
+
 namespace refit {
 
 std::string Placement::to_string() const { return is_shard() ? fmt::format("S{}", dim) : "R"; }
@@ -39,7 +41,7 @@ Result<Placement> parse_placement(std::string_view text) {
   const auto* end = digits.data() + digits.size();
   if (!digits.empty() && std::from_chars(digits.data(), end, dim).ptr == end && dim >= 0)
     return Placement::shard(dim);
-  return invalid(fmt::format("placement '{}' is not R or S<dim> (e.g. S0)", text));
+  return parse_error(fmt::format("placement '{}' is not R or S<dim> (e.g. S0)", text));
 }
 
 Result<std::vector<Placement>> parse_placements(std::string_view comma_separated) {
@@ -47,9 +49,8 @@ Result<std::vector<Placement>> parse_placements(std::string_view comma_separated
   std::size_t index = 0;
   while (true) {
     const auto comma = comma_separated.find(',');
-    auto p = parse_placement(comma_separated.substr(0, comma));
-    if (!p) return std::unexpected(std::move(p.error()).in(fmt::format("placements[{}]", index)));
-    out.push_back(*p);
+    out.push_back(REFIT_TRY_IN(parse_placement(comma_separated.substr(0, comma)),
+                               fmt::format("placements[{}]", index)));
     if (comma == std::string_view::npos) break;
     comma_separated.remove_prefix(comma + 1);
     ++index;

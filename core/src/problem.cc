@@ -4,14 +4,17 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/try.h"
+
 namespace refit {
 namespace {
 
-Result<void> check_ranks(const Layout& layout, std::int32_t first, std::int32_t count, const char* side) {
+[[nodiscard]] Result<void> check_ranks(const Layout& layout, std::int32_t first, std::int32_t count,
+                                       const char* side) {
   for (const Rank r : layout.mesh().ranks())
     if (r.value < first || r.value >= first + count)
-      return invalid(fmt::format("{} mesh uses rank {}, outside the {} ranks [{}, {})", side, r.value, side,
-                                 first, first + count));
+      return out_of_range(fmt::format("{} mesh uses rank {}, outside the {} ranks [{}, {})", side, r.value,
+                                      side, first, first + count));
   return {};
 }
 
@@ -20,24 +23,22 @@ Result<void> check_ranks(const Layout& layout, std::int32_t first, std::int32_t 
 Result<ReshardProblem> ReshardProblem::make(std::vector<TensorReshard> tensors, std::int32_t source_ranks,
                                             std::int32_t destination_ranks) {
   if (source_ranks <= 0 || destination_ranks <= 0)
-    return invalid(fmt::format("a problem needs source and destination ranks (got {} and {})", source_ranks,
-                               destination_ranks));
+    return out_of_range(fmt::format("a problem needs source and destination ranks (got {} and {})",
+                                    source_ranks, destination_ranks));
   std::unordered_set<std::string> names;
   for (const auto& t : tensors) {
     const auto where = fmt::format("tensor '{}'", t.tensor.name);
     if (!names.insert(t.tensor.name).second) return invalid(where + ": name appears twice");
     if (t.source.tensor_shape() != t.tensor.shape)
-      return invalid(fmt::format("{}: source layout shape {} differs from the tensor shape {}", where,
-                                 Box::whole(t.source.tensor_shape()).to_string(),
-                                 Box::whole(t.tensor.shape).to_string()));
+      return mismatch(fmt::format("{}: source layout shape {} differs from the tensor shape {}", where,
+                                  Box::whole(t.source.tensor_shape()).to_string(),
+                                  Box::whole(t.tensor.shape).to_string()));
     if (t.destination.tensor_shape() != t.tensor.shape)
-      return invalid(fmt::format("{}: destination layout shape {} differs from the tensor shape {}", where,
-                                 Box::whole(t.destination.tensor_shape()).to_string(),
-                                 Box::whole(t.tensor.shape).to_string()));
-    if (auto ok = check_ranks(t.source, 0, source_ranks, "source"); !ok)
-      return std::unexpected(std::move(ok.error()).in(where));
-    if (auto ok = check_ranks(t.destination, source_ranks, destination_ranks, "destination"); !ok)
-      return std::unexpected(std::move(ok.error()).in(where));
+      return mismatch(fmt::format("{}: destination layout shape {} differs from the tensor shape {}", where,
+                                  Box::whole(t.destination.tensor_shape()).to_string(),
+                                  Box::whole(t.tensor.shape).to_string()));
+    REFIT_TRY_IN(check_ranks(t.source, 0, source_ranks, "source"), where);
+    REFIT_TRY_IN(check_ranks(t.destination, source_ranks, destination_ranks, "destination"), where);
   }
   ReshardProblem p;
   p.tensors_ = std::move(tensors);

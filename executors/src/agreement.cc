@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "refit/core/try.h"
+
 namespace refit {
 namespace {
 
@@ -21,24 +23,23 @@ std::string ranks_text(const std::vector<std::int32_t>& ranks) {
 Result<std::vector<std::string>> agree(Bootstrap& bootstrap, const Result<std::string>& mine) {
   const std::string contribution =
       mine ? kOk + *mine : (mine.error().is_bad_input() ? kBadInput : kFailed) + mine.error().message;
-  auto all = bootstrap.allgather(contribution);
-  if (!all) return std::unexpected(all.error());
+  auto all = REFIT_TRY(bootstrap.allgather(contribution));
   std::vector<std::int32_t> failed;
   bool bad_input = false;
-  for (std::size_t r = 0; r < all->size(); ++r) {
-    const auto& c = (*all)[r];
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    const auto& c = all[r];
     if (!c.empty() && c[0] == kOk) continue;
     failed.push_back(static_cast<std::int32_t>(r));
     bad_input = bad_input || (!c.empty() && c[0] == kBadInput);
   }
-  if (!mine) return std::unexpected(mine.error());
+  REFIT_TRY(mine);
   if (!failed.empty()) {
-    const auto& first = (*all)[static_cast<std::size_t>(failed.front())];
-    return fail(bad_input ? ErrorCode::kInvalidArgument : ErrorCode::kRuntime,
+    const auto& first = all[static_cast<std::size_t>(failed.front())];
+    return fail(bad_input ? ErrorCode::kInvalidArgument : ErrorCode::kPeerFailed,
                 fmt::format("refused because {} refused: {}", ranks_text(failed),
                             first.empty() ? std::string("(no reason given)") : first.substr(1)));
   }
-  for (auto& c : *all) c.erase(0, 1);
+  for (auto& c : all) c.erase(0, 1);
   return all;
 }
 

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/try.h"
 #include "refit/executors/pattern.h"
 
 namespace refit {
@@ -30,14 +31,12 @@ Result<HostShards> HostShards::allocate(const ReshardProblem& problem, Rank rank
     for (const bool source : {true, false}) {
       const auto box = box_of(source ? tensors[t].source : tensors[t].destination, rank);
       if (!box) continue;
-      auto memory = allocator(Bytes{box->volume() * element});
-      if (!memory)
-        return std::unexpected(
-            std::move(memory.error())
-                .in(fmt::format("allocating tensor '{}' on rank {}", spec.name, rank.value)));
-      const auto span = out.storage_.emplace_back(std::move(*memory))->bytes();
+      auto memory = REFIT_TRY_IN(allocator(Bytes{box->volume() * element}),
+                                 fmt::format("allocating tensor '{}' on rank {}", spec.name, rank.value));
+      const auto span = out.storage_.emplace_back(std::move(memory))->bytes();
       if (source) fill_pattern(t, spec.shape, *box, element, span);
-      (source ? out.buffers_.sources : out.buffers_.destinations).push_back(ShardBuffer{t, *box, span});
+      (source ? out.buffers_.sources : out.buffers_.destinations)
+          .push_back(ShardBuffer{.tensor = t, .box = *box, .bytes = span});
     }
   }
   out.clear_destinations();
@@ -57,9 +56,8 @@ void HostShards::clear_destinations() {
 Result<void> HostShards::verify(const ReshardProblem& problem) const {
   for (const auto& d : buffers_.destinations) {
     const auto& spec = problem.tensors()[d.tensor].tensor;
-    if (auto ok = verify_pattern(d.tensor, spec.shape, d.box, dtype_size(spec.dtype), d.bytes); !ok)
-      return std::unexpected(
-          std::move(ok.error()).in(fmt::format("tensor '{}' box {}", spec.name, d.box.to_string())));
+    REFIT_TRY_IN(verify_pattern(d.tensor, spec.shape, d.box, dtype_size(spec.dtype), d.bytes),
+                 fmt::format("tensor '{}' box {}", spec.name, d.box.to_string()));
   }
   return {};
 }

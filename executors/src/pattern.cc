@@ -53,7 +53,7 @@ Result<void> verify_pattern(std::uint32_t tensor, const Shape& shape, const Box&
                             std::int64_t element_size, std::span<const std::byte> data) {
   const auto size = static_cast<std::size_t>(element_size);
   if (data.size() < static_cast<std::size_t>(box.volume()) * size)
-    return invalid(
+    return mismatch(
         fmt::format("buffer of {} bytes is smaller than the box {}", data.size(), box.to_string()));
   std::int64_t bad = -1;
   for_each_element(shape, box, [&](std::int64_t global, std::int64_t local) {

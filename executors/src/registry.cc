@@ -1,6 +1,7 @@
 #include "refit/executors/registry.h"
 
 #include <algorithm>
+#include <array>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -16,6 +17,9 @@ namespace refit {
 namespace {
 
 using Factory = Result<std::unique_ptr<Executor>> (*)(Bootstrap&, const ExecutorOptions&);
+
+// Every backend refit has, whether or not this build has it.
+constexpr std::array<std::string_view, 2> kBackends{"ucx", "nccl"};
 
 struct Entry {
   std::string_view name;
@@ -46,11 +50,14 @@ Result<std::unique_ptr<Executor>> make_executor(std::string_view name, Bootstrap
                                                 const ExecutorOptions& options) {
   const auto table = entries();
   const auto it = std::ranges::find(table, name, &Entry::name);
-  if (it == table.end())
-    return fail(ErrorCode::kNotFound,
-                fmt::format("unknown executor '{}' (this build has: {})", name,
-                            table.empty() ? std::string("none")
-                                          : fmt::format("{}", fmt::join(executor_names(), ", "))));
+  if (it == table.end()) {
+    auto message = fmt::format(
+        "unknown executor '{}' (this build has: {})", name,
+        table.empty() ? std::string("none") : fmt::format("{}", fmt::join(executor_names(), ", ")));
+    // A backend this build was configured without (CMake did not find its dependencies).
+    if (std::ranges::find(kBackends, name) != kBackends.end()) return unsupported(std::move(message));
+    return not_found(std::move(message));
+  }
   return it->make(bootstrap, options);
 }
 

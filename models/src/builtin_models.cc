@@ -95,8 +95,7 @@ Result<ModelSpec> builtin_model(std::string_view name, const HfOptions& options)
   }
   std::vector<std::string_view> names;
   for (const auto& m : kBuiltins) names.push_back(m.name);
-  return fail(ErrorCode::kNotFound,
-              fmt::format("unknown model '{}' (built-in: {})", name, fmt::join(names, ", ")));
+  return not_found(fmt::format("unknown model '{}' (built-in: {})", name, fmt::join(names, ", ")));
 }
 
 }  // namespace refit::models

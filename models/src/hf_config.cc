@@ -12,6 +12,7 @@
 
 #include "hf_fields.h"
 #include "refit/core/json_fields.h"
+#include "refit/core/try.h"
 
 namespace refit::models {
 namespace {
@@ -41,14 +42,14 @@ constexpr std::array<ArchitectureName, 7> kArchitectures{{
     {"kimi_k2", Family::kDeepseekV3, "deepseek_v3"},  // Kimi-K2 is DeepSeek-V3's architecture
 }};
 
-Result<ArchitectureName> find_architecture(FieldReader& r) {
+[[nodiscard]] Result<ArchitectureName> find_architecture(FieldReader& r) {
   const std::string type = r.string("model_type");
-  if (auto ok = r.status(); !ok) return std::unexpected(ok.error());
+  REFIT_TRY(r.status());
   for (const auto& a : kArchitectures)
     if (a.model_type == type) return a;
   std::vector<std::string_view> known;
   for (const auto& a : kArchitectures) known.push_back(a.model_type);
-  return invalid(
+  return unsupported(
       fmt::format("model_type: unknown architecture '{}' (refit reads {})", type, fmt::join(known, ", ")));
 }
 
@@ -60,7 +61,7 @@ DType read_dtype(FieldReader& r, const HfOptions& options) {
     const std::string text = r.string(key);
     auto dtype = parse_dtype(text);
     if (dtype) return *dtype;
-    r.fail(key, dtype.error().message);
+    r.fail(key, dtype.error().message, dtype.error().code);
     return DType::kBF16;
   }
   r.fail("torch_dtype", "missing (or give a dtype override)");
@@ -87,7 +88,8 @@ void read_mla(FieldReader& r, HfFields& f) {
   m.qk_nope_head_dim = r.integer("qk_nope_head_dim", 1);
   m.qk_rope_head_dim = r.integer("qk_rope_head_dim", 1);
   m.v_head_dim = r.integer("v_head_dim", 1);
-  if (r.flag("attention_bias", false)) r.fail("attention_bias", "true is not supported for deepseek_v3");
+  if (r.flag("attention_bias", false))
+    r.fail("attention_bias", "true is not supported for deepseek_v3", ErrorCode::kUnsupported);
   f.mla = m;
 }
 
@@ -113,19 +115,24 @@ void read_qwen3_moe(FieldReader& r, HfFields& f) {
   const auto step = r.optional_integer("decoder_sparse_step", 1).value_or(1);
   const auto mlp_only = r.optional_integers("mlp_only_layers", 0);
   if (experts == 0) return;
-  f.moe = MoeFields{experts, r.integer("moe_intermediate_size", 1), 0, false, "mlp", kProjNames};
+  f.moe = MoeFields{.num_experts = experts,
+                    .intermediate = r.integer("moe_intermediate_size", 1),
+                    .shared_intermediate = 0,
+                    .score_correction_bias = false,
+                    .module = "mlp",
+                    .names = kProjNames};
   for (std::int64_t i = 0; i < f.layers; ++i)
     f.moe_layer.push_back(std::ranges::find(mlp_only, i) == mlp_only.end() && (i + 1) % step == 0);
 }
 
 void read_mixtral(FieldReader& r, HfFields& f) {
   // Mixtral's intermediate_size is the size of each expert; it has no dense MLP.
-  f.moe = MoeFields{r.integer("num_local_experts", 1),
-                    r.integer("intermediate_size", 1),
-                    0,
-                    false,
-                    "block_sparse_moe",
-                    {"w1", "w3", "w2"}};
+  f.moe = MoeFields{.num_experts = r.integer("num_local_experts", 1),
+                    .intermediate = r.integer("intermediate_size", 1),
+                    .shared_intermediate = 0,
+                    .score_correction_bias = false,
+                    .module = "block_sparse_moe",
+                    .names = {"w1", "w3", "w2"}};
   f.moe_layer.assign(static_cast<std::size_t>(f.layers), true);
 }
 
@@ -136,7 +143,12 @@ void read_deepseek_moe(FieldReader& r, HfFields& f) {
   const auto shared = r.optional_integer("n_shared_experts", 0).value_or(0);
   const auto first_dense = r.optional_integer("first_k_dense_replace", 0).value_or(0);
   const auto frequency = r.optional_integer("moe_layer_freq", 1).value_or(1);
-  f.moe = MoeFields{*experts, intermediate, shared * intermediate, true, "mlp", kProjNames};
+  f.moe = MoeFields{.num_experts = *experts,
+                    .intermediate = intermediate,
+                    .shared_intermediate = shared * intermediate,
+                    .score_correction_bias = true,
+                    .module = "mlp",
+                    .names = kProjNames};
   for (std::int64_t i = 0; i < f.layers + f.mtp_layers; ++i)
     f.moe_layer.push_back(i >= first_dense && i % frequency == 0);
 }
@@ -159,36 +171,33 @@ void read_dense_intermediate(FieldReader& r, HfFields& f) {
   if (any_dense) f.intermediate = r.integer("intermediate_size", 1);
 }
 
-Result<HfFields> read_fields(const Json& j, const HfOptions& options) {
+[[nodiscard]] Result<HfFields> read_fields(const Json& j, const HfOptions& options) {
   FieldReader r(j, "", kMaxConfigValue);
-  auto arch = find_architecture(r);
-  if (!arch) return std::unexpected(arch.error());
+  const auto arch = REFIT_TRY(find_architecture(r));
   HfFields f;
-  f.architecture = std::string(arch->canonical);
+  f.architecture = std::string(arch.canonical);
   f.dtype = read_dtype(r, options);
   read_core(r, f);
-  read_attention(r, arch->family, f);
-  read_mtp(r, arch->family, options, f);
-  read_moe(r, arch->family, f);
+  read_attention(r, arch.family, f);
+  read_mtp(r, arch.family, options, f);
+  read_moe(r, arch.family, f);
   read_dense_intermediate(r, f);
-  if (auto ok = r.status(); !ok) return std::unexpected(ok.error());
+  REFIT_TRY(r.status());
   return f;
 }
 
 }  // namespace
 
 Result<ModelSpec> parse_hf_config(std::string_view json_text, const HfOptions& options, std::string name) {
-  auto j = json_fields::parse_object(json_text, name);
-  if (!j) return std::unexpected(j.error());
-  auto fields = read_fields(*j, options);
-  if (!fields) return std::unexpected(std::move(fields.error()).in(name));
-  return make_model_spec(*fields, options, std::move(name));
+  const auto j = REFIT_TRY(json_fields::parse_object(json_text, name));
+  const auto fields = REFIT_TRY_IN(read_fields(j, options), name);
+  return make_model_spec(fields, options, std::move(name));
 }
 
 Result<ModelSpec> load_hf_config(const std::filesystem::path& path, const HfOptions& options) {
   const auto file = std::filesystem::is_directory(path) ? path / "config.json" : path;
   std::ifstream in(file);
-  if (!in) return fail(ErrorCode::kNotFound, fmt::format("{}: cannot open the file", file.string()));
+  if (!in) return not_found(fmt::format("{}: cannot open the file", file.string()));
   std::stringstream text;
   text << in.rdbuf();
   return parse_hf_config(text.str(), options, file.string());

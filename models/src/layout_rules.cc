@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/try.h"
+
 namespace refit::models {
 
 std::vector<Rank> rank_block(std::int64_t first, std::int64_t count) {
@@ -14,7 +16,7 @@ std::vector<Rank> rank_block(std::int64_t first, std::int64_t count) {
 Result<void> check_divides(std::int64_t size, std::string_view option, std::int64_t count,
                            std::string_view what) {
   if (count % size != 0)
-    return invalid(fmt::format("{}={} does not divide {}={}", option, size, what, count));
+    return mismatch(fmt::format("{}={} does not divide {}={}", option, size, what, count));
   return {};
 }
 
@@ -23,8 +25,8 @@ Result<void> check_even_split(const WeightTensor& tensor, std::optional<int> dim
   if (!dim || parts == 1) return {};
   const auto extent = tensor.spec.shape[static_cast<std::size_t>(*dim)];
   if (extent % parts != 0)
-    return invalid(fmt::format("{}={} does not divide dim {} ({}) of {}", option, parts, *dim, extent,
-                               tensor.spec.name));
+    return mismatch(fmt::format("{}={} does not divide dim {} ({}) of {}", option, parts, *dim, extent,
+                                tensor.spec.name));
   return {};
 }
 
@@ -34,11 +36,9 @@ Placement shard_or_replicate(std::optional<int> dim) {
 
 Result<Layout> make_layout(const WeightTensor& tensor, std::vector<std::int64_t> mesh_shape,
                            std::vector<Rank> ranks, std::vector<Placement> placements) {
-  auto mesh = Mesh::make(std::move(mesh_shape), std::move(ranks));
-  if (!mesh) return std::unexpected(std::move(mesh.error()).in(tensor.spec.name));
-  auto layout = Layout::make(tensor.spec.shape, std::move(*mesh), std::move(placements));
-  if (!layout) return std::unexpected(std::move(layout.error()).in(tensor.spec.name));
-  return layout;
+  auto mesh = REFIT_TRY_IN(Mesh::make(std::move(mesh_shape), std::move(ranks)), tensor.spec.name);
+  return REFIT_TRY_IN(Layout::make(tensor.spec.shape, std::move(mesh), std::move(placements)),
+                      tensor.spec.name);
 }
 
 }  // namespace refit::models

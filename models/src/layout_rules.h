@@ -15,17 +15,17 @@ namespace refit::models {
 std::vector<Rank> rank_block(std::int64_t first, std::int64_t count);
 
 // "tp=3 does not divide num_attention_heads=64" unless count % size == 0.
-Result<void> check_divides(std::int64_t size, std::string_view option, std::int64_t count,
-                           std::string_view what);
+[[nodiscard]] Result<void> check_divides(std::int64_t size, std::string_view option, std::int64_t count,
+                                         std::string_view what);
 // A tensor split into `parts` along `dim` must split evenly (frameworks do not pad them).
-Result<void> check_even_split(const WeightTensor& tensor, std::optional<int> dim, std::int64_t parts,
-                              std::string_view option);
+[[nodiscard]] Result<void> check_even_split(const WeightTensor& tensor, std::optional<int> dim,
+                                            std::int64_t parts, std::string_view option);
 
 // Placements for a tensor-parallel mesh axis: Shard(dim), or Replicate when dim is none.
 Placement shard_or_replicate(std::optional<int> dim);
 
 // Mesh::make + Layout::make, errors prefixed with the tensor's name.
-Result<Layout> make_layout(const WeightTensor& tensor, std::vector<std::int64_t> mesh_shape,
-                           std::vector<Rank> ranks, std::vector<Placement> placements);
+[[nodiscard]] Result<Layout> make_layout(const WeightTensor& tensor, std::vector<std::int64_t> mesh_shape,
+                                         std::vector<Rank> ranks, std::vector<Placement> placements);
 
 }  // namespace refit::models

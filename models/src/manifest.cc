@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "refit/core/json_fields.h"
+#include "refit/core/try.h"
 
 namespace refit::models {
 namespace {
@@ -20,104 +21,87 @@ constexpr std::int64_t kVersion = 1;
 constexpr std::int64_t kMaxRanks = std::int64_t{1} << 24;
 constexpr std::int64_t kMaxElements = std::int64_t{1} << 56;
 
-Result<Shape> read_shape(const Json& array, const std::string& path) {
-  auto shape = json_fields::int_array(array, path, 0, kMaxElements);
-  if (!shape) return shape;
+[[nodiscard]] Result<Shape> read_shape(const Json& array, const std::string& path) {
+  auto shape = REFIT_TRY(json_fields::int_array(array, path, 0, kMaxElements));
   std::int64_t elements = 1;
-  for (const auto extent : *shape) {
+  for (const auto extent : shape) {
     if (extent > 0 && elements > kMaxElements / extent)
-      return invalid(fmt::format("{}: more than {} elements", path, kMaxElements));
+      return out_of_range(fmt::format("{}: more than {} elements", path, kMaxElements));
     elements *= extent;
   }
   return shape;
 }
 
-Result<std::vector<std::int64_t>> read_mesh_shape(const Json& side, const std::string& path) {
-  auto array = json_fields::require_array(side, "mesh", path);
-  if (!array) return std::unexpected(array.error());
-  auto shape = json_fields::int_array(**array, child(path, "mesh"), 1);
-  if (!shape) return shape;
+[[nodiscard]] Result<std::vector<std::int64_t>> read_mesh_shape(const Json& side, const std::string& path) {
+  const Json* array = REFIT_TRY(json_fields::require_array(side, "mesh", path));
+  auto shape = REFIT_TRY(json_fields::int_array(*array, child(path, "mesh"), 1));
   std::int64_t size = 1;
-  for (std::size_t a = 0; a < shape->size(); ++a)
-    if ((size *= (*shape)[a]) > kMaxRanks)
-      return invalid(fmt::format("{}: more than {} positions", element(child(path, "mesh"), a), kMaxRanks));
+  for (std::size_t a = 0; a < shape.size(); ++a)
+    if ((size *= shape[a]) > kMaxRanks)
+      return out_of_range(
+          fmt::format("{}: more than {} positions", element(child(path, "mesh"), a), kMaxRanks));
   return shape;
 }
 
 // Explicit ranks, or first..first+size-1 when the side leaves them out.
-Result<std::vector<Rank>> read_ranks(const Json& side, const std::string& path, std::int64_t mesh_size,
-                                     std::int32_t first) {
+[[nodiscard]] Result<std::vector<Rank>> read_ranks(const Json& side, const std::string& path,
+                                                   std::int64_t mesh_size, std::int32_t first) {
   std::vector<Rank> ranks;
   if (!json_fields::has(side, "ranks")) {
     for (std::int64_t i = 0; i < mesh_size; ++i) ranks.emplace_back(first + static_cast<std::int32_t>(i));
     return ranks;
   }
   // Source plus destination ranks: the problem checks each side's range.
-  auto list = json_fields::int_array(side["ranks"], child(path, "ranks"), 0, 2 * kMaxRanks);
-  if (!list) return std::unexpected(list.error());
-  for (const auto r : *list) ranks.emplace_back(static_cast<std::int32_t>(r));
+  const auto list = REFIT_TRY(json_fields::int_array(side["ranks"], child(path, "ranks"), 0, 2 * kMaxRanks));
+  for (const auto r : list) ranks.emplace_back(static_cast<std::int32_t>(r));
   return ranks;
 }
 
-Result<std::vector<Placement>> read_placements(const Json& side, const std::string& path) {
-  auto array = json_fields::require_array(side, "placements", path);
-  if (!array) return std::unexpected(array.error());
+[[nodiscard]] Result<std::vector<Placement>> read_placements(const Json& side, const std::string& path) {
+  const Json* array = REFIT_TRY(json_fields::require_array(side, "placements", path));
   std::vector<Placement> placements;
-  for (std::size_t i = 0; i < (*array)->size(); ++i) {
+  for (std::size_t i = 0; i < array->size(); ++i) {
     const auto at = element(child(path, "placements"), i);
-    const Json& p = (**array)[i];
+    const Json& p = (*array)[i];
     if (!p.is_string()) return invalid(fmt::format("{}: expected \"R\" or \"S<dim>\"", at));
-    auto placement = parse_placement(p.get<std::string>());
-    if (!placement) return std::unexpected(std::move(placement.error()).in(at));
-    placements.push_back(*placement);
+    placements.push_back(REFIT_TRY_IN(parse_placement(p.get<std::string>()), at));
   }
   return placements;
 }
 
-Result<Layout> read_side(const Json& tensor, std::string_view key, const std::string& path,
-                         const Shape& shape, std::int32_t first) {
-  auto side = json_fields::require_object(tensor, key, path);
-  if (!side) return std::unexpected(side.error());
+[[nodiscard]] Result<Layout> read_side(const Json& tensor, std::string_view key, const std::string& path,
+                                       const Shape& shape, std::int32_t first) {
+  const Json* side = REFIT_TRY(json_fields::require_object(tensor, key, path));
   const auto at = child(path, key);
-  auto mesh_shape = read_mesh_shape(**side, at);
-  if (!mesh_shape) return std::unexpected(mesh_shape.error());
-  auto ranks = read_ranks(**side, at, element_count(*mesh_shape), first);
-  if (!ranks) return std::unexpected(ranks.error());
-  auto placements = read_placements(**side, at);
-  if (!placements) return std::unexpected(placements.error());
-  auto mesh = Mesh::make(std::move(*mesh_shape), std::move(*ranks));
-  if (!mesh) return std::unexpected(std::move(mesh.error()).in(at));
-  auto layout = Layout::make(shape, std::move(*mesh), std::move(*placements));
-  if (!layout) return std::unexpected(std::move(layout.error()).in(at));
-  return layout;
+  auto mesh_shape = REFIT_TRY(read_mesh_shape(*side, at));
+  auto ranks = REFIT_TRY(read_ranks(*side, at, element_count(mesh_shape), first));
+  auto placements = REFIT_TRY(read_placements(*side, at));
+  auto mesh = REFIT_TRY_IN(Mesh::make(std::move(mesh_shape), std::move(ranks)), at);
+  return REFIT_TRY_IN(Layout::make(shape, std::move(mesh), std::move(placements)), at);
 }
 
-Result<TensorReshard> read_tensor(const Json& t, const std::string& path, std::int32_t sources) {
+[[nodiscard]] Result<TensorReshard> read_tensor(const Json& t, const std::string& path,
+                                                std::int32_t sources) {
   if (!t.is_object()) return invalid(fmt::format("{}: expected an object", path));
   json_fields::FieldReader r(t, path);
   auto name = r.string("name");
   auto dtype_name = r.string("dtype");
-  if (auto ok = r.status(); !ok) return std::unexpected(ok.error());
-  auto dtype = parse_dtype(dtype_name);
-  if (!dtype) return std::unexpected(std::move(dtype.error()).in(child(path, "dtype")));
-  auto shape_json = json_fields::require_array(t, "shape", path);
-  if (!shape_json) return std::unexpected(shape_json.error());
-  auto shape = read_shape(**shape_json, child(path, "shape"));
-  if (!shape) return std::unexpected(shape.error());
-  auto spec = make_tensor_spec(std::move(name), std::move(*shape), *dtype);
-  if (!spec) return std::unexpected(std::move(spec.error()).in(path));
-  auto source = read_side(t, "source", path, spec->shape, 0);
-  if (!source) return std::unexpected(source.error());
-  auto destination = read_side(t, "destination", path, spec->shape, sources);
-  if (!destination) return std::unexpected(destination.error());
-  return TensorReshard{std::move(*spec), std::move(*source), std::move(*destination)};
+  REFIT_TRY(r.status());
+  const auto dtype = REFIT_TRY_IN(parse_dtype(dtype_name), child(path, "dtype"));
+  const Json* shape_json = REFIT_TRY(json_fields::require_array(t, "shape", path));
+  auto shape = REFIT_TRY(read_shape(*shape_json, child(path, "shape")));
+  auto spec = REFIT_TRY_IN(make_tensor_spec(std::move(name), std::move(shape), dtype), path);
+  auto source = REFIT_TRY(read_side(t, "source", path, spec.shape, 0));
+  auto destination = REFIT_TRY(read_side(t, "destination", path, spec.shape, sources));
+  return TensorReshard{
+      .tensor = std::move(spec), .source = std::move(source), .destination = std::move(destination)};
 }
 
-Result<void> check_header(json_fields::FieldReader& r, const Json& j) {
+[[nodiscard]] Result<void> check_header(json_fields::FieldReader& r, const Json& j) {
   if (r.has("format") && (!j["format"].is_string() || j["format"] != kFormat))
     r.fail("format", fmt::format("expected \"{}\"", kFormat));
   if (r.has("version") && r.integer("version", 1) != kVersion)
-    r.fail("version", fmt::format("only version {} is known", kVersion));
+    r.fail("version", fmt::format("only version {} is known", kVersion), ErrorCode::kUnsupported);
   return r.status();
 }
 
@@ -132,33 +116,27 @@ nlohmann::ordered_json side_json(const Layout& layout) {
 }  // namespace
 
 Result<ReshardProblem> parse_manifest(std::string_view json_text) {
-  auto j = json_fields::parse_object(json_text, "manifest");
-  if (!j) return std::unexpected(j.error());
-  json_fields::FieldReader r(*j, "", kMaxRanks);
-  if (auto ok = check_header(r, *j); !ok) return std::unexpected(ok.error());
+  const auto j = REFIT_TRY(json_fields::parse_object(json_text, "manifest"));
+  json_fields::FieldReader r(j, "", kMaxRanks);
+  REFIT_TRY(check_header(r, j));
   const auto sources = r.integer("source_ranks", 1);
   const auto destinations = r.integer("destination_ranks", 1);
-  if (auto ok = r.status(); !ok) return std::unexpected(ok.error());
-  auto array = json_fields::require_array(*j, "tensors", "");
-  if (!array) return std::unexpected(array.error());
+  REFIT_TRY(r.status());
+  const Json* array = REFIT_TRY(json_fields::require_array(j, "tensors", ""));
   std::vector<TensorReshard> tensors;
-  for (std::size_t i = 0; i < (*array)->size(); ++i) {
-    auto t = read_tensor((**array)[i], element("tensors", i), static_cast<std::int32_t>(sources));
-    if (!t) return std::unexpected(t.error());
-    tensors.push_back(std::move(*t));
-  }
+  for (std::size_t i = 0; i < array->size(); ++i)
+    tensors.push_back(
+        REFIT_TRY(read_tensor((*array)[i], element("tensors", i), static_cast<std::int32_t>(sources))));
   return ReshardProblem::make(std::move(tensors), static_cast<std::int32_t>(sources),
                               static_cast<std::int32_t>(destinations));
 }
 
 Result<ReshardProblem> load_manifest(const std::filesystem::path& path) {
   std::ifstream in(path);
-  if (!in) return fail(ErrorCode::kNotFound, fmt::format("{}: cannot open the file", path.string()));
+  if (!in) return not_found(fmt::format("{}: cannot open the file", path.string()));
   std::stringstream text;
   text << in.rdbuf();
-  auto problem = parse_manifest(text.str());
-  if (!problem) return std::unexpected(std::move(problem.error()).in(path.string()));
-  return problem;
+  return REFIT_TRY_IN(parse_manifest(text.str()), path.string());
 }
 
 // One tensor per line, so manifests diff and grep well.

@@ -10,16 +10,17 @@
 #include <fmt/format.h>
 
 #include "layout_rules.h"
+#include "refit/core/try.h"
 
 namespace refit::models {
 namespace {
 
-Result<std::vector<std::int64_t>> split_evenly(std::int64_t layers, std::int64_t pp) {
+[[nodiscard]] Result<std::vector<std::int64_t>> split_evenly(std::int64_t layers, std::int64_t pp) {
   std::vector<std::int64_t> counts;
   for (std::int64_t s = 0; s < pp; ++s) {
     counts.push_back(chunk_interval(layers, pp, s).extent);
     if (counts.back() == 0)
-      return invalid(
+      return mismatch(
           fmt::format("pp={}: {} decoder layers leave stage {} empty (each stage but "
                       "the last takes ceil(layers/pp) = {}; set pp_first/pp_last)",
                       pp, layers, s, counts.front()));
@@ -28,14 +29,15 @@ Result<std::vector<std::int64_t>> split_evenly(std::int64_t layers, std::int64_t
 }
 
 // Megatron's --decoder-first/last-pipeline-num-layers: the middle stages share the rest evenly.
-Result<std::vector<std::int64_t>> split_with_ends(std::int64_t layers, const MegatronConfig& c) {
+[[nodiscard]] Result<std::vector<std::int64_t>> split_with_ends(std::int64_t layers,
+                                                                const MegatronConfig& c) {
   const auto first = c.pp_first.value_or(0);
   const auto last = c.pp_last.value_or(0);
   const auto middle = c.pp - (c.pp_first ? 1 : 0) - (c.pp_last ? 1 : 0);
   const auto rest = layers - first - last;
   const bool fits = rest >= 0 && (middle == 0 ? rest == 0 : rest >= middle && rest % middle == 0);
   if (!fits)
-    return invalid(
+    return mismatch(
         fmt::format("pp_first/pp_last: {} decoder layers minus {} on the first and {} "
                     "on the last stage do not split evenly over the {} other stages",
                     layers, first, last, middle));
@@ -45,20 +47,18 @@ Result<std::vector<std::int64_t>> split_with_ends(std::int64_t layers, const Meg
   return counts;
 }
 
-Result<void> check_sizes(const ModelSpec& m, const MegatronConfig& c) {
-  if (auto ok = check_divides(c.tp, "tp", m.num_heads, "num_attention_heads"); !ok) return ok;
+[[nodiscard]] Result<void> check_sizes(const ModelSpec& m, const MegatronConfig& c) {
+  REFIT_TRY(check_divides(c.tp, "tp", m.num_heads, "num_attention_heads"));
   if (m.num_kv_heads > 0)  // Megatron shards whole query groups over TP
-    if (auto ok = check_divides(c.tp, "tp", m.num_kv_heads, "num_key_value_heads"); !ok) return ok;
+    REFIT_TRY(check_divides(c.tp, "tp", m.num_kv_heads, "num_key_value_heads"));
   if (m.num_experts == 0 && c.ep > 1)
-    return invalid(fmt::format("ep={}: {} has no routed experts", c.ep, m.name));
-  if (m.num_experts > 0)
-    if (auto ok = check_divides(c.ep, "ep", m.num_experts, "the routed experts"); !ok) return ok;
+    return mismatch(fmt::format("ep={}: {} has no routed experts", c.ep, m.name));
+  if (m.num_experts > 0) REFIT_TRY(check_divides(c.ep, "ep", m.num_experts, "the routed experts"));
   for (const auto& t : m.tensors) {
     // The vocab is padded by Megatron, so any split of it is fine (see the README).
     if (t.kind == TensorKind::kVocab) continue;
     const bool expert = t.is_routed_expert();
-    auto ok = check_even_split(t, tensor_parallel_dim(t), expert ? c.etp : c.tp, expert ? "etp" : "tp");
-    if (!ok) return ok;
+    REFIT_TRY(check_even_split(t, tensor_parallel_dim(t), expert ? c.etp : c.tp, expert ? "etp" : "tp"));
   }
   return {};
 }
@@ -67,19 +67,17 @@ Result<void> check_sizes(const ModelSpec& m, const MegatronConfig& c) {
 
 Result<std::vector<std::int64_t>> megatron_stage_starts(std::int64_t num_layers,
                                                         const MegatronConfig& config) {
-  auto counts = config.pp_first || config.pp_last ? split_with_ends(num_layers, config)
-                                                  : split_evenly(num_layers, config.pp);
-  if (!counts) return std::unexpected(counts.error());
+  const auto counts = REFIT_TRY(config.pp_first || config.pp_last ? split_with_ends(num_layers, config)
+                                                                  : split_evenly(num_layers, config.pp));
   std::vector<std::int64_t> starts{0};
-  for (const auto n : *counts) starts.push_back(starts.back() + n);
+  for (const auto n : counts) starts.push_back(starts.back() + n);
   return starts;
 }
 
 Result<MegatronLayouts> MegatronLayouts::make(const ModelSpec& model, const MegatronConfig& config) {
-  if (auto ok = check_sizes(model, config); !ok) return std::unexpected(ok.error());
-  auto starts = megatron_stage_starts(model.num_layers, config);
-  if (!starts) return std::unexpected(starts.error());
-  return MegatronLayouts(config, std::move(*starts), model.tied_embeddings);
+  REFIT_TRY(check_sizes(model, config));
+  auto starts = REFIT_TRY(megatron_stage_starts(model.num_layers, config));
+  return MegatronLayouts(config, std::move(starts), model.tied_embeddings);
 }
 
 std::int64_t MegatronLayouts::stage_of(const WeightTensor& tensor) const {

@@ -28,8 +28,12 @@ class TensorBuilder {
  private:
   WeightTensor& add(std::string_view name, Shape shape, TensorKind kind,
                     Projection projection = Projection::kNone) {
-    out_.push_back(WeightTensor{TensorSpec{prefix_ + std::string(name), std::move(shape), f_.dtype}, kind,
-                                section_, projection, static_cast<std::int32_t>(layer_)});
+    out_.push_back(WeightTensor{
+        .spec = TensorSpec{.name = prefix_ + std::string(name), .shape = std::move(shape), .dtype = f_.dtype},
+        .kind = kind,
+        .section = section_,
+        .projection = projection,
+        .layer = static_cast<std::int32_t>(layer_)});
     return out_.back();
   }
 

@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "refit/core/try.h"
+
 namespace refit::models {
 namespace {
 
@@ -28,7 +30,8 @@ std::string_view trim(std::string_view s) {
 }
 
 // "tp=4, pp=8" -> {tp: 4, pp: 8}; every key known and given once.
-Result<std::vector<Setting>> split_settings(std::string_view text, std::span<const std::string_view> keys) {
+[[nodiscard]] Result<std::vector<Setting>> split_settings(std::string_view text,
+                                                          std::span<const std::string_view> keys) {
   std::vector<Setting> out;
   if (trim(text).empty()) return out;
   std::size_t start = 0;
@@ -37,10 +40,10 @@ Result<std::vector<Setting>> split_settings(std::string_view text, std::span<con
     const auto item = trim(text.substr(start, end - start));
     start = end + 1;
     const auto eq = item.find('=');
-    if (eq == std::string_view::npos) return invalid(fmt::format("'{}': expected key=value", item));
-    const Setting s{trim(item.substr(0, eq)), trim(item.substr(eq + 1))};
+    if (eq == std::string_view::npos) return parse_error(fmt::format("'{}': expected key=value", item));
+    const Setting s{.key = trim(item.substr(0, eq)), .value = trim(item.substr(eq + 1))};
     if (std::ranges::find(keys, s.key) == keys.end())
-      return invalid(fmt::format("unknown key '{}' (expected {})", s.key, fmt::join(keys, ", ")));
+      return not_found(fmt::format("unknown key '{}' (expected {})", s.key, fmt::join(keys, ", ")));
     if (std::ranges::find(out, s.key, &Setting::key) != out.end())
       return invalid(fmt::format("{}: given twice", s.key));
     out.push_back(s);
@@ -48,25 +51,27 @@ Result<std::vector<Setting>> split_settings(std::string_view text, std::span<con
   return out;
 }
 
-Result<std::int64_t> size_value(const Setting& s) {
+[[nodiscard]] Result<std::int64_t> size_value(const Setting& s) {
   std::int64_t v = 0;
   const auto* end = s.value.data() + s.value.size();
   const auto [ptr, ec] = std::from_chars(s.value.data(), end, v);
+  if (!s.value.empty() && ec == std::errc::result_out_of_range && ptr == end)  // too large for int64
+    return out_of_range(fmt::format("{}={}: not an integer", s.key, s.value));
   if (s.value.empty() || ec != std::errc{} || ptr != end)
-    return invalid(fmt::format("{}={}: not an integer", s.key, s.value));
+    return parse_error(fmt::format("{}={}: not an integer", s.key, s.value));
   if (v < 1 || v > kMaxRanks)
-    return invalid(fmt::format("{}={}: must be between 1 and {}", s.key, s.value, kMaxRanks));
+    return out_of_range(fmt::format("{}={}: must be between 1 and {}", s.key, s.value, kMaxRanks));
   return v;
 }
 
-Result<void> check_world(std::int64_t world, std::string_view formula) {
+[[nodiscard]] Result<void> check_world(std::int64_t world, std::string_view formula) {
   if (world > kMaxRanks)
-    return invalid(fmt::format("{} = {} ranks is more than {}", formula, world, kMaxRanks));
+    return out_of_range(fmt::format("{} = {} ranks is more than {}", formula, world, kMaxRanks));
   return {};
 }
 
 // ep / expert_parallel: on, true, 1 -> 1; off, false, 0 -> 0; or the EP size.
-Result<std::int64_t> expert_parallel_value(const Setting& s) {
+[[nodiscard]] Result<std::int64_t> expert_parallel_value(const Setting& s) {
   if (s.value == "on" || s.value == "true") return 1;
   if (s.value == "off" || s.value == "false" || s.value == "0") return 0;
   return size_value(s);
@@ -76,18 +81,17 @@ constexpr std::array<std::string_view, 8> kMegatronKeys{"tp", "pp", "ep",       
                                                         "cp", "dp", "pp_first", "pp_last"};
 
 // The sizes given, dp and the pipeline split still as the user wrote them.
-Result<MegatronConfig> read_megatron(std::span<const Setting> settings, bool& has_dp) {
+[[nodiscard]] Result<MegatronConfig> read_megatron(std::span<const Setting> settings, bool& has_dp) {
   MegatronConfig c;
   std::int64_t MegatronConfig::*const fields[] = {&MegatronConfig::tp, &MegatronConfig::pp,
                                                   &MegatronConfig::ep, &MegatronConfig::etp,
                                                   &MegatronConfig::cp, &MegatronConfig::dp};
   for (const auto& s : settings) {
-    auto v = size_value(s);
-    if (!v) return std::unexpected(v.error());
+    const auto v = REFIT_TRY(size_value(s));
     const auto k = static_cast<std::size_t>(std::ranges::find(kMegatronKeys, s.key) - kMegatronKeys.begin());
-    if (k < std::size(fields)) c.*fields[k] = *v;
-    if (s.key == "pp_first") c.pp_first = *v;
-    if (s.key == "pp_last") c.pp_last = *v;
+    if (k < std::size(fields)) c.*fields[k] = v;
+    if (s.key == "pp_first") c.pp_first = v;
+    if (s.key == "pp_last") c.pp_last = v;
     has_dp = has_dp || s.key == "dp";
   }
   return c;
@@ -96,47 +100,43 @@ Result<MegatronConfig> read_megatron(std::span<const Setting> settings, bool& ha
 }  // namespace
 
 Result<MegatronConfig> parse_megatron(std::string_view text) {
-  auto settings = split_settings(text, kMegatronKeys);
-  if (!settings) return std::unexpected(settings.error());
+  const auto settings = REFIT_TRY(split_settings(text, kMegatronKeys));
   bool has_dp = false;
-  auto c = read_megatron(*settings, has_dp);
-  if (!c) return c;
-  const auto dense = c->tp * c->cp;
-  const auto expert = c->ep * c->etp;
-  if (auto ok = check_world(dense, "tp*cp"); !ok) return std::unexpected(ok.error());
-  if (auto ok = check_world(expert, "ep*etp"); !ok) return std::unexpected(ok.error());
+  auto c = REFIT_TRY(read_megatron(settings, has_dp));
+  const auto dense = c.tp * c.cp;
+  const auto expert = c.ep * c.etp;
+  REFIT_TRY(check_world(dense, "tp*cp"));
+  REFIT_TRY(check_world(expert, "ep*etp"));
   // Each stage holds tp*cp*dp ranks for dense weights and ep*etp*edp for experts.
-  if (!has_dp) c->dp = std::lcm(dense, expert) / dense;
-  if ((dense * c->dp) % expert != 0)
+  if (!has_dp) c.dp = std::lcm(dense, expert) / dense;
+  if ((dense * c.dp) % expert != 0)
     return invalid(
         fmt::format("dp={}: tp*cp*dp = {} is not a multiple of ep*etp = {}, so the "
                     "experts cannot fill the ranks (leave dp out for the smallest "
                     "that fits)",
-                    c->dp, dense * c->dp, expert));
-  if (auto ok = check_world(dense * c->dp, "tp*cp*dp"); !ok) return std::unexpected(ok.error());
-  if (auto ok = check_world(c->world(), "tp*cp*dp*pp"); !ok) return std::unexpected(ok.error());
-  if ((c->pp_first || c->pp_last) && c->pp < 2)
-    return invalid(fmt::format("{}: needs pp >= 2 (pp={})", c->pp_first ? "pp_first" : "pp_last", c->pp));
+                    c.dp, dense * c.dp, expert));
+  REFIT_TRY(check_world(dense * c.dp, "tp*cp*dp"));
+  REFIT_TRY(check_world(c.world(), "tp*cp*dp*pp"));
+  if ((c.pp_first || c.pp_last) && c.pp < 2)
+    return invalid(fmt::format("{}: needs pp >= 2 (pp={})", c.pp_first ? "pp_first" : "pp_last", c.pp));
   return c;
 }
 
 Result<VllmConfig> parse_vllm(std::string_view text) {
   static constexpr std::array<std::string_view, 5> kKeys{"tp", "dp", "pp", "ep", "expert_parallel"};
-  auto settings = split_settings(text, kKeys);
-  if (!settings) return std::unexpected(settings.error());
+  const auto settings = REFIT_TRY(split_settings(text, kKeys));
   VllmConfig c;
   std::int64_t ep = 0;  // 0 off, 1 on, or the EP size the user wrote, checked against tp*dp
-  for (const auto& s : *settings) {
+  for (const auto& s : settings) {
     const bool is_ep = s.key == "ep" || s.key == "expert_parallel";
-    auto v = is_ep ? expert_parallel_value(s) : size_value(s);
-    if (!v) return std::unexpected(v.error());
-    if (s.key == "tp") c.tp = *v;
-    if (s.key == "dp") c.dp = *v;
-    if (s.key == "pp" && *v != 1)
-      return invalid(fmt::format("pp={}: only pp=1 is supported on the inference side", *v));
-    if (is_ep) ep = *v;
+    const auto v = REFIT_TRY(is_ep ? expert_parallel_value(s) : size_value(s));
+    if (s.key == "tp") c.tp = v;
+    if (s.key == "dp") c.dp = v;
+    if (s.key == "pp" && v != 1)
+      return unsupported(fmt::format("pp={}: only pp=1 is supported on the inference side", v));
+    if (is_ep) ep = v;
   }
-  if (auto ok = check_world(c.tp * c.dp, "tp*dp"); !ok) return std::unexpected(ok.error());
+  REFIT_TRY(check_world(c.tp * c.dp, "tp*dp"));
   if (ep > 1 && ep != c.world())
     return invalid(
         fmt::format("ep={}: vLLM's expert-parallel size is tp*dp = {} (write ep=on "

@@ -14,8 +14,8 @@ void add_layout(const Layout& layout, std::int64_t element_size, std::int32_t fi
 }  // namespace
 
 RankBytes rank_bytes(const ReshardProblem& problem) {
-  RankBytes out{std::vector<Bytes>(static_cast<std::size_t>(problem.source_ranks())),
-                std::vector<Bytes>(static_cast<std::size_t>(problem.destination_ranks()))};
+  RankBytes out{.source = std::vector<Bytes>(static_cast<std::size_t>(problem.source_ranks())),
+                .destination = std::vector<Bytes>(static_cast<std::size_t>(problem.destination_ranks()))};
   for (const auto& t : problem.tensors()) {
     const auto size = dtype_size(t.tensor.dtype);
     add_layout(t.source, size, 0, out.source);

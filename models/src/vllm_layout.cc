@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "layout_rules.h"
+#include "refit/core/try.h"
 
 namespace refit::models {
 namespace {
@@ -18,25 +19,25 @@ std::optional<int> vllm_tp_dim(const WeightTensor& t, const VllmConfig& c) {
   return tensor_parallel_dim(t);
 }
 
-Result<void> check_heads(const ModelSpec& m, const VllmConfig& c) {
-  if (auto ok = check_divides(c.tp, "tp", m.num_heads, "num_attention_heads"); !ok) return ok;
+[[nodiscard]] Result<void> check_heads(const ModelSpec& m, const VllmConfig& c) {
+  REFIT_TRY(check_divides(c.tp, "tp", m.num_heads, "num_attention_heads"));
   const auto kv = m.num_kv_heads;  // kv heads fewer than tp are replicated, tp/kv ranks each
   if (kv > 0 && kv % c.tp != 0 && c.tp % kv != 0)
-    return invalid(fmt::format("tp={} and num_key_value_heads={}: one must divide the other", c.tp, kv));
+    return mismatch(fmt::format("tp={} and num_key_value_heads={}: one must divide the other", c.tp, kv));
   return {};
 }
 
-Result<void> check_sizes(const ModelSpec& m, const VllmConfig& c) {
-  if (auto ok = check_heads(m, c); !ok) return ok;
+[[nodiscard]] Result<void> check_sizes(const ModelSpec& m, const VllmConfig& c) {
+  REFIT_TRY(check_heads(m, c));
   if (c.expert_parallel && m.num_experts % c.ep() != 0)
-    return invalid(
+    return mismatch(
         fmt::format("ep: the expert-parallel size tp*dp = {} does not divide the {} "
                     "routed experts",
                     c.ep(), m.num_experts));
   for (const auto& t : m.tensors) {
     // vLLM pads the vocab; kv heads follow the rule checked above.
     if (t.kind == TensorKind::kVocab || t.kind == TensorKind::kKeyValue) continue;
-    if (auto ok = check_even_split(t, vllm_tp_dim(t, c), c.tp, "tp"); !ok) return ok;
+    REFIT_TRY(check_even_split(t, vllm_tp_dim(t, c), c.tp, "tp"));
   }
   return {};
 }
@@ -45,7 +46,7 @@ Result<void> check_sizes(const ModelSpec& m, const VllmConfig& c) {
 
 Result<VllmLayouts> VllmLayouts::make(const ModelSpec& model, const VllmConfig& config,
                                       std::int32_t first_rank) {
-  if (auto ok = check_sizes(model, config); !ok) return std::unexpected(ok.error());
+  REFIT_TRY(check_sizes(model, config));
   return VllmLayouts(config, model.num_kv_heads, first_rank);
 }
 

@@ -70,8 +70,10 @@ Seconds ratio(double bytes, double bytes_per_second) {
 }  // namespace
 
 LowerBound lower_bound(const ReshardProblem& problem, const Cluster& c) {
-  Needs n{std::vector<double>(c.domains().size()), std::vector<double>(c.nics().size()),
-          std::vector<double>(c.gpus().size()), 0};
+  Needs n{.domain_bytes = std::vector<double>(c.domains().size()),
+          .single_nic = std::vector<double>(c.nics().size()),
+          .gpu_bytes = std::vector<double>(c.gpus().size()),
+          .leaving_bytes = 0};
   for (const auto& t : problem.tensors())
     if (auto o = overlaps(t.source, t.destination)) add_tensor(n, t, *o, c);
 

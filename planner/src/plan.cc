@@ -22,7 +22,7 @@ std::string_view link_kind_name(LinkKind k) {
 Result<LinkKind> parse_link_kind(std::string_view name) {
   for (auto k : {LinkKind::kNvlink, LinkKind::kNetwork, LinkKind::kLocal})
     if (link_kind_name(k) == name) return k;
-  return invalid(fmt::format("link '{}' is not nvlink, network or local", name));
+  return parse_error(fmt::format("link '{}' is not nvlink, network or local", name));
 }
 
 std::vector<std::int32_t> Transfer::upstream() const {

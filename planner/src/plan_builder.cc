@@ -20,11 +20,13 @@ PlanBuilder::PlanBuilder(const ReshardProblem& problem, const Cluster& cluster, 
 Handle PlanBuilder::add(std::uint32_t phase, std::uint64_t key, Rank from, Rank to, std::uint32_t tensor,
                         Box box, Handle via) {
   auto [it, inserted] =
-      index_.try_emplace(Key{phase, key, from.value, to.value}, static_cast<Handle>(pending_.size()));
-  if (inserted) pending_.push_back(Pending{phase, from, to, Bytes{0}, {}});
+      index_.try_emplace(Key{.phase = phase, .key = key, .from = from.value, .to = to.value},
+                         static_cast<Handle>(pending_.size()));
+  if (inserted)
+    pending_.push_back(Pending{.phase = phase, .from = from, .to = to, .bytes = Bytes{0}, .segments = {}});
   auto& p = pending_[static_cast<std::size_t>(it->second)];
   p.bytes += Bytes{box.volume() * dtype_size(problem_.tensors()[tensor].tensor.dtype)};
-  p.segments.push_back(Segment{tensor, std::move(box), via});
+  p.segments.push_back(Segment{.tensor = tensor, .box = std::move(box), .via = via});
   return it->second;
 }
 

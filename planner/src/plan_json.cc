@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "refit/core/json_fields.h"
+#include "refit/core/try.h"
 
 namespace refit {
 namespace {
@@ -27,66 +28,56 @@ using json_fields::FieldReader;
 constexpr std::int64_t kMaxIndex = std::numeric_limits<std::int32_t>::max();
 
 // Braced initialisers evaluate in order, so the first bad field is the one reported.
-Result<Segment> parse_segment(const Json& j, const std::string& path) {
+[[nodiscard]] Result<Segment> parse_segment(const Json& j, const std::string& path) {
   FieldReader f(j, path, kMaxIndex);
-  Segment s{static_cast<std::uint32_t>(f.integer("tensor", 0)),
-            Box{f.integers("offset", 0), f.integers("extent", 0)},
-            static_cast<std::int32_t>(f.integer("via", kFromSourceShard))};
-  if (auto ok = f.status(); !ok) return std::unexpected(ok.error());
+  Segment s{.tensor = static_cast<std::uint32_t>(f.integer("tensor", 0)),
+            .box = Box{f.integers("offset", 0), f.integers("extent", 0)},
+            .via = static_cast<std::int32_t>(f.integer("via", kFromSourceShard))};
+  REFIT_TRY(f.status());
   if (s.box.offset.size() != s.box.extent.size())
     return invalid(
         fmt::format("{}: offset has {} dims, extent {}", path, s.box.offset.size(), s.box.extent.size()));
   return s;
 }
 
-Result<Transfer> parse_transfer(const Json& j, const std::string& path) {
+[[nodiscard]] Result<Transfer> parse_transfer(const Json& j, const std::string& path) {
   FieldReader f(j, path);
-  Transfer t{static_cast<std::int32_t>(f.integer("id", 0)),
-             Rank{static_cast<std::int32_t>(f.integer("from", 0))},
-             Rank{static_cast<std::int32_t>(f.integer("to", 0))},
-             LinkKind{},
-             {},
-             Bytes{f.integer("bytes", 0)},
-             Bytes{f.integer("chunk", 1)}};
+  Transfer t{.id = static_cast<std::int32_t>(f.integer("id", 0)),
+             .sender = Rank{static_cast<std::int32_t>(f.integer("from", 0))},
+             .receiver = Rank{static_cast<std::int32_t>(f.integer("to", 0))},
+             .link = LinkKind{},
+             .segments = {},
+             .bytes = Bytes{f.integer("bytes", 0)},
+             .chunk = Bytes{f.integer("chunk", 1)}};
   const auto link_name = f.string("link");
   const Json* segments = f.array("segments");
-  if (auto ok = f.status(); !ok) return std::unexpected(ok.error());
+  REFIT_TRY(f.status());
   if (t.id > kMaxIndex || t.sender.value > kMaxIndex || t.receiver.value > kMaxIndex)
-    return invalid(fmt::format("{}: id, from and to must be <= {}", path, kMaxIndex));
-  auto link = parse_link_kind(link_name);
-  if (!link) return std::unexpected(std::move(link.error()).in(f.path("link")));
-  t.link = *link;
-  for (std::size_t k = 0; k < segments->size(); ++k) {
-    auto s = parse_segment((*segments)[k], json_fields::element(f.path("segments"), k));
-    if (!s) return std::unexpected(s.error());
-    t.segments.push_back(std::move(*s));
-  }
+    return out_of_range(fmt::format("{}: id, from and to must be <= {}", path, kMaxIndex));
+  t.link = REFIT_TRY_IN(parse_link_kind(link_name), f.path("link"));
+  for (std::size_t k = 0; k < segments->size(); ++k)
+    t.segments.push_back(
+        REFIT_TRY(parse_segment((*segments)[k], json_fields::element(f.path("segments"), k))));
   return t;
 }
 
-Result<TensorSpec> parse_tensor(const Json& j, const std::string& path) {
+[[nodiscard]] Result<TensorSpec> parse_tensor(const Json& j, const std::string& path) {
   FieldReader f(j, path);
   auto name = f.string("name");
   auto shape = f.integers("shape", 0);
   const auto dtype_text = f.string("dtype");
-  if (auto ok = f.status(); !ok) return std::unexpected(ok.error());
-  auto dtype = parse_dtype(dtype_text);
-  if (!dtype) return std::unexpected(std::move(dtype.error()).in(f.path("dtype")));
-  auto spec = make_tensor_spec(std::move(name), std::move(shape), *dtype);
-  if (!spec) return std::unexpected(std::move(spec.error()).in(path));
-  return spec;
+  REFIT_TRY(f.status());
+  const auto dtype = REFIT_TRY_IN(parse_dtype(dtype_text), f.path("dtype"));
+  return REFIT_TRY_IN(make_tensor_spec(std::move(name), std::move(shape), dtype), path);
 }
 
 template <class T, class Parse>
-Result<void> parse_array(const Json& j, std::string_view key, std::vector<T>& out, Parse parse) {
-  auto items = json_fields::require_array(j, key, "");
-  if (!items) return std::unexpected(items.error());
-  out.reserve((*items)->size());
-  for (std::size_t i = 0; i < (*items)->size(); ++i) {
-    auto item = parse((**items)[i], json_fields::element(std::string(key), i));
-    if (!item) return std::unexpected(item.error());
-    out.push_back(std::move(*item));
-  }
+[[nodiscard]] Result<void> parse_array(const Json& j, std::string_view key, std::vector<T>& out,
+                                       Parse parse) {
+  const Json* items = REFIT_TRY(json_fields::require_array(j, key, ""));
+  out.reserve(items->size());
+  for (std::size_t i = 0; i < items->size(); ++i)
+    out.push_back(REFIT_TRY(parse((*items)[i], json_fields::element(std::string(key), i))));
   return {};
 }
 
@@ -117,35 +108,32 @@ void write_plan_json(const Plan& plan, std::ostream& out) {
 }
 
 Result<Plan> parse_plan_json(std::string_view text) {
-  auto j = json_fields::parse_object(text, "the plan");
-  if (!j) return std::unexpected(j.error());
-  FieldReader f(*j, "", kMaxIndex);
+  const auto j = REFIT_TRY(json_fields::parse_object(text, "the plan"));
+  FieldReader f(j, "", kMaxIndex);
   const auto format = f.string("format");
   const auto version = f.integer("version", 0);
-  if (auto ok = f.status(); !ok) return std::unexpected(ok.error());
+  REFIT_TRY(f.status());
   if (format != kFormat || version != kVersion)
-    return invalid(
+    // A refit plan of another version is well-formed, only beyond what this build reads.
+    return fail(
+        format != kFormat ? ErrorCode::kInvalidArgument : ErrorCode::kUnsupported,
         fmt::format("format: expected {} version {}, got {} version {}", kFormat, kVersion, format, version));
   Plan plan;
   plan.strategy = f.string("strategy");
   plan.source_ranks = static_cast<std::int32_t>(f.integer("source_ranks", 0));
   plan.destination_ranks = static_cast<std::int32_t>(f.integer("destination_ranks", 0));
-  if (auto ok = f.status(); !ok) return std::unexpected(ok.error());
-  if (auto ok = parse_array(*j, "tensors", plan.tensors, parse_tensor); !ok)
-    return std::unexpected(ok.error());
-  if (auto ok = parse_array(*j, "transfers", plan.transfers, parse_transfer); !ok)
-    return std::unexpected(ok.error());
+  REFIT_TRY(f.status());
+  REFIT_TRY(parse_array(j, "tensors", plan.tensors, parse_tensor));
+  REFIT_TRY(parse_array(j, "transfers", plan.transfers, parse_transfer));
   return plan;
 }
 
 Result<Plan> load_plan_file(const std::string& path) {
   std::ifstream in(path);
-  if (!in) return fail(ErrorCode::kNotFound, fmt::format("cannot open plan file '{}'", path));
+  if (!in) return not_found(fmt::format("cannot open plan file '{}'", path));
   std::stringstream ss;
   ss << in.rdbuf();
-  auto plan = parse_plan_json(ss.str());
-  if (!plan) return std::unexpected(std::move(plan.error()).in(path));
-  return plan;
+  return REFIT_TRY_IN(parse_plan_json(ss.str()), path);
 }
 
 }  // namespace refit

@@ -18,7 +18,9 @@ struct PieceKeyHash {
   }
 };
 
-PieceKey key_of(const Assignment& a) { return {a.item.tensor, a.item.dest, a.item.piece}; }
+PieceKey key_of(const Assignment& a) {
+  return {.tensor = a.item.tensor, .dest = a.item.dest, .piece = a.item.piece};
+}
 
 class Forwarder {
  public:

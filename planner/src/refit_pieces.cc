@@ -13,7 +13,8 @@ std::vector<std::vector<std::vector<DomainGroup>>> group_by_domain(const PlanCon
       for (Rank r : d.shard.holders) {
         const auto domain = c.cluster.domain_of(r);
         auto it = std::ranges::find(groups, domain, &DomainGroup::domain);
-        if (it == groups.end()) it = groups.insert(groups.end(), DomainGroup{domain, {}});
+        if (it == groups.end())
+          it = groups.insert(groups.end(), DomainGroup{.domain = domain, .replicas = {}});
         it->replicas.push_back(r);
       }
     }

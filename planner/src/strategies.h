@@ -14,10 +14,10 @@ struct PlanContext {
   std::vector<Overlap> overlaps;  // one per tensor, in problem order
 };
 
-Result<Plan> plan_refit(const PlanContext& c);
-Result<Plan> plan_direct(const PlanContext& c);
-Result<Plan> plan_m2n_ring(const PlanContext& c);
-Result<Plan> plan_gather_broadcast(const PlanContext& c);
+[[nodiscard]] Result<Plan> plan_refit(const PlanContext& c);
+[[nodiscard]] Result<Plan> plan_direct(const PlanContext& c);
+[[nodiscard]] Result<Plan> plan_m2n_ring(const PlanContext& c);
+[[nodiscard]] Result<Plan> plan_gather_broadcast(const PlanContext& c);
 
 // NCCL M2N's UNIFORM balancing between n_sources replicas of a piece and n_dests replicas of a
 // destination shard: the source replica that serves destination replica i. With more sources

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/try.h"
 #include "strategies.h"
 
 namespace refit {
@@ -27,9 +28,9 @@ constexpr std::array<StrategyEntry, 4> kStrategies{{
 
 constexpr std::array<std::string_view, 4> kNames{"refit", "direct", "m2n-ring", "gather-broadcast"};
 
-Result<void> check_placement(const ReshardProblem& p, const Cluster& c) {
+[[nodiscard]] Result<void> check_placement(const ReshardProblem& p, const Cluster& c) {
   if (c.rank_count() != p.world_size() || c.source_ranks() != p.source_ranks())
-    return invalid(fmt::format(
+    return mismatch(fmt::format(
         "cluster '{}' places {} ranks ({} training), the problem has {} ({} training, {} inference)",
         c.name(), c.rank_count(), c.source_ranks(), p.world_size(), p.source_ranks(), p.destination_ranks()));
   return {};
@@ -48,17 +49,16 @@ Result<Plan> make_plan(std::string_view strategy, const ReshardProblem& problem,
                        const PlanOptions& options) {
   const auto* entry = std::ranges::find(kStrategies, strategy, &StrategyEntry::name);
   if (entry == kStrategies.end())
-    return invalid(fmt::format("unknown strategy '{}' (expected refit, direct, m2n-ring or gather-broadcast)",
-                               strategy));
-  if (auto ok = check_placement(problem, cluster); !ok) return std::unexpected(ok.error());
-  if (options.chunk.value <= 0) return invalid("chunk must be > 0 bytes");
-  planner_detail::PlanContext context{problem, cluster, options, {}};
+    return not_found(fmt::format(
+        "unknown strategy '{}' (expected refit, direct, m2n-ring or gather-broadcast)", strategy));
+  REFIT_TRY(check_placement(problem, cluster));
+  if (options.chunk.value <= 0) return out_of_range("chunk must be > 0 bytes");
+  planner_detail::PlanContext context{
+      .problem = problem, .cluster = cluster, .options = options, .overlaps = {}};
   context.overlaps.reserve(problem.tensors().size());
-  for (const auto& t : problem.tensors()) {
-    auto o = overlaps(t.source, t.destination);
-    if (!o) return std::unexpected(std::move(o.error()).in(fmt::format("tensor '{}'", t.tensor.name)));
-    context.overlaps.push_back(std::move(*o));
-  }
+  for (const auto& t : problem.tensors())
+    context.overlaps.push_back(
+        REFIT_TRY_IN(overlaps(t.source, t.destination), fmt::format("tensor '{}'", t.tensor.name)));
   return entry->plan(context);
 }
 

@@ -18,6 +18,7 @@
 
 #include "nic_balance.h"
 #include "plan_builder.h"
+#include "refit/core/try.h"
 #include "refit_forwarding.h"
 #include "refit_pieces.h"
 #include "strategies.h"
@@ -42,9 +43,8 @@ class RefitPlanner {
     balance_.rx_fixed.assign(nics, 0.0);
   }
 
-  Result<Plan> run() {
-    for (std::uint32_t t = 0; t < c_.overlaps.size(); ++t)
-      if (auto ok = collect_tensor(t); !ok) return std::unexpected(ok.error());
+  [[nodiscard]] Result<Plan> run() {
+    for (std::uint32_t t = 0; t < c_.overlaps.size(); ++t) REFIT_TRY(collect_tensor(t));
     const auto result = balance_nic_load(balance_);
     for (std::size_t k = 0; k < class_items_.size(); ++k) place_class(k, result.shares[k]);
     forward_between_domains(assignments_, c_.cluster, assignment_bytes_);
@@ -53,7 +53,7 @@ class RefitPlanner {
   }
 
  private:
-  Result<void> collect_tensor(std::uint32_t t) {
+  [[nodiscard]] Result<void> collect_tensor(std::uint32_t t) {
     const auto& o = c_.overlaps[t];
     NicSets& sets = nic_sets_;
     std::vector<std::int32_t> source_set(o.sources.size());
@@ -68,11 +68,11 @@ class RefitPlanner {
           if (send_inside_domain(t, piece, group)) continue;
           const auto tx = source_set[piece.source];
           if (sets.get(tx).empty() || sets.get(landing_set).empty())
-            return invalid(
+            return mismatch(
                 fmt::format("tensor '{}': piece {} must cross the network to domain {} but {} has no NIC",
                             c_.problem.tensors()[t].tensor.name, piece.box.to_string(), group.domain,
                             sets.get(tx).empty() ? "no holder" : "no replica"));
-          add_network_item(NetItem{t, d, g, p}, tx, landing_set);
+          add_network_item(NetItem{.tensor = t, .dest = d, .group = g, .piece = p}, tx, landing_set);
         }
       }
     return {};
@@ -118,12 +118,13 @@ class RefitPlanner {
                      static_cast<std::uint32_t>(rx_key);
     auto [it, inserted] = class_of_.try_emplace(key, class_items_.size());
     if (inserted) {
-      balance_.classes.push_back(FlowClass{tx_key < 0 ? std::vector<std::int32_t>{} : tx,
-                                           rx_key < 0 ? std::vector<std::int32_t>{} : rx, 0.0});
+      balance_.classes.push_back(FlowClass{.tx = tx_key < 0 ? std::vector<std::int32_t>{} : tx,
+                                           .rx = rx_key < 0 ? std::vector<std::int32_t>{} : rx,
+                                           .bytes = 0.0});
       class_items_.emplace_back();
     }
     balance_.classes[it->second].bytes += bytes;
-    class_items_[it->second].push_back(ClassItem{item, tx[0], rx[0]});
+    class_items_[it->second].push_back(ClassItem{.item = item, .only_tx = tx[0], .only_rx = rx[0]});
   }
 
   const Box& piece_box(const NetItem& it) const {
@@ -175,7 +176,7 @@ class RefitPlanner {
     sent_[static_cast<std::size_t>(sender.value)] += bytes;
     received_[static_cast<std::size_t>(landing.value)] += bytes;
     const Box* kept = &box == &piece.box ? &piece.box : &split_boxes_.emplace_back(box);
-    assignments_.push_back(Assignment{item, sender, landing, kept});
+    assignments_.push_back(Assignment{.item = item, .sender = sender, .landing = landing, .box = kept});
     assignment_bytes_.push_back(bytes);
   }
 

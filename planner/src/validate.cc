@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/try.h"
 #include "refit/planner/plan.h"
 
 namespace refit {
@@ -30,22 +31,22 @@ struct Context {
   }
 };
 
-Result<void> check_tensors(const Plan& plan, const ReshardProblem& problem) {
+[[nodiscard]] Result<void> check_tensors(const Plan& plan, const ReshardProblem& problem) {
   if (plan.source_ranks != problem.source_ranks() || plan.destination_ranks != problem.destination_ranks())
-    return invalid(fmt::format("plan is for {}+{} ranks, the problem has {}+{}", plan.source_ranks,
-                               plan.destination_ranks, problem.source_ranks(), problem.destination_ranks()));
+    return mismatch(fmt::format("plan is for {}+{} ranks, the problem has {}+{}", plan.source_ranks,
+                                plan.destination_ranks, problem.source_ranks(), problem.destination_ranks()));
   if (plan.tensors.size() != problem.tensors().size())
-    return invalid(
+    return mismatch(
         fmt::format("plan has {} tensors, the problem {}", plan.tensors.size(), problem.tensors().size()));
   for (std::size_t i = 0; i < plan.tensors.size(); ++i)
     if (!(plan.tensors[i] == problem.tensors()[i].tensor))
-      return invalid(fmt::format("tensors[{}]: plan has '{}', the problem '{}' (or shapes/dtypes differ)", i,
-                                 plan.tensors[i].name, problem.tensors()[i].tensor.name));
+      return mismatch(fmt::format("tensors[{}]: plan has '{}', the problem '{}' (or shapes/dtypes differ)", i,
+                                  plan.tensors[i].name, problem.tensors()[i].tensor.name));
   return {};
 }
 
-// Boxes must tile `target`: disjoint and adding up to its volume.
-Result<void> check_tiling(std::vector<Box>& boxes, const Box& target) {
+// Boxes must tile `target`: disjoint and adding up to its volume (kMismatch otherwise).
+[[nodiscard]] Result<void> check_tiling(std::vector<Box>& boxes, const Box& target) {
   std::int64_t volume = 0;
   for (const auto& b : boxes) volume += b.volume();
   std::ranges::sort(boxes, {}, [](const Box& b) { return b.offset[0]; });
@@ -53,23 +54,23 @@ Result<void> check_tiling(std::vector<Box>& boxes, const Box& target) {
     for (std::size_t j = i + 1; j < boxes.size(); ++j) {
       if (boxes[j].offset[0] >= boxes[i].offset[0] + boxes[i].extent[0]) break;
       if (intersect(boxes[i], boxes[j]))
-        return invalid(fmt::format("{} is written twice ({} and {})",
-                                   intersect(boxes[i], boxes[j])->to_string(), boxes[i].to_string(),
-                                   boxes[j].to_string()));
+        return mismatch(fmt::format("{} is written twice ({} and {})",
+                                    intersect(boxes[i], boxes[j])->to_string(), boxes[i].to_string(),
+                                    boxes[j].to_string()));
     }
   if (volume != target.volume())
-    return invalid(fmt::format("receives {} of the {} elements of its box {}", volume, target.volume(),
-                               target.to_string()));
+    return mismatch(fmt::format("receives {} of the {} elements of its box {}", volume, target.volume(),
+                                target.to_string()));
   return {};
 }
 
-Result<void> check_segment_source(const Context& c, const Transfer& t, const Segment& s) {
+[[nodiscard]] Result<void> check_segment_source(const Context& c, const Transfer& t, const Segment& s) {
   const auto& spec = c.problem.tensors()[s.tensor];
   if (s.via == kFromSourceShard) {
     const auto pos = c.source_positions[s.tensor][static_cast<std::size_t>(t.sender.value)];
     if (pos < 0 || !spec.source.box_at_position(pos).contains(s.box))
-      return invalid(fmt::format("rank {} sends {} of tensor '{}' without holding it", t.sender.value,
-                                 s.box.to_string(), spec.tensor.name));
+      return mismatch(fmt::format("rank {} sends {} of tensor '{}' without holding it", t.sender.value,
+                                  s.box.to_string(), spec.tensor.name));
     return {};
   }
   if (s.via < 0 || s.via >= t.id) return invalid(fmt::format("via {} is not an earlier transfer", s.via));
@@ -80,33 +81,34 @@ Result<void> check_segment_source(const Context& c, const Transfer& t, const Seg
   if (it != c.delivered.end())
     for (const Box* b : it->second)
       if (auto part = intersect(*b, s.box)) parts.push_back(std::move(*part));
+  // The plan contradicts itself (not the problem): a relay of bytes its feeder did not bring.
   if (auto ok = check_tiling(parts, s.box); !ok)
     return invalid(fmt::format("transfer {} did not deliver {} of tensor '{}' exactly once: {}", s.via,
                                s.box.to_string(), spec.tensor.name, ok.error().message));
   return {};
 }
 
-Result<void> check_transfer(const Context& c, const Transfer& t, std::size_t index) {
+[[nodiscard]] Result<void> check_transfer(const Context& c, const Transfer& t, std::size_t index) {
   const auto& plan = c.plan;
   if (t.id != static_cast<std::int32_t>(index)) return invalid(fmt::format("id is {}", t.id));
   for (auto r : {t.sender, t.receiver})
     if (r.value < 0 || r.value >= plan.world_size())
-      return invalid(fmt::format("rank {} does not exist ({} ranks)", r.value, plan.world_size()));
+      return out_of_range(fmt::format("rank {} does not exist ({} ranks)", r.value, plan.world_size()));
   if (t.sender == t.receiver) return invalid("sender and receiver are the same rank");
   if (t.segments.empty()) return invalid("no segments");
-  if (t.chunk.value <= 0) return invalid("chunk must be > 0 bytes");
+  if (t.chunk.value <= 0) return out_of_range("chunk must be > 0 bytes");
   Bytes sum{0};
   for (std::size_t k = 0; k < t.segments.size(); ++k) {
     const auto& s = t.segments[k];
     const auto at = fmt::format("segments[{}]", k);
     if (s.tensor >= plan.tensors.size())
-      return invalid(fmt::format("{}: tensor index {} does not exist", at, s.tensor));
+      return out_of_range(fmt::format("{}: tensor index {} does not exist", at, s.tensor));
     const auto& shape = plan.tensors[s.tensor].shape;
     if (s.box.rank() != shape.size() || s.box.extent.size() != shape.size() || s.box.empty() ||
         !Box::whole(shape).contains(s.box))
       return invalid(fmt::format("{}: box {} is empty or outside tensor '{}'", at, s.box.to_string(),
                                  plan.tensors[s.tensor].name));
-    if (auto ok = check_segment_source(c, t, s); !ok) return std::unexpected(std::move(ok.error()).in(at));
+    REFIT_TRY_IN(check_segment_source(c, t, s), at);
     sum += plan.segment_bytes(s);
   }
   if (sum != t.bytes)
@@ -120,14 +122,14 @@ struct Received {
   const Box* box;  // as sent; cut to the rank's destination box once per (tensor, rank)
 };
 
-Result<void> check_coverage(const Context& c) {
+[[nodiscard]] Result<void> check_coverage(const Context& c) {
   std::vector<Received> received;
   for (const auto& t : c.plan.transfers) {
     const auto r = t.receiver.value;
     if (r < c.plan.source_ranks) continue;
     for (const auto& s : t.segments)
       if (c.destination_positions[s.tensor][static_cast<std::size_t>(r)] >= 0)
-        received.push_back({r, s.tensor, &s.box});
+        received.push_back({.rank = r, .tensor = s.tensor, .box = &s.box});
   }
   std::ranges::sort(received, {}, [](const Received& x) { return std::pair(x.tensor, x.rank); });
   std::size_t next = 0;
@@ -142,10 +144,9 @@ Result<void> check_coverage(const Context& c) {
       for (; next < received.size() && received[next].tensor == t && received[next].rank == rank; ++next)
         if (auto cut = intersect(mine, *received[next].box)) boxes.push_back(std::move(*cut));
       if (mine.empty()) continue;
-      if (auto ok = check_tiling(boxes, mine); !ok)
-        return std::unexpected(
-            std::move(ok.error())
-                .in(fmt::format("destination rank {}, tensor '{}'", rank, c.plan.tensors[t].name)));
+      // What the plan delivers disagrees with the box the problem gives this rank.
+      REFIT_TRY_IN(check_tiling(boxes, mine),
+                   fmt::format("destination rank {}, tensor '{}'", rank, c.plan.tensors[t].name));
     }
   }
   return {};
@@ -164,8 +165,9 @@ std::vector<bool> forwarded_transfers(const Plan& plan) {
 }  // namespace
 
 Result<void> validate(const Plan& plan, const ReshardProblem& problem) {
-  if (auto ok = check_tensors(plan, problem); !ok) return ok;
-  Context c{plan, problem, {}, {}, {}};
+  REFIT_TRY(check_tensors(plan, problem));
+  Context c{
+      .plan = plan, .problem = problem, .source_positions = {}, .destination_positions = {}, .delivered = {}};
   for (const auto& t : problem.tensors()) {
     c.source_positions.push_back(positions(t.source, plan.world_size()));
     c.destination_positions.push_back(positions(t.destination, plan.world_size()));
@@ -173,10 +175,8 @@ Result<void> validate(const Plan& plan, const ReshardProblem& problem) {
   const auto forwarded = forwarded_transfers(plan);
   for (std::size_t i = 0; i < plan.transfers.size(); ++i) {
     const auto& t = plan.transfers[i];
-    if (auto ok = check_transfer(c, t, i); !ok)
-      return std::unexpected(
-          std::move(ok.error())
-              .in(fmt::format("transfers[{}] ({} -> {})", i, t.sender.value, t.receiver.value)));
+    REFIT_TRY_IN(check_transfer(c, t, i),
+                 fmt::format("transfers[{}] ({} -> {})", i, t.sender.value, t.receiver.value));
     if (forwarded[i])
       for (const auto& s : t.segments) c.delivered[Context::key(t.id, s.tensor)].push_back(&s.box);
   }

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "error_code.h"
+
 #include "refit/core/tensor_spec.h"
 
 namespace refit {
@@ -25,6 +27,7 @@ TEST(DType, AcceptsTorchSpellings) {
 TEST(DType, UnknownNameIsNamedInTheError) {
   auto r = parse_dtype("complex32");
   ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kUnsupported);
   EXPECT_NE(r.error().message.find("complex32"), std::string::npos);
   EXPECT_TRUE(r.error().is_bad_input());
 }
@@ -37,10 +40,12 @@ TEST(TensorSpec, BytesAreElementsTimesDtypeSize) {
 }
 
 TEST(TensorSpec, RejectsBadShapesNamingTheTensor) {
-  EXPECT_FALSE(make_tensor_spec("w", {}, DType::kBF16));
-  EXPECT_FALSE(make_tensor_spec("w", Shape(9, 1), DType::kBF16));
+  EXPECT_EQ(testing::error_code(make_tensor_spec("w", {}, DType::kBF16)), ErrorCode::kOutOfRange);
+  EXPECT_EQ(testing::error_code(make_tensor_spec("w", Shape(9, 1), DType::kBF16)), ErrorCode::kOutOfRange);
+  EXPECT_EQ(testing::error_code(make_tensor_spec("", {4}, DType::kBF16)), ErrorCode::kInvalidArgument);
   auto neg = make_tensor_spec("w", {4, -1}, DType::kBF16);
   ASSERT_FALSE(neg);
+  EXPECT_EQ(neg.error().code, ErrorCode::kOutOfRange);
   EXPECT_NE(neg.error().message.find("'w'"), std::string::npos);
   EXPECT_NE(neg.error().message.find("shape[1]"), std::string::npos);
 }

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "error_code.h"
+
 namespace refit {
 namespace {
 
@@ -68,6 +70,7 @@ TEST(Layout, LocalBoxUsesGlobalRanks) {
   EXPECT_EQ(local_box(l, Rank{8}).value(), (Box{{8, 0}, {2, 7}}));
   auto missing = local_box(l, Rank{0});
   ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
   EXPECT_NE(missing.error().message.find("rank 0"), std::string::npos);
 }
 
@@ -75,10 +78,13 @@ TEST(Layout, RejectsPlacementOutOfRangeAndCountMismatch) {
   auto mesh = Mesh::make({2}).value();
   auto out_of_range = Layout::make({4, 4}, mesh, {Placement::shard(2)});
   ASSERT_FALSE(out_of_range);
+  EXPECT_EQ(out_of_range.error().code, ErrorCode::kOutOfRange);
   EXPECT_NE(out_of_range.error().message.find("S2"), std::string::npos);
-  EXPECT_FALSE(Layout::make({4}, mesh, {Placement::shard(0), Placement::replicate()}));
-  EXPECT_FALSE(Layout::make({}, mesh, {Placement::replicate()}));
-  EXPECT_FALSE(Layout::make({-3}, mesh, {Placement::replicate()}));
+  EXPECT_EQ(testing::error_code(Layout::make({4}, mesh, {Placement::shard(0), Placement::replicate()})),
+            ErrorCode::kMismatch);
+  EXPECT_EQ(testing::error_code(Layout::make({}, mesh, {Placement::replicate()})),
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(testing::error_code(Layout::make({-3}, mesh, {Placement::replicate()})), ErrorCode::kOutOfRange);
 }
 
 }  // namespace

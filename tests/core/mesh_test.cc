@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "error_code.h"
+
 namespace refit {
 namespace {
 
@@ -23,16 +25,19 @@ TEST(Mesh, ExplicitRanks) {
 }
 
 TEST(Mesh, RejectsBadInput) {
-  EXPECT_FALSE(Mesh::make({}));
-  EXPECT_FALSE(Mesh::make({1, 1, 1, 1, 1}));  // at most 4 axes
-  EXPECT_FALSE(Mesh::make({0}));
+  EXPECT_EQ(testing::error_code(Mesh::make({})), ErrorCode::kOutOfRange);
+  EXPECT_EQ(testing::error_code(Mesh::make({1, 1, 1, 1, 1})), ErrorCode::kOutOfRange);  // at most 4 axes
+  EXPECT_EQ(testing::error_code(Mesh::make({0})), ErrorCode::kOutOfRange);
   auto count = Mesh::make({2, 2}, {Rank{0}, Rank{1}});
   ASSERT_FALSE(count);
+  EXPECT_EQ(count.error().code, ErrorCode::kMismatch);
   EXPECT_NE(count.error().message.find("ranks"), std::string::npos);
   auto dup = Mesh::make({2}, {Rank{3}, Rank{3}});
   ASSERT_FALSE(dup);
+  EXPECT_EQ(dup.error().code, ErrorCode::kInvalidArgument);
   EXPECT_NE(dup.error().message.find("ranks[1]"), std::string::npos);
-  EXPECT_FALSE(Mesh::make({1}, {Rank{-1}}));
+  EXPECT_EQ(testing::error_code(Mesh::make({1}, {Rank{-1}})), ErrorCode::kOutOfRange);
+  EXPECT_EQ(testing::error_code(Mesh::make({2}, {}, {"a", "b"})), ErrorCode::kMismatch);
 }
 
 }  // namespace

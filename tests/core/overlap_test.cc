@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "error_code.h"
+
 namespace refit {
 namespace {
 
@@ -51,6 +53,7 @@ TEST(Overlap, EmptyShardsNeedNothing) {
 TEST(Overlap, ShapeMismatchIsRefused) {
   auto r = overlaps(make({4}, {1}, {}, "R"), make({5}, {1}, {}, "R"));
   ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kMismatch);
   EXPECT_NE(r.error().message.find("[0:4]"), std::string::npos);
 }
 

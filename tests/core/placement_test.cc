@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "error_code.h"
+
 namespace refit {
 namespace {
 
@@ -15,11 +17,12 @@ TEST(Placement, ParsesShortAndLongForms) {
 }
 
 TEST(Placement, RejectsGarbageNamingTheEntry) {
-  EXPECT_FALSE(parse_placement("S"));
-  EXPECT_FALSE(parse_placement("S-1"));
-  EXPECT_FALSE(parse_placement("X0"));
+  EXPECT_EQ(testing::error_code(parse_placement("S")), ErrorCode::kParse);
+  EXPECT_EQ(testing::error_code(parse_placement("S-1")), ErrorCode::kParse);
+  EXPECT_EQ(testing::error_code(parse_placement("X0")), ErrorCode::kParse);
   auto list = parse_placements("S0,Q");
   ASSERT_FALSE(list);
+  EXPECT_EQ(list.error().code, ErrorCode::kParse);
   EXPECT_NE(list.error().message.find("placements[1]"), std::string::npos);
   EXPECT_EQ(parse_placements("S0,R,S1").value().size(), 3u);
 }

@@ -10,23 +10,23 @@
 namespace refit {
 namespace {
 
-Result<int> half(int x) {
+[[nodiscard]] Result<int> half(int x) {
   if (x % 2 != 0) return out_of_range("odd");
   return x / 2;
 }
 
-Result<void> check_even(int x) {
+[[nodiscard]] Result<void> check_even(int x) {
   if (x % 2 != 0) return invalid("odd");
   return {};
 }
 
 // quarter(8) = half(half(8)) = 2; quarter(6): half(6) = 3 is odd, so the inner error returns.
-Result<int> quarter(int x) {
+[[nodiscard]] Result<int> quarter(int x) {
   const int h = REFIT_TRY(half(x));
   return REFIT_TRY(half(h));
 }
 
-Result<std::string> labelled(int x) {
+[[nodiscard]] Result<std::string> labelled(int x) {
   REFIT_TRY_IN(check_even(x), "x = " + std::to_string(x));
   return std::string("even");
 }

@@ -21,6 +21,13 @@ int world_size() {
   return s;
 }
 
+TEST(MpiBootstrap, RefusesANonPositiveTimeout) {
+  const auto b = MpiBootstrap::create(MPI_COMM_WORLD, Seconds{0});
+  ASSERT_FALSE(b);
+  EXPECT_EQ(b.error().code, ErrorCode::kOutOfRange);
+  EXPECT_NE(b.error().message.find("timeout"), std::string::npos) << b.error().message;
+}
+
 TEST(MpiBootstrap, RankAndSizeAreMpis) {
   auto b = MpiBootstrap::create();
   ASSERT_TRUE(b) << b.error().message;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "error_code.h"
 #include "refit/executors/host_shards.h"
 #include "refit/executors/pattern.h"
 #include "test_problems.h"
@@ -43,7 +44,18 @@ TEST(Pattern, ACorruptedByteNamesItsElement) {
   data[5 * 4 + 2] ^= std::byte{0x40};
   const auto r = verify_pattern(0, shape, box, 4, data);
   ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kRuntime);
   EXPECT_NE(r.error().message.find("element 32 "), std::string::npos) << r.error().message;
+}
+
+TEST(Pattern, ABufferSmallerThanItsBoxIsAMismatch) {
+  const Shape shape{4, 4};
+  const Box box{{0, 0}, {2, 4}};
+  std::vector<std::byte> data(7 * 2);
+  const auto r = verify_pattern(0, shape, box, 2, data);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kMismatch);
+  EXPECT_NE(r.error().message.find("buffer of 14 bytes"), std::string::npos) << r.error().message;
 }
 
 TEST(Pattern, TensorsDifferSoAMixUpShows) {
@@ -51,7 +63,7 @@ TEST(Pattern, TensorsDifferSoAMixUpShows) {
   const Box box{{0}, {64}};
   std::vector<std::byte> data(64 * 2);
   fill_pattern(1, shape, box, 2, data);
-  EXPECT_FALSE(verify_pattern(2, shape, box, 2, data));
+  EXPECT_EQ(testing::error_code(verify_pattern(2, shape, box, 2, data)), ErrorCode::kRuntime);
 }
 
 // Destination shards start zeroed; only the pattern makes them verify.
@@ -72,6 +84,7 @@ TEST(HostShards, SourcesCarryThePatternAndDestinationsStartZero) {
   ASSERT_EQ(destination.buffers().destinations.size(), 1u);
   const auto r = destination.verify(problem);
   ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kRuntime);
   EXPECT_NE(r.error().message.find("tensor 'w'"), std::string::npos) << r.error().message;
 }
 

@@ -33,6 +33,17 @@ TEST(Registry, RefusesAnUnknownExecutorNamingTheKnownOnes) {
   EXPECT_NE(e.error().message.find("ucx"), std::string::npos);
 }
 
+TEST(Registry, RefusesABackendThisBuildLacksAsUnsupported) {
+  const auto names = executor_names();
+  if (std::ranges::find(names, "nccl") != names.end()) GTEST_SKIP() << "this build has the NCCL executor";
+  testing::ThreadGroup group(1);
+  testing::ThreadBootstrap bootstrap(group, 0);
+  const auto e = make_executor("nccl", bootstrap, {});
+  ASSERT_FALSE(e);
+  EXPECT_EQ(e.error().code, ErrorCode::kUnsupported);
+  EXPECT_NE(e.error().message.find("'nccl'"), std::string::npos);
+}
+
 TEST(Registry, UcxRefusesANonPositiveTimeout) {
   testing::ThreadGroup group(1);
   testing::ThreadBootstrap bootstrap(group, 0);

@@ -3,6 +3,7 @@
 // executors refuse at prepare (a plan that does not solve the problem, a rank outside it).
 #include <gtest/gtest.h>
 
+#include "error_code.h"
 #include "refit/executors/sim_executor.h"
 #include "refit/planner/strategy.h"
 #include "test_cluster.h"
@@ -61,11 +62,13 @@ TEST(SimExecutor, RefusesAPlanThatDoesNotSolveTheProblemAndForeignRanks) {
   SimExecutor executor(p, c);
   const auto outside = executor.prepare(plan, Rank{6}, RankBuffers{});
   ASSERT_FALSE(outside);
+  EXPECT_EQ(outside.error().code, ErrorCode::kOutOfRange);
   EXPECT_NE(outside.error().message.find("rank 6 is not one of the plan's 6 ranks"), std::string::npos)
       << outside.error().message;
   plan.transfers.pop_back();  // a destination box is now never delivered
   const auto broken = executor.prepare(plan, Rank{0}, RankBuffers{});
   ASSERT_FALSE(broken);
+  EXPECT_EQ(broken.error().code, ErrorCode::kMismatch);
   EXPECT_NE(broken.error().message.find("the sim executor's plan"), std::string::npos)
       << broken.error().message;
 }

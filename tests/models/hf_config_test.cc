@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "error_code.h"
+
 #include "refit/models/hf_config.h"
 
 namespace refit::models {
@@ -196,7 +198,7 @@ TEST(HfConfig, DtypeComesFromTorchDtypeOrTheOverride) {
   EXPECT_EQ(fp32->dtype, DType::kFP32);
   EXPECT_EQ(fp32->bytes().value, 4 * 106'816);
   j.erase("torch_dtype");
-  EXPECT_FALSE(parse_hf_config(j.dump()));
+  EXPECT_EQ(testing::error_code(parse_hf_config(j.dump())), ErrorCode::kInvalidArgument);
   auto forced = parse_hf_config(j.dump(), HfOptions{.dtype = DType::kFP8E4M3});
   ASSERT_TRUE(forced) << forced.error().message;
   EXPECT_EQ(forced->bytes().value, 106'816);
@@ -206,6 +208,7 @@ struct BadConfig {
   const char* file;
   const char* field;     // removed, or set to `value`
   nlohmann::json value;  // null: remove the field
+  ErrorCode code;
   const char* must_mention;
 };
 
@@ -217,7 +220,7 @@ TEST_P(BadConfigs, ErrorNamesTheField) {
   b.value.is_null() ? static_cast<void>(j.erase(b.field)) : static_cast<void>(j[b.field] = b.value);
   auto m = parse_hf_config(j.dump(), {}, "bad.json");
   ASSERT_FALSE(m);
-  EXPECT_TRUE(m.error().is_bad_input());
+  EXPECT_EQ(m.error().code, b.code) << m.error().message;
   EXPECT_NE(m.error().message.find(b.must_mention), std::string::npos) << m.error().message;
   EXPECT_NE(m.error().message.find("bad.json"), std::string::npos) << m.error().message;
 }
@@ -225,24 +228,37 @@ TEST_P(BadConfigs, ErrorNamesTheField) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, BadConfigs,
     ::testing::Values(
-        BadConfig{"tiny-llama.json", "model_type", "gpt2", "model_type: unknown architecture 'gpt2'"},
-        BadConfig{"tiny-llama.json", "hidden_size", nullptr, "hidden_size: missing"},
-        BadConfig{"tiny-llama.json", "num_hidden_layers", "2", "num_hidden_layers: expected an integer"},
-        BadConfig{"tiny-llama.json", "vocab_size", 0, "vocab_size: must be >= 1"},
-        BadConfig{"tiny-llama.json", "hidden_size", 40'960'000'000, "hidden_size: must be <= 1048576"},
-        BadConfig{"tiny-llama.json", "intermediate_size", nullptr, "intermediate_size: missing"},
-        BadConfig{"tiny-llama.json", "num_key_value_heads", 3, "num_key_value_heads"},
-        BadConfig{"tiny-llama.json", "torch_dtype", "float7", "torch_dtype"},
-        BadConfig{"tiny-qwen3-moe.json", "moe_intermediate_size", nullptr, "moe_intermediate_size"},
-        BadConfig{"tiny-qwen3-moe.json", "mlp_only_layers", "x", "mlp_only_layers"},
-        BadConfig{"tiny-mixtral.json", "num_local_experts", nullptr, "num_local_experts: missing"},
-        BadConfig{"tiny-deepseek-v3.json", "q_lora_rank", nullptr, "q_lora_rank: missing"},
-        BadConfig{"tiny-deepseek-v3.json", "kv_lora_rank", nullptr, "kv_lora_rank: missing"},
-        BadConfig{"tiny-deepseek-v3.json", "attention_bias", true, "attention_bias"}));
+        BadConfig{"tiny-llama.json", "model_type", "gpt2", ErrorCode::kUnsupported,
+                  "model_type: unknown architecture 'gpt2'"},
+        BadConfig{"tiny-llama.json", "hidden_size", nullptr, ErrorCode::kInvalidArgument,
+                  "hidden_size: missing"},
+        BadConfig{"tiny-llama.json", "num_hidden_layers", "2", ErrorCode::kInvalidArgument,
+                  "num_hidden_layers: expected an integer"},
+        BadConfig{"tiny-llama.json", "vocab_size", 0, ErrorCode::kOutOfRange, "vocab_size: must be >= 1"},
+        BadConfig{"tiny-llama.json", "hidden_size", 40'960'000'000, ErrorCode::kOutOfRange,
+                  "hidden_size: must be <= 1048576"},
+        BadConfig{"tiny-llama.json", "intermediate_size", nullptr, ErrorCode::kInvalidArgument,
+                  "intermediate_size: missing"},
+        BadConfig{"tiny-llama.json", "num_key_value_heads", 3, ErrorCode::kInvalidArgument,
+                  "num_key_value_heads"},
+        BadConfig{"tiny-llama.json", "torch_dtype", "float7", ErrorCode::kUnsupported, "torch_dtype"},
+        BadConfig{"tiny-qwen3-moe.json", "moe_intermediate_size", nullptr, ErrorCode::kInvalidArgument,
+                  "moe_intermediate_size"},
+        BadConfig{"tiny-qwen3-moe.json", "mlp_only_layers", "x", ErrorCode::kInvalidArgument,
+                  "mlp_only_layers"},
+        BadConfig{"tiny-mixtral.json", "num_local_experts", nullptr, ErrorCode::kInvalidArgument,
+                  "num_local_experts: missing"},
+        BadConfig{"tiny-deepseek-v3.json", "q_lora_rank", nullptr, ErrorCode::kInvalidArgument,
+                  "q_lora_rank: missing"},
+        BadConfig{"tiny-deepseek-v3.json", "kv_lora_rank", nullptr, ErrorCode::kInvalidArgument,
+                  "kv_lora_rank: missing"},
+        BadConfig{"tiny-deepseek-v3.json", "attention_bias", true, ErrorCode::kUnsupported,
+                  "attention_bias"}));
 
 TEST(HfConfig, MtpOnAModelWithoutIt) {
   auto m = load_hf_config(data_path("tiny-llama.json"), HfOptions{.include_mtp = true});
   ASSERT_FALSE(m);
+  EXPECT_EQ(m.error().code, ErrorCode::kInvalidArgument);
   EXPECT_NE(m.error().message.find("num_nextn_predict_layers"), std::string::npos);
 }
 
@@ -252,6 +268,7 @@ TEST(HfConfig, FileErrors) {
   EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
   auto garbage = parse_hf_config("{\"model_type\": ", {}, "cut.json");
   ASSERT_FALSE(garbage);
+  EXPECT_EQ(garbage.error().code, ErrorCode::kParse);
   EXPECT_NE(garbage.error().message.find("cut.json: not valid JSON"), std::string::npos);
 }
 

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "error_code.h"
+
 #include "refit/models/builtin_models.h"
 #include "refit/models/hf_config.h"
 #include "refit/models/megatron_layout.h"
@@ -66,8 +68,10 @@ TEST(StageStarts, EvenUnevenAndExplicitEnds) {
   // 9 over 4: 3,3,3,0 leaves the last stage empty.
   auto empty = starts(9, "pp=4");
   ASSERT_FALSE(empty);
+  EXPECT_EQ(empty.error().code, ErrorCode::kMismatch);
   EXPECT_NE(empty.error().message.find("stage 3 empty"), std::string::npos);
-  EXPECT_FALSE(starts(10, "pp=3,pp_first=3"));  // the other 7 layers do not split over 2 stages
+  // The other 7 layers do not split over 2 stages.
+  EXPECT_EQ(testing::error_code(starts(10, "pp=3,pp_first=3")), ErrorCode::kMismatch);
 }
 
 TEST(MegatronLayout, DenseTensorsFollowTheRankOrder) {
@@ -140,6 +144,7 @@ TEST(MegatronLayout, SizesThatDoNotFit) {
   for (const auto& [file, config, message] : cases) {
     auto layouts = MegatronLayouts::make(tiny(file), *parse_megatron(config));
     ASSERT_FALSE(layouts) << config;
+    EXPECT_EQ(layouts.error().code, ErrorCode::kMismatch) << layouts.error().message;
     EXPECT_NE(layouts.error().message.find(message), std::string::npos) << layouts.error().message;
   }
 }
@@ -206,6 +211,7 @@ TEST(VllmLayout, SizesThatDoNotFit) {
       continue;
     }
     ASSERT_FALSE(layouts) << config;
+    EXPECT_EQ(layouts.error().code, ErrorCode::kMismatch) << layouts.error().message;
     EXPECT_NE(layouts.error().message.find(message), std::string::npos) << layouts.error().message;
   }
   // 3 kv heads and tp=2: neither divides the other.
@@ -213,6 +219,7 @@ TEST(VllmLayout, SizesThatDoNotFit) {
   m.num_kv_heads = 3;
   auto odd = VllmLayouts::make(m, *parse_vllm("tp=2"), 0);
   ASSERT_FALSE(odd);
+  EXPECT_EQ(odd.error().code, ErrorCode::kMismatch);
   EXPECT_NE(odd.error().message.find("num_key_value_heads=3"), std::string::npos);
 }
 

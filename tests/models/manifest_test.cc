@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "error_code.h"
+
 #include "refit/models/hf_config.h"
 #include "refit/models/manifest.h"
 #include "refit/models/problem_builder.h"
@@ -99,6 +101,7 @@ TEST(Manifest, ReadsTheReadmeExample) {
 struct BadManifest {
   const char* json_pointer;  // where to change the example
   nlohmann::json value;      // null: remove it
+  ErrorCode code;
   const char* must_mention;
 };
 
@@ -115,31 +118,46 @@ TEST_P(BadManifests, ErrorCarriesTheJsonPath) {
   }
   auto p = parse_manifest(j.dump());
   ASSERT_FALSE(p) << j.dump();
+  EXPECT_EQ(p.error().code, b.code) << p.error().message;
   EXPECT_NE(p.error().message.find(b.must_mention), std::string::npos) << p.error().message;
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, BadManifests,
     ::testing::Values(
-        BadManifest{"/format", "other", "format: expected \"refit-manifest\""},
-        BadManifest{"/version", 2, "version: only version 1"},
-        BadManifest{"/source_ranks", nullptr, "source_ranks: missing"},
-        BadManifest{"/tensors/0/name", nullptr, "tensors[0].name: missing"},
-        BadManifest{"/tensors/0/dtype", "bf17", "tensors[0].dtype"},
-        BadManifest{"/tensors/0/shape/1", -4, "tensors[0].shape[1]: must be >= 0"},
-        BadManifest{"/tensors/0/shape", {1 << 30, 1 << 30}, "tensors[0].shape: more than"},
-        BadManifest{"/tensors/0/source/mesh/0", 0, "tensors[0].source.mesh[0]: must be >= 1"},
-        BadManifest{"/tensors/0/source/ranks", {0, 0}, "tensors[0].source: ranks[1]: rank 0 appears twice"},
-        BadManifest{"/tensors/0/source/ranks", {0, 1, 2}, "tensors[0].source: ranks: 3 ranks"},
-        BadManifest{"/tensors/0/source/placements/0", "S7", "tensors[0].source: placements[0]: S7"},
-        BadManifest{"/tensors/0/destination/placements/0", "Q", "tensors[0].destination.placements[0]"},
-        BadManifest{"/tensors/0/destination/placements/0", 3, "tensors[0].destination.placements[0]"},
-        BadManifest{"/tensors/0/destination", nullptr, "tensors[0].destination: missing"},
-        BadManifest{"/tensors/0/source/ranks", {2, 3}, "tensor 'w': source mesh uses rank 2"}));
+        BadManifest{"/format", "other", ErrorCode::kInvalidArgument, "format: expected \"refit-manifest\""},
+        BadManifest{"/version", 2, ErrorCode::kUnsupported, "version: only version 1"},
+        BadManifest{"/source_ranks", nullptr, ErrorCode::kInvalidArgument, "source_ranks: missing"},
+        BadManifest{"/tensors/0/name", nullptr, ErrorCode::kInvalidArgument, "tensors[0].name: missing"},
+        BadManifest{"/tensors/0/dtype", "bf17", ErrorCode::kUnsupported, "tensors[0].dtype"},
+        BadManifest{"/tensors/0/shape/1", -4, ErrorCode::kOutOfRange, "tensors[0].shape[1]: must be >= 0"},
+        BadManifest{
+            "/tensors/0/shape", {1 << 30, 1 << 30}, ErrorCode::kOutOfRange, "tensors[0].shape: more than"},
+        BadManifest{"/tensors/0/source/mesh/0", 0, ErrorCode::kOutOfRange,
+                    "tensors[0].source.mesh[0]: must be >= 1"},
+        BadManifest{"/tensors/0/source/ranks",
+                    {0, 0},
+                    ErrorCode::kInvalidArgument,
+                    "tensors[0].source: ranks[1]: rank 0 appears twice"},
+        BadManifest{
+            "/tensors/0/source/ranks", {0, 1, 2}, ErrorCode::kMismatch, "tensors[0].source: ranks: 3 ranks"},
+        BadManifest{"/tensors/0/source/placements/0", "S7", ErrorCode::kOutOfRange,
+                    "tensors[0].source: placements[0]: S7"},
+        BadManifest{"/tensors/0/destination/placements/0", "Q", ErrorCode::kParse,
+                    "tensors[0].destination.placements[0]"},
+        BadManifest{"/tensors/0/destination/placements/0", 3, ErrorCode::kInvalidArgument,
+                    "tensors[0].destination.placements[0]"},
+        BadManifest{"/tensors/0/destination", nullptr, ErrorCode::kInvalidArgument,
+                    "tensors[0].destination: missing"},
+        BadManifest{"/tensors/0/source/ranks",
+                    {2, 3},
+                    ErrorCode::kOutOfRange,
+                    "tensor 'w': source mesh uses rank 2"}));
 
 TEST(Manifest, NotJsonOrMissingFile) {
   auto p = parse_manifest("[1, 2]");
   ASSERT_FALSE(p);
+  EXPECT_EQ(p.error().code, ErrorCode::kInvalidArgument);
   EXPECT_NE(p.error().message.find("expected a JSON object"), std::string::npos);
   auto missing = load_manifest("/nonexistent/manifest.json");
   ASSERT_FALSE(missing);

@@ -1,5 +1,8 @@
+#include <tuple>
+
 #include <gtest/gtest.h>
 
+#include "error_code.h"
 #include "refit/models/parallel_config.h"
 
 namespace refit::models {
@@ -48,19 +51,22 @@ TEST(ParseMegatron, EmptyMeansOneRankAndEndsAreKept) {
 }
 
 TEST(ParseMegatron, Errors) {
-  const std::pair<const char*, const char*> cases[] = {
-      {"tp=4,xp=2", "unknown key 'xp'"},
-      {"tp=4,tp=2", "tp: given twice"},
-      {"tp=four", "tp=four: not an integer"},
-      {"tp=0", "tp=0: must be between 1"},
-      {"tp", "expected key=value"},
-      {"tp=4,ep=16,dp=3", "dp=3: tp*cp*dp = 12 is not a multiple of ep*etp = 16"},
-      {"tp=1024,pp=1024,dp=1024", "more than"},
-      {"pp_first=2", "pp_first: needs pp >= 2"},
+  const std::tuple<const char*, ErrorCode, const char*> cases[] = {
+      {"tp=4,xp=2", ErrorCode::kNotFound, "unknown key 'xp'"},
+      {"tp=4,tp=2", ErrorCode::kInvalidArgument, "tp: given twice"},
+      {"tp=four", ErrorCode::kParse, "tp=four: not an integer"},
+      {"tp=99999999999999999999", ErrorCode::kOutOfRange, "tp=99999999999999999999: not an integer"},
+      {"tp=0", ErrorCode::kOutOfRange, "tp=0: must be between 1"},
+      {"tp", ErrorCode::kParse, "expected key=value"},
+      {"tp=4,ep=16,dp=3", ErrorCode::kInvalidArgument,
+       "dp=3: tp*cp*dp = 12 is not a multiple of ep*etp = 16"},
+      {"tp=1024,pp=1024,dp=1024", ErrorCode::kOutOfRange, "more than"},
+      {"pp_first=2", ErrorCode::kInvalidArgument, "pp_first: needs pp >= 2"},
   };
-  for (const auto& [text, message] : cases) {
+  for (const auto& [text, code, message] : cases) {
     auto c = parse_megatron(text);
     ASSERT_FALSE(c) << text;
+    EXPECT_EQ(c.error().code, code) << c.error().message;
     EXPECT_NE(c.error().message.find(message), std::string::npos) << c.error().message;
   }
 }
@@ -85,15 +91,16 @@ TEST(ParseVllm, SizesAndExpertParallel) {
 }
 
 TEST(ParseVllm, Errors) {
-  const std::pair<const char*, const char*> cases[] = {
-      {"tp=8,etp=2", "unknown key 'etp'"},
-      {"tp=8,pp=2", "pp=2: only pp=1"},
-      {"tp=8,dp=2,ep=4", "ep=4: vLLM's expert-parallel size is tp*dp = 16"},
-      {"tp=8,ep=maybe", "ep=maybe: not an integer"},
+  const std::tuple<const char*, ErrorCode, const char*> cases[] = {
+      {"tp=8,etp=2", ErrorCode::kNotFound, "unknown key 'etp'"},
+      {"tp=8,pp=2", ErrorCode::kUnsupported, "pp=2: only pp=1"},
+      {"tp=8,dp=2,ep=4", ErrorCode::kInvalidArgument, "ep=4: vLLM's expert-parallel size is tp*dp = 16"},
+      {"tp=8,ep=maybe", ErrorCode::kParse, "ep=maybe: not an integer"},
   };
-  for (const auto& [text, message] : cases) {
+  for (const auto& [text, code, message] : cases) {
     auto c = parse_vllm(text);
     ASSERT_FALSE(c) << text;
+    EXPECT_EQ(c.error().code, code) << c.error().message;
     EXPECT_NE(c.error().message.find(message), std::string::npos) << c.error().message;
   }
 }

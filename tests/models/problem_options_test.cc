@@ -1,5 +1,6 @@
 // The PROBLEM options that plan, simulate and run share, parsed the way those commands parse them.
 #include <filesystem>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -12,7 +13,7 @@ namespace {
 const std::string kTinyMoe = std::string(REFIT_TEST_DATA_DIR) + "/models/tiny-qwen3-moe.json";
 
 // Parses `args` as a subcommand with the PROBLEM options and loads the problem.
-Result<ReshardProblem> load(std::vector<std::string> args) {
+[[nodiscard]] Result<ReshardProblem> load(std::vector<std::string> args) {
   CLI::App app;
   ProblemOptions options;
   add_problem_options(&app, options);
@@ -61,22 +62,32 @@ TEST(ProblemOptions, ManifestExcludesModel) {
   both.train = "tp=2";
   auto p = load_problem(both);
   ASSERT_FALSE(p);
+  EXPECT_EQ(p.error().code, ErrorCode::kInvalidArgument);
   EXPECT_NE(p.error().message.find("either --manifest or --model"), std::string::npos);
 }
 
 TEST(ProblemOptions, ErrorsNameTheOption) {
-  const std::pair<std::vector<std::string>, const char*> cases[] = {
-      {{}, "--model: missing"},
-      {{"--model", "qwen3-8b", "--infer", "tp=8"}, "--train: missing"},
-      {{"--model", "qwen3-8b", "--train", "tp=8"}, "--infer: missing"},
-      {{"--model", "qwen3-9b", "--train", "tp=8", "--infer", "tp=8"}, "--model: unknown model"},
-      {{"--model", "qwen3-8b", "--train", "tp=8", "--infer", "tq=8"}, "--infer: unknown key 'tq'"},
-      {{"--manifest", "/nonexistent.json"}, "--manifest: /nonexistent.json: cannot open"},
+  const std::tuple<std::vector<std::string>, ErrorCode, const char*> cases[] = {
+      {{}, ErrorCode::kInvalidArgument, "--model: missing"},
+      {{"--model", "qwen3-8b", "--infer", "tp=8"}, ErrorCode::kInvalidArgument, "--train: missing"},
+      {{"--model", "qwen3-8b", "--train", "tp=8"}, ErrorCode::kInvalidArgument, "--infer: missing"},
+      {{"--model", "qwen3-9b", "--train", "tp=8", "--infer", "tp=8"},
+       ErrorCode::kNotFound,
+       "--model: unknown model"},
+      {{"--model", "qwen3-8b", "--train", "tp=8", "--infer", "tq=8"},
+       ErrorCode::kNotFound,
+       "--infer: unknown key 'tq'"},
+      {{"--model", "qwen3-8b", "--dtype", "fp4", "--train", "tp=8", "--infer", "tp=8"},
+       ErrorCode::kUnsupported,
+       "--model: --dtype: unknown dtype 'fp4'"},
+      {{"--manifest", "/nonexistent.json"},
+       ErrorCode::kNotFound,
+       "--manifest: /nonexistent.json: cannot open"},
   };
-  for (const auto& [args, message] : cases) {
+  for (const auto& [args, code, message] : cases) {
     auto p = load(args);
     ASSERT_FALSE(p) << message;
-    EXPECT_TRUE(p.error().is_bad_input());
+    EXPECT_EQ(p.error().code, code) << p.error().message;
     EXPECT_NE(p.error().message.find(message), std::string::npos) << p.error().message;
   }
 }

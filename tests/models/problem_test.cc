@@ -2,6 +2,8 @@
 // values, and every destination element held by some source rank.
 #include <gtest/gtest.h>
 
+#include "error_code.h"
+
 #include "refit/core/overlap.h"
 #include "refit/models/builtin_models.h"
 #include "refit/models/hf_config.h"
@@ -128,9 +130,11 @@ TEST(ReferenceRefit, ErrorsNameTheSide) {
   ASSERT_TRUE(model);
   auto bad_train = build_problem(*model, *parse_megatron("tp=3"), *parse_vllm("tp=8"));
   ASSERT_FALSE(bad_train);
+  EXPECT_EQ(bad_train.error().code, ErrorCode::kMismatch);
   EXPECT_NE(bad_train.error().message.find("training layout tp=3"), std::string::npos);
   auto bad_infer = build_problem(*model, *parse_megatron("tp=4"), *parse_vllm("tp=8,dp=3,ep=on"));
   ASSERT_FALSE(bad_infer);
+  EXPECT_EQ(bad_infer.error().code, ErrorCode::kMismatch);
   EXPECT_NE(bad_infer.error().message.find("inference layout"), std::string::npos);
   EXPECT_NE(bad_infer.error().message.find("128 routed experts"), std::string::npos);
 }

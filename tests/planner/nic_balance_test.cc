@@ -51,7 +51,11 @@ double brute_force(const BalanceProblem& p, double part) {
 TEST(NicBalance, OneClassOverTwoSendersSplitsInHalf) {
   // 8 MiB may leave through NIC 0 or 1 and enter through NIC 2: each sender takes half,
   // the receiver carries all of it: makespan = 8 MiB / 1 MB/s.
-  BalanceProblem p{{1e6, 1e6, 1e6}, {1e6, 1e6, 1e6}, {0, 0, 0}, {0, 0, 0}, {FlowClass{{0, 1}, {2}, 8 << 20}}};
+  BalanceProblem p{.tx_bandwidth = {1e6, 1e6, 1e6},
+                   .rx_bandwidth = {1e6, 1e6, 1e6},
+                   .tx_fixed = {0, 0, 0},
+                   .rx_fixed = {0, 0, 0},
+                   .classes = {FlowClass{.tx = {0, 1}, .rx = {2}, .bytes = 8 << 20}}};
   const auto r = balance_nic_load(p);
   EXPECT_NEAR(r.makespan_s, (8 << 20) / 1e6, 1e-3 * (8 << 20) / 1e6 + 1e-2);
   ASSERT_EQ(r.shares[0].tx.size(), 2u);

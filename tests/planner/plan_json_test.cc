@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "error_code.h"
+
 #include "refit/planner/plan_json.h"
 #include "refit/planner/strategy.h"
 #include "test_cluster.h"
@@ -40,31 +42,31 @@ TEST(PlanJson, ErrorsNameTheJsonPath) {
       R"("tensors":[{"name":"w","shape":[4],"dtype":"bf16"}],"transfers":[{"id":0,"from":0,"to":1,)"
       R"("link":"network","bytes":8,"chunk":64,"segments":[{"tensor":0,"offset":[0],"extent":[4],"via":-1}]}]})";
   ASSERT_TRUE(parse_plan_json(base));
-  auto replace = [&](const std::string& from, const std::string& to) {
+  // Replaces `from` by `to` in the plan and checks the kind of error and that it names `path`.
+  auto expect_error = [&](const std::string& from, const std::string& to, ErrorCode code,
+                          const std::string& path) {
     std::string s = base;
     s.replace(s.find(from), from.size(), to);
-    return parse_plan_json(s);
+    const auto r = parse_plan_json(s);
+    ASSERT_FALSE(r) << to;
+    EXPECT_EQ(r.error().code, code) << r.error().message;
+    EXPECT_NE(r.error().message.find(path), std::string::npos) << r.error().message;
   };
-  EXPECT_NE(replace(R"("extent":[4])", R"("extent":"x")")
-                .error()
-                .message.find("transfers[0].segments[0].extent: expected an array"),
-            std::string::npos);
-  EXPECT_NE(replace(R"("link":"network")", R"("link":"pigeon")").error().message.find("transfers[0].link"),
-            std::string::npos);
-  EXPECT_NE(replace(R"("dtype":"bf16")", R"("dtype":"bf17")").error().message.find("tensors[0].dtype"),
-            std::string::npos);
-  EXPECT_NE(replace(R"("from":0,)", "").error().message.find("transfers[0].from: missing"),
-            std::string::npos);
-  EXPECT_NE(replace(R"("chunk":64)", R"("chunk":0)")
-                .error()
-                .message.find("transfers[0].chunk: must be >= 1, got 0"),
-            std::string::npos);
-  EXPECT_NE(replace(R"("via":-1)", R"("via":-2)")
-                .error()
-                .message.find("transfers[0].segments[0].via: must be >= -1"),
-            std::string::npos);
-  EXPECT_FALSE(parse_plan_json("{not json"));
-  EXPECT_FALSE(load_plan_file("/nonexistent/plan.json"));
+  expect_error(R"("extent":[4])", R"("extent":"x")", ErrorCode::kInvalidArgument,
+               "transfers[0].segments[0].extent: expected an array");
+  expect_error(R"("link":"network")", R"("link":"pigeon")", ErrorCode::kParse, "transfers[0].link");
+  expect_error(R"("dtype":"bf16")", R"("dtype":"bf17")", ErrorCode::kUnsupported, "tensors[0].dtype");
+  expect_error(R"("from":0,)", "", ErrorCode::kInvalidArgument, "transfers[0].from: missing");
+  expect_error(R"("chunk":64)", R"("chunk":0)", ErrorCode::kOutOfRange,
+               "transfers[0].chunk: must be >= 1, got 0");
+  expect_error(R"("via":-1)", R"("via":-2)", ErrorCode::kOutOfRange,
+               "transfers[0].segments[0].via: must be >= -1");
+  expect_error(R"("version":1)", R"("version":2)", ErrorCode::kUnsupported,
+               "format: expected refit-plan version 1");
+  expect_error(R"("format":"refit-plan")", R"("format":"refit-manifest")", ErrorCode::kInvalidArgument,
+               "got refit-manifest version 1");
+  EXPECT_EQ(testing::error_code(parse_plan_json("{not json")), ErrorCode::kParse);
+  EXPECT_EQ(testing::error_code(load_plan_file("/nonexistent/plan.json")), ErrorCode::kNotFound);
 }
 
 }  // namespace

@@ -114,10 +114,11 @@ TEST(Strategies, UnknownStrategyAndMismatchedClusterAreRefused) {
   const auto p = replicated_in_one_domain();
   auto unknown = make_plan("fastest", p, make_test_cluster(2, 4, 4, 4));
   ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().code, ErrorCode::kNotFound);
   EXPECT_NE(unknown.error().message.find("fastest"), std::string::npos);
   auto small = make_plan("refit", p, make_test_cluster(2, 4, 4, 2));
   ASSERT_FALSE(small);
-  EXPECT_TRUE(small.error().is_bad_input());
+  EXPECT_EQ(small.error().code, ErrorCode::kMismatch);
 }
 
 TEST(Strategies, PlansAreDeterministic) {

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "error_code.h"
+
 #include "refit/planner/plan.h"
 #include "test_problems.h"
 
@@ -20,14 +22,29 @@ class ValidateTest : public ::testing::Test {
           2, 2)
           .value();
 
-  static Segment seg(Box b, std::int32_t via = kFromSourceShard) { return Segment{0, std::move(b), via}; }
+  static Segment seg(Box b, std::int32_t via = kFromSourceShard) {
+    return Segment{.tensor = 0, .box = std::move(b), .via = via};
+  }
   static Transfer xfer(std::int32_t id, int from, int to, std::vector<Segment> s) {
     Bytes bytes{0};
     for (const auto& x : s) bytes += Bytes{x.box.volume() * 2};
-    return Transfer{id, Rank{from}, Rank{to}, LinkKind::kNetwork, std::move(s), bytes, Bytes{1 << 20}};
+    return Transfer{.id = id,
+                    .sender = Rank{from},
+                    .receiver = Rank{to},
+                    .link = LinkKind::kNetwork,
+                    .segments = std::move(s),
+                    .bytes = bytes,
+                    .chunk = Bytes{1 << 20}};
+  }
+  Plan hand_plan() const {
+    return Plan{.strategy = "hand",
+                .tensors = {problem.tensors()[0].tensor},
+                .source_ranks = 2,
+                .destination_ranks = 2,
+                .transfers = {}};
   }
   Plan good() const {
-    Plan p{"hand", {problem.tensors()[0].tensor}, 2, 2, {}};
+    Plan p = hand_plan();
     p.transfers = {xfer(0, 0, 2, {seg({{0, 0}, {2, 2}})}), xfer(1, 1, 2, {seg({{2, 0}, {2, 2}})}),
                    xfer(2, 0, 3, {seg({{0, 2}, {2, 2}})}), xfer(3, 1, 3, {seg({{2, 2}, {2, 2}})})};
     return p;
@@ -43,34 +60,44 @@ TEST_F(ValidateTest, MissingPieceIsAGap) {
   auto p = good();
   p.transfers.pop_back();
   // Rank 3 gets 4 of its 8 elements.
-  EXPECT_NE(error_of(validate(p, problem)).find("destination rank 3"), std::string::npos);
+  const auto r = validate(p, problem);
+  EXPECT_EQ(testing::error_code(r), ErrorCode::kMismatch);
+  EXPECT_NE(error_of(r).find("destination rank 3"), std::string::npos);
 }
 
 TEST_F(ValidateTest, OverlappingPiecesAreWrittenTwice) {
   auto p = good();
   p.transfers.push_back(xfer(4, 0, 2, {seg({{1, 0}, {1, 2}})}));
-  EXPECT_NE(error_of(validate(p, problem)).find("written twice"), std::string::npos);
+  const auto r = validate(p, problem);
+  EXPECT_EQ(testing::error_code(r), ErrorCode::kMismatch);
+  EXPECT_NE(error_of(r).find("written twice"), std::string::npos);
 }
 
 TEST_F(ValidateTest, SenderMustHoldWhatItSends) {
   auto p = good();
   p.transfers[0].sender = Rank{1};  // rank 1 holds rows [2,4), not [0,2)
-  EXPECT_NE(error_of(validate(p, problem)).find("without holding"), std::string::npos);
+  const auto r = validate(p, problem);
+  EXPECT_EQ(testing::error_code(r), ErrorCode::kMismatch);
+  EXPECT_NE(error_of(r).find("without holding"), std::string::npos);
 }
 
 TEST_F(ValidateTest, RelayMustForwardWhatItReceived) {
   auto p = good();
   // Rank 2 forwards rows [0,2) x cols [2,4) to rank 3, but it received cols [0,2) only.
   p.transfers[2] = xfer(2, 2, 3, {seg({{0, 2}, {2, 2}}, 0)});
-  EXPECT_NE(error_of(validate(p, problem)).find("did not deliver"), std::string::npos);
+  const auto partial = validate(p, problem);
+  EXPECT_EQ(testing::error_code(partial), ErrorCode::kInvalidArgument);
+  EXPECT_NE(error_of(partial).find("did not deliver"), std::string::npos);
   // A relay of a later transfer is refused too.
   p.transfers[2] = xfer(2, 2, 3, {seg({{0, 2}, {2, 2}}, 3)});
-  EXPECT_NE(error_of(validate(p, problem)).find("earlier"), std::string::npos);
+  const auto later = validate(p, problem);
+  EXPECT_EQ(testing::error_code(later), ErrorCode::kInvalidArgument);
+  EXPECT_NE(error_of(later).find("earlier"), std::string::npos);
 }
 
 TEST_F(ValidateTest, RelayOfReceivedDataIsValid) {
   // Rank 2 receives the whole top half [0,2)x[0,4) from rank 0 and forwards cols [2,4) to rank 3.
-  Plan p{"hand", {problem.tensors()[0].tensor}, 2, 2, {}};
+  Plan p = hand_plan();
   p.transfers = {xfer(0, 0, 2, {seg({{0, 0}, {2, 4}})}), xfer(1, 1, 2, {seg({{2, 0}, {2, 2}})}),
                  xfer(2, 2, 3, {seg({{0, 2}, {2, 2}}, 0)}), xfer(3, 1, 3, {seg({{2, 2}, {2, 2}})})};
   EXPECT_TRUE(validate(p, problem)) << error_of(validate(p, problem));
@@ -79,10 +106,14 @@ TEST_F(ValidateTest, RelayOfReceivedDataIsValid) {
 TEST_F(ValidateTest, BytesMustAddUpAndRanksExist) {
   auto p = good();
   p.transfers[1].bytes = Bytes{7};
-  EXPECT_NE(error_of(validate(p, problem)).find("add up"), std::string::npos);
+  const auto bytes = validate(p, problem);
+  EXPECT_EQ(testing::error_code(bytes), ErrorCode::kInvalidArgument);
+  EXPECT_NE(error_of(bytes).find("add up"), std::string::npos);
   p = good();
   p.transfers[1].receiver = Rank{9};
-  EXPECT_NE(error_of(validate(p, problem)).find("rank 9"), std::string::npos);
+  const auto rank = validate(p, problem);
+  EXPECT_EQ(testing::error_code(rank), ErrorCode::kOutOfRange);
+  EXPECT_NE(error_of(rank).find("rank 9"), std::string::npos);
 }
 
 TEST_F(ValidateTest, SchedulesListSendsAndReceivesInPlanOrder) {

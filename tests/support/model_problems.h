@@ -23,7 +23,7 @@ inline ModelProblem model_problem(const std::string& model, const std::string& t
   placement.source_ranks = problem.source_ranks();
   placement.destination_ranks = problem.destination_ranks();
   auto c = make_preset_cluster(cluster, placement).value();
-  return {std::move(problem), std::move(c)};
+  return {.problem = std::move(problem), .cluster = std::move(c)};
 }
 
 }  // namespace refit::testing

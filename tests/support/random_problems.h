@@ -50,8 +50,10 @@ class RandomProblems {
       for (auto& s : shape) s = uniform(min_extent, max_extent);
       const auto dtype = all_dtypes()[static_cast<std::size_t>(
           uniform(0, static_cast<std::int64_t>(all_dtypes().size()) - 1))];
-      out.push_back(TensorReshard{make_tensor_spec("t" + std::to_string(t), shape, dtype).value(),
-                                  layout(shape, 0, sources), layout(shape, sources, destinations)});
+      // Designated initializers evaluate in order, so the random draws stay in the same order.
+      out.push_back(TensorReshard{.tensor = make_tensor_spec("t" + std::to_string(t), shape, dtype).value(),
+                                  .source = layout(shape, 0, sources),
+                                  .destination = layout(shape, sources, destinations)});
     }
     return ReshardProblem::make(std::move(out), sources, destinations).value();
   }

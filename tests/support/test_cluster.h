@@ -12,13 +12,22 @@ inline Cluster make_test_cluster(std::int32_t nodes, std::int32_t gpus_per_node,
   s.name = "test";
   s.nvlink_latency = Seconds{5e-6};
   for (std::int32_t n = 0; n < nodes; ++n) {
-    DomainSpec d{n, {}};
+    DomainSpec d{.id = n, .gpus = {}};
     for (std::int32_t k = 0; k < gpus_per_node; ++k) {
       const GpuId id{n * gpus_per_node + k};
-      s.gpus.push_back(
-          GpuSpec{id, n, n, BytesPerSecond::from_gbps(nvlink_gbps), BytesPerSecond::from_gbps(1500), ""});
-      s.nics.push_back(
-          NicSpec{id.value, "", n, BytesPerSecond::from_gbps(nic_gbps), Seconds{15e-6}, {id}, ""});
+      s.gpus.push_back(GpuSpec{.id = id,
+                               .node = n,
+                               .domain = n,
+                               .nvlink_bandwidth = BytesPerSecond::from_gbps(nvlink_gbps),
+                               .copy_bandwidth = BytesPerSecond::from_gbps(1500),
+                               .pci_bus_id = ""});
+      s.nics.push_back(NicSpec{.id = id.value,
+                               .name = "",
+                               .node = n,
+                               .bandwidth = BytesPerSecond::from_gbps(nic_gbps),
+                               .latency = Seconds{15e-6},
+                               .gpus = {id},
+                               .pci_bus_id = ""});
       d.gpus.push_back(id);
     }
     s.domains.push_back(std::move(d));

@@ -22,8 +22,9 @@ inline Layout make_layout(Shape shape, std::vector<std::int64_t> mesh, std::vect
 
 inline TensorReshard make_reshard(std::string name, Shape shape, Layout src, Layout dst,
                                   DType dtype = DType::kBF16) {
-  return TensorReshard{make_tensor_spec(std::move(name), std::move(shape), dtype).value(), std::move(src),
-                       std::move(dst)};
+  return TensorReshard{.tensor = make_tensor_spec(std::move(name), std::move(shape), dtype).value(),
+                       .source = std::move(src),
+                       .destination = std::move(dst)};
 }
 
 }  // namespace refit::testing

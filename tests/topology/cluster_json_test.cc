@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "error_code.h"
+
 #include "refit/topology/nccl_xml.h"
 #include "refit/topology/presets.h"
 
@@ -68,7 +70,8 @@ TEST(TopoJson, RequestedRanksReplaceTheFilePlacement) {
   ASSERT_TRUE(c.has_value()) << c.error().message;
   EXPECT_EQ(c->rank_count(), 2);
   EXPECT_EQ(c->gpu_of(Rank{1}), GpuId{1});
-  EXPECT_FALSE(load_cluster_file(kDir + "cluster_small.json", ranks(4, 4)).has_value());
+  EXPECT_EQ(testing::error_code(load_cluster_file(kDir + "cluster_small.json", ranks(4, 4))),
+            ErrorCode::kMismatch);
 }
 
 TEST(TopoJson, MissingFileIsNotFound) {
@@ -80,6 +83,7 @@ TEST(TopoJson, MissingFileIsNotFound) {
 
 struct BadJson {
   const char* name;
+  ErrorCode code;
   void (*mutate)(nlohmann::json&);
   const char* must_mention;
   friend void PrintTo(const BadJson& b, std::ostream* os) { *os << b.name; }
@@ -94,39 +98,49 @@ TEST_P(TopoJsonBad, RefusedNamingTheJsonPath) {
   GetParam().mutate(j);
   const auto back = cluster_from_json(j);
   ASSERT_FALSE(back.has_value());
-  EXPECT_TRUE(back.error().is_bad_input());
+  EXPECT_EQ(back.error().code, GetParam().code) << back.error().message;
   EXPECT_NE(back.error().message.find(GetParam().must_mention), std::string::npos) << back.error().message;
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, TopoJsonBad,
     ::testing::Values(
-        BadJson{"missing_node", [](nlohmann::json& j) { j["gpus"][3].erase("node"); },
-                "gpus[3].node: missing"},
-        BadJson{"string_bandwidth", [](nlohmann::json& j) { j["gpus"][0]["nvlink_gbps"] = "fast"; },
+        BadJson{"missing_node", ErrorCode::kInvalidArgument,
+                [](nlohmann::json& j) { j["gpus"][3].erase("node"); }, "gpus[3].node: missing"},
+        BadJson{"string_bandwidth", ErrorCode::kInvalidArgument,
+                [](nlohmann::json& j) { j["gpus"][0]["nvlink_gbps"] = "fast"; },
                 "gpus[0].nvlink_gbps: expected a number, got \"fast\""},
-        BadJson{"float_node", [](nlohmann::json& j) { j["gpus"][1]["node"] = 0.5; },
+        BadJson{"float_node", ErrorCode::kInvalidArgument,
+                [](nlohmann::json& j) { j["gpus"][1]["node"] = 0.5; },
                 "gpus[1].node: expected an integer, got 0.5"},
-        BadJson{"typo", [](nlohmann::json& j) { j["nics"][0]["gpbs"] = 1; }, "nics[0].gpbs: unknown field"},
-        BadJson{"gpu_in_two_domains", [](nlohmann::json& j) { j["domains"][1]["gpus"].push_back(0); },
+        BadJson{"typo", ErrorCode::kNotFound, [](nlohmann::json& j) { j["nics"][0]["gpbs"] = 1; },
+                "nics[0].gpbs: unknown field"},
+        BadJson{"gpu_in_two_domains", ErrorCode::kInvalidArgument,
+                [](nlohmann::json& j) { j["domains"][1]["gpus"].push_back(0); },
                 "domains[1].gpus[2]: GPU 0 is already in domain 0"},
-        BadJson{"nic_to_missing_gpu", [](nlohmann::json& j) { j["nics"][1]["gpus"][0] = 9; },
+        BadJson{"nic_to_missing_gpu", ErrorCode::kNotFound,
+                [](nlohmann::json& j) { j["nics"][1]["gpus"][0] = 9; },
                 "nics[1].gpus[0]: GPU 9 does not exist"},
-        BadJson{"nic_on_other_node", [](nlohmann::json& j) { j["nics"][1]["gpus"][0] = 0; },
+        BadJson{"nic_on_other_node", ErrorCode::kMismatch,
+                [](nlohmann::json& j) { j["nics"][1]["gpus"][0] = 0; },
                 "nics[1].gpus[0]: GPU 0 is on node 0"},
-        BadJson{"no_latency", [](nlohmann::json& j) { j.erase("nvlink_latency_us"); },
-                "nvlink_latency_us: missing"},
-        BadJson{"gpus_not_array", [](nlohmann::json& j) { j["gpus"] = 3; }, "gpus: expected an array"},
-        BadJson{"bad_oversubscription", [](nlohmann::json& j) { j["fabric"]["oversubscription"] = 0.5; },
-                "fabric.oversubscription"},
-        BadJson{"placement_to_missing_gpu", [](nlohmann::json& j) { j["placement"]["rank_to_gpu"][3] = 4; },
+        BadJson{"no_latency", ErrorCode::kInvalidArgument,
+                [](nlohmann::json& j) { j.erase("nvlink_latency_us"); }, "nvlink_latency_us: missing"},
+        BadJson{"gpus_not_array", ErrorCode::kInvalidArgument, [](nlohmann::json& j) { j["gpus"] = 3; },
+                "gpus: expected an array"},
+        BadJson{"bad_oversubscription", ErrorCode::kOutOfRange,
+                [](nlohmann::json& j) { j["fabric"]["oversubscription"] = 0.5; }, "fabric.oversubscription"},
+        BadJson{"placement_to_missing_gpu", ErrorCode::kNotFound,
+                [](nlohmann::json& j) { j["placement"]["rank_to_gpu"][3] = 4; },
                 "placement[3]: GPU 4 does not exist"},
-        BadJson{"not_an_object", [](nlohmann::json& j) { j = nlohmann::json::array(); },
+        BadJson{"not_an_object", ErrorCode::kInvalidArgument,
+                [](nlohmann::json& j) { j = nlohmann::json::array(); },
                 "the cluster file: expected an object, got []"}));
 
 TEST(TopoJson, SyntaxErrorsGiveThePosition) {
   const auto c = parse_cluster_json("{\n  \"gpus\": [,]\n}");
   ASSERT_FALSE(c.has_value());
+  EXPECT_EQ(c.error().code, ErrorCode::kParse);
   EXPECT_NE(c.error().message.find("not valid JSON"), std::string::npos) << c.error().message;
   EXPECT_NE(c.error().message.find("line 2"), std::string::npos) << c.error().message;
 }

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "error_code.h"
 #include "fake_sysfs.h"
 
 namespace refit {
@@ -32,8 +33,8 @@ class TopoDiscovery : public ::testing::Test {
     ::setenv("REFIT_FAKE_NVML_CONFIG", sysfs_.write_file("nvml.txt", config).c_str(), 1);
   }
 
-  Result<Discovery> discover(const char* library = REFIT_FAKE_NVML_PATH,
-                             RankPlacementOptions placement = {}) {
+  [[nodiscard]] Result<Discovery> discover(const char* library = REFIT_FAKE_NVML_PATH,
+                                           RankPlacementOptions placement = {}) {
     return discover_cluster({sysfs_.root(), library}, placement);
   }
 
@@ -200,7 +201,7 @@ TEST_F(TopoDiscovery, TooManyRanksForTheNodeIsBadInput) {
   o.source_ranks = 2;
   const auto found = discover(REFIT_FAKE_NVML_PATH, o);
   ASSERT_FALSE(found.has_value());
-  EXPECT_TRUE(found.error().is_bad_input());
+  EXPECT_EQ(found.error().code, ErrorCode::kMismatch);
   EXPECT_NE(found.error().message.find("too few"), std::string::npos) << found.error().message;
 }
 

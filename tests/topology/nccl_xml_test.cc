@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "error_code.h"
+
 namespace refit {
 namespace {
 
@@ -101,6 +103,7 @@ TEST(TopoNcclXml, H200IsToldByItsPciDevice) {
 
 struct BadFile {
   const char* file;
+  ErrorCode code;
   const char* must_mention;
   friend void PrintTo(const BadFile& b, std::ostream* os) { *os << b.file; }
 };
@@ -110,23 +113,26 @@ class TopoNcclXmlBad : public ::testing::TestWithParam<BadFile> {};
 TEST_P(TopoNcclXmlBad, RefusedWithAClearError) {
   const auto c = load_nccl_topology_file(kDir + GetParam().file, {});
   ASSERT_FALSE(c.has_value());
-  EXPECT_TRUE(c.error().is_bad_input());
+  EXPECT_EQ(c.error().code, GetParam().code) << c.error().message;
   EXPECT_NE(c.error().message.find(GetParam().file), std::string::npos) << c.error().message;
   EXPECT_NE(c.error().message.find(GetParam().must_mention), std::string::npos) << c.error().message;
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, TopoNcclXmlBad,
-    ::testing::Values(
-        BadFile{"malformed_syntax.xml", "line 5: not well-formed XML"},
-        BadFile{"malformed_not_nccl.xml", "line 1: <topology>: expected <system>"},
-        BadFile{"malformed_gpu_without_sm.xml", "line 4: <gpu dev=\"0\">: attribute 'sm' missing"},
-        BadFile{"malformed_nic_speed.xml", "<net name=\"mlx5_0\">: attribute speed=\"fast\" is not a number"},
-        BadFile{"malformed_no_gpu.xml", "no <gpu> element"},
-        BadFile{"malformed_nvlink_to_missing_gpu.xml",
-                "NVLink to GPU 0000:99:00.0, which is not in this machine"},
-        BadFile{"malformed_duplicate_gpu.xml", "GPU dev 0 appears twice"},
-        BadFile{"no_such_file.xml", "no such file"}));
+    ::testing::Values(BadFile{"malformed_syntax.xml", ErrorCode::kParse, "line 5: not well-formed XML"},
+                      BadFile{"malformed_not_nccl.xml", ErrorCode::kInvalidArgument,
+                              "line 1: <topology>: expected <system>"},
+                      BadFile{"malformed_gpu_without_sm.xml", ErrorCode::kInvalidArgument,
+                              "line 4: <gpu dev=\"0\">: attribute 'sm' missing"},
+                      BadFile{"malformed_nic_speed.xml", ErrorCode::kParse,
+                              "<net name=\"mlx5_0\">: attribute speed=\"fast\" is not a number"},
+                      BadFile{"malformed_no_gpu.xml", ErrorCode::kInvalidArgument, "no <gpu> element"},
+                      BadFile{"malformed_nvlink_to_missing_gpu.xml", ErrorCode::kNotFound,
+                              "NVLink to GPU 0000:99:00.0, which is not in this machine"},
+                      BadFile{"malformed_duplicate_gpu.xml", ErrorCode::kInvalidArgument,
+                              "GPU dev 0 appears twice"},
+                      BadFile{"no_such_file.xml", ErrorCode::kNotFound, "no such file"}));
 
 }  // namespace
 }  // namespace refit

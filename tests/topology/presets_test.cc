@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "error_code.h"
+
 namespace refit {
 namespace {
 
@@ -137,6 +139,7 @@ TEST(TopoPresets, PresetNamesAndKeysAreListed) {
 
 struct BadSpec {
   const char* spec;
+  ErrorCode code;
   const char* must_mention;
   friend void PrintTo(const BadSpec& b, std::ostream* os) { *os << b.spec; }
 };
@@ -146,25 +149,31 @@ class TopoPresetsBad : public ::testing::TestWithParam<BadSpec> {};
 TEST_P(TopoPresetsBad, RefusedNamingTheKey) {
   const auto c = make_preset_cluster(GetParam().spec, ranks(8, 8));
   ASSERT_FALSE(c.has_value());
-  EXPECT_TRUE(c.error().is_bad_input());
+  EXPECT_EQ(c.error().code, GetParam().code) << c.error().message;
   EXPECT_NE(c.error().message.find(GetParam().must_mention), std::string::npos) << c.error().message;
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, TopoPresetsBad,
-    ::testing::Values(BadSpec{"dgx-h1000", "unknown preset 'dgx-h1000'"},
-                      BadSpec{"gb200-nvl72:foo=1", "unknown key 'foo' (valid keys: nodes,"},
-                      BadSpec{"gb200-nvl72:gpus_per_domain=x", "gpus_per_domain=x: expected an integer"},
-                      BadSpec{"gb200-nvl72:gpus_per_domain=6", "gpus_per_domain=6 and gpus_per_node=4"},
-                      BadSpec{"dgx-h100:nodes=0", "nodes=0: must be >= 1"},
-                      BadSpec{"dgx-h100:nodes=1", "too few"},
-                      BadSpec{"dgx-h100:oversubscription=0.5", "oversubscription=0.5: must be >= 1"},
-                      BadSpec{"dgx-h100:nic_gbps=-400", "nic_gbps=-400"},
-                      BadSpec{"dgx-h100:nic_gbps=0", "nic_gbps=0: must be > 0"},
-                      BadSpec{"dgx-h100:nics_per_node=3", "nics_per_node=3"},
-                      BadSpec{"dgx-h100:nodes=2,nodes=3", "key 'nodes' is given twice"},
-                      BadSpec{"dgx-h100:nodes", "'nodes': expected key=value"},
-                      BadSpec{"dgx-h100:", "expected key=value"}));
+    ::testing::Values(
+        BadSpec{"dgx-h1000", ErrorCode::kNotFound, "unknown preset 'dgx-h1000'"},
+        BadSpec{"gb200-nvl72:foo=1", ErrorCode::kNotFound, "unknown key 'foo' (valid keys: nodes,"},
+        BadSpec{"gb200-nvl72:gpus_per_domain=x", ErrorCode::kParse, "gpus_per_domain=x: expected an integer"},
+        BadSpec{"gb200-nvl72:gpus_per_domain=6", ErrorCode::kInvalidArgument,
+                "gpus_per_domain=6 and gpus_per_node=4"},
+        BadSpec{"dgx-h100:nodes=0", ErrorCode::kOutOfRange, "nodes=0: must be >= 1"},
+        BadSpec{"dgx-h100:nodes=1", ErrorCode::kMismatch, "too few"},
+        BadSpec{"dgx-h100:oversubscription=0.5", ErrorCode::kOutOfRange,
+                "oversubscription=0.5: must be >= 1"},
+        BadSpec{"dgx-h100:nic_gbps=-400", ErrorCode::kOutOfRange, "nic_gbps=-400"},
+        BadSpec{"dgx-h100:nic_gbps=0", ErrorCode::kOutOfRange, "nic_gbps=0: must be > 0"},
+        BadSpec{"dgx-h100:nic_gbps=inf", ErrorCode::kOutOfRange, "nic_gbps=inf: expected a number"},
+        BadSpec{"dgx-h100:nodes=99999999999", ErrorCode::kOutOfRange,
+                "nodes=99999999999: expected an integer"},
+        BadSpec{"dgx-h100:nics_per_node=3", ErrorCode::kInvalidArgument, "nics_per_node=3"},
+        BadSpec{"dgx-h100:nodes=2,nodes=3", ErrorCode::kInvalidArgument, "key 'nodes' is given twice"},
+        BadSpec{"dgx-h100:nodes", ErrorCode::kParse, "'nodes': expected key=value"},
+        BadSpec{"dgx-h100:", ErrorCode::kParse, "expected key=value"}));
 
 }  // namespace
 }  // namespace refit

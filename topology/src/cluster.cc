@@ -5,26 +5,29 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/try.h"
+
 namespace refit {
 namespace {
 
-Result<void> check_gpus(const ClusterSpec& s) {
+[[nodiscard]] Result<void> check_gpus(const ClusterSpec& s) {
   if (s.gpus.empty()) return invalid("gpus: the cluster has no GPU");
   for (std::size_t i = 0; i < s.gpus.size(); ++i) {
     const auto& g = s.gpus[i];
     const auto at = fmt::format("gpus[{}]", i);
     if (g.id.value != static_cast<std::int32_t>(i))
       return invalid(fmt::format("{}.id is {}, expected {} (ids are dense and in order)", at, g.id.value, i));
-    if (g.node < 0) return invalid(fmt::format("{}.node is negative", at));
+    if (g.node < 0) return out_of_range(fmt::format("{}.node is negative", at));
     if (g.domain < 0 || g.domain >= static_cast<std::int32_t>(s.domains.size()))
-      return invalid(fmt::format("{}.domain {} does not exist ({} domains)", at, g.domain, s.domains.size()));
-    if (g.nvlink_bandwidth.value < 0) return invalid(fmt::format("{}.nvlink_gbps is negative", at));
-    if (g.copy_bandwidth.value <= 0) return invalid(fmt::format("{}.copy_gbps must be > 0", at));
+      return not_found(
+          fmt::format("{}.domain {} does not exist ({} domains)", at, g.domain, s.domains.size()));
+    if (g.nvlink_bandwidth.value < 0) return out_of_range(fmt::format("{}.nvlink_gbps is negative", at));
+    if (g.copy_bandwidth.value <= 0) return out_of_range(fmt::format("{}.copy_gbps must be > 0", at));
   }
   return {};
 }
 
-Result<void> check_domains(const ClusterSpec& s) {
+[[nodiscard]] Result<void> check_domains(const ClusterSpec& s) {
   std::vector<int> seen(s.gpus.size(), -1);
   for (std::size_t d = 0; d < s.domains.size(); ++d) {
     const auto& dom = s.domains[d];
@@ -36,13 +39,13 @@ Result<void> check_domains(const ClusterSpec& s) {
       const auto g = dom.gpus[k].value;
       const auto gat = fmt::format("{}.gpus[{}]", at, k);
       if (g < 0 || g >= static_cast<std::int32_t>(s.gpus.size()))
-        return invalid(fmt::format("{}: GPU {} does not exist", gat, g));
+        return not_found(fmt::format("{}: GPU {} does not exist", gat, g));
       if (seen[static_cast<std::size_t>(g)] >= 0)
         return invalid(
             fmt::format("{}: GPU {} is already in domain {}", gat, g, seen[static_cast<std::size_t>(g)]));
       seen[static_cast<std::size_t>(g)] = static_cast<int>(d);
       if (s.gpus[static_cast<std::size_t>(g)].domain != static_cast<std::int32_t>(d))
-        return invalid(
+        return mismatch(
             fmt::format("{}: GPU {} says domain {}", gat, g, s.gpus[static_cast<std::size_t>(g)].domain));
     }
   }
@@ -51,34 +54,35 @@ Result<void> check_domains(const ClusterSpec& s) {
   return {};
 }
 
-Result<void> check_nics(const ClusterSpec& s) {
+[[nodiscard]] Result<void> check_nics(const ClusterSpec& s) {
   for (std::size_t i = 0; i < s.nics.size(); ++i) {
     const auto& n = s.nics[i];
     const auto at = fmt::format("nics[{}]", i);
     if (n.id != static_cast<std::int32_t>(i))
       return invalid(fmt::format("{}.id is {}, expected {}", at, n.id, i));
-    if (n.node < 0) return invalid(fmt::format("{}.node is negative", at));
-    if (n.bandwidth.value <= 0) return invalid(fmt::format("{}.gbps must be > 0", at));
-    if (n.latency.value < 0) return invalid(fmt::format("{}.latency_us is negative", at));
+    if (n.node < 0) return out_of_range(fmt::format("{}.node is negative", at));
+    if (n.bandwidth.value <= 0) return out_of_range(fmt::format("{}.gbps must be > 0", at));
+    if (n.latency.value < 0) return out_of_range(fmt::format("{}.latency_us is negative", at));
     for (std::size_t k = 0; k < n.gpus.size(); ++k) {
       const auto g = n.gpus[k].value;
       if (g < 0 || g >= static_cast<std::int32_t>(s.gpus.size()))
-        return invalid(fmt::format("{}.gpus[{}]: GPU {} does not exist", at, k, g));
+        return not_found(fmt::format("{}.gpus[{}]: GPU {} does not exist", at, k, g));
       if (s.gpus[static_cast<std::size_t>(g)].node != n.node)
-        return invalid(fmt::format("{}.gpus[{}]: GPU {} is on node {}, the NIC on node {}", at, k, g,
-                                   s.gpus[static_cast<std::size_t>(g)].node, n.node));
+        return mismatch(fmt::format("{}.gpus[{}]: GPU {} is on node {}, the NIC on node {}", at, k, g,
+                                    s.gpus[static_cast<std::size_t>(g)].node, n.node));
     }
   }
   return {};
 }
 
-Result<void> check_placement(const ClusterSpec& s) {
+[[nodiscard]] Result<void> check_placement(const ClusterSpec& s) {
   if (s.source_ranks < 0 || s.source_ranks > static_cast<std::int32_t>(s.rank_to_gpu.size()))
-    return invalid(fmt::format("source_ranks {} is outside [0, {}]", s.source_ranks, s.rank_to_gpu.size()));
+    return out_of_range(
+        fmt::format("source_ranks {} is outside [0, {}]", s.source_ranks, s.rank_to_gpu.size()));
   for (std::size_t r = 0; r < s.rank_to_gpu.size(); ++r) {
     const auto g = s.rank_to_gpu[r].value;
     if (g < 0 || g >= static_cast<std::int32_t>(s.gpus.size()))
-      return invalid(fmt::format("placement[{}]: GPU {} does not exist", r, g));
+      return not_found(fmt::format("placement[{}]: GPU {} does not exist", r, g));
   }
   return {};
 }
@@ -97,10 +101,10 @@ Cluster::Cluster(ClusterSpec spec) : spec_(std::move(spec)), nic_of_gpu_(spec_.g
 
 Result<Cluster> Cluster::make(ClusterSpec spec) {
   if (spec.fabric.oversubscription < 1.0)
-    return invalid(fmt::format("fabric.oversubscription is {}, must be >= 1", spec.fabric.oversubscription));
-  if (spec.nvlink_latency.value < 0) return invalid("nvlink_latency_us is negative");
-  for (auto check : {check_gpus, check_domains, check_nics, check_placement})
-    if (auto ok = check(spec); !ok) return std::unexpected(ok.error());
+    return out_of_range(
+        fmt::format("fabric.oversubscription is {}, must be >= 1", spec.fabric.oversubscription));
+  if (spec.nvlink_latency.value < 0) return out_of_range("nvlink_latency_us is negative");
+  for (auto check : {check_gpus, check_domains, check_nics, check_placement}) REFIT_TRY(check(spec));
   return Cluster(std::move(spec));
 }
 
@@ -115,18 +119,18 @@ BytesPerSecond Cluster::domain_nic_bandwidth(std::int32_t domain) const {
 
 Result<void> place_ranks(ClusterSpec& spec, const RankPlacementOptions& o) {
   const auto gpus = static_cast<std::int32_t>(spec.gpus.size());
-  if (o.source_ranks < 0 || o.destination_ranks < 0) return invalid("rank counts must be >= 0");
+  if (o.source_ranks < 0 || o.destination_ranks < 0) return out_of_range("rank counts must be >= 0");
   std::vector<GpuId> placement;
   if (!o.explicit_gpus.empty()) {
     if (static_cast<std::int32_t>(o.explicit_gpus.size()) != o.source_ranks + o.destination_ranks)
-      return invalid(fmt::format("placement: {} GPUs listed for {} ranks", o.explicit_gpus.size(),
-                                 o.source_ranks + o.destination_ranks));
+      return mismatch(fmt::format("placement: {} GPUs listed for {} ranks", o.explicit_gpus.size(),
+                                  o.source_ranks + o.destination_ranks));
     placement = o.explicit_gpus;
   } else {
     const std::int32_t offset = o.destination_offset.value_or(o.source_ranks);
-    if (offset < 0) return invalid("placement: destination offset is negative");
+    if (offset < 0) return out_of_range("placement: destination offset is negative");
     if (o.source_ranks > gpus || offset + o.destination_ranks > gpus)
-      return invalid(fmt::format(
+      return mismatch(fmt::format(
           "cluster '{}' has {} GPUs, too few for {} training ranks and {} inference ranks at GPU offset {}",
           spec.name, gpus, o.source_ranks, o.destination_ranks, offset));
     for (std::int32_t r = 0; r < o.source_ranks; ++r) placement.emplace_back(r);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "refit/core/try.h"
+
 namespace refit::detail {
 
 void fill_domains(ClusterSpec& spec) {
@@ -42,7 +44,7 @@ std::int32_t nodes_for(const RankPlacementOptions& options, std::int32_t gpus_pe
 }
 
 Result<Cluster> finish_cluster(ClusterSpec spec, const RankPlacementOptions& options) {
-  if (auto placed = place_ranks(spec, options); !placed) return std::unexpected(placed.error());
+  REFIT_TRY(place_ranks(spec, options));
   return Cluster::make(std::move(spec));
 }
 

@@ -18,6 +18,6 @@ ClusterSpec replicate_node(const ClusterSpec& node, std::int32_t count);
 std::int32_t nodes_for(const RankPlacementOptions& options, std::int32_t gpus_per_node);
 
 // Places the ranks on `spec` and validates it into a Cluster.
-Result<Cluster> finish_cluster(ClusterSpec spec, const RankPlacementOptions& options);
+[[nodiscard]] Result<Cluster> finish_cluster(ClusterSpec spec, const RankPlacementOptions& options);
 
 }  // namespace refit::detail

@@ -7,6 +7,7 @@
 
 #include "hardware_constants.h"
 #include "refit/core/json_fields.h"
+#include "refit/core/try.h"
 #include "text_file.h"
 
 namespace refit {
@@ -84,82 +85,74 @@ std::vector<GpuId> gpu_ids_of(const std::vector<std::int64_t>& values) {
 
 // Reads each element of the array `key` with `read_one`, appending to `out`.
 template <class T, class ReadOne>
-Result<void> read_array(const nlohmann::json& root, std::string_view key, std::vector<T>& out,
-                        ReadOne read_one) {
-  auto items = json_fields::require_array(root, key, "");
-  if (!items) return std::unexpected(items.error());
-  for (std::size_t i = 0; i < (*items)->size(); ++i) {
-    auto item =
-        read_one((**items)[i], json_fields::element(std::string(key), i), static_cast<std::int32_t>(i));
-    if (!item) return std::unexpected(item.error());
-    out.push_back(std::move(*item));
-  }
+[[nodiscard]] Result<void> read_array(const nlohmann::json& root, std::string_view key, std::vector<T>& out,
+                                      ReadOne read_one) {
+  const nlohmann::json* items = REFIT_TRY(json_fields::require_array(root, key, ""));
+  for (std::size_t i = 0; i < items->size(); ++i)
+    out.push_back(REFIT_TRY(
+        read_one((*items)[i], json_fields::element(std::string(key), i), static_cast<std::int32_t>(i))));
   return {};
 }
 
 // Braced initialisers evaluate in order, so the first bad field is the one reported.
-Result<GpuSpec> read_gpu(const nlohmann::json& j, const std::string& at, std::int32_t index) {
-  if (auto ok = require_known_keys(j, at, {"id", "node", "domain", "nvlink_gbps", "copy_gbps", "pci_bus_id"},
-                                   kRoot);
-      !ok)
-    return std::unexpected(ok.error());
+[[nodiscard]] Result<GpuSpec> read_gpu(const nlohmann::json& j, const std::string& at, std::int32_t index) {
+  REFIT_TRY(
+      require_known_keys(j, at, {"id", "node", "domain", "nvlink_gbps", "copy_gbps", "pci_bus_id"}, kRoot));
   FieldReader f(j, at, kMaxId);
-  GpuSpec gpu{GpuId{id32(f.integer_or("id", 0, index))},
-              id32(f.integer("node", 0)),
-              id32(f.integer("domain", 0)),
-              BytesPerSecond::from_gbps(f.number("nvlink_gbps")),
-              BytesPerSecond::from_gbps(f.number("copy_gbps")),
-              f.string_or("pci_bus_id", "")};
-  if (auto ok = f.status(); !ok) return std::unexpected(ok.error());
+  GpuSpec gpu{.id = GpuId{id32(f.integer_or("id", 0, index))},
+              .node = id32(f.integer("node", 0)),
+              .domain = id32(f.integer("domain", 0)),
+              .nvlink_bandwidth = BytesPerSecond::from_gbps(f.number("nvlink_gbps")),
+              .copy_bandwidth = BytesPerSecond::from_gbps(f.number("copy_gbps")),
+              .pci_bus_id = f.string_or("pci_bus_id", "")};
+  REFIT_TRY(f.status());
   return gpu;
 }
 
-Result<NicSpec> read_nic(const nlohmann::json& j, const std::string& at, std::int32_t index) {
-  if (auto ok = require_known_keys(j, at, {"id", "name", "node", "gbps", "latency_us", "gpus", "pci_bus_id"},
-                                   kRoot);
-      !ok)
-    return std::unexpected(ok.error());
+[[nodiscard]] Result<NicSpec> read_nic(const nlohmann::json& j, const std::string& at, std::int32_t index) {
+  REFIT_TRY(
+      require_known_keys(j, at, {"id", "name", "node", "gbps", "latency_us", "gpus", "pci_bus_id"}, kRoot));
   FieldReader f(j, at, kMaxId);
-  NicSpec nic{id32(f.integer_or("id", 0, index)), f.string_or("name", ""),
-              id32(f.integer("node", 0)),         BytesPerSecond::from_gbps(f.number("gbps")),
-              hw::micros(f.number("latency_us")), gpu_ids_of(f.integers("gpus", 0)),
-              f.string_or("pci_bus_id", "")};
-  if (auto ok = f.status(); !ok) return std::unexpected(ok.error());
+  NicSpec nic{.id = id32(f.integer_or("id", 0, index)),
+              .name = f.string_or("name", ""),
+              .node = id32(f.integer("node", 0)),
+              .bandwidth = BytesPerSecond::from_gbps(f.number("gbps")),
+              .latency = hw::micros(f.number("latency_us")),
+              .gpus = gpu_ids_of(f.integers("gpus", 0)),
+              .pci_bus_id = f.string_or("pci_bus_id", "")};
+  REFIT_TRY(f.status());
   return nic;
 }
 
-Result<DomainSpec> read_domain(const nlohmann::json& j, const std::string& at, std::int32_t index) {
-  if (auto ok = require_known_keys(j, at, {"id", "gpus"}, kRoot); !ok) return std::unexpected(ok.error());
+[[nodiscard]] Result<DomainSpec> read_domain(const nlohmann::json& j, const std::string& at,
+                                             std::int32_t index) {
+  REFIT_TRY(require_known_keys(j, at, {"id", "gpus"}, kRoot));
   FieldReader f(j, at, kMaxId);
-  DomainSpec domain{id32(f.integer_or("id", 0, index)), gpu_ids_of(f.integers("gpus", 0))};
-  if (auto ok = f.status(); !ok) return std::unexpected(ok.error());
+  DomainSpec domain{.id = id32(f.integer_or("id", 0, index)), .gpus = gpu_ids_of(f.integers("gpus", 0))};
+  REFIT_TRY(f.status());
   return domain;
 }
 
 // An optional object field: absent reads as {}; its keys must be among `known`.
-Result<nlohmann::json> optional_object(const nlohmann::json& root, std::string_view key,
-                                       std::initializer_list<std::string_view> known) {
+[[nodiscard]] Result<nlohmann::json> optional_object(const nlohmann::json& root, std::string_view key,
+                                                     std::initializer_list<std::string_view> known) {
   const auto& value = json_fields::has(root, key) ? root.at(key) : nlohmann::json::object();
-  if (auto ok = require_known_keys(value, std::string(key), known, kRoot); !ok)
-    return std::unexpected(ok.error());
+  REFIT_TRY(require_known_keys(value, std::string(key), known, kRoot));
   return value;
 }
 
-Result<void> read_globals(const nlohmann::json& root, ClusterSpec& spec) {
-  auto fabric = optional_object(root, "fabric", {"oversubscription"});
-  if (!fabric) return std::unexpected(fabric.error());
-  auto placement = optional_object(root, "placement", {"source_ranks", "rank_to_gpu"});
-  if (!placement) return std::unexpected(placement.error());
+[[nodiscard]] Result<void> read_globals(const nlohmann::json& root, ClusterSpec& spec) {
+  const auto fabric = REFIT_TRY(optional_object(root, "fabric", {"oversubscription"}));
+  const auto placement = REFIT_TRY(optional_object(root, "placement", {"source_ranks", "rank_to_gpu"}));
   FieldReader f(root, "", kMaxId);
   spec.name = f.string_or("name", "");
   spec.nvlink_latency = hw::micros(f.number("nvlink_latency_us"));
-  FieldReader fab(*fabric, "fabric", kMaxId);
+  FieldReader fab(fabric, "fabric", kMaxId);
   if (fab.has("oversubscription")) spec.fabric.oversubscription = fab.number("oversubscription");
-  FieldReader place(*placement, "placement", kMaxId);
+  FieldReader place(placement, "placement", kMaxId);
   spec.source_ranks = id32(place.integer_or("source_ranks", 0, 0));
   if (place.has("rank_to_gpu")) spec.rank_to_gpu = gpu_ids_of(place.integers("rank_to_gpu", 0));
-  for (const auto* reader : {&f, &fab, &place})
-    if (auto ok = reader->status(); !ok) return std::unexpected(ok.error());
+  for (const auto* reader : {&f, &fab, &place}) REFIT_TRY(reader->status());
   return {};
 }
 
@@ -182,33 +175,26 @@ nlohmann::ordered_json cluster_to_json(const Cluster& cluster) {
 }
 
 Result<Cluster> cluster_from_json(const nlohmann::json& json) {
-  if (auto ok = require_known_keys(
-          json, "", {"name", "nvlink_latency_us", "fabric", "gpus", "domains", "nics", "placement"}, kRoot);
-      !ok)
-    return std::unexpected(ok.error());
+  REFIT_TRY(require_known_keys(
+      json, "", {"name", "nvlink_latency_us", "fabric", "gpus", "domains", "nics", "placement"}, kRoot));
   ClusterSpec spec;
-  if (auto ok = read_globals(json, spec); !ok) return std::unexpected(ok.error());
-  if (auto ok = read_array(json, "gpus", spec.gpus, read_gpu); !ok) return std::unexpected(ok.error());
-  if (auto ok = read_array(json, "domains", spec.domains, read_domain); !ok)
-    return std::unexpected(ok.error());
-  if (auto ok = read_array(json, "nics", spec.nics, read_nic); !ok) return std::unexpected(ok.error());
+  REFIT_TRY(read_globals(json, spec));
+  REFIT_TRY(read_array(json, "gpus", spec.gpus, read_gpu));
+  REFIT_TRY(read_array(json, "domains", spec.domains, read_domain));
+  REFIT_TRY(read_array(json, "nics", spec.nics, read_nic));
   return Cluster::make(std::move(spec));
 }
 
 Result<Cluster> parse_cluster_json(std::string_view text) {
-  auto json = json_fields::parse_object(text, kRoot);
-  if (!json) return std::unexpected(json.error());
-  return cluster_from_json(*json);
+  return cluster_from_json(REFIT_TRY(json_fields::parse_object(text, kRoot)));
 }
 
 Result<Cluster> load_cluster_file(const std::filesystem::path& path, const RankPlacementOptions& placement) {
-  auto text = detail::read_text_file(path);
-  if (!text) return std::unexpected(text.error());
-  auto cluster = parse_cluster_json(*text);
-  if (!cluster) return std::unexpected(std::move(cluster.error()).in(path.string()));
+  const auto text = REFIT_TRY(detail::read_text_file(path));
+  auto cluster = REFIT_TRY_IN(parse_cluster_json(text), path.string());
   if (required_gpus(placement) == 0) return cluster;
-  ClusterSpec spec = cluster->spec();
-  if (auto placed = place_ranks(spec, placement); !placed) return std::unexpected(placed.error());
+  ClusterSpec spec = cluster.spec();
+  REFIT_TRY(place_ranks(spec, placement));
   return Cluster::make(std::move(spec));
 }
 

@@ -6,6 +6,7 @@
 
 #include "cluster_builder.h"
 #include "nvml_gpus.h"
+#include "refit/core/try.h"
 #include "refit/topology/presets.h"
 #include "sysfs_scan.h"
 
@@ -16,11 +17,11 @@ constexpr const char* kName = "discovered";
 
 // No GPU: the host's processes stand in for GPUs as in the cpu-host preset; NICs found serve
 // the processes in turn.
-Result<Cluster> host_cluster(const std::vector<detail::FoundNic>& nics, const RankPlacementOptions& placement,
-                             std::vector<std::string>& notes) {
-  auto host = make_preset_cluster("cpu-host", placement);
-  if (!host) return host;
-  ClusterSpec spec = host->spec();
+[[nodiscard]] Result<Cluster> host_cluster(const std::vector<detail::FoundNic>& nics,
+                                           const RankPlacementOptions& placement,
+                                           std::vector<std::string>& notes) {
+  const auto host = REFIT_TRY(make_preset_cluster("cpu-host", placement));
+  ClusterSpec spec = host.spec();
   spec.name = kName;
   notes.push_back(
       fmt::format("modelled this host as {} process(es) in one shared-memory domain, as "
@@ -30,13 +31,13 @@ Result<Cluster> host_cluster(const std::vector<detail::FoundNic>& nics, const Ra
   const auto loopback = spec.nics.front();
   spec.nics.clear();
   for (const auto& n : nics)
-    spec.nics.push_back({static_cast<std::int32_t>(spec.nics.size()),
-                         n.name,
-                         0,
-                         hw::effective_nic_bandwidth(n.line_gigabits),
-                         loopback.latency,
-                         {},
-                         n.bus_id});
+    spec.nics.push_back({.id = static_cast<std::int32_t>(spec.nics.size()),
+                         .name = n.name,
+                         .node = 0,
+                         .bandwidth = hw::effective_nic_bandwidth(n.line_gigabits),
+                         .latency = loopback.latency,
+                         .gpus = {},
+                         .pci_bus_id = n.bus_id});
   for (std::size_t p = 0; p < spec.gpus.size(); ++p)
     spec.nics[p % spec.nics.size()].gpus.push_back(spec.gpus[p].id);
   return Cluster::make(std::move(spec));
@@ -45,17 +46,15 @@ Result<Cluster> host_cluster(const std::vector<detail::FoundNic>& nics, const Ra
 }  // namespace
 
 Result<Discovery> discover_cluster(const DiscoveryOptions& options, const RankPlacementOptions& placement) {
-  auto gpus = detail::scan_nvml_gpus(options.nvml_library);
-  if (!gpus) return std::unexpected(gpus.error());
+  auto gpus = REFIT_TRY(detail::scan_nvml_gpus(options.nvml_library));
   auto nics = detail::scan_rdma_nics(options.sysfs_root);
-  std::vector<std::string> notes = std::move(gpus->notes);
+  std::vector<std::string> notes = std::move(gpus.notes);
   notes.insert(notes.end(), nics.notes.begin(), nics.notes.end());
-  if (gpus->gpus.empty()) {
-    auto cluster = host_cluster(nics.nics, placement, notes);
-    if (!cluster) return std::unexpected(cluster.error());
-    return Discovery{std::move(*cluster), std::move(notes)};
+  if (gpus.gpus.empty()) {
+    auto cluster = REFIT_TRY(host_cluster(nics.nics, placement, notes));
+    return Discovery{.cluster = std::move(cluster), .notes = std::move(notes)};
   }
-  detail::FoundMachine machine{std::move(gpus->gpus), std::move(nics.nics)};
+  detail::FoundMachine machine{.gpus = std::move(gpus.gpus), .nics = std::move(nics.nics)};
   for (auto& g : machine.gpus) {
     g.location = detail::locate_pci_device(options.sysfs_root, g.bus_id);
     if (g.location.chain.empty() && !machine.nics.empty())
@@ -64,11 +63,9 @@ Result<Discovery> discover_cluster(const DiscoveryOptions& options, const RankPl
                       "locality",
                       g.what, options.sysfs_root.string()));
   }
-  auto node = detail::machine_to_node(machine, kName);
-  if (!node) return std::unexpected(node.error());
-  auto cluster = detail::finish_cluster(std::move(*node), placement);
-  if (!cluster) return std::unexpected(cluster.error());
-  return Discovery{std::move(*cluster), std::move(notes)};
+  auto node = REFIT_TRY(detail::machine_to_node(machine, kName));
+  auto cluster = REFIT_TRY(detail::finish_cluster(std::move(node), placement));
+  return Discovery{.cluster = std::move(cluster), .notes = std::move(notes)};
 }
 
 }  // namespace refit

@@ -6,11 +6,12 @@
 
 #include "cluster_builder.h"
 #include "domain_grouping.h"
+#include "refit/core/try.h"
 
 namespace refit::detail {
 namespace {
 
-Result<std::vector<std::int32_t>> group_domains(const FoundMachine& m) {
+[[nodiscard]] Result<std::vector<std::int32_t>> group_domains(const FoundMachine& m) {
   const auto count = static_cast<std::int32_t>(m.gpus.size());
   std::map<std::string, std::int32_t> by_bus;
   for (std::int32_t g = 0; g < count; ++g)
@@ -24,7 +25,7 @@ Result<std::vector<std::int32_t>> group_domains(const FoundMachine& m) {
     for (const auto& peer : gpu.peer_links) {
       const auto it = by_bus.find(peer);
       if (it == by_bus.end())
-        return invalid(fmt::format("{}: NVLink to GPU {}, which is not in this machine", gpu.what, peer));
+        return not_found(fmt::format("{}: NVLink to GPU {}, which is not in this machine", gpu.what, peer));
       grouping.join(g, it->second);
     }
     if (!gpu.clique.empty()) grouping.join(first_in_clique.try_emplace(gpu.clique, g).first->second, g);
@@ -38,13 +39,13 @@ void add_nics(const FoundMachine& m, ClusterSpec& spec) {
   for (const auto& g : m.gpus) gpu_locations.push_back(g.location);
   for (const auto& n : m.nics) nic_locations.push_back(n.location);
   for (const auto& n : m.nics)
-    spec.nics.push_back({static_cast<std::int32_t>(spec.nics.size()),
-                         n.name,
-                         0,
-                         hw::effective_nic_bandwidth(n.line_gigabits),
-                         hw::kNetworkLatency,
-                         {},
-                         n.bus_id});
+    spec.nics.push_back({.id = static_cast<std::int32_t>(spec.nics.size()),
+                         .name = n.name,
+                         .node = 0,
+                         .bandwidth = hw::effective_nic_bandwidth(n.line_gigabits),
+                         .latency = hw::kNetworkLatency,
+                         .gpus = {},
+                         .pci_bus_id = n.bus_id});
   const auto pairing = pair_gpus_with_nics(gpu_locations, nic_locations);
   for (std::size_t g = 0; g < pairing.size(); ++g)
     if (pairing[g] >= 0)
@@ -54,8 +55,7 @@ void add_nics(const FoundMachine& m, ClusterSpec& spec) {
 }  // namespace
 
 Result<ClusterSpec> machine_to_node(const FoundMachine& m, std::string name) {
-  auto domains = group_domains(m);
-  if (!domains) return std::unexpected(domains.error());
+  const auto domains = REFIT_TRY(group_domains(m));
   ClusterSpec spec;
   spec.name = std::move(name);
   spec.nvlink_latency = hw::kNvlinkLatency;
@@ -63,8 +63,12 @@ Result<ClusterSpec> machine_to_node(const FoundMachine& m, std::string name) {
     const auto& gpu = m.gpus[g];
     const auto& figures = hw::gpu_figures(gpu.model);
     const auto links = gpu.switch_links + static_cast<std::int32_t>(gpu.peer_links.size());
-    spec.gpus.push_back({GpuId{static_cast<std::int32_t>(g)}, 0, (*domains)[g],
-                         hw::nvlink_for_links(figures, links), figures.copy, gpu.bus_id});
+    spec.gpus.push_back({.id = GpuId{static_cast<std::int32_t>(g)},
+                         .node = 0,
+                         .domain = domains[g],
+                         .nvlink_bandwidth = hw::nvlink_for_links(figures, links),
+                         .copy_bandwidth = figures.copy,
+                         .pci_bus_id = gpu.bus_id});
   }
   add_nics(m, spec);
   fill_domains(spec);

@@ -36,6 +36,6 @@ struct FoundMachine {
 // A one-node ClusterSpec (node 0, no placement): NVLink domains from the links and cliques,
 // NVLink bandwidth from the link count, NICs paired with GPUs by PCIe proximity. Errors when a
 // direct NVLink leads to a GPU that is not in the machine.
-Result<ClusterSpec> machine_to_node(const FoundMachine& machine, std::string name);
+[[nodiscard]] Result<ClusterSpec> machine_to_node(const FoundMachine& machine, std::string name);
 
 }  // namespace refit::detail

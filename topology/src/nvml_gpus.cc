@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "nvml_api.h"
+#include "refit/core/try.h"
 
 namespace refit::detail {
 namespace {
@@ -43,7 +44,7 @@ void bind(void* library, const char* symbol, Fn& fn) {
   std::memcpy(&fn, &p, sizeof(fn));
 }
 
-Result<Api> bind_api(void* library, const std::string& path) {
+[[nodiscard]] Result<Api> bind_api(void* library, const std::string& path) {
   Api a;
   bind(library, "nvmlInit_v2", a.init);
   bind(library, "nvmlShutdown", a.shutdown);
@@ -111,7 +112,7 @@ std::vector<Link> links_of(const Api& api, nvml::Device device) {
     // A link index the GPU does not have answers an error: it is simply not there.
     if (api.link_state(device, l, &state) != nvml::kSuccess || state != nvml::kEnabled) continue;
     if (api.link_remote_pci(device, l, &remote) != nvml::kSuccess) continue;
-    Link link{normalize_bus_id(remote.bus_id), -1};
+    Link link{.remote = normalize_bus_id(remote.bus_id), .remote_type = -1};
     if (api.link_remote_type && api.link_remote_type(device, l, &link.remote_type) != nvml::kSuccess)
       link.remote_type = -1;
     links.push_back(std::move(link));
@@ -119,7 +120,7 @@ std::vector<Link> links_of(const Api& api, nvml::Device device) {
   return links;
 }
 
-Result<ScannedGpu> scan_gpu(const Api& api, unsigned int index) {
+[[nodiscard]] Result<ScannedGpu> scan_gpu(const Api& api, unsigned int index) {
   const auto check = [&](nvml::Return r, const char* call) -> Result<void> {
     if (r == nvml::kSuccess) return {};
     return fail(ErrorCode::kRuntime,
@@ -130,15 +131,10 @@ Result<ScannedGpu> scan_gpu(const Api& api, unsigned int index) {
   char name[96] = {};
   int major = 0;
   int minor = 0;
-  if (auto ok = check(api.handle(index, &device), "nvmlDeviceGetHandleByIndex_v2"); !ok)
-    return std::unexpected(ok.error());
-  if (auto ok = check(api.pci_info(device, &pci), "nvmlDeviceGetPciInfo_v3"); !ok)
-    return std::unexpected(ok.error());
-  if (auto ok = check(api.name(device, name, sizeof(name)), "nvmlDeviceGetName"); !ok)
-    return std::unexpected(ok.error());
-  if (auto ok = check(api.compute_capability(device, &major, &minor), "nvmlDeviceGetCudaComputeCapability");
-      !ok)
-    return std::unexpected(ok.error());
+  REFIT_TRY(check(api.handle(index, &device), "nvmlDeviceGetHandleByIndex_v2"));
+  REFIT_TRY(check(api.pci_info(device, &pci), "nvmlDeviceGetPciInfo_v3"));
+  REFIT_TRY(check(api.name(device, name, sizeof(name)), "nvmlDeviceGetName"));
+  REFIT_TRY(check(api.compute_capability(device, &major, &minor), "nvmlDeviceGetCudaComputeCapability"));
   ScannedGpu s;
   s.gpu.bus_id = normalize_bus_id(pci.bus_id);
   s.gpu.what = fmt::format("GPU {} ({}, {})", index, name, s.gpu.bus_id);
@@ -191,24 +187,19 @@ Result<NvmlScan> scan_nvml_gpus(const std::string& library) {
                                      why ? why : "unknown reason"));
     return scan;
   }
-  auto api = bind_api(handle.get(), library);
-  if (!api) return std::unexpected(api.error());
-  if (const auto r = api->init(); r != nvml::kSuccess) {
-    scan.notes.push_back(fmt::format("no NVIDIA GPU: NVML did not start: {}", api->error_string(r)));
+  const Api api = REFIT_TRY(bind_api(handle.get(), library));
+  if (const auto r = api.init(); r != nvml::kSuccess) {
+    scan.notes.push_back(fmt::format("no NVIDIA GPU: NVML did not start: {}", api.error_string(r)));
     return scan;
   }
-  const ShutdownOnExit shutdown{*api};
+  const ShutdownOnExit shutdown{api};
   unsigned int count = 0;
-  if (const auto r = api->count(&count); r != nvml::kSuccess)
+  if (const auto r = api.count(&count); r != nvml::kSuccess)
     return fail(ErrorCode::kRuntime,
-                fmt::format("NVML nvmlDeviceGetCount_v2 failed: {}", api->error_string(r)));
+                fmt::format("NVML nvmlDeviceGetCount_v2 failed: {}", api.error_string(r)));
   if (count == 0) scan.notes.push_back("no NVIDIA GPU: NVML lists none");
   std::vector<ScannedGpu> scanned;
-  for (unsigned int i = 0; i < count; ++i) {
-    auto gpu = scan_gpu(*api, i);
-    if (!gpu) return std::unexpected(gpu.error());
-    scanned.push_back(std::move(*gpu));
-  }
+  for (unsigned int i = 0; i < count; ++i) scanned.push_back(REFIT_TRY(scan_gpu(api, i)));
   classify_links(scanned, scan.notes);
   note_cliques(scanned, scan.notes);
   for (auto& s : scanned) scan.gpus.push_back(std::move(s.gpu));

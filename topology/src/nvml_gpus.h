@@ -16,6 +16,6 @@ struct NvmlScan {
 
 // An NVML that cannot be loaded or started, or that lists no GPU, gives no GPU and a note; an
 // NVML that fails midway gives an error (kRuntime).
-Result<NvmlScan> scan_nvml_gpus(const std::string& library);
+[[nodiscard]] Result<NvmlScan> scan_nvml_gpus(const std::string& library);
 
 }  // namespace refit::detail

@@ -8,45 +8,53 @@
 
 #include "hardware_constants.h"
 #include "preset_params.h"
+#include "refit/core/try.h"
 
 namespace refit::detail {
 namespace {
 
-Result<double> number(std::string_view key, std::string_view text, double min) {
+// Whole text a number, but too large for its type (from_chars: result_out_of_range).
+bool overflowed(std::string_view text, std::from_chars_result r) {
+  return !text.empty() && r.ec == std::errc::result_out_of_range && r.ptr == text.data() + text.size();
+}
+
+[[nodiscard]] Result<double> number(std::string_view key, std::string_view text, double min) {
   double v = 0;
   const auto* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-  if (text.empty() || ec != std::errc{} || ptr != end || !std::isfinite(v))
-    return invalid(fmt::format("{}={}: expected a number", key, text));
-  if (v < min) return invalid(fmt::format("{}={}: must be >= {}", key, text, min));
+  const auto r = std::from_chars(text.data(), end, v);
+  if (overflowed(text, r) || (r.ec == std::errc{} && r.ptr == end && !std::isfinite(v)))
+    return out_of_range(fmt::format("{}={}: expected a number", key, text));
+  if (text.empty() || r.ec != std::errc{} || r.ptr != end)
+    return parse_error(fmt::format("{}={}: expected a number", key, text));
+  if (v < min) return out_of_range(fmt::format("{}={}: must be >= {}", key, text, min));
   return v;
 }
 
-Result<double> positive(std::string_view key, std::string_view text) {
+[[nodiscard]] Result<double> positive(std::string_view key, std::string_view text) {
   auto v = number(key, text, 0.0);
-  if (v && *v == 0.0) return invalid(fmt::format("{}={}: must be > 0", key, text));
+  if (v && *v == 0.0) return out_of_range(fmt::format("{}={}: must be > 0", key, text));
   return v;
 }
 
-Result<std::int32_t> integer(std::string_view key, std::string_view text, std::int32_t min) {
+[[nodiscard]] Result<std::int32_t> integer(std::string_view key, std::string_view text, std::int32_t min) {
   std::int32_t v = 0;
   const auto* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-  if (text.empty() || ec != std::errc{} || ptr != end)
-    return invalid(fmt::format("{}={}: expected an integer", key, text));
-  if (v < min) return invalid(fmt::format("{}={}: must be >= {}", key, text, min));
+  const auto r = std::from_chars(text.data(), end, v);
+  if (overflowed(text, r)) return out_of_range(fmt::format("{}={}: expected an integer", key, text));
+  if (text.empty() || r.ec != std::errc{} || r.ptr != end)
+    return parse_error(fmt::format("{}={}: expected an integer", key, text));
+  if (v < min) return out_of_range(fmt::format("{}={}: must be >= {}", key, text, min));
   return v;
 }
 
-// field = convert(*value), or the error.
+// Sets field = convert(the value `value` holds), or returns its error.
 template <class Field, class Value, class Convert>
-Result<void> assign(Field& field, Result<Value> value, Convert convert) {
-  if (!value) return std::unexpected(value.error());
-  field = convert(*value);
+[[nodiscard]] Result<void> assign(Field& field, Result<Value> value, Convert convert) {
+  field = convert(REFIT_TRY(std::move(value)));
   return {};
 }
 template <class Field, class Value>
-Result<void> assign(Field& field, Result<Value> value) {
+[[nodiscard]] Result<void> assign(Field& field, Result<Value> value) {
   return assign(field, std::move(value), [](Value v) { return v; });
 }
 
@@ -132,12 +140,12 @@ Result<void> apply_overrides(PresetParams& params, std::string_view overrides) {
     const auto item = overrides.substr(0, comma);
     const auto eq = item.find('=');
     if (eq == std::string_view::npos)
-      return invalid(fmt::format("'{}': expected key=value (keys: {})", item, key_list()));
+      return parse_error(fmt::format("'{}': expected key=value (keys: {})", item, key_list()));
     const auto name = item.substr(0, eq);
     const Key* key = find_key(name);
-    if (!key) return invalid(fmt::format("unknown key '{}' (valid keys: {})", name, key_list()));
+    if (!key) return not_found(fmt::format("unknown key '{}' (valid keys: {})", name, key_list()));
     if (!seen.insert(name).second) return invalid(fmt::format("key '{}' is given twice", name));
-    if (auto ok = key->apply(params, name, item.substr(eq + 1)); !ok) return ok;
+    REFIT_TRY(key->apply(params, name, item.substr(eq + 1)));
     if (comma == std::string_view::npos) return {};
     overrides.remove_prefix(comma + 1);
   }

@@ -37,10 +37,10 @@ struct PresetParams {
 std::vector<std::pair<std::string, std::string>> override_keys();
 
 // Applies "key=value,key=value"; errors name the key (unknown keys list the valid ones).
-Result<void> apply_overrides(PresetParams& params, std::string_view overrides);
+[[nodiscard]] Result<void> apply_overrides(PresetParams& params, std::string_view overrides);
 
 // Checks that the sizes fit together (domains of whole nodes or nodes of whole domains, NICs
 // that split a node's GPUs evenly); errors name the keys involved.
-Result<void> check_consistency(const PresetParams& params);
+[[nodiscard]] Result<void> check_consistency(const PresetParams& params);
 
 }  // namespace refit::detail

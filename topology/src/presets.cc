@@ -9,6 +9,7 @@
 #include "cluster_builder.h"
 #include "hardware_constants.h"
 #include "preset_params.h"
+#include "refit/core/try.h"
 
 namespace refit {
 namespace {
@@ -62,11 +63,10 @@ std::vector<PresetParams> all_presets() {
   };
 }
 
-Result<PresetParams> find_preset(std::string_view name) {
+[[nodiscard]] Result<PresetParams> find_preset(std::string_view name) {
   for (auto& p : all_presets())
     if (p.name == name) return p;
-  return fail(ErrorCode::kNotFound,
-              fmt::format("unknown preset '{}' (known: {})", name, fmt::join(preset_names(), ", ")));
+  return not_found(fmt::format("unknown preset '{}' (known: {})", name, fmt::join(preset_names(), ", ")));
 }
 
 // Whole domains when a domain spans nodes (a rack), else whole nodes; at least one.
@@ -85,17 +85,22 @@ ClusterSpec build(const PresetParams& p, std::string name, std::int32_t nodes) {
   spec.nvlink_latency = p.nvlink_latency;
   const std::int32_t gpn = p.gpus_per_node;
   for (std::int32_t g = 0; g < nodes * gpn; ++g)
-    spec.gpus.push_back({GpuId{g}, g / gpn, g / p.domain_gpus(), p.nvlink, p.copy, ""});
+    spec.gpus.push_back({.id = GpuId{g},
+                         .node = g / gpn,
+                         .domain = g / p.domain_gpus(),
+                         .nvlink_bandwidth = p.nvlink,
+                         .copy_bandwidth = p.copy,
+                         .pci_bus_id = ""});
   const std::int32_t gpus_per_nic = gpn / p.node_nics();
   for (std::int32_t n = 0; n < nodes; ++n) {
     for (std::int32_t i = 0; i < p.node_nics(); ++i) {
-      NicSpec nic{static_cast<std::int32_t>(spec.nics.size()),
-                  p.nic_name.empty() ? fmt::format("rail{}", i) : p.nic_name,
-                  n,
-                  p.nic,
-                  p.latency,
-                  {},
-                  ""};
+      NicSpec nic{.id = static_cast<std::int32_t>(spec.nics.size()),
+                  .name = p.nic_name.empty() ? fmt::format("rail{}", i) : p.nic_name,
+                  .node = n,
+                  .bandwidth = p.nic,
+                  .latency = p.latency,
+                  .gpus = {},
+                  .pci_bus_id = ""};
       for (std::int32_t k = 0; k < gpus_per_nic; ++k) nic.gpus.emplace_back(n * gpn + i * gpus_per_nic + k);
       spec.nics.push_back(std::move(nic));
     }
@@ -117,19 +122,15 @@ std::vector<std::string> preset_names() {
 Result<Cluster> make_preset_cluster(std::string_view spec, const RankPlacementOptions& placement) {
   const auto colon = spec.find(':');
   const auto name = spec.substr(0, colon);
-  auto params = find_preset(name);
-  if (!params) return std::unexpected(params.error());
-  if (colon != std::string_view::npos) {
-    auto applied = detail::apply_overrides(*params, spec.substr(colon + 1));
-    if (!applied) return std::unexpected(std::move(applied.error()).in(std::string(name)));
-  }
+  auto params = REFIT_TRY(find_preset(name));
+  if (colon != std::string_view::npos)
+    REFIT_TRY_IN(detail::apply_overrides(params, spec.substr(colon + 1)), std::string(name));
   RankPlacementOptions options = placement;
-  if (params->infer_offset) options.destination_offset = params->infer_offset;
-  if (params->one_device_per_rank) params->gpus_per_node = std::max<std::int32_t>(1, required_gpus(options));
-  if (auto ok = detail::check_consistency(*params); !ok)
-    return std::unexpected(std::move(ok.error()).in(std::string(name)));
-  const auto nodes = node_count(*params, options);
-  return detail::finish_cluster(build(*params, std::string(spec), nodes), options);
+  if (params.infer_offset) options.destination_offset = params.infer_offset;
+  if (params.one_device_per_rank) params.gpus_per_node = std::max<std::int32_t>(1, required_gpus(options));
+  REFIT_TRY_IN(detail::check_consistency(params), std::string(name));
+  const auto nodes = node_count(params, options);
+  return detail::finish_cluster(build(params, std::string(spec), nodes), options);
 }
 
 }  // namespace refit

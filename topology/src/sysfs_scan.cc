@@ -88,7 +88,10 @@ void scan_port(const fs::path& port_dir, const std::string& name, const fs::path
   }
   std::error_code link_ec;
   const auto bus_id = fs::canonical(device_link, link_ec).filename().string();
-  scan.nics.push_back({name, gigabits, link_ec ? std::string() : bus_id, location_of(device_link)});
+  scan.nics.push_back({.name = name,
+                       .line_gigabits = gigabits,
+                       .bus_id = link_ec ? std::string() : bus_id,
+                       .location = location_of(device_link)});
 }
 
 }  // namespace

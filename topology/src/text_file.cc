@@ -10,7 +10,7 @@ namespace refit::detail {
 Result<std::string> read_text_file(const std::filesystem::path& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec))
-    return fail(ErrorCode::kNotFound, fmt::format("{}: no such file", path.string()));
+    return not_found(fmt::format("{}: no such file", path.string()));
   std::ifstream in(path, std::ios::binary);
   std::stringstream text;
   text << in.rdbuf();

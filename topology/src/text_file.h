@@ -8,6 +8,6 @@
 namespace refit::detail {
 
 // kNotFound when the file does not exist (bad input), kRuntime when it cannot be read.
-Result<std::string> read_text_file(const std::filesystem::path& path);
+[[nodiscard]] Result<std::string> read_text_file(const std::filesystem::path& path);
 
 }  // namespace refit::detail

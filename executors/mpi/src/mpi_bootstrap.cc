@@ -9,10 +9,12 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/try.h"
+
 namespace refit {
 namespace {
 
-Result<void> check(int code, std::string_view call) {
+[[nodiscard]] Result<void> check(int code, std::string_view call) {
   if (code == MPI_SUCCESS) return {};
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
@@ -39,12 +41,12 @@ constexpr std::chrono::microseconds kLongestPoll{2000};
 
 Result<MpiBootstrap> MpiBootstrap::create(MPI_Comm comm, Seconds timeout) {
   if (!(timeout.value > 0))
-    return invalid(fmt::format("bootstrap timeout must be > 0 s, got {}", timeout.value));
+    return out_of_range(fmt::format("bootstrap timeout must be > 0 s, got {}", timeout.value));
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) return fail(ErrorCode::kRuntime, "MPI is not initialised (call MPI_Init first)");
   MPI_Comm dup = MPI_COMM_NULL;
-  if (auto ok = check(MPI_Comm_dup(comm, &dup), "MPI_Comm_dup"); !ok) return std::unexpected(ok.error());
+  REFIT_TRY(check(MPI_Comm_dup(comm, &dup), "MPI_Comm_dup"));
   MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
   int rank = 0;
   int size = 0;
@@ -70,7 +72,7 @@ Result<void> MpiBootstrap::complete(MPI_Request& request, std::string_view call,
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_.value);
   for (auto pause = kFirstPoll;; pause = std::min(pause * 2, kLongestPoll)) {
     int done = 0;
-    if (auto ok = check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), call); !ok) return ok;
+    REFIT_TRY(check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), call));
     if (done) return {};
     if (std::chrono::steady_clock::now() >= deadline) {
       broken_ = true;
@@ -93,12 +95,10 @@ Result<std::vector<std::string>> MpiBootstrap::allgather(std::string_view mine) 
   b->my_size = static_cast<std::int64_t>(mine.size());
   b->sizes.resize(static_cast<std::size_t>(size_));
   MPI_Request request = MPI_REQUEST_NULL;
-  if (auto ok =
-          check(MPI_Iallgather(&b->my_size, 1, MPI_INT64_T, b->sizes.data(), 1, MPI_INT64_T, comm_, &request),
-                "MPI_Iallgather");
-      !ok)
-    return std::unexpected(ok.error());
-  if (auto ok = complete(request, "MPI_Iallgather", b); !ok) return std::unexpected(ok.error());
+  REFIT_TRY(
+      check(MPI_Iallgather(&b->my_size, 1, MPI_INT64_T, b->sizes.data(), 1, MPI_INT64_T, comm_, &request),
+            "MPI_Iallgather"));
+  REFIT_TRY(complete(request, "MPI_Iallgather", b));
   const std::int64_t total = std::accumulate(b->sizes.begin(), b->sizes.end(), std::int64_t{0});
   if (total > std::numeric_limits<int>::max())
     return fail(ErrorCode::kRuntime, fmt::format("allgather of {} bytes exceeds MPI's int counts", total));
@@ -106,12 +106,10 @@ Result<std::vector<std::string>> MpiBootstrap::allgather(std::string_view mine) 
   b->displacements.assign(b->counts.size(), 0);
   std::exclusive_scan(b->counts.begin(), b->counts.end(), b->displacements.begin(), 0);
   b->all.assign(static_cast<std::size_t>(total), '\0');
-  if (auto ok = check(MPI_Iallgatherv(b->mine.data(), static_cast<int>(b->my_size), MPI_BYTE, b->all.data(),
-                                      b->counts.data(), b->displacements.data(), MPI_BYTE, comm_, &request),
-                      "MPI_Iallgatherv");
-      !ok)
-    return std::unexpected(ok.error());
-  if (auto ok = complete(request, "MPI_Iallgatherv", b); !ok) return std::unexpected(ok.error());
+  REFIT_TRY(check(MPI_Iallgatherv(b->mine.data(), static_cast<int>(b->my_size), MPI_BYTE, b->all.data(),
+                                  b->counts.data(), b->displacements.data(), MPI_BYTE, comm_, &request),
+                  "MPI_Iallgatherv"));
+  REFIT_TRY(complete(request, "MPI_Iallgatherv", b));
   std::vector<std::string> out;
   out.reserve(b->counts.size());
   for (std::size_t r = 0; r < b->counts.size(); ++r)
@@ -124,7 +122,7 @@ Result<void> MpiBootstrap::barrier() {
   if (broken())
     return fail(ErrorCode::kRuntime, "the MPI bootstrap is broken: an earlier collective timed out");
   MPI_Request request = MPI_REQUEST_NULL;
-  if (auto ok = check(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier"); !ok) return ok;
+  REFIT_TRY(check(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier"));
   return complete(request, "MPI_Ibarrier", nullptr);
 }
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/try.h"
+
 namespace refit {
 namespace {
 
@@ -15,7 +17,11 @@ class SimPrepared final : public PreparedPlan {
 
 // The rank's share of the plan: what it puts and what lands on it, relay hops included.
 ExecutionReport rank_report(const Plan& plan, Rank rank, Seconds predicted) {
-  ExecutionReport r{Bytes{0}, Bytes{0}, predicted, 0, Bytes{0}};
+  ExecutionReport r{.bytes_sent = Bytes{0},
+                    .bytes_received = Bytes{0},
+                    .elapsed = predicted,
+                    .messages = 0,
+                    .stored_directly = Bytes{0}};
   for (const auto& t : plan.transfers) {
     if (t.sender == rank) {
       r.bytes_sent += t.bytes;
@@ -31,20 +37,16 @@ ExecutionReport rank_report(const Plan& plan, Rank rank, Seconds predicted) {
 Result<std::unique_ptr<PreparedPlan>> SimExecutor::prepare(const Plan& plan, Rank rank, const RankBuffers&) {
   if (auto ok = validate_structure(plan); !ok) return std::unexpected(ok.error());
   if (rank.value < 0 || rank.value >= plan.world_size())
-    return invalid(fmt::format("rank {} is not one of the plan's {} ranks", rank.value, plan.world_size()));
-  if (auto ok = validate(plan, problem_); !ok)
-    return std::unexpected(std::move(ok.error()).in("the sim executor's plan"));
+    return out_of_range(
+        fmt::format("rank {} is not one of the plan's {} ranks", rank.value, plan.world_size()));
+  REFIT_TRY_IN(validate(plan, problem_), "the sim executor's plan");
   return std::make_unique<SimPrepared>(plan, rank);
 }
 
 Result<ExecutionReport> SimExecutor::execute(PreparedPlan& prepared) {
   auto* p = dynamic_cast<SimPrepared*>(&prepared);
   if (p == nullptr) return invalid("execute: the plan was not prepared by the sim executor");
-  if (!p->simulation) {
-    auto sim = simulate_plan(p->plan, problem_, cluster_, options_);
-    if (!sim) return std::unexpected(sim.error());
-    p->simulation = std::move(*sim);
-  }
+  if (!p->simulation) p->simulation = REFIT_TRY(simulate_plan(p->plan, problem_, cluster_, options_));
   last_ = p->simulation;
   return rank_report(p->plan, p->rank, p->simulation->predicted);
 }

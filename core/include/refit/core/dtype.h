@@ -24,7 +24,7 @@ std::int64_t dtype_size(DType t);
 // Canonical short names: bf16, fp16, fp32, fp64, fp8_e4m3, fp8_e5m2, int8, uint8, int32, int64.
 std::string_view dtype_name(DType t);
 // Accepts the canonical names and the torch spellings (bfloat16, float16, float32, float, ...).
-Result<DType> parse_dtype(std::string_view name);
+[[nodiscard]] Result<DType> parse_dtype(std::string_view name);
 std::span<const DType> all_dtypes();
 
 }  // namespace refit

@@ -44,7 +44,7 @@ template <class T>
 using Result = std::expected<T, Error>;
 
 inline std::unexpected<Error> fail(ErrorCode code, std::string message) {
-  return std::unexpected<Error>(Error{code, std::move(message)});
+  return std::unexpected<Error>(Error{.code = code, .message = std::move(message)});
 }
 inline std::unexpected<Error> invalid(std::string message) {
   return fail(ErrorCode::kInvalidArgument, std::move(message));

@@ -22,7 +22,7 @@ std::string child(const std::string& path, std::string_view key);
 std::string element(const std::string& path, std::size_t index);
 
 // Parses text that must hold one JSON object; `what` names it in the error ("config.json").
-Result<Json> parse_object(std::string_view text, std::string_view what);
+[[nodiscard]] Result<Json> parse_object(std::string_view text, std::string_view what);
 
 // Absent and null count as missing.
 bool has(const Json& object, std::string_view key);
@@ -30,26 +30,34 @@ bool has(const Json& object, std::string_view key);
 std::string describe(const Json& value);
 // Fails unless `object` is an object whose keys are all in `known` (a typo is named, with the
 // keys that are allowed). `what` names the root when `path` is empty ("the cluster file").
-Result<void> require_known_keys(const Json& object, const std::string& path,
-                                std::initializer_list<std::string_view> known,
-                                std::string_view what = "the input");
+[[nodiscard]] Result<void> require_known_keys(const Json& object, const std::string& path,
+                                              std::initializer_list<std::string_view> known,
+                                              std::string_view what = "the input");
 // Integers must lie in [min_value, max_value].
-Result<std::int64_t> require_int(const Json& object, std::string_view key, const std::string& path,
-                                 std::int64_t min_value, std::int64_t max_value = INT64_MAX);
+[[nodiscard]] Result<std::int64_t> require_int(const Json& object, std::string_view key,
+                                               const std::string& path, std::int64_t min_value,
+                                               std::int64_t max_value = INT64_MAX);
 // nullopt when absent or null.
-Result<std::optional<std::int64_t>> optional_int(const Json& object, std::string_view key,
-                                                 const std::string& path, std::int64_t min_value,
-                                                 std::int64_t max_value = INT64_MAX);
-Result<bool> optional_bool(const Json& object, std::string_view key, const std::string& path, bool fallback);
-Result<double> require_number(const Json& object, std::string_view key, const std::string& path);
-Result<std::string> require_string(const Json& object, std::string_view key, const std::string& path);
-Result<std::string> optional_string(const Json& object, std::string_view key, const std::string& path,
-                                    std::string fallback);
-Result<const Json*> require_array(const Json& object, std::string_view key, const std::string& path);
-Result<const Json*> require_object(const Json& object, std::string_view key, const std::string& path);
+[[nodiscard]] Result<std::optional<std::int64_t>> optional_int(const Json& object, std::string_view key,
+                                                               const std::string& path,
+                                                               std::int64_t min_value,
+                                                               std::int64_t max_value = INT64_MAX);
+[[nodiscard]] Result<bool> optional_bool(const Json& object, std::string_view key, const std::string& path,
+                                         bool fallback);
+[[nodiscard]] Result<double> require_number(const Json& object, std::string_view key,
+                                            const std::string& path);
+[[nodiscard]] Result<std::string> require_string(const Json& object, std::string_view key,
+                                                 const std::string& path);
+[[nodiscard]] Result<std::string> optional_string(const Json& object, std::string_view key,
+                                                  const std::string& path, std::string fallback);
+[[nodiscard]] Result<const Json*> require_array(const Json& object, std::string_view key,
+                                                const std::string& path);
+[[nodiscard]] Result<const Json*> require_object(const Json& object, std::string_view key,
+                                                 const std::string& path);
 // Every element an integer in [min_value, max_value]; `path` names the array itself.
-Result<std::vector<std::int64_t>> int_array(const Json& array, const std::string& path,
-                                            std::int64_t min_value, std::int64_t max_value = INT64_MAX);
+[[nodiscard]] Result<std::vector<std::int64_t>> int_array(const Json& array, const std::string& path,
+                                                          std::int64_t min_value,
+                                                          std::int64_t max_value = INT64_MAX);
 
 // Reads many fields of one object and keeps the first error, so a reader is a straight list of
 // fields followed by one status() check. After an error every read returns a neutral value.
@@ -77,11 +85,11 @@ class FieldReader {
   const Json* array(std::string_view key);
   const Json* object(std::string_view key);
   std::string path(std::string_view key) const { return child(path_, key); }
-  // Records `message` about field `key` unless an error is already recorded.
-  void fail(std::string_view key, const std::string& message);
+  // Records `message` about field `key`, of kind `code`, unless an error is already recorded.
+  void fail(std::string_view key, const std::string& message, ErrorCode code = ErrorCode::kInvalidArgument);
   // Records `error` (from a nested reader) unless an error is already recorded.
   void keep_error(Result<void> r);
-  Result<void> status() const;
+  [[nodiscard]] Result<void> status() const;
 
  private:
   template <class T>

@@ -12,7 +12,7 @@ namespace refit {
 class Layout {
  public:
   // Checks one placement per mesh axis and every Shard dim inside the tensor's dims.
-  static Result<Layout> make(Shape tensor_shape, Mesh mesh, std::vector<Placement> placements);
+  [[nodiscard]] static Result<Layout> make(Shape tensor_shape, Mesh mesh, std::vector<Placement> placements);
 
   const Shape& tensor_shape() const { return shape_; }
   const Mesh& mesh() const { return mesh_; }
@@ -21,7 +21,7 @@ class Layout {
   // The box held by the rank at a mesh position (row-major index).
   Box box_at_position(std::int64_t position) const;
   // The box held by a global rank, or an error when the rank is not in the mesh.
-  Result<Box> local_box(Rank r) const;
+  [[nodiscard]] Result<Box> local_box(Rank r) const;
 
   bool operator==(const Layout&) const = default;
 
@@ -42,6 +42,6 @@ struct Interval {
 };
 Interval chunk_interval(std::int64_t length, std::int64_t parts, std::int64_t index);
 
-inline Result<Box> local_box(const Layout& layout, Rank r) { return layout.local_box(r); }
+[[nodiscard]] inline Result<Box> local_box(const Layout& layout, Rank r) { return layout.local_box(r); }
 
 }  // namespace refit

@@ -14,8 +14,8 @@ inline constexpr std::size_t kMaxMeshAxes = 4;
 class Mesh {
  public:
   // `ranks` empty means 0..size-1. Checks axis count, positive sizes, rank count, duplicates.
-  static Result<Mesh> make(std::vector<std::int64_t> shape, std::vector<Rank> ranks = {},
-                           std::vector<std::string> axis_names = {});
+  [[nodiscard]] static Result<Mesh> make(std::vector<std::int64_t> shape, std::vector<Rank> ranks = {},
+                                         std::vector<std::string> axis_names = {});
 
   const std::vector<std::int64_t>& shape() const { return shape_; }
   const std::vector<Rank>& ranks() const { return ranks_; }

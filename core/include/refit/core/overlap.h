@@ -40,6 +40,6 @@ struct Overlap {
 std::vector<Shard> distinct_shards(const Layout& layout);
 
 // Both layouts must describe the same tensor shape.
-Result<Overlap> overlaps(const Layout& src, const Layout& dst);
+[[nodiscard]] Result<Overlap> overlaps(const Layout& src, const Layout& dst);
 
 }  // namespace refit

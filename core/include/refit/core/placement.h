@@ -21,7 +21,7 @@ struct Placement {
 };
 
 // "S0", "R" (case-insensitive; "Shard(0)" and "Replicate()" are accepted too).
-Result<Placement> parse_placement(std::string_view text);
-Result<std::vector<Placement>> parse_placements(std::string_view comma_separated);
+[[nodiscard]] Result<Placement> parse_placement(std::string_view text);
+[[nodiscard]] Result<std::vector<Placement>> parse_placements(std::string_view comma_separated);
 
 }  // namespace refit

@@ -20,8 +20,8 @@ class ReshardProblem {
  public:
   // Checks that layouts match the tensor shapes, names are unique, source meshes use ranks in
   // [0, source_ranks) and destination meshes ranks in [source_ranks, source_ranks+destination_ranks).
-  static Result<ReshardProblem> make(std::vector<TensorReshard> tensors, std::int32_t source_ranks,
-                                     std::int32_t destination_ranks);
+  [[nodiscard]] static Result<ReshardProblem> make(std::vector<TensorReshard> tensors,
+                                                   std::int32_t source_ranks, std::int32_t destination_ranks);
 
   const std::vector<TensorReshard>& tensors() const { return tensors_; }
   std::int32_t source_ranks() const { return source_ranks_; }

@@ -20,6 +20,6 @@ struct TensorSpec {
 };
 
 // Checks 1..8 dims, non-negative sizes, a non-empty name.
-Result<TensorSpec> make_tensor_spec(std::string name, Shape shape, DType dtype);
+[[nodiscard]] Result<TensorSpec> make_tensor_spec(std::string name, Shape shape, DType dtype);
 
 }  // namespace refit

@@ -17,8 +17,8 @@ class Bootstrap {
   virtual std::int32_t rank() const = 0;
   virtual std::int32_t size() const = 0;
   // Every rank contributes `mine`; the result holds every rank's contribution, by rank.
-  virtual Result<std::vector<std::string>> allgather(std::string_view mine) = 0;
-  virtual Result<void> barrier() = 0;
+  [[nodiscard]] virtual Result<std::vector<std::string>> allgather(std::string_view mine) = 0;
+  [[nodiscard]] virtual Result<void> barrier() = 0;
 };
 
 }  // namespace refit

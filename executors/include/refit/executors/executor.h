@@ -87,16 +87,16 @@ class Executor {
   // Host memory this executor moves fastest, uninitialised: a transport may hand out memory its
   // peers can map and write into directly (no work for the receiving rank, no kernel copy).
   // Buffers carved from it are passed to prepare() like any others.
-  virtual Result<std::unique_ptr<HostAllocation>> allocate_host(Bytes bytes) {
+  [[nodiscard]] virtual Result<std::unique_ptr<HostAllocation>> allocate_host(Bytes bytes) {
     return heap_allocation(bytes);
   }
   // Registers memory and exchanges keys with the peers. Refuses buffers that do not match the
   // plan (missing tensor, wrong box, too small), and ranks that disagree on the plan hash, before
   // any byte moves.
-  virtual Result<std::unique_ptr<PreparedPlan>> prepare(const Plan& plan, Rank rank,
-                                                        const RankBuffers& buffers) = 0;
+  [[nodiscard]] virtual Result<std::unique_ptr<PreparedPlan>> prepare(const Plan& plan, Rank rank,
+                                                                      const RankBuffers& buffers) = 0;
   // Moves the bytes. Bounded: a dead peer or a timeout gives an error naming the rank and tensor.
-  virtual Result<ExecutionReport> execute(PreparedPlan& prepared) = 0;
+  [[nodiscard]] virtual Result<ExecutionReport> execute(PreparedPlan& prepared) = 0;
 };
 
 }  // namespace refit

@@ -19,8 +19,8 @@ class HostShards {
  public:
   // Buffers for every non-empty box `rank` holds (sources) or must hold (destinations), each from
   // `allocator` (e.g. the executor's allocate_host, so that peers can write into them directly).
-  static Result<HostShards> allocate(const ReshardProblem& problem, Rank rank,
-                                     const HostAllocator& allocator);
+  [[nodiscard]] static Result<HostShards> allocate(const ReshardProblem& problem, Rank rank,
+                                                   const HostAllocator& allocator);
   // The same on the heap, which cannot fail short of running out of memory.
   static HostShards allocate(const ReshardProblem& problem, Rank rank);
 
@@ -28,7 +28,7 @@ class HostShards {
   RankBuffers& buffers() { return buffers_; }
   // Checks every element of every destination shard against the pattern; the error names the
   // tensor and the first wrong element.
-  Result<void> verify(const ReshardProblem& problem) const;
+  [[nodiscard]] Result<void> verify(const ReshardProblem& problem) const;
   // Zeroes every destination shard again, so that a later execution is verified on its own.
   void clear_destinations();
 

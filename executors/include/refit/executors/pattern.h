@@ -17,7 +17,7 @@ void fill_pattern(std::uint32_t tensor, const Shape& tensor_shape, const Box& bo
                   std::span<std::byte> out);
 
 // Checks `data` against the pattern; the error names the first wrong element (global index).
-Result<void> verify_pattern(std::uint32_t tensor, const Shape& tensor_shape, const Box& box,
-                            std::int64_t element_size, std::span<const std::byte> data);
+[[nodiscard]] Result<void> verify_pattern(std::uint32_t tensor, const Shape& tensor_shape, const Box& box,
+                                          std::int64_t element_size, std::span<const std::byte> data);
 
 }  // namespace refit

@@ -14,9 +14,10 @@ namespace refit {
 // Names of the executors built into this binary, in a stable order.
 std::vector<std::string_view> executor_names();
 
-// An executor bound to `bootstrap`, which must outlive it. Errors: kNotFound naming the known
-// executors for an unknown or unbuilt name; kInvalidArgument for options the backend refuses.
-Result<std::unique_ptr<Executor>> make_executor(std::string_view name, Bootstrap& bootstrap,
-                                                const ExecutorOptions& options);
+// An executor bound to `bootstrap`, which must outlive it. Errors name the executors this build
+// has: kNotFound for an unknown name, kUnsupported for a backend this build lacks; the backend's
+// own error for options it refuses.
+[[nodiscard]] Result<std::unique_ptr<Executor>> make_executor(std::string_view name, Bootstrap& bootstrap,
+                                                              const ExecutorOptions& options);
 
 }  // namespace refit

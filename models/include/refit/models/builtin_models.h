@@ -19,6 +19,6 @@ std::span<const BuiltinModel> builtin_models();
 
 // A built-in by name; kNotFound listing the names when there is none. options.include_mtp is
 // forced on for the -mtp variants.
-Result<ModelSpec> builtin_model(std::string_view name, const HfOptions& options = {});
+[[nodiscard]] Result<ModelSpec> builtin_model(std::string_view name, const HfOptions& options = {});
 
 }  // namespace refit::models

@@ -19,9 +19,10 @@ struct HfOptions {
 };
 
 // `name` becomes ModelSpec::name. Errors name the offending config field.
-Result<ModelSpec> parse_hf_config(std::string_view json_text, const HfOptions& options = {},
-                                  std::string name = "config.json");
+[[nodiscard]] Result<ModelSpec> parse_hf_config(std::string_view json_text, const HfOptions& options = {},
+                                                std::string name = "config.json");
 // Reads the file (or `path`/config.json when `path` is a directory).
-Result<ModelSpec> load_hf_config(const std::filesystem::path& path, const HfOptions& options = {});
+[[nodiscard]] Result<ModelSpec> load_hf_config(const std::filesystem::path& path,
+                                               const HfOptions& options = {});
 
 }  // namespace refit::models

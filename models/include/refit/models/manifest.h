@@ -18,10 +18,10 @@
 namespace refit::models {
 
 // Errors carry the JSON path of the offending value, e.g. "tensors[3].source.placements[1]".
-Result<ReshardProblem> parse_manifest(std::string_view json_text);
-Result<ReshardProblem> load_manifest(const std::filesystem::path& path);
+[[nodiscard]] Result<ReshardProblem> parse_manifest(std::string_view json_text);
+[[nodiscard]] Result<ReshardProblem> load_manifest(const std::filesystem::path& path);
 
 std::string write_manifest(const ReshardProblem& problem);  // compact JSON text
-Result<void> save_manifest(const ReshardProblem& problem, const std::filesystem::path& path);
+[[nodiscard]] Result<void> save_manifest(const ReshardProblem& problem, const std::filesystem::path& path);
 
 }  // namespace refit::models

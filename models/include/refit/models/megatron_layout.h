@@ -15,25 +15,25 @@ namespace refit::models {
 // when pp does not divide them, every stage but the last takes ceil(layers/pp) and the last the
 // rest (Megatron-Bridge's DeepSeek-V3 PP16 layout: 15 x 4 + 1), unless pp_first/pp_last say
 // how many the first/last stage take (the rest split evenly over the middle stages).
-Result<std::vector<std::int64_t>> megatron_stage_starts(std::int64_t num_layers,
-                                                        const MegatronConfig& config);
+[[nodiscard]] Result<std::vector<std::int64_t>> megatron_stage_starts(std::int64_t num_layers,
+                                                                      const MegatronConfig& config);
 
 // Megatron's layouts for one model; checks at construction that the sizes fit it: tp divides
 // the query and kv heads (Megatron shards query groups), ep divides the experts, tp and etp
 // divide every dim they split, and every pipeline stage gets a layer.
 class MegatronLayouts {
  public:
-  static Result<MegatronLayouts> make(const ModelSpec& model, const MegatronConfig& config);
+  [[nodiscard]] static Result<MegatronLayouts> make(const ModelSpec& model, const MegatronConfig& config);
 
   // Precondition: `tensor` belongs to the model given to make().
-  Result<Layout> layout(const WeightTensor& tensor) const;
+  [[nodiscard]] Result<Layout> layout(const WeightTensor& tensor) const;
   std::int64_t stage_of(const WeightTensor& tensor) const;
 
  private:
   MegatronLayouts(MegatronConfig config, std::vector<std::int64_t> stage_starts, bool tied)
       : config_(config), stage_starts_(std::move(stage_starts)), tied_embeddings_(tied) {}
-  Result<Layout> dense_layout(const WeightTensor& tensor, std::int64_t stage) const;
-  Result<Layout> expert_layout(const WeightTensor& tensor, std::int64_t stage) const;
+  [[nodiscard]] Result<Layout> dense_layout(const WeightTensor& tensor, std::int64_t stage) const;
+  [[nodiscard]] Result<Layout> expert_layout(const WeightTensor& tensor, std::int64_t stage) const;
 
   MegatronConfig config_;
   std::vector<std::int64_t> stage_starts_;

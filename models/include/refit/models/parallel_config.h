@@ -39,10 +39,10 @@ struct VllmConfig {
 // Keys tp, pp, ep, etp, cp, dp, pp_first, pp_last (each at most once, values >= 1), e.g.
 // "tp=4,pp=8,ep=16". Without dp: the smallest dp that makes the expert layout valid
 // (tp*cp*dp a multiple of ep*etp), so "pp=16,ep=16" is 256 ranks.
-Result<MegatronConfig> parse_megatron(std::string_view text);
+[[nodiscard]] Result<MegatronConfig> parse_megatron(std::string_view text);
 // Keys tp, dp, pp (1 only), ep or expert_parallel (1/true/on, 0/false/off, or the EP size tp*dp),
 // e.g. "tp=8,dp=16" or "tp=8,dp=16,ep=1".
-Result<VllmConfig> parse_vllm(std::string_view text);
+[[nodiscard]] Result<VllmConfig> parse_vllm(std::string_view text);
 
 // Canonical forms with every size, e.g. "tp=4,pp=8,ep=16,etp=1,cp=1,dp=4" and "tp=8,dp=16,ep=off".
 std::string to_string(const MegatronConfig& c);

@@ -9,7 +9,7 @@ namespace refit::models {
 
 // Source layouts over the Megatron training ranks 0..S-1, destination layouts over the vLLM
 // inference ranks S..S+D-1 (S = train.world(), D = infer.world()). Errors name what does not fit.
-Result<ReshardProblem> build_problem(const ModelSpec& model, const MegatronConfig& train,
-                                     const VllmConfig& infer);
+[[nodiscard]] Result<ReshardProblem> build_problem(const ModelSpec& model, const MegatronConfig& train,
+                                                   const VllmConfig& infer);
 
 }  // namespace refit::models

@@ -15,15 +15,16 @@ namespace refit::models {
 // that tp divides every other dim it splits.
 class VllmLayouts {
  public:
-  static Result<VllmLayouts> make(const ModelSpec& model, const VllmConfig& config, std::int32_t first_rank);
+  [[nodiscard]] static Result<VllmLayouts> make(const ModelSpec& model, const VllmConfig& config,
+                                                std::int32_t first_rank);
 
   // Precondition: `tensor` belongs to the model given to make().
-  Result<Layout> layout(const WeightTensor& tensor) const;
+  [[nodiscard]] Result<Layout> layout(const WeightTensor& tensor) const;
 
  private:
   VllmLayouts(VllmConfig config, std::int64_t kv_heads, std::int32_t first_rank)
       : config_(config), kv_heads_(kv_heads), first_rank_(first_rank) {}
-  Result<Layout> expert_parallel_layout(const WeightTensor& tensor) const;
+  [[nodiscard]] Result<Layout> expert_parallel_layout(const WeightTensor& tensor) const;
 
   VllmConfig config_;
   std::int64_t kv_heads_ = 0;

@@ -22,7 +22,7 @@ enum class LinkKind : std::uint8_t {
   kLocal,    // both ranks are on the same GPU: a device copy
 };
 std::string_view link_kind_name(LinkKind k);
-Result<LinkKind> parse_link_kind(std::string_view name);
+[[nodiscard]] Result<LinkKind> parse_link_kind(std::string_view name);
 
 inline constexpr std::int32_t kFromSourceShard = -1;
 
@@ -87,7 +87,7 @@ std::vector<RankSchedule> schedules(const Plan& plan);
 //    transfer it received (`via`) whose segments of the same tensor tile the box;
 //  - every destination element is written exactly once: the segments a destination rank
 //    receives, cut to its own box, tile that box without overlap or gap.
-Result<void> validate(const Plan& plan, const ReshardProblem& problem);
+[[nodiscard]] Result<void> validate(const Plan& plan, const ReshardProblem& problem);
 
 // A stable 64-bit digest of everything in the plan, printed as 16 hex digits.
 std::uint64_t plan_hash(const Plan& plan);

@@ -11,7 +11,7 @@ namespace refit {
 
 void write_plan_json(const Plan& plan, std::ostream& out);
 // Errors name the JSON path of the offending field, e.g. transfers[3].segments[0].extent.
-Result<Plan> parse_plan_json(std::string_view text);
-Result<Plan> load_plan_file(const std::string& path);
+[[nodiscard]] Result<Plan> parse_plan_json(std::string_view text);
+[[nodiscard]] Result<Plan> load_plan_file(const std::string& path);
 
 }  // namespace refit

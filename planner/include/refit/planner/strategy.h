@@ -27,7 +27,7 @@ inline constexpr std::string_view kDefaultStrategy = "refit";
 bool is_nccl_collective(std::string_view strategy);
 
 // Refuses an unknown strategy, and a cluster whose rank placement does not match the problem.
-Result<Plan> make_plan(std::string_view strategy, const ReshardProblem& problem, const Cluster& cluster,
-                       const PlanOptions& options = {});
+[[nodiscard]] Result<Plan> make_plan(std::string_view strategy, const ReshardProblem& problem,
+                                     const Cluster& cluster, const PlanOptions& options = {});
 
 }  // namespace refit

@@ -62,7 +62,7 @@ class Cluster {
  public:
   // Validates ids, domain membership (each GPU in exactly one domain, matching GpuSpec::domain),
   // NIC-to-GPU bindings, positive bandwidths and the rank placement; errors name the field.
-  static Result<Cluster> make(ClusterSpec spec);
+  [[nodiscard]] static Result<Cluster> make(ClusterSpec spec);
 
   const ClusterSpec& spec() const { return spec_; }
   const std::string& name() const { return spec_.name; }
@@ -112,7 +112,7 @@ struct RankPlacementOptions {
 };
 
 // Fills spec.rank_to_gpu and spec.source_ranks; errors when the cluster is too small.
-Result<void> place_ranks(ClusterSpec& spec, const RankPlacementOptions& options);
+[[nodiscard]] Result<void> place_ranks(ClusterSpec& spec, const RankPlacementOptions& options);
 
 // The number of GPUs a placement needs (its highest GPU index + 1; 0 when it places no rank),
 // so that presets can size themselves before placing.

@@ -17,10 +17,11 @@ nlohmann::ordered_json cluster_to_json(const Cluster& cluster);
 
 // Validates the structure (errors name the JSON path: "gpus[3].node: missing") and then the
 // cluster itself (Cluster::make). Unknown fields are refused, so that typos do not pass.
-Result<Cluster> cluster_from_json(const nlohmann::json& json);
-Result<Cluster> parse_cluster_json(std::string_view text);
+[[nodiscard]] Result<Cluster> cluster_from_json(const nlohmann::json& json);
+[[nodiscard]] Result<Cluster> parse_cluster_json(std::string_view text);
 
 // Reads a cluster file. When `placement` asks for ranks, it replaces the file's placement.
-Result<Cluster> load_cluster_file(const std::filesystem::path& path, const RankPlacementOptions& placement);
+[[nodiscard]] Result<Cluster> load_cluster_file(const std::filesystem::path& path,
+                                                const RankPlacementOptions& placement);
 
 }  // namespace refit

@@ -25,7 +25,8 @@ struct Discovery {
   std::vector<std::string> notes;  // what was not found or not used, and why, for the user
 };
 
-// Errors: kRuntime when NVML fails midway; kInvalidArgument when the placement does not fit.
-Result<Discovery> discover_cluster(const DiscoveryOptions& options, const RankPlacementOptions& placement);
+// Errors: kRuntime when NVML fails midway; kMismatch when the placement does not fit.
+[[nodiscard]] Result<Discovery> discover_cluster(const DiscoveryOptions& options,
+                                                 const RankPlacementOptions& placement);
 
 }  // namespace refit

@@ -19,10 +19,10 @@
 namespace refit {
 
 // Errors name the XML line and element ("line 12: <gpu dev=\"3\">: attribute 'sm' missing").
-Result<Cluster> import_nccl_topology(std::string_view xml, std::string_view name,
-                                     const RankPlacementOptions& placement);
+[[nodiscard]] Result<Cluster> import_nccl_topology(std::string_view xml, std::string_view name,
+                                                   const RankPlacementOptions& placement);
 // The cluster is named after the file.
-Result<Cluster> load_nccl_topology_file(const std::filesystem::path& path,
-                                        const RankPlacementOptions& placement);
+[[nodiscard]] Result<Cluster> load_nccl_topology_file(const std::filesystem::path& path,
+                                                      const RankPlacementOptions& placement);
 
 }  // namespace refit

@@ -25,8 +25,10 @@ std::vector<std::string> preset_names();
 // (key, meaning) for every override key, in a stable order.
 std::vector<std::pair<std::string, std::string>> preset_keys();
 
-// Errors: kNotFound for an unknown preset; kInvalidArgument naming the key for a bad override.
+// Errors: kNotFound for an unknown preset or key; kParse, kOutOfRange or kInvalidArgument naming the
+// key for a bad override; kMismatch when the cluster is too small for the placement.
 // `placement.destination_offset` is overridden by the infer_offset key when given.
-Result<Cluster> make_preset_cluster(std::string_view spec, const RankPlacementOptions& placement);
+[[nodiscard]] Result<Cluster> make_preset_cluster(std::string_view spec,
+                                                  const RankPlacementOptions& placement);
 
 }  // namespace refit

@@ -22,8 +22,9 @@ class MpiBootstrap final : public Bootstrap {
   // traffic never mixes with the caller's and an MPI failure becomes an Error. A collective that
   // has not completed after `timeout` (a rank died or hangs before reaching it) fails with
   // kTimeout; the bootstrap is then broken() and refuses further collectives.
-  static Result<MpiBootstrap> create(MPI_Comm comm = MPI_COMM_WORLD,
-                                     Seconds timeout = Seconds{std::numeric_limits<double>::infinity()});
+  [[nodiscard]] static Result<MpiBootstrap> create(MPI_Comm comm = MPI_COMM_WORLD,
+                                                   Seconds timeout = Seconds{
+                                                       std::numeric_limits<double>::infinity()});
   MpiBootstrap(MpiBootstrap&& other) noexcept;
   MpiBootstrap& operator=(MpiBootstrap&&) = delete;
   MpiBootstrap(const MpiBootstrap&) = delete;
@@ -31,8 +32,8 @@ class MpiBootstrap final : public Bootstrap {
 
   std::int32_t rank() const override { return rank_; }
   std::int32_t size() const override { return size_; }
-  Result<std::vector<std::string>> allgather(std::string_view mine) override;
-  Result<void> barrier() override;
+  [[nodiscard]] Result<std::vector<std::string>> allgather(std::string_view mine) override;
+  [[nodiscard]] Result<void> barrier() override;
   // A collective timed out: MPI may still write into its buffers (kept alive here) and the
   // communicator cannot be used or freed; the process should exit without MPI_Finalize.
   bool broken() const { return broken_; }
@@ -41,7 +42,8 @@ class MpiBootstrap final : public Bootstrap {
   MpiBootstrap(MPI_Comm comm, std::int32_t rank, std::int32_t size, Seconds timeout)
       : comm_(comm), rank_(rank), size_(size), timeout_(timeout) {}
   // Waits for `request` until the timeout; `buffers` must stay valid until it completes.
-  Result<void> complete(MPI_Request& request, std::string_view call, std::shared_ptr<void> buffers);
+  [[nodiscard]] Result<void> complete(MPI_Request& request, std::string_view call,
+                                      std::shared_ptr<void> buffers);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::int32_t rank_ = 0;

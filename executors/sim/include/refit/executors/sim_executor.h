@@ -25,9 +25,9 @@ class SimExecutor final : public Executor {
 
   std::string_view name() const override { return "sim"; }
   ExecutorCapabilities capabilities() const override { return {.host_memory = true, .cuda_memory = true}; }
-  Result<std::unique_ptr<PreparedPlan>> prepare(const Plan& plan, Rank rank,
-                                                const RankBuffers& buffers) override;
-  Result<ExecutionReport> execute(PreparedPlan& prepared) override;
+  [[nodiscard]] Result<std::unique_ptr<PreparedPlan>> prepare(const Plan& plan, Rank rank,
+                                                              const RankBuffers& buffers) override;
+  [[nodiscard]] Result<ExecutionReport> execute(PreparedPlan& prepared) override;
   // The simulation behind the last execute(), if any.
   const std::optional<PlanSimulation>& last_simulation() const { return last_; }
 
