@@ -1,5 +1,6 @@
 // refit plan: plan a refit and report what it moves where, next to the lower bound.
 #include <fstream>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -8,6 +9,7 @@
 #include "human_units.h"
 #include "plan_inputs.h"
 #include "refit/core/try.h"
+#include "refit/lowering/explain.h"
 #include "refit/planner/plan_json.h"
 #include "refit/planner/plan_stats.h"
 
@@ -17,36 +19,92 @@ namespace {
 struct PlanCommandOptions {
   PlanInputOptions inputs;
   std::string out;
+  std::optional<std::int32_t> explain;  // a rank whose lowered program to explain
   bool json = false;
 };
 
-nlohmann::ordered_json plan_json(const TimedPlan& tp, const PlanStats& s, const LowerBound& lb) {
-  Bytes max_domain{0};
-  for (auto b : s.domain_ingress) max_domain = std::max(max_domain, b);
-  return {{"strategy", tp.plan.strategy},
-          {"tensors", tp.plan.tensors.size()},
-          {"transfers", s.transfers},
-          {"messages", s.messages},
-          {"segments", s.segments},
-          {"total_bytes", s.total_bytes.value},
-          {"network_bytes", s.network_bytes.value},
-          {"nvlink_bytes", s.nvlink_bytes.value},
-          {"local_bytes", s.local_bytes.value},
-          {"max_nic_tx_bytes", s.max_nic_tx.value},
-          {"max_nic_rx_bytes", s.max_nic_rx.value},
-          {"mean_nic_tx_bytes", s.mean_nic_tx_bytes},
-          {"mean_nic_rx_bytes", s.mean_nic_rx_bytes},
-          {"max_domain_ingress_bytes", max_domain.value},
-          {"lower_bound_s", lb.time.value},
-          {"lower_bound_binding", lb.binding},
-          {"plan_seconds", tp.seconds.value},
-          {"plan_hash", plan_hash_hex(tp.plan)}};
+// What the lowering chose for one rank: the plan's chunks, and that rank's copy paths.
+struct Lowered {
+  std::int64_t messages = 0;  // chunks of all transfers, as every executor cuts them
+  std::optional<lowering::ProgramSummary> summary;
+  std::string text;
+};
+
+[[nodiscard]] Result<Lowered> lower(const Plan& plan, const ReshardProblem& problem,
+                                    std::optional<std::int32_t> rank) {
+  const auto lowered = REFIT_TRY(lowering::LoweredPlan::make(plan, lowering::kDefaultStaging));
+  Lowered out{.messages = lowered.chunks()};
+  if (!rank) return out;
+  if (*rank < 0 || *rank >= plan.world_size())
+    return out_of_range(
+        fmt::format("--explain: rank {} is not in the plan's {} ranks", *rank, plan.world_size()));
+  const auto& model = execution_model(plan.execution);
+  const auto program = REFIT_TRY(
+      lowering::lower_rank(lowered, Rank{*rank}, lowering::shards_of(problem, Rank{*rank}), model.zero_copy));
+  out.summary = lowering::summarize(program);
+  out.text = lowering::explain(program, model);
+  return out;
 }
 
-void print_human(const TimedPlan& tp, const PlanStats& s, const LowerBound& lb) {
-  fmt::print("strategy          {}\n", tp.plan.strategy);
+nlohmann::ordered_json side_json(const lowering::SideSummary& s) {
+  nlohmann::ordered_json reasons;
+  for (std::size_t r = 0; r < s.by_reason.size(); ++r)
+    if (s.by_reason[r] > 0)
+      reasons[std::string(lowering::copy_reason_text(static_cast<lowering::CopyReason>(r)))] = s.by_reason[r];
+  return {{"transfers", s.transfers},
+          {"chunks", s.chunks},
+          {"bytes", s.bytes.value},
+          {"in_place_chunks", s.in_place},
+          {"runs", s.runs},
+          {"staged_chunks", s.staged},
+          {"staged_bytes", s.staged_bytes.value},
+          {"chunks_by_reason", reasons}};
+}
+
+nlohmann::ordered_json explain_json(const lowering::ProgramSummary& s) {
+  return {
+      {"rank", s.rank.value},
+      {"sends", side_json(s.sends)},
+      {"receives", side_json(s.receives)},
+      {"waiting_chunks", s.waiting_chunks},
+      {"extract_transfers", s.extract_transfers},
+      {"scratch_bytes", s.scratch.value},
+      {"send_staging", {{"chunks", s.send_staging.chunks}, {"largest_bytes", s.send_staging.largest.value}}},
+      {"receive_staging",
+       {{"chunks", s.receive_staging.chunks}, {"largest_bytes", s.receive_staging.largest.value}}}};
+}
+
+nlohmann::ordered_json plan_json(const TimedPlan& tp, const PlanStats& s, const LowerBound& lb,
+                                 const Lowered& low) {
+  Bytes max_domain{0};
+  for (auto b : s.domain_ingress) max_domain = std::max(max_domain, b);
+  nlohmann::ordered_json j{{"strategy", tp.plan.strategy},
+                           {"execution_model", execution_model(tp.plan.execution).name},
+                           {"tensors", tp.plan.tensors.size()},
+                           {"transfers", s.transfers},
+                           {"messages", low.messages},
+                           {"segments", s.segments},
+                           {"total_bytes", s.total_bytes.value},
+                           {"network_bytes", s.network_bytes.value},
+                           {"nvlink_bytes", s.nvlink_bytes.value},
+                           {"local_bytes", s.local_bytes.value},
+                           {"max_nic_tx_bytes", s.max_nic_tx.value},
+                           {"max_nic_rx_bytes", s.max_nic_rx.value},
+                           {"mean_nic_tx_bytes", s.mean_nic_tx_bytes},
+                           {"mean_nic_rx_bytes", s.mean_nic_rx_bytes},
+                           {"max_domain_ingress_bytes", max_domain.value},
+                           {"lower_bound_s", lb.time.value},
+                           {"lower_bound_binding", lb.binding},
+                           {"plan_seconds", tp.seconds.value},
+                           {"plan_hash", plan_hash_hex(tp.plan)}};
+  if (low.summary) j["explain"] = explain_json(*low.summary);
+  return j;
+}
+
+void print_human(const TimedPlan& tp, const PlanStats& s, const LowerBound& lb, const Lowered& low) {
+  fmt::print("strategy          {} (run as {})\n", tp.plan.strategy, execution_model(tp.plan.execution).name);
   fmt::print("tensors           {}\n", tp.plan.tensors.size());
-  fmt::print("transfers         {} ({} messages in chunks, {} segments)\n", s.transfers, s.messages,
+  fmt::print("transfers         {} ({} messages in chunks, {} segments)\n", s.transfers, low.messages,
              s.segments);
   fmt::print("bytes             {} total, {} network, {} NVLink\n", human(s.total_bytes),
              human(s.network_bytes), human(s.nvlink_bytes));
@@ -57,6 +115,7 @@ void print_human(const TimedPlan& tp, const PlanStats& s, const LowerBound& lb) 
   fmt::print("lower bound       {} ({})\n", human(lb.time), lb.binding);
   fmt::print("planning time     {}\n", human(tp.seconds));
   fmt::print("plan hash         {}\n", plan_hash_hex(tp.plan));
+  if (!low.text.empty()) fmt::print("\n{}", low.text);
 }
 
 [[nodiscard]] Result<void> run(const PlanCommandOptions& o) {
@@ -64,15 +123,16 @@ void print_human(const TimedPlan& tp, const PlanStats& s, const LowerBound& lb) 
   const auto tp = REFIT_TRY(obtain_plan(o.inputs, inputs, o.inputs.strategy));
   const auto stats = compute_stats(tp.plan, inputs.cluster);
   const auto lb = lower_bound(inputs.problem, inputs.cluster);
+  const auto low = REFIT_TRY(lower(tp.plan, inputs.problem, o.explain));
   if (!o.out.empty()) {
     std::ofstream f(o.out);
     if (f) write_plan_json(tp.plan, f);
     if (!f) return fail(ErrorCode::kRuntime, fmt::format("--out: cannot write '{}'", o.out));
   }
   if (o.json)
-    fmt::print("{}\n", plan_json(tp, stats, lb).dump());
+    fmt::print("{}\n", plan_json(tp, stats, lb, low).dump());
   else
-    print_human(tp, stats, lb);
+    print_human(tp, stats, lb, low);
   return {};
 }
 
@@ -84,6 +144,10 @@ Action add_plan_command(CLI::App& app) {
       "plan", "Plan a refit: which bytes move from which rank to which, and the lower bound");
   add_plan_input_options(*cmd, o->inputs, false);
   cmd->add_option("--out", o->out, "Write the plan as JSON (refit-plan format) to this file");
+  cmd->add_option("--explain", o->explain,
+                  "Show what the lowering chose for this rank: its chunks, which move in place and which "
+                  "are packed or unpacked (and why), relay waits, scratch and staging (with --json: an "
+                  "\"explain\" object)");
   cmd->add_flag("--json", o->json, "Print one JSON object on stdout");
   return [o]() { return run(*o); };
 }

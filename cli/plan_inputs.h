@@ -11,14 +11,14 @@
 #include "problem_options.h"
 #include "refit/planner/plan.h"
 #include "refit/planner/strategy.h"
-#include "refit/topology/cluster.h"
+#include "refit/topology/rank_map.h"
 
 namespace refit::cli {
 
 struct PlanInputOptions {
-  ProblemOptions problem;
-  ClusterOptions cluster;
-  std::string strategy{kDefaultStrategy};
+  ProblemSource problem;
+  ClusterSource cluster;
+  std::string strategy{strategy_info(kDefaultStrategy).name};
   std::string plan_file;
   std::int64_t chunk_bytes = PlanOptions{}.chunk.value;
 };
@@ -27,7 +27,7 @@ void add_plan_input_options(CLI::App& cmd, PlanInputOptions& options, bool with_
 
 struct PlanInputs {
   ReshardProblem problem;
-  Cluster cluster;
+  PlacedCluster cluster;  // sized to the problem's job, its ranks placed
 };
 [[nodiscard]] Result<PlanInputs> load_plan_inputs(const PlanInputOptions& options);
 
@@ -35,9 +35,9 @@ struct TimedPlan {
   Plan plan;
   Seconds seconds;  // wall time spent planning (or loading the plan file)
 };
-// Plans with `strategy`, or loads options.plan_file; either way checks the plan against the
-// problem with validate() (a loaded plan that does not fit is bad input, with validate()'s code;
-// a planned one that does not is kInternal).
+// Plans with `strategy` (the facade's plan(): a plan a strategy gets wrong is kInternal), or
+// loads options.plan_file and checks it against the problem with validate() (a loaded plan that
+// does not fit is bad input, with validate()'s code).
 [[nodiscard]] Result<TimedPlan> obtain_plan(const PlanInputOptions& options, const PlanInputs& inputs,
                                             std::string_view strategy);
 

@@ -29,6 +29,7 @@ struct SimulateCommandOptions {
 
 struct Row {
   std::string strategy;
+  const StrategyInfo* info = nullptr;  // null for a loaded plan of a strategy this build lacks
   std::int32_t window = 0;
   PlanStats stats;
   PlanSimulation sim;
@@ -48,8 +49,10 @@ std::function<void(double)> progress_printer(std::string strategy) {
 [[nodiscard]] Result<Row> simulate_one(const SimulateCommandOptions& o, const PlanInputs& in,
                                        std::string_view strategy) {
   const auto tp = REFIT_TRY(obtain_plan(o.inputs, in, strategy));
-  const auto window = o.window.value_or(execution_model_of(tp.plan.strategy).pair_window);
+  const auto window = o.window.value_or(execution_model(tp.plan.execution).pair_window);
+  const auto info = find_strategy(tp.plan.strategy);
   Row row{.strategy = tp.plan.strategy,
+          .info = info ? *info : nullptr,
           .window = window,
           .stats = compute_stats(tp.plan, in.cluster),
           .sim = {},
@@ -73,7 +76,8 @@ std::function<void(double)> progress_printer(std::string strategy) {
 }
 
 const Row* baseline(const std::vector<Row>& rows) {
-  auto it = std::ranges::find(rows, std::string("gather-broadcast"), &Row::strategy);
+  auto it = std::ranges::find_if(
+      rows, [](const Row& r) { return r.info && r.info->id == StrategyId::kGatherBroadcast; });
   return it == rows.end() ? nullptr : &*it;
 }
 
@@ -136,9 +140,12 @@ void print_detail(const Row& r, const LowerBound& lb) {
   const auto inputs = REFIT_TRY(load_plan_inputs(o.inputs));
   const auto lb = lower_bound(inputs.problem, inputs.cluster);
   std::vector<Row> rows;
-  std::vector<std::string_view> strategies{o.inputs.strategy};
-  if (o.compare) strategies.assign(strategy_names().begin(), strategy_names().end());
-  for (auto s : strategies) rows.push_back(REFIT_TRY(simulate_one(o, inputs, s)));
+  std::vector<std::string_view> names{o.inputs.strategy};
+  if (o.compare) {
+    names.clear();
+    for (const auto& s : strategies()) names.push_back(s.name);
+  }
+  for (auto s : names) rows.push_back(REFIT_TRY(simulate_one(o, inputs, s)));
   if (o.json) {
     nlohmann::ordered_json j{{"cluster", inputs.cluster.name()},
                              {"lower_bound_s", lb.time.value},
@@ -166,8 +173,9 @@ Action add_simulate_command(CLI::App& app) {
       "Write a Chrome trace event JSON of --strategy's plan (opens in Perfetto), also with --compare");
   cmd->add_option("--window", o->window,
                   "Chunks in flight per (sender, receiver) pair, sent in plan order (0: every transfer at "
-                  "once). Default: 16, the UCX executor's grant window, for refit and direct; 0 for "
-                  "m2n-ring and gather-broadcast, whose NCCL collectives give each ring step its own channel")
+                  "once). Default: the pair window of the plan's execution model: 16, the UCX executor's "
+                  "grant window, for refit and direct; 0 for m2n-ring and gather-broadcast, whose NCCL "
+                  "collectives give each ring step its own channel")
       ->check(non_negative());
   cmd->add_flag("--json", o->json, "Print one JSON object on stdout");
   return [o]() { return run(*o); };

@@ -19,7 +19,7 @@ namespace refit::cli {
 namespace {
 
 struct TopoOptions {
-  ClusterOptions cluster;
+  ClusterSource cluster;
   std::int32_t train_ranks = 0;
   std::int32_t infer_ranks = 0;
   std::int32_t infer_offset = 0;
@@ -98,8 +98,8 @@ void print_nics(const Cluster& c) {
                n.bandwidth.gbps(), n.latency.value * 1e6, ranges(values(n.gpus)), text_or_dash(n.pci_bus_id));
 }
 
-void print_placement(const Cluster& c) {
-  const auto gpus = values(c.spec().rank_to_gpu);
+void print_placement(const RankMap& c) {
+  const auto gpus = values(c.gpus());
   const auto split = static_cast<std::ptrdiff_t>(c.source_ranks());
   if (gpus.empty()) {
     fmt::print("\nplacement: no ranks (give --train-ranks and --infer-ranks)\n");
@@ -115,16 +115,17 @@ void print_placement(const Cluster& c) {
   placement.source_ranks = o.train_ranks;
   placement.destination_ranks = o.infer_ranks;
   if (o.infer_offset_option->count() > 0) placement.destination_offset = o.infer_offset;
-  const auto cluster = REFIT_TRY(load_cluster(o.cluster, placement));
+  const auto placed = REFIT_TRY(load_cluster_for(o.cluster, placement));
+  const auto& cluster = placed.cluster();
   if (o.json) {
-    fmt::print("{}\n", cluster_to_json(cluster).dump(2));
+    fmt::print("{}\n", cluster_to_json(cluster, &placed.ranks()).dump(2));
     return {};
   }
   print_summary(cluster);
   print_domains(cluster);
   print_gpus(cluster);
   print_nics(cluster);
-  print_placement(cluster);
+  print_placement(placed.ranks());
   return {};
 }
 

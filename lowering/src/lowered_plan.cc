@@ -32,6 +32,12 @@ Result<LoweredPlan> LoweredPlan::make(const Plan& plan, Bytes staging) {
   return LoweredPlan(plan, staging);
 }
 
+std::int64_t LoweredPlan::chunks() const {
+  std::int64_t total = 0;
+  for (const auto& layout : layouts_) total += layout.chunks();
+  return total;
+}
+
 std::int64_t LoweredPlan::chunk_holding(std::int32_t via, std::int32_t segment, std::int64_t index) const {
   const auto& up = layout(via);
   return up.chunk_of(up.segment_offset(segment) + (index + 1) * up.element_size(segment) - 1);

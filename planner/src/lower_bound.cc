@@ -17,18 +17,18 @@ struct Needs {
   double leaving_bytes = 0;          // unique bytes some domain needs from outside
 };
 
-bool holder_in(const std::vector<Rank>& holders, const Cluster& c, std::int32_t domain) {
+bool holder_in(const std::vector<Rank>& holders, const PlacedCluster& c, std::int32_t domain) {
   return std::ranges::any_of(holders, [&](Rank h) { return c.domain_of(h) == domain; });
 }
 
-std::optional<std::int32_t> only_nic(const std::vector<Rank>& holders, const Cluster& c) {
+std::optional<std::int32_t> only_nic(const std::vector<Rank>& holders, const PlacedCluster& c) {
   std::set<std::int32_t> nics;
   for (Rank h : holders)
     if (auto n = c.nic_of(h)) nics.insert(*n);
   return nics.size() == 1 ? std::optional(*nics.begin()) : std::nullopt;
 }
 
-void add_tensor(Needs& n, const TensorReshard& t, const Overlap& o, const Cluster& c) {
+void add_tensor(Needs& n, const TensorReshard& t, const Overlap& o, const PlacedCluster& c) {
   const double elem = static_cast<double>(dtype_size(t.tensor.dtype));
   for (const auto& d : o.destinations) {
     std::set<std::int32_t> domains;
@@ -53,12 +53,12 @@ void add_tensor(Needs& n, const TensorReshard& t, const Overlap& o, const Cluste
   }
 }
 
-BytesPerSecond source_side_bandwidth(const ReshardProblem& p, const Cluster& c) {
+BytesPerSecond source_side_bandwidth(const ReshardProblem& p, const PlacedCluster& c) {
   std::set<std::int32_t> nics;
   for (std::int32_t r = 0; r < p.source_ranks(); ++r)
     if (auto n = c.nic_of(Rank{r})) nics.insert(*n);
   BytesPerSecond bw{0};
-  for (auto n : nics) bw = bw + c.nics()[static_cast<std::size_t>(n)].bandwidth;
+  for (auto n : nics) bw = bw + c.cluster().nics()[static_cast<std::size_t>(n)].bandwidth;
   return bw;
 }
 
@@ -69,28 +69,29 @@ Seconds ratio(double bytes, double bytes_per_second) {
 
 }  // namespace
 
-LowerBound lower_bound(const ReshardProblem& problem, const Cluster& c) {
-  Needs n{.domain_bytes = std::vector<double>(c.domains().size()),
-          .single_nic = std::vector<double>(c.nics().size()),
-          .gpu_bytes = std::vector<double>(c.gpus().size()),
+LowerBound lower_bound(const ReshardProblem& problem, const PlacedCluster& c) {
+  Needs n{.domain_bytes = std::vector<double>(c.cluster().domains().size()),
+          .single_nic = std::vector<double>(c.cluster().nics().size()),
+          .gpu_bytes = std::vector<double>(c.cluster().gpus().size()),
           .leaving_bytes = 0};
   for (const auto& t : problem.tensors())
     if (auto o = overlaps(t.source, t.destination)) add_tensor(n, t, *o, c);
 
   LowerBound lb;
-  const double oversub = c.fabric().oversubscription;
+  const double oversub = c.cluster().fabric().oversubscription;
   for (std::size_t d = 0; d < n.domain_bytes.size(); ++d) {
     lb.domain_need.push_back(Bytes{static_cast<std::int64_t>(n.domain_bytes[d])});
-    const double bw = c.domain_nic_bandwidth(static_cast<std::int32_t>(d)).value / oversub;
+    const double bw = c.cluster().domain_nic_bandwidth(static_cast<std::int32_t>(d)).value / oversub;
     lb.destination_domain = std::max(lb.destination_domain, ratio(n.domain_bytes[d], bw));
   }
   lb.source_side = ratio(n.leaving_bytes, source_side_bandwidth(problem, c).value / oversub);
   for (std::size_t k = 0; k < n.single_nic.size(); ++k)
-    lb.source_nic = std::max(lb.source_nic, ratio(n.single_nic[k], c.nics()[k].bandwidth.value));
+    lb.source_nic = std::max(lb.source_nic, ratio(n.single_nic[k], c.cluster().nics()[k].bandwidth.value));
   for (std::size_t g = 0; g < n.gpu_bytes.size(); ++g) {
     const GpuId gpu{static_cast<std::int32_t>(g)};
-    double bw = c.gpu(gpu).nvlink_bandwidth.value;
-    if (auto nic = c.nic_of(gpu)) bw += c.nics()[static_cast<std::size_t>(*nic)].bandwidth.value;
+    double bw = c.cluster().gpu(gpu).nvlink_bandwidth.value;
+    if (auto nic = c.cluster().nic_of(gpu))
+      bw += c.cluster().nics()[static_cast<std::size_t>(*nic)].bandwidth.value;
     lb.gpu_ingress = std::max(lb.gpu_ingress, ratio(n.gpu_bytes[g], bw));
   }
   const std::pair<Seconds, const char*> terms[] = {{lb.destination_domain, "destination domain NIC receive"},

@@ -78,6 +78,7 @@ class Hasher {
 std::uint64_t plan_hash(const Plan& plan) {
   Hasher h;
   h.add(plan.strategy);
+  h.add(execution_model(plan.execution).name);
   h.add(static_cast<std::uint64_t>(plan.source_ranks));
   h.add(static_cast<std::uint64_t>(plan.destination_ranks));
   for (const auto& t : plan.tensors) {

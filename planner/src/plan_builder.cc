@@ -13,9 +13,9 @@ std::size_t PlanBuilder::KeyHash::operator()(const Key& k) const noexcept {
   return static_cast<std::size_t>(h * 0xbf58476d1ce4e5b9ull);
 }
 
-PlanBuilder::PlanBuilder(const ReshardProblem& problem, const Cluster& cluster, std::string strategy,
-                         Bytes chunk)
-    : problem_(problem), cluster_(cluster), strategy_(std::move(strategy)), chunk_(chunk) {}
+PlanBuilder::PlanBuilder(const ReshardProblem& problem, const PlacedCluster& cluster,
+                         const StrategyInfo& strategy, Bytes chunk)
+    : problem_(problem), cluster_(cluster), strategy_(strategy), chunk_(chunk) {}
 
 Handle PlanBuilder::add(std::uint32_t phase, std::uint64_t key, Rank from, Rank to, std::uint32_t tensor,
                         Box box, Handle via) {
@@ -34,7 +34,7 @@ LinkKind PlanBuilder::link_between(Rank a, Rank b) const {
   const GpuId ga = cluster_.gpu_of(a);
   const GpuId gb = cluster_.gpu_of(b);
   if (ga == gb) return LinkKind::kLocal;
-  return cluster_.domain_of(ga) == cluster_.domain_of(gb) ? LinkKind::kNvlink : LinkKind::kNetwork;
+  return cluster_.domain_of(a) == cluster_.domain_of(b) ? LinkKind::kNvlink : LinkKind::kNetwork;
 }
 
 Plan PlanBuilder::finish() && {
@@ -71,7 +71,8 @@ Plan PlanBuilder::finish() && {
     id_of[static_cast<std::size_t>(order[i])] = static_cast<std::int32_t>(i);
 
   Plan plan;
-  plan.strategy = strategy_;
+  plan.strategy = std::string(strategy_.name);
+  plan.execution = strategy_.execution;
   for (const auto& t : problem_.tensors()) plan.tensors.push_back(t.tensor);
   plan.source_ranks = problem_.source_ranks();
   plan.destination_ranks = problem_.destination_ranks();

@@ -9,7 +9,8 @@
 
 #include "refit/core/problem.h"
 #include "refit/planner/plan.h"
-#include "refit/topology/cluster.h"
+#include "refit/planner/strategy.h"
+#include "refit/topology/rank_map.h"
 
 namespace refit::planner_detail {
 
@@ -18,7 +19,8 @@ using Handle = std::int32_t;
 
 class PlanBuilder {
  public:
-  PlanBuilder(const ReshardProblem& problem, const Cluster& cluster, std::string strategy, Bytes chunk);
+  PlanBuilder(const ReshardProblem& problem, const PlacedCluster& cluster, const StrategyInfo& strategy,
+              Bytes chunk);
 
   // Appends a segment to the message from `from` to `to` identified by (phase, key): segments
   // with equal (phase, key, from, to) travel in one message. `via` is the handle of the message
@@ -28,7 +30,7 @@ class PlanBuilder {
 
   // Messages so far: sender, receiver and bytes, by handle (strategies balance on them).
   Rank receiver(Handle h) const { return pending_[static_cast<std::size_t>(h)].to; }
-  const Cluster& cluster() const { return cluster_; }
+  const PlacedCluster& cluster() const { return cluster_; }
 
   Plan finish() &&;
 
@@ -54,8 +56,8 @@ class PlanBuilder {
   LinkKind link_between(Rank a, Rank b) const;
 
   const ReshardProblem& problem_;
-  const Cluster& cluster_;
-  std::string strategy_;
+  const PlacedCluster& cluster_;
+  const StrategyInfo& strategy_;
   Bytes chunk_;
   std::vector<Pending> pending_;
   std::unordered_map<Key, Handle, KeyHash> index_;

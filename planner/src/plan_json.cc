@@ -6,10 +6,12 @@
 #include <limits>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "refit/core/json_fields.h"
 #include "refit/core/try.h"
+#include "refit/planner/strategy.h"
 
 namespace refit {
 namespace {
@@ -81,12 +83,25 @@ template <class T, class Parse>
   return {};
 }
 
+// A plan names its execution model; plans written before it did take their strategy's.
+[[nodiscard]] Result<ExecutionModelId> execution_of(const std::string& strategy, const std::string& name) {
+  if (name.empty()) {
+    const auto known = find_strategy(strategy);
+    return known ? (*known)->execution : ExecutionModelId::kRefitUcx;
+  }
+  if (const auto* model = find_execution_model(name)) return model->id;
+  std::vector<std::string_view> names;
+  for (const auto& m : execution_models()) names.push_back(m.name);
+  return not_found(fmt::format("unknown execution model '{}' (expected {})", name, fmt::join(names, ", ")));
+}
+
 }  // namespace
 
 void write_plan_json(const Plan& plan, std::ostream& out) {
   Json j{{"format", kFormat},
          {"version", kVersion},
          {"strategy", plan.strategy},
+         {"execution_model", execution_model(plan.execution).name},
          {"source_ranks", plan.source_ranks},
          {"destination_ranks", plan.destination_ranks}};
   auto& tensors = j["tensors"] = Json::array();
@@ -120,9 +135,11 @@ Result<Plan> parse_plan_json(std::string_view text) {
         fmt::format("format: expected {} version {}, got {} version {}", kFormat, kVersion, format, version));
   Plan plan;
   plan.strategy = f.string("strategy");
+  const auto execution = f.string_or("execution_model", "");
   plan.source_ranks = static_cast<std::int32_t>(f.integer("source_ranks", 0));
   plan.destination_ranks = static_cast<std::int32_t>(f.integer("destination_ranks", 0));
   REFIT_TRY(f.status());
+  plan.execution = REFIT_TRY_IN(execution_of(plan.strategy, execution), "execution_model");
   REFIT_TRY(parse_array(j, "tensors", plan.tensors, parse_tensor));
   REFIT_TRY(parse_array(j, "transfers", plan.transfers, parse_transfer));
   return plan;

@@ -18,7 +18,7 @@ double mean_of_busy(const std::vector<Bytes>& v) {
   return busy ? sum / static_cast<double>(busy) : 0.0;
 }
 
-void count_network(PlanStats& s, const Transfer& t, const Cluster& c) {
+void count_network(PlanStats& s, const Transfer& t, const PlacedCluster& c) {
   s.network_bytes += t.bytes;
   if (auto n = c.nic_of(t.sender)) s.nic_tx[static_cast<std::size_t>(*n)] += t.bytes;
   if (auto n = c.nic_of(t.receiver)) s.nic_rx[static_cast<std::size_t>(*n)] += t.bytes;
@@ -27,16 +27,15 @@ void count_network(PlanStats& s, const Transfer& t, const Cluster& c) {
 
 }  // namespace
 
-PlanStats compute_stats(const Plan& plan, const Cluster& c) {
+PlanStats compute_stats(const Plan& plan, const PlacedCluster& c) {
   PlanStats s;
-  s.nic_tx.assign(c.nics().size(), Bytes{0});
-  s.nic_rx.assign(c.nics().size(), Bytes{0});
-  s.nvlink_egress.assign(c.gpus().size(), Bytes{0});
-  s.nvlink_ingress.assign(c.gpus().size(), Bytes{0});
-  s.domain_ingress.assign(c.domains().size(), Bytes{0});
+  s.nic_tx.assign(c.cluster().nics().size(), Bytes{0});
+  s.nic_rx.assign(c.cluster().nics().size(), Bytes{0});
+  s.nvlink_egress.assign(c.cluster().gpus().size(), Bytes{0});
+  s.nvlink_ingress.assign(c.cluster().gpus().size(), Bytes{0});
+  s.domain_ingress.assign(c.cluster().domains().size(), Bytes{0});
   for (const auto& t : plan.transfers) {
     ++s.transfers;
-    s.messages += t.chunk_count();
     s.segments += static_cast<std::int64_t>(t.segments.size());
     s.total_bytes += t.bytes;
     switch (t.link) {

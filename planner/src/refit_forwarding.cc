@@ -24,12 +24,12 @@ PieceKey key_of(const Assignment& a) {
 
 class Forwarder {
  public:
-  Forwarder(std::vector<Assignment>& a, const Cluster& c, const std::vector<std::int64_t>& bytes)
+  Forwarder(std::vector<Assignment>& a, const PlacedCluster& c, const std::vector<std::int64_t>& bytes)
       : a_(a),
         c_(c),
         bytes_(bytes),
-        tx_(c.nics().size()),
-        rx_(c.nics().size()),
+        tx_(c.cluster().nics().size()),
+        rx_(c.cluster().nics().size()),
         feeds_(a.size(), false),
         depth_(a.size(), 0) {
     for (std::size_t i = 0; i < a.size(); ++i) {
@@ -58,7 +58,7 @@ class Forwarder {
   // nearly as much as the busiest NIC carries cannot finish with the others.
   std::vector<std::vector<std::size_t>> interleave_by_landing(
       std::vector<std::vector<std::size_t>> groups) const {
-    std::vector<std::size_t> seen(c_.nics().size(), 0);
+    std::vector<std::size_t> seen(c_.cluster().nics().size(), 0);
     std::vector<std::pair<std::size_t, std::size_t>> key(groups.size());  // (k-th of its NIC, NIC)
     for (std::size_t g = 0; g < groups.size(); ++g) {
       const auto n = nic(a_[groups[g].front()].landing);
@@ -75,7 +75,7 @@ class Forwarder {
 
  private:
   std::size_t nic(Rank r) const { return static_cast<std::size_t>(*c_.nic_of(r)); }
-  double bw(std::size_t n) const { return c_.nics()[n].bandwidth.value; }
+  double bw(std::size_t n) const { return c_.cluster().nics()[n].bandwidth.value; }
   bool over(std::size_t n, double extra) const { return (tx_[n] + extra) / bw(n) > target_; }
 
   // Moves members whose sender is overloaded onto the landing NIC of a sibling that carries the
@@ -109,7 +109,7 @@ class Forwarder {
   }
 
   std::vector<Assignment>& a_;
-  const Cluster& c_;
+  const PlacedCluster& c_;
   const std::vector<std::int64_t>& bytes_;
   std::vector<double> tx_, rx_;
   std::vector<bool> feeds_;
@@ -119,7 +119,7 @@ class Forwarder {
 
 }  // namespace
 
-void forward_between_domains(std::vector<Assignment>& a, const Cluster& c,
+void forward_between_domains(std::vector<Assignment>& a, const PlacedCluster& c,
                              const std::vector<std::int64_t>& bytes) {
   Forwarder(a, c, bytes).run();
 }

@@ -7,14 +7,14 @@
 // single upstream message, so the chain pipelines chunk by chunk.
 #include <vector>
 
-#include "refit/topology/cluster.h"
+#include "refit/topology/rank_map.h"
 #include "refit_pieces.h"
 
 namespace refit::planner_detail {
 
 // Rewrites assignments (setting relay_from) until no sending NIC is busier than the busiest
 // receiving NIC, or nothing more can move. bytes[i] are assignment i's bytes.
-void forward_between_domains(std::vector<Assignment>& assignments, const Cluster& cluster,
+void forward_between_domains(std::vector<Assignment>& assignments, const PlacedCluster& cluster,
                              const std::vector<std::int64_t>& bytes);
 
 }  // namespace refit::planner_detail

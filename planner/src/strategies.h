@@ -9,7 +9,8 @@ namespace refit::planner_detail {
 
 struct PlanContext {
   const ReshardProblem& problem;
-  const Cluster& cluster;
+  const PlacedCluster& cluster;
+  const StrategyInfo& strategy;
   const PlanOptions& options;
   std::vector<Overlap> overlaps;  // one per tensor, in problem order
 };

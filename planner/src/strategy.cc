@@ -4,6 +4,7 @@
 #include <array>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "refit/core/try.h"
 #include "strategies.h"
@@ -11,55 +12,60 @@
 namespace refit {
 namespace {
 
-using StrategyFn = Result<Plan> (*)(const planner_detail::PlanContext&);
-
-struct StrategyEntry {
-  std::string_view name;
-  StrategyFn plan;
-  bool nccl_collective;  // a baseline that stands for today's NCCL collectives
-};
-
-constexpr std::array<StrategyEntry, 4> kStrategies{{
-    {"refit", planner_detail::plan_refit, false},
-    {"direct", planner_detail::plan_direct, false},
-    {"m2n-ring", planner_detail::plan_m2n_ring, true},
-    {"gather-broadcast", planner_detail::plan_gather_broadcast, true},
+constexpr std::array<StrategyInfo, 4> kStrategies{{
+    {.id = StrategyId::kRefit,
+     .name = "refit",
+     .description = "each piece enters each destination NVLink domain once, senders balanced over all source "
+                    "replicas, replicas completed over NVLink",
+     .plan = planner_detail::plan_refit,
+     .execution = ExecutionModelId::kRefitUcx},
+    {.id = StrategyId::kDirect,
+     .name = "direct",
+     .description = "NCCL M2N's DIRECT: each selected source sends to every destination replica",
+     .plan = planner_detail::plan_direct,
+     .execution = ExecutionModelId::kRefitUcx},
+    {.id = StrategyId::kM2nRing,
+     .name = "m2n-ring",
+     .description = "NCCL M2N's RING: a leader per NVLink domain, chained over the network, NVLink fan-out",
+     .plan = planner_detail::plan_m2n_ring,
+     .execution = ExecutionModelId::kNcclCollectives},
+    {.id = StrategyId::kGatherBroadcast,
+     .name = "gather-broadcast",
+     .description = "NeMo RL's default: every full tensor gathered, then broadcast to every rank",
+     .plan = planner_detail::plan_gather_broadcast,
+     .execution = ExecutionModelId::kNcclCollectives},
 }};
-
-constexpr std::array<std::string_view, 4> kNames{"refit", "direct", "m2n-ring", "gather-broadcast"};
-
-[[nodiscard]] Result<void> check_placement(const ReshardProblem& p, const Cluster& c) {
-  if (c.rank_count() != p.world_size() || c.source_ranks() != p.source_ranks())
-    return mismatch(fmt::format(
-        "cluster '{}' places {} ranks ({} training), the problem has {} ({} training, {} inference)",
-        c.name(), c.rank_count(), c.source_ranks(), p.world_size(), p.source_ranks(), p.destination_ranks()));
-  return {};
-}
 
 }  // namespace
 
-std::span<const std::string_view> strategy_names() { return kNames; }
+std::span<const StrategyInfo> strategies() { return kStrategies; }
 
-bool is_nccl_collective(std::string_view strategy) {
-  const auto* entry = std::ranges::find(kStrategies, strategy, &StrategyEntry::name);
-  return entry != kStrategies.end() && entry->nccl_collective;
+const StrategyInfo& strategy_info(StrategyId id) { return kStrategies[static_cast<std::size_t>(id)]; }
+
+Result<const StrategyInfo*> find_strategy(std::string_view name) {
+  const auto* entry = std::ranges::find(kStrategies, name, &StrategyInfo::name);
+  if (entry != kStrategies.end()) return entry;
+  std::vector<std::string_view> names;
+  for (const auto& s : kStrategies) names.push_back(s.name);
+  return not_found(fmt::format("unknown strategy '{}' (expected {})", name, fmt::join(names, ", ")));
 }
 
-Result<Plan> make_plan(std::string_view strategy, const ReshardProblem& problem, const Cluster& cluster,
+Result<Plan> make_plan(std::string_view strategy, const ReshardProblem& problem, const PlacedCluster& cluster,
                        const PlanOptions& options) {
-  const auto* entry = std::ranges::find(kStrategies, strategy, &StrategyEntry::name);
-  if (entry == kStrategies.end())
-    return not_found(fmt::format(
-        "unknown strategy '{}' (expected refit, direct, m2n-ring or gather-broadcast)", strategy));
-  REFIT_TRY(check_placement(problem, cluster));
+  return make_plan(*REFIT_TRY(find_strategy(strategy)), problem, cluster, options);
+}
+
+Result<Plan> make_plan(const StrategyInfo& strategy, const ReshardProblem& problem,
+                       const PlacedCluster& cluster, const PlanOptions& options) {
+  REFIT_TRY_IN(cluster.ranks().check(problem), fmt::format("cluster '{}'", cluster.name()));
   if (options.chunk.value <= 0) return out_of_range("chunk must be > 0 bytes");
   planner_detail::PlanContext context{
-      .problem = problem, .cluster = cluster, .options = options, .overlaps = {}};
+      .problem = problem, .cluster = cluster, .strategy = strategy, .options = options, .overlaps = {}};
   context.overlaps.reserve(problem.tensors().size());
   for (const auto& t : problem.tensors())
     context.overlaps.push_back(
         REFIT_TRY_IN(overlaps(t.source, t.destination), fmt::format("tensor '{}'", t.tensor.name)));
-  return entry->plan(context);
+  return strategy.plan(context);
 }
 
 namespace planner_detail {

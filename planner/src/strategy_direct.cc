@@ -7,7 +7,7 @@
 namespace refit::planner_detail {
 
 Result<Plan> plan_direct(const PlanContext& c) {
-  PlanBuilder b(c.problem, c.cluster, "direct", c.options.chunk);
+  PlanBuilder b(c.problem, c.cluster, c.strategy, c.options.chunk);
   for (std::uint32_t t = 0; t < c.overlaps.size(); ++t) {
     const auto& o = c.overlaps[t];
     for (const auto& d : o.destinations) {

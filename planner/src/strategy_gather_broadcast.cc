@@ -21,7 +21,7 @@ namespace {
 constexpr Bytes kNcclChunk{512 << 10};
 constexpr Rank kRoot{0};
 
-Rank gather_sender(const std::vector<Rank>& holders, Rank receiver, const Cluster& c) {
+Rank gather_sender(const std::vector<Rank>& holders, Rank receiver, const PlacedCluster& c) {
   std::vector<Rank> near;
   for (Rank h : holders)
     if (c.domain_of(h) == c.domain_of(receiver)) near.push_back(h);
@@ -47,19 +47,19 @@ RootArrivals gather(PlanBuilder& b, const PlanContext& c) {
   return at_root;
 }
 
-std::vector<std::vector<Rank>> rings(const Cluster& c, std::int32_t world) {
+std::vector<std::vector<Rank>> rings(const PlacedCluster& c, std::int32_t world) {
   std::map<std::int32_t, std::vector<GpuId>> node_gpus;
-  for (const auto& g : c.gpus()) node_gpus[g.node].push_back(g.id);
+  for (const auto& g : c.cluster().gpus()) node_gpus[g.node].push_back(g.id);
   std::vector<std::int32_t> root_nics;
-  for (GpuId g : node_gpus[c.gpu(c.gpu_of(kRoot)).node])
-    if (auto n = c.nic_of(g); n && std::ranges::find(root_nics, *n) == root_nics.end())
+  for (GpuId g : node_gpus[c.cluster().gpu(c.gpu_of(kRoot)).node])
+    if (auto n = c.cluster().nic_of(g); n && std::ranges::find(root_nics, *n) == root_nics.end())
       root_nics.push_back(*n);
   const auto channels = std::max<std::size_t>(1, root_nics.size());
   std::vector<std::vector<Rank>> out;
   for (std::size_t ch = 0; ch < channels; ++ch) {
     std::vector<std::tuple<std::int32_t, std::size_t, std::int32_t>> keyed;  // (node, slot, rank)
     for (std::int32_t r = 1; r < world; ++r) {
-      const auto& gpu = c.gpu(c.gpu_of(Rank{r}));
+      const auto& gpu = c.cluster().gpu(c.gpu_of(Rank{r}));
       const auto& local = node_gpus[gpu.node];
       const auto idx = static_cast<std::size_t>(std::ranges::find(local, gpu.id) - local.begin());
       keyed.emplace_back(gpu.node, (idx + local.size() - ch % local.size()) % local.size(), r);
@@ -112,7 +112,7 @@ void broadcast(PlanBuilder& b, const PlanContext& c, const RootArrivals& at_root
 }  // namespace
 
 Result<Plan> plan_gather_broadcast(const PlanContext& c) {
-  PlanBuilder b(c.problem, c.cluster, "gather-broadcast", kNcclChunk);
+  PlanBuilder b(c.problem, c.cluster, c.strategy, kNcclChunk);
   const auto at_root = gather(b, c);
   broadcast(b, c, at_root);
   return std::move(b).finish();

@@ -15,7 +15,7 @@ namespace {
 constexpr Bytes kRingChunk{256 << 10};
 
 // The destination replicas one source serves, grouped by NVLink domain in chain order.
-std::vector<std::vector<Rank>> domain_chain(const std::vector<Rank>& replicas, const Cluster& c) {
+std::vector<std::vector<Rank>> domain_chain(const std::vector<Rank>& replicas, const PlacedCluster& c) {
   std::vector<std::vector<Rank>> chain;
   std::map<std::int32_t, std::size_t> group_of_domain;
   for (Rank r : replicas) {
@@ -49,7 +49,7 @@ void add_ring(PlanBuilder& b, std::uint32_t t, const Box& box, Rank source,
 }  // namespace
 
 Result<Plan> plan_m2n_ring(const PlanContext& c) {
-  PlanBuilder b(c.problem, c.cluster, "m2n-ring", kRingChunk);
+  PlanBuilder b(c.problem, c.cluster, c.strategy, kRingChunk);
   for (std::uint32_t t = 0; t < c.overlaps.size(); ++t) {
     const auto& o = c.overlaps[t];
     for (const auto& d : o.destinations) {

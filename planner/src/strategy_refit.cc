@@ -30,15 +30,15 @@ class RefitPlanner {
  public:
   explicit RefitPlanner(const PlanContext& c)
       : c_(c),
-        b_(c.problem, c.cluster, "refit", c.options.chunk),
+        b_(c.problem, c.cluster, c.strategy, c.options.chunk),
         groups_(group_by_domain(c)),
         sent_(static_cast<std::size_t>(c.problem.world_size())),
         received_(static_cast<std::size_t>(c.problem.world_size())) {
-    const auto nics = c.cluster.nics().size();
+    const auto nics = c.cluster.cluster().nics().size();
     balance_.tx_bandwidth.resize(nics);
     balance_.rx_bandwidth.resize(nics);
     for (std::size_t n = 0; n < nics; ++n)
-      balance_.tx_bandwidth[n] = balance_.rx_bandwidth[n] = c.cluster.nics()[n].bandwidth.value;
+      balance_.tx_bandwidth[n] = balance_.rx_bandwidth[n] = c.cluster.cluster().nics()[n].bandwidth.value;
     balance_.tx_fixed.assign(nics, 0.0);
     balance_.rx_fixed.assign(nics, 0.0);
   }
@@ -157,7 +157,7 @@ class RefitPlanner {
     }
   }
 
-  static Rank least_loaded(const std::vector<Rank>& ranks, std::int32_t nic, const Cluster& c,
+  static Rank least_loaded(const std::vector<Rank>& ranks, std::int32_t nic, const PlacedCluster& c,
                            const std::vector<std::int64_t>& load) {
     Rank best{-1};
     for (Rank r : ranks)

@@ -40,7 +40,7 @@ namespace {
 class Builder {
  public:
   Builder(const Plan& plan, const lowering::LoweredPlan& lowered,
-          std::vector<lowering::TransferCopyCost> costs, const Cluster& cluster, std::int32_t window)
+          std::vector<lowering::TransferCopyCost> costs, const PlacedCluster& cluster, std::int32_t window)
       : plan_(plan), lowered_(lowered), costs_(std::move(costs)), c_(cluster), window_(window) {}
 
   PlanModel build() {
@@ -78,20 +78,21 @@ class Builder {
     m.name_category(static_cast<std::uint32_t>(TaskKind::kNetwork), "network");
     m.name_category(static_cast<std::uint32_t>(TaskKind::kNvlink), "nvlink");
     m.name_category(static_cast<std::uint32_t>(TaskKind::kCopy), "copy");
-    for (const auto& g : c_.gpus()) {
+    for (const auto& g : c_.cluster().gpus()) {
       gpu_.push_back({m.add_resource(fmt::format("gpu {} nvlink out", g.id.value), g.nvlink_bandwidth),
                       m.add_resource(fmt::format("gpu {} nvlink in", g.id.value), g.nvlink_bandwidth),
                       m.add_resource(fmt::format("gpu {} copy", g.id.value), g.copy_bandwidth)});
       gpu_track_.push_back(m.add_track(fmt::format("gpu {}", g.id.value)));
     }
-    for (const auto& n : c_.nics()) {
+    for (const auto& n : c_.cluster().nics()) {
       nic_tx_.push_back(m.add_resource(fmt::format("nic {} tx", n.id), n.bandwidth));
       nic_rx_.push_back(m.add_resource(fmt::format("nic {} rx", n.id), n.bandwidth));
       nic_track_.push_back(m.add_track(fmt::format("nic {}", n.id)));
     }
-    if (c_.fabric().oversubscription > 1.0)
-      for (const auto& d : c_.domains()) {
-        const auto bw = c_.domain_nic_bandwidth(d.id) * (1.0 / c_.fabric().oversubscription);
+    if (c_.cluster().fabric().oversubscription > 1.0)
+      for (const auto& d : c_.cluster().domains()) {
+        const auto bw =
+            c_.cluster().domain_nic_bandwidth(d.id) * (1.0 / c_.cluster().fabric().oversubscription);
         uplink_out_.push_back(m.add_resource(fmt::format("domain {} uplink out", d.id), bw));
         uplink_in_.push_back(m.add_resource(fmt::format("domain {} uplink in", d.id), bw));
       }
@@ -100,12 +101,12 @@ class Builder {
   // A copy engine faster than all the links of its GPU together can never be a bottleneck;
   // leaving it out of the flows keeps the max-min problem small and its components apart.
   void find_binding_copy_engines() {
-    std::vector<double> links(c_.gpus().size(), 0.0);
-    for (const auto& g : c_.gpus())
+    std::vector<double> links(c_.cluster().gpus().size(), 0.0);
+    for (const auto& g : c_.cluster().gpus())
       links[static_cast<std::size_t>(g.id.value)] = 2 * g.nvlink_bandwidth.value;
-    for (const auto& n : c_.nics())
+    for (const auto& n : c_.cluster().nics())
       for (auto g : n.gpus) links[static_cast<std::size_t>(g.value)] += 2 * n.bandwidth.value;
-    for (const auto& g : c_.gpus())
+    for (const auto& g : c_.cluster().gpus())
       copy_can_bind_.push_back(g.copy_bandwidth.value < links[static_cast<std::size_t>(g.id.value)]);
   }
 
@@ -205,9 +206,9 @@ class Builder {
   }
 
   Seconds latency_of(const Transfer& t) const {
-    if (t.link != LinkKind::kNetwork) return c_.nvlink_latency();
+    if (t.link != LinkKind::kNetwork) return c_.cluster().nvlink_latency();
     const auto n = c_.nic_of(t.sender);
-    return n ? c_.nics()[static_cast<std::size_t>(*n)].latency : c_.nvlink_latency();
+    return n ? c_.cluster().nics()[static_cast<std::size_t>(*n)].latency : c_.cluster().nvlink_latency();
   }
 
   std::int32_t track_of(const Transfer& t) const {
@@ -217,7 +218,7 @@ class Builder {
   }
 
   Seconds copy_time(Bytes bytes, Rank r) const {
-    return transfer_time(bytes, c_.gpu(c_.gpu_of(r)).copy_bandwidth);
+    return transfer_time(bytes, c_.cluster().gpu(c_.gpu_of(r)).copy_bandwidth);
   }
 
   // Where the transfer is cut, in chunks counted from 1 within it, ending with all its chunks:
@@ -315,7 +316,7 @@ class Builder {
   const Plan& plan_;
   const lowering::LoweredPlan& lowered_;
   std::vector<lowering::TransferCopyCost> costs_;  // per transfer
-  const Cluster& c_;
+  const PlacedCluster& c_;
   PlanModel out_;
   std::vector<GpuResources> gpu_;
   std::vector<std::int32_t> gpu_track_, nic_track_;
@@ -338,8 +339,9 @@ class Builder {
 
 }  // namespace
 
-Result<PlanModel> build_plan_model(const Plan& plan, const ReshardProblem& problem, const Cluster& cluster,
-                                   const ExecutionModel& execution, std::int32_t window) {
+Result<PlanModel> build_plan_model(const Plan& plan, const ReshardProblem& problem,
+                                   const PlacedCluster& cluster, const ExecutionModel& execution,
+                                   std::int32_t window) {
   const auto lowered = REFIT_TRY(lowering::LoweredPlan::make(plan, lowering::kDefaultStaging));
   auto costs = REFIT_TRY(lowering::copy_costs(lowered, problem, execution.zero_copy));
   return Builder(plan, lowered, std::move(costs), cluster, window).build();

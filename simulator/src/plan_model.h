@@ -8,7 +8,7 @@
 #include "refit/planner/execution_model.h"
 #include "refit/planner/plan.h"
 #include "refit/simulator/model.h"
-#include "refit/topology/cluster.h"
+#include "refit/topology/rank_map.h"
 
 namespace refit::sim {
 
@@ -24,7 +24,7 @@ struct PlanModel {
 // (0: no limit and no order). Chunks and copies are the lowering's for every rank holding its
 // boxes of `problem`, under `execution`'s zero-copy rule. Preconditions: validate_structure(plan).
 [[nodiscard]] Result<PlanModel> build_plan_model(const Plan& plan, const ReshardProblem& problem,
-                                                 const Cluster& cluster, const ExecutionModel& execution,
-                                                 std::int32_t window);
+                                                 const PlacedCluster& cluster,
+                                                 const ExecutionModel& execution, std::int32_t window);
 
 }  // namespace refit::sim

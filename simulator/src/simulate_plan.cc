@@ -47,19 +47,13 @@ void fill_critical_path(PlanSimulation& out, const sim::PlanModel& pm, const sim
 
 }  // namespace
 
-const ExecutionModel& execution_model_of(std::string_view strategy) {
-  return execution_model(is_nccl_collective(strategy) ? ExecutionModelId::kNcclCollectives
-                                                      : ExecutionModelId::kRefitUcx);
-}
-
-Result<PlanSimulation> simulate_plan(const Plan& plan, const ReshardProblem& problem, const Cluster& cluster,
-                                     const PlanSimulationOptions& options) {
-  if (cluster.rank_count() < plan.world_size())
-    return invalid(fmt::format("the plan has {} ranks, cluster '{}' places {}", plan.world_size(),
-                               cluster.name(), cluster.rank_count()));
+Result<PlanSimulation> simulate_plan(const Plan& plan, const ReshardProblem& problem,
+                                     const PlacedCluster& cluster, const PlanSimulationOptions& options) {
+  if (cluster.ranks().rank_count() < plan.world_size())
+    return mismatch(fmt::format("the plan has {} ranks, cluster '{}' places {}", plan.world_size(),
+                                cluster.name(), cluster.ranks().rank_count()));
   REFIT_TRY(validate_structure(plan));
-  const ExecutionModel& execution =
-      options.execution ? *options.execution : execution_model_of(plan.strategy);
+  const ExecutionModel& execution = options.execution ? *options.execution : execution_model(plan.execution);
   const auto window = options.window.value_or(execution.pair_window);
   if (window < 0) return out_of_range(fmt::format("window must be >= 0 chunks, got {}", window));
   const auto pm = REFIT_TRY(sim::build_plan_model(plan, problem, cluster, execution, window));

@@ -53,7 +53,7 @@ struct Relaying {
               testing::make_layout({64, 6}, {2}, testing::rank_range(2, 2), "R"), DType::kFP32)},
           2, 2)
           .value();
-  Cluster cluster = testing::make_test_cluster(2, 2, 2, 2);
+  PlacedCluster cluster = testing::make_test_cluster(2, 2, 2, 2);
   Plan plan = make_plan("refit", problem, cluster, PlanOptions{.chunk = Bytes{128}}).value();
 };
 

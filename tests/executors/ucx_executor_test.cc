@@ -12,6 +12,7 @@
 #include "refit/executors/host_shards.h"
 #include "refit/executors/ucx_executor.h"
 #include "refit/planner/strategy.h"
+#include "strategy_names.h"
 #include "test_cluster.h"
 #include "thread_bootstrap.h"
 #include "ucx_harness.h"

@@ -81,7 +81,7 @@ inline void expect_all_verified(const std::vector<Outcome>& outcomes) {
   }
 }
 
-inline Plan plan_for(const ReshardProblem& problem, const Cluster& cluster, std::string_view strategy,
+inline Plan plan_for(const ReshardProblem& problem, const PlacedCluster& cluster, std::string_view strategy,
                      Bytes chunk) {
   auto plan = make_plan(strategy, problem, cluster, PlanOptions{.chunk = chunk});
   EXPECT_TRUE(plan) << plan.error().message;

@@ -16,6 +16,7 @@
 #include "refit/executors/nccl/nccl_executor.h"
 #include "refit/lowering/arrays.h"
 #include "refit/planner/strategy.h"
+#include "strategy_names.h"
 #include "test_cluster.h"
 #include "test_problems.h"
 

@@ -9,6 +9,7 @@
 #include "refit/lowering/plan_costs.h"
 #include "refit/lowering/rank_program.h"
 #include "refit/planner/strategy.h"
+#include "strategy_names.h"
 #include "test_cluster.h"
 
 namespace refit::lowering {

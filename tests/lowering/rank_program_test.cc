@@ -10,6 +10,7 @@
 #include "random_problems.h"
 #include "refit/lowering/explain.h"
 #include "refit/planner/strategy.h"
+#include "strategy_names.h"
 #include "test_cluster.h"
 #include "test_problems.h"
 
@@ -42,7 +43,7 @@ struct Programs {
   std::vector<RankProgram> ranks;
 };
 
-Programs lower_all(const ReshardProblem& p, const Cluster& c, std::string_view strategy, Bytes chunk,
+Programs lower_all(const ReshardProblem& p, const PlacedCluster& c, std::string_view strategy, Bytes chunk,
                    const ZeroCopyRule& rule = kManyPuts) {
   Programs out;
   out.plan = std::make_unique<Plan>(make_plan(strategy, p, c, PlanOptions{.chunk = chunk}).value());

@@ -50,7 +50,7 @@ TEST_F(DeepSeekPlan, BusiestNicWithinFivePercentOfTheOptimum) {
   // of the lower bound is within 5 % of the optimum. 400G NICs: 47 GB/s effective.
   const auto stats = compute_stats(*plan_, mp_->cluster);
   const auto lb = lower_bound(mp_->problem, mp_->cluster);
-  const double bw = mp_->cluster.nics()[0].bandwidth.value;
+  const double bw = mp_->cluster.cluster().nics()[0].bandwidth.value;
   const double busiest = static_cast<double>(std::max(stats.max_nic_tx, stats.max_nic_rx).value) / bw;
   EXPECT_LE(busiest, 1.05 * lb.time.value);
 }

@@ -6,6 +6,7 @@
 
 #include "refit/planner/plan_json.h"
 #include "refit/planner/strategy.h"
+#include "strategy_names.h"
 #include "test_cluster.h"
 #include "test_problems.h"
 

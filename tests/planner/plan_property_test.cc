@@ -7,6 +7,7 @@
 #include "random_problems.h"
 #include "refit/planner/plan_stats.h"
 #include "refit/planner/strategy.h"
+#include "strategy_names.h"
 #include "test_cluster.h"
 
 namespace refit {

@@ -2,6 +2,7 @@
 
 #include "refit/planner/plan_stats.h"
 #include "refit/planner/strategy.h"
+#include "strategy_names.h"
 #include "test_cluster.h"
 #include "test_problems.h"
 
@@ -23,7 +24,7 @@ ReshardProblem replicated_in_one_domain() {
       .value();
 }
 
-Plan plan_of(std::string_view strategy, const ReshardProblem& p, const Cluster& c) {
+Plan plan_of(std::string_view strategy, const ReshardProblem& p, const PlacedCluster& c) {
   auto plan = make_plan(strategy, p, c);
   EXPECT_TRUE(plan) << plan.error().message;
   auto ok = validate(*plan, p);

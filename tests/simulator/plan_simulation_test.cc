@@ -6,6 +6,7 @@
 #include "refit/planner/plan_stats.h"
 #include "refit/planner/strategy.h"
 #include "refit/simulator/plan_simulation.h"
+#include "strategy_names.h"
 #include "test_cluster.h"
 #include "test_problems.h"
 

@@ -4,6 +4,7 @@
 // built by hand, with 1 MiB chunks: U = 1 MiB / NIC bandwidth, alpha = network latency.
 #include <gtest/gtest.h>
 
+#include "refit/planner/strategy.h"
 #include "refit/simulator/plan_simulation.h"
 #include "test_cluster.h"
 #include "test_problems.h"
@@ -32,13 +33,16 @@ Transfer transfer(std::int32_t id, std::int32_t from, std::int32_t to, std::uint
 }
 
 Plan plan_of(const ReshardProblem& p, std::vector<Transfer> transfers) {
-  Plan plan{"hand", {}, p.source_ranks(), p.destination_ranks(), std::move(transfers)};
+  Plan plan{.strategy = "hand",
+            .source_ranks = p.source_ranks(),
+            .destination_ranks = p.destination_ranks(),
+            .transfers = std::move(transfers)};
   for (const auto& t : p.tensors()) plan.tensors.push_back(t.tensor);
   EXPECT_TRUE(validate(plan, p)) << validate(plan, p).error().message;
   return plan;
 }
 
-double predicted(const Plan& plan, const ReshardProblem& p, const Cluster& c, std::int32_t window) {
+double predicted(const Plan& plan, const ReshardProblem& p, const PlacedCluster& c, std::int32_t window) {
   PlanSimulationOptions o;
   o.window = window;
   o.rate_tolerance = 0;
@@ -130,11 +134,12 @@ TEST(PlanWindow, UnpackingFollowsTheLandingWhileThePairGoesOn) {
 // The baselines stand for NCCL collectives (a channel per ring step: no per-pair queue); refit's
 // own strategies for refit's executors (the UCX grant window).
 TEST(PlanWindow, DefaultWindowFollowsWhatRunsTheStrategy) {
-  EXPECT_EQ(execution_model_of("m2n-ring").pair_window, 0);
-  EXPECT_EQ(execution_model_of("gather-broadcast").pair_window, 0);
-  EXPECT_EQ(execution_model_of("refit").pair_window, 16);
-  EXPECT_EQ(execution_model_of("direct").pair_window, 16);
-  EXPECT_EQ(execution_model_of("refit").name, "refit-ucx");
+  const auto window = [](StrategyId id) { return execution_model(strategy_info(id).execution).pair_window; };
+  EXPECT_EQ(window(StrategyId::kM2nRing), 0);
+  EXPECT_EQ(window(StrategyId::kGatherBroadcast), 0);
+  EXPECT_EQ(window(StrategyId::kRefit), 16);
+  EXPECT_EQ(window(StrategyId::kDirect), 16);
+  EXPECT_EQ(execution_model(strategy_info(StrategyId::kRefit).execution).name, "refit-ucx");
 }
 
 }  // namespace

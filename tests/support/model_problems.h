@@ -10,7 +10,7 @@ namespace refit::testing {
 
 struct ModelProblem {
   ReshardProblem problem;
-  Cluster cluster;
+  PlacedCluster cluster;  // the preset sized to the problem's job
 };
 
 inline ModelProblem model_problem(const std::string& model, const std::string& train,
@@ -19,10 +19,9 @@ inline ModelProblem model_problem(const std::string& model, const std::string& t
       models::build_problem(models::builtin_model(model).value(), models::parse_megatron(train).value(),
                             models::parse_vllm(infer).value())
           .value();
-  RankPlacementOptions placement;
-  placement.source_ranks = problem.source_ranks();
-  placement.destination_ranks = problem.destination_ranks();
-  auto c = make_preset_cluster(cluster, placement).value();
+  const RankPlacementOptions placement{.source_ranks = problem.source_ranks(),
+                                       .destination_ranks = problem.destination_ranks()};
+  auto c = size_preset_to_job(cluster, placement).value();
   return {.problem = std::move(problem), .cluster = std::move(c)};
 }
 

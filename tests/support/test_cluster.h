@@ -1,13 +1,16 @@
 #pragma once
 // Small hand-built clusters for tests that must not depend on the presets: `nodes` nodes of
-// `gpus_per_node` GPUs, each node one NVLink domain, one NIC per GPU (rail-optimised).
-#include "refit/topology/cluster.h"
+// `gpus_per_node` GPUs, each node one NVLink domain, one NIC per GPU (rail-optimised), with a
+// job's training ranks on the first GPUs and its inference ranks right after them.
+#include <stdexcept>
+
+#include "refit/topology/rank_map.h"
 
 namespace refit::testing {
 
-inline Cluster make_test_cluster(std::int32_t nodes, std::int32_t gpus_per_node, std::int32_t source_ranks,
-                                 std::int32_t destination_ranks, double nic_gbps = 50,
-                                 double nvlink_gbps = 400) {
+inline PlacedCluster make_test_cluster(std::int32_t nodes, std::int32_t gpus_per_node,
+                                       std::int32_t source_ranks, std::int32_t destination_ranks,
+                                       double nic_gbps = 50, double nvlink_gbps = 400) {
   ClusterSpec s;
   s.name = "test";
   s.nvlink_latency = Seconds{5e-6};
@@ -32,11 +35,11 @@ inline Cluster make_test_cluster(std::int32_t nodes, std::int32_t gpus_per_node,
     }
     s.domains.push_back(std::move(d));
   }
-  RankPlacementOptions o;
-  o.source_ranks = source_ranks;
-  o.destination_ranks = destination_ranks;
-  if (!place_ranks(s, o)) throw std::runtime_error("test cluster too small");
-  return Cluster::make(std::move(s)).value();
+  auto cluster = Cluster::make(std::move(s)).value();
+  auto ranks =
+      RankMap::place(cluster, {.source_ranks = source_ranks, .destination_ranks = destination_ranks});
+  if (!ranks) throw std::runtime_error("test cluster too small");
+  return PlacedCluster::make(std::move(cluster), std::move(*ranks)).value();
 }
 
 }  // namespace refit::testing

@@ -19,12 +19,19 @@ RankPlacementOptions ranks(std::int32_t train, std::int32_t infer) {
   return o;
 }
 
-// Dump -> text -> parse -> load must give the very same cluster, bit for bit.
-void expect_round_trip(const Cluster& c) {
-  const auto text = cluster_to_json(c).dump();
+// Dump -> text -> parse -> load must give the very same cluster and placement, bit for bit.
+void expect_round_trip(const PlacedCluster& c) {
+  const auto text = cluster_to_json(c.cluster(), &c.ranks()).dump();
   const auto back = parse_cluster_json(text);
   ASSERT_TRUE(back.has_value()) << back.error().message;
-  EXPECT_EQ(*back, c) << text;
+  EXPECT_EQ(back->cluster, c.cluster()) << text;
+  ASSERT_TRUE(back->ranks.has_value()) << text;
+  EXPECT_EQ(*back->ranks, c.ranks()) << text;
+}
+
+PlacedCluster placed(Cluster cluster, const RankPlacementOptions& job) {
+  auto ranks = RankMap::place(cluster, job).value();
+  return PlacedCluster::make(std::move(cluster), std::move(ranks)).value();
 }
 
 class TopoJsonPresets : public ::testing::TestWithParam<std::string> {};
@@ -32,7 +39,7 @@ class TopoJsonPresets : public ::testing::TestWithParam<std::string> {};
 TEST_P(TopoJsonPresets, DumpThenLoadGivesTheSameCluster) {
   // Also with overrides whose figures are not round (nic_gbps=333 -> 39.1275 GB/s).
   for (const auto& spec : {GetParam(), GetParam() + ":nic_gbps=333,latency_us=12.3,oversubscription=1.5"}) {
-    auto c = make_preset_cluster(spec, ranks(5, 7));
+    auto c = size_preset_to_job(spec, ranks(5, 7));
     ASSERT_TRUE(c.has_value()) << c.error().message;
     expect_round_trip(*c);
   }
@@ -43,39 +50,53 @@ INSTANTIATE_TEST_SUITE_P(Every, TopoJsonPresets, ::testing::ValuesIn(preset_name
 TEST(TopoJson, ImportedClustersRoundTrip) {
   // NCCL imports carry NIC names, PCI bus ids and link-counted NVLink (18 x 20.6 = 370.8).
   for (const char* file : {"h100_8gpu_8nic.xml", "node_4gpu_2nic.xml", "node_storage_nics.xml"}) {
-    auto c = load_nccl_topology_file(kDir + file, ranks(4, 8));
+    auto c = load_nccl_topology_file(kDir + file, 12);
     ASSERT_TRUE(c.has_value()) << c.error().message;
-    expect_round_trip(*c);
+    expect_round_trip(placed(std::move(*c), ranks(4, 8)));
   }
 }
 
 TEST(TopoJson, TheDocumentedExampleLoads) {
-  auto c = load_cluster_file(kDir + "cluster_small.json", {});
-  ASSERT_TRUE(c.has_value()) << c.error().message;
-  EXPECT_EQ(c->name(), "two-small-nodes");
-  EXPECT_EQ(c->node_count(), 2);
-  EXPECT_EQ(c->fabric().oversubscription, 2.0);
-  EXPECT_DOUBLE_EQ(c->nics()[1].bandwidth.gbps(), 47.0);
-  EXPECT_DOUBLE_EQ(c->nics()[1].latency.value, 15e-6);
-  EXPECT_EQ(c->gpu(GpuId{0}).pci_bus_id, "0000:18:00.0");
-  // The file's own placement: 2 training ranks on GPUs 0-1, inference on 2-3.
-  EXPECT_EQ(c->rank_count(), 4);
-  EXPECT_EQ(c->source_ranks(), 2);
-  EXPECT_EQ(c->domain_of(Rank{2}), 1);
+  auto file = load_cluster_file(kDir + "cluster_small.json");
+  ASSERT_TRUE(file.has_value()) << file.error().message;
+  const Cluster& c = file->cluster;
+  EXPECT_EQ(c.name(), "two-small-nodes");
+  EXPECT_EQ(c.node_count(), 2);
+  EXPECT_EQ(c.fabric().oversubscription, 2.0);
+  EXPECT_DOUBLE_EQ(c.nics()[1].bandwidth.gbps(), 47.0);
+  EXPECT_DOUBLE_EQ(c.nics()[1].latency.value, 15e-6);
+  EXPECT_EQ(c.gpu(GpuId{0}).pci_bus_id, "0000:18:00.0");
+  // The file's own placement, read apart from the hardware: 2 training ranks on GPUs 0-1,
+  // inference on 2-3.
+  ASSERT_TRUE(file->ranks.has_value());
+  EXPECT_EQ(file->ranks->rank_count(), 4);
+  EXPECT_EQ(file->ranks->source_ranks(), 2);
+  EXPECT_EQ(c.domain_of(file->ranks->gpu_of(Rank{2})), 1);
 }
 
-TEST(TopoJson, RequestedRanksReplaceTheFilePlacement) {
-  // 1 training rank on GPU 0, 1 inference rank right after it on GPU 1.
-  auto c = load_cluster_file(kDir + "cluster_small.json", ranks(1, 1));
-  ASSERT_TRUE(c.has_value()) << c.error().message;
-  EXPECT_EQ(c->rank_count(), 2);
-  EXPECT_EQ(c->gpu_of(Rank{1}), GpuId{1});
-  EXPECT_EQ(testing::error_code(load_cluster_file(kDir + "cluster_small.json", ranks(4, 4))),
-            ErrorCode::kMismatch);
+TEST(TopoJson, OtherRanksCanBePlacedOnTheFilesHardware) {
+  // 1 training rank on GPU 0, 1 inference rank right after it on GPU 1; 8 ranks do not fit.
+  auto file = load_cluster_file(kDir + "cluster_small.json");
+  ASSERT_TRUE(file.has_value()) << file.error().message;
+  const auto ranks_1_1 = RankMap::place(file->cluster, ranks(1, 1));
+  ASSERT_TRUE(ranks_1_1.has_value());
+  EXPECT_EQ(ranks_1_1->gpu_of(Rank{1}), GpuId{1});
+  EXPECT_EQ(testing::error_code(RankMap::place(file->cluster, ranks(4, 4))), ErrorCode::kMismatch);
+}
+
+TEST(TopoJson, AFileWithoutPlacementIsHardwareOnly) {
+  auto file = load_cluster_file(kDir + "cluster_small.json");
+  ASSERT_TRUE(file.has_value());
+  const auto text = cluster_to_json(file->cluster).dump();
+  EXPECT_EQ(text.find("placement"), std::string::npos) << text;
+  const auto back = parse_cluster_json(text);
+  ASSERT_TRUE(back.has_value()) << back.error().message;
+  EXPECT_FALSE(back->ranks.has_value());
+  EXPECT_EQ(back->cluster, file->cluster);
 }
 
 TEST(TopoJson, MissingFileIsNotFound) {
-  auto c = load_cluster_file(kDir + "no_such_cluster.json", {});
+  auto c = load_cluster_file(kDir + "no_such_cluster.json");
   ASSERT_FALSE(c.has_value());
   EXPECT_EQ(c.error().code, ErrorCode::kNotFound);
   EXPECT_NE(c.error().message.find("no_such_cluster.json"), std::string::npos);
@@ -92,9 +113,9 @@ struct BadJson {
 class TopoJsonBad : public ::testing::TestWithParam<BadJson> {};
 
 TEST_P(TopoJsonBad, RefusedNamingTheJsonPath) {
-  auto c = load_cluster_file(kDir + "cluster_small.json", {});
+  auto c = load_cluster_file(kDir + "cluster_small.json");
   ASSERT_TRUE(c.has_value());
-  nlohmann::json j = nlohmann::json::parse(cluster_to_json(*c).dump());
+  nlohmann::json j = nlohmann::json::parse(cluster_to_json(c->cluster, &*c->ranks).dump());
   GetParam().mutate(j);
   const auto back = cluster_from_json(j);
   ASSERT_FALSE(back.has_value());
@@ -132,7 +153,7 @@ INSTANTIATE_TEST_SUITE_P(
                 [](nlohmann::json& j) { j["fabric"]["oversubscription"] = 0.5; }, "fabric.oversubscription"},
         BadJson{"placement_to_missing_gpu", ErrorCode::kNotFound,
                 [](nlohmann::json& j) { j["placement"]["rank_to_gpu"][3] = 4; },
-                "placement[3]: GPU 4 does not exist"},
+                "placement: rank_to_gpu[3]: GPU 4 does not exist"},
         BadJson{"not_an_object", ErrorCode::kInvalidArgument,
                 [](nlohmann::json& j) { j = nlohmann::json::array(); },
                 "the cluster file: expected an object, got []"}));

@@ -1,6 +1,7 @@
 // Live discovery on fake machines: a sysfs tree built in a temporary folder and the fake NVML
 // library built by these tests (fake_nvml.cc), told what to report through a config file.
 #include "refit/topology/discovery.h"
+#include "refit/topology/rank_map.h"
 
 #include <cstdlib>
 
@@ -34,8 +35,8 @@ class TopoDiscovery : public ::testing::Test {
   }
 
   [[nodiscard]] Result<Discovery> discover(const char* library = REFIT_FAKE_NVML_PATH,
-                                           RankPlacementOptions placement = {}) {
-    return discover_cluster({sysfs_.root(), library}, placement);
+                                           std::int32_t ranks = 0) {
+    return discover_cluster({sysfs_.root(), library}, ranks);
   }
 
   // An HGX H100 board: GPU g and an RDMA NIC under PCIe switch g/2's downstream port g, so GPU g's
@@ -153,10 +154,7 @@ TEST_F(TopoDiscovery, FabricCliqueJoinsGpusAndIsNoted) {
 
 TEST_F(TopoDiscovery, NoNvmlModelsTheHost) {
   // No NVML, no /sys/class/infiniband: 2 + 2 processes as cpu-host does, with notes.
-  RankPlacementOptions o;
-  o.source_ranks = 2;
-  o.destination_ranks = 2;
-  const auto found = discover("/nonexistent/libnvidia-ml.so.1", o);
+  const auto found = discover("/nonexistent/libnvidia-ml.so.1", 4);
   ASSERT_TRUE(found.has_value()) << found.error().message;
   EXPECT_EQ(found->cluster.name(), "discovered");
   EXPECT_EQ(found->cluster.gpus().size(), 4u);
@@ -177,9 +175,7 @@ TEST_F(TopoDiscovery, NvmlThatDoesNotStartAndRdmaNicsServeHostProcesses) {
                       {{"4: ACTIVE", "400 Gb/sec (4X NDR)"}});
   sysfs_.add_rdma_nic("mlx5_1", sysfs_.add_pci_device({"pci0000:00", "0000:02:00.0"}),
                       {{"4: ACTIVE", "400 Gb/sec (4X NDR)"}});
-  RankPlacementOptions o;
-  o.source_ranks = 3;
-  const auto found = discover(REFIT_FAKE_NVML_PATH, o);
+  const auto found = discover(REFIT_FAKE_NVML_PATH, 3);
   ASSERT_TRUE(found.has_value()) << found.error().message;
   ASSERT_EQ(found->cluster.nics().size(), 2u);
   EXPECT_EQ(found->cluster.nics()[0].gpus, (std::vector<GpuId>{GpuId{0}, GpuId{2}}));
@@ -196,13 +192,14 @@ TEST_F(TopoDiscovery, NvmlFailingMidwayIsARuntimeError) {
 }
 
 TEST_F(TopoDiscovery, TooManyRanksForTheNodeIsBadInput) {
+  // Discovery sees one node of one GPU; two ranks do not fit on it.
   nvml_reports("gpu 0000:11:00.0 90 NVIDIA H100\n");
-  RankPlacementOptions o;
-  o.source_ranks = 2;
-  const auto found = discover(REFIT_FAKE_NVML_PATH, o);
-  ASSERT_FALSE(found.has_value());
-  EXPECT_EQ(found.error().code, ErrorCode::kMismatch);
-  EXPECT_NE(found.error().message.find("too few"), std::string::npos) << found.error().message;
+  const auto found = discover(REFIT_FAKE_NVML_PATH, 2);
+  ASSERT_TRUE(found.has_value()) << found.error().message;
+  const auto ranks = RankMap::place(found->cluster, {.source_ranks = 2});
+  ASSERT_FALSE(ranks.has_value());
+  EXPECT_EQ(ranks.error().code, ErrorCode::kMismatch);
+  EXPECT_NE(ranks.error().message.find("too few"), std::string::npos) << ranks.error().message;
 }
 
 }  // namespace

@@ -14,16 +14,22 @@ RankPlacementOptions ranks(std::int32_t train, std::int32_t infer) {
   return o;
 }
 
-Cluster preset(std::string_view spec, RankPlacementOptions placement = {}) {
-  auto c = make_preset_cluster(spec, placement);
+// The preset sized to a job, with the job placed on it.
+PlacedCluster sized(std::string_view spec, RankPlacementOptions placement = {}) {
+  auto c = size_preset_to_job(spec, placement);
   EXPECT_TRUE(c.has_value()) << spec << ": " << (c ? "" : c.error().message);
   return std::move(c).value();
+}
+
+Cluster preset(std::string_view spec, RankPlacementOptions placement = {}) {
+  return sized(spec, std::move(placement)).cluster();
 }
 
 TEST(TopoPresets, DgxH100SizedToTheRanks) {
   // 8 training + 8 inference ranks need 16 GPUs = 2 nodes of 8; each node is an NVLink domain
   // with 8 rail NICs of 400 Gb/s x 47/400 = 47 GB/s, so 8 x 47 = 376 GB/s per domain.
-  const auto c = preset("dgx-h100", ranks(8, 8));
+  const auto placed = sized("dgx-h100", ranks(8, 8));
+  const auto& c = placed.cluster();
   EXPECT_EQ(c.node_count(), 2);
   ASSERT_EQ(c.gpus().size(), 16u);
   ASSERT_EQ(c.domains().size(), 2u);
@@ -36,9 +42,9 @@ TEST(TopoPresets, DgxH100SizedToTheRanks) {
   EXPECT_DOUBLE_EQ(c.domain_nic_bandwidth(1).gbps(), 376.0);
   // Rail-optimised: GPU g uses NIC g; training on GPUs 0-7 (domain 0), inference on 8-15.
   EXPECT_EQ(c.nic_of(GpuId{13}), 13);
-  EXPECT_EQ(c.domain_of(Rank{7}), 0);
-  EXPECT_EQ(c.domain_of(Rank{8}), 1);
-  EXPECT_EQ(c.gpu_of(Rank{15}), GpuId{15});
+  EXPECT_EQ(placed.domain_of(Rank{7}), 0);
+  EXPECT_EQ(placed.domain_of(Rank{8}), 1);
+  EXPECT_EQ(placed.gpu_of(Rank{15}), GpuId{15});
   EXPECT_EQ(c.fabric().oversubscription, 1.0);
 }
 
@@ -46,7 +52,8 @@ TEST(TopoPresets, RoundsUpToWholeNodesAndHasAtLeastOne) {
   // 9 ranks need 2 nodes of 8; no rank at all still gives one node.
   EXPECT_EQ(preset("dgx-h100", ranks(9, 0)).node_count(), 2);
   EXPECT_EQ(preset("dgx-h100").node_count(), 1);
-  EXPECT_EQ(preset("dgx-h100").rank_count(), 0);
+  EXPECT_EQ(sized("dgx-h100").ranks().rank_count(), 0);
+  EXPECT_EQ(make_preset_cluster("dgx-h100", 9)->node_count(), 2);
 }
 
 TEST(TopoPresets, Gb200SizedInWholeRacks) {
@@ -62,12 +69,13 @@ TEST(TopoPresets, Gb200SizedInWholeRacks) {
 
 TEST(TopoPresets, Gb200With64GpuDomains) {
   // 64 + 64 ranks on 64-GPU domains: 2 domains of 16 trays; inference fills domain 1.
-  const auto c = preset("gb200-nvl72:gpus_per_domain=64,nic_gbps=400", ranks(64, 64));
+  const auto placed = sized("gb200-nvl72:gpus_per_domain=64,nic_gbps=400", ranks(64, 64));
+  const auto& c = placed.cluster();
   EXPECT_EQ(c.gpus().size(), 128u);
   EXPECT_EQ(c.node_count(), 32);
   ASSERT_EQ(c.domains().size(), 2u);
-  EXPECT_EQ(c.domain_of(Rank{63}), 0);
-  EXPECT_EQ(c.domain_of(Rank{64}), 1);
+  EXPECT_EQ(placed.domain_of(Rank{63}), 0);
+  EXPECT_EQ(placed.domain_of(Rank{64}), 1);
   EXPECT_DOUBLE_EQ(c.domain_nic_bandwidth(0).gbps(), 64 * 47.0);
   EXPECT_EQ(c.name(), "gb200-nvl72:gpus_per_domain=64,nic_gbps=400");
 }
@@ -113,10 +121,35 @@ TEST(TopoPresets, NodeAndDomainShapes) {
 
 TEST(TopoPresets, InferOffsetPlacesAndSizes) {
   // Inference from GPU 16: 8 ranks on GPUs 16-23 need 24 GPUs = 3 nodes.
-  const auto c = preset("dgx-h100:infer_offset=16", ranks(8, 8));
-  EXPECT_EQ(c.node_count(), 3);
+  const auto c = sized("dgx-h100:infer_offset=16", ranks(8, 8));
+  EXPECT_EQ(c.cluster().node_count(), 3);
   EXPECT_EQ(c.gpu_of(Rank{8}), GpuId{16});
   EXPECT_EQ(c.domain_of(Rank{8}), 2);
+}
+
+// infer_offset places a job: the preset alone describes hardware and refuses it.
+TEST(TopoPresets, TheHardwareAloneRefusesAJobKey) {
+  const auto c = make_preset_cluster("dgx-h100:infer_offset=16");
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(c.error().message.find("infer_offset places a job"), std::string::npos) << c.error().message;
+}
+
+// Hardware and job apart: one job's rank map, placed on two systems of the same size, differs
+// only in the hardware under it (8 + 8 ranks on 2 DGX H100 nodes or on 2 DGX B200 nodes).
+TEST(TopoPresets, TheSameJobGoesOnOtherHardware) {
+  const auto h100 = make_preset_cluster("dgx-h100", 16).value();
+  const auto b200 = make_preset_cluster("dgx-b200", 16).value();
+  const auto on_h100 = RankMap::place(h100, ranks(8, 8)).value();
+  const auto on_b200 = RankMap::place(b200, ranks(8, 8)).value();
+  EXPECT_EQ(on_h100, on_b200);
+  const auto placed = PlacedCluster::make(b200, on_h100).value();
+  EXPECT_DOUBLE_EQ(placed.cluster().gpu(placed.gpu_of(Rank{9})).nvlink_bandwidth.gbps(), 746.0);
+  // A rank map made for a larger cluster does not fit a smaller one.
+  const auto big = make_preset_cluster("dgx-h100", 24).value();
+  const auto spread =
+      RankMap::place(big, {.source_ranks = 8, .destination_ranks = 8, .destination_offset = 16}).value();
+  EXPECT_EQ(PlacedCluster::make(h100, spread).error().code, ErrorCode::kNotFound);
 }
 
 TEST(TopoPresets, CpuHostHasOneDevicePerRank) {
@@ -147,7 +180,7 @@ struct BadSpec {
 class TopoPresetsBad : public ::testing::TestWithParam<BadSpec> {};
 
 TEST_P(TopoPresetsBad, RefusedNamingTheKey) {
-  const auto c = make_preset_cluster(GetParam().spec, ranks(8, 8));
+  const auto c = size_preset_to_job(GetParam().spec, ranks(8, 8));
   ASSERT_FALSE(c.has_value());
   EXPECT_EQ(c.error().code, GetParam().code) << c.error().message;
   EXPECT_NE(c.error().message.find(GetParam().must_mention), std::string::npos) << c.error().message;

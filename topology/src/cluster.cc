@@ -75,18 +75,6 @@ namespace {
   return {};
 }
 
-[[nodiscard]] Result<void> check_placement(const ClusterSpec& s) {
-  if (s.source_ranks < 0 || s.source_ranks > static_cast<std::int32_t>(s.rank_to_gpu.size()))
-    return out_of_range(
-        fmt::format("source_ranks {} is outside [0, {}]", s.source_ranks, s.rank_to_gpu.size()));
-  for (std::size_t r = 0; r < s.rank_to_gpu.size(); ++r) {
-    const auto g = s.rank_to_gpu[r].value;
-    if (g < 0 || g >= static_cast<std::int32_t>(s.gpus.size()))
-      return not_found(fmt::format("placement[{}]: GPU {} does not exist", r, g));
-  }
-  return {};
-}
-
 }  // namespace
 
 Cluster::Cluster(ClusterSpec spec) : spec_(std::move(spec)), nic_of_gpu_(spec_.gpus.size(), -1) {
@@ -104,7 +92,7 @@ Result<Cluster> Cluster::make(ClusterSpec spec) {
     return out_of_range(
         fmt::format("fabric.oversubscription is {}, must be >= 1", spec.fabric.oversubscription));
   if (spec.nvlink_latency.value < 0) return out_of_range("nvlink_latency_us is negative");
-  for (auto check : {check_gpus, check_domains, check_nics, check_placement}) REFIT_TRY(check(spec));
+  for (auto check : {check_gpus, check_domains, check_nics}) REFIT_TRY(check(spec));
   return Cluster(std::move(spec));
 }
 
@@ -115,42 +103,6 @@ BytesPerSecond Cluster::domain_nic_bandwidth(std::int32_t domain) const {
   BytesPerSecond total{0};
   for (auto n : nics) total = total + spec_.nics[static_cast<std::size_t>(n)].bandwidth;
   return total;
-}
-
-Result<void> place_ranks(ClusterSpec& spec, const RankPlacementOptions& o) {
-  const auto gpus = static_cast<std::int32_t>(spec.gpus.size());
-  if (o.source_ranks < 0 || o.destination_ranks < 0) return out_of_range("rank counts must be >= 0");
-  std::vector<GpuId> placement;
-  if (!o.explicit_gpus.empty()) {
-    if (static_cast<std::int32_t>(o.explicit_gpus.size()) != o.source_ranks + o.destination_ranks)
-      return mismatch(fmt::format("placement: {} GPUs listed for {} ranks", o.explicit_gpus.size(),
-                                  o.source_ranks + o.destination_ranks));
-    placement = o.explicit_gpus;
-  } else {
-    const std::int32_t offset = o.destination_offset.value_or(o.source_ranks);
-    if (offset < 0) return out_of_range("placement: destination offset is negative");
-    if (o.source_ranks > gpus || offset + o.destination_ranks > gpus)
-      return mismatch(fmt::format(
-          "cluster '{}' has {} GPUs, too few for {} training ranks and {} inference ranks at GPU offset {}",
-          spec.name, gpus, o.source_ranks, o.destination_ranks, offset));
-    for (std::int32_t r = 0; r < o.source_ranks; ++r) placement.emplace_back(r);
-    for (std::int32_t r = 0; r < o.destination_ranks; ++r) placement.emplace_back(offset + r);
-  }
-  spec.rank_to_gpu = std::move(placement);
-  spec.source_ranks = o.source_ranks;
-  return check_placement(spec);
-}
-
-std::int32_t required_gpus(const RankPlacementOptions& o) {
-  std::int32_t needed = 0;
-  if (!o.explicit_gpus.empty()) {
-    for (const auto g : o.explicit_gpus) needed = std::max(needed, g.value + 1);
-    return needed;
-  }
-  needed = o.source_ranks;
-  if (o.destination_ranks > 0)
-    needed = std::max(needed, o.destination_offset.value_or(o.source_ranks) + o.destination_ranks);
-  return needed;
 }
 
 }  // namespace refit

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "refit/core/try.h"
-
 namespace refit::detail {
 
 void fill_domains(ClusterSpec& spec) {
@@ -38,14 +36,8 @@ ClusterSpec replicate_node(const ClusterSpec& node, std::int32_t count) {
   return out;
 }
 
-std::int32_t nodes_for(const RankPlacementOptions& options, std::int32_t gpus_per_node) {
-  const std::int32_t needed = required_gpus(options);
-  return std::max<std::int32_t>(1, (needed + gpus_per_node - 1) / gpus_per_node);
-}
-
-Result<Cluster> finish_cluster(ClusterSpec spec, const RankPlacementOptions& options) {
-  REFIT_TRY(place_ranks(spec, options));
-  return Cluster::make(std::move(spec));
+std::int32_t nodes_for(std::int32_t gpus, std::int32_t gpus_per_node) {
+  return std::max<std::int32_t>(1, (gpus + gpus_per_node - 1) / gpus_per_node);
 }
 
 }  // namespace refit::detail

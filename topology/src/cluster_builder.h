@@ -1,6 +1,6 @@
 #pragma once
 // Steps shared by the ways of making a cluster (presets, NCCL XML, discovery): derive the domain
-// list from the GPUs, copy a described machine to make more nodes, place the ranks and validate.
+// list from the GPUs and copy a described machine to make more nodes.
 #include <cstdint>
 
 #include "refit/topology/cluster.h"
@@ -14,10 +14,7 @@ void fill_domains(ClusterSpec& spec);
 // numbers are offset per copy, and each copy's domains are its own.
 ClusterSpec replicate_node(const ClusterSpec& node, std::int32_t count);
 
-// The number of identical nodes of `gpus_per_node` GPUs that the placement needs, at least one.
-std::int32_t nodes_for(const RankPlacementOptions& options, std::int32_t gpus_per_node);
-
-// Places the ranks on `spec` and validates it into a Cluster.
-[[nodiscard]] Result<Cluster> finish_cluster(ClusterSpec spec, const RankPlacementOptions& options);
+// The number of identical nodes of `gpus_per_node` GPUs that hold `gpus` GPUs, at least one.
+std::int32_t nodes_for(std::int32_t gpus, std::int32_t gpus_per_node);
 
 }  // namespace refit::detail

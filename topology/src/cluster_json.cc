@@ -143,22 +143,31 @@ template <class T, class ReadOne>
 
 [[nodiscard]] Result<void> read_globals(const nlohmann::json& root, ClusterSpec& spec) {
   const auto fabric = REFIT_TRY(optional_object(root, "fabric", {"oversubscription"}));
-  const auto placement = REFIT_TRY(optional_object(root, "placement", {"source_ranks", "rank_to_gpu"}));
   FieldReader f(root, "", kMaxId);
   spec.name = f.string_or("name", "");
   spec.nvlink_latency = hw::micros(f.number("nvlink_latency_us"));
   FieldReader fab(fabric, "fabric", kMaxId);
   if (fab.has("oversubscription")) spec.fabric.oversubscription = fab.number("oversubscription");
-  FieldReader place(placement, "placement", kMaxId);
-  spec.source_ranks = id32(place.integer_or("source_ranks", 0, 0));
-  if (place.has("rank_to_gpu")) spec.rank_to_gpu = gpu_ids_of(place.integers("rank_to_gpu", 0));
-  for (const auto* reader : {&f, &fab, &place}) REFIT_TRY(reader->status());
+  for (const auto* reader : {&f, &fab}) REFIT_TRY(reader->status());
   return {};
+}
+
+// The file's placement: a rank map on `cluster`, or nothing when it places no rank.
+[[nodiscard]] Result<std::optional<RankMap>> read_placement(const nlohmann::json& root,
+                                                            const Cluster& cluster) {
+  const auto placement = REFIT_TRY(optional_object(root, "placement", {"source_ranks", "rank_to_gpu"}));
+  FieldReader place(placement, "placement", kMaxId);
+  const auto source_ranks = id32(place.integer_or("source_ranks", 0, 0));
+  const auto gpus =
+      place.has("rank_to_gpu") ? gpu_ids_of(place.integers("rank_to_gpu", 0)) : std::vector<GpuId>{};
+  REFIT_TRY(place.status());
+  if (gpus.empty() && source_ranks == 0) return std::optional<RankMap>{};
+  return REFIT_TRY_IN(RankMap::make(cluster, gpus, source_ranks), "placement");
 }
 
 }  // namespace
 
-nlohmann::ordered_json cluster_to_json(const Cluster& cluster) {
+nlohmann::ordered_json cluster_to_json(const Cluster& cluster, const RankMap* ranks) {
   const auto& s = cluster.spec();
   Json j;
   j["name"] = s.name;
@@ -170,11 +179,12 @@ nlohmann::ordered_json cluster_to_json(const Cluster& cluster) {
   for (const auto& d : s.domains) j["domains"].push_back({{"id", d.id}, {"gpus", gpu_ids(d.gpus)}});
   j["nics"] = Json::array();
   for (const auto& n : s.nics) j["nics"].push_back(nic_to_json(n));
-  j["placement"] = {{"source_ranks", s.source_ranks}, {"rank_to_gpu", gpu_ids(s.rank_to_gpu)}};
+  if (ranks != nullptr && ranks->rank_count() > 0)
+    j["placement"] = {{"source_ranks", ranks->source_ranks()}, {"rank_to_gpu", gpu_ids(ranks->gpus())}};
   return j;
 }
 
-Result<Cluster> cluster_from_json(const nlohmann::json& json) {
+Result<ClusterFile> cluster_from_json(const nlohmann::json& json) {
   REFIT_TRY(require_known_keys(
       json, "", {"name", "nvlink_latency_us", "fabric", "gpus", "domains", "nics", "placement"}, kRoot));
   ClusterSpec spec;
@@ -182,20 +192,18 @@ Result<Cluster> cluster_from_json(const nlohmann::json& json) {
   REFIT_TRY(read_array(json, "gpus", spec.gpus, read_gpu));
   REFIT_TRY(read_array(json, "domains", spec.domains, read_domain));
   REFIT_TRY(read_array(json, "nics", spec.nics, read_nic));
-  return Cluster::make(std::move(spec));
+  auto cluster = REFIT_TRY(Cluster::make(std::move(spec)));
+  auto ranks = REFIT_TRY(read_placement(json, cluster));
+  return ClusterFile{.cluster = std::move(cluster), .ranks = std::move(ranks)};
 }
 
-Result<Cluster> parse_cluster_json(std::string_view text) {
+Result<ClusterFile> parse_cluster_json(std::string_view text) {
   return cluster_from_json(REFIT_TRY(json_fields::parse_object(text, kRoot)));
 }
 
-Result<Cluster> load_cluster_file(const std::filesystem::path& path, const RankPlacementOptions& placement) {
+Result<ClusterFile> load_cluster_file(const std::filesystem::path& path) {
   const auto text = REFIT_TRY(detail::read_text_file(path));
-  auto cluster = REFIT_TRY_IN(parse_cluster_json(text), path.string());
-  if (required_gpus(placement) == 0) return cluster;
-  ClusterSpec spec = cluster.spec();
-  REFIT_TRY(place_ranks(spec, placement));
-  return Cluster::make(std::move(spec));
+  return REFIT_TRY_IN(parse_cluster_json(text), path.string());
 }
 
 }  // namespace refit

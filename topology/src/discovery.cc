@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 
-#include "cluster_builder.h"
 #include "nvml_gpus.h"
 #include "refit/core/try.h"
 #include "refit/topology/presets.h"
@@ -17,10 +16,9 @@ constexpr const char* kName = "discovered";
 
 // No GPU: the host's processes stand in for GPUs as in the cpu-host preset; NICs found serve
 // the processes in turn.
-[[nodiscard]] Result<Cluster> host_cluster(const std::vector<detail::FoundNic>& nics,
-                                           const RankPlacementOptions& placement,
+[[nodiscard]] Result<Cluster> host_cluster(const std::vector<detail::FoundNic>& nics, std::int32_t min_gpus,
                                            std::vector<std::string>& notes) {
-  const auto host = REFIT_TRY(make_preset_cluster("cpu-host", placement));
+  const auto host = REFIT_TRY(make_preset_cluster("cpu-host", min_gpus));
   ClusterSpec spec = host.spec();
   spec.name = kName;
   notes.push_back(
@@ -45,13 +43,13 @@ constexpr const char* kName = "discovered";
 
 }  // namespace
 
-Result<Discovery> discover_cluster(const DiscoveryOptions& options, const RankPlacementOptions& placement) {
+Result<Discovery> discover_cluster(const DiscoveryOptions& options, std::int32_t min_gpus) {
   auto gpus = REFIT_TRY(detail::scan_nvml_gpus(options.nvml_library));
   auto nics = detail::scan_rdma_nics(options.sysfs_root);
   std::vector<std::string> notes = std::move(gpus.notes);
   notes.insert(notes.end(), nics.notes.begin(), nics.notes.end());
   if (gpus.gpus.empty()) {
-    auto cluster = REFIT_TRY(host_cluster(nics.nics, placement, notes));
+    auto cluster = REFIT_TRY(host_cluster(nics.nics, min_gpus, notes));
     return Discovery{.cluster = std::move(cluster), .notes = std::move(notes)};
   }
   detail::FoundMachine machine{.gpus = std::move(gpus.gpus), .nics = std::move(nics.nics)};
@@ -64,7 +62,7 @@ Result<Discovery> discover_cluster(const DiscoveryOptions& options, const RankPl
                       g.what, options.sysfs_root.string()));
   }
   auto node = REFIT_TRY(detail::machine_to_node(machine, kName));
-  auto cluster = REFIT_TRY(detail::finish_cluster(std::move(node), placement));
+  auto cluster = REFIT_TRY(Cluster::make(std::move(node)));
   return Discovery{.cluster = std::move(cluster), .notes = std::move(notes)};
 }
 

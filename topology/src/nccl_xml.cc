@@ -165,8 +165,7 @@ class XmlReader {
 
 }  // namespace
 
-Result<Cluster> import_nccl_topology(std::string_view xml, std::string_view name,
-                                     const RankPlacementOptions& placement) {
+Result<Cluster> import_nccl_topology(std::string_view xml, std::string_view name, std::int32_t min_gpus) {
   pugi::xml_document doc;
   const auto parsed = doc.load_buffer(xml.data(), xml.size());
   if (!parsed)
@@ -175,14 +174,12 @@ Result<Cluster> import_nccl_topology(std::string_view xml, std::string_view name
   const auto machine = REFIT_TRY(XmlReader(xml).read(doc));
   const auto node = REFIT_TRY(detail::machine_to_node(machine, std::string(name)));
   const auto gpus_per_node = static_cast<std::int32_t>(node.gpus.size());
-  return detail::finish_cluster(detail::replicate_node(node, detail::nodes_for(placement, gpus_per_node)),
-                                placement);
+  return Cluster::make(detail::replicate_node(node, detail::nodes_for(min_gpus, gpus_per_node)));
 }
 
-Result<Cluster> load_nccl_topology_file(const std::filesystem::path& path,
-                                        const RankPlacementOptions& placement) {
+Result<Cluster> load_nccl_topology_file(const std::filesystem::path& path, std::int32_t min_gpus) {
   const auto text = REFIT_TRY(detail::read_text_file(path));
-  return REFIT_TRY_IN(import_nccl_topology(text, path.filename().string(), placement), path.string());
+  return REFIT_TRY_IN(import_nccl_topology(text, path.filename().string(), min_gpus), path.string());
 }
 
 }  // namespace refit

@@ -70,11 +70,10 @@ std::vector<PresetParams> all_presets() {
 }
 
 // Whole domains when a domain spans nodes (a rack), else whole nodes; at least one.
-std::int32_t node_count(const PresetParams& p, const RankPlacementOptions& placement) {
+std::int32_t node_count(const PresetParams& p, std::int32_t min_gpus) {
   if (p.nodes) return *p.nodes;
   const std::int32_t unit_gpus = std::max(p.gpus_per_node, p.domain_gpus());
-  const std::int32_t units =
-      std::max<std::int32_t>(1, (required_gpus(placement) + unit_gpus - 1) / unit_gpus);
+  const std::int32_t units = std::max<std::int32_t>(1, (min_gpus + unit_gpus - 1) / unit_gpus);
   return units * unit_gpus / p.gpus_per_node;
 }
 
@@ -109,6 +108,22 @@ ClusterSpec build(const PresetParams& p, std::string name, std::int32_t nodes) {
   return spec;
 }
 
+// The spec's parameters, overrides applied and checked.
+[[nodiscard]] Result<PresetParams> params_of(std::string_view spec) {
+  const auto colon = spec.find(':');
+  const auto name = spec.substr(0, colon);
+  auto params = REFIT_TRY(find_preset(name));
+  if (colon != std::string_view::npos)
+    REFIT_TRY_IN(detail::apply_overrides(params, spec.substr(colon + 1)), std::string(name));
+  return params;
+}
+
+[[nodiscard]] Result<Cluster> hardware(PresetParams params, std::string_view spec, std::int32_t min_gpus) {
+  if (params.one_device_per_rank) params.gpus_per_node = std::max<std::int32_t>(1, min_gpus);
+  REFIT_TRY_IN(detail::check_consistency(params), params.name);
+  return Cluster::make(build(params, std::string(spec), node_count(params, min_gpus)));
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> preset_keys() { return detail::override_keys(); }
@@ -119,18 +134,23 @@ std::vector<std::string> preset_names() {
   return names;
 }
 
-Result<Cluster> make_preset_cluster(std::string_view spec, const RankPlacementOptions& placement) {
-  const auto colon = spec.find(':');
-  const auto name = spec.substr(0, colon);
-  auto params = REFIT_TRY(find_preset(name));
-  if (colon != std::string_view::npos)
-    REFIT_TRY_IN(detail::apply_overrides(params, spec.substr(colon + 1)), std::string(name));
+Result<Cluster> make_preset_cluster(std::string_view spec, std::int32_t min_gpus) {
+  const auto params = REFIT_TRY(params_of(spec));
+  if (params.infer_offset)
+    return invalid(
+        fmt::format("{}: infer_offset places a job, not hardware: size the preset to the job "
+                    "(size_preset_to_job, or refit's --cluster with the job's options)",
+                    params.name));
+  return hardware(params, spec, min_gpus);
+}
+
+Result<PlacedCluster> size_preset_to_job(std::string_view spec, const RankPlacementOptions& placement) {
+  const auto params = REFIT_TRY(params_of(spec));
   RankPlacementOptions options = placement;
   if (params.infer_offset) options.destination_offset = params.infer_offset;
-  if (params.one_device_per_rank) params.gpus_per_node = std::max<std::int32_t>(1, required_gpus(options));
-  REFIT_TRY_IN(detail::check_consistency(params), std::string(name));
-  const auto nodes = node_count(params, options);
-  return detail::finish_cluster(build(params, std::string(spec), nodes), options);
+  auto cluster = REFIT_TRY(hardware(params, spec, required_gpus(options)));
+  auto ranks = REFIT_TRY(RankMap::place(cluster, options));
+  return PlacedCluster::make(std::move(cluster), std::move(ranks));
 }
 
 }  // namespace refit

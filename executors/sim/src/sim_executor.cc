@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "refit/core/try.h"
+#include "refit/lowering/lowered_plan.h"
 
 namespace refit {
 namespace {
@@ -15,8 +16,10 @@ class SimPrepared final : public PreparedPlan {
   std::optional<PlanSimulation> simulation;  // of the first execute()
 };
 
-// The rank's share of the plan: what it puts and what lands on it, relay hops included.
+// The rank's share of the plan: what it puts and what lands on it, relay hops included, and its
+// messages as the lowering cuts them (what the simulation charged).
 ExecutionReport rank_report(const Plan& plan, Rank rank, Seconds predicted) {
+  const auto lowered = lowering::LoweredPlan::make(plan, lowering::kDefaultStaging);
   ExecutionReport r{.bytes_sent = Bytes{0},
                     .bytes_received = Bytes{0},
                     .elapsed = predicted,
@@ -25,7 +28,7 @@ ExecutionReport rank_report(const Plan& plan, Rank rank, Seconds predicted) {
   for (const auto& t : plan.transfers) {
     if (t.sender == rank) {
       r.bytes_sent += t.bytes;
-      r.messages += t.chunk_count();
+      r.messages += lowered ? lowered->layout(t.id).chunks() : 0;
     }
     if (t.receiver == rank) r.bytes_received += t.bytes;
   }
@@ -35,7 +38,7 @@ ExecutionReport rank_report(const Plan& plan, Rank rank, Seconds predicted) {
 }  // namespace
 
 Result<std::unique_ptr<PreparedPlan>> SimExecutor::prepare(const Plan& plan, Rank rank, const RankBuffers&) {
-  if (auto ok = validate_structure(plan); !ok) return std::unexpected(ok.error());
+  REFIT_TRY(validate_structure(plan));
   if (rank.value < 0 || rank.value >= plan.world_size())
     return out_of_range(
         fmt::format("rank {} is not one of the plan's {} ranks", rank.value, plan.world_size()));

@@ -15,6 +15,7 @@
 #include "program_sim.h"
 #include "random_problems.h"
 #include "refit/planner/strategy.h"
+#include "strategy_names.h"
 #include "test_cluster.h"
 #include "test_problems.h"
 

@@ -37,6 +37,8 @@ class LoweredPlan {
     return layouts_[static_cast<std::size_t>(transfer)];
   }
   const RelayIndex& relays() const { return relays_; }
+  // Chunks of all transfers: the point-to-point messages an executor posts.
+  std::int64_t chunks() const;
 
   // What chunk k of transfer t must wait for, one entry per upstream transfer: the chunk holding
   // the last element of each part it forwards (that chunk and those before it). Empty when the

@@ -13,6 +13,7 @@
 #include "refit/core/problem.h"
 #include "refit/core/tensor_spec.h"
 #include "refit/core/units.h"
+#include "refit/planner/execution_model.h"
 
 namespace refit {
 
@@ -43,18 +44,17 @@ struct Transfer {
   std::vector<Segment> segments;
   Bytes bytes;  // sum of the segments' bytes
   Bytes chunk;  // relays forward chunk by chunk: a segment can leave once its bytes have arrived
+                // (the lowering cuts the message into chunks of at most this size)
   bool operator==(const Transfer&) const = default;
 
   // Distinct transfers this one forwards data from, in ascending order.
   std::vector<std::int32_t> upstream() const;
-  std::int64_t chunk_count() const {
-    return chunk.value <= 0 ? 1 : (bytes.value + chunk.value - 1) / chunk.value;
-  }
 };
 
 struct Plan {
-  std::string strategy;
-  std::vector<TensorSpec> tensors;  // same order as the problem's tensors
+  std::string strategy;                                      // the StrategyInfo::name it was made by
+  ExecutionModelId execution = ExecutionModelId::kRefitUcx;  // what its executors are
+  std::vector<TensorSpec> tensors;                           // same order as the problem's tensors
   std::int32_t source_ranks = 0;
   std::int32_t destination_ranks = 0;
   // Plan order: a transfer only forwards data of transfers that come before it, so the order

@@ -5,13 +5,12 @@
 
 #include "refit/core/problem.h"
 #include "refit/planner/plan.h"
-#include "refit/topology/cluster.h"
+#include "refit/topology/rank_map.h"
 
 namespace refit {
 
 struct PlanStats {
   std::int64_t transfers = 0;
-  std::int64_t messages = 0;  // point-to-point sends an executor posts: chunks of all transfers
   std::int64_t segments = 0;
   Bytes total_bytes;
   Bytes network_bytes;
@@ -29,7 +28,7 @@ struct PlanStats {
 };
 
 // Preconditions: the plan's ranks are placed on the cluster (make_plan checks it).
-PlanStats compute_stats(const Plan& plan, const Cluster& cluster);
+PlanStats compute_stats(const Plan& plan, const PlacedCluster& cluster);
 
 struct LowerBound {
   Seconds time;                    // the maximum of the terms below
@@ -41,6 +40,6 @@ struct LowerBound {
   std::vector<Bytes> domain_need;  // per domain: unique bytes it must receive from outside
 };
 
-LowerBound lower_bound(const ReshardProblem& problem, const Cluster& cluster);
+LowerBound lower_bound(const ReshardProblem& problem, const PlacedCluster& cluster);
 
 }  // namespace refit

@@ -1,12 +1,14 @@
 #pragma once
-// Strategies turn a problem and a cluster into a Plan. All of them produce the same Plan type,
-// so every executor runs any of them and the simulator compares them on one hardware model.
+// Strategies turn a problem and a placed cluster into a Plan. All of them produce the same Plan
+// type, so every executor runs any of them and the simulator compares them on one hardware model.
+// They are one table (strategies()): a strategy's name is looked up there and nowhere else.
 #include <span>
 #include <string_view>
 
 #include "refit/core/problem.h"
+#include "refit/planner/execution_model.h"
 #include "refit/planner/plan.h"
-#include "refit/topology/cluster.h"
+#include "refit/topology/rank_map.h"
 
 namespace refit {
 
@@ -17,17 +19,32 @@ struct PlanOptions {
   Bytes broadcast_buffer{Bytes{5} * (std::int64_t{1} << 30)};
 };
 
-// "refit" (the default), "direct", "m2n-ring", "gather-broadcast".
-std::span<const std::string_view> strategy_names();
-inline constexpr std::string_view kDefaultStrategy = "refit";
+enum class StrategyId : std::uint8_t { kRefit, kDirect, kM2nRing, kGatherBroadcast };
 
-// Whether the strategy is a baseline standing for today's NCCL collectives (m2n-ring: NCCL's
-// M2N reshard; gather-broadcast: a gather and ncclBroadcast), which NCCL runs with a channel per
-// ring step, rather than one that refit's own executors run.
-bool is_nccl_collective(std::string_view strategy);
+namespace planner_detail {
+struct PlanContext;
+}
 
-// Refuses an unknown strategy, and a cluster whose rank placement does not match the problem.
+struct StrategyInfo {
+  StrategyId id = StrategyId::kRefit;
+  std::string_view name;         // "refit", "direct", "m2n-ring", "gather-broadcast"
+  std::string_view description;  // one line for --help
+  Result<Plan> (*plan)(const planner_detail::PlanContext&) = nullptr;
+  ExecutionModelId execution = ExecutionModelId::kRefitUcx;  // what runs its plans (Plan::execution)
+};
+
+// Every strategy, in StrategyId order; the first is the default.
+std::span<const StrategyInfo> strategies();
+const StrategyInfo& strategy_info(StrategyId id);
+inline constexpr StrategyId kDefaultStrategy = StrategyId::kRefit;
+// kNotFound naming the known strategies for an unknown name.
+[[nodiscard]] Result<const StrategyInfo*> find_strategy(std::string_view name);
+
+// Refuses a placement whose rank counts do not match the problem.
+[[nodiscard]] Result<Plan> make_plan(const StrategyInfo& strategy, const ReshardProblem& problem,
+                                     const PlacedCluster& cluster, const PlanOptions& options = {});
+// The same with the strategy by name; refuses an unknown name.
 [[nodiscard]] Result<Plan> make_plan(std::string_view strategy, const ReshardProblem& problem,
-                                     const Cluster& cluster, const PlanOptions& options = {});
+                                     const PlacedCluster& cluster, const PlanOptions& options = {});
 
 }  // namespace refit

@@ -13,15 +13,15 @@
 #include "refit/core/problem.h"
 #include "refit/planner/execution_model.h"
 #include "refit/planner/plan.h"
-#include "refit/topology/cluster.h"
+#include "refit/topology/rank_map.h"
 
 namespace refit {
 
 struct PlanSimulationOptions {
   std::function<void(double fraction_done)> progress;  // called at most twice a second
   std::ostream* trace = nullptr;                       // Chrome trace event JSON, when set
-  // How the plan is run: its pair window and zero-copy rule. Default: the execution model of the
-  // plan's strategy (execution_model_of()).
+  // How the plan is run: its pair window and zero-copy rule. Default: the plan's own
+  // (Plan::execution).
   const ExecutionModel* execution = nullptr;
   // Chunks a receiver grants each sender ahead, instead of the execution model's pair window; a
   // (sender, receiver) pair sends its transfers in plan order (0: every transfer at once, as
@@ -40,12 +40,6 @@ struct PlanSimulationOptions {
   double instant = kDefaultInstant;
   static constexpr double kDefaultInstant = 3e-5;
 };
-
-// The execution model a plan of `strategy` runs with, after what runs it: the baselines
-// (m2n-ring, gather-broadcast) stand for today's NCCL collectives, which give every ring step a
-// channel of its own; refit's own strategies run on refit's UCX executor, which queues each pair
-// in plan order.
-const ExecutionModel& execution_model_of(std::string_view strategy);
 
 struct ResourceReport {
   std::string name;  // e.g. "nic 3 tx", "gpu 5 nvlink in", "gpu 5 copy"
@@ -72,7 +66,7 @@ struct PlanSimulation {
 
 // `problem` supplies the ranks' local boxes: a message whose bytes are not one contiguous run of
 // the sender's (receiver's) buffer is packed (unpacked) through that GPU's copy engine.
-Result<PlanSimulation> simulate_plan(const Plan& plan, const ReshardProblem& problem, const Cluster& cluster,
-                                     const PlanSimulationOptions& options = {});
+Result<PlanSimulation> simulate_plan(const Plan& plan, const ReshardProblem& problem,
+                                     const PlacedCluster& cluster, const PlanSimulationOptions& options = {});
 
 }  // namespace refit

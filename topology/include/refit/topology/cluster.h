@@ -1,6 +1,7 @@
 #pragma once
 // The machines a refit runs on: GPUs grouped in NVLink domains, the NICs they reach the network
-// through, the fabric between domains, and which GPU each global job rank runs on.
+// through, and the fabric between domains. Hardware only: which GPU runs each rank of a job is a
+// RankMap (rank_map.h).
 // A Cluster is validated once at construction; afterwards every lookup is O(1).
 #include <cstdint>
 #include <optional>
@@ -52,16 +53,14 @@ struct ClusterSpec {
   std::vector<NicSpec> nics;
   std::vector<DomainSpec> domains;
   FabricSpec fabric;
-  Seconds nvlink_latency;          // per message over NVLink
-  std::vector<GpuId> rank_to_gpu;  // placement: global rank r runs on rank_to_gpu[r]
-  std::int32_t source_ranks = 0;   // the first source_ranks ranks are the training side
+  Seconds nvlink_latency;  // per message over NVLink
   bool operator==(const ClusterSpec&) const = default;
 };
 
 class Cluster {
  public:
   // Validates ids, domain membership (each GPU in exactly one domain, matching GpuSpec::domain),
-  // NIC-to-GPU bindings, positive bandwidths and the rank placement; errors name the field.
+  // NIC-to-GPU bindings and positive bandwidths; errors name the field.
   [[nodiscard]] static Result<Cluster> make(ClusterSpec spec);
 
   const ClusterSpec& spec() const { return spec_; }
@@ -81,14 +80,6 @@ class Cluster {
     return n < 0 ? std::nullopt : std::optional<std::int32_t>(n);
   }
 
-  std::int32_t rank_count() const { return static_cast<std::int32_t>(spec_.rank_to_gpu.size()); }
-  std::int32_t source_ranks() const { return spec_.source_ranks; }
-  bool has_rank(Rank r) const { return r.value >= 0 && r.value < rank_count(); }
-  // Preconditions: has_rank(r).
-  GpuId gpu_of(Rank r) const { return spec_.rank_to_gpu[static_cast<std::size_t>(r.value)]; }
-  std::int32_t domain_of(Rank r) const { return domain_of(gpu_of(r)); }
-  std::optional<std::int32_t> nic_of(Rank r) const { return nic_of(gpu_of(r)); }
-
   // Sum of the bandwidth of the NICs serving the domain's GPUs, per direction.
   BytesPerSecond domain_nic_bandwidth(std::int32_t domain) const;
 
@@ -100,22 +91,5 @@ class Cluster {
   std::vector<std::int32_t> nic_of_gpu_;
   std::int32_t node_count_ = 0;
 };
-
-// Where the job's ranks go: training ranks then inference ranks.
-struct RankPlacementOptions {
-  std::int32_t source_ranks = 0;
-  std::int32_t destination_ranks = 0;
-  // First GPU of the inference side; default: right after the training GPUs.
-  std::optional<std::int32_t> destination_offset;
-  // Explicit GPU per global rank; overrides both of the above when not empty.
-  std::vector<GpuId> explicit_gpus;
-};
-
-// Fills spec.rank_to_gpu and spec.source_ranks; errors when the cluster is too small.
-[[nodiscard]] Result<void> place_ranks(ClusterSpec& spec, const RankPlacementOptions& options);
-
-// The number of GPUs a placement needs (its highest GPU index + 1; 0 when it places no rank),
-// so that presets can size themselves before placing.
-std::int32_t required_gpus(const RankPlacementOptions& options);
 
 }  // namespace refit

@@ -1,8 +1,9 @@
 #pragma once
 // The cluster file format (documented in the README): one JSON object with "name",
-// "nvlink_latency_us", "fabric", "gpus", "domains", "nics" and "placement". Bandwidths are
-// effective GB/s per direction (fields ending in _gbps or "gbps"), latencies microseconds.
-// Dumping a cluster and loading it back gives an equal Cluster.
+// "nvlink_latency_us", "fabric", "gpus", "domains", "nics", and optionally "placement" (a job's
+// rank map, read apart from the hardware). Bandwidths are effective GB/s per direction (fields
+// ending in _gbps or "gbps"), latencies microseconds. Dumping a cluster and loading it back gives
+// an equal Cluster (and RankMap).
 #include <filesystem>
 #include <string_view>
 
@@ -10,18 +11,23 @@
 
 #include "refit/core/error.h"
 #include "refit/topology/cluster.h"
+#include "refit/topology/rank_map.h"
 
 namespace refit {
 
-nlohmann::ordered_json cluster_to_json(const Cluster& cluster);
+// The hardware, and a job's ranks on it when `ranks` is given and has any.
+nlohmann::ordered_json cluster_to_json(const Cluster& cluster, const RankMap* ranks = nullptr);
+
+struct ClusterFile {
+  Cluster cluster;
+  std::optional<RankMap> ranks;  // the file's "placement", when it has one with ranks
+};
 
 // Validates the structure (errors name the JSON path: "gpus[3].node: missing") and then the
-// cluster itself (Cluster::make). Unknown fields are refused, so that typos do not pass.
-[[nodiscard]] Result<Cluster> cluster_from_json(const nlohmann::json& json);
-[[nodiscard]] Result<Cluster> parse_cluster_json(std::string_view text);
-
-// Reads a cluster file. When `placement` asks for ranks, it replaces the file's placement.
-[[nodiscard]] Result<Cluster> load_cluster_file(const std::filesystem::path& path,
-                                                const RankPlacementOptions& placement);
+// cluster itself (Cluster::make) and the placement against it. Unknown fields are refused, so
+// that typos do not pass.
+[[nodiscard]] Result<ClusterFile> cluster_from_json(const nlohmann::json& json);
+[[nodiscard]] Result<ClusterFile> parse_cluster_json(std::string_view text);
+[[nodiscard]] Result<ClusterFile> load_cluster_file(const std::filesystem::path& path);
 
 }  // namespace refit

@@ -25,8 +25,8 @@ struct Discovery {
   std::vector<std::string> notes;  // what was not found or not used, and why, for the user
 };
 
-// Errors: kRuntime when NVML fails midway; kMismatch when the placement does not fit.
-[[nodiscard]] Result<Discovery> discover_cluster(const DiscoveryOptions& options,
-                                                 const RankPlacementOptions& placement);
+// Errors: kRuntime when NVML fails midway. `min_gpus`: processes a host without GPUs models (one
+// per rank of the job it runs).
+[[nodiscard]] Result<Discovery> discover_cluster(const DiscoveryOptions& options, std::int32_t min_gpus = 0);
 
 }  // namespace refit

@@ -8,8 +8,8 @@
 // NVLink is a domain of its own. NVLink bandwidth is NCCL's per-link constant times the link
 // count. Every <net> is a NIC (effective bandwidth from its line rate); each GPU sends through the
 // closest NIC in the PCIe tree (same switch first), so storage NICs under the CPU serve no GPU
-// while a NIC under a GPU's switch exists. The cluster is as many copies of the machine as the
-// placement needs (at least one).
+// while a NIC under a GPU's switch exists. The cluster is as many copies of the machine as hold
+// `min_gpus` GPUs (at least one).
 #include <filesystem>
 #include <string_view>
 
@@ -20,9 +20,9 @@ namespace refit {
 
 // Errors name the XML line and element ("line 12: <gpu dev=\"3\">: attribute 'sm' missing").
 [[nodiscard]] Result<Cluster> import_nccl_topology(std::string_view xml, std::string_view name,
-                                                   const RankPlacementOptions& placement);
+                                                   std::int32_t min_gpus = 0);
 // The cluster is named after the file.
 [[nodiscard]] Result<Cluster> load_nccl_topology_file(const std::filesystem::path& path,
-                                                      const RankPlacementOptions& placement);
+                                                      std::int32_t min_gpus = 0);
 
 }  // namespace refit

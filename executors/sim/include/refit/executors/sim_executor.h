@@ -14,13 +14,13 @@
 #include "refit/core/problem.h"
 #include "refit/executors/executor.h"
 #include "refit/simulator/plan_simulation.h"
-#include "refit/topology/cluster.h"
+#include "refit/topology/rank_map.h"
 
 namespace refit {
 
 class SimExecutor final : public Executor {
  public:
-  SimExecutor(ReshardProblem problem, Cluster cluster, PlanSimulationOptions options = {})
+  SimExecutor(ReshardProblem problem, PlacedCluster cluster, PlanSimulationOptions options = {})
       : problem_(std::move(problem)), cluster_(std::move(cluster)), options_(std::move(options)) {}
 
   std::string_view name() const override { return "sim"; }
@@ -33,7 +33,7 @@ class SimExecutor final : public Executor {
 
  private:
   ReshardProblem problem_;
-  Cluster cluster_;
+  PlacedCluster cluster_;
   PlanSimulationOptions options_;
   std::optional<PlanSimulation> last_;
 };

@@ -1,28 +1,42 @@
-// The PROBLEM options that plan, simulate and run share, parsed the way those commands parse them.
+// Loading a problem from what a user names (the facade's load_problem, behind the PROBLEM
+// options of plan, simulate and run): each case is written as the command-line options.
 #include <filesystem>
 #include <tuple>
 
 #include <gtest/gtest.h>
 
-#include "problem_options.h"
+#include "refit/facade/problem_source.h"
 #include "refit/models/manifest.h"
 
-namespace refit::cli {
+namespace refit {
 namespace {
 
 const std::string kTinyMoe = std::string(REFIT_TEST_DATA_DIR) + "/models/tiny-qwen3-moe.json";
 
-// Parses `args` as a subcommand with the PROBLEM options and loads the problem.
-[[nodiscard]] Result<ReshardProblem> load(std::vector<std::string> args) {
-  CLI::App app;
-  ProblemOptions options;
-  add_problem_options(&app, options);
-  std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first
-  app.parse(args);
-  return load_problem(options);
+// The source the PROBLEM options `args` describe, loaded.
+[[nodiscard]] Result<ReshardProblem> load(const std::vector<std::string>& args) {
+  ProblemSource s;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const auto& flag = args[i];
+    if (flag == "--per-expert") {
+      s.model_options.per_expert = true;
+      continue;
+    }
+    if (flag == "--mtp") {
+      s.model_options.mtp = true;
+      continue;
+    }
+    const auto& value = args.at(++i);
+    if (flag == "--model") s.model = value;
+    if (flag == "--train") s.train = value;
+    if (flag == "--infer") s.infer = value;
+    if (flag == "--dtype") s.model_options.dtype = value;
+    if (flag == "--manifest") s.manifest = value;
+  }
+  return load_problem(s);
 }
 
-TEST(ProblemOptions, ModelWithTwoLayouts) {
+TEST(ProblemSource, ModelWithTwoLayouts) {
   // tp=2, pp=2 -> 4 training ranks; vLLM tp=4 -> 4 inference ranks (4..7).
   auto p = load({"--model", kTinyMoe, "--train", "tp=2,pp=2", "--infer", "tp=4"});
   ASSERT_TRUE(p) << p.error().message;
@@ -36,13 +50,13 @@ TEST(ProblemOptions, ModelWithTwoLayouts) {
   EXPECT_EQ(fp32->tensors().size(), 27u + 42);
 }
 
-TEST(ProblemOptions, BuiltinModelName) {
+TEST(ProblemSource, BuiltinModelName) {
   auto p = load({"--model", "llama-3.1-8b", "--train", "tp=8", "--infer", "tp=4,dp=2"});
   ASSERT_TRUE(p) << p.error().message;
   EXPECT_EQ(p->total_bytes().value, 2 * 8'030'261'248);
 }
 
-TEST(ProblemOptions, Manifest) {
+TEST(ProblemSource, Manifest) {
   auto built = load({"--model", kTinyMoe, "--train", "ep=2", "--infer", "tp=2"});
   ASSERT_TRUE(built) << built.error().message;
   const auto path = std::filesystem::temp_directory_path() /
@@ -55,9 +69,8 @@ TEST(ProblemOptions, Manifest) {
   EXPECT_EQ(read->source_ranks(), 2);
 }
 
-TEST(ProblemOptions, ManifestExcludesModel) {
-  EXPECT_THROW(load({"--manifest", "m.json", "--model", "qwen3-8b"}), CLI::ExcludesError);
-  ProblemOptions both;
+TEST(ProblemSource, ManifestExcludesModel) {
+  ProblemSource both;
   both.manifest = "m.json";
   both.train = "tp=2";
   auto p = load_problem(both);
@@ -66,7 +79,7 @@ TEST(ProblemOptions, ManifestExcludesModel) {
   EXPECT_NE(p.error().message.find("either --manifest or --model"), std::string::npos);
 }
 
-TEST(ProblemOptions, ErrorsNameTheOption) {
+TEST(ProblemSource, ErrorsNameTheOption) {
   const std::tuple<std::vector<std::string>, ErrorCode, const char*> cases[] = {
       {{}, ErrorCode::kInvalidArgument, "--model: missing"},
       {{"--model", "qwen3-8b", "--infer", "tp=8"}, ErrorCode::kInvalidArgument, "--train: missing"},
@@ -93,4 +106,4 @@ TEST(ProblemOptions, ErrorsNameTheOption) {
 }
 
 }  // namespace
-}  // namespace refit::cli
+}  // namespace refit

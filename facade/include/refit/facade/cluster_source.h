@@ -1,0 +1,41 @@
+#pragma once
+// Where a cluster comes from: a preset (with overrides), a cluster file, an NCCL topology dump or
+// this machine's discovery. Loading it for a job sizes the hardware to hold the job (presets and
+// NCCL dumps grow to as many nodes as it needs) and places the job's ranks on it, so that
+// `--cluster dgx-h100` means "enough DGX H100 nodes for this job". The refit command's CLUSTER
+// options and the Python package both load clusters through this.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "refit/core/error.h"
+#include "refit/core/problem.h"
+#include "refit/topology/rank_map.h"
+
+namespace refit {
+
+inline constexpr std::string_view kDefaultPreset = "dgx-h100";
+
+struct ClusterSource {
+  std::string preset;     // PRESET[:key=value,...]; kDefaultPreset when no source is given
+  std::string file;       // a cluster file (JSON, the format of refit topo --json)
+  std::string nccl_xml;   // what NCCL_TOPO_DUMP_FILE wrote on one node
+  bool discover = false;  // this machine, through NVML and sysfs
+  std::string sysfs_root = "/sys";
+  std::string nvml_library = "libnvidia-ml.so.1";
+};
+
+struct LoadedCluster {
+  PlacedCluster placed;
+  std::vector<std::string> notes;  // what discovery did not find or did not use, and why
+};
+
+// The job of a problem: its training ranks on the first GPUs, its inference ranks right after.
+RankPlacementOptions job_of(const ReshardProblem& problem);
+
+// The cluster with the job placed on it; a cluster file's own placement is kept when the job
+// places no rank. Errors name the option the source came from (--cluster, --cluster-file,
+// --nccl-topo-xml, --discover).
+[[nodiscard]] Result<LoadedCluster> load_cluster(const ClusterSource& source, const RankPlacementOptions& job);
+
+}  // namespace refit

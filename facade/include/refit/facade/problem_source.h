@@ -1,0 +1,46 @@
+#pragma once
+// Where a reshard problem comes from: a model (a built-in name, or a Hugging Face config.json or
+// the directory holding one) with Megatron training sizes and vLLM inference sizes, or a manifest
+// of tensors with their two layouts (any framework). The refit command's PROBLEM options and the
+// Python package both load problems through this.
+#include <string>
+
+#include "refit/core/error.h"
+#include "refit/core/problem.h"
+#include "refit/models/model_spec.h"
+#include "refit/models/parallel_config.h"
+
+namespace refit {
+
+// How to read a model.
+struct ModelOptions {
+  std::string dtype;        // overrides the config's torch_dtype when not empty
+  bool per_expert = false;  // one tensor per routed expert instead of stacked [E, out, in]
+  bool mtp = false;         // include DeepSeek-V3's MTP layer
+};
+
+struct ProblemSource {
+  std::string model;  // built-in name, config.json, or a directory holding one
+  std::string train;  // Megatron sizes, e.g. "tp=4,pp=8,ep=16"
+  std::string infer;  // vLLM sizes, e.g. "tp=8,dp=16"
+  ModelOptions model_options;
+  std::string manifest;  // a manifest instead of model + layouts
+};
+
+// A built-in name, or a path to an HF config.json (or its directory).
+[[nodiscard]] Result<models::ModelSpec> load_model(const std::string& name_or_path,
+                                                   const ModelOptions& options);
+
+struct ParallelLayouts {
+  models::MegatronConfig train;
+  models::VllmConfig infer;
+};
+// Parses the training and inference sizes; errors name the option (--train, --infer; both are
+// required).
+[[nodiscard]] Result<ParallelLayouts> parse_layouts(const std::string& train, const std::string& infer);
+
+// The problem the source describes; errors name the offending option (--model, --train, --infer,
+// --dtype, --manifest), as the command line spells it.
+[[nodiscard]] Result<ReshardProblem> load_problem(const ProblemSource& source);
+
+}  // namespace refit

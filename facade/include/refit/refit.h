@@ -1,0 +1,46 @@
+#pragma once
+// refit's front door: one include for a program that plans, predicts or performs the transfer of
+// sharded weights from a training layout to an inference layout.
+//
+//   #include <refit/refit.h>
+//   auto problem = refit::load_problem({.model = "deepseek-v3", .train = "pp=16,ep=16", .infer = "tp=32,dp=8"});
+//   auto cluster = refit::load_cluster({.preset = "dgx-h100"}, refit::job_of(*problem));
+//   auto plan = refit::plan(*problem, cluster->placed, "refit");
+//   auto prediction = refit::simulate_plan(*plan, *problem, cluster->placed);
+//
+// and, in each process of a job (see examples/):
+//
+//   auto executor = refit::make_executor("ucx", bootstrap, refit::ExecutorOptions{});
+//   auto report = refit::run(**executor, *plan, my_rank, my_buffers);
+//
+// Everything returns a Result: the error says what kind of failure it is and names the input.
+#include <string_view>
+
+#include "refit/core/error.h"
+#include "refit/core/problem.h"
+#include "refit/executors/executor.h"
+#include "refit/executors/host_shards.h"
+#include "refit/executors/registry.h"
+#include "refit/facade/cluster_source.h"
+#include "refit/facade/problem_source.h"
+#include "refit/lowering/explain.h"
+#include "refit/planner/plan_json.h"
+#include "refit/planner/plan_stats.h"
+#include "refit/planner/strategy.h"
+#include "refit/simulator/plan_simulation.h"
+#include "refit/topology/rank_map.h"
+
+namespace refit {
+
+// Plans with the named strategy and checks the plan against the problem (validate()): a plan a
+// strategy gets wrong is a bug (kInternal), never handed on.
+[[nodiscard]] Result<Plan> plan(const ReshardProblem& problem, const PlacedCluster& cluster,
+                                std::string_view strategy = strategy_info(kDefaultStrategy).name,
+                                const PlanOptions& options = {});
+
+// Prepares the plan on the executor for this process's rank and executes it once. A job that
+// refits every step prepares once and executes again instead (Executor::prepare, execute).
+[[nodiscard]] Result<ExecutionReport> run(Executor& executor, const Plan& plan, Rank rank,
+                                          const RankBuffers& buffers);
+
+}  // namespace refit

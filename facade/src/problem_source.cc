@@ -1,0 +1,46 @@
+#include "refit/facade/problem_source.h"
+
+#include <filesystem>
+
+#include "refit/core/try.h"
+#include "refit/models/builtin_models.h"
+#include "refit/models/hf_config.h"
+#include "refit/models/manifest.h"
+#include "refit/models/problem_builder.h"
+
+namespace refit {
+
+Result<models::ModelSpec> load_model(const std::string& name_or_path, const ModelOptions& options) {
+  models::HfOptions hf;
+  hf.per_expert = options.per_expert;
+  hf.include_mtp = options.mtp;
+  if (!options.dtype.empty()) hf.dtype = REFIT_TRY_IN(parse_dtype(options.dtype), "--dtype");
+  const bool is_path = name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".json") ||
+                       std::filesystem::exists(name_or_path);
+  return is_path ? models::load_hf_config(name_or_path, hf) : models::builtin_model(name_or_path, hf);
+}
+
+Result<ParallelLayouts> parse_layouts(const std::string& train, const std::string& infer) {
+  if (train.empty()) return invalid("--train: missing (Megatron sizes, e.g. \"tp=4,pp=8,ep=16\")");
+  if (infer.empty()) return invalid("--infer: missing (vLLM sizes, e.g. \"tp=8,dp=16\")");
+  const auto megatron = REFIT_TRY_IN(models::parse_megatron(train), "--train");
+  const auto vllm = REFIT_TRY_IN(models::parse_vllm(infer), "--infer");
+  return ParallelLayouts{.train = megatron, .infer = vllm};
+}
+
+Result<ReshardProblem> load_problem(const ProblemSource& options) {
+  if (!options.manifest.empty()) {
+    if (!options.model.empty() || !options.train.empty() || !options.infer.empty())
+      return invalid("--manifest: give either --manifest or --model with --train and --infer");
+    return REFIT_TRY_IN(models::load_manifest(options.manifest), "--manifest");
+  }
+  if (options.model.empty())
+    return invalid(
+        "--model: missing (a built-in name or a config.json, with --train and "
+        "--infer; or --manifest FILE)");
+  const auto model = REFIT_TRY_IN(load_model(options.model, options.model_options), "--model");
+  const auto layouts = REFIT_TRY(parse_layouts(options.train, options.infer));
+  return models::build_problem(model, layouts.train, layouts.infer);
+}
+
+}  // namespace refit

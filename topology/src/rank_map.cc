@@ -1,0 +1,68 @@
+#include "refit/topology/rank_map.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "refit/core/try.h"
+
+namespace refit {
+
+std::int32_t required_gpus(const RankPlacementOptions& o) {
+  std::int32_t needed = 0;
+  if (!o.explicit_gpus.empty()) {
+    for (const auto g : o.explicit_gpus) needed = std::max(needed, g.value + 1);
+    return needed;
+  }
+  needed = o.source_ranks;
+  if (o.destination_ranks > 0)
+    needed = std::max(needed, o.destination_offset.value_or(o.source_ranks) + o.destination_ranks);
+  return needed;
+}
+
+Result<RankMap> RankMap::make(const Cluster& cluster, std::vector<GpuId> rank_to_gpu, std::int32_t source_ranks) {
+  if (source_ranks < 0 || source_ranks > static_cast<std::int32_t>(rank_to_gpu.size()))
+    return out_of_range(fmt::format("source_ranks {} is outside [0, {}]", source_ranks, rank_to_gpu.size()));
+  const auto gpus = static_cast<std::int32_t>(cluster.gpus().size());
+  for (std::size_t r = 0; r < rank_to_gpu.size(); ++r)
+    if (rank_to_gpu[r].value < 0 || rank_to_gpu[r].value >= gpus)
+      return not_found(fmt::format("rank_to_gpu[{}]: GPU {} does not exist (cluster '{}' has {} GPUs)", r,
+                                   rank_to_gpu[r].value, cluster.name(), gpus));
+  return RankMap(std::move(rank_to_gpu), source_ranks);
+}
+
+Result<RankMap> RankMap::place(const Cluster& cluster, const RankPlacementOptions& o) {
+  const auto gpus = static_cast<std::int32_t>(cluster.gpus().size());
+  if (o.source_ranks < 0 || o.destination_ranks < 0) return out_of_range("rank counts must be >= 0");
+  if (!o.explicit_gpus.empty()) {
+    if (static_cast<std::int32_t>(o.explicit_gpus.size()) != o.source_ranks + o.destination_ranks)
+      return mismatch(fmt::format("placement: {} GPUs listed for {} ranks", o.explicit_gpus.size(),
+                                  o.source_ranks + o.destination_ranks));
+    return make(cluster, o.explicit_gpus, o.source_ranks);
+  }
+  const std::int32_t offset = o.destination_offset.value_or(o.source_ranks);
+  if (offset < 0) return out_of_range("placement: destination offset is negative");
+  if (o.source_ranks > gpus || offset + o.destination_ranks > gpus)
+    return mismatch(
+        fmt::format("cluster '{}' has {} GPUs, too few for {} training ranks and {} inference ranks at GPU offset {}",
+                    cluster.name(), gpus, o.source_ranks, o.destination_ranks, offset));
+  std::vector<GpuId> placement;
+  for (std::int32_t r = 0; r < o.source_ranks; ++r) placement.emplace_back(r);
+  for (std::int32_t r = 0; r < o.destination_ranks; ++r) placement.emplace_back(offset + r);
+  return make(cluster, std::move(placement), o.source_ranks);
+}
+
+Result<void> RankMap::check(const ReshardProblem& p) const {
+  if (rank_count() != p.world_size() || source_ranks() != p.source_ranks())
+    return mismatch(fmt::format(
+        "the placement has {} ranks ({} training), the problem has {} ({} training, {} inference)", rank_count(),
+        source_ranks(), p.world_size(), p.source_ranks(), p.destination_ranks()));
+  return {};
+}
+
+Result<PlacedCluster> PlacedCluster::make(Cluster cluster, RankMap ranks) {
+  REFIT_TRY(RankMap::make(cluster, ranks.gpus(), ranks.source_ranks()));
+  return PlacedCluster(std::move(cluster), std::move(ranks));
+}
+
+}  // namespace refit
