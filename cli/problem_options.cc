@@ -13,7 +13,8 @@ void add_model_options(CLI::App* cmd, ModelOptions& options) {
 void add_problem_options(CLI::App* cmd, ProblemSource& source) {
   auto* group =
       cmd->add_option_group("PROBLEM", "The tensors to move: a model with two layouts, or a manifest");
-  auto* model = group->add_option("--model", source.model, "Built-in model name or path to an HF config.json");
+  auto* model =
+      group->add_option("--model", source.model, "Built-in model name or path to an HF config.json");
   group->add_option("--train", source.train,
                     "Megatron training sizes: tp,pp,ep,etp,cp,dp,pp_first,pp_last "
                     "(e.g. tp=4,pp=8,ep=16)");

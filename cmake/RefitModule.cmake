@@ -12,9 +12,7 @@ function(refit_add_module name)
     $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   target_compile_features(refit_${name} PUBLIC cxx_std_23)
-  # Designated initializers that leave members at their defaults are the house style; GCC 12 warns
-  # about them under -Wextra (later GCCs do not), so that one warning is off.
-  target_compile_options(refit_${name} PRIVATE -Wall -Wextra -Wpedantic -Wno-missing-field-initializers)
+  target_compile_options(refit_${name} PRIVATE ${REFIT_WARNINGS})
   target_link_libraries(refit_${name} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
   install(TARGETS refit_${name} EXPORT refitTargets
           ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

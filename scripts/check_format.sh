@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 formatter=${CLANG_FORMAT:-clang-format}
-mapfile -t files < <(git ls-files '*.cc' '*.h' '*.cu' '*.cuh' 2>/dev/null || find . -path ./build -prune -o \( -name '*.cc' -o -name '*.h' -o -name '*.cu' \) -print)
+mapfile -t files < <(git ls-files --cached --others --exclude-standard '*.cc' '*.h' '*.cu' '*.cuh' 2>/dev/null || find . -path ./build -prune -o \( -name '*.cc' -o -name '*.h' -o -name '*.cu' \) -print)
 if [ "${1:-}" = "--fix" ]; then
   "$formatter" -i "${files[@]}"
   exit 0

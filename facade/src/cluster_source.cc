@@ -23,8 +23,8 @@ bool places_ranks(const RankPlacementOptions& job) {
 [[nodiscard]] Result<LoadedCluster> from_file(const std::string& path, const RankPlacementOptions& job) {
   auto file = REFIT_TRY(load_cluster_file(path));
   if (places_ranks(job) || !file.ranks) return placed(std::move(file.cluster), job);
-  return LoadedCluster{.placed = REFIT_TRY(PlacedCluster::make(std::move(file.cluster), std::move(*file.ranks))),
-                       .notes = {}};
+  return LoadedCluster{
+      .placed = REFIT_TRY(PlacedCluster::make(std::move(file.cluster), std::move(*file.ranks))), .notes = {}};
 }
 
 [[nodiscard]] Result<LoadedCluster> from_xml(const std::string& path, const RankPlacementOptions& job) {
@@ -48,7 +48,8 @@ Result<LoadedCluster> load_cluster(const ClusterSource& s, const RankPlacementOp
   if (s.discover) return REFIT_TRY_IN(discovered(s, job), "--discover");
   if (!s.file.empty()) return REFIT_TRY_IN(from_file(s.file, job), "--cluster-file");
   if (!s.nccl_xml.empty()) return REFIT_TRY_IN(from_xml(s.nccl_xml, job), "--nccl-topo-xml");
-  const auto sized = REFIT_TRY_IN(size_preset_to_job(s.preset.empty() ? kDefaultPreset : s.preset, job), "--cluster");
+  const auto sized =
+      REFIT_TRY_IN(size_preset_to_job(s.preset.empty() ? kDefaultPreset : s.preset, job), "--cluster");
   return LoadedCluster{.placed = sized, .notes = {}};
 }
 

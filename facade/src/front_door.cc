@@ -10,8 +10,8 @@ Result<Plan> plan(const ReshardProblem& problem, const PlacedCluster& cluster, s
                   const PlanOptions& options) {
   auto made = REFIT_TRY(make_plan(strategy, problem, cluster, options));
   if (auto ok = validate(made, problem); !ok)
-    return fail(ErrorCode::kInternal,
-                fmt::format("internal error: strategy '{}' made an invalid plan: {}", strategy, ok.error().message));
+    return fail(ErrorCode::kInternal, fmt::format("internal error: strategy '{}' made an invalid plan: {}",
+                                                  strategy, ok.error().message));
   return made;
 }
 

@@ -192,9 +192,9 @@ Result<ClusterFile> cluster_from_json(const nlohmann::json& json) {
   REFIT_TRY(read_array(json, "gpus", spec.gpus, read_gpu));
   REFIT_TRY(read_array(json, "domains", spec.domains, read_domain));
   REFIT_TRY(read_array(json, "nics", spec.nics, read_nic));
-  auto cluster = REFIT_TRY(Cluster::make(std::move(spec)));
-  auto ranks = REFIT_TRY(read_placement(json, cluster));
-  return ClusterFile{.cluster = std::move(cluster), .ranks = std::move(ranks)};
+  ClusterFile file{.cluster = REFIT_TRY(Cluster::make(std::move(spec))), .ranks = std::nullopt};
+  file.ranks = REFIT_TRY(read_placement(json, file.cluster));
+  return file;
 }
 
 Result<ClusterFile> parse_cluster_json(std::string_view text) {

@@ -20,7 +20,8 @@ std::int32_t required_gpus(const RankPlacementOptions& o) {
   return needed;
 }
 
-Result<RankMap> RankMap::make(const Cluster& cluster, std::vector<GpuId> rank_to_gpu, std::int32_t source_ranks) {
+Result<RankMap> RankMap::make(const Cluster& cluster, std::vector<GpuId> rank_to_gpu,
+                              std::int32_t source_ranks) {
   if (source_ranks < 0 || source_ranks > static_cast<std::int32_t>(rank_to_gpu.size()))
     return out_of_range(fmt::format("source_ranks {} is outside [0, {}]", source_ranks, rank_to_gpu.size()));
   const auto gpus = static_cast<std::int32_t>(cluster.gpus().size());
@@ -43,9 +44,9 @@ Result<RankMap> RankMap::place(const Cluster& cluster, const RankPlacementOption
   const std::int32_t offset = o.destination_offset.value_or(o.source_ranks);
   if (offset < 0) return out_of_range("placement: destination offset is negative");
   if (o.source_ranks > gpus || offset + o.destination_ranks > gpus)
-    return mismatch(
-        fmt::format("cluster '{}' has {} GPUs, too few for {} training ranks and {} inference ranks at GPU offset {}",
-                    cluster.name(), gpus, o.source_ranks, o.destination_ranks, offset));
+    return mismatch(fmt::format(
+        "cluster '{}' has {} GPUs, too few for {} training ranks and {} inference ranks at GPU offset {}",
+        cluster.name(), gpus, o.source_ranks, o.destination_ranks, offset));
   std::vector<GpuId> placement;
   for (std::int32_t r = 0; r < o.source_ranks; ++r) placement.emplace_back(r);
   for (std::int32_t r = 0; r < o.destination_ranks; ++r) placement.emplace_back(offset + r);
@@ -55,8 +56,8 @@ Result<RankMap> RankMap::place(const Cluster& cluster, const RankPlacementOption
 Result<void> RankMap::check(const ReshardProblem& p) const {
   if (rank_count() != p.world_size() || source_ranks() != p.source_ranks())
     return mismatch(fmt::format(
-        "the placement has {} ranks ({} training), the problem has {} ({} training, {} inference)", rank_count(),
-        source_ranks(), p.world_size(), p.source_ranks(), p.destination_ranks()));
+        "the placement has {} ranks ({} training), the problem has {} ({} training, {} inference)",
+        rank_count(), source_ranks(), p.world_size(), p.source_ranks(), p.destination_ranks()));
   return {};
 }
 

@@ -3,10 +3,10 @@
 // sharded weights from a training layout to an inference layout.
 //
 //   #include <refit/refit.h>
-//   auto problem = refit::load_problem({.model = "deepseek-v3", .train = "pp=16,ep=16", .infer = "tp=32,dp=8"});
-//   auto cluster = refit::load_cluster({.preset = "dgx-h100"}, refit::job_of(*problem));
-//   auto plan = refit::plan(*problem, cluster->placed, "refit");
-//   auto prediction = refit::simulate_plan(*plan, *problem, cluster->placed);
+//   auto problem = refit::load_problem({.model = "deepseek-v3", .train = "pp=16,ep=16", .infer =
+//   "tp=32,dp=8"}); auto cluster = refit::load_cluster({.preset = "dgx-h100"}, refit::job_of(*problem)); auto
+//   plan = refit::plan(*problem, cluster->placed, "refit"); auto prediction = refit::simulate_plan(*plan,
+//   *problem, cluster->placed);
 //
 // and, in each process of a job (see examples/):
 //

@@ -36,6 +36,7 @@ RankPlacementOptions job_of(const ReshardProblem& problem);
 // The cluster with the job placed on it; a cluster file's own placement is kept when the job
 // places no rank. Errors name the option the source came from (--cluster, --cluster-file,
 // --nccl-topo-xml, --discover).
-[[nodiscard]] Result<LoadedCluster> load_cluster(const ClusterSource& source, const RankPlacementOptions& job);
+[[nodiscard]] Result<LoadedCluster> load_cluster(const ClusterSource& source,
+                                                 const RankPlacementOptions& job);
 
 }  // namespace refit
