@@ -11,17 +11,16 @@ namespace {
 
 Result<void> check_segment(const Plan& plan, const Transfer& t, const Segment& s) {
   if (s.tensor >= plan.tensors.size())
-    return mismatch(
+    return out_of_range(
         fmt::format("tensor index {} does not exist ({} tensors)", s.tensor, plan.tensors.size()));
   const auto& tensor = plan.tensors[s.tensor];
   if (s.box.offset.size() != tensor.shape.size() || s.box.extent.size() != tensor.shape.size() ||
       s.box.empty() || !Box::whole(tensor.shape).contains(s.box))
-    return out_of_range(
-        fmt::format("box {} is empty or outside tensor '{}'", s.box.to_string(), tensor.name));
+    return invalid(fmt::format("box {} is empty or outside tensor '{}'", s.box.to_string(), tensor.name));
   if (s.via == kFromSourceShard) return {};
   if (s.via < 0 || s.via >= t.id) return invalid(fmt::format("via {} is not an earlier transfer", s.via));
   if (plan.transfers[static_cast<std::size_t>(s.via)].receiver != t.sender)
-    return mismatch(fmt::format("via transfer {} was not received by sender rank {}", s.via, t.sender.value));
+    return invalid(fmt::format("via transfer {} was not received by sender rank {}", s.via, t.sender.value));
   return {};
 }
 
@@ -39,7 +38,7 @@ Result<void> check_transfer(const Plan& plan, const Transfer& t, std::size_t ind
     sum += plan.segment_bytes(t.segments[k]);
   }
   if (sum != t.bytes)
-    return mismatch(fmt::format("bytes is {}, the segments add up to {}", t.bytes.value, sum.value));
+    return invalid(fmt::format("bytes is {}, the segments add up to {}", t.bytes.value, sum.value));
   return {};
 }
 
