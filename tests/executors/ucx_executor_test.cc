@@ -118,6 +118,7 @@ TEST(UcxExecutor, StagingBelowOneChunkIsRefusedAtPrepare) {
   for (const auto& o : run_plan(problem, plan, spec)) {
     ASSERT_TRUE(o.error);
     EXPECT_TRUE(o.error->is_bad_input());
+    EXPECT_EQ(o.error->code, ErrorCode::kOutOfRange);
     EXPECT_NE(o.error->message.find("staging of 31 bytes"), std::string::npos) << o.error->message;
   }
 }
@@ -205,6 +206,9 @@ TEST(UcxExecutor, ASilentRankMakesEveryOtherRankFailNamingIt) {
     if (r == 1) continue;
     SCOPED_TRACE(::testing::Message() << "rank " << r);
     ASSERT_TRUE(outcomes[r].error);
+    EXPECT_TRUE(outcomes[r].error->code == ErrorCode::kTimeout ||
+                outcomes[r].error->code == ErrorCode::kPeerFailed)
+        << error_code_name(outcomes[r].error->code);
     EXPECT_NE(outcomes[r].error->message.find("rank 1 stopped responding"), std::string::npos)
         << outcomes[r].error->message;
     EXPECT_LT(outcomes[r].seconds, 2.5);
