@@ -1,6 +1,7 @@
 #include "refit/executors/agreement.h"
 
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -10,9 +11,23 @@
 namespace refit {
 namespace {
 
+// Every contribution starts with one status byte: kOk, or the ErrorCode of the rank's failure
+// (kFirstCode + the code), so that every rank can report the code of the rank that failed.
 constexpr char kOk = 'o';
-constexpr char kBadInput = 'b';
-constexpr char kFailed = 'f';
+constexpr char kFirstCode = 'A';
+
+char status_of(const Result<std::string>& mine) {
+  if (mine) return kOk;
+  return static_cast<char>(kFirstCode + static_cast<int>(mine.error().code));
+}
+
+// The code a failed contribution carries; nullopt for an empty one or a byte that is no code.
+std::optional<ErrorCode> code_of(const std::string& contribution) {
+  if (contribution.empty()) return std::nullopt;
+  const int code = contribution[0] - kFirstCode;
+  if (code < 0 || code > static_cast<int>(ErrorCode::kInternal)) return std::nullopt;
+  return static_cast<ErrorCode>(code);
+}
 
 std::string ranks_text(const std::vector<std::int32_t>& ranks) {
   return fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks", fmt::join(ranks, ", "));
@@ -21,21 +36,21 @@ std::string ranks_text(const std::vector<std::int32_t>& ranks) {
 }  // namespace
 
 Result<std::vector<std::string>> agree(Bootstrap& bootstrap, const Result<std::string>& mine) {
-  const std::string contribution =
-      mine ? kOk + *mine : (mine.error().is_bad_input() ? kBadInput : kFailed) + mine.error().message;
+  const std::string contribution = status_of(mine) + (mine ? *mine : mine.error().message);
   auto all = REFIT_TRY(bootstrap.allgather(contribution));
   std::vector<std::int32_t> failed;
-  bool bad_input = false;
+  std::optional<ErrorCode> bad_input;  // of the first rank that refused with bad input
   for (std::size_t r = 0; r < all.size(); ++r) {
     const auto& c = all[r];
     if (!c.empty() && c[0] == kOk) continue;
     failed.push_back(static_cast<std::int32_t>(r));
-    bad_input = bad_input || (!c.empty() && c[0] == kBadInput);
+    const auto code = code_of(c);
+    if (!bad_input && code && Error{.code = *code, .message = {}}.is_bad_input()) bad_input = code;
   }
   REFIT_TRY(mine);
   if (!failed.empty()) {
     const auto& first = all[static_cast<std::size_t>(failed.front())];
-    return fail(bad_input ? ErrorCode::kInvalidArgument : ErrorCode::kPeerFailed,
+    return fail(bad_input.value_or(ErrorCode::kPeerFailed),
                 fmt::format("refused because {} refused: {}", ranks_text(failed),
                             first.empty() ? std::string("(no reason given)") : first.substr(1)));
   }
@@ -50,7 +65,7 @@ Result<void> check_same_plan(const std::vector<std::string>& hashes) {
   std::vector<std::string> groups;
   for (const auto& [hash, ranks] : by_hash)
     groups.push_back(fmt::format("{} {} {}", ranks_text(ranks), ranks.size() == 1 ? "has" : "have", hash));
-  return invalid(
+  return mismatch(
       fmt::format("ranks disagree on the plan hash ({}): every rank must build the same plan "
                   "from the same problem, cluster, strategy and refit version",
                   fmt::join(groups, "; ")));

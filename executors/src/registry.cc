@@ -30,10 +30,10 @@ struct Entry {
 std::vector<Entry> entries() {
   std::vector<Entry> table;
 #ifdef REFIT_HAVE_UCX
-  table.push_back({"ucx", &make_ucx_executor});
+  table.push_back({.name = "ucx", .make = &make_ucx_executor});
 #endif
 #ifdef REFIT_HAVE_NCCL
-  table.push_back({"nccl", &make_nccl_executor});
+  table.push_back({.name = "nccl", .make = &make_nccl_executor});
 #endif
   return table;
 }

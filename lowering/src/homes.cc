@@ -47,8 +47,8 @@ void Homes::land(const Transfer& t, std::vector<SegmentLanding>& out) {
         landing.partial = shard_located(BufferKind::kDestination, dest);
       if (forwarded) {
         // Back to back in message order, so that a run of them lands as one contiguous run.
-        landing.in_place =
-            Located{.kind = BufferKind::kScratch, .index = 0, .array = Array{scratch_, &s.box}};
+        landing.in_place = Located{
+            .kind = BufferKind::kScratch, .index = 0, .array = Array{.offset = scratch_, .box = &s.box}};
         scratch_ += lowered_->plan().segment_bytes(s).value;
       }
     }

@@ -19,7 +19,7 @@ class RankShardFinder final : public detail::ShardFinder {
 
   // Refuses a shard of a tensor the plan does not have, outside its tensor, or a second one of a
   // tensor on one side.
-  Result<void> index(const Plan& plan) {
+  [[nodiscard]] Result<void> index(const Plan& plan) {
     REFIT_TRY(index_side(plan, shards_.sources, source_, "sources"));
     return index_side(plan, shards_.destinations, destination_, "destinations");
   }
@@ -33,8 +33,8 @@ class RankShardFinder final : public detail::ShardFinder {
   }
 
  private:
-  static Result<void> index_side(const Plan& plan, const std::vector<Shard>& shards,
-                                 std::vector<std::int32_t>& by_tensor, std::string_view side) {
+  [[nodiscard]] static Result<void> index_side(const Plan& plan, const std::vector<Shard>& shards,
+                                               std::vector<std::int32_t>& by_tensor, std::string_view side) {
     for (std::size_t i = 0; i < shards.size(); ++i) {
       const Shard& s = shards[i];
       const auto at = fmt::format("{}[{}]", side, i);

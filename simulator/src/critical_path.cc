@@ -72,11 +72,13 @@ CriticalStep step_before(const Model& model, std::int32_t t, std::span<const Tas
   const TaskId id{t};
   if (model.bytes(id).value > 0 && contended(model, id, timings[at(t)])) {
     previous = last_contender(model, id, timings, completions);
-    if (previous >= 0) return {id, CriticalLink::kContention, timings[at(previous)].end};
+    if (previous >= 0)
+      return {.task = id, .link = CriticalLink::kContention, .from = timings[at(previous)].end};
   }
   previous = last_dependency(model, id, timings);
-  if (previous >= 0) return {id, CriticalLink::kDependency, timings[at(previous)].end};
-  return {id, CriticalLink::kFirst, Seconds{0.0}};
+  if (previous >= 0)
+    return {.task = id, .link = CriticalLink::kDependency, .from = timings[at(previous)].end};
+  return {.task = id, .link = CriticalLink::kFirst, .from = Seconds{0.0}};
 }
 
 Breakdown break_down(const Model& model, std::span<const CriticalStep> steps,

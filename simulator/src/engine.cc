@@ -119,7 +119,7 @@ Result<EngineRun> Engine::run() {
     // Acyclic models always end; only a flow whose rate rounded to zero can be left behind.
     std::int32_t stuck = 0;
     while (done_[index(stuck)]) ++stuck;
-    return fail(ErrorCode::kRuntime,
+    return fail(ErrorCode::kInternal,
                 describe_task(model_, TaskId{stuck}) + ": never ended (a flow got no bandwidth)");
   }
   out_.busy = network_.busy();

@@ -23,7 +23,7 @@ class Engine {
  public:
   // The model must have passed check_model and check_acyclic.
   Engine(const Model& model, const Dependents& dependents, const SimulateOptions& options);
-  Result<EngineRun> run();
+  [[nodiscard]] Result<EngineRun> run();
 
  private:
   static std::size_t index(std::int32_t i) { return static_cast<std::size_t>(i); }

@@ -28,7 +28,7 @@ void EventQueue::sift_down(std::size_t i) {
 }
 
 void EventQueue::set(std::int32_t task, double time, EventKind kind) {
-  const Event e{time, next_seq_++, task, kind};
+  const Event e{.time = time, .seq = next_seq_++, .task = task, .kind = kind};
   const std::uint32_t at = position_[static_cast<std::size_t>(task)];
   if (at == kAbsent) {
     heap_.push_back(e);

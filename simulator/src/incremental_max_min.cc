@@ -52,7 +52,7 @@ void IncrementalMaxMin::add(std::int32_t task) {
   for (std::uint32_t k = 0; k < crossed.size(); ++k) {
     auto& list = crossing_[index(crossed[k].value)];
     slot_position_[slot + k] = static_cast<std::uint32_t>(list.size());
-    list.push_back({d, slot + k});
+    list.push_back({.flow = d, .slot = slot + k});
     note_changed_resource(crossed[k].value);
   }
   added_.push_back(d);
@@ -88,7 +88,8 @@ void IncrementalMaxMin::hand_over(std::int32_t from, std::int32_t to) {
 }
 
 void IncrementalMaxMin::push(double level, std::int32_t resource, EntryKind kind) {
-  heap_.push_back({level, resource, resources_[index(resource)].version, kind});
+  heap_.push_back(
+      {.level = level, .resource = resource, .version = resources_[index(resource)].version, .kind = kind});
   std::push_heap(heap_.begin(), heap_.end(), After{});
 }
 
@@ -122,7 +123,7 @@ IncrementalMaxMin::Prediction IncrementalMaxMin::predict(std::int32_t resource) 
   // Caps below the fair share freeze before it and leave more to the others, so the share only
   // grows: absorb them until none is left below it (a pass or two, no sorting).
   for (;;) {
-    if (rising == 0) return {kNever, kept};
+    if (rising == 0) return {.level = kNever, .kept = kept};
     const double share = left / static_cast<double>(rising);
     const std::size_t before = caps_.size();
     std::erase_if(caps_, [&](double cap) {
@@ -131,7 +132,7 @@ IncrementalMaxMin::Prediction IncrementalMaxMin::predict(std::int32_t resource) 
       --rising;
       return true;
     });
-    if (caps_.size() == before) return {std::max(0.0, share), kept};
+    if (caps_.size() == before) return {.level = std::max(0.0, share), .kept = kept};
   }
 }
 

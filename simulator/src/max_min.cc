@@ -26,7 +26,8 @@ void MaxMinSolver::index_flows_by_resource(std::size_t resources, std::span<cons
 
 void MaxMinSolver::push_share(std::int32_t resource) {
   const auto r = static_cast<std::size_t>(resource);
-  heap_.push_back({std::max(left_[r], 0.0) / unfrozen_[r], resource, version_[r]});
+  heap_.push_back(
+      {.rate = std::max(left_[r], 0.0) / unfrozen_[r], .resource = resource, .version = version_[r]});
   std::push_heap(heap_.begin(), heap_.end(), larger_share);
 }
 

@@ -6,6 +6,7 @@
 
 #include "critical_path.h"
 #include "engine.h"
+#include "refit/core/try.h"
 #include "validate.h"
 
 namespace refit::sim {
@@ -36,24 +37,23 @@ void cover_all_categories(const Model& model, Breakdown& breakdown) {
 
 Result<SimulationResult> simulate(const Model& model, const SimulateOptions& options) {
   if (!(options.rate_tolerance >= 0.0 && options.rate_tolerance < 1.0))
-    return invalid(fmt::format("rate_tolerance must be in [0, 1), got {}", options.rate_tolerance));
+    return out_of_range(fmt::format("rate_tolerance must be in [0, 1), got {}", options.rate_tolerance));
   if (!(options.instant >= 0.0 && options.instant < 1.0))
-    return invalid(fmt::format("instant must be in [0, 1), got {}", options.instant));
-  if (auto ok = check_model(model); !ok) return std::unexpected(std::move(ok.error()));
+    return out_of_range(fmt::format("instant must be in [0, 1), got {}", options.instant));
+  REFIT_TRY(check_model(model));
   const Dependents dependents = build_dependents(model);
-  if (auto ok = check_acyclic(model, dependents); !ok) return std::unexpected(std::move(ok.error()));
-  auto run = Engine(model, dependents, options).run();
-  if (!run) return std::unexpected(std::move(run.error()));
+  REFIT_TRY(check_acyclic(model, dependents));
+  auto run = REFIT_TRY(Engine(model, dependents, options).run());
 
   SimulationResult result;
-  for (const TaskTiming& t : run->timings) result.makespan = std::max(result.makespan, t.end);
-  result.resources = usage(model, run->busy, result.makespan);
-  auto path = find_critical_path(model, run->timings, run->flow_completions);
+  for (const TaskTiming& t : run.timings) result.makespan = std::max(result.makespan, t.end);
+  result.resources = usage(model, run.busy, result.makespan);
+  auto path = find_critical_path(model, run.timings, run.flow_completions);
   result.critical_path = std::move(path.steps);
   result.breakdown = std::move(path.breakdown);
   cover_all_categories(model, result.breakdown);
-  result.events = run->events;
-  result.tasks = std::move(run->timings);
+  result.events = run.events;
+  result.tasks = std::move(run.timings);
   return result;
 }
 

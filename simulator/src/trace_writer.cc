@@ -118,8 +118,8 @@ void flush(fmt::memory_buffer& buf, std::ostream& out) {
 
 Result<void> write_chrome_trace(const Model& model, const SimulationResult& result, std::ostream& out) {
   if (result.tasks.size() != at(model.task_count()))
-    return invalid(fmt::format("the result has {} task timings but the model {} tasks", result.tasks.size(),
-                               model.task_count()));
+    return mismatch(fmt::format("the result has {} task timings but the model {} tasks", result.tasks.size(),
+                                model.task_count()));
   const auto [lane, lanes_per_track] = assign_lanes(model, result.tasks);
   std::vector<std::int32_t> first_tid(lanes_per_track.size() + 1, 0);
   for (std::size_t k = 0; k < lanes_per_track.size(); ++k)

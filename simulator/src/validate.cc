@@ -4,41 +4,47 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/try.h"
+
 namespace refit::sim {
 namespace {
 
-Result<void> check_resources(const Model& model) {
+[[nodiscard]] Result<void> check_resources(const Model& model) {
   for (std::int32_t r = 0; r < model.resource_count(); ++r) {
     const double capacity = model.capacity(ResourceId{r}).value;
     if (!(capacity > 0.0) || !std::isfinite(capacity))
-      return invalid(fmt::format("resource {} '{}': capacity must be positive and finite, got {} B/s", r,
-                                 model.resource_name(ResourceId{r}), capacity));
+      return out_of_range(fmt::format("resource {} '{}': capacity must be positive and finite, got {} B/s", r,
+                                      model.resource_name(ResourceId{r}), capacity));
   }
   return {};
 }
 
-Result<void> check_task(const Model& model, TaskId t) {
-  const auto bad = [&](std::string what) { return invalid(describe_task(model, t) + ": " + what); };
+[[nodiscard]] Result<void> check_task(const Model& model, TaskId t) {
+  const auto bad = [&](ErrorCode code, std::string what) {
+    return fail(code, describe_task(model, t) + ": " + what);
+  };
   const std::int64_t bytes = model.bytes(t).value;
   const double latency = model.latency(t).value;
-  if (bytes < 0) return bad(fmt::format("negative byte count {}", bytes));
+  if (bytes < 0) return bad(ErrorCode::kOutOfRange, fmt::format("negative byte count {}", bytes));
   if (!(latency >= 0.0) || !std::isfinite(latency))
-    return bad(fmt::format("latency must be finite and not negative, got {} s", latency));
+    return bad(ErrorCode::kOutOfRange,
+               fmt::format("latency must be finite and not negative, got {} s", latency));
   if (bytes > 0 && model.resources(t).empty())
-    return bad(fmt::format("moves {} bytes but crosses no resource", bytes));
+    return bad(ErrorCode::kInvalidArgument, fmt::format("moves {} bytes but crosses no resource", bytes));
   for (const ResourceId r : model.resources(t))
     if (r.value < 0 || r.value >= model.resource_count())
-      return bad(fmt::format("unknown resource {}", r.value));
+      return bad(ErrorCode::kNotFound, fmt::format("unknown resource {}", r.value));
   for (const TaskId d : model.deps(t))
     if (d.value < 0 || d.value >= model.task_count())
-      return bad(fmt::format("depends on unknown task {}", d.value));
+      return bad(ErrorCode::kNotFound, fmt::format("depends on unknown task {}", d.value));
   if (model.track(t) < -1 || model.track(t) >= model.track_count())
-    return bad(fmt::format("unknown track {}", model.track(t)));
+    return bad(ErrorCode::kNotFound, fmt::format("unknown track {}", model.track(t)));
   const std::int32_t stream = model.stream(t);
-  if (stream < -1 || stream >= model.stream_count()) return bad(fmt::format("unknown stream {}", stream));
+  if (stream < -1 || stream >= model.stream_count())
+    return bad(ErrorCode::kNotFound, fmt::format("unknown stream {}", stream));
   // A task that named a stream before add_stream() made it was never put in its order.
   if (stream >= 0 && model.stream_previous(t) < 0 && model.stream_first(stream) != t.value)
-    return bad(fmt::format("joins stream {}, which was added after it", stream));
+    return bad(ErrorCode::kInvalidArgument, fmt::format("joins stream {}, which was added after it", stream));
   return {};
 }
 
@@ -77,9 +83,8 @@ std::string describe_task(const Model& model, TaskId task) {
 }
 
 Result<void> check_model(const Model& model) {
-  if (auto ok = check_resources(model); !ok) return ok;
-  for (std::int32_t t = 0; t < model.task_count(); ++t)
-    if (auto ok = check_task(model, TaskId{t}); !ok) return ok;
+  REFIT_TRY(check_resources(model));
+  for (std::int32_t t = 0; t < model.task_count(); ++t) REFIT_TRY(check_task(model, TaskId{t}));
   return {};
 }
 

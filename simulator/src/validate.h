@@ -25,9 +25,9 @@ struct Dependents {
 std::string describe_task(const Model& model, TaskId task);
 
 // Capacities, byte counts, latencies, and every resource, track and dependency id.
-Result<void> check_model(const Model& model);
+[[nodiscard]] Result<void> check_model(const Model& model);
 // Requires check_model to have passed.
 Dependents build_dependents(const Model& model);
-Result<void> check_acyclic(const Model& model, const Dependents& dependents);
+[[nodiscard]] Result<void> check_acyclic(const Model& model, const Dependents& dependents);
 
 }  // namespace refit::sim

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "error_code.h"
 #include "refit/executors/registry.h"
 #include "thread_bootstrap.h"
 
@@ -49,7 +50,8 @@ TEST(Registry, UcxRefusesANonPositiveTimeout) {
   testing::ThreadBootstrap bootstrap(group, 0);
   const auto e = make_executor("ucx", bootstrap, ExecutorOptions{.timeout = Seconds{0}});
   ASSERT_FALSE(e);
-  EXPECT_EQ(e.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(e.error().code, ErrorCode::kOutOfRange);
+  EXPECT_NE(e.error().message.find("timeout must be > 0 s"), std::string::npos) << e.error().message;
 }
 
 }  // namespace

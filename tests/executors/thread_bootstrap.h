@@ -47,10 +47,10 @@ class ThreadBootstrap final : public Bootstrap {
   ThreadBootstrap(ThreadGroup& group, std::int32_t rank) : group_(group), rank_(rank) {}
   std::int32_t rank() const override { return rank_; }
   std::int32_t size() const override { return group_.size(); }
-  Result<std::vector<std::string>> allgather(std::string_view mine) override {
+  [[nodiscard]] Result<std::vector<std::string>> allgather(std::string_view mine) override {
     return group_.allgather(rank_, mine);
   }
-  Result<void> barrier() override {
+  [[nodiscard]] Result<void> barrier() override {
     group_.allgather(rank_, {});
     return {};
   }

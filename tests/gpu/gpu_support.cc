@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/try.h"
 #include "refit/executors/pattern.h"
 
 namespace refit::gpu_testing {
@@ -23,13 +24,17 @@ std::span<std::byte> add_shard(DeviceRanks& d, std::uint32_t tensor, const Tenso
 DeviceRanks make_device_ranks(const ReshardProblem& problem) {
   DeviceRanks d;
   for (std::int32_t r = 0; r < problem.world_size(); ++r) {
-    LocalRankBuffers rank{Rank{r}, RankBuffers{MemoryKind::kCuda, {}, {}}};
+    LocalRankBuffers rank{
+        .rank = Rank{r},
+        .buffers = RankBuffers{.memory = MemoryKind::kCuda, .sources = {}, .destinations = {}}};
     for (std::uint32_t t = 0; t < problem.tensors().size(); ++t) {
       const auto& spec = problem.tensors()[t];
       if (auto box = spec.source.local_box(Rank{r}))
-        rank.buffers.sources.push_back(ShardBuffer{t, *box, add_shard(d, t, spec.tensor, *box, true)});
+        rank.buffers.sources.push_back(
+            ShardBuffer{.tensor = t, .box = *box, .bytes = add_shard(d, t, spec.tensor, *box, true)});
       if (auto box = spec.destination.local_box(Rank{r}))
-        rank.buffers.destinations.push_back(ShardBuffer{t, *box, add_shard(d, t, spec.tensor, *box, false)});
+        rank.buffers.destinations.push_back(
+            ShardBuffer{.tensor = t, .box = *box, .bytes = add_shard(d, t, spec.tensor, *box, false)});
     }
     d.ranks.push_back(std::move(rank));
   }
@@ -51,10 +56,8 @@ Result<void> verify_device_destinations(const ReshardProblem& problem, const Dev
       if (!host.empty() &&
           cudaMemcpy(host.data(), d.bytes.data(), host.size(), cudaMemcpyDeviceToHost) != cudaSuccess)
         return fail(ErrorCode::kRuntime, "cudaMemcpy back failed");
-      if (auto ok = verify_pattern(d.tensor, spec.shape, d.box, dtype_size(spec.dtype), host); !ok)
-        return std::unexpected(
-            std::move(ok.error())
-                .in(fmt::format("rank {}, tensor '{}' {}", r.rank.value, spec.name, d.box.to_string())));
+      REFIT_TRY_IN(verify_pattern(d.tensor, spec.shape, d.box, dtype_size(spec.dtype), host),
+                   fmt::format("rank {}, tensor '{}' {}", r.rank.value, spec.name, d.box.to_string()));
     }
   return {};
 }

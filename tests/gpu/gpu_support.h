@@ -28,12 +28,12 @@ class LoneBootstrap final : public Bootstrap {
   explicit LoneBootstrap(std::int32_t size = 1) : size_(size) {}
   std::int32_t rank() const override { return 0; }
   std::int32_t size() const override { return size_; }
-  Result<std::vector<std::string>> allgather(std::string_view mine) override {
+  [[nodiscard]] Result<std::vector<std::string>> allgather(std::string_view mine) override {
     std::vector<std::string> all(static_cast<std::size_t>(size_));
     all[0] = std::string(mine);
     return all;
   }
-  Result<void> barrier() override { return {}; }
+  [[nodiscard]] Result<void> barrier() override { return {}; }
 
  private:
   std::int32_t size_;
@@ -47,6 +47,7 @@ struct DeviceRanks {
 DeviceRanks make_device_ranks(const ReshardProblem& problem);
 void clear_destinations(const DeviceRanks& ranks);
 // Copies every destination back and checks it element by element against the pattern.
-Result<void> verify_device_destinations(const ReshardProblem& problem, const DeviceRanks& ranks);
+[[nodiscard]] Result<void> verify_device_destinations(const ReshardProblem& problem,
+                                                      const DeviceRanks& ranks);
 
 }  // namespace refit::gpu_testing

@@ -11,6 +11,7 @@
 
 #include "copy_kernel.h"
 #include "device_copy.h"
+#include "error_code.h"
 #include "gpu_support.h"
 #include "refit/executors/host_shards.h"
 #include "refit/executors/nccl/nccl_executor.h"
@@ -58,11 +59,12 @@ TEST_P(OneGpu, EveryRankOfAPlanOnOneGpuGetsExactlyItsBytes) {
   for (const auto& [chunk, staging] :
        {std::pair{Bytes{8 << 20}, Bytes{256 << 20}}, std::pair{Bytes{256 << 10}, Bytes{1 << 20}}}) {
     SCOPED_TRACE(::testing::Message() << "chunk " << chunk.value << ", staging " << staging.value);
-    auto plan = make_plan(GetParam(), problem, cluster, PlanOptions{chunk, Bytes{1 << 30}});
+    auto plan = make_plan(GetParam(), problem, cluster,
+                          PlanOptions{.chunk = chunk, .broadcast_buffer = Bytes{1 << 30}});
     ASSERT_TRUE(plan) << plan.error().message;
     auto executor = NcclExecutor::create(
         bootstrap, ExecutorOptions{.timeout = Seconds{60.0}, .staging = staging, .on_chunk_sent = {}},
-        NcclSetup{0, all_on_one});
+        NcclSetup{.device = 0, .comm_rank_of = all_on_one});
     ASSERT_TRUE(executor) << executor.error().message;
     const auto ranks = make_device_ranks(problem);
     const auto buffers = all_of(ranks);
@@ -122,9 +124,10 @@ TEST(OneGpuHostMemory, HostShardsAreMirroredOnTheGpu) {
   for (std::int32_t r = 0; r < problem.world_size(); ++r)
     shards.push_back(HostShards::allocate(problem, Rank{r}));
   for (std::int32_t r = 0; r < problem.world_size(); ++r)
-    buffers.push_back({Rank{r}, shards[static_cast<std::size_t>(r)].buffers()});
+    buffers.push_back({.rank = Rank{r}, .buffers = shards[static_cast<std::size_t>(r)].buffers()});
   LoneBootstrap bootstrap;
-  auto executor = NcclExecutor::create(bootstrap, ExecutorOptions{}, NcclSetup{0, CommRankMap(8, 0)});
+  auto executor = NcclExecutor::create(bootstrap, ExecutorOptions{},
+                                       NcclSetup{.device = 0, .comm_rank_of = CommRankMap(8, 0)});
   ASSERT_TRUE(executor) << executor.error().message;
   auto prepared = (*executor)->prepare_ranks(plan, buffers);
   ASSERT_TRUE(prepared) << prepared.error().message;
@@ -142,7 +145,7 @@ TEST(OneGpuFailures, ARankThatNeverJoinsCostsATimeoutNotAHang) {
   const auto start = std::chrono::steady_clock::now();
   auto executor = NcclExecutor::create(
       bootstrap, ExecutorOptions{.timeout = Seconds{2.0}, .staging = Bytes{1 << 20}, .on_chunk_sent = {}},
-      NcclSetup{0, {}});
+      NcclSetup{.device = 0, .comm_rank_of = {}});
   ASSERT_FALSE(executor);
   EXPECT_EQ(executor.error().code, ErrorCode::kTimeout);
   EXPECT_NE(executor.error().message.find("ncclCommInitRankConfig(rank 0 of 2"), std::string::npos)
@@ -155,7 +158,8 @@ TEST(OneGpuFailures, RefusesHostMemoryAndForeignRanks) {
   const auto problem = gpu_problem();
   const auto plan = make_plan("direct", problem, refit::testing::make_test_cluster(2, 4, 4, 4)).value();
   LoneBootstrap bootstrap;
-  auto executor = NcclExecutor::create(bootstrap, ExecutorOptions{}, NcclSetup{0, CommRankMap(8, 0)});
+  auto executor = NcclExecutor::create(bootstrap, ExecutorOptions{},
+                                       NcclSetup{.device = 0, .comm_rank_of = CommRankMap(8, 0)});
   ASSERT_TRUE(executor) << executor.error().message;
   auto ranks = make_device_ranks(problem);
   auto buffers = all_of(ranks);
@@ -163,6 +167,7 @@ TEST(OneGpuFailures, RefusesHostMemoryAndForeignRanks) {
   buffers[0].buffers.sources[0].bytes = host;
   auto prepared = (*executor)->prepare_ranks(plan, buffers);
   ASSERT_FALSE(prepared);
+  EXPECT_EQ(prepared.error().code, ErrorCode::kMismatch);
   EXPECT_NE(prepared.error().message.find("rank 0, sources[0]: the buffer is not CUDA memory of GPU 0"),
             std::string::npos)
       << prepared.error().message;
@@ -199,7 +204,8 @@ TEST(GpuCopyKernel, MatchesItsHostRun) {
       if (array.volume() * es > bytes || dst_at + x.volume() * es > bytes) continue;
       const auto first = uniform(0, x.volume() - 1);
       const auto count = uniform(1, x.volume() - first);
-      const auto p = plan_copy(lowering::Array{0, &array}, lowering::Array{dst_at, &x}, x, first, count, es);
+      const auto p = plan_copy(lowering::Array{.offset = 0, .box = &array},
+                               lowering::Array{.offset = dst_at, .box = &x}, x, first, count, es);
       host_batch.push_back(
           make_device_copy(p.geometry, src.data() + p.src_offset, want.data() + p.dst_offset));
       device_batch.push_back(

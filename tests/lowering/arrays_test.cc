@@ -83,8 +83,8 @@ TEST(Walk, RunsAreTheMaximalStretchesContiguousInEveryArray) {
     if (both.empty()) continue;
     const Box x = r.inside(both);
     const std::int64_t es = std::int64_t{1} << r.uniform(0, 3);
-    const Array from{r.uniform(0, 64), &a};
-    const Array to{r.uniform(0, 64), &b};
+    const Array from{.offset = r.uniform(0, 64), .box = &a};
+    const Array to{.offset = r.uniform(0, 64), .box = &b};
     const Walk one(from, x, es);
     const Walk two(from, to, x, es);
     const auto first = r.uniform(0, x.volume() - 1);
@@ -125,11 +125,11 @@ TEST(Walk, RunsAreTheMaximalStretchesContiguousInEveryArray) {
 TEST(Walk, AColumnIsOneRunPerRowAndAWholeArrayOneRun) {
   const Box array{{0, 0}, {10, 6}};
   const Box column{{0, 2}, {10, 1}};
-  const Walk w(Array{100, &array}, column, 4);
+  const Walk w(Array{.offset = 100, .box = &array}, column, 4);
   EXPECT_EQ(w.runs(0, 10), 10);
   EXPECT_EQ(w.offset_of(0, 0), 100 + 2 * 4);
   EXPECT_EQ(w.offset_of(0, 1), 100 + (6 + 2) * 4);
-  const Walk whole(Array{0, &array}, array, 4);
+  const Walk whole(Array{.offset = 0, .box = &array}, array, 4);
   EXPECT_EQ(whole.dims(), 1);
   EXPECT_EQ(whole.runs(0, 60), 1);
 }

@@ -29,15 +29,17 @@ struct HostRank {
   std::vector<std::byte> scratch;
   std::vector<std::byte*> sources;
   std::vector<std::byte*> destinations;
-  HostBuffers buffers() { return HostBuffers{sources, destinations, scratch.data()}; }
+  HostBuffers buffers() {
+    return HostBuffers{.sources = sources, .destinations = destinations, .scratch = scratch.data()};
+  }
 };
 
 inline std::byte* at(const HostBuffers& b, const Run& r) { return b.base(r.kind, r.index) + r.offset; }
 
 // Moves chunk k of transfer t from its sender's buffers to its receiver's.
-inline Result<void> move_chunk(const RankProgram& from, const Send& s, const HostBuffers& fb,
-                               const RankProgram& to, const Receive& r, const HostBuffers& tb,
-                               std::int64_t k) {
+[[nodiscard]] inline Result<void> move_chunk(const RankProgram& from, const Send& s, const HostBuffers& fb,
+                                             const RankProgram& to, const Receive& r, const HostBuffers& tb,
+                                             std::int64_t k) {
   const auto bytes = from.lowered().layout(s.transfer).chunk_bytes(k);
   std::vector<std::byte> wire(static_cast<std::size_t>(bytes));
   if (s.chunks[static_cast<std::size_t>(k)].path == CopyPath::kInPlace) {
@@ -57,18 +59,18 @@ inline Result<void> move_chunk(const RankProgram& from, const Send& s, const Hos
 }
 
 // Lowers every rank of `plan` and runs it; returns the first error (lowering or verification).
-inline Result<void> run_on_host(const Plan& plan, const ReshardProblem& problem, Bytes staging,
-                                const ZeroCopyRule& rule) {
+[[nodiscard]] inline Result<void> run_on_host(const Plan& plan, const ReshardProblem& problem, Bytes staging,
+                                              const ZeroCopyRule& rule) {
   const auto lowered = REFIT_TRY(LoweredPlan::make(plan, staging));
   std::vector<RankProgram> programs;
   std::vector<HostRank> ranks;
   for (std::int32_t r = 0; r < plan.world_size(); ++r) {
     auto shards = HostShards::allocate(problem, Rank{r});
     programs.push_back(REFIT_TRY(lower_rank(lowered, Rank{r}, shards_of(shards.buffers()), rule)));
-    HostRank h{std::move(shards),
-               std::vector<std::byte>(static_cast<std::size_t>(programs.back().scratch().value)),
-               {},
-               {}};
+    HostRank h{.shards = std::move(shards),
+               .scratch = std::vector<std::byte>(static_cast<std::size_t>(programs.back().scratch().value)),
+               .sources = {},
+               .destinations = {}};
     for (auto& b : h.shards.buffers().sources) h.sources.push_back(b.bytes.data());
     for (auto& b : h.shards.buffers().destinations) h.destinations.push_back(b.bytes.data());
     ranks.push_back(std::move(h));

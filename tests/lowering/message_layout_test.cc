@@ -11,12 +11,20 @@ Plan mixed_plan() {
   // Segments of 3 int8 (3 bytes), 5 fp64 (40 bytes) and 7 fp16 (14 bytes): 57 bytes, and every
   // segment after the first starts off its element alignment in the message.
   Plan p;
-  p.tensors = {TensorSpec{"a", {3}, DType::kInt8}, TensorSpec{"b", {5}, DType::kFP64},
-               TensorSpec{"c", {7}, DType::kFP16}};
+  p.tensors = {TensorSpec{.name = "a", .shape = {3}, .dtype = DType::kInt8},
+               TensorSpec{.name = "b", .shape = {5}, .dtype = DType::kFP64},
+               TensorSpec{.name = "c", .shape = {7}, .dtype = DType::kFP16}};
   p.source_ranks = 1;
   p.destination_ranks = 1;
-  Transfer t{0, Rank{0}, Rank{1}, LinkKind::kNetwork, {}, Bytes{57}, Bytes{16}};
-  t.segments = {Segment{0, Box{{0}, {3}}}, Segment{1, Box{{0}, {5}}}, Segment{2, Box{{0}, {7}}}};
+  Transfer t{.id = 0,
+             .sender = Rank{0},
+             .receiver = Rank{1},
+             .link = LinkKind::kNetwork,
+             .segments = {},
+             .bytes = Bytes{57},
+             .chunk = Bytes{16}};
+  t.segments = {Segment{.tensor = 0, .box = Box{{0}, {3}}}, Segment{.tensor = 1, .box = Box{{0}, {5}}},
+                Segment{.tensor = 2, .box = Box{{0}, {7}}}};
   p.transfers.push_back(t);
   return p;
 }

@@ -97,7 +97,8 @@ std::vector<TaskTiming> reference_simulate(const Model& m) {
     now = next;
   }
   std::vector<TaskTiming> out;
-  for (std::size_t t = 0; t < n; ++t) out.push_back({Seconds{ready[t]}, Seconds{start[t]}, Seconds{end[t]}});
+  for (std::size_t t = 0; t < n; ++t)
+    out.push_back({.ready = Seconds{ready[t]}, .start = Seconds{start[t]}, .end = Seconds{end[t]}});
   return out;
 }
 

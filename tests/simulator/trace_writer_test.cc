@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "error_code.h"
 #include "refit/simulator/trace_writer.h"
 
 namespace refit::sim {
@@ -91,7 +92,11 @@ TEST(TraceWriter, OverlappingTasksOfATrackGetTheirOwnLanes) {
 TEST(TraceWriter, RejectsAResultOfAnotherModel) {
   const auto t = traced_model();
   std::ostringstream out;
-  EXPECT_FALSE(write_chrome_trace(Model{}, t.result, out).has_value());
+  const auto r = write_chrome_trace(Model{}, t.result, out);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, ErrorCode::kMismatch);
+  EXPECT_NE(r.error().message.find("task timings but the model 0 tasks"), std::string::npos)
+      << r.error().message;
 }
 
 }  // namespace

@@ -45,22 +45,25 @@ Address ChunkSides::address(std::int32_t slot, lowering::BufferKind kind, std::i
   const auto& local = view_->ranks[static_cast<std::size_t>(slot)];
   switch (kind) {
     case lowering::BufferKind::kSource:
-      return Address{BufferKind::kShard, local.first_source + index, offset};
+      return Address{.kind = BufferKind::kShard, .index = local.first_source + index, .offset = offset};
     case lowering::BufferKind::kDestination:
-      return Address{BufferKind::kShard, local.first_destination + index, offset};
+      return Address{.kind = BufferKind::kShard, .index = local.first_destination + index, .offset = offset};
     case lowering::BufferKind::kScratch:
-      return Address{BufferKind::kScratch, 0, scratch_base_[static_cast<std::size_t>(slot)] + offset};
+      return Address{.kind = BufferKind::kScratch,
+                     .index = 0,
+                     .offset = scratch_base_[static_cast<std::size_t>(slot)] + offset};
     case lowering::BufferKind::kStaging:
       break;
   }
-  return Address{BufferKind::kStaging, index, offset};
+  return Address{.kind = BufferKind::kStaging, .index = index, .offset = offset};
 }
 
 CopyOp ChunkSides::copy(std::int32_t slot, const Located& from, const Located& to, const Box& x,
                         std::int64_t first, std::int64_t count, std::int64_t element_size) const {
   const auto planned = plan_copy(from.array, to.array, x, first, count, element_size);
-  return CopyOp{address(slot, from.kind, from.index, planned.src_offset),
-                address(slot, to.kind, to.index, planned.dst_offset), planned.geometry};
+  return CopyOp{.src = address(slot, from.kind, from.index, planned.src_offset),
+                .dst = address(slot, to.kind, to.index, planned.dst_offset),
+                .geometry = planned.geometry};
 }
 
 void ChunkSides::extract(std::int32_t slot, const Located& arrived, const Located& dest, const Box& segment,
@@ -79,11 +82,11 @@ Result<ChunkSide> ChunkSides::send(std::int32_t slot, std::int32_t transfer, std
   const auto& s = program.sends()[send_of_[static_cast<std::size_t>(slot)].at(transfer)];
   if (s.chunks[static_cast<std::size_t>(k)].path == lowering::CopyPath::kInPlace) {
     const auto run = program.runs(s, k).front();
-    return ChunkSide{address(slot, run.kind, run.index, run.offset), {}};
+    return ChunkSide{.at = address(slot, run.kind, run.index, run.offset), .copies = {}};
   }
   const auto& layout = lowered_->layout(transfer);
   const auto& t = lowered_->plan().transfers[static_cast<std::size_t>(transfer)];
-  ChunkSide side{staging(layout.chunk_bytes(k)), {}};
+  ChunkSide side{.at = staging(layout.chunk_bytes(k)), .copies = {}};
   for (const auto& p : layout.pieces(k)) {
     const auto es = layout.element_size(p.segment);
     const Box& segment = t.segments[static_cast<std::size_t>(p.segment)].box;

@@ -16,8 +16,9 @@ class Communicator {
  public:
   // Rank 0 makes the unique id, the bootstrap's allgather hands it to all; every rank then joins
   // within `timeout` or the communicator is aborted.
-  static Result<std::unique_ptr<Communicator>> create(Bootstrap& bootstrap, int device, Seconds timeout);
-  static Result<std::unique_ptr<Communicator>> adopt(ncclComm_t comm, Seconds timeout);
+  [[nodiscard]] static Result<std::unique_ptr<Communicator>> create(Bootstrap& bootstrap, int device,
+                                                                    Seconds timeout);
+  [[nodiscard]] static Result<std::unique_ptr<Communicator>> adopt(ncclComm_t comm, Seconds timeout);
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -31,13 +32,14 @@ class Communicator {
   void abort();
 
   // Collective: every rank contributes its plan hash and whether it could prepare; fails on every
-  // rank, naming the first rank that differs or failed, unless all agree and all succeeded.
-  Result<void> agree(std::uint64_t plan_hash, bool prepared, Seconds timeout);
+  // rank, naming the first rank that differs (kMismatch) or failed (kPeerFailed), unless all agree
+  // and all succeeded.
+  [[nodiscard]] Result<void> agree(std::uint64_t plan_hash, bool prepared, Seconds timeout);
 
  private:
   Communicator(ncclComm_t comm, bool owned, Seconds timeout)
       : comm_(comm), owned_(owned), timeout_(timeout) {}
-  Result<void> describe();
+  [[nodiscard]] Result<void> describe();
 
   ncclComm_t comm_ = nullptr;
   bool owned_ = false;
@@ -49,6 +51,6 @@ class Communicator {
 };
 
 // This process's index among the bootstrap's ranks on the same host (host names allgathered).
-Result<std::int32_t> host_local_rank(Bootstrap& bootstrap);
+[[nodiscard]] Result<std::int32_t> host_local_rank(Bootstrap& bootstrap);
 
 }  // namespace refit::nccl_detail

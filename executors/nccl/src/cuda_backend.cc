@@ -4,6 +4,7 @@
 
 #include "copy_kernel.h"
 #include "device_copy.h"
+#include "refit/core/try.h"
 
 namespace refit::nccl_detail {
 
@@ -11,25 +12,22 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::make(const Program& program,
                                                        std::span<std::byte* const> shards,
                                                        Communicator& comm) {
   const DeviceGuard guard(comm.device());
-  if (!guard.status()) return std::unexpected(guard.status().error());
+  REFIT_TRY(guard.status());
   std::unique_ptr<CudaBackend> b(new CudaBackend(comm));
   b->shards_.assign(shards.begin(), shards.end());
   for (std::size_t i = 0; i < program.staging_regions.size(); ++i)
     b->staging_starts_.push_back(program.staging_start(static_cast<std::int32_t>(i)));
-  if (auto ok = b->allocate(program); !ok) return std::unexpected(std::move(ok.error()));
-  if (auto ok = b->upload_copies(program); !ok) return std::unexpected(std::move(ok.error()));
+  REFIT_TRY(b->allocate(program));
+  REFIT_TRY(b->upload_copies(program));
   return b;
 }
 
 Result<void> CudaBackend::allocate(const Program& program) {
-  if (auto ok = copy_.create(); !ok) return ok;
-  if (auto ok = comm_stream_.create(); !ok) return ok;
+  REFIT_TRY(copy_.create());
+  REFIT_TRY(comm_stream_.create());
   events_.resize(static_cast<std::size_t>(program.events));
-  for (auto& e : events_)
-    if (auto ok = e.create(); !ok) return ok;
-  if (auto ok = staging_.allocate(static_cast<std::size_t>(program.staging_bytes), "cudaMalloc (staging)");
-      !ok)
-    return ok;
+  for (auto& e : events_) REFIT_TRY(e.create());
+  REFIT_TRY(staging_.allocate(static_cast<std::size_t>(program.staging_bytes), "cudaMalloc (staging)"));
   return scratch_.allocate(static_cast<std::size_t>(program.scratch_bytes),
                            "cudaMalloc (scratch for relayed data)");
 }
@@ -62,11 +60,12 @@ Result<void> CudaBackend::upload_copies(const Program& program) {
     for (const auto& c : batch->copies)
       all.push_back(make_device_copy(c.geometry, resolve(c.src), resolve(c.dst)));
     const std::span<DeviceCopy> mine(all.data() + first, all.size() - first);
-    launches_[static_cast<std::size_t>(batch->id)] =
-        Launch{static_cast<std::int64_t>(first), static_cast<std::int32_t>(mine.size()), number_items(mine)};
+    launches_[static_cast<std::size_t>(batch->id)] = Launch{.first = static_cast<std::int64_t>(first),
+                                                            .count = static_cast<std::int32_t>(mine.size()),
+                                                            .items = number_items(mine)};
   }
   const auto bytes = all.size() * sizeof(DeviceCopy);
-  if (auto ok = copies_.allocate(bytes, "cudaMalloc (copy descriptors)"); !ok) return ok;
+  REFIT_TRY(copies_.allocate(bytes, "cudaMalloc (copy descriptors)"));
   if (bytes == 0) return {};
   return cuda_ok(cudaMemcpy(copies_.get(), all.data(), bytes, cudaMemcpyHostToDevice),
                  "cudaMemcpy (copy descriptors)");
@@ -112,14 +111,12 @@ Result<void> CudaBackend::issue(const Op& op, Clock::time_point deadline) {
 
 Result<bool> CudaBackend::reached(std::int32_t event) {
   ncclResult_t state = ncclSuccess;
-  if (auto ok = nccl_ok(ncclCommGetAsyncError(comm_.get(), &state), "ncclCommGetAsyncError", comm_.get());
-      !ok)
-    return std::unexpected(std::move(ok.error()));
+  REFIT_TRY(nccl_ok(ncclCommGetAsyncError(comm_.get(), &state), "ncclCommGetAsyncError", comm_.get()));
   if (state != ncclSuccess && state != ncclInProgress)
-    return std::unexpected(nccl_ok(state, "NCCL (asynchronous error)", comm_.get()).error());
+    return nccl_error(state, "NCCL (asynchronous error)", comm_.get());
   const cudaError_t status = cudaEventQuery(events_[static_cast<std::size_t>(event)].get());
   if (status == cudaErrorNotReady) return false;
-  if (auto ok = cuda_ok(status, "cudaEventQuery"); !ok) return std::unexpected(std::move(ok.error()));
+  REFIT_TRY(cuda_ok(status, "cudaEventQuery"));
   return true;
 }
 

@@ -18,11 +18,12 @@ class CudaBackend final : public Backend {
  public:
   // `shards` are the program's shard buffers (device memory on the communicator's GPU); the
   // communicator must outlive the backend.
-  static Result<std::unique_ptr<CudaBackend>> make(const Program& program, std::span<std::byte* const> shards,
-                                                   Communicator& comm);
+  [[nodiscard]] static Result<std::unique_ptr<CudaBackend>> make(const Program& program,
+                                                                 std::span<std::byte* const> shards,
+                                                                 Communicator& comm);
 
-  Result<void> issue(const Op& op, Clock::time_point deadline) override;
-  Result<bool> reached(std::int32_t event) override;
+  [[nodiscard]] Result<void> issue(const Op& op, Clock::time_point deadline) override;
+  [[nodiscard]] Result<bool> reached(std::int32_t event) override;
   void abort() override { comm_.abort(); }
 
  private:
@@ -33,14 +34,14 @@ class CudaBackend final : public Backend {
   };
 
   explicit CudaBackend(Communicator& comm) : comm_(comm) {}
-  Result<void> allocate(const Program& program);
-  Result<void> upload_copies(const Program& program);
+  [[nodiscard]] Result<void> allocate(const Program& program);
+  [[nodiscard]] Result<void> upload_copies(const Program& program);
   std::byte* resolve(const Address& a) const;
   cudaStream_t stream(StreamKind k) const {
     return k == StreamKind::kCopy ? copy_.get() : comm_stream_.get();
   }
-  Result<void> issue_p2p(const P2p& p) const;
-  Result<void> issue_batch(const CopyBatch& b) const;
+  [[nodiscard]] Result<void> issue_p2p(const P2p& p) const;
+  [[nodiscard]] Result<void> issue_batch(const CopyBatch& b) const;
 
   Communicator& comm_;
   std::vector<std::byte*> shards_;

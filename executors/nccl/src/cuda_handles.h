@@ -20,7 +20,7 @@ class DeviceMemory {
   }
   ~DeviceMemory() { cudaFree(p_); }
   // No allocation for zero bytes: get() stays null.
-  Result<void> allocate(std::size_t bytes, std::string_view what) {
+  [[nodiscard]] Result<void> allocate(std::size_t bytes, std::string_view what) {
     if (bytes == 0) return {};
     return cuda_ok(cudaMalloc(&p_, bytes), what);
   }
@@ -38,7 +38,7 @@ class Stream {
   ~Stream() {
     if (s_ != nullptr) cudaStreamDestroy(s_);
   }
-  Result<void> create() {
+  [[nodiscard]] Result<void> create() {
     return cuda_ok(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   }
   cudaStream_t get() const { return s_; }
@@ -55,7 +55,7 @@ class Event {
   ~Event() {
     if (e_ != nullptr) cudaEventDestroy(e_);
   }
-  Result<void> create() {
+  [[nodiscard]] Result<void> create() {
     return cuda_ok(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
   }
   cudaEvent_t get() const { return e_; }

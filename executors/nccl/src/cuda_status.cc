@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/try.h"
+
 namespace refit::nccl_detail {
 namespace {
 
@@ -33,11 +35,11 @@ std::string_view nccl_result_name(ncclResult_t r) {
 }
 
 // Polls the communicator's asynchronous state until it leaves ncclInProgress or `deadline`.
-Result<ncclResult_t> async_state(ncclComm_t comm, std::string_view call, Clock::time_point deadline) {
+[[nodiscard]] Result<ncclResult_t> async_state(ncclComm_t comm, std::string_view call,
+                                               Clock::time_point deadline) {
   while (true) {
     ncclResult_t state = ncclSuccess;
-    if (auto ok = nccl_ok(ncclCommGetAsyncError(comm, &state), "ncclCommGetAsyncError", comm); !ok)
-      return std::unexpected(std::move(ok.error()));
+    REFIT_TRY(nccl_ok(ncclCommGetAsyncError(comm, &state), "ncclCommGetAsyncError", comm));
     if (state != ncclInProgress) return state;
     if (Clock::now() > deadline)
       return fail(ErrorCode::kTimeout, fmt::format("{}: still in progress at the deadline", call));
@@ -53,20 +55,23 @@ Result<void> cuda_ok(cudaError_t status, std::string_view call) {
               fmt::format("{}: {} ({})", call, cudaGetErrorString(status), cudaGetErrorName(status)));
 }
 
-Result<void> nccl_ok(ncclResult_t status, std::string_view call, ncclComm_t comm) {
-  if (status == ncclSuccess) return {};
+std::unexpected<Error> nccl_error(ncclResult_t status, std::string_view call, ncclComm_t comm) {
   const char* last = ncclGetLastError(comm);
-  return fail(ErrorCode::kRuntime,
+  return fail(status == ncclRemoteError ? ErrorCode::kPeerFailed : ErrorCode::kRuntime,
               fmt::format("{}: {} ({}){}{}", call, ncclGetErrorString(status), nccl_result_name(status),
                           last && *last ? ": " : "", last ? last : ""));
+}
+
+Result<void> nccl_ok(ncclResult_t status, std::string_view call, ncclComm_t comm) {
+  if (status == ncclSuccess) return {};
+  return nccl_error(status, call, comm);
 }
 
 Result<void> nccl_settle(ncclComm_t comm, ncclResult_t status, std::string_view call,
                          Clock::time_point deadline) {
   if (status != ncclInProgress) return nccl_ok(status, call, comm);
-  auto state = async_state(comm, call, deadline);
-  if (!state) return std::unexpected(std::move(state.error()));
-  return nccl_ok(*state, call, comm);
+  const auto state = REFIT_TRY(async_state(comm, call, deadline));
+  return nccl_ok(state, call, comm);
 }
 
 Result<void> wait_stream(cudaStream_t stream, ncclComm_t comm, std::string_view what,
@@ -76,8 +81,8 @@ Result<void> wait_stream(cudaStream_t stream, ncclComm_t comm, std::string_view 
     if (done == cudaSuccess) return {};
     if (done != cudaErrorNotReady) return cuda_ok(done, what);
     ncclResult_t state = ncclSuccess;
-    if (auto ok = nccl_ok(ncclCommGetAsyncError(comm, &state), "ncclCommGetAsyncError", comm); !ok) return ok;
-    if (state != ncclSuccess && state != ncclInProgress) return nccl_ok(state, what, comm);
+    REFIT_TRY(nccl_ok(ncclCommGetAsyncError(comm, &state), "ncclCommGetAsyncError", comm));
+    if (state != ncclSuccess && state != ncclInProgress) return nccl_error(state, what, comm);
     if (Clock::now() > deadline)
       return fail(ErrorCode::kTimeout, fmt::format("{}: not finished at the deadline", what));
     std::this_thread::sleep_for(kPoll);

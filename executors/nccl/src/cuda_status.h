@@ -12,18 +12,22 @@
 namespace refit::nccl_detail {
 
 // "cudaMalloc: out of memory (cudaErrorMemoryAllocation)".
-Result<void> cuda_ok(cudaError_t status, std::string_view call);
-// "ncclSend(...): unhandled cuda error (ncclUnhandledCudaError): <NCCL's last message>".
-Result<void> nccl_ok(ncclResult_t status, std::string_view call, ncclComm_t comm = nullptr);
+[[nodiscard]] Result<void> cuda_ok(cudaError_t status, std::string_view call);
+// A failed NCCL call as an error, like fail(): "ncclSend(...): unhandled cuda error
+// (ncclUnhandledCudaError): <NCCL's last message>". kPeerFailed for ncclRemoteError (a remote
+// process failed or exited), kRuntime otherwise.
+std::unexpected<Error> nccl_error(ncclResult_t status, std::string_view call, ncclComm_t comm = nullptr);
+// Nothing for ncclSuccess, nccl_error otherwise.
+[[nodiscard]] Result<void> nccl_ok(ncclResult_t status, std::string_view call, ncclComm_t comm = nullptr);
 
 // Waits until `comm` has finished a call that returned `status` (ncclInProgress when it goes on
 // in the background), polling its asynchronous error until `deadline`: kTimeout after that.
-Result<void> nccl_settle(ncclComm_t comm, ncclResult_t status, std::string_view call,
-                         Clock::time_point deadline);
+[[nodiscard]] Result<void> nccl_settle(ncclComm_t comm, ncclResult_t status, std::string_view call,
+                                       Clock::time_point deadline);
 
 // Waits until everything enqueued on `stream` has run, or NCCL reports an error, or `deadline`.
-Result<void> wait_stream(cudaStream_t stream, ncclComm_t comm, std::string_view what,
-                         Clock::time_point deadline);
+[[nodiscard]] Result<void> wait_stream(cudaStream_t stream, ncclComm_t comm, std::string_view what,
+                                       Clock::time_point deadline);
 
 // Makes `device` current for its lifetime and restores the caller's device after.
 class DeviceGuard {
@@ -33,7 +37,7 @@ class DeviceGuard {
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
   // The error of switching, if any: callers check it before touching the device.
-  const Result<void>& status() const { return status_; }
+  [[nodiscard]] Result<void> status() const { return status_; }
 
  private:
   int previous_ = -1;

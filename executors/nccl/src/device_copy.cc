@@ -89,8 +89,10 @@ CopyReach copy_reach(const CopyGeometry& g) {
   if (g.count <= 0) return {};
   const std::int64_t last = g.first + g.count - 1;
   const std::int64_t es = g.element_size;
-  return CopyReach{offset_of(g, g.src_stride, g.first) * es, (offset_of(g, g.src_stride, last) + 1) * es,
-                   offset_of(g, g.dst_stride, g.first) * es, (offset_of(g, g.dst_stride, last) + 1) * es};
+  return CopyReach{.src_begin = offset_of(g, g.src_stride, g.first) * es,
+                   .src_end = (offset_of(g, g.src_stride, last) + 1) * es,
+                   .dst_begin = offset_of(g, g.dst_stride, g.first) * es,
+                   .dst_end = (offset_of(g, g.dst_stride, last) + 1) * es};
 }
 
 DeviceCopy make_device_copy(const CopyGeometry& g, const std::byte* src, std::byte* dst) {

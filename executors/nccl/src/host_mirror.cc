@@ -2,17 +2,17 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/try.h"
+
 namespace refit::nccl_detail {
 namespace {
 
-Result<void> copy_all(const auto& pairs, bool upload) {
+[[nodiscard]] Result<void> copy_all(const auto& pairs, bool upload) {
   for (const auto& p : pairs) {
     const auto status = upload ? cudaMemcpy(p.device, p.host.data(), p.host.size(), cudaMemcpyHostToDevice)
                                : cudaMemcpy(p.host.data(), p.device, p.host.size(), cudaMemcpyDeviceToHost);
-    if (auto ok =
-            cuda_ok(status, upload ? "cudaMemcpy (host source to GPU)" : "cudaMemcpy (destination to host)");
-        !ok)
-      return ok;
+    REFIT_TRY(
+        cuda_ok(status, upload ? "cudaMemcpy (host source to GPU)" : "cudaMemcpy (destination to host)"));
   }
   return {};
 }
@@ -29,12 +29,10 @@ Result<HostMirror> HostMirror::make(std::span<const LocalRankBuffers> ranks) {
       for (auto& shard : *side) {
         if (shard.bytes.empty()) continue;
         auto& memory = m.memory_.emplace_back();
-        if (auto ok = memory.allocate(shard.bytes.size(),
-                                      fmt::format("cudaMalloc (copy of rank {}'s host shard)", r.rank.value));
-            !ok)
-          return std::unexpected(std::move(ok.error()));
+        REFIT_TRY(memory.allocate(shard.bytes.size(),
+                                  fmt::format("cudaMalloc (copy of rank {}'s host shard)", r.rank.value)));
         (side == &mine.buffers.sources ? m.sources_ : m.destinations_)
-            .push_back(Pair{shard.bytes, memory.get()});
+            .push_back(Pair{.host = shard.bytes, .device = memory.get()});
         shard.bytes = std::span(memory.get(), shard.bytes.size());
       }
   }
@@ -42,7 +40,7 @@ Result<HostMirror> HostMirror::make(std::span<const LocalRankBuffers> ranks) {
 }
 
 Result<void> HostMirror::upload_sources() const {
-  if (auto ok = copy_all(sources_, true); !ok) return ok;
+  REFIT_TRY(copy_all(sources_, true));
   // A copy from pageable memory may return before its DMA is done, and the executor's streams do
   // not wait for the default stream.
   return cuda_ok(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize (host sources uploaded)");

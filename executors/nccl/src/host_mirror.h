@@ -13,12 +13,12 @@ namespace refit::nccl_detail {
 class HostMirror {
  public:
   // Allocates a device copy of every host shard on the current GPU; CUDA buffers pass unchanged.
-  static Result<HostMirror> make(std::span<const LocalRankBuffers> ranks);
+  [[nodiscard]] static Result<HostMirror> make(std::span<const LocalRankBuffers> ranks);
 
   // The buffers the executor works on: all in CUDA memory.
   const std::vector<LocalRankBuffers>& device_ranks() const { return device_; }
-  Result<void> upload_sources() const;
-  Result<void> download_destinations() const;
+  [[nodiscard]] Result<void> upload_sources() const;
+  [[nodiscard]] Result<void> download_destinations() const;
 
  private:
   struct Pair {

@@ -10,7 +10,8 @@
 namespace refit::nccl_detail {
 namespace {
 
-Result<std::vector<std::int32_t>> full_map(const Plan& plan, const CommRankMap& given, CommPosition comm) {
+[[nodiscard]] Result<std::vector<std::int32_t>> full_map(const Plan& plan, const CommRankMap& given,
+                                                         CommPosition comm) {
   const auto world = plan.world_size();
   if (given.empty()) {
     if (comm.size != world)
@@ -31,7 +32,8 @@ Result<std::vector<std::int32_t>> full_map(const Plan& plan, const CommRankMap& 
   return given;
 }
 
-Result<void> add_rank(const Plan& plan, const LocalRankBuffers& g, MemoryKind memory, LocalView& view) {
+[[nodiscard]] Result<void> add_rank(const Plan& plan, const LocalRankBuffers& g, MemoryKind memory,
+                                    LocalView& view) {
   LocalRank local{.rank = g.rank, .shards = REFIT_TRY(check_rank_buffers(plan, g.rank, g.buffers, memory))};
   local.first_source = static_cast<std::int32_t>(view.shards.size());
   for (const auto& s : g.buffers.sources) view.shards.push_back(s.bytes);

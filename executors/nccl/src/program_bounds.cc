@@ -2,16 +2,18 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/try.h"
+
 namespace refit::nccl_detail {
 namespace {
 
-Result<void> inside(const Program& p, std::span<const std::int64_t> shards, const Address& a,
-                    std::int64_t begin, std::int64_t end) {
+[[nodiscard]] Result<void> inside(const Program& p, std::span<const std::int64_t> shards, const Address& a,
+                                  std::int64_t begin, std::int64_t end) {
   std::int64_t size = 0;
   switch (a.kind) {
     case BufferKind::kStaging:
       if (a.index < 0 || static_cast<std::size_t>(a.index) >= p.staging_regions.size())
-        return invalid(fmt::format("staging region {} does not exist", a.index));
+        return fail(ErrorCode::kInternal, fmt::format("staging region {} does not exist", a.index));
       size = p.staging_regions[static_cast<std::size_t>(a.index)];
       break;
     case BufferKind::kScratch:
@@ -19,23 +21,23 @@ Result<void> inside(const Program& p, std::span<const std::int64_t> shards, cons
       break;
     case BufferKind::kShard:
       if (a.index < 0 || static_cast<std::size_t>(a.index) >= shards.size())
-        return invalid(fmt::format("shard buffer {} does not exist", a.index));
+        return fail(ErrorCode::kInternal, fmt::format("shard buffer {} does not exist", a.index));
       size = shards[static_cast<std::size_t>(a.index)];
       break;
   }
   if (a.offset + begin < 0 || a.offset + end > size)
-    return invalid(
-        fmt::format("bytes [{}, {}) of a buffer of {} bytes", a.offset + begin, a.offset + end, size));
+    return fail(ErrorCode::kInternal, fmt::format("bytes [{}, {}) of a buffer of {} bytes", a.offset + begin,
+                                                  a.offset + end, size));
   return {};
 }
 
-Result<void> check_op(const Program& p, std::span<const std::int64_t> shards, const Op& op) {
+[[nodiscard]] Result<void> check_op(const Program& p, std::span<const std::int64_t> shards, const Op& op) {
   if (const auto* x = std::get_if<P2p>(&op)) return inside(p, shards, x->at, 0, x->bytes);
   if (const auto* b = std::get_if<CopyBatch>(&op))
     for (const auto& c : b->copies) {
       const auto reach = copy_reach(c.geometry);
-      if (auto ok = inside(p, shards, c.src, reach.src_begin, reach.src_end); !ok) return ok;
-      if (auto ok = inside(p, shards, c.dst, reach.dst_begin, reach.dst_end); !ok) return ok;
+      REFIT_TRY(inside(p, shards, c.src, reach.src_begin, reach.src_end));
+      REFIT_TRY(inside(p, shards, c.dst, reach.dst_begin, reach.dst_end));
     }
   return {};
 }
@@ -44,8 +46,7 @@ Result<void> check_op(const Program& p, std::span<const std::int64_t> shards, co
 
 Result<void> check_bounds(const Program& program, std::span<const std::int64_t> shard_bytes) {
   for (std::size_t i = 0; i < program.ops.size(); ++i)
-    if (auto ok = check_op(program, shard_bytes, program.ops[i]); !ok)
-      return std::unexpected(std::move(ok.error()).in(fmt::format("nccl program op {}", i)));
+    REFIT_TRY_IN(check_op(program, shard_bytes, program.ops[i]), fmt::format("nccl program op {}", i));
   return {};
 }
 

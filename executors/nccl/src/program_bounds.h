@@ -10,6 +10,8 @@
 namespace refit::nccl_detail {
 
 // shard_bytes[i] is the size of shard buffer i; staging and scratch sizes come from the program.
-Result<void> check_bounds(const Program& program, std::span<const std::int64_t> shard_bytes);
+// A byte outside is a fault of the translation (the buffers were checked against the plan before
+// it): kInternal, naming the op.
+[[nodiscard]] Result<void> check_bounds(const Program& program, std::span<const std::int64_t> shard_bytes);
 
 }  // namespace refit::nccl_detail

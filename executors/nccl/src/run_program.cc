@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/try.h"
+
 namespace refit::nccl_detail {
 namespace {
 
@@ -41,42 +43,45 @@ class Runner {
         budget_(std::chrono::duration_cast<Clock::duration>(
             std::chrono::duration<double>(options.timeout.value))) {}
 
-  Result<void> run() {
+  // Any failure aborts the backend once, before its error returns.
+  [[nodiscard]] Result<void> run() {
+    auto ran = issue_all();
+    if (!ran) backend_.abort();
+    return ran;
+  }
+
+ private:
+  [[nodiscard]] Result<void> issue_all() {
     std::size_t next = 0;  // the next block to start
     const auto window = static_cast<std::size_t>(std::max(options_.window, 1));
     for (std::size_t i = 0; i < program_.ops.size(); ++i) {
       if (next < program_.blocks.size() && program_.blocks[next].first_op == i) {
-        if (next >= window)
-          if (auto ok = wait_for_block(next - window); !ok) return ok;
+        if (next >= window) REFIT_TRY(wait_for_block(next - window));
         ++next;
       }
-      if (auto ok = backend_.issue(program_.ops[i], Clock::now() + budget_); !ok) {
-        backend_.abort();
-        return std::unexpected(std::move(ok.error()).in(where(next)));
-      }
+      REFIT_TRY_IN(backend_.issue(program_.ops[i], Clock::now() + budget_), where(next));
     }
-    auto finished = wait(program_.final_event, [&] {
+    REFIT_TRY(wait(program_.final_event, [&] {
       return program_.blocks.empty()
                  ? std::string("the final event")
                  : fmt::format("the unpacking after step {}", program_.blocks.back().step);
-    });
-    if (finished) report_sent(program_.blocks.size());
-    return finished;
+    }));
+    report_sent(program_.blocks.size());
+    return {};
   }
 
- private:
   std::string where(std::size_t started) const {
     if (started == 0) return "before the first step";
     return fmt::format("step {}", program_.blocks[started - 1].step);
   }
 
-  Result<void> wait_for_block(std::size_t block) {
-    auto done = wait(program_.blocks[block].done_event, [&] {
+  [[nodiscard]] Result<void> wait_for_block(std::size_t block) {
+    REFIT_TRY(wait(program_.blocks[block].done_event, [&] {
       return fmt::format("step {} ({} of {} on this process), where {}", program_.blocks[block].step,
                          block + 1, program_.blocks.size(), traffic_of(program_, block));
-    });
-    if (done) report_sent(block + 1);
-    return done;
+    }));
+    report_sent(block + 1);
+    return {};
   }
 
   // Tells on_chunk_sent of the sends of every block before `end` not told of yet.
@@ -92,23 +97,18 @@ class Runner {
     reported_ = std::max(reported_, end);
   }
 
-  // Polls until `event` is reached; `what` describes the awaited work for an error.
+  // Polls until `event` is reached; `what` describes the awaited work for an error. run() aborts
+  // the backend when this fails.
   template <class Describe>
-  Result<void> wait(std::int32_t event, Describe what) {
+  [[nodiscard]] Result<void> wait(std::int32_t event, Describe what) {
     const auto deadline = Clock::now() + budget_;
     while (true) {
-      auto reached = backend_.reached(event);
-      if (!reached) {
-        backend_.abort();
-        return std::unexpected(std::move(reached.error()).in(what()));
-      }
-      if (*reached) return {};
-      if (Clock::now() > deadline) {
-        backend_.abort();
+      const bool reached = REFIT_TRY_IN(backend_.reached(event), what());
+      if (reached) return {};
+      if (Clock::now() > deadline)
         return fail(ErrorCode::kTimeout,
                     fmt::format("{} made no progress for {} s; the communicator was aborted", what(),
                                 options_.timeout.value));
-      }
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }
@@ -124,7 +124,7 @@ class Runner {
 
 Result<Seconds> run_program(const Program& program, Backend& backend, const RunOptions& options) {
   const auto start = Clock::now();
-  if (auto ok = Runner(program, backend, options).run(); !ok) return std::unexpected(std::move(ok.error()));
+  REFIT_TRY(Runner(program, backend, options).run());
   return Seconds{std::chrono::duration<double>(Clock::now() - start).count()};
 }
 

@@ -20,9 +20,9 @@ class Backend {
   virtual ~Backend() = default;
   // Enqueues one op without waiting for the GPU. It may wait, until `deadline` at most, for NCCL
   // to accept a group.
-  virtual Result<void> issue(const Op& op, Clock::time_point deadline) = 0;
+  [[nodiscard]] virtual Result<void> issue(const Op& op, Clock::time_point deadline) = 0;
   // True once the work recorded before `event` has run; an error when CUDA or NCCL report one.
-  virtual Result<bool> reached(std::int32_t event) = 0;
+  [[nodiscard]] virtual Result<bool> reached(std::int32_t event) = 0;
   // Makes all enqueued work finish or fail (aborts the communicator). After a timeout or error.
   virtual void abort() = 0;
 };
@@ -34,7 +34,9 @@ struct RunOptions {
   std::function<void(std::int32_t transfer, std::int64_t chunk)> on_chunk_sent;
 };
 
-// Returns the time from the first op issued to the last one finished.
-Result<Seconds> run_program(const Program& program, Backend& backend, const RunOptions& options);
+// Returns the time from the first op issued to the last one finished. Errors keep the code the
+// backend gave them (kTimeout when the GPU made no progress), prefixed with the step.
+[[nodiscard]] Result<Seconds> run_program(const Program& program, Backend& backend,
+                                          const RunOptions& options);
 
 }  // namespace refit::nccl_detail

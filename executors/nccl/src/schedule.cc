@@ -55,8 +55,8 @@ class Occupancy {
 
 // The latest step among the upstream chunks that chunk `k` of `t` waits for (steps rise with
 // chunks, so the last chunk of each wait suffices).
-Result<std::int64_t> upstream_step(const lowering::LoweredPlan& lowered, const Schedule& s, const Transfer& t,
-                                   std::int64_t k) {
+[[nodiscard]] Result<std::int64_t> upstream_step(const lowering::LoweredPlan& lowered, const Schedule& s,
+                                                 const Transfer& t, std::int64_t k) {
   std::int64_t latest = kNoUpstream;
   for (const auto& w : REFIT_TRY(lowered.waits(t.id, k)))
     latest = std::max<std::int64_t>(

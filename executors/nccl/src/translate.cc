@@ -22,7 +22,7 @@ std::vector<Item> local_items(const Plan& plan, const Schedule& schedule, const 
     if (sides.slot_of(t.sender) < 0 && sides.slot_of(t.receiver) < 0) continue;
     const auto& steps = schedule.step[static_cast<std::size_t>(t.id)];
     for (std::size_t k = 0; k < steps.size(); ++k)
-      items.push_back(Item{steps[k], t.id, static_cast<std::int32_t>(k)});
+      items.push_back(Item{.step = steps[k], .transfer = t.id, .chunk = static_cast<std::int32_t>(k)});
   }
   std::ranges::stable_sort(items, {}, &Item::step);
   return items;
@@ -45,14 +45,13 @@ class Translator {
     program_.staging_regions.assign(2 * view.ranks.size(), 0);
   }
 
-  Result<Program> run(const std::vector<Item>& items) {
+  [[nodiscard]] Result<Program> run(const std::vector<Item>& items) {
     std::vector<CopyOp> pending_unpacks;
     for (std::size_t begin = 0; begin < items.size();) {
       std::size_t end = begin;
       while (end < items.size() && items[end].step == items[begin].step) ++end;
-      auto ops = step_ops(std::span(items).subspan(begin, end - begin));
-      if (!ops) return std::unexpected(std::move(ops.error()));
-      emit(items[begin].step, std::move(*ops), pending_unpacks);
+      auto ops = REFIT_TRY(step_ops(std::span(items).subspan(begin, end - begin)));
+      emit(items[begin].step, std::move(ops), pending_unpacks);
       begin = end;
     }
     finish(std::move(pending_unpacks));
@@ -69,7 +68,7 @@ class Translator {
     const auto region = static_cast<std::size_t>(2 * slot + block() % 2);
     return [this, slot, region, &used](std::int64_t bytes) {
       auto& u = used[static_cast<std::size_t>(slot)];
-      const Address at{BufferKind::kStaging, static_cast<std::int32_t>(region), u};
+      const Address at{.kind = BufferKind::kStaging, .index = static_cast<std::int32_t>(region), .offset = u};
       u += lowering::align_up(bytes);
       program_.staging_regions[region] = std::max(program_.staging_regions[region], u);
       return at;
@@ -78,19 +77,19 @@ class Translator {
 
   P2p p2p(Direction d, Rank self, Rank peer, const Item& item, Address at) const {
     const auto& layout = lowered_.layout(item.transfer);
-    return P2p{d,
-               self,
-               peer,
-               view_.comm_rank_of[static_cast<std::size_t>(peer.value)],
-               at,
-               layout.chunk_bytes(item.chunk),
-               item.transfer,
-               item.chunk,
-               layout.chunk_begin(item.chunk),
-               item.step};
+    return P2p{.direction = d,
+               .self = self,
+               .peer = peer,
+               .peer_comm = view_.comm_rank_of[static_cast<std::size_t>(peer.value)],
+               .at = at,
+               .bytes = layout.chunk_bytes(item.chunk),
+               .transfer = item.transfer,
+               .chunk = item.chunk,
+               .message_offset = layout.chunk_begin(item.chunk),
+               .step = item.step};
   }
 
-  Result<StepOps> step_ops(std::span<const Item> items) {
+  [[nodiscard]] Result<StepOps> step_ops(std::span<const Item> items) {
     StepOps ops;
     std::vector<std::int64_t> used(view_.ranks.size(), 0);
     const std::int32_t previous = block() > 0 ? program_.blocks.back().step : -1;
@@ -98,16 +97,15 @@ class Translator {
       const auto& t = plan_.transfers[static_cast<std::size_t>(item.transfer)];
       const auto& layout = lowered_.layout(item.transfer);
       if (const auto slot = sides_.slot_of(t.sender); slot >= 0) {
-        auto side = sides_.send(slot, t.id, item.chunk, staging_of(slot, used));
-        if (!side) return std::unexpected(std::move(side.error()));
+        const auto side = REFIT_TRY(sides_.send(slot, t.id, item.chunk, staging_of(slot, used)));
         const bool late =
             previous >= 0 &&
             schedule_.upstream[static_cast<std::size_t>(t.id)][static_cast<std::size_t>(item.chunk)] ==
                 previous;
         ops.forwards_previous = ops.forwards_previous || late;
         auto& packs = late ? ops.late_packs : ops.early_packs;
-        packs.insert(packs.end(), side->copies.begin(), side->copies.end());
-        ops.p2p.push_back(p2p(Direction::kSend, t.sender, t.receiver, item, side->at));
+        packs.insert(packs.end(), side.copies.begin(), side.copies.end());
+        ops.p2p.push_back(p2p(Direction::kSend, t.sender, t.receiver, item, side.at));
         program_.bytes_sent += layout.chunk_bytes(item.chunk);
         if (item.chunk == 0) ++program_.messages;
       }
@@ -123,40 +121,44 @@ class Translator {
 
   void batch(BatchKind kind, std::int32_t step, std::vector<CopyOp> copies) {
     if (copies.empty()) return;
-    program_.ops.emplace_back(CopyBatch{program_.batches++, kind, step, std::move(copies)});
+    program_.ops.emplace_back(
+        CopyBatch{.id = program_.batches++, .kind = kind, .step = step, .copies = std::move(copies)});
   }
 
   void emit(std::int32_t step, StepOps ops, std::vector<CopyOp>& pending_unpacks) {
     const std::int32_t i = block();
     const std::int32_t previous = i > 0 ? program_.blocks.back().step : 0;
-    program_.blocks.push_back(Block{step, program_.ops.size(), done_event(i)});
+    program_.blocks.push_back(
+        Block{.step = step, .first_op = program_.ops.size(), .done_event = done_event(i)});
     batch(BatchKind::kPack, step, std::move(ops.early_packs));
     // Unless this step forwards what the previous one delivered, its traffic may start while the
     // previous step is still being unpacked (they use different staging halves and bytes).
-    if (!ops.forwards_previous) program_.ops.emplace_back(Record{StreamKind::kCopy, packed_event(i)});
+    if (!ops.forwards_previous)
+      program_.ops.emplace_back(Record{.stream = StreamKind::kCopy, .event = packed_event(i)});
     if (i > 0) {
-      program_.ops.emplace_back(Wait{StreamKind::kCopy, done_event(i - 1)});
+      program_.ops.emplace_back(Wait{.stream = StreamKind::kCopy, .event = done_event(i - 1)});
       batch(BatchKind::kUnpack, previous, std::move(pending_unpacks));
     }
     batch(BatchKind::kPack, step, std::move(ops.late_packs));
-    if (ops.forwards_previous) program_.ops.emplace_back(Record{StreamKind::kCopy, packed_event(i)});
-    program_.ops.emplace_back(Wait{StreamKind::kComm, packed_event(i)});
-    program_.ops.emplace_back(GroupStart{step});
+    if (ops.forwards_previous)
+      program_.ops.emplace_back(Record{.stream = StreamKind::kCopy, .event = packed_event(i)});
+    program_.ops.emplace_back(Wait{.stream = StreamKind::kComm, .event = packed_event(i)});
+    program_.ops.emplace_back(GroupStart{.step = step});
     for (auto& p : ops.p2p) program_.ops.emplace_back(std::move(p));
-    program_.ops.emplace_back(GroupEnd{step});
-    program_.ops.emplace_back(Record{StreamKind::kComm, done_event(i)});
+    program_.ops.emplace_back(GroupEnd{.step = step});
+    program_.ops.emplace_back(Record{.stream = StreamKind::kComm, .event = done_event(i)});
     pending_unpacks = std::move(ops.unpacks);
   }
 
   void finish(std::vector<CopyOp> pending_unpacks) {
     const std::int32_t n = block();
     if (n > 0) {
-      program_.ops.emplace_back(Wait{StreamKind::kCopy, done_event(n - 1)});
+      program_.ops.emplace_back(Wait{.stream = StreamKind::kCopy, .event = done_event(n - 1)});
       batch(BatchKind::kUnpack, program_.blocks.back().step, std::move(pending_unpacks));
     }
     program_.final_event = 2 * n;
     program_.events = 2 * n + 1;
-    program_.ops.emplace_back(Record{StreamKind::kCopy, program_.final_event});
+    program_.ops.emplace_back(Record{.stream = StreamKind::kCopy, .event = program_.final_event});
     for (const auto bytes : program_.staging_regions) program_.staging_bytes += bytes;
     program_.scratch_bytes = sides_.scratch_bytes();
   }

@@ -6,7 +6,7 @@ namespace refit::ucx_detail {
 
 void AllocatedRegions::add(const std::shared_ptr<MemoryRegion>& region, std::int64_t bytes) {
   std::erase_if(entries_, [](const Entry& e) { return e.region.expired(); });
-  entries_.push_back(Entry{region->base(), bytes, region});
+  entries_.push_back(Entry{.base = region->base(), .bytes = bytes, .region = region});
 }
 
 std::shared_ptr<MemoryRegion> AllocatedRegions::find(const std::byte* base, std::int64_t bytes) {

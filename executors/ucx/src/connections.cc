@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/try.h"
+
 namespace refit::ucx_detail {
 namespace {
 
@@ -56,14 +58,13 @@ class CardReader {
 
 // Caller memory inside an allocation of the executor's shares its registration; other caller
 // memory is registered; executor scratch is allocated.
-Result<std::shared_ptr<MemoryRegion>> registration(Worker& worker, const RegionSpec& spec,
-                                                   AllocatedRegions& allocated) {
+[[nodiscard]] Result<std::shared_ptr<MemoryRegion>> registration(Worker& worker, const RegionSpec& spec,
+                                                                 AllocatedRegions& allocated) {
   if (spec.user)
     if (auto shared = allocated.find(spec.user, spec.bytes)) return shared;
-  auto r = spec.user ? MemoryRegion::map(worker.context(), spec.user, spec.bytes)
-                     : MemoryRegion::allocate(worker.context(), spec.bytes);
-  if (!r) return std::unexpected(r.error());
-  return std::make_shared<MemoryRegion>(std::move(*r));
+  auto r = REFIT_TRY(spec.user ? MemoryRegion::map(worker.context(), spec.user, spec.bytes)
+                               : MemoryRegion::allocate(worker.context(), spec.bytes));
+  return std::make_shared<MemoryRegion>(std::move(r));
 }
 
 }  // namespace
@@ -73,11 +74,7 @@ Result<LocalRegions> register_regions(Worker& worker, const UcxProgram& program,
   LocalRegions out;
   for (const RegionSpec& spec : program.regions) {
     std::shared_ptr<MemoryRegion> region;
-    if (spec.bytes > 0) {
-      auto r = registration(worker, spec, allocated);
-      if (!r) return std::unexpected(r.error());
-      region = std::move(*r);
-    }
+    if (spec.bytes > 0) region = REFIT_TRY(registration(worker, spec, allocated));
     out.bases.push_back(!region ? nullptr : spec.user ? spec.user : region->base());
     out.handles.push_back(region ? region->handle() : nullptr);
     out.registrations.push_back(std::move(region));
@@ -86,19 +83,14 @@ Result<LocalRegions> register_regions(Worker& worker, const UcxProgram& program,
 }
 
 Result<std::string> make_card(const Worker& worker, const UcxProgram& program, const LocalRegions& regions) {
-  auto address = worker.address();
-  if (!address) return std::unexpected(address.error());
+  const auto address = REFIT_TRY(worker.address());
   CardWriter w;
-  w.put_bytes(*address);
+  w.put_bytes(address);
   w.put(static_cast<std::uint32_t>(program.regions.size()));
   for (std::size_t i = 0; i < program.regions.size(); ++i) {
     const bool published = program.regions[i].remote && regions.registrations[i] != nullptr;
     std::string key;
-    if (published) {
-      auto packed = regions.registrations[i]->packed_key();
-      if (!packed) return std::unexpected(packed.error());
-      key = std::move(*packed);
-    }
+    if (published) key = REFIT_TRY(regions.registrations[i]->packed_key());
     w.put(reinterpret_cast<std::uint64_t>(regions.bases[i]));
     w.put(published ? program.regions[i].bytes : std::int64_t{0});
     w.put_bytes(key);
@@ -112,8 +104,8 @@ Result<std::unique_ptr<Connections>> Connections::connect(Worker& worker, Inbox&
   c->peers_.resize(cards.size());
   for (std::size_t r = 0; r < cards.size(); ++r) {
     if (static_cast<std::int32_t>(r) == self.value) continue;
-    if (auto ok = c->connect_peer(inbox, static_cast<std::int32_t>(r), cards[r]); !ok)
-      return std::unexpected(std::move(ok.error()).in(fmt::format("connecting to rank {}", r)));
+    REFIT_TRY_IN(c->connect_peer(inbox, static_cast<std::int32_t>(r), cards[r]),
+                 fmt::format("connecting to rank {}", r));
   }
   return c;
 }
@@ -123,7 +115,7 @@ Result<void> Connections::connect_peer(Inbox& inbox, std::int32_t rank, const st
   std::string address;
   std::uint32_t count = 0;
   if (!in.get_bytes(address) || !in.get(count)) return fail(ErrorCode::kRuntime, "malformed card");
-  auto& sink = sinks_.emplace_back(std::make_unique<ErrorSink>(ErrorSink{&inbox, rank}));
+  auto& sink = sinks_.emplace_back(std::make_unique<ErrorSink>(ErrorSink{.inbox = &inbox, .rank = rank}));
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLER;
   params.address = reinterpret_cast<const ucp_address_t*>(address.data());
@@ -134,7 +126,7 @@ Result<void> Connections::connect_peer(Inbox& inbox, std::int32_t rank, const st
   params.err_handler.arg = sink.get();
   Peer& peer = peers_[static_cast<std::size_t>(rank)];
   if (auto s = ucp_ep_create(worker_.get(), &params, &peer.endpoint); s != UCS_OK)
-    return std::unexpected(ucx_error(s, "ucp_ep_create"));
+    return ucx_error(s, "ucp_ep_create");
   for (std::uint32_t i = 0; i < count; ++i) {
     RemoteRegion region;
     std::string key;
@@ -143,7 +135,7 @@ Result<void> Connections::connect_peer(Inbox& inbox, std::int32_t rank, const st
     if (!key.empty()) {
       ucp_rkey_h rkey = nullptr;
       if (auto s = ucp_ep_rkey_unpack(peer.endpoint, key.data(), &rkey); s != UCS_OK)
-        return std::unexpected(ucx_error(s, "ucp_ep_rkey_unpack"));
+        return ucx_error(s, "ucp_ep_rkey_unpack");
       region.key.reset(rkey);
     }
     peer.regions.push_back(std::move(region));

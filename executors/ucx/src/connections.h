@@ -21,10 +21,12 @@ struct LocalRegions {
   std::vector<std::byte*> bases;                             // by region id
   std::vector<ucp_mem_h> handles;                            // by region id; nullptr where not registered
 };
-Result<LocalRegions> register_regions(Worker& worker, const UcxProgram& program, AllocatedRegions& allocated);
+[[nodiscard]] Result<LocalRegions> register_regions(Worker& worker, const UcxProgram& program,
+                                                    AllocatedRegions& allocated);
 
 // The card this rank publishes: worker address and its remotely writable regions.
-Result<std::string> make_card(const Worker& worker, const UcxProgram& program, const LocalRegions& regions);
+[[nodiscard]] Result<std::string> make_card(const Worker& worker, const UcxProgram& program,
+                                            const LocalRegions& regions);
 
 struct RemoteRegion {
   std::uint64_t base = 0;
@@ -41,8 +43,8 @@ struct Peer {
 // Endpoints to every other rank, with their keys unpacked. Endpoint failures land in `inbox`.
 class Connections {
  public:
-  static Result<std::unique_ptr<Connections>> connect(Worker& worker, Inbox& inbox, Rank self,
-                                                      const std::vector<std::string>& cards);
+  [[nodiscard]] static Result<std::unique_ptr<Connections>> connect(Worker& worker, Inbox& inbox, Rank self,
+                                                                    const std::vector<std::string>& cards);
   ~Connections();
   Connections(const Connections&) = delete;
   Connections& operator=(const Connections&) = delete;
@@ -60,7 +62,7 @@ class Connections {
     std::int32_t rank;
   };
   Connections(Worker& worker, Inbox& inbox) : worker_(worker), inbox_(inbox) {}
-  Result<void> connect_peer(Inbox& inbox, std::int32_t rank, const std::string& card);
+  [[nodiscard]] Result<void> connect_peer(Inbox& inbox, std::int32_t rank, const std::string& card);
 
   Worker& worker_;
   Inbox& inbox_;

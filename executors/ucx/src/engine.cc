@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/try.h"
+
 namespace refit::ucx_detail {
 namespace {
 
@@ -64,39 +66,41 @@ Result<ExecutionReport> Engine::run() {
   watchdog_ = Watchdog(c_.options.timeout, start_);
   // Peers were silent between executions; from now on silence counts.
   for (auto& t : c_.inbox.last_heard) t = start_;
-  if (auto ok = start_receiving(); !ok) return std::unexpected(abort(ok.error()));
-  while (!(done_sent_ && everyone_finished() && c_.outbox.empty())) {
-    c_.worker.progress_all();
-    const auto now = Clock::now();
-    auto worked = step(now);
-    if (!worked) return std::unexpected(abort(worked.error()));
-    if (*worked) watchdog_.progressed(now);
-    if (auto ok = check_health(now); !ok) return std::unexpected(abort(ok.error()));
-    if (*worked) continue;
-    if (auto ok = c_.worker.wait(watchdog_.next_wake(now)); !ok) return std::unexpected(abort(ok.error()));
-  }
+  // Not a REFIT_TRY: a rank that fails tells every peer why (abort) before its error returns.
+  if (auto ended = loop(); !ended) return std::unexpected(abort(std::move(ended).error()));
   return report_;
 }
 
+Result<void> Engine::loop() {
+  REFIT_TRY(start_receiving());
+  while (!(done_sent_ && everyone_finished() && c_.outbox.empty())) {
+    c_.worker.progress_all();
+    const auto now = Clock::now();
+    const bool worked = REFIT_TRY(step(now));
+    if (worked) watchdog_.progressed(now);
+    REFIT_TRY(check_health(now));
+    if (worked) continue;
+    REFIT_TRY(c_.worker.wait(watchdog_.next_wake(now)));
+  }
+  return {};
+}
+
 Result<bool> Engine::step(Clock::time_point now) {
-  auto messages = handle_messages();
-  if (!messages) return messages;
-  auto flushed = handle_flushes();
-  if (!flushed) return flushed;
-  auto sent = send_ready_chunks();
-  if (!sent) return sent;
+  const bool messages = REFIT_TRY(handle_messages());
+  const bool flushed = REFIT_TRY(handle_flushes());
+  const bool sent = REFIT_TRY(send_ready_chunks());
   if (const auto failed = c_.outbox.sweep(c_.epoch))
-    return fail(ErrorCode::kRuntime, fmt::format("rank {} is unreachable: a message to it failed ({})",
-                                                 failed->first.value, ucs_status_string(failed->second)));
-  bool worked = *messages || *flushed || *sent;
+    return fail(ErrorCode::kPeerFailed, fmt::format("rank {} is unreachable: a message to it failed ({})",
+                                                    failed->first.value, ucs_status_string(failed->second)));
+  bool worked = messages || flushed || sent;
   if (!done_sent_ && own_work_finished()) {
     report_.elapsed = Seconds{seconds_between(start_, now)};
-    if (auto ok = post_to_all(MessageKind::kDone); !ok) return std::unexpected(ok.error());
+    REFIT_TRY(post_to_all(MessageKind::kDone));
     done_sent_ = worked = true;
   }
   // After its own end notice a rank is no longer waited for, so its heartbeats stop.
   if (!done_sent_ && watchdog_.heartbeat_due(now)) {
-    if (auto ok = post_to_all(MessageKind::kHeartbeat); !ok) return std::unexpected(ok.error());
+    REFIT_TRY(post_to_all(MessageKind::kHeartbeat));
     watchdog_.heartbeat_sent(now);
   }
   return worked;
@@ -114,13 +118,12 @@ Result<bool> Engine::handle_messages() {
     it = queue.erase(it);
     if (m.epoch < c_.epoch) continue;
     any = true;
-    Result<void> ok;
     switch (m.kind) {
       case MessageKind::kGrant:
-        ok = on_grant(m);
+        REFIT_TRY(on_grant(m));
         break;
       case MessageKind::kData:
-        ok = on_data(m);
+        REFIT_TRY(on_data(m));
         break;
       case MessageKind::kDone:
         if (!done_from_[static_cast<std::size_t>(m.from)]) ++done_count_;
@@ -128,12 +131,11 @@ Result<bool> Engine::handle_messages() {
         break;
       case MessageKind::kAbort:
         told_of_failure_ = true;  // every rank got that notice: no need to pass it on
-        return fail(ErrorCode::kRuntime, fmt::format("rank {} failed: {}", m.from, m.text));
+        return fail(ErrorCode::kPeerFailed, fmt::format("rank {} failed: {}", m.from, m.text));
       case MessageKind::kHeartbeat:
       case MessageKind::kHello:
         break;
     }
-    if (!ok) return std::unexpected(ok.error());
   }
   return any;
 }
@@ -146,7 +148,7 @@ Result<void> Engine::check_health(Clock::time_point now) {
     const auto i = static_cast<std::size_t>(r);
     if (r == me_.value || done_from_[i] || !c_.inbox.endpoint_error[i]) continue;
     c_.inbox.given_up[i] = true;
-    return fail(ErrorCode::kRuntime,
+    return fail(ErrorCode::kPeerFailed,
                 fmt::format("rank {} is unreachable ({}); this rank was waiting for {}", r,
                             ucs_status_string(*c_.inbox.endpoint_error[i]), waiting_for_from(Rank{r})));
   }
@@ -198,8 +200,7 @@ Result<void> Engine::post_to_all(MessageKind kind, const std::string& text) {
   Message m = message(kind);
   m.text = text;
   for (std::int32_t r = 0; r < c_.plan.world_size(); ++r)
-    if (r != me_.value)
-      if (auto ok = post(Rank{r}, m); !ok) return ok;
+    if (r != me_.value) REFIT_TRY(post(Rank{r}, m));
   return {};
 }
 

@@ -71,37 +71,40 @@ class SlotPool {
 class Engine {
  public:
   explicit Engine(const ExecutionContext& context);
-  Result<ExecutionReport> run();
+  [[nodiscard]] Result<ExecutionReport> run();
 
  private:
   using ChunkRef = std::pair<std::int32_t, std::int64_t>;  // (index in receives or sends, chunk)
 
   // engine.cc: the loop, messages, health and the end.
-  Result<bool> step(Clock::time_point now);
-  Result<bool> handle_messages();
-  Result<void> check_health(Clock::time_point now);
+  [[nodiscard]] Result<void> loop();
+  [[nodiscard]] Result<bool> step(Clock::time_point now);
+  [[nodiscard]] Result<bool> handle_messages();
+  [[nodiscard]] Result<void> check_health(Clock::time_point now);
   std::optional<Rank> quietest_peer() const;
-  Result<void> post(Rank to, const Message& m);
-  Result<void> post_to_all(MessageKind kind, const std::string& text = {});
+  [[nodiscard]] Result<void> post(Rank to, const Message& m);
+  [[nodiscard]] Result<void> post_to_all(MessageKind kind, const std::string& text = {});
   Message message(MessageKind kind) const;
   Error abort(Error e);
   bool own_work_finished() const;
   bool everyone_finished() const;
   // engine_receive.cc
-  Result<void> start_receiving();
-  Result<void> grant(std::size_t receive, std::int64_t chunk, std::vector<Run> runs);
-  Result<void> grant_staged();
-  Result<void> grant_in_place(std::size_t peer);
-  Result<void> on_data(const Message& m);
+  [[nodiscard]] Result<void> start_receiving();
+  [[nodiscard]] Result<void> grant(std::size_t receive, std::int64_t chunk, std::vector<Run> runs);
+  [[nodiscard]] Result<void> grant_staged();
+  [[nodiscard]] Result<void> grant_in_place(std::size_t peer);
+  [[nodiscard]] Result<void> on_data(const Message& m);
   // engine_send.cc
-  Result<void> on_grant(const Message& m);
-  Result<bool> send_ready_chunks();
+  [[nodiscard]] Result<void> on_grant(const Message& m);
+  [[nodiscard]] Result<bool> send_ready_chunks();
   bool ready(const ChunkRef& c) const;
-  Result<void> send_chunk(const ChunkRef& c);
-  Result<void> put_pieces(const Send& s, const std::vector<Run>& local, const std::vector<Run>& remote);
-  Result<void> transport_put(const Send& s, ucp_ep_h endpoint, const std::byte* from, std::int64_t bytes,
-                             std::size_t region, const RemoteRegion& target, std::int64_t offset);
-  Result<bool> handle_flushes();
+  [[nodiscard]] Result<void> send_chunk(const ChunkRef& c);
+  [[nodiscard]] Result<void> put_pieces(const Send& s, const std::vector<Run>& local,
+                                        const std::vector<Run>& remote);
+  [[nodiscard]] Result<void> transport_put(const Send& s, ucp_ep_h endpoint, const std::byte* from,
+                                           std::int64_t bytes, std::size_t region, const RemoteRegion& target,
+                                           std::int64_t offset);
+  [[nodiscard]] Result<bool> handle_flushes();
   // engine_blame.cc: what this rank waits for, in words, for timeout errors.
   std::string waiting_for() const;
   std::string waiting_for_from(Rank peer) const;

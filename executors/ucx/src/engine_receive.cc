@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "engine.h"
+#include "refit/core/try.h"
 
 namespace refit::ucx_detail {
 
@@ -14,8 +15,7 @@ constexpr std::int64_t kGrantWindow = 16;
 }  // namespace
 
 Result<void> Engine::start_receiving() {
-  for (std::size_t peer = 0; peer < in_place_.size(); ++peer)
-    if (auto ok = grant_in_place(peer); !ok) return ok;
+  for (std::size_t peer = 0; peer < in_place_.size(); ++peer) REFIT_TRY(grant_in_place(peer));
   return grant_staged();
 }
 
@@ -24,7 +24,7 @@ Result<void> Engine::grant_in_place(std::size_t peer) {
   for (; next < in_place_[peer].size() && in_place_granted_[peer] < kGrantWindow; ++next) {
     const auto [i, chunk] = in_place_[peer][next];
     const auto& runs = c_.program.receive_runs[static_cast<std::size_t>(i)][static_cast<std::size_t>(chunk)];
-    if (auto ok = grant(static_cast<std::size_t>(i), chunk, runs); !ok) return ok;
+    REFIT_TRY(grant(static_cast<std::size_t>(i), chunk, runs));
     ++in_place_granted_[peer];
   }
   return {};
@@ -48,8 +48,11 @@ Result<void> Engine::grant_staged() {
     const auto slot = receive_slots_.take();
     slot_of_[static_cast<std::size_t>(i)][static_cast<std::size_t>(chunk)] = slot;
     const auto bytes = c_.program.layout(r.transfer).chunk_bytes(chunk);
-    const Run run{0, c_.program.receive_staging_region, slot * staging.slot_bytes, bytes};
-    if (auto ok = grant(static_cast<std::size_t>(i), chunk, {run}); !ok) return ok;
+    const Run run{.stream = 0,
+                  .region = c_.program.receive_staging_region,
+                  .offset = slot * staging.slot_bytes,
+                  .length = bytes};
+    REFIT_TRY(grant(static_cast<std::size_t>(i), chunk, {run}));
   }
   return {};
 }

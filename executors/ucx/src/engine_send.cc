@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "engine.h"
+#include "refit/core/try.h"
 #include "streaming_copy.h"
 
 namespace refit::ucx_detail {
@@ -53,7 +54,7 @@ Result<bool> Engine::send_ready_chunks() {
   bool any = false;
   for (std::size_t p = 0; p < queue_.size(); ++p)
     for (; next_[p] < queue_[p].size() && ready(queue_[p][next_[p]]); ++next_[p]) {
-      if (auto ok = send_chunk(queue_[p][next_[p]]); !ok) return std::unexpected(ok.error());
+      REFIT_TRY(send_chunk(queue_[p][next_[p]]));
       any = true;
     }
   return any;
@@ -68,16 +69,20 @@ Result<void> Engine::send_chunk(const ChunkRef& c) {
     slot = pack_slots_.take();
     const std::int64_t offset = slot * p.send_staging.slot_bytes;
     std::byte* to = c_.regions.bases[p.send_staging_region] + offset;
+    // Not a REFIT_TRY: the slot goes back before the error returns.
     if (auto ok = pack_chunk(*p.rank, s, c.second, p.host(c_.regions.bases), to); !ok) {
       pack_slots_.give(slot);
       return ok;
     }
-    local = {Run{0, p.send_staging_region, offset, p.layout(s.transfer).chunk_bytes(c.second)}};
+    local = {Run{.stream = 0,
+                 .region = p.send_staging_region,
+                 .offset = offset,
+                 .length = p.layout(s.transfer).chunk_bytes(c.second)}};
   }
   const auto& remote = *grants_[static_cast<std::size_t>(c.first)][static_cast<std::size_t>(c.second)];
-  if (auto ok = put_pieces(s, local, remote); !ok) return ok;
+  REFIT_TRY(put_pieces(s, local, remote));
   // Puts complete in no particular order; the flush makes the chunk visible before its notice.
-  auto& item = c_.flushes.add(Flushed{c_.epoch, c.first, c.second, slot});
+  auto& item = c_.flushes.add(Flushed{.epoch = c_.epoch, .send = c.first, .chunk = c.second, .slot = slot});
   ucp_request_param_t params{};
   params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   params.cb.send = &InFlight<Flushed>::completed;
@@ -116,8 +121,8 @@ Result<void> Engine::put_pieces(const Send& s, const std::vector<Run>& local,
       streaming_copy(target.mapped + offset, from, static_cast<std::size_t>(n));
       report_.stored_directly += Bytes{n};
       stored = true;
-    } else if (auto ok = transport_put(s, peer.endpoint, from, n, a.region, target, offset); !ok) {
-      return ok;
+    } else {
+      REFIT_TRY(transport_put(s, peer.endpoint, from, n, a.region, target, offset));
     }
     at += n;
     if (at == a.stream + a.length) ++l;
@@ -169,7 +174,7 @@ Result<bool> Engine::handle_flushes() {
     --chunks_to_send_;
     if (c_.options.on_chunk_sent) c_.options.on_chunk_sent(s.transfer, f.chunk);
   });
-  if (!outcome) return std::unexpected(outcome.error());
+  REFIT_TRY(outcome);
   return any;
 }
 

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "refit/core/try.h"
+
 namespace refit::ucx_detail {
 namespace {
 
@@ -32,16 +34,16 @@ Result<void> handshake(const HandshakeParties& p, Rank self, std::uint64_t epoch
   hello.from = self.value;
   hello.epoch = epoch;
   for (std::int32_t r = 0; r < world; ++r)
-    if (r != self.value)
-      if (auto ok = p.outbox.post(p.connections.peer(Rank{r}).endpoint, Rank{r}, hello); !ok) return ok;
+    if (r != self.value) REFIT_TRY(p.outbox.post(p.connections.peer(Rank{r}).endpoint, Rank{r}, hello));
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(timeout.value));
   while (true) {
     p.worker.progress_all();
     const bool arrived = collect_hellos(p.inbox, epoch, heard);
     if (const auto failed = p.outbox.sweep(epoch))
-      return fail(ErrorCode::kRuntime, fmt::format("rank {} is unreachable: hello failed ({})",
-                                                   failed->first.value, ucs_status_string(failed->second)));
+      return fail(ErrorCode::kPeerFailed,
+                  fmt::format("rank {} is unreachable: hello failed ({})", failed->first.value,
+                              ucs_status_string(failed->second)));
     // Done when every peer was heard and our own hellos have left: a hello still queued behind
     // connection setup needs this rank to keep progressing.
     if (std::ranges::all_of(heard, [](bool h) { return h; }) && p.outbox.empty()) return {};
@@ -56,7 +58,7 @@ Result<void> handshake(const HandshakeParties& p, Rank self, std::uint64_t epoch
     }
     if (arrived) continue;
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now);
-    if (auto ok = p.worker.wait(std::min(left, kLongestSleep)); !ok) return ok;
+    REFIT_TRY(p.worker.wait(std::min(left, kLongestSleep)));
   }
 }
 

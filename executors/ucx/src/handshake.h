@@ -20,6 +20,7 @@ struct HandshakeParties {
 };
 
 // Errors name the ranks that did not answer in time, or the first one a hello could not reach.
-Result<void> handshake(const HandshakeParties& parties, Rank self, std::uint64_t epoch, Seconds timeout);
+[[nodiscard]] Result<void> handshake(const HandshakeParties& parties, Rank self, std::uint64_t epoch,
+                                     Seconds timeout);
 
 }  // namespace refit::ucx_detail

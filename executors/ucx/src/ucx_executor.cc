@@ -7,6 +7,7 @@
 #include "connections.h"
 #include "engine.h"
 #include "handshake.h"
+#include "refit/core/try.h"
 #include "refit/executors/agreement.h"
 #include "refit/executors/rank_buffers.h"
 #include "ucx_handles.h"
@@ -64,33 +65,30 @@ class UcxExecutor final : public Executor {
   std::string_view name() const override { return "ucx"; }
   ExecutorCapabilities capabilities() const override { return {.host_memory = true, .cuda_memory = false}; }
 
-  Result<std::unique_ptr<HostAllocation>> allocate_host(Bytes bytes) override {
-    if (bytes.value < 0) return invalid(fmt::format("allocate_host: {} bytes", bytes.value));
+  [[nodiscard]] Result<std::unique_ptr<HostAllocation>> allocate_host(Bytes bytes) override {
+    if (bytes.value < 0) return out_of_range(fmt::format("allocate_host: {} bytes", bytes.value));
     // ucp_mem_map refuses a zero length; one byte stands in for an empty allocation.
-    auto region = MemoryRegion::allocate(runtime_->worker->context(), std::max<std::int64_t>(bytes.value, 1));
-    if (!region) return std::unexpected(region.error());
-    auto shared = std::make_shared<MemoryRegion>(std::move(*region));
+    auto region = REFIT_TRY(
+        MemoryRegion::allocate(runtime_->worker->context(), std::max<std::int64_t>(bytes.value, 1)));
+    auto shared = std::make_shared<MemoryRegion>(std::move(region));
     runtime_->allocated.add(shared, bytes.value);
     return std::make_unique<UcxHostAllocation>(runtime_, std::move(shared), bytes.value);
   }
 
-  Result<std::unique_ptr<PreparedPlan>> prepare(const Plan& plan, Rank rank,
-                                                const RankBuffers& buffers) override {
+  [[nodiscard]] Result<std::unique_ptr<PreparedPlan>> prepare(const Plan& plan, Rank rank,
+                                                              const RankBuffers& buffers) override {
     auto prepared = std::make_unique<UcxPrepared>();
     prepared->runtime = runtime_;
     prepared->plan = plan;
     // Each rank checks its buffers, then all compare plan hashes.
-    auto hashes = agree(bootstrap_, introduce(prepared->plan, rank, buffers));
-    if (!hashes) return std::unexpected(hashes.error());
-    if (auto same = check_same_plan(*hashes); !same) return std::unexpected(same.error());
+    const auto hashes = REFIT_TRY(agree(bootstrap_, introduce(prepared->plan, rank, buffers)));
+    REFIT_TRY(check_same_plan(hashes));
     // Each rank works out its part and registers its memory once; all exchange keys.
-    auto cards = agree(bootstrap_, register_locally(*prepared, rank, buffers));
-    if (!cards) return std::unexpected(cards.error());
-    auto connected = connect(rank, *cards);
-    if (auto all =
-            agree(bootstrap_, connected ? Result<std::string>("") : std::unexpected(connected.error()));
-        !all)
-      return std::unexpected(all.error());
+    const auto cards = REFIT_TRY(agree(bootstrap_, register_locally(*prepared, rank, buffers)));
+    auto connected = connect(rank, cards);
+    // Not propagated here: this rank's outcome goes to agree(), which returns this rank's own
+    // error when it failed, so that its peers fail with it instead of waiting.
+    REFIT_TRY(agree(bootstrap_, connected ? Result<std::string>("") : std::unexpected(connected.error())));
     prepared->connections = std::move(*connected);
     std::vector<bool> mapped(static_cast<std::size_t>(bootstrap_.size()));
     for (const Send& send : prepared->program.sends())
@@ -101,49 +99,53 @@ class UcxExecutor final : public Executor {
     return prepared;
   }
 
-  Result<ExecutionReport> execute(PreparedPlan& prepared) override {
+  [[nodiscard]] Result<ExecutionReport> execute(PreparedPlan& prepared) override {
     auto* p = dynamic_cast<UcxPrepared*>(&prepared);
     if (p == nullptr || p->runtime != runtime_)
       return invalid("execute: the plan was not prepared by this executor");
     Runtime& rt = *runtime_;
-    Engine engine(ExecutionContext{p->plan, p->program, *rt.worker, rt.inbox, *p->connections, p->regions,
-                                   options_, ++rt.epoch, rt.outbox, rt.flushes});
+    Engine engine(ExecutionContext{.plan = p->plan,
+                                   .program = p->program,
+                                   .worker = *rt.worker,
+                                   .inbox = rt.inbox,
+                                   .connections = *p->connections,
+                                   .regions = p->regions,
+                                   .options = options_,
+                                   .epoch = ++rt.epoch,
+                                   .outbox = rt.outbox,
+                                   .flushes = rt.flushes});
     return engine.run();
   }
 
  private:
   // This rank's own checks; it contributes its plan hash.
-  Result<std::string> introduce(const Plan& plan, Rank rank, const RankBuffers& buffers) const {
+  [[nodiscard]] Result<std::string> introduce(const Plan& plan, Rank rank, const RankBuffers& buffers) const {
     if (plan.world_size() != bootstrap_.size() || rank.value != bootstrap_.rank())
-      return invalid(
+      return mismatch(
           fmt::format("the plan has {} ranks and this is rank {}, the bootstrap says rank {} of {}",
                       plan.world_size(), rank.value, bootstrap_.rank(), bootstrap_.size()));
-    if (auto ok = validate_structure(plan); !ok) return std::unexpected(ok.error());
-    if (auto ok = check_rank_buffers(plan, rank, buffers, MemoryKind::kHost); !ok)
-      return std::unexpected(ok.error());
+    REFIT_TRY(validate_structure(plan));
+    REFIT_TRY(check_rank_buffers(plan, rank, buffers, MemoryKind::kHost));
     // The staging sets the chunks, so ranks must agree on it as on the plan.
     return fmt::format("{} with {} bytes of staging", plan_hash_hex(plan), options_.staging.value);
   }
 
   // Works out this rank's part and registers its regions once; it contributes its card.
-  Result<std::string> register_locally(UcxPrepared& prepared, Rank rank, const RankBuffers& buffers) const {
-    auto program = make_ucx_program(prepared.plan, rank, buffers, options_.staging);
-    if (!program) return std::unexpected(program.error());
-    prepared.program = std::move(*program);
-    auto regions = register_regions(*runtime_->worker, prepared.program, runtime_->allocated);
-    if (!regions) return std::unexpected(regions.error());
-    prepared.regions = std::move(*regions);
+  [[nodiscard]] Result<std::string> register_locally(UcxPrepared& prepared, Rank rank,
+                                                     const RankBuffers& buffers) const {
+    prepared.program = REFIT_TRY(make_ucx_program(prepared.plan, rank, buffers, options_.staging));
+    prepared.regions = REFIT_TRY(register_regions(*runtime_->worker, prepared.program, runtime_->allocated));
     return make_card(*runtime_->worker, prepared.program, prepared.regions);
   }
 
   // Endpoints to every peer, proven to work in both directions.
-  Result<std::unique_ptr<Connections>> connect(Rank rank, const std::vector<std::string>& cards) const {
+  [[nodiscard]] Result<std::unique_ptr<Connections>> connect(Rank rank,
+                                                             const std::vector<std::string>& cards) const {
     Runtime& rt = *runtime_;
-    auto connections = Connections::connect(*rt.worker, rt.inbox, rank, cards);
-    if (!connections) return connections;
-    const HandshakeParties parties{*rt.worker, rt.inbox, rt.outbox, **connections};
-    if (auto ok = handshake(parties, rank, rt.epoch, options_.timeout); !ok)
-      return std::unexpected(ok.error());
+    auto connections = REFIT_TRY(Connections::connect(*rt.worker, rt.inbox, rank, cards));
+    const HandshakeParties parties{
+        .worker = *rt.worker, .inbox = rt.inbox, .outbox = rt.outbox, .connections = *connections};
+    REFIT_TRY(handshake(parties, rank, rt.epoch, options_.timeout));
     return connections;
   }
 
@@ -156,14 +158,13 @@ class UcxExecutor final : public Executor {
 
 Result<std::unique_ptr<Executor>> make_ucx_executor(Bootstrap& bootstrap, const ExecutorOptions& options) {
   if (!(options.timeout.value > 0))
-    return invalid(fmt::format("timeout must be > 0 s, got {}", options.timeout.value));
+    return out_of_range(fmt::format("timeout must be > 0 s, got {}", options.timeout.value));
   if (options.staging.value <= 0)
-    return invalid(fmt::format("staging must be > 0 bytes, got {}", options.staging.value));
-  auto worker = Worker::create();
-  if (!worker) return std::unexpected(worker.error());
+    return out_of_range(fmt::format("staging must be > 0 bytes, got {}", options.staging.value));
+  auto worker = REFIT_TRY(Worker::create());
   auto runtime = std::make_shared<Runtime>(bootstrap.size());
-  runtime->worker = std::move(*worker);
-  if (auto ok = listen(runtime->worker->get(), runtime->inbox); !ok) return std::unexpected(ok.error());
+  runtime->worker = std::move(worker);
+  REFIT_TRY(listen(runtime->worker->get(), runtime->inbox));
   return std::make_unique<UcxExecutor>(bootstrap, options, std::move(runtime));
 }
 

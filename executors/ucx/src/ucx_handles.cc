@@ -19,8 +19,8 @@ constexpr std::chrono::microseconds kLongestBackoff{1000};
 
 }  // namespace
 
-Error ucx_error(ucs_status_t status, std::string_view what) {
-  return Error{ErrorCode::kRuntime, fmt::format("{}: {}", what, ucs_status_string(status))};
+std::unexpected<Error> ucx_error(ucs_status_t status, std::string_view what) {
+  return fail(ErrorCode::kRuntime, fmt::format("{}: {}", what, ucs_status_string(status)));
 }
 
 Result<std::unique_ptr<Worker>> Worker::create() {
@@ -28,21 +28,20 @@ Result<std::unique_ptr<Worker>> Worker::create() {
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   params.features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
   ucp_context_h context = nullptr;
-  if (auto s = ucp_init(&params, nullptr, &context); s != UCS_OK)
-    return std::unexpected(ucx_error(s, "ucp_init"));
+  if (auto s = ucp_init(&params, nullptr, &context); s != UCS_OK) return ucx_error(s, "ucp_init");
   ucp_worker_params_t worker_params{};
   worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   worker_params.thread_mode = UCS_THREAD_MODE_SINGLE;
   ucp_worker_h worker = nullptr;
   if (auto s = ucp_worker_create(context, &worker_params, &worker); s != UCS_OK) {
     ucp_cleanup(context);
-    return std::unexpected(ucx_error(s, "ucp_worker_create"));
+    return ucx_error(s, "ucp_worker_create");
   }
   int fd = -1;
   if (auto s = ucp_worker_get_efd(worker, &fd); s != UCS_OK) {
     ucp_worker_destroy(worker);
     ucp_cleanup(context);
-    return std::unexpected(ucx_error(s, "ucp_worker_get_efd"));
+    return ucx_error(s, "ucp_worker_get_efd");
   }
   return std::unique_ptr<Worker>(new Worker(context, worker, fd));
 }
@@ -56,7 +55,7 @@ Result<std::string> Worker::address() const {
   ucp_address_t* address = nullptr;
   std::size_t length = 0;
   if (auto s = ucp_worker_get_address(worker_, &address, &length); s != UCS_OK)
-    return std::unexpected(ucx_error(s, "ucp_worker_get_address"));
+    return ucx_error(s, "ucp_worker_get_address");
   std::string out(reinterpret_cast<const char*>(address), length);
   ucp_worker_release_address(worker_, address);
   return out;
@@ -79,8 +78,8 @@ Result<void> Worker::wait(std::chrono::milliseconds timeout) {
     return {};
   }
   backoff_ = std::chrono::microseconds{0};
-  if (armed != UCS_OK) return std::unexpected(ucx_error(armed, "ucp_worker_arm"));
-  pollfd fd{event_fd_, POLLIN, 0};
+  if (armed != UCS_OK) return ucx_error(armed, "ucp_worker_arm");
+  pollfd fd{.fd = event_fd_, .events = POLLIN, .revents = 0};
   const int ready = ::poll(&fd, 1, static_cast<int>(timeout.count()));
   if (ready < 0 && errno != EINTR)
     return fail(ErrorCode::kRuntime, fmt::format("poll on the UCX event fd: {}", std::strerror(errno)));
@@ -94,7 +93,7 @@ Result<MemoryRegion> MemoryRegion::map(ucp_context_h context, std::byte* base, s
   params.length = static_cast<std::size_t>(bytes);
   ucp_mem_h memh = nullptr;
   if (auto s = ucp_mem_map(context, &params, &memh); s != UCS_OK)
-    return std::unexpected(ucx_error(s, fmt::format("ucp_mem_map of {} bytes", bytes)));
+    return ucx_error(s, fmt::format("ucp_mem_map of {} bytes", bytes));
   return MemoryRegion(context, memh, base);
 }
 
@@ -107,12 +106,12 @@ Result<MemoryRegion> MemoryRegion::allocate(ucp_context_h context, std::int64_t 
   params.flags = UCP_MEM_MAP_ALLOCATE;
   ucp_mem_h memh = nullptr;
   if (auto s = ucp_mem_map(context, &params, &memh); s != UCS_OK)
-    return std::unexpected(ucx_error(s, fmt::format("allocating {} bytes with ucp_mem_map", bytes)));
+    return ucx_error(s, fmt::format("allocating {} bytes with ucp_mem_map", bytes));
   ucp_mem_attr_t attr{};
   attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS;
   if (auto s = ucp_mem_query(memh, &attr); s != UCS_OK) {
     ucp_mem_unmap(context, memh);
-    return std::unexpected(ucx_error(s, "ucp_mem_query"));
+    return ucx_error(s, "ucp_mem_query");
   }
   return MemoryRegion(context, memh, static_cast<std::byte*>(attr.address));
 }
@@ -128,7 +127,7 @@ Result<std::string> MemoryRegion::packed_key() const {
   void* buffer = nullptr;
   std::size_t length = 0;
   if (auto s = ucp_rkey_pack(context_, memh_, &buffer, &length); s != UCS_OK)
-    return std::unexpected(ucx_error(s, "ucp_rkey_pack"));
+    return ucx_error(s, "ucp_rkey_pack");
   std::string out(static_cast<const char*>(buffer), length);
   ucp_rkey_buffer_release(buffer);
   return out;

@@ -16,26 +16,27 @@
 
 namespace refit::ucx_detail {
 
-Error ucx_error(ucs_status_t status, std::string_view what);
+// A failed UCX call as an error (kRuntime), like fail(): "<what>: <UCX's status string>".
+std::unexpected<Error> ucx_error(ucs_status_t status, std::string_view what);
 
 // The process's context and worker. Thread mode single: only the thread that calls the executor
 // drives it. Wakeup is enabled so that waiting sleeps on event_fd() instead of spinning.
 class Worker {
  public:
-  static Result<std::unique_ptr<Worker>> create();
+  [[nodiscard]] static Result<std::unique_ptr<Worker>> create();
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
   ucp_context_h context() const { return context_; }
   ucp_worker_h get() const { return worker_; }
-  Result<std::string> address() const;
+  [[nodiscard]] Result<std::string> address() const;
   // Progresses until nothing is left to do; true when anything happened.
   bool progress_all();
   // Sleeps until the worker has an event or `timeout` passes; call it only after progress found
   // nothing to do. When UCX has work it cannot signal on the event fd (a send queued because the
   // peer's receive queue is full), it sleeps a short, growing interval instead of spinning.
-  Result<void> wait(std::chrono::milliseconds timeout);
+  [[nodiscard]] Result<void> wait(std::chrono::milliseconds timeout);
 
  private:
   Worker(ucp_context_h context, ucp_worker_h worker, int event_fd)
@@ -49,8 +50,8 @@ class Worker {
 // One registration with ucp_mem_map: of caller memory, or of memory UCX allocates for us.
 class MemoryRegion {
  public:
-  static Result<MemoryRegion> map(ucp_context_h context, std::byte* base, std::int64_t bytes);
-  static Result<MemoryRegion> allocate(ucp_context_h context, std::int64_t bytes);
+  [[nodiscard]] static Result<MemoryRegion> map(ucp_context_h context, std::byte* base, std::int64_t bytes);
+  [[nodiscard]] static Result<MemoryRegion> allocate(ucp_context_h context, std::int64_t bytes);
   MemoryRegion(MemoryRegion&& other) noexcept;
   MemoryRegion& operator=(MemoryRegion&&) = delete;
   ~MemoryRegion();
@@ -58,7 +59,7 @@ class MemoryRegion {
   std::byte* base() const { return base_; }
   ucp_mem_h handle() const { return memh_; }
   // The remote key peers need to put into this region.
-  Result<std::string> packed_key() const;
+  [[nodiscard]] Result<std::string> packed_key() const;
 
  private:
   MemoryRegion(ucp_context_h context, ucp_mem_h memh, std::byte* base)

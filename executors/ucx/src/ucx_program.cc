@@ -12,17 +12,19 @@ class Builder {
  public:
   Builder(UcxProgram& program, const RankBuffers& buffers) : p_(program) {
     for (const auto& b : buffers.sources)
-      p_.regions.push_back({b.bytes.data(), static_cast<std::int64_t>(b.bytes.size()), false});
+      p_.regions.push_back(
+          {.user = b.bytes.data(), .bytes = static_cast<std::int64_t>(b.bytes.size()), .remote = false});
     for (const auto& b : buffers.destinations)
-      p_.regions.push_back({b.bytes.data(), static_cast<std::int64_t>(b.bytes.size()), true});
+      p_.regions.push_back(
+          {.user = b.bytes.data(), .bytes = static_cast<std::int64_t>(b.bytes.size()), .remote = true});
     sources_ = buffers.sources.size();
     const auto next = static_cast<std::uint32_t>(p_.regions.size());
     p_.scratch_region = next;
     p_.receive_staging_region = next + 1;
     p_.send_staging_region = next + 2;
-    p_.regions.push_back({nullptr, p_.rank->scratch().value, true});
-    p_.regions.push_back({nullptr, 0, true});
-    p_.regions.push_back({nullptr, 0, false});
+    p_.regions.push_back({.user = nullptr, .bytes = p_.rank->scratch().value, .remote = true});
+    p_.regions.push_back({.user = nullptr, .bytes = 0, .remote = true});
+    p_.regions.push_back({.user = nullptr, .bytes = 0, .remote = false});
   }
 
   void build(Bytes staging) {

@@ -54,15 +54,19 @@ ucs_status_t on_message(void* arg, const void*, std::size_t, void* data, std::si
 std::string encode(const Message& m) {
   std::string out;
   const bool grant = m.kind == MessageKind::kGrant;
-  WireHeader h{static_cast<std::uint8_t>(m.kind),
-               {},
-               m.from,
-               m.epoch,
-               m.transfer,
-               static_cast<std::uint32_t>(grant ? m.runs.size() : m.text.size()),
-               m.chunk};
+  const WireHeader h{.kind = static_cast<std::uint8_t>(m.kind),
+                     .reserved = {},
+                     .from = m.from,
+                     .epoch = m.epoch,
+                     .transfer = m.transfer,
+                     .count = static_cast<std::uint32_t>(grant ? m.runs.size() : m.text.size()),
+                     .chunk = m.chunk};
   append(out, h);
-  for (const Run& r : m.runs) append(out, WireRun{r.region, 0, r.stream, r.offset, r.length});
+  for (const Run& r : m.runs)
+    append(
+        out,
+        WireRun{
+            .region = r.region, .reserved = 0, .stream = r.stream, .offset = r.offset, .length = r.length});
   out += m.text;
   return out;
 }
@@ -74,14 +78,20 @@ std::optional<Message> decode(std::span<const std::byte> bytes) {
   if (h.kind < static_cast<std::uint8_t>(MessageKind::kGrant) ||
       h.kind > static_cast<std::uint8_t>(MessageKind::kHello))
     return std::nullopt;
-  Message m{static_cast<MessageKind>(h.kind), h.from, h.epoch, h.transfer, h.chunk, {}, {}};
+  Message m{.kind = static_cast<MessageKind>(h.kind),
+            .from = h.from,
+            .epoch = h.epoch,
+            .transfer = h.transfer,
+            .chunk = h.chunk,
+            .runs = {},
+            .text = {}};
   const auto body = bytes.subspan(sizeof h);
   if (m.kind == MessageKind::kGrant) {
     if (body.size() != std::size_t{h.count} * sizeof(WireRun)) return std::nullopt;
     for (std::uint32_t i = 0; i < h.count; ++i) {
       WireRun w{};
       std::memcpy(&w, body.data() + i * sizeof w, sizeof w);
-      m.runs.push_back(Run{w.stream, w.region, w.offset, w.length});
+      m.runs.push_back(Run{.stream = w.stream, .region = w.region, .offset = w.offset, .length = w.length});
     }
   } else {
     if (body.size() != h.count) return std::nullopt;
@@ -99,12 +109,12 @@ Result<void> listen(ucp_worker_h worker, Inbox& inbox) {
   p.arg = &inbox;
   p.flags = UCP_AM_FLAG_WHOLE_MSG;
   if (auto s = ucp_worker_set_am_recv_handler(worker, &p); s != UCS_OK)
-    return std::unexpected(ucx_error(s, "ucp_worker_set_am_recv_handler"));
+    return ucx_error(s, "ucp_worker_set_am_recv_handler");
   return {};
 }
 
 Result<void> Outbox::post(ucp_ep_h ep, Rank to, const Message& m) {
-  auto& item = in_flight_.add(OutgoingMessage{encode(m), to, m.epoch});
+  auto& item = in_flight_.add(OutgoingMessage{.bytes = encode(m), .to = to, .epoch = m.epoch});
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
   p.cb.send = &InFlight<OutgoingMessage>::completed;
@@ -115,7 +125,7 @@ Result<void> Outbox::post(ucp_ep_h ep, Rank to, const Message& m) {
   if (UCS_PTR_IS_ERR(request)) {
     item.done = true;
     item.status = UCS_PTR_STATUS(request);
-    return std::unexpected(ucx_error(UCS_PTR_STATUS(request), fmt::format("sending to rank {}", to.value)));
+    return ucx_error(UCS_PTR_STATUS(request), fmt::format("sending to rank {}", to.value));
   }
   if (request == nullptr) item.done = true;
   return {};

@@ -61,7 +61,7 @@ struct Inbox {
 };
 
 // Registers the active-message handler that fills `inbox`; `inbox` must outlive the worker's use.
-Result<void> listen(ucp_worker_h worker, Inbox& inbox);
+[[nodiscard]] Result<void> listen(ucp_worker_h worker, Inbox& inbox);
 // Operations in flight with a completion callback. Items keep a stable address until swept.
 template <class T>
 class InFlight {
@@ -71,7 +71,7 @@ class InFlight {
     bool done = false;
     ucs_status_t status = UCS_OK;
   };
-  Item& add(T value) { return items_.emplace_back(Item{std::move(value)}); }
+  Item& add(T value) { return items_.emplace_back(Item{.value = std::move(value)}); }
   // The UCX send callback: `user_data` is the Item.
   static void completed(void* request, ucs_status_t status, void* user_data) {
     auto* item = static_cast<Item*>(user_data);
@@ -105,7 +105,7 @@ class Outbox {
  public:
   // Posts without blocking (eager: no rendezvous for control messages). Errors name the peer
   // when UCX refuses the send outright.
-  Result<void> post(ucp_ep_h ep, Rank to, const Message& m);
+  [[nodiscard]] Result<void> post(ucp_ep_h ep, Rank to, const Message& m);
   // The first peer a completed send of `epoch` failed to, if any; forgets completed sends.
   std::optional<std::pair<Rank, ucs_status_t>> sweep(std::uint64_t epoch);
   bool empty() const { return in_flight_.empty(); }

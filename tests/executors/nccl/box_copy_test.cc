@@ -136,7 +136,8 @@ TEST(BoxCopy, LongRowsAreCutIntoTilesOfTheBlock) {
     auto want = dst;
     for (auto e = first; e < first + count; ++e)
       std::copy_n(src.begin() + row_major_index(array, point_of(x, e)) * es, es, want.begin() + e * es);
-    const auto p = plan_copy(lowering::Array{0, &array}, lowering::Array{0, &x}, x, first, count, es);
+    const auto p = plan_copy(lowering::Array{.offset = 0, .box = &array},
+                             lowering::Array{.offset = 0, .box = &x}, x, first, count, es);
     std::vector<DeviceCopy> batch{
         make_device_copy(p.geometry, src.data() + p.src_offset, dst.data() + p.dst_offset)};
     number_items(batch);
@@ -156,7 +157,8 @@ TEST(BoxCopy, ABatchOfCopiesRunsAsOne) {
     const Box x{{3, 1}, {30, 5 + k}};
     const auto es = std::int64_t{2} << k;
     const auto base = 1024 * k;
-    const auto p = plan_copy(lowering::Array{0, &array}, lowering::Array{base, &x}, x, 0, x.volume(), es);
+    const auto p = plan_copy(lowering::Array{.offset = 0, .box = &array},
+                             lowering::Array{.offset = base, .box = &x}, x, 0, x.volume(), es);
     batch.push_back(make_device_copy(p.geometry, src.data() + p.src_offset, dst.data() + p.dst_offset));
     for (std::int64_t e = 0; e < x.volume(); ++e)
       std::copy_n(src.begin() + row_major_index(array, point_of(x, e)) * es, es,
@@ -173,7 +175,8 @@ TEST(BoxCopy, WideContiguousRunsMoveSixteenBytesAtATime) {
   alignas(16) std::byte dst[32 * 64 * 2];
   const Box array{{0, 0}, {64, 128}};
   const Box x{{8, 32}, {32, 64}};
-  const auto p = plan_copy(lowering::Array{0, &array}, lowering::Array{0, &x}, x, 0, x.volume(), 2);
+  const auto p = plan_copy(lowering::Array{.offset = 0, .box = &array},
+                           lowering::Array{.offset = 0, .box = &x}, x, 0, x.volume(), 2);
   const auto c = make_device_copy(p.geometry, src + p.src_offset, dst + p.dst_offset);
   EXPECT_EQ(c.unit, 16);
   EXPECT_EQ(c.dims, 2);
@@ -181,7 +184,8 @@ TEST(BoxCopy, WideContiguousRunsMoveSixteenBytesAtATime) {
   EXPECT_EQ(c.src_stride[0], 128 * 2 / 16);
   // Odd columns break the 16-byte alignment of every row but the first: 2-byte units.
   const Box odd{{8, 33}, {32, 63}};
-  const auto q = plan_copy(lowering::Array{0, &array}, lowering::Array{0, &odd}, odd, 0, odd.volume(), 2);
+  const auto q = plan_copy(lowering::Array{.offset = 0, .box = &array},
+                           lowering::Array{.offset = 0, .box = &odd}, odd, 0, odd.volume(), 2);
   EXPECT_EQ(make_device_copy(q.geometry, src + q.src_offset, dst + q.dst_offset).unit, 2);
 }
 
@@ -189,13 +193,15 @@ TEST(BoxCopy, MergesDimsContiguousInBothArrays) {
   // Full rows of a [10, 4, 6] array into a box-shaped array: one contiguous run of 3*4*6.
   const Box array{{0, 0, 0}, {10, 4, 6}};
   const Box x{{2, 0, 0}, {3, 4, 6}};
-  const auto p = plan_copy(lowering::Array{0, &array}, lowering::Array{0, &x}, x, 0, x.volume(), 4);
+  const auto p = plan_copy(lowering::Array{.offset = 0, .box = &array},
+                           lowering::Array{.offset = 0, .box = &x}, x, 0, x.volume(), 4);
   EXPECT_EQ(p.geometry.dims, 1);
   EXPECT_EQ(p.geometry.extent[0], 72);
   EXPECT_EQ(p.src_offset, 2 * 24 * 4);
   // A column: dims of extent 1 drop out, the stride stays.
   const Box column{{0, 2, 3}, {10, 1, 1}};
-  const auto q = plan_copy(lowering::Array{0, &array}, lowering::Array{0, &column}, column, 0, 10, 4);
+  const auto q = plan_copy(lowering::Array{.offset = 0, .box = &array},
+                           lowering::Array{.offset = 0, .box = &column}, column, 0, 10, 4);
   EXPECT_EQ(q.geometry.dims, 1);
   EXPECT_EQ(q.geometry.src_stride[0], 24);
   EXPECT_EQ(q.geometry.dst_stride[0], 1);

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/try.h"
 #include "refit/executors/pattern.h"
 #include "translate.h"
 
@@ -23,13 +24,17 @@ std::span<std::byte> add_shard(HostRanks& h, std::uint32_t tensor, const TensorS
 HostRanks make_host_ranks(const ReshardProblem& problem) {
   HostRanks h;
   for (std::int32_t r = 0; r < problem.world_size(); ++r) {
-    LocalRankBuffers rank{Rank{r}, RankBuffers{MemoryKind::kHost, {}, {}}};
+    LocalRankBuffers rank{
+        .rank = Rank{r},
+        .buffers = RankBuffers{.memory = MemoryKind::kHost, .sources = {}, .destinations = {}}};
     for (std::uint32_t t = 0; t < problem.tensors().size(); ++t) {
       const auto& spec = problem.tensors()[t];
       if (auto box = spec.source.local_box(Rank{r}))
-        rank.buffers.sources.push_back(ShardBuffer{t, *box, add_shard(h, t, spec.tensor, *box, true)});
+        rank.buffers.sources.push_back(
+            ShardBuffer{.tensor = t, .box = *box, .bytes = add_shard(h, t, spec.tensor, *box, true)});
       if (auto box = spec.destination.local_box(Rank{r}))
-        rank.buffers.destinations.push_back(ShardBuffer{t, *box, add_shard(h, t, spec.tensor, *box, false)});
+        rank.buffers.destinations.push_back(
+            ShardBuffer{.tensor = t, .box = *box, .bytes = add_shard(h, t, spec.tensor, *box, false)});
     }
     h.ranks.push_back(std::move(rank));
   }
@@ -40,10 +45,8 @@ Result<void> verify_destinations(const ReshardProblem& problem, const HostRanks&
   for (const auto& r : ranks.ranks)
     for (const auto& d : r.buffers.destinations) {
       const auto& spec = problem.tensors()[d.tensor].tensor;
-      if (auto ok = verify_pattern(d.tensor, spec.shape, d.box, dtype_size(spec.dtype), d.bytes); !ok)
-        return std::unexpected(
-            std::move(ok.error())
-                .in(fmt::format("rank {}, tensor '{}' {}", r.rank.value, spec.name, d.box.to_string())));
+      REFIT_TRY_IN(verify_pattern(d.tensor, spec.shape, d.box, dtype_size(spec.dtype), d.bytes),
+                   fmt::format("rank {}, tensor '{}' {}", r.rank.value, spec.name, d.box.to_string()));
     }
   return {};
 }
@@ -58,7 +61,8 @@ CommRankMap comm_map(Mapping m, std::int32_t world) {
 std::vector<SimProcess> Processes::sim() const {
   std::vector<SimProcess> out;
   for (std::size_t c = 0; c < programs.size(); ++c)
-    out.push_back(SimProcess{&programs[c], views[c].shards, static_cast<std::int32_t>(c)});
+    out.push_back(SimProcess{
+        .program = &programs[c], .shards = views[c].shards, .comm_rank = static_cast<std::int32_t>(c)});
   return out;
 }
 
@@ -69,12 +73,10 @@ Result<Processes> make_processes(const Plan& plan, HostRanks& ranks, const CommR
     std::vector<LocalRankBuffers> mine;
     for (const auto& r : ranks.ranks)
       if (map[static_cast<std::size_t>(r.rank.value)] == c) mine.push_back(r);
-    auto view = make_local_view(plan, mine, map, CommPosition{c, size}, MemoryKind::kHost);
-    if (!view) return std::unexpected(std::move(view.error()));
-    auto program = build_program(plan, *view, staging);
-    if (!program) return std::unexpected(std::move(program.error()));
-    p.views.push_back(std::move(*view));
-    p.programs.push_back(std::move(*program));
+    auto view = REFIT_TRY(make_local_view(plan, mine, map, CommPosition{c, size}, MemoryKind::kHost));
+    auto program = REFIT_TRY(build_program(plan, view, staging));
+    p.views.push_back(std::move(view));
+    p.programs.push_back(std::move(program));
   }
   return p;
 }

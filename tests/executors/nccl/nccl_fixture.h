@@ -19,7 +19,7 @@ struct HostRanks {
 HostRanks make_host_ranks(const ReshardProblem& problem);
 
 // Every destination shard holds the pattern; the error names the rank and tensor.
-Result<void> verify_destinations(const ReshardProblem& problem, const HostRanks& ranks);
+[[nodiscard]] Result<void> verify_destinations(const ReshardProblem& problem, const HostRanks& ranks);
 
 // Plan rank -> communicator rank.
 enum class Mapping {
@@ -34,6 +34,7 @@ struct Processes {
   std::vector<Program> programs;
   std::vector<SimProcess> sim() const;
 };
-Result<Processes> make_processes(const Plan& plan, HostRanks& ranks, const CommRankMap& map, Bytes staging);
+[[nodiscard]] Result<Processes> make_processes(const Plan& plan, HostRanks& ranks, const CommRankMap& map,
+                                               Bytes staging);
 
 }  // namespace refit::nccl_detail::testing

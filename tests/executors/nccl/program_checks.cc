@@ -6,11 +6,15 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/try.h"
 #include "refit/lowering/arrays.h"
 #include "refit/lowering/message_layout.h"
 
 namespace refit::nccl_detail::testing {
 namespace {
+
+// A property the programs break: a fault of the translation.
+std::unexpected<Error> broken(std::string message) { return fail(ErrorCode::kInternal, std::move(message)); }
 
 std::vector<const P2p*> all_p2p(const Program& program) {
   std::vector<const P2p*> out;
@@ -20,16 +24,17 @@ std::vector<const P2p*> all_p2p(const Program& program) {
 }
 
 // The ranges [offset, offset + bytes) must tile [0, total) exactly.
-Result<void> tiles(std::vector<std::pair<std::int64_t, std::int64_t>> ranges, std::int64_t total) {
+[[nodiscard]] Result<void> tiles(std::vector<std::pair<std::int64_t, std::int64_t>> ranges,
+                                 std::int64_t total) {
   std::ranges::sort(ranges);
   std::int64_t at = 0;
   for (const auto& [offset, bytes] : ranges) {
     if (offset != at)
-      return invalid(fmt::format("bytes [{}, {}) are {}", std::min(at, offset), std::max(at, offset),
-                                 offset > at ? "never moved" : "moved twice"));
+      return broken(fmt::format("bytes [{}, {}) are {}", std::min(at, offset), std::max(at, offset),
+                                offset > at ? "never moved" : "moved twice"));
     at += bytes;
   }
-  if (at != total) return invalid(fmt::format("{} of {} bytes moved", at, total));
+  if (at != total) return broken(fmt::format("{} of {} bytes moved", at, total));
   return {};
 }
 
@@ -49,7 +54,7 @@ std::vector<ByteKey> touched(const Address& at, const CopyGeometry& g, const std
 
 }  // namespace
 
-Result<void> check_batches(const Processes& p) {
+[[nodiscard]] Result<void> check_batches(const Processes& p) {
   for (std::size_t c = 0; c < p.programs.size(); ++c)
     for (const auto& op : p.programs[c].ops) {
       const auto* batch = std::get_if<CopyBatch>(&op);
@@ -59,19 +64,19 @@ Result<void> check_batches(const Processes& p) {
         for (const auto& b :
              touched(batch->copies[k].dst, batch->copies[k].geometry, batch->copies[k].geometry.dst_stride))
           if (!writer.emplace(b, k).second)
-            return invalid(fmt::format("communicator rank {}, batch {}: copies {} and {} write the same byte",
-                                       c, batch->id, writer[b], k));
+            return broken(fmt::format("communicator rank {}, batch {}: copies {} and {} write the same byte",
+                                      c, batch->id, writer[b], k));
       for (std::size_t k = 0; k < batch->copies.size(); ++k)
         for (const auto& b :
              touched(batch->copies[k].src, batch->copies[k].geometry, batch->copies[k].geometry.src_stride))
           if (const auto it = writer.find(b); it != writer.end() && it->second != k)
-            return invalid(fmt::format("communicator rank {}, batch {}: copy {} reads what copy {} writes", c,
-                                       batch->id, k, it->second));
+            return broken(fmt::format("communicator rank {}, batch {}: copy {} reads what copy {} writes", c,
+                                      batch->id, k, it->second));
     }
   return {};
 }
 
-Result<void> check_coverage(const Plan& plan, const Processes& p) {
+[[nodiscard]] Result<void> check_coverage(const Plan& plan, const Processes& p) {
   std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> sent(plan.transfers.size()),
       received(sent.size());
   for (const auto& program : p.programs)
@@ -79,20 +84,20 @@ Result<void> check_coverage(const Plan& plan, const Processes& p) {
       const auto& t = plan.transfers[static_cast<std::size_t>(op->transfer)];
       const bool send = op->direction == Direction::kSend;
       if (op->self != (send ? t.sender : t.receiver) || op->peer != (send ? t.receiver : t.sender))
-        return invalid(fmt::format("transfer {}: rank {} {} rank {}", t.id, op->self.value,
-                                   send ? "sends to" : "receives from", op->peer.value));
+        return broken(fmt::format("transfer {}: rank {} {} rank {}", t.id, op->self.value,
+                                  send ? "sends to" : "receives from", op->peer.value));
       (send ? sent : received)[static_cast<std::size_t>(t.id)].emplace_back(op->message_offset, op->bytes);
     }
   for (const auto& t : plan.transfers) {
-    if (auto ok = tiles(sent[static_cast<std::size_t>(t.id)], t.bytes.value); !ok)
-      return std::unexpected(std::move(ok.error()).in(fmt::format("transfer {} sent", t.id)));
-    if (auto ok = tiles(received[static_cast<std::size_t>(t.id)], t.bytes.value); !ok)
-      return std::unexpected(std::move(ok.error()).in(fmt::format("transfer {} received", t.id)));
+    REFIT_TRY_IN(tiles(sent[static_cast<std::size_t>(t.id)], t.bytes.value),
+                 fmt::format("transfer {} sent", t.id));
+    REFIT_TRY_IN(tiles(received[static_cast<std::size_t>(t.id)], t.bytes.value),
+                 fmt::format("transfer {} received", t.id));
   }
   return {};
 }
 
-Result<void> check_pairing(const Processes& p) {
+[[nodiscard]] Result<void> check_pairing(const Processes& p) {
   using Key = std::tuple<std::int32_t, std::int32_t, std::int32_t>;    // step, from, to
   using Chunk = std::tuple<std::int32_t, std::int32_t, std::int64_t>;  // transfer, chunk, bytes
   std::map<Key, std::vector<Chunk>> sends, receives;
@@ -103,24 +108,24 @@ Result<void> check_pairing(const Processes& p) {
     for (const auto& op : p.programs[c].ops) {
       if (const auto* g = std::get_if<GroupStart>(&op)) {
         if (open >= 0 || g->step <= last)
-          return invalid(fmt::format("communicator rank {}: group of step {} out of order", c, g->step));
+          return broken(fmt::format("communicator rank {}: group of step {} out of order", c, g->step));
         open = last = g->step;
       } else if (std::holds_alternative<GroupEnd>(op)) {
         open = -1;
       } else if (const auto* x = std::get_if<P2p>(&op)) {
         if (x->step != open)
-          return invalid(fmt::format("communicator rank {}: a send or receive outside its group", c));
+          return broken(fmt::format("communicator rank {}: a send or receive outside its group", c));
         const bool send = x->direction == Direction::kSend;
         (send ? sends : receives)[Key{x->step, send ? me : x->peer_comm, send ? x->peer_comm : me}]
             .emplace_back(x->transfer, x->chunk, x->bytes);
       }
     }
   }
-  if (sends != receives) return invalid("the sends and receives of some step and pair differ");
+  if (sends != receives) return broken("the sends and receives of some step and pair differ");
   return {};
 }
 
-Result<void> check_relays(const Plan& plan, const Processes& p) {
+[[nodiscard]] Result<void> check_relays(const Plan& plan, const Processes& p) {
   // Where each transfer's bytes arrived: (offset, bytes, step) per receive.
   std::vector<std::vector<std::tuple<std::int64_t, std::int64_t, std::int32_t>>> arrivals(
       plan.transfers.size());
@@ -163,7 +168,7 @@ Result<void> check_relays(const Plan& plan, const Processes& p) {
             [&](const auto& a) { return std::get<0>(a) <= at && at < std::get<0>(a) + std::get<1>(a); });
         if (at < 0 || arrived == arrivals[static_cast<std::size_t>(v.id)].end() ||
             std::get<2>(*arrived) >= op->step)
-          return invalid(
+          return broken(
               fmt::format("transfer {} chunk {} (step {}) forwards an element of transfer {} that arrives {}",
                           t.id, op->chunk, op->step, v.id,
                           at < 0 ? "never" : fmt::format("in step {}", std::get<2>(*arrived))));
@@ -173,14 +178,14 @@ Result<void> check_relays(const Plan& plan, const Processes& p) {
   return {};
 }
 
-Result<void> check_staging(const Processes& p, Bytes staging) {
+[[nodiscard]] Result<void> check_staging(const Processes& p, Bytes staging) {
   const std::int64_t half = staging.value / 2 / lowering::kAlign * lowering::kAlign;
   for (std::size_t c = 0; c < p.programs.size(); ++c) {
     const auto& program = p.programs[c];
     const auto& ranks = p.views[c].ranks;
     if (program.staging_bytes > static_cast<std::int64_t>(ranks.size()) * staging.value)
-      return invalid(fmt::format("communicator rank {} uses {} bytes of staging for {} ranks", c,
-                                 program.staging_bytes, ranks.size()));
+      return broken(fmt::format("communicator rank {} uses {} bytes of staging for {} ranks", c,
+                                program.staging_bytes, ranks.size()));
     // Per step and staging region: the chunks' byte ranges.
     std::map<std::pair<std::int32_t, std::int32_t>, std::vector<std::pair<std::int64_t, std::int64_t>>>
         by_step;
@@ -188,7 +193,7 @@ Result<void> check_staging(const Processes& p, Bytes staging) {
       if (op->at.kind != BufferKind::kStaging) continue;
       const auto slot = std::ranges::find(ranks, op->self, &LocalRank::rank) - ranks.begin();
       if (op->at.index / 2 != slot || op->at.offset < 0 || op->at.offset + op->bytes > half)
-        return invalid(
+        return broken(
             fmt::format("rank {}: staging region {} bytes [{}, {}), outside its own half of {} bytes",
                         op->self.value, op->at.index, op->at.offset, op->at.offset + op->bytes, half));
       by_step[{op->step, op->at.index}].emplace_back(op->at.offset, op->at.offset + op->bytes);
@@ -197,7 +202,7 @@ Result<void> check_staging(const Processes& p, Bytes staging) {
       std::ranges::sort(regions);
       for (std::size_t k = 1; k < regions.size(); ++k)
         if (regions[k].first < regions[k - 1].second)
-          return invalid(
+          return broken(
               fmt::format("communicator rank {}: two chunks of step {} share staging", c, at.first));
     }
   }

@@ -9,6 +9,7 @@
 
 #include "device_copy.h"
 #include "program_bounds.h"
+#include "refit/core/try.h"
 
 namespace refit::nccl_detail::testing {
 namespace {
@@ -122,15 +123,14 @@ class Simulation {
     }
   }
 
-  Result<void> run(SimPolicy policy) {
+  [[nodiscard]] Result<void> run(SimPolicy policy) {
     while (true) {
       bool progress = policy == SimPolicy::kCopyFirst && copies();
-      auto comm = groups();
-      if (!comm) return std::unexpected(std::move(comm.error()));
-      progress = progress || *comm;
+      const bool comm = REFIT_TRY(groups());
+      progress = progress || comm;
       if (policy == SimPolicy::kCommFirst) progress = copies() || progress;
       if (std::ranges::all_of(states_, [](const ProcessState& s) { return s.finished(); })) return {};
-      if (!progress) return fail(ErrorCode::kRuntime, "deadlock:" + heads());
+      if (!progress) return fail(ErrorCode::kInternal, "deadlock:" + heads());
     }
   }
 
@@ -146,15 +146,14 @@ class Simulation {
   }
 
   // Runs comm-stream ops and every group whose processes have all reached it, until stuck.
-  Result<bool> groups() {
+  [[nodiscard]] Result<bool> groups() {
     bool any = false;
     for (bool ran = true; ran;) {
       ran = false;
       for (auto& s : states_) ran = s.advance(StreamKind::kComm) || ran;
       for (std::size_t i = 0; i < states_.size(); ++i) {
-        auto done = try_group(i);
-        if (!done) return std::unexpected(std::move(done.error()));
-        ran = ran || *done;
+        const bool done = REFIT_TRY(try_group(i));
+        ran = ran || done;
       }
       any = any || ran;
     }
@@ -175,7 +174,7 @@ class Simulation {
     return set;
   }
 
-  Result<bool> try_group(std::size_t i) {
+  [[nodiscard]] Result<bool> try_group(std::size_t i) {
     const auto set = members(i);
     if (!set) return false;
     using Side = std::vector<std::pair<std::size_t, const P2p*>>;
@@ -187,24 +186,24 @@ class Simulation {
         pairs[send ? std::pair(me, op->peer_comm) : std::pair(op->peer_comm, me)][send ? 0 : 1].emplace_back(
             m, op);
       }
-    for (auto& [pair, sides] : pairs)
-      if (auto ok = match(pair, sides[0], sides[1]); !ok) return std::unexpected(std::move(ok.error()));
+    for (auto& [pair, sides] : pairs) REFIT_TRY(match(pair, sides[0], sides[1]));
     for (const auto m : *set) states_[m].pop_group();
     return true;
   }
 
   using Ends = std::vector<std::pair<std::size_t, const P2p*>>;
-  Result<void> match(std::pair<std::int32_t, std::int32_t> pair, const Ends& sends, const Ends& receives) {
+  [[nodiscard]] Result<void> match(std::pair<std::int32_t, std::int32_t> pair, const Ends& sends,
+                                   const Ends& receives) {
     const auto step = sends.empty() ? receives.front().second->step : sends.front().second->step;
     if (sends.size() != receives.size())
-      return fail(ErrorCode::kRuntime,
+      return fail(ErrorCode::kInternal,
                   fmt::format("step {}: communicator rank {} posts {} sends to {}, which posts {} receives",
                               step, pair.first, sends.size(), pair.second, receives.size()));
     for (std::size_t k = 0; k < sends.size(); ++k) {
       const auto& [sp, s] = sends[k];
       const auto& [rp, r] = receives[k];
       if (s->bytes != r->bytes || s->transfer != r->transfer || s->chunk != r->chunk)
-        return fail(ErrorCode::kRuntime,
+        return fail(ErrorCode::kInternal,
                     fmt::format("step {}: send {} of transfer {} chunk {} ({} bytes) meets a receive of "
                                 "transfer {} chunk {} ({} bytes)",
                                 step, k, s->transfer, s->chunk, s->bytes, r->transfer, r->chunk, r->bytes));
@@ -229,7 +228,7 @@ Result<void> simulate(std::span<const SimProcess> processes, SimPolicy policy) {
   for (const auto& p : processes) {
     std::vector<std::int64_t> sizes;
     for (const auto& s : p.shards) sizes.push_back(static_cast<std::int64_t>(s.size()));
-    if (auto ok = check_bounds(*p.program, sizes); !ok) return ok;
+    REFIT_TRY(check_bounds(*p.program, sizes));
   }
   return Simulation(processes).run(policy);
 }

@@ -25,7 +25,8 @@ enum class SimPolicy {
   kCommFirst,  // groups run as soon as their processes reach them
 };
 
-// Errors name what went wrong: unmatched or mismatched sends and receives, or a deadlock.
-Result<void> simulate(std::span<const SimProcess> processes, SimPolicy policy);
+// Errors name what went wrong: unmatched or mismatched sends and receives, or a deadlock; all of
+// them faults of the translation (kInternal), as are bytes outside a buffer (check_bounds).
+[[nodiscard]] Result<void> simulate(std::span<const SimProcess> processes, SimPolicy policy);
 
 }  // namespace refit::nccl_detail::testing

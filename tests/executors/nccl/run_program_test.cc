@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "error_code.h"
 #include "nccl_fixture.h"
 #include "refit/planner/strategy.h"
 #include "run_program.h"
@@ -29,7 +30,7 @@ struct SmallRun {
           2, 2)
           .value();
   Plan plan = make_plan("direct", problem, refit::testing::make_test_cluster(1, 4, 2, 2),
-                        PlanOptions{Bytes{64}, Bytes{1 << 20}})
+                        PlanOptions{.chunk = Bytes{64}, .broadcast_buffer = Bytes{1 << 20}})
                   .value();
   HostRanks ranks = make_host_ranks(problem);
   Processes processes = make_processes(plan, ranks, comm_map(Mapping::kOnePerProcess, 4), Bytes{256}).value();
@@ -39,12 +40,12 @@ struct SmallRun {
 // A GPU that runs everything the moment it is issued.
 class InstantBackend : public Backend {
  public:
-  Result<void> issue(const Op& op, Clock::time_point) override {
+  [[nodiscard]] Result<void> issue(const Op& op, Clock::time_point) override {
     issued.push_back(&op);
     if (const auto* r = std::get_if<Record>(&op)) recorded.insert(r->event);
     return {};
   }
-  Result<bool> reached(std::int32_t event) override {
+  [[nodiscard]] Result<bool> reached(std::int32_t event) override {
     polls.emplace_back(event, issued.size());
     return recorded.contains(event);
   }
@@ -83,7 +84,9 @@ TEST(RunProgram, TellsOfEverySentChunkOnceInOrder) {
     if (const auto* p = std::get_if<P2p>(&op); p && p->direction == Direction::kSend)
       sent.emplace_back(p->transfer, p->chunk);
   InstantBackend backend;
-  RunOptions options{Seconds{5.0}, 2, [&](std::int32_t t, std::int64_t k) { told.emplace_back(t, k); }};
+  RunOptions options{.timeout = Seconds{5.0},
+                     .window = 2,
+                     .on_chunk_sent = [&](std::int32_t t, std::int64_t k) { told.emplace_back(t, k); }};
   ASSERT_TRUE(run_program(run.processes.programs[0], backend, options));
   EXPECT_FALSE(sent.empty());
   EXPECT_EQ(told, sent);
@@ -92,7 +95,7 @@ TEST(RunProgram, TellsOfEverySentChunkOnceInOrder) {
 // A GPU that never finishes anything: a dead peer.
 class StuckBackend : public InstantBackend {
  public:
-  Result<bool> reached(std::int32_t) override { return false; }
+  [[nodiscard]] Result<bool> reached(std::int32_t) override { return false; }
 };
 
 TEST(RunProgram, AStuckStepTimesOutAbortsAndNamesTheStepAndItsPeers) {
@@ -112,17 +115,18 @@ TEST(RunProgram, AStuckStepTimesOutAbortsAndNamesTheStepAndItsPeers) {
   EXPECT_NE(m.find("no progress for 0.05 s"), std::string::npos) << m;
 }
 
-// A call that fails, and an asynchronous error found while waiting.
+// A call that fails, and an asynchronous error found while waiting: a peer that failed, as
+// nccl_error() reports ncclRemoteError.
 class FailingBackend : public InstantBackend {
  public:
   bool fail_issue = false;
-  Result<void> issue(const Op& op, Clock::time_point deadline) override {
+  [[nodiscard]] Result<void> issue(const Op& op, Clock::time_point deadline) override {
     if (fail_issue && std::holds_alternative<GroupEnd>(op))
-      return fail(ErrorCode::kRuntime, "ncclGroupEnd: remote error");
+      return fail(ErrorCode::kPeerFailed, "ncclGroupEnd: remote error");
     return InstantBackend::issue(op, deadline);
   }
-  Result<bool> reached(std::int32_t) override {
-    return fail(ErrorCode::kRuntime, "NCCL (asynchronous error): remote process exited");
+  [[nodiscard]] Result<bool> reached(std::int32_t) override {
+    return fail(ErrorCode::kPeerFailed, "NCCL (asynchronous error): remote process exited");
   }
 };
 
@@ -134,6 +138,7 @@ TEST(RunProgram, FailuresAbortAndNameWhereTheyHappened) {
                             RunOptions{.timeout = Seconds{1.0}, .window = 2, .on_chunk_sent = {}});
   ASSERT_FALSE(result);
   EXPECT_EQ(issuing.aborts, 1);
+  EXPECT_EQ(result.error().code, ErrorCode::kPeerFailed);
   EXPECT_EQ(result.error().message,
             fmt::format("step {}: ncclGroupEnd: remote error", run.program().blocks[0].step));
 
@@ -142,6 +147,7 @@ TEST(RunProgram, FailuresAbortAndNameWhereTheyHappened) {
                        RunOptions{.timeout = Seconds{1.0}, .window = 2, .on_chunk_sent = {}});
   ASSERT_FALSE(result);
   EXPECT_EQ(polling.aborts, 1);
+  EXPECT_EQ(result.error().code, ErrorCode::kPeerFailed);
   EXPECT_NE(result.error().message.find("remote process exited"), std::string::npos);
   EXPECT_EQ(result.error().message.rfind("step ", 0), 0u) << result.error().message;
 }

@@ -38,7 +38,7 @@ struct Scenario {
 std::vector<Scenario> scenarios() {
   std::vector<Scenario> out;
   const auto add = [&](const char* name, std::vector<TensorReshard> t, std::int32_t src, std::int32_t dst) {
-    out.push_back(Scenario{name, ReshardProblem::make(std::move(t), src, dst).value()});
+    out.push_back(Scenario{.name = name, .problem = ReshardProblem::make(std::move(t), src, dst).value()});
   };
   add("rows to columns, fp32",
       {make_reshard("w", {12, 10}, make_layout({12, 10}, {3}, rank_range(0, 3), "S0"),
@@ -118,7 +118,8 @@ TEST_P(EveryStrategy, ScenariosRunToTheRightBytesOnCpus) {
     // Tiny chunks and staging force many chunks, steps and pipelined relays; the defaults take
     // the direct paths with whole messages.
     for (const auto chunk : {Bytes{48}, Bytes{8 << 20}}) {
-      auto plan = make_plan(GetParam(), s.problem, cluster, PlanOptions{chunk, Bytes{1 << 20}});
+      auto plan = make_plan(GetParam(), s.problem, cluster,
+                            PlanOptions{.chunk = chunk, .broadcast_buffer = Bytes{1 << 20}});
       ASSERT_TRUE(plan) << plan.error().message;
       for (const auto& t : plan->transfers) relays += static_cast<std::int64_t>(t.upstream().size());
       for (const auto mapping : {Mapping::kOnePerProcess, Mapping::kAllInOne, Mapping::kPairs})
@@ -157,20 +158,21 @@ TEST(NcclTranslation, APartlyKeptRelayedSegmentIsExtractedFromStaging) {
   plan.tensors = {problem.tensors()[0].tensor};
   plan.source_ranks = 1;
   plan.destination_ranks = 2;
-  plan.transfers = {Transfer{0,
-                             Rank{0},
-                             Rank{1},
-                             LinkKind::kNvlink,
-                             {Segment{0, Box{{0, 0}, {1, 4}}}, Segment{0, Box{{1, 0}, {3, 4}}}},
-                             Bytes{64},
-                             Bytes{1 << 20}},
-                    Transfer{1,
-                             Rank{1},
-                             Rank{2},
-                             LinkKind::kNvlink,
-                             {Segment{0, Box{{2, 0}, {2, 4}}, 0}},
-                             Bytes{32},
-                             Bytes{1 << 20}}};
+  plan.transfers = {Transfer{.id = 0,
+                             .sender = Rank{0},
+                             .receiver = Rank{1},
+                             .link = LinkKind::kNvlink,
+                             .segments = {Segment{.tensor = 0, .box = Box{{0, 0}, {1, 4}}},
+                                          Segment{.tensor = 0, .box = Box{{1, 0}, {3, 4}}}},
+                             .bytes = Bytes{64},
+                             .chunk = Bytes{1 << 20}},
+                    Transfer{.id = 1,
+                             .sender = Rank{1},
+                             .receiver = Rank{2},
+                             .link = LinkKind::kNvlink,
+                             .segments = {Segment{.tensor = 0, .box = Box{{2, 0}, {2, 4}}, .via = 0}},
+                             .bytes = Bytes{32},
+                             .chunk = Bytes{1 << 20}}};
   ASSERT_TRUE(validate(plan, problem));
   run_and_check(problem, plan, Mapping::kOnePerProcess, Bytes{1 << 20});
   run_and_check(problem, plan, Mapping::kAllInOne, Bytes{64});
@@ -186,8 +188,9 @@ TEST(NcclTranslation, RandomProblemsRunToTheRightBytesOnCpus) {
     const auto dst = static_cast<std::int32_t>(random.uniform(1, 4));
     const auto problem = random.problem(src, dst, random.uniform(1, 3), 9);
     const auto strategy = strategy_names()[static_cast<std::size_t>(i) % strategy_names().size()];
-    auto plan = make_plan(strategy, problem, make_test_cluster(2, 4, src, dst),
-                          PlanOptions{Bytes{random.uniform(16, 200)}, Bytes{1 << 20}});
+    auto plan =
+        make_plan(strategy, problem, make_test_cluster(2, 4, src, dst),
+                  PlanOptions{.chunk = Bytes{random.uniform(16, 200)}, .broadcast_buffer = Bytes{1 << 20}});
     ASSERT_TRUE(plan) << plan.error().message;
     const auto mapping = static_cast<Mapping>(random.uniform(0, 2));
     const Bytes staging{random.uniform(32, 600)};

@@ -11,12 +11,13 @@
 namespace refit {
 
 // Every rank's payload, or on every rank an error naming the ranks that failed and why (a rank
-// that failed itself returns its own error). Bad input anywhere makes the error bad input
-// (kInvalidArgument), otherwise it is kPeerFailed.
+// that failed itself returns its own error). The others report the code of the first rank that
+// refused with bad input (kMismatch, kOutOfRange, ...), so bad input anywhere stays bad input;
+// when every failure was at runtime, kPeerFailed.
 [[nodiscard]] Result<std::vector<std::string>> agree(Bootstrap& bootstrap, const Result<std::string>& mine);
 
-// Ranks that built different plans refuse before any byte moves, naming who has which hash
-// (plan_hash_hex of each rank's plan, by rank).
+// Ranks that built different plans refuse before any byte moves (kMismatch), naming who has
+// which hash (plan_hash_hex of each rank's plan, by rank).
 [[nodiscard]] Result<void> check_same_plan(const std::vector<std::string>& hashes);
 
 }  // namespace refit

@@ -83,10 +83,12 @@ struct SimulationResult {
   std::uint64_t events = 0;  // events processed (stale rate predictions not counted)
 };
 
-// Errors (kInvalidArgument), each naming the task or resource: a capacity that is not positive,
-// a negative or non-finite byte count or latency, an unknown resource, track or dependency, a
-// task with bytes but no resource, an unknown stream or one added after the task that names it,
-// a dependency cycle (stream order included); a rate_tolerance or instant outside [0, 1).
-Result<SimulationResult> simulate(const Model& model, const SimulateOptions& options = {});
+// Errors, each naming the task or resource: kOutOfRange for a capacity that is not positive and
+// finite, a negative byte count, a negative or non-finite latency, a rate_tolerance or instant
+// outside [0, 1); kNotFound for an unknown resource, track, dependency or stream;
+// kInvalidArgument for a task with bytes but no resource, a stream added after a task that names
+// it, a dependency cycle (stream order included). kInternal when a flow never ends (its rate
+// rounded to zero).
+[[nodiscard]] Result<SimulationResult> simulate(const Model& model, const SimulateOptions& options = {});
 
 }  // namespace refit::sim

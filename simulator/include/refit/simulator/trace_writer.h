@@ -14,7 +14,8 @@
 
 namespace refit::sim {
 
-// Fails if `result` does not come from `model`, or if the stream fails.
-Result<void> write_chrome_trace(const Model& model, const SimulationResult& result, std::ostream& out);
+// Fails if `result` does not come from `model` (kMismatch), or if the stream fails (kRuntime).
+[[nodiscard]] Result<void> write_chrome_trace(const Model& model, const SimulationResult& result,
+                                              std::ostream& out);
 
 }  // namespace refit::sim

@@ -15,7 +15,8 @@
 namespace refit {
 
 // `bootstrap` must outlive the executor. Creates this process's UCX context and worker.
-// Errors: kInvalidArgument for a non-positive timeout or staging size; kRuntime when UCX fails.
-Result<std::unique_ptr<Executor>> make_ucx_executor(Bootstrap& bootstrap, const ExecutorOptions& options);
+// Errors: kOutOfRange for a non-positive timeout or staging size; kRuntime when UCX fails.
+[[nodiscard]] Result<std::unique_ptr<Executor>> make_ucx_executor(Bootstrap& bootstrap,
+                                                                  const ExecutorOptions& options);
 
 }  // namespace refit

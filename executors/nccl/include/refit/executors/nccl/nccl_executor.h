@@ -39,25 +39,27 @@ class NcclExecutor final : public Executor {
  public:
   // A new communicator over the bootstrap's processes (rank 0's unique id, allgathered), created
   // non-blocking so that a rank that never joins costs a timeout, not a hang.
-  static Result<std::unique_ptr<NcclExecutor>> create(Bootstrap& bootstrap, const ExecutorOptions& options,
-                                                      NcclSetup setup = {});
+  [[nodiscard]] static Result<std::unique_ptr<NcclExecutor>> create(Bootstrap& bootstrap,
+                                                                    const ExecutorOptions& options,
+                                                                    NcclSetup setup = {});
   // Runs on the caller's communicator, which must outlive the executor. Prefer one created with
   // config.blocking = 0: on a blocking communicator NCCL may hold the host inside a call that no
   // timeout reaches. After a timeout or failure the communicator is aborted (ncclCommAbort) and
   // must not be used, nor destroyed, again.
-  static Result<std::unique_ptr<NcclExecutor>> adopt(ncclComm_t comm, const ExecutorOptions& options,
-                                                     CommRankMap comm_rank_of = {});
+  [[nodiscard]] static Result<std::unique_ptr<NcclExecutor>> adopt(ncclComm_t comm,
+                                                                   const ExecutorOptions& options,
+                                                                   CommRankMap comm_rank_of = {});
   ~NcclExecutor() override;
 
   std::string_view name() const override { return "nccl"; }
-  ExecutorCapabilities capabilities() const override { return ExecutorCapabilities{true, true}; }
-  Result<std::unique_ptr<PreparedPlan>> prepare(const Plan& plan, Rank rank,
-                                                const RankBuffers& buffers) override;
+  ExecutorCapabilities capabilities() const override { return {.host_memory = true, .cuda_memory = true}; }
+  [[nodiscard]] Result<std::unique_ptr<PreparedPlan>> prepare(const Plan& plan, Rank rank,
+                                                              const RankBuffers& buffers) override;
   // For a process that runs several plan ranks: all those comm_rank_of maps to it, at once.
-  Result<std::unique_ptr<PreparedPlan>> prepare_ranks(const Plan& plan,
-                                                      std::span<const LocalRankBuffers> ranks);
+  [[nodiscard]] Result<std::unique_ptr<PreparedPlan>> prepare_ranks(const Plan& plan,
+                                                                    std::span<const LocalRankBuffers> ranks);
   // The prepared plan must come from this executor; it can be executed again (every refit step).
-  Result<ExecutionReport> execute(PreparedPlan& prepared) override;
+  [[nodiscard]] Result<ExecutionReport> execute(PreparedPlan& prepared) override;
 
  private:
   NcclExecutor(std::unique_ptr<nccl_detail::Communicator> comm, const ExecutorOptions& options,
@@ -69,6 +71,7 @@ class NcclExecutor final : public Executor {
 };
 
 // NcclExecutor::create with the default setup, for the executor registry.
-Result<std::unique_ptr<Executor>> make_nccl_executor(Bootstrap& bootstrap, const ExecutorOptions& options);
+[[nodiscard]] Result<std::unique_ptr<Executor>> make_nccl_executor(Bootstrap& bootstrap,
+                                                                   const ExecutorOptions& options);
 
 }  // namespace refit
