@@ -57,22 +57,14 @@ Result<PlanSimulation> simulate_plan(const Plan& plan, const ReshardProblem& pro
   const auto window = options.window.value_or(execution.pair_window);
   if (window < 0) return out_of_range(fmt::format("window must be >= 0 chunks, got {}", window));
   const auto pm = REFIT_TRY(sim::build_plan_model(plan, problem, cluster, execution, window));
-  sim::SimulateOptions so;
-  so.progress = options.progress;
-  so.rate_tolerance = options.rate_tolerance;
-  so.instant = options.instant;
-  auto r = sim::simulate(pm.model, so);
-  if (!r) return std::unexpected(r.error());
-  PlanSimulation out;
-  out.predicted = r->makespan;
-  out.tasks = pm.model.task_count();
-  out.events = r->events;
-  fill_breakdown(out, pm, *r);
-  fill_resources(out, pm.model, *r);
-  fill_critical_path(out, pm, *r);
-  if (options.trace)
-    if (auto ok = sim::write_chrome_trace(pm.model, *r, *options.trace); !ok)
-      return std::unexpected(ok.error());
+  const sim::SimulateOptions so{
+      .progress = options.progress, .rate_tolerance = options.rate_tolerance, .instant = options.instant};
+  const auto r = REFIT_TRY(sim::simulate(pm.model, so));
+  PlanSimulation out{.predicted = r.makespan, .tasks = pm.model.task_count(), .events = r.events};
+  fill_breakdown(out, pm, r);
+  fill_resources(out, pm.model, r);
+  fill_critical_path(out, pm, r);
+  if (options.trace) REFIT_TRY(sim::write_chrome_trace(pm.model, r, *options.trace));
   return out;
 }
 
