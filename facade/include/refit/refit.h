@@ -13,11 +13,13 @@
 //   auto executor = refit::make_executor("ucx", bootstrap, refit::ExecutorOptions{});
 //   auto report = refit::run(**executor, *plan, my_rank, my_buffers);
 //
-// Everything returns a Result: the error says what kind of failure it is and names the input.
+// Everything returns a Result: the error says what kind of failure it is and names the input;
+// REFIT_TRY (refit/core/try.h) passes errors on in one line.
 #include <string_view>
 
 #include "refit/core/error.h"
 #include "refit/core/problem.h"
+#include "refit/core/try.h"
 #include "refit/executors/executor.h"
 #include "refit/executors/host_shards.h"
 #include "refit/executors/registry.h"
