@@ -1,4 +1,4 @@
-// NeMo RL's default non-colocated refit (reference/frameworks.md):
+// NeMo RL's default non-colocated refit (docs/frameworks.md):
 //  1. every training rank materialises every full tensor (pipeline broadcasts, TP/EP all-gathers):
 //     each missing source shard comes from a holder in the rank's own NVLink domain when there is
 //     one, otherwise from holder (rank mod replicas), which spreads replicated shards;

@@ -1,4 +1,4 @@
-// NCCL M2N RING (hierarchical) with UNIFORM balancing, as reference/frameworks.md describes it:
+// NCCL M2N RING (hierarchical) with UNIFORM balancing, as docs/frameworks.md describes it:
 // each selected source sends its piece to a leader replica in the first NVLink domain of its
 // destination-replica range; the leader forwards, chunk by chunk, over the network to the
 // same-index replica in the next domain of the chain and over NVLink to the other replicas of

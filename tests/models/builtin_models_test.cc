@@ -9,8 +9,8 @@ struct Published {
   const char* name;
   const char* architecture;
   std::int64_t exact;       // our count, derived by hand below
-  double published;         // reference/models.md (billions)
-  double projection_share;  // reference/models.md, share of bytes in gate/up/down (0 = not listed)
+  double published;         // docs/models.md (billions)
+  double projection_share;  // docs/models.md, share of bytes in gate/up/down (0 = not listed)
 };
 
 // Exact counts (elements), BF16 bytes are twice these:

@@ -6,14 +6,14 @@
 namespace refit::hw {
 namespace {
 
-// hw.md measures an H100 device-to-device copy at 1.3-1.6 TB/s of copied bytes against an HBM3
+// docs/hardware.md measures an H100 device-to-device copy at 1.3-1.6 TB/s of copied bytes against an HBM3
 // line rate of 3.35 TB/s (a copy reads and writes). We take the middle, 1.45 TB/s, and scale
 // other GPUs by their HBM line rate with the same fraction, rounded to whole GB/s.
 BytesPerSecond copy_for_hbm_tbps(double hbm_line_tbps) {
   return BytesPerSecond::from_gbps(std::round(hbm_line_tbps * 1450.0 / 3.35));
 }
 
-// NCCL's per-link NVLink constants (src/graph/topo.h, quoted in hw.md for sm90 and sm100).
+// NCCL's per-link NVLink constants (src/graph/topo.h, quoted in docs/hardware.md for sm90 and sm100).
 constexpr double kSm80LinkGbps = 20.0;
 constexpr double kSm90LinkGbps = 20.6;
 constexpr double kSm100LinkGbps = 40.1;
@@ -22,14 +22,14 @@ constexpr double kSm100LinkGbps = 40.1;
 std::array<GpuFigures, 6> make_figures() {
   const auto nvlink = BytesPerSecond::from_gbps;
   return {{
-      // kA100 (SXM, not in hw.md): 12 NVLink3 links at NCCL's 20.0; HBM2e 2.04 TB/s (datasheet).
+      // kA100 (SXM, not in docs/hardware.md): 12 NVLink3 links at NCCL's 20.0; HBM2e 2.04 TB/s (datasheet).
       {nvlink(12 * kSm80LinkGbps), kSm80LinkGbps, copy_for_hbm_tbps(2.04)},
-      // kH100 (SXM): 370-376 GB/s effective NVLink (hw.md); HBM3 3.35 TB/s (hw.md).
+      // kH100 (SXM): 370-376 GB/s effective NVLink (docs/hardware.md); HBM3 3.35 TB/s (docs/hardware.md).
       {nvlink(370.0), kSm90LinkGbps, copy_for_hbm_tbps(3.35)},
-      // kH200: the NVLink4 of the H100 (hw.md); HBM3e 4.8 TB/s (hw.md).
+      // kH200: the NVLink4 of the H100 (docs/hardware.md); HBM3e 4.8 TB/s (docs/hardware.md).
       {nvlink(370.0), kSm90LinkGbps, copy_for_hbm_tbps(4.8)},
-      // kB200, kGb200, kGb300: NVLink5 ~746 GB/s effective (hw.md); HBM3e 8 TB/s per GPU (NVIDIA
-      // datasheets, not in hw.md).
+      // kB200, kGb200, kGb300: NVLink5 ~746 GB/s effective (docs/hardware.md); HBM3e 8 TB/s per GPU (NVIDIA
+      // datasheets, not in docs/hardware.md).
       {nvlink(746.0), kSm100LinkGbps, copy_for_hbm_tbps(8.0)},
       {nvlink(746.0), kSm100LinkGbps, copy_for_hbm_tbps(8.0)},
       {nvlink(746.0), kSm100LinkGbps, copy_for_hbm_tbps(8.0)},

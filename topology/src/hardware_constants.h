@@ -1,8 +1,8 @@
 #pragma once
 // Every hardware figure the topology module uses, in one place, each with its source.
 // They are effective (what transfers achieve), not line rates, so that the planner and the
-// simulator can divide bytes by them directly. Sources: ../shared/reference/hardware.md
-// ("hw.md" below) unless a comment says otherwise.
+// simulator can divide bytes by them directly. Sources: docs/hardware.md,
+// which gives the public source of each figure, unless a comment says otherwise.
 #include <cstdint>
 #include <string_view>
 
@@ -10,9 +10,9 @@
 
 namespace refit::hw {
 
-// NICs: a 400 Gb/s NDR NIC moves 46-48 GB/s per direction of its 50 GB/s line rate (hw.md,
+// NICs: a 400 Gb/s NDR NIC moves 46-48 GB/s per direction of its 50 GB/s line rate (docs/hardware.md,
 // nccl-tests reports): we take 47 GB/s per 400 Gb/s of line rate (efficiency 0.94). 800 Gb/s
-// XDR is assumed to keep the same efficiency (hw.md), giving 94 GB/s; 200 Gb/s gives 23.5.
+// XDR is assumed to keep the same efficiency (docs/hardware.md), giving 94 GB/s; 200 Gb/s gives 23.5.
 inline constexpr double kNicEffectiveGbpsPer400G = 47.0;
 // Line rate in Gb/s (as NCCL's speed/1000 and sysfs "rate" give it) -> effective bytes/s.
 BytesPerSecond effective_nic_bandwidth(double line_gigabits_per_second);
@@ -21,7 +21,7 @@ BytesPerSecond effective_nic_bandwidth(double line_gigabits_per_second);
 // a value written in microseconds reads back bit-identical.
 constexpr Seconds micros(double us) { return Seconds{us / 1e6}; }
 
-// Per-message latency (alpha). hw.md: 10-20 us per inter-node point-to-point message (NCCL's
+// Per-message latency (alpha). docs/hardware.md: 10-20 us per inter-node point-to-point message (NCCL's
 // network step constant is ~14 us), 5-10 us intra-node (NCCL's NVLink step ~3.4 us).
 inline constexpr Seconds kNetworkLatency = micros(15);
 inline constexpr Seconds kNvlinkLatency = micros(5);
@@ -48,7 +48,7 @@ BytesPerSecond nvlink_for_links(const GpuFigures& figures, std::int32_t links);
 // (it alone tells an H200 from an H100).
 GpuModel gpu_model_for(std::int32_t sm, std::string_view device_name);
 
-// cpu-host: processes on one machine standing in for GPUs. Not in hw.md: rough figures for a
+// cpu-host: processes on one machine standing in for GPUs. Not in docs/hardware.md: rough figures for a
 // current x86 server, where one process's large memcpy runs at ~10 GB/s and a shared-memory
 // message costs ~1 us; the loopback "NIC" (TCP over lo) is taken as fast but slower to start.
 inline constexpr double kHostCopyGbps = 10.0;

@@ -16,7 +16,7 @@ namespace {
 
 using detail::PresetParams;
 
-// Rail-optimised: one compute NIC per GPU (hw.md "Systems"), the default of PresetParams.
+// Rail-optimised: one compute NIC per GPU (docs/hardware.md "Systems"), the default of PresetParams.
 PresetParams gpu_system(std::string name, hw::GpuModel model, std::int32_t gpus_per_node,
                         std::optional<std::int32_t> gpus_per_domain, double nic_line_gigabits) {
   const auto& figures = hw::gpu_figures(model);
@@ -53,7 +53,7 @@ PresetParams cpu_host() {
 std::vector<PresetParams> all_presets() {
   using hw::GpuModel;
   return {
-      // hw.md "Systems": the NVLink domain of a DGX is its node (std::nullopt).
+      // docs/hardware.md "Systems": the NVLink domain of a DGX is its node (std::nullopt).
       gpu_system("dgx-h100", GpuModel::kH100, 8, std::nullopt, 400),
       gpu_system("dgx-h200", GpuModel::kH200, 8, std::nullopt, 400),
       gpu_system("dgx-b200", GpuModel::kB200, 8, std::nullopt, 400),

@@ -52,7 +52,7 @@ struct BytesPerSecond {
   friend constexpr BytesPerSecond operator*(BytesPerSecond a, double k) {
     return BytesPerSecond{a.value * k};
   }
-  // GB/s in the decimal sense of reference/hardware.md (1 GB = 1e9 bytes).
+  // GB/s in the decimal sense of docs/hardware.md (1 GB = 1e9 bytes).
   static constexpr BytesPerSecond from_gbps(double gigabytes_per_second) {
     return BytesPerSecond{gigabytes_per_second * 1e9};
   }

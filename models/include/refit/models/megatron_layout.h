@@ -1,5 +1,5 @@
 #pragma once
-// Where Megatron-Core keeps each weight during training (reference/frameworks.md): a Layout over
+// Where Megatron-Core keeps each weight during training (docs/frameworks.md): a Layout over
 // the training ranks 0..world-1, in Megatron's default rank order "tp-cp-ep-dp-pp".
 #include <cstdint>
 #include <vector>

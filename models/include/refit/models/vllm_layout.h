@@ -1,5 +1,5 @@
 #pragma once
-// Where vLLM keeps each weight for inference (reference/frameworks.md): a Layout over the
+// Where vLLM keeps each weight for inference (docs/frameworks.md): a Layout over the
 // inference ranks first_rank..first_rank+tp*dp-1, rank = first_rank + tp_rank + TP*dp_rank.
 #include <cstdint>
 
