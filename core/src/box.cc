@@ -14,13 +14,15 @@ std::int64_t element_count(const Shape& shape) {
 
 std::int64_t Box::volume() const { return element_count(extent); }
 
+bool Box::empty() const {
+  return std::ranges::any_of(extent, [](std::int64_t e) { return e == 0; });
+}
+
 bool Box::contains(const Box& inner) const {
-  if (inner.empty()) return true;
-  if (inner.rank() != rank()) return false;
-  for (std::size_t d = 0; d < rank(); ++d) {
-    if (inner.offset[d] < offset[d]) return false;
-    if (inner.offset[d] + inner.extent[d] > offset[d] + extent[d]) return false;
-  }
+  if (inner.rank() != rank()) return inner.empty();
+  for (std::size_t d = 0; d < rank(); ++d)
+    if (inner.offset[d] < offset[d] || inner.offset[d] + inner.extent[d] > offset[d] + extent[d])
+      return inner.empty();
   return true;
 }
 
@@ -39,6 +41,14 @@ std::string Box::to_string() const {
 }
 
 Box Box::whole(const Shape& shape) { return Box{Shape(shape.size(), 0), shape}; }
+
+bool overlap(const Box& a, const Box& b) {
+  if (a.rank() != b.rank()) return false;
+  for (std::size_t d = 0; d < a.rank(); ++d)
+    if (std::min(a.offset[d] + a.extent[d], b.offset[d] + b.extent[d]) <= std::max(a.offset[d], b.offset[d]))
+      return false;
+  return true;
+}
 
 std::optional<Box> intersect(const Box& a, const Box& b) {
   if (a.rank() != b.rank()) return std::nullopt;

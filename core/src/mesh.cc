@@ -52,6 +52,11 @@ std::int64_t Mesh::position_of_coord(const std::vector<std::int64_t>& coord) con
 }
 
 std::optional<std::int64_t> Mesh::position_of_rank(Rank r) const {
+  // Meshes of consecutive ranks are the rule: try the position that would make them so first.
+  if (!ranks_.empty()) {
+    const std::int64_t guess = std::int64_t{r.value} - ranks_.front().value;
+    if (guess >= 0 && guess < size() && ranks_[static_cast<std::size_t>(guess)] == r) return guess;
+  }
   for (std::size_t i = 0; i < ranks_.size(); ++i)
     if (ranks_[i] == r) return static_cast<std::int64_t>(i);
   return std::nullopt;

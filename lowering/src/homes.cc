@@ -11,25 +11,6 @@ Located shard_located(BufferKind side, const ShardRef& shard) {
   return Located{.kind = side, .index = shard.index, .array = Array{.offset = 0, .box = shard.box}};
 }
 
-// Calls f(piece, walk, first byte, end byte, home) for each piece of chunk k held in one array.
-template <class F>
-bool walk_pieces(const LoweredPlan& lowered, const Transfer& t, std::int64_t k,
-                 std::span<const Located* const> homes, F&& f) {
-  const MessageLayout& layout = lowered.layout(t.id);
-  bool held = true;
-  layout.for_each_piece(k, [&](const Piece& p) {
-    const Located* home = homes[static_cast<std::size_t>(p.segment)];
-    if (!held || home == nullptr) {
-      held = false;
-      return;
-    }
-    const Walk walk(home->array, t.segments[static_cast<std::size_t>(p.segment)].box,
-                    layout.element_size(p.segment));
-    f(p, walk, *home);
-  });
-  return held;
-}
-
 }  // namespace
 
 void Homes::land(const Transfer& t, std::vector<SegmentLanding>& out) {
@@ -43,7 +24,7 @@ void Homes::land(const Transfer& t, std::vector<SegmentLanding>& out) {
     if (dest.box != nullptr && dest.box->contains(s.box)) {
       landing.in_place = shard_located(BufferKind::kDestination, dest);
     } else {
-      if (dest.box != nullptr && intersect(*dest.box, s.box))
+      if (dest.box != nullptr && overlap(*dest.box, s.box))
         landing.partial = shard_located(BufferKind::kDestination, dest);
       if (forwarded) {
         // Back to back in message order, so that a run of them lands as one contiguous run.
@@ -52,7 +33,7 @@ void Homes::land(const Transfer& t, std::vector<SegmentLanding>& out) {
         scratch_ += lowered_->plan().segment_bytes(s).value;
       }
     }
-    if (forwarded) received_.emplace(key(t.id, k), *landing.in_place);
+    if (forwarded) received_[t.id].push_back(*landing.in_place);
   }
 }
 
@@ -70,11 +51,18 @@ Result<std::optional<Located>> Homes::source(const Transfer& t, std::size_t k) c
   }
   const auto u = lowered_->relays().containing(s);
   if (!u) return std::optional<Located>{};
-  const auto it = received_.find(key(s.via, static_cast<std::size_t>(*u)));
-  if (it == received_.end())
+  const Located* kept = find_received(received_, s.via, *u);
+  if (kept == nullptr)
     return mismatch(fmt::format("rank {} forwards transfer {} in transfer {} but did not receive it",
                                 rank_.value, s.via, t.id));
-  return it->second;
+  return *kept;
+}
+
+const Located* find_received(const ReceivedSegments& received, std::int32_t transfer, std::int32_t segment) {
+  const auto it = received.find(transfer);
+  if (it == received.end() || segment < 0 || static_cast<std::size_t>(segment) >= it->second.size())
+    return nullptr;
+  return &it->second[static_cast<std::size_t>(segment)];
 }
 
 Result<std::vector<SourcePart>> gathered_parts(const LoweredPlan& lowered, const ReceivedSegments& received,
@@ -82,30 +70,53 @@ Result<std::vector<SourcePart>> gathered_parts(const LoweredPlan& lowered, const
   const auto parts = REFIT_TRY(lowered.relays().parts(s, p.first, p.count));
   std::vector<SourcePart> out;
   for (const auto& part : parts) {
-    const auto it = received.find(Homes::key(s.via, static_cast<std::size_t>(part.segment)));
-    if (it == received.end())
+    const Located* kept = find_received(received, s.via, part.segment);
+    if (kept == nullptr)
       return mismatch(fmt::format("rank {} forwards transfer {} but did not receive it", rank.value, s.via));
     const auto volume = part.box.volume();
-    out.push_back(SourcePart{.from = it->second, .box = part.box, .first = 0, .count = volume});
+    out.push_back(SourcePart{.from = *kept, .box = part.box, .first = 0, .count = volume});
   }
   return out;
 }
 
-ChunkCopy decide(const LoweredPlan& lowered, const Transfer& t, std::int64_t k,
-                 std::span<const Located* const> homes, const ZeroCopyRule& rule) {
+SideWalks::SideWalks(const LoweredPlan& lowered, const Transfer& t, std::span<const Located* const> homes,
+                     Buffer& walks)
+    : layout_(lowered.layout(t.id)), homes_(homes), walks_(walks) {
+  walks_.assign(t.segments.size(), std::nullopt);
+  for (std::size_t i = 0; i < walks_.size(); ++i)
+    if (homes[i] != nullptr)
+      walks_[i].emplace(homes[i]->array, t.segments[i].box,
+                        layout_.element_size(static_cast<std::int32_t>(i)));
+}
+
+template <class F>
+bool SideWalks::for_each_held_piece(std::int64_t k, F&& f) const {
+  bool held = true;
+  layout_.for_each_piece(k, [&](const Piece& p) {
+    const auto i = static_cast<std::size_t>(p.segment);
+    held = held && walks_[i].has_value();
+    if (held) f(p, *walks_[i], *homes_[i]);
+  });
+  return held;
+}
+
+ChunkCopy SideWalks::decide(std::int64_t k, const ZeroCopyRule& rule) const {
   std::int64_t runs = 0;
-  std::int64_t end = -1;
+  // The previous piece, to tell whether this one continues it in the same buffer (its end is
+  // worked out only then).
   const Located* last = nullptr;
-  const bool held =
-      walk_pieces(lowered, t, k, homes, [&](const Piece& p, const Walk& w, const Located& home) {
-        const std::int64_t begin = w.offset_of(0, p.first);
-        const bool continues =
-            last != nullptr && last->kind == home.kind && last->index == home.index && end == begin;
-        runs += w.runs(p.first, p.count) - (continues ? 1 : 0);
-        end = w.offset_of(0, p.first + p.count - 1) + w.element_size();
-        last = &home;
-      });
-  ChunkCopy c{.bytes = lowered.layout(t.id).chunk_bytes(k)};
+  const Walk* last_walk = nullptr;
+  std::int64_t last_index = 0;
+  const bool held = for_each_held_piece(k, [&](const Piece& p, const Walk& w, const Located& home) {
+    const bool same_buffer = last != nullptr && last->kind == home.kind && last->index == home.index;
+    const bool continues = same_buffer && last_walk->offset_of(0, last_index) + last_walk->element_size() ==
+                                              w.offset_of(0, p.first);
+    runs += w.runs(p.first, p.count) - (continues ? 1 : 0);
+    last = &home;
+    last_walk = &w;
+    last_index = p.first + p.count - 1;
+  });
+  ChunkCopy c{.bytes = layout_.chunk_bytes(k)};
   if (!held) {
     c.path = CopyPath::kStaged;
     c.why = CopyReason::kNotInOnePlace;
@@ -123,10 +134,9 @@ ChunkCopy decide(const LoweredPlan& lowered, const Transfer& t, std::int64_t k,
   return c;
 }
 
-std::vector<Run> chunk_runs(const LoweredPlan& lowered, const Transfer& t, std::int64_t k,
-                            std::span<const Located* const> homes) {
+std::vector<Run> SideWalks::runs(std::int64_t k) const {
   std::vector<Run> out;
-  walk_pieces(lowered, t, k, homes, [&](const Piece& p, const Walk& w, const Located& home) {
+  for_each_held_piece(k, [&](const Piece& p, const Walk& w, const Located& home) {
     w.for_each_run(p.first, p.count, [&](std::int64_t index, std::int64_t elements) {
       const Run run{.stream = p.offset + (index - p.first) * w.element_size(),
                     .kind = home.kind,

@@ -24,8 +24,11 @@ class ShardFinder {
   virtual ShardRef find(Rank rank, BufferKind side, std::uint32_t tensor) const = 0;
 };
 
-// (transfer, segment) -> where a rank keeps that received segment until it has forwarded it.
-using ReceivedSegments = std::unordered_map<std::uint64_t, Located>;
+// Transfer -> where a rank keeps each of its segments until it has forwarded them (by segment).
+using ReceivedSegments = std::unordered_map<std::int32_t, std::vector<Located>>;
+
+// Where the rank keeps segment `segment` of `transfer`; null when it did not receive it.
+const Located* find_received(const ReceivedSegments& received, std::int32_t transfer, std::int32_t segment);
 
 // Where one rank keeps the segments it receives and finds those it sends. Transfers must be
 // landed in plan order: scratch is handed out as forwarded ones arrive.
@@ -44,10 +47,6 @@ class Homes {
   Bytes scratch() const { return Bytes{scratch_}; }
   ReceivedSegments take_received() && { return std::move(received_); }
 
-  static std::uint64_t key(std::int32_t transfer, std::size_t segment) {
-    return (static_cast<std::uint64_t>(transfer) << 32) | static_cast<std::uint32_t>(segment);
-  }
-
  private:
   const LoweredPlan* lowered_;
   Rank rank_;
@@ -61,14 +60,30 @@ class Homes {
                                                              const ReceivedSegments& received, Rank rank,
                                                              const Segment& s, const Piece& p);
 
-// How chunk k of `t` moves on one side, where segment i lives in homes[i] (nullptr: not in one
-// array).
-ChunkCopy decide(const LoweredPlan& lowered, const Transfer& t, std::int64_t k,
-                 std::span<const Located* const> homes, const ZeroCopyRule& rule);
+// One transfer seen from one side, where segment i lives in homes[i] (nullptr: not in one
+// array): each segment's walk over its array is worked out once, then every chunk is decided
+// from it.
+class SideWalks {
+ public:
+  // `walks` is the caller's buffer, reused from one transfer to the next.
+  using Buffer = std::vector<std::optional<Walk>>;
+  SideWalks(const LoweredPlan& lowered, const Transfer& t, std::span<const Located* const> homes,
+            Buffer& walks);
 
-// The runs of chunk k on one side, merged where they continue each other. Preconditions: every
-// segment the chunk touches has a home.
-std::vector<Run> chunk_runs(const LoweredPlan& lowered, const Transfer& t, std::int64_t k,
-                            std::span<const Located* const> homes);
+  // How chunk k moves on this side.
+  ChunkCopy decide(std::int64_t k, const ZeroCopyRule& rule) const;
+  // The runs of chunk k, merged where they continue each other. Preconditions: every segment the
+  // chunk touches has a home.
+  std::vector<Run> runs(std::int64_t k) const;
+
+ private:
+  // Calls f(piece, walk, home) for each piece of chunk k; false when one is not in one array.
+  template <class F>
+  bool for_each_held_piece(std::int64_t k, F&& f) const;
+
+  const MessageLayout& layout_;
+  std::span<const Located* const> homes_;
+  Buffer& walks_;  // per segment
+};
 
 }  // namespace refit::lowering::detail

@@ -1,7 +1,7 @@
 #include "refit/lowering/plan_costs.h"
 
+#include <deque>
 #include <memory>
-#include <unordered_map>
 
 #include "homes.h"
 #include "refit/core/try.h"
@@ -12,43 +12,57 @@ namespace {
 using detail::Homes;
 using detail::ShardRef;
 
-// Every rank's boxes of the problem, worked out when first asked for: a plan touches far fewer
-// (rank, tensor) pairs than there are.
+// Every rank's boxes of the problem, worked out when first asked for (a plan touches far fewer
+// (rank, tensor) pairs than there are), found again by index.
 class ProblemShardFinder final : public detail::ShardFinder {
  public:
-  explicit ProblemShardFinder(const ReshardProblem& problem) : problem_(problem) {}
+  explicit ProblemShardFinder(const ReshardProblem& problem)
+      : problem_(problem),
+        slot_(2 * problem.tensors().size() * static_cast<std::size_t>(problem.world_size()), kUnknown) {}
 
   ShardRef find(Rank rank, BufferKind side, std::uint32_t tensor) const override {
     const bool source = side == BufferKind::kSource;
-    const auto key = (static_cast<std::uint64_t>(tensor) << 33) |
-                     (static_cast<std::uint64_t>(rank.value) << 1) | static_cast<std::uint64_t>(source);
-    auto [it, fresh] = boxes_.try_emplace(key);
-    if (fresh) {
-      const auto& spec = problem_.tensors()[tensor];
-      const Layout& layout = source ? spec.source : spec.destination;
-      if (const auto position = layout.mesh().position_of_rank(rank))
-        it->second = layout.box_at_position(*position);
-    }
-    if (!it->second) return {};
-    return ShardRef{.index = 0, .box = &*it->second};
+    auto& slot = slot_[(static_cast<std::size_t>(tensor) * static_cast<std::size_t>(problem_.world_size()) +
+                        static_cast<std::size_t>(rank.value)) *
+                           2 +
+                       (source ? 1 : 0)];
+    if (slot == kUnknown) slot = box_of(rank, source, tensor);
+    if (slot == kNone) return {};
+    return ShardRef{.index = 0, .box = &boxes_[static_cast<std::size_t>(slot)]};
   }
 
  private:
+  static constexpr std::int32_t kUnknown = -2;
+  static constexpr std::int32_t kNone = -1;
+
+  std::int32_t box_of(Rank rank, bool source, std::uint32_t tensor) const {
+    const auto& spec = problem_.tensors()[tensor];
+    const Layout& layout = source ? spec.source : spec.destination;
+    const auto position = layout.mesh().position_of_rank(rank);
+    if (!position) return kNone;
+    boxes_.push_back(layout.box_at_position(*position));
+    return static_cast<std::int32_t>(boxes_.size() - 1);
+  }
+
   const ReshardProblem& problem_;
-  mutable std::unordered_map<std::uint64_t, std::optional<Box>> boxes_;  // nodes never move
+  mutable std::vector<std::int32_t> slot_;  // per (tensor, rank, side): index into boxes_
+  mutable std::deque<Box> boxes_;           // elements never move
 };
 
+// Buffers kept from one transfer to the next.
 struct Sides {
   std::vector<SegmentLanding> landings;
   std::vector<std::optional<Located>> sources;
   std::vector<const Located*> homes;
+  detail::SideWalks::Buffer walks;
 };
 
-void cost_side(const LoweredPlan& lowered, const Transfer& t, std::span<const Located* const> homes,
-               const ZeroCopyRule& rule, bool sender, TransferCopyCost& cost) {
+void cost_side(const LoweredPlan& lowered, const Transfer& t, Sides& buffers, const ZeroCopyRule& rule,
+               bool sender, TransferCopyCost& cost) {
   const std::int64_t chunks = lowered.layout(t.id).chunks();
+  const detail::SideWalks side(lowered, t, buffers.homes, buffers.walks);
   for (std::int64_t k = 0; k < chunks; ++k) {
-    const ChunkCopy c = detail::decide(lowered, t, k, homes, rule);
+    const ChunkCopy c = side.decide(k, rule);
     if (c.path != CopyPath::kStaged) continue;
     if (sender) {
       cost.packs = true;
@@ -81,11 +95,11 @@ Result<std::vector<TransferCopyCost>> copy_costs(const LoweredPlan& lowered, con
       s.sources.push_back(REFIT_TRY(homes_of(t.sender).source(t, k)));
     s.homes.clear();
     for (const auto& h : s.sources) s.homes.push_back(h ? &*h : nullptr);
-    cost_side(lowered, t, s.homes, rule, true, cost);
+    cost_side(lowered, t, s, rule, true, cost);
     homes_of(t.receiver).land(t, s.landings);
     s.homes.clear();
     for (const auto& l : s.landings) s.homes.push_back(l.in_place ? &*l.in_place : nullptr);
-    cost_side(lowered, t, s.homes, rule, false, cost);
+    cost_side(lowered, t, s, rule, false, cost);
     // Parts of segments that land elsewhere are copied into the receiver's own box after landing.
     if (std::ranges::any_of(s.landings, [](const SegmentLanding& l) { return l.partial.has_value(); })) {
       cost.unpacks = true;

@@ -125,14 +125,18 @@ RankShards shards_of(const ReshardProblem& problem, Rank rank) {
 
 std::vector<Run> RankProgram::runs(const Receive& r, std::int64_t chunk) const {
   const auto homes = homes_of(r.segments);
-  return detail::chunk_runs(*lowered_, lowered_->plan().transfers[static_cast<std::size_t>(r.transfer)],
-                            chunk, homes);
+  detail::SideWalks::Buffer walks;
+  return detail::SideWalks(*lowered_, lowered_->plan().transfers[static_cast<std::size_t>(r.transfer)], homes,
+                           walks)
+      .runs(chunk);
 }
 
 std::vector<Run> RankProgram::runs(const Send& s, std::int64_t chunk) const {
   const auto homes = homes_of(s.segments);
-  return detail::chunk_runs(*lowered_, lowered_->plan().transfers[static_cast<std::size_t>(s.transfer)],
-                            chunk, homes);
+  detail::SideWalks::Buffer walks;
+  return detail::SideWalks(*lowered_, lowered_->plan().transfers[static_cast<std::size_t>(s.transfer)], homes,
+                           walks)
+      .runs(chunk);
 }
 
 Result<std::vector<SourcePart>> RankProgram::source_parts(const Send& s, const Piece& p) const {
@@ -155,13 +159,15 @@ Result<RankProgram> lower_rank(const LoweredPlan& lowered, Rank rank, RankShards
   RankShardFinder finder(program.shards_, plan.tensors.size());
   REFIT_TRY_IN(finder.index(plan), fmt::format("rank {}", rank.value));
   Homes homes(lowered, rank, finder);
+  detail::SideWalks::Buffer walks;
   for (const Transfer& t : plan.transfers) {
     if (t.receiver == rank) {
       Receive r{.transfer = t.id, .peer = t.sender};
       homes.land(t, r.segments);
       const auto at = homes_of(r.segments);
+      const detail::SideWalks side(lowered, t, at, walks);
       for (std::int64_t k = 0; k < lowered.layout(t.id).chunks(); ++k) {
-        r.chunks.push_back(detail::decide(lowered, t, k, at, rule));
+        r.chunks.push_back(side.decide(k, rule));
         demand(program.receive_staging_, r.chunks.back());
       }
       r.extracts =
@@ -173,8 +179,9 @@ Result<RankProgram> lower_rank(const LoweredPlan& lowered, Rank rank, RankShards
       for (std::size_t k = 0; k < t.segments.size(); ++k)
         s.segments.push_back(REFIT_TRY_IN(homes.source(t, k), fmt::format("rank {}", rank.value)));
       const auto at = homes_of(s.segments);
+      const detail::SideWalks side(lowered, t, at, walks);
       for (std::int64_t k = 0; k < lowered.layout(t.id).chunks(); ++k) {
-        s.chunks.push_back(detail::decide(lowered, t, k, at, rule));
+        s.chunks.push_back(side.decide(k, rule));
         demand(program.send_staging_, s.chunks.back());
         s.waits.push_back(REFIT_TRY(lowered.waits(t.id, k)));
       }

@@ -1,5 +1,7 @@
 #include "refit/lowering/relays.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "refit/lowering/arrays.h"
@@ -7,28 +9,29 @@
 namespace refit::lowering {
 
 RelayIndex::RelayIndex(const Plan& plan)
-    : plan_(plan), by_tensor_(plan.transfers.size()), forwarded_(plan.transfers.size(), false) {
-  for (const auto& t : plan.transfers) {
-    auto& index = by_tensor_[static_cast<std::size_t>(t.id)];
-    for (std::size_t i = 0; i < t.segments.size(); ++i) {
-      const auto& s = t.segments[i];
-      index[s.tensor].push_back(static_cast<std::int32_t>(i));
+    : plan_(plan), forwarded_(plan.transfers.size(), false), by_tensor_(plan.transfers.size()) {
+  for (const auto& t : plan.transfers)
+    for (const auto& s : t.segments)
       if (s.via != kFromSourceShard) forwarded_[static_cast<std::size_t>(s.via)] = true;
-    }
+  for (const auto& t : plan.transfers) {
+    if (!forwarded_[static_cast<std::size_t>(t.id)]) continue;
+    auto& index = by_tensor_[static_cast<std::size_t>(t.id)];
+    for (std::size_t i = 0; i < t.segments.size(); ++i)
+      index.push_back(Entry{.tensor = t.segments[i].tensor, .segment = static_cast<std::int32_t>(i)});
+    std::ranges::sort(index);
   }
 }
 
-std::span<const std::int32_t> RelayIndex::candidates(const Segment& s) const {
+std::span<const RelayIndex::Entry> RelayIndex::candidates(const Segment& s) const {
   const auto& index = by_tensor_[static_cast<std::size_t>(s.via)];
-  const auto it = index.find(s.tensor);
-  if (it == index.end()) return {};
-  return it->second;
+  const auto [first, last] = std::ranges::equal_range(index, s.tensor, {}, &Entry::tensor);
+  return {first, last};
 }
 
 std::optional<std::int32_t> RelayIndex::containing(const Segment& s) const {
   const auto& upstream = plan_.transfers[static_cast<std::size_t>(s.via)];
-  for (const auto u : candidates(s))
-    if (upstream.segments[static_cast<std::size_t>(u)].box.contains(s.box)) return u;
+  for (const auto& u : candidates(s))
+    if (upstream.segments[static_cast<std::size_t>(u.segment)].box.contains(s.box)) return u.segment;
   return std::nullopt;
 }
 
@@ -39,11 +42,11 @@ Result<std::vector<RelayPart>> RelayIndex::parts(const Segment& s, std::int64_t 
   range_boxes(s.box, first, first + count, ranges);
   std::vector<RelayPart> out;
   std::int64_t covered = 0;
-  for (const auto u : candidates(s))
+  for (const auto& u : candidates(s))
     for (const auto& r : ranges)
-      if (auto part = intersect(upstream.segments[static_cast<std::size_t>(u)].box, r)) {
+      if (auto part = intersect(upstream.segments[static_cast<std::size_t>(u.segment)].box, r)) {
         covered += part->volume();
-        out.push_back(RelayPart{.segment = u, .box = std::move(*part)});
+        out.push_back(RelayPart{.segment = u.segment, .box = std::move(*part)});
       }
   if (covered != count)
     return mismatch(

@@ -15,7 +15,7 @@ struct Box {
 
   std::size_t rank() const { return offset.size(); }
   std::int64_t volume() const;  // number of elements; 0 when any extent is 0
-  bool empty() const { return volume() == 0; }
+  bool empty() const;           // some extent is 0 (extents are never negative)
   // True when every element of `inner` lies in this box (an empty box is contained anywhere).
   bool contains(const Box& inner) const;
   bool contains_point(const Shape& point) const;
@@ -28,6 +28,8 @@ struct Box {
 
 // The common part of two boxes of the same rank, or nothing when they do not share an element.
 std::optional<Box> intersect(const Box& a, const Box& b);
+// Whether they share an element (intersect() without making the box).
+bool overlap(const Box& a, const Box& b);
 
 std::int64_t element_count(const Shape& shape);
 

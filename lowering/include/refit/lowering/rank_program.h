@@ -160,7 +160,7 @@ class RankProgram {
   ZeroCopyRule rule_;
   std::vector<Receive> receives_;
   std::vector<Send> sends_;
-  std::unordered_map<std::uint64_t, Located> received_;  // (transfer, segment) -> where it stays
+  std::unordered_map<std::int32_t, std::vector<Located>> received_;  // transfer -> where each segment stays
   Bytes scratch_;
   StagingDemand receive_staging_;
   StagingDemand send_staging_;

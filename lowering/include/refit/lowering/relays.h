@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <optional>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 #include "refit/core/error.h"
@@ -34,12 +33,20 @@ class RelayIndex {
                                                      std::int64_t count) const;
 
  private:
-  std::span<const std::int32_t> candidates(const Segment& s) const;
+  struct Entry;
+  std::span<const Entry> candidates(const Segment& s) const;
+
+  // A segment of a forwarded transfer, by tensor.
+  struct Entry {
+    std::uint32_t tensor = 0;
+    std::int32_t segment = 0;
+    auto operator<=>(const Entry&) const = default;
+  };
 
   const Plan& plan_;
-  // Per transfer: tensor -> its segments of that tensor.
-  std::vector<std::unordered_map<std::uint32_t, std::vector<std::int32_t>>> by_tensor_;
   std::vector<bool> forwarded_;
+  // Per transfer: its segments sorted by tensor (empty for transfers nobody forwards).
+  std::vector<std::vector<Entry>> by_tensor_;
 };
 
 }  // namespace refit::lowering
