@@ -16,8 +16,11 @@ RelayIndex::RelayIndex(const Plan& plan)
   for (const auto& t : plan.transfers) {
     if (!forwarded_[static_cast<std::size_t>(t.id)]) continue;
     auto& index = by_tensor_[static_cast<std::size_t>(t.id)];
-    for (std::size_t i = 0; i < t.segments.size(); ++i)
-      index.push_back(Entry{.tensor = t.segments[i].tensor, .segment = static_cast<std::int32_t>(i)});
+    for (std::size_t i = 0; i < t.segments.size(); ++i) {
+      const auto& s = t.segments[i];
+      index.push_back(Entry{.tensor = s.tensor, .segment = static_cast<std::int32_t>(i)});
+      same_box_.emplace(digest(t.id, s.tensor, s.box), static_cast<std::int32_t>(i));
+    }
     std::ranges::sort(index);
   }
 }
@@ -28,8 +31,26 @@ std::span<const RelayIndex::Entry> RelayIndex::candidates(const Segment& s) cons
   return {first, last};
 }
 
+std::uint64_t RelayIndex::digest(std::int32_t transfer, std::uint32_t tensor, const Box& box) {
+  // FNV-1a over the fields.
+  std::uint64_t h = 1469598103934665603ull;
+  const auto mix = [&](std::uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+  mix(static_cast<std::uint64_t>(transfer));
+  mix(tensor);
+  for (std::size_t d = 0; d < box.rank(); ++d) {
+    mix(static_cast<std::uint64_t>(box.offset[d]));
+    mix(static_cast<std::uint64_t>(box.extent[d]));
+  }
+  return h;
+}
+
 std::optional<std::int32_t> RelayIndex::containing(const Segment& s) const {
   const auto& upstream = plan_.transfers[static_cast<std::size_t>(s.via)];
+  const auto [first, last] = same_box_.equal_range(digest(s.via, s.tensor, s.box));
+  for (auto it = first; it != last; ++it) {
+    const auto& u = upstream.segments[static_cast<std::size_t>(it->second)];
+    if (u.tensor == s.tensor && u.box == s.box) return it->second;
+  }
   for (const auto& u : candidates(s))
     if (upstream.segments[static_cast<std::size_t>(u.segment)].box.contains(s.box)) return u.segment;
   return std::nullopt;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "refit/core/error.h"
@@ -43,10 +44,15 @@ class RelayIndex {
     auto operator<=>(const Entry&) const = default;
   };
 
+  // A digest of (transfer, tensor, box), for finding the upstream segment that is the very box a
+  // relay forwards (the usual relay) without scanning the transfer's segments.
+  static std::uint64_t digest(std::int32_t transfer, std::uint32_t tensor, const Box& box);
+
   const Plan& plan_;
   std::vector<bool> forwarded_;
   // Per transfer: its segments sorted by tensor (empty for transfers nobody forwards).
   std::vector<std::vector<Entry>> by_tensor_;
+  std::unordered_multimap<std::uint64_t, std::int32_t> same_box_;  // digest -> segment
 };
 
 }  // namespace refit::lowering
