@@ -46,8 +46,10 @@ std::function<void(double)> progress_printer(std::string strategy) {
   };
 }
 
+// `traced`: this is --strategy's plan, whose trace --trace writes (with --compare the others
+// would multiply the file size).
 [[nodiscard]] Result<Row> simulate_one(const SimulateCommandOptions& o, const PlanInputs& in,
-                                       std::string_view strategy) {
+                                       std::string_view strategy, bool traced) {
   const auto tp = REFIT_TRY(obtain_plan(o.inputs, in, strategy));
   const auto window = o.window.value_or(execution_model(tp.plan.execution).pair_window);
   const auto info = find_strategy(tp.plan.strategy);
@@ -60,8 +62,7 @@ std::function<void(double)> progress_printer(std::string strategy) {
           .simulate_seconds = {}};
   std::ofstream trace_file;
   PlanSimulationOptions so{.progress = progress_printer(row.strategy), .trace = nullptr, .window = window};
-  // One trace, of --strategy: with --compare the others would multiply the file size.
-  if (!o.trace.empty() && strategy == o.inputs.strategy) {
+  if (!o.trace.empty() && traced) {
     trace_file.open(o.trace);
     if (!trace_file) return fail(ErrorCode::kRuntime, fmt::format("--trace: cannot write '{}'", o.trace));
     so.trace = &trace_file;
@@ -140,12 +141,13 @@ void print_detail(const Row& r, const LowerBound& lb) {
   const auto inputs = REFIT_TRY(load_plan_inputs(o.inputs));
   const auto lb = lower_bound(inputs.problem, inputs.cluster);
   std::vector<Row> rows;
-  std::vector<std::string_view> names{o.inputs.strategy};
-  if (o.compare) {
-    names.clear();
-    for (const auto& s : strategies()) names.push_back(s.name);
+  if (!o.compare) {
+    rows.push_back(REFIT_TRY(simulate_one(o, inputs, o.inputs.strategy, true)));
+  } else {
+    const StrategyInfo* chosen = REFIT_TRY_IN(find_strategy(o.inputs.strategy), "--strategy");
+    for (const auto& s : strategies())
+      rows.push_back(REFIT_TRY(simulate_one(o, inputs, s.name, &s == chosen)));
   }
-  for (auto s : names) rows.push_back(REFIT_TRY(simulate_one(o, inputs, s)));
   if (o.json) {
     nlohmann::ordered_json j{{"cluster", inputs.cluster.name()},
                              {"lower_bound_s", lb.time.value},
