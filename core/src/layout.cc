@@ -41,6 +41,10 @@ Box Layout::box_at_position(std::int64_t position) const {
     box.offset[d] += part.offset;
     box.extent[d] = part.extent;
   }
+  // An empty shard starts at its dim's global size, wherever the axes before left it: PyTorch's
+  // compute_local_shape_and_global_offset says so (tests/core/dtensor_conformance_test.cc).
+  for (std::size_t d = 0; d < box.rank(); ++d)
+    if (box.extent[d] == 0) box.offset[d] = shape_[d];
   return box;
 }
 
