@@ -7,36 +7,12 @@
 
 #include <gtest/gtest.h>
 
+#include "random_boxes.h"
+
 namespace refit::lowering {
 namespace {
 
-class Random {
- public:
-  explicit Random(std::uint64_t seed) : rng_(seed) {}
-  std::int64_t uniform(std::int64_t lo, std::int64_t hi) {
-    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng_);
-  }
-  Box box(std::size_t dims, std::int64_t max_extent) {
-    Box b{Shape(dims), Shape(dims)};
-    for (std::size_t d = 0; d < dims; ++d) {
-      b.offset[d] = uniform(0, 3);
-      b.extent[d] = uniform(1, max_extent);
-    }
-    return b;
-  }
-  // A box inside `outer`.
-  Box inside(const Box& outer) {
-    Box b = outer;
-    for (std::size_t d = 0; d < b.rank(); ++d) {
-      b.extent[d] = uniform(1, outer.extent[d]);
-      b.offset[d] = outer.offset[d] + uniform(0, outer.extent[d] - b.extent[d]);
-    }
-    return b;
-  }
-
- private:
-  std::mt19937_64 rng_;
-};
+using Random = refit::testing::RandomBoxes;
 
 // Byte offset of element `index` of x in an array of `array` at `base`, by definition.
 std::int64_t brute_offset(std::int64_t base, const Box& array, const Box& x, std::int64_t index,

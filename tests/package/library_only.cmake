@@ -2,12 +2,7 @@
 # no backend. It must configure and build, install no header of what it did not build (the NCCL
 # executor's, the MPI bootstrap's), and the installed package must not ask for MPI.
 file(REMOVE_RECURSE ${WORK_DIR})
-function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "failed (${rc}): ${ARGN}\n${out}")
-  endif()
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/run_step.cmake)
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/build -G ${GENERATOR} -DCMAKE_BUILD_TYPE=Release
     -DREFIT_BUILD_CLI=OFF -DREFIT_BUILD_TESTS=OFF -DREFIT_BUILD_BENCH=OFF
     -DREFIT_WITH_UCX=OFF -DREFIT_WITH_NCCL=OFF -DREFIT_WITH_MPI=AUTO

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "device_copy.h"
+#include "random_boxes.h"
 #include "refit/lowering/arrays.h"
 
 namespace refit::nccl_detail {
@@ -15,42 +16,8 @@ namespace {
 
 using lowering::row_major_index;
 
-class Random {
- public:
-  explicit Random(std::uint64_t seed) : rng_(seed) {}
-  std::int64_t uniform(std::int64_t lo, std::int64_t hi) {
-    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng_);
-  }
-  // A box inside `outer`.
-  Box inside(const Box& outer) {
-    Box b = outer;
-    for (std::size_t d = 0; d < b.rank(); ++d) {
-      b.extent[d] = uniform(1, outer.extent[d]);
-      b.offset[d] = outer.offset[d] + uniform(0, outer.extent[d] - b.extent[d]);
-    }
-    return b;
-  }
-  Box box(std::size_t dims, std::int64_t max_extent) {
-    Box b{Shape(dims), Shape(dims)};
-    for (std::size_t d = 0; d < dims; ++d) {
-      b.offset[d] = uniform(0, 3);
-      b.extent[d] = uniform(1, max_extent);
-    }
-    return b;
-  }
-
- private:
-  std::mt19937_64 rng_;
-};
-
-Shape point_of(const Box& b, std::int64_t index) {
-  Shape p = b.offset;
-  for (std::size_t d = b.rank(); d-- > 0;) {
-    p[d] += index % b.extent[d];
-    index /= b.extent[d];
-  }
-  return p;
-}
+using Random = refit::testing::RandomBoxes;
+using lowering::point_at;
 
 struct Case {
   std::int64_t es;
@@ -94,7 +61,7 @@ TEST(BoxCopy, KernelItemCodeMatchesBruteForce) {
     auto want = dst;
     // Brute force: element e of x's range goes from its place in src to its place in dst.
     for (auto e = c.first; e < c.first + c.count; ++e) {
-      const auto p = point_of(c.x, e);
+      const auto p = point_at(c.x, e);
       const auto from = c.src_base + row_major_index(c.src_array, p) * c.es;
       const auto to = c.dst_base + row_major_index(c.dst_array, p) * c.es;
       std::copy_n(src.begin() + from, c.es, want.begin() + to);
@@ -111,8 +78,8 @@ TEST(BoxCopy, KernelItemCodeMatchesBruteForce) {
                          << "), " << c.es << "-byte, unit " << batch[0].unit;
     // copy_reach bounds exactly the bytes touched (relative to the origins).
     const auto reach = copy_reach(planned.geometry);
-    const auto first = point_of(c.x, c.first);
-    const auto last = point_of(c.x, c.first + c.count - 1);
+    const auto first = point_at(c.x, c.first);
+    const auto last = point_at(c.x, c.first + c.count - 1);
     EXPECT_EQ(planned.dst_offset + reach.dst_begin, c.dst_base + row_major_index(c.dst_array, first) * c.es);
     EXPECT_EQ(planned.dst_offset + reach.dst_end,
               c.dst_base + (row_major_index(c.dst_array, last) + 1) * c.es);
@@ -135,7 +102,7 @@ TEST(BoxCopy, LongRowsAreCutIntoTilesOfTheBlock) {
     for (std::size_t k = 0; k < src.size(); ++k) src[k] = static_cast<std::byte>(k * 31 + 7);
     auto want = dst;
     for (auto e = first; e < first + count; ++e)
-      std::copy_n(src.begin() + row_major_index(array, point_of(x, e)) * es, es, want.begin() + e * es);
+      std::copy_n(src.begin() + row_major_index(array, point_at(x, e)) * es, es, want.begin() + e * es);
     const auto p = plan_copy(lowering::Array{.offset = 0, .box = &array},
                              lowering::Array{.offset = 0, .box = &x}, x, first, count, es);
     std::vector<DeviceCopy> batch{
@@ -161,7 +128,7 @@ TEST(BoxCopy, ABatchOfCopiesRunsAsOne) {
                              lowering::Array{.offset = base, .box = &x}, x, 0, x.volume(), es);
     batch.push_back(make_device_copy(p.geometry, src.data() + p.src_offset, dst.data() + p.dst_offset));
     for (std::int64_t e = 0; e < x.volume(); ++e)
-      std::copy_n(src.begin() + row_major_index(array, point_of(x, e)) * es, es,
+      std::copy_n(src.begin() + row_major_index(array, point_at(x, e)) * es, es,
                   want.begin() + base + e * es);
   }
   EXPECT_EQ(number_items(batch), batch[0].items + batch[1].items + batch[2].items);
