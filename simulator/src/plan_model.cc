@@ -22,7 +22,16 @@
 // the executor's walk of the queue does. Different pairs run at once, each one flow, which is how
 // a NIC shares itself: per queue pair, not per message. Window 0 models no queues: every transfer
 // starts when its data is there, as a flow of its own.
+// Calls (calls.h): a call is a start task (its launch cost, after the previous call of its queue
+// and its `after` calls), copy tasks on the ranks' copy engines before and after its bytes, its
+// transfers (each first piece after the start and its sender's copy) or its collective's channel
+// flows (collective_flows.h), and an end task (its finish cost) after all of them. Pairs send in
+// call order, then plan order; transfers no call moves are not run; store-and-forward relays
+// start once their upstream has ended.
 #include "plan_model.h"
+
+#include "call_check.h"
+#include "collective_flows.h"
 
 #include <algorithm>
 #include <iterator>
@@ -37,31 +46,43 @@
 namespace refit::sim {
 namespace {
 
+std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
+
 class Builder {
  public:
   Builder(const Plan& plan, const lowering::LoweredPlan& lowered,
-          std::vector<lowering::TransferCopyCost> costs, const PlacedCluster& cluster, std::int32_t window)
-      : plan_(plan), lowered_(lowered), costs_(std::move(costs)), c_(cluster), window_(window) {}
+          std::vector<lowering::TransferCopyCost> costs, const PlacedCluster& cluster,
+          const PlanModelOptions& options, std::vector<std::int32_t> call_of)
+      : plan_(plan),
+        lowered_(lowered),
+        costs_(std::move(costs)),
+        c_(cluster),
+        calls_(options.calls),
+        call_of_(std::move(call_of)),
+        window_(options.window) {}
 
   PlanModel build() {
     add_resources();
     find_binding_copy_engines();
     index_upstreams();
+    order_transfers();
     plan_streams();
     ends_.resize(plan_.transfers.size());
-    piece_begin_.assign(plan_.transfers.size() + 1, 0);
+    piece_range_.assign(plan_.transfers.size(), {0, 0});
     pieces_.reserve(plan_.transfers.size() * 2);
     out_.model.reserve_tasks(plan_.transfers.size() * 3, 4, 2);
     out_.transfer_of_task.reserve(plan_.transfers.size() * 3);
     out_.copy_latency.reserve(plan_.transfers.size() * 3);
-    for (const auto& t : plan_.transfers) add_transfer(t);
+    if (!calls_) {
+      for (const std::int32_t t : order_) add_transfer(plan_.transfers[at(t)]);
+    } else {
+      copy_task_.assign(at(plan_.world_size()), -1);
+      for (std::size_t c = 0; c < calls_->calls.size(); ++c) add_call(static_cast<std::int32_t>(c));
+    }
     return std::move(out_);
   }
 
  private:
-  struct GpuResources {
-    ResourceId nvlink_out, nvlink_in, copy;
-  };
   // A transfer waits for chunk `chunks` of `holder` (counted from 1 within it) to land.
   struct Grant {
     std::int32_t holder = -1;
@@ -78,23 +99,27 @@ class Builder {
     m.name_category(static_cast<std::uint32_t>(TaskKind::kNetwork), "network");
     m.name_category(static_cast<std::uint32_t>(TaskKind::kNvlink), "nvlink");
     m.name_category(static_cast<std::uint32_t>(TaskKind::kCopy), "copy");
+    m.name_category(static_cast<std::uint32_t>(TaskKind::kPack), "pack");
+    m.name_category(static_cast<std::uint32_t>(TaskKind::kFixed), "fixed");
     for (const auto& g : c_.cluster().gpus()) {
-      gpu_.push_back({m.add_resource(fmt::format("gpu {} nvlink out", g.id.value), g.nvlink_bandwidth),
-                      m.add_resource(fmt::format("gpu {} nvlink in", g.id.value), g.nvlink_bandwidth),
-                      m.add_resource(fmt::format("gpu {} copy", g.id.value), g.copy_bandwidth)});
+      links_.nvlink_out.push_back(
+          m.add_resource(fmt::format("gpu {} nvlink out", g.id.value), g.nvlink_bandwidth));
+      links_.nvlink_in.push_back(
+          m.add_resource(fmt::format("gpu {} nvlink in", g.id.value), g.nvlink_bandwidth));
+      links_.copy.push_back(m.add_resource(fmt::format("gpu {} copy", g.id.value), g.copy_bandwidth));
       gpu_track_.push_back(m.add_track(fmt::format("gpu {}", g.id.value)));
     }
     for (const auto& n : c_.cluster().nics()) {
-      nic_tx_.push_back(m.add_resource(fmt::format("nic {} tx", n.id), n.bandwidth));
-      nic_rx_.push_back(m.add_resource(fmt::format("nic {} rx", n.id), n.bandwidth));
+      links_.nic_tx.push_back(m.add_resource(fmt::format("nic {} tx", n.id), n.bandwidth));
+      links_.nic_rx.push_back(m.add_resource(fmt::format("nic {} rx", n.id), n.bandwidth));
       nic_track_.push_back(m.add_track(fmt::format("nic {}", n.id)));
     }
     if (c_.cluster().fabric().oversubscription > 1.0)
       for (const auto& d : c_.cluster().domains()) {
         const auto bw =
             c_.cluster().domain_nic_bandwidth(d.id) * (1.0 / c_.cluster().fabric().oversubscription);
-        uplink_out_.push_back(m.add_resource(fmt::format("domain {} uplink out", d.id), bw));
-        uplink_in_.push_back(m.add_resource(fmt::format("domain {} uplink in", d.id), bw));
+        links_.uplink_out.push_back(m.add_resource(fmt::format("domain {} uplink out", d.id), bw));
+        links_.uplink_in.push_back(m.add_resource(fmt::format("domain {} uplink in", d.id), bw));
       }
   }
 
@@ -102,12 +127,11 @@ class Builder {
   // leaving it out of the flows keeps the max-min problem small and its components apart.
   void find_binding_copy_engines() {
     std::vector<double> links(c_.cluster().gpus().size(), 0.0);
-    for (const auto& g : c_.cluster().gpus())
-      links[static_cast<std::size_t>(g.id.value)] = 2 * g.nvlink_bandwidth.value;
+    for (const auto& g : c_.cluster().gpus()) links[at(g.id.value)] = 2 * g.nvlink_bandwidth.value;
     for (const auto& n : c_.cluster().nics())
-      for (auto g : n.gpus) links[static_cast<std::size_t>(g.value)] += 2 * n.bandwidth.value;
+      for (auto g : n.gpus) links[at(g.value)] += 2 * n.bandwidth.value;
     for (const auto& g : c_.cluster().gpus())
-      copy_can_bind_.push_back(g.copy_bandwidth.value < links[static_cast<std::size_t>(g.id.value)]);
+      copy_can_bind_.push_back(g.copy_bandwidth.value < links[at(g.id.value)]);
   }
 
   // Each transfer's upstream transfers, once (Transfer::upstream builds a list each call), and
@@ -115,11 +139,13 @@ class Builder {
   void index_upstreams() {
     has_pipelined_dependent_.assign(plan_.transfers.size(), false);
     upstream_begin_.assign(1, 0);
+    const bool pipelined = !calls_ || !calls_->store_and_forward;
     for (const auto& t : plan_.transfers) {
       const auto up = t.upstream();
       upstreams_.insert(upstreams_.end(), up.begin(), up.end());
       upstream_begin_.push_back(upstreams_.size());
-      if (up.size() == 1) has_pipelined_dependent_[static_cast<std::size_t>(up[0])] = true;
+      pipelined_upstream_.push_back(pipelined && up.size() == 1 ? up[0] : -1);
+      if (pipelined_upstream_.back() >= 0) has_pipelined_dependent_[at(up[0])] = true;
     }
   }
 
@@ -128,10 +154,11 @@ class Builder {
         .subspan(upstream_begin_[transfer], upstream_begin_[transfer + 1] - upstream_begin_[transfer]);
   }
 
-  // A relay's one upstream transfer, whose data it forwards as it arrives; -1 for other transfers.
-  std::int32_t single_upstream(std::size_t transfer) const {
-    const auto up = upstreams_of(transfer);
-    return up.size() == 1 ? up[0] : -1;
+  // The transfers that run, in the order their senders issue them: by call, then plan order.
+  void order_transfers() {
+    for (const auto& t : plan_.transfers)
+      if (!calls_ || call_of_[at(t.id)] >= 0) order_.push_back(t.id);
+    if (calls_) std::ranges::stable_sort(order_, {}, [&](std::int32_t t) { return call_of_[at(t)]; });
   }
 
   // One stream per (sender, receiver) pair, and each transfer's grant: where in the pair's
@@ -141,14 +168,16 @@ class Builder {
     grant_.assign(plan_.transfers.size(), Grant{});
     cuts_.assign(plan_.transfers.size(), {});
     if (window_ == 0) return;
-    // The transfers grouped by pair, each pair's in plan order.
-    std::vector<std::pair<std::uint64_t, std::int32_t>> by_pair;
-    by_pair.reserve(plan_.transfers.size());
-    for (const auto& t : plan_.transfers)
+    // The transfers grouped by pair, each pair's in issue order.
+    std::vector<std::pair<std::uint64_t, std::int32_t>> by_pair;  // (pair, position in order_)
+    by_pair.reserve(order_.size());
+    for (std::size_t i = 0; i < order_.size(); ++i) {
+      const auto& t = plan_.transfers[at(order_[i])];
       by_pair.emplace_back(
           static_cast<std::uint64_t>(t.sender.value) * static_cast<std::uint64_t>(plan_.world_size()) +
               static_cast<std::uint64_t>(t.receiver.value),
-          t.id);
+          static_cast<std::int32_t>(i));
+    }
     std::ranges::sort(by_pair);
     std::vector<std::int64_t> chunks_end;  // the pair's chunks up to and including its i-th transfer
     for (std::size_t i = 0; i < by_pair.size(); ++i) {
@@ -156,7 +185,7 @@ class Builder {
         out_.model.add_stream();
         chunks_end.clear();
       }
-      const auto id = static_cast<std::size_t>(by_pair[i].second);
+      const auto id = at(order_[at(by_pair[i].second)]);
       stream_[id] = out_.model.stream_count() - 1;
       const std::int64_t before = chunks_end.empty() ? 0 : chunks_end.back();
       if (before >= window_) {
@@ -164,39 +193,38 @@ class Builder {
         const auto k =
             static_cast<std::size_t>(std::ranges::upper_bound(chunks_end, granting) - chunks_end.begin());
         const std::int64_t holder_first = k == 0 ? 0 : chunks_end[k - 1];
-        const std::int32_t holder = by_pair[i - chunks_end.size() + k].second;
+        const std::int32_t holder = order_[at(by_pair[i - chunks_end.size() + k].second)];
         grant_[id] = {holder, granting - holder_first + 1};
-        cuts_[static_cast<std::size_t>(holder)].push_back(grant_[id].chunks);
+        cuts_[at(holder)].push_back(grant_[id].chunks);
       }
       chunks_end.push_back(before + lowered_.layout(static_cast<std::int32_t>(id)).chunks());
     }
   }
 
-  std::size_t gpu_index(Rank r) const { return static_cast<std::size_t>(c_.gpu_of(r).value); }
+  std::size_t gpu_index(Rank r) const { return at(c_.gpu_of(r).value); }
 
   void link_resources(const Transfer& t, bool pack, bool unpack, std::vector<ResourceId>& r) const {
     r.clear();
-    const auto& gs = gpu_[gpu_index(t.sender)];
-    const auto& gr = gpu_[gpu_index(t.receiver)];
+    const auto s = gpu_index(t.sender), d = gpu_index(t.receiver);
     switch (t.link) {
       case LinkKind::kNetwork:
-        if (auto n = c_.nic_of(t.sender)) r.push_back(nic_tx_[static_cast<std::size_t>(*n)]);
-        if (auto n = c_.nic_of(t.receiver)) r.push_back(nic_rx_[static_cast<std::size_t>(*n)]);
-        if (!uplink_out_.empty()) {
-          r.push_back(uplink_out_[static_cast<std::size_t>(c_.domain_of(t.sender))]);
-          r.push_back(uplink_in_[static_cast<std::size_t>(c_.domain_of(t.receiver))]);
+        if (auto n = c_.nic_of(t.sender)) r.push_back(links_.nic_tx[at(*n)]);
+        if (auto n = c_.nic_of(t.receiver)) r.push_back(links_.nic_rx[at(*n)]);
+        if (!links_.uplink_out.empty()) {
+          r.push_back(links_.uplink_out[at(c_.domain_of(t.sender))]);
+          r.push_back(links_.uplink_in[at(c_.domain_of(t.receiver))]);
         }
         break;
       case LinkKind::kNvlink:
-        r.push_back(gs.nvlink_out);
-        r.push_back(gr.nvlink_in);
+        r.push_back(links_.nvlink_out[s]);
+        r.push_back(links_.nvlink_in[d]);
         break;
       case LinkKind::kLocal:
-        r.push_back(gs.copy);
+        r.push_back(links_.copy[s]);
         break;
     }
-    if (pack && copy_can_bind_[gpu_index(t.sender)]) r.push_back(gs.copy);
-    if (unpack && copy_can_bind_[gpu_index(t.receiver)]) r.push_back(gr.copy);
+    if (pack && copy_can_bind_[s]) r.push_back(links_.copy[s]);
+    if (unpack && copy_can_bind_[d]) r.push_back(links_.copy[d]);
   }
 
   TaskKind kind_of(LinkKind k) const {
@@ -208,12 +236,12 @@ class Builder {
   Seconds latency_of(const Transfer& t) const {
     if (t.link != LinkKind::kNetwork) return c_.cluster().nvlink_latency();
     const auto n = c_.nic_of(t.sender);
-    return n ? c_.cluster().nics()[static_cast<std::size_t>(*n)].latency : c_.cluster().nvlink_latency();
+    return n ? c_.cluster().nics()[at(*n)].latency : c_.cluster().nvlink_latency();
   }
 
   std::int32_t track_of(const Transfer& t) const {
     if (t.link == LinkKind::kNetwork)
-      if (auto n = c_.nic_of(t.sender)) return nic_track_[static_cast<std::size_t>(*n)];
+      if (auto n = c_.nic_of(t.sender)) return nic_track_[at(*n)];
     return gpu_track_[gpu_index(t.sender)];
   }
 
@@ -225,10 +253,10 @@ class Builder {
   // after its head when relays start from it, before a relay's last chunk (which waits for the
   // upstream's end), and after every chunk that grants a later transfer of its pair.
   void piece_ends(const Transfer& t, std::vector<std::int64_t>& ends) const {
-    const auto id = static_cast<std::size_t>(t.id);
+    const auto id = at(t.id);
     const std::int64_t all = lowered_.layout(t.id).chunks();
     ends = cuts_[id];
-    const bool relay = single_upstream(id) >= 0;
+    const bool relay = pipelined_upstream_[id] >= 0;
     if (has_pipelined_dependent_[id] || relay) ends.push_back(1);
     if (relay) ends.push_back(all - 1);
     ends.push_back(all);
@@ -237,30 +265,34 @@ class Builder {
     ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
   }
 
-  // What the transfer's first piece waits for: its upstream data (a relay: the head of its one
-  // upstream) and its grant.
+  // What the transfer's first piece waits for: its upstream data (a pipelined relay: the head of
+  // its one upstream), its grant, and in a call the call's start and the sender's copy.
   void start_deps(const Transfer& t, std::vector<TaskId>& deps) const {
-    const auto id = static_cast<std::size_t>(t.id);
-    if (const auto up = single_upstream(id); up >= 0)
+    const auto id = at(t.id);
+    if (const auto up = pipelined_upstream_[id]; up >= 0)
       deps.push_back(pieces_of(up).front().task);
     else
-      for (const std::int32_t u : upstreams_of(id)) deps.push_back(ends_[static_cast<std::size_t>(u)]);
+      for (const std::int32_t u : upstreams_of(id)) deps.push_back(ends_[at(u)]);
     if (const Grant g = grant_[id]; g.holder >= 0) {
       // The holder was cut after the granting chunk (piece_ends): its pieces are in chunk order.
       const auto pieces = pieces_of(g.holder);
       deps.push_back(std::ranges::lower_bound(pieces, g.chunks, {}, &Piece::chunks)->task);
     }
+    if (calls_) {
+      deps.push_back(call_start_);
+      if (const auto copy = copy_task_[at(t.sender.value)]; copy >= 0) deps.push_back(TaskId{copy});
+    }
   }
 
   std::span<const Piece> pieces_of(std::int32_t transfer) const {
-    const auto t = static_cast<std::size_t>(transfer);
-    return std::span(pieces_).subspan(piece_begin_[t], piece_begin_[t + 1] - piece_begin_[t]);
+    const auto [first, last] = piece_range_[at(transfer)];
+    return std::span(pieces_).subspan(first, last - first);
   }
 
   // Builds the transfer's pieces in spec_, whose vectors keep their capacity from one task to
   // the next: a DeepSeek-V3 plan has 10^5 transfers.
   void add_transfer(const Transfer& t) {
-    const auto id = static_cast<std::size_t>(t.id);
+    const auto id = at(t.id);
     const auto& cost = costs_[id];
     const bool pack = cost.packs;
     const bool unpack = cost.unpacks;
@@ -272,7 +304,7 @@ class Builder {
     spec_.label = std::string_view(label_.data(), label_.size());
     spec_.stream = stream_[id];
     add_pieces(t, copy_time(cost.pack_first, t.sender));
-    piece_begin_[id + 1] = pieces_.size();
+    piece_range_[id].second = pieces_.size();
     ends_[id] = pieces_.back().task;
     if (unpack) {
       const Seconds unpack_time = copy_time(cost.unpack_last, t.receiver);
@@ -281,15 +313,16 @@ class Builder {
       spec_.resources.clear();
       spec_.deps.assign(1, ends_[id]);
       spec_.stream = -1;
-      ends_[id] = add_task(t, unpack_time);
+      ends_[id] = add_task(t.id, unpack_time);
     }
   }
 
   void add_pieces(const Transfer& t, Seconds pack_time) {
-    const auto id = static_cast<std::size_t>(t.id);
-    const auto upstream = single_upstream(id);
+    const auto id = at(t.id);
+    const auto upstream = pipelined_upstream_[id];
     piece_ends(t, ends_scratch_);
     std::int64_t done = 0;
+    piece_range_[id].first = pieces_.size();
     for (const std::int64_t e : ends_scratch_) {
       const bool first = done == 0;
       const bool last = e == ends_scratch_.back();
@@ -299,52 +332,162 @@ class Builder {
       // In a stream the pieces follow each other anyway; a dependency would make the next piece
       // start a flow of its own instead of taking over the stream's.
       if (!first && stream_[id] < 0) spec_.deps.push_back(pieces_.back().task);
-      if (last && upstream >= 0) spec_.deps.push_back(ends_[static_cast<std::size_t>(upstream)]);
+      if (last && upstream >= 0) spec_.deps.push_back(ends_[at(upstream)]);
       spec_.bytes = Bytes{through - done};
       spec_.latency = first ? latency_of(t) + pack_time : Seconds{0};
-      pieces_.push_back({e, add_task(t, first ? pack_time : Seconds{0})});
+      pieces_.push_back({e, add_task(t.id, first ? pack_time : Seconds{0})});
       done = through;
     }
   }
 
-  TaskId add_task(const Transfer& t, Seconds copy) {
-    out_.transfer_of_task.push_back(t.id);
+  TaskId add_task(std::int32_t transfer, Seconds copy) {
+    out_.transfer_of_task.push_back(transfer);
+    out_.call_of_task.push_back(transfer >= 0 && calls_ ? call_of_[at(transfer)] : current_call_);
     out_.copy_latency.push_back(copy);
     return out_.model.add_task(spec_);
+  }
+
+  // A task of the current call that is not a transfer: its start, end, copies and collective.
+  TaskId add_call_task(std::string_view label, Bytes bytes, Seconds latency, TaskKind kind) {
+    spec_.bytes = bytes;
+    spec_.latency = latency;
+    spec_.category = static_cast<std::uint32_t>(kind);
+    spec_.label = label;
+    spec_.stream = -1;
+    return add_task(-1, Seconds{0});
+  }
+
+  std::int32_t queue_track(std::int32_t queue) {
+    if (at(queue) >= queue_track_.size()) queue_track_.resize(at(queue) + 1, -1);
+    auto& track = queue_track_[at(queue)];
+    if (track < 0) track = out_.model.add_track(fmt::format("queue {}", queue));
+    return track;
+  }
+
+  void add_call(std::int32_t index) {
+    const Call& call = calls_->calls[at(index)];
+    current_call_ = index;
+    call_ends_.clear();
+    spec_.track = queue_track(call.queue);
+    spec_.resources.clear();
+    spec_.deps.clear();
+    if (at(call.queue) < queue_last_.size() && queue_last_[at(call.queue)] >= 0)
+      spec_.deps.push_back(TaskId{queue_last_[at(call.queue)]});
+    for (const std::int32_t a : call.after) spec_.deps.push_back(call_end_[at(a)]);
+    call_start_ = add_call_task(call.label, Bytes{0}, call.launch, TaskKind::kFixed);
+    add_copies(call.copies_before, call.label, {call_start_});
+    for (const std::int32_t t : order_range(index)) {
+      add_transfer(plan_.transfers[at(t)]);
+      call_ends_.push_back(ends_[at(t)]);
+    }
+    if (call.collective) add_collective(*call.collective, call.label);
+    for (const auto& c : call.copies_before) copy_task_[at(c.rank.value)] = -1;
+    add_copies_after(call, index);
+    spec_.track = queue_track(call.queue);
+    spec_.resources.clear();
+    spec_.deps = call_ends_;
+    spec_.deps.push_back(call_start_);
+    call_end_.push_back(add_call_task(call.label, Bytes{0}, call.finish, TaskKind::kFixed));
+    if (at(call.queue) >= queue_last_.size()) queue_last_.resize(at(call.queue) + 1, -1);
+    queue_last_[at(call.queue)] = call_end_.back().value;
+  }
+
+  // The call's transfers in order_ (sorted by call, so one range).
+  std::span<const std::int32_t> order_range(std::int32_t call) const {
+    const auto first =
+        std::ranges::lower_bound(order_, call, {}, [&](std::int32_t t) { return call_of_[at(t)]; });
+    const auto last =
+        std::ranges::upper_bound(order_, call, {}, [&](std::int32_t t) { return call_of_[at(t)]; });
+    return {first, last};
+  }
+
+  // Copies before the call's bytes: each rank's after the call's start; they gate its sends.
+  void add_copies(const std::vector<RankCopy>& copies, std::string_view label, std::vector<TaskId> deps) {
+    for (const auto& c : copies) {
+      spec_.resources.assign(1, links_.copy[gpu_index(c.rank)]);
+      spec_.deps = deps;
+      spec_.track = gpu_track_[gpu_index(c.rank)];
+      copy_task_[at(c.rank.value)] = add_call_task(label, c.bytes, Seconds{0}, TaskKind::kPack).value;
+    }
+  }
+
+  // Copies after the call's bytes: each rank's once all it receives in the call has landed.
+  void add_copies_after(const Call& call, std::int32_t index) {
+    if (call.copies_after.empty()) return;
+    std::vector<std::vector<TaskId>> received(at(plan_.world_size()));
+    for (const std::int32_t t : order_range(index))
+      received[at(plan_.transfers[at(t)].receiver.value)].push_back(ends_[at(t)]);
+    const std::vector<TaskId> collective = call.collective ? call_ends_ : std::vector<TaskId>{};
+    for (const auto& c : call.copies_after) {
+      spec_.resources.assign(1, links_.copy[gpu_index(c.rank)]);
+      spec_.deps = call.collective ? collective : received[at(c.rank.value)];
+      spec_.deps.push_back(call_start_);
+      spec_.track = gpu_track_[gpu_index(c.rank)];
+      call_ends_.push_back(add_call_task(call.label, c.bytes, Seconds{0}, TaskKind::kPack));
+    }
+  }
+
+  void add_collective(const Collective& collective, std::string_view label) {
+    const auto flows = collective_flows(collective, c_, links_);
+    std::vector<TaskId> deps{call_start_};
+    for (const Rank r : collective.ranks)
+      if (const auto copy = copy_task_[at(r.value)]; copy >= 0) deps.push_back(TaskId{copy});
+    spec_.track = gpu_track_[gpu_index(collective.ranks.front())];
+    for (const auto& channel : flows.channels) {
+      spec_.resources = channel.resources;
+      spec_.deps = deps;
+      call_ends_.push_back(add_call_task(label, channel.bytes, collective.latency,
+                                         flows.crosses_network ? TaskKind::kNetwork : TaskKind::kNvlink));
+    }
   }
 
   const Plan& plan_;
   const lowering::LoweredPlan& lowered_;
   std::vector<lowering::TransferCopyCost> costs_;  // per transfer
   const PlacedCluster& c_;
+  const CallSchedule* calls_;
+  std::vector<std::int32_t> call_of_;  // per transfer: its call, -1 for none (without a schedule: empty)
   PlanModel out_;
-  std::vector<GpuResources> gpu_;
-  std::vector<std::int32_t> gpu_track_, nic_track_;
-  std::vector<ResourceId> nic_tx_, nic_rx_, uplink_out_, uplink_in_;
+  LinkResources links_;
+  std::vector<std::int32_t> gpu_track_, nic_track_, queue_track_;
   std::vector<bool> has_pipelined_dependent_;
-  std::vector<bool> copy_can_bind_;              // per GPU
-  std::vector<std::int32_t> upstreams_;          // of every transfer, in order (Transfer::upstream)
-  std::vector<std::size_t> upstream_begin_;      // per transfer + 1: its first upstream
-  std::vector<std::int32_t> stream_;             // per transfer; -1 with window 0
-  std::vector<Grant> grant_;                     // per transfer
-  std::vector<std::vector<std::int64_t>> cuts_;  // per transfer: chunks that grant others
-  std::vector<Piece> pieces_;                    // of all transfers, in order
-  std::vector<std::size_t> piece_begin_;         // per transfer + 1: its first piece
-  TaskSpec spec_;                                // scratch of add_transfer()
+  std::vector<bool> copy_can_bind_;               // per GPU
+  std::vector<std::int32_t> upstreams_;           // of every transfer, in order (Transfer::upstream)
+  std::vector<std::size_t> upstream_begin_;       // per transfer + 1: its first upstream
+  std::vector<std::int32_t> pipelined_upstream_;  // per transfer: the one upstream it pipelines from, or -1
+  std::vector<std::int32_t> order_;               // the transfers that run, in issue order
+  std::vector<std::int32_t> stream_;              // per transfer; -1 with window 0
+  std::vector<Grant> grant_;                      // per transfer
+  std::vector<std::vector<std::int64_t>> cuts_;   // per transfer: chunks that grant others
+  std::vector<Piece> pieces_;                     // of all transfers, in order
+  std::vector<std::pair<std::size_t, std::size_t>> piece_range_;  // per transfer: its pieces
+  TaskSpec spec_;                                                 // scratch of add_transfer()
   std::vector<std::int64_t> ends_scratch_;
   fmt::memory_buffer label_;
   std::vector<TaskId> ends_;  // per transfer: the task after which its data is in place
   std::int64_t window_;       // chunks granted ahead per pair; 0: no limit
+  // Calls: the current one, its start, what its end waits for; per call its end; per queue its
+  // last call's end; per rank its copy before the current call's sends (-1: none).
+  std::int32_t current_call_ = -1;
+  TaskId call_start_;
+  std::vector<TaskId> call_ends_;
+  std::vector<TaskId> call_end_;
+  std::vector<std::int32_t> queue_last_;
+  std::vector<std::int32_t> copy_task_;
 };
 
 }  // namespace
 
 Result<PlanModel> build_plan_model(const Plan& plan, const ReshardProblem& problem,
                                    const PlacedCluster& cluster, const ExecutionModel& execution,
-                                   std::int32_t window) {
+                                   const PlanModelOptions& options) {
+  if (options.window < 0)
+    return out_of_range(fmt::format("window must be >= 0 chunks, got {}", options.window));
+  std::vector<std::int32_t> call_of;
+  if (options.calls) call_of = REFIT_TRY(call_of_each_transfer(plan, *options.calls));
   const auto lowered = REFIT_TRY(lowering::LoweredPlan::make(plan, lowering::kDefaultStaging));
   auto costs = REFIT_TRY(lowering::copy_costs(lowered, problem, execution.zero_copy));
-  return Builder(plan, lowered, std::move(costs), cluster, window).build();
+  return Builder(plan, lowered, std::move(costs), cluster, options, std::move(call_of)).build();
 }
 
 }  // namespace refit::sim

@@ -1,5 +1,6 @@
 #pragma once
-// Translation of a Plan into an engine Model (see plan_model.cc for the task shapes).
+// Translation of a Plan, run as a CallSchedule says, into an engine Model (see plan_model.cc for
+// the task shapes).
 #include <vector>
 
 #include "refit/core/problem.h"
@@ -7,24 +8,43 @@
 #include "refit/lowering/plan_costs.h"
 #include "refit/planner/execution_model.h"
 #include "refit/planner/plan.h"
+#include "refit/simulator/calls.h"
 #include "refit/simulator/model.h"
 #include "refit/topology/rank_map.h"
 
 namespace refit::sim {
 
-enum class TaskKind : std::uint32_t { kNetwork = 0, kNvlink = 1, kCopy = 2 };
+// Engine categories: what a task's flow time is spent on.
+enum class TaskKind : std::uint32_t {
+  kNetwork = 0,  // a transfer or collective through NICs
+  kNvlink = 1,   // a transfer or collective over NVLink only
+  kCopy = 2,     // a transfer between two ranks of one GPU
+  kPack = 3,     // a call's device copies (pack, unpack, stack, concatenate)
+  kFixed = 4,    // a call's fixed costs: no bytes, only latency
+};
 
 struct PlanModel {
   Model model;
-  std::vector<std::int32_t> transfer_of_task;  // by TaskId: the transfer it belongs to
+  std::vector<std::int32_t> transfer_of_task;  // by TaskId: its transfer, -1 for call tasks
+  std::vector<std::int32_t> call_of_task;      // by TaskId: its call, -1 without a schedule
   std::vector<Seconds> copy_latency;           // by TaskId: pack/unpack time inside its latency
 };
 
-// `window`: chunks in flight per (sender, receiver) pair, whose transfers go in plan order
-// (0: no limit and no order). Chunks and copies are the lowering's for every rank holding its
-// boxes of `problem`, under `execution`'s zero-copy rule. Preconditions: validate_structure(plan).
+struct PlanModelOptions {
+  // Chunks in flight per (sender, receiver) pair, whose transfers go in call then plan order
+  // (0: no limit and no order).
+  std::int32_t window = 0;
+  // How the plan is cut into calls; nullptr runs every transfer in one go, with no call costs.
+  const CallSchedule* calls = nullptr;
+};
+
+// Chunks and copies are the lowering's for every rank holding its boxes of `problem`, under
+// `execution`'s zero-copy rule. Preconditions: validate_structure(plan). Refuses a schedule
+// whose calls name unknown transfers or ranks, name a transfer twice, run a relay before the
+// transfer it forwards, or depend on later calls.
 [[nodiscard]] Result<PlanModel> build_plan_model(const Plan& plan, const ReshardProblem& problem,
                                                  const PlacedCluster& cluster,
-                                                 const ExecutionModel& execution, std::int32_t window);
+                                                 const ExecutionModel& execution,
+                                                 const PlanModelOptions& options);
 
 }  // namespace refit::sim

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -13,25 +14,107 @@
 namespace refit {
 namespace {
 
-constexpr const char* kKindNames[] = {"network", "nvlink", "copy"};
+using sim::TaskKind;
 
-// The engine splits the critical path into latency and flow time per category; the latency part
-// of each step that is pack/unpack time is reported as such.
-void fill_breakdown(PlanSimulation& out, const sim::PlanModel& pm, const sim::SimulationResult& r) {
-  Seconds* slots[] = {&out.network, &out.nvlink, &out.copy};
-  for (std::size_t k = 0; k < r.breakdown.by_category.size() && k < 3; ++k)
-    *slots[k] = r.breakdown.by_category[k];
-  for (const auto& step : r.critical_path) {
-    const auto t = static_cast<std::size_t>(step.task.value);
-    const double waited = std::max(0.0, (r.tasks[t].start - step.from).value);
-    out.pack += Seconds{std::min(pm.copy_latency[t].value, waited)};
+std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
+
+constexpr const char* kKindNames[] = {"network", "nvlink", "copy", "pack", "fixed"};
+
+// One critical-path step split into what it waited for before its bytes flowed (its latency:
+// a call's fixed cost, a pack or unpack, or per-message latency) and its flow time.
+struct StepShare {
+  Seconds fixed, pack, latency, flow;
+};
+
+StepShare share_of(const sim::PlanModel& pm, const sim::SimulationResult& r, const sim::CriticalStep& step) {
+  const auto t = at(step.task.value);
+  const auto& timing = r.tasks[t];
+  const Seconds waited{
+      std::max(0.0, std::min(timing.end, timing.start).value - std::max(step.from, timing.ready).value)};
+  StepShare s{.flow = timing.end - step.from - waited};
+  if (pm.model.category(step.task) == static_cast<std::uint32_t>(TaskKind::kFixed)) {
+    s.fixed = waited;
+  } else {
+    s.pack = Seconds{std::min(pm.copy_latency[t].value, waited.value)};
+    s.latency = waited - s.pack;
   }
-  out.latency = r.breakdown.latency - out.pack;
+  return s;
+}
+
+void fill_breakdown(PlanSimulation& out, const sim::PlanModel& pm, const sim::SimulationResult& r) {
+  Seconds* flow_slots[] = {&out.network, &out.nvlink, &out.copy, &out.pack, &out.fixed};
+  for (const auto& step : r.critical_path) {
+    const StepShare s = share_of(pm, r, step);
+    out.fixed += s.fixed;
+    out.pack += s.pack;
+    out.latency += s.latency;
+    *flow_slots[pm.model.category(step.task)] += s.flow;
+  }
+}
+
+std::string group_of(const CallSchedule* calls, std::int32_t call) {
+  if (!calls || call < 0) return "the plan";
+  const auto& c = calls->calls[at(call)];
+  return fmt::format("{} calls", c.group.empty() ? c.label : c.group);
+}
+
+void fill_contributors(PlanSimulation& out, const sim::PlanModel& pm, const sim::SimulationResult& r,
+                       const CallSchedule* calls) {
+  std::map<std::string, Contributor> by_what;
+  const auto add = [&](std::string what, Seconds time) {
+    if (time.value <= 0) return;
+    auto& c = by_what[what];
+    c.what = std::move(what);
+    c.time += time;
+    ++c.steps;
+  };
+  for (const auto& step : r.critical_path) {
+    const StepShare s = share_of(pm, r, step);
+    const auto group = group_of(calls, pm.call_of_task[at(step.task.value)]);
+    add(fmt::format("fixed cost of {}", group), s.fixed);
+    add(fmt::format("device copies of {}", group), s.pack);
+    add(fmt::format("message latency of {}", group), s.latency);
+    add(fmt::format("{} time of {}", kKindNames[pm.model.category(step.task)], group), s.flow);
+  }
+  for (auto& [what, c] : by_what) out.contributors.push_back(std::move(c));
+  std::ranges::sort(out.contributors, std::greater{}, [](const Contributor& c) { return c.time; });
+}
+
+// Per call whose end is on the critical path: its last arrival minus the mean over receiving
+// ranks of each one's last arrival.
+Seconds waiting_on_slowest(const Plan& plan, const sim::PlanModel& pm, const sim::SimulationResult& r) {
+  std::vector<char> critical_call;
+  for (const auto& step : r.critical_path) {
+    const auto call = pm.call_of_task[at(step.task.value)];
+    if (call < 0) continue;
+    if (at(call) >= critical_call.size()) critical_call.resize(at(call) + 1, 0);
+    critical_call[at(call)] = 1;
+  }
+  std::map<std::pair<std::int32_t, std::int32_t>, double> last;  // (call, receiver) -> last arrival
+  for (std::size_t t = 0; t < pm.transfer_of_task.size(); ++t) {
+    const auto transfer = pm.transfer_of_task[t];
+    const auto call = pm.call_of_task[t];
+    if (transfer < 0 || call < 0 || at(call) >= critical_call.size() || !critical_call[at(call)]) continue;
+    auto& l = last[{call, plan.transfers[at(transfer)].receiver.value}];
+    l = std::max(l, r.tasks[t].end.value);
+  }
+  Seconds waiting;
+  for (auto it = last.begin(); it != last.end();) {
+    const auto call = it->first.first;
+    double sum = 0, slowest = 0;
+    std::int64_t n = 0;
+    for (; it != last.end() && it->first.first == call; ++it, ++n) {
+      sum += it->second;
+      slowest = std::max(slowest, it->second);
+    }
+    waiting += Seconds{slowest - sum / static_cast<double>(n)};
+  }
+  return waiting;
 }
 
 void fill_resources(PlanSimulation& out, const sim::Model& m, const sim::SimulationResult& r) {
   for (std::int32_t i = 0; i < m.resource_count(); ++i) {
-    const auto& u = r.resources[static_cast<std::size_t>(i)];
+    const auto& u = r.resources[at(i)];
     if (u.bytes.value > 0)
       out.resources.push_back(ResourceReport{m.resource_name(sim::ResourceId{i}), u.bytes, u.utilisation});
   }
@@ -39,9 +122,12 @@ void fill_resources(PlanSimulation& out, const sim::Model& m, const sim::Simulat
 
 void fill_critical_path(PlanSimulation& out, const sim::PlanModel& pm, const sim::SimulationResult& r) {
   for (const auto& step : r.critical_path) {
-    const auto t = static_cast<std::size_t>(step.task.value);
-    out.critical_path.push_back(CriticalTransfer{
-        pm.transfer_of_task[t], kKindNames[pm.model.category(step.task)], step.from, r.tasks[t].end});
+    const auto t = at(step.task.value);
+    out.critical_path.push_back(CriticalTransfer{.transfer = pm.transfer_of_task[t],
+                                                 .call = pm.call_of_task[t],
+                                                 .what = kKindNames[pm.model.category(step.task)],
+                                                 .start = step.from,
+                                                 .end = r.tasks[t].end});
   }
 }
 
@@ -54,14 +140,16 @@ Result<PlanSimulation> simulate_plan(const Plan& plan, const ReshardProblem& pro
                                 cluster.name(), cluster.ranks().rank_count()));
   REFIT_TRY(validate_structure(plan));
   const ExecutionModel& execution = options.execution ? *options.execution : execution_model(plan.execution);
-  const auto window = options.window.value_or(execution.pair_window);
-  if (window < 0) return out_of_range(fmt::format("window must be >= 0 chunks, got {}", window));
-  const auto pm = REFIT_TRY(sim::build_plan_model(plan, problem, cluster, execution, window));
+  const sim::PlanModelOptions mo{.window = options.window.value_or(execution.pair_window),
+                                 .calls = options.calls};
+  const auto pm = REFIT_TRY(sim::build_plan_model(plan, problem, cluster, execution, mo));
   const sim::SimulateOptions so{
       .progress = options.progress, .rate_tolerance = options.rate_tolerance, .instant = options.instant};
   const auto r = REFIT_TRY(sim::simulate(pm.model, so));
   PlanSimulation out{.predicted = r.makespan, .tasks = pm.model.task_count(), .events = r.events};
   fill_breakdown(out, pm, r);
+  out.waiting = waiting_on_slowest(plan, pm, r);
+  fill_contributors(out, pm, r, options.calls);
   fill_resources(out, pm.model, r);
   fill_critical_path(out, pm, r);
   if (options.trace) REFIT_TRY(sim::write_chrome_trace(pm.model, r, *options.trace));

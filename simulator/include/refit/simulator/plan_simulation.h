@@ -13,6 +13,7 @@
 #include "refit/core/problem.h"
 #include "refit/planner/execution_model.h"
 #include "refit/planner/plan.h"
+#include "refit/simulator/calls.h"
 #include "refit/topology/rank_map.h"
 
 namespace refit {
@@ -27,6 +28,9 @@ struct PlanSimulationOptions {
   // (sender, receiver) pair sends its transfers in plan order (0: every transfer at once, as
   // soon as its data is there).
   std::optional<std::int32_t> window;
+  // How a deployment cuts the plan into calls (deployment.h); nullptr runs every transfer in
+  // one go, with no per-call costs.
+  const CallSchedule* calls = nullptr;
   // SimulateOptions::rate_tolerance; 0 simulates exactly. Plans are all-to-alls where every
   // message end shifts dozens of rates a little, so a tolerance saves most of the work while the
   // predicted time stays within the noise of the exact one (bench/RESULTS.md).
@@ -48,16 +52,30 @@ struct ResourceReport {
 };
 
 struct CriticalTransfer {
-  std::int32_t transfer = -1;  // index into Plan::transfers
-  std::string what;            // "network", "nvlink" or "copy"
+  std::int32_t transfer = -1;  // index into Plan::transfers; -1 for a call's own task
+  std::int32_t call = -1;      // index into CallSchedule::calls; -1 without a schedule
+  std::string what;            // "network", "nvlink", "copy", "pack" or "fixed"
   Seconds start;
   Seconds end;
 };
 
+// A share of the critical path: one kind of time spent in one kind of call.
+struct Contributor {
+  std::string what;    // e.g. "network time of packed broadcast calls"
+  Seconds time;        // on the critical path
+  std::int64_t steps;  // critical-path steps it adds up
+};
+
 struct PlanSimulation {
   Seconds predicted;
-  // Along the critical path; latency + network + nvlink + copy + pack == predicted.
-  Seconds latency, network, nvlink, copy, pack;
+  // Along the critical path; latency + network + nvlink + copy + pack + fixed == predicted:
+  // per-message latency, flow time per link kind, device copies (pack, unpack, stack,
+  // concatenate), and calls' fixed costs (host work, launches, barriers).
+  Seconds latency, network, nvlink, copy, pack, fixed;
+  // Of the flow time on the critical path, what calls spent after their average rank had
+  // received all its bytes, waiting for the slowest one.
+  Seconds waiting;
+  std::vector<Contributor> contributors;        // the critical path by what and call kind, largest first
   std::vector<ResourceReport> resources;        // every resource that carried bytes
   std::vector<CriticalTransfer> critical_path;  // one entry per task on the path
   std::int64_t tasks = 0;

@@ -1,0 +1,60 @@
+#pragma once
+// How a deployed system cuts a refit into library calls, and what each call costs besides moving
+// its bytes. A CallSchedule is plain data: a deployment (deployment.h) describes one, the plan
+// simulation (plan_simulation.h) runs it. Each call:
+//   - starts once the previous call of its queue and every call in `after` have ended, pays
+//     `launch`, then lets each rank make its `copies_before` (pack, stack, concatenate) and send;
+//   - moves its plan transfers (relayed as the plan says) or runs one NCCL ring collective;
+//   - ends once every rank has made its `copies_after` (unpack, copy into a fused parameter) and
+//     `finish` has been paid after the last of them: a call waits for its slowest rank.
+// So n calls of one queue, each of fixed cost o moving b bytes at bandwidth w, take n(o + b/w);
+// calls of two queues overlap.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "refit/core/units.h"
+
+namespace refit {
+
+enum class CollectiveKind : std::uint8_t { kBroadcast, kAllGather };
+
+// An NCCL ring collective. The ring crosses NVLink inside a domain and NICs between domains;
+// NCCL runs it on several channels, each leaving a domain through a different member's NIC, so
+// a ring of k ranks per domain spreads over k NICs there.
+struct Collective {
+  CollectiveKind kind = CollectiveKind::kBroadcast;
+  std::vector<Rank> ranks{};  // in ring order; a broadcast's root first
+  Bytes bytes{};              // broadcast: the buffer; all-gather: the gathered total (nccl-tests' S)
+  Seconds latency{};          // NCCL's per-call latency for this ring (nccl_cost_model.h)
+  double efficiency = 1.0;    // fraction of the links' bandwidth the collective reaches, in (0, 1]
+};
+
+// Bytes a rank copies on its GPU, device to device, as part of a call.
+struct RankCopy {
+  Rank rank;
+  Bytes bytes;
+};
+
+struct Call {
+  std::string label{};                    // names the call in errors and traces
+  std::string group{};                    // its kind, shared by many calls: --explain sums by it
+  std::int32_t queue = 0;                 // calls of one queue (a communicator, a stream) run in order
+  std::vector<std::int32_t> after{};      // earlier calls that must have ended before it starts
+  Seconds launch{};                       // before any byte moves: host work, launches, opening barrier
+  Seconds finish{};                       // after the last copy: closing barrier, synchronisation
+  std::vector<RankCopy> copies_before{};  // a rank sends once its copy is done
+  std::vector<RankCopy> copies_after{};   // a rank copies once all it receives in the call has landed
+  std::vector<std::int32_t> transfers{};  // indices into Plan::transfers, each in at most one call
+  std::optional<Collective> collective{};
+};
+
+struct CallSchedule {
+  std::vector<Call> calls{};  // in issue order: `after` names earlier calls only
+  // Relays forward a transfer once all of it has arrived, not chunk by chunk (M2N's packed path
+  // forwards whole slices).
+  bool store_and_forward = false;
+};
+
+}  // namespace refit
