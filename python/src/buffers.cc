@@ -178,10 +178,9 @@ Result<RankArrays> rank_arrays(const ReshardProblem& problem, Rank rank, const n
     const auto w = wanted.find(name);
     nb::ndarray<nb::ro> readable;
     if (!nb::try_cast(value, readable))
-      return invalid(fmt::format(
-          "{}: a {} is not an array that exports DLPack (a numpy array, a torch tensor; a torch tensor "
-          "that requires grad must be detached)",
-          where, nb::type_name(value.type()).c_str()));
+      return invalid(
+          fmt::format("{}: a {} is not an array that exports DLPack (a numpy array, a torch tensor, ...)",
+                      where, nb::type_name(value.type()).c_str()));
     if (w == wanted.end()) {
       if (readable.size() == 0) continue;  // an empty array for an empty box
       return mismatch(

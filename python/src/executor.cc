@@ -158,7 +158,8 @@ nb::dict execute(PreparedHandle& self) {
     nb::gil_scoped_release release;
     report = self.owner->executor->execute(*self.prepared);
   }
-  const auto r = unwrap(std::move(report));
+  if (!report) raise_error(std::move(report.error()).in(fmt::format("rank {}", self.rank)));
+  const auto& r = *report;
   nb::dict d;
   d["rank"] = self.rank;
   d["bytes_sent"] = r.bytes_sent.value;
