@@ -97,7 +97,7 @@ def _simulate_plan(p: Plan, window: Optional[int], trace: Union[bool, str, Path]
     stats = p.stats
     bound = stats.lower_bound_s
     text = raw.get("trace")
-    if isinstance(trace, (str, Path)) and not isinstance(trace, bool):
+    if isinstance(trace, (str, Path)):
         Path(trace).write_text(text or "")
     return Simulation(
         strategy=p.strategy,

@@ -92,3 +92,18 @@ def test_cluster_description_is_refit_topo_json(cli_json: Any) -> None:
                         "--infer-ranks", str(problem.destination_ranks))  # fmt: skip
     got = refit.Cluster.preset("gb200-nvl72:gpus_per_domain=64").describe(problem)
     assert json.loads(json.dumps(got)) == expected
+
+
+def test_discovery_without_gpus_models_the_host_as_the_command_does(cli: Any) -> None:
+    import json
+
+    problem = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2", infer="tp=2")
+    options = ["--nvml-library", "libnvidia-ml-absent.so", "--sysfs-root", "/nonexistent"]
+    done = cli("topo", "--discover", *options, "--train-ranks", "2", "--infer-ranks", "2", "--json")
+    assert done.returncode == 0, done.stderr
+    cluster = refit.Cluster.discover(nvml_library="libnvidia-ml-absent.so", sysfs_root="/nonexistent")
+    assert cluster.describe(problem) == json.loads(done.stdout)
+    notes = [line.removeprefix("refit: discover: ") for line in done.stderr.splitlines()]
+    assert cluster.placed(problem).notes == notes
+    assert any("no NVIDIA GPU" in n for n in cluster.notes)
+    assert refit.simulate(problem, cluster).predicted_s > 0
