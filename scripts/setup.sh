@@ -7,6 +7,7 @@ REFIT_PACKAGES=(
   libfmt-dev nlohmann-json3-dev libcli11-dev libboost-graph-dev libpugixml-dev
   libgtest-dev libgmock-dev libbenchmark-dev clang-format
   libucx-dev ucx-utils libopenmpi-dev openmpi-bin
+  python3-venv python3-dev
 )
 
 refit_missing_packages() {
@@ -38,4 +39,30 @@ refit_build() {
     cmake --preset "$preset" >&2 || return 1
   fi
   cmake --build --preset "$preset" ${1:+--target "$@"} >&2
+}
+
+# The project's Python environment, .venv (git-ignored), from Debian's python3 and PyPI: what
+# builds the Python package (scikit-build-core, nanobind) and what its tests use (numpy, pytest,
+# matplotlib, pandas, mpi4py, torch). Installed once; later runs only check that it is there.
+REFIT_VENV=.venv
+REFIT_PYTHON_PACKAGES=(scikit-build-core nanobind numpy pytest matplotlib pandas mpi4py)
+
+refit_python_env() {
+  if [ ! -x "$REFIT_VENV/bin/python" ]; then
+    echo "refit: creating $REFIT_VENV with $(/usr/bin/python3 --version)" >&2
+    /usr/bin/python3 -m venv "$REFIT_VENV" >&2 || return 1
+  fi
+  local py=$REFIT_VENV/bin/python
+  if ! "$py" -c "import scikit_build_core, nanobind, numpy, pytest, matplotlib, pandas, mpi4py" 2>/dev/null; then
+    echo "refit: installing ${REFIT_PYTHON_PACKAGES[*]} into $REFIT_VENV" >&2
+    "$py" -m pip install -q --disable-pip-version-check "${REFIT_PYTHON_PACKAGES[@]}" >&2 || return 1
+  fi
+  # torch for the tests (CPU tensors, torchrun, torch.distributed). PyPI's Linux wheel brings its
+  # CUDA libraries along (about 4 GB installed, a few minutes, once); where a CPU-only index is
+  # reachable, REFIT_TORCH_INDEX_URL points pip at it instead.
+  if ! "$py" -c "import torch" 2>/dev/null; then
+    echo "refit: installing torch into $REFIT_VENV (once; several GB)" >&2
+    "$py" -m pip install -q --disable-pip-version-check ${REFIT_TORCH_INDEX_URL:+--index-url "$REFIT_TORCH_INDEX_URL"} \
+      torch >&2 || return 1
+  fi
 }

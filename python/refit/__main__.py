@@ -1,0 +1,219 @@
+"""``python -m refit``: predictions, sweeps and figures from the shell.
+
+    python -m refit compare  PROBLEM CLUSTER [--window N] [--plot out.png] [--json]
+    python -m refit sweep    PROBLEM CLUSTER --vary KEY=V1,V2,... [--vary ...] [--strategy S ...]
+                             [--x KEY] [--plot out.png] [--csv out.csv] [--json]
+    python -m refit timeline PROBLEM CLUSTER [--strategy S] [--bins N] --plot out.png
+
+    PROBLEM = --model NAME|config.json --train "pp=16,ep=16" --infer "tp=32,dp=8" | --manifest F
+    CLUSTER = --cluster PRESET[:key=value,...] | --cluster-file F | --nccl-topo-xml F | --discover
+
+Exit codes as the refit command's: 0 ok, 2 bad input, 1 failure; errors go to stderr as
+``refit <command>: error: <message>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from typing import Any, Optional, Sequence
+
+from refit._cluster import Cluster
+from refit._errors import Error
+from refit._problem import Problem
+from refit._simulate import Simulation, compare
+
+
+def _problem_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("problem")
+    g.add_argument("--model", help="built-in model name, or a config.json (or its directory)")
+    g.add_argument("--train", help='Megatron sizes, e.g. "pp=16,ep=16"')
+    g.add_argument("--infer", help='vLLM sizes, e.g. "tp=32,dp=8"')
+    g.add_argument("--dtype", help="overrides the config's torch_dtype")
+    g.add_argument("--per-expert", action="store_true", help="one tensor per routed expert")
+    g.add_argument("--mtp", action="store_true", help="include DeepSeek-V3's MTP layer")
+    g.add_argument("--manifest", help="a manifest instead of --model, --train and --infer")
+    c = p.add_argument_group("cluster").add_mutually_exclusive_group()
+    c.add_argument("--cluster", help="preset, e.g. dgx-h100 or gb200-nvl72:gpus_per_domain=64")
+    c.add_argument("--cluster-file", help="cluster file (the format of refit topo --json)")
+    c.add_argument("--nccl-topo-xml", help="NCCL topology dump of one node")
+    c.add_argument("--discover", action="store_true", help="this machine (NVML and sysfs)")
+
+
+def _load(args: argparse.Namespace) -> tuple[Problem, Cluster]:
+    if args.manifest:
+        if args.model or args.train or args.infer:
+            raise ValueError("--manifest: give either --manifest or --model with --train and --infer")
+        problem = Problem.from_manifest(args.manifest)
+    else:
+        if not args.model:
+            raise ValueError(
+                "--model: missing (a built-in name or a config.json, with --train and --infer; "
+                "or --manifest FILE)"
+            )
+        problem = Problem.from_model(args.model, train=args.train or "", infer=args.infer or "",
+                                     dtype=args.dtype, per_expert=args.per_expert, mtp=args.mtp)  # fmt: skip
+    if args.cluster_file:
+        cluster = Cluster.from_file(args.cluster_file)
+    elif args.nccl_topo_xml:
+        cluster = Cluster.from_nccl_xml(args.nccl_topo_xml)
+    elif args.discover:
+        cluster = Cluster.discover()
+        for note in cluster.notes:
+            print(f"refit: discover: {note}", file=sys.stderr)
+    else:
+        cluster = Cluster.preset(args.cluster or "dgx-h100")
+    return problem, cluster
+
+
+def _value(text: str) -> Any:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _vary(items: Sequence[str]) -> dict[str, list[Any]]:
+    vary: dict[str, list[Any]] = {}
+    for item in items:
+        key, sep, values = item.partition("=")
+        if not sep or not values:
+            raise ValueError(f"--vary: expected KEY=V1,V2,... (got '{item}')")
+        # Layouts hold commas themselves: their values are separated by ';'.
+        split = values.split(";") if key in ("train", "infer") else values.split(",")
+        vary[key] = [_value(v) for v in split if v]
+    return vary
+
+
+def _save(fig: Any, path: str) -> None:
+    fig.savefig(path, dpi=100)
+    print(f"refit: wrote {path}", file=sys.stderr)
+
+
+def _print_table(rows: Sequence[Simulation]) -> None:
+    print(f"lower bound {rows[0].lower_bound_s:.4f} s ({rows[0].lower_bound_binding})")
+    print(f"{'strategy':<18} {'predicted':>12} {'x bound':>9} {'vs gather-bc':>14}")
+    for r in rows:
+        speedup = "-" if r.speedup_vs_gather_broadcast is None else f"{r.speedup_vs_gather_broadcast:.2f}x"
+        print(f"{r.strategy:<18} {r.predicted_s:>10.4f} s {r.ratio_to_lower_bound:>9.3f} {speedup:>14}")
+
+
+def _simulation_json(rows: Sequence[Simulation]) -> dict[str, Any]:
+    def row(r: Simulation) -> dict[str, Any]:
+        d = dataclasses.asdict(r)
+        for key in ("resources", "critical_path", "trace", "cluster", "lower_bound_binding"):
+            d.pop(key)
+        if d["speedup_vs_gather_broadcast"] is None:
+            d.pop("speedup_vs_gather_broadcast")
+        return d
+
+    return {"cluster": rows[0].cluster, "lower_bound_s": rows[0].lower_bound_s,
+            "lower_bound_binding": rows[0].lower_bound_binding, "strategies": [row(r) for r in rows]}  # fmt: skip
+
+
+def _compare(args: argparse.Namespace) -> None:
+    problem, cluster = _load(args)
+    rows = compare(problem, cluster, window=args.window)
+    if args.json:
+        print(json.dumps(_simulation_json(rows)))
+    else:
+        _print_table(rows)
+    if args.plot:
+        from refit import figures
+
+        title = f"{problem.model or 'manifest'}: {problem.train} -> {problem.infer} on {rows[0].cluster}"
+        _save(figures.compare(rows, title=title if problem.model else None), args.plot)
+
+
+def _sweep(args: argparse.Namespace) -> None:
+    from refit.sweep import sweep
+
+    problem, cluster = _load(args)
+    vary = _vary(args.vary)
+    rows = sweep(problem, cluster, vary, strategies=args.strategy or None, window=args.window,
+                 as_frame=False, progress=lambda p: print(f"refit sweep: {p}", file=sys.stderr))  # fmt: skip
+    if args.json:
+        print(json.dumps(rows))
+    else:
+        keys = list(vary)
+        for r in rows:
+            point = " ".join(f"{k}={r[k]}" for k in keys)
+            print(f"{point:<40} {r['strategy']:<18} {r['predicted_s']:>10.4f} s  x{r['ratio_to_lower_bound']:.3f}")
+    if args.csv:
+        import csv
+
+        with open(args.csv, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    if args.plot:
+        from refit import figures
+
+        x = args.x or next(iter(vary))
+        if x not in vary:
+            raise ValueError(f"--x: {x} is not a varied key ({', '.join(vary)})")
+        series = ["strategy", *(k for k in vary if k != x)]
+        _save(figures.sweep(rows, x, series=series), args.plot)
+
+
+def _timeline(args: argparse.Namespace) -> None:
+    from refit import figures
+    from refit._simulate import simulate
+
+    problem, cluster = _load(args)
+    sim = simulate(problem, cluster, args.strategy, window=args.window, trace=True)
+    print(f"{sim.strategy}: {sim.predicted_s:.4f} s predicted ({sim.ratio_to_lower_bound:.3f}x bound)")
+    _save(figures.timeline(sim, bins=args.bins), args.plot)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m refit", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    c = commands.add_parser("compare", help="predict every strategy (refit simulate --compare)")
+    _problem_options(c)
+    c.add_argument("--window", type=int, help="chunks in flight per (sender, receiver) pair")
+    c.add_argument("--plot", help="write the strategies side by side to this image (PNG, SVG, PDF)")
+    c.add_argument("--json", action="store_true", help="print refit simulate --json's object")
+    c.set_defaults(run=_compare)
+    s = commands.add_parser("sweep", help="predict over cluster parameters and layouts")
+    _problem_options(s)
+    s.add_argument("--vary", action="append", required=True, metavar="KEY=V1,V2,...",
+                   help="a key and its values, e.g. nic_gbps=200,400,800 (layouts: "
+                        "train=pp=16,ep=16;pp=8,ep=32); repeat for a grid")  # fmt: skip
+    s.add_argument("--strategy", action="append", help="a strategy to predict (repeat; default all)")
+    s.add_argument("--window", type=int, help="chunks in flight per (sender, receiver) pair")
+    s.add_argument("--x", help="the varied key on the plot's horizontal axis (default the first)")
+    s.add_argument("--plot", help="write the sweep as lines to this image")
+    s.add_argument("--csv", help="write the rows to this CSV file")
+    s.add_argument("--json", action="store_true", help="print the rows as one JSON list")
+    s.set_defaults(run=_sweep)
+    t = commands.add_parser("timeline", help="a per-NIC timeline of one strategy's predicted refit")
+    _problem_options(t)
+    t.add_argument("--strategy", default="refit")
+    t.add_argument("--window", type=int, help="chunks in flight per (sender, receiver) pair")
+    t.add_argument("--bins", type=int, default=200, help="time bins (default 200)")
+    t.add_argument("--plot", required=True, help="write the timeline to this image")
+    t.set_defaults(run=_timeline)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Runs one command; returns its exit code."""
+    args = _parser().parse_args(argv)
+    try:
+        args.run(args)
+    except ValueError as e:  # bad input, refit.BadInput among it
+        print(f"refit {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except Error as e:  # failures at run time
+        print(f"refit {args.command}: error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

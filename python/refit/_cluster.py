@@ -1,0 +1,151 @@
+"""Clusters: the hardware a refit runs on, sized to a problem's job when it is used."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Union
+
+from refit import _refit
+from refit._problem import Problem
+
+__all__ = ["Cluster", "preset_keys", "presets"]
+
+
+def presets() -> list[str]:
+    """The cluster presets: ``dgx-h100``, ``dgx-h200``, ``dgx-b200``, ``gb200-nvl72``, ..."""
+    return list(_refit.preset_names())
+
+
+def preset_keys() -> dict[str, str]:
+    """Every preset override key with its meaning (``nic_gbps``, ``gpus_per_domain``, ...)."""
+    return dict(_refit.preset_keys())
+
+
+def _format_value(value: object) -> str:
+    if isinstance(value, bool):
+        raise ValueError(f"--cluster: a preset override takes a number, got {value!r}")
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _split_spec(spec: str) -> tuple[str, dict[str, str]]:
+    name, _, rest = spec.partition(":")
+    overrides: dict[str, str] = {}
+    for item in filter(None, rest.split(",")):
+        key, _, value = item.partition("=")
+        overrides[key.strip()] = value.strip()
+    return name.strip(), overrides
+
+
+def _join_spec(name: str, overrides: dict[str, str]) -> str:
+    if not overrides:
+        return name
+    return name + ":" + ",".join(f"{k}={v}" for k, v in overrides.items())
+
+
+class Cluster:
+    """Where a cluster comes from: a preset (with overrides), a cluster file, an NCCL topology dump,
+    or this machine's discovery.
+
+    A cluster is sized to a problem's job when it is used: ``Cluster.preset("dgx-h100")`` means
+    "as many DGX H100 nodes as the job needs, training ranks on the first GPUs, inference ranks
+    right after them", as ``--cluster dgx-h100`` does on the command line::
+
+        cluster = refit.Cluster.preset("gb200-nvl72:gpus_per_domain=64")
+        cluster = refit.Cluster.preset("dgx-h100", nic_gbps=800, oversubscription=2)
+    """
+
+    def __init__(self, **source: Any) -> None:
+        """Use :meth:`preset`, :meth:`from_file`, :meth:`from_nccl_xml` or :meth:`discover`."""
+        self._source = source
+        self._placed: dict[tuple[int, int], _refit.PlacedCluster] = {}
+        self._load(0, 0)  # refuses an unknown preset, key or file now rather than at first use
+
+    @classmethod
+    def preset(cls, spec: str = "dgx-h100", **overrides: Union[int, float]) -> Cluster:
+        """A preset, ``NAME`` or ``NAME:key=value,...``, with more overrides as keywords.
+
+        Keys (:func:`refit.preset_keys`): nodes, gpus_per_node, gpus_per_domain, nics_per_node,
+        nic_gbps (NIC line rate in Gb/s), nvlink_gbps, copy_gbps, latency_us, nvlink_latency_us,
+        oversubscription, and infer_offset (the first GPU of the inference ranks).
+
+        Raises:
+            refit.BadInput: an unknown preset or key, or a bad value (the message names it).
+        """
+        name, given = _split_spec(spec)
+        given.update({k: _format_value(v) for k, v in overrides.items()})
+        return cls(preset=_join_spec(name, given))
+
+    @classmethod
+    def from_file(cls, path: Union[str, Path]) -> Cluster:
+        """A cluster file (JSON, the format of ``refit topo --json`` and :meth:`describe`)."""
+        return cls(file=str(path))
+
+    @classmethod
+    def from_nccl_xml(cls, path: Union[str, Path]) -> Cluster:
+        """What ``NCCL_TOPO_DUMP_FILE`` wrote on one node, repeated for as many nodes as needed."""
+        return cls(nccl_xml=str(path))
+
+    @classmethod
+    def discover(
+        cls, *, sysfs_root: str = "/sys", nvml_library: str = "libnvidia-ml.so.1"
+    ) -> Cluster:
+        """This machine, through NVML and sysfs (a host without NVIDIA GPUs is modelled as the
+        cpu-host preset, with the RDMA NICs found); :attr:`notes` says what was not found."""
+        return cls(discover=True, sysfs_root=sysfs_root, nvml_library=nvml_library)
+
+    @property
+    def spec(self) -> str:
+        """The preset spec (``NAME:key=value,...``), the file, or ``"discover"``."""
+        for key in ("preset", "file", "nccl_xml"):
+            if key in self._source:
+                return str(self._source[key])
+        return "discover"
+
+    @property
+    def is_preset(self) -> bool:
+        """Whether the cluster is a preset, whose keys :meth:`with_overrides` and sweeps change."""
+        return "preset" in self._source
+
+    @property
+    def overrides(self) -> dict[str, str]:
+        """The preset's overrides, as given."""
+        return _split_spec(self.spec)[1] if self.is_preset else {}
+
+    @property
+    def notes(self) -> list[str]:
+        """What discovery did not find or did not use, and why (empty for other sources)."""
+        return list(self._load(0, 0).notes)
+
+    def with_overrides(self, **overrides: Union[int, float]) -> Cluster:
+        """The same preset with these keys set (others kept)."""
+        if not self.is_preset:
+            raise ValueError(f"--cluster: {self.spec} is not a preset: only presets take overrides")
+        return Cluster.preset(self.spec, **overrides)
+
+    def placed(self, problem: Problem) -> _refit.PlacedCluster:
+        """The cluster sized to the problem's job, its ranks placed (cached per job size)."""
+        return self._load(problem.source_ranks, problem.destination_ranks)
+
+    def describe(self, problem: Union[Problem, None] = None) -> dict[str, Any]:
+        """The cluster in the cluster file format (``refit topo --json``), placed for the
+        problem's job when one is given."""
+        placed = self.placed(problem) if problem is not None else self._load(0, 0)
+        return json.loads(placed.to_json())
+
+    def name_for(self, problem: Problem) -> str:
+        """The cluster's name as sized for the problem (e.g. ``dgx-h100``)."""
+        return self.placed(problem).name
+
+    def _load(self, source_ranks: int, destination_ranks: int) -> _refit.PlacedCluster:
+        key = (source_ranks, destination_ranks)
+        if key not in self._placed:
+            self._placed[key] = _refit.PlacedCluster.load(
+                **self._source, source_ranks=source_ranks, destination_ranks=destination_ranks
+            )
+        return self._placed[key]
+
+    def __repr__(self) -> str:
+        return f"<refit.Cluster {self.spec}>"

@@ -1,0 +1,240 @@
+"""Plans: which bytes move from which rank to which, what that costs, and the lower bound."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from refit import _refit
+from refit._cluster import Cluster
+from refit._problem import Problem
+
+__all__ = [
+    "DEFAULT_CHUNK_BYTES",
+    "Explain",
+    "LowerBound",
+    "Plan",
+    "PlanStats",
+    "SideSummary",
+    "Staging",
+    "Strategy",
+    "lower_bound",
+    "plan",
+    "strategies",
+]
+
+#: Relays forward in chunks of this size (``refit plan --chunk``).
+DEFAULT_CHUNK_BYTES = 8 << 20
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """A planning strategy, the execution model its plans are run with, and its pair window."""
+
+    name: str
+    description: str
+    execution_model: str
+    pair_window: int
+
+
+def strategies() -> list[Strategy]:
+    """Every strategy, the default (``refit``) first."""
+    return [Strategy(*row) for row in _refit.strategies()]
+
+
+@dataclass(frozen=True)
+class LowerBound:
+    """The time no plan can beat on the cluster, which term binds, and each term in seconds."""
+
+    lower_bound_s: float
+    lower_bound_binding: str
+    destination_domain_s: float
+    source_side_s: float
+    source_nic_s: float
+    gpu_ingress_s: float
+
+
+def lower_bound(problem: Problem, cluster: Cluster) -> LowerBound:
+    """The lower bound of the problem on the cluster (sized to its job)."""
+    return LowerBound(**_refit.lower_bound(problem._handle, cluster.placed(problem)))
+
+
+@dataclass(frozen=True)
+class SideSummary:
+    """What became of the chunks one rank sends (or receives), as ``refit plan --explain``."""
+
+    transfers: int
+    chunks: int
+    bytes: int
+    in_place_chunks: int
+    runs: int
+    staged_chunks: int
+    staged_bytes: int
+    chunks_by_reason: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Staging:
+    """Chunks a rank packs (or unpacks) through staging, and the largest."""
+
+    chunks: int
+    largest_bytes: int
+
+
+@dataclass(frozen=True)
+class Explain:
+    """What the lowering chose for one rank (the ``explain`` object of ``refit plan --json``),
+    with ``text`` as ``refit plan --explain`` prints it."""
+
+    rank: int
+    sends: SideSummary
+    receives: SideSummary
+    waiting_chunks: int
+    extract_transfers: int
+    scratch_bytes: int
+    send_staging: Staging
+    receive_staging: Staging
+    text: str = field(repr=False)
+
+    @classmethod
+    def _from(cls, d: dict[str, Any], text: str) -> Explain:
+        return cls(
+            rank=d["rank"],
+            sends=SideSummary(**d["sends"]),
+            receives=SideSummary(**d["receives"]),
+            waiting_chunks=d["waiting_chunks"],
+            extract_transfers=d["extract_transfers"],
+            scratch_bytes=d["scratch_bytes"],
+            send_staging=Staging(**d["send_staging"]),
+            receive_staging=Staging(**d["receive_staging"]),
+            text=text,
+        )
+
+
+@dataclass(frozen=True)
+class PlanStats:
+    """Every field of ``refit plan --json``: what the plan moves where, next to the lower bound."""
+
+    strategy: str
+    execution_model: str
+    tensors: int
+    transfers: int
+    messages: int
+    segments: int
+    total_bytes: int
+    network_bytes: int
+    nvlink_bytes: int
+    local_bytes: int
+    max_nic_tx_bytes: int
+    max_nic_rx_bytes: int
+    mean_nic_tx_bytes: float
+    mean_nic_rx_bytes: float
+    max_domain_ingress_bytes: int
+    lower_bound_s: float
+    lower_bound_binding: str
+    plan_seconds: float
+    plan_hash: str
+    explain: Optional[Explain] = None
+
+
+class Plan:
+    """A plan for a problem on a cluster; every executor runs it and the simulator predicts it.
+
+    Make one with :func:`refit.plan` or :meth:`load`. Plans are deterministic: every process that
+    plans the same problem on the same cluster gets the same :attr:`hash`.
+    """
+
+    def __init__(
+        self, handle: _refit.Plan, problem: Problem, cluster: Cluster, plan_seconds: float
+    ) -> None:
+        """Use :func:`refit.plan` or :meth:`Plan.load`."""
+        self._handle = handle
+        self.problem = problem
+        self.cluster = cluster
+        self.plan_seconds = plan_seconds
+        self._stats: Optional[PlanStats] = None
+
+    @classmethod
+    def load(cls, path: Union[str, Path], problem: Problem, cluster: Cluster) -> Plan:
+        """Reads a plan file (``refit plan --out``, :meth:`save`) and checks that it solves the
+        problem (``refit simulate --plan``); raises :class:`refit.BadInput` if it does not."""
+        handle, seconds = _refit.Plan.load(str(path), problem._handle)
+        cluster.placed(problem)  # the job must fit the cluster, as for a plan made here
+        return cls(handle, problem, cluster, seconds)
+
+    @property
+    def strategy(self) -> str:
+        """The strategy that made the plan."""
+        return self._handle.strategy
+
+    @property
+    def execution_model(self) -> str:
+        """What runs the plan: ``refit-ucx``, ``refit-nccl`` or ``nccl-collectives``."""
+        return self._handle.execution_model
+
+    @property
+    def hash(self) -> str:
+        """The plan's digest, 16 hex digits (``plan_hash``)."""
+        return self._handle.hash
+
+    @property
+    def stats(self) -> PlanStats:
+        """What the plan moves where and the lower bound: ``refit plan --json``."""
+        if self._stats is None:
+            self._stats = self._summary(None)
+        return self._stats
+
+    @property
+    def lower_bound(self) -> LowerBound:
+        """The lower bound of the plan's problem on its cluster."""
+        return lower_bound(self.problem, self.cluster)
+
+    def explain(self, rank: int) -> PlanStats:
+        """``refit plan --explain RANK --json``: the statistics with ``explain`` filled in for the
+        rank (``.explain.text`` is what the command prints)."""
+        return self._summary(rank)
+
+    def save(self, path: Union[str, Path]) -> None:
+        """Writes the plan file (format ``refit-plan`` version 1)."""
+        self._handle.save(str(path))
+
+    def to_json(self) -> str:
+        """The plan in the ``refit-plan`` format (JSON text)."""
+        return self._handle.to_json()
+
+    def _summary(self, rank: Optional[int]) -> PlanStats:
+        d = self._handle.summary(self.problem._handle, self.cluster.placed(self.problem), rank)
+        explain = d.pop("explain", None)
+        text = d.pop("explain_text", "")
+        return PlanStats(
+            **d,
+            plan_seconds=self.plan_seconds,
+            explain=Explain._from(explain, text) if explain is not None else None,
+        )
+
+    def __repr__(self) -> str:
+        return f"<refit.Plan {self.strategy} ({self.execution_model}) {self.hash} for {self.problem!r}>"
+
+
+def plan(
+    problem: Problem,
+    cluster: Cluster,
+    strategy: str = "refit",
+    *,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+) -> Plan:
+    """Plans the refit of ``problem`` on ``cluster`` (sized to its job) with a strategy.
+
+    Args:
+        strategy: ``refit`` (default), ``direct``, ``m2n-ring`` or ``gather-broadcast``
+            (:func:`refit.strategies`).
+        chunk_bytes: relays forward in chunks of this size.
+
+    Raises:
+        refit.BadInput: an unknown strategy, a cluster too small for the job.
+    """
+    if chunk_bytes <= 0:
+        raise ValueError(f"--chunk: {chunk_bytes} is not positive")
+    handle, seconds = _refit.Plan.make(problem._handle, cluster.placed(problem), strategy, chunk_bytes)
+    return Plan(handle, problem, cluster, seconds)

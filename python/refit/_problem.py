@@ -1,0 +1,198 @@
+"""Reshard problems: every tensor of a model with its training and its inference layout."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Union
+
+from refit import _refit
+
+__all__ = ["Problem", "Shard", "Tensor"]
+
+_DTYPE_BYTES = {
+    "bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8, "fp8_e4m3": 1, "fp8_e5m2": 1,
+    "int8": 1, "uint8": 1, "int32": 4, "int64": 8,
+}  # fmt: skip
+
+
+def dtype_bytes(dtype: str) -> int:
+    """Bytes per element of a refit dtype name ('bf16', 'fp32', ...)."""
+    return _DTYPE_BYTES[dtype]
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """One tensor of a problem: its name, global shape and dtype (refit's name, e.g. 'bf16')."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the whole tensor."""
+        return math.prod(self.shape) * dtype_bytes(self.dtype)
+
+
+@dataclass(frozen=True)
+class Shard:
+    """The box of one tensor that a rank holds (training) or needs (inference).
+
+    A rank's buffer for the tensor is this box, row-major and contiguous: an array of shape
+    ``extent`` and the tensor's dtype, the same as ``full_tensor[shard.slices]``.
+    """
+
+    tensor: str
+    dtype: str
+    tensor_shape: tuple[int, ...]
+    offset: tuple[int, ...]
+    extent: tuple[int, ...]
+
+    @property
+    def slices(self) -> tuple[slice, ...]:
+        """The box as slices of the full tensor."""
+        return tuple(slice(o, o + e) for o, e in zip(self.offset, self.extent))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the box."""
+        return math.prod(self.extent) * dtype_bytes(self.dtype)
+
+
+class Problem:
+    """A reshard problem: tensors with their training (source) and inference (destination) layouts.
+
+    Global ranks: training ranks are ``0 .. source_ranks-1``, inference ranks follow them. Make
+    one with :meth:`from_model` or :meth:`from_manifest`::
+
+        problem = refit.Problem.from_model("deepseek-v3", train="pp=16,ep=16", infer="tp=32,dp=8")
+    """
+
+    def __init__(self, handle: _refit.Problem, source: dict[str, object]) -> None:
+        """Wraps a loaded problem; use :meth:`from_model` or :meth:`from_manifest`."""
+        self._handle = handle
+        self._source = dict(source)
+        self._tensors: Optional[list[Tensor]] = None
+
+    @classmethod
+    def from_model(
+        cls,
+        model: Union[str, Path],
+        *,
+        train: str,
+        infer: str,
+        dtype: Optional[str] = None,
+        per_expert: bool = False,
+        mtp: bool = False,
+    ) -> Problem:
+        """The problem of a model with Megatron training and vLLM inference sizes.
+
+        Args:
+            model: a built-in name (:func:`refit.models`), a Hugging Face ``config.json`` or the
+                directory holding one.
+            train: Megatron sizes, e.g. ``"tp=4,pp=8,ep=16"`` (keys tp, pp, ep, etp, cp, dp,
+                pp_first, pp_last).
+            infer: vLLM sizes, e.g. ``"tp=8,dp=16"`` (keys tp, dp, pp, ep).
+            dtype: overrides the config's ``torch_dtype`` (``"bf16"``, ``"fp8_e4m3"``, ...).
+            per_expert: one tensor per routed expert instead of stacked ``[E, out, in]``.
+            mtp: include DeepSeek-V3's multi-token-prediction layer.
+
+        Raises:
+            refit.BadInput: an unknown model, a config refit cannot read, sizes that do not fit;
+                the message names the option as the refit command spells it (``--train: ...``).
+        """
+        source = {"model": str(model), "train": train, "infer": infer, "dtype": dtype or "",
+                  "per_expert": per_expert, "mtp": mtp}  # fmt: skip
+        return cls(_refit.Problem.load(**source), source)
+
+    @classmethod
+    def from_manifest(cls, path: Union[str, Path]) -> Problem:
+        """The problem a manifest describes (any framework; ``refit models --write-manifest``)."""
+        source = {"manifest": str(path)}
+        return cls(_refit.Problem.load(**source), source)
+
+    def with_layouts(self, train: Optional[str] = None, infer: Optional[str] = None) -> Problem:
+        """The same model with other training and/or inference sizes (for what-if studies)."""
+        if "model" not in self._source:
+            raise ValueError("a problem loaded from a manifest has fixed layouts: use from_model to vary them")
+        source = dict(self._source)
+        source["train"] = train if train is not None else source["train"]
+        source["infer"] = infer if infer is not None else source["infer"]
+        return Problem(_refit.Problem.load(**source), source)
+
+    @property
+    def model(self) -> Optional[str]:
+        """The model it was made from, or None for a manifest."""
+        return self._source.get("model")  # type: ignore[return-value]
+
+    @property
+    def train(self) -> Optional[str]:
+        """The training sizes it was made with, or None for a manifest."""
+        return self._source.get("train")  # type: ignore[return-value]
+
+    @property
+    def infer(self) -> Optional[str]:
+        """The inference sizes it was made with, or None for a manifest."""
+        return self._source.get("infer")  # type: ignore[return-value]
+
+    @property
+    def source_ranks(self) -> int:
+        """Training ranks."""
+        return self._handle.source_ranks
+
+    @property
+    def destination_ranks(self) -> int:
+        """Inference ranks."""
+        return self._handle.destination_ranks
+
+    @property
+    def world_size(self) -> int:
+        """Training plus inference ranks: the processes of a refit."""
+        return self.source_ranks + self.destination_ranks
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes of one copy of every tensor."""
+        return self._handle.total_bytes
+
+    @property
+    def tensors(self) -> list[Tensor]:
+        """Every tensor, in the problem's order."""
+        if self._tensors is None:
+            self._tensors = [Tensor(n, tuple(s), d) for n, s, d in self._handle.tensors()]
+        return list(self._tensors)
+
+    def is_training(self, rank: int) -> bool:
+        """Whether a global rank is on the training side (holds sources)."""
+        return 0 <= rank < self.source_ranks
+
+    def shards(self, rank: int) -> list[Shard]:
+        """The non-empty boxes a training rank holds, or an inference rank needs, in tensor order.
+
+        These are the buffers the rank hands an executor, keyed by ``shard.tensor``.
+        """
+        return [
+            Shard(name, dtype, tuple(shape), tuple(offset), tuple(extent))
+            for name, dtype, shape, offset, extent in self._handle.shards(rank)
+        ]
+
+    def manifest(self) -> str:
+        """The problem as a manifest (JSON text, what ``Problem.from_manifest`` reads)."""
+        return self._handle.manifest()
+
+    def save_manifest(self, path: Union[str, Path]) -> None:
+        """Writes the problem as a manifest file."""
+        Path(path).write_text(self.manifest())
+
+    def __repr__(self) -> str:
+        what = (
+            f"{self.model} train={self.train} infer={self.infer}"
+            if self.model is not None
+            else f"manifest {self._source['manifest']}"
+        )
+        return (
+            f"<refit.Problem {what}: {len(self.tensors)} tensors, "
+            f"{self.source_ranks} -> {self.destination_ranks} ranks>"
+        )

@@ -1,0 +1,101 @@
+"""How the processes of a refit find each other: an allgather of bytes.
+
+An executor needs nothing from the launcher but this process's rank, the number of processes,
+and an *exchange*: ``allgather(data: bytes) -> list[bytes]`` that returns every process's data,
+by rank. Processes started by torchrun use :func:`torch_distributed` (any backend:
+``all_gather_object``), mpirun jobs :func:`mpi`, and anything else (Ray, a key-value store) hands
+in a function with :func:`from_callable`. The executor calls it a few times while preparing a
+plan (to agree on the plan, exchange memory keys and connect), not while moving bytes.
+
+Timeouts are the exchange's own: a process that never reaches an allgather leaves the others
+waiting as long as the exchange lets them, so bound it (torch: ``init_process_group(timeout=)``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Protocol, runtime_checkable
+
+__all__ = ["CallableExchange", "Exchange", "from_callable", "mpi", "torch_distributed"]
+
+
+@runtime_checkable
+class Exchange(Protocol):
+    """What an executor needs to reach its peers."""
+
+    rank: int
+    size: int
+
+    def allgather(self, data: bytes) -> list[bytes]:
+        """Every process's ``data``, by rank; every process calls it the same number of times."""
+        ...
+
+
+@dataclass
+class CallableExchange:
+    """An exchange made of a function and this process's place in the job."""
+
+    rank: int
+    size: int
+    function: Callable[[bytes], list[bytes]]
+
+    def allgather(self, data: bytes) -> list[bytes]:
+        """Calls the function and checks it returned one bytes object per process."""
+        out = [bytes(x) for x in self.function(data)]
+        if len(out) != self.size:
+            raise RuntimeError(f"the exchange returned {len(out)} contributions for {self.size} ranks")
+        return out
+
+
+def from_callable(function: Callable[[bytes], list[bytes]], *, rank: int, size: int) -> CallableExchange:
+    """An exchange from an allgather function (e.g. over Ray or a store) and this process's rank."""
+    return CallableExchange(rank, size, function)
+
+
+class TorchDistributedExchange:
+    """An allgather over a ``torch.distributed`` process group (``all_gather_object``)."""
+
+    def __init__(self, group: Optional[Any] = None) -> None:
+        """Uses the default process group unless ``group`` is given; it must be initialised."""
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            raise RuntimeError("torch.distributed is not initialised: call init_process_group first")
+        self._dist = dist
+        self.group = group
+        self.rank = dist.get_rank(group)
+        self.size = dist.get_world_size(group)
+
+    def allgather(self, data: bytes) -> list[bytes]:
+        """Every process's data, by rank in the group."""
+        out: list[Any] = [None] * self.size
+        self._dist.all_gather_object(out, data, group=self.group)
+        return [bytes(x) for x in out]
+
+
+def torch_distributed(group: Optional[Any] = None) -> TorchDistributedExchange:
+    """The exchange of processes started by torchrun (or any ``torch.distributed`` job)."""
+    return TorchDistributedExchange(group)
+
+
+class MpiExchange:
+    """An allgather over an mpi4py communicator."""
+
+    def __init__(self, comm: Optional[Any] = None) -> None:
+        """Uses ``MPI.COMM_WORLD`` unless ``comm`` is given."""
+        if comm is None:
+            from mpi4py import MPI
+
+            comm = MPI.COMM_WORLD
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self.size = comm.Get_size()
+
+    def allgather(self, data: bytes) -> list[bytes]:
+        """Every process's data, by rank in the communicator."""
+        return [bytes(x) for x in self.comm.allgather(data)]
+
+
+def mpi(comm: Optional[Any] = None) -> MpiExchange:
+    """The exchange of an mpirun job, through mpi4py."""
+    return MpiExchange(comm)

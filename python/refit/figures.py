@@ -1,0 +1,198 @@
+"""Figures of predictions, drawn with matplotlib (no pyplot state: each function returns a
+``matplotlib.figure.Figure``; ``fig.savefig("out.png")`` writes it with the Agg renderer).
+
+- :func:`compare`: every strategy side by side for one problem, against the lower bound;
+- :func:`sweep`: a what-if study as lines, one per strategy;
+- :func:`timeline`: how busy each NIC is over a predicted refit.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Mapping, Optional, Sequence, Union
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from refit._simulate import Simulation
+
+__all__ = ["compare", "nic_timeline", "save", "sweep", "timeline"]
+
+_NIC_TRACK = re.compile(r"^nic (\d+)(?: #\d+)?$")
+
+
+def _axes(ax: Any, size: tuple[float, float]) -> tuple[Figure, Any]:
+    if ax is not None:
+        return ax.figure, ax
+    fig = Figure(figsize=size, layout="constrained")
+    return fig, fig.add_subplot()
+
+
+def _seconds_label(seconds: float) -> str:
+    return f"{seconds * 1e3:.0f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def compare(
+    rows: Sequence[Simulation], *, title: Optional[str] = None, ax: Any = None
+) -> Figure:
+    """Strategies side by side: each one's predicted time as a bar, the lower bound as a line,
+    and each bar labelled with its time and its ratio to the bound.
+
+    Args:
+        rows: :func:`refit.compare`'s result (or any predictions of one problem on one cluster).
+    """
+    if not rows:
+        raise ValueError("compare: no predictions to draw")
+    fig, ax = _axes(ax, (8, 0.6 * len(rows) + 1.6))
+    names = [r.strategy for r in rows]
+    times = [r.predicted_s for r in rows]
+    y = np.arange(len(rows))[::-1]
+    bars = ax.barh(y, times, color=["#2a7ab9" if n == "refit" else "#9aa5b1" for n in names])
+    ax.set_yticks(y, names)
+    bound = rows[0].lower_bound_s
+    ax.axvline(bound, color="black", linestyle="--", linewidth=1)
+    for bar, r in zip(bars, rows):
+        ax.annotate(f"{_seconds_label(r.predicted_s)} ({r.ratio_to_lower_bound:.2f}x bound)",
+                    (bar.get_width(), bar.get_y() + bar.get_height() / 2), xytext=(4, 0),
+                    textcoords="offset points", va="center", fontsize=8)  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_xlim(min(times + [bound]) / 1.5, max(times) * 4)
+    ax.set_ylim(y[-1] - 0.7, y[0] + 0.5)
+    ax.set_xlabel(f"predicted refit time (s, log scale); dashed: the lower bound, {_seconds_label(bound)}")
+    ax.set_title(title or f"refit time by strategy on {rows[0].cluster}")
+    return fig
+
+
+def _records(rows: Any) -> list[Mapping[str, Any]]:
+    if hasattr(rows, "to_dict"):  # a pandas DataFrame
+        return rows.to_dict("records")
+    return [r.row() if isinstance(r, Simulation) else r for r in rows]
+
+
+def sweep(
+    rows: Any,
+    x: str,
+    *,
+    y: str = "predicted_s",
+    series: Sequence[str] = ("strategy",),
+    title: Optional[str] = None,
+    logy: bool = True,
+    ax: Any = None,
+) -> Figure:
+    """A sweep (:func:`refit.sweep`) as lines: ``y`` against the varied key ``x``, one line per
+    value of the ``series`` columns, with the lower bound dashed.
+
+    Args:
+        rows: the sweep's DataFrame or list of rows.
+        x: the varied key on the horizontal axis, e.g. ``"nic_gbps"``.
+        series: columns whose values tell the lines apart (strategy, other varied keys).
+    """
+    records = _records(rows)
+    if not records:
+        raise ValueError("sweep: no rows to draw")
+    if x not in records[0]:
+        raise ValueError(f"sweep: no column '{x}' in the rows")
+    fig, ax = _axes(ax, (8, 4.5))
+    numeric = all(isinstance(r[x], (int, float)) for r in records)
+    positions = {v: i for i, v in enumerate(dict.fromkeys(r[x] for r in records))}
+
+    def at(value: Any) -> Any:
+        return value if numeric else positions[value]
+
+    groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
+    for r in records:
+        groups.setdefault(tuple(r[s] for s in series), []).append(r)
+    for key, group in groups.items():
+        group = sorted(group, key=lambda r: at(r[x]))
+        label = ", ".join(str(k) for k in key)
+        ax.plot([at(r[x]) for r in group], [r[y] for r in group], marker="o", label=label)
+    if y == "predicted_s" and "lower_bound_s" in records[0]:
+        bound = {at(r[x]): r["lower_bound_s"] for r in records}
+        xs = sorted(bound)
+        ax.plot(xs, [bound[v] for v in xs], color="black", linestyle="--", label="lower bound")
+    if not numeric:
+        ax.set_xticks(list(positions.values()), [str(v) for v in positions])
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(x)
+    ax.set_ylabel("predicted refit time (s)" if y == "predicted_s" else y)
+    ax.set_title(title or f"refit time against {x}")
+    ax.legend(fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    return fig
+
+
+def nic_timeline(
+    simulation: Simulation, bins: int = 200
+) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """Each NIC's send rate over a predicted refit, from the simulation's trace.
+
+    Every network transfer is a task on its sender's NIC track; its bytes are spread evenly over
+    the time its data flowed (a rate that in the simulation rose and fell as flows came and went
+    is drawn flat).
+
+    Returns:
+        (bin edges in seconds, NIC names, send rates in bytes per second with one row per NIC and
+        one column per bin).
+    """
+    if simulation.trace is None:
+        raise ValueError("nic_timeline: simulate with trace=True to get a simulation's timeline")
+    events = json.loads(simulation.trace)["traceEvents"]
+    nic_of_tid: dict[int, int] = {}
+    for e in events:
+        if e.get("ph") == "M" and e.get("name") == "thread_name":
+            m = _NIC_TRACK.match(e["args"]["name"])
+            if m:
+                nic_of_tid[e["tid"]] = int(m.group(1))
+    nics = sorted(set(nic_of_tid.values()))
+    row_of = {n: i for i, n in enumerate(nics)}
+    end = max(simulation.predicted_s, 1e-12)
+    edges = np.linspace(0.0, end, bins + 1)
+    rates = np.zeros((len(nics), bins))
+    width = end / bins
+    for e in events:
+        if e.get("ph") != "X" or e.get("tid") not in nic_of_tid:
+            continue
+        start = e["args"]["flow_start_us"] * 1e-6
+        stop = (e["ts"] + e["dur"]) * 1e-6
+        nbytes = e["args"]["bytes"]
+        if nbytes <= 0 or stop <= start:
+            continue
+        row = rates[row_of[nic_of_tid[e["tid"]]]]
+        first, last = int(start / width), min(int(stop / width), bins - 1)
+        for b in range(first, last + 1):
+            overlap = min(stop, edges[b + 1]) - max(start, edges[b])
+            if overlap > 0:
+                row[b] += nbytes * overlap / (stop - start)
+    return edges, [f"nic {n}" for n in nics], rates / width
+
+
+def timeline(
+    simulation: Simulation,
+    *,
+    bins: int = 200,
+    title: Optional[str] = None,
+    ax: Any = None,
+) -> Figure:
+    """A per-NIC timeline of a predicted refit: each NIC's send rate (GB/s) over time, one row
+    per NIC. Needs a simulation made with ``trace=True``."""
+    edges, names, rates = nic_timeline(simulation, bins)
+    if not names:
+        raise ValueError("timeline: the plan sends nothing over the network")
+    fig, ax = _axes(ax, (8, min(2 + 0.12 * len(names), 9)))
+    image = ax.imshow(rates / 1e9, aspect="auto", interpolation="nearest", cmap="viridis",
+                      extent=(edges[0], edges[-1], len(names) - 0.5, -0.5))  # fmt: skip
+    step = max(1, len(names) // 16)
+    ax.set_yticks(range(0, len(names), step), names[::step], fontsize=7)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("sending NIC")
+    fig.colorbar(image, ax=ax, label="send rate (GB/s)")
+    ax.set_title(title or f"{simulation.strategy} on {simulation.cluster}: "
+                          f"{_seconds_label(simulation.predicted_s)} predicted")  # fmt: skip
+    return fig
+
+
+def save(fig: Figure, path: Union[str, Any], dpi: int = 100) -> None:
+    """Writes a figure (PNG, SVG or PDF by the file's suffix) with the Agg renderer."""
+    fig.savefig(path, dpi=dpi)

@@ -1,0 +1,52 @@
+#pragma once
+// What the parts of the refit._refit module share: the objects Python holds (a problem, a placed
+// cluster, a plan), how a refit::Error becomes a Python exception, and the bind_* functions the
+// module calls. The bindings call the front door (refit/refit.h) and nothing below it plans or
+// loads on their own; the pure-Python package (python/refit/) turns what they return into
+// dataclasses.
+#include <memory>
+#include <utility>
+
+#include <nanobind/nanobind.h>
+
+#include "refit/refit.h"
+
+namespace refit::python {
+
+namespace nb = nanobind;
+
+// Raises the Python exception of the error's code (refit._errors.make_error: bad input is a
+// ValueError, a timeout a TimeoutError, other failures a RuntimeError), with the message as the
+// refit command prints it after "refit <command>: error: ". Needs the GIL.
+[[noreturn]] void raise_error(const Error& error);
+
+template <class T>
+T unwrap(Result<T>&& result) {
+  if (!result) raise_error(result.error());
+  return std::move(*result);
+}
+inline void unwrap(Result<void>&& result) {
+  if (!result) raise_error(result.error());
+}
+
+// A reshard problem as Python holds it: shared, immutable.
+struct ProblemHandle {
+  std::shared_ptr<const ReshardProblem> problem;
+};
+
+// A cluster with a job placed on it, and what discovery noted while loading it.
+struct ClusterHandle {
+  std::shared_ptr<const PlacedCluster> placed;
+  std::vector<std::string> notes;
+};
+
+struct PlanHandle {
+  std::shared_ptr<const Plan> plan;
+};
+
+void bind_problem(nb::module_& m);
+void bind_cluster(nb::module_& m);
+void bind_plan(nb::module_& m);
+void bind_executor(nb::module_& m);
+
+}  // namespace refit::python

@@ -1,0 +1,223 @@
+// refit._refit.Executor: an executor of this build (make_executor: ucx, and nccl when built) over a
+// Bootstrap whose allgather calls a Python callable, so that processes started by torchrun, Ray
+// or mpi4py find each other through what they already have (torch.distributed, Ray, MPI).
+// prepare() checks this rank's arrays, then every rank agrees before the executor's own collective
+// prepare; execute() releases the GIL for the whole transfer and can run again every step.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+#include "buffers.h"
+#include "refit/executors/agreement.h"
+
+namespace refit::python {
+namespace {
+
+using namespace nb::literals;
+
+// The exception a Python call raised, in one line: "TypeName: message".
+std::string describe(const nb::python_error& e) {
+  return fmt::format("{}: {}", nb::type_name(e.type()).c_str(), nb::str(e.value()).c_str());
+}
+
+// allgather and barrier through `exchange(data: bytes) -> list[bytes]`, called with the GIL held
+// (the executor calls in with it released). A barrier is an allgather of nothing. The callable's
+// own timeout bounds each call: a peer that never calls leaves it waiting as long as the exchange
+// lets it (torch.distributed: init_process_group's timeout).
+class PythonBootstrap final : public Bootstrap {
+ public:
+  PythonBootstrap(nb::callable exchange, std::int32_t rank, std::int32_t size)
+      : exchange_(std::move(exchange)), rank_(rank), size_(size) {}
+  ~PythonBootstrap() override {
+    nb::gil_scoped_acquire gil;
+    exchange_.reset();
+  }
+
+  std::int32_t rank() const override { return rank_; }
+  std::int32_t size() const override { return size_; }
+
+  [[nodiscard]] Result<std::vector<std::string>> allgather(std::string_view mine) override {
+    nb::gil_scoped_acquire gil;
+    try {
+      const nb::object all = exchange_(nb::bytes(mine.data(), mine.size()));
+      std::vector<std::string> out;
+      for (nb::handle item : all) {
+        if (!nb::isinstance<nb::bytes>(item))
+          return fail(ErrorCode::kRuntime,
+                      fmt::format("rank {}: the exchange returned a {} where bytes were expected", rank_,
+                                  nb::type_name(item.type()).c_str()));
+        const auto b = nb::borrow<nb::bytes>(item);
+        out.emplace_back(b.c_str(), b.size());
+      }
+      if (std::ssize(out) != size_)
+        return fail(ErrorCode::kRuntime,
+                    fmt::format("rank {}: the exchange returned {} contributions for {} ranks", rank_,
+                                out.size(), size_));
+      return out;
+    } catch (const nb::python_error& e) {
+      const auto code = e.matches(PyExc_TimeoutError) ? ErrorCode::kTimeout : ErrorCode::kPeerFailed;
+      return fail(code, fmt::format("rank {}: the exchange failed: {}", rank_, describe(e)));
+    }
+  }
+
+  [[nodiscard]] Result<void> barrier() override {
+    REFIT_TRY(allgather({}));
+    return {};
+  }
+
+ private:
+  nb::object exchange_;
+  std::int32_t rank_;
+  std::int32_t size_;
+};
+
+// The bootstrap must outlive the executor: members go in reverse order.
+struct ExecutorHandle {
+  std::unique_ptr<PythonBootstrap> bootstrap;
+  std::unique_ptr<Executor> executor;
+};
+
+// The prepared plan with the arrays whose memory it registered: the executor goes first.
+struct PreparedHandle {
+  RankArrays arrays;
+  std::unique_ptr<PreparedPlan> prepared;
+  ExecutorHandle* owner = nullptr;  // kept alive by the Python object (keep_alive)
+  std::int32_t rank = 0;
+  std::string plan_hash;
+};
+
+// Called by the executor on its executing thread once a chunk this rank sent has been put; the
+// callback runs with the GIL (progress display, fault injection in tests). An exception it raises
+// is reported as unraisable and the transfer goes on.
+std::function<void(std::int32_t, std::int64_t)> chunk_callback(nb::object callback) {
+  if (callback.is_none()) return {};
+  auto shared = std::shared_ptr<nb::object>(new nb::object(std::move(callback)), [](nb::object* o) {
+    nb::gil_scoped_acquire gil;
+    delete o;
+  });
+  return [shared](std::int32_t transfer, std::int64_t chunk) {
+    nb::gil_scoped_acquire gil;
+    try {
+      (*shared)(transfer, chunk);
+    } catch (nb::python_error& e) {
+      e.discard_as_unraisable("refit executor on_chunk_sent");
+    }
+  };
+}
+
+ExecutorHandle* make(const std::string& name, nb::callable exchange, std::int32_t rank, std::int32_t size,
+                     double timeout, std::int64_t staging, bool direct_stores, nb::object on_chunk_sent) {
+  if (size <= 0 || rank < 0 || rank >= size)
+    raise_error(Error{.code = ErrorCode::kOutOfRange,
+                      .message = fmt::format("rank {} is not one of the exchange's {} ranks", rank, size)});
+  auto handle = std::make_unique<ExecutorHandle>();
+  handle->bootstrap = std::make_unique<PythonBootstrap>(std::move(exchange), rank, size);
+  const ExecutorOptions options{.timeout = Seconds{timeout},
+                                .staging = Bytes{staging},
+                                .direct_stores = direct_stores,
+                                .on_chunk_sent = chunk_callback(std::move(on_chunk_sent))};
+  auto made = make_executor(name, *handle->bootstrap, options);
+  if (!made) raise_error(std::move(made.error()).in("--executor"));
+  handle->executor = std::move(*made);
+  return handle.release();
+}
+
+PreparedHandle* prepare(ExecutorHandle& self, const PlanHandle& plan, const ProblemHandle& problem,
+                        std::int32_t rank, const nb::dict& arrays) {
+  // This rank's arrays first; every rank learns whether every rank's are right before the
+  // executor's collective prepare, so that a refusal anywhere is a refusal everywhere.
+  auto mine = rank_arrays(*problem.problem, Rank{rank}, arrays);
+  auto handle = std::make_unique<PreparedHandle>();
+  handle->owner = &self;
+  handle->rank = rank;
+  handle->plan_hash = plan_hash_hex(*plan.plan);
+  Result<std::unique_ptr<PreparedPlan>> prepared;
+  {
+    nb::gil_scoped_release release;
+    const Result<std::string> checked = mine ? Result<std::string>("") : std::unexpected(mine.error());
+    const auto agreed = agree(*self.bootstrap, checked);
+    if (!agreed)
+      prepared = std::unexpected(agreed.error());
+    else
+      prepared = self.executor->prepare(*plan.plan, Rank{rank}, mine->buffers);
+  }
+  handle->prepared = unwrap(std::move(prepared));
+  handle->arrays = std::move(*mine);
+  return handle.release();
+}
+
+nb::dict execute(PreparedHandle& self) {
+  Result<ExecutionReport> report;
+  {
+    nb::gil_scoped_release release;
+    report = self.owner->executor->execute(*self.prepared);
+  }
+  if (!report) raise_error(std::move(report.error()).in(fmt::format("rank {}", self.rank)));
+  const auto& r = *report;
+  nb::dict d;
+  d["rank"] = self.rank;
+  d["bytes_sent"] = r.bytes_sent.value;
+  d["bytes_received"] = r.bytes_received.value;
+  d["elapsed_s"] = r.elapsed.value;
+  d["messages"] = r.messages;
+  d["bytes_stored_directly"] = r.stored_directly.value;
+  return d;
+}
+
+// Host memory the executor moves fastest (UCX: memory its peers map and write into directly), as
+// a one-dimensional uint8 numpy array that keeps the allocation alive.
+nb::ndarray<nb::numpy, std::uint8_t, nb::ndim<1>> allocate(ExecutorHandle& self, std::int64_t nbytes) {
+  auto memory = unwrap(self.executor->allocate_host(Bytes{nbytes}));
+  const auto bytes = memory->bytes();
+  auto* data = reinterpret_cast<std::uint8_t*>(bytes.data());
+  nb::capsule owner(memory.release(), [](void* p) noexcept { delete static_cast<HostAllocation*>(p); });
+  return nb::ndarray<nb::numpy, std::uint8_t, nb::ndim<1>>(data, {static_cast<std::size_t>(nbytes)}, owner);
+}
+
+std::vector<std::string> names() {
+  std::vector<std::string> out;
+  for (const auto n : executor_names()) out.emplace_back(n);
+  return out;
+}
+
+}  // namespace
+
+void bind_executor(nb::module_& m) {
+  nb::class_<ExecutorHandle>(m, "Executor",
+                             "An executor of this build (refit._refit.executor_names()) bound to a Python "
+                             "exchange; one per process.")
+      .def(nb::new_(&make), "name"_a, "exchange"_a, "rank"_a, "size"_a, "timeout"_a, "staging"_a,
+           "direct_stores"_a, "on_chunk_sent"_a = nb::none(),
+           "exchange(data: bytes) -> list[bytes] is an allgather over the job's processes (every "
+           "process's data, by rank); rank and size are this process's place in it. timeout (seconds) "
+           "bounds every wait on a peer; staging (bytes) must be the same on every rank.")
+      .def_prop_ro(
+          "name", [](const ExecutorHandle& e) { return std::string(e.executor->name()); },
+          "The backend: ucx or nccl.")
+      .def_prop_ro(
+          "cuda_memory", [](const ExecutorHandle& e) { return e.executor->capabilities().cuda_memory; },
+          "Whether it moves CUDA memory (torch CUDA tensors).")
+      .def("prepare", &prepare, "plan"_a, "problem"_a, "rank"_a, "buffers"_a, nb::keep_alive<0, 1>(),
+           "Collective: checks this rank's buffers (tensor name -> array; shape, dtype, contiguity and "
+           "size against the rank's box) on every rank, then registers them and connects to the peers. "
+           "Nothing moves yet.")
+      .def("allocate", &allocate, "nbytes"_a,
+           "Host memory this executor moves fastest, uninitialised, as a uint8 numpy array.");
+  nb::class_<PreparedHandle>(m, "Prepared", "A plan prepared on an executor with this rank's buffers.")
+      .def("execute", &execute,
+           "Moves the bytes (the GIL is released meanwhile); call again every step. Returns this "
+           "rank's report.")
+      .def_prop_ro(
+          "rank", [](const PreparedHandle& p) { return p.rank; }, "This process's rank.")
+      .def_prop_ro(
+          "plan_hash", [](const PreparedHandle& p) { return p.plan_hash; }, "The prepared plan's hash.");
+  m.def("executor_names", &names, "The executors this build has, e.g. ['ucx'].");
+}
+
+}  // namespace refit::python

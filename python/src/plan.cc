@@ -1,0 +1,294 @@
+// refit._refit.Plan: planning (refit::plan), what a plan costs and its lower bound, what the
+// lowering chose for a rank, and the simulator's prediction. Results go back as dicts with the
+// field names of the refit command's --json; the Python package makes dataclasses of them.
+#include <chrono>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+
+namespace refit::python {
+namespace {
+
+using namespace nb::literals;
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// A plan and the wall time it took to make (or load), as refit plan reports it.
+std::tuple<PlanHandle, double> make(const ProblemHandle& problem, const ClusterHandle& cluster,
+                                    const std::string& strategy, std::int64_t chunk_bytes) {
+  Result<Plan> made;
+  double seconds = 0;
+  {
+    nb::gil_scoped_release release;
+    const auto start = std::chrono::steady_clock::now();
+    made = refit::plan(*problem.problem, *cluster.placed, strategy, PlanOptions{.chunk = Bytes{chunk_bytes}});
+    seconds = seconds_since(start);
+  }
+  return {PlanHandle{std::make_shared<const Plan>(unwrap(std::move(made)))}, seconds};
+}
+
+// A plan file, checked against the problem as refit simulate --plan checks it.
+std::tuple<PlanHandle, double> load(const std::string& path, const ProblemHandle& problem) {
+  Result<Plan> loaded;
+  Result<void> fits;
+  double seconds = 0;
+  {
+    nb::gil_scoped_release release;
+    const auto start = std::chrono::steady_clock::now();
+    loaded = load_plan_file(path);
+    seconds = seconds_since(start);
+    if (loaded) fits = validate(*loaded, *problem.problem);
+  }
+  auto plan = unwrap(std::move(loaded));
+  if (!fits)
+    raise_error(std::move(fits.error()).in(fmt::format("--plan {}: does not fit the problem", path)));
+  return {PlanHandle{std::make_shared<const Plan>(std::move(plan))}, seconds};
+}
+
+void save(const PlanHandle& p, const std::string& path) {
+  std::ofstream f(path);
+  if (f) write_plan_json(*p.plan, f);
+  if (!f)
+    raise_error(Error{.code = ErrorCode::kRuntime, .message = fmt::format("--out: cannot write '{}'", path)});
+}
+
+std::string to_json(const PlanHandle& p) {
+  std::ostringstream out;
+  write_plan_json(*p.plan, out);
+  return out.str();
+}
+
+nb::dict side_dict(const lowering::SideSummary& s) {
+  nb::dict reasons;
+  for (std::size_t r = 0; r < s.by_reason.size(); ++r)
+    if (s.by_reason[r] > 0)
+      reasons[std::string(lowering::copy_reason_text(static_cast<lowering::CopyReason>(r))).c_str()] =
+          s.by_reason[r];
+  nb::dict d;
+  d["transfers"] = s.transfers;
+  d["chunks"] = s.chunks;
+  d["bytes"] = s.bytes.value;
+  d["in_place_chunks"] = s.in_place;
+  d["runs"] = s.runs;
+  d["staged_chunks"] = s.staged;
+  d["staged_bytes"] = s.staged_bytes.value;
+  d["chunks_by_reason"] = reasons;
+  return d;
+}
+
+nb::dict staging_dict(const lowering::StagingDemand& s) {
+  nb::dict d;
+  d["chunks"] = s.chunks;
+  d["largest_bytes"] = s.largest.value;
+  return d;
+}
+
+nb::dict explain_dict(const lowering::ProgramSummary& s) {
+  nb::dict d;
+  d["rank"] = s.rank.value;
+  d["sends"] = side_dict(s.sends);
+  d["receives"] = side_dict(s.receives);
+  d["waiting_chunks"] = s.waiting_chunks;
+  d["extract_transfers"] = s.extract_transfers;
+  d["scratch_bytes"] = s.scratch.value;
+  d["send_staging"] = staging_dict(s.send_staging);
+  d["receive_staging"] = staging_dict(s.receive_staging);
+  return d;
+}
+
+struct Lowered {
+  std::int64_t messages = 0;
+  std::optional<lowering::ProgramSummary> summary;
+  std::string text;
+};
+
+// What refit plan --explain shows: the plan's chunks, and one rank's lowered program.
+Result<Lowered> lower(const Plan& plan, const ReshardProblem& problem, std::optional<std::int32_t> rank) {
+  const auto lowered = REFIT_TRY(lowering::LoweredPlan::make(plan, lowering::kDefaultStaging));
+  Lowered out{.messages = lowered.chunks()};
+  if (!rank) return out;
+  if (*rank < 0 || *rank >= plan.world_size())
+    return out_of_range(
+        fmt::format("--explain: rank {} is not in the plan's {} ranks", *rank, plan.world_size()));
+  const auto& model = execution_model(plan.execution);
+  const auto program = REFIT_TRY(
+      lowering::lower_rank(lowered, Rank{*rank}, lowering::shards_of(problem, Rank{*rank}), model.zero_copy));
+  out.summary = lowering::summarize(program);
+  out.text = lowering::explain(program, model);
+  return out;
+}
+
+nb::dict lower_bound_dict(const LowerBound& lb) {
+  nb::dict d;
+  d["lower_bound_s"] = lb.time.value;
+  d["lower_bound_binding"] = lb.binding;
+  d["destination_domain_s"] = lb.destination_domain.value;
+  d["source_side_s"] = lb.source_side.value;
+  d["source_nic_s"] = lb.source_nic.value;
+  d["gpu_ingress_s"] = lb.gpu_ingress.value;
+  return d;
+}
+
+// Every field of refit plan --json but plan_seconds (the caller's) and, when explain_rank is
+// given, "explain" with "explain_text" next to it.
+nb::dict summary(const PlanHandle& p, const ProblemHandle& problem, const ClusterHandle& cluster,
+                 std::optional<std::int32_t> explain_rank) {
+  const Plan& plan = *p.plan;
+  PlanStats s;
+  LowerBound lb;
+  Result<Lowered> low;
+  {
+    nb::gil_scoped_release release;
+    s = compute_stats(plan, *cluster.placed);
+    lb = lower_bound(*problem.problem, *cluster.placed);
+    low = lower(plan, *problem.problem, explain_rank);
+  }
+  const auto lowered = unwrap(std::move(low));
+  Bytes max_domain{0};
+  for (auto b : s.domain_ingress) max_domain = std::max(max_domain, b);
+  nb::dict d;
+  d["strategy"] = plan.strategy;
+  d["execution_model"] = std::string(execution_model(plan.execution).name);
+  d["tensors"] = plan.tensors.size();
+  d["transfers"] = s.transfers;
+  d["messages"] = lowered.messages;
+  d["segments"] = s.segments;
+  d["total_bytes"] = s.total_bytes.value;
+  d["network_bytes"] = s.network_bytes.value;
+  d["nvlink_bytes"] = s.nvlink_bytes.value;
+  d["local_bytes"] = s.local_bytes.value;
+  d["max_nic_tx_bytes"] = s.max_nic_tx.value;
+  d["max_nic_rx_bytes"] = s.max_nic_rx.value;
+  d["mean_nic_tx_bytes"] = s.mean_nic_tx_bytes;
+  d["mean_nic_rx_bytes"] = s.mean_nic_rx_bytes;
+  d["max_domain_ingress_bytes"] = max_domain.value;
+  d["lower_bound_s"] = lb.time.value;
+  d["lower_bound_binding"] = lb.binding;
+  d["plan_hash"] = plan_hash_hex(plan);
+  if (lowered.summary) {
+    d["explain"] = explain_dict(*lowered.summary);
+    d["explain_text"] = lowered.text;
+  }
+  return d;
+}
+
+nb::dict lower_bound_of(const ProblemHandle& problem, const ClusterHandle& cluster) {
+  LowerBound lb;
+  {
+    nb::gil_scoped_release release;
+    lb = lower_bound(*problem.problem, *cluster.placed);
+  }
+  return lower_bound_dict(lb);
+}
+
+// What refit simulate computes for one plan: the prediction with its critical-path breakdown,
+// the window it ran with, and (trace) the Chrome trace event JSON of refit simulate --trace.
+nb::dict simulate(const PlanHandle& p, const ProblemHandle& problem, const ClusterHandle& cluster,
+                  std::optional<std::int32_t> window, bool trace) {
+  const Plan& plan = *p.plan;
+  const auto used_window = window.value_or(execution_model(plan.execution).pair_window);
+  if (used_window < 0)
+    raise_error(Error{.code = ErrorCode::kOutOfRange,
+                      .message = fmt::format("--window: {} is negative", used_window)});
+  std::ostringstream trace_text;
+  Result<PlanSimulation> sim;
+  double seconds = 0;
+  {
+    nb::gil_scoped_release release;
+    PlanSimulationOptions options{.trace = trace ? &trace_text : nullptr, .window = used_window};
+    const auto start = std::chrono::steady_clock::now();
+    sim = simulate_plan(plan, *problem.problem, *cluster.placed, options);
+    seconds = seconds_since(start);
+  }
+  const auto r = unwrap(std::move(sim));
+  nb::dict breakdown;
+  breakdown["latency"] = r.latency.value;
+  breakdown["network"] = r.network.value;
+  breakdown["nvlink"] = r.nvlink.value;
+  breakdown["copy"] = r.copy.value;
+  breakdown["pack_unpack"] = r.pack.value;
+  nb::list resources;
+  for (const auto& res : r.resources)
+    resources.append(nb::make_tuple(res.name, res.bytes.value, res.utilisation));
+  nb::list critical;
+  for (const auto& c : r.critical_path)
+    critical.append(nb::make_tuple(c.transfer, c.what, c.start.value, c.end.value));
+  nb::dict d;
+  d["strategy"] = plan.strategy;
+  d["predicted_s"] = r.predicted.value;
+  d["window"] = used_window;
+  d["breakdown_s"] = breakdown;
+  d["simulate_seconds"] = seconds;
+  d["tasks"] = r.tasks;
+  d["events"] = r.events;
+  d["resources"] = resources;
+  d["critical_path"] = critical;
+  if (trace) d["trace"] = trace_text.str();
+  return d;
+}
+
+std::vector<std::tuple<std::string, std::string, std::string, std::int32_t>> strategy_table() {
+  std::vector<std::tuple<std::string, std::string, std::string, std::int32_t>> out;
+  for (const auto& s : strategies()) {
+    const auto& model = execution_model(s.execution);
+    out.emplace_back(std::string(s.name), std::string(s.description), std::string(model.name),
+                     model.pair_window);
+  }
+  return out;
+}
+
+}  // namespace
+
+void bind_plan(nb::module_& m) {
+  nb::class_<PlanHandle>(m, "Plan",
+                         "Which bytes move from which rank to which, over which link, in what order "
+                         "(the refit-plan format). Plans are deterministic: the same inputs give the same "
+                         "hash in every process.")
+      .def_static("make", &make, "problem"_a, "cluster"_a, "strategy"_a, "chunk_bytes"_a,
+                  "Plans with the named strategy and checks the plan against the problem; returns the "
+                  "plan and the seconds planning took.")
+      .def_static("load", &load, "path"_a, "problem"_a,
+                  "Reads a plan file (refit plan --out) and checks that it solves the problem; returns "
+                  "the plan and the seconds loading took.")
+      .def("save", &save, "path"_a, "Writes the plan file (refit-plan format, version 1).")
+      .def("to_json", &to_json, "The plan in the refit-plan format (JSON text).")
+      .def_prop_ro(
+          "strategy", [](const PlanHandle& p) { return p.plan->strategy; },
+          "The strategy that made the plan.")
+      .def_prop_ro(
+          "execution_model",
+          [](const PlanHandle& p) { return std::string(execution_model(p.plan->execution).name); },
+          "What runs the plan: refit-ucx, refit-nccl or nccl-collectives.")
+      .def_prop_ro(
+          "hash", [](const PlanHandle& p) { return plan_hash_hex(*p.plan); },
+          "The plan's digest (16 hex digits).")
+      .def_prop_ro(
+          "world_size", [](const PlanHandle& p) { return p.plan->world_size(); },
+          "Training plus inference ranks.")
+      .def("summary", &summary, "problem"_a, "cluster"_a, "explain_rank"_a = nb::none(),
+           "The fields of refit plan --json (but plan_seconds): what moves where, the busiest NICs and "
+           "the lower bound; with explain_rank, what the lowering chose for that rank.")
+      .def("simulate", &simulate, "problem"_a, "cluster"_a, "window"_a = nb::none(), "trace"_a = false,
+           "Predicts the refit time on the cluster (refit simulate): window is the chunks granted "
+           "ahead per (sender, receiver) pair (None: the execution model's); trace adds the Chrome "
+           "trace event JSON.");
+  m.def("lower_bound", &lower_bound_of, "problem"_a, "cluster"_a,
+        "The time no plan can beat on the cluster, which term binds, and each term.");
+  m.def("strategies", &strategy_table,
+        "(name, description, execution model, pair window) of every strategy; the first is the default.");
+}
+
+}  // namespace refit::python

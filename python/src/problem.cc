@@ -1,0 +1,101 @@
+// refit._refit.Problem: a reshard problem loaded through the front door (load_problem), as the
+// refit command's PROBLEM options load it.
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+#include "refit/models/builtin_models.h"
+#include "refit/models/manifest.h"
+
+namespace refit::python {
+namespace {
+
+using namespace nb::literals;
+
+// (name, dtype, shape, offset, extent) of one non-empty box a rank holds or needs.
+using ShardTuple = std::tuple<std::string, std::string, Shape, Shape, Shape>;
+
+ProblemHandle load(const std::string& model, const std::string& train, const std::string& infer,
+                   const std::string& dtype, bool per_expert, bool mtp, const std::string& manifest) {
+  const ProblemSource source{.model = model,
+                             .train = train,
+                             .infer = infer,
+                             .model_options = {.dtype = dtype, .per_expert = per_expert, .mtp = mtp},
+                             .manifest = manifest};
+  auto problem = unwrap([&] {
+    nb::gil_scoped_release release;
+    return load_problem(source);
+  }());
+  return ProblemHandle{std::make_shared<const ReshardProblem>(std::move(problem))};
+}
+
+std::vector<std::tuple<std::string, Shape, std::string>> tensors(const ProblemHandle& p) {
+  std::vector<std::tuple<std::string, Shape, std::string>> out;
+  for (const auto& t : p.problem->tensors())
+    out.emplace_back(t.tensor.name, t.tensor.shape, std::string(dtype_name(t.tensor.dtype)));
+  return out;
+}
+
+// The boxes a training rank holds (its source shards) or an inference rank needs (destination
+// shards), empty ones left out: what a caller hands an executor, in tensor order.
+std::vector<ShardTuple> shards(const ProblemHandle& p, std::int32_t rank) {
+  const auto& problem = *p.problem;
+  if (rank < 0 || rank >= problem.world_size())
+    raise_error(Error{.code = ErrorCode::kOutOfRange,
+                      .message = "rank " + std::to_string(rank) + " is not in the problem's " +
+                                 std::to_string(problem.world_size()) + " ranks"});
+  std::vector<ShardTuple> out;
+  for (const auto& t : problem.tensors()) {
+    const Layout& layout = problem.is_source(Rank{rank}) ? t.source : t.destination;
+    if (!layout.mesh().position_of_rank(Rank{rank})) continue;
+    const Box box = unwrap(layout.local_box(Rank{rank}));
+    if (box.empty()) continue;
+    out.emplace_back(t.tensor.name, std::string(dtype_name(t.tensor.dtype)), t.tensor.shape, box.offset,
+                     box.extent);
+  }
+  return out;
+}
+
+std::vector<std::string> builtin_model_names() {
+  std::vector<std::string> names;
+  for (const auto& m : models::builtin_models()) names.emplace_back(m.name);
+  return names;
+}
+
+}  // namespace
+
+void bind_problem(nb::module_& m) {
+  nb::class_<ProblemHandle>(m, "Problem",
+                            "A reshard problem: every tensor with its training (source) and inference "
+                            "(destination) layout. Training ranks are 0..source_ranks-1, inference ranks "
+                            "follow them.")
+      .def_static("load", &load, "model"_a = "", "train"_a = "", "infer"_a = "", "dtype"_a = "",
+                  "per_expert"_a = false, "mtp"_a = false, "manifest"_a = "",
+                  "The problem of a model (a built-in name, a config.json or its directory) with "
+                  "Megatron training sizes and vLLM inference sizes, or of a manifest; errors name the "
+                  "option as the refit command spells it (--model, --train, --infer, --dtype, "
+                  "--manifest).")
+      .def_prop_ro(
+          "source_ranks", [](const ProblemHandle& p) { return p.problem->source_ranks(); }, "Training ranks.")
+      .def_prop_ro(
+          "destination_ranks", [](const ProblemHandle& p) { return p.problem->destination_ranks(); },
+          "Inference ranks.")
+      .def_prop_ro(
+          "total_bytes", [](const ProblemHandle& p) { return p.problem->total_bytes().value; },
+          "Bytes of all tensors (one copy of the model).")
+      .def("tensors", &tensors, "(name, shape, dtype) of every tensor, in the problem's order.")
+      .def("shards", &shards, "rank"_a,
+           "(tensor, dtype, tensor shape, offset, extent) of every non-empty box the rank holds (a "
+           "training rank) or needs (an inference rank), in tensor order.")
+      .def(
+          "manifest", [](const ProblemHandle& p) { return models::write_manifest(*p.problem); },
+          "The problem as a manifest (JSON text, the format refit --manifest reads).");
+  m.def("builtin_models", &builtin_model_names, "Names of the models compiled into refit.");
+}
+
+}  // namespace refit::python

@@ -1,0 +1,118 @@
+"""Fixtures of the refit Python tests: the refit command to compare with, manifests, and ranks
+run as threads of this process (each with its own executor, meeting through an in-process
+allgather), which is possible only because prepare() and execute() release the GIL."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import pytest
+
+ROOT = Path(os.environ.get("REFIT_SOURCE_DIR", Path(__file__).resolve().parents[2]))
+DATA = ROOT / "tests" / "data"
+TINY_MOE = DATA / "models" / "tiny-qwen3-moe.json"
+
+
+def _cli_path() -> Optional[str]:
+    given = os.environ.get("REFIT_CLI")
+    if given:
+        return given
+    built = ROOT / "build" / "release" / "cli" / "refit"
+    return str(built) if built.exists() else shutil.which("refit")
+
+
+@pytest.fixture(scope="session")
+def cli() -> Callable[..., subprocess.CompletedProcess]:
+    """Runs the refit command (REFIT_CLI, or build/release/cli/refit) and returns the process."""
+    path = _cli_path()
+    if path is None:
+        pytest.skip("the refit command is not built (REFIT_CLI)")
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([path, *args], capture_output=True, text=True, timeout=600)
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def cli_json(cli: Callable[..., subprocess.CompletedProcess]) -> Callable[..., dict[str, Any]]:
+    """The refit command's --json object for these arguments (it must succeed)."""
+
+    def run(*args: str) -> dict[str, Any]:
+        done = cli(*args, "--json")
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    return run
+
+
+def write_manifest(path: Path, tensors: list[dict[str, Any]], source_ranks: int, destination_ranks: int) -> Path:
+    """Writes a manifest (the refit-manifest format) and returns its path."""
+    path.write_text(json.dumps({"format": "refit-manifest", "version": 1, "source_ranks": source_ranks,
+                                "destination_ranks": destination_ranks, "tensors": tensors}))  # fmt: skip
+    return path
+
+
+@pytest.fixture
+def rows_to_columns(tmp_path: Path) -> Path:
+    """Two tensors, rows over 2 training ranks -> columns over 2 inference ranks (fp32 and bf16)."""
+    tensors = [
+        {"name": "w", "shape": [64, 48], "dtype": "fp32",
+         "source": {"mesh": [2], "placements": ["S0"]}, "destination": {"mesh": [2], "placements": ["S1"]}},
+        {"name": "b", "shape": [96], "dtype": "bf16",
+         "source": {"mesh": [2], "placements": ["R"]}, "destination": {"mesh": [2], "placements": ["S0"]}},
+    ]  # fmt: skip
+    return write_manifest(tmp_path / "rows_to_columns.json", tensors, 2, 2)
+
+
+class ThreadExchange:
+    """An allgather between threads of this process, one handle per rank."""
+
+    def __init__(self, size: int, timeout: float = 30.0) -> None:
+        self.size = size
+        self._slots: list[bytes] = [b""] * size
+        self._barrier = threading.Barrier(size, timeout=timeout)
+
+    def rank(self, rank: int) -> Any:
+        exchange = self
+
+        class Handle:
+            def __init__(self) -> None:
+                self.rank = rank
+                self.size = exchange.size
+
+            def allgather(self, data: bytes) -> list[bytes]:
+                exchange._slots[rank] = data
+                exchange._barrier.wait()
+                out = list(exchange._slots)
+                exchange._barrier.wait()
+                return out
+
+        return Handle()
+
+
+def run_ranks(size: int, body: Callable[[int, Any], Any], timeout: float = 60.0) -> list[Any]:
+    """Runs body(rank, exchange) for every rank in a thread of its own; returns each rank's
+    result, or the exception it raised."""
+    exchange = ThreadExchange(size)
+    results: list[Any] = [None] * size
+
+    def target(rank: int) -> None:
+        try:
+            results[rank] = body(rank, exchange.rank(rank))
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            results[rank] = e
+
+    threads = [threading.Thread(target=target, args=(r,), daemon=True) for r in range(size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+        assert not t.is_alive(), "a rank hung"
+    return results

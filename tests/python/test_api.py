@@ -1,0 +1,117 @@
+"""The package as a user meets it: installed from the wheel, the issue's spellings as written,
+plain dataclasses back, type stubs shipped."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import pytest
+
+import refit
+from conftest import TINY_MOE
+
+
+def test_imported_from_the_installed_wheel_not_the_source_tree() -> None:
+    here = Path(refit.__file__).resolve()
+    assert Path(sys.prefix).resolve() in here.parents, here
+    package = here.parent
+    # The compiled module, its stubs and the typing marker travel in the wheel.
+    assert list(package.glob("_refit*.so"))
+    assert (package / "_refit.pyi").read_text().startswith('"""')
+    assert (package / "py.typed").exists()
+
+
+def test_the_issue_spellings_plan_and_predict_deepseek_v3() -> None:
+    problem = refit.Problem.from_model("deepseek-v3", train="pp=16,ep=16", infer="tp=32,dp=8")
+    cluster = refit.Cluster.preset("dgx-h100")
+    plan = refit.plan(problem, cluster, strategy="refit")
+    assert problem.source_ranks == 256 and problem.destination_ranks == 256
+    assert len(problem.tensors) == 1025
+    # Lower bound 896.44 ms on dgx-h100 (README, "Planning"): the destination domains' NICs.
+    assert plan.stats.lower_bound_s == pytest.approx(0.89644, rel=1e-4)
+    assert plan.stats.lower_bound_binding == "destination domain NIC receive"
+    predicted = refit.simulate(plan).predicted_s
+    assert plan.stats.lower_bound_s <= predicted < 1.2 * plan.stats.lower_bound_s
+
+
+def test_compare_gives_one_row_per_strategy_against_gather_broadcast() -> None:
+    problem = refit.Problem.from_model("qwen3-30b-a3b", train="ep=8,pp=2", infer="tp=8,dp=2")
+    rows = refit.compare(problem, refit.Cluster.preset("gb200-nvl72:gpus_per_domain=64"))
+    assert [r.strategy for r in rows] == [s.name for s in refit.strategies()]
+    by = {r.strategy: r for r in rows}
+    assert by["gather-broadcast"].speedup_vs_gather_broadcast == 1.0
+    # speed-up = baseline time / strategy time, as refit simulate --compare reports it.
+    base = by["gather-broadcast"].predicted_s
+    assert by["refit"].speedup_vs_gather_broadcast == base / by["refit"].predicted_s
+    assert all(r.cluster == "gb200-nvl72:gpus_per_domain=64" for r in rows)
+    assert all(dataclasses.is_dataclass(r) for r in rows)
+    assert all(r.predicted_s >= r.lower_bound_s for r in rows)
+
+
+def test_manifest_problems_and_their_shards(tmp_path: Path) -> None:
+    source = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2", infer="tp=2")
+    source.save_manifest(tmp_path / "tiny.json")
+    problem = refit.Problem.from_manifest(tmp_path / "tiny.json")
+    assert problem.tensors == source.tensors
+    assert (problem.source_ranks, problem.destination_ranks, problem.world_size) == (2, 2, 4)
+    # Each inference rank (TP2) needs half of every TP-split tensor: the shards of a rank cover
+    # their boxes, and the two ranks' bytes add up to every tensor's for the split ones.
+    shards = {r: {s.tensor: s for s in problem.shards(r)} for r in (2, 3)}
+    q = "model.layers.0.self_attn.q_proj.weight"
+    assert shards[2][q].offset == (0, 0) and shards[3][q].offset == (32, 0)
+    assert shards[2][q].extent == (32, 64) and shards[2][q].slices == (slice(0, 32), slice(0, 64))
+    assert problem.is_training(1) and not problem.is_training(2)
+    # The plan is the same whichever way the problem came in.
+    cluster = refit.Cluster.preset("cpu-host")
+    assert refit.plan(problem, cluster).hash == refit.plan(source, cluster).hash
+
+
+def test_clusters_from_presets_files_and_nccl_dumps() -> None:
+    problem = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2", infer="tp=2")
+    gb = refit.Cluster.preset("gb200-nvl72", gpus_per_domain=64)
+    assert gb.spec == "gb200-nvl72:gpus_per_domain=64"
+    assert gb.with_overrides(nic_gbps=800).spec == "gb200-nvl72:gpus_per_domain=64,nic_gbps=800"
+    described = refit.Cluster.preset("dgx-h100").describe(problem)
+    assert len(described["gpus"]) == 8 and described["placement"]["rank_to_gpu"] == [0, 1, 2, 3]
+    from conftest import DATA
+
+    assert refit.Cluster.from_file(DATA / "topology" / "cluster_small.json").describe()["gpus"]
+    xml = refit.Cluster.from_nccl_xml(DATA / "topology" / "h100_8gpu_8nic.xml")
+    assert refit.plan(problem, xml).stats.tensors == len(problem.tensors)
+
+
+def test_plans_save_load_and_explain(tmp_path: Path) -> None:
+    problem = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2", infer="tp=2")
+    cluster = refit.Cluster.preset("cpu-host:gpus_per_domain=2")
+    plan = refit.plan(problem, cluster, "refit")
+    plan.save(tmp_path / "plan.json")
+    loaded = refit.Plan.load(tmp_path / "plan.json", problem, cluster)
+    assert loaded.hash == plan.hash and loaded.strategy == "refit"
+    assert loaded.stats.transfers == plan.stats.transfers
+    explained = plan.explain(2).explain
+    assert explained is not None and explained.rank == 2
+    assert explained.receives.bytes == sum(s.nbytes for s in problem.shards(2))
+    assert "rank 2" in explained.text
+    other = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2", infer="tp=1,dp=2")
+    with pytest.raises(refit.BadInput, match="does not fit the problem"):
+        refit.Plan.load(tmp_path / "plan.json", other, cluster)
+
+
+def test_simulation_trace_and_resources() -> None:
+    problem = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2", infer="tp=2")
+    sim = refit.simulate(problem, refit.Cluster.preset("cpu-host:gpus_per_domain=2"), trace=True)
+    assert sim.trace is not None and '"traceEvents"' in sim.trace
+    assert sim.resources and all(0 <= r.utilisation <= 1 + 1e-9 for r in sim.resources)
+    parts = dataclasses.astuple(sim.breakdown_s)
+    assert sum(parts) == pytest.approx(sim.predicted_s, rel=1e-9)  # the breakdown adds up
+    assert set(sim.row()) >= {"strategy", "predicted_s", "breakdown_network_s"}
+
+
+def test_lists_of_what_this_build_knows() -> None:
+    assert "deepseek-v3" in refit.models()
+    assert "gb200-nvl72" in refit.presets()
+    assert "nic_gbps" in refit.preset_keys()
+    assert refit.executors()[0] == "ucx"
+    assert refit.strategies()[0].name == "refit"

@@ -1,0 +1,196 @@
+"""Buffers from Python: numpy arrays and torch CPU tensors keyed by tensor name, moved by the UCX
+executor between ranks that run as threads of this process (they can only both progress because
+prepare() and execute() release the GIL); wrong buffers are refused on every rank before any byte
+moves, naming the buffer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+import refit
+from conftest import run_ranks
+
+SENTINEL = 7  # what a destination holds before the refit: still there after a refusal
+
+
+def _bf16_bits(values: np.ndarray) -> np.ndarray:
+    """Whole numbers below 256 as bf16 bit patterns (bf16 is the top half of an fp32)."""
+    return (values.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def _full(problem: refit.Problem, name: str) -> np.ndarray:
+    """The full tensor: element i of tensor t holds (7 i + t) mod 251, in the tensor's dtype."""
+    index = [t.name for t in problem.tensors].index(name)
+    tensor = problem.tensors[index]
+    values = ((np.arange(int(np.prod(tensor.shape))) * 7 + index) % 251).reshape(tensor.shape)
+    return _bf16_bits(values) if tensor.dtype == "bf16" else values.astype(refit.numpy_dtype(tensor.dtype))
+
+
+def _numpy_buffers(problem: refit.Problem, rank: int) -> dict[str, Any]:
+    if problem.is_training(rank):
+        return {s.tensor: np.ascontiguousarray(_full(problem, s.tensor)[s.slices]) for s in problem.shards(rank)}
+    return {s.tensor: np.full(s.extent, SENTINEL, dtype=refit.numpy_dtype(s.dtype)) for s in problem.shards(rank)}
+
+
+def _torch_buffers(problem: refit.Problem, rank: int) -> dict[str, Any]:
+    import torch
+
+    out = {}
+    for name, a in _numpy_buffers(problem, rank).items():
+        dtype = refit.torch_dtype([t for t in problem.tensors if t.name == name][0].dtype)
+        t = torch.from_numpy(a.view(np.int16) if a.dtype == np.uint16 else a)
+        out[name] = t.view(dtype) if dtype.itemsize == t.element_size() and t.dtype != dtype else t
+    return out
+
+
+def _refit(manifest: Path, make: Callable[[refit.Problem, int], dict[str, Any]], steps: int = 3,
+           change: Callable[[int, dict[str, Any]], None] = lambda r, b: None) -> tuple[list[Any], list[dict[str, Any]]]:  # fmt: skip
+    problem = refit.Problem.from_manifest(manifest)
+    plan = refit.plan(problem, refit.Cluster.preset("cpu-host"))
+    buffers = [make(problem, r) for r in range(problem.world_size)]
+    for r, b in enumerate(buffers):
+        change(r, b)
+
+    def body(rank: int, exchange: Any) -> Any:
+        executor = refit.Executor("ucx", exchange, timeout=20)
+        prepared = executor.prepare(plan, buffers[rank])
+        reports = []
+        for _ in range(steps):
+            for b in buffers[rank].values():
+                if not problem.is_training(rank):
+                    b[...] = 0
+            reports.append(prepared.execute())
+        return reports
+
+    return run_ranks(problem.world_size, body), buffers
+
+
+def _as_numpy(a: Any) -> np.ndarray:
+    if isinstance(a, np.ndarray):
+        return a
+    import torch
+
+    return (a.view(torch.int16) if a.element_size() == 2 and a.dtype == torch.bfloat16 else a).numpy()
+
+
+def _check_destinations(manifest: Path, buffers: list[dict[str, Any]]) -> None:
+    problem = refit.Problem.from_manifest(manifest)
+    for rank in range(problem.source_ranks, problem.world_size):
+        for s in problem.shards(rank):
+            got = _as_numpy(buffers[rank][s.tensor]).view(refit.numpy_dtype(s.dtype))
+            np.testing.assert_array_equal(got, _full(problem, s.tensor)[s.slices], err_msg=f"{s.tensor} rank {rank}")
+
+
+@pytest.mark.parametrize("make", [_numpy_buffers, _torch_buffers], ids=["numpy", "torch"])
+def test_numpy_arrays_and_torch_tensors_refit_every_step(rows_to_columns: Path, make: Any) -> None:
+    results, buffers = _refit(rows_to_columns, make)
+    for r in results:
+        assert not isinstance(r, BaseException), r
+    # w: fp32 [64, 48], rows over 2 training ranks -> columns over 2 inference ranks: each
+    # inference rank receives half of w (64 x 24 x 4 bytes) and half of b (48 x 2 bytes).
+    for rank in (2, 3):
+        assert [rep.bytes_received for rep in results[rank]] == [64 * 24 * 4 + 48 * 2] * 3
+    _check_destinations(rows_to_columns, buffers)
+
+
+def test_numpy_and_torch_mixed_on_one_rank(rows_to_columns: Path) -> None:
+    def make(problem: refit.Problem, rank: int) -> dict[str, Any]:
+        mixed = _numpy_buffers(problem, rank)
+        mixed["b"] = _torch_buffers(problem, rank)["b"]  # a torch bfloat16 tensor
+        return mixed
+
+    results, buffers = _refit(rows_to_columns, make, steps=1)
+    assert not any(isinstance(r, BaseException) for r in results), results
+    _check_destinations(rows_to_columns, buffers)
+
+
+def _set(rank: int, name: str, value: Callable[[Any], Any]) -> Callable[[int, dict[str, Any]], None]:
+    def change(r: int, buffers: dict[str, Any]) -> None:
+        if r == rank:
+            if value is None:
+                del buffers[name]
+            else:
+                buffers[name] = value(buffers.get(name))
+
+    return change
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a = a.copy()
+    a.flags.writeable = False
+    return a
+
+
+REFUSALS = [
+    ("shape", _set(2, "w", lambda a: np.zeros((24, 64), np.float32)),
+     "buffer 'w' (rank 2): shape [24, 64] is not the rank's box of the tensor, [0:64, 0:24] (extent [64, 24])"),
+    ("size", _set(3, "w", lambda a: np.zeros((64, 23), np.float32)),
+     "buffer 'w' (rank 3): shape [64, 23] is not the rank's box"),
+    ("dtype", _set(0, "w", lambda a: a.astype(np.float64)),
+     "buffer 'w' (rank 0): dtype float64 does not hold the tensor's fp32 (expected float32)"),
+    ("bf16 dtype", _set(2, "b", lambda a: a.astype(np.float32)),
+     "buffer 'b' (rank 2): dtype float32 does not hold the tensor's bf16 (expected bfloat16 or uint16)"),
+    ("strided", _set(1, "w", lambda a: np.zeros((48, 32), np.float32).T),
+     "buffer 'w' (rank 1): not contiguous in row-major order (strides [1, 32] elements)"),
+    ("read-only destination", _set(3, "w", _readonly),
+     "buffer 'w' (rank 3): read-only, but an inference rank's buffers receive the tensor"),
+    ("missing", _set(3, "b", None), "rank 3: no buffer for tensor 'b' (the inference rank needs its box [48:96])"),
+    ("unknown tensor", _set(1, "x", lambda a: np.zeros(3)), "buffer 'x' (rank 1): no tensor of that name in the problem"),
+    ("not an array", _set(0, "b", lambda a: [1, 2, 3]), "buffer 'b' (rank 0): a list is not an array that exports DLPack"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("change,message", [c[1:] for c in REFUSALS], ids=[c[0] for c in REFUSALS])
+def test_wrong_buffers_are_refused_on_every_rank_before_any_byte_moves(
+    rows_to_columns: Path, change: Any, message: str
+) -> None:
+    results, buffers = _refit(rows_to_columns, _numpy_buffers, change=change)
+    offender = int(message.split("rank ")[1].split(")")[0].split(":")[0])
+    for rank, r in enumerate(results):
+        assert isinstance(r, refit.BadInput), (rank, r)
+        assert isinstance(r, ValueError)
+        if rank == offender:
+            assert str(r).startswith(message), str(r)
+        else:
+            assert str(r).startswith(f"refused because rank {offender} refused: "), str(r)
+            assert message in str(r)
+    # Nothing moved: every destination still holds what it held (the sentinel, or the zeros of
+    # a replacement).
+    for rank in (2, 3):
+        for name, a in buffers[rank].items():
+            assert np.all(a == SENTINEL) or np.all(a == 0), (rank, name)
+
+
+def test_training_parameters_that_require_grad_are_read_as_they_are(rows_to_columns: Path) -> None:
+    import torch
+
+    def parameters(problem: refit.Problem, rank: int) -> dict[str, Any]:
+        buffers = _torch_buffers(problem, rank)
+        if problem.is_training(rank):
+            buffers["w"] = torch.nn.Parameter(buffers["w"])  # requires grad, as a model's weights
+        return buffers
+
+    results, buffers = _refit(rows_to_columns, parameters, steps=1)
+    assert not any(isinstance(r, BaseException) for r in results), results
+    _check_destinations(rows_to_columns, buffers)
+
+
+def test_executor_memory_holds_buffers(rows_to_columns: Path) -> None:
+    problem = refit.Problem.from_manifest(rows_to_columns)
+    plan = refit.plan(problem, refit.Cluster.preset("cpu-host"))
+
+    def body(rank: int, exchange: Any) -> dict[str, np.ndarray]:
+        executor = refit.Executor("ucx", exchange, timeout=20)
+        arrays = {s.tensor: executor.empty(s) for s in problem.shards(rank)}
+        for s in problem.shards(rank):
+            arrays[s.tensor][...] = _full(problem, s.tensor)[s.slices] if problem.is_training(rank) else 0
+        refit.run(executor, plan, arrays)
+        return arrays
+
+    results = run_ranks(problem.world_size, body)
+    assert not any(isinstance(r, BaseException) for r in results), results
+    _check_destinations(rows_to_columns, results)

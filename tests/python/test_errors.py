@@ -1,0 +1,101 @@
+"""Bad input raises refit.BadInput (a ValueError) with the message the refit command prints after
+"refit plan: error: ", and the error code kept; failures are RuntimeErrors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+import refit
+from conftest import DATA, TINY_MOE
+
+PREFIX = "refit plan: error: "
+
+
+def _cli_message(cli: Any, *args: str) -> str:
+    done = cli("plan", *args)
+    assert done.returncode == 2, done.stderr  # bad input
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith(PREFIX), line
+    return line[len(PREFIX):]
+
+
+def _tiny(train: str = "tp=2,ep=2", infer: str = "tp=2") -> refit.Problem:
+    return refit.Problem.from_model(TINY_MOE, train=train, infer=infer)
+
+
+# (command-line arguments, the same in Python)
+CASES: list[tuple[list[str], Callable[[Path], Any]]] = [
+    (["--model", "no-such-model", "--train", "tp=1", "--infer", "tp=1"],
+     lambda _: refit.Problem.from_model("no-such-model", train="tp=1", infer="tp=1")),
+    (["--model", "deepseek-v3", "--train", "tp=3", "--infer", "tp=32,dp=8"],
+     lambda _: refit.Problem.from_model("deepseek-v3", train="tp=3", infer="tp=32,dp=8")),
+    (["--model", "qwen3-8b", "--train", "tp=2,bogus=1", "--infer", "tp=2"],
+     lambda _: refit.Problem.from_model("qwen3-8b", train="tp=2,bogus=1", infer="tp=2")),
+    (["--model", "qwen3-8b", "--train", "tp=2", "--infer", "tp=2,ep=3"],
+     lambda _: refit.Problem.from_model("qwen3-8b", train="tp=2", infer="tp=2,ep=3")),
+    (["--model", "qwen3-8b", "--train", "tp=2", "--infer", "tp=2", "--dtype", "float7"],
+     lambda _: refit.Problem.from_model("qwen3-8b", train="tp=2", infer="tp=2", dtype="float7")),
+    (["--model", str(DATA / "models" / "bad-missing-field.json"), "--train", "tp=1", "--infer", "tp=1"],
+     lambda _: refit.Problem.from_model(DATA / "models" / "bad-missing-field.json", train="tp=1", infer="tp=1")),
+    (["--manifest", "/no/such/manifest.json"],
+     lambda _: refit.Problem.from_manifest("/no/such/manifest.json")),
+    (["--manifest", "{tmp}/broken.json"],
+     lambda tmp: refit.Problem.from_manifest(tmp / "broken.json")),
+    (["--model", str(TINY_MOE), "--train", "tp=2,ep=2", "--infer", "tp=2", "--cluster", "dgx-h1000"],
+     lambda _: refit.Cluster.preset("dgx-h1000")),
+    (["--model", str(TINY_MOE), "--train", "tp=2,ep=2", "--infer", "tp=2", "--cluster", "dgx-h100:nic_gbs=3"],
+     lambda _: refit.Cluster.preset("dgx-h100", nic_gbs=3)),
+    (["--model", str(TINY_MOE), "--train", "tp=2,ep=2", "--infer", "tp=2", "--cluster", "dgx-h100:nic_gbps=-1"],
+     lambda _: refit.Cluster.preset("dgx-h100:nic_gbps=-1")),
+    (["--model", str(TINY_MOE), "--train", "tp=2,ep=2", "--infer", "tp=2",
+      "--cluster", "dgx-h100:nodes=1,infer_offset=7"],
+     lambda _: refit.plan(_tiny(), refit.Cluster.preset("dgx-h100:nodes=1,infer_offset=7"))),
+    (["--model", str(TINY_MOE), "--train", "tp=2,ep=2", "--infer", "tp=2",
+      "--cluster-file", str(DATA / "topology" / "bad_missing_node.json")],
+     lambda _: refit.Cluster.from_file(DATA / "topology" / "bad_missing_node.json")),
+    (["--model", str(TINY_MOE), "--train", "tp=2,ep=2", "--infer", "tp=2",
+      "--nccl-topo-xml", str(DATA / "topology" / "malformed_gpu_without_sm.xml")],
+     lambda _: refit.Cluster.from_nccl_xml(DATA / "topology" / "malformed_gpu_without_sm.xml")),
+    (["--model", str(TINY_MOE), "--train", "tp=2,ep=2", "--infer", "tp=2", "--strategy", "fastest"],
+     lambda _: refit.plan(_tiny(), refit.Cluster.preset("cpu-host"), strategy="fastest")),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("args,call", CASES, ids=[" ".join(a[-2:]) for a, _ in CASES])
+def test_bad_input_raises_with_the_commands_message(cli: Any, tmp_path: Path, args: list[str], call: Any) -> None:
+    (tmp_path / "broken.json").write_text('{"source_ranks": 2, "destination_ranks": 2, "tensors": [{"name": 3}]}')
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    expected = _cli_message(cli, *args)
+    with pytest.raises(ValueError) as raised:
+        call(tmp_path)
+    assert isinstance(raised.value, refit.BadInput)
+    assert str(raised.value) == expected
+    assert raised.value.code in {"invalid argument", "parse", "out of range", "not found", "mismatch", "unsupported"}
+
+
+def test_error_classes_by_code() -> None:
+    from refit._errors import make_error
+
+    assert isinstance(make_error("timeout", "m"), TimeoutError)
+    assert isinstance(make_error("timeout", "m"), RuntimeError)
+    assert isinstance(make_error("peer failed", "m"), refit.PeerFailed)
+    assert isinstance(make_error("runtime", "m"), refit.Failure)
+    assert isinstance(make_error("internal", "m"), RuntimeError)
+    assert not isinstance(make_error("runtime", "m"), ValueError)
+    assert make_error("parse", "m").code == "parse"
+
+
+def test_python_only_arguments_are_checked_too() -> None:
+    problem = _tiny()
+    with pytest.raises(ValueError, match="needs a preset"):
+        refit.sweep(problem, refit.Cluster.from_file(DATA / "topology" / "cluster_small.json"),
+                    vary={"nic_gbps": [400]})  # fmt: skip
+    with pytest.raises(ValueError, match="unknown key 'nic_speed'"):
+        refit.sweep(problem, refit.Cluster.preset("cpu-host"), vary={"nic_speed": [1]})
+    with pytest.raises(ValueError, match="--window"):
+        refit.simulate(problem, refit.Cluster.preset("cpu-host"), window=-1)
+    with pytest.raises(ValueError, match="--executor: unknown executor 'tcp'"):
+        refit.Executor("tcp", refit.exchange.from_callable(lambda d: [d], rank=0, size=1))

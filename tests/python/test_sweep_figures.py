@@ -1,0 +1,128 @@
+"""What-if studies and figures: sweeps over cluster parameters and layouts, figures written as
+PNG with the Agg renderer, and python -m refit from the shell."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import refit
+from refit import figures
+
+QWEN = refit.Problem.from_model("qwen3-30b-a3b", train="ep=8,pp=2", infer="tp=8,dp=2")
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _png(path: Path) -> None:
+    data = path.read_bytes()
+    assert data.startswith(PNG), path
+    assert 5_000 < len(data) < 200_000, len(data)  # a real picture, small enough to commit
+
+
+def test_sweep_over_nic_bandwidth_gives_a_frame_one_row_per_point_and_strategy() -> None:
+    pd = pytest.importorskip("pandas")
+    frame = refit.sweep(QWEN, refit.Cluster.preset("dgx-h100"), vary={"nic_gbps": [200, 400, 800]},
+                        strategies=["refit", "gather-broadcast"])  # fmt: skip
+    assert isinstance(frame, pd.DataFrame)
+    assert len(frame) == 3 * 2
+    assert {"nic_gbps", "strategy", "predicted_s", "lower_bound_s", "ratio_to_lower_bound",
+            "speedup_vs_gather_broadcast", "breakdown_network_s"} <= set(frame.columns)  # fmt: skip
+    refit_rows = frame[frame.strategy == "refit"].sort_values("nic_gbps")
+    # Twice the NIC bandwidth: the bound (destination NICs) halves, and so about does the time.
+    bounds = refit_rows.lower_bound_s.tolist()
+    assert bounds[0] == pytest.approx(2 * bounds[1], rel=1e-9) and bounds[1] == pytest.approx(2 * bounds[2], rel=1e-9)
+    assert refit_rows.predicted_s.is_monotonic_decreasing
+    # Each point is what simulate gives for that preset.
+    single = refit.simulate(QWEN, refit.Cluster.preset("dgx-h100:nic_gbps=800"))
+    assert refit_rows.predicted_s.iloc[-1] == single.predicted_s
+
+
+def test_sweep_over_nics_per_domain_oversubscription_and_layouts_as_rows() -> None:
+    rows = refit.sweep(QWEN, refit.Cluster.preset("dgx-h100"),
+                       vary={"nics_per_domain": [4, 8], "oversubscription": [1, 2]},
+                       strategies=["refit"], as_frame=False)  # fmt: skip
+    assert [(r["nics_per_domain"], r["oversubscription"]) for r in rows] == [(4, 1), (4, 2), (8, 1), (8, 2)]
+    by = {(r["nics_per_domain"], r["oversubscription"]): r["predicted_s"] for r in rows}
+    assert by[(4, 1)] > by[(8, 1)]  # fewer NICs per domain: slower
+    layouts = refit.sweep(QWEN, refit.Cluster.preset("dgx-h100"),
+                          vary={"infer": ["tp=8,dp=2", "tp=4,dp=4"]}, strategies=["refit"], as_frame=False)  # fmt: skip
+    assert [r["infer"] for r in layouts] == ["tp=8,dp=2", "tp=4,dp=4"]
+    assert layouts[0]["predicted_s"] != layouts[1]["predicted_s"]
+    with pytest.raises(ValueError, match="nics_per_domain=3 does not split"):
+        refit.sweep(QWEN, refit.Cluster.preset("gb200-nvl72"), vary={"nics_per_domain": [3]}, strategies=["refit"])
+
+
+def test_compare_figure(tmp_path: Path) -> None:
+    rows = refit.compare(QWEN, refit.Cluster.preset("dgx-h100"))
+    fig = figures.compare(rows)
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == [r.strategy for r in rows]
+    fig.savefig(tmp_path / "compare.png", dpi=100)
+    _png(tmp_path / "compare.png")
+
+
+def test_sweep_figure_draws_a_line_per_strategy_and_the_bound(tmp_path: Path) -> None:
+    rows = refit.sweep(QWEN, refit.Cluster.preset("dgx-h100"), vary={"nic_gbps": [200, 400]},
+                       strategies=["refit", "m2n-ring"])  # fmt: skip
+    fig = figures.sweep(rows, "nic_gbps")
+    labels = [line.get_label() for line in fig.axes[0].get_lines()]
+    assert labels == ["refit", "m2n-ring", "lower bound"]
+    fig.savefig(tmp_path / "sweep.png", dpi=100)
+    _png(tmp_path / "sweep.png")
+
+
+def test_nic_timeline_accounts_for_every_network_byte(tmp_path: Path) -> None:
+    sim = refit.simulate(QWEN, refit.Cluster.preset("dgx-h100"), trace=True)
+    edges, names, rates = figures.nic_timeline(sim, bins=50)
+    assert len(edges) == 51 and rates.shape == (len(names), 50)
+    # Each NIC track holds the transfers its GPUs send: rate x bin width adds up to the bytes
+    # the plan sends over the network.
+    assert (rates * (edges[1] - edges[0])).sum() == pytest.approx(sim.network_bytes, rel=1e-6)
+    fig = figures.timeline(sim)
+    fig.savefig(tmp_path / "timeline.png", dpi=100)
+    _png(tmp_path / "timeline.png")
+    with pytest.raises(ValueError, match="trace=True"):
+        figures.nic_timeline(refit.simulate(QWEN, refit.Cluster.preset("dgx-h100")))
+
+
+def _python_m_refit(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "refit", *args], capture_output=True, text=True, timeout=600)
+
+
+def test_python_m_refit_sweep_plots_from_the_shell(tmp_path: Path) -> None:
+    out = tmp_path / "sweep.png"
+    done = _python_m_refit("sweep", "--model", "qwen3-30b-a3b", "--train", "ep=8,pp=2", "--infer", "tp=8,dp=2",
+                           "--cluster", "dgx-h100", "--vary", "nic_gbps=200,400,800", "--strategy", "refit",
+                           "--strategy", "gather-broadcast", "--plot", str(out), "--csv", str(tmp_path / "s.csv"))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    _png(out)
+    assert len((tmp_path / "s.csv").read_text().splitlines()) == 1 + 3 * 2
+    assert "nic_gbps=800" in done.stdout
+
+
+def test_python_m_refit_compare_json_and_timeline(tmp_path: Path, cli_json: Any) -> None:
+    args = ["--model", "qwen3-30b-a3b", "--train", "ep=8,pp=2", "--infer", "tp=8,dp=2", "--cluster", "dgx-h100"]
+    done = _python_m_refit("compare", *args, "--json", "--plot", str(tmp_path / "c.png"))
+    assert done.returncode == 0, done.stderr
+    import json
+
+    got, want = json.loads(done.stdout), cli_json("simulate", "--compare", *args)
+    untimed = [{k: v for k, v in r.items() if not k.endswith("seconds")} for r in want["strategies"]]
+    assert [{k: v for k, v in r.items() if not k.endswith("seconds")} for r in got["strategies"]] == untimed
+    _png(tmp_path / "c.png")
+    done = _python_m_refit("timeline", *args, "--plot", str(tmp_path / "t.png"))
+    assert done.returncode == 0, done.stderr
+    _png(tmp_path / "t.png")
+
+
+def test_python_m_refit_bad_input_exits_2_with_the_message() -> None:
+    done = _python_m_refit("sweep", "--model", "qwen3-30b-a3b", "--train", "ep=8,pp=2", "--infer", "tp=8,dp=2",
+                           "--cluster", "dgx-h100", "--vary", "nic_speed=1")  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip().startswith("refit sweep: error: vary: unknown key 'nic_speed'")
+    done = _python_m_refit("compare", "--model", "nope", "--train", "tp=1", "--infer", "tp=1")
+    assert done.returncode == 2
+    assert "refit compare: error: --model: unknown model 'nope'" in done.stderr
