@@ -168,6 +168,11 @@ double FieldReader::number(std::string_view key) {
   return keep(require_number(object_, key, path_), 0.0);
 }
 
+double FieldReader::number_or(std::string_view key, double fallback) {
+  if (error_ || !has(key)) return fallback;
+  return number(key);
+}
+
 std::string FieldReader::string_or(std::string_view key, std::string fallback) {
   if (error_) return fallback;
   return keep(optional_string(object_, key, path_, fallback), fallback);

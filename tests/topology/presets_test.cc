@@ -93,6 +93,15 @@ TEST(TopoPresets, DgxB200AndH200Figures) {
   EXPECT_DOUBLE_EQ(preset("dgx-h200").gpu(GpuId{0}).copy_bandwidth.gbps(), 2078.0);
 }
 
+TEST(TopoPresets, GpuMemoryIsTheDatasheetCapacity) {
+  // Decimal GB (docs/hardware.md, "GPU memory"): NeMo RL sizes its refit buffers by it.
+  EXPECT_EQ(preset("dgx-h100").gpu(GpuId{0}).memory.value, 80'000'000'000);
+  EXPECT_EQ(preset("dgx-h200").gpu(GpuId{0}).memory.value, 141'000'000'000);
+  EXPECT_EQ(preset("dgx-b200").gpu(GpuId{0}).memory.value, 180'000'000'000);
+  EXPECT_EQ(preset("gb200-nvl72").gpu(GpuId{0}).memory.value, 186'000'000'000);
+  EXPECT_EQ(preset("gb300-nvl72").gpu(GpuId{0}).memory.value, 288'000'000'000);
+}
+
 TEST(TopoPresets, OverridesChangeTheirFigure) {
   // nic_gbps=200 -> 200 x 47/400 = 23.5 GB/s; the others are taken as given.
   const auto c = preset(

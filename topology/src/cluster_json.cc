@@ -53,6 +53,7 @@ Json gpu_to_json(const GpuSpec& g) {
          {"domain", g.domain},
          {"nvlink_gbps", gbps_field(g.nvlink_bandwidth)},
          {"copy_gbps", gbps_field(g.copy_bandwidth)}};
+  if (g.memory.value > 0) j["memory_gb"] = static_cast<double>(g.memory.value) / 1e9;
   if (!g.pci_bus_id.empty()) j["pci_bus_id"] = g.pci_bus_id;
   return j;
 }
@@ -94,16 +95,27 @@ template <class T, class ReadOne>
   return {};
 }
 
+// Optional GPU memory in decimal GB: 0 (unknown) when absent; refused outside [0, 1e6] GB.
+Bytes memory_field(FieldReader& f, std::string_view key) {
+  const double gb = f.number_or(key, 0.0);
+  if (!(gb >= 0 && gb <= 1e6)) {
+    f.fail(key, fmt::format("must be a size in GB within [0, 1e6], got {}", gb), ErrorCode::kOutOfRange);
+    return Bytes{0};
+  }
+  return Bytes{std::llround(gb * 1e9)};
+}
+
 // Braced initialisers evaluate in order, so the first bad field is the one reported.
 [[nodiscard]] Result<GpuSpec> read_gpu(const nlohmann::json& j, const std::string& at, std::int32_t index) {
-  REFIT_TRY(
-      require_known_keys(j, at, {"id", "node", "domain", "nvlink_gbps", "copy_gbps", "pci_bus_id"}, kRoot));
+  REFIT_TRY(require_known_keys(
+      j, at, {"id", "node", "domain", "nvlink_gbps", "copy_gbps", "memory_gb", "pci_bus_id"}, kRoot));
   FieldReader f(j, at, kMaxId);
   GpuSpec gpu{.id = GpuId{id32(f.integer_or("id", 0, index))},
               .node = id32(f.integer("node", 0)),
               .domain = id32(f.integer("domain", 0)),
               .nvlink_bandwidth = BytesPerSecond::from_gbps(f.number("nvlink_gbps")),
               .copy_bandwidth = BytesPerSecond::from_gbps(f.number("copy_gbps")),
+              .memory = memory_field(f, "memory_gb"),
               .pci_bus_id = f.string_or("pci_bus_id", "")};
   REFIT_TRY(f.status());
   return gpu;

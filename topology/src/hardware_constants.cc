@@ -18,21 +18,23 @@ constexpr double kSm80LinkGbps = 20.0;
 constexpr double kSm90LinkGbps = 20.6;
 constexpr double kSm100LinkGbps = 40.1;
 
+constexpr Bytes gigabytes(std::int64_t gb) { return Bytes{gb * 1'000'000'000}; }
+
 // Indexed by GpuModel.
 std::array<GpuFigures, 6> make_figures() {
   const auto nvlink = BytesPerSecond::from_gbps;
   return {{
       // kA100 (SXM, not in docs/hardware.md): 12 NVLink3 links at NCCL's 20.0; HBM2e 2.04 TB/s (datasheet).
-      {nvlink(12 * kSm80LinkGbps), kSm80LinkGbps, copy_for_hbm_tbps(2.04)},
+      {nvlink(12 * kSm80LinkGbps), kSm80LinkGbps, copy_for_hbm_tbps(2.04), gigabytes(80)},
       // kH100 (SXM): 370-376 GB/s effective NVLink (docs/hardware.md); HBM3 3.35 TB/s (docs/hardware.md).
-      {nvlink(370.0), kSm90LinkGbps, copy_for_hbm_tbps(3.35)},
+      {nvlink(370.0), kSm90LinkGbps, copy_for_hbm_tbps(3.35), gigabytes(80)},
       // kH200: the NVLink4 of the H100 (docs/hardware.md); HBM3e 4.8 TB/s (docs/hardware.md).
-      {nvlink(370.0), kSm90LinkGbps, copy_for_hbm_tbps(4.8)},
+      {nvlink(370.0), kSm90LinkGbps, copy_for_hbm_tbps(4.8), gigabytes(141)},
       // kB200, kGb200, kGb300: NVLink5 ~746 GB/s effective (docs/hardware.md); HBM3e 8 TB/s per GPU (NVIDIA
       // datasheets, not in docs/hardware.md).
-      {nvlink(746.0), kSm100LinkGbps, copy_for_hbm_tbps(8.0)},
-      {nvlink(746.0), kSm100LinkGbps, copy_for_hbm_tbps(8.0)},
-      {nvlink(746.0), kSm100LinkGbps, copy_for_hbm_tbps(8.0)},
+      {nvlink(746.0), kSm100LinkGbps, copy_for_hbm_tbps(8.0), gigabytes(180)},
+      {nvlink(746.0), kSm100LinkGbps, copy_for_hbm_tbps(8.0), gigabytes(186)},
+      {nvlink(746.0), kSm100LinkGbps, copy_for_hbm_tbps(8.0), gigabytes(288)},
   }};
 }
 

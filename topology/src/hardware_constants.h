@@ -36,6 +36,8 @@ struct GpuFigures {
   double nvlink_gbps_per_link = 0;
   // Device-to-device copy bandwidth (bytes copied per second) for pack/unpack.
   BytesPerSecond copy;
+  // Device memory, the datasheet's capacity in decimal GB (docs/hardware.md, "GPU memory").
+  Bytes memory;
 };
 
 const GpuFigures& gpu_figures(GpuModel model);

@@ -21,6 +21,7 @@ struct PresetParams {
   BytesPerSecond nic;                           // effective, per direction
   BytesPerSecond nvlink;
   BytesPerSecond copy;
+  Bytes memory;     // per GPU; 0 when unknown
   Seconds latency;  // per network message
   Seconds nvlink_latency;
   double oversubscription = 1.0;

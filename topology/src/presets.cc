@@ -27,6 +27,7 @@ PresetParams gpu_system(std::string name, hw::GpuModel model, std::int32_t gpus_
   p.nic = hw::effective_nic_bandwidth(nic_line_gigabits);
   p.nvlink = figures.nvlink;
   p.copy = figures.copy;
+  p.memory = figures.memory;
   p.latency = hw::kNetworkLatency;
   p.nvlink_latency = hw::kNvlinkLatency;
   return p;
@@ -89,6 +90,7 @@ ClusterSpec build(const PresetParams& p, std::string name, std::int32_t nodes) {
                          .domain = g / p.domain_gpus(),
                          .nvlink_bandwidth = p.nvlink,
                          .copy_bandwidth = p.copy,
+                         .memory = p.memory,
                          .pci_bus_id = ""});
   const std::int32_t gpus_per_nic = gpn / p.node_nics();
   for (std::int32_t n = 0; n < nodes; ++n) {

@@ -79,6 +79,7 @@ class FieldReader {
   // An array of integers >= min_value that must be there.
   std::vector<std::int64_t> integers(std::string_view key, std::int64_t min_value);
   double number(std::string_view key);
+  double number_or(std::string_view key, double fallback);
   std::string string(std::string_view key);
   std::string string_or(std::string_view key, std::string fallback);
   // A required array or object (nullptr after an error).

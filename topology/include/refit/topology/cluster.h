@@ -19,6 +19,7 @@ struct GpuSpec {
   std::int32_t domain = 0;          // NVLink domain index
   BytesPerSecond nvlink_bandwidth;  // per direction, effective, through the NVSwitch
   BytesPerSecond copy_bandwidth;    // device-to-device copy (pack/unpack), effective
+  Bytes memory{};                   // device memory (datasheet capacity); 0 when unknown
   std::string pci_bus_id;           // empty when unknown
   bool operator==(const GpuSpec&) const = default;
 };
