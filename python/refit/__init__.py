@@ -51,7 +51,7 @@ from refit._plan import (
     strategies,
 )
 from refit._problem import Problem, Shard, Tensor
-from refit._simulate import Breakdown, CriticalStep, Resource, Simulation, compare, simulate
+from refit._simulate import Breakdown, Contributor, CriticalStep, Resource, Simulation, compare, deployments, simulate
 from refit.sweep import sweep, to_frame
 
 __version__ = "0.1.0"
@@ -60,6 +60,7 @@ __all__ = [
     "BadInput",
     "Breakdown",
     "Cluster",
+    "Contributor",
     "CriticalStep",
     "Error",
     "ExecutionReport",
@@ -81,6 +82,7 @@ __all__ = [
     "Tensor",
     "Timeout",
     "compare",
+    "deployments",
     "exchange",
     "executors",
     "figures",

@@ -96,10 +96,10 @@ def _save(fig: Any, path: str) -> None:
 
 def _print_table(rows: Sequence[Simulation]) -> None:
     print(f"lower bound {rows[0].lower_bound_s:.4f} s ({rows[0].lower_bound_binding})")
-    print(f"{'strategy':<18} {'predicted':>12} {'x bound':>9} {'vs gather-bc':>14}")
+    print(f"{'strategy':<18} {'deployment':<10} {'predicted':>12} {'x bound':>9} {'vs gather-bc':>14}")
     for r in rows:
         speedup = "-" if r.speedup_vs_gather_broadcast is None else f"{r.speedup_vs_gather_broadcast:.2f}x"
-        print(f"{r.strategy:<18} {r.predicted_s:>10.4f} s {r.ratio_to_lower_bound:>9.3f} {speedup:>14}")
+        print(f"{r.strategy:<18} {r.deployment:<10} {r.predicted_s:>10.4f} s {r.ratio_to_lower_bound:>9.3f} {speedup:>14}")
 
 
 def _simulation_json(rows: Sequence[Simulation]) -> dict[str, Any]:
@@ -107,8 +107,9 @@ def _simulation_json(rows: Sequence[Simulation]) -> dict[str, Any]:
         d = dataclasses.asdict(r)
         for key in ("resources", "critical_path", "trace", "cluster", "lower_bound_binding"):
             d.pop(key)
-        if d["speedup_vs_gather_broadcast"] is None:
-            d.pop("speedup_vs_gather_broadcast")
+        for key in ("speedup_vs_gather_broadcast", "time_vs_refit", "notes"):
+            if not d[key]:
+                d.pop(key)
         return d
 
     return {"cluster": rows[0].cluster, "lower_bound_s": rows[0].lower_bound_s,

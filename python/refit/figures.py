@@ -45,10 +45,11 @@ def compare(
     if not rows:
         raise ValueError("compare: no predictions to draw")
     fig, ax = _axes(ax, (8, 0.6 * len(rows) + 1.6))
-    names = [r.strategy for r in rows]
+    names = [f"{r.strategy} ({r.deployment})" for r in rows]
     times = [r.predicted_s for r in rows]
     y = np.arange(len(rows))[::-1]
-    bars = ax.barh(y, times, color=["#2a7ab9" if n == "refit" else "#9aa5b1" for n in names])
+    ours = [r.strategy == "refit" and r.deployment == "refit" for r in rows]
+    bars = ax.barh(y, times, color=["#2a7ab9" if o else "#9aa5b1" for o in ours])
     ax.set_yticks(y, names)
     bound = rows[0].lower_bound_s
     ax.axvline(bound, color="black", linestyle="--", linewidth=1)
@@ -75,7 +76,7 @@ def sweep(
     x: str,
     *,
     y: str = "predicted_s",
-    series: Sequence[str] = ("strategy",),
+    series: Sequence[str] = ("strategy", "deployment"),
     title: Optional[str] = None,
     logy: bool = True,
     ax: Any = None,

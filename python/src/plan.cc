@@ -194,43 +194,80 @@ nb::dict lower_bound_of(const ProblemHandle& problem, const ClusterHandle& clust
   return lower_bound_dict(lb);
 }
 
-// What refit simulate computes for one plan: the prediction with its critical-path breakdown,
-// the window it ran with, and (trace) the Chrome trace event JSON of refit simulate --trace.
-nb::dict simulate(const PlanHandle& p, const ProblemHandle& problem, const ClusterHandle& cluster,
-                  std::optional<std::int32_t> window, bool trace) {
-  const Plan& plan = *p.plan;
-  const auto used_window = window.value_or(execution_model(plan.execution).pair_window);
-  if (used_window < 0)
-    raise_error(Error{.code = ErrorCode::kOutOfRange,
-                      .message = fmt::format("--window: {} is negative", used_window)});
-  std::ostringstream trace_text;
-  Result<PlanSimulation> sim;
-  double seconds = 0;
-  {
-    nb::gil_scoped_release release;
-    PlanSimulationOptions options{.trace = trace ? &trace_text : nullptr, .window = used_window};
-    const auto start = std::chrono::steady_clock::now();
-    sim = simulate_plan(plan, *problem.problem, *cluster.placed, options);
-    seconds = seconds_since(start);
+// Who runs the plan: the named deployment, or the plan's strategy's default (refit's executors
+// for a plan of a strategy this build lacks), as refit simulate --deployment.
+const DeploymentInfo& deployment_of(const Plan& plan, const std::optional<std::string>& name) {
+  if (name) {
+    auto found = find_deployment(*name);
+    if (!found) raise_error(std::move(found).error().in("--deployment"));
+    return **found;
   }
-  const auto r = unwrap(std::move(sim));
+  const auto info = find_strategy(plan.strategy);
+  return deployment_info(info ? default_deployment((*info)->id) : DeploymentId::kRefit);
+}
+
+nb::dict breakdown_dict(const PlanSimulation& r) {
   nb::dict breakdown;
   breakdown["latency"] = r.latency.value;
   breakdown["network"] = r.network.value;
   breakdown["nvlink"] = r.nvlink.value;
   breakdown["copy"] = r.copy.value;
   breakdown["pack_unpack"] = r.pack.value;
+  breakdown["fixed"] = r.fixed.value;
+  return breakdown;
+}
+
+// What refit simulate computes for one plan as a deployment runs it: the prediction with its
+// critical-path breakdown and biggest contributors, the window it ran with, what the deployment
+// assumed, and (trace) the Chrome trace event JSON of refit simulate --trace.
+nb::dict simulate(const PlanHandle& p, const ProblemHandle& problem, const ClusterHandle& cluster,
+                  std::optional<std::int32_t> window, bool trace,
+                  std::optional<std::string> deployment_name) {
+  const Plan& plan = *p.plan;
+  const auto used_window = window.value_or(execution_model(plan.execution).pair_window);
+  if (used_window < 0)
+    raise_error(Error{.code = ErrorCode::kOutOfRange,
+                      .message = fmt::format("--window: {} is negative", used_window)});
+  const DeploymentInfo& deployment = deployment_of(plan, deployment_name);
+  std::ostringstream trace_text;
+  Result<CallSchedule> schedule;
+  Result<PlanSimulation> sim;
+  double seconds = 0;
+  {
+    nb::gil_scoped_release release;
+    schedule = deploy(deployment, plan, *problem.problem, *cluster.placed);
+    if (schedule) {
+      PlanSimulationOptions options{
+          .trace = trace ? &trace_text : nullptr, .window = used_window, .calls = &*schedule};
+      const auto start = std::chrono::steady_clock::now();
+      sim = simulate_plan(plan, *problem.problem, *cluster.placed, options);
+      seconds = seconds_since(start);
+    }
+  }
+  if (!schedule) raise_error(std::move(schedule).error().in(fmt::format("--deployment {}", deployment.name)));
+  const auto& calls = *schedule;
+  const auto r = unwrap(std::move(sim));
   nb::list resources;
   for (const auto& res : r.resources)
     resources.append(nb::make_tuple(res.name, res.bytes.value, res.utilisation));
   nb::list critical;
   for (const auto& c : r.critical_path)
     critical.append(nb::make_tuple(c.transfer, c.what, c.start.value, c.end.value));
+  nb::list contributors;
+  for (std::size_t i = 0; i < std::min<std::size_t>(5, r.contributors.size()); ++i)
+    contributors.append(
+        nb::make_tuple(r.contributors[i].what, r.contributors[i].time.value, r.contributors[i].steps));
+  nb::list notes;
+  for (const auto& n : calls.notes) notes.append(n);
   nb::dict d;
   d["strategy"] = plan.strategy;
+  d["deployment"] = std::string(deployment.name);
   d["predicted_s"] = r.predicted.value;
   d["window"] = used_window;
-  d["breakdown_s"] = breakdown;
+  d["breakdown_s"] = breakdown_dict(r);
+  d["waiting_s"] = r.waiting.value;
+  d["contributors"] = contributors;
+  d["notes"] = notes;
   d["simulate_seconds"] = seconds;
   d["tasks"] = r.tasks;
   d["events"] = r.events;
@@ -238,6 +275,12 @@ nb::dict simulate(const PlanHandle& p, const ProblemHandle& problem, const Clust
   d["critical_path"] = critical;
   if (trace) d["trace"] = trace_text.str();
   return d;
+}
+
+std::vector<std::tuple<std::string, std::string>> deployment_table() {
+  std::vector<std::tuple<std::string, std::string>> out;
+  for (const auto& d : deployments()) out.emplace_back(std::string(d.name), std::string(d.description));
+  return out;
 }
 
 std::vector<std::tuple<std::string, std::string, std::string, std::int32_t>> strategy_table() {
@@ -282,11 +325,14 @@ void bind_plan(nb::module_& m) {
            "The fields of refit plan --json (but plan_seconds): what moves where, the busiest NICs and "
            "the lower bound; with explain_rank, what the lowering chose for that rank.")
       .def("simulate", &simulate, "problem"_a, "cluster"_a, "window"_a = nb::none(), "trace"_a = false,
-           "Predicts the refit time on the cluster (refit simulate): window is the chunks granted "
-           "ahead per (sender, receiver) pair (None: the execution model's); trace adds the Chrome "
-           "trace event JSON.");
+           "deployment"_a = nb::none(),
+           "Predicts the refit time on the cluster (refit simulate) as the deployment runs the plan "
+           "(None: the strategy's default): window is the chunks granted ahead per (sender, receiver) "
+           "pair (None: the execution model's); trace adds the Chrome trace event JSON.");
   m.def("lower_bound", &lower_bound_of, "problem"_a, "cluster"_a,
         "The time no plan can beat on the cluster, which term binds, and each term.");
+  m.def("deployments", &deployment_table,
+        "(name, description) of every deployment (refit simulate --deployment).");
   m.def("strategies", &strategy_table,
         "(name, description, execution model, pair window) of every strategy; the first is the default.");
 }

@@ -476,6 +476,49 @@ class Builder {
   std::vector<std::int32_t> copy_task_;
 };
 
+// The plan restricted to the transfers some call moves, renumbered, with the schedule pointing
+// at the new numbers; `original` maps them back. Transfers no call moves are not run, so they are
+// not lowered either: NeMo RL's gather-broadcast moves nothing through its plan, whose 10^7
+// chunks would otherwise take minutes and gigabytes to lower.
+struct CalledPart {
+  Plan plan;
+  CallSchedule schedule;
+  std::vector<std::int32_t> original;
+};
+
+CalledPart called_part(const Plan& plan, const CallSchedule& schedule,
+                       const std::vector<std::int32_t>& call_of) {
+  CalledPart out{.plan = Plan{.strategy = plan.strategy,
+                              .execution = plan.execution,
+                              .tensors = plan.tensors,
+                              .source_ranks = plan.source_ranks,
+                              .destination_ranks = plan.destination_ranks,
+                              .transfers = {}},
+                 .schedule = schedule,
+                 .original = {}};
+  std::vector<std::int32_t> renumbered(plan.transfers.size(), -1);
+  for (const auto& t : plan.transfers) {
+    if (call_of[at(t.id)] < 0) continue;
+    renumbered[at(t.id)] = static_cast<std::int32_t>(out.plan.transfers.size());
+    out.original.push_back(t.id);
+    Transfer& copy = out.plan.transfers.emplace_back(t);
+    copy.id = renumbered[at(t.id)];
+    for (auto& s : copy.segments)
+      if (s.via != kFromSourceShard) s.via = renumbered[at(s.via)];
+  }
+  for (auto& call : out.schedule.calls)
+    for (auto& t : call.transfers) t = renumbered[at(t)];
+  return out;
+}
+
+Result<PlanModel> build_called(const Plan& plan, const ReshardProblem& problem, const PlacedCluster& cluster,
+                               const ExecutionModel& execution, const PlanModelOptions& options,
+                               std::vector<std::int32_t> call_of) {
+  const auto lowered = REFIT_TRY(lowering::LoweredPlan::make(plan, lowering::kDefaultStaging));
+  auto costs = REFIT_TRY(lowering::copy_costs(lowered, problem, execution.zero_copy));
+  return Builder(plan, lowered, std::move(costs), cluster, options, std::move(call_of)).build();
+}
+
 }  // namespace
 
 Result<PlanModel> build_plan_model(const Plan& plan, const ReshardProblem& problem,
@@ -483,11 +526,19 @@ Result<PlanModel> build_plan_model(const Plan& plan, const ReshardProblem& probl
                                    const PlanModelOptions& options) {
   if (options.window < 0)
     return out_of_range(fmt::format("window must be >= 0 chunks, got {}", options.window));
-  std::vector<std::int32_t> call_of;
-  if (options.calls) call_of = REFIT_TRY(call_of_each_transfer(plan, *options.calls));
-  const auto lowered = REFIT_TRY(lowering::LoweredPlan::make(plan, lowering::kDefaultStaging));
-  auto costs = REFIT_TRY(lowering::copy_costs(lowered, problem, execution.zero_copy));
-  return Builder(plan, lowered, std::move(costs), cluster, options, std::move(call_of)).build();
+  if (!options.calls) return build_called(plan, problem, cluster, execution, options, {});
+  auto call_of = REFIT_TRY(call_of_each_transfer(plan, *options.calls));
+  if (std::ranges::none_of(call_of, [](std::int32_t c) { return c < 0; }))
+    return build_called(plan, problem, cluster, execution, options, std::move(call_of));
+  const CalledPart part = called_part(plan, *options.calls, call_of);
+  PlanModelOptions part_options = options;
+  part_options.calls = &part.schedule;
+  auto part_call_of = REFIT_TRY(call_of_each_transfer(part.plan, part.schedule));
+  auto model =
+      REFIT_TRY(build_called(part.plan, problem, cluster, execution, part_options, std::move(part_call_of)));
+  for (auto& t : model.transfer_of_task)
+    if (t >= 0) t = part.original[at(t)];
+  return model;
 }
 
 }  // namespace refit::sim

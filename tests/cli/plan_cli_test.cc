@@ -87,6 +87,44 @@ TEST(SimulateCli, JsonHasOneEntryPerStrategy) {
   EXPECT_EQ(names, (std::set<std::string>{"refit", "direct", "m2n-ring", "gather-broadcast"}));
 }
 
+TEST(SimulateCli, EachPredictionSaysWhichDeploymentRanIt) {
+  // Defaults: refit's executors for refit's plans, NeMo RL for the baselines'.
+  const auto refit = run_refit("simulate " + kProblem + " --json");
+  ASSERT_EQ(refit.exit_code, 0) << refit.err;
+  EXPECT_EQ(nlohmann::json::parse(refit.out)["strategies"][0]["deployment"], "refit");
+  const auto m2n = run_refit("simulate " + kProblem + " --strategy m2n-ring --json");
+  ASSERT_EQ(m2n.exit_code, 0) << m2n.err;
+  const auto j = nlohmann::json::parse(m2n.out)["strategies"][0];
+  EXPECT_EQ(j["deployment"], "nemo-rl");
+  // Deployed M2N pays per-call costs (launches, barriers) that the plan alone does not.
+  EXPECT_GT(j["breakdown_s"]["fixed"].get<double>(), 0.0);
+  EXPECT_FALSE(j["contributors"].empty());
+  const auto bench = run_refit("simulate " + kProblem + " --strategy m2n-ring --deployment m2n-bench --json");
+  ASSERT_EQ(bench.exit_code, 0) << bench.err;
+  EXPECT_EQ(nlohmann::json::parse(bench.out)["strategies"][0]["deployment"], "m2n-bench");
+}
+
+TEST(SimulateCli, CompareShowsBaselinesAsDeployedAndExplainNamesContributors) {
+  const auto all = run_refit("simulate " + kProblem + " --compare --json");
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  std::set<std::pair<std::string, std::string>> rows;
+  const auto j = nlohmann::json::parse(all.out);
+  for (const auto& s : j["strategies"]) {
+    rows.emplace(s["strategy"].get<std::string>(), s["deployment"].get<std::string>());
+    EXPECT_TRUE(s.contains("time_vs_refit"));
+  }
+  EXPECT_EQ(rows, (std::set<std::pair<std::string, std::string>>{{"refit", "refit"},
+                                                                 {"direct", "nemo-rl"},
+                                                                 {"direct", "refit"},
+                                                                 {"m2n-ring", "nemo-rl"},
+                                                                 {"m2n-ring", "refit"},
+                                                                 {"gather-broadcast", "nemo-rl"}}));
+  const auto explained = run_refit("simulate " + kProblem + " --strategy gather-broadcast --explain");
+  ASSERT_EQ(explained.exit_code, 0) << explained.err;
+  EXPECT_NE(explained.out.find("biggest contributors"), std::string::npos) << explained.out;
+  EXPECT_NE(explained.out.find("  1. "), std::string::npos) << explained.out;
+}
+
 TEST(SimulateCli, TraceIsChromeJsonWithGpuAndNicTracks) {
   const auto path = temp_file("trace.json");
   const auto r = run_refit("simulate " + kProblem + " --trace " + path.string());
@@ -135,6 +173,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"simulate " + kProblem + " --compare --plan x.json", "--plan"},
         BadInput{"simulate " + kProblem + " --plan /nonexistent/plan.json", "plan"},
         BadInput{"simulate " + kProblem + " --window -1", "--window: must be >= 0, got -1"},
+        BadInput{"simulate " + kProblem + " --deployment nemo-rl",
+                 "deployment 'nemo-rl' does not run strategy 'refit'"},
+        BadInput{"simulate " + kProblem + " --strategy gather-broadcast --deployment m2n-bench",
+                 "deployment 'm2n-bench' does not run strategy 'gather-broadcast'"},
+        BadInput{"simulate " + kProblem + " --deployment slurm", "slurm"},
+        BadInput{"simulate " + kProblem + " --compare --deployment refit", "--deployment"},
         BadInput{"plan " + kProblem + " --chunk 0", "--chunk: must be > 0, got 0"},
         BadInput{"run " + kProblem + " --iterations 0", "--iterations: must be > 0, got 0"},
         BadInput{"run " + kProblem + " --timeout soon", "--timeout: must be > 0, got soon"}));

@@ -36,18 +36,33 @@ def test_the_issue_spellings_plan_and_predict_deepseek_v3() -> None:
     assert plan.stats.lower_bound_s <= predicted < 1.2 * plan.stats.lower_bound_s
 
 
-def test_compare_gives_one_row_per_strategy_against_gather_broadcast() -> None:
+def test_compare_gives_each_strategy_as_deployed_against_gather_broadcast() -> None:
     problem = refit.Problem.from_model("qwen3-30b-a3b", train="ep=8,pp=2", infer="tp=8,dp=2")
     rows = refit.compare(problem, refit.Cluster.preset("gb200-nvl72:gpus_per_domain=64"))
-    assert [r.strategy for r in rows] == [s.name for s in refit.strategies()]
-    by = {r.strategy: r for r in rows}
-    assert by["gather-broadcast"].speedup_vs_gather_broadcast == 1.0
+    assert [(r.strategy, r.deployment) for r in rows] == [
+        ("refit", "refit"), ("direct", "nemo-rl"), ("direct", "refit"), ("m2n-ring", "nemo-rl"),
+        ("m2n-ring", "refit"), ("gather-broadcast", "nemo-rl")]  # fmt: skip
+    by = {(r.strategy, r.deployment): r for r in rows}
+    assert by["gather-broadcast", "nemo-rl"].speedup_vs_gather_broadcast == 1.0
     # speed-up = baseline time / strategy time, as refit simulate --compare reports it.
-    base = by["gather-broadcast"].predicted_s
-    assert by["refit"].speedup_vs_gather_broadcast == base / by["refit"].predicted_s
+    base = by["gather-broadcast", "nemo-rl"].predicted_s
+    assert by["refit", "refit"].speedup_vs_gather_broadcast == base / by["refit", "refit"].predicted_s
+    assert by["m2n-ring", "nemo-rl"].time_vs_refit == by["m2n-ring", "nemo-rl"].predicted_s / by["refit", "refit"].predicted_s
+    assert by["m2n-ring", "nemo-rl"].breakdown_s.fixed > 0 and by["m2n-ring", "nemo-rl"].contributors
     assert all(r.cluster == "gb200-nvl72:gpus_per_domain=64" for r in rows)
     assert all(dataclasses.is_dataclass(r) for r in rows)
     assert all(r.predicted_s >= r.lower_bound_s for r in rows)
+
+
+def test_an_impossible_deployment_is_bad_input_naming_both() -> None:
+    problem = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2", infer="tp=2")
+    cluster = refit.Cluster.preset("dgx-h100")
+    assert [name for name, _ in refit.deployments()] == ["refit", "nemo-rl", "m2n-bench"]
+    with pytest.raises(refit.BadInput, match="deployment 'nemo-rl' does not run strategy 'refit'"):
+        refit.simulate(problem, cluster, "refit", deployment="nemo-rl")
+    with pytest.raises(refit.BadInput, match="unknown deployment 'slurm'"):
+        refit.simulate(problem, cluster, "m2n-ring", deployment="slurm")
+    assert refit.simulate(problem, cluster, "m2n-ring", deployment="m2n-bench").deployment == "m2n-bench"
 
 
 def test_manifest_problems_and_their_shards(tmp_path: Path) -> None:

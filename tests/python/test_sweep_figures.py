@@ -28,7 +28,7 @@ def test_sweep_over_nic_bandwidth_gives_a_frame_one_row_per_point_and_strategy()
     frame = refit.sweep(QWEN, refit.Cluster.preset("dgx-h100"), vary={"nic_gbps": [200, 400, 800]},
                         strategies=["refit", "gather-broadcast"])  # fmt: skip
     assert isinstance(frame, pd.DataFrame)
-    assert len(frame) == 3 * 2
+    assert len(frame) == 3 * 2  # refit, and gather-broadcast as NeMo RL runs it
     assert {"nic_gbps", "strategy", "predicted_s", "lower_bound_s", "ratio_to_lower_bound",
             "speedup_vs_gather_broadcast", "breakdown_network_s"} <= set(frame.columns)  # fmt: skip
     refit_rows = frame[frame.strategy == "refit"].sort_values("nic_gbps")
@@ -59,7 +59,7 @@ def test_sweep_over_nics_per_domain_oversubscription_and_layouts_as_rows() -> No
 def test_compare_figure(tmp_path: Path) -> None:
     rows = refit.compare(QWEN, refit.Cluster.preset("dgx-h100"))
     fig = figures.compare(rows)
-    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == [r.strategy for r in rows]
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == [f"{r.strategy} ({r.deployment})" for r in rows]
     fig.savefig(tmp_path / "compare.png", dpi=100)
     _png(tmp_path / "compare.png")
 
@@ -69,7 +69,8 @@ def test_sweep_figure_draws_a_line_per_strategy_and_the_bound(tmp_path: Path) ->
                        strategies=["refit", "m2n-ring"])  # fmt: skip
     fig = figures.sweep(rows, "nic_gbps")
     labels = [line.get_label() for line in fig.axes[0].get_lines()]
-    assert labels == ["refit", "m2n-ring", "lower bound"]
+    # m2n-ring as NeMo RL runs it, and its plan as refit's executors would.
+    assert labels == ["refit, refit", "m2n-ring, nemo-rl", "m2n-ring, refit", "lower bound"]
     fig.savefig(tmp_path / "sweep.png", dpi=100)
     _png(tmp_path / "sweep.png")
 

@@ -10,7 +10,8 @@ namespace refit::testing {
 
 inline PlacedCluster make_test_cluster(std::int32_t nodes, std::int32_t gpus_per_node,
                                        std::int32_t source_ranks, std::int32_t destination_ranks,
-                                       double nic_gbps = 50, double nvlink_gbps = 400) {
+                                       double nic_gbps = 50, double nvlink_gbps = 400,
+                                       Bytes memory = Bytes{0}) {
   ClusterSpec s;
   s.name = "test";
   s.nvlink_latency = Seconds{5e-6};
@@ -23,6 +24,7 @@ inline PlacedCluster make_test_cluster(std::int32_t nodes, std::int32_t gpus_per
                                .domain = n,
                                .nvlink_bandwidth = BytesPerSecond::from_gbps(nvlink_gbps),
                                .copy_bandwidth = BytesPerSecond::from_gbps(1500),
+                               .memory = memory,
                                .pci_bus_id = ""});
       s.nics.push_back(NicSpec{.id = id.value,
                                .name = "",

@@ -8,6 +8,12 @@
 //   plan = refit::plan(*problem, cluster->placed, "refit"); auto prediction = refit::simulate_plan(*plan,
 //   *problem, cluster->placed);
 //
+// and a baseline as a deployed system runs it (deployment.h):
+//
+//   auto calls = refit::deploy(refit::deployment_info(refit::DeploymentId::kNemoRl), *baseline, *problem,
+//   cluster->placed); auto deployed = refit::simulate_plan(*baseline, *problem, cluster->placed, {.calls =
+//   &*calls});
+//
 // and, in each process of a job (see examples/):
 //
 //   auto executor = refit::make_executor("ucx", bootstrap, refit::ExecutorOptions{});
@@ -29,7 +35,9 @@
 #include "refit/planner/plan_json.h"
 #include "refit/planner/plan_stats.h"
 #include "refit/planner/strategy.h"
+#include "refit/simulator/deployment.h"
 #include "refit/simulator/plan_simulation.h"
+#include "refit/simulator/sensitivity.h"
 #include "refit/topology/rank_map.h"
 
 namespace refit {

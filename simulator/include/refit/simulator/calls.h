@@ -55,6 +55,8 @@ struct CallSchedule {
   // Relays forward a transfer once all of it has arrived, not chunk by chunk (M2N's packed path
   // forwards whole slices).
   bool store_and_forward = false;
+  // What the deployment had to assume for want of an input, for the user to read.
+  std::vector<std::string> notes{};
 };
 
 }  // namespace refit

@@ -1,0 +1,82 @@
+#pragma once
+// Who runs a plan, and so how a refit is cut into calls: a deployment turns a plan into a
+// CallSchedule (calls.h) that the plan simulation runs. Each deployment is modelled on the code
+// of the system it names, function by function (docs/deployed_refit.md):
+//   refit      refit's executors: the whole plan as one call (any strategy's plan);
+//   nemo-rl    NeMo RL's refit paths: gather-broadcast as its default collective refit
+//              (Megatron-Bridge export, packed buffers, one NCCL broadcast per buffer over all
+//              ranks), m2n-ring and direct through nccl_reshard (one M2N reshard per FFN
+//              parameter on its pipeline stage's communicator, then the rest through the
+//              packed broadcast);
+//   m2n-bench  nccl_m2n's reshard_model_bench: every parameter through M2N, one representative
+//              per (name pattern, stage), patterns one after another.
+// Every constant is a microbenchmark figure or a published cost model with its source in
+// docs/hardware.md; none is fitted to an end-to-end refit time.
+#include <span>
+#include <string_view>
+
+#include "refit/core/error.h"
+#include "refit/core/problem.h"
+#include "refit/planner/plan.h"
+#include "refit/planner/strategy.h"
+#include "refit/simulator/calls.h"
+#include "refit/simulator/nccl_cost_model.h"
+#include "refit/topology/rank_map.h"
+
+namespace refit {
+
+enum class DeploymentId : std::uint8_t { kRefit, kNemoRl, kM2nBench };
+
+struct DeploymentConstants {
+  NcclLatencies nccl{};
+  // Bus bandwidth NCCL reaches on a ring that crosses NICs, as a fraction of the NICs' effective
+  // bandwidth (47 GB/s per 400 Gb/s NIC): nccl-tests on 4 x 8 H100 with 8 x 400 Gb/s per node
+  // give broadcast 286.34 GB/s and all-gather 323.53 GB/s of bus bandwidth, against 8 x 47.
+  double network_broadcast_efficiency = 286.34 / 376.0;
+  double network_all_gather_efficiency = 323.53 / 376.0;
+  // On a ring inside one NVLink domain: NCCL's maintainers give ~370 GB/s for non-NVLS
+  // collectives on H100 NVLink, the effective NVLink bandwidth the presets already use.
+  double nvlink_efficiency = 1.0;
+  // Host cost of launching one kernel or one NCCL call: cuLaunchKernel of an empty kernel on
+  // GB200, 3.0 us (no H100 figure was found).
+  Seconds launch{3.0e-6};
+  // Host cost of one eager PyTorch op: one clone() through the dispatcher on B200, 4.72 us.
+  Seconds torch_op{4.72e-6};
+  // vLLM load_weights, per tensor of a packed buffer: split view, view(dtype), reshape, the
+  // weight loader's narrow and copy_ (docs/deployed_refit.md, A1): five eager ops.
+  std::int32_t load_weights_ops = 5;
+  // NeMo RL's packed buffers: min(fraction x training GPU memory, cap), two of them in flight.
+  double buffer_memory_fraction = 0.02;
+  Bytes buffer_cap{Bytes{5} * (std::int64_t{1} << 30)};
+  std::int32_t buffers = 2;
+  // NeMo RL's nccl_reshard: pipeline stages an inference rank keeps in flight.
+  std::int32_t stages_in_flight = 2;
+};
+
+struct DeploymentInfo {
+  DeploymentId id = DeploymentId::kRefit;
+  std::string_view name;         // "refit", "nemo-rl", "m2n-bench"
+  std::string_view description;  // one line for --help
+};
+
+// Every deployment, in DeploymentId order.
+std::span<const DeploymentInfo> deployments();
+const DeploymentInfo& deployment_info(DeploymentId id);
+// kNotFound naming the known deployments.
+[[nodiscard]] Result<const DeploymentInfo*> find_deployment(std::string_view name);
+// Who runs a strategy's plans unless told otherwise: refit's executors for refit, NeMo RL for
+// the baselines.
+DeploymentId default_deployment(StrategyId strategy);
+// kUnsupported naming both when the deployment cannot run the strategy's plans (NeMo RL does not
+// run refit's, reshard_model_bench runs M2N only).
+[[nodiscard]] Result<void> check_runs(const DeploymentInfo& deployment, const StrategyInfo& strategy);
+
+// The calls `deployment` cuts `plan` into. Refuses what the deployed code refuses or cannot be
+// read off the problem (training stages of unequal size, a transfer mixing tensors of two calls),
+// naming it; what it had to assume (NeMo RL's buffer size on a GPU of unknown memory) is in the
+// schedule's notes.
+[[nodiscard]] Result<CallSchedule> deploy(const DeploymentInfo& deployment, const Plan& plan,
+                                          const ReshardProblem& problem, const PlacedCluster& cluster,
+                                          const DeploymentConstants& constants = {});
+
+}  // namespace refit

@@ -1,0 +1,37 @@
+#pragma once
+// What the deployments' call builders share: their inputs, appending a call, and an NCCL ring
+// collective with the latency and efficiency NCCL's cost model and the published bus
+// bandwidths give it.
+#include <span>
+#include <vector>
+
+#include "refit/core/problem.h"
+#include "refit/planner/plan.h"
+#include "refit/simulator/calls.h"
+#include "refit/simulator/deployment.h"
+#include "refit/topology/rank_map.h"
+
+namespace refit::sim {
+
+struct DeployInputs {
+  const Plan& plan;
+  const ReshardProblem& problem;
+  const PlacedCluster& cluster;
+  const DeploymentConstants& constants;
+};
+
+// Appends `call`; returns its index.
+std::int32_t add_call(CallSchedule& schedule, Call call);
+
+// The communicator `ranks` as NCCL's cost model counts it: its ranks and NVLink domains.
+RingShape ring_shape(std::span<const Rank> ranks, const PlacedCluster& cluster);
+
+// A ring collective over `ranks` (root first for a broadcast) moving `bytes` (a broadcast's
+// buffer, an all-gather's gathered total), at NCCL's modelled latency, and at the published
+// network efficiency of its kind when the ring leaves an NVLink domain.
+Collective ring_collective(CollectiveKind kind, std::vector<Rank> ranks, Bytes bytes, const DeployInputs& in);
+
+// The bytes `rank` holds of problem tensor `tensor`: its source or destination box.
+Bytes held_bytes(const ReshardProblem& problem, std::int32_t tensor, Rank rank);
+
+}  // namespace refit::sim

@@ -1,0 +1,180 @@
+#include "refit/simulator/deployment.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <numeric>
+#include <regex>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "refit/core/try.h"
+
+#include "call_builder.h"
+#include "m2n_calls.h"
+#include "packed_broadcast.h"
+#include "training_export.h"
+
+namespace refit {
+namespace {
+
+using sim::DeployInputs;
+
+constexpr std::array<DeploymentInfo, 3> kDeployments{{
+    {.id = DeploymentId::kRefit,
+     .name = "refit",
+     .description = "refit's own executors: the whole plan in one call"},
+    {.id = DeploymentId::kNemoRl,
+     .name = "nemo-rl",
+     .description =
+         "NeMo RL: gather-broadcast as packed NCCL broadcasts, m2n-ring and direct through nccl_reshard"},
+    {.id = DeploymentId::kM2nBench,
+     .name = "m2n-bench",
+     .description =
+         "nccl_m2n's reshard_model_bench: every parameter through M2N, one name pattern at a time"},
+}};
+
+std::size_t at(std::int64_t i) { return static_cast<std::size_t>(i); }
+
+CallSchedule whole_plan(const Plan& plan) {
+  Call call{.label = "the plan", .group = "refit execute"};
+  call.transfers.resize(plan.transfers.size());
+  std::iota(call.transfers.begin(), call.transfers.end(), 0);
+  return CallSchedule{.calls = {std::move(call)}};
+}
+
+std::vector<std::int32_t> all_tensors(const ReshardProblem& problem) {
+  std::vector<std::int32_t> tensors(problem.tensors().size());
+  std::iota(tensors.begin(), tensors.end(), 0);
+  return tensors;
+}
+
+// NeMo RL's default non-colocated refit: every tensor through the packed broadcast.
+Result<CallSchedule> nemo_rl_collective(const DeployInputs& in) {
+  const auto stages = REFIT_TRY(sim::find_stages(in.problem));
+  CallSchedule schedule;
+  sim::add_packed_broadcast(in, stages, all_tensors(in.problem), {}, {}, schedule);
+  return schedule;
+}
+
+// NeMo RL's nccl_reshard: per training stage, one M2N call per bulk parameter on that stage's
+// communicator (queue = stage), an inference rank keeping `stages_in_flight` stages in flight;
+// then, after every stage, the other parameters through the packed broadcast.
+Result<CallSchedule> nemo_rl_reshard(const DeployInputs& in) {
+  const auto stages = REFIT_TRY(sim::find_stages(in.problem));
+  const auto by_tensor = REFIT_TRY(sim::transfers_by_tensor(in.plan));
+  const auto stage_count = static_cast<std::int32_t>(stages.ranks.size());
+  std::vector<std::vector<std::int32_t>> bulk(at(stage_count));
+  std::vector<std::int32_t> misc;
+  for (const std::int32_t t : all_tensors(in.problem)) {
+    if (sim::is_bulk_parameter(in.problem.tensors()[at(t)].tensor.name))
+      bulk[at(stages.stage_of_tensor[at(t)])].push_back(t);
+    else
+      misc.push_back(t);
+  }
+  CallSchedule schedule{.store_and_forward = true};
+  std::vector<std::int32_t> last(at(stage_count), -1);
+  const std::int32_t in_flight = in.constants.stages_in_flight;
+  for (std::int32_t s = 0; s < stage_count; ++s) {
+    for (const std::int32_t t : bulk[at(s)]) {
+      Call call = sim::reshard_call(in, t, by_tensor[at(t)], stages.ranks[at(s)], s);
+      if (last[at(s)] < 0 && s >= in_flight && last[at(s - in_flight)] >= 0)
+        call.after = {last[at(s - in_flight)]};
+      last[at(s)] = sim::add_call(schedule, std::move(call));
+    }
+  }
+  std::erase(last, -1);
+  sim::add_packed_broadcast(
+      in, stages, misc, last,
+      {.exporting = stage_count, .broadcast = stage_count + 1, .unpack = stage_count + 2}, schedule);
+  return schedule;
+}
+
+// reshard_model_bench's pattern: the name with its layer number replaced (`layers.N` -> `layers.X`).
+std::string pattern_of(const std::string& name) {
+  static const std::regex layer{R"(layers\.[0-9]+\.)"};
+  return std::regex_replace(name, layer, "layers.X.");
+}
+
+// reshard_model_bench with its default de-duplication: per (pattern, stage) one representative
+// parameter, the stages' calls of one pattern in parallel (a communicator and stream each), the
+// patterns one after another; its figure is the sum over patterns.
+Result<CallSchedule> m2n_bench(const DeployInputs& in) {
+  const auto stages = REFIT_TRY(sim::find_stages(in.problem));
+  const auto by_tensor = REFIT_TRY(sim::transfers_by_tensor(in.plan));
+  std::vector<std::string> patterns;
+  std::map<std::string, std::map<std::int32_t, std::int32_t>> representative;  // pattern -> stage -> tensor
+  for (const std::int32_t t : all_tensors(in.problem)) {
+    const auto pattern = pattern_of(in.problem.tensors()[at(t)].tensor.name);
+    if (!representative.contains(pattern)) patterns.push_back(pattern);
+    representative[pattern].try_emplace(stages.stage_of_tensor[at(t)], t);
+  }
+  CallSchedule schedule{.store_and_forward = true};
+  std::vector<std::int32_t> previous;
+  for (const auto& pattern : patterns) {
+    std::vector<std::int32_t> calls;
+    for (const auto& [stage, t] : representative[pattern]) {
+      Call call = sim::reshard_call(in, t, by_tensor[at(t)], stages.ranks[at(stage)], stage);
+      call.after = previous;
+      calls.push_back(sim::add_call(schedule, std::move(call)));
+    }
+    previous = std::move(calls);
+  }
+  return schedule;
+}
+
+}  // namespace
+
+std::span<const DeploymentInfo> deployments() { return kDeployments; }
+
+const DeploymentInfo& deployment_info(DeploymentId id) { return kDeployments[static_cast<std::size_t>(id)]; }
+
+Result<const DeploymentInfo*> find_deployment(std::string_view name) {
+  const auto* entry = std::ranges::find(kDeployments, name, &DeploymentInfo::name);
+  if (entry != kDeployments.end()) return entry;
+  std::vector<std::string_view> names;
+  for (const auto& d : kDeployments) names.push_back(d.name);
+  return not_found(fmt::format("unknown deployment '{}' (expected {})", name, fmt::join(names, ", ")));
+}
+
+DeploymentId default_deployment(StrategyId strategy) {
+  return strategy == StrategyId::kRefit ? DeploymentId::kRefit : DeploymentId::kNemoRl;
+}
+
+Result<void> check_runs(const DeploymentInfo& deployment, const StrategyInfo& strategy) {
+  const bool runs = [&] {
+    switch (deployment.id) {
+      case DeploymentId::kRefit:
+        return true;
+      case DeploymentId::kNemoRl:
+        return strategy.id != StrategyId::kRefit;
+      case DeploymentId::kM2nBench:
+        return strategy.id == StrategyId::kM2nRing || strategy.id == StrategyId::kDirect;
+    }
+    return false;
+  }();
+  if (runs) return {};
+  return unsupported(fmt::format("deployment '{}' does not run strategy '{}' ({})", deployment.name,
+                                 strategy.name, deployment.description));
+}
+
+Result<CallSchedule> deploy(const DeploymentInfo& deployment, const Plan& plan, const ReshardProblem& problem,
+                            const PlacedCluster& cluster, const DeploymentConstants& constants) {
+  // refit's executors run any plan, also one of a strategy this build lacks.
+  if (deployment.id == DeploymentId::kRefit) return whole_plan(plan);
+  const StrategyInfo& strategy = *REFIT_TRY(find_strategy(plan.strategy));
+  REFIT_TRY(check_runs(deployment, strategy));
+  const DeployInputs in{.plan = plan, .problem = problem, .cluster = cluster, .constants = constants};
+  switch (deployment.id) {
+    case DeploymentId::kRefit:
+      return whole_plan(plan);
+    case DeploymentId::kNemoRl:
+      return strategy.id == StrategyId::kGatherBroadcast ? nemo_rl_collective(in) : nemo_rl_reshard(in);
+    case DeploymentId::kM2nBench:
+      return m2n_bench(in);
+  }
+  return unsupported(fmt::format("deployment '{}' has no call model", deployment.name));
+}
+
+}  // namespace refit

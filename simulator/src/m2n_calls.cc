@@ -1,0 +1,107 @@
+#include "m2n_calls.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace refit::sim {
+namespace {
+
+std::size_t at(std::int64_t i) { return static_cast<std::size_t>(i); }
+
+enum class Projection : std::uint8_t { kNone, kGateOrUp, kDown };
+
+// The projection an FFN weight name ends in: `...gate_proj.weight`, a stacked `...experts.up_proj`,
+// Mixtral's w1 (gate), w3 (up), w2 (down).
+Projection projection_of(std::string_view name) {
+  if (name.ends_with(".weight")) name.remove_suffix(std::string_view(".weight").size());
+  const auto last = name.substr(name.rfind('.') + 1);
+  if (last == "gate_proj" || last == "up_proj" || last == "w1" || last == "w3") return Projection::kGateOrUp;
+  if (last == "down_proj" || last == "w2") return Projection::kDown;
+  return Projection::kNone;
+}
+
+bool is_routed_expert(std::string_view name) {
+  return name.find(".experts.") != std::string_view::npos &&
+         name.find("shared_expert") == std::string_view::npos;
+}
+
+bool is_dense_mlp(std::string_view name) { return name.find(".mlp.") != std::string_view::npos; }
+
+// Each rank's bytes in the call: packed and sent (from its own shard), received.
+struct RankTraffic {
+  std::map<std::int32_t, Bytes> packed, received;
+  std::map<std::int32_t, std::set<std::int32_t>> peers;
+};
+
+RankTraffic traffic_of(const Plan& plan, std::span<const std::int32_t> transfers) {
+  RankTraffic out;
+  for (const std::int32_t i : transfers) {
+    const Transfer& t = plan.transfers[at(i)];
+    const bool own =
+        std::ranges::all_of(t.segments, [](const Segment& s) { return s.via == kFromSourceShard; });
+    if (own) out.packed[t.sender.value] += t.bytes;
+    out.received[t.receiver.value] += t.bytes;
+    out.peers[t.sender.value].insert(t.receiver.value);
+    out.peers[t.receiver.value].insert(t.sender.value);
+  }
+  return out;
+}
+
+std::vector<Rank> communicator(const ReshardProblem& problem, std::span<const Rank> stage) {
+  std::vector<Rank> ranks(stage.begin(), stage.end());
+  for (std::int32_t r = problem.source_ranks(); r < problem.world_size(); ++r) ranks.push_back(Rank{r});
+  return ranks;
+}
+
+}  // namespace
+
+bool is_bulk_parameter(std::string_view name) {
+  if (projection_of(name) == Projection::kNone || name.find("shared_expert") != std::string_view::npos)
+    return false;
+  return is_routed_expert(name) || is_dense_mlp(name);
+}
+
+Result<std::vector<std::vector<std::int32_t>>> transfers_by_tensor(const Plan& plan) {
+  std::vector<std::vector<std::int32_t>> out(plan.tensors.size());
+  for (const Transfer& t : plan.transfers) {
+    const auto tensor = t.segments.front().tensor;
+    for (const Segment& s : t.segments)
+      if (s.tensor != tensor)
+        return unsupported(fmt::format("transfer #{} carries '{}' and '{}': M2N moves one parameter per call",
+                                       t.id, plan.tensors[tensor].name, plan.tensors[s.tensor].name));
+    out[tensor].push_back(t.id);
+  }
+  return out;
+}
+
+Call reshard_call(const DeployInputs& in, std::int32_t tensor, std::span<const std::int32_t> transfers,
+                  std::span<const Rank> stage, std::int32_t queue) {
+  const auto& name = in.problem.tensors()[at(tensor)].tensor.name;
+  const auto traffic = traffic_of(in.plan, transfers);
+  std::size_t most_peers = 0;
+  for (const auto& [rank, peers] : traffic.peers) most_peers = std::max(most_peers, peers.size());
+  const Seconds barrier =
+      barrier_latency(in.constants.nccl, ring_shape(communicator(in.problem, stage), in.cluster));
+  Call call{.label = name,
+            .group = "M2N reshard",
+            .queue = queue,
+            .launch = in.constants.launch * static_cast<double>(1 + most_peers) + barrier,
+            .finish = barrier,
+            .transfers = std::vector(transfers.begin(), transfers.end())};
+  const bool stacked = is_routed_expert(name) && in.problem.tensors()[at(tensor)].tensor.shape.size() >= 3;
+  for (const Rank r : stage) {
+    const auto packed = traffic.packed.find(r.value);
+    const Bytes stack = stacked ? held_bytes(in.problem, tensor, r) : Bytes{0};
+    const Bytes bytes = stack + (packed == traffic.packed.end() ? Bytes{0} : packed->second);
+    if (bytes.value > 0) call.copies_before.push_back(RankCopy{r, bytes});
+  }
+  const bool fused = projection_of(name) == Projection::kGateOrUp;
+  for (const auto& [rank, bytes] : traffic.received)
+    call.copies_after.push_back(RankCopy{Rank{rank}, fused ? bytes * 2 : bytes});
+  return call;
+}
+
+}  // namespace refit::sim

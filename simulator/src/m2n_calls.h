@@ -1,0 +1,35 @@
+#pragma once
+// M2N reshard calls (docs/deployed_refit.md, A2 and A3): one `ncclReshard` per parameter on a
+// communicator of one training stage's ranks and every inference rank. Per call
+// (nccl-extensions `reshard_staging.cu` `ncclReshard`, `reshard_user_window.cu`):
+//   - host: one kernel launch plus one `cudaMemcpy3DAsync` per peer a rank packs for or unpacks
+//     from, then the kernel's opening barrier over the whole communicator;
+//   - senders pack what they send through the copy engine (PACK), after NeMo RL's `torch.stack`
+//     of their local experts of a grouped expert parameter;
+//   - the bytes as the plan moves them, relays forwarding whole slices (store and forward);
+//   - receivers unpack what they receive, and copy a gate or up projection once more into the
+//     fused vLLM parameter (`gate_up_proj`, `w13_weight`);
+//   - the kernel's closing barrier over the communicator.
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "call_builder.h"
+#include "training_export.h"
+
+namespace refit::sim {
+
+// NeMo RL's bulk parameters (`is_nccl_reshard_param`): the FFN weights of dense MLPs and routed
+// experts; shared experts and everything else go through the packed broadcast.
+bool is_bulk_parameter(std::string_view name);
+
+// Per problem tensor, the plan's transfers carrying it. Refuses a transfer carrying two tensors
+// (M2N moves one parameter per call), naming it.
+[[nodiscard]] Result<std::vector<std::vector<std::int32_t>>> transfers_by_tensor(const Plan& plan);
+
+// One reshard of `tensor` on `queue`, moving `transfers`, on the communicator of `stage`'s ranks
+// and every inference rank.
+Call reshard_call(const DeployInputs& in, std::int32_t tensor, std::span<const std::int32_t> transfers,
+                  std::span<const Rank> stage, std::int32_t queue);
+
+}  // namespace refit::sim

@@ -1,0 +1,227 @@
+// Deployments: which strategies each runs, and the calls it cuts a plan into, checked on a small
+// hand-built pipeline-parallel MoE problem where every buffer, ring and call can be counted by
+// hand; NCCL's latency formulas with tuning.cc's constants; refit's own deployment predicting
+// exactly what the plan alone does.
+#include <algorithm>
+
+#include <gtest/gtest.h>
+
+#include "refit/planner/strategy.h"
+#include "refit/simulator/deployment.h"
+#include "refit/simulator/nccl_cost_model.h"
+#include "refit/simulator/plan_simulation.h"
+#include "test_cluster.h"
+#include "test_problems.h"
+#include "training_export.h"
+
+namespace refit {
+namespace {
+
+using testing::make_layout;
+using testing::rank_range;
+
+constexpr double kUs = 1e-6;
+
+// Training: 2 pipeline stages of 2 ranks (0,1 and 2,3); inference: ranks 4,5, replicated.
+// t0 = layer 0's stacked experts [4, 8, 16] on stage 0, expert parallel over ranks 0,1;
+// t1 = layer 1's on stage 1 (ranks 2,3); t2 = layer 0's q_proj [16, 16], tensor parallel on 0,1.
+// bf16: t0 and t1 are 1024 B (256 B per expert), t2 512 B.
+ReshardProblem pipeline_moe() {
+  const Shape experts{4, 8, 16}, q{16, 16};
+  const auto stacked = [&](std::string name, std::int32_t first) {
+    return testing::make_reshard(std::move(name), experts,
+                                 make_layout(experts, {2}, rank_range(first, 2), "S0"),
+                                 make_layout(experts, {2}, rank_range(4, 2), "R"));
+  };
+  return ReshardProblem::make({stacked("model.layers.0.mlp.experts.gate_proj", 0),
+                               stacked("model.layers.1.mlp.experts.gate_proj", 2),
+                               testing::make_reshard("model.layers.0.self_attn.q_proj.weight", q,
+                                                     make_layout(q, {2}, rank_range(0, 2), "S0"),
+                                                     make_layout(q, {2}, rank_range(4, 2), "R"))},
+                              4, 2)
+      .value();
+}
+
+PlacedCluster two_nodes(Bytes memory = Bytes{80'000'000'000}) {
+  return testing::make_test_cluster(2, 4, 4, 2, 50, 400, memory);
+}
+
+std::vector<const Call*> calls_in(const CallSchedule& s, std::string_view group) {
+  std::vector<const Call*> out;
+  for (const auto& c : s.calls)
+    if (c.group == group) out.push_back(&c);
+  return out;
+}
+
+TEST(Deployment, EachStrategyHasADefaultAndImpossiblePairsAreRefusedNamingBoth) {
+  EXPECT_EQ(default_deployment(StrategyId::kRefit), DeploymentId::kRefit);
+  EXPECT_EQ(default_deployment(StrategyId::kGatherBroadcast), DeploymentId::kNemoRl);
+  EXPECT_EQ(default_deployment(StrategyId::kM2nRing), DeploymentId::kNemoRl);
+  for (const auto& d : deployments())
+    for (const auto& s : strategies()) {
+      const auto runs = check_runs(d, s);
+      const bool expected =
+          d.id == DeploymentId::kRefit || (d.id == DeploymentId::kNemoRl && s.id != StrategyId::kRefit) ||
+          (d.id == DeploymentId::kM2nBench && (s.id == StrategyId::kM2nRing || s.id == StrategyId::kDirect));
+      EXPECT_EQ(runs.has_value(), expected) << d.name << " " << s.name;
+      if (!runs) {
+        EXPECT_NE(runs.error().message.find(std::string(d.name)), std::string::npos);
+        EXPECT_NE(runs.error().message.find(std::string(s.name)), std::string::npos);
+      }
+    }
+  const auto unknown = find_deployment("slurm");
+  ASSERT_FALSE(unknown);
+  EXPECT_NE(unknown.error().message.find("nemo-rl"), std::string::npos);
+}
+
+TEST(NcclCostModel, LatenciesFollowTuningCc) {
+  const NcclLatencies l;
+  // Broadcast: base 8.4 + one hop: NVLink 4.0 inside a domain, network 14 across.
+  EXPECT_NEAR(broadcast_latency(l, {.ranks = 8, .domains = 1}).value, 12.4 * kUs, 1e-12);
+  EXPECT_NEAR(broadcast_latency(l, {.ranks = 384, .domains = 48}).value, 22.4 * kUs, 1e-12);
+  // All-gather over 8 ranks in a domain: 8.4 + 7 x 3.4 = 32.2; over 16 ranks in 2 domains:
+  // 8.4 + 14 x max(3.4, 3) + 1 x 14 = 70.0.
+  EXPECT_NEAR(all_gather_latency(l, {.ranks = 8, .domains = 1}).value, 32.2 * kUs, 1e-12);
+  EXPECT_NEAR(all_gather_latency(l, {.ranks = 16, .domains = 2}).value, 70.0 * kUs, 1e-12);
+  // Barrier (Tree LL) over 16 ranks in 2 domains: 6.8 + 2 (7 x 0.6 + log2(2) x 5) = 25.2.
+  EXPECT_NEAR(barrier_latency(l, {.ranks = 16, .domains = 2}).value, 25.2 * kUs, 1e-12);
+}
+
+TEST(TrainingExport, StagesAndTasksFollowTheSourceLayouts) {
+  const auto p = pipeline_moe();
+  const auto stages = sim::find_stages(p).value();
+  ASSERT_EQ(stages.ranks.size(), 2u);
+  EXPECT_EQ(stages.ranks[1], rank_range(2, 2));
+  EXPECT_EQ(stages.stage_of_tensor, (std::vector<std::int32_t>{0, 1, 0}));
+  // t1: 2 local experts on its owner, one task each: broadcast 256 B from rank 2 to its stage-0
+  // peer 0, then an all-gather over the expert ranks, as rank 0's stage sees them, to 512 B: two
+  // HF tensors per task.
+  const auto tasks = sim::export_tasks(p, stages, {1});
+  ASSERT_EQ(tasks.size(), 2u);
+  EXPECT_EQ(tasks[0].local.value, 256);
+  EXPECT_EQ(tasks[0].full.value, 512);
+  EXPECT_EQ(tasks[0].hf_tensors, 2);
+  EXPECT_EQ(tasks[0].pipeline, (std::vector{Rank{2}, Rank{0}}));
+  ASSERT_EQ(tasks[0].gathers.size(), 1u);
+  EXPECT_EQ(tasks[0].gathers[0].ring, rank_range(0, 2));
+  EXPECT_EQ(tasks[0].gathers[0].gathered.value, 512);
+}
+
+TEST(TrainingExport, UnequalStagesAreRefused) {
+  const Shape s{8, 8};
+  const auto p =
+      ReshardProblem::make({testing::make_reshard("a", s, make_layout(s, {2}, rank_range(0, 2), "S0"),
+                                                  make_layout(s, {1}, rank_range(3, 1), "R")),
+                            testing::make_reshard("b", s, make_layout(s, {1}, rank_range(2, 1), "R"),
+                                                  make_layout(s, {1}, rank_range(3, 1), "R"))},
+                           3, 1)
+          .value();
+  const auto stages = sim::find_stages(p);
+  ASSERT_FALSE(stages);
+  EXPECT_NE(stages.error().message.find("differ in size"), std::string::npos);
+}
+
+TEST(NemoRlCollective, BuffersCloseOnceTheyExceedTheTarget) {
+  // Target min(0.02 x 80 GB, cap 600 B) = 600 B. HF tensors in order: t0's four experts (256 B
+  // each), t1's four, t2 (512 B). Buffers close after exceeding 600: 256+256+256 = 768 | 768 |
+  // 256+256+512 = 1024: three broadcasts, three tensors each, each followed by load_weights'
+  // host loop of 3 x 5 eager ops of 4.72 us.
+  const auto p = pipeline_moe();
+  const auto c = two_nodes();
+  const auto plan = make_plan("gather-broadcast", p, c).value();
+  const DeploymentConstants k{.buffer_cap = Bytes{600}};
+  const auto s = deploy(deployment_info(DeploymentId::kNemoRl), plan, p, c, k).value();
+  const auto broadcasts = calls_in(s, "packed broadcast");
+  ASSERT_EQ(broadcasts.size(), 3u);
+  const std::int64_t bytes[] = {768, 768, 1024};
+  for (std::size_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(broadcasts[i]->collective);
+    EXPECT_EQ(broadcasts[i]->collective->bytes.value, bytes[i]);
+    EXPECT_EQ(broadcasts[i]->collective->ranks, rank_range(0, 6));
+    EXPECT_NEAR(broadcasts[i]->finish.value, 3 * 5 * 4.72 * kUs, 1e-12);
+    EXPECT_EQ(broadcasts[i]->copies_before.front().bytes.value, bytes[i]);  // rank 0's torch.cat
+  }
+  // Buffer 0 exports t0's two tasks: one pipeline broadcast run (2 calls, 512 B) and one
+  // all-gather run (2 calls, 1024 B), each paying two launches and two NCCL latencies.
+  const auto exports = calls_in(s, "export pipeline broadcast");
+  ASSERT_FALSE(exports.empty());
+  EXPECT_EQ(exports[0]->collective->bytes.value, 512);
+  EXPECT_NEAR(exports[0]->launch.value, 2 * 3.0 * kUs, 1e-12);
+  EXPECT_NEAR(exports[0]->collective->latency.value,
+              2 * broadcast_latency(NcclLatencies{}, {.ranks = 2, .domains = 1}).value, 1e-12);
+  EXPECT_EQ(calls_in(s, "export all-gather")[0]->collective->bytes.value, 1024);
+  // Double buffering: buffer 2's broadcast waits for buffer 0's load_weights copies.
+  const auto unpack0 = static_cast<std::int32_t>(
+      std::ranges::find(s.calls, std::string("load_weights 0"), &Call::label) - s.calls.begin());
+  EXPECT_NE(std::ranges::find(broadcasts[2]->after, unpack0), broadcasts[2]->after.end());
+  PlanSimulationOptions o{.calls = &s};
+  const auto sim = simulate_plan(plan, p, c, o).value();
+  EXPECT_GT(sim.fixed.value, 0);
+}
+
+TEST(NemoRlCollective, WithoutGpuMemoryTheBuffersTakeTheirCapAndSaySo) {
+  // Cap 600 B, as with memory: the same three buffers, and a note naming the cluster.
+  const auto p = pipeline_moe();
+  const auto c = two_nodes(Bytes{0});
+  const auto plan = make_plan("gather-broadcast", p, c).value();
+  const auto s =
+      deploy(deployment_info(DeploymentId::kNemoRl), plan, p, c, {.buffer_cap = Bytes{600}}).value();
+  EXPECT_EQ(calls_in(s, "packed broadcast").size(), 3u);
+  ASSERT_EQ(s.notes.size(), 1u);
+  EXPECT_NE(s.notes[0].find("cluster 'test'"), std::string::npos) << s.notes[0];
+  EXPECT_NE(s.notes[0].find("memory_gb"), std::string::npos);
+}
+
+TEST(NemoRlReshard, OneM2nCallPerFfnParameterOnItsStageThenTheRestBroadcast) {
+  // t0 and t1 are bulk (routed experts): one M2N call each, on queues 0 and 1; t2 (attention)
+  // goes through the packed broadcast, after both.
+  const auto p = pipeline_moe();
+  const auto c = two_nodes();
+  const auto plan = make_plan("m2n-ring", p, c).value();
+  const auto s = deploy(deployment_info(DeploymentId::kNemoRl), plan, p, c).value();
+  EXPECT_TRUE(s.store_and_forward);
+  const auto reshards = calls_in(s, "M2N reshard");
+  ASSERT_EQ(reshards.size(), 2u);
+  EXPECT_EQ(reshards[0]->label, "model.layers.0.mlp.experts.gate_proj");
+  EXPECT_EQ(reshards[1]->queue, 1);
+  for (const Call* call : reshards) {
+    // Opening and closing barriers over the stage's 2 ranks and both inference ranks, 2 per
+    // domain in 2 domains: 6.8 + 2 (1 x 0.6 + log2(2) x 5) = 18.0 us.
+    EXPECT_NEAR(call->finish.value, 18.0 * kUs, 1e-12);
+    for (const std::int32_t t : call->transfers)
+      EXPECT_EQ(plan.tensors[plan.transfers[static_cast<std::size_t>(t)].segments.front().tensor].name,
+                call->label);
+  }
+  const auto broadcasts = calls_in(s, "packed broadcast");
+  ASSERT_EQ(broadcasts.size(), 1u);
+  EXPECT_EQ(broadcasts[0]->collective->bytes.value, 512);
+  PlanSimulationOptions o{.calls = &s};
+  EXPECT_TRUE(simulate_plan(plan, p, c, o));
+}
+
+TEST(M2nBench, OneRepresentativePerPatternAndStagePatternsInTurn) {
+  // Patterns: layers.X.mlp.experts.gate_proj (stages 0 and 1, in parallel), then
+  // layers.X.self_attn.q_proj.weight (stage 0), after both.
+  const auto p = pipeline_moe();
+  const auto c = two_nodes();
+  const auto plan = make_plan("m2n-ring", p, c).value();
+  const auto s = deploy(deployment_info(DeploymentId::kM2nBench), plan, p, c).value();
+  ASSERT_EQ(s.calls.size(), 3u);
+  EXPECT_TRUE(s.calls[0].after.empty());
+  EXPECT_EQ(s.calls[1].queue, 1);
+  EXPECT_EQ(s.calls[2].after, (std::vector<std::int32_t>{0, 1}));
+}
+
+TEST(RefitDeployment, PredictsWhatThePlanAlonePredicts) {
+  const auto p = pipeline_moe();
+  const auto c = two_nodes();
+  const auto plan = make_plan("refit", p, c).value();
+  const auto s = deploy(deployment_info(DeploymentId::kRefit), plan, p, c).value();
+  ASSERT_EQ(s.calls.size(), 1u);
+  PlanSimulationOptions with{.calls = &s, .rate_tolerance = 0}, without{.rate_tolerance = 0};
+  EXPECT_NEAR(simulate_plan(plan, p, c, with).value().predicted.value,
+              simulate_plan(plan, p, c, without).value().predicted.value, 1e-12);
+}
+
+}  // namespace
+}  // namespace refit
