@@ -107,7 +107,7 @@ Seconds waiting_on_slowest(const Plan& plan, const sim::PlanModel& pm, const sim
       sum += it->second;
       slowest = std::max(slowest, it->second);
     }
-    waiting += Seconds{slowest - sum / static_cast<double>(n)};
+    waiting += Seconds{std::max(0.0, slowest - sum / static_cast<double>(n))};  // rounding: never below 0
   }
   return waiting;
 }
