@@ -56,7 +56,7 @@ std::vector<Knob> knobs() {
       {"kernel launch", [](ClusterSpec&, DeploymentConstants& k, double f) { k.launch = k.launch * f; }},
       {"eager PyTorch op",
        [](ClusterSpec&, DeploymentConstants& k, double f) { k.torch_op = k.torch_op * f; }},
-      {"refit buffer size",
+      {"NeMo RL buffer size",
        [](ClusterSpec&, DeploymentConstants& k, double f) {
          k.buffer_memory_fraction *= f;
          k.buffer_cap = Bytes{static_cast<std::int64_t>(static_cast<double>(k.buffer_cap.value) * f)};

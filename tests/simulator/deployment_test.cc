@@ -10,6 +10,7 @@
 #include "refit/simulator/deployment.h"
 #include "refit/simulator/nccl_cost_model.h"
 #include "refit/simulator/plan_simulation.h"
+#include "refit/simulator/sensitivity.h"
 #include "test_cluster.h"
 #include "test_problems.h"
 #include "training_export.h"
@@ -221,6 +222,25 @@ TEST(RefitDeployment, PredictsWhatThePlanAlonePredicts) {
   PlanSimulationOptions with{.calls = &s, .rate_tolerance = 0}, without{.rate_tolerance = 0};
   EXPECT_NEAR(simulate_plan(plan, p, c, with).value().predicted.value,
               simulate_plan(plan, p, c, without).value().predicted.value, 1e-12);
+}
+
+TEST(Sensitivity, EachConstantMovesThePredictionTheWayItShould) {
+  // Slower NICs cannot make a refit faster, faster ones cannot make it slower; a step outside
+  // (0, 1) is refused.
+  const auto p = pipeline_moe();
+  const auto c = two_nodes();
+  const auto plan = make_plan("gather-broadcast", p, c).value();
+  const auto& nemo = deployment_info(DeploymentId::kNemoRl);
+  const auto s = deploy(nemo, plan, p, c).value();
+  PlanSimulationOptions o{.calls = &s, .rate_tolerance = 0};
+  const double base = simulate_plan(plan, p, c, o).value().predicted.value;
+  const auto moves = sensitivity(plan, p, c, nemo, {.rate_tolerance = 0}).value();
+  ASSERT_EQ(moves.size(), 10u);
+  const auto nic = std::ranges::find(moves, std::string("NIC bandwidth"), &Sensitivity::constant);
+  ASSERT_NE(nic, moves.end());
+  EXPECT_GE(nic->lower.value, base);
+  EXPECT_LE(nic->higher.value, base);
+  EXPECT_FALSE(sensitivity(plan, p, c, nemo, {}, 1.5));
 }
 
 }  // namespace
