@@ -8,6 +8,7 @@
 // The first ranks play the training side, the rest the inference side. Every rank plans on its
 // own (plans are deterministic; the executor compares plan hashes), and the ranks agree on each
 // step before the next, so a rank that fails makes every rank fail instead of leaving it waiting.
+#include <algorithm>
 #include <chrono>
 #include <optional>
 
@@ -22,6 +23,7 @@
 #include "refit/executors/host_shards.h"
 #include "refit/executors/mpi_bootstrap.h"
 #include "refit/executors/registry.h"
+#include "resident_memory.h"
 #include "run_faults.h"
 #include "run_mpi_session.h"
 #include "run_report.h"
@@ -101,6 +103,11 @@ void shorten_a_buffer(RankBuffers& buffers) {
                    .shards = std::move(shards)};
 }
 
+// Executions before memory is taken to have settled (pools, caches, first touches): a tenth.
+std::int32_t warm_up_iterations(std::int32_t iterations) { return std::max(1, iterations / 10); }
+
+Bytes resident_now() { return resident_bytes().value_or(Bytes{0}); }
+
 // Execution i from a common start; destinations are zeroed before every execution but the first,
 // so that --verify checks what the last one moved.
 [[nodiscard]] Result<void> execute_once(const RankContext& c, RankSetup& s, PreparedPlan& prepared,
@@ -119,7 +126,16 @@ void shorten_a_buffer(RankBuffers& buffers) {
   return {};
 }
 
-// Prepares once, then executes --iterations times.
+// A long run shows on stderr (rank 0) how it goes, a tenth at a time.
+void show_progress(const RunOptions& o, const RankContext& c, const RankResult& r, std::int32_t i) {
+  constexpr std::int32_t kShownFrom = 20;
+  if (c.bootstrap.rank() != 0 || o.iterations < kShownFrom || (i + 1) % (o.iterations / 10) != 0) return;
+  fmt::print(stderr, "refit run: iteration {} of {}: {:.3f} ms, resident {:.1f} MB\n", i + 1, o.iterations,
+             r.walls.back().value * 1e3, static_cast<double>(resident_now().value) / 1e6);
+}
+
+// Prepares once, then executes --iterations times, noting resident memory after prepare, after
+// the warm-up and at the end.
 [[nodiscard]] Result<RankResult> transfer(const RunOptions& o, const RankContext& c, RankSetup& s) {
   const auto prepared =
       REFIT_TRY_IN(s.executor->prepare(s.plan, Rank{c.bootstrap.rank()}, s.shards.buffers()), "prepare");
@@ -130,11 +146,17 @@ void shorten_a_buffer(RankBuffers& buffers) {
                .elapsed = {},
                .stored_directly = {},
                .checked = o.verify,
-               .wrong = {}};
+               .wrong = {},
+               .resident = {}};
+  r.resident.after_prepare = resident_now();
+  const auto warm_up = warm_up_iterations(o.iterations);
   for (std::int32_t i = 0; i < o.iterations; ++i) {
     REFIT_TRY_IN(execute_once(c, s, *prepared, i, r),
                  fmt::format("execute, iteration {} of {}", i + 1, o.iterations));
+    if (i + 1 == warm_up) r.resident.after_warm_up = resident_now();
+    show_progress(o, c, r, i);
   }
+  r.resident.end = resident_now();
   if (o.verify)
     if (auto ok = s.shards.verify(s.inputs.problem); !ok) r.wrong = ok.error().message;
   return r;
@@ -149,6 +171,7 @@ void shorten_a_buffer(RankBuffers& buffers) {
                      .training_ranks = s.inputs.problem.source_ranks(),
                      .inference_ranks = s.inputs.problem.destination_ranks(),
                      .verify = o.verify,
+                     .warm_up_iterations = warm_up_iterations(o.iterations),
                      .ranks = {}};
   for (const auto& text : all) summary.ranks.push_back(REFIT_TRY(decode_rank_result(text)));
   if (bootstrap.rank() == 0) print_summary(summary, o.json);
