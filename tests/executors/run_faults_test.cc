@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <regex>
@@ -25,9 +25,10 @@ namespace {
 const std::string kModels = std::string(REFIT_TEST_DATA_DIR) + "/models/";
 
 // tiny-qwen3-moe, Megatron TP2xEP2 (ranks 0, 1) -> vLLM TP2xDP2 (ranks 2-5), NVLink domains of two
-// processes, 4 KiB chunks: every rank sends or receives many chunks, and ranks relay.
+// processes, 4 KiB chunks: every rank sends or receives many chunks, and ranks relay (with refit,
+// each inference rank forwards one chunk at its end; along m2n-ring's chains, rank 2 forwards 33).
 const std::string kProblem = "--model " + kModels +
-                             "tiny-qwen3-moe.json --train tp=2,ep=2 --infer tp=2,dp=2 --strategy refit "
+                             "tiny-qwen3-moe.json --train tp=2,ep=2 --infer tp=2,dp=2 "
                              "--cluster cpu-host:gpus_per_domain=2 --chunk 4096 --verify --json";
 constexpr int kRanks = 6;
 constexpr double kTimeout = 3.0;
@@ -50,10 +51,11 @@ struct FaultRun {
   std::optional<double> fault_at;  // when the faulty rank acted
 };
 
-FaultRun run_with(const std::string& fault_args) {
-  FaultRun run{.shell = testing::refit_run(
-                   kRanks, kProblem + " --timeout " + std::to_string(kTimeout) + " " + fault_args, 120,
-                   "--enable-recovery", kWrapper),
+FaultRun run_with(const std::string& fault_args, const std::string& strategy = "refit") {
+  FaultRun run{.shell = testing::refit_run(kRanks,
+                                           kProblem + " --strategy " + strategy + " --timeout " +
+                                               std::to_string(kTimeout) + " " + fault_args,
+                                           120, "--enable-recovery", kWrapper),
                .ends = {},
                .fault_at = std::nullopt};
   std::istringstream lines(run.shell.err);
@@ -70,7 +72,7 @@ FaultRun run_with(const std::string& fault_args) {
 }
 
 // Every rank but `faulty` exits 1 within the bound, naming itself, `phase` and the faulty rank.
-void expect_survivors_fail(const FaultRun& run, int faulty, const std::string& phase, std::string_view name) {
+void expect_survivors_fail(const FaultRun& run, int faulty, const std::string& phase, const char* name) {
   const auto& err = run.shell.err;
   ASSERT_TRUE(run.fault_at) << "the fault never happened:\n" << err;
   EXPECT_EQ(run.shell.out.find('{'), std::string::npos) << "a transfer was reported:\n" << run.shell.out;
@@ -89,8 +91,8 @@ void expect_survivors_fail(const FaultRun& run, int faulty, const std::string& p
         << err;
   }
   // The figures of the README's fault matrix.
-  std::printf("fault matrix: %s: survivors exited 1 within %.2f s of the fault (timeout %.1f s)\n",
-              name.data(), slowest, kTimeout);
+  std::printf("fault matrix: %s: survivors exited 1 within %.2f s of the fault (timeout %.1f s)\n", name,
+              slowest, kTimeout);
 }
 
 // The faulty rank itself does not succeed either: killed, or failing once its stall is over.
@@ -118,6 +120,14 @@ TEST(RunFaults, ARankKilledWhileRelaying) {
   // Inference rank 2 dies once it has forwarded its first chunk of received data to rank 3.
   const auto run = run_with("--test-fault 2:relay:kill");
   expect_survivors_fail(run, 2, "execute, iteration 1 of 1", "killed while relaying");
+  expect_faulty_does_not_succeed(run, 2, 137);
+}
+
+TEST(RunFaults, ARankKilledWhileRelayingAlongAChain) {
+  // m2n-ring: rank 2 dies at the first of the 33 chunks it forwards down its chain, so the ranks
+  // after it wait for the rest in the middle of the stream.
+  const auto run = run_with("--test-fault 2:relay:kill", "m2n-ring");
+  expect_survivors_fail(run, 2, "execute, iteration 1 of 1", "killed while relaying along a chain");
   expect_faulty_does_not_succeed(run, 2, 137);
 }
 
