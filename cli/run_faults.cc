@@ -11,7 +11,7 @@
 namespace refit::cli {
 namespace {
 
-constexpr std::string_view kPhases[] = {"set-up", "prepare", "execute", "relay"};
+constexpr std::string_view kPhases[] = {"set-up", "prepare", "connect", "execute", "relay"};
 constexpr std::string_view kActions[] = {"kill", "stall"};
 
 template <class Enum, std::size_t N>
@@ -28,7 +28,7 @@ Result<Fault> parse_fault(std::string_view text) {
   const auto second = first == std::string_view::npos ? first : text.find(':', first + 1);
   const auto refuse = [&] {
     return invalid(
-        fmt::format("--test-fault: '{}' is not RANK:PHASE:ACTION (PHASE set-up, prepare, execute "
+        fmt::format("--test-fault: '{}' is not RANK:PHASE:ACTION (PHASE set-up, prepare, connect, execute "
                     "or relay; ACTION kill or stall)",
                     text));
   };
@@ -78,7 +78,9 @@ void FaultyBootstrap::before_call() {
 
 Result<std::vector<std::string>> FaultyBootstrap::allgather(std::string_view mine) {
   before_call();
-  return inner_.allgather(mine);
+  auto all = inner_.allgather(mine);
+  if (calls_ == 2) faults_.at(FaultPhase::kConnect);  // the keys are exchanged
+  return all;
 }
 
 Result<void> FaultyBootstrap::barrier() {

@@ -6,6 +6,7 @@
 //   PHASE   set-up   before the rank plans (the others wait for it in their first collective)
 //           prepare  inside the executor's prepare, once the plan hashes are agreed and before the
 //                    memory keys are exchanged (its second collective)
+//           connect  inside prepare, once the keys are exchanged, before the connection handshake
 //           execute  once the rank has sent its first chunk
 //           relay    once the rank has sent its first chunk that forwards data it received
 //   ACTION  kill     SIGKILL, as a crash or the OOM killer would
@@ -25,7 +26,7 @@
 
 namespace refit::cli {
 
-enum class FaultPhase : std::uint8_t { kSetUp, kPrepare, kExecute, kRelay };
+enum class FaultPhase : std::uint8_t { kSetUp, kPrepare, kConnect, kExecute, kRelay };
 enum class FaultAction : std::uint8_t { kKill, kStall };
 
 struct Fault {
@@ -54,7 +55,7 @@ class FaultInjector {
 };
 
 // The bootstrap handed to the executor: the real one, with the prepare fault before its second
-// collective call.
+// collective call and the connect fault after it.
 class FaultyBootstrap final : public Bootstrap {
  public:
   FaultyBootstrap(Bootstrap& inner, FaultInjector& faults) : inner_(inner), faults_(faults) {}

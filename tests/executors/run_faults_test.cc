@@ -109,6 +109,14 @@ TEST(RunFaults, ARankKilledDuringPrepare) {
   expect_faulty_does_not_succeed(run, 3, 137);
 }
 
+TEST(RunFaults, ARankKilledWhileConnecting) {
+  // Rank 3 dies once the keys are exchanged, before the connections are made and proven: the
+  // others fail connecting to it, or wait for it in the agreement on the connections.
+  const auto run = run_with("--test-fault 3:connect:kill");
+  expect_survivors_fail(run, 3, "prepare", "killed while connecting");
+  expect_faulty_does_not_succeed(run, 3, 137);
+}
+
 TEST(RunFaults, ARankKilledDuringExecute) {
   // Training rank 1 dies after its first chunk: its receivers hear nothing more from it.
   const auto run = run_with("--test-fault 1:execute:kill");
