@@ -124,40 +124,44 @@ Result<void> MpiBootstrap::exchange_parts(Exchange& x) {
   return {};
 }
 
-Result<void> MpiBootstrap::complete(const std::shared_ptr<Exchange>& x, std::string_view what) {
+Result<void> MpiBootstrap::complete(Exchange& x, std::string_view what) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_.value);
   for (auto pause = kFirstPoll;; pause = std::min(pause * 2, kLongestPoll)) {
-    std::vector<std::int32_t> unheard;  // peers whose part has not arrived
-    std::vector<std::int32_t> untaken;  // peers that have not taken this rank's part
-    for (std::size_t i = 0; i < x->requests.size(); ++i) {
-      if (x->requests[i] == MPI_REQUEST_NULL) continue;
+    bool pending = false;
+    for (std::size_t i = 0; i < x.requests.size(); ++i) {
+      if (x.requests[i] == MPI_REQUEST_NULL) continue;
       int done = 0;
-      const auto peer = x->peer_of[i];
-      REFIT_TRY(check(
-          MPI_Test(&x->requests[i], &done, MPI_STATUS_IGNORE),
-          fmt::format("the {} {} rank {}", what, x->is_receive[i] ? "message from" : "message to", peer)));
-      if (!done) (x->is_receive[i] ? unheard : untaken).push_back(peer);
+      // The context is formatted only on failure: this loop runs at every poll.
+      if (const int code = MPI_Test(&x.requests[i], &done, MPI_STATUS_IGNORE); code != MPI_SUCCESS)
+        return check(code, fmt::format("the {} {} rank {}", what,
+                                       x.is_receive[i] ? "message from" : "message to", x.peer_of[i]));
+      pending = pending || !done;
     }
-    if (unheard.empty() && untaken.empty()) {
-      x->requests.clear();
-      x->peer_of.clear();
-      x->is_receive.clear();
+    if (!pending) {
+      x.requests.clear();
+      x.peer_of.clear();
+      x.is_receive.clear();
       return {};
     }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      if (!unheard.empty())
-        return fail(ErrorCode::kTimeout,
-                    fmt::format("{} did not reach the bootstrap's {} within {:.1f} s: {} or hangs before it",
-                                ranks_text(unheard), what, timeout_.value,
-                                unheard.size() == 1 ? "it died" : "they died"));
-      return fail(
-          ErrorCode::kTimeout,
-          fmt::format("{} did not take this rank's part of the bootstrap's {} within {:.1f} s: {} or hangs",
-                      ranks_text(untaken), what, timeout_.value,
-                      untaken.size() == 1 ? "it died" : "they died"));
-    }
+    if (std::chrono::steady_clock::now() >= deadline) return timed_out(x, what);
     std::this_thread::sleep_for(pause);
   }
+}
+
+Result<void> MpiBootstrap::timed_out(const Exchange& x, std::string_view what) const {
+  std::vector<std::int32_t> unheard;  // peers whose part has not arrived
+  std::vector<std::int32_t> untaken;  // peers that have not taken this rank's part
+  for (std::size_t i = 0; i < x.requests.size(); ++i)
+    if (x.requests[i] != MPI_REQUEST_NULL) (x.is_receive[i] ? unheard : untaken).push_back(x.peer_of[i]);
+  if (!unheard.empty())
+    return fail(ErrorCode::kTimeout,
+                fmt::format("{} did not reach the bootstrap's {} within {:.1f} s: {} or hangs before it",
+                            ranks_text(unheard), what, timeout_.value,
+                            unheard.size() == 1 ? "it died" : "they died"));
+  return fail(
+      ErrorCode::kTimeout,
+      fmt::format("{} did not take this rank's part of the bootstrap's {} within {:.1f} s: {} or hangs",
+                  ranks_text(untaken), what, timeout_.value, untaken.size() == 1 ? "it died" : "they died"));
 }
 
 Result<std::vector<std::string>> MpiBootstrap::gather(std::string_view mine, std::string_view what) {
@@ -171,10 +175,10 @@ Result<std::vector<std::string>> MpiBootstrap::gather(std::string_view mine, std
   x->parts.resize(static_cast<std::size_t>(size_));
   auto rounds = [&]() -> Result<void> {
     REFIT_TRY(exchange_sizes(*x));
-    REFIT_TRY(complete(x, what));
+    REFIT_TRY(complete(*x, what));
     if (std::ranges::all_of(x->sizes, [](std::int64_t s) { return s == 0; })) return {};
     REFIT_TRY(exchange_parts(*x));
-    return complete(x, what);
+    return complete(*x, what);
   };
   if (auto done = rounds(); !done) {
     // Requests may still be pending: MPI may write into x later, and the communicator cannot be

@@ -52,9 +52,10 @@ class MpiBootstrap final : public Bootstrap {
   // Sends this rank's size and receives every peer's, then (unless every part is empty) the parts.
   [[nodiscard]] Result<void> exchange_sizes(Exchange& x);
   [[nodiscard]] Result<void> exchange_parts(Exchange& x);
-  // Waits for every request of `x` until the timeout; on a timeout `x` is kept alive, since MPI
-  // may still write into it.
-  [[nodiscard]] Result<void> complete(const std::shared_ptr<Exchange>& x, std::string_view what);
+  // Waits for every request of `x` until the timeout; the error names the peers not heard from.
+  [[nodiscard]] Result<void> complete(Exchange& x, std::string_view what);
+  // The kTimeout error of `x`: the peers whose part never arrived, or that never took ours.
+  [[nodiscard]] Result<void> timed_out(const Exchange& x, std::string_view what) const;
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::int32_t rank_ = 0;
