@@ -151,6 +151,7 @@ void show_progress(const RunOptions& o, const RankContext& c, const RankResult& 
   r.resident.after_prepare = resident_now();
   const auto warm_up = warm_up_iterations(o.iterations);
   for (std::int32_t i = 0; i < o.iterations; ++i) {
+    if (i == 1) c.faults.at(FaultPhase::kBetween);
     REFIT_TRY_IN(execute_once(c, s, *prepared, i, r),
                  fmt::format("execute, iteration {} of {}", i + 1, o.iterations));
     if (i + 1 == warm_up) r.resident.after_warm_up = resident_now();

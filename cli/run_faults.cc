@@ -11,7 +11,7 @@
 namespace refit::cli {
 namespace {
 
-constexpr std::string_view kPhases[] = {"set-up", "prepare", "connect", "execute", "relay"};
+constexpr std::string_view kPhases[] = {"set-up", "prepare", "connect", "execute", "relay", "between"};
 constexpr std::string_view kActions[] = {"kill", "stall"};
 
 template <class Enum, std::size_t N>
@@ -28,8 +28,8 @@ Result<Fault> parse_fault(std::string_view text) {
   const auto second = first == std::string_view::npos ? first : text.find(':', first + 1);
   const auto refuse = [&] {
     return invalid(
-        fmt::format("--test-fault: '{}' is not RANK:PHASE:ACTION (PHASE set-up, prepare, connect, execute "
-                    "or relay; ACTION kill or stall)",
+        fmt::format("--test-fault: '{}' is not RANK:PHASE:ACTION (PHASE set-up, prepare, connect, execute, "
+                    "relay or between; ACTION kill or stall)",
                     text));
   };
   if (second == std::string_view::npos) return refuse();

@@ -9,6 +9,7 @@
 //           connect  inside prepare, once the keys are exchanged, before the connection handshake
 //           execute  once the rank has sent its first chunk
 //           relay    once the rank has sent its first chunk that forwards data it received
+//           between  after the first execution, before the second (--iterations 2 or more)
 //   ACTION  kill     SIGKILL, as a crash or the OOM killer would
 //           stall    sleep for three timeouts without a heartbeat, then go on
 //
@@ -26,7 +27,7 @@
 
 namespace refit::cli {
 
-enum class FaultPhase : std::uint8_t { kSetUp, kPrepare, kConnect, kExecute, kRelay };
+enum class FaultPhase : std::uint8_t { kSetUp, kPrepare, kConnect, kExecute, kRelay, kBetween };
 enum class FaultAction : std::uint8_t { kKill, kStall };
 
 struct Fault {

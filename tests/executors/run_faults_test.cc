@@ -139,6 +139,14 @@ TEST(RunFaults, ARankKilledWhileRelayingAlongAChain) {
   expect_faulty_does_not_succeed(run, 2, 137);
 }
 
+TEST(RunFaults, ARankKilledBetweenExecutions) {
+  // A refit every training step: rank 3 dies after the first of three executions, so the others
+  // wait for it in the barrier that starts the second.
+  const auto run = run_with("--test-fault 3:between:kill --iterations 3");
+  expect_survivors_fail(run, 3, "execute, iteration 2 of 3", "killed between executions");
+  expect_faulty_does_not_succeed(run, 3, 137);
+}
+
 TEST(RunFaults, ARankStalledDuringExecute) {
   // Rank 0 stops after its first chunk for three timeouts, heartbeats included: the others take
   // it for hung after one timeout; when it wakes, it fails too (its peers told it why).
