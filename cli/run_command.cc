@@ -8,9 +8,9 @@
 // The first ranks play the training side, the rest the inference side. Every rank plans on its
 // own (plans are deterministic; the executor compares plan hashes), and the ranks agree on each
 // step before the next, so a rank that fails makes every rank fail instead of leaving it waiting.
+#include <algorithm>
 #include <chrono>
-#include <csignal>
-#include <thread>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -23,6 +23,8 @@
 #include "refit/executors/host_shards.h"
 #include "refit/executors/mpi_bootstrap.h"
 #include "refit/executors/registry.h"
+#include "resident_memory.h"
+#include "run_faults.h"
 #include "run_mpi_session.h"
 #include "run_report.h"
 
@@ -39,9 +41,17 @@ struct RunOptions {
   bool no_direct_stores = false;
   bool json = false;
   // Fault injection for the tests (hidden options).
-  std::int32_t kill_rank = -1;     // this rank kills itself after its first chunk is sent
+  std::string fault;               // RANK:PHASE:ACTION, see run_faults.h
   std::int32_t perturb_rank = -1;  // this rank plans something else than the others
-  std::int32_t stall_rank = -1;    // this rank sleeps through three timeouts before it sets up
+  std::int32_t short_rank = -1;    // this rank hands prepare a buffer one byte short
+};
+
+// The bootstrap the executor gets (faults inside prepare) and the fault of this run, if any.
+struct RankContext {
+  Bootstrap& bootstrap;
+  Bootstrap& executor_bootstrap;
+  FaultInjector& faults;
+  MpiSession& mpi;
 };
 
 // What a rank holds once it is ready for the collective part.
@@ -52,16 +62,25 @@ struct RankSetup {
   HostShards shards;  // from the executor's allocate_host
 };
 
-ExecutorOptions executor_options(const RunOptions& o, std::int32_t rank) {
-  ExecutorOptions e{.timeout = Seconds{o.timeout},
-                    .staging = Bytes{o.staging},
-                    .direct_stores = !o.no_direct_stores,
-                    .on_chunk_sent = {}};
-  if (rank == o.kill_rank) e.on_chunk_sent = [](std::int32_t, std::int64_t) { std::raise(SIGKILL); };
-  return e;
+ExecutorOptions executor_options(const RunOptions& o, const Plan& plan, FaultInjector& faults) {
+  return ExecutorOptions{.timeout = Seconds{o.timeout},
+                         .staging = Bytes{o.staging},
+                         .direct_stores = !o.no_direct_stores,
+                         .on_chunk_sent = faults.on_chunk_sent(plan)};
 }
 
-[[nodiscard]] Result<RankSetup> set_up(const RunOptions& o, Bootstrap& bootstrap) {
+// The first non-empty buffer of the rank, one byte short: what prepare must refuse.
+void shorten_a_buffer(RankBuffers& buffers) {
+  for (auto* side : {&buffers.sources, &buffers.destinations})
+    for (auto& b : *side)
+      if (!b.bytes.empty()) {
+        b.bytes = b.bytes.first(b.bytes.size() - 1);
+        return;
+      }
+}
+
+[[nodiscard]] Result<RankSetup> set_up(const RunOptions& o, const RankContext& c) {
+  Bootstrap& bootstrap = c.bootstrap;
   auto inputs = REFIT_TRY(load_plan_inputs(o.inputs));
   const auto& problem = inputs.problem;
   if (bootstrap.size() != problem.world_size())
@@ -72,43 +91,73 @@ ExecutorOptions executor_options(const RunOptions& o, std::int32_t rank) {
                     problem.source_ranks(), problem.destination_ranks(), problem.world_size()));
   auto planned = REFIT_TRY(obtain_plan(o.inputs, inputs, o.inputs.strategy));
   if (bootstrap.rank() == o.perturb_rank) planned.plan.strategy += " (perturbed)";
-  auto executor =
-      REFIT_TRY_IN(make_executor(o.executor, bootstrap, executor_options(o, bootstrap.rank())), "--executor");
+  auto executor = REFIT_TRY_IN(
+      make_executor(o.executor, c.executor_bootstrap, executor_options(o, planned.plan, c.faults)),
+      "--executor");
   auto shards = REFIT_TRY(HostShards::allocate(
       problem, Rank{bootstrap.rank()}, [&e = *executor](Bytes bytes) { return e.allocate_host(bytes); }));
+  if (bootstrap.rank() == o.short_rank) shorten_a_buffer(shards.buffers());
   return RankSetup{.inputs = std::move(inputs),
                    .plan = std::move(planned.plan),
                    .executor = std::move(executor),
                    .shards = std::move(shards)};
 }
 
-// Prepares once, then executes --iterations times, each from a common start; destinations are
-// zeroed before every execution but the first, so --verify checks what the last one moved.
-[[nodiscard]] Result<RankResult> transfer(const RunOptions& o, Bootstrap& bootstrap, RankSetup& s,
-                                          MpiSession& mpi) {
-  const auto prepared = REFIT_TRY(s.executor->prepare(s.plan, Rank{bootstrap.rank()}, s.shards.buffers()));
-  RankResult r{.rank = bootstrap.rank(),
+// Executions before memory is taken to have settled (pools, caches, first touches): a tenth.
+std::int32_t warm_up_iterations(std::int32_t iterations) { return std::max(1, iterations / 10); }
+
+Bytes resident_now() { return resident_bytes().value_or(Bytes{0}); }
+
+// Execution i from a common start; destinations are zeroed before every execution but the first,
+// so that --verify checks what the last one moved.
+[[nodiscard]] Result<void> execute_once(const RankContext& c, RankSetup& s, PreparedPlan& prepared,
+                                        std::int32_t i, RankResult& r) {
+  if (i > 0) s.shards.clear_destinations();
+  REFIT_TRY(c.bootstrap.barrier());
+  const auto start = std::chrono::steady_clock::now();
+  auto outcome = s.executor->execute(prepared);
+  r.walls.push_back(Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
+  if (!outcome) c.mpi.abandon();  // a peer may be dead or hung: do not wait for it in MPI_Finalize
+  const auto report = REFIT_TRY(std::move(outcome));
+  r.sent = report.bytes_sent;
+  r.received = report.bytes_received;
+  r.stored_directly = report.stored_directly;
+  r.elapsed = report.elapsed;
+  return {};
+}
+
+// A long run shows on stderr (rank 0) how it goes, a tenth at a time.
+void show_progress(const RunOptions& o, const RankContext& c, const RankResult& r, std::int32_t i) {
+  constexpr std::int32_t kShownFrom = 20;
+  if (c.bootstrap.rank() != 0 || o.iterations < kShownFrom || (i + 1) % (o.iterations / 10) != 0) return;
+  fmt::print(stderr, "refit run: iteration {} of {}: {:.3f} ms, resident {:.1f} MB\n", i + 1, o.iterations,
+             r.walls.back().value * 1e3, static_cast<double>(resident_now().value) / 1e6);
+}
+
+// Prepares once, then executes --iterations times, noting resident memory after prepare, after
+// the warm-up and at the end.
+[[nodiscard]] Result<RankResult> transfer(const RunOptions& o, const RankContext& c, RankSetup& s) {
+  const auto prepared =
+      REFIT_TRY_IN(s.executor->prepare(s.plan, Rank{c.bootstrap.rank()}, s.shards.buffers()), "prepare");
+  RankResult r{.rank = c.bootstrap.rank(),
                .sent = {},
                .received = {},
                .walls = {},
                .elapsed = {},
                .stored_directly = {},
                .checked = o.verify,
-               .wrong = {}};
+               .wrong = {},
+               .resident = {}};
+  r.resident.after_prepare = resident_now();
+  const auto warm_up = warm_up_iterations(o.iterations);
   for (std::int32_t i = 0; i < o.iterations; ++i) {
-    if (i > 0) s.shards.clear_destinations();
-    REFIT_TRY(bootstrap.barrier());
-    const auto start = std::chrono::steady_clock::now();
-    auto outcome = s.executor->execute(*prepared);
-    r.walls.push_back(
-        Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
-    if (!outcome) mpi.abandon();  // a peer may be dead or hung: do not wait for it in MPI_Finalize
-    const auto report = REFIT_TRY_IN(std::move(outcome), fmt::format("iteration {}", i + 1));
-    r.sent = report.bytes_sent;
-    r.received = report.bytes_received;
-    r.stored_directly = report.stored_directly;
-    r.elapsed = report.elapsed;
+    if (i == 1) c.faults.at(FaultPhase::kBetween);
+    REFIT_TRY_IN(execute_once(c, s, *prepared, i, r),
+                 fmt::format("execute, iteration {} of {}", i + 1, o.iterations));
+    if (i + 1 == warm_up) r.resident.after_warm_up = resident_now();
+    show_progress(o, c, r, i);
   }
+  r.resident.end = resident_now();
   if (o.verify)
     if (auto ok = s.shards.verify(s.inputs.problem); !ok) r.wrong = ok.error().message;
   return r;
@@ -116,13 +165,14 @@ ExecutorOptions executor_options(const RunOptions& o, std::int32_t rank) {
 
 [[nodiscard]] Result<void> report(const RunOptions& o, Bootstrap& bootstrap, const RankSetup& s,
                                   const RankResult& mine) {
-  const auto all = REFIT_TRY(bootstrap.allgather(encode(mine)));
+  const auto all = REFIT_TRY_IN(bootstrap.allgather(encode(mine)), "report");
   RunSummary summary{.executor = o.executor,
                      .strategy = s.plan.strategy,
                      .plan_hash = plan_hash_hex(s.plan),
                      .training_ranks = s.inputs.problem.source_ranks(),
                      .inference_ranks = s.inputs.problem.destination_ranks(),
                      .verify = o.verify,
+                     .warm_up_iterations = warm_up_iterations(o.iterations),
                      .ranks = {}};
   for (const auto& text : all) summary.ranks.push_back(REFIT_TRY(decode_rank_result(text)));
   if (bootstrap.rank() == 0) print_summary(summary, o.json);
@@ -132,22 +182,28 @@ ExecutorOptions executor_options(const RunOptions& o, std::int32_t rank) {
   return {};
 }
 
-[[nodiscard]] Result<void> run_rank(const RunOptions& o, Bootstrap& bootstrap, MpiSession& mpi) {
-  if (bootstrap.rank() == o.stall_rank)
-    std::this_thread::sleep_for(std::chrono::duration<double>(3 * o.timeout));
-  auto setup = set_up(o, bootstrap);
+// Each phase's errors say which phase it was: set-up, prepare, execute (which iteration), report.
+[[nodiscard]] Result<void> run_rank(const RunOptions& o, const RankContext& c) {
+  c.faults.at(FaultPhase::kSetUp);
+  auto setup = set_up(o, c);
   // Every rank learns whether every rank is set up (agree takes a payload; set-up has none).
   const Result<std::string> ready = setup ? Result<std::string>("") : std::unexpected(setup.error());
-  REFIT_TRY(agree(bootstrap, ready));
-  const auto mine = REFIT_TRY(transfer(o, bootstrap, *setup, mpi));
-  return report(o, bootstrap, *setup, mine);
+  REFIT_TRY_IN(agree(c.bootstrap, ready), "set-up");
+  const auto mine = REFIT_TRY(transfer(o, c, *setup));
+  return report(o, c.bootstrap, *setup, mine);
 }
 
 [[nodiscard]] Result<void> run(const RunOptions& o) {
+  std::optional<Fault> fault;
+  if (!o.fault.empty()) fault = REFIT_TRY(parse_fault(o.fault));
   MpiSession mpi;
   if (!mpi.ok()) return fail(ErrorCode::kRuntime, "MPI_Init failed (start refit run with mpirun)");
   auto bootstrap = REFIT_TRY(MpiBootstrap::create(MPI_COMM_WORLD, Seconds{o.timeout}));
-  auto outcome = run_rank(o, bootstrap, mpi);
+  FaultInjector faults(fault, bootstrap.rank(), Seconds{o.timeout});
+  FaultyBootstrap executor_bootstrap(bootstrap, faults);
+  auto outcome = run_rank(
+      o, RankContext{
+             .bootstrap = bootstrap, .executor_bootstrap = executor_bootstrap, .faults = faults, .mpi = mpi});
   if (bootstrap.broken()) mpi.abandon();
   REFIT_TRY_IN(std::move(outcome), fmt::format("rank {}", bootstrap.rank()));
   return {};
@@ -183,9 +239,10 @@ Action add_run_command(CLI::App& app) {
                 "this process; by default such puts are stores made directly into that memory (on "
                 "x86-64 non-temporal ones, which do not read the destination into the cache first)");
   cmd->add_flag("--json", o->json, "Print one JSON object on stdout (rank 0)");
-  cmd->add_option("--test-kill-rank", o->kill_rank)->group("");
+  // Hidden, for the fault tests: see run_faults.h.
+  cmd->add_option("--test-fault", o->fault)->group("");
   cmd->add_option("--test-perturb-plan-on-rank", o->perturb_rank)->group("");
-  cmd->add_option("--test-stall-rank", o->stall_rank)->group("");
+  cmd->add_option("--test-short-buffer-on-rank", o->short_rank)->group("");
   return [o] { return run(*o); };
 }
 

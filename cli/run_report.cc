@@ -1,6 +1,7 @@
 #include "run_report.h"
 
 #include <algorithm>
+#include <limits>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -28,7 +29,11 @@ nlohmann::ordered_json rank_json(const RankResult& r, std::int32_t training_rank
           {"seconds", wall.value},
           {"transfer_seconds", r.elapsed.value},
           {"send_gbps", gbps(r.sent, wall)},
-          {"receive_gbps", gbps(r.received, wall)}};
+          {"receive_gbps", gbps(r.received, wall)},
+          {"resident_bytes",
+           {{"after_prepare", r.resident.after_prepare.value},
+            {"after_warm_up", r.resident.after_warm_up.value},
+            {"end", r.resident.end.value}}}};
 }
 
 std::string verification_text(const RunSummary& s) {
@@ -43,13 +48,15 @@ std::string verification_text(const RunSummary& s) {
 std::string encode(const RankResult& r) {
   nlohmann::json walls = nlohmann::json::array();
   for (const Seconds w : r.walls) walls.push_back(w.value);
-  nlohmann::json j{{"rank", r.rank},
-                   {"sent", r.sent.value},
-                   {"received", r.received.value},
-                   {"direct", r.stored_directly.value},
-                   {"walls", walls},
-                   {"elapsed", r.elapsed.value},
-                   {"checked", r.checked}};
+  nlohmann::json j{
+      {"rank", r.rank},
+      {"sent", r.sent.value},
+      {"received", r.received.value},
+      {"direct", r.stored_directly.value},
+      {"walls", walls},
+      {"elapsed", r.elapsed.value},
+      {"checked", r.checked},
+      {"resident", {r.resident.after_prepare.value, r.resident.after_warm_up.value, r.resident.end.value}}};
   if (r.wrong) j["wrong"] = *r.wrong;
   return j.dump();
 }
@@ -66,6 +73,10 @@ Result<RankResult> decode_rank_result(std::string_view text) {
   r.elapsed = Seconds{j.value("elapsed", 0.0)};
   r.checked = j.value("checked", false);
   if (j.contains("wrong")) r.wrong = j["wrong"].get<std::string>();
+  const auto resident = j.value("resident", std::vector<std::int64_t>{});
+  if (resident.size() == 3)
+    r.resident = {
+        .after_prepare = Bytes{resident[0]}, .after_warm_up = Bytes{resident[1]}, .end = Bytes{resident[2]}};
   return r;
 }
 
@@ -90,6 +101,14 @@ bool RunSummary::verified() const {
   return verify && std::ranges::all_of(ranks, [](const RankResult& r) { return r.checked && !r.wrong; });
 }
 
+std::pair<Bytes, std::int32_t> RunSummary::resident_growth() const {
+  std::pair<Bytes, std::int32_t> largest{Bytes{std::numeric_limits<std::int64_t>::min()}, 0};
+  for (const auto& r : ranks)
+    if (const Bytes grown = r.resident.end - r.resident.after_warm_up; grown.value > largest.first.value)
+      largest = {grown, r.rank};
+  return ranks.empty() ? std::pair{Bytes{0}, 0} : largest;
+}
+
 void print_summary(const RunSummary& s, bool json) {
   if (json) {
     nlohmann::ordered_json iterations = nlohmann::ordered_json::array();
@@ -105,6 +124,8 @@ void print_summary(const RunSummary& s, bool json) {
                              {"gbps", gbps(s.bytes(), s.seconds())},
                              {"verified", s.verified()},
                              {"plan_hash", s.plan_hash},
+                             {"warm_up_iterations", s.warm_up_iterations},
+                             {"resident_growth_bytes", s.resident_growth().first.value},
                              {"per_rank", nlohmann::ordered_json::array()}};
     for (const auto& r : s.ranks) j["per_rank"].push_back(rank_json(r, s.training_ranks));
     fmt::print("{}\n", j.dump());
@@ -124,6 +145,11 @@ void print_summary(const RunSummary& s, bool json) {
         r.rank, r.rank < s.training_ranks ? "training" : "inference", gb(r.sent), gbps(r.sent, wall),
         gb(r.received), gbps(r.received, wall), wall.value);
   }
+  if (const auto [grown, where] = s.resident_growth(); s.iteration_seconds().size() > 1)
+    fmt::print(
+        "memory      resident after the warm-up ({} execution{}) to the end: {:+.3f} MB at most (rank {})\n",
+        s.warm_up_iterations, s.warm_up_iterations == 1 ? "" : "s", static_cast<double>(grown.value) / 1e6,
+        where);
   fmt::print("verified    {}\n", verification_text(s));
 }
 

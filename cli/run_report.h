@@ -4,12 +4,20 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "refit/core/error.h"
 #include "refit/core/units.h"
 
 namespace refit::cli {
+
+// Resident memory of a rank's process (VmRSS) over `refit run --iterations`.
+struct ResidentMemory {
+  Bytes after_prepare;
+  Bytes after_warm_up;  // after RunSummary::warm_up_iterations executions
+  Bytes end;            // after the last execution
+};
 
 struct RankResult {
   std::int32_t rank = 0;
@@ -20,6 +28,7 @@ struct RankResult {
   Bytes stored_directly;             // of sent, stored into mapped peer memory (last iteration)
   bool checked = false;              // --verify ran on this rank
   std::optional<std::string> wrong;  // the first wrong element, when verification failed
+  ResidentMemory resident;
 };
 
 std::string encode(const RankResult& r);
@@ -32,12 +41,16 @@ struct RunSummary {
   std::int32_t training_ranks = 0;
   std::int32_t inference_ranks = 0;
   bool verify = false;
+  std::int32_t warm_up_iterations = 1;
   std::vector<RankResult> ranks;  // by rank
 
   Bytes bytes() const;                             // every byte put per iteration, relays included
   std::vector<Seconds> iteration_seconds() const;  // per iteration, the slowest rank's execute()
   Seconds seconds() const;                         // the median of iteration_seconds()
   bool verified() const;                           // --verify ran and every destination element was right
+  // The largest growth of a rank's resident memory from the end of the warm-up to the end (can be
+  // negative), and that rank.
+  std::pair<Bytes, std::int32_t> resident_growth() const;
 };
 
 void print_summary(const RunSummary& s, bool json);

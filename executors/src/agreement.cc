@@ -37,7 +37,10 @@ std::string ranks_text(const std::vector<std::int32_t>& ranks) {
 
 Result<std::vector<std::string>> agree(Bootstrap& bootstrap, const Result<std::string>& mine) {
   const std::string contribution = status_of(mine) + (mine ? *mine : mine.error().message);
-  auto all = REFIT_TRY(bootstrap.allgather(contribution));
+  auto gathered = bootstrap.allgather(contribution);
+  // A rank that failed itself says why, also when a peer never arrived to hear it.
+  if (!gathered) REFIT_TRY(mine);
+  auto all = REFIT_TRY(std::move(gathered));
   std::vector<std::int32_t> failed;
   std::optional<ErrorCode> bad_input;  // of the first rank that refused with bad input
   for (std::size_t r = 0; r < all.size(); ++r) {

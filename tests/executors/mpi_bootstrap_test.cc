@@ -1,5 +1,6 @@
-// MpiBootstrap under mpirun (ctest starts it with 3 processes): rank and size are MPI's, and the
-// allgather returns every rank's bytes in rank order, whatever their sizes (empty included).
+// MpiBootstrap under mpirun (ctest starts it with 3 processes): rank and size are MPI's, the
+// allgather returns every rank's bytes in rank order, whatever their sizes (empty included), and
+// a collective a rank never joins fails after the timeout, naming that rank.
 #include <mpi.h>
 
 #include <gtest/gtest.h>
@@ -68,6 +69,27 @@ TEST(MpiBootstrap, BarrierAndRepeatedRoundsStayInStep) {
     for (int r = 0; r < b->size(); ++r)
       EXPECT_EQ((*all)[static_cast<std::size_t>(r)], std::to_string(round * 100 + r));
   }
+}
+
+// The last rank never joins the allgather: every other rank gives up after the timeout (0.5 s)
+// with kTimeout, naming that rank, and its bootstrap refuses any further collective. (Last in
+// this file: the failed bootstraps keep their requests, and the ranks meet again on
+// MPI_COMM_WORLD.)
+TEST(MpiBootstrap, ATimeoutNamesTheRanksThatNeverArrived) {
+  auto b = MpiBootstrap::create(MPI_COMM_WORLD, Seconds{0.5});
+  ASSERT_TRUE(b);
+  const int absent = b->size() - 1;
+  if (b->rank() != absent) {
+    const auto all = b->allgather("here");
+    ASSERT_FALSE(all);
+    EXPECT_EQ(all.error().code, ErrorCode::kTimeout);
+    EXPECT_EQ(all.error().message, "rank " + std::to_string(absent) +
+                                       " did not reach the bootstrap's allgather within 0.5 s: it died or "
+                                       "hangs before it");
+    EXPECT_TRUE(b->broken());
+    EXPECT_FALSE(b->barrier());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 }  // namespace

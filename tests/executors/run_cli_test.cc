@@ -1,38 +1,23 @@
 // `refit run` as users start it: mpirun with 4 to 8 processes on this machine (shared memory and
 // loopback only). Every strategy moves tiny HF models and random manifests and verifies every
-// destination element; faults fail every rank, bounded and named.
+// destination element. Faults: run_faults_test.cc; long runs: the soak test below.
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
-#include <regex>
 
 #include <nlohmann/json.hpp>
 
+#include "mpirun.h"
 #include "random_problems.h"
 #include "refit/models/manifest.h"
-#include "shell.h"
 
 namespace refit {
 namespace {
 
 const std::string kModels = std::string(REFIT_TEST_DATA_DIR) + "/models/";
 
-// As root (CI containers) mpirun refuses to start without these; UCX stays on shared memory and
-// loopback; under AddressSanitizer, MPI's and UCX's process-lifetime allocations are not leaks.
-constexpr const char* kEnvironment =
-    "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 UCX_TLS=self,sm,tcp "
-    "ASAN_OPTIONS=detect_leaks=0 ";
-
-// mpirun -np N refit run ARGS, killed after `limit` seconds so that a hang fails instead of
-// stalling the suite.
-testing::ShellResult refit_run(int np, const std::string& args, int limit = 60,
-                               const std::string& mpirun_flags = "", const std::string& wrapper = "") {
-  return testing::run_shell(std::string(kEnvironment) + "timeout -k 5 " + std::to_string(limit) + " " +
-                            REFIT_MPIEXEC + " --oversubscribe " + mpirun_flags + " -np " +
-                            std::to_string(np) + " " + wrapper + " " + REFIT_CLI_PATH + " run " + args);
-}
+using testing::refit_run;
 
 void expect_verified(const testing::ShellResult& r, std::string_view strategy, int ranks) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -136,68 +121,33 @@ TEST(RunIterations, EachExecutionIsReportedAndTheLastIsVerified) {
   EXPECT_EQ(j["seconds"].get<double>(), times[1]);
 }
 
-TEST(RunFaults, TheProcessCountMustMatchTheProblem) {
-  const auto r =
-      refit_run(3, "--model " + kModels + "tiny-qwen3-moe.json --train tp=2,ep=2 --infer tp=2,dp=2");
-  EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find("mpirun started 3 processes, the problem needs 6 (2 training + 4 inference ranks)"),
-            std::string::npos)
-      << r.err;
-}
-
-// Rank 3 plans something else: every rank refuses at prepare, naming who has which hash, and no
-// rank reports a transfer.
-TEST(RunFaults, RanksThatDisagreeOnThePlanRefuseBeforeAnyByteMoves) {
-  const auto r = refit_run(6, "--model " + kModels +
-                                  "tiny-qwen3-moe.json --train tp=2,ep=2 --infer tp=2,dp=2 "
-                                  "--test-perturb-plan-on-rank 3");
-  EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find("ranks disagree on the plan hash"), std::string::npos) << r.err;
-  EXPECT_TRUE(std::regex_search(r.err, std::regex("rank 3 has [0-9a-f]{16}"))) << r.err;
-  EXPECT_EQ(r.out.find("moved"), std::string::npos) << r.out;
-}
-
-// Rank 1 kills itself (SIGKILL) after its first chunk. mpirun --enable-recovery lets the others
-// run on, and a wrapper prints each process's exit code: every other rank must exit 1 within
-// about --timeout, naming rank 1. (Plain mpirun would kill the whole job at once instead.)
-TEST(RunFaults, AKilledRankMakesEveryOtherRankFailNamingIt) {
-  const std::string wrapper =
-      "sh -c '\"$@\"; rc=$?; echo \"refit-test: rank $OMPI_COMM_WORLD_RANK exit $rc\" >&2; "
-      "if [ $rc -gt 128 ]; then kill -KILL $$; fi; exit $rc' sh";
-  const auto start = std::chrono::steady_clock::now();
+// A soak, shorter than the README's 1000 iterations: a prepared plan executed 200 times keeps each
+// rank's resident memory flat once warmed up (the first tenth, 20 executions). Nothing may grow
+// per execution; what does grow is settling (allocator and transport pools: 0.4 MB at most from
+// 20 to 200 executions on this machine, 0.05 MB from 400 to 4000). The bound, 1 MiB per rank,
+// fails a leak of 6 KB per execution (75 bytes for each of the 78 chunks a training rank sends,
+// over 180 executions), and a leaked copy of any shard per execution.
+TEST(RunSoak, ResidentMemoryStaysFlatAfterTheWarmUp) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer keeps freed memory in quarantine, so resident memory grows with churn";
+#endif
   const auto r =
       refit_run(6,
                 "--model " + kModels +
-                    "tiny-qwen3-moe.json --train tp=2,ep=2 --infer tp=2,dp=2 "
-                    "--strategy refit --cluster cpu-host:gpus_per_domain=2 --chunk 4096 --timeout 3 "
-                    "--test-kill-rank 1",
-                60, "--enable-recovery", wrapper);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_LT(seconds, 20.0) << r.err;
-  EXPECT_NE(r.err.find("refit-test: rank 1 exit 137"), std::string::npos) << r.err;
-  for (int rank : {0, 2, 3, 4, 5}) {
-    EXPECT_NE(r.err.find("refit-test: rank " + std::to_string(rank) + " exit 1\n"), std::string::npos)
-        << r.err;
-    const std::regex named("refit run: error: rank " + std::to_string(rank) +
-                           ": .*rank 1 stopped responding");
-    EXPECT_TRUE(std::regex_search(r.err, named)) << "rank " << rank << ":\n" << r.err;
+                    "tiny-qwen3-moe.json --train tp=2,ep=2 --infer tp=2,dp=2 --iterations 200 "
+                    "--cluster cpu-host:gpus_per_domain=2 --chunk 4096 --verify --json --timeout 20",
+                300);
+  expect_verified(r, "refit", 6);
+  const auto j = nlohmann::json::parse(r.out, nullptr, false);
+  EXPECT_EQ(j["warm_up_iterations"], 20);
+  EXPECT_EQ(j["iteration_seconds"].size(), 200u);
+  constexpr std::int64_t kBound = 1 << 20;
+  for (const auto& rank : j["per_rank"]) {
+    const auto& m = rank["resident_bytes"];
+    EXPECT_GT(m["after_warm_up"].get<std::int64_t>(), 0) << rank;
+    EXPECT_LT(m["end"].get<std::int64_t>() - m["after_warm_up"].get<std::int64_t>(), kBound) << rank;
   }
-}
-
-// Rank 2 stalls before it sets up, so the others wait in the bootstrap's first collective: they
-// must give up after --timeout (2 s) instead of hanging, each saying which collective and why.
-TEST(RunFaults, ARankThatNeverArrivesFailsTheBootstrapWithinTheTimeout) {
-  const auto start = std::chrono::steady_clock::now();
-  const auto r = refit_run(
-      4, "--model " + kModels + "tiny-llama.json --train tp=2 --infer tp=2 --timeout 2 --test-stall-rank 2",
-      60);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_LT(seconds, 15.0) << r.err;
-  EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_TRUE(
-      std::regex_search(r.err, std::regex("refit run: error: rank [013]: MPI_Iallgather did not complete "
-                                          "within 2.0 s: a rank died or hangs before reaching it")))
-      << r.err;
+  EXPECT_LT(j["resident_growth_bytes"].get<std::int64_t>(), kBound) << r.out;
 }
 
 }  // namespace

@@ -85,11 +85,17 @@ class UcxExecutor final : public Executor {
     REFIT_TRY(check_same_plan(hashes));
     // Each rank works out its part and registers its memory once; all exchange keys.
     const auto cards = REFIT_TRY(agree(bootstrap_, register_locally(*prepared, rank, buffers)));
-    auto connected = connect(rank, cards);
-    // Not propagated here: this rank's outcome goes to agree(), which returns this rank's own
-    // error when it failed, so that its peers fail with it instead of waiting.
-    REFIT_TRY(agree(bootstrap_, connected ? Result<std::string>("") : std::unexpected(connected.error())));
-    prepared->connections = std::move(*connected);
+    // Endpoints to every peer. Not propagated here: this rank's outcome goes to agree(), which
+    // returns this rank's own error when it failed, so that its peers fail with it instead of
+    // waiting in the handshake.
+    auto connections = Connections::connect(*runtime_->worker, runtime_->inbox, rank, cards);
+    REFIT_TRY(
+        agree(bootstrap_, connections ? Result<std::string>("") : std::unexpected(connections.error())));
+    // The handshake comes last, with no agreement after it: a rank that dies here is silent to
+    // every peer's handshake, which fails naming it within the timeout, where an agreement after
+    // it would wait another timeout for the dead rank.
+    REFIT_TRY(shake_hands(rank, **connections));
+    prepared->connections = std::move(*connections);
     std::vector<bool> mapped(static_cast<std::size_t>(bootstrap_.size()));
     for (const Send& send : prepared->program.sends())
       if (!mapped[static_cast<std::size_t>(send.peer.value)]) {
@@ -138,15 +144,12 @@ class UcxExecutor final : public Executor {
     return make_card(*runtime_->worker, prepared.program, prepared.regions);
   }
 
-  // Endpoints to every peer, proven to work in both directions.
-  [[nodiscard]] Result<std::unique_ptr<Connections>> connect(Rank rank,
-                                                             const std::vector<std::string>& cards) const {
+  // A hello to and from every peer, so that connections are up in both directions.
+  [[nodiscard]] Result<void> shake_hands(Rank rank, Connections& connections) const {
     Runtime& rt = *runtime_;
-    auto connections = REFIT_TRY(Connections::connect(*rt.worker, rt.inbox, rank, cards));
     const HandshakeParties parties{
-        .worker = *rt.worker, .inbox = rt.inbox, .outbox = rt.outbox, .connections = *connections};
-    REFIT_TRY(handshake(parties, rank, rt.epoch, options_.timeout));
-    return connections;
+        .worker = *rt.worker, .inbox = rt.inbox, .outbox = rt.outbox, .connections = connections};
+    return handshake(parties, rank, rt.epoch, options_.timeout);
   }
 
   Bootstrap& bootstrap_;

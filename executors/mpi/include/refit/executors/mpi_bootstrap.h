@@ -21,7 +21,10 @@ class MpiBootstrap final : public Bootstrap {
   // Works on a private duplicate of `comm`, with errors returned rather than fatal, so refit's
   // traffic never mixes with the caller's and an MPI failure becomes an Error. A collective that
   // has not completed after `timeout` (a rank died or hangs before reaching it) fails with
-  // kTimeout; the bootstrap is then broken() and refuses further collectives.
+  // kTimeout naming the ranks it did not hear from; the bootstrap is then broken() and refuses
+  // further collectives. Collectives are point-to-point messages between every pair of ranks
+  // (each rank's part to every peer) rather than MPI's collectives, because only then does a
+  // rank know which peers never arrived.
   [[nodiscard]] static Result<MpiBootstrap> create(MPI_Comm comm = MPI_COMM_WORLD,
                                                    Seconds timeout = Seconds{
                                                        std::numeric_limits<double>::infinity()});
@@ -41,9 +44,18 @@ class MpiBootstrap final : public Bootstrap {
  private:
   MpiBootstrap(MPI_Comm comm, std::int32_t rank, std::int32_t size, Seconds timeout)
       : comm_(comm), rank_(rank), size_(size), timeout_(timeout) {}
-  // Waits for `request` until the timeout; `buffers` must stay valid until it completes.
-  [[nodiscard]] Result<void> complete(MPI_Request& request, std::string_view call,
-                                      std::shared_ptr<void> buffers);
+  struct Exchange;
+  // An allgather, which a barrier is too (of nothing); `what` names it in errors.
+  [[nodiscard]] Result<std::vector<std::string>> gather(
+      std::string_view mine,
+      std::string_view what);  // one round of messages with every peer, and what MPI writes into
+  // Sends this rank's size and receives every peer's, then (unless every part is empty) the parts.
+  [[nodiscard]] Result<void> exchange_sizes(Exchange& x);
+  [[nodiscard]] Result<void> exchange_parts(Exchange& x);
+  // Waits for every request of `x` until the timeout; the error names the peers not heard from.
+  [[nodiscard]] Result<void> complete(Exchange& x, std::string_view what);
+  // The kTimeout error of `x`: the peers whose part never arrived, or that never took ours.
+  [[nodiscard]] Result<void> timed_out(const Exchange& x, std::string_view what) const;
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::int32_t rank_ = 0;

@@ -1,0 +1,204 @@
+// The fault matrix of `refit run` with the UCX executor, with real processes: one rank is killed
+// (SIGKILL) or stalls at a chosen phase (set-up, prepare, execute, relaying: `--test-fault`, see
+// cli/run_faults.h), or the ranks are given inputs that cannot work together (different plans, a
+// buffer too small). mpirun --enable-recovery lets the other ranks run on (plain mpirun would kill
+// the whole job at once), and a wrapper prints each process's exit code and when it ended.
+//
+// Expected: every other rank ("survivor") exits 1 within --timeout + 5 s of the fault, its error
+// naming itself, the phase it failed in and the faulty rank; no rank exits 0 and nothing reports
+// a transfer (a destination never reports success with partial data). Inputs that cannot work
+// together are refused by every rank at prepare, before any byte moves, with exit 2 (bad input).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <regex>
+#include <sstream>
+
+#include "mpirun.h"
+
+namespace refit {
+namespace {
+
+const std::string kModels = std::string(REFIT_TEST_DATA_DIR) + "/models/";
+
+// tiny-qwen3-moe, Megatron TP2xEP2 (ranks 0, 1) -> vLLM TP2xDP2 (ranks 2-5), NVLink domains of two
+// processes, 4 KiB chunks: every rank sends or receives many chunks, and ranks relay (with refit,
+// each inference rank forwards one chunk at its end; along m2n-ring's chains, rank 2 forwards 33).
+const std::string kProblem = "--model " + kModels +
+                             "tiny-qwen3-moe.json --train tp=2,ep=2 --infer tp=2,dp=2 "
+                             "--cluster cpu-host:gpus_per_domain=2 --chunk 4096 --verify --json";
+constexpr int kRanks = 6;
+constexpr double kTimeout = 3.0;
+constexpr double kMargin = 5.0;  // survivors exit within kTimeout + kMargin of the fault
+
+// Reports each process's exit code and end (seconds since the epoch); a process killed by a
+// signal is passed on as such to mpirun.
+const std::string kWrapper =
+    "sh -c '\"$@\"; rc=$?; echo \"refit-test: rank $OMPI_COMM_WORLD_RANK exit $rc at $(date +%s.%N)\" >&2; "
+    "if [ $rc -gt 128 ]; then kill -KILL $$; fi; exit $rc' sh";
+
+struct ProcessEnd {
+  int exit_code = -1;
+  double at = 0;
+};
+
+struct FaultRun {
+  testing::ShellResult shell;
+  std::map<int, ProcessEnd> ends;  // by rank
+  std::optional<double> fault_at;  // when the faulty rank acted
+};
+
+FaultRun run_with(const std::string& fault_args, const std::string& strategy = "refit") {
+  FaultRun run{.shell = testing::refit_run(kRanks,
+                                           kProblem + " --strategy " + strategy + " --timeout " +
+                                               std::to_string(kTimeout) + " " + fault_args,
+                                           120, "--enable-recovery", kWrapper),
+               .ends = {},
+               .fault_at = std::nullopt};
+  std::istringstream lines(run.shell.err);
+  const std::regex end(R"(^refit-test: rank (\d+) exit (\d+) at ([0-9.]+)$)");
+  const std::regex fault(R"(^refit-test: rank \d+ [a-z-]+ [a-z]+ at ([0-9.]+)$)");
+  std::smatch m;
+  for (std::string line; std::getline(lines, line);) {
+    if (std::regex_match(line, m, end))
+      run.ends[std::stoi(m[1])] = ProcessEnd{.exit_code = std::stoi(m[2]), .at = std::stod(m[3])};
+    else if (std::regex_match(line, m, fault))
+      run.fault_at = std::stod(m[1]);
+  }
+  return run;
+}
+
+// Every rank but `faulty` exits 1 within the bound, naming itself, `phase` and the faulty rank.
+void expect_survivors_fail(const FaultRun& run, int faulty, const std::string& phase, const char* name) {
+  const auto& err = run.shell.err;
+  ASSERT_TRUE(run.fault_at) << "the fault never happened:\n" << err;
+  EXPECT_EQ(run.shell.out.find('{'), std::string::npos) << "a transfer was reported:\n" << run.shell.out;
+  double slowest = 0;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    if (rank == faulty) continue;
+    ASSERT_TRUE(run.ends.contains(rank)) << "rank " << rank << " never ended:\n" << err;
+    const ProcessEnd& e = run.ends.at(rank);
+    EXPECT_EQ(e.exit_code, 1) << "rank " << rank << ":\n" << err;
+    slowest = std::max(slowest, e.at - *run.fault_at);
+    EXPECT_LT(e.at - *run.fault_at, kTimeout + kMargin) << "rank " << rank << ":\n" << err;
+    const std::regex named("refit run: error: rank " + std::to_string(rank) + ": " + phase +
+                           "[^\n]*\\brank " + std::to_string(faulty) + "\\b");
+    EXPECT_TRUE(std::regex_search(err, named))
+        << "rank " << rank << " does not name " << phase << " and rank " << faulty << ":\n"
+        << err;
+  }
+  // The figures of the README's fault matrix.
+  std::printf("fault matrix: %s: survivors exited 1 within %.2f s of the fault (timeout %.1f s)\n", name,
+              slowest, kTimeout);
+}
+
+// The faulty rank itself does not succeed either: killed, or failing once its stall is over.
+void expect_faulty_does_not_succeed(const FaultRun& run, int faulty, int exit_code) {
+  ASSERT_TRUE(run.ends.contains(faulty)) << run.shell.err;
+  EXPECT_EQ(run.ends.at(faulty).exit_code, exit_code) << run.shell.err;
+}
+
+TEST(RunFaults, ARankKilledDuringPrepare) {
+  // Rank 3 dies once the plan hashes are agreed, before the memory keys are exchanged: the others
+  // wait for its keys in the bootstrap's allgather, which names who never arrived.
+  const auto run = run_with("--test-fault 3:prepare:kill");
+  expect_survivors_fail(run, 3, "prepare", "killed during prepare");
+  expect_faulty_does_not_succeed(run, 3, 137);
+}
+
+TEST(RunFaults, ARankKilledWhileConnecting) {
+  // Rank 3 dies once the keys are exchanged, before the connections are made and proven: the
+  // others fail connecting to it, or wait for it in the agreement on the connections.
+  const auto run = run_with("--test-fault 3:connect:kill");
+  expect_survivors_fail(run, 3, "prepare", "killed while connecting");
+  expect_faulty_does_not_succeed(run, 3, 137);
+}
+
+TEST(RunFaults, ARankKilledDuringExecute) {
+  // Training rank 1 dies after its first chunk: its receivers hear nothing more from it.
+  const auto run = run_with("--test-fault 1:execute:kill");
+  expect_survivors_fail(run, 1, "execute, iteration 1 of 1", "killed during execute");
+  expect_faulty_does_not_succeed(run, 1, 137);
+}
+
+TEST(RunFaults, ARankKilledWhileRelaying) {
+  // Inference rank 2 dies once it has forwarded its first chunk of received data to rank 3.
+  const auto run = run_with("--test-fault 2:relay:kill");
+  expect_survivors_fail(run, 2, "execute, iteration 1 of 1", "killed while relaying");
+  expect_faulty_does_not_succeed(run, 2, 137);
+}
+
+TEST(RunFaults, ARankKilledWhileRelayingAlongAChain) {
+  // m2n-ring: rank 2 dies at the first of the 33 chunks it forwards down its chain, so the ranks
+  // after it wait for the rest in the middle of the stream.
+  const auto run = run_with("--test-fault 2:relay:kill", "m2n-ring");
+  expect_survivors_fail(run, 2, "execute, iteration 1 of 1", "killed while relaying along a chain");
+  expect_faulty_does_not_succeed(run, 2, 137);
+}
+
+TEST(RunFaults, ARankKilledBetweenExecutions) {
+  // A refit every training step: rank 3 dies after the first of three executions, so the others
+  // wait for it in the barrier that starts the second.
+  const auto run = run_with("--test-fault 3:between:kill --iterations 3");
+  expect_survivors_fail(run, 3, "execute, iteration 2 of 3", "killed between executions");
+  expect_faulty_does_not_succeed(run, 3, 137);
+}
+
+TEST(RunFaults, ARankStalledDuringExecute) {
+  // Rank 0 stops after its first chunk for three timeouts, heartbeats included: the others take
+  // it for hung after one timeout; when it wakes, it fails too (its peers told it why).
+  const auto run = run_with("--test-fault 0:execute:stall");
+  expect_survivors_fail(run, 0, "execute, iteration 1 of 1", "stalled during execute");
+  expect_faulty_does_not_succeed(run, 0, 1);
+}
+
+TEST(RunFaults, ARankStalledBeforeSetUp) {
+  // Rank 4 never arrives at the first collective in time: the others give up on it there.
+  const auto run = run_with("--test-fault 4:set-up:stall");
+  expect_survivors_fail(run, 4, "set-up", "stalled before set-up");
+  expect_faulty_does_not_succeed(run, 4, 1);
+}
+
+// Every rank exits 2 with a message naming itself, prepare, and `what`.
+void expect_every_rank_refuses(const FaultRun& run, const std::string& what) {
+  EXPECT_EQ(run.shell.out.find('{'), std::string::npos) << "a transfer was reported:\n" << run.shell.out;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    ASSERT_TRUE(run.ends.contains(rank)) << "rank " << rank << " never ended:\n" << run.shell.err;
+    EXPECT_EQ(run.ends.at(rank).exit_code, 2) << "rank " << rank << ":\n" << run.shell.err;
+    const std::regex named("refit run: error: rank " + std::to_string(rank) + ": prepare: [^\n]*" + what);
+    EXPECT_TRUE(std::regex_search(run.shell.err, named)) << "rank " << rank << ":\n" << run.shell.err;
+  }
+}
+
+TEST(RunFaults, RanksThatDisagreeOnThePlanRefuseBeforeAnyByteMoves) {
+  const auto run = run_with("--test-perturb-plan-on-rank 3");
+  expect_every_rank_refuses(run, "ranks disagree on the plan hash \\([^\n]*rank 3 has [0-9a-f]{16}");
+}
+
+TEST(RunFaults, ABufferTooSmallIsRefusedNamingTheTensorAndRank) {
+  // Rank 3's first destination buffer is one byte short.
+  const auto run = run_with("--test-short-buffer-on-rank 3");
+  expect_every_rank_refuses(run,
+                            "rank 3: destinations\\[0\\]: the buffer of tensor '[^']+' holds [0-9]+ bytes");
+}
+
+TEST(RunFaults, TheProcessCountMustMatchTheProblem) {
+  const auto r =
+      testing::refit_run(3, "--model " + kModels + "tiny-qwen3-moe.json --train tp=2,ep=2 --infer tp=2,dp=2");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("mpirun started 3 processes, the problem needs 6 (2 training + 4 inference ranks)"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(RunFaults, AnUnknownFaultIsBadInput) {
+  const auto r = testing::refit_run(1, "--manifest x.json --test-fault 1:lunch:kill");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--test-fault: '1:lunch:kill' is not RANK:PHASE:ACTION"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace refit
