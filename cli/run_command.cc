@@ -4,6 +4,7 @@
 //   mpirun -np N refit run PROBLEM [--cluster cpu-host] [--strategy S] [--executor ucx]
 //                                  [--verify] [--iterations N] [--timeout S] [--staging BYTES]
 //                                  [--no-direct-stores] [--json]
+//                                  [--storage framework [--load-sources DIR] [--save-destinations DIR]]
 //
 // The first ranks play the training side, the rest the inference side. Every rank plans on its
 // own (plans are deterministic; the executor compares plan hashes), and the ranks agree on each
@@ -25,12 +26,14 @@
 #include "refit/executors/registry.h"
 #include "run_mpi_session.h"
 #include "run_report.h"
+#include "run_storage.h"
 
 namespace refit::cli {
 namespace {
 
 struct RunOptions {
   PlanInputOptions inputs;
+  StorageOptions storage;
   std::string executor = "ucx";
   bool verify = false;
   std::int32_t iterations = 1;
@@ -49,7 +52,7 @@ struct RankSetup {
   PlanInputs inputs;
   Plan plan;
   std::unique_ptr<Executor> executor;
-  HostShards shards;  // from the executor's allocate_host
+  RunBuffers shards;  // from the executor's allocate_host
 };
 
 ExecutorOptions executor_options(const RunOptions& o, std::int32_t rank) {
@@ -74,8 +77,10 @@ ExecutorOptions executor_options(const RunOptions& o, std::int32_t rank) {
   if (bootstrap.rank() == o.perturb_rank) planned.plan.strategy += " (perturbed)";
   auto executor =
       REFIT_TRY_IN(make_executor(o.executor, bootstrap, executor_options(o, bootstrap.rank())), "--executor");
-  auto shards = REFIT_TRY(HostShards::allocate(
-      problem, Rank{bootstrap.rank()}, [&e = *executor](Bytes bytes) { return e.allocate_host(bytes); }));
+  if (o.verify && !o.storage.load_sources.empty())
+    return invalid("--verify checks the verification pattern, which --load-sources replaces");
+  auto shards = REFIT_TRY(RunBuffers::make(o.storage, o.inputs.problem, problem, Rank{bootstrap.rank()},
+                                           [&e = *executor](Bytes bytes) { return e.allocate_host(bytes); }));
   return RankSetup{.inputs = std::move(inputs),
                    .plan = std::move(planned.plan),
                    .executor = std::move(executor),
@@ -111,6 +116,7 @@ ExecutorOptions executor_options(const RunOptions& o, std::int32_t rank) {
   }
   if (o.verify)
     if (auto ok = s.shards.verify(s.inputs.problem); !ok) r.wrong = ok.error().message;
+  REFIT_TRY(s.shards.save(o.storage, Rank{bootstrap.rank()}));
   return r;
 }
 
@@ -163,6 +169,7 @@ Action add_run_command(CLI::App& app) {
       "Perform a refit between the processes of an mpirun job (the first ranks are the training "
       "side, the rest the inference side) and report the throughput");
   add_plan_input_options(*cmd, o->inputs, /*with_plan_file=*/true);
+  add_storage_options(*cmd, o->storage);
   cmd->add_option("--executor", o->executor,
                   fmt::format("Executor: {} (default ucx)", fmt::join(executor_names(), ", ")));
   cmd->add_flag("--verify", o->verify, "Check every destination element against the source pattern");

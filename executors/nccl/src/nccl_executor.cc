@@ -33,6 +33,18 @@ std::string who_of(std::span<const LocalRankBuffers> ranks, const Communicator& 
 }
 
 // Every shard is device memory of the communicator's GPU: NCCL and the kernels read it there.
+// Framework parameters (shards as regions of them) are not addressed by this executor yet: its
+// host mirror, local view and kernels take one buffer per shard.
+[[nodiscard]] Result<void> refuse_parameters(std::span<const LocalRankBuffers> ranks) {
+  for (const auto& r : ranks)
+    if (!r.buffers.source_parameters.empty() || !r.buffers.destination_parameters.empty())
+      return unsupported(
+          fmt::format("rank {}: the nccl executor takes one buffer per shard, not framework "
+                      "parameters (use the ucx executor for --storage framework)",
+                      r.rank.value));
+  return {};
+}
+
 [[nodiscard]] Result<void> check_device_memory(std::span<const LocalRankBuffers> ranks, int device) {
   for (const auto& r : ranks)
     for (const auto* side : {&r.buffers.sources, &r.buffers.destinations})
@@ -57,6 +69,7 @@ std::string who_of(std::span<const LocalRankBuffers> ranks, const Communicator& 
                                                                     Communicator& comm,
                                                                     const CommRankMap& map, Bytes staging) {
   REFIT_TRY(validate_structure(plan));
+  REFIT_TRY(refuse_parameters(given));
   const nccl_detail::DeviceGuard guard(comm.device());
   REFIT_TRY(guard.status());
   auto mirror = REFIT_TRY(nccl_detail::HostMirror::make(given));

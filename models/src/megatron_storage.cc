@@ -1,0 +1,141 @@
+// Megatron-Core's parameters as a GPT model with the Transformer Engine layer spec holds them
+// (names as Megatron-Bridge maps them to HF names; docs/frameworks.md, "Storage"):
+//   embedding.word_embeddings.weight, output_layer.weight   vocab padded to 128*tp, split evenly
+//   decoder.layers.<l>.self_attention.linear_qkv.weight      per query group [q heads; k; v]
+//   decoder.layers.<l>.mlp.linear_fc1.weight                 [gate shard; up shard]
+//   decoder.layers.<l>.mlp.experts.linear_fc1.weight<i>      TEGroupedMLP, one per local expert
+// with <l> the layer's number inside its pipeline stage and <i> the expert's inside its EP rank.
+#include <fmt/format.h>
+
+#include "refit/core/try.h"
+#include "refit/models/megatron_layout.h"
+#include "refit/models/storage_map.h"
+#include "storage_rules.h"
+
+namespace refit::models {
+namespace {
+
+using detail::Stored;
+using detail::TensorOnRank;
+
+constexpr std::string_view kFramework = "megatron";
+// Megatron's --make-vocab-size-divisible-by default.
+constexpr std::int64_t kVocabDivisibleBy = 128;
+
+// Megatron's linear_qkv holds, per query group, the group's q heads, then its k head, then its
+// v head (attention.py, SelfAttention.get_query_key_value_tensors: [sq, b, ng * (np/ng + 2) * hn]).
+// `member` is 0, 1, 2 for q, k, v. The rank holds whole groups (megatron_layout checks that tp
+// divides the kv heads), so each of its groups is one region.
+Result<Stored> interleaved_qkv(const TensorOnRank& t, std::string name, int member) {
+  const auto& m = *t.model;
+  const auto per_group_heads = m.num_heads / m.num_kv_heads;
+  const auto heads = member == 0 ? m.num_heads : m.num_kv_heads;
+  const auto head_dim = t.tensor->spec.shape[0] / heads;
+  const auto member_rows = (member == 0 ? per_group_heads : 1) * head_dim;
+  const auto group_rows = (per_group_heads + 2) * head_dim;
+  const auto at = member == 0 ? 0 : (per_group_heads + member - 1) * head_dim;
+  const auto begin = t.box.offset[0];
+  if (begin % member_rows != 0 || t.box.extent[0] % member_rows != 0)
+    return unsupported(fmt::format("rows [{}, {}) are part of a query group: tp beyond the {} query groups",
+                                   begin, begin + t.box.extent[0], m.num_kv_heads));
+  const auto groups = t.box.extent[0] / member_rows;
+  Stored out{.parameters = {FrameworkParameter{.name = std::move(name),
+                                               .shape = detail::rows_shape(t.box, groups * group_rows),
+                                               .dtype = t.tensor->spec.dtype}},
+             .regions = {}};
+  for (std::int64_t g = 0; g < groups; ++g)
+    out.regions.push_back(
+        detail::rows_at(t, begin + g * member_rows, begin + (g + 1) * member_rows, g * group_rows + at, 0));
+  return out;
+}
+
+// TEGroupedMLP registers one parameter per local expert, weight0..weight<E_local-1>
+// (experts.py, TEGroupedMLP; TEGroupedLinear): fc1 [2*I/etp, H] holds gate rows then up rows,
+// fc2 [H, I/etp].
+Stored grouped_experts(const TensorOnRank& t, const std::string& prefix, Projection p) {
+  const bool fc1 = p != Projection::kDown;
+  const auto rows = fc1 ? 2 * t.box.extent[1] : t.box.extent[1];
+  const auto at = p == Projection::kUp ? t.box.extent[1] : 0;
+  Shape shape(t.box.extent.begin() + 1, t.box.extent.end());
+  shape[0] = rows;
+  Stored out;
+  for (std::int64_t i = 0; i < t.box.extent[0]; ++i) {
+    out.parameters.push_back(
+        FrameworkParameter{.name = fmt::format("{}mlp.experts.linear_fc{}.weight{}", prefix, fc1 ? 1 : 2, i),
+                           .shape = shape,
+                           .dtype = t.tensor->spec.dtype});
+    const auto e = t.box.offset[0] + i;
+    out.regions.push_back(detail::expert_rows(t, e, e + 1, rows, at, static_cast<std::int32_t>(i)));
+  }
+  return out;
+}
+
+// The parameter of a dense decoder-layer tensor, by its HF name inside the layer.
+Result<Stored> layer_tensor(const TensorOnRank& t, const detail::LayerName& n, const std::string& prefix) {
+  const auto hf = fmt::format("model.layers.{}.", n.layer);
+  const auto& r = n.rest;
+  const auto rows = t.box.extent[0];
+  const bool moe = t.names->contains(hf + "mlp.gate.weight");
+  if (r == "input_layernorm.weight")
+    return detail::whole(t, prefix + "self_attention.linear_qkv.layer_norm_weight", rows);
+  if (r == "post_attention_layernorm.weight")
+    return detail::whole(t, prefix + (moe ? "pre_mlp_layernorm.weight" : "mlp.linear_fc1.layer_norm_weight"),
+                         rows);
+  if (r == "self_attn.q_norm.weight")
+    return detail::whole(t, prefix + "self_attention.q_layernorm.weight", rows);
+  if (r == "self_attn.k_norm.weight")
+    return detail::whole(t, prefix + "self_attention.k_layernorm.weight", rows);
+  if (r == "self_attn.o_proj.weight")
+    return detail::whole(t, prefix + "self_attention.linear_proj.weight", rows);
+  if (r == "mlp.gate.weight") return detail::whole(t, prefix + "mlp.router.weight", rows);
+  for (const std::string kind : {"weight", "bias"})
+    for (int member = 0; member < 3; ++member)
+      if (r == fmt::format("self_attn.{}_proj.{}", "qkv"[member], kind))
+        return interleaved_qkv(t, prefix + "self_attention.linear_qkv." + kind, member);
+  for (const std::string mlp : {"mlp", "mlp.shared_experts"}) {
+    if (r == mlp + ".gate_proj.weight" || r == mlp + ".up_proj.weight")
+      return detail::concatenated(t, prefix + mlp + ".linear_fc1.weight",
+                                  {hf + mlp + ".gate_proj.weight", hf + mlp + ".up_proj.weight"});
+    if (r == mlp + ".down_proj.weight") return detail::whole(t, prefix + mlp + ".linear_fc2.weight", rows);
+  }
+  if (t.tensor->is_stacked() && r.starts_with("mlp.experts."))
+    return grouped_experts(t, prefix, t.tensor->projection);
+  return detail::no_rule(kFramework, t);
+}
+
+// Rows per TP rank of a vocab-parallel weight: the vocab padded to make_vocab_size_divisible_by
+// * tp (megatron/training/vocab_utils.py, calculate_padded_vocab_size), split evenly
+// (tensor_parallel/utils.py, VocabUtility.vocab_range_from_global_vocab_size). Megatron-Bridge
+// pads only with should_pad_vocab; this is Megatron-LM training's default.
+std::int64_t vocab_partition(std::int64_t vocab, std::int64_t tp) {
+  const auto multiple = kVocabDivisibleBy * tp;
+  return (vocab + multiple - 1) / multiple * multiple / tp;
+}
+
+Result<Stored> megatron_rule(const TensorOnRank& t, const MegatronConfig& c,
+                             const std::vector<std::int64_t>& stage_starts) {
+  const auto& name = t.tensor->spec.name;
+  if (name == "model.embed_tokens.weight")
+    return detail::padded_vocab(t, "embedding.word_embeddings.weight",
+                                vocab_partition(t.tensor->spec.shape[0], c.tp));
+  if (name == "lm_head.weight")
+    return detail::padded_vocab(t, "output_layer.weight", vocab_partition(t.tensor->spec.shape[0], c.tp));
+  if (name == "model.norm.weight") return detail::whole(t, "decoder.final_layernorm.weight", t.box.extent[0]);
+  const auto n = detail::layer_name(name);
+  if (!n || n->layer >= t.model->num_layers) return detail::no_rule(kFramework, t);
+  const auto stage =
+      std::upper_bound(stage_starts.begin(), stage_starts.end(), n->layer) - stage_starts.begin() - 1;
+  const auto local = n->layer - stage_starts[static_cast<std::size_t>(stage)];
+  return layer_tensor(t, *n, fmt::format("decoder.layers.{}.", local));
+}
+
+}  // namespace
+
+Result<StorageMap> megatron_storage(const ModelSpec& model, const MegatronConfig& train,
+                                    const ReshardProblem& problem) {
+  const auto starts = REFIT_TRY(megatron_stage_starts(model.num_layers, train));
+  return detail::build_storage(std::string(kFramework), model, problem, true,
+                               [&](const TensorOnRank& t) { return megatron_rule(t, train, starts); });
+}
+
+}  // namespace refit::models

@@ -1,0 +1,89 @@
+// vLLM's parameters (names as its model classes register them; docs/frameworks.md, "Storage"):
+//   model.embed_tokens.weight, lm_head.weight     vocab padded to 64, split evenly over tp
+//   model.layers.<L>.self_attn.qkv_proj.weight    [q shard; k shard; v shard]
+//   model.layers.<L>.mlp.gate_up_proj.weight      [gate shard; up shard]
+//   model.layers.<L>.mlp.experts.w13_weight       [E_local, 2*I_shard, H]: gate rows, then up rows
+//   model.layers.<L>.mlp.experts.w2_weight        [E_local, H, I_shard]
+// Every other tensor keeps its HF name, its shard row-major.
+#include <fmt/format.h>
+
+#include "refit/core/try.h"
+#include "refit/models/storage_map.h"
+#include "storage_rules.h"
+
+namespace refit::models {
+namespace {
+
+using detail::Stored;
+using detail::TensorOnRank;
+
+constexpr std::string_view kFramework = "vllm";
+// vocab_parallel_embedding.py, DEFAULT_VOCAB_PADDING_SIZE.
+constexpr std::int64_t kVocabPadding = 64;
+
+// Rows per TP rank of a vocab-parallel weight: VocabParallelEmbedding.__init__ pads the vocab to
+// a multiple of 64 (pad_vocab_size) and vocab_range_from_global_vocab_size divides it evenly
+// (divide() asserts that tp divides it); padding rows are zero-filled.
+Result<std::int64_t> vocab_partition(std::int64_t vocab, std::int64_t tp) {
+  const auto padded = (vocab + kVocabPadding - 1) / kVocabPadding * kVocabPadding;
+  if (padded % tp != 0)
+    return unsupported(fmt::format("vLLM cannot split the vocab padded to {} over tp={}", padded, tp));
+  return padded / tp;
+}
+
+// FusedMoE's w13 [E_local, 2*I/tp, H] (gate rows first: FusedMoE._load_w13) and w2
+// [E_local, H, I/tp] (UnquantizedFusedMoEMethod.create_weights).
+Stored fused_experts(const TensorOnRank& t, const std::string& prefix, Projection p) {
+  const bool w13 = p != Projection::kDown;
+  const auto rows = w13 ? 2 * t.box.extent[1] : t.box.extent[1];
+  Shape shape = t.box.extent;
+  shape[1] = rows;
+  return Stored{.parameters = {FrameworkParameter{
+                    .name = prefix + (w13 ? "mlp.experts.w13_weight" : "mlp.experts.w2_weight"),
+                    .shape = std::move(shape),
+                    .dtype = t.tensor->spec.dtype}},
+                .regions = {detail::expert_rows(t, t.box.offset[0], t.box.offset[0] + t.box.extent[0], rows,
+                                                p == Projection::kUp ? t.box.extent[1] : 0, 0)}};
+}
+
+Result<Stored> layer_tensor(const TensorOnRank& t, const detail::LayerName& n) {
+  const auto hf = fmt::format("model.layers.{}.", n.layer);
+  const auto& r = n.rest;
+  // QKVParallelLinear: [q; k; v] of this rank (a kv head replicated when tp exceeds them).
+  for (const std::string kind : {"weight", "bias"})
+    if (r == "self_attn.q_proj." + kind || r == "self_attn.k_proj." + kind || r == "self_attn.v_proj." + kind)
+      return detail::concatenated(t, hf + "self_attn.qkv_proj." + kind,
+                                  {hf + "self_attn.q_proj." + kind, hf + "self_attn.k_proj." + kind,
+                                   hf + "self_attn.v_proj." + kind});
+  // MergedColumnParallelLinear: [gate; up] of this rank.
+  for (const std::string mlp : {"mlp", "mlp.shared_experts"})
+    if (r == mlp + ".gate_proj.weight" || r == mlp + ".up_proj.weight")
+      return detail::concatenated(t, hf + mlp + ".gate_up_proj.weight",
+                                  {hf + mlp + ".gate_proj.weight", hf + mlp + ".up_proj.weight"});
+  if (t.tensor->is_stacked() && r.starts_with("mlp.experts."))
+    return fused_experts(t, hf, t.tensor->projection);
+  if (t.tensor->is_routed_expert() || r.starts_with("self_attn.q_a_proj") ||
+      r.starts_with("self_attn.kv_a_proj"))
+    return detail::no_rule(kFramework, t);
+  return detail::whole(t, t.tensor->spec.name, t.box.extent[0]);
+}
+
+Result<Stored> vllm_rule(const TensorOnRank& t, const VllmConfig& c) {
+  const auto& name = t.tensor->spec.name;
+  if (name == "model.embed_tokens.weight" || name == "lm_head.weight")
+    return detail::padded_vocab(t, name, REFIT_TRY(vocab_partition(t.tensor->spec.shape[0], c.tp)));
+  if (name == "model.norm.weight") return detail::whole(t, name, t.box.extent[0]);
+  const auto n = detail::layer_name(name);
+  if (!n || n->layer >= t.model->num_layers) return detail::no_rule(kFramework, t);
+  return layer_tensor(t, *n);
+}
+
+}  // namespace
+
+Result<StorageMap> vllm_storage(const ModelSpec& model, const VllmConfig& infer,
+                                const ReshardProblem& problem) {
+  return detail::build_storage(std::string(kFramework), model, problem, false,
+                               [&](const TensorOnRank& t) { return vllm_rule(t, infer); });
+}
+
+}  // namespace refit::models

@@ -1,0 +1,90 @@
+"""`refit run --storage framework` against the frameworks' own layouts: a random HF checkpoint is
+laid out as Megatron holds it on every training rank (framework_reference.py, written from the
+frameworks' code), refit moves those parameters under mpirun (UCX, this machine's loopback) into
+vLLM's parameters on every inference rank, and every byte must equal vLLM's own layout of the
+same checkpoint, vocab padding rows zero included."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from framework_reference import Megatron, Model, Vllm, hf_state_dict, megatron_params, vllm_params
+
+ROOT = Path(os.environ.get("REFIT_SOURCE_DIR", Path(__file__).resolve().parents[2]))
+MODELS = ROOT / "tests" / "data" / "models"
+
+
+def _cli() -> str | None:
+    given = os.environ.get("REFIT_CLI")
+    built = ROOT / "build" / "release" / "cli" / "refit"
+    return given or (str(built) if built.exists() else shutil.which("refit"))
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("UCX_TLS", "self,sm,tcp")  # this machine's shared memory and loopback
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return env
+
+
+def _sizes(text: str) -> dict[str, int]:
+    return {k: int(v) for k, v in (kv.split("=") for kv in text.split(","))}
+
+
+def _write(params: dict[int, dict[str, np.ndarray]], root: Path) -> None:
+    for rank, named in params.items():
+        (root / f"rank{rank}").mkdir(parents=True)
+        for name, array in named.items():
+            np.ascontiguousarray(array).tofile(root / f"rank{rank}" / name)
+
+
+CASES = [
+    # config, Megatron sizes, vLLM sizes
+    ("tiny-llama-vocab1023.json", "tp=2", "tp=4"),  # qkv interleave, kv replicated, padded vocab
+    ("tiny-llama-vocab1023.json", "tp=1,pp=2", "tp=2"),  # per-stage layer numbers, two groups a rank
+    ("tiny-qwen3-moe.json", "tp=2,ep=2,etp=1", "tp=2"),  # TEGroupedMLP experts to FusedMoE w13/w2
+    ("tiny-qwen3-moe.json", "tp=2,ep=2,etp=2,dp=2", "tp=1,dp=2,ep=1"),  # expert TP to vLLM EP, linear
+]
+
+
+def _refit(tmp_path: Path, config: str, train: str, infer: str, problem: list[str]) -> None:
+    """Lays a random checkpoint out as Megatron does, runs refit on it with the PROBLEM options
+    `problem`, and checks every inference rank's parameters against vLLM's layout."""
+    cli = _cli()
+    if cli is None:
+        pytest.skip("the refit command is not built (REFIT_CLI)")
+    model = Model.from_config(json.loads((MODELS / config).read_text()))
+    state = hf_state_dict(model, np.random.default_rng(7))
+    t, i = _sizes(train), _sizes(infer)
+    megatron = Megatron(tp=t.get("tp", 1), pp=t.get("pp", 1), dp=t.get("dp", 1), ep=t.get("ep", 1),
+                        etp=t.get("etp", 1))  # fmt: skip
+    vllm = Vllm(tp=i.get("tp", 1), dp=i.get("dp", 1), expert_parallel=bool(i.get("ep", 0)))
+    _write(megatron_params(state, model, megatron), tmp_path / "megatron")
+    done = subprocess.run(
+        ["mpirun", "--oversubscribe", "-np", str(megatron.world + vllm.world), cli, "run", *problem,
+         "--storage", "framework", "--load-sources", str(tmp_path / "megatron"),
+         "--save-destinations", str(tmp_path / "vllm"), "--timeout", "60"],
+        capture_output=True, text=True, timeout=300, env=_env(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    expected = vllm_params(state, model, vllm, first_rank=megatron.world)
+    for rank, named in expected.items():
+        written = sorted(p.name for p in (tmp_path / "vllm" / f"rank{rank}").iterdir())
+        assert written == sorted(named), f"rank {rank}"
+        for name, array in named.items():
+            got = np.fromfile(tmp_path / "vllm" / f"rank{rank}" / name, dtype=array.dtype)
+            assert np.array_equal(got, np.ascontiguousarray(array).ravel()), f"rank {rank}: {name}"
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun")
+@pytest.mark.parametrize("config,train,infer", CASES)
+def test_megatron_parameters_arrive_as_vllm_parameters_byte_for_byte(tmp_path: Path, config: str, train: str,
+                                                                     infer: str) -> None:  # fmt: skip
+    _refit(tmp_path, config, train, infer, ["--model", str(MODELS / config), "--train", train, "--infer", infer])
