@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "refit/core/try.h"
+#include "refit/models/manifest.h"
 
 namespace refit::cli {
 namespace {
@@ -28,11 +29,23 @@ std::filesystem::path parameter_file(const std::string& dir, Rank rank, const st
   return {};
 }
 
+// A version 2 manifest's map of one side; the manifest's problem must be the one being run.
+[[nodiscard]] Result<std::unique_ptr<models::StorageMap>> manifest_map(const std::string& path,
+                                                                       bool training) {
+  auto manifest = REFIT_TRY_IN(models::load_manifest_with_storage(path), "--manifest");
+  if (!manifest.storage)
+    return invalid(
+        fmt::format("--storage framework: {} has no storage maps (write a version 2 manifest "
+                    "with refit models MODEL --train .. --infer .. --storage --write-manifest)",
+                    path));
+  return std::make_unique<models::StorageMap>(
+      std::move(training ? manifest.storage->source : manifest.storage->destination));
+}
+
 [[nodiscard]] Result<std::unique_ptr<models::StorageMap>> side_map(const ProblemSource& source,
                                                                    const ReshardProblem& problem,
                                                                    bool training) {
-  if (source.model.empty())
-    return invalid("--storage framework: needs --model (a manifest does not say how frameworks store it)");
+  if (!source.manifest.empty()) return manifest_map(source.manifest, training);
   const auto model = REFIT_TRY_IN(load_model(source.model, source.model_options), "--model");
   const auto sizes = REFIT_TRY(parse_layouts(source.train, source.infer));
   auto map = training ? models::megatron_storage(model, sizes.train, problem)

@@ -28,8 +28,8 @@ void add_storage_options(CLI::App& cmd, StorageOptions& options);
 
 class RunBuffers {
  public:
-  // --storage framework takes the maps from the model's rules: it needs --model (not
-  // --manifest); errors name the option.
+  // --storage framework takes the maps from the model's rules (--model) or from a version 2
+  // manifest (--manifest); errors name the option.
   [[nodiscard]] static Result<RunBuffers> make(const StorageOptions& options, const ProblemSource& source,
                                                const ReshardProblem& problem, Rank rank,
                                                const HostAllocator& allocator);

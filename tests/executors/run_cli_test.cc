@@ -94,6 +94,16 @@ TEST_P(RunFrameworkStorage, EveryStrategyIsVerifiedThroughTheRegions) {
 INSTANTIATE_TEST_SUITE_P(Models, RunFrameworkStorage,
                          ::testing::Combine(::testing::Range(0, 2), ::testing::Range(0, 4)));
 
+// --storage framework needs to know the frameworks: a version 1 manifest is refused, naming it.
+TEST(RunFrameworkStorage, AManifestWithoutStorageMapsIsRefused) {
+  const auto path = std::filesystem::temp_directory_path() / "refit_v1_manifest.json";
+  testing::run_shell(std::string(REFIT_CLI_PATH) + " models " + kModels + "tiny-llama.json --train tp=1 " +
+                     "--infer tp=1 --write-manifest " + path.string());
+  const auto r = refit_run(2, "--manifest " + path.string() + " --storage framework --timeout 20");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("has no storage maps"), std::string::npos) << r.err;
+}
+
 // Random layouts (uneven, empty, replicated and strided boxes, mixed dtypes) through manifests.
 TEST(RunManifest, RandomLayoutsAreVerified) {
   testing::RandomProblems gen(2024);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "refit/models/hf_config.h"
+#include "refit/models/manifest.h"
 #include "refit/models/problem_builder.h"
 
 namespace refit::models {
@@ -141,6 +142,37 @@ TEST(StorageMap, RefusesAVocabWhosePartitionsAreNotTheLogicalBoxes) {
   EXPECT_NE(refused.error().message.find("model.embed_tokens.weight"), std::string::npos)
       << refused.error().message;
   EXPECT_NE(refused.error().message.find("[0, 512)"), std::string::npos) << refused.error().message;
+}
+
+// A version 2 manifest keeps both maps exactly (written again, the same text); version 1 has none.
+TEST(StorageMap, ManifestVersion2RoundTripsBothMaps) {
+  auto m = maps(tiny("tiny-qwen3-moe.json"), "tp=2,ep=2,etp=1", "tp=2");
+  const StorageMaps both{.source = m.megatron, .destination = m.vllm};
+  const auto text = write_manifest(m.problem, &both);
+  EXPECT_NE(text.find("\"version\":2"), std::string::npos);
+  const auto back = parse_manifest_with_storage(text);
+  ASSERT_TRUE(back) << back.error().message;
+  ASSERT_TRUE(back->storage);
+  EXPECT_EQ(back->storage->source, m.megatron);
+  EXPECT_EQ(back->storage->destination, m.vllm);
+  EXPECT_EQ(write_manifest(back->problem, &*back->storage), text);
+  const auto v1 = parse_manifest_with_storage(write_manifest(m.problem));
+  ASSERT_TRUE(v1) << v1.error().message;
+  EXPECT_FALSE(v1->storage);
+}
+
+// A region naming a tensor the manifest does not have is refused with its JSON path.
+TEST(StorageMap, ManifestRefusesARegionOfAnUnknownTensor) {
+  auto m = maps(tiny("tiny-llama.json"), "tp=1", "tp=1");
+  const StorageMaps both{.source = m.megatron, .destination = m.vllm};
+  auto text = write_manifest(m.problem, &both);
+  const std::string name = "\"tensor\":\"model.norm.weight\"";
+  text.replace(text.find(name), name.size(), "\"tensor\":\"model.nrom.weight\"");
+  const auto refused = parse_manifest_with_storage(text);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("storage.source.ranks[0].regions["), std::string::npos)
+      << refused.error().message;
+  EXPECT_NE(refused.error().message.find("model.nrom.weight"), std::string::npos) << refused.error().message;
 }
 
 }  // namespace

@@ -88,3 +88,19 @@ def _refit(tmp_path: Path, config: str, train: str, infer: str, problem: list[st
 def test_megatron_parameters_arrive_as_vllm_parameters_byte_for_byte(tmp_path: Path, config: str, train: str,
                                                                      infer: str) -> None:  # fmt: skip
     _refit(tmp_path, config, train, infer, ["--model", str(MODELS / config), "--train", train, "--infer", infer])
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun")
+def test_a_version_2_manifest_carries_the_storage_maps_to_refit_run(tmp_path: Path) -> None:
+    """`refit models --storage --write-manifest` writes both sides' parameters and regions; a run
+    from that manifest alone moves the same bytes as one from the model."""
+    config, train, infer = CASES[2]
+    cli = _cli()
+    if cli is None:
+        pytest.skip("the refit command is not built (REFIT_CLI)")
+    manifest = tmp_path / "manifest.json"
+    done = subprocess.run([cli, "models", str(MODELS / config), "--train", train, "--infer", infer, "--storage",
+                           "--write-manifest", str(manifest)], capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(manifest.read_text())["version"] == 2
+    _refit(tmp_path, config, train, infer, ["--manifest", str(manifest)])
