@@ -88,6 +88,9 @@ Result<Stored> layer_tensor(const TensorOnRank& t, const detail::LayerName& n, c
   if (r == "self_attn.o_proj.weight")
     return detail::whole(t, prefix + "self_attention.linear_proj.weight", rows);
   if (r == "mlp.gate.weight") return detail::whole(t, prefix + "mlp.router.weight", rows);
+  // TopKRouter registers it as a float32 buffer (moe/router.py), saved with the parameters.
+  if (r == "mlp.gate.e_score_correction_bias")
+    return detail::whole(t, prefix + "mlp.router.expert_bias", rows);
   for (const std::string kind : {"weight", "bias"})
     for (int member = 0; member < 3; ++member)
       if (r == fmt::format("self_attn.{}_proj.{}", "qkv"[member], kind))
