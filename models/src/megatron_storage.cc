@@ -70,8 +70,24 @@ Stored grouped_experts(const TensorOnRank& t, const std::string& prefix, Project
   return out;
 }
 
-// The parameter of a dense decoder-layer tensor, by its HF name inside the layer.
-Result<Stored> layer_tensor(const TensorOnRank& t, const detail::LayerName& n, const std::string& prefix) {
+// One expert's tensor (--per-expert) as TEGroupedMLP's parameter of its local index: experts
+// ep_rank*E/EP onwards are local 0, 1, ... (moe_layer.py, BaseMoELayer.__init__).
+Stored grouped_expert(const TensorOnRank& t, const std::string& prefix, const MegatronConfig& c) {
+  const auto& w = *t.tensor;
+  const auto local = w.expert % (w.routed_experts / c.ep);
+  const bool fc1 = w.projection != Projection::kDown;
+  const auto rows = t.box.extent[0];
+  const auto at = w.projection == Projection::kUp ? rows : 0;
+  return Stored{.parameters = {FrameworkParameter{
+                    .name = fmt::format("{}mlp.experts.linear_fc{}.weight{}", prefix, fc1 ? 1 : 2, local),
+                    .shape = detail::rows_shape(t.box, fc1 ? 2 * rows : rows),
+                    .dtype = w.spec.dtype}},
+                .regions = {detail::rows_at(t, t.box.offset[0], t.box.offset[0] + rows, at, 0)}};
+}
+
+// The parameter of a decoder-layer tensor, by its HF name inside the layer.
+Result<Stored> layer_tensor(const TensorOnRank& t, const detail::LayerName& n, const std::string& prefix,
+                            const MegatronConfig& c) {
   const auto hf = fmt::format("model.layers.{}.", n.layer);
   const auto& r = n.rest;
   const auto rows = t.box.extent[0];
@@ -103,6 +119,7 @@ Result<Stored> layer_tensor(const TensorOnRank& t, const detail::LayerName& n, c
   }
   if (t.tensor->is_stacked() && r.starts_with("mlp.experts."))
     return grouped_experts(t, prefix, t.tensor->projection);
+  if (t.tensor->is_routed_expert()) return grouped_expert(t, prefix, c);
   return detail::no_rule(kFramework, t);
 }
 
@@ -129,7 +146,7 @@ Result<Stored> megatron_rule(const TensorOnRank& t, const MegatronConfig& c,
   const auto stage =
       std::upper_bound(stage_starts.begin(), stage_starts.end(), n->layer) - stage_starts.begin() - 1;
   const auto local = n->layer - stage_starts[static_cast<std::size_t>(stage)];
-  return layer_tensor(t, *n, fmt::format("decoder.layers.{}.", local));
+  return layer_tensor(t, *n, fmt::format("decoder.layers.{}.", local), c);
 }
 
 }  // namespace

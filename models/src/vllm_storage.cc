@@ -4,6 +4,7 @@
 //   model.layers.<L>.mlp.gate_up_proj.weight      [gate shard; up shard]
 //   model.layers.<L>.mlp.experts.w13_weight       [E_local, 2*I_shard, H]: gate rows, then up rows
 //   model.layers.<L>.mlp.experts.w2_weight        [E_local, H, I_shard]
+// (stacked experts, or per-expert tensors at their slot, `linear` or `round_robin`)
 // Every other tensor keeps its HF name, its shard row-major.
 #include <fmt/format.h>
 
@@ -46,7 +47,31 @@ Stored fused_experts(const TensorOnRank& t, const std::string& prefix, Projectio
                                                 p == Projection::kUp ? t.box.extent[1] : 0, 0)}};
 }
 
-Result<Stored> layer_tensor(const TensorOnRank& t, const detail::LayerName& n) {
+// One expert's tensor (--per-expert) at its slot of the rank's w13/w2: with EP the slot is the
+// expert's index among the rank's (determine_expert_map: e - first for linear, e / EP for
+// round_robin), without EP the expert itself. Rows of this rank: gate/up [I_shard, H], down
+// [H, I_shard].
+Stored fused_expert(const TensorOnRank& t, const std::string& prefix, const VllmConfig& c) {
+  const auto& w = *t.tensor;
+  const auto ep = c.ep();
+  const auto local = w.routed_experts / ep;
+  const auto slot = !c.expert_parallel                            ? w.expert
+                    : c.placement == ExpertPlacement::kRoundRobin ? w.expert / ep
+                                                                  : w.expert % local;
+  const auto rows = t.box.extent[0];
+  if (w.projection == Projection::kDown)
+    return Stored{.parameters = {FrameworkParameter{.name = prefix + "mlp.experts.w2_weight",
+                                                    .shape = {local, rows, t.box.extent[1]},
+                                                    .dtype = w.spec.dtype}},
+                  .regions = {detail::rows_at(t, t.box.offset[0], t.box.offset[0] + rows, slot * rows, 0)}};
+  const auto at = slot * 2 * rows + (w.projection == Projection::kUp ? rows : 0);
+  return Stored{.parameters = {FrameworkParameter{.name = prefix + "mlp.experts.w13_weight",
+                                                  .shape = {local, 2 * rows, t.box.extent[1]},
+                                                  .dtype = w.spec.dtype}},
+                .regions = {detail::rows_at(t, t.box.offset[0], t.box.offset[0] + rows, at, 0)}};
+}
+
+Result<Stored> layer_tensor(const TensorOnRank& t, const detail::LayerName& n, const VllmConfig& c) {
   const auto hf = fmt::format("model.layers.{}.", n.layer);
   const auto& r = n.rest;
   // QKVParallelLinear: [q; k; v] of this rank (a kv head replicated when tp exceeds them).
@@ -62,8 +87,8 @@ Result<Stored> layer_tensor(const TensorOnRank& t, const detail::LayerName& n) {
                                   {hf + mlp + ".gate_proj.weight", hf + mlp + ".up_proj.weight"});
   if (t.tensor->is_stacked() && r.starts_with("mlp.experts."))
     return fused_experts(t, hf, t.tensor->projection);
-  if (t.tensor->is_routed_expert() || r.starts_with("self_attn.q_a_proj") ||
-      r.starts_with("self_attn.kv_a_proj"))
+  if (t.tensor->is_routed_expert()) return fused_expert(t, hf, c);
+  if (r.starts_with("self_attn.q_a_proj") || r.starts_with("self_attn.kv_a_proj"))
     return detail::no_rule(kFramework, t);
   return detail::whole(t, t.tensor->spec.name, t.box.extent[0]);
 }
@@ -75,7 +100,7 @@ Result<Stored> vllm_rule(const TensorOnRank& t, const VllmConfig& c) {
   if (name == "model.norm.weight") return detail::whole(t, name, t.box.extent[0]);
   const auto n = detail::layer_name(name);
   if (!n || n->layer >= t.model->num_layers) return detail::no_rule(kFramework, t);
-  return layer_tensor(t, *n);
+  return layer_tensor(t, *n, c);
 }
 
 }  // namespace

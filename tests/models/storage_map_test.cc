@@ -12,8 +12,8 @@
 namespace refit::models {
 namespace {
 
-ModelSpec tiny(const char* file) {
-  return load_hf_config(std::string(REFIT_TEST_DATA_DIR) + "/models/" + file).value();
+ModelSpec tiny(const char* file, const HfOptions& options = {}) {
+  return load_hf_config(std::string(REFIT_TEST_DATA_DIR) + "/models/" + file, options).value();
 }
 
 struct Maps {
@@ -117,6 +117,31 @@ TEST(StorageMap, StackedExpertsAsFusedMoeAndGroupedMlp) {
   EXPECT_EQ(parameter(t, "decoder.layers.1.mlp.experts.linear_fc2.weight0").shape, (Shape{64, 32}));
   EXPECT_EQ(rows_of(m.problem, t, "model.layers.1.mlp.experts.up_proj"),
             (Rows{{4, 1, 32 * 64}, {5, 1, 32 * 64}, {6, 1, 32 * 64}, {7, 1, 32 * 64}}));
+}
+
+// Per-expert tensors, vLLM EP over 2 ranks round_robin: inference rank 1 holds experts 1, 3, 5,
+// 7 at slots 0..3, so expert 5's up_proj [32, 64] sits at w13 rows 2*2*32 + 32 = 160 of
+// [4, 64, 64]. Megatron ep=2: expert 6 is local expert 2 of rank 1, its up rows at row 32 of
+// linear_fc1.weight2 [64, 64].
+TEST(StorageMap, PerExpertTensorsAtTheirSlotsLinearAndRoundRobin) {
+  const auto m = maps(tiny("tiny-qwen3-moe.json", HfOptions{.per_expert = true}), "tp=1,ep=2,dp=2",
+                      "tp=1,dp=2,ep=on,placement=round_robin");
+  const auto& v = m.vllm.of(Rank{m.problem.source_ranks() + 1});
+  EXPECT_EQ(parameter(v, "model.layers.0.mlp.experts.w13_weight").shape, (Shape{4, 64, 64}));
+  EXPECT_EQ(rows_of(m.problem, v, "model.layers.0.mlp.experts.5.up_proj.weight"), (Rows{{0, 32, 160 * 64}}));
+  EXPECT_TRUE(rows_of(m.problem, v, "model.layers.0.mlp.experts.4.up_proj.weight").empty());
+  const auto& t = m.megatron.of(Rank{1});
+  EXPECT_EQ(parameter(t, "decoder.layers.0.mlp.experts.linear_fc1.weight2").shape, (Shape{64, 64}));
+  EXPECT_EQ(rows_of(m.problem, t, "model.layers.0.mlp.experts.6.up_proj.weight"), (Rows{{0, 32, 32 * 64}}));
+}
+
+// round_robin cannot be a layout of stacked [E, ...] experts: refused, pointing at --per-expert.
+TEST(StorageMap, RoundRobinNeedsPerExpertTensors) {
+  const auto refused = build_problem(tiny("tiny-qwen3-moe.json"), parse_megatron("tp=1").value(),
+                                     parse_vllm("tp=2,ep=on,placement=round_robin").value());
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("--per-expert"), std::string::npos) << refused.error().message;
+  EXPECT_FALSE(parse_vllm("tp=2,placement=round_robin"));  // without EP there is nothing to place
 }
 
 // Vocab 1023: Megatron tp=2 pads to 1024 (a multiple of 128*2), 512 rows per rank, rank 1's

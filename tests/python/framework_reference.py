@@ -30,7 +30,7 @@ vLLM:
     ``down_proj`` split along columns (``RowParallelLinear``).
   * ``FusedMoE``: ``w13_weight`` [E_local, 2*I/tp, H] gate rows then up rows (``_load_w13``),
     ``w2_weight`` [E_local, H, I/tp]; without EP the MoE TP is flattened over DP*TP
-    (``FusedMoEParallelConfig.make``); with EP experts are placed ``linear``
+    (``FusedMoEParallelConfig.make``); with EP experts are placed ``linear`` or ``round_robin``
     (``determine_expert_map``) over EP = DP*TP, ep_rank = dp_rank*TP + tp_rank.
 """
 
@@ -187,6 +187,7 @@ class Vllm:
     tp: int = 1
     dp: int = 1
     expert_parallel: bool = False
+    placement: str = "linear"  # or "round_robin" (expert_placement_strategy)
 
     @property
     def world(self) -> int:
@@ -204,6 +205,8 @@ def _experts_of(m: Model, c: Vllm, tp_rank: int, dp_rank: int) -> tuple[list[int
     if not c.expert_parallel:
         return list(range(m.experts)), c.tp * c.dp, dp_rank * c.tp + tp_rank
     ep, ep_rank = c.tp * c.dp, dp_rank * c.tp + tp_rank
+    if c.placement == "round_robin":
+        return list(range(ep_rank, m.experts, ep)), 1, 0
     base, rem = divmod(m.experts, ep)
     start = ep_rank * base + min(ep_rank, rem)
     return list(range(start, start + base + (1 if ep_rank < rem else 0))), 1, 0

@@ -34,8 +34,8 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _sizes(text: str) -> dict[str, int]:
-    return {k: int(v) for k, v in (kv.split("=") for kv in text.split(","))}
+def _sizes(text: str) -> dict[str, str]:
+    return dict(kv.split("=") for kv in text.split(","))
 
 
 def _write(params: dict[int, dict[str, np.ndarray]], root: Path) -> None:
@@ -46,11 +46,13 @@ def _write(params: dict[int, dict[str, np.ndarray]], root: Path) -> None:
 
 
 CASES = [
-    # config, Megatron sizes, vLLM sizes
-    ("tiny-llama-vocab1023.json", "tp=2", "tp=4"),  # qkv interleave, kv replicated, padded vocab
-    ("tiny-llama-vocab1023.json", "tp=1,pp=2", "tp=2"),  # per-stage layer numbers, two groups a rank
-    ("tiny-qwen3-moe.json", "tp=2,ep=2,etp=1", "tp=2"),  # TEGroupedMLP experts to FusedMoE w13/w2
-    ("tiny-qwen3-moe.json", "tp=2,ep=2,etp=2,dp=2", "tp=1,dp=2,ep=1"),  # expert TP to vLLM EP, linear
+    # config, Megatron sizes, vLLM sizes, model options
+    ("tiny-llama-vocab1023.json", "tp=2", "tp=4", []),  # qkv interleave, kv replicated, padded vocab
+    ("tiny-llama-vocab1023.json", "tp=1,pp=2", "tp=2", []),  # per-stage layer numbers, two groups a rank
+    ("tiny-qwen3-moe.json", "tp=2,ep=2,etp=1", "tp=2", []),  # TEGroupedMLP experts to FusedMoE w13/w2
+    ("tiny-qwen3-moe.json", "tp=2,ep=2,etp=2,dp=2", "tp=1,dp=2,ep=1", []),  # expert TP to vLLM EP, linear
+    ("tiny-qwen3-moe.json", "tp=1,ep=2,dp=2", "tp=2", ["--per-expert"]),  # one tensor per expert, no EP
+    ("tiny-qwen3-moe.json", "tp=2,ep=2,etp=1", "tp=1,dp=2,ep=1,placement=round_robin", ["--per-expert"]),
 ]
 
 
@@ -63,9 +65,9 @@ def _refit(tmp_path: Path, config: str, train: str, infer: str, problem: list[st
     model = Model.from_config(json.loads((MODELS / config).read_text()))
     state = hf_state_dict(model, np.random.default_rng(7))
     t, i = _sizes(train), _sizes(infer)
-    megatron = Megatron(tp=t.get("tp", 1), pp=t.get("pp", 1), dp=t.get("dp", 1), ep=t.get("ep", 1),
-                        etp=t.get("etp", 1))  # fmt: skip
-    vllm = Vllm(tp=i.get("tp", 1), dp=i.get("dp", 1), expert_parallel=bool(i.get("ep", 0)))
+    megatron = Megatron(**{k: int(v) for k, v in t.items()})
+    vllm = Vllm(tp=int(i.get("tp", 1)), dp=int(i.get("dp", 1)), expert_parallel=int(i.get("ep", 0)) > 0,
+                placement=i.get("placement", "linear"))  # fmt: skip
     _write(megatron_params(state, model, megatron), tmp_path / "megatron")
     done = subprocess.run(
         ["mpirun", "--oversubscribe", "-np", str(megatron.world + vllm.world), cli, "run", *problem,
@@ -84,17 +86,18 @@ def _refit(tmp_path: Path, config: str, train: str, infer: str, problem: list[st
 
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun")
-@pytest.mark.parametrize("config,train,infer", CASES)
+@pytest.mark.parametrize("config,train,infer,options", CASES)
 def test_megatron_parameters_arrive_as_vllm_parameters_byte_for_byte(tmp_path: Path, config: str, train: str,
-                                                                     infer: str) -> None:  # fmt: skip
-    _refit(tmp_path, config, train, infer, ["--model", str(MODELS / config), "--train", train, "--infer", infer])
+                                                                     infer: str, options: list[str]) -> None:  # fmt: skip
+    _refit(tmp_path, config, train, infer,
+           ["--model", str(MODELS / config), "--train", train, "--infer", infer, *options])  # fmt: skip
 
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun")
 def test_a_version_2_manifest_carries_the_storage_maps_to_refit_run(tmp_path: Path) -> None:
     """`refit models --storage --write-manifest` writes both sides' parameters and regions; a run
     from that manifest alone moves the same bytes as one from the model."""
-    config, train, infer = CASES[2]
+    config, train, infer, _ = CASES[2]
     cli = _cli()
     if cli is None:
         pytest.skip("the refit command is not built (REFIT_CLI)")
