@@ -2,7 +2,8 @@
 laid out as Megatron holds it on every training rank (framework_reference.py, written from the
 frameworks' code), refit moves those parameters under mpirun (UCX, this machine's loopback) into
 vLLM's parameters on every inference rank, and every byte must equal vLLM's own layout of the
-same checkpoint, vocab padding rows zero included."""
+same checkpoint, vocab padding rows zero included. ctest runs it as python_storage_reference with
+the project venv (numpy, pytest), apart from the wheel's suite."""
 
 from __future__ import annotations
 
