@@ -23,29 +23,36 @@ constexpr std::string_view kFramework = "megatron";
 constexpr std::int64_t kVocabDivisibleBy = 128;
 
 // Megatron's linear_qkv holds, per query group, the group's q heads, then its k head, then its
-// v head (attention.py, SelfAttention.get_query_key_value_tensors: [sq, b, ng * (np/ng + 2) * hn]).
-// `member` is 0, 1, 2 for q, k, v. The rank holds whole groups (megatron_layout checks that tp
-// divides the kv heads), so each of its groups is one region.
-Result<Stored> interleaved_qkv(const TensorOnRank& t, std::string name, int member) {
+// v head (attention.py, SelfAttention.get_query_key_value_tensors: [sq, b, ng * (np/ng + 2) * hn]),
+// and TP ranks take equal slices of those rows: whole groups, or beyond the query groups part of
+// one (check_query_groups in megatron_layout.cc). `member` is 0, 1, 2 for q, k, v. Each run of
+// the box's rows inside one group is one region, at its row in the interleaved weight less the
+// first row of the rank's slice.
+Result<Stored> interleaved_qkv(const TensorOnRank& t, std::string name, int member, const MegatronConfig& c) {
   const auto& m = *t.model;
-  const auto per_group_heads = m.num_heads / m.num_kv_heads;
-  const auto heads = member == 0 ? m.num_heads : m.num_kv_heads;
-  const auto head_dim = t.tensor->spec.shape[0] / heads;
-  const auto member_rows = (member == 0 ? per_group_heads : 1) * head_dim;
-  const auto group_rows = (per_group_heads + 2) * head_dim;
-  const auto at = member == 0 ? 0 : (per_group_heads + member - 1) * head_dim;
+  const auto per_group = m.num_heads / m.num_kv_heads;
+  const auto head_dim = t.tensor->spec.shape[0] / (member == 0 ? m.num_heads : m.num_kv_heads);
+  const auto member_rows = (member == 0 ? per_group : 1) * head_dim;  // of one group
+  const auto group_rows = (per_group + 2) * head_dim;
+  const auto slice = m.num_kv_heads * group_rows / c.tp;  // rows of linear_qkv on each rank
+  const auto at = member == 0 ? 0 : (per_group + member - 1) * head_dim;
+  // Row x of this member, in the interleaved weight.
+  const auto fused = [&](std::int64_t x) { return x / member_rows * group_rows + at + x % member_rows; };
   const auto begin = t.box.offset[0];
-  if (begin % member_rows != 0 || t.box.extent[0] % member_rows != 0)
-    return unsupported(fmt::format("rows [{}, {}) are part of a query group: tp beyond the {} query groups",
-                                   begin, begin + t.box.extent[0], m.num_kv_heads));
-  const auto groups = t.box.extent[0] / member_rows;
-  Stored out{.parameters = {FrameworkParameter{.name = std::move(name),
-                                               .shape = detail::rows_shape(t.box, groups * group_rows),
-                                               .dtype = t.tensor->spec.dtype}},
-             .regions = {}};
-  for (std::int64_t g = 0; g < groups; ++g)
-    out.regions.push_back(
-        detail::rows_at(t, begin + g * member_rows, begin + (g + 1) * member_rows, g * group_rows + at, 0));
+  const auto end = begin + t.box.extent[0];
+  const auto first = fused(begin) / slice * slice;
+  Stored out{
+      .parameters = {FrameworkParameter{
+          .name = std::move(name), .shape = detail::rows_shape(t.box, slice), .dtype = t.tensor->spec.dtype}},
+      .regions = {}};
+  for (auto x = begin; x < end;) {
+    const auto next = std::min(end, (x / member_rows + 1) * member_rows);
+    if (fused(next - 1) - first >= slice)
+      return unsupported(
+          fmt::format("rows [{}, {}) do not lie in one rank's {} rows of linear_qkv", begin, end, slice));
+    out.regions.push_back(detail::rows_at(t, x, next, fused(x) - first, 0));
+    x = next;
+  }
   return out;
 }
 
@@ -110,7 +117,7 @@ Result<Stored> layer_tensor(const TensorOnRank& t, const detail::LayerName& n, c
   for (const std::string kind : {"weight", "bias"})
     for (int member = 0; member < 3; ++member)
       if (r == fmt::format("self_attn.{}_proj.{}", "qkv"[member], kind))
-        return interleaved_qkv(t, prefix + "self_attention.linear_qkv." + kind, member);
+        return interleaved_qkv(t, prefix + "self_attention.linear_qkv." + kind, member, c);
   for (const std::string mlp : {"mlp", "mlp.shared_experts"}) {
     if (r == mlp + ".gate_proj.weight" || r == mlp + ".up_proj.weight")
       return detail::concatenated(t, prefix + mlp + ".linear_fc1.weight",

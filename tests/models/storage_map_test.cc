@@ -87,6 +87,21 @@ TEST(StorageMap, MegatronTensorParallelRanksHoldWholeGroupsAndGateThenUp) {
   EXPECT_EQ(rows_of(m.problem, r, "model.layers.0.mlp.up_proj.weight"), (Rows{{64, 64, 64 * 64}}));
 }
 
+// Megatron tp=4 beyond the 2 query groups: each rank holds 32 rows of linear_qkv, rank 2 group
+// 1's q heads (q rows 32..63 at row 0), rank 3 its k and v (k rows 16..31 at row 0, v at 16).
+// (Vocab 1023, which Megatron pads to 1024 = 4 partitions of 256 as torch.chunk splits it.)
+TEST(StorageMap, MegatronBeyondTheQueryGroupsHoldsPartOfAGroup) {
+  const auto m = maps(tiny("tiny-llama-vocab1023.json"), "tp=4", "tp=1");
+  EXPECT_EQ(parameter(m.megatron.of(Rank{2}), "decoder.layers.0.self_attention.linear_qkv.weight").shape,
+            (Shape{32, 64}));
+  EXPECT_EQ(rows_of(m.problem, m.megatron.of(Rank{2}), "model.layers.0.self_attn.q_proj.weight"),
+            (Rows{{32, 32, 0}}));
+  EXPECT_EQ(rows_of(m.problem, m.megatron.of(Rank{3}), "model.layers.0.self_attn.k_proj.weight"),
+            (Rows{{16, 16, 0}}));
+  EXPECT_EQ(rows_of(m.problem, m.megatron.of(Rank{3}), "model.layers.0.self_attn.v_proj.weight"),
+            (Rows{{16, 16, 16 * 64}}));
+}
+
 // vLLM tp=4 with 2 kv heads: rank 3 holds q head 3 (rows 48..63) and kv head 1 (rows 16..31,
 // replicated on ranks 2 and 3): qkv_proj [q 16 rows; k 16; v 16].
 TEST(StorageMap, VllmConcatenatesTheRanksQkvWithReplicatedKvHeads) {

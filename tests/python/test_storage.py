@@ -50,6 +50,7 @@ CASES = [
     # config, Megatron sizes, vLLM sizes, model options
     ("tiny-llama-vocab1023.json", "tp=2", "tp=4", []),  # qkv interleave, kv replicated, padded vocab
     ("tiny-llama-vocab1023.json", "tp=1,pp=2", "tp=2", []),  # per-stage layer numbers, two groups a rank
+    ("tiny-llama-vocab1023.json", "tp=4", "tp=2", []),  # tp beyond the query groups: q | k v per group
     ("tiny-qwen3-moe.json", "tp=2,ep=2,etp=1", "tp=2", []),  # TEGroupedMLP experts to FusedMoE w13/w2
     ("tiny-qwen3-moe.json", "tp=2,ep=2,etp=2,dp=2", "tp=1,dp=2,ep=1", []),  # expert TP to vLLM EP, linear
     ("tiny-qwen3-moe.json", "tp=1,ep=2,dp=2", "tp=2", ["--per-expert"]),  # one tensor per expert, no EP
