@@ -5,6 +5,10 @@
 //   decoder.layers.<l>.mlp.linear_fc1.weight                 [gate shard; up shard]
 //   decoder.layers.<l>.mlp.experts.linear_fc1.weight<i>      TEGroupedMLP, one per local expert
 // with <l> the layer's number inside its pipeline stage and <i> the expert's inside its EP rank.
+#include <optional>
+#include <string_view>
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "refit/core/try.h"
@@ -92,28 +96,43 @@ Stored grouped_expert(const TensorOnRank& t, const std::string& prefix, const Me
                 .regions = {detail::rows_at(t, t.box.offset[0], t.box.offset[0] + rows, at, 0)}};
 }
 
+// The Megatron name of a decoder-layer weight it keeps whole, by its HF name inside the layer
+// (Megatron-Bridge's AutoMapping entries: qwen/qwen3_bridge.py, qwen3_moe_bridge.py,
+// deepseek/common.py). Norms fused into the next projection (TE) differ between dense and MoE
+// layers and between GQA and MLA (`latent`).
+std::optional<std::string> renamed(const std::string& r, bool moe, bool latent) {
+  static constexpr std::pair<std::string_view, std::string_view> kNames[] = {
+      {"self_attn.q_norm.weight", "self_attention.q_layernorm.weight"},
+      {"self_attn.k_norm.weight", "self_attention.k_layernorm.weight"},
+      {"self_attn.o_proj.weight", "self_attention.linear_proj.weight"},
+      {"mlp.gate.weight", "mlp.router.weight"},
+      // TopKRouter registers it as a float32 buffer (moe/router.py), saved with the parameters.
+      {"mlp.gate.e_score_correction_bias", "mlp.router.expert_bias"},
+      {"self_attn.q_a_proj.weight", "self_attention.linear_q_down_proj.weight"},
+      {"self_attn.q_a_layernorm.weight", "self_attention.linear_q_up_proj.layer_norm_weight"},
+      {"self_attn.q_b_proj.weight", "self_attention.linear_q_up_proj.weight"},
+      {"self_attn.kv_a_proj_with_mqa.weight", "self_attention.linear_kv_down_proj.weight"},
+      {"self_attn.kv_a_layernorm.weight", "self_attention.linear_kv_up_proj.layer_norm_weight"},
+      {"self_attn.kv_b_proj.weight", "self_attention.linear_kv_up_proj.weight"},
+  };
+  if (r == "input_layernorm.weight")
+    return latent ? "input_layernorm.weight" : "self_attention.linear_qkv.layer_norm_weight";
+  if (r == "post_attention_layernorm.weight")
+    return moe ? "pre_mlp_layernorm.weight" : "mlp.linear_fc1.layer_norm_weight";
+  if (latent && r == "self_attn.q_proj.weight") return "self_attention.linear_q_proj.weight";
+  for (const auto& [hf, megatron] : kNames)
+    if (r == hf) return std::string(megatron);
+  return std::nullopt;
+}
+
 // The parameter of a decoder-layer tensor, by its HF name inside the layer.
 Result<Stored> layer_tensor(const TensorOnRank& t, const detail::LayerName& n, const std::string& prefix,
                             const MegatronConfig& c) {
   const auto hf = fmt::format("model.layers.{}.", n.layer);
   const auto& r = n.rest;
-  const auto rows = t.box.extent[0];
   const bool moe = t.names->contains(hf + "mlp.gate.weight");
-  if (r == "input_layernorm.weight")
-    return detail::whole(t, prefix + "self_attention.linear_qkv.layer_norm_weight", rows);
-  if (r == "post_attention_layernorm.weight")
-    return detail::whole(t, prefix + (moe ? "pre_mlp_layernorm.weight" : "mlp.linear_fc1.layer_norm_weight"),
-                         rows);
-  if (r == "self_attn.q_norm.weight")
-    return detail::whole(t, prefix + "self_attention.q_layernorm.weight", rows);
-  if (r == "self_attn.k_norm.weight")
-    return detail::whole(t, prefix + "self_attention.k_layernorm.weight", rows);
-  if (r == "self_attn.o_proj.weight")
-    return detail::whole(t, prefix + "self_attention.linear_proj.weight", rows);
-  if (r == "mlp.gate.weight") return detail::whole(t, prefix + "mlp.router.weight", rows);
-  // TopKRouter registers it as a float32 buffer (moe/router.py), saved with the parameters.
-  if (r == "mlp.gate.e_score_correction_bias")
-    return detail::whole(t, prefix + "mlp.router.expert_bias", rows);
+  if (const auto name = renamed(r, moe, t.model->num_kv_heads == 0))
+    return detail::whole(t, prefix + *name, t.box.extent[0]);
   for (const std::string kind : {"weight", "bias"})
     for (int member = 0; member < 3; ++member)
       if (r == fmt::format("self_attn.{}_proj.{}", "qkv"[member], kind))
@@ -122,7 +141,8 @@ Result<Stored> layer_tensor(const TensorOnRank& t, const detail::LayerName& n, c
     if (r == mlp + ".gate_proj.weight" || r == mlp + ".up_proj.weight")
       return detail::concatenated(t, prefix + mlp + ".linear_fc1.weight",
                                   {hf + mlp + ".gate_proj.weight", hf + mlp + ".up_proj.weight"});
-    if (r == mlp + ".down_proj.weight") return detail::whole(t, prefix + mlp + ".linear_fc2.weight", rows);
+    if (r == mlp + ".down_proj.weight")
+      return detail::whole(t, prefix + mlp + ".linear_fc2.weight", t.box.extent[0]);
   }
   if (t.tensor->is_stacked() && r.starts_with("mlp.experts."))
     return grouped_experts(t, prefix, t.tensor->projection);

@@ -2,6 +2,7 @@
 //   model.embed_tokens.weight, lm_head.weight     vocab padded to 64, split evenly over tp
 //   model.layers.<L>.self_attn.qkv_proj.weight    [q shard; k shard; v shard]
 //   model.layers.<L>.mlp.gate_up_proj.weight      [gate shard; up shard]
+//   model.layers.<L>.self_attn.fused_qkv_a_proj.weight  MLA: [q_a_proj; kv_a_proj_with_mqa]
 //   model.layers.<L>.mlp.experts.w13_weight       [E_local, 2*I_shard, H]: gate rows, then up rows
 //   model.layers.<L>.mlp.experts.w2_weight        [E_local, H, I_shard]
 // (stacked experts, or per-expert tensors at their slot, `linear` or `round_robin`)
@@ -88,8 +89,13 @@ Result<Stored> layer_tensor(const TensorOnRank& t, const detail::LayerName& n, c
   if (t.tensor->is_stacked() && r.starts_with("mlp.experts."))
     return fused_experts(t, hf, t.tensor->projection);
   if (t.tensor->is_routed_expert()) return fused_expert(t, hf, c);
-  if (r.starts_with("self_attn.q_a_proj") || r.starts_with("self_attn.kv_a_proj"))
-    return detail::no_rule(kFramework, t);
+  // DeepseekV2MLAAttention with a q LoRA rank: fused_qkv_a_proj [q_a_proj; kv_a_proj_with_mqa],
+  // replicated (MergedColumnParallelLinear with disable_tp); without one kv_a_proj_with_mqa alone.
+  if ((r == "self_attn.q_a_proj.weight" || r == "self_attn.kv_a_proj_with_mqa.weight") &&
+      t.names->contains(hf + "self_attn.q_a_proj.weight"))
+    return detail::concatenated(
+        t, hf + "self_attn.fused_qkv_a_proj.weight",
+        {hf + "self_attn.q_a_proj.weight", hf + "self_attn.kv_a_proj_with_mqa.weight"});
   return detail::whole(t, t.tensor->spec.name, t.box.extent[0]);
 }
 

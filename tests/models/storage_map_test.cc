@@ -159,6 +159,22 @@ TEST(StorageMap, RoundRobinNeedsPerExpertTensors) {
   EXPECT_FALSE(parse_vllm("tp=2,placement=round_robin"));  // without EP there is nothing to place
 }
 
+// tiny-deepseek-v3 (MLA, q LoRA 32, kv LoRA 16 + rope 8): vLLM's replicated fused_qkv_a_proj
+// [32 + 24, 64] holds q_a_proj at row 0 and kv_a_proj_with_mqa at row 32; Megatron keeps them as
+// linear_q_down_proj / linear_kv_down_proj and the router bias as an fp32 expert_bias.
+TEST(StorageMap, LatentAttentionAndTheFp32RouterBias) {
+  const auto m = maps(tiny("tiny-deepseek-v3.json"), "tp=2,ep=2,etp=1", "tp=2");
+  const auto& v = m.vllm.of(Rank{m.problem.source_ranks()});
+  EXPECT_EQ(parameter(v, "model.layers.1.self_attn.fused_qkv_a_proj.weight").shape, (Shape{56, 64}));
+  EXPECT_EQ(rows_of(m.problem, v, "model.layers.1.self_attn.kv_a_proj_with_mqa.weight"),
+            (Rows{{0, 24, 32 * 64}}));
+  const auto& t = m.megatron.of(Rank{0});
+  EXPECT_EQ(parameter(t, "decoder.layers.1.self_attention.linear_kv_down_proj.weight").shape,
+            (Shape{24, 64}));
+  EXPECT_EQ(parameter(t, "decoder.layers.1.mlp.router.expert_bias").dtype, DType::kFP32);
+  EXPECT_EQ(parameter(t, "decoder.layers.0.input_layernorm.weight").shape, (Shape{64}));
+}
+
 // Vocab 1023: Megatron tp=2 pads to 1024 (a multiple of 128*2), 512 rows per rank, rank 1's
 // last row padding; vLLM tp=4 pads to 1024 (a multiple of 64), 256 rows per rank.
 TEST(StorageMap, PaddedVocabRowsFollowTheRealOnes) {

@@ -55,6 +55,7 @@ CASES = [
     ("tiny-qwen3-moe.json", "tp=2,ep=2,etp=2,dp=2", "tp=1,dp=2,ep=1", []),  # expert TP to vLLM EP, linear
     ("tiny-qwen3-moe.json", "tp=1,ep=2,dp=2", "tp=2", ["--per-expert"]),  # one tensor per expert, no EP
     ("tiny-qwen3-moe.json", "tp=2,ep=2,etp=1", "tp=1,dp=2,ep=1,placement=round_robin", ["--per-expert"]),
+    ("tiny-deepseek-v3.json", "tp=2,ep=2,etp=1", "tp=2", []),  # MLA, fp32 router bias, shared experts
 ]
 
 
