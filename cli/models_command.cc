@@ -2,7 +2,9 @@
 // training and inference rank holds.
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -14,6 +16,7 @@
 #include "refit/models/manifest.h"
 #include "refit/models/problem_builder.h"
 #include "refit/models/rank_bytes.h"
+#include "refit/models/storage_json.h"
 
 namespace refit::cli {
 namespace {
@@ -24,6 +27,7 @@ struct ModelsOptions {
   std::string infer;
   ModelOptions model_options;
   std::string write_manifest;
+  bool storage = false;
   bool json = false;
 };
 
@@ -32,8 +36,8 @@ using Json = nlohmann::ordered_json;
 std::string gigabytes(Bytes b) { return fmt::format("{:.1f} GB", static_cast<double>(b.value) / 1e9); }
 
 [[nodiscard]] Result<void> list_models(const ModelsOptions& o) {
-  if (!o.train.empty() || !o.infer.empty() || !o.write_manifest.empty())
-    return invalid("--train, --infer and --write-manifest need a MODEL");
+  if (!o.train.empty() || !o.infer.empty() || !o.write_manifest.empty() || o.storage)
+    return invalid("--train, --infer, --storage and --write-manifest need a MODEL");
   Json list = Json::array();
   for (const auto& builtin : models::builtin_models()) {
     const auto m = REFIT_TRY(models::builtin_model(builtin.name));
@@ -105,18 +109,41 @@ void print_model(const Json& j) {
              sources + j["destination_ranks"].get<std::int64_t>() - 1);
   fmt::print("training rank   {}\n", extremes(j["training_rank_bytes"], 0));
   fmt::print("inference rank  {}\n", extremes(j["inference_rank_bytes"], sources));
+  if (!j.contains("storage")) return;
+  for (const auto* side : {"training", "inference"}) {
+    std::size_t parameters = 0;
+    for (const auto& r : j["storage"][side]["ranks"]) parameters += r["parameters"].size();
+    fmt::print("{:<15} {} parameters on its {} ranks (--json lists them with their regions)\n",
+               fmt::format("{} storage", side == std::string_view("training") ? "train" : "infer"),
+               parameters, j["storage"][side]["ranks"].size());
+  }
+}
+
+// Both frameworks' parameters on every rank, with the regions of the logical tensors in them.
+[[nodiscard]] Result<models::StorageMaps> storage_maps(const models::ModelSpec& model,
+                                                       const ParallelLayouts& sizes,
+                                                       const ReshardProblem& problem) {
+  return models::StorageMaps{.source = REFIT_TRY(models::megatron_storage(model, sizes.train, problem)),
+                             .destination = REFIT_TRY(models::vllm_storage(model, sizes.infer, problem))};
 }
 
 [[nodiscard]] Result<void> show_model(const ModelsOptions& o) {
   const auto model = REFIT_TRY(load_model(o.model, o.model_options));
   Json out = model_json(model);
-  const bool layouts = !o.train.empty() || !o.infer.empty() || !o.write_manifest.empty();
+  const bool layouts = !o.train.empty() || !o.infer.empty() || !o.write_manifest.empty() || o.storage;
   if (layouts) {
     const auto parsed = REFIT_TRY(parse_layouts(o.train, o.infer));
     const auto problem = REFIT_TRY(models::build_problem(model, parsed.train, parsed.infer));
     add_layouts(out, parsed, problem);
+    std::optional<models::StorageMaps> maps;
+    if (o.storage) {
+      maps = REFIT_TRY_IN(storage_maps(model, parsed, problem), "--storage");
+      out["storage"] = {{"training", models::storage_json(maps->source, problem)},
+                        {"inference", models::storage_json(maps->destination, problem)}};
+    }
     if (!o.write_manifest.empty())
-      REFIT_TRY_IN(models::save_manifest(problem, o.write_manifest), "--write-manifest");
+      REFIT_TRY_IN(models::save_manifest(problem, o.write_manifest, maps ? &*maps : nullptr),
+                   "--write-manifest");
   }
   o.json ? fmt::print("{}\n", out.dump()) : print_model(out);
   return {};
@@ -133,10 +160,15 @@ Action add_models_command(CLI::App& app) {
   cmd->add_option("model", opts->model, "Built-in model name or path to an HF config.json");
   cmd->add_option("--train", opts->train,
                   "Megatron training sizes: tp,pp,ep,etp,cp,dp,pp_first,pp_last (e.g. tp=4,pp=8,ep=16)");
-  cmd->add_option("--infer", opts->infer, "vLLM inference sizes: tp,dp,ep=on|off (e.g. tp=8,dp=16)");
+  cmd->add_option("--infer", opts->infer,
+                  "vLLM inference sizes: tp,dp,ep=on|off,placement=linear|round_robin (e.g. tp=8,dp=16)");
   add_model_options(cmd, opts->model_options);
   cmd->add_option("--write-manifest", opts->write_manifest,
-                  "Write every tensor with its two layouts to this manifest file");
+                  "Write every tensor with its two layouts to this manifest file (version 2 with "
+                  "--storage: each side's parameters too)");
+  cmd->add_flag("--storage", opts->storage,
+                "Also give each rank's framework parameters (Megatron's, vLLM's: fused qkv and gate/up, "
+                "stacked experts, padded vocab) and where each tensor's box lies in them");
   cmd->add_flag("--json", opts->json, "Print one JSON object on stdout");
   return [opts]() { return opts->model.empty() ? list_models(*opts) : show_model(*opts); };
 }

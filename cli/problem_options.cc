@@ -18,7 +18,8 @@ void add_problem_options(CLI::App* cmd, ProblemSource& source) {
   group->add_option("--train", source.train,
                     "Megatron training sizes: tp,pp,ep,etp,cp,dp,pp_first,pp_last "
                     "(e.g. tp=4,pp=8,ep=16)");
-  group->add_option("--infer", source.infer, "vLLM inference sizes: tp,dp,ep=on|off (e.g. tp=8,dp=16)");
+  group->add_option("--infer", source.infer,
+                    "vLLM inference sizes: tp,dp,ep=on|off,placement=linear|round_robin (e.g. tp=8,dp=16)");
   add_model_options(group, source.model_options);
   group->add_option("--manifest", source.manifest, "Tensor manifest JSON (any framework)")->excludes(model);
 }

@@ -4,6 +4,7 @@
 //   mpirun -np N refit run PROBLEM [--cluster cpu-host] [--strategy S] [--executor ucx]
 //                                  [--verify] [--iterations N] [--timeout S] [--staging BYTES]
 //                                  [--no-direct-stores] [--json]
+//                                  [--storage framework [--load-sources DIR] [--save-destinations DIR]]
 //
 // The first ranks play the training side, the rest the inference side. Every rank plans on its
 // own (plans are deterministic; the executor compares plan hashes), and the ranks agree on each
@@ -27,12 +28,14 @@
 #include "run_faults.h"
 #include "run_mpi_session.h"
 #include "run_report.h"
+#include "run_storage.h"
 
 namespace refit::cli {
 namespace {
 
 struct RunOptions {
   PlanInputOptions inputs;
+  StorageOptions storage;
   std::string executor = "ucx";
   bool verify = false;
   std::int32_t iterations = 1;
@@ -59,7 +62,7 @@ struct RankSetup {
   PlanInputs inputs;
   Plan plan;
   std::unique_ptr<Executor> executor;
-  HostShards shards;  // from the executor's allocate_host
+  RunBuffers shards;  // from the executor's allocate_host
 };
 
 ExecutorOptions executor_options(const RunOptions& o, const Plan& plan, FaultInjector& faults) {
@@ -67,16 +70,6 @@ ExecutorOptions executor_options(const RunOptions& o, const Plan& plan, FaultInj
                          .staging = Bytes{o.staging},
                          .direct_stores = !o.no_direct_stores,
                          .on_chunk_sent = faults.on_chunk_sent(plan)};
-}
-
-// The first non-empty buffer of the rank, one byte short: what prepare must refuse.
-void shorten_a_buffer(RankBuffers& buffers) {
-  for (auto* side : {&buffers.sources, &buffers.destinations})
-    for (auto& b : *side)
-      if (!b.bytes.empty()) {
-        b.bytes = b.bytes.first(b.bytes.size() - 1);
-        return;
-      }
 }
 
 [[nodiscard]] Result<RankSetup> set_up(const RunOptions& o, const RankContext& c) {
@@ -94,9 +87,11 @@ void shorten_a_buffer(RankBuffers& buffers) {
   auto executor = REFIT_TRY_IN(
       make_executor(o.executor, c.executor_bootstrap, executor_options(o, planned.plan, c.faults)),
       "--executor");
-  auto shards = REFIT_TRY(HostShards::allocate(
-      problem, Rank{bootstrap.rank()}, [&e = *executor](Bytes bytes) { return e.allocate_host(bytes); }));
-  if (bootstrap.rank() == o.short_rank) shorten_a_buffer(shards.buffers());
+  if (o.verify && !o.storage.load_sources.empty())
+    return invalid("--verify checks the verification pattern, which --load-sources replaces");
+  auto shards = REFIT_TRY(RunBuffers::make(o.storage, o.inputs.problem, problem, Rank{bootstrap.rank()},
+                                           [&e = *executor](Bytes bytes) { return e.allocate_host(bytes); }));
+  if (bootstrap.rank() == o.short_rank) REFIT_TRY(shards.shorten_a_buffer());
   return RankSetup{.inputs = std::move(inputs),
                    .plan = std::move(planned.plan),
                    .executor = std::move(executor),
@@ -160,6 +155,7 @@ void show_progress(const RunOptions& o, const RankContext& c, const RankResult& 
   r.resident.end = resident_now();
   if (o.verify)
     if (auto ok = s.shards.verify(s.inputs.problem); !ok) r.wrong = ok.error().message;
+  REFIT_TRY(s.shards.save(o.storage, Rank{bootstrap.rank()}));
   return r;
 }
 
@@ -219,6 +215,7 @@ Action add_run_command(CLI::App& app) {
       "Perform a refit between the processes of an mpirun job (the first ranks are the training "
       "side, the rest the inference side) and report the throughput");
   add_plan_input_options(*cmd, o->inputs, /*with_plan_file=*/true);
+  add_storage_options(*cmd, o->storage);
   cmd->add_option("--executor", o->executor,
                   fmt::format("Executor: {} (default ucx)", fmt::join(executor_names(), ", ")));
   cmd->add_flag("--verify", o->verify, "Check every destination element against the source pattern");

@@ -9,7 +9,36 @@ namespace {
 
 std::string_view memory_name(MemoryKind m) { return m == MemoryKind::kCuda ? "CUDA" : "host"; }
 
+// One past the last byte a strided region touches in its parameter, or -1 for a negative stride.
+std::int64_t region_end(const lowering::Region& r, std::int64_t element_size) {
+  std::int64_t last = 0;
+  for (std::size_t d = 0; d < r.box.rank() && d < r.strides.size(); ++d) {
+    if (r.strides[d] < 0) return -1;
+    last += (r.box.extent[d] - 1) * r.strides[d];
+  }
+  return r.offset + (last + 1) * element_size;
+}
+
+// Every region of `b` inside the parameter it names (the lowering checks that they tile the box).
+Result<void> check_regions(const ShardBuffer& b, const TensorSpec& t,
+                           const std::vector<std::span<std::byte>>& parameters) {
+  for (std::size_t j = 0; j < b.regions.size(); ++j) {
+    const auto& r = b.regions[j];
+    if (r.buffer < 0 || static_cast<std::size_t>(r.buffer) >= parameters.size())
+      return mismatch(fmt::format("region {} of tensor '{}' names parameter {}, the side has {}", j, t.name,
+                                  r.buffer, parameters.size()));
+    const auto size = static_cast<std::int64_t>(parameters[static_cast<std::size_t>(r.buffer)].size());
+    const auto end = r.box.empty() ? r.offset : region_end(r, dtype_size(t.dtype));
+    if (r.offset < 0 || end < 0 || end > size)
+      return mismatch(
+          fmt::format("region {} ({}) of tensor '{}' reaches byte {} of parameter {}, which holds {}", j,
+                      r.box.to_string(), t.name, end, r.buffer, size));
+  }
+  return {};
+}
+
 Result<std::vector<lowering::Shard>> check_side(const Plan& plan, const std::vector<ShardBuffer>& side,
+                                                const std::vector<std::span<std::byte>>& parameters,
                                                 std::string_view name) {
   std::vector<lowering::Shard> out;
   for (std::size_t i = 0; i < side.size(); ++i) {
@@ -22,11 +51,15 @@ Result<std::vector<lowering::Shard>> check_side(const Plan& plan, const std::vec
         !Box::whole(t.shape).contains(b.box))
       return mismatch(
           fmt::format("{}[{}]: box {} is not inside tensor '{}'", name, i, b.box.to_string(), t.name));
-    const auto need = b.box.volume() * dtype_size(t.dtype);
+    if (parameters.empty() != b.regions.empty())
+      return mismatch(fmt::format("{}[{}]: tensor '{}' has {} regions but the side passes {} parameters",
+                                  name, i, t.name, b.regions.size(), parameters.size()));
+    REFIT_TRY_IN(check_regions(b, t, parameters), fmt::format("{}[{}]", name, i));
+    const auto need = b.regions.empty() ? b.box.volume() * dtype_size(t.dtype) : 0;
     if (static_cast<std::int64_t>(b.bytes.size()) < need || (need > 0 && b.bytes.data() == nullptr))
       return mismatch(fmt::format("{}[{}]: the buffer of tensor '{}' holds {} bytes, its box {} needs {}",
                                   name, i, t.name, b.bytes.size(), b.box.to_string(), need));
-    out.push_back(lowering::Shard{.tensor = b.tensor, .box = b.box});
+    out.push_back(lowering::Shard{.tensor = b.tensor, .box = b.box, .regions = b.regions});
   }
   return out;
 }
@@ -41,10 +74,19 @@ Result<lowering::RankShards> check_rank_buffers(const Plan& plan, Rank rank, con
     return unsupported(fmt::format("rank {}: the buffers are {} memory, this executor moves {} memory",
                                    rank.value, memory_name(buffers.memory), memory_name(memory)));
   return lowering::RankShards{
-      .sources =
-          REFIT_TRY_IN(check_side(plan, buffers.sources, "sources"), fmt::format("rank {}", rank.value)),
-      .destinations = REFIT_TRY_IN(check_side(plan, buffers.destinations, "destinations"),
-                                   fmt::format("rank {}", rank.value))};
+      .sources = REFIT_TRY_IN(check_side(plan, buffers.sources, buffers.source_parameters, "sources"),
+                              fmt::format("rank {}", rank.value)),
+      .destinations =
+          REFIT_TRY_IN(check_side(plan, buffers.destinations, buffers.destination_parameters, "destinations"),
+                       fmt::format("rank {}", rank.value))};
+}
+
+std::vector<std::span<std::byte>> side_buffers(const RankBuffers& buffers, bool source) {
+  const auto& parameters = source ? buffers.source_parameters : buffers.destination_parameters;
+  if (!parameters.empty()) return parameters;
+  std::vector<std::span<std::byte>> out;
+  for (const auto& b : source ? buffers.sources : buffers.destinations) out.push_back(b.bytes);
+  return out;
 }
 
 }  // namespace refit

@@ -64,14 +64,18 @@ Walk::Walk(const Array& from, const Array& to, const Box& x, std::int64_t elemen
 void Walk::add_dims(const Box& x, const std::array<const Array*, 2>& arrays) {
   std::array<std::array<std::int64_t, kMaxTensorDims>, 2> strides{};
   for (int a = 0; a < arrays_; ++a) {
-    const Box& box = *arrays[static_cast<std::size_t>(a)]->box;
+    const Array& array = *arrays[static_cast<std::size_t>(a)];
+    const Box& box = *array.box;
     auto& s = strides[static_cast<std::size_t>(a)];
     std::int64_t index = 0;
-    s[box.rank() - 1] = 1;
-    for (std::size_t d = box.rank() - 1; d-- > 0;) s[d] = s[d + 1] * box.extent[d + 1];
+    if (array.strides != nullptr) {
+      std::ranges::copy(*array.strides, s.begin());
+    } else {
+      s[box.rank() - 1] = 1;
+      for (std::size_t d = box.rank() - 1; d-- > 0;) s[d] = s[d + 1] * box.extent[d + 1];
+    }
     for (std::size_t d = 0; d < x.rank(); ++d) index += (x.offset[d] - box.offset[d]) * s[d];
-    origin_[static_cast<std::size_t>(a)] =
-        arrays[static_cast<std::size_t>(a)]->offset + index * element_size_;
+    origin_[static_cast<std::size_t>(a)] = array.offset + index * element_size_;
   }
   for (std::size_t d = 0; d < x.rank(); ++d) {
     if (x.extent[d] == 1) continue;

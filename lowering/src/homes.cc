@@ -7,11 +7,50 @@
 namespace refit::lowering::detail {
 namespace {
 
-Located shard_located(BufferKind side, const ShardRef& shard) {
-  return Located{.kind = side, .index = shard.index, .array = Array{.offset = 0, .box = shard.box}};
+Located region_located(BufferKind side, const Region& r) {
+  return Located{.kind = side,
+                 .index = r.buffer,
+                 .array = Array{.offset = r.offset, .box = &r.box, .strides = &r.strides}};
 }
 
+bool has_regions(const ShardRef& shard) { return shard.regions != nullptr && !shard.regions->empty(); }
+
 }  // namespace
+
+std::optional<Located> array_holding(BufferKind side, const ShardRef& shard, const Box& x) {
+  if (!has_regions(shard))
+    return Located{.kind = side, .index = shard.index, .array = Array{.offset = 0, .box = shard.box}};
+  for (const Region& r : *shard.regions)
+    if (r.box.contains(x)) return region_located(side, r);
+  return std::nullopt;
+}
+
+std::vector<Located> arrays_overlapping(BufferKind side, const ShardRef& shard, const Box& x) {
+  if (!has_regions(shard)) {
+    if (!overlap(*shard.box, x)) return {};
+    return {Located{.kind = side, .index = shard.index, .array = Array{.offset = 0, .box = shard.box}}};
+  }
+  std::vector<Located> out;
+  for (const Region& r : *shard.regions)
+    if (overlap(r.box, x)) out.push_back(region_located(side, r));
+  return out;
+}
+
+std::vector<SourcePart> region_parts(const ShardRef& shard, const Segment& s, const Piece& p) {
+  std::vector<Box> ranges;
+  range_boxes(s.box, p.first, p.first + p.count, ranges);
+  std::vector<SourcePart> out;
+  for (const Region& r : *shard.regions)
+    for (const Box& range : ranges)
+      if (auto x = intersect(range, r.box)) {
+        const auto volume = x->volume();
+        out.push_back(SourcePart{.from = region_located(BufferKind::kSource, r),
+                                 .box = std::move(*x),
+                                 .first = 0,
+                                 .count = volume});
+      }
+  return out;
+}
 
 void Homes::land(const Transfer& t, std::vector<SegmentLanding>& out) {
   out.assign(t.segments.size(), SegmentLanding{});
@@ -21,11 +60,10 @@ void Homes::land(const Transfer& t, std::vector<SegmentLanding>& out) {
     const Segment& s = t.segments[k];
     const ShardRef dest = shards_->find(rank_, BufferKind::kDestination, s.tensor);
     auto& landing = out[k];
-    if (dest.box != nullptr && dest.box->contains(s.box)) {
-      landing.in_place = shard_located(BufferKind::kDestination, dest);
-    } else {
-      if (dest.box != nullptr && overlap(*dest.box, s.box))
-        landing.partial = shard_located(BufferKind::kDestination, dest);
+    if (dest.box != nullptr && dest.box->contains(s.box))
+      landing.in_place = array_holding(BufferKind::kDestination, dest, s.box);
+    if (!landing.in_place) {
+      if (dest.box != nullptr) landing.partial = arrays_overlapping(BufferKind::kDestination, dest, s.box);
       if (forwarded) {
         // Back to back in message order, so that a run of them lands as one contiguous run.
         landing.in_place = Located{
@@ -47,7 +85,7 @@ Result<std::optional<Located>> Homes::source(const Transfer& t, std::size_t k) c
           fmt::format("rank {} sends {} of tensor '{}' in transfer {} but holds no source shard "
                       "containing it",
                       rank_.value, s.box.to_string(), plan.tensors[s.tensor].name, t.id));
-    return shard_located(BufferKind::kSource, src);
+    return array_holding(BufferKind::kSource, src, s.box);
   }
   const auto u = lowered_->relays().containing(s);
   if (!u) return std::optional<Located>{};

@@ -15,7 +15,14 @@ namespace refit::lowering::detail {
 struct ShardRef {
   std::int32_t index = -1;
   const Box* box = nullptr;
+  const std::vector<Region>* regions = nullptr;  // null or empty: row-major in buffer `index`
 };
+
+// The array of `shard` that holds all of `x`: the shard's own buffer, or the region containing
+// it; nothing when x spans several regions. Preconditions: the shard's box contains x.
+std::optional<Located> array_holding(BufferKind side, const ShardRef& shard, const Box& x);
+// The arrays of `shard` that hold part of `x`.
+std::vector<Located> arrays_overlapping(BufferKind side, const ShardRef& shard, const Box& x);
 
 // Finds a rank's shard of a tensor on one side (kSource or kDestination).
 class ShardFinder {
@@ -54,6 +61,9 @@ class Homes {
   ReceivedSegments received_;
   std::int64_t scratch_ = 0;
 };
+
+// What piece `p` of segment `s` is read from in the regions of the rank's source shard.
+std::vector<SourcePart> region_parts(const ShardRef& shard, const Segment& s, const Piece& p);
 
 // The received segments that piece `p` of a gathered segment `s` (sent by `rank`) is read from.
 [[nodiscard]] Result<std::vector<SourcePart>> gathered_parts(const LoweredPlan& lowered,

@@ -67,18 +67,18 @@ void unpack_chunk(const RankProgram& program, const Receive& r, std::int64_t k, 
     if (staged && landing.in_place)
       copy_box(in_chunk(segment, p, es), packed, landing.in_place->array,
                buffers.base(landing.in_place->kind, landing.in_place->index), segment, p.first, p.count, es);
-    if (!landing.partial) continue;
+    if (landing.partial.empty()) continue;
     // Read from where the bytes arrived: the packed chunk, or their place if they landed there.
     const Array arrived = staged ? in_chunk(segment, p, es) : landing.in_place->array;
     const std::byte* arrived_base =
         staged ? packed : buffers.base(landing.in_place->kind, landing.in_place->index);
-    const Located& dest = *landing.partial;
     ranges.clear();
     range_boxes(segment, p.first, p.first + p.count, ranges);
-    for (const Box& range : ranges)
-      if (const auto x = intersect(range, *dest.array.box))
-        copy_box(arrived, arrived_base, dest.array, buffers.base(dest.kind, dest.index), *x, 0, x->volume(),
-                 es);
+    for (const Located& dest : landing.partial)
+      for (const Box& range : ranges)
+        if (const auto x = intersect(range, *dest.array.box))
+          copy_box(arrived, arrived_base, dest.array, buffers.base(dest.kind, dest.index), *x, 0, x->volume(),
+                   es);
   }
 }
 

@@ -101,7 +101,7 @@ Result<std::vector<TransferCopyCost>> copy_costs(const LoweredPlan& lowered, con
     for (const auto& l : s.landings) s.homes.push_back(l.in_place ? &*l.in_place : nullptr);
     cost_side(lowered, t, s, rule, false, cost);
     // Parts of segments that land elsewhere are copied into the receiver's own box after landing.
-    if (std::ranges::any_of(s.landings, [](const SegmentLanding& l) { return l.partial.has_value(); })) {
+    if (std::ranges::any_of(s.landings, [](const SegmentLanding& l) { return !l.partial.empty(); })) {
       cost.unpacks = true;
       const auto& layout = lowered.layout(t.id);
       cost.unpack_last = Bytes{layout.chunk_bytes(layout.chunks() - 1)};

@@ -29,8 +29,9 @@ class RankShardFinder final : public detail::ShardFinder {
     const auto i = (source ? source_ : destination_)[tensor];
     if (i < 0) return {};
     const auto& shard = (source ? shards_.sources : shards_.destinations)[static_cast<std::size_t>(i)];
-    return ShardRef{.index = i, .box = &shard.box};
+    return ShardRef{.index = i, .box = &shard.box, .regions = &shard.regions};
   }
+  const std::vector<std::int32_t>& sources_by_tensor() const { return source_; }
 
  private:
   [[nodiscard]] static Result<void> index_side(const Plan& plan, const std::vector<Shard>& shards,
@@ -47,8 +48,28 @@ class RankShardFinder final : public detail::ShardFinder {
         return mismatch(fmt::format("{}: box {} is not inside tensor '{}'", at, s.box.to_string(), t.name));
       if (by_tensor[s.tensor] >= 0)
         return mismatch(fmt::format("{}: a second {} shard of tensor '{}'", at, side, t.name));
+      REFIT_TRY_IN(check_regions(s), fmt::format("{}: tensor '{}' box {}", at, t.name, s.box.to_string()));
       by_tensor[s.tensor] = static_cast<std::int32_t>(i);
     }
+    return {};
+  }
+
+  // Regions tile the box when each lies inside it, no two share an element and their volumes add
+  // up to the box's.
+  [[nodiscard]] static Result<void> check_regions(const Shard& s) {
+    std::int64_t volume = 0;
+    for (std::size_t i = 0; i < s.regions.size(); ++i) {
+      const Region& r = s.regions[i];
+      if (r.box.rank() != s.box.rank() || r.box.extent.size() != r.box.rank() || !s.box.contains(r.box) ||
+          r.strides.size() != r.box.rank() || r.buffer < 0 || r.offset < 0)
+        return mismatch(fmt::format("region {} ({}) is not a strided part of the box", i, r.box.to_string()));
+      for (std::size_t j = 0; j < i; ++j)
+        if (overlap(r.box, s.regions[j].box))
+          return mismatch(fmt::format("regions {} and {} share elements", j, i));
+      volume += r.box.volume();
+    }
+    if (!s.regions.empty() && volume != s.box.volume())
+      return mismatch(fmt::format("regions cover {} of its {} elements", volume, s.box.volume()));
     return {};
   }
 
@@ -146,6 +167,11 @@ Result<std::vector<SourcePart>> RankProgram::source_parts(const Send& s, const P
   if (const auto& home = s.segments[static_cast<std::size_t>(p.segment)])
     return std::vector<SourcePart>{
         SourcePart{.from = *home, .box = seg.box, .first = p.first, .count = p.count}};
+  if (seg.via == kFromSourceShard) {
+    const auto i = source_shard_[seg.tensor];
+    const Shard& shard = shards_.sources[static_cast<std::size_t>(i)];
+    return detail::region_parts(ShardRef{.index = i, .box = &shard.box, .regions = &shard.regions}, seg, p);
+  }
   return REFIT_TRY_IN(detail::gathered_parts(*lowered_, received_, rank_, seg, p),
                       fmt::format("transfer {}", s.transfer));
 }
@@ -171,7 +197,7 @@ Result<RankProgram> lower_rank(const LoweredPlan& lowered, Rank rank, RankShards
         demand(program.receive_staging_, r.chunks.back());
       }
       r.extracts =
-          std::ranges::any_of(r.segments, [](const SegmentLanding& l) { return l.partial.has_value(); });
+          std::ranges::any_of(r.segments, [](const SegmentLanding& l) { return !l.partial.empty(); });
       program.receives_.push_back(std::move(r));
     }
     if (t.sender == rank) {
@@ -188,6 +214,7 @@ Result<RankProgram> lower_rank(const LoweredPlan& lowered, Rank rank, RankShards
       program.sends_.push_back(std::move(s));
     }
   }
+  program.source_shard_ = finder.sources_by_tensor();
   program.scratch_ = homes.scratch();
   program.received_ = std::move(homes).take_received();
   return program;

@@ -7,6 +7,7 @@
 
 #include "refit/core/json_fields.h"
 #include "refit/core/try.h"
+#include "refit/models/storage_json.h"
 
 namespace refit::models {
 namespace {
@@ -16,7 +17,8 @@ using json_fields::element;
 using json_fields::Json;
 
 constexpr std::string_view kFormat = "refit-manifest";
-constexpr std::int64_t kVersion = 1;
+constexpr std::int64_t kVersion = 1;         // without storage maps
+constexpr std::int64_t kStorageVersion = 2;  // with them
 // Far above any real job; keep rank arithmetic inside int32 and byte counts inside int64.
 constexpr std::int64_t kMaxRanks = std::int64_t{1} << 24;
 constexpr std::int64_t kMaxElements = std::int64_t{1} << 56;
@@ -100,8 +102,12 @@ constexpr std::int64_t kMaxElements = std::int64_t{1} << 56;
 [[nodiscard]] Result<void> check_header(json_fields::FieldReader& r, const Json& j) {
   if (r.has("format") && (!j["format"].is_string() || j["format"] != kFormat))
     r.fail("format", fmt::format("expected \"{}\"", kFormat));
-  if (r.has("version") && r.integer("version", 1) != kVersion)
-    r.fail("version", fmt::format("only version {} is known", kVersion), ErrorCode::kUnsupported);
+  if (r.has("version")) {
+    const auto v = r.integer("version", 1);
+    if (v != kVersion && v != kStorageVersion)
+      r.fail("version", fmt::format("only versions {} and {} are known", kVersion, kStorageVersion),
+             ErrorCode::kUnsupported);
+  }
   return r.status();
 }
 
@@ -113,10 +119,18 @@ nlohmann::ordered_json side_json(const Layout& layout) {
   return {{"mesh", layout.mesh().shape()}, {"ranks", ranks}, {"placements", placements}};
 }
 
-}  // namespace
+// Version 2's storage maps, when the manifest has them.
+[[nodiscard]] Result<std::optional<StorageMaps>> read_storage(const Json& j, const ReshardProblem& problem) {
+  if (!json_fields::has(j, "storage")) return std::optional<StorageMaps>{};
+  const Json* storage = REFIT_TRY(json_fields::require_object(j, "storage", ""));
+  const Json* source = REFIT_TRY(json_fields::require_object(*storage, "source", "storage"));
+  const Json* destination = REFIT_TRY(json_fields::require_object(*storage, "destination", "storage"));
+  return StorageMaps{
+      .source = REFIT_TRY(parse_storage(*source, "storage.source", problem, true)),
+      .destination = REFIT_TRY(parse_storage(*destination, "storage.destination", problem, false))};
+}
 
-Result<ReshardProblem> parse_manifest(std::string_view json_text) {
-  const auto j = REFIT_TRY(json_fields::parse_object(json_text, "manifest"));
+[[nodiscard]] Result<ReshardProblem> read_problem(const Json& j) {
   json_fields::FieldReader r(j, "", kMaxRanks);
   REFIT_TRY(check_header(r, j));
   const auto sources = r.integer("source_ranks", 1);
@@ -131,20 +145,38 @@ Result<ReshardProblem> parse_manifest(std::string_view json_text) {
                               static_cast<std::int32_t>(destinations));
 }
 
-Result<ReshardProblem> load_manifest(const std::filesystem::path& path) {
+}  // namespace
+
+Result<Manifest> parse_manifest_with_storage(std::string_view json_text) {
+  const auto j = REFIT_TRY(json_fields::parse_object(json_text, "manifest"));
+  auto problem = REFIT_TRY(read_problem(j));
+  auto storage = REFIT_TRY(read_storage(j, problem));
+  return Manifest{.problem = std::move(problem), .storage = std::move(storage)};
+}
+
+Result<ReshardProblem> parse_manifest(std::string_view json_text) {
+  return REFIT_TRY(parse_manifest_with_storage(json_text)).problem;
+}
+
+Result<Manifest> load_manifest_with_storage(const std::filesystem::path& path) {
   std::ifstream in(path);
   if (!in) return not_found(fmt::format("{}: cannot open the file", path.string()));
   std::stringstream text;
   text << in.rdbuf();
-  return REFIT_TRY_IN(parse_manifest(text.str()), path.string());
+  return REFIT_TRY_IN(parse_manifest_with_storage(text.str()), path.string());
 }
 
-// One tensor per line, so manifests diff and grep well.
-std::string write_manifest(const ReshardProblem& problem) {
+Result<ReshardProblem> load_manifest(const std::filesystem::path& path) {
+  return REFIT_TRY(load_manifest_with_storage(path)).problem;
+}
+
+// One tensor (and one rank's storage) per line, so manifests diff and grep well.
+std::string write_manifest(const ReshardProblem& problem, const StorageMaps* storage) {
   std::string out = fmt::format(
       "{{\"format\":\"{}\",\"version\":{},\"source_ranks\":{},\"destination_ranks\":{},"
       "\"tensors\":[\n",
-      kFormat, kVersion, problem.source_ranks(), problem.destination_ranks());
+      kFormat, storage != nullptr ? kStorageVersion : kVersion, problem.source_ranks(),
+      problem.destination_ranks());
   const auto& tensors = problem.tensors();
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const auto& t = tensors[i];
@@ -155,12 +187,24 @@ std::string write_manifest(const ReshardProblem& problem) {
                                         {"destination", side_json(t.destination)}};
     out += tensor.dump() + (i + 1 < tensors.size() ? ",\n" : "\n");
   }
-  return out + "]}\n";
+  if (storage == nullptr) return out + "]}\n";
+  out += "],\n\"storage\":{";
+  for (const auto* side : {&storage->source, &storage->destination}) {
+    const auto j = storage_json(*side, problem);
+    out += fmt::format("{}\"{}\":{{\"framework\":{},\"ranks\":[\n", side == &storage->source ? "" : ",\n",
+                       side == &storage->source ? "source" : "destination", j["framework"].dump());
+    const auto& ranks = j["ranks"];
+    for (std::size_t i = 0; i < ranks.size(); ++i)
+      out += ranks[i].dump() + (i + 1 < ranks.size() ? ",\n" : "\n");
+    out += "]}";
+  }
+  return out + "}}\n";
 }
 
-Result<void> save_manifest(const ReshardProblem& problem, const std::filesystem::path& path) {
+Result<void> save_manifest(const ReshardProblem& problem, const std::filesystem::path& path,
+                           const StorageMaps* storage) {
   std::ofstream out(path);
-  out << write_manifest(problem);
+  out << write_manifest(problem, storage);
   if (!out) return fail(ErrorCode::kRuntime, fmt::format("{}: cannot write the file", path.string()));
   return {};
 }

@@ -47,16 +47,40 @@ namespace {
   return counts;
 }
 
+// q_proj's weight or bias: with tp beyond the query groups it is laid out with k and v.
+bool is_query(const WeightTensor& t) {
+  return t.kind == TensorKind::kColumn &&
+         (t.spec.name.ends_with("self_attn.q_proj.weight") || t.spec.name.ends_with("self_attn.q_proj.bias"));
+}
+
+// Megatron splits linear_qkv's rows evenly over TP (attention.py, SelfAttention: "When tp_size >
+// num_kv_heads, we split 'q1 q2 k1 v1' over multiple ranks"). With r = tp/groups ranks per query
+// group, each takes h = (q heads per group + 2)/r heads of it; refit needs h whole and dividing
+// the group's q heads, so every rank holds only q heads (split evenly) or only k and/or v.
+[[nodiscard]] Result<void> check_query_groups(const ModelSpec& m, const MegatronConfig& c) {
+  if (m.num_kv_heads == 0 || m.num_kv_heads % c.tp == 0) return {};
+  const auto per_group = m.num_heads / m.num_kv_heads;
+  const auto r = c.tp / m.num_kv_heads;
+  if (c.tp % m.num_kv_heads != 0 || (per_group + 2) % r != 0 || per_group % ((per_group + 2) / r) != 0)
+    return mismatch(
+        fmt::format("tp={} with {} query groups of {} q heads: each rank's part of linear_qkv must be "
+                    "whole q heads (as many on each) or k/v heads",
+                    c.tp, m.num_kv_heads, per_group));
+  return {};
+}
+
 [[nodiscard]] Result<void> check_sizes(const ModelSpec& m, const MegatronConfig& c) {
   REFIT_TRY(check_divides(c.tp, "tp", m.num_heads, "num_attention_heads"));
-  if (m.num_kv_heads > 0)  // Megatron shards whole query groups over TP
-    REFIT_TRY(check_divides(c.tp, "tp", m.num_kv_heads, "num_key_value_heads"));
+  REFIT_TRY(check_query_groups(m, c));
+  const bool grouped = m.num_kv_heads > 0 && m.num_kv_heads % c.tp != 0;  // tp beyond the groups
   if (m.num_experts == 0 && c.ep > 1)
     return mismatch(fmt::format("ep={}: {} has no routed experts", c.ep, m.name));
   if (m.num_experts > 0) REFIT_TRY(check_divides(c.ep, "ep", m.num_experts, "the routed experts"));
   for (const auto& t : m.tensors) {
-    // The vocab is padded by Megatron, so any split of it is fine (see the README).
-    if (t.kind == TensorKind::kVocab) continue;
+    // The vocab is padded by Megatron, so any split of it is fine (see the README); q, k and v
+    // beyond the query groups follow check_query_groups.
+    if (t.kind == TensorKind::kVocab || (grouped && (is_query(t) || t.kind == TensorKind::kKeyValue)))
+      continue;
     const bool expert = t.is_routed_expert();
     REFIT_TRY(check_even_split(t, tensor_parallel_dim(t), expert ? c.etp : c.tp, expert ? "etp" : "tp"));
   }
@@ -77,7 +101,30 @@ Result<std::vector<std::int64_t>> megatron_stage_starts(std::int64_t num_layers,
 Result<MegatronLayouts> MegatronLayouts::make(const ModelSpec& model, const MegatronConfig& config) {
   REFIT_TRY(check_sizes(model, config));
   auto starts = REFIT_TRY(megatron_stage_starts(model.num_layers, config));
-  return MegatronLayouts(config, std::move(starts), model.tied_embeddings);
+  return MegatronLayouts(config, std::move(starts), model.tied_embeddings, model.num_heads,
+                         model.num_kv_heads);
+}
+
+// TP beyond the query groups (check_query_groups): rank j of a group's r ranks holds heads
+// [j*h, (j+1)*h) of the group's [q heads; k; v]. So q lies on the group's first q/h ranks, split
+// evenly, and k and v each on the one rank holding head q (k) or q + 1 (v): a [DP*CP, groups, n]
+// mesh of those ranks, [R, S0, S0].
+Result<Layout> MegatronLayouts::query_group_layout(const WeightTensor& tensor, std::int64_t stage) const {
+  const auto& c = config_;
+  const auto per_group = heads_ / kv_heads_;
+  const auto r = c.tp / kv_heads_;
+  const auto h = (per_group + 2) / r;
+  const bool query = is_query(tensor);
+  const bool value = !query && tensor.spec.name.find("v_proj") != std::string::npos;
+  const auto first = query ? 0 : (per_group + (value ? 1 : 0)) / h;
+  const auto n = query ? per_group / h : 1;
+  std::vector<Rank> ranks;
+  for (std::int64_t d = 0; d < c.dp * c.cp; ++d)
+    for (std::int64_t g = 0; g < kv_heads_; ++g)
+      for (std::int64_t j = first; j < first + n; ++j)
+        ranks.emplace_back(static_cast<std::int32_t>(stage * c.stage_size() + d * c.tp + g * r + j));
+  return make_layout(tensor, {c.dp * c.cp, kv_heads_, n}, std::move(ranks),
+                     {Placement::replicate(), Placement::shard(0), Placement::shard(0)});
 }
 
 std::int64_t MegatronLayouts::stage_of(const WeightTensor& tensor) const {
@@ -100,6 +147,8 @@ Result<Layout> MegatronLayouts::layout(const WeightTensor& tensor) const {
 
 Result<Layout> MegatronLayouts::dense_layout(const WeightTensor& tensor, std::int64_t stage) const {
   const auto& c = config_;
+  if (kv_heads_ > 0 && kv_heads_ % c.tp != 0 && (is_query(tensor) || tensor.kind == TensorKind::kKeyValue))
+    return query_group_layout(tensor, stage);
   const auto tp = shard_or_replicate(tensor_parallel_dim(tensor));
   // With tied embeddings the last stage keeps its own copy of the embedding for the output layer.
   if (tensor.section == Section::kEmbedding && tied_embeddings_ && c.pp > 1) {

@@ -99,8 +99,11 @@ class TensorBuilder {
 
   void mixture_of_experts(const MoeFields& m) {
     add(fmt::format("{}.gate.weight", m.module), {m.num_experts, f_.hidden}, TensorKind::kReplicated);
+    // fp32 whatever the weights' dtype, in both frameworks (docs/frameworks.md, "Storage"): vLLM's
+    // DeepseekV2MoE and Megatron's TopKRouter expert_bias allocate it as float32.
     if (m.score_correction_bias)
-      add(fmt::format("{}.gate.e_score_correction_bias", m.module), {m.num_experts}, TensorKind::kReplicated);
+      add(fmt::format("{}.gate.e_score_correction_bias", m.module), {m.num_experts}, TensorKind::kReplicated)
+          .spec.dtype = DType::kFP32;
     if (per_expert_) {
       for (std::int64_t e = 0; e < m.num_experts; ++e) routed_experts(m, e);
     } else {

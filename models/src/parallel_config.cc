@@ -123,11 +123,18 @@ Result<MegatronConfig> parse_megatron(std::string_view text) {
 }
 
 Result<VllmConfig> parse_vllm(std::string_view text) {
-  static constexpr std::array<std::string_view, 5> kKeys{"tp", "dp", "pp", "ep", "expert_parallel"};
+  static constexpr std::array<std::string_view, 6> kKeys{"tp",       "dp", "pp", "ep", "expert_parallel",
+                                                         "placement"};
   const auto settings = REFIT_TRY(split_settings(text, kKeys));
   VllmConfig c;
   std::int64_t ep = 0;  // 0 off, 1 on, or the EP size the user wrote, checked against tp*dp
   for (const auto& s : settings) {
+    if (s.key == "placement") {
+      if (s.value != "linear" && s.value != "round_robin")
+        return parse_error(fmt::format("placement={}: expected linear or round_robin", s.value));
+      c.placement = s.value == "linear" ? ExpertPlacement::kLinear : ExpertPlacement::kRoundRobin;
+      continue;
+    }
     const bool is_ep = s.key == "ep" || s.key == "expert_parallel";
     const auto v = REFIT_TRY(is_ep ? expert_parallel_value(s) : size_value(s));
     if (s.key == "tp") c.tp = v;
@@ -143,6 +150,8 @@ Result<VllmConfig> parse_vllm(std::string_view text) {
                     "to turn it on)",
                     ep, c.world()));
   c.expert_parallel = ep >= 1;
+  if (c.placement == ExpertPlacement::kRoundRobin && !c.expert_parallel)
+    return invalid("placement=round_robin: places experts over expert-parallel ranks (add ep=on)");
   return c;
 }
 
@@ -154,7 +163,8 @@ std::string to_string(const MegatronConfig& c) {
 }
 
 std::string to_string(const VllmConfig& c) {
-  return fmt::format("tp={},dp={},ep={}", c.tp, c.dp, c.expert_parallel ? "on" : "off");
+  const auto s = fmt::format("tp={},dp={},ep={}", c.tp, c.dp, c.expert_parallel ? "on" : "off");
+  return c.placement == ExpertPlacement::kRoundRobin ? s + ",placement=round_robin" : s;
 }
 
 }  // namespace refit::models

@@ -66,10 +66,17 @@ Result<Layout> VllmLayouts::layout(const WeightTensor& tensor) const {
 
 Result<Layout> VllmLayouts::expert_parallel_layout(const WeightTensor& tensor) const {
   const auto ep = config_.ep();
+  const bool round_robin = config_.placement == ExpertPlacement::kRoundRobin;
+  if (tensor.is_stacked() && round_robin)
+    return unsupported(
+        fmt::format("{}: placement=round_robin puts every EP-th expert on a rank, which a "
+                    "stacked [E, ...] tensor cannot say: use per-expert tensors (--per-expert)",
+                    tensor.spec.name));
   if (tensor.is_stacked())
     return make_layout(tensor, {ep}, rank_block(first_rank_, ep), {Placement::shard(0)});
-  // Expert e lives whole on EP rank e / (E/EP).
-  const auto owner = first_rank_ + tensor.expert / (tensor.routed_experts / ep);
+  // Expert e lives whole on EP rank e / (E/EP) (linear) or e % EP (round_robin).
+  const auto owner =
+      first_rank_ + (round_robin ? tensor.expert % ep : tensor.expert / (tensor.routed_experts / ep));
   return make_layout(tensor, {1}, rank_block(owner, 1), {Placement::replicate()});
 }
 

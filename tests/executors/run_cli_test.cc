@@ -61,6 +61,34 @@ TEST_P(RunModel, EveryStrategyIsVerified) {
 INSTANTIATE_TEST_SUITE_P(Models, RunModel,
                          ::testing::Combine(::testing::Range(0, 2), ::testing::Range(0, 4)));
 
+class RunFrameworkStorage : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+// Megatron's parameters to vLLM's (fused qkv and gate/up, TEGroupedMLP experts to w13/w2, a vocab
+// of 1023 padded on both sides): every region holds its pattern and every padding byte is zero.
+TEST_P(RunFrameworkStorage, EveryStrategyIsVerifiedThroughTheRegions) {
+  const auto& [model, strategy] = GetParam();
+  const ModelCase c = model == 0 ? ModelCase{"tiny-llama-vocab1023.json", "tp=2", "tp=4", 6}
+                                 : ModelCase{"tiny-qwen3-moe.json", "tp=2,ep=2,etp=1", "tp=2", 4};
+  const auto r = refit_run(c.ranks, "--model " + kModels + c.config + " --train " + c.train + " --infer " +
+                                        c.infer + " --strategy " + kStrategies[strategy] +
+                                        " --cluster cpu-host:gpus_per_domain=2 --storage framework --verify "
+                                        "--json --timeout 20 --staging 4096");
+  expect_verified(r, kStrategies[strategy], c.ranks);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, RunFrameworkStorage,
+                         ::testing::Combine(::testing::Range(0, 2), ::testing::Range(0, 4)));
+
+// --storage framework needs to know the frameworks: a version 1 manifest is refused, naming it.
+TEST(RunFrameworkStorage, AManifestWithoutStorageMapsIsRefused) {
+  const auto path = std::filesystem::temp_directory_path() / "refit_v1_manifest.json";
+  testing::run_shell(std::string(REFIT_CLI_PATH) + " models " + kModels + "tiny-llama.json --train tp=1 " +
+                     "--infer tp=1 --write-manifest " + path.string());
+  const auto r = refit_run(2, "--manifest " + path.string() + " --storage framework --timeout 20");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("has no storage maps"), std::string::npos) << r.err;
+}
+
 // Random layouts (uneven, empty, replicated and strided boxes, mixed dtypes) through manifests.
 TEST(RunManifest, RandomLayoutsAreVerified) {
   testing::RandomProblems gen(2024);

@@ -126,7 +126,7 @@ TEST(RankProgram, ForwardedDataOutsideTheDestinationBoxLandsInScratch) {
       for (const auto& l : r.segments)
         if (l.in_place && l.in_place->kind == BufferKind::kScratch) {
           ++kept;
-          copied_out += l.partial ? 1 : 0;
+          copied_out += l.partial.empty() ? 0 : 1;
           EXPECT_GT(program.scratch(), Bytes{0});
         }
   EXPECT_GT(kept, 0);

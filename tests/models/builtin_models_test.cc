@@ -11,9 +11,11 @@ struct Published {
   std::int64_t exact;       // our count, derived by hand below
   double published;         // docs/models.md (billions)
   double projection_share;  // docs/models.md, share of bytes in gate/up/down (0 = not listed)
+  std::int64_t fp32 = 0;    // elements kept in fp32: the router's e_score_correction_bias, E per MoE layer
 };
 
-// Exact counts (elements), BF16 bytes are twice these:
+// Exact counts (elements), BF16 bytes are twice these, but for the fp32 router biases of
+// DeepSeek-V3 (256 per MoE layer: 58 layers, 59 with MTP) and Kimi-K2 (384 x 60), 4 bytes each:
 // qwen3-235b-a22b: per layer attention q,o 2*8192*4096 + k,v 2*512*4096 = 71,303,168, q/k norm 256,
 //   experts 128*3*1536*4096 = 2,415,919,104, router 128*4096 = 524,288, norms 2*4096
 //   -> 2,487,755,008 x 94 = 233,848,970,752; embed + lm_head 2*151936*4096 = 1,244,659,712;
@@ -40,9 +42,9 @@ constexpr Published kPublished[] = {
     {"qwen3-235b-a22b", "qwen3_moe", 235'093'634'560, 235.09, 0.966},
     {"qwen3-30b-a3b", "qwen3_moe", 30'532'122'624, 30.53, 0},
     {"qwen3-8b", "qwen3", 8'190'735'360, 8.19, 0},
-    {"deepseek-v3", "deepseek_v3", 671'026'419'200, 671.03, 0.980},
-    {"deepseek-v3-mtp", "deepseek_v3", 684'489'845'504, 671.03 + 13.46, 0},
-    {"kimi-k2", "deepseek_v3", 1'026'408'232'448, 1026.4, 0.992},
+    {"deepseek-v3", "deepseek_v3", 671'026'419'200, 671.03, 0.980, 58 * 256},
+    {"deepseek-v3-mtp", "deepseek_v3", 684'489'845'504, 671.03 + 13.46, 0, 59 * 256},
+    {"kimi-k2", "deepseek_v3", 1'026'408'232'448, 1026.4, 0.992, 60 * 384},
     {"llama-3.1-405b", "llama", 405'853'388'800, 405.85, 0.813},
     {"llama-3.1-8b", "llama", 8'030'261'248, 8.03, 0},
 };
@@ -57,7 +59,7 @@ TEST_P(BuiltinTotals, MatchPublishedCounts) {
   EXPECT_EQ(model->architecture, p.architecture);
   EXPECT_EQ(model->parameter_count(), p.exact);
   EXPECT_NEAR(static_cast<double>(model->parameter_count()) / 1e9, p.published, p.published * 1e-3);
-  EXPECT_EQ(model->bytes().value, 2 * p.exact);  // BF16
+  EXPECT_EQ(model->bytes().value, 2 * (p.exact - p.fp32) + 4 * p.fp32);  // BF16, router biases fp32
   if (p.projection_share > 0) {
     const double share =
         static_cast<double>(model->projection_bytes().value) / static_cast<double>(model->bytes().value);

@@ -135,7 +135,6 @@ TEST(MegatronLayout, LatentAttentionProjections) {
 TEST(MegatronLayout, SizesThatDoNotFit) {
   const std::tuple<const char*, const char*, const char*> cases[] = {
       {"tiny-llama.json", "tp=3", "tp=3 does not divide num_attention_heads=4"},
-      {"tiny-llama.json", "tp=4", "tp=4 does not divide num_key_value_heads=2"},
       {"tiny-llama.json", "ep=2", "has no routed experts"},
       {"tiny-qwen3-moe.json", "ep=16", "ep=16 does not divide the routed experts=8"},
       {"tiny-qwen3-moe.json", "etp=64,ep=1,dp=64", "etp=64 does not divide dim 1 (32)"},
@@ -147,6 +146,30 @@ TEST(MegatronLayout, SizesThatDoNotFit) {
     EXPECT_EQ(layouts.error().code, ErrorCode::kMismatch) << layouts.error().message;
     EXPECT_NE(layouts.error().message.find(message), std::string::npos) << layouts.error().message;
   }
+  // 8 q heads in 2 groups over tp=4: a group [q0..q3; k; v] of 6 heads over 2 ranks gives each
+  // 3 heads, so one rank would hold q heads and k: refused.
+  auto wide = tiny("tiny-llama.json");
+  wide.num_heads = 8;
+  const auto mixed = MegatronLayouts::make(wide, *parse_megatron("tp=4"));
+  ASSERT_FALSE(mixed);
+  EXPECT_NE(mixed.error().message.find("tp=4 with 2 query groups of 4 q heads"), std::string::npos)
+      << mixed.error().message;
+}
+
+// tp=4 beyond tiny-llama's 2 query groups [q0 q1 k0 v0 | q2 q3 k1 v1]: each rank takes 2 heads of
+// 16 rows, ranks 0 and 2 the q heads of groups 0 and 1 (q rows 0..31, 32..63), ranks 1 and 3
+// their k and v heads (rows 0..15 and 16..31 of k and of v).
+TEST(MegatronLayout, TensorParallelBeyondTheQueryGroups) {
+  const auto m = tiny("tiny-llama.json");
+  const auto q = megatron(m, "tp=4", "model.layers.0.self_attn.q_proj.weight");
+  EXPECT_EQ(box(q, 0), (Box{{0, 0}, {32, 64}}));
+  EXPECT_EQ(box(q, 2), (Box{{32, 0}, {32, 64}}));
+  EXPECT_FALSE(q.mesh().position_of_rank(Rank{1}));
+  const auto k = megatron(m, "tp=4", "model.layers.0.self_attn.k_proj.weight");
+  EXPECT_EQ(box(k, 3), (Box{{16, 0}, {16, 64}}));
+  EXPECT_FALSE(k.mesh().position_of_rank(Rank{2}));
+  const auto v = megatron(m, "tp=4", "model.layers.0.self_attn.v_proj.weight");
+  EXPECT_EQ(box(v, 1), (Box{{0, 0}, {16, 64}}));
 }
 
 TEST(VllmLayout, FewerKvHeadsThanTpAreReplicated) {

@@ -126,7 +126,7 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, BadManifests,
     ::testing::Values(
         BadManifest{"/format", "other", ErrorCode::kInvalidArgument, "format: expected \"refit-manifest\""},
-        BadManifest{"/version", 2, ErrorCode::kUnsupported, "version: only version 1"},
+        BadManifest{"/version", 3, ErrorCode::kUnsupported, "version: only versions 1 and 2"},
         BadManifest{"/source_ranks", nullptr, ErrorCode::kInvalidArgument, "source_ranks: missing"},
         BadManifest{"/tensors/0/name", nullptr, ErrorCode::kInvalidArgument, "tensors[0].name: missing"},
         BadManifest{"/tensors/0/dtype", "bf17", ErrorCode::kUnsupported, "tensors[0].dtype"},

@@ -1,5 +1,7 @@
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -73,6 +75,27 @@ TEST(ModelsCli, WritesAManifest) {
   EXPECT_EQ(j["destination_ranks"], 4);
   // 27 stacked tensors; per expert: 2 layers * 3 * (8 - 1) more.
   EXPECT_EQ(j["tensors"].size(), 27u + 42);
+}
+
+// --storage: each side's parameters on every rank with the regions of the logical tensors in
+// them. tiny-qwen3-moe, vLLM tp=2: per layer qkv_proj [64/2 + 32/2 + 32/2 = 64, 64], w13
+// [8, 2*32/2, 64] holding gate and up of every expert (2 regions), w2 [8, 64, 16].
+TEST(ModelsCli, StorageListsEachRanksParametersWithTheirRegions) {
+  const auto r = run_refit("models " + kTinyMoe + " --train tp=1 --infer tp=2 --storage --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["storage"]["training"]["framework"], "megatron");
+  const auto& rank = j["storage"]["inference"]["ranks"][1];
+  EXPECT_EQ(rank["rank"], 2);
+  std::map<std::string, nlohmann::json> shapes;
+  for (const auto& p : rank["parameters"]) shapes[p["name"]] = p["shape"];
+  EXPECT_EQ(shapes["model.layers.0.self_attn.qkv_proj.weight"], nlohmann::json::parse("[64, 64]"));
+  EXPECT_EQ(shapes["model.layers.1.mlp.experts.w13_weight"], nlohmann::json::parse("[8, 32, 64]"));
+  EXPECT_EQ(shapes["model.layers.1.mlp.experts.w2_weight"], nlohmann::json::parse("[8, 64, 16]"));
+  const auto regions = std::ranges::count_if(rank["regions"], [](const auto& g) {
+    return g["tensor"].template get<std::string>().starts_with("model.layers.1.mlp.experts.");
+  });
+  EXPECT_EQ(regions, 3);
 }
 
 struct BadInput {

@@ -81,9 +81,12 @@ TEST(ReferenceRefit, DeepseekV3_Pp16Ep16_To_Tp32Dp8) {
   //   MoE layer: + shared 3*2048*7168 = 44,040,192 + router 256*7168 = 1,835,008 + bias 256
   //     + 256/16 = 16 experts * 3*2048*7168 = 704,643,072 -> 937,640,192.
   //   embed_tokens, lm_head 129280*7168 = 926,679,040.
+  // 2 B per element, but the router bias is fp32: 2 B more for each of its 256 per MoE layer.
   // stage 0:    926,679,040 + 3*583,483,392 + 937,640,192 = 3,614,769,408 el = 7,229,538,816 B
-  // stage 1-14: 4*937,640,192 = 3,750,560,768 el = 7,501,121,536 B
+  //             + 512 = 7,229,539,328 B
+  // stage 1-14: 4*937,640,192 = 3,750,560,768 el = 7,501,121,536 B + 4*512 = 7,501,123,584 B
   // stage 15:   937,640,192 + 7168 + 926,679,040 = 1,864,326,400 el = 3,728,652,800 B
+  //             + 512 = 3,728,653,312 B
   // Inference: tp=32, dp=8, no EP; every rank the same. Per layer:
   //   q_a_proj 1536*7168 and kv_a_proj 576*7168 replicated, their norms 1536 + 512,
   //   q_b_proj 24576/32*1536 = 1,179,648, kv_b_proj 32768/32*512 = 524,288,
@@ -93,17 +96,17 @@ TEST(ReferenceRefit, DeepseekV3_Pp16Ep16_To_Tp32Dp8) {
   //     + router and bias 1,835,264 -> 376,062,208;
   //   embed, lm_head 129280/32 = 4040 rows * 7168 = 28,958,720 each; norm 7168.
   //   3*32,915,456 + 58*376,062,208 + 2*28,958,720 + 7168 = 21,968,279,040 el
-  //   = 43,936,558,080 B.
+  //   = 43,936,558,080 B, + 58*512 for the fp32 router biases = 43,936,587,776 B.
   auto model = builtin_model("deepseek-v3");
   ASSERT_TRUE(model);
   const auto p = build(*model, "pp=16,ep=16", "tp=32,dp=8");
   EXPECT_EQ(p.source_ranks(), 256);
   EXPECT_EQ(p.destination_ranks(), 256);
   const auto bytes = rank_bytes(p);
-  expect_ranks(bytes.source, 0, 15, 7'229'538'816, "training rank");
-  expect_ranks(bytes.source, 16, 239, 7'501'121'536, "training rank");
-  expect_ranks(bytes.source, 240, 255, 3'728'652'800, "training rank");
-  expect_ranks(bytes.destination, 0, 255, 43'936'558'080, "inference rank");
+  expect_ranks(bytes.source, 0, 15, 7'229'539'328, "training rank");
+  expect_ranks(bytes.source, 16, 239, 7'501'123'584, "training rank");
+  expect_ranks(bytes.source, 240, 255, 3'728'653'312, "training rank");
+  expect_ranks(bytes.destination, 0, 255, 43'936'587'776, "inference rank");
   expect_every_destination_element_covered(p);
 }
 

@@ -119,7 +119,7 @@ ChunkSide ChunkSides::receive(std::int32_t slot, std::int32_t transfer, std::int
     const Located arrived = staged ? in_staging(side.at, segment, p, es) : *landing.in_place;
     if (staged && landing.in_place)
       side.copies.push_back(copy(slot, arrived, *landing.in_place, segment, p.first, p.count, es));
-    if (landing.partial) extract(slot, arrived, *landing.partial, segment, p, es, side.copies);
+    for (const auto& dest : landing.partial) extract(slot, arrived, dest, segment, p, es, side.copies);
   }
   return side;
 }

@@ -25,18 +25,26 @@ Result<HostMirror> HostMirror::make(std::span<const LocalRankBuffers> ranks) {
     auto& mine = m.device_.emplace_back(r);
     if (r.buffers.memory != MemoryKind::kHost) continue;
     mine.buffers.memory = MemoryKind::kCuda;
-    for (auto* side : {&mine.buffers.sources, &mine.buffers.destinations})
-      for (auto& shard : *side) {
-        if (shard.bytes.empty()) continue;
-        auto& memory = m.memory_.emplace_back();
-        REFIT_TRY(memory.allocate(shard.bytes.size(),
-                                  fmt::format("cudaMalloc (copy of rank {}'s host shard)", r.rank.value)));
-        (side == &mine.buffers.sources ? m.sources_ : m.destinations_)
-            .push_back(Pair{.host = shard.bytes, .device = memory.get()});
-        shard.bytes = std::span(memory.get(), shard.bytes.size());
-      }
+    for (const bool source : {true, false}) {
+      auto& pairs = source ? m.sources_ : m.destinations_;
+      // The shards' own bytes, or the framework parameters their regions lie in.
+      auto& parameters = source ? mine.buffers.source_parameters : mine.buffers.destination_parameters;
+      for (auto& shard : source ? mine.buffers.sources : mine.buffers.destinations)
+        REFIT_TRY(m.mirror(shard.bytes, pairs, r.rank));
+      for (auto& bytes : parameters) REFIT_TRY(m.mirror(bytes, pairs, r.rank));
+    }
   }
   return m;
+}
+
+Result<void> HostMirror::mirror(std::span<std::byte>& bytes, std::vector<Pair>& pairs, Rank rank) {
+  if (bytes.empty()) return {};
+  auto& memory = memory_.emplace_back();
+  REFIT_TRY(
+      memory.allocate(bytes.size(), fmt::format("cudaMalloc (copy of rank {}'s host buffer)", rank.value)));
+  pairs.push_back(Pair{.host = bytes, .device = memory.get()});
+  bytes = std::span(memory.get(), bytes.size());
+  return {};
 }
 
 Result<void> HostMirror::upload_sources() const {

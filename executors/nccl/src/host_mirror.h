@@ -1,5 +1,6 @@
 #pragma once
-// Device copies of shards that a caller holds in host memory (as `refit run` does): the executor
+// Device copies of shards (or framework parameters) that a caller holds in host memory (as
+// `refit run` does): the executor
 // runs on the copies, uploading the sources before each execution and downloading the
 // destinations after it. Those copies are outside ExecutionReport::elapsed.
 #include <span>
@@ -25,6 +26,8 @@ class HostMirror {
     std::span<std::byte> host;
     std::byte* device = nullptr;
   };
+  // Allocates a device copy of `bytes`, remembers the pair and points `bytes` at the copy.
+  [[nodiscard]] Result<void> mirror(std::span<std::byte>& bytes, std::vector<Pair>& pairs, Rank rank);
   std::vector<DeviceMemory> memory_;
   std::vector<LocalRankBuffers> device_;
   std::vector<Pair> sources_;

@@ -1,6 +1,7 @@
 #include "local_view.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -35,10 +36,11 @@ namespace {
 [[nodiscard]] Result<void> add_rank(const Plan& plan, const LocalRankBuffers& g, MemoryKind memory,
                                     LocalView& view) {
   LocalRank local{.rank = g.rank, .shards = REFIT_TRY(check_rank_buffers(plan, g.rank, g.buffers, memory))};
+  // The lowering's buffer indices: one per shard, or the framework parameters (rank_buffers.h).
   local.first_source = static_cast<std::int32_t>(view.shards.size());
-  for (const auto& s : g.buffers.sources) view.shards.push_back(s.bytes);
+  std::ranges::copy(side_buffers(g.buffers, true), std::back_inserter(view.shards));
   local.first_destination = static_cast<std::int32_t>(view.shards.size());
-  for (const auto& s : g.buffers.destinations) view.shards.push_back(s.bytes);
+  std::ranges::copy(side_buffers(g.buffers, false), std::back_inserter(view.shards));
   view.ranks.push_back(std::move(local));
   return {};
 }

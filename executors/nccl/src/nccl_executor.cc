@@ -9,6 +9,7 @@
 #include "local_view.h"
 #include "program_bounds.h"
 #include "refit/core/try.h"
+#include "refit/executors/rank_buffers.h"
 #include "translate.h"
 
 namespace refit {
@@ -32,22 +33,27 @@ std::string who_of(std::span<const LocalRankBuffers> ranks, const Communicator& 
                      plan_ranks, comm.rank());
 }
 
-// Every shard is device memory of the communicator's GPU: NCCL and the kernels read it there.
+// Every buffer (shard, or framework parameter) is device memory of the communicator's GPU: NCCL
+// and the kernels read it there.
 [[nodiscard]] Result<void> check_device_memory(std::span<const LocalRankBuffers> ranks, int device) {
   for (const auto& r : ranks)
-    for (const auto* side : {&r.buffers.sources, &r.buffers.destinations})
-      for (std::size_t i = 0; i < side->size(); ++i) {
-        const auto& bytes = (*side)[i].bytes;
+    for (const bool source : {true, false}) {
+      const auto buffers = side_buffers(r.buffers, source);
+      const bool parameters =
+          !(source ? r.buffers.source_parameters : r.buffers.destination_parameters).empty();
+      for (std::size_t i = 0; i < buffers.size(); ++i) {
+        const auto& bytes = buffers[i];
         if (bytes.empty()) continue;
         cudaPointerAttributes a{};
-        const auto at = fmt::format("rank {}, {}[{}]", r.rank.value,
-                                    side == &r.buffers.sources ? "sources" : "destinations", i);
+        const auto at = fmt::format("rank {}, {}{}[{}]", r.rank.value, source ? "source" : "destination",
+                                    parameters ? "_parameters" : "s", i);
         if (cudaPointerGetAttributes(&a, bytes.data()) != cudaSuccess ||
             (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged) || a.device != device) {
           cudaGetLastError();  // clear the sticky-free error of a failed query
           return mismatch(fmt::format("{}: the buffer is not CUDA memory of GPU {}", at, device));
         }
       }
+    }
   return {};
 }
 

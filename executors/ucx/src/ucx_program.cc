@@ -11,13 +11,15 @@ namespace {
 class Builder {
  public:
   Builder(UcxProgram& program, const RankBuffers& buffers) : p_(program) {
-    for (const auto& b : buffers.sources)
-      p_.regions.push_back(
-          {.user = b.bytes.data(), .bytes = static_cast<std::int64_t>(b.bytes.size()), .remote = false});
-    for (const auto& b : buffers.destinations)
-      p_.regions.push_back(
-          {.user = b.bytes.data(), .bytes = static_cast<std::int64_t>(b.bytes.size()), .remote = true});
-    sources_ = buffers.sources.size();
+    const auto sources = side_buffers(buffers, true);
+    const auto destinations = side_buffers(buffers, false);
+    for (const auto& b : sources)
+      p_.regions.push_back({.user = b.data(), .bytes = static_cast<std::int64_t>(b.size()), .remote = false});
+    for (const auto& b : destinations)
+      p_.regions.push_back({.user = b.data(), .bytes = static_cast<std::int64_t>(b.size()), .remote = true});
+    sources_ = sources.size();
+    p_.source_buffers = sources.size();
+    p_.destination_buffers = destinations.size();
     const auto next = static_cast<std::uint32_t>(p_.regions.size());
     p_.scratch_region = next;
     p_.receive_staging_region = next + 1;
@@ -99,10 +101,8 @@ class Builder {
 }  // namespace
 
 lowering::HostBuffers UcxProgram::host(std::span<std::byte* const> bases) const {
-  const auto sources = rank->shards().sources.size();
-  const auto destinations = rank->shards().destinations.size();
-  return lowering::HostBuffers{.sources = bases.subspan(0, sources),
-                               .destinations = bases.subspan(sources, destinations),
+  return lowering::HostBuffers{.sources = bases.subspan(0, source_buffers),
+                               .destinations = bases.subspan(source_buffers, destination_buffers),
                                .scratch = bases[scratch_region]};
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // The lowering's rank program as the UCX executor runs it, worked out once at prepare: the
-// regions it registers (the caller's shards, then executor scratch and staging), each in-place
-// chunk's runs as offsets in those regions (what a grant tells the sender, what its puts read),
+// regions it registers (the caller's buffers: shards or parameters, then executor scratch and staging), each
+// in-place chunk's runs as offsets in those regions (what a grant tells the sender, what its puts read),
 // staging slots, and what forwarding chunks wait for, by receive. Plain data without UCX.
 #include <cstdint>
 #include <memory>
@@ -43,6 +43,8 @@ struct UcxProgram {
   std::unique_ptr<lowering::LoweredPlan> lowered;  // on the heap: `rank` refers to it
   std::optional<lowering::RankProgram> rank;
   std::vector<RegionSpec> regions;
+  std::size_t source_buffers = 0;       // the first regions: the side's buffers (rank_buffers.h)
+  std::size_t destination_buffers = 0;  // the next ones
   std::uint32_t scratch_region = 0;
   std::uint32_t receive_staging_region = 0;
   std::uint32_t send_staging_region = 0;

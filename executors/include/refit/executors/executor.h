@@ -1,7 +1,9 @@
 #pragma once
 // The executor contract: one executor per process; each rank runs its own part of a Plan.
 //
-// Buffers: a rank's local data of a tensor is its box of that tensor, row-major and contiguous.
+// Buffers: a rank's local data of a tensor is its box of that tensor, row-major and contiguous,
+// or, when a side passes a framework's parameters, strided regions of those (fused weights,
+// stacked experts, padded vocab: models/storage_map.h), read and written where they lie.
 // A training rank passes its source shards, an inference rank its destination shards. Data a rank
 // must forward (a relay) but that lies outside its own destination box is kept by the executor in
 // scratch memory of its own (only gather-broadcast plans need that); staging for packing strided
@@ -18,6 +20,7 @@
 #include "refit/core/error.h"
 #include "refit/core/units.h"
 #include "refit/lowering/lowered_plan.h"
+#include "refit/lowering/rank_program.h"
 #include "refit/planner/plan.h"
 
 namespace refit {
@@ -27,13 +30,19 @@ enum class MemoryKind : std::uint8_t { kHost, kCuda };
 struct ShardBuffer {
   std::uint32_t tensor = 0;    // index into Plan::tensors
   Box box;                     // the rank's box of that tensor, in global coordinates
-  std::span<std::byte> bytes;  // box.volume() * dtype size bytes, row-major
+  std::span<std::byte> bytes;  // box.volume() * dtype size bytes, row-major; empty with regions
+  // Where the box lies in the side's parameters (Region::buffer indexes them); empty: in `bytes`.
+  std::vector<lowering::Region> regions;
 };
 
 struct RankBuffers {
   MemoryKind memory = MemoryKind::kHost;
   std::vector<ShardBuffer> sources;       // what this rank holds (training ranks)
   std::vector<ShardBuffer> destinations;  // what this rank must end up holding (inference ranks)
+  // A framework's parameters on each side, which the shards' regions point into. A side either
+  // has parameters and every shard of it regions, or neither.
+  std::vector<std::span<std::byte>> source_parameters;
+  std::vector<std::span<std::byte>> destination_parameters;
 };
 
 struct ExecutorOptions {

@@ -9,8 +9,13 @@
 
 namespace refit {
 
-// The shards the lowering works with: the buffers' tensors and boxes, in the same order.
+// The shards the lowering works with: the buffers' tensors, boxes and regions, in the same order.
+// Regions must lie inside the parameter they name.
 [[nodiscard]] Result<lowering::RankShards> check_rank_buffers(const Plan& plan, Rank rank,
                                                               const RankBuffers& buffers, MemoryKind memory);
+
+// The memory the lowering's buffer indices of one side name: the parameters when the side has
+// them, else each shard's bytes.
+std::vector<std::span<std::byte>> side_buffers(const RankBuffers& buffers, bool source);
 
 }  // namespace refit

@@ -13,11 +13,13 @@
 
 namespace refit::lowering {
 
-// A row-major array holding `*box`, its first element `offset` bytes into some buffer. The box is
-// borrowed: it lives in the plan (a segment's box) or in a rank's shards.
+// An array holding `*box`, its first element `offset` bytes into some buffer: row-major and
+// contiguous, or with the given strides (a region of a framework parameter, see Region). Box and
+// strides are borrowed: they live in the plan (a segment's box) or in a rank's shards.
 struct Array {
   std::int64_t offset = 0;
   const Box* box = nullptr;
+  const Shape* strides = nullptr;  // elements between neighbours along each dim; null: row-major
 };
 
 // Row-major index of `point` inside `box`, and the point of a row-major index.
@@ -32,7 +34,8 @@ void range_boxes(const Box& box, std::int64_t first, std::int64_t end, std::vect
 // x's elements is unchanged, so element ranges keep their meaning.
 class Walk {
  public:
-  // Preconditions: x lies inside every array's box; all have the same number of dims (1..8).
+  // Preconditions: x lies inside every array's box; all have the same number of dims (1..8);
+  // strided arrays have one stride per dim.
   Walk(const Array& array, const Box& x, std::int64_t element_size);
   Walk(const Array& from, const Array& to, const Box& x, std::int64_t element_size);
 

@@ -11,7 +11,8 @@
 
 namespace refit::lowering {
 
-// Where a rank's buffers start in this process: one pointer per shard, and the scratch memory.
+// Where a rank's buffers start in this process: one pointer per buffer of each side (per shard,
+// or per framework parameter when the shards have regions), and the scratch memory.
 struct HostBuffers {
   std::span<std::byte* const> sources;
   std::span<std::byte* const> destinations;

@@ -19,10 +19,24 @@
 
 namespace refit::lowering {
 
-// A rank's box of a tensor, stored row-major and contiguous in a buffer of its own.
+// Part of a shard's box inside one of the side's buffers when those are a framework's
+// parameters (models/storage_map.h): a fused [q; k; v] or [gate; up] weight, stacked experts,
+// a padded vocab. The region is strided, so a piece of it is read and written where it lies.
+struct Region {
+  Box box;                  // global coordinates; inside the shard's box
+  std::int32_t buffer = 0;  // which of the side's buffers
+  std::int64_t offset = 0;  // bytes from the buffer's start to the box's first element
+  Shape strides;            // elements between neighbours along each dim of the box
+  bool operator==(const Region&) const = default;
+};
+
+// A rank's box of a tensor. Without regions it is stored row-major and contiguous in a buffer of
+// its own: the side's buffer number i is its shard number i. With regions, these tile the box
+// (every element in exactly one) and the side's buffers are the parameters they point into.
 struct Shard {
   std::uint32_t tensor = 0;  // index into Plan::tensors
   Box box;
+  std::vector<Region> regions;
   bool operator==(const Shard&) const = default;
 };
 
@@ -79,9 +93,9 @@ struct SegmentLanding {
   // The destination shard holding all of it, or scratch when a later transfer forwards it and no
   // destination shard holds it; nothing: it lands in staging only.
   std::optional<Located> in_place;
-  // A destination shard holding part of it (not `in_place`): that part is copied there from
-  // where the segment arrived.
-  std::optional<Located> partial;
+  // Arrays of destination shards holding parts of it (not `in_place`): a shard that holds only
+  // part of it, or the regions it spans; each part is copied there from where the segment arrived.
+  std::vector<Located> partial;
 };
 
 // A contiguous run of a chunk in one buffer.
@@ -114,7 +128,7 @@ struct Send {
   std::int32_t transfer = 0;
   Rank peer;
   // Per segment: the array it is read from; nothing when it is gathered from several received
-  // segments (source_parts() gives them).
+  // segments or several regions of the source shard (source_parts() gives them).
   std::vector<std::optional<Located>> segments;
   std::vector<ChunkCopy> chunks;
   std::vector<std::vector<ChunkWait>> waits;  // per chunk
@@ -146,7 +160,8 @@ class RankProgram {
   // The runs of an in-place chunk, in chunk order, merged where they continue each other.
   std::vector<Run> runs(const Receive& r, std::int64_t chunk) const;
   std::vector<Run> runs(const Send& s, std::int64_t chunk) const;
-  // What piece `p` of a send is read from: one part, or one per received segment it gathers.
+  // What piece `p` of a send is read from: one part, or one per received segment or source
+  // shard region it gathers.
   [[nodiscard]] Result<std::vector<SourcePart>> source_parts(const Send& s, const Piece& p) const;
 
  private:
@@ -161,13 +176,15 @@ class RankProgram {
   std::vector<Receive> receives_;
   std::vector<Send> sends_;
   std::unordered_map<std::int32_t, std::vector<Located>> received_;  // transfer -> where each segment stays
+  std::vector<std::int32_t> source_shard_;  // by tensor: index in shards_.sources, or -1
   Bytes scratch_;
   StagingDemand receive_staging_;
   StagingDemand send_staging_;
 };
 
 // Errors name the transfer, segment and tensor: a shard that is not in the plan's tensors or not
-// inside one, a second shard of a tensor on one side, data the rank sends but does not hold.
+// inside one, a second shard of a tensor on one side, regions that do not tile their shard,
+// data the rank sends but does not hold.
 // Preconditions: `lowered` outlives the program.
 [[nodiscard]] Result<RankProgram> lower_rank(const LoweredPlan& lowered, Rank rank, RankShards shards,
                                              const ZeroCopyRule& rule);

@@ -19,8 +19,9 @@ namespace refit::models {
                                                                       const MegatronConfig& config);
 
 // Megatron's layouts for one model; checks at construction that the sizes fit it: tp divides
-// the query and kv heads (Megatron shards query groups), ep divides the experts, tp and etp
-// divide every dim they split, and every pipeline stage gets a layer.
+// the query heads, and the kv heads (whole query groups per rank) or, beyond them, each rank's
+// part of linear_qkv is whole heads of one kind; ep divides the experts, tp and etp divide every
+// dim they split, and every pipeline stage gets a layer.
 class MegatronLayouts {
  public:
   [[nodiscard]] static Result<MegatronLayouts> make(const ModelSpec& model, const MegatronConfig& config);
@@ -30,14 +31,22 @@ class MegatronLayouts {
   std::int64_t stage_of(const WeightTensor& tensor) const;
 
  private:
-  MegatronLayouts(MegatronConfig config, std::vector<std::int64_t> stage_starts, bool tied)
-      : config_(config), stage_starts_(std::move(stage_starts)), tied_embeddings_(tied) {}
+  MegatronLayouts(MegatronConfig config, std::vector<std::int64_t> stage_starts, bool tied,
+                  std::int64_t heads, std::int64_t kv_heads)
+      : config_(config),
+        stage_starts_(std::move(stage_starts)),
+        tied_embeddings_(tied),
+        heads_(heads),
+        kv_heads_(kv_heads) {}
+  [[nodiscard]] Result<Layout> query_group_layout(const WeightTensor& tensor, std::int64_t stage) const;
   [[nodiscard]] Result<Layout> dense_layout(const WeightTensor& tensor, std::int64_t stage) const;
   [[nodiscard]] Result<Layout> expert_layout(const WeightTensor& tensor, std::int64_t stage) const;
 
   MegatronConfig config_;
   std::vector<std::int64_t> stage_starts_;
   bool tied_embeddings_ = false;
+  std::int64_t heads_ = 0;     // query heads
+  std::int64_t kv_heads_ = 0;  // query groups; 0 for MLA
 };
 
 }  // namespace refit::models

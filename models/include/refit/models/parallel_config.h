@@ -27,10 +27,15 @@ struct MegatronConfig {
   std::int64_t edp() const { return stage_size() / (ep * etp); }
 };
 
+// vLLM's expert_placement_strategy (fused_moe/layer.py, determine_expert_map): with EP, rank r
+// holds experts r*E/EP onwards (linear) or r, r+EP, r+2*EP, ... (round_robin).
+enum class ExpertPlacement : std::uint8_t { kLinear, kRoundRobin };
+
 struct VllmConfig {
   std::int64_t tp = 1;
   std::int64_t dp = 1;
   bool expert_parallel = false;  // experts split over EP = tp*dp ranks instead of TP-sharded
+  ExpertPlacement placement = ExpertPlacement::kLinear;
 
   std::int64_t world() const { return tp * dp; }
   std::int64_t ep() const { return expert_parallel ? world() : 1; }
@@ -41,7 +46,7 @@ struct VllmConfig {
 // (tp*cp*dp a multiple of ep*etp), so "pp=16,ep=16" is 256 ranks.
 [[nodiscard]] Result<MegatronConfig> parse_megatron(std::string_view text);
 // Keys tp, dp, pp (1 only), ep or expert_parallel (1/true/on, 0/false/off, or the EP size tp*dp),
-// e.g. "tp=8,dp=16" or "tp=8,dp=16,ep=1".
+// placement (linear or round_robin, with ep), e.g. "tp=8,dp=16" or "tp=8,dp=16,ep=1".
 [[nodiscard]] Result<VllmConfig> parse_vllm(std::string_view text);
 
 // Canonical forms with every size, e.g. "tp=4,pp=8,ep=16,etp=1,cp=1,dp=4" and "tp=8,dp=16,ep=off".

@@ -1,0 +1,128 @@
+#include "refit/executors/framework_buffers.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "refit/core/try.h"
+#include "refit/executors/pattern.h"
+#include "refit/lowering/arrays.h"
+
+namespace refit {
+namespace {
+
+lowering::Region lowered(const models::StoredRegion& r, std::int64_t element_size) {
+  return lowering::Region{
+      .box = r.box, .buffer = r.parameter, .offset = r.offset * element_size, .strides = r.strides};
+}
+
+// Copies a region between its parameter and a row-major buffer of its box, run by run.
+void copy_region(const lowering::Region& r, std::byte* parameter, std::byte* packed,
+                 std::int64_t element_size, bool into_parameter) {
+  const lowering::Array strided{.offset = r.offset, .box = &r.box, .strides = &r.strides};
+  const lowering::Array plain{.offset = 0, .box = &r.box, .strides = nullptr};
+  const lowering::Walk w(strided, plain, r.box, element_size);
+  w.for_each_run(0, r.box.volume(), [&](std::int64_t index, std::int64_t elements) {
+    std::byte* at = parameter + w.offset_of(0, index);
+    std::byte* row = packed + w.offset_of(1, index);
+    const auto n = static_cast<std::size_t>(elements * element_size);
+    into_parameter ? std::memcpy(at, row, n) : std::memcpy(row, at, n);
+  });
+}
+
+// Marks the bytes a region covers.
+void cover(const lowering::Region& r, std::int64_t element_size, std::vector<bool>& covered) {
+  const lowering::Array strided{.offset = r.offset, .box = &r.box, .strides = &r.strides};
+  const lowering::Walk w(strided, r.box, element_size);
+  w.for_each_run(0, r.box.volume(), [&](std::int64_t index, std::int64_t elements) {
+    const auto at = static_cast<std::size_t>(w.offset_of(0, index));
+    std::fill_n(covered.begin() + static_cast<std::ptrdiff_t>(at), elements * element_size, true);
+  });
+}
+
+}  // namespace
+
+Result<FrameworkBuffers> FrameworkBuffers::allocate(const ReshardProblem& problem,
+                                                    const models::StorageMap& side, Rank rank,
+                                                    const HostAllocator& allocator) {
+  const auto at = rank.value - side.first_rank;
+  if (at < 0 || static_cast<std::size_t>(at) >= side.ranks.size())
+    return out_of_range(fmt::format("rank {} is not one of the {} ranks of the {} storage map", rank.value,
+                                    side.ranks.size(), side.framework));
+  const auto& storage = side.of(rank);
+  FrameworkBuffers out;
+  out.source_ = problem.is_source(rank);
+  out.parameters_ = &storage.parameters;
+  out.regions_ = &storage.regions;
+  auto& spans = out.source_ ? out.buffers_.source_parameters : out.buffers_.destination_parameters;
+  for (const auto& p : storage.parameters) {
+    const Bytes bytes{p.elements() * dtype_size(p.dtype)};
+    auto memory = REFIT_TRY_IN(allocator(bytes), fmt::format("allocating {} parameter '{}' on rank {}",
+                                                             side.framework, p.name, rank.value));
+    std::memset(memory->bytes().data(), 0, memory->bytes().size());
+    spans.push_back(memory->bytes());
+    out.storage_.push_back(std::move(memory));
+  }
+  std::map<std::uint32_t, ShardBuffer> shards;  // by tensor, in problem order
+  for (const auto& r : storage.regions) {
+    const auto& t = problem.tensors()[r.tensor];
+    auto [it, fresh] =
+        shards.try_emplace(r.tensor, ShardBuffer{.tensor = r.tensor, .box = {}, .bytes = {}, .regions = {}});
+    if (fresh) it->second.box = REFIT_TRY((out.source_ ? t.source : t.destination).local_box(rank));
+    it->second.regions.push_back(lowered(r, dtype_size(t.tensor.dtype)));
+  }
+  auto& side_shards = out.source_ ? out.buffers_.sources : out.buffers_.destinations;
+  for (auto& [tensor, shard] : shards) side_shards.push_back(std::move(shard));
+  return out;
+}
+
+void FrameworkBuffers::fill_pattern(const ReshardProblem& problem) {
+  std::vector<std::byte> packed;
+  for (const auto& s : buffers_.sources) {
+    const auto& spec = problem.tensors()[s.tensor].tensor;
+    const auto es = dtype_size(spec.dtype);
+    for (const auto& r : s.regions) {
+      packed.assign(static_cast<std::size_t>(r.box.volume() * es), std::byte{0});
+      refit::fill_pattern(s.tensor, spec.shape, r.box, es, packed);
+      copy_region(r, bytes(static_cast<std::size_t>(r.buffer)).data(), packed.data(), es, true);
+    }
+  }
+}
+
+Result<void> FrameworkBuffers::verify(const ReshardProblem& problem) const {
+  if (source_) return {};  // a rank is on one side: its parameters are sources, filled by the caller
+  std::vector<std::byte> packed;
+  std::vector<std::vector<bool>> covered(storage_.size());
+  for (std::size_t i = 0; i < storage_.size(); ++i) covered[i].assign(bytes(i).size(), false);
+  for (const auto& s : buffers_.destinations) {
+    const auto& spec = problem.tensors()[s.tensor].tensor;
+    const auto es = dtype_size(spec.dtype);
+    for (const auto& r : s.regions) {
+      const auto p = static_cast<std::size_t>(r.buffer);
+      packed.resize(static_cast<std::size_t>(r.box.volume() * es));
+      copy_region(r, bytes(p).data(), packed.data(), es, false);
+      REFIT_TRY_IN(verify_pattern(s.tensor, spec.shape, r.box, es, packed),
+                   fmt::format("parameter '{}', tensor '{}' box {}", (*parameters_)[p].name, spec.name,
+                               r.box.to_string()));
+      cover(r, es, covered[p]);
+    }
+  }
+  for (std::size_t p = 0; p < storage_.size(); ++p) {
+    const auto data = bytes(p);
+    for (std::size_t b = 0; b < data.size(); ++b)
+      if (!covered[p][b] && data[b] != std::byte{0})
+        return mismatch(fmt::format("parameter '{}': padding byte {} is {}, not zero", (*parameters_)[p].name,
+                                    b, static_cast<int>(data[b])));
+  }
+  return {};
+}
+
+void FrameworkBuffers::clear_destinations() {
+  if (source_) return;
+  for (const auto& s : storage_) std::memset(s->bytes().data(), 0, s->bytes().size());
+}
+
+}  // namespace refit

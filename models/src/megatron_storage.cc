@@ -1,0 +1,188 @@
+// Megatron-Core's parameters as a GPT model with the Transformer Engine layer spec holds them
+// (names as Megatron-Bridge maps them to HF names; docs/frameworks.md, "Storage"):
+//   embedding.word_embeddings.weight, output_layer.weight   vocab padded to 128*tp, split evenly
+//   decoder.layers.<l>.self_attention.linear_qkv.weight      per query group [q heads; k; v]
+//   decoder.layers.<l>.mlp.linear_fc1.weight                 [gate shard; up shard]
+//   decoder.layers.<l>.mlp.experts.linear_fc1.weight<i>      TEGroupedMLP, one per local expert
+// with <l> the layer's number inside its pipeline stage and <i> the expert's inside its EP rank.
+#include <optional>
+#include <string_view>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "refit/core/try.h"
+#include "refit/models/megatron_layout.h"
+#include "refit/models/storage_map.h"
+#include "storage_rules.h"
+
+namespace refit::models {
+namespace {
+
+using detail::Stored;
+using detail::TensorOnRank;
+
+constexpr std::string_view kFramework = "megatron";
+// Megatron's --make-vocab-size-divisible-by default.
+constexpr std::int64_t kVocabDivisibleBy = 128;
+
+// Megatron's linear_qkv holds, per query group, the group's q heads, then its k head, then its
+// v head (attention.py, SelfAttention.get_query_key_value_tensors: [sq, b, ng * (np/ng + 2) * hn]),
+// and TP ranks take equal slices of those rows: whole groups, or beyond the query groups part of
+// one (check_query_groups in megatron_layout.cc). `member` is 0, 1, 2 for q, k, v. Each run of
+// the box's rows inside one group is one region, at its row in the interleaved weight less the
+// first row of the rank's slice.
+Result<Stored> interleaved_qkv(const TensorOnRank& t, std::string name, int member, const MegatronConfig& c) {
+  const auto& m = *t.model;
+  const auto per_group = m.num_heads / m.num_kv_heads;
+  const auto head_dim = t.tensor->spec.shape[0] / (member == 0 ? m.num_heads : m.num_kv_heads);
+  const auto member_rows = (member == 0 ? per_group : 1) * head_dim;  // of one group
+  const auto group_rows = (per_group + 2) * head_dim;
+  const auto slice = m.num_kv_heads * group_rows / c.tp;  // rows of linear_qkv on each rank
+  const auto at = member == 0 ? 0 : (per_group + member - 1) * head_dim;
+  // Row x of this member, in the interleaved weight.
+  const auto fused = [&](std::int64_t x) { return x / member_rows * group_rows + at + x % member_rows; };
+  const auto begin = t.box.offset[0];
+  const auto end = begin + t.box.extent[0];
+  const auto first = fused(begin) / slice * slice;
+  Stored out{
+      .parameters = {FrameworkParameter{
+          .name = std::move(name), .shape = detail::rows_shape(t.box, slice), .dtype = t.tensor->spec.dtype}},
+      .regions = {}};
+  for (auto x = begin; x < end;) {
+    const auto next = std::min(end, (x / member_rows + 1) * member_rows);
+    if (fused(next - 1) - first >= slice)
+      return unsupported(
+          fmt::format("rows [{}, {}) do not lie in one rank's {} rows of linear_qkv", begin, end, slice));
+    out.regions.push_back(detail::rows_at(t, x, next, fused(x) - first, 0));
+    x = next;
+  }
+  return out;
+}
+
+// TEGroupedMLP registers one parameter per local expert, weight0..weight<E_local-1>
+// (experts.py, TEGroupedMLP; TEGroupedLinear): fc1 [2*I/etp, H] holds gate rows then up rows,
+// fc2 [H, I/etp].
+Stored grouped_experts(const TensorOnRank& t, const std::string& prefix, Projection p) {
+  const bool fc1 = p != Projection::kDown;
+  const auto rows = fc1 ? 2 * t.box.extent[1] : t.box.extent[1];
+  const auto at = p == Projection::kUp ? t.box.extent[1] : 0;
+  Shape shape(t.box.extent.begin() + 1, t.box.extent.end());
+  shape[0] = rows;
+  Stored out;
+  for (std::int64_t i = 0; i < t.box.extent[0]; ++i) {
+    out.parameters.push_back(
+        FrameworkParameter{.name = fmt::format("{}mlp.experts.linear_fc{}.weight{}", prefix, fc1 ? 1 : 2, i),
+                           .shape = shape,
+                           .dtype = t.tensor->spec.dtype});
+    const auto e = t.box.offset[0] + i;
+    out.regions.push_back(detail::expert_rows(t, e, e + 1, rows, at, static_cast<std::int32_t>(i)));
+  }
+  return out;
+}
+
+// One expert's tensor (--per-expert) as TEGroupedMLP's parameter of its local index: experts
+// ep_rank*E/EP onwards are local 0, 1, ... (moe_layer.py, BaseMoELayer.__init__).
+Stored grouped_expert(const TensorOnRank& t, const std::string& prefix, const MegatronConfig& c) {
+  const auto& w = *t.tensor;
+  const auto local = w.expert % (w.routed_experts / c.ep);
+  const bool fc1 = w.projection != Projection::kDown;
+  const auto rows = t.box.extent[0];
+  const auto at = w.projection == Projection::kUp ? rows : 0;
+  return Stored{.parameters = {FrameworkParameter{
+                    .name = fmt::format("{}mlp.experts.linear_fc{}.weight{}", prefix, fc1 ? 1 : 2, local),
+                    .shape = detail::rows_shape(t.box, fc1 ? 2 * rows : rows),
+                    .dtype = w.spec.dtype}},
+                .regions = {detail::rows_at(t, t.box.offset[0], t.box.offset[0] + rows, at, 0)}};
+}
+
+// The Megatron name of a decoder-layer weight it keeps whole, by its HF name inside the layer
+// (Megatron-Bridge's AutoMapping entries: qwen/qwen3_bridge.py, qwen3_moe_bridge.py,
+// deepseek/common.py). Norms fused into the next projection (TE) differ between dense and MoE
+// layers and between GQA and MLA (`latent`).
+std::optional<std::string> renamed(const std::string& r, bool moe, bool latent) {
+  static constexpr std::pair<std::string_view, std::string_view> kNames[] = {
+      {"self_attn.q_norm.weight", "self_attention.q_layernorm.weight"},
+      {"self_attn.k_norm.weight", "self_attention.k_layernorm.weight"},
+      {"self_attn.o_proj.weight", "self_attention.linear_proj.weight"},
+      {"mlp.gate.weight", "mlp.router.weight"},
+      // TopKRouter registers it as a float32 buffer (moe/router.py), saved with the parameters.
+      {"mlp.gate.e_score_correction_bias", "mlp.router.expert_bias"},
+      {"self_attn.q_a_proj.weight", "self_attention.linear_q_down_proj.weight"},
+      {"self_attn.q_a_layernorm.weight", "self_attention.linear_q_up_proj.layer_norm_weight"},
+      {"self_attn.q_b_proj.weight", "self_attention.linear_q_up_proj.weight"},
+      {"self_attn.kv_a_proj_with_mqa.weight", "self_attention.linear_kv_down_proj.weight"},
+      {"self_attn.kv_a_layernorm.weight", "self_attention.linear_kv_up_proj.layer_norm_weight"},
+      {"self_attn.kv_b_proj.weight", "self_attention.linear_kv_up_proj.weight"},
+  };
+  if (r == "input_layernorm.weight")
+    return latent ? "input_layernorm.weight" : "self_attention.linear_qkv.layer_norm_weight";
+  if (r == "post_attention_layernorm.weight")
+    return moe ? "pre_mlp_layernorm.weight" : "mlp.linear_fc1.layer_norm_weight";
+  if (latent && r == "self_attn.q_proj.weight") return "self_attention.linear_q_proj.weight";
+  for (const auto& [hf, megatron] : kNames)
+    if (r == hf) return std::string(megatron);
+  return std::nullopt;
+}
+
+// The parameter of a decoder-layer tensor, by its HF name inside the layer.
+Result<Stored> layer_tensor(const TensorOnRank& t, const detail::LayerName& n, const std::string& prefix,
+                            const MegatronConfig& c) {
+  const auto hf = fmt::format("model.layers.{}.", n.layer);
+  const auto& r = n.rest;
+  const bool moe = t.names->contains(hf + "mlp.gate.weight");
+  if (const auto name = renamed(r, moe, t.model->num_kv_heads == 0))
+    return detail::whole(t, prefix + *name, t.box.extent[0]);
+  for (const std::string kind : {"weight", "bias"})
+    for (int member = 0; member < 3; ++member)
+      if (r == fmt::format("self_attn.{}_proj.{}", "qkv"[member], kind))
+        return interleaved_qkv(t, prefix + "self_attention.linear_qkv." + kind, member, c);
+  for (const std::string mlp : {"mlp", "mlp.shared_experts"}) {
+    if (r == mlp + ".gate_proj.weight" || r == mlp + ".up_proj.weight")
+      return detail::concatenated(t, prefix + mlp + ".linear_fc1.weight",
+                                  {hf + mlp + ".gate_proj.weight", hf + mlp + ".up_proj.weight"});
+    if (r == mlp + ".down_proj.weight")
+      return detail::whole(t, prefix + mlp + ".linear_fc2.weight", t.box.extent[0]);
+  }
+  if (t.tensor->is_stacked() && r.starts_with("mlp.experts."))
+    return grouped_experts(t, prefix, t.tensor->projection);
+  if (t.tensor->is_routed_expert()) return grouped_expert(t, prefix, c);
+  return detail::no_rule(kFramework, t);
+}
+
+// Rows per TP rank of a vocab-parallel weight: the vocab padded to make_vocab_size_divisible_by
+// * tp (megatron/training/vocab_utils.py, calculate_padded_vocab_size), split evenly
+// (tensor_parallel/utils.py, VocabUtility.vocab_range_from_global_vocab_size). Megatron-Bridge
+// pads only with should_pad_vocab; this is Megatron-LM training's default.
+std::int64_t vocab_partition(std::int64_t vocab, std::int64_t tp) {
+  const auto multiple = kVocabDivisibleBy * tp;
+  return (vocab + multiple - 1) / multiple * multiple / tp;
+}
+
+Result<Stored> megatron_rule(const TensorOnRank& t, const MegatronConfig& c,
+                             const std::vector<std::int64_t>& stage_starts) {
+  const auto& name = t.tensor->spec.name;
+  if (name == "model.embed_tokens.weight")
+    return detail::padded_vocab(t, "embedding.word_embeddings.weight",
+                                vocab_partition(t.tensor->spec.shape[0], c.tp));
+  if (name == "lm_head.weight")
+    return detail::padded_vocab(t, "output_layer.weight", vocab_partition(t.tensor->spec.shape[0], c.tp));
+  if (name == "model.norm.weight") return detail::whole(t, "decoder.final_layernorm.weight", t.box.extent[0]);
+  const auto n = detail::layer_name(name);
+  if (!n || n->layer >= t.model->num_layers) return detail::no_rule(kFramework, t);
+  const auto stage =
+      std::upper_bound(stage_starts.begin(), stage_starts.end(), n->layer) - stage_starts.begin() - 1;
+  const auto local = n->layer - stage_starts[static_cast<std::size_t>(stage)];
+  return layer_tensor(t, *n, fmt::format("decoder.layers.{}.", local), c);
+}
+
+}  // namespace
+
+Result<StorageMap> megatron_storage(const ModelSpec& model, const MegatronConfig& train,
+                                    const ReshardProblem& problem) {
+  const auto starts = REFIT_TRY(megatron_stage_starts(model.num_layers, train));
+  return detail::build_storage(std::string(kFramework), model, problem, true,
+                               [&](const TensorOnRank& t) { return megatron_rule(t, train, starts); });
+}
+
+}  // namespace refit::models

@@ -1,0 +1,120 @@
+// vLLM's parameters (names as its model classes register them; docs/frameworks.md, "Storage"):
+//   model.embed_tokens.weight, lm_head.weight     vocab padded to 64, split evenly over tp
+//   model.layers.<L>.self_attn.qkv_proj.weight    [q shard; k shard; v shard]
+//   model.layers.<L>.mlp.gate_up_proj.weight      [gate shard; up shard]
+//   model.layers.<L>.self_attn.fused_qkv_a_proj.weight  MLA: [q_a_proj; kv_a_proj_with_mqa]
+//   model.layers.<L>.mlp.experts.w13_weight       [E_local, 2*I_shard, H]: gate rows, then up rows
+//   model.layers.<L>.mlp.experts.w2_weight        [E_local, H, I_shard]
+// (stacked experts, or per-expert tensors at their slot, `linear` or `round_robin`)
+// Every other tensor keeps its HF name, its shard row-major.
+#include <fmt/format.h>
+
+#include "refit/core/try.h"
+#include "refit/models/storage_map.h"
+#include "storage_rules.h"
+
+namespace refit::models {
+namespace {
+
+using detail::Stored;
+using detail::TensorOnRank;
+
+constexpr std::string_view kFramework = "vllm";
+// vocab_parallel_embedding.py, DEFAULT_VOCAB_PADDING_SIZE.
+constexpr std::int64_t kVocabPadding = 64;
+
+// Rows per TP rank of a vocab-parallel weight: VocabParallelEmbedding.__init__ pads the vocab to
+// a multiple of 64 (pad_vocab_size) and vocab_range_from_global_vocab_size divides it evenly
+// (divide() asserts that tp divides it); padding rows are zero-filled.
+Result<std::int64_t> vocab_partition(std::int64_t vocab, std::int64_t tp) {
+  const auto padded = (vocab + kVocabPadding - 1) / kVocabPadding * kVocabPadding;
+  if (padded % tp != 0)
+    return unsupported(fmt::format("vLLM cannot split the vocab padded to {} over tp={}", padded, tp));
+  return padded / tp;
+}
+
+// FusedMoE's w13 [E_local, 2*I/tp, H] (gate rows first: FusedMoE._load_w13) and w2
+// [E_local, H, I/tp] (UnquantizedFusedMoEMethod.create_weights).
+Stored fused_experts(const TensorOnRank& t, const std::string& prefix, Projection p) {
+  const bool w13 = p != Projection::kDown;
+  const auto rows = w13 ? 2 * t.box.extent[1] : t.box.extent[1];
+  Shape shape = t.box.extent;
+  shape[1] = rows;
+  return Stored{.parameters = {FrameworkParameter{
+                    .name = prefix + (w13 ? "mlp.experts.w13_weight" : "mlp.experts.w2_weight"),
+                    .shape = std::move(shape),
+                    .dtype = t.tensor->spec.dtype}},
+                .regions = {detail::expert_rows(t, t.box.offset[0], t.box.offset[0] + t.box.extent[0], rows,
+                                                p == Projection::kUp ? t.box.extent[1] : 0, 0)}};
+}
+
+// One expert's tensor (--per-expert) at its slot of the rank's w13/w2: with EP the slot is the
+// expert's index among the rank's (determine_expert_map: e - first for linear, e / EP for
+// round_robin), without EP the expert itself. Rows of this rank: gate/up [I_shard, H], down
+// [H, I_shard].
+Stored fused_expert(const TensorOnRank& t, const std::string& prefix, const VllmConfig& c) {
+  const auto& w = *t.tensor;
+  const auto ep = c.ep();
+  const auto local = w.routed_experts / ep;
+  const auto slot = !c.expert_parallel                            ? w.expert
+                    : c.placement == ExpertPlacement::kRoundRobin ? w.expert / ep
+                                                                  : w.expert % local;
+  const auto rows = t.box.extent[0];
+  if (w.projection == Projection::kDown)
+    return Stored{.parameters = {FrameworkParameter{.name = prefix + "mlp.experts.w2_weight",
+                                                    .shape = {local, rows, t.box.extent[1]},
+                                                    .dtype = w.spec.dtype}},
+                  .regions = {detail::rows_at(t, t.box.offset[0], t.box.offset[0] + rows, slot * rows, 0)}};
+  const auto at = slot * 2 * rows + (w.projection == Projection::kUp ? rows : 0);
+  return Stored{.parameters = {FrameworkParameter{.name = prefix + "mlp.experts.w13_weight",
+                                                  .shape = {local, 2 * rows, t.box.extent[1]},
+                                                  .dtype = w.spec.dtype}},
+                .regions = {detail::rows_at(t, t.box.offset[0], t.box.offset[0] + rows, at, 0)}};
+}
+
+Result<Stored> layer_tensor(const TensorOnRank& t, const detail::LayerName& n, const VllmConfig& c) {
+  const auto hf = fmt::format("model.layers.{}.", n.layer);
+  const auto& r = n.rest;
+  // QKVParallelLinear: [q; k; v] of this rank (a kv head replicated when tp exceeds them).
+  for (const std::string kind : {"weight", "bias"})
+    if (r == "self_attn.q_proj." + kind || r == "self_attn.k_proj." + kind || r == "self_attn.v_proj." + kind)
+      return detail::concatenated(t, hf + "self_attn.qkv_proj." + kind,
+                                  {hf + "self_attn.q_proj." + kind, hf + "self_attn.k_proj." + kind,
+                                   hf + "self_attn.v_proj." + kind});
+  // MergedColumnParallelLinear: [gate; up] of this rank.
+  for (const std::string mlp : {"mlp", "mlp.shared_experts"})
+    if (r == mlp + ".gate_proj.weight" || r == mlp + ".up_proj.weight")
+      return detail::concatenated(t, hf + mlp + ".gate_up_proj.weight",
+                                  {hf + mlp + ".gate_proj.weight", hf + mlp + ".up_proj.weight"});
+  if (t.tensor->is_stacked() && r.starts_with("mlp.experts."))
+    return fused_experts(t, hf, t.tensor->projection);
+  if (t.tensor->is_routed_expert()) return fused_expert(t, hf, c);
+  // DeepseekV2MLAAttention with a q LoRA rank: fused_qkv_a_proj [q_a_proj; kv_a_proj_with_mqa],
+  // replicated (MergedColumnParallelLinear with disable_tp); without one kv_a_proj_with_mqa alone.
+  if ((r == "self_attn.q_a_proj.weight" || r == "self_attn.kv_a_proj_with_mqa.weight") &&
+      t.names->contains(hf + "self_attn.q_a_proj.weight"))
+    return detail::concatenated(
+        t, hf + "self_attn.fused_qkv_a_proj.weight",
+        {hf + "self_attn.q_a_proj.weight", hf + "self_attn.kv_a_proj_with_mqa.weight"});
+  return detail::whole(t, t.tensor->spec.name, t.box.extent[0]);
+}
+
+Result<Stored> vllm_rule(const TensorOnRank& t, const VllmConfig& c) {
+  const auto& name = t.tensor->spec.name;
+  if (name == "model.embed_tokens.weight" || name == "lm_head.weight")
+    return detail::padded_vocab(t, name, REFIT_TRY(vocab_partition(t.tensor->spec.shape[0], c.tp)));
+  if (name == "model.norm.weight") return detail::whole(t, name, t.box.extent[0]);
+  const auto n = detail::layer_name(name);
+  if (!n || n->layer >= t.model->num_layers) return detail::no_rule(kFramework, t);
+  return layer_tensor(t, *n, c);
+}
+
+}  // namespace
+
+Result<StorageMap> vllm_storage(const ModelSpec& model, const VllmConfig& infer,
+                                const ReshardProblem& problem) {
+  return detail::build_storage(std::string(kFramework), model, problem, false,
+                               [&](const TensorOnRank& t) { return vllm_rule(t, infer); });
+}
+
+}  // namespace refit::models

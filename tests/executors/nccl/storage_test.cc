@@ -1,0 +1,92 @@
+// The NCCL executor's program over framework parameters (models/storage_map.h), run on CPUs:
+// Megatron's parameters of tiny models to vLLM's, every strategy, rank mapping and a few staging
+// sizes; every destination region must hold its pattern and every padding byte stay zero.
+#include <gtest/gtest.h>
+
+#include "nccl_fixture.h"
+#include "program_sim.h"
+#include "refit/executors/framework_buffers.h"
+#include "refit/models/hf_config.h"
+#include "refit/models/problem_builder.h"
+#include "refit/models/storage_map.h"
+#include "refit/planner/strategy.h"
+#include "strategy_names.h"
+#include "test_cluster.h"
+
+namespace refit::nccl_detail::testing {
+namespace {
+
+struct Stored {
+  ReshardProblem problem;
+  models::StorageMap megatron;
+  models::StorageMap vllm;
+};
+
+Stored stored(const char* file, const char* train, const char* infer, bool per_expert) {
+  const auto m = models::load_hf_config(std::string(REFIT_TEST_DATA_DIR) + "/models/" + file,
+                                        models::HfOptions{.per_expert = per_expert})
+                     .value();
+  const auto t = models::parse_megatron(train).value();
+  const auto i = models::parse_vllm(infer).value();
+  auto problem = models::build_problem(m, t, i).value();
+  auto megatron = models::megatron_storage(m, t, problem).value();
+  auto vllm = models::vllm_storage(m, i, problem).value();
+  return Stored{.problem = std::move(problem), .megatron = std::move(megatron), .vllm = std::move(vllm)};
+}
+
+void run_and_verify(const Stored& s, const Plan& plan, Mapping mapping, Bytes staging) {
+  const HostAllocator heap = [](Bytes b) -> Result<std::unique_ptr<HostAllocation>> {
+    return heap_allocation(b);
+  };
+  std::vector<FrameworkBuffers> memory;
+  HostRanks ranks;
+  for (std::int32_t r = 0; r < s.problem.world_size(); ++r) {
+    const bool source = s.problem.is_source(Rank{r});
+    auto m = FrameworkBuffers::allocate(s.problem, source ? s.megatron : s.vllm, Rank{r}, heap).value();
+    m.fill_pattern(s.problem);
+    ranks.ranks.push_back(LocalRankBuffers{.rank = Rank{r}, .buffers = m.buffers()});
+    memory.push_back(std::move(m));
+  }
+  auto processes = make_processes(plan, ranks, comm_map(mapping, plan.world_size()), staging);
+  ASSERT_TRUE(processes) << processes.error().message;
+  const auto sim = processes->sim();
+  const auto ran = simulate(sim, SimPolicy::kCopyFirst);
+  ASSERT_TRUE(ran) << ran.error().message;
+  for (std::size_t r = 0; r < memory.size(); ++r) {
+    const auto ok = memory[r].verify(s.problem);
+    EXPECT_TRUE(ok) << "rank " << r << ": " << ok.error().message;
+  }
+}
+
+class StoredEveryStrategy : public ::testing::TestWithParam<std::string_view> {};
+
+// tiny llama (vocab 1023, padded on both sides; Megatron beyond its query groups) and tiny
+// qwen3_moe (per-expert tensors to FusedMoE placed round_robin), in domains of two.
+TEST_P(StoredEveryStrategy, FrameworkParametersRunToTheRightBytesOnCpus) {
+  const Stored cases[] = {
+      stored("tiny-llama-vocab1023.json", "tp=4", "tp=2", false),
+      stored("tiny-qwen3-moe.json", "tp=2,ep=2,etp=1", "tp=1,dp=2,ep=on,placement=round_robin", true)};
+  for (const auto& s : cases) {
+    const auto cluster = refit::testing::make_test_cluster(
+        (s.problem.world_size() + 1) / 2, 2, s.problem.source_ranks(), s.problem.destination_ranks());
+    const auto plan = make_plan(GetParam(), s.problem, cluster,
+                                PlanOptions{.chunk = Bytes{512}, .broadcast_buffer = Bytes{1 << 20}})
+                          .value();
+    for (const auto mapping : {Mapping::kOnePerProcess, Mapping::kPairs})
+      for (const auto staging : {Bytes{1024}, Bytes{1 << 20}}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "mapping " << static_cast<int>(mapping) << ", staging " << staging.value);
+        run_and_verify(s, plan, mapping, staging);
+      }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Nccl, StoredEveryStrategy, ::testing::ValuesIn(strategy_names()),
+                         [](const auto& info) {
+                           std::string name(info.param);
+                           std::ranges::replace(name, '-', '_');
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace refit::nccl_detail::testing

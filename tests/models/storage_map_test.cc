@@ -1,0 +1,235 @@
+// Storage maps against hand-computed offsets (tiny-llama: hidden 64, 4 q heads / 2 kv heads of
+// 16, intermediate 128; tiny-qwen3-moe: 8 experts of intermediate 32), and refusals. The
+// byte-for-byte check against the frameworks' own construction is tests/python/test_storage.py.
+#include "refit/models/storage_map.h"
+
+#include <gtest/gtest.h>
+
+#include "refit/models/hf_config.h"
+#include "refit/models/manifest.h"
+#include "refit/models/problem_builder.h"
+
+namespace refit::models {
+namespace {
+
+ModelSpec tiny(const char* file, const HfOptions& options = {}) {
+  return load_hf_config(std::string(REFIT_TEST_DATA_DIR) + "/models/" + file, options).value();
+}
+
+struct Maps {
+  ReshardProblem problem;
+  StorageMap megatron;
+  StorageMap vllm;
+};
+
+Maps maps(const ModelSpec& m, const char* train, const char* infer) {
+  const auto t = parse_megatron(train).value();
+  const auto i = parse_vllm(infer).value();
+  auto problem = build_problem(m, t, i).value();
+  auto megatron = megatron_storage(m, t, problem);
+  auto vllm = vllm_storage(m, i, problem);
+  EXPECT_TRUE(megatron) << megatron.error().message;
+  EXPECT_TRUE(vllm) << vllm.error().message;
+  return Maps{.problem = std::move(problem), .megatron = *megatron, .vllm = *vllm};
+}
+
+std::uint32_t index_of(const ReshardProblem& p, const std::string& name) {
+  for (std::uint32_t i = 0; i < p.tensors().size(); ++i)
+    if (p.tensors()[i].tensor.name == name) return i;
+  ADD_FAILURE() << name;
+  return 0;
+}
+
+const FrameworkParameter& parameter(const RankStorage& r, const std::string& name) {
+  for (const auto& p : r.parameters)
+    if (p.name == name) return p;
+  ADD_FAILURE() << name;
+  return r.parameters.front();
+}
+
+// (first logical row, rows, first parameter element) of each region of `tensor` on the rank.
+std::vector<std::array<std::int64_t, 3>> rows_of(const ReshardProblem& p, const RankStorage& r,
+                                                 const std::string& tensor) {
+  std::vector<std::array<std::int64_t, 3>> out;
+  for (const auto& g : r.regions)
+    if (g.tensor == index_of(p, tensor)) out.push_back({g.box.offset[0], g.box.extent[0], g.offset});
+  return out;
+}
+
+using Rows = std::vector<std::array<std::int64_t, 3>>;
+
+// Megatron tp=1: linear_qkv is [g0: q 0..31, k 0..15, v 0..15; g1: q 32..63, k 16..31, v 16..31]
+// of 64-element rows: q rows 0..31 at row 0, q rows 32..63 at row 64; k at rows 32 and 96; v at
+// 48 and 112 (element offsets are rows * 64).
+TEST(StorageMap, MegatronInterleavesQkvPerQueryGroup) {
+  const auto m = maps(tiny("tiny-llama.json"), "tp=1", "tp=1");
+  const auto& r = m.megatron.of(Rank{0});
+  EXPECT_EQ(parameter(r, "decoder.layers.1.self_attention.linear_qkv.weight").shape, (Shape{128, 64}));
+  EXPECT_EQ(rows_of(m.problem, r, "model.layers.1.self_attn.q_proj.weight"),
+            (Rows{{0, 32, 0}, {32, 32, 64 * 64}}));
+  EXPECT_EQ(rows_of(m.problem, r, "model.layers.1.self_attn.k_proj.weight"),
+            (Rows{{0, 16, 32 * 64}, {16, 16, 96 * 64}}));
+  EXPECT_EQ(rows_of(m.problem, r, "model.layers.1.self_attn.v_proj.weight"),
+            (Rows{{0, 16, 48 * 64}, {16, 16, 112 * 64}}));
+}
+
+// Megatron tp=2: rank 1 holds group 1 alone, [q 32..63; k 16..31; v 16..31] = 64 rows; its
+// linear_fc1 is [gate rows 64..127; up rows 64..127] (gate at row 0, up at row 64).
+TEST(StorageMap, MegatronTensorParallelRanksHoldWholeGroupsAndGateThenUp) {
+  const auto m = maps(tiny("tiny-llama.json"), "tp=2", "tp=1");
+  const auto& r = m.megatron.of(Rank{1});
+  EXPECT_EQ(parameter(r, "decoder.layers.0.self_attention.linear_qkv.weight").shape, (Shape{64, 64}));
+  EXPECT_EQ(rows_of(m.problem, r, "model.layers.0.self_attn.q_proj.weight"), (Rows{{32, 32, 0}}));
+  EXPECT_EQ(rows_of(m.problem, r, "model.layers.0.self_attn.k_proj.weight"), (Rows{{16, 16, 32 * 64}}));
+  EXPECT_EQ(rows_of(m.problem, r, "model.layers.0.self_attn.v_proj.weight"), (Rows{{16, 16, 48 * 64}}));
+  EXPECT_EQ(parameter(r, "decoder.layers.0.mlp.linear_fc1.weight").shape, (Shape{128, 64}));
+  EXPECT_EQ(rows_of(m.problem, r, "model.layers.0.mlp.gate_proj.weight"), (Rows{{64, 64, 0}}));
+  EXPECT_EQ(rows_of(m.problem, r, "model.layers.0.mlp.up_proj.weight"), (Rows{{64, 64, 64 * 64}}));
+}
+
+// Megatron tp=4 beyond the 2 query groups: each rank holds 32 rows of linear_qkv, rank 2 group
+// 1's q heads (q rows 32..63 at row 0), rank 3 its k and v (k rows 16..31 at row 0, v at 16).
+// (Vocab 1023, which Megatron pads to 1024 = 4 partitions of 256 as torch.chunk splits it.)
+TEST(StorageMap, MegatronBeyondTheQueryGroupsHoldsPartOfAGroup) {
+  const auto m = maps(tiny("tiny-llama-vocab1023.json"), "tp=4", "tp=1");
+  EXPECT_EQ(parameter(m.megatron.of(Rank{2}), "decoder.layers.0.self_attention.linear_qkv.weight").shape,
+            (Shape{32, 64}));
+  EXPECT_EQ(rows_of(m.problem, m.megatron.of(Rank{2}), "model.layers.0.self_attn.q_proj.weight"),
+            (Rows{{32, 32, 0}}));
+  EXPECT_EQ(rows_of(m.problem, m.megatron.of(Rank{3}), "model.layers.0.self_attn.k_proj.weight"),
+            (Rows{{16, 16, 0}}));
+  EXPECT_EQ(rows_of(m.problem, m.megatron.of(Rank{3}), "model.layers.0.self_attn.v_proj.weight"),
+            (Rows{{16, 16, 16 * 64}}));
+}
+
+// vLLM tp=4 with 2 kv heads: rank 3 holds q head 3 (rows 48..63) and kv head 1 (rows 16..31,
+// replicated on ranks 2 and 3): qkv_proj [q 16 rows; k 16; v 16].
+TEST(StorageMap, VllmConcatenatesTheRanksQkvWithReplicatedKvHeads) {
+  const auto m = maps(tiny("tiny-llama.json"), "tp=1", "tp=4");
+  const auto& r = m.vllm.of(Rank{4});  // inference rank 3 (one training rank first)
+  EXPECT_EQ(parameter(r, "model.layers.0.self_attn.qkv_proj.weight").shape, (Shape{48, 64}));
+  EXPECT_EQ(rows_of(m.problem, r, "model.layers.0.self_attn.q_proj.weight"), (Rows{{48, 16, 0}}));
+  EXPECT_EQ(rows_of(m.problem, r, "model.layers.0.self_attn.k_proj.weight"), (Rows{{16, 16, 16 * 64}}));
+  EXPECT_EQ(rows_of(m.problem, r, "model.layers.0.self_attn.v_proj.weight"), (Rows{{16, 16, 32 * 64}}));
+}
+
+// vLLM w13 on tp=2: [8 experts, 2*16 rows, 64]: gate rows 16..31 of every expert at row 0 of its
+// expert (strides 32*64, 64, 1), up at row 16 (offset 16*64). Megatron TEGroupedMLP with ep=2,
+// etp=1: rank 1 holds experts 4..7 as weight0..weight3 [64, 64] each.
+TEST(StorageMap, StackedExpertsAsFusedMoeAndGroupedMlp) {
+  const auto m = maps(tiny("tiny-qwen3-moe.json"), "tp=1,ep=2,dp=2", "tp=2");
+  const auto& v = m.vllm.of(Rank{m.problem.source_ranks() + 1});
+  EXPECT_EQ(parameter(v, "model.layers.0.mlp.experts.w13_weight").shape, (Shape{8, 32, 64}));
+  EXPECT_EQ(parameter(v, "model.layers.0.mlp.experts.w2_weight").shape, (Shape{8, 64, 16}));
+  for (const auto& g : v.regions)
+    if (g.tensor == index_of(m.problem, "model.layers.0.mlp.experts.up_proj")) {
+      EXPECT_EQ(g.offset, 16 * 64);
+      EXPECT_EQ(g.strides, (Shape{32 * 64, 64, 1}));
+      EXPECT_EQ(g.box.offset, (Shape{0, 16, 0}));
+    }
+  const auto& t = m.megatron.of(Rank{1});
+  EXPECT_EQ(parameter(t, "decoder.layers.1.mlp.experts.linear_fc1.weight3").shape, (Shape{64, 64}));
+  EXPECT_EQ(parameter(t, "decoder.layers.1.mlp.experts.linear_fc2.weight0").shape, (Shape{64, 32}));
+  EXPECT_EQ(rows_of(m.problem, t, "model.layers.1.mlp.experts.up_proj"),
+            (Rows{{4, 1, 32 * 64}, {5, 1, 32 * 64}, {6, 1, 32 * 64}, {7, 1, 32 * 64}}));
+}
+
+// Per-expert tensors, vLLM EP over 2 ranks round_robin: inference rank 1 holds experts 1, 3, 5,
+// 7 at slots 0..3, so expert 5's up_proj [32, 64] sits at w13 rows 2*2*32 + 32 = 160 of
+// [4, 64, 64]. Megatron ep=2: expert 6 is local expert 2 of rank 1, its up rows at row 32 of
+// linear_fc1.weight2 [64, 64].
+TEST(StorageMap, PerExpertTensorsAtTheirSlotsLinearAndRoundRobin) {
+  const auto m = maps(tiny("tiny-qwen3-moe.json", HfOptions{.per_expert = true}), "tp=1,ep=2,dp=2",
+                      "tp=1,dp=2,ep=on,placement=round_robin");
+  const auto& v = m.vllm.of(Rank{m.problem.source_ranks() + 1});
+  EXPECT_EQ(parameter(v, "model.layers.0.mlp.experts.w13_weight").shape, (Shape{4, 64, 64}));
+  EXPECT_EQ(rows_of(m.problem, v, "model.layers.0.mlp.experts.5.up_proj.weight"), (Rows{{0, 32, 160 * 64}}));
+  EXPECT_TRUE(rows_of(m.problem, v, "model.layers.0.mlp.experts.4.up_proj.weight").empty());
+  const auto& t = m.megatron.of(Rank{1});
+  EXPECT_EQ(parameter(t, "decoder.layers.0.mlp.experts.linear_fc1.weight2").shape, (Shape{64, 64}));
+  EXPECT_EQ(rows_of(m.problem, t, "model.layers.0.mlp.experts.6.up_proj.weight"), (Rows{{0, 32, 32 * 64}}));
+}
+
+// round_robin cannot be a layout of stacked [E, ...] experts: refused, pointing at --per-expert.
+TEST(StorageMap, RoundRobinNeedsPerExpertTensors) {
+  const auto refused = build_problem(tiny("tiny-qwen3-moe.json"), parse_megatron("tp=1").value(),
+                                     parse_vllm("tp=2,ep=on,placement=round_robin").value());
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("--per-expert"), std::string::npos) << refused.error().message;
+  EXPECT_FALSE(parse_vllm("tp=2,placement=round_robin"));  // without EP there is nothing to place
+}
+
+// tiny-deepseek-v3 (MLA, q LoRA 32, kv LoRA 16 + rope 8): vLLM's replicated fused_qkv_a_proj
+// [32 + 24, 64] holds q_a_proj at row 0 and kv_a_proj_with_mqa at row 32; Megatron keeps them as
+// linear_q_down_proj / linear_kv_down_proj and the router bias as an fp32 expert_bias.
+TEST(StorageMap, LatentAttentionAndTheFp32RouterBias) {
+  const auto m = maps(tiny("tiny-deepseek-v3.json"), "tp=2,ep=2,etp=1", "tp=2");
+  const auto& v = m.vllm.of(Rank{m.problem.source_ranks()});
+  EXPECT_EQ(parameter(v, "model.layers.1.self_attn.fused_qkv_a_proj.weight").shape, (Shape{56, 64}));
+  EXPECT_EQ(rows_of(m.problem, v, "model.layers.1.self_attn.kv_a_proj_with_mqa.weight"),
+            (Rows{{0, 24, 32 * 64}}));
+  const auto& t = m.megatron.of(Rank{0});
+  EXPECT_EQ(parameter(t, "decoder.layers.1.self_attention.linear_kv_down_proj.weight").shape,
+            (Shape{24, 64}));
+  EXPECT_EQ(parameter(t, "decoder.layers.1.mlp.router.expert_bias").dtype, DType::kFP32);
+  EXPECT_EQ(parameter(t, "decoder.layers.0.input_layernorm.weight").shape, (Shape{64}));
+}
+
+// Vocab 1023: Megatron tp=2 pads to 1024 (a multiple of 128*2), 512 rows per rank, rank 1's
+// last row padding; vLLM tp=4 pads to 1024 (a multiple of 64), 256 rows per rank.
+TEST(StorageMap, PaddedVocabRowsFollowTheRealOnes) {
+  const auto m = maps(tiny("tiny-llama-vocab1023.json"), "tp=2", "tp=4");
+  EXPECT_EQ(parameter(m.megatron.of(Rank{1}), "embedding.word_embeddings.weight").shape, (Shape{512, 64}));
+  EXPECT_EQ(rows_of(m.problem, m.megatron.of(Rank{1}), "model.embed_tokens.weight"), (Rows{{512, 511, 0}}));
+  EXPECT_EQ(parameter(m.vllm.of(Rank{5}), "lm_head.weight").shape, (Shape{256, 64}));
+  EXPECT_EQ(rows_of(m.problem, m.vllm.of(Rank{5}), "lm_head.weight"), (Rows{{768, 255, 0}}));
+}
+
+// Vocab 1000 over Megatron tp=2: padded to 1024, rank 0 holds rows 0..511, but its logical box
+// (torch.chunk) is rows 0..499: refused, naming the tensor and the rows.
+TEST(StorageMap, RefusesAVocabWhosePartitionsAreNotTheLogicalBoxes) {
+  auto m = tiny("tiny-llama-vocab1023.json");
+  for (auto& t : m.tensors)
+    if (t.kind == TensorKind::kVocab) t.spec.shape[0] = 1000;
+  const auto t = parse_megatron("tp=2").value();
+  const auto problem = build_problem(m, t, parse_vllm("tp=1").value()).value();
+  const auto refused = megatron_storage(m, t, problem);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("model.embed_tokens.weight"), std::string::npos)
+      << refused.error().message;
+  EXPECT_NE(refused.error().message.find("[0, 512)"), std::string::npos) << refused.error().message;
+}
+
+// A version 2 manifest keeps both maps exactly (written again, the same text); version 1 has none.
+TEST(StorageMap, ManifestVersion2RoundTripsBothMaps) {
+  auto m = maps(tiny("tiny-qwen3-moe.json"), "tp=2,ep=2,etp=1", "tp=2");
+  const StorageMaps both{.source = m.megatron, .destination = m.vllm};
+  const auto text = write_manifest(m.problem, &both);
+  EXPECT_NE(text.find("\"version\":2"), std::string::npos);
+  const auto back = parse_manifest_with_storage(text);
+  ASSERT_TRUE(back) << back.error().message;
+  ASSERT_TRUE(back->storage);
+  EXPECT_EQ(back->storage->source, m.megatron);
+  EXPECT_EQ(back->storage->destination, m.vllm);
+  EXPECT_EQ(write_manifest(back->problem, &*back->storage), text);
+  const auto v1 = parse_manifest_with_storage(write_manifest(m.problem));
+  ASSERT_TRUE(v1) << v1.error().message;
+  EXPECT_FALSE(v1->storage);
+}
+
+// A region naming a tensor the manifest does not have is refused with its JSON path.
+TEST(StorageMap, ManifestRefusesARegionOfAnUnknownTensor) {
+  auto m = maps(tiny("tiny-llama.json"), "tp=1", "tp=1");
+  const StorageMaps both{.source = m.megatron, .destination = m.vllm};
+  auto text = write_manifest(m.problem, &both);
+  const std::string name = "\"tensor\":\"model.norm.weight\"";
+  text.replace(text.find(name), name.size(), "\"tensor\":\"model.nrom.weight\"");
+  const auto refused = parse_manifest_with_storage(text);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("storage.source.ranks[0].regions["), std::string::npos)
+      << refused.error().message;
+  EXPECT_NE(refused.error().message.find("model.nrom.weight"), std::string::npos) << refused.error().message;
+}
+
+}  // namespace
+}  // namespace refit::models

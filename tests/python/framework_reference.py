@@ -1,0 +1,333 @@
+"""How Megatron-Core and vLLM lay a Hugging Face checkpoint out on their ranks, in numpy, written
+from the frameworks' own code and independently of refit's C++ storage maps: the reference that
+tests/python/test_storage.py holds `refit run --storage framework` to, byte for byte.
+
+Each builder takes a full HF-named state dict (name -> array; routed experts per expert,
+``model.layers.L.mlp.experts.E.gate_proj.weight``) and returns, per global rank, the rank's
+parameters by the name the framework's ``named_parameters()`` gives them. Sources, by function:
+
+Megatron-Core (TE layer spec; names as Megatron-Bridge maps them):
+  * ranks: ``parallel_state.initialize_model_parallel`` order "tp-cp-ep-dp-pp", a dense rank is
+    tp + TP*(dp + DP*pp), an expert rank etp + ETP*(ep + EP*(edp + EDP*pp)) (``RankGenerator``).
+  * layers split evenly over pipeline stages, numbered locally per stage
+    (``transformer_block.get_num_layers_to_build``, ``TransformerBlock._build_layers``).
+  * vocab padded to make_vocab_size_divisible_by (128) * TP, zero rows, split evenly
+    (``_vocab_size_with_padding``, ``VocabUtility.vocab_range_from_global_vocab_size``).
+  * ``linear_qkv``: per query group [its q heads; k head; v head] (``SelfAttention.
+    get_query_key_value_tensors``: [sq, b, ng * (np/ng + 2) * hn]), rows split evenly over TP.
+  * ``linear_fc1``: [gate shard; up shard] (``GatedMLPMapping`` in Megatron-Bridge
+    ``param_mapping.py``), ``linear_proj``/``linear_fc2`` split along columns.
+  * routed experts: ``TEGroupedMLP`` keeps ``linear_fc1.weight<i>`` / ``linear_fc2.weight<i>`` per
+    local expert i, experts ep_rank*E/EP onwards (``BaseMoELayer.__init__``), sharded over ETP.
+  * MLA (DeepSeek-V3): ``linear_q_down_proj``/``linear_kv_down_proj`` replicated (TELinear
+    'duplicated'), ``linear_q_up_proj``/``linear_kv_up_proj`` column-parallel with the q/kv
+    LoRA norms fused in, the input norm separate (Megatron-Bridge ``deepseek/common.py``); the
+    router bias ``expert_bias`` fp32 (``TopKRouter``).
+
+vLLM:
+  * ranks: tp + TP*dp (``parallel_state.initialize_model_parallel``).
+  * vocab padded to a multiple of 64, zero rows, split evenly over TP
+    (``VocabParallelEmbedding.__init__``, ``pad_vocab_size``, ``vocab_range_from_global_vocab_size``).
+  * ``qkv_proj``: [q shard; k shard; v shard], a kv head replicated on TP/kv ranks when TP exceeds
+    the kv heads (``QKVParallelLinear.__init__`` and ``weight_loader``).
+  * ``gate_up_proj``: [gate shard; up shard] (``MergedColumnParallelLinear``); ``o_proj``/
+    ``down_proj`` split along columns (``RowParallelLinear``).
+  * MLA: ``fused_qkv_a_proj`` [q_a_proj; kv_a_proj_with_mqa] replicated, ``q_b_proj``/``kv_b_proj``
+    column-parallel (``DeepseekV2MLAAttention.__init__``); the router bias fp32 (``DeepseekV2MoE``).
+  * ``FusedMoE``: ``w13_weight`` [E_local, 2*I/tp, H] gate rows then up rows (``_load_w13``),
+    ``w2_weight`` [E_local, H, I/tp]; without EP the MoE TP is flattened over DP*TP
+    (``FusedMoEParallelConfig.make``); with EP experts are placed ``linear`` or ``round_robin``
+    (``determine_expert_map``) over EP = DP*TP, ep_rank = dp_rank*TP + tp_rank.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+Params = dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Model:
+    """The HF config.json fields the layouts need."""
+
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    intermediate: int
+    experts: int = 0
+    moe_intermediate: int = 0
+    qk_norm: bool = False
+    # DeepSeek-V3 (MLA): LoRA ranks and head dims, dense layers first, shared experts' intermediate
+    q_lora: int = 0
+    kv_lora: int = 0
+    nope: int = 0
+    rope: int = 0
+    v_head: int = 0
+    first_dense: int = 0
+    shared: int = 0
+
+    @property
+    def latent(self) -> bool:
+        return self.kv_lora > 0
+
+    @staticmethod
+    def from_config(c: dict) -> "Model":
+        experts = c.get("num_experts", c.get("n_routed_experts", 0))
+        return Model(hidden=c["hidden_size"], layers=c["num_hidden_layers"], heads=c["num_attention_heads"],
+                     kv_heads=c["num_key_value_heads"],
+                     head_dim=c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"],
+                     vocab=c["vocab_size"], intermediate=c["intermediate_size"],
+                     experts=experts, moe_intermediate=c.get("moe_intermediate_size", 0),
+                     qk_norm=c["model_type"].startswith("qwen3"), q_lora=c.get("q_lora_rank", 0),
+                     kv_lora=c.get("kv_lora_rank", 0), nope=c.get("qk_nope_head_dim", 0),
+                     rope=c.get("qk_rope_head_dim", 0), v_head=c.get("v_head_dim", 0),
+                     first_dense=c.get("first_k_dense_replace", 0),
+                     shared=c.get("n_shared_experts", 0) * c.get("moe_intermediate_size", 0))  # fmt: skip
+
+
+def _attention_shapes(m: Model, p: str) -> dict[str, tuple[int, ...]]:
+    if not m.latent:
+        out = {p + "self_attn.q_proj.weight": (m.heads * m.head_dim, m.hidden),
+               p + "self_attn.k_proj.weight": (m.kv_heads * m.head_dim, m.hidden),
+               p + "self_attn.v_proj.weight": (m.kv_heads * m.head_dim, m.hidden),
+               p + "self_attn.o_proj.weight": (m.hidden, m.heads * m.head_dim)}  # fmt: skip
+        if m.qk_norm:
+            out[p + "self_attn.q_norm.weight"] = (m.head_dim,)
+            out[p + "self_attn.k_norm.weight"] = (m.head_dim,)
+        return out
+    return {p + "self_attn.q_a_proj.weight": (m.q_lora, m.hidden), p + "self_attn.q_a_layernorm.weight": (m.q_lora,),
+            p + "self_attn.q_b_proj.weight": (m.heads * (m.nope + m.rope), m.q_lora),
+            p + "self_attn.kv_a_proj_with_mqa.weight": (m.kv_lora + m.rope, m.hidden),
+            p + "self_attn.kv_a_layernorm.weight": (m.kv_lora,),
+            p + "self_attn.kv_b_proj.weight": (m.heads * (m.nope + m.v_head), m.kv_lora),
+            p + "self_attn.o_proj.weight": (m.hidden, m.heads * m.v_head)}  # fmt: skip
+
+
+def _mlp_shapes(p: str, inter: int, hidden: int) -> dict[str, tuple[int, ...]]:
+    return {p + "gate_proj.weight": (inter, hidden), p + "up_proj.weight": (inter, hidden),
+            p + "down_proj.weight": (hidden, inter)}  # fmt: skip
+
+
+def _moe(m: Model, layer: int) -> bool:
+    return m.experts > 0 and layer >= m.first_dense
+
+
+def hf_state_dict(m: Model, rng: np.random.Generator) -> Params:
+    """Random bf16 weights (as uint16 bit patterns) under their HF names; DeepSeek's router bias
+    fp32 (uint32)."""
+    shapes: dict[str, tuple[int, ...]] = {
+        "model.embed_tokens.weight": (m.vocab, m.hidden),
+        "model.norm.weight": (m.hidden,),
+        "lm_head.weight": (m.vocab, m.hidden),
+    }
+    fp32: dict[str, tuple[int, ...]] = {}
+    for L in range(m.layers):
+        p = f"model.layers.{L}."
+        shapes[p + "input_layernorm.weight"] = (m.hidden,)
+        shapes[p + "post_attention_layernorm.weight"] = (m.hidden,)
+        shapes.update(_attention_shapes(m, p))
+        if not _moe(m, L):
+            shapes.update(_mlp_shapes(p + "mlp.", m.intermediate, m.hidden))
+            continue
+        shapes[p + "mlp.gate.weight"] = (m.experts, m.hidden)
+        if m.latent:
+            fp32[p + "mlp.gate.e_score_correction_bias"] = (m.experts,)
+        for e in range(m.experts):
+            shapes.update(_mlp_shapes(p + f"mlp.experts.{e}.", m.moe_intermediate, m.hidden))
+        if m.shared:
+            shapes.update(_mlp_shapes(p + "mlp.shared_experts.", m.shared, m.hidden))
+    out = {n: rng.integers(1, 1 << 16, size=s, dtype=np.uint16) for n, s in shapes.items()}
+    out.update({n: rng.integers(1, 1 << 32, size=s, dtype=np.uint32) for n, s in fp32.items()})
+    return out
+
+
+def _rows(a: np.ndarray, parts: int, i: int) -> np.ndarray:
+    """Part i of `parts` even parts of a's rows (the frameworks refuse uneven splits)."""
+    assert a.shape[0] % parts == 0, (a.shape, parts)
+    n = a.shape[0] // parts
+    return a[i * n : (i + 1) * n]
+
+
+def _cols(a: np.ndarray, parts: int, i: int) -> np.ndarray:
+    return _rows(a.T, parts, i).T
+
+
+def _padded_vocab(w: np.ndarray, multiple: int, tp: int, tp_rank: int) -> np.ndarray:
+    padded = np.zeros((math.ceil(w.shape[0] / multiple) * multiple, *w.shape[1:]), dtype=w.dtype)
+    padded[: w.shape[0]] = w
+    return _rows(padded, tp, tp_rank)
+
+
+@dataclass(frozen=True)
+class Megatron:
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    ep: int = 1
+    etp: int = 1
+
+    @property
+    def world(self) -> int:
+        return self.tp * self.dp * self.pp
+
+
+def megatron_params(sd: Params, m: Model, c: Megatron) -> dict[int, Params]:
+    out: dict[int, Params] = {}
+    edp = c.tp * c.dp // (c.ep * c.etp)
+    for r in range(c.world):
+        tp_rank, dp_rank, pp_rank = r % c.tp, r // c.tp % c.dp, r // (c.tp * c.dp)
+        etp_rank, ep_rank = r % c.etp, r // c.etp % c.ep
+        assert r // (c.etp * c.ep * edp) == pp_rank
+        out[r] = _megatron_rank(sd, m, c, tp_rank, pp_rank, etp_rank, ep_rank)
+    return out
+
+
+def _megatron_rank(sd: Params, m: Model, c: Megatron, tp_rank: int, pp_rank: int, etp_rank: int,
+                   ep_rank: int) -> Params:  # fmt: skip
+    p: Params = {}
+    if pp_rank == 0:
+        p["embedding.word_embeddings.weight"] = _padded_vocab(sd["model.embed_tokens.weight"], 128 * c.tp, c.tp,
+                                                              tp_rank)  # fmt: skip
+    if pp_rank == c.pp - 1:
+        p["decoder.final_layernorm.weight"] = sd["model.norm.weight"]
+        p["output_layer.weight"] = _padded_vocab(sd["lm_head.weight"], 128 * c.tp, c.tp, tp_rank)
+    per_stage = m.layers // c.pp
+    for local in range(per_stage):
+        layer = pp_rank * per_stage + local
+        h, d = f"model.layers.{layer}.", f"decoder.layers.{local}."
+        p.update(_megatron_attention(sd, m, c.tp, tp_rank, h, d))
+        if not _moe(m, layer):
+            p[d + "mlp.linear_fc1.layer_norm_weight"] = sd[h + "post_attention_layernorm.weight"]
+            p.update(_gated(sd, h + "mlp.", d + "mlp.linear_fc1.weight", d + "mlp.linear_fc2.weight", c.tp, tp_rank))
+            continue
+        p[d + "pre_mlp_layernorm.weight"] = sd[h + "post_attention_layernorm.weight"]
+        p[d + "mlp.router.weight"] = sd[h + "mlp.gate.weight"]
+        if m.latent:
+            p[d + "mlp.router.expert_bias"] = sd[h + "mlp.gate.e_score_correction_bias"]
+        if m.shared:
+            p.update(_gated(sd, h + "mlp.shared_experts.", d + "mlp.shared_experts.linear_fc1.weight",
+                            d + "mlp.shared_experts.linear_fc2.weight", c.tp, tp_rank))  # fmt: skip
+        local_experts = m.experts // c.ep
+        for i in range(local_experts):
+            p.update(_gated(sd, f"{h}mlp.experts.{ep_rank * local_experts + i}.",
+                            d + f"mlp.experts.linear_fc1.weight{i}", d + f"mlp.experts.linear_fc2.weight{i}",
+                            c.etp, etp_rank))  # fmt: skip
+    return p
+
+
+def _gated(sd: Params, hf: str, fc1: str, fc2: str, tp: int, tp_rank: int) -> Params:
+    """[gate shard; up shard] and the down projection's columns, as Megatron's linear_fc1/fc2 and
+    vLLM's gate_up_proj/down_proj (and w13/w2 per expert) hold them."""
+    return {fc1: np.concatenate([_rows(sd[hf + "gate_proj.weight"], tp, tp_rank),
+                                 _rows(sd[hf + "up_proj.weight"], tp, tp_rank)]),
+            fc2: _cols(sd[hf + "down_proj.weight"], tp, tp_rank)}  # fmt: skip
+
+
+def _megatron_attention(sd: Params, m: Model, tp: int, tp_rank: int, h: str, d: str) -> Params:
+    a = d + "self_attention."
+    p: Params = {a + "linear_proj.weight": _cols(sd[h + "self_attn.o_proj.weight"], tp, tp_rank)}
+    if m.latent:
+        return p | {d + "input_layernorm.weight": sd[h + "input_layernorm.weight"],
+                    a + "linear_q_down_proj.weight": sd[h + "self_attn.q_a_proj.weight"],
+                    a + "linear_q_up_proj.layer_norm_weight": sd[h + "self_attn.q_a_layernorm.weight"],
+                    a + "linear_q_up_proj.weight": _rows(sd[h + "self_attn.q_b_proj.weight"], tp, tp_rank),
+                    a + "linear_kv_down_proj.weight": sd[h + "self_attn.kv_a_proj_with_mqa.weight"],
+                    a + "linear_kv_up_proj.layer_norm_weight": sd[h + "self_attn.kv_a_layernorm.weight"],
+                    a + "linear_kv_up_proj.weight": _rows(sd[h + "self_attn.kv_b_proj.weight"], tp, tp_rank)}  # fmt: skip
+    groups, qpg, hd = m.kv_heads, m.heads // m.kv_heads, m.head_dim
+    q = sd[h + "self_attn.q_proj.weight"].reshape(groups, qpg * hd, m.hidden)
+    k = sd[h + "self_attn.k_proj.weight"].reshape(groups, hd, m.hidden)
+    v = sd[h + "self_attn.v_proj.weight"].reshape(groups, hd, m.hidden)
+    p[a + "linear_qkv.weight"] = _rows(np.concatenate([q, k, v], axis=1).reshape(-1, m.hidden), tp, tp_rank)
+    p[a + "linear_qkv.layer_norm_weight"] = sd[h + "input_layernorm.weight"]
+    if m.qk_norm:
+        p[a + "q_layernorm.weight"] = sd[h + "self_attn.q_norm.weight"]
+        p[a + "k_layernorm.weight"] = sd[h + "self_attn.k_norm.weight"]
+    return p
+
+
+@dataclass(frozen=True)
+class Vllm:
+    tp: int = 1
+    dp: int = 1
+    expert_parallel: bool = False
+    placement: str = "linear"  # or "round_robin" (expert_placement_strategy)
+
+    @property
+    def world(self) -> int:
+        return self.tp * self.dp
+
+
+def vllm_params(sd: Params, m: Model, c: Vllm, first_rank: int) -> dict[int, Params]:
+    """Parameters of the inference ranks, keyed by global rank (first_rank onwards)."""
+    return {first_rank + tp_rank + c.tp * dp_rank: _vllm_rank(sd, m, c, tp_rank, dp_rank)
+            for dp_rank in range(c.dp) for tp_rank in range(c.tp)}  # fmt: skip
+
+
+def _experts_of(m: Model, c: Vllm, tp_rank: int, dp_rank: int) -> tuple[list[int], int, int]:
+    """(experts held, MoE tp size, MoE tp rank): FusedMoEParallelConfig.make, determine_expert_map."""
+    if not c.expert_parallel:
+        return list(range(m.experts)), c.tp * c.dp, dp_rank * c.tp + tp_rank
+    ep, ep_rank = c.tp * c.dp, dp_rank * c.tp + tp_rank
+    if c.placement == "round_robin":
+        return list(range(ep_rank, m.experts, ep)), 1, 0
+    base, rem = divmod(m.experts, ep)
+    start = ep_rank * base + min(ep_rank, rem)
+    return list(range(start, start + base + (1 if ep_rank < rem else 0))), 1, 0
+
+
+def _vllm_attention(sd: Params, m: Model, c: Vllm, tp_rank: int, h: str) -> Params:
+    a = h + "self_attn."
+    p: Params = {a + "o_proj.weight": _cols(sd[a + "o_proj.weight"], c.tp, tp_rank)}
+    if m.latent:
+        return p | {a + "fused_qkv_a_proj.weight": np.concatenate([sd[a + "q_a_proj.weight"],
+                                                                   sd[a + "kv_a_proj_with_mqa.weight"]]),
+                    a + "q_a_layernorm.weight": sd[a + "q_a_layernorm.weight"],
+                    a + "q_b_proj.weight": _rows(sd[a + "q_b_proj.weight"], c.tp, tp_rank),
+                    a + "kv_a_layernorm.weight": sd[a + "kv_a_layernorm.weight"],
+                    a + "kv_b_proj.weight": _rows(sd[a + "kv_b_proj.weight"], c.tp, tp_rank)}  # fmt: skip
+    hd = m.head_dim
+    if m.kv_heads >= c.tp:
+        k, v = (_rows(sd[a + f"{x}_proj.weight"], c.tp, tp_rank) for x in "kv")
+    else:
+        head = tp_rank // (c.tp // m.kv_heads)
+        k, v = (sd[a + f"{x}_proj.weight"][head * hd : (head + 1) * hd] for x in "kv")
+    p[a + "qkv_proj.weight"] = np.concatenate([_rows(sd[a + "q_proj.weight"], c.tp, tp_rank), k, v])
+    if m.qk_norm:
+        p[a + "q_norm.weight"] = sd[a + "q_norm.weight"]
+        p[a + "k_norm.weight"] = sd[a + "k_norm.weight"]
+    return p
+
+
+def _vllm_rank(sd: Params, m: Model, c: Vllm, tp_rank: int, dp_rank: int) -> Params:
+    p: Params = {
+        "model.embed_tokens.weight": _padded_vocab(sd["model.embed_tokens.weight"], 64, c.tp, tp_rank),
+        "lm_head.weight": _padded_vocab(sd["lm_head.weight"], 64, c.tp, tp_rank),
+        "model.norm.weight": sd["model.norm.weight"],
+    }
+    for L in range(m.layers):
+        h = f"model.layers.{L}."
+        p.update(_vllm_attention(sd, m, c, tp_rank, h))
+        for n in ["input_layernorm.weight", "post_attention_layernorm.weight"]:
+            p[h + n] = sd[h + n]
+        if not _moe(m, L):
+            p.update(_gated(sd, h + "mlp.", h + "mlp.gate_up_proj.weight", h + "mlp.down_proj.weight", c.tp, tp_rank))
+            continue
+        p[h + "mlp.gate.weight"] = sd[h + "mlp.gate.weight"]
+        if m.latent:
+            p[h + "mlp.gate.e_score_correction_bias"] = sd[h + "mlp.gate.e_score_correction_bias"]
+        if m.shared:  # TP-sharded like a dense MLP (not sequence-parallel: no EP here)
+            p.update(_gated(sd, h + "mlp.shared_experts.", h + "mlp.shared_experts.gate_up_proj.weight",
+                            h + "mlp.shared_experts.down_proj.weight", c.tp, tp_rank))  # fmt: skip
+        experts, moe_tp, moe_rank = _experts_of(m, c, tp_rank, dp_rank)
+        w = [_gated(sd, f"{h}mlp.experts.{x}.", "w13", "w2", moe_tp, moe_rank) for x in experts]
+        p[h + "mlp.experts.w13_weight"] = np.stack([x["w13"] for x in w])
+        p[h + "mlp.experts.w2_weight"] = np.stack([x["w2"] for x in w])
+    return p

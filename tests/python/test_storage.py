@@ -1,0 +1,112 @@
+"""`refit run --storage framework` against the frameworks' own layouts: a random HF checkpoint is
+laid out as Megatron holds it on every training rank (framework_reference.py, written from the
+frameworks' code), refit moves those parameters under mpirun (UCX, this machine's loopback) into
+vLLM's parameters on every inference rank, and every byte must equal vLLM's own layout of the
+same checkpoint, vocab padding rows zero included. ctest runs it as python_storage_reference with
+the project venv (numpy, pytest), apart from the wheel's suite."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from framework_reference import Megatron, Model, Vllm, hf_state_dict, megatron_params, vllm_params
+
+ROOT = Path(os.environ.get("REFIT_SOURCE_DIR", Path(__file__).resolve().parents[2]))
+MODELS = ROOT / "tests" / "data" / "models"
+
+
+def _cli() -> str | None:
+    given = os.environ.get("REFIT_CLI")
+    built = ROOT / "build" / "release" / "cli" / "refit"
+    return given or (str(built) if built.exists() else shutil.which("refit"))
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("UCX_TLS", "self,sm,tcp")  # this machine's shared memory and loopback
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return env
+
+
+def _sizes(text: str) -> dict[str, str]:
+    return dict(kv.split("=") for kv in text.split(","))
+
+
+def _write(params: dict[int, dict[str, np.ndarray]], root: Path) -> None:
+    for rank, named in params.items():
+        (root / f"rank{rank}").mkdir(parents=True)
+        for name, array in named.items():
+            np.ascontiguousarray(array).tofile(root / f"rank{rank}" / name)
+
+
+CASES = [
+    # config, Megatron sizes, vLLM sizes, model options
+    ("tiny-llama-vocab1023.json", "tp=2", "tp=4", []),  # qkv interleave, kv replicated, padded vocab
+    ("tiny-llama-vocab1023.json", "tp=1,pp=2", "tp=2", []),  # per-stage layer numbers, two groups a rank
+    ("tiny-llama-vocab1023.json", "tp=4", "tp=2", []),  # tp beyond the query groups: q | k v per group
+    ("tiny-qwen3-moe.json", "tp=2,ep=2,etp=1", "tp=2", []),  # TEGroupedMLP experts to FusedMoE w13/w2
+    ("tiny-qwen3-moe.json", "tp=2,ep=2,etp=2,dp=2", "tp=1,dp=2,ep=1", []),  # expert TP to vLLM EP, linear
+    ("tiny-qwen3-moe.json", "tp=1,ep=2,dp=2", "tp=2", ["--per-expert"]),  # one tensor per expert, no EP
+    ("tiny-qwen3-moe.json", "tp=2,ep=2,etp=1", "tp=1,dp=2,ep=1,placement=round_robin", ["--per-expert"]),
+    ("tiny-deepseek-v3.json", "tp=2,ep=2,etp=1", "tp=2", []),  # MLA, fp32 router bias, shared experts
+]
+
+
+def _refit(tmp_path: Path, config: str, train: str, infer: str, problem: list[str]) -> None:
+    """Lays a random checkpoint out as Megatron does, runs refit on it with the PROBLEM options
+    `problem`, and checks every inference rank's parameters against vLLM's layout."""
+    cli = _cli()
+    if cli is None:
+        pytest.skip("the refit command is not built (REFIT_CLI)")
+    model = Model.from_config(json.loads((MODELS / config).read_text()))
+    state = hf_state_dict(model, np.random.default_rng(7))
+    t, i = _sizes(train), _sizes(infer)
+    megatron = Megatron(**{k: int(v) for k, v in t.items()})
+    vllm = Vllm(tp=int(i.get("tp", 1)), dp=int(i.get("dp", 1)), expert_parallel=int(i.get("ep", 0)) > 0,
+                placement=i.get("placement", "linear"))  # fmt: skip
+    _write(megatron_params(state, model, megatron), tmp_path / "megatron")
+    done = subprocess.run(
+        ["mpirun", "--oversubscribe", "-np", str(megatron.world + vllm.world), cli, "run", *problem,
+         "--storage", "framework", "--load-sources", str(tmp_path / "megatron"),
+         "--save-destinations", str(tmp_path / "vllm"), "--timeout", "60"],
+        capture_output=True, text=True, timeout=300, env=_env(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    expected = vllm_params(state, model, vllm, first_rank=megatron.world)
+    for rank, named in expected.items():
+        written = sorted(p.name for p in (tmp_path / "vllm" / f"rank{rank}").iterdir())
+        assert written == sorted(named), f"rank {rank}"
+        for name, array in named.items():
+            got = np.fromfile(tmp_path / "vllm" / f"rank{rank}" / name, dtype=array.dtype)
+            assert np.array_equal(got, np.ascontiguousarray(array).ravel()), f"rank {rank}: {name}"
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun")
+@pytest.mark.parametrize("config,train,infer,options", CASES)
+def test_megatron_parameters_arrive_as_vllm_parameters_byte_for_byte(tmp_path: Path, config: str, train: str,
+                                                                     infer: str, options: list[str]) -> None:  # fmt: skip
+    _refit(tmp_path, config, train, infer,
+           ["--model", str(MODELS / config), "--train", train, "--infer", infer, *options])  # fmt: skip
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun")
+def test_a_version_2_manifest_carries_the_storage_maps_to_refit_run(tmp_path: Path) -> None:
+    """`refit models --storage --write-manifest` writes both sides' parameters and regions; a run
+    from that manifest alone moves the same bytes as one from the model."""
+    config, train, infer, _ = CASES[2]
+    cli = _cli()
+    if cli is None:
+        pytest.skip("the refit command is not built (REFIT_CLI)")
+    manifest = tmp_path / "manifest.json"
+    done = subprocess.run([cli, "models", str(MODELS / config), "--train", train, "--infer", infer, "--storage",
+                           "--write-manifest", str(manifest)], capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(manifest.read_text())["version"] == 2
+    _refit(tmp_path, config, train, infer, ["--manifest", str(manifest)])
