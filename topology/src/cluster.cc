@@ -5,10 +5,37 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/checked.h"
 #include "refit/core/try.h"
 
 namespace refit {
 namespace {
+
+namespace lim = cluster_limits;
+
+// Finite and within [kMinBandwidth, kMaxBandwidth] (or 0 when `zero_ok`); `field` names it.
+[[nodiscard]] Result<void> check_bandwidth(BytesPerSecond b, const std::string& field, bool zero_ok) {
+  if (zero_ok && b.value == 0) return {};
+  if (!(b >= lim::kMinBandwidth && b <= lim::kMaxBandwidth))  // also refuses nan
+    return out_of_range(fmt::format("{} is {} GB/s, must be between {} and {}{}", field, b.gbps(),
+                                    lim::kMinBandwidth.gbps(), lim::kMaxBandwidth.gbps(),
+                                    zero_ok ? " (or 0)" : ""));
+  return {};
+}
+
+[[nodiscard]] Result<void> check_latency(Seconds s, const std::string& field) {
+  if (!(s.value >= 0 && s <= lim::kMaxLatency))
+    return out_of_range(fmt::format("{} is {} us, must be between 0 and {}", field, s.value * 1e6,
+                                    lim::kMaxLatency.value * 1e6));
+  return {};
+}
+
+[[nodiscard]] Result<void> check_counts(const ClusterSpec& s) {
+  const auto cap = static_cast<std::size_t>(limits::kMaxRanks);
+  if (s.gpus.size() > cap) return out_of_range(fmt::format("gpus: {} GPUs, at most {}", s.gpus.size(), cap));
+  if (s.nics.size() > cap) return out_of_range(fmt::format("nics: {} NICs, at most {}", s.nics.size(), cap));
+  return {};
+}
 
 [[nodiscard]] Result<void> check_gpus(const ClusterSpec& s) {
   if (s.gpus.empty()) return invalid("gpus: the cluster has no GPU");
@@ -17,12 +44,13 @@ namespace {
     const auto at = fmt::format("gpus[{}]", i);
     if (g.id.value != static_cast<std::int32_t>(i))
       return invalid(fmt::format("{}.id is {}, expected {} (ids are dense and in order)", at, g.id.value, i));
-    if (g.node < 0) return out_of_range(fmt::format("{}.node is negative", at));
     if (g.domain < 0 || g.domain >= static_cast<std::int32_t>(s.domains.size()))
       return not_found(
           fmt::format("{}.domain {} does not exist ({} domains)", at, g.domain, s.domains.size()));
-    if (g.nvlink_bandwidth.value < 0) return out_of_range(fmt::format("{}.nvlink_gbps is negative", at));
-    if (g.copy_bandwidth.value <= 0) return out_of_range(fmt::format("{}.copy_gbps must be > 0", at));
+    if (g.node < 0 || g.node >= limits::kMaxRanks)
+      return out_of_range(fmt::format("{}.node is {}, must be in [0, {})", at, g.node, limits::kMaxRanks));
+    REFIT_TRY(check_bandwidth(g.nvlink_bandwidth, at + ".nvlink_gbps", true));
+    REFIT_TRY(check_bandwidth(g.copy_bandwidth, at + ".copy_gbps", false));
   }
   return {};
 }
@@ -60,9 +88,10 @@ namespace {
     const auto at = fmt::format("nics[{}]", i);
     if (n.id != static_cast<std::int32_t>(i))
       return invalid(fmt::format("{}.id is {}, expected {}", at, n.id, i));
-    if (n.node < 0) return out_of_range(fmt::format("{}.node is negative", at));
-    if (n.bandwidth.value <= 0) return out_of_range(fmt::format("{}.gbps must be > 0", at));
-    if (n.latency.value < 0) return out_of_range(fmt::format("{}.latency_us is negative", at));
+    if (n.node < 0 || n.node >= limits::kMaxRanks)
+      return out_of_range(fmt::format("{}.node is {}, must be in [0, {})", at, n.node, limits::kMaxRanks));
+    REFIT_TRY(check_bandwidth(n.bandwidth, at + ".gbps", false));
+    REFIT_TRY(check_latency(n.latency, at + ".latency_us"));
     for (std::size_t k = 0; k < n.gpus.size(); ++k) {
       const auto g = n.gpus[k].value;
       if (g < 0 || g >= static_cast<std::int32_t>(s.gpus.size()))
@@ -88,11 +117,12 @@ Cluster::Cluster(ClusterSpec spec) : spec_(std::move(spec)), nic_of_gpu_(spec_.g
 }
 
 Result<Cluster> Cluster::make(ClusterSpec spec) {
-  if (spec.fabric.oversubscription < 1.0)
+  const double r = spec.fabric.oversubscription;
+  if (!(r >= 1.0 && r <= lim::kMaxOversubscription))
     return out_of_range(
-        fmt::format("fabric.oversubscription is {}, must be >= 1", spec.fabric.oversubscription));
-  if (spec.nvlink_latency.value < 0) return out_of_range("nvlink_latency_us is negative");
-  for (auto check : {check_gpus, check_domains, check_nics}) REFIT_TRY(check(spec));
+        fmt::format("fabric.oversubscription is {}, must be between 1 and {}", r, lim::kMaxOversubscription));
+  REFIT_TRY(check_latency(spec.nvlink_latency, "nvlink_latency_us"));
+  for (auto check : {check_counts, check_gpus, check_domains, check_nics}) REFIT_TRY(check(spec));
   return Cluster(std::move(spec));
 }
 
