@@ -65,7 +65,9 @@ Result<Plan> make_plan(const StrategyInfo& strategy, const ReshardProblem& probl
   for (const auto& t : problem.tensors())
     context.overlaps.push_back(
         REFIT_TRY_IN(overlaps(t.source, t.destination), fmt::format("tensor '{}'", t.tensor.name)));
-  return strategy.plan(context);
+  auto plan = REFIT_TRY(strategy.plan(context));
+  REFIT_TRY(check_chunk_count(plan));
+  return plan;
 }
 
 namespace planner_detail {
