@@ -6,7 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "json_text.h"
 #include "parse.h"
+#include "refit/core/checked.h"
 #include "refit/core/layout.h"
 #include "refit/core/try.h"
 
@@ -23,6 +25,7 @@ struct LayoutOptions {
 
 [[nodiscard]] Result<Layout> build_layout(const LayoutOptions& o) {
   auto shape = REFIT_TRY(parse_int_list(o.shape, "--shape", 0));
+  REFIT_TRY_IN(checked_product(shape, limits::kMaxElements, "elements"), "--shape");
   auto mesh_shape = REFIT_TRY(parse_mesh_shape(o.mesh, "--mesh"));
   std::vector<Rank> ranks;
   if (!o.ranks.empty()) {
@@ -56,7 +59,7 @@ void print_json(const Layout& l) {
                             {"offset", box.offset},
                             {"extent", box.extent}});
   }
-  fmt::print("{}\n", out.dump());
+  fmt::print("{}\n", json_text(out));
 }
 
 void print_table(const Layout& l) {

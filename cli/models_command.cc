@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "json_text.h"
 #include "problem_options.h"
 #include "refit/core/try.h"
 #include "refit/models/builtin_models.h"
@@ -43,7 +44,7 @@ std::string gigabytes(Bytes b) { return fmt::format("{:.1f} GB", static_cast<dou
                     {"bf16_bytes", m.parameter_count() * dtype_size(DType::kBF16)}});
   }
   if (o.json) {
-    fmt::print("{}\n", Json{{"models", list}}.dump());
+    fmt::print("{}\n", json_text(Json{{"models", list}}));
     return {};
   }
   fmt::print("{:<18} {:<13} {:>15} {:>16}\n", "name", "architecture", "params", "bf16 bytes");
@@ -118,7 +119,7 @@ void print_model(const Json& j) {
     if (!o.write_manifest.empty())
       REFIT_TRY_IN(models::save_manifest(problem, o.write_manifest), "--write-manifest");
   }
-  o.json ? fmt::print("{}\n", out.dump()) : print_model(out);
+  o.json ? fmt::print("{}\n", json_text(out)) : print_model(out);
   return {};
 }
 

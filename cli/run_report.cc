@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "json_text.h"
+
 namespace refit::cli {
 namespace {
 
@@ -51,7 +53,7 @@ std::string encode(const RankResult& r) {
                    {"elapsed", r.elapsed.value},
                    {"checked", r.checked}};
   if (r.wrong) j["wrong"] = *r.wrong;
-  return j.dump();
+  return json_text(j);
 }
 
 Result<RankResult> decode_rank_result(std::string_view text) {
@@ -107,7 +109,7 @@ void print_summary(const RunSummary& s, bool json) {
                              {"plan_hash", s.plan_hash},
                              {"per_rank", nlohmann::ordered_json::array()}};
     for (const auto& r : s.ranks) j["per_rank"].push_back(rank_json(r, s.training_ranks));
-    fmt::print("{}\n", j.dump());
+    fmt::print("{}\n", json_text(j));
     return;
   }
   fmt::print("refit run: {} executor, strategy {}, {} training -> {} inference ranks, plan {}\n", s.executor,
