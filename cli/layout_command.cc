@@ -30,7 +30,12 @@ struct LayoutOptions {
   std::vector<Rank> ranks;
   if (!o.ranks.empty()) {
     const auto list = REFIT_TRY(parse_int_list(o.ranks, "--ranks", 0));
-    for (auto r : list) ranks.emplace_back(static_cast<std::int32_t>(r));
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (list[i] >= limits::kMaxJobRanks)  // would wrap in the int32 of a rank
+        return out_of_range(
+            fmt::format("--ranks: entry {} is {}, must be < {}", i, list[i], limits::kMaxJobRanks));
+      ranks.emplace_back(static_cast<std::int32_t>(list[i]));
+    }
   }
   auto mesh = REFIT_TRY_IN(Mesh::make(std::move(mesh_shape), std::move(ranks)),
                            o.ranks.empty() ? "--mesh" : "--ranks");

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "refit/core/checked.h"
 #include "refit/core/try.h"
 #include "strategies.h"
 
@@ -74,7 +75,7 @@ namespace planner_detail {
 
 std::int64_t uniform_source(std::int64_t n_sources, std::int64_t n_dests, std::int64_t dest_index) {
   if (n_sources >= n_dests) return dest_index * n_sources / n_dests;
-  const std::int64_t span = (n_dests + n_sources - 1) / n_sources;
+  const std::int64_t span = ceil_div(n_dests, n_sources);
   return dest_index / span;
 }
 
