@@ -156,6 +156,14 @@ TEST(HostilePresets, CountsAreCappedBeforeTheClusterIsBuilt) {
   EXPECT_THAT(c.error().message, HasSubstr("nodes x gpus_per_node = GPUs"));
 }
 
+TEST(HostilePresets, RankCountsAreCappedBeforeTheirSumOverflows) {
+  // 2e9 + 2e9 ranks once wrapped in int32 and sized an 8-GPU cluster.
+  const auto c =
+      size_preset_to_job("dgx-h100", {.source_ranks = 2'000'000'000, .destination_ranks = 2'000'000'000});
+  EXPECT_EQ(error_code(c), ErrorCode::kOutOfRange);
+  EXPECT_THAT(c.error().message, HasSubstr("placement: 2000000000 training ranks, at most 1048576"));
+}
+
 TEST(HostilePresets, RatesAreFiniteAndInRange) {
   for (const char* spec : {"dgx-h100:nic_gbps=1e308", "dgx-h100:nvlink_gbps=5e-324", "dgx-h100:copy_gbps=nan",
                            "dgx-h100:latency_us=inf", "dgx-h100:oversubscription=1e9"}) {

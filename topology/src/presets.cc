@@ -153,6 +153,7 @@ Result<PlacedCluster> size_preset_to_job(std::string_view spec, const RankPlacem
   const auto params = REFIT_TRY(params_of(spec));
   RankPlacementOptions options = placement;
   if (params.infer_offset) options.destination_offset = params.infer_offset;
+  REFIT_TRY(check_placement_counts(options));
   auto cluster = REFIT_TRY(hardware(params, spec, required_gpus(options)));
   auto ranks = REFIT_TRY(RankMap::place(cluster, options));
   return PlacedCluster::make(std::move(cluster), std::move(ranks));
