@@ -3,6 +3,7 @@
 // CLI) that names the element, field or key, in bounded time and memory.
 #include <chrono>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -77,6 +78,28 @@ TEST(HostileXml, DeepNestingIsRefusedInLinearTime) {
   const auto c = import_nccl_topology(xml, "m");
   EXPECT_EQ(error_code(c), ErrorCode::kUnsupported);
   EXPECT_THAT(c.error().message, HasSubstr("nested deeper than 64 elements"));
+}
+
+TEST(HostileXml, LargeDumpsAreBoundedInDevicesAndLinearInTime) {
+  // 2,000 GPUs, one per line: each GPU's name holds its line number, once counted from the start
+  // of the text (quadratic); one machine holds at most 1024.
+  std::string xml = "<system version=\"1\"><cpu numaid=\"0\">\n";
+  for (int i = 0; i < 2000; ++i)
+    xml += fmt::format("<pci busid=\"0000:{:02x}:{:02x}.0\"><gpu dev=\"{}\" sm=\"90\"/></pci>\n", i / 256,
+                       i % 256, i);
+  xml += "</cpu></system>";
+  const auto c = import_nccl_topology(xml, "m");
+  EXPECT_EQ(error_code(c), ErrorCode::kOutOfRange);
+  EXPECT_THAT(c.error().message,
+              HasSubstr("line 1026: <gpu dev=\"1024\">: more than 1024 GPUs in one machine"));
+}
+
+TEST(HostileXml, LinksOfOneGpuAreBounded) {
+  std::string links;
+  for (int i = 0; i < 20; ++i) links += R"(<nvlink target="0000:99:00.0" count="64" tclass="0x068000"/>)";
+  const auto c = import_nccl_topology(machine(R"(speed="400000")", links), "m");
+  EXPECT_EQ(error_code(c), ErrorCode::kOutOfRange);
+  EXPECT_THAT(c.error().message, HasSubstr("more than 1024 NVLinks"));
 }
 
 // The small cluster file of the tests, with `field` of GPU 0 (or NIC 0) set to `value`.

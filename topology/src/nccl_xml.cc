@@ -31,8 +31,11 @@ bool is_gpu_class(std::string_view c) { return c == "0x030000" || c == "0x030200
 
 // NCCL's dumps nest about 8 deep (system, cpu, pci switches, gpu, nvlink).
 constexpr std::size_t kMaxXmlDepth = 64;
-// NVLinks between one GPU and one target (18 on an H100 to its NVSwitches).
+// NVLinks between one GPU and one target (18 on an H100 to its NVSwitches), and in all.
 constexpr std::int32_t kMaxLinkCount = 64;
+constexpr std::size_t kMaxGpuLinks = 1024;
+// GPUs and NICs of one dump: NCCL describes one machine (8 GPUs, 4 on a GB200 tray).
+constexpr std::size_t kMaxDevices = 1024;
 // A <net speed> in Mb/s: 10 Mb/s to 10 Tb/s, so the NIC's rate is within cluster_limits.
 constexpr double kMinSpeedMbps = 10;
 constexpr double kMaxSpeedMbps = 1e7;
@@ -42,10 +45,31 @@ std::int64_t line_of(std::string_view text, std::ptrdiff_t offset) {
   return 1 + std::count(text.begin(), text.begin() + offset, '\n');
 }
 
+// Line numbers by binary search over the newlines, found once: errors and every GPU's name
+// ("line 12: <gpu dev=...>") need one, and counting from the start each time is quadratic.
+class Lines {
+ public:
+  explicit Lines(std::string_view text) {
+    for (std::size_t i = 0; i < text.size(); ++i)
+      if (text[i] == '\n') newlines_.push_back(static_cast<std::ptrdiff_t>(i));
+  }
+  std::int64_t of(std::ptrdiff_t offset) const {
+    return 1 + (std::ranges::lower_bound(newlines_, offset) - newlines_.begin());
+  }
+
+ private:
+  std::vector<std::ptrdiff_t> newlines_;
+};
+
+// An attribute value as messages quote it: cut short.
+std::string quoted(std::string_view value) {
+  return value.size() > 40 ? fmt::format("{}...", value.substr(0, 37)) : std::string(value);
+}
+
 // Walks the XML tree, collecting GPUs and NICs with their place in the PCIe tree.
 class XmlReader {
  public:
-  explicit XmlReader(std::string_view text) : text_(text) {}
+  explicit XmlReader(std::string_view text) : lines_(text) {}
 
   [[nodiscard]] Result<detail::FoundMachine> read(const pugi::xml_document& doc) {
     const auto root = doc.document_element();
@@ -64,8 +88,8 @@ class XmlReader {
   // "line 12: <gpu dev="3">": the element and its first attribute, which identifies it.
   std::string where(const pugi::xml_node& n) const {
     const auto a = n.first_attribute();
-    return fmt::format("line {}: <{}{}>", line_of(text_, n.offset_debug()), n.name(),
-                       a ? fmt::format(" {}=\"{}\"", a.name(), a.value()) : std::string());
+    return fmt::format("line {}: <{}{}>", lines_.of(n.offset_debug()), n.name(),
+                       a ? fmt::format(" {}=\"{}\"", a.name(), quoted(a.value())) : std::string());
   }
 
   [[nodiscard]] Result<std::string> attribute(const pugi::xml_node& n, const char* name) const {
@@ -159,6 +183,8 @@ class XmlReader {
       if (is_gpu_class(tclass))
         gpu.peer_links.insert(gpu.peer_links.end(), static_cast<std::size_t>(count),
                               detail::normalize_bus_id(target));
+      if (gpu.peer_links.size() + static_cast<std::size_t>(gpu.switch_links) > kMaxGpuLinks)
+        return out_of_range(fmt::format("{}: more than {} NVLinks", where(gpu_node), kMaxGpuLinks));
     }  // links to CPUs (POWER, Grace C2C) do not join GPUs
     return {};
   }
@@ -171,6 +197,8 @@ class XmlReader {
     const auto sm = REFIT_TRY(number<std::int32_t>(n, "sm", 1));
     if (gpus_.contains(dev))
       return invalid(fmt::format("{}: GPU dev {} appears twice ({})", where(n), dev, gpus_[dev].what));
+    if (gpus_.size() == kMaxDevices)
+      return out_of_range(fmt::format("{}: more than {} GPUs in one machine", where(n), kMaxDevices));
     FoundGpu gpu;
     gpu.what = where(n);
     gpu.bus_id = here.chain.back();
@@ -195,6 +223,8 @@ class XmlReader {
       const auto full_name = port.empty() || port == "0" ? name : fmt::format("{}:{}", name, port);
       // NCCL lists a NIC that hangs off no PCIe switch (a socket NIC) under every <cpu>.
       if (!nic_names_.insert(full_name).second) continue;
+      if (nics_.size() == kMaxDevices)
+        return out_of_range(fmt::format("{}: more than {} NICs in one machine", where(net), kMaxDevices));
       nics_.push_back({.name = full_name,
                        .line_gigabits = speed / 1000.0,
                        .bus_id = under_pci ? here.chain.back() : "",
@@ -203,7 +233,7 @@ class XmlReader {
     return {};
   }
 
-  std::string_view text_;
+  Lines lines_;
   std::map<std::int32_t, FoundGpu> gpus_;  // by NCCL device index
   std::vector<FoundNic> nics_;
   std::set<std::string> nic_names_;
