@@ -6,7 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "json_text.h"
 #include "parse.h"
+#include "refit/core/checked.h"
 #include "refit/core/layout.h"
 #include "refit/core/try.h"
 
@@ -23,11 +25,17 @@ struct LayoutOptions {
 
 [[nodiscard]] Result<Layout> build_layout(const LayoutOptions& o) {
   auto shape = REFIT_TRY(parse_int_list(o.shape, "--shape", 0));
+  REFIT_TRY_IN(checked_product(shape, limits::kMaxElements, "elements"), "--shape");
   auto mesh_shape = REFIT_TRY(parse_mesh_shape(o.mesh, "--mesh"));
   std::vector<Rank> ranks;
   if (!o.ranks.empty()) {
     const auto list = REFIT_TRY(parse_int_list(o.ranks, "--ranks", 0));
-    for (auto r : list) ranks.emplace_back(static_cast<std::int32_t>(r));
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (list[i] >= limits::kMaxJobRanks)  // would wrap in the int32 of a rank
+        return out_of_range(
+            fmt::format("--ranks: entry {} is {}, must be < {}", i, list[i], limits::kMaxJobRanks));
+      ranks.emplace_back(static_cast<std::int32_t>(list[i]));
+    }
   }
   auto mesh = REFIT_TRY_IN(Mesh::make(std::move(mesh_shape), std::move(ranks)),
                            o.ranks.empty() ? "--mesh" : "--ranks");
@@ -56,7 +64,7 @@ void print_json(const Layout& l) {
                             {"offset", box.offset},
                             {"extent", box.extent}});
   }
-  fmt::print("{}\n", out.dump());
+  fmt::print("{}\n", json_text(out));
 }
 
 void print_table(const Layout& l) {

@@ -34,8 +34,11 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // Every bad-input message starts "refit <cmd>: error:", CLI11's own included.
+    const std::string command = argc > 1 && actions.contains(argv[1]) ? fmt::format(" {}", argv[1]) : "";
+    fmt::print(stderr, "refit{}: error: {}\n", command, e.what());
+    return 2;
   }
   for (const auto* sub : app.get_subcommands()) {
     auto result = actions.at(sub->get_name())();

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "json_text.h"
 #include "problem_options.h"
 #include "refit/core/try.h"
 #include "refit/models/builtin_models.h"
@@ -47,7 +48,7 @@ std::string gigabytes(Bytes b) { return fmt::format("{:.1f} GB", static_cast<dou
                     {"bf16_bytes", m.parameter_count() * dtype_size(DType::kBF16)}});
   }
   if (o.json) {
-    fmt::print("{}\n", Json{{"models", list}}.dump());
+    fmt::print("{}\n", json_text(Json{{"models", list}}));
     return {};
   }
   fmt::print("{:<18} {:<13} {:>15} {:>16}\n", "name", "architecture", "params", "bf16 bytes");
@@ -145,7 +146,7 @@ void print_model(const Json& j) {
       REFIT_TRY_IN(models::save_manifest(problem, o.write_manifest, maps ? &*maps : nullptr),
                    "--write-manifest");
   }
-  o.json ? fmt::print("{}\n", out.dump()) : print_model(out);
+  o.json ? fmt::print("{}\n", json_text(out)) : print_model(out);
   return {};
 }
 

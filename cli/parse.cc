@@ -1,6 +1,7 @@
 #include "parse.h"
 
 #include <charconv>
+#include <cmath>
 #include <string>
 
 #include <fmt/format.h>
@@ -58,8 +59,9 @@ CLI::Validator number_above(double floor, bool inclusive, const char* name, cons
       [=](std::string& text) -> std::string {
         double v = 0;
         const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-        const bool number = ec == std::errc{} && end == text.data() + text.size();
-        if (number && (inclusive ? v >= floor : v > floor)) return {};
+        const bool number = ec == std::errc{} && end == text.data() + text.size() && std::isfinite(v);
+        if (!number) return fmt::format("expected a number {}, got '{}'", wanted, text);
+        if (inclusive ? v >= floor : v > floor) return {};
         return fmt::format("must be {}, got {}", wanted, text);
       },
       name);

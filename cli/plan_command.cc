@@ -7,6 +7,7 @@
 
 #include "command.h"
 #include "human_units.h"
+#include "json_text.h"
 #include "plan_inputs.h"
 #include "refit/core/try.h"
 #include "refit/lowering/explain.h"
@@ -130,7 +131,7 @@ void print_human(const TimedPlan& tp, const PlanStats& s, const LowerBound& lb, 
     if (!f) return fail(ErrorCode::kRuntime, fmt::format("--out: cannot write '{}'", o.out));
   }
   if (o.json)
-    fmt::print("{}\n", plan_json(tp, stats, lb, low).dump());
+    fmt::print("{}\n", json_text(plan_json(tp, stats, lb, low)));
   else
     print_human(tp, stats, lb, low);
   return {};

@@ -155,7 +155,7 @@ void show_progress(const RunOptions& o, const RankContext& c, const RankResult& 
   r.resident.end = resident_now();
   if (o.verify)
     if (auto ok = s.shards.verify(s.inputs.problem); !ok) r.wrong = ok.error().message;
-  REFIT_TRY(s.shards.save(o.storage, Rank{bootstrap.rank()}));
+  REFIT_TRY(s.shards.save(o.storage, Rank{c.bootstrap.rank()}));
   return r;
 }
 

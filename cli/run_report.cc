@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "json_text.h"
+
 namespace refit::cli {
 namespace {
 
@@ -58,7 +60,7 @@ std::string encode(const RankResult& r) {
       {"checked", r.checked},
       {"resident", {r.resident.after_prepare.value, r.resident.after_warm_up.value, r.resident.end.value}}};
   if (r.wrong) j["wrong"] = *r.wrong;
-  return j.dump();
+  return json_text(j);
 }
 
 Result<RankResult> decode_rank_result(std::string_view text) {
@@ -128,7 +130,7 @@ void print_summary(const RunSummary& s, bool json) {
                              {"resident_growth_bytes", s.resident_growth().first.value},
                              {"per_rank", nlohmann::ordered_json::array()}};
     for (const auto& r : s.ranks) j["per_rank"].push_back(rank_json(r, s.training_ranks));
-    fmt::print("{}\n", j.dump());
+    fmt::print("{}\n", json_text(j));
     return;
   }
   fmt::print("refit run: {} executor, strategy {}, {} training -> {} inference ranks, plan {}\n", s.executor,

@@ -10,6 +10,7 @@
 
 #include "command.h"
 #include "human_units.h"
+#include "json_text.h"
 #include "parse.h"
 #include "plan_inputs.h"
 #include "refit/core/try.h"
@@ -259,7 +260,7 @@ void print_detail(const Row& r, const LowerBound& lb) {
                              {"lower_bound_binding", lb.binding},
                              {"strategies", nlohmann::ordered_json::array()}};
     for (const auto& r : rows) j["strategies"].push_back(row_json(r, lb, baseline(rows), refit_row(rows)));
-    fmt::print("{}\n", j.dump());
+    fmt::print("{}\n", json_text(j));
   } else if (o.compare) {
     print_table(rows, lb);
   } else {

@@ -11,6 +11,7 @@
 
 #include "cluster_options.h"
 #include "command.h"
+#include "json_text.h"
 #include "parse.h"
 #include "refit/core/try.h"
 #include "refit/topology/cluster_json.h"
@@ -118,7 +119,7 @@ void print_placement(const RankMap& c) {
   const auto placed = REFIT_TRY(load_cluster_for(o.cluster, placement));
   const auto& cluster = placed.cluster();
   if (o.json) {
-    fmt::print("{}\n", cluster_to_json(cluster, &placed.ranks()).dump(2));
+    fmt::print("{}\n", json_text(cluster_to_json(cluster, &placed.ranks()), 2));
     return {};
   }
   print_summary(cluster);

@@ -1,16 +1,21 @@
 #include "refit/core/json_fields.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "json_guard.h"
 #include "refit/core/try.h"
 
 namespace refit::json_fields {
 
 std::string describe(const Json& value) {
-  std::string text = value.dump();
+  // Never dump a non-empty container: its text can be as large, and as deep, as the input.
+  if (value.is_array() && !value.empty()) return fmt::format("an array of {} elements", value.size());
+  if (value.is_object() && !value.empty()) return fmt::format("an object of {} fields", value.size());
+  std::string text = value.dump(-1, ' ', false, Json::error_handler_t::replace);
   return text.size() > 40 ? text.substr(0, 37) + "..." : text;
 }
 
@@ -54,8 +59,11 @@ std::string element(const std::string& path, std::size_t index) { return fmt::fo
 Result<Json> parse_object(std::string_view text, std::string_view what) {
   Json j;
   try {
-    j = Json::parse(text);
-  } catch (const Json::parse_error& e) {
+    j = Json::parse(text, guard_callback());
+  } catch (const Refusal& r) {
+    return fail(r.code, fmt::format("{}: {}", what, r.message));
+  } catch (const Json::exception& e) {
+    // Syntax (parse_error) and numbers beyond double range such as 1e309 (out_of_range), whose
     // what() is "[json.exception.parse_error.101] parse error at line 3, column 5: ...".
     const std::string_view message = e.what();
     const auto tag_end = message.find("] ");
@@ -107,7 +115,10 @@ Result<bool> optional_bool(const Json& object, std::string_view key, const std::
 
 Result<double> require_number(const Json& object, std::string_view key, const std::string& path) {
   const Json* value = REFIT_TRY(require_kind(object, key, path, &Json::is_number, "a number"));
-  return value->get<double>();
+  const auto v = value->get<double>();
+  // The parser refuses 1e309, but a Json built in memory (the Python package) may hold nan or inf.
+  if (!std::isfinite(v)) return out_of_range(fmt::format("{}: must be a finite number", child(path, key)));
+  return v;
 }
 
 Result<std::string> optional_string(const Json& object, std::string_view key, const std::string& path,

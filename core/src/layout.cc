@@ -4,13 +4,18 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/checked.h"
+#include "refit/core/try.h"
+
 namespace refit {
 
 Interval chunk_interval(std::int64_t length, std::int64_t parts, std::int64_t index) {
-  const std::int64_t chunk = (length + parts - 1) / parts;
-  const std::int64_t begin = std::min(index * chunk, length);
-  const std::int64_t end = std::min((index + 1) * chunk, length);
-  return Interval{begin, std::max<std::int64_t>(0, end - begin)};
+  const std::int64_t chunk = ceil_div(length, parts);
+  if (chunk == 0) return Interval{0, 0};  // length 0
+  // Parts from ceil(length / chunk) on are empty at `length`; before it, index * chunk < length,
+  // so neither the offset nor the end (offset + extent <= length) can overflow.
+  const std::int64_t begin = index >= ceil_div(length, chunk) ? length : index * chunk;
+  return Interval{begin, std::min(chunk, length - begin)};
 }
 
 Result<Layout> Layout::make(Shape tensor_shape, Mesh mesh, std::vector<Placement> placements) {
@@ -18,6 +23,7 @@ Result<Layout> Layout::make(Shape tensor_shape, Mesh mesh, std::vector<Placement
   for (std::size_t d = 0; d < tensor_shape.size(); ++d)
     if (tensor_shape[d] < 0)
       return out_of_range(fmt::format("shape[{}] is {}, must be >= 0", d, tensor_shape[d]));
+  REFIT_TRY_IN(checked_product(tensor_shape, limits::kMaxElements, "elements"), "shape");
   if (placements.size() != mesh.ndim())
     return mismatch(
         fmt::format("placements: {} given for a mesh of {} axes", placements.size(), mesh.ndim()));

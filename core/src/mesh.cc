@@ -4,18 +4,20 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/checked.h"
+#include "refit/core/try.h"
+
 namespace refit {
 
 Result<Mesh> Mesh::make(std::vector<std::int64_t> shape, std::vector<Rank> ranks,
                         std::vector<std::string> axis_names) {
   if (shape.empty() || shape.size() > kMaxMeshAxes)
     return out_of_range(fmt::format("mesh has {} axes, expected 1 to {}", shape.size(), kMaxMeshAxes));
-  std::int64_t size = 1;
-  for (std::size_t a = 0; a < shape.size(); ++a) {
+  for (std::size_t a = 0; a < shape.size(); ++a)
     if (shape[a] <= 0)
       return out_of_range(fmt::format("mesh axis {} has size {}, must be >= 1", a, shape[a]));
-    size *= shape[a];
-  }
+  // Positions are materialised (one rank each), so the product is capped before anything is.
+  const auto size = REFIT_TRY(checked_product(shape, limits::kMaxRanks, "mesh positions"));
   if (ranks.empty()) {
     for (std::int64_t i = 0; i < size; ++i) ranks.emplace_back(static_cast<std::int32_t>(i));
   } else if (static_cast<std::int64_t>(ranks.size()) != size) {
@@ -24,6 +26,9 @@ Result<Mesh> Mesh::make(std::vector<std::int64_t> shape, std::vector<Rank> ranks
   std::unordered_set<Rank> seen;
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     if (ranks[i].value < 0) return out_of_range(fmt::format("ranks[{}] is negative ({})", i, ranks[i].value));
+    if (ranks[i].value >= limits::kMaxJobRanks)
+      return out_of_range(
+          fmt::format("ranks[{}] is {}, must be < {}", i, ranks[i].value, limits::kMaxJobRanks));
     if (!seen.insert(ranks[i]).second)
       return invalid(fmt::format("ranks[{}]: rank {} appears twice", i, ranks[i].value));
   }

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/checked.h"
 #include "refit/core/try.h"
 
 namespace refit {
@@ -18,6 +19,14 @@ namespace {
   return {};
 }
 
+// Every tensor's element count and the problem's byte count within limits, so that byte sums
+// anywhere downstream (plans, statistics, executors) cannot overflow.
+[[nodiscard]] Result<std::int64_t> add_bytes(std::int64_t total, const TensorSpec& t) {
+  const auto elements = REFIT_TRY(checked_product(t.shape, limits::kMaxElements, "elements"));
+  const auto bytes = REFIT_TRY(checked_mul(elements, dtype_size(t.dtype), limits::kMaxBytes, "bytes"));
+  return REFIT_TRY(checked_add(total, bytes, limits::kMaxBytes, "the problem's total bytes"));
+}
+
 }  // namespace
 
 Result<ReshardProblem> ReshardProblem::make(std::vector<TensorReshard> tensors, std::int32_t source_ranks,
@@ -26,9 +35,11 @@ Result<ReshardProblem> ReshardProblem::make(std::vector<TensorReshard> tensors, 
     return out_of_range(fmt::format("a problem needs source and destination ranks (got {} and {})",
                                     source_ranks, destination_ranks));
   std::unordered_set<std::string> names;
+  std::int64_t total = 0;
   for (const auto& t : tensors) {
     const auto where = fmt::format("tensor '{}'", t.tensor.name);
     if (!names.insert(t.tensor.name).second) return invalid(where + ": name appears twice");
+    total = REFIT_TRY_IN(add_bytes(total, t.tensor), where);
     if (t.source.tensor_shape() != t.tensor.shape)
       return mismatch(fmt::format("{}: source layout shape {} differs from the tensor shape {}", where,
                                   Box::whole(t.source.tensor_shape()).to_string(),

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/checked.h"
+#include "refit/core/try.h"
+
 namespace refit {
 
 Result<TensorSpec> make_tensor_spec(std::string name, Shape shape, DType dtype) {
@@ -12,6 +15,8 @@ Result<TensorSpec> make_tensor_spec(std::string name, Shape shape, DType dtype) 
   for (std::size_t d = 0; d < shape.size(); ++d)
     if (shape[d] < 0)
       return out_of_range(fmt::format("tensor '{}': shape[{}] is {}, must be >= 0", name, d, shape[d]));
+  // Capped so that bytes() = elements x dtype size, and sums of it, never overflow.
+  REFIT_TRY_IN(checked_product(shape, limits::kMaxElements, "elements"), fmt::format("tensor '{}'", name));
   return TensorSpec{.name = std::move(name), .shape = std::move(shape), .dtype = dtype};
 }
 

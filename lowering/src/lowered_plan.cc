@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/checked.h"
 #include "refit/core/try.h"
 #include "refit/lowering/arrays.h"
 
@@ -29,6 +30,15 @@ Result<LoweredPlan> LoweredPlan::make(const Plan& plan, Bytes staging) {
   if (staging.value < 2 * kAlign)
     return out_of_range(
         fmt::format("staging of {} bytes is below the {} bytes one chunk needs", staging.value, 2 * kAlign));
+  // Every chunk is materialised: count them before cutting (a small staging cuts finer than the
+  // plan's chunk, which check_chunk_count bounds).
+  std::int64_t chunks = 0;
+  for (const auto& t : plan.transfers) {
+    chunks += ceil_div(std::max<std::int64_t>(0, t.bytes.value), chunk_limit(t, staging));
+    if (chunks > limits::kMaxChunks)
+      return out_of_range(fmt::format("staging of {} bytes cuts the plan into more than {} chunks",
+                                      staging.value, limits::kMaxChunks));
+  }
   return LoweredPlan(plan, staging);
 }
 

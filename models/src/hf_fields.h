@@ -53,6 +53,9 @@ struct HfFields {
   std::vector<bool> moe_layer;  // per decoder layer, then per MTP layer
 };
 
-ModelSpec make_model_spec(const HfFields& fields, const HfOptions& options, std::string name);
+// Refuses a model of more than kMaxTensors tensors (before building them: layers x experts can
+// ask for 2^40), a tensor of more than limits::kMaxElements, or more than limits::kMaxBytes.
+[[nodiscard]] Result<ModelSpec> make_model_spec(const HfFields& fields, const HfOptions& options,
+                                                std::string name);
 
 }  // namespace refit::models

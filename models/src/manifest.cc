@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/checked.h"
 #include "refit/core/json_fields.h"
 #include "refit/core/try.h"
 #include "refit/models/storage_json.h"
@@ -19,29 +20,16 @@ using json_fields::Json;
 constexpr std::string_view kFormat = "refit-manifest";
 constexpr std::int64_t kVersion = 1;         // without storage maps
 constexpr std::int64_t kStorageVersion = 2;  // with them
-// Far above any real job; keep rank arithmetic inside int32 and byte counts inside int64.
-constexpr std::int64_t kMaxRanks = std::int64_t{1} << 24;
-constexpr std::int64_t kMaxElements = std::int64_t{1} << 56;
-
 [[nodiscard]] Result<Shape> read_shape(const Json& array, const std::string& path) {
-  auto shape = REFIT_TRY(json_fields::int_array(array, path, 0, kMaxElements));
-  std::int64_t elements = 1;
-  for (const auto extent : shape) {
-    if (extent > 0 && elements > kMaxElements / extent)
-      return out_of_range(fmt::format("{}: more than {} elements", path, kMaxElements));
-    elements *= extent;
-  }
+  auto shape = REFIT_TRY(json_fields::int_array(array, path, 0, limits::kMaxElements));
+  REFIT_TRY_IN(checked_product(shape, limits::kMaxElements, "elements"), path);
   return shape;
 }
 
 [[nodiscard]] Result<std::vector<std::int64_t>> read_mesh_shape(const Json& side, const std::string& path) {
   const Json* array = REFIT_TRY(json_fields::require_array(side, "mesh", path));
-  auto shape = REFIT_TRY(json_fields::int_array(*array, child(path, "mesh"), 1));
-  std::int64_t size = 1;
-  for (std::size_t a = 0; a < shape.size(); ++a)
-    if ((size *= shape[a]) > kMaxRanks)
-      return out_of_range(
-          fmt::format("{}: more than {} positions", element(child(path, "mesh"), a), kMaxRanks));
+  auto shape = REFIT_TRY(json_fields::int_array(*array, child(path, "mesh"), 1, limits::kMaxRanks));
+  REFIT_TRY_IN(checked_product(shape, limits::kMaxRanks, "positions"), child(path, "mesh"));
   return shape;
 }
 
@@ -54,7 +42,8 @@ constexpr std::int64_t kMaxElements = std::int64_t{1} << 56;
     return ranks;
   }
   // Source plus destination ranks: the problem checks each side's range.
-  const auto list = REFIT_TRY(json_fields::int_array(side["ranks"], child(path, "ranks"), 0, 2 * kMaxRanks));
+  const auto list =
+      REFIT_TRY(json_fields::int_array(side["ranks"], child(path, "ranks"), 0, limits::kMaxJobRanks - 1));
   for (const auto r : list) ranks.emplace_back(static_cast<std::int32_t>(r));
   return ranks;
 }
@@ -131,7 +120,7 @@ nlohmann::ordered_json side_json(const Layout& layout) {
 }
 
 [[nodiscard]] Result<ReshardProblem> read_problem(const Json& j) {
-  json_fields::FieldReader r(j, "", kMaxRanks);
+  json_fields::FieldReader r(j, "", limits::kMaxRanks);
   REFIT_TRY(check_header(r, j));
   const auto sources = r.integer("source_ranks", 1);
   const auto destinations = r.integer("destination_ranks", 1);

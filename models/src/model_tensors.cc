@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 
 #include "hf_fields.h"
+#include "refit/core/checked.h"
+#include "refit/core/try.h"
 
 namespace refit::models {
 namespace {
@@ -155,7 +157,37 @@ class TensorBuilder {
 
 }  // namespace
 
-ModelSpec make_model_spec(const HfFields& fields, const HfOptions& options, std::string name) {
+namespace {
+
+// Tensors of a model: Kimi-K2 with one tensor per expert has 61 x 384 x 3 = 70k.
+constexpr std::int64_t kMaxTensors = std::int64_t{1} << 20;
+// Tensors of one layer besides its routed experts (attention, norms, dense or shared MLP, gate).
+constexpr std::int64_t kLayerTensors = 16;
+
+[[nodiscard]] Result<void> check_tensor_count(const HfFields& f, const HfOptions& options) {
+  const auto experts = f.moe && options.per_expert ? 3 * f.moe->num_experts : 3;
+  const auto per_layer = REFIT_TRY(checked_add(kLayerTensors, experts, kMaxTensors, "tensors per layer"));
+  REFIT_TRY(checked_mul(f.layers + f.mtp_layers, per_layer, kMaxTensors, "layers x tensors per layer"));
+  return {};
+}
+
+[[nodiscard]] Result<void> check_sizes(const std::vector<WeightTensor>& tensors) {
+  std::int64_t total = 0;
+  for (const auto& t : tensors) {
+    const auto where = fmt::format("tensor '{}'", t.spec.name);
+    const auto elements =
+        REFIT_TRY_IN(checked_product(t.spec.shape, limits::kMaxElements, "elements"), where);
+    const auto bytes =
+        REFIT_TRY_IN(checked_mul(elements, dtype_size(t.spec.dtype), limits::kMaxBytes, "bytes"), where);
+    total = REFIT_TRY_IN(checked_add(total, bytes, limits::kMaxBytes, "the model's bytes"), where);
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<ModelSpec> make_model_spec(const HfFields& fields, const HfOptions& options, std::string name) {
+  REFIT_TRY(check_tensor_count(fields, options));
   ModelSpec spec;
   spec.name = std::move(name);
   spec.architecture = fields.architecture;
@@ -166,6 +198,7 @@ ModelSpec make_model_spec(const HfFields& fields, const HfOptions& options, std:
   spec.num_experts = fields.moe ? fields.moe->num_experts : 0;
   spec.tied_embeddings = fields.tied_embeddings;
   spec.tensors = TensorBuilder(fields, options).build();
+  REFIT_TRY(check_sizes(spec.tensors));
   return spec;
 }
 

@@ -10,13 +10,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "refit/core/checked.h"
 #include "refit/core/try.h"
 
 namespace refit::models {
 namespace {
 
-// Far above any real job, low enough that products of sizes never overflow.
-constexpr std::int64_t kMaxRanks = std::int64_t{1} << 20;
+using limits::kMaxRanks;
 
 struct Setting {
   std::string_view key;

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "refit/core/checked.h"
 #include "refit/core/try.h"
 #include "strategies.h"
 
@@ -65,14 +66,16 @@ Result<Plan> make_plan(const StrategyInfo& strategy, const ReshardProblem& probl
   for (const auto& t : problem.tensors())
     context.overlaps.push_back(
         REFIT_TRY_IN(overlaps(t.source, t.destination), fmt::format("tensor '{}'", t.tensor.name)));
-  return strategy.plan(context);
+  auto plan = REFIT_TRY(strategy.plan(context));
+  REFIT_TRY(check_chunk_count(plan));
+  return plan;
 }
 
 namespace planner_detail {
 
 std::int64_t uniform_source(std::int64_t n_sources, std::int64_t n_dests, std::int64_t dest_index) {
   if (n_sources >= n_dests) return dest_index * n_sources / n_dests;
-  const std::int64_t span = (n_dests + n_sources - 1) / n_sources;
+  const std::int64_t span = ceil_div(n_dests, n_sources);
   return dest_index / span;
 }
 

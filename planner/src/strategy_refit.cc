@@ -68,10 +68,10 @@ class RefitPlanner {
           if (send_inside_domain(t, piece, group)) continue;
           const auto tx = source_set[piece.source];
           if (sets.get(tx).empty() || sets.get(landing_set).empty())
-            return mismatch(
-                fmt::format("tensor '{}': piece {} must cross the network to domain {} but {} has no NIC",
-                            c_.problem.tensors()[t].tensor.name, piece.box.to_string(), group.domain,
-                            sets.get(tx).empty() ? "no holder" : "no replica"));
+            return mismatch(fmt::format(
+                "tensor '{}': piece {} must cross the network to domain {}, but none of {} has a NIC",
+                c_.problem.tensors()[t].tensor.name, piece.box.to_string(), group.domain,
+                sets.get(tx).empty() ? "the GPUs that hold it" : "the domain's GPUs that need it"));
           add_network_item(NetItem{.tensor = t, .dest = d, .group = g, .piece = p}, tx, landing_set);
         }
       }

@@ -3,6 +3,7 @@
 // here instead of being read out of bounds; validate() adds the rules that need the problem.
 #include <fmt/format.h>
 
+#include "refit/core/checked.h"
 #include "refit/core/try.h"
 #include "refit/planner/plan.h"
 
@@ -32,31 +33,57 @@ Result<void> check_transfer(const Plan& plan, const Transfer& t, std::size_t ind
   if (t.sender == t.receiver) return invalid("sender and receiver are the same rank");
   if (t.segments.empty()) return invalid("no segments");
   if (t.chunk.value <= 0) return out_of_range("chunk must be > 0 bytes");
-  Bytes sum{0};
+  std::int64_t sum = 0;
   for (std::size_t k = 0; k < t.segments.size(); ++k) {
-    REFIT_TRY_IN(check_segment(plan, t, t.segments[k]), fmt::format("segments[{}]", k));
-    sum += plan.segment_bytes(t.segments[k]);
+    const auto at = fmt::format("segments[{}]", k);
+    REFIT_TRY_IN(check_segment(plan, t, t.segments[k]), at);
+    sum = REFIT_TRY_IN(checked_add(sum, plan.segment_bytes(t.segments[k]).value, limits::kMaxBytes, "bytes"),
+                       at);
   }
-  if (sum != t.bytes)
-    return invalid(fmt::format("bytes is {}, the segments add up to {}", t.bytes.value, sum.value));
+  if (sum != t.bytes.value)
+    return invalid(fmt::format("bytes is {}, the segments add up to {}", t.bytes.value, sum));
+  return {};
+}
+
+// Tensor shapes within the element cap, so that segment and transfer bytes cannot overflow.
+Result<void> check_tensors(const Plan& plan) {
+  for (std::size_t i = 0; i < plan.tensors.size(); ++i) {
+    const auto& t = plan.tensors[i];
+    const auto at = fmt::format("tensors[{}] '{}'", i, t.name);
+    if (t.shape.empty() || t.shape.size() > kMaxTensorDims)
+      return out_of_range(fmt::format("{}: {} dims (1 to {})", at, t.shape.size(), kMaxTensorDims));
+    for (const auto extent : t.shape)
+      if (extent < 0) return out_of_range(fmt::format("{}: a negative size", at));
+    REFIT_TRY_IN(checked_product(t.shape, limits::kMaxElements, "elements"), at);
+  }
   return {};
 }
 
 }  // namespace
 
-Result<void> validate_structure(const Plan& plan) {
-  if (plan.source_ranks < 0 || plan.destination_ranks < 0)
-    return out_of_range(fmt::format("the plan has {} source and {} destination ranks", plan.source_ranks,
-                                    plan.destination_ranks));
-  for (std::size_t i = 0; i < plan.tensors.size(); ++i) {
-    const auto& t = plan.tensors[i];
-    if (t.shape.empty() || t.shape.size() > kMaxTensorDims)
+Result<void> check_chunk_count(const Plan& plan) {
+  std::int64_t chunks = 0;
+  for (const auto& t : plan.transfers) {
+    if (t.chunk.value <= 0 || t.bytes.value < 0) continue;  // check_transfer's to refuse
+    chunks += ceil_div(t.bytes.value, t.chunk.value);
+    if (chunks > limits::kMaxChunks)
       return out_of_range(
-          fmt::format("tensors[{}] '{}': {} dims (1 to {})", i, t.name, t.shape.size(), kMaxTensorDims));
+          fmt::format("chunk: {} bytes cut the plan into more than {} chunks (transfer {} of "
+                      "{}); choose a larger chunk",
+                      t.chunk.value, limits::kMaxChunks, t.id, plan.transfers.size()));
   }
+  return {};
+}
+
+Result<void> validate_structure(const Plan& plan) {
+  for (const auto ranks : {plan.source_ranks, plan.destination_ranks})
+    if (ranks < 0 || ranks > limits::kMaxRanks)
+      return out_of_range(fmt::format("the plan has {} source and {} destination ranks (0 to {} each)",
+                                      plan.source_ranks, plan.destination_ranks, limits::kMaxRanks));
+  REFIT_TRY(check_tensors(plan));
   for (std::size_t i = 0; i < plan.transfers.size(); ++i)
     REFIT_TRY_IN(check_transfer(plan, plan.transfers[i], i), fmt::format("transfers[{}]", i));
-  return {};
+  return check_chunk_count(plan);
 }
 
 }  // namespace refit

@@ -61,7 +61,18 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{"layout --shape 10,7 --mesh 2 --placements S0 --ranks 1,1", "--ranks"},
                       BadInput{"layout --shape 10,7 --mesh 2 --placements S0 --ranks 1,2,3", "--ranks"},
                       BadInput{"layout --shape 10,7 --mesh 2 --placements Z", "--placements"},
-                      BadInput{"layout --mesh 2 --placements S0", "--shape"},
+                      // CLI11's own errors carry the prefix too.
+                      BadInput{"layout --mesh 2 --placements S0", "refit layout: error: --shape"},
+                      BadInput{"layout --shape 10 --mesh 2 --placements S0 --bogus", "refit layout: error:"},
+                      // Once "elements -9223372036854775808": sizes are capped (2^48 elements).
+                      BadInput{"layout --shape 9223372036854775807 --mesh 2 --placements S0",
+                               "refit layout: error: --shape: elements"},
+                      // 2^32 once wrapped to rank 0.
+                      BadInput{"layout --shape 10 --mesh 2 --placements S0 --ranks 4294967296,1",
+                               "--ranks: entry 0 is 4294967296, must be < 2097152"},
+                      // Once gigabytes and over 10 s: 2^20 mesh positions at most.
+                      BadInput{"layout --shape 10 --mesh 1048576x2 --placements S0,R",
+                               "refit layout: error: --mesh: mesh positions"},
                       BadInput{"nonsense", "nonsense"}));
 
 }  // namespace

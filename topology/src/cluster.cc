@@ -5,24 +5,57 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/checked.h"
 #include "refit/core/try.h"
 
 namespace refit {
 namespace {
 
+namespace lim = cluster_limits;
+
+// Finite and within [kMinBandwidth, kMaxBandwidth], or 0 when `zero_ok` (also refuses nan).
+bool bandwidth_ok(BytesPerSecond b, bool zero_ok) {
+  return (zero_ok && b.value == 0) || (b >= lim::kMinBandwidth && b <= lim::kMaxBandwidth);
+}
+
+std::unexpected<Error> bandwidth_error(const std::string& field, BytesPerSecond b, bool zero_ok) {
+  return out_of_range(fmt::format("{} is {} GB/s, must be between {} and {}{}", field, b.gbps(),
+                                  lim::kMinBandwidth.gbps(), lim::kMaxBandwidth.gbps(),
+                                  zero_ok ? " (or 0)" : ""));
+}
+
+bool latency_ok(Seconds s) { return s.value >= 0 && s <= lim::kMaxLatency; }
+
+std::unexpected<Error> latency_error(const std::string& field, Seconds s) {
+  return out_of_range(fmt::format("{} is {} us, must be between 0 and {}", field, s.value * 1e6,
+                                  lim::kMaxLatency.value * 1e6));
+}
+
+[[nodiscard]] Result<void> check_counts(const ClusterSpec& s) {
+  const auto cap = static_cast<std::size_t>(limits::kMaxRanks);
+  if (s.gpus.size() > cap) return out_of_range(fmt::format("gpus: {} GPUs, at most {}", s.gpus.size(), cap));
+  if (s.nics.size() > cap) return out_of_range(fmt::format("nics: {} NICs, at most {}", s.nics.size(), cap));
+  return {};
+}
+
 [[nodiscard]] Result<void> check_gpus(const ClusterSpec& s) {
   if (s.gpus.empty()) return invalid("gpus: the cluster has no GPU");
   for (std::size_t i = 0; i < s.gpus.size(); ++i) {
     const auto& g = s.gpus[i];
-    const auto at = fmt::format("gpus[{}]", i);
+    // Formatted only on an error: a cluster may have a million GPUs.
+    const auto at = [i] { return fmt::format("gpus[{}]", i); };
     if (g.id.value != static_cast<std::int32_t>(i))
-      return invalid(fmt::format("{}.id is {}, expected {} (ids are dense and in order)", at, g.id.value, i));
-    if (g.node < 0) return out_of_range(fmt::format("{}.node is negative", at));
+      return invalid(
+          fmt::format("{}.id is {}, expected {} (ids are dense and in order)", at(), g.id.value, i));
     if (g.domain < 0 || g.domain >= static_cast<std::int32_t>(s.domains.size()))
       return not_found(
-          fmt::format("{}.domain {} does not exist ({} domains)", at, g.domain, s.domains.size()));
-    if (g.nvlink_bandwidth.value < 0) return out_of_range(fmt::format("{}.nvlink_gbps is negative", at));
-    if (g.copy_bandwidth.value <= 0) return out_of_range(fmt::format("{}.copy_gbps must be > 0", at));
+          fmt::format("{}.domain {} does not exist ({} domains)", at(), g.domain, s.domains.size()));
+    if (g.node < 0 || g.node >= limits::kMaxRanks)
+      return out_of_range(fmt::format("{}.node is {}, must be in [0, {})", at(), g.node, limits::kMaxRanks));
+    if (!bandwidth_ok(g.nvlink_bandwidth, true))
+      return bandwidth_error(at() + ".nvlink_gbps", g.nvlink_bandwidth, true);
+    if (!bandwidth_ok(g.copy_bandwidth, false))
+      return bandwidth_error(at() + ".copy_gbps", g.copy_bandwidth, false);
   }
   return {};
 }
@@ -31,22 +64,22 @@ namespace {
   std::vector<int> seen(s.gpus.size(), -1);
   for (std::size_t d = 0; d < s.domains.size(); ++d) {
     const auto& dom = s.domains[d];
-    const auto at = fmt::format("domains[{}]", d);
+    const auto at = [d] { return fmt::format("domains[{}]", d); };
     if (dom.id != static_cast<std::int32_t>(d))
-      return invalid(fmt::format("{}.id is {}, expected {}", at, dom.id, d));
-    if (dom.gpus.empty()) return invalid(fmt::format("{}.gpus is empty", at));
+      return invalid(fmt::format("{}.id is {}, expected {}", at(), dom.id, d));
+    if (dom.gpus.empty()) return invalid(fmt::format("{}.gpus is empty", at()));
     for (std::size_t k = 0; k < dom.gpus.size(); ++k) {
       const auto g = dom.gpus[k].value;
-      const auto gat = fmt::format("{}.gpus[{}]", at, k);
+      const auto gat = [&] { return fmt::format("{}.gpus[{}]", at(), k); };
       if (g < 0 || g >= static_cast<std::int32_t>(s.gpus.size()))
-        return not_found(fmt::format("{}: GPU {} does not exist", gat, g));
+        return not_found(fmt::format("{}: GPU {} does not exist", gat(), g));
       if (seen[static_cast<std::size_t>(g)] >= 0)
         return invalid(
-            fmt::format("{}: GPU {} is already in domain {}", gat, g, seen[static_cast<std::size_t>(g)]));
+            fmt::format("{}: GPU {} is already in domain {}", gat(), g, seen[static_cast<std::size_t>(g)]));
       seen[static_cast<std::size_t>(g)] = static_cast<int>(d);
       if (s.gpus[static_cast<std::size_t>(g)].domain != static_cast<std::int32_t>(d))
         return mismatch(
-            fmt::format("{}: GPU {} says domain {}", gat, g, s.gpus[static_cast<std::size_t>(g)].domain));
+            fmt::format("{}: GPU {} says domain {}", gat(), g, s.gpus[static_cast<std::size_t>(g)].domain));
     }
   }
   for (std::size_t g = 0; g < seen.size(); ++g)
@@ -57,18 +90,19 @@ namespace {
 [[nodiscard]] Result<void> check_nics(const ClusterSpec& s) {
   for (std::size_t i = 0; i < s.nics.size(); ++i) {
     const auto& n = s.nics[i];
-    const auto at = fmt::format("nics[{}]", i);
+    const auto at = [i] { return fmt::format("nics[{}]", i); };
     if (n.id != static_cast<std::int32_t>(i))
-      return invalid(fmt::format("{}.id is {}, expected {}", at, n.id, i));
-    if (n.node < 0) return out_of_range(fmt::format("{}.node is negative", at));
-    if (n.bandwidth.value <= 0) return out_of_range(fmt::format("{}.gbps must be > 0", at));
-    if (n.latency.value < 0) return out_of_range(fmt::format("{}.latency_us is negative", at));
+      return invalid(fmt::format("{}.id is {}, expected {}", at(), n.id, i));
+    if (n.node < 0 || n.node >= limits::kMaxRanks)
+      return out_of_range(fmt::format("{}.node is {}, must be in [0, {})", at(), n.node, limits::kMaxRanks));
+    if (!bandwidth_ok(n.bandwidth, false)) return bandwidth_error(at() + ".gbps", n.bandwidth, false);
+    if (!latency_ok(n.latency)) return latency_error(at() + ".latency_us", n.latency);
     for (std::size_t k = 0; k < n.gpus.size(); ++k) {
       const auto g = n.gpus[k].value;
       if (g < 0 || g >= static_cast<std::int32_t>(s.gpus.size()))
-        return not_found(fmt::format("{}.gpus[{}]: GPU {} does not exist", at, k, g));
+        return not_found(fmt::format("{}.gpus[{}]: GPU {} does not exist", at(), k, g));
       if (s.gpus[static_cast<std::size_t>(g)].node != n.node)
-        return mismatch(fmt::format("{}.gpus[{}]: GPU {} is on node {}, the NIC on node {}", at, k, g,
+        return mismatch(fmt::format("{}.gpus[{}]: GPU {} is on node {}, the NIC on node {}", at(), k, g,
                                     s.gpus[static_cast<std::size_t>(g)].node, n.node));
     }
   }
@@ -88,11 +122,12 @@ Cluster::Cluster(ClusterSpec spec) : spec_(std::move(spec)), nic_of_gpu_(spec_.g
 }
 
 Result<Cluster> Cluster::make(ClusterSpec spec) {
-  if (spec.fabric.oversubscription < 1.0)
+  const double r = spec.fabric.oversubscription;
+  if (!(r >= 1.0 && r <= lim::kMaxOversubscription))
     return out_of_range(
-        fmt::format("fabric.oversubscription is {}, must be >= 1", spec.fabric.oversubscription));
-  if (spec.nvlink_latency.value < 0) return out_of_range("nvlink_latency_us is negative");
-  for (auto check : {check_gpus, check_domains, check_nics}) REFIT_TRY(check(spec));
+        fmt::format("fabric.oversubscription is {}, must be between 1 and {}", r, lim::kMaxOversubscription));
+  if (!latency_ok(spec.nvlink_latency)) return latency_error("nvlink_latency_us", spec.nvlink_latency);
+  for (auto check : {check_counts, check_gpus, check_domains, check_nics}) REFIT_TRY(check(spec));
   return Cluster(std::move(spec));
 }
 

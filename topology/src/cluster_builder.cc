@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "refit/core/checked.h"
+
 namespace refit::detail {
 
 void fill_domains(ClusterSpec& spec) {
@@ -37,7 +39,7 @@ ClusterSpec replicate_node(const ClusterSpec& node, std::int32_t count) {
 }
 
 std::int32_t nodes_for(std::int32_t gpus, std::int32_t gpus_per_node) {
-  return std::max<std::int32_t>(1, (gpus + gpus_per_node - 1) / gpus_per_node);
+  return static_cast<std::int32_t>(std::max<std::int64_t>(1, ceil_div(gpus, gpus_per_node)));
 }
 
 }  // namespace refit::detail

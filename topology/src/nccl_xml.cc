@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <iterator>
 #include <map>
+#include <optional>
 #include <set>
+#include <type_traits>
 
 #include <fmt/format.h>
 #include <pugixml.hpp>
@@ -12,6 +15,7 @@
 #include "cluster_builder.h"
 #include "found_machine.h"
 #include "refit/core/try.h"
+#include "refit/core/utf8.h"
 #include "text_file.h"
 
 namespace refit {
@@ -25,22 +29,54 @@ using detail::PciLocation;
 constexpr std::string_view kNvSwitchClass = "0x068000";
 bool is_gpu_class(std::string_view c) { return c == "0x030000" || c == "0x030200"; }
 
+// NCCL's dumps nest about 8 deep (system, cpu, pci switches, gpu, nvlink).
+constexpr std::size_t kMaxXmlDepth = 64;
+// NVLinks between one GPU and one target (18 on an H100 to its NVSwitches), and in all.
+constexpr std::int32_t kMaxLinkCount = 64;
+constexpr std::size_t kMaxGpuLinks = 1024;
+// GPUs and NICs of one dump: NCCL describes one machine (8 GPUs, 4 on a GB200 tray).
+constexpr std::size_t kMaxDevices = 1024;
+// A <net speed> in Mb/s: 10 Mb/s to 10 Tb/s, so the NIC's rate is within cluster_limits.
+constexpr double kMinSpeedMbps = 10;
+constexpr double kMaxSpeedMbps = 1e7;
+
 std::int64_t line_of(std::string_view text, std::ptrdiff_t offset) {
   if (offset < 0 || static_cast<std::size_t>(offset) > text.size()) return 0;
   return 1 + std::count(text.begin(), text.begin() + offset, '\n');
 }
 
+// Line numbers by binary search over the newlines, found once: errors and every GPU's name
+// ("line 12: <gpu dev=...>") need one, and counting from the start each time is quadratic.
+class Lines {
+ public:
+  explicit Lines(std::string_view text) {
+    for (std::size_t i = 0; i < text.size(); ++i)
+      if (text[i] == '\n') newlines_.push_back(static_cast<std::ptrdiff_t>(i));
+  }
+  std::int64_t of(std::ptrdiff_t offset) const {
+    return 1 + (std::ranges::lower_bound(newlines_, offset) - newlines_.begin());
+  }
+
+ private:
+  std::vector<std::ptrdiff_t> newlines_;
+};
+
+// An attribute value as messages quote it: cut short.
+std::string quoted(std::string_view value) {
+  return value.size() > 40 ? fmt::format("{}...", value.substr(0, 37)) : std::string(value);
+}
+
 // Walks the XML tree, collecting GPUs and NICs with their place in the PCIe tree.
 class XmlReader {
  public:
-  explicit XmlReader(std::string_view text) : text_(text) {}
+  explicit XmlReader(std::string_view text) : lines_(text) {}
 
   [[nodiscard]] Result<detail::FoundMachine> read(const pugi::xml_document& doc) {
     const auto root = doc.document_element();
     if (std::string_view(root.name()) != "system")
       return invalid(
           fmt::format("{}: expected <system> as the root element (an NCCL topology dump)", where(root)));
-    REFIT_TRY(walk(root, {}));
+    REFIT_TRY(walk(root));
     if (gpus_.empty()) return invalid("no <gpu> element: the file describes no GPU");
     detail::FoundMachine machine;
     for (auto& [dev, gpu] : gpus_) machine.gpus.push_back(std::move(gpu));  // NCCL device order
@@ -52,8 +88,8 @@ class XmlReader {
   // "line 12: <gpu dev="3">": the element and its first attribute, which identifies it.
   std::string where(const pugi::xml_node& n) const {
     const auto a = n.first_attribute();
-    return fmt::format("line {}: <{}{}>", line_of(text_, n.offset_debug()), n.name(),
-                       a ? fmt::format(" {}=\"{}\"", a.name(), a.value()) : std::string());
+    return fmt::format("line {}: <{}{}>", lines_.of(n.offset_debug()), n.name(),
+                       a ? fmt::format(" {}=\"{}\"", a.name(), quoted(a.value())) : std::string());
   }
 
   [[nodiscard]] Result<std::string> attribute(const pugi::xml_node& n, const char* name) const {
@@ -78,31 +114,58 @@ class XmlReader {
       return out_of_range(fmt::format("{}: attribute {}=\"{}\" is not a number", where(n), name, text));
     if (text.empty() || ec != std::errc{} || ptr != end)
       return parse_error(fmt::format("{}: attribute {}=\"{}\" is not a number", where(n), name, text));
+    if constexpr (std::is_floating_point_v<T>)
+      if (!std::isfinite(v))
+        return out_of_range(fmt::format("{}: attribute {}=\"{}\" is not finite", where(n), name, text));
     if (v < min)
       return out_of_range(fmt::format("{}: attribute {}=\"{}\" must be >= {}", where(n), name, text, min));
     return v;
   }
 
-  [[nodiscard]] Result<void> walk(const pugi::xml_node& node, const PciLocation& here) {
-    for (const auto child : node.children()) {
-      const std::string_view name = child.name();
-      if (name == "cpu") {
-        const auto numa = child.attribute("numaid");
-        const auto socket = numa ? fmt::format("cpu{}", numa.value()) : fmt::format("cpu#{}", cpus_);
-        ++cpus_;
-        REFIT_TRY(walk(child, PciLocation{.socket = socket, .chain = {socket}}));
-      } else if (name == "pci") {
-        const auto bus = REFIT_TRY(attribute(child, "busid"));
-        PciLocation below = here;
-        below.chain.push_back(detail::normalize_bus_id(bus));
-        REFIT_TRY(walk(child, below));
-      } else if (name == "gpu") {
-        REFIT_TRY(add_gpu(child, here));
-      } else if (name == "nic") {
-        REFIT_TRY(add_nic(child, here));
-      }  // other elements (c2c, nvlink outside a gpu, ...) carry nothing refit models
+  // Depth first, in document order, with an explicit stack: nesting costs no C++ stack, and
+  // each element's PCIe chain is built once from its parent's (kMaxXmlDepth bounds its length).
+  [[nodiscard]] Result<void> walk(const pugi::xml_node& root) {
+    struct Open {
+      pugi::xml_node node;
+      PciLocation here;
+      std::size_t depth;
+    };
+    std::vector<Open> stack{{root, {}, 1}};
+    while (!stack.empty()) {
+      Open open = std::move(stack.back());
+      stack.pop_back();
+      std::vector<Open> children;
+      for (const auto child : open.node.children()) {
+        if (child.type() != pugi::node_element) continue;
+        if (open.depth + 1 > kMaxXmlDepth)
+          return unsupported(fmt::format("{}: nested deeper than {} elements", where(child), kMaxXmlDepth));
+        auto below = REFIT_TRY(visit(child, open.here));
+        if (below) children.push_back({child, std::move(*below), open.depth + 1});
+      }
+      std::move(children.rbegin(), children.rend(), std::back_inserter(stack));
     }
     return {};
+  }
+
+  // Reads a <gpu> or <nic>; for a <cpu> or <pci> returns the location of the elements inside it.
+  [[nodiscard]] Result<std::optional<PciLocation>> visit(const pugi::xml_node& child,
+                                                         const PciLocation& here) {
+    const std::string_view name = child.name();
+    if (name == "cpu") {
+      const auto numa = child.attribute("numaid");
+      const auto socket = numa ? fmt::format("cpu{}", numa.value()) : fmt::format("cpu#{}", cpus_);
+      ++cpus_;
+      return PciLocation{.socket = socket, .chain = {socket}};
+    }
+    if (name == "pci") {
+      const auto bus = REFIT_TRY(attribute(child, "busid"));
+      PciLocation below = here;
+      below.chain.push_back(detail::normalize_bus_id(bus));
+      return below;
+    }
+    if (name == "gpu") REFIT_TRY(add_gpu(child, here));
+    if (name == "nic") REFIT_TRY(add_nic(child, here));
+    return std::optional<PciLocation>{};  // other elements (c2c, ...) carry nothing refit models
   }
 
   // The attributes are read in order, so the first bad one is the one reported.
@@ -110,11 +173,18 @@ class XmlReader {
     for (const auto link : gpu_node.children("nvlink")) {
       const auto target = REFIT_TRY(attribute(link, "target"));
       const auto count = REFIT_TRY(number<std::int32_t>(link, "count", 1));
+      if (count > kMaxLinkCount)  // each counted link is stored
+        return out_of_range(
+            fmt::format("{}: attribute count=\"{}\" must be <= {}", where(link), count, kMaxLinkCount));
       const auto tclass = REFIT_TRY(attribute(link, "tclass"));
+      if (is_gpu_class(tclass) && detail::normalize_bus_id(target) == gpu.bus_id)
+        return invalid(fmt::format("{}: an NVLink from GPU {} to itself", where(link), gpu.bus_id));
       if (tclass == kNvSwitchClass) gpu.switch_links += count;
       if (is_gpu_class(tclass))
         gpu.peer_links.insert(gpu.peer_links.end(), static_cast<std::size_t>(count),
                               detail::normalize_bus_id(target));
+      if (gpu.peer_links.size() + static_cast<std::size_t>(gpu.switch_links) > kMaxGpuLinks)
+        return out_of_range(fmt::format("{}: more than {} NVLinks", where(gpu_node), kMaxGpuLinks));
     }  // links to CPUs (POWER, Grace C2C) do not join GPUs
     return {};
   }
@@ -127,6 +197,8 @@ class XmlReader {
     const auto sm = REFIT_TRY(number<std::int32_t>(n, "sm", 1));
     if (gpus_.contains(dev))
       return invalid(fmt::format("{}: GPU dev {} appears twice ({})", where(n), dev, gpus_[dev].what));
+    if (gpus_.size() == kMaxDevices)
+      return out_of_range(fmt::format("{}: more than {} GPUs in one machine", where(n), kMaxDevices));
     FoundGpu gpu;
     gpu.what = where(n);
     gpu.bus_id = here.chain.back();
@@ -143,11 +215,16 @@ class XmlReader {
     for (const auto net : n.children("net")) {
       const auto name = REFIT_TRY(attribute(net, "name"));
       const auto speed = REFIT_TRY(number<double>(net, "speed", 0.0));  // Mb/s
-      if (speed == 0.0) return out_of_range(fmt::format("{}: attribute speed=\"0\" must be > 0", where(net)));
+      if (!(speed >= kMinSpeedMbps && speed <= kMaxSpeedMbps))
+        return out_of_range(fmt::format("{}: attribute speed=\"{}\" must be between {} and {} (Mb/s)",
+                                        where(net), net.attribute("speed").value(), kMinSpeedMbps,
+                                        kMaxSpeedMbps));
       const std::string port = net.attribute("port").value();
       const auto full_name = port.empty() || port == "0" ? name : fmt::format("{}:{}", name, port);
       // NCCL lists a NIC that hangs off no PCIe switch (a socket NIC) under every <cpu>.
       if (!nic_names_.insert(full_name).second) continue;
+      if (nics_.size() == kMaxDevices)
+        return out_of_range(fmt::format("{}: more than {} NICs in one machine", where(net), kMaxDevices));
       nics_.push_back({.name = full_name,
                        .line_gigabits = speed / 1000.0,
                        .bus_id = under_pci ? here.chain.back() : "",
@@ -156,7 +233,7 @@ class XmlReader {
     return {};
   }
 
-  std::string_view text_;
+  Lines lines_;
   std::map<std::int32_t, FoundGpu> gpus_;  // by NCCL device index
   std::vector<FoundNic> nics_;
   std::set<std::string> nic_names_;
@@ -166,6 +243,10 @@ class XmlReader {
 }  // namespace
 
 Result<Cluster> import_nccl_topology(std::string_view xml, std::string_view name, std::int32_t min_gpus) {
+  // Attribute values end up in names that refit writes as JSON, which must be UTF-8.
+  if (const auto bad = first_invalid_utf8(xml))
+    return parse_error(fmt::format("line {}: byte {} is not valid UTF-8",
+                                   line_of(xml, static_cast<std::ptrdiff_t>(*bad)), *bad));
   pugi::xml_document doc;
   const auto parsed = doc.load_buffer(xml.data(), xml.size());
   if (!parsed)

@@ -8,7 +8,9 @@
 
 #include "hardware_constants.h"
 #include "preset_params.h"
+#include "refit/core/checked.h"
 #include "refit/core/try.h"
+#include "refit/topology/cluster.h"
 
 namespace refit::detail {
 namespace {
@@ -18,7 +20,8 @@ bool overflowed(std::string_view text, std::from_chars_result r) {
   return !text.empty() && r.ec == std::errc::result_out_of_range && r.ptr == text.data() + text.size();
 }
 
-[[nodiscard]] Result<double> number(std::string_view key, std::string_view text, double min) {
+// A finite number in [min, max].
+[[nodiscard]] Result<double> number(std::string_view key, std::string_view text, double min, double max) {
   double v = 0;
   const auto* end = text.data() + text.size();
   const auto r = std::from_chars(text.data(), end, v);
@@ -27,14 +30,25 @@ bool overflowed(std::string_view text, std::from_chars_result r) {
   if (text.empty() || r.ec != std::errc{} || r.ptr != end)
     return parse_error(fmt::format("{}={}: expected a number", key, text));
   if (v < min) return out_of_range(fmt::format("{}={}: must be >= {}", key, text, min));
+  if (v > max) return out_of_range(fmt::format("{}={}: must be <= {}", key, text, max));
   return v;
 }
 
-[[nodiscard]] Result<double> positive(std::string_view key, std::string_view text) {
-  auto v = number(key, text, 0.0);
-  if (v && *v == 0.0) return out_of_range(fmt::format("{}={}: must be > 0", key, text));
+// A number > 0 in [floor, max]: a rate, so that no transfer time is infinite or subnormal.
+[[nodiscard]] Result<double> positive(std::string_view key, std::string_view text, double floor, double max) {
+  const auto v = REFIT_TRY(number(key, text, 0.0, max));
+  if (v == 0.0) return out_of_range(fmt::format("{}={}: must be > 0", key, text));
+  if (v < floor) return out_of_range(fmt::format("{}={}: must be >= {}", key, text, floor));
   return v;
 }
+
+// Rates in GB/s (Gb/s for nic_gbps) and latencies in microseconds, as Cluster::make bounds them
+// (cluster_limits in cluster.h); a NIC's effective GB/s is its line Gb/s x 47 / 400.
+constexpr double kMinGbps = 0.001;
+constexpr double kMaxGbps = 1e6;
+constexpr double kMinNicLineGbps = 0.01;
+constexpr double kMaxNicLineGbps = 1e7;
+constexpr double kMaxLatencyUs = 1e6;
 
 [[nodiscard]] Result<std::int32_t> integer(std::string_view key, std::string_view text, std::int32_t min) {
   std::int32_t v = 0;
@@ -44,6 +58,9 @@ bool overflowed(std::string_view text, std::from_chars_result r) {
   if (text.empty() || r.ec != std::errc{} || r.ptr != end)
     return parse_error(fmt::format("{}={}: expected an integer", key, text));
   if (v < min) return out_of_range(fmt::format("{}={}: must be >= {}", key, text, min));
+  // Counts of GPUs, NICs, nodes and GPU offsets: a cluster is built GPU by GPU from them.
+  if (v > limits::kMaxRanks)
+    return out_of_range(fmt::format("{}={}: must be <= {}", key, text, limits::kMaxRanks));
   return v;
 }
 
@@ -85,27 +102,27 @@ constexpr Key kKeys[] = {
      }},
     {"nic_gbps", "NIC line rate in Gb/s (400, 800); effective GB/s = line x 47 / 400",
      [](PresetParams& p, std::string_view k, std::string_view v) {
-       return assign(p.nic, positive(k, v), hw::effective_nic_bandwidth);
+       return assign(p.nic, positive(k, v, kMinNicLineGbps, kMaxNicLineGbps), hw::effective_nic_bandwidth);
      }},
     {"nvlink_gbps", "effective NVLink GB/s per GPU per direction",
      [](PresetParams& p, std::string_view k, std::string_view v) {
-       return assign(p.nvlink, positive(k, v), BytesPerSecond::from_gbps);
+       return assign(p.nvlink, positive(k, v, kMinGbps, kMaxGbps), BytesPerSecond::from_gbps);
      }},
     {"copy_gbps", "effective device-to-device copy GB/s per GPU",
      [](PresetParams& p, std::string_view k, std::string_view v) {
-       return assign(p.copy, positive(k, v), BytesPerSecond::from_gbps);
+       return assign(p.copy, positive(k, v, kMinGbps, kMaxGbps), BytesPerSecond::from_gbps);
      }},
     {"latency_us", "network latency per message, microseconds",
      [](PresetParams& p, std::string_view k, std::string_view v) {
-       return assign(p.latency, number(k, v, 0.0), hw::micros);
+       return assign(p.latency, number(k, v, 0.0, kMaxLatencyUs), hw::micros);
      }},
     {"nvlink_latency_us", "NVLink latency per message, microseconds",
      [](PresetParams& p, std::string_view k, std::string_view v) {
-       return assign(p.nvlink_latency, number(k, v, 0.0), hw::micros);
+       return assign(p.nvlink_latency, number(k, v, 0.0, kMaxLatencyUs), hw::micros);
      }},
     {"oversubscription", "fabric oversubscription ratio between domains (1 = non-blocking)",
      [](PresetParams& p, std::string_view k, std::string_view v) {
-       return assign(p.oversubscription, number(k, v, 1.0));
+       return assign(p.oversubscription, number(k, v, 1.0, cluster_limits::kMaxOversubscription));
      }},
     {"infer_offset", "first GPU of the inference ranks (default: right after the training ranks)",
      [](PresetParams& p, std::string_view k, std::string_view v) {

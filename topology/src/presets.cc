@@ -9,6 +9,7 @@
 #include "cluster_builder.h"
 #include "hardware_constants.h"
 #include "preset_params.h"
+#include "refit/core/checked.h"
 #include "refit/core/try.h"
 
 namespace refit {
@@ -74,8 +75,8 @@ std::vector<PresetParams> all_presets() {
 std::int32_t node_count(const PresetParams& p, std::int32_t min_gpus) {
   if (p.nodes) return *p.nodes;
   const std::int32_t unit_gpus = std::max(p.gpus_per_node, p.domain_gpus());
-  const std::int32_t units = std::max<std::int32_t>(1, (min_gpus + unit_gpus - 1) / unit_gpus);
-  return units * unit_gpus / p.gpus_per_node;
+  const auto units = std::max<std::int64_t>(1, ceil_div(min_gpus, unit_gpus));
+  return static_cast<std::int32_t>(std::min(units * unit_gpus / p.gpus_per_node, limits::kMaxRanks + 1));
 }
 
 ClusterSpec build(const PresetParams& p, std::string name, std::int32_t nodes) {
@@ -123,7 +124,11 @@ ClusterSpec build(const PresetParams& p, std::string name, std::int32_t nodes) {
 [[nodiscard]] Result<Cluster> hardware(PresetParams params, std::string_view spec, std::int32_t min_gpus) {
   if (params.one_device_per_rank) params.gpus_per_node = std::max<std::int32_t>(1, min_gpus);
   REFIT_TRY_IN(detail::check_consistency(params), params.name);
-  return Cluster::make(build(params, std::string(spec), node_count(params, min_gpus)));
+  const auto nodes = node_count(params, min_gpus);
+  // Built GPU by GPU: refuse a size nobody has before allocating it.
+  REFIT_TRY_IN(checked_mul(nodes, params.gpus_per_node, limits::kMaxRanks, "nodes x gpus_per_node = GPUs"),
+               params.name);
+  return Cluster::make(build(params, std::string(spec), nodes));
 }
 
 }  // namespace
@@ -150,6 +155,7 @@ Result<PlacedCluster> size_preset_to_job(std::string_view spec, const RankPlacem
   const auto params = REFIT_TRY(params_of(spec));
   RankPlacementOptions options = placement;
   if (params.infer_offset) options.destination_offset = params.infer_offset;
+  REFIT_TRY(check_placement_counts(options));
   auto cluster = REFIT_TRY(hardware(params, spec, required_gpus(options)));
   auto ranks = REFIT_TRY(RankMap::place(cluster, options));
   return PlacedCluster::make(std::move(cluster), std::move(ranks));

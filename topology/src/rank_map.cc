@@ -1,12 +1,30 @@
 #include "refit/topology/rank_map.h"
 
 #include <algorithm>
+#include <utility>
 
 #include <fmt/format.h>
 
+#include "refit/core/checked.h"
 #include "refit/core/try.h"
 
 namespace refit {
+
+Result<void> check_placement_counts(const RankPlacementOptions& o) {
+  if (o.source_ranks < 0 || o.destination_ranks < 0) return out_of_range("rank counts must be >= 0");
+  const auto offset = o.destination_offset.value_or(0);
+  if (offset < 0) return out_of_range("placement: destination offset is negative");
+  for (const auto& [count, what] :
+       {std::pair{o.source_ranks, "training ranks"}, std::pair{o.destination_ranks, "inference ranks"},
+        std::pair{offset, "as the inference ranks' first GPU"}})
+    if (count > limits::kMaxRanks)
+      return out_of_range(fmt::format("placement: {} {}, at most {}", count, what, limits::kMaxRanks));
+  if (!o.explicit_gpus.empty() &&
+      static_cast<std::int64_t>(o.explicit_gpus.size()) != std::int64_t{o.source_ranks} + o.destination_ranks)
+    return mismatch(fmt::format("placement: {} GPUs listed for {} ranks", o.explicit_gpus.size(),
+                                std::int64_t{o.source_ranks} + o.destination_ranks));
+  return {};
+}
 
 std::int32_t required_gpus(const RankPlacementOptions& o) {
   std::int32_t needed = 0;
@@ -34,15 +52,9 @@ Result<RankMap> RankMap::make(const Cluster& cluster, std::vector<GpuId> rank_to
 
 Result<RankMap> RankMap::place(const Cluster& cluster, const RankPlacementOptions& o) {
   const auto gpus = static_cast<std::int32_t>(cluster.gpus().size());
-  if (o.source_ranks < 0 || o.destination_ranks < 0) return out_of_range("rank counts must be >= 0");
-  if (!o.explicit_gpus.empty()) {
-    if (static_cast<std::int32_t>(o.explicit_gpus.size()) != o.source_ranks + o.destination_ranks)
-      return mismatch(fmt::format("placement: {} GPUs listed for {} ranks", o.explicit_gpus.size(),
-                                  o.source_ranks + o.destination_ranks));
-    return make(cluster, o.explicit_gpus, o.source_ranks);
-  }
+  REFIT_TRY(check_placement_counts(o));
+  if (!o.explicit_gpus.empty()) return make(cluster, o.explicit_gpus, o.source_ranks);
   const std::int32_t offset = o.destination_offset.value_or(o.source_ranks);
-  if (offset < 0) return out_of_range("placement: destination offset is negative");
   if (o.source_ranks > gpus || offset + o.destination_ranks > gpus)
     return mismatch(fmt::format(
         "cluster '{}' has {} GPUs, too few for {} training ranks and {} inference ranks at GPU offset {}",

@@ -21,7 +21,12 @@ using Json = nlohmann::json;
 std::string child(const std::string& path, std::string_view key);
 std::string element(const std::string& path, std::size_t index);
 
+// Arrays and objects nest at most this deep in any JSON refit reads (its formats need 5).
+inline constexpr std::size_t kMaxJsonDepth = 64;
+
 // Parses text that must hold one JSON object; `what` names it in the error ("config.json").
+// Refuses, naming the JSON path: syntax errors, numbers beyond double range (1e309), nesting
+// deeper than kMaxJsonDepth, a key given twice in one object.
 [[nodiscard]] Result<Json> parse_object(std::string_view text, std::string_view what);
 
 // Absent and null count as missing.

@@ -78,8 +78,13 @@ std::vector<RankSchedule> schedules(const Plan& plan);
 // The rules that need the plan alone, which every executor's prepare and the simulator check
 // before indexing by the plan: transfer ids in order, ranks in the world and distinct, segments
 // non-empty and inside their tensor (of 1 to 8 dims), bytes adding up, chunks > 0, and every `via`
-// an earlier transfer received by the sender. Errors name the transfer and segment.
+// an earlier transfer received by the sender; sizes within the caps of checked.h (ranks, tensor
+// elements, bytes, and check_chunk_count). Errors name the transfer and segment.
 [[nodiscard]] Result<void> validate_structure(const Plan& plan);
+
+// The plan cuts its transfers into at most limits::kMaxChunks chunks (ceil(bytes / chunk) each);
+// the error names the chunk size, which is what a user changes.
+[[nodiscard]] Result<void> check_chunk_count(const Plan& plan);
 
 // Checks, naming the transfer, segment and rank at fault:
 //  - tensors match the problem; ranks exist; boxes lie inside their tensor; bytes add up;

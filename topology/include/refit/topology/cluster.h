@@ -13,6 +13,16 @@
 
 namespace refit {
 
+// What Cluster::make accepts (README "Robustness"): finite values in ranges that hold every real
+// machine with a wide margin, so that no time or rate derived from them is zero, subnormal,
+// infinite or nan. An NVLink bandwidth may also be 0 (a GPU without NVLink).
+namespace cluster_limits {
+inline constexpr BytesPerSecond kMinBandwidth{1e6};   // 0.001 GB/s
+inline constexpr BytesPerSecond kMaxBandwidth{1e15};  // 1,000,000 GB/s
+inline constexpr Seconds kMaxLatency{1.0};
+inline constexpr double kMaxOversubscription = 1000.0;
+}  // namespace cluster_limits
+
 struct GpuSpec {
   GpuId id;  // dense: gpus[i].id == i
   std::int32_t node = 0;

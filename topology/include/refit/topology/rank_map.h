@@ -24,8 +24,13 @@ struct RankPlacementOptions {
   std::vector<GpuId> explicit_gpus;
 };
 
+// Rank counts and the offset at most limits::kMaxRanks each (so that sums of them stay in int32),
+// explicit GPUs as many as the ranks; errors say which count.
+[[nodiscard]] Result<void> check_placement_counts(const RankPlacementOptions& options);
+
 // The number of GPUs a placement needs (its highest GPU index + 1; 0 when it places no rank), so
 // that a cluster can be sized to a job before the job is placed on it.
+// Precondition: check_placement_counts(options).
 std::int32_t required_gpus(const RankPlacementOptions& options);
 
 class RankMap {

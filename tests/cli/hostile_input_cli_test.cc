@@ -1,0 +1,103 @@
+// Hostile inputs through the real binary, one per defect class of issue 18's campaign: each exits
+// 2 with "refit <cmd>: error:" and a message naming the culprit, within a few seconds (the
+// defects were aborts, stack overflows, gigabytes and runs past 10 s).
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "run_cli.h"
+
+namespace refit {
+namespace {
+
+using refit::testing::run_refit;
+
+const std::string kData = std::string(REFIT_TEST_DATA_DIR);
+
+// A file in the temporary folder holding `text`, removed with the object.
+class TempFile {
+ public:
+  TempFile(const std::string& name, const std::string& text)
+      : path_(std::filesystem::temp_directory_path() /
+              ("refit_hostile_" + std::to_string(::getpid()) + "_" + name)) {
+    std::ofstream(path_, std::ios::binary) << text;
+  }
+  ~TempFile() { std::filesystem::remove(path_); }
+  std::string path() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+struct Hostile {
+  const char* name;
+  std::string args;  // {file} is replaced by the path of a file holding `file_text`
+  std::string file_text;
+  const char* must_mention;
+  friend void PrintTo(const Hostile& h, std::ostream* os) { *os << h.name; }
+};
+
+class HostileCli : public ::testing::TestWithParam<Hostile> {};
+
+TEST_P(HostileCli, ExitsTwoNamingTheCulpritQuickly) {
+  const auto& h = GetParam();
+  const TempFile file(h.name, h.file_text);
+  auto args = h.args;
+  if (const auto at = args.find("{file}"); at != std::string::npos) args.replace(at, 6, file.path());
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = run_refit(args);
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find(": error: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(h.must_mention), std::string::npos) << r.err;
+  EXPECT_LT(took.count(), 10.0);
+}
+
+const std::string kModel = "--model " + kData + "/models/tiny-llama.json --train tp=2 --infer tp=2";
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, HostileCli,
+    ::testing::Values(
+        Hostile{"cluster_1e309", "topo --cluster-file {file}",
+                R"({"gpus": [{"node": 0, "domain": 0, "nvlink_gbps": 1e309, "copy_gbps": 1}]})",
+                "refit topo: error: "},
+        Hostile{"cluster_deep", "topo --cluster-file {file}",
+                R"({"name": )" + std::string(200000, '[') + std::string(200000, ']') + "}", "name[0][0]"},
+        Hostile{"cluster_duplicate", "topo --cluster-file {file}", R"({"gpus": [], "gpus": []})",
+                "gpus: key appears twice"},
+        Hostile{"xml_not_utf8", "topo --nccl-topo-xml {file} --json",
+                "<system version=\"1\"><cpu numaid=\"\xff\"/></system>", "not valid UTF-8"},
+        Hostile{"preset_nodes", "topo --cluster dgx-h100:nodes=2000000000", "",
+                "nodes=2000000000: must be <= 1048576"},
+        Hostile{"config_1e309", "plan --model {file} --train tp=1 --infer tp=1 --cluster dgx-h100",
+                R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 1e309})", "not valid JSON"},
+        Hostile{"manifest_duplicate", "plan --manifest {file} --cluster dgx-h100",
+                R"({"format": "refit-manifest", "format": "refit-manifest"})", "format: key appears twice"},
+        Hostile{"plan_1e309", "simulate " + kModel + " --cluster dgx-h100 --plan {file}",
+                R"({"format": "refit-plan", "version": 1e309})", "not valid JSON"},
+        // Once 4.5 GB and over 30 s: 2^24 chunks at most.
+        Hostile{"chunk_one_byte",
+                "plan --model qwen3-8b --train tp=8 --infer tp=4,dp=2 --cluster dgx-h100 --chunk 1", "",
+                "chunk: 1 bytes cut the plan into more than 16777216 chunks"},
+        Hostile{"timeout_not_a_number", "run " + kModel + " --timeout abc", "",
+                "--timeout: expected a number"},
+        Hostile{"timeout_inf", "run " + kModel + " --timeout inf", "", "--timeout: expected a number"},
+        Hostile{"cli11_unknown_option", "plan " + kModel + " --cluster dgx-h100 --bogus", "",
+                "refit plan: error: The following argument was not expected: --bogus"}));
+
+TEST(HostileCli, NamesThatAreNotUtf8AreWrittenAsJsonAnyway) {
+  // The cluster takes the XML file's name; a name that is not UTF-8 once aborted topo --json.
+  std::ifstream in(kData + "/topology/node_4gpu_2nic.xml");
+  const std::string xml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const TempFile file("\xff.xml", xml);
+  const auto r = run_refit("topo --nccl-topo-xml '" + file.path() + "' --json");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\xef\xbf\xbd"), std::string::npos);  // U+FFFD in place of the byte
+}
+
+}  // namespace
+}  // namespace refit

@@ -1,0 +1,28 @@
+#pragma once
+// What every fuzz target shares: the input as text, and the one rule a target checks besides
+// "no crash, no leak, no undefined behaviour" (the sanitizers check those): a refused input is
+// bad input, never a runtime failure or an internal error, and its message is not empty.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+
+#include "refit/core/error.h"
+
+namespace refit::fuzz {
+
+inline std::string_view text_of(const std::uint8_t* data, std::size_t size) {
+  return {reinterpret_cast<const char*>(data), size};
+}
+
+// Aborts (a finding) unless `r` is a value or a bad-input error that says something.
+template <class T>
+void expect_clean(const Result<T>& r) {
+  if (r) return;
+  if (r.error().is_bad_input() && !r.error().message.empty()) return;
+  std::fprintf(stderr, "refused with a %s error: '%s'\n",
+               std::string(error_code_name(r.error().code)).c_str(), r.error().message.c_str());
+  std::abort();
+}
+
+}  // namespace refit::fuzz
