@@ -24,29 +24,6 @@ struct PlanCommandOptions {
   bool json = false;
 };
 
-// What the lowering chose for one rank: the plan's chunks, and that rank's copy paths.
-struct Lowered {
-  std::int64_t messages = 0;  // chunks of all transfers, as every executor cuts them
-  std::optional<lowering::ProgramSummary> summary;
-  std::string text;
-};
-
-[[nodiscard]] Result<Lowered> lower(const Plan& plan, const ReshardProblem& problem,
-                                    std::optional<std::int32_t> rank) {
-  const auto lowered = REFIT_TRY(lowering::LoweredPlan::make(plan, lowering::kDefaultStaging));
-  Lowered out{.messages = lowered.chunks()};
-  if (!rank) return out;
-  if (*rank < 0 || *rank >= plan.world_size())
-    return out_of_range(
-        fmt::format("--explain: rank {} is not in the plan's {} ranks", *rank, plan.world_size()));
-  const auto& model = execution_model(plan.execution);
-  const auto program = REFIT_TRY(
-      lowering::lower_rank(lowered, Rank{*rank}, lowering::shards_of(problem, Rank{*rank}), model.zero_copy));
-  out.summary = lowering::summarize(program);
-  out.text = lowering::explain(program, model);
-  return out;
-}
-
 nlohmann::ordered_json side_json(const lowering::SideSummary& s) {
   nlohmann::ordered_json reasons;
   for (std::size_t r = 0; r < s.by_reason.size(); ++r)
@@ -76,7 +53,7 @@ nlohmann::ordered_json explain_json(const lowering::ProgramSummary& s) {
 }
 
 nlohmann::ordered_json plan_json(const TimedPlan& tp, const PlanStats& s, const LowerBound& lb,
-                                 const Lowered& low) {
+                                 const lowering::PlanLowering& low) {
   Bytes max_domain{0};
   for (auto b : s.domain_ingress) max_domain = std::max(max_domain, b);
   nlohmann::ordered_json j{{"strategy", tp.plan.strategy},
@@ -102,7 +79,8 @@ nlohmann::ordered_json plan_json(const TimedPlan& tp, const PlanStats& s, const 
   return j;
 }
 
-void print_human(const TimedPlan& tp, const PlanStats& s, const LowerBound& lb, const Lowered& low) {
+void print_human(const TimedPlan& tp, const PlanStats& s, const LowerBound& lb,
+                 const lowering::PlanLowering& low) {
   fmt::print("strategy          {} (run as {})\n", tp.plan.strategy, execution_model(tp.plan.execution).name);
   fmt::print("tensors           {}\n", tp.plan.tensors.size());
   fmt::print("transfers         {} ({} messages in chunks, {} segments)\n", s.transfers, low.messages,
@@ -124,7 +102,7 @@ void print_human(const TimedPlan& tp, const PlanStats& s, const LowerBound& lb, 
   const auto tp = REFIT_TRY(obtain_plan(o.inputs, inputs, o.inputs.strategy));
   const auto stats = compute_stats(tp.plan, inputs.cluster);
   const auto lb = lower_bound(inputs.problem, inputs.cluster);
-  const auto low = REFIT_TRY(lower(tp.plan, inputs.problem, o.explain));
+  const auto low = REFIT_TRY(lowering::explain_plan(tp.plan, inputs.problem, o.explain));
   if (!o.out.empty()) {
     std::ofstream f(o.out);
     if (f) write_plan_json(tp.plan, f);

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/try.h"
+#include "refit/lowering/lowered_plan.h"
+
 namespace refit::lowering {
 namespace {
 
@@ -76,6 +79,22 @@ std::string explain(const RankProgram& program, const ExecutionModel& model) {
                  "staging   packing {} chunks (largest {} bytes); unpacking {} chunks (largest {} bytes)\n",
                  s.send_staging.chunks, s.send_staging.largest.value, s.receive_staging.chunks,
                  s.receive_staging.largest.value);
+  return out;
+}
+
+Result<PlanLowering> explain_plan(const Plan& plan, const ReshardProblem& problem,
+                                  std::optional<std::int32_t> rank) {
+  const auto lowered = REFIT_TRY(LoweredPlan::make(plan, kDefaultStaging));
+  PlanLowering out{.messages = lowered.chunks()};
+  if (!rank) return out;
+  if (*rank < 0 || *rank >= plan.world_size())
+    return out_of_range(
+        fmt::format("--explain: rank {} is not in the plan's {} ranks", *rank, plan.world_size()));
+  const auto& model = execution_model(plan.execution);
+  const auto program =
+      REFIT_TRY(lower_rank(lowered, Rank{*rank}, shards_of(problem, Rank{*rank}), model.zero_copy));
+  out.summary = summarize(program);
+  out.text = explain(program, model);
   return out;
 }
 

@@ -109,28 +109,6 @@ nb::dict explain_dict(const lowering::ProgramSummary& s) {
   return d;
 }
 
-struct Lowered {
-  std::int64_t messages = 0;
-  std::optional<lowering::ProgramSummary> summary;
-  std::string text;
-};
-
-// What refit plan --explain shows: the plan's chunks, and one rank's lowered program.
-Result<Lowered> lower(const Plan& plan, const ReshardProblem& problem, std::optional<std::int32_t> rank) {
-  const auto lowered = REFIT_TRY(lowering::LoweredPlan::make(plan, lowering::kDefaultStaging));
-  Lowered out{.messages = lowered.chunks()};
-  if (!rank) return out;
-  if (*rank < 0 || *rank >= plan.world_size())
-    return out_of_range(
-        fmt::format("--explain: rank {} is not in the plan's {} ranks", *rank, plan.world_size()));
-  const auto& model = execution_model(plan.execution);
-  const auto program = REFIT_TRY(
-      lowering::lower_rank(lowered, Rank{*rank}, lowering::shards_of(problem, Rank{*rank}), model.zero_copy));
-  out.summary = lowering::summarize(program);
-  out.text = lowering::explain(program, model);
-  return out;
-}
-
 nb::dict lower_bound_dict(const LowerBound& lb) {
   nb::dict d;
   d["lower_bound_s"] = lb.time.value;
@@ -149,12 +127,12 @@ nb::dict summary(const PlanHandle& p, const ProblemHandle& problem, const Cluste
   const Plan& plan = *p.plan;
   PlanStats s;
   LowerBound lb;
-  Result<Lowered> low;
+  Result<lowering::PlanLowering> low;
   {
     nb::gil_scoped_release release;
     s = compute_stats(plan, *cluster.placed);
     lb = lower_bound(*problem.problem, *cluster.placed);
-    low = lower(plan, *problem.problem, explain_rank);
+    low = lowering::explain_plan(plan, *problem.problem, explain_rank);
   }
   const auto lowered = unwrap(std::move(low));
   Bytes max_domain{0};

@@ -2,9 +2,13 @@
 // What a rank program chose, in numbers a user can read: `refit plan --explain RANK`.
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 
+#include "refit/core/error.h"
+#include "refit/core/problem.h"
 #include "refit/lowering/rank_program.h"
+#include "refit/planner/plan.h"
 
 namespace refit::lowering {
 
@@ -36,5 +40,17 @@ ProgramSummary summarize(const RankProgram& program);
 // Several lines: the zero-copy rule, both sides with their copy paths and reasons, relays,
 // scratch and staging.
 std::string explain(const RankProgram& program, const ExecutionModel& model);
+
+// What `refit plan` (and the Python Plan.summary) report of the lowering: the plan's chunks, and
+// with `rank` that rank's program, summarised and explained, under the plan's execution model.
+struct PlanLowering {
+  std::int64_t messages = 0;  // chunks of all transfers, as every executor cuts them
+  std::optional<ProgramSummary> summary{};
+  std::string text{};
+};
+
+// Refuses a rank outside the plan, naming --explain.
+[[nodiscard]] Result<PlanLowering> explain_plan(const Plan& plan, const ReshardProblem& problem,
+                                                std::optional<std::int32_t> rank);
 
 }  // namespace refit::lowering
