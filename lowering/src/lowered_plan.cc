@@ -36,8 +36,10 @@ Result<LoweredPlan> LoweredPlan::make(const Plan& plan, Bytes staging) {
   for (const auto& t : plan.transfers) {
     chunks += ceil_div(std::max<std::int64_t>(0, t.bytes.value), chunk_limit(t, staging));
     if (chunks > limits::kMaxChunks)
-      return out_of_range(fmt::format("staging of {} bytes cuts the plan into more than {} chunks",
-                                      staging.value, limits::kMaxChunks));
+      return out_of_range(fmt::format(
+          "chunk: the plan's chunks (at most {} bytes each, staging {} bytes) number more than the {} that "
+          "refit's executors and their simulation lower; choose a larger chunk (transfer {} of {})",
+          t.chunk.value, staging.value, limits::kMaxChunks, t.id, plan.transfers.size()));
   }
   return LoweredPlan(plan, staging);
 }

@@ -66,11 +66,11 @@ Result<void> check_chunk_count(const Plan& plan) {
   for (const auto& t : plan.transfers) {
     if (t.chunk.value <= 0 || t.bytes.value < 0) continue;  // check_transfer's to refuse
     chunks += ceil_div(t.bytes.value, t.chunk.value);
-    if (chunks > limits::kMaxChunks)
+    if (chunks > limits::kMaxPlanChunks)
       return out_of_range(
           fmt::format("chunk: {} bytes cut the plan into more than {} chunks (transfer {} of "
                       "{}); choose a larger chunk",
-                      t.chunk.value, limits::kMaxChunks, t.id, plan.transfers.size()));
+                      t.chunk.value, limits::kMaxPlanChunks, t.id, plan.transfers.size()));
   }
   return {};
 }

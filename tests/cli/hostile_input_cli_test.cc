@@ -79,10 +79,10 @@ INSTANTIATE_TEST_SUITE_P(
                 R"({"format": "refit-manifest", "format": "refit-manifest"})", "format: key appears twice"},
         Hostile{"plan_1e309", "simulate " + kModel + " --cluster dgx-h100 --plan {file}",
                 R"({"format": "refit-plan", "version": 1e309})", "not valid JSON"},
-        // Once 4.5 GB and over 30 s: 2^24 chunks at most.
+        // Once 4.5 GB and over 30 s: 2^34 chunks at most.
         Hostile{"chunk_one_byte",
                 "plan --model qwen3-8b --train tp=8 --infer tp=4,dp=2 --cluster dgx-h100 --chunk 1", "",
-                "chunk: 1 bytes cut the plan into more than 16777216 chunks"},
+                "chunk: 1 bytes cut the plan into more than 17179869184 chunks"},
         Hostile{"timeout_not_a_number", "run " + kModel + " --timeout abc", "",
                 "--timeout: expected a number"},
         Hostile{"timeout_inf", "run " + kModel + " --timeout inf", "", "--timeout: expected a number"},

@@ -115,5 +115,31 @@ TEST(CopyCosts, AreTheRankProgramsDecisions) {
     }
 }
 
+TEST(LoweredPlan, RefusesToMaterialiseMoreChunksThanItsCap) {
+  // One transfer of 2^33 bytes (2^32 bf16 elements) in 16-byte chunks (the smallest the lowering
+  // cuts): 2^29 chunks, a valid plan (at most 2^34 described) that the lowering, which
+  // materialises each, refuses before cutting (2^28 at most); in 1 MiB chunks it is 8192.
+  const Shape shape{std::int64_t{1} << 32};
+  Plan plan{.strategy = "hand",
+            .tensors = {make_tensor_spec("w", shape, DType::kBF16).value()},
+            .source_ranks = 1,
+            .destination_ranks = 1,
+            .transfers = {Transfer{.id = 0,
+                                   .sender = Rank{0},
+                                   .receiver = Rank{1},
+                                   .link = LinkKind::kNetwork,
+                                   .segments = {Segment{.tensor = 0, .box = Box{{0}, shape}}},
+                                   .bytes = Bytes{std::int64_t{1} << 33},
+                                   .chunk = Bytes{16}}}};
+  ASSERT_TRUE(validate_structure(plan));
+  const auto refused = LoweredPlan::make(plan, kDefaultStaging);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kOutOfRange);
+  EXPECT_NE(refused.error().message.find("choose a larger chunk"), std::string::npos)
+      << refused.error().message;
+  plan.transfers[0].chunk = Bytes{1 << 20};
+  EXPECT_EQ(LoweredPlan::make(plan, kDefaultStaging).value().chunks(), 8192);
+}
+
 }  // namespace
 }  // namespace refit::lowering

@@ -51,16 +51,16 @@ TEST(HostilePlan, RankCountsAreCapped) {
 }
 
 TEST(HostilePlan, ChunkCountsAreCapped) {
-  // 2^20 x 2^20 elements of bf16 = 2^41 bytes in chunks of 1 byte: 2^41 chunks, over 2^24.
+  // 2^20 x 2^20 elements of bf16 = 2^41 bytes in chunks of 1 byte: 2^41 chunks, over 2^34.
   const auto r = read_and_check(
       plan_text("[1048576, 1048576]", "[1048576, 1048576]", "2199023255552", "1", "1", "[0, 0]"));
   EXPECT_EQ(error_code(r), ErrorCode::kOutOfRange);
-  EXPECT_THAT(r.error().message, HasSubstr("chunk: 1 bytes cut the plan into more than 16777216 chunks"));
+  EXPECT_THAT(r.error().message, HasSubstr("chunk: 1 bytes cut the plan into more than 17179869184 chunks"));
 }
 
 TEST(HostilePlan, MakePlanRefusesAChunkThatCutsTooFine) {
-  // 2^26 bf16 elements = 2^27 bytes moved at least once: 2^27 one-byte chunks > 2^24.
-  const Shape shape{std::int64_t{1} << 26};
+  // 2^34 bf16 elements = 2^35 bytes moved at least once: 2^35 one-byte chunks > 2^34.
+  const Shape shape{std::int64_t{1} << 34};
   const auto p =
       ReshardProblem::make({testing::make_reshard("a", shape, make_layout(shape, {1}, rank_range(0, 1), "R"),
                                                   make_layout(shape, {1}, rank_range(1, 1), "R"))},

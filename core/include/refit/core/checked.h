@@ -23,9 +23,15 @@ inline constexpr std::int64_t kMaxJobRanks = 2 * kMaxRanks;
 inline constexpr std::int64_t kMaxElements = std::int64_t{1} << 48;
 // Bytes of a whole problem or plan (2^56 = 72 PB).
 inline constexpr std::int64_t kMaxBytes = std::int64_t{1} << 56;
-// Chunks of a whole plan: each is materialised (8 bytes or more) by the lowering and simulated.
-// 2^24 = 16.7M: a 16 GB model in 4 KiB chunks, twice over.
-inline constexpr std::int64_t kMaxChunks = std::int64_t{1} << 24;
+// Chunks the lowering materialises (8 bytes or more each) for an executor or the simulator:
+// 2^28 = 268M, 2 GB and more. Real plans run through refit's executors need up to 64M (Kimi-K2's
+// m2n-ring plan, 16.7 TB in 256 KiB chunks).
+inline constexpr std::int64_t kMaxChunks = std::int64_t{1} << 28;
+// Chunks a plan may describe, counted but not materialised: 2^34 = 17G. NeMo RL's
+// gather-broadcast plans describe up to 2.5G (Kimi-K2: 1.3 PB in 512 KiB steps) and are simulated
+// as calls without being lowered; a 1-byte chunk on an 8B model (33G chunks, once 4.5 GB and 30 s)
+// stays refused.
+inline constexpr std::int64_t kMaxPlanChunks = std::int64_t{1} << 34;
 }  // namespace limits
 
 [[nodiscard]] std::optional<std::int64_t> checked_add(std::int64_t a, std::int64_t b);
