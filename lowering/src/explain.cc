@@ -84,9 +84,11 @@ std::string explain(const RankProgram& program, const ExecutionModel& model) {
 
 Result<PlanLowering> explain_plan(const Plan& plan, const ReshardProblem& problem,
                                   std::optional<std::int32_t> rank) {
+  // Counting needs no lowering: plans that describe more chunks than the lowering materialises
+  // (NeMo RL's gather-broadcast of a large model) still get their message count.
+  if (!rank) return PlanLowering{.messages = LoweredPlan::count_chunks(plan, kDefaultStaging)};
   const auto lowered = REFIT_TRY(LoweredPlan::make(plan, kDefaultStaging));
   PlanLowering out{.messages = lowered.chunks()};
-  if (!rank) return out;
   if (*rank < 0 || *rank >= plan.world_size())
     return out_of_range(
         fmt::format("--explain: rank {} is not in the plan's {} ranks", *rank, plan.world_size()));

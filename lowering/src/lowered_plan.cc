@@ -44,6 +44,13 @@ Result<LoweredPlan> LoweredPlan::make(const Plan& plan, Bytes staging) {
   return LoweredPlan(plan, staging);
 }
 
+std::int64_t LoweredPlan::count_chunks(const Plan& plan, Bytes staging) {
+  std::int64_t chunks = 0;
+  for (const auto& t : plan.transfers)
+    chunks += MessageLayout::count_chunks(plan, t, chunk_limit(t, staging));
+  return chunks;
+}
+
 std::int64_t LoweredPlan::chunks() const {
   std::int64_t total = 0;
   for (const auto& layout : layouts_) total += layout.chunks();

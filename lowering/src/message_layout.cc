@@ -10,29 +10,54 @@ std::int64_t chunk_limit(const Transfer& t, Bytes staging) {
   return std::max(kAlign, wanted / kAlign * kAlign);
 }
 
-MessageLayout::MessageLayout(const Plan& plan, const Transfer& t, std::int64_t limit) {
-  begin_.reserve(t.segments.size() + 1);
-  element_.reserve(t.segments.size());
-  begin_.push_back(0);
-  for (const auto& s : t.segments) {
-    element_.push_back(dtype_size(plan.tensors[s.tensor].dtype));
-    begin_.push_back(begin_.back() + plan.segment_bytes(s).value);
-  }
-  const std::int64_t total = begin_.back();
+namespace {
+
+// The one chunk rule: each chunk ends at the last element boundary at or before `limit` bytes
+// past its start; `on_end` gets each end in order. Elements are at most 8 bytes and chunks at
+// least 16, so every chunk is non-empty.
+template <class OnEnd>
+void cut(const std::vector<std::int64_t>& begin, const std::vector<std::int64_t>& element, std::int64_t limit,
+         OnEnd on_end) {
+  const std::int64_t total = begin.back();
   std::size_t seg = 0;
   for (std::int64_t pos = 0; pos < total;) {
     const std::int64_t target = pos + limit;
     if (target >= total) {
-      ends_.push_back(total);
-      break;
+      on_end(total);
+      return;
     }
-    while (begin_[seg + 1] <= target) ++seg;
-    // The last element boundary at or before `target`; elements are at most 8 bytes and chunks at
-    // least 16, so it lies after `pos`.
-    const std::int64_t es = element_[seg];
-    ends_.push_back(begin_[seg] + (target - begin_[seg]) / es * es);
-    pos = ends_.back();
+    while (begin[seg + 1] <= target) ++seg;
+    const std::int64_t es = element[seg];
+    pos = begin[seg] + (target - begin[seg]) / es * es;
+    on_end(pos);
   }
+}
+
+// Each segment's first byte in the message (and the total last), and its element size.
+void segment_offsets(const Plan& plan, const Transfer& t, std::vector<std::int64_t>& begin,
+                     std::vector<std::int64_t>& element) {
+  begin.reserve(t.segments.size() + 1);
+  element.reserve(t.segments.size());
+  begin.push_back(0);
+  for (const auto& s : t.segments) {
+    element.push_back(dtype_size(plan.tensors[s.tensor].dtype));
+    begin.push_back(begin.back() + plan.segment_bytes(s).value);
+  }
+}
+
+}  // namespace
+
+MessageLayout::MessageLayout(const Plan& plan, const Transfer& t, std::int64_t limit) {
+  segment_offsets(plan, t, begin_, element_);
+  cut(begin_, element_, limit, [&](std::int64_t end) { ends_.push_back(end); });
+}
+
+std::int64_t MessageLayout::count_chunks(const Plan& plan, const Transfer& t, std::int64_t limit) {
+  std::vector<std::int64_t> begin, element;
+  segment_offsets(plan, t, begin, element);
+  std::int64_t chunks = 0;
+  cut(begin, element, limit, [&](std::int64_t) { ++chunks; });
+  return chunks;
 }
 
 std::int64_t MessageLayout::chunk_of(std::int64_t byte) const {

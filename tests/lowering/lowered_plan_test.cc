@@ -72,6 +72,25 @@ TEST(LoweredPlan, ForwardingChunksWaitForExactlyTheChunksCarryingTheirElements) 
 
 // copy_costs() decides for every rank at once what lower_rank() decides for one: the same packs
 // and unpacks, and the same bytes at the first and last chunk.
+TEST(LoweredPlan, CountingChunksGivesWhatCuttingThemGives) {
+  // Random problems, every strategy, chunk sizes that are and are not multiples of the element
+  // sizes and staging that cuts finer than the plan: the count without materialising equals the
+  // lowered plan's.
+  refit::testing::RandomProblems random(17);
+  for (const auto strategy : strategy_names())
+    for (int i = 0; i < 10; ++i) {
+      const auto src = static_cast<std::int32_t>(random.uniform(1, 4));
+      const auto dst = static_cast<std::int32_t>(random.uniform(1, 4));
+      const auto problem = random.problem(src, dst, 3, 40);
+      const auto cluster = refit::testing::make_test_cluster((src + dst + 1) / 2, 2, src, dst);
+      const Bytes chunk{random.uniform(16, 300)};
+      const auto plan = make_plan(strategy, problem, cluster, PlanOptions{.chunk = chunk}).value();
+      for (const Bytes staging : {Bytes{1 << 20}, Bytes{2 * kAlign + random.uniform(0, 200)}})
+        EXPECT_EQ(LoweredPlan::count_chunks(plan, staging), LoweredPlan::make(plan, staging).value().chunks())
+            << strategy << " chunk " << chunk.value << " staging " << staging.value;
+    }
+}
+
 TEST(CopyCosts, AreTheRankProgramsDecisions) {
   refit::testing::RandomProblems random(9);
   for (const auto strategy : strategy_names())

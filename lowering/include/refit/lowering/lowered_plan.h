@@ -30,6 +30,10 @@ class LoweredPlan {
   // Refuses staging below 2 * kAlign. Preconditions: validate_structure(plan) holds, and `plan`
   // outlives the result.
   [[nodiscard]] static Result<LoweredPlan> make(const Plan& plan, Bytes staging);
+  // What chunks() of make(plan, staging) would be, counted without materialising them (a
+  // description-sized plan may have more chunks than make() accepts). Preconditions as make's,
+  // and staging >= 2 * kAlign.
+  static std::int64_t count_chunks(const Plan& plan, Bytes staging);
 
   const Plan& plan() const { return *plan_; }
   Bytes staging() const { return staging_; }

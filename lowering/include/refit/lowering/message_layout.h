@@ -33,6 +33,8 @@ struct Piece {
 class MessageLayout {
  public:
   MessageLayout(const Plan& plan, const Transfer& t, std::int64_t limit);
+  // What chunks() would be, without keeping the cuts: O(segments) memory.
+  static std::int64_t count_chunks(const Plan& plan, const Transfer& t, std::int64_t limit);
 
   std::int64_t chunks() const { return static_cast<std::int64_t>(ends_.size()); }
   std::int64_t bytes() const { return begin_.back(); }
