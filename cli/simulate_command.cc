@@ -67,7 +67,8 @@ std::function<void(double)> progress_printer(std::string strategy) {
 // `traced`: this is --strategy's plan, whose trace --trace writes (with --compare the others
 // would multiply the file size).
 [[nodiscard]] Result<Row> simulate_one(const SimulateCommandOptions& o, const PlanInputs& in,
-                                       const TimedPlan& tp, const DeploymentInfo& deployment, bool traced) {
+                                       const TimedPlan& tp, const PlanStats& stats,
+                                       const DeploymentInfo& deployment, bool traced) {
   const auto window = o.window.value_or(execution_model(tp.plan.execution).pair_window);
   const auto info = find_strategy(tp.plan.strategy);
   const auto schedule = REFIT_TRY_IN(deploy(deployment, tp.plan, in.problem, in.cluster),
@@ -77,7 +78,7 @@ std::function<void(double)> progress_printer(std::string strategy) {
           .info = info ? *info : nullptr,
           .deployment = &deployment,
           .window = window,
-          .stats = compute_stats(tp.plan, in.cluster),
+          .stats = stats,
           .sim = {},
           .plan_seconds = tp.seconds,
           .simulate_seconds = {},
@@ -225,10 +226,12 @@ void print_detail(const Row& r, const LowerBound& lb) {
   std::vector<Row> rows;
   for (const auto& s : strategies()) {
     const auto tp = REFIT_TRY(obtain_plan(o.inputs, inputs, s.name));
+    const auto stats = compute_stats(tp.plan, inputs.cluster);  // once for both rows of the plan
     const auto& deployed = deployment_info(default_deployment(s.id));
-    rows.push_back(REFIT_TRY(simulate_one(o, inputs, tp, deployed, &s == chosen)));
+    rows.push_back(REFIT_TRY(simulate_one(o, inputs, tp, stats, deployed, &s == chosen)));
     if (s.id == StrategyId::kDirect || s.id == StrategyId::kM2nRing)
-      rows.push_back(REFIT_TRY(simulate_one(o, inputs, tp, deployment_info(DeploymentId::kRefit), false)));
+      rows.push_back(
+          REFIT_TRY(simulate_one(o, inputs, tp, stats, deployment_info(DeploymentId::kRefit), false)));
   }
   return rows;
 }
@@ -245,7 +248,8 @@ void print_detail(const Row& r, const LowerBound& lb) {
   if (!o.compare) {
     const auto tp = REFIT_TRY(obtain_plan(o.inputs, inputs, o.inputs.strategy));
     const DeploymentInfo* deployment = REFIT_TRY(deployment_for(o, tp.plan));
-    rows.push_back(REFIT_TRY(simulate_one(o, inputs, tp, *deployment, true)));
+    rows.push_back(
+        REFIT_TRY(simulate_one(o, inputs, tp, compute_stats(tp.plan, inputs.cluster), *deployment, true)));
     if (o.sensitivity) {
       const PlanSimulationOptions so{.window = rows.front().window};
       rows.front().sensitivity =
