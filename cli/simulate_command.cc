@@ -149,6 +149,7 @@ nlohmann::ordered_json row_json(const Row& r, const LowerBound& lb, const Row* b
                              {"nvlink", r.sim.nvlink.value},
                              {"copy", r.sim.copy.value},
                              {"pack_unpack", r.sim.pack.value},
+                             {"quantize", r.sim.quantize.value},
                              {"fixed", r.sim.fixed.value}}},
                            {"waiting_s", r.sim.waiting.value},
                            {"contributors", contributors_json(r.sim)},
@@ -202,10 +203,10 @@ void print_sensitivity(const Row& r) {
 void print_detail(const Row& r, const LowerBound& lb) {
   print_table({r}, lb);
   fmt::print(
-      "\ncritical path breakdown: fixed {}, latency {}, network {}, NVLink {}, copy {}, pack/unpack {} "
-      "(of which waiting on the slowest rank {})\n",
+      "\ncritical path breakdown: fixed {}, latency {}, network {}, NVLink {}, copy {}, pack/unpack {}, "
+      "FP8 quantisation {} (of which waiting on the slowest rank {})\n",
       human(r.sim.fixed), human(r.sim.latency), human(r.sim.network), human(r.sim.nvlink), human(r.sim.copy),
-      human(r.sim.pack), human(r.sim.waiting));
+      human(r.sim.pack), human(r.sim.quantize), human(r.sim.waiting));
   auto resources = r.sim.resources;
   std::ranges::sort(resources, std::greater{}, &ResourceReport::utilisation);
   fmt::print("busiest resources:\n");
