@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "refit/core/try.h"
 #include "refit/models/builtin_models.h"
 #include "refit/models/hf_config.h"
@@ -41,6 +43,23 @@ Result<ReshardProblem> load_problem(const ProblemSource& options) {
   const auto model = REFIT_TRY_IN(load_model(options.model, options.model_options), "--model");
   const auto layouts = REFIT_TRY(parse_layouts(options.train, options.infer));
   return models::build_problem(model, layouts.train, layouts.infer);
+}
+
+Result<models::StorageMap> load_storage(const ProblemSource& source, const ReshardProblem& problem,
+                                        bool training) {
+  if (!source.manifest.empty()) {
+    auto manifest = REFIT_TRY_IN(models::load_manifest_with_storage(source.manifest), "--manifest");
+    if (!manifest.storage)
+      return invalid(
+          fmt::format("--manifest: {} has no storage maps (write a version 2 manifest with refit models "
+                      "MODEL --train .. --infer .. --storage --write-manifest)",
+                      source.manifest));
+    return std::move(training ? manifest.storage->source : manifest.storage->destination);
+  }
+  const auto model = REFIT_TRY_IN(load_model(source.model, source.model_options), "--model");
+  const auto layouts = REFIT_TRY(parse_layouts(source.train, source.infer));
+  return training ? models::megatron_storage(model, layouts.train, problem)
+                  : models::vllm_storage(model, layouts.infer, problem);
 }
 
 }  // namespace refit
