@@ -29,9 +29,17 @@ inline void unwrap(Result<void>&& result) {
   if (!result) raise_error(result.error());
 }
 
-// A reshard problem as Python holds it: shared, immutable.
+// A reshard problem as Python holds it: shared, immutable, with where it came from (for its
+// storage maps).
 struct ProblemHandle {
   std::shared_ptr<const ReshardProblem> problem;
+  ProblemSource source;
+};
+
+// How one side of a problem stores its shards in a framework's parameters (load_storage).
+struct StorageHandle {
+  std::shared_ptr<const ReshardProblem> problem;
+  std::shared_ptr<const models::StorageMap> map;
 };
 
 // A cluster with a job placed on it, and what discovery noted while loading it.

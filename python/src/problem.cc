@@ -9,6 +9,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
+#include "refit/executors/framework_buffers.h"
 #include "refit/models/builtin_models.h"
 #include "refit/models/manifest.h"
 
@@ -31,7 +32,36 @@ ProblemHandle load(const std::string& model, const std::string& train, const std
     nb::gil_scoped_release release;
     return load_problem(source);
   }());
-  return ProblemHandle{std::make_shared<const ReshardProblem>(std::move(problem))};
+  return ProblemHandle{.problem = std::make_shared<const ReshardProblem>(std::move(problem)),
+                       .source = source};
+}
+
+// The storage map of the training side (Megatron's parameters) or the inference side (vLLM's).
+StorageHandle storage(const ProblemHandle& p, bool training) {
+  auto map = unwrap([&] {
+    nb::gil_scoped_release release;
+    return load_storage(p.source, *p.problem, training);
+  }());
+  return StorageHandle{.problem = p.problem,
+                       .map = std::make_shared<const models::StorageMap>(std::move(map))};
+}
+
+// (tensor, box offset, box extent, offset, strides) of a region; offset and strides in elements
+// of its parameter.
+using RegionTuple = std::tuple<std::string, Shape, Shape, std::int64_t, Shape>;
+// (name, shape, dtype, regions) of a parameter.
+using ParameterTuple = std::tuple<std::string, Shape, std::string, std::vector<RegionTuple>>;
+
+std::vector<ParameterTuple> parameters(const StorageHandle& s, std::int32_t rank) {
+  const auto& storage = *unwrap(rank_storage(*s.map, Rank{rank}));
+  std::vector<ParameterTuple> out;
+  for (const auto& p : storage.parameters)
+    out.emplace_back(p.name, p.shape, std::string(dtype_name(p.dtype)), std::vector<RegionTuple>{});
+  for (const auto& r : storage.regions)
+    std::get<3>(out[static_cast<std::size_t>(r.parameter)])
+        .emplace_back(s.problem->tensors()[r.tensor].tensor.name, r.box.offset, r.box.extent, r.offset,
+                      r.strides);
+  return out;
 }
 
 std::vector<std::tuple<std::string, Shape, std::string>> tensors(const ProblemHandle& p) {
@@ -94,7 +124,24 @@ void bind_problem(nb::module_& m) {
            "training rank) or needs (an inference rank), in tensor order.")
       .def(
           "manifest", [](const ProblemHandle& p) { return models::write_manifest(*p.problem); },
-          "The problem as a manifest (JSON text, the format refit --manifest reads).");
+          "The problem as a manifest (JSON text, the format refit --manifest reads).")
+      .def("storage", &storage, "training"_a,
+           "How the training side (Megatron) or the inference side (vLLM) stores its shards in the "
+           "framework's parameters: by the models' rules, or a version 2 manifest's maps.");
+  nb::class_<StorageHandle>(m, "Storage",
+                            "One side's framework parameters on every rank of that side, with the regions "
+                            "of the logical tensors in them (refit models --storage).")
+      .def_prop_ro(
+          "framework", [](const StorageHandle& s) { return s.map->framework; }, "megatron or vllm.")
+      .def_prop_ro(
+          "first_rank", [](const StorageHandle& s) { return s.map->first_rank; },
+          "The global rank of the side's first rank.")
+      .def_prop_ro(
+          "ranks", [](const StorageHandle& s) { return s.map->ranks.size(); }, "The side's ranks.")
+      .def("parameters", &parameters, "rank"_a,
+           "(name, shape, dtype, regions) of every parameter of a rank of the side, in the framework's "
+           "order; a region is (tensor, box offset, box extent, offset, strides), offset and strides in "
+           "elements of the parameter.");
   m.def("builtin_models", &builtin_model_names, "Names of the models compiled into refit.");
 }
 
