@@ -189,16 +189,16 @@ class Executor:
 
         Raises:
             refit.BadInput: a buffer that is missing, unknown, or of the wrong shape, dtype, size
-                or memory (the message names the tensor or parameter), on any rank: every rank
-                refuses before any byte moves.
+                or memory (the message names the tensor or parameter), or with ``"framework"`` a
+                problem without storage maps, on any rank: every rank refuses before any byte
+                moves.
         """
         if storage not in ("logical", "framework"):
             raise ValueError(f"storage: {storage!r} is neither 'logical' nor 'framework'")
-        rank = self.rank if rank is None else rank
-        problem = plan.problem
-        side = problem._side_storage(rank) if storage == "framework" else None
         own = dict(buffers)
-        handle = self._handle.prepare(plan._handle, problem._handle, rank, own, side)
+        handle = self._handle.prepare(
+            plan._handle, plan.problem._handle, self.rank if rank is None else rank, own, storage == "framework"
+        )
         return Prepared(handle, plan, own)
 
     def __repr__(self) -> str:

@@ -135,7 +135,6 @@ class Problem:
         self._handle = handle
         self._source = dict(source)
         self._tensors: Optional[list[Tensor]] = None
-        self._storage: dict[bool, _refit.Storage] = {}  # by side (training?), made when first asked
 
     @classmethod
     def from_model(
@@ -265,14 +264,11 @@ class Problem:
         ]  # fmt: skip
 
     def _side_storage(self, rank: int) -> _refit.Storage:
-        """The storage map of a rank's side (made once per side): the framework's rules for a
-        problem from a model, or a version 2 manifest's maps."""
+        """The storage map of a rank's side (made once per side and problem): the framework's
+        rules for a problem from a model, or a version 2 manifest's maps."""
         if not 0 <= rank < self.world_size:
             raise BadInput(f"rank {rank} is not in the problem's {self.world_size} ranks", "out of range")
-        training = self.is_training(rank)
-        if training not in self._storage:
-            self._storage[training] = self._handle.storage(training)
-        return self._storage[training]
+        return self._handle.storage(self.is_training(rank))
 
     def manifest(self) -> str:
         """The problem as a manifest (JSON text, what ``Problem.from_manifest`` reads)."""

@@ -9,6 +9,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
+#include "refit/core/try.h"
 #include "refit/executors/framework_buffers.h"
 #include "refit/models/builtin_models.h"
 #include "refit/models/manifest.h"
@@ -36,15 +37,21 @@ ProblemHandle load(const std::string& model, const std::string& train, const std
                        .source = source};
 }
 
-// The storage map of the training side (Megatron's parameters) or the inference side (vLLM's).
-StorageHandle storage(const ProblemHandle& p, bool training) {
-  auto map = unwrap([&] {
-    nb::gil_scoped_release release;
-    return load_storage(p.source, *p.problem, training);
-  }());
-  return StorageHandle{.problem = p.problem,
-                       .map = std::make_shared<const models::StorageMap>(std::move(map))};
+}  // namespace
+
+Result<StorageHandle> side_storage(const ProblemHandle& p, bool training) {
+  nb::gil_scoped_release release;  // before the lock: a thread waiting for it must not hold the GIL
+  std::lock_guard lock(p.storage->mutex);
+  auto& side = p.storage->sides[training ? 1 : 0];
+  if (!side) {
+    auto map = REFIT_TRY(load_storage(p.source, *p.problem, training));
+    side = StorageHandle{.problem = p.problem,
+                         .map = std::make_shared<const models::StorageMap>(std::move(map))};
+  }
+  return *side;
 }
+
+namespace {
 
 // (tensor, box offset, box extent, offset, strides) of a region; offset and strides in elements
 // of its parameter.
@@ -125,9 +132,11 @@ void bind_problem(nb::module_& m) {
       .def(
           "manifest", [](const ProblemHandle& p) { return models::write_manifest(*p.problem); },
           "The problem as a manifest (JSON text, the format refit --manifest reads).")
-      .def("storage", &storage, "training"_a,
-           "How the training side (Megatron) or the inference side (vLLM) stores its shards in the "
-           "framework's parameters: by the models' rules, or a version 2 manifest's maps.");
+      .def(
+          "storage", [](const ProblemHandle& p, bool training) { return unwrap(side_storage(p, training)); },
+          "training"_a,
+          "How the training side (Megatron) or the inference side (vLLM) stores its shards in the "
+          "framework's parameters: by the models' rules, or a version 2 manifest's maps.");
   nb::class_<StorageHandle>(m, "Storage",
                             "One side's framework parameters on every rank of that side, with the regions "
                             "of the logical tensors in them (refit models --storage).")

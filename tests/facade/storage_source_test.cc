@@ -41,7 +41,8 @@ TEST(LoadStorage, ModelRulesGiveEachSideItsFramework) {
   ASSERT_EQ(vllm->ranks.size(), 4u);
   // vLLM pads the vocab to a multiple of 64: 1024 rows, 256 a rank.
   const auto& last = vllm->of(Rank{5}).parameters;
-  const auto lm_head = std::ranges::find(last, std::string("lm_head.weight"), &models::FrameworkParameter::name);
+  const auto lm_head =
+      std::ranges::find(last, std::string("lm_head.weight"), &models::FrameworkParameter::name);
   ASSERT_NE(lm_head, last.end());
   EXPECT_EQ(lm_head->shape, (Shape{256, 64}));
 }
@@ -82,7 +83,9 @@ std::vector<std::span<std::byte>> spans_of(std::vector<std::vector<std::byte>>& 
 
 TEST(FrameworkRankBuffers, CallersMemoryGetsTheShardsAndRegionsThatAllocateGives) {
   const auto problem = load_problem(kLlama).value();
-  const auto heap = [](Bytes bytes) -> Result<std::unique_ptr<HostAllocation>> { return heap_allocation(bytes); };
+  const auto heap = [](Bytes bytes) -> Result<std::unique_ptr<HostAllocation>> {
+    return heap_allocation(bytes);
+  };
   for (const bool training : {true, false}) {
     const auto side = load_storage(kLlama, problem, training).value();
     for (std::int32_t r = side.first_rank; r < side.first_rank + std::ssize(side.ranks); ++r) {
@@ -126,8 +129,9 @@ TEST(FrameworkRankBuffers, MemoryOfTheWrongSizeNamesTheParameter) {
   fewer.pop_back();
   const auto missing = framework_rank_buffers(problem, side, Rank{5}, fewer);
   ASSERT_FALSE(missing);
-  EXPECT_EQ(missing.error().message, "rank 5: " + std::to_string(fewer.size()) + " parameter buffers for the " +
-                                         std::to_string(parameters.size()) + " vllm parameters of the rank");
+  EXPECT_EQ(missing.error().message, "rank 5: " + std::to_string(fewer.size()) +
+                                         " parameter buffers for the " + std::to_string(parameters.size()) +
+                                         " vllm parameters of the rank");
 
   const auto other_side = framework_rank_buffers(problem, side, Rank{1}, spans_of(memory));
   ASSERT_FALSE(other_side);

@@ -253,6 +253,27 @@ def test_wrong_parameters_are_refused_on_every_rank_before_any_byte_moves(change
             assert np.all(a == SENTINEL) or np.all(a == 0), (rank, name)
 
 
+def test_a_rank_without_storage_maps_makes_every_rank_refuse(tmp_path: Path) -> None:
+    """Each rank chooses its storage: rank 0 asks for framework parameters of a version 1
+    manifest, which has none; the others, with logical buffers, refuse with it."""
+    manifest = tmp_path / "v1.json"
+    _problem(LLAMA_GQA).save_manifest(manifest)
+    problem = refit.Problem.from_manifest(manifest)
+    plan = refit.plan(problem, refit.Cluster.preset("cpu-host"))
+
+    def body(rank: int, exchange: Any) -> Any:
+        executor = refit.Executor("ucx", exchange, timeout=20)
+        buffers = {s.tensor: np.zeros(s.extent, refit.numpy_dtype(s.dtype)) for s in problem.shards(rank)}
+        return executor.prepare(plan, buffers, storage="framework" if rank == 0 else "logical")
+
+    message = f"--manifest: {manifest} has no storage maps"
+    results = run_ranks(problem.world_size, body)
+    assert isinstance(results[0], refit.BadInput) and str(results[0]).startswith(message), results[0]
+    for r in results[1:]:
+        assert isinstance(r, refit.BadInput) and str(r).startswith("refused because rank 0 refused: "), r
+        assert message in str(r)
+
+
 def test_storage_is_logical_or_framework() -> None:
     problem = _problem(LLAMA_GQA)
     plan = refit.plan(problem, refit.Cluster.preset("cpu-host"))
