@@ -49,6 +49,9 @@ std::string dlpack_dtype_name(dl::dtype d) {
     case Code::Float8_E5M2:
       name = "float8_e5m2";
       break;
+    case Code::Float8_E8M0FNU:
+      name = "float8_e8m0fnu";
+      break;
     default:
       name = fmt::format("DLPack type code {} of {} bits", d.code, d.bits);
   }
@@ -80,6 +83,8 @@ std::vector<dl::dtype> accepted(DType t) {
       return {of(Code::Int, 32)};
     case DType::kInt64:
       return {of(Code::Int, 64)};
+    case DType::kFP8E8M0:
+      return {of(Code::Float8_E8M0FNU, 8), of(Code::UInt, 8)};
   }
   return {};
 }
