@@ -11,6 +11,7 @@
 //      Inf's, so a NaN anywhere in the block wins, as torch.amax propagates NaN);
 //   2. block_scale: from amax, the multiplier every element is scaled by and the scale stored;
 //   3. quantize_element: fp32(x) * multiplier, rounded to fp8 e4m3fn.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -65,6 +66,16 @@ REFIT_QUANTIZE_HD inline float divide_rn(float a, float b) {
 #endif
 }
 
+// GCC 12 vectorises std::min but not the equivalent conditional in fp32_to_e4m3's loop (it leaves
+// a branch there); CUDA has its own unsigned min.
+REFIT_QUANTIZE_HD inline std::uint32_t min_u32(std::uint32_t a, std::uint32_t b) {
+#if defined(__CUDA_ARCH__)
+  return min(a, b);
+#else
+  return std::min(a, b);
+#endif
+}
+
 // bf16 is the top half of an fp32: widening is exact.
 REFIT_QUANTIZE_HD inline float bf16_to_fp32(std::uint16_t bits) {
   return float_from_bits(static_cast<std::uint32_t>(bits) << 16);
@@ -86,7 +97,7 @@ REFIT_QUANTIZE_HD inline std::uint8_t fp32_to_e4m3(float x) {
   // ones to nearest even (the carry may ripple into the exponent, which is right), then rebias the
   // exponent from 127 to 7 (120 << 3 = 960 in the shifted encoding).
   const std::uint32_t rounded = (a + 0x7FFFF + ((a >> 20) & 1)) >> 20;
-  const std::uint32_t normal = rounded - 960 < kE4m3Max ? rounded - 960 : kE4m3Max;
+  const std::uint32_t normal = min_u32(rounded - 960, kE4m3Max);
   // |x| < 2^-6: e4m3 subnormals are n * 2^-9 with n = 0..7 (n = 8 is 2^-6, the smallest normal,
   // encoded 0x08 too). |x| * 2^9 is exact, and adding 2^23 rounds it to an integer, nearest even,
   // in the low mantissa bits.
