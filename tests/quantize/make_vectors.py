@@ -19,6 +19,8 @@ as 0x7FC00000; refit does the same. Every other byte is what the framework funct
 
     python tests/quantize/make_vectors.py tests/data/quantize/vectors.json
 
+(numpy 2.4.6 and ml_dtypes 0.7.0 made the committed file; ctest checks that it reproduces.)
+
 Format: {"format": "refit-quantize-vectors", "version": 1, "cases": [{"name", "shape",
 "input" (base64 of the bf16 bits, little-endian uint16, row-major), "expected": {scheme:
 {"values" (base64 of the e4m3 bytes, row-major), "scales" (base64 of the scales, row-major
