@@ -99,10 +99,10 @@ REFIT_QUANTIZE_HD inline std::uint8_t fp32_to_e4m3(float x) {
   const std::uint32_t rounded = (a + 0x7FFFF + ((a >> 20) & 1)) >> 20;
   const std::uint32_t normal = min_u32(rounded - 960, kE4m3Max);
   // |x| < 2^-6: e4m3 subnormals are n * 2^-9 with n = 0..7 (n = 8 is 2^-6, the smallest normal,
-  // encoded 0x08 too). |x| * 2^9 is exact, and adding 2^23 rounds it to an integer, nearest even,
-  // in the low mantissa bits.
-  const float magic = 8388608.0f;  // 2^23
-  const std::uint32_t sub = bits_of(float_from_bits(a) * 512.0f + magic) - bits_of(magic);
+  // encoded 0x08 too). Adding 2^14, whose fp32 ulp is 2^-9, rounds |x| to a multiple of 2^-9,
+  // nearest even, and leaves n in the low mantissa bits.
+  const float magic = 16384.0f;  // 2^14
+  const std::uint32_t sub = bits_of(float_from_bits(a) + magic) - bits_of(magic);
   const std::uint32_t code = a < 0x3C800000 ? sub : normal;
   return static_cast<std::uint8_t>(a > 0x7F800000 ? kE4m3Nan : (code | sign));
 }
