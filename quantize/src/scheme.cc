@@ -25,13 +25,10 @@ DType value_dtype(Scheme) { return DType::kFP8E4M3; }
 DType scale_dtype(Scheme scheme) { return scheme == Scheme::kMxfp8 ? DType::kFP8E8M0 : DType::kFP32; }
 
 Shape block_extent(Scheme scheme, std::size_t dims) {
+  // Callers never pass dims < 2 (scheme.h); the checks keep such a call defined all the same.
   Shape block(dims, 1);
-  if (scheme == Scheme::kMxfp8) {
-    block[dims - 1] = 32;
-  } else {
-    block[dims - 1] = 128;
-    block[dims - 2] = 128;
-  }
+  if (dims >= 1) block[dims - 1] = scheme == Scheme::kMxfp8 ? 32 : 128;
+  if (dims >= 2 && scheme == Scheme::kFp8Block128) block[dims - 2] = 128;
   return block;
 }
 

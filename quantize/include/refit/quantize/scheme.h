@@ -5,7 +5,8 @@
 // that the CUDA kernel, compiled as C++20 without the refit headers, shares it).
 //
 // Weights of fewer than 2 dims (biases, norms) are never quantized: callers refuse them before
-// calling anything here, and these functions assume dims >= 2.
+// calling anything here (quantize_checked does). The geometry below is meant for dims >= 2; a
+// 1-dim shape gets the last dim's block only.
 #include <cstddef>
 #include <span>
 #include <string_view>
