@@ -1,6 +1,7 @@
 #include "vectors.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -39,7 +40,9 @@ Expected expected_of(const nlohmann::json& j) {
 }
 
 std::vector<VectorCase> load() {
-  std::ifstream in(std::string(REFIT_TEST_DATA_DIR) + "/quantize/vectors.json");
+  // The environment's REFIT_TEST_DATA_DIR first: the GPU tests run where they were not built.
+  const char* dir = std::getenv("REFIT_TEST_DATA_DIR");
+  std::ifstream in(std::string(dir ? dir : REFIT_TEST_DATA_DIR) + "/quantize/vectors.json");
   std::stringstream text;
   text << in.rdbuf();
   const auto data = nlohmann::json::parse(text.str());
