@@ -57,12 +57,29 @@ REFIT_QUANTIZE_HD inline std::uint32_t bits_of(float f) {
 #endif
 }
 
-// IEEE division rounded to nearest even on both sides, whatever nvcc's -prec-div says.
+// IEEE operations rounded to nearest even on both sides, whatever nvcc's -prec-div says, and never
+// contracted into a fused multiply-add (which would round once where the reference rounds twice).
 REFIT_QUANTIZE_HD inline float divide_rn(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fdiv_rn(a, b);
 #else
   return a / b;
+#endif
+}
+
+REFIT_QUANTIZE_HD inline float multiply_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+REFIT_QUANTIZE_HD inline float add_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
 #endif
 }
 
@@ -102,7 +119,7 @@ REFIT_QUANTIZE_HD inline std::uint8_t fp32_to_e4m3(float x) {
   // encoded 0x08 too). Adding 2^14, whose fp32 ulp is 2^-9, rounds |x| to a multiple of 2^-9,
   // nearest even, and leaves n in the low mantissa bits.
   const float magic = 16384.0f;  // 2^14
-  const std::uint32_t sub = bits_of(float_from_bits(a) + magic) - bits_of(magic);
+  const std::uint32_t sub = bits_of(add_rn(float_from_bits(a), magic)) - bits_of(magic);
   const std::uint32_t code = a < 0x3C800000 ? sub : normal;
   return static_cast<std::uint8_t>(a > 0x7F800000 ? kE4m3Nan : (code | sign));
 }
@@ -149,7 +166,7 @@ REFIT_QUANTIZE_HD inline BlockScale block_scale(Scheme scheme, std::uint16_t ama
 
 // Step 3 for one element.
 REFIT_QUANTIZE_HD inline std::uint8_t quantize_element(std::uint16_t bits, float multiplier) {
-  return fp32_to_e4m3(bf16_to_fp32(bits) * multiplier);
+  return fp32_to_e4m3(multiply_rn(bf16_to_fp32(bits), multiplier));
 }
 
 // Bytes of one stored scale: fp32 for block128, e8m0 for mxfp8.
