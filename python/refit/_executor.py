@@ -22,7 +22,7 @@ DEFAULT_STAGING = 256 << 20
 _NUMPY_DTYPES = {
     "bf16": "uint16", "fp16": "float16", "fp32": "float32", "fp64": "float64",
     "fp8_e4m3": "uint8", "fp8_e5m2": "uint8",
-    "int8": "int8", "uint8": "uint8", "int32": "int32", "int64": "int64",
+    "int8": "int8", "uint8": "uint8", "int32": "int32", "int64": "int64", "fp8_e8m0": "uint8",
 }  # fmt: skip
 
 
@@ -42,6 +42,7 @@ def torch_dtype(dtype: str) -> Any:
         "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
         "fp64": torch.float64, "fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2,
         "int8": torch.int8, "uint8": torch.uint8, "int32": torch.int32, "int64": torch.int64,
+        "fp8_e8m0": torch.float8_e8m0fnu,
     }[dtype]  # fmt: skip
 
 

@@ -14,7 +14,7 @@ __all__ = ["Box", "Parameter", "Problem", "Region", "Shard", "Tensor"]
 
 _DTYPE_BYTES = {
     "bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8, "fp8_e4m3": 1, "fp8_e5m2": 1,
-    "int8": 1, "uint8": 1, "int32": 4, "int64": 8,
+    "int8": 1, "uint8": 1, "int32": 4, "int64": 8, "fp8_e8m0": 1,
 }  # fmt: skip
 
 

@@ -50,6 +50,9 @@ std::string dlpack_dtype_name(dl::dtype d) {
     case Code::Float8_E5M2:
       name = "float8_e5m2";
       break;
+    case Code::Float8_E8M0FNU:
+      name = "float8_e8m0fnu";
+      break;
     default:
       name = fmt::format("DLPack type code {} of {} bits", d.code, d.bits);
   }
