@@ -31,7 +31,7 @@ std::vector<std::uint16_t> random_bf16(std::size_t n) {
   return out;
 }
 
-void BM_Quantize(benchmark::State& state, refit::Scheme scheme, Layout layout) {
+void BM_Quantize(benchmark::State& state, refit::QuantScheme scheme, Layout layout) {
   static const std::vector<std::uint16_t> data = random_bf16(static_cast<std::size_t>(2 * kRows * kCols));
   refit::Bf16View view{data.data(), {kRows, kCols}, {kCols, 1}};
   if (layout == Layout::kRowStrided) view.strides = {2 * kCols, 1};
@@ -47,17 +47,17 @@ void BM_Quantize(benchmark::State& state, refit::Scheme scheme, Layout layout) {
   state.counters["GB/s"] = benchmark::Counter(input_bytes, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-BENCHMARK_CAPTURE(BM_Quantize, block128_contiguous, refit::Scheme::kFp8Block128, Layout::kContiguous)
+BENCHMARK_CAPTURE(BM_Quantize, block128_contiguous, refit::QuantScheme::kFp8Block128, Layout::kContiguous)
     ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Quantize, block128_row_strided, refit::Scheme::kFp8Block128, Layout::kRowStrided)
+BENCHMARK_CAPTURE(BM_Quantize, block128_row_strided, refit::QuantScheme::kFp8Block128, Layout::kRowStrided)
     ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Quantize, block128_column_major, refit::Scheme::kFp8Block128, Layout::kColumnMajor)
+BENCHMARK_CAPTURE(BM_Quantize, block128_column_major, refit::QuantScheme::kFp8Block128, Layout::kColumnMajor)
     ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Quantize, mxfp8_contiguous, refit::Scheme::kMxfp8, Layout::kContiguous)
+BENCHMARK_CAPTURE(BM_Quantize, mxfp8_contiguous, refit::QuantScheme::kMxfp8, Layout::kContiguous)
     ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Quantize, mxfp8_row_strided, refit::Scheme::kMxfp8, Layout::kRowStrided)
+BENCHMARK_CAPTURE(BM_Quantize, mxfp8_row_strided, refit::QuantScheme::kMxfp8, Layout::kRowStrided)
     ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Quantize, mxfp8_column_major, refit::Scheme::kMxfp8, Layout::kColumnMajor)
+BENCHMARK_CAPTURE(BM_Quantize, mxfp8_column_major, refit::QuantScheme::kMxfp8, Layout::kColumnMajor)
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "refit/quantize/fp8_rules.h"
+
 namespace refit {
 namespace {
 
@@ -24,9 +26,9 @@ struct Geometry {
   std::int64_t col_stride = 1;
 };
 
-Geometry geometry_of(Scheme scheme, const Bf16View& in) {
+Geometry geometry_of(QuantScheme scheme, const Bf16View& in) {
   const std::size_t dims = in.shape.size();
-  const Shape block = block_extent(scheme, dims);
+  const Shape block = quant_block(scheme, dims);
   Geometry g;
   for (std::size_t d = 0; d + 2 < dims; ++d) g.outer *= in.shape[d];
   g.rows = in.shape[dims - 2];
@@ -93,7 +95,7 @@ class Band {
 };
 
 // Steps 1 and 2 of fp8_rules.h for every block of a band: its scales, stored at `scales_out`.
-void band_scales(Scheme scheme, const Geometry& g, const Band& band, std::vector<fp8::BlockScale>& out,
+void band_scales(QuantScheme scheme, const Geometry& g, const Band& band, std::vector<fp8::BlockScale>& out,
                  std::byte* scales_out) {
   std::vector<std::uint16_t> amax(static_cast<std::size_t>(g.col_blocks), 0);
   for (std::int64_t r = 0; r < band.rows(); ++r)
@@ -111,11 +113,11 @@ void band_scales(Scheme scheme, const Geometry& g, const Band& band, std::vector
 
 }  // namespace
 
-std::int64_t scale_buffer_bytes(Scheme scheme, const Shape& shape) {
-  return element_count(scale_shape(scheme, shape)) * dtype_size(scale_dtype(scheme));
+std::int64_t scale_buffer_bytes(QuantScheme scheme, const Shape& shape) {
+  return element_count(quant_scale_shape(scheme, shape)) * dtype_size(quant_scale_dtype(scheme));
 }
 
-void quantize(Scheme scheme, const Bf16View& in, std::span<std::uint8_t> values,
+void quantize(QuantScheme scheme, const Bf16View& in, std::span<std::uint8_t> values,
               std::span<std::byte> scales) {
   if (element_count(in.shape) == 0) return;
   const Geometry g = geometry_of(scheme, in);
@@ -138,11 +140,11 @@ void quantize(Scheme scheme, const Bf16View& in, std::span<std::uint8_t> values,
     }
 }
 
-Result<void> quantize_checked(Scheme scheme, const Bf16View& in, std::span<std::uint8_t> values,
+Result<void> quantize_checked(QuantScheme scheme, const Bf16View& in, std::span<std::uint8_t> values,
                               std::span<std::byte> scales) {
   if (in.shape.size() < 2)
-    return invalid(
-        fmt::format("{} quantizes weights of 2 or more dims, not {}", scheme_name(scheme), in.shape.size()));
+    return invalid(fmt::format("{} quantizes weights of 2 or more dims, not {}", quant_scheme_name(scheme),
+                               in.shape.size()));
   if (in.strides.size() != in.shape.size())
     return mismatch(fmt::format("a view of {} dims has {} strides", in.shape.size(), in.strides.size()));
   for (std::size_t d = 0; d < in.shape.size(); ++d)
@@ -155,8 +157,8 @@ Result<void> quantize_checked(Scheme scheme, const Bf16View& in, std::span<std::
     return mismatch(fmt::format("values: {} bytes for {} elements", values.size(), elements));
   const std::int64_t scale_bytes = scale_buffer_bytes(scheme, in.shape);
   if (static_cast<std::int64_t>(scales.size()) != scale_bytes)
-    return mismatch(
-        fmt::format("scales: {} bytes where {} takes {}", scales.size(), scheme_name(scheme), scale_bytes));
+    return mismatch(fmt::format("scales: {} bytes where {} takes {}", scales.size(),
+                                quant_scheme_name(scheme), scale_bytes));
   quantize(scheme, in, values, scales);
   return {};
 }

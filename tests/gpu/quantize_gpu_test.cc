@@ -19,7 +19,7 @@ namespace {
 using nccl_detail::DeviceMemory;
 
 // Quantizes `shape` read with `strides` from the device copy of `host` (elements), back to host.
-testing::Expected quantize_on_gpu(Scheme s, const std::vector<std::uint16_t>& host, const Shape& shape,
+testing::Expected quantize_on_gpu(QuantScheme s, const std::vector<std::uint16_t>& host, const Shape& shape,
                                   const Shape& strides) {
   testing::Expected out{std::vector<std::uint8_t>(static_cast<std::size_t>(element_count(shape))),
                         std::vector<std::byte>(static_cast<std::size_t>(scale_buffer_bytes(s, shape)))};
@@ -41,7 +41,7 @@ testing::Expected quantize_on_gpu(Scheme s, const std::vector<std::uint16_t>& ho
 TEST(GpuQuantizeKernel, ReproducesTheReferenceVectors) {
   REFIT_REQUIRE_GPU();
   for (const auto& c : testing::reference_vectors())
-    for (Scheme s : all_schemes()) {
+    for (QuantScheme s : all_quant_schemes()) {
       // Each row 3 elements longer than the weight: a shard of a wider tensor.
       Shape padded = c.shape;
       padded.back() += 3;
@@ -51,8 +51,8 @@ TEST(GpuQuantizeKernel, ReproducesTheReferenceVectors) {
       for (std::int64_t i = 0; i < element_count(c.shape); ++i)
         host[i / cols * (cols + 3) + i % cols] = c.input[i];
       const auto got = quantize_on_gpu(s, host, c.shape, strides);
-      EXPECT_EQ(got.values, c.expected(s).values) << c.name << " " << scheme_name(s);
-      EXPECT_EQ(got.scales, c.expected(s).scales) << c.name << " " << scheme_name(s);
+      EXPECT_EQ(got.values, c.expected(s).values) << c.name << " " << quant_scheme_name(s);
+      EXPECT_EQ(got.scales, c.expected(s).scales) << c.name << " " << quant_scheme_name(s);
     }
 }
 
@@ -67,7 +67,7 @@ TEST(GpuQuantizeKernel, Throughput) {
   cudaEvent_t start, stop;
   cudaEventCreate(&start);
   cudaEventCreate(&stop);
-  for (Scheme s : all_schemes()) {
+  for (QuantScheme s : all_quant_schemes()) {
     constexpr int kRuns = 50;
     const auto launch = [&] {
       return nccl_detail::launch_quantize(s, reinterpret_cast<const std::uint16_t*>(src.get()), shape.data(),
@@ -83,7 +83,7 @@ TEST(GpuQuantizeKernel, Throughput) {
     cudaEventElapsedTime(&ms, start, stop);
     const double seconds = ms / 1e3 / kRuns;
     std::printf("quantize %s 7168x2048: %.1f us, %.0f GB/s of bf16 input, %.0f GB/s of HBM traffic\n",
-                std::string(scheme_name(s)).c_str(), seconds * 1e6, 2.0 * n / seconds / 1e9,
+                std::string(quant_scheme_name(s)).c_str(), seconds * 1e6, 2.0 * n / seconds / 1e9,
                 3.0 * n / seconds / 1e9);
   }
   cudaEventDestroy(start);

@@ -18,10 +18,10 @@ using testing::Expected;
 using testing::reference_vectors;
 using testing::row_major_strides;
 
-int lanes_of(Scheme s) { return s == Scheme::kMxfp8 ? 32 : nccl_detail::kQuantizeThreads; }
+int lanes_of(QuantScheme s) { return s == QuantScheme::kMxfp8 ? 32 : nccl_detail::kQuantizeThreads; }
 
 // What the kernel computes: every tile, every lane, in any order (the tiles are independent).
-Expected run_kernel_body(Scheme s, const std::uint16_t* src, const Shape& shape, const Shape& strides) {
+Expected run_kernel_body(QuantScheme s, const std::uint16_t* src, const Shape& shape, const Shape& strides) {
   Expected out{std::vector<std::uint8_t>(static_cast<std::size_t>(element_count(shape))),
                std::vector<std::byte>(static_cast<std::size_t>(scale_buffer_bytes(s, shape)))};
   DeviceQuantize q;
@@ -43,18 +43,18 @@ Expected run_kernel_body(Scheme s, const std::uint16_t* src, const Shape& shape,
 }
 
 TEST(QuantizeKernelBody, BlocksAreTheSchemesBlocks) {
-  // The kernel's tile (band x width) is scheme.h's block on the last two dims.
+  // The kernel's tile (band x width) is quant_block's block on the last two dims.
   const std::vector<std::uint16_t> data(1);
-  for (Scheme s : all_schemes()) {
+  for (QuantScheme s : all_quant_schemes()) {
     DeviceQuantize q;
     const Shape shape{4, 300, 200};
     const Shape strides = row_major_strides(shape);
     ASSERT_TRUE(nccl_detail::make_device_quantize(s, data.data(), shape.data(), strides.data(), 3, nullptr,
                                                   nullptr, q));
-    const Shape block = block_extent(s, 3);
+    const Shape block = quant_block(s, 3);
     EXPECT_EQ(q.band, block[1]);
     EXPECT_EQ(q.width, block[2]);
-    EXPECT_EQ(q.tiles, element_count(scale_shape(s, shape)));
+    EXPECT_EQ(q.tiles, element_count(quant_scale_shape(s, shape)));
     // The lanes of a tile cover whole rows of it: the kernel's mapping needs lanes % width == 0.
     EXPECT_EQ(lanes_of(s) % q.width, 0);
   }
@@ -62,10 +62,10 @@ TEST(QuantizeKernelBody, BlocksAreTheSchemesBlocks) {
 
 TEST(QuantizeKernelBody, ReproducesTheReferenceVectors) {
   for (const auto& c : reference_vectors())
-    for (Scheme s : all_schemes()) {
+    for (QuantScheme s : all_quant_schemes()) {
       const Expected got = run_kernel_body(s, c.input.data(), c.shape, row_major_strides(c.shape));
-      EXPECT_EQ(got.values, c.expected(s).values) << c.name << " " << scheme_name(s);
-      EXPECT_EQ(got.scales, c.expected(s).scales) << c.name << " " << scheme_name(s);
+      EXPECT_EQ(got.values, c.expected(s).values) << c.name << " " << quant_scheme_name(s);
+      EXPECT_EQ(got.scales, c.expected(s).scales) << c.name << " " << quant_scheme_name(s);
     }
 }
 
@@ -74,11 +74,11 @@ TEST(QuantizeKernelBody, StridedBoxesToo) {
   const auto& c = reference_vectors()[1];
   ASSERT_EQ(c.shape, (Shape{3, 130, 70}));
   const Shape box{2, 100, 64};
-  for (Scheme s : all_schemes()) {
+  for (QuantScheme s : all_quant_schemes()) {
     const Expected got = run_kernel_body(s, c.input.data(), box, row_major_strides(c.shape));
     const Expected cpu = testing::quantize_view(s, {c.input.data(), box, row_major_strides(c.shape)});
-    EXPECT_EQ(got.values, cpu.values) << scheme_name(s);
-    EXPECT_EQ(got.scales, cpu.scales) << scheme_name(s);
+    EXPECT_EQ(got.values, cpu.values) << quant_scheme_name(s);
+    EXPECT_EQ(got.scales, cpu.scales) << quant_scheme_name(s);
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "refit/quantize/fp8_rules.h"
 #include "vectors.h"
 
 namespace refit {
@@ -37,15 +38,15 @@ void expect_matches(const Expected& got, const Expected& want, const std::string
 
 TEST(QuantizeVectors, ContiguousWeightsMatchTheReferenceBitForBit) {
   for (const VectorCase& c : reference_vectors())
-    for (Scheme s : all_schemes()) {
+    for (QuantScheme s : all_quant_schemes()) {
       const Bf16View view{c.input.data(), c.shape, row_major_strides(c.shape)};
-      expect_matches(quantize_view(s, view), c.expected(s), c.name + " " + std::string(scheme_name(s)));
+      expect_matches(quantize_view(s, view), c.expected(s), c.name + " " + std::string(quant_scheme_name(s)));
     }
 }
 
 TEST(QuantizeVectors, StridedViewsGiveTheSameBytes) {
   for (const VectorCase& c : reference_vectors())
-    for (Scheme s : all_schemes()) {
+    for (QuantScheme s : all_quant_schemes()) {
       const std::size_t dims = c.shape.size();
       const Shape dense = row_major_strides(c.shape);
       // Padded: every row 5 elements longer than the weight (a column shard of a wider tensor).
@@ -70,7 +71,7 @@ TEST(QuantizeVectors, StridedViewsGiveTheSameBytes) {
         padded[p] = c.input[i];
         columns[q] = c.input[i];
       }
-      const std::string what = c.name + " " + std::string(scheme_name(s));
+      const std::string what = c.name + " " + std::string(quant_scheme_name(s));
       expect_matches(quantize_view(s, {padded.data(), c.shape, padded_strides}), c.expected(s),
                      what + " padded");
       expect_matches(quantize_view(s, {columns.data(), c.shape, column_strides}), c.expected(s),
@@ -101,9 +102,9 @@ TEST(QuantizeVectors, BlockAlignedBoxesQuantizeAsPartsOfTheWhole) {
   std::mt19937_64 rng(5);
   int boxes = 0;
   for (const VectorCase& c : reference_vectors())
-    for (Scheme s : all_schemes()) {
-      const Shape block = block_extent(s, c.shape.size());
-      const Shape blocks = scale_shape(s, c.shape);
+    for (QuantScheme s : all_quant_schemes()) {
+      const Shape block = quant_block(s, c.shape.size());
+      const Shape blocks = quant_scale_shape(s, c.shape);
       for (int trial = 0; trial < 20; ++trial) {
         Box box{Shape(c.shape.size()), Shape(c.shape.size())};
         for (std::size_t d = 0; d < c.shape.size(); ++d) {
@@ -112,15 +113,16 @@ TEST(QuantizeVectors, BlockAlignedBoxesQuantizeAsPartsOfTheWhole) {
           box.offset[d] = first * block[d];
           box.extent[d] = std::min(end * block[d], c.shape[d]) - box.offset[d];
         }
-        ASSERT_TRUE(block_aligned(s, box, c.shape));
+        ASSERT_TRUE(quant_block_aligned(s, box, c.shape));
         const Shape strides = row_major_strides(c.shape);
         std::int64_t corner = 0;
         for (std::size_t d = 0; d < box.rank(); ++d) corner += box.offset[d] * strides[d];
         const Expected got = quantize_view(s, {c.input.data() + corner, box.extent, strides});
         const Expected& whole = c.expected(s);
-        const Expected want{slice(whole.values, c.shape, box, 1),
-                            slice(whole.scales, blocks, scale_box(s, box), dtype_size(scale_dtype(s)))};
-        expect_matches(got, want, c.name + " " + std::string(scheme_name(s)) + " " + box.to_string());
+        const Expected want{
+            slice(whole.values, c.shape, box, 1),
+            slice(whole.scales, blocks, quant_scale_box(s, box), dtype_size(quant_scale_dtype(s)))};
+        expect_matches(got, want, c.name + " " + std::string(quant_scheme_name(s)) + " " + box.to_string());
         ++boxes;
       }
     }
@@ -131,19 +133,20 @@ TEST(QuantizeVectors, CheckedEntryNamesWhatIsWrong) {
   const std::vector<std::uint16_t> data(64, 0x3F80);
   std::vector<std::uint8_t> values(64);
   std::vector<std::byte> scales(8);  // 2x32 mxfp8: 2 e8m0 bytes; block128: one fp32
-  EXPECT_TRUE(
-      quantize_checked(Scheme::kMxfp8, {data.data(), {2, 32}, {32, 1}}, values, std::span(scales).first(2)));
-  EXPECT_TRUE(quantize_checked(Scheme::kFp8Block128, {data.data(), {2, 32}, {32, 1}}, values,
+  EXPECT_TRUE(quantize_checked(QuantScheme::kMxfp8, {data.data(), {2, 32}, {32, 1}}, values,
+                               std::span(scales).first(2)));
+  EXPECT_TRUE(quantize_checked(QuantScheme::kFp8Block128, {data.data(), {2, 32}, {32, 1}}, values,
                                std::span(scales).first(4)));
-  auto one_dim = quantize_checked(Scheme::kMxfp8, {data.data(), {64}, {1}}, values, scales);
+  auto one_dim = quantize_checked(QuantScheme::kMxfp8, {data.data(), {64}, {1}}, values, scales);
   ASSERT_FALSE(one_dim);
   EXPECT_EQ(one_dim.error().code, ErrorCode::kInvalidArgument);
-  auto short_scales = quantize_checked(Scheme::kFp8Block128, {data.data(), {2, 32}, {32, 1}}, values, scales);
+  auto short_scales =
+      quantize_checked(QuantScheme::kFp8Block128, {data.data(), {2, 32}, {32, 1}}, values, scales);
   ASSERT_FALSE(short_scales);
   EXPECT_EQ(short_scales.error().code, ErrorCode::kMismatch);
   EXPECT_NE(short_scales.error().message.find("scales"), std::string::npos);
-  auto negative =
-      quantize_checked(Scheme::kMxfp8, {data.data(), {2, 32}, {-32, 1}}, values, std::span(scales).first(2));
+  auto negative = quantize_checked(QuantScheme::kMxfp8, {data.data(), {2, 32}, {-32, 1}}, values,
+                                   std::span(scales).first(2));
   ASSERT_FALSE(negative);
   EXPECT_EQ(negative.error().code, ErrorCode::kOutOfRange);
 }
@@ -169,17 +172,17 @@ TEST(QuantizeVectors, DequantizedValuesAreWithinHalfAnUlpOfTheInput) {
     std::memcpy(&bits, &x, 4);
     input[i] = static_cast<std::uint16_t>(bits >> 16);  // truncation is as good a bf16 as any
   }
-  for (Scheme s : all_schemes()) {
+  for (QuantScheme s : all_quant_schemes()) {
     const Expected out = quantize_view(s, {input.data(), shape, row_major_strides(shape)});
-    const Shape blocks = scale_shape(s, shape);
-    const Shape block = block_extent(s, shape.size());
+    const Shape blocks = quant_scale_shape(s, shape);
+    const Shape block = quant_block(s, shape.size());
     for (std::int64_t i = 0; i < element_count(shape); ++i) {
       const std::int64_t e = i / (shape[1] * shape[2]);
       const std::int64_t r = i / shape[2] % shape[1];
       const std::int64_t col = i % shape[2];
       const std::int64_t b = (e * blocks[1] + r / block[1]) * blocks[2] + col / block[2];
       double scale;
-      if (s == Scheme::kMxfp8) {
+      if (s == QuantScheme::kMxfp8) {
         scale = std::ldexp(1.0, static_cast<int>(out.scales[b]) - 127);
       } else {
         float f;
@@ -193,7 +196,8 @@ TEST(QuantizeVectors, DequantizedValuesAreWithinHalfAnUlpOfTheInput) {
         continue;
       }
       const double error = std::fabs(testing::e4m3_value(q) * scale - x);
-      ASSERT_LE(error, half_ulp(q) * scale + std::fabs(x) * 0x1p-22) << scheme_name(s) << " element " << i;
+      ASSERT_LE(error, half_ulp(q) * scale + std::fabs(x) * 0x1p-22)
+          << quant_scheme_name(s) << " element " << i;
     }
   }
 }

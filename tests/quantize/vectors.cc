@@ -83,7 +83,7 @@ double e4m3_value(std::uint8_t code) {
   return code & 0x80 ? -magnitude : magnitude;
 }
 
-Expected quantize_view(Scheme scheme, const Bf16View& view) {
+Expected quantize_view(QuantScheme scheme, const Bf16View& view) {
   Expected out{std::vector<std::uint8_t>(static_cast<std::size_t>(element_count(view.shape))),
                std::vector<std::byte>(static_cast<std::size_t>(scale_buffer_bytes(scheme, view.shape)))};
   quantize(scheme, view, out.values, out.scales);

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "refit/core/box.h"
+#include "refit/core/quantization.h"
 #include "refit/quantize/quantize.h"
-#include "refit/quantize/scheme.h"
 
 namespace refit::testing {
 
@@ -23,7 +23,7 @@ struct VectorCase {
   std::vector<std::uint16_t> input;  // bf16 bits, row-major
   Expected block128;
   Expected mxfp8;
-  const Expected& expected(Scheme s) const { return s == Scheme::kMxfp8 ? mxfp8 : block128; }
+  const Expected& expected(QuantScheme s) const { return s == QuantScheme::kMxfp8 ? mxfp8 : block128; }
 };
 
 const std::vector<VectorCase>& reference_vectors();
@@ -35,6 +35,6 @@ Shape row_major_strides(const Shape& shape);
 double e4m3_value(std::uint8_t code);
 
 // The quantizer's output for a view, in freshly sized buffers.
-Expected quantize_view(Scheme scheme, const Bf16View& view);
+Expected quantize_view(QuantScheme scheme, const Bf16View& view);
 
 }  // namespace refit::testing

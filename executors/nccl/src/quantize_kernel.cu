@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(kQuantizeThreads) quantize_tile_per_warp(const
 
 }  // namespace
 
-cudaError_t launch_quantize(Scheme scheme, const std::uint16_t* src, const std::int64_t* shape,
+cudaError_t launch_quantize(QuantScheme scheme, const std::uint16_t* src, const std::int64_t* shape,
                             const std::int64_t* strides, int dims, std::uint8_t* values, void* scales,
                             cudaStream_t stream) {
   DeviceQuantize q;
@@ -58,7 +58,7 @@ cudaError_t launch_quantize(Scheme scheme, const std::uint16_t* src, const std::
                             q))
     return cudaErrorInvalidValue;
   if (q.tiles == 0) return cudaSuccess;
-  if (scheme == Scheme::kMxfp8) {
+  if (scheme == QuantScheme::kMxfp8) {
     const std::int64_t blocks = (q.tiles + kWarps - 1) / kWarps;
     quantize_tile_per_warp<<<static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks),
                              kQuantizeThreads, 0, stream>>>(q);

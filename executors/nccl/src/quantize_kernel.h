@@ -11,9 +11,9 @@ namespace refit::nccl_detail {
 
 // `src`: the box's first element (a block corner) in device memory, `shape` and `strides` (in
 // elements) of its `dims` dims (2..kMaxQuantizeDims); `values` (row-major, one byte per element)
-// and `scales` (row-major over scale_shape(scheme, shape), scale_dtype(scheme)) in device memory.
+// and `scales` (row-major over quant_scale_shape(scheme, shape), quant_scale_dtype(scheme)) in device memory.
 // cudaErrorInvalidValue when dims is out of range.
-cudaError_t launch_quantize(Scheme scheme, const std::uint16_t* src, const std::int64_t* shape,
+cudaError_t launch_quantize(QuantScheme scheme, const std::uint16_t* src, const std::int64_t* shape,
                             const std::int64_t* strides, int dims, std::uint8_t* values, void* scales,
                             cudaStream_t stream);
 

@@ -21,7 +21,7 @@ inline constexpr int kMaxQuantizeDims = 8;
 inline constexpr int kQuantizeThreads = 256;
 
 struct DeviceQuantize {
-  Scheme scheme = Scheme::kFp8Block128;
+  QuantScheme scheme = QuantScheme::kFp8Block128;
   const std::uint16_t* src = nullptr;  // the box's first element, a block corner
   std::uint8_t* values = nullptr;      // row-major over the box
   unsigned char* scales = nullptr;     // row-major over its scale shape
@@ -45,8 +45,8 @@ struct Tile {
 };
 
 // The kernel's view of a box; false when it has fewer than 2 or more than kMaxQuantizeDims dims.
-// The block shape is scheme.h's block_extent (tests check that they agree).
-inline bool make_device_quantize(Scheme scheme, const std::uint16_t* src, const std::int64_t* shape,
+// The block shape is quant_block of refit/core/quantization.h (tests check that they agree).
+inline bool make_device_quantize(QuantScheme scheme, const std::uint16_t* src, const std::int64_t* shape,
                                  const std::int64_t* strides, int dims, std::uint8_t* values,
                                  unsigned char* scales, DeviceQuantize& q) {
   if (dims < 2 || dims > kMaxQuantizeDims) return false;
@@ -57,8 +57,8 @@ inline bool make_device_quantize(Scheme scheme, const std::uint16_t* src, const 
     q.stride[d] = strides[d];
     if (d < dims - 2) outer *= shape[d];
   }
-  q.band = scheme == Scheme::kMxfp8 ? 1 : 128;
-  q.width = scheme == Scheme::kMxfp8 ? 32 : 128;
+  q.band = scheme == QuantScheme::kMxfp8 ? 1 : 128;
+  q.width = scheme == QuantScheme::kMxfp8 ? 32 : 128;
   q.bands = (shape[dims - 2] + q.band - 1) / q.band;
   q.col_blocks = (shape[dims - 1] + q.width - 1) / q.width;
   q.tiles = outer * q.bands * q.col_blocks;

@@ -19,13 +19,10 @@
 #include "refit/core/dtype.h"
 #include "refit/core/error.h"
 #include "refit/core/layout.h"
+#include "refit/core/quant_scheme.h"
 
 namespace refit {
 
-enum class QuantScheme : std::uint8_t {
-  kFp8Block128,  // fp8_e4m3 values, one fp32 scale per 128x128 block of the last two dims
-  kMxfp8,        // fp8_e4m3 values, one e8m0 scale per 32 elements along the last dim
-};
 std::string_view quant_scheme_name(QuantScheme s);  // "fp8-block128", "mxfp8"
 [[nodiscard]] Result<QuantScheme> parse_quant_scheme(std::string_view name);
 std::span<const QuantScheme> all_quant_schemes();

@@ -2,7 +2,7 @@
 // The arithmetic of refit's bf16 -> fp8 quantizers, written once for both compilers: the CPU
 // quantizer (quantize.h) and the NCCL executor's CUDA kernel call these very functions, so the two
 // agree bit for bit and the kernel's maths is tested on machines without a GPU. C++20 only (nvcc
-// compiles it) and no refit headers beyond this one. docs/quantization.md says which framework
+// compiles it) and no refit headers but refit/core/quant_scheme.h. docs/quantization.md says which framework
 // function each rule follows and why.
 //
 // A scale block is quantized in three steps:
@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "refit/core/quant_scheme.h"
+
 #if defined(__CUDACC__)
 #define REFIT_QUANTIZE_HD __host__ __device__
 #else
@@ -22,12 +24,6 @@
 #endif
 
 namespace refit {
-
-// How a bf16 weight becomes fp8 (scheme.h has its names, dtypes and block shapes).
-enum class Scheme : std::uint8_t {
-  kFp8Block128,  // e4m3 values, one fp32 scale_inv per 128x128 block (DeepSeek-V3, vLLM block FP8)
-  kMxfp8,        // e4m3 values, one e8m0 scale per 32 elements of the last dim (OCP MX v1.0)
-};
 
 namespace fp8 {
 
@@ -160,8 +156,8 @@ REFIT_QUANTIZE_HD inline BlockScale mxfp8_scale(std::uint16_t amax_bits) {
   return {float_from_bits(static_cast<std::uint32_t>(254 - byte) << 23), static_cast<std::uint32_t>(byte)};
 }
 
-REFIT_QUANTIZE_HD inline BlockScale block_scale(Scheme scheme, std::uint16_t amax_bits) {
-  return scheme == Scheme::kMxfp8 ? mxfp8_scale(amax_bits) : block128_scale(amax_bits);
+REFIT_QUANTIZE_HD inline BlockScale block_scale(QuantScheme scheme, std::uint16_t amax_bits) {
+  return scheme == QuantScheme::kMxfp8 ? mxfp8_scale(amax_bits) : block128_scale(amax_bits);
 }
 
 // Step 3 for one element.
@@ -170,11 +166,11 @@ REFIT_QUANTIZE_HD inline std::uint8_t quantize_element(std::uint16_t bits, float
 }
 
 // Bytes of one stored scale: fp32 for block128, e8m0 for mxfp8.
-REFIT_QUANTIZE_HD inline int scale_bytes(Scheme scheme) { return scheme == Scheme::kMxfp8 ? 1 : 4; }
+REFIT_QUANTIZE_HD inline int scale_bytes(QuantScheme scheme) { return scheme == QuantScheme::kMxfp8 ? 1 : 4; }
 
 // Writes a block's scale at `out` (scale_bytes(scheme) bytes, host byte order as torch stores it).
-REFIT_QUANTIZE_HD inline void store_scale(Scheme scheme, const BlockScale& s, unsigned char* out) {
-  if (scheme == Scheme::kMxfp8) {
+REFIT_QUANTIZE_HD inline void store_scale(QuantScheme scheme, const BlockScale& s, unsigned char* out) {
+  if (scheme == QuantScheme::kMxfp8) {
     out[0] = static_cast<unsigned char>(s.scale_bits);
   } else {
     for (int i = 0; i < 4; ++i) out[i] = static_cast<unsigned char>(s.scale_bits >> (8 * i));

@@ -1,4 +1,4 @@
-#include "refit/quantize/scheme.h"
+#include "refit/core/quantization.h"
 
 #include <random>
 
@@ -7,38 +7,38 @@
 namespace refit {
 namespace {
 
-TEST(Scheme, NamesRoundTripAndUnknownNamesAreNamed) {
-  ASSERT_EQ(all_schemes().size(), 2u);
-  for (Scheme s : all_schemes()) EXPECT_EQ(parse_scheme(scheme_name(s)).value(), s);
-  EXPECT_EQ(scheme_name(Scheme::kFp8Block128), "fp8-block128");
-  EXPECT_EQ(scheme_name(Scheme::kMxfp8), "mxfp8");
-  auto bad = parse_scheme("nvfp4");
+TEST(QuantScheme, NamesRoundTripAndUnknownNamesAreNamed) {
+  ASSERT_EQ(all_quant_schemes().size(), 2u);
+  for (QuantScheme s : all_quant_schemes()) EXPECT_EQ(parse_quant_scheme(quant_scheme_name(s)).value(), s);
+  EXPECT_EQ(quant_scheme_name(QuantScheme::kFp8Block128), "fp8-block128");
+  EXPECT_EQ(quant_scheme_name(QuantScheme::kMxfp8), "mxfp8");
+  auto bad = parse_quant_scheme("nvfp4");
   ASSERT_FALSE(bad);
-  EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(bad.error().code, ErrorCode::kParse);
   EXPECT_NE(bad.error().message.find("'nvfp4'"), std::string::npos);
   EXPECT_NE(bad.error().message.find("fp8-block128"), std::string::npos);
   EXPECT_NE(bad.error().message.find("mxfp8"), std::string::npos);
 }
 
-TEST(Scheme, DtypesFollowTheFormats) {
+TEST(QuantScheme, DtypesFollowTheFormats) {
   // Both store e4m3 values; block128 keeps vLLM's fp32 weight_scale_inv, mxfp8 an e8m0 byte.
-  EXPECT_EQ(value_dtype(Scheme::kFp8Block128), DType::kFP8E4M3);
-  EXPECT_EQ(value_dtype(Scheme::kMxfp8), DType::kFP8E4M3);
-  EXPECT_EQ(scale_dtype(Scheme::kFp8Block128), DType::kFP32);
-  EXPECT_EQ(scale_dtype(Scheme::kMxfp8), DType::kFP8E8M0);
+  EXPECT_EQ(quant_value_dtype(QuantScheme::kFp8Block128), DType::kFP8E4M3);
+  EXPECT_EQ(quant_value_dtype(QuantScheme::kMxfp8), DType::kFP8E4M3);
+  EXPECT_EQ(quant_scale_dtype(QuantScheme::kFp8Block128), DType::kFP32);
+  EXPECT_EQ(quant_scale_dtype(QuantScheme::kMxfp8), DType::kFP8E8M0);
 }
 
-TEST(Scheme, BlocksSpanTheLastDims) {
-  EXPECT_EQ(block_extent(Scheme::kFp8Block128, 2), (Shape{128, 128}));
-  EXPECT_EQ(block_extent(Scheme::kFp8Block128, 3), (Shape{1, 128, 128}));  // one expert per block
-  EXPECT_EQ(block_extent(Scheme::kMxfp8, 2), (Shape{1, 32}));
-  EXPECT_EQ(block_extent(Scheme::kMxfp8, 3), (Shape{1, 1, 32}));
+TEST(QuantScheme, BlocksSpanTheLastDims) {
+  EXPECT_EQ(quant_block(QuantScheme::kFp8Block128, 2), (Shape{128, 128}));
+  EXPECT_EQ(quant_block(QuantScheme::kFp8Block128, 3), (Shape{1, 128, 128}));  // one expert per block
+  EXPECT_EQ(quant_block(QuantScheme::kMxfp8, 2), (Shape{1, 32}));
+  EXPECT_EQ(quant_block(QuantScheme::kMxfp8, 3), (Shape{1, 1, 32}));
   // DeepSeek-V3's 7168x2048 down_proj: 56x16 fp32 scales; 7168x64 e8m0 scales.
-  EXPECT_EQ(scale_shape(Scheme::kFp8Block128, {7168, 2048}), (Shape{56, 16}));
-  EXPECT_EQ(scale_shape(Scheme::kMxfp8, {7168, 2048}), (Shape{7168, 64}));
+  EXPECT_EQ(quant_scale_shape(QuantScheme::kFp8Block128, {7168, 2048}), (Shape{56, 16}));
+  EXPECT_EQ(quant_scale_shape(QuantScheme::kMxfp8, {7168, 2048}), (Shape{7168, 64}));
   // Ragged: 3x130x70 is ceil(130/128) = 2 by ceil(70/128) = 1 per expert, or 70 = 2*32 + 6.
-  EXPECT_EQ(scale_shape(Scheme::kFp8Block128, {3, 130, 70}), (Shape{3, 2, 1}));
-  EXPECT_EQ(scale_shape(Scheme::kMxfp8, {3, 130, 70}), (Shape{3, 130, 3}));
+  EXPECT_EQ(quant_scale_shape(QuantScheme::kFp8Block128, {3, 130, 70}), (Shape{3, 2, 1}));
+  EXPECT_EQ(quant_scale_shape(QuantScheme::kMxfp8, {3, 130, 70}), (Shape{3, 130, 3}));
 }
 
 // Brute force over the elements of one dim: the blocks that [lo, hi) touches, as [first, end).
@@ -62,17 +62,17 @@ bool holds_whole_blocks(std::int64_t lo, std::int64_t hi, std::int64_t n, std::i
   return true;
 }
 
-TEST(Scheme, GeometryMatchesBruteForceOnRandomBoxes) {
+TEST(QuantScheme, GeometryMatchesBruteForceOnRandomBoxes) {
   std::mt19937_64 rng(17);
   auto pick = [&](std::int64_t lo, std::int64_t hi) {
     return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
   };
   for (int trial = 0; trial < 2000; ++trial) {
-    const Scheme scheme = all_schemes()[trial % 2];
+    const QuantScheme scheme = all_quant_schemes()[trial % 2];
     const auto dims = static_cast<std::size_t>(pick(2, 4));
     Shape weight(dims);
     for (auto& n : weight) n = pick(1, 300);
-    const Shape block = block_extent(scheme, dims);
+    const Shape block = quant_block(scheme, dims);
     Box box{Shape(dims), Shape(dims)};
     for (std::size_t d = 0; d < dims; ++d) {
       // Half the boundaries on block multiples (or the edge), so that aligned boxes are common.
@@ -86,12 +86,12 @@ TEST(Scheme, GeometryMatchesBruteForceOnRandomBoxes) {
       box.offset[d] = lo;
       box.extent[d] = hi - lo;
     }
-    const Box scales = scale_box(scheme, box);
+    const Box scales = quant_scale_box(scheme, box);
     bool aligned = true;
     for (std::size_t d = 0; d < dims; ++d) {
       const std::int64_t hi = box.offset[d] + box.extent[d];
       // scale_shape: the number of blocks the whole dim touches.
-      EXPECT_EQ(scale_shape(scheme, weight)[d], touched(0, weight[d], block[d]).second);
+      EXPECT_EQ(quant_scale_shape(scheme, weight)[d], touched(0, weight[d], block[d]).second);
       const auto [first, end] = touched(box.offset[d], hi, block[d]);
       EXPECT_EQ(scales.offset[d], first) << box.to_string();
       EXPECT_EQ(scales.extent[d], end - first) << box.to_string();
@@ -99,7 +99,8 @@ TEST(Scheme, GeometryMatchesBruteForceOnRandomBoxes) {
       // An empty extent holds no element, but its offset still cuts the blocks.
       if (box.extent[d] == 0) aligned = aligned && box.offset[d] % block[d] == 0;
     }
-    EXPECT_EQ(block_aligned(scheme, box, weight), aligned) << scheme_name(scheme) << " " << box.to_string();
+    EXPECT_EQ(quant_block_aligned(scheme, box, weight), aligned)
+        << quant_scheme_name(scheme) << " " << box.to_string();
   }
 }
 
