@@ -2,11 +2,13 @@
 
 #include <cstring>
 #include <optional>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "refit/core/try.h"
 #include "refit/executors/pattern.h"
+#include "refit/quantize/quantize.h"
 
 namespace refit {
 namespace {
@@ -19,6 +21,51 @@ std::optional<Box> box_of(const Layout& layout, Rank rank) {
   return *box;
 }
 
+// A weight quantised at the senders (its values): its source boxes hold the source dtype.
+bool quantized_at_senders(const TensorSpec& t) {
+  return t.quantization && t.quantization->site == QuantSite::kSender && !t.quantization->is_scales();
+}
+bool scales_made_by_senders(const TensorSpec& t) {
+  return t.quantization && t.quantization->site == QuantSite::kSender && t.quantization->is_scales();
+}
+
+// What a rank's source box of tensor t holds: the pattern, or for a weight quantised on its way
+// the finite bf16 pattern its sender quantises.
+void fill_source(std::uint32_t t, const TensorSpec& spec, const Box& box, std::span<std::byte> out) {
+  if (quantized_at_senders(spec)) {
+    fill_bf16_weight_pattern(t, spec.shape, box, out);
+  } else {
+    fill_pattern(t, spec.shape, box, dtype_size(spec.dtype), out);
+  }
+}
+
+// A destination box of a weight quantised at the senders: its values and its scales (`scales`,
+// the rank's box of the weight's scales tensor) must be what the quantizer makes of the pattern.
+[[nodiscard]] Result<void> verify_quantized(std::uint32_t t, const TensorSpec& spec,
+                                            const ShardBuffer& values, std::span<const std::byte> scales) {
+  const auto scheme = spec.quantization->scheme;
+  std::vector<std::byte> bf16(static_cast<std::size_t>(values.box.volume() * dtype_size(DType::kBF16)));
+  fill_bf16_weight_pattern(t, spec.shape, values.box, bf16);
+  Shape strides(values.box.rank(), 1);
+  for (std::size_t d = values.box.rank(); d-- > 1;) strides[d - 1] = strides[d] * values.box.extent[d];
+  std::vector<std::uint8_t> want_values(static_cast<std::size_t>(values.box.volume()));
+  std::vector<std::byte> want_scales(static_cast<std::size_t>(scale_buffer_bytes(scheme, values.box.extent)));
+  quantize(scheme,
+           Bf16View{.data = reinterpret_cast<const std::uint16_t*>(bf16.data()),
+                    .shape = values.box.extent,
+                    .strides = strides},
+           want_values, want_scales);
+  for (std::size_t i = 0; i < want_values.size(); ++i)
+    if (static_cast<std::uint8_t>(values.bytes[i]) != want_values[i])
+      return fail(ErrorCode::kRuntime,
+                  fmt::format("fp8 value {} of the box (row-major) is 0x{:02x}, the "
+                              "quantizer makes 0x{:02x}",
+                              i, static_cast<unsigned>(values.bytes[i]), want_values[i]));
+  if (scales.size() != want_scales.size() || !std::equal(scales.begin(), scales.end(), want_scales.begin()))
+    return fail(ErrorCode::kRuntime, "its scales differ from what the quantizer makes");
+  return {};
+}
+
 }  // namespace
 
 Result<HostShards> HostShards::allocate(const ReshardProblem& problem, Rank rank,
@@ -27,14 +74,15 @@ Result<HostShards> HostShards::allocate(const ReshardProblem& problem, Rank rank
   const auto& tensors = problem.tensors();
   for (std::uint32_t t = 0; t < tensors.size(); ++t) {
     const auto& spec = tensors[t].tensor;
-    const auto element = dtype_size(spec.dtype);
     for (const bool source : {true, false}) {
       const auto box = box_of(source ? tensors[t].source : tensors[t].destination, rank);
-      if (!box) continue;
+      if (!box || (source && scales_made_by_senders(spec))) continue;
+      const auto element =
+          dtype_size(source && quantized_at_senders(spec) ? spec.quantization->from : spec.dtype);
       auto memory = REFIT_TRY_IN(allocator(Bytes{box->volume() * element}),
                                  fmt::format("allocating tensor '{}' on rank {}", spec.name, rank.value));
       const auto span = out.storage_.emplace_back(std::move(memory))->bytes();
-      if (source) fill_pattern(t, spec.shape, *box, element, span);
+      if (source) fill_source(t, spec, *box, span);
       (source ? out.buffers_.sources : out.buffers_.destinations)
           .push_back(ShardBuffer{.tensor = t, .box = *box, .bytes = span});
     }
@@ -54,10 +102,22 @@ void HostShards::clear_destinations() {
 }
 
 Result<void> HostShards::verify(const ReshardProblem& problem) const {
+  std::unordered_map<std::string_view, std::span<const std::byte>> scales;  // by the weight's name
+  for (const auto& d : buffers_.destinations)
+    if (const auto& spec = problem.tensors()[d.tensor].tensor; scales_made_by_senders(spec))
+      scales.emplace(spec.quantization->scales_of, d.bytes);
   for (const auto& d : buffers_.destinations) {
     const auto& spec = problem.tensors()[d.tensor].tensor;
-    REFIT_TRY_IN(verify_pattern(d.tensor, spec.shape, d.box, dtype_size(spec.dtype), d.bytes),
-                 fmt::format("tensor '{}' box {}", spec.name, d.box.to_string()));
+    const auto where = fmt::format("tensor '{}' box {}", spec.name, d.box.to_string());
+    if (scales_made_by_senders(spec)) continue;  // checked with its weight
+    if (quantized_at_senders(spec)) {
+      const auto it = scales.find(spec.name);
+      REFIT_TRY_IN(
+          verify_quantized(d.tensor, spec, d, it == scales.end() ? std::span<const std::byte>{} : it->second),
+          where);
+      continue;
+    }
+    REFIT_TRY_IN(verify_pattern(d.tensor, spec.shape, d.box, dtype_size(spec.dtype), d.bytes), where);
   }
   return {};
 }

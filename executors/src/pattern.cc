@@ -49,6 +49,18 @@ void fill_pattern(std::uint32_t tensor, const Shape& shape, const Box& box, std:
   });
 }
 
+void fill_bf16_weight_pattern(std::uint32_t tensor, const Shape& shape, const Box& box,
+                              std::span<std::byte> out) {
+  for_each_element(shape, box, [&](std::int64_t global, std::int64_t local) {
+    const std::uint64_t v = pattern_value(tensor, global);
+    // Sign, a biased exponent in [112, 136) (2^-15 .. 2^8 and up), 7 mantissa bits.
+    const auto bits =
+        static_cast<std::uint16_t>(((v & 1) << 15) | ((112 + (v >> 1) % 24) << 7) | ((v >> 8) & 0x7F));
+    std::memcpy(out.data() + static_cast<std::size_t>(local) * sizeof bits, &bits, sizeof bits);
+    return true;
+  });
+}
+
 Result<void> verify_pattern(std::uint32_t tensor, const Shape& shape, const Box& box,
                             std::int64_t element_size, std::span<const std::byte> data) {
   const auto size = static_cast<std::size_t>(element_size);

@@ -1,5 +1,8 @@
 #include "refit/executors/registry.h"
 
+#include "refit/core/try.h"
+#include "refit/executors/quantizing_executor.h"
+
 #include <algorithm>
 #include <array>
 
@@ -58,7 +61,9 @@ Result<std::unique_ptr<Executor>> make_executor(std::string_view name, Bootstrap
     if (std::ranges::find(kBackends, name) != kBackends.end()) return unsupported(std::move(message));
     return not_found(std::move(message));
   }
-  return it->make(bootstrap, options);
+  // Every backend sends weights quantised at the senders as fp8 (quantizing_executor.h).
+  auto made = REFIT_TRY(it->make(bootstrap, options));
+  return std::unique_ptr<Executor>(std::make_unique<QuantizingExecutor>(std::move(made), bootstrap));
 }
 
 }  // namespace refit

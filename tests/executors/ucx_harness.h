@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "refit/executors/host_shards.h"
+#include "refit/executors/quantizing_executor.h"
 #include "refit/executors/ucx_executor.h"
 #include "refit/planner/strategy.h"
 #include "thread_bootstrap.h"
@@ -44,12 +45,14 @@ inline std::vector<Outcome> run_plan(const ReshardProblem& problem, const Plan& 
   std::vector<Outcome> out(static_cast<std::size_t>(plan.world_size()));
   run_ranks(plan.world_size(), [&](std::int32_t r, Bootstrap& bootstrap) {
     Outcome& o = out[static_cast<std::size_t>(r)];
-    auto executor = make_ucx_executor(bootstrap, spec.options);
-    ASSERT_TRUE(executor) << executor.error().message;
-    auto shards = shards_for(problem, r, **executor, spec.executor_memory);
+    auto made = make_ucx_executor(bootstrap, spec.options);
+    ASSERT_TRUE(made) << made.error().message;
+    // As the registry hands it out: weights quantised at the senders leave as fp8.
+    std::unique_ptr<Executor> executor = std::make_unique<QuantizingExecutor>(std::move(*made), bootstrap);
+    auto shards = shards_for(problem, r, *executor, spec.executor_memory);
     Plan mine = plan;
     if (spec.tweak) spec.tweak(r, mine, shards.buffers());
-    auto prepared = (*executor)->prepare(mine, Rank{r}, shards.buffers());
+    auto prepared = executor->prepare(mine, Rank{r}, shards.buffers());
     if (!prepared) {
       o.error = prepared.error();
       return;
@@ -61,7 +64,7 @@ inline std::vector<Outcome> run_plan(const ReshardProblem& problem, const Plan& 
     }
     const auto start = std::chrono::steady_clock::now();
     for (std::int32_t e = 0; e < spec.executions && !o.error; ++e) {
-      auto report = (*executor)->execute(**prepared);
+      auto report = executor->execute(**prepared);
       if (!report)
         o.error = report.error();
       else

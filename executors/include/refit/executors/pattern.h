@@ -16,6 +16,13 @@ std::uint64_t pattern_value(std::uint32_t tensor, std::int64_t global_index);
 void fill_pattern(std::uint32_t tensor, const Shape& tensor_shape, const Box& box, std::int64_t element_size,
                   std::span<std::byte> out);
 
+// The pattern of a weight quantised on its way (FP8 in flight), as bf16 bits: finite values of
+// either sign between 2^-15 and 2^9 drawn from pattern_value, so every block has a real scale and
+// neighbouring elements quantise differently (random bits would put a NaN in nearly every block,
+// which makes the whole block NaN and hides misplaced bytes).
+void fill_bf16_weight_pattern(std::uint32_t tensor, const Shape& tensor_shape, const Box& box,
+                              std::span<std::byte> out);
+
 // Checks `data` against the pattern; the error names the first wrong element (global index).
 [[nodiscard]] Result<void> verify_pattern(std::uint32_t tensor, const Shape& tensor_shape, const Box& box,
                                           std::int64_t element_size, std::span<const std::byte> data);

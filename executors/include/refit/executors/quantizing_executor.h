@@ -1,0 +1,43 @@
+#pragma once
+// FP8 in flight on the sending side, in front of any executor. A plan of a problem quantised at
+// the senders (core/quantization.h) moves a weight's fp8 values and scales, but a training rank
+// holds the weight in its source dtype (bf16). This executor takes the training rank's bf16 box
+// as that weight's source buffer, keeps an fp8 box and a scales box of its own, quantises the
+// first into the others at every execute() (the CPU quantizer, refit/quantize/quantize.h), and
+// has the executor behind it send those. Inference ranks, and plans without quantisation at the
+// senders, pass straight through.
+//
+// A weight quantised at the receiver needs nothing here: the plan moves it in its source dtype
+// and the inference engine quantises what landed, as engines do today.
+#include <memory>
+
+#include "refit/executors/bootstrap.h"
+#include "refit/executors/executor.h"
+
+namespace refit {
+
+class QuantizingExecutor final : public Executor {
+ public:
+  // `bootstrap` (the inner executor's) must outlive it: a rank that refuses its buffers tells the
+  // others, so that every rank refuses together.
+  QuantizingExecutor(std::unique_ptr<Executor> inner, Bootstrap& bootstrap)
+      : inner_(std::move(inner)), bootstrap_(&bootstrap) {}
+
+  std::string_view name() const override { return inner_->name(); }
+  ExecutorCapabilities capabilities() const override { return inner_->capabilities(); }
+  [[nodiscard]] Result<std::unique_ptr<HostAllocation>> allocate_host(Bytes bytes) override {
+    return inner_->allocate_host(bytes);
+  }
+  // Besides the inner executor's checks: a source buffer of a weight quantised here must hold its
+  // box in the source dtype, in host memory and contiguous (framework regions are refused); the
+  // rank passes no buffer for the scales. Errors name the tensor.
+  [[nodiscard]] Result<std::unique_ptr<PreparedPlan>> prepare(const Plan& plan, Rank rank,
+                                                              const RankBuffers& buffers) override;
+  [[nodiscard]] Result<ExecutionReport> execute(PreparedPlan& prepared) override;
+
+ private:
+  std::unique_ptr<Executor> inner_;
+  Bootstrap* bootstrap_;
+};
+
+}  // namespace refit
