@@ -2,7 +2,7 @@
 // GPUs) to vLLM TP8 x DP2 (16 inference GPUs) on DGX H100 nodes, every strategy side by side.
 //
 //   plan_and_simulate [MODEL TRAIN INFER CLUSTER]
-//   plan_and_simulate deepseek-v3 pp=16,ep=16 tp=32,dp=8 gb200-nvl72:gpus_per_domain=64
+//   plan_and_simulate deepseek-v3 pp=16,ep=16 tp=32,engines=8 gb200-nvl72:gpus_per_domain=64
 #include <cstdio>
 #include <string>
 

@@ -1,6 +1,8 @@
-// vLLM's layouts: each DP replica is one TP group of consecutive ranks, so a weight lies on a
-// [DP, TP] mesh of the inference ranks; with expert parallelism the routed experts are split
-// over all EP = TP*DP ranks instead.
+// vLLM's layouts: each DP rank of each engine is one TP group of consecutive ranks, so a dense
+// weight lies on an [ENGINES*DP, TP] mesh of the inference ranks. The MoE layer of an engine
+// spans its TP*DP ranks (FusedMoEParallelConfig.make): with expert parallelism they split the
+// routed experts, without it they split each expert's intermediate dim (the MoE TP flattened
+// over DP); engines hold copies.
 #include "refit/models/vllm_layout.h"
 
 #include <fmt/format.h>
@@ -37,7 +39,9 @@ std::optional<int> vllm_tp_dim(const WeightTensor& t, const VllmConfig& c) {
   for (const auto& t : m.tensors) {
     // vLLM pads the vocab; kv heads follow the rule checked above.
     if (t.kind == TensorKind::kVocab || t.kind == TensorKind::kKeyValue) continue;
-    REFIT_TRY(check_even_split(t, vllm_tp_dim(t, c), c.tp, "tp"));
+    const bool moe_tp = t.is_routed_expert() && c.dp > 1;  // the MoE TP flattened over DP
+    REFIT_TRY(
+        check_even_split(t, vllm_tp_dim(t, c), moe_tp ? c.engine_size() : c.tp, moe_tp ? "tp*dp" : "tp"));
   }
   return {};
 }
@@ -55,12 +59,18 @@ Result<Layout> VllmLayouts::layout(const WeightTensor& tensor) const {
   if (tensor.is_routed_expert() && c.expert_parallel) return expert_parallel_layout(tensor);
   auto ranks = rank_block(first_rank_, c.world());
   const auto dim = vllm_tp_dim(tensor, c);
+  // Without EP the MoE TP is flattened over the engine's DP ranks: tp_rank + TP*dp_rank
+  // (FusedMoEParallelConfig.make, flatten_tp_across_dp), so an expert's intermediate dim is split
+  // over the engine's tp*dp ranks.
+  if (tensor.is_routed_expert())
+    return make_layout(tensor, {c.engines, c.engine_size()}, std::move(ranks),
+                       {Placement::replicate(), shard_or_replicate(dim)});
   // Fewer kv heads than TP ranks: the TP axis viewed as [kv_heads, tp/kv_heads], each kv head
   // replicated on tp/kv_heads consecutive ranks.
   if (tensor.kind == TensorKind::kKeyValue && kv_heads_ < c.tp)
-    return make_layout(tensor, {c.dp, kv_heads_, c.tp / kv_heads_}, std::move(ranks),
+    return make_layout(tensor, {c.engines * c.dp, kv_heads_, c.tp / kv_heads_}, std::move(ranks),
                        {Placement::replicate(), Placement::shard(0), Placement::replicate()});
-  return make_layout(tensor, {c.dp, c.tp}, std::move(ranks),
+  return make_layout(tensor, {c.engines * c.dp, c.tp}, std::move(ranks),
                      {Placement::replicate(), shard_or_replicate(dim)});
 }
 
@@ -72,12 +82,16 @@ Result<Layout> VllmLayouts::expert_parallel_layout(const WeightTensor& tensor) c
         fmt::format("{}: placement=round_robin puts every EP-th expert on a rank, which a "
                     "stacked [E, ...] tensor cannot say: use per-expert tensors (--per-expert)",
                     tensor.spec.name));
+  const auto engines = config_.engines;
   if (tensor.is_stacked())
-    return make_layout(tensor, {ep}, rank_block(first_rank_, ep), {Placement::shard(0)});
-  // Expert e lives whole on EP rank e / (E/EP) (linear) or e % EP (round_robin).
-  const auto owner =
-      first_rank_ + (round_robin ? tensor.expert % ep : tensor.expert / (tensor.routed_experts / ep));
-  return make_layout(tensor, {1}, rank_block(owner, 1), {Placement::replicate()});
+    return make_layout(tensor, {engines, ep}, rank_block(first_rank_, engines * ep),
+                       {Placement::replicate(), Placement::shard(0)});
+  // Expert e lives whole on EP rank e / (E/EP) (linear) or e % EP (round_robin) of every engine.
+  const auto owner = round_robin ? tensor.expert % ep : tensor.expert / (tensor.routed_experts / ep);
+  std::vector<Rank> ranks;
+  for (std::int64_t e = 0; e < engines; ++e)
+    ranks.emplace_back(static_cast<std::int32_t>(first_rank_ + e * ep + owner));
+  return make_layout(tensor, {engines}, std::move(ranks), {Placement::replicate()});
 }
 
 }  // namespace refit::models

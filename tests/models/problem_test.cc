@@ -41,8 +41,8 @@ void expect_ranks(const std::vector<Bytes>& bytes, std::size_t first, std::size_
   for (std::size_t r = first; r <= last; ++r) EXPECT_EQ(bytes[r].value, expected) << what << " " << r;
 }
 
-TEST(ReferenceRefit, Qwen3_235B_Tp4Pp8Ep16_To_Tp8Dp16) {
-  // Training: tp=4, pp=8, ep=16 -> dp = 16/4 = 4, 16 ranks per stage, 128 ranks, edp = 1.
+TEST(ReferenceRefit, Qwen3_235B_Tp4Pp8Ep16_To_Tp8Engines16) {
+  // Training: tp=4, pp=8, ep=16, etp=1 -> dp = 16/4 = 4, 16 ranks per stage, 128 ranks, edp = 1.
   // 94 layers over 8 stages: 7 stages of 12 (ceil(94/8)), the last 10. BF16 = 2 bytes.
   // One layer on one training rank (elements):
   //   q_proj, o_proj 8192*4096/4 = 8,388,608 each; k_proj, v_proj 512*4096/4 = 524,288 each;
@@ -52,7 +52,7 @@ TEST(ReferenceRefit, Qwen3_235B_Tp4Pp8Ep16_To_Tp8Dp16) {
   // stage 0:   155,582,464 + 12*169,353,472 = 2,187,824,128 el = 4,375,648,256 B
   // stage 1-6: 12*169,353,472             = 2,032,241,664 el = 4,064,483,328 B
   // stage 7:   10*169,353,472 + 4096 + 155,582,464 = 1,849,121,280 el = 3,698,242,560 B
-  // Inference: tp=8, dp=16, no EP: 128 ranks, each a full model over TP 8. Per layer:
+  // Inference: 16 engines of tp=8, no EP: 128 ranks, each a full model over TP 8. Per layer:
   //   q_proj, o_proj 8192*4096/8 = 4,194,304 each; 4 kv heads < 8: each rank one head,
   //   k_proj, v_proj 128*4096 = 524,288 each; norms 256 + 8192; router 524,288;
   //   experts sharded on the intermediate dim: 3 * 128*(1536/8)*4096 = 301,989,888
@@ -60,7 +60,7 @@ TEST(ReferenceRefit, Qwen3_235B_Tp4Pp8Ep16_To_Tp8Dp16) {
   //   norm 4096 -> 29,479,808,512 el = 58,959,617,024 B on every inference rank.
   auto model = builtin_model("qwen3-235b-a22b");
   ASSERT_TRUE(model);
-  const auto p = build(*model, "tp=4,pp=8,ep=16", "tp=8,dp=16");
+  const auto p = build(*model, "tp=4,pp=8,ep=16,etp=1", "tp=8,engines=16");
   EXPECT_EQ(p.source_ranks(), 128);
   EXPECT_EQ(p.destination_ranks(), 128);
   EXPECT_EQ(p.tensors().size(), model->tensors.size());
@@ -72,7 +72,7 @@ TEST(ReferenceRefit, Qwen3_235B_Tp4Pp8Ep16_To_Tp8Dp16) {
   expect_every_destination_element_covered(p);
 }
 
-TEST(ReferenceRefit, DeepseekV3_Pp16Ep16_To_Tp32Dp8) {
+TEST(ReferenceRefit, DeepseekV3_Pp16Ep16_To_Tp32Engines8) {
   // Training: pp=16, ep=16 -> tp=1, dp = 16, 16 ranks per stage, 256 ranks, edp = 1.
   // 61 layers over 16 stages: stages 0-14 take 4 (ceil(61/16)), stage 15 takes layer 60.
   // Layers 0-2 are dense, 3-60 MoE. tp=1: every non-expert weight is whole on its stage.
@@ -87,7 +87,7 @@ TEST(ReferenceRefit, DeepseekV3_Pp16Ep16_To_Tp32Dp8) {
   // stage 1-14: 4*937,640,192 = 3,750,560,768 el = 7,501,121,536 B + 4*512 = 7,501,123,584 B
   // stage 15:   937,640,192 + 7168 + 926,679,040 = 1,864,326,400 el = 3,728,652,800 B
   //             + 512 = 3,728,653,312 B
-  // Inference: tp=32, dp=8, no EP; every rank the same. Per layer:
+  // Inference: 8 engines of tp=32, no EP; every rank the same. Per layer:
   //   q_a_proj 1536*7168 and kv_a_proj 576*7168 replicated, their norms 1536 + 512,
   //   q_b_proj 24576/32*1536 = 1,179,648, kv_b_proj 32768/32*512 = 524,288,
   //   o_proj 7168*16384/32 = 3,670,016, layernorms 14,336 -> 20,529,152;
@@ -99,7 +99,7 @@ TEST(ReferenceRefit, DeepseekV3_Pp16Ep16_To_Tp32Dp8) {
   //   = 43,936,558,080 B, + 58*512 for the fp32 router biases = 43,936,587,776 B.
   auto model = builtin_model("deepseek-v3");
   ASSERT_TRUE(model);
-  const auto p = build(*model, "pp=16,ep=16", "tp=32,dp=8");
+  const auto p = build(*model, "pp=16,ep=16", "tp=32,engines=8");
   EXPECT_EQ(p.source_ranks(), 256);
   EXPECT_EQ(p.destination_ranks(), 256);
   const auto bytes = rank_bytes(p);
@@ -116,7 +116,7 @@ TEST(ReferenceRefit, ExpertParallelInferenceHoldsEachExpertOnce) {
   // together hold them exactly once (2 bytes each), where without EP each of the 2 replicas would.
   auto model = load_hf_config(std::string(REFIT_TEST_DATA_DIR) + "/models/tiny-qwen3-moe.json");
   ASSERT_TRUE(model);
-  const auto p = build(*model, "tp=2,pp=2,ep=2", "tp=2,dp=2,ep=on");
+  const auto p = build(*model, "tp=2,pp=2,ep=2,etp=1", "tp=2,dp=2,ep=on");
   EXPECT_EQ(p.source_ranks(), 4);
   EXPECT_EQ(p.destination_ranks(), 4);
   std::int64_t expert_bytes = 0;

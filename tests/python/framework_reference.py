@@ -171,20 +171,26 @@ class Megatron:
     pp: int = 1
     dp: int = 1
     ep: int = 1
-    etp: int = 1
+    etp: int = 0  # 0: expert_tensor_parallel_size left unset, which Megatron makes tp
 
     @property
     def world(self) -> int:
         return self.tp * self.dp * self.pp
 
+    @property
+    def expert_tp(self) -> int:
+        """``ModelParallelConfig.__post_init__``: expert_tensor_parallel_size defaults to tp."""
+        return self.etp or self.tp
+
 
 def megatron_params(sd: Params, m: Model, c: Megatron) -> dict[int, Params]:
     out: dict[int, Params] = {}
-    edp = c.tp * c.dp // (c.ep * c.etp)
+    etp = c.expert_tp
+    edp = c.tp * c.dp // (c.ep * etp)
     for r in range(c.world):
         tp_rank, dp_rank, pp_rank = r % c.tp, r // c.tp % c.dp, r // (c.tp * c.dp)
-        etp_rank, ep_rank = r % c.etp, r // c.etp % c.ep
-        assert r // (c.etp * c.ep * edp) == pp_rank
+        etp_rank, ep_rank = r % etp, r // etp % c.ep
+        assert r // (etp * c.ep * edp) == pp_rank
         out[r] = _megatron_rank(sd, m, c, tp_rank, pp_rank, etp_rank, ep_rank)
     return out
 
@@ -218,7 +224,7 @@ def _megatron_rank(sd: Params, m: Model, c: Megatron, tp_rank: int, pp_rank: int
         for i in range(local_experts):
             p.update(_gated(sd, f"{h}mlp.experts.{ep_rank * local_experts + i}.",
                             d + f"mlp.experts.linear_fc1.weight{i}", d + f"mlp.experts.linear_fc2.weight{i}",
-                            c.etp, etp_rank))  # fmt: skip
+                            c.expert_tp, etp_rank))  # fmt: skip
     return p
 
 
@@ -255,20 +261,27 @@ def _megatron_attention(sd: Params, m: Model, tp: int, tp_rank: int, h: str, d: 
 
 @dataclass(frozen=True)
 class Vllm:
+    """`engines` separate vLLM engines, each of data_parallel_size `dp` (internal data parallel) and
+    tensor_parallel_size `tp`."""
+
     tp: int = 1
     dp: int = 1
     expert_parallel: bool = False
     placement: str = "linear"  # or "round_robin" (expert_placement_strategy)
+    engines: int = 1
 
     @property
     def world(self) -> int:
-        return self.tp * self.dp
+        return self.tp * self.dp * self.engines
 
 
 def vllm_params(sd: Params, m: Model, c: Vllm, first_rank: int) -> dict[int, Params]:
-    """Parameters of the inference ranks, keyed by global rank (first_rank onwards)."""
-    return {first_rank + tp_rank + c.tp * dp_rank: _vllm_rank(sd, m, c, tp_rank, dp_rank)
-            for dp_rank in range(c.dp) for tp_rank in range(c.tp)}  # fmt: skip
+    """Parameters of the inference ranks, keyed by global rank (first_rank onwards): engine after
+    engine, each laid out [DP, TP] (``initialize_model_parallel``), and the same in every engine."""
+    one = {tp_rank + c.tp * dp_rank: _vllm_rank(sd, m, c, tp_rank, dp_rank)
+           for dp_rank in range(c.dp) for tp_rank in range(c.tp)}  # fmt: skip
+    size = c.tp * c.dp
+    return {first_rank + e * size + r: params for e in range(c.engines) for r, params in one.items()}
 
 
 def _experts_of(m: Model, c: Vllm, tp_rank: int, dp_rank: int) -> tuple[list[int], int, int]:

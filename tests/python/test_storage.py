@@ -56,6 +56,8 @@ CASES = [
     ("tiny-qwen3-moe.json", "tp=1,ep=2,dp=2", "tp=2", ["--per-expert"]),  # one tensor per expert, no EP
     ("tiny-qwen3-moe.json", "tp=2,ep=2,etp=1", "tp=1,dp=2,ep=1,placement=round_robin", ["--per-expert"]),
     ("tiny-deepseek-v3.json", "tp=2,ep=2,etp=1", "tp=2", []),  # MLA, fp32 router bias, shared experts
+    ("tiny-qwen3-moe.json", "tp=2,ep=2,dp=2", "tp=2,engines=2", []),  # etp = tp by default; two engines
+    ("tiny-qwen3-moe.json", "tp=2,ep=2,etp=1", "tp=1,dp=2", []),  # internal DP: MoE TP over tp*dp, no EP
 ]
 
 
@@ -70,7 +72,7 @@ def _refit(tmp_path: Path, config: str, train: str, infer: str, problem: list[st
     t, i = _sizes(train), _sizes(infer)
     megatron = Megatron(**{k: int(v) for k, v in t.items()})
     vllm = Vllm(tp=int(i.get("tp", 1)), dp=int(i.get("dp", 1)), expert_parallel=int(i.get("ep", 0)) > 0,
-                placement=i.get("placement", "linear"))  # fmt: skip
+                placement=i.get("placement", "linear"), engines=int(i.get("engines", 1)))  # fmt: skip
     _write(megatron_params(state, model, megatron), tmp_path / "megatron")
     done = subprocess.run(
         ["mpirun", "--oversubscribe", "-np", str(megatron.world + vllm.world), cli, "run", *problem,

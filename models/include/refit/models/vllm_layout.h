@@ -1,6 +1,7 @@
 #pragma once
 // Where vLLM keeps each weight for inference (docs/frameworks.md): a Layout over the
-// inference ranks first_rank..first_rank+tp*dp-1, rank = first_rank + tp_rank + TP*dp_rank.
+// inference ranks first_rank..first_rank+world-1, rank = first_rank + tp_rank + TP*(dp_rank +
+// DP*engine).
 #include <cstdint>
 
 #include "refit/core/error.h"
@@ -12,7 +13,7 @@ namespace refit::models {
 
 // vLLM's layouts for one model; checks at construction that tp divides the query heads, that
 // kv heads and tp divide one another, that the expert-parallel size divides the experts, and
-// that tp divides every other dim it splits.
+// that tp (tp*dp for routed experts without EP) divides every other dim it splits.
 class VllmLayouts {
  public:
   [[nodiscard]] static Result<VllmLayouts> make(const ModelSpec& model, const VllmConfig& config,
