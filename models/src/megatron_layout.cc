@@ -101,8 +101,11 @@ Result<std::vector<std::int64_t>> megatron_stage_starts(std::int64_t num_layers,
 Result<MegatronLayouts> MegatronLayouts::make(const ModelSpec& model, const MegatronConfig& config) {
   REFIT_TRY(check_sizes(model, config));
   auto starts = REFIT_TRY(megatron_stage_starts(model.num_layers, config));
-  return MegatronLayouts(config, std::move(starts), model.tied_embeddings, model.num_heads,
-                         model.num_kv_heads);
+  // The output layer (tied embeddings) and the MTP layers (on the last stage) read the word
+  // embedding there (language_module.py, setup_embeddings_and_output_layer: "we also need to
+  // maintain duplicated embedding weights in mtp process stage").
+  const bool last_embeds = model.tied_embeddings || model.mtp_layers > 0;
+  return MegatronLayouts(config, std::move(starts), last_embeds, model.num_heads, model.num_kv_heads);
 }
 
 // TP beyond the query groups (check_query_groups): rank j of a group's r ranks holds heads
@@ -150,8 +153,8 @@ Result<Layout> MegatronLayouts::dense_layout(const WeightTensor& tensor, std::in
   if (kv_heads_ > 0 && kv_heads_ % c.tp != 0 && (is_query(tensor) || tensor.kind == TensorKind::kKeyValue))
     return query_group_layout(tensor, stage);
   const auto tp = shard_or_replicate(tensor_parallel_dim(tensor));
-  // With tied embeddings the last stage keeps its own copy of the embedding for the output layer.
-  if (tensor.section == Section::kEmbedding && tied_embeddings_ && c.pp > 1) {
+  // The last stage keeps its own copy of the embedding for the output layer or the MTP layers.
+  if (tensor.section == Section::kEmbedding && last_stage_embedding_ && c.pp > 1) {
     auto ranks = rank_block(0, c.stage_size());
     const auto last = rank_block((c.pp - 1) * c.stage_size(), c.stage_size());
     ranks.insert(ranks.end(), last.begin(), last.end());

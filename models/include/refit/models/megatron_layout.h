@@ -31,11 +31,11 @@ class MegatronLayouts {
   std::int64_t stage_of(const WeightTensor& tensor) const;
 
  private:
-  MegatronLayouts(MegatronConfig config, std::vector<std::int64_t> stage_starts, bool tied,
+  MegatronLayouts(MegatronConfig config, std::vector<std::int64_t> stage_starts, bool last_embeds,
                   std::int64_t heads, std::int64_t kv_heads)
       : config_(config),
         stage_starts_(std::move(stage_starts)),
-        tied_embeddings_(tied),
+        last_stage_embedding_(last_embeds),
         heads_(heads),
         kv_heads_(kv_heads) {}
   [[nodiscard]] Result<Layout> query_group_layout(const WeightTensor& tensor, std::int64_t stage) const;
@@ -44,9 +44,9 @@ class MegatronLayouts {
 
   MegatronConfig config_;
   std::vector<std::int64_t> stage_starts_;
-  bool tied_embeddings_ = false;
-  std::int64_t heads_ = 0;     // query heads
-  std::int64_t kv_heads_ = 0;  // query groups; 0 for MLA
+  bool last_stage_embedding_ = false;  // the last stage keeps a copy of the word embedding
+  std::int64_t heads_ = 0;             // query heads
+  std::int64_t kv_heads_ = 0;          // query groups; 0 for MLA
 };
 
 }  // namespace refit::models
