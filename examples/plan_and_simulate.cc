@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
   const bool given = argc == 5;
   const refit::ProblemSource source{.model = given ? argv[1] : "qwen3-30b-a3b",
                                     .train = given ? argv[2] : "ep=8,pp=2",
-                                    .infer = given ? argv[3] : "tp=8,dp=2"};
+                                    .infer = given ? argv[3] : "tp=8,engines=2"};
   const refit::ClusterSource hardware{.preset = given ? argv[4] : "dgx-h100"};
 
   const auto problem = refit::load_problem(source);

@@ -37,7 +37,7 @@ def test_the_issue_spellings_plan_and_predict_deepseek_v3() -> None:
 
 
 def test_compare_gives_each_strategy_as_deployed_against_gather_broadcast() -> None:
-    problem = refit.Problem.from_model("qwen3-30b-a3b", train="ep=8,pp=2", infer="tp=8,dp=2")
+    problem = refit.Problem.from_model("qwen3-30b-a3b", train="ep=8,pp=2", infer="tp=8,engines=2")
     rows = refit.compare(problem, refit.Cluster.preset("gb200-nvl72:gpus_per_domain=64"))
     assert [(r.strategy, r.deployment) for r in rows] == [
         ("refit", "refit"), ("direct", "nemo-rl"), ("direct", "refit"), ("m2n-ring", "nemo-rl"),

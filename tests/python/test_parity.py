@@ -13,7 +13,7 @@ import refit
 from conftest import DATA, TINY_MOE
 
 TIMINGS = {"plan_seconds", "simulate_seconds"}
-QWEN = ("qwen3-30b-a3b", "ep=8,pp=2", "tp=8,dp=2")
+QWEN = ("qwen3-30b-a3b", "ep=8,pp=2", "tp=8,engines=2")
 
 
 def _untimed(d: dict[str, Any]) -> dict[str, Any]:
