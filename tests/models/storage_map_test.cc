@@ -175,6 +175,30 @@ TEST(StorageMap, LatentAttentionAndTheFp32RouterBias) {
   EXPECT_EQ(parameter(t, "decoder.layers.0.input_layernorm.weight").shape, (Shape{64}));
 }
 
+// The MTP layer (layer 3 of tiny-deepseek-v3): Megatron mtp.layers.0 with eh_proj column-parallel
+// ([64, 128] over tp=2: 32 rows) and the decoder layer as mtp_model_layer; vLLM keeps enorm,
+// hnorm, eh_proj (replicated) and shared_head.norm under their HF names and the decoder layer as
+// mtp_block. Neither has an MTP embedding or head: they are the main model's.
+TEST(StorageMap, MtpLayerAsMultiTokenPredictionLayerAndMtpBlock) {
+  const auto m =
+      maps(tiny("tiny-deepseek-v3.json", HfOptions{.include_mtp = true}), "tp=2,ep=2,etp=1", "tp=2");
+  const auto& t = m.megatron.of(Rank{1});
+  EXPECT_EQ(parameter(t, "mtp.layers.0.eh_proj.weight").shape, (Shape{32, 128}));
+  EXPECT_EQ(rows_of(m.problem, t, "model.layers.3.eh_proj.weight"), (Rows{{32, 32, 0}}));
+  EXPECT_EQ(parameter(t, "mtp.layers.0.final_layernorm.weight").shape, (Shape{64}));
+  EXPECT_EQ(parameter(t, "mtp.layers.0.mtp_model_layer.mlp.router.expert_bias").dtype, DType::kFP32);
+  const auto& v = m.vllm.of(Rank{m.problem.source_ranks()});
+  EXPECT_EQ(parameter(v, "model.layers.3.eh_proj.weight").shape, (Shape{64, 128}));
+  EXPECT_EQ(parameter(v, "model.layers.3.shared_head.norm.weight").shape, (Shape{64}));
+  EXPECT_EQ(parameter(v, "model.layers.3.mtp_block.self_attn.fused_qkv_a_proj.weight").shape,
+            (Shape{56, 64}));
+  for (const auto* side : {&t, &v})
+    for (const auto& p : side->parameters)
+      EXPECT_FALSE(p.name.find("embed_tokens") != std::string::npos &&
+                   p.name.find("layers.3") != std::string::npos)
+          << p.name;
+}
+
 // Vocab 1023: Megatron tp=2 pads to 1024 (a multiple of 128*2), 512 rows per rank, rank 1's
 // last row padding; vLLM tp=4 pads to 1024 (a multiple of 64), 256 rows per rank.
 TEST(StorageMap, PaddedVocabRowsFollowTheRealOnes) {

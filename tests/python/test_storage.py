@@ -7,6 +7,7 @@ the project venv (numpy, pytest), apart from the wheel's suite."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -56,6 +57,7 @@ CASES = [
     ("tiny-qwen3-moe.json", "tp=1,ep=2,dp=2", "tp=2", ["--per-expert"]),  # one tensor per expert, no EP
     ("tiny-qwen3-moe.json", "tp=2,ep=2,etp=1", "tp=1,dp=2,ep=1,placement=round_robin", ["--per-expert"]),
     ("tiny-deepseek-v3.json", "tp=2,ep=2,etp=1", "tp=2", []),  # MLA, fp32 router bias, shared experts
+    ("tiny-deepseek-v3.json", "tp=2,ep=2,etp=1", "tp=2", ["--mtp"]),  # MTP layer on the main embedding and head
     ("tiny-qwen3-moe.json", "tp=2,ep=2,dp=2", "tp=2,engines=2", []),  # etp = tp by default; two engines
     ("tiny-qwen3-moe.json", "tp=2,ep=2,etp=1", "tp=1,dp=2", []),  # internal DP: MoE TP over tp*dp, no EP
 ]
@@ -68,6 +70,8 @@ def _refit(tmp_path: Path, config: str, train: str, infer: str, problem: list[st
     if cli is None:
         pytest.skip("the refit command is not built (REFIT_CLI)")
     model = Model.from_config(json.loads((MODELS / config).read_text()))
+    if "--mtp" in problem:
+        model = dataclasses.replace(model, mtp=json.loads((MODELS / config).read_text())["num_nextn_predict_layers"])
     state = hf_state_dict(model, np.random.default_rng(7))
     t, i = _sizes(train), _sizes(infer)
     megatron = Megatron(**{k: int(v) for k, v in t.items()})
