@@ -13,10 +13,20 @@
 namespace refit::models {
 namespace {
 
-// The tensor dim TP splits in vLLM: the MTP eh_proj is a plain (replicated) nn.Linear there, and
-// routed experts are not TP-split under expert parallelism.
+// With EP, tp > 1 and dp > 1 vLLM runs MoE layers sequence-parallel and builds the shared
+// experts without TP (ParallelConfig.use_sequence_parallel_moe, with the default all2all backend
+// allgather_reducescatter among those it lists; DeepseekV2MoE passes it to DeepseekV2MLP as
+// disable_tp), so every rank holds them whole.
+bool replicated_shared_expert(const WeightTensor& t, const VllmConfig& c) {
+  return c.expert_parallel && c.tp > 1 && c.dp > 1 &&
+         t.spec.name.find(".mlp.shared_experts.") != std::string::npos;
+}
+
+// The tensor dim TP splits in vLLM: the MTP eh_proj is a plain (replicated) nn.Linear there,
+// routed experts are not TP-split under expert parallelism, nor shared experts under
+// sequence-parallel MoE.
 std::optional<int> vllm_tp_dim(const WeightTensor& t, const VllmConfig& c) {
-  if (t.kind == TensorKind::kMtpProjection) return std::nullopt;
+  if (t.kind == TensorKind::kMtpProjection || replicated_shared_expert(t, c)) return std::nullopt;
   if (t.is_routed_expert() && c.expert_parallel) return std::nullopt;
   return tensor_parallel_dim(t);
 }

@@ -237,6 +237,13 @@ TEST(VllmLayout, ExpertParallelSplitsExpertsOverAllRanks) {
   const auto router = vllm(m, "tp=2,dp=2,ep=on", "model.layers.0.mlp.gate.weight", 8);
   EXPECT_EQ(router.mesh().size(), 4);
   EXPECT_EQ(box(router, 11), (Box{{0, 0}, {8, 64}}));
+  // Sequence-parallel MoE (EP, tp > 1, dp > 1): DeepSeek's shared experts are whole on every
+  // rank; with dp = 1 they are TP-sharded like a dense MLP.
+  const auto ds = tiny("tiny-deepseek-v3.json");
+  const auto shared = vllm(ds, "tp=2,dp=2,ep=on", "model.layers.1.mlp.shared_experts.gate_proj.weight");
+  EXPECT_EQ(box(shared, 3), (Box{{0, 0}, {32, 64}}));
+  EXPECT_EQ(box(vllm(ds, "tp=2,ep=on", "model.layers.1.mlp.shared_experts.gate_proj.weight"), 1),
+            (Box{{16, 0}, {16, 64}}));
   // Two engines: each splits the experts over its own 4 ranks (8..11 and 12..15).
   const auto two = vllm(per, "tp=2,dp=2,ep=on,engines=2", "model.layers.0.mlp.experts.5.down_proj.weight", 8);
   EXPECT_EQ(ranks_of(two), (std::vector<std::int32_t>{10, 14}));

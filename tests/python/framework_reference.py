@@ -375,9 +375,13 @@ def _vllm_layer(sd: Params, m: Model, c: Vllm, L: int, o: str, tp_rank: int, dp_
     p[o + "mlp.gate.weight"] = sd[h + "mlp.gate.weight"]
     if m.latent:
         p[o + "mlp.gate.e_score_correction_bias"] = sd[h + "mlp.gate.e_score_correction_bias"]
-    if m.shared:  # TP-sharded like a dense MLP (not sequence-parallel: no EP here)
+    if m.shared:
+        # TP-sharded like a dense MLP, but whole under sequence-parallel MoE (EP, TP > 1, DP > 1:
+        # ParallelConfig.use_sequence_parallel_moe; DeepseekV2MLP(disable_tp=is_sequence_parallel))
+        sequence_parallel = c.expert_parallel and c.tp > 1 and c.dp > 1
+        tp, rank = (1, 0) if sequence_parallel else (c.tp, tp_rank)
         p.update(_gated(sd, h + "mlp.shared_experts.", o + "mlp.shared_experts.gate_up_proj.weight",
-                        o + "mlp.shared_experts.down_proj.weight", c.tp, tp_rank))  # fmt: skip
+                        o + "mlp.shared_experts.down_proj.weight", tp, rank))  # fmt: skip
     experts, moe_tp, moe_rank = _experts_of(m, c, tp_rank, dp_rank)
     w = [_gated(sd, f"{h}mlp.experts.{x}.", "w13", "w2", moe_tp, moe_rank) for x in experts]
     p[o + "mlp.experts.w13_weight"] = np.stack([x["w13"] for x in w])

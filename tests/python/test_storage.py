@@ -58,6 +58,7 @@ CASES = [
     ("tiny-qwen3-moe.json", "tp=2,ep=2,etp=1", "tp=1,dp=2,ep=1,placement=round_robin", ["--per-expert"]),
     ("tiny-deepseek-v3.json", "tp=2,ep=2,etp=1", "tp=2", []),  # MLA, fp32 router bias, shared experts
     ("tiny-deepseek-v3.json", "tp=2,ep=2,etp=1", "tp=2", ["--mtp"]),  # MTP layer on the main embedding and head
+    ("tiny-deepseek-v3.json", "tp=2,ep=2,etp=1", "tp=2,dp=2,ep=1", []),  # sequence-parallel MoE: shared experts whole
     ("tiny-qwen3-moe.json", "tp=2,ep=2,dp=2", "tp=2,engines=2", []),  # etp = tp by default; two engines
     ("tiny-qwen3-moe.json", "tp=2,ep=2,etp=1", "tp=1,dp=2", []),  # internal DP: MoE TP over tp*dp, no EP
 ]
