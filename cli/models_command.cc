@@ -134,7 +134,11 @@ void print_model(const Json& j) {
   const bool layouts = !o.train.empty() || !o.infer.empty() || !o.write_manifest.empty() || o.storage;
   if (layouts) {
     const auto parsed = REFIT_TRY(parse_layouts(o.train, o.infer));
-    const auto problem = REFIT_TRY(models::build_problem(model, parsed.train, parsed.infer));
+    if (o.storage && !o.model_options.quantize.empty())
+      return unsupported(
+          "--storage with --quantize: the frameworks' storage of FP8 weights is not modelled yet");
+    const auto built = REFIT_TRY(models::build_problem(model, parsed.train, parsed.infer));
+    const auto problem = REFIT_TRY(apply_quantization(built, o.model_options));
     add_layouts(out, parsed, problem);
     std::optional<models::StorageMaps> maps;
     if (o.storage) {

@@ -64,6 +64,7 @@ nlohmann::ordered_json plan_json(const TimedPlan& tp, const PlanStats& s, const 
                            {"segments", s.segments},
                            {"total_bytes", s.total_bytes.value},
                            {"network_bytes", s.network_bytes.value},
+                           {"network_bytes_unquantized", s.network_bytes_unquantized.value},
                            {"nvlink_bytes", s.nvlink_bytes.value},
                            {"local_bytes", s.local_bytes.value},
                            {"max_nic_tx_bytes", s.max_nic_tx.value},
@@ -87,6 +88,11 @@ void print_human(const TimedPlan& tp, const PlanStats& s, const LowerBound& lb,
              s.segments);
   fmt::print("bytes             {} total, {} network, {} NVLink\n", human(s.total_bytes),
              human(s.network_bytes), human(s.nvlink_bytes));
+  if (s.network_bytes_unquantized != s.network_bytes)
+    fmt::print("FP8 in flight     {} network unquantised -> {} ({:.2f}x)\n",
+               human(s.network_bytes_unquantized), human(s.network_bytes),
+               static_cast<double>(s.network_bytes.value) /
+                   static_cast<double>(std::max<std::int64_t>(1, s.network_bytes_unquantized.value)));
   fmt::print("NIC tx            max {}, mean {}\n", human(s.max_nic_tx),
              human(Bytes{static_cast<std::int64_t>(s.mean_nic_tx_bytes)}));
   fmt::print("NIC rx            max {}, mean {}\n", human(s.max_nic_rx),

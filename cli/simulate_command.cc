@@ -149,6 +149,7 @@ nlohmann::ordered_json row_json(const Row& r, const LowerBound& lb, const Row* b
                              {"nvlink", r.sim.nvlink.value},
                              {"copy", r.sim.copy.value},
                              {"pack_unpack", r.sim.pack.value},
+                             {"quantize", r.sim.quantize.value},
                              {"fixed", r.sim.fixed.value}}},
                            {"waiting_s", r.sim.waiting.value},
                            {"contributors", contributors_json(r.sim)},
@@ -202,10 +203,10 @@ void print_sensitivity(const Row& r) {
 void print_detail(const Row& r, const LowerBound& lb) {
   print_table({r}, lb);
   fmt::print(
-      "\ncritical path breakdown: fixed {}, latency {}, network {}, NVLink {}, copy {}, pack/unpack {} "
-      "(of which waiting on the slowest rank {})\n",
+      "\ncritical path breakdown: fixed {}, latency {}, network {}, NVLink {}, copy {}, pack/unpack {}, "
+      "FP8 quantisation {} (of which waiting on the slowest rank {})\n",
       human(r.sim.fixed), human(r.sim.latency), human(r.sim.network), human(r.sim.nvlink), human(r.sim.copy),
-      human(r.sim.pack), human(r.sim.waiting));
+      human(r.sim.pack), human(r.sim.quantize), human(r.sim.waiting));
   auto resources = r.sim.resources;
   std::ranges::sort(resources, std::greater{}, &ResourceReport::utilisation);
   fmt::print("busiest resources:\n");
@@ -216,6 +217,42 @@ void print_detail(const Row& r, const LowerBound& lb) {
              r.sim.tasks, r.sim.events, human(r.simulate_seconds));
 }
 
+// The deployed baselines move bf16 and quantise on the inference side (NeMo RL quantises on the
+// receiver), so with --quantize their rows run the problem quantised at the receiver; refit's
+// executors quantise where --quantize-at says. Nothing when the two are the same problem.
+[[nodiscard]] Result<std::optional<PlanInputs>> quantised_at_receivers(const SimulateCommandOptions& o) {
+  const auto& model = o.inputs.problem.model_options;
+  if (model.quantize.empty() || model.quantize_at == quant_site_name(QuantSite::kReceiver))
+    return std::nullopt;
+  auto options = o.inputs;
+  options.problem.model_options.quantize_at = quant_site_name(QuantSite::kReceiver);
+  return REFIT_TRY(load_plan_inputs(options));
+}
+
+const char* const kReceiverNote = "quantised at the receiver, bf16 on the network, as deployed today";
+
+// A strategy's plan of one problem with its stats, made once for every row that runs it.
+struct PlannedRow {
+  const PlanInputs* inputs;
+  TimedPlan plan;
+  PlanStats stats;
+  bool today;  // the problem quantised at the receivers instead of the one asked for
+};
+
+[[nodiscard]] Result<PlannedRow> plan_row(const SimulateCommandOptions& o, const PlanInputs& inputs,
+                                          bool today, std::string_view strategy) {
+  auto tp = REFIT_TRY(obtain_plan(o.inputs, inputs, strategy));
+  auto stats = compute_stats(tp.plan, inputs.cluster);
+  return PlannedRow{.inputs = &inputs, .plan = std::move(tp), .stats = std::move(stats), .today = today};
+}
+
+[[nodiscard]] Result<Row> run_row(const SimulateCommandOptions& o, const PlannedRow& p,
+                                  const DeploymentInfo& deployment, bool traced) {
+  auto row = REFIT_TRY(simulate_one(o, *p.inputs, p.plan, p.stats, deployment, traced));
+  if (p.today) row.notes.emplace_back(kReceiverNote);
+  return row;
+}
+
 // Every strategy as its default deployment runs it; beside the baselines refit's executors run
 // as well (direct, m2n-ring), the same plan as refit's executors would run it: the algorithm
 // without the deployed code's calls. gather-broadcast's plan is refit's own strawman of the
@@ -223,15 +260,17 @@ void print_detail(const Row& r, const LowerBound& lb) {
 [[nodiscard]] Result<std::vector<Row>> compare_rows(const SimulateCommandOptions& o,
                                                     const PlanInputs& inputs) {
   const StrategyInfo* chosen = REFIT_TRY_IN(find_strategy(o.inputs.strategy), "--strategy");
+  const auto at_receivers = REFIT_TRY(quantised_at_receivers(o));
   std::vector<Row> rows;
   for (const auto& s : strategies()) {
-    const auto tp = REFIT_TRY(obtain_plan(o.inputs, inputs, s.name));
-    const auto stats = compute_stats(tp.plan, inputs.cluster);  // once for both rows of the plan
     const auto& deployed = deployment_info(default_deployment(s.id));
-    rows.push_back(REFIT_TRY(simulate_one(o, inputs, tp, stats, deployed, &s == chosen)));
-    if (s.id == StrategyId::kDirect || s.id == StrategyId::kM2nRing)
-      rows.push_back(
-          REFIT_TRY(simulate_one(o, inputs, tp, stats, deployment_info(DeploymentId::kRefit), false)));
+    const bool today = at_receivers && deployed.id != DeploymentId::kRefit;
+    const auto planned = REFIT_TRY(plan_row(o, today ? *at_receivers : inputs, today, s.name));
+    rows.push_back(REFIT_TRY(run_row(o, planned, deployed, &s == chosen)));
+    if (s.id != StrategyId::kDirect && s.id != StrategyId::kM2nRing) continue;
+    const auto& refit = deployment_info(DeploymentId::kRefit);
+    rows.push_back(REFIT_TRY(today ? run_row(o, REFIT_TRY(plan_row(o, inputs, false, s.name)), refit, false)
+                                   : run_row(o, planned, refit, false)));
   }
   return rows;
 }
@@ -248,12 +287,18 @@ void print_detail(const Row& r, const LowerBound& lb) {
   if (!o.compare) {
     const auto tp = REFIT_TRY(obtain_plan(o.inputs, inputs, o.inputs.strategy));
     const DeploymentInfo* deployment = REFIT_TRY(deployment_for(o, tp.plan));
-    rows.push_back(
-        REFIT_TRY(simulate_one(o, inputs, tp, compute_stats(tp.plan, inputs.cluster), *deployment, true)));
+    const auto at_receivers =
+        deployment->id == DeploymentId::kRefit ? std::nullopt : REFIT_TRY(quantised_at_receivers(o));
+    const auto planned = at_receivers ? REFIT_TRY(plan_row(o, *at_receivers, true, o.inputs.strategy))
+                                      : PlannedRow{.inputs = &inputs,
+                                                   .plan = tp,
+                                                   .stats = compute_stats(tp.plan, inputs.cluster),
+                                                   .today = false};
+    rows.push_back(REFIT_TRY(run_row(o, planned, *deployment, true)));
     if (o.sensitivity) {
       const PlanSimulationOptions so{.window = rows.front().window};
-      rows.front().sensitivity =
-          REFIT_TRY(refit::sensitivity(tp.plan, inputs.problem, inputs.cluster, *deployment, so));
+      rows.front().sensitivity = REFIT_TRY(refit::sensitivity(planned.plan.plan, planned.inputs->problem,
+                                                              planned.inputs->cluster, *deployment, so));
     }
   } else {
     rows = REFIT_TRY(compare_rows(o, inputs));

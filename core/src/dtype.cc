@@ -14,7 +14,7 @@ struct DTypeInfo {
   std::string_view name;
 };
 
-constexpr std::array<DTypeInfo, 10> kInfo{{
+constexpr std::array<DTypeInfo, 11> kInfo{{
     {DType::kBF16, 2, "bf16"},
     {DType::kFP16, 2, "fp16"},
     {DType::kFP32, 4, "fp32"},
@@ -25,6 +25,7 @@ constexpr std::array<DTypeInfo, 10> kInfo{{
     {DType::kUInt8, 1, "uint8"},
     {DType::kInt32, 4, "int32"},
     {DType::kInt64, 8, "int64"},
+    {DType::kFP8E8M0, 1, "fp8_e8m0"},
 }};
 
 struct Alias {
@@ -33,7 +34,7 @@ struct Alias {
 };
 
 // Spellings used by torch (torch_dtype in config.json) and safetensors.
-constexpr std::array<Alias, 14> kAliases{{
+constexpr std::array<Alias, 15> kAliases{{
     {"bfloat16", DType::kBF16},
     {"float16", DType::kFP16},
     {"half", DType::kFP16},
@@ -45,6 +46,7 @@ constexpr std::array<Alias, 14> kAliases{{
     {"f8_e4m3", DType::kFP8E4M3},
     {"float8_e5m2", DType::kFP8E5M2},
     {"f8_e5m2", DType::kFP8E5M2},
+    {"float8_e8m0fnu", DType::kFP8E8M0},
     {"bf16_t", DType::kBF16},
     {"int", DType::kInt32},
     {"long", DType::kInt64},
@@ -58,9 +60,9 @@ std::int64_t dtype_size(DType t) { return info(t).size; }
 std::string_view dtype_name(DType t) { return info(t).name; }
 
 std::span<const DType> all_dtypes() {
-  static constexpr std::array<DType, 10> kAll{DType::kBF16,    DType::kFP16,    DType::kFP32, DType::kFP64,
-                                              DType::kFP8E4M3, DType::kFP8E5M2, DType::kInt8, DType::kUInt8,
-                                              DType::kInt32,   DType::kInt64};
+  static constexpr std::array<DType, 11> kAll{DType::kBF16,    DType::kFP16,    DType::kFP32,   DType::kFP64,
+                                              DType::kFP8E4M3, DType::kFP8E5M2, DType::kInt8,   DType::kUInt8,
+                                              DType::kInt32,   DType::kInt64,   DType::kFP8E8M0};
   return kAll;
 }
 
@@ -73,8 +75,8 @@ Result<DType> parse_dtype(std::string_view name) {
   for (const auto& a : kAliases)
     if (a.alias == lower) return a.type;
   return unsupported("unknown dtype '" + std::string(name) +
-                     "' (expected one of bf16, fp16, fp32, fp64, fp8_e4m3, fp8_e5m2, int8, uint8, "
-                     "int32, int64)");
+                     "' (expected one of bf16, fp16, fp32, fp64, fp8_e4m3, fp8_e5m2, fp8_e8m0, int8, "
+                     "uint8, int32, int64)");
 }
 
 }  // namespace refit

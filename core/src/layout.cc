@@ -9,13 +9,38 @@
 
 namespace refit {
 
-Interval chunk_interval(std::int64_t length, std::int64_t parts, std::int64_t index) {
-  const std::int64_t chunk = ceil_div(length, parts);
+namespace {
+
+// Part `index` of `length` cut into parts of `chunk` (> 0 unless length is 0).
+Interval part_of(std::int64_t length, std::int64_t chunk, std::int64_t index) {
   if (chunk == 0) return Interval{0, 0};  // length 0
   // Parts from ceil(length / chunk) on are empty at `length`; before it, index * chunk < length,
   // so neither the offset nor the end (offset + extent <= length) can overflow.
   const std::int64_t begin = index >= ceil_div(length, chunk) ? length : index * chunk;
   return Interval{begin, std::min(chunk, length - begin)};
+}
+
+// The largest extent of dim `dim` a split on mesh axis `axis` can be given: what the splits of the
+// axes before it leave at most (the first part of a split is its largest).
+std::int64_t largest_extent_before(const Shape& shape, const Mesh& mesh,
+                                   const std::vector<Placement>& placements, std::size_t axis) {
+  const auto dim = static_cast<std::size_t>(placements[axis].dim);
+  std::int64_t extent = shape[dim];
+  for (std::size_t a = 0; a < axis; ++a)
+    if (placements[a].is_shard() && placements[a].dim == placements[axis].dim)
+      extent = part_interval(placements[a], extent, mesh.shape()[a], 0).extent;
+  return extent;
+}
+
+}  // namespace
+
+Interval chunk_interval(std::int64_t length, std::int64_t parts, std::int64_t index) {
+  return part_of(length, ceil_div(length, parts), index);
+}
+
+Interval part_interval(const Placement& split, std::int64_t length, std::int64_t parts, std::int64_t index) {
+  if (split.chunk == 0) return chunk_interval(length, parts, index);
+  return part_of(length, length == 0 ? 0 : split.chunk, index);
 }
 
 Result<Layout> Layout::make(Shape tensor_shape, Mesh mesh, std::vector<Placement> placements) {
@@ -32,6 +57,17 @@ Result<Layout> Layout::make(Shape tensor_shape, Mesh mesh, std::vector<Placement
     if (p.is_shard() && (p.dim < 0 || static_cast<std::size_t>(p.dim) >= tensor_shape.size()))
       return out_of_range(fmt::format("placements[{}]: S{} is out of range for a tensor of {} dims", a, p.dim,
                                       tensor_shape.size()));
+    if (p.is_shard() && p.chunk < 0)
+      return out_of_range(fmt::format("placements[{}]: chunk {} is negative", a, p.chunk));
+  }
+  for (std::size_t a = 0; a < placements.size(); ++a) {
+    const auto& p = placements[a];
+    if (!p.is_shard() || p.chunk == 0) continue;
+    const std::int64_t extent = largest_extent_before(tensor_shape, mesh, placements, a);
+    if (p.chunk < ceil_div(extent, mesh.shape()[a]))
+      return out_of_range(
+          fmt::format("placements[{}]: {} parts of {} leave some of the {} elements of dim {} in no part", a,
+                      mesh.shape()[a], p.chunk, extent, p.dim));
   }
   return Layout(std::move(tensor_shape), std::move(mesh), std::move(placements));
 }
@@ -43,7 +79,7 @@ Box Layout::box_at_position(std::int64_t position) const {
   for (std::size_t a = 0; a < placements_.size(); ++a) {
     if (!placements_[a].is_shard()) continue;
     const auto d = static_cast<std::size_t>(placements_[a].dim);
-    const auto part = chunk_interval(box.extent[d], mesh_.shape()[a], coord[a]);
+    const auto part = part_interval(placements_[a], box.extent[d], mesh_.shape()[a], coord[a]);
     box.offset[d] += part.offset;
     box.extent[d] = part.extent;
   }

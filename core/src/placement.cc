@@ -10,7 +10,10 @@
 
 namespace refit {
 
-std::string Placement::to_string() const { return is_shard() ? fmt::format("S{}", dim) : "R"; }
+std::string Placement::to_string() const {
+  if (!is_shard()) return "R";
+  return chunk > 0 ? fmt::format("S{}:{}", dim, chunk) : fmt::format("S{}", dim);
+}
 
 namespace {
 
@@ -26,6 +29,12 @@ std::string lower(std::string_view s) {
   return out;
 }
 
+template <class T>
+bool parse_whole(std::string_view digits, T& value) {
+  const auto* end = digits.data() + digits.size();
+  return !digits.empty() && std::from_chars(digits.data(), end, value).ptr == end;
+}
+
 }  // namespace
 
 Result<Placement> parse_placement(std::string_view text) {
@@ -37,11 +46,15 @@ Result<Placement> parse_placement(std::string_view text) {
   } else if (t.starts_with("shard(") && t.ends_with(")")) {
     digits = std::string_view(t).substr(6, t.size() - 7);
   }
+  const auto colon = digits.find(':');
+  const bool has_chunk = colon != std::string_view::npos;
   int dim = -1;
-  const auto* end = digits.data() + digits.size();
-  if (!digits.empty() && std::from_chars(digits.data(), end, dim).ptr == end && dim >= 0)
-    return Placement::shard(dim);
-  return parse_error(fmt::format("placement '{}' is not R or S<dim> (e.g. S0)", text));
+  std::int64_t chunk = 0;
+  const bool chunk_ok = !has_chunk || (parse_whole(digits.substr(colon + 1), chunk) && chunk > 0);
+  if (has_chunk) digits = digits.substr(0, colon);
+  if (parse_whole(digits, dim) && dim >= 0 && chunk_ok) return Placement::shard(dim, chunk);
+  return parse_error(
+      fmt::format("placement '{}' is not R, S<dim> or S<dim>:<chunk> (e.g. S0, S0:128)", text));
 }
 
 Result<std::vector<Placement>> parse_placements(std::string_view comma_separated) {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "refit/core/checked.h"
+#include "refit/core/quantized_problem.h"
 #include "refit/core/try.h"
 
 namespace refit {
@@ -51,6 +52,7 @@ Result<ReshardProblem> ReshardProblem::make(std::vector<TensorReshard> tensors, 
     REFIT_TRY_IN(check_ranks(t.source, 0, source_ranks, "source"), where);
     REFIT_TRY_IN(check_ranks(t.destination, source_ranks, destination_ranks, "destination"), where);
   }
+  REFIT_TRY(check_quantized(tensors));
   ReshardProblem p;
   p.tensors_ = std::move(tensors);
   p.source_ranks_ = source_ranks;

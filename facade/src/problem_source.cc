@@ -2,8 +2,10 @@
 
 #include <filesystem>
 
+#include "refit/core/quantized_problem.h"
 #include "refit/core/try.h"
 #include "refit/models/builtin_models.h"
+#include "refit/models/fp8_weights.h"
 #include "refit/models/hf_config.h"
 #include "refit/models/manifest.h"
 #include "refit/models/problem_builder.h"
@@ -28,11 +30,21 @@ Result<ParallelLayouts> parse_layouts(const std::string& train, const std::strin
   return ParallelLayouts{.train = megatron, .infer = vllm};
 }
 
+Result<ReshardProblem> apply_quantization(const ReshardProblem& problem, const ModelOptions& options) {
+  if (options.quantize.empty()) return problem;
+  const QuantizeOptions q{.scheme = REFIT_TRY_IN(parse_quant_scheme(options.quantize), "--quantize"),
+                          .site = REFIT_TRY_IN(parse_quant_site(options.quantize_at), "--quantize-at")};
+  return REFIT_TRY_IN(
+      quantize_problem(problem, q, [](const TensorSpec& t) { return models::fp8_engine_quantizes(t.name); }),
+      "--quantize");
+}
+
 Result<ReshardProblem> load_problem(const ProblemSource& options) {
   if (!options.manifest.empty()) {
     if (!options.model.empty() || !options.train.empty() || !options.infer.empty())
       return invalid("--manifest: give either --manifest or --model with --train and --infer");
-    return REFIT_TRY_IN(models::load_manifest(options.manifest), "--manifest");
+    const auto problem = REFIT_TRY_IN(models::load_manifest(options.manifest), "--manifest");
+    return apply_quantization(problem, options.model_options);
   }
   if (options.model.empty())
     return invalid(
@@ -40,7 +52,9 @@ Result<ReshardProblem> load_problem(const ProblemSource& options) {
         "--infer; or --manifest FILE)");
   const auto model = REFIT_TRY_IN(load_model(options.model, options.model_options), "--model");
   const auto layouts = REFIT_TRY(parse_layouts(options.train, options.infer));
-  return models::build_problem(model, layouts.train, layouts.infer);
+  const auto problem = REFIT_TRY(models::build_problem(model, layouts.train, layouts.infer));
+  return REFIT_TRY_IN(apply_quantization(problem, options.model_options),
+                      "--infer " + models::to_string(layouts.infer));
 }
 
 }  // namespace refit

@@ -7,6 +7,7 @@
 
 #include "refit/core/checked.h"
 #include "refit/core/json_fields.h"
+#include "refit/core/quantization_json.h"
 #include "refit/core/try.h"
 #include "refit/models/storage_json.h"
 
@@ -82,6 +83,7 @@ constexpr std::int64_t kStorageVersion = 2;  // with them
   const Json* shape_json = REFIT_TRY(json_fields::require_array(t, "shape", path));
   auto shape = REFIT_TRY(read_shape(*shape_json, child(path, "shape")));
   auto spec = REFIT_TRY_IN(make_tensor_spec(std::move(name), std::move(shape), dtype), path);
+  spec.quantization = REFIT_TRY(read_quantization(t, path));
   auto source = REFIT_TRY(read_side(t, "source", path, spec.shape, 0));
   auto destination = REFIT_TRY(read_side(t, "destination", path, spec.shape, sources));
   return TensorReshard{
@@ -169,11 +171,12 @@ std::string write_manifest(const ReshardProblem& problem, const StorageMaps* sto
   const auto& tensors = problem.tensors();
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const auto& t = tensors[i];
-    const nlohmann::ordered_json tensor{{"name", t.tensor.name},
-                                        {"shape", t.tensor.shape},
-                                        {"dtype", std::string(dtype_name(t.tensor.dtype))},
-                                        {"source", side_json(t.source)},
-                                        {"destination", side_json(t.destination)}};
+    nlohmann::ordered_json tensor{{"name", t.tensor.name},
+                                  {"shape", t.tensor.shape},
+                                  {"dtype", std::string(dtype_name(t.tensor.dtype))}};
+    if (t.tensor.quantization) tensor["quantization"] = quantization_json(*t.tensor.quantization);
+    tensor["source"] = side_json(t.source);
+    tensor["destination"] = side_json(t.destination);
     out += tensor.dump() + (i + 1 < tensors.size() ? ",\n" : "\n");
   }
   if (storage == nullptr) return out + "]}\n";

@@ -85,6 +85,12 @@ std::uint64_t plan_hash(const Plan& plan) {
     h.add(t.name);
     h.add(t.shape);
     h.add(dtype_name(t.dtype));
+    if (t.quantization) {
+      h.add(quant_scheme_name(t.quantization->scheme));
+      h.add(quant_site_name(t.quantization->site));
+      h.add(dtype_name(t.quantization->from));
+      h.add(t.quantization->scales_of);
+    }
   }
   for (const auto& t : plan.transfers) {
     h.add(static_cast<std::uint64_t>(t.sender.value));

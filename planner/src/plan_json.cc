@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "refit/core/json_fields.h"
+#include "refit/core/quantization_json.h"
 #include "refit/core/try.h"
 #include "refit/planner/strategy.h"
 
@@ -70,7 +71,9 @@ constexpr std::int64_t kMaxIndex = std::numeric_limits<std::int32_t>::max();
   const auto dtype_text = f.string("dtype");
   REFIT_TRY(f.status());
   const auto dtype = REFIT_TRY_IN(parse_dtype(dtype_text), f.path("dtype"));
-  return REFIT_TRY_IN(make_tensor_spec(std::move(name), std::move(shape), dtype), path);
+  auto spec = REFIT_TRY_IN(make_tensor_spec(std::move(name), std::move(shape), dtype), path);
+  spec.quantization = REFIT_TRY(read_quantization(j, path));
+  return spec;
 }
 
 template <class T, class Parse>
@@ -105,8 +108,11 @@ void write_plan_json(const Plan& plan, std::ostream& out) {
          {"source_ranks", plan.source_ranks},
          {"destination_ranks", plan.destination_ranks}};
   auto& tensors = j["tensors"] = Json::array();
-  for (const auto& t : plan.tensors)
-    tensors.push_back({{"name", t.name}, {"shape", t.shape}, {"dtype", dtype_name(t.dtype)}});
+  for (const auto& t : plan.tensors) {
+    Json tensor{{"name", t.name}, {"shape", t.shape}, {"dtype", dtype_name(t.dtype)}};
+    if (t.quantization) tensor["quantization"] = quantization_json(*t.quantization);
+    tensors.push_back(std::move(tensor));
+  }
   auto& transfers = j["transfers"] = Json::array();
   for (const auto& t : plan.transfers) {
     Json segments = Json::array();

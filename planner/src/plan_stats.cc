@@ -18,8 +18,27 @@ double mean_of_busy(const std::vector<Bytes>& v) {
   return busy ? sum / static_cast<double>(busy) : 0.0;
 }
 
-void count_network(PlanStats& s, const Transfer& t, const PlacedCluster& c) {
+// A segment's bytes had the plan moved its tensor as the source holds it, unquantised.
+Bytes unquantized_bytes(const Plan& plan, const Segment& segment) {
+  const auto& q = plan.tensors[segment.tensor].quantization;
+  if (!q || q->site != QuantSite::kSender) return plan.segment_bytes(segment);
+  return q->is_scales() ? Bytes{0} : Bytes{segment.box.volume() * dtype_size(q->from)};
+}
+
+bool quantizes_at_senders(const Plan& plan) {
+  return std::ranges::any_of(plan.tensors, [](const TensorSpec& t) {
+    return t.quantization && t.quantization->site == QuantSite::kSender;
+  });
+}
+
+void count_network(PlanStats& s, const Plan& plan, bool quantized, const Transfer& t,
+                   const PlacedCluster& c) {
   s.network_bytes += t.bytes;
+  if (!quantized) {
+    s.network_bytes_unquantized += t.bytes;
+  } else {
+    for (const auto& segment : t.segments) s.network_bytes_unquantized += unquantized_bytes(plan, segment);
+  }
   if (auto n = c.nic_of(t.sender)) s.nic_tx[static_cast<std::size_t>(*n)] += t.bytes;
   if (auto n = c.nic_of(t.receiver)) s.nic_rx[static_cast<std::size_t>(*n)] += t.bytes;
   s.domain_ingress[static_cast<std::size_t>(c.domain_of(t.receiver))] += t.bytes;
@@ -34,13 +53,14 @@ PlanStats compute_stats(const Plan& plan, const PlacedCluster& c) {
   s.nvlink_egress.assign(c.cluster().gpus().size(), Bytes{0});
   s.nvlink_ingress.assign(c.cluster().gpus().size(), Bytes{0});
   s.domain_ingress.assign(c.cluster().domains().size(), Bytes{0});
+  const bool quantized = quantizes_at_senders(plan);
   for (const auto& t : plan.transfers) {
     ++s.transfers;
     s.segments += static_cast<std::int64_t>(t.segments.size());
     s.total_bytes += t.bytes;
     switch (t.link) {
       case LinkKind::kNetwork:
-        count_network(s, t, c);
+        count_network(s, plan, quantized, t, c);
         break;
       case LinkKind::kNvlink:
         s.nvlink_bytes += t.bytes;

@@ -124,6 +124,7 @@ class PlanStats:
     segments: int
     total_bytes: int
     network_bytes: int
+    network_bytes_unquantized: int
     nvlink_bytes: int
     local_bytes: int
     max_nic_tx_bytes: int

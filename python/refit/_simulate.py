@@ -43,6 +43,7 @@ class Breakdown:
     nvlink: float
     copy: float
     pack_unpack: float
+    quantize: float
     fixed: float
 
 

@@ -80,6 +80,8 @@ std::vector<dl::dtype> accepted(DType t) {
       return {of(Code::Int, 32)};
     case DType::kInt64:
       return {of(Code::Int, 64)};
+    case DType::kFP8E8M0:
+      return {of(Code::Float8_E8M0FNU, 8), of(Code::UInt, 8)};
   }
   return {};
 }

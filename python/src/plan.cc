@@ -146,6 +146,7 @@ nb::dict summary(const PlanHandle& p, const ProblemHandle& problem, const Cluste
   d["segments"] = s.segments;
   d["total_bytes"] = s.total_bytes.value;
   d["network_bytes"] = s.network_bytes.value;
+  d["network_bytes_unquantized"] = s.network_bytes_unquantized.value;
   d["nvlink_bytes"] = s.nvlink_bytes.value;
   d["local_bytes"] = s.local_bytes.value;
   d["max_nic_tx_bytes"] = s.max_nic_tx.value;
@@ -191,6 +192,7 @@ nb::dict breakdown_dict(const PlanSimulation& r) {
   breakdown["nvlink"] = r.nvlink.value;
   breakdown["copy"] = r.copy.value;
   breakdown["pack_unpack"] = r.pack.value;
+  breakdown["quantize"] = r.quantize.value;
   breakdown["fixed"] = r.fixed.value;
   return breakdown;
 }

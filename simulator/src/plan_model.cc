@@ -28,10 +28,14 @@
 // flows (collective_flows.h), and an end task (its finish cost) after all of them. Pairs send in
 // call order, then plan order; transfers no call moves are not run; store-and-forward relays
 // start once their upstream has ended.
+// FP8 in flight (quantize_work.h): a sender that quantises weights does so once, in a task of its
+// own before its first transfer of them; a receiver that quantises what lands does so in a task
+// after the last of those transfers.
 #include "plan_model.h"
 
 #include "call_check.h"
 #include "collective_flows.h"
+#include "quantize_work.h"
 
 #include <algorithm>
 #include <iterator>
@@ -52,14 +56,15 @@ class Builder {
  public:
   Builder(const Plan& plan, const lowering::LoweredPlan& lowered,
           std::vector<lowering::TransferCopyCost> costs, const PlacedCluster& cluster,
-          const PlanModelOptions& options, std::vector<std::int32_t> call_of)
+          const PlanModelOptions& options, std::vector<std::int32_t> call_of, QuantizeWork quantize)
       : plan_(plan),
         lowered_(lowered),
         costs_(std::move(costs)),
         c_(cluster),
         calls_(options.calls),
         call_of_(std::move(call_of)),
-        window_(options.window) {}
+        window_(options.window),
+        quantize_(std::move(quantize)) {}
 
   PlanModel build() {
     add_resources();
@@ -73,12 +78,14 @@ class Builder {
     out_.model.reserve_tasks(plan_.transfers.size() * 3, 4, 2);
     out_.transfer_of_task.reserve(plan_.transfers.size() * 3);
     out_.copy_latency.reserve(plan_.transfers.size() * 3);
+    add_sender_quantization();
     if (!calls_) {
       for (const std::int32_t t : order_) add_transfer(plan_.transfers[at(t)]);
     } else {
       copy_task_.assign(at(plan_.world_size()), -1);
       for (std::size_t c = 0; c < calls_->calls.size(); ++c) add_call(static_cast<std::int32_t>(c));
     }
+    add_receiver_quantization();
     return std::move(out_);
   }
 
@@ -101,6 +108,7 @@ class Builder {
     m.name_category(static_cast<std::uint32_t>(TaskKind::kCopy), "copy");
     m.name_category(static_cast<std::uint32_t>(TaskKind::kPack), "pack");
     m.name_category(static_cast<std::uint32_t>(TaskKind::kFixed), "fixed");
+    m.name_category(static_cast<std::uint32_t>(TaskKind::kQuantize), "quantize");
     for (const auto& g : c_.cluster().gpus()) {
       links_.nvlink_out.push_back(
           m.add_resource(fmt::format("gpu {} nvlink out", g.id.value), g.nvlink_bandwidth));
@@ -269,6 +277,7 @@ class Builder {
   // its one upstream), its grant, and in a call the call's start and the sender's copy.
   void start_deps(const Transfer& t, std::vector<TaskId>& deps) const {
     const auto id = at(t.id);
+    if (quantize_.after_sender[id]) deps.push_back(sender_quantize_[at(t.sender.value)]);
     if (const auto up = pipelined_upstream_[id]; up >= 0)
       deps.push_back(pieces_of(up).front().task);
     else
@@ -283,6 +292,36 @@ class Builder {
       if (const auto copy = copy_task_[at(t.sender.value)]; copy >= 0) deps.push_back(TaskId{copy});
     }
   }
+
+  // A task of `rank`'s GPU that takes `time` and moves no bytes, after `deps`.
+  TaskId add_quantize_task(Rank rank, Seconds time, std::vector<TaskId> deps) {
+    label_.clear();
+    fmt::format_to(std::back_inserter(label_), "quantise on rank {}", rank.value);
+    spec_.resources.clear();
+    spec_.deps = std::move(deps);
+    spec_.track = gpu_track_[gpu_index(rank)];
+    spec_.stream = -1;
+    return add_call_task(std::string_view(label_.data(), label_.size()), Bytes{0}, time, TaskKind::kQuantize);
+  }
+
+  void add_sender_quantization() {
+    sender_quantize_.assign(at(plan_.world_size()), TaskId{});
+    for (std::int32_t r = 0; r < plan_.world_size(); ++r)
+      if (const Bytes b = quantize_.sender_bytes[at(r)]; b.value > 0)
+        sender_quantize_[at(r)] = add_quantize_task(Rank{r}, quantize_time(b, gpu_of(Rank{r})), {});
+  }
+
+  void add_receiver_quantization() {
+    std::vector<std::vector<TaskId>> landed(at(plan_.world_size()));
+    for (const std::int32_t t : order_)
+      if (quantize_.before_receiver[at(t)])
+        landed[at(plan_.transfers[at(t)].receiver.value)].push_back(ends_[at(t)]);
+    for (std::int32_t r = 0; r < plan_.world_size(); ++r)
+      if (const Bytes b = quantize_.receiver_bytes[at(r)]; b.value > 0)
+        add_quantize_task(Rank{r}, quantize_time(b, gpu_of(Rank{r})), std::move(landed[at(r)]));
+  }
+
+  const GpuSpec& gpu_of(Rank r) const { return c_.cluster().gpu(c_.gpu_of(r)); }
 
   std::span<const Piece> pieces_of(std::int32_t transfer) const {
     const auto [first, last] = piece_range_[at(transfer)];
@@ -466,6 +505,8 @@ class Builder {
   fmt::memory_buffer label_;
   std::vector<TaskId> ends_;  // per transfer: the task after which its data is in place
   std::int64_t window_;       // chunks granted ahead per pair; 0: no limit
+  QuantizeWork quantize_;
+  std::vector<TaskId> sender_quantize_;  // per rank: its quantisation before sending, if any
   // Calls: the current one, its start, what its end waits for; per call its end; per queue its
   // last call's end; per rank its copy before the current call's sends (-1: none).
   std::int32_t current_call_ = -1;
@@ -516,7 +557,9 @@ Result<PlanModel> build_called(const Plan& plan, const ReshardProblem& problem, 
                                std::vector<std::int32_t> call_of) {
   const auto lowered = REFIT_TRY(lowering::LoweredPlan::make(plan, lowering::kDefaultStaging));
   auto costs = REFIT_TRY(lowering::copy_costs(lowered, problem, execution.zero_copy));
-  return Builder(plan, lowered, std::move(costs), cluster, options, std::move(call_of)).build();
+  return Builder(plan, lowered, std::move(costs), cluster, options, std::move(call_of),
+                 quantize_work(plan, problem))
+      .build();
 }
 
 }  // namespace

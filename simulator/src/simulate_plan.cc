@@ -18,12 +18,12 @@ using sim::TaskKind;
 
 std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 
-constexpr const char* kKindNames[] = {"network", "nvlink", "copy", "pack", "fixed"};
+constexpr const char* kKindNames[] = {"network", "nvlink", "copy", "pack", "fixed", "quantize"};
 
 // One critical-path step split into what it waited for before its bytes flowed (its latency:
 // a call's fixed cost, a pack or unpack, or per-message latency) and its flow time.
 struct StepShare {
-  Seconds fixed, pack, latency, flow;
+  Seconds fixed, pack, quantize, latency, flow;
 };
 
 StepShare share_of(const sim::PlanModel& pm, const sim::SimulationResult& r, const sim::CriticalStep& step) {
@@ -32,8 +32,11 @@ StepShare share_of(const sim::PlanModel& pm, const sim::SimulationResult& r, con
   const Seconds waited{
       std::max(0.0, std::min(timing.end, timing.start).value - std::max(step.from, timing.ready).value)};
   StepShare s{.flow = timing.end - step.from - waited};
-  if (pm.model.category(step.task) == static_cast<std::uint32_t>(TaskKind::kFixed)) {
+  const auto kind = static_cast<TaskKind>(pm.model.category(step.task));
+  if (kind == TaskKind::kFixed) {
     s.fixed = waited;
+  } else if (kind == TaskKind::kQuantize) {
+    s.quantize = waited;
   } else {
     s.pack = Seconds{std::min(pm.copy_latency[t].value, waited.value)};
     s.latency = waited - s.pack;
@@ -42,11 +45,12 @@ StepShare share_of(const sim::PlanModel& pm, const sim::SimulationResult& r, con
 }
 
 void fill_breakdown(PlanSimulation& out, const sim::PlanModel& pm, const sim::SimulationResult& r) {
-  Seconds* flow_slots[] = {&out.network, &out.nvlink, &out.copy, &out.pack, &out.fixed};
+  Seconds* flow_slots[] = {&out.network, &out.nvlink, &out.copy, &out.pack, &out.fixed, &out.quantize};
   for (const auto& step : r.critical_path) {
     const StepShare s = share_of(pm, r, step);
     out.fixed += s.fixed;
     out.pack += s.pack;
+    out.quantize += s.quantize;
     out.latency += s.latency;
     *flow_slots[pm.model.category(step.task)] += s.flow;
   }
@@ -73,6 +77,7 @@ void fill_contributors(PlanSimulation& out, const sim::PlanModel& pm, const sim:
     const auto group = group_of(calls, pm.call_of_task[at(step.task.value)]);
     add(fmt::format("fixed cost of {}", group), s.fixed);
     add(fmt::format("device copies of {}", group), s.pack);
+    add(fmt::format("FP8 quantisation in {}", group), s.quantize);
     add(fmt::format("message latency of {}", group), s.latency);
     add(fmt::format("{} time of {}", kKindNames[pm.model.category(step.task)], group), s.flow);
   }

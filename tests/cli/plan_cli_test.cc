@@ -185,3 +185,52 @@ INSTANTIATE_TEST_SUITE_P(
 
 }  // namespace
 }  // namespace refit
+
+namespace refit {
+namespace {
+
+// A llama whose every linear weight splits into whole 128x128 blocks at tp=2 (hidden 256,
+// 4 heads of 64, intermediate 512), from Megatron TP2 to vLLM TP2xDP2 on 2-GPU nodes.
+const std::string kBlocks = std::string("--model ") + REFIT_TEST_DATA_DIR +
+                            "/models/small-llama-blocks.json --train tp=2 --infer tp=2,dp=2 "
+                            "--cluster dgx-h100:gpus_per_node=2";
+
+TEST(PlanCli, QuantizeAtTheSenderHalvesTheLinearWeightsOnTheNetwork) {
+  const auto bf16 = run_refit("plan " + kBlocks + " --json");
+  const auto fp8 = run_refit("plan " + kBlocks + " --quantize fp8-block128 --json");
+  ASSERT_EQ(fp8.exit_code, 0) << fp8.err;
+  const auto a = nlohmann::json::parse(bf16.out), b = nlohmann::json::parse(fp8.out);
+  // 2 layers x 7 linear weights get a scales tensor each: 21 + 14 tensors.
+  EXPECT_EQ(b["tensors"].get<int>(), a["tensors"].get<int>() + 14);
+  EXPECT_EQ(b["network_bytes_unquantized"], a["network_bytes"]);
+  // Per layer the linear weights hold 4 x 256 x 256 + 3 x 512 x 256 = 655360 parameters, 1.31 M of
+  // the model's 1.84 M; embedding and head (2 x 1024 x 256) stay bf16. Every byte crosses once
+  // per inference replica alike, so fp8 leaves (1.31 + 2 x 0.52) / (2 x 1.84) = 0.64 of the bytes.
+  EXPECT_LT(b["network_bytes"].get<double>(), 0.7 * a["network_bytes"].get<double>());
+  EXPECT_GT(b["network_bytes"].get<double>(), 0.5 * a["network_bytes"].get<double>());
+}
+
+TEST(PlanCli, QuantizeRefusesAnInferenceLayoutThatCutsBlocks) {
+  // tp=4 gives q_proj 64 rows a rank: half a 128-row block.
+  const auto r = run_refit(std::string("plan --model ") + REFIT_TEST_DATA_DIR +
+                           "/models/small-llama-blocks.json --train tp=2 --infer tp=4 --cluster dgx-h100 "
+                           "--quantize fp8-block128");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--infer tp=4"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("q_proj.weight"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("whole blocks"), std::string::npos) << r.err;
+  EXPECT_EQ(run_refit("plan " + kBlocks + " --quantize fp4").exit_code, 2);
+}
+
+TEST(SimulateCli, QuantizeChargesTheQuantisationWhereThePlanPutsIt) {
+  for (const char* site : {"sender", "receiver"}) {
+    const auto r = run_refit("simulate " + kBlocks + " --strategy refit --quantize mxfp8 --quantize-at " +
+                             site + " --json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out)["strategies"][0];
+    EXPECT_GT(j["breakdown_s"]["quantize"].get<double>(), 0) << site;
+  }
+}
+
+}  // namespace
+}  // namespace refit

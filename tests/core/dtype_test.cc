@@ -14,7 +14,7 @@ TEST(DType, SizesAndNamesRoundTrip) {
   EXPECT_EQ(dtype_size(DType::kFP8E4M3), 1);
   EXPECT_EQ(dtype_size(DType::kFP64), 8);
   EXPECT_EQ(dtype_size(DType::kInt32), 4);
-  EXPECT_EQ(all_dtypes().size(), 10u);
+  EXPECT_EQ(all_dtypes().size(), 11u);
   for (DType t : all_dtypes()) EXPECT_EQ(parse_dtype(dtype_name(t)).value(), t);
 }
 

@@ -64,6 +64,33 @@ TEST(Layout, TwoDimsShardedIndependently) {
   EXPECT_EQ(l.box_at_position(7), (Box{{6, 4}, {0, 4}}));  // coord (1,3): empty at offset 6
 }
 
+TEST(Layout, AnExplicitChunkCutsAtItsMultiples) {
+  // Megatron pads a vocabulary of 10 rows to 16 for tp=4, 4 rows a rank: the real rows are
+  // [0,4), [4,8), [8,10) and nothing, where torch.chunk would give 3,3,3,1.
+  const auto l = make({10, 2}, {4}, "S0:4");
+  EXPECT_EQ(extents(l, 0), (std::vector<std::int64_t>{4, 4, 2, 0}));
+  EXPECT_EQ(l.box_at_position(2).offset[0], 8);
+  EXPECT_EQ(l.box_at_position(3).offset[0], 10);  // empty at the dim's size, as torch reports it
+}
+
+TEST(Layout, AnExplicitChunkNestsAfterAnotherSplit) {
+  // Axis 0 cuts 10 rows 5,5; axis 1 cuts each 5 into parts of 2: 2,2,1. Offsets 0,2,4 | 5,7,9.
+  const auto l = make({10}, {2, 3}, "S0,S0:2");
+  EXPECT_EQ(extents(l, 0), (std::vector<std::int64_t>{2, 2, 1, 2, 2, 1}));
+  EXPECT_EQ(l.box_at_position(4).offset[0], 7);
+}
+
+TEST(Layout, RefusesAChunkThatLeavesElementsInNoPart) {
+  // 4 parts of 2 hold 8 of the 10 rows.
+  auto mesh = Mesh::make({4}).value();
+  auto l = Layout::make({10}, mesh, {Placement::shard(0, 2)});
+  ASSERT_FALSE(l);
+  EXPECT_EQ(l.error().code, ErrorCode::kOutOfRange);
+  EXPECT_NE(l.error().message.find("placements[0]"), std::string::npos);
+  // After a split of 2, each part has at most 5 rows: 3 parts of 2 cover them.
+  EXPECT_TRUE(Layout::make({10}, Mesh::make({2, 3}).value(), {Placement::shard(0), Placement::shard(0, 2)}));
+}
+
 TEST(Layout, LocalBoxUsesGlobalRanks) {
   auto mesh = Mesh::make({3, 2}, {Rank{4}, Rank{5}, Rank{6}, Rank{7}, Rank{8}, Rank{9}}).value();
   auto l = Layout::make({10, 7}, mesh, parse_placements("S0,R").value()).value();

@@ -16,6 +16,15 @@ TEST(Placement, ParsesShortAndLongForms) {
   EXPECT_EQ(Placement::shard(3).to_string(), "S3");
 }
 
+TEST(Placement, AnExplicitChunkRoundTrips) {
+  EXPECT_EQ(parse_placement("S0:128").value(), Placement::shard(0, 128));
+  EXPECT_EQ(Placement::shard(1, 64).to_string(), "S1:64");
+  EXPECT_EQ(parse_placement(Placement::shard(2, 7).to_string()).value(), Placement::shard(2, 7));
+  EXPECT_EQ(testing::error_code(parse_placement("S0:0")), ErrorCode::kParse);
+  EXPECT_EQ(testing::error_code(parse_placement("S0:")), ErrorCode::kParse);
+  EXPECT_EQ(testing::error_code(parse_placement("S0:-4")), ErrorCode::kParse);
+}
+
 TEST(Placement, RejectsGarbageNamingTheEntry) {
   EXPECT_EQ(testing::error_code(parse_placement("S")), ErrorCode::kParse);
   EXPECT_EQ(testing::error_code(parse_placement("S-1")), ErrorCode::kParse);

@@ -167,3 +167,42 @@ TEST(Manifest, NotJsonOrMissingFile) {
 
 }  // namespace
 }  // namespace refit::models
+
+namespace refit::models {
+namespace {
+
+constexpr const char* kQuantized = R"({
+  "format": "refit-manifest", "version": 1, "source_ranks": 2, "destination_ranks": 2,
+  "tensors": [
+    {"name": "w", "shape": [256, 512], "dtype": "fp8_e4m3",
+     "quantization": {"scheme": "fp8-block128", "site": "sender", "from": "bf16"},
+     "source": {"mesh": [2], "placements": ["S0"]},
+     "destination": {"mesh": [2], "placements": ["S1"]}},
+    {"name": "w_scale_inv", "shape": [2, 4], "dtype": "fp32",
+     "quantization": {"scheme": "fp8-block128", "scales_of": "w"},
+     "source": {"mesh": [2], "placements": ["S0:1"]},
+     "destination": {"mesh": [2], "placements": ["S1:2"]}}
+  ]})";
+
+TEST(Manifest, QuantisedWeightsRoundTrip) {
+  // A 256x512 weight quantised at the sender: rows split 128/128 on the training side (block
+  // rows 0 | 1), columns 256/256 on the inference side (block columns 0-1 | 2-3).
+  const auto p = parse_manifest(kQuantized);
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->tensors()[1].tensor.quantization->scales_of, "w");
+  const auto back = parse_manifest(write_manifest(*p));
+  ASSERT_TRUE(back) << back.error().message;
+  expect_same(*p, *back);
+}
+
+TEST(Manifest, QuantisedScalesThatDoNotFollowTheirWeightAreRefused) {
+  // The scales split by columns on the training side while the weight splits by rows.
+  std::string text = kQuantized;
+  text.replace(text.find(R"(["S0:1"])"), 8, R"(["S1:2"])");
+  const auto p = parse_manifest(text);
+  ASSERT_FALSE(p);
+  EXPECT_NE(p.error().message.find("tensor 'w_scale_inv'"), std::string::npos) << p.error().message;
+}
+
+}  // namespace
+}  // namespace refit::models

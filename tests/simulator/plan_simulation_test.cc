@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "refit/core/quantized_problem.h"
 #include "refit/planner/plan_stats.h"
 #include "refit/planner/strategy.h"
 #include "refit/simulator/plan_simulation.h"
@@ -32,6 +33,44 @@ TEST(PlanSimulation, OneMessageTakesLatencyPlusBytesOverBandwidth) {
   const auto s = simulate_plan(make_plan("refit", p, c).value(), p, c).value();
   EXPECT_NEAR(s.predicted.value, kAlpha + 4096.0 * 1024 * 2 / kNicBw, 1e-9);
   EXPECT_NEAR(s.network.value + s.latency.value, s.predicted.value, 1e-12);
+}
+
+// FP8 in flight: an 8 MiB bf16 weight [4096, 1024] from one GPU to one on another node.
+ReshardProblem one_weight_quantized(QuantSite site) {
+  const auto p =
+      ReshardProblem::make(
+          {testing::make_reshard("w", {4096, 1024}, make_layout({4096, 1024}, {1}, rank_range(0, 1), "R"),
+                                 make_layout({4096, 1024}, {1}, rank_range(1, 1), "R"))},
+          1, 1)
+          .value();
+  return quantize_problem(p, {.scheme = QuantScheme::kFp8Block128, .site = site},
+                          [](const TensorSpec&) { return true; })
+      .value();
+}
+
+TEST(PlanSimulation, QuantisingAtTheSenderSendsHalfTheBytesAfterOnePassOverTheWeight) {
+  // The sender quantises its 8 MiB first: it reads 8 MiB and writes 4 MiB, 1.5x the bytes, at the
+  // copy engine's 2 x 1500 GB/s of memory traffic: 0.75 * 8 MiB / 1500 GB/s. Then 4 MiB of fp8 and
+  // 32 x 8 fp32 scales (1 KiB) cross the network as one message: alpha + 4 MiB+1 KiB / 50 GB/s.
+  const auto p = one_weight_quantized(QuantSite::kSender);
+  const auto c = testing::make_test_cluster(2, 1, 1, 1);
+  const auto s = simulate_plan(make_plan("refit", p, c).value(), p, c).value();
+  const double bf16 = 4096.0 * 1024 * 2, quantize = 0.75 * bf16 / 1500e9;
+  EXPECT_NEAR(s.quantize.value, quantize, 1e-12);
+  EXPECT_NEAR(s.predicted.value, quantize + kAlpha + (bf16 / 2 + 32 * 8 * 4) / kNicBw, 1e-9);
+  const auto stats = compute_stats(make_plan("refit", p, c).value(), c);
+  EXPECT_EQ(stats.network_bytes.value, 4096 * 1024 + 32 * 8 * 4);
+  EXPECT_EQ(stats.network_bytes_unquantized.value, 4096 * 1024 * 2);
+}
+
+TEST(PlanSimulation, QuantisingAtTheReceiverSendsBf16ThenQuantisesWhatLanded) {
+  // bf16 crosses (alpha + 8 MiB / 50 GB/s), then the receiver quantises its 8 MiB.
+  const auto p = one_weight_quantized(QuantSite::kReceiver);
+  const auto c = testing::make_test_cluster(2, 1, 1, 1);
+  const auto s = simulate_plan(make_plan("refit", p, c).value(), p, c).value();
+  const double bf16 = 4096.0 * 1024 * 2, quantize = 0.75 * bf16 / 1500e9;
+  EXPECT_NEAR(s.predicted.value, kAlpha + bf16 / kNicBw + quantize, 1e-9);
+  EXPECT_NEAR(s.quantize.value, quantize, 1e-12);
 }
 
 TEST(PlanSimulation, RingRelayPipelinesByChunk) {

@@ -18,10 +18,12 @@ enum class DType : std::uint8_t {
   kUInt8,
   kInt32,
   kInt64,
+  kFP8E8M0,  // a power of two 2^(e-127): MXFP8's block scales
 };
 
 std::int64_t dtype_size(DType t);
-// Canonical short names: bf16, fp16, fp32, fp64, fp8_e4m3, fp8_e5m2, int8, uint8, int32, int64.
+// Canonical short names: bf16, fp16, fp32, fp64, fp8_e4m3, fp8_e5m2, int8, uint8, int32, int64,
+// fp8_e8m0.
 std::string_view dtype_name(DType t);
 // Accepts the canonical names and the torch spellings (bfloat16, float16, float32, float, ...).
 [[nodiscard]] Result<DType> parse_dtype(std::string_view name);

@@ -41,6 +41,9 @@ struct Interval {
   bool operator==(const Interval&) const = default;
 };
 Interval chunk_interval(std::int64_t length, std::int64_t parts, std::int64_t index);
+// Part `index` of `length` under one split: chunk_interval, or parts of the split's own chunk.
+// Precondition: parts * split.chunk >= length (Layout::make checks it).
+Interval part_interval(const Placement& split, std::int64_t length, std::int64_t parts, std::int64_t index);
 
 [[nodiscard]] inline Result<Box> local_box(const Layout& layout, Rank r) { return layout.local_box(r); }
 

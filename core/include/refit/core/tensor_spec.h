@@ -1,9 +1,11 @@
 #pragma once
+#include <optional>
 #include <string>
 
 #include "refit/core/box.h"
 #include "refit/core/dtype.h"
 #include "refit/core/error.h"
+#include "refit/core/quantization.h"
 #include "refit/core/units.h"
 
 namespace refit {
@@ -13,7 +15,8 @@ inline constexpr std::size_t kMaxTensorDims = 8;
 struct TensorSpec {
   std::string name;
   Shape shape;
-  DType dtype = DType::kBF16;
+  DType dtype = DType::kBF16;  // what the plan moves (and, but for quantised weights, both sides hold)
+  std::optional<Quantization> quantization;  // FP8 in flight: what part of a quantised weight it is
 
   Bytes bytes() const { return Bytes{element_count(shape) * dtype_size(dtype)}; }
   bool operator==(const TensorSpec&) const = default;

@@ -17,6 +17,10 @@ struct ModelOptions {
   std::string dtype;        // overrides the config's torch_dtype when not empty
   bool per_expert = false;  // one tensor per routed expert instead of stacked [E, out, in]
   bool mtp = false;         // include DeepSeek-V3's MTP layer
+  // FP8 in flight: the inference engine's quantisation (fp8-block128, mxfp8; empty: none) and
+  // where it happens (sender: wherever the training layout holds whole blocks; receiver: always).
+  std::string quantize;
+  std::string quantize_at = "sender";
 };
 
 struct ProblemSource {
@@ -38,6 +42,11 @@ struct ParallelLayouts {
 // Parses the training and inference sizes; errors name the option (--train, --infer; both are
 // required).
 [[nodiscard]] Result<ParallelLayouts> parse_layouts(const std::string& train, const std::string& infer);
+
+// `problem` with the weights an FP8 vLLM engine quantises (models/fp8_weights.h) quantised as
+// `options` says, or unchanged when options.quantize is empty; errors name --quantize.
+[[nodiscard]] Result<ReshardProblem> apply_quantization(const ReshardProblem& problem,
+                                                        const ModelOptions& options);
 
 // The problem the source describes; errors name the offending option (--model, --train, --infer,
 // --dtype, --manifest), as the command line spells it.

@@ -68,10 +68,11 @@ struct Contributor {
 
 struct PlanSimulation {
   Seconds predicted;
-  // Along the critical path; latency + network + nvlink + copy + pack + fixed == predicted:
-  // per-message latency, flow time per link kind, device copies (pack, unpack, stack,
-  // concatenate), and calls' fixed costs (host work, launches, barriers).
-  Seconds latency, network, nvlink, copy, pack, fixed;
+  // Along the critical path; latency + network + nvlink + copy + pack + quantize + fixed ==
+  // predicted: per-message latency, flow time per link kind, device copies (pack, unpack, stack,
+  // concatenate), FP8 quantisation (at senders or receivers), and calls' fixed costs (host work,
+  // launches, barriers).
+  Seconds latency, network, nvlink, copy, pack, quantize, fixed;
   // Of the flow time on the critical path, what calls spent after their average rank had
   // received all its bytes, waiting for the slowest one.
   Seconds waiting;

@@ -1,0 +1,66 @@
+#pragma once
+// FP8 in flight: the block-quantised formats FP8 inference engines keep weights in, their block
+// geometry, and how a tensor of a reshard problem says that it is (part of) such a weight.
+//
+// A quantised weight is two tensors of the problem: its fp8 values (the weight's name and shape)
+// and its scales (one per block, a tensor of its own whose layouts follow the weight's). Where
+// the quantisation happens decides what the plan moves:
+//  - at the sender: the source ranks hold the weight in `from` (bf16) and quantise the blocks
+//    they send, so the plan moves fp8 values and scales (half the bytes);
+//  - at the receiver: the plan moves the weight in `from`, and every destination rank quantises
+//    its own box once it has landed (the engines' practice today); the scales never travel.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "refit/core/box.h"
+#include "refit/core/dtype.h"
+#include "refit/core/error.h"
+#include "refit/core/layout.h"
+
+namespace refit {
+
+enum class QuantScheme : std::uint8_t {
+  kFp8Block128,  // fp8_e4m3 values, one fp32 scale per 128x128 block of the last two dims
+  kMxfp8,        // fp8_e4m3 values, one e8m0 scale per 32 elements along the last dim
+};
+std::string_view quant_scheme_name(QuantScheme s);  // "fp8-block128", "mxfp8"
+[[nodiscard]] Result<QuantScheme> parse_quant_scheme(std::string_view name);
+std::span<const QuantScheme> all_quant_schemes();
+DType quant_value_dtype(QuantScheme s);
+DType quant_scale_dtype(QuantScheme s);
+
+// Elements per block along each dim of a weight of `dims` dims (>= 2): leading dims (stacked
+// experts) have blocks of 1.
+Shape quant_block(QuantScheme s, std::size_t dims);
+// One scale per block: ceil(weight / block) per dim.
+Shape quant_scale_shape(QuantScheme s, const Shape& weight);
+// The blocks a box of the weight touches, in scale coordinates.
+Box quant_scale_box(QuantScheme s, const Box& weight_box);
+// Every face of the box lies on a block boundary or on the weight's edge: whoever holds the box
+// holds each of its blocks whole.
+bool quant_block_aligned(QuantScheme s, const Box& box, const Shape& weight);
+
+enum class QuantSite : std::uint8_t { kSender, kReceiver };
+std::string_view quant_site_name(QuantSite s);  // "sender", "receiver"
+[[nodiscard]] Result<QuantSite> parse_quant_site(std::string_view name);
+
+// What a tensor of a reshard problem is of a quantised weight. TensorSpec::dtype stays what the
+// plan moves: fp8 (or the scale dtype) at the sender, `from` at the receiver.
+struct Quantization {
+  QuantScheme scheme = QuantScheme::kFp8Block128;
+  QuantSite site = QuantSite::kSender;
+  DType from = DType::kBF16;  // what the source ranks hold of the weight
+  std::string scales_of;      // empty: this tensor is the weight; else the weight these are the scales of
+  bool is_scales() const { return !scales_of.empty(); }
+  bool operator==(const Quantization&) const = default;
+};
+
+// The scale tensor's layout on the same mesh as the weight's: each split of the weight cut at
+// the block multiples its chunk names. Refuses (naming the mesh position and dim) a weight layout
+// that cuts some block between two ranks.
+[[nodiscard]] Result<Layout> quant_scale_layout(QuantScheme s, const Layout& weight);
+
+}  // namespace refit

@@ -1,0 +1,38 @@
+#pragma once
+// FP8 in flight at the problem level: which tensors become quantised weights, and the rules a
+// problem with quantised weights must keep (core/quantization.h says what the parts mean).
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "refit/core/error.h"
+#include "refit/core/problem.h"
+#include "refit/core/quantization.h"
+
+namespace refit {
+
+struct QuantizeOptions {
+  QuantScheme scheme = QuantScheme::kFp8Block128;
+  // kSender: at a sender that holds whole blocks, for every weight whose training layout cuts on
+  // block boundaries; at the receiver for the others. kReceiver: every weight at the receiver.
+  QuantSite site = QuantSite::kSender;
+};
+
+// The name an engine gives a weight's scales: vLLM's block FP8 keeps "<weight>_scale_inv" (the
+// DeepSeek-V3 checkpoint's name), its MXFP8 "<weight>_scale".
+std::string quant_scale_name(QuantScheme s, std::string_view weight);
+
+// `problem` with every tensor `select` picks (of 2 or more dims, in a floating dtype) made a
+// quantised weight: its values (fp8 when quantised at the sender) and, at the sender, a scales
+// tensor right after it whose layouts follow the weight's. Refuses, naming the tensor, a
+// destination layout that cuts a block: an FP8 engine needs each rank's part to be whole blocks.
+[[nodiscard]] Result<ReshardProblem> quantize_problem(const ReshardProblem& problem,
+                                                      const QuantizeOptions& options,
+                                                      const std::function<bool(const TensorSpec&)>& select);
+
+// The rules ReshardProblem::make checks of quantised tensors: the dtype each part moves, layouts
+// on block boundaries, every weight quantised at the sender with exactly one scales tensor whose
+// shape and boxes follow the weight's. Errors name the tensor.
+[[nodiscard]] Result<void> check_quantized(const std::vector<TensorReshard>& tensors);
+
+}  // namespace refit

@@ -1,0 +1,124 @@
+#include "refit/core/quantization.h"
+
+#include <array>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "refit/core/checked.h"
+#include "refit/core/try.h"
+
+namespace refit {
+namespace {
+
+struct SchemeInfo {
+  QuantScheme scheme;
+  std::string_view name;
+  DType scale;
+  std::int64_t rows;  // block along the second-to-last dim
+  std::int64_t cols;  // block along the last dim
+};
+
+// fp8-block128: DeepSeek-V3's checkpoints and vLLM's block FP8 (weight_block_size [128, 128]);
+// mxfp8: the OCP Microscaling format, blocks of 32 along the reduction (last) dim.
+constexpr std::array<SchemeInfo, 2> kSchemes{{
+    {QuantScheme::kFp8Block128, "fp8-block128", DType::kFP32, 128, 128},
+    {QuantScheme::kMxfp8, "mxfp8", DType::kFP8E8M0, 1, 32},
+}};
+
+const SchemeInfo& info(QuantScheme s) { return kSchemes[static_cast<std::size_t>(s)]; }
+
+}  // namespace
+
+std::string_view quant_scheme_name(QuantScheme s) { return info(s).name; }
+
+Result<QuantScheme> parse_quant_scheme(std::string_view name) {
+  for (const auto& i : kSchemes)
+    if (i.name == name) return i.scheme;
+  return parse_error(fmt::format("unknown quantisation '{}' (expected fp8-block128 or mxfp8)", name));
+}
+
+std::span<const QuantScheme> all_quant_schemes() {
+  static constexpr std::array<QuantScheme, 2> kAll{QuantScheme::kFp8Block128, QuantScheme::kMxfp8};
+  return kAll;
+}
+
+DType quant_value_dtype(QuantScheme) { return DType::kFP8E4M3; }
+DType quant_scale_dtype(QuantScheme s) { return info(s).scale; }
+
+Shape quant_block(QuantScheme s, std::size_t dims) {
+  Shape block(dims, 1);
+  if (dims >= 2) block[dims - 2] = info(s).rows;
+  if (dims >= 1) block[dims - 1] = info(s).cols;
+  return block;
+}
+
+Shape quant_scale_shape(QuantScheme s, const Shape& weight) {
+  const Shape block = quant_block(s, weight.size());
+  Shape out(weight.size());
+  for (std::size_t d = 0; d < weight.size(); ++d) out[d] = ceil_div(weight[d], block[d]);
+  return out;
+}
+
+Box quant_scale_box(QuantScheme s, const Box& weight_box) {
+  const Shape block = quant_block(s, weight_box.rank());
+  Box out{.offset = Shape(weight_box.rank()), .extent = Shape(weight_box.rank())};
+  for (std::size_t d = 0; d < weight_box.rank(); ++d) {
+    const std::int64_t lo = weight_box.offset[d] / block[d];
+    const std::int64_t hi = ceil_div(weight_box.offset[d] + weight_box.extent[d], block[d]);
+    out.offset[d] = lo;
+    out.extent[d] = weight_box.extent[d] == 0 ? 0 : hi - lo;
+  }
+  return out;
+}
+
+bool quant_block_aligned(QuantScheme s, const Box& box, const Shape& weight) {
+  const Shape block = quant_block(s, box.rank());
+  for (std::size_t d = 0; d < box.rank(); ++d) {
+    const std::int64_t end = box.offset[d] + box.extent[d];
+    if (box.offset[d] % block[d] != 0 || (end % block[d] != 0 && end != weight[d])) return false;
+  }
+  return true;
+}
+
+std::string_view quant_site_name(QuantSite s) { return s == QuantSite::kSender ? "sender" : "receiver"; }
+
+Result<QuantSite> parse_quant_site(std::string_view name) {
+  if (name == "sender") return QuantSite::kSender;
+  if (name == "receiver") return QuantSite::kReceiver;
+  return parse_error(fmt::format("unknown quantisation site '{}' (expected sender or receiver)", name));
+}
+
+Result<Layout> quant_scale_layout(QuantScheme s, const Layout& weight) {
+  const Shape& shape = weight.tensor_shape();
+  if (shape.size() < 2)
+    return invalid(
+        fmt::format("{} quantises weights of 2 or more dims, not {}", quant_scheme_name(s), shape.size()));
+  const Shape block = quant_block(s, shape.size());
+  // Each split keeps the chunk its first part gets; a weight cut on block boundaries has the same
+  // cuts, divided by the block, in scale coordinates.
+  std::vector<Placement> placements = weight.placements();
+  Shape extent = shape;
+  for (std::size_t a = 0; a < placements.size(); ++a) {
+    auto& p = placements[a];
+    if (!p.is_shard()) continue;
+    const auto d = static_cast<std::size_t>(p.dim);
+    const std::int64_t chunk = part_interval(p, extent[d], weight.mesh().shape()[a], 0).extent;
+    extent[d] = chunk;
+    p = Placement::shard(p.dim, std::max<std::int64_t>(1, ceil_div(chunk, block[d])));
+  }
+  auto scales = REFIT_TRY(Layout::make(quant_scale_shape(s, shape), weight.mesh(), std::move(placements)));
+  for (std::int64_t p = 0; p < weight.mesh().size(); ++p) {
+    const Box box = weight.box_at_position(p);
+    const Box held = scales.box_at_position(p);
+    const bool follows = box.empty() ? held.empty() : held == quant_scale_box(s, box);
+    if (!follows || (!box.empty() && !quant_block_aligned(s, box, shape)))
+      return invalid(
+          fmt::format("mesh position {} holds {}, which cuts {} blocks of {} elements (every part "
+                      "must be whole blocks)",
+                      p, box.to_string(), quant_scheme_name(s), fmt::join(block, "x")));
+  }
+  return scales;
+}
+
+}  // namespace refit

@@ -1,0 +1,73 @@
+#include "quantize_work.h"
+
+#include <algorithm>
+#include <set>
+#include <unordered_map>
+
+namespace refit::sim {
+namespace {
+
+std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
+
+// The weight a quantised tensor belongs to (itself, or the weight its scales scale), or -1.
+std::vector<std::int32_t> weight_of_each(const Plan& plan) {
+  std::unordered_map<std::string_view, std::int32_t> index;
+  for (std::size_t i = 0; i < plan.tensors.size(); ++i)
+    index.emplace(plan.tensors[i].name, static_cast<std::int32_t>(i));
+  std::vector<std::int32_t> out(plan.tensors.size(), -1);
+  for (std::size_t i = 0; i < plan.tensors.size(); ++i) {
+    const auto& q = plan.tensors[i].quantization;
+    if (!q) continue;
+    const auto it = q->is_scales() ? index.find(q->scales_of) : index.end();
+    out[i] = q->is_scales() ? (it == index.end() ? -1 : it->second) : static_cast<std::int32_t>(i);
+  }
+  return out;
+}
+
+Bytes box_bytes(const Layout& layout, Rank r, DType dtype) {
+  const auto box = layout.local_box(r);
+  return box ? Bytes{box->volume() * dtype_size(dtype)} : Bytes{0};
+}
+
+}  // namespace
+
+bool QuantizeWork::any() const {
+  const auto positive = [](Bytes b) { return b.value > 0; };
+  return std::ranges::any_of(sender_bytes, positive) || std::ranges::any_of(receiver_bytes, positive);
+}
+
+QuantizeWork quantize_work(const Plan& plan, const ReshardProblem& problem) {
+  QuantizeWork w{.sender_bytes = std::vector<Bytes>(at(plan.world_size())),
+                 .receiver_bytes = std::vector<Bytes>(at(plan.world_size())),
+                 .after_sender = std::vector<bool>(plan.transfers.size()),
+                 .before_receiver = std::vector<bool>(plan.transfers.size())};
+  const auto weight = weight_of_each(plan);
+  if (std::ranges::all_of(weight, [](std::int32_t x) { return x < 0; })) return w;
+  std::set<std::pair<std::int32_t, std::int32_t>> counted;  // (rank, weight), sender or receiver side
+  for (const auto& t : plan.transfers) {
+    for (const auto& s : t.segments) {
+      const std::int32_t i = weight[s.tensor];
+      if (i < 0) continue;
+      const auto& spec = problem.tensors()[at(i)];
+      const bool at_sender = spec.tensor.quantization->site == QuantSite::kSender;
+      if (at_sender && s.via == kFromSourceShard) {
+        w.after_sender[at(t.id)] = true;
+        if (counted.emplace(t.sender.value, i).second)
+          w.sender_bytes[at(t.sender.value)] +=
+              box_bytes(spec.source, t.sender, spec.tensor.quantization->from);
+      } else if (!at_sender && !problem.is_source(t.receiver)) {
+        const Bytes mine = box_bytes(spec.destination, t.receiver, spec.tensor.quantization->from);
+        if (mine.value == 0) continue;
+        w.before_receiver[at(t.id)] = true;
+        if (counted.emplace(t.receiver.value, i).second) w.receiver_bytes[at(t.receiver.value)] += mine;
+      }
+    }
+  }
+  return w;
+}
+
+Seconds quantize_time(Bytes source_bytes, const GpuSpec& gpu) {
+  return Seconds{0.75 * static_cast<double>(source_bytes.value) / gpu.copy_bandwidth.value};
+}
+
+}  // namespace refit::sim

@@ -1,0 +1,96 @@
+#include "refit/core/quantized_problem.h"
+
+#include <gtest/gtest.h>
+
+#include "error_code.h"
+
+namespace refit {
+namespace {
+
+Layout on(Shape shape, std::vector<Rank> ranks, const char* placements) {
+  const auto n = static_cast<std::int64_t>(ranks.size());
+  return Layout::make(std::move(shape), Mesh::make({n}, std::move(ranks)).value(),
+                      parse_placements(placements).value())
+      .value();
+}
+
+// Two training ranks (0, 1) hold a 256x512 weight split by rows; two inference ranks (2, 3)
+// split it by columns; a 1-D norm rides along.
+ReshardProblem two_by_two(const char* source_placement = "S0") {
+  std::vector<TensorReshard> t;
+  t.push_back({.tensor = TensorSpec{.name = "w.weight", .shape = {256, 512}},
+               .source = on({256, 512}, {Rank{0}, Rank{1}}, source_placement),
+               .destination = on({256, 512}, {Rank{2}, Rank{3}}, "S1")});
+  t.push_back({.tensor = TensorSpec{.name = "norm.weight", .shape = {512}},
+               .source = on({512}, {Rank{0}, Rank{1}}, "R"),
+               .destination = on({512}, {Rank{2}, Rank{3}}, "R")});
+  return ReshardProblem::make(std::move(t), 2, 2).value();
+}
+
+const auto kAll = [](const TensorSpec&) { return true; };
+
+TEST(QuantizeProblem, AtTheSenderFp8AndScalesTravel) {
+  const auto q = quantize_problem(two_by_two(), {.scheme = QuantScheme::kFp8Block128}, kAll).value();
+  ASSERT_EQ(q.tensors().size(), 3u);  // weight, its scales, the untouched norm
+  const auto& w = q.tensors()[0].tensor;
+  const auto& s = q.tensors()[1];
+  EXPECT_EQ(w.dtype, DType::kFP8E4M3);
+  EXPECT_EQ(w.quantization->site, QuantSite::kSender);
+  EXPECT_EQ(s.tensor.name, "w.weight_scale_inv");
+  EXPECT_EQ(s.tensor.shape, (Shape{2, 4}));
+  // Rank 1 holds rows 128..255 = block row 1; rank 3 holds columns 256..511 = block columns 2, 3.
+  EXPECT_EQ(s.source.local_box(Rank{1}).value(), (Box{{1, 0}, {1, 4}}));
+  EXPECT_EQ(s.destination.local_box(Rank{3}).value(), (Box{{0, 2}, {2, 2}}));
+  EXPECT_FALSE(q.tensors()[2].tensor.quantization);
+  // Bytes: 256*512 fp8 + 8 fp32 scales + 512 bf16 = 131072 + 32 + 1024.
+  EXPECT_EQ(q.total_bytes().value, 131072 + 32 + 1024);
+}
+
+TEST(QuantizeProblem, WhereTheTrainingLayoutCutsBlocksTheReceiverQuantises) {
+  // Rows in parts of 200: rank 0 holds rows 0..199, which cuts block row 1 (rows 128..255).
+  const auto q = quantize_problem(two_by_two("S0:200"), {.scheme = QuantScheme::kFp8Block128}, kAll).value();
+  ASSERT_EQ(q.tensors().size(), 2u);  // no scales travel
+  EXPECT_EQ(q.tensors()[0].tensor.dtype, DType::kBF16);
+  EXPECT_EQ(q.tensors()[0].tensor.quantization->site, QuantSite::kReceiver);
+}
+
+TEST(QuantizeProblem, RefusesAnInferenceLayoutThatCutsBlocksNamingTheTensor) {
+  // mxfp8 blocks are 1x32: columns split 512 -> 256 are whole blocks; block128 over 3 columns not.
+  std::vector<TensorReshard> t;
+  t.push_back({.tensor = TensorSpec{.name = "w.weight", .shape = {256, 384}},
+               .source = on({256, 384}, {Rank{0}}, "R"),
+               .destination = on({256, 384}, {Rank{1}, Rank{2}}, "S1")});  // 192 columns each
+  const auto p = ReshardProblem::make(std::move(t), 1, 2).value();
+  const auto bad = quantize_problem(p, {.scheme = QuantScheme::kFp8Block128}, kAll);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("'w.weight'"), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("inference layout"), std::string::npos) << bad.error().message;
+  EXPECT_TRUE(quantize_problem(p, {.scheme = QuantScheme::kMxfp8}, kAll));
+}
+
+TEST(QuantizeProblem, AtTheReceiverEverythingStaysBf16) {
+  const auto q =
+      quantize_problem(two_by_two(), {.scheme = QuantScheme::kMxfp8, .site = QuantSite::kReceiver}, kAll)
+          .value();
+  EXPECT_EQ(q.total_bytes(), two_by_two().total_bytes());
+  EXPECT_EQ(q.tensors()[0].tensor.quantization->scheme, QuantScheme::kMxfp8);
+}
+
+TEST(CheckQuantized, RefusesInconsistentPartsNamingTheTensor) {
+  auto tensors =
+      quantize_problem(two_by_two(), {.scheme = QuantScheme::kFp8Block128}, kAll).value().tensors();
+  auto no_scales = tensors;
+  no_scales.erase(no_scales.begin() + 1);
+  auto r = ReshardProblem::make(no_scales, 2, 2);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("needs one scales tensor"), std::string::npos) << r.error().message;
+  auto wrong_dtype = tensors;
+  wrong_dtype[0].tensor.dtype = DType::kBF16;  // says sender but moves bf16
+  EXPECT_EQ(testing::error_code(ReshardProblem::make(wrong_dtype, 2, 2)), ErrorCode::kMismatch);
+  auto orphan = tensors;
+  orphan[1].tensor.quantization->scales_of = "nowhere";
+  EXPECT_EQ(testing::error_code(ReshardProblem::make(orphan, 2, 2)), ErrorCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace refit
