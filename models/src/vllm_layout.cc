@@ -13,6 +13,9 @@
 namespace refit::models {
 namespace {
 
+// vocab_parallel_embedding.py, DEFAULT_VOCAB_PADDING_SIZE.
+constexpr std::int64_t kVocabPadding = 64;
+
 // With EP, tp > 1 and dp > 1 vLLM runs MoE layers sequence-parallel and builds the shared
 // experts without TP (ParallelConfig.use_sequence_parallel_moe, with the default all2all backend
 // allgather_reducescatter among those it lists; DeepseekV2MoE passes it to DeepseekV2MLP as
@@ -47,7 +50,8 @@ std::optional<int> vllm_tp_dim(const WeightTensor& t, const VllmConfig& c) {
                     "routed experts",
                     c.ep(), m.num_experts));
   for (const auto& t : m.tensors) {
-    // vLLM pads the vocab; kv heads follow the rule checked above.
+    if (t.kind == TensorKind::kVocab) REFIT_TRY_IN(vllm_vocab_rows(t.spec.shape[0], c.tp), t.spec.name);
+    // kv heads follow the rule checked above.
     if (t.kind == TensorKind::kVocab || t.kind == TensorKind::kKeyValue) continue;
     const bool moe_tp = t.is_routed_expert() && c.dp > 1;  // the MoE TP flattened over DP
     REFIT_TRY(
@@ -57,6 +61,14 @@ std::optional<int> vllm_tp_dim(const WeightTensor& t, const VllmConfig& c) {
 }
 
 }  // namespace
+
+Result<std::int64_t> vllm_vocab_rows(std::int64_t vocab, std::int64_t tp) {
+  const auto padded = (vocab + kVocabPadding - 1) / kVocabPadding * kVocabPadding;
+  if (padded % tp != 0)
+    return mismatch(fmt::format("tp={} does not divide the vocab of {} padded to {} (a multiple of {})", tp,
+                                vocab, padded, kVocabPadding));
+  return padded / tp;
+}
 
 Result<VllmLayouts> VllmLayouts::make(const ModelSpec& model, const VllmConfig& config,
                                       std::int32_t first_rank) {
@@ -69,6 +81,11 @@ Result<Layout> VllmLayouts::layout(const WeightTensor& tensor) const {
   if (tensor.is_routed_expert() && c.expert_parallel) return expert_parallel_layout(tensor);
   auto ranks = rank_block(first_rank_, c.world());
   const auto dim = vllm_tp_dim(tensor, c);
+  // follows vllm VocabParallelEmbedding / ParallelLMHead: rows in parts of vllm_vocab_rows.
+  if (tensor.kind == TensorKind::kVocab)
+    return make_layout(tensor, {c.engines * c.dp, c.tp}, std::move(ranks),
+                       {Placement::replicate(),
+                        Placement::shard(0, REFIT_TRY(vllm_vocab_rows(tensor.spec.shape[0], c.tp)))});
   // Without EP the MoE TP is flattened over the engine's DP ranks: tp_rank + TP*dp_rank
   // (FusedMoEParallelConfig.make, flatten_tp_across_dp), so an expert's intermediate dim is split
   // over the engine's tp*dp ranks.

@@ -12,6 +12,7 @@
 
 #include "refit/core/try.h"
 #include "refit/models/storage_map.h"
+#include "refit/models/vllm_layout.h"
 #include "storage_rules.h"
 
 namespace refit::models {
@@ -21,19 +22,6 @@ using detail::Stored;
 using detail::TensorOnRank;
 
 constexpr std::string_view kFramework = "vllm";
-// vocab_parallel_embedding.py, DEFAULT_VOCAB_PADDING_SIZE.
-constexpr std::int64_t kVocabPadding = 64;
-
-// Rows per TP rank of a vocab-parallel weight: VocabParallelEmbedding.__init__ pads the vocab to
-// a multiple of 64 (pad_vocab_size) and vocab_range_from_global_vocab_size divides it evenly
-// (divide() asserts that tp divides it); padding rows are zero-filled.
-Result<std::int64_t> vocab_partition(std::int64_t vocab, std::int64_t tp) {
-  const auto padded = (vocab + kVocabPadding - 1) / kVocabPadding * kVocabPadding;
-  if (padded % tp != 0)
-    return unsupported(fmt::format("vLLM cannot split the vocab padded to {} over tp={}", padded, tp));
-  return padded / tp;
-}
-
 // FusedMoE's w13 [E_local, 2*I/tp, H] (gate rows first: FusedMoE._load_w13) and w2
 // [E_local, H, I/tp] (UnquantizedFusedMoEMethod.create_weights).
 Stored fused_experts(const TensorOnRank& t, const std::string& prefix, Projection p) {
@@ -116,7 +104,7 @@ Result<Stored> mtp_tensor(const TensorOnRank& t, const detail::LayerName& n, con
 Result<Stored> vllm_rule(const TensorOnRank& t, const VllmConfig& c) {
   const auto& name = t.tensor->spec.name;
   if (name == "model.embed_tokens.weight" || name == "lm_head.weight")
-    return detail::padded_vocab(t, name, REFIT_TRY(vocab_partition(t.tensor->spec.shape[0], c.tp)));
+    return detail::padded_vocab(t, name, REFIT_TRY(vllm_vocab_rows(t.tensor->spec.shape[0], c.tp)));
   if (name == "model.norm.weight") return detail::whole(t, name, t.box.extent[0]);
   const auto n = detail::layer_name(name);
   if (!n || n->layer >= t.model->num_layers + t.model->mtp_layers) return detail::no_rule(kFramework, t);

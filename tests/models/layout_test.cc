@@ -101,6 +101,22 @@ TEST(MegatronLayout, TiedEmbeddingLivesOnTheFirstAndLastStage) {
   EXPECT_EQ(box(embed, 3), (Box{{128, 0}, {128, 64}}));
 }
 
+TEST(MegatronLayout, VocabSplitsInPartsOfThePaddedVocab) {
+  // Qwen3's 151,936 rows over Megatron tp=2: padded to 152,064 (a multiple of 128*2), 76,032
+  // rows per rank, so rank 1's real rows are [76,032, 151,936), 75,904 (torch.chunk: 75,968 each).
+  // vLLM pads to a multiple of 64, which 151,936 is: 75,968 each. Llama's 128,256 over tp=8:
+  // Megatron 16,128 rows per rank (padded 129,024), the last 15,360; vLLM 16,032 each.
+  const auto qwen = builtin_model("qwen3-8b").value();
+  const auto m = megatron(qwen, "tp=2", "lm_head.weight");
+  EXPECT_EQ(box(m, 0), (Box{{0, 0}, {76'032, 4096}}));
+  EXPECT_EQ(box(m, 1), (Box{{76'032, 0}, {75'904, 4096}}));
+  EXPECT_EQ(box(vllm(qwen, "tp=2", "model.embed_tokens.weight"), 1), (Box{{75'968, 0}, {75'968, 4096}}));
+  const auto llama = builtin_model("llama-3.1-8b").value();
+  EXPECT_EQ(box(megatron(llama, "tp=8", "model.embed_tokens.weight"), 7),
+            (Box{{112'896, 0}, {15'360, 4096}}));
+  EXPECT_EQ(box(vllm(llama, "tp=8", "lm_head.weight"), 7), (Box{{112'224, 0}, {16'032, 4096}}));
+}
+
 TEST(MegatronLayout, ExpertTensorParallelDefaultsToTp) {
   // tp=2, ep=2 without etp: etp = tp = 2 (Megatron's default), so dp = lcm(2, 4)/2 = 2 and the
   // experts' intermediate dim (32) splits in 16 rows per etp rank; etp=1 keeps them whole.

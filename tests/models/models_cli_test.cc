@@ -47,8 +47,8 @@ TEST(ModelsCli, ShowsAModelWithLayouts) {
   EXPECT_EQ(j["source_ranks"], 128);
   EXPECT_EQ(j["destination_ranks"], 128);
   ASSERT_EQ(j["training_rank_bytes"].size(), 128u);
-  EXPECT_EQ(j["training_rank_bytes"][0], 4'375'648'256);
-  EXPECT_EQ(j["training_rank_bytes"][127], 3'698'242'560);
+  EXPECT_EQ(j["training_rank_bytes"][0], 4'375'910'400);
+  EXPECT_EQ(j["training_rank_bytes"][127], 3'697'456'128);
   EXPECT_EQ(j["inference_rank_bytes"][5], 58'959'617'024);
 }
 

@@ -48,10 +48,14 @@ TEST(ReferenceRefit, Qwen3_235B_Tp4Pp8Ep16_To_Tp8Engines16) {
   //   q_proj, o_proj 8192*4096/4 = 8,388,608 each; k_proj, v_proj 512*4096/4 = 524,288 each;
   //   q_norm, k_norm 2*128; layernorms 2*4096; router 128*4096 = 524,288 (replicated);
   //   experts 128/16 = 8 per EP rank: 8*3*1536*4096 = 150,994,944  -> 169,353,472.
-  //   embed_tokens / lm_head: 151936/4 = 37,984 rows * 4096 = 155,582,464.
+  //   embed_tokens / lm_head: the vocab padded to 152,064 (a multiple of 128*4), 38,016 rows
+  //   per rank, real rows 38,016 on tp ranks 0-2 and 151,936 - 3*38,016 = 37,888 on tp rank 3:
+  //   155,713,536 and 155,189,248 elements (torch.chunk's 37,984 rows would be 155,582,464).
   // stage 0:   155,582,464 + 12*169,353,472 = 2,187,824,128 el = 4,375,648,256 B
+  //            + 32 rows * 4096 * 2 B = 4,375,910,400 B on tp ranks 0-2, - 96 rows = 4,374,861,824 B
   // stage 1-6: 12*169,353,472             = 2,032,241,664 el = 4,064,483,328 B
   // stage 7:   10*169,353,472 + 4096 + 155,582,464 = 1,849,121,280 el = 3,698,242,560 B
+  //            + 262,144 B = 3,698,504,704 B on tp ranks 0-2, - 786,432 B = 3,697,456,128 B
   // Inference: 16 engines of tp=8, no EP: 128 ranks, each a full model over TP 8. Per layer:
   //   q_proj, o_proj 8192*4096/8 = 4,194,304 each; 4 kv heads < 8: each rank one head,
   //   k_proj, v_proj 128*4096 = 524,288 each; norms 256 + 8192; router 524,288;
@@ -65,9 +69,11 @@ TEST(ReferenceRefit, Qwen3_235B_Tp4Pp8Ep16_To_Tp8Engines16) {
   EXPECT_EQ(p.destination_ranks(), 128);
   EXPECT_EQ(p.tensors().size(), model->tensors.size());
   const auto bytes = rank_bytes(p);
-  expect_ranks(bytes.source, 0, 15, 4'375'648'256, "training rank");
+  for (std::size_t r = 0; r < 16; ++r)
+    EXPECT_EQ(bytes.source[r].value, r % 4 == 3 ? 4'374'861'824 : 4'375'910'400) << "training rank " << r;
   expect_ranks(bytes.source, 16, 111, 4'064'483'328, "training rank");
-  expect_ranks(bytes.source, 112, 127, 3'698'242'560, "training rank");
+  for (std::size_t r = 112; r < 128; ++r)
+    EXPECT_EQ(bytes.source[r].value, r % 4 == 3 ? 3'697'456'128 : 3'698'504'704) << "training rank " << r;
   expect_ranks(bytes.destination, 0, 127, 58'959'617'024, "inference rank");
   expect_every_destination_element_covered(p);
 }

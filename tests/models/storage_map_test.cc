@@ -209,19 +209,16 @@ TEST(StorageMap, PaddedVocabRowsFollowTheRealOnes) {
   EXPECT_EQ(rows_of(m.problem, m.vllm.of(Rank{5}), "lm_head.weight"), (Rows{{768, 255, 0}}));
 }
 
-// Vocab 1000 over Megatron tp=2: padded to 1024, rank 0 holds rows 0..511, but its logical box
-// (torch.chunk) is rows 0..499: refused, naming the tensor and the rows.
-TEST(StorageMap, RefusesAVocabWhosePartitionsAreNotTheLogicalBoxes) {
-  auto m = tiny("tiny-llama-vocab1023.json");
-  for (auto& t : m.tensors)
-    if (t.kind == TensorKind::kVocab) t.spec.shape[0] = 1000;
-  const auto t = parse_megatron("tp=2").value();
-  const auto problem = build_problem(m, t, parse_vllm("tp=1").value()).value();
-  const auto refused = megatron_storage(m, t, problem);
-  ASSERT_FALSE(refused);
-  EXPECT_NE(refused.error().message.find("model.embed_tokens.weight"), std::string::npos)
-      << refused.error().message;
-  EXPECT_NE(refused.error().message.find("[0, 512)"), std::string::npos) << refused.error().message;
+// Vocab 1001, which neither tp divides: Megatron tp=2 pads to 1024 and gives rank 0 rows
+// [0, 512) and rank 1 the real rows [512, 1001), 489, then 23 padding rows (torch.chunk would
+// give 501 and 500); vLLM tp=4 pads to 1024, 256 rows per rank, rank 3 real rows [768, 1001).
+TEST(StorageMap, PaddedVocabPartitionsAreTheLogicalBoxesWhereTpDoesNotDivideTheVocab) {
+  const auto m = maps(tiny("tiny-llama-vocab1001.json"), "tp=2", "tp=4");
+  EXPECT_EQ(parameter(m.megatron.of(Rank{1}), "embedding.word_embeddings.weight").shape, (Shape{512, 64}));
+  EXPECT_EQ(rows_of(m.problem, m.megatron.of(Rank{0}), "model.embed_tokens.weight"), (Rows{{0, 512, 0}}));
+  EXPECT_EQ(rows_of(m.problem, m.megatron.of(Rank{1}), "model.embed_tokens.weight"), (Rows{{512, 489, 0}}));
+  EXPECT_EQ(parameter(m.vllm.of(Rank{5}), "lm_head.weight").shape, (Shape{256, 64}));
+  EXPECT_EQ(rows_of(m.problem, m.vllm.of(Rank{5}), "lm_head.weight"), (Rows{{768, 233, 0}}));
 }
 
 // A version 2 manifest keeps both maps exactly (written again, the same text); version 1 has none.

@@ -61,6 +61,10 @@ CASES = [
     ("tiny-deepseek-v3.json", "tp=2,ep=2,etp=1", "tp=2,dp=2,ep=1", []),  # sequence-parallel MoE: shared experts whole
     ("tiny-qwen3-moe.json", "tp=2,ep=2,dp=2", "tp=2,engines=2", []),  # etp = tp by default; two engines
     ("tiny-qwen3-moe.json", "tp=2,ep=2,etp=1", "tp=1,dp=2", []),  # internal DP: MoE TP over tp*dp, no EP
+    # vocab 1001, which tp does not divide: Megatron pads to 1024 (128*tp) and vLLM to 1024 (64),
+    # and each rank holds rows [i*1024/tp, min((i+1)*1024/tp, 1001)), not torch.chunk's
+    ("tiny-llama-vocab1001.json", "tp=2", "tp=4", []),
+    ("tiny-llama-vocab1001.json", "tp=4", "tp=2", []),
 ]
 
 
