@@ -121,11 +121,12 @@ void print_model(const Json& j) {
 }
 
 // Both frameworks' parameters on every rank, with the regions of the logical tensors in them.
-[[nodiscard]] Result<models::StorageMaps> storage_maps(const models::ModelSpec& model,
-                                                       const ParallelLayouts& sizes,
+[[nodiscard]] Result<models::StorageMaps> storage_maps(const ModelsOptions& o,
                                                        const ReshardProblem& problem) {
-  return models::StorageMaps{.source = REFIT_TRY(models::megatron_storage(model, sizes.train, problem)),
-                             .destination = REFIT_TRY(models::vllm_storage(model, sizes.infer, problem))};
+  const ProblemSource source{
+      .model = o.model, .train = o.train, .infer = o.infer, .model_options = o.model_options};
+  return models::StorageMaps{.source = REFIT_TRY(load_storage(source, problem, true)),
+                             .destination = REFIT_TRY(load_storage(source, problem, false))};
 }
 
 [[nodiscard]] Result<void> show_model(const ModelsOptions& o) {
@@ -134,15 +135,12 @@ void print_model(const Json& j) {
   const bool layouts = !o.train.empty() || !o.infer.empty() || !o.write_manifest.empty() || o.storage;
   if (layouts) {
     const auto parsed = REFIT_TRY(parse_layouts(o.train, o.infer));
-    if (o.storage && !o.model_options.quantize.empty())
-      return unsupported(
-          "--storage with --quantize: the frameworks' storage of FP8 weights is not modelled yet");
     const auto built = REFIT_TRY(models::build_problem(model, parsed.train, parsed.infer));
     const auto problem = REFIT_TRY(apply_quantization(built, o.model_options));
     add_layouts(out, parsed, problem);
     std::optional<models::StorageMaps> maps;
     if (o.storage) {
-      maps = REFIT_TRY_IN(storage_maps(model, parsed, problem), "--storage");
+      maps = REFIT_TRY_IN(storage_maps(o, problem), "--storage");
       out["storage"] = {{"training", models::storage_json(maps->source, problem)},
                         {"inference", models::storage_json(maps->destination, problem)}};
     }

@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include "refit/core/try.h"
-#include "refit/models/manifest.h"
 
 namespace refit::cli {
 namespace {
@@ -27,30 +26,6 @@ std::filesystem::path parameter_file(const std::string& dir, Rank rank, const st
     in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   }
   return {};
-}
-
-// A version 2 manifest's map of one side; the manifest's problem must be the one being run.
-[[nodiscard]] Result<std::unique_ptr<models::StorageMap>> manifest_map(const std::string& path,
-                                                                       bool training) {
-  auto manifest = REFIT_TRY_IN(models::load_manifest_with_storage(path), "--manifest");
-  if (!manifest.storage)
-    return invalid(
-        fmt::format("--storage framework: {} has no storage maps (write a version 2 manifest "
-                    "with refit models MODEL --train .. --infer .. --storage --write-manifest)",
-                    path));
-  return std::make_unique<models::StorageMap>(
-      std::move(training ? manifest.storage->source : manifest.storage->destination));
-}
-
-[[nodiscard]] Result<std::unique_ptr<models::StorageMap>> side_map(const ProblemSource& source,
-                                                                   const ReshardProblem& problem,
-                                                                   bool training) {
-  if (!source.manifest.empty()) return manifest_map(source.manifest, training);
-  const auto model = REFIT_TRY_IN(load_model(source.model, source.model_options), "--model");
-  const auto sizes = REFIT_TRY(parse_layouts(source.train, source.infer));
-  auto map = training ? models::megatron_storage(model, sizes.train, problem)
-                      : models::vllm_storage(model, sizes.infer, problem);
-  return std::make_unique<models::StorageMap>(REFIT_TRY_IN(std::move(map), "--storage framework"));
 }
 
 }  // namespace
@@ -80,7 +55,8 @@ Result<RunBuffers> RunBuffers::make(const StorageOptions& o, const ProblemSource
     return out;
   }
   const bool training = problem.is_source(rank);
-  out.map_ = REFIT_TRY(side_map(source, problem, training));
+  out.map_ = std::make_unique<models::StorageMap>(
+      REFIT_TRY_IN(load_storage(source, problem, training), "--storage framework"));
   out.framework_.emplace(REFIT_TRY(FrameworkBuffers::allocate(problem, *out.map_, rank, allocator)));
   if (!training) return out;
   if (o.load_sources.empty())

@@ -46,9 +46,10 @@ refit_build() {
 
 # The project's Python environment, .venv (git-ignored), from Debian's python3 and PyPI: what
 # builds the Python package (scikit-build-core, nanobind) and what its tests use (numpy, pytest,
-# matplotlib, pandas, mpi4py, torch). Installed once; later runs only check that it is there.
+# matplotlib, pandas, mpi4py, torch; ml_dtypes for the fp8 reference of tests/quantize). Installed
+# once; later runs only check that it is there.
 REFIT_VENV=.venv
-REFIT_PYTHON_PACKAGES=(scikit-build-core nanobind numpy pytest matplotlib pandas mpi4py)
+REFIT_PYTHON_PACKAGES=(scikit-build-core nanobind numpy pytest matplotlib pandas mpi4py ml_dtypes)
 
 refit_python_env() {
   if [ ! -x "$REFIT_VENV/bin/python" ]; then
@@ -56,7 +57,7 @@ refit_python_env() {
     /usr/bin/python3 -m venv "$REFIT_VENV" >&2 || return 1
   fi
   local py=$REFIT_VENV/bin/python
-  if ! "$py" -c "import scikit_build_core, nanobind, numpy, pytest, matplotlib, pandas, mpi4py" 2>/dev/null; then
+  if ! "$py" -c "import scikit_build_core, nanobind, numpy, pytest, matplotlib, pandas, mpi4py, ml_dtypes" 2>/dev/null; then
     echo "refit: installing ${REFIT_PYTHON_PACKAGES[*]} into $REFIT_VENV" >&2
     "$py" -m pip install -q --disable-pip-version-check "${REFIT_PYTHON_PACKAGES[@]}" >&2 || return 1
   fi

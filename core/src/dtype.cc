@@ -34,7 +34,7 @@ struct Alias {
 };
 
 // Spellings used by torch (torch_dtype in config.json) and safetensors.
-constexpr std::array<Alias, 15> kAliases{{
+constexpr std::array<Alias, 16> kAliases{{
     {"bfloat16", DType::kBF16},
     {"float16", DType::kFP16},
     {"half", DType::kFP16},
@@ -47,6 +47,7 @@ constexpr std::array<Alias, 15> kAliases{{
     {"float8_e5m2", DType::kFP8E5M2},
     {"f8_e5m2", DType::kFP8E5M2},
     {"float8_e8m0fnu", DType::kFP8E8M0},
+    {"f8_e8m0", DType::kFP8E8M0},
     {"bf16_t", DType::kBF16},
     {"int", DType::kInt32},
     {"long", DType::kInt64},
@@ -75,8 +76,8 @@ Result<DType> parse_dtype(std::string_view name) {
   for (const auto& a : kAliases)
     if (a.alias == lower) return a.type;
   return unsupported("unknown dtype '" + std::string(name) +
-                     "' (expected one of bf16, fp16, fp32, fp64, fp8_e4m3, fp8_e5m2, fp8_e8m0, int8, "
-                     "uint8, int32, int64)");
+                     "' (expected one of bf16, fp16, fp32, fp64, fp8_e4m3, fp8_e5m2, int8, uint8, "
+                     "int32, int64, fp8_e8m0)");
 }
 
 }  // namespace refit

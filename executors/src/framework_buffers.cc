@@ -45,19 +45,54 @@ void cover(const lowering::Region& r, std::int64_t element_size, std::vector<boo
 
 }  // namespace
 
-Result<FrameworkBuffers> FrameworkBuffers::allocate(const ReshardProblem& problem,
-                                                    const models::StorageMap& side, Rank rank,
-                                                    const HostAllocator& allocator) {
+Result<const models::RankStorage*> rank_storage(const models::StorageMap& side, Rank rank) {
   const auto at = rank.value - side.first_rank;
   if (at < 0 || static_cast<std::size_t>(at) >= side.ranks.size())
     return out_of_range(fmt::format("rank {} is not one of the {} ranks of the {} storage map", rank.value,
                                     side.ranks.size(), side.framework));
-  const auto& storage = side.of(rank);
+  return &side.of(rank);
+}
+
+Result<RankBuffers> framework_rank_buffers(const ReshardProblem& problem, const models::StorageMap& side,
+                                           Rank rank, std::vector<std::span<std::byte>> parameters,
+                                           MemoryKind memory) {
+  const auto& storage = *REFIT_TRY(rank_storage(side, rank));
+  if (parameters.size() != storage.parameters.size())
+    return mismatch(fmt::format("rank {}: {} parameter buffers for the {} {} parameters of the rank",
+                                rank.value, parameters.size(), storage.parameters.size(), side.framework));
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    const auto& p = storage.parameters[i];
+    const auto need = p.elements() * dtype_size(p.dtype);
+    if (static_cast<std::int64_t>(parameters[i].size()) != need ||
+        (need > 0 && parameters[i].data() == nullptr))
+      return mismatch(fmt::format("rank {}: {} parameter '{}' is {} bytes, its buffer holds {}", rank.value,
+                                  side.framework, p.name, need, parameters[i].size()));
+  }
+  const bool source = problem.is_source(rank);
+  std::map<std::uint32_t, ShardBuffer> shards;  // by tensor, in problem order
+  for (const auto& r : storage.regions) {
+    const auto& t = problem.tensors()[r.tensor];
+    auto [it, fresh] =
+        shards.try_emplace(r.tensor, ShardBuffer{.tensor = r.tensor, .box = {}, .bytes = {}, .regions = {}});
+    if (fresh) it->second.box = REFIT_TRY((source ? t.source : t.destination).local_box(rank));
+    it->second.regions.push_back(lowered(r, dtype_size(t.tensor.dtype)));
+  }
+  RankBuffers out{.memory = memory};
+  auto& side_shards = source ? out.sources : out.destinations;
+  for (auto& [tensor, shard] : shards) side_shards.push_back(std::move(shard));
+  (source ? out.source_parameters : out.destination_parameters) = std::move(parameters);
+  return out;
+}
+
+Result<FrameworkBuffers> FrameworkBuffers::allocate(const ReshardProblem& problem,
+                                                    const models::StorageMap& side, Rank rank,
+                                                    const HostAllocator& allocator) {
+  const auto& storage = *REFIT_TRY(rank_storage(side, rank));
   FrameworkBuffers out;
   out.source_ = problem.is_source(rank);
   out.parameters_ = &storage.parameters;
   out.regions_ = &storage.regions;
-  auto& spans = out.source_ ? out.buffers_.source_parameters : out.buffers_.destination_parameters;
+  std::vector<std::span<std::byte>> spans;
   for (const auto& p : storage.parameters) {
     const Bytes bytes{p.elements() * dtype_size(p.dtype)};
     auto memory = REFIT_TRY_IN(allocator(bytes), fmt::format("allocating {} parameter '{}' on rank {}",
@@ -66,16 +101,7 @@ Result<FrameworkBuffers> FrameworkBuffers::allocate(const ReshardProblem& proble
     spans.push_back(memory->bytes());
     out.storage_.push_back(std::move(memory));
   }
-  std::map<std::uint32_t, ShardBuffer> shards;  // by tensor, in problem order
-  for (const auto& r : storage.regions) {
-    const auto& t = problem.tensors()[r.tensor];
-    auto [it, fresh] =
-        shards.try_emplace(r.tensor, ShardBuffer{.tensor = r.tensor, .box = {}, .bytes = {}, .regions = {}});
-    if (fresh) it->second.box = REFIT_TRY((out.source_ ? t.source : t.destination).local_box(rank));
-    it->second.regions.push_back(lowered(r, dtype_size(t.tensor.dtype)));
-  }
-  auto& side_shards = out.source_ ? out.buffers_.sources : out.buffers_.destinations;
-  for (auto& [tensor, shard] : shards) side_shards.push_back(std::move(shard));
+  out.buffers_ = REFIT_TRY(framework_rank_buffers(problem, side, rank, std::move(spans)));
   return out;
 }
 

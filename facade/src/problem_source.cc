@@ -1,6 +1,9 @@
 #include "refit/facade/problem_source.h"
 
+#include <algorithm>
 #include <filesystem>
+
+#include <fmt/format.h>
 
 #include "refit/core/quantized_problem.h"
 #include "refit/core/try.h"
@@ -55,6 +58,26 @@ Result<ReshardProblem> load_problem(const ProblemSource& options) {
   const auto problem = REFIT_TRY(models::build_problem(model, layouts.train, layouts.infer));
   return REFIT_TRY_IN(apply_quantization(problem, options.model_options),
                       "--infer " + models::to_string(layouts.infer));
+}
+
+Result<models::StorageMap> load_storage(const ProblemSource& source, const ReshardProblem& problem,
+                                        bool training) {
+  if (std::ranges::any_of(problem.tensors(),
+                          [](const TensorReshard& t) { return t.tensor.quantization.has_value(); }))
+    return unsupported("the frameworks' storage of FP8 weights is not modelled yet (drop --quantize)");
+  if (!source.manifest.empty()) {
+    auto manifest = REFIT_TRY_IN(models::load_manifest_with_storage(source.manifest), "--manifest");
+    if (!manifest.storage)
+      return invalid(
+          fmt::format("--manifest: {} has no storage maps (write a version 2 manifest with refit models "
+                      "MODEL --train .. --infer .. --storage --write-manifest)",
+                      source.manifest));
+    return std::move(training ? manifest.storage->source : manifest.storage->destination);
+  }
+  const auto model = REFIT_TRY_IN(load_model(source.model, source.model_options), "--model");
+  const auto layouts = REFIT_TRY(parse_layouts(source.train, source.infer));
+  return training ? models::megatron_storage(model, layouts.train, problem)
+                  : models::vllm_storage(model, layouts.infer, problem);
 }
 
 }  // namespace refit

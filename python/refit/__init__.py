@@ -17,6 +17,11 @@ Perform a refit between the processes of a job (torchrun, Ray, mpi4py)::
     prepared = executor.prepare(plan, {shard.tensor: tensor for ...})
     prepared.execute()                                    # every training step
 
+or with the frameworks' own parameters (Megatron's on training ranks, vLLM's on inference
+ranks, as ``problem.parameters(rank)`` lists them)::
+
+    prepared = executor.prepare(plan, dict(model.named_parameters()), storage="framework")
+
 Errors are :class:`refit.Error` subclasses: bad input a :class:`refit.BadInput` (ValueError),
 failures a :class:`refit.Failure` (RuntimeError), timeouts a :class:`refit.Timeout`
 (TimeoutError), with the message the ``refit`` command prints.
@@ -50,7 +55,7 @@ from refit._plan import (
     plan,
     strategies,
 )
-from refit._problem import Problem, Shard, Tensor
+from refit._problem import Box, Parameter, Problem, Region, Shard, Tensor
 from refit._simulate import Breakdown, Contributor, CriticalStep, Resource, Simulation, compare, deployments, simulate
 from refit.sweep import sweep, to_frame
 
@@ -58,6 +63,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BadInput",
+    "Box",
     "Breakdown",
     "Cluster",
     "Contributor",
@@ -68,11 +74,13 @@ __all__ = [
     "Explain",
     "Failure",
     "LowerBound",
+    "Parameter",
     "PeerFailed",
     "Plan",
     "PlanStats",
     "Prepared",
     "Problem",
+    "Region",
     "Resource",
     "Shard",
     "SideSummary",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Literal, Mapping, Optional
 
 from refit import _refit
 from refit._plan import Plan
@@ -12,6 +12,9 @@ from refit.exchange import Exchange
 
 __all__ = ["ExecutionReport", "Executor", "Prepared", "executors", "numpy_dtype", "run", "torch_dtype"]
 
+#: How a rank's buffers hold its shards: one array per box, or the framework's parameters.
+Storage = Literal["logical", "framework"]
+
 #: Staging per rank for packing strided pieces (every rank of a refit must use the same).
 DEFAULT_STAGING = 256 << 20
 
@@ -19,7 +22,7 @@ DEFAULT_STAGING = 256 << 20
 _NUMPY_DTYPES = {
     "bf16": "uint16", "fp16": "float16", "fp32": "float32", "fp64": "float64",
     "fp8_e4m3": "uint8", "fp8_e5m2": "uint8",
-    "int8": "int8", "uint8": "uint8", "int32": "int32", "int64": "int64",
+    "int8": "int8", "uint8": "uint8", "int32": "int32", "int64": "int64", "fp8_e8m0": "uint8",
 }  # fmt: skip
 
 
@@ -39,6 +42,7 @@ def torch_dtype(dtype: str) -> Any:
         "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
         "fp64": torch.float64, "fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2,
         "int8": torch.int8, "uint8": torch.uint8, "int32": torch.int32, "int64": torch.int64,
+        "fp8_e8m0": torch.float8_e8m0fnu,
     }[dtype]  # fmt: skip
 
 
@@ -95,6 +99,9 @@ class Executor:
         prepared = executor.prepare(plan, {name: tensor, ...})   # collective
         prepared.execute()                                      # every step
 
+    Buffers are the rank's boxes keyed by tensor name, or with ``storage="framework"`` the
+    framework's parameters keyed by their names (``plan.problem.parameters(rank)``).
+
     Args:
         name: the backend (:func:`refit.executors`).
         exchange: an allgather of bytes with this process's ``rank`` and ``size``.
@@ -150,24 +157,48 @@ class Executor:
         raw = self._handle.allocate(shard.nbytes)
         return raw.view(dtype).reshape(shard.extent)
 
-    def prepare(self, plan: Plan, buffers: Mapping[str, Any], rank: Optional[int] = None) -> Prepared:
+    def prepare(
+        self,
+        plan: Plan,
+        buffers: Mapping[str, Any],
+        rank: Optional[int] = None,
+        *,
+        storage: Storage = "logical",
+    ) -> Prepared:
         """Prepares the plan for this process's rank with its buffers; collective (every rank
         calls it with the same plan). Nothing moves yet.
 
         Args:
-            buffers: tensor name -> array (numpy, torch CPU tensors; torch CUDA tensors for
-                ``nccl``): one per non-empty box of ``plan.problem.shards(rank)``, of that box's
-                shape and the tensor's dtype, row-major and contiguous; writable on an inference
-                rank. Framework parameter names are not known to refit yet: key by tensor name.
+            buffers: arrays (numpy, torch CPU tensors; torch CUDA tensors for ``nccl``),
+                row-major and contiguous, writable on an inference rank, keyed as ``storage``
+                says.
             rank: this process's rank in the plan (default: the exchange's).
+            storage: how the rank's buffers hold its shards.
+
+                * ``"logical"``: tensor name -> the rank's box of that tensor, one per non-empty
+                  box of ``plan.problem.shards(rank)``, of the box's shape and the tensor's dtype.
+                * ``"framework"``: framework-parameter name -> the parameter, one per entry of
+                  ``plan.problem.parameters(rank)`` (Megatron-Core's on a training rank, vLLM's
+                  on an inference rank: fused qkv and gate/up, stacked experts, padded vocab), of
+                  its shape and dtype; the shards are read and written where they lie in them.
+                  Padding (vocab rows past the vocabulary, in no region) is left as the caller
+                  gave it. Needs a problem from a model, or a version 2 manifest.
+
+                The choice is explicit because names alone do not tell: vLLM's
+                ``model.norm.weight`` is both a tensor and a parameter. Each rank chooses for
+                itself.
 
         Raises:
-            refit.BadInput: a buffer that is missing or of the wrong shape, dtype, size or memory
-                (the message names it), on any rank: every rank refuses before any byte moves.
+            refit.BadInput: a buffer that is missing, unknown, or of the wrong shape, dtype, size
+                or memory (the message names the tensor or parameter), or with ``"framework"`` a
+                problem without storage maps, on any rank: every rank refuses before any byte
+                moves.
         """
+        if storage not in ("logical", "framework"):
+            raise ValueError(f"storage: {storage!r} is neither 'logical' nor 'framework'")
         own = dict(buffers)
         handle = self._handle.prepare(
-            plan._handle, plan.problem._handle, self.rank if rank is None else rank, own
+            plan._handle, plan.problem._handle, self.rank if rank is None else rank, own, storage == "framework"
         )
         return Prepared(handle, plan, own)
 
@@ -175,7 +206,7 @@ class Executor:
         return f"<refit.Executor {self.name} rank {self.rank} of {self.exchange.size}>"
 
 
-def run(executor: Executor, plan: Plan, buffers: Mapping[str, Any]) -> ExecutionReport:
+def run(executor: Executor, plan: Plan, buffers: Mapping[str, Any], *, storage: Storage = "logical") -> ExecutionReport:
     """Prepares the plan and executes it once (a job that refits every step prepares once and
-    executes again instead)."""
-    return executor.prepare(plan, buffers).execute()
+    executes again instead); ``storage`` as for :meth:`Executor.prepare`."""
+    return executor.prepare(plan, buffers, storage=storage).execute()

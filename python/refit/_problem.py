@@ -5,15 +5,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 from refit import _refit
+from refit._errors import BadInput
 
-__all__ = ["Problem", "Shard", "Tensor"]
+__all__ = ["Box", "Parameter", "Problem", "Region", "Shard", "Tensor"]
 
 _DTYPE_BYTES = {
     "bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8, "fp8_e4m3": 1, "fp8_e5m2": 1,
-    "int8": 1, "uint8": 1, "int32": 4, "int64": 8,
+    "int8": 1, "uint8": 1, "int32": 4, "int64": 8, "fp8_e8m0": 1,
 }  # fmt: skip
 
 
@@ -59,6 +60,65 @@ class Shard:
     def nbytes(self) -> int:
         """Bytes of the box."""
         return math.prod(self.extent) * dtype_bytes(self.dtype)
+
+
+@dataclass(frozen=True)
+class Box:
+    """Part of a logical tensor: offset and extent per dim, in the full tensor's coordinates."""
+
+    offset: tuple[int, ...]
+    extent: tuple[int, ...]
+
+    @property
+    def slices(self) -> tuple[slice, ...]:
+        """The box as slices of the full tensor."""
+        return tuple(slice(o, o + e) for o, e in zip(self.offset, self.extent))
+
+
+@dataclass(frozen=True)
+class Region:
+    """Where part of a rank's box of a logical tensor lies in a framework parameter.
+
+    Element ``i`` (a tuple, from 0 within ``box.extent``) of the box lies at flat element
+    ``offset + sum(i[d] * strides[d])`` of the parameter (row-major): fused ``[q; k; v]`` rows,
+    ``[gate; up]`` halves and stacked experts are regions of one parameter.
+    """
+
+    tensor: str
+    box: Box
+    offset: int
+    strides: tuple[int, ...]
+
+    def view(self, parameter: Any) -> Any:
+        """The region of a parameter's numpy array (row-major, contiguous) as a view of shape
+        ``box.extent``: ``region.view(param)[...] = full_tensor[region.box.slices]``."""
+        import numpy as np
+
+        flat = np.asarray(parameter).reshape(-1)
+        end = self.offset + sum((e - 1) * s for e, s in zip(self.box.extent, self.strides)) + 1
+        if flat.size < end:
+            raise ValueError(f"region of '{self.tensor}' reaches element {end} of a parameter of {flat.size}")
+        return np.lib.stride_tricks.as_strided(
+            flat[self.offset :], shape=self.box.extent, strides=tuple(s * flat.itemsize for s in self.strides)
+        )
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """A framework parameter on one rank, as the framework's ``named_parameters()`` spells it: its
+    local shape (padding included), dtype, and the regions of logical tensors it holds. Elements
+    in no region are padding (vocab rows past the vocabulary): refit neither reads nor writes them.
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    regions: tuple[Region, ...]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the parameter."""
+        return math.prod(self.shape) * dtype_bytes(self.dtype)
 
 
 class Problem:
@@ -177,6 +237,38 @@ class Problem:
             Shard(name, dtype, tuple(shape), tuple(offset), tuple(extent))
             for name, dtype, shape, offset, extent in self._handle.shards(rank)
         ]
+
+    def framework(self, rank: int) -> str:
+        """The framework whose parameters a rank holds: ``"megatron"`` (training ranks) or
+        ``"vllm"`` (inference ranks)."""
+        return self._side_storage(rank).framework
+
+    def parameters(self, rank: int) -> list[Parameter]:
+        """The framework parameters of a rank: Megatron-Core's on a training rank, vLLM's on an
+        inference rank, in the framework's order, each with the regions of the rank's logical boxes
+        it holds (what ``refit models MODEL --train .. --infer .. --storage --json`` lists).
+
+        These are the buffers the rank hands an executor with ``storage="framework"``, keyed by
+        ``parameter.name``.
+
+        Raises:
+            refit.BadInput: a rank outside the problem; a problem from a manifest without storage
+                maps (version 1); a tensor the framework's rules cannot place (the message names it).
+        """
+        return [
+            Parameter(name, tuple(shape), dtype, tuple(
+                Region(tensor, Box(tuple(offset), tuple(extent)), at, tuple(strides))
+                for tensor, offset, extent, at, strides in regions
+            ))
+            for name, shape, dtype, regions in self._side_storage(rank).parameters(rank)
+        ]  # fmt: skip
+
+    def _side_storage(self, rank: int) -> _refit.Storage:
+        """The storage map of a rank's side (made once per side and problem): the framework's
+        rules for a problem from a model, or a version 2 manifest's maps."""
+        if not 0 <= rank < self.world_size:
+            raise BadInput(f"rank {rank} is not in the problem's {self.world_size} ranks", "out of range")
+        return self._handle.storage(self.is_training(rank))
 
     def manifest(self) -> str:
         """The problem as a manifest (JSON text, what ``Problem.from_manifest`` reads)."""

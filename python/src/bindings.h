@@ -5,6 +5,8 @@
 // loads on their own; the pure-Python package (python/refit/) turns what they return into
 // dataclasses.
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <utility>
 
 #include <nanobind/nanobind.h>
@@ -29,10 +31,29 @@ inline void unwrap(Result<void>&& result) {
   if (!result) raise_error(result.error());
 }
 
-// A reshard problem as Python holds it: shared, immutable.
+// How one side of a problem stores its shards in a framework's parameters (load_storage).
+struct StorageHandle {
+  std::shared_ptr<const ReshardProblem> problem;
+  std::shared_ptr<const models::StorageMap> map;
+};
+
+// Each side's storage map of a problem, made when first asked (by any thread).
+struct StorageCache {
+  std::mutex mutex;
+  std::optional<StorageHandle> sides[2];  // inference, training
+};
+
+// A reshard problem as Python holds it: shared, immutable, with where it came from (for its
+// storage maps).
 struct ProblemHandle {
   std::shared_ptr<const ReshardProblem> problem;
+  ProblemSource source;
+  std::shared_ptr<StorageCache> storage = std::make_shared<StorageCache>();
 };
+
+// The storage map of the problem's training side (Megatron's parameters) or inference side
+// (vLLM's), made once. Call it with the GIL held: it releases it while it waits or works.
+[[nodiscard]] Result<StorageHandle> side_storage(const ProblemHandle& problem, bool training);
 
 // A cluster with a job placed on it, and what discovery noted while loading it.
 struct ClusterHandle {

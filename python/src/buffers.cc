@@ -9,6 +9,7 @@
 #include <nanobind/stl/string.h>
 
 #include "refit/core/try.h"
+#include "refit/executors/framework_buffers.h"
 
 namespace refit::python {
 namespace {
@@ -48,6 +49,9 @@ std::string dlpack_dtype_name(dl::dtype d) {
       break;
     case Code::Float8_E5M2:
       name = "float8_e5m2";
+      break;
+    case Code::Float8_E8M0FNU:
+      name = "float8_e8m0fnu";
       break;
     default:
       name = fmt::format("DLPack type code {} of {} bits", d.code, d.bits);
@@ -104,26 +108,27 @@ bool row_major(const Array& a) {
   return true;
 }
 
-// Where the tensor's box is, for a rank that holds (or needs) part of it.
-struct Wanted {
-  std::uint32_t tensor = 0;
-  Box box;
+// What an array must be: its shape and dtype, and how messages name them.
+struct Expected {
+  Shape shape;
+  DType dtype;
+  std::string shape_is;  // "the rank's box of the tensor, [0:64] (extent [64])", "the parameter's [128, 64]"
+  std::string_view owner;  // whose dtype it is: "tensor", "parameter"
 };
 
-// Checks one array against the rank's box of its tensor; returns its memory kind.
+// Checks one array against what it must be; returns its memory kind.
 template <class Array>
-Result<MemoryKind> check_array(const Array& a, const TensorSpec& t, const Box& box,
-                               const std::string& where) {
+Result<MemoryKind> check_array(const Array& a, const Expected& e, const std::string& where) {
   const Shape shape = shape_of(a);
-  if (shape != box.extent)
-    return mismatch(fmt::format("{}: shape [{}] is not the rank's box of the tensor, {} (extent [{}])", where,
-                                fmt::join(shape, ", "), box.to_string(), fmt::join(box.extent, ", ")));
-  const auto dtypes = accepted(t.dtype);
+  if (shape != e.shape)
+    return mismatch(fmt::format("{}: shape [{}] is not {}", where, fmt::join(shape, ", "), e.shape_is));
+  const auto dtypes = accepted(e.dtype);
   if (std::ranges::find(dtypes, a.dtype()) == dtypes.end()) {
     std::vector<std::string> names;
     for (const auto& d : dtypes) names.push_back(dlpack_dtype_name(d));
-    return mismatch(fmt::format("{}: dtype {} does not hold the tensor's {} (expected {})", where,
-                                dlpack_dtype_name(a.dtype()), dtype_name(t.dtype), fmt::join(names, " or ")));
+    return mismatch(fmt::format("{}: dtype {} does not hold the {}'s {} (expected {})", where,
+                                dlpack_dtype_name(a.dtype()), e.owner, dtype_name(e.dtype),
+                                fmt::join(names, " or ")));
   }
   if (!row_major(a)) {
     std::vector<std::int64_t> strides;
@@ -133,9 +138,9 @@ Result<MemoryKind> check_array(const Array& a, const TensorSpec& t, const Box& b
                     "contiguous copy",
                     where, fmt::join(strides, ", ")));
   }
-  const auto need = box.volume() * dtype_size(t.dtype);
+  const auto need = element_count(e.shape) * dtype_size(e.dtype);
   if (static_cast<std::int64_t>(a.nbytes()) != need)
-    return mismatch(fmt::format("{}: holds {} bytes, the box needs {}", where, a.nbytes(), need));
+    return mismatch(fmt::format("{}: holds {} bytes, {} needs {}", where, a.nbytes(), e.shape_is, need));
   switch (a.device_type()) {
     case kDlCpu:
     case kDlCudaHost:
@@ -148,12 +153,73 @@ Result<MemoryKind> check_array(const Array& a, const TensorSpec& t, const Box& b
   }
 }
 
-}  // namespace
+// The name a buffer is keyed by.
+Result<std::string> key_name(nb::handle key, Rank rank, std::string_view keyed_by) {
+  if (!nb::isinstance<nb::str>(key))
+    return invalid(fmt::format("rank {}: buffers are keyed by {} name, got a key of type {}", rank.value,
+                               keyed_by, nb::type_name(key.type()).c_str()));
+  return nb::cast<std::string>(key);
+}
 
-Result<RankArrays> rank_arrays(const ReshardProblem& problem, Rank rank, const nb::dict& arrays) {
+// The array a buffer is, for reading.
+Result<nb::ndarray<nb::ro>> readable_array(nb::handle value, const std::string& where) {
+  nb::ndarray<nb::ro> readable;
+  if (!nb::try_cast(value, readable))
+    return invalid(
+        fmt::format("{}: a {} is not an array that exports DLPack (a numpy array, a torch tensor, ...)",
+                    where, nb::type_name(value.type()).c_str()));
+  return readable;
+}
+
+// Checks one array and keeps it in `out` (for as long as the executor may touch it); `receives`
+// names what an inference rank's array receives.
+struct Taken {
+  std::span<std::byte> bytes;
+  MemoryKind memory{};
+};
+Result<Taken> take(nb::handle value, const Expected& e, const std::string& where, bool source,
+                   std::string_view receives, RankArrays& out) {
+  const auto readable = REFIT_TRY(readable_array(value, where));
+  if (source) {
+    const auto memory = REFIT_TRY(check_array(readable, e, where));
+    out.sources.push_back(readable);
+    return Taken{{static_cast<std::byte*>(const_cast<void*>(readable.data())), readable.nbytes()}, memory};
+  }
+  nb::ndarray<> writable;
+  if (!nb::try_cast(value, writable))
+    return invalid(fmt::format("{}: read-only, but an inference rank's buffers receive {}", where, receives));
+  const auto memory = REFIT_TRY(check_array(writable, e, where));
+  out.destinations.push_back(writable);
+  return Taken{{static_cast<std::byte*>(writable.data()), writable.nbytes()}, memory};
+}
+
+// Every buffer of a rank is the same kind of memory.
+Result<void> same_memory(std::optional<MemoryKind>& memory, MemoryKind kind, const std::string& where) {
+  const auto name = [](MemoryKind m) { return m == MemoryKind::kCuda ? "CUDA" : "host"; };
+  if (memory && *memory != kind)
+    return mismatch(fmt::format("{}: {} memory, while the rank's other buffers are {} memory", where,
+                                name(kind), name(*memory)));
+  memory = kind;
+  return {};
+}
+
+Result<void> check_rank(const ReshardProblem& problem, Rank rank) {
   if (rank.value < 0 || rank.value >= problem.world_size())
     return out_of_range(
         fmt::format("rank {} is not in the problem's {} ranks", rank.value, problem.world_size()));
+  return {};
+}
+
+// Where the tensor's box is, for a rank that holds (or needs) part of it.
+struct Wanted {
+  std::uint32_t tensor = 0;
+  Box box;
+};
+
+}  // namespace
+
+Result<RankArrays> rank_arrays(const ReshardProblem& problem, Rank rank, const nb::dict& arrays) {
+  REFIT_TRY(check_rank(problem, rank));
   const bool source = problem.is_source(rank);
   const std::string_view side = source ? "training" : "inference";
   std::map<std::string, Wanted, std::less<>> wanted;  // tensor name -> the rank's non-empty box
@@ -170,54 +236,76 @@ Result<RankArrays> rank_arrays(const ReshardProblem& problem, Rank rank, const n
   std::optional<MemoryKind> memory;
   std::map<std::string, bool, std::less<>> given;
   for (const auto& [key, value] : arrays) {
-    if (!nb::isinstance<nb::str>(key))
-      return invalid(fmt::format("rank {}: buffers are keyed by tensor name, got a key of type {}",
-                                 rank.value, nb::type_name(key.type()).c_str()));
-    const std::string name = nb::cast<std::string>(key);
+    const std::string name = REFIT_TRY(key_name(key, rank, "tensor"));
     const std::string where = fmt::format("buffer '{}' (rank {})", name, rank.value);
     if (!index.contains(name))
       return not_found(fmt::format("{}: no tensor of that name in the problem", where));
     const auto w = wanted.find(name);
-    nb::ndarray<nb::ro> readable;
-    if (!nb::try_cast(value, readable))
-      return invalid(
-          fmt::format("{}: a {} is not an array that exports DLPack (a numpy array, a torch tensor, ...)",
-                      where, nb::type_name(value.type()).c_str()));
     if (w == wanted.end()) {
-      if (readable.size() == 0) continue;  // an empty array for an empty box
+      if (REFIT_TRY(readable_array(value, where)).size() == 0) continue;  // an empty array for an empty box
       return mismatch(
           fmt::format("{}: {} rank {} holds no part of tensor '{}'", where, side, rank.value, name));
     }
     const TensorSpec& spec = problem.tensors()[w->second.tensor].tensor;
-    std::span<std::byte> bytes;
-    MemoryKind kind{};
-    if (source) {
-      kind = REFIT_TRY(check_array(readable, spec, w->second.box, where));
-      bytes = {static_cast<std::byte*>(const_cast<void*>(readable.data())), readable.nbytes()};
-      out.sources.push_back(readable);
-    } else {
-      nb::ndarray<> writable;
-      if (!nb::try_cast(value, writable))
-        return invalid(
-            fmt::format("{}: read-only, but an inference rank's buffers receive the tensor", where));
-      kind = REFIT_TRY(check_array(writable, spec, w->second.box, where));
-      bytes = {static_cast<std::byte*>(writable.data()), writable.nbytes()};
-      out.destinations.push_back(writable);
-    }
-    if (memory && *memory != kind)
-      return mismatch(fmt::format("{}: {} memory, while the rank's other buffers are {} memory", where,
-                                  kind == MemoryKind::kCuda ? "CUDA" : "host",
-                                  *memory == MemoryKind::kCuda ? "CUDA" : "host"));
-    memory = kind;
+    const Box& box = w->second.box;
+    const Expected expected{.shape = box.extent,
+                            .dtype = spec.dtype,
+                            .shape_is = fmt::format("the rank's box of the tensor, {} (extent [{}])",
+                                                    box.to_string(), fmt::join(box.extent, ", ")),
+                            .owner = "tensor"};
+    const auto taken = REFIT_TRY(take(value, expected, where, source, "the tensor", out));
+    REFIT_TRY(same_memory(memory, taken.memory, where));
     given[name] = true;
     (source ? out.buffers.sources : out.buffers.destinations)
-        .push_back(ShardBuffer{.tensor = w->second.tensor, .box = w->second.box, .bytes = bytes});
+        .push_back(ShardBuffer{.tensor = w->second.tensor, .box = box, .bytes = taken.bytes});
   }
   for (const auto& [name, w] : wanted)
     if (!given.contains(name))
       return not_found(fmt::format("rank {}: no buffer for tensor '{}' (the {} rank {} its box {})",
                                    rank.value, name, side, source ? "holds" : "needs", w.box.to_string()));
   out.buffers.memory = memory.value_or(MemoryKind::kHost);
+  return out;
+}
+
+Result<RankArrays> parameter_arrays(const ReshardProblem& problem, const models::StorageMap& side, Rank rank,
+                                    const nb::dict& arrays) {
+  REFIT_TRY(check_rank(problem, rank));
+  const auto& storage = *REFIT_TRY(rank_storage(side, rank));
+  const bool source = problem.is_source(rank);
+  std::map<std::string, std::size_t, std::less<>> index;  // parameter name -> its position
+  for (std::size_t i = 0; i < storage.parameters.size(); ++i) index.emplace(storage.parameters[i].name, i);
+  RankArrays out;
+  std::optional<MemoryKind> memory;
+  std::vector<std::span<std::byte>> spans(storage.parameters.size());
+  std::vector<bool> given(storage.parameters.size(), false);
+  for (const auto& [key, value] : arrays) {
+    const std::string name = REFIT_TRY(key_name(key, rank, "parameter"));
+    const std::string where = fmt::format("parameter '{}' (rank {})", name, rank.value);
+    const auto it = index.find(name);
+    if (it == index.end())
+      return not_found(
+          fmt::format("{}: the {} rank has no parameter of that name (Problem.parameters({}) "
+                      "lists them)",
+                      where, side.framework, rank.value));
+    const auto& p = storage.parameters[it->second];
+    const Expected expected{.shape = p.shape,
+                            .dtype = p.dtype,
+                            .shape_is = fmt::format("the parameter's [{}]", fmt::join(p.shape, ", ")),
+                            .owner = "parameter"};
+    const auto taken = REFIT_TRY(take(value, expected, where, source, "the parameter", out));
+    REFIT_TRY(same_memory(memory, taken.memory, where));
+    spans[it->second] = taken.bytes;
+    given[it->second] = true;
+  }
+  for (std::size_t i = 0; i < storage.parameters.size(); ++i)
+    if (!given[i]) {
+      const auto& p = storage.parameters[i];
+      return not_found(fmt::format("rank {}: no buffer for parameter '{}' (the {} rank's [{}] {})",
+                                   rank.value, p.name, side.framework, fmt::join(p.shape, ", "),
+                                   dtype_name(p.dtype)));
+    }
+  const auto kind = memory.value_or(MemoryKind::kHost);
+  out.buffers = REFIT_TRY(framework_rank_buffers(problem, side, rank, std::move(spans), kind));
   return out;
 }
 

@@ -1,9 +1,10 @@
 #pragma once
 // A rank's buffers as Python hands them in: any arrays that export DLPack (numpy arrays, torch
-// tensors on the CPU or on a CUDA device), keyed by tensor name. Each is checked against the
-// rank's box of its tensor (shape equal to the box's extent, the tensor's dtype, row-major and
-// contiguous, its bytes, writable where the rank receives) before anything else happens, and the
-// error names the buffer.
+// tensors on the CPU or on a CUDA device), keyed by tensor name (each the rank's box of the
+// tensor) or by framework-parameter name (each a parameter holding regions of the rank's boxes,
+// models/storage_map.h). Each is checked (shape equal to the box's extent or the parameter's
+// shape, the dtype, row-major and contiguous, its bytes, writable where the rank receives) before
+// anything else happens, and the error names the buffer.
 #include <string>
 #include <vector>
 
@@ -24,5 +25,12 @@ struct RankArrays {
 // Needs the GIL.
 [[nodiscard]] Result<RankArrays> rank_arrays(const ReshardProblem& problem, Rank rank,
                                              const nb::dict& arrays);
+
+// The rank's buffers from `arrays` (parameter name -> array): every parameter `side` gives the rank,
+// the shards as regions of them (framework_rank_buffers). Elements in no region are left as they
+// are. Needs the GIL.
+[[nodiscard]] Result<RankArrays> parameter_arrays(const ReshardProblem& problem,
+                                                  const models::StorageMap& side, Rank rank,
+                                                  const nb::dict& arrays);
 
 }  // namespace refit::python

@@ -14,6 +14,7 @@
 
 #include "bindings.h"
 #include "buffers.h"
+#include "refit/core/try.h"
 #include "refit/executors/agreement.h"
 
 namespace refit::python {
@@ -128,11 +129,19 @@ ExecutorHandle* make(const std::string& name, nb::callable exchange, std::int32_
   return handle.release();
 }
 
+// The rank's arrays keyed by parameter name: the rank's side's storage map, then the arrays.
+Result<RankArrays> framework_arrays(const ProblemHandle& problem, Rank rank, const nb::dict& arrays) {
+  const auto side = REFIT_TRY(side_storage(problem, problem.problem->is_source(rank)));
+  return parameter_arrays(*problem.problem, *side.map, rank, arrays);
+}
+
 PreparedHandle* prepare(ExecutorHandle& self, const PlanHandle& plan, const ProblemHandle& problem,
-                        std::int32_t rank, const nb::dict& arrays) {
+                        std::int32_t rank, const nb::dict& arrays, bool framework) {
   // This rank's arrays first; every rank learns whether every rank's are right before the
-  // executor's collective prepare, so that a refusal anywhere is a refusal everywhere.
-  auto mine = rank_arrays(*problem.problem, Rank{rank}, arrays);
+  // executor's collective prepare, so that a refusal anywhere (a storage map that cannot be made
+  // included) is a refusal everywhere.
+  auto mine = framework ? framework_arrays(problem, Rank{rank}, arrays)
+                        : rank_arrays(*problem.problem, Rank{rank}, arrays);
   auto handle = std::make_unique<PreparedHandle>();
   handle->owner = &self;
   handle->rank = rank;
@@ -203,10 +212,13 @@ void bind_executor(nb::module_& m) {
       .def_prop_ro(
           "cuda_memory", [](const ExecutorHandle& e) { return e.executor->capabilities().cuda_memory; },
           "Whether it moves CUDA memory (torch CUDA tensors).")
-      .def("prepare", &prepare, "plan"_a, "problem"_a, "rank"_a, "buffers"_a, nb::keep_alive<0, 1>(),
-           "Collective: checks this rank's buffers (tensor name -> array; shape, dtype, contiguity and "
-           "size against the rank's box) on every rank, then registers them and connects to the peers. "
-           "Nothing moves yet.")
+      .def("prepare", &prepare, "plan"_a, "problem"_a, "rank"_a, "buffers"_a, "framework"_a = false,
+           nb::keep_alive<0, 1>(),
+           "Collective: checks this rank's buffers on every rank, then registers them and connects to "
+           "the peers. Nothing moves yet. buffers maps tensor name -> array, each checked against the "
+           "rank's box (shape, dtype, contiguity, size); with framework, parameter name -> array for "
+           "every parameter of the rank's side's storage map (Problem.storage), each checked against "
+           "the parameter, the shards moved as regions of them.")
       .def("allocate", &allocate, "nbytes"_a,
            "Host memory this executor moves fastest, uninitialised, as a uint8 numpy array.");
   nb::class_<PreparedHandle>(m, "Prepared", "A plan prepared on an executor with this rank's buffers.")

@@ -9,6 +9,8 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
+#include "refit/core/try.h"
+#include "refit/executors/framework_buffers.h"
 #include "refit/models/builtin_models.h"
 #include "refit/models/manifest.h"
 
@@ -31,7 +33,42 @@ ProblemHandle load(const std::string& model, const std::string& train, const std
     nb::gil_scoped_release release;
     return load_problem(source);
   }());
-  return ProblemHandle{std::make_shared<const ReshardProblem>(std::move(problem))};
+  return ProblemHandle{.problem = std::make_shared<const ReshardProblem>(std::move(problem)),
+                       .source = source};
+}
+
+}  // namespace
+
+Result<StorageHandle> side_storage(const ProblemHandle& p, bool training) {
+  nb::gil_scoped_release release;  // before the lock: a thread waiting for it must not hold the GIL
+  std::lock_guard lock(p.storage->mutex);
+  auto& side = p.storage->sides[training ? 1 : 0];
+  if (!side) {
+    auto map = REFIT_TRY(load_storage(p.source, *p.problem, training));
+    side = StorageHandle{.problem = p.problem,
+                         .map = std::make_shared<const models::StorageMap>(std::move(map))};
+  }
+  return *side;
+}
+
+namespace {
+
+// (tensor, box offset, box extent, offset, strides) of a region; offset and strides in elements
+// of its parameter.
+using RegionTuple = std::tuple<std::string, Shape, Shape, std::int64_t, Shape>;
+// (name, shape, dtype, regions) of a parameter.
+using ParameterTuple = std::tuple<std::string, Shape, std::string, std::vector<RegionTuple>>;
+
+std::vector<ParameterTuple> parameters(const StorageHandle& s, std::int32_t rank) {
+  const auto& storage = *unwrap(rank_storage(*s.map, Rank{rank}));
+  std::vector<ParameterTuple> out;
+  for (const auto& p : storage.parameters)
+    out.emplace_back(p.name, p.shape, std::string(dtype_name(p.dtype)), std::vector<RegionTuple>{});
+  for (const auto& r : storage.regions)
+    std::get<3>(out[static_cast<std::size_t>(r.parameter)])
+        .emplace_back(s.problem->tensors()[r.tensor].tensor.name, r.box.offset, r.box.extent, r.offset,
+                      r.strides);
+  return out;
 }
 
 std::vector<std::tuple<std::string, Shape, std::string>> tensors(const ProblemHandle& p) {
@@ -94,7 +131,26 @@ void bind_problem(nb::module_& m) {
            "training rank) or needs (an inference rank), in tensor order.")
       .def(
           "manifest", [](const ProblemHandle& p) { return models::write_manifest(*p.problem); },
-          "The problem as a manifest (JSON text, the format refit --manifest reads).");
+          "The problem as a manifest (JSON text, the format refit --manifest reads).")
+      .def(
+          "storage", [](const ProblemHandle& p, bool training) { return unwrap(side_storage(p, training)); },
+          "training"_a,
+          "How the training side (Megatron) or the inference side (vLLM) stores its shards in the "
+          "framework's parameters: by the models' rules, or a version 2 manifest's maps.");
+  nb::class_<StorageHandle>(m, "Storage",
+                            "One side's framework parameters on every rank of that side, with the regions "
+                            "of the logical tensors in them (refit models --storage).")
+      .def_prop_ro(
+          "framework", [](const StorageHandle& s) { return s.map->framework; }, "megatron or vllm.")
+      .def_prop_ro(
+          "first_rank", [](const StorageHandle& s) { return s.map->first_rank; },
+          "The global rank of the side's first rank.")
+      .def_prop_ro(
+          "ranks", [](const StorageHandle& s) { return s.map->ranks.size(); }, "The side's ranks.")
+      .def("parameters", &parameters, "rank"_a,
+           "(name, shape, dtype, regions) of every parameter of a rank of the side, in the framework's "
+           "order; a region is (tensor, box offset, box extent, offset, strides), offset and strides in "
+           "elements of the parameter.");
   m.def("builtin_models", &builtin_model_names, "Names of the models compiled into refit.");
 }
 

@@ -14,6 +14,7 @@ TEST(DType, SizesAndNamesRoundTrip) {
   EXPECT_EQ(dtype_size(DType::kFP8E4M3), 1);
   EXPECT_EQ(dtype_size(DType::kFP64), 8);
   EXPECT_EQ(dtype_size(DType::kInt32), 4);
+  EXPECT_EQ(dtype_size(DType::kFP8E8M0), 1);
   EXPECT_EQ(all_dtypes().size(), 11u);
   for (DType t : all_dtypes()) EXPECT_EQ(parse_dtype(dtype_name(t)).value(), t);
 }
@@ -22,6 +23,8 @@ TEST(DType, AcceptsTorchSpellings) {
   EXPECT_EQ(parse_dtype("bfloat16").value(), DType::kBF16);
   EXPECT_EQ(parse_dtype("torch.float32").value(), DType::kFP32);
   EXPECT_EQ(parse_dtype("float8_e4m3fn").value(), DType::kFP8E4M3);
+  EXPECT_EQ(parse_dtype("float8_e8m0fnu").value(), DType::kFP8E8M0);
+  EXPECT_EQ(parse_dtype("F8_E8M0").value(), DType::kFP8E8M0);  // safetensors
 }
 
 TEST(DType, UnknownNameIsNamedInTheError) {

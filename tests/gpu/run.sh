@@ -5,7 +5,8 @@
 #   nccl_gpu_test   every strategy's whole plan on one GPU (all plan ranks on a communicator of
 #                   size 1), verified element by element, run twice; the caller's communicator
 #                   (adopt); a rank that never joins (a timeout, not a hang); the copy kernel
-#                   against its host run
+#                   against its host run; the quantize kernel against the reference vectors, and
+#                   its throughput (printed)
 #   box_copy_bench  pack/unpack throughput of the copy kernel against cudaMemcpy device to device
 # Usage:
 #   tests/gpu/run.sh           on the GPU machine
@@ -73,7 +74,8 @@ run() {
   if ldd "$tests" | grep "not found"; then echo "refit: the libraries above are missing" >&2; fi
   local status=0
   echo "== nccl_gpu_test"
-  timeout 240 "$tests" --gtest_color=no || status=$?
+  # The quantize vectors from this checkout, wherever the programs were built.
+  REFIT_TEST_DATA_DIR=$PWD/tests/data timeout 240 "$tests" --gtest_color=no || status=$?
   echo "== box_copy_bench"
   timeout 120 "$bench" || status=$?
   echo "refit: GPU checks finished with status $status"

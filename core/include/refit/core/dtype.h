@@ -18,7 +18,9 @@ enum class DType : std::uint8_t {
   kUInt8,
   kInt32,
   kInt64,
-  kFP8E8M0,  // a power of two 2^(e-127): MXFP8's block scales
+  // OCP MX scale: an unsigned biased power of two (2^(bits-127)), 0xFF is NaN; the scale type of
+  // mxfp8 (refit/core/quantization.h). Torch calls it float8_e8m0fnu.
+  kFP8E8M0,
 };
 
 std::int64_t dtype_size(DType t);

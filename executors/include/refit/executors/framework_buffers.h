@@ -1,9 +1,12 @@
 #pragma once
-// Host memory for one rank's framework parameters (models/storage_map.h), as `refit run
-// --storage framework` and the tests hand it to an executor: every parameter zeroed, the rank's
-// logical boxes as regions of them; the verification pattern written and checked through the
-// regions, padding checked to stay zero.
+// One rank's framework parameters (models/storage_map.h) as an executor's buffers: the rank's
+// logical boxes as regions of the parameters. framework_rank_buffers() builds them over memory the
+// caller holds (the Python package: the caller's arrays); FrameworkBuffers allocates that memory,
+// as `refit run --storage framework` and the tests hand it to an executor: every parameter
+// zeroed, the verification pattern written and checked through the regions, padding checked to
+// stay zero.
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "refit/core/error.h"
@@ -13,6 +16,19 @@
 #include "refit/models/storage_map.h"
 
 namespace refit {
+
+// What `side` stores on `rank`; an error when the rank is not one of the side's.
+[[nodiscard]] Result<const models::RankStorage*> rank_storage(const models::StorageMap& side, Rank rank);
+
+// The buffers of `rank` (a rank of `side`) whose parameters lie in `parameters`: parameters[i] is
+// the memory of the rank's parameter i (row-major, its dtype, exactly its bytes), and each of the
+// rank's shards on that side of `problem` is the regions `side` gives it there. Elements in no
+// region (vocab padding) are never read or written. Errors name the rank and the parameter whose
+// memory is missing or of the wrong size.
+[[nodiscard]] Result<RankBuffers> framework_rank_buffers(const ReshardProblem& problem,
+                                                         const models::StorageMap& side, Rank rank,
+                                                         std::vector<std::span<std::byte>> parameters,
+                                                         MemoryKind memory = MemoryKind::kHost);
 
 class FrameworkBuffers {
  public:

@@ -9,6 +9,7 @@
 #include "refit/core/problem.h"
 #include "refit/models/model_spec.h"
 #include "refit/models/parallel_config.h"
+#include "refit/models/storage_map.h"
 
 namespace refit {
 
@@ -51,5 +52,13 @@ struct ParallelLayouts {
 // The problem the source describes; errors name the offending option (--model, --train, --infer,
 // --dtype, --manifest), as the command line spells it.
 [[nodiscard]] Result<ReshardProblem> load_problem(const ProblemSource& source);
+
+// How one side of the problem the source describes (`problem`, which load_problem(source) made)
+// stores its shards in a framework's parameters: Megatron's on the training side (`training`),
+// vLLM's on the inference side, by the models' rules; or the storage maps of a version 2
+// manifest. Errors name the option (--model, --train, --infer, --manifest: one without maps), or
+// the tensor and rank that the framework's rules cannot place.
+[[nodiscard]] Result<models::StorageMap> load_storage(const ProblemSource& source,
+                                                      const ReshardProblem& problem, bool training);
 
 }  // namespace refit
