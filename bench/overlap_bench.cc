@@ -1,5 +1,5 @@
 // Cost of the overlap algebra for layouts the size of real refits: a [256, 2048, 7168] stacked
-// expert tensor moving from EP16 x PP-replicated training ranks to a TP32 x DP8 inference mesh.
+// expert tensor moving from EP16 x PP-replicated training ranks to a 8 TP32 engines inference mesh.
 #include <benchmark/benchmark.h>
 
 #include "refit/core/overlap.h"

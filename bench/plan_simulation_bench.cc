@@ -1,5 +1,5 @@
 // Simulating the `refit` strategy's plan of the reference problem on one core:
-// DeepSeek-V3 PP16xEP16 (256 GPUs) -> TP32xDP8 (256 GPUs), on dgx-h100 and on
+// DeepSeek-V3 PP16xEP16 (256 GPUs) -> 8 engines of TP32 (256 GPUs), on dgx-h100 and on
 // gb200-nvl72:gpus_per_domain=64, with the options `refit simulate` uses. The plan is made once,
 // outside the timed loop: the loop is simulate_plan alone (plan -> model, the event loop, the
 // critical path and the report).
@@ -12,7 +12,7 @@
 namespace {
 
 void simulate_benchmark(benchmark::State& state, const char* cluster) {
-  const auto mp = refit::testing::model_problem("deepseek-v3", "pp=16,ep=16", "tp=32,dp=8", cluster);
+  const auto mp = refit::testing::model_problem("deepseek-v3", "pp=16,ep=16", "tp=32,engines=8", cluster);
   const auto plan = refit::make_plan("refit", mp.problem, mp.cluster).value();
   refit::PlanSimulationOptions options;
   double events = 0, predicted = 0, tasks = 0;

@@ -1,7 +1,7 @@
 // Cost of simulating refit-sized transfers.
 //
 // BM_SimulateAllToAll: the shape of a DeepSeek-V3 plan (refit simulate --model deepseek-v3
-// --train pp=16,ep=16 --infer tp=32,dp=8 --cluster dgx-h100): 256 sender NICs each send their
+// --train pp=16,ep=16 --infer tp=32,engines=8 --cluster dgx-h100): 256 sender NICs each send their
 // messages in order to all 256 receiver NICs, keeping `window` in flight (message k waits for
 // message k - window of the same sender), or all at once (window 0: plan simulations stream
 // every (sender, receiver) pair at the same time, one message per pair as refit coalesces them).

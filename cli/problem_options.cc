@@ -25,10 +25,12 @@ void add_problem_options(CLI::App* cmd, ProblemSource& source) {
   auto* model =
       group->add_option("--model", source.model, "Built-in model name or path to an HF config.json");
   group->add_option("--train", source.train,
-                    "Megatron training sizes: tp,pp,ep,etp,cp,dp,pp_first,pp_last "
+                    "Megatron training sizes: tp,pp,ep,etp (default tp),cp,dp,pp_first,pp_last "
                     "(e.g. tp=4,pp=8,ep=16)");
   group->add_option("--infer", source.infer,
-                    "vLLM inference sizes: tp,dp,ep=on|off,placement=linear|round_robin (e.g. tp=8,dp=16)");
+                    "vLLM inference sizes: tp,dp (one engine's data "
+                    "parallel),engines,ep=on|off,placement=linear|round_robin "
+                    "(e.g. tp=8,engines=16)");
   add_model_options(group, source.model_options);
   group->add_option("--manifest", source.manifest, "Tensor manifest JSON (any framework)")->excludes(model);
 }

@@ -2,7 +2,7 @@
 // GPUs) to vLLM TP8 x DP2 (16 inference GPUs) on DGX H100 nodes, every strategy side by side.
 //
 //   plan_and_simulate [MODEL TRAIN INFER CLUSTER]
-//   plan_and_simulate deepseek-v3 pp=16,ep=16 tp=32,dp=8 gb200-nvl72:gpus_per_domain=64
+//   plan_and_simulate deepseek-v3 pp=16,ep=16 tp=32,engines=8 gb200-nvl72:gpus_per_domain=64
 #include <cstdio>
 #include <string>
 
@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
   const bool given = argc == 5;
   const refit::ProblemSource source{.model = given ? argv[1] : "qwen3-30b-a3b",
                                     .train = given ? argv[2] : "ep=8,pp=2",
-                                    .infer = given ? argv[3] : "tp=8,dp=2"};
+                                    .infer = given ? argv[3] : "tp=8,engines=2"};
   const refit::ClusterSource hardware{.preset = given ? argv[4] : "dgx-h100"};
 
   const auto problem = refit::load_problem(source);

@@ -1,5 +1,5 @@
 """The refit of torchrun_refit.py between the processes of an mpirun job, through mpi4py, with
-numpy arrays: 2 training processes (TP2 x EP2) -> 2 inference processes (TP2), the tiny MoE model
+numpy arrays: 2 training processes (TP2 x EP2, ETP1) -> 2 inference processes (TP2), the tiny MoE model
 in fp32. The arrays live in memory the UCX executor hands out (Executor.empty), which peers on the
 same host write into directly.
 
@@ -30,7 +30,7 @@ def weights(problem: refit.Problem, name: str) -> np.ndarray:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default=str(TINY_MODEL))
-    parser.add_argument("--train", default="tp=2,ep=2")
+    parser.add_argument("--train", default="tp=2,ep=2,etp=1")
     parser.add_argument("--infer", default="tp=2")
     parser.add_argument("--steps", type=int, default=3)
     args = parser.parse_args()

@@ -1,5 +1,5 @@
 """A refit inside a PyTorch job started by torchrun, no mpirun: 2 training processes hold a tiny
-MoE model split Megatron's way (TP2 x EP2), 2 inference processes need it split vLLM's way (TP2).
+MoE model split Megatron's way (TP2 x EP2, ETP1), 2 inference processes need it split vLLM's way (TP2).
 The processes find each other through torch.distributed (gloo, CPU tensors); each plans the same
 plan, prepares it once with its own tensors and refits every "step", then the inference processes
 check every element they received.
@@ -35,7 +35,7 @@ def weights(problem: refit.Problem, name: str) -> torch.Tensor:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default=str(TINY_MODEL))
-    parser.add_argument("--train", default="tp=2,ep=2", help="Megatron sizes of the training side")
+    parser.add_argument("--train", default="tp=2,ep=2,etp=1", help="Megatron sizes of the training side")
     parser.add_argument("--infer", default="tp=2", help="vLLM sizes of the inference side")
     parser.add_argument("--steps", type=int, default=3, help="refits with one prepared plan")
     parser.add_argument("--timeout", type=float, default=30.0)

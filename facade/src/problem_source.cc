@@ -27,7 +27,7 @@ Result<models::ModelSpec> load_model(const std::string& name_or_path, const Mode
 
 Result<ParallelLayouts> parse_layouts(const std::string& train, const std::string& infer) {
   if (train.empty()) return invalid("--train: missing (Megatron sizes, e.g. \"tp=4,pp=8,ep=16\")");
-  if (infer.empty()) return invalid("--infer: missing (vLLM sizes, e.g. \"tp=8,dp=16\")");
+  if (infer.empty()) return invalid("--infer: missing (vLLM sizes, e.g. \"tp=8,engines=16\")");
   const auto megatron = REFIT_TRY_IN(models::parse_megatron(train), "--train");
   const auto vllm = REFIT_TRY_IN(models::parse_vllm(infer), "--infer");
   return ParallelLayouts{.train = megatron, .infer = vllm};

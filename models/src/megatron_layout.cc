@@ -15,6 +15,9 @@
 namespace refit::models {
 namespace {
 
+// Megatron's --make-vocab-size-divisible-by default (megatron/training/arguments.py).
+constexpr std::int64_t kVocabDivisibleBy = 128;
+
 [[nodiscard]] Result<std::vector<std::int64_t>> split_evenly(std::int64_t layers, std::int64_t pp) {
   std::vector<std::int64_t> counts;
   for (std::int64_t s = 0; s < pp; ++s) {
@@ -77,8 +80,8 @@ bool is_query(const WeightTensor& t) {
     return mismatch(fmt::format("ep={}: {} has no routed experts", c.ep, m.name));
   if (m.num_experts > 0) REFIT_TRY(check_divides(c.ep, "ep", m.num_experts, "the routed experts"));
   for (const auto& t : m.tensors) {
-    // The vocab is padded by Megatron, so any split of it is fine (see the README); q, k and v
-    // beyond the query groups follow check_query_groups.
+    // The vocab is padded and split by megatron_vocab_rows; q, k and v beyond the query groups
+    // follow check_query_groups.
     if (t.kind == TensorKind::kVocab || (grouped && (is_query(t) || t.kind == TensorKind::kKeyValue)))
       continue;
     const bool expert = t.is_routed_expert();
@@ -88,6 +91,11 @@ bool is_query(const WeightTensor& t) {
 }
 
 }  // namespace
+
+std::int64_t megatron_vocab_rows(std::int64_t vocab, std::int64_t tp) {
+  const auto multiple = kVocabDivisibleBy * tp;
+  return (vocab + multiple - 1) / multiple * multiple / tp;
+}
 
 Result<std::vector<std::int64_t>> megatron_stage_starts(std::int64_t num_layers,
                                                         const MegatronConfig& config) {
@@ -101,8 +109,11 @@ Result<std::vector<std::int64_t>> megatron_stage_starts(std::int64_t num_layers,
 Result<MegatronLayouts> MegatronLayouts::make(const ModelSpec& model, const MegatronConfig& config) {
   REFIT_TRY(check_sizes(model, config));
   auto starts = REFIT_TRY(megatron_stage_starts(model.num_layers, config));
-  return MegatronLayouts(config, std::move(starts), model.tied_embeddings, model.num_heads,
-                         model.num_kv_heads);
+  // The output layer (tied embeddings) and the MTP layers (on the last stage) read the word
+  // embedding there (language_module.py, setup_embeddings_and_output_layer: "we also need to
+  // maintain duplicated embedding weights in mtp process stage").
+  const bool last_embeds = model.tied_embeddings || model.mtp_layers > 0;
+  return MegatronLayouts(config, std::move(starts), last_embeds, model.num_heads, model.num_kv_heads);
 }
 
 // TP beyond the query groups (check_query_groups): rank j of a group's r ranks holds heads
@@ -149,9 +160,13 @@ Result<Layout> MegatronLayouts::dense_layout(const WeightTensor& tensor, std::in
   const auto& c = config_;
   if (kv_heads_ > 0 && kv_heads_ % c.tp != 0 && (is_query(tensor) || tensor.kind == TensorKind::kKeyValue))
     return query_group_layout(tensor, stage);
-  const auto tp = shard_or_replicate(tensor_parallel_dim(tensor));
-  // With tied embeddings the last stage keeps its own copy of the embedding for the output layer.
-  if (tensor.section == Section::kEmbedding && tied_embeddings_ && c.pp > 1) {
+  // follows megatron.core.tensor_parallel.layers.VocabParallelEmbedding (and the output layer's
+  // ColumnParallelLinear over the same padded vocab): rows in parts of megatron_vocab_rows.
+  const auto tp = tensor.kind == TensorKind::kVocab
+                      ? Placement::shard(0, megatron_vocab_rows(tensor.spec.shape[0], c.tp))
+                      : shard_or_replicate(tensor_parallel_dim(tensor));
+  // The last stage keeps its own copy of the embedding for the output layer or the MTP layers.
+  if (tensor.section == Section::kEmbedding && last_stage_embedding_ && c.pp > 1) {
     auto ranks = rank_block(0, c.stage_size());
     const auto last = rank_block((c.pp - 1) * c.stage_size(), c.stage_size());
     ranks.insert(ranks.end(), last.begin(), last.end());

@@ -4,6 +4,7 @@
 //   decoder.layers.<l>.self_attention.linear_qkv.weight      per query group [q heads; k; v]
 //   decoder.layers.<l>.mlp.linear_fc1.weight                 [gate shard; up shard]
 //   decoder.layers.<l>.mlp.experts.linear_fc1.weight<i>      TEGroupedMLP, one per local expert
+//   mtp.layers.<k>.{enorm,hnorm,eh_proj,final_layernorm}.weight, mtp.layers.<k>.mtp_model_layer.*
 // with <l> the layer's number inside its pipeline stage and <i> the expert's inside its EP rank.
 #include <optional>
 #include <string_view>
@@ -23,8 +24,6 @@ using detail::Stored;
 using detail::TensorOnRank;
 
 constexpr std::string_view kFramework = "megatron";
-// Megatron's --make-vocab-size-divisible-by default.
-constexpr std::int64_t kVocabDivisibleBy = 128;
 
 // Megatron's linear_qkv holds, per query group, the group's q heads, then its k head, then its
 // v head (attention.py, SelfAttention.get_query_key_value_tensors: [sq, b, ng * (np/ng + 2) * hn]),
@@ -150,13 +149,21 @@ Result<Stored> layer_tensor(const TensorOnRank& t, const detail::LayerName& n, c
   return detail::no_rule(kFramework, t);
 }
 
-// Rows per TP rank of a vocab-parallel weight: the vocab padded to make_vocab_size_divisible_by
-// * tp (megatron/training/vocab_utils.py, calculate_padded_vocab_size), split evenly
-// (tensor_parallel/utils.py, VocabUtility.vocab_range_from_global_vocab_size). Megatron-Bridge
-// pads only with should_pad_vocab; this is Megatron-LM training's default.
-std::int64_t vocab_partition(std::int64_t vocab, std::int64_t tp) {
-  const auto multiple = kVocabDivisibleBy * tp;
-  return (vocab + multiple - 1) / multiple * multiple / tp;
+// follows megatron.core.transformer.multi_token_prediction (MultiTokenPredictionBlock.layers,
+// MultiTokenPredictionLayer): mtp.layers.<k> holds enorm, hnorm, eh_proj (a ColumnParallelLinear:
+// the rank's rows), final_layernorm (HF shared_head.norm) and its decoder layer mtp_model_layer,
+// named like a decoder layer's.
+Result<Stored> mtp_tensor(const TensorOnRank& t, const detail::LayerName& n, const MegatronConfig& c) {
+  const auto prefix = fmt::format("mtp.layers.{}.", n.layer - t.model->num_layers);
+  static constexpr std::pair<std::string_view, std::string_view> kOwn[] = {
+      {"enorm.weight", "enorm.weight"},
+      {"hnorm.weight", "hnorm.weight"},
+      {"eh_proj.weight", "eh_proj.weight"},
+      {"shared_head.norm.weight", "final_layernorm.weight"},
+  };
+  for (const auto& [hf, megatron] : kOwn)
+    if (n.rest == hf) return detail::whole(t, prefix + std::string(megatron), t.box.extent[0]);
+  return layer_tensor(t, n, prefix + "mtp_model_layer.", c);
 }
 
 Result<Stored> megatron_rule(const TensorOnRank& t, const MegatronConfig& c,
@@ -164,12 +171,13 @@ Result<Stored> megatron_rule(const TensorOnRank& t, const MegatronConfig& c,
   const auto& name = t.tensor->spec.name;
   if (name == "model.embed_tokens.weight")
     return detail::padded_vocab(t, "embedding.word_embeddings.weight",
-                                vocab_partition(t.tensor->spec.shape[0], c.tp));
+                                megatron_vocab_rows(t.tensor->spec.shape[0], c.tp));
   if (name == "lm_head.weight")
-    return detail::padded_vocab(t, "output_layer.weight", vocab_partition(t.tensor->spec.shape[0], c.tp));
+    return detail::padded_vocab(t, "output_layer.weight", megatron_vocab_rows(t.tensor->spec.shape[0], c.tp));
   if (name == "model.norm.weight") return detail::whole(t, "decoder.final_layernorm.weight", t.box.extent[0]);
   const auto n = detail::layer_name(name);
-  if (!n || n->layer >= t.model->num_layers) return detail::no_rule(kFramework, t);
+  if (!n || n->layer >= t.model->num_layers + t.model->mtp_layers) return detail::no_rule(kFramework, t);
+  if (n->layer >= t.model->num_layers) return mtp_tensor(t, *n, c);
   const auto stage =
       std::upper_bound(stage_starts.begin(), stage_starts.end(), n->layer) - stage_starts.begin() - 1;
   const auto local = n->layer - stage_starts[static_cast<std::size_t>(stage)];

@@ -133,17 +133,20 @@ class TensorBuilder {
     mark(add(name(2), shape(f_.hidden, m.intermediate), TensorKind::kRow, Projection::kDown));
   }
 
-  // DeepSeek-V3's multi-token-prediction layer: its own embedding and head, a projection of
-  // [embedding; hidden state], then a full decoder layer. It lives on the last pipeline stage.
+  // DeepSeek-V3's multi-token-prediction layer: norms, a projection of [embedding; hidden
+  // state], then a full decoder layer; it lives on the last pipeline stage. Its embedding and
+  // output head are the main model's in both frameworks, so they are not tensors of their own
+  // (the checkpoint's copies, model.layers.<i>.embed_tokens and shared_head.head, are never
+  // loaded): Megatron's MultiTokenPredictionLayer is handed GPTModel's embedding and
+  // output_layer, and vLLM's EagleProposer.load_model replaces the MTP drafter's embed_tokens
+  // and lm_head by the target model's ("Detected MTP model. Sharing target model ...").
   void mtp_layer(std::int64_t i) {
     layer_ = i;
     prefix_ = fmt::format("model.layers.{}.", i);
-    add("embed_tokens.weight", {f_.vocab, f_.hidden}, TensorKind::kVocab);
     add("enorm.weight", {f_.hidden}, TensorKind::kReplicated);
     add("hnorm.weight", {f_.hidden}, TensorKind::kReplicated);
     add("eh_proj.weight", {f_.hidden, 2 * f_.hidden}, TensorKind::kMtpProjection);
     add("shared_head.norm.weight", {f_.hidden}, TensorKind::kReplicated);
-    add("shared_head.head.weight", {f_.vocab, f_.hidden}, TensorKind::kVocab);
     decoder_layer(i);
   }
 
@@ -196,6 +199,7 @@ Result<ModelSpec> make_model_spec(const HfFields& fields, const HfOptions& optio
   spec.num_heads = fields.heads;
   spec.num_kv_heads = fields.mla ? 0 : fields.kv_heads;
   spec.num_experts = fields.moe ? fields.moe->num_experts : 0;
+  spec.mtp_layers = fields.mtp_layers;
   spec.tied_embeddings = fields.tied_embeddings;
   spec.tensors = TensorBuilder(fields, options).build();
   REFIT_TRY(check_sizes(spec.tensors));

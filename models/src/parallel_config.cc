@@ -81,7 +81,8 @@ constexpr std::array<std::string_view, 8> kMegatronKeys{"tp", "pp", "ep",       
                                                         "cp", "dp", "pp_first", "pp_last"};
 
 // The sizes given, dp and the pipeline split still as the user wrote them.
-[[nodiscard]] Result<MegatronConfig> read_megatron(std::span<const Setting> settings, bool& has_dp) {
+[[nodiscard]] Result<MegatronConfig> read_megatron(std::span<const Setting> settings, bool& has_dp,
+                                                   bool& has_etp) {
   MegatronConfig c;
   std::int64_t MegatronConfig::*const fields[] = {&MegatronConfig::tp, &MegatronConfig::pp,
                                                   &MegatronConfig::ep, &MegatronConfig::etp,
@@ -93,6 +94,7 @@ constexpr std::array<std::string_view, 8> kMegatronKeys{"tp", "pp", "ep",       
     if (s.key == "pp_first") c.pp_first = v;
     if (s.key == "pp_last") c.pp_last = v;
     has_dp = has_dp || s.key == "dp";
+    has_etp = has_etp || s.key == "etp";
   }
   return c;
 }
@@ -102,7 +104,11 @@ constexpr std::array<std::string_view, 8> kMegatronKeys{"tp", "pp", "ep",       
 Result<MegatronConfig> parse_megatron(std::string_view text) {
   const auto settings = REFIT_TRY(split_settings(text, kMegatronKeys));
   bool has_dp = false;
-  auto c = REFIT_TRY(read_megatron(settings, has_dp));
+  bool has_etp = false;
+  auto c = REFIT_TRY(read_megatron(settings, has_dp, has_etp));
+  // Megatron's expert_tensor_parallel_size defaults to the tensor-parallel size
+  // (parallel_state.initialize_model_parallel, ModelParallelConfig.__post_init__).
+  if (!has_etp) c.etp = c.tp;
   const auto dense = c.tp * c.cp;
   const auto expert = c.ep * c.etp;
   REFIT_TRY(check_world(dense, "tp*cp"));
@@ -123,8 +129,8 @@ Result<MegatronConfig> parse_megatron(std::string_view text) {
 }
 
 Result<VllmConfig> parse_vllm(std::string_view text) {
-  static constexpr std::array<std::string_view, 6> kKeys{"tp",       "dp", "pp", "ep", "expert_parallel",
-                                                         "placement"};
+  static constexpr std::array<std::string_view, 7> kKeys{
+      "tp", "dp", "engines", "pp", "ep", "expert_parallel", "placement"};
   const auto settings = REFIT_TRY(split_settings(text, kKeys));
   VllmConfig c;
   std::int64_t ep = 0;  // 0 off, 1 on, or the EP size the user wrote, checked against tp*dp
@@ -139,16 +145,18 @@ Result<VllmConfig> parse_vllm(std::string_view text) {
     const auto v = REFIT_TRY(is_ep ? expert_parallel_value(s) : size_value(s));
     if (s.key == "tp") c.tp = v;
     if (s.key == "dp") c.dp = v;
+    if (s.key == "engines") c.engines = v;
     if (s.key == "pp" && v != 1)
       return unsupported(fmt::format("pp={}: only pp=1 is supported on the inference side", v));
     if (is_ep) ep = v;
   }
   REFIT_TRY(check_world(c.tp * c.dp, "tp*dp"));
-  if (ep > 1 && ep != c.world())
+  REFIT_TRY(check_world(c.world(), "tp*dp*engines"));
+  if (ep > 1 && ep != c.engine_size())
     return invalid(
         fmt::format("ep={}: vLLM's expert-parallel size is tp*dp = {} (write ep=on "
                     "to turn it on)",
-                    ep, c.world()));
+                    ep, c.engine_size()));
   c.expert_parallel = ep >= 1;
   if (c.placement == ExpertPlacement::kRoundRobin && !c.expert_parallel)
     return invalid("placement=round_robin: places experts over expert-parallel ranks (add ep=on)");
@@ -163,7 +171,8 @@ std::string to_string(const MegatronConfig& c) {
 }
 
 std::string to_string(const VllmConfig& c) {
-  const auto s = fmt::format("tp={},dp={},ep={}", c.tp, c.dp, c.expert_parallel ? "on" : "off");
+  auto s = fmt::format("tp={},dp={},ep={}", c.tp, c.dp, c.expert_parallel ? "on" : "off");
+  if (c.engines > 1) s += fmt::format(",engines={}", c.engines);
   return c.placement == ExpertPlacement::kRoundRobin ? s + ",placement=round_robin" : s;
 }
 

@@ -6,11 +6,13 @@
 //   model.layers.<L>.mlp.experts.w13_weight       [E_local, 2*I_shard, H]: gate rows, then up rows
 //   model.layers.<L>.mlp.experts.w2_weight        [E_local, H, I_shard]
 // (stacked experts, or per-expert tensors at their slot, `linear` or `round_robin`)
+//   model.layers.<M>.{enorm,hnorm,eh_proj,shared_head.norm}.weight, model.layers.<M>.mtp_block.*
 // Every other tensor keeps its HF name, its shard row-major.
 #include <fmt/format.h>
 
 #include "refit/core/try.h"
 #include "refit/models/storage_map.h"
+#include "refit/models/vllm_layout.h"
 #include "storage_rules.h"
 
 namespace refit::models {
@@ -20,19 +22,6 @@ using detail::Stored;
 using detail::TensorOnRank;
 
 constexpr std::string_view kFramework = "vllm";
-// vocab_parallel_embedding.py, DEFAULT_VOCAB_PADDING_SIZE.
-constexpr std::int64_t kVocabPadding = 64;
-
-// Rows per TP rank of a vocab-parallel weight: VocabParallelEmbedding.__init__ pads the vocab to
-// a multiple of 64 (pad_vocab_size) and vocab_range_from_global_vocab_size divides it evenly
-// (divide() asserts that tp divides it); padding rows are zero-filled.
-Result<std::int64_t> vocab_partition(std::int64_t vocab, std::int64_t tp) {
-  const auto padded = (vocab + kVocabPadding - 1) / kVocabPadding * kVocabPadding;
-  if (padded % tp != 0)
-    return unsupported(fmt::format("vLLM cannot split the vocab padded to {} over tp={}", padded, tp));
-  return padded / tp;
-}
-
 // FusedMoE's w13 [E_local, 2*I/tp, H] (gate rows first: FusedMoE._load_w13) and w2
 // [E_local, H, I/tp] (UnquantizedFusedMoEMethod.create_weights).
 Stored fused_experts(const TensorOnRank& t, const std::string& prefix, Projection p) {
@@ -72,41 +61,55 @@ Stored fused_expert(const TensorOnRank& t, const std::string& prefix, const Vllm
                 .regions = {detail::rows_at(t, t.box.offset[0], t.box.offset[0] + rows, at, 0)}};
 }
 
-Result<Stored> layer_tensor(const TensorOnRank& t, const detail::LayerName& n, const VllmConfig& c) {
+// A decoder layer's tensor, by its HF name inside the layer, as a parameter named `prefix` + the
+// vLLM name inside the layer.
+Result<Stored> layer_tensor(const TensorOnRank& t, const detail::LayerName& n, const std::string& prefix,
+                            const VllmConfig& c) {
   const auto hf = fmt::format("model.layers.{}.", n.layer);
   const auto& r = n.rest;
   // QKVParallelLinear: [q; k; v] of this rank (a kv head replicated when tp exceeds them).
   for (const std::string kind : {"weight", "bias"})
     if (r == "self_attn.q_proj." + kind || r == "self_attn.k_proj." + kind || r == "self_attn.v_proj." + kind)
-      return detail::concatenated(t, hf + "self_attn.qkv_proj." + kind,
+      return detail::concatenated(t, prefix + "self_attn.qkv_proj." + kind,
                                   {hf + "self_attn.q_proj." + kind, hf + "self_attn.k_proj." + kind,
                                    hf + "self_attn.v_proj." + kind});
   // MergedColumnParallelLinear: [gate; up] of this rank.
   for (const std::string mlp : {"mlp", "mlp.shared_experts"})
     if (r == mlp + ".gate_proj.weight" || r == mlp + ".up_proj.weight")
-      return detail::concatenated(t, hf + mlp + ".gate_up_proj.weight",
+      return detail::concatenated(t, prefix + mlp + ".gate_up_proj.weight",
                                   {hf + mlp + ".gate_proj.weight", hf + mlp + ".up_proj.weight"});
   if (t.tensor->is_stacked() && r.starts_with("mlp.experts."))
-    return fused_experts(t, hf, t.tensor->projection);
-  if (t.tensor->is_routed_expert()) return fused_expert(t, hf, c);
+    return fused_experts(t, prefix, t.tensor->projection);
+  if (t.tensor->is_routed_expert()) return fused_expert(t, prefix, c);
   // DeepseekV2MLAAttention with a q LoRA rank: fused_qkv_a_proj [q_a_proj; kv_a_proj_with_mqa],
   // replicated (MergedColumnParallelLinear with disable_tp); without one kv_a_proj_with_mqa alone.
   if ((r == "self_attn.q_a_proj.weight" || r == "self_attn.kv_a_proj_with_mqa.weight") &&
       t.names->contains(hf + "self_attn.q_a_proj.weight"))
     return detail::concatenated(
-        t, hf + "self_attn.fused_qkv_a_proj.weight",
+        t, prefix + "self_attn.fused_qkv_a_proj.weight",
         {hf + "self_attn.q_a_proj.weight", hf + "self_attn.kv_a_proj_with_mqa.weight"});
-  return detail::whole(t, t.tensor->spec.name, t.box.extent[0]);
+  return detail::whole(t, prefix + r, t.box.extent[0]);
+}
+
+// follows vllm.model_executor.models.deepseek_mtp (DeepSeekMultiTokenPredictorLayer and
+// DeepSeekMTP._rewrite_spec_layer_name): the MTP layer's own weights keep their HF names (enorm,
+// hnorm, eh_proj, shared_head.norm), its decoder layer is the module mtp_block.
+Result<Stored> mtp_tensor(const TensorOnRank& t, const detail::LayerName& n, const VllmConfig& c) {
+  for (const std::string_view own :
+       {"enorm.weight", "hnorm.weight", "eh_proj.weight", "shared_head.norm.weight"})
+    if (n.rest == own) return detail::whole(t, t.tensor->spec.name, t.box.extent[0]);
+  return layer_tensor(t, n, fmt::format("model.layers.{}.mtp_block.", n.layer), c);
 }
 
 Result<Stored> vllm_rule(const TensorOnRank& t, const VllmConfig& c) {
   const auto& name = t.tensor->spec.name;
   if (name == "model.embed_tokens.weight" || name == "lm_head.weight")
-    return detail::padded_vocab(t, name, REFIT_TRY(vocab_partition(t.tensor->spec.shape[0], c.tp)));
+    return detail::padded_vocab(t, name, REFIT_TRY(vllm_vocab_rows(t.tensor->spec.shape[0], c.tp)));
   if (name == "model.norm.weight") return detail::whole(t, name, t.box.extent[0]);
   const auto n = detail::layer_name(name);
-  if (!n || n->layer >= t.model->num_layers) return detail::no_rule(kFramework, t);
-  return layer_tensor(t, *n, c);
+  if (!n || n->layer >= t.model->num_layers + t.model->mtp_layers) return detail::no_rule(kFramework, t);
+  if (n->layer >= t.model->num_layers) return mtp_tensor(t, *n, c);
+  return layer_tensor(t, *n, fmt::format("model.layers.{}.", n->layer), c);
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 Plan and predict, no GPU needed::
 
     import refit
-    problem = refit.Problem.from_model("deepseek-v3", train="pp=16,ep=16", infer="tp=32,dp=8")
+    problem = refit.Problem.from_model("deepseek-v3", train="pp=16,ep=16", infer="tp=32,engines=8")
     cluster = refit.Cluster.preset("dgx-h100")
     plan = refit.plan(problem, cluster, strategy="refit")
     refit.simulate(problem, cluster, strategy="refit").predicted_s

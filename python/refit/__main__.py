@@ -5,7 +5,7 @@
                              [--x KEY] [--plot out.png] [--csv out.csv] [--json]
     python -m refit timeline PROBLEM CLUSTER [--strategy S] [--bins N] --plot out.png
 
-    PROBLEM = --model NAME|config.json --train "pp=16,ep=16" --infer "tp=32,dp=8" | --manifest F
+    PROBLEM = --model NAME|config.json --train "pp=16,ep=16" --infer "tp=32,engines=8" | --manifest F
     CLUSTER = --cluster PRESET[:key=value,...] | --cluster-file F | --nccl-topo-xml F | --discover
 
 Exit codes as the refit command's: 0 ok, 2 bad input, 1 failure; errors go to stderr as
@@ -30,7 +30,7 @@ def _problem_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("problem")
     g.add_argument("--model", help="built-in model name, or a config.json (or its directory)")
     g.add_argument("--train", help='Megatron sizes, e.g. "pp=16,ep=16"')
-    g.add_argument("--infer", help='vLLM sizes, e.g. "tp=32,dp=8"')
+    g.add_argument("--infer", help='vLLM sizes, e.g. "tp=32,engines=8"')
     g.add_argument("--dtype", help="overrides the config's torch_dtype")
     g.add_argument("--per-expert", action="store_true", help="one tensor per routed expert")
     g.add_argument("--mtp", action="store_true", help="include DeepSeek-V3's MTP layer")

@@ -127,7 +127,7 @@ class Problem:
     Global ranks: training ranks are ``0 .. source_ranks-1``, inference ranks follow them. Make
     one with :meth:`from_model` or :meth:`from_manifest`::
 
-        problem = refit.Problem.from_model("deepseek-v3", train="pp=16,ep=16", infer="tp=32,dp=8")
+        problem = refit.Problem.from_model("deepseek-v3", train="pp=16,ep=16", infer="tp=32,engines=8")
     """
 
     def __init__(self, handle: _refit.Problem, source: dict[str, object]) -> None:
@@ -154,7 +154,7 @@ class Problem:
                 directory holding one.
             train: Megatron sizes, e.g. ``"tp=4,pp=8,ep=16"`` (keys tp, pp, ep, etp, cp, dp,
                 pp_first, pp_last).
-            infer: vLLM sizes, e.g. ``"tp=8,dp=16"`` (keys tp, dp, pp, ep).
+            infer: vLLM sizes, e.g. ``"tp=8,engines=16"`` (keys tp, dp, engines, pp, ep, placement).
             dtype: overrides the config's ``torch_dtype`` (``"bf16"``, ``"fp8_e4m3"``, ...).
             per_expert: one tensor per routed expert instead of stacked ``[E, out, in]``.
             mtp: include DeepSeek-V3's multi-token-prediction layer.

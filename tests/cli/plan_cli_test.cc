@@ -17,7 +17,7 @@ using refit::testing::run_refit;
 // A tiny Qwen3-MoE (8 experts) from Megatron TP2xEP2 (4 ranks) to vLLM TP2xDP2 (4 ranks) on
 // 2-GPU nodes, so data crosses the network and NVLink.
 const std::string kProblem = std::string("--model ") + REFIT_TEST_DATA_DIR +
-                             "/models/tiny-qwen3-moe.json --train tp=2,ep=2 --infer tp=2,dp=2 "
+                             "/models/tiny-qwen3-moe.json --train tp=2,ep=2,etp=1 --infer tp=2,dp=2 "
                              "--cluster dgx-h100:gpus_per_node=2";
 
 std::filesystem::path temp_file(const std::string& name) {
@@ -166,7 +166,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"plan " + kProblem + " --strategy fastest", "fastest"},
         // The cluster file has 4 GPUs; the problem needs 8 ranks.
         BadInput{"plan --model " + std::string(REFIT_TEST_DATA_DIR) +
-                     "/models/tiny-qwen3-moe.json --train tp=2,ep=2 --infer tp=2,dp=2 --cluster-file " +
+                     "/models/tiny-qwen3-moe.json --train tp=2,ep=2,etp=1 --infer tp=2,dp=2 --cluster-file " +
                      REFIT_TEST_DATA_DIR + "/topology/cluster_small.json",
                  "GPUs"},
         BadInput{"plan --model no-such-model --train tp=1 --infer tp=1", "no-such-model"},

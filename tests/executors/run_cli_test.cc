@@ -39,9 +39,9 @@ struct ModelCase {
   int ranks;
 };
 
-// qwen3_moe: Megatron tp=2,ep=2 (2 ranks) -> vLLM tp=2,dp=2 (4 ranks);
+// qwen3_moe: Megatron tp=2,ep=2,etp=1 (2 ranks) -> vLLM tp=2,dp=2 (4 ranks);
 // llama: Megatron tp=2,pp=2 (4 ranks) -> vLLM tp=4 (4 ranks).
-constexpr ModelCase kCases[] = {{"tiny-qwen3-moe.json", "tp=2,ep=2", "tp=2,dp=2", 6},
+constexpr ModelCase kCases[] = {{"tiny-qwen3-moe.json", "tp=2,ep=2,etp=1", "tp=2,dp=2", 6},
                                 {"tiny-llama.json", "tp=2,pp=2", "tp=4", 8}};
 constexpr const char* kStrategies[] = {"refit", "direct", "m2n-ring", "gather-broadcast"};
 
@@ -162,7 +162,7 @@ TEST(RunSoak, ResidentMemoryStaysFlatAfterTheWarmUp) {
   const auto r =
       refit_run(6,
                 "--model " + kModels +
-                    "tiny-qwen3-moe.json --train tp=2,ep=2 --infer tp=2,dp=2 --iterations 200 "
+                    "tiny-qwen3-moe.json --train tp=2,ep=2,etp=1 --infer tp=2,dp=2 --iterations 200 "
                     "--cluster cpu-host:gpus_per_domain=2 --chunk 4096 --verify --json --timeout 20",
                 300);
   expect_verified(r, "refit", 6);

@@ -28,7 +28,7 @@ const std::string kModels = std::string(REFIT_TEST_DATA_DIR) + "/models/";
 // processes, 4 KiB chunks: every rank sends or receives many chunks, and ranks relay (with refit,
 // each inference rank forwards one chunk at its end; along m2n-ring's chains, rank 2 forwards 33).
 const std::string kProblem = "--model " + kModels +
-                             "tiny-qwen3-moe.json --train tp=2,ep=2 --infer tp=2,dp=2 "
+                             "tiny-qwen3-moe.json --train tp=2,ep=2,etp=1 --infer tp=2,dp=2 "
                              "--cluster cpu-host:gpus_per_domain=2 --chunk 4096 --verify --json";
 constexpr int kRanks = 6;
 constexpr double kTimeout = 3.0;
@@ -186,8 +186,8 @@ TEST(RunFaults, ABufferTooSmallIsRefusedNamingTheTensorAndRank) {
 }
 
 TEST(RunFaults, TheProcessCountMustMatchTheProblem) {
-  const auto r =
-      testing::refit_run(3, "--model " + kModels + "tiny-qwen3-moe.json --train tp=2,ep=2 --infer tp=2,dp=2");
+  const auto r = testing::refit_run(
+      3, "--model " + kModels + "tiny-qwen3-moe.json --train tp=2,ep=2,etp=1 --infer tp=2,dp=2");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("mpirun started 3 processes, the problem needs 6 (2 training + 4 inference ranks)"),
             std::string::npos)

@@ -29,8 +29,9 @@ struct Published {
 //   = 396,361,728; MoE 256*3*2048*7168 + shared 3*2048*7168 + router 256*7168 + bias 256
 //   = 11,320,164,608. 3 dense layers 583,483,392 + 58 MoE layers 11,507,286,272
 //   + 2*129280*7168 + 7168 = 671,026,419,200. Gate/up/down 657,652,187,136 = 98.0 %.
-// deepseek-v3-mtp: + one MoE layer 11,507,286,272 + its embedding and head 2*926,679,040
-//   + enorm, hnorm, shared_head.norm 3*7168 + eh_proj 7168*14336 = 13,463,426,304 (13.46 B).
+// deepseek-v3-mtp: + one MoE layer 11,507,286,272 + enorm, hnorm, shared_head.norm 3*7168
+//   + eh_proj 7168*14336 = 11,610,068,224 (11.61 B; the embedding and head it shares with the
+//   main model are not counted again: published "11.5B unique parameters").
 // kimi-k2: MLA with 64 heads 101,124,096 per layer; dense layer 497,500,160; MoE 384 experts
 //   17,059,365,248 per layer; 1 + 60 layers + 2*163840*7168 + 7168 = 1,026,408,232,448.
 //   Gate/up/down 1,017,724,796,928 = 99.2 %.
@@ -43,7 +44,7 @@ constexpr Published kPublished[] = {
     {"qwen3-30b-a3b", "qwen3_moe", 30'532'122'624, 30.53, 0},
     {"qwen3-8b", "qwen3", 8'190'735'360, 8.19, 0},
     {"deepseek-v3", "deepseek_v3", 671'026'419'200, 671.03, 0.980, 58 * 256},
-    {"deepseek-v3-mtp", "deepseek_v3", 684'489'845'504, 671.03 + 13.46, 0, 59 * 256},
+    {"deepseek-v3-mtp", "deepseek_v3", 682'636'487'424, 671.03 + 11.61, 0, 59 * 256},
     {"kimi-k2", "deepseek_v3", 1'026'408'232'448, 1026.4, 0.992, 60 * 384},
     {"llama-3.1-405b", "llama", 405'853'388'800, 405.85, 0.813},
     {"llama-3.1-8b", "llama", 8'030'261'248, 8.03, 0},

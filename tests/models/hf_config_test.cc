@@ -140,12 +140,13 @@ TEST(HfConfig, DeepseekLatentAttentionAndDenseFirstLayers) {
 }
 
 TEST(HfConfig, DeepseekMtpLayerOnRequest) {
-  // MTP layer 3: MoE layer 68,792 + embed and head 2*16,384 + 3 norms of 64 + eh_proj 64*128
-  // = 109,944 more, 6 + 17 more tensors, all on the last pipeline stage.
+  // MTP layer 3: MoE layer 68,792 + 3 norms of 64 + eh_proj 64*128 = 77,176 more, 4 + 17 more
+  // tensors, all on the last pipeline stage; its embedding and head are the main model's.
   auto m = load_hf_config(data_path("tiny-deepseek-v3.json"), HfOptions{.include_mtp = true});
   ASSERT_TRUE(m) << m.error().message;
-  EXPECT_EQ(m->parameter_count(), 207'968 + 109'944);
-  EXPECT_EQ(m->tensors.size(), 49u + 23);
+  EXPECT_EQ(m->parameter_count(), 207'968 + 77'176);
+  EXPECT_EQ(m->tensors.size(), 49u + 21);
+  EXPECT_EQ(m->mtp_layers, 1);
   const auto* eh = find(*m, "model.layers.3.eh_proj.weight");
   ASSERT_NE(eh, nullptr);
   EXPECT_EQ(eh->spec.shape, (Shape{64, 128}));

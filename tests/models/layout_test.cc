@@ -101,6 +101,32 @@ TEST(MegatronLayout, TiedEmbeddingLivesOnTheFirstAndLastStage) {
   EXPECT_EQ(box(embed, 3), (Box{{128, 0}, {128, 64}}));
 }
 
+TEST(MegatronLayout, VocabSplitsInPartsOfThePaddedVocab) {
+  // Qwen3's 151,936 rows over Megatron tp=2: padded to 152,064 (a multiple of 128*2), 76,032
+  // rows per rank, so rank 1's real rows are [76,032, 151,936), 75,904 (torch.chunk: 75,968 each).
+  // vLLM pads to a multiple of 64, which 151,936 is: 75,968 each. Llama's 128,256 over tp=8:
+  // Megatron 16,128 rows per rank (padded 129,024), the last 15,360; vLLM 16,032 each.
+  const auto qwen = builtin_model("qwen3-8b").value();
+  const auto m = megatron(qwen, "tp=2", "lm_head.weight");
+  EXPECT_EQ(box(m, 0), (Box{{0, 0}, {76'032, 4096}}));
+  EXPECT_EQ(box(m, 1), (Box{{76'032, 0}, {75'904, 4096}}));
+  EXPECT_EQ(box(vllm(qwen, "tp=2", "model.embed_tokens.weight"), 1), (Box{{75'968, 0}, {75'968, 4096}}));
+  const auto llama = builtin_model("llama-3.1-8b").value();
+  EXPECT_EQ(box(megatron(llama, "tp=8", "model.embed_tokens.weight"), 7),
+            (Box{{112'896, 0}, {15'360, 4096}}));
+  EXPECT_EQ(box(vllm(llama, "tp=8", "lm_head.weight"), 7), (Box{{112'224, 0}, {16'032, 4096}}));
+}
+
+TEST(MegatronLayout, ExpertTensorParallelDefaultsToTp) {
+  // tp=2, ep=2 without etp: etp = tp = 2 (Megatron's default), so dp = lcm(2, 4)/2 = 2 and the
+  // experts' intermediate dim (32) splits in 16 rows per etp rank; etp=1 keeps them whole.
+  const auto m = tiny("tiny-qwen3-moe.json");
+  EXPECT_EQ(box(megatron(m, "tp=2,ep=2", "model.layers.0.mlp.experts.gate_proj"), 1),
+            (Box{{0, 16, 0}, {4, 16, 64}}));
+  EXPECT_EQ(box(megatron(m, "tp=2,ep=2,etp=1", "model.layers.0.mlp.experts.gate_proj"), 1),
+            (Box{{4, 0, 0}, {4, 32, 64}}));
+}
+
 TEST(MegatronLayout, ExpertsOverEpAndEtpReplicatedOverEdp) {
   // tp=2, ep=2, etp=2 -> dp = 2 (4 ranks per stage), edp = 4/(2*2) = 1.
   // Expert rank = etp + 2*ep: ep rank 1 holds experts 4..7, etp splits the intermediate dim.
@@ -189,19 +215,37 @@ TEST(VllmLayout, FewerKvHeadsThanTpAreReplicated) {
 }
 
 TEST(VllmLayout, ExpertsWithoutEpShardTheIntermediateDim) {
-  // gate/up [E, I, H] Shard(1), down [E, H, I] Shard(2) over TP; replicated over DP.
+  // gate/up [E, I, H] Shard(1), down [E, H, I] Shard(2) over TP; separate engines hold copies.
   const auto m = tiny("tiny-qwen3-moe.json");
-  const auto up = vllm(m, "tp=2,dp=2", "model.layers.0.mlp.experts.up_proj");
+  const auto up = vllm(m, "tp=2,engines=2", "model.layers.0.mlp.experts.up_proj");
+  EXPECT_EQ(up.mesh().shape(), (std::vector<std::int64_t>{2, 2}));
   EXPECT_EQ(box(up, 3), (Box{{0, 16, 0}, {8, 16, 64}}));
-  const auto down = vllm(m, "tp=2,dp=2", "model.layers.0.mlp.experts.down_proj");
+  const auto down = vllm(m, "tp=2,engines=2", "model.layers.0.mlp.experts.down_proj");
   EXPECT_EQ(box(down, 1), (Box{{0, 0, 16}, {8, 64, 16}}));
 }
 
+TEST(VllmLayout, InternalDataParallelFlattensTheMoeTensorParallelGroup) {
+  // One engine, tp=2, dp=2, no EP: the MoE TP is tp*dp = 4, MoE rank tp_rank + 2*dp_rank, so
+  // I = 32 splits in 4 rows of 8 over ranks 0..3; two engines repeat it on ranks 4..7. Dense
+  // weights stay TP over each DP rank.
+  const auto m = tiny("tiny-qwen3-moe.json");
+  const auto up = vllm(m, "tp=2,dp=2,engines=2", "model.layers.0.mlp.experts.up_proj");
+  EXPECT_EQ(up.mesh().shape(), (std::vector<std::int64_t>{2, 4}));
+  EXPECT_EQ(box(up, 2), (Box{{0, 16, 0}, {8, 8, 64}}));
+  EXPECT_EQ(box(up, 6), (Box{{0, 16, 0}, {8, 8, 64}}));
+  const auto down = vllm(m, "tp=2,dp=2", "model.layers.0.mlp.experts.down_proj");
+  EXPECT_EQ(box(down, 3), (Box{{0, 0, 24}, {8, 64, 8}}));
+  const auto q = vllm(m, "tp=2,dp=2,engines=2", "model.layers.0.self_attn.q_proj.weight");
+  EXPECT_EQ(q.mesh().shape(), (std::vector<std::int64_t>{4, 2}));
+  EXPECT_EQ(box(q, 7), box(q, 1));
+}
+
 TEST(VllmLayout, ExpertParallelSplitsExpertsOverAllRanks) {
-  // EP = tp*dp = 4: expert e on rank e/2, whole; dense weights still TP over each replica.
+  // EP = tp*dp = 4: expert e on rank e/2, whole (one engine: a [1, 4] mesh); dense weights still
+  // TP over each DP rank.
   const auto m = tiny("tiny-qwen3-moe.json");
   const auto gate = vllm(m, "tp=2,dp=2,ep=on", "model.layers.0.mlp.experts.gate_proj", 8);
-  EXPECT_EQ(gate.mesh().shape(), (std::vector<std::int64_t>{4}));
+  EXPECT_EQ(gate.mesh().shape(), (std::vector<std::int64_t>{1, 4}));
   EXPECT_EQ(box(gate, 10), (Box{{4, 0, 0}, {2, 32, 64}}));
   const auto per = tiny("tiny-qwen3-moe.json", HfOptions{.per_expert = true});
   const auto e5 = vllm(per, "tp=2,dp=2,ep=on", "model.layers.0.mlp.experts.5.down_proj.weight", 8);
@@ -209,6 +253,16 @@ TEST(VllmLayout, ExpertParallelSplitsExpertsOverAllRanks) {
   const auto router = vllm(m, "tp=2,dp=2,ep=on", "model.layers.0.mlp.gate.weight", 8);
   EXPECT_EQ(router.mesh().size(), 4);
   EXPECT_EQ(box(router, 11), (Box{{0, 0}, {8, 64}}));
+  // Sequence-parallel MoE (EP, tp > 1, dp > 1): DeepSeek's shared experts are whole on every
+  // rank; with dp = 1 they are TP-sharded like a dense MLP.
+  const auto ds = tiny("tiny-deepseek-v3.json");
+  const auto shared = vllm(ds, "tp=2,dp=2,ep=on", "model.layers.1.mlp.shared_experts.gate_proj.weight");
+  EXPECT_EQ(box(shared, 3), (Box{{0, 0}, {32, 64}}));
+  EXPECT_EQ(box(vllm(ds, "tp=2,ep=on", "model.layers.1.mlp.shared_experts.gate_proj.weight"), 1),
+            (Box{{16, 0}, {16, 64}}));
+  // Two engines: each splits the experts over its own 4 ranks (8..11 and 12..15).
+  const auto two = vllm(per, "tp=2,dp=2,ep=on,engines=2", "model.layers.0.mlp.experts.5.down_proj.weight", 8);
+  EXPECT_EQ(ranks_of(two), (std::vector<std::int32_t>{10, 14}));
 }
 
 TEST(VllmLayout, MtpProjectionIsReplicatedButColumnParallelInMegatron) {
@@ -219,6 +273,22 @@ TEST(VllmLayout, MtpProjectionIsReplicatedButColumnParallelInMegatron) {
   const auto training = megatron(m, "tp=2,pp=2", "model.layers.3.eh_proj.weight");
   EXPECT_EQ(ranks_of(training), (std::vector<std::int32_t>{2, 3}));
   EXPECT_EQ(box(training, 3), (Box{{32, 0}, {32, 128}}));
+}
+
+TEST(MegatronLayout, MtpSharesTheEmbeddingWhichTheLastStageKeepsACopyOf) {
+  // The MTP layer reads the main embedding and lm_head: no tensors of its own, and with pp=2
+  // the last stage (ranks 2, 3) holds the embedding too, vocab-split like the first.
+  const auto m = tiny("tiny-deepseek-v3.json", HfOptions{.include_mtp = true});
+  for (const auto& t : m.tensors) {
+    EXPECT_FALSE(t.spec.name.ends_with("embed_tokens.weight") && t.spec.name != "model.embed_tokens.weight");
+    EXPECT_FALSE(t.spec.name.ends_with("shared_head.head.weight")) << t.spec.name;
+  }
+  const auto embed = megatron(m, "tp=2,pp=2", "model.embed_tokens.weight");
+  EXPECT_EQ(ranks_of(embed), (std::vector<std::int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(box(embed, 3), box(embed, 1));
+  // Without MTP only the first stage holds it.
+  EXPECT_EQ(ranks_of(megatron(tiny("tiny-deepseek-v3.json"), "tp=2,pp=2", "model.embed_tokens.weight")),
+            (std::vector<std::int32_t>{0, 1}));
 }
 
 TEST(VllmLayout, SizesThatDoNotFit) {

@@ -51,17 +51,16 @@ TEST_P(ConfigRoundTrip, ConfigToManifestAndBack) {
   EXPECT_EQ(write_manifest(*back), write_manifest(*problem));
 }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, ConfigRoundTrip,
-                         ::testing::Values(RoundTrip{"tiny-llama.json", "tp=2,pp=2", "tp=4", {}},
-                                           RoundTrip{"tiny-qwen2.json", "tp=2,pp=2,dp=2", "tp=2,dp=2", {}},
-                                           RoundTrip{"tiny-qwen3.json", "tp=2,cp=2", "tp=4,dp=2", {}},
-                                           RoundTrip{
-                                               "tiny-qwen3-moe.json", "tp=2,pp=2,ep=4", "tp=4,dp=2", {}},
-                                           RoundTrip{"tiny-qwen3-moe.json", "ep=2,etp=2,dp=4",
-                                                     "tp=2,dp=2,ep=on", HfOptions{.per_expert = true}},
-                                           RoundTrip{"tiny-mixtral.json", "tp=2,ep=2", "tp=2,dp=2,ep=on", {}},
-                                           RoundTrip{"tiny-deepseek-v3.json", "pp=2,ep=4", "tp=4",
-                                                     HfOptions{.include_mtp = true}}));
+INSTANTIATE_TEST_SUITE_P(
+    Architectures, ConfigRoundTrip,
+    ::testing::Values(
+        RoundTrip{"tiny-llama.json", "tp=2,pp=2", "tp=4", {}},
+        RoundTrip{"tiny-qwen2.json", "tp=2,pp=2,dp=2", "tp=2,dp=2", {}},
+        RoundTrip{"tiny-qwen3.json", "tp=2,cp=2", "tp=4,dp=2", {}},
+        RoundTrip{"tiny-qwen3-moe.json", "tp=2,pp=2,ep=4", "tp=4,dp=2", {}},
+        RoundTrip{"tiny-qwen3-moe.json", "ep=2,etp=2,dp=4", "tp=2,dp=2,ep=on", HfOptions{.per_expert = true}},
+        RoundTrip{"tiny-mixtral.json", "tp=2,ep=2,etp=1", "tp=2,dp=2,ep=on", {}},
+        RoundTrip{"tiny-deepseek-v3.json", "pp=2,ep=4", "tp=4", HfOptions{.include_mtp = true}}));
 
 constexpr const char* kExample = R"({
   "format": "refit-manifest", "version": 1, "source_ranks": 2, "destination_ranks": 2,

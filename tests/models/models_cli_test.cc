@@ -36,8 +36,9 @@ TEST(ModelsCli, ListsTheBuiltinsAsATable) {
 }
 
 TEST(ModelsCli, ShowsAModelWithLayouts) {
-  // Qwen3-235B TP4xPP8xEP16 -> TP8xDP16: the per-rank bytes of models/problem_test.cc.
-  const auto r = run_refit("models qwen3-235b-a22b --train tp=4,pp=8,ep=16 --infer tp=8,dp=16 --json");
+  // Qwen3-235B TP4xPP8xEP16 (ETP1) -> 16 engines of TP8: the per-rank bytes of models/problem_test.cc.
+  const auto r =
+      run_refit("models qwen3-235b-a22b --train tp=4,pp=8,ep=16,etp=1 --infer tp=8,engines=16 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["params"], 235'093'634'560);
@@ -46,8 +47,8 @@ TEST(ModelsCli, ShowsAModelWithLayouts) {
   EXPECT_EQ(j["source_ranks"], 128);
   EXPECT_EQ(j["destination_ranks"], 128);
   ASSERT_EQ(j["training_rank_bytes"].size(), 128u);
-  EXPECT_EQ(j["training_rank_bytes"][0], 4'375'648'256);
-  EXPECT_EQ(j["training_rank_bytes"][127], 3'698'242'560);
+  EXPECT_EQ(j["training_rank_bytes"][0], 4'375'910'400);
+  EXPECT_EQ(j["training_rank_bytes"][127], 3'697'456'128);
   EXPECT_EQ(j["inference_rank_bytes"][5], 58'959'617'024);
 }
 
@@ -62,7 +63,7 @@ TEST(ModelsCli, HumanOutputForAConfigFile) {
 TEST(ModelsCli, WritesAManifest) {
   const auto path =
       std::filesystem::temp_directory_path() / ("refit_models_cli_" + std::to_string(::getpid()) + ".json");
-  const auto r = run_refit("models " + kTinyMoe + " --train tp=2,ep=2 --infer tp=2,dp=2,ep=on " +
+  const auto r = run_refit("models " + kTinyMoe + " --train tp=2,ep=2,etp=1 --infer tp=2,dp=2,ep=on " +
                            "--per-expert --write-manifest " + path.string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::ifstream in(path);

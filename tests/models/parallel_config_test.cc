@@ -11,13 +11,25 @@ namespace {
 TEST(ParseMegatron, SizesAndDerivedDp) {
   // dp left out: the smallest making tp*cp*dp a multiple of ep*etp -> 16/(4*1) = 4, so
   // 4*1*4*8 = 128 ranks; edp = tp*cp*dp/(ep*etp) = 1.
-  auto c = parse_megatron("tp=4,pp=8,ep=16");
+  auto c = parse_megatron("tp=4,pp=8,ep=16,etp=1");
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(c->dp, 4);
   EXPECT_EQ(c->world(), 128);
   EXPECT_EQ(c->stage_size(), 16);
   EXPECT_EQ(c->edp(), 1);
   EXPECT_EQ(to_string(*c), "tp=4,pp=8,ep=16,etp=1,cp=1,dp=4");
+}
+
+TEST(ParseMegatron, ExpertTensorParallelDefaultsToTp) {
+  // Megatron's expert_tensor_parallel_size defaults to tp: tp=4, ep=16 -> etp = 4, ep*etp = 64,
+  // dp = lcm(4, 64)/4 = 16, 4*16*8 = 512 ranks, edp = 64/64 = 1.
+  auto c = parse_megatron("tp=4,pp=8,ep=16");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->etp, 4);
+  EXPECT_EQ(c->dp, 16);
+  EXPECT_EQ(c->world(), 512);
+  EXPECT_EQ(c->edp(), 1);
+  EXPECT_EQ(to_string(*c), "tp=4,pp=8,ep=16,etp=4,cp=1,dp=16");
 }
 
 TEST(ParseMegatron, PpSixteenEpSixteenIs256Ranks) {
@@ -29,7 +41,7 @@ TEST(ParseMegatron, PpSixteenEpSixteenIs256Ranks) {
 
 TEST(ParseMegatron, DerivedDpUsesTheLeastCommonMultiple) {
   // tp*cp = 4, ep*etp = 6: dp = lcm(4, 6)/4 = 3, so 12 ranks per stage and edp = 2.
-  auto c = parse_megatron("tp=4,ep=6");
+  auto c = parse_megatron("tp=4,ep=6,etp=1");
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(c->dp, 3);
   EXPECT_EQ(c->edp(), 2);
@@ -59,7 +71,7 @@ TEST(ParseMegatron, Errors) {
       {"tp=0", ErrorCode::kOutOfRange, "tp=0: must be between 1"},
       {"tp", ErrorCode::kParse, "expected key=value"},
       {"tp=4,ep=16,dp=3", ErrorCode::kInvalidArgument,
-       "dp=3: tp*cp*dp = 12 is not a multiple of ep*etp = 16"},
+       "dp=3: tp*cp*dp = 12 is not a multiple of ep*etp = 64"},
       {"tp=1024,pp=1024,dp=1024", ErrorCode::kOutOfRange, "more than"},
       {"pp_first=2", ErrorCode::kInvalidArgument, "pp_first: needs pp >= 2"},
   };
@@ -88,6 +100,17 @@ TEST(ParseVllm, SizesAndExpertParallel) {
   ASSERT_TRUE(off);
   EXPECT_FALSE(off->expert_parallel);
   EXPECT_EQ(parse_vllm("")->world(), 1);
+}
+
+TEST(ParseVllm, EnginesAreSeparateCopiesOfOneEngine) {
+  // 4 engines of tp=8, dp=2: 64 ranks; EP spans one engine's tp*dp = 16 ranks.
+  auto c = parse_vllm("tp=8,dp=2,engines=4,ep=16");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->world(), 64);
+  EXPECT_EQ(c->engine_size(), 16);
+  EXPECT_EQ(c->ep(), 16);
+  EXPECT_EQ(to_string(*c), "tp=8,dp=2,ep=on,engines=4");
+  EXPECT_FALSE(parse_vllm("tp=8,engines=4,ep=32"));  // EP is 8 here, not the 32 ranks of 4 engines
 }
 
 TEST(ParseVllm, Errors) {

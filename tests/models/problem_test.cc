@@ -41,18 +41,22 @@ void expect_ranks(const std::vector<Bytes>& bytes, std::size_t first, std::size_
   for (std::size_t r = first; r <= last; ++r) EXPECT_EQ(bytes[r].value, expected) << what << " " << r;
 }
 
-TEST(ReferenceRefit, Qwen3_235B_Tp4Pp8Ep16_To_Tp8Dp16) {
-  // Training: tp=4, pp=8, ep=16 -> dp = 16/4 = 4, 16 ranks per stage, 128 ranks, edp = 1.
+TEST(ReferenceRefit, Qwen3_235B_Tp4Pp8Ep16_To_Tp8Engines16) {
+  // Training: tp=4, pp=8, ep=16, etp=1 -> dp = 16/4 = 4, 16 ranks per stage, 128 ranks, edp = 1.
   // 94 layers over 8 stages: 7 stages of 12 (ceil(94/8)), the last 10. BF16 = 2 bytes.
   // One layer on one training rank (elements):
   //   q_proj, o_proj 8192*4096/4 = 8,388,608 each; k_proj, v_proj 512*4096/4 = 524,288 each;
   //   q_norm, k_norm 2*128; layernorms 2*4096; router 128*4096 = 524,288 (replicated);
   //   experts 128/16 = 8 per EP rank: 8*3*1536*4096 = 150,994,944  -> 169,353,472.
-  //   embed_tokens / lm_head: 151936/4 = 37,984 rows * 4096 = 155,582,464.
+  //   embed_tokens / lm_head: the vocab padded to 152,064 (a multiple of 128*4), 38,016 rows
+  //   per rank, real rows 38,016 on tp ranks 0-2 and 151,936 - 3*38,016 = 37,888 on tp rank 3:
+  //   155,713,536 and 155,189,248 elements (torch.chunk's 37,984 rows would be 155,582,464).
   // stage 0:   155,582,464 + 12*169,353,472 = 2,187,824,128 el = 4,375,648,256 B
+  //            + 32 rows * 4096 * 2 B = 4,375,910,400 B on tp ranks 0-2, - 96 rows = 4,374,861,824 B
   // stage 1-6: 12*169,353,472             = 2,032,241,664 el = 4,064,483,328 B
   // stage 7:   10*169,353,472 + 4096 + 155,582,464 = 1,849,121,280 el = 3,698,242,560 B
-  // Inference: tp=8, dp=16, no EP: 128 ranks, each a full model over TP 8. Per layer:
+  //            + 262,144 B = 3,698,504,704 B on tp ranks 0-2, - 786,432 B = 3,697,456,128 B
+  // Inference: 16 engines of tp=8, no EP: 128 ranks, each a full model over TP 8. Per layer:
   //   q_proj, o_proj 8192*4096/8 = 4,194,304 each; 4 kv heads < 8: each rank one head,
   //   k_proj, v_proj 128*4096 = 524,288 each; norms 256 + 8192; router 524,288;
   //   experts sharded on the intermediate dim: 3 * 128*(1536/8)*4096 = 301,989,888
@@ -60,19 +64,21 @@ TEST(ReferenceRefit, Qwen3_235B_Tp4Pp8Ep16_To_Tp8Dp16) {
   //   norm 4096 -> 29,479,808,512 el = 58,959,617,024 B on every inference rank.
   auto model = builtin_model("qwen3-235b-a22b");
   ASSERT_TRUE(model);
-  const auto p = build(*model, "tp=4,pp=8,ep=16", "tp=8,dp=16");
+  const auto p = build(*model, "tp=4,pp=8,ep=16,etp=1", "tp=8,engines=16");
   EXPECT_EQ(p.source_ranks(), 128);
   EXPECT_EQ(p.destination_ranks(), 128);
   EXPECT_EQ(p.tensors().size(), model->tensors.size());
   const auto bytes = rank_bytes(p);
-  expect_ranks(bytes.source, 0, 15, 4'375'648'256, "training rank");
+  for (std::size_t r = 0; r < 16; ++r)
+    EXPECT_EQ(bytes.source[r].value, r % 4 == 3 ? 4'374'861'824 : 4'375'910'400) << "training rank " << r;
   expect_ranks(bytes.source, 16, 111, 4'064'483'328, "training rank");
-  expect_ranks(bytes.source, 112, 127, 3'698'242'560, "training rank");
+  for (std::size_t r = 112; r < 128; ++r)
+    EXPECT_EQ(bytes.source[r].value, r % 4 == 3 ? 3'697'456'128 : 3'698'504'704) << "training rank " << r;
   expect_ranks(bytes.destination, 0, 127, 58'959'617'024, "inference rank");
   expect_every_destination_element_covered(p);
 }
 
-TEST(ReferenceRefit, DeepseekV3_Pp16Ep16_To_Tp32Dp8) {
+TEST(ReferenceRefit, DeepseekV3_Pp16Ep16_To_Tp32Engines8) {
   // Training: pp=16, ep=16 -> tp=1, dp = 16, 16 ranks per stage, 256 ranks, edp = 1.
   // 61 layers over 16 stages: stages 0-14 take 4 (ceil(61/16)), stage 15 takes layer 60.
   // Layers 0-2 are dense, 3-60 MoE. tp=1: every non-expert weight is whole on its stage.
@@ -87,7 +93,7 @@ TEST(ReferenceRefit, DeepseekV3_Pp16Ep16_To_Tp32Dp8) {
   // stage 1-14: 4*937,640,192 = 3,750,560,768 el = 7,501,121,536 B + 4*512 = 7,501,123,584 B
   // stage 15:   937,640,192 + 7168 + 926,679,040 = 1,864,326,400 el = 3,728,652,800 B
   //             + 512 = 3,728,653,312 B
-  // Inference: tp=32, dp=8, no EP; every rank the same. Per layer:
+  // Inference: 8 engines of tp=32, no EP; every rank the same. Per layer:
   //   q_a_proj 1536*7168 and kv_a_proj 576*7168 replicated, their norms 1536 + 512,
   //   q_b_proj 24576/32*1536 = 1,179,648, kv_b_proj 32768/32*512 = 524,288,
   //   o_proj 7168*16384/32 = 3,670,016, layernorms 14,336 -> 20,529,152;
@@ -99,7 +105,7 @@ TEST(ReferenceRefit, DeepseekV3_Pp16Ep16_To_Tp32Dp8) {
   //   = 43,936,558,080 B, + 58*512 for the fp32 router biases = 43,936,587,776 B.
   auto model = builtin_model("deepseek-v3");
   ASSERT_TRUE(model);
-  const auto p = build(*model, "pp=16,ep=16", "tp=32,dp=8");
+  const auto p = build(*model, "pp=16,ep=16", "tp=32,engines=8");
   EXPECT_EQ(p.source_ranks(), 256);
   EXPECT_EQ(p.destination_ranks(), 256);
   const auto bytes = rank_bytes(p);
@@ -116,7 +122,7 @@ TEST(ReferenceRefit, ExpertParallelInferenceHoldsEachExpertOnce) {
   // together hold them exactly once (2 bytes each), where without EP each of the 2 replicas would.
   auto model = load_hf_config(std::string(REFIT_TEST_DATA_DIR) + "/models/tiny-qwen3-moe.json");
   ASSERT_TRUE(model);
-  const auto p = build(*model, "tp=2,pp=2,ep=2", "tp=2,dp=2,ep=on");
+  const auto p = build(*model, "tp=2,pp=2,ep=2,etp=1", "tp=2,dp=2,ep=on");
   EXPECT_EQ(p.source_ranks(), 4);
   EXPECT_EQ(p.destination_ranks(), 4);
   std::int64_t expert_bytes = 0;

@@ -175,6 +175,30 @@ TEST(StorageMap, LatentAttentionAndTheFp32RouterBias) {
   EXPECT_EQ(parameter(t, "decoder.layers.0.input_layernorm.weight").shape, (Shape{64}));
 }
 
+// The MTP layer (layer 3 of tiny-deepseek-v3): Megatron mtp.layers.0 with eh_proj column-parallel
+// ([64, 128] over tp=2: 32 rows) and the decoder layer as mtp_model_layer; vLLM keeps enorm,
+// hnorm, eh_proj (replicated) and shared_head.norm under their HF names and the decoder layer as
+// mtp_block. Neither has an MTP embedding or head: they are the main model's.
+TEST(StorageMap, MtpLayerAsMultiTokenPredictionLayerAndMtpBlock) {
+  const auto m =
+      maps(tiny("tiny-deepseek-v3.json", HfOptions{.include_mtp = true}), "tp=2,ep=2,etp=1", "tp=2");
+  const auto& t = m.megatron.of(Rank{1});
+  EXPECT_EQ(parameter(t, "mtp.layers.0.eh_proj.weight").shape, (Shape{32, 128}));
+  EXPECT_EQ(rows_of(m.problem, t, "model.layers.3.eh_proj.weight"), (Rows{{32, 32, 0}}));
+  EXPECT_EQ(parameter(t, "mtp.layers.0.final_layernorm.weight").shape, (Shape{64}));
+  EXPECT_EQ(parameter(t, "mtp.layers.0.mtp_model_layer.mlp.router.expert_bias").dtype, DType::kFP32);
+  const auto& v = m.vllm.of(Rank{m.problem.source_ranks()});
+  EXPECT_EQ(parameter(v, "model.layers.3.eh_proj.weight").shape, (Shape{64, 128}));
+  EXPECT_EQ(parameter(v, "model.layers.3.shared_head.norm.weight").shape, (Shape{64}));
+  EXPECT_EQ(parameter(v, "model.layers.3.mtp_block.self_attn.fused_qkv_a_proj.weight").shape,
+            (Shape{56, 64}));
+  for (const auto* side : {&t, &v})
+    for (const auto& p : side->parameters)
+      EXPECT_FALSE(p.name.find("embed_tokens") != std::string::npos &&
+                   p.name.find("layers.3") != std::string::npos)
+          << p.name;
+}
+
 // Vocab 1023: Megatron tp=2 pads to 1024 (a multiple of 128*2), 512 rows per rank, rank 1's
 // last row padding; vLLM tp=4 pads to 1024 (a multiple of 64), 256 rows per rank.
 TEST(StorageMap, PaddedVocabRowsFollowTheRealOnes) {
@@ -185,19 +209,16 @@ TEST(StorageMap, PaddedVocabRowsFollowTheRealOnes) {
   EXPECT_EQ(rows_of(m.problem, m.vllm.of(Rank{5}), "lm_head.weight"), (Rows{{768, 255, 0}}));
 }
 
-// Vocab 1000 over Megatron tp=2: padded to 1024, rank 0 holds rows 0..511, but its logical box
-// (torch.chunk) is rows 0..499: refused, naming the tensor and the rows.
-TEST(StorageMap, RefusesAVocabWhosePartitionsAreNotTheLogicalBoxes) {
-  auto m = tiny("tiny-llama-vocab1023.json");
-  for (auto& t : m.tensors)
-    if (t.kind == TensorKind::kVocab) t.spec.shape[0] = 1000;
-  const auto t = parse_megatron("tp=2").value();
-  const auto problem = build_problem(m, t, parse_vllm("tp=1").value()).value();
-  const auto refused = megatron_storage(m, t, problem);
-  ASSERT_FALSE(refused);
-  EXPECT_NE(refused.error().message.find("model.embed_tokens.weight"), std::string::npos)
-      << refused.error().message;
-  EXPECT_NE(refused.error().message.find("[0, 512)"), std::string::npos) << refused.error().message;
+// Vocab 1001, which neither tp divides: Megatron tp=2 pads to 1024 and gives rank 0 rows
+// [0, 512) and rank 1 the real rows [512, 1001), 489, then 23 padding rows (torch.chunk would
+// give 501 and 500); vLLM tp=4 pads to 1024, 256 rows per rank, rank 3 real rows [768, 1001).
+TEST(StorageMap, PaddedVocabPartitionsAreTheLogicalBoxesWhereTpDoesNotDivideTheVocab) {
+  const auto m = maps(tiny("tiny-llama-vocab1001.json"), "tp=2", "tp=4");
+  EXPECT_EQ(parameter(m.megatron.of(Rank{1}), "embedding.word_embeddings.weight").shape, (Shape{512, 64}));
+  EXPECT_EQ(rows_of(m.problem, m.megatron.of(Rank{0}), "model.embed_tokens.weight"), (Rows{{0, 512, 0}}));
+  EXPECT_EQ(rows_of(m.problem, m.megatron.of(Rank{1}), "model.embed_tokens.weight"), (Rows{{512, 489, 0}}));
+  EXPECT_EQ(parameter(m.vllm.of(Rank{5}), "lm_head.weight").shape, (Shape{256, 64}));
+  EXPECT_EQ(rows_of(m.problem, m.vllm.of(Rank{5}), "lm_head.weight"), (Rows{{768, 233, 0}}));
 }
 
 // A version 2 manifest keeps both maps exactly (written again, the same text); version 1 has none.

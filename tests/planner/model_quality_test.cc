@@ -13,7 +13,7 @@ class DeepSeekPlan : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     mp_ = new testing::ModelProblem(
-        testing::model_problem("deepseek-v3", "pp=16,ep=16", "tp=32,dp=8", "dgx-h100"));
+        testing::model_problem("deepseek-v3", "pp=16,ep=16", "tp=32,engines=8", "dgx-h100"));
     plan_ = new Plan(make_plan("refit", mp_->problem, mp_->cluster).value());
   }
   static void TearDownTestSuite() {

@@ -23,7 +23,7 @@ def main() -> None:
     victim, timeout = int(os.environ["VICTIM"]), float(os.environ["REFIT_TIMEOUT"])
     dist.init_process_group("gloo", init_method=os.environ["INIT_METHOD"], rank=rank, world_size=size,
                             timeout=timedelta(seconds=30))  # fmt: skip
-    problem = refit.Problem.from_model(sys.argv[1], train="tp=2,ep=2", infer="tp=2,dp=2")
+    problem = refit.Problem.from_model(sys.argv[1], train="tp=2,ep=2,etp=1", infer="tp=2,dp=2")
     plan = refit.plan(problem, refit.Cluster.preset("cpu-host:gpus_per_domain=2"), chunk_bytes=4096)
 
     def die(transfer: int, chunk: int) -> None:

@@ -72,6 +72,7 @@ class Model:
     v_head: int = 0
     first_dense: int = 0
     shared: int = 0
+    mtp: int = 0  # MTP layers included (refit's --mtp), after the decoder layers
 
     @property
     def latent(self) -> bool:
@@ -128,8 +129,11 @@ def hf_state_dict(m: Model, rng: np.random.Generator) -> Params:
         "lm_head.weight": (m.vocab, m.hidden),
     }
     fp32: dict[str, tuple[int, ...]] = {}
-    for L in range(m.layers):
+    for L in range(m.layers + m.mtp):
         p = f"model.layers.{L}."
+        if L >= m.layers:  # the MTP layer's own weights; its embedding and head are the main model's
+            shapes.update({p + "enorm.weight": (m.hidden,), p + "hnorm.weight": (m.hidden,),
+                           p + "eh_proj.weight": (m.hidden, 2 * m.hidden), p + "shared_head.norm.weight": (m.hidden,)})  # fmt: skip
         shapes[p + "input_layernorm.weight"] = (m.hidden,)
         shapes[p + "post_attention_layernorm.weight"] = (m.hidden,)
         shapes.update(_attention_shapes(m, p))
@@ -171,20 +175,26 @@ class Megatron:
     pp: int = 1
     dp: int = 1
     ep: int = 1
-    etp: int = 1
+    etp: int = 0  # 0: expert_tensor_parallel_size left unset, which Megatron makes tp
 
     @property
     def world(self) -> int:
         return self.tp * self.dp * self.pp
 
+    @property
+    def expert_tp(self) -> int:
+        """``ModelParallelConfig.__post_init__``: expert_tensor_parallel_size defaults to tp."""
+        return self.etp or self.tp
+
 
 def megatron_params(sd: Params, m: Model, c: Megatron) -> dict[int, Params]:
     out: dict[int, Params] = {}
-    edp = c.tp * c.dp // (c.ep * c.etp)
+    etp = c.expert_tp
+    edp = c.tp * c.dp // (c.ep * etp)
     for r in range(c.world):
         tp_rank, dp_rank, pp_rank = r % c.tp, r // c.tp % c.dp, r // (c.tp * c.dp)
-        etp_rank, ep_rank = r % c.etp, r // c.etp % c.ep
-        assert r // (c.etp * c.ep * edp) == pp_rank
+        etp_rank, ep_rank = r % etp, r // etp % c.ep
+        assert r // (etp * c.ep * edp) == pp_rank
         out[r] = _megatron_rank(sd, m, c, tp_rank, pp_rank, etp_rank, ep_rank)
     return out
 
@@ -201,24 +211,44 @@ def _megatron_rank(sd: Params, m: Model, c: Megatron, tp_rank: int, pp_rank: int
     per_stage = m.layers // c.pp
     for local in range(per_stage):
         layer = pp_rank * per_stage + local
-        h, d = f"model.layers.{layer}.", f"decoder.layers.{local}."
-        p.update(_megatron_attention(sd, m, c.tp, tp_rank, h, d))
-        if not _moe(m, layer):
-            p[d + "mlp.linear_fc1.layer_norm_weight"] = sd[h + "post_attention_layernorm.weight"]
-            p.update(_gated(sd, h + "mlp.", d + "mlp.linear_fc1.weight", d + "mlp.linear_fc2.weight", c.tp, tp_rank))
-            continue
-        p[d + "pre_mlp_layernorm.weight"] = sd[h + "post_attention_layernorm.weight"]
-        p[d + "mlp.router.weight"] = sd[h + "mlp.gate.weight"]
-        if m.latent:
-            p[d + "mlp.router.expert_bias"] = sd[h + "mlp.gate.e_score_correction_bias"]
-        if m.shared:
-            p.update(_gated(sd, h + "mlp.shared_experts.", d + "mlp.shared_experts.linear_fc1.weight",
-                            d + "mlp.shared_experts.linear_fc2.weight", c.tp, tp_rank))  # fmt: skip
-        local_experts = m.experts // c.ep
-        for i in range(local_experts):
-            p.update(_gated(sd, f"{h}mlp.experts.{ep_rank * local_experts + i}.",
-                            d + f"mlp.experts.linear_fc1.weight{i}", d + f"mlp.experts.linear_fc2.weight{i}",
-                            c.etp, etp_rank))  # fmt: skip
+        p.update(_megatron_layer(sd, m, c, layer, f"decoder.layers.{local}.", tp_rank, etp_rank, ep_rank))
+    if pp_rank == c.pp - 1:
+        # MultiTokenPredictionBlock on the last stage, run on the main embedding (a copy of which
+        # that stage keeps: setup_embeddings_and_output_layer) and output layer.
+        for k in range(m.mtp):
+            h, d = f"model.layers.{m.layers + k}.", f"mtp.layers.{k}."
+            p[d + "enorm.weight"] = sd[h + "enorm.weight"]
+            p[d + "hnorm.weight"] = sd[h + "hnorm.weight"]
+            p[d + "eh_proj.weight"] = _rows(sd[h + "eh_proj.weight"], c.tp, tp_rank)  # ColumnParallelLinear
+            p[d + "final_layernorm.weight"] = sd[h + "shared_head.norm.weight"]
+            p.update(_megatron_layer(sd, m, c, m.layers + k, d + "mtp_model_layer.", tp_rank, etp_rank, ep_rank))
+        if m.mtp and c.pp > 1:
+            p["embedding.word_embeddings.weight"] = _padded_vocab(sd["model.embed_tokens.weight"], 128 * c.tp, c.tp,
+                                                                  tp_rank)  # fmt: skip
+    return p
+
+
+def _megatron_layer(sd: Params, m: Model, c: Megatron, layer: int, d: str, tp_rank: int, etp_rank: int,
+                    ep_rank: int) -> Params:  # fmt: skip
+    """HF layer `layer` as Megatron's TransformerLayer named `d` holds it."""
+    h = f"model.layers.{layer}."
+    p = _megatron_attention(sd, m, c.tp, tp_rank, h, d)
+    if not _moe(m, layer):
+        p[d + "mlp.linear_fc1.layer_norm_weight"] = sd[h + "post_attention_layernorm.weight"]
+        p.update(_gated(sd, h + "mlp.", d + "mlp.linear_fc1.weight", d + "mlp.linear_fc2.weight", c.tp, tp_rank))
+        return p
+    p[d + "pre_mlp_layernorm.weight"] = sd[h + "post_attention_layernorm.weight"]
+    p[d + "mlp.router.weight"] = sd[h + "mlp.gate.weight"]
+    if m.latent:
+        p[d + "mlp.router.expert_bias"] = sd[h + "mlp.gate.e_score_correction_bias"]
+    if m.shared:
+        p.update(_gated(sd, h + "mlp.shared_experts.", d + "mlp.shared_experts.linear_fc1.weight",
+                        d + "mlp.shared_experts.linear_fc2.weight", c.tp, tp_rank))  # fmt: skip
+    local_experts = m.experts // c.ep
+    for i in range(local_experts):
+        p.update(_gated(sd, f"{h}mlp.experts.{ep_rank * local_experts + i}.",
+                        d + f"mlp.experts.linear_fc1.weight{i}", d + f"mlp.experts.linear_fc2.weight{i}",
+                        c.expert_tp, etp_rank))  # fmt: skip
     return p
 
 
@@ -255,20 +285,27 @@ def _megatron_attention(sd: Params, m: Model, tp: int, tp_rank: int, h: str, d: 
 
 @dataclass(frozen=True)
 class Vllm:
+    """`engines` separate vLLM engines, each of data_parallel_size `dp` (internal data parallel) and
+    tensor_parallel_size `tp`."""
+
     tp: int = 1
     dp: int = 1
     expert_parallel: bool = False
     placement: str = "linear"  # or "round_robin" (expert_placement_strategy)
+    engines: int = 1
 
     @property
     def world(self) -> int:
-        return self.tp * self.dp
+        return self.tp * self.dp * self.engines
 
 
 def vllm_params(sd: Params, m: Model, c: Vllm, first_rank: int) -> dict[int, Params]:
-    """Parameters of the inference ranks, keyed by global rank (first_rank onwards)."""
-    return {first_rank + tp_rank + c.tp * dp_rank: _vllm_rank(sd, m, c, tp_rank, dp_rank)
-            for dp_rank in range(c.dp) for tp_rank in range(c.tp)}  # fmt: skip
+    """Parameters of the inference ranks, keyed by global rank (first_rank onwards): engine after
+    engine, each laid out [DP, TP] (``initialize_model_parallel``), and the same in every engine."""
+    one = {tp_rank + c.tp * dp_rank: _vllm_rank(sd, m, c, tp_rank, dp_rank)
+           for dp_rank in range(c.dp) for tp_rank in range(c.tp)}  # fmt: skip
+    size = c.tp * c.dp
+    return {first_rank + e * size + r: params for e in range(c.engines) for r, params in one.items()}
 
 
 def _experts_of(m: Model, c: Vllm, tp_rank: int, dp_rank: int) -> tuple[list[int], int, int]:
@@ -283,26 +320,27 @@ def _experts_of(m: Model, c: Vllm, tp_rank: int, dp_rank: int) -> tuple[list[int
     return list(range(start, start + base + (1 if ep_rank < rem else 0))), 1, 0
 
 
-def _vllm_attention(sd: Params, m: Model, c: Vllm, tp_rank: int, h: str) -> Params:
-    a = h + "self_attn."
-    p: Params = {a + "o_proj.weight": _cols(sd[a + "o_proj.weight"], c.tp, tp_rank)}
+def _vllm_attention(sd: Params, m: Model, c: Vllm, tp_rank: int, h: str, o: str) -> Params:
+    """HF layer prefix `h`'s attention as vLLM's module `o` holds it."""
+    a, q = h + "self_attn.", o + "self_attn."
+    p: Params = {q + "o_proj.weight": _cols(sd[a + "o_proj.weight"], c.tp, tp_rank)}
     if m.latent:
-        return p | {a + "fused_qkv_a_proj.weight": np.concatenate([sd[a + "q_a_proj.weight"],
+        return p | {q + "fused_qkv_a_proj.weight": np.concatenate([sd[a + "q_a_proj.weight"],
                                                                    sd[a + "kv_a_proj_with_mqa.weight"]]),
-                    a + "q_a_layernorm.weight": sd[a + "q_a_layernorm.weight"],
-                    a + "q_b_proj.weight": _rows(sd[a + "q_b_proj.weight"], c.tp, tp_rank),
-                    a + "kv_a_layernorm.weight": sd[a + "kv_a_layernorm.weight"],
-                    a + "kv_b_proj.weight": _rows(sd[a + "kv_b_proj.weight"], c.tp, tp_rank)}  # fmt: skip
+                    q + "q_a_layernorm.weight": sd[a + "q_a_layernorm.weight"],
+                    q + "q_b_proj.weight": _rows(sd[a + "q_b_proj.weight"], c.tp, tp_rank),
+                    q + "kv_a_layernorm.weight": sd[a + "kv_a_layernorm.weight"],
+                    q + "kv_b_proj.weight": _rows(sd[a + "kv_b_proj.weight"], c.tp, tp_rank)}  # fmt: skip
     hd = m.head_dim
     if m.kv_heads >= c.tp:
         k, v = (_rows(sd[a + f"{x}_proj.weight"], c.tp, tp_rank) for x in "kv")
     else:
         head = tp_rank // (c.tp // m.kv_heads)
         k, v = (sd[a + f"{x}_proj.weight"][head * hd : (head + 1) * hd] for x in "kv")
-    p[a + "qkv_proj.weight"] = np.concatenate([_rows(sd[a + "q_proj.weight"], c.tp, tp_rank), k, v])
+    p[q + "qkv_proj.weight"] = np.concatenate([_rows(sd[a + "q_proj.weight"], c.tp, tp_rank), k, v])
     if m.qk_norm:
-        p[a + "q_norm.weight"] = sd[a + "q_norm.weight"]
-        p[a + "k_norm.weight"] = sd[a + "k_norm.weight"]
+        p[q + "q_norm.weight"] = sd[a + "q_norm.weight"]
+        p[q + "k_norm.weight"] = sd[a + "k_norm.weight"]
     return p
 
 
@@ -313,21 +351,39 @@ def _vllm_rank(sd: Params, m: Model, c: Vllm, tp_rank: int, dp_rank: int) -> Par
         "model.norm.weight": sd["model.norm.weight"],
     }
     for L in range(m.layers):
+        p.update(_vllm_layer(sd, m, c, L, f"model.layers.{L}.", tp_rank, dp_rank))
+    # DeepSeekMTP: the MTP layer's own weights under their HF names, its decoder layer as
+    # mtp_block (_rewrite_spec_layer_name); eh_proj a plain nn.Linear; the embedding and lm_head
+    # the target model's (EagleProposer.load_model).
+    for L in range(m.layers, m.layers + m.mtp):
         h = f"model.layers.{L}."
-        p.update(_vllm_attention(sd, m, c, tp_rank, h))
-        for n in ["input_layernorm.weight", "post_attention_layernorm.weight"]:
+        for n in ["enorm.weight", "hnorm.weight", "eh_proj.weight", "shared_head.norm.weight"]:
             p[h + n] = sd[h + n]
-        if not _moe(m, L):
-            p.update(_gated(sd, h + "mlp.", h + "mlp.gate_up_proj.weight", h + "mlp.down_proj.weight", c.tp, tp_rank))
-            continue
-        p[h + "mlp.gate.weight"] = sd[h + "mlp.gate.weight"]
-        if m.latent:
-            p[h + "mlp.gate.e_score_correction_bias"] = sd[h + "mlp.gate.e_score_correction_bias"]
-        if m.shared:  # TP-sharded like a dense MLP (not sequence-parallel: no EP here)
-            p.update(_gated(sd, h + "mlp.shared_experts.", h + "mlp.shared_experts.gate_up_proj.weight",
-                            h + "mlp.shared_experts.down_proj.weight", c.tp, tp_rank))  # fmt: skip
-        experts, moe_tp, moe_rank = _experts_of(m, c, tp_rank, dp_rank)
-        w = [_gated(sd, f"{h}mlp.experts.{x}.", "w13", "w2", moe_tp, moe_rank) for x in experts]
-        p[h + "mlp.experts.w13_weight"] = np.stack([x["w13"] for x in w])
-        p[h + "mlp.experts.w2_weight"] = np.stack([x["w2"] for x in w])
+        p.update(_vllm_layer(sd, m, c, L, h + "mtp_block.", tp_rank, dp_rank))
+    return p
+
+
+def _vllm_layer(sd: Params, m: Model, c: Vllm, L: int, o: str, tp_rank: int, dp_rank: int) -> Params:
+    """HF layer L as vLLM's decoder layer module `o` holds it."""
+    h = f"model.layers.{L}."
+    p = _vllm_attention(sd, m, c, tp_rank, h, o)
+    for n in ["input_layernorm.weight", "post_attention_layernorm.weight"]:
+        p[o + n] = sd[h + n]
+    if not _moe(m, L):
+        p.update(_gated(sd, h + "mlp.", o + "mlp.gate_up_proj.weight", o + "mlp.down_proj.weight", c.tp, tp_rank))
+        return p
+    p[o + "mlp.gate.weight"] = sd[h + "mlp.gate.weight"]
+    if m.latent:
+        p[o + "mlp.gate.e_score_correction_bias"] = sd[h + "mlp.gate.e_score_correction_bias"]
+    if m.shared:
+        # TP-sharded like a dense MLP, but whole under sequence-parallel MoE (EP, TP > 1, DP > 1:
+        # ParallelConfig.use_sequence_parallel_moe; DeepseekV2MLP(disable_tp=is_sequence_parallel))
+        sequence_parallel = c.expert_parallel and c.tp > 1 and c.dp > 1
+        tp, rank = (1, 0) if sequence_parallel else (c.tp, tp_rank)
+        p.update(_gated(sd, h + "mlp.shared_experts.", o + "mlp.shared_experts.gate_up_proj.weight",
+                        o + "mlp.shared_experts.down_proj.weight", tp, rank))  # fmt: skip
+    experts, moe_tp, moe_rank = _experts_of(m, c, tp_rank, dp_rank)
+    w = [_gated(sd, f"{h}mlp.experts.{x}.", "w13", "w2", moe_tp, moe_rank) for x in experts]
+    p[o + "mlp.experts.w13_weight"] = np.stack([x["w13"] for x in w])
+    p[o + "mlp.experts.w2_weight"] = np.stack([x["w2"] for x in w])
     return p

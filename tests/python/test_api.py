@@ -24,7 +24,7 @@ def test_imported_from_the_installed_wheel_not_the_source_tree() -> None:
 
 
 def test_the_issue_spellings_plan_and_predict_deepseek_v3() -> None:
-    problem = refit.Problem.from_model("deepseek-v3", train="pp=16,ep=16", infer="tp=32,dp=8")
+    problem = refit.Problem.from_model("deepseek-v3", train="pp=16,ep=16", infer="tp=32,engines=8")
     cluster = refit.Cluster.preset("dgx-h100")
     plan = refit.plan(problem, cluster, strategy="refit")
     assert problem.source_ranks == 256 and problem.destination_ranks == 256
@@ -37,7 +37,7 @@ def test_the_issue_spellings_plan_and_predict_deepseek_v3() -> None:
 
 
 def test_compare_gives_each_strategy_as_deployed_against_gather_broadcast() -> None:
-    problem = refit.Problem.from_model("qwen3-30b-a3b", train="ep=8,pp=2", infer="tp=8,dp=2")
+    problem = refit.Problem.from_model("qwen3-30b-a3b", train="ep=8,pp=2", infer="tp=8,engines=2")
     rows = refit.compare(problem, refit.Cluster.preset("gb200-nvl72:gpus_per_domain=64"))
     assert [(r.strategy, r.deployment) for r in rows] == [
         ("refit", "refit"), ("direct", "nemo-rl"), ("direct", "refit"), ("m2n-ring", "nemo-rl"),
@@ -55,7 +55,7 @@ def test_compare_gives_each_strategy_as_deployed_against_gather_broadcast() -> N
 
 
 def test_an_impossible_deployment_is_bad_input_naming_both() -> None:
-    problem = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2", infer="tp=2")
+    problem = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2,etp=1", infer="tp=2")
     cluster = refit.Cluster.preset("dgx-h100")
     assert [name for name, _ in refit.deployments()] == ["refit", "nemo-rl", "m2n-bench"]
     with pytest.raises(refit.BadInput, match="deployment 'nemo-rl' does not run strategy 'refit'"):
@@ -66,7 +66,7 @@ def test_an_impossible_deployment_is_bad_input_naming_both() -> None:
 
 
 def test_manifest_problems_and_their_shards(tmp_path: Path) -> None:
-    source = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2", infer="tp=2")
+    source = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2,etp=1", infer="tp=2")
     source.save_manifest(tmp_path / "tiny.json")
     problem = refit.Problem.from_manifest(tmp_path / "tiny.json")
     assert problem.tensors == source.tensors
@@ -84,7 +84,7 @@ def test_manifest_problems_and_their_shards(tmp_path: Path) -> None:
 
 
 def test_clusters_from_presets_files_and_nccl_dumps() -> None:
-    problem = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2", infer="tp=2")
+    problem = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2,etp=1", infer="tp=2")
     gb = refit.Cluster.preset("gb200-nvl72", gpus_per_domain=64)
     assert gb.spec == "gb200-nvl72:gpus_per_domain=64"
     assert gb.with_overrides(nic_gbps=800).spec == "gb200-nvl72:gpus_per_domain=64,nic_gbps=800"
@@ -98,7 +98,7 @@ def test_clusters_from_presets_files_and_nccl_dumps() -> None:
 
 
 def test_plans_save_load_and_explain(tmp_path: Path) -> None:
-    problem = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2", infer="tp=2")
+    problem = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2,etp=1", infer="tp=2")
     cluster = refit.Cluster.preset("cpu-host:gpus_per_domain=2")
     plan = refit.plan(problem, cluster, "refit")
     plan.save(tmp_path / "plan.json")
@@ -109,13 +109,13 @@ def test_plans_save_load_and_explain(tmp_path: Path) -> None:
     assert explained is not None and explained.rank == 2
     assert explained.receives.bytes == sum(s.nbytes for s in problem.shards(2))
     assert "rank 2" in explained.text
-    other = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2", infer="tp=1,dp=2")
+    other = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2,etp=1", infer="tp=1,dp=2")
     with pytest.raises(refit.BadInput, match="does not fit the problem"):
         refit.Plan.load(tmp_path / "plan.json", other, cluster)
 
 
 def test_simulation_trace_and_resources() -> None:
-    problem = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2", infer="tp=2")
+    problem = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2,etp=1", infer="tp=2")
     sim = refit.simulate(problem, refit.Cluster.preset("cpu-host:gpus_per_domain=2"), trace=True)
     assert sim.trace is not None and '"traceEvents"' in sim.trace
     assert sim.resources and all(0 <= r.utilisation <= 1 + 1e-9 for r in sim.resources)

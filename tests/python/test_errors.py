@@ -22,7 +22,7 @@ def _cli_message(cli: Any, *args: str) -> str:
     return line[len(PREFIX):]
 
 
-def _tiny(train: str = "tp=2,ep=2", infer: str = "tp=2") -> refit.Problem:
+def _tiny(train: str = "tp=2,ep=2,etp=1", infer: str = "tp=2") -> refit.Problem:
     return refit.Problem.from_model(TINY_MOE, train=train, infer=infer)
 
 
@@ -30,8 +30,8 @@ def _tiny(train: str = "tp=2,ep=2", infer: str = "tp=2") -> refit.Problem:
 CASES: list[tuple[list[str], Callable[[Path], Any]]] = [
     (["--model", "no-such-model", "--train", "tp=1", "--infer", "tp=1"],
      lambda _: refit.Problem.from_model("no-such-model", train="tp=1", infer="tp=1")),
-    (["--model", "deepseek-v3", "--train", "tp=3", "--infer", "tp=32,dp=8"],
-     lambda _: refit.Problem.from_model("deepseek-v3", train="tp=3", infer="tp=32,dp=8")),
+    (["--model", "deepseek-v3", "--train", "tp=3", "--infer", "tp=32,engines=8"],
+     lambda _: refit.Problem.from_model("deepseek-v3", train="tp=3", infer="tp=32,engines=8")),
     (["--model", "qwen3-8b", "--train", "tp=2,bogus=1", "--infer", "tp=2"],
      lambda _: refit.Problem.from_model("qwen3-8b", train="tp=2,bogus=1", infer="tp=2")),
     (["--model", "qwen3-8b", "--train", "tp=2", "--infer", "tp=2,ep=3"],
@@ -44,22 +44,22 @@ CASES: list[tuple[list[str], Callable[[Path], Any]]] = [
      lambda _: refit.Problem.from_manifest("/no/such/manifest.json")),
     (["--manifest", "{tmp}/broken.json"],
      lambda tmp: refit.Problem.from_manifest(tmp / "broken.json")),
-    (["--model", str(TINY_MOE), "--train", "tp=2,ep=2", "--infer", "tp=2", "--cluster", "dgx-h1000"],
+    (["--model", str(TINY_MOE), "--train", "tp=2,ep=2,etp=1", "--infer", "tp=2", "--cluster", "dgx-h1000"],
      lambda _: refit.Cluster.preset("dgx-h1000")),
-    (["--model", str(TINY_MOE), "--train", "tp=2,ep=2", "--infer", "tp=2", "--cluster", "dgx-h100:nic_gbs=3"],
+    (["--model", str(TINY_MOE), "--train", "tp=2,ep=2,etp=1", "--infer", "tp=2", "--cluster", "dgx-h100:nic_gbs=3"],
      lambda _: refit.Cluster.preset("dgx-h100", nic_gbs=3)),
-    (["--model", str(TINY_MOE), "--train", "tp=2,ep=2", "--infer", "tp=2", "--cluster", "dgx-h100:nic_gbps=-1"],
+    (["--model", str(TINY_MOE), "--train", "tp=2,ep=2,etp=1", "--infer", "tp=2", "--cluster", "dgx-h100:nic_gbps=-1"],
      lambda _: refit.Cluster.preset("dgx-h100:nic_gbps=-1")),
-    (["--model", str(TINY_MOE), "--train", "tp=2,ep=2", "--infer", "tp=2",
+    (["--model", str(TINY_MOE), "--train", "tp=2,ep=2,etp=1", "--infer", "tp=2",
       "--cluster", "dgx-h100:nodes=1,infer_offset=7"],
      lambda _: refit.plan(_tiny(), refit.Cluster.preset("dgx-h100:nodes=1,infer_offset=7"))),
-    (["--model", str(TINY_MOE), "--train", "tp=2,ep=2", "--infer", "tp=2",
+    (["--model", str(TINY_MOE), "--train", "tp=2,ep=2,etp=1", "--infer", "tp=2",
       "--cluster-file", str(DATA / "topology" / "bad_missing_node.json")],
      lambda _: refit.Cluster.from_file(DATA / "topology" / "bad_missing_node.json")),
-    (["--model", str(TINY_MOE), "--train", "tp=2,ep=2", "--infer", "tp=2",
+    (["--model", str(TINY_MOE), "--train", "tp=2,ep=2,etp=1", "--infer", "tp=2",
       "--nccl-topo-xml", str(DATA / "topology" / "malformed_gpu_without_sm.xml")],
      lambda _: refit.Cluster.from_nccl_xml(DATA / "topology" / "malformed_gpu_without_sm.xml")),
-    (["--model", str(TINY_MOE), "--train", "tp=2,ep=2", "--infer", "tp=2", "--strategy", "fastest"],
+    (["--model", str(TINY_MOE), "--train", "tp=2,ep=2,etp=1", "--infer", "tp=2", "--strategy", "fastest"],
      lambda _: refit.plan(_tiny(), refit.Cluster.preset("cpu-host"), strategy="fastest")),
 ]  # fmt: skip
 

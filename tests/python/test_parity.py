@@ -13,7 +13,7 @@ import refit
 from conftest import DATA, TINY_MOE
 
 TIMINGS = {"plan_seconds", "simulate_seconds"}
-QWEN = ("qwen3-30b-a3b", "ep=8,pp=2", "tp=8,dp=2")
+QWEN = ("qwen3-30b-a3b", "ep=8,pp=2", "tp=8,engines=2")
 
 
 def _untimed(d: dict[str, Any]) -> dict[str, Any]:
@@ -62,7 +62,7 @@ def test_simulate_compare_json(cli_json: Any) -> None:
 
 
 def test_simulate_one_strategy_with_a_window_on_a_manifest(cli_json: Any, tmp_path: Path) -> None:
-    source = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2", infer="tp=2")
+    source = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2,etp=1", infer="tp=2")
     source.save_manifest(tmp_path / "tiny.json")
     args = ["--manifest", str(tmp_path / "tiny.json"), "--cluster", "cpu-host:gpus_per_domain=2"]
     problem = refit.Problem.from_manifest(tmp_path / "tiny.json")
@@ -73,11 +73,11 @@ def test_simulate_one_strategy_with_a_window_on_a_manifest(cli_json: Any, tmp_pa
 
 
 def test_simulate_a_saved_plan_on_a_cluster_file(cli_json: Any, tmp_path: Path) -> None:
-    problem = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2", infer="tp=2")
+    problem = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2,etp=1", infer="tp=2")
     cluster = refit.Cluster.from_file(DATA / "topology" / "cluster_small.json")
     plan = refit.plan(problem, cluster, "m2n-ring")
     plan.save(tmp_path / "plan.json")
-    expected = cli_json("simulate", *_problem_args(str(TINY_MOE), "tp=2,ep=2", "tp=2"),
+    expected = cli_json("simulate", *_problem_args(str(TINY_MOE), "tp=2,ep=2,etp=1", "tp=2"),
                         "--cluster-file", str(DATA / "topology" / "cluster_small.json"),
                         "--plan", str(tmp_path / "plan.json"))  # fmt: skip
     _compare_rows(expected, [refit.simulate(refit.Plan.load(tmp_path / "plan.json", problem, cluster))])
@@ -97,7 +97,7 @@ def test_cluster_description_is_refit_topo_json(cli_json: Any) -> None:
 def test_discovery_without_gpus_models_the_host_as_the_command_does(cli: Any) -> None:
     import json
 
-    problem = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2", infer="tp=2")
+    problem = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2,etp=1", infer="tp=2")
     options = ["--nvml-library", "libnvidia-ml-absent.so", "--sysfs-root", "/nonexistent"]
     done = cli("topo", "--discover", *options, "--train-ranks", "2", "--infer-ranks", "2", "--json")
     assert done.returncode == 0, done.stderr

@@ -7,6 +7,7 @@ the project venv (numpy, pytest), apart from the wheel's suite."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -56,6 +57,14 @@ CASES = [
     ("tiny-qwen3-moe.json", "tp=1,ep=2,dp=2", "tp=2", ["--per-expert"]),  # one tensor per expert, no EP
     ("tiny-qwen3-moe.json", "tp=2,ep=2,etp=1", "tp=1,dp=2,ep=1,placement=round_robin", ["--per-expert"]),
     ("tiny-deepseek-v3.json", "tp=2,ep=2,etp=1", "tp=2", []),  # MLA, fp32 router bias, shared experts
+    ("tiny-deepseek-v3.json", "tp=2,ep=2,etp=1", "tp=2", ["--mtp"]),  # MTP layer on the main embedding and head
+    ("tiny-deepseek-v3.json", "tp=2,ep=2,etp=1", "tp=2,dp=2,ep=1", []),  # sequence-parallel MoE: shared experts whole
+    ("tiny-qwen3-moe.json", "tp=2,ep=2,dp=2", "tp=2,engines=2", []),  # etp = tp by default; two engines
+    ("tiny-qwen3-moe.json", "tp=2,ep=2,etp=1", "tp=1,dp=2", []),  # internal DP: MoE TP over tp*dp, no EP
+    # vocab 1001, which tp does not divide: Megatron pads to 1024 (128*tp) and vLLM to 1024 (64),
+    # and each rank holds rows [i*1024/tp, min((i+1)*1024/tp, 1001)), not torch.chunk's
+    ("tiny-llama-vocab1001.json", "tp=2", "tp=4", []),
+    ("tiny-llama-vocab1001.json", "tp=4", "tp=2", []),
 ]
 
 
@@ -66,11 +75,13 @@ def _refit(tmp_path: Path, config: str, train: str, infer: str, problem: list[st
     if cli is None:
         pytest.skip("the refit command is not built (REFIT_CLI)")
     model = Model.from_config(json.loads((MODELS / config).read_text()))
+    if "--mtp" in problem:
+        model = dataclasses.replace(model, mtp=json.loads((MODELS / config).read_text())["num_nextn_predict_layers"])
     state = hf_state_dict(model, np.random.default_rng(7))
     t, i = _sizes(train), _sizes(infer)
     megatron = Megatron(**{k: int(v) for k, v in t.items()})
     vllm = Vllm(tp=int(i.get("tp", 1)), dp=int(i.get("dp", 1)), expert_parallel=int(i.get("ep", 0)) > 0,
-                placement=i.get("placement", "linear"))  # fmt: skip
+                placement=i.get("placement", "linear"), engines=int(i.get("engines", 1)))  # fmt: skip
     _write(megatron_params(state, model, megatron), tmp_path / "megatron")
     done = subprocess.run(
         ["mpirun", "--oversubscribe", "-np", str(megatron.world + vllm.world), cli, "run", *problem,

@@ -13,7 +13,7 @@ import pytest
 import refit
 from refit import figures
 
-QWEN = refit.Problem.from_model("qwen3-30b-a3b", train="ep=8,pp=2", infer="tp=8,dp=2")
+QWEN = refit.Problem.from_model("qwen3-30b-a3b", train="ep=8,pp=2", infer="tp=8,engines=2")
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -49,8 +49,8 @@ def test_sweep_over_nics_per_domain_oversubscription_and_layouts_as_rows() -> No
     by = {(r["nics_per_domain"], r["oversubscription"]): r["predicted_s"] for r in rows}
     assert by[(4, 1)] > by[(8, 1)]  # fewer NICs per domain: slower
     layouts = refit.sweep(QWEN, refit.Cluster.preset("dgx-h100"),
-                          vary={"infer": ["tp=8,dp=2", "tp=4,dp=4"]}, strategies=["refit"], as_frame=False)  # fmt: skip
-    assert [r["infer"] for r in layouts] == ["tp=8,dp=2", "tp=4,dp=4"]
+                          vary={"infer": ["tp=8,engines=2", "tp=4,engines=4"]}, strategies=["refit"], as_frame=False)  # fmt: skip
+    assert [r["infer"] for r in layouts] == ["tp=8,engines=2", "tp=4,engines=4"]
     assert layouts[0]["predicted_s"] != layouts[1]["predicted_s"]
     with pytest.raises(ValueError, match="nics_per_domain=3 does not split"):
         refit.sweep(QWEN, refit.Cluster.preset("gb200-nvl72"), vary={"nics_per_domain": [3]}, strategies=["refit"])
@@ -95,7 +95,7 @@ def _python_m_refit(*args: str) -> subprocess.CompletedProcess:
 
 def test_python_m_refit_sweep_plots_from_the_shell(tmp_path: Path) -> None:
     out = tmp_path / "sweep.png"
-    done = _python_m_refit("sweep", "--model", "qwen3-30b-a3b", "--train", "ep=8,pp=2", "--infer", "tp=8,dp=2",
+    done = _python_m_refit("sweep", "--model", "qwen3-30b-a3b", "--train", "ep=8,pp=2", "--infer", "tp=8,engines=2",
                            "--cluster", "dgx-h100", "--vary", "nic_gbps=200,400,800", "--strategy", "refit",
                            "--strategy", "gather-broadcast", "--plot", str(out), "--csv", str(tmp_path / "s.csv"))  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -105,7 +105,7 @@ def test_python_m_refit_sweep_plots_from_the_shell(tmp_path: Path) -> None:
 
 
 def test_python_m_refit_compare_json_and_timeline(tmp_path: Path, cli_json: Any) -> None:
-    args = ["--model", "qwen3-30b-a3b", "--train", "ep=8,pp=2", "--infer", "tp=8,dp=2", "--cluster", "dgx-h100"]
+    args = ["--model", "qwen3-30b-a3b", "--train", "ep=8,pp=2", "--infer", "tp=8,engines=2", "--cluster", "dgx-h100"]
     done = _python_m_refit("compare", *args, "--json", "--plot", str(tmp_path / "c.png"))
     assert done.returncode == 0, done.stderr
     import json
@@ -120,7 +120,7 @@ def test_python_m_refit_compare_json_and_timeline(tmp_path: Path, cli_json: Any)
 
 
 def test_python_m_refit_bad_input_exits_2_with_the_message() -> None:
-    done = _python_m_refit("sweep", "--model", "qwen3-30b-a3b", "--train", "ep=8,pp=2", "--infer", "tp=8,dp=2",
+    done = _python_m_refit("sweep", "--model", "qwen3-30b-a3b", "--train", "ep=8,pp=2", "--infer", "tp=8,engines=2",
                            "--cluster", "dgx-h100", "--vary", "nic_speed=1")  # fmt: skip
     assert done.returncode == 2
     assert done.stderr.strip().startswith("refit sweep: error: vary: unknown key 'nic_speed'")

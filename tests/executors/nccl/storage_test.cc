@@ -22,10 +22,9 @@ struct Stored {
   models::StorageMap vllm;
 };
 
-Stored stored(const char* file, const char* train, const char* infer, bool per_expert) {
-  const auto m = models::load_hf_config(std::string(REFIT_TEST_DATA_DIR) + "/models/" + file,
-                                        models::HfOptions{.per_expert = per_expert})
-                     .value();
+Stored stored(const char* file, const char* train, const char* infer, const models::HfOptions& options) {
+  const auto m =
+      models::load_hf_config(std::string(REFIT_TEST_DATA_DIR) + "/models/" + file, options).value();
   const auto t = models::parse_megatron(train).value();
   const auto i = models::parse_vllm(infer).value();
   auto problem = models::build_problem(m, t, i).value();
@@ -60,12 +59,16 @@ void run_and_verify(const Stored& s, const Plan& plan, Mapping mapping, Bytes st
 
 class StoredEveryStrategy : public ::testing::TestWithParam<std::string_view> {};
 
-// tiny llama (vocab 1023, padded on both sides; Megatron beyond its query groups) and tiny
-// qwen3_moe (per-expert tensors to FusedMoE placed round_robin), in domains of two.
+// tiny llama (vocab 1023, padded on both sides; Megatron beyond its query groups), tiny
+// qwen3_moe (per-expert tensors to FusedMoE placed round_robin) and tiny deepseek_v3 with its MTP
+// layer (mtp.layers.0 to mtp_block, shared experts whole under sequence-parallel MoE), in domains
+// of two.
 TEST_P(StoredEveryStrategy, FrameworkParametersRunToTheRightBytesOnCpus) {
   const Stored cases[] = {
-      stored("tiny-llama-vocab1023.json", "tp=4", "tp=2", false),
-      stored("tiny-qwen3-moe.json", "tp=2,ep=2,etp=1", "tp=1,dp=2,ep=on,placement=round_robin", true)};
+      stored("tiny-llama-vocab1023.json", "tp=4", "tp=2", {}),
+      stored("tiny-qwen3-moe.json", "tp=2,ep=2,etp=1", "tp=1,dp=2,ep=on,placement=round_robin",
+             {.per_expert = true}),
+      stored("tiny-deepseek-v3.json", "tp=2,ep=2,etp=1", "tp=2,dp=2,ep=on", {.include_mtp = true})};
   for (const auto& s : cases) {
     const auto cluster = refit::testing::make_test_cluster(
         (s.problem.world_size() + 1) / 2, 2, s.problem.source_ranks(), s.problem.destination_ranks());

@@ -65,6 +65,7 @@ struct ModelSpec {
   std::int64_t num_heads = 0;     // query heads
   std::int64_t num_kv_heads = 0;  // key/value heads; 0 for MLA, which has no k/v projections
   std::int64_t num_experts = 0;   // routed experts per MoE layer; 0 for dense models
+  std::int64_t mtp_layers = 0;    // MTP layers included (they share the embedding and lm_head)
   bool tied_embeddings = false;   // lm_head shares embed_tokens (no lm_head tensor)
   std::vector<WeightTensor> tensors;
 

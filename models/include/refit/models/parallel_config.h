@@ -15,7 +15,7 @@ struct MegatronConfig {
   std::int64_t tp = 1;
   std::int64_t pp = 1;
   std::int64_t ep = 1;
-  std::int64_t etp = 1;
+  std::int64_t etp = 1;  // parse_megatron() sets it to tp unless given, as Megatron does
   std::int64_t cp = 1;
   std::int64_t dp = 1;
   // Megatron's --decoder-first/last-pipeline-num-layers: decoder layers of the first/last stage.
@@ -31,25 +31,34 @@ struct MegatronConfig {
 // holds experts r*E/EP onwards (linear) or r, r+EP, r+2*EP, ... (round_robin).
 enum class ExpertPlacement : std::uint8_t { kLinear, kRoundRobin };
 
+// One vLLM engine runs tp*dp ranks: `dp` is its --data-parallel-size (internal data parallel,
+// which FusedMoEParallelConfig.make flattens with TP for the MoE layers); `engines` separate
+// engines (each its own vLLM instance, as RL frameworks launch generation replicas) hold
+// copies of one another. Ranks: tp + TP*(dp + DP*engine).
 struct VllmConfig {
   std::int64_t tp = 1;
   std::int64_t dp = 1;
+  std::int64_t engines = 1;
   bool expert_parallel = false;  // experts split over EP = tp*dp ranks instead of TP-sharded
   ExpertPlacement placement = ExpertPlacement::kLinear;
 
-  std::int64_t world() const { return tp * dp; }
-  std::int64_t ep() const { return expert_parallel ? world() : 1; }
+  std::int64_t engine_size() const { return tp * dp; }
+  std::int64_t world() const { return engine_size() * engines; }
+  std::int64_t ep() const { return expert_parallel ? engine_size() : 1; }
 };
 
 // Keys tp, pp, ep, etp, cp, dp, pp_first, pp_last (each at most once, values >= 1), e.g.
-// "tp=4,pp=8,ep=16". Without dp: the smallest dp that makes the expert layout valid
-// (tp*cp*dp a multiple of ep*etp), so "pp=16,ep=16" is 256 ranks.
+// "tp=4,pp=8,ep=16". Without etp: tp (Megatron's expert_tensor_parallel_size default). Without
+// dp: the smallest dp that makes the expert layout valid (tp*cp*dp a multiple of ep*etp), so
+// "pp=16,ep=16" is 256 ranks.
 [[nodiscard]] Result<MegatronConfig> parse_megatron(std::string_view text);
-// Keys tp, dp, pp (1 only), ep or expert_parallel (1/true/on, 0/false/off, or the EP size tp*dp),
-// placement (linear or round_robin, with ep), e.g. "tp=8,dp=16" or "tp=8,dp=16,ep=1".
+// Keys tp, dp, engines, pp (1 only), ep or expert_parallel (1/true/on, 0/false/off, or the EP
+// size tp*dp), placement (linear or round_robin, with ep), e.g. "tp=8,engines=16" or
+// "tp=8,dp=16,ep=1".
 [[nodiscard]] Result<VllmConfig> parse_vllm(std::string_view text);
 
-// Canonical forms with every size, e.g. "tp=4,pp=8,ep=16,etp=1,cp=1,dp=4" and "tp=8,dp=16,ep=off".
+// Canonical forms with every size, e.g. "tp=4,pp=8,ep=16,etp=4,cp=1,dp=16" and
+// "tp=8,dp=16,ep=off" (",engines=N" when there are several).
 std::string to_string(const MegatronConfig& c);
 std::string to_string(const VllmConfig& c);
 
