@@ -7,6 +7,15 @@
 
 namespace refit {
 
+bool held_at_source(const TensorSpec& t) {
+  return !(t.quantization && t.quantization->site == QuantSite::kSender && t.quantization->is_scales());
+}
+
+DType held_dtype(const TensorSpec& t, bool source) {
+  const bool quantised_here = t.quantization && t.quantization->site == QuantSite::kSender;
+  return source && quantised_here ? t.quantization->from : t.dtype;
+}
+
 Result<TensorSpec> make_tensor_spec(std::string name, Shape shape, DType dtype) {
   if (name.empty()) return invalid("tensor name is empty");
   if (shape.empty() || shape.size() > kMaxTensorDims)

@@ -21,13 +21,9 @@ std::optional<Box> box_of(const Layout& layout, Rank rank) {
   return *box;
 }
 
-// A weight quantised at the senders (its values): its source boxes hold the source dtype.
-bool quantized_at_senders(const TensorSpec& t) {
-  return t.quantization && t.quantization->site == QuantSite::kSender && !t.quantization->is_scales();
-}
-bool scales_made_by_senders(const TensorSpec& t) {
-  return t.quantization && t.quantization->site == QuantSite::kSender && t.quantization->is_scales();
-}
+// A weight quantised at the senders (its values, not its scales).
+bool quantized_at_senders(const TensorSpec& t) { return held_dtype(t, true) != t.dtype; }
+bool scales_made_by_senders(const TensorSpec& t) { return !held_at_source(t); }
 
 // What a rank's source box of tensor t holds: the pattern, or for a weight quantised on its way
 // the finite bf16 pattern its sender quantises.
@@ -77,8 +73,7 @@ Result<HostShards> HostShards::allocate(const ReshardProblem& problem, Rank rank
     for (const bool source : {true, false}) {
       const auto box = box_of(source ? tensors[t].source : tensors[t].destination, rank);
       if (!box || (source && scales_made_by_senders(spec))) continue;
-      const auto element =
-          dtype_size(source && quantized_at_senders(spec) ? spec.quantization->from : spec.dtype);
+      const auto element = dtype_size(held_dtype(spec, source));
       auto memory = REFIT_TRY_IN(allocator(Bytes{box->volume() * element}),
                                  fmt::format("allocating tensor '{}' on rank {}", spec.name, rank.value));
       const auto span = out.storage_.emplace_back(std::move(memory))->bytes();

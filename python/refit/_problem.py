@@ -146,6 +146,8 @@ class Problem:
         dtype: Optional[str] = None,
         per_expert: bool = False,
         mtp: bool = False,
+        quantize: Optional[str] = None,
+        quantize_at: str = "sender",
     ) -> Problem:
         """The problem of a model with Megatron training and vLLM inference sizes.
 
@@ -158,13 +160,18 @@ class Problem:
             dtype: overrides the config's ``torch_dtype`` (``"bf16"``, ``"fp8_e4m3"``, ...).
             per_expert: one tensor per routed expert instead of stacked ``[E, out, in]``.
             mtp: include DeepSeek-V3's multi-token-prediction layer.
+            quantize: FP8 in flight: ``"fp8-block128"`` or ``"mxfp8"`` inference weights, as
+                ``--quantize`` (a training rank still holds and hands over bf16).
+            quantize_at: ``"sender"`` (fp8 on the network where training ranks hold whole
+                blocks) or ``"receiver"`` (bf16 on the network, today's practice).
 
         Raises:
             refit.BadInput: an unknown model, a config refit cannot read, sizes that do not fit;
                 the message names the option as the refit command spells it (``--train: ...``).
         """
         source = {"model": str(model), "train": train, "infer": infer, "dtype": dtype or "",
-                  "per_expert": per_expert, "mtp": mtp}  # fmt: skip
+                  "per_expert": per_expert, "mtp": mtp, "quantize": quantize or "",
+                  "quantize_at": quantize_at}  # fmt: skip
         return cls(_refit.Problem.load(**source), source)
 
     @classmethod
@@ -180,6 +187,14 @@ class Problem:
         source = dict(self._source)
         source["train"] = train if train is not None else source["train"]
         source["infer"] = infer if infer is not None else source["infer"]
+        return Problem(_refit.Problem.load(**source), source)
+
+    def quantized_at_receivers(self) -> Optional[Problem]:
+        """This problem with every weight quantised at the receivers, as today's systems do, when it
+        quantises at the senders (``quantize_at="sender"``); None otherwise."""
+        if not self._source.get("quantize") or self._source.get("quantize_at") == "receiver":
+            return None
+        source = dict(self._source, quantize_at="receiver")
         return Problem(_refit.Problem.load(**source), source)
 
     @property

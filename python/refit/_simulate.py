@@ -29,6 +29,10 @@ __all__ = [
 BASELINE = ("gather-broadcast", "nemo-rl")
 #: refit as its own executors run it (``time_vs_refit``).
 REFIT = ("refit", "refit")
+#: The note of a deployed baseline's row that :func:`compare` ran quantised at the receivers: the
+#: deployed systems move bf16 and quantise on the inference side.
+RECEIVER_NOTE = "quantised at the receiver, bf16 on the network, as deployed today"
+
 #: Baselines also simulated as refit's executors would run their plans in :func:`compare`.
 IDEALISED = ("direct", "m2n-ring")
 
@@ -242,10 +246,15 @@ def compare(
     """
     names = list(strategies) if strategies is not None else [s.name for s in _all_strategies()]
     lower_bound(problem, cluster)  # refuses a cluster that cannot hold the job before planning
+    today = problem.quantized_at_receivers()
     rows: list[Simulation] = []
     for name in names:
         made = plan(problem, cluster, name, chunk_bytes=chunk_bytes)
-        rows.append(_simulate_plan(made, window, False, None))
+        if today is None or name == "refit":
+            rows.append(_simulate_plan(made, window, False, None))
+        else:
+            deployed = _simulate_plan(plan(today, cluster, name, chunk_bytes=chunk_bytes), window, False, None)
+            rows.append(replace(deployed, notes=[*deployed.notes, RECEIVER_NOTE]))
         if name in IDEALISED:
             rows.append(_simulate_plan(made, window, False, "refit"))
     return _relative(rows)

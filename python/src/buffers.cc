@@ -230,7 +230,8 @@ Result<RankArrays> rank_arrays(const ReshardProblem& problem, Rank rank, const n
     const Layout& layout = source ? tr.source : tr.destination;
     if (!layout.mesh().position_of_rank(rank)) continue;
     const Box box = REFIT_TRY(layout.local_box(rank));
-    if (!box.empty()) wanted.emplace(tr.tensor.name, Wanted{.tensor = t, .box = box});
+    if (!box.empty() && (!source || held_at_source(tr.tensor)))
+      wanted.emplace(tr.tensor.name, Wanted{.tensor = t, .box = box});
   }
   RankArrays out;
   std::optional<MemoryKind> memory;
@@ -249,7 +250,7 @@ Result<RankArrays> rank_arrays(const ReshardProblem& problem, Rank rank, const n
     const TensorSpec& spec = problem.tensors()[w->second.tensor].tensor;
     const Box& box = w->second.box;
     const Expected expected{.shape = box.extent,
-                            .dtype = spec.dtype,
+                            .dtype = held_dtype(spec, source),
                             .shape_is = fmt::format("the rank's box of the tensor, {} (extent [{}])",
                                                     box.to_string(), fmt::join(box.extent, ", ")),
                             .owner = "tensor"};

@@ -23,11 +23,16 @@ using namespace nb::literals;
 using ShardTuple = std::tuple<std::string, std::string, Shape, Shape, Shape>;
 
 ProblemHandle load(const std::string& model, const std::string& train, const std::string& infer,
-                   const std::string& dtype, bool per_expert, bool mtp, const std::string& manifest) {
+                   const std::string& dtype, bool per_expert, bool mtp, const std::string& manifest,
+                   const std::string& quantize, const std::string& quantize_at) {
   const ProblemSource source{.model = model,
                              .train = train,
                              .infer = infer,
-                             .model_options = {.dtype = dtype, .per_expert = per_expert, .mtp = mtp},
+                             .model_options = {.dtype = dtype,
+                                               .per_expert = per_expert,
+                                               .mtp = mtp,
+                                               .quantize = quantize,
+                                               .quantize_at = quantize_at},
                              .manifest = manifest};
   auto problem = unwrap([&] {
     nb::gil_scoped_release release;
@@ -87,13 +92,14 @@ std::vector<ShardTuple> shards(const ProblemHandle& p, std::int32_t rank) {
                       .message = "rank " + std::to_string(rank) + " is not in the problem's " +
                                  std::to_string(problem.world_size()) + " ranks"});
   std::vector<ShardTuple> out;
+  const bool source = problem.is_source(Rank{rank});
   for (const auto& t : problem.tensors()) {
-    const Layout& layout = problem.is_source(Rank{rank}) ? t.source : t.destination;
-    if (!layout.mesh().position_of_rank(Rank{rank})) continue;
+    const Layout& layout = source ? t.source : t.destination;
+    if (!layout.mesh().position_of_rank(Rank{rank}) || (source && !held_at_source(t.tensor))) continue;
     const Box box = unwrap(layout.local_box(Rank{rank}));
     if (box.empty()) continue;
-    out.emplace_back(t.tensor.name, std::string(dtype_name(t.tensor.dtype)), t.tensor.shape, box.offset,
-                     box.extent);
+    out.emplace_back(t.tensor.name, std::string(dtype_name(held_dtype(t.tensor, source))), t.tensor.shape,
+                     box.offset, box.extent);
   }
   return out;
 }
@@ -112,7 +118,8 @@ void bind_problem(nb::module_& m) {
                             "(destination) layout. Training ranks are 0..source_ranks-1, inference ranks "
                             "follow them.")
       .def_static("load", &load, "model"_a = "", "train"_a = "", "infer"_a = "", "dtype"_a = "",
-                  "per_expert"_a = false, "mtp"_a = false, "manifest"_a = "",
+                  "per_expert"_a = false, "mtp"_a = false, "manifest"_a = "", "quantize"_a = "",
+                  "quantize_at"_a = "sender",
                   "The problem of a model (a built-in name, a config.json or its directory) with "
                   "Megatron training sizes and vLLM inference sizes, or of a manifest; errors name the "
                   "option as the refit command spells it (--model, --train, --infer, --dtype, "

@@ -67,7 +67,11 @@ QuantizeWork quantize_work(const Plan& plan, const ReshardProblem& problem) {
 }
 
 Seconds quantize_time(Bytes source_bytes, const GpuSpec& gpu) {
-  return Seconds{0.75 * static_cast<double>(source_bytes.value) / gpu.copy_bandwidth.value};
+  constexpr double kTrafficPerByte = 1.5;      // read 2 bytes, write 1, per bf16 byte of 2
+  constexpr double kCastOfLine = 0.69;         // torchao's MXFP8 cast on B200: 5.5 of 8 TB/s
+  constexpr double kCopyOfLine = 1.45 / 3.35;  // the presets' copy bandwidth per HBM line rate
+  const double line = gpu.copy_bandwidth.value / kCopyOfLine;
+  return Seconds{kTrafficPerByte * static_cast<double>(source_bytes.value) / (kCastOfLine * line)};
 }
 
 }  // namespace refit::sim

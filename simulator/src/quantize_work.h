@@ -23,10 +23,11 @@ struct QuantizeWork {
 // Preconditions: validate(plan, problem).
 QuantizeWork quantize_work(const Plan& plan, const ReshardProblem& problem);
 
-// A quantiser is memory-bound: per element it reads the source dtype (2 bytes of bf16) and writes
-// one fp8 byte (the scales are 1/16384 or 1/32 of that), a device copy reads and writes the same
-// bytes. So at the same effective memory bandwidth, 2 * copy_bandwidth, quantising b bytes of bf16
-// moves 1.5 b and takes 0.75 b / copy_bandwidth.
+// A quantiser is memory-bound: per element it reads 2 bytes of bf16 and writes one fp8 byte (the
+// scales are 1/16384 or 1/32 of that), 1.5 bytes of memory traffic per bf16 byte. The best
+// published cast (torchao's MXFP8 cast on B200, docs/quantization.md) moves 69 % of the HBM line
+// rate; the presets' copy bandwidth is 1.45/3.35 of it (topology/src/hardware_constants.cc), so b
+// bytes of bf16 take 1.5 b / (0.69 * copy_bandwidth * 3.35 / 1.45) = 0.941 b / copy_bandwidth.
 Seconds quantize_time(Bytes source_bytes, const GpuSpec& gpu);
 
 }  // namespace refit::sim

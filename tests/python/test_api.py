@@ -130,3 +130,24 @@ def test_lists_of_what_this_build_knows() -> None:
     assert "nic_gbps" in refit.preset_keys()
     assert refit.executors()[0] == "ucx"
     assert refit.strategies()[0].name == "refit"
+
+
+def test_fp8_in_flight_halves_the_linear_weights_and_charges_the_quantisation() -> None:
+    # The llama of tests/data/models/small-llama-blocks.json: every linear weight is whole
+    # 128x128 blocks at tp=2, so the senders quantise (README, "FP8 in flight").
+    model = Path(__file__).resolve().parents[1] / "data" / "models" / "small-llama-blocks.json"
+    cluster = refit.Cluster.preset("dgx-h100:gpus_per_node=2")
+    bf16 = refit.Problem.from_model(model, train="tp=2", infer="tp=2,engines=2")
+    fp8 = refit.Problem.from_model(model, train="tp=2", infer="tp=2,engines=2", quantize="fp8-block128")
+    assert len(fp8.tensors) == len(bf16.tensors) + 14  # 2 layers x 7 linear weights' scales
+    stats = refit.plan(fp8, cluster).stats
+    assert stats.network_bytes_unquantized == refit.plan(bf16, cluster).stats.network_bytes
+    assert 0.5 * stats.network_bytes_unquantized < stats.network_bytes < 0.7 * stats.network_bytes_unquantized
+    assert refit.simulate(fp8, cluster, strategy="refit").breakdown_s.quantize > 0
+    # A training rank hands over its bf16 box of a quantised weight and none of its scales.
+    held = {s.tensor: s.dtype for s in fp8.shards(0)}
+    assert held["model.layers.0.self_attn.q_proj.weight"] == "bf16"
+    assert "model.layers.0.self_attn.q_proj.weight_scale_inv" not in held
+    needed = {s.tensor: s.dtype for s in fp8.shards(fp8.source_ranks)}
+    assert needed["model.layers.0.self_attn.q_proj.weight"] == "fp8_e4m3"
+    assert needed["model.layers.0.self_attn.q_proj.weight_scale_inv"] == "fp32"

@@ -22,6 +22,12 @@ struct TensorSpec {
   bool operator==(const TensorSpec&) const = default;
 };
 
+// What a rank's buffer of `t` holds, which for FP8 in flight differs from what the plan moves: a
+// training rank holds a weight quantised at the senders in its source dtype, and none of its
+// scales (the senders make them).
+bool held_at_source(const TensorSpec& t);
+DType held_dtype(const TensorSpec& t, bool source);
+
 // Checks 1..8 dims, non-negative sizes, a non-empty name.
 [[nodiscard]] Result<TensorSpec> make_tensor_spec(std::string name, Shape shape, DType dtype);
 
