@@ -5,7 +5,9 @@
 #include "error_code.h"
 
 #include "refit/core/overlap.h"
+#include "refit/core/quantized_problem.h"
 #include "refit/models/builtin_models.h"
+#include "refit/models/fp8_weights.h"
 #include "refit/models/hf_config.h"
 #include "refit/models/problem_builder.h"
 #include "refit/models/rank_bytes.h"
@@ -114,6 +116,24 @@ TEST(ReferenceRefit, DeepseekV3_Pp16Ep16_To_Tp32Engines8) {
   expect_ranks(bytes.source, 240, 255, 3'728'653'312, "training rank");
   expect_ranks(bytes.destination, 0, 255, 43'936'587'776, "inference rank");
   expect_every_destination_element_covered(p);
+}
+
+TEST(RankBytes, FP8InFlightLeavesTrainingRanksBf16AndInferenceRanksFp8) {
+  // small-llama-blocks (hidden 256, 4 heads, intermediate 512, vocab 1024, 2 layers), Megatron
+  // tp=2 -> vLLM tp=2, block FP8. An inference rank holds half of every linear weight in fp8,
+  // 2 x (4 x 256 x 256 + 3 x 512 x 256) / 2 = 655,360 B, and their scales: per layer q, k, v, o
+  // 2 blocks each, gate, up, down 4 each, 20 x 4 B = 80 B, so 160 B; embedding and lm_head half
+  // each in bf16, 2 x 512 x 256 x 2 = 524,288 B; 5 norms of 256 in bf16, 2,560 B. 1,182,368 B.
+  // A training rank still holds bf16 and no scales: the same bytes as without quantisation.
+  auto model = load_hf_config(std::string(REFIT_TEST_DATA_DIR) + "/models/small-llama-blocks.json");
+  ASSERT_TRUE(model);
+  const auto bf16 = build(*model, "tp=2", "tp=2");
+  const auto fp8 = quantize_problem(bf16, {.scheme = QuantScheme::kFp8Block128}, [](const TensorSpec& t) {
+                     return fp8_engine_quantizes(t.name);
+                   }).value();
+  const auto before = rank_bytes(bf16), after = rank_bytes(fp8);
+  EXPECT_EQ(after.source, before.source);
+  EXPECT_EQ(after.destination, (std::vector<Bytes>{Bytes{1'182'368}, Bytes{1'182'368}}));
 }
 
 TEST(ReferenceRefit, ExpertParallelInferenceHoldsEachExpertOnce) {
