@@ -91,43 +91,82 @@ Result<void> check_quantized(const std::vector<TensorReshard>& tensors) {
   return {};
 }
 
+namespace {
+
+std::string where_of(const TensorReshard& t, QuantScheme s) {
+  return fmt::format("tensor '{}' ({})", t.tensor.name, quant_scheme_name(s));
+}
+
+[[nodiscard]] Result<Layout> inference_scales(const TensorReshard& t, QuantScheme s) {
+  return REFIT_TRY_IN(quant_scale_layout(s, t.destination),
+                      where_of(t, s) +
+                          ": the inference layout (an FP8 engine needs whole blocks on every rank; "
+                          "vLLM refuses it too)");
+}
+
+// The scales tensor of weight `t`, its layouts following the weight's.
+TensorReshard scales_of(const TensorReshard& t, QuantScheme s, Layout source, Layout destination,
+                        std::optional<Quantization> quantization) {
+  return TensorReshard{.tensor = TensorSpec{.name = quant_scale_name(s, t.tensor.name),
+                                            .shape = quant_scale_shape(s, t.tensor.shape),
+                                            .dtype = quant_scale_dtype(s),
+                                            .quantization = std::move(quantization)},
+                       .source = std::move(source),
+                       .destination = std::move(destination)};
+}
+
+// A bf16 (or other floating) weight made a quantised weight, at the sender where the training
+// layout holds whole blocks, else at the receiver.
+[[nodiscard]] Result<void> add_quantized(const TensorReshard& t, const QuantizeOptions& options,
+                                         std::vector<TensorReshard>& out) {
+  auto destination = REFIT_TRY(inference_scales(t, options.scheme));
+  auto source = quant_scale_layout(options.scheme, t.source);
+  const bool at_sender = options.site == QuantSite::kSender && source.has_value();
+  const Quantization q{.scheme = options.scheme,
+                       .site = at_sender ? QuantSite::kSender : QuantSite::kReceiver,
+                       .from = t.tensor.dtype};
+  TensorReshard weight = t;
+  weight.tensor.quantization = q;
+  if (!at_sender) {
+    out.push_back(std::move(weight));
+    return {};
+  }
+  weight.tensor.dtype = quant_value_dtype(options.scheme);
+  Quantization scales = q;
+  scales.scales_of = t.tensor.name;
+  out.push_back(std::move(weight));
+  out.push_back(scales_of(t, options.scheme, std::move(*source), std::move(destination), std::move(scales)));
+  return {};
+}
+
+// A weight the training side already holds in fp8 (FP8 training, block-scaled as the engine
+// wants it): it moves as it is, and so do the scales its training ranks hold beside it.
+[[nodiscard]] Result<void> add_fp8_source(const TensorReshard& t, QuantScheme s,
+                                          std::vector<TensorReshard>& out) {
+  auto destination = REFIT_TRY(inference_scales(t, s));
+  auto source =
+      REFIT_TRY_IN(quant_scale_layout(s, t.source),
+                   where_of(t, s) + ": the training layout (fp8 weights are trained in whole blocks)");
+  out.push_back(t);
+  out.push_back(scales_of(t, s, std::move(source), std::move(destination), std::nullopt));
+  return {};
+}
+
+}  // namespace
+
 Result<ReshardProblem> quantize_problem(const ReshardProblem& problem, const QuantizeOptions& options,
                                         const std::function<bool(const TensorSpec&)>& select) {
   std::vector<TensorReshard> out;
   out.reserve(problem.tensors().size());
   for (const auto& t : problem.tensors()) {
-    if (t.tensor.quantization || t.tensor.shape.size() < 2 || !is_float(t.tensor.dtype) ||
-        !select(t.tensor)) {
+    const bool weight = !t.tensor.quantization && t.tensor.shape.size() >= 2 && select(t.tensor);
+    if (weight && t.tensor.dtype == quant_value_dtype(options.scheme)) {
+      REFIT_TRY(add_fp8_source(t, options.scheme, out));
+    } else if (weight && is_float(t.tensor.dtype)) {
+      REFIT_TRY(add_quantized(t, options, out));
+    } else {
       out.push_back(t);
-      continue;
     }
-    const auto where = fmt::format("tensor '{}' ({})", t.tensor.name, quant_scheme_name(options.scheme));
-    const auto dst_scales = REFIT_TRY_IN(quant_scale_layout(options.scheme, t.destination),
-                                         where +
-                                             ": the inference layout (an FP8 engine needs whole blocks on "
-                                             "every rank; vLLM refuses it too)");
-    const auto src_scales = quant_scale_layout(options.scheme, t.source);
-    const bool at_sender = options.site == QuantSite::kSender && src_scales.has_value();
-    const Quantization q{.scheme = options.scheme,
-                         .site = at_sender ? QuantSite::kSender : QuantSite::kReceiver,
-                         .from = t.tensor.dtype};
-    TensorReshard weight = t;
-    weight.tensor.quantization = q;
-    if (!at_sender) {
-      out.push_back(std::move(weight));
-      continue;
-    }
-    weight.tensor.dtype = quant_value_dtype(options.scheme);
-    Quantization sq = q;
-    sq.scales_of = t.tensor.name;
-    TensorReshard scales{.tensor = TensorSpec{.name = quant_scale_name(options.scheme, t.tensor.name),
-                                              .shape = quant_scale_shape(options.scheme, t.tensor.shape),
-                                              .dtype = quant_scale_dtype(options.scheme),
-                                              .quantization = std::move(sq)},
-                         .source = *src_scales,
-                         .destination = dst_scales};
-    out.push_back(std::move(weight));
-    out.push_back(std::move(scales));
   }
   return ReshardProblem::make(std::move(out), problem.source_ranks(), problem.destination_ranks());
 }

@@ -76,6 +76,28 @@ TEST(QuantizeProblem, AtTheReceiverEverythingStaysBf16) {
   EXPECT_EQ(q.tensors()[0].tensor.quantization->scheme, QuantScheme::kMxfp8);
 }
 
+TEST(QuantizeProblem, WeightsAlreadyInFp8MoveAsTheyAreWithTheirScales) {
+  // FP8 training: the 256x512 weight is fp8 on both sides; its 2x4 fp32 scales, held by the
+  // training ranks beside it, move with it. Nothing is quantised on the way.
+  std::vector<TensorReshard> t = two_by_two().tensors();
+  t[0].tensor.dtype = DType::kFP8E4M3;
+  const auto p = ReshardProblem::make(t, 2, 2).value();
+  const auto q = quantize_problem(p, {.scheme = QuantScheme::kFp8Block128}, kAll).value();
+  ASSERT_EQ(q.tensors().size(), 3u);
+  EXPECT_EQ(q.tensors()[0].tensor, t[0].tensor);
+  EXPECT_EQ(q.tensors()[1].tensor.name, "w.weight_scale_inv");
+  EXPECT_FALSE(q.tensors()[1].tensor.quantization);
+  EXPECT_EQ(q.tensors()[1].source.local_box(Rank{1}).value(), (Box{{1, 0}, {1, 4}}));
+  EXPECT_EQ(q.total_bytes().value, 256 * 512 + 8 * 4 + 1024);
+  // Rows in parts of 200 would cut block row 1 on the training side: refused, naming it.
+  t = two_by_two("S0:200").tensors();
+  t[0].tensor.dtype = DType::kFP8E4M3;
+  const auto cut =
+      quantize_problem(ReshardProblem::make(t, 2, 2).value(), {.scheme = QuantScheme::kFp8Block128}, kAll);
+  ASSERT_FALSE(cut);
+  EXPECT_NE(cut.error().message.find("the training layout"), std::string::npos) << cut.error().message;
+}
+
 TEST(CheckQuantized, RefusesInconsistentPartsNamingTheTensor) {
   auto tensors =
       quantize_problem(two_by_two(), {.scheme = QuantScheme::kFp8Block128}, kAll).value().tensors();

@@ -24,8 +24,10 @@ std::string quant_scale_name(QuantScheme s, std::string_view weight);
 
 // `problem` with every tensor `select` picks (of 2 or more dims, in a floating dtype) made a
 // quantised weight: its values (fp8 when quantised at the sender) and, at the sender, a scales
-// tensor right after it whose layouts follow the weight's. Refuses, naming the tensor, a
-// destination layout that cuts a block: an FP8 engine needs each rank's part to be whole blocks.
+// tensor right after it whose layouts follow the weight's. A picked weight already in fp8 (FP8
+// training) moves as it is, with the plain scales tensor its training ranks hold beside it.
+// Refuses, naming the tensor, a destination layout that cuts a block: an FP8 engine needs each
+// rank's part to be whole blocks (and FP8 training, its training ranks').
 [[nodiscard]] Result<ReshardProblem> quantize_problem(const ReshardProblem& problem,
                                                       const QuantizeOptions& options,
                                                       const std::function<bool(const TensorSpec&)>& select);
