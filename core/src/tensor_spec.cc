@@ -1,5 +1,7 @@
 #include "refit/core/tensor_spec.h"
 
+#include <unordered_map>
+
 #include <fmt/format.h>
 
 #include "refit/core/checked.h"
@@ -14,6 +16,22 @@ bool held_at_source(const TensorSpec& t) {
 DType held_dtype(const TensorSpec& t, bool source) {
   const bool quantised_here = t.quantization && t.quantization->site == QuantSite::kSender;
   return source && quantised_here ? t.quantization->from : t.dtype;
+}
+
+std::vector<std::int32_t> quantization_partners(std::span<const TensorSpec> tensors) {
+  std::unordered_map<std::string_view, std::int32_t> index;
+  for (std::size_t i = 0; i < tensors.size(); ++i)
+    index.emplace(tensors[i].name, static_cast<std::int32_t>(i));
+  std::vector<std::int32_t> out(tensors.size(), -1);
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const auto& q = tensors[i].quantization;
+    if (!q || !q->is_scales()) continue;
+    if (const auto it = index.find(q->scales_of); it != index.end()) {
+      out[i] = it->second;
+      out[static_cast<std::size_t>(it->second)] = static_cast<std::int32_t>(i);
+    }
+  }
+  return out;
 }
 
 Result<TensorSpec> make_tensor_spec(std::string name, Shape shape, DType dtype) {

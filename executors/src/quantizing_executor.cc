@@ -1,7 +1,6 @@
 #include "refit/executors/quantizing_executor.h"
 
 #include <algorithm>
-#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -30,18 +29,11 @@ class Prepared final : public PreparedPlan {
   std::unique_ptr<PreparedPlan> inner_;  // after jobs_: it may point into their memory
 };
 
-// For every tensor of the plan quantised at the senders, the index of its scales tensor (or -1).
+// For every weight of the plan quantised at the senders, the index of its scales tensor (or -1).
 std::vector<std::int32_t> scales_of_each(const Plan& plan) {
-  std::unordered_map<std::string_view, std::int32_t> index;
-  for (std::size_t i = 0; i < plan.tensors.size(); ++i)
-    index.emplace(plan.tensors[i].name, static_cast<std::int32_t>(i));
-  std::vector<std::int32_t> out(plan.tensors.size(), -1);
-  for (std::size_t i = 0; i < plan.tensors.size(); ++i) {
-    const auto& q = plan.tensors[i].quantization;
-    if (!q || !q->is_scales() || q->site != QuantSite::kSender) continue;
-    if (const auto it = index.find(q->scales_of); it != index.end())
-      out[static_cast<std::size_t>(it->second)] = static_cast<std::int32_t>(i);
-  }
+  auto out = quantization_partners(plan.tensors);
+  for (std::size_t i = 0; i < out.size(); ++i)
+    if (plan.tensors[i].quantization && plan.tensors[i].quantization->is_scales()) out[i] = -1;
   return out;
 }
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <set>
-#include <unordered_map>
 
 namespace refit::sim {
 namespace {
@@ -11,15 +10,10 @@ std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 
 // The weight a quantised tensor belongs to (itself, or the weight its scales scale), or -1.
 std::vector<std::int32_t> weight_of_each(const Plan& plan) {
-  std::unordered_map<std::string_view, std::int32_t> index;
-  for (std::size_t i = 0; i < plan.tensors.size(); ++i)
-    index.emplace(plan.tensors[i].name, static_cast<std::int32_t>(i));
-  std::vector<std::int32_t> out(plan.tensors.size(), -1);
-  for (std::size_t i = 0; i < plan.tensors.size(); ++i) {
+  auto out = quantization_partners(plan.tensors);
+  for (std::size_t i = 0; i < out.size(); ++i) {
     const auto& q = plan.tensors[i].quantization;
-    if (!q) continue;
-    const auto it = q->is_scales() ? index.find(q->scales_of) : index.end();
-    out[i] = q->is_scales() ? (it == index.end() ? -1 : it->second) : static_cast<std::int32_t>(i);
+    if (q && !q->is_scales()) out[i] = static_cast<std::int32_t>(i);
   }
   return out;
 }

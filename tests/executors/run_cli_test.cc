@@ -89,6 +89,21 @@ TEST(RunFrameworkStorage, AManifestWithoutStorageMapsIsRefused) {
   EXPECT_NE(r.err.find("has no storage maps"), std::string::npos) << r.err;
 }
 
+// FP8 in flight under mpirun: Megatron tp=2 holds bf16, every linear weight crosses as fp8 with
+// its scales to vLLM tp=2 twice, and each inference rank's fp8 values and scales are what the
+// quantizer makes of the pattern; half the linear weights' bytes move (0.64 of all, as in
+// PlanCli.QuantizeAtTheSenderHalvesTheLinearWeightsOnTheNetwork).
+TEST(RunFp8InFlight, LinearWeightsCrossAsFp8AndVerifyByteForByte) {
+  const std::string problem = "--model " + kModels +
+                              "small-llama-blocks.json --train tp=2 --infer tp=2,engines=2 "
+                              "--cluster cpu-host:gpus_per_domain=2 --verify --json";
+  for (const char* scheme : {"fp8-block128", "mxfp8"}) {
+    SCOPED_TRACE(scheme);
+    const auto r = refit_run(6, problem + " --strategy refit --quantize " + scheme);
+    expect_verified(r, "refit", 6);
+  }
+}
+
 // Random layouts (uneven, empty, replicated and strided boxes, mixed dtypes) through manifests.
 TEST(RunManifest, RandomLayoutsAreVerified) {
   testing::RandomProblems gen(2024);

@@ -1,6 +1,9 @@
 #pragma once
+#include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "refit/core/box.h"
 #include "refit/core/dtype.h"
@@ -27,6 +30,11 @@ struct TensorSpec {
 // scales (the senders make them).
 bool held_at_source(const TensorSpec& t);
 DType held_dtype(const TensorSpec& t, bool source);
+
+// Per tensor, the other half of its quantised weight: a weight's scales tensor, a scales tensor's
+// weight (by index into `tensors`); -1 for tensors without one (unquantised, or quantised at the
+// receivers, whose scales never travel).
+std::vector<std::int32_t> quantization_partners(std::span<const TensorSpec> tensors);
 
 // Checks 1..8 dims, non-negative sizes, a non-empty name.
 [[nodiscard]] Result<TensorSpec> make_tensor_spec(std::string name, Shape shape, DType dtype);
