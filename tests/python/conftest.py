@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+import numpy as np
 import pytest
 
 ROOT = Path(os.environ.get("REFIT_SOURCE_DIR", Path(__file__).resolve().parents[2]))
@@ -116,3 +117,26 @@ def run_ranks(size: int, body: Callable[[int, Any], Any], timeout: float = 60.0)
         t.join(timeout)
         assert not t.is_alive(), "a rank hung"
     return results
+
+
+def change_buffer(
+    rank: int, name: str, value: Optional[Callable[[Any], Any]]
+) -> Callable[[int, dict[str, Any]], None]:
+    """A change to one rank's buffers before it prepares: buffer ``name`` replaced by
+    ``value(old)``, or dropped when ``value`` is None."""
+
+    def change(r: int, buffers: dict[str, Any]) -> None:
+        if r == rank:
+            if value is None:
+                del buffers[name]
+            else:
+                buffers[name] = value(buffers.get(name))
+
+    return change
+
+
+def readonly_copy(a: np.ndarray) -> np.ndarray:
+    """A copy of ``a`` that cannot be written."""
+    a = a.copy()
+    a.flags.writeable = False
+    return a

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import refit
-from conftest import run_ranks
+from conftest import change_buffer, readonly_copy, run_ranks
 
 SENTINEL = 7  # what a destination holds before the refit: still there after a refusal
 
@@ -108,39 +108,26 @@ def test_numpy_and_torch_mixed_on_one_rank(rows_to_columns: Path) -> None:
     _check_destinations(rows_to_columns, buffers)
 
 
-def _set(rank: int, name: str, value: Callable[[Any], Any]) -> Callable[[int, dict[str, Any]], None]:
-    def change(r: int, buffers: dict[str, Any]) -> None:
-        if r == rank:
-            if value is None:
-                del buffers[name]
-            else:
-                buffers[name] = value(buffers.get(name))
-
-    return change
 
 
-def _readonly(a: np.ndarray) -> np.ndarray:
-    a = a.copy()
-    a.flags.writeable = False
-    return a
 
 
 REFUSALS = [
-    ("shape", _set(2, "w", lambda a: np.zeros((24, 64), np.float32)),
+    ("shape", change_buffer(2, "w", lambda a: np.zeros((24, 64), np.float32)),
      "buffer 'w' (rank 2): shape [24, 64] is not the rank's box of the tensor, [0:64, 0:24] (extent [64, 24])"),
-    ("size", _set(3, "w", lambda a: np.zeros((64, 23), np.float32)),
+    ("size", change_buffer(3, "w", lambda a: np.zeros((64, 23), np.float32)),
      "buffer 'w' (rank 3): shape [64, 23] is not the rank's box"),
-    ("dtype", _set(0, "w", lambda a: a.astype(np.float64)),
+    ("dtype", change_buffer(0, "w", lambda a: a.astype(np.float64)),
      "buffer 'w' (rank 0): dtype float64 does not hold the tensor's fp32 (expected float32)"),
-    ("bf16 dtype", _set(2, "b", lambda a: a.astype(np.float32)),
+    ("bf16 dtype", change_buffer(2, "b", lambda a: a.astype(np.float32)),
      "buffer 'b' (rank 2): dtype float32 does not hold the tensor's bf16 (expected bfloat16 or uint16)"),
-    ("strided", _set(1, "w", lambda a: np.zeros((48, 32), np.float32).T),
+    ("strided", change_buffer(1, "w", lambda a: np.zeros((48, 32), np.float32).T),
      "buffer 'w' (rank 1): not contiguous in row-major order (strides [1, 32] elements)"),
-    ("read-only destination", _set(3, "w", _readonly),
+    ("read-only destination", change_buffer(3, "w", readonly_copy),
      "buffer 'w' (rank 3): read-only, but an inference rank's buffers receive the tensor"),
-    ("missing", _set(3, "b", None), "rank 3: no buffer for tensor 'b' (the inference rank needs its box [48:96])"),
-    ("unknown tensor", _set(1, "x", lambda a: np.zeros(3)), "buffer 'x' (rank 1): no tensor of that name in the problem"),
-    ("not an array", _set(0, "b", lambda a: [1, 2, 3]), "buffer 'b' (rank 0): a list is not an array that exports DLPack"),
+    ("missing", change_buffer(3, "b", None), "rank 3: no buffer for tensor 'b' (the inference rank needs its box [48:96])"),
+    ("unknown tensor", change_buffer(1, "x", lambda a: np.zeros(3)), "buffer 'x' (rank 1): no tensor of that name in the problem"),
+    ("not an array", change_buffer(0, "b", lambda a: [1, 2, 3]), "buffer 'b' (rank 0): a list is not an array that exports DLPack"),
 ]  # fmt: skip
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import refit
-from conftest import DATA, run_ranks
+from conftest import DATA, change_buffer, readonly_copy, run_ranks
 from framework_reference import Megatron, Model, Vllm, hf_state_dict, megatron_params, vllm_params
 
 MODELS = DATA / "models"
@@ -199,39 +199,26 @@ def test_padding_is_left_as_the_caller_gave_it() -> None:
                 np.testing.assert_array_equal(got, want, err_msg=f"rank {rank}: {name}")
 
 
-def _set(rank: int, name: str, value: Any) -> Callable[[int, dict[str, Any]], None]:
-    def change(r: int, buffers: dict[str, Any]) -> None:
-        if r == rank:
-            if value is None:
-                del buffers[name]
-            else:
-                buffers[name] = value(buffers.get(name))
-
-    return change
 
 
-def _readonly(a: np.ndarray) -> np.ndarray:
-    a = a.copy()
-    a.flags.writeable = False
-    return a
 
 
 QKV = "model.layers.0.self_attn.qkv_proj.weight"  # vLLM TP4: [q 16; k 16; v 16] rows of 64
 FC1 = "decoder.layers.1.mlp.linear_fc1.weight"  # Megatron TP2: [gate 64; up 64] rows of 64
 REFUSALS = [
-    ("shape", _set(3, QKV, lambda a: np.zeros((64, 48), np.uint16)),
+    ("shape", change_buffer(3, QKV, lambda a: np.zeros((64, 48), np.uint16)),
      f"parameter '{QKV}' (rank 3): shape [64, 48] is not the parameter's [48, 64]"),
-    ("size", _set(4, QKV, lambda a: np.zeros(48 * 64 + 1, np.uint16)),
+    ("size", change_buffer(4, QKV, lambda a: np.zeros(48 * 64 + 1, np.uint16)),
      f"parameter '{QKV}' (rank 4): shape [3073] is not the parameter's [48, 64]"),
-    ("dtype", _set(1, FC1, lambda a: a.astype(np.float32)),
+    ("dtype", change_buffer(1, FC1, lambda a: a.astype(np.float32)),
      f"parameter '{FC1}' (rank 1): dtype float32 does not hold the parameter's bf16 (expected bfloat16 or uint16)"),
-    ("strided", _set(0, FC1, lambda a: np.zeros((64, 128), np.uint16).T),
+    ("strided", change_buffer(0, FC1, lambda a: np.zeros((64, 128), np.uint16).T),
      f"parameter '{FC1}' (rank 0): not contiguous in row-major order"),
-    ("read-only destination", _set(5, QKV, _readonly),
+    ("read-only destination", change_buffer(5, QKV, readonly_copy),
      f"parameter '{QKV}' (rank 5): read-only, but an inference rank's buffers receive the parameter"),
-    ("missing", _set(2, "lm_head.weight", None),
+    ("missing", change_buffer(2, "lm_head.weight", None),
      "rank 2: no buffer for parameter 'lm_head.weight' (the vllm rank's [256, 64] bf16)"),
-    ("a tensor name", _set(0, "model.layers.0.mlp.up_proj.weight", lambda a: np.zeros((64, 64), np.uint16)),
+    ("a tensor name", change_buffer(0, "model.layers.0.mlp.up_proj.weight", lambda a: np.zeros((64, 64), np.uint16)),
      "parameter 'model.layers.0.mlp.up_proj.weight' (rank 0): the megatron rank has no parameter of that name "
      "(Problem.parameters(0) lists them)"),
 ]  # fmt: skip
