@@ -104,7 +104,8 @@ struct Derived {
 Result<std::unique_ptr<PreparedPlan>> QuantizingExecutor::prepare(const Plan& plan, Rank rank,
                                                                   const RankBuffers& buffers) {
   const auto scales = scales_of_each(plan);
-  if (std::ranges::all_of(scales, [](std::int32_t s) { return s < 0; }))
+  if (inner_->capabilities().quantizes_at_senders ||
+      std::ranges::all_of(scales, [](std::int32_t s) { return s < 0; }))
     return std::make_unique<Prepared>(std::vector<Job>{}, REFIT_TRY(inner_->prepare(plan, rank, buffers)));
   // Every rank of the plan sees the same quantised tensors, so all take part in this agreement.
   auto derived = derive(plan, rank, buffers, scales);

@@ -3,40 +3,18 @@
 // box of the weight (HostShards::verify quantizes the bf16 pattern itself and compares bytes).
 #include <gtest/gtest.h>
 
-#include "refit/core/quantized_problem.h"
+#include "quantized_problems.h"
 #include "strategy_names.h"
 #include "test_cluster.h"
-#include "test_problems.h"
 #include "ucx_harness.h"
 
 namespace refit {
 namespace {
 
-using testing::make_layout;
-using testing::rank_range;
-
-// A [256, 512] weight with rows split over 2 training ranks (whole 128-row blocks), columns over
-// 2 inference ranks twice (2 replicas); stacked experts [4, 160, 96] split by expert on both
-// sides (ragged 128x128 blocks at their edges: 160 = 128 + 32 rows, 96 columns); a norm that
-// stays bf16.
-ReshardProblem quantized(QuantScheme scheme) {
-  const Shape w{256, 512}, e{4, 160, 96}, n{512};
-  const auto p = ReshardProblem::make(
-                     {testing::make_reshard("w.weight", w, make_layout(w, {2}, rank_range(0, 2), "S0"),
-                                            make_layout(w, {2, 2}, rank_range(2, 4), "R,S1")),
-                      testing::make_reshard("experts", e, make_layout(e, {2}, rank_range(0, 2), "S0"),
-                                            make_layout(e, {2, 2}, rank_range(2, 4), "S0,R")),
-                      testing::make_reshard("norm.weight", n, make_layout(n, {2}, rank_range(0, 2), "R"),
-                                            make_layout(n, {4}, rank_range(2, 4), "R"))},
-                     2, 4)
-                     .value();
-  return quantize_problem(p, {.scheme = scheme}, [](const TensorSpec&) { return true; }).value();
-}
-
 TEST(QuantizingExecutor, EveryStrategyDeliversWhatTheQuantizerMakes) {
   const auto cluster = testing::make_test_cluster(3, 2, 2, 4);
   for (const auto scheme : all_quant_schemes()) {
-    const auto problem = quantized(scheme);
+    const auto problem = testing::quantized_test_problem(scheme);
     ASSERT_EQ(problem.tensors().size(), 5u);  // two weights with their scales, and the norm
     for (const auto strategy : strategy_names()) {
       SCOPED_TRACE(::testing::Message() << quant_scheme_name(scheme) << " " << strategy);
@@ -49,7 +27,7 @@ TEST(QuantizingExecutor, EveryStrategyDeliversWhatTheQuantizerMakes) {
 TEST(QuantizingExecutor, ABf16ElementChangedAtTheSourceShowsAtItsDestinations) {
   // Rank 0 holds rows 0..127 of w.weight; after it is filled, its first element changes sign:
   // the first block's fp8 value 0 differs at the ranks holding columns 0..255 (ranks 2 and 4).
-  const auto problem = quantized(QuantScheme::kFp8Block128);
+  const auto problem = testing::quantized_test_problem(QuantScheme::kFp8Block128);
   const auto cluster = testing::make_test_cluster(3, 2, 2, 4);
   testing::RunSpec spec;
   spec.tweak = [](std::int32_t r, Plan&, RankBuffers& b) {
@@ -68,7 +46,7 @@ TEST(QuantizingExecutor, ABf16ElementChangedAtTheSourceShowsAtItsDestinations) {
 
 TEST(QuantizingExecutor, ASourceBufferInTheWrongDtypeIsRefusedOnEveryRankNamingTheTensor) {
   // Rank 1 hands over its fp8-sized box (half the bytes) instead of bf16.
-  const auto problem = quantized(QuantScheme::kMxfp8);
+  const auto problem = testing::quantized_test_problem(QuantScheme::kMxfp8);
   const auto cluster = testing::make_test_cluster(3, 2, 2, 4);
   testing::RunSpec spec;
   spec.tweak = [](std::int32_t r, Plan&, RankBuffers& b) {

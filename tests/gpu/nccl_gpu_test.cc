@@ -2,7 +2,7 @@
 // run in this one process on one GPU over a communicator of size 1, every send and receive being
 // NCCL's send to self inside the step's group, and every destination is checked element by
 // element. The copy kernel is checked against its host run, and a rank that never joins must
-// cost a timeout, not a hang.
+// cost a timeout, not a hang. Weights quantised at the senders go through the quantize kernel.
 #include <algorithm>
 #include <random>
 
@@ -13,6 +13,7 @@
 #include "device_copy.h"
 #include "error_code.h"
 #include "gpu_support.h"
+#include "quantized_problems.h"
 #include "refit/executors/host_shards.h"
 #include "refit/executors/nccl/nccl_executor.h"
 #include "refit/lowering/arrays.h"
@@ -114,11 +115,9 @@ TEST(OneGpuAdopted, RunsOnTheCallersCommunicator) {
   EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);  // adopted: still the caller's to destroy
 }
 
-// Host shards, as `refit run` holds them, are mirrored on the GPU around each execution.
-TEST(OneGpuHostMemory, HostShardsAreMirroredOnTheGpu) {
-  REFIT_REQUIRE_GPU();
-  const auto problem = gpu_problem();
-  const auto plan = make_plan("m2n-ring", problem, refit::testing::make_test_cluster(2, 4, 4, 4)).value();
+// Runs `plan` over host shards, as `refit run` holds them, every plan rank in this one process,
+// and verifies every destination.
+void run_on_host_shards(const ReshardProblem& problem, const Plan& plan) {
   std::vector<HostShards> shards;
   std::vector<LocalRankBuffers> buffers;
   for (std::int32_t r = 0; r < problem.world_size(); ++r)
@@ -126,8 +125,9 @@ TEST(OneGpuHostMemory, HostShardsAreMirroredOnTheGpu) {
   for (std::int32_t r = 0; r < problem.world_size(); ++r)
     buffers.push_back({.rank = Rank{r}, .buffers = shards[static_cast<std::size_t>(r)].buffers()});
   LoneBootstrap bootstrap;
-  auto executor = NcclExecutor::create(bootstrap, ExecutorOptions{},
-                                       NcclSetup{.device = 0, .comm_rank_of = CommRankMap(8, 0)});
+  auto executor = NcclExecutor::create(
+      bootstrap, ExecutorOptions{},
+      NcclSetup{.device = 0, .comm_rank_of = CommRankMap(static_cast<std::size_t>(problem.world_size()), 0)});
   ASSERT_TRUE(executor) << executor.error().message;
   auto prepared = (*executor)->prepare_ranks(plan, buffers);
   ASSERT_TRUE(prepared) << prepared.error().message;
@@ -136,6 +136,26 @@ TEST(OneGpuHostMemory, HostShardsAreMirroredOnTheGpu) {
   for (const auto& s : shards) {
     auto ok = s.verify(problem);
     EXPECT_TRUE(ok) << ok.error().message;
+  }
+}
+
+// Host shards are mirrored on the GPU around each execution.
+TEST(OneGpuHostMemory, HostShardsAreMirroredOnTheGpu) {
+  REFIT_REQUIRE_GPU();
+  const auto problem = gpu_problem();
+  run_on_host_shards(problem,
+                     make_plan("m2n-ring", problem, refit::testing::make_test_cluster(2, 4, 4, 4)).value());
+}
+
+// FP8 in flight: the training ranks' bf16 boxes are quantised by the kernel on the GPU and every
+// inference rank's fp8 values and scales are what the CPU quantizer makes, for both schemes.
+TEST(OneGpuFp8, WeightsQuantisedAtTheSendersArriveAsTheQuantizerMakesThem) {
+  REFIT_REQUIRE_GPU();
+  for (const auto scheme : all_quant_schemes()) {
+    SCOPED_TRACE(quant_scheme_name(scheme));
+    const auto problem = refit::testing::quantized_test_problem(scheme);
+    run_on_host_shards(problem,
+                       make_plan("refit", problem, refit::testing::make_test_cluster(3, 2, 2, 4)).value());
   }
 }
 

@@ -18,8 +18,6 @@ using testing::Expected;
 using testing::reference_vectors;
 using testing::row_major_strides;
 
-int lanes_of(QuantScheme s) { return s == QuantScheme::kMxfp8 ? 32 : nccl_detail::kQuantizeThreads; }
-
 // What the kernel computes: every tile, every lane, in any order (the tiles are independent).
 Expected run_kernel_body(QuantScheme s, const std::uint16_t* src, const Shape& shape, const Shape& strides) {
   Expected out{std::vector<std::uint8_t>(static_cast<std::size_t>(element_count(shape))),
@@ -28,17 +26,7 @@ Expected run_kernel_body(QuantScheme s, const std::uint16_t* src, const Shape& s
   EXPECT_TRUE(nccl_detail::make_device_quantize(s, src, shape.data(), strides.data(),
                                                 static_cast<int>(shape.size()), out.values.data(),
                                                 reinterpret_cast<unsigned char*>(out.scales.data()), q));
-  const int lanes = lanes_of(s);
-  for (std::int64_t t = 0; t < q.tiles; ++t) {
-    const nccl_detail::Tile tile = nccl_detail::tile_of(q, t);
-    std::uint16_t amax = 0;
-    for (int lane = 0; lane < lanes; ++lane)
-      amax = std::max(amax, nccl_detail::tile_partial_amax(q, tile, lane, lanes));
-    const fp8::BlockScale scale = fp8::block_scale(s, amax);
-    for (int lane = 0; lane < lanes; ++lane)
-      nccl_detail::tile_convert(q, tile, scale.multiplier, lane, lanes);
-    nccl_detail::store_tile_scale(q, t, scale);
-  }
+  nccl_detail::run_quantize_on_host(q);
   return out;
 }
 
@@ -56,7 +44,7 @@ TEST(QuantizeKernelBody, BlocksAreTheSchemesBlocks) {
     EXPECT_EQ(q.width, block[2]);
     EXPECT_EQ(q.tiles, element_count(quant_scale_shape(s, shape)));
     // The lanes of a tile cover whole rows of it: the kernel's mapping needs lanes % width == 0.
-    EXPECT_EQ(lanes_of(s) % q.width, 0);
+    EXPECT_EQ(nccl_detail::quantize_lanes(s) % q.width, 0);
   }
 }
 

@@ -4,6 +4,8 @@
 
 #include "copy_kernel.h"
 #include "device_copy.h"
+#include "quantize_kernel.h"
+#include "refit/core/quantization.h"
 #include "refit/core/try.h"
 
 namespace refit::nccl_detail {
@@ -94,6 +96,17 @@ Result<void> CudaBackend::issue_batch(const CopyBatch& b) const {
                              b.kind == BatchKind::kPack ? "packing" : "unpacking", l.count, b.step));
 }
 
+Result<void> CudaBackend::issue_quantize(const Quantize& q) const {
+  const auto* src =
+      reinterpret_cast<const std::uint16_t*>(resolve({.kind = BufferKind::kShard, .index = q.source}));
+  auto* values = reinterpret_cast<std::uint8_t*>(resolve({.kind = BufferKind::kShard, .index = q.values}));
+  void* scales = resolve({.kind = BufferKind::kShard, .index = q.scales});
+  return cuda_ok(
+      launch_quantize(q.scheme, src, q.shape.data(), q.strides.data(), static_cast<int>(q.shape.size()),
+                      values, scales, copy_.get()),
+      fmt::format("quantize kernel ({} of a {}-dim box)", quant_scheme_name(q.scheme), q.shape.size()));
+}
+
 Result<void> CudaBackend::issue(const Op& op, Clock::time_point deadline) {
   if (std::holds_alternative<GroupStart>(op)) return nccl_ok(ncclGroupStart(), "ncclGroupStart", comm_.get());
   if (const auto* end = std::get_if<GroupEnd>(&op))
@@ -101,6 +114,7 @@ Result<void> CudaBackend::issue(const Op& op, Clock::time_point deadline) {
                        deadline);
   if (const auto* p = std::get_if<P2p>(&op)) return issue_p2p(*p);
   if (const auto* b = std::get_if<CopyBatch>(&op)) return issue_batch(*b);
+  if (const auto* q = std::get_if<Quantize>(&op)) return issue_quantize(*q);
   if (const auto* r = std::get_if<Record>(&op))
     return cuda_ok(cudaEventRecord(events_[static_cast<std::size_t>(r->event)].get(), stream(r->stream)),
                    "cudaEventRecord");

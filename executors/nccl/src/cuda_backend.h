@@ -42,6 +42,7 @@ class CudaBackend final : public Backend {
   }
   [[nodiscard]] Result<void> issue_p2p(const P2p& p) const;
   [[nodiscard]] Result<void> issue_batch(const CopyBatch& b) const;
+  [[nodiscard]] Result<void> issue_quantize(const Quantize& q) const;
 
   Communicator& comm_;
   std::vector<std::byte*> shards_;

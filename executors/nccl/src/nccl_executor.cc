@@ -8,6 +8,7 @@
 #include "host_mirror.h"
 #include "local_view.h"
 #include "program_bounds.h"
+#include "quantized_sources.h"
 #include "refit/core/try.h"
 #include "refit/executors/rank_buffers.h"
 #include "translate.h"
@@ -19,7 +20,8 @@ using nccl_detail::Communicator;
 
 class NcclPrepared final : public PreparedPlan {
  public:
-  nccl_detail::HostMirror mirror;  // device copies of host shards, if any
+  nccl_detail::HostMirror mirror;                    // device copies of host shards, if any
+  std::vector<nccl_detail::DeviceMemory> quantized;  // fp8 values and scales made before sending
   nccl_detail::Program program;
   std::unique_ptr<nccl_detail::CudaBackend> backend;
   const Communicator* comm = nullptr;
@@ -69,10 +71,17 @@ std::string who_of(std::span<const LocalRankBuffers> ranks, const Communicator& 
   auto prepared = std::make_unique<NcclPrepared>();
   prepared->mirror = std::move(mirror);
   const auto& ranks = prepared->mirror.device_ranks();
-  const auto view = REFIT_TRY(
-      nccl_detail::make_local_view(plan, ranks, map, {comm.rank(), comm.size()}, MemoryKind::kCuda));
+  const auto allocate = [&](Bytes bytes, std::string_view what) -> Result<std::span<std::byte>> {
+    auto& memory = prepared->quantized.emplace_back();
+    REFIT_TRY(memory.allocate(static_cast<std::size_t>(bytes.value), fmt::format("cudaMalloc ({})", what)));
+    return std::span(memory.get(), static_cast<std::size_t>(bytes.value));
+  };
+  const auto quantized = REFIT_TRY(nccl_detail::QuantizedSources::make(plan, ranks, allocate));
+  auto view = REFIT_TRY(nccl_detail::make_local_view(plan, quantized.ranks(), map, {comm.rank(), comm.size()},
+                                                     MemoryKind::kCuda));
   REFIT_TRY(check_device_memory(ranks, comm.device()));
-  prepared->program = REFIT_TRY(nccl_detail::build_program(plan, view, staging));
+  const auto quantize = quantized.add_to(view);
+  prepared->program = REFIT_TRY(nccl_detail::build_program(plan, view, staging, quantize));
   std::vector<std::int64_t> sizes;
   std::vector<std::byte*> pointers;
   for (const auto& s : view.shards) {

@@ -4,14 +4,17 @@
 // plan (pure C++, tested on CPUs); a Backend issues it to CUDA and NCCL, or a test records and
 // simulates it.
 //
-// Streams: the copy stream packs and unpacks (batched box copies), the comm stream runs one NCCL
-// group per step. Events order them: the comm stream waits for a step's packs, the copy stream
-// for a step's traffic before unpacking it. Event ids are never reused.
+// Streams: the copy stream quantises (FP8 in flight, before anything else), packs and unpacks
+// (batched box copies), the comm stream runs one NCCL group per step. Events order them: the comm stream
+// waits for a step's packs, the copy stream for a step's traffic before unpacking it. Event ids are never
+// reused.
 #include <cstdint>
 #include <variant>
 #include <vector>
 
 #include "device_copy.h"
+#include "refit/core/box.h"
+#include "refit/core/quant_scheme.h"
 #include "refit/core/units.h"
 
 namespace refit::nccl_detail {
@@ -59,6 +62,17 @@ struct CopyOp {
   CopyGeometry geometry;
 };
 
+// A weight quantised at the senders (sender_quantization.h): the caller's bf16 box into the
+// executor's fp8 values and scales, which the plan sends from. One kernel launch.
+struct Quantize {
+  QuantScheme scheme = QuantScheme::kFp8Block128;
+  std::int32_t source = 0;  // shard index of the bf16 box (LocalView::shards)
+  std::int32_t values = 0;  // shard index of its values: one byte per element, row-major
+  std::int32_t scales = 0;  // shard index of its scales: row-major over quant_scale_shape
+  Shape shape;              // the box's extent, in elements
+  Shape strides;            // of the bf16 box, in elements
+};
+
 enum class BatchKind : std::uint8_t { kPack, kUnpack };
 
 // Box copies that may run concurrently (they write disjoint bytes and read nothing another
@@ -79,7 +93,7 @@ struct Wait {
   std::int32_t event = 0;
 };
 
-using Op = std::variant<GroupStart, GroupEnd, P2p, CopyBatch, Record, Wait>;
+using Op = std::variant<GroupStart, GroupEnd, P2p, CopyBatch, Quantize, Record, Wait>;
 
 // The ops of one step on this process, from ops[first_op] to the next block's first op.
 struct Block {

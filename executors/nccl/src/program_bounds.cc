@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "refit/core/try.h"
+#include "refit/quantize/quantize.h"
 
 namespace refit::nccl_detail {
 namespace {
@@ -31,8 +32,21 @@ namespace {
   return {};
 }
 
+// The bf16 box, its values and its scales.
+[[nodiscard]] Result<void> check_quantize(const Program& p, std::span<const std::int64_t> shards,
+                                          const Quantize& q) {
+  std::int64_t last = 0;  // element offset of the box's last element
+  for (std::size_t d = 0; d < q.shape.size(); ++d)
+    if (q.shape[d] > 0) last += (q.shape[d] - 1) * q.strides[d];
+  const auto shard = [](std::int32_t index) { return Address{.kind = BufferKind::kShard, .index = index}; };
+  REFIT_TRY(inside(p, shards, shard(q.source), 0, (last + 1) * 2));
+  REFIT_TRY(inside(p, shards, shard(q.values), 0, element_count(q.shape)));
+  return inside(p, shards, shard(q.scales), 0, scale_buffer_bytes(q.scheme, q.shape));
+}
+
 [[nodiscard]] Result<void> check_op(const Program& p, std::span<const std::int64_t> shards, const Op& op) {
   if (const auto* x = std::get_if<P2p>(&op)) return inside(p, shards, x->at, 0, x->bytes);
+  if (const auto* q = std::get_if<Quantize>(&op)) return check_quantize(p, shards, *q);
   if (const auto* b = std::get_if<CopyBatch>(&op))
     for (const auto& c : b->copies) {
       const auto reach = copy_reach(c.geometry);

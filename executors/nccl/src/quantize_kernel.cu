@@ -1,4 +1,5 @@
 #include "quantize_kernel.h"
+#include "quantize_kernel_body.h"
 
 namespace refit::nccl_detail {
 namespace {

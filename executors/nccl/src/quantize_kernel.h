@@ -5,7 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "quantize_kernel_body.h"
+#include "refit/core/quant_scheme.h"
 
 namespace refit::nccl_detail {
 

@@ -20,6 +20,9 @@ namespace refit::nccl_detail {
 inline constexpr int kMaxQuantizeDims = 8;
 inline constexpr int kQuantizeThreads = 256;
 
+// The lanes that share one tile: a thread block for block128, a warp for mxfp8.
+constexpr int quantize_lanes(QuantScheme s) { return s == QuantScheme::kMxfp8 ? 32 : kQuantizeThreads; }
+
 struct DeviceQuantize {
   QuantScheme scheme = QuantScheme::kFp8Block128;
   const std::uint16_t* src = nullptr;  // the box's first element, a block corner
@@ -119,6 +122,23 @@ REFIT_QUANTIZE_HD inline void tile_convert(const DeviceQuantize& q, const Tile& 
 REFIT_QUANTIZE_HD inline void store_tile_scale(const DeviceQuantize& q, std::int64_t t,
                                                const fp8::BlockScale& s) {
   fp8::store_scale(q.scheme, s, q.scales + t * fp8::scale_bytes(q.scheme));
+}
+
+// The kernel's work on the host: every tile, every lane in the kernel's own mapping, the lanes'
+// amax reduced as its shuffles reduce them. The CPU stand-ins of the executor run this.
+inline void run_quantize_on_host(const DeviceQuantize& q) {
+  const int lanes = quantize_lanes(q.scheme);
+  for (std::int64_t t = 0; t < q.tiles; ++t) {
+    const Tile tile = tile_of(q, t);
+    std::uint16_t amax = 0;
+    for (int lane = 0; lane < lanes; ++lane) {
+      const std::uint16_t a = tile_partial_amax(q, tile, lane, lanes);
+      amax = a > amax ? a : amax;
+    }
+    const fp8::BlockScale scale = fp8::block_scale(q.scheme, amax);
+    for (int lane = 0; lane < lanes; ++lane) tile_convert(q, tile, scale.multiplier, lane, lanes);
+    store_tile_scale(q, t, scale);
+  }
 }
 
 }  // namespace refit::nccl_detail

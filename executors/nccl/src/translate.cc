@@ -45,7 +45,9 @@ class Translator {
     program_.staging_regions.assign(2 * view.ranks.size(), 0);
   }
 
-  [[nodiscard]] Result<Program> run(const std::vector<Item>& items) {
+  [[nodiscard]] Result<Program> run(const std::vector<Item>& items, std::span<const Quantize> quantize) {
+    // Before the first step's "packed" event, which its group waits for.
+    program_.ops.insert(program_.ops.end(), quantize.begin(), quantize.end());
     std::vector<CopyOp> pending_unpacks;
     for (std::size_t begin = 0; begin < items.size();) {
       std::size_t end = begin;
@@ -174,17 +176,20 @@ class Translator {
 }  // namespace
 
 Result<Program> translate(const lowering::LoweredPlan& lowered, const Schedule& schedule,
-                          const ChunkSides& sides, const LocalView& view) {
+                          const ChunkSides& sides, const LocalView& view,
+                          std::span<const Quantize> quantize) {
   Translator translator(lowered, schedule, view, sides);
-  return REFIT_TRY_IN(translator.run(local_items(lowered.plan(), schedule, sides)), "nccl translation");
+  return REFIT_TRY_IN(translator.run(local_items(lowered.plan(), schedule, sides), quantize),
+                      "nccl translation");
 }
 
-Result<Program> build_program(const Plan& plan, const LocalView& view, Bytes staging) {
+Result<Program> build_program(const Plan& plan, const LocalView& view, Bytes staging,
+                              std::span<const Quantize> quantize) {
   REFIT_TRY(validate_structure(plan));
   const auto lowered = REFIT_TRY(lowering::LoweredPlan::make(plan, staging));
   const auto sides = REFIT_TRY(ChunkSides::make(lowered, view));
   const auto schedule = REFIT_TRY(make_schedule(lowered));
-  return translate(lowered, schedule, sides, view);
+  return translate(lowered, schedule, sides, view, quantize);
 }
 
 }  // namespace refit::nccl_detail

@@ -10,6 +10,8 @@
 // while step i-1's traffic is in flight, the unpacking of step i-1 while step i's traffic is, and
 // by the time step i+1 packs into the half that step i-1 used, the copy stream has waited for
 // step i-1 and unpacked it.
+#include <span>
+
 #include "chunk_sides.h"
 #include "local_view.h"
 #include "program.h"
@@ -20,12 +22,15 @@
 
 namespace refit::nccl_detail {
 
+// `quantize` run first, on the copy stream, so every step's packs and sends see their output.
 [[nodiscard]] Result<Program> translate(const lowering::LoweredPlan& lowered, const Schedule& schedule,
-                                        const ChunkSides& sides, const LocalView& view);
+                                        const ChunkSides& sides, const LocalView& view,
+                                        std::span<const Quantize> quantize = {});
 
 // The whole way from a plan to this process's program: the plan's structure checked
 // (validate_structure), the plan lowered for `staging` bytes per rank, the global schedule made,
 // and this process's part translated.
-[[nodiscard]] Result<Program> build_program(const Plan& plan, const LocalView& view, Bytes staging);
+[[nodiscard]] Result<Program> build_program(const Plan& plan, const LocalView& view, Bytes staging,
+                                            std::span<const Quantize> quantize = {});
 
 }  // namespace refit::nccl_detail

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "quantized_sources.h"
 #include "refit/core/try.h"
 #include "refit/executors/pattern.h"
 #include "translate.h"
@@ -73,8 +74,15 @@ Result<Processes> make_processes(const Plan& plan, HostRanks& ranks, const CommR
     std::vector<LocalRankBuffers> mine;
     for (const auto& r : ranks.ranks)
       if (map[static_cast<std::size_t>(r.rank.value)] == c) mine.push_back(r);
-    auto view = REFIT_TRY(make_local_view(plan, mine, map, CommPosition{c, size}, MemoryKind::kHost));
-    auto program = REFIT_TRY(build_program(plan, view, staging));
+    const auto allocate = [&](Bytes bytes, std::string_view) -> Result<std::span<std::byte>> {
+      return *p.quantized.emplace_back(
+          std::make_unique<std::vector<std::byte>>(static_cast<std::size_t>(bytes.value), std::byte{0xEE}));
+    };
+    const auto quantized = REFIT_TRY(QuantizedSources::make(plan, mine, allocate));
+    auto view =
+        REFIT_TRY(make_local_view(plan, quantized.ranks(), map, CommPosition{c, size}, MemoryKind::kHost));
+    const auto quantize = quantized.add_to(view);
+    auto program = REFIT_TRY(build_program(plan, view, staging, quantize));
     p.views.push_back(std::move(view));
     p.programs.push_back(std::move(program));
   }

@@ -2,6 +2,7 @@
 // Host buffers for every rank of a problem (sources filled with the test pattern, destinations
 // with junk), the processes a rank mapping makes of them, and their programs.
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "local_view.h"
@@ -32,8 +33,11 @@ CommRankMap comm_map(Mapping m, std::int32_t world);
 struct Processes {
   std::vector<LocalView> views;  // by communicator rank
   std::vector<Program> programs;
+  // The executor's memory of fp8 values and scales (FP8 in flight), filled with 0xEE junk.
+  std::vector<std::unique_ptr<std::vector<std::byte>>> quantized;
   std::vector<SimProcess> sim() const;
 };
+// As the executor's prepare makes them, weights quantised at the senders included.
 [[nodiscard]] Result<Processes> make_processes(const Plan& plan, HostRanks& ranks, const CommRankMap& map,
                                                Bytes staging);
 

@@ -9,6 +9,7 @@
 
 #include "device_copy.h"
 #include "program_bounds.h"
+#include "quantize_kernel_body.h"
 #include "refit/core/try.h"
 
 namespace refit::nccl_detail::testing {
@@ -17,7 +18,8 @@ namespace {
 StreamKind stream_of(const Op& op) {
   if (const auto* r = std::get_if<Record>(&op)) return r->stream;
   if (const auto* w = std::get_if<Wait>(&op)) return w->stream;
-  return std::holds_alternative<CopyBatch>(op) ? StreamKind::kCopy : StreamKind::kComm;
+  return std::holds_alternative<CopyBatch>(op) || std::holds_alternative<Quantize>(op) ? StreamKind::kCopy
+                                                                                       : StreamKind::kComm;
 }
 
 class ProcessState {
@@ -46,6 +48,8 @@ class ProcessState {
         reached_[static_cast<std::size_t>(r->event)] = true;
       } else if (const auto* b = std::get_if<CopyBatch>(&op)) {
         run_batch(*b);
+      } else if (const auto* z = std::get_if<Quantize>(&op)) {
+        run_quantize(*z);
       } else {
         break;
       }
@@ -104,6 +108,16 @@ class ProcessState {
       copies.push_back(make_device_copy(c.geometry, resolve(c.src), resolve(c.dst)));
     number_items(copies);
     run_batch_on_host(copies);
+  }
+
+  void run_quantize(const Quantize& z) {
+    const auto shard = [&](std::int32_t i) { return p_.shards[static_cast<std::size_t>(i)].data(); };
+    DeviceQuantize q;
+    const bool made = make_device_quantize(z.scheme, reinterpret_cast<const std::uint16_t*>(shard(z.source)),
+                                           z.shape.data(), z.strides.data(), static_cast<int>(z.shape.size()),
+                                           reinterpret_cast<std::uint8_t*>(shard(z.values)),
+                                           reinterpret_cast<unsigned char*>(shard(z.scales)), q);
+    if (made) run_quantize_on_host(q);
   }
 
   const SimProcess& p_;

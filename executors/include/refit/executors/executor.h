@@ -61,6 +61,9 @@ struct ExecutorOptions {
 struct ExecutorCapabilities {
   bool host_memory = false;
   bool cuda_memory = false;
+  // It quantises the weights a plan quantises at the senders itself (sender_quantization.h), so
+  // QuantizingExecutor passes such plans straight through.
+  bool quantizes_at_senders = false;
 };
 
 struct ExecutionReport {

@@ -5,7 +5,8 @@
 // as that weight's source buffer, keeps an fp8 box and a scales box of its own, quantises the
 // first into the others at every execute() (the CPU quantizer, refit/quantize/quantize.h), and
 // has the executor behind it send those. Inference ranks, and plans without quantisation at the
-// senders, pass straight through.
+// senders, pass straight through, as do all plans when the executor behind quantises on its own
+// (ExecutorCapabilities::quantizes_at_senders: the NCCL executor, on the GPU).
 //
 // A weight quantised at the receiver needs nothing here: the plan moves it in its source dtype
 // and the inference engine quantises what landed, as engines do today.

@@ -52,7 +52,9 @@ class NcclExecutor final : public Executor {
   ~NcclExecutor() override;
 
   std::string_view name() const override { return "nccl"; }
-  ExecutorCapabilities capabilities() const override { return {.host_memory = true, .cuda_memory = true}; }
+  ExecutorCapabilities capabilities() const override {
+    return {.host_memory = true, .cuda_memory = true, .quantizes_at_senders = true};
+  }
   [[nodiscard]] Result<std::unique_ptr<PreparedPlan>> prepare(const Plan& plan, Rank rank,
                                                               const RankBuffers& buffers) override;
   // For a process that runs several plan ranks: all those comm_rank_of maps to it, at once.

@@ -1,0 +1,154 @@
+// FP8 in flight through the NCCL executor's program, run on CPUs: training ranks hand over bf16
+// weights, each process quantises the boxes it sends from with the quantize kernel's own code
+// (quantize_kernel_body.h) into the executor's memory before its first step, and every inference
+// rank must end with exactly what the CPU quantizer makes of its box (HostShards::verify
+// quantises the bf16 pattern itself and compares every fp8 byte and every scale).
+#include <algorithm>
+
+#include <gtest/gtest.h>
+
+#include "nccl_fixture.h"
+#include "program_bounds.h"
+#include "program_sim.h"
+#include "quantized_problems.h"
+#include "quantized_sources.h"
+#include "refit/executors/host_shards.h"
+#include "refit/planner/strategy.h"
+#include "strategy_names.h"
+#include "test_cluster.h"
+
+namespace refit::nccl_detail::testing {
+namespace {
+
+using refit::testing::quantized_test_problem;
+
+// Three nodes of two GPUs: training ranks 0-1 on one, inference ranks 2-5 on the others.
+Plan plan_of(const ReshardProblem& problem, std::string_view strategy) {
+  const auto cluster = refit::testing::make_test_cluster(3, 2, 2, 4);
+  return make_plan(strategy, problem, cluster, PlanOptions{.chunk = Bytes{4096}}).value();
+}
+
+struct Run {
+  std::vector<HostShards> shards;  // by plan rank
+  Processes processes;
+};
+
+Run prepare(const ReshardProblem& problem, const Plan& plan, Mapping mapping, Bytes staging) {
+  Run run;
+  HostRanks ranks;
+  for (std::int32_t r = 0; r < problem.world_size(); ++r) {
+    run.shards.push_back(HostShards::allocate(problem, Rank{r}));
+    ranks.ranks.push_back(LocalRankBuffers{.rank = Rank{r}, .buffers = run.shards.back().buffers()});
+  }
+  auto processes = make_processes(plan, ranks, comm_map(mapping, plan.world_size()), staging);
+  EXPECT_TRUE(processes) << processes.error().message;
+  if (processes) run.processes = std::move(*processes);
+  return run;
+}
+
+std::vector<const Quantize*> quantize_ops(const Program& p) {
+  std::vector<const Quantize*> out;
+  for (const auto& op : p.ops)
+    if (const auto* q = std::get_if<Quantize>(&op)) out.push_back(q);
+  return out;
+}
+
+TEST(NcclProgramFp8, EveryStrategyMappingAndStreamOrderDeliversWhatTheQuantizerMakes) {
+  for (const auto scheme : all_quant_schemes()) {
+    const auto problem = quantized_test_problem(scheme);
+    for (const auto strategy : strategy_names()) {
+      const auto plan = plan_of(problem, strategy);
+      for (const auto mapping : {Mapping::kOnePerProcess, Mapping::kPairs, Mapping::kAllInOne})
+        for (const auto policy : {SimPolicy::kCopyFirst, SimPolicy::kCommFirst}) {
+          SCOPED_TRACE(::testing::Message()
+                       << quant_scheme_name(scheme) << " " << strategy << ", mapping "
+                       << static_cast<int>(mapping) << ", policy " << static_cast<int>(policy));
+          auto run = prepare(problem, plan, mapping, Bytes{2048});
+          const auto ran = simulate(run.processes.sim(), policy);
+          ASSERT_TRUE(ran) << ran.error().message;
+          for (std::size_t r = 2; r < run.shards.size(); ++r) {
+            const auto ok = run.shards[r].verify(problem);
+            EXPECT_TRUE(ok) << "rank " << r << ": " << ok.error().message;
+          }
+        }
+    }
+  }
+}
+
+TEST(NcclProgramFp8, EachTrainingRankQuantisesItsTwoBoxesOnceBeforeItsFirstGroup) {
+  // Training rank 0 holds rows 0..127 of w.weight ([128, 512]) and experts 0-1 ([2, 160, 96]);
+  // rank 1 the rest. No other rank holds a weight in bf16, so no other process quantises.
+  const auto problem = quantized_test_problem(QuantScheme::kFp8Block128);
+  const auto run = prepare(problem, plan_of(problem, "refit"), Mapping::kOnePerProcess, Bytes{2048});
+  for (std::size_t c = 0; c < run.processes.programs.size(); ++c) {
+    const auto& program = run.processes.programs[c];
+    const auto ops = quantize_ops(program);
+    if (c >= 2) {
+      EXPECT_TRUE(ops.empty()) << "process " << c;
+      continue;
+    }
+    ASSERT_EQ(ops.size(), 2u) << "process " << c;
+    EXPECT_EQ(ops[0]->shape, (Shape{128, 512}));
+    EXPECT_EQ(ops[0]->strides, (Shape{512, 1}));
+    EXPECT_EQ(ops[1]->shape, (Shape{2, 160, 96}));
+    const auto first_group = std::ranges::find_if(
+        program.ops, [](const Op& op) { return std::holds_alternative<GroupStart>(op); });
+    const auto last_quantize = std::ranges::find_if(
+        program.ops, [&](const Op& op) { return std::get_if<Quantize>(&op) == ops.back(); });
+    EXPECT_LT(last_quantize - program.ops.begin(), first_group - program.ops.begin());
+  }
+}
+
+TEST(NcclProgramFp8, ABf16ElementChangedAtTheSourceShowsOnlyAtItsBlocksDestinations) {
+  // Rank 0's first element of w.weight changes sign after it is filled: the first block's fp8
+  // value 0 (and its scale stays) differs at the ranks holding columns 0..255 (2 and 4), not 3, 5.
+  const auto problem = quantized_test_problem(QuantScheme::kFp8Block128);
+  auto run = prepare(problem, plan_of(problem, "refit"), Mapping::kOnePerProcess, Bytes{2048});
+  run.shards[0].buffers().sources.front().bytes[1] ^= std::byte{0x80};
+  ASSERT_TRUE(simulate(run.processes.sim(), SimPolicy::kCopyFirst));
+  for (const std::size_t r : {2, 4}) {
+    const auto ok = run.shards[r].verify(problem);
+    ASSERT_FALSE(ok) << "rank " << r;
+    EXPECT_NE(ok.error().message.find("tensor 'w.weight'"), std::string::npos) << ok.error().message;
+  }
+  for (const std::size_t r : {3, 5}) EXPECT_TRUE(run.shards[r].verify(problem)) << "rank " << r;
+}
+
+TEST(NcclProgramFp8, ABf16BufferShortOfItsBoxIsRefusedNamingRankAndTensor) {
+  // Rank 1 hands over its fp8-sized box (half the bytes) instead of bf16.
+  const auto problem = quantized_test_problem(QuantScheme::kMxfp8);
+  const auto plan = plan_of(problem, "refit");
+  auto shards = HostShards::allocate(problem, Rank{1});
+  auto& w = shards.buffers().sources.front();
+  w.bytes = w.bytes.first(w.bytes.size() / 2);
+  const LocalRankBuffers one{.rank = Rank{1}, .buffers = shards.buffers()};
+  const auto allocate = [](Bytes, std::string_view) -> Result<std::span<std::byte>> {
+    return std::span<std::byte>{};
+  };
+  const auto made = QuantizedSources::make(plan, std::span(&one, 1), allocate);
+  ASSERT_FALSE(made);
+  EXPECT_NE(made.error().message.find("rank 1: tensor 'w.weight'"), std::string::npos)
+      << made.error().message;
+  EXPECT_NE(made.error().message.find("bf16"), std::string::npos) << made.error().message;
+}
+
+TEST(NcclProgramFp8, BoundsCoverTheQuantisedBoxAndItsOutputs) {
+  // A [128, 256] block128 box: 65,536 bf16 bytes in, 32,768 fp8 bytes and 2 fp32 scales out.
+  const Program program{.ops = {Quantize{.scheme = QuantScheme::kFp8Block128,
+                                         .source = 0,
+                                         .values = 1,
+                                         .scales = 2,
+                                         .shape = {128, 256},
+                                         .strides = {256, 1}}}};
+  EXPECT_TRUE(check_bounds(program, std::vector<std::int64_t>{65536, 32768, 8}));
+  for (const auto& short_one : {std::vector<std::int64_t>{65534, 32768, 8},
+                                {65536, 32767, 8},
+                                std::vector<std::int64_t>{65536, 32768, 4}}) {
+    const auto checked = check_bounds(program, short_one);
+    ASSERT_FALSE(checked);
+    EXPECT_EQ(checked.error().code, ErrorCode::kInternal);
+  }
+}
+
+}  // namespace
+}  // namespace refit::nccl_detail::testing
