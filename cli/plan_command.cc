@@ -10,6 +10,7 @@
 #include "json_text.h"
 #include "plan_inputs.h"
 #include "refit/core/try.h"
+#include "refit/facade/report_json.h"
 #include "refit/lowering/explain.h"
 #include "refit/planner/plan_json.h"
 #include "refit/planner/plan_stats.h"
@@ -24,59 +25,10 @@ struct PlanCommandOptions {
   bool json = false;
 };
 
-nlohmann::ordered_json side_json(const lowering::SideSummary& s) {
-  nlohmann::ordered_json reasons;
-  for (std::size_t r = 0; r < s.by_reason.size(); ++r)
-    if (s.by_reason[r] > 0)
-      reasons[std::string(lowering::copy_reason_text(static_cast<lowering::CopyReason>(r)))] = s.by_reason[r];
-  return {{"transfers", s.transfers},
-          {"chunks", s.chunks},
-          {"bytes", s.bytes.value},
-          {"in_place_chunks", s.in_place},
-          {"runs", s.runs},
-          {"staged_chunks", s.staged},
-          {"staged_bytes", s.staged_bytes.value},
-          {"chunks_by_reason", reasons}};
-}
-
-nlohmann::ordered_json explain_json(const lowering::ProgramSummary& s) {
-  return {
-      {"rank", s.rank.value},
-      {"sends", side_json(s.sends)},
-      {"receives", side_json(s.receives)},
-      {"waiting_chunks", s.waiting_chunks},
-      {"extract_transfers", s.extract_transfers},
-      {"scratch_bytes", s.scratch.value},
-      {"send_staging", {{"chunks", s.send_staging.chunks}, {"largest_bytes", s.send_staging.largest.value}}},
-      {"receive_staging",
-       {{"chunks", s.receive_staging.chunks}, {"largest_bytes", s.receive_staging.largest.value}}}};
-}
-
 nlohmann::ordered_json plan_json(const TimedPlan& tp, const PlanStats& s, const LowerBound& lb,
                                  const lowering::PlanLowering& low) {
-  Bytes max_domain{0};
-  for (auto b : s.domain_ingress) max_domain = std::max(max_domain, b);
-  nlohmann::ordered_json j{{"strategy", tp.plan.strategy},
-                           {"execution_model", execution_model(tp.plan.execution).name},
-                           {"tensors", tp.plan.tensors.size()},
-                           {"transfers", s.transfers},
-                           {"messages", low.messages},
-                           {"segments", s.segments},
-                           {"total_bytes", s.total_bytes.value},
-                           {"network_bytes", s.network_bytes.value},
-                           {"network_bytes_unquantized", s.network_bytes_unquantized.value},
-                           {"nvlink_bytes", s.nvlink_bytes.value},
-                           {"local_bytes", s.local_bytes.value},
-                           {"max_nic_tx_bytes", s.max_nic_tx.value},
-                           {"max_nic_rx_bytes", s.max_nic_rx.value},
-                           {"mean_nic_tx_bytes", s.mean_nic_tx_bytes},
-                           {"mean_nic_rx_bytes", s.mean_nic_rx_bytes},
-                           {"max_domain_ingress_bytes", max_domain.value},
-                           {"lower_bound_s", lb.time.value},
-                           {"lower_bound_binding", lb.binding},
-                           {"plan_seconds", tp.seconds.value},
-                           {"plan_hash", plan_hash_hex(tp.plan)}};
-  if (low.summary) j["explain"] = explain_json(*low.summary);
+  auto j = plan_report_json(tp.plan, s, lb, low);
+  j["plan_seconds"] = tp.seconds.value;
   return j;
 }
 

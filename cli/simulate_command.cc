@@ -14,6 +14,7 @@
 #include "parse.h"
 #include "plan_inputs.h"
 #include "refit/core/try.h"
+#include "refit/facade/report_json.h"
 #include "refit/planner/plan_stats.h"
 #include "refit/simulator/deployment.h"
 #include "refit/simulator/plan_simulation.h"
@@ -143,14 +144,7 @@ nlohmann::ordered_json row_json(const Row& r, const LowerBound& lb, const Row* b
                            {"max_nic_rx_bytes", r.stats.max_nic_rx.value},
                            {"transfers", r.stats.transfers},
                            {"window", r.window},
-                           {"breakdown_s",
-                            {{"latency", r.sim.latency.value},
-                             {"network", r.sim.network.value},
-                             {"nvlink", r.sim.nvlink.value},
-                             {"copy", r.sim.copy.value},
-                             {"pack_unpack", r.sim.pack.value},
-                             {"quantize", r.sim.quantize.value},
-                             {"fixed", r.sim.fixed.value}}},
+                           {"breakdown_s", breakdown_json(r.sim)},
                            {"waiting_s", r.sim.waiting.value},
                            {"contributors", contributors_json(r.sim)},
                            {"plan_seconds", r.plan_seconds.value},

@@ -71,42 +71,9 @@ std::string to_json(const PlanHandle& p) {
   return out.str();
 }
 
-nb::dict side_dict(const lowering::SideSummary& s) {
-  nb::dict reasons;
-  for (std::size_t r = 0; r < s.by_reason.size(); ++r)
-    if (s.by_reason[r] > 0)
-      reasons[std::string(lowering::copy_reason_text(static_cast<lowering::CopyReason>(r))).c_str()] =
-          s.by_reason[r];
-  nb::dict d;
-  d["transfers"] = s.transfers;
-  d["chunks"] = s.chunks;
-  d["bytes"] = s.bytes.value;
-  d["in_place_chunks"] = s.in_place;
-  d["runs"] = s.runs;
-  d["staged_chunks"] = s.staged;
-  d["staged_bytes"] = s.staged_bytes.value;
-  d["chunks_by_reason"] = reasons;
-  return d;
-}
-
-nb::dict staging_dict(const lowering::StagingDemand& s) {
-  nb::dict d;
-  d["chunks"] = s.chunks;
-  d["largest_bytes"] = s.largest.value;
-  return d;
-}
-
-nb::dict explain_dict(const lowering::ProgramSummary& s) {
-  nb::dict d;
-  d["rank"] = s.rank.value;
-  d["sends"] = side_dict(s.sends);
-  d["receives"] = side_dict(s.receives);
-  d["waiting_chunks"] = s.waiting_chunks;
-  d["extract_transfers"] = s.extract_transfers;
-  d["scratch_bytes"] = s.scratch.value;
-  d["send_staging"] = staging_dict(s.send_staging);
-  d["receive_staging"] = staging_dict(s.receive_staging);
-  return d;
+// The facade's JSON reports as Python objects: one writer of the fields for the CLI and for us.
+nb::object python_of(const nlohmann::ordered_json& j) {
+  return nb::module_::import_("json").attr("loads")(j.dump());
 }
 
 nb::dict lower_bound_dict(const LowerBound& lb) {
@@ -135,32 +102,8 @@ nb::dict summary(const PlanHandle& p, const ProblemHandle& problem, const Cluste
     low = lowering::explain_plan(plan, *problem.problem, explain_rank);
   }
   const auto lowered = unwrap(std::move(low));
-  Bytes max_domain{0};
-  for (auto b : s.domain_ingress) max_domain = std::max(max_domain, b);
-  nb::dict d;
-  d["strategy"] = plan.strategy;
-  d["execution_model"] = std::string(execution_model(plan.execution).name);
-  d["tensors"] = plan.tensors.size();
-  d["transfers"] = s.transfers;
-  d["messages"] = lowered.messages;
-  d["segments"] = s.segments;
-  d["total_bytes"] = s.total_bytes.value;
-  d["network_bytes"] = s.network_bytes.value;
-  d["network_bytes_unquantized"] = s.network_bytes_unquantized.value;
-  d["nvlink_bytes"] = s.nvlink_bytes.value;
-  d["local_bytes"] = s.local_bytes.value;
-  d["max_nic_tx_bytes"] = s.max_nic_tx.value;
-  d["max_nic_rx_bytes"] = s.max_nic_rx.value;
-  d["mean_nic_tx_bytes"] = s.mean_nic_tx_bytes;
-  d["mean_nic_rx_bytes"] = s.mean_nic_rx_bytes;
-  d["max_domain_ingress_bytes"] = max_domain.value;
-  d["lower_bound_s"] = lb.time.value;
-  d["lower_bound_binding"] = lb.binding;
-  d["plan_hash"] = plan_hash_hex(plan);
-  if (lowered.summary) {
-    d["explain"] = explain_dict(*lowered.summary);
-    d["explain_text"] = lowered.text;
-  }
+  auto d = nb::cast<nb::dict>(python_of(plan_report_json(plan, s, lb, lowered)));
+  if (lowered.summary) d["explain_text"] = lowered.text;
   return d;
 }
 
@@ -183,18 +126,6 @@ const DeploymentInfo& deployment_of(const Plan& plan, const std::optional<std::s
   }
   const auto info = find_strategy(plan.strategy);
   return deployment_info(info ? default_deployment((*info)->id) : DeploymentId::kRefit);
-}
-
-nb::dict breakdown_dict(const PlanSimulation& r) {
-  nb::dict breakdown;
-  breakdown["latency"] = r.latency.value;
-  breakdown["network"] = r.network.value;
-  breakdown["nvlink"] = r.nvlink.value;
-  breakdown["copy"] = r.copy.value;
-  breakdown["pack_unpack"] = r.pack.value;
-  breakdown["quantize"] = r.quantize.value;
-  breakdown["fixed"] = r.fixed.value;
-  return breakdown;
 }
 
 // What refit simulate computes for one plan as a deployment runs it: the prediction with its
@@ -244,7 +175,7 @@ nb::dict simulate(const PlanHandle& p, const ProblemHandle& problem, const Clust
   d["deployment"] = std::string(deployment.name);
   d["predicted_s"] = r.predicted.value;
   d["window"] = used_window;
-  d["breakdown_s"] = breakdown_dict(r);
+  d["breakdown_s"] = python_of(breakdown_json(r));
   d["waiting_s"] = r.waiting.value;
   d["contributors"] = contributors;
   d["notes"] = notes;

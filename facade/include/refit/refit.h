@@ -31,6 +31,7 @@
 #include "refit/executors/registry.h"
 #include "refit/facade/cluster_source.h"
 #include "refit/facade/problem_source.h"
+#include "refit/facade/report_json.h"
 #include "refit/lowering/explain.h"
 #include "refit/planner/plan_json.h"
 #include "refit/planner/plan_stats.h"

@@ -1,0 +1,26 @@
+#pragma once
+// What refit reports about a plan and a prediction, as JSON: the one writer of these fields for
+// `refit plan --json`, `refit simulate --json` and the Python package's dictionaries, so that a
+// field added here reaches all three.
+#include <nlohmann/json.hpp>
+
+#include "refit/lowering/explain.h"
+#include "refit/planner/plan.h"
+#include "refit/planner/plan_stats.h"
+#include "refit/simulator/plan_simulation.h"
+
+namespace refit {
+
+// What one rank's lowered program does (`refit plan --explain RANK`).
+nlohmann::ordered_json explain_json(const lowering::ProgramSummary& s);
+
+// Every field of `refit plan --json` but the planning time (the caller's): the plan's strategy,
+// sizes, bytes by path and per NIC, the lower bound and the plan hash, and "explain" when the
+// lowering explained a rank.
+nlohmann::ordered_json plan_report_json(const Plan& plan, const PlanStats& stats, const LowerBound& bound,
+                                        const lowering::PlanLowering& lowering);
+
+// The critical path of a prediction by kind of work, in seconds.
+nlohmann::ordered_json breakdown_json(const PlanSimulation& s);
+
+}  // namespace refit
