@@ -11,36 +11,52 @@ namespace refit {
 
 namespace {
 
-// Part `index` of `length` cut into parts of `chunk` (> 0 unless length is 0).
-Interval part_of(std::int64_t length, std::int64_t chunk, std::int64_t index) {
+// Part `index` of `length` cut into parts of `chunk` (> 0 unless length is 0) from `start` (<= 0):
+// [start + index*chunk, start + (index+1)*chunk) clipped to [0, length). Parts past the end are
+// empty at `length`, parts before the beginning empty at 0.
+Interval part_of(std::int64_t length, std::int64_t chunk, std::int64_t start, std::int64_t index) {
   if (chunk == 0) return Interval{0, 0};  // length 0
-  // Parts from ceil(length / chunk) on are empty at `length`; before it, index * chunk < length,
-  // so neither the offset nor the end (offset + extent <= length) can overflow.
-  const std::int64_t begin = index >= ceil_div(length, chunk) ? length : index * chunk;
-  return Interval{begin, std::min(chunk, length - begin)};
+  // Before ceil((length - start) / chunk), index * chunk < length - start, so neither end of the
+  // part can overflow (Layout::make bounds -start by the element cap).
+  if (index >= ceil_div(length - start, chunk)) return Interval{length, 0};
+  const std::int64_t begin = start + index * chunk;
+  if (begin >= 0) return Interval{begin, std::min(chunk, length - begin)};
+  const std::int64_t end = std::min(begin + chunk, length);  // begin < 0: no overflow
+  return end <= 0 ? Interval{0, 0} : Interval{0, end};
+}
+
+// The largest part of one split of `length` into `parts`: torch.chunk's first; with a chunk, the
+// first non-empty part, the one after it or the last (those between are whole chunks).
+std::int64_t largest_part(const Placement& split, std::int64_t length, std::int64_t parts) {
+  if (split.chunk == 0 || length == 0) return part_interval(split, length, parts, 0).extent;
+  const std::int64_t first = std::min(parts - 1, -split.start / split.chunk);
+  std::int64_t largest = 0;
+  for (const auto i : {first, std::min(first + 1, parts - 1), parts - 1})
+    largest = std::max(largest, part_interval(split, length, parts, i).extent);
+  return largest;
 }
 
 // The largest extent of dim `dim` a split on mesh axis `axis` can be given: what the splits of the
-// axes before it leave at most (the first part of a split is its largest).
+// axes before it leave at most.
 std::int64_t largest_extent_before(const Shape& shape, const Mesh& mesh,
                                    const std::vector<Placement>& placements, std::size_t axis) {
   const auto dim = static_cast<std::size_t>(placements[axis].dim);
   std::int64_t extent = shape[dim];
   for (std::size_t a = 0; a < axis; ++a)
     if (placements[a].is_shard() && placements[a].dim == placements[axis].dim)
-      extent = part_interval(placements[a], extent, mesh.shape()[a], 0).extent;
+      extent = largest_part(placements[a], extent, mesh.shape()[a]);
   return extent;
 }
 
 }  // namespace
 
 Interval chunk_interval(std::int64_t length, std::int64_t parts, std::int64_t index) {
-  return part_of(length, ceil_div(length, parts), index);
+  return part_of(length, ceil_div(length, parts), 0, index);
 }
 
 Interval part_interval(const Placement& split, std::int64_t length, std::int64_t parts, std::int64_t index) {
   if (split.chunk == 0) return chunk_interval(length, parts, index);
-  return part_of(length, length == 0 ? 0 : split.chunk, index);
+  return part_of(length, length == 0 ? 0 : split.chunk, split.start, index);
 }
 
 Result<Layout> Layout::make(Shape tensor_shape, Mesh mesh, std::vector<Placement> placements) {
@@ -59,15 +75,18 @@ Result<Layout> Layout::make(Shape tensor_shape, Mesh mesh, std::vector<Placement
                                       tensor_shape.size()));
     if (p.is_shard() && p.chunk < 0)
       return out_of_range(fmt::format("placements[{}]: chunk {} is negative", a, p.chunk));
+    if (p.is_shard() && (p.start > 0 || p.start < -limits::kMaxElements || (p.start != 0 && p.chunk == 0)))
+      return out_of_range(
+          fmt::format("placements[{}]: start {} must lie in [-2^48, 0], with a chunk", a, p.start));
   }
   for (std::size_t a = 0; a < placements.size(); ++a) {
     const auto& p = placements[a];
     if (!p.is_shard() || p.chunk == 0) continue;
     const std::int64_t extent = largest_extent_before(tensor_shape, mesh, placements, a);
-    if (p.chunk < ceil_div(extent, mesh.shape()[a]))
-      return out_of_range(
-          fmt::format("placements[{}]: {} parts of {} leave some of the {} elements of dim {} in no part", a,
-                      mesh.shape()[a], p.chunk, extent, p.dim));
+    if (p.chunk < ceil_div(extent - p.start, mesh.shape()[a]))
+      return out_of_range(fmt::format(
+          "placements[{}]: {} parts of {} from {} leave some of the {} elements of dim {} in no part", a,
+          mesh.shape()[a], p.chunk, p.start, extent, p.dim));
   }
   return Layout(std::move(tensor_shape), std::move(mesh), std::move(placements));
 }

@@ -12,7 +12,8 @@ namespace refit {
 
 std::string Placement::to_string() const {
   if (!is_shard()) return "R";
-  return chunk > 0 ? fmt::format("S{}:{}", dim, chunk) : fmt::format("S{}", dim);
+  if (chunk == 0) return fmt::format("S{}", dim);
+  return start == 0 ? fmt::format("S{}:{}", dim, chunk) : fmt::format("S{}:{}@{}", dim, chunk, start);
 }
 
 namespace {
@@ -47,14 +48,24 @@ Result<Placement> parse_placement(std::string_view text) {
     digits = std::string_view(t).substr(6, t.size() - 7);
   }
   const auto colon = digits.find(':');
+  const auto at = digits.find('@');
   const bool has_chunk = colon != std::string_view::npos;
+  const bool has_start = has_chunk && at != std::string_view::npos && at > colon;
   int dim = -1;
   std::int64_t chunk = 0;
-  const bool chunk_ok = !has_chunk || (parse_whole(digits.substr(colon + 1), chunk) && chunk > 0);
+  std::int64_t start = 0;
+  const bool chunk_ok =
+      !has_chunk ||
+      (parse_whole(digits.substr(colon + 1, has_start ? at - colon - 1 : std::string_view::npos), chunk) &&
+       chunk > 0);
+  const bool start_ok = !has_start || (parse_whole(digits.substr(at + 1), start) && start <= 0);
   if (has_chunk) digits = digits.substr(0, colon);
-  if (parse_whole(digits, dim) && dim >= 0 && chunk_ok) return Placement::shard(dim, chunk);
-  return parse_error(
-      fmt::format("placement '{}' is not R, S<dim> or S<dim>:<chunk> (e.g. S0, S0:128)", text));
+  if (parse_whole(digits, dim) && dim >= 0 && chunk_ok && start_ok)
+    return Placement::shard(dim, chunk, start);
+  return parse_error(fmt::format(
+      "placement '{}' is not R, S<dim>, S<dim>:<chunk> or S<dim>:<chunk>@<start <= 0> (e.g. S0, S0:128, "
+      "S0:192@-512)",
+      text));
 }
 
 Result<std::vector<Placement>> parse_placements(std::string_view comma_separated) {

@@ -95,17 +95,20 @@ Result<Layout> quant_scale_layout(QuantScheme s, const Layout& weight) {
     return invalid(
         fmt::format("{} quantises weights of 2 or more dims, not {}", quant_scheme_name(s), shape.size()));
   const Shape block = quant_block(s, shape.size());
-  // Each split keeps the chunk its first part gets; a weight cut on block boundaries has the same
-  // cuts, divided by the block, in scale coordinates.
+  // A weight cut on block boundaries has the same cuts, divided by the block, in scale
+  // coordinates: a named chunk and start divide by the block; torch.chunk's cut is the chunk its
+  // first part gets (the cuts below check that every part is whole blocks).
   std::vector<Placement> placements = weight.placements();
   Shape extent = shape;
   for (std::size_t a = 0; a < placements.size(); ++a) {
     auto& p = placements[a];
     if (!p.is_shard()) continue;
     const auto d = static_cast<std::size_t>(p.dim);
-    const std::int64_t chunk = part_interval(p, extent[d], weight.mesh().shape()[a], 0).extent;
-    extent[d] = chunk;
-    p = Placement::shard(p.dim, std::max<std::int64_t>(1, ceil_div(chunk, block[d])));
+    const std::int64_t chunk =
+        p.chunk > 0 ? p.chunk : part_interval(p, extent[d], weight.mesh().shape()[a], 0).extent;
+    extent[d] = part_interval(p, extent[d], weight.mesh().shape()[a], 0).extent;
+    p = Placement::shard(p.dim, std::max<std::int64_t>(1, ceil_div(chunk, block[d])),
+                         -ceil_div(-p.start, block[d]));
   }
   auto scales = REFIT_TRY(Layout::make(quant_scale_shape(s, shape), weight.mesh(), std::move(placements)));
   for (std::int64_t p = 0; p < weight.mesh().size(); ++p) {

@@ -80,6 +80,45 @@ TEST(Layout, AnExplicitChunkNestsAfterAnotherSplit) {
   EXPECT_EQ(l.box_at_position(4).offset[0], 7);
 }
 
+TEST(Layout, AShiftedChunkGridCutsWhereTheFusedTensorWasCut) {
+  // Megatron's linear_qkv of one query group: 4 q heads, k, v of 2 rows each = 12 rows, split
+  // evenly over 4 ranks (3 rows each). k_proj's 2 rows are group rows 8..9, so part i of k is
+  // [3i - 8, 3i - 5) clipped to [0, 2): ranks 0, 1 nothing, rank 2 row 0 (group row 8), rank 3
+  // row 1 (group row 9).
+  const auto l = make({2, 5}, {4}, "S0:3@-8");
+  EXPECT_EQ(extents(l, 0), (std::vector<std::int64_t>{0, 0, 1, 1}));
+  EXPECT_EQ(l.box_at_position(2).offset[0], 0);
+  EXPECT_EQ(l.box_at_position(3).offset[0], 1);
+  // q_proj's 8 rows are group rows 0..7: 3, 3, 2 and nothing.
+  EXPECT_EQ(extents(make({8, 5}, {4}, "S0:3"), 0), (std::vector<std::int64_t>{3, 3, 2, 0}));
+}
+
+TEST(Layout, AShiftedChunkGridTilesTheDimLikeTheBruteForceCut) {
+  // Every length, parts, chunk and start that covers the dim: part i holds exactly the elements e
+  // with start + i*chunk <= e < start + (i+1)*chunk, found by testing every element.
+  for (std::int64_t length = 0; length <= 9; ++length)
+    for (std::int64_t parts = 1; parts <= 4; ++parts)
+      for (std::int64_t chunk = 1; chunk <= 5; ++chunk)
+        for (std::int64_t start = 0; start >= -6; --start) {
+          const auto l =
+              Layout::make({length}, Mesh::make({parts}).value(), {Placement::shard(0, chunk, start)});
+          ASSERT_EQ(static_cast<bool>(l), start + parts * chunk >= length)
+              << length << " " << parts << " " << chunk << " " << start;
+          if (!l) continue;
+          for (std::int64_t i = 0; i < parts; ++i) {
+            std::int64_t first = -1, count = 0;
+            for (std::int64_t e = 0; e < length; ++e)
+              if (start + i * chunk <= e && e < start + (i + 1) * chunk) {
+                if (first < 0) first = e;
+                ++count;
+              }
+            const Box box = l->box_at_position(i);
+            EXPECT_EQ(box.extent[0], count);
+            if (count > 0) EXPECT_EQ(box.offset[0], first);
+          }
+        }
+}
+
 TEST(Layout, RefusesAChunkThatLeavesElementsInNoPart) {
   // 4 parts of 2 hold 8 of the 10 rows.
   auto mesh = Mesh::make({4}).value();
@@ -89,6 +128,12 @@ TEST(Layout, RefusesAChunkThatLeavesElementsInNoPart) {
   EXPECT_NE(l.error().message.find("placements[0]"), std::string::npos);
   // After a split of 2, each part has at most 5 rows: 3 parts of 2 cover them.
   EXPECT_TRUE(Layout::make({10}, Mesh::make({2, 3}).value(), {Placement::shard(0), Placement::shard(0, 2)}));
+  // A start shifts the grid: 4 parts of 3 from -2 reach row 10 and no further.
+  EXPECT_TRUE(Layout::make({10}, mesh, {Placement::shard(0, 3, -2)}));
+  EXPECT_FALSE(Layout::make({11}, mesh, {Placement::shard(0, 3, -2)}));
+  // A start needs a chunk and may not be positive.
+  EXPECT_FALSE(Layout::make({10}, mesh, {Placement{.kind = Placement::Kind::kShard, .dim = 0, .start = -2}}));
+  EXPECT_FALSE(Layout::make({10}, mesh, {Placement::shard(0, 3, 1)}));
 }
 
 TEST(Layout, LocalBoxUsesGlobalRanks) {

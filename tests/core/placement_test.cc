@@ -25,6 +25,16 @@ TEST(Placement, AnExplicitChunkRoundTrips) {
   EXPECT_EQ(testing::error_code(parse_placement("S0:-4")), ErrorCode::kParse);
 }
 
+TEST(Placement, AShiftedChunkRoundTrips) {
+  EXPECT_EQ(parse_placement("S0:192@-512").value(), Placement::shard(0, 192, -512));
+  EXPECT_EQ(Placement::shard(1, 3, -8).to_string(), "S1:3@-8");
+  EXPECT_EQ(Placement::shard(1, 3, 0).to_string(), "S1:3");
+  EXPECT_EQ(parse_placement(Placement::shard(2, 7, -1).to_string()).value(), Placement::shard(2, 7, -1));
+  EXPECT_EQ(testing::error_code(parse_placement("S0:3@4")), ErrorCode::kParse);  // after the dim's start
+  EXPECT_EQ(testing::error_code(parse_placement("S0:3@")), ErrorCode::kParse);
+  EXPECT_EQ(testing::error_code(parse_placement("S0@-3")), ErrorCode::kParse);  // a start needs a chunk
+}
+
 TEST(Placement, RejectsGarbageNamingTheEntry) {
   EXPECT_EQ(testing::error_code(parse_placement("S")), ErrorCode::kParse);
   EXPECT_EQ(testing::error_code(parse_placement("S-1")), ErrorCode::kParse);

@@ -32,6 +32,18 @@ TEST(QuantScaleLayout, AnExplicitChunkAndARaggedLastPart) {
   EXPECT_FALSE(quant_scale_layout(kBlock, make({1000, 128}, {4}, "S0")));
 }
 
+TEST(QuantScaleLayout, AShiftedGridDividesByTheBlock) {
+  // Parts of 256 rows from -384: 0, 128, 256, 256 of 640 rows; scales parts of 2 from -3: 0, 1, 2,
+  // 2 block rows.
+  const auto weight = make({640, 128}, {4}, "S0:256@-384");
+  const auto scales = quant_scale_layout(kBlock, weight).value();
+  EXPECT_EQ(scales.placements()[0], Placement::shard(0, 2, -3));
+  EXPECT_EQ(scales.box_at_position(1), (Box{{0, 0}, {1, 1}}));
+  EXPECT_EQ(scales.box_at_position(3), (Box{{3, 0}, {2, 1}}));
+  // From -64 the parts cut blocks in half.
+  EXPECT_FALSE(quant_scale_layout(kBlock, make({640, 128}, {4}, "S0:256@-64")));
+}
+
 TEST(QuantScaleLayout, RefusesACutThroughABlockNamingThePosition) {
   // vLLM: down_proj's input 768 over tp=8 is 96 per rank, not a multiple of 128.
   const auto bad = quant_scale_layout(kBlock, make({2048, 768}, {8}, "S1"));
