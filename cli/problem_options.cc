@@ -25,7 +25,7 @@ void add_problem_options(CLI::App* cmd, ProblemSource& source) {
   auto* model =
       group->add_option("--model", source.model, "Built-in model name or path to an HF config.json");
   group->add_option("--train", source.train,
-                    "Megatron training sizes: tp,pp,ep,etp (default tp),cp,dp,pp_first,pp_last "
+                    "Megatron training sizes: tp,pp,ep,etp (default tp),cp,dp,pp_first,pp_last,vp,layout "
                     "(e.g. tp=4,pp=8,ep=16)");
   group->add_option("--infer", source.infer,
                     "vLLM inference sizes: tp,dp (one engine's data "

@@ -18,38 +18,6 @@ namespace {
 // Megatron's --make-vocab-size-divisible-by default (megatron/training/arguments.py).
 constexpr std::int64_t kVocabDivisibleBy = 128;
 
-[[nodiscard]] Result<std::vector<std::int64_t>> split_evenly(std::int64_t layers, std::int64_t pp) {
-  std::vector<std::int64_t> counts;
-  for (std::int64_t s = 0; s < pp; ++s) {
-    counts.push_back(chunk_interval(layers, pp, s).extent);
-    if (counts.back() == 0)
-      return mismatch(
-          fmt::format("pp={}: {} decoder layers leave stage {} empty (each stage but "
-                      "the last takes ceil(layers/pp) = {}; set pp_first/pp_last)",
-                      pp, layers, s, counts.front()));
-  }
-  return counts;
-}
-
-// Megatron's --decoder-first/last-pipeline-num-layers: the middle stages share the rest evenly.
-[[nodiscard]] Result<std::vector<std::int64_t>> split_with_ends(std::int64_t layers,
-                                                                const MegatronConfig& c) {
-  const auto first = c.pp_first.value_or(0);
-  const auto last = c.pp_last.value_or(0);
-  const auto middle = c.pp - (c.pp_first ? 1 : 0) - (c.pp_last ? 1 : 0);
-  const auto rest = layers - first - last;
-  const bool fits = rest >= 0 && (middle == 0 ? rest == 0 : rest >= middle && rest % middle == 0);
-  if (!fits)
-    return mismatch(
-        fmt::format("pp_first/pp_last: {} decoder layers minus {} on the first and {} "
-                    "on the last stage do not split evenly over the {} other stages",
-                    layers, first, last, middle));
-  std::vector<std::int64_t> counts(static_cast<std::size_t>(c.pp), middle ? rest / middle : 0);
-  if (c.pp_first) counts.front() = first;
-  if (c.pp_last) counts.back() = last;
-  return counts;
-}
-
 // q_proj's weight or bias: with tp beyond the query groups it is laid out with k and v.
 bool is_query(const WeightTensor& t) {
   return t.kind == TensorKind::kColumn &&
@@ -97,23 +65,17 @@ std::int64_t megatron_vocab_rows(std::int64_t vocab, std::int64_t tp) {
   return (vocab + multiple - 1) / multiple * multiple / tp;
 }
 
-Result<std::vector<std::int64_t>> megatron_stage_starts(std::int64_t num_layers,
-                                                        const MegatronConfig& config) {
-  const auto counts = REFIT_TRY(config.pp_first || config.pp_last ? split_with_ends(num_layers, config)
-                                                                  : split_evenly(num_layers, config.pp));
-  std::vector<std::int64_t> starts{0};
-  for (const auto n : counts) starts.push_back(starts.back() + n);
-  return starts;
-}
-
 Result<MegatronLayouts> MegatronLayouts::make(const ModelSpec& model, const MegatronConfig& config) {
   REFIT_TRY(check_sizes(model, config));
-  auto starts = REFIT_TRY(megatron_stage_starts(model.num_layers, config));
-  // The output layer (tied embeddings) and the MTP layers (on the last stage) read the word
-  // embedding there (language_module.py, setup_embeddings_and_output_layer: "we also need to
-  // maintain duplicated embedding weights in mtp process stage").
-  const bool last_embeds = model.tied_embeddings || model.mtp_layers > 0;
-  return MegatronLayouts(config, std::move(starts), last_embeds, model.num_heads, model.num_kv_heads);
+  auto pipeline = REFIT_TRY(megatron_pipeline(model.num_layers, model.mtp_layers, config));
+  // The output layer (tied embeddings) and the MTP layers read the word embedding on their stages
+  // (language_module.py, setup_embeddings_and_output_layer: "we also need to maintain duplicated
+  // embedding weights in mtp process stage").
+  std::vector<std::int64_t> embedding_stages;
+  for (std::int64_t s = 0; s < config.pp; ++s)
+    if (pipeline.embedding_chunk(s, model.tied_embeddings) >= 0) embedding_stages.push_back(s);
+  return MegatronLayouts(config, std::move(pipeline), std::move(embedding_stages), model.num_layers,
+                         model.num_heads, model.num_kv_heads);
 }
 
 // TP beyond the query groups (check_query_groups): rank j of a group's r ranks holds heads
@@ -139,16 +101,12 @@ Result<Layout> MegatronLayouts::query_group_layout(const WeightTensor& tensor, s
 }
 
 std::int64_t MegatronLayouts::stage_of(const WeightTensor& tensor) const {
-  switch (tensor.section) {
-    case Section::kEmbedding:
-      return 0;
-    case Section::kHead:
-      return config_.pp - 1;
-    case Section::kDecoder:
-      break;
-  }
-  const auto after = std::ranges::upper_bound(stage_starts_, std::int64_t{tensor.layer});
-  return (after - stage_starts_.begin()) - 1;
+  const auto& p = pipeline_;
+  const auto chunk = [&](std::int64_t c) { return p.chunks[static_cast<std::size_t>(c)].stage; };
+  if (tensor.section == Section::kEmbedding) return 0;
+  if (tensor.layer >= num_layers_) return chunk(p.mtp_chunk);
+  if (tensor.section == Section::kDecoder) return chunk(p.chunk_of_layer(tensor.layer));
+  return tensor.kind == TensorKind::kVocab ? config_.pp - 1 : chunk(p.norm_chunk);  // lm_head, final norm
 }
 
 Result<Layout> MegatronLayouts::layout(const WeightTensor& tensor) const {
@@ -165,13 +123,15 @@ Result<Layout> MegatronLayouts::dense_layout(const WeightTensor& tensor, std::in
   const auto tp = tensor.kind == TensorKind::kVocab
                       ? Placement::shard(0, megatron_vocab_rows(tensor.spec.shape[0], c.tp))
                       : shard_or_replicate(tensor_parallel_dim(tensor));
-  // The last stage keeps its own copy of the embedding for the output layer or the MTP layers.
-  if (tensor.section == Section::kEmbedding && last_stage_embedding_ && c.pp > 1) {
-    auto ranks = rank_block(0, c.stage_size());
-    const auto last = rank_block((c.pp - 1) * c.stage_size(), c.stage_size());
-    ranks.insert(ranks.end(), last.begin(), last.end());
-    return make_layout(tensor, {2, c.dp * c.cp, c.tp}, std::move(ranks),
-                       {Placement::replicate(), Placement::replicate(), tp});
+  // The stages of the output layer (tied) or the MTP layers keep their own copy of the embedding.
+  if (tensor.section == Section::kEmbedding && embedding_stages_.size() > 1) {
+    std::vector<Rank> ranks;
+    for (const auto s : embedding_stages_) {
+      const auto block = rank_block(s * c.stage_size(), c.stage_size());
+      ranks.insert(ranks.end(), block.begin(), block.end());
+    }
+    return make_layout(tensor, {static_cast<std::int64_t>(embedding_stages_.size()), c.dp * c.cp, c.tp},
+                       std::move(ranks), {Placement::replicate(), Placement::replicate(), tp});
   }
   return make_layout(tensor, {c.dp * c.cp, c.tp}, rank_block(stage * c.stage_size(), c.stage_size()),
                      {Placement::replicate(), tp});

@@ -5,7 +5,10 @@
 //   decoder.layers.<l>.mlp.linear_fc1.weight                 [gate shard; up shard]
 //   decoder.layers.<l>.mlp.experts.linear_fc1.weight<i>      TEGroupedMLP, one per local expert
 //   mtp.layers.<k>.{enorm,hnorm,eh_proj,final_layernorm}.weight, mtp.layers.<k>.mtp_model_layer.*
-// with <l> the layer's number inside its pipeline stage and <i> the expert's inside its EP rank.
+// with <l> the layer's number inside its model chunk and <i> the expert's inside its EP rank.
+// With virtual pipeline stages a rank holds several chunks, model[0..vp-1], whose parameters are
+// prefixed model<v>. as the checkpoint's state dict keys them (checkpointing.py,
+// generate_state_dict: key f'model{i}' when len(model) > 1).
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -14,6 +17,7 @@
 
 #include "refit/core/try.h"
 #include "refit/models/megatron_layout.h"
+#include "refit/models/megatron_pipeline.h"
 #include "refit/models/storage_map.h"
 #include "storage_rules.h"
 
@@ -153,8 +157,9 @@ Result<Stored> layer_tensor(const TensorOnRank& t, const detail::LayerName& n, c
 // MultiTokenPredictionLayer): mtp.layers.<k> holds enorm, hnorm, eh_proj (a ColumnParallelLinear:
 // the rank's rows), final_layernorm (HF shared_head.norm) and its decoder layer mtp_model_layer,
 // named like a decoder layer's.
-Result<Stored> mtp_tensor(const TensorOnRank& t, const detail::LayerName& n, const MegatronConfig& c) {
-  const auto prefix = fmt::format("mtp.layers.{}.", n.layer - t.model->num_layers);
+Result<Stored> mtp_tensor(const TensorOnRank& t, const detail::LayerName& n, const std::string& chunk,
+                          const MegatronConfig& c) {
+  const auto prefix = fmt::format("{}mtp.layers.{}.", chunk, n.layer - t.model->num_layers);
   static constexpr std::pair<std::string_view, std::string_view> kOwn[] = {
       {"enorm.weight", "enorm.weight"},
       {"hnorm.weight", "hnorm.weight"},
@@ -166,31 +171,45 @@ Result<Stored> mtp_tensor(const TensorOnRank& t, const detail::LayerName& n, con
   return layer_tensor(t, n, prefix + "mtp_model_layer.", c);
 }
 
-Result<Stored> megatron_rule(const TensorOnRank& t, const MegatronConfig& c,
-                             const std::vector<std::int64_t>& stage_starts) {
+// "model<v>." for chunk `chunk` when a rank holds several, else nothing.
+std::string chunk_prefix(const MegatronPipeline& p, std::int64_t chunk) {
+  return p.vp > 1 ? fmt::format("model{}.", p.chunks[static_cast<std::size_t>(chunk)].virtual_stage) : "";
+}
+
+Result<Stored> megatron_rule(const TensorOnRank& t, const MegatronConfig& c, const MegatronPipeline& p) {
   const auto& name = t.tensor->spec.name;
-  if (name == "model.embed_tokens.weight")
-    return detail::padded_vocab(t, "embedding.word_embeddings.weight",
-                                megatron_vocab_rows(t.tensor->spec.shape[0], c.tp));
+  const auto vocab_rows = megatron_vocab_rows(t.tensor->spec.shape[0], c.tp);
+  const auto last = static_cast<std::int64_t>(p.chunks.size()) - 1;
+  if (name == "model.embed_tokens.weight") {
+    const auto stage = t.rank.value / c.stage_size();
+    const auto chunk = p.embedding_chunk(stage, t.model->tied_embeddings);
+    // A tied model's copy on the output layer's chunk is that layer's weight
+    // (language_module.py, LanguageModule.shared_embedding_or_output_weight).
+    const bool output = chunk != 0 && p.chunks[static_cast<std::size_t>(chunk)].mtp_layers == 0;
+    return detail::padded_vocab(
+        t, chunk_prefix(p, chunk) + (output ? "output_layer.weight" : "embedding.word_embeddings.weight"),
+        vocab_rows);
+  }
   if (name == "lm_head.weight")
-    return detail::padded_vocab(t, "output_layer.weight", megatron_vocab_rows(t.tensor->spec.shape[0], c.tp));
-  if (name == "model.norm.weight") return detail::whole(t, "decoder.final_layernorm.weight", t.box.extent[0]);
+    return detail::padded_vocab(t, chunk_prefix(p, last) + "output_layer.weight", vocab_rows);
+  if (name == "model.norm.weight")
+    return detail::whole(t, chunk_prefix(p, p.norm_chunk) + "decoder.final_layernorm.weight",
+                         t.box.extent[0]);
   const auto n = detail::layer_name(name);
   if (!n || n->layer >= t.model->num_layers + t.model->mtp_layers) return detail::no_rule(kFramework, t);
-  if (n->layer >= t.model->num_layers) return mtp_tensor(t, *n, c);
-  const auto stage =
-      std::upper_bound(stage_starts.begin(), stage_starts.end(), n->layer) - stage_starts.begin() - 1;
-  const auto local = n->layer - stage_starts[static_cast<std::size_t>(stage)];
-  return layer_tensor(t, *n, fmt::format("decoder.layers.{}.", local), c);
+  if (n->layer >= t.model->num_layers) return mtp_tensor(t, *n, chunk_prefix(p, p.mtp_chunk), c);
+  const auto chunk = p.chunk_of_layer(n->layer);
+  const auto local = n->layer - p.chunks[static_cast<std::size_t>(chunk)].first_layer;
+  return layer_tensor(t, *n, fmt::format("{}decoder.layers.{}.", chunk_prefix(p, chunk), local), c);
 }
 
 }  // namespace
 
 Result<StorageMap> megatron_storage(const ModelSpec& model, const MegatronConfig& train,
                                     const ReshardProblem& problem) {
-  const auto starts = REFIT_TRY(megatron_stage_starts(model.num_layers, train));
+  const auto pipeline = REFIT_TRY(megatron_pipeline(model.num_layers, model.mtp_layers, train));
   return detail::build_storage(std::string(kFramework), model, problem, true,
-                               [&](const TensorOnRank& t) { return megatron_rule(t, train, starts); });
+                               [&](const TensorOnRank& t) { return megatron_rule(t, train, pipeline); });
 }
 
 }  // namespace refit::models

@@ -5,11 +5,13 @@
 #include <charconv>
 #include <numeric>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "pipeline_layout.h"
 #include "refit/core/checked.h"
 #include "refit/core/try.h"
 
@@ -77,8 +79,8 @@ std::string_view trim(std::string_view s) {
   return size_value(s);
 }
 
-constexpr std::array<std::string_view, 8> kMegatronKeys{"tp", "pp", "ep",       "etp",
-                                                        "cp", "dp", "pp_first", "pp_last"};
+constexpr std::array<std::string_view, 10> kMegatronKeys{"tp", "pp",       "ep",      "etp", "cp",
+                                                         "dp", "pp_first", "pp_last", "vp",  "layout"};
 
 // The sizes given, dp and the pipeline split still as the user wrote them.
 [[nodiscard]] Result<MegatronConfig> read_megatron(std::span<const Setting> settings, bool& has_dp,
@@ -88,15 +90,57 @@ constexpr std::array<std::string_view, 8> kMegatronKeys{"tp", "pp", "ep",       
                                                   &MegatronConfig::ep, &MegatronConfig::etp,
                                                   &MegatronConfig::cp, &MegatronConfig::dp};
   for (const auto& s : settings) {
+    if (s.key == "layout") {
+      c.layout = std::string(s.value);
+      continue;
+    }
     const auto v = REFIT_TRY(size_value(s));
     const auto k = static_cast<std::size_t>(std::ranges::find(kMegatronKeys, s.key) - kMegatronKeys.begin());
     if (k < std::size(fields)) c.*fields[k] = v;
     if (s.key == "pp_first") c.pp_first = v;
     if (s.key == "pp_last") c.pp_last = v;
+    if (s.key == "vp") c.vp = v;
     has_dp = has_dp || s.key == "dp";
     has_etp = has_etp || s.key == "etp";
   }
   return c;
+}
+
+// A layout string sets vp (stages / pp) and excludes pp_first/pp_last, as Megatron's
+// TransformerConfig.__post_init__ ("pipeline_model_parallel_layout cannot be set with other
+// pipeline layout arguments") and arguments.py (vp from get_num_stages_from_str) do.
+[[nodiscard]] Result<void> read_layout(MegatronConfig& c, bool has_vp) {
+  if (c.pp_first || c.pp_last)
+    return invalid(fmt::format("layout={}: cannot be combined with {} (Megatron refuses both)", c.layout,
+                               c.pp_first ? "pp_first" : "pp_last"));
+  const auto stages = static_cast<std::int64_t>(REFIT_TRY(parse_pipeline_layout(c.layout)).size());
+  if (stages % c.pp != 0)
+    return invalid(
+        fmt::format("layout={}: {} virtual stages are not a multiple of pp={}", c.layout, stages, c.pp));
+  if (has_vp && c.vp != stages / c.pp)
+    return invalid(fmt::format("vp={}: layout={} has {} stages over pp={}, so vp = {}", c.vp, c.layout,
+                               stages, c.pp, stages / c.pp));
+  c.vp = stages / c.pp;
+  return {};
+}
+
+// The interleaved schedule runs on pp >= 2 (arguments.py); get_num_layers_to_build splits the
+// first/last stage's layers evenly over its virtual stages, and with pp=2 and both ends given
+// get_transformer_layer_offset divides by the zero middle stages.
+[[nodiscard]] Result<void> check_virtual_stages(const MegatronConfig& c) {
+  if (c.vp == 1) return {};
+  if (c.pp < 2)
+    return invalid(fmt::format("vp={}: virtual pipeline stages need pp >= 2 (pp={})", c.vp, c.pp));
+  for (const auto& [name, n] : {std::pair{"pp_first", c.pp_first}, std::pair{"pp_last", c.pp_last}})
+    if (n && *n % c.vp != 0)
+      return invalid(fmt::format("{}={}: not a multiple of vp={} (each virtual stage takes {}/vp layers)",
+                                 name, *n, c.vp, name));
+  if (c.pp == 2 && c.pp_first && c.pp_last)
+    return unsupported(
+        fmt::format("vp={} with pp=2, pp_first and pp_last: no middle stage (Megatron's "
+                    "get_transformer_layer_offset divides by their number)",
+                    c.vp));
+  return {};
 }
 
 }  // namespace
@@ -106,6 +150,8 @@ Result<MegatronConfig> parse_megatron(std::string_view text) {
   bool has_dp = false;
   bool has_etp = false;
   auto c = REFIT_TRY(read_megatron(settings, has_dp, has_etp));
+  if (!c.layout.empty())
+    REFIT_TRY(read_layout(c, std::ranges::find(settings, "vp", &Setting::key) != settings.end()));
   // Megatron's expert_tensor_parallel_size defaults to the tensor-parallel size
   // (parallel_state.initialize_model_parallel, ModelParallelConfig.__post_init__).
   if (!has_etp) c.etp = c.tp;
@@ -125,6 +171,7 @@ Result<MegatronConfig> parse_megatron(std::string_view text) {
   REFIT_TRY(check_world(c.world(), "tp*cp*dp*pp"));
   if ((c.pp_first || c.pp_last) && c.pp < 2)
     return invalid(fmt::format("{}: needs pp >= 2 (pp={})", c.pp_first ? "pp_first" : "pp_last", c.pp));
+  REFIT_TRY(check_virtual_stages(c));
   return c;
 }
 
@@ -167,6 +214,8 @@ std::string to_string(const MegatronConfig& c) {
   std::string s = fmt::format("tp={},pp={},ep={},etp={},cp={},dp={}", c.tp, c.pp, c.ep, c.etp, c.cp, c.dp);
   if (c.pp_first) s += fmt::format(",pp_first={}", *c.pp_first);
   if (c.pp_last) s += fmt::format(",pp_last={}", *c.pp_last);
+  if (c.vp > 1) s += fmt::format(",vp={}", c.vp);
+  if (!c.layout.empty()) s += ",layout=" + c.layout;
   return s;
 }
 

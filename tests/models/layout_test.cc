@@ -1,13 +1,18 @@
 // Framework layout rules on small models, one rule per test, checked through the boxes ranks hold.
 #include <algorithm>
+#include <array>
+#include <string>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
 #include "error_code.h"
+#include "refit/core/try.h"
 
 #include "refit/models/builtin_models.h"
 #include "refit/models/hf_config.h"
 #include "refit/models/megatron_layout.h"
+#include "refit/models/megatron_pipeline.h"
 #include "refit/models/vllm_layout.h"
 
 namespace refit::models {
@@ -50,10 +55,16 @@ Layout vllm(const ModelSpec& m, const std::string& config, const std::string& na
   return *l;
 }
 
+// The first decoder layer of each chunk (stage when vp = 1), then the layer count.
+Result<std::vector<std::int64_t>> starts(std::int64_t layers, const char* config) {
+  const auto p = REFIT_TRY(megatron_pipeline(layers, 0, *parse_megatron(config)));
+  std::vector<std::int64_t> out;
+  for (const auto& c : p.chunks) out.push_back(c.first_layer);
+  out.push_back(layers);
+  return out;
+}
+
 TEST(StageStarts, EvenUnevenAndExplicitEnds) {
-  auto starts = [](std::int64_t layers, const char* config) {
-    return megatron_stage_starts(layers, *parse_megatron(config));
-  };
   EXPECT_EQ(*starts(8, "pp=4"), (std::vector<std::int64_t>{0, 2, 4, 6, 8}));
   // 61 over 16: ceil = 4 for stages 0..14 (60 layers), the last stage takes layer 60.
   auto ds = starts(61, "pp=16");
@@ -72,6 +83,101 @@ TEST(StageStarts, EvenUnevenAndExplicitEnds) {
   EXPECT_NE(empty.error().message.find("stage 3 empty"), std::string::npos);
   // The other 7 layers do not split over 2 stages.
   EXPECT_EQ(testing::error_code(starts(10, "pp=3,pp_first=3")), ErrorCode::kMismatch);
+}
+
+// (stage, virtual stage, first layer, layers, MTP layers) of each chunk, in layer order.
+std::vector<std::array<std::int64_t, 5>> chunks(std::int64_t layers, std::int64_t mtp, const char* config) {
+  const auto p = megatron_pipeline(layers, mtp, *parse_megatron(config));
+  EXPECT_TRUE(p) << p.error().message;
+  std::vector<std::array<std::int64_t, 5>> out;
+  for (const auto& c : p->chunks)
+    out.push_back({c.stage, c.virtual_stage, c.first_layer, c.layers, c.mtp_layers});
+  return out;
+}
+
+using Chunks = std::vector<std::array<std::int64_t, 5>>;
+
+TEST(MegatronPipeline, VirtualStagesInterleaveChunksOverTheStages) {
+  // 8 layers, pp=2, vp=2: 8/2 = 4 per stage, 2 per chunk; chunk c on stage c % 2
+  // (get_num_layers_to_build: "Stage 0: [0, 1] [4, 5]; Stage 1: [2, 3] [6, 7]").
+  EXPECT_EQ(chunks(8, 0, "pp=2,vp=2"),
+            (Chunks{{0, 0, 0, 2, 0}, {1, 0, 2, 2, 0}, {0, 1, 4, 2, 0}, {1, 1, 6, 2, 0}}));
+  // 8 layers, pp=2, vp=4: one layer per chunk, stage 0 holds 0, 2, 4, 6.
+  EXPECT_EQ(chunks(8, 0, "pp=2,vp=4")[2], (std::array<std::int64_t, 5>{0, 1, 2, 1, 0}));
+  // 12 layers, pp=3, vp=2, 2 on the first and last stage: 8 on the middle one, per chunk 1, 4, 1.
+  // Chunk (stage 2, virtual 1) starts at 6 + 1 + 4 = 11 (get_transformer_layer_offset:
+  // vp_stage * 6 + first/vp + middle rank * middle/vp).
+  EXPECT_EQ(chunks(12, 0, "pp=3,vp=2,pp_first=2,pp_last=2"), (Chunks{{0, 0, 0, 1, 0},
+                                                                     {1, 0, 1, 4, 0},
+                                                                     {2, 0, 5, 1, 0},
+                                                                     {0, 1, 6, 1, 0},
+                                                                     {1, 1, 7, 4, 0},
+                                                                     {2, 1, 11, 1, 0}}));
+  // MTP layers on the last chunk, which also holds the final norm.
+  const auto p = megatron_pipeline(8, 1, *parse_megatron("pp=2,vp=2"));
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->chunks.back().mtp_layers, 1);
+  EXPECT_EQ(p->mtp_chunk, 3);
+  EXPECT_EQ(p->norm_chunk, 3);
+}
+
+TEST(MegatronPipeline, LayoutStringsPlaceEachLayer) {
+  // Et|tt|tt|tL over pp=2: chunk i on stage i % 2; layers counted in string order.
+  EXPECT_EQ(chunks(6, 0, "pp=2,layout=Et|(tt|)*2tL"),
+            (Chunks{{0, 0, 0, 1, 0}, {1, 0, 1, 2, 0}, {0, 1, 3, 2, 0}, {1, 1, 5, 1, 0}}));
+  // E|t|t|L: the first and last chunks hold no decoder layer.
+  EXPECT_EQ(chunks(2, 0, "pp=2,layout=E|t|t|L"),
+            (Chunks{{0, 0, 0, 0, 0}, {1, 0, 0, 1, 0}, {0, 1, 1, 1, 0}, {1, 1, 2, 0, 0}}));
+  // With MTP the final norm sits with the last decoder layer (has_final_layernorm_in_this_stage):
+  // Et|t|t|mL puts layer 2 on chunk 2 (stage 0) and the MTP layer on chunk 3 (stage 1).
+  const auto p = megatron_pipeline(3, 1, *parse_megatron("pp=2,layout=Et|t|t|mL"));
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->norm_chunk, 2);
+  EXPECT_EQ(p->mtp_chunk, 3);
+  EXPECT_EQ(p->embedding_chunk(0, false), 0);
+  EXPECT_EQ(p->embedding_chunk(1, false), 3);  // the MTP chunk keeps a copy of the embedding
+}
+
+TEST(MegatronPipeline, RefusesLayoutsThatDoNotFitTheModel) {
+  const std::tuple<std::int64_t, std::int64_t, const char*, const char*> cases[] = {
+      {8, 0, "pp=2,layout=Et|tt|tt|tL", "layout=Et|tt|tt|tL: 6 decoder layers (t), the model has 8"},
+      {2, 0, "layout=tEtL", "the first layer must be the embedding E, not 't'"},
+      {2, 0, "layout=EttLE", "the last layer must be the loss L, not 'E'"},
+      {2, 0, "pp=2,layout=Et|EtL", "the embedding E must appear exactly once"},
+      {2, 1, "layout=EttL", "0 MTP layers (m), the model has 1"},
+      {2, 1, "pp=2,layout=Et|m|t|L", "decoder layers (t) must come before MTP layers (m)"},
+      {2, 1, "pp=2,layout=Et|tm|L|", "stage 'tm' (virtual stage 0 of stage 1) has MTP layers"},
+  };
+  for (const auto& [layers, mtp, config, message] : cases) {
+    const auto p = megatron_pipeline(layers, mtp, *parse_megatron(config));
+    ASSERT_FALSE(p) << config;
+    EXPECT_EQ(p.error().code, ErrorCode::kMismatch) << p.error().message;
+    EXPECT_NE(p.error().message.find(message), std::string::npos) << p.error().message;
+  }
+  // 10 layers, pp=2, vp=2: 5 per stage do not split over 2 chunks; 9 over pp=2 do not split at all.
+  EXPECT_EQ(testing::error_code(megatron_pipeline(10, 0, *parse_megatron("pp=2,vp=2"))),
+            ErrorCode::kMismatch);
+  EXPECT_EQ(testing::error_code(megatron_pipeline(9, 0, *parse_megatron("pp=2,vp=2"))), ErrorCode::kMismatch);
+  // MTP on stage 0's second chunk would give its ranks two copies of the embedding.
+  EXPECT_EQ(testing::error_code(megatron_pipeline(2, 1, *parse_megatron("pp=2,layout=Et|t|mL|"))),
+            ErrorCode::kUnsupported);
+}
+
+TEST(MegatronLayout, VirtualStagesPutEachLayerOnItsChunksStage) {
+  // 8 layers, tp=2, pp=2, vp=2: layers 0-1 and 4-5 on stage 0 (ranks 0, 1), 2-3 and 6-7 on stage 1.
+  const auto m = tiny("tiny-llama-8-layers.json");
+  for (const int layer : {0, 1, 4, 5})
+    EXPECT_EQ(ranks_of(megatron(m, "tp=2,pp=2,vp=2",
+                                "model.layers." + std::to_string(layer) + ".mlp.up_proj.weight")),
+              (std::vector<std::int32_t>{0, 1}));
+  for (const int layer : {2, 3, 6, 7})
+    EXPECT_EQ(ranks_of(megatron(m, "tp=2,pp=2,vp=2",
+                                "model.layers." + std::to_string(layer) + ".mlp.up_proj.weight")),
+              (std::vector<std::int32_t>{2, 3}));
+  // Et|t|(ttt|)*2|L is Et|t|ttt|ttt||L over pp=2: layer 0 on stage 0, 1 on 1, 2-4 on 0, 5-7 on 1.
+  EXPECT_EQ(
+      ranks_of(megatron(m, "tp=2,pp=2,layout=Et|t|(ttt|)*2|L", "model.layers.4.input_layernorm.weight")),
+      (std::vector<std::int32_t>{0, 1}));
 }
 
 TEST(MegatronLayout, DenseTensorsFollowTheRankOrder) {

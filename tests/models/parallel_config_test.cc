@@ -62,6 +62,24 @@ TEST(ParseMegatron, EmptyMeansOneRankAndEndsAreKept) {
   EXPECT_EQ(to_string(*e), "tp=1,pp=8,ep=1,etp=1,cp=1,dp=1,pp_first=11,pp_last=11");
 }
 
+TEST(ParseMegatron, VirtualStagesAndLayoutStrings) {
+  auto v = parse_megatron("pp=2,vp=2");
+  ASSERT_TRUE(v) << v.error().message;
+  EXPECT_EQ(v->vp, 2);
+  EXPECT_EQ(v->world(), 2);  // virtual stages share their stage's ranks
+  EXPECT_EQ(to_string(*v), "tp=1,pp=2,ep=1,etp=1,cp=1,dp=1,vp=2");
+  // "Et|(tt|)*2tL" unrolls to Et|tt|tt|tL: 4 virtual stages over pp=2, so vp = 2.
+  auto l = parse_megatron("pp=2,layout=Et|(tt|)*2tL");
+  ASSERT_TRUE(l) << l.error().message;
+  EXPECT_EQ(l->vp, 2);
+  EXPECT_EQ(to_string(*l), "tp=1,pp=2,ep=1,etp=1,cp=1,dp=1,vp=2,layout=Et|(tt|)*2tL");
+  EXPECT_EQ(to_string(*parse_megatron(to_string(*l))), to_string(*l));
+  EXPECT_TRUE(parse_megatron("pp=2,vp=2,layout=Et|(tt|)*2tL"));  // vp agrees with the layout
+  EXPECT_EQ(parse_megatron("layout=Ettt*2L")->vp, 1);            // one stage: t*2 is tt
+  // Uneven ends with vp: 4 and 2 layers over 2 virtual stages each (Megatron's divisibility).
+  EXPECT_TRUE(parse_megatron("pp=4,vp=2,pp_first=4,pp_last=2"));
+}
+
 TEST(ParseMegatron, Errors) {
   const std::tuple<const char*, ErrorCode, const char*> cases[] = {
       {"tp=4,xp=2", ErrorCode::kNotFound, "unknown key 'xp'"},
@@ -74,6 +92,19 @@ TEST(ParseMegatron, Errors) {
        "dp=3: tp*cp*dp = 12 is not a multiple of ep*etp = 64"},
       {"tp=1024,pp=1024,dp=1024", ErrorCode::kOutOfRange, "more than"},
       {"pp_first=2", ErrorCode::kInvalidArgument, "pp_first: needs pp >= 2"},
+      {"vp=2", ErrorCode::kInvalidArgument, "vp=2: virtual pipeline stages need pp >= 2 (pp=1)"},
+      {"pp=4,vp=2,pp_first=3", ErrorCode::kInvalidArgument, "pp_first=3: not a multiple of vp=2"},
+      {"pp=2,vp=2,pp_first=2,pp_last=2", ErrorCode::kUnsupported, "no middle stage"},
+      {"pp=2,pp_first=1,layout=Et|tL", ErrorCode::kInvalidArgument,
+       "layout=Et|tL: cannot be combined with pp_first"},
+      {"pp=2,layout=Et|tt|tL", ErrorCode::kInvalidArgument,
+       "layout=Et|tt|tL: 3 virtual stages are not a multiple of pp=2"},
+      {"pp=2,vp=3,layout=Et|tL", ErrorCode::kInvalidArgument,
+       "vp=3: layout=Et|tL has 2 stages over pp=2, so vp = 1"},
+      {"layout=Et|tX|L", ErrorCode::kParse, "layout=Et|tX|L: invalid layer character 'X' in stage 'tX'"},
+      // Megatron's regex takes "(t" as the group, leaving a '(' that is no layer
+      {"layout=E((t)*2)*2L", ErrorCode::kParse, "invalid layer character '('"},
+      {"layout=E(t)*99999999999L", ErrorCode::kOutOfRange, "'(t)*99999999999' unrolls to more than"},
   };
   for (const auto& [text, code, message] : cases) {
     auto c = parse_megatron(text);

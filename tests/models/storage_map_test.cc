@@ -3,6 +3,9 @@
 // byte-for-byte check against the frameworks' own construction is tests/python/test_storage.py.
 #include "refit/models/storage_map.h"
 
+#include <algorithm>
+#include <string>
+
 #include <gtest/gtest.h>
 
 #include "refit/models/hf_config.h"
@@ -197,6 +200,58 @@ TEST(StorageMap, MtpLayerAsMultiTokenPredictionLayerAndMtpBlock) {
       EXPECT_FALSE(p.name.find("embed_tokens") != std::string::npos &&
                    p.name.find("layers.3") != std::string::npos)
           << p.name;
+}
+
+// Whether the rank has a parameter of that name.
+bool has(const RankStorage& r, const std::string& name) {
+  return std::ranges::any_of(r.parameters, [&](const FrameworkParameter& p) { return p.name == name; });
+}
+
+// 8 layers, pp=2, vp=2 (tp=1: rank = stage): stage 0 runs chunks 0 (layers 0-1) and 2 (4-5) as
+// model0 and model1, each numbering its layers from 0; stage 1 runs chunks 1 (2-3) and 3 (6-7).
+TEST(StorageMap, VirtualStagesNameEachChunksLayersLocally) {
+  const auto m = maps(tiny("tiny-llama-8-layers.json"), "pp=2,vp=2", "tp=1");
+  const auto& s0 = m.megatron.of(Rank{0});
+  const auto& s1 = m.megatron.of(Rank{1});
+  const auto qkv = [](int chunk, int local) {
+    return "model" + std::to_string(chunk) + ".decoder.layers." + std::to_string(local) +
+           ".self_attention.linear_qkv.weight";
+  };
+  EXPECT_EQ(rows_of(m.problem, s0, "model.layers.5.self_attn.k_proj.weight").size(), 2U);  // 2 groups
+  EXPECT_TRUE(has(s0, qkv(1, 1)));  // layer 5 = chunk 2's second layer
+  EXPECT_TRUE(has(s1, qkv(0, 0)));  // layer 2
+  EXPECT_TRUE(has(s1, qkv(1, 1)));  // layer 7
+  EXPECT_FALSE(has(s0, qkv(0, 2)));
+  EXPECT_TRUE(has(s0, "model0.embedding.word_embeddings.weight"));
+  EXPECT_TRUE(has(s1, "model1.output_layer.weight"));
+  EXPECT_TRUE(has(s1, "model1.decoder.final_layernorm.weight"));
+  EXPECT_EQ(s0.parameters.size(),
+            1 + 4 * 6U);  // embedding + 4 layers: qkv, its norm, proj, fc1, its norm, fc2
+}
+
+// Et|t|t|mL over pp=2 with DeepSeek-V3's MTP layer: layer 2 (the last) on stage 0's model1, which
+// holds the final norm with it; the MTP layer on stage 1's model1, with a copy of the embedding.
+TEST(StorageMap, LayoutStringsPutTheFinalNormWithTheLastLayerAndMtpWithAnEmbedding) {
+  const auto m = maps(tiny("tiny-deepseek-v3.json", HfOptions{.include_mtp = true}),
+                      "tp=2,ep=2,etp=1,pp=2,layout=Et|t|t|mL", "tp=2");
+  const auto& s0 = m.megatron.of(Rank{0});
+  const auto& s1 = m.megatron.of(Rank{2});  // stage size tp*dp = 2
+  EXPECT_TRUE(has(s0, "model1.decoder.final_layernorm.weight"));
+  EXPECT_TRUE(has(s0, "model1.decoder.layers.0.mlp.router.weight"));  // layer 2
+  EXPECT_TRUE(has(s1, "model0.decoder.layers.0.mlp.router.weight"));  // layer 1
+  EXPECT_TRUE(has(s1, "model1.mtp.layers.0.eh_proj.weight"));
+  EXPECT_TRUE(has(s1, "model1.embedding.word_embeddings.weight"));
+  EXPECT_TRUE(has(s1, "model1.output_layer.weight"));
+  EXPECT_FALSE(has(s1, "model1.decoder.final_layernorm.weight"));
+}
+
+// tiny-qwen2 ties its embeddings: with pp=2 the last stage's copy is its output layer's weight
+// (shared_embedding_or_output_weight), the first stage's the embedding's.
+TEST(StorageMap, TiedEmbeddingsCopyIsTheOutputLayersWeight) {
+  const auto m = maps(tiny("tiny-qwen2.json"), "pp=2", "tp=1");
+  EXPECT_TRUE(has(m.megatron.of(Rank{0}), "embedding.word_embeddings.weight"));
+  EXPECT_TRUE(has(m.megatron.of(Rank{1}), "output_layer.weight"));
+  EXPECT_FALSE(has(m.megatron.of(Rank{1}), "embedding.word_embeddings.weight"));
 }
 
 // Vocab 1023: Megatron tp=2 pads to 1024 (a multiple of 128*2), 512 rows per rank, rank 1's

@@ -11,6 +11,15 @@ Megatron-Core (TE layer spec; names as Megatron-Bridge maps them):
     tp + TP*(dp + DP*pp), an expert rank etp + ETP*(ep + EP*(edp + EDP*pp)) (``RankGenerator``).
   * layers split evenly over pipeline stages, numbered locally per stage
     (``transformer_block.get_num_layers_to_build``, ``TransformerBlock._build_layers``).
+  * virtual pipeline stages: pp*vp model chunks, chunk (vp_stage v, pp_rank s) starting at layer
+    v*layers/vp + s*layers/(pp*vp) (``get_transformer_layer_offset``); a layout string unrolled by
+    ``PipelineParallelLayerLayout.parse_str_to_list``, its stage i being (vp_stage i // pp,
+    pp_rank i % pp) (``PipelineParallelLayerLayout.__init__``). Embedding on (0, 0), output layer
+    on (pp-1, vp-1) (``training.get_model``: pre_process, post_process), MTP on the chunk the layout
+    gives it (``mtp_on_this_rank``) with a copy of the embedding (``GPTModel.__init__``), the final
+    norm with the last decoder layer when there is MTP (``has_final_layernorm_in_this_stage``).
+    A rank's chunks are its state dict's ``model<v>`` entries when vp > 1
+    (``checkpointing.generate_state_dict``).
   * vocab padded to make_vocab_size_divisible_by (128) * TP, zero rows, split evenly
     (``_vocab_size_with_padding``, ``VocabUtility.vocab_range_from_global_vocab_size``).
   * ``linear_qkv``: per query group [its q heads; k head; v head] (``SelfAttention.
@@ -43,6 +52,7 @@ vLLM:
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -176,6 +186,8 @@ class Megatron:
     dp: int = 1
     ep: int = 1
     etp: int = 0  # 0: expert_tensor_parallel_size left unset, which Megatron makes tp
+    vp: int = 1
+    layout: str = ""  # --pipeline-model-parallel-layout, e.g. "Et|(tt|)*30mL"
 
     @property
     def world(self) -> int:
@@ -199,32 +211,67 @@ def megatron_params(sd: Params, m: Model, c: Megatron) -> dict[int, Params]:
     return out
 
 
+def _layout_stages(layout: str) -> list[str]:
+    """``parse_str_to_list``: commas dropped, "(..)*n" then "x*n" unrolled, split at '|'."""
+    s = layout.replace(",", "")
+    for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
+        s = re.sub(pattern, lambda x: x.group(1) * int(x.group(2)), s)
+    return s.split("|")
+
+
+def _chunks(m: Model, c: Megatron) -> list[tuple[list[int], int]]:
+    """(decoder layers, MTP layers) of chunk vp_stage*pp + pp_rank."""
+    if c.layout:
+        stages, out, layer = _layout_stages(c.layout), [], 0
+        for st in stages:
+            out.append((list(range(layer, layer + st.count("t"))), st.count("m")))
+            layer += st.count("t")
+        return out
+    per_chunk = m.layers // (c.pp * c.vp)
+    out = []
+    for v in range(c.vp):
+        for s in range(c.pp):
+            offset = v * (m.layers // c.vp) + s * per_chunk  # get_transformer_layer_offset
+            out.append((list(range(offset, offset + per_chunk)), 0))
+    layers, _ = out[-1]
+    out[-1] = (layers, m.mtp)  # no layout: MTP on the last stage
+    return out
+
+
 def _megatron_rank(sd: Params, m: Model, c: Megatron, tp_rank: int, pp_rank: int, etp_rank: int,
                    ep_rank: int) -> Params:  # fmt: skip
     p: Params = {}
-    if pp_rank == 0:
+    chunks = _chunks(m, c)
+    vp = len(chunks) // c.pp  # a layout's stages set vp
+    for v in range(vp):
+        layers, mtp = chunks[v * c.pp + pp_rank]
+        pre, post = pp_rank == 0 and v == 0, pp_rank == c.pp - 1 and v == vp - 1
+        chunk = _megatron_chunk(sd, m, c, layers, mtp, pre, post, tp_rank, etp_rank, ep_rank)
+        p.update({(f"model{v}." if vp > 1 else "") + n: a for n, a in chunk.items()})
+    return p
+
+
+def _megatron_chunk(sd: Params, m: Model, c: Megatron, layers: list[int], mtp: int, pre: bool, post: bool,
+                    tp_rank: int, etp_rank: int, ep_rank: int) -> Params:  # fmt: skip
+    """One model chunk (GPTModel) of a rank: `layers` numbered from 0, `mtp` MTP layers."""
+    p: Params = {}
+    if pre or mtp:  # the MTP chunk keeps a copy of the embedding (setup_embeddings_and_output_layer)
         p["embedding.word_embeddings.weight"] = _padded_vocab(sd["model.embed_tokens.weight"], 128 * c.tp, c.tp,
                                                               tp_rank)  # fmt: skip
-    if pp_rank == c.pp - 1:
-        p["decoder.final_layernorm.weight"] = sd["model.norm.weight"]
+    if post:
         p["output_layer.weight"] = _padded_vocab(sd["lm_head.weight"], 128 * c.tp, c.tp, tp_rank)
-    per_stage = m.layers // c.pp
-    for local in range(per_stage):
-        layer = pp_rank * per_stage + local
+    if (post and not m.mtp) or (m.mtp and m.layers - 1 in layers):
+        p["decoder.final_layernorm.weight"] = sd["model.norm.weight"]
+    for local, layer in enumerate(layers):
         p.update(_megatron_layer(sd, m, c, layer, f"decoder.layers.{local}.", tp_rank, etp_rank, ep_rank))
-    if pp_rank == c.pp - 1:
-        # MultiTokenPredictionBlock on the last stage, run on the main embedding (a copy of which
-        # that stage keeps: setup_embeddings_and_output_layer) and output layer.
-        for k in range(m.mtp):
-            h, d = f"model.layers.{m.layers + k}.", f"mtp.layers.{k}."
-            p[d + "enorm.weight"] = sd[h + "enorm.weight"]
-            p[d + "hnorm.weight"] = sd[h + "hnorm.weight"]
-            p[d + "eh_proj.weight"] = _rows(sd[h + "eh_proj.weight"], c.tp, tp_rank)  # ColumnParallelLinear
-            p[d + "final_layernorm.weight"] = sd[h + "shared_head.norm.weight"]
-            p.update(_megatron_layer(sd, m, c, m.layers + k, d + "mtp_model_layer.", tp_rank, etp_rank, ep_rank))
-        if m.mtp and c.pp > 1:
-            p["embedding.word_embeddings.weight"] = _padded_vocab(sd["model.embed_tokens.weight"], 128 * c.tp, c.tp,
-                                                                  tp_rank)  # fmt: skip
+    # MultiTokenPredictionBlock, run on the main embedding and output layer.
+    for k in range(mtp):
+        h, d = f"model.layers.{m.layers + k}.", f"mtp.layers.{k}."
+        p[d + "enorm.weight"] = sd[h + "enorm.weight"]
+        p[d + "hnorm.weight"] = sd[h + "hnorm.weight"]
+        p[d + "eh_proj.weight"] = _rows(sd[h + "eh_proj.weight"], c.tp, tp_rank)  # ColumnParallelLinear
+        p[d + "final_layernorm.weight"] = sd[h + "shared_head.norm.weight"]
+        p.update(_megatron_layer(sd, m, c, m.layers + k, d + "mtp_model_layer.", tp_rank, etp_rank, ep_rank))
     return p
 
 

@@ -65,6 +65,15 @@ CASES = [
     # and each rank holds rows [i*1024/tp, min((i+1)*1024/tp, 1001)), not torch.chunk's
     ("tiny-llama-vocab1001.json", "tp=2", "tp=4", []),
     ("tiny-llama-vocab1001.json", "tp=4", "tp=2", []),
+    # virtual pipeline stages: stage 0 runs layers 0-1 and 4-5 as model0 and model1, stage 1 2-3
+    # and 6-7, each chunk numbering its layers from 0
+    ("tiny-llama-8-layers.json", "tp=2,pp=2,vp=2", "tp=2", []),
+    ("tiny-llama-8-layers.json", "tp=1,pp=2,vp=4", "tp=2,engines=2", []),  # one layer a chunk
+    # a layout string: Et|t|ttt|ttt||L, empty chunks at the ends of the model
+    ("tiny-llama-8-layers.json", "tp=2,pp=2,layout=Et|t|(ttt|)*2|L", "tp=4", []),
+    ("tiny-llama-vocab1023.json", "tp=1,pp=2,layout=E|t|t|L", "tp=2", []),
+    # the final norm with the last decoder layer on stage 0, MTP with its embedding on stage 1
+    ("tiny-deepseek-v3.json", "tp=2,ep=2,etp=1,pp=2,layout=Et|t|t|mL", "tp=2", ["--mtp"]),
 ]
 
 
@@ -79,7 +88,7 @@ def _refit(tmp_path: Path, config: str, train: str, infer: str, problem: list[st
         model = dataclasses.replace(model, mtp=json.loads((MODELS / config).read_text())["num_nextn_predict_layers"])
     state = hf_state_dict(model, np.random.default_rng(7))
     t, i = _sizes(train), _sizes(infer)
-    megatron = Megatron(**{k: int(v) for k, v in t.items()})
+    megatron = Megatron(**{k: v if k == "layout" else int(v) for k, v in t.items()})
     vllm = Vllm(tp=int(i.get("tp", 1)), dp=int(i.get("dp", 1)), expert_parallel=int(i.get("ep", 0)) > 0,
                 placement=i.get("placement", "linear"), engines=int(i.get("engines", 1)))  # fmt: skip
     _write(megatron_params(state, model, megatron), tmp_path / "megatron")

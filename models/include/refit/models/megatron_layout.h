@@ -2,10 +2,12 @@
 // Where Megatron-Core keeps each weight during training (docs/frameworks.md): a Layout over
 // the training ranks 0..world-1, in Megatron's default rank order "tp-cp-ep-dp-pp".
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "refit/core/error.h"
 #include "refit/core/layout.h"
+#include "refit/models/megatron_pipeline.h"
 #include "refit/models/model_spec.h"
 #include "refit/models/parallel_config.h"
 
@@ -18,18 +20,11 @@ namespace refit::models {
 // the real rows [i*rows, min((i+1)*rows, vocab)), padding after them.
 std::int64_t megatron_vocab_rows(std::int64_t vocab, std::int64_t tp);
 
-// First decoder layer of each pipeline stage, plus num_layers at the end. Layers split evenly;
-// when pp does not divide them, every stage but the last takes ceil(layers/pp) and the last the
-// rest (Megatron-Bridge's DeepSeek-V3 PP16 layout: 15 x 4 + 1), unless pp_first/pp_last say
-// how many the first/last stage take (the rest split evenly over the middle stages).
-[[nodiscard]] Result<std::vector<std::int64_t>> megatron_stage_starts(std::int64_t num_layers,
-                                                                      const MegatronConfig& config);
-
 // Megatron's layouts for one model; checks at construction that the sizes fit it: tp divides
 // the query heads, and the kv heads (whole query groups per rank) or, beyond them, each rank's
 // part of linear_qkv is whole heads of one kind; ep divides the experts, tp and etp divide every
-// dim they split but the vocab (split by megatron_vocab_rows), and every pipeline stage gets a
-// layer.
+// dim they split but the vocab (split by megatron_vocab_rows), and the pipeline fits the layers
+// (megatron_pipeline).
 class MegatronLayouts {
  public:
   [[nodiscard]] static Result<MegatronLayouts> make(const ModelSpec& model, const MegatronConfig& config);
@@ -39,11 +34,13 @@ class MegatronLayouts {
   std::int64_t stage_of(const WeightTensor& tensor) const;
 
  private:
-  MegatronLayouts(MegatronConfig config, std::vector<std::int64_t> stage_starts, bool last_embeds,
-                  std::int64_t heads, std::int64_t kv_heads)
-      : config_(config),
-        stage_starts_(std::move(stage_starts)),
-        last_stage_embedding_(last_embeds),
+  MegatronLayouts(MegatronConfig config, MegatronPipeline pipeline,
+                  std::vector<std::int64_t> embedding_stages, std::int64_t layers, std::int64_t heads,
+                  std::int64_t kv_heads)
+      : config_(std::move(config)),
+        pipeline_(std::move(pipeline)),
+        embedding_stages_(std::move(embedding_stages)),
+        num_layers_(layers),
         heads_(heads),
         kv_heads_(kv_heads) {}
   [[nodiscard]] Result<Layout> query_group_layout(const WeightTensor& tensor, std::int64_t stage) const;
@@ -51,10 +48,11 @@ class MegatronLayouts {
   [[nodiscard]] Result<Layout> expert_layout(const WeightTensor& tensor, std::int64_t stage) const;
 
   MegatronConfig config_;
-  std::vector<std::int64_t> stage_starts_;
-  bool last_stage_embedding_ = false;  // the last stage keeps a copy of the word embedding
-  std::int64_t heads_ = 0;             // query heads
-  std::int64_t kv_heads_ = 0;          // query groups; 0 for MLA
+  MegatronPipeline pipeline_;
+  std::vector<std::int64_t> embedding_stages_;  // stages holding a copy of the word embedding
+  std::int64_t num_layers_ = 0;                 // decoder layers; MTP layers follow them
+  std::int64_t heads_ = 0;                      // query heads
+  std::int64_t kv_heads_ = 0;                   // query groups; 0 for MLA
 };
 
 }  // namespace refit::models

@@ -21,6 +21,11 @@ struct MegatronConfig {
   // Megatron's --decoder-first/last-pipeline-num-layers: decoder layers of the first/last stage.
   std::optional<std::int64_t> pp_first;
   std::optional<std::int64_t> pp_last;
+  // Virtual pipeline stages per stage (--num-virtual-stages-per-pipeline-rank): the decoder is cut
+  // into pp*vp model chunks, chunk c on stage c % pp (the interleaved schedule).
+  std::int64_t vp = 1;
+  // Megatron's --pipeline-model-parallel-layout, e.g. "Et|(tt|)*30mL" (empty: none); it sets vp.
+  std::string layout;
 
   std::int64_t world() const { return tp * cp * dp * pp; }
   std::int64_t stage_size() const { return tp * cp * dp; }
@@ -47,17 +52,19 @@ struct VllmConfig {
   std::int64_t ep() const { return expert_parallel ? engine_size() : 1; }
 };
 
-// Keys tp, pp, ep, etp, cp, dp, pp_first, pp_last (each at most once, values >= 1), e.g.
-// "tp=4,pp=8,ep=16". Without etp: tp (Megatron's expert_tensor_parallel_size default). Without
-// dp: the smallest dp that makes the expert layout valid (tp*cp*dp a multiple of ep*etp), so
-// "pp=16,ep=16" is 256 ranks.
+// Keys tp, pp, ep, etp, cp, dp, pp_first, pp_last, vp (each at most once, values >= 1) and
+// layout (a pipeline layout string, without Megatron's cosmetic commas), e.g. "tp=4,pp=8,ep=16".
+// Without etp: tp (Megatron's expert_tensor_parallel_size default). Without dp: the smallest dp
+// that makes the expert layout valid (tp*cp*dp a multiple of ep*etp), so "pp=16,ep=16" is 256
+// ranks.
 [[nodiscard]] Result<MegatronConfig> parse_megatron(std::string_view text);
 // Keys tp, dp, engines, pp (1 only), ep or expert_parallel (1/true/on, 0/false/off, or the EP
 // size tp*dp), placement (linear or round_robin, with ep), e.g. "tp=8,engines=16" or
 // "tp=8,dp=16,ep=1".
 [[nodiscard]] Result<VllmConfig> parse_vllm(std::string_view text);
 
-// Canonical forms with every size, e.g. "tp=4,pp=8,ep=16,etp=4,cp=1,dp=16" and
+// Canonical forms with every size, e.g. "tp=4,pp=8,ep=16,etp=4,cp=1,dp=16" (",vp=N" and
+// ",layout=..." when set) and
 // "tp=8,dp=16,ep=off" (",engines=N" when there are several).
 std::string to_string(const MegatronConfig& c);
 std::string to_string(const VllmConfig& c);
