@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -10,6 +11,7 @@
 #include "refit/core/try.h"
 #include "refit/executors/pattern.h"
 #include "refit/lowering/arrays.h"
+#include "refit/quantize/quantize.h"
 
 namespace refit {
 namespace {
@@ -41,6 +43,58 @@ void cover(const lowering::Region& r, std::int64_t element_size, std::vector<boo
     const auto at = static_cast<std::size_t>(w.offset_of(0, index));
     std::fill_n(covered.begin() + static_cast<std::ptrdiff_t>(at), elements * element_size, true);
   });
+}
+
+// The part `part` of a row-major buffer of `whole`, row-major.
+void copy_part(const Box& whole, const std::byte* data, const Box& part, std::byte* out,
+               std::int64_t element_size) {
+  const lowering::Array from{.offset = 0, .box = &whole, .strides = nullptr};
+  const lowering::Array to{.offset = 0, .box = &part, .strides = nullptr};
+  const lowering::Walk w(from, to, part, element_size);
+  w.for_each_run(0, part.volume(), [&](std::int64_t index, std::int64_t elements) {
+    std::memcpy(out + w.offset_of(1, index), data + w.offset_of(0, index),
+                static_cast<std::size_t>(elements * element_size));
+  });
+}
+
+// What the quantizer makes of the bf16 pattern of a weight's box: its values and its scales
+// (the box of the weight's scales tensor), each row-major.
+struct Quantized {
+  std::vector<std::byte> values;
+  std::vector<std::byte> scales;
+};
+
+Quantized quantized_pattern(std::uint32_t t, const TensorSpec& spec, const Box& box) {
+  const auto scheme = spec.quantization->scheme;
+  std::vector<std::byte> bf16(static_cast<std::size_t>(box.volume() * dtype_size(DType::kBF16)));
+  fill_bf16_weight_pattern(t, spec.shape, box, bf16);
+  Shape strides(box.rank(), 1);
+  for (std::size_t d = box.rank(); d-- > 1;) strides[d - 1] = strides[d] * box.extent[d];
+  Quantized out{
+      .values = std::vector<std::byte>(static_cast<std::size_t>(box.volume())),
+      .scales = std::vector<std::byte>(static_cast<std::size_t>(scale_buffer_bytes(scheme, box.extent)))};
+  quantize(scheme,
+           Bf16View{.data = reinterpret_cast<const std::uint16_t*>(bf16.data()),
+                    .shape = box.extent,
+                    .strides = strides},
+           std::span(reinterpret_cast<std::uint8_t*>(out.values.data()), out.values.size()), out.scales);
+  return out;
+}
+
+// What a destination shard of a weight quantised at the senders (or of its scales) must hold,
+// row-major over its box; nothing for other tensors, which hold the plain pattern.
+std::optional<std::vector<std::byte>> quantized_box(const ReshardProblem& problem,
+                                                    const std::vector<ShardBuffer>& destinations,
+                                                    const ShardBuffer& shard) {
+  const auto& spec = problem.tensors()[shard.tensor].tensor;
+  const auto& q = spec.quantization;
+  if (!q || q->site != QuantSite::kSender) return std::nullopt;
+  if (!q->is_scales()) return quantized_pattern(shard.tensor, spec, shard.box).values;
+  // The scales of the weight's box on this rank, which lies next to them.
+  for (const auto& w : destinations)
+    if (const auto& weight = problem.tensors()[w.tensor].tensor; weight.name == q->scales_of)
+      return quantized_pattern(w.tensor, weight, w.box).scales;
+  return std::nullopt;
 }
 
 }  // namespace
@@ -75,7 +129,7 @@ Result<RankBuffers> framework_rank_buffers(const ReshardProblem& problem, const 
     auto [it, fresh] =
         shards.try_emplace(r.tensor, ShardBuffer{.tensor = r.tensor, .box = {}, .bytes = {}, .regions = {}});
     if (fresh) it->second.box = REFIT_TRY((source ? t.source : t.destination).local_box(rank));
-    it->second.regions.push_back(lowered(r, dtype_size(t.tensor.dtype)));
+    it->second.regions.push_back(lowered(r, dtype_size(held_dtype(t.tensor, source))));
   }
   RankBuffers out{.memory = memory};
   auto& side_shards = source ? out.sources : out.destinations;
@@ -109,10 +163,14 @@ void FrameworkBuffers::fill_pattern(const ReshardProblem& problem) {
   std::vector<std::byte> packed;
   for (const auto& s : buffers_.sources) {
     const auto& spec = problem.tensors()[s.tensor].tensor;
-    const auto es = dtype_size(spec.dtype);
+    const auto held = held_dtype(spec, true);
+    const auto es = dtype_size(held);
     for (const auto& r : s.regions) {
       packed.assign(static_cast<std::size_t>(r.box.volume() * es), std::byte{0});
-      refit::fill_pattern(s.tensor, spec.shape, r.box, es, packed);
+      if (held != spec.dtype)  // a weight its sender quantises, as HostShards fills it
+        fill_bf16_weight_pattern(s.tensor, spec.shape, r.box, packed);
+      else
+        refit::fill_pattern(s.tensor, spec.shape, r.box, es, packed);
       copy_region(r, bytes(static_cast<std::size_t>(r.buffer)).data(), packed.data(), es, true);
     }
   }
@@ -121,18 +179,27 @@ void FrameworkBuffers::fill_pattern(const ReshardProblem& problem) {
 Result<void> FrameworkBuffers::verify(const ReshardProblem& problem) const {
   if (source_) return {};  // a rank is on one side: its parameters are sources, filled by the caller
   std::vector<std::byte> packed;
+  std::vector<std::byte> want;
   std::vector<std::vector<bool>> covered(storage_.size());
   for (std::size_t i = 0; i < storage_.size(); ++i) covered[i].assign(bytes(i).size(), false);
   for (const auto& s : buffers_.destinations) {
     const auto& spec = problem.tensors()[s.tensor].tensor;
     const auto es = dtype_size(spec.dtype);
+    const auto quantized = quantized_box(problem, buffers_.destinations, s);
     for (const auto& r : s.regions) {
       const auto p = static_cast<std::size_t>(r.buffer);
       packed.resize(static_cast<std::size_t>(r.box.volume() * es));
       copy_region(r, bytes(p).data(), packed.data(), es, false);
-      REFIT_TRY_IN(verify_pattern(s.tensor, spec.shape, r.box, es, packed),
-                   fmt::format("parameter '{}', tensor '{}' box {}", (*parameters_)[p].name, spec.name,
-                               r.box.to_string()));
+      const auto where = fmt::format("parameter '{}', tensor '{}' box {}", (*parameters_)[p].name, spec.name,
+                                     r.box.to_string());
+      if (quantized) {
+        want.resize(packed.size());
+        copy_part(s.box, quantized->data(), r.box, want.data(), es);
+        if (packed != want)
+          return fail(ErrorCode::kRuntime, where + ": not what the quantizer makes of the pattern");
+      } else {
+        REFIT_TRY_IN(verify_pattern(s.tensor, spec.shape, r.box, es, packed), where);
+      }
       cover(r, es, covered[p]);
     }
   }

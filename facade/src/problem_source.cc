@@ -62,9 +62,16 @@ Result<ReshardProblem> load_problem(const ProblemSource& options) {
 
 Result<models::StorageMap> load_storage(const ProblemSource& source, const ReshardProblem& problem,
                                         bool training) {
-  if (std::ranges::any_of(problem.tensors(),
-                          [](const TensorReshard& t) { return t.tensor.quantization.has_value(); }))
-    return unsupported("the frameworks' storage of FP8 weights is not modelled yet (drop --quantize)");
+  // vLLM's MXFP8 (Mxfp8Config) quantises online only: its parameters load bf16 and
+  // process_weights_after_loading makes fp8 weights with e8m0 scales, swizzled for FlashInfer's
+  // GEMM; it has no parameters an MXFP8 checkpoint loads into, so only --quantize-at receiver fits.
+  if (std::ranges::any_of(problem.tensors(), [](const TensorReshard& t) {
+        const auto& q = t.tensor.quantization;
+        return q && q->scheme == QuantScheme::kMxfp8 && q->site == QuantSite::kSender;
+      }))
+    return unsupported(
+        "--quantize mxfp8: vLLM keeps no MXFP8 parameters to load into (it quantises bf16 weights itself "
+        "after loading them); use --quantize-at receiver");
   if (!source.manifest.empty()) {
     auto manifest = REFIT_TRY_IN(models::load_manifest_with_storage(source.manifest), "--manifest");
     if (!manifest.storage)

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "quantized_storage.h"
 #include "refit/core/try.h"
 
 namespace refit::models::detail {
@@ -62,8 +63,11 @@ Result<Box> TensorOnRank::sibling(const std::string& name) const {
 
 Result<StorageMap> build_storage(std::string framework, const ModelSpec& model, const ReshardProblem& problem,
                                  bool source, const StorageRule& rule) {
-  std::unordered_map<std::string, std::uint32_t> names;
-  for (std::uint32_t i = 0; i < model.tensors.size(); ++i) names.emplace(model.tensors[i].spec.name, i);
+  std::unordered_map<std::string, std::uint32_t> names;  // the problem's: a quantised weight adds scales
+  for (std::uint32_t i = 0; i < problem.tensors().size(); ++i)
+    names.emplace(problem.tensors()[i].tensor.name, i);
+  std::unordered_map<std::string_view, const WeightTensor*> weights;
+  for (const auto& w : model.tensors) weights.emplace(w.spec.name, &w);
   const auto first = source ? 0 : problem.source_ranks();
   const auto count = source ? problem.source_ranks() : problem.destination_ranks();
   StorageMap out{.framework = std::move(framework), .first_rank = first, .ranks = {}};
@@ -73,19 +77,24 @@ Result<StorageMap> build_storage(std::string framework, const ModelSpec& model, 
     for (std::uint32_t i = 0; i < problem.tensors().size(); ++i) {
       const auto& t = problem.tensors()[i];
       const Layout& layout = source ? t.source : t.destination;
-      if (!layout.mesh().position_of_rank(Rank{r})) continue;
+      if (!layout.mesh().position_of_rank(Rank{r}) || (source && !held_at_source(t.tensor))) continue;
       auto box = REFIT_TRY(layout.local_box(Rank{r}));
       if (box.empty()) continue;
+      const auto at = fmt::format("{} rank {}, tensor '{}'", out.framework, r, t.tensor.name);
+      const auto& q = t.tensor.quantization;
+      const auto weight = weights.find(q && q->is_scales() ? std::string_view(q->scales_of) : t.tensor.name);
+      if (weight == weights.end())
+        return unsupported(
+            at + ": no weight of the model (the scales of FP8-trained weights have no storage rule)");
       const TensorOnRank on{.index = i,
-                            .tensor = &model.tensors[i],
+                            .tensor = weight->second,
                             .box = std::move(box),
                             .rank = Rank{r},
                             .model = &model,
                             .problem = &problem,
                             .source = source,
                             .names = &names};
-      const auto at = fmt::format("{} rank {}, tensor '{}'", out.framework, r, t.tensor.name);
-      REFIT_TRY_IN(merge(rank, by_name, REFIT_TRY_IN(rule(on), at)), at);
+      REFIT_TRY_IN(merge(rank, by_name, REFIT_TRY_IN(placed(on, t.tensor, rule), at)), at);
     }
   }
   return out;

@@ -20,9 +20,9 @@ namespace refit::models::detail {
 
 // One logical tensor's box on one rank, as a rule sees it.
 struct TensorOnRank {
-  std::uint32_t index = 0;  // in the problem (and the model: build_problem keeps model order)
-  const WeightTensor* tensor = nullptr;
-  Box box;  // non-empty
+  std::uint32_t index = 0;               // in the problem
+  const WeightTensor* tensor = nullptr;  // the model's (for a quantised weight's scales, the weight's)
+  Box box;                               // non-empty
   Rank rank;
   const ModelSpec* model = nullptr;
   const ReshardProblem* problem = nullptr;

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fp8_reference import finite_weights, vllm_fp8_params
 from framework_reference import Megatron, Model, Vllm, hf_state_dict, megatron_params, vllm_params
 
 ROOT = Path(os.environ.get("REFIT_SOURCE_DIR", Path(__file__).resolve().parents[2]))
@@ -77,9 +78,11 @@ CASES = [
 ]
 
 
-def _refit(tmp_path: Path, config: str, train: str, infer: str, problem: list[str]) -> None:
-    """Lays a random checkpoint out as Megatron does, runs refit on it with the PROBLEM options
-    `problem`, and checks every inference rank's parameters against vLLM's layout."""
+def _refit(tmp_path: Path, config: str, train: str, infer: str, problem: list[str], reference=vllm_params,
+           finite: bool = False) -> None:  # fmt: skip
+    """Lays a random checkpoint (of finite weights: `finite`) out as Megatron does, runs refit on it
+    with the PROBLEM options `problem`, and checks every inference rank's parameters against
+    vLLM's layout (`reference`)."""
     cli = _cli()
     if cli is None:
         pytest.skip("the refit command is not built (REFIT_CLI)")
@@ -87,6 +90,7 @@ def _refit(tmp_path: Path, config: str, train: str, infer: str, problem: list[st
     if "--mtp" in problem:
         model = dataclasses.replace(model, mtp=json.loads((MODELS / config).read_text())["num_nextn_predict_layers"])
     state = hf_state_dict(model, np.random.default_rng(7))
+    state = finite_weights(state) if finite else state
     t, i = _sizes(train), _sizes(infer)
     megatron = Megatron(**{k: v if k == "layout" else int(v) for k, v in t.items()})
     vllm = Vllm(tp=int(i.get("tp", 1)), dp=int(i.get("dp", 1)), expert_parallel=int(i.get("ep", 0)) > 0,
@@ -99,7 +103,7 @@ def _refit(tmp_path: Path, config: str, train: str, infer: str, problem: list[st
         capture_output=True, text=True, timeout=300, env=_env(),
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    expected = vllm_params(state, model, vllm, first_rank=megatron.world)
+    expected = reference(state, model, vllm, first_rank=megatron.world)
     for rank, named in expected.items():
         written = sorted(p.name for p in (tmp_path / "vllm" / f"rank{rank}").iterdir())
         assert written == sorted(named), f"rank {rank}"
@@ -130,3 +134,34 @@ def test_a_version_2_manifest_carries_the_storage_maps_to_refit_run(tmp_path: Pa
     assert done.returncode == 0, done.stderr
     assert json.loads(manifest.read_text())["version"] == 2
     _refit(tmp_path, config, train, infer, ["--manifest", str(manifest)])
+
+
+FP8_CASES = [
+    # config, Megatron sizes, vLLM sizes: every shard whole 128x128 blocks
+    ("small-llama-gqa-blocks.json", "tp=2", "tp=4"),  # one query group a rank; kv heads replicated in vLLM
+    ("small-llama-gqa-blocks.json", "tp=1,pp=2", "tp=2"),  # two query groups: q in two regions of linear_qkv
+    ("small-qwen3-moe-blocks.json", "tp=2,ep=2,etp=1", "tp=1,dp=2,ep=1"),  # TEGroupedMLP to w13/w2 with EP
+    ("small-qwen3-moe-blocks.json", "tp=2,ep=2,etp=1", "tp=2"),  # MoE TP: w13 [gate; up] scales in blocks
+]
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun")
+@pytest.mark.parametrize("config,train,infer", FP8_CASES)
+def test_megatron_bf16_arrives_as_vllm_block_fp8_parameters_byte_for_byte(tmp_path: Path, config: str, train: str,
+                                                                          infer: str) -> None:  # fmt: skip
+    """The training ranks quantise their bf16 boxes in place (through Megatron's parameters) and
+    send fp8 values and scales; every vLLM parameter, scales included, is what vLLM makes of the
+    block-quantised checkpoint (fp8_reference.py)."""
+    _refit(tmp_path, config, train, infer,
+           ["--model", str(MODELS / config), "--train", train, "--infer", infer, "--quantize", "fp8-block128"],
+           reference=vllm_fp8_params, finite=True)  # fmt: skip
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun")
+def test_weights_quantised_at_the_receiver_arrive_as_vllm_bf16_parameters(tmp_path: Path) -> None:
+    """With --quantize-at receiver bf16 moves: the engine quantises after loading, so the
+    parameters refit writes are the bf16 ones."""
+    config, train, infer = FP8_CASES[0]
+    _refit(tmp_path, config, train, infer,
+           ["--model", str(MODELS / config), "--train", train, "--infer", infer, "--quantize", "fp8-block128",
+            "--quantize-at", "receiver"])  # fmt: skip
