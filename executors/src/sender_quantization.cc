@@ -8,6 +8,12 @@
 namespace refit {
 namespace {
 
+Shape row_major_strides(const Shape& shape) {
+  Shape strides(shape.size(), 1);
+  for (std::size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
+  return strides;
+}
+
 // The tensors `rank` sends some of from its own source boxes.
 std::vector<bool> sent_from_source(const Plan& plan, Rank rank) {
   std::vector<bool> out(plan.tensors.size(), false);
@@ -18,17 +24,79 @@ std::vector<bool> sent_from_source(const Plan& plan, Rank rank) {
   return out;
 }
 
-[[nodiscard]] Result<void> check_source(const TensorSpec& weight, const ShardBuffer& given) {
+// Rows [a, b) of the box lie in a region: their values and scales are runs of the box's, and the
+// quantizer reads them through the region's strides in place, with no copy of the parameter. A
+// region that cuts a block (or the box along another dim) would need the block gathered first.
+[[nodiscard]] Result<QuantizedPart> region_part(const Quantization& q, const Shape& weight, const Box& box,
+                                                const lowering::Region& r,
+                                                std::span<const std::byte> parameter) {
+  for (std::size_t d = 1; d < box.rank(); ++d)
+    if (r.box.offset[d] != box.offset[d] || r.box.extent[d] != box.extent[d])
+      return unsupported(
+          fmt::format("region {} of the box {} splits it along dim {}: only runs of rows are "
+                      "quantised in place",
+                      r.box.to_string(), box.to_string(), d));
+  if (!quant_block_aligned(q.scheme, r.box, weight))
+    return unsupported(fmt::format("region {} of the box {} cuts a {} block", r.box.to_string(),
+                                   box.to_string(), quant_scheme_name(q.scheme)));
+  std::int64_t last = r.offset / 2;  // bf16 elements
+  for (std::size_t d = 0; d < r.box.rank(); ++d) last += (r.box.extent[d] - 1) * r.strides[d];
+  if (r.offset % 2 != 0 || (last + 1) * 2 > static_cast<std::int64_t>(parameter.size()))
+    return mismatch(
+        fmt::format("region {} reaches past its parameter's {} bytes", r.box.to_string(), parameter.size()));
+  const auto row = r.box.offset[0] - box.offset[0];
+  const auto block = quant_block(q.scheme, box.rank());
+  const auto scale_shape = quant_scale_shape(q.scheme, box.extent);
+  return QuantizedPart{.parameter = r.buffer,
+                       .offset = r.offset,
+                       .shape = r.box.extent,
+                       .strides = r.strides,
+                       .values_at = row * row_major_strides(box.extent)[0],
+                       .scales_at = row / block[0] * row_major_strides(scale_shape)[0] *
+                                    dtype_size(quant_scale_dtype(q.scheme))};
+}
+
+[[nodiscard]] Result<std::vector<QuantizedPart>> parts_of(const TensorSpec& weight, const ShardBuffer& given,
+                                                          std::span<const std::span<std::byte>> parameters) {
   const auto& q = *weight.quantization;
   if (q.from != DType::kBF16)
     return unsupported(fmt::format("quantising from {}: refit's quantizer takes bf16", dtype_name(q.from)));
-  if (!given.regions.empty())
-    return unsupported("quantising a framework parameter's regions is not supported yet: pass the box");
+  std::vector<QuantizedPart> parts;
+  for (const auto& r : given.regions) {
+    if (r.buffer < 0 || static_cast<std::size_t>(r.buffer) >= parameters.size())
+      return mismatch(fmt::format("region {} names parameter {}, the side has {}", r.box.to_string(),
+                                  r.buffer, parameters.size()));
+    parts.push_back(REFIT_TRY(
+        region_part(q, weight.shape, given.box, r, parameters[static_cast<std::size_t>(r.buffer)])));
+  }
+  if (!given.regions.empty()) return parts;
   const std::int64_t expected = given.box.volume() * dtype_size(q.from);
   if (static_cast<std::int64_t>(given.bytes.size()) != expected)
     return mismatch(fmt::format("the source buffer has {} bytes; its box {} in {} takes {}",
                                 given.bytes.size(), given.box.to_string(), dtype_name(q.from), expected));
-  return {};
+  parts.push_back(QuantizedPart{.parameter = -1,
+                                .offset = 0,
+                                .shape = given.box.extent,
+                                .strides = row_major_strides(given.box.extent),
+                                .values_at = 0,
+                                .scales_at = 0});
+  return parts;
+}
+
+// A box the plan sends from `bytes` (row-major): a buffer of its own, or where the side is a
+// framework's parameters, one more parameter.
+ShardBuffer held(RankBuffers& buffers, std::uint32_t tensor, const Box& box, std::span<std::byte> bytes) {
+  if (buffers.source_parameters.empty())
+    return ShardBuffer{.tensor = tensor, .box = box, .bytes = bytes, .regions = {}};
+  buffers.source_parameters.push_back(bytes);
+  return ShardBuffer{
+      .tensor = tensor,
+      .box = box,
+      .bytes = {},
+      .regions = {lowering::Region{.box = box,
+                                   .buffer = static_cast<std::int32_t>(buffers.source_parameters.size() - 1),
+                                   .offset = 0,
+                                   .strides = row_major_strides(box.extent)}}};
 }
 
 }  // namespace
@@ -51,16 +119,25 @@ Result<std::vector<SenderQuantization>> sender_quantizations(const Plan& plan, R
       return invalid(where +
                      ": a training rank holds no scales of a weight quantised at the senders (its "
                      "executor makes them): pass only the weight's box, in its source dtype");
-    REFIT_TRY_IN(check_source(tensor, given), where);
     const auto scales = static_cast<std::uint32_t>(partners[given.tensor]);
-    out.push_back(SenderQuantization{.scheme = tensor.quantization->scheme,
-                                     .weight = given.tensor,
-                                     .scales = scales,
-                                     .box = given.box,
-                                     .source = i,
-                                     .sent = sent[given.tensor] || sent[scales]});
+    out.push_back(
+        SenderQuantization{.scheme = tensor.quantization->scheme,
+                           .weight = given.tensor,
+                           .scales = scales,
+                           .box = given.box,
+                           .source = i,
+                           .parts = REFIT_TRY_IN(parts_of(tensor, given, buffers.source_parameters), where),
+                           .sent = sent[given.tensor] || sent[scales]});
   }
   return out;
+}
+
+std::span<const std::byte> part_source(const RankBuffers& buffers, const SenderQuantization& q,
+                                       const QuantizedPart& part) {
+  const std::span<const std::byte> memory =
+      part.parameter < 0 ? buffers.sources[q.source].bytes
+                         : buffers.source_parameters[static_cast<std::size_t>(part.parameter)];
+  return memory.subspan(static_cast<std::size_t>(part.offset));
 }
 
 SendingBuffers sending_buffers(const RankBuffers& given, std::span<const SenderQuantization> quantizations,
@@ -74,13 +151,12 @@ SendingBuffers sending_buffers(const RankBuffers& given, std::span<const SenderQ
       continue;
     }
     const auto& q = quantizations[next];
-    out.values_index.push_back(out.buffers.sources.size());
+    const bool parameters = !out.buffers.source_parameters.empty();
+    out.values_index.push_back(parameters ? out.buffers.source_parameters.size()
+                                          : out.buffers.sources.size());
+    out.buffers.sources.push_back(held(out.buffers, q.weight, q.box, memory[next].values));
     out.buffers.sources.push_back(
-        ShardBuffer{.tensor = q.weight, .box = q.box, .bytes = memory[next].values, .regions = {}});
-    out.buffers.sources.push_back(ShardBuffer{.tensor = q.scales,
-                                              .box = quant_scale_box(q.scheme, q.box),
-                                              .bytes = memory[next].scales,
-                                              .regions = {}});
+        held(out.buffers, q.scales, quant_scale_box(q.scheme, q.box), memory[next].scales));
     ++next;
   }
   return out;

@@ -50,36 +50,14 @@ TEST(QuantizingExecutor, ABf16ElementChangedAtTheSourceShowsAtItsDestinations) {
 // weight through that region in place, and every destination holds what the quantizer makes of
 // the pattern.
 TEST(QuantizingExecutor, AWeightHeldAsAStridedRegionOfAParameterIsQuantisedInPlace) {
-  const auto problem = quantized(QuantScheme::kFp8Block128);
+  const auto problem = testing::quantized_test_problem(QuantScheme::kFp8Block128);
   const auto cluster = testing::make_test_cluster(3, 2, 2, 4);
   std::vector<std::vector<std::byte>> parameters;  // rank 0's, alive through the run
   testing::RunSpec spec;
   spec.tweak = [&](std::int32_t r, Plan&, RankBuffers& b) {
     if (r != 0) return;
-    parameters.resize(b.sources.size());
-    for (std::size_t i = 0; i < b.sources.size(); ++i) {
-      auto& s = b.sources[i];
-      auto& p = parameters[i];
-      lowering::Region region{
-          .box = s.box, .buffer = static_cast<std::int32_t>(i), .offset = 0, .strides = {}};
-      if (problem.tensors()[s.tensor].tensor.name == "w.weight") {
-        ASSERT_EQ(s.box, (Box{{0, 0}, {128, 512}}));
-        p.assign(128 * 1024 * 2, std::byte{0});
-        for (std::size_t row = 0; row < 128; ++row)
-          std::copy_n(s.bytes.begin() + static_cast<std::ptrdiff_t>(row * 1024), 1024,
-                      p.begin() + static_cast<std::ptrdiff_t>((row * 1024 + 512) * 2));
-        region.offset = 512 * 2;
-        region.strides = {1024, 1};
-      } else {
-        p.assign(s.bytes.begin(), s.bytes.end());
-        region.strides = Shape(s.box.rank(), 1);
-        for (std::size_t d = s.box.rank(); d-- > 1;)
-          region.strides[d - 1] = region.strides[d] * s.box.extent[d];
-      }
-      b.source_parameters.push_back(p);
-      s.bytes = {};
-      s.regions = {region};
-    }
+    ASSERT_EQ(b.sources.front().box, (Box{{0, 0}, {128, 512}}));
+    testing::hold_as_parameters(problem, b, parameters);
   };
   testing::expect_all_verified(
       testing::run_plan(problem, testing::plan_for(problem, cluster, "refit", Bytes{4096}), spec));

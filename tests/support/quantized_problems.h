@@ -1,7 +1,12 @@
 #pragma once
 // The small FP8-in-flight problem the executors' tests share: training ranks hold bf16 weights,
 // the plan moves their fp8 values and scales (quantised at the senders).
+#include <algorithm>
+#include <vector>
+
 #include "refit/core/quantized_problem.h"
+#include "refit/executors/executor.h"
+#include "refit/lowering/rank_program.h"
 #include "test_problems.h"
 
 namespace refit::testing {
@@ -23,6 +28,36 @@ inline ReshardProblem quantized_test_problem(QuantScheme scheme) {
                            2, 4)
           .value();
   return quantize_problem(p, {.scheme = scheme}, [](const TensorSpec&) { return true; }).value();
+}
+
+// Training rank 0's buffers of quantized_test_problem, as a framework holds them: w.weight (rows
+// 0..127, [128, 512]) in the right half of a [128, 1024] bf16 parameter, a strided region as in
+// Megatron's fused parameters; every other box in a parameter of its own. `storage` keeps the
+// parameters' bytes (one per source, in order) while the buffers are used.
+inline void hold_as_parameters(const ReshardProblem& problem, RankBuffers& b,
+                               std::vector<std::vector<std::byte>>& storage) {
+  storage.resize(b.sources.size());
+  for (std::size_t i = 0; i < b.sources.size(); ++i) {
+    auto& s = b.sources[i];
+    auto& p = storage[i];
+    lowering::Region region{.box = s.box, .buffer = static_cast<std::int32_t>(i), .offset = 0, .strides = {}};
+    if (problem.tensors()[s.tensor].tensor.name == "w.weight") {
+      p.assign(128 * 1024 * 2, std::byte{0});
+      for (std::size_t row = 0; row < 128; ++row)
+        std::copy_n(s.bytes.begin() + static_cast<std::ptrdiff_t>(row * 1024), 1024,
+                    p.begin() + static_cast<std::ptrdiff_t>((row * 1024 + 512) * 2));
+      region.offset = 512 * 2;
+      region.strides = {1024, 1};
+    } else {
+      p.assign(s.bytes.begin(), s.bytes.end());
+      region.strides = Shape(s.box.rank(), 1);
+      for (std::size_t d = s.box.rank(); d-- > 1;)
+        region.strides[d - 1] = region.strides[d] * s.box.extent[d];
+    }
+    b.source_parameters.push_back(p);
+    s.bytes = {};
+    s.regions = {region};
+  }
 }
 
 }  // namespace refit::testing

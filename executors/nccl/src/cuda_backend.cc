@@ -97,13 +97,10 @@ Result<void> CudaBackend::issue_batch(const CopyBatch& b) const {
 }
 
 Result<void> CudaBackend::issue_quantize(const Quantize& q) const {
-  const auto* src =
-      reinterpret_cast<const std::uint16_t*>(resolve({.kind = BufferKind::kShard, .index = q.source}));
-  auto* values = reinterpret_cast<std::uint8_t*>(resolve({.kind = BufferKind::kShard, .index = q.values}));
-  void* scales = resolve({.kind = BufferKind::kShard, .index = q.scales});
   return cuda_ok(
-      launch_quantize(q.scheme, src, q.shape.data(), q.strides.data(), static_cast<int>(q.shape.size()),
-                      values, scales, copy_.get()),
+      launch_quantize(q.scheme, reinterpret_cast<const std::uint16_t*>(resolve(q.source)), q.shape.data(),
+                      q.strides.data(), static_cast<int>(q.shape.size()),
+                      reinterpret_cast<std::uint8_t*>(resolve(q.values)), resolve(q.scales), copy_.get()),
       fmt::format("quantize kernel ({} of a {}-dim box)", quant_scheme_name(q.scheme), q.shape.size()));
 }
 

@@ -62,15 +62,16 @@ struct CopyOp {
   CopyGeometry geometry;
 };
 
-// A weight quantised at the senders (sender_quantization.h): the caller's bf16 box into the
-// executor's fp8 values and scales, which the plan sends from. One kernel launch.
+// A part of a weight box quantised at the senders (sender_quantization.h): bf16 elements where
+// the caller holds them (a buffer, or a framework parameter's region) into the part's place in the
+// executor's fp8 values and scales of the box, which the plan sends from. One kernel launch.
 struct Quantize {
   QuantScheme scheme = QuantScheme::kFp8Block128;
-  std::int32_t source = 0;  // shard index of the bf16 box (LocalView::shards)
-  std::int32_t values = 0;  // shard index of its values: one byte per element, row-major
-  std::int32_t scales = 0;  // shard index of its scales: row-major over quant_scale_shape
-  Shape shape;              // the box's extent, in elements
-  Shape strides;            // of the bf16 box, in elements
+  Address source;  // the part's first bf16 element
+  Address values;  // its first value: one byte per element, row-major over the part
+  Address scales;  // its first scale: row-major over quant_scale_shape of the part
+  Shape shape;     // the part's extent, in elements
+  Shape strides;   // of the bf16 elements, in elements
 };
 
 enum class BatchKind : std::uint8_t { kPack, kUnpack };

@@ -32,16 +32,15 @@ namespace {
   return {};
 }
 
-// The bf16 box, its values and its scales.
+// The part's bf16 elements, its values and its scales.
 [[nodiscard]] Result<void> check_quantize(const Program& p, std::span<const std::int64_t> shards,
                                           const Quantize& q) {
-  std::int64_t last = 0;  // element offset of the box's last element
+  std::int64_t last = 0;  // element offset of the part's last element
   for (std::size_t d = 0; d < q.shape.size(); ++d)
     if (q.shape[d] > 0) last += (q.shape[d] - 1) * q.strides[d];
-  const auto shard = [](std::int32_t index) { return Address{.kind = BufferKind::kShard, .index = index}; };
-  REFIT_TRY(inside(p, shards, shard(q.source), 0, (last + 1) * 2));
-  REFIT_TRY(inside(p, shards, shard(q.values), 0, element_count(q.shape)));
-  return inside(p, shards, shard(q.scales), 0, scale_buffer_bytes(q.scheme, q.shape));
+  REFIT_TRY(inside(p, shards, q.source, 0, (last + 1) * 2));
+  REFIT_TRY(inside(p, shards, q.values, 0, element_count(q.shape)));
+  return inside(p, shards, q.scales, 0, scale_buffer_bytes(q.scheme, q.shape));
 }
 
 [[nodiscard]] Result<void> check_op(const Program& p, std::span<const std::int64_t> shards, const Op& op) {

@@ -5,15 +5,6 @@
 #include "refit/core/try.h"
 
 namespace refit::nccl_detail {
-namespace {
-
-Shape row_major(const Shape& shape) {
-  Shape strides(shape.size(), 1);
-  for (std::size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
-  return strides;
-}
-
-}  // namespace
 
 Result<QuantizedSources> QuantizedSources::make(const Plan& plan, std::span<const LocalRankBuffers> given,
                                                 const QuantizedAllocator& allocate) {
@@ -32,7 +23,7 @@ Result<QuantizedSources> QuantizedSources::make(const Plan& plan, std::span<cons
       out.boxes_.push_back(Pending{.rank = out.ranks_.size(),
                                    .values_index = sending.values_index[i],
                                    .quantization = found[i],
-                                   .source = g.buffers.sources[found[i].source].bytes});
+                                   .own = g.buffers.sources[found[i].source].bytes});
     out.ranks_.push_back(LocalRankBuffers{.rank = g.rank, .buffers = std::move(sending.buffers)});
   }
   return out;
@@ -41,15 +32,25 @@ Result<QuantizedSources> QuantizedSources::make(const Plan& plan, std::span<cons
 std::vector<Quantize> QuantizedSources::add_to(LocalView& view) const {
   std::vector<Quantize> ops;
   for (const auto& b : boxes_) {
-    if (!b.quantization.sent || b.quantization.box.volume() == 0) continue;
-    const auto values = view.ranks[b.rank].first_source + static_cast<std::int32_t>(b.values_index);
-    ops.push_back(Quantize{.scheme = b.quantization.scheme,
-                           .source = static_cast<std::int32_t>(view.shards.size()),
-                           .values = values,
-                           .scales = values + 1,
-                           .shape = b.quantization.box.extent,
-                           .strides = row_major(b.quantization.box.extent)});
-    view.shards.push_back(b.source);
+    const auto& q = b.quantization;
+    if (!q.sent || q.box.volume() == 0) continue;
+    const auto first = view.ranks[b.rank].first_source;
+    const auto values = first + static_cast<std::int32_t>(b.values_index);
+    std::int32_t own = -1;  // the box's own buffer in view.shards, once appended
+    for (const auto& part : q.parts) {
+      if (part.parameter < 0 && own < 0) {
+        own = static_cast<std::int32_t>(view.shards.size());
+        view.shards.push_back(b.own);
+      }
+      const std::int32_t source = part.parameter < 0 ? own : first + part.parameter;
+      ops.push_back(
+          Quantize{.scheme = q.scheme,
+                   .source = {.kind = BufferKind::kShard, .index = source, .offset = part.offset},
+                   .values = {.kind = BufferKind::kShard, .index = values, .offset = part.values_at},
+                   .scales = {.kind = BufferKind::kShard, .index = values + 1, .offset = part.scales_at},
+                   .shape = part.shape,
+                   .strides = part.strides});
+    }
   }
   return ops;
 }

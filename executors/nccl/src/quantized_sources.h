@@ -31,16 +31,16 @@ class QuantizedSources {
 
   // The given ranks' buffers with the quantised sources replaced: what make_local_view takes.
   const std::vector<LocalRankBuffers>& ranks() const { return ranks_; }
-  // Appends each quantised box that is sent to view.shards (view made from ranks()) and returns
-  // the ops that quantise it, in order.
+  // The ops that quantise every box that is sent, part by part, on `view` (made from ranks()).
+  // A box in a buffer of its own is appended to view.shards; a framework parameter is there.
   std::vector<Quantize> add_to(LocalView& view) const;
 
  private:
   struct Pending {
     std::size_t rank = 0;          // index into ranks_
-    std::size_t values_index = 0;  // of its values buffer in ranks_[rank]'s sources
+    std::size_t values_index = 0;  // of its values among ranks_[rank]'s source buffers
     SenderQuantization quantization;
-    std::span<std::byte> source;  // the caller's bf16 box
+    std::span<std::byte> own;  // the caller's buffer of the box, if the box has one
   };
   std::vector<LocalRankBuffers> ranks_;
   std::vector<Pending> boxes_;

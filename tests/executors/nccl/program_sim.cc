@@ -111,12 +111,11 @@ class ProcessState {
   }
 
   void run_quantize(const Quantize& z) {
-    const auto shard = [&](std::int32_t i) { return p_.shards[static_cast<std::size_t>(i)].data(); };
     DeviceQuantize q;
-    const bool made = make_device_quantize(z.scheme, reinterpret_cast<const std::uint16_t*>(shard(z.source)),
-                                           z.shape.data(), z.strides.data(), static_cast<int>(z.shape.size()),
-                                           reinterpret_cast<std::uint8_t*>(shard(z.values)),
-                                           reinterpret_cast<unsigned char*>(shard(z.scales)), q);
+    const bool made = make_device_quantize(
+        z.scheme, reinterpret_cast<const std::uint16_t*>(resolve(z.source)), z.shape.data(), z.strides.data(),
+        static_cast<int>(z.shape.size()), reinterpret_cast<std::uint8_t*>(resolve(z.values)),
+        reinterpret_cast<unsigned char*>(resolve(z.scales)), q);
     if (made) run_quantize_on_host(q);
   }
 

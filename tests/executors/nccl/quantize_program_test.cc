@@ -4,6 +4,7 @@
 // rank must end with exactly what the CPU quantizer makes of its box (HostShards::verify
 // quantises the bf16 pattern itself and compares every fp8 byte and every scale).
 #include <algorithm>
+#include <functional>
 
 #include <gtest/gtest.h>
 
@@ -28,17 +29,21 @@ Plan plan_of(const ReshardProblem& problem, std::string_view strategy) {
   return make_plan(strategy, problem, cluster, PlanOptions{.chunk = Bytes{4096}}).value();
 }
 
-struct Run {
+struct SimRun {
   std::vector<HostShards> shards;  // by plan rank
   Processes processes;
 };
 
-Run prepare(const ReshardProblem& problem, const Plan& plan, Mapping mapping, Bytes staging) {
-  Run run;
+// `tweak` may change a rank's buffers before the processes are made from them.
+SimRun prepare(const ReshardProblem& problem, const Plan& plan, Mapping mapping, Bytes staging,
+               const std::function<void(std::int32_t, RankBuffers&)>& tweak = {}) {
+  SimRun run;
   HostRanks ranks;
   for (std::int32_t r = 0; r < problem.world_size(); ++r) {
     run.shards.push_back(HostShards::allocate(problem, Rank{r}));
-    ranks.ranks.push_back(LocalRankBuffers{.rank = Rank{r}, .buffers = run.shards.back().buffers()});
+    auto buffers = run.shards.back().buffers();
+    if (tweak) tweak(r, buffers);
+    ranks.ranks.push_back(LocalRankBuffers{.rank = Rank{r}, .buffers = std::move(buffers)});
   }
   auto processes = make_processes(plan, ranks, comm_map(mapping, plan.world_size()), staging);
   EXPECT_TRUE(processes) << processes.error().message;
@@ -114,6 +119,26 @@ TEST(NcclProgramFp8, ABf16ElementChangedAtTheSourceShowsOnlyAtItsBlocksDestinati
   for (const std::size_t r : {3, 5}) EXPECT_TRUE(run.shards[r].verify(problem)) << "rank " << r;
 }
 
+TEST(NcclProgramFp8, AWeightHeldInAFrameworkParameterIsQuantisedThroughItsRegion) {
+  // Rank 0 holds w.weight as the right half of a [128, 1024] parameter: the kernel reads it there
+  // (strides 1024, 1), and the executor's values and scales become two more source parameters.
+  const auto problem = quantized_test_problem(QuantScheme::kFp8Block128);
+  std::vector<std::vector<std::byte>> parameters;
+  auto run = prepare(problem, plan_of(problem, "refit"), Mapping::kOnePerProcess, Bytes{2048},
+                     [&](std::int32_t r, RankBuffers& b) {
+                       if (r == 0) refit::testing::hold_as_parameters(problem, b, parameters);
+                     });
+  const auto ops = quantize_ops(run.processes.programs[0]);
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0]->source.offset, 1024);  // 512 bf16 elements into the parameter
+  EXPECT_EQ(ops[0]->strides, (Shape{1024, 1}));
+  ASSERT_TRUE(simulate(run.processes.sim(), SimPolicy::kCommFirst));
+  for (std::size_t r = 2; r < run.shards.size(); ++r) {
+    const auto ok = run.shards[r].verify(problem);
+    EXPECT_TRUE(ok) << "rank " << r << ": " << ok.error().message;
+  }
+}
+
 TEST(NcclProgramFp8, ABf16BufferShortOfItsBoxIsRefusedNamingRankAndTensor) {
   // Rank 1 hands over its fp8-sized box (half the bytes) instead of bf16.
   const auto problem = quantized_test_problem(QuantScheme::kMxfp8);
@@ -134,10 +159,11 @@ TEST(NcclProgramFp8, ABf16BufferShortOfItsBoxIsRefusedNamingRankAndTensor) {
 
 TEST(NcclProgramFp8, BoundsCoverTheQuantisedBoxAndItsOutputs) {
   // A [128, 256] block128 box: 65,536 bf16 bytes in, 32,768 fp8 bytes and 2 fp32 scales out.
+  const auto shard = [](std::int32_t i) { return Address{.kind = BufferKind::kShard, .index = i}; };
   const Program program{.ops = {Quantize{.scheme = QuantScheme::kFp8Block128,
-                                         .source = 0,
-                                         .values = 1,
-                                         .scales = 2,
+                                         .source = shard(0),
+                                         .values = shard(1),
+                                         .scales = shard(2),
                                          .shape = {128, 256},
                                          .strides = {256, 1}}}};
   EXPECT_TRUE(check_bounds(program, std::vector<std::int64_t>{65536, 32768, 8}));

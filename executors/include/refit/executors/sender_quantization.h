@@ -4,7 +4,8 @@
 // a training rank holds the weight in its source dtype (bf16) and holds no scales. Before it sends,
 // the rank quantises each such box into memory of the executor's own (the CPU quantizer in
 // QuantizingExecutor, the CUDA kernel in the NCCL executor), and the executor sends from there.
-// This finds those boxes, checks the buffers given for them, and makes the buffers to send from.
+// This finds those boxes and where their elements lie, checks the buffers given for them, and
+// makes the buffers to send from.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -16,13 +17,27 @@
 
 namespace refit {
 
-// One weight box a rank quantises: its source-dtype buffer in, fp8 values and scales out.
+// A run of whole blocks of a weight box where the caller holds it, and its place in the box's
+// values and scales (both row-major over the box). A box in a buffer of its own is one part; a
+// box held as a framework parameter's regions (a column of Megatron's interleaved linear_qkv, the
+// up half of linear_fc1) is a part per region, each a run of rows read in place.
+struct QuantizedPart {
+  std::int32_t parameter = -1;  // the source parameter holding it; -1: the box's own buffer
+  std::int64_t offset = 0;      // bytes into that memory of the part's first element
+  Shape shape;                  // elements
+  Shape strides;                // elements, in that memory
+  std::int64_t values_at = 0;   // bytes into the box's values
+  std::int64_t scales_at = 0;   // bytes into the box's scales
+};
+
+// One weight box a rank quantises: its source-dtype elements in, fp8 values and scales out.
 struct SenderQuantization {
   QuantScheme scheme = QuantScheme::kFp8Block128;
   std::uint32_t weight = 0;  // the plan's tensor of the fp8 values
   std::uint32_t scales = 0;  // the plan's tensor of its scales
   Box box;                   // the rank's box of the weight, in elements
-  std::size_t source = 0;    // index of the given bf16 buffer in RankBuffers::sources
+  std::size_t source = 0;    // index of its ShardBuffer in RankBuffers::sources
+  std::vector<QuantizedPart> parts;
   // The rank sends some of the values or scales. A replica the plan sends nothing from need not
   // quantise (it still gets buffers, so that its buffers match the plan).
   bool sent = false;
@@ -32,11 +47,16 @@ struct SenderQuantization {
 };
 
 // The boxes `rank` quantises before sending, in the order of buffers.sources; empty when the plan
-// quantises nothing at the senders. Refuses (naming rank and tensor) a weight's buffer that is not
-// bf16 or not its whole box in bytes, one given as framework regions, and a scales buffer passed
-// by the caller (the rank holds none).
+// quantises nothing at the senders. Refuses, naming rank and tensor: a weight that is not bf16, a
+// buffer that is not its whole box in bytes, a region that reaches past its parameter, cuts a
+// block or splits the box along anything but its first dim, and a scales buffer passed by the
+// caller (the rank holds none).
 [[nodiscard]] Result<std::vector<SenderQuantization>> sender_quantizations(const Plan& plan, Rank rank,
                                                                            const RankBuffers& buffers);
+
+// The caller's memory a part is read from, from its first element on.
+std::span<const std::byte> part_source(const RankBuffers& buffers, const SenderQuantization& q,
+                                       const QuantizedPart& part);
 
 // Where one box's fp8 values and scales live (values_bytes() and scales_bytes() long).
 struct QuantizedMemory {
@@ -44,9 +64,11 @@ struct QuantizedMemory {
   std::span<std::byte> scales;
 };
 
-// `given` with each quantised source replaced by its values buffer, followed by its scales buffer
-// (memory[i] for quantizations[i]): the buffers the plan sends from. `values_index[i]` is where
-// quantizations[i]'s values buffer lies in the result's sources (its scales buffer follows it).
+// `given` with each quantised source replaced by its values, followed by its scales (memory[i]
+// for quantizations[i]): the buffers the plan sends from. Where the side is a framework's
+// parameters, values and scales become two more parameters (every shard of a side is regions or
+// none is). `values_index[i]` is where quantizations[i]'s values lie among the side's buffers
+// (side_buffers: the sources, or the source parameters); its scales follow them.
 struct SendingBuffers {
   RankBuffers buffers;
   std::vector<std::size_t> values_index;
