@@ -89,7 +89,9 @@ Action add_layout_command(CLI::App& app) {
   cmd->add_option("--shape", opts->shape, "Global tensor shape, e.g. 10,7")->required();
   cmd->add_option("--mesh", opts->mesh, "Mesh shape, row-major, e.g. 3x2")->required();
   cmd->add_option("--placements", opts->placements,
-                  "One per mesh axis: R (replicate) or S<dim> (shard tensor dim), e.g. S0,R")
+                  "One per mesh axis: R (replicate), S<dim> (shard tensor dim like torch.chunk), "
+                  "S<dim>:<chunk> (parts of <chunk> elements) or S<dim>:<chunk>@<start> (parts of <chunk> "
+                  "from <start> <= 0), e.g. S0,R or S0:192@-512")
       ->required();
   cmd->add_option("--ranks", opts->ranks,
                   "Global ranks at the mesh positions in row-major order (default 0..N-1)");
