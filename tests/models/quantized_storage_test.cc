@@ -9,6 +9,7 @@
 #include "refit/models/hf_config.h"
 #include "refit/models/problem_builder.h"
 #include "refit/models/storage_map.h"
+#include "storage_lookup.h"
 
 namespace refit::models {
 namespace {
@@ -31,19 +32,8 @@ Maps fp8_maps(const char* file, const char* train, const char* infer) {
               .vllm = vllm_storage(m, i, *problem)};
 }
 
-std::uint32_t index_of(const ReshardProblem& p, const std::string& name) {
-  for (std::uint32_t i = 0; i < p.tensors().size(); ++i)
-    if (p.tensors()[i].tensor.name == name) return i;
-  ADD_FAILURE() << name;
-  return 0;
-}
-
-const FrameworkParameter& parameter(const RankStorage& r, const std::string& name) {
-  for (const auto& p : r.parameters)
-    if (p.name == name) return p;
-  ADD_FAILURE() << name;
-  return r.parameters.front();
-}
+using testing::index_of;
+using testing::parameter;
 
 // The regions of `tensor` on the rank, as (box, parameter name, offset, strides).
 struct Placed {

@@ -11,6 +11,7 @@
 #include "refit/models/hf_config.h"
 #include "refit/models/manifest.h"
 #include "refit/models/problem_builder.h"
+#include "storage_lookup.h"
 
 namespace refit::models {
 namespace {
@@ -36,19 +37,8 @@ Maps maps(const ModelSpec& m, const char* train, const char* infer) {
   return Maps{.problem = std::move(problem), .megatron = *megatron, .vllm = *vllm};
 }
 
-std::uint32_t index_of(const ReshardProblem& p, const std::string& name) {
-  for (std::uint32_t i = 0; i < p.tensors().size(); ++i)
-    if (p.tensors()[i].tensor.name == name) return i;
-  ADD_FAILURE() << name;
-  return 0;
-}
-
-const FrameworkParameter& parameter(const RankStorage& r, const std::string& name) {
-  for (const auto& p : r.parameters)
-    if (p.name == name) return p;
-  ADD_FAILURE() << name;
-  return r.parameters.front();
-}
+using testing::index_of;
+using testing::parameter;
 
 // (first logical row, rows, first parameter element) of each region of `tensor` on the rank.
 std::vector<std::array<std::int64_t, 3>> rows_of(const ReshardProblem& p, const RankStorage& r,
