@@ -6,7 +6,8 @@
 #                   size 1), verified element by element, run twice; the caller's communicator
 #                   (adopt); a rank that never joins (a timeout, not a hang); the copy kernel
 #                   against its host run; the quantize kernel against the reference vectors, and
-#                   its throughput (printed)
+#                   its throughput (printed); FP8 in flight through the executor (bf16 training
+#                   boxes quantised by the kernel, every fp8 byte and scale checked)
 #   box_copy_bench  pack/unpack throughput of the copy kernel against cudaMemcpy device to device
 # Usage:
 #   tests/gpu/run.sh           on the GPU machine
