@@ -14,6 +14,7 @@
 #include "call_builder.h"
 #include "m2n_calls.h"
 #include "packed_broadcast.h"
+#include "ray_dispatch.h"
 #include "training_export.h"
 
 namespace refit {
@@ -169,8 +170,12 @@ Result<CallSchedule> deploy(const DeploymentInfo& deployment, const Plan& plan, 
   switch (deployment.id) {
     case DeploymentId::kRefit:
       return whole_plan(plan);
-    case DeploymentId::kNemoRl:
-      return strategy.id == StrategyId::kGatherBroadcast ? nemo_rl_collective(in) : nemo_rl_reshard(in);
+    case DeploymentId::kNemoRl: {
+      auto schedule = REFIT_TRY(strategy.id == StrategyId::kGatherBroadcast ? nemo_rl_collective(in)
+                                                                            : nemo_rl_reshard(in));
+      sim::add_ray_dispatch(problem, constants, schedule);
+      return schedule;
+    }
     case DeploymentId::kM2nBench:
       return m2n_bench(in);
   }

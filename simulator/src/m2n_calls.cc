@@ -23,11 +23,6 @@ Projection projection_of(std::string_view name) {
   return Projection::kNone;
 }
 
-bool is_routed_expert(std::string_view name) {
-  return name.find(".experts.") != std::string_view::npos &&
-         name.find("shared_expert") == std::string_view::npos;
-}
-
 bool is_dense_mlp(std::string_view name) { return name.find(".mlp.") != std::string_view::npos; }
 
 // Each rank's bytes in the call: packed and sent (from its own shard), received.
@@ -57,6 +52,11 @@ std::vector<Rank> communicator(const ReshardProblem& problem, std::span<const Ra
 }
 
 }  // namespace
+
+bool is_routed_expert(std::string_view name) {
+  return name.find(".experts.") != std::string_view::npos &&
+         name.find("shared_expert") == std::string_view::npos;
+}
 
 bool is_bulk_parameter(std::string_view name) {
   if (projection_of(name) == Projection::kNone || name.find("shared_expert") != std::string_view::npos)

@@ -23,6 +23,10 @@ namespace refit::sim {
 // experts; shared experts and everything else go through the packed broadcast.
 bool is_bulk_parameter(std::string_view name);
 
+// A routed expert's weight (`...experts.N...`, a stacked `...experts.gate_proj`), not a shared
+// expert's.
+bool is_routed_expert(std::string_view name);
+
 // Per problem tensor, the plan's transfers carrying it. Refuses a transfer carrying two tensors
 // (M2N moves one parameter per call), naming it.
 [[nodiscard]] Result<std::vector<std::vector<std::int32_t>>> transfers_by_tensor(const Plan& plan);

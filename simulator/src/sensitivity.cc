@@ -56,6 +56,11 @@ std::vector<Knob> knobs() {
       {"kernel launch", [](ClusterSpec&, DeploymentConstants& k, double f) { k.launch = k.launch * f; }},
       {"eager PyTorch op",
        [](ClusterSpec&, DeploymentConstants& k, double f) { k.torch_op = k.torch_op * f; }},
+      {"Ray dispatch",
+       [](ClusterSpec&, DeploymentConstants& k, double f) {
+         k.ray_round_trip = k.ray_round_trip * f;
+         k.ray_async_call = k.ray_async_call * f;
+       }},
       {"NeMo RL buffer size",
        [](ClusterSpec&, DeploymentConstants& k, double f) {
          k.buffer_memory_fraction *= f;

@@ -1,11 +1,12 @@
 // Deployments: which strategies each runs, and the calls it cuts a plan into, checked on a small
 // hand-built pipeline-parallel MoE problem where every buffer, ring and call can be counted by
-// hand; NCCL's latency formulas with tuning.cc's constants; refit's own deployment predicting
-// exactly what the plan alone does.
+// hand; NCCL's latency formulas with tuning.cc's constants; NeMo RL's Ray fan-out; refit's own
+// deployment predicting exactly what the plan alone does.
 #include <algorithm>
 
 #include <gtest/gtest.h>
 
+#include "ray_dispatch.h"
 #include "refit/planner/strategy.h"
 #include "refit/simulator/deployment.h"
 #include "refit/simulator/nccl_cost_model.h"
@@ -213,6 +214,64 @@ TEST(M2nBench, OneRepresentativePerPatternAndStagePatternsInTurn) {
   EXPECT_EQ(s.calls[2].after, (std::vector<std::int32_t>{0, 1}));
 }
 
+TEST(NemoRlRayDispatch, OneDriverSubmitsACallPerWorkerThenWaitsOneRoundTrip) {
+  // W = 256 workers: 0.5 ms + 256 x 0.12 ms = 31.22 ms.
+  EXPECT_NEAR(sim::ray_dispatch_time({}, 256).value, 31.22e-3, 1e-12);
+  // The driver calls every training rank and one vLLM worker per TP group: q_proj split two ways
+  // over 2 x 2 inference ranks is 2 TP groups; a routed expert split 4 ways does not count.
+  const Shape q{16, 16}, experts{4, 8, 16};
+  const auto tp2 =
+      ReshardProblem::make({testing::make_reshard("model.layers.0.self_attn.q_proj.weight", q,
+                                                  make_layout(q, {4}, rank_range(0, 4), "S0"),
+                                                  make_layout(q, {2, 2}, rank_range(4, 4), "R,S0")),
+                            testing::make_reshard("model.layers.0.mlp.experts.gate_proj", experts,
+                                                  make_layout(experts, {4}, rank_range(0, 4), "S0"),
+                                                  make_layout(experts, {4}, rank_range(4, 4), "S0"))},
+                           4, 4)
+          .value();
+  EXPECT_EQ(sim::ray_actors(tp2), 4 + 2);
+}
+
+TEST(NemoRlRayDispatch, EveryCallWaitsForTheFanOutSoThePredictionGrowsByIt) {
+  // pipeline_moe: 4 training ranks and 2 replicated inference ranks (TP 1): W = 6, so the fan-out
+  // takes 0.5 ms + 6 x 0.12 ms = 1.22 ms, first and on its own queue, every other queue's first
+  // call after it; each path's prediction is 1.22 ms longer than without Ray.
+  const auto p = pipeline_moe();
+  const auto c = two_nodes();
+  const auto& nemo = deployment_info(DeploymentId::kNemoRl);
+  const DeploymentConstants no_ray{.ray_round_trip = Seconds{0}, .ray_async_call = Seconds{0}};
+  for (const char* strategy : {"gather-broadcast", "m2n-ring"}) {
+    const auto plan = make_plan(strategy, p, c).value();
+    const auto s = deploy(nemo, plan, p, c).value();
+    ASSERT_FALSE(s.calls.empty());
+    EXPECT_EQ(s.calls[0].group, "Ray dispatch");
+    EXPECT_NEAR(s.calls[0].launch.value, 1.22e-3, 1e-12);
+    std::vector<std::int32_t> queues;
+    for (std::size_t i = 1; i < s.calls.size(); ++i) {
+      EXPECT_NE(s.calls[i].queue, s.calls[0].queue);
+      if (std::ranges::find(queues, s.calls[i].queue) != queues.end()) continue;
+      queues.push_back(s.calls[i].queue);
+      EXPECT_EQ(s.calls[i].after.front(), 0) << s.calls[i].label;
+    }
+    const auto without = deploy(nemo, plan, p, c, no_ray).value();
+    PlanSimulationOptions with_o{.calls = &s, .rate_tolerance = 0},
+        without_o{.calls = &without, .rate_tolerance = 0};
+    const auto with_ray = simulate_plan(plan, p, c, with_o).value();
+    EXPECT_NEAR(with_ray.predicted.value - simulate_plan(plan, p, c, without_o).value().predicted.value,
+                1.22e-3, 1e-9)
+        << strategy;
+    ASSERT_FALSE(with_ray.contributors.empty());
+    EXPECT_NE(std::ranges::find(with_ray.contributors, std::string("fixed cost of Ray dispatch calls"),
+                                &Contributor::what),
+              with_ray.contributors.end());
+  }
+  // refit's executors and reshard_model_bench run without Ray.
+  const auto plan = make_plan("m2n-ring", p, c).value();
+  for (const auto id : {DeploymentId::kRefit, DeploymentId::kM2nBench})
+    for (const auto& call : deploy(deployment_info(id), plan, p, c).value().calls)
+      EXPECT_NE(call.group, "Ray dispatch");
+}
+
 TEST(RefitDeployment, PredictsWhatThePlanAlonePredicts) {
   const auto p = pipeline_moe();
   const auto c = two_nodes();
@@ -235,11 +294,16 @@ TEST(Sensitivity, EachConstantMovesThePredictionTheWayItShould) {
   PlanSimulationOptions o{.calls = &s, .rate_tolerance = 0};
   const double base = simulate_plan(plan, p, c, o).value().predicted.value;
   const auto moves = sensitivity(plan, p, c, nemo, {.rate_tolerance = 0}).value();
-  ASSERT_EQ(moves.size(), 10u);
+  ASSERT_EQ(moves.size(), 11u);
   const auto nic = std::ranges::find(moves, std::string("NIC bandwidth"), &Sensitivity::constant);
   ASSERT_NE(nic, moves.end());
   EXPECT_GE(nic->lower.value, base);
   EXPECT_LE(nic->higher.value, base);
+  // The Ray fan-out (1.22 ms here) is on the critical path: 20 % of it either way.
+  const auto ray = std::ranges::find(moves, std::string("Ray dispatch"), &Sensitivity::constant);
+  ASSERT_NE(ray, moves.end());
+  EXPECT_NEAR(ray->lower.value, base - 0.2 * 1.22e-3, 1e-9);
+  EXPECT_NEAR(ray->higher.value, base + 0.2 * 1.22e-3, 1e-9);
   EXPECT_FALSE(sensitivity(plan, p, c, nemo, {}, 1.5));
 }
 

@@ -7,7 +7,8 @@
 //              (Megatron-Bridge export, packed buffers, one NCCL broadcast per buffer over all
 //              ranks), m2n-ring and direct through nccl_reshard (one M2N reshard per FFN
 //              parameter on its pipeline stage's communicator, then the rest through the
-//              packed broadcast);
+//              packed broadcast); before either, the driver's Ray fan-out to every training
+//              worker and every vLLM TP group's leader;
 //   m2n-bench  nccl_m2n's reshard_model_bench: every parameter through M2N, one representative
 //              per (name pattern, stage), patterns one after another.
 // Every constant is a microbenchmark figure or a published cost model with its source in
@@ -51,6 +52,12 @@ struct DeploymentConstants {
   std::int32_t buffers = 2;
   // NeMo RL's nccl_reshard: pipeline stages an inference rank keeps in flight.
   std::int32_t stages_in_flight = 2;
+  // Ray, from Ray's release microbenchmark (`ray_perf.py` on one m5.16xlarge): the round trip of
+  // one synchronous actor call, 1 / (1,950-2,012 calls/s) (`1_1_actor_calls_sync`), and one
+  // asynchronous actor call when one caller fans out to many actors, 1 / (8,038-8,575 calls/s)
+  // (`1_n_actor_calls_async`).
+  Seconds ray_round_trip{0.50e-3};
+  Seconds ray_async_call{0.12e-3};
 };
 
 struct DeploymentInfo {
