@@ -146,6 +146,8 @@ FP8_CASES = [
     # config, Megatron sizes, vLLM sizes: every shard whole 128x128 blocks
     ("small-llama-gqa-blocks.json", "tp=2", "tp=4"),  # one query group a rank; kv heads replicated in vLLM
     ("small-llama-gqa-blocks.json", "tp=1,pp=2", "tp=2"),  # two query groups: q in two regions of linear_qkv
+    # tp beyond the 2 query groups: 384 rows (3 heads, 3 blocks) a rank, rank 1 holding q3, k0 and v0
+    ("small-llama-gqa-blocks.json", "tp=4", "tp=2"),
     ("small-qwen3-moe-blocks.json", "tp=2,ep=2,etp=1", "tp=1,dp=2,ep=1"),  # TEGroupedMLP to w13/w2 with EP
     ("small-qwen3-moe-blocks.json", "tp=2,ep=2,etp=1", "tp=2"),  # MoE TP: w13 [gate; up] scales in blocks
 ]
