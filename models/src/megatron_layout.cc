@@ -24,20 +24,29 @@ bool is_query(const WeightTensor& t) {
          (t.spec.name.ends_with("self_attn.q_proj.weight") || t.spec.name.ends_with("self_attn.q_proj.bias"));
 }
 
-// Megatron splits linear_qkv's rows evenly over TP (attention.py, SelfAttention: "When tp_size >
-// num_kv_heads, we split 'q1 q2 k1 v1' over multiple ranks"). With r = tp/groups ranks per query
-// group, each takes h = (q heads per group + 2)/r heads of it; refit needs h whole and dividing
-// the group's q heads, so every rank holds only q heads (split evenly) or only k and/or v.
+// Beyond the query groups Megatron needs tp to be a multiple of them (TransformerConfig.
+// __post_init__: "num_query_groups ... must be a multiple or divisor of tensor_model_parallel_size").
 [[nodiscard]] Result<void> check_query_groups(const ModelSpec& m, const MegatronConfig& c) {
-  if (m.num_kv_heads == 0 || m.num_kv_heads % c.tp == 0) return {};
-  const auto per_group = m.num_heads / m.num_kv_heads;
-  const auto r = c.tp / m.num_kv_heads;
-  if (c.tp % m.num_kv_heads != 0 || (per_group + 2) % r != 0 || per_group % ((per_group + 2) / r) != 0)
-    return mismatch(
-        fmt::format("tp={} with {} query groups of {} q heads: each rank's part of linear_qkv must be "
-                    "whole q heads (as many on each) or k/v heads",
-                    c.tp, m.num_kv_heads, per_group));
-  return {};
+  if (m.num_kv_heads == 0 || m.num_kv_heads % c.tp == 0 || c.tp % m.num_kv_heads == 0) return {};
+  return mismatch(
+      fmt::format("--train tp={} and {} query groups (num_key_value_heads): Megatron needs one "
+                  "to divide the other",
+                  c.tp, m.num_kv_heads));
+}
+
+// Like any column-parallel linear, linear_qkv's rows must split evenly over tp (layers.py,
+// ColumnParallelLinear: output_size_per_partition = divide(output_size, world_size)); beyond the
+// query groups tp dividing the heads does not imply it. Those rows are (heads + 2*groups) heads
+// of d rows, d read from `kv`, a k or v projection's weight or bias.
+[[nodiscard]] Result<void> check_fused_qkv_rows(const ModelSpec& m, const MegatronConfig& c,
+                                                const WeightTensor& kv) {
+  const auto head_dim = kv.spec.shape[0] / m.num_kv_heads;
+  const auto rows = (m.num_heads + 2 * m.num_kv_heads) * head_dim;
+  if (rows % c.tp == 0) return {};
+  return mismatch(
+      fmt::format("{}: --train tp={} does not divide linear_qkv's {} rows ((num_attention_heads "
+                  "{} + 2 * {} query groups) * head dim {}), which Megatron splits evenly",
+                  kv.spec.name, c.tp, rows, m.num_heads, m.num_kv_heads, head_dim));
 }
 
 [[nodiscard]] Result<void> check_sizes(const ModelSpec& m, const MegatronConfig& c) {
@@ -49,7 +58,8 @@ bool is_query(const WeightTensor& t) {
   if (m.num_experts > 0) REFIT_TRY(check_divides(c.ep, "ep", m.num_experts, "the routed experts"));
   for (const auto& t : m.tensors) {
     // The vocab is padded and split by megatron_vocab_rows; q, k and v beyond the query groups
-    // follow check_query_groups.
+    // are cut where linear_qkv is (query_group_layout).
+    if (grouped && t.kind == TensorKind::kKeyValue) REFIT_TRY(check_fused_qkv_rows(m, c, t));
     if (t.kind == TensorKind::kVocab || (grouped && (is_query(t) || t.kind == TensorKind::kKeyValue)))
       continue;
     const bool expert = t.is_routed_expert();
@@ -78,26 +88,22 @@ Result<MegatronLayouts> MegatronLayouts::make(const ModelSpec& model, const Mega
                          model.num_heads, model.num_kv_heads);
 }
 
-// TP beyond the query groups (check_query_groups): rank j of a group's r ranks holds heads
-// [j*h, (j+1)*h) of the group's [q heads; k; v]. So q lies on the group's first q/h ranks, split
-// evenly, and k and v each on the one rank holding head q (k) or q + 1 (v): a [DP*CP, groups, n]
-// mesh of those ranks, [R, S0, S0].
+// TP beyond the query groups: the r = tp/groups ranks of a group take s = (n+2)*d/r rows each of
+// its [n q heads; k; v] of d rows (check_fused_qkv_rows), so a rank may hold q and k rows, or part
+// of a head. Over a [DP*CP, groups, r] mesh each group's q rows are cut at multiples of s (ranks
+// past q's end hold none), and k's and v's on the same grid shifted back by the rows before them
+// in the group, n*d and (n+1)*d: [R, S0, S0:s@-(n*d)] for k.
 Result<Layout> MegatronLayouts::query_group_layout(const WeightTensor& tensor, std::int64_t stage) const {
   const auto& c = config_;
+  const bool query = is_query(tensor);
+  const auto head_dim = tensor.spec.shape[0] / (query ? heads_ : kv_heads_);
   const auto per_group = heads_ / kv_heads_;
   const auto r = c.tp / kv_heads_;
-  const auto h = (per_group + 2) / r;
-  const bool query = is_query(tensor);
+  const auto s = (per_group + 2) * head_dim / r;
   const bool value = !query && tensor.spec.name.find("v_proj") != std::string::npos;
-  const auto first = query ? 0 : (per_group + (value ? 1 : 0)) / h;
-  const auto n = query ? per_group / h : 1;
-  std::vector<Rank> ranks;
-  for (std::int64_t d = 0; d < c.dp * c.cp; ++d)
-    for (std::int64_t g = 0; g < kv_heads_; ++g)
-      for (std::int64_t j = first; j < first + n; ++j)
-        ranks.emplace_back(static_cast<std::int32_t>(stage * c.stage_size() + d * c.tp + g * r + j));
-  return make_layout(tensor, {c.dp * c.cp, kv_heads_, n}, std::move(ranks),
-                     {Placement::replicate(), Placement::shard(0), Placement::shard(0)});
+  const auto before = query ? 0 : (per_group + (value ? 1 : 0)) * head_dim;
+  return make_layout(tensor, {c.dp * c.cp, kv_heads_, r}, rank_block(stage * c.stage_size(), c.stage_size()),
+                     {Placement::replicate(), Placement::shard(0), Placement::shard(0, s, -before)});
 }
 
 std::int64_t MegatronLayouts::stage_of(const WeightTensor& tensor) const {

@@ -32,9 +32,10 @@ constexpr std::string_view kFramework = "megatron";
 // Megatron's linear_qkv holds, per query group, the group's q heads, then its k head, then its
 // v head (attention.py, SelfAttention.get_query_key_value_tensors: [sq, b, ng * (np/ng + 2) * hn]),
 // and TP ranks take equal slices of those rows: whole groups, or beyond the query groups part of
-// one (check_query_groups in megatron_layout.cc). `member` is 0, 1, 2 for q, k, v. Each run of
-// the box's rows inside one group is one region, at its row in the interleaved weight less the
-// first row of the rank's slice.
+// one, which may hold q rows then k and v rows, or part of a head (query_group_layout in
+// megatron_layout.cc). `member` is 0, 1, 2 for q, k, v. Each run of the box's rows inside one
+// group is one region, at its row in the interleaved weight less the first row of the rank's
+// slice.
 Result<Stored> interleaved_qkv(const TensorOnRank& t, std::string name, int member, const MegatronConfig& c) {
   const auto& m = *t.model;
   const auto per_group = m.num_heads / m.num_kv_heads;

@@ -278,30 +278,91 @@ TEST(MegatronLayout, SizesThatDoNotFit) {
     EXPECT_EQ(layouts.error().code, ErrorCode::kMismatch) << layouts.error().message;
     EXPECT_NE(layouts.error().message.find(message), std::string::npos) << layouts.error().message;
   }
-  // 8 q heads in 2 groups over tp=4: a group [q0..q3; k; v] of 6 heads over 2 ranks gives each
-  // 3 heads, so one rank would hold q heads and k: refused.
-  auto wide = tiny("tiny-llama.json");
-  wide.num_heads = 8;
-  const auto mixed = MegatronLayouts::make(wide, *parse_megatron("tp=4"));
-  ASSERT_FALSE(mixed);
-  EXPECT_NE(mixed.error().message.find("tp=4 with 2 query groups of 4 q heads"), std::string::npos)
-      << mixed.error().message;
+  // 12 q heads in 3 query groups over tp=2: 2 does not divide 3, nor 3 2 (Megatron's
+  // TransformerConfig refuses it even though tp divides the q heads).
+  auto three = tiny("tiny-llama.json");
+  three.num_heads = 12;
+  three.num_kv_heads = 3;
+  const auto odd = MegatronLayouts::make(three, *parse_megatron("tp=2"));
+  ASSERT_FALSE(odd);
+  EXPECT_NE(odd.error().message.find("--train tp=2 and 3 query groups"), std::string::npos)
+      << odd.error().message;
+  // 8 q heads of d = 2 rows in 1 query group over tp=8: linear_qkv has (8 + 2) * 2 = 20 rows,
+  // which 8 ranks cannot split evenly (tp divides the 8 q heads, but not 2 * d = 4).
+  const auto narrow = parse_hf_config(R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+      "torch_dtype": "bfloat16", "hidden_size": 16, "head_dim": 2, "num_hidden_layers": 1,
+      "num_attention_heads": 8, "num_key_value_heads": 1, "intermediate_size": 16, "vocab_size": 64})");
+  ASSERT_TRUE(narrow) << narrow.error().message;
+  const auto uneven = MegatronLayouts::make(*narrow, *parse_megatron("tp=8"));
+  ASSERT_FALSE(uneven);
+  EXPECT_EQ(uneven.error().code, ErrorCode::kMismatch);
+  EXPECT_NE(
+      uneven.error().message.find("model.layers.0.self_attn.k_proj.weight: --train tp=8 does not divide "
+                                  "linear_qkv's 20 rows ((num_attention_heads 8 + 2 * 1 query groups) * "
+                                  "head dim 2)"),
+      std::string::npos)
+      << uneven.error().message;
 }
 
 // tp=4 beyond tiny-llama's 2 query groups [q0 q1 k0 v0 | q2 q3 k1 v1]: each rank takes 2 heads of
 // 16 rows, ranks 0 and 2 the q heads of groups 0 and 1 (q rows 0..31, 32..63), ranks 1 and 3
-// their k and v heads (rows 0..15 and 16..31 of k and of v).
+// their k and v heads (rows 0..15 and 16..31 of k and of v); the other ranks hold empty boxes.
 TEST(MegatronLayout, TensorParallelBeyondTheQueryGroups) {
   const auto m = tiny("tiny-llama.json");
   const auto q = megatron(m, "tp=4", "model.layers.0.self_attn.q_proj.weight");
+  EXPECT_EQ(q.mesh().shape(), (std::vector<std::int64_t>{1, 2, 2}));
   EXPECT_EQ(box(q, 0), (Box{{0, 0}, {32, 64}}));
   EXPECT_EQ(box(q, 2), (Box{{32, 0}, {32, 64}}));
-  EXPECT_FALSE(q.mesh().position_of_rank(Rank{1}));
+  EXPECT_EQ(box(q, 1).extent[0], 0);
   const auto k = megatron(m, "tp=4", "model.layers.0.self_attn.k_proj.weight");
   EXPECT_EQ(box(k, 3), (Box{{16, 0}, {16, 64}}));
-  EXPECT_FALSE(k.mesh().position_of_rank(Rank{2}));
+  EXPECT_EQ(box(k, 2).extent[0], 0);
   const auto v = megatron(m, "tp=4", "model.layers.0.self_attn.v_proj.weight");
   EXPECT_EQ(box(v, 1), (Box{{0, 0}, {16, 64}}));
+}
+
+// tiny-llama-gqa8: 2 query groups of n = 4 q heads, d = 16, hidden 128; a group is
+// [q 64 rows; k 16; v 16] = 96 rows. tp=4 (r = 2 ranks a group, s = 48 rows = 3 heads each):
+// rank 2j+1 holds its group's q rows 48..63, then k and v; q is cut at 48 (S0:48), k at 48 - 64
+// (S0:48@-64), v at 48 - 80 (S0:48@-80).
+TEST(MegatronLayout, TensorParallelBeyondTheQueryGroupsMixesQWithKv) {
+  const auto m = tiny("tiny-llama-gqa8.json");
+  const auto q = megatron(m, "tp=4,dp=2", "model.layers.0.self_attn.q_proj.weight");
+  EXPECT_EQ(q.mesh().shape(), (std::vector<std::int64_t>{2, 2, 2}));
+  EXPECT_EQ(q.placements()[2], Placement::shard(0, 48));
+  EXPECT_EQ(box(q, 0), (Box{{0, 0}, {48, 128}}));    // group 0, q rows [0, 48)
+  EXPECT_EQ(box(q, 1), (Box{{48, 0}, {16, 128}}));   // [48, 96) clipped to q's 64
+  EXPECT_EQ(box(q, 2), (Box{{64, 0}, {48, 128}}));   // group 1: q rows 64 + [0, 48)
+  EXPECT_EQ(box(q, 7), (Box{{112, 0}, {16, 128}}));  // dp replica 1, group 1, rank 1
+  const auto k = megatron(m, "tp=4,dp=2", "model.layers.0.self_attn.k_proj.weight");
+  EXPECT_EQ(k.placements()[2], Placement::shard(0, 48, -64));
+  EXPECT_EQ(box(k, 0).extent[0], 0);               // [-64, -16): nothing
+  EXPECT_EQ(box(k, 1), (Box{{0, 0}, {16, 128}}));  // [-16, 32) clipped to [0, 16)
+  EXPECT_EQ(box(k, 3), (Box{{16, 0}, {16, 128}}));
+  const auto v = megatron(m, "tp=4,dp=2", "model.layers.0.self_attn.v_proj.weight");
+  EXPECT_EQ(v.placements()[2], Placement::shard(0, 48, -80));
+  EXPECT_EQ(box(v, 5), (Box{{0, 0}, {16, 128}}));  // [-32, 16) clipped to [0, 16)
+}
+
+// tp=8 (r = 4, s = 24 rows = 1.5 heads): group 0's fused rows [0,24) [24,48) [48,72) [72,96) on
+// ranks 0..3. q rows 0..23, 24..47, 48..63, none; k rows (fused 64..79) 0..7 on rank 2, 8..15
+// on rank 3; v (fused 80..95) all on rank 3. Group 1 the same on ranks 4..7, rows shifted by
+// 64 (q) or 16 (k, v).
+TEST(MegatronLayout, TensorParallelBeyondTheQueryGroupsCutsHeads) {
+  const auto m = tiny("tiny-llama-gqa8.json");
+  const auto q = megatron(m, "tp=8", "model.layers.1.self_attn.q_proj.weight");
+  EXPECT_EQ(box(q, 1), (Box{{24, 0}, {24, 128}}));
+  EXPECT_EQ(box(q, 2), (Box{{48, 0}, {16, 128}}));
+  EXPECT_EQ(box(q, 3).extent[0], 0);
+  EXPECT_EQ(box(q, 5), (Box{{88, 0}, {24, 128}}));
+  const auto k = megatron(m, "tp=8", "model.layers.1.self_attn.k_proj.weight");
+  EXPECT_EQ(box(k, 2), (Box{{0, 0}, {8, 128}}));
+  EXPECT_EQ(box(k, 3), (Box{{8, 0}, {8, 128}}));
+  EXPECT_EQ(box(k, 7), (Box{{24, 0}, {8, 128}}));
+  const auto v = megatron(m, "tp=8", "model.layers.1.self_attn.v_proj.weight");
+  EXPECT_EQ(box(v, 2).extent[0], 0);
+  EXPECT_EQ(box(v, 3), (Box{{0, 0}, {16, 128}}));
+  EXPECT_EQ(box(v, 7), (Box{{16, 0}, {16, 128}}));
 }
 
 TEST(VllmLayout, FewerKvHeadsThanTpAreReplicated) {

@@ -95,6 +95,38 @@ TEST(StorageMap, MegatronBeyondTheQueryGroupsHoldsPartOfAGroup) {
             (Rows{{16, 16, 16 * 64}}));
 }
 
+// tiny-llama-gqa8 (2 groups of [4 q heads; k; v] of 16 rows, hidden 128) over Megatron tp=4: each
+// rank holds 48 rows of its group; rank 1 q rows 48..63 at row 0, then k rows 0..15 at row 16 and
+// v rows 0..15 at row 32, so q and k/v heads share its linear_qkv.
+TEST(StorageMap, MegatronBeyondTheQueryGroupsMixesQWithKvOnARank) {
+  const auto m = maps(tiny("tiny-llama-gqa8.json"), "tp=4", "tp=2");
+  const auto& r = m.megatron.of(Rank{1});
+  EXPECT_EQ(parameter(r, "decoder.layers.0.self_attention.linear_qkv.weight").shape, (Shape{48, 128}));
+  EXPECT_EQ(rows_of(m.problem, r, "model.layers.0.self_attn.q_proj.weight"), (Rows{{48, 16, 0}}));
+  EXPECT_EQ(rows_of(m.problem, r, "model.layers.0.self_attn.k_proj.weight"), (Rows{{0, 16, 16 * 128}}));
+  EXPECT_EQ(rows_of(m.problem, r, "model.layers.0.self_attn.v_proj.weight"), (Rows{{0, 16, 32 * 128}}));
+  EXPECT_EQ(rows_of(m.problem, m.megatron.of(Rank{2}), "model.layers.0.self_attn.q_proj.weight"),
+            (Rows{{64, 48, 0}}));
+}
+
+// The same over tp=8: 24 rows (1.5 heads) a rank. Rank 2 holds group 0's fused rows 48..71: q rows
+// 48..63 at row 0 and the first half of k (rows 0..7) at row 16; rank 3 fused rows 72..95: k rows
+// 8..15 at row 0 and v rows 0..15 at row 8. Rank 6 is rank 2's place in group 1 (q + 64, k + 16).
+TEST(StorageMap, MegatronBeyondTheQueryGroupsCutsAHeadBetweenRanks) {
+  const auto m = maps(tiny("tiny-llama-gqa8.json"), "tp=8", "tp=4");
+  const auto& r2 = m.megatron.of(Rank{2});
+  const auto& r3 = m.megatron.of(Rank{3});
+  EXPECT_EQ(parameter(r2, "decoder.layers.1.self_attention.linear_qkv.weight").shape, (Shape{24, 128}));
+  EXPECT_EQ(rows_of(m.problem, r2, "model.layers.1.self_attn.q_proj.weight"), (Rows{{48, 16, 0}}));
+  EXPECT_EQ(rows_of(m.problem, r2, "model.layers.1.self_attn.k_proj.weight"), (Rows{{0, 8, 16 * 128}}));
+  EXPECT_EQ(rows_of(m.problem, r2, "model.layers.1.self_attn.v_proj.weight"), (Rows{}));
+  EXPECT_EQ(rows_of(m.problem, r3, "model.layers.1.self_attn.q_proj.weight"), (Rows{}));
+  EXPECT_EQ(rows_of(m.problem, r3, "model.layers.1.self_attn.k_proj.weight"), (Rows{{8, 8, 0}}));
+  EXPECT_EQ(rows_of(m.problem, r3, "model.layers.1.self_attn.v_proj.weight"), (Rows{{0, 16, 8 * 128}}));
+  EXPECT_EQ(rows_of(m.problem, m.megatron.of(Rank{6}), "model.layers.1.self_attn.k_proj.weight"),
+            (Rows{{16, 8, 16 * 128}}));
+}
+
 // vLLM tp=4 with 2 kv heads: rank 3 holds q head 3 (rows 48..63) and kv head 1 (rows 16..31,
 // replicated on ranks 2 and 3): qkv_proj [q 16 rows; k 16; v 16].
 TEST(StorageMap, VllmConcatenatesTheRanksQkvWithReplicatedKvHeads) {

@@ -23,7 +23,10 @@ Megatron-Core (TE layer spec; names as Megatron-Bridge maps them):
   * vocab padded to make_vocab_size_divisible_by (128) * TP, zero rows, split evenly
     (``_vocab_size_with_padding``, ``VocabUtility.vocab_range_from_global_vocab_size``).
   * ``linear_qkv``: per query group [its q heads; k head; v head] (``SelfAttention.
-    get_query_key_value_tensors``: [sq, b, ng * (np/ng + 2) * hn]), rows split evenly over TP.
+    get_query_key_value_tensors``: [sq, b, ng * (np/ng + 2) * hn]), rows split evenly over TP
+    (the column-parallel linear's ``divide(output_size, tp_size)``); with TP beyond the query groups
+    a rank's slice is part of one group and may mix q with k/v or cut a head ("we split 'q1 q2 k1
+    v1' over multiple ranks").
   * ``linear_fc1``: [gate shard; up shard] (``GatedMLPMapping`` in Megatron-Bridge
     ``param_mapping.py``), ``linear_proj``/``linear_fc2`` split along columns.
   * routed experts: ``TEGroupedMLP`` keeps ``linear_fc1.weight<i>`` / ``linear_fc2.weight<i>`` per
@@ -322,6 +325,7 @@ def _megatron_attention(sd: Params, m: Model, tp: int, tp_rank: int, h: str, d: 
     q = sd[h + "self_attn.q_proj.weight"].reshape(groups, qpg * hd, m.hidden)
     k = sd[h + "self_attn.k_proj.weight"].reshape(groups, hd, m.hidden)
     v = sd[h + "self_attn.v_proj.weight"].reshape(groups, hd, m.hidden)
+    # The whole interleaved weight split evenly, whatever a slice's boundaries cut.
     p[a + "linear_qkv.weight"] = _rows(np.concatenate([q, k, v], axis=1).reshape(-1, m.hidden), tp, tp_rank)
     p[a + "linear_qkv.layer_norm_weight"] = sd[h + "input_layernorm.weight"]
     if m.qk_norm:

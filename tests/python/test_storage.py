@@ -53,6 +53,12 @@ CASES = [
     ("tiny-llama-vocab1023.json", "tp=2", "tp=4", []),  # qkv interleave, kv replicated, padded vocab
     ("tiny-llama-vocab1023.json", "tp=1,pp=2", "tp=2", []),  # per-stage layer numbers, two groups a rank
     ("tiny-llama-vocab1023.json", "tp=4", "tp=2", []),  # tp beyond the query groups: q | k v per group
+    # 8 q heads in 2 groups of [4 q; k; v] (6 heads): tp=4 gives 3 heads a rank, q1-q3 | q4 k v;
+    # tp=8 gives 1.5, q1 + half q2 | half q2 + q3 | q4 + half k | half k + v: heads cut between ranks
+    ("tiny-llama-gqa8.json", "tp=4", "tp=2", []),
+    ("tiny-llama-gqa8.json", "tp=4", "tp=4", []),
+    ("tiny-llama-gqa8.json", "tp=8", "tp=2", []),
+    ("tiny-llama-gqa8.json", "tp=8", "tp=4", []),
     ("tiny-qwen3-moe.json", "tp=2,ep=2,etp=1", "tp=2", []),  # TEGroupedMLP experts to FusedMoE w13/w2
     ("tiny-qwen3-moe.json", "tp=2,ep=2,etp=2,dp=2", "tp=1,dp=2,ep=1", []),  # expert TP to vLLM EP, linear
     ("tiny-qwen3-moe.json", "tp=1,ep=2,dp=2", "tp=2", ["--per-expert"]),  # one tensor per expert, no EP
@@ -140,6 +146,8 @@ FP8_CASES = [
     # config, Megatron sizes, vLLM sizes: every shard whole 128x128 blocks
     ("small-llama-gqa-blocks.json", "tp=2", "tp=4"),  # one query group a rank; kv heads replicated in vLLM
     ("small-llama-gqa-blocks.json", "tp=1,pp=2", "tp=2"),  # two query groups: q in two regions of linear_qkv
+    # tp beyond the 2 query groups: 384 rows (3 heads, 3 blocks) a rank, rank 1 holding q3, k0 and v0
+    ("small-llama-gqa-blocks.json", "tp=4", "tp=2"),
     ("small-qwen3-moe-blocks.json", "tp=2,ep=2,etp=1", "tp=1,dp=2,ep=1"),  # TEGroupedMLP to w13/w2 with EP
     ("small-qwen3-moe-blocks.json", "tp=2,ep=2,etp=1", "tp=2"),  # MoE TP: w13 [gate; up] scales in blocks
 ]

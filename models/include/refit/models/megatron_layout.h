@@ -21,9 +21,9 @@ namespace refit::models {
 std::int64_t megatron_vocab_rows(std::int64_t vocab, std::int64_t tp);
 
 // Megatron's layouts for one model; checks at construction that the sizes fit it: tp divides
-// the query heads, and the kv heads (whole query groups per rank) or, beyond them, each rank's
-// part of linear_qkv is whole heads of one kind; ep divides the experts, tp and etp divide every
-// dim they split but the vocab (split by megatron_vocab_rows), and the pipeline fits the layers
+// the query heads, and the kv heads (whole query groups per rank) or, beyond them, is a multiple
+// of them that divides linear_qkv's rows; ep divides the experts, tp and etp divide every dim they
+// split but the vocab (split by megatron_vocab_rows), and the pipeline fits the layers
 // (megatron_pipeline).
 class MegatronLayouts {
  public:

@@ -63,8 +63,8 @@ struct StorageMap {
 
 // Megatron-Core's parameters (TE layer spec, TEGroupedMLP experts) on the training ranks of
 // `problem`, which build_problem(model, train, ...) made. Errors name the tensor and rank: a
-// weight without a rule, TP beyond the query groups, or a vocab whose padded partitions are not
-// the logical boxes.
+// weight without a rule, a q/k/v box that is not one rank's rows of linear_qkv, or a vocab whose
+// padded partitions are not the logical boxes.
 [[nodiscard]] Result<StorageMap> megatron_storage(const ModelSpec& model, const MegatronConfig& train,
                                                   const ReshardProblem& problem);
 
