@@ -161,13 +161,8 @@ Action add_models_command(CLI::App& app) {
                          "List the built-in models, or show one (built-in or HF config.json) and, with "
                          "--train and --infer, the bytes every rank holds");
   cmd->add_option("model", opts->model, "Built-in model name or path to an HF config.json");
-  cmd->add_option("--train", opts->train,
-                  "Megatron training sizes: tp,pp,ep,etp (default tp),cp,dp,pp_first,pp_last,vp,layout (e.g. "
-                  "tp=4,pp=8,ep=16)");
-  cmd->add_option("--infer", opts->infer,
-                  "vLLM inference sizes: tp,dp (one engine's data "
-                  "parallel),engines,ep=on|off,placement=linear|round_robin "
-                  "(e.g. tp=8,engines=16)");
+  cmd->add_option("--train", opts->train, kTrainHelp);
+  cmd->add_option("--infer", opts->infer, kInferHelp);
   add_model_options(cmd, opts->model_options);
   cmd->add_option("--write-manifest", opts->write_manifest,
                   "Write every tensor with its two layouts to this manifest file (version 2 with "

@@ -24,13 +24,8 @@ void add_problem_options(CLI::App* cmd, ProblemSource& source) {
       cmd->add_option_group("PROBLEM", "The tensors to move: a model with two layouts, or a manifest");
   auto* model =
       group->add_option("--model", source.model, "Built-in model name or path to an HF config.json");
-  group->add_option("--train", source.train,
-                    "Megatron training sizes: tp,pp,ep,etp (default tp),cp,dp,pp_first,pp_last,vp,layout "
-                    "(e.g. tp=4,pp=8,ep=16)");
-  group->add_option("--infer", source.infer,
-                    "vLLM inference sizes: tp,dp (one engine's data "
-                    "parallel),engines,ep=on|off,placement=linear|round_robin "
-                    "(e.g. tp=8,engines=16)");
+  group->add_option("--train", source.train, kTrainHelp);
+  group->add_option("--infer", source.infer, kInferHelp);
   add_model_options(group, source.model_options);
   group->add_option("--manifest", source.manifest, "Tensor manifest JSON (any framework)")->excludes(model);
 }

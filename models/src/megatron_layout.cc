@@ -15,9 +15,6 @@
 namespace refit::models {
 namespace {
 
-// Megatron's --make-vocab-size-divisible-by default (megatron/training/arguments.py).
-constexpr std::int64_t kVocabDivisibleBy = 128;
-
 // q_proj's weight or bias: with tp beyond the query groups it is laid out with k and v.
 bool is_query(const WeightTensor& t) {
   return t.kind == TensorKind::kColumn &&
@@ -60,6 +57,7 @@ bool is_query(const WeightTensor& t) {
     // The vocab is padded and split by megatron_vocab_rows; q, k and v beyond the query groups
     // are cut where linear_qkv is (query_group_layout).
     if (grouped && t.kind == TensorKind::kKeyValue) REFIT_TRY(check_fused_qkv_rows(m, c, t));
+    if (t.kind == TensorKind::kVocab) REFIT_TRY_IN(megatron_vocab_rows(t.spec.shape[0], c), t.spec.name);
     if (t.kind == TensorKind::kVocab || (grouped && (is_query(t) || t.kind == TensorKind::kKeyValue)))
       continue;
     const bool expert = t.is_routed_expert();
@@ -70,9 +68,17 @@ bool is_query(const WeightTensor& t) {
 
 }  // namespace
 
-std::int64_t megatron_vocab_rows(std::int64_t vocab, std::int64_t tp) {
-  const auto multiple = kVocabDivisibleBy * tp;
-  return (vocab + multiple - 1) / multiple * multiple / tp;
+Result<std::int64_t> megatron_vocab_rows(std::int64_t vocab, const MegatronConfig& c) {
+  if (c.vocab_divisible_by == 0) {
+    if (vocab % c.tp != 0)
+      return mismatch(
+          fmt::format("tp={} does not divide the vocab of {} rows, which vocab_divisible_by=off "
+                      "leaves unpadded (give vocab_divisible_by=N to pad it as Megatron-LM does)",
+                      c.tp, vocab));
+    return vocab / c.tp;
+  }
+  const auto multiple = c.vocab_divisible_by * c.tp;
+  return (vocab + multiple - 1) / multiple * multiple / c.tp;
 }
 
 Result<MegatronLayouts> MegatronLayouts::make(const ModelSpec& model, const MegatronConfig& config) {
@@ -127,7 +133,7 @@ Result<Layout> MegatronLayouts::dense_layout(const WeightTensor& tensor, std::in
   // follows megatron.core.tensor_parallel.layers.VocabParallelEmbedding (and the output layer's
   // ColumnParallelLinear over the same padded vocab): rows in parts of megatron_vocab_rows.
   const auto tp = tensor.kind == TensorKind::kVocab
-                      ? Placement::shard(0, megatron_vocab_rows(tensor.spec.shape[0], c.tp))
+                      ? Placement::shard(0, REFIT_TRY(megatron_vocab_rows(tensor.spec.shape[0], c)))
                       : shard_or_replicate(tensor_parallel_dim(tensor));
   // The stages of the output layer (tied) or the MTP layers keep their own copy of the embedding.
   if (tensor.section == Section::kEmbedding && embedding_stages_.size() > 1) {

@@ -179,7 +179,7 @@ std::string chunk_prefix(const MegatronPipeline& p, std::int64_t chunk) {
 
 Result<Stored> megatron_rule(const TensorOnRank& t, const MegatronConfig& c, const MegatronPipeline& p) {
   const auto& name = t.tensor->spec.name;
-  const auto vocab_rows = megatron_vocab_rows(t.tensor->spec.shape[0], c.tp);
+  const auto vocab_rows = REFIT_TRY(megatron_vocab_rows(t.tensor->spec.shape[0], c));
   const auto last = static_cast<std::int64_t>(p.chunks.size()) - 1;
   if (name == "model.embed_tokens.weight") {
     const auto stage = t.rank.value / c.stage_size();

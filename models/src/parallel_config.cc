@@ -79,8 +79,14 @@ std::string_view trim(std::string_view s) {
   return size_value(s);
 }
 
-constexpr std::array<std::string_view, 10> kMegatronKeys{"tp", "pp",       "ep",      "etp", "cp",
-                                                         "dp", "pp_first", "pp_last", "vp",  "layout"};
+constexpr std::array<std::string_view, 11> kMegatronKeys{
+    "tp", "pp", "ep", "etp", "cp", "dp", "pp_first", "pp_last", "vp", "layout", "vocab_divisible_by"};
+
+// vocab_divisible_by: a size, or 0/off for a vocab that is not padded.
+[[nodiscard]] Result<std::int64_t> vocab_divisible_value(const Setting& s) {
+  if (s.value == "off" || s.value == "0") return 0;
+  return size_value(s);
+}
 
 // The sizes given, dp and the pipeline split still as the user wrote them.
 [[nodiscard]] Result<MegatronConfig> read_megatron(std::span<const Setting> settings, bool& has_dp,
@@ -92,6 +98,10 @@ constexpr std::array<std::string_view, 10> kMegatronKeys{"tp", "pp",       "ep",
   for (const auto& s : settings) {
     if (s.key == "layout") {
       c.layout = std::string(s.value);
+      continue;
+    }
+    if (s.key == "vocab_divisible_by") {
+      c.vocab_divisible_by = REFIT_TRY(vocab_divisible_value(s));
       continue;
     }
     const auto v = REFIT_TRY(size_value(s));
@@ -216,6 +226,9 @@ std::string to_string(const MegatronConfig& c) {
   if (c.pp_last) s += fmt::format(",pp_last={}", *c.pp_last);
   if (c.vp > 1) s += fmt::format(",vp={}", c.vp);
   if (!c.layout.empty()) s += ",layout=" + c.layout;
+  if (c.vocab_divisible_by == 0) s += ",vocab_divisible_by=off";
+  if (c.vocab_divisible_by > 0 && c.vocab_divisible_by != kMegatronVocabDivisibleBy)
+    s += fmt::format(",vocab_divisible_by={}", c.vocab_divisible_by);
   return s;
 }
 

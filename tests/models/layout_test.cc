@@ -207,6 +207,28 @@ TEST(MegatronLayout, TiedEmbeddingLivesOnTheFirstAndLastStage) {
   EXPECT_EQ(box(embed, 3), (Box{{128, 0}, {128, 64}}));
 }
 
+TEST(MegatronLayout, VocabPaddingFollowsVocabDivisibleBy) {
+  // Qwen3's 151,936 rows over tp=2: vocab_divisible_by=1 pads to a multiple of 2 (none needed),
+  // 75,968 a rank; off (Megatron-Bridge's unpadded vocab) splits it as it is, the same; 1000 (a
+  // multiple of 2000) pads to 152,000, 76,000 a rank, rank 1's real rows 75,936.
+  const auto qwen = builtin_model("qwen3-8b").value();
+  EXPECT_EQ(box(megatron(qwen, "tp=2,vocab_divisible_by=1", "lm_head.weight"), 1),
+            (Box{{75'968, 0}, {75'968, 4096}}));
+  EXPECT_EQ(box(megatron(qwen, "tp=2,vocab_divisible_by=off", "lm_head.weight"), 1),
+            (Box{{75'968, 0}, {75'968, 4096}}));
+  EXPECT_EQ(box(megatron(qwen, "tp=2,vocab_divisible_by=1000", "lm_head.weight"), 1),
+            (Box{{76'000, 0}, {75'936, 4096}}));
+  // Unpadded, tp must divide the vocab: 1023 rows over tp=2 do not, and the error names the tensor.
+  const auto tiny =
+      load_hf_config(std::string(REFIT_TEST_DATA_DIR) + "/models/tiny-llama-vocab1023.json", {}).value();
+  const auto bad = MegatronLayouts::make(tiny, parse_megatron("tp=2,vocab_divisible_by=off").value());
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ErrorCode::kMismatch);
+  EXPECT_NE(bad.error().message.find("model.embed_tokens.weight: tp=2 does not divide the vocab of 1023"),
+            std::string::npos)
+      << bad.error().message;
+}
+
 TEST(MegatronLayout, VocabSplitsInPartsOfThePaddedVocab) {
   // Qwen3's 151,936 rows over Megatron tp=2: padded to 152,064 (a multiple of 128*2), 76,032
   // rows per rank, so rank 1's real rows are [76,032, 151,936), 75,904 (torch.chunk: 75,968 each).

@@ -20,6 +20,17 @@ TEST(ParseMegatron, SizesAndDerivedDp) {
   EXPECT_EQ(to_string(*c), "tp=4,pp=8,ep=16,etp=1,cp=1,dp=4");
 }
 
+TEST(ParseMegatron, VocabDivisibleByDefaultsToMegatronLmsAndOffIsZero) {
+  EXPECT_EQ(parse_megatron("tp=2").value().vocab_divisible_by, 128);
+  const auto off = parse_megatron("tp=2,vocab_divisible_by=off").value();
+  EXPECT_EQ(off.vocab_divisible_by, 0);
+  EXPECT_EQ(to_string(off), "tp=2,pp=1,ep=1,etp=2,cp=1,dp=1,vocab_divisible_by=off");
+  EXPECT_EQ(parse_megatron("vocab_divisible_by=0").value().vocab_divisible_by, 0);
+  EXPECT_EQ(to_string(parse_megatron("vocab_divisible_by=64").value()),
+            "tp=1,pp=1,ep=1,etp=1,cp=1,dp=1,vocab_divisible_by=64");
+  EXPECT_EQ(testing::error_code(parse_megatron("vocab_divisible_by=-1")), ErrorCode::kOutOfRange);
+}
+
 TEST(ParseMegatron, ExpertTensorParallelDefaultsToTp) {
   // Megatron's expert_tensor_parallel_size defaults to tp: tp=4, ep=16 -> etp = 4, ep*etp = 64,
   // dp = lcm(4, 64)/4 = 16, 4*16*8 = 512 ranks, edp = 64/64 = 1.

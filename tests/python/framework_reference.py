@@ -20,7 +20,8 @@ Megatron-Core (TE layer spec; names as Megatron-Bridge maps them):
     norm with the last decoder layer when there is MTP (``has_final_layernorm_in_this_stage``).
     A rank's chunks are its state dict's ``model<v>`` entries when vp > 1
     (``checkpointing.generate_state_dict``).
-  * vocab padded to make_vocab_size_divisible_by (128) * TP, zero rows, split evenly
+  * vocab padded to make_vocab_size_divisible_by (128, or as given; 0: unpadded, as
+    Megatron-Bridge without should_pad_vocab) * TP, zero rows, split evenly
     (``_vocab_size_with_padding``, ``VocabUtility.vocab_range_from_global_vocab_size``).
   * ``linear_qkv``: per query group [its q heads; k head; v head] (``SelfAttention.
     get_query_key_value_tensors``: [sq, b, ng * (np/ng + 2) * hn]), rows split evenly over TP
@@ -191,6 +192,14 @@ class Megatron:
     etp: int = 0  # 0: expert_tensor_parallel_size left unset, which Megatron makes tp
     vp: int = 1
     layout: str = ""  # --pipeline-model-parallel-layout, e.g. "Et|(tt|)*30mL"
+    # --make-vocab-size-divisible-by; 0: unpadded (Megatron-Bridge without should_pad_vocab)
+    vocab_divisible_by: int = 128
+
+    @property
+    def vocab_multiple(self) -> int:
+        """What the vocab is padded to a multiple of (calculate_padded_vocab_size); unpadded, the
+        split's divide() needs tp to divide it, so padding to tp adds nothing."""
+        return max(self.vocab_divisible_by, 1) * self.tp
 
     @property
     def world(self) -> int:
@@ -259,10 +268,10 @@ def _megatron_chunk(sd: Params, m: Model, c: Megatron, layers: list[int], mtp: i
     """One model chunk (GPTModel) of a rank: `layers` numbered from 0, `mtp` MTP layers."""
     p: Params = {}
     if pre or mtp:  # the MTP chunk keeps a copy of the embedding (setup_embeddings_and_output_layer)
-        p["embedding.word_embeddings.weight"] = _padded_vocab(sd["model.embed_tokens.weight"], 128 * c.tp, c.tp,
+        p["embedding.word_embeddings.weight"] = _padded_vocab(sd["model.embed_tokens.weight"], c.vocab_multiple, c.tp,
                                                               tp_rank)  # fmt: skip
     if post:
-        p["output_layer.weight"] = _padded_vocab(sd["lm_head.weight"], 128 * c.tp, c.tp, tp_rank)
+        p["output_layer.weight"] = _padded_vocab(sd["lm_head.weight"], c.vocab_multiple, c.tp, tp_rank)
     if (post and not m.mtp) or (m.mtp and m.layers - 1 in layers):
         p["decoder.final_layernorm.weight"] = sd["model.norm.weight"]
     for local, layer in enumerate(layers):

@@ -53,6 +53,10 @@ CASES = [
     ("tiny-llama-vocab1023.json", "tp=2", "tp=4", []),  # qkv interleave, kv replicated, padded vocab
     ("tiny-llama-vocab1023.json", "tp=1,pp=2", "tp=2", []),  # per-stage layer numbers, two groups a rank
     ("tiny-llama-vocab1023.json", "tp=4", "tp=2", []),  # tp beyond the query groups: q | k v per group
+    # Megatron-Bridge's unpadded vocab (1000 rows, 500 a rank) and Megatron-LM's padding to 3*tp
+    # (1002 rows, 501 a rank) into vLLM's padding to 64 (1024 rows, 256 a rank)
+    ("tiny-llama-vocab1000.json", "tp=2,vocab_divisible_by=0", "tp=4", []),
+    ("tiny-llama-vocab1000.json", "tp=2,vocab_divisible_by=3", "tp=4", []),
     # 8 q heads in 2 groups of [4 q; k; v] (6 heads): tp=4 gives 3 heads a rank, q1-q3 | q4 k v;
     # tp=8 gives 1.5, q1 + half q2 | half q2 + q3 | q4 + half k | half k + v: heads cut between ranks
     ("tiny-llama-gqa8.json", "tp=4", "tp=2", []),

@@ -14,11 +14,13 @@
 namespace refit::models {
 
 // Rows per TP rank of Megatron's vocab-parallel weights (embedding, output layer): the vocab
-// padded to a multiple of make_vocab_size_divisible_by (128) * tp
-// (megatron.training.vocab_utils.calculate_padded_vocab_size), split
-// evenly (tensor_parallel.utils.VocabUtility.vocab_range_from_global_vocab_size). Rank i holds
-// the real rows [i*rows, min((i+1)*rows, vocab)), padding after them.
-std::int64_t megatron_vocab_rows(std::int64_t vocab, std::int64_t tp);
+// padded to a multiple of make_vocab_size_divisible_by * tp
+// (megatron.training.vocab_utils.calculate_padded_vocab_size), split evenly
+// (tensor_parallel.utils.VocabUtility.vocab_range_from_global_vocab_size). Rank i holds the real
+// rows [i*rows, min((i+1)*rows, vocab)), padding after them. Unpadded (vocab_divisible_by 0, as
+// Megatron-Bridge without should_pad_vocab), the split's divide() needs tp to divide the vocab:
+// refused otherwise, naming both.
+[[nodiscard]] Result<std::int64_t> megatron_vocab_rows(std::int64_t vocab, const MegatronConfig& config);
 
 // Megatron's layouts for one model; checks at construction that the sizes fit it: tp divides
 // the query heads, and the kv heads (whole query groups per rank) or, beyond them, is a multiple

@@ -10,6 +10,9 @@
 
 namespace refit::models {
 
+// Megatron-LM's --make-vocab-size-divisible-by default (megatron/training/arguments.py).
+inline constexpr std::int64_t kMegatronVocabDivisibleBy = 128;
+
 // World = tp*cp*dp*pp = etp*ep*edp*pp.
 struct MegatronConfig {
   std::int64_t tp = 1;
@@ -26,6 +29,10 @@ struct MegatronConfig {
   std::int64_t vp = 1;
   // Megatron's --pipeline-model-parallel-layout, e.g. "Et|(tt|)*30mL" (empty: none); it sets vp.
   std::string layout;
+  // Megatron-LM's --make-vocab-size-divisible-by: the vocab is padded to a multiple of it times
+  // tp. 0: not padded, as Megatron-Bridge builds models unless should_pad_vocab is set; tp must
+  // then divide the vocab.
+  std::int64_t vocab_divisible_by = kMegatronVocabDivisibleBy;
 
   std::int64_t world() const { return tp * cp * dp * pp; }
   std::int64_t stage_size() const { return tp * cp * dp; }
@@ -52,8 +59,9 @@ struct VllmConfig {
   std::int64_t ep() const { return expert_parallel ? engine_size() : 1; }
 };
 
-// Keys tp, pp, ep, etp, cp, dp, pp_first, pp_last, vp (each at most once, values >= 1) and
-// layout (a pipeline layout string, without Megatron's cosmetic commas), e.g. "tp=4,pp=8,ep=16".
+// Keys tp, pp, ep, etp, cp, dp, pp_first, pp_last, vp (each at most once, values >= 1), layout
+// (a pipeline layout string, without Megatron's cosmetic commas) and vocab_divisible_by (>= 1, or
+// 0/off for an unpadded vocab), e.g. "tp=4,pp=8,ep=16".
 // Without etp: tp (Megatron's expert_tensor_parallel_size default). Without dp: the smallest dp
 // that makes the expert layout valid (tp*cp*dp a multiple of ep*etp), so "pp=16,ep=16" is 256
 // ranks.
