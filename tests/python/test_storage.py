@@ -48,44 +48,13 @@ def _write(params: dict[int, dict[str, np.ndarray]], root: Path) -> None:
             np.ascontiguousarray(array).tofile(root / f"rank{rank}" / name)
 
 
-CASES = [
-    # config, Megatron sizes, vLLM sizes, model options
-    ("tiny-llama-vocab1023.json", "tp=2", "tp=4", []),  # qkv interleave, kv replicated, padded vocab
-    ("tiny-llama-vocab1023.json", "tp=1,pp=2", "tp=2", []),  # per-stage layer numbers, two groups a rank
-    ("tiny-llama-vocab1023.json", "tp=4", "tp=2", []),  # tp beyond the query groups: q | k v per group
-    # Megatron-Bridge's unpadded vocab (1000 rows, 500 a rank) and Megatron-LM's padding to 3*tp
-    # (1002 rows, 501 a rank) into vLLM's padding to 64 (1024 rows, 256 a rank)
-    ("tiny-llama-vocab1000.json", "tp=2,vocab_divisible_by=0", "tp=4", []),
-    ("tiny-llama-vocab1000.json", "tp=2,vocab_divisible_by=3", "tp=4", []),
-    # 8 q heads in 2 groups of [4 q; k; v] (6 heads): tp=4 gives 3 heads a rank, q1-q3 | q4 k v;
-    # tp=8 gives 1.5, q1 + half q2 | half q2 + q3 | q4 + half k | half k + v: heads cut between ranks
-    ("tiny-llama-gqa8.json", "tp=4", "tp=2", []),
-    ("tiny-llama-gqa8.json", "tp=4", "tp=4", []),
-    ("tiny-llama-gqa8.json", "tp=8", "tp=2", []),
-    ("tiny-llama-gqa8.json", "tp=8", "tp=4", []),
-    ("tiny-qwen3-moe.json", "tp=2,ep=2,etp=1", "tp=2", []),  # TEGroupedMLP experts to FusedMoE w13/w2
-    ("tiny-qwen3-moe.json", "tp=2,ep=2,etp=2,dp=2", "tp=1,dp=2,ep=1", []),  # expert TP to vLLM EP, linear
-    ("tiny-qwen3-moe.json", "tp=1,ep=2,dp=2", "tp=2", ["--per-expert"]),  # one tensor per expert, no EP
-    ("tiny-qwen3-moe.json", "tp=2,ep=2,etp=1", "tp=1,dp=2,ep=1,placement=round_robin", ["--per-expert"]),
-    ("tiny-deepseek-v3.json", "tp=2,ep=2,etp=1", "tp=2", []),  # MLA, fp32 router bias, shared experts
-    ("tiny-deepseek-v3.json", "tp=2,ep=2,etp=1", "tp=2", ["--mtp"]),  # MTP layer on the main embedding and head
-    ("tiny-deepseek-v3.json", "tp=2,ep=2,etp=1", "tp=2,dp=2,ep=1", []),  # sequence-parallel MoE: shared experts whole
-    ("tiny-qwen3-moe.json", "tp=2,ep=2,dp=2", "tp=2,engines=2", []),  # etp = tp by default; two engines
-    ("tiny-qwen3-moe.json", "tp=2,ep=2,etp=1", "tp=1,dp=2", []),  # internal DP: MoE TP over tp*dp, no EP
-    # vocab 1001, which tp does not divide: Megatron pads to 1024 (128*tp) and vLLM to 1024 (64),
-    # and each rank holds rows [i*1024/tp, min((i+1)*1024/tp, 1001)), not torch.chunk's
-    ("tiny-llama-vocab1001.json", "tp=2", "tp=4", []),
-    ("tiny-llama-vocab1001.json", "tp=4", "tp=2", []),
-    # virtual pipeline stages: stage 0 runs layers 0-1 and 4-5 as model0 and model1, stage 1 2-3
-    # and 6-7, each chunk numbering its layers from 0
-    ("tiny-llama-8-layers.json", "tp=2,pp=2,vp=2", "tp=2", []),
-    ("tiny-llama-8-layers.json", "tp=1,pp=2,vp=4", "tp=2,engines=2", []),  # one layer a chunk
-    # a layout string: Et|t|ttt|ttt||L, empty chunks at the ends of the model
-    ("tiny-llama-8-layers.json", "tp=2,pp=2,layout=Et|t|(ttt|)*2|L", "tp=4", []),
-    ("tiny-llama-vocab1023.json", "tp=1,pp=2,layout=E|t|t|L", "tp=2", []),
-    # the final norm with the last decoder layer on stage 0, MTP with its embedding on stage 1
-    ("tiny-deepseek-v3.json", "tp=2,ep=2,etp=1,pp=2,layout=Et|t|t|mL", "tp=2", ["--mtp"]),
-]
+def _cases() -> list[tuple[str, str, str, list[str]]]:
+    """The storage cases every executor runs (tests/data/storage_cases.json says what each shows)."""
+    cases = json.loads((ROOT / "tests" / "data" / "storage_cases.json").read_text())["cases"]
+    return [(c["config"], c["train"], c["infer"], c["options"]) for c in cases]
+
+
+CASES = _cases()
 
 
 def _refit(tmp_path: Path, config: str, train: str, infer: str, problem: list[str], reference=vllm_params,

@@ -1,7 +1,10 @@
 // The NCCL executor's program over framework parameters (models/storage_map.h), run on CPUs:
 // Megatron's parameters of tiny models to vLLM's, every strategy, rank mapping and a few staging
 // sizes; every destination region must hold its pattern and every padding byte stay zero.
+#include <fstream>
+
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "nccl_fixture.h"
 #include "program_sim.h"
@@ -22,7 +25,8 @@ struct Stored {
   models::StorageMap vllm;
 };
 
-Stored stored(const char* file, const char* train, const char* infer, const models::HfOptions& options) {
+Stored stored(const std::string& file, const std::string& train, const std::string& infer,
+              const models::HfOptions& options) {
   const auto m =
       models::load_hf_config(std::string(REFIT_TEST_DATA_DIR) + "/models/" + file, options).value();
   const auto t = models::parse_megatron(train).value();
@@ -57,18 +61,30 @@ void run_and_verify(const Stored& s, const Plan& plan, Mapping mapping, Bytes st
   }
 }
 
+// The storage cases tests/python/test_storage.py checks against the numpy reference of the
+// frameworks' layouts (tests/data/storage_cases.json): every one through the NCCL program too.
+std::vector<Stored> storage_cases() {
+  std::ifstream in(std::string(REFIT_TEST_DATA_DIR) + "/storage_cases.json");
+  const auto doc = nlohmann::json::parse(in);
+  std::vector<Stored> out;
+  for (const auto& c : doc.at("cases")) {
+    models::HfOptions options;
+    for (const auto& o : c.at("options")) {
+      options.per_expert = options.per_expert || o == "--per-expert";
+      options.include_mtp = options.include_mtp || o == "--mtp";
+    }
+    out.push_back(stored(c.at("config"), c.at("train"), c.at("infer"), options));
+  }
+  return out;
+}
+
 class StoredEveryStrategy : public ::testing::TestWithParam<std::string_view> {};
 
-// tiny llama (vocab 1023, padded on both sides; Megatron beyond its query groups), tiny
-// qwen3_moe (per-expert tensors to FusedMoE placed round_robin) and tiny deepseek_v3 with its MTP
-// layer (mtp.layers.0 to mtp_block, shared experts whole under sequence-parallel MoE), in domains
-// of two.
+// Every storage case in domains of two, both rank mappings, staging that cuts pieces and staging
+// that does not.
 TEST_P(StoredEveryStrategy, FrameworkParametersRunToTheRightBytesOnCpus) {
-  const Stored cases[] = {
-      stored("tiny-llama-vocab1023.json", "tp=4", "tp=2", {}),
-      stored("tiny-qwen3-moe.json", "tp=2,ep=2,etp=1", "tp=1,dp=2,ep=on,placement=round_robin",
-             {.per_expert = true}),
-      stored("tiny-deepseek-v3.json", "tp=2,ep=2,etp=1", "tp=2,dp=2,ep=on", {.include_mtp = true})};
+  const auto cases = storage_cases();
+  ASSERT_GE(cases.size(), 25u);
   for (const auto& s : cases) {
     const auto cluster = refit::testing::make_test_cluster(
         (s.problem.world_size() + 1) / 2, 2, s.problem.source_ranks(), s.problem.destination_ranks());
