@@ -110,6 +110,7 @@ std::optional<std::string> renamed(const std::string& r, bool moe, bool latent) 
       {"self_attn.k_norm.weight", "self_attention.k_layernorm.weight"},
       {"self_attn.o_proj.weight", "self_attention.linear_proj.weight"},
       {"mlp.gate.weight", "mlp.router.weight"},
+      {"block_sparse_moe.gate.weight", "mlp.router.weight"},  // Mixtral (mixtral_bridge.py)
       // TopKRouter registers it as a float32 buffer (moe/router.py), saved with the parameters.
       {"mlp.gate.e_score_correction_bias", "mlp.router.expert_bias"},
       {"self_attn.q_a_proj.weight", "self_attention.linear_q_down_proj.weight"},
@@ -134,7 +135,8 @@ Result<Stored> layer_tensor(const TensorOnRank& t, const detail::LayerName& n, c
                             const MegatronConfig& c) {
   const auto hf = fmt::format("model.layers.{}.", n.layer);
   const auto& r = n.rest;
-  const bool moe = t.names->contains(hf + "mlp.gate.weight");
+  const bool moe =
+      t.names->contains(hf + "mlp.gate.weight") || t.names->contains(hf + "block_sparse_moe.gate.weight");
   if (const auto name = renamed(r, moe, t.model->num_kv_heads == 0))
     return detail::whole(t, prefix + *name, t.box.extent[0]);
   for (const std::string kind : {"weight", "bias"})
@@ -148,8 +150,9 @@ Result<Stored> layer_tensor(const TensorOnRank& t, const detail::LayerName& n, c
     if (r == mlp + ".down_proj.weight")
       return detail::whole(t, prefix + mlp + ".linear_fc2.weight", t.box.extent[0]);
   }
-  if (t.tensor->is_stacked() && r.starts_with("mlp.experts."))
-    return grouped_experts(t, prefix, t.tensor->projection);
+  // Routed experts under any module name (Mixtral's block_sparse_moe.experts.<e>.w1/w3/w2 map to
+  // the same TEGroupedMLP parameters: mixtral_bridge.py, GatedMLPMapping).
+  if (t.tensor->is_stacked()) return grouped_experts(t, prefix, t.tensor->projection);
   if (t.tensor->is_routed_expert()) return grouped_expert(t, prefix, c);
   return detail::no_rule(kFramework, t);
 }

@@ -5,7 +5,8 @@
 //   model.layers.<L>.self_attn.fused_qkv_a_proj.weight  MLA: [q_a_proj; kv_a_proj_with_mqa]
 //   model.layers.<L>.mlp.experts.w13_weight       [E_local, 2*I_shard, H]: gate rows, then up rows
 //   model.layers.<L>.mlp.experts.w2_weight        [E_local, H, I_shard]
-// (stacked experts, or per-expert tensors at their slot, `linear` or `round_robin`)
+// (stacked experts, or per-expert tensors at their slot, `linear` or `round_robin`; Mixtral:
+// model.layers.<L>.block_sparse_moe.experts.w13_weight/w2_weight from w1, w3, w2)
 //   model.layers.<M>.{enorm,hnorm,eh_proj,shared_head.norm}.weight, model.layers.<M>.mtp_block.*
 // Every other tensor keeps its HF name, its shard row-major.
 #include <fmt/format.h>
@@ -22,19 +23,19 @@ using detail::Stored;
 using detail::TensorOnRank;
 
 constexpr std::string_view kFramework = "vllm";
-// FusedMoE's w13 [E_local, 2*I/tp, H] (gate rows first: FusedMoE._load_w13) and w2
+// FusedMoE's `prefix`experts.w13_weight [E_local, 2*I/tp, H] (gate rows first: FusedMoE._load_w13) and w2
 // [E_local, H, I/tp] (UnquantizedFusedMoEMethod.create_weights).
 Stored fused_experts(const TensorOnRank& t, const std::string& prefix, Projection p) {
   const bool w13 = p != Projection::kDown;
   const auto rows = w13 ? 2 * t.box.extent[1] : t.box.extent[1];
   Shape shape = t.box.extent;
   shape[1] = rows;
-  return Stored{.parameters = {FrameworkParameter{
-                    .name = prefix + (w13 ? "mlp.experts.w13_weight" : "mlp.experts.w2_weight"),
-                    .shape = std::move(shape),
-                    .dtype = t.tensor->spec.dtype}},
-                .regions = {detail::expert_rows(t, t.box.offset[0], t.box.offset[0] + t.box.extent[0], rows,
-                                                p == Projection::kUp ? t.box.extent[1] : 0, 0)}};
+  return Stored{
+      .parameters = {FrameworkParameter{.name = prefix + (w13 ? "experts.w13_weight" : "experts.w2_weight"),
+                                        .shape = std::move(shape),
+                                        .dtype = t.tensor->spec.dtype}},
+      .regions = {detail::expert_rows(t, t.box.offset[0], t.box.offset[0] + t.box.extent[0], rows,
+                                      p == Projection::kUp ? t.box.extent[1] : 0, 0)}};
 }
 
 // One expert's tensor (--per-expert) at its slot of the rank's w13/w2: with EP the slot is the
@@ -50,12 +51,12 @@ Stored fused_expert(const TensorOnRank& t, const std::string& prefix, const Vllm
                                                                   : w.expert % local;
   const auto rows = t.box.extent[0];
   if (w.projection == Projection::kDown)
-    return Stored{.parameters = {FrameworkParameter{.name = prefix + "mlp.experts.w2_weight",
+    return Stored{.parameters = {FrameworkParameter{.name = prefix + "experts.w2_weight",
                                                     .shape = {local, rows, t.box.extent[1]},
                                                     .dtype = w.spec.dtype}},
                   .regions = {detail::rows_at(t, t.box.offset[0], t.box.offset[0] + rows, slot * rows, 0)}};
   const auto at = slot * 2 * rows + (w.projection == Projection::kUp ? rows : 0);
-  return Stored{.parameters = {FrameworkParameter{.name = prefix + "mlp.experts.w13_weight",
+  return Stored{.parameters = {FrameworkParameter{.name = prefix + "experts.w13_weight",
                                                   .shape = {local, 2 * rows, t.box.extent[1]},
                                                   .dtype = w.spec.dtype}},
                 .regions = {detail::rows_at(t, t.box.offset[0], t.box.offset[0] + rows, at, 0)}};
@@ -78,9 +79,13 @@ Result<Stored> layer_tensor(const TensorOnRank& t, const detail::LayerName& n, c
     if (r == mlp + ".gate_proj.weight" || r == mlp + ".up_proj.weight")
       return detail::concatenated(t, prefix + mlp + ".gate_up_proj.weight",
                                   {hf + mlp + ".gate_proj.weight", hf + mlp + ".up_proj.weight"});
-  if (t.tensor->is_stacked() && r.starts_with("mlp.experts."))
-    return fused_experts(t, prefix, t.tensor->projection);
-  if (t.tensor->is_routed_expert()) return fused_expert(t, prefix, c);
+  // FusedMoE under the MoE module of the checkpoint (mlp, or Mixtral's block_sparse_moe:
+  // MixtralMoE.experts, loaded from w1/w3/w2 by FusedMoE.make_expert_params_mapping).
+  if (t.tensor->is_routed_expert()) {
+    const auto module = prefix + r.substr(0, r.find(".experts.") + 1);
+    return t.tensor->is_stacked() ? fused_experts(t, module, t.tensor->projection)
+                                  : fused_expert(t, module, c);
+  }
   // DeepseekV2MLAAttention with a q LoRA rank: fused_qkv_a_proj [q_a_proj; kv_a_proj_with_mqa],
   // replicated (MergedColumnParallelLinear with disable_tp); without one kv_a_proj_with_mqa alone.
   if ((r == "self_attn.q_a_proj.weight" || r == "self_attn.kv_a_proj_with_mqa.weight") &&

@@ -36,6 +36,11 @@ Megatron-Core (TE layer spec; names as Megatron-Bridge maps them):
     'duplicated'), ``linear_q_up_proj``/``linear_kv_up_proj`` column-parallel with the q/kv
     LoRA norms fused in, the input norm separate (Megatron-Bridge ``deepseek/common.py``); the
     router bias ``expert_bias`` fp32 (``TopKRouter``).
+  * Qwen2's q/k/v biases: ``linear_qkv.bias`` interleaved per group like the weight's rows
+    (``QKVMapping``); tied embeddings: the output layer's stage keeps a copy of the embedding as
+    ``output_layer.weight`` (``shared_embedding_or_output_weight``), nothing on a single stage.
+  * Mixtral: ``block_sparse_moe.gate`` is ``mlp.router``, experts' w1/w3/w2 the TEGroupedMLP's
+    [w1; w3] and w2 (Megatron-Bridge ``mixtral_bridge.py``, ``GatedMLPMapping``).
 
 vLLM:
   * ranks: tp + TP*dp (``parallel_state.initialize_model_parallel``).
@@ -50,7 +55,10 @@ vLLM:
   * ``FusedMoE``: ``w13_weight`` [E_local, 2*I/tp, H] gate rows then up rows (``_load_w13``),
     ``w2_weight`` [E_local, H, I/tp]; without EP the MoE TP is flattened over DP*TP
     (``FusedMoEParallelConfig.make``); with EP experts are placed ``linear`` or ``round_robin``
-    (``determine_expert_map``) over EP = DP*TP, ep_rank = dp_rank*TP + tp_rank.
+    (``determine_expert_map``) over EP = DP*TP, ep_rank = dp_rank*TP + tp_rank; Mixtral's under
+    ``block_sparse_moe.experts`` from w1/w3/w2 (``MixtralMoE``, ``make_expert_params_mapping``),
+    its router ``block_sparse_moe.gate.weight`` replicated.
+  * ``qkv_proj.bias`` [q; k; v] like the weight; tied embeddings: no ``lm_head`` parameter.
 """
 
 from __future__ import annotations
@@ -78,6 +86,11 @@ class Model:
     experts: int = 0
     moe_intermediate: int = 0
     qk_norm: bool = False
+    qkv_bias: bool = False  # Qwen2: q/k/v biases
+    tied: bool = False  # tie_word_embeddings: no lm_head of its own
+    # The MoE module and its experts' gate/up/down names: Mixtral's block_sparse_moe, w1/w3/w2
+    moe_module: str = "mlp"
+    expert_names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj")
     # DeepSeek-V3 (MLA): LoRA ranks and head dims, dense layers first, shared experts' intermediate
     q_lora: int = 0
     kv_lora: int = 0
@@ -94,13 +107,19 @@ class Model:
 
     @staticmethod
     def from_config(c: dict) -> "Model":
-        experts = c.get("num_experts", c.get("n_routed_experts", 0))
+        mixtral = c["model_type"] == "mixtral"
+        experts = c.get("num_experts", c.get("n_routed_experts", c.get("num_local_experts", 0)))
         return Model(hidden=c["hidden_size"], layers=c["num_hidden_layers"], heads=c["num_attention_heads"],
                      kv_heads=c["num_key_value_heads"],
                      head_dim=c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"],
                      vocab=c["vocab_size"], intermediate=c["intermediate_size"],
-                     experts=experts, moe_intermediate=c.get("moe_intermediate_size", 0),
-                     qk_norm=c["model_type"].startswith("qwen3"), q_lora=c.get("q_lora_rank", 0),
+                     experts=experts,
+                     moe_intermediate=c["intermediate_size"] if mixtral else c.get("moe_intermediate_size", 0),
+                     qk_norm=c["model_type"].startswith("qwen3"), qkv_bias=c["model_type"] == "qwen2",
+                     tied=c.get("tie_word_embeddings", False),
+                     moe_module="block_sparse_moe" if mixtral else "mlp",
+                     expert_names=("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj"),
+                     q_lora=c.get("q_lora_rank", 0),
                      kv_lora=c.get("kv_lora_rank", 0), nope=c.get("qk_nope_head_dim", 0),
                      rope=c.get("qk_rope_head_dim", 0), v_head=c.get("v_head_dim", 0),
                      first_dense=c.get("first_k_dense_replace", 0),
@@ -116,6 +135,10 @@ def _attention_shapes(m: Model, p: str) -> dict[str, tuple[int, ...]]:
         if m.qk_norm:
             out[p + "self_attn.q_norm.weight"] = (m.head_dim,)
             out[p + "self_attn.k_norm.weight"] = (m.head_dim,)
+        if m.qkv_bias:
+            out[p + "self_attn.q_proj.bias"] = (m.heads * m.head_dim,)
+            out[p + "self_attn.k_proj.bias"] = (m.kv_heads * m.head_dim,)
+            out[p + "self_attn.v_proj.bias"] = (m.kv_heads * m.head_dim,)
         return out
     return {p + "self_attn.q_a_proj.weight": (m.q_lora, m.hidden), p + "self_attn.q_a_layernorm.weight": (m.q_lora,),
             p + "self_attn.q_b_proj.weight": (m.heads * (m.nope + m.rope), m.q_lora),
@@ -125,9 +148,11 @@ def _attention_shapes(m: Model, p: str) -> dict[str, tuple[int, ...]]:
             p + "self_attn.o_proj.weight": (m.hidden, m.heads * m.v_head)}  # fmt: skip
 
 
-def _mlp_shapes(p: str, inter: int, hidden: int) -> dict[str, tuple[int, ...]]:
-    return {p + "gate_proj.weight": (inter, hidden), p + "up_proj.weight": (inter, hidden),
-            p + "down_proj.weight": (hidden, inter)}  # fmt: skip
+def _mlp_shapes(p: str, inter: int, hidden: int,
+                names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj")) -> dict[str, tuple[int, ...]]:  # fmt: skip
+    gate, up, down = names
+    return {p + f"{gate}.weight": (inter, hidden), p + f"{up}.weight": (inter, hidden),
+            p + f"{down}.weight": (hidden, inter)}  # fmt: skip
 
 
 def _moe(m: Model, layer: int) -> bool:
@@ -140,8 +165,9 @@ def hf_state_dict(m: Model, rng: np.random.Generator) -> Params:
     shapes: dict[str, tuple[int, ...]] = {
         "model.embed_tokens.weight": (m.vocab, m.hidden),
         "model.norm.weight": (m.hidden,),
-        "lm_head.weight": (m.vocab, m.hidden),
     }
+    if not m.tied:
+        shapes["lm_head.weight"] = (m.vocab, m.hidden)
     fp32: dict[str, tuple[int, ...]] = {}
     for L in range(m.layers + m.mtp):
         p = f"model.layers.{L}."
@@ -154,11 +180,12 @@ def hf_state_dict(m: Model, rng: np.random.Generator) -> Params:
         if not _moe(m, L):
             shapes.update(_mlp_shapes(p + "mlp.", m.intermediate, m.hidden))
             continue
-        shapes[p + "mlp.gate.weight"] = (m.experts, m.hidden)
+        shapes[p + f"{m.moe_module}.gate.weight"] = (m.experts, m.hidden)
         if m.latent:
             fp32[p + "mlp.gate.e_score_correction_bias"] = (m.experts,)
         for e in range(m.experts):
-            shapes.update(_mlp_shapes(p + f"mlp.experts.{e}.", m.moe_intermediate, m.hidden))
+            shapes.update(_mlp_shapes(p + f"{m.moe_module}.experts.{e}.", m.moe_intermediate, m.hidden,
+                                      m.expert_names))  # fmt: skip
         if m.shared:
             shapes.update(_mlp_shapes(p + "mlp.shared_experts.", m.shared, m.hidden))
     out = {n: rng.integers(1, 1 << 16, size=s, dtype=np.uint16) for n, s in shapes.items()}
@@ -270,8 +297,9 @@ def _megatron_chunk(sd: Params, m: Model, c: Megatron, layers: list[int], mtp: i
     if pre or mtp:  # the MTP chunk keeps a copy of the embedding (setup_embeddings_and_output_layer)
         p["embedding.word_embeddings.weight"] = _padded_vocab(sd["model.embed_tokens.weight"], c.vocab_multiple, c.tp,
                                                               tp_rank)  # fmt: skip
-    if post:
-        p["output_layer.weight"] = _padded_vocab(sd["lm_head.weight"], c.vocab_multiple, c.tp, tp_rank)
+    if post and not (m.tied and pre):  # tied: the last stage's copy of the embedding is the output layer's
+        head = sd["model.embed_tokens.weight" if m.tied else "lm_head.weight"]
+        p["output_layer.weight"] = _padded_vocab(head, c.vocab_multiple, c.tp, tp_rank)
     if (post and not m.mtp) or (m.mtp and m.layers - 1 in layers):
         p["decoder.final_layernorm.weight"] = sd["model.norm.weight"]
     for local, layer in enumerate(layers):
@@ -297,7 +325,7 @@ def _megatron_layer(sd: Params, m: Model, c: Megatron, layer: int, d: str, tp_ra
         p.update(_gated(sd, h + "mlp.", d + "mlp.linear_fc1.weight", d + "mlp.linear_fc2.weight", c.tp, tp_rank))
         return p
     p[d + "pre_mlp_layernorm.weight"] = sd[h + "post_attention_layernorm.weight"]
-    p[d + "mlp.router.weight"] = sd[h + "mlp.gate.weight"]
+    p[d + "mlp.router.weight"] = sd[h + f"{m.moe_module}.gate.weight"]
     if m.latent:
         p[d + "mlp.router.expert_bias"] = sd[h + "mlp.gate.e_score_correction_bias"]
     if m.shared:
@@ -305,18 +333,20 @@ def _megatron_layer(sd: Params, m: Model, c: Megatron, layer: int, d: str, tp_ra
                         d + "mlp.shared_experts.linear_fc2.weight", c.tp, tp_rank))  # fmt: skip
     local_experts = m.experts // c.ep
     for i in range(local_experts):
-        p.update(_gated(sd, f"{h}mlp.experts.{ep_rank * local_experts + i}.",
+        p.update(_gated(sd, f"{h}{m.moe_module}.experts.{ep_rank * local_experts + i}.",
                         d + f"mlp.experts.linear_fc1.weight{i}", d + f"mlp.experts.linear_fc2.weight{i}",
-                        c.expert_tp, etp_rank))  # fmt: skip
+                        c.expert_tp, etp_rank, m.expert_names))  # fmt: skip
     return p
 
 
-def _gated(sd: Params, hf: str, fc1: str, fc2: str, tp: int, tp_rank: int) -> Params:
+def _gated(sd: Params, hf: str, fc1: str, fc2: str, tp: int, tp_rank: int,
+           names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj")) -> Params:  # fmt: skip
     """[gate shard; up shard] and the down projection's columns, as Megatron's linear_fc1/fc2 and
     vLLM's gate_up_proj/down_proj (and w13/w2 per expert) hold them."""
-    return {fc1: np.concatenate([_rows(sd[hf + "gate_proj.weight"], tp, tp_rank),
-                                 _rows(sd[hf + "up_proj.weight"], tp, tp_rank)]),
-            fc2: _cols(sd[hf + "down_proj.weight"], tp, tp_rank)}  # fmt: skip
+    gate, up, down = names
+    return {fc1: np.concatenate([_rows(sd[hf + f"{gate}.weight"], tp, tp_rank),
+                                 _rows(sd[hf + f"{up}.weight"], tp, tp_rank)]),
+            fc2: _cols(sd[hf + f"{down}.weight"], tp, tp_rank)}  # fmt: skip
 
 
 def _megatron_attention(sd: Params, m: Model, tp: int, tp_rank: int, h: str, d: str) -> Params:
@@ -336,6 +366,9 @@ def _megatron_attention(sd: Params, m: Model, tp: int, tp_rank: int, h: str, d: 
     v = sd[h + "self_attn.v_proj.weight"].reshape(groups, hd, m.hidden)
     # The whole interleaved weight split evenly, whatever a slice's boundaries cut.
     p[a + "linear_qkv.weight"] = _rows(np.concatenate([q, k, v], axis=1).reshape(-1, m.hidden), tp, tp_rank)
+    if m.qkv_bias:  # the bias interleaved per group like the weight's rows
+        qb, kb, vb = (sd[h + f"self_attn.{x}_proj.bias"].reshape(groups, -1) for x in "qkv")
+        p[a + "linear_qkv.bias"] = _rows(np.concatenate([qb, kb, vb], axis=1).reshape(-1), tp, tp_rank)
     p[a + "linear_qkv.layer_norm_weight"] = sd[h + "input_layernorm.weight"]
     if m.qk_norm:
         p[a + "q_layernorm.weight"] = sd[h + "self_attn.q_norm.weight"]
@@ -380,6 +413,15 @@ def _experts_of(m: Model, c: Vllm, tp_rank: int, dp_rank: int) -> tuple[list[int
     return list(range(start, start + base + (1 if ep_rank < rem else 0))), 1, 0
 
 
+def _kv_rows(w: np.ndarray, m: Model, c: Vllm, tp_rank: int) -> np.ndarray:
+    """A TP rank's rows of k_proj or v_proj (weight or bias): its kv heads, or with fewer kv heads
+    than TP ranks the one it shares with tp/kv others (QKVParallelLinear)."""
+    if m.kv_heads >= c.tp:
+        return _rows(w, c.tp, tp_rank)
+    head = tp_rank // (c.tp // m.kv_heads)
+    return w[head * m.head_dim : (head + 1) * m.head_dim]
+
+
 def _vllm_attention(sd: Params, m: Model, c: Vllm, tp_rank: int, h: str, o: str) -> Params:
     """HF layer prefix `h`'s attention as vLLM's module `o` holds it."""
     a, q = h + "self_attn.", o + "self_attn."
@@ -391,13 +433,9 @@ def _vllm_attention(sd: Params, m: Model, c: Vllm, tp_rank: int, h: str, o: str)
                     q + "q_b_proj.weight": _rows(sd[a + "q_b_proj.weight"], c.tp, tp_rank),
                     q + "kv_a_layernorm.weight": sd[a + "kv_a_layernorm.weight"],
                     q + "kv_b_proj.weight": _rows(sd[a + "kv_b_proj.weight"], c.tp, tp_rank)}  # fmt: skip
-    hd = m.head_dim
-    if m.kv_heads >= c.tp:
-        k, v = (_rows(sd[a + f"{x}_proj.weight"], c.tp, tp_rank) for x in "kv")
-    else:
-        head = tp_rank // (c.tp // m.kv_heads)
-        k, v = (sd[a + f"{x}_proj.weight"][head * hd : (head + 1) * hd] for x in "kv")
-    p[q + "qkv_proj.weight"] = np.concatenate([_rows(sd[a + "q_proj.weight"], c.tp, tp_rank), k, v])
+    for kind in ["weight", "bias"] if m.qkv_bias else ["weight"]:
+        k, v = (_kv_rows(sd[a + f"{x}_proj.{kind}"], m, c, tp_rank) for x in "kv")
+        p[q + f"qkv_proj.{kind}"] = np.concatenate([_rows(sd[a + f"q_proj.{kind}"], c.tp, tp_rank), k, v])
     if m.qk_norm:
         p[q + "q_norm.weight"] = sd[a + "q_norm.weight"]
         p[q + "k_norm.weight"] = sd[a + "k_norm.weight"]
@@ -407,9 +445,10 @@ def _vllm_attention(sd: Params, m: Model, c: Vllm, tp_rank: int, h: str, o: str)
 def _vllm_rank(sd: Params, m: Model, c: Vllm, tp_rank: int, dp_rank: int) -> Params:
     p: Params = {
         "model.embed_tokens.weight": _padded_vocab(sd["model.embed_tokens.weight"], 64, c.tp, tp_rank),
-        "lm_head.weight": _padded_vocab(sd["lm_head.weight"], 64, c.tp, tp_rank),
         "model.norm.weight": sd["model.norm.weight"],
     }
+    if not m.tied:  # tied: lm_head is embed_tokens (tie_weights), no parameter of its own
+        p["lm_head.weight"] = _padded_vocab(sd["lm_head.weight"], 64, c.tp, tp_rank)
     for L in range(m.layers):
         p.update(_vllm_layer(sd, m, c, L, f"model.layers.{L}.", tp_rank, dp_rank))
     # DeepSeekMTP: the MTP layer's own weights under their HF names, its decoder layer as
@@ -432,7 +471,7 @@ def _vllm_layer(sd: Params, m: Model, c: Vllm, L: int, o: str, tp_rank: int, dp_
     if not _moe(m, L):
         p.update(_gated(sd, h + "mlp.", o + "mlp.gate_up_proj.weight", o + "mlp.down_proj.weight", c.tp, tp_rank))
         return p
-    p[o + "mlp.gate.weight"] = sd[h + "mlp.gate.weight"]
+    p[o + f"{m.moe_module}.gate.weight"] = sd[h + f"{m.moe_module}.gate.weight"]
     if m.latent:
         p[o + "mlp.gate.e_score_correction_bias"] = sd[h + "mlp.gate.e_score_correction_bias"]
     if m.shared:
@@ -443,7 +482,8 @@ def _vllm_layer(sd: Params, m: Model, c: Vllm, L: int, o: str, tp_rank: int, dp_
         p.update(_gated(sd, h + "mlp.shared_experts.", o + "mlp.shared_experts.gate_up_proj.weight",
                         o + "mlp.shared_experts.down_proj.weight", tp, rank))  # fmt: skip
     experts, moe_tp, moe_rank = _experts_of(m, c, tp_rank, dp_rank)
-    w = [_gated(sd, f"{h}mlp.experts.{x}.", "w13", "w2", moe_tp, moe_rank) for x in experts]
-    p[o + "mlp.experts.w13_weight"] = np.stack([x["w13"] for x in w])
-    p[o + "mlp.experts.w2_weight"] = np.stack([x["w2"] for x in w])
+    w = [_gated(sd, f"{h}{m.moe_module}.experts.{x}.", "w13", "w2", moe_tp, moe_rank, m.expert_names)
+         for x in experts]  # fmt: skip
+    p[o + f"{m.moe_module}.experts.w13_weight"] = np.stack([x["w13"] for x in w])
+    p[o + f"{m.moe_module}.experts.w2_weight"] = np.stack([x["w2"] for x in w])
     return p

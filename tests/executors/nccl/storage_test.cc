@@ -8,6 +8,7 @@
 
 #include "nccl_fixture.h"
 #include "program_sim.h"
+#include "refit/core/try.h"
 #include "refit/executors/framework_buffers.h"
 #include "refit/models/hf_config.h"
 #include "refit/models/problem_builder.h"
@@ -25,15 +26,15 @@ struct Stored {
   models::StorageMap vllm;
 };
 
-Stored stored(const std::string& file, const std::string& train, const std::string& infer,
-              const models::HfOptions& options) {
+Result<Stored> stored(const std::string& file, const std::string& train, const std::string& infer,
+                      const models::HfOptions& options) {
   const auto m =
-      models::load_hf_config(std::string(REFIT_TEST_DATA_DIR) + "/models/" + file, options).value();
-  const auto t = models::parse_megatron(train).value();
-  const auto i = models::parse_vllm(infer).value();
-  auto problem = models::build_problem(m, t, i).value();
-  auto megatron = models::megatron_storage(m, t, problem).value();
-  auto vllm = models::vllm_storage(m, i, problem).value();
+      REFIT_TRY(models::load_hf_config(std::string(REFIT_TEST_DATA_DIR) + "/models/" + file, options));
+  const auto t = REFIT_TRY(models::parse_megatron(train));
+  const auto i = REFIT_TRY(models::parse_vllm(infer));
+  auto problem = REFIT_TRY(models::build_problem(m, t, i));
+  auto megatron = REFIT_TRY(models::megatron_storage(m, t, problem));
+  auto vllm = REFIT_TRY(models::vllm_storage(m, i, problem));
   return Stored{.problem = std::move(problem), .megatron = std::move(megatron), .vllm = std::move(vllm)};
 }
 
@@ -73,7 +74,12 @@ std::vector<Stored> storage_cases() {
       options.per_expert = options.per_expert || o == "--per-expert";
       options.include_mtp = options.include_mtp || o == "--mtp";
     }
-    out.push_back(stored(c.at("config"), c.at("train"), c.at("infer"), options));
+    auto s = stored(c.at("config"), c.at("train"), c.at("infer"), options);
+    if (s)
+      out.push_back(std::move(*s));
+    else
+      ADD_FAILURE() << c.at("config") << " " << c.at("train") << " -> " << c.at("infer") << ": "
+                    << s.error().message;
   }
   return out;
 }
