@@ -20,30 +20,28 @@ using testing::rank_range;
 constexpr double kNicBw = 50e9;   // test cluster NICs: 50 GB/s
 constexpr double kAlpha = 15e-6;  // network latency per message
 
+// An 8 MiB bf16 weight [4096, 1024] whole on one training GPU and on one inference GPU.
+ReshardProblem one_weight() {
+  return ReshardProblem::make(
+             {testing::make_reshard("w", {4096, 1024}, make_layout({4096, 1024}, {1}, rank_range(0, 1), "R"),
+                                    make_layout({4096, 1024}, {1}, rank_range(1, 1), "R"))},
+             1, 1)
+      .value();
+}
+
 TEST(PlanSimulation, OneMessageTakesLatencyPlusBytesOverBandwidth) {
   // 8 MiB from one training GPU to one inference GPU on another node: one network message,
   // contiguous on both sides, so no pack: alpha + bytes / NIC bandwidth.
-  const auto p =
-      ReshardProblem::make(
-          {testing::make_reshard("w", {4096, 1024}, make_layout({4096, 1024}, {1}, rank_range(0, 1), "R"),
-                                 make_layout({4096, 1024}, {1}, rank_range(1, 1), "R"))},
-          1, 1)
-          .value();
+  const auto p = one_weight();
   const auto c = testing::make_test_cluster(2, 1, 1, 1);
   const auto s = simulate_plan(make_plan("refit", p, c).value(), p, c).value();
   EXPECT_NEAR(s.predicted.value, kAlpha + 4096.0 * 1024 * 2 / kNicBw, 1e-9);
   EXPECT_NEAR(s.network.value + s.latency.value, s.predicted.value, 1e-12);
 }
 
-// FP8 in flight: an 8 MiB bf16 weight [4096, 1024] from one GPU to one on another node.
+// FP8 in flight: the same weight from one GPU to one on another node.
 ReshardProblem one_weight_quantized(QuantSite site) {
-  const auto p =
-      ReshardProblem::make(
-          {testing::make_reshard("w", {4096, 1024}, make_layout({4096, 1024}, {1}, rank_range(0, 1), "R"),
-                                 make_layout({4096, 1024}, {1}, rank_range(1, 1), "R"))},
-          1, 1)
-          .value();
-  return quantize_problem(p, {.scheme = QuantScheme::kFp8Block128, .site = site},
+  return quantize_problem(one_weight(), {.scheme = QuantScheme::kFp8Block128, .site = site},
                           [](const TensorSpec&) { return true; })
       .value();
 }
