@@ -1,5 +1,6 @@
 // Fuzz target: the layout and overlap algebra. The bytes describe a tensor shape and two layouts
-// of it (mesh shapes, placements); when both are accepted, overlaps() must tile every
+// of it (mesh shapes, placements: replicated, torch.chunk splits, named chunks with a start);
+// when both are accepted, overlaps() must tile every
 // destination shard exactly with pieces that lie inside their source shards:
 //   sum over pieces of volume(piece) == volume(destination box), each piece inside both boxes.
 #include <cstdlib>
@@ -37,8 +38,18 @@ refit::Result<refit::Layout> layout_of(Bytes& in, const refit::Shape& shape) {
   for (auto& axis : mesh) {
     axis = in.next() % 9;  // 0 is refused
     const auto p = in.next();
-    // Out-of-range dims are allowed through, to be refused.
-    placements.push_back(p % 3 == 0 ? refit::Placement::replicate() : refit::Placement::shard(p % 5));
+    // Out-of-range dims, chunks that leave elements in no part and starts after the dim's
+    // beginning are allowed through, to be refused; named chunks and shifted grids to be tiled.
+    if (p % 3 == 0) {
+      placements.push_back(refit::Placement::replicate());
+    } else if (p % 3 == 1) {
+      placements.push_back(refit::Placement::shard(p % 5));
+    } else {
+      const auto chunk = in.size();
+      auto start = in.size();  // mostly negated: a start lies before the dim's beginning
+      if (start > 0 && in.next() % 4 != 0) start = -start;
+      placements.push_back(refit::Placement::shard(p % 5, chunk, start));
+    }
   }
   auto m = refit::Mesh::make(std::move(mesh));
   if (!m) return std::unexpected(m.error());
