@@ -12,6 +12,12 @@ std::int64_t element_count(const Shape& shape) {
   return n;
 }
 
+Shape row_major_strides(const Shape& extent) {
+  Shape strides(extent.size(), 1);
+  for (std::size_t d = extent.size(); d-- > 1;) strides[d - 1] = strides[d] * extent[d];
+  return strides;
+}
+
 std::int64_t Box::volume() const { return element_count(extent); }
 
 bool Box::empty() const {

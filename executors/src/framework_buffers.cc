@@ -11,7 +11,6 @@
 #include "refit/core/try.h"
 #include "refit/executors/pattern.h"
 #include "refit/lowering/arrays.h"
-#include "refit/quantize/quantize.h"
 
 namespace refit {
 namespace {
@@ -55,30 +54,6 @@ void copy_part(const Box& whole, const std::byte* data, const Box& part, std::by
     std::memcpy(out + w.offset_of(1, index), data + w.offset_of(0, index),
                 static_cast<std::size_t>(elements * element_size));
   });
-}
-
-// What the quantizer makes of the bf16 pattern of a weight's box: its values and its scales
-// (the box of the weight's scales tensor), each row-major.
-struct Quantized {
-  std::vector<std::byte> values;
-  std::vector<std::byte> scales;
-};
-
-Quantized quantized_pattern(std::uint32_t t, const TensorSpec& spec, const Box& box) {
-  const auto scheme = spec.quantization->scheme;
-  std::vector<std::byte> bf16(static_cast<std::size_t>(box.volume() * dtype_size(DType::kBF16)));
-  fill_bf16_weight_pattern(t, spec.shape, box, bf16);
-  Shape strides(box.rank(), 1);
-  for (std::size_t d = box.rank(); d-- > 1;) strides[d - 1] = strides[d] * box.extent[d];
-  Quantized out{
-      .values = std::vector<std::byte>(static_cast<std::size_t>(box.volume())),
-      .scales = std::vector<std::byte>(static_cast<std::size_t>(scale_buffer_bytes(scheme, box.extent)))};
-  quantize(scheme,
-           Bf16View{.data = reinterpret_cast<const std::uint16_t*>(bf16.data()),
-                    .shape = box.extent,
-                    .strides = strides},
-           std::span(reinterpret_cast<std::uint8_t*>(out.values.data()), out.values.size()), out.scales);
-  return out;
 }
 
 // What a destination shard of a weight quantised at the senders (or of its scales) must hold,

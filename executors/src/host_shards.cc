@@ -8,7 +8,6 @@
 
 #include "refit/core/try.h"
 #include "refit/executors/pattern.h"
-#include "refit/quantize/quantize.h"
 
 namespace refit {
 namespace {
@@ -39,25 +38,14 @@ void fill_source(std::uint32_t t, const TensorSpec& spec, const Box& box, std::s
 // the rank's box of the weight's scales tensor) must be what the quantizer makes of the pattern.
 [[nodiscard]] Result<void> verify_quantized(std::uint32_t t, const TensorSpec& spec,
                                             const ShardBuffer& values, std::span<const std::byte> scales) {
-  const auto scheme = spec.quantization->scheme;
-  std::vector<std::byte> bf16(static_cast<std::size_t>(values.box.volume() * dtype_size(DType::kBF16)));
-  fill_bf16_weight_pattern(t, spec.shape, values.box, bf16);
-  Shape strides(values.box.rank(), 1);
-  for (std::size_t d = values.box.rank(); d-- > 1;) strides[d - 1] = strides[d] * values.box.extent[d];
-  std::vector<std::uint8_t> want_values(static_cast<std::size_t>(values.box.volume()));
-  std::vector<std::byte> want_scales(static_cast<std::size_t>(scale_buffer_bytes(scheme, values.box.extent)));
-  quantize(scheme,
-           Bf16View{.data = reinterpret_cast<const std::uint16_t*>(bf16.data()),
-                    .shape = values.box.extent,
-                    .strides = strides},
-           want_values, want_scales);
-  for (std::size_t i = 0; i < want_values.size(); ++i)
-    if (static_cast<std::uint8_t>(values.bytes[i]) != want_values[i])
-      return fail(ErrorCode::kRuntime,
-                  fmt::format("fp8 value {} of the box (row-major) is 0x{:02x}, the "
-                              "quantizer makes 0x{:02x}",
-                              i, static_cast<unsigned>(values.bytes[i]), want_values[i]));
-  if (scales.size() != want_scales.size() || !std::equal(scales.begin(), scales.end(), want_scales.begin()))
+  const auto want = quantized_pattern(t, spec, values.box);
+  for (std::size_t i = 0; i < want.values.size(); ++i)
+    if (values.bytes[i] != want.values[i])
+      return fail(ErrorCode::kRuntime, fmt::format("fp8 value {} of the box (row-major) is 0x{:02x}, the "
+                                                   "quantizer makes 0x{:02x}",
+                                                   i, static_cast<unsigned>(values.bytes[i]),
+                                                   static_cast<unsigned>(want.values[i])));
+  if (scales.size() != want.scales.size() || !std::equal(scales.begin(), scales.end(), want.scales.begin()))
     return fail(ErrorCode::kRuntime, "its scales differ from what the quantizer makes");
   return {};
 }

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "refit/quantize/quantize.h"
+
 namespace refit {
 namespace {
 
@@ -59,6 +61,21 @@ void fill_bf16_weight_pattern(std::uint32_t tensor, const Shape& shape, const Bo
     std::memcpy(out.data() + static_cast<std::size_t>(local) * sizeof bits, &bits, sizeof bits);
     return true;
   });
+}
+
+QuantizedPattern quantized_pattern(std::uint32_t tensor, const TensorSpec& weight, const Box& box) {
+  const auto scheme = weight.quantization->scheme;
+  std::vector<std::byte> bf16(static_cast<std::size_t>(box.volume() * dtype_size(DType::kBF16)));
+  fill_bf16_weight_pattern(tensor, weight.shape, box, bf16);
+  QuantizedPattern out{
+      .values = std::vector<std::byte>(static_cast<std::size_t>(box.volume())),
+      .scales = std::vector<std::byte>(static_cast<std::size_t>(scale_buffer_bytes(scheme, box.extent)))};
+  quantize(scheme,
+           Bf16View{.data = reinterpret_cast<const std::uint16_t*>(bf16.data()),
+                    .shape = box.extent,
+                    .strides = row_major_strides(box.extent)},
+           std::span(reinterpret_cast<std::uint8_t*>(out.values.data()), out.values.size()), out.scales);
+  return out;
 }
 
 Result<void> verify_pattern(std::uint32_t tensor, const Shape& shape, const Box& box,

@@ -8,12 +8,6 @@
 namespace refit {
 namespace {
 
-Shape row_major_strides(const Shape& shape) {
-  Shape strides(shape.size(), 1);
-  for (std::size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
-  return strides;
-}
-
 // The tensors `rank` sends some of from its own source boxes.
 std::vector<bool> sent_from_source(const Plan& plan, Rank rank) {
   std::vector<bool> out(plan.tensors.size(), false);

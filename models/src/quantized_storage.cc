@@ -10,12 +10,6 @@
 namespace refit::models::detail {
 namespace {
 
-Shape row_major_strides(const Shape& shape) {
-  Shape s(shape.size(), 1);
-  for (std::size_t d = shape.size(); d-- > 1;) s[d - 1] = s[d] * shape[d];
-  return s;
-}
-
 // The dim of a parameter that a step of `stride` elements advances by one (the innermost if
 // dims of size 1 share a stride).
 std::optional<std::size_t> dim_of_stride(const Shape& strides, std::int64_t stride) {

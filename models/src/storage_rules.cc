@@ -13,8 +13,7 @@ namespace {
 
 // Row-major strides of a box's extents, with dim 0 advancing `row` elements.
 Shape strides_with_row(const Box& box, std::int64_t row) {
-  Shape s(box.rank(), 1);
-  for (std::size_t d = box.rank() - 1; d-- > 1;) s[d] = s[d + 1] * box.extent[d + 1];
+  Shape s = row_major_strides(box.extent);
   s[0] = row;
   return s;
 }
@@ -158,15 +157,13 @@ StoredRegion expert_rows(const TensorOnRank& t, std::int64_t begin, std::int64_t
   Box box = t.box;
   box.offset[0] = begin;
   box.extent[0] = end - begin;
-  Shape strides(box.rank(), 1);
-  for (std::size_t d = box.rank() - 1; d-- > 1;) strides[d] = strides[d + 1] * box.extent[d + 1];
-  const auto inner = box.rank() > 2 ? strides[1] : 1;  // elements of one row of dim 1
-  strides[0] = rows * inner;
+  const auto inner = box.rank() > 2 ? row_major_strides(box.extent)[1] : 1;  // elements of one row of dim 1
+  auto strides = strides_with_row(box, rows * inner);
   return StoredRegion{.tensor = t.index,
                       .box = std::move(box),
                       .parameter = parameter,
                       .offset = at * inner,
-                      .strides = strides};
+                      .strides = std::move(strides)};
 }
 
 std::optional<LayerName> layer_name(std::string_view hf_name) {

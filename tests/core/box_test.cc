@@ -33,6 +33,12 @@ TEST(Box, Containment) {
   EXPECT_FALSE(outer.contains_point({10, 0}));
 }
 
+TEST(Box, RowMajorStridesStepOverTheDimsAfter) {
+  // [2, 3, 4] row-major: one step of dim 0 skips 3*4 elements, of dim 1 skips 4, of dim 2 one.
+  EXPECT_EQ(row_major_strides({2, 3, 4}), (Shape{12, 4, 1}));
+  EXPECT_EQ(row_major_strides({7}), (Shape{1}));
+}
+
 TEST(Box, ToStringUsesHalfOpenRanges) { EXPECT_EQ((Box{{2, 0}, {3, 7}}.to_string()), "[2:5, 0:7]"); }
 
 }  // namespace

@@ -67,12 +67,6 @@ const std::vector<VectorCase>& reference_vectors() {
   return cases;
 }
 
-Shape row_major_strides(const Shape& shape) {
-  Shape strides(shape.size(), 1);
-  for (std::size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
-  return strides;
-}
-
 double e4m3_value(std::uint8_t code) {
   // sign, 4 exponent bits (bias 7), 3 mantissa bits; exponent 0 is subnormal: m/8 * 2^-6.
   if ((code & 0x7F) == 0x7F) return std::numeric_limits<double>::quiet_NaN();

@@ -28,8 +28,7 @@ struct VectorCase {
 
 const std::vector<VectorCase>& reference_vectors();
 
-// Row-major strides of a shape, in elements.
-Shape row_major_strides(const Shape& shape);
+using refit::row_major_strides;
 
 // The value an e4m3fn byte encodes (NaN for 0x7F and 0xFF).
 double e4m3_value(std::uint8_t code);

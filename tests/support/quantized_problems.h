@@ -50,9 +50,7 @@ inline void hold_as_parameters(const ReshardProblem& problem, RankBuffers& b,
       region.strides = {1024, 1};
     } else {
       p.assign(s.bytes.begin(), s.bytes.end());
-      region.strides = Shape(s.box.rank(), 1);
-      for (std::size_t d = s.box.rank(); d-- > 1;)
-        region.strides[d - 1] = region.strides[d] * s.box.extent[d];
+      region.strides = row_major_strides(s.box.extent);
     }
     b.source_parameters.push_back(p);
     s.bytes = {};

@@ -32,5 +32,7 @@ std::optional<Box> intersect(const Box& a, const Box& b);
 bool overlap(const Box& a, const Box& b);
 
 std::int64_t element_count(const Shape& shape);
+// The strides, in elements, of an array of `extent` laid out row-major (the last dim's is 1).
+Shape row_major_strides(const Shape& extent);
 
 }  // namespace refit

@@ -4,9 +4,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "refit/core/box.h"
 #include "refit/core/error.h"
+#include "refit/core/tensor_spec.h"
 
 namespace refit {
 
@@ -22,6 +24,15 @@ void fill_pattern(std::uint32_t tensor, const Shape& tensor_shape, const Box& bo
 // which makes the whole block NaN and hides misplaced bytes).
 void fill_bf16_weight_pattern(std::uint32_t tensor, const Shape& tensor_shape, const Box& box,
                               std::span<std::byte> out);
+
+// What the quantizer makes of a box's bf16 weight pattern (FP8 in flight): the fp8 values and
+// the scales every destination of the weight must hold, each row-major over the box (the scales
+// over its box of the weight's scales tensor).
+struct QuantizedPattern {
+  std::vector<std::byte> values;
+  std::vector<std::byte> scales;
+};
+QuantizedPattern quantized_pattern(std::uint32_t tensor, const TensorSpec& weight, const Box& box);
 
 // Checks `data` against the pattern; the error names the first wrong element (global index).
 [[nodiscard]] Result<void> verify_pattern(std::uint32_t tensor, const Shape& tensor_shape, const Box& box,
