@@ -20,7 +20,19 @@ DATA = ROOT / "tests" / "data"
 TINY_MOE = DATA / "models" / "tiny-qwen3-moe.json"
 
 
-def _cli_path() -> Optional[str]:
+def mpirun_env() -> dict[str, str]:
+    """This process's environment for the processes mpirun starts, outside ctest too: this
+    machine's shared memory and loopback, mpirun as root, and Open MPI 4.1 trusting the exit code
+    of a rank that finalised (REFIT_MPI_TEST_ENV in tests/CMakeLists.txt says why)."""
+    env = dict(os.environ)
+    env.setdefault("UCX_TLS", "self,sm,tcp")
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_orte_allowed_exit_without_sync="1")  # fmt: skip
+    return env
+
+
+def cli_path() -> Optional[str]:
+    """The refit command to run: REFIT_CLI, else this checkout's release build, else the PATH's."""
     given = os.environ.get("REFIT_CLI")
     if given:
         return given
@@ -31,7 +43,7 @@ def _cli_path() -> Optional[str]:
 @pytest.fixture(scope="session")
 def cli() -> Callable[..., subprocess.CompletedProcess]:
     """Runs the refit command (REFIT_CLI, or build/release/cli/refit) and returns the process."""
-    path = _cli_path()
+    path = cli_path()
     if path is None:
         pytest.skip("the refit command is not built (REFIT_CLI)")
 

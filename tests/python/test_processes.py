@@ -5,7 +5,6 @@ survivors must report within the timeout, naming it."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -15,24 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, TINY_MOE
+from conftest import ROOT, TINY_MOE, mpirun_env
 
 EXAMPLES = ROOT / "examples" / "python"
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    # This machine's shared memory and loopback, as the MPI tests use; mpirun as root.
-    env.setdefault("UCX_TLS", "self,sm,tcp")
-    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    return env
 
 
 def test_torchrun_example_refits_a_tiny_model_and_verifies_every_element() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4",
          str(EXAMPLES / "torchrun_refit.py")],
-        capture_output=True, text=True, timeout=300, env=_env(),
+        capture_output=True, text=True, timeout=300, env=mpirun_env(),
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     for rank in (0, 1):
@@ -48,7 +39,7 @@ def test_mpi4py_example_refits_with_numpy_arrays() -> None:
     pytest.importorskip("mpi4py")
     done = subprocess.run(
         ["mpirun", "--oversubscribe", "-np", "4", sys.executable, str(EXAMPLES / "mpi4py_refit.py")],
-        capture_output=True, text=True, timeout=300, env=_env(),
+        capture_output=True, text=True, timeout=300, env=mpirun_env(),
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     for rank in (2, 3):  # fp32 this time: twice the bytes
@@ -65,7 +56,7 @@ def test_a_killed_process_makes_every_survivor_raise_within_the_timeout_naming_i
     # tiny-qwen3-moe TP2xEP2 -> TP2xDP2 (6 processes) in domains of two, 4 KiB chunks, as the
     # refit run fault test; rank 1 dies (SIGKILL) once its first chunk is sent.
     size, victim, timeout = 6, 1, 3.0
-    env = _env()
+    env = mpirun_env()
     env.update(WORLD_SIZE=str(size), VICTIM=str(victim), REFIT_TIMEOUT=str(timeout),
                INIT_METHOD=f"tcp://127.0.0.1:{_free_port()}")  # fmt: skip
     start = time.monotonic()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -17,24 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import DATA, cli_path, mpirun_env
 from fp8_reference import finite_weights, vllm_fp8_params
 from framework_reference import Megatron, Model, Vllm, hf_state_dict, megatron_params, vllm_params
 
-ROOT = Path(os.environ.get("REFIT_SOURCE_DIR", Path(__file__).resolve().parents[2]))
-MODELS = ROOT / "tests" / "data" / "models"
-
-
-def _cli() -> str | None:
-    given = os.environ.get("REFIT_CLI")
-    built = ROOT / "build" / "release" / "cli" / "refit"
-    return given or (str(built) if built.exists() else shutil.which("refit"))
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.setdefault("UCX_TLS", "self,sm,tcp")  # this machine's shared memory and loopback
-    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    return env
+MODELS = DATA / "models"
 
 
 def _sizes(text: str) -> dict[str, str]:
@@ -50,7 +36,7 @@ def _write(params: dict[int, dict[str, np.ndarray]], root: Path) -> None:
 
 def _cases() -> list[tuple[str, str, str, list[str]]]:
     """The storage cases every executor runs (tests/data/storage_cases.json says what each shows)."""
-    cases = json.loads((ROOT / "tests" / "data" / "storage_cases.json").read_text())["cases"]
+    cases = json.loads((DATA / "storage_cases.json").read_text())["cases"]
     return [(c["config"], c["train"], c["infer"], c["options"]) for c in cases]
 
 
@@ -62,7 +48,7 @@ def _refit(tmp_path: Path, config: str, train: str, infer: str, problem: list[st
     """Lays a random checkpoint (of finite weights: `finite`) out as Megatron does, runs refit on it
     with the PROBLEM options `problem`, and checks every inference rank's parameters against
     vLLM's layout (`reference`)."""
-    cli = _cli()
+    cli = cli_path()
     if cli is None:
         pytest.skip("the refit command is not built (REFIT_CLI)")
     model = Model.from_config(json.loads((MODELS / config).read_text()))
@@ -79,7 +65,7 @@ def _refit(tmp_path: Path, config: str, train: str, infer: str, problem: list[st
         ["mpirun", "--oversubscribe", "-np", str(megatron.world + vllm.world), cli, "run", *problem,
          "--storage", "framework", "--load-sources", str(tmp_path / "megatron"),
          "--save-destinations", str(tmp_path / "vllm"), "--timeout", "60"],
-        capture_output=True, text=True, timeout=300, env=_env(),
+        capture_output=True, text=True, timeout=300, env=mpirun_env(),
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     expected = reference(state, model, vllm, first_rank=megatron.world)
@@ -104,7 +90,7 @@ def test_a_version_2_manifest_carries_the_storage_maps_to_refit_run(tmp_path: Pa
     """`refit models --storage --write-manifest` writes both sides' parameters and regions; a run
     from that manifest alone moves the same bytes as one from the model."""
     config, train, infer, _ = CASES[2]
-    cli = _cli()
+    cli = cli_path()
     if cli is None:
         pytest.skip("the refit command is not built (REFIT_CLI)")
     manifest = tmp_path / "manifest.json"
