@@ -74,15 +74,16 @@ Result<CallSchedule> nemo_rl_reshard(const DeployInputs& in) {
     else
       misc.push_back(t);
   }
-  CallSchedule schedule{.store_and_forward = true};
+  CallSchedule schedule{.store_and_forward = true, .pairs_in_order = true};
   std::vector<std::int32_t> last(at(stage_count), -1);
   const std::int32_t in_flight = in.constants.stages_in_flight;
   for (std::int32_t s = 0; s < stage_count; ++s) {
     for (const std::int32_t t : bulk[at(s)]) {
-      Call call = sim::reshard_call(in, t, by_tensor[at(t)], stages.ranks[at(s)], s);
-      if (last[at(s)] < 0 && s >= in_flight && last[at(s - in_flight)] >= 0)
-        call.after = {last[at(s - in_flight)]};
-      last[at(s)] = sim::add_call(schedule, std::move(call));
+      for (Call& call : sim::reshard_calls(in, t, by_tensor[at(t)], stages.ranks[at(s)], s)) {
+        if (last[at(s)] < 0 && s >= in_flight && last[at(s - in_flight)] >= 0)
+          call.after = {last[at(s - in_flight)]};
+        last[at(s)] = sim::add_call(schedule, std::move(call));
+      }
     }
   }
   std::erase(last, -1);
@@ -111,14 +112,17 @@ Result<CallSchedule> m2n_bench(const DeployInputs& in) {
     if (!representative.contains(pattern)) patterns.push_back(pattern);
     representative[pattern].try_emplace(stages.stage_of_tensor[at(t)], t);
   }
-  CallSchedule schedule{.store_and_forward = true};
+  CallSchedule schedule{.store_and_forward = true, .pairs_in_order = true};
   std::vector<std::int32_t> previous;
   for (const auto& pattern : patterns) {
     std::vector<std::int32_t> calls;
     for (const auto& [stage, t] : representative[pattern]) {
-      Call call = sim::reshard_call(in, t, by_tensor[at(t)], stages.ranks[at(stage)], stage);
-      call.after = previous;
-      calls.push_back(sim::add_call(schedule, std::move(call)));
+      std::int32_t last = -1;
+      for (Call& call : sim::reshard_calls(in, t, by_tensor[at(t)], stages.ranks[at(stage)], stage)) {
+        if (last < 0) call.after = previous;
+        last = sim::add_call(schedule, std::move(call));
+      }
+      calls.push_back(last);
     }
     previous = std::move(calls);
   }

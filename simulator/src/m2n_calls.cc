@@ -1,7 +1,9 @@
 #include "m2n_calls.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -45,10 +47,48 @@ RankTraffic traffic_of(const Plan& plan, std::span<const std::int32_t> transfers
   return out;
 }
 
-std::vector<Rank> communicator(const ReshardProblem& problem, std::span<const Rank> stage) {
-  std::vector<Rank> ranks(stage.begin(), stage.end());
+std::vector<Rank> inference_ranks(const ReshardProblem& problem) {
+  std::vector<Rank> ranks;
   for (std::int32_t r = problem.source_ranks(); r < problem.world_size(); ++r) ranks.push_back(Rank{r});
   return ranks;
+}
+
+std::vector<Rank> communicator(const ReshardProblem& problem, std::span<const Rank> stage) {
+  std::vector<Rank> ranks(stage.begin(), stage.end());
+  std::ranges::copy(inference_ranks(problem), std::back_inserter(ranks));
+  return ranks;
+}
+
+// A call's transfers in the split kernel's two phases: what the sources send (the injection) and
+// what receivers forward (the ring and its NVLink fan-out).
+struct Phases {
+  std::vector<std::int32_t> injection, ring;
+  std::set<std::int32_t> injected;  // the injection's receivers
+
+  std::vector<Rank> injection_communicator(std::span<const Rank> stage) const {
+    std::vector<Rank> ranks(stage.begin(), stage.end());
+    for (const std::int32_t r : injected) ranks.push_back(Rank{r});
+    return ranks;
+  }
+};
+
+// The phases, when some receiver forwards over the network; none when every forward stays in
+// an NVLink domain (the unsplit kernel, which forwards as slices land).
+std::optional<Phases> split_phases(const Plan& plan, std::span<const std::int32_t> transfers) {
+  Phases out;
+  bool network_ring = false;
+  for (const std::int32_t i : transfers) {
+    const Transfer& t = plan.transfers[at(i)];
+    if (t.upstream().empty()) {
+      out.injection.push_back(i);
+      out.injected.insert(t.receiver.value);
+    } else {
+      out.ring.push_back(i);
+      network_ring = network_ring || t.link == LinkKind::kNetwork;
+    }
+  }
+  if (!network_ring) return std::nullopt;
+  return out;
 }
 
 }  // namespace
@@ -77,19 +117,22 @@ Result<std::vector<std::vector<std::int32_t>>> transfers_by_tensor(const Plan& p
   return out;
 }
 
-Call reshard_call(const DeployInputs& in, std::int32_t tensor, std::span<const std::int32_t> transfers,
-                  std::span<const Rank> stage, std::int32_t queue) {
+std::vector<Call> reshard_calls(const DeployInputs& in, std::int32_t tensor,
+                                std::span<const std::int32_t> transfers, std::span<const Rank> stage,
+                                std::int32_t queue) {
   const auto& name = in.problem.tensors()[at(tensor)].tensor.name;
   const auto traffic = traffic_of(in.plan, transfers);
   std::size_t most_peers = 0;
   for (const auto& [rank, peers] : traffic.peers) most_peers = std::max(most_peers, peers.size());
-  const Seconds barrier =
-      barrier_latency(in.constants.nccl, ring_shape(communicator(in.problem, stage), in.cluster));
+  const auto barrier = [&](std::vector<Rank> ranks) {
+    return barrier_latency(in.constants.nccl, ring_shape(ranks, in.cluster));
+  };
+  const Seconds world_barrier = barrier(communicator(in.problem, stage));
   Call call{.label = name,
             .group = "M2N reshard",
             .queue = queue,
-            .launch = in.constants.launch * static_cast<double>(1 + most_peers) + barrier,
-            .finish = barrier,
+            .launch = in.constants.launch * static_cast<double>(1 + most_peers) + world_barrier,
+            .finish = world_barrier,
             .transfers = std::vector(transfers.begin(), transfers.end())};
   const bool stacked = is_routed_expert(name) && in.problem.tensors()[at(tensor)].tensor.shape.size() >= 3;
   for (const Rank r : stage) {
@@ -101,7 +144,22 @@ Call reshard_call(const DeployInputs& in, std::int32_t tensor, std::span<const s
   const bool fused = projection_of(name) == Projection::kGateOrUp;
   for (const auto& [rank, bytes] : traffic.received)
     call.copies_after.push_back(RankCopy{Rank{rank}, fused ? bytes * 2 : bytes});
-  return call;
+  const auto phases = split_phases(in.plan, transfers);
+  if (!phases) return {std::move(call)};
+  // The split kernel: the injection ends with a barrier over its communicator (the stage and the
+  // first replicas), the ring opens with one over the inference ranks.
+  Call ring{.label = name + " (ring)",
+            .group = call.group,
+            .queue = queue,
+            .launch = barrier(inference_ranks(in.problem)),
+            .finish = world_barrier,
+            .copies_after = std::move(call.copies_after),
+            .transfers = std::move(phases->ring)};
+  call.label += " (injection)";
+  call.finish = barrier(phases->injection_communicator(stage));
+  call.copies_after.clear();
+  call.transfers = std::move(phases->injection);
+  return {std::move(call), std::move(ring)};
 }
 
 }  // namespace refit::sim

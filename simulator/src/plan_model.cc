@@ -21,7 +21,8 @@
 // on that piece. A relay's last chunk waiting for its upstream stops the pair's queue there, as
 // the executor's walk of the queue does. Different pairs run at once, each one flow, which is how
 // a NIC shares itself: per queue pair, not per message. Window 0 models no queues: every transfer
-// starts when its data is there, as a flow of its own.
+// starts when its data is there, as a flow of its own; unless the schedule's pairs are in order
+// (calls.h), which keeps the streams without grants.
 // Calls (calls.h): a call is a start task (its launch cost, after the previous call of its queue
 // and its `after` calls), copy tasks on the ranks' copy engines before and after its bytes, its
 // transfers (each first piece after the start and its sender's copy) or its collective's channel
@@ -39,6 +40,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <limits>
 #include <optional>
 #include <span>
 #include <unordered_map>
@@ -170,12 +172,14 @@ class Builder {
   }
 
   // One stream per (sender, receiver) pair, and each transfer's grant: where in the pair's
-  // earlier transfers the chunk `window` chunks before its first lies.
+  // earlier transfers the chunk `window` chunks before its first lies. Pairs in order with
+  // window 0: streams without grants.
   void plan_streams() {
     stream_.assign(plan_.transfers.size(), -1);
     grant_.assign(plan_.transfers.size(), Grant{});
     cuts_.assign(plan_.transfers.size(), {});
-    if (window_ == 0) return;
+    if (window_ == 0 && !(calls_ && calls_->pairs_in_order)) return;
+    const std::int64_t window = window_ > 0 ? window_ : std::numeric_limits<std::int64_t>::max();
     // The transfers grouped by pair, each pair's in issue order.
     std::vector<std::pair<std::uint64_t, std::int32_t>> by_pair;  // (pair, position in order_)
     by_pair.reserve(order_.size());
@@ -196,8 +200,8 @@ class Builder {
       const auto id = at(order_[at(by_pair[i].second)]);
       stream_[id] = out_.model.stream_count() - 1;
       const std::int64_t before = chunks_end.empty() ? 0 : chunks_end.back();
-      if (before >= window_) {
-        const std::int64_t granting = before - window_;  // counted from 0 in the pair
+      if (before >= window) {
+        const std::int64_t granting = before - window;  // counted from 0 in the pair
         const auto k =
             static_cast<std::size_t>(std::ranges::upper_bound(chunks_end, granting) - chunks_end.begin());
         const std::int64_t holder_first = k == 0 ? 0 : chunks_end[k - 1];

@@ -107,6 +107,45 @@ TEST(Calls, ACallEndsWithItsSlowestRank) {
   EXPECT_NEAR(sim.waiting.value, kU, 1e-9);
 }
 
+// Tensors a and b (2 MiB each) go 0 -> 1 (transfers 0, 1) and rank 1 forwards each to 2
+// (transfers 2, 3, store and forward), every rank on a node of its own: a two-hop relay of two
+// slices.
+TEST(Calls, PairsInOrderLetARelayForwardTheFirstSliceWhileTheSecondArrives) {
+  const Shape shape{2 * 1024, kCols};
+  const auto replicated = [&](std::string name) {
+    return testing::make_reshard(std::move(name), shape, make_layout(shape, {1}, rank_range(0, 1), "R"),
+                                 make_layout(shape, {2}, rank_range(1, 2), "R"));
+  };
+  const auto p = ReshardProblem::make({replicated("a"), replicated("b")}, 1, 2).value();
+  const auto c = testing::make_test_cluster(3, 1, 1, 2);
+  Plan plan{.strategy = "hand",
+            .tensors = {p.tensors()[0].tensor, p.tensors()[1].tensor},
+            .source_ranks = 1,
+            .destination_ranks = 2};
+  const auto hop = [&](std::int32_t id, std::uint32_t tensor, std::int32_t from, std::int32_t via) {
+    plan.transfers.push_back(Transfer{.id = id,
+                                      .sender = Rank{from},
+                                      .receiver = Rank{from + 1},
+                                      .link = LinkKind::kNetwork,
+                                      .segments = {Segment{tensor, Box{{0, 0}, shape}, via}},
+                                      .bytes = p.tensors()[tensor].tensor.bytes(),
+                                      .chunk = Bytes{kMiB}});
+  };
+  hop(0, 0, 0, kFromSourceShard);
+  hop(1, 1, 0, kFromSourceShard);
+  hop(2, 0, 1, 0);
+  hop(3, 1, 1, 1);
+  ASSERT_TRUE(validate(plan, p)) << validate(plan, p).error().message;
+  CallSchedule s{.calls = {Call{.label = "reshard", .transfers = {0, 1, 2, 3}}}, .store_and_forward = true};
+  // Every transfer a flow of its own: a and b share rank 0's NIC and both land at alpha + 4U;
+  // then both forwards share rank 1's: 2 alpha + 8U.
+  EXPECT_NEAR(simulated(plan, p, c, s).predicted.value, 2 * kAlpha + 8 * kU, 1e-9);
+  // In order: a lands at alpha + 2U and goes on at once while b lands (alpha + 4U); b's forward
+  // follows a's on the 1 -> 2 pair, its latency paid meanwhile: 2 alpha + 6U.
+  s.pairs_in_order = true;
+  EXPECT_NEAR(simulated(plan, p, c, s).predicted.value, 2 * kAlpha + 6 * kU, 1e-9);
+}
+
 TEST(Calls, CopiesBeforeGateSendsAndCopiesAfterFollowArrivals) {
   // One call, 2 MiB 0 -> 1: rank 0 packs 2 MiB first (2C), rank 1 copies 4 MiB after (4C),
   // then the finish f: 2C + alpha + 2U + 4C + f. The copies count as copy time: 6C.

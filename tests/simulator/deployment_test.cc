@@ -201,6 +201,39 @@ TEST(NemoRlReshard, OneM2nCallPerFfnParameterOnItsStageThenTheRestBroadcast) {
   EXPECT_TRUE(simulate_plan(plan, p, c, o));
 }
 
+TEST(NemoRlReshard, ARingThroughOtherDomainsIsTheSplitKernelsInjectionThenItsRing) {
+  // Every rank in a domain of its own: the inference replicas 4 and 5 are a ring, 4 injected
+  // first. Each bulk parameter is two calls on its stage's queue: the injection (what the
+  // sources send, ending with a barrier over the stage's 2 ranks and rank 4: 3 ranks in 3
+  // domains), then the ring (opening with a barrier over ranks 4 and 5, 2 domains), whose
+  // receivers unpack.
+  const auto p = pipeline_moe();
+  const auto c = testing::make_test_cluster(6, 1, 4, 2);
+  const auto plan = make_plan("m2n-ring", p, c).value();
+  const auto s = deploy(deployment_info(DeploymentId::kNemoRl), plan, p, c).value();
+  EXPECT_TRUE(s.pairs_in_order);
+  const auto reshards = calls_in(s, "M2N reshard");
+  ASSERT_EQ(reshards.size(), 4u);
+  for (std::size_t k = 0; k < 2; ++k) {
+    const Call& injection = *reshards[2 * k];
+    const Call& ring = *reshards[2 * k + 1];
+    EXPECT_EQ(injection.label, p.tensors()[k].tensor.name + " (injection)");
+    EXPECT_EQ(ring.label, p.tensors()[k].tensor.name + " (ring)");
+    EXPECT_EQ(ring.queue, injection.queue);
+    EXPECT_EQ(injection.finish, barrier_latency(NcclLatencies{}, {.ranks = 3, .domains = 3}));
+    EXPECT_EQ(ring.launch, barrier_latency(NcclLatencies{}, {.ranks = 2, .domains = 2}));
+    for (const std::int32_t t : injection.transfers)
+      EXPECT_TRUE(plan.transfers[static_cast<std::size_t>(t)].upstream().empty());
+    for (const std::int32_t t : ring.transfers)
+      EXPECT_FALSE(plan.transfers[static_cast<std::size_t>(t)].upstream().empty());
+    EXPECT_FALSE(injection.copies_before.empty());
+    EXPECT_TRUE(injection.copies_after.empty());
+    EXPECT_EQ(ring.copies_after.size(), 2u);
+  }
+  PlanSimulationOptions o{.calls = &s};
+  EXPECT_TRUE(simulate_plan(plan, p, c, o));
+}
+
 TEST(M2nBench, OneRepresentativePerPatternAndStagePatternsInTurn) {
   // Patterns: layers.X.mlp.experts.gate_proj (stages 0 and 1, in parallel), then
   // layers.X.self_attn.q_proj.weight (stage 0), after both.

@@ -55,6 +55,10 @@ struct CallSchedule {
   // Relays forward a transfer once all of it has arrived, not chunk by chunk (M2N's packed path
   // forwards whole slices).
   bool store_and_forward = false;
+  // The transfers of one (sender, receiver) pair complete one after another in issue order, as
+  // puts on one connection do (M2N's GIN puts), even where the pair window is 0: so a relay can
+  // forward the first slices while later ones still arrive.
+  bool pairs_in_order = false;
   // What the deployment had to assume for want of an input, for the user to read.
   std::vector<std::string> notes{};
 };
