@@ -192,7 +192,8 @@ def simulate(
     Args:
         problem: the problem (planned here with ``strategy`` on ``cluster``), or a :class:`Plan`.
         deployment: who runs the plan (:func:`deployments`): ``refit`` (refit's executors),
-            ``nemo-rl`` (NeMo RL's refit paths), ``m2n-bench`` (nccl_m2n's model benchmark).
+            ``nemo-rl`` (NeMo RL's refit paths), ``m2n-bench`` (nccl_m2n's model benchmark),
+            ``m2n-bench-all`` (the same with ``--no-dedup``: every layer timed).
             Default: ``refit`` for refit's plans, ``nemo-rl`` for the baselines'.
         window: chunks a receiver grants each sender ahead; a (sender, receiver) pair sends its
             transfers in plan order (0: every transfer at once). Default: the pair window of the

@@ -22,7 +22,7 @@ namespace {
 
 using sim::DeployInputs;
 
-constexpr std::array<DeploymentInfo, 3> kDeployments{{
+constexpr std::array<DeploymentInfo, 4> kDeployments{{
     {.id = DeploymentId::kRefit,
      .name = "refit",
      .description = "refit's own executors: the whole plan in one call"},
@@ -34,6 +34,10 @@ constexpr std::array<DeploymentInfo, 3> kDeployments{{
      .name = "m2n-bench",
      .description =
          "nccl_m2n's reshard_model_bench: every parameter through M2N, one name pattern at a time"},
+    {.id = DeploymentId::kM2nBenchAll,
+     .name = "m2n-bench-all",
+     .description = "reshard_model_bench --no-dedup: as m2n-bench, timing every layer instead of one per "
+                    "pattern and stage (the figures nccl_m2n's README publishes)"},
 }};
 
 std::size_t at(std::int64_t i) { return static_cast<std::size_t>(i); }
@@ -99,29 +103,33 @@ std::string pattern_of(const std::string& name) {
   return std::regex_replace(name, layer, "layers.X.");
 }
 
-// reshard_model_bench with its default de-duplication: per (pattern, stage) one representative
-// parameter, the stages' calls of one pattern in parallel (a communicator and stream each), the
-// patterns one after another; its figure is the sum over patterns.
-Result<CallSchedule> m2n_bench(const DeployInputs& in) {
+// reshard_model_bench: per name pattern, the parameters of each stage one after another on that
+// stage's communicator (the stages' in parallel), the patterns one after another; its figure is
+// the sum over patterns. With its default de-duplication (`deduplicateParamsPP`) one
+// representative parameter per (pattern, stage); with --no-dedup (`all_layers`) every one.
+Result<CallSchedule> m2n_bench(const DeployInputs& in, bool all_layers) {
   const auto stages = REFIT_TRY(sim::find_stages(in.problem));
   const auto by_tensor = REFIT_TRY(sim::transfers_by_tensor(in.plan));
   std::vector<std::string> patterns;
-  std::map<std::string, std::map<std::int32_t, std::int32_t>> representative;  // pattern -> stage -> tensor
+  std::map<std::string, std::map<std::int32_t, std::vector<std::int32_t>>>
+      timed;  // pattern -> stage -> tensors
   for (const std::int32_t t : all_tensors(in.problem)) {
     const auto pattern = pattern_of(in.problem.tensors()[at(t)].tensor.name);
-    if (!representative.contains(pattern)) patterns.push_back(pattern);
-    representative[pattern].try_emplace(stages.stage_of_tensor[at(t)], t);
+    if (!timed.contains(pattern)) patterns.push_back(pattern);
+    auto& tensors = timed[pattern][stages.stage_of_tensor[at(t)]];
+    if (all_layers || tensors.empty()) tensors.push_back(t);
   }
   CallSchedule schedule{.store_and_forward = true, .pairs_in_order = true};
   std::vector<std::int32_t> previous;
   for (const auto& pattern : patterns) {
     std::vector<std::int32_t> calls;
-    for (const auto& [stage, t] : representative[pattern]) {
+    for (const auto& [stage, tensors] : timed[pattern]) {
       std::int32_t last = -1;
-      for (Call& call : sim::reshard_calls(in, t, by_tensor[at(t)], stages.ranks[at(stage)], stage)) {
-        if (last < 0) call.after = previous;
-        last = sim::add_call(schedule, std::move(call));
-      }
+      for (const std::int32_t t : tensors)
+        for (Call& call : sim::reshard_calls(in, t, by_tensor[at(t)], stages.ranks[at(stage)], stage)) {
+          if (last < 0) call.after = previous;
+          last = sim::add_call(schedule, std::move(call));
+        }
       calls.push_back(last);
     }
     previous = std::move(calls);
@@ -155,6 +163,7 @@ Result<void> check_runs(const DeploymentInfo& deployment, const StrategyInfo& st
       case DeploymentId::kNemoRl:
         return strategy.id != StrategyId::kRefit;
       case DeploymentId::kM2nBench:
+      case DeploymentId::kM2nBenchAll:
         return strategy.id == StrategyId::kM2nRing || strategy.id == StrategyId::kDirect;
     }
     return false;
@@ -181,7 +190,9 @@ Result<CallSchedule> deploy(const DeploymentInfo& deployment, const Plan& plan, 
       return schedule;
     }
     case DeploymentId::kM2nBench:
-      return m2n_bench(in);
+      return m2n_bench(in, /*all_layers=*/false);
+    case DeploymentId::kM2nBenchAll:
+      return m2n_bench(in, /*all_layers=*/true);
   }
   return unsupported(fmt::format("deployment '{}' has no call model", deployment.name));
 }

@@ -62,9 +62,10 @@ TEST(Deployment, EachStrategyHasADefaultAndImpossiblePairsAreRefusedNamingBoth) 
   for (const auto& d : deployments())
     for (const auto& s : strategies()) {
       const auto runs = check_runs(d, s);
-      const bool expected =
-          d.id == DeploymentId::kRefit || (d.id == DeploymentId::kNemoRl && s.id != StrategyId::kRefit) ||
-          (d.id == DeploymentId::kM2nBench && (s.id == StrategyId::kM2nRing || s.id == StrategyId::kDirect));
+      const bool expected = d.id == DeploymentId::kRefit ||
+                            (d.id == DeploymentId::kNemoRl && s.id != StrategyId::kRefit) ||
+                            ((d.id == DeploymentId::kM2nBench || d.id == DeploymentId::kM2nBenchAll) &&
+                             (s.id == StrategyId::kM2nRing || s.id == StrategyId::kDirect));
       EXPECT_EQ(runs.has_value(), expected) << d.name << " " << s.name;
       if (!runs) {
         EXPECT_NE(runs.error().message.find(std::string(d.name)), std::string::npos);
@@ -247,6 +248,37 @@ TEST(M2nBench, OneRepresentativePerPatternAndStagePatternsInTurn) {
   EXPECT_EQ(s.calls[2].after, (std::vector<std::int32_t>{0, 1}));
 }
 
+TEST(M2nBench, WithoutDeduplicationEveryLayerIsTimedEachStagesInTurn) {
+  // Layers 0 and 2 on stage 0, layer 1 on stage 1, one pattern. De-duplicated: layer 0 (queue 0)
+  // and layer 1 (queue 1). --no-dedup: layers 0 and 2 one after another on queue 0, layer 1 on
+  // queue 1 beside them.
+  const Shape experts{4, 8, 16};
+  const auto stacked = [&](std::string name, std::int32_t first) {
+    return testing::make_reshard(std::move(name), experts,
+                                 make_layout(experts, {2}, rank_range(first, 2), "S0"),
+                                 make_layout(experts, {2}, rank_range(4, 2), "R"));
+  };
+  const auto p = ReshardProblem::make({stacked("model.layers.0.mlp.experts.gate_proj", 0),
+                                       stacked("model.layers.1.mlp.experts.gate_proj", 2),
+                                       stacked("model.layers.2.mlp.experts.gate_proj", 0)},
+                                      4, 2)
+                     .value();
+  const auto c = two_nodes();
+  const auto plan = make_plan("m2n-ring", p, c).value();
+  const auto labels = [&](DeploymentId id) {
+    std::vector<std::pair<std::string, std::int32_t>> out;
+    const auto schedule = deploy(deployment_info(id), plan, p, c).value();
+    for (const auto& call : schedule.calls) out.emplace_back(call.label, call.queue);
+    return out;
+  };
+  using Calls = std::vector<std::pair<std::string, std::int32_t>>;
+  EXPECT_EQ(labels(DeploymentId::kM2nBench), (Calls{{"model.layers.0.mlp.experts.gate_proj", 0},
+                                                    {"model.layers.1.mlp.experts.gate_proj", 1}}));
+  EXPECT_EQ(labels(DeploymentId::kM2nBenchAll), (Calls{{"model.layers.0.mlp.experts.gate_proj", 0},
+                                                       {"model.layers.2.mlp.experts.gate_proj", 0},
+                                                       {"model.layers.1.mlp.experts.gate_proj", 1}}));
+}
+
 TEST(NemoRlRayDispatch, OneDriverSubmitsACallPerWorkerThenWaitsOneRoundTrip) {
   // W = 256 workers: 0.5 ms + 256 x 0.12 ms = 31.22 ms.
   EXPECT_NEAR(sim::ray_dispatch_time({}, 256).value, 31.22e-3, 1e-12);
@@ -300,9 +332,10 @@ TEST(NemoRlRayDispatch, EveryCallWaitsForTheFanOutSoThePredictionGrowsByIt) {
   }
   // refit's executors and reshard_model_bench run without Ray.
   const auto plan = make_plan("m2n-ring", p, c).value();
-  for (const auto id : {DeploymentId::kRefit, DeploymentId::kM2nBench})
-    for (const auto& call : deploy(deployment_info(id), plan, p, c).value().calls)
-      EXPECT_NE(call.group, "Ray dispatch");
+  for (const auto id : {DeploymentId::kRefit, DeploymentId::kM2nBench, DeploymentId::kM2nBenchAll}) {
+    const auto schedule = deploy(deployment_info(id), plan, p, c).value();
+    for (const auto& call : schedule.calls) EXPECT_NE(call.group, "Ray dispatch");
+  }
 }
 
 TEST(RefitDeployment, PredictsWhatThePlanAlonePredicts) {

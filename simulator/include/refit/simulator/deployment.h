@@ -10,7 +10,8 @@
 //              packed broadcast); before either, the driver's Ray fan-out to every training
 //              worker and every vLLM TP group's leader;
 //   m2n-bench  nccl_m2n's reshard_model_bench: every parameter through M2N, one representative
-//              per (name pattern, stage), patterns one after another.
+//              per (name pattern, stage), patterns one after another;
+//   m2n-bench-all  the same run with --no-dedup: every layer's parameters, each stage's in turn.
 // Every constant is a microbenchmark figure or a published cost model with its source in
 // docs/hardware.md; none is fitted to an end-to-end refit time.
 #include <span>
@@ -26,7 +27,7 @@
 
 namespace refit {
 
-enum class DeploymentId : std::uint8_t { kRefit, kNemoRl, kM2nBench };
+enum class DeploymentId : std::uint8_t { kRefit, kNemoRl, kM2nBench, kM2nBenchAll };
 
 struct DeploymentConstants {
   NcclLatencies nccl{};
@@ -62,7 +63,7 @@ struct DeploymentConstants {
 
 struct DeploymentInfo {
   DeploymentId id = DeploymentId::kRefit;
-  std::string_view name;         // "refit", "nemo-rl", "m2n-bench"
+  std::string_view name;         // "refit", "nemo-rl", "m2n-bench", "m2n-bench-all"
   std::string_view description;  // one line for --help
 };
 
