@@ -13,7 +13,8 @@
 // and its own last chunk cannot go before the upstream has ended. So an h-hop chain of equal
 // links takes bytes/bw + (h-1)*chunk/bw. A transfer fed by several upstream transfers waits for
 // all of them to end.
-// Each (sender, receiver) pair is one stream (model.h), as in the UCX executor: its transfers go
+// Each (sender, receiver) pair of a call queue is one stream (model.h), as in the UCX executor
+// (one queue: the whole plan) and as a communicator's connections: its transfers go
 // in plan order, each one's latency paid while the ones before it flow, and the pair's flow runs
 // on from one to the next without a new fair share. The receiver grants each sender `window`
 // chunks ahead, so a transfer is posted once the chunk `window` chunks before its first has
@@ -43,6 +44,7 @@
 #include <limits>
 #include <optional>
 #include <span>
+#include <tuple>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -171,24 +173,24 @@ class Builder {
     if (calls_) std::ranges::stable_sort(order_, {}, [&](std::int32_t t) { return call_of_[at(t)]; });
   }
 
-  // One stream per (sender, receiver) pair, and each transfer's grant: where in the pair's
-  // earlier transfers the chunk `window` chunks before its first lies. Pairs in order with
-  // window 0: streams without grants.
+  // One stream per (sender, receiver) pair of each call queue, and each transfer's grant: where
+  // in the pair's earlier transfers the chunk `window` chunks before its first lies. Pairs in
+  // order with window 0: streams without grants.
   void plan_streams() {
     stream_.assign(plan_.transfers.size(), -1);
     grant_.assign(plan_.transfers.size(), Grant{});
     cuts_.assign(plan_.transfers.size(), {});
     if (window_ == 0 && !(calls_ && calls_->pairs_in_order)) return;
     const std::int64_t window = window_ > 0 ? window_ : std::numeric_limits<std::int64_t>::max();
-    // The transfers grouped by pair, each pair's in issue order.
-    std::vector<std::pair<std::uint64_t, std::int32_t>> by_pair;  // (pair, position in order_)
+    // The transfers grouped by pair and call queue, each pair's in issue order: calls of two
+    // queues (two communicators) reach the same peer over connections of their own.
+    using PairKey = std::tuple<std::int32_t, std::int32_t, std::int32_t>;  // queue, sender, receiver
+    std::vector<std::pair<PairKey, std::int32_t>> by_pair;                 // (pair, position in order_)
     by_pair.reserve(order_.size());
     for (std::size_t i = 0; i < order_.size(); ++i) {
       const auto& t = plan_.transfers[at(order_[i])];
-      by_pair.emplace_back(
-          static_cast<std::uint64_t>(t.sender.value) * static_cast<std::uint64_t>(plan_.world_size()) +
-              static_cast<std::uint64_t>(t.receiver.value),
-          static_cast<std::int32_t>(i));
+      const std::int32_t queue = calls_ ? calls_->calls[at(call_of_[at(t.id)])].queue : 0;
+      by_pair.emplace_back(PairKey{queue, t.sender.value, t.receiver.value}, static_cast<std::int32_t>(i));
     }
     std::ranges::sort(by_pair);
     std::vector<std::int64_t> chunks_end;  // the pair's chunks up to and including its i-th transfer

@@ -146,6 +146,19 @@ TEST(Calls, PairsInOrderLetARelayForwardTheFirstSliceWhileTheSecondArrives) {
   EXPECT_NEAR(simulated(plan, p, c, s).predicted.value, 2 * kAlpha + 6 * kU, 1e-9);
 }
 
+TEST(Calls, PairsInOrderAreInOrderWithinOneQueueOnly) {
+  // a (4 MiB) and b (1 MiB) both 0 -> 3, in calls of queues 0 and 1 (two communicators); then d
+  // (4 MiB, 1 -> 4) in a call after b's on queue 1. a and b share rank 0's NIC: b lands at
+  // alpha + 2U, a at alpha + 5U; d goes at once after b: 2 alpha + 6U. Were the pair one stream
+  // across queues, b would wait for a and d would end at 2 alpha + 9U.
+  const auto p =
+      ReshardProblem::make({moved("a", 4, 0, 3), moved("b", 1, 0, 3), moved("d", 4, 1, 4)}, 3, 3).value();
+  const auto c = testing::make_test_cluster(6, 1, 3, 3);
+  const CallSchedule s{.calls = {call_of(0, 0, 0), call_of(1, 1, 0), call_of(2, 1, 0)},
+                       .pairs_in_order = true};
+  EXPECT_NEAR(simulated(whole_tensor_plan(p), p, c, s).predicted.value, 2 * kAlpha + 6 * kU, 1e-9);
+}
+
 TEST(Calls, CopiesBeforeGateSendsAndCopiesAfterFollowArrivals) {
   // One call, 2 MiB 0 -> 1: rank 0 packs 2 MiB first (2C), rank 1 copies 4 MiB after (4C),
   // then the finish f: 2C + alpha + 2U + 4C + f. The copies count as copy time: 6C.
