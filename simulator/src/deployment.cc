@@ -78,7 +78,7 @@ Result<CallSchedule> nemo_rl_reshard(const DeployInputs& in) {
     else
       misc.push_back(t);
   }
-  CallSchedule schedule{.store_and_forward = true, .pairs_in_order = true};
+  CallSchedule schedule{.store_and_forward = true, .relay_slices = sim::kM2nCtas, .pairs_in_order = true};
   std::vector<std::int32_t> last(at(stage_count), -1);
   const std::int32_t in_flight = in.constants.stages_in_flight;
   for (std::int32_t s = 0; s < stage_count; ++s) {
@@ -119,7 +119,7 @@ Result<CallSchedule> m2n_bench(const DeployInputs& in, bool all_layers) {
     auto& tensors = timed[pattern][stages.stage_of_tensor[at(t)]];
     if (all_layers || tensors.empty()) tensors.push_back(t);
   }
-  CallSchedule schedule{.store_and_forward = true, .pairs_in_order = true};
+  CallSchedule schedule{.store_and_forward = true, .relay_slices = sim::kM2nCtas, .pairs_in_order = true};
   std::vector<std::int32_t> previous;
   for (const auto& pattern : patterns) {
     std::vector<std::int32_t> calls;

@@ -26,6 +26,10 @@
 
 namespace refit::sim {
 
+// CTAs of an M2N kernel (`DEFAULT_NUM_CTAS`, `reshard_limits.h`): each moves its slice of every
+// piece, and a ring hop forwards each slice as it lands.
+inline constexpr std::int32_t kM2nCtas = 8;
+
 // NeMo RL's bulk parameters (`is_nccl_reshard_param`): the FFN weights of dense MLPs and routed
 // experts; shared experts and everything else go through the packed broadcast.
 bool is_bulk_parameter(std::string_view name);

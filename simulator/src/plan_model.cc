@@ -8,11 +8,12 @@
 // chunk beside the transfer, so only the first chunk's pack and the last chunk's unpack add time:
 // the pack as latency of the first task, the unpack as a task of its own after the last one (not
 // in the pair's stream, which goes on meanwhile).
-// Relays pipeline: a transfer that feeds relays is cut after its first chunk (its head); a relay,
-// whose data all comes from one upstream transfer, starts once the upstream's head has arrived,
-// and its own last chunk cannot go before the upstream has ended. So an h-hop chain of equal
-// links takes bytes/bw + (h-1)*chunk/bw. A transfer fed by several upstream transfers waits for
-// all of them to end.
+// Relays pipeline: a transfer that feeds relays is cut after its head (its first chunk, or its
+// first slice where the schedule's relays store and forward slices); a relay, whose data all
+// comes from one upstream transfer, starts once the upstream's head has arrived, and its own
+// last head cannot go before the upstream has ended. So an h-hop chain of equal links takes
+// bytes/bw + (h-1)*head/bw. A transfer fed by several upstream transfers waits for all of them
+// to end.
 // Each (sender, receiver) pair of a call queue is one stream (model.h), as in the UCX executor
 // (one queue: the whole plan) and as a communicator's connections: its transfers go
 // in plan order, each one's latency paid while the ones before it flow, and the pair's flow runs
@@ -151,7 +152,7 @@ class Builder {
   void index_upstreams() {
     has_pipelined_dependent_.assign(plan_.transfers.size(), false);
     upstream_begin_.assign(1, 0);
-    const bool pipelined = !calls_ || !calls_->store_and_forward;
+    const bool pipelined = !calls_ || !calls_->store_and_forward || calls_->relay_slices > 1;
     for (const auto& t : plan_.transfers) {
       const auto up = t.upstream();
       upstreams_.insert(upstreams_.end(), up.begin(), up.end());
@@ -263,16 +264,24 @@ class Builder {
     return transfer_time(bytes, c_.cluster().gpu(c_.gpu_of(r)).copy_bandwidth);
   }
 
+  // The chunks a relay forwards at once: one, or a slice of the transfer when relays store and
+  // forward slices (calls.h).
+  std::int64_t head_chunks(std::int64_t all) const {
+    const bool sliced = calls_ && calls_->store_and_forward && calls_->relay_slices > 1;
+    return sliced ? (all + calls_->relay_slices - 1) / calls_->relay_slices : 1;
+  }
+
   // Where the transfer is cut, in chunks counted from 1 within it, ending with all its chunks:
-  // after its head when relays start from it, before a relay's last chunk (which waits for the
+  // after its head when relays start from it, before a relay's last head (which waits for the
   // upstream's end), and after every chunk that grants a later transfer of its pair.
   void piece_ends(const Transfer& t, std::vector<std::int64_t>& ends) const {
     const auto id = at(t.id);
     const std::int64_t all = lowered_.layout(t.id).chunks();
+    const std::int64_t head = head_chunks(all);
     ends = cuts_[id];
     const bool relay = pipelined_upstream_[id] >= 0;
-    if (has_pipelined_dependent_[id] || relay) ends.push_back(1);
-    if (relay) ends.push_back(all - 1);
+    if (has_pipelined_dependent_[id] || relay) ends.push_back(head);
+    if (relay) ends.push_back(all - head);
     ends.push_back(all);
     std::erase_if(ends, [&](std::int64_t e) { return e < 1 || e > all; });
     std::ranges::sort(ends);

@@ -146,6 +146,38 @@ TEST(Calls, PairsInOrderLetARelayForwardTheFirstSliceWhileTheSecondArrives) {
   EXPECT_NEAR(simulated(plan, p, c, s).predicted.value, 2 * kAlpha + 6 * kU, 1e-9);
 }
 
+TEST(Calls, SlicedRelaysForwardEachSliceOnceItHasLanded) {
+  // a (8 MiB, 8 chunks) goes 0 -> 1 and rank 1 forwards it to 2, every rank on a node of its own.
+  // Store and forward in 4 slices: the forward starts once the first 2 MiB have landed
+  // (alpha + 2U), runs beside the upstream, and its last slice goes once all of a has landed
+  // (alpha + 8U) but after its own first 6 MiB (2 alpha + 8U): 2 alpha + 10U. Whole transfers:
+  // 2 alpha + 16U; chunk by chunk: 2 alpha + 9U.
+  const Shape shape{8 * 1024, kCols};
+  const auto p =
+      ReshardProblem::make({testing::make_reshard("a", shape, make_layout(shape, {1}, rank_range(0, 1), "R"),
+                                                  make_layout(shape, {2}, rank_range(1, 2), "R"))},
+                           1, 2)
+          .value();
+  const auto c = testing::make_test_cluster(3, 1, 1, 2);
+  Plan plan{
+      .strategy = "hand", .tensors = {p.tensors()[0].tensor}, .source_ranks = 1, .destination_ranks = 2};
+  for (std::int32_t hop = 0; hop < 2; ++hop)
+    plan.transfers.push_back(Transfer{.id = hop,
+                                      .sender = Rank{hop},
+                                      .receiver = Rank{hop + 1},
+                                      .link = LinkKind::kNetwork,
+                                      .segments = {Segment{0, Box{{0, 0}, shape}, hop - 1}},
+                                      .bytes = p.tensors()[0].tensor.bytes(),
+                                      .chunk = Bytes{kMiB}});
+  ASSERT_TRUE(validate(plan, p)) << validate(plan, p).error().message;
+  CallSchedule s{.calls = {Call{.label = "reshard", .transfers = {0, 1}}}, .store_and_forward = true};
+  EXPECT_NEAR(simulated(plan, p, c, s).predicted.value, 2 * kAlpha + 16 * kU, 1e-9);
+  s.relay_slices = 4;
+  EXPECT_NEAR(simulated(plan, p, c, s).predicted.value, 2 * kAlpha + 10 * kU, 1e-9);
+  s.store_and_forward = false;
+  EXPECT_NEAR(simulated(plan, p, c, s).predicted.value, 2 * kAlpha + 9 * kU, 1e-9);
+}
+
 TEST(Calls, PairsInOrderAreInOrderWithinOneQueueOnly) {
   // a (4 MiB) and b (1 MiB) both 0 -> 3, in calls of queues 0 and 1 (two communicators); then d
   // (4 MiB, 1 -> 4) in a call after b's on queue 1. a and b share rank 0's NIC: b lands at

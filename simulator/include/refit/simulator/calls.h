@@ -52,9 +52,11 @@ struct Call {
 
 struct CallSchedule {
   std::vector<Call> calls{};  // in issue order: `after` names earlier calls only
-  // Relays forward a transfer once all of it has arrived, not chunk by chunk (M2N's packed path
-  // forwards whole slices).
+  // Relays forward a transfer once all of it has arrived, not chunk by chunk; with
+  // `relay_slices` > 1, once each of that many equal slices of it has arrived (M2N forwards each
+  // CTA's slice of a piece as it lands).
   bool store_and_forward = false;
+  std::int32_t relay_slices = 0;
   // The transfers of one (sender, receiver) pair complete one after another in issue order, as
   // puts on one connection do (M2N's GIN puts), even where the pair window is 0: so a relay can
   // forward the first slices while later ones still arrive.
