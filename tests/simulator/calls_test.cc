@@ -107,35 +107,47 @@ TEST(Calls, ACallEndsWithItsSlowestRank) {
   EXPECT_NEAR(sim.waiting.value, kU, 1e-9);
 }
 
-// Tensors a and b (2 MiB each) go 0 -> 1 (transfers 0, 1) and rank 1 forwards each to 2
-// (transfers 2, 3, store and forward), every rank on a node of its own: a two-hop relay of two
-// slices.
+// Tensors of `mib` MiB each, whole on rank 0, replicated on ranks 1 and 2, every rank on a node
+// of its own.
+ReshardProblem replicated_on_two(const std::vector<std::int64_t>& mib) {
+  std::vector<TensorReshard> tensors;
+  for (std::size_t i = 0; i < mib.size(); ++i) {
+    const Shape shape{mib[i] * 1024, kCols};
+    tensors.push_back(testing::make_reshard("t" + std::to_string(i), shape,
+                                            make_layout(shape, {1}, rank_range(0, 1), "R"),
+                                            make_layout(shape, {2}, rank_range(1, 2), "R")));
+  }
+  return ReshardProblem::make(tensors, 1, 2).value();
+}
+
+// A two-hop relay of every tensor of `p` (replicated_on_two): transfer i moves tensor i 0 -> 1,
+// transfer n + i forwards it 1 -> 2; 1 MiB chunks.
+Plan two_hop_relay(const ReshardProblem& p) {
+  Plan plan{.strategy = "hand", .source_ranks = 1, .destination_ranks = 2};
+  for (const auto& t : p.tensors()) plan.tensors.push_back(t.tensor);
+  const auto n = static_cast<std::int32_t>(p.tensors().size());
+  for (std::int32_t id = 0; id < 2 * n; ++id) {
+    const std::int32_t hop = id / n, tensor = id % n;
+    const auto& spec = p.tensors()[static_cast<std::size_t>(tensor)].tensor;
+    plan.transfers.push_back(
+        Transfer{.id = id,
+                 .sender = Rank{hop},
+                 .receiver = Rank{hop + 1},
+                 .link = LinkKind::kNetwork,
+                 .segments = {Segment{static_cast<std::uint32_t>(tensor), Box{{0, 0}, spec.shape},
+                                      hop == 0 ? kFromSourceShard : tensor}},
+                 .bytes = spec.bytes(),
+                 .chunk = Bytes{kMiB}});
+  }
+  EXPECT_TRUE(validate(plan, p)) << validate(plan, p).error().message;
+  return plan;
+}
+
 TEST(Calls, PairsInOrderLetARelayForwardTheFirstSliceWhileTheSecondArrives) {
-  const Shape shape{2 * 1024, kCols};
-  const auto replicated = [&](std::string name) {
-    return testing::make_reshard(std::move(name), shape, make_layout(shape, {1}, rank_range(0, 1), "R"),
-                                 make_layout(shape, {2}, rank_range(1, 2), "R"));
-  };
-  const auto p = ReshardProblem::make({replicated("a"), replicated("b")}, 1, 2).value();
+  // Two 2 MiB tensors a (t0) and b (t1), each relayed 0 -> 1 -> 2, store and forward.
+  const auto p = replicated_on_two({2, 2});
   const auto c = testing::make_test_cluster(3, 1, 1, 2);
-  Plan plan{.strategy = "hand",
-            .tensors = {p.tensors()[0].tensor, p.tensors()[1].tensor},
-            .source_ranks = 1,
-            .destination_ranks = 2};
-  const auto hop = [&](std::int32_t id, std::uint32_t tensor, std::int32_t from, std::int32_t via) {
-    plan.transfers.push_back(Transfer{.id = id,
-                                      .sender = Rank{from},
-                                      .receiver = Rank{from + 1},
-                                      .link = LinkKind::kNetwork,
-                                      .segments = {Segment{tensor, Box{{0, 0}, shape}, via}},
-                                      .bytes = p.tensors()[tensor].tensor.bytes(),
-                                      .chunk = Bytes{kMiB}});
-  };
-  hop(0, 0, 0, kFromSourceShard);
-  hop(1, 1, 0, kFromSourceShard);
-  hop(2, 0, 1, 0);
-  hop(3, 1, 1, 1);
-  ASSERT_TRUE(validate(plan, p)) << validate(plan, p).error().message;
+  const auto plan = two_hop_relay(p);
   CallSchedule s{.calls = {Call{.label = "reshard", .transfers = {0, 1, 2, 3}}}, .store_and_forward = true};
   // Every transfer a flow of its own: a and b share rank 0's NIC and both land at alpha + 4U;
   // then both forwards share rank 1's: 2 alpha + 8U.
@@ -147,29 +159,13 @@ TEST(Calls, PairsInOrderLetARelayForwardTheFirstSliceWhileTheSecondArrives) {
 }
 
 TEST(Calls, SlicedRelaysForwardEachSliceOnceItHasLanded) {
-  // a (8 MiB, 8 chunks) goes 0 -> 1 and rank 1 forwards it to 2, every rank on a node of its own.
-  // Store and forward in 4 slices: the forward starts once the first 2 MiB have landed
-  // (alpha + 2U), runs beside the upstream, and its last slice goes once all of a has landed
-  // (alpha + 8U) but after its own first 6 MiB (2 alpha + 8U): 2 alpha + 10U. Whole transfers:
-  // 2 alpha + 16U; chunk by chunk: 2 alpha + 9U.
-  const Shape shape{8 * 1024, kCols};
-  const auto p =
-      ReshardProblem::make({testing::make_reshard("a", shape, make_layout(shape, {1}, rank_range(0, 1), "R"),
-                                                  make_layout(shape, {2}, rank_range(1, 2), "R"))},
-                           1, 2)
-          .value();
+  // a (t0: 8 MiB, 8 chunks) relayed 0 -> 1 -> 2. Store and forward in 4 slices: the forward starts
+  // once the first 2 MiB have landed (alpha + 2U), runs beside the upstream, and its last slice
+  // goes once all of a has landed (alpha + 8U) but after its own first 6 MiB (2 alpha + 8U):
+  // 2 alpha + 10U. Whole transfers: 2 alpha + 16U; chunk by chunk: 2 alpha + 9U.
+  const auto p = replicated_on_two({8});
   const auto c = testing::make_test_cluster(3, 1, 1, 2);
-  Plan plan{
-      .strategy = "hand", .tensors = {p.tensors()[0].tensor}, .source_ranks = 1, .destination_ranks = 2};
-  for (std::int32_t hop = 0; hop < 2; ++hop)
-    plan.transfers.push_back(Transfer{.id = hop,
-                                      .sender = Rank{hop},
-                                      .receiver = Rank{hop + 1},
-                                      .link = LinkKind::kNetwork,
-                                      .segments = {Segment{0, Box{{0, 0}, shape}, hop - 1}},
-                                      .bytes = p.tensors()[0].tensor.bytes(),
-                                      .chunk = Bytes{kMiB}});
-  ASSERT_TRUE(validate(plan, p)) << validate(plan, p).error().message;
+  const auto plan = two_hop_relay(p);
   CallSchedule s{.calls = {Call{.label = "reshard", .transfers = {0, 1}}}, .store_and_forward = true};
   EXPECT_NEAR(simulated(plan, p, c, s).predicted.value, 2 * kAlpha + 16 * kU, 1e-9);
   s.relay_slices = 4;
