@@ -213,11 +213,11 @@ void print_detail(const Row& r, const LowerBound& lb) {
 
 // The deployed baselines move bf16 and quantise on the inference side (NeMo RL quantises on the
 // receiver), so with --quantize their rows run the problem quantised at the receiver; refit's
-// executors quantise where --quantize-at says. Nothing when the two are the same problem.
+// executors quantise where --quantize-at says. Nothing when the two are the same problem, or when
+// the weights are trained in fp8 (every row moves them as they are).
 [[nodiscard]] Result<std::optional<PlanInputs>> quantised_at_receivers(const SimulateCommandOptions& o) {
   const auto& model = o.inputs.problem.model_options;
-  if (model.quantize.empty() || model.quantize_at == quant_site_name(QuantSite::kReceiver))
-    return std::nullopt;
+  if (model.quantize.empty() || model.quantize_at != quant_site_name(QuantSite::kSender)) return std::nullopt;
   auto options = o.inputs;
   options.problem.model_options.quantize_at = quant_site_name(QuantSite::kReceiver);
   return REFIT_TRY(load_plan_inputs(options));

@@ -81,12 +81,23 @@ bool quant_block_aligned(QuantScheme s, const Box& box, const Shape& weight) {
   return true;
 }
 
-std::string_view quant_site_name(QuantSite s) { return s == QuantSite::kSender ? "sender" : "receiver"; }
+std::string_view quant_site_name(QuantSite s) {
+  switch (s) {
+    case QuantSite::kSender:
+      return "sender";
+    case QuantSite::kReceiver:
+      return "receiver";
+    case QuantSite::kTraining:
+      return "training";
+  }
+  return "?";
+}
 
 Result<QuantSite> parse_quant_site(std::string_view name) {
-  if (name == "sender") return QuantSite::kSender;
-  if (name == "receiver") return QuantSite::kReceiver;
-  return parse_error(fmt::format("unknown quantisation site '{}' (expected sender or receiver)", name));
+  for (const auto s : {QuantSite::kSender, QuantSite::kReceiver, QuantSite::kTraining})
+    if (name == quant_site_name(s)) return s;
+  return parse_error(
+      fmt::format("unknown quantisation site '{}' (expected sender, receiver or training)", name));
 }
 
 Result<Layout> quant_scale_layout(QuantScheme s, const Layout& weight) {

@@ -19,17 +19,24 @@ bool same_boxes(const Layout& a, const Layout& b) {
   return true;
 }
 
+// Whoever holds the weight in fp8 holds its scales: the senders after quantising, or the training
+// ranks all along.
+bool scales_travel(QuantSite s) { return s != QuantSite::kReceiver; }
+
 [[nodiscard]] Result<void> check_weight(const TensorReshard& t) {
   const auto& q = *t.tensor.quantization;
-  if (!is_float(q.from))
-    return invalid(fmt::format("quantises from {}, not a floating dtype", dtype_name(q.from)));
-  const DType moves = q.site == QuantSite::kSender ? quant_value_dtype(q.scheme) : q.from;
+  const bool trained = q.site == QuantSite::kTraining;
+  if (trained ? q.from != quant_value_dtype(q.scheme) : !is_float(q.from))
+    return invalid(fmt::format("quantises from {}, not {}", dtype_name(q.from),
+                               trained ? dtype_name(quant_value_dtype(q.scheme)) : "a floating dtype"));
+  const DType moves = scales_travel(q.site) ? quant_value_dtype(q.scheme) : q.from;
   if (t.tensor.dtype != moves)
     return mismatch(fmt::format("is quantised at the {} but its dtype is {}, not {}", quant_site_name(q.site),
                                 dtype_name(t.tensor.dtype), dtype_name(moves)));
   REFIT_TRY_IN(quant_scale_layout(q.scheme, t.destination), "the inference layout");
-  if (q.site == QuantSite::kSender)
-    REFIT_TRY_IN(quant_scale_layout(q.scheme, t.source), "the training layout (quantised at the sender)");
+  if (scales_travel(q.site))
+    REFIT_TRY_IN(quant_scale_layout(q.scheme, t.source),
+                 fmt::format("the training layout (quantised at the {})", quant_site_name(q.site)));
   return {};
 }
 
@@ -39,11 +46,10 @@ bool same_boxes(const Layout& a, const Layout& b) {
     return not_found(
         fmt::format("scales_of names '{}', which is no quantised weight of the problem", q.scales_of));
   const auto& wq = *weight->tensor.quantization;
-  if (wq.scheme != q.scheme || wq.site != QuantSite::kSender || q.site != QuantSite::kSender ||
-      wq.from != q.from)
+  if (wq.scheme != q.scheme || wq.site != q.site || !scales_travel(q.site) || wq.from != q.from)
     return mismatch(
         fmt::format("the scheme, site or source dtype differs from its weight '{}' (scales travel only "
-                    "when quantised at the sender)",
+                    "when quantised at the sender or in training)",
                     q.scales_of));
   if (t.tensor.dtype != quant_scale_dtype(q.scheme))
     return mismatch(fmt::format("scales of {} are {}, not {}", quant_scheme_name(q.scheme),
@@ -83,10 +89,10 @@ Result<void> check_quantized(const std::vector<TensorReshard>& tensors) {
   }
   for (const auto& t : tensors) {
     const auto& q = t.tensor.quantization;
-    if (!q || q->is_scales() || q->site != QuantSite::kSender) continue;
+    if (!q || q->is_scales() || !scales_travel(q->site)) continue;
     if (const int n = scales_per_weight[t.tensor.name]; n != 1)
-      return invalid(fmt::format(
-          "tensor '{}': a weight quantised at the sender needs one scales tensor, has {}", t.tensor.name, n));
+      return invalid(fmt::format("tensor '{}': a weight quantised at the {} needs one scales tensor, has {}",
+                                 t.tensor.name, quant_site_name(q->site), n));
   }
   return {};
 }
@@ -106,13 +112,25 @@ std::string where_of(const TensorReshard& t, QuantScheme s) {
 
 // The scales tensor of weight `t`, its layouts following the weight's.
 TensorReshard scales_of(const TensorReshard& t, QuantScheme s, Layout source, Layout destination,
-                        std::optional<Quantization> quantization) {
+                        Quantization quantization) {
   return TensorReshard{.tensor = TensorSpec{.name = quant_scale_name(s, t.tensor.name),
                                             .shape = quant_scale_shape(s, t.tensor.shape),
                                             .dtype = quant_scale_dtype(s),
                                             .quantization = std::move(quantization)},
                        .source = std::move(source),
                        .destination = std::move(destination)};
+}
+
+// The weight `t` and its scales, both with quantisation `q`, the weight moving `dtype`.
+void add_with_scales(const TensorReshard& t, const Quantization& q, DType dtype, Layout source,
+                     Layout destination, std::vector<TensorReshard>& out) {
+  TensorReshard weight = t;
+  weight.tensor.dtype = dtype;
+  weight.tensor.quantization = q;
+  Quantization scales = q;
+  scales.scales_of = t.tensor.name;
+  out.push_back(std::move(weight));
+  out.push_back(scales_of(t, q.scheme, std::move(source), std::move(destination), std::move(scales)));
 }
 
 // A bf16 (or other floating) weight made a quantised weight, at the sender where the training
@@ -125,30 +143,28 @@ TensorReshard scales_of(const TensorReshard& t, QuantScheme s, Layout source, La
   const Quantization q{.scheme = options.scheme,
                        .site = at_sender ? QuantSite::kSender : QuantSite::kReceiver,
                        .from = t.tensor.dtype};
-  TensorReshard weight = t;
-  weight.tensor.quantization = q;
   if (!at_sender) {
+    TensorReshard weight = t;
+    weight.tensor.quantization = q;
     out.push_back(std::move(weight));
     return {};
   }
-  weight.tensor.dtype = quant_value_dtype(options.scheme);
-  Quantization scales = q;
-  scales.scales_of = t.tensor.name;
-  out.push_back(std::move(weight));
-  out.push_back(scales_of(t, options.scheme, std::move(*source), std::move(destination), std::move(scales)));
+  add_with_scales(t, q, quant_value_dtype(options.scheme), std::move(*source), std::move(destination), out);
   return {};
 }
 
-// A weight the training side already holds in fp8 (FP8 training, block-scaled as the engine
-// wants it): it moves as it is, and so do the scales its training ranks hold beside it.
-[[nodiscard]] Result<void> add_fp8_source(const TensorReshard& t, QuantScheme s,
-                                          std::vector<TensorReshard>& out) {
+// A weight the training side holds in fp8 (FP8 training, block-scaled as the engine wants it,
+// whether the checkpoint says fp8 or --quantize-at training says so of a bf16 one): it moves as
+// it is, and so do the scales its training ranks hold beside it.
+[[nodiscard]] Result<void> add_trained(const TensorReshard& t, QuantScheme s,
+                                       std::vector<TensorReshard>& out) {
   auto destination = REFIT_TRY(inference_scales(t, s));
   auto source =
       REFIT_TRY_IN(quant_scale_layout(s, t.source),
                    where_of(t, s) + ": the training layout (fp8 weights are trained in whole blocks)");
-  out.push_back(t);
-  out.push_back(scales_of(t, s, std::move(source), std::move(destination), std::nullopt));
+  const DType fp8 = quant_value_dtype(s);
+  add_with_scales(t, Quantization{.scheme = s, .site = QuantSite::kTraining, .from = fp8}, fp8,
+                  std::move(source), std::move(destination), out);
   return {};
 }
 
@@ -160,8 +176,10 @@ Result<ReshardProblem> quantize_problem(const ReshardProblem& problem, const Qua
   out.reserve(problem.tensors().size());
   for (const auto& t : problem.tensors()) {
     const bool weight = !t.tensor.quantization && t.tensor.shape.size() >= 2 && select(t.tensor);
-    if (weight && t.tensor.dtype == quant_value_dtype(options.scheme)) {
-      REFIT_TRY(add_fp8_source(t, options.scheme, out));
+    const bool trained = t.tensor.dtype == quant_value_dtype(options.scheme) ||
+                         (options.site == QuantSite::kTraining && is_float(t.tensor.dtype));
+    if (weight && trained) {
+      REFIT_TRY(add_trained(t, options.scheme, out));
     } else if (weight && is_float(t.tensor.dtype)) {
       REFIT_TRY(add_quantized(t, options, out));
     } else {

@@ -25,7 +25,7 @@ std::vector<std::int32_t> quantization_partners(std::span<const TensorSpec> tens
   std::vector<std::int32_t> out(tensors.size(), -1);
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const auto& q = tensors[i].quantization;
-    if (!q || !q->is_scales()) continue;
+    if (!q || !q->is_scales() || q->site != QuantSite::kSender) continue;
     if (const auto it = index.find(q->scales_of); it != index.end()) {
       out[i] = it->second;
       out[static_cast<std::size_t>(it->second)] = static_cast<std::int32_t>(i);

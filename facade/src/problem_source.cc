@@ -64,10 +64,11 @@ Result<models::StorageMap> load_storage(const ProblemSource& source, const Resha
                                         bool training) {
   // vLLM's MXFP8 (Mxfp8Config) quantises online only: its parameters load bf16 and
   // process_weights_after_loading makes fp8 weights with e8m0 scales, swizzled for FlashInfer's
-  // GEMM; it has no parameters an MXFP8 checkpoint loads into, so only --quantize-at receiver fits.
+  // GEMM; it has no parameters an MXFP8 checkpoint loads into, so only --quantize-at receiver fits
+  // (and the MXFP8 parameters of Megatron's training, whose scales are swizzled, have no rule).
   if (std::ranges::any_of(problem.tensors(), [](const TensorReshard& t) {
         const auto& q = t.tensor.quantization;
-        return q && q->scheme == QuantScheme::kMxfp8 && q->site == QuantSite::kSender;
+        return q && q->scheme == QuantScheme::kMxfp8 && q->site != QuantSite::kReceiver;
       }))
     return unsupported(
         "--quantize mxfp8: vLLM keeps no MXFP8 parameters to load into (it quantises bf16 weights itself "

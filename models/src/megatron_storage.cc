@@ -9,12 +9,15 @@
 // With virtual pipeline stages a rank holds several chunks, model[0..vp-1], whose parameters are
 // prefixed model<v>. as the checkpoint's state dict keys them (checkpointing.py,
 // generate_state_dict: key f'model{i}' when len(model) > 1).
+// A weight trained in fp8 (Transformer Engine's fp8 parameters) keeps its fp8 values where the
+// bf16 would lie and its scales in <name>._rowwise_scale_inv (quantized_storage.h).
 #include <optional>
 #include <string_view>
 #include <utility>
 
 #include <fmt/format.h>
 
+#include "quantized_storage.h"
 #include "refit/core/try.h"
 #include "refit/models/megatron_layout.h"
 #include "refit/models/megatron_pipeline.h"
@@ -212,8 +215,9 @@ Result<Stored> megatron_rule(const TensorOnRank& t, const MegatronConfig& c, con
 Result<StorageMap> megatron_storage(const ModelSpec& model, const MegatronConfig& train,
                                     const ReshardProblem& problem) {
   const auto pipeline = REFIT_TRY(megatron_pipeline(model.num_layers, model.mtp_layers, train));
-  return detail::build_storage(std::string(kFramework), model, problem, true,
-                               [&](const TensorOnRank& t) { return megatron_rule(t, train, pipeline); });
+  return detail::build_storage(
+      std::string(kFramework), model, problem, true,
+      [&](const TensorOnRank& t) { return megatron_rule(t, train, pipeline); }, detail::te_scale_parameter);
 }
 
 }  // namespace refit::models

@@ -27,14 +27,15 @@ std::optional<std::size_t> dim_of_stride(const Shape& strides, std::int64_t stri
 // the region starts on a block of the parameter, which validate_fp8_block_shape requires of every
 // part but the last.
 [[nodiscard]] Result<StoredRegion> scale_region(const StoredRegion& r, const FrameworkParameter& p,
-                                                QuantScheme s, std::uint32_t scales, const Shape& weight) {
+                                                const FrameworkParameter& scale_parameter, QuantScheme s,
+                                                std::uint32_t scales, const Shape& weight) {
   if (!quant_block_aligned(s, r.box, weight))
     return unsupported(fmt::format("parameter '{}' holds the weight's box {}, which cuts its {} blocks",
                                    p.name, r.box.to_string(), quant_scheme_name(s)));
   const Shape strides = row_major_strides(p.shape);
   const Shape block = quant_block(s, p.shape.size());
   const Shape weight_block = quant_block(s, r.box.rank());
-  const Shape scale_strides = row_major_strides(quant_scale_shape(s, p.shape));
+  const Shape scale_strides = row_major_strides(scale_parameter.shape);
   StoredRegion out{.tensor = scales,
                    .box = quant_scale_box(s, r.box),
                    .parameter = r.parameter,
@@ -64,20 +65,42 @@ std::optional<std::size_t> dim_of_stride(const Shape& strides, std::int64_t stri
 
 }  // namespace
 
+Result<FrameworkParameter> vllm_scale_parameter(QuantScheme scheme, const FrameworkParameter& weight) {
+  return FrameworkParameter{.name = quant_scale_name(scheme, weight.name),
+                            .shape = quant_scale_shape(scheme, weight.shape),
+                            .dtype = quant_scale_dtype(scheme)};
+}
+
+Result<FrameworkParameter> te_scale_parameter(QuantScheme scheme, const FrameworkParameter& weight) {
+  if (scheme != QuantScheme::kFp8Block128)
+    return unsupported(fmt::format(
+        "parameter '{}': Transformer Engine's {} parameters keep swizzled scales, which have no storage rule",
+        weight.name, quant_scheme_name(scheme)));
+  if (weight.shape.size() != 2)
+    return unsupported(
+        fmt::format("parameter '{}' has {} dims; fp8 parameters are 2-D", weight.name, weight.shape.size()));
+  const Shape grid = quant_scale_shape(scheme, weight.shape);
+  constexpr std::int64_t kInnerMultiple = 4;  // Float8BlockQuantizer pads the inner dim for cuBLAS
+  return FrameworkParameter{
+      .name = weight.name + "._rowwise_scale_inv",
+      .shape = {grid[0], (grid[1] + kInnerMultiple - 1) / kInnerMultiple * kInnerMultiple},
+      .dtype = quant_scale_dtype(scheme)};
+}
+
 Result<Stored> scales_stored(const Stored& weight, QuantScheme scheme, std::uint32_t scales,
-                             const Shape& weight_shape) {
+                             const Shape& weight_shape, const ScaleParameterRule& scale_parameter) {
   Stored out;
-  for (const auto& p : weight.parameters)
-    out.parameters.push_back(FrameworkParameter{.name = quant_scale_name(scheme, p.name),
-                                                .shape = quant_scale_shape(scheme, p.shape),
-                                                .dtype = quant_scale_dtype(scheme)});
-  for (const auto& r : weight.regions)
-    out.regions.push_back(REFIT_TRY(scale_region(r, weight.parameters[static_cast<std::size_t>(r.parameter)],
-                                                 scheme, scales, weight_shape)));
+  for (const auto& p : weight.parameters) out.parameters.push_back(REFIT_TRY(scale_parameter(scheme, p)));
+  for (const auto& r : weight.regions) {
+    const auto p = static_cast<std::size_t>(r.parameter);
+    out.regions.push_back(
+        REFIT_TRY(scale_region(r, weight.parameters[p], out.parameters[p], scheme, scales, weight_shape)));
+  }
   return out;
 }
 
-Result<Stored> placed(const TensorOnRank& t, const TensorSpec& spec, const StorageRule& rule) {
+Result<Stored> placed(const TensorOnRank& t, const TensorSpec& spec, const StorageRule& rule,
+                      const ScaleParameterRule& scales) {
   if (!spec.quantization || !spec.quantization->is_scales()) {
     auto out = REFIT_TRY(rule(t));
     for (auto& p : out.parameters) p.dtype = held_dtype(spec, t.source);
@@ -87,7 +110,8 @@ Result<Stored> placed(const TensorOnRank& t, const TensorSpec& spec, const Stora
   TensorOnRank weight = t;
   weight.index = t.names->at(spec.quantization->scales_of);
   weight.box = REFIT_TRY(t.sibling(spec.quantization->scales_of));
-  return scales_stored(REFIT_TRY(rule(weight)), spec.quantization->scheme, t.index, t.tensor->spec.shape);
+  return scales_stored(REFIT_TRY(rule(weight)), spec.quantization->scheme, t.index, t.tensor->spec.shape,
+                       scales);
 }
 
 }  // namespace refit::models::detail

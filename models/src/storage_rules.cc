@@ -61,7 +61,7 @@ Result<Box> TensorOnRank::sibling(const std::string& name) const {
 }
 
 Result<StorageMap> build_storage(std::string framework, const ModelSpec& model, const ReshardProblem& problem,
-                                 bool source, const StorageRule& rule) {
+                                 bool source, const StorageRule& rule, const ScaleParameterRule& scales) {
   std::unordered_map<std::string, std::uint32_t> names;  // the problem's: a quantised weight adds scales
   for (std::uint32_t i = 0; i < problem.tensors().size(); ++i)
     names.emplace(problem.tensors()[i].tensor.name, i);
@@ -82,9 +82,7 @@ Result<StorageMap> build_storage(std::string framework, const ModelSpec& model, 
       const auto at = fmt::format("{} rank {}, tensor '{}'", out.framework, r, t.tensor.name);
       const auto& q = t.tensor.quantization;
       const auto weight = weights.find(q && q->is_scales() ? std::string_view(q->scales_of) : t.tensor.name);
-      if (weight == weights.end())
-        return unsupported(
-            at + ": no weight of the model (the scales of FP8-trained weights have no storage rule)");
+      if (weight == weights.end()) return unsupported(at + ": no weight of the model");
       const TensorOnRank on{.index = i,
                             .tensor = weight->second,
                             .box = std::move(box),
@@ -93,7 +91,7 @@ Result<StorageMap> build_storage(std::string framework, const ModelSpec& model, 
                             .problem = &problem,
                             .source = source,
                             .names = &names};
-      REFIT_TRY_IN(merge(rank, by_name, REFIT_TRY_IN(placed(on, t.tensor, rule), at)), at);
+      REFIT_TRY_IN(merge(rank, by_name, REFIT_TRY_IN(placed(on, t.tensor, rule, scales), at)), at);
     }
   }
   return out;

@@ -13,6 +13,7 @@
 
 #include "refit/core/error.h"
 #include "refit/core/problem.h"
+#include "refit/core/quant_scheme.h"
 #include "refit/models/model_spec.h"
 #include "refit/models/storage_map.h"
 
@@ -42,12 +43,15 @@ struct Stored {
 };
 
 using StorageRule = std::function<Result<Stored>(const TensorOnRank&)>;
+// The parameter a framework keeps the FP8 scales of a weight parameter in.
+using ScaleParameterRule = std::function<Result<FrameworkParameter>(QuantScheme, const FrameworkParameter&)>;
 
-// Runs `rule` for every non-empty box of every rank on one side. Errors name the rank and tensor;
+// Runs `rule` for every non-empty box of every rank on one side, and for the scales of quantised
+// weights the side holds, `rule` of their weight with `scales`. Errors name the rank and tensor;
 // two tensors declaring one parameter name with different shapes or dtypes are refused.
 [[nodiscard]] Result<StorageMap> build_storage(std::string framework, const ModelSpec& model,
                                                const ReshardProblem& problem, bool source,
-                                               const StorageRule& rule);
+                                               const StorageRule& rule, const ScaleParameterRule& scales);
 
 // Rows [begin, end) of `box` (dim 0, logical coordinates) at row `at` of parameter `parameter`,
 // whose rows hold the box's other dims row-major.

@@ -11,6 +11,7 @@
 // Every other tensor keeps its HF name, its shard row-major.
 #include <fmt/format.h>
 
+#include "quantized_storage.h"
 #include "refit/core/try.h"
 #include "refit/models/storage_map.h"
 #include "refit/models/vllm_layout.h"
@@ -121,8 +122,9 @@ Result<Stored> vllm_rule(const TensorOnRank& t, const VllmConfig& c) {
 
 Result<StorageMap> vllm_storage(const ModelSpec& model, const VllmConfig& infer,
                                 const ReshardProblem& problem) {
-  return detail::build_storage(std::string(kFramework), model, problem, false,
-                               [&](const TensorOnRank& t) { return vllm_rule(t, infer); });
+  return detail::build_storage(
+      std::string(kFramework), model, problem, false,
+      [&](const TensorOnRank& t) { return vllm_rule(t, infer); }, detail::vllm_scale_parameter);
 }
 
 }  // namespace refit::models

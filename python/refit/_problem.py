@@ -161,9 +161,12 @@ class Problem:
             per_expert: one tensor per routed expert instead of stacked ``[E, out, in]``.
             mtp: include DeepSeek-V3's multi-token-prediction layer.
             quantize: FP8 in flight: ``"fp8-block128"`` or ``"mxfp8"`` inference weights, as
-                ``--quantize`` (a training rank still holds and hands over bf16).
+                ``--quantize`` (a training rank still holds and hands over bf16, unless trained
+                in fp8).
             quantize_at: ``"sender"`` (fp8 on the network where training ranks hold whole
-                blocks) or ``"receiver"`` (bf16 on the network, today's practice).
+                blocks), ``"receiver"`` (bf16 on the network, today's practice) or
+                ``"training"`` (FP8 training: the training ranks hold fp8 weights and their
+                scales, which move as they are).
 
         Raises:
             refit.BadInput: an unknown model, a config refit cannot read, sizes that do not fit;
@@ -191,8 +194,9 @@ class Problem:
 
     def quantized_at_receivers(self) -> Optional[Problem]:
         """This problem with every weight quantised at the receivers, as today's systems do, when it
-        quantises at the senders (``quantize_at="sender"``); None otherwise."""
-        if not self._source.get("quantize") or self._source.get("quantize_at") == "receiver":
+        quantises at the senders (``quantize_at="sender"``); None otherwise (weights quantised at
+        the receivers already, or trained in fp8, which every system moves as they are)."""
+        if not self._source.get("quantize") or self._source.get("quantize_at", "sender") != "sender":
             return None
         source = dict(self._source, quantize_at="receiver")
         return Problem(_refit.Problem.load(**source), source)

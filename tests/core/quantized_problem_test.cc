@@ -84,11 +84,19 @@ TEST(QuantizeProblem, WeightsAlreadyInFp8MoveAsTheyAreWithTheirScales) {
   const auto p = ReshardProblem::make(t, 2, 2).value();
   const auto q = quantize_problem(p, {.scheme = QuantScheme::kFp8Block128}, kAll).value();
   ASSERT_EQ(q.tensors().size(), 3u);
-  EXPECT_EQ(q.tensors()[0].tensor, t[0].tensor);
+  const Quantization trained{
+      .scheme = QuantScheme::kFp8Block128, .site = QuantSite::kTraining, .from = DType::kFP8E4M3};
+  EXPECT_EQ(q.tensors()[0].tensor.dtype, DType::kFP8E4M3);
+  EXPECT_EQ(q.tensors()[0].tensor.quantization, trained);
   EXPECT_EQ(q.tensors()[1].tensor.name, "w.weight_scale_inv");
-  EXPECT_FALSE(q.tensors()[1].tensor.quantization);
+  EXPECT_EQ(q.tensors()[1].tensor.quantization->scales_of, "w.weight");
   EXPECT_EQ(q.tensors()[1].source.local_box(Rank{1}).value(), (Box{{1, 0}, {1, 4}}));
   EXPECT_EQ(q.total_bytes().value, 256 * 512 + 8 * 4 + 1024);
+  // The training ranks hold what moves: fp8 values and the scales, nobody quantises.
+  EXPECT_TRUE(held_at_source(q.tensors()[1].tensor));
+  EXPECT_EQ(held_dtype(q.tensors()[0].tensor, true), DType::kFP8E4M3);
+  EXPECT_EQ(quantization_partners(std::vector{q.tensors()[0].tensor, q.tensors()[1].tensor}),
+            (std::vector<std::int32_t>{-1, -1}));
   // Rows in parts of 200 would cut block row 1 on the training side: refused, naming it.
   t = two_by_two("S0:200").tensors();
   t[0].tensor.dtype = DType::kFP8E4M3;
@@ -96,6 +104,27 @@ TEST(QuantizeProblem, WeightsAlreadyInFp8MoveAsTheyAreWithTheirScales) {
       quantize_problem(ReshardProblem::make(t, 2, 2).value(), {.scheme = QuantScheme::kFp8Block128}, kAll);
   ASSERT_FALSE(cut);
   EXPECT_NE(cut.error().message.find("the training layout"), std::string::npos) << cut.error().message;
+}
+
+TEST(QuantizeProblem, TrainedInFp8MakesTheBf16CheckpointsWeightsFp8OnBothSides) {
+  // --quantize-at training: the weights vLLM quantises are trained in fp8 (Transformer Engine's
+  // fp8 parameters), so they move as fp8 values and scales; the norm stays bf16. Same bytes as
+  // quantising at the senders, 256*512 + 8*4 + 512*2, but nobody quantises.
+  const auto q = quantize_problem(two_by_two(),
+                                  {.scheme = QuantScheme::kFp8Block128, .site = QuantSite::kTraining}, kAll)
+                     .value();
+  ASSERT_EQ(q.tensors().size(), 3u);
+  EXPECT_EQ(q.tensors()[0].tensor.quantization->site, QuantSite::kTraining);
+  EXPECT_EQ(q.tensors()[0].tensor.quantization->from, DType::kFP8E4M3);
+  EXPECT_EQ(q.tensors()[1].tensor.quantization->site, QuantSite::kTraining);
+  EXPECT_EQ(q.tensors()[2].tensor.dtype, DType::kBF16);
+  EXPECT_EQ(q.total_bytes().value, 131072 + 32 + 1024);
+  // A training layout that cuts blocks cannot be trained in fp8 blocks: refused, not sent as bf16.
+  const auto cut = quantize_problem(
+      two_by_two("S0:200"), {.scheme = QuantScheme::kFp8Block128, .site = QuantSite::kTraining}, kAll);
+  ASSERT_FALSE(cut);
+  EXPECT_NE(cut.error().message.find("'w.weight'"), std::string::npos) << cut.error().message;
+  EXPECT_NE(cut.error().message.find("trained in whole blocks"), std::string::npos) << cut.error().message;
 }
 
 TEST(CheckQuantized, RefusesInconsistentPartsNamingTheTensor) {
@@ -112,6 +141,16 @@ TEST(CheckQuantized, RefusesInconsistentPartsNamingTheTensor) {
   auto orphan = tensors;
   orphan[1].tensor.quantization->scales_of = "nowhere";
   EXPECT_EQ(testing::error_code(ReshardProblem::make(orphan, 2, 2)), ErrorCode::kNotFound);
+  auto mixed_sites = tensors;  // a weight quantised at the sender with scales from training
+  mixed_sites[1].tensor.quantization->site = QuantSite::kTraining;
+  EXPECT_EQ(testing::error_code(ReshardProblem::make(mixed_sites, 2, 2)), ErrorCode::kMismatch);
+  auto trained_from_bf16 = tensors;  // trained in fp8 but said to come from bf16
+  trained_from_bf16[0].tensor.quantization->site = QuantSite::kTraining;
+  trained_from_bf16[1].tensor.quantization->site = QuantSite::kTraining;
+  r = ReshardProblem::make(trained_from_bf16, 2, 2);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("'w.weight': quantises from bf16, not fp8_e4m3"), std::string::npos)
+      << r.error().message;
 }
 
 }  // namespace

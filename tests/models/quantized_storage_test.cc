@@ -20,12 +20,13 @@ struct Maps {
   Result<StorageMap> vllm;
 };
 
-Maps fp8_maps(const char* file, const char* train, const char* infer) {
+Maps fp8_maps(const char* file, const char* train, const char* infer, QuantSite site = QuantSite::kSender) {
   const auto m = load_hf_config(std::string(REFIT_TEST_DATA_DIR) + "/models/" + file, {}).value();
   const auto t = parse_megatron(train).value();
   const auto i = parse_vllm(infer).value();
-  auto problem = quantize_problem(build_problem(m, t, i).value(), {.scheme = QuantScheme::kFp8Block128},
-                                  [](const TensorSpec& s) { return fp8_engine_quantizes(s.name); });
+  auto problem =
+      quantize_problem(build_problem(m, t, i).value(), {.scheme = QuantScheme::kFp8Block128, .site = site},
+                       [](const TensorSpec& s) { return fp8_engine_quantizes(s.name); });
   EXPECT_TRUE(problem) << problem.error().message;
   return Maps{.problem = *problem,
               .megatron = megatron_storage(m, t, *problem),
@@ -94,6 +95,34 @@ TEST(QuantizedStorage, MegatronHoldsBf16WeightsAndNoScales) {
                                  {Box{{512, 0}, {512, 256}}, qkv, 768 * 256, {256, 1}}}));
   EXPECT_TRUE(regions_of(m.problem, r, "model.layers.0.self_attn.q_proj.weight_scale_inv").empty());
   for (const auto& p : r.parameters) EXPECT_FALSE(p.name.ends_with("_scale_inv")) << p.name;
+}
+
+// Trained in fp8 (Transformer Engine's fp8 parameters), Megatron tp=2 rank 0 holds linear_qkv
+// [q 512; k 128; v 128] x 256 of query group 0 in fp8 and its rowwise scales [768/128,
+// roundup(256/128, 4)] = [6, 4] fp32, rows padded from 2 to 4 scales: q's block rows 0..3 at
+// element 0, k's block row 4 at 4 * 4 = 16, v's at 20, each row 4 apart. linear_proj [256, 512/2]
+// has scales [2, roundup(2, 4)] = [2, 4]. vLLM's side is as when quantised at the senders.
+TEST(QuantizedStorage, MegatronTrainedInFp8KeepsTransformerEnginesPaddedRowwiseScales) {
+  const auto m = fp8_maps("small-llama-gqa-blocks.json", "tp=2", "tp=2", QuantSite::kTraining);
+  ASSERT_TRUE(m.megatron) << m.megatron.error().message;
+  ASSERT_TRUE(m.vllm) << m.vllm.error().message;
+  const auto& r = m.megatron->of(Rank{0});
+  const std::string a = "decoder.layers.1.self_attention.";
+  const std::string scales = a + "linear_qkv.weight._rowwise_scale_inv";
+  EXPECT_EQ(parameter(r, a + "linear_qkv.weight").dtype, DType::kFP8E4M3);
+  EXPECT_EQ(parameter(r, scales).shape, (Shape{6, 4}));
+  EXPECT_EQ(parameter(r, scales).dtype, DType::kFP32);
+  EXPECT_EQ(parameter(r, a + "linear_proj.weight._rowwise_scale_inv").shape, (Shape{2, 4}));
+  const std::string l = "model.layers.1.self_attn.";
+  EXPECT_EQ(regions_of(m.problem, r, l + "q_proj.weight_scale_inv"),
+            (std::vector<Placed>{{Box{{0, 0}, {4, 2}}, scales, 0, {4, 1}}}));
+  EXPECT_EQ(regions_of(m.problem, r, l + "k_proj.weight_scale_inv"),
+            (std::vector<Placed>{{Box{{0, 0}, {1, 2}}, scales, 16, {4, 1}}}));
+  EXPECT_EQ(regions_of(m.problem, r, l + "v_proj.weight_scale_inv"),
+            (std::vector<Placed>{{Box{{0, 0}, {1, 2}}, scales, 20, {4, 1}}}));
+  EXPECT_EQ(parameter(r, a + "linear_qkv.layer_norm_weight").dtype, DType::kBF16);
+  EXPECT_EQ(parameter(m.vllm->of(Rank{2}), "model.layers.1.self_attn.qkv_proj.weight_scale_inv").shape,
+            (Shape{6, 2}));
 }
 
 // small-qwen3-moe-blocks: 4 experts of intermediate 256, hidden 256. vLLM EP over dp=2: rank 0

@@ -18,6 +18,8 @@ Face checkpoint, in numpy: the reference that test_storage.py holds ``refit run 
   of blocks (``validate_fp8_block_shape``), a scale parameter is therefore the bf16 layout
   (framework_reference.vllm_params) applied to the grid of blocks: each scales tensor laid out as
   if it were its weight, with head_dim counted in blocks.
+* FP8 training (``megatron_fp8_params``): Megatron with Transformer Engine's fp8 parameters holds
+  the same block-quantised checkpoint in its own layout, scales padded as TE pads them.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from framework_reference import Model, Params, Vllm, vllm_params
+from framework_reference import Megatron, Model, Params, Vllm, megatron_params, vllm_params
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "quantize"))
 from make_vectors import BF16, block128  # noqa: E402
@@ -51,8 +53,10 @@ def finite_weights(sd: Params) -> Params:
     return out
 
 
-def vllm_fp8_params(sd: Params, m: Model, c: Vllm, first_rank: int) -> dict[int, Params]:
-    """The parameters of every inference rank of an FP8 vLLM loading the block-quantised `sd`."""
+def _block_checkpoint(sd: Params) -> tuple[Params, Params]:
+    """The block-quantised checkpoint of `sd`: fp8 values (uint8) of the quantised weights and the
+    rest as they are, and per tensor its grid of fp32 scales (uint32 bits; zeros for the others,
+    laid out and dropped)."""
     values, grid = {}, {}
     for name, a in sd.items():
         if quantised(name):
@@ -60,12 +64,47 @@ def vllm_fp8_params(sd: Params, m: Model, c: Vllm, first_rank: int) -> dict[int,
             values[name], grid[name] = q, s.view(np.uint32)
         else:
             values[name] = a
-            grid[name] = np.zeros([-(-n // BLOCK) for n in a.shape], dtype=np.uint32)  # laid out, dropped
+            grid[name] = np.zeros([-(-n // BLOCK) for n in a.shape], dtype=np.uint32)
+    return values, grid
+
+
+def _in_blocks(m: Model) -> Model:
+    """The model with sizes counted in blocks: a framework's layout of a weight, applied to its
+    grid of scales, gives the layout of the scales when every shard is whole blocks."""
     assert m.head_dim % BLOCK == 0, "kv heads replicated over TP ranks take whole blocks"
-    scales = vllm_params(grid, dataclasses.replace(m, head_dim=m.head_dim // BLOCK), c, first_rank)
+    return dataclasses.replace(m, head_dim=m.head_dim // BLOCK, hidden=-(-m.hidden // BLOCK))
+
+
+def vllm_fp8_params(sd: Params, m: Model, c: Vllm, first_rank: int) -> dict[int, Params]:
+    """The parameters of every inference rank of an FP8 vLLM loading the block-quantised `sd`."""
+    values, grid = _block_checkpoint(sd)
+    scales = vllm_params(grid, _in_blocks(m), c, first_rank)
     out = vllm_params(values, m, c, first_rank)
     for rank, named in out.items():
         for name in [n for n, a in named.items() if a.dtype == np.uint8]:  # made of fp8 values
             named[name + "_scale_inv"] = scales[rank][name]
     return out
 
+
+TE_PADDING = np.uint32(0x7FC00001)  # a NaN: the padding of a scale row, never read
+
+
+def megatron_fp8_params(sd: Params, m: Model, c: Megatron) -> dict[int, Params]:
+    """The parameters of every training rank of Megatron trained in fp8 with Transformer Engine's
+    blockwise recipe (fp8 parameters: ``Float8BlockwiseQTensor``), holding the block-quantised
+    `sd`: each fp8 parameter's ``_rowwise_data`` where the bf16 parameter would lie (uint8), and
+    its ``_rowwise_scale_inv`` under ``<name>._rowwise_scale_inv``: fp32, one scale per 128x128
+    block of the rank's parameter, ``[ceil(M/128), ceil(K/128)]`` padded on the inner dim to a
+    multiple of 4 (``Float8BlockQuantizer.get_scale_shape``, transformer_engine/pytorch/tensor/
+    float8_blockwise_tensor.py), the padding filled with TE_PADDING. Norms, embeddings, the output
+    layer and the router are bf16 (TE modules only)."""
+    values, grid = _block_checkpoint(sd)
+    scales = megatron_params(grid, _in_blocks(m), c)
+    out = megatron_params(values, m, c)
+    for rank, named in out.items():
+        for name in [n for n, a in named.items() if a.dtype == np.uint8]:
+            s = scales[rank][name]
+            padded = np.full((s.shape[0], -(-s.shape[1] // 4) * 4), TE_PADDING, dtype=np.uint32)
+            padded[:, : s.shape[1]] = s
+            named[name + "._rowwise_scale_inv"] = padded
+    return out

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from conftest import DATA, cli_path, mpirun_env
-from fp8_reference import finite_weights, vllm_fp8_params
+from fp8_reference import finite_weights, megatron_fp8_params, vllm_fp8_params
 from framework_reference import Megatron, Model, Vllm, hf_state_dict, megatron_params, vllm_params
 
 MODELS = DATA / "models"
@@ -44,10 +44,10 @@ CASES = _cases()
 
 
 def _refit(tmp_path: Path, config: str, train: str, infer: str, problem: list[str], reference=vllm_params,
-           finite: bool = False) -> None:  # fmt: skip
-    """Lays a random checkpoint (of finite weights: `finite`) out as Megatron does, runs refit on it
-    with the PROBLEM options `problem`, and checks every inference rank's parameters against
-    vLLM's layout (`reference`)."""
+           finite: bool = False, training=megatron_params) -> None:  # fmt: skip
+    """Lays a random checkpoint (of finite weights: `finite`) out as Megatron does (`training`),
+    runs refit on it with the PROBLEM options `problem`, and checks every inference rank's
+    parameters against vLLM's layout (`reference`)."""
     cli = cli_path()
     if cli is None:
         pytest.skip("the refit command is not built (REFIT_CLI)")
@@ -60,7 +60,7 @@ def _refit(tmp_path: Path, config: str, train: str, infer: str, problem: list[st
     megatron = Megatron(**{k: v if k == "layout" else int(v) for k, v in t.items()})
     vllm = Vllm(tp=int(i.get("tp", 1)), dp=int(i.get("dp", 1)), expert_parallel=int(i.get("ep", 0)) > 0,
                 placement=i.get("placement", "linear"), engines=int(i.get("engines", 1)))  # fmt: skip
-    _write(megatron_params(state, model, megatron), tmp_path / "megatron")
+    _write(training(state, model, megatron), tmp_path / "megatron")
     done = subprocess.run(
         ["mpirun", "--oversubscribe", "-np", str(megatron.world + vllm.world), cli, "run", *problem,
          "--storage", "framework", "--load-sources", str(tmp_path / "megatron"),
@@ -122,6 +122,19 @@ def test_megatron_bf16_arrives_as_vllm_block_fp8_parameters_byte_for_byte(tmp_pa
     _refit(tmp_path, config, train, infer,
            ["--model", str(MODELS / config), "--train", train, "--infer", infer, "--quantize", "fp8-block128"],
            reference=vllm_fp8_params, finite=True)  # fmt: skip
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun")
+@pytest.mark.parametrize("config,train,infer", [FP8_CASES[2], FP8_CASES[3]])
+def test_megatron_trained_in_fp8_arrives_as_vllm_block_fp8_parameters_byte_for_byte(tmp_path: Path, config: str,
+                                                                                   train: str, infer: str) -> None:  # fmt: skip
+    """FP8 training (--quantize-at training): Transformer Engine's fp8 values and their padded
+    rowwise scales move as they are, the padding never read; every vLLM parameter is what vLLM
+    makes of the same block-quantised checkpoint."""
+    _refit(tmp_path, config, train, infer,
+           ["--model", str(MODELS / config), "--train", train, "--infer", infer, "--quantize", "fp8-block128",
+            "--quantize-at", "training"],
+           reference=vllm_fp8_params, finite=True, training=megatron_fp8_params)  # fmt: skip
 
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun")

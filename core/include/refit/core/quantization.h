@@ -8,7 +8,9 @@
 //  - at the sender: the source ranks hold the weight in `from` (bf16) and quantise the blocks
 //    they send, so the plan moves fp8 values and scales (half the bytes);
 //  - at the receiver: the plan moves the weight in `from`, and every destination rank quantises
-//    its own box once it has landed (the engines' practice today); the scales never travel.
+//    its own box once it has landed (the engines' practice today); the scales never travel;
+//  - in training: the training ranks already hold the weight in fp8 with its scales (FP8 training
+//    with fp8 parameters, e.g. Transformer Engine's blockwise recipe); both move as they are.
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -40,16 +42,16 @@ Box quant_scale_box(QuantScheme s, const Box& weight_box);
 // holds each of its blocks whole.
 bool quant_block_aligned(QuantScheme s, const Box& box, const Shape& weight);
 
-enum class QuantSite : std::uint8_t { kSender, kReceiver };
-std::string_view quant_site_name(QuantSite s);  // "sender", "receiver"
+enum class QuantSite : std::uint8_t { kSender, kReceiver, kTraining };
+std::string_view quant_site_name(QuantSite s);  // "sender", "receiver", "training"
 [[nodiscard]] Result<QuantSite> parse_quant_site(std::string_view name);
 
 // What a tensor of a reshard problem is of a quantised weight. TensorSpec::dtype stays what the
-// plan moves: fp8 (or the scale dtype) at the sender, `from` at the receiver.
+// plan moves: fp8 (or the scale dtype) at the sender and in training, `from` at the receiver.
 struct Quantization {
   QuantScheme scheme = QuantScheme::kFp8Block128;
   QuantSite site = QuantSite::kSender;
-  DType from = DType::kBF16;  // what the source ranks hold of the weight
+  DType from = DType::kBF16;  // what the source ranks hold of the weight (fp8 when trained in it)
   std::string scales_of;      // empty: this tensor is the weight; else the weight these are the scales of
   bool is_scales() const { return !scales_of.empty(); }
   bool operator==(const Quantization&) const = default;

@@ -15,6 +15,8 @@ struct QuantizeOptions {
   QuantScheme scheme = QuantScheme::kFp8Block128;
   // kSender: at a sender that holds whole blocks, for every weight whose training layout cuts on
   // block boundaries; at the receiver for the others. kReceiver: every weight at the receiver.
+  // kTraining: the training ranks hold every such weight in fp8 with its scales already (FP8
+  // training); their layout must cut on block boundaries.
   QuantSite site = QuantSite::kSender;
 };
 
@@ -24,8 +26,9 @@ std::string quant_scale_name(QuantScheme s, std::string_view weight);
 
 // `problem` with every tensor `select` picks (of 2 or more dims, in a floating dtype) made a
 // quantised weight: its values (fp8 when quantised at the sender) and, at the sender, a scales
-// tensor right after it whose layouts follow the weight's. A picked weight already in fp8 (FP8
-// training) moves as it is, with the plain scales tensor its training ranks hold beside it.
+// tensor right after it whose layouts follow the weight's. A picked weight already in fp8, and
+// with kTraining every picked weight, is trained in fp8 (QuantSite::kTraining): it moves as fp8
+// with the scales tensor its training ranks hold beside it.
 // Refuses, naming the tensor, a destination layout that cuts a block: an FP8 engine needs each
 // rank's part to be whole blocks (and FP8 training, its training ranks').
 [[nodiscard]] Result<ReshardProblem> quantize_problem(const ReshardProblem& problem,
@@ -34,7 +37,7 @@ std::string quant_scale_name(QuantScheme s, std::string_view weight);
 
 // The rules ReshardProblem::make checks of quantised tensors: the dtype each part moves, layouts
 // on block boundaries, every weight quantised at the sender with exactly one scales tensor whose
-// shape and boxes follow the weight's. Errors name the tensor.
+// shape and boxes follow the weight's (also of every weight trained in fp8). Errors name the tensor.
 [[nodiscard]] Result<void> check_quantized(const std::vector<TensorReshard>& tensors);
 
 }  // namespace refit

@@ -31,9 +31,9 @@ struct TensorSpec {
 bool held_at_source(const TensorSpec& t);
 DType held_dtype(const TensorSpec& t, bool source);
 
-// Per tensor, the other half of its quantised weight: a weight's scales tensor, a scales tensor's
-// weight (by index into `tensors`); -1 for tensors without one (unquantised, or quantised at the
-// receivers, whose scales never travel).
+// Per tensor quantised at the senders, the other half of its weight: a weight's scales tensor, a
+// scales tensor's weight (by index into `tensors`); -1 for all other tensors (unquantised,
+// quantised at the receivers, whose scales never travel, or trained in fp8, which nobody quantises).
 std::vector<std::int32_t> quantization_partners(std::span<const TensorSpec> tensors);
 
 // Checks 1..8 dims, non-negative sizes, a non-empty name.
