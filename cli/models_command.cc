@@ -1,6 +1,7 @@
 // refit models: list the built-in models, or show one model and, with two layouts, what every
 // training and inference rank holds.
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -77,8 +78,28 @@ std::vector<std::int64_t> values(const std::vector<Bytes>& bytes) {
   return out;
 }
 
+// With --quantize: how many weights are quantised where, and how many scales tensors travel. The
+// model's bytes and tensors are the checkpoint's; the per-rank bytes are the quantised problem's.
+Json quantization_json(const ReshardProblem& p) {
+  std::map<std::string, std::int64_t> weights;
+  for (const auto site : {QuantSite::kSender, QuantSite::kReceiver, QuantSite::kTraining})
+    weights[std::string(quant_site_name(site))] = 0;
+  std::int64_t scales = 0;
+  std::string scheme;
+  for (const auto& t : p.tensors()) {
+    const auto& q = t.tensor.quantization;
+    if (!q) continue;
+    scheme = quant_scheme_name(q->scheme);
+    ++(q->is_scales() ? scales : weights[std::string(quant_site_name(q->site))]);
+  }
+  return {{"scheme", scheme}, {"weights", weights}, {"scales_tensors", scales}};
+}
+
 void add_layouts(Json& out, const ParallelLayouts& layouts, const ReshardProblem& p) {
   const auto bytes = models::rank_bytes(p);
+  if (std::ranges::any_of(p.tensors(),
+                          [](const TensorReshard& t) { return t.tensor.quantization.has_value(); }))
+    out["quantization"] = quantization_json(p);
   out["train"] = models::to_string(layouts.train);
   out["infer"] = models::to_string(layouts.infer);
   out["source_ranks"] = p.source_ranks();
@@ -108,6 +129,15 @@ void print_model(const Json& j) {
   fmt::print("inference       vllm {} ({} ranks, global {}..{})\n", j["infer"].get<std::string>(),
              j["destination_ranks"].get<std::int64_t>(), sources,
              sources + j["destination_ranks"].get<std::int64_t>() - 1);
+  if (j.contains("quantization")) {
+    const auto& q = j["quantization"];
+    fmt::print(
+        "quantised       {}: {} weights at the sender, {} at the receiver, {} trained in fp8; {} scales "
+        "tensors (bytes and tensors above: the checkpoint's; below: as each side holds them)\n",
+        q["scheme"].get<std::string>(), q["weights"]["sender"].get<std::int64_t>(),
+        q["weights"]["receiver"].get<std::int64_t>(), q["weights"]["training"].get<std::int64_t>(),
+        q["scales_tensors"].get<std::int64_t>());
+  }
   fmt::print("training rank   {}\n", extremes(j["training_rank_bytes"], 0));
   fmt::print("inference rank  {}\n", extremes(j["inference_rank_bytes"], sources));
   if (!j.contains("storage")) return;

@@ -232,5 +232,34 @@ TEST(SimulateCli, QuantizeChargesTheQuantisationWhereThePlanPutsIt) {
   }
 }
 
+TEST(SimulateCli, WeightsTrainedInFp8MoveAsTheyAreWithNothingToQuantise) {
+  // --quantize-at training: the same fp8 values and scales cross as when the senders quantise,
+  // but nobody quantises them.
+  const auto sender = run_refit("plan " + kBlocks + " --quantize fp8-block128 --json");
+  const auto trained =
+      run_refit("plan " + kBlocks + " --quantize fp8-block128 --quantize-at training --json");
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  EXPECT_EQ(nlohmann::json::parse(trained.out)["network_bytes"],
+            nlohmann::json::parse(sender.out)["network_bytes"]);
+  const auto r = run_refit("simulate " + kBlocks +
+                           " --strategy refit --quantize fp8-block128 --quantize-at training --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["strategies"][0]["breakdown_s"]["quantize"].get<double>(), 0);
+}
+
+TEST(ModelsCli, QuantizeSaysHowManyWeightsAreQuantisedWhere) {
+  // small-llama-blocks: 2 layers x 7 linear weights, each with whole blocks at tp=2.
+  const auto r =
+      run_refit(std::string("models ") + REFIT_TEST_DATA_DIR +
+                "/models/small-llama-blocks.json --train tp=2 --infer tp=2,dp=2 --quantize fp8-block128 "
+                "--quantize-at training --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto q = nlohmann::json::parse(r.out)["quantization"];
+  EXPECT_EQ(q["scheme"], "fp8-block128");
+  EXPECT_EQ(q["weights"]["training"], 14);
+  EXPECT_EQ(q["weights"]["sender"], 0);
+  EXPECT_EQ(q["scales_tensors"], 14);
+}
+
 }  // namespace
 }  // namespace refit
