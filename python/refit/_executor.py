@@ -182,7 +182,9 @@ class Executor:
                   on an inference rank: fused qkv and gate/up, stacked experts, padded vocab), of
                   its shape and dtype; the shards are read and written where they lie in them.
                   Padding (vocab rows past the vocabulary, in no region) is left as the caller
-                  gave it. Needs a problem from a model, or a version 2 manifest.
+                  gave it. Needs a problem from a model, or a version 2 manifest. A Transformer
+                  Engine fp8 parameter (FP8 training) may be given as it is: see
+                  :func:`fp8_parameter_buffers`.
 
                 The choice is explicit because names alone do not tell: vLLM's
                 ``model.norm.weight`` is both a tensor and a parameter. Each rank chooses for
@@ -196,7 +198,7 @@ class Executor:
         """
         if storage not in ("logical", "framework"):
             raise ValueError(f"storage: {storage!r} is neither 'logical' nor 'framework'")
-        own = dict(buffers)
+        own = fp8_parameter_buffers(buffers) if storage == "framework" else dict(buffers)
         handle = self._handle.prepare(
             plan._handle, plan.problem._handle, self.rank if rank is None else rank, own, storage == "framework"
         )
@@ -204,6 +206,34 @@ class Executor:
 
     def __repr__(self) -> str:
         return f"<refit.Executor {self.name} rank {self.rank} of {self.exchange.size}>"
+
+
+#: The attribute of a Transformer Engine fp8 parameter holding its rowwise scales, and the suffix
+#: of the parameter name refit's storage maps give them (``<name>._rowwise_scale_inv``).
+TE_ROWWISE_SCALES = "_rowwise_scale_inv"
+
+
+def fp8_parameter_buffers(buffers: Mapping[str, Any]) -> dict[str, Any]:
+    """The buffers of a rank's framework parameters with each Transformer Engine fp8 parameter
+    (``Float8BlockwiseQTensor``, FP8 training with fp8 parameters, which ``named_parameters()``
+    presents as bf16) replaced by the two buffers refit reads: its fp8 values (``_rowwise_data``,
+    uint8 of the parameter's shape) under its name, and its rowwise scales
+    (``_rowwise_scale_inv``, fp32, padded as Transformer Engine pads them) under
+    ``<name>._rowwise_scale_inv``, unless the caller gave that one itself. Anything without both
+    attributes passes as it is.
+
+    Example::
+
+        prepared = executor.prepare(plan, dict(model.named_parameters()), storage="framework")
+    """
+    out = dict(buffers)
+    for name, value in buffers.items():
+        data, scales = getattr(value, "_rowwise_data", None), getattr(value, TE_ROWWISE_SCALES, None)
+        if data is not None and scales is not None:
+            out[name] = data
+            if f"{name}.{TE_ROWWISE_SCALES}" not in buffers:
+                out[f"{name}.{TE_ROWWISE_SCALES}"] = scales
+    return out
 
 
 def run(executor: Executor, plan: Plan, buffers: Mapping[str, Any], *, storage: Storage = "logical") -> ExecutionReport:

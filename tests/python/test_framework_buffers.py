@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -19,6 +20,7 @@ import pytest
 
 import refit
 from conftest import DATA, change_buffer, readonly_copy, run_ranks
+from fp8_reference import finite_weights, megatron_fp8_params, vllm_fp8_params
 from framework_reference import Megatron, Model, Vllm, hf_state_dict, megatron_params, vllm_params
 
 MODELS = DATA / "models"
@@ -267,3 +269,47 @@ def test_storage_is_logical_or_framework() -> None:
     executor = refit.Executor("ucx", refit.exchange.from_callable(lambda d: [d], rank=0, size=1))
     with pytest.raises(ValueError, match="storage: 'megatron' is neither 'logical' nor 'framework'"):
         executor.prepare(plan, {}, rank=0, storage="megatron")  # type: ignore[arg-type]
+
+
+@dataclass
+class Fp8Parameter:
+    """What a training rank's ``named_parameters()`` gives for a weight trained in fp8 with
+    Transformer Engine's fp8 parameters, as far as refit reads it: a ``Float8BlockwiseQTensor``'s
+    ``_rowwise_data`` (uint8 values) and ``_rowwise_scale_inv`` (fp32 scales, inner dim padded to
+    4). Transformer Engine needs a GPU; these are its two attributes, not its class."""
+
+    _rowwise_data: np.ndarray
+    _rowwise_scale_inv: np.ndarray
+
+
+def test_transformer_engine_fp8_parameters_are_handed_over_as_they_are() -> None:
+    """FP8 training (quantize_at="training"), Megatron TP2 -> vLLM TP2: every training rank hands
+    refit its named parameters, the fp8 ones as Transformer Engine objects; every vLLM parameter,
+    scales included, is what vLLM makes of the same block-quantised checkpoint."""
+    config, train, infer = "small-llama-gqa-blocks.json", "tp=2", "tp=2"
+    problem = _problem((config, train, infer), quantize="fp8-block128", quantize_at="training")
+    plan = refit.plan(problem, refit.Cluster.preset("cpu-host"))
+    model = Model.from_config(json.loads((MODELS / config).read_text()))
+    state = finite_weights(hf_state_dict(model, np.random.default_rng(7)))
+    megatron = megatron_fp8_params(state, model, Megatron(tp=2))
+    expected = vllm_fp8_params(state, model, Vllm(tp=2), first_rank=2)
+    scales = "._rowwise_scale_inv"  # docs/quantization.md, "Framework storage"
+    fp32 = {np.dtype(np.uint32): np.float32}  # the reference keeps fp32 as its bits
+    own = [{n: np.ascontiguousarray(a).view(fp32.get(a.dtype, a.dtype)) for n, a in megatron[r].items()}
+           for r in range(2)]  # fmt: skip
+    named = [{n: Fp8Parameter(a, own[r][n + scales]) if n + scales in own[r] else a
+              for n, a in own[r].items() if not n.endswith(scales)} for r in range(2)]  # fmt: skip
+    assert sum(isinstance(a, Fp8Parameter) for a in named[0].values()) == 8  # 2 layers x qkv, proj, fc1, fc2
+    received = {r: {p.name: np.zeros(p.shape, refit.numpy_dtype(p.dtype)) for p in problem.parameters(r)}
+                for r in (2, 3)}  # fmt: skip
+
+    def body(rank: int, exchange: Any) -> Any:
+        executor = refit.Executor("ucx", exchange, timeout=20)
+        return executor.prepare(plan, named[rank] if rank < 2 else received[rank], storage="framework").execute()
+
+    results = run_ranks(problem.world_size, body)
+    assert not any(isinstance(r, BaseException) for r in results), results
+    for rank, params in received.items():
+        assert sorted(params) == sorted(expected[rank])
+        for name, got in params.items():
+            np.testing.assert_array_equal(got.view(np.uint8), expected[rank][name].view(np.uint8), err_msg=name)
