@@ -81,8 +81,14 @@ def _refit(tmp_path: Path, config: str, train: str, infer: str, problem: list[st
 @pytest.mark.parametrize("config,train,infer,options", CASES)
 def test_megatron_parameters_arrive_as_vllm_parameters_byte_for_byte(tmp_path: Path, config: str, train: str,
                                                                      infer: str, options: list[str]) -> None:  # fmt: skip
+    """Trained in fp8 (``--quantize-at training``), Transformer Engine's fp8 values and padded
+    rowwise scales move as they are, the padding never read: vLLM's parameters are then what it
+    makes of the block-quantised checkpoint."""
+    trained = "training" in options
     _refit(tmp_path, config, train, infer,
-           ["--model", str(MODELS / config), "--train", train, "--infer", infer, *options])  # fmt: skip
+           ["--model", str(MODELS / config), "--train", train, "--infer", infer, *options],
+           reference=vllm_fp8_params if trained else vllm_params, finite=trained,
+           training=megatron_fp8_params if trained else megatron_params)  # fmt: skip
 
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun")
@@ -122,19 +128,6 @@ def test_megatron_bf16_arrives_as_vllm_block_fp8_parameters_byte_for_byte(tmp_pa
     _refit(tmp_path, config, train, infer,
            ["--model", str(MODELS / config), "--train", train, "--infer", infer, "--quantize", "fp8-block128"],
            reference=vllm_fp8_params, finite=True)  # fmt: skip
-
-
-@pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun")
-@pytest.mark.parametrize("config,train,infer", [FP8_CASES[2], FP8_CASES[3]])
-def test_megatron_trained_in_fp8_arrives_as_vllm_block_fp8_parameters_byte_for_byte(tmp_path: Path, config: str,
-                                                                                   train: str, infer: str) -> None:  # fmt: skip
-    """FP8 training (--quantize-at training): Transformer Engine's fp8 values and their padded
-    rowwise scales move as they are, the padding never read; every vLLM parameter is what vLLM
-    makes of the same block-quantised checkpoint."""
-    _refit(tmp_path, config, train, infer,
-           ["--model", str(MODELS / config), "--train", train, "--infer", infer, "--quantize", "fp8-block128",
-            "--quantize-at", "training"],
-           reference=vllm_fp8_params, finite=True, training=megatron_fp8_params)  # fmt: skip
 
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun")

@@ -2,14 +2,17 @@
 // Megatron's parameters of tiny models to vLLM's, every strategy, rank mapping and a few staging
 // sizes; every destination region must hold its pattern and every padding byte stay zero.
 #include <fstream>
+#include <optional>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "nccl_fixture.h"
 #include "program_sim.h"
+#include "refit/core/quantized_problem.h"
 #include "refit/core/try.h"
 #include "refit/executors/framework_buffers.h"
+#include "refit/models/fp8_weights.h"
 #include "refit/models/hf_config.h"
 #include "refit/models/problem_builder.h"
 #include "refit/models/storage_map.h"
@@ -26,13 +29,23 @@ struct Stored {
   models::StorageMap vllm;
 };
 
+// A case's PROBLEM options: the HF reading options and, with --quantize, the quantisation.
+struct CaseOptions {
+  models::HfOptions hf;
+  std::optional<QuantizeOptions> quantize;
+};
+
 Result<Stored> stored(const std::string& file, const std::string& train, const std::string& infer,
-                      const models::HfOptions& options) {
+                      const CaseOptions& options) {
   const auto m =
-      REFIT_TRY(models::load_hf_config(std::string(REFIT_TEST_DATA_DIR) + "/models/" + file, options));
+      REFIT_TRY(models::load_hf_config(std::string(REFIT_TEST_DATA_DIR) + "/models/" + file, options.hf));
   const auto t = REFIT_TRY(models::parse_megatron(train));
   const auto i = REFIT_TRY(models::parse_vllm(infer));
   auto problem = REFIT_TRY(models::build_problem(m, t, i));
+  if (options.quantize)
+    problem = REFIT_TRY(quantize_problem(problem, *options.quantize, [](const TensorSpec& s) {
+      return models::fp8_engine_quantizes(s.name);
+    }));
   auto megatron = REFIT_TRY(models::megatron_storage(m, t, problem));
   auto vllm = REFIT_TRY(models::vllm_storage(m, i, problem));
   return Stored{.problem = std::move(problem), .megatron = std::move(megatron), .vllm = std::move(vllm)};
@@ -69,10 +82,16 @@ std::vector<Stored> storage_cases() {
   const auto doc = nlohmann::json::parse(in);
   std::vector<Stored> out;
   for (const auto& c : doc.at("cases")) {
-    models::HfOptions options;
-    for (const auto& o : c.at("options")) {
-      options.per_expert = options.per_expert || o == "--per-expert";
-      options.include_mtp = options.include_mtp || o == "--mtp";
+    CaseOptions options;
+    const auto& given = c.at("options");
+    for (std::size_t k = 0; k < given.size(); ++k) {
+      options.hf.per_expert = options.hf.per_expert || given[k] == "--per-expert";
+      options.hf.include_mtp = options.hf.include_mtp || given[k] == "--mtp";
+      if (given[k] == "--quantize") options.quantize = QuantizeOptions{};
+      if (given[k] == "--quantize" && k + 1 < given.size())
+        options.quantize->scheme = parse_quant_scheme(given[k + 1].get<std::string>()).value();
+      if (given[k] == "--quantize-at" && options.quantize && k + 1 < given.size())
+        options.quantize->site = parse_quant_site(given[k + 1].get<std::string>()).value();
     }
     auto s = stored(c.at("config"), c.at("train"), c.at("infer"), options);
     if (s)
