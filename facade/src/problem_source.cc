@@ -72,7 +72,7 @@ Result<models::StorageMap> load_storage(const ProblemSource& source, const Resha
       }))
     return unsupported(
         "--quantize mxfp8: vLLM keeps no MXFP8 parameters to load into (it quantises bf16 weights itself "
-        "after loading them); use --quantize-at receiver");
+        "after loading them); from bf16 training use --quantize-at receiver");
   if (!source.manifest.empty()) {
     auto manifest = REFIT_TRY_IN(models::load_manifest_with_storage(source.manifest), "--manifest");
     if (!manifest.storage)

@@ -247,6 +247,20 @@ TEST(SimulateCli, WeightsTrainedInFp8MoveAsTheyAreWithNothingToQuantise) {
   EXPECT_EQ(nlohmann::json::parse(r.out)["strategies"][0]["breakdown_s"]["quantize"].get<double>(), 0);
 }
 
+TEST(ModelsCli, Mxfp8ParametersOfTheFrameworksAreRefusedUnlessQuantisedAtTheReceiver) {
+  // vLLM's MXFP8 loads bf16 and quantises itself: no fp8 parameters to write, whether the senders
+  // quantise or training did; at the receiver, bf16 parameters.
+  const std::string models =
+      std::string("models ") + REFIT_TEST_DATA_DIR +
+      "/models/small-llama-blocks.json --train tp=2 --infer tp=2,dp=2 --storage --quantize mxfp8";
+  for (const char* site : {"sender", "training"}) {
+    const auto r = run_refit(models + " --quantize-at " + site);
+    EXPECT_EQ(r.exit_code, 2) << site;
+    EXPECT_NE(r.err.find("vLLM keeps no MXFP8 parameters"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(run_refit(models + " --quantize-at receiver").exit_code, 0);
+}
+
 TEST(ModelsCli, QuantizeSaysHowManyWeightsAreQuantisedWhere) {
   // small-llama-blocks: 2 layers x 7 linear weights, each with whole blocks at tp=2.
   const auto r =
