@@ -151,3 +151,22 @@ def test_fp8_in_flight_halves_the_linear_weights_and_charges_the_quantisation() 
     needed = {s.tensor: s.dtype for s in fp8.shards(fp8.source_ranks)}
     assert needed["model.layers.0.self_attn.q_proj.weight"] == "fp8_e4m3"
     assert needed["model.layers.0.self_attn.q_proj.weight_scale_inv"] == "fp32"
+
+
+def test_weights_trained_in_fp8_are_held_and_moved_as_fp8_with_their_scales() -> None:
+    # quantize_at="training": the training ranks hold the linear weights in fp8 with their scales
+    # (Transformer Engine's fp8 parameters), nobody quantises, and every baseline moves the same
+    # problem, so there is no receiver-quantised twin to compare with.
+    model = Path(__file__).resolve().parents[1] / "data" / "models" / "small-llama-blocks.json"
+    cluster = refit.Cluster.preset("dgx-h100:gpus_per_node=2")
+    sender = refit.Problem.from_model(model, train="tp=2", infer="tp=2,engines=2", quantize="fp8-block128")
+    trained = refit.Problem.from_model(model, train="tp=2", infer="tp=2,engines=2", quantize="fp8-block128",
+                                       quantize_at="training")  # fmt: skip
+    held = {s.tensor: s.dtype for s in trained.shards(0)}
+    assert held["model.layers.0.self_attn.q_proj.weight"] == "fp8_e4m3"
+    assert held["model.layers.0.self_attn.q_proj.weight_scale_inv"] == "fp32"
+    assert held["model.layers.0.input_layernorm.weight"] == "bf16"
+    assert refit.plan(trained, cluster).stats.network_bytes == refit.plan(sender, cluster).stats.network_bytes
+    assert refit.simulate(trained, cluster, strategy="refit").breakdown_s.quantize == 0
+    assert trained.quantized_at_receivers() is None
+    assert sender.quantized_at_receivers() is not None
