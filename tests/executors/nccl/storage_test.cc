@@ -1,19 +1,17 @@
 // The NCCL executor's program over framework parameters (models/storage_map.h), run on CPUs:
 // Megatron's parameters of tiny models to vLLM's, every strategy, rank mapping and a few staging
 // sizes; every destination region must hold its pattern and every padding byte stay zero.
+#include <algorithm>
 #include <fstream>
-#include <optional>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "nccl_fixture.h"
 #include "program_sim.h"
-#include "refit/core/quantized_problem.h"
 #include "refit/core/try.h"
 #include "refit/executors/framework_buffers.h"
-#include "refit/models/fp8_weights.h"
-#include "refit/models/hf_config.h"
+#include "refit/facade/problem_source.h"
 #include "refit/models/problem_builder.h"
 #include "refit/models/storage_map.h"
 #include "refit/planner/strategy.h"
@@ -29,23 +27,13 @@ struct Stored {
   models::StorageMap vllm;
 };
 
-// A case's PROBLEM options: the HF reading options and, with --quantize, the quantisation.
-struct CaseOptions {
-  models::HfOptions hf;
-  std::optional<QuantizeOptions> quantize;
-};
-
+// A case: its model read and quantised as `refit run` would with the case's PROBLEM options.
 Result<Stored> stored(const std::string& file, const std::string& train, const std::string& infer,
-                      const CaseOptions& options) {
-  const auto m =
-      REFIT_TRY(models::load_hf_config(std::string(REFIT_TEST_DATA_DIR) + "/models/" + file, options.hf));
+                      const ModelOptions& options) {
+  const auto m = REFIT_TRY(load_model(std::string(REFIT_TEST_DATA_DIR) + "/models/" + file, options));
   const auto t = REFIT_TRY(models::parse_megatron(train));
   const auto i = REFIT_TRY(models::parse_vllm(infer));
-  auto problem = REFIT_TRY(models::build_problem(m, t, i));
-  if (options.quantize)
-    problem = REFIT_TRY(quantize_problem(problem, *options.quantize, [](const TensorSpec& s) {
-      return models::fp8_engine_quantizes(s.name);
-    }));
+  auto problem = REFIT_TRY(apply_quantization(REFIT_TRY(models::build_problem(m, t, i)), options));
   auto megatron = REFIT_TRY(models::megatron_storage(m, t, problem));
   auto vllm = REFIT_TRY(models::vllm_storage(m, i, problem));
   return Stored{.problem = std::move(problem), .megatron = std::move(megatron), .vllm = std::move(vllm)};
@@ -82,16 +70,14 @@ std::vector<Stored> storage_cases() {
   const auto doc = nlohmann::json::parse(in);
   std::vector<Stored> out;
   for (const auto& c : doc.at("cases")) {
-    CaseOptions options;
+    ModelOptions options;
     const auto& given = c.at("options");
     for (std::size_t k = 0; k < given.size(); ++k) {
-      options.hf.per_expert = options.hf.per_expert || given[k] == "--per-expert";
-      options.hf.include_mtp = options.hf.include_mtp || given[k] == "--mtp";
-      if (given[k] == "--quantize") options.quantize = QuantizeOptions{};
-      if (given[k] == "--quantize" && k + 1 < given.size())
-        options.quantize->scheme = parse_quant_scheme(given[k + 1].get<std::string>()).value();
-      if (given[k] == "--quantize-at" && options.quantize && k + 1 < given.size())
-        options.quantize->site = parse_quant_site(given[k + 1].get<std::string>()).value();
+      options.per_expert = options.per_expert || given[k] == "--per-expert";
+      options.mtp = options.mtp || given[k] == "--mtp";
+      if (k + 1 == given.size()) continue;
+      if (given[k] == "--quantize") options.quantize = given[k + 1];
+      if (given[k] == "--quantize-at") options.quantize_at = given[k + 1];
     }
     auto s = stored(c.at("config"), c.at("train"), c.at("infer"), options);
     if (s)
@@ -110,6 +96,12 @@ class StoredEveryStrategy : public ::testing::TestWithParam<std::string_view> {}
 TEST_P(StoredEveryStrategy, FrameworkParametersRunToTheRightBytesOnCpus) {
   const auto cases = storage_cases();
   ASSERT_GE(cases.size(), 25u);
+  // The FP8-trained cases move Transformer Engine's fp8 values and padded scales.
+  ASSERT_TRUE(std::ranges::any_of(cases, [](const Stored& s) {
+    return std::ranges::any_of(s.problem.tensors(), [](const TensorReshard& t) {
+      return t.tensor.quantization && t.tensor.quantization->site == QuantSite::kTraining;
+    });
+  }));
   for (const auto& s : cases) {
     const auto cluster = refit::testing::make_test_cluster(
         (s.problem.world_size() + 1) / 2, 2, s.problem.source_ranks(), s.problem.destination_ranks());

@@ -19,7 +19,8 @@ struct ModelOptions {
   bool per_expert = false;  // one tensor per routed expert instead of stacked [E, out, in]
   bool mtp = false;         // include DeepSeek-V3's MTP layer
   // FP8 in flight: the inference engine's quantisation (fp8-block128, mxfp8; empty: none) and
-  // where it happens (sender: wherever the training layout holds whole blocks; receiver: always).
+  // where it happens (sender: wherever the training layout holds whole blocks; receiver: always;
+  // training: the training ranks hold those weights in fp8 with their scales already).
   std::string quantize;
   std::string quantize_at = "sender";
 };
