@@ -11,6 +11,13 @@ Plan and predict, no GPU needed::
     refit.compare(problem, cluster)                       # one row per strategy
     refit.sweep(problem, cluster, vary={"nic_gbps": [200, 400, 800]})
 
+Any model laid out as PyTorch's DTensor lays it (``refit.Layout.of(device_mesh, placements)``)::
+
+    problem = refit.Problem.from_layouts(
+        [refit.TensorLayout("w", (64, 128), "bf16", source=refit.Layout((2, 2), ("R", "S1")),
+                            destination=refit.Layout((2,), ("S0",)))],
+        source_ranks=4, destination_ranks=2)
+
 Perform a refit between the processes of a job (torchrun, Ray, mpi4py)::
 
     executor = refit.Executor("ucx", refit.exchange.torch_distributed())
@@ -56,6 +63,7 @@ from refit._plan import (
     plan,
     strategies,
 )
+from refit._layouts import Layout, TensorLayout
 from refit._problem import Box, Parameter, Problem, Region, Shard, Tensor
 from refit._simulate import Breakdown, Contributor, CriticalStep, Resource, Simulation, compare, deployments, simulate
 from refit.sweep import sweep, to_frame
@@ -74,6 +82,7 @@ __all__ = [
     "Executor",
     "Explain",
     "Failure",
+    "Layout",
     "LowerBound",
     "Parameter",
     "PeerFailed",
@@ -89,6 +98,7 @@ __all__ = [
     "Staging",
     "Strategy",
     "Tensor",
+    "TensorLayout",
     "Timeout",
     "compare",
     "deployments",

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Iterable, Mapping, Optional, Union
 
 from refit import _refit
 from refit._errors import BadInput
+from refit._layouts import TensorLayout
 
 __all__ = ["Box", "Parameter", "Problem", "Region", "Shard", "Tensor"]
 
@@ -121,17 +124,28 @@ class Parameter:
         return math.prod(self.shape) * dtype_bytes(self.dtype)
 
 
+def _naming_tensor(error: BadInput, names: list[str]) -> BadInput:
+    """The error with the tensor its manifest path points at named by its name, for a caller who
+    gave layouts, not a manifest: ``tensors[3].source: ...`` -> ``tensor 'w' (tensors[3].source): ...``."""
+    match = re.match(r"tensors\[(\d+)\]([^:]*): ", error.message)
+    if match is None or int(match[1]) >= len(names):
+        return error
+    where = f"tensor {names[int(match[1])]!r} (tensors[{match[1]}]{match[2]}): "
+    return BadInput(where + error.message[match.end() :], error.code)
+
+
 class Problem:
     """A reshard problem: tensors with their training (source) and inference (destination) layouts.
 
     Global ranks: training ranks are ``0 .. source_ranks-1``, inference ranks follow them. Make
-    one with :meth:`from_model` or :meth:`from_manifest`::
+    one with :meth:`from_model`, :meth:`from_manifest` or :meth:`from_layouts`::
 
         problem = refit.Problem.from_model("deepseek-v3", train="pp=16,ep=16", infer="tp=32,engines=8")
     """
 
     def __init__(self, handle: _refit.Problem, source: dict[str, object]) -> None:
-        """Wraps a loaded problem; use :meth:`from_model` or :meth:`from_manifest`."""
+        """Wraps a loaded problem; use :meth:`from_model`, :meth:`from_manifest` or
+        :meth:`from_layouts`."""
         self._handle = handle
         self._source = dict(source)
         self._tensors: Optional[list[Tensor]] = None
@@ -178,10 +192,40 @@ class Problem:
         return cls(_refit.Problem.load(**source), source)
 
     @classmethod
-    def from_manifest(cls, path: Union[str, Path]) -> Problem:
-        """The problem a manifest describes (any framework; ``refit models --write-manifest``)."""
-        source = {"manifest": str(path)}
+    def from_manifest(cls, manifest: Union[str, Path, Mapping[str, Any]]) -> Problem:
+        """The problem a manifest describes (any framework; ``refit models --write-manifest``):
+        a file, or the manifest itself as a mapping (e.g. ``json.load``'s, or built in code).
+
+        Raises:
+            refit.BadInput: a manifest refit cannot read; the message names the JSON path.
+        """
+        if isinstance(manifest, Mapping):
+            return cls(_refit.Problem.parse(json.dumps(manifest)), {"manifest": "(a mapping)"})
+        source = {"manifest": str(manifest)}
         return cls(_refit.Problem.load(**source), source)
+
+    @classmethod
+    def from_layouts(
+        cls, tensors: Iterable[TensorLayout], *, source_ranks: int, destination_ranks: int
+    ) -> Problem:
+        """The problem of tensors laid out as DTensor lays them (:class:`refit.TensorLayout`, whose
+        layouts may come from a ``DeviceMesh`` and its placements): training ranks are
+        ``0..source_ranks-1``, inference ranks follow. It has no framework storage maps: executors
+        take each rank's boxes (``storage="logical"``).
+
+        Raises:
+            refit.BadInput: layouts that do not fit (a rank outside its side, a dim a placement
+                does not have, ...); the message names the tensor as ``tensors[i]``.
+        """
+        entries = [t.to_manifest() for t in tensors]
+        manifest = {
+            "format": "refit-manifest", "version": 1,
+            "source_ranks": source_ranks, "destination_ranks": destination_ranks, "tensors": entries,
+        }  # fmt: skip
+        try:
+            return cls(_refit.Problem.parse(json.dumps(manifest)), {"manifest": "(layouts)"})
+        except BadInput as e:
+            raise _naming_tensor(e, [t["name"] for t in entries]) from None
 
     def with_layouts(self, train: Optional[str] = None, infer: Optional[str] = None) -> Problem:
         """The same model with other training and/or inference sizes (for what-if studies)."""

@@ -42,6 +42,26 @@ ProblemHandle load(const std::string& model, const std::string& train, const std
                        .source = source};
 }
 
+// A problem from manifest text (what Problem.from_manifest makes of a mapping, and
+// Problem.from_layouts of layouts): no file to go back to, so a version 2 manifest's storage maps
+// are kept with it now.
+ProblemHandle parse(const std::string& text) {
+  auto manifest = unwrap([&] {
+    nb::gil_scoped_release release;
+    return models::parse_manifest_with_storage(text);
+  }());
+  ProblemHandle handle{.problem = std::make_shared<const ReshardProblem>(std::move(manifest.problem))};
+  if (manifest.storage) {
+    const auto side = [&](models::StorageMap map) {
+      return StorageHandle{.problem = handle.problem,
+                           .map = std::make_shared<const models::StorageMap>(std::move(map))};
+    };
+    handle.storage->sides[0] = side(std::move(manifest.storage->destination));
+    handle.storage->sides[1] = side(std::move(manifest.storage->source));
+  }
+  return handle;
+}
+
 }  // namespace
 
 Result<StorageHandle> side_storage(const ProblemHandle& p, bool training) {
@@ -49,6 +69,10 @@ Result<StorageHandle> side_storage(const ProblemHandle& p, bool training) {
   std::lock_guard lock(p.storage->mutex);
   auto& side = p.storage->sides[training ? 1 : 0];
   if (!side) {
+    if (p.source.model.empty() && p.source.manifest.empty())
+      return invalid(
+          "the problem has no framework storage maps (it was made from layouts or from a manifest "
+          "without \"storage\"): hand over the rank's boxes with storage=\"logical\"");
     auto map = REFIT_TRY(load_storage(p.source, *p.problem, training));
     side = StorageHandle{.problem = p.problem,
                          .map = std::make_shared<const models::StorageMap>(std::move(map))};
@@ -124,6 +148,9 @@ void bind_problem(nb::module_& m) {
                   "Megatron training sizes and vLLM inference sizes, or of a manifest; errors name the "
                   "option as the refit command spells it (--model, --train, --infer, --dtype, "
                   "--manifest).")
+      .def_static("parse", &parse, "text"_a,
+                  "The problem of a manifest given as JSON text (version 2 storage maps kept with it); "
+                  "errors name the JSON path.")
       .def_prop_ro(
           "source_ranks", [](const ProblemHandle& p) { return p.problem->source_ranks(); }, "Training ranks.")
       .def_prop_ro(
