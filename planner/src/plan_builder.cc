@@ -1,6 +1,7 @@
 #include "plan_builder.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <tuple>
 
@@ -37,15 +38,17 @@ LinkKind PlanBuilder::link_between(Rank a, Rank b) const {
   return cluster_.domain_of(a) == cluster_.domain_of(b) ? LinkKind::kNvlink : LinkKind::kNetwork;
 }
 
-Plan PlanBuilder::finish() && {
+std::vector<Handle> PlanBuilder::rotated_order(std::span<const std::int64_t> arrival,
+                                               bool keep_pair_order) const {
   std::vector<Handle> order(pending_.size());
   std::iota(order.begin(), order.end(), 0);
   // Within a phase, sender s walks its receivers (ascending) starting at its (s mod n)-th of n,
   // a rotated all-to-all: the senders spread over the receivers instead of all starting on the
   // same one. Transfers then go round by round: every sender's k-th message before any k+1-th.
+  // A pair's messages go by `arrival`, in the order they were made where it is equal.
   std::ranges::stable_sort(order, {}, [&](Handle h) {
     const auto& p = pending_[static_cast<std::size_t>(h)];
-    return std::tuple(p.phase, p.from.value, p.to.value);
+    return std::tuple(p.phase, p.from.value, p.to.value, arrival[static_cast<std::size_t>(h)]);
   });
   std::vector<std::pair<std::int64_t, std::size_t>> round(order.size());  // (round, position)
   for (std::size_t begin = 0; begin < order.size();) {
@@ -63,9 +66,54 @@ Plan PlanBuilder::finish() && {
   std::ranges::stable_sort(round, {}, [&](const auto& r) {
     return std::pair(pending_[static_cast<std::size_t>(order[r.second])].phase, r.first);
   });
+  if (keep_pair_order) return in_pair_order(order, round);
   std::vector<Handle> rounds(order.size());
   for (std::size_t i = 0; i < round.size(); ++i) rounds[i] = order[round[i].second];
-  order = std::move(rounds);
+  return rounds;
+}
+
+std::vector<Handle> PlanBuilder::in_pair_order(
+    std::span<const Handle> order, std::span<const std::pair<std::int64_t, std::size_t>> round) const {
+  // The rounds interleave the pairs; each pair's messages then take the pair's places in its own
+  // order (the rotation would otherwise wrap a pair's last messages in front of its first).
+  std::map<std::tuple<std::uint32_t, std::int32_t, std::int32_t>, std::vector<std::size_t>> places;
+  for (std::size_t i = 0; i < round.size(); ++i) {
+    const auto& p = pending_[static_cast<std::size_t>(order[round[i].second])];
+    places[{p.phase, p.from.value, p.to.value}].push_back(i);
+  }
+  std::vector<Handle> rounds(order.size());
+  for (const auto& [pair, at] : places) {
+    std::vector<std::size_t> positions;  // where the pair's messages lie in `order`
+    for (const std::size_t i : at) positions.push_back(round[i].second);
+    std::ranges::sort(positions);
+    for (std::size_t k = 0; k < at.size(); ++k) rounds[at[k]] = order[positions[k]];
+  }
+  return rounds;
+}
+
+std::vector<std::int64_t> PlanBuilder::arrivals(std::span<const Handle> order) const {
+  // A (sender, receiver) pair is one in-order stream, and the pairs into one receiver share its
+  // link, so a message has arrived once its pair has carried it and everything before it: the
+  // pair's bytes up to its end order arrivals at one receiver.
+  std::map<std::pair<std::int32_t, std::int32_t>, std::int64_t> carried;
+  std::vector<std::int64_t> end(pending_.size(), 0);
+  for (const Handle h : order) {
+    const auto& p = pending_[static_cast<std::size_t>(h)];
+    end[static_cast<std::size_t>(h)] = carried[{p.from.value, p.to.value}] += p.bytes.value;
+  }
+  // A relay message waits for the last of its upstream messages.
+  std::vector<std::int64_t> arrival(pending_.size(), 0);
+  for (std::size_t h = 0; h < pending_.size(); ++h)
+    for (const auto& s : pending_[h].segments)
+      if (s.via != kFromSourceShard) arrival[h] = std::max(arrival[h], end[static_cast<std::size_t>(s.via)]);
+  return arrival;
+}
+
+Plan PlanBuilder::finish(RelayOrder relays) && {
+  const std::vector<std::int64_t> unordered(pending_.size(), 0);
+  const bool arrival = relays == RelayOrder::kArrival;
+  auto order = rotated_order(unordered, arrival);
+  if (arrival) order = rotated_order(arrivals(order), true);
   std::vector<std::int32_t> id_of(pending_.size());
   for (std::size_t i = 0; i < order.size(); ++i)
     id_of[static_cast<std::size_t>(order[i])] = static_cast<std::int32_t>(i);

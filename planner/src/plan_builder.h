@@ -4,7 +4,9 @@
 // transfers of earlier phases only, so ordering by phase keeps every `via` earlier in the plan.
 // Inside a phase, senders walk their receivers as a rotated all-to-all (see finish()).
 #include <cstdint>
+#include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "refit/core/problem.h"
@@ -32,7 +34,12 @@ class PlanBuilder {
   Rank receiver(Handle h) const { return pending_[static_cast<std::size_t>(h)].to; }
   const PlacedCluster& cluster() const { return cluster_; }
 
-  Plan finish() &&;
+  // A pair's relay messages in the order they were made, or in the order their data lands at the
+  // sender: a pair's stream stops at a relay whose data has not all arrived, so a relay of a
+  // message that lands late holds up every relay behind it, already landed or not. The order a
+  // deployed system relays in is its own; the arrival order is for plans run as one call.
+  enum class RelayOrder : std::uint8_t { kCreation, kArrival };
+  Plan finish(RelayOrder relays = RelayOrder::kCreation) &&;
 
  private:
   struct Pending {
@@ -54,6 +61,18 @@ class PlanBuilder {
   };
 
   LinkKind link_between(Rank a, Rank b) const;
+  // Plan order: phase by phase, each phase a rotated all-to-all of its pairs, a pair's messages
+  // by `arrival` of their data at the sender (stable). The rotation may wrap a pair's last
+  // messages in front of its first unless `keep_pair_order`: the baselines' plans keep the order
+  // their predictions were made with (their deployments order a pair's messages by call first).
+  std::vector<Handle> rotated_order(std::span<const std::int64_t> arrival, bool keep_pair_order) const;
+  // `order` (pairs contiguous, each in its order) laid out by `round` ((round, position in
+  // `order`), sorted), each pair's messages kept in their order.
+  std::vector<Handle> in_pair_order(std::span<const Handle> order,
+                                    std::span<const std::pair<std::int64_t, std::size_t>> round) const;
+  // Per message, when its data has all reached its sender, as the bytes its upstream pairs carry
+  // up to the upstream messages' ends in `order` (0 for data from source shards).
+  std::vector<std::int64_t> arrivals(std::span<const Handle> order) const;
 
   const ReshardProblem& problem_;
   const PlacedCluster& cluster_;

@@ -49,7 +49,7 @@ class RefitPlanner {
     for (std::size_t k = 0; k < class_items_.size(); ++k) place_class(k, result.shares[k]);
     forward_between_domains(assignments_, c_.cluster, assignment_bytes_);
     emit();
-    return std::move(b_).finish();
+    return std::move(b_).finish(PlanBuilder::RelayOrder::kArrival);
   }
 
  private:

@@ -247,6 +247,25 @@ TEST(SimulateCli, WeightsTrainedInFp8MoveAsTheyAreWithNothingToQuantise) {
   EXPECT_EQ(nlohmann::json::parse(r.out)["strategies"][0]["breakdown_s"]["quantize"].get<double>(), 0);
 }
 
+TEST(SimulateCli, RefitStaysWithinFifteenPercentOfItsBoundOnTheReferenceProblems) {
+  // Issue 14's rule for refit as its executors run it: predicted / lower bound <= 1.15 on every
+  // reference problem of the README's predictions table.
+  for (const char* problem :
+       {"--model qwen3-30b-a3b --train ep=8,pp=2 --infer tp=8,engines=2 --cluster dgx-h100",
+        "--model qwen3-235b-a22b --train tp=4,pp=8,ep=16,etp=1 --infer tp=8,engines=16 --cluster dgx-h100",
+        "--model deepseek-v3 --train pp=16,ep=16 --infer tp=32,engines=8 --cluster dgx-h100",
+        "--model deepseek-v3 --train pp=16,ep=16 --infer tp=32,engines=8 --cluster "
+        "gb200-nvl72:gpus_per_domain=64",
+        "--model kimi-k2 --train pp=16,ep=16 --infer tp=16,engines=8 --cluster dgx-h100"}) {
+    const auto r = run_refit(std::string("simulate ") + problem + " --strategy refit --json");
+    ASSERT_EQ(r.exit_code, 0) << problem << ": " << r.err;
+    const auto j = nlohmann::json::parse(r.out)["strategies"][0];
+    EXPECT_EQ(j["deployment"], "refit") << problem;
+    EXPECT_GE(j["ratio_to_lower_bound"].get<double>(), 1.0) << problem;
+    EXPECT_LE(j["ratio_to_lower_bound"].get<double>(), 1.15) << problem;
+  }
+}
+
 TEST(ModelsCli, Mxfp8ParametersOfTheFrameworksAreRefusedUnlessQuantisedAtTheReceiver) {
   // vLLM's MXFP8 loads bf16 and quantises itself: no fp8 parameters to write, whether the senders
   // quantise or training did; at the receiver, bf16 parameters.

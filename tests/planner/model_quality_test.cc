@@ -1,5 +1,10 @@
 // Plan quality on the reference problem, DeepSeek-V3 Megatron PP16xEP16 (256 GPUs) ->
 // vLLM TP32xDP8 (256 GPUs) on dgx-h100.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
 #include <gtest/gtest.h>
 
 #include "model_problems.h"
@@ -59,6 +64,39 @@ TEST_F(DeepSeekPlan, NeverMoreNetworkBytesThanDirect) {
   const auto direct = make_plan("direct", mp_->problem, mp_->cluster).value();
   EXPECT_LE(compute_stats(*plan_, mp_->cluster).network_bytes,
             compute_stats(direct, mp_->cluster).network_bytes);
+}
+
+TEST_F(DeepSeekPlan, RelaysGoInTheOrderTheirDataLands) {
+  // A (sender, receiver) pair is one in-order stream and a relay cannot finish before its data
+  // has landed, so the relays a landing GPU sends a replica go in the order their upstream
+  // messages land: by how many bytes the upstream's own pair carries up to its end. Landing GPUs
+  // here receive from several training GPUs at once, so creation order would not give it.
+  // Relays of different forwarding depths are planned apart (a deeper one waits for a whole
+  // forwarding hop more), so the order holds per pair and depth.
+  using Pair = std::pair<std::int32_t, std::int32_t>;
+  std::map<Pair, std::int64_t> carried;
+  std::vector<std::int64_t> landed(plan_->transfers.size());
+  std::vector<std::int32_t> depth(plan_->transfers.size(), 0);
+  std::map<std::tuple<std::int32_t, std::int32_t, std::int32_t>, std::int64_t> last;  // (pair, depth)
+  std::map<Pair, std::set<std::int32_t>> upstream_senders;
+  for (const auto& t : plan_->transfers) {
+    const auto id = static_cast<std::size_t>(t.id);
+    landed[id] = carried[{t.sender.value, t.receiver.value}] += t.bytes.value;
+    std::int64_t arrival = 0;
+    for (const auto& s : t.segments) {
+      if (s.via == kFromSourceShard) continue;
+      const auto via = static_cast<std::size_t>(s.via);
+      arrival = std::max(arrival, landed[via]);
+      depth[id] = std::max(depth[id], depth[via] + 1);
+      upstream_senders[{t.sender.value, t.receiver.value}].insert(plan_->transfers[via].sender.value);
+    }
+    auto& previous = last[{t.sender.value, t.receiver.value, depth[id]}];
+    EXPECT_GE(arrival, previous) << "transfer " << t.id << " relays data that lands before its predecessor's";
+    previous = arrival;
+  }
+  const auto several =
+      std::ranges::count_if(upstream_senders, [](const auto& e) { return e.second.size() > 1; });
+  EXPECT_GT(several, 0);
 }
 
 }  // namespace
