@@ -7,6 +7,7 @@
 
 #include "parse.h"
 #include "refit/core/try.h"
+#include "refit/planner/links.h"
 #include "refit/planner/plan_json.h"
 #include "refit/refit.h"
 
@@ -45,8 +46,11 @@ Result<TimedPlan> obtain_plan(const PlanInputOptions& o, const PlanInputs& in, s
                                                           PlanOptions{.chunk = Bytes{o.chunk_bytes}})
                                             : load_plan_file(o.plan_file));
   const Seconds seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
-  if (!o.plan_file.empty())
+  if (!o.plan_file.empty()) {
     REFIT_TRY_IN(validate(plan, in.problem), fmt::format("--plan {}: does not fit the problem", o.plan_file));
+    REFIT_TRY_IN(check_links(plan, in.cluster),
+                 fmt::format("--plan {}: does not fit the cluster", o.plan_file));
+  }
   return TimedPlan{.plan = std::move(plan), .seconds = seconds};
 }
 

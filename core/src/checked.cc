@@ -43,4 +43,16 @@ Result<std::int64_t> checked_add(std::int64_t a, std::int64_t b, std::int64_t li
   return *sum;
 }
 
+std::optional<std::int64_t> strided_end(std::int64_t offset, std::span<const std::int64_t> extents,
+                                        std::span<const std::int64_t> strides) {
+  if (extents.size() != strides.size()) return std::nullopt;
+  std::optional<std::int64_t> last = offset;
+  for (std::size_t d = 0; d < extents.size() && last; ++d) {
+    if (strides[d] < 0 || (strides[d] == 0 && extents[d] > 1) || extents[d] < 1) return std::nullopt;
+    const auto reach = checked_mul(extents[d] - 1, strides[d]);
+    last = reach ? checked_add(*last, *reach) : std::nullopt;
+  }
+  return last ? checked_add(*last, 1) : std::nullopt;
+}
+
 }  // namespace refit

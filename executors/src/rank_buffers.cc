@@ -1,7 +1,11 @@
 #include "refit/executors/rank_buffers.h"
 
-#include <fmt/format.h>
+#include <optional>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "refit/core/checked.h"
 #include "refit/core/try.h"
 
 namespace refit {
@@ -9,14 +13,13 @@ namespace {
 
 std::string_view memory_name(MemoryKind m) { return m == MemoryKind::kCuda ? "CUDA" : "host"; }
 
-// One past the last byte a strided region touches in its parameter, or -1 for a negative stride.
-std::int64_t region_end(const lowering::Region& r, std::int64_t element_size) {
-  std::int64_t last = 0;
-  for (std::size_t d = 0; d < r.box.rank() && d < r.strides.size(); ++d) {
-    if (r.strides[d] < 0) return -1;
-    last += (r.box.extent[d] - 1) * r.strides[d];
-  }
-  return r.offset + (last + 1) * element_size;
+// One past the last byte a strided region touches in its parameter; nullopt where its strides do
+// not lay it out (strided_end) or the bytes pass 2^63.
+std::optional<std::int64_t> region_end(const lowering::Region& r, std::int64_t element_size) {
+  if (r.box.empty()) return r.offset;
+  const auto elements = strided_end(0, r.box.extent, r.strides);
+  const auto bytes = elements ? checked_mul(*elements, element_size) : std::nullopt;
+  return bytes ? checked_add(r.offset, *bytes) : std::nullopt;
 }
 
 // Every region of `b` inside the parameter it names (the lowering checks that they tile the box).
@@ -28,11 +31,17 @@ Result<void> check_regions(const ShardBuffer& b, const TensorSpec& t,
       return mismatch(fmt::format("region {} of tensor '{}' names parameter {}, the side has {}", j, t.name,
                                   r.buffer, parameters.size()));
     const auto size = static_cast<std::int64_t>(parameters[static_cast<std::size_t>(r.buffer)].size());
-    const auto end = r.box.empty() ? r.offset : region_end(r, dtype_size(t.dtype));
-    if (r.offset < 0 || end < 0 || end > size)
+    const auto end = region_end(r, dtype_size(t.dtype));
+    if (r.offset < 0 || !end)
+      return mismatch(
+          fmt::format("region {} ({}) of tensor '{}': offset {} and strides [{}] do not lay it out "
+                      "in parameter {} (negative, zero where the box has several elements, or past "
+                      "2^63 bytes)",
+                      j, r.box.to_string(), t.name, r.offset, fmt::join(r.strides, ", "), r.buffer));
+    if (*end > size)
       return mismatch(
           fmt::format("region {} ({}) of tensor '{}' reaches byte {} of parameter {}, which holds {}", j,
-                      r.box.to_string(), t.name, end, r.buffer, size));
+                      r.box.to_string(), t.name, *end, r.buffer, size));
   }
   return {};
 }

@@ -65,6 +65,7 @@ constexpr std::int64_t kStorageVersion = 2;  // with them
                                        const Shape& shape, std::int32_t first) {
   const Json* side = REFIT_TRY(json_fields::require_object(tensor, key, path));
   const auto at = child(path, key);
+  REFIT_TRY(json_fields::require_known_keys(*side, at, {"mesh", "ranks", "placements"}));
   auto mesh_shape = REFIT_TRY(read_mesh_shape(*side, at));
   auto ranks = REFIT_TRY(read_ranks(*side, at, element_count(mesh_shape), first));
   auto placements = REFIT_TRY(read_placements(*side, at));
@@ -74,7 +75,8 @@ constexpr std::int64_t kStorageVersion = 2;  // with them
 
 [[nodiscard]] Result<TensorReshard> read_tensor(const Json& t, const std::string& path,
                                                 std::int32_t sources) {
-  if (!t.is_object()) return invalid(fmt::format("{}: expected an object", path));
+  REFIT_TRY(json_fields::require_known_keys(
+      t, path, {"name", "shape", "dtype", "quantization", "source", "destination"}));
   json_fields::FieldReader r(t, path);
   auto name = r.string("name");
   auto dtype_name = r.string("dtype");
@@ -114,6 +116,7 @@ nlohmann::ordered_json side_json(const Layout& layout) {
 [[nodiscard]] Result<std::optional<StorageMaps>> read_storage(const Json& j, const ReshardProblem& problem) {
   if (!json_fields::has(j, "storage")) return std::optional<StorageMaps>{};
   const Json* storage = REFIT_TRY(json_fields::require_object(j, "storage", ""));
+  REFIT_TRY(json_fields::require_known_keys(*storage, "storage", {"source", "destination"}));
   const Json* source = REFIT_TRY(json_fields::require_object(*storage, "source", "storage"));
   const Json* destination = REFIT_TRY(json_fields::require_object(*storage, "destination", "storage"));
   return StorageMaps{
@@ -122,6 +125,9 @@ nlohmann::ordered_json side_json(const Layout& layout) {
 }
 
 [[nodiscard]] Result<ReshardProblem> read_problem(const Json& j) {
+  REFIT_TRY(json_fields::require_known_keys(
+      j, "", {"format", "version", "source_ranks", "destination_ranks", "tensors", "storage"},
+      "the manifest"));
   json_fields::FieldReader r(j, "", limits::kMaxRanks);
   REFIT_TRY(check_header(r, j));
   const auto sources = r.integer("source_ranks", 1);

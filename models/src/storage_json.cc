@@ -3,7 +3,9 @@
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "refit/core/checked.h"
 #include "refit/core/json_fields.h"
 #include "refit/core/try.h"
 
@@ -32,6 +34,7 @@ OrderedJson rank_json(const RankStorage& r, std::int32_t rank, const ReshardProb
 }
 
 [[nodiscard]] Result<FrameworkParameter> read_parameter(const Json& j, const std::string& path) {
+  REFIT_TRY(json_fields::require_known_keys(j, path, {"name", "shape", "dtype"}));
   json_fields::FieldReader r(j, path);
   auto name = r.string("name");
   auto shape = r.integers("shape", 0);
@@ -42,16 +45,11 @@ OrderedJson rank_json(const RankStorage& r, std::int32_t rank, const ReshardProb
                             .dtype = REFIT_TRY_IN(parse_dtype(dtype), child(path, "dtype"))};
 }
 
-// One past the last element a region touches in its parameter.
-std::int64_t end_of(const StoredRegion& g) {
-  std::int64_t last = g.offset;
-  for (std::size_t d = 0; d < g.box.rank(); ++d) last += (g.box.extent[d] - 1) * g.strides[d];
-  return last + 1;
-}
-
 [[nodiscard]] Result<StoredRegion> read_region(const Json& j, const std::string& path, const Names& names,
                                                const ReshardProblem& problem,
-                                               const std::vector<FrameworkParameter>& parameters) {
+                                               const std::vector<FrameworkParameter>& parameters,
+                                               bool source) {
+  REFIT_TRY(json_fields::require_known_keys(j, path, {"tensor", "box", "parameter", "offset", "strides"}));
   json_fields::FieldReader r(j, path);
   const auto tensor = r.string("tensor");
   const Json* box = r.object("box");
@@ -62,6 +60,7 @@ std::int64_t end_of(const StoredRegion& g) {
   const auto it = names.find(tensor);
   if (it == names.end())
     return invalid(fmt::format("{}: no tensor '{}' in the manifest", child(path, "tensor"), tensor));
+  REFIT_TRY(json_fields::require_known_keys(*box, child(path, "box"), {"offset", "extent"}));
   json_fields::FieldReader b(*box, child(path, "box"));
   StoredRegion g{.tensor = it->second,
                  .box = Box{.offset = b.integers("offset", 0), .extent = b.integers("extent", 1)},
@@ -70,6 +69,7 @@ std::int64_t end_of(const StoredRegion& g) {
                  .strides = std::move(strides)};
   REFIT_TRY(b.status());
   const auto& shape = problem.tensors()[g.tensor].tensor.shape;
+  const DType held = held_dtype(problem.tensors()[g.tensor].tensor, source);
   if (g.box.offset.size() != shape.size() || g.box.extent.size() != shape.size() ||
       !Box::whole(shape).contains(g.box))
     return invalid(
@@ -77,14 +77,28 @@ std::int64_t end_of(const StoredRegion& g) {
   if (static_cast<std::size_t>(parameter) >= parameters.size())
     return invalid(
         fmt::format("{}: parameter {} of {}", child(path, "parameter"), parameter, parameters.size()));
-  if (g.strides.size() != shape.size() || end_of(g) > parameters[g.parameter].elements())
+  const auto& p = parameters[g.parameter];
+  if (g.strides.size() != shape.size())
+    return invalid(fmt::format("{}: {} strides for a box of {} dims", child(path, "strides"),
+                               g.strides.size(), shape.size()));
+  const auto end = g.box.empty() ? std::optional(g.offset) : strided_end(g.offset, g.box.extent, g.strides);
+  if (!end || g.offset < 0)
+    return invalid(
+        fmt::format("{}: offset {} and strides [{}] do not lay the box out in parameter '{}' "
+                    "(negative, zero where the box has several elements, or past 2^63)",
+                    path, g.offset, fmt::join(g.strides, ", "), p.name));
+  if (*end > p.elements())
     return invalid(fmt::format("{}: the region reaches element {} of parameter '{}', which has {}", path,
-                               end_of(g), parameters[g.parameter].name, parameters[g.parameter].elements()));
+                               *end, p.name, p.elements()));
+  if (p.dtype != held)
+    return mismatch(fmt::format("{}: parameter '{}' is {}, but tensor '{}' is {} on this side", path, p.name,
+                                dtype_name(p.dtype), tensor, dtype_name(held)));
   return g;
 }
 
 [[nodiscard]] Result<RankStorage> read_rank(const Json& j, const std::string& path, std::int32_t rank,
-                                            const Names& names, const ReshardProblem& problem) {
+                                            const Names& names, const ReshardProblem& problem, bool source) {
+  REFIT_TRY(json_fields::require_known_keys(j, path, {"rank", "parameters", "regions"}));
   json_fields::FieldReader r(j, path);
   if (r.integer("rank", 0) != rank) r.fail("rank", fmt::format("expected rank {} here", rank));
   const Json* parameters = r.array("parameters");
@@ -95,8 +109,8 @@ std::int64_t end_of(const StoredRegion& g) {
     out.parameters.push_back(
         REFIT_TRY(read_parameter((*parameters)[i], element(child(path, "parameters"), i))));
   for (std::size_t i = 0; i < regions->size(); ++i)
-    out.regions.push_back(REFIT_TRY(
-        read_region((*regions)[i], element(child(path, "regions"), i), names, problem, out.parameters)));
+    out.regions.push_back(REFIT_TRY(read_region((*regions)[i], element(child(path, "regions"), i), names,
+                                                problem, out.parameters, source)));
   return out;
 }
 
@@ -111,6 +125,7 @@ nlohmann::ordered_json storage_json(const StorageMap& map, const ReshardProblem&
 
 Result<StorageMap> parse_storage(const Json& j, const std::string& path, const ReshardProblem& problem,
                                  bool source) {
+  REFIT_TRY(json_fields::require_known_keys(j, path, {"framework", "ranks"}));
   json_fields::FieldReader r(j, path);
   auto framework = r.string("framework");
   const Json* ranks = r.array("ranks");
@@ -124,8 +139,9 @@ Result<StorageMap> parse_storage(const Json& j, const std::string& path, const R
   for (std::uint32_t i = 0; i < problem.tensors().size(); ++i)
     names.emplace(problem.tensors()[i].tensor.name, i);
   for (std::size_t i = 0; i < ranks->size(); ++i)
-    out.ranks.push_back(REFIT_TRY(read_rank((*ranks)[i], element(child(path, "ranks"), i),
-                                            out.first_rank + static_cast<std::int32_t>(i), names, problem)));
+    out.ranks.push_back(
+        REFIT_TRY(read_rank((*ranks)[i], element(child(path, "ranks"), i),
+                            out.first_rank + static_cast<std::int32_t>(i), names, problem, source)));
   return out;
 }
 

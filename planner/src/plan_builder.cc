@@ -5,6 +5,8 @@
 #include <numeric>
 #include <tuple>
 
+#include "refit/planner/links.h"
+
 namespace refit::planner_detail {
 
 std::size_t PlanBuilder::KeyHash::operator()(const Key& k) const noexcept {
@@ -29,13 +31,6 @@ Handle PlanBuilder::add(std::uint32_t phase, std::uint64_t key, Rank from, Rank 
   p.bytes += Bytes{box.volume() * dtype_size(problem_.tensors()[tensor].tensor.dtype)};
   p.segments.push_back(Segment{.tensor = tensor, .box = std::move(box), .via = via});
   return it->second;
-}
-
-LinkKind PlanBuilder::link_between(Rank a, Rank b) const {
-  const GpuId ga = cluster_.gpu_of(a);
-  const GpuId gb = cluster_.gpu_of(b);
-  if (ga == gb) return LinkKind::kLocal;
-  return cluster_.domain_of(a) == cluster_.domain_of(b) ? LinkKind::kNvlink : LinkKind::kNetwork;
 }
 
 std::vector<Handle> PlanBuilder::rotated_order(std::span<const std::int64_t> arrival,
@@ -129,8 +124,9 @@ Plan PlanBuilder::finish(RelayOrder relays) && {
     auto& p = pending_[static_cast<std::size_t>(order[i])];
     for (auto& s : p.segments)
       if (s.via != kFromSourceShard) s.via = id_of[static_cast<std::size_t>(s.via)];
-    plan.transfers.push_back(Transfer{static_cast<std::int32_t>(i), p.from, p.to, link_between(p.from, p.to),
-                                      std::move(p.segments), p.bytes, chunk_});
+    plan.transfers.push_back(Transfer{static_cast<std::int32_t>(i), p.from, p.to,
+                                      link_between(cluster_, p.from, p.to), std::move(p.segments), p.bytes,
+                                      chunk_});
   }
   pending_.clear();
   index_.clear();

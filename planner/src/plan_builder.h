@@ -60,7 +60,6 @@ class PlanBuilder {
     std::size_t operator()(const Key& k) const noexcept;
   };
 
-  LinkKind link_between(Rank a, Rank b) const;
   // Plan order: phase by phase, each phase a rotated all-to-all of its pairs, a pair's messages
   // by `arrival` of their data at the sender (stable). The rotation may wrap a pair's last
   // messages in front of its first unless `keep_pair_order`: the baselines' plans keep the order

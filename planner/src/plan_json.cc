@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "refit/core/checked.h"
 #include "refit/core/json_fields.h"
 #include "refit/core/quantization_json.h"
 #include "refit/core/try.h"
@@ -32,11 +33,14 @@ constexpr std::int64_t kMaxIndex = std::numeric_limits<std::int32_t>::max();
 
 // Braced initialisers evaluate in order, so the first bad field is the one reported.
 [[nodiscard]] Result<Segment> parse_segment(const Json& j, const std::string& path) {
+  REFIT_TRY(json_fields::require_known_keys(j, path, {"tensor", "offset", "extent", "via"}));
   FieldReader f(j, path, kMaxIndex);
+  FieldReader coordinates(j, path, limits::kMaxElements);  // a tensor's dims reach 2^48 elements
   Segment s{.tensor = static_cast<std::uint32_t>(f.integer("tensor", 0)),
-            .box = Box{f.integers("offset", 0), f.integers("extent", 0)},
+            .box = Box{coordinates.integers("offset", 0), coordinates.integers("extent", 0)},
             .via = static_cast<std::int32_t>(f.integer("via", kFromSourceShard))};
   REFIT_TRY(f.status());
+  REFIT_TRY(coordinates.status());
   if (s.box.offset.size() != s.box.extent.size())
     return invalid(
         fmt::format("{}: offset has {} dims, extent {}", path, s.box.offset.size(), s.box.extent.size()));
@@ -44,6 +48,8 @@ constexpr std::int64_t kMaxIndex = std::numeric_limits<std::int32_t>::max();
 }
 
 [[nodiscard]] Result<Transfer> parse_transfer(const Json& j, const std::string& path) {
+  REFIT_TRY(
+      json_fields::require_known_keys(j, path, {"id", "from", "to", "link", "bytes", "chunk", "segments"}));
   FieldReader f(j, path);
   Transfer t{.id = static_cast<std::int32_t>(f.integer("id", 0)),
              .sender = Rank{static_cast<std::int32_t>(f.integer("from", 0))},
@@ -65,6 +71,7 @@ constexpr std::int64_t kMaxIndex = std::numeric_limits<std::int32_t>::max();
 }
 
 [[nodiscard]] Result<TensorSpec> parse_tensor(const Json& j, const std::string& path) {
+  REFIT_TRY(json_fields::require_known_keys(j, path, {"name", "shape", "dtype", "quantization"}));
   FieldReader f(j, path);
   auto name = f.string("name");
   auto shape = f.integers("shape", 0);
@@ -139,6 +146,10 @@ Result<Plan> parse_plan_json(std::string_view text) {
     return fail(
         format != kFormat ? ErrorCode::kInvalidArgument : ErrorCode::kUnsupported,
         fmt::format("format: expected {} version {}, got {} version {}", kFormat, kVersion, format, version));
+  REFIT_TRY(json_fields::require_known_keys(j, "",
+                                            {"format", "version", "strategy", "execution_model",
+                                             "source_ranks", "destination_ranks", "tensors", "transfers"},
+                                            "the plan"));
   Plan plan;
   plan.strategy = f.string("strategy");
   const auto execution = f.string_or("execution_model", "");

@@ -159,9 +159,9 @@ class Plan:
     @classmethod
     def load(cls, path: Union[str, Path], problem: Problem, cluster: Cluster) -> Plan:
         """Reads a plan file (``refit plan --out``, :meth:`save`) and checks that it solves the
-        problem (``refit simulate --plan``); raises :class:`refit.BadInput` if it does not."""
-        handle, seconds = _refit.Plan.load(str(path), problem._handle)
-        cluster.placed(problem)  # the job must fit the cluster, as for a plan made here
+        problem on this cluster (``refit simulate --plan``: every transfer's link is the one
+        between its ranks); raises :class:`refit.BadInput` if it does not."""
+        handle, seconds = _refit.Plan.load(str(path), problem._handle, cluster.placed(problem))
         return cls(handle, problem, cluster, seconds)
 
     @property

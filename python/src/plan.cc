@@ -40,8 +40,9 @@ std::tuple<PlanHandle, double> make(const ProblemHandle& problem, const ClusterH
   return {PlanHandle{std::make_shared<const Plan>(unwrap(std::move(made)))}, seconds};
 }
 
-// A plan file, checked against the problem as refit simulate --plan checks it.
-std::tuple<PlanHandle, double> load(const std::string& path, const ProblemHandle& problem) {
+// A plan file, checked against the problem and the cluster as refit simulate --plan checks it.
+std::tuple<PlanHandle, double> load(const std::string& path, const ProblemHandle& problem,
+                                    const ClusterHandle& cluster) {
   Result<Plan> loaded;
   Result<void> fits;
   double seconds = 0;
@@ -51,6 +52,7 @@ std::tuple<PlanHandle, double> load(const std::string& path, const ProblemHandle
     loaded = load_plan_file(path);
     seconds = seconds_since(start);
     if (loaded) fits = validate(*loaded, *problem.problem);
+    if (loaded && fits) fits = check_links(*loaded, *cluster.placed);
   }
   auto plan = unwrap(std::move(loaded));
   if (!fits)
@@ -214,7 +216,7 @@ void bind_plan(nb::module_& m) {
       .def_static("make", &make, "problem"_a, "cluster"_a, "strategy"_a, "chunk_bytes"_a,
                   "Plans with the named strategy and checks the plan against the problem; returns the "
                   "plan and the seconds planning took.")
-      .def_static("load", &load, "path"_a, "problem"_a,
+      .def_static("load", &load, "path"_a, "problem"_a, "cluster"_a,
                   "Reads a plan file (refit plan --out) and checks that it solves the problem; returns "
                   "the plan and the seconds loading took.")
       .def("save", &save, "path"_a, "Writes the plan file (refit-plan format, version 1).")

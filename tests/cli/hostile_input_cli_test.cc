@@ -83,6 +83,12 @@ INSTANTIATE_TEST_SUITE_P(
         Hostile{"chunk_one_byte",
                 "plan --model qwen3-8b --train tp=8 --infer tp=4,dp=2 --cluster dgx-h100 --chunk 1", "",
                 "chunk: 1 bytes cut the plan into more than 17179869184 chunks"},
+        // Once predicted 0.03x of the lower bound: every transfer said to be a device copy.
+        Hostile{
+            "plan_links_not_the_clusters",
+            "simulate --manifest " + kData + "/manifests/two_tensors.json --cluster dgx-h100 --plan {file}",
+            R"({"destination_ranks":2,"execution_model":"refit-ucx","format":"refit-plan","source_ranks":4,"strategy":"refit","tensors":[{"dtype":"bf16","name":"model.layers.0.mlp.down_proj.weight","shape":[64,128]},{"dtype":"fp32","name":"w","shape":[8,4]}],"transfers":[{"bytes":4128,"chunk":8388608,"from":0,"id":0,"link":"local","segments":[{"extent":[32,64],"offset":[0,0],"tensor":0,"via":-1},{"extent":[4,2],"offset":[0,0],"tensor":1,"via":-1}],"to":4},{"bytes":4128,"chunk":8388608,"from":1,"id":1,"link":"local","segments":[{"extent":[32,64],"offset":[32,64],"tensor":0,"via":-1},{"extent":[4,2],"offset":[4,2],"tensor":1,"via":-1}],"to":5},{"bytes":4128,"chunk":8388608,"from":0,"id":2,"link":"local","segments":[{"extent":[32,64],"offset":[32,0],"tensor":0,"via":-1},{"extent":[4,2],"offset":[0,2],"tensor":1,"via":-1}],"to":5},{"bytes":4128,"chunk":8388608,"from":1,"id":3,"link":"local","segments":[{"extent":[32,64],"offset":[0,64],"tensor":0,"via":-1},{"extent":[4,2],"offset":[4,0],"tensor":1,"via":-1}],"to":4}],"version":1})",
+            "does not fit the cluster: transfer #0: link 'local', but ranks 0 and 4 are joined by 'nvlink'"},
         Hostile{"timeout_not_a_number", "run " + kModel + " --timeout abc", "",
                 "--timeout: expected a number"},
         Hostile{"timeout_inf", "run " + kModel + " --timeout inf", "", "--timeout: expected a number"},

@@ -1,6 +1,8 @@
 // Checked arithmetic on sizes (checked.h) and UTF-8 validation (utf8.h).
 #include "refit/core/checked.h"
 
+#include <vector>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -52,6 +54,18 @@ TEST(Checked, ResultFormsNameWhatOverflowed) {
   EXPECT_EQ(checked_mul(3, 4, 12, "bytes"), 12);
   EXPECT_THAT(checked_mul(3, 5, 12, "bytes").error().message, HasSubstr("bytes: 3 x 5 exceeds 12"));
   EXPECT_THAT(checked_add(kMax, 1, kMax, "total").error().message, HasSubstr("total:"));
+}
+
+TEST(Checked, StridedEndIsThePlacePastTheLastElementOrNothing) {
+  // A [3, 4] box at offset 5 with strides [10, 1]: last element at 5 + 2*10 + 3*1 = 28, so 29.
+  const std::vector<std::int64_t> extents{3, 4};
+  EXPECT_EQ(strided_end(5, extents, std::vector<std::int64_t>{10, 1}), 29);
+  // 2^61 x 2 passes 2^63: no end, where the unchecked sum wrapped to a small number.
+  EXPECT_EQ(strided_end(0, extents, std::vector<std::int64_t>{std::int64_t{1} << 62, 1}), std::nullopt);
+  EXPECT_EQ(strided_end(0, extents, std::vector<std::int64_t>{0, 1}), std::nullopt);   // two in one place
+  EXPECT_EQ(strided_end(0, extents, std::vector<std::int64_t>{-4, 1}), std::nullopt);  // backwards
+  EXPECT_EQ(strided_end(0, std::vector<std::int64_t>{1, 4}, std::vector<std::int64_t>{0, 1}), 4);
+  EXPECT_EQ(strided_end(0, extents, std::vector<std::int64_t>{1}), std::nullopt);  // a stride per dim
 }
 
 TEST(Utf8, AcceptsWellFormedText) {

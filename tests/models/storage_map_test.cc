@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <string>
 
+#include <tuple>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "refit/models/hf_config.h"
@@ -327,6 +330,51 @@ TEST(StorageMap, ManifestRefusesARegionOfAnUnknownTensor) {
   EXPECT_NE(refused.error().message.find("storage.source.ranks[0].regions["), std::string::npos)
       << refused.error().message;
   EXPECT_NE(refused.error().message.find("model.nrom.weight"), std::string::npos) << refused.error().message;
+}
+
+// A region's strides must lay its box out inside its parameter, one element per place: a stride
+// whose reach passes 2^63 (it used to wrap and pass the bounds check), a zero stride along a dim of
+// several elements, and a parameter of another dtype than the tensor's are refused with the path.
+TEST(StorageMap, ManifestRefusesRegionsThatDoNotFitTheirParameter) {
+  auto m = maps(tiny("tiny-llama.json"), "tp=1", "tp=1");
+  const StorageMaps both{.source = m.megatron, .destination = m.vllm};
+  const auto text = write_manifest(m.problem, &both);
+  const auto with = [&](const std::string& from, const std::string& to) {
+    auto changed = text;
+    changed.replace(changed.find(from), from.size(), to);
+    return parse_manifest_with_storage(changed);
+  };
+  // The first region is the embedding's, [vocab, hidden] row-major: strides [hidden, 1].
+  const auto first = text.find("\"strides\":[");
+  const auto strides = text.substr(first, text.find(']', first) + 1 - first);
+  for (const std::string bad :
+       {"\"strides\":[144115188075855872,1]", "\"strides\":[0,0]", "\"strides\":[-64,1]"}) {
+    const auto refused = with(strides, bad);
+    ASSERT_FALSE(refused) << bad;
+    EXPECT_NE(refused.error().message.find("storage.source.ranks[0].regions[0]"), std::string::npos)
+        << refused.error().message;
+  }
+  const auto dtype = with("\"dtype\":\"bf16\"}],\"regions\"", "\"dtype\":\"fp32\"}],\"regions\"");
+  ASSERT_FALSE(dtype);
+  EXPECT_NE(dtype.error().message.find("is fp32, but tensor"), std::string::npos) << dtype.error().message;
+}
+
+// A misspelt field is an error naming it, not a default taken silently.
+TEST(StorageMap, ManifestRefusesUnknownFields) {
+  auto m = maps(tiny("tiny-llama.json"), "tp=1", "tp=1");
+  const StorageMaps both{.source = m.megatron, .destination = m.vllm};
+  const auto text = write_manifest(m.problem, &both);
+  for (const auto& [from, to, path] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"\"placements\"", "\"placement\"", "tensors[0].source.placement: unknown field"},
+           {"\"ranks\":[0]", "\"rank\":[0]", "tensors[0].source.rank: unknown field"},
+           {"\"source_ranks\"", "\"sources\"", "sources: unknown field"},
+           {"\"strides\"", "\"stride\"", "storage.source.ranks[0].regions[0].stride: unknown field"}}) {
+    auto changed = text;
+    changed.replace(changed.find(from), from.size(), to);
+    const auto refused = parse_manifest_with_storage(changed);
+    ASSERT_FALSE(refused) << to;
+    EXPECT_NE(refused.error().message.find(path), std::string::npos) << refused.error().message;
+  }
 }
 
 }  // namespace

@@ -66,8 +66,26 @@ TEST(PlanJson, ErrorsNameTheJsonPath) {
                "format: expected refit-plan version 1");
   expect_error(R"("format":"refit-plan")", R"("format":"refit-manifest")", ErrorCode::kInvalidArgument,
                "got refit-manifest version 1");
+  expect_error(R"("via":-1)", R"("via":-1,"vai":0)", ErrorCode::kNotFound,
+               "transfers[0].segments[0].vai: unknown field");
+  expect_error(R"("chunk":64)", R"("chunk":64,"lnk":"nvlink")", ErrorCode::kNotFound,
+               "transfers[0].lnk: unknown field");
+  expect_error(R"("strategy":"x")", R"("strategy":"x","strategi":"y")", ErrorCode::kNotFound,
+               "strategi: unknown field");
   EXPECT_EQ(testing::error_code(parse_plan_json("{not json")), ErrorCode::kParse);
   EXPECT_EQ(testing::error_code(load_plan_file("/nonexistent/plan.json")), ErrorCode::kNotFound);
+}
+
+TEST(PlanJson, BoxesReachAsFarAsTensorsDo) {
+  // A manifest's dims reach 2^48 elements, so the plan written for it must read back.
+  const std::string text =
+      R"({"format":"refit-plan","version":1,"strategy":"x","source_ranks":1,"destination_ranks":1,)"
+      R"("tensors":[{"name":"w","shape":[281474976710656],"dtype":"int8"}],"transfers":[{"id":0,"from":0,)"
+      R"("to":1,"link":"network","bytes":281474976710656,"chunk":1099511627776,"segments":[{"tensor":0,)"
+      R"("offset":[0],"extent":[281474976710656],"via":-1}]}]})";
+  const auto plan = parse_plan_json(text);
+  ASSERT_TRUE(plan) << plan.error().message;
+  EXPECT_EQ(plan->transfers[0].segments[0].box.extent[0], std::int64_t{1} << 48);
 }
 
 }  // namespace

@@ -33,6 +33,7 @@
 #include "refit/facade/problem_source.h"
 #include "refit/facade/report_json.h"
 #include "refit/lowering/explain.h"
+#include "refit/planner/links.h"
 #include "refit/planner/plan_json.h"
 #include "refit/planner/plan_stats.h"
 #include "refit/planner/strategy.h"

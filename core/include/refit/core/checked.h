@@ -50,4 +50,12 @@ inline constexpr std::int64_t kMaxPlanChunks = std::int64_t{1} << 34;
 [[nodiscard]] Result<std::int64_t> checked_add(std::int64_t a, std::int64_t b, std::int64_t limit,
                                                std::string_view what);
 
+// One past the last element a strided box touches: offset + sum((extent[d] - 1) * strides[d]) + 1,
+// for a non-empty box of `extents` with one stride per dim (elements, or bytes). nullopt when a
+// stride is negative, is 0 along a dim of more than one element (two elements in one place), or
+// the sum overflows.
+[[nodiscard]] std::optional<std::int64_t> strided_end(std::int64_t offset,
+                                                      std::span<const std::int64_t> extents,
+                                                      std::span<const std::int64_t> strides);
+
 }  // namespace refit
