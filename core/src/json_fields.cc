@@ -57,6 +57,9 @@ std::string child(const std::string& path, std::string_view key) {
 std::string element(const std::string& path, std::size_t index) { return fmt::format("{}[{}]", path, index); }
 
 Result<Json> parse_object(std::string_view text, std::string_view what) {
+  // The JSON parser ends its input at a NUL byte and would take what precedes it.
+  if (const auto nul = text.find('\0'); nul != std::string_view::npos)
+    return parse_error(fmt::format("{}: not valid JSON: a NUL byte at offset {}", what, nul));
   Json j;
   try {
     j = Json::parse(text, guard_callback());

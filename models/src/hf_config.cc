@@ -4,14 +4,13 @@
 
 #include <algorithm>
 #include <array>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "hf_fields.h"
 #include "refit/core/json_fields.h"
+#include "refit/core/text_file.h"
 #include "refit/core/try.h"
 
 namespace refit::models {
@@ -196,11 +195,8 @@ Result<ModelSpec> parse_hf_config(std::string_view json_text, const HfOptions& o
 
 Result<ModelSpec> load_hf_config(const std::filesystem::path& path, const HfOptions& options) {
   const auto file = std::filesystem::is_directory(path) ? path / "config.json" : path;
-  std::ifstream in(file);
-  if (!in) return not_found(fmt::format("{}: cannot open the file", file.string()));
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_hf_config(text.str(), options, file.string());
+  const auto text = REFIT_TRY(read_text_file(file));
+  return parse_hf_config(text, options, file.string());
 }
 
 }  // namespace refit::models

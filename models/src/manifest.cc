@@ -1,13 +1,13 @@
 #include "refit/models/manifest.h"
 
 #include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "refit/core/checked.h"
 #include "refit/core/json_fields.h"
 #include "refit/core/quantization_json.h"
+#include "refit/core/text_file.h"
 #include "refit/core/try.h"
 #include "refit/models/storage_json.h"
 
@@ -61,20 +61,26 @@ constexpr std::int64_t kStorageVersion = 2;  // with them
   return placements;
 }
 
+// `positions` counts the mesh positions of the layouts read so far, which are refused past
+// limits::kMaxLayoutPositions before they are made.
 [[nodiscard]] Result<Layout> read_side(const Json& tensor, std::string_view key, const std::string& path,
-                                       const Shape& shape, std::int32_t first) {
+                                       const Shape& shape, std::int32_t first, std::int64_t& positions) {
   const Json* side = REFIT_TRY(json_fields::require_object(tensor, key, path));
   const auto at = child(path, key);
   REFIT_TRY(json_fields::require_known_keys(*side, at, {"mesh", "ranks", "placements"}));
   auto mesh_shape = REFIT_TRY(read_mesh_shape(*side, at));
+  positions += element_count(mesh_shape);
+  if (positions > limits::kMaxLayoutPositions)
+    return out_of_range(fmt::format("{}: the layouts so far hold {} mesh positions, more than {}",
+                                    child(at, "mesh"), positions, limits::kMaxLayoutPositions));
   auto ranks = REFIT_TRY(read_ranks(*side, at, element_count(mesh_shape), first));
   auto placements = REFIT_TRY(read_placements(*side, at));
   auto mesh = REFIT_TRY_IN(Mesh::make(std::move(mesh_shape), std::move(ranks)), at);
   return REFIT_TRY_IN(Layout::make(shape, std::move(mesh), std::move(placements)), at);
 }
 
-[[nodiscard]] Result<TensorReshard> read_tensor(const Json& t, const std::string& path,
-                                                std::int32_t sources) {
+[[nodiscard]] Result<TensorReshard> read_tensor(const Json& t, const std::string& path, std::int32_t sources,
+                                                std::int64_t& positions) {
   REFIT_TRY(json_fields::require_known_keys(
       t, path, {"name", "shape", "dtype", "quantization", "source", "destination"}));
   json_fields::FieldReader r(t, path);
@@ -86,8 +92,8 @@ constexpr std::int64_t kStorageVersion = 2;  // with them
   auto shape = REFIT_TRY(read_shape(*shape_json, child(path, "shape")));
   auto spec = REFIT_TRY_IN(make_tensor_spec(std::move(name), std::move(shape), dtype), path);
   spec.quantization = REFIT_TRY(read_quantization(t, path));
-  auto source = REFIT_TRY(read_side(t, "source", path, spec.shape, 0));
-  auto destination = REFIT_TRY(read_side(t, "destination", path, spec.shape, sources));
+  auto source = REFIT_TRY(read_side(t, "source", path, spec.shape, 0, positions));
+  auto destination = REFIT_TRY(read_side(t, "destination", path, spec.shape, sources, positions));
   return TensorReshard{
       .tensor = std::move(spec), .source = std::move(source), .destination = std::move(destination)};
 }
@@ -135,9 +141,10 @@ nlohmann::ordered_json side_json(const Layout& layout) {
   REFIT_TRY(r.status());
   const Json* array = REFIT_TRY(json_fields::require_array(j, "tensors", ""));
   std::vector<TensorReshard> tensors;
+  std::int64_t positions = 0;
   for (std::size_t i = 0; i < array->size(); ++i)
-    tensors.push_back(
-        REFIT_TRY(read_tensor((*array)[i], element("tensors", i), static_cast<std::int32_t>(sources))));
+    tensors.push_back(REFIT_TRY(
+        read_tensor((*array)[i], element("tensors", i), static_cast<std::int32_t>(sources), positions)));
   return ReshardProblem::make(std::move(tensors), static_cast<std::int32_t>(sources),
                               static_cast<std::int32_t>(destinations));
 }
@@ -156,11 +163,8 @@ Result<ReshardProblem> parse_manifest(std::string_view json_text) {
 }
 
 Result<Manifest> load_manifest_with_storage(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) return not_found(fmt::format("{}: cannot open the file", path.string()));
-  std::stringstream text;
-  text << in.rdbuf();
-  return REFIT_TRY_IN(parse_manifest_with_storage(text.str()), path.string());
+  const auto text = REFIT_TRY(read_text_file(path));
+  return REFIT_TRY_IN(parse_manifest_with_storage(text), path.string());
 }
 
 Result<ReshardProblem> load_manifest(const std::filesystem::path& path) {

@@ -1,5 +1,6 @@
 #include "refit/models/problem_builder.h"
 
+#include "refit/core/checked.h"
 #include "refit/core/try.h"
 #include "refit/models/megatron_layout.h"
 #include "refit/models/vllm_layout.h"
@@ -11,6 +12,9 @@ Result<ReshardProblem> build_problem(const ModelSpec& model, const MegatronConfi
   const auto source =
       REFIT_TRY_IN(MegatronLayouts::make(model, train), "training layout " + to_string(train));
   const auto source_ranks = static_cast<std::int32_t>(train.world());
+  // Each tensor's layouts hold at most every rank of both sides: check before making them.
+  REFIT_TRY(checked_mul(static_cast<std::int64_t>(model.tensors.size()), train.world() + infer.world(),
+                        limits::kMaxLayoutPositions, "tensors x ranks of both sides (mesh positions)"));
   const auto destination =
       REFIT_TRY_IN(VllmLayouts::make(model, infer, source_ranks), "inference layout " + to_string(infer));
   std::vector<TensorReshard> tensors;

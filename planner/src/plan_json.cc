@@ -1,7 +1,6 @@
 #include "refit/planner/plan_json.h"
 
-#include <fstream>
-#include <sstream>
+#include <ostream>
 
 #include <limits>
 
@@ -12,6 +11,7 @@
 #include "refit/core/checked.h"
 #include "refit/core/json_fields.h"
 #include "refit/core/quantization_json.h"
+#include "refit/core/text_file.h"
 #include "refit/core/try.h"
 #include "refit/planner/strategy.h"
 
@@ -163,11 +163,8 @@ Result<Plan> parse_plan_json(std::string_view text) {
 }
 
 Result<Plan> load_plan_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return not_found(fmt::format("cannot open plan file '{}'", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return REFIT_TRY_IN(parse_plan_json(ss.str()), path);
+  const auto text = REFIT_TRY(read_text_file(path));
+  return REFIT_TRY_IN(parse_plan_json(text), path);
 }
 
 }  // namespace refit

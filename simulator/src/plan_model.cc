@@ -115,10 +115,15 @@ class Builder {
     m.name_category(static_cast<std::uint32_t>(TaskKind::kFixed), "fixed");
     m.name_category(static_cast<std::uint32_t>(TaskKind::kQuantize), "quantize");
     for (const auto& g : c_.cluster().gpus()) {
+      // A GPU without NVLink is alone in its domain (Cluster::make), so no transfer crosses its
+      // NVLink; it gets no resource, which would have no capacity.
+      const bool nvlink = g.nvlink_bandwidth.value > 0;
       links_.nvlink_out.push_back(
-          m.add_resource(fmt::format("gpu {} nvlink out", g.id.value), g.nvlink_bandwidth));
+          nvlink ? m.add_resource(fmt::format("gpu {} nvlink out", g.id.value), g.nvlink_bandwidth)
+                 : ResourceId{});
       links_.nvlink_in.push_back(
-          m.add_resource(fmt::format("gpu {} nvlink in", g.id.value), g.nvlink_bandwidth));
+          nvlink ? m.add_resource(fmt::format("gpu {} nvlink in", g.id.value), g.nvlink_bandwidth)
+                 : ResourceId{});
       links_.copy.push_back(m.add_resource(fmt::format("gpu {} copy", g.id.value), g.copy_bandwidth));
       gpu_track_.push_back(m.add_track(fmt::format("gpu {}", g.id.value)));
     }
@@ -567,6 +572,21 @@ CalledPart called_part(const Plan& plan, const CallSchedule& schedule,
   return out;
 }
 
+// NVLink transfers only between GPUs that have NVLink: a cluster may give a GPU none (0 GB/s),
+// which only a GPU alone in its domain can do without.
+Result<void> check_nvlink(const Plan& plan, const PlacedCluster& cluster) {
+  for (const Transfer& t : plan.transfers) {
+    if (t.link != LinkKind::kNvlink) continue;
+    for (const Rank r : {t.sender, t.receiver})
+      if (const auto g = cluster.gpu_of(r); cluster.cluster().gpu(g).nvlink_bandwidth.value <= 0)
+        return invalid(
+            fmt::format("transfer #{} crosses NVLink, but GPU {} (rank {}) has none (nvlink_gbps 0 "
+                        "in its domain of several GPUs): a GPU without NVLink is a domain of its own",
+                        t.id, g.value, r.value));
+  }
+  return {};
+}
+
 Result<PlanModel> build_called(const Plan& plan, const ReshardProblem& problem, const PlacedCluster& cluster,
                                const ExecutionModel& execution, const PlanModelOptions& options,
                                std::vector<std::int32_t> call_of) {
@@ -584,6 +604,7 @@ Result<PlanModel> build_plan_model(const Plan& plan, const ReshardProblem& probl
                                    const PlanModelOptions& options) {
   if (options.window < 0)
     return out_of_range(fmt::format("window must be >= 0 chunks, got {}", options.window));
+  REFIT_TRY(check_nvlink(plan, cluster));
   if (!options.calls) return build_called(plan, problem, cluster, execution, options, {});
   auto call_of = REFIT_TRY(call_of_each_transfer(plan, *options.calls));
   if (std::ranges::none_of(call_of, [](std::int32_t c) { return c < 0; }))

@@ -89,6 +89,14 @@ INSTANTIATE_TEST_SUITE_P(
             "simulate --manifest " + kData + "/manifests/two_tensors.json --cluster dgx-h100 --plan {file}",
             R"({"destination_ranks":2,"execution_model":"refit-ucx","format":"refit-plan","source_ranks":4,"strategy":"refit","tensors":[{"dtype":"bf16","name":"model.layers.0.mlp.down_proj.weight","shape":[64,128]},{"dtype":"fp32","name":"w","shape":[8,4]}],"transfers":[{"bytes":4128,"chunk":8388608,"from":0,"id":0,"link":"local","segments":[{"extent":[32,64],"offset":[0,0],"tensor":0,"via":-1},{"extent":[4,2],"offset":[0,0],"tensor":1,"via":-1}],"to":4},{"bytes":4128,"chunk":8388608,"from":1,"id":1,"link":"local","segments":[{"extent":[32,64],"offset":[32,64],"tensor":0,"via":-1},{"extent":[4,2],"offset":[4,2],"tensor":1,"via":-1}],"to":5},{"bytes":4128,"chunk":8388608,"from":0,"id":2,"link":"local","segments":[{"extent":[32,64],"offset":[32,0],"tensor":0,"via":-1},{"extent":[4,2],"offset":[0,2],"tensor":1,"via":-1}],"to":5},{"bytes":4128,"chunk":8388608,"from":1,"id":3,"link":"local","segments":[{"extent":[32,64],"offset":[0,64],"tensor":0,"via":-1},{"extent":[4,2],"offset":[4,0],"tensor":1,"via":-1}],"to":4}],"version":1})",
             "does not fit the cluster: transfer #0: link 'local', but ranks 0 and 4 are joined by 'nvlink'"},
+        // Once read until memory ran out (/dev/zero) or forever (a pipe).
+        Hostile{"manifest_dev_zero", "plan --manifest /dev/zero --cluster cpu-host", "",
+                "--manifest: /dev/zero: not a regular file"},
+        // The JSON parser stopped at a NUL and took what preceded it.
+        Hostile{
+            "manifest_nul", "plan --manifest {file} --cluster cpu-host",
+            std::string(R"({"source_ranks": 1, "destination_ranks": 1, "tensors": []})") + '\0' + "garbage",
+            "not valid JSON: a NUL byte at offset 58"},
         Hostile{"timeout_not_a_number", "run " + kModel + " --timeout abc", "",
                 "--timeout: expected a number"},
         Hostile{"timeout_inf", "run " + kModel + " --timeout inf", "", "--timeout: expected a number"},
@@ -103,6 +111,26 @@ TEST(HostileCli, NamesThatAreNotUtf8AreWrittenAsJsonAnyway) {
   const auto r = run_refit("topo --nccl-topo-xml '" + file.path() + "' --json");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("\xef\xbf\xbd"), std::string::npos);  // U+FFFD in place of the byte
+}
+
+TEST(HostileCli, NcclDumpsWithTwoRootsOrANicListedTwiceAreRefused) {
+  // pugixml takes a second root element, and a NIC name listed under two PCIe switches once
+  // merged two NICs into one (half the network bandwidth, silently).
+  std::ifstream in(kData + "/topology/node_4gpu_2nic.xml");
+  const std::string xml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const TempFile two_roots("two_roots.xml", xml + "<system version=\"1\"/>\n");
+  auto r = run_refit("topo --nccl-topo-xml " + two_roots.path());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("a second root element"), std::string::npos) << r.err;
+  auto twice = xml;
+  const std::string second_nic = "name=\"mlx5_1\"";
+  const auto second = xml.find(second_nic);
+  ASSERT_NE(second, std::string::npos);
+  twice.replace(second, second_nic.size(), "name=\"mlx5_0\"");
+  const TempFile dup("nic_twice.xml", twice);
+  r = run_refit("topo --nccl-topo-xml " + dup.path());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("NIC 'mlx5_0:1' is listed twice"), std::string::npos) << r.err;
 }
 
 }  // namespace

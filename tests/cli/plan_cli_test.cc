@@ -266,6 +266,22 @@ TEST(SimulateCli, RefitStaysWithinFifteenPercentOfItsBoundOnTheReferenceProblems
   }
 }
 
+TEST(SimulateCli, GpusWithoutNvlinkInDomainsOfTheirOwnSimulate) {
+  // nvlink_gbps 0 is allowed for a GPU without NVLink; the simulator once refused the cluster
+  // that refit plan accepted ("capacity must be positive") for the NVLink it never used.
+  const auto path = temp_file("pcie_box.json");
+  std::ofstream(path) << R"({"name":"pcie-box","nvlink_latency_us":5,
+ "gpus":[{"node":0,"domain":0,"nvlink_gbps":0,"copy_gbps":1450},{"node":0,"domain":1,"nvlink_gbps":0,"copy_gbps":1450},
+         {"node":1,"domain":2,"nvlink_gbps":0,"copy_gbps":1450},{"node":1,"domain":3,"nvlink_gbps":0,"copy_gbps":1450}],
+ "domains":[{"id":0,"gpus":[0]},{"id":1,"gpus":[1]},{"id":2,"gpus":[2]},{"id":3,"gpus":[3]}],
+ "nics":[{"node":0,"gbps":47,"latency_us":15,"gpus":[0,1]},{"node":1,"gbps":47,"latency_us":15,"gpus":[2,3]}]})";
+  const auto r = run_refit("simulate --manifest " + std::string(REFIT_TEST_DATA_DIR) +
+                           "/manifests/readme_example.json --cluster-file " + path.string() + " --json");
+  std::filesystem::remove(path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GT(nlohmann::json::parse(r.out)["strategies"][0]["predicted_s"].get<double>(), 0);
+}
+
 TEST(ModelsCli, Mxfp8ParametersOfTheFrameworksAreRefusedUnlessQuantisedAtTheReceiver) {
   // vLLM's MXFP8 loads bf16 and quantises itself: no fp8 parameters to write, whether the senders
   // quantise or training did; at the receiver, bf16 parameters.

@@ -7,8 +7,8 @@
 
 #include "hardware_constants.h"
 #include "refit/core/json_fields.h"
+#include "refit/core/text_file.h"
 #include "refit/core/try.h"
-#include "text_file.h"
 
 namespace refit {
 namespace {
@@ -214,7 +214,7 @@ Result<ClusterFile> parse_cluster_json(std::string_view text) {
 }
 
 Result<ClusterFile> load_cluster_file(const std::filesystem::path& path) {
-  const auto text = REFIT_TRY(detail::read_text_file(path));
+  const auto text = REFIT_TRY(read_text_file(path));
   return REFIT_TRY_IN(parse_cluster_json(text), path.string());
 }
 

@@ -6,7 +6,6 @@
 #include <iterator>
 #include <map>
 #include <optional>
-#include <set>
 #include <type_traits>
 
 #include <fmt/format.h>
@@ -14,9 +13,9 @@
 
 #include "cluster_builder.h"
 #include "found_machine.h"
+#include "refit/core/text_file.h"
 #include "refit/core/try.h"
 #include "refit/core/utf8.h"
-#include "text_file.h"
 
 namespace refit {
 namespace {
@@ -72,6 +71,14 @@ class XmlReader {
   explicit XmlReader(std::string_view text) : lines_(text) {}
 
   [[nodiscard]] Result<detail::FoundMachine> read(const pugi::xml_document& doc) {
+    // pugixml takes several top-level elements and text beside them; a dump has one <system>.
+    for (const auto& top : doc.children()) {
+      if (top.type() == pugi::node_element && top != doc.document_element())
+        return invalid(
+            fmt::format("{}: a second root element (an NCCL topology dump has one <system>)", where(top)));
+      if (top.type() == pugi::node_pcdata)
+        return invalid(fmt::format("line {}: text beside the root element", lines_.of(top.offset_debug())));
+    }
     const auto root = doc.document_element();
     if (std::string_view(root.name()) != "system")
       return invalid(
@@ -221,8 +228,12 @@ class XmlReader {
                                         kMaxSpeedMbps));
       const std::string port = net.attribute("port").value();
       const auto full_name = port.empty() || port == "0" ? name : fmt::format("{}:{}", name, port);
-      // NCCL lists a NIC that hangs off no PCIe switch (a socket NIC) under every <cpu>.
-      if (!nic_names_.insert(full_name).second) continue;
+      // NCCL lists a NIC that hangs off no PCIe switch (a socket NIC) under every <cpu>; a name
+      // twice anywhere else would be two NICs merged into one.
+      if (const auto [seen, fresh] = nic_names_.emplace(full_name, under_pci); !fresh) {
+        if (!under_pci && !seen->second) continue;
+        return invalid(fmt::format("{}: NIC '{}' is listed twice", where(net), full_name));
+      }
       if (nics_.size() == kMaxDevices)
         return out_of_range(fmt::format("{}: more than {} NICs in one machine", where(net), kMaxDevices));
       nics_.push_back({.name = full_name,
@@ -236,7 +247,7 @@ class XmlReader {
   Lines lines_;
   std::map<std::int32_t, FoundGpu> gpus_;  // by NCCL device index
   std::vector<FoundNic> nics_;
-  std::set<std::string> nic_names_;
+  std::map<std::string, bool> nic_names_;  // name -> under a PCIe switch
   std::int32_t cpus_ = 0;
 };
 
@@ -259,7 +270,7 @@ Result<Cluster> import_nccl_topology(std::string_view xml, std::string_view name
 }
 
 Result<Cluster> load_nccl_topology_file(const std::filesystem::path& path, std::int32_t min_gpus) {
-  const auto text = REFIT_TRY(detail::read_text_file(path));
+  const auto text = REFIT_TRY(read_text_file(path));
   return REFIT_TRY_IN(import_nccl_topology(text, path.filename().string(), min_gpus), path.string());
 }
 

@@ -12,10 +12,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The first line of a sysfs attribute, read no further than a few hundred bytes: a file that is
+// not one (a link to /dev/zero) must not be read to the end.
 std::string first_line(const fs::path& file) {
+  constexpr std::size_t kMaxLine = 256;
   std::ifstream in(file);
-  std::string line;
-  std::getline(in, line);
+  std::string line(kMaxLine, '\0');
+  in.read(line.data(), static_cast<std::streamsize>(kMaxLine));
+  line.resize(static_cast<std::size_t>(in.gcount()));
+  line.resize(std::min(line.size(), line.find('\n')));
   while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
   return line;
 }

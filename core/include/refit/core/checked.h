@@ -23,6 +23,9 @@ inline constexpr std::int64_t kMaxJobRanks = 2 * kMaxRanks;
 inline constexpr std::int64_t kMaxElements = std::int64_t{1} << 48;
 // Bytes of a whole problem or plan (2^56 = 72 PB).
 inline constexpr std::int64_t kMaxBytes = std::int64_t{1} << 56;
+// Mesh positions of all the layouts of one problem, both sides summed over its tensors: 2^27 (134M,
+// about 4 GB of layouts). Kimi-K2 with one tensor per expert on 256 + 128 ranks has 27M.
+inline constexpr std::int64_t kMaxLayoutPositions = std::int64_t{1} << 27;
 // Chunks the lowering materialises (8 bytes or more each) for an executor or the simulator:
 // 2^28 = 268M, 2 GB and more. Real plans run through refit's executors need up to 64M (Kimi-K2's
 // m2n-ring plan, 16.7 TB in 256 KiB chunks).

@@ -1,0 +1,24 @@
+#pragma once
+// Reading a whole input file (a manifest, plan, config, cluster file or topology dump), with
+// errors that name it. Only regular files are read, and only up to a cap, so that a FIFO, a
+// device such as /dev/zero or a huge file is refused instead of blocking or exhausting memory.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "refit/core/error.h"
+
+namespace refit {
+
+namespace limits {
+// Bytes of one input file: 1 GiB, 20x the largest file refit writes for the reference problems
+// (Kimi-K2's version 2 manifest, 48 MB; its gather-broadcast plan, 92 MB).
+inline constexpr std::int64_t kMaxInputFileBytes = std::int64_t{1} << 30;
+}  // namespace limits
+
+// The file's bytes. kNotFound when it does not exist, kInvalidArgument for a directory or
+// something that is not a regular file, kOutOfRange past limits::kMaxInputFileBytes, kRuntime
+// when it cannot be read.
+[[nodiscard]] Result<std::string> read_text_file(const std::filesystem::path& path);
+
+}  // namespace refit

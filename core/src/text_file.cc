@@ -1,0 +1,31 @@
+#include "refit/core/text_file.h"
+
+#include <fstream>
+
+#include <fmt/format.h>
+
+namespace refit {
+
+Result<std::string> read_text_file(const std::filesystem::path& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (!fs::exists(status)) return not_found(fmt::format("{}: no such file", path.string()));
+  if (fs::is_directory(status)) return invalid(fmt::format("{}: is a directory, not a file", path.string()));
+  if (!fs::is_regular_file(status))
+    return invalid(
+        fmt::format("{}: not a regular file (a pipe, device or socket is not read)", path.string()));
+  const auto size = fs::file_size(path, ec);
+  if (ec)
+    return fail(ErrorCode::kRuntime, fmt::format("{}: cannot be read: {}", path.string(), ec.message()));
+  if (size > static_cast<std::uintmax_t>(limits::kMaxInputFileBytes))
+    return out_of_range(fmt::format("{}: {} bytes, more than the {} bytes refit reads from one file",
+                                    path.string(), size, limits::kMaxInputFileBytes));
+  std::ifstream in(path, std::ios::binary);
+  std::string text(static_cast<std::size_t>(size), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(size));
+  if (!in) return fail(ErrorCode::kRuntime, fmt::format("{}: cannot be read", path.string()));
+  return text;
+}
+
+}  // namespace refit
