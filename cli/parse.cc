@@ -1,6 +1,7 @@
 #include "parse.h"
 
 #include <charconv>
+#include <limits>
 #include <cmath>
 #include <string>
 
@@ -54,14 +55,15 @@ Result<std::vector<std::int64_t>> parse_mesh_shape(std::string_view text, std::s
 
 namespace {
 
-CLI::Validator number_above(double floor, bool inclusive, const char* name, const char* wanted) {
+CLI::Validator number_above(double floor, bool inclusive, const char* name, std::string wanted,
+                            double ceiling = std::numeric_limits<double>::max()) {
   return CLI::Validator(
       [=](std::string& text) -> std::string {
         double v = 0;
         const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
         const bool number = ec == std::errc{} && end == text.data() + text.size() && std::isfinite(v);
         if (!number) return fmt::format("expected a number {}, got '{}'", wanted, text);
-        if (inclusive ? v >= floor : v > floor) return {};
+        if ((inclusive ? v >= floor : v > floor) && v <= ceiling) return {};
         return fmt::format("must be {}, got {}", wanted, text);
       },
       name);
@@ -70,6 +72,9 @@ CLI::Validator number_above(double floor, bool inclusive, const char* name, cons
 }  // namespace
 
 CLI::Validator positive() { return number_above(0, false, "POSITIVE", "> 0"); }
+CLI::Validator positive_at_most(double ceiling) {
+  return number_above(0, false, "POSITIVE", fmt::format("> 0 and <= {:g}", ceiling), ceiling);
+}
 CLI::Validator non_negative() { return number_above(0, true, "NONNEGATIVE", ">= 0"); }
 
 }  // namespace refit::cli

@@ -20,6 +20,7 @@ namespace refit::cli {
 // Option checks whose message says what is wanted ("must be > 0, got 0"), where CLI11's own
 // print the range of a double.
 CLI::Validator positive();
+CLI::Validator positive_at_most(double ceiling);
 CLI::Validator non_negative();
 
 }  // namespace refit::cli

@@ -26,12 +26,16 @@ std::string strategy_list() {
 void add_plan_input_options(CLI::App& cmd, PlanInputOptions& o, bool with_plan_file) {
   add_problem_options(&cmd, o.problem);
   add_cluster_options(cmd, o.cluster);
-  cmd.add_option("--strategy", o.strategy,
-                 fmt::format("Planning strategy: {} (default {})", strategy_list(),
-                             strategy_info(kDefaultStrategy).name));
-  cmd.add_option("--chunk", o.chunk_bytes, "Relay chunk size in bytes (default 8 MiB)")->check(positive());
+  auto* strategy = cmd.add_option("--strategy", o.strategy,
+                                  fmt::format("Planning strategy: {} (default {})", strategy_list(),
+                                              strategy_info(kDefaultStrategy).name));
+  auto* chunk = cmd.add_option("--chunk", o.chunk_bytes, "Relay chunk size in bytes (default 8 MiB)")
+                    ->check(positive());
+  // A plan file has its strategy and chunks: options that would plan otherwise are refused with it.
   if (with_plan_file)
-    cmd.add_option("--plan", o.plan_file, "Use this plan (from refit plan --out) instead of planning");
+    cmd.add_option("--plan", o.plan_file, "Use this plan (from refit plan --out) instead of planning")
+        ->excludes(strategy)
+        ->excludes(chunk);
 }
 
 Result<PlanInputs> load_plan_inputs(const PlanInputOptions& o) {

@@ -226,8 +226,8 @@ Action add_run_command(CLI::App& app) {
   cmd->add_option("--timeout", o->timeout,
                   "Longest wait on a peer, in seconds, before every rank fails (default 60); it bounds "
                   "the steps where ranks wait for each other too, so it must exceed the slowest "
-                  "rank's planning and verification")
-      ->check(positive());
+                  "rank's planning and verification; at most 1e6 (11.6 days)")
+      ->check(positive_at_most(kMaxTimeout.value));
   cmd->add_option("--staging", o->staging,
                   "Staging bytes per rank for packing strided pieces (default 256 MiB)")
       ->check(positive());

@@ -34,18 +34,31 @@ Result<ParallelLayouts> parse_layouts(const std::string& train, const std::strin
 }
 
 Result<ReshardProblem> apply_quantization(const ReshardProblem& problem, const ModelOptions& options) {
+  // The site is read even without --quantize: a misspelt one is a mistake, not a default.
+  const auto site = REFIT_TRY_IN(parse_quant_site(options.quantize_at), "--quantize-at");
   if (options.quantize.empty()) return problem;
   const QuantizeOptions q{.scheme = REFIT_TRY_IN(parse_quant_scheme(options.quantize), "--quantize"),
-                          .site = REFIT_TRY_IN(parse_quant_site(options.quantize_at), "--quantize-at")};
-  return REFIT_TRY_IN(
+                          .site = site};
+  auto quantized = REFIT_TRY_IN(
       quantize_problem(problem, q, [](const TensorSpec& t) { return models::fp8_engine_quantizes(t.name); }),
       "--quantize");
+  if (std::ranges::none_of(quantized.tensors(),
+                           [](const TensorReshard& t) { return t.tensor.quantization.has_value(); }))
+    return invalid(
+        "--quantize: no weight is quantised: FP8 engines quantise the linear and expert weights (named as "
+        "Hugging Face names them) when they are bf16, fp16 or fp32 (or already fp8)");
+  return quantized;
 }
 
 Result<ReshardProblem> load_problem(const ProblemSource& options) {
   if (!options.manifest.empty()) {
     if (!options.model.empty() || !options.train.empty() || !options.infer.empty())
       return invalid("--manifest: give either --manifest or --model with --train and --infer");
+    const auto& m = options.model_options;
+    if (!m.dtype.empty() || m.per_expert || m.mtp)
+      return invalid(
+          "--manifest: its tensors are as it gives them; --dtype, --per-expert and --mtp shape a "
+          "--model's tensors");
     const auto problem = REFIT_TRY_IN(models::load_manifest(options.manifest), "--manifest");
     return apply_quantization(problem, options.model_options);
   }

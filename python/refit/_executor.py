@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal, Mapping, Optional
 
 from refit import _refit
+from refit._errors import BadInput
 from refit._plan import Plan
 from refit._problem import Shard
 from refit.exchange import Exchange
@@ -31,19 +32,27 @@ def numpy_dtype(dtype: str) -> Any:
     (uint16, uint8), which executors accept for them."""
     import numpy as np
 
-    return np.dtype(_NUMPY_DTYPES[dtype])
+    return np.dtype(_NUMPY_DTYPES[_known_dtype(dtype, _NUMPY_DTYPES)])
 
 
 def torch_dtype(dtype: str) -> Any:
     """The torch dtype of a refit dtype ('bf16' -> torch.bfloat16, 'fp8_e4m3' -> float8_e4m3fn)."""
     import torch
 
-    return {
+    dtypes = {
         "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
         "fp64": torch.float64, "fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2,
         "int8": torch.int8, "uint8": torch.uint8, "int32": torch.int32, "int64": torch.int64,
         "fp8_e8m0": torch.float8_e8m0fnu,
-    }[dtype]  # fmt: skip
+    }  # fmt: skip
+    return dtypes[_known_dtype(dtype, dtypes)]
+
+
+def _known_dtype(dtype: str, known: Mapping[str, Any]) -> str:
+    """``dtype`` if it is one of refit's dtype names, else BadInput naming it and the names."""
+    if dtype not in known:
+        raise BadInput(f"unknown dtype {dtype!r} (expected one of {', '.join(known)})", "unsupported")
+    return dtype
 
 
 def executors() -> list[str]:
@@ -84,6 +93,9 @@ class Prepared:
         Raises:
             refit.Failure: a transport failed, or a peer died or hung (``refit.PeerFailed``,
                 ``refit.Timeout``); the message names the rank and what was awaited from it.
+                After a failure the executor is done: every later ``execute`` or ``prepare`` on
+                it raises at once (the peers and transports are in no known state); make a new
+                :class:`Executor`. Two threads executing one plan at once: the second raises.
         """
         return ExecutionReport(**self._handle.execute())
 
@@ -105,7 +117,8 @@ class Executor:
     Args:
         name: the backend (:func:`refit.executors`).
         exchange: an allgather of bytes with this process's ``rank`` and ``size``.
-        timeout: seconds any wait on a peer may last; then every rank fails, naming the peer.
+        timeout: seconds any wait on a peer may last (at most 10^6); then every rank fails,
+            naming the peer.
         staging: bytes per rank for packing strided pieces; the same on every rank.
         direct_stores: store into peers' memory mapped into this process (same-host shared
             memory) instead of going through the transport.
@@ -124,8 +137,10 @@ class Executor:
     ) -> None:
         if exchange is None:
             raise TypeError("Executor(name, exchange): an exchange is needed (see refit.exchange)")
-        if not timeout > 0:
-            raise ValueError(f"--timeout: {timeout} is not positive")
+        if not 0 < timeout <= _refit.MAX_TIMEOUT_S:
+            raise ValueError(
+                f"timeout: {timeout} s is not in (0, {_refit.MAX_TIMEOUT_S:g}] (a wait of 11.6 days at most)"
+            )
         if staging <= 0:
             raise ValueError(f"--staging: {staging} is not positive")
         self.exchange = exchange
@@ -192,16 +207,26 @@ class Executor:
 
         Raises:
             refit.BadInput: a buffer that is missing, unknown, or of the wrong shape, dtype, size
-                or memory (the message names the tensor or parameter), or with ``"framework"`` a
-                problem without storage maps, on any rank: every rank refuses before any byte
-                moves.
+                or memory (the message names the tensor or parameter), with ``"framework"`` a
+                problem without storage maps, or an unknown ``storage``, on any rank: every rank
+                refuses before any byte moves.
+            refit.Failure: this executor failed in an earlier execution (make a new one).
         """
+        # A mistake found here is refused through the collective prepare, as one the compiled part
+        # finds: raising on this rank alone would leave every other rank waiting for it.
+        refusal = ""
         if storage not in ("logical", "framework"):
-            raise ValueError(f"storage: {storage!r} is neither 'logical' nor 'framework'")
-        own = fp8_parameter_buffers(buffers) if storage == "framework" else dict(buffers)
+            refusal = f"storage: {storage!r} is neither 'logical' nor 'framework'"
+        try:
+            own = dict(buffers)
+        except (TypeError, ValueError) as e:
+            refusal, own = refusal or f"buffers: not a mapping of names to arrays ({e})", {}
+        if storage == "framework":
+            own = fp8_parameter_buffers(own)
         handle = self._handle.prepare(
-            plan._handle, plan.problem._handle, self.rank if rank is None else rank, own, storage == "framework"
-        )
+            plan._handle, plan.problem._handle, self.rank if rank is None else rank, own,
+            storage == "framework", refusal,
+        )  # fmt: skip
         return Prepared(handle, plan, own)
 
     def __repr__(self) -> str:

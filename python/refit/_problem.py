@@ -289,7 +289,7 @@ class Problem:
 
     def is_training(self, rank: int) -> bool:
         """Whether a global rank is on the training side (holds sources)."""
-        return 0 <= rank < self.source_ranks
+        return bool(0 <= rank < self.source_ranks)
 
     def shards(self, rank: int) -> list[Shard]:
         """The non-empty boxes a training rank holds, or an inference rank needs, in tensor order.

@@ -3,7 +3,9 @@
 // or mpi4py find each other through what they already have (torch.distributed, Ray, MPI).
 // prepare() checks this rank's arrays, then every rank agrees before the executor's own collective
 // prepare; execute() releases the GIL for the whole transfer and can run again every step.
+#include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,6 +84,9 @@ class PythonBootstrap final : public Bootstrap {
 struct ExecutorHandle {
   std::unique_ptr<PythonBootstrap> bootstrap;
   std::unique_ptr<Executor> executor;
+  // The first failure of an execution: the transports and peers are then in no known state, so
+  // the executor refuses to go on instead of waiting a timeout per call on peers that have left.
+  std::optional<Error> failed;
 };
 
 // The prepared plan with the arrays whose memory it registered: the executor goes first.
@@ -91,7 +96,16 @@ struct PreparedHandle {
   ExecutorHandle* owner = nullptr;  // kept alive by the Python object (keep_alive)
   std::int32_t rank = 0;
   std::string plan_hash;
+  std::atomic<bool> executing{false};  // one execution at a time (the GIL is released meanwhile)
 };
+
+// The error of an executor that failed before, for a call after it.
+Error failed_before(const Error& first, std::string_view call) {
+  return Error{.code = ErrorCode::kRuntime,
+               .message = fmt::format("cannot {}: this executor failed earlier ({}); make a new "
+                                      "refit.Executor and prepare the plan again",
+                                      call, first.message)};
+}
 
 // Called by the executor on its executing thread once a chunk this rank sent has been put; the
 // callback runs with the GIL (progress display, fault injection in tests). An exception it raises
@@ -136,12 +150,17 @@ Result<RankArrays> framework_arrays(const ProblemHandle& problem, Rank rank, con
 }
 
 PreparedHandle* prepare(ExecutorHandle& self, const PlanHandle& plan, const ProblemHandle& problem,
-                        std::int32_t rank, const nb::dict& arrays, bool framework) {
+                        std::int32_t rank, const nb::dict& arrays, bool framework,
+                        const std::string& refusal) {
   // This rank's arrays first; every rank learns whether every rank's are right before the
   // executor's collective prepare, so that a refusal anywhere (a storage map that cannot be made
-  // included) is a refusal everywhere.
-  auto mine = framework ? framework_arrays(problem, Rank{rank}, arrays)
-                        : rank_arrays(*problem.problem, Rank{rank}, arrays);
+  // included, or `refusal`, what the Python side found wrong) is a refusal everywhere.
+  auto mine = [&]() -> Result<RankArrays> {
+    if (self.failed) return std::unexpected(failed_before(*self.failed, "prepare"));
+    if (!refusal.empty()) return invalid(fmt::format("rank {}: {}", rank, refusal));
+    return framework ? framework_arrays(problem, Rank{rank}, arrays)
+                     : rank_arrays(*problem.problem, Rank{rank}, arrays);
+  }();
   auto handle = std::make_unique<PreparedHandle>();
   handle->owner = &self;
   handle->rank = rank;
@@ -162,12 +181,23 @@ PreparedHandle* prepare(ExecutorHandle& self, const PlanHandle& plan, const Prob
 }
 
 nb::dict execute(PreparedHandle& self) {
+  const auto where = fmt::format("rank {}", self.rank);
+  if (self.owner->failed) raise_error(failed_before(*self.owner->failed, "execute").in(where));
+  if (self.executing.exchange(true))
+    raise_error(Error{.code = ErrorCode::kRuntime,
+                      .message = fmt::format("{}: the plan is already executing on another thread; "
+                                             "execute it once at a time",
+                                             where)});
   Result<ExecutionReport> report;
   {
     nb::gil_scoped_release release;
     report = self.owner->executor->execute(*self.prepared);
   }
-  if (!report) raise_error(std::move(report.error()).in(fmt::format("rank {}", self.rank)));
+  self.executing = false;
+  if (!report) {
+    self.owner->failed = report.error();
+    raise_error(std::move(report.error()).in(where));
+  }
   const auto& r = *report;
   nb::dict d;
   d["rank"] = self.rank;
@@ -198,6 +228,7 @@ std::vector<std::string> names() {
 }  // namespace
 
 void bind_executor(nb::module_& m) {
+  m.attr("MAX_TIMEOUT_S") = kMaxTimeout.value;
   nb::class_<ExecutorHandle>(m, "Executor",
                              "An executor of this build (refit._refit.executor_names()) bound to a Python "
                              "exchange; one per process.")
@@ -213,7 +244,7 @@ void bind_executor(nb::module_& m) {
           "cuda_memory", [](const ExecutorHandle& e) { return e.executor->capabilities().cuda_memory; },
           "Whether it moves CUDA memory (torch CUDA tensors).")
       .def("prepare", &prepare, "plan"_a, "problem"_a, "rank"_a, "buffers"_a, "framework"_a = false,
-           nb::keep_alive<0, 1>(),
+           "refusal"_a = "", nb::keep_alive<0, 1>(),
            "Collective: checks this rank's buffers on every rank, then registers them and connects to "
            "the peers. Nothing moves yet. buffers maps tensor name -> array, each checked against the "
            "rank's box (shape, dtype, contiguity, size); with framework, parameter name -> array for "

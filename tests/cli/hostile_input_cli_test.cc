@@ -100,6 +100,9 @@ INSTANTIATE_TEST_SUITE_P(
         Hostile{"timeout_not_a_number", "run " + kModel + " --timeout abc", "",
                 "--timeout: expected a number"},
         Hostile{"timeout_inf", "run " + kModel + " --timeout inf", "", "--timeout: expected a number"},
+        // A deadline past 2^63 ns wrapped: every wait failed at once.
+        Hostile{"timeout_huge", "run " + kModel + " --timeout 1e300", "",
+                "--timeout: must be > 0 and <= 1e+06, got 1e300"},
         Hostile{"cli11_unknown_option", "plan " + kModel + " --cluster dgx-h100 --bogus", "",
                 "refit plan: error: The following argument was not expected: --bogus"}));
 

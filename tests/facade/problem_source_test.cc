@@ -95,7 +95,7 @@ TEST(ProblemSource, ErrorsNameTheOption) {
        "--model: --dtype: unknown dtype 'fp4'"},
       {{"--manifest", "/nonexistent.json"},
        ErrorCode::kNotFound,
-       "--manifest: /nonexistent.json: cannot open"},
+       "--manifest: /nonexistent.json: no such file"},
   };
   for (const auto& [args, code, message] : cases) {
     auto p = load(args);

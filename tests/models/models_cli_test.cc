@@ -118,7 +118,7 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, ModelsCliBadInput,
     ::testing::Values(
         BadInput{"models gpt-5", "unknown model 'gpt-5'"},
-        BadInput{"models /nonexistent/config.json", "cannot open"},
+        BadInput{"models /nonexistent/config.json", "no such file"},
         BadInput{"models qwen3-8b --train tp=4", "--infer: missing"},
         BadInput{"models qwen3-8b --train tp=4,zz=2 --infer tp=8", "--train: unknown key 'zz'"},
         BadInput{"models qwen3-8b --train tp=3 --infer tp=8", "tp=3 does not divide num_attention_heads=32"},

@@ -181,3 +181,53 @@ def test_executor_memory_holds_buffers(rows_to_columns: Path) -> None:
     results = run_ranks(problem.world_size, body)
     assert not any(isinstance(r, BaseException) for r in results), results
     _check_destinations(rows_to_columns, results)
+
+
+def test_a_mistake_one_rank_makes_in_python_is_refused_by_every_rank_at_once(rows_to_columns: Path) -> None:
+    # An unknown `storage` (or buffers that are no mapping) on rank 3 alone was raised there
+    # before the collective prepare, and the other ranks waited for it until their exchange gave up.
+    problem = refit.Problem.from_manifest(rows_to_columns)
+    plan = refit.plan(problem, refit.Cluster.preset("cpu-host"))
+
+    def body(rank: int, exchange: Any) -> Any:
+        executor = refit.Executor("ucx", exchange, timeout=20)
+        storage = "Framework" if rank == 3 else "logical"
+        return executor.prepare(plan, _numpy_buffers(problem, rank), storage=storage)  # type: ignore[arg-type]
+
+    results = run_ranks(problem.world_size, body, timeout=15)
+    for rank, r in enumerate(results):
+        assert isinstance(r, refit.BadInput), (rank, r)
+        assert "storage: 'Framework' is neither 'logical' nor 'framework'" in str(r), str(r)
+
+
+def test_an_executor_that_failed_says_so_at_once_instead_of_waiting_again(rows_to_columns: Path) -> None:
+    # Rank 3 prepares but never executes: the others time out (1 s). Their next execute then
+    # raises at once, naming the first failure, where each used to wait out the timeout again and
+    # blame a peer; and preparing again is refused by every rank together.
+    import time
+
+    problem = refit.Problem.from_manifest(rows_to_columns)
+    plan = refit.plan(problem, refit.Cluster.preset("cpu-host"))
+
+    def body(rank: int, exchange: Any) -> Any:
+        executor = refit.Executor("ucx", exchange, timeout=1)
+        buffers = _numpy_buffers(problem, rank)
+        prepared = executor.prepare(plan, buffers)
+        took, first, again = 0.0, "", ""
+        if rank != 3:
+            with pytest.raises(refit.Failure) as failed:
+                prepared.execute()
+            start = time.monotonic()
+            with pytest.raises(refit.Failure, match="cannot execute: this executor failed earlier") as repeated:
+                prepared.execute()
+            took, first, again = time.monotonic() - start, str(failed.value), str(repeated.value)
+        with pytest.raises(refit.Failure, match="failed earlier"):
+            executor.prepare(plan, buffers)
+        return took, first, again
+
+    results = run_ranks(problem.world_size, body, timeout=30)
+    for rank in range(problem.world_size):
+        assert not isinstance(results[rank], BaseException), (rank, results[rank])
+    for took, first, again in results[:3]:
+        assert took < 0.5, took
+        assert first.split(": ", 1)[1] in again, (first, again)

@@ -99,3 +99,11 @@ def test_python_only_arguments_are_checked_too() -> None:
         refit.simulate(problem, refit.Cluster.preset("cpu-host"), window=-1)
     with pytest.raises(ValueError, match="--executor: unknown executor 'tcp'"):
         refit.Executor("tcp", refit.exchange.from_callable(lambda d: [d], rank=0, size=1))
+    # A deadline past 2^63 ns wrapped, and every wait failed at once: at most 10^6 s.
+    for timeout in (float("inf"), 1e300, 0.0):
+        with pytest.raises(ValueError, match=r"timeout: .* is not in \(0, 1e\+06\]"):
+            refit.Executor("ucx", refit.exchange.from_callable(lambda d: [d], rank=0, size=1), timeout=timeout)
+    with pytest.raises(refit.BadInput, match="unknown dtype 'bf17'"):
+        refit.numpy_dtype("bf17")
+    with pytest.raises(refit.BadInput, match="--quantize-at: unknown quantisation site 'recevier'"):
+        refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2,etp=1", infer="tp=2", quantize_at="recevier")

@@ -160,10 +160,7 @@ class UcxExecutor final : public Executor {
 }  // namespace
 
 Result<std::unique_ptr<Executor>> make_ucx_executor(Bootstrap& bootstrap, const ExecutorOptions& options) {
-  if (!(options.timeout.value > 0))
-    return out_of_range(fmt::format("timeout must be > 0 s, got {}", options.timeout.value));
-  if (options.staging.value <= 0)
-    return out_of_range(fmt::format("staging must be > 0 bytes, got {}", options.staging.value));
+  REFIT_TRY(check_options(options));
   auto worker = REFIT_TRY(Worker::create());
   auto runtime = std::make_shared<Runtime>(bootstrap.size());
   runtime->worker = std::move(worker);

@@ -46,7 +46,7 @@ struct RankBuffers {
 };
 
 struct ExecutorOptions {
-  Seconds timeout{60.0};  // no wait on a peer lasts longer; then every rank fails
+  Seconds timeout{60.0};  // no wait on a peer lasts longer; then every rank fails (at most kMaxTimeout)
   // Per rank, for packing strided pieces; it also sets the chunks (at most half of it), so every
   // rank of a refit must use the same.
   Bytes staging = lowering::kDefaultStaging;
@@ -57,6 +57,14 @@ struct ExecutorOptions {
   // executing thread once a chunk this rank sent has been put and announced to its receiver.
   std::function<void(std::int32_t transfer, std::int64_t chunk)> on_chunk_sent;
 };
+
+// The longest timeout an executor takes: 10^6 s (11.6 days). Clocks count nanoseconds in 64 bits,
+// so a deadline much further away (292 years) would wrap, and "inf" would make every wait fail
+// at once.
+inline constexpr Seconds kMaxTimeout{1e6};
+
+// A timeout in (0, kMaxTimeout] and staging > 0, or an error naming the option.
+[[nodiscard]] Result<void> check_options(const ExecutorOptions& options);
 
 struct ExecutorCapabilities {
   bool host_memory = false;
