@@ -1,8 +1,8 @@
 #include "parse.h"
 
 #include <charconv>
-#include <limits>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include <fmt/format.h>

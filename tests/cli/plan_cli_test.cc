@@ -181,7 +181,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"simulate " + kProblem + " --compare --deployment refit", "--deployment"},
         BadInput{"plan " + kProblem + " --chunk 0", "--chunk: must be > 0, got 0"},
         BadInput{"run " + kProblem + " --iterations 0", "--iterations: must be > 0, got 0"},
-        BadInput{"run " + kProblem + " --timeout soon", "--timeout: expected a number > 0 and <= 1e+06, got 'soon'"}));
+        BadInput{"run " + kProblem + " --timeout soon",
+                 "--timeout: expected a number > 0 and <= 1e+06, got 'soon'"}));
 
 }  // namespace
 }  // namespace refit
