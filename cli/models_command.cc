@@ -140,14 +140,20 @@ void print_model(const Json& j) {
   }
   fmt::print("training rank   {}\n", extremes(j["training_rank_bytes"], 0));
   fmt::print("inference rank  {}\n", extremes(j["inference_rank_bytes"], sources));
-  if (!j.contains("storage")) return;
-  for (const auto* side : {"training", "inference"}) {
-    std::size_t parameters = 0;
-    for (const auto& r : j["storage"][side]["ranks"]) parameters += r["parameters"].size();
+  if (!j.contains("storage_counts")) return;
+  for (const auto* side : {"training", "inference"})
     fmt::print("{:<15} {} parameters on its {} ranks (--json lists them with their regions)\n",
                fmt::format("{} storage", side == std::string_view("training") ? "train" : "infer"),
-               parameters, j["storage"][side]["ranks"].size());
-  }
+               j["storage_counts"][side]["parameters"].get<std::int64_t>(),
+               j["storage_counts"][side]["ranks"].get<std::int64_t>());
+}
+
+// A side's parameters and ranks, what the text output says of its storage (the regions of a
+// model with one tensor per expert are millions: only --json lists them).
+Json storage_counts(const models::StorageMap& map) {
+  std::int64_t parameters = 0;
+  for (const auto& r : map.ranks) parameters += static_cast<std::int64_t>(r.parameters.size());
+  return Json{{"parameters", parameters}, {"ranks", map.ranks.size()}};
 }
 
 // Both frameworks' parameters on every rank, with the regions of the logical tensors in them.
@@ -171,8 +177,12 @@ void print_model(const Json& j) {
     std::optional<models::StorageMaps> maps;
     if (o.storage) {
       maps = REFIT_TRY_IN(storage_maps(o, problem), "--storage");
-      out["storage"] = {{"training", models::storage_json(maps->source, problem)},
-                        {"inference", models::storage_json(maps->destination, problem)}};
+      if (o.json)
+        out["storage"] = {{"training", models::storage_json(maps->source, problem)},
+                          {"inference", models::storage_json(maps->destination, problem)}};
+      else
+        out["storage_counts"] = {{"training", storage_counts(maps->source)},
+                                 {"inference", storage_counts(maps->destination)}};
     }
     if (!o.write_manifest.empty())
       REFIT_TRY_IN(models::save_manifest(problem, o.write_manifest, maps ? &*maps : nullptr),

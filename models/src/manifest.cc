@@ -1,6 +1,8 @@
 #include "refit/models/manifest.h"
 
 #include <fstream>
+#include <ostream>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -171,9 +173,11 @@ Result<ReshardProblem> load_manifest(const std::filesystem::path& path) {
   return REFIT_TRY(load_manifest_with_storage(path)).problem;
 }
 
-// One tensor (and one rank's storage) per line, so manifests diff and grep well.
-std::string write_manifest(const ReshardProblem& problem, const StorageMaps* storage) {
-  std::string out = fmt::format(
+// One tensor (and one rank's storage) per line, so manifests diff and grep well; written as it
+// goes, so that a version 2 manifest of a model with one tensor per expert (Kimi-K2: 9M regions)
+// is never held whole in memory.
+void write_manifest(const ReshardProblem& problem, const StorageMaps* storage, std::ostream& out) {
+  out << fmt::format(
       "{{\"format\":\"{}\",\"version\":{},\"source_ranks\":{},\"destination_ranks\":{},"
       "\"tensors\":[\n",
       kFormat, storage != nullptr ? kStorageVersion : kVersion, problem.source_ranks(),
@@ -187,26 +191,34 @@ std::string write_manifest(const ReshardProblem& problem, const StorageMaps* sto
     if (t.tensor.quantization) tensor["quantization"] = quantization_json(*t.tensor.quantization);
     tensor["source"] = side_json(t.source);
     tensor["destination"] = side_json(t.destination);
-    out += tensor.dump() + (i + 1 < tensors.size() ? ",\n" : "\n");
+    out << tensor.dump() << (i + 1 < tensors.size() ? ",\n" : "\n");
   }
-  if (storage == nullptr) return out + "]}\n";
-  out += "],\n\"storage\":{";
+  if (storage == nullptr) {
+    out << "]}\n";
+    return;
+  }
+  out << "],\n\"storage\":{";
   for (const auto* side : {&storage->source, &storage->destination}) {
-    const auto j = storage_json(*side, problem);
-    out += fmt::format("{}\"{}\":{{\"framework\":{},\"ranks\":[\n", side == &storage->source ? "" : ",\n",
-                       side == &storage->source ? "source" : "destination", j["framework"].dump());
-    const auto& ranks = j["ranks"];
-    for (std::size_t i = 0; i < ranks.size(); ++i)
-      out += ranks[i].dump() + (i + 1 < ranks.size() ? ",\n" : "\n");
-    out += "]}";
+    out << fmt::format("{}\"{}\":{{\"framework\":{},\"ranks\":[\n", side == &storage->source ? "" : ",\n",
+                       side == &storage->source ? "source" : "destination",
+                       nlohmann::ordered_json(side->framework).dump());
+    for (std::size_t i = 0; i < side->ranks.size(); ++i)
+      out << rank_storage_json(*side, i, problem).dump() << (i + 1 < side->ranks.size() ? ",\n" : "\n");
+    out << "]}";
   }
-  return out + "}}\n";
+  out << "}}\n";
+}
+
+std::string write_manifest(const ReshardProblem& problem, const StorageMaps* storage) {
+  std::ostringstream out;
+  write_manifest(problem, storage, out);
+  return std::move(out).str();
 }
 
 Result<void> save_manifest(const ReshardProblem& problem, const std::filesystem::path& path,
                            const StorageMaps* storage) {
   std::ofstream out(path);
-  out << write_manifest(problem, storage);
+  write_manifest(problem, storage, out);
   if (!out) return fail(ErrorCode::kRuntime, fmt::format("{}: cannot write the file", path.string()));
   return {};
 }

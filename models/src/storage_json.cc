@@ -116,6 +116,11 @@ OrderedJson rank_json(const RankStorage& r, std::int32_t rank, const ReshardProb
 
 }  // namespace
 
+nlohmann::ordered_json rank_storage_json(const StorageMap& map, std::size_t index,
+                                         const ReshardProblem& problem) {
+  return rank_json(map.ranks[index], map.first_rank + static_cast<std::int32_t>(index), problem);
+}
+
 nlohmann::ordered_json storage_json(const StorageMap& map, const ReshardProblem& problem) {
   OrderedJson ranks = OrderedJson::array();
   for (std::size_t i = 0; i < map.ranks.size(); ++i)

@@ -14,6 +14,7 @@
 //               "destination": {"framework": "vllm", "ranks": [...]}}
 // Version 1 manifests (no storage) still load.
 #include <filesystem>
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -44,6 +45,8 @@ struct Manifest {
 
 // Compact JSON text: version 1, or version 2 with `storage`.
 std::string write_manifest(const ReshardProblem& problem, const StorageMaps* storage = nullptr);
+// The same, written to `out` as it goes (save_manifest's way: nothing held whole).
+void write_manifest(const ReshardProblem& problem, const StorageMaps* storage, std::ostream& out);
 [[nodiscard]] Result<void> save_manifest(const ReshardProblem& problem, const std::filesystem::path& path,
                                          const StorageMaps* storage = nullptr);
 

@@ -22,6 +22,9 @@
 namespace refit::models {
 
 nlohmann::ordered_json storage_json(const StorageMap& map, const ReshardProblem& problem);
+// One rank's entry of storage_json's "ranks": what a writer streams rank by rank.
+nlohmann::ordered_json rank_storage_json(const StorageMap& map, std::size_t index,
+                                         const ReshardProblem& problem);
 
 // The map of one side (`source`: the training ranks) of `problem`. Errors carry the JSON path
 // under `path`: a tensor the problem does not have, a box outside it, a parameter index out of
