@@ -60,20 +60,8 @@ Result<Json> parse_object(std::string_view text, std::string_view what) {
   // The JSON parser ends its input at a NUL byte and would take what precedes it.
   if (const auto nul = text.find('\0'); nul != std::string_view::npos)
     return parse_error(fmt::format("{}: not valid JSON: a NUL byte at offset {}", what, nul));
-  Json j;
-  try {
-    j = Json::parse(text, guard_callback());
-  } catch (const Refusal& r) {
-    return fail(r.code, fmt::format("{}: {}", what, r.message));
-  } catch (const Json::exception& e) {
-    // Syntax (parse_error) and numbers beyond double range such as 1e309 (out_of_range), whose
-    // what() is "[json.exception.parse_error.101] parse error at line 3, column 5: ...".
-    const std::string_view message = e.what();
-    const auto tag_end = message.find("] ");
-    return parse_error(
-        fmt::format("{}: not valid JSON: {}", what,
-                    tag_end == std::string_view::npos ? message : message.substr(tag_end + 2)));
-  }
+  REFIT_TRY(check_json(text, what));
+  const Json j = Json::parse(text);
   if (!j.is_object()) return invalid(fmt::format("{}: expected a JSON object", what));
   return j;
 }

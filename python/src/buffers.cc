@@ -1,8 +1,11 @@
 #include "buffers.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <span>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -210,6 +213,23 @@ Result<void> check_rank(const ReshardProblem& problem, Rank rank) {
   return {};
 }
 
+// An inference rank's buffers each receive bytes of their own: two that share memory would have
+// the later write win silently, so they are refused. (A training rank only reads its buffers.)
+Result<void> no_overlap(std::vector<std::pair<std::span<std::byte>, std::string>> buffers, Rank rank) {
+  std::erase_if(buffers, [](const auto& b) { return b.first.empty(); });
+  std::ranges::stable_sort(buffers, {}, [](const auto& b) { return b.first.data(); });
+  for (std::size_t i = 1; i < buffers.size(); ++i) {
+    const auto& [before, before_name] = buffers[i - 1];
+    const auto& [after, after_name] = buffers[i];
+    if (before.data() + before.size() > after.data())
+      return mismatch(
+          fmt::format("rank {}: buffers '{}' and '{}' share memory, but an inference rank's "
+                      "buffers each receive bytes of their own (pass separate tensors)",
+                      rank.value, before_name, after_name));
+  }
+  return {};
+}
+
 // Where the tensor's box is, for a rank that holds (or needs) part of it.
 struct Wanted {
   std::uint32_t tensor = 0;
@@ -264,6 +284,12 @@ Result<RankArrays> rank_arrays(const ReshardProblem& problem, Rank rank, const n
     if (!given.contains(name))
       return not_found(fmt::format("rank {}: no buffer for tensor '{}' (the {} rank {} its box {})",
                                    rank.value, name, side, source ? "holds" : "needs", w.box.to_string()));
+  if (!source) {
+    std::vector<std::pair<std::span<std::byte>, std::string>> named;
+    for (const auto& b : out.buffers.destinations)
+      named.emplace_back(b.bytes, problem.tensors()[b.tensor].tensor.name);
+    REFIT_TRY(no_overlap(std::move(named), rank));
+  }
   out.buffers.memory = memory.value_or(MemoryKind::kHost);
   return out;
 }
@@ -305,6 +331,11 @@ Result<RankArrays> parameter_arrays(const ReshardProblem& problem, const models:
                                    rank.value, p.name, side.framework, fmt::join(p.shape, ", "),
                                    dtype_name(p.dtype)));
     }
+  if (!source) {
+    std::vector<std::pair<std::span<std::byte>, std::string>> named;
+    for (std::size_t i = 0; i < spans.size(); ++i) named.emplace_back(spans[i], storage.parameters[i].name);
+    REFIT_TRY(no_overlap(std::move(named), rank));
+  }
   const auto kind = memory.value_or(MemoryKind::kHost);
   out.buffers = REFIT_TRY(framework_rank_buffers(problem, side, rank, std::move(spans), kind));
   return out;

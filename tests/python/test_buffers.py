@@ -47,6 +47,13 @@ def _torch_buffers(problem: refit.Problem, rank: int) -> dict[str, Any]:
     return out
 
 
+def _alias(rank: int, buffers: dict[str, Any], at: int, name: str, onto: str) -> None:
+    """On rank ``at``, buffer ``name`` replaced by a view of the start of buffer ``onto``."""
+    if rank == at:
+        old = buffers[name]
+        buffers[name] = buffers[onto].reshape(-1).view(np.uint8)[: old.nbytes].view(old.dtype).reshape(old.shape)
+
+
 def _refit(manifest: Path, make: Callable[[refit.Problem, int], dict[str, Any]], steps: int = 3,
            change: Callable[[int, dict[str, Any]], None] = lambda r, b: None) -> tuple[list[Any], list[dict[str, Any]]]:  # fmt: skip
     problem = refit.Problem.from_manifest(manifest)
@@ -231,3 +238,12 @@ def test_an_executor_that_failed_says_so_at_once_instead_of_waiting_again(rows_t
     for took, first, again in results[:3]:
         assert took < 0.5, took
         assert first.split(": ", 1)[1] in again, (first, again)
+
+
+def test_destination_buffers_that_share_memory_are_refused_on_every_rank(rows_to_columns: Path) -> None:
+    # Once taken: both received, and the later write won, silently.
+    message = "rank 3: buffers 'w' and 'b' share memory, but an inference rank's buffers each receive bytes of their own"
+    results, _ = _refit(rows_to_columns, _numpy_buffers, change=lambda r, b: _alias(r, b, 3, "b", onto="w"))
+    for rank, r in enumerate(results):
+        assert isinstance(r, refit.BadInput), (rank, r)
+        assert message in str(r), str(r)
