@@ -2,6 +2,7 @@
 // chooses exit codes (0 ok, 2 bad input, 1 runtime failure).
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -9,6 +10,28 @@
 #include <CLI/CLI.hpp>
 
 #include "command.h"
+
+namespace {
+
+// An error message on one line: names from the input (a tensor called "x\nrefit plan: error: ..."
+// in a manifest) cannot start lines of their own, which scripts reading stderr would believe.
+std::string one_line(std::string_view message) {
+  std::string out;
+  for (const char c : message) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
+    else if (u < 0x20 || u == 0x7f)
+      out += fmt::format("\\x{:02x}", u);
+    else
+      out += c;
+  }
+  return out;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -27,7 +50,7 @@ int main(int argc, char** argv) {
   if (argc > 1 && argv[1][0] != '-' && !actions.contains(argv[1])) {
     std::vector<std::string> names;
     for (const auto& [name, _] : actions) names.push_back(name);
-    fmt::print(stderr, "refit: error: unknown command '{}' (expected one of: {})\n", argv[1],
+    fmt::print(stderr, "refit: error: unknown command '{}' (expected one of: {})\n", one_line(argv[1]),
                fmt::join(names, ", "));
     return 2;
   }
@@ -37,13 +60,13 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     // Every bad-input message starts "refit <cmd>: error:", CLI11's own included.
     const std::string command = argc > 1 && actions.contains(argv[1]) ? fmt::format(" {}", argv[1]) : "";
-    fmt::print(stderr, "refit{}: error: {}\n", command, e.what());
+    fmt::print(stderr, "refit{}: error: {}\n", command, one_line(e.what()));
     return 2;
   }
   for (const auto* sub : app.get_subcommands()) {
     auto result = actions.at(sub->get_name())();
     if (!result) {
-      fmt::print(stderr, "refit {}: error: {}\n", sub->get_name(), result.error().message);
+      fmt::print(stderr, "refit {}: error: {}\n", sub->get_name(), one_line(result.error().message));
       return result.error().is_bad_input() ? 2 : 1;
     }
   }

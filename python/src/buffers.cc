@@ -167,10 +167,19 @@ Result<std::string> key_name(nb::handle key, Rank rank, std::string_view keyed_b
 // The array a buffer is, for reading.
 Result<nb::ndarray<nb::ro>> readable_array(nb::handle value, const std::string& where) {
   nb::ndarray<nb::ro> readable;
-  if (!nb::try_cast(value, readable))
-    return invalid(
-        fmt::format("{}: a {} is not an array that exports DLPack (a numpy array, a torch tensor, ...)",
-                    where, nb::type_name(value.type()).c_str()));
+  if (!nb::try_cast(value, readable)) {
+    // A torch tensor on the meta device (or another without memory) exports no DLPack either.
+    std::string device;
+    if (nb::hasattr(value, "device")) {
+      const auto text = nb::steal<nb::str>(PyObject_Str(value.attr("device").ptr()));
+      if (text.is_valid()) device = fmt::format(" on device {}", text.c_str());
+      PyErr_Clear();
+    }
+    return invalid(fmt::format(
+        "{}: a {}{} is not an array that exports DLPack (a numpy array, a torch tensor in host or CUDA "
+        "memory, ...)",
+        where, nb::type_name(value.type()).c_str(), device));
+  }
   return readable;
 }
 

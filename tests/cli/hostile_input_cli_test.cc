@@ -97,6 +97,11 @@ INSTANTIATE_TEST_SUITE_P(
             "manifest_nul", "plan --manifest {file} --cluster cpu-host",
             std::string(R"({"source_ranks": 1, "destination_ranks": 1, "tensors": []})") + '\0' + "garbage",
             "not valid JSON: a NUL byte at offset 58"},
+        // A name from the input once wrote a line of its own into the error output.
+        Hostile{
+            "name_with_a_newline", "plan --manifest {file} --cluster cpu-host",
+            R"({"format": "refit-manifest", "version": 1, "source_ranks": 2, "destination_ranks": 2, "tensors": [{"name": "x\nrefit plan: error: fake", "shape": [8, 4], "dtype": "bf16", "source": {"mesh": [2], "ranks": [0, 1], "placements": ["S0"]}, "destination": {"mesh": [2], "ranks": [3, 2], "placements": ["S1"]}}, {"name": "x\nrefit plan: error: fake", "shape": [8, 4], "dtype": "bf16", "source": {"mesh": [2], "ranks": [0, 1], "placements": ["S0"]}, "destination": {"mesh": [2], "ranks": [3, 2], "placements": ["S1"]}}]})",
+            "tensor 'x\\nrefit plan: error: fake': name appears twice"},
         Hostile{"timeout_not_a_number", "run " + kModel + " --timeout abc", "",
                 "--timeout: expected a number"},
         Hostile{"timeout_inf", "run " + kModel + " --timeout inf", "", "--timeout: expected a number"},

@@ -47,6 +47,13 @@ def _torch_buffers(problem: refit.Problem, rank: int) -> dict[str, Any]:
     return out
 
 
+def _meta(shape: tuple[int, ...]) -> Any:
+    """A torch tensor of `shape` on the meta device: a shape without memory."""
+    import torch
+
+    return torch.empty(shape, dtype=torch.bfloat16, device="meta")
+
+
 def _alias(rank: int, buffers: dict[str, Any], at: int, name: str, onto: str) -> None:
     """On rank ``at``, buffer ``name`` replaced by a view of the start of buffer ``onto``."""
     if rank == at:
@@ -135,6 +142,8 @@ REFUSALS = [
     ("missing", change_buffer(3, "b", None), "rank 3: no buffer for tensor 'b' (the inference rank needs its box [48:96])"),
     ("unknown tensor", change_buffer(1, "x", lambda a: np.zeros(3)), "buffer 'x' (rank 1): no tensor of that name in the problem"),
     ("not an array", change_buffer(0, "b", lambda a: [1, 2, 3]), "buffer 'b' (rank 0): a list is not an array that exports DLPack"),
+    ("meta tensor", change_buffer(0, "b", lambda a: _meta(a.shape)),
+     "buffer 'b' (rank 0): a torch.Tensor on device meta is not an array that exports DLPack"),
 ]  # fmt: skip
 
 
