@@ -2,18 +2,23 @@
 
 #include <fmt/format.h>
 
+#include "parse.h"
 #include "refit/core/try.h"
 
 namespace refit::cli {
 
 void add_cluster_options(CLI::App& cmd, ClusterSource& o, bool required) {
   auto* group = cmd.add_option_group("cluster", "Where the cluster comes from (one of)");
-  group->add_option(
-      "--cluster", o.preset,
-      "Preset, optionally with overrides: dgx-h100, dgx-h200, dgx-b200, gb200-nvl72, "
-      "gb300-nvl72, cpu-host; e.g. gb200-nvl72:gpus_per_domain=64,nic_gbps=400. Sized to the job");
-  group->add_option("--cluster-file", o.file, "Cluster file (JSON, the format of refit topo --json)");
-  group->add_option("--nccl-topo-xml", o.nccl_xml, "NCCL topology dump (NCCL_TOPO_DUMP_FILE) of one node");
+  group
+      ->add_option(
+          "--cluster", o.preset,
+          "Preset, optionally with overrides: dgx-h100, dgx-h200, dgx-b200, gb200-nvl72, "
+          "gb300-nvl72, cpu-host; e.g. gb200-nvl72:gpus_per_domain=64,nic_gbps=400. Sized to the job")
+      ->check(non_empty());
+  group->add_option("--cluster-file", o.file, "Cluster file (JSON, the format of refit topo --json)")
+      ->check(non_empty());
+  group->add_option("--nccl-topo-xml", o.nccl_xml, "NCCL topology dump (NCCL_TOPO_DUMP_FILE) of one node")
+      ->check(non_empty());
   group->add_flag("--discover", o.discover, "Discover this machine (NVML and sysfs)");
   group->require_option(required ? 1 : 0, 1);
   auto* discover = group->get_option("--discover");

@@ -72,6 +72,10 @@ CLI::Validator number_above(double floor, bool inclusive, const char* name, std:
 }  // namespace
 
 CLI::Validator positive() { return number_above(0, false, "POSITIVE", "> 0"); }
+CLI::Validator non_empty() {
+  return CLI::Validator(
+      [](std::string& text) { return text.empty() ? std::string("is empty") : std::string(); }, "TEXT");
+}
 CLI::Validator positive_at_most(double ceiling) {
   return number_above(0, false, "POSITIVE", fmt::format("> 0 and <= {:g}", ceiling), ceiling);
 }

@@ -20,6 +20,9 @@ namespace refit::cli {
 // Option checks whose message says what is wanted ("must be > 0, got 0"), where CLI11's own
 // print the range of a double.
 CLI::Validator positive();
+// Refuses "": an empty name would otherwise read as the option left out (a default preset, a
+// missing --model).
+CLI::Validator non_empty();
 CLI::Validator positive_at_most(double ceiling);
 CLI::Validator non_negative();
 

@@ -1,5 +1,7 @@
 #include "problem_options.h"
 
+#include "parse.h"
+
 namespace refit::cli {
 
 void add_model_options(CLI::App* cmd, ModelOptions& options) {
@@ -24,12 +26,14 @@ void add_model_options(CLI::App* cmd, ModelOptions& options) {
 void add_problem_options(CLI::App* cmd, ProblemSource& source) {
   auto* group =
       cmd->add_option_group("PROBLEM", "The tensors to move: a model with two layouts, or a manifest");
-  auto* model =
-      group->add_option("--model", source.model, "Built-in model name or path to an HF config.json");
+  auto* model = group->add_option("--model", source.model, "Built-in model name or path to an HF config.json")
+                    ->check(non_empty());
   group->add_option("--train", source.train, kTrainHelp);
   group->add_option("--infer", source.infer, kInferHelp);
   add_model_options(group, source.model_options);
-  group->add_option("--manifest", source.manifest, "Tensor manifest JSON (any framework)")->excludes(model);
+  group->add_option("--manifest", source.manifest, "Tensor manifest JSON (any framework)")
+      ->excludes(model)
+      ->check(non_empty());
 }
 
 }  // namespace refit::cli

@@ -102,6 +102,9 @@ INSTANTIATE_TEST_SUITE_P(
             "name_with_a_newline", "plan --manifest {file} --cluster cpu-host",
             R"({"format": "refit-manifest", "version": 1, "source_ranks": 2, "destination_ranks": 2, "tensors": [{"name": "x\nrefit plan: error: fake", "shape": [8, 4], "dtype": "bf16", "source": {"mesh": [2], "ranks": [0, 1], "placements": ["S0"]}, "destination": {"mesh": [2], "ranks": [3, 2], "placements": ["S1"]}}, {"name": "x\nrefit plan: error: fake", "shape": [8, 4], "dtype": "bf16", "source": {"mesh": [2], "ranks": [0, 1], "placements": ["S0"]}, "destination": {"mesh": [2], "ranks": [3, 2], "placements": ["S1"]}}]})",
             "tensor 'x\\nrefit plan: error: fake': name appears twice"},
+        // An empty name read as the option left out: the default preset, a missing --model.
+        Hostile{"cluster_empty", "plan " + kModel + " --cluster ''", "", "--cluster: is empty"},
+        Hostile{"manifest_empty", "plan --manifest '' --cluster cpu-host", "", "--manifest: is empty"},
         Hostile{"timeout_not_a_number", "run " + kModel + " --timeout abc", "",
                 "--timeout: expected a number"},
         Hostile{"timeout_inf", "run " + kModel + " --timeout inf", "", "--timeout: expected a number"},
