@@ -96,6 +96,8 @@ class Prepared:
                 After a failure the executor is done: every later ``execute`` or ``prepare`` on
                 it raises at once (the peers and transports are in no known state); make a new
                 :class:`Executor`. Two threads executing one plan at once: the second raises.
+            KeyboardInterrupt: Ctrl-C on the main thread while it executes (ucx: within 0.1 s;
+                the peers fail at once, naming this rank); the executor is then done too.
         """
         return ExecutionReport(**self._handle.execute())
 

@@ -4,6 +4,7 @@
 // prepare() checks this rank's arrays, then every rank agrees before the executor's own collective
 // prepare; execute() releases the GIL for the whole transfer and can run again every step.
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -87,7 +88,22 @@ struct ExecutorHandle {
   // The first failure of an execution: the transports and peers are then in no known state, so
   // the executor refuses to go on instead of waiting a timeout per call on peers that have left.
   std::optional<Error> failed;
+  // Set by the signal check when a Python signal handler raised (Ctrl-C) during an execution.
+  std::shared_ptr<std::atomic<bool>> interrupted = std::make_shared<std::atomic<bool>>(false);
 };
+
+// Ctrl-C while executing: the executing thread asks Python whether a signal came (its handler
+// runs there when that is the main thread). The KeyboardInterrupt it raised is raised again by
+// execute once the executor has stopped and told its peers.
+std::function<bool()> signal_check(std::shared_ptr<std::atomic<bool>> seen) {
+  return [seen = std::move(seen)] {
+    nb::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() == 0) return false;
+    PyErr_Clear();
+    *seen = true;
+    return true;
+  };
+}
 
 // The prepared plan with the arrays whose memory it registered: the executor goes first.
 struct PreparedHandle {
@@ -136,7 +152,8 @@ ExecutorHandle* make(const std::string& name, nb::callable exchange, std::int32_
   const ExecutorOptions options{.timeout = Seconds{timeout},
                                 .staging = Bytes{staging},
                                 .direct_stores = direct_stores,
-                                .on_chunk_sent = chunk_callback(std::move(on_chunk_sent))};
+                                .on_chunk_sent = chunk_callback(std::move(on_chunk_sent)),
+                                .interrupted = signal_check(handle->interrupted)};
   auto made = make_executor(name, *handle->bootstrap, options);
   if (!made) raise_error(std::move(made.error()).in("--executor"));
   handle->executor = std::move(*made);
@@ -196,6 +213,10 @@ nb::dict execute(PreparedHandle& self) {
   self.executing = false;
   if (!report) {
     self.owner->failed = report.error();
+    if (self.owner->interrupted->exchange(false)) {
+      PyErr_SetNone(PyExc_KeyboardInterrupt);
+      throw nb::python_error();
+    }
     raise_error(std::move(report.error()).in(where));
   }
   const auto& r = *report;

@@ -256,3 +256,48 @@ def test_destination_buffers_that_share_memory_are_refused_on_every_rank(rows_to
     for rank, r in enumerate(results):
         assert isinstance(r, refit.BadInput), (rank, r)
         assert message in str(r), str(r)
+
+
+def test_ctrl_c_while_executing_stops_the_execution_at_once(rows_to_columns: Path) -> None:
+    # Rank 0 executes on the main thread, where Python runs its signal handlers, while rank 3
+    # holds back: rank 0 waits for it. Ctrl-C (SIGINT) then raises KeyboardInterrupt within a
+    # poll (0.1 s) instead of after the 20 s timeout, and the executor is done.
+    import signal
+    import threading
+    import time
+
+    from conftest import ThreadExchange
+
+    problem = refit.Problem.from_manifest(rows_to_columns)
+    plan = refit.plan(problem, refit.Cluster.preset("cpu-host"))
+    exchange = ThreadExchange(problem.world_size)
+    interrupted = threading.Event()
+    others: dict[int, Any] = {}
+
+    def peer(rank: int) -> None:
+        try:
+            prepared = refit.Executor("ucx", exchange.rank(rank), timeout=20).prepare(
+                plan, _numpy_buffers(problem, rank))
+            if rank == 3:
+                interrupted.wait(30)
+            prepared.execute()
+        except refit.Failure as e:
+            others[rank] = e
+
+    threads = [threading.Thread(target=peer, args=(r,), daemon=True) for r in (1, 2, 3)]
+    for t in threads:
+        t.start()
+    prepared = refit.Executor("ucx", exchange.rank(0), timeout=20).prepare(plan, _numpy_buffers(problem, 0))
+    threading.Timer(0.5, signal.raise_signal, args=(signal.SIGINT,)).start()
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        prepared.execute()
+    took = time.monotonic() - start
+    interrupted.set()
+    for t in threads:
+        t.join(30)
+        assert not t.is_alive(), "a peer hung after the interrupt"
+    assert took < 3.0, took
+    with pytest.raises(refit.Failure, match="interrupted"):
+        prepared.execute()
+    assert all(isinstance(e, refit.Failure) for e in others.values()), others

@@ -79,8 +79,10 @@ Result<void> Engine::loop() {
     const bool worked = REFIT_TRY(step(now));
     if (worked) watchdog_.progressed(now);
     REFIT_TRY(check_health(now));
+    REFIT_TRY(check_interrupted(now));
     if (worked) continue;
-    REFIT_TRY(c_.worker.wait(watchdog_.next_wake(now)));
+    const auto wake = watchdog_.next_wake(now);
+    REFIT_TRY(c_.worker.wait(c_.options.interrupted ? std::min(wake, kInterruptPoll) : wake));
   }
   return {};
 }
@@ -138,6 +140,14 @@ Result<bool> Engine::handle_messages() {
     }
   }
   return any;
+}
+
+Result<void> Engine::check_interrupted(Clock::time_point now) {
+  if (!c_.options.interrupted || now < next_interrupt_check_) return {};
+  next_interrupt_check_ = now + kInterruptPoll;
+  if (c_.options.interrupted())
+    return fail(ErrorCode::kRuntime, "interrupted: the process was asked to stop (SIGINT) while executing");
+  return {};
 }
 
 Result<void> Engine::check_health(Clock::time_point now) {

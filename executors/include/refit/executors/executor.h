@@ -8,6 +8,7 @@
 // must forward (a relay) but that lies outside its own destination box is kept by the executor in
 // scratch memory of its own (only gather-broadcast plans need that); staging for packing strided
 // boxes is bounded by ExecutorOptions::staging.
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -56,7 +57,14 @@ struct ExecutorOptions {
   // Observes the transfer as it goes (progress display; fault injection in tests). Called on the
   // executing thread once a chunk this rank sent has been put and announced to its receiver.
   std::function<void(std::int32_t transfer, std::int64_t chunk)> on_chunk_sent;
+  // Asked on the executing thread while it waits, at most kInterruptPoll apart (UCX executor):
+  // true ends the execution, this rank failing with "interrupted" and its peers learning it at
+  // once (Ctrl-C in a Python job, which would otherwise wait out the timeout).
+  std::function<bool()> interrupted;
 };
+
+// How often ExecutorOptions::interrupted is asked while a rank waits.
+inline constexpr std::chrono::milliseconds kInterruptPoll{100};
 
 // The longest timeout an executor takes: 10^6 s (11.6 days). Clocks count nanoseconds in 64 bits,
 // so a deadline much further away (292 years) would wrap, and "inf" would make every wait fail
