@@ -160,8 +160,10 @@ Result<ExecutionReport> NcclExecutor::execute(PreparedPlan& prepared) {
   const nccl_detail::DeviceGuard guard(comm_->device());
   REFIT_TRY_IN(guard.status(), mine->who);
   REFIT_TRY_IN(mine->mirror.upload_sources(), mine->who);
-  const nccl_detail::RunOptions run_options{
-      .timeout = options_.timeout, .window = 4, .on_chunk_sent = options_.on_chunk_sent};
+  const nccl_detail::RunOptions run_options{.timeout = options_.timeout,
+                                            .window = 4,
+                                            .on_chunk_sent = options_.on_chunk_sent,
+                                            .interrupted = options_.interrupted};
   const auto elapsed =
       REFIT_TRY_IN(nccl_detail::run_program(mine->program, *mine->backend, run_options), mine->who);
   REFIT_TRY_IN(mine->mirror.download_destinations(), mine->who);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "refit/core/try.h"
+#include "refit/executors/interrupt_check.h"
 
 namespace refit::nccl_detail {
 namespace {
@@ -41,7 +42,8 @@ class Runner {
         backend_(backend),
         options_(options),
         budget_(std::chrono::duration_cast<Clock::duration>(
-            std::chrono::duration<double>(options.timeout.value))) {}
+            std::chrono::duration<double>(options.timeout.value))),
+        interrupt_(options.interrupted) {}
 
   // Any failure aborts the backend once, before its error returns.
   [[nodiscard]] Result<void> run() {
@@ -105,7 +107,9 @@ class Runner {
     while (true) {
       const bool reached = REFIT_TRY_IN(backend_.reached(event), what());
       if (reached) return {};
-      if (Clock::now() > deadline)
+      const auto now = Clock::now();
+      REFIT_TRY_IN(interrupt_.poll(now), what());
+      if (now > deadline)
         return fail(ErrorCode::kTimeout,
                     fmt::format("{} made no progress for {} s; the communicator was aborted", what(),
                                 options_.timeout.value));
@@ -117,6 +121,7 @@ class Runner {
   Backend& backend_;
   const RunOptions& options_;
   Clock::duration budget_;
+  InterruptCheck interrupt_;
   std::size_t reported_ = 0;  // blocks whose sends on_chunk_sent was told of
 };
 

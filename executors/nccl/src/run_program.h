@@ -1,8 +1,9 @@
 #pragma once
 // Issues a Program through a Backend. The host only enqueues work; it stays at most `window`
 // steps ahead of the GPU, so no CUDA call ever blocks on a full launch queue, and every wait is
-// bounded: when the GPU makes no progress for `timeout`, the backend aborts (the communicator)
-// and the error names the step with its peers, transfers and chunks.
+// bounded: when the GPU makes no progress for `timeout`, or the process is interrupted, the
+// backend aborts (the communicator) and the error names the step with its peers, transfers and
+// chunks.
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -32,6 +33,10 @@ struct RunOptions {
   std::int32_t window = 4;  // steps the host may run ahead of the GPU
   // Told of every chunk this process sent, once the host has seen its step finish on the GPU.
   std::function<void(std::int32_t transfer, std::int64_t chunk)> on_chunk_sent;
+  // Asked while the host waits on the GPU (ExecutorOptions::interrupted): true aborts the
+  // communicator; peers then fail when NCCL sees the connections to this process close, or at
+  // worst at their own timeout.
+  std::function<bool()> interrupted;
 };
 
 // Returns the time from the first op issued to the last one finished. Errors keep the code the

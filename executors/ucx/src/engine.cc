@@ -31,7 +31,8 @@ Engine::Engine(const ExecutionContext& context)
       pack_slots_(context.program.send_staging.slots),
       done_from_(static_cast<std::size_t>(context.plan.world_size()), false),
       watchdog_(context.options.timeout, Clock::now()),
-      start_(Clock::now()) {
+      start_(Clock::now()),
+      interrupt_(context.options.interrupted) {
   const auto& p = c_.program;
   for (std::size_t i = 0; i < p.receives().size(); ++i) {
     const Receive& r = p.receives()[i];
@@ -79,10 +80,10 @@ Result<void> Engine::loop() {
     const bool worked = REFIT_TRY(step(now));
     if (worked) watchdog_.progressed(now);
     REFIT_TRY(check_health(now));
-    REFIT_TRY(check_interrupted(now));
+    REFIT_TRY(interrupt_.poll(now));
     if (worked) continue;
     const auto wake = watchdog_.next_wake(now);
-    REFIT_TRY(c_.worker.wait(c_.options.interrupted ? std::min(wake, kInterruptPoll) : wake));
+    REFIT_TRY(c_.worker.wait(interrupt_.armed() ? std::min(wake, kInterruptPoll) : wake));
   }
   return {};
 }
@@ -140,14 +141,6 @@ Result<bool> Engine::handle_messages() {
     }
   }
   return any;
-}
-
-Result<void> Engine::check_interrupted(Clock::time_point now) {
-  if (!c_.options.interrupted || now < next_interrupt_check_) return {};
-  next_interrupt_check_ = now + kInterruptPoll;
-  if (c_.options.interrupted())
-    return fail(ErrorCode::kRuntime, "interrupted: the process was asked to stop (SIGINT) while executing");
-  return {};
 }
 
 Result<void> Engine::check_health(Clock::time_point now) {

@@ -19,6 +19,7 @@
 
 #include "connections.h"
 #include "refit/executors/executor.h"
+#include "refit/executors/interrupt_check.h"
 #include "refit/planner/plan.h"
 #include "ucx_handles.h"
 #include "ucx_program.h"
@@ -81,8 +82,6 @@ class Engine {
   [[nodiscard]] Result<bool> step(Clock::time_point now);
   [[nodiscard]] Result<bool> handle_messages();
   [[nodiscard]] Result<void> check_health(Clock::time_point now);
-  // ExecutorOptions::interrupted, asked at most every kInterruptPoll.
-  [[nodiscard]] Result<void> check_interrupted(Clock::time_point now);
   std::optional<Rank> quietest_peer() const;
   [[nodiscard]] Result<void> post(Rank to, const Message& m);
   [[nodiscard]] Result<void> post_to_all(MessageKind kind, const std::string& text = {});
@@ -141,7 +140,7 @@ class Engine {
   bool told_of_failure_ = false;
   Watchdog watchdog_;
   Clock::time_point start_;
-  Clock::time_point next_interrupt_check_;
+  InterruptCheck interrupt_;
   ExecutionReport report_;
 };
 

@@ -115,6 +115,28 @@ TEST(RunProgram, AStuckStepTimesOutAbortsAndNamesTheStepAndItsPeers) {
   EXPECT_NE(m.find("no progress for 0.05 s"), std::string::npos) << m;
 }
 
+// Ctrl-C while the GPU is stuck: the run ends within a poll or two of the question saying yes,
+// not at the 60 s timeout, with the communicator aborted once and the step named.
+TEST(RunProgram, AnInterruptEndsTheWaitAndAbortsLongBeforeTheTimeout) {
+  const SmallRun run;
+  StuckBackend backend;
+  int asked = 0;
+  const auto start = Clock::now();
+  const auto result =
+      run_program(run.program(), backend,
+                  RunOptions{.timeout = Seconds{60.0}, .window = 2, .on_chunk_sent = {}, .interrupted = [&] {
+                               return ++asked >= 2;
+                             }});
+  ASSERT_FALSE(result);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(asked, 2);  // asked at most every kInterruptPoll, not at every poll of the GPU
+  EXPECT_EQ(backend.aborts, 1);
+  EXPECT_EQ(result.error().code, ErrorCode::kRuntime);
+  const auto& m = result.error().message;
+  EXPECT_NE(m.find("interrupted"), std::string::npos) << m;
+  EXPECT_EQ(m.rfind(fmt::format("step {} (1 of", run.program().blocks[0].step), 0), 0u) << m;
+}
+
 // A call that fails, and an asynchronous error found while waiting: a peer that failed, as
 // nccl_error() reports ncclRemoteError.
 class FailingBackend : public InstantBackend {

@@ -57,9 +57,10 @@ struct ExecutorOptions {
   // Observes the transfer as it goes (progress display; fault injection in tests). Called on the
   // executing thread once a chunk this rank sent has been put and announced to its receiver.
   std::function<void(std::int32_t transfer, std::int64_t chunk)> on_chunk_sent;
-  // Asked on the executing thread while it waits, at most kInterruptPoll apart (UCX executor):
-  // true ends the execution, this rank failing with "interrupted" and its peers learning it at
-  // once (Ctrl-C in a Python job, which would otherwise wait out the timeout).
+  // Asked on the executing thread while it waits, at most kInterruptPoll apart
+  // (interrupt_check.h): true ends the execution, this rank failing with "interrupted" and its
+  // peers learning it at once (Ctrl-C in a Python job, which would otherwise wait out the
+  // timeout); the UCX executor tells them, the NCCL executor aborts its communicator.
   std::function<bool()> interrupted;
 };
 
