@@ -124,15 +124,21 @@ TEST(HostileCli, NamesThatAreNotUtf8AreWrittenAsJsonAnyway) {
   EXPECT_NE(r.out.find("\xef\xbf\xbd"), std::string::npos);  // U+FFFD in place of the byte
 }
 
-TEST(HostileCli, NcclDumpsWithTwoRootsOrANicListedTwiceAreRefused) {
-  // pugixml takes a second root element, and a NIC name listed under two PCIe switches once
-  // merged two NICs into one (half the network bandwidth, silently).
+TEST(HostileCli, NcclDumpsWithTwoRootsTrailingTextOrANicListedTwiceAreRefused) {
+  // pugixml takes a second root element and drops text after the root, and a NIC name listed
+  // under two PCIe switches once merged two NICs into one (half the network bandwidth, silently).
   std::ifstream in(kData + "/topology/node_4gpu_2nic.xml");
   const std::string xml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const TempFile two_roots("two_roots.xml", xml + "<system version=\"1\"/>\n");
   auto r = run_refit("topo --nccl-topo-xml " + two_roots.path());
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("a second root element"), std::string::npos) << r.err;
+  const TempFile trailing("trailing.xml", xml + "left over from an edit\n");
+  r = run_refit("topo --nccl-topo-xml " + trailing.path());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("text beside the root element"), std::string::npos) << r.err;
+  const TempFile commented("commented.xml", xml + "<!-- dumped by NCCL -->\n");
+  EXPECT_EQ(run_refit("topo --nccl-topo-xml " + commented.path()).exit_code, 0);
   auto twice = xml;
   const std::string second_nic = "name=\"mlx5_1\"";
   const auto second = xml.find(second_nic);

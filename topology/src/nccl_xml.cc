@@ -259,7 +259,9 @@ Result<Cluster> import_nccl_topology(std::string_view xml, std::string_view name
     return parse_error(fmt::format("line {}: byte {} is not valid UTF-8",
                                    line_of(xml, static_cast<std::ptrdiff_t>(*bad)), *bad));
   pugi::xml_document doc;
-  const auto parsed = doc.load_buffer(xml.data(), xml.size());
+  // As a fragment, pugixml keeps text after the root element as a node (read() refuses it)
+  // instead of dropping it.
+  const auto parsed = doc.load_buffer(xml.data(), xml.size(), pugi::parse_default | pugi::parse_fragment);
   if (!parsed)
     return parse_error(
         fmt::format("line {}: not well-formed XML: {}", line_of(xml, parsed.offset), parsed.description()));
