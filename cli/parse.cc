@@ -80,5 +80,13 @@ CLI::Validator positive_at_most(double ceiling) {
   return number_above(0, false, "POSITIVE", fmt::format("> 0 and <= {:g}", ceiling), ceiling);
 }
 CLI::Validator non_negative() { return number_above(0, true, "NONNEGATIVE", ">= 0"); }
+CLI::Validator accepted_by(std::function<Result<void>(std::string_view)> check, std::string kind) {
+  return CLI::Validator(
+      [check = std::move(check)](std::string& text) {
+        const auto ok = check(text);
+        return ok ? std::string() : ok.error().message;
+      },
+      std::move(kind));
+}
 
 }  // namespace refit::cli

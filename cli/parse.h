@@ -1,6 +1,8 @@
 #pragma once
 // Parsers for the compact command-line notations; errors name the option they came from.
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -25,5 +27,8 @@ CLI::Validator positive();
 CLI::Validator non_empty();
 CLI::Validator positive_at_most(double ceiling);
 CLI::Validator non_negative();
+// A name `check` accepts (a strategy, an executor), refused at parsing with check's message, so
+// that a misspelt name is not first found after an expensive step.
+CLI::Validator accepted_by(std::function<Result<void>(std::string_view)> check, std::string kind);
 
 }  // namespace refit::cli

@@ -28,7 +28,13 @@ void add_plan_input_options(CLI::App& cmd, PlanInputOptions& o, bool with_plan_f
   add_cluster_options(cmd, o.cluster);
   auto* strategy = cmd.add_option("--strategy", o.strategy,
                                   fmt::format("Planning strategy: {} (default {})", strategy_list(),
-                                              strategy_info(kDefaultStrategy).name));
+                                              strategy_info(kDefaultStrategy).name))
+                       ->check(accepted_by(
+                           [](std::string_view name) -> Result<void> {
+                             REFIT_TRY(find_strategy(name));
+                             return {};
+                           },
+                           "STRATEGY"));
   auto* chunk = cmd.add_option("--chunk", o.chunk_bytes, "Relay chunk size in bytes (default 8 MiB)")
                     ->check(positive());
   // A plan file has its strategy and chunks: options that would plan otherwise are refused with it.

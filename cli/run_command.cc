@@ -87,8 +87,6 @@ ExecutorOptions executor_options(const RunOptions& o, const Plan& plan, FaultInj
   auto executor = REFIT_TRY_IN(
       make_executor(o.executor, c.executor_bootstrap, executor_options(o, planned.plan, c.faults)),
       "--executor");
-  if (o.verify && !o.storage.load_sources.empty())
-    return invalid("--verify checks the verification pattern, which --load-sources replaces");
   auto shards = REFIT_TRY(RunBuffers::make(o.storage, o.inputs.problem, problem, Rank{bootstrap.rank()},
                                            [&e = *executor](Bytes bytes) { return e.allocate_host(bytes); }));
   if (bootstrap.rank() == o.short_rank) REFIT_TRY(shards.shorten_a_buffer());
@@ -217,8 +215,12 @@ Action add_run_command(CLI::App& app) {
   add_plan_input_options(*cmd, o->inputs, /*with_plan_file=*/true);
   add_storage_options(*cmd, o->storage);
   cmd->add_option("--executor", o->executor,
-                  fmt::format("Executor: {} (default ucx)", fmt::join(executor_names(), ", ")));
-  cmd->add_flag("--verify", o->verify, "Check every destination element against the source pattern");
+                  fmt::format("Executor: {} (default ucx)", fmt::join(executor_names(), ", ")))
+      ->check(accepted_by(check_executor_name, "EXECUTOR"));
+  cmd->add_flag("--verify", o->verify,
+                "Check every destination element against the source pattern (not with --load-sources, "
+                "which replaces the pattern)")
+      ->excludes("--load-sources");
   cmd->add_option("--iterations", o->iterations,
                   "Refits to perform with one prepared plan, as an RL job does once per step; the "
                   "report gives the median and the first (default 1)")

@@ -49,18 +49,22 @@ std::vector<std::string_view> executor_names() {
   return names;
 }
 
+Result<void> check_executor_name(std::string_view name) {
+  const auto table = entries();
+  if (std::ranges::find(table, name, &Entry::name) != table.end()) return {};
+  auto message =
+      fmt::format("unknown executor '{}' (this build has: {})", name,
+                  table.empty() ? std::string("none") : fmt::format("{}", fmt::join(executor_names(), ", ")));
+  // A backend this build was configured without (CMake did not find its dependencies).
+  if (std::ranges::find(kBackends, name) != kBackends.end()) return unsupported(std::move(message));
+  return not_found(std::move(message));
+}
+
 Result<std::unique_ptr<Executor>> make_executor(std::string_view name, Bootstrap& bootstrap,
                                                 const ExecutorOptions& options) {
+  REFIT_TRY(check_executor_name(name));
   const auto table = entries();
   const auto it = std::ranges::find(table, name, &Entry::name);
-  if (it == table.end()) {
-    auto message = fmt::format(
-        "unknown executor '{}' (this build has: {})", name,
-        table.empty() ? std::string("none") : fmt::format("{}", fmt::join(executor_names(), ", ")));
-    // A backend this build was configured without (CMake did not find its dependencies).
-    if (std::ranges::find(kBackends, name) != kBackends.end()) return unsupported(std::move(message));
-    return not_found(std::move(message));
-  }
   REFIT_TRY(check_options(options));
   // Every backend sends weights quantised at the senders as fp8 (quantizing_executor.h).
   auto made = REFIT_TRY(it->make(bootstrap, options));

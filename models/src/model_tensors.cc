@@ -169,8 +169,10 @@ constexpr std::int64_t kLayerTensors = 16;
 
 [[nodiscard]] Result<void> check_tensor_count(const HfFields& f, const HfOptions& options) {
   const auto experts = f.moe && options.per_expert ? 3 * f.moe->num_experts : 3;
-  const auto per_layer = REFIT_TRY(checked_add(kLayerTensors, experts, kMaxTensors, "tensors per layer"));
-  REFIT_TRY(checked_mul(f.layers + f.mtp_layers, per_layer, kMaxTensors, "layers x tensors per layer"));
+  const auto per_layer = REFIT_TRY(checked_add(kLayerTensors, experts, kMaxTensors,
+                                               "tensors per layer (3 per routed expert with --per-expert)"));
+  REFIT_TRY(checked_mul(f.layers + f.mtp_layers, per_layer, kMaxTensors,
+                        "tensors: layers (num_hidden_layers and MTP layers) x tensors per layer"));
   return {};
 }
 

@@ -34,16 +34,10 @@ bool overflowed(std::string_view text, std::from_chars_result r) {
   return v;
 }
 
-// A number > 0 in [floor, max]: a rate, so that no transfer time is infinite or subnormal.
-[[nodiscard]] Result<double> positive(std::string_view key, std::string_view text, double floor, double max) {
-  const auto v = REFIT_TRY(number(key, text, 0.0, max));
-  if (v == 0.0) return out_of_range(fmt::format("{}={}: must be > 0", key, text));
-  if (v < floor) return out_of_range(fmt::format("{}={}: must be >= {}", key, text, floor));
-  return v;
-}
-
 // Rates in GB/s (Gb/s for nic_gbps) and latencies in microseconds, as Cluster::make bounds them
-// (cluster_limits in cluster.h); a NIC's effective GB/s is its line Gb/s x 47 / 400.
+// (cluster_limits in cluster.h); a NIC's effective GB/s is its line Gb/s x 47 / 400. A rate has a
+// floor above 0, so that no transfer time is infinite or subnormal, and the floor is what a
+// refusal names.
 constexpr double kMinGbps = 0.001;
 constexpr double kMaxGbps = 1e6;
 constexpr double kMinNicLineGbps = 0.01;
@@ -102,15 +96,15 @@ constexpr Key kKeys[] = {
      }},
     {"nic_gbps", "NIC line rate in Gb/s (400, 800); effective GB/s = line x 47 / 400",
      [](PresetParams& p, std::string_view k, std::string_view v) {
-       return assign(p.nic, positive(k, v, kMinNicLineGbps, kMaxNicLineGbps), hw::effective_nic_bandwidth);
+       return assign(p.nic, number(k, v, kMinNicLineGbps, kMaxNicLineGbps), hw::effective_nic_bandwidth);
      }},
     {"nvlink_gbps", "effective NVLink GB/s per GPU per direction",
      [](PresetParams& p, std::string_view k, std::string_view v) {
-       return assign(p.nvlink, positive(k, v, kMinGbps, kMaxGbps), BytesPerSecond::from_gbps);
+       return assign(p.nvlink, number(k, v, kMinGbps, kMaxGbps), BytesPerSecond::from_gbps);
      }},
     {"copy_gbps", "effective device-to-device copy GB/s per GPU",
      [](PresetParams& p, std::string_view k, std::string_view v) {
-       return assign(p.copy, positive(k, v, kMinGbps, kMaxGbps), BytesPerSecond::from_gbps);
+       return assign(p.copy, number(k, v, kMinGbps, kMaxGbps), BytesPerSecond::from_gbps);
      }},
     {"latency_us", "network latency per message, microseconds",
      [](PresetParams& p, std::string_view k, std::string_view v) {

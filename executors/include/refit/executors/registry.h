@@ -14,6 +14,10 @@ namespace refit {
 // Names of the executors built into this binary, in a stable order.
 std::vector<std::string_view> executor_names();
 
+// Whether make_executor knows `name`, with its errors (kNotFound, kUnsupported), so that a
+// command can refuse a misspelt executor before it starts anything.
+[[nodiscard]] Result<void> check_executor_name(std::string_view name);
+
 // An executor bound to `bootstrap`, which must outlive it. Errors name the executors this build
 // has: kNotFound for an unknown name, kUnsupported for a backend this build lacks; the backend's
 // own error for options it refuses.
