@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <tuple>
+#include <unordered_map>
 
 #include "refit/planner/links.h"
 
@@ -28,8 +30,8 @@ Handle PlanBuilder::add(std::uint32_t phase, std::uint64_t key, Rank from, Rank 
   if (inserted)
     pending_.push_back(Pending{.phase = phase, .from = from, .to = to, .bytes = Bytes{0}, .segments = {}});
   auto& p = pending_[static_cast<std::size_t>(it->second)];
-  p.bytes += Bytes{box.volume() * dtype_size(problem_.tensors()[tensor].tensor.dtype)};
   p.segments.push_back(Segment{.tensor = tensor, .box = std::move(box), .via = via});
+  p.bytes += Bytes{box_bytes(p.segments.back())};
   return it->second;
 }
 
@@ -86,29 +88,113 @@ std::vector<Handle> PlanBuilder::in_pair_order(
   return rounds;
 }
 
-std::vector<std::int64_t> PlanBuilder::arrivals(std::span<const Handle> order) const {
+namespace {
+
+// Segments of one message by (tensor, box), to find the upstream segment a relay forwards.
+class SegmentIndex {
+ public:
+  explicit SegmentIndex(std::span<const Segment> segments) : segments_(segments) {
+    for (std::size_t k = 0; k < segments.size(); ++k) exact_.emplace(digest(segments[k]), k);
+  }
+  // The segment holding all of `s`: the very box (the usual relay), else one that contains it.
+  std::optional<std::size_t> holding(const Segment& s) const {
+    const auto [first, last] = exact_.equal_range(digest(s));
+    for (auto it = first; it != last; ++it)
+      if (segments_[it->second].tensor == s.tensor && segments_[it->second].box == s.box) return it->second;
+    for (std::size_t k = 0; k < segments_.size(); ++k)
+      if (segments_[k].tensor == s.tensor && segments_[k].box.contains(s.box)) return k;
+    return std::nullopt;
+  }
+
+ private:
+  static std::uint64_t digest(const Segment& s) {
+    std::uint64_t h = s.tensor * 0x9e3779b97f4a7c15ull;
+    for (std::size_t d = 0; d < s.box.rank(); ++d)
+      h = (h ^ static_cast<std::uint64_t>(s.box.offset[d]) ^
+           (static_cast<std::uint64_t>(s.box.extent[d]) << 32)) *
+          0xbf58476d1ce4e5b9ull;
+    return h;
+  }
+  std::span<const Segment> segments_;
+  std::unordered_multimap<std::uint64_t, std::size_t> exact_;
+};
+
+}  // namespace
+
+std::vector<std::vector<std::int64_t>> PlanBuilder::segment_arrivals(std::span<const Handle> order) const {
   // A (sender, receiver) pair is one in-order stream, and the pairs into one receiver share its
-  // link, so a message has arrived once its pair has carried it and everything before it: the
+  // link, so a segment has arrived once its pair has carried it and everything before it: the
   // pair's bytes up to its end order arrivals at one receiver.
   std::map<std::pair<std::int32_t, std::int32_t>, std::int64_t> carried;
-  std::vector<std::int64_t> end(pending_.size(), 0);
+  std::vector<std::vector<std::int64_t>> end(pending_.size());
   for (const Handle h : order) {
     const auto& p = pending_[static_cast<std::size_t>(h)];
-    end[static_cast<std::size_t>(h)] = carried[{p.from.value, p.to.value}] += p.bytes.value;
+    auto& pair = carried[{p.from.value, p.to.value}];
+    for (const auto& s : p.segments) end[static_cast<std::size_t>(h)].push_back(pair += box_bytes(s));
   }
-  // A relay message waits for the last of its upstream messages.
-  std::vector<std::int64_t> arrival(pending_.size(), 0);
+  std::unordered_map<Handle, SegmentIndex> index;
+  std::vector<std::vector<std::int64_t>> arrival(pending_.size());
   for (std::size_t h = 0; h < pending_.size(); ++h)
-    for (const auto& s : pending_[h].segments)
-      if (s.via != kFromSourceShard) arrival[h] = std::max(arrival[h], end[static_cast<std::size_t>(s.via)]);
+    for (const auto& s : pending_[h].segments) {
+      std::int64_t at = 0;
+      if (s.via != kFromSourceShard) {
+        const auto& up = pending_[static_cast<std::size_t>(s.via)].segments;
+        const auto& ends = end[static_cast<std::size_t>(s.via)];
+        const auto k = index.try_emplace(s.via, up).first->second.holding(s);
+        at = k ? ends[*k] : ends.back();  // gathered from several: once all of it has landed
+      }
+      arrival[h].push_back(at);
+    }
   return arrival;
+}
+
+std::vector<std::int64_t> PlanBuilder::slice_relays(const std::vector<std::vector<std::int64_t>>& arrival) {
+  std::vector<bool> forwarded(pending_.size(), false);
+  for (const auto& p : pending_)
+    for (const auto& s : p.segments)
+      if (s.via != kFromSourceShard) forwarded[static_cast<std::size_t>(s.via)] = true;
+  const std::int64_t slice = kRelaySliceChunks * chunk_.value;
+  const std::size_t made = pending_.size();
+  std::vector<std::int64_t> latest(made, 0);
+  for (std::size_t h = 0; h < made; ++h) {
+    const auto& at = arrival[h];
+    const auto& segments = pending_[h].segments;
+    const bool relay =
+        std::ranges::none_of(segments, [](const Segment& s) { return s.via == kFromSourceShard; });
+    if (!relay || forwarded[h] || pending_[h].bytes.value <= slice) {
+      if (!at.empty()) latest[h] = std::ranges::max(at);
+      continue;
+    }
+    std::vector<std::size_t> by_arrival(segments.size());
+    std::iota(by_arrival.begin(), by_arrival.end(), 0);
+    std::ranges::stable_sort(by_arrival, {}, [&](std::size_t k) { return at[k]; });
+    std::vector<Segment> all = std::move(pending_[h].segments);
+    pending_[h].segments.clear();
+    pending_[h].bytes = Bytes{0};
+    std::size_t into = h;  // the original message takes the first slice, new ones the others
+    for (const std::size_t k : by_arrival) {
+      if (pending_[into].bytes.value >= slice) {
+        into = pending_.size();
+        pending_.push_back(Pending{.phase = pending_[h].phase,
+                                   .from = pending_[h].from,
+                                   .to = pending_[h].to,
+                                   .bytes = Bytes{0},
+                                   .segments = {}});
+        latest.push_back(0);
+      }
+      pending_[into].bytes += Bytes{box_bytes(all[k])};
+      pending_[into].segments.push_back(std::move(all[k]));
+      latest[into] = std::max(latest[into], at[k]);
+    }
+  }
+  return latest;
 }
 
 Plan PlanBuilder::finish(RelayOrder relays) && {
   const std::vector<std::int64_t> unordered(pending_.size(), 0);
   const bool arrival = relays == RelayOrder::kArrival;
   auto order = rotated_order(unordered, arrival);
-  if (arrival) order = rotated_order(arrivals(order), true);
+  if (arrival) order = rotated_order(slice_relays(segment_arrivals(order)), true);
   std::vector<std::int32_t> id_of(pending_.size());
   for (std::size_t i = 0; i < order.size(); ++i)
     id_of[static_cast<std::size_t>(order[i])] = static_cast<std::int32_t>(i);

@@ -36,9 +36,17 @@ class PlanBuilder {
 
   // A pair's relay messages in the order they were made, or in the order their data lands at the
   // sender: a pair's stream stops at a relay whose data has not all arrived, so a relay of a
-  // message that lands late holds up every relay behind it, already landed or not. The order a
-  // deployed system relays in is its own; the arrival order is for plans run as one call.
+  // message that lands late holds up every relay behind it, already landed or not. With
+  // kArrival a relay that nothing forwards from is also cut into slices of about
+  // kRelaySliceChunks chunks, each placed by when its own data lands: two large messages landing
+  // at once on one GPU then have their relays interleaved on each pair, instead of the second
+  // waiting for all of the first. The order a deployed system relays in is its own; the arrival
+  // order is for plans run as one call.
   enum class RelayOrder : std::uint8_t { kCreation, kArrival };
+  // Smaller slices shorten the NVLink tail after the network and make more transfers (the plan
+  // of DeepSeek-V3 on GB200 NVL72: 1.6x the transfers at 4 chunks, 2.9x at 1); bench/RESULTS.md
+  // has the measurements.
+  static constexpr std::int64_t kRelaySliceChunks = 4;
   Plan finish(RelayOrder relays = RelayOrder::kCreation) &&;
 
  private:
@@ -69,9 +77,17 @@ class PlanBuilder {
   // `order`), sorted), each pair's messages kept in their order.
   std::vector<Handle> in_pair_order(std::span<const Handle> order,
                                     std::span<const std::pair<std::int64_t, std::size_t>> round) const;
-  // Per message, when its data has all reached its sender, as the bytes its upstream pairs carry
-  // up to the upstream messages' ends in `order` (0 for data from source shards).
-  std::vector<std::int64_t> arrivals(std::span<const Handle> order) const;
+  // Per segment of each message, when its data has reached the message's sender: the bytes its
+  // upstream's pair carries up to the end of the upstream segment holding it, in `order` (0 for
+  // data from source shards).
+  std::vector<std::vector<std::int64_t>> segment_arrivals(std::span<const Handle> order) const;
+  // Cuts relay messages that nothing forwards from into slices of consecutive segments (sorted
+  // by arrival) of at least kRelaySliceChunks chunks; returns each message's arrival, the latest
+  // of its segments'.
+  std::vector<std::int64_t> slice_relays(const std::vector<std::vector<std::int64_t>>& arrival);
+  std::int64_t box_bytes(const Segment& s) const {
+    return s.box.volume() * dtype_size(problem_.tensors()[s.tensor].tensor.dtype);
+  }
 
   const ReshardProblem& problem_;
   const PlacedCluster& cluster_;

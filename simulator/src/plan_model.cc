@@ -8,12 +8,14 @@
 // chunk beside the transfer, so only the first chunk's pack and the last chunk's unpack add time:
 // the pack as latency of the first task, the unpack as a task of its own after the last one (not
 // in the pair's stream, which goes on meanwhile).
-// Relays pipeline: a transfer that feeds relays is cut after its head (its first chunk, or its
-// first slice where the schedule's relays store and forward slices); a relay, whose data all
-// comes from one upstream transfer, starts once the upstream's head has arrived, and its own
-// last head cannot go before the upstream has ended. So an h-hop chain of equal links takes
-// bytes/bw + (h-1)*head/bw. A transfer fed by several upstream transfers waits for all of them
-// to end.
+// Relays pipeline: a relay, whose data all comes from one upstream transfer, starts once the
+// upstream chunks its head forwards have arrived, and its own last head cannot go before the
+// upstream chunk holding its last byte has (the lowering's chunk waits; the upstream's end when
+// the relay forwards all of it). The upstream is cut after those chunks, and after its head (its
+// first chunk, or its first slice where the schedule's relays store and forward slices). So an
+// h-hop chain of equal links takes bytes/bw + (h-1)*head/bw, and a relay of part of a message
+// goes when that part has landed. A transfer fed by several upstream transfers waits for all of
+// them to end.
 // Each (sender, receiver) pair of a call queue is one stream (model.h), as in the UCX executor
 // (one queue: the whole plan) and as a communicator's connections: its transfers go
 // in plan order, each one's latency paid while the ones before it flow, and the pair's flow runs
@@ -71,10 +73,11 @@ class Builder {
         window_(options.window),
         quantize_(std::move(quantize)) {}
 
-  PlanModel build() {
+  [[nodiscard]] Result<PlanModel> build() {
     add_resources();
     find_binding_copy_engines();
     index_upstreams();
+    REFIT_TRY(anchor_relays());
     order_transfers();
     plan_streams();
     ends_.resize(plan_.transfers.size());
@@ -99,6 +102,12 @@ class Builder {
   struct Grant {
     std::int32_t holder = -1;
     std::int64_t chunks = 0;
+  };
+  // The upstream chunks (counted from 1 within it) a pipelined relay's head and its last chunk
+  // wait for.
+  struct Anchor {
+    std::int64_t head = 0;
+    std::int64_t last = 0;
   };
   // A piece of a transfer: its chunks up to `chunks` (counted from 1 within it), as one task.
   struct Piece {
@@ -165,6 +174,35 @@ class Builder {
       pipelined_upstream_.push_back(pipelined && up.size() == 1 ? up[0] : -1);
       if (pipelined_upstream_.back() >= 0) has_pipelined_dependent_[at(up[0])] = true;
     }
+  }
+
+  // Where each pipelined relay's head and last chunk wait in its upstream, which is cut there.
+  [[nodiscard]] Result<void> anchor_relays() {
+    anchor_.assign(plan_.transfers.size(), Anchor{});
+    anchor_cuts_.assign(plan_.transfers.size(), {});
+    for (const auto& t : plan_.transfers) {
+      const auto up = pipelined_upstream_[at(t.id)];
+      if (up < 0) continue;
+      const std::int64_t all = lowered_.layout(t.id).chunks();
+      const auto need = [&](std::int64_t chunk) -> Result<std::int64_t> {
+        const auto waits = REFIT_TRY(lowered_.waits(t.id, chunk));
+        std::int64_t chunks = 1;
+        for (const auto& w : waits) chunks = std::max(chunks, w.chunks);
+        return chunks;
+      };
+      auto& a = anchor_[at(t.id)];
+      a.head = REFIT_TRY(need(head_chunks(all) - 1));
+      a.last = REFIT_TRY(need(all - 1));
+      anchor_cuts_[at(up)].push_back(a.head);
+      anchor_cuts_[at(up)].push_back(a.last);
+    }
+    return {};
+  }
+
+  // The piece of `transfer` that ends with its chunk `chunks` (it was cut there).
+  TaskId piece_through(std::int32_t transfer, std::int64_t chunks) const {
+    const auto pieces = pieces_of(transfer);
+    return std::ranges::lower_bound(pieces, chunks, {}, &Piece::chunks)->task;
   }
 
   std::span<const std::int32_t> upstreams_of(std::size_t transfer) const {
@@ -284,6 +322,7 @@ class Builder {
     const std::int64_t all = lowered_.layout(t.id).chunks();
     const std::int64_t head = head_chunks(all);
     ends = cuts_[id];
+    ends.insert(ends.end(), anchor_cuts_[id].begin(), anchor_cuts_[id].end());
     const bool relay = pipelined_upstream_[id] >= 0;
     if (has_pipelined_dependent_[id] || relay) ends.push_back(head);
     if (relay) ends.push_back(all - head);
@@ -299,14 +338,11 @@ class Builder {
     const auto id = at(t.id);
     if (quantize_.after_sender[id]) deps.push_back(sender_quantize_[at(t.sender.value)]);
     if (const auto up = pipelined_upstream_[id]; up >= 0)
-      deps.push_back(pieces_of(up).front().task);
+      deps.push_back(piece_through(up, anchor_[id].head));
     else
       for (const std::int32_t u : upstreams_of(id)) deps.push_back(ends_[at(u)]);
-    if (const Grant g = grant_[id]; g.holder >= 0) {
-      // The holder was cut after the granting chunk (piece_ends): its pieces are in chunk order.
-      const auto pieces = pieces_of(g.holder);
-      deps.push_back(std::ranges::lower_bound(pieces, g.chunks, {}, &Piece::chunks)->task);
-    }
+    // The holder was cut after the granting chunk (piece_ends).
+    if (const Grant g = grant_[id]; g.holder >= 0) deps.push_back(piece_through(g.holder, g.chunks));
     if (calls_) {
       deps.push_back(call_start_);
       if (const auto copy = copy_task_[at(t.sender.value)]; copy >= 0) deps.push_back(TaskId{copy});
@@ -391,12 +427,19 @@ class Builder {
       // In a stream the pieces follow each other anyway; a dependency would make the next piece
       // start a flow of its own instead of taking over the stream's.
       if (!first && stream_[id] < 0) spec_.deps.push_back(pieces_.back().task);
-      if (last && upstream >= 0) spec_.deps.push_back(ends_[at(upstream)]);
+      if (last && upstream >= 0) spec_.deps.push_back(last_wait(upstream, anchor_[id].last));
       spec_.bytes = Bytes{through - done};
       spec_.latency = first ? latency_of(t) + pack_time : Seconds{0};
       pieces_.push_back({e, add_task(t.id, first ? pack_time : Seconds{0})});
       done = through;
     }
+  }
+
+  // What a relay's last chunk waits for: the upstream's end (after its unpacking) when it needs
+  // all of it, else the upstream's piece through the chunk it needs.
+  TaskId last_wait(std::int32_t upstream, std::int64_t chunks) const {
+    if (chunks >= lowered_.layout(upstream).chunks()) return ends_[at(upstream)];
+    return piece_through(upstream, chunks);
   }
 
   TaskId add_task(std::int32_t transfer, Seconds copy) {
@@ -518,7 +561,9 @@ class Builder {
   std::vector<std::int32_t> stream_;              // per transfer; -1 with window 0
   std::vector<Grant> grant_;                      // per transfer
   std::vector<std::vector<std::int64_t>> cuts_;   // per transfer: chunks that grant others
-  std::vector<Piece> pieces_;                     // of all transfers, in order
+  std::vector<Anchor> anchor_;                    // per transfer: where a pipelined relay waits
+  std::vector<std::vector<std::int64_t>> anchor_cuts_;            // per transfer: chunks relays wait for
+  std::vector<Piece> pieces_;                                     // of all transfers, in order
   std::vector<std::pair<std::size_t, std::size_t>> piece_range_;  // per transfer: its pieces
   TaskSpec spec_;                                                 // scratch of add_transfer()
   std::vector<std::int64_t> ends_scratch_;

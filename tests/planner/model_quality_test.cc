@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -66,37 +67,74 @@ TEST_F(DeepSeekPlan, NeverMoreNetworkBytesThanDirect) {
             compute_stats(direct, mp_->cluster).network_bytes);
 }
 
+// Where each segment of each transfer has landed: the bytes its (sender, receiver) pair has
+// carried up to its end, the pair being one in-order stream.
+std::vector<std::vector<std::int64_t>> segment_landings(const Plan& plan) {
+  std::map<std::pair<std::int32_t, std::int32_t>, std::int64_t> carried;
+  std::vector<std::vector<std::int64_t>> landed(plan.transfers.size());
+  for (const auto& t : plan.transfers) {
+    auto& pair = carried[{t.sender.value, t.receiver.value}];
+    for (const auto& s : t.segments)
+      landed[static_cast<std::size_t>(t.id)].push_back(pair += plan.segment_bytes(s).value);
+  }
+  return landed;
+}
+
 TEST_F(DeepSeekPlan, RelaysGoInTheOrderTheirDataLands) {
   // A (sender, receiver) pair is one in-order stream and a relay cannot finish before its data
-  // has landed, so the relays a landing GPU sends a replica go in the order their upstream
-  // messages land: by how many bytes the upstream's own pair carries up to its end. Landing GPUs
-  // here receive from several training GPUs at once, so creation order would not give it.
-  // Relays of different forwarding depths are planned apart (a deeper one waits for a whole
-  // forwarding hop more), so the order holds per pair and depth.
-  using Pair = std::pair<std::int32_t, std::int32_t>;
-  std::map<Pair, std::int64_t> carried;
-  std::vector<std::int64_t> landed(plan_->transfers.size());
+  // has landed, so the relays a landing GPU sends a replica go in the order their data lands: a
+  // relayed box has landed once the upstream's own pair has carried the upstream segment holding
+  // it, and a relay once its last box has. Landing GPUs here receive from several training GPUs
+  // at once, so creation order would not give it; and relays are cut into slices, so the relays
+  // of two upstream messages that land together interleave on a pair instead of one waiting for
+  // all of the other. Relays of different forwarding depths are planned apart (a deeper one
+  // waits for a whole forwarding hop more), so the order holds per pair and depth.
+  const auto landed = segment_landings(*plan_);
+  std::map<std::tuple<std::int32_t, std::uint32_t, Shape>, std::size_t> exact;  // (transfer, tensor, offset)
+  for (const auto& t : plan_->transfers)
+    for (std::size_t k = 0; k < t.segments.size(); ++k)
+      exact.emplace(std::tuple(t.id, t.segments[k].tensor, t.segments[k].box.offset), k);
+  const auto holding = [&](const Segment& s) {
+    const auto& up = plan_->transfers[static_cast<std::size_t>(s.via)].segments;
+    if (const auto it = exact.find(std::tuple(s.via, s.tensor, s.box.offset));
+        it != exact.end() && up[it->second].box.contains(s.box))
+      return it->second;
+    for (std::size_t k = 0; k < up.size(); ++k)
+      if (up[k].tensor == s.tensor && up[k].box.contains(s.box)) return k;
+    ADD_FAILURE() << "no segment of transfer " << s.via << " holds a box it relays";
+    return std::size_t{0};
+  };
   std::vector<std::int32_t> depth(plan_->transfers.size(), 0);
-  std::map<std::tuple<std::int32_t, std::int32_t, std::int32_t>, std::int64_t> last;  // (pair, depth)
-  std::map<Pair, std::set<std::int32_t>> upstream_senders;
+  std::map<std::tuple<std::int32_t, std::int32_t, std::int32_t>, std::int64_t> last;     // (pair, depth)
+  std::map<std::pair<std::int32_t, std::int32_t>, std::vector<std::int32_t>> upstreams;  // per pair, in order
   for (const auto& t : plan_->transfers) {
     const auto id = static_cast<std::size_t>(t.id);
-    landed[id] = carried[{t.sender.value, t.receiver.value}] += t.bytes.value;
     std::int64_t arrival = 0;
     for (const auto& s : t.segments) {
       if (s.via == kFromSourceShard) continue;
       const auto via = static_cast<std::size_t>(s.via);
-      arrival = std::max(arrival, landed[via]);
+      arrival = std::max(arrival, landed[via][holding(s)]);
       depth[id] = std::max(depth[id], depth[via] + 1);
-      upstream_senders[{t.sender.value, t.receiver.value}].insert(plan_->transfers[via].sender.value);
+      auto& seen = upstreams[{t.sender.value, t.receiver.value}];
+      if (seen.empty() || seen.back() != s.via) seen.push_back(s.via);
     }
     auto& previous = last[{t.sender.value, t.receiver.value, depth[id]}];
     EXPECT_GE(arrival, previous) << "transfer " << t.id << " relays data that lands before its predecessor's";
     previous = arrival;
   }
-  const auto several =
-      std::ranges::count_if(upstream_senders, [](const auto& e) { return e.second.size() > 1; });
+  // Some pair relays data of several upstream messages, and some pair goes back and forth
+  // between two of them (A, B, A): their relays interleave.
+  const auto interleaved = std::ranges::count_if(upstreams, [](const auto& e) {
+    std::set<std::int32_t> done;
+    for (std::size_t i = 0; i < e.second.size(); ++i) {
+      if (done.contains(e.second[i])) return true;
+      if (i > 0) done.insert(e.second[i - 1]);
+    }
+    return false;
+  });
+  const auto several = std::ranges::count_if(upstreams, [](const auto& e) { return e.second.size() > 1; });
   EXPECT_GT(several, 0);
+  EXPECT_GT(interleaved, 0);
 }
 
 }  // namespace

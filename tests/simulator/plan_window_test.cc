@@ -108,6 +108,23 @@ TEST(PlanWindow, APairsQueueWaitsAtARelayUntilItsDataHasLanded) {
   EXPECT_NEAR(predicted(plan, p, c, 0), 2 * kAlpha + 14 * kU, 1e-9);
 }
 
+TEST(PlanWindow, ARelayOfPartOfAMessageGoesOnceThatPartHasLanded) {
+  // Source 0 sends rank 2 one message u of a (2 MiB) then b (6 MiB); rank 2 forwards a alone to
+  // rank 3 (r, via u). a is u's first two chunks, in at alpha + 2U, so r (one chunk after u's
+  // first, a latency later, on NICs u does not use) ends at 2 alpha + 3U, and u at alpha + 8U
+  // ends the refit. Waiting for all of u, as a relay of a whole message must, would put r's last
+  // chunk after alpha + 8U: alpha + 9U.
+  const auto p =
+      ReshardProblem::make({replicated("a", 2, 0, rank_range(2, 2)), replicated("b", 6, 0, {Rank{2}})}, 1, 3)
+          .value();
+  const auto c = testing::make_test_cluster(4, 1, 1, 3);
+  auto u = transfer(0, 0, 2, 0, 0, 2);
+  u.segments.push_back(Segment{1, Box{{0, 0}, {6 * 1024, kCols}}, kFromSourceShard});
+  u.bytes = Bytes{8 * kMiB};
+  const auto plan = plan_of(p, {u, transfer(1, 2, 3, 0, 0, 2, 0)});
+  EXPECT_NEAR(predicted(plan, p, c, 16), kAlpha + 8 * kU, 1e-9);
+}
+
 TEST(PlanWindow, UnpackingFollowsTheLandingWhileThePairGoesOn) {
   // One pair, three messages: tensor a whole (2 MiB, contiguous at both ends), then tensor b's
   // two column halves (1 MiB each), which the receiver unpacks into its whole copy of b
