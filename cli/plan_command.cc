@@ -1,5 +1,4 @@
 // refit plan: plan a refit and report what it moves where, next to the lower bound.
-#include <fstream>
 #include <optional>
 
 #include <fmt/format.h>
@@ -9,6 +8,7 @@
 #include "human_units.h"
 #include "json_text.h"
 #include "plan_inputs.h"
+#include "refit/core/text_file.h"
 #include "refit/core/try.h"
 #include "refit/facade/report_json.h"
 #include "refit/lowering/explain.h"
@@ -62,9 +62,7 @@ void print_human(const TimedPlan& tp, const PlanStats& s, const LowerBound& lb,
   const auto lb = lower_bound(inputs.problem, inputs.cluster);
   const auto low = REFIT_TRY(lowering::explain_plan(tp.plan, inputs.problem, o.explain));
   if (!o.out.empty()) {
-    std::ofstream f(o.out);
-    if (f) write_plan_json(tp.plan, f);
-    if (!f) return fail(ErrorCode::kRuntime, fmt::format("--out: cannot write '{}'", o.out));
+    REFIT_TRY_IN(write_file(o.out, [&](std::ostream& out) { write_plan_json(tp.plan, out); }), "--out");
   }
   if (o.json)
     fmt::print("{}\n", json_text(plan_json(tp, stats, lb, low)));

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/text_file.h"
 #include "refit/core/try.h"
 
 namespace refit::cli {
@@ -100,11 +101,13 @@ Result<void> RunBuffers::save(const StorageOptions& o, Rank rank) const {
     const auto path = parameter_file(o.save_destinations, rank, framework_->parameters()[i].name);
     std::error_code ec;
     std::filesystem::create_directories(path.parent_path(), ec);
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
     const auto bytes = framework_->bytes(i);
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    if (!out)
-      return fail(ErrorCode::kRuntime, fmt::format("--save-destinations: cannot write {}", path.string()));
+    REFIT_TRY_IN(write_file(path,
+                            [&](std::ostream& out) {
+                              out.write(reinterpret_cast<const char*>(bytes.data()),
+                                        static_cast<std::streamsize>(bytes.size()));
+                            }),
+                 "--save-destinations");
   }
   return {};
 }

@@ -98,6 +98,10 @@ std::function<void(double)> progress_printer(std::string strategy) {
   }
   const auto start = std::chrono::steady_clock::now();
   auto sim = REFIT_TRY(simulate_plan(tp.plan, in.problem, in.cluster, so));
+  // A full disk shows only once the trace's last bytes are flushed.
+  if (trace_file.is_open()) trace_file.close();
+  if (so.trace != nullptr && !trace_file)
+    return fail(ErrorCode::kRuntime, fmt::format("--trace: '{}' could not be written in full", o.trace));
   row.simulate_seconds =
       Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
   row.sim = std::move(sim);

@@ -1,5 +1,7 @@
 #include "refit/core/text_file.h"
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -26,6 +28,19 @@ Result<std::string> read_text_file(const std::filesystem::path& path) {
   in.read(text.data(), static_cast<std::streamsize>(size));
   if (!in) return fail(ErrorCode::kRuntime, fmt::format("{}: cannot be read", path.string()));
   return text;
+}
+
+Result<void> write_file(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write) {
+  errno = 0;
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (out) write(out);
+  if (out) out.flush();
+  if (out.is_open()) out.close();
+  if (!out)
+    return fail(ErrorCode::kRuntime,
+                fmt::format("{}: cannot be written{}", path.string(),
+                            errno != 0 ? fmt::format(": {}", std::strerror(errno)) : ""));
+  return {};
 }
 
 }  // namespace refit

@@ -217,10 +217,7 @@ std::string write_manifest(const ReshardProblem& problem, const StorageMaps* sto
 
 Result<void> save_manifest(const ReshardProblem& problem, const std::filesystem::path& path,
                            const StorageMaps* storage) {
-  std::ofstream out(path);
-  write_manifest(problem, storage, out);
-  if (!out) return fail(ErrorCode::kRuntime, fmt::format("{}: cannot write the file", path.string()));
-  return {};
+  return write_file(path, [&](std::ostream& out) { write_manifest(problem, storage, out); });
 }
 
 }  // namespace refit::models

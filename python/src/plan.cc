@@ -2,7 +2,6 @@
 // lowering chose for a rank, and the simulator's prediction. Results go back as dicts with the
 // field names of the refit command's --json; the Python package makes dataclasses of them.
 #include <chrono>
-#include <fstream>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -16,6 +15,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
+#include "refit/core/text_file.h"
 
 namespace refit::python {
 namespace {
@@ -61,10 +61,7 @@ std::tuple<PlanHandle, double> load(const std::string& path, const ProblemHandle
 }
 
 void save(const PlanHandle& p, const std::string& path) {
-  std::ofstream f(path);
-  if (f) write_plan_json(*p.plan, f);
-  if (!f)
-    raise_error(Error{.code = ErrorCode::kRuntime, .message = fmt::format("--out: cannot write '{}'", path)});
+  unwrap(write_file(path, [&](std::ostream& out) { write_plan_json(*p.plan, out); }));
 }
 
 std::string to_json(const PlanHandle& p) {

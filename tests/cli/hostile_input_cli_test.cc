@@ -114,6 +114,20 @@ INSTANTIATE_TEST_SUITE_P(
         Hostile{"cli11_unknown_option", "plan " + kModel + " --cluster dgx-h100 --bogus", "",
                 "refit plan: error: The following argument was not expected: --bogus"}));
 
+TEST(HostileCli, OutputsThatCannotBeWrittenInFullFailNamingTheFile) {
+  // /dev/full takes the file open and refuses every byte, as a full disk does once the buffered
+  // bytes are flushed: the outputs once ended with exit 0 and a truncated file.
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  for (const std::string args :
+       {"plan " + kModel + " --cluster dgx-h100 --out /dev/full",
+        "simulate " + kModel + " --cluster dgx-h100 --trace /dev/full",
+        "models " + kData + "/models/tiny-llama.json --train tp=2 --infer tp=2 --write-manifest /dev/full"}) {
+    const auto r = run_refit(args);
+    EXPECT_NE(r.exit_code, 0) << args;
+    EXPECT_NE(r.err.find("/dev/full"), std::string::npos) << args << ": " << r.err;
+  }
+}
+
 TEST(HostileCli, NamesThatAreNotUtf8AreWrittenAsJsonAnyway) {
   // The cluster takes the XML file's name; a name that is not UTF-8 once aborted topo --json.
   std::ifstream in(kData + "/topology/node_4gpu_2nic.xml");

@@ -1,9 +1,13 @@
 #pragma once
-// Reading a whole input file (a manifest, plan, config, cluster file or topology dump), with
-// errors that name it. Only regular files are read, and only up to a cap, so that a FIFO, a
-// device such as /dev/zero or a huge file is refused instead of blocking or exhausting memory.
+// Reading a whole input file (a manifest, plan, config, cluster file or topology dump), and
+// writing one, with errors that name it. Only regular files are read, and only up to a cap, so
+// that a FIFO, a device such as /dev/zero or a huge file is refused instead of blocking or
+// exhausting memory. A file written is checked after its last byte is flushed, so that a full
+// disk is an error and not a silently truncated file.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <ostream>
 #include <string>
 
 #include "refit/core/error.h"
@@ -20,5 +24,10 @@ inline constexpr std::int64_t kMaxInputFileBytes = std::int64_t{1} << 30;
 // something that is not a regular file, kOutOfRange past limits::kMaxInputFileBytes, kRuntime
 // when it cannot be read.
 [[nodiscard]] Result<std::string> read_text_file(const std::filesystem::path& path);
+
+// Creates (or truncates) the file and has `write` fill it. kRuntime, naming the file and the
+// system's reason, when it cannot be opened, or any write, the flush or the close fails.
+[[nodiscard]] Result<void> write_file(const std::filesystem::path& path,
+                                      const std::function<void(std::ostream&)>& write);
 
 }  // namespace refit
