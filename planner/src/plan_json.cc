@@ -50,19 +50,19 @@ constexpr std::int64_t kMaxIndex = std::numeric_limits<std::int32_t>::max();
 [[nodiscard]] Result<Transfer> parse_transfer(const Json& j, const std::string& path) {
   REFIT_TRY(
       json_fields::require_known_keys(j, path, {"id", "from", "to", "link", "bytes", "chunk", "segments"}));
+  FieldReader index(j, path, kMaxIndex);  // checked before the cast to 32 bits
   FieldReader f(j, path);
-  Transfer t{.id = static_cast<std::int32_t>(f.integer("id", 0)),
-             .sender = Rank{static_cast<std::int32_t>(f.integer("from", 0))},
-             .receiver = Rank{static_cast<std::int32_t>(f.integer("to", 0))},
+  Transfer t{.id = static_cast<std::int32_t>(index.integer("id", 0)),
+             .sender = Rank{static_cast<std::int32_t>(index.integer("from", 0))},
+             .receiver = Rank{static_cast<std::int32_t>(index.integer("to", 0))},
              .link = LinkKind{},
              .segments = {},
              .bytes = Bytes{f.integer("bytes", 0)},
              .chunk = Bytes{f.integer("chunk", 1)}};
   const auto link_name = f.string("link");
   const Json* segments = f.array("segments");
+  REFIT_TRY(index.status());
   REFIT_TRY(f.status());
-  if (t.id > kMaxIndex || t.sender.value > kMaxIndex || t.receiver.value > kMaxIndex)
-    return out_of_range(fmt::format("{}: id, from and to must be <= {}", path, kMaxIndex));
   t.link = REFIT_TRY_IN(parse_link_kind(link_name), f.path("link"));
   for (std::size_t k = 0; k < segments->size(); ++k)
     t.segments.push_back(

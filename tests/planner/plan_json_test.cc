@@ -58,6 +58,11 @@ TEST(PlanJson, ErrorsNameTheJsonPath) {
   expect_error(R"("link":"network")", R"("link":"pigeon")", ErrorCode::kParse, "transfers[0].link");
   expect_error(R"("dtype":"bf16")", R"("dtype":"bf17")", ErrorCode::kUnsupported, "tensors[0].dtype");
   expect_error(R"("from":0,)", "", ErrorCode::kInvalidArgument, "transfers[0].from: missing");
+  // Ranks and ids are 32-bit: 2^32 + 1 once read back as 1, a rank of the plan.
+  expect_error(R"("to":1,)", R"("to":4294967297,)", ErrorCode::kOutOfRange,
+               "transfers[0].to: must be <= 2147483647");
+  expect_error(R"("id":0,)", R"("id":4294967296,)", ErrorCode::kOutOfRange,
+               "transfers[0].id: must be <= 2147483647");
   expect_error(R"("chunk":64)", R"("chunk":0)", ErrorCode::kOutOfRange,
                "transfers[0].chunk: must be >= 1, got 0");
   expect_error(R"("via":-1)", R"("via":-2)", ErrorCode::kOutOfRange,
