@@ -24,6 +24,26 @@ TEST(Registry, MakesTheUcxExecutor) {
   EXPECT_TRUE((*e)->capabilities().host_memory);
 }
 
+TEST(Registry, HostMemoryBeyondTheHostIsRefusedBeforeAnythingIsMapped) {
+  // UCX once filled /dev/shm towards a 2^62-byte request until the kernel killed the process,
+  // leaving the file behind. Every executor checks the size against the host's memory first.
+  testing::ThreadGroup group(1);
+  testing::ThreadBootstrap bootstrap(group, 0);
+  auto e = make_executor("ucx", bootstrap, {});
+  ASSERT_TRUE(e) << e.error().message;
+  for (const std::int64_t bytes : {std::int64_t{1} << 62, std::int64_t{-1}}) {
+    const auto a = (*e)->allocate_host(Bytes{bytes});
+    ASSERT_FALSE(a) << bytes;
+    EXPECT_EQ(a.error().code, ErrorCode::kOutOfRange);
+    EXPECT_NE(a.error().message.find(std::to_string(bytes) + " bytes, where this host has"),
+              std::string::npos)
+        << a.error().message;
+  }
+  const auto small = (*e)->allocate_host(Bytes{4096});
+  ASSERT_TRUE(small) << small.error().message;
+  EXPECT_EQ((*small)->bytes().size(), 4096u);
+}
+
 TEST(Registry, RefusesAnUnknownExecutorNamingTheKnownOnes) {
   testing::ThreadGroup group(1);
   testing::ThreadBootstrap bootstrap(group, 0);

@@ -65,8 +65,8 @@ class UcxExecutor final : public Executor {
   std::string_view name() const override { return "ucx"; }
   ExecutorCapabilities capabilities() const override { return {.host_memory = true, .cuda_memory = false}; }
 
-  [[nodiscard]] Result<std::unique_ptr<HostAllocation>> allocate_host(Bytes bytes) override {
-    if (bytes.value < 0) return out_of_range(fmt::format("allocate_host: {} bytes", bytes.value));
+ protected:
+  [[nodiscard]] Result<std::unique_ptr<HostAllocation>> allocate(Bytes bytes) override {
     // ucp_mem_map refuses a zero length; one byte stands in for an empty allocation.
     auto region = REFIT_TRY(
         MemoryRegion::allocate(runtime_->worker->context(), std::max<std::int64_t>(bytes.value, 1)));
@@ -75,6 +75,7 @@ class UcxExecutor final : public Executor {
     return std::make_unique<UcxHostAllocation>(runtime_, std::move(shared), bytes.value);
   }
 
+ public:
   [[nodiscard]] Result<std::unique_ptr<PreparedPlan>> prepare(const Plan& plan, Rank rank,
                                                               const RankBuffers& buffers) override {
     auto prepared = std::make_unique<UcxPrepared>();

@@ -115,10 +115,10 @@ class Executor {
   virtual ExecutorCapabilities capabilities() const = 0;
   // Host memory this executor moves fastest, uninitialised: a transport may hand out memory its
   // peers can map and write into directly (no work for the receiving rank, no kernel copy).
-  // Buffers carved from it are passed to prepare() like any others.
-  [[nodiscard]] virtual Result<std::unique_ptr<HostAllocation>> allocate_host(Bytes bytes) {
-    return heap_allocation(bytes);
-  }
+  // Buffers carved from it are passed to prepare() like any others. Refuses (kOutOfRange) a
+  // negative size, and one beyond the host's physical memory, which would otherwise end in the
+  // kernel killing the process, with UCX's shared-memory file left behind holding the memory.
+  [[nodiscard]] Result<std::unique_ptr<HostAllocation>> allocate_host(Bytes bytes);
   // Registers memory and exchanges keys with the peers. Refuses buffers that do not match the
   // plan (missing tensor, wrong box, too small), and ranks that disagree on the plan hash, before
   // any byte moves.
@@ -126,6 +126,12 @@ class Executor {
                                                                       const RankBuffers& buffers) = 0;
   // Moves the bytes. Bounded: a dead peer or a timeout gives an error naming the rank and tensor.
   [[nodiscard]] virtual Result<ExecutionReport> execute(PreparedPlan& prepared) = 0;
+
+ protected:
+  // allocate_host() once the size is checked.
+  [[nodiscard]] virtual Result<std::unique_ptr<HostAllocation>> allocate(Bytes bytes) {
+    return heap_allocation(bytes);
+  }
 };
 
 }  // namespace refit

@@ -26,7 +26,7 @@ class QuantizingExecutor final : public Executor {
 
   std::string_view name() const override { return inner_->name(); }
   ExecutorCapabilities capabilities() const override { return inner_->capabilities(); }
-  [[nodiscard]] Result<std::unique_ptr<HostAllocation>> allocate_host(Bytes bytes) override {
+  [[nodiscard]] Result<std::unique_ptr<HostAllocation>> allocate(Bytes bytes) override {
     return inner_->allocate_host(bytes);
   }
   // Besides the inner executor's checks: a source buffer of a weight quantised here must hold its
