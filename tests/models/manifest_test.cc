@@ -140,8 +140,13 @@ INSTANTIATE_TEST_SUITE_P(
                     {0, 0},
                     ErrorCode::kInvalidArgument,
                     "tensors[0].source: ranks[1]: rank 0 appears twice"},
-        BadManifest{
-            "/tensors/0/source/ranks", {0, 1, 2}, ErrorCode::kMismatch, "tensors[0].source: ranks: 3 ranks"},
+        BadManifest{"/tensors/0/source/ranks",
+                    {0, 1, 2},
+                    ErrorCode::kMismatch,
+                    "tensors[0].source.ranks: 3 ranks given for a mesh of 2 positions"},
+        // Once read as "no ranks given": the side's ranks in order, which the writer never said.
+        BadManifest{"/tensors/0/source/ranks", nlohmann::json::array(), ErrorCode::kMismatch,
+                    "tensors[0].source.ranks: 0 ranks given for a mesh of 2 positions"},
         BadManifest{"/tensors/0/source/placements/0", "S7", ErrorCode::kOutOfRange,
                     "tensors[0].source: placements[0]: S7"},
         BadManifest{"/tensors/0/destination/placements/0", "Q", ErrorCode::kParse,
