@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from refit import _refit
+from refit._paths import path_text
 from refit._problem import Problem
 
 __all__ = ["Cluster", "preset_keys", "presets"]
@@ -23,8 +24,13 @@ def preset_keys() -> dict[str, str]:
 
 
 def _format_value(value: object) -> str:
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise ValueError(f"--cluster: a preset override takes a number, got {value!r}")
+    if isinstance(value, str):  # a number spelt out; not more overrides after a comma
+        try:
+            value = float(value)
+        except ValueError:
+            raise ValueError(f"--cluster: a preset override takes a number, got {value!r}") from None
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
@@ -74,6 +80,8 @@ class Cluster:
         Raises:
             refit.BadInput: an unknown preset or key, or a bad value (the message names it).
         """
+        if not isinstance(spec, str):
+            raise TypeError(f"Cluster.preset: a preset name (e.g. 'dgx-h100'), got {type(spec).__name__}")
         name, given = _split_spec(spec)
         given.update({k: _format_value(v) for k, v in overrides.items()})
         return cls(preset=_join_spec(name, given))
@@ -81,12 +89,12 @@ class Cluster:
     @classmethod
     def from_file(cls, path: Union[str, Path]) -> Cluster:
         """A cluster file (JSON, the format of ``refit topo --json`` and :meth:`describe`)."""
-        return cls(file=str(path))
+        return cls(file=path_text(path, "cluster file"))
 
     @classmethod
     def from_nccl_xml(cls, path: Union[str, Path]) -> Cluster:
         """What ``NCCL_TOPO_DUMP_FILE`` wrote on one node, repeated for as many nodes as needed."""
-        return cls(nccl_xml=str(path))
+        return cls(nccl_xml=path_text(path, "NCCL topology dump"))
 
     @classmethod
     def discover(

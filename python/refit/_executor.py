@@ -50,7 +50,7 @@ def torch_dtype(dtype: str) -> Any:
 
 def _known_dtype(dtype: str, known: Mapping[str, Any]) -> str:
     """``dtype`` if it is one of refit's dtype names, else BadInput naming it and the names."""
-    if dtype not in known:
+    if not isinstance(dtype, str) or dtype not in known:
         raise BadInput(f"unknown dtype {dtype!r} (expected one of {', '.join(known)})", "unsupported")
     return dtype
 
@@ -72,6 +72,31 @@ class ExecutionReport:
     bytes_stored_directly: int
 
 
+def _memory(buffer: Any) -> Optional[tuple[int, int]]:
+    """(address, bytes) of a torch tensor's or numpy array's memory; None for other arrays."""
+    if hasattr(buffer, "data_ptr") and hasattr(buffer, "untyped_storage"):
+        return int(buffer.data_ptr()), int(buffer.nbytes)
+    interface = getattr(buffer, "__array_interface__", None)
+    if isinstance(interface, dict):
+        return int(interface["data"][0]), int(buffer.nbytes)
+    return None
+
+
+def _storage(buffer: Any) -> Any:
+    """A torch tensor's storage (None for other arrays): holding it keeps the memory the
+    executor was prepared with alive even when ``param.data = ...`` gives the tensor another."""
+    return buffer.untyped_storage() if hasattr(buffer, "untyped_storage") else None
+
+
+def _lazy_view(buffer: Any) -> Optional[str]:
+    """What a torch tensor's bytes do not show (a pending negation or conjugation), if any."""
+    for bit, what in (("is_neg", "negation"), ("is_conj", "conjugation")):
+        test = getattr(buffer, bit, None)
+        if callable(test) and test():
+            return what
+    return None
+
+
 class Prepared:
     """A plan prepared on an executor with this rank's buffers; execute it every step."""
 
@@ -80,6 +105,21 @@ class Prepared:
         self._handle = handle
         self.plan = plan
         self.buffers = buffers  # the arrays the executor reads or writes; kept alive with it
+        self._memory = {name: _memory(b) for name, b in buffers.items()}
+        self._storages = [_storage(b) for b in buffers.values()]
+
+    def _check_memory(self) -> None:
+        """Refuses a buffer whose memory moved since prepare: the executor reads and writes
+        where it was (``param.data = ...``, ``resize_()`` or a CPU-offload round trip move it)."""
+        for name, was in self._memory.items():
+            now = _memory(self.buffers[name])
+            if was is not None and now != was:
+                raise BadInput(
+                    f"rank {self.rank}: buffer '{name}': its memory moved since prepare() (from "
+                    f"{was[1]} bytes at {was[0]:#x} to {now[1] if now else '?'} bytes at "
+                    f"{now[0] if now else 0:#x}); prepare the plan again with the buffers as they are",
+                    "mismatch",
+                )
 
     @property
     def rank(self) -> int:
@@ -98,7 +138,10 @@ class Prepared:
                 :class:`Executor`. Two threads executing one plan at once: the second raises.
             KeyboardInterrupt: Ctrl-C on the main thread while it executes (ucx: within 0.1 s;
                 the peers fail at once, naming this rank); the executor is then done too.
+            refit.BadInput: a buffer's memory moved since prepare (e.g. ``param.data = t``);
+                nothing moves on this rank, and its peers fail at their timeout naming it.
         """
+        self._check_memory()
         return ExecutionReport(**self._handle.execute())
 
 
@@ -139,6 +182,14 @@ class Executor:
     ) -> None:
         if exchange is None:
             raise TypeError("Executor(name, exchange): an exchange is needed (see refit.exchange)")
+        if not all(hasattr(exchange, a) for a in ("allgather", "rank", "size")):
+            raise TypeError(
+                f"exchange: expected an allgather with a rank and a size (refit.exchange), got {type(exchange).__name__}"
+            )
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+            raise TypeError(f"timeout: a number of seconds, got {timeout!r}")
+        if on_chunk_sent is not None and not callable(on_chunk_sent):
+            raise TypeError(f"on_chunk_sent: a callable (transfer, chunk) or None, got {on_chunk_sent!r}")
         if not 0 < timeout <= _refit.MAX_TIMEOUT_S:
             raise ValueError(
                 f"timeout: {timeout} s is not in (0, {_refit.MAX_TIMEOUT_S:g}] (a wait of 11.6 days at most)"
@@ -170,6 +221,8 @@ class Executor:
         """An uninitialised numpy array for a shard, in memory this executor moves fastest (UCX:
         memory its peers write into directly). bf16 and fp8 come as uint16 and uint8 bits;
         ``torch.from_numpy(a).view(torch.bfloat16)`` makes a tensor of it."""
+        if not isinstance(shard, Shard):
+            raise TypeError(f"empty: a refit.Shard (Problem.shards(rank)), got {type(shard).__name__}")
         dtype = numpy_dtype(shard.dtype)
         raw = self._handle.allocate(shard.nbytes)
         return raw.view(dtype).reshape(shard.extent)
@@ -225,6 +278,13 @@ class Executor:
             refusal, own = refusal or f"buffers: not a mapping of names to arrays ({e})", {}
         if storage == "framework":
             own = fp8_parameter_buffers(own)
+        for name, buffer in own.items():
+            lazy = _lazy_view(buffer)
+            if lazy and not refusal:
+                refusal = (
+                    f"buffer '{name}': a torch tensor with a pending {lazy} its bytes do not show "
+                    f"(pass t.resolve_neg() / t.resolve_conj())"
+                )
         handle = self._handle.prepare(
             plan._handle, plan.problem._handle, self.rank if rank is None else rank, own,
             storage == "framework", refusal,

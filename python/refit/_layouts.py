@@ -30,7 +30,13 @@ def _placement_name(placement: Any) -> str:
     if kind == "Replicate":
         return "R"
     if kind == "Shard":
-        return f"S{placement.dim}"
+        dim = getattr(placement, "dim", None)
+        if not hasattr(dim, "__index__") or isinstance(dim, bool) or int(dim) < 0:
+            raise ValueError(
+                f"placement {placement!r}: Shard needs a dim counted from 0 (DTensor counts a "
+                "negative one from the end, and a placement alone does not know the tensor's dims)"
+            )
+        return f"S{int(dim)}"
     if kind == "Partial":
         raise ValueError(
             f"placement {placement!r}: a Partial tensor holds summands, not a piece of the tensor; "
@@ -42,6 +48,10 @@ def _placement_name(placement: Any) -> str:
     )
 
 
+#: A mesh's axes at most (the compiled part's limit).
+_MAX_MESH_AXES = 4
+
+
 def _mesh_ranks(mesh: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(shape, ranks in row-major order) of a torch DeviceMesh, or of a nested sequence, numpy
     array or torch tensor of ranks."""
@@ -51,6 +61,8 @@ def _mesh_ranks(mesh: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
     shape: list[int] = []
     level: Any = grid
     while isinstance(level, (list, tuple)) and level:
+        if len(shape) == _MAX_MESH_AXES:  # also ends a list that contains itself
+            raise ValueError(f"mesh {mesh!r}: more than {_MAX_MESH_AXES} axes (nested lists of ints, one level per axis)")
         shape.append(len(level))
         level = level[0]
     ranks: list[Any] = [grid]
@@ -78,6 +90,15 @@ class Layout:
     placements: tuple[str, ...]
     ranks: Optional[tuple[int, ...]] = None
 
+    def __post_init__(self) -> None:
+        """Refuses what is no sequence where one is expected (a str would be read letter by letter)."""
+        for field_name in ("mesh", "placements", "ranks"):
+            value = getattr(self, field_name)
+            if value is None and field_name == "ranks":
+                continue
+            if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+                raise TypeError(f"Layout.{field_name}: expected a sequence, got {type(value).__name__} {value!r}")
+
     @classmethod
     def of(cls, mesh: Any, placements: Sequence[Any]) -> Layout:
         """The layout of a torch ``DeviceMesh`` (or a nested list, numpy array or tensor of global
@@ -88,6 +109,8 @@ class Layout:
             ValueError: a ``Partial`` or other placement refit cannot move, or not a grid of ranks.
         """
         shape, ranks = _mesh_ranks(mesh)
+        if isinstance(placements, (str, bytes)) or not hasattr(placements, "__iter__"):
+            raise TypeError(f"placements: expected a sequence (one per mesh axis), got {placements!r}")
         return cls(mesh=shape, placements=tuple(_placement_name(p) for p in placements), ranks=ranks)
 
     @classmethod
@@ -121,6 +144,13 @@ class TensorLayout:
     dtype: Any
     source: Layout
     destination: Layout
+
+    def __post_init__(self) -> None:
+        """Refuses sides that are no Layout, naming the tensor."""
+        for side in ("source", "destination"):
+            value = getattr(self, side)
+            if not isinstance(value, Layout):
+                raise TypeError(f"tensor {self.name!r}: {side} is a {type(value).__name__}, expected a refit.Layout")
 
     @classmethod
     def of_dtensor(cls, name: str, tensor: Any, destination: Layout) -> TensorLayout:

@@ -8,6 +8,7 @@ from typing import Any, Optional, Union
 
 from refit import _refit
 from refit._cluster import Cluster
+from refit._paths import path_text
 from refit._problem import Problem
 
 __all__ = [
@@ -161,7 +162,7 @@ class Plan:
         """Reads a plan file (``refit plan --out``, :meth:`save`) and checks that it solves the
         problem on this cluster (``refit simulate --plan``: every transfer's link is the one
         between its ranks); raises :class:`refit.BadInput` if it does not."""
-        handle, seconds = _refit.Plan.load(str(path), problem._handle, cluster.placed(problem))
+        handle, seconds = _refit.Plan.load(path_text(path, "plan"), problem._handle, cluster.placed(problem))
         return cls(handle, problem, cluster, seconds)
 
     @property
@@ -198,7 +199,7 @@ class Plan:
 
     def save(self, path: Union[str, Path]) -> None:
         """Writes the plan file (format ``refit-plan`` version 1)."""
-        self._handle.save(str(path))
+        self._handle.save(path_text(path, "plan"))
 
     def to_json(self) -> str:
         """The plan in the ``refit-plan`` format (JSON text)."""
@@ -218,6 +219,16 @@ class Plan:
         return f"<refit.Plan {self.strategy} ({self.execution_model}) {self.hash} for {self.problem!r}>"
 
 
+#: The largest chunk a plan takes (a 64-bit byte count).
+_MAX_CHUNK_BYTES = (1 << 63) - 1
+
+
+def _expect(value: Any, kind: type, what: str) -> None:
+    """TypeError naming the argument when ``value`` is not a ``kind``."""
+    if not isinstance(value, kind):
+        raise TypeError(f"{what}: expected a {kind.__name__}, got {type(value).__name__}")
+
+
 def plan(
     problem: Problem,
     cluster: Cluster,
@@ -235,7 +246,9 @@ def plan(
     Raises:
         refit.BadInput: an unknown strategy, a cluster too small for the job.
     """
-    if chunk_bytes <= 0:
-        raise ValueError(f"--chunk: {chunk_bytes} is not positive")
+    _expect(problem, Problem, "problem")
+    _expect(cluster, Cluster, "cluster (refit.Cluster.preset(...))")
+    if not isinstance(chunk_bytes, int) or not 0 < chunk_bytes <= _MAX_CHUNK_BYTES:
+        raise ValueError(f"--chunk: {chunk_bytes!r} is not a positive number of bytes")
     handle, seconds = _refit.Plan.make(problem._handle, cluster.placed(problem), strategy, chunk_bytes)
     return Plan(handle, problem, cluster, seconds)

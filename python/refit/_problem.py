@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import math
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +12,7 @@ from typing import Any, Iterable, Mapping, Optional, Union
 from refit import _refit
 from refit._errors import BadInput
 from refit._layouts import TensorLayout
+from refit._paths import json_text, path_text
 
 __all__ = ["Box", "Parameter", "Problem", "Region", "Shard", "Tensor"]
 
@@ -186,7 +187,7 @@ class Problem:
             refit.BadInput: an unknown model, a config refit cannot read, sizes that do not fit;
                 the message names the option as the refit command spells it (``--train: ...``).
         """
-        source = {"model": str(model), "train": train, "infer": infer, "dtype": dtype or "",
+        source = {"model": path_text(model, "model"), "train": train, "infer": infer, "dtype": dtype or "",
                   "per_expert": per_expert, "mtp": mtp, "quantize": quantize or "",
                   "quantize_at": quantize_at}  # fmt: skip
         return cls(_refit.Problem.load(**source), source)
@@ -200,8 +201,12 @@ class Problem:
             refit.BadInput: a manifest refit cannot read; the message names the JSON path.
         """
         if isinstance(manifest, Mapping):
-            return cls(_refit.Problem.parse(json.dumps(manifest)), {"manifest": "(a mapping)"})
-        source = {"manifest": str(manifest)}
+            return cls(_refit.Problem.parse(json_text(manifest, "manifest")), {"manifest": "(a mapping)"})
+        if not isinstance(manifest, (str, os.PathLike)):
+            raise TypeError(f"manifest: a path or a mapping, got {type(manifest).__name__}")
+        source = {"manifest": path_text(manifest, "manifest")}
+        if source["manifest"].lstrip().startswith("{") and not os.path.exists(source["manifest"]):
+            raise ValueError("manifest: JSON text where a path was expected (pass json.loads(text))")
         return cls(_refit.Problem.load(**source), source)
 
     @classmethod
@@ -217,13 +222,17 @@ class Problem:
             refit.BadInput: layouts that do not fit (a rank outside its side, a dim a placement
                 does not have, ...); the message names the tensor as ``tensors[i]``.
         """
+        tensors = list(tensors)
+        for i, t in enumerate(tensors):
+            if not isinstance(t, TensorLayout):
+                raise TypeError(f"tensors[{i}]: expected a refit.TensorLayout, got {type(t).__name__}")
         entries = [t.to_manifest() for t in tensors]
         manifest = {
             "format": "refit-manifest", "version": 1,
             "source_ranks": source_ranks, "destination_ranks": destination_ranks, "tensors": entries,
         }  # fmt: skip
         try:
-            return cls(_refit.Problem.parse(json.dumps(manifest)), {"manifest": "(layouts)"})
+            return cls(_refit.Problem.parse(json_text(manifest, "layouts")), {"manifest": "(layouts)"})
         except BadInput as e:
             raise _naming_tensor(e, [t["name"] for t in entries]) from None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -136,6 +137,8 @@ def _simulate_plan(
 ) -> Simulation:
     if window is not None and window < 0:
         raise ValueError(f"--window: {window} is negative")
+    if not isinstance(trace, (bool, str, os.PathLike)):
+        raise TypeError(f"trace: True, False or a path, got {type(trace).__name__}")
     placed = p.cluster.placed(p.problem)
     raw = p._handle.simulate(p.problem._handle, placed, window, bool(trace), deployment)
     for note in raw["notes"]:

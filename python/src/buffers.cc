@@ -13,6 +13,7 @@
 
 #include "refit/core/try.h"
 #include "refit/executors/framework_buffers.h"
+#include "writable_memory.h"
 
 namespace refit::python {
 namespace {
@@ -239,6 +240,13 @@ Result<void> no_overlap(std::vector<std::pair<std::span<std::byte>, std::string>
   return {};
 }
 
+// An inference rank's buffers: apart, and (in host memory) writable.
+Result<void> check_destinations(std::vector<std::pair<std::span<std::byte>, std::string>> buffers, Rank rank,
+                                MemoryKind memory) {
+  if (memory == MemoryKind::kHost) REFIT_TRY(check_writable(buffers, rank));
+  return no_overlap(std::move(buffers), rank);
+}
+
 // Where the tensor's box is, for a rank that holds (or needs) part of it.
 struct Wanted {
   std::uint32_t tensor = 0;
@@ -297,7 +305,7 @@ Result<RankArrays> rank_arrays(const ReshardProblem& problem, Rank rank, const n
     std::vector<std::pair<std::span<std::byte>, std::string>> named;
     for (const auto& b : out.buffers.destinations)
       named.emplace_back(b.bytes, problem.tensors()[b.tensor].tensor.name);
-    REFIT_TRY(no_overlap(std::move(named), rank));
+    REFIT_TRY(check_destinations(std::move(named), rank, memory.value_or(MemoryKind::kHost)));
   }
   out.buffers.memory = memory.value_or(MemoryKind::kHost);
   return out;
@@ -343,7 +351,7 @@ Result<RankArrays> parameter_arrays(const ReshardProblem& problem, const models:
   if (!source) {
     std::vector<std::pair<std::span<std::byte>, std::string>> named;
     for (std::size_t i = 0; i < spans.size(); ++i) named.emplace_back(spans[i], storage.parameters[i].name);
-    REFIT_TRY(no_overlap(std::move(named), rank));
+    REFIT_TRY(check_destinations(std::move(named), rank, memory.value_or(MemoryKind::kHost)));
   }
   const auto kind = memory.value_or(MemoryKind::kHost);
   out.buffers = REFIT_TRY(framework_rank_buffers(problem, side, rank, std::move(spans), kind));

@@ -29,6 +29,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 // A plan and the wall time it took to make (or load), as refit plan reports it.
 std::tuple<PlanHandle, double> make(const ProblemHandle& problem, const ClusterHandle& cluster,
                                     const std::string& strategy, std::int64_t chunk_bytes) {
+  // Named as refit plan --strategy names it.
+  if (auto known = find_strategy(strategy); !known) raise_error(std::move(known.error()).in("--strategy"));
   Result<Plan> made;
   double seconds = 0;
   {

@@ -126,6 +126,32 @@ def test_numpy_and_torch_mixed_on_one_rank(rows_to_columns: Path) -> None:
 
 
 
+def _negated(a: np.ndarray) -> Any:
+    """A torch tensor with its negative bit set: it reads as -a while its bytes are a's."""
+    import torch
+
+    return torch._neg_view(torch.from_numpy(a.copy()))
+
+
+def _read_only_mapping(a: np.ndarray) -> Any:
+    """A torch tensor over a read-only memory map of a's bytes (torch.from_numpy only warns, and
+    DLPack carries no read-only flag)."""
+    import os
+    import tempfile
+    import warnings
+
+    import torch
+
+    fd, path = tempfile.mkstemp()
+    os.close(fd)
+    a.tofile(path)
+    mapped = np.memmap(path, dtype=a.dtype, mode="r", shape=a.shape)
+    os.unlink(path)  # the mapping stays
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.from_numpy(mapped)
+
+
 REFUSALS = [
     ("shape", change_buffer(2, "w", lambda a: np.zeros((24, 64), np.float32)),
      "buffer 'w' (rank 2): shape [24, 64] is not the rank's box of the tensor, [0:64, 0:24] (extent [64, 24])"),
@@ -144,6 +170,11 @@ REFUSALS = [
     ("not an array", change_buffer(0, "b", lambda a: [1, 2, 3]), "buffer 'b' (rank 0): a list is not an array that exports DLPack"),
     ("meta tensor", change_buffer(0, "b", lambda a: _meta(a.shape)),
      "buffer 'b' (rank 0): a torch.Tensor on device meta is not an array that exports DLPack"),
+    # Once moved as its bytes: the destination got -w. Once a segfault at the first write.
+    ("negated view", change_buffer(0, "w", _negated),
+     "rank 0: buffer 'w': a torch tensor with a pending negation its bytes do not show"),
+    ("read-only mapping", change_buffer(3, "w", _read_only_mapping),
+     "buffer 'w' (rank 3): its memory is read-only"),
 ]  # fmt: skip
 
 
@@ -165,7 +196,8 @@ def test_wrong_buffers_are_refused_on_every_rank_before_any_byte_moves(
     # a replacement).
     for rank in (2, 3):
         for name, a in buffers[rank].items():
-            assert np.all(a == SENTINEL) or np.all(a == 0), (rank, name)
+            a = _as_numpy(a)
+            assert np.all(a == SENTINEL) or np.all(a == 0) or not a.flags.writeable, (rank, name)
 
 
 def test_training_parameters_that_require_grad_are_read_as_they_are(rows_to_columns: Path) -> None:
@@ -301,3 +333,33 @@ def test_ctrl_c_while_executing_stops_the_execution_at_once(rows_to_columns: Pat
     with pytest.raises(refit.Failure, match="interrupted"):
         prepared.execute()
     assert all(isinstance(e, refit.Failure) for e in others.values()), others
+
+
+@pytest.mark.parametrize("move", ["data", "resize"])
+def test_a_buffer_whose_memory_moved_since_prepare_is_refused_at_execute(rows_to_columns: Path, move: str) -> None:
+    # `param.data = t` (CPU offload, re-processed weights) or resize_() after prepare left the
+    # executor writing into freed memory: heap corruption, and the parameter never got its bytes.
+    import torch
+
+    problem = refit.Problem.from_manifest(rows_to_columns)
+    plan = refit.plan(problem, refit.Cluster.preset("cpu-host"))
+
+    def body(rank: int, exchange: Any) -> Any:
+        buffers = _torch_buffers(problem, rank)
+        buffers["w"] = buffers["w"].clone()  # torch's own memory, which resize_ may move
+        prepared = refit.Executor("ucx", exchange, timeout=2).prepare(plan, buffers)
+        if rank != 3:
+            with pytest.raises(refit.Failure):  # rank 3 never comes: they time out naming it
+                prepared.execute()
+            return None
+        w = buffers["w"]
+        if move == "data":
+            w.data = torch.zeros_like(w)
+        else:
+            w.resize_(2 * w.numel())
+        with pytest.raises(refit.BadInput, match="rank 3: buffer 'w': its memory moved since prepare"):
+            prepared.execute()
+        return None
+
+    results = run_ranks(problem.world_size, body, timeout=30)
+    assert not any(isinstance(r, BaseException) for r in results), results

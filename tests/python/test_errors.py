@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Callable
 
@@ -107,3 +108,79 @@ def test_python_only_arguments_are_checked_too() -> None:
         refit.numpy_dtype("bf17")
     with pytest.raises(refit.BadInput, match="--quantize-at: unknown quantisation site 'recevier'"):
         refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2,etp=1", infer="tp=2", quantize_at="recevier")
+
+
+def test_paths_with_a_nul_byte_are_refused_as_open_refuses_them(tmp_path: Path) -> None:
+    # The compiled part read a path only up to the NUL: "real.json\0.bak" opened real.json.
+    problem = _tiny()
+    plan = refit.plan(problem, refit.Cluster.preset("cpu-host"))
+    for call in (
+        lambda: refit.Problem.from_manifest(str(tmp_path / "m.json") + "\0.bak"),
+        lambda: plan.save(str(tmp_path / "p.json") + "\0.bak"),
+        lambda: refit.Plan.load(str(tmp_path / "p.json") + "\0.bak", problem, refit.Cluster.preset("cpu-host")),
+        lambda: refit.Cluster.from_file(str(tmp_path / "c.json") + "\0"),
+    ):
+        with pytest.raises(ValueError, match="embedded null byte"):
+            call()
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_plan_that_cannot_be_written_in_full_raises(tmp_path: Path) -> None:
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full")
+    plan = refit.plan(_tiny(), refit.Cluster.preset("cpu-host"))
+    with pytest.raises(refit.Failure, match="/dev/full: cannot be written"):
+        plan.save("/dev/full")
+
+
+def test_host_memory_beyond_the_host_is_refused_before_any_is_mapped() -> None:
+    # UCX once filled /dev/shm until the kernel killed the process, and left the file behind.
+    problem = refit.Problem.from_layouts(
+        [refit.TensorLayout("w", (1 << 24, 1 << 20), "fp32", refit.Layout((1,), ("R",)), refit.Layout((1,), ("R",)))],
+        source_ranks=1, destination_ranks=1,
+    )  # fmt: skip
+    executor = refit.Executor("ucx", refit.exchange.from_callable(lambda d: [d], rank=0, size=1))
+    with pytest.raises(refit.BadInput, match="bytes, where this host has"):
+        executor.empty(problem.shards(0)[0])
+
+
+def test_simulate_takes_a_trace_path_or_a_flag() -> None:
+    with pytest.raises(TypeError, match="trace: True, False or a path, got int"):
+        refit.simulate(_tiny(), refit.Cluster.preset("cpu-host"), trace=5)  # type: ignore[arg-type]
+
+
+class Shard:
+    """A placement as DTensor spells it, before a DTensor counts a negative dim from the end."""
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+
+
+def test_wrong_types_at_the_api_name_the_argument() -> None:
+    # Each once failed deep inside (AttributeError, or nanobind's list of signatures), or was
+    # taken: a string of placements read letter by letter, a string override adding more keys.
+    problem = _tiny()
+    cpu = refit.Cluster.preset("cpu-host")
+    one = refit.exchange.from_callable(lambda d: [d], rank=0, size=1)
+    side = refit.Layout((1,), ("R",))
+    cases: list[tuple[Callable[[], Any], type, str]] = [
+        (lambda: refit.plan(None, cpu), TypeError, "problem: expected a Problem, got NoneType"),  # type: ignore[arg-type]
+        (lambda: refit.plan(problem, "cpu-host"), TypeError, "cluster"),  # type: ignore[arg-type]
+        (lambda: refit.plan(problem, cpu, chunk_bytes=2**64), ValueError, "--chunk"),
+        (lambda: refit.Cluster.preset(None), TypeError, "Cluster.preset: a preset name"),  # type: ignore[arg-type]
+        (lambda: refit.Cluster.preset("dgx-h100", nic_gbps="400,nodes=1"), ValueError, "takes a number"),  # type: ignore[arg-type]
+        (lambda: refit.Executor("ucx", object()), TypeError, "exchange: expected an allgather"),  # type: ignore[arg-type]
+        (lambda: refit.Executor("ucx", one, timeout="5"), TypeError, "timeout: a number of seconds"),  # type: ignore[arg-type]
+        (lambda: refit.Executor("ucx", one, on_chunk_sent=5), TypeError, "on_chunk_sent: a callable"),  # type: ignore[arg-type]
+        (lambda: refit.Executor("ucx", one).empty(None), TypeError, "empty: a refit.Shard"),  # type: ignore[arg-type]
+        (lambda: refit.numpy_dtype(["bf16"]), refit.BadInput, "unknown dtype"),  # type: ignore[arg-type]
+        (lambda: refit.Layout(2, ("R",)), TypeError, "Layout.mesh: expected a sequence"),  # type: ignore[arg-type]
+        (lambda: refit.Layout.of([0, 1], "S0"), TypeError, "placements: expected a sequence"),
+        (lambda: refit.TensorLayout("w", (8,), "fp32", "S0", side), TypeError, "tensor 'w': source is a str"),  # type: ignore[arg-type]
+        (lambda: refit.Problem.from_layouts([{"name": "w"}], source_ranks=1, destination_ranks=1),  # type: ignore[list-item]
+         TypeError, "tensors[0]: expected a refit.TensorLayout, got dict"),
+        (lambda: refit.Layout.of([0], [Shard(-1)]), ValueError, "Shard needs a dim counted from 0"),
+    ]  # fmt: skip
+    for call, kind, message in cases:
+        with pytest.raises(kind, match=re.escape(message)):
+            call()

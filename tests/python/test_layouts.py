@@ -132,3 +132,39 @@ def test_a_version_2_manifest_mapping_keeps_its_storage_maps(
     for rank in range(from_file.world_size):
         assert from_mapping.parameters(rank) == from_file.parameters(rank)
     assert from_mapping.framework(0) == "megatron" and from_mapping.framework(3) == "vllm"
+
+
+def test_numpy_integers_stand_for_ints_in_layouts_and_mappings() -> None:
+    # numpy integers (a mesh's shape from an array, ranks from np.arange) once failed deep in
+    # json.dumps naming neither the tensor nor the field.
+    layouts = [
+        refit.TensorLayout(
+            "w", (np.int64(8), np.int32(4)), "fp32",
+            source=refit.Layout((np.int64(2),), ("S0",), ranks=tuple(np.arange(2))),
+            destination=refit.Layout((1,), ("R",)),
+        )
+    ]  # fmt: skip
+    problem = refit.Problem.from_layouts(layouts, source_ranks=np.int64(2), destination_ranks=1)
+    assert [(s.offset, s.extent) for s in problem.shards(1)] == [((4, 0), (4, 4))]
+
+
+def test_a_mesh_that_contains_itself_is_refused_instead_of_walked_forever() -> None:
+    mesh: list[Any] = []
+    mesh.append(mesh)
+    with pytest.raises(ValueError, match="more than 4 axes"):
+        refit.Layout.of(mesh, ["R"])
+
+
+def test_manifests_that_are_not_json_say_why() -> None:
+    looped: dict[str, Any] = {"format": "refit-manifest"}
+    looped["tensors"] = [looped]
+    with pytest.raises(refit.BadInput, match="manifest: Circular reference detected"):
+        refit.Problem.from_manifest(looped)
+    with pytest.raises(refit.BadInput, match="manifest: a object is not a JSON value"):
+        refit.Problem.from_manifest({"format": object()})
+    with pytest.raises(TypeError, match="manifest: a path or a mapping, got list"):
+        refit.Problem.from_manifest([])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="JSON text where a path was expected"):
+        refit.Problem.from_manifest('{"format": "refit-manifest"}')
+    with pytest.raises(ValueError, match="manifest: an empty path"):
+        refit.Problem.from_manifest("")

@@ -1,0 +1,53 @@
+"""Paths and JSON as the compiled part takes them: checked here, where Python can say what is
+wrong, instead of being cut short or failing deep inside."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Mapping, Union
+
+from refit._errors import BadInput
+
+__all__ = ["json_text", "path_text"]
+
+
+def path_text(path: Union[str, "os.PathLike[str]"], what: str) -> str:
+    """``path`` as text. A NUL byte is refused, as ``open()`` refuses it: the compiled part
+    would read the path only up to it, and so open another file; so is an empty path."""
+    text = os.fspath(path)
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
+    if not isinstance(text, str):
+        raise TypeError(f"{what}: expected a path, got {type(path).__name__}")
+    if "\0" in text:
+        raise ValueError(f"{what}: embedded null byte in path {text!r}")
+    if not text:
+        raise ValueError(f"{what}: an empty path")
+    return text
+
+
+def _plain(value: Any) -> Any:
+    """What JSON has no type for, as the JSON value it stands for: numpy integers and floats,
+    and mappings that are not dicts."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    if hasattr(value, "__index__"):
+        return int(value)
+    if hasattr(value, "__float__"):
+        return float(value)
+    raise TypeError(f"a {type(value).__name__} is not a JSON value")
+
+
+def json_text(value: Any, what: str) -> str:
+    """``value`` (a manifest built in Python) as JSON text for the compiled parser, or BadInput
+    saying why it is not JSON: a value JSON has no type for, a structure that contains itself,
+    or nesting too deep to walk."""
+    try:
+        return json.dumps(value, default=_plain, allow_nan=True)
+    except TypeError as e:
+        raise BadInput(f"{what}: {e}", "invalid argument") from None
+    except ValueError as e:  # json names a circular reference so
+        raise BadInput(f"{what}: {e} (the manifest contains itself)", "invalid argument") from None
+    except RecursionError:
+        raise BadInput(f"{what}: nested too deep to read", "invalid argument") from None
