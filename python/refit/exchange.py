@@ -31,6 +31,18 @@ class Exchange(Protocol):
         ...
 
 
+def _contributions(out: Any, size: int) -> list[bytes]:
+    """An allgather's result as one bytes object per process; refuses anything else, naming it
+    (``bytes(5)`` would make five NUL bytes of an int)."""
+    out = list(out)
+    if len(out) != size:
+        raise RuntimeError(f"the exchange returned {len(out)} contributions for {size} ranks")
+    for rank, x in enumerate(out):
+        if not isinstance(x, (bytes, bytearray, memoryview)):
+            raise RuntimeError(f"the exchange returned a {type(x).__name__} for rank {rank} where bytes were expected")
+    return [bytes(x) for x in out]
+
+
 @dataclass
 class CallableExchange:
     """An exchange made of a function and this process's place in the job."""
@@ -41,10 +53,7 @@ class CallableExchange:
 
     def allgather(self, data: bytes) -> list[bytes]:
         """Calls the function and checks it returned one bytes object per process."""
-        out = [bytes(x) for x in self.function(data)]
-        if len(out) != self.size:
-            raise RuntimeError(f"the exchange returned {len(out)} contributions for {self.size} ranks")
-        return out
+        return _contributions(self.function(data), self.size)
 
 
 def from_callable(function: Callable[[bytes], list[bytes]], *, rank: int, size: int) -> CallableExchange:
@@ -70,7 +79,7 @@ class TorchDistributedExchange:
         """Every process's data, by rank in the group."""
         out: list[Any] = [None] * self.size
         self._dist.all_gather_object(out, data, group=self.group)
-        return [bytes(x) for x in out]
+        return _contributions(out, self.size)
 
 
 def torch_distributed(group: Optional[Any] = None) -> TorchDistributedExchange:
@@ -93,7 +102,7 @@ class MpiExchange:
 
     def allgather(self, data: bytes) -> list[bytes]:
         """Every process's data, by rank in the communicator."""
-        return [bytes(x) for x in self.comm.allgather(data)]
+        return _contributions(self.comm.allgather(data), self.size)
 
 
 def mpi(comm: Optional[Any] = None) -> MpiExchange:

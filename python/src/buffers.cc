@@ -165,23 +165,28 @@ Result<std::string> key_name(nb::handle key, Rank rank, std::string_view keyed_b
   return nb::cast<std::string>(key);
 }
 
+// str(value.<name>), or "" when it has no such attribute.
+std::string attribute_text(nb::handle value, const char* name) {
+  if (!nb::hasattr(value, name)) return {};
+  const auto text = nb::steal<nb::str>(PyObject_Str(value.attr(name).ptr()));
+  PyErr_Clear();
+  return text.is_valid() ? std::string(text.c_str()) : std::string();
+}
+
 // The array a buffer is, for reading.
 Result<nb::ndarray<nb::ro>> readable_array(nb::handle value, const std::string& where) {
   nb::ndarray<nb::ro> readable;
-  if (!nb::try_cast(value, readable)) {
-    // A torch tensor on the meta device (or another without memory) exports no DLPack either.
-    std::string device;
-    if (nb::hasattr(value, "device")) {
-      const auto text = nb::steal<nb::str>(PyObject_Str(value.attr("device").ptr()));
-      if (text.is_valid()) device = fmt::format(" on device {}", text.c_str());
-      PyErr_Clear();
-    }
-    return invalid(fmt::format(
-        "{}: a {}{} is not an array that exports DLPack (a numpy array, a torch tensor in host or CUDA "
-        "memory, ...)",
-        where, nb::type_name(value.type()).c_str(), device));
-  }
-  return readable;
+  if (nb::try_cast(value, readable)) return readable;
+  // A torch tensor on the meta device (or another without memory) exports no DLPack either, and
+  // numpy arrays of a dtype DLPack has no code for (ml_dtypes' bfloat16, big-endian) do not.
+  const auto device = attribute_text(value, "device");
+  const auto dtype = attribute_text(value, "dtype");
+  return invalid(fmt::format(
+      "{}: a {}{}{} is not an array that exports DLPack (a numpy array of a native-endian number dtype, a "
+      "torch tensor in host or CUDA memory, ...){}",
+      where, nb::type_name(value.type()).c_str(), device.empty() ? "" : " on device " + device,
+      dtype.empty() ? "" : " of dtype " + dtype,
+      dtype.empty() ? "" : "; bf16 and fp8 go as their bits: .view(np.uint16), .view(np.uint8)"));
 }
 
 // Checks one array and keeps it in `out` (for as long as the executor may touch it); `receives`

@@ -48,6 +48,8 @@ class PythonBootstrap final : public Bootstrap {
 
   [[nodiscard]] Result<std::vector<std::string>> allgather(std::string_view mine) override {
     nb::gil_scoped_acquire gil;
+    if (!exchange_.is_valid())
+      return fail(ErrorCode::kRuntime, fmt::format("rank {}: the executor was collected", rank_));
     try {
       const nb::object all = exchange_(nb::bytes(mine.data(), mine.size()));
       std::vector<std::string> out;
@@ -75,6 +77,10 @@ class PythonBootstrap final : public Bootstrap {
     return {};
   }
 
+  // For the garbage collector (executor_traverse, executor_clear).
+  nb::handle exchange() const { return exchange_; }
+  void release_exchange() { exchange_.reset(); }
+
  private:
   nb::object exchange_;
   std::int32_t rank_;
@@ -90,7 +96,33 @@ struct ExecutorHandle {
   std::optional<Error> failed;
   // Set by the signal check when a Python signal handler raised (Ctrl-C) during an execution.
   std::shared_ptr<std::atomic<bool>> interrupted = std::make_shared<std::atomic<bool>>(false);
+  // The on_chunk_sent callable the executor's options call (None when not given).
+  std::shared_ptr<nb::object> on_chunk_sent;
 };
+
+// The executor holds Python objects (the exchange, on_chunk_sent) that may hold the executor in
+// turn (an exchange that is a bound method of the object keeping the executor): the garbage
+// collector sees them through these, so such a cycle is collected instead of leaked.
+int executor_traverse(PyObject* self, visitproc visit, void* arg) {
+  if (!nb::inst_ready(self)) return 0;
+  const auto* h = nb::inst_ptr<ExecutorHandle>(self);
+  if (h->bootstrap) Py_VISIT(h->bootstrap->exchange().ptr());
+  if (h->on_chunk_sent) Py_VISIT(h->on_chunk_sent->ptr());
+  Py_VISIT(Py_TYPE(self));
+  return 0;
+}
+
+int executor_clear(PyObject* self) {
+  if (!nb::inst_ready(self)) return 0;
+  auto* h = nb::inst_ptr<ExecutorHandle>(self);
+  if (h->bootstrap) h->bootstrap->release_exchange();
+  if (h->on_chunk_sent) *h->on_chunk_sent = nb::none();
+  return 0;
+}
+
+PyType_Slot executor_slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(executor_traverse)},
+                                {Py_tp_clear, reinterpret_cast<void*>(executor_clear)},
+                                {0, nullptr}};
 
 // Ctrl-C while executing: the executing thread asks Python whether a signal came (its handler
 // runs there when that is the main thread). The KeyboardInterrupt it raised is raised again by
@@ -126,14 +158,19 @@ Error failed_before(const Error& first, std::string_view call) {
 // Called by the executor on its executing thread once a chunk this rank sent has been put; the
 // callback runs with the GIL (progress display, fault injection in tests). An exception it raises
 // is reported as unraisable and the transfer goes on.
-std::function<void(std::int32_t, std::int64_t)> chunk_callback(nb::object callback) {
+std::shared_ptr<nb::object> shared_callable(nb::object callback) {
   if (callback.is_none()) return {};
-  auto shared = std::shared_ptr<nb::object>(new nb::object(std::move(callback)), [](nb::object* o) {
+  return std::shared_ptr<nb::object>(new nb::object(std::move(callback)), [](nb::object* o) {
     nb::gil_scoped_acquire gil;
     delete o;
   });
+}
+
+std::function<void(std::int32_t, std::int64_t)> chunk_callback(std::shared_ptr<nb::object> shared) {
+  if (!shared) return {};
   return [shared](std::int32_t transfer, std::int64_t chunk) {
     nb::gil_scoped_acquire gil;
+    if (shared->is_none()) return;  // released by the garbage collector
     try {
       (*shared)(transfer, chunk);
     } catch (nb::python_error& e) {
@@ -149,10 +186,11 @@ ExecutorHandle* make(const std::string& name, nb::callable exchange, std::int32_
                       .message = fmt::format("rank {} is not one of the exchange's {} ranks", rank, size)});
   auto handle = std::make_unique<ExecutorHandle>();
   handle->bootstrap = std::make_unique<PythonBootstrap>(std::move(exchange), rank, size);
+  handle->on_chunk_sent = shared_callable(std::move(on_chunk_sent));
   const ExecutorOptions options{.timeout = Seconds{timeout},
                                 .staging = Bytes{staging},
                                 .direct_stores = direct_stores,
-                                .on_chunk_sent = chunk_callback(std::move(on_chunk_sent)),
+                                .on_chunk_sent = chunk_callback(handle->on_chunk_sent),
                                 .interrupted = signal_check(handle->interrupted)};
   auto made = make_executor(name, *handle->bootstrap, options);
   if (!made) raise_error(std::move(made.error()).in("--executor"));
@@ -252,7 +290,8 @@ void bind_executor(nb::module_& m) {
   m.attr("MAX_TIMEOUT_S") = kMaxTimeout.value;
   nb::class_<ExecutorHandle>(m, "Executor",
                              "An executor of this build (refit._refit.executor_names()) bound to a Python "
-                             "exchange; one per process.")
+                             "exchange; one per process.",
+                             nb::type_slots(executor_slots))
       .def(nb::new_(&make), "name"_a, "exchange"_a, "rank"_a, "size"_a, "timeout"_a, "staging"_a,
            "direct_stores"_a, "on_chunk_sent"_a = nb::none(),
            "exchange(data: bytes) -> list[bytes] is an allgather over the job's processes (every "

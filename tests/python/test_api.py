@@ -170,3 +170,24 @@ def test_weights_trained_in_fp8_are_held_and_moved_as_fp8_with_their_scales() ->
     assert refit.simulate(trained, cluster, strategy="refit").breakdown_s.quantize == 0
     assert trained.quantized_at_receivers() is None
     assert sender.quantized_at_receivers() is not None
+
+
+def test_an_executor_in_a_reference_cycle_is_collected() -> None:
+    # The exchange a bound method of the object holding the executor: the cycle went through the
+    # compiled executor, which the garbage collector could not see into, and every such executor
+    # (one per failure, as a job makes a new one) leaked.
+    import gc
+    import weakref
+
+    class Owner:
+        def __init__(self) -> None:
+            self.executor = refit.Executor("ucx", refit.exchange.from_callable(self.allgather, rank=0, size=1))
+
+        def allgather(self, data: bytes) -> list[bytes]:
+            return [data]
+
+    owners = [Owner() for _ in range(3)]
+    alive = [weakref.ref(o) for o in owners]
+    del owners
+    gc.collect()
+    assert [r() for r in alive] == [None, None, None]

@@ -169,7 +169,9 @@ REFUSALS = [
     ("unknown tensor", change_buffer(1, "x", lambda a: np.zeros(3)), "buffer 'x' (rank 1): no tensor of that name in the problem"),
     ("not an array", change_buffer(0, "b", lambda a: [1, 2, 3]), "buffer 'b' (rank 0): a list is not an array that exports DLPack"),
     ("meta tensor", change_buffer(0, "b", lambda a: _meta(a.shape)),
-     "buffer 'b' (rank 0): a torch.Tensor on device meta is not an array that exports DLPack"),
+     "buffer 'b' (rank 0): a torch.Tensor on device meta of dtype torch.bfloat16 is not an array that exports DLPack"),
+    ("big-endian", change_buffer(0, "w", lambda a: a.astype(">f4")),
+     "buffer 'w' (rank 0): a ndarray on device cpu of dtype >f4 is not an array that exports DLPack"),
     # Once moved as its bytes: the destination got -w. Once a segfault at the first write.
     ("negated view", change_buffer(0, "w", _negated),
      "rank 0: buffer 'w': a torch tensor with a pending negation its bytes do not show"),

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import pytest
 
 import refit
@@ -184,3 +185,18 @@ def test_wrong_types_at_the_api_name_the_argument() -> None:
     for call, kind, message in cases:
         with pytest.raises(kind, match=re.escape(message)):
             call()
+
+
+def test_an_exchange_that_returns_no_bytes_is_named() -> None:
+    # bytes(5) made five NUL bytes of an int: the refusal read "rank 0 refused: \x00\x00\x00\x00".
+    problem = refit.Problem.from_layouts(
+        [refit.TensorLayout("w", (8,), "fp32", refit.Layout((1,), ("R",)), refit.Layout((1,), ("R",)))],
+        source_ranks=1, destination_ranks=1,
+    )  # fmt: skip
+    executor = refit.Executor("ucx", refit.exchange.from_callable(lambda d: [5], rank=0, size=2))
+    plan = refit.plan(problem, refit.Cluster.preset("cpu-host"))
+    with pytest.raises(refit.Error, match="the exchange returned 1 contributions for 2 ranks"):
+        executor.prepare(plan, {"w": np.zeros(8, np.float32)})
+    executor = refit.Executor("ucx", refit.exchange.from_callable(lambda d: [5, d], rank=0, size=2))
+    with pytest.raises(refit.Error, match="the exchange returned a int for rank 0 where bytes were expected"):
+        executor.prepare(plan, {"w": np.zeros(8, np.float32)})
