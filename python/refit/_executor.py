@@ -135,7 +135,8 @@ class Prepared:
                 ``refit.Timeout``); the message names the rank and what was awaited from it.
                 After a failure the executor is done: every later ``execute`` or ``prepare`` on
                 it raises at once (the peers and transports are in no known state); make a new
-                :class:`Executor`. Two threads executing one plan at once: the second raises.
+                :class:`Executor`. Two threads executing at once on one executor (one plan
+                or two): the second raises.
             KeyboardInterrupt: Ctrl-C on the main thread while it executes (ucx: within 0.1 s;
                 the peers fail at once, naming this rank); the executor is then done too.
             refit.BadInput: a buffer's memory moved since prepare (e.g. ``param.data = t``);

@@ -98,6 +98,9 @@ struct ExecutorHandle {
   std::shared_ptr<std::atomic<bool>> interrupted = std::make_shared<std::atomic<bool>>(false);
   // The on_chunk_sent callable the executor's options call (None when not given).
   std::shared_ptr<nb::object> on_chunk_sent;
+  // One execution at a time, of any plan prepared on it: the transport's worker is not shared
+  // between threads (the GIL is released while it runs).
+  std::atomic<bool> executing{false};
 };
 
 // The executor holds Python objects (the exchange, on_chunk_sent) that may hold the executor in
@@ -144,7 +147,6 @@ struct PreparedHandle {
   ExecutorHandle* owner = nullptr;  // kept alive by the Python object (keep_alive)
   std::int32_t rank = 0;
   std::string plan_hash;
-  std::atomic<bool> executing{false};  // one execution at a time (the GIL is released meanwhile)
 };
 
 // The error of an executor that failed before, for a call after it.
@@ -238,17 +240,17 @@ PreparedHandle* prepare(ExecutorHandle& self, const PlanHandle& plan, const Prob
 nb::dict execute(PreparedHandle& self) {
   const auto where = fmt::format("rank {}", self.rank);
   if (self.owner->failed) raise_error(failed_before(*self.owner->failed, "execute").in(where));
-  if (self.executing.exchange(true))
+  if (self.owner->executing.exchange(true))
     raise_error(Error{.code = ErrorCode::kRuntime,
-                      .message = fmt::format("{}: the plan is already executing on another thread; "
-                                             "execute it once at a time",
+                      .message = fmt::format("{}: this executor is already executing a plan on another "
+                                             "thread; it executes one at a time",
                                              where)});
   Result<ExecutionReport> report;
   {
     nb::gil_scoped_release release;
     report = self.owner->executor->execute(*self.prepared);
   }
-  self.executing = false;
+  self.owner->executing = false;
   if (!report) {
     self.owner->failed = report.error();
     if (self.owner->interrupted->exchange(false)) {

@@ -365,3 +365,33 @@ def test_a_buffer_whose_memory_moved_since_prepare_is_refused_at_execute(rows_to
 
     results = run_ranks(problem.world_size, body, timeout=30)
     assert not any(isinstance(r, BaseException) for r in results), results
+
+
+def test_one_executor_runs_one_execution_at_a_time(rows_to_columns: Path) -> None:
+    # Two plans prepared on one executor, executed from two threads: both drove the one transport
+    # worker at once. The second now raises at once, and the first completes.
+    import threading
+    import time
+
+    problem = refit.Problem.from_manifest(rows_to_columns)
+    plan = refit.plan(problem, refit.Cluster.preset("cpu-host"))
+    released = threading.Event()
+
+    def body(rank: int, exchange: Any) -> Any:
+        executor = refit.Executor("ucx", exchange, timeout=20)
+        first = executor.prepare(plan, _numpy_buffers(problem, rank))
+        second = executor.prepare(plan, _numpy_buffers(problem, rank))
+        if rank == 3:  # holds the others in their first execution until they have tried
+            released.wait(20)
+            return first.execute().rank
+        done: dict[str, Any] = {}
+        worker = threading.Thread(target=lambda: done.setdefault("first", first.execute()))
+        worker.start()
+        time.sleep(0.5)  # the worker is inside execute, waiting for rank 3
+        with pytest.raises(refit.Failure, match="already executing a plan on another thread"):
+            second.execute()
+        released.set()
+        worker.join(20)
+        return done["first"].rank
+
+    assert run_ranks(problem.world_size, body, timeout=40) == [0, 1, 2, 3]
