@@ -387,7 +387,7 @@ def test_one_executor_runs_one_execution_at_a_time(rows_to_columns: Path) -> Non
         done: dict[str, Any] = {}
         worker = threading.Thread(target=lambda: done.setdefault("first", first.execute()))
         worker.start()
-        time.sleep(0.5)  # the worker is inside execute, waiting for rank 3
+        time.sleep(1.0)  # the worker is inside execute (microseconds of work), waiting for rank 3
         with pytest.raises(refit.Failure, match="already executing a plan on another thread"):
             second.execute()
         released.set()
