@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Mapping, Optional
 
@@ -187,7 +188,7 @@ class Executor:
             raise TypeError(
                 f"exchange: expected an allgather with a rank and a size (refit.exchange), got {type(exchange).__name__}"
             )
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
             raise TypeError(f"timeout: a number of seconds, got {timeout!r}")
         if on_chunk_sent is not None and not callable(on_chunk_sent):
             raise TypeError(f"on_chunk_sent: a callable (transfer, chunk) or None, got {on_chunk_sent!r}")

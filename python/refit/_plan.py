@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -248,7 +249,7 @@ def plan(
     """
     _expect(problem, Problem, "problem")
     _expect(cluster, Cluster, "cluster (refit.Cluster.preset(...))")
-    if not isinstance(chunk_bytes, int) or not 0 < chunk_bytes <= _MAX_CHUNK_BYTES:
+    if not isinstance(chunk_bytes, numbers.Integral) or not 0 < chunk_bytes <= _MAX_CHUNK_BYTES:
         raise ValueError(f"--chunk: {chunk_bytes!r} is not a positive number of bytes")
-    handle, seconds = _refit.Plan.make(problem._handle, cluster.placed(problem), strategy, chunk_bytes)
+    handle, seconds = _refit.Plan.make(problem._handle, cluster.placed(problem), strategy, int(chunk_bytes))
     return Plan(handle, problem, cluster, seconds)
