@@ -44,7 +44,7 @@ def json_text(value: Any, what: str) -> str:
     saying why it is not JSON: a value JSON has no type for, a structure that contains itself,
     or nesting too deep to walk."""
     try:
-        return json.dumps(value, default=_plain, allow_nan=True)
+        return json.dumps(value, default=_plain)
     except TypeError as e:
         raise BadInput(f"{what}: {e}", "invalid argument") from None
     except ValueError as e:  # json names a circular reference so

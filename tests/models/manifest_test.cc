@@ -143,7 +143,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadManifest{"/tensors/0/source/ranks",
                     {0, 1, 2},
                     ErrorCode::kMismatch,
-                    "tensors[0].source.ranks: 3 ranks given for a mesh of 2 positions"},
+                    "tensors[0].source: ranks: 3 ranks given for a mesh of 2 positions"},
         // Once read as "no ranks given": the side's ranks in order, which the writer never said.
         BadManifest{"/tensors/0/source/ranks", nlohmann::json::array(), ErrorCode::kMismatch,
                     "tensors[0].source.ranks: 0 ranks given for a mesh of 2 positions"},
