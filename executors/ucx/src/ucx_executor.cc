@@ -65,17 +65,6 @@ class UcxExecutor final : public Executor {
   std::string_view name() const override { return "ucx"; }
   ExecutorCapabilities capabilities() const override { return {.host_memory = true, .cuda_memory = false}; }
 
- protected:
-  [[nodiscard]] Result<std::unique_ptr<HostAllocation>> allocate(Bytes bytes) override {
-    // ucp_mem_map refuses a zero length; one byte stands in for an empty allocation.
-    auto region = REFIT_TRY(
-        MemoryRegion::allocate(runtime_->worker->context(), std::max<std::int64_t>(bytes.value, 1)));
-    auto shared = std::make_shared<MemoryRegion>(std::move(region));
-    runtime_->allocated.add(shared, bytes.value);
-    return std::make_unique<UcxHostAllocation>(runtime_, std::move(shared), bytes.value);
-  }
-
- public:
   [[nodiscard]] Result<std::unique_ptr<PreparedPlan>> prepare(const Plan& plan, Rank rank,
                                                               const RankBuffers& buffers) override {
     auto prepared = std::make_unique<UcxPrepared>();
@@ -125,6 +114,15 @@ class UcxExecutor final : public Executor {
   }
 
  private:
+  [[nodiscard]] Result<std::unique_ptr<HostAllocation>> allocate(Bytes bytes) override {
+    // ucp_mem_map refuses a zero length; one byte stands in for an empty allocation.
+    auto region = REFIT_TRY(
+        MemoryRegion::allocate(runtime_->worker->context(), std::max<std::int64_t>(bytes.value, 1)));
+    auto shared = std::make_shared<MemoryRegion>(std::move(region));
+    runtime_->allocated.add(shared, bytes.value);
+    return std::make_unique<UcxHostAllocation>(runtime_, std::move(shared), bytes.value);
+  }
+
   // This rank's own checks; it contributes its plan hash.
   [[nodiscard]] Result<std::string> introduce(const Plan& plan, Rank rank, const RankBuffers& buffers) const {
     if (plan.world_size() != bootstrap_.size() || rank.value != bootstrap_.rank())

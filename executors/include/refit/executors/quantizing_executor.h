@@ -26,9 +26,6 @@ class QuantizingExecutor final : public Executor {
 
   std::string_view name() const override { return inner_->name(); }
   ExecutorCapabilities capabilities() const override { return inner_->capabilities(); }
-  [[nodiscard]] Result<std::unique_ptr<HostAllocation>> allocate(Bytes bytes) override {
-    return inner_->allocate_host(bytes);
-  }
   // Besides the inner executor's checks: a source buffer of a weight quantised here must hold its
   // box in the source dtype, in host memory and contiguous (framework regions are refused); the
   // rank passes no buffer for the scales. Errors name the tensor.
@@ -37,6 +34,10 @@ class QuantizingExecutor final : public Executor {
   [[nodiscard]] Result<ExecutionReport> execute(PreparedPlan& prepared) override;
 
  private:
+  [[nodiscard]] Result<std::unique_ptr<HostAllocation>> allocate(Bytes bytes) override {
+    return inner_->allocate_host(bytes);
+  }
+
   std::unique_ptr<Executor> inner_;
   Bootstrap* bootstrap_;
 };
