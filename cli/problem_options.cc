@@ -17,9 +17,11 @@ void add_model_options(CLI::App* cmd, ModelOptions& options) {
   cmd->add_option("--quantize-at", options.quantize_at,
                   "Where weights are quantised: sender (a training rank holding whole blocks quantises "
                   "before the network, so fp8 travels; receiver wherever the training layout cuts blocks) "
-                  "or receiver (every inference rank quantises what lands: today's practice) or training "
-                  "(FP8 training: the training ranks hold the weights in fp8 with their scales, and both "
-                  "move as they are)")
+                  "or landing (as sender, but where the training layout cuts blocks one replica of the "
+                  "inference layout gets bf16, quantises once and sends fp8 on to the others) or receiver "
+                  "(every inference rank quantises what lands: today's practice) or training (FP8 "
+                  "training: the training ranks hold the weights in fp8 with their scales, and both move "
+                  "as they are)")
       ->capture_default_str();
 }
 

@@ -221,7 +221,9 @@ void print_detail(const Row& r, const LowerBound& lb) {
 // the weights are trained in fp8 (every row moves them as they are).
 [[nodiscard]] Result<std::optional<PlanInputs>> quantised_at_receivers(const SimulateCommandOptions& o) {
   const auto& model = o.inputs.problem.model_options;
-  if (model.quantize.empty() || model.quantize_at != quant_site_name(QuantSite::kSender)) return std::nullopt;
+  const bool before_engines = model.quantize_at == quant_site_name(QuantSite::kSender) ||
+                              model.quantize_at == quant_site_name(QuantSite::kLanding);
+  if (model.quantize.empty() || !before_engines) return std::nullopt;
   auto options = o.inputs;
   options.problem.model_options.quantize_at = quant_site_name(QuantSite::kReceiver);
   return REFIT_TRY(load_plan_inputs(options));

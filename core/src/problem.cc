@@ -49,7 +49,11 @@ Result<ReshardProblem> ReshardProblem::make(std::vector<TensorReshard> tensors, 
       return mismatch(fmt::format("{}: destination layout shape {} differs from the tensor shape {}", where,
                                   Box::whole(t.destination.tensor_shape()).to_string(),
                                   Box::whole(t.tensor.shape).to_string()));
-    REFIT_TRY_IN(check_ranks(t.source, 0, source_ranks, "source"), where);
+    // What landing ranks make lies on inference ranks (core/quantization.h).
+    if (t.tensor.quantization && t.tensor.quantization->made_at_landing())
+      REFIT_TRY_IN(check_ranks(t.source, source_ranks, destination_ranks, "landing"), where);
+    else
+      REFIT_TRY_IN(check_ranks(t.source, 0, source_ranks, "source"), where);
     REFIT_TRY_IN(check_ranks(t.destination, source_ranks, destination_ranks, "destination"), where);
   }
   REFIT_TRY(check_quantized(tensors));

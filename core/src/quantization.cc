@@ -89,15 +89,52 @@ std::string_view quant_site_name(QuantSite s) {
       return "receiver";
     case QuantSite::kTraining:
       return "training";
+    case QuantSite::kLanding:
+      return "landing";
   }
   return "?";
 }
 
 Result<QuantSite> parse_quant_site(std::string_view name) {
-  for (const auto s : {QuantSite::kSender, QuantSite::kReceiver, QuantSite::kTraining})
+  for (const auto s : {QuantSite::kSender, QuantSite::kReceiver, QuantSite::kTraining, QuantSite::kLanding})
     if (name == quant_site_name(s)) return s;
   return parse_error(
-      fmt::format("unknown quantisation site '{}' (expected sender, receiver or training)", name));
+      fmt::format("unknown quantisation site '{}' (expected sender, receiver, training or landing)", name));
+}
+
+std::string landing_copy_name(std::string_view weight) { return fmt::format("{}@landing", weight); }
+
+namespace {
+
+// The first mesh axis that replicates over more than one rank, or the axis count.
+std::size_t replica_axis(const Layout& destination) {
+  const auto& placements = destination.placements();
+  std::size_t axis = 0;
+  while (axis < placements.size() && (placements[axis].is_shard() || destination.mesh().shape()[axis] < 2))
+    ++axis;
+  return axis;
+}
+
+}  // namespace
+
+std::int64_t landing_replicas(const Layout& destination) {
+  const std::size_t axis = replica_axis(destination);
+  return axis == destination.placements().size() ? 1 : destination.mesh().shape()[axis];
+}
+
+Layout landing_layout(const Layout& destination, std::int64_t replica) {
+  const Mesh& mesh = destination.mesh();
+  const std::size_t axis = replica_axis(destination);
+  if (axis == destination.placements().size()) return destination;
+  std::vector<std::int64_t> shape = mesh.shape();
+  shape[axis] = 1;
+  std::vector<Rank> ranks;
+  for (std::int64_t p = 0; p < mesh.size(); ++p)
+    if (mesh.coord_of_position(p)[axis] == replica) ranks.push_back(mesh.rank_at(p));
+  // A sub-mesh of a valid mesh with the same placements is valid, and a replicated axis takes no
+  // part in any box, so every rank keeps its box.
+  auto sub = Mesh::make(std::move(shape), std::move(ranks), mesh.axis_names());
+  return *Layout::make(destination.tensor_shape(), std::move(*sub), destination.placements());
 }
 
 Result<Layout> quant_scale_layout(QuantScheme s, const Layout& weight) {

@@ -10,7 +10,8 @@
 namespace refit {
 
 bool held_at_source(const TensorSpec& t) {
-  return !(t.quantization && t.quantization->site == QuantSite::kSender && t.quantization->is_scales());
+  const auto& q = t.quantization;
+  return !(q && ((q->site == QuantSite::kSender && q->is_scales()) || q->made_at_landing()));
 }
 
 DType held_dtype(const TensorSpec& t, bool source) {
@@ -30,6 +31,25 @@ std::vector<std::int32_t> quantization_partners(std::span<const TensorSpec> tens
       out[i] = it->second;
       out[static_cast<std::size_t>(it->second)] = static_cast<std::int32_t>(i);
     }
+  }
+  return out;
+}
+
+std::vector<LandingWeight> landing_weights(std::span<const TensorSpec> tensors) {
+  std::unordered_map<std::string_view, std::uint32_t> values, scales;
+  for (std::uint32_t i = 0; i < tensors.size(); ++i) {
+    const auto& q = tensors[i].quantization;
+    if (!q || !q->made_at_landing()) continue;
+    (q->is_scales() ? scales : values).emplace(q->is_scales() ? q->scales_of : tensors[i].name, i);
+  }
+  std::vector<LandingWeight> out;
+  for (std::uint32_t i = 0; i < tensors.size(); ++i) {
+    const auto& q = tensors[i].quantization;
+    if (!q || !q->is_landing_copy()) continue;
+    const auto v = values.find(q->landing_of);
+    const auto s = scales.find(q->landing_of);
+    if (v != values.end() && s != scales.end())
+      out.push_back(LandingWeight{.values = v->second, .scales = s->second, .copy = i});
   }
   return out;
 }

@@ -1,5 +1,6 @@
 #include "refit/executors/host_shards.h"
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <unordered_map>
@@ -22,20 +23,38 @@ std::optional<Box> box_of(const Layout& layout, Rank rank) {
 
 // A weight quantised at the senders (its values, not its scales).
 bool quantized_at_senders(const TensorSpec& t) { return held_dtype(t, true) != t.dtype; }
-bool scales_made_by_senders(const TensorSpec& t) { return !held_at_source(t); }
+// What some rank makes on the way (the senders' scales, the landing ranks' values and scales):
+// no training rank holds it.
+bool made_on_the_way(const TensorSpec& t) { return !held_at_source(t); }
+bool made_scales(const TensorSpec& t) { return made_on_the_way(t) && t.quantization->is_scales(); }
+// fp8 values a quantizer makes, at a sender or at a landing rank.
+bool quantized_values(const TensorSpec& t) {
+  return quantized_at_senders(t) || (made_on_the_way(t) && !t.quantization->is_scales());
+}
+bool landing_copy(const TensorSpec& t) { return t.quantization && t.quantization->is_landing_copy(); }
+// Whose pattern a tensor's bytes follow: its own, or for fp8 made at landing ranks its landing
+// copy's (the bf16 they were quantised from).
+std::vector<std::uint32_t> pattern_of(const ReshardProblem& problem) {
+  std::vector<TensorSpec> specs;
+  for (const auto& t : problem.tensors()) specs.push_back(t.tensor);
+  std::vector<std::uint32_t> out(specs.size());
+  for (std::uint32_t t = 0; t < out.size(); ++t) out[t] = t;
+  for (const auto& w : landing_weights(specs)) out[w.values] = w.copy;
+  return out;
+}
 
 // What a rank's source box of tensor t holds: the pattern, or for a weight quantised on its way
-// the finite bf16 pattern its sender quantises.
+// the finite bf16 pattern its sender (or its landing rank) quantises.
 void fill_source(std::uint32_t t, const TensorSpec& spec, const Box& box, std::span<std::byte> out) {
-  if (quantized_at_senders(spec)) {
+  if (quantized_at_senders(spec) || landing_copy(spec)) {
     fill_bf16_weight_pattern(t, spec.shape, box, out);
   } else {
     fill_pattern(t, spec.shape, box, dtype_size(spec.dtype), out);
   }
 }
 
-// A destination box of a weight quantised at the senders: its values and its scales (`scales`,
-// the rank's box of the weight's scales tensor) must be what the quantizer makes of the pattern.
+// A destination box of a weight quantised on its way: its values and its scales (`scales`, the
+// rank's box of the weight's scales tensor) must be what the quantizer makes of tensor t's pattern.
 [[nodiscard]] Result<void> verify_quantized(std::uint32_t t, const TensorSpec& spec,
                                             const ShardBuffer& values, std::span<const std::byte> scales) {
   const auto want = quantized_pattern(t, spec, values.box);
@@ -60,7 +79,7 @@ Result<HostShards> HostShards::allocate(const ReshardProblem& problem, Rank rank
     const auto& spec = tensors[t].tensor;
     for (const bool source : {true, false}) {
       const auto box = box_of(source ? tensors[t].source : tensors[t].destination, rank);
-      if (!box || (source && scales_made_by_senders(spec))) continue;
+      if (!box || (source && made_on_the_way(spec))) continue;
       const auto element = dtype_size(held_dtype(spec, source));
       auto memory = REFIT_TRY_IN(allocator(Bytes{box->volume() * element}),
                                  fmt::format("allocating tensor '{}' on rank {}", spec.name, rank.value));
@@ -85,19 +104,27 @@ void HostShards::clear_destinations() {
 }
 
 Result<void> HostShards::verify(const ReshardProblem& problem) const {
+  const auto pattern = pattern_of(problem);
   std::unordered_map<std::string_view, std::span<const std::byte>> scales;  // by the weight's name
   for (const auto& d : buffers_.destinations)
-    if (const auto& spec = problem.tensors()[d.tensor].tensor; scales_made_by_senders(spec))
+    if (const auto& spec = problem.tensors()[d.tensor].tensor; made_scales(spec))
       scales.emplace(spec.quantization->scales_of, d.bytes);
   for (const auto& d : buffers_.destinations) {
     const auto& spec = problem.tensors()[d.tensor].tensor;
     const auto where = fmt::format("tensor '{}' box {}", spec.name, d.box.to_string());
-    if (scales_made_by_senders(spec)) continue;  // checked with its weight
-    if (quantized_at_senders(spec)) {
+    if (made_scales(spec)) continue;  // checked with its weight
+    if (quantized_values(spec)) {
       const auto it = scales.find(spec.name);
-      REFIT_TRY_IN(
-          verify_quantized(d.tensor, spec, d, it == scales.end() ? std::span<const std::byte>{} : it->second),
-          where);
+      REFIT_TRY_IN(verify_quantized(pattern[d.tensor], spec, d,
+                                    it == scales.end() ? std::span<const std::byte>{} : it->second),
+                   where);
+      continue;
+    }
+    if (landing_copy(spec)) {
+      std::vector<std::byte> want(d.bytes.size());
+      fill_bf16_weight_pattern(d.tensor, spec.shape, d.box, want);
+      if (!std::ranges::equal(want, d.bytes))
+        return fail(ErrorCode::kRuntime, where + ": the landing copy differs from the training ranks' bf16");
       continue;
     }
     REFIT_TRY_IN(verify_pattern(d.tensor, spec.shape, d.box, dtype_size(spec.dtype), d.bytes), where);

@@ -35,6 +35,8 @@ nlohmann::ordered_json explain_json(const lowering::ProgramSummary& s) {
           {"sends", side_json(s.sends)},
           {"receives", side_json(s.receives)},
           {"waiting_chunks", s.waiting_chunks},
+          {"quantise_steps", s.quantise_steps},
+          {"quantised_elements", s.quantised_elements},
           {"extract_transfers", s.extract_transfers},
           {"scratch_bytes", s.scratch.value},
           {"send_staging", staging_json(s.send_staging)},

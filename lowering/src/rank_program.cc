@@ -1,5 +1,7 @@
 #include "refit/lowering/rank_program.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "homes.h"
@@ -98,6 +100,53 @@ void demand(StagingDemand& d, const ChunkCopy& c) {
   d.largest = std::max(d.largest, Bytes{c.bytes});
 }
 
+// The rank's destination shard of `tensor`, which a quantise step reads or writes whole blocks of:
+// present, in a buffer of its own, and holding `box`.
+[[nodiscard]] Result<std::int32_t> step_shard(const Plan& plan, const RankShardFinder& finder, Rank rank,
+                                              std::uint32_t tensor, const Box& box) {
+  const ShardRef shard = finder.find(rank, BufferKind::kDestination, tensor);
+  const auto& name = plan.tensors[tensor].name;
+  if (shard.box == nullptr || !shard.box->contains(box))
+    return mismatch(
+        fmt::format("its destination buffer of tensor '{}' does not hold {}", name, box.to_string()));
+  if (shard.regions != nullptr && !shard.regions->empty())
+    return unsupported(
+        fmt::format("tensor '{}' is a framework's parameter regions; a quantise step needs its box in a "
+                    "buffer of its own",
+                    name));
+  return shard.index;
+}
+
+// What quantise step `t` makes on the rank, from the weights its scales segments scale.
+[[nodiscard]] Result<QuantiseStep> quantise_step(const LoweredPlan& lowered, const RankShardFinder& finder,
+                                                 Rank rank, const Transfer& t) {
+  const Plan& plan = lowered.plan();
+  QuantiseStep out{.transfer = t.id, .blocks = {}, .waits = REFIT_TRY(lowered.waits(t.id, 0))};
+  const auto weights = landing_weights(plan.tensors);
+  for (const auto& s : t.segments) {
+    const auto w = std::ranges::find(weights, s.tensor, &LandingWeight::scales);
+    if (w == weights.end()) continue;  // values: the scales segments name their blocks
+    const auto& weight = plan.tensors[w->values];
+    const auto scheme = weight.quantization->scheme;
+    const Shape block = quant_block(scheme, weight.shape.size());
+    Box blocks = s.box;
+    for (std::size_t d = 0; d < blocks.rank(); ++d) {
+      blocks.offset[d] = s.box.offset[d] * block[d];
+      blocks.extent[d] =
+          std::min((s.box.offset[d] + s.box.extent[d]) * block[d], weight.shape[d]) - blocks.offset[d];
+    }
+    const auto where = fmt::format("quantise step {} of rank {}", t.id, rank.value);
+    out.blocks.push_back(
+        QuantiseBlocks{.scheme = scheme,
+                       .copy = REFIT_TRY_IN(step_shard(plan, finder, rank, w->copy, blocks), where),
+                       .values = REFIT_TRY_IN(step_shard(plan, finder, rank, w->values, blocks), where),
+                       .scales = REFIT_TRY_IN(step_shard(plan, finder, rank, w->scales, s.box), where),
+                       .blocks = std::move(blocks),
+                       .scale_box = s.box});
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string_view buffer_kind_name(BufferKind kind) {
@@ -187,6 +236,13 @@ Result<RankProgram> lower_rank(const LoweredPlan& lowered, Rank rank, RankShards
   Homes homes(lowered, rank, finder);
   detail::SideWalks::Buffer walks;
   for (const Transfer& t : plan.transfers) {
+    if (t.quantises()) {
+      if (t.sender != rank) continue;
+      std::vector<SegmentLanding> made;  // in the rank's own boxes, where relays read them
+      homes.land(t, made);
+      program.steps_.push_back(REFIT_TRY(quantise_step(lowered, finder, rank, t)));
+      continue;
+    }
     if (t.receiver == rank) {
       Receive r{.transfer = t.id, .peer = t.sender};
       homes.land(t, r.segments);

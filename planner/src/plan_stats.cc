@@ -18,17 +18,21 @@ double mean_of_busy(const std::vector<Bytes>& v) {
   return busy ? sum / static_cast<double>(busy) : 0.0;
 }
 
+// Quantised before the engines: at the senders, or once at the landing ranks.
+bool quantized_in_flight(const std::optional<Quantization>& q) {
+  return q && (q->site == QuantSite::kSender || q->made_at_landing());
+}
+
 // A segment's bytes had the plan moved its tensor as the source holds it, unquantised.
 Bytes unquantized_bytes(const Plan& plan, const Segment& segment) {
   const auto& q = plan.tensors[segment.tensor].quantization;
-  if (!q || q->site != QuantSite::kSender) return plan.segment_bytes(segment);
+  if (!quantized_in_flight(q)) return plan.segment_bytes(segment);
   return q->is_scales() ? Bytes{0} : Bytes{segment.box.volume() * dtype_size(q->from)};
 }
 
 bool quantizes_at_senders(const Plan& plan) {
-  return std::ranges::any_of(plan.tensors, [](const TensorSpec& t) {
-    return t.quantization && t.quantization->site == QuantSite::kSender;
-  });
+  return std::ranges::any_of(plan.tensors,
+                             [](const TensorSpec& t) { return quantized_in_flight(t.quantization); });
 }
 
 void count_network(PlanStats& s, const Plan& plan, bool quantized, const Transfer& t,

@@ -15,6 +15,11 @@ struct PlanContext {
   std::vector<Overlap> overlaps;  // one per tensor, in problem order
 };
 
+// Weights quantised at their landing ranks (landing_plan.cc): the strategy plans what reaches the
+// landing ranks, then what leaves them, with each landing rank's quantise step in between.
+bool has_landing(const ReshardProblem& problem);
+[[nodiscard]] Result<Plan> plan_with_landing(const PlanContext& c);
+
 [[nodiscard]] Result<Plan> plan_refit(const PlanContext& c);
 [[nodiscard]] Result<Plan> plan_direct(const PlanContext& c);
 [[nodiscard]] Result<Plan> plan_m2n_ring(const PlanContext& c);

@@ -34,7 +34,8 @@ constexpr std::array<StrategyInfo, 4> kStrategies{{
      .name = "gather-broadcast",
      .description = "NeMo RL's default: every full tensor gathered, then broadcast to every rank",
      .plan = planner_detail::plan_gather_broadcast,
-     .execution = ExecutionModelId::kNcclCollectives},
+     .execution = ExecutionModelId::kNcclCollectives,
+     .sends_from_holders = false},
 }};
 
 }  // namespace
@@ -66,7 +67,8 @@ Result<Plan> make_plan(const StrategyInfo& strategy, const ReshardProblem& probl
   for (const auto& t : problem.tensors())
     context.overlaps.push_back(
         REFIT_TRY_IN(overlaps(t.source, t.destination), fmt::format("tensor '{}'", t.tensor.name)));
-  auto plan = REFIT_TRY(strategy.plan(context));
+  auto plan = REFIT_TRY(planner_detail::has_landing(problem) ? planner_detail::plan_with_landing(context)
+                                                             : strategy.plan(context));
   REFIT_TRY(check_chunk_count(plan));
   return plan;
 }

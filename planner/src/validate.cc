@@ -25,6 +25,8 @@ struct Context {
   std::vector<std::vector<std::int32_t>> destination_positions;  // per tensor
   // Boxes each transfer delivered, by (transfer, tensor).
   std::unordered_map<std::uint64_t, std::vector<const Box*>> delivered;
+  // Per tensor made at landing ranks: its weight's values and landing copy (-1 elsewhere).
+  std::vector<std::int32_t> values_of, copy_of;
 
   static std::uint64_t key(std::int32_t transfer, std::uint32_t tensor) {
     return (static_cast<std::uint64_t>(transfer) << 32) | tensor;
@@ -64,8 +66,71 @@ struct Context {
   return {};
 }
 
+// `box` of `tensor` is what transfer `via` delivered of `tensor`, exactly once.
+[[nodiscard]] Result<void> check_delivered(const Context& c, std::int32_t via, std::uint32_t tensor,
+                                           const Box& box) {
+  const auto it = c.delivered.find(Context::key(via, tensor));
+  std::vector<Box> parts;
+  if (it != c.delivered.end())
+    for (const Box* b : it->second)
+      if (auto part = intersect(*b, box)) parts.push_back(std::move(*part));
+  // The plan contradicts itself (not the problem): a relay of bytes its feeder did not bring.
+  if (auto ok = check_tiling(parts, box); !ok)
+    return invalid(fmt::format("transfer {} did not deliver {} of tensor '{}' exactly once: {}", via,
+                               box.to_string(), c.plan.tensors[tensor].name, ok.error().message));
+  return {};
+}
+
+// The weight's blocks a scales box scales are all made in the same quantise step.
+[[nodiscard]] Result<void> check_blocks_made(const Context& c, const Transfer& step, const Segment& scales) {
+  const auto values = static_cast<std::uint32_t>(c.values_of[scales.tensor]);
+  const auto& weight = c.plan.tensors[values];
+  const Shape block = quant_block(weight.quantization->scheme, weight.shape.size());
+  Box region = scales.box;
+  for (std::size_t d = 0; d < region.rank(); ++d) {
+    region.offset[d] = scales.box.offset[d] * block[d];
+    region.extent[d] = std::min((scales.box.offset[d] + scales.box.extent[d]) * block[d], weight.shape[d]) -
+                       region.offset[d];
+  }
+  std::vector<Box> parts;
+  for (const auto& s : step.segments)
+    if (s.tensor == values)
+      if (auto part = intersect(s.box, region)) parts.push_back(std::move(*part));
+  if (auto ok = check_tiling(parts, region); !ok)
+    return mismatch(
+        fmt::format("scales {} of tensor '{}' need the values of {} quantised in the same step: {}",
+                    scales.box.to_string(), weight.name, region.to_string(), ok.error().message));
+  return {};
+}
+
+// fp8 values and scales made at landing ranks: a quantise step makes them (values from the landing
+// copy its `via` brought, scales there), and only relays of what a step made send them on.
+[[nodiscard]] Result<void> check_made_at_landing(const Context& c, const Transfer& t, const Segment& s) {
+  const auto& name = c.plan.tensors[s.tensor].name;
+  const bool scales = c.plan.tensors[s.tensor].quantization->is_scales();
+  if (!t.quantises()) {
+    if (s.via == kFromSourceShard)
+      return mismatch(fmt::format("rank {} sends {} of tensor '{}' as a source, but a quantise step makes it",
+                                  t.sender.value, s.box.to_string(), name));
+    return check_delivered(c, s.via, s.tensor, s.box);
+  }
+  if (scales != (s.via == kFromSourceShard))
+    return mismatch(
+        fmt::format("in a quantise step, scales are made there and values come from a landing "
+                    "copy's transfer; {} of tensor '{}' {}",
+                    s.box.to_string(), name, scales ? "names a via" : "names none"));
+  if (!scales) return check_delivered(c, s.via, static_cast<std::uint32_t>(c.copy_of[s.tensor]), s.box);
+  const auto pos = c.source_positions[s.tensor][static_cast<std::size_t>(t.sender.value)];
+  if (pos < 0 || !c.problem.tensors()[s.tensor].source.box_at_position(pos).contains(s.box))
+    return mismatch(fmt::format("rank {} makes {} of tensor '{}', which is not its landing box",
+                                t.sender.value, s.box.to_string(), name));
+  return check_blocks_made(c, t, s);
+}
+
 [[nodiscard]] Result<void> check_segment_source(const Context& c, const Transfer& t, const Segment& s) {
   const auto& spec = c.problem.tensors()[s.tensor];
+  if (spec.tensor.quantization && spec.tensor.quantization->made_at_landing())
+    return check_made_at_landing(c, t, s);
   if (s.via == kFromSourceShard) {
     const auto pos = c.source_positions[s.tensor][static_cast<std::size_t>(t.sender.value)];
     if (pos < 0 || !spec.source.box_at_position(pos).contains(s.box))
@@ -73,16 +138,7 @@ struct Context {
                                   s.box.to_string(), spec.tensor.name));
     return {};
   }
-  const auto it = c.delivered.find(Context::key(s.via, s.tensor));
-  std::vector<Box> parts;
-  if (it != c.delivered.end())
-    for (const Box* b : it->second)
-      if (auto part = intersect(*b, s.box)) parts.push_back(std::move(*part));
-  // The plan contradicts itself (not the problem): a relay of bytes its feeder did not bring.
-  if (auto ok = check_tiling(parts, s.box); !ok)
-    return invalid(fmt::format("transfer {} did not deliver {} of tensor '{}' exactly once: {}", s.via,
-                               s.box.to_string(), spec.tensor.name, ok.error().message));
-  return {};
+  return check_delivered(c, s.via, s.tensor, s.box);
 }
 
 // Each segment's data is held by its sender (validate_structure() checked the rest).
@@ -128,6 +184,15 @@ struct Received {
   return {};
 }
 
+void index_landing(Context& c) {
+  c.values_of.assign(c.plan.tensors.size(), -1);
+  c.copy_of.assign(c.plan.tensors.size(), -1);
+  for (const auto& w : landing_weights(c.plan.tensors)) {
+    c.copy_of[w.values] = static_cast<std::int32_t>(w.copy);
+    c.values_of[w.values] = c.values_of[w.scales] = static_cast<std::int32_t>(w.values);
+  }
+}
+
 // Transfers some later segment forwards from: only their deliveries need indexing.
 std::vector<bool> forwarded_transfers(const Plan& plan) {
   std::vector<bool> out(plan.transfers.size(), false);
@@ -143,12 +208,18 @@ std::vector<bool> forwarded_transfers(const Plan& plan) {
 Result<void> validate(const Plan& plan, const ReshardProblem& problem) {
   REFIT_TRY(validate_structure(plan));
   REFIT_TRY(check_tensors(plan, problem));
-  Context c{
-      .plan = plan, .problem = problem, .source_positions = {}, .destination_positions = {}, .delivered = {}};
+  Context c{.plan = plan,
+            .problem = problem,
+            .source_positions = {},
+            .destination_positions = {},
+            .delivered = {},
+            .values_of = {},
+            .copy_of = {}};
   for (const auto& t : problem.tensors()) {
     c.source_positions.push_back(positions(t.source, plan.world_size()));
     c.destination_positions.push_back(positions(t.destination, plan.world_size()));
   }
+  index_landing(c);
   const auto forwarded = forwarded_transfers(plan);
   for (std::size_t i = 0; i < plan.transfers.size(); ++i) {
     const auto& t = plan.transfers[i];

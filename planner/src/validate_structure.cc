@@ -25,13 +25,28 @@ Result<void> check_segment(const Plan& plan, const Transfer& t, const Segment& s
   return {};
 }
 
+// Only a rank's quantise step stays on the rank: fp8 made at a landing rank, over kLocal.
+Result<void> check_quantise_step(const Plan& plan, const Transfer& t) {
+  if (t.link != LinkKind::kLocal)
+    return invalid("sender and receiver are the same rank (only a quantise step, over local, does that)");
+  for (const auto& s : t.segments) {
+    const auto& q = s.tensor < plan.tensors.size() ? plan.tensors[s.tensor].quantization : std::nullopt;
+    if (!q || !q->made_at_landing())
+      return invalid(fmt::format(
+          "sender and receiver are the same rank, but tensor {} is not made at landing ranks (only fp8 "
+          "values and scales of weights quantised there are made in a quantise step)",
+          s.tensor));
+  }
+  return {};
+}
+
 Result<void> check_transfer(const Plan& plan, const Transfer& t, std::size_t index) {
   if (t.id != static_cast<std::int32_t>(index)) return invalid(fmt::format("id is {}", t.id));
   for (const Rank r : {t.sender, t.receiver})
     if (r.value < 0 || r.value >= plan.world_size())
       return out_of_range(fmt::format("rank {} does not exist ({} ranks)", r.value, plan.world_size()));
-  if (t.sender == t.receiver) return invalid("sender and receiver are the same rank");
   if (t.segments.empty()) return invalid("no segments");
+  if (t.quantises()) REFIT_TRY(check_quantise_step(plan, t));
   if (t.chunk.value <= 0) return out_of_range("chunk must be > 0 bytes");
   std::int64_t sum = 0;
   for (std::size_t k = 0; k < t.segments.size(); ++k) {

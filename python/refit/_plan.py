@@ -94,6 +94,8 @@ class Explain:
     receives: SideSummary
     waiting_chunks: int
     extract_transfers: int
+    quantise_steps: int
+    quantised_elements: int
     scratch_bytes: int
     send_staging: Staging
     receive_staging: Staging
@@ -107,6 +109,8 @@ class Explain:
             receives=SideSummary(**d["receives"]),
             waiting_chunks=d["waiting_chunks"],
             extract_transfers=d["extract_transfers"],
+            quantise_steps=d["quantise_steps"],
+            quantised_elements=d["quantised_elements"],
             scratch_bytes=d["scratch_bytes"],
             send_staging=Staging(**d["send_staging"]),
             receive_staging=Staging(**d["receive_staging"]),

@@ -179,7 +179,10 @@ class Problem:
                 ``--quantize`` (a training rank still holds and hands over bf16, unless trained
                 in fp8).
             quantize_at: ``"sender"`` (fp8 on the network where training ranks hold whole
-                blocks), ``"receiver"`` (bf16 on the network, today's practice) or
+                blocks), ``"landing"`` (as sender, but a weight whose training layout cuts blocks
+                reaches one inference replica in bf16, is quantised there once and goes on as
+                fp8; the landing ranks get a ``"<weight>@landing"`` shard for the bf16, listed by
+                :meth:`shards`), ``"receiver"`` (bf16 on the network, today's practice) or
                 ``"training"`` (FP8 training: the training ranks hold fp8 weights and their
                 scales, which move as they are).
 
@@ -247,9 +250,10 @@ class Problem:
 
     def quantized_at_receivers(self) -> Optional[Problem]:
         """This problem with every weight quantised at the receivers, as today's systems do, when it
-        quantises at the senders (``quantize_at="sender"``); None otherwise (weights quantised at
-        the receivers already, or trained in fp8, which every system moves as they are)."""
-        if not self._source.get("quantize") or self._source.get("quantize_at", "sender") != "sender":
+        quantises before the engines (``quantize_at="sender"`` or ``"landing"``); None otherwise
+        (weights quantised at the receivers already, or trained in fp8, which every system moves
+        as they are)."""
+        if not self._source.get("quantize") or self._source.get("quantize_at", "sender") not in ("sender", "landing"):
             return None
         source = dict(self._source, quantize_at="receiver")
         return Problem(_refit.Problem.load(**source), source)

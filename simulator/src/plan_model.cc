@@ -171,7 +171,10 @@ class Builder {
       const auto up = t.upstream();
       upstreams_.insert(upstreams_.end(), up.begin(), up.end());
       upstream_begin_.push_back(upstreams_.size());
-      pipelined_upstream_.push_back(pipelined && up.size() == 1 ? up[0] : -1);
+      // A quantise step starts once all it quantises has landed, and what it made is there at
+      // once when it ends: neither side pipelines.
+      const bool relay = up.size() == 1 && !t.quantises() && !plan_.transfers[at(up[0])].quantises();
+      pipelined_upstream_.push_back(pipelined && relay ? up[0] : -1);
       if (pipelined_upstream_.back() >= 0) has_pipelined_dependent_[at(up[0])] = true;
     }
   }
@@ -233,6 +236,7 @@ class Builder {
     by_pair.reserve(order_.size());
     for (std::size_t i = 0; i < order_.size(); ++i) {
       const auto& t = plan_.transfers[at(order_[i])];
+      if (t.quantises()) continue;  // no message
       const std::int32_t queue = calls_ ? calls_->calls[at(call_of_[at(t.id)])].queue : 0;
       by_pair.emplace_back(PairKey{queue, t.sender.value, t.receiver.value}, static_cast<std::int32_t>(i));
     }
@@ -360,6 +364,26 @@ class Builder {
     return add_call_task(std::string_view(label_.data(), label_.size()), Bytes{0}, time, TaskKind::kQuantize);
   }
 
+  // A landing rank quantises, once all it quantises has landed, the source-dtype elements of the
+  // values the step makes (core/quantization.h); relays of them wait for the whole step.
+  void add_quantise_step(const Transfer& t) {
+    const auto id = at(t.id);
+    Bytes source{0};
+    for (const auto& s : t.segments)
+      if (const auto& q = plan_.tensors[s.tensor].quantization; !q->is_scales())
+        source += Bytes{s.box.volume() * dtype_size(q->from)};
+    std::vector<TaskId> deps;
+    for (const std::int32_t u : upstreams_of(id)) deps.push_back(ends_[at(u)]);
+    if (calls_) deps.push_back(call_start_);
+    const TaskId task =
+        add_quantize_task(t.receiver, quantize_time(source, gpu_of(t.receiver)), std::move(deps));
+    out_.transfer_of_task.back() = t.id;
+    piece_range_[id].first = pieces_.size();
+    pieces_.push_back({lowered_.layout(t.id).chunks(), task});
+    piece_range_[id].second = pieces_.size();
+    ends_[id] = task;
+  }
+
   void add_sender_quantization() {
     sender_quantize_.assign(at(plan_.world_size()), TaskId{});
     for (std::int32_t r = 0; r < plan_.world_size(); ++r)
@@ -387,6 +411,7 @@ class Builder {
   // Builds the transfer's pieces in spec_, whose vectors keep their capacity from one task to
   // the next: a DeepSeek-V3 plan has 10^5 transfers.
   void add_transfer(const Transfer& t) {
+    if (t.quantises()) return add_quantise_step(t);
     const auto id = at(t.id);
     const auto& cost = costs_[id];
     const bool pack = cost.packs;

@@ -8,13 +8,15 @@ namespace {
 
 std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 
-// The weight a tensor somebody quantises belongs to (itself, or the weight its scales scale), or
-// -1 (weights trained in fp8 are nobody's work).
+// The weight a tensor a sender or receiver quantises belongs to (itself, or the weight its scales
+// scale), or -1: weights trained in fp8 are nobody's work, and the plan's quantise steps are the
+// landing ranks' (plan_model.cc charges them as steps).
 std::vector<std::int32_t> weight_of_each(const Plan& plan) {
   auto out = quantization_partners(plan.tensors);
   for (std::size_t i = 0; i < out.size(); ++i) {
     const auto& q = plan.tensors[i].quantization;
-    if (q && !q->is_scales() && q->site != QuantSite::kTraining) out[i] = static_cast<std::int32_t>(i);
+    if (q && !q->is_scales() && (q->site == QuantSite::kSender || q->site == QuantSite::kReceiver))
+      out[i] = static_cast<std::int32_t>(i);
   }
   return out;
 }

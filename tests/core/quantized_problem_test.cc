@@ -153,5 +153,110 @@ TEST(CheckQuantized, RefusesInconsistentPartsNamingTheTensor) {
       << r.error().message;
 }
 
+// Two training ranks (0, 1) hold 256x512 weights in rows of 200, which cuts block row 1 (rows
+// 128..255); two inference engines of two ranks each (2, 3 and 4, 5) split them by columns.
+ReshardProblem cut_into_two_engines(int weights) {
+  std::vector<TensorReshard> t;
+  const auto engines = [] {
+    return Layout::make({256, 512}, Mesh::make({2, 2}, {Rank{2}, Rank{3}, Rank{4}, Rank{5}}).value(),
+                        parse_placements("R,S1").value())
+        .value();
+  };
+  for (int i = 0; i < weights; ++i)
+    t.push_back({.tensor = TensorSpec{.name = "w" + std::to_string(i), .shape = {256, 512}},
+                 .source = on({256, 512}, {Rank{0}, Rank{1}}, "S0:200"),
+                 .destination = engines()});
+  return ReshardProblem::make(std::move(t), 2, 4).value();
+}
+
+TEST(QuantizeProblem, AtTheLandingRanksOneReplicaGetsBf16AndTheOthersFp8) {
+  const auto q = quantize_problem(cut_into_two_engines(1),
+                                  {.scheme = QuantScheme::kFp8Block128, .site = QuantSite::kLanding}, kAll)
+                     .value();
+  ASSERT_EQ(q.tensors().size(), 3u);  // values, scales, landing copy
+  const auto& values = q.tensors()[0];
+  const auto& scales = q.tensors()[1];
+  const auto& copy = q.tensors()[2];
+  EXPECT_EQ(values.tensor.dtype, DType::kFP8E4M3);
+  EXPECT_TRUE(values.tensor.quantization->made_at_landing());
+  // Engine 0 (ranks 2, 3) lands it: the values' and scales' sources are its boxes.
+  EXPECT_EQ(values.source.mesh().ranks(), (std::vector<Rank>{Rank{2}, Rank{3}}));
+  EXPECT_EQ(values.source.local_box(Rank{3}).value(), (Box{{0, 256}, {256, 256}}));
+  EXPECT_EQ(scales.source.local_box(Rank{3}).value(), (Box{{0, 2}, {2, 2}}));
+  EXPECT_EQ(scales.destination.local_box(Rank{5}).value(), (Box{{0, 2}, {2, 2}}));
+  // The landing copy: bf16 from the training layout to engine 0 only.
+  EXPECT_EQ(copy.tensor.name, "w0@landing");
+  EXPECT_EQ(copy.tensor.dtype, DType::kBF16);
+  EXPECT_EQ(copy.tensor.quantization->landing_of, "w0");
+  EXPECT_EQ(copy.source, cut_into_two_engines(1).tensors()[0].source);
+  EXPECT_EQ(copy.destination, values.source);
+  // Nobody passes values or scales as a source buffer; the training ranks pass the copy.
+  EXPECT_FALSE(held_at_source(values.tensor));
+  EXPECT_FALSE(held_at_source(scales.tensor));
+  EXPECT_TRUE(held_at_source(copy.tensor));
+  // Bytes: fp8 values 256*512, fp32 scales 2*4*4, the bf16 copy 256*512*2.
+  EXPECT_EQ(q.total_bytes().value, 131072 + 32 + 262144);
+  const auto parts = landing_weights(std::vector{values.tensor, scales.tensor, copy.tensor});
+  ASSERT_EQ(parts.size(), 1u);
+  EXPECT_EQ(parts[0].values, 0u);
+  EXPECT_EQ(parts[0].scales, 1u);
+  EXPECT_EQ(parts[0].copy, 2u);
+}
+
+TEST(QuantizeProblem, WeightsLandOnTheLeastLoadedReplica) {
+  const auto q = quantize_problem(cut_into_two_engines(3),
+                                  {.scheme = QuantScheme::kFp8Block128, .site = QuantSite::kLanding}, kAll)
+                     .value();
+  // Equal weights alternate: engine 0, engine 1, engine 0.
+  EXPECT_EQ(q.tensors()[0].source.mesh().ranks(), (std::vector<Rank>{Rank{2}, Rank{3}}));
+  EXPECT_EQ(q.tensors()[3].source.mesh().ranks(), (std::vector<Rank>{Rank{4}, Rank{5}}));
+  EXPECT_EQ(q.tensors()[6].source.mesh().ranks(), (std::vector<Rank>{Rank{2}, Rank{3}}));
+}
+
+TEST(QuantizeProblem, AtTheLandingRanksWholeBlocksAreStillQuantisedAtTheSender) {
+  const auto q =
+      quantize_problem(two_by_two(), {.scheme = QuantScheme::kFp8Block128, .site = QuantSite::kLanding}, kAll)
+          .value();
+  ASSERT_EQ(q.tensors().size(), 3u);
+  EXPECT_EQ(q.tensors()[0].tensor.quantization->site, QuantSite::kSender);
+}
+
+TEST(CheckQuantized, RefusesLandingPartsThatDoNotFitNamingTheTensor) {
+  const auto tensors =
+      quantize_problem(cut_into_two_engines(1),
+                       {.scheme = QuantScheme::kFp8Block128, .site = QuantSite::kLanding}, kAll)
+          .value()
+          .tensors();
+  auto no_copy = tensors;
+  no_copy.pop_back();
+  auto r = ReshardProblem::make(no_copy, 2, 4);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("'w0': a weight quantised at its landing ranks needs one landing copy"),
+            std::string::npos)
+      << r.error().message;
+  auto elsewhere = tensors;  // the copy lands on engine 1, the values are made on engine 0
+  elsewhere[2].destination = landing_layout(elsewhere[0].destination, 1);
+  r = ReshardProblem::make(elsewhere, 2, 4);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("'w0@landing': its inference layout is not the landing layout of 'w0'"),
+            std::string::npos)
+      << r.error().message;
+  auto swapped = tensors;  // landing ranks that do not hold these boxes in the inference layout
+  swapped[0].source = on({256, 512}, {Rank{3}, Rank{2}}, "S1");
+  r = ReshardProblem::make(swapped, 2, 4);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("landing rank 3 holds [0:256, 0:256]"), std::string::npos)
+      << r.error().message;
+  auto on_training = tensors;  // values a training rank would hold
+  on_training[0].source = on({256, 512}, {Rank{0}, Rank{1}}, "S1");
+  EXPECT_EQ(testing::error_code(ReshardProblem::make(on_training, 2, 4)), ErrorCode::kOutOfRange);
+  auto both = tensors;
+  both[2].tensor.quantization->scales_of = "w0";
+  r = ReshardProblem::make(both, 2, 4);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("scales or its landing copy, not both"), std::string::npos)
+      << r.error().message;
+}
+
 }  // namespace
 }  // namespace refit

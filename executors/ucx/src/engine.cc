@@ -49,6 +49,7 @@ Engine::Engine(const ExecutionContext& context)
     chunks_to_receive_ += chunks;
     report_.bytes_received += Bytes{p.layout(r.transfer).bytes()};
   }
+  arrived_prefix_.resize(arrived_prefix_.size() + p.steps().size(), 0);  // quantise steps: landed once run
   for (std::size_t j = 0; j < p.sends().size(); ++j) {
     const Send& s = p.sends()[j];
     const auto chunks = static_cast<std::int64_t>(s.chunks.size());
@@ -91,11 +92,12 @@ Result<void> Engine::loop() {
 Result<bool> Engine::step(Clock::time_point now) {
   const bool messages = REFIT_TRY(handle_messages());
   const bool flushed = REFIT_TRY(handle_flushes());
+  const bool quantised = run_ready_steps();
   const bool sent = REFIT_TRY(send_ready_chunks());
   if (const auto failed = c_.outbox.sweep(c_.epoch))
     return fail(ErrorCode::kPeerFailed, fmt::format("rank {} is unreachable: a message to it failed ({})",
                                                     failed->first.value, ucs_status_string(failed->second)));
-  bool worked = messages || flushed || sent;
+  bool worked = messages || flushed || quantised || sent;
   if (!done_sent_ && own_work_finished()) {
     report_.elapsed = Seconds{seconds_between(start_, now)};
     REFIT_TRY(post_to_all(MessageKind::kDone));
@@ -225,7 +227,9 @@ Error Engine::abort(Error e) {
   return e;
 }
 
-bool Engine::own_work_finished() const { return chunks_to_receive_ == 0 && chunks_to_send_ == 0; }
+bool Engine::own_work_finished() const {
+  return chunks_to_receive_ == 0 && chunks_to_send_ == 0 && steps_run_ == c_.program.steps().size();
+}
 
 bool Engine::everyone_finished() const { return done_count_ == c_.plan.world_size() - 1; }
 

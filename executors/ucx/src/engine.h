@@ -96,6 +96,8 @@ class Engine {
   [[nodiscard]] Result<void> grant_in_place(std::size_t peer);
   [[nodiscard]] Result<void> on_data(const Message& m);
   // engine_send.cc
+  bool landed(const std::vector<ChunkWait>& waits) const;
+  bool run_ready_steps();
   [[nodiscard]] Result<void> on_grant(const Message& m);
   [[nodiscard]] Result<bool> send_ready_chunks();
   bool ready(const ChunkRef& c) const;
@@ -133,6 +135,7 @@ class Engine {
   std::vector<std::size_t> next_;                                     // by receiver rank
   SlotPool pack_slots_;
   std::int64_t chunks_to_send_ = 0;
+  std::size_t steps_run_ = 0;  // quantise steps run, in plan order (each waits for earlier data only)
   // The end, and health.
   std::vector<bool> done_from_;
   std::int32_t done_count_ = 0;

@@ -34,6 +34,11 @@ std::string Engine::describe_send_wait(const ChunkRef& c) const {
        c_.program.waits[static_cast<std::size_t>(c.first)][static_cast<std::size_t>(c.second)]) {
     const auto landed = arrived_prefix_[static_cast<std::size_t>(w.receive)];
     if (landed >= w.chunks) continue;
+    if (static_cast<std::size_t>(w.receive) >= c_.program.receives().size())
+      return fmt::format(
+          "its quantise step (transfer {}), which chunk {} of transfer {} forwards, to run",
+          c_.program.steps()[static_cast<std::size_t>(w.receive) - c_.program.receives().size()].transfer,
+          c.second, t.id);
     const Receive& r = c_.program.receives()[static_cast<std::size_t>(w.receive)];
     return fmt::format("chunk {} of {} from rank {}, which chunk {} of transfer {} forwards", landed,
                        describe(c_.plan.transfers[static_cast<std::size_t>(r.transfer)]), r.peer.value,

@@ -1,8 +1,11 @@
 // The sending half of an execution: grants, packing, puts, flushes and data notices.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "engine.h"
 #include "refit/core/try.h"
+#include "refit/executors/quantise_step.h"
 #include "streaming_copy.h"
 
 namespace refit::ucx_detail {
@@ -41,13 +44,31 @@ Result<void> Engine::on_grant(const Message& m) {
   return {};
 }
 
+bool Engine::landed(const std::vector<ChunkWait>& waits) const {
+  return std::ranges::all_of(waits, [&](const ChunkWait& w) {
+    return arrived_prefix_[static_cast<std::size_t>(w.receive)] >= w.chunks;
+  });
+}
+
 bool Engine::ready(const ChunkRef& c) const {
   const auto j = static_cast<std::size_t>(c.first);
   const auto k = static_cast<std::size_t>(c.second);
-  if (!grants_[j][k]) return false;
-  for (const ChunkWait& w : c_.program.waits[j][k])
-    if (arrived_prefix_[static_cast<std::size_t>(w.receive)] < w.chunks) return false;
-  return !c_.program.send_runs[j][k].empty() || pack_slots_.available();
+  return grants_[j][k] && landed(c_.program.waits[j][k]) &&
+         (!c_.program.send_runs[j][k].empty() || pack_slots_.available());
+}
+
+// A quantise step runs on this thread once its copies have landed; then its fp8 counts as landed
+// for the chunks that forward it.
+bool Engine::run_ready_steps() {
+  const auto& p = c_.program;
+  bool any = false;
+  for (; steps_run_ < p.steps().size() && landed(p.step_waits[steps_run_]); ++steps_run_) {
+    const auto& step = p.steps()[steps_run_];
+    run_quantise_step(*p.rank, step, p.host(c_.regions.bases));
+    arrived_prefix_[p.receives().size() + steps_run_] = p.layout(step.transfer).chunks();
+    any = true;
+  }
+  return any;
 }
 
 Result<bool> Engine::send_ready_chunks() {

@@ -10,7 +10,12 @@
 //  - at the receiver: the plan moves the weight in `from`, and every destination rank quantises
 //    its own box once it has landed (the engines' practice today); the scales never travel;
 //  - in training: the training ranks already hold the weight in fp8 with its scales (FP8 training
-//    with fp8 parameters, e.g. Transformer Engine's blockwise recipe); both move as they are.
+//    with fp8 parameters, e.g. Transformer Engine's blockwise recipe); both move as they are;
+//  - at the landing ranks: the training layout cuts blocks, so no sender holds one whole. The
+//    plan moves the weight in `from` to one replica of the inference layout (its landing ranks,
+//    which hold whole blocks), each landing rank quantises its box once, and the plan moves fp8
+//    values and scales from there to every other replica. The weight's source layout is then its
+//    landing layout: what the landing ranks hold once they have quantised.
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -42,8 +47,8 @@ Box quant_scale_box(QuantScheme s, const Box& weight_box);
 // holds each of its blocks whole.
 bool quant_block_aligned(QuantScheme s, const Box& box, const Shape& weight);
 
-enum class QuantSite : std::uint8_t { kSender, kReceiver, kTraining };
-std::string_view quant_site_name(QuantSite s);  // "sender", "receiver", "training"
+enum class QuantSite : std::uint8_t { kSender, kReceiver, kTraining, kLanding };
+std::string_view quant_site_name(QuantSite s);  // "sender", "receiver", "training", "landing"
 [[nodiscard]] Result<QuantSite> parse_quant_site(std::string_view name);
 
 // What a tensor of a reshard problem is of a quantised weight. TensorSpec::dtype stays what the
@@ -53,9 +58,25 @@ struct Quantization {
   QuantSite site = QuantSite::kSender;
   DType from = DType::kBF16;  // what the source ranks hold of the weight (fp8 when trained in it)
   std::string scales_of;      // empty: this tensor is the weight; else the weight these are the scales of
+  // kLanding only: non-empty on the weight's landing copy, the tensor that carries the weight in
+  // `from` from the training ranks to its landing ranks (named landing_copy_name(weight)).
+  std::string landing_of;
   bool is_scales() const { return !scales_of.empty(); }
+  bool is_landing_copy() const { return !landing_of.empty(); }
+  // The fp8 values or scales of a weight that its landing ranks make (sources hold none of it).
+  bool made_at_landing() const { return site == QuantSite::kLanding && !is_landing_copy(); }
   bool operator==(const Quantization&) const = default;
 };
+
+// The name of a weight's landing copy: "<weight>@landing".
+std::string landing_copy_name(std::string_view weight);
+
+// How many replicas `destination` has along its first replicated mesh axis of more than one rank
+// (vLLM's engines); 1 when no axis replicates.
+std::int64_t landing_replicas(const Layout& destination);
+// Replica `replica` (< landing_replicas) of `destination`: the ranks at that index of the axis,
+// each holding the box it holds in `destination`.
+Layout landing_layout(const Layout& destination, std::int64_t replica);
 
 // The scale tensor's layout on the same mesh as the weight's: each split of the weight cut at
 // the block multiples its chunk names. Refuses (naming the mesh position and dim) a weight layout

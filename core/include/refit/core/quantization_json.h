@@ -1,7 +1,7 @@
 #pragma once
 // A tensor's "quantization" object, as plans and manifests write it:
 //   {"scheme": "fp8-block128", "site": "sender", "from": "bf16", "scales_of": "<weight>"}
-// ("scales_of" only on a weight's scales).
+// ("scales_of" only on a weight's scales, "landing_of" only on a weight's landing copy).
 #include <optional>
 #include <string>
 

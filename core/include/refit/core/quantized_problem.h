@@ -17,6 +17,9 @@ struct QuantizeOptions {
   // block boundaries; at the receiver for the others. kReceiver: every weight at the receiver.
   // kTraining: the training ranks hold every such weight in fp8 with its scales already (FP8
   // training); their layout must cut on block boundaries.
+  // kLanding: at a sender where the training layout holds whole blocks, otherwise once at the
+  // weight's landing ranks (one replica of the inference layout), which the plan then sends fp8
+  // values and scales from.
   QuantSite site = QuantSite::kSender;
 };
 
@@ -28,7 +31,8 @@ std::string quant_scale_name(QuantScheme s, std::string_view weight);
 // quantised weight: its values (fp8 when quantised at the sender) and, at the sender, a scales
 // tensor right after it whose layouts follow the weight's. A picked weight already in fp8, and
 // with kTraining every picked weight, is trained in fp8 (QuantSite::kTraining): it moves as fp8
-// with the scales tensor its training ranks hold beside it.
+// with the scales tensor its training ranks hold beside it. A weight quantised at its landing
+// ranks is followed by its scales and its landing copy (core/quantization.h).
 // Refuses, naming the tensor, a destination layout that cuts a block: an FP8 engine needs each
 // rank's part to be whole blocks (and FP8 training, its training ranks').
 [[nodiscard]] Result<ReshardProblem> quantize_problem(const ReshardProblem& problem,

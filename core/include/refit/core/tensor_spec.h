@@ -27,7 +27,8 @@ struct TensorSpec {
 
 // What a rank's buffer of `t` holds, which for FP8 in flight differs from what the plan moves: a
 // training rank holds a weight quantised at the senders in its source dtype, and none of its
-// scales (the senders make them).
+// scales (the senders make them); nobody holds a weight quantised at its landing ranks, or its
+// scales, as a source (the landing ranks make them into their destination buffers).
 bool held_at_source(const TensorSpec& t);
 DType held_dtype(const TensorSpec& t, bool source);
 
@@ -35,6 +36,16 @@ DType held_dtype(const TensorSpec& t, bool source);
 // scales tensor's weight (by index into `tensors`); -1 for all other tensors (unquantised,
 // quantised at the receivers, whose scales never travel, or trained in fp8, which nobody quantises).
 std::vector<std::int32_t> quantization_partners(std::span<const TensorSpec> tensors);
+
+// A weight quantised at its landing ranks: its fp8 values, its scales and its landing copy
+// (indices into a list of tensors).
+struct LandingWeight {
+  std::uint32_t values = 0;
+  std::uint32_t scales = 0;
+  std::uint32_t copy = 0;
+};
+// Every such weight whose three tensors are all in `tensors`, in the order of their copies.
+std::vector<LandingWeight> landing_weights(std::span<const TensorSpec> tensors);
 
 // Checks 1..8 dims, non-negative sizes, a non-empty name.
 [[nodiscard]] Result<TensorSpec> make_tensor_spec(std::string name, Shape shape, DType dtype);

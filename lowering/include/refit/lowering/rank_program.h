@@ -13,6 +13,7 @@
 
 #include "refit/core/error.h"
 #include "refit/core/problem.h"
+#include "refit/core/quantization.h"
 #include "refit/lowering/arrays.h"
 #include "refit/lowering/lowered_plan.h"
 #include "refit/planner/execution_model.h"
@@ -134,6 +135,25 @@ struct Send {
   std::vector<std::vector<ChunkWait>> waits;  // per chunk
 };
 
+// Blocks of one weight a quantise step makes (plan.h, Transfer::quantises), read from and written
+// to the rank's destination shards, each row-major in a buffer of its own.
+struct QuantiseBlocks {
+  QuantScheme scheme = QuantScheme::kFp8Block128;
+  std::int32_t copy = 0;    // destination shard of the weight's landing copy (its source dtype)
+  std::int32_t values = 0;  // destination shard of its fp8 values
+  std::int32_t scales = 0;  // destination shard of its scales
+  Box blocks;               // the weight's elements: whole blocks, the last ones to its edge
+  Box scale_box;            // their scales
+};
+
+// A quantise step of the rank: it runs once every chunk in `waits` has landed, after which the
+// step's own chunks count as landed for whatever forwards from it.
+struct QuantiseStep {
+  std::int32_t transfer = 0;
+  std::vector<QuantiseBlocks> blocks;  // one per scales segment of the step
+  std::vector<ChunkWait> waits;
+};
+
 // Chunks of one side that go through staging, and the largest of them.
 struct StagingDemand {
   std::int64_t chunks = 0;
@@ -153,6 +173,8 @@ class RankProgram {
   const ZeroCopyRule& zero_copy() const { return rule_; }
   const std::vector<Receive>& receives() const { return receives_; }  // plan order
   const std::vector<Send>& sends() const { return sends_; }           // plan order
+  // The rank's quantise steps, which are neither receives nor sends (plan order).
+  const std::vector<QuantiseStep>& quantise_steps() const { return steps_; }
   Bytes scratch() const { return scratch_; }
   const StagingDemand& receive_staging() const { return receive_staging_; }
   const StagingDemand& send_staging() const { return send_staging_; }
@@ -175,6 +197,7 @@ class RankProgram {
   ZeroCopyRule rule_;
   std::vector<Receive> receives_;
   std::vector<Send> sends_;
+  std::vector<QuantiseStep> steps_;
   std::unordered_map<std::int32_t, std::vector<Located>> received_;  // transfer -> where each segment stays
   std::vector<std::int32_t> source_shard_;  // by tensor: index in shards_.sources, or -1
   Bytes scratch_;
@@ -184,7 +207,8 @@ class RankProgram {
 
 // Errors name the transfer, segment and tensor: a shard that is not in the plan's tensors or not
 // inside one, a second shard of a tensor on one side, regions that do not tile their shard,
-// data the rank sends but does not hold.
+// data the rank sends but does not hold, a quantise step whose shards are missing, are a
+// framework's regions or do not hold its blocks.
 // Preconditions: `lowered` outlives the program.
 [[nodiscard]] Result<RankProgram> lower_rank(const LoweredPlan& lowered, Rank rank, RankShards shards,
                                              const ZeroCopyRule& rule);

@@ -49,6 +49,13 @@ struct Transfer {
 
   // Distinct transfers this one forwards data from, in ascending order.
   std::vector<std::int32_t> upstream() const;
+  // A quantise step (FP8 at the landing ranks, core/quantization.h): a transfer from a rank to
+  // itself, over kLocal, in which the rank quantises its box of weights it holds in their source
+  // dtype into their fp8 values and scales. Its values segments name, as `via`, the transfers
+  // that brought the weight's landing copy (a via across tensors, the only one a plan has); its
+  // scales segments are made there (kFromSourceShard). It runs once all those transfers have
+  // landed, and relays of the fp8 forward from it like from any transfer.
+  bool quantises() const { return sender == receiver; }
 };
 
 struct Plan {
@@ -76,7 +83,8 @@ struct RankSchedule {
 std::vector<RankSchedule> schedules(const Plan& plan);
 
 // The rules that need the plan alone, which every executor's prepare and the simulator check
-// before indexing by the plan: transfer ids in order, ranks in the world and distinct, segments
+// before indexing by the plan: transfer ids in order, ranks in the world and distinct (but in a
+// quantise step over kLocal of tensors made at landing ranks), segments
 // non-empty and inside their tensor (of 1 to 8 dims), bytes adding up, chunks > 0, and every `via`
 // an earlier transfer received by the sender; sizes within the caps of checked.h (ranks, tensor
 // elements, bytes, and check_chunk_count). Errors name the transfer and segment.
@@ -89,7 +97,10 @@ std::vector<RankSchedule> schedules(const Plan& plan);
 // Checks, naming the transfer, segment and rank at fault:
 //  - tensors match the problem; ranks exist; boxes lie inside their tensor; bytes add up;
 //  - every sender holds what it sends: a source shard containing the box, or an earlier
-//    transfer it received (`via`) whose segments of the same tensor tile the box;
+//    transfer it received (`via`) whose segments of the same tensor tile the box; fp8 values and
+//    scales made at landing ranks come from a quantise step, whose values segments are tiled by
+//    their `via`'s segments of the weight's landing copy and whose scales segments scale blocks
+//    whose values the same step makes;
 //  - every destination element is written exactly once: the segments a destination rank
 //    receives, cut to its own box, tile that box without overlap or gap.
 [[nodiscard]] Result<void> validate(const Plan& plan, const ReshardProblem& problem);

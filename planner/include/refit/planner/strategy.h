@@ -31,6 +31,9 @@ struct StrategyInfo {
   std::string_view description;  // one line for --help
   Result<Plan> (*plan)(const planner_detail::PlanContext&) = nullptr;
   ExecutionModelId execution = ExecutionModelId::kRefitUcx;  // what runs its plans (Plan::execution)
+  // It sends a tensor from whichever ranks hold it, so it can send fp8 from landing ranks
+  // (core/quantization.h); gather-broadcast sends everything from training rank 0.
+  bool sends_from_holders = true;
 };
 
 // Every strategy, in StrategyId order; the first is the default.
