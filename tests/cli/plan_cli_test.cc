@@ -229,6 +229,32 @@ TEST(PlanCli, QuantizeRefusesAnInferenceLayoutThatCutsBlocks) {
   EXPECT_EQ(run_refit("plan " + kBlocks + " --quantize fp4").exit_code, 2);
 }
 
+TEST(PlanCli, QuantizeAtLandingSendsFp8OnFromOneReplica) {
+  // Megatron tp=4 cuts q, k, v and o_proj (256 x 256) into 64-row (or column) parts, half a
+  // 128-block: the senders quantise gate, up and down, and by default those four go bf16 to both
+  // engines (each in a domain of its own). At landing each reaches one engine in bf16, 131072
+  // bytes, and the other as fp8 values and the 2 x 2 fp32 scales, 65536 + 16 bytes: per weight
+  // 65520 bytes less, 2 layers x 4 weights x 65520 = 524160 bytes less on the network.
+  const std::string problem = std::string("plan --model ") + REFIT_TEST_DATA_DIR +
+                              "/models/small-llama-blocks.json --train tp=4 --infer tp=2,engines=2 "
+                              "--cluster dgx-h100:gpus_per_domain=2 --quantize fp8-block128 --json";
+  const auto sender = run_refit(problem);
+  const auto landing = run_refit(problem + " --quantize-at landing");
+  ASSERT_EQ(landing.exit_code, 0) << landing.err;
+  const auto a = nlohmann::json::parse(sender.out), b = nlohmann::json::parse(landing.out);
+  EXPECT_EQ(a["network_bytes"].get<std::int64_t>() - b["network_bytes"].get<std::int64_t>(), 524160);
+  EXPECT_EQ(b["network_bytes_unquantized"], a["network_bytes_unquantized"]);
+  // 8 weights gain a scales tensor and a landing copy each.
+  EXPECT_EQ(b["tensors"].get<int>(), a["tensors"].get<int>() + 16);
+  const auto refused = run_refit(problem + " --quantize-at landing --strategy gather-broadcast");
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("training rank 0"), std::string::npos) << refused.err;
+  const auto simulated = run_refit(std::string("simulate") + problem.substr(4) + " --quantize-at landing");
+  ASSERT_EQ(simulated.exit_code, 0) << simulated.err;
+  EXPECT_GT(nlohmann::json::parse(simulated.out)["strategies"][0]["breakdown_s"]["quantize"].get<double>(),
+            0);
+}
+
 TEST(SimulateCli, QuantizeChargesTheQuantisationWhereThePlanPutsIt) {
   for (const char* site : {"sender", "receiver"}) {
     const auto r = run_refit("simulate " + kBlocks + " --strategy refit --quantize mxfp8 --quantize-at " +

@@ -104,6 +104,23 @@ TEST(RunFp8InFlight, LinearWeightsCrossAsFp8AndVerifyByteForByte) {
   }
 }
 
+// FP8 at the landing ranks under mpirun: Megatron tp=4 cuts q, k, v and o_proj's blocks, so
+// each reaches one engine in bf16, whose two ranks quantise their boxes once and send fp8 values
+// and scales on to the other engine; every inference rank's fp8 values and scales (and the
+// landing ranks' bf16 copies) are checked byte for byte, under every strategy that sends from
+// the ranks holding a tensor.
+TEST(RunFp8InFlight, WeightsWhoseBlocksTrainingCutsAreQuantisedOnceAtLanding) {
+  const std::string problem =
+      "--model " + kModels +
+      "small-llama-blocks.json --train tp=4 --infer tp=2,engines=2 "
+      "--cluster cpu-host:gpus_per_domain=2 --quantize fp8-block128 --quantize-at landing "
+      "--verify --json --timeout 20";
+  for (const char* strategy : {"refit", "direct", "m2n-ring"}) {
+    SCOPED_TRACE(strategy);
+    expect_verified(refit_run(8, problem + " --strategy " + strategy), strategy, 8);
+  }
+}
+
 // Random layouts (uneven, empty, replicated and strided boxes, mixed dtypes) through manifests.
 TEST(RunManifest, RandomLayoutsAreVerified) {
   testing::RandomProblems gen(2024);

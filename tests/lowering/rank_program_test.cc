@@ -8,6 +8,7 @@
 
 #include "host_run.h"
 #include "random_problems.h"
+#include "refit/core/quantized_problem.h"
 #include "refit/lowering/explain.h"
 #include "refit/planner/strategy.h"
 #include "strategy_names.h"
@@ -182,6 +183,74 @@ TEST(RankProgram, RefusesShardsThatDoNotFitThePlan) {
 }
 
 // The chunk rule from the staging: below 2 x 16 bytes nothing fits; 100 bytes cut chunks of 48.
+// A [256, 512] bf16 weight in rows of 200 on training ranks 0, 1 (cutting block row 1) into
+// three engines of two ranks splitting it by columns, quantised at landing: engine 0 (ranks 2, 3)
+// gets the bf16, quantises, and sends fp8 on.
+ReshardProblem landing_problem() {
+  const Shape shape{256, 512};
+  const auto bf16 =
+      ReshardProblem::make(
+          {refit::testing::make_reshard(
+              "w", shape, refit::testing::make_layout(shape, {2}, refit::testing::rank_range(0, 2), "S0:200"),
+              refit::testing::make_layout(shape, {3, 2}, refit::testing::rank_range(2, 6), "R,S1"))},
+          2, 6)
+          .value();
+  return quantize_problem(bf16, {.scheme = QuantScheme::kFp8Block128, .site = QuantSite::kLanding},
+                          [](const TensorSpec&) { return true; })
+      .value();
+}
+
+TEST(RankProgram, ALandingRankQuantisesOnceItsCopyHasLandedAndSendsFromItsOwnBoxes) {
+  const auto problem = landing_problem();
+  const auto p = lower_all(problem, refit::testing::make_test_cluster(4, 2, 2, 6), "refit", Bytes{1 << 20});
+  const RankProgram& landing = p.ranks[2];
+  ASSERT_EQ(landing.quantise_steps().size(), 1u);
+  const QuantiseStep& step = landing.quantise_steps()[0];
+  // Rank 2 holds columns 0..255: blocks [0:256, 0:256], whose 2x2 scales it makes; tensors are
+  // values 0, scales 1, the landing copy 2, and its buffers follow the problem's order.
+  ASSERT_EQ(step.blocks.size(), 1u);
+  EXPECT_EQ(step.blocks[0].blocks, (Box{{0, 0}, {256, 256}}));
+  EXPECT_EQ(step.blocks[0].scale_box, (Box{{0, 0}, {2, 2}}));
+  EXPECT_EQ(step.blocks[0].values, 0);
+  EXPECT_EQ(step.blocks[0].scales, 1);
+  EXPECT_EQ(step.blocks[0].copy, 2);
+  // It waits for all of every transfer that brought its copy: one from each training rank.
+  ASSERT_EQ(step.waits.size(), 2u);
+  for (const auto& w : step.waits) {
+    EXPECT_EQ(p.plan->transfers[static_cast<std::size_t>(w.transfer)].receiver, Rank{2});
+    EXPECT_EQ(w.chunks, p.lowered->layout(w.transfer).chunks());
+  }
+  // Neither a receive nor a send; what rank 2 sends on reads its own fp8 in place.
+  EXPECT_TRUE(std::ranges::none_of(landing.receives(),
+                                   [&](const Receive& r) { return r.transfer == step.transfer; }));
+  ASSERT_FALSE(landing.sends().empty());
+  for (const Send& s : landing.sends())
+    for (const auto& c : s.chunks) EXPECT_EQ(c.path, CopyPath::kInPlace);
+  EXPECT_NE(explain(landing, execution_model(ExecutionModelId::kRefitUcx))
+                .find("quantise  1 steps make 65536 fp8 values"),
+            std::string::npos);
+  // Without its copy's buffer the step has nothing to quantise: refused, naming the tensor.
+  auto shards = shards_of(problem, Rank{2});
+  std::erase_if(shards.destinations, [](const Shard& s) { return s.tensor == 2; });
+  const auto refused = lower_rank(*p.lowered, Rank{2}, std::move(shards), kManyPuts);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("tensor 'w@landing' does not hold [0:256, 0:256]"),
+            std::string::npos)
+      << refused.error().message;
+}
+
+TEST(RankProgram, LandingPlansOfEverySendingStrategyRunToTheRightBytes) {
+  const auto problem = landing_problem();
+  const auto cluster = refit::testing::make_test_cluster(4, 2, 2, 6);
+  for (const auto& info : strategies()) {
+    if (!info.sends_from_holders) continue;
+    SCOPED_TRACE(info.name);
+    const auto plan = make_plan(info, problem, cluster, PlanOptions{.chunk = Bytes{40000}}).value();
+    const auto ran = testing::run_on_host(plan, problem, kStaging, kManyPuts);
+    EXPECT_TRUE(ran) << ran.error().message;
+  }
+}
+
 TEST(LoweredPlan, StagingSetsTheChunks) {
   const auto problem = one_tensor({64, 6}, "S1", 2, "S0", 2);
   const auto plan = make_plan("direct", problem, refit::testing::make_test_cluster(1, 4, 2, 2)).value();

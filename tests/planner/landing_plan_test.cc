@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <sstream>
 
 #include "error_code.h"
 #include "refit/core/quantized_problem.h"
+#include "refit/planner/plan_json.h"
 #include "refit/planner/plan_stats.h"
 #include "refit/planner/strategy.h"
 #include "test_cluster.h"
@@ -111,6 +113,19 @@ TEST(LandingPlan, NoReplicasMeansOnlyQuantiseSteps) {
   const auto plan = plan_of("refit", p, c);
   EXPECT_EQ(quantise_steps(plan).size(), 2u);
   EXPECT_EQ(compute_stats(plan, c).network_bytes.value, 256 * 512 * 2);
+}
+
+TEST(LandingPlan, RoundTripsThroughJson) {
+  // The landing copy's "landing_of" and the steps (local, to itself) come back as they were.
+  const auto p = landing_problem();
+  const auto plan = plan_of("refit", p, four_nodes());
+  std::ostringstream out;
+  write_plan_json(plan, out);
+  const auto back = parse_plan_json(out.str());
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(*back, plan);
+  EXPECT_EQ(back->tensors[2].quantization->landing_of, "w");
+  EXPECT_TRUE(validate(*back, p));
 }
 
 class LandingValidate : public ::testing::Test {
