@@ -1,5 +1,9 @@
 #include "chunk_sides.h"
 
+#include <algorithm>
+
+#include <fmt/format.h>
+
 #include "refit/core/try.h"
 
 namespace refit::nccl_detail {
@@ -38,6 +42,31 @@ std::int32_t ChunkSides::slot_of(Rank r) const {
   for (std::size_t i = 0; i < view_->ranks.size(); ++i)
     if (view_->ranks[i].rank == r) return static_cast<std::int32_t>(i);
   return -1;
+}
+
+Result<std::vector<Quantize>> ChunkSides::quantise(std::int32_t slot, std::int32_t transfer) const {
+  const auto& program = programs_[static_cast<std::size_t>(slot)];
+  const auto& steps = program.quantise_steps();
+  const auto step = std::ranges::find(steps, transfer, &lowering::QuantiseStep::transfer);
+  const auto& shards = program.shards().destinations;
+  std::vector<Quantize> out;
+  for (const auto& b : step->blocks) {
+    const auto& copy = shards[static_cast<std::size_t>(b.copy)];
+    if (shards[static_cast<std::size_t>(b.values)].box != b.blocks ||
+        shards[static_cast<std::size_t>(b.scales)].box != b.scale_box)
+      return unsupported(
+          fmt::format("quantise step {} makes {} of '{}', part of the rank's box: the NCCL "
+                      "executor quantises whole boxes",
+                      transfer, b.blocks.to_string(), lowered_->plan().tensors[copy.tensor].name));
+    const auto source = lowering::row_major_index(copy.box, b.blocks.offset) * dtype_size(DType::kBF16);
+    out.push_back(Quantize{.scheme = b.scheme,
+                           .source = address(slot, lowering::BufferKind::kDestination, b.copy, source),
+                           .values = address(slot, lowering::BufferKind::kDestination, b.values, 0),
+                           .scales = address(slot, lowering::BufferKind::kDestination, b.scales, 0),
+                           .shape = b.blocks.extent,
+                           .strides = row_major_strides(copy.box.extent)});
+  }
+  return out;
 }
 
 Address ChunkSides::address(std::int32_t slot, lowering::BufferKind kind, std::int32_t index,

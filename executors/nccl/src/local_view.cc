@@ -49,11 +49,6 @@ namespace {
 
 Result<LocalView> make_local_view(const Plan& plan, std::span<const LocalRankBuffers> given,
                                   const CommRankMap& comm_rank_of, CommPosition comm, MemoryKind memory) {
-  if (std::ranges::any_of(plan.transfers, [](const Transfer& t) { return t.quantises(); }))
-    return unsupported(
-        "the plan quantises weights at their landing ranks (quantise steps), which the NCCL executor does "
-        "not "
-        "run yet: run it with the UCX executor, or plan with --quantize-at sender or receiver");
   LocalView view;
   view.comm_rank_of = REFIT_TRY(full_map(plan, comm_rank_of, comm));
   for (const auto& g : given) {

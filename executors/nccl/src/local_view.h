@@ -34,8 +34,7 @@ struct CommPosition {
   std::int32_t size = 1;
 };
 
-// Refuses: a plan with quantise steps (not run by this executor yet); a mapping of the wrong size
-// or onto ranks the communicator lacks; a given rank that
+// Refuses: a mapping of the wrong size or onto ranks the communicator lacks; a given rank that
 // runs elsewhere, or one of this process's plan ranks without buffers; buffers that do not fit
 // the plan (check_rank_buffers: another tensor, a box outside it, too few bytes, other memory).
 [[nodiscard]] Result<LocalView> make_local_view(const Plan& plan, std::span<const LocalRankBuffers> given,

@@ -78,8 +78,10 @@ Result<Schedule> make_schedule(const lowering::LoweredPlan& lowered) {
     for (std::int64_t k = 0; k < layout.chunks(); ++k) {
       const auto latest = REFIT_TRY_IN(upstream_step(lowered, s, t, k), fmt::format("transfers[{}]", t.id));
       const auto ready = static_cast<std::int32_t>(std::max<std::int64_t>(latest + 1, k ? steps.back() : 0));
-      steps.push_back(
-          occupancy.place(t.sender, t.receiver, ready, lowering::align_up(layout.chunk_bytes(k))));
+      // A quantise step moves nothing: it runs in the step after all it quantises has landed.
+      steps.push_back(t.quantises() ? ready
+                                    : occupancy.place(t.sender, t.receiver, ready,
+                                                      lowering::align_up(layout.chunk_bytes(k))));
       upstream.push_back(static_cast<std::int32_t>(latest));
       s.steps = std::max(s.steps, steps.back() + 1);
     }

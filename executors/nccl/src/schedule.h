@@ -5,7 +5,9 @@
 // (by induction over steps). A chunk that forwards data lands in a step after every chunk it
 // waits for (the lowering's relay waits); chunks of one transfer keep their order; and per rank
 // and step the chunks sent and received fit in half the staging (the other half serves the
-// neighbouring step, so packing the next step overlaps this one's traffic).
+// neighbouring step, so packing the next step overlaps this one's traffic). A quantise step
+// (FP8 at the landing ranks) gets the step after everything it quantises, and what forwards from
+// it a later one.
 #include <cstdint>
 #include <vector>
 

@@ -34,6 +34,7 @@ struct StepOps {
   std::vector<CopyOp> early_packs;  // read nothing the previous step delivers
   std::vector<CopyOp> late_packs;   // forward what the previous step delivered
   std::vector<CopyOp> unpacks;      // run after this step's traffic
+  std::vector<Quantize> quantise;   // quantise steps, once earlier steps' data is unpacked
   bool forwards_previous = false;   // some send (packed or in place) needs the previous step's data
 };
 
@@ -98,6 +99,13 @@ class Translator {
     for (const auto& item : items) {
       const auto& t = plan_.transfers[static_cast<std::size_t>(item.transfer)];
       const auto& layout = lowered_.layout(item.transfer);
+      if (t.quantises()) {
+        if (item.chunk == 0) {
+          const auto launches = REFIT_TRY(sides_.quantise(sides_.slot_of(t.sender), t.id));
+          ops.quantise.insert(ops.quantise.end(), launches.begin(), launches.end());
+        }
+        continue;
+      }
       if (const auto slot = sides_.slot_of(t.sender); slot >= 0) {
         const auto side = REFIT_TRY(sides_.send(slot, t.id, item.chunk, staging_of(slot, used)));
         const bool late =
@@ -141,6 +149,7 @@ class Translator {
       program_.ops.emplace_back(Wait{.stream = StreamKind::kCopy, .event = done_event(i - 1)});
       batch(BatchKind::kUnpack, previous, std::move(pending_unpacks));
     }
+    program_.ops.insert(program_.ops.end(), ops.quantise.begin(), ops.quantise.end());
     batch(BatchKind::kPack, step, std::move(ops.late_packs));
     if (ops.forwards_previous)
       program_.ops.emplace_back(Record{.stream = StreamKind::kCopy, .event = packed_event(i)});

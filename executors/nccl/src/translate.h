@@ -2,7 +2,8 @@
 // Plan -> Program for one process (see program.h and schedule.h). Per step the process posts,
 // in this order:
 //   copy stream: packs that need nothing received in the previous step; wait for the previous
-//                step's traffic; unpack it; packs that forward it; record "packed" (right after
+//                step's traffic; unpack it; quantise steps (FP8 at the landing ranks: everything
+//                they quantise landed in earlier steps); packs that forward it; record "packed" (right after
 //                the first packs when the step forwards nothing the previous step delivered).
 //   comm stream: wait for "packed"; one NCCL group with the step's sends and receives in plan
 //                order; record "done".

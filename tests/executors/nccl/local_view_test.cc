@@ -47,20 +47,6 @@ TEST_F(LocalViewTest, AcceptsMatchingBuffersAndNumbersTheShards) {
   EXPECT_EQ(v->comm_rank_of, (std::vector<std::int32_t>{0, 1}));
 }
 
-TEST_F(LocalViewTest, RefusesAPlanWithQuantiseStepsItCannotRunYet) {
-  // A rank quantising at landing (sender == receiver): this executor has no step for it, and
-  // leaving it out would leave the rank's fp8 unwritten.
-  plan.transfers.push_back(Transfer{.id = 0,
-                                    .sender = Rank{1},
-                                    .receiver = Rank{1},
-                                    .link = LinkKind::kLocal,
-                                    .segments = {},
-                                    .bytes = Bytes{0},
-                                    .chunk = Bytes{1}});
-  EXPECT_NE(error_of({rank0}, {}, CommPosition{0, 2}, ErrorCode::kUnsupported).find("UCX executor"),
-            std::string::npos);
-}
-
 TEST_F(LocalViewTest, RefusesWhatDoesNotFit) {
   EXPECT_EQ(error_of({rank0}, {}, CommPosition{0, 3}, ErrorCode::kMismatch),
             "the plan has 2 ranks and the communicator 3: give a map from plan ranks to communicator ranks");

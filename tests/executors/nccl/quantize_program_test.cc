@@ -157,6 +157,57 @@ TEST(NcclProgramFp8, ABf16BufferShortOfItsBoxIsRefusedNamingRankAndTensor) {
   EXPECT_NE(made.error().message.find("bf16"), std::string::npos) << made.error().message;
 }
 
+// A [256, 512] bf16 weight in rows of 200 on training ranks 0, 1 cuts block row 1; engines of
+// ranks 2, 3 and 4, 5 split it by columns: quantised at landing, one engine gets the bf16.
+ReshardProblem landing_problem() {
+  const Shape w{256, 512};
+  const auto bf16 =
+      ReshardProblem::make(
+          {refit::testing::make_reshard(
+              "w.weight", w, refit::testing::make_layout(w, {2}, refit::testing::rank_range(0, 2), "S0:200"),
+              refit::testing::make_layout(w, {2, 2}, refit::testing::rank_range(2, 4), "R,S1"))},
+          2, 4)
+          .value();
+  return quantize_problem(bf16, {.scheme = QuantScheme::kFp8Block128, .site = QuantSite::kLanding},
+                          [](const TensorSpec&) { return true; })
+      .value();
+}
+
+TEST(NcclProgramFp8, LandingRanksQuantiseOnceTheirCopyHasLandedAndSendFp8On) {
+  // Engine 0 (ranks 2, 3) lands the weight: each of its processes launches the kernel once on its
+  // [256, 256] box, in the step after its bf16 copy's last chunk, before any group that sends
+  // fp8 from it; engine 1 (ranks 4, 5) gets fp8 only. Every strategy that sends from holders, every
+  // mapping and stream order ends with every inference rank's bytes the CPU quantizer's.
+  const auto problem = landing_problem();
+  for (const auto& info : strategies()) {
+    if (!info.sends_from_holders) continue;
+    const auto plan = plan_of(problem, info.name);
+    for (const auto mapping : {Mapping::kOnePerProcess, Mapping::kPairs, Mapping::kAllInOne})
+      for (const auto policy : {SimPolicy::kCopyFirst, SimPolicy::kCommFirst}) {
+        SCOPED_TRACE(::testing::Message() << info.name << ", mapping " << static_cast<int>(mapping)
+                                          << ", policy " << static_cast<int>(policy));
+        auto run = prepare(problem, plan, mapping, Bytes{2048});
+        const auto ran = simulate(run.processes.sim(), policy);
+        ASSERT_TRUE(ran) << ran.error().message;
+        for (std::size_t r = 2; r < run.shards.size(); ++r) {
+          const auto ok = run.shards[r].verify(problem);
+          EXPECT_TRUE(ok) << "rank " << r << ": " << ok.error().message;
+        }
+      }
+  }
+  const auto run = prepare(problem, plan_of(problem, "refit"), Mapping::kOnePerProcess, Bytes{2048});
+  for (std::size_t c = 0; c < run.processes.programs.size(); ++c) {
+    const auto ops = quantize_ops(run.processes.programs[c]);
+    if (c != 2 && c != 3) {
+      EXPECT_TRUE(ops.empty()) << "process " << c;
+      continue;
+    }
+    ASSERT_EQ(ops.size(), 1u) << "process " << c;
+    EXPECT_EQ(ops[0]->shape, (Shape{256, 256}));
+    EXPECT_EQ(ops[0]->strides, (Shape{256, 1}));
+  }
+}
+
 TEST(NcclProgramFp8, BoundsCoverTheQuantisedBoxAndItsOutputs) {
   // A [128, 256] block128 box: 65,536 bf16 bytes in, 32,768 fp8 bytes and 2 fp32 scales out.
   const auto shard = [](std::int32_t i) { return Address{.kind = BufferKind::kShard, .index = i}; };
