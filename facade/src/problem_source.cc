@@ -86,6 +86,19 @@ Result<models::StorageMap> load_storage(const ProblemSource& source, const Resha
     return unsupported(
         "--quantize mxfp8: vLLM keeps no MXFP8 parameters to load into (it quantises bf16 weights itself "
         "after loading them); from bf16 training use --quantize-at receiver");
+  // A landing copy lands in a bf16 buffer no engine parameter is (the engine keeps fp8 and scales).
+  if (const auto copy = std::ranges::find_if(problem.tensors(),
+                                             [](const TensorReshard& t) {
+                                               return t.tensor.quantization &&
+                                                      t.tensor.quantization->is_landing_copy();
+                                             });
+      copy != problem.tensors().end())
+    return unsupported(fmt::format(
+        "'{}' is quantised at its landing ranks, and its bf16 landing copy has no place among the "
+        "frameworks' "
+        "parameters (vLLM keeps fp8 values and scales); use --quantize-at sender (such weights then quantise "
+        "at the receiver) or receiver",
+        copy->tensor.quantization->landing_of));
   if (!source.manifest.empty()) {
     auto manifest = REFIT_TRY_IN(models::load_manifest_with_storage(source.manifest), "--manifest");
     if (!manifest.storage)
