@@ -136,6 +136,11 @@ void demand(StagingDemand& d, const ChunkCopy& c) {
           std::min((s.box.offset[d] + s.box.extent[d]) * block[d], weight.shape[d]) - blocks.offset[d];
     }
     const auto where = fmt::format("quantise step {} of rank {}", t.id, rank.value);
+    // A plan whose tensors say other shapes than a problem would (a hand-edited file).
+    if (std::ranges::any_of(blocks.extent, [](std::int64_t e) { return e <= 0; }) ||
+        quant_scale_box(scheme, blocks) != s.box)
+      return mismatch(fmt::format("{}: scales {} of tensor '{}' are not the blocks of a box of '{}'", where,
+                                  s.box.to_string(), plan.tensors[s.tensor].name, weight.name));
     out.blocks.push_back(
         QuantiseBlocks{.scheme = scheme,
                        .copy = REFIT_TRY_IN(step_shard(plan, finder, rank, w->copy, blocks), where),
