@@ -82,13 +82,14 @@ std::vector<std::int64_t> values(const std::vector<Bytes>& bytes) {
 // model's bytes and tensors are the checkpoint's; the per-rank bytes are the quantised problem's.
 Json quantization_json(const ReshardProblem& p) {
   std::map<std::string, std::int64_t> weights;
-  for (const auto site : {QuantSite::kSender, QuantSite::kReceiver, QuantSite::kTraining})
+  for (const auto site :
+       {QuantSite::kSender, QuantSite::kReceiver, QuantSite::kTraining, QuantSite::kLanding})
     weights[std::string(quant_site_name(site))] = 0;
   std::int64_t scales = 0;
   std::string scheme;
   for (const auto& t : p.tensors()) {
     const auto& q = t.tensor.quantization;
-    if (!q) continue;
+    if (!q || q->is_landing_copy()) continue;
     scheme = quant_scheme_name(q->scheme);
     ++(q->is_scales() ? scales : weights[std::string(quant_site_name(q->site))]);
   }
@@ -132,11 +133,12 @@ void print_model(const Json& j) {
   if (j.contains("quantization")) {
     const auto& q = j["quantization"];
     fmt::print(
-        "quantised       {}: {} weights at the sender, {} at the receiver, {} trained in fp8; {} scales "
-        "tensors (bytes and tensors above: the checkpoint's; below: as each side holds them)\n",
+        "quantised       {}: {} weights at the sender, {} at landing ranks, {} at the receiver, {} trained "
+        "in fp8; {} scales tensors (bytes and tensors above: the checkpoint's; below: as each side holds "
+        "them)\n",
         q["scheme"].get<std::string>(), q["weights"]["sender"].get<std::int64_t>(),
-        q["weights"]["receiver"].get<std::int64_t>(), q["weights"]["training"].get<std::int64_t>(),
-        q["scales_tensors"].get<std::int64_t>());
+        q["weights"]["landing"].get<std::int64_t>(), q["weights"]["receiver"].get<std::int64_t>(),
+        q["weights"]["training"].get<std::int64_t>(), q["scales_tensors"].get<std::int64_t>());
   }
   fmt::print("training rank   {}\n", extremes(j["training_rank_bytes"], 0));
   fmt::print("inference rank  {}\n", extremes(j["inference_rank_bytes"], sources));

@@ -249,6 +249,15 @@ TEST(PlanCli, QuantizeAtLandingSendsFp8OnFromOneReplica) {
   const auto refused = run_refit(problem + " --quantize-at landing --strategy gather-broadcast");
   EXPECT_EQ(refused.exit_code, 2);
   EXPECT_NE(refused.err.find("training rank 0"), std::string::npos) << refused.err;
+  // refit models counts them: 6 weights at the sender, 8 at landing ranks, 14 scales tensors.
+  const auto models = run_refit(std::string("models ") + REFIT_TEST_DATA_DIR +
+                                "/models/small-llama-blocks.json --train tp=4 --infer tp=2,engines=2 "
+                                "--quantize fp8-block128 --quantize-at landing --json");
+  ASSERT_EQ(models.exit_code, 0) << models.err;
+  const auto q = nlohmann::json::parse(models.out)["quantization"];
+  EXPECT_EQ(q["weights"]["sender"], 6);
+  EXPECT_EQ(q["weights"]["landing"], 8);
+  EXPECT_EQ(q["scales_tensors"], 14);
   const auto simulated = run_refit(std::string("simulate") + problem.substr(4) + " --quantize-at landing");
   ASSERT_EQ(simulated.exit_code, 0) << simulated.err;
   EXPECT_GT(nlohmann::json::parse(simulated.out)["strategies"][0]["breakdown_s"]["quantize"].get<double>(),
