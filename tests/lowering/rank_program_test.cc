@@ -7,8 +7,8 @@
 #include <gtest/gtest.h>
 
 #include "host_run.h"
+#include "landing_problem.h"
 #include "random_problems.h"
-#include "refit/core/quantized_problem.h"
 #include "refit/lowering/explain.h"
 #include "refit/planner/strategy.h"
 #include "strategy_names.h"
@@ -183,22 +183,10 @@ TEST(RankProgram, RefusesShardsThatDoNotFitThePlan) {
 }
 
 // The chunk rule from the staging: below 2 x 16 bytes nothing fits; 100 bytes cut chunks of 48.
-// A [256, 512] bf16 weight in rows of 200 on training ranks 0, 1 (cutting block row 1) into
-// three engines of two ranks splitting it by columns, quantised at landing: engine 0 (ranks 2, 3)
-// gets the bf16, quantises, and sends fp8 on.
-ReshardProblem landing_problem() {
-  const Shape shape{256, 512};
-  const auto bf16 =
-      ReshardProblem::make(
-          {refit::testing::make_reshard(
-              "w", shape, refit::testing::make_layout(shape, {2}, refit::testing::rank_range(0, 2), "S0:200"),
-              refit::testing::make_layout(shape, {3, 2}, refit::testing::rank_range(2, 6), "R,S1"))},
-          2, 6)
-          .value();
-  return quantize_problem(bf16, {.scheme = QuantScheme::kFp8Block128, .site = QuantSite::kLanding},
-                          [](const TensorSpec&) { return true; })
-      .value();
-}
+// The weight "w" in rows of 200 on training ranks 0, 1 (cutting block row 1) into three engines
+// of two ranks splitting it by columns, quantised at landing: engine 0 (ranks 2, 3) gets the
+// bf16, quantises, and sends fp8 on.
+ReshardProblem landing_problem() { return refit::testing::landing_test_problem(3, 2); }
 
 TEST(RankProgram, ALandingRankQuantisesOnceItsCopyHasLandedAndSendsFromItsOwnBoxes) {
   const auto problem = landing_problem();

@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "error_code.h"
-#include "refit/core/quantized_problem.h"
+#include "landing_problem.h"
 #include "refit/planner/plan_json.h"
 #include "refit/planner/plan_stats.h"
 #include "refit/planner/strategy.h"
@@ -21,19 +21,9 @@ using testing::make_reshard;
 using testing::make_test_cluster;
 using testing::rank_range;
 
-// A [256, 512] bf16 weight in rows of 200 on training ranks 0, 1 (node 0), which cuts block row
-// 1; three engines of two ranks (2..7), one per node, split it by columns.
-ReshardProblem landing_problem() {
-  const auto bf16 =
-      ReshardProblem::make(
-          {make_reshard("w", {256, 512}, make_layout({256, 512}, {2}, rank_range(0, 2), "S0:200"),
-                        make_layout({256, 512}, {3, 2}, rank_range(2, 6), "R,S1"))},
-          2, 6)
-          .value();
-  return quantize_problem(bf16, {.scheme = QuantScheme::kFp8Block128, .site = QuantSite::kLanding},
-                          [](const TensorSpec&) { return true; })
-      .value();
-}
+// The weight "w" in rows of 200 on training ranks 0, 1 (node 0), which cuts block row 1; three
+// engines of two ranks (2..7), one per node, split it by columns.
+ReshardProblem landing_problem() { return testing::landing_test_problem(3, 2); }
 
 PlacedCluster four_nodes() { return make_test_cluster(4, 2, 2, 6); }
 
@@ -100,15 +90,7 @@ TEST(LandingPlan, EveryStrategyPlansIt) {
 
 TEST(LandingPlan, NoReplicasMeansOnlyQuantiseSteps) {
   // One engine: it is its own landing replica, and nothing leaves it.
-  const auto bf16 =
-      ReshardProblem::make(
-          {make_reshard("w", {256, 512}, make_layout({256, 512}, {2}, rank_range(0, 2), "S0:200"),
-                        make_layout({256, 512}, {2}, rank_range(2, 2), "S1"))},
-          2, 2)
-          .value();
-  const auto p = quantize_problem(bf16, {.scheme = QuantScheme::kFp8Block128, .site = QuantSite::kLanding},
-                                  [](const TensorSpec&) { return true; })
-                     .value();
+  const auto p = testing::landing_test_problem(1, 2);
   const auto c = make_test_cluster(2, 2, 2, 2);
   const auto plan = plan_of("refit", p, c);
   EXPECT_EQ(quantise_steps(plan).size(), 2u);

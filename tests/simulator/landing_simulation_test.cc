@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "refit/core/quantized_problem.h"
+#include "landing_problem.h"
 #include "refit/planner/strategy.h"
 #include "refit/simulator/plan_simulation.h"
 #include "test_cluster.h"
@@ -24,15 +24,7 @@ TEST(LandingSimulation, TheStepWaitsForTheWholeCopyAndTheFp8WaitsForTheStep) {
   //  - The step quantises 262144 bytes of bf16, at 1.5 bytes of memory traffic per bf16 byte and
   //    69 % of the HBM line rate, 1500 GB/s * 3.35 / 1.45 (quantize_work.h): q.
   //  - The fp8: 256 * 512 values and 2 * 4 fp32 scales, 131104 bytes: alpha + 131104 / B.
-  const auto bf16 =
-      ReshardProblem::make(
-          {testing::make_reshard("w", {256, 512}, make_layout({256, 512}, {2}, rank_range(0, 2), "S0:200"),
-                                 make_layout({256, 512}, {2}, rank_range(2, 2), "R"))},
-          2, 2)
-          .value();
-  const auto p = quantize_problem(bf16, {.scheme = QuantScheme::kFp8Block128, .site = QuantSite::kLanding},
-                                  [](const TensorSpec&) { return true; })
-                     .value();
+  const auto p = testing::landing_test_problem(2, 1);
   const auto c = testing::make_test_cluster(4, 1, 2, 2);
   const auto plan = make_plan("refit", p, c).value();
   ASSERT_TRUE(validate(plan, p));

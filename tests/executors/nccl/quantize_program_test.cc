@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "landing_problem.h"
 #include "nccl_fixture.h"
 #include "program_bounds.h"
 #include "program_sim.h"
@@ -51,6 +52,23 @@ SimRun prepare(const ReshardProblem& problem, const Plan& plan, Mapping mapping,
   return run;
 }
 
+// Every mapping of plan ranks onto processes and both stream orders end with every inference
+// rank (2 on) holding what the CPU quantizer makes of the training ranks' bf16.
+void expect_every_mapping_delivers(const ReshardProblem& problem, const Plan& plan) {
+  for (const auto mapping : {Mapping::kOnePerProcess, Mapping::kPairs, Mapping::kAllInOne})
+    for (const auto policy : {SimPolicy::kCopyFirst, SimPolicy::kCommFirst}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "mapping " << static_cast<int>(mapping) << ", policy " << static_cast<int>(policy));
+      auto run = prepare(problem, plan, mapping, Bytes{2048});
+      const auto ran = simulate(run.processes.sim(), policy);
+      ASSERT_TRUE(ran) << ran.error().message;
+      for (std::size_t r = 2; r < run.shards.size(); ++r) {
+        const auto ok = run.shards[r].verify(problem);
+        EXPECT_TRUE(ok) << "rank " << r << ": " << ok.error().message;
+      }
+    }
+}
+
 std::vector<const Quantize*> quantize_ops(const Program& p) {
   std::vector<const Quantize*> out;
   for (const auto& op : p.ops)
@@ -63,19 +81,8 @@ TEST(NcclProgramFp8, EveryStrategyMappingAndStreamOrderDeliversWhatTheQuantizerM
     const auto problem = quantized_test_problem(scheme);
     for (const auto strategy : strategy_names()) {
       const auto plan = plan_of(problem, strategy);
-      for (const auto mapping : {Mapping::kOnePerProcess, Mapping::kPairs, Mapping::kAllInOne})
-        for (const auto policy : {SimPolicy::kCopyFirst, SimPolicy::kCommFirst}) {
-          SCOPED_TRACE(::testing::Message()
-                       << quant_scheme_name(scheme) << " " << strategy << ", mapping "
-                       << static_cast<int>(mapping) << ", policy " << static_cast<int>(policy));
-          auto run = prepare(problem, plan, mapping, Bytes{2048});
-          const auto ran = simulate(run.processes.sim(), policy);
-          ASSERT_TRUE(ran) << ran.error().message;
-          for (std::size_t r = 2; r < run.shards.size(); ++r) {
-            const auto ok = run.shards[r].verify(problem);
-            EXPECT_TRUE(ok) << "rank " << r << ": " << ok.error().message;
-          }
-        }
+      SCOPED_TRACE(::testing::Message() << quant_scheme_name(scheme) << " " << strategy);
+      expect_every_mapping_delivers(problem, plan);
     }
   }
 }
@@ -157,43 +164,17 @@ TEST(NcclProgramFp8, ABf16BufferShortOfItsBoxIsRefusedNamingRankAndTensor) {
   EXPECT_NE(made.error().message.find("bf16"), std::string::npos) << made.error().message;
 }
 
-// A [256, 512] bf16 weight in rows of 200 on training ranks 0, 1 cuts block row 1; engines of
-// ranks 2, 3 and 4, 5 split it by columns: quantised at landing, one engine gets the bf16.
-ReshardProblem landing_problem() {
-  const Shape w{256, 512};
-  const auto bf16 =
-      ReshardProblem::make(
-          {refit::testing::make_reshard(
-              "w.weight", w, refit::testing::make_layout(w, {2}, refit::testing::rank_range(0, 2), "S0:200"),
-              refit::testing::make_layout(w, {2, 2}, refit::testing::rank_range(2, 4), "R,S1"))},
-          2, 4)
-          .value();
-  return quantize_problem(bf16, {.scheme = QuantScheme::kFp8Block128, .site = QuantSite::kLanding},
-                          [](const TensorSpec&) { return true; })
-      .value();
-}
-
 TEST(NcclProgramFp8, LandingRanksQuantiseOnceTheirCopyHasLandedAndSendFp8On) {
   // Engine 0 (ranks 2, 3) lands the weight: each of its processes launches the kernel once on its
   // [256, 256] box, in the step after its bf16 copy's last chunk, before any group that sends
   // fp8 from it; engine 1 (ranks 4, 5) gets fp8 only. Every strategy that sends from holders, every
   // mapping and stream order ends with every inference rank's bytes the CPU quantizer's.
-  const auto problem = landing_problem();
+  const auto problem = refit::testing::landing_test_problem(2, 2);
   for (const auto& info : strategies()) {
     if (!info.sends_from_holders) continue;
     const auto plan = plan_of(problem, info.name);
-    for (const auto mapping : {Mapping::kOnePerProcess, Mapping::kPairs, Mapping::kAllInOne})
-      for (const auto policy : {SimPolicy::kCopyFirst, SimPolicy::kCommFirst}) {
-        SCOPED_TRACE(::testing::Message() << info.name << ", mapping " << static_cast<int>(mapping)
-                                          << ", policy " << static_cast<int>(policy));
-        auto run = prepare(problem, plan, mapping, Bytes{2048});
-        const auto ran = simulate(run.processes.sim(), policy);
-        ASSERT_TRUE(ran) << ran.error().message;
-        for (std::size_t r = 2; r < run.shards.size(); ++r) {
-          const auto ok = run.shards[r].verify(problem);
-          EXPECT_TRUE(ok) << "rank " << r << ": " << ok.error().message;
-        }
-      }
+    SCOPED_TRACE(info.name);
+    expect_every_mapping_delivers(problem, plan);
   }
   const auto run = prepare(problem, plan_of(problem, "refit"), Mapping::kOnePerProcess, Bytes{2048});
   for (std::size_t c = 0; c < run.processes.programs.size(); ++c) {
