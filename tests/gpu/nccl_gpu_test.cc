@@ -13,6 +13,7 @@
 #include "device_copy.h"
 #include "error_code.h"
 #include "gpu_support.h"
+#include "landing_problem.h"
 #include "quantized_problems.h"
 #include "refit/executors/host_shards.h"
 #include "refit/executors/nccl/nccl_executor.h"
@@ -157,6 +158,15 @@ TEST(OneGpuFp8, WeightsQuantisedAtTheSendersArriveAsTheQuantizerMakesThem) {
     run_on_host_shards(problem,
                        make_plan("refit", problem, refit::testing::make_test_cluster(3, 2, 2, 4)).value());
   }
+}
+
+// FP8 at the landing ranks: the landing engine's ranks quantise their bf16 copies with the kernel
+// on the GPU, in the step after the copies land, and send fp8 on to the other engine.
+TEST(OneGpuFp8, WeightsQuantisedAtTheLandingRanksArriveAsTheQuantizerMakesThem) {
+  REFIT_REQUIRE_GPU();
+  const auto problem = refit::testing::landing_test_problem(2, 2);
+  run_on_host_shards(problem,
+                     make_plan("refit", problem, refit::testing::make_test_cluster(3, 2, 2, 4)).value());
 }
 
 TEST(OneGpuFailures, ARankThatNeverJoinsCostsATimeoutNotAHang) {
