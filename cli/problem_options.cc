@@ -15,13 +15,13 @@ void add_model_options(CLI::App* cmd, ModelOptions& options) {
                   "DeepSeek-V3 ships) or mxfp8 (one e8m0 scale per 32); the weights vLLM's FP8 quantises "
                   "(linear and expert weights) get a scales tensor of their own");
   cmd->add_option("--quantize-at", options.quantize_at,
-                  "Where weights are quantised: sender (a training rank holding whole blocks quantises "
-                  "before the network, so fp8 travels; receiver wherever the training layout cuts blocks) "
-                  "or landing (as sender, but where the training layout cuts blocks one replica of the "
-                  "inference layout gets bf16, quantises once and sends fp8 on to the others) or receiver "
-                  "(every inference rank quantises what lands: today's practice) or training (FP8 "
-                  "training: the training ranks hold the weights in fp8 with their scales, and both move "
-                  "as they are)")
+                  "Where weights are quantised: landing (a training rank holding whole blocks quantises "
+                  "before the network, so fp8 travels; where the training layout cuts blocks, one replica "
+                  "of the inference layout gets bf16, quantises it once and sends fp8 on to the others), "
+                  "sender (as landing, but every inference rank quantises what lands where training cuts "
+                  "blocks), receiver (every inference rank quantises what lands: today's practice) or "
+                  "training (FP8 training: the training ranks hold the weights in fp8 with their scales, "
+                  "and both move as they are)")
       ->capture_default_str();
 }
 

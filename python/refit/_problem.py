@@ -162,7 +162,7 @@ class Problem:
         per_expert: bool = False,
         mtp: bool = False,
         quantize: Optional[str] = None,
-        quantize_at: str = "sender",
+        quantize_at: str = "landing",
     ) -> Problem:
         """The problem of a model with Megatron training and vLLM inference sizes.
 
@@ -178,11 +178,12 @@ class Problem:
             quantize: FP8 in flight: ``"fp8-block128"`` or ``"mxfp8"`` inference weights, as
                 ``--quantize`` (a training rank still holds and hands over bf16, unless trained
                 in fp8).
-            quantize_at: ``"sender"`` (fp8 on the network where training ranks hold whole
-                blocks), ``"landing"`` (as sender, but a weight whose training layout cuts blocks
-                reaches one inference replica in bf16, is quantised there once and goes on as
-                fp8; the landing ranks get a ``"<weight>@landing"`` shard for the bf16, listed by
-                :meth:`shards`), ``"receiver"`` (bf16 on the network, today's practice) or
+            quantize_at: ``"landing"`` (the default: fp8 on the network; training ranks holding
+                whole blocks quantise them, and a weight whose training layout cuts blocks reaches
+                one inference replica in bf16, is quantised there once and goes on as fp8; the
+                landing ranks get a ``"<weight>@landing"`` shard for the bf16, listed by
+                :meth:`shards`), ``"sender"`` (as landing, but bf16 to every replica where training
+                cuts blocks), ``"receiver"`` (bf16 on the network, today's practice) or
                 ``"training"`` (FP8 training: the training ranks hold fp8 weights and their
                 scales, which move as they are).
 
@@ -253,7 +254,7 @@ class Problem:
         quantises before the engines (``quantize_at="sender"`` or ``"landing"``); None otherwise
         (weights quantised at the receivers already, or trained in fp8, which every system moves
         as they are)."""
-        if not self._source.get("quantize") or self._source.get("quantize_at", "sender") not in ("sender", "landing"):
+        if not self._source.get("quantize") or self._source.get("quantize_at", "landing") not in ("sender", "landing"):
             return None
         source = dict(self._source, quantize_at="receiver")
         return Problem(_refit.Problem.load(**source), source)

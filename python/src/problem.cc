@@ -143,7 +143,7 @@ void bind_problem(nb::module_& m) {
                             "follow them.")
       .def_static("load", &load, "model"_a = "", "train"_a = "", "infer"_a = "", "dtype"_a = "",
                   "per_expert"_a = false, "mtp"_a = false, "manifest"_a = "", "quantize"_a = "",
-                  "quantize_at"_a = "sender",
+                  "quantize_at"_a = "landing",
                   "The problem of a model (a built-in name, a config.json or its directory) with "
                   "Megatron training sizes and vLLM inference sizes, or of a manifest; errors name the "
                   "option as the refit command spells it (--model, --train, --infer, --dtype, "

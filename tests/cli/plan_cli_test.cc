@@ -231,15 +231,15 @@ TEST(PlanCli, QuantizeRefusesAnInferenceLayoutThatCutsBlocks) {
 
 TEST(PlanCli, QuantizeAtLandingSendsFp8OnFromOneReplica) {
   // Megatron tp=4 cuts q, k, v and o_proj (256 x 256) into 64-row (or column) parts, half a
-  // 128-block: the senders quantise gate, up and down, and by default those four go bf16 to both
-  // engines (each in a domain of its own). At landing each reaches one engine in bf16, 131072
+  // 128-block: the senders quantise gate, up and down, and with --quantize-at sender those four go
+  // bf16 to both engines (each in a domain of its own). At landing each reaches one engine in bf16, 131072
   // bytes, and the other as fp8 values and the 2 x 2 fp32 scales, 65536 + 16 bytes: per weight
   // 65520 bytes less, 2 layers x 4 weights x 65520 = 524160 bytes less on the network.
   const std::string problem = std::string("plan --model ") + REFIT_TEST_DATA_DIR +
                               "/models/small-llama-blocks.json --train tp=4 --infer tp=2,engines=2 "
                               "--cluster dgx-h100:gpus_per_domain=2 --quantize fp8-block128 --json";
-  const auto sender = run_refit(problem);
-  const auto landing = run_refit(problem + " --quantize-at landing");
+  const auto sender = run_refit(problem + " --quantize-at sender");
+  const auto landing = run_refit(problem);  // landing is the default
   ASSERT_EQ(landing.exit_code, 0) << landing.err;
   const auto a = nlohmann::json::parse(sender.out), b = nlohmann::json::parse(landing.out);
   EXPECT_EQ(a["network_bytes"].get<std::int64_t>() - b["network_bytes"].get<std::int64_t>(), 524160);

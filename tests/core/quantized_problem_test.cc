@@ -48,7 +48,9 @@ TEST(QuantizeProblem, AtTheSenderFp8AndScalesTravel) {
 
 TEST(QuantizeProblem, WhereTheTrainingLayoutCutsBlocksTheReceiverQuantises) {
   // Rows in parts of 200: rank 0 holds rows 0..199, which cuts block row 1 (rows 128..255).
-  const auto q = quantize_problem(two_by_two("S0:200"), {.scheme = QuantScheme::kFp8Block128}, kAll).value();
+  const auto q = quantize_problem(two_by_two("S0:200"),
+                                  {.scheme = QuantScheme::kFp8Block128, .site = QuantSite::kSender}, kAll)
+                     .value();
   ASSERT_EQ(q.tensors().size(), 2u);  // no scales travel
   EXPECT_EQ(q.tensors()[0].tensor.dtype, DType::kBF16);
   EXPECT_EQ(q.tensors()[0].tensor.quantization->site, QuantSite::kReceiver);

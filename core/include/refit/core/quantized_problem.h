@@ -13,14 +13,14 @@ namespace refit {
 
 struct QuantizeOptions {
   QuantScheme scheme = QuantScheme::kFp8Block128;
-  // kSender: at a sender that holds whole blocks, for every weight whose training layout cuts on
-  // block boundaries; at the receiver for the others. kReceiver: every weight at the receiver.
+  // kLanding (the default): at a sender that holds whole blocks, for every weight whose training
+  // layout cuts on block boundaries; otherwise once at the weight's landing ranks (one replica of
+  // the inference layout), which the plan then sends fp8 values and scales from. kSender: as
+  // kLanding, but at the receiver where training cuts blocks. kReceiver: every weight at the
+  // receiver.
   // kTraining: the training ranks hold every such weight in fp8 with its scales already (FP8
   // training); their layout must cut on block boundaries.
-  // kLanding: at a sender where the training layout holds whole blocks, otherwise once at the
-  // weight's landing ranks (one replica of the inference layout), which the plan then sends fp8
-  // values and scales from.
-  QuantSite site = QuantSite::kSender;
+  QuantSite site = QuantSite::kLanding;
 };
 
 // The name an engine gives a weight's scales: vLLM's block FP8 keeps "<weight>_scale_inv" (the

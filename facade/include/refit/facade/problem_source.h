@@ -22,7 +22,7 @@ struct ModelOptions {
   // where it happens (sender: wherever the training layout holds whole blocks; receiver: always;
   // training: the training ranks hold those weights in fp8 with their scales already).
   std::string quantize;
-  std::string quantize_at = "sender";
+  std::string quantize_at = "landing";
 };
 
 struct ProblemSource {
