@@ -39,6 +39,19 @@ TEST(SizeCaps, LayoutShapesAreCappedInElements) {
             ErrorCode::kOutOfRange);
 }
 
+TEST(SizeCaps, ASizeBeyondTheCapIsRefusedEvenBesideAZero) {
+  // [0, 2^63 - 1] has 0 elements, but a chunked split of its second dim computed
+  // 2^63 - 1 - start and overflowed (found by fuzz_layout). Either order is refused.
+  const auto mesh = Mesh::make({2}).value();
+  for (const Shape& shape : {Shape{0, INT64_MAX}, Shape{INT64_MAX, 0}}) {
+    const auto r = Layout::make(shape, mesh, {Placement::shard(1, 8, -2)});
+    EXPECT_EQ(error_code(r), ErrorCode::kOutOfRange);
+  }
+  EXPECT_THAT(Layout::make({0, INT64_MAX}, mesh, {Placement::replicate()}).error().message,
+              HasSubstr("size 9223372036854775807 exceeds"));
+  EXPECT_EQ(error_code(make_tensor_spec("w", {0, INT64_MAX}, DType::kBF16)), ErrorCode::kOutOfRange);
+}
+
 TEST(SizeCaps, ChunksOfTheLargestShapeHaveNoNegativeOffsets) {
   // ceil(2^48 / 3) = 93824992236886; the last of 3 parts is the remainder.
   const std::int64_t l = limits::kMaxElements;
