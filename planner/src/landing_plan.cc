@@ -49,14 +49,28 @@ PlanContext stage(const PlanContext& c, bool landing_made) {
   return out;
 }
 
+// Where the first plan delivers each landing copy: (transfer, segment) by (receiver, tensor).
+using Deliveries =
+    std::map<std::pair<std::int32_t, std::uint32_t>, std::vector<std::pair<std::int32_t, const Segment*>>>;
+
+Deliveries deliveries(const Plan& first, const std::vector<LandingWeight>& weights) {
+  std::vector<bool> copy(first.tensors.size(), false);
+  for (const auto& w : weights) copy[w.copy] = true;
+  Deliveries out;
+  for (const auto& t : first.transfers)
+    for (const auto& s : t.segments)
+      if (copy[s.tensor]) out[{t.receiver.value, s.tensor}].emplace_back(t.id, &s);
+  return out;
+}
+
 // Each landing rank's quantise step: per weight it lands, its values as the landing copy's
 // transfers to it brought them (one segment each, cut to its box), then the scales of its box.
 std::map<std::int32_t, Transfer> quantise_steps(const ReshardProblem& problem, const Plan& first,
                                                 const PlanOptions& options) {
+  const auto weights = landing_weights(first.tensors);
+  const auto delivered = deliveries(first, weights);
   std::map<std::int32_t, Transfer> steps;
-  std::vector<TensorSpec> specs;
-  for (const auto& t : problem.tensors()) specs.push_back(t.tensor);
-  for (const auto& w : landing_weights(specs)) {
+  for (const auto& w : weights) {
     const auto& values = problem.tensors()[w.values];
     const auto scheme = values.tensor.quantization->scheme;
     for (const Shard& shard : distinct_shards(values.source))
@@ -65,12 +79,10 @@ std::map<std::int32_t, Transfer> quantise_steps(const ReshardProblem& problem, c
         step.sender = step.receiver = r;
         step.link = LinkKind::kLocal;
         step.chunk = options.chunk;
-        for (const auto& t : first.transfers)
-          if (t.receiver == r)
-            for (const auto& s : t.segments)
-              if (s.tensor == w.copy)
-                if (auto mine = intersect(s.box, shard.box))
-                  step.segments.push_back(Segment{.tensor = w.values, .box = std::move(*mine), .via = t.id});
+        if (const auto it = delivered.find({r.value, w.copy}); it != delivered.end())
+          for (const auto& [transfer, s] : it->second)
+            if (auto mine = intersect(s->box, shard.box))
+              step.segments.push_back(Segment{.tensor = w.values, .box = std::move(*mine), .via = transfer});
         step.segments.push_back(Segment{.tensor = w.scales, .box = quant_scale_box(scheme, shard.box)});
       }
   }
