@@ -22,9 +22,6 @@ Result<std::int64_t> checked_product(std::span<const std::int64_t> values, std::
                                      std::string_view what) {
   std::int64_t product = 1;
   for (const auto v : values) {
-    // A size beyond the cap is refused even where another size is 0: arithmetic on that dim
-    // (offsets, chunk counts) would overflow, whatever the product.
-    if (v > limit) return out_of_range(fmt::format("{}: size {} exceeds {}", what, v, limit));
     const auto next = checked_mul(product, v);
     if (!next || *next > limit)
       return out_of_range(fmt::format("{}: product of sizes exceeds {}", what, limit));

@@ -65,6 +65,11 @@ Result<Layout> Layout::make(Shape tensor_shape, Mesh mesh, std::vector<Placement
     if (tensor_shape[d] < 0)
       return out_of_range(fmt::format("shape[{}] is {}, must be >= 0", d, tensor_shape[d]));
   REFIT_TRY_IN(checked_product(tensor_shape, limits::kMaxElements, "elements"), "shape");
+  // Each size within the cap even beside a 0 (an empty tensor): splits compute offsets from it.
+  for (std::size_t d = 0; d < tensor_shape.size(); ++d)
+    if (tensor_shape[d] > limits::kMaxElements)
+      return out_of_range(fmt::format("shape[{}] is {}, above the {} elements a tensor may have", d,
+                                      tensor_shape[d], limits::kMaxElements));
   if (placements.size() != mesh.ndim())
     return mismatch(
         fmt::format("placements: {} given for a mesh of {} axes", placements.size(), mesh.ndim()));

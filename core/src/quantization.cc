@@ -72,6 +72,17 @@ Box quant_scale_box(QuantScheme s, const Box& weight_box) {
   return out;
 }
 
+Box quant_blocks_of(QuantScheme s, const Box& scale_box, const Shape& weight) {
+  const Shape block = quant_block(s, scale_box.rank());
+  Box out = scale_box;
+  for (std::size_t d = 0; d < out.rank(); ++d) {
+    out.offset[d] = scale_box.offset[d] * block[d];
+    out.extent[d] =
+        std::min((scale_box.offset[d] + scale_box.extent[d]) * block[d], weight[d]) - out.offset[d];
+  }
+  return out;
+}
+
 bool quant_block_aligned(QuantScheme s, const Box& box, const Shape& weight) {
   const Shape block = quant_block(s, box.rank());
   for (std::size_t d = 0; d < box.rank(); ++d) {

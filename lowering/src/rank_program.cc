@@ -128,13 +128,7 @@ void demand(StagingDemand& d, const ChunkCopy& c) {
     if (w == weights.end()) continue;  // values: the scales segments name their blocks
     const auto& weight = plan.tensors[w->values];
     const auto scheme = weight.quantization->scheme;
-    const Shape block = quant_block(scheme, weight.shape.size());
-    Box blocks = s.box;
-    for (std::size_t d = 0; d < blocks.rank(); ++d) {
-      blocks.offset[d] = s.box.offset[d] * block[d];
-      blocks.extent[d] =
-          std::min((s.box.offset[d] + s.box.extent[d]) * block[d], weight.shape[d]) - blocks.offset[d];
-    }
+    Box blocks = quant_blocks_of(scheme, s.box, weight.shape);
     const auto where = fmt::format("quantise step {} of rank {}", t.id, rank.value);
     // A plan whose tensors say other shapes than a problem would (a hand-edited file).
     if (std::ranges::any_of(blocks.extent, [](std::int64_t e) { return e <= 0; }) ||

@@ -85,13 +85,7 @@ struct Context {
 [[nodiscard]] Result<void> check_blocks_made(const Context& c, const Transfer& step, const Segment& scales) {
   const auto values = static_cast<std::uint32_t>(c.values_of[scales.tensor]);
   const auto& weight = c.plan.tensors[values];
-  const Shape block = quant_block(weight.quantization->scheme, weight.shape.size());
-  Box region = scales.box;
-  for (std::size_t d = 0; d < region.rank(); ++d) {
-    region.offset[d] = scales.box.offset[d] * block[d];
-    region.extent[d] = std::min((scales.box.offset[d] + scales.box.extent[d]) * block[d], weight.shape[d]) -
-                       region.offset[d];
-  }
+  const Box region = quant_blocks_of(weight.quantization->scheme, scales.box, weight.shape);
   std::vector<Box> parts;
   for (const auto& s : step.segments)
     if (s.tensor == values)

@@ -43,8 +43,7 @@ inline constexpr std::int64_t kMaxPlanChunks = std::int64_t{1} << 34;
 [[nodiscard]] std::int64_t ceil_div(std::int64_t a, std::int64_t b);
 
 // The product of `values`, or an error "<what>: product of sizes exceeds <limit>" when it is
-// larger than `limit` or overflows on the way ("<what>: size <v> exceeds <limit>" when one value
-// does, even if another is 0). Values must be >= 0.
+// larger than `limit` or overflows on the way. Values must be >= 0.
 [[nodiscard]] Result<std::int64_t> checked_product(std::span<const std::int64_t> values, std::int64_t limit,
                                                    std::string_view what);
 // a * b, or an error naming `what` when the product exceeds `limit`. a, b >= 0.

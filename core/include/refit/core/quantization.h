@@ -43,6 +43,9 @@ Shape quant_block(QuantScheme s, std::size_t dims);
 Shape quant_scale_shape(QuantScheme s, const Shape& weight);
 // The blocks a box of the weight touches, in scale coordinates.
 Box quant_scale_box(QuantScheme s, const Box& weight_box);
+// The weight's elements a box of its scales scales: whole blocks, the last ones to the weight's
+// edge (an extent <= 0 where the scales box lies past the weight's blocks).
+Box quant_blocks_of(QuantScheme s, const Box& scale_box, const Shape& weight);
 // Every face of the box lies on a block boundary or on the weight's edge: whoever holds the box
 // holds each of its blocks whole.
 bool quant_block_aligned(QuantScheme s, const Box& box, const Shape& weight);
