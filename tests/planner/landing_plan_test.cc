@@ -11,15 +11,11 @@
 #include "refit/planner/plan_stats.h"
 #include "refit/planner/strategy.h"
 #include "test_cluster.h"
-#include "test_problems.h"
 
 namespace refit {
 namespace {
 
-using testing::make_layout;
-using testing::make_reshard;
 using testing::make_test_cluster;
-using testing::rank_range;
 
 // The weight "w" in rows of 200 on training ranks 0, 1 (node 0), which cuts block row 1; three
 // engines of two ranks (2..7), one per node, split it by columns.
