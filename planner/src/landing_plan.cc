@@ -111,20 +111,14 @@ Result<Plan> plan_with_landing(const PlanContext& c) {
     step_of[at(rank)] = step.id;
     plan.transfers.push_back(std::move(step));
   }
-  // The second plan's ids follow; what a landing rank sends as a source, and what a transfer to
-  // itself (its own box, which its step made) would have brought it, comes from its step.
-  std::vector<std::int32_t> id_of(second.transfers.size(), kFromSourceShard);
-  for (const auto& t : second.transfers) {
-    if (t.quantises()) {
-      id_of[at(t.id)] = step_of[at(t.sender.value)];
-      continue;
-    }
-    Transfer moved = t;
-    moved.id = static_cast<std::int32_t>(plan.transfers.size());
-    for (auto& s : moved.segments)
-      s.via = s.via == kFromSourceShard ? step_of[at(t.sender.value)] : id_of[at(s.via)];
-    id_of[at(t.id)] = moved.id;
-    plan.transfers.push_back(std::move(moved));
+  // The second plan's ids follow; what a landing rank sends as a source comes from its step.
+  // (No transfer goes to a landing rank: drop_landing_ranks took them off the destinations.)
+  const auto offset = static_cast<std::int32_t>(plan.transfers.size());
+  for (Transfer t : second.transfers) {
+    t.id += offset;
+    for (auto& s : t.segments)
+      s.via = s.via == kFromSourceShard ? step_of[at(t.sender.value)] : s.via + offset;
+    plan.transfers.push_back(std::move(t));
   }
   return plan;
 }
