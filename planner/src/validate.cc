@@ -25,8 +25,8 @@ struct Context {
   std::vector<std::vector<std::int32_t>> destination_positions;  // per tensor
   // Boxes each transfer delivered, by (transfer, tensor).
   std::unordered_map<std::uint64_t, std::vector<const Box*>> delivered;
-  // Per tensor made at landing ranks: its weight's values and landing copy (-1 elsewhere).
-  std::vector<std::int32_t> values_of, copy_of;
+  // Per tensor made at landing ranks: its weight's values, scales and landing copy (-1 elsewhere).
+  std::vector<std::int32_t> values_of, scales_of, copy_of;
 
   static std::uint64_t key(std::int32_t transfer, std::uint32_t tensor) {
     return (static_cast<std::uint64_t>(transfer) << 32) | tensor;
@@ -81,19 +81,40 @@ struct Context {
   return {};
 }
 
-// The weight's blocks a scales box scales are all made in the same quantise step.
-[[nodiscard]] Result<void> check_blocks_made(const Context& c, const Transfer& step, const Segment& scales) {
-  const auto values = static_cast<std::uint32_t>(c.values_of[scales.tensor]);
-  const auto& weight = c.plan.tensors[values];
-  const Box region = quant_blocks_of(weight.quantization->scheme, scales.box, weight.shape);
+// `region` of `tensor` is made in quantise step `step`, exactly once.
+[[nodiscard]] Result<void> check_made_in(const Transfer& step, std::uint32_t tensor, const Box& region) {
   std::vector<Box> parts;
   for (const auto& s : step.segments)
-    if (s.tensor == values)
+    if (s.tensor == tensor)
       if (auto part = intersect(s.box, region)) parts.push_back(std::move(*part));
-  if (auto ok = check_tiling(parts, region); !ok)
-    return mismatch(
-        fmt::format("scales {} of tensor '{}' need the values of {} quantised in the same step: {}",
-                    scales.box.to_string(), weight.name, region.to_string(), ok.error().message));
+  return check_tiling(parts, region);
+}
+
+// A step makes values and scales together: the values of every block its scales scale (the
+// scale needs the whole block), and the scales of every block its values fall in (the executors
+// quantise the blocks its scales name).
+[[nodiscard]] Result<void> check_blocks_made(const Context& c, const Transfer& step, const Segment& s) {
+  const auto values = static_cast<std::uint32_t>(c.values_of[s.tensor]);
+  const auto scales = static_cast<std::uint32_t>(c.scales_of[s.tensor]);
+  const auto& weight = c.plan.tensors[values];
+  const auto scheme = weight.quantization->scheme;
+  const bool is_scales = s.tensor == scales;
+  const Box region =
+      is_scales ? quant_blocks_of(scheme, s.box, weight.shape) : quant_scale_box(scheme, s.box);
+  if (auto ok = check_made_in(step, is_scales ? values : scales, region); !ok)
+    return mismatch(fmt::format("{} {} of tensor '{}' need the {} of {} made in the same step: {}",
+                                is_scales ? "scales" : "values", s.box.to_string(), weight.name,
+                                is_scales ? "values" : "scales", region.to_string(), ok.error().message));
+  return {};
+}
+
+// The sender holds `s` in its source layout (for fp8 made at landing ranks, its landing layout).
+[[nodiscard]] Result<void> check_held(const Context& c, const Transfer& t, const Segment& s) {
+  const auto& spec = c.problem.tensors()[s.tensor];
+  const auto pos = c.source_positions[s.tensor][static_cast<std::size_t>(t.sender.value)];
+  if (pos < 0 || !spec.source.box_at_position(pos).contains(s.box))
+    return mismatch(fmt::format("rank {} sends {} of tensor '{}' without holding it", t.sender.value,
+                                s.box.to_string(), spec.tensor.name));
   return {};
 }
 
@@ -113,11 +134,10 @@ struct Context {
         fmt::format("in a quantise step, scales are made there and values come from a landing "
                     "copy's transfer; {} of tensor '{}' {}",
                     s.box.to_string(), name, scales ? "names a via" : "names none"));
-  if (!scales) return check_delivered(c, s.via, static_cast<std::uint32_t>(c.copy_of[s.tensor]), s.box);
-  const auto pos = c.source_positions[s.tensor][static_cast<std::size_t>(t.sender.value)];
-  if (pos < 0 || !c.problem.tensors()[s.tensor].source.box_at_position(pos).contains(s.box))
-    return mismatch(fmt::format("rank {} makes {} of tensor '{}', which is not its landing box",
-                                t.sender.value, s.box.to_string(), name));
+  if (scales)
+    REFIT_TRY(check_held(c, t, s));
+  else
+    REFIT_TRY(check_delivered(c, s.via, static_cast<std::uint32_t>(c.copy_of[s.tensor]), s.box));
   return check_blocks_made(c, t, s);
 }
 
@@ -125,13 +145,7 @@ struct Context {
   const auto& spec = c.problem.tensors()[s.tensor];
   if (spec.tensor.quantization && spec.tensor.quantization->made_at_landing())
     return check_made_at_landing(c, t, s);
-  if (s.via == kFromSourceShard) {
-    const auto pos = c.source_positions[s.tensor][static_cast<std::size_t>(t.sender.value)];
-    if (pos < 0 || !spec.source.box_at_position(pos).contains(s.box))
-      return mismatch(fmt::format("rank {} sends {} of tensor '{}' without holding it", t.sender.value,
-                                  s.box.to_string(), spec.tensor.name));
-    return {};
-  }
+  if (s.via == kFromSourceShard) return check_held(c, t, s);
   return check_delivered(c, s.via, s.tensor, s.box);
 }
 
@@ -180,11 +194,14 @@ struct Received {
 
 void index_landing(Context& c) {
   c.values_of.assign(c.plan.tensors.size(), -1);
+  c.scales_of.assign(c.plan.tensors.size(), -1);
   c.copy_of.assign(c.plan.tensors.size(), -1);
-  for (const auto& w : landing_weights(c.plan.tensors)) {
-    c.copy_of[w.values] = static_cast<std::int32_t>(w.copy);
-    c.values_of[w.values] = c.values_of[w.scales] = static_cast<std::int32_t>(w.values);
-  }
+  for (const auto& w : landing_weights(c.plan.tensors))
+    for (const auto t : {w.values, w.scales}) {
+      c.values_of[t] = static_cast<std::int32_t>(w.values);
+      c.scales_of[t] = static_cast<std::int32_t>(w.scales);
+      c.copy_of[t] = static_cast<std::int32_t>(w.copy);
+    }
 }
 
 // Transfers some later segment forwards from: only their deliveries need indexing.
@@ -208,6 +225,7 @@ Result<void> validate(const Plan& plan, const ReshardProblem& problem) {
             .destination_positions = {},
             .delivered = {},
             .values_of = {},
+            .scales_of = {},
             .copy_of = {}};
   for (const auto& t : problem.tensors()) {
     c.source_positions.push_back(positions(t.source, plan.world_size()));

@@ -141,6 +141,17 @@ TEST_F(LandingValidate, AStepMissingPartOfABlockCannotMakeItsScales) {
   EXPECT_NE(error_of(plan).find("need the values of"), std::string::npos) << error_of(plan);
 }
 
+TEST_F(LandingValidate, AStepMakesTheScalesOfTheValuesItMakes) {
+  // Without its scales segment a step's values would go unquantised: the executors quantise the
+  // blocks a step's scales name.
+  auto& step = first_step();
+  std::erase_if(step.segments, [](const Segment& s) { return s.tensor == 1; });
+  step.bytes = Bytes{0};
+  for (const auto& s : step.segments) step.bytes += plan.segment_bytes(s);
+  EXPECT_NE(error_of(plan).find("need the scales of [0:2, 0:2] made in the same step"), std::string::npos)
+      << error_of(plan);
+}
+
 TEST_F(LandingValidate, AStepOfATensorNotMadeAtLandingIsRefused) {
   auto& step = first_step();
   step.segments.front().tensor = 2;  // the landing copy, which a step does not make
