@@ -25,7 +25,20 @@ bool same_boxes(const Layout& a, const Layout& b) {
 // ranks all along.
 bool scales_travel(QuantSite s) { return s != QuantSite::kReceiver; }
 
-[[nodiscard]] Result<void> check_landing_layout(const TensorReshard& t);
+// A landing weight's source layout is its landing ranks: inference ranks each holding the box
+// they hold in the inference layout, where a rank quantises what it holds.
+[[nodiscard]] Result<void> check_landing_layout(const TensorReshard& t) {
+  const Layout& landing = t.source;
+  for (std::int64_t p = 0; p < landing.mesh().size(); ++p) {
+    const Rank r = landing.mesh().rank_at(p);
+    const auto mine = t.destination.local_box(r);
+    if (!mine || *mine != landing.box_at_position(p))
+      return mismatch(
+          fmt::format("landing rank {} holds {} of the weight, which is not its box in the inference layout",
+                      r.value, landing.box_at_position(p).to_string()));
+  }
+  return {};
+}
 
 [[nodiscard]] Result<void> check_weight(const TensorReshard& t) {
   const auto& q = *t.tensor.quantization;
@@ -42,21 +55,6 @@ bool scales_travel(QuantSite s) { return s != QuantSite::kReceiver; }
   if (scales_travel(q.site))
     REFIT_TRY_IN(quant_scale_layout(q.scheme, t.source),
                  fmt::format("the training layout (quantised at the {})", quant_site_name(q.site)));
-  return {};
-}
-
-// A landing weight's source layout is its landing ranks: inference ranks each holding the box
-// they hold in the inference layout, where a rank quantises what it holds.
-[[nodiscard]] Result<void> check_landing_layout(const TensorReshard& t) {
-  const Layout& landing = t.source;
-  for (std::int64_t p = 0; p < landing.mesh().size(); ++p) {
-    const Rank r = landing.mesh().rank_at(p);
-    const auto mine = t.destination.local_box(r);
-    if (!mine || *mine != landing.box_at_position(p))
-      return mismatch(
-          fmt::format("landing rank {} holds {} of the weight, which is not its box in the inference layout",
-                      r.value, landing.box_at_position(p).to_string()));
-  }
   return {};
 }
 
