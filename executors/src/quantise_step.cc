@@ -22,18 +22,13 @@ void place(std::span<const std::byte> packed, const Box& box, std::byte* to, con
 
 void run_blocks(const lowering::RankShards& shards, const lowering::QuantiseBlocks& b,
                 const lowering::HostBuffers& buffers) {
-  const auto& copy = shards.destinations[static_cast<std::size_t>(b.copy)];
-  const auto& values = shards.destinations[static_cast<std::size_t>(b.values)];
-  const auto& scales = shards.destinations[static_cast<std::size_t>(b.scales)];
   const auto* bf16 =
       reinterpret_cast<const std::uint16_t*>(buffers.base(lowering::BufferKind::kDestination, b.copy));
-  const Bf16View in{.data = bf16 + lowering::row_major_index(copy.box, b.blocks.offset),
-                    .shape = b.blocks.extent,
-                    .strides = row_major_strides(copy.box.extent)};
+  const Bf16View in{.data = bf16 + b.copy_offset, .shape = b.blocks.extent, .strides = b.copy_strides};
   std::byte* values_at = buffers.base(lowering::BufferKind::kDestination, b.values);
   std::byte* scales_at = buffers.base(lowering::BufferKind::kDestination, b.scales);
   const auto scale_bytes = static_cast<std::size_t>(scale_buffer_bytes(b.scheme, b.blocks.extent));
-  if (values.box == b.blocks && scales.box == b.scale_box) {  // the usual step: the rank's whole boxes
+  if (b.whole_boxes) {  // the usual step
     quantize(
         b.scheme, in,
         std::span(reinterpret_cast<std::uint8_t*>(values_at), static_cast<std::size_t>(b.blocks.volume())),
@@ -42,8 +37,9 @@ void run_blocks(const lowering::RankShards& shards, const lowering::QuantiseBloc
   }
   std::vector<std::byte> v(static_cast<std::size_t>(b.blocks.volume())), s(scale_bytes);
   quantize(b.scheme, in, std::span(reinterpret_cast<std::uint8_t*>(v.data()), v.size()), s);
-  place(v, b.blocks, values_at, values.box, 1);
-  place(s, b.scale_box, scales_at, scales.box, dtype_size(quant_scale_dtype(b.scheme)));
+  place(v, b.blocks, values_at, shards.destinations[static_cast<std::size_t>(b.values)].box, 1);
+  place(s, b.scale_box, scales_at, shards.destinations[static_cast<std::size_t>(b.scales)].box,
+        dtype_size(quant_scale_dtype(b.scheme)));
 }
 
 }  // namespace

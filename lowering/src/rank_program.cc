@@ -102,8 +102,8 @@ void demand(StagingDemand& d, const ChunkCopy& c) {
 
 // The rank's destination shard of `tensor`, which a quantise step reads or writes whole blocks of:
 // present, in a buffer of its own, and holding `box`.
-[[nodiscard]] Result<std::int32_t> step_shard(const Plan& plan, const RankShardFinder& finder, Rank rank,
-                                              std::uint32_t tensor, const Box& box) {
+[[nodiscard]] Result<ShardRef> step_shard(const Plan& plan, const RankShardFinder& finder, Rank rank,
+                                          std::uint32_t tensor, const Box& box) {
   const ShardRef shard = finder.find(rank, BufferKind::kDestination, tensor);
   const auto& name = plan.tensors[tensor].name;
   if (shard.box == nullptr || !shard.box->contains(box))
@@ -114,7 +114,7 @@ void demand(StagingDemand& d, const ChunkCopy& c) {
         fmt::format("tensor '{}' is a framework's parameter regions; a quantise step needs its box in a "
                     "buffer of its own",
                     name));
-  return shard.index;
+  return shard;
 }
 
 // What quantise step `t` makes on the rank, from the weights its scales segments scale.
@@ -135,13 +135,18 @@ void demand(StagingDemand& d, const ChunkCopy& c) {
         quant_scale_box(scheme, blocks) != s.box)
       return mismatch(fmt::format("{}: scales {} of tensor '{}' are not the blocks of a box of '{}'", where,
                                   s.box.to_string(), plan.tensors[s.tensor].name, weight.name));
-    out.blocks.push_back(
-        QuantiseBlocks{.scheme = scheme,
-                       .copy = REFIT_TRY_IN(step_shard(plan, finder, rank, w->copy, blocks), where),
-                       .values = REFIT_TRY_IN(step_shard(plan, finder, rank, w->values, blocks), where),
-                       .scales = REFIT_TRY_IN(step_shard(plan, finder, rank, w->scales, s.box), where),
-                       .blocks = std::move(blocks),
-                       .scale_box = s.box});
+    const auto copy = REFIT_TRY_IN(step_shard(plan, finder, rank, w->copy, blocks), where);
+    const auto values = REFIT_TRY_IN(step_shard(plan, finder, rank, w->values, blocks), where);
+    const auto scales = REFIT_TRY_IN(step_shard(plan, finder, rank, w->scales, s.box), where);
+    out.blocks.push_back(QuantiseBlocks{.scheme = scheme,
+                                        .copy = copy.index,
+                                        .values = values.index,
+                                        .scales = scales.index,
+                                        .blocks = blocks,
+                                        .scale_box = s.box,
+                                        .copy_offset = row_major_index(*copy.box, blocks.offset),
+                                        .copy_strides = row_major_strides(copy.box->extent),
+                                        .whole_boxes = *values.box == blocks && *scales.box == s.box});
   }
   return out;
 }

@@ -51,20 +51,19 @@ Result<std::vector<Quantize>> ChunkSides::quantise(std::int32_t slot, std::int32
   const auto& shards = program.shards().destinations;
   std::vector<Quantize> out;
   for (const auto& b : step->blocks) {
-    const auto& copy = shards[static_cast<std::size_t>(b.copy)];
-    if (shards[static_cast<std::size_t>(b.values)].box != b.blocks ||
-        shards[static_cast<std::size_t>(b.scales)].box != b.scale_box)
+    if (!b.whole_boxes)
       return unsupported(
-          fmt::format("quantise step {} makes {} of '{}', part of the rank's box: the NCCL "
-                      "executor quantises whole boxes",
-                      transfer, b.blocks.to_string(), lowered_->plan().tensors[copy.tensor].name));
-    const auto source = lowering::row_major_index(copy.box, b.blocks.offset) * dtype_size(DType::kBF16);
+          fmt::format("quantise step {} makes {} of '{}', part of the rank's box: the NCCL executor "
+                      "quantises whole boxes",
+                      transfer, b.blocks.to_string(),
+                      lowered_->plan().tensors[shards[static_cast<std::size_t>(b.values)].tensor].name));
+    const auto source = b.copy_offset * dtype_size(DType::kBF16);
     out.push_back(Quantize{.scheme = b.scheme,
                            .source = address(slot, lowering::BufferKind::kDestination, b.copy, source),
                            .values = address(slot, lowering::BufferKind::kDestination, b.values, 0),
                            .scales = address(slot, lowering::BufferKind::kDestination, b.scales, 0),
                            .shape = b.blocks.extent,
-                           .strides = row_major_strides(copy.box.extent)});
+                           .strides = b.copy_strides});
   }
   return out;
 }

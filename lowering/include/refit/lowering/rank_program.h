@@ -144,6 +144,12 @@ struct QuantiseBlocks {
   std::int32_t scales = 0;  // destination shard of its scales
   Box blocks;               // the weight's elements: whole blocks, the last ones to its edge
   Box scale_box;            // their scales
+  // Where `blocks` lie in the copy's buffer: the first element, in elements, and the strides.
+  std::int64_t copy_offset = 0;
+  Shape copy_strides;
+  // The values and scales are all of the rank's boxes of them, so the quantizer writes them in
+  // place row-major; otherwise they are a part of those boxes.
+  bool whole_boxes = false;
 };
 
 // A quantise step of the rank: it runs once every chunk in `waits` has landed, after which the
