@@ -1,31 +1,19 @@
 #include "run_storage.h"
 
-#include <filesystem>
-#include <fstream>
-
 #include <fmt/format.h>
 
-#include "refit/core/text_file.h"
+#include "refit/core/named_files.h"
 #include "refit/core/try.h"
 
 namespace refit::cli {
 namespace {
 
-std::filesystem::path parameter_file(const std::string& dir, Rank rank, const std::string& name) {
-  return std::filesystem::path(dir) / fmt::format("rank{}", rank.value) / name;
-}
+std::string rank_folder(Rank rank) { return fmt::format("rank{}", rank.value); }
 
 [[nodiscard]] Result<void> load(const FrameworkBuffers& f, const std::string& dir, Rank rank) {
-  for (std::size_t i = 0; i < f.parameters().size(); ++i) {
-    const auto path = parameter_file(dir, rank, f.parameters()[i].name);
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    const auto bytes = f.bytes(i);
-    if (!in || static_cast<std::size_t>(in.tellg()) != bytes.size())
-      return not_found(
-          fmt::format("--load-sources: {} is missing or not {} bytes", path.string(), bytes.size()));
-    in.seekg(0);
-    in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  }
+  const auto folder = REFIT_TRY(NamedFileFolder::open(dir, rank_folder(rank), /*create=*/false));
+  for (std::size_t i = 0; i < f.parameters().size(); ++i)
+    REFIT_TRY(folder.read(f.parameters()[i].name, f.bytes(i)));
   return {};
 }
 
@@ -39,10 +27,16 @@ void add_storage_options(CLI::App& cmd, StorageOptions& o) {
       ->check(CLI::IsMember({"logical", "framework"}));
   cmd.add_option("--load-sources", o.load_sources,
                  "With --storage framework: read each training rank's parameters from "
-                 "DIR/rank<R>/<name> (raw bytes) instead of the verification pattern");
+                 "DIR/rank<R>/<file> (raw bytes) instead of the verification pattern; <file> is the "
+                 "parameter's name with every byte but letters, digits, '_', '-' and '.' (and a "
+                 "leading '.') written %XX, so no name reaches outside DIR; links are not followed");
   cmd.add_option("--save-destinations", o.save_destinations,
                  "With --storage framework: write each inference rank's parameters to "
-                 "DIR/rank<R>/<name> (raw bytes) after the run");
+                 "DIR/rank<R>/<file> (raw bytes, <file> as for --load-sources) after the run; a file "
+                 "that exists is refused unless --overwrite");
+  cmd.add_flag("--overwrite", o.overwrite,
+               "Let --save-destinations replace files that exist (regular files of one link only)")
+      ->needs("--save-destinations");
 }
 
 Result<RunBuffers> RunBuffers::make(const StorageOptions& o, const ProblemSource& source,
@@ -63,7 +57,7 @@ Result<RunBuffers> RunBuffers::make(const StorageOptions& o, const ProblemSource
   if (o.load_sources.empty())
     out.framework_->fill_pattern(problem);
   else
-    REFIT_TRY(load(*out.framework_, o.load_sources, rank));
+    REFIT_TRY_IN(load(*out.framework_, o.load_sources, rank), "--load-sources");
   return out;
 }
 
@@ -97,18 +91,12 @@ void RunBuffers::clear_destinations() {
 Result<void> RunBuffers::save(const StorageOptions& o, Rank rank) const {
   if (!framework_ || o.save_destinations.empty() || framework_->buffers().destination_parameters.empty())
     return {};
-  for (std::size_t i = 0; i < framework_->parameters().size(); ++i) {
-    const auto path = parameter_file(o.save_destinations, rank, framework_->parameters()[i].name);
-    std::error_code ec;
-    std::filesystem::create_directories(path.parent_path(), ec);
-    const auto bytes = framework_->bytes(i);
-    REFIT_TRY_IN(write_file(path,
-                            [&](std::ostream& out) {
-                              out.write(reinterpret_cast<const char*>(bytes.data()),
-                                        static_cast<std::streamsize>(bytes.size()));
-                            }),
+  const auto folder = REFIT_TRY_IN(
+      NamedFileFolder::open(o.save_destinations, rank_folder(rank), /*create=*/true), "--save-destinations");
+  const auto overwrite = o.overwrite ? Overwrite::kAllow : Overwrite::kRefuse;
+  for (std::size_t i = 0; i < framework_->parameters().size(); ++i)
+    REFIT_TRY_IN(folder.write(framework_->parameters()[i].name, framework_->bytes(i), overwrite),
                  "--save-destinations");
-  }
   return {};
 }
 

@@ -17,11 +17,13 @@ namespace refit::cli {
 
 struct StorageOptions {
   std::string storage = "logical";  // or "framework"
-  // Directory of the training ranks' parameters: <dir>/rank<R>/<parameter name>, raw bytes
-  // (little-endian, row-major); without it the sources hold the verification pattern.
+  // Directory of the training ranks' parameters: <dir>/rank<R>/<file>, raw bytes (little-endian,
+  // row-major), <file> the parameter's name as encode_file_name (core/named_files.h) makes it;
+  // without it the sources hold the verification pattern.
   std::string load_sources;
   // Directory the inference ranks write their parameters to after the run, laid out the same.
   std::string save_destinations;
+  bool overwrite = false;  // --save-destinations may replace files that exist
 };
 
 void add_storage_options(CLI::App& cmd, StorageOptions& options);

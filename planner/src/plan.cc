@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/fingerprint.h"
+
 namespace refit {
 
 std::string_view link_kind_name(LinkKind k) {
@@ -43,55 +45,13 @@ std::vector<RankSchedule> schedules(const Plan& plan) {
   return out;
 }
 
-namespace {
-
-constexpr std::uint64_t kFnvOffset = 14695981039346656037ull;
-constexpr std::uint64_t kFnvPrime = 1099511628211ull;
-
-class Hasher {
- public:
-  void add(std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) {
-      h_ ^= (v >> (8 * i)) & 0xff;
-      h_ *= kFnvPrime;
-    }
-  }
-  void add(std::string_view s) {
-    add(s.size());
-    for (unsigned char c : s) {
-      h_ ^= c;
-      h_ *= kFnvPrime;
-    }
-  }
-  void add(const Shape& s) {
-    add(s.size());
-    for (auto v : s) add(static_cast<std::uint64_t>(v));
-  }
-  std::uint64_t value() const { return h_; }
-
- private:
-  std::uint64_t h_ = kFnvOffset;
-};
-
-}  // namespace
-
 std::uint64_t plan_hash(const Plan& plan) {
-  Hasher h;
+  Fingerprint h;
   h.add(plan.strategy);
   h.add(execution_model(plan.execution).name);
   h.add(static_cast<std::uint64_t>(plan.source_ranks));
   h.add(static_cast<std::uint64_t>(plan.destination_ranks));
-  for (const auto& t : plan.tensors) {
-    h.add(t.name);
-    h.add(t.shape);
-    h.add(dtype_name(t.dtype));
-    if (t.quantization) {
-      h.add(quant_scheme_name(t.quantization->scheme));
-      h.add(quant_site_name(t.quantization->site));
-      h.add(dtype_name(t.quantization->from));
-      h.add(t.quantization->scales_of);
-    }
-  }
+  for (const auto& t : plan.tensors) h.add(t);
   for (const auto& t : plan.transfers) {
     h.add(static_cast<std::uint64_t>(t.sender.value));
     h.add(static_cast<std::uint64_t>(t.receiver.value));

@@ -1,0 +1,24 @@
+#pragma once
+// A 64-bit FNV-1a fingerprint of plain values, for ranks to compare what they built (plans,
+// problems) without sending it. Not cryptographic: it tells honest mistakes apart, nothing more.
+#include <cstdint>
+#include <string_view>
+
+#include "refit/core/box.h"
+#include "refit/core/tensor_spec.h"
+
+namespace refit {
+
+class Fingerprint {
+ public:
+  void add(std::uint64_t v);
+  void add(std::string_view s);   // its length, then its bytes
+  void add(const Shape& s);       // its length, then its values
+  void add(const TensorSpec& t);  // name, shape, dtype and quantisation
+  std::uint64_t value() const { return h_; }
+
+ private:
+  std::uint64_t h_ = 14695981039346656037ull;  // FNV-1a's offset basis
+};
+
+}  // namespace refit

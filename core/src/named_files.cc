@@ -1,0 +1,192 @@
+#include "refit/core/named_files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "refit/core/try.h"
+
+namespace refit {
+namespace {
+
+// The longest file name Linux file systems take (NAME_MAX).
+constexpr std::size_t kMaxFileName = 255;
+
+bool kept(unsigned char c, bool first) {
+  if (c == '.') return !first;
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::string system_reason() { return std::strerror(errno); }
+
+// Closes on every path out of a function that has not handed the descriptor on.
+struct Descriptor {
+  int fd = -1;
+  ~Descriptor() {
+    if (fd >= 0) ::close(fd);
+  }
+  int release() { return std::exchange(fd, -1); }
+};
+
+[[nodiscard]] Result<void> write_all(int fd, std::span<const std::byte> bytes, const std::string& where) {
+  while (!bytes.empty()) {
+    const auto n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return fail(ErrorCode::kRuntime, fmt::format("{}: cannot be written: {}", where, system_reason()));
+    bytes = bytes.subspan(static_cast<std::size_t>(n));
+  }
+  return {};
+}
+
+[[nodiscard]] Result<void> read_all(int fd, std::span<std::byte> out, const std::string& where) {
+  while (!out.empty()) {
+    const auto n = ::read(fd, out.data(), out.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      return fail(ErrorCode::kRuntime, fmt::format("{}: cannot be read: {}", where, system_reason()));
+    if (n == 0) return mismatch(fmt::format("{}: ended early (it shrank while being read)", where));
+    out = out.subspan(static_cast<std::size_t>(n));
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::string> encode_file_name(std::string_view name) {
+  if (name.empty()) return invalid("an empty name has no file name");
+  std::string out;
+  out.reserve(name.size());
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const auto c = static_cast<unsigned char>(name[i]);
+    if (kept(c, i == 0))
+      out.push_back(static_cast<char>(c));
+    else
+      out += fmt::format("%{:02X}", c);
+  }
+  if (out.size() > kMaxFileName)
+    return out_of_range(
+        fmt::format("'{:.40}...': its file name would be {} bytes, more than the {} a file "
+                    "name may have",
+                    name, out.size(), kMaxFileName));
+  return out;
+}
+
+Result<std::string> decode_file_name(std::string_view file) {
+  std::string out;
+  for (std::size_t i = 0; i < file.size(); ++i) {
+    const auto c = static_cast<unsigned char>(file[i]);
+    if (c != '%') {
+      if (!kept(c, i == 0)) return invalid(fmt::format("'{}' is not a file name refit makes", file));
+      out.push_back(static_cast<char>(c));
+      continue;
+    }
+    const int high = i + 2 < file.size() ? hex_value(file[i + 1]) : -1;
+    const int low = i + 2 < file.size() ? hex_value(file[i + 2]) : -1;
+    const auto decoded = static_cast<unsigned char>(high * 16 + low);
+    if (high < 0 || low < 0 || kept(decoded, i == 0))
+      return invalid(fmt::format("'{}' is not a file name refit makes", file));
+    out.push_back(static_cast<char>(decoded));
+    i += 2;
+  }
+  if (out.empty()) return invalid("an empty file name");
+  return out;
+}
+
+Result<NamedFileFolder> NamedFileFolder::open(const std::filesystem::path& root, std::string_view sub,
+                                              bool create) {
+  const auto shown_root = root.string();
+  if (create) {
+    std::error_code ec;
+    std::filesystem::create_directories(root, ec);
+    if (ec)
+      return fail(ErrorCode::kRuntime, fmt::format("{}: cannot be created: {}", shown_root, ec.message()));
+  }
+  Descriptor top{::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+  if (top.fd < 0)
+    return errno == ENOENT ? not_found(fmt::format("{}: no such folder", shown_root))
+                           : fail(ErrorCode::kRuntime, fmt::format("{}: {}", shown_root, system_reason()));
+  const std::string sub_name(sub);
+  const auto path = root / sub_name;
+  if (create && ::mkdirat(top.fd, sub_name.c_str(), 0755) != 0 && errno != EEXIST)
+    return fail(ErrorCode::kRuntime,
+                fmt::format("{}: cannot be created: {}", path.string(), system_reason()));
+  const int fd = ::openat(top.fd, sub_name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0) return NamedFileFolder(fd, path);
+  if (errno == ENOENT) return not_found(fmt::format("{}: no such folder", path.string()));
+  if (errno == ELOOP || errno == ENOTDIR)
+    return invalid(
+        fmt::format("{}: is a symbolic link or not a folder; refit opens no link here", path.string()));
+  return fail(ErrorCode::kRuntime, fmt::format("{}: {}", path.string(), system_reason()));
+}
+
+NamedFileFolder::NamedFileFolder(NamedFileFolder&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {}
+
+NamedFileFolder::~NamedFileFolder() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::string NamedFileFolder::shown(std::string_view file) const {
+  return (path_ / std::string(file)).string();
+}
+
+Result<void> NamedFileFolder::read(std::string_view name, std::span<std::byte> out) const {
+  const auto file = REFIT_TRY_IN(encode_file_name(name), path_.string());
+  const auto where = shown(file);
+  Descriptor d{::openat(fd_, file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC)};
+  if (d.fd < 0) {
+    if (errno == ENOENT) return not_found(fmt::format("{}: missing", where));
+    if (errno == ELOOP) return invalid(fmt::format("{}: is a symbolic link; refit follows none here", where));
+    return fail(ErrorCode::kRuntime, fmt::format("{}: {}", where, system_reason()));
+  }
+  struct stat st {};
+  if (::fstat(d.fd, &st) != 0)
+    return fail(ErrorCode::kRuntime, fmt::format("{}: {}", where, system_reason()));
+  if (!S_ISREG(st.st_mode)) return invalid(fmt::format("{}: not a regular file", where));
+  if (static_cast<std::uint64_t>(st.st_size) != out.size())
+    return mismatch(fmt::format("{}: {} bytes, expected {}", where, st.st_size, out.size()));
+  return read_all(d.fd, out, where);
+}
+
+Result<void> NamedFileFolder::write(std::string_view name, std::span<const std::byte> bytes,
+                                    Overwrite overwrite) const {
+  const auto file = REFIT_TRY_IN(encode_file_name(name), path_.string());
+  const auto where = shown(file);
+  // O_CREAT | O_EXCL never follows a link and never opens what exists; O_NOFOLLOW refuses a link.
+  const int flags =
+      O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (overwrite == Overwrite::kAllow ? 0 : O_EXCL);
+  Descriptor d{::openat(fd_, file.c_str(), flags, 0644)};
+  if (d.fd < 0) {
+    if (errno == EEXIST)
+      return invalid(fmt::format("{}: already exists; refit overwrites nothing unless asked", where));
+    if (errno == ELOOP) return invalid(fmt::format("{}: is a symbolic link; refit follows none here", where));
+    return fail(ErrorCode::kRuntime, fmt::format("{}: cannot be created: {}", where, system_reason()));
+  }
+  struct stat st {};
+  if (::fstat(d.fd, &st) != 0)
+    return fail(ErrorCode::kRuntime, fmt::format("{}: {}", where, system_reason()));
+  if (!S_ISREG(st.st_mode) || st.st_nlink != 1)
+    return invalid(
+        fmt::format("{}: not a regular file of one link; refit writes no file another path reaches", where));
+  if (::ftruncate(d.fd, 0) != 0)
+    return fail(ErrorCode::kRuntime, fmt::format("{}: cannot be truncated: {}", where, system_reason()));
+  REFIT_TRY(write_all(d.fd, bytes, where));
+  if (::close(d.release()) != 0)
+    return fail(ErrorCode::kRuntime, fmt::format("{}: cannot be written: {}", where, system_reason()));
+  return {};
+}
+
+}  // namespace refit

@@ -1,0 +1,155 @@
+// Names from inputs never become paths (core/named_files.h): the encoding keeps ordinary
+// parameter names as they are, turns everything else into %XX so that no name leaves its folder
+// or names the folder itself, and is reversible; the folder opens no link and overwrites nothing
+// unless asked.
+#include "refit/core/named_files.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace refit {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::byte> bytes_of(std::string_view s) {
+  std::vector<std::byte> out;
+  for (char c : s) out.push_back(static_cast<std::byte>(c));
+  return out;
+}
+
+std::string contents(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+class TempFolder {
+ public:
+  TempFolder() {
+    std::string tmpl = (fs::temp_directory_path() / "refit-named-XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempFolder() { fs::remove_all(path_); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+TEST(FileNames, OrdinaryParameterNamesAreTheirOwnFileNames) {
+  for (const std::string name : {"decoder.layers.0.self_attention.linear_qkv.weight",
+                                 "model.layers.3.mlp.experts.w13_weight", "lm_head.weight", "a-b_c.9"})
+    EXPECT_EQ(encode_file_name(name).value(), name);
+}
+
+TEST(FileNames, NamesThatWouldLeaveTheFolderOrNameItAreEncoded) {
+  // '/' is %2F, a leading '.' is %2E: no separator survives, and '.' and '..' cannot be made.
+  EXPECT_EQ(encode_file_name("../../etc/passwd").value(), "%2E.%2F..%2Fetc%2Fpasswd");
+  EXPECT_EQ(encode_file_name("/etc/passwd").value(), "%2Fetc%2Fpasswd");
+  EXPECT_EQ(encode_file_name("..").value(), "%2E.");
+  EXPECT_EQ(encode_file_name(".").value(), "%2E");
+  EXPECT_EQ(encode_file_name("a b%\n\xff").value(), "a%20b%25%0A%FF");
+  EXPECT_EQ(encode_file_name("").error().code, ErrorCode::kInvalidArgument);
+  // 128 spaces encode to 384 bytes, past the 255 a file name may have.
+  EXPECT_EQ(encode_file_name(std::string(128, ' ')).error().code, ErrorCode::kOutOfRange);
+}
+
+TEST(FileNames, TheEncodingIsReversibleAndEveryFileNameHasOneName) {
+  // Property: random byte strings round-trip, and what they encode to holds no '/' and is never
+  // '.' or '..'; decoding refuses spellings the encoder never makes.
+  std::mt19937 rng(29);
+  for (int i = 0; i < 2000; ++i) {
+    std::string name(1 + rng() % 40, '\0');
+    for (auto& c : name) c = static_cast<char>(rng() % 256);
+    const auto file = encode_file_name(name);
+    if (!file) continue;  // longer than a file name
+    EXPECT_EQ(file->find('/'), std::string::npos);
+    EXPECT_NE(*file, ".");
+    EXPECT_NE(*file, "..");
+    EXPECT_EQ(decode_file_name(*file).value(), name);
+  }
+  for (const std::string bad : {"%41", "%2f", "%2", "a/b", ".hidden", "%", ""})
+    EXPECT_FALSE(decode_file_name(bad)) << bad;
+}
+
+TEST(NamedFolder, WritesAndReadsInsideTheFolderOnly) {
+  TempFolder tmp;
+  const auto folder = NamedFileFolder::open(tmp.path(), "rank3", /*create=*/true).value();
+  const auto data = bytes_of("abcd");
+  ASSERT_TRUE(folder.write("../../escaped", data, Overwrite::kRefuse));
+  EXPECT_FALSE(fs::exists(tmp.path().parent_path() / "escaped"));
+  EXPECT_EQ(contents(tmp.path() / "rank3" / "%2E.%2F..%2Fescaped"), "abcd");
+  std::vector<std::byte> back(4);
+  ASSERT_TRUE(folder.read("../../escaped", back));
+  EXPECT_EQ(back, data);
+}
+
+TEST(NamedFolder, AFileThatExistsIsRefusedUnlessAskedAndThenOnlyAPlainOne) {
+  TempFolder tmp;
+  const auto folder = NamedFileFolder::open(tmp.path(), "rank0", true).value();
+  ASSERT_TRUE(folder.write("w", bytes_of("1"), Overwrite::kRefuse));
+  const auto again = folder.write("w", bytes_of("22"), Overwrite::kRefuse);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(again.error().message.find("already exists"), std::string::npos) << again.error().message;
+  ASSERT_TRUE(folder.write("w", bytes_of("22"), Overwrite::kAllow));
+  EXPECT_EQ(contents(tmp.path() / "rank0" / "w"), "22");
+  // A hard link to a file outside: overwriting it would write there.
+  const auto outside = tmp.path() / "outside";
+  std::ofstream(outside) << "keep";
+  fs::create_hard_link(outside, tmp.path() / "rank0" / "linked");
+  EXPECT_FALSE(folder.write("linked", bytes_of("x"), Overwrite::kAllow));
+  EXPECT_EQ(contents(outside), "keep");
+}
+
+TEST(NamedFolder, NoSymbolicLinkIsFollowedBelowTheFolder) {
+  TempFolder tmp;
+  const auto outside = tmp.path() / "outside";
+  fs::create_directory(outside);
+  std::ofstream(outside / "secret") << "sec";
+  // A rank folder that is a link out of the folder.
+  fs::create_directory_symlink(outside, tmp.path() / "rank1");
+  const auto linked = NamedFileFolder::open(tmp.path(), "rank1", true);
+  ASSERT_FALSE(linked);
+  EXPECT_EQ(linked.error().code, ErrorCode::kInvalidArgument);
+  // A file that is a link out of the folder, read and written.
+  const auto folder = NamedFileFolder::open(tmp.path(), "rank2", true).value();
+  fs::create_symlink(outside / "secret", tmp.path() / "rank2" / "w");
+  std::vector<std::byte> three(3);
+  EXPECT_EQ(folder.read("w", three).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(folder.write("w", bytes_of("xyz"), Overwrite::kAllow).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(folder.write("w", bytes_of("xyz"), Overwrite::kRefuse).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(contents(outside / "secret"), "sec");
+}
+
+TEST(NamedFolder, ReadsNameTheFileThatIsMissingOrOfTheWrongSize) {
+  TempFolder tmp;
+  EXPECT_EQ(NamedFileFolder::open(tmp.path(), "rank0", false).error().code, ErrorCode::kNotFound);
+  const auto folder = NamedFileFolder::open(tmp.path(), "rank0", true).value();
+  std::vector<std::byte> four(4);
+  const auto missing = folder.read("w", four);
+  EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
+  EXPECT_NE(missing.error().message.find("rank0/w: missing"), std::string::npos) << missing.error().message;
+  ASSERT_TRUE(folder.write("w", bytes_of("abc"), Overwrite::kRefuse));
+  const auto short_file = folder.read("w", four);
+  EXPECT_EQ(short_file.error().code, ErrorCode::kMismatch);
+  EXPECT_NE(short_file.error().message.find("3 bytes, expected 4"), std::string::npos);
+}
+
+TEST(NamedFolder, OnlyRegularFilesAreWritten) {
+  // /dev/full opens for writing like a file; the folder refuses it, naming it, before a write.
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  const auto dev = NamedFileFolder::open("/", "dev", false).value();
+  const auto r = dev.write("full", bytes_of("x"), Overwrite::kAllow);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("/dev/full"), std::string::npos) << r.error().message;
+}
+
+}  // namespace
+}  // namespace refit
