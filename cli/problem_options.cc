@@ -10,10 +10,11 @@ void add_model_options(CLI::App* cmd, ModelOptions& options) {
   cmd->add_flag("--per-expert", options.per_expert,
                 "One tensor per routed expert instead of one stacked [E, out, in] per layer");
   cmd->add_flag("--mtp", options.mtp, "Include DeepSeek-V3's multi-token-prediction layer");
-  cmd->add_option("--quantize", options.quantize,
-                  "FP8 inference weights: fp8-block128 (fp8_e4m3, one fp32 scale per 128x128 block, as "
-                  "DeepSeek-V3 ships) or mxfp8 (one e8m0 scale per 32); the weights vLLM's FP8 quantises "
-                  "(linear and expert weights) get a scales tensor of their own");
+  auto* quantize =
+      cmd->add_option("--quantize", options.quantize,
+                      "FP8 inference weights: fp8-block128 (fp8_e4m3, one fp32 scale per 128x128 block, as "
+                      "DeepSeek-V3 ships) or mxfp8 (one e8m0 scale per 32); the weights vLLM's FP8 quantises "
+                      "(linear and expert weights) get a scales tensor of their own");
   cmd->add_option("--quantize-at", options.quantize_at,
                   "Where weights are quantised: landing (a training rank holding whole blocks quantises "
                   "before the network, so fp8 travels; where the training layout cuts blocks, one replica "
@@ -21,8 +22,9 @@ void add_model_options(CLI::App* cmd, ModelOptions& options) {
                   "sender (as landing, but every inference rank quantises what lands where training cuts "
                   "blocks), receiver (every inference rank quantises what lands: today's practice) or "
                   "training (FP8 training: the training ranks hold the weights in fp8 with their scales, "
-                  "and both move as they are)")
-      ->capture_default_str();
+                  "and both move as they are); only with --quantize")
+      ->capture_default_str()
+      ->needs(quantize);
 }
 
 void add_problem_options(CLI::App* cmd, ProblemSource& source) {

@@ -11,6 +11,7 @@
 #include "refit/core/try.h"
 #include "refit/executors/pattern.h"
 #include "refit/lowering/arrays.h"
+#include "refit/models/storage_check.h"
 
 namespace refit {
 namespace {
@@ -86,6 +87,8 @@ Result<RankBuffers> framework_rank_buffers(const ReshardProblem& problem, const 
                                            Rank rank, std::vector<std::span<std::byte>> parameters,
                                            MemoryKind memory) {
   const auto& storage = *REFIT_TRY(rank_storage(side, rank));
+  REFIT_TRY(models::check_rank_storage(side, static_cast<std::size_t>(rank.value - side.first_rank), problem,
+                                       problem.is_source(rank), fmt::format("{} storage", side.framework)));
   if (parameters.size() != storage.parameters.size())
     return mismatch(fmt::format("rank {}: {} parameter buffers for the {} {} parameters of the rank",
                                 rank.value, parameters.size(), storage.parameters.size(), side.framework));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -12,6 +13,7 @@
 #include "refit/models/hf_config.h"
 #include "refit/models/manifest.h"
 #include "refit/models/problem_builder.h"
+#include "refit/models/storage_check.h"
 
 namespace refit {
 
@@ -37,6 +39,14 @@ Result<ReshardProblem> apply_quantization(const ReshardProblem& problem, const M
   // The site is read even without --quantize: a misspelt one is a mistake, not a default.
   const auto site = REFIT_TRY_IN(parse_quant_site(options.quantize_at), "--quantize-at");
   if (options.quantize.empty()) return problem;
+  if (const auto done = std::ranges::find_if(
+          problem.tensors(), [](const TensorReshard& t) { return t.tensor.quantization.has_value(); });
+      done != problem.tensors().end())
+    return invalid(
+        fmt::format("--quantize: '{}' is quantised already ({} at the {}); the problem's weights are "
+                    "as it gives them: drop --quantize and --quantize-at",
+                    done->tensor.name, quant_scheme_name(done->tensor.quantization->scheme),
+                    quant_site_name(done->tensor.quantization->site)));
   const QuantizeOptions q{.scheme = REFIT_TRY_IN(parse_quant_scheme(options.quantize), "--quantize"),
                           .site = site};
   auto quantized = REFIT_TRY_IN(
@@ -73,6 +83,42 @@ Result<ReshardProblem> load_problem(const ProblemSource& options) {
                       "--infer " + models::to_string(layouts.infer));
 }
 
+namespace {
+
+// The manifest's map of one side over `problem`, which --quantize may have made from the manifest's
+// problem by adding tensors: its regions follow their tensors by name, then it is checked again.
+[[nodiscard]] Result<models::StorageMap> manifest_storage(const ProblemSource& source,
+                                                          const ReshardProblem& problem, bool training) {
+  auto manifest = REFIT_TRY_IN(models::load_manifest_with_storage(source.manifest), "--manifest");
+  if (!manifest.storage)
+    return invalid(
+        fmt::format("--manifest: {} has no storage maps (write a version 2 manifest with refit models "
+                    "MODEL --train .. --infer .. --storage --write-manifest)",
+                    source.manifest));
+  auto side = std::move(training ? manifest.storage->source : manifest.storage->destination);
+  std::unordered_map<std::string_view, std::uint32_t> index;
+  for (std::uint32_t t = 0; t < problem.tensors().size(); ++t)
+    index.emplace(problem.tensors()[t].tensor.name, t);
+  for (auto& rank : side.ranks)
+    for (auto& region : rank.regions) {
+      const auto found = index.find(manifest.problem.tensors()[region.tensor].tensor.name);
+      if (found == index.end())
+        return fail(ErrorCode::kInternal, "--quantize dropped a tensor of the manifest from the problem");
+      region.tensor = found->second;
+    }
+  const auto where =
+      fmt::format("--manifest {}: storage.{}", source.manifest, training ? "source" : "destination");
+  if (problem.tensors().size() == manifest.problem.tensors().size()) return side;  // checked as read
+  REFIT_TRY_IN(models::check_storage(side, problem, training, where),
+               fmt::format("--quantize {}: the manifest's storage maps hold its tensors as written (no fp8 "
+                           "weights, no scales); write the manifest with the same --quantize (refit models "
+                           "MODEL --train .. --infer .. --quantize {} --storage --write-manifest)",
+                           source.model_options.quantize, source.model_options.quantize));
+  return side;
+}
+
+}  // namespace
+
 Result<models::StorageMap> load_storage(const ProblemSource& source, const ReshardProblem& problem,
                                         bool training) {
   // vLLM's MXFP8 (Mxfp8Config) quantises online only: its parameters load bf16 and
@@ -99,15 +145,7 @@ Result<models::StorageMap> load_storage(const ProblemSource& source, const Resha
         "parameters (vLLM keeps fp8 values and scales); use --quantize-at sender (such weights then quantise "
         "at the receiver) or receiver",
         copy->tensor.quantization->landing_of));
-  if (!source.manifest.empty()) {
-    auto manifest = REFIT_TRY_IN(models::load_manifest_with_storage(source.manifest), "--manifest");
-    if (!manifest.storage)
-      return invalid(
-          fmt::format("--manifest: {} has no storage maps (write a version 2 manifest with refit models "
-                      "MODEL --train .. --infer .. --storage --write-manifest)",
-                      source.manifest));
-    return std::move(training ? manifest.storage->source : manifest.storage->destination);
-  }
+  if (!source.manifest.empty()) return manifest_storage(source, problem, training);
   const auto model = REFIT_TRY_IN(load_model(source.model, source.model_options), "--model");
   const auto layouts = REFIT_TRY(parse_layouts(source.train, source.infer));
   return training ? models::megatron_storage(model, layouts.train, problem)

@@ -1,13 +1,14 @@
 #include "refit/models/storage_json.h"
 
+#include <limits>
 #include <unordered_map>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "refit/core/checked.h"
 #include "refit/core/json_fields.h"
 #include "refit/core/try.h"
+#include "refit/models/storage_check.h"
 
 namespace refit::models {
 namespace {
@@ -45,10 +46,8 @@ OrderedJson rank_json(const RankStorage& r, std::int32_t rank, const ReshardProb
                             .dtype = REFIT_TRY_IN(parse_dtype(dtype), child(path, "dtype"))};
 }
 
-[[nodiscard]] Result<StoredRegion> read_region(const Json& j, const std::string& path, const Names& names,
-                                               const ReshardProblem& problem,
-                                               const std::vector<FrameworkParameter>& parameters,
-                                               bool source) {
+// The region as written; check_storage (storage_check.h) checks what it says.
+[[nodiscard]] Result<StoredRegion> read_region(const Json& j, const std::string& path, const Names& names) {
   REFIT_TRY(json_fields::require_known_keys(j, path, {"tensor", "box", "parameter", "offset", "strides"}));
   json_fields::FieldReader r(j, path);
   const auto tensor = r.string("tensor");
@@ -68,36 +67,14 @@ OrderedJson rank_json(const RankStorage& r, std::int32_t rank, const ReshardProb
                  .offset = offset,
                  .strides = std::move(strides)};
   REFIT_TRY(b.status());
-  const auto& shape = problem.tensors()[g.tensor].tensor.shape;
-  const DType held = held_dtype(problem.tensors()[g.tensor].tensor, source);
-  if (g.box.offset.size() != shape.size() || g.box.extent.size() != shape.size() ||
-      !Box::whole(shape).contains(g.box))
-    return invalid(
-        fmt::format("{}: {} is not a box of tensor '{}'", child(path, "box"), g.box.to_string(), tensor));
-  if (static_cast<std::size_t>(parameter) >= parameters.size())
-    return invalid(
-        fmt::format("{}: parameter {} of {}", child(path, "parameter"), parameter, parameters.size()));
-  const auto& p = parameters[g.parameter];
-  if (g.strides.size() != shape.size())
-    return invalid(fmt::format("{}: {} strides for a box of {} dims", child(path, "strides"),
-                               g.strides.size(), shape.size()));
-  const auto end = g.box.empty() ? std::optional(g.offset) : strided_end(g.offset, g.box.extent, g.strides);
-  if (!end || g.offset < 0)
-    return invalid(
-        fmt::format("{}: offset {} and strides [{}] do not lay the box out in parameter '{}' "
-                    "(negative, zero where the box has several elements, or past 2^63)",
-                    path, g.offset, fmt::join(g.strides, ", "), p.name));
-  if (*end > p.elements())
-    return invalid(fmt::format("{}: the region reaches element {} of parameter '{}', which has {}", path,
-                               *end, p.name, p.elements()));
-  if (p.dtype != held)
-    return mismatch(fmt::format("{}: parameter '{}' is {}, but tensor '{}' is {} on this side", path, p.name,
-                                dtype_name(p.dtype), tensor, dtype_name(held)));
+  if (parameter > std::numeric_limits<std::int32_t>::max())
+    return out_of_range(
+        fmt::format("{}: parameter {} is past any rank's parameters", child(path, "parameter"), parameter));
   return g;
 }
 
 [[nodiscard]] Result<RankStorage> read_rank(const Json& j, const std::string& path, std::int32_t rank,
-                                            const Names& names, const ReshardProblem& problem, bool source) {
+                                            const Names& names) {
   REFIT_TRY(json_fields::require_known_keys(j, path, {"rank", "parameters", "regions"}));
   json_fields::FieldReader r(j, path);
   if (r.integer("rank", 0) != rank) r.fail("rank", fmt::format("expected rank {} here", rank));
@@ -109,8 +86,7 @@ OrderedJson rank_json(const RankStorage& r, std::int32_t rank, const ReshardProb
     out.parameters.push_back(
         REFIT_TRY(read_parameter((*parameters)[i], element(child(path, "parameters"), i))));
   for (std::size_t i = 0; i < regions->size(); ++i)
-    out.regions.push_back(REFIT_TRY(read_region((*regions)[i], element(child(path, "regions"), i), names,
-                                                problem, out.parameters, source)));
+    out.regions.push_back(REFIT_TRY(read_region((*regions)[i], element(child(path, "regions"), i), names)));
   return out;
 }
 
@@ -144,9 +120,9 @@ Result<StorageMap> parse_storage(const Json& j, const std::string& path, const R
   for (std::uint32_t i = 0; i < problem.tensors().size(); ++i)
     names.emplace(problem.tensors()[i].tensor.name, i);
   for (std::size_t i = 0; i < ranks->size(); ++i)
-    out.ranks.push_back(
-        REFIT_TRY(read_rank((*ranks)[i], element(child(path, "ranks"), i),
-                            out.first_rank + static_cast<std::int32_t>(i), names, problem, source)));
+    out.ranks.push_back(REFIT_TRY(read_rank((*ranks)[i], element(child(path, "ranks"), i),
+                                            out.first_rank + static_cast<std::int32_t>(i), names)));
+  REFIT_TRY(check_storage(out, problem, source, path));
   return out;
 }
 
