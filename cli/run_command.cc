@@ -24,6 +24,7 @@
 #include "refit/executors/host_shards.h"
 #include "refit/executors/mpi_bootstrap.h"
 #include "refit/executors/registry.h"
+#include "refit/executors/sequenced_bootstrap.h"
 #include "resident_memory.h"
 #include "run_faults.h"
 #include "run_mpi_session.h"
@@ -153,13 +154,13 @@ void show_progress(const RunOptions& o, const RankContext& c, const RankResult& 
   r.resident.end = resident_now();
   if (o.verify)
     if (auto ok = s.shards.verify(s.inputs.problem); !ok) r.wrong = ok.error().message;
-  REFIT_TRY(s.shards.save(o.storage, Rank{c.bootstrap.rank()}));
   return r;
 }
 
 [[nodiscard]] Result<void> report(const RunOptions& o, Bootstrap& bootstrap, const RankSetup& s,
-                                  const RankResult& mine) {
-  const auto all = REFIT_TRY_IN(bootstrap.allgather(encode(mine)), "report");
+                                  const Result<RankResult>& mine) {
+  const auto all = REFIT_TRY_IN(
+      agree(bootstrap, mine ? Result<std::string>(encode(*mine)) : std::unexpected(mine.error())), "report");
   RunSummary summary{.executor = o.executor,
                      .strategy = s.plan.strategy,
                      .plan_hash = plan_hash_hex(s.plan),
@@ -176,15 +177,37 @@ void show_progress(const RunOptions& o, const RankContext& c, const RankResult& 
   return {};
 }
 
+// What every rank must have been given alike, the options first so that a difference is named by
+// its option: what changes the problem, the plan or what a rank does with it.
+std::vector<Setting> settings(const RunOptions& o, const RankSetup& s) {
+  const auto& m = o.inputs.problem.model_options;
+  return {{.name = "--strategy", .value = o.inputs.strategy},
+          {.name = "--chunk", .value = std::to_string(o.inputs.chunk_bytes)},
+          {.name = "--quantize", .value = m.quantize},
+          {.name = "--quantize-at", .value = m.quantize_at},
+          {.name = "--executor", .value = o.executor},
+          {.name = "--iterations", .value = std::to_string(o.iterations)},
+          {.name = "--staging", .value = std::to_string(o.staging)},
+          {.name = "--storage", .value = o.storage.storage},
+          {.name = "--verify", .value = o.verify ? "given" : "not given"},
+          {.name = "--timeout", .value = fmt::format("{}", o.timeout)},
+          {.name = "problem", .value = fmt::format("{:016x}", problem_fingerprint(s.inputs.problem))},
+          {.name = "plan hash", .value = plan_hash_hex(s.plan)}};
+}
+
 // Each phase's errors say which phase it was: set-up, prepare, execute (which iteration), report.
 [[nodiscard]] Result<void> run_rank(const RunOptions& o, const RankContext& c) {
   c.faults.at(FaultPhase::kSetUp);
   auto setup = set_up(o, c);
-  // Every rank learns whether every rank is set up (agree takes a payload; set-up has none).
-  const Result<std::string> ready = setup ? Result<std::string>("") : std::unexpected(setup.error());
-  REFIT_TRY_IN(agree(c.bootstrap, ready), "set-up");
+  // Every rank learns whether every rank is set up alike before anything collective starts.
+  const Result<std::string> ready =
+      setup ? Result<std::string>(encode_settings(settings(o, *setup))) : std::unexpected(setup.error());
+  REFIT_TRY_IN(check_same_settings(REFIT_TRY_IN(agree(c.bootstrap, ready), "set-up")), "set-up");
   const auto mine = REFIT_TRY(transfer(o, c, *setup));
-  return report(o, c.bootstrap, *setup, mine);
+  // A rank that cannot write its output tells the others in the report instead of leaving them
+  // waiting there.
+  const auto saved = setup->shards.save(o.storage, Rank{c.bootstrap.rank()});
+  return report(o, c.bootstrap, *setup, saved ? Result<RankResult>(mine) : std::unexpected(saved.error()));
 }
 
 [[nodiscard]] Result<void> run(const RunOptions& o) {
@@ -192,13 +215,14 @@ void show_progress(const RunOptions& o, const RankContext& c, const RankResult& 
   if (!o.fault.empty()) fault = REFIT_TRY(parse_fault(o.fault));
   MpiSession mpi;
   if (!mpi.ok()) return fail(ErrorCode::kRuntime, "MPI_Init failed (start refit run with mpirun)");
-  auto bootstrap = REFIT_TRY(MpiBootstrap::create(MPI_COMM_WORLD, Seconds{o.timeout}));
+  auto mpi_bootstrap = REFIT_TRY(MpiBootstrap::create(MPI_COMM_WORLD, Seconds{o.timeout}));
+  SequencedBootstrap bootstrap(mpi_bootstrap);
   FaultInjector faults(fault, bootstrap.rank(), Seconds{o.timeout});
   FaultyBootstrap executor_bootstrap(bootstrap, faults);
   auto outcome = run_rank(
       o, RankContext{
              .bootstrap = bootstrap, .executor_bootstrap = executor_bootstrap, .faults = faults, .mpi = mpi});
-  if (bootstrap.broken()) mpi.abandon();
+  if (mpi_bootstrap.broken()) mpi.abandon();
   REFIT_TRY_IN(std::move(outcome), fmt::format("rank {}", bootstrap.rank()));
   return {};
 }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "refit/core/checked.h"
+#include "refit/core/fingerprint.h"
 #include "refit/core/quantized_problem.h"
 #include "refit/core/try.h"
 
@@ -68,6 +69,30 @@ Bytes ReshardProblem::total_bytes() const {
   Bytes total{0};
   for (const auto& t : tensors_) total += t.tensor.bytes();
   return total;
+}
+
+namespace {
+
+void add_layout(Fingerprint& f, const Layout& l) {
+  f.add(l.mesh().shape());
+  f.add(l.mesh().ranks().size());
+  for (const Rank r : l.mesh().ranks()) f.add(static_cast<std::uint64_t>(r.value));
+  f.add(l.placements().size());
+  for (const auto& p : l.placements()) f.add(p.to_string());
+}
+
+}  // namespace
+
+std::uint64_t problem_fingerprint(const ReshardProblem& problem) {
+  Fingerprint f;
+  f.add(static_cast<std::uint64_t>(problem.source_ranks()));
+  f.add(static_cast<std::uint64_t>(problem.destination_ranks()));
+  for (const auto& t : problem.tensors()) {
+    f.add(t.tensor);
+    add_layout(f, t.source);
+    add_layout(f, t.destination);
+  }
+  return f.value();
 }
 
 }  // namespace refit

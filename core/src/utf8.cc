@@ -46,4 +46,15 @@ std::optional<std::size_t> first_invalid_utf8(std::string_view text) {
   return std::nullopt;
 }
 
+std::string valid_utf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    const auto n = sequence_length(text, i);
+    out += n == 0 ? std::string_view("\xEF\xBF\xBD") : text.substr(i, n);
+    i += n == 0 ? 1 : n;
+  }
+  return out;
+}
+
 }  // namespace refit

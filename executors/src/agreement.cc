@@ -1,10 +1,12 @@
 #include "refit/executors/agreement.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "refit/core/try.h"
 
@@ -61,17 +63,46 @@ Result<std::vector<std::string>> agree(Bootstrap& bootstrap, const Result<std::s
   return all;
 }
 
-Result<void> check_same_plan(const std::vector<std::string>& hashes) {
-  std::map<std::string, std::vector<std::int32_t>> by_hash;
-  for (std::size_t r = 0; r < hashes.size(); ++r) by_hash[hashes[r]].push_back(static_cast<std::int32_t>(r));
-  if (by_hash.size() <= 1) return {};
-  std::vector<std::string> groups;
-  for (const auto& [hash, ranks] : by_hash)
-    groups.push_back(fmt::format("{} {} {}", ranks_text(ranks), ranks.size() == 1 ? "has" : "have", hash));
-  return mismatch(
-      fmt::format("ranks disagree on the plan hash ({}): every rank must build the same plan "
-                  "from the same problem, cluster, strategy and refit version",
-                  fmt::join(groups, "; ")));
+std::string encode_settings(const std::vector<Setting>& settings) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& s : settings) j.push_back({s.name, s.value});
+  return j.dump();
+}
+
+Result<void> check_same_settings(const std::vector<std::string>& contributions) {
+  std::vector<std::map<std::string, std::string>> by_rank;
+  std::vector<std::string> names;  // in the order rank 0 (then the others) gave them
+  for (std::size_t r = 0; r < contributions.size(); ++r) {
+    const auto j = nlohmann::json::parse(contributions[r], nullptr, false);
+    auto& mine = by_rank.emplace_back();
+    const bool pairs = j.is_array() && std::ranges::all_of(j, [](const nlohmann::json& e) {
+                         return e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string();
+                       });
+    if (!pairs)
+      return fail(ErrorCode::kRuntime, fmt::format("rank {} sent settings that are not refit's", r));
+    for (const auto& e : j) {
+      const auto name = e[0].get<std::string>();
+      if (mine.emplace(name, e[1].get<std::string>()).second && std::ranges::find(names, name) == names.end())
+        names.push_back(name);
+    }
+  }
+  for (const auto& name : names) {
+    std::map<std::string, std::vector<std::int32_t>> ranks_by_value;
+    for (std::size_t r = 0; r < by_rank.size(); ++r) {
+      const auto it = by_rank[r].find(name);
+      ranks_by_value[it == by_rank[r].end() ? "(nothing)" : it->second].push_back(
+          static_cast<std::int32_t>(r));
+    }
+    if (ranks_by_value.size() <= 1) continue;
+    std::vector<std::string> groups;
+    for (const auto& [value, ranks] : ranks_by_value)
+      groups.push_back(fmt::format("{} {} {}", ranks_text(ranks), ranks.size() == 1 ? "has" : "have", value));
+    return mismatch(
+        fmt::format("ranks disagree on the {} ({}): every rank must be given the same problem, "
+                    "cluster, strategy and options, and run the same refit version",
+                    name, fmt::join(groups, "; ")));
+  }
+  return {};
 }
 
 }  // namespace refit

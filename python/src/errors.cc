@@ -3,6 +3,7 @@
 #include <nanobind/stl/string.h>
 
 #include "bindings.h"
+#include "refit/core/utf8.h"
 
 namespace refit::python {
 
@@ -11,7 +12,7 @@ void raise_error(const Error& error) {
   // document them like any other; the module only picks one by the error's code.
   const nb::object errors = nb::module_::import_("refit._errors");
   const nb::object exception =
-      errors.attr("make_error")(std::string(error_code_name(error.code)), error.message);
+      errors.attr("make_error")(std::string(error_code_name(error.code)), valid_utf8(error.message));
   PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exception.ptr())), exception.ptr());
   throw nb::python_error();
 }

@@ -19,6 +19,7 @@
 #include "buffers.h"
 #include "refit/core/try.h"
 #include "refit/executors/agreement.h"
+#include "refit/executors/sequenced_bootstrap.h"
 
 namespace refit::python {
 namespace {
@@ -90,6 +91,8 @@ class PythonBootstrap final : public Bootstrap {
 // The bootstrap must outlive the executor: members go in reverse order.
 struct ExecutorHandle {
   std::unique_ptr<PythonBootstrap> bootstrap;
+  // Every collective call numbered: ranks out of step, or an exchange that garbles bytes, are named.
+  std::unique_ptr<SequencedBootstrap> sequenced;
   std::unique_ptr<Executor> executor;
   // The first failure of an execution: the transports and peers are then in no known state, so
   // the executor refuses to go on instead of waiting a timeout per call on peers that have left.
@@ -194,7 +197,8 @@ ExecutorHandle* make(const std::string& name, nb::callable exchange, std::int32_
                                 .direct_stores = direct_stores,
                                 .on_chunk_sent = chunk_callback(handle->on_chunk_sent),
                                 .interrupted = signal_check(handle->interrupted)};
-  auto made = make_executor(name, *handle->bootstrap, options);
+  handle->sequenced = std::make_unique<SequencedBootstrap>(*handle->bootstrap);
+  auto made = make_executor(name, *handle->sequenced, options);
   if (!made) raise_error(std::move(made.error()).in("--executor"));
   handle->executor = std::move(*made);
   return handle.release();
@@ -226,7 +230,7 @@ PreparedHandle* prepare(ExecutorHandle& self, const PlanHandle& plan, const Prob
   {
     nb::gil_scoped_release release;
     const Result<std::string> checked = mine ? Result<std::string>("") : std::unexpected(mine.error());
-    const auto agreed = agree(*self.bootstrap, checked);
+    const auto agreed = agree(*self.sequenced, checked);
     if (!agreed)
       prepared = std::unexpected(agreed.error());
     else

@@ -70,13 +70,32 @@ TEST(Agree, BadInputAnywhereStaysBadInput) {
   EXPECT_EQ(testing::error_code(all[2]), ErrorCode::kOutOfRange);
 }
 
-TEST(CheckSamePlan, RanksThatDisagreeAreAMismatchNamingWhoHasWhichHash) {
-  EXPECT_TRUE(check_same_plan({"aa", "aa", "aa"}));
-  const auto r = check_same_plan({"aa", "aa", "bb"});
+TEST(CheckSameSettings, RanksThatDisagreeAreAMismatchNamingTheSettingAndWhoHasWhichValue) {
+  const auto a =
+      encode_settings({{.name = "plan hash", .value = "aa"}, {.name = "--iterations", .value = "1"}});
+  const auto b =
+      encode_settings({{.name = "plan hash", .value = "aa"}, {.name = "--iterations", .value = "3"}});
+  EXPECT_TRUE(check_same_settings({a, a, a}));
+  const auto r = check_same_settings({a, a, b});
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::kMismatch);
-  EXPECT_NE(r.error().message.find("ranks 0, 1 have aa; rank 2 has bb"), std::string::npos)
+  EXPECT_NE(r.error().message.find("ranks disagree on the --iterations (ranks 0, 1 have 1; rank 2 has 3)"),
+            std::string::npos)
       << r.error().message;
+}
+
+TEST(CheckSameSettings, ASettingOneRankLacksIsNamedAndGarbageIsNotRefits) {
+  const auto both =
+      encode_settings({{.name = "plan hash", .value = "aa"}, {.name = "staging bytes", .value = "8"}});
+  const auto one = encode_settings({{.name = "plan hash", .value = "aa"}});
+  const auto r = check_same_settings({both, one});
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("staging bytes (rank 1 has (nothing); rank 0 has 8)"), std::string::npos)
+      << r.error().message;
+  const auto garbled = check_same_settings({both, std::string("\xff\x00;", 3)});
+  ASSERT_FALSE(garbled);
+  EXPECT_EQ(garbled.error().code, ErrorCode::kRuntime);
+  EXPECT_EQ(garbled.error().message, "rank 1 sent settings that are not refit's");
 }
 
 }  // namespace

@@ -10,8 +10,11 @@
 // together are refused by every rank at prepare, before any byte moves, with exit 2 (bad input).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <regex>
@@ -51,11 +54,18 @@ struct FaultRun {
   std::optional<double> fault_at;  // when the faulty rank acted
 };
 
-FaultRun run_with(const std::string& fault_args, const std::string& strategy = "refit") {
+// A wrapper after kWrapper that gives `args` to rank `rank` alone, as a user's typo would.
+std::string only_on_rank(int rank, const std::string& args) {
+  return " sh -c 'if [ \"$OMPI_COMM_WORLD_RANK\" = " + std::to_string(rank) + " ]; then exec \"$@\" " + args +
+         "; fi; exec \"$@\"' sh";
+}
+
+FaultRun run_with(const std::string& fault_args, const std::string& strategy = "refit",
+                  const std::string& wrapper_tail = "") {
   FaultRun run{.shell = testing::refit_run(kRanks,
                                            kProblem + " --strategy " + strategy + " --timeout " +
                                                std::to_string(kTimeout) + " " + fault_args,
-                                           120, "--enable-recovery", kWrapper),
+                                           120, "--enable-recovery", kWrapper + wrapper_tail),
                .ends = {},
                .fault_at = std::nullopt};
   std::istringstream lines(run.shell.err);
@@ -162,20 +172,66 @@ TEST(RunFaults, ARankStalledBeforeSetUp) {
   expect_faulty_does_not_succeed(run, 4, 1);
 }
 
-// Every rank exits 2 with a message naming itself, prepare, and `what`.
-void expect_every_rank_refuses(const FaultRun& run, const std::string& what) {
+// Every rank exits 2 with a message naming itself, `phase` (prepare unless said), and `what`.
+void expect_every_rank_refuses(const FaultRun& run, const std::string& what,
+                               const std::string& phase = "prepare") {
   EXPECT_EQ(run.shell.out.find('{'), std::string::npos) << "a transfer was reported:\n" << run.shell.out;
   for (int rank = 0; rank < kRanks; ++rank) {
     ASSERT_TRUE(run.ends.contains(rank)) << "rank " << rank << " never ended:\n" << run.shell.err;
     EXPECT_EQ(run.ends.at(rank).exit_code, 2) << "rank " << rank << ":\n" << run.shell.err;
-    const std::regex named("refit run: error: rank " + std::to_string(rank) + ": prepare: [^\n]*" + what);
+    const std::regex named("refit run: error: rank " + std::to_string(rank) + ": " + phase + ": [^\n]*" +
+                           what);
     EXPECT_TRUE(std::regex_search(run.shell.err, named)) << "rank " << rank << ":\n" << run.shell.err;
   }
 }
 
 TEST(RunFaults, RanksThatDisagreeOnThePlanRefuseBeforeAnyByteMoves) {
+  // The ranks compare their settings, the plan hash among them, before anything collective.
   const auto run = run_with("--test-perturb-plan-on-rank 3");
-  expect_every_rank_refuses(run, "ranks disagree on the plan hash \\([^\n]*rank 3 has [0-9a-f]{16}");
+  expect_every_rank_refuses(run, "ranks disagree on the plan hash \\([^\n]*rank 3 has [0-9a-f]{16}",
+                            "set-up");
+}
+
+TEST(RunFaults, AnOptionGivenOnOneRankOnlyIsNamedAtOnceNotAtTheTimeout) {
+  // --iterations changes how many collective calls a rank makes; it used to make the job fail
+  // after the timeout, blaming a live peer. Now every rank names the option and who has what.
+  const auto iterations = run_with("", "refit", only_on_rank(3, "--iterations 3"));
+  expect_every_rank_refuses(
+      iterations, "ranks disagree on the --iterations \\(ranks 0, 1, 2, 4, 5 have 1; rank 3 has 3\\)",
+      "set-up");
+  const auto staging = run_with("", "refit", only_on_rank(5, "--staging 65536"));
+  expect_every_rank_refuses(staging, "ranks disagree on the --staging \\([^\n]*rank 5 has 65536\\)",
+                            "set-up");
+}
+
+TEST(RunFaults, ARankThatCannotWriteItsOutputIsNamedByTheOthersBeforeTheirTimeout) {
+  // Rank 4's folder under --save-destinations is a link out of it, which refit does not follow:
+  // rank 4 fails after the transfer, and says so in the report, where the others wait for it.
+  char folder[] = "/tmp/refit-save-XXXXXX";
+  ASSERT_NE(::mkdtemp(folder), nullptr);
+  const std::string dir = folder;
+  ASSERT_EQ(std::system(("ln -s /tmp " + dir + "/rank4").c_str()), 0);
+  const auto run = run_with("--storage framework --save-destinations " + dir);
+  std::system(("rm -rf " + dir).c_str());
+  EXPECT_EQ(run.shell.out.find('{'), std::string::npos) << "a transfer was reported:\n" << run.shell.out;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    ASSERT_TRUE(run.ends.contains(rank)) << "rank " << rank << " never ended:\n" << run.shell.err;
+    EXPECT_EQ(run.ends.at(rank).exit_code, 2) << "rank " << rank << ":\n" << run.shell.err;
+  }
+  EXPECT_NE(run.shell.err.find("rank 4: report: --save-destinations: " + dir +
+                               "/rank4: is a symbolic link or not a folder"),
+            std::string::npos)
+      << run.shell.err;
+  const std::regex named(
+      "refit run: error: rank 0: report: refused because rank 4 refused: --save-destinations");
+  EXPECT_TRUE(std::regex_search(run.shell.err, named)) << run.shell.err;
+  // Every rank ends within a timeout of the first, not after waiting one out.
+  double first = 1e300, last = 0;
+  for (const auto& [rank, end] : run.ends) {
+    first = std::min(first, end.at);
+    last = std::max(last, end.at);
+  }
+  EXPECT_LT(last - first, kTimeout) << run.shell.err;
 }
 
 TEST(RunFaults, ABufferTooSmallIsRefusedNamingTheTensorAndRank) {

@@ -70,9 +70,8 @@ class UcxExecutor final : public Executor {
     auto prepared = std::make_unique<UcxPrepared>();
     prepared->runtime = runtime_;
     prepared->plan = plan;
-    // Each rank checks its buffers, then all compare plan hashes.
-    const auto hashes = REFIT_TRY(agree(bootstrap_, introduce(prepared->plan, rank, buffers)));
-    REFIT_TRY(check_same_plan(hashes));
+    // Each rank checks its buffers, then all compare plan hashes and staging.
+    REFIT_TRY(check_same_settings(REFIT_TRY(agree(bootstrap_, introduce(prepared->plan, rank, buffers)))));
     // Each rank works out its part and registers its memory once; all exchange keys.
     const auto cards = REFIT_TRY(agree(bootstrap_, register_locally(*prepared, rank, buffers)));
     // Endpoints to every peer. Not propagated here: this rank's outcome goes to agree(), which
@@ -123,7 +122,7 @@ class UcxExecutor final : public Executor {
     return std::make_unique<UcxHostAllocation>(runtime_, std::move(shared), bytes.value);
   }
 
-  // This rank's own checks; it contributes its plan hash.
+  // This rank's own checks; it contributes its plan hash and staging.
   [[nodiscard]] Result<std::string> introduce(const Plan& plan, Rank rank, const RankBuffers& buffers) const {
     if (plan.world_size() != bootstrap_.size() || rank.value != bootstrap_.rank())
       return mismatch(
@@ -132,7 +131,8 @@ class UcxExecutor final : public Executor {
     REFIT_TRY(validate_structure(plan));
     REFIT_TRY(check_rank_buffers(plan, rank, buffers, MemoryKind::kHost));
     // The staging sets the chunks, so ranks must agree on it as on the plan.
-    return fmt::format("{} with {} bytes of staging", plan_hash_hex(plan), options_.staging.value);
+    return encode_settings({{.name = "plan hash", .value = plan_hash_hex(plan)},
+                            {.name = "staging bytes", .value = std::to_string(options_.staging.value)}});
   }
 
   // Works out this rank's part and registers its regions once; it contributes its card.

@@ -16,8 +16,17 @@ namespace refit {
 // when every failure was at runtime, kPeerFailed.
 [[nodiscard]] Result<std::vector<std::string>> agree(Bootstrap& bootstrap, const Result<std::string>& mine);
 
-// Ranks that built different plans refuse before any byte moves (kMismatch), naming who has
-// which hash (plan_hash_hex of each rank's plan, by rank).
-[[nodiscard]] Result<void> check_same_plan(const std::vector<std::string>& hashes);
+// What a rank must have alike with every other rank (its plan's hash, its staging, the options
+// that change what it does), by name: "plan hash", "--iterations".
+struct Setting {
+  std::string name;
+  std::string value;
+};
+// One rank's settings as one contribution to agree().
+std::string encode_settings(const std::vector<Setting>& settings);
+// Ranks whose settings differ refuse before any byte moves (kMismatch), naming the first setting
+// they differ on and which ranks have which value; a contribution that is not encode_settings'
+// is kRuntime naming its rank.
+[[nodiscard]] Result<void> check_same_settings(const std::vector<std::string>& contributions);
 
 }  // namespace refit
