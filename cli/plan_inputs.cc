@@ -7,8 +7,6 @@
 
 #include "parse.h"
 #include "refit/core/try.h"
-#include "refit/planner/links.h"
-#include "refit/planner/plan_json.h"
 #include "refit/refit.h"
 
 namespace refit::cli {
@@ -54,13 +52,8 @@ Result<TimedPlan> obtain_plan(const PlanInputOptions& o, const PlanInputs& in, s
   const auto start = std::chrono::steady_clock::now();
   auto plan = REFIT_TRY(o.plan_file.empty() ? refit::plan(in.problem, in.cluster, strategy,
                                                           PlanOptions{.chunk = Bytes{o.chunk_bytes}})
-                                            : load_plan_file(o.plan_file));
+                                            : load_plan(o.plan_file, in.problem, in.cluster));
   const Seconds seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
-  if (!o.plan_file.empty()) {
-    REFIT_TRY_IN(validate(plan, in.problem), fmt::format("--plan {}: does not fit the problem", o.plan_file));
-    REFIT_TRY_IN(check_links(plan, in.cluster),
-                 fmt::format("--plan {}: does not fit the cluster", o.plan_file));
-  }
   return TimedPlan{.plan = std::move(plan), .seconds = seconds};
 }
 

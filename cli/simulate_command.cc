@@ -230,6 +230,17 @@ void print_detail(const Row& r, const LowerBound& lb) {
 }
 
 const char* const kReceiverNote = "quantised at the receiver, bf16 on the network, as deployed today";
+const char* const kFp8PlanNote =
+    "the plan file moves fp8 quantised before the engines, which no deployed baseline does: predicted as "
+    "refit's executors run it";
+
+// Whether some weight of the plan is quantised before it reaches the inference engines.
+bool quantises_before_engines(const Plan& plan) {
+  return std::ranges::any_of(plan.tensors, [](const TensorSpec& t) {
+    return t.quantization &&
+           (t.quantization->site == QuantSite::kSender || t.quantization->site == QuantSite::kLanding);
+  });
+}
 
 // A strategy's plan of one problem with its stats, made once for every row that runs it.
 struct PlannedRow {
@@ -287,14 +298,22 @@ struct PlannedRow {
   if (!o.compare) {
     const auto tp = REFIT_TRY(obtain_plan(o.inputs, inputs, o.inputs.strategy));
     const DeploymentInfo* deployment = REFIT_TRY(deployment_for(o, tp.plan));
-    const auto at_receivers =
-        deployment->id == DeploymentId::kRefit ? std::nullopt : REFIT_TRY(quantised_at_receivers(o));
+    // A plan file is what moves: a baseline's plan that quantises before the engines is nothing
+    // the deployed code runs, so refit's executors run it.
+    const bool loaded = !o.inputs.plan_file.empty();
+    const bool fp8_before_engines =
+        loaded && deployment->id != DeploymentId::kRefit && quantises_before_engines(tp.plan);
+    if (fp8_before_engines) deployment = &deployment_info(DeploymentId::kRefit);
+    const auto at_receivers = deployment->id == DeploymentId::kRefit || loaded
+                                  ? std::nullopt
+                                  : REFIT_TRY(quantised_at_receivers(o));
     const auto planned = at_receivers ? REFIT_TRY(plan_row(o, *at_receivers, true, o.inputs.strategy))
                                       : PlannedRow{.inputs = &inputs,
                                                    .plan = tp,
                                                    .stats = compute_stats(tp.plan, inputs.cluster),
                                                    .today = false};
     rows.push_back(REFIT_TRY(run_row(o, planned, *deployment, true)));
+    if (fp8_before_engines) rows.back().notes.emplace_back(kFp8PlanNote);
     if (o.sensitivity) {
       const PlanSimulationOptions so{.window = rows.front().window};
       rows.front().sensitivity = REFIT_TRY(refit::sensitivity(planned.plan.plan, planned.inputs->problem,

@@ -46,20 +46,14 @@ std::tuple<PlanHandle, double> make(const ProblemHandle& problem, const ClusterH
 std::tuple<PlanHandle, double> load(const std::string& path, const ProblemHandle& problem,
                                     const ClusterHandle& cluster) {
   Result<Plan> loaded;
-  Result<void> fits;
   double seconds = 0;
   {
     nb::gil_scoped_release release;
     const auto start = std::chrono::steady_clock::now();
-    loaded = load_plan_file(path);
+    loaded = load_plan(path, *problem.problem, *cluster.placed);
     seconds = seconds_since(start);
-    if (loaded) fits = validate(*loaded, *problem.problem);
-    if (loaded && fits) fits = check_links(*loaded, *cluster.placed);
   }
-  auto plan = unwrap(std::move(loaded));
-  if (!fits)
-    raise_error(std::move(fits.error()).in(fmt::format("--plan {}: does not fit the problem", path)));
-  return {PlanHandle{std::make_shared<const Plan>(std::move(plan))}, seconds};
+  return {PlanHandle{std::make_shared<const Plan>(unwrap(std::move(loaded)))}, seconds};
 }
 
 void save(const PlanHandle& p, const std::string& path) {

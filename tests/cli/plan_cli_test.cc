@@ -352,5 +352,64 @@ TEST(ModelsCli, QuantizeSaysHowManyWeightsAreQuantisedWhere) {
   EXPECT_EQ(q["scales_tensors"], 14);
 }
 
+// Every plan `refit plan --out` writes, `refit simulate --plan` takes (the same problem options):
+// every strategy x every quantisation site (and none). A baseline's plan that moves fp8 before
+// the engines is predicted as refit's executors run it, saying so; it used to be refused ("plan has
+// 35 tensors, the problem 21": the simulator re-planned the problem quantised at the receivers).
+TEST(PlanCli, EveryPlanThatPlanWritesIsOneSimulateTakes) {
+  const auto path = temp_file("round-trip.json");
+  for (const char* strategy : {"refit", "direct", "m2n-ring", "gather-broadcast"})
+    for (const std::string quantize :
+         {"", " --quantize fp8-block128", " --quantize fp8-block128 --quantize-at sender",
+          " --quantize fp8-block128 --quantize-at receiver",
+          " --quantize fp8-block128 --quantize-at training", " --quantize mxfp8 --quantize-at receiver"}) {
+      SCOPED_TRACE(std::string(strategy) + quantize);
+      const auto planned =
+          run_refit("plan " + kBlocks + quantize + " --strategy " + strategy + " --out " + path.string());
+      if (planned.exit_code != 0) {  // gather-broadcast sends from rank 0: no landing ranks
+        EXPECT_EQ(planned.exit_code, 2) << planned.err;
+        continue;
+      }
+      const auto simulated =
+          run_refit("simulate " + kBlocks + quantize + " --plan " + path.string() + " --json");
+      ASSERT_EQ(simulated.exit_code, 0) << simulated.err;
+      const auto row = nlohmann::json::parse(simulated.out)["strategies"][0];
+      EXPECT_EQ(row["strategy"], strategy);
+      const bool before_engines = !quantize.empty() && quantize.find("receiver") == std::string::npos &&
+                                  quantize.find("training") == std::string::npos;
+      EXPECT_EQ(row["deployment"], before_engines || std::string(strategy) == "refit" ? "refit" : "nemo-rl");
+    }
+  std::filesystem::remove(path);
+}
+
+// A plan file's label is checked against what it moves: refit's plan relabelled gather-broadcast
+// was predicted as NeMo RL's broadcast (1.84 ms instead of 65 us); now it is refused, and so is a
+// refit plan that names the collectives' execution model.
+TEST(PlanCli, APlanWhoseLabelIsNotWhatItMovesIsRefused) {
+  const auto path = temp_file("relabelled.json");
+  ASSERT_EQ(run_refit("plan " + kBlocks + " --out " + path.string()).exit_code, 0);
+  const auto relabel = [&](const std::string& strategy, const std::string& model) {
+    auto j = nlohmann::json::parse(std::ifstream(path));
+    j["strategy"] = strategy;
+    j["execution_model"] = model;
+    std::ofstream(path) << j.dump();
+    return run_refit("simulate " + kBlocks + " --plan " + path.string());
+  };
+  const auto broadcast = relabel("gather-broadcast", "nccl-collectives");
+  EXPECT_EQ(broadcast.exit_code, 2);
+  EXPECT_NE(broadcast.err.find("it says strategy 'gather-broadcast', but its transfers are not what "
+                               "gather-broadcast plans for this problem and cluster"),
+            std::string::npos)
+      << broadcast.err;
+  const auto collectives = relabel("refit", "nccl-collectives");
+  EXPECT_EQ(collectives.exit_code, 2);
+  EXPECT_NE(collectives.err.find("strategy 'refit' is run by refit's executors, not by the execution model "
+                                 "'nccl-collectives'"),
+            std::string::npos)
+      << collectives.err;
+  EXPECT_EQ(relabel("refit", "refit-nccl").exit_code, 0);
+  std::filesystem::remove(path);
+}
+
 }  // namespace
 }  // namespace refit

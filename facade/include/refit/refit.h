@@ -50,6 +50,16 @@ namespace refit {
                                 std::string_view strategy = strategy_info(kDefaultStrategy).name,
                                 const PlanOptions& options = {});
 
+// A plan file (refit plan --out, Plan.save), checked as data rather than trusted by its label:
+// against the problem (validate) and the cluster (check_links), and its strategy and execution
+// model against its transfers. A baseline's deployment is modelled for that baseline's own plan,
+// so a plan that names a baseline (direct, m2n-ring, gather-broadcast) must be the plan that
+// strategy makes of this problem on this cluster; any other plan is run as refit's executors run
+// it, so it names refit (or a strategy this build lacks) and one of refit's execution models.
+// Errors start with "--plan <path>" and name what does not fit.
+[[nodiscard]] Result<Plan> load_plan(const std::string& path, const ReshardProblem& problem,
+                                     const PlacedCluster& cluster);
+
 // Prepares the plan on the executor for this process's rank and executes it once. A job that
 // refits every step prepares once and executes again instead (Executor::prepare, execute).
 [[nodiscard]] Result<ExecutionReport> run(Executor& executor, const Plan& plan, Rank rank,
