@@ -1,5 +1,7 @@
 #include "refit/facade/cluster_source.h"
 
+#include <fmt/format.h>
+
 #include "refit/core/try.h"
 #include "refit/topology/cluster_json.h"
 #include "refit/topology/discovery.h"
@@ -20,9 +22,27 @@ bool places_ranks(const RankPlacementOptions& job) {
                        .notes = std::move(notes)};
 }
 
+// A file's own placement is the job's when it places as many ranks of each side as the job: a
+// placement the user wrote (colocated ranks, a chosen GPU order) is never silently replaced. One
+// that places another job, or beside ranks placed by options, is refused naming both.
 [[nodiscard]] Result<LoadedCluster> from_file(const std::string& path, const RankPlacementOptions& job) {
   auto file = REFIT_TRY(load_cluster_file(path));
-  if (places_ranks(job) || !file.ranks) return placed(std::move(file.cluster), job);
+  if (!file.ranks) return placed(std::move(file.cluster), job);
+  const RankMap& own = *file.ranks;
+  if (places_ranks(job)) {
+    if (!job.explicit_gpus.empty() || job.destination_offset)
+      return invalid(
+          fmt::format("{}: the file's placement places the ranks already; give either it or the "
+                      "options that place them",
+                      path));
+    if (job.source_ranks != own.source_ranks() ||
+        job.destination_ranks != own.rank_count() - own.source_ranks())
+      return mismatch(
+          fmt::format("{}: placement: the file places {} training + {} inference ranks, the problem has "
+                      "{} + {}: make the file's placement the problem's, or remove it",
+                      path, own.source_ranks(), own.rank_count() - own.source_ranks(), job.source_ranks,
+                      job.destination_ranks));
+  }
   return LoadedCluster{
       .placed = REFIT_TRY(PlacedCluster::make(std::move(file.cluster), std::move(*file.ranks))), .notes = {}};
 }

@@ -69,6 +69,55 @@ TEST(LoadStorage, VersionTwoManifestCarriesTheMapsAndVersionOneNamesWhatToWrite)
       << missing.error().message;
 }
 
+// A bf16 version 2 manifest given --quantize: its regions indexed the manifest's tensors while the
+// problem had scale tensors inserted after each weight, so they pointed at the wrong tensors and
+// refit run segfaulted filling the pattern. Now they follow their tensors by name and the check
+// refuses what no longer fits (bf16 parameters for fp8 weights, no parameters for the scales),
+// saying how to write a manifest that does; and --quantize on weights already quantised is
+// refused instead of ignored.
+TEST(LoadStorage, AManifestsMapsUnderQuantizeFollowTheirTensorsAndAreCheckedAgain) {
+  const ProblemSource blocks{.model = std::string(REFIT_TEST_DATA_DIR) + "/models/small-llama-blocks.json",
+                             .train = "tp=2",
+                             .infer = "tp=2,dp=2"};
+  const auto problem = load_problem(blocks).value();
+  const models::StorageMaps maps{.source = load_storage(blocks, problem, true).value(),
+                                 .destination = load_storage(blocks, problem, false).value()};
+  const auto path = temp_file("refit_storage_quantize");
+  ASSERT_TRUE(models::save_manifest(problem, path, &maps));
+  for (const char* site : {"training", "sender", "receiver"}) {
+    SCOPED_TRACE(site);
+    const ProblemSource quantised{.model_options = {.quantize = "fp8-block128", .quantize_at = site},
+                                  .manifest = path.string()};
+    const auto q = load_problem(quantised).value();
+    for (const bool training : {true, false}) {
+      const auto side = load_storage(quantised, q, training);
+      if (side) continue;  // a side whose tensors --quantize leaves as they were
+      EXPECT_EQ(side.error().code, ErrorCode::kMismatch);
+      EXPECT_EQ(side.error().message.find(
+                    "--quantize fp8-block128: the manifest's storage maps hold its tensors as "
+                    "written"),
+                0u)
+          << side.error().message;
+    }
+    // Quantised before vLLM, its side holds fp8 weights and scales; at the receiver, bf16 as written.
+    EXPECT_EQ(load_storage(quantised, q, false).has_value(), std::string(site) == "receiver");
+  }
+  // A manifest whose weights are quantised already: --quantize again is refused.
+  const ProblemSource trained{.model_options = {.quantize = "fp8-block128", .quantize_at = "training"},
+                              .manifest = path.string()};
+  const auto fp8 = temp_file("refit_storage_fp8");
+  ASSERT_TRUE(models::save_manifest(load_problem(trained).value(), fp8));
+  const auto again =
+      load_problem(ProblemSource{.model_options = {.quantize = "fp8-block128"}, .manifest = fp8.string()});
+  std::filesystem::remove(path);
+  std::filesystem::remove(fp8);
+  ASSERT_FALSE(again);
+  EXPECT_NE(
+      again.error().message.find("--quantize: 'model.layers.0.self_attn.q_proj.weight' is quantised already"),
+      std::string::npos)
+      << again.error().message;
+}
+
 // Heap memory for every parameter of `rank`, as FrameworkBuffers would allocate it.
 std::vector<std::vector<std::byte>> memory_for(const models::RankStorage& storage) {
   std::vector<std::vector<std::byte>> out;
