@@ -4,7 +4,6 @@
 #include <array>
 #include <map>
 #include <numeric>
-#include <regex>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -97,10 +96,28 @@ Result<CallSchedule> nemo_rl_reshard(const DeployInputs& in) {
   return schedule;
 }
 
-// reshard_model_bench's pattern: the name with its layer number replaced (`layers.N` -> `layers.X`).
-std::string pattern_of(const std::string& name) {
-  static const std::regex layer{R"(layers\.[0-9]+\.)"};
-  return std::regex_replace(name, layer, "layers.X.");
+// reshard_model_bench's pattern: the name with each layer number replaced (`layers.N.` ->
+// `layers.X.`), in one pass over the name: no regex, whose matcher recursed once per digit and
+// overflowed the stack on a name with 100k of them.
+std::string pattern_of(std::string_view name) {
+  constexpr std::string_view kLayers = "layers.";
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  std::string out;
+  out.reserve(name.size());
+  std::size_t i = 0;
+  while (i < name.size()) {
+    if (name.substr(i, kLayers.size()) == kLayers) {
+      std::size_t end = i + kLayers.size();
+      while (end < name.size() && digit(name[end])) ++end;
+      if (end > i + kLayers.size() && end < name.size() && name[end] == '.') {
+        out += "layers.X.";
+        i = end + 1;
+        continue;
+      }
+    }
+    out.push_back(name[i++]);
+  }
+  return out;
 }
 
 // reshard_model_bench: per name pattern, the parameters of each stage one after another on that

@@ -279,6 +279,30 @@ TEST(M2nBench, WithoutDeduplicationEveryLayerIsTimedEachStagesInTurn) {
                                                        {"model.layers.1.mlp.experts.gate_proj", 1}}));
 }
 
+TEST(M2nBench, NamesAreGroupedByPatternInOnePassWhateverTheirLength) {
+  // A name with 100k digits after 'layers.' overflowed the stack in std::regex's matcher. Now, on
+  // stage 0 (ranks 0, 1), layer <100k digits> and layer 5 are one pattern, timed once by its
+  // first; 'layers.7b.' has no layer number and stays apart; stage 1 (ranks 2, 3) holds layer 9.
+  const Shape s{8, 8};
+  const std::string digits(100000, '7');
+  const auto tensor = [&](std::string name, std::int32_t first) {
+    return testing::make_reshard(std::move(name), s, make_layout(s, {2}, rank_range(first, 2), "S0"),
+                                 make_layout(s, {2}, rank_range(4, 2), "R"));
+  };
+  const auto p =
+      ReshardProblem::make({tensor("model.layers." + digits + ".w", 0), tensor("model.layers.5.w", 0),
+                            tensor("model.layers.9.w", 2), tensor("model.layers.7b.w", 0)},
+                           4, 2)
+          .value();
+  const auto c = two_nodes();
+  const auto plan = make_plan("m2n-ring", p, c).value();
+  const auto schedule = deploy(deployment_info(DeploymentId::kM2nBench), plan, p, c).value();
+  std::vector<std::string> labels;
+  for (const auto& call : schedule.calls) labels.push_back(call.label);
+  EXPECT_EQ(labels, (std::vector<std::string>{"model.layers." + digits + ".w", "model.layers.9.w",
+                                              "model.layers.7b.w"}));
+}
+
 TEST(NemoRlRayDispatch, OneDriverSubmitsACallPerWorkerThenWaitsOneRoundTrip) {
   // W = 256 workers: 0.5 ms + 256 x 0.12 ms = 31.22 ms.
   EXPECT_NEAR(sim::ray_dispatch_time({}, 256).value, 31.22e-3, 1e-12);
