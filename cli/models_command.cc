@@ -12,6 +12,7 @@
 
 #include "command.h"
 #include "json_text.h"
+#include "parse.h"
 #include "problem_options.h"
 #include "refit/core/try.h"
 #include "refit/models/builtin_models.h"
@@ -208,7 +209,8 @@ Action add_models_command(CLI::App& app) {
   add_model_options(cmd, opts->model_options);
   cmd->add_option("--write-manifest", opts->write_manifest,
                   "Write every tensor with its two layouts to this manifest file (version 2 with "
-                  "--storage: each side's parameters too)");
+                  "--storage: each side's parameters too)")
+      ->check(output_file());
   cmd->add_flag("--storage", opts->storage,
                 "Also give each rank's framework parameters (Megatron's, vLLM's: fused qkv and gate/up, "
                 "stacked experts, padded vocab) and where each tensor's box lies in them");

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <string>
 
@@ -78,6 +79,21 @@ CLI::Validator non_empty() {
 }
 CLI::Validator positive_at_most(double ceiling) {
   return number_above(0, false, "POSITIVE", fmt::format("> 0 and <= {:g}", ceiling), ceiling);
+}
+CLI::Validator output_file() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (text.empty()) return "is empty";
+        const std::filesystem::path path(text);
+        std::error_code ec;
+        if (std::filesystem::is_directory(path, ec))
+          return fmt::format("'{}' is a folder; give a file in it", text);
+        const auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+        if (!std::filesystem::is_directory(folder, ec))
+          return fmt::format("'{}': no folder '{}'", text, folder.string());
+        return {};
+      },
+      "FILE");
 }
 CLI::Validator non_negative() { return number_above(0, true, "NONNEGATIVE", ">= 0"); }
 CLI::Validator accepted_by(std::function<Result<void>(std::string_view)> check, std::string kind) {

@@ -26,6 +26,9 @@ CLI::Validator positive();
 // missing --model).
 CLI::Validator non_empty();
 CLI::Validator positive_at_most(double ceiling);
+// A file to write: not empty, not a folder, in a folder that exists; checked at parsing, so that a
+// typo is bad input before an expensive step rather than a failure after it.
+CLI::Validator output_file();
 CLI::Validator non_negative();
 // A name `check` accepts (a strategy, an executor), refused at parsing with check's message, so
 // that a misspelt name is not first found after an expensive step.

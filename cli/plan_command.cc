@@ -7,6 +7,7 @@
 #include "command.h"
 #include "human_units.h"
 #include "json_text.h"
+#include "parse.h"
 #include "plan_inputs.h"
 #include "refit/core/text_file.h"
 #include "refit/core/try.h"
@@ -78,11 +79,13 @@ Action add_plan_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "plan", "Plan a refit: which bytes move from which rank to which, and the lower bound");
   add_plan_input_options(*cmd, o->inputs, false);
-  cmd->add_option("--out", o->out, "Write the plan as JSON (refit-plan format) to this file");
+  cmd->add_option("--out", o->out, "Write the plan as JSON (refit-plan format) to this file")
+      ->check(output_file());
   cmd->add_option("--explain", o->explain,
                   "Show what the lowering chose for this rank: its chunks, which move in place and which "
                   "are packed or unpacked (and why), relay waits, scratch and staging (with --json: an "
-                  "\"explain\" object)");
+                  "\"explain\" object)")
+      ->check(non_empty());
   cmd->add_flag("--json", o->json, "Print one JSON object on stdout");
   return [o]() { return run(*o); };
 }

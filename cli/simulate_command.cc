@@ -365,8 +365,9 @@ Action add_simulate_command(CLI::App& app) {
                 "NIC latency, NCCL's latencies and efficiencies, launch, eager-op and Ray dispatch costs, "
                 "buffer size) 20% lower and 20% higher, and print how the prediction moves");
   cmd->add_option(
-      "--trace", o->trace,
-      "Write a Chrome trace event JSON of --strategy's plan (opens in Perfetto), also with --compare");
+         "--trace", o->trace,
+         "Write a Chrome trace event JSON of --strategy's plan (opens in Perfetto), also with --compare")
+      ->check(output_file());
   cmd->add_option("--window", o->window,
                   "Chunks in flight per (sender, receiver) pair, sent in plan order (0: every transfer at "
                   "once). Default: the pair window of the plan's execution model: 16, the UCX executor's "

@@ -60,7 +60,7 @@ Result<Plan> make_plan(std::string_view strategy, const ReshardProblem& problem,
 Result<Plan> make_plan(const StrategyInfo& strategy, const ReshardProblem& problem,
                        const PlacedCluster& cluster, const PlanOptions& options) {
   REFIT_TRY_IN(cluster.ranks().check(problem), fmt::format("cluster '{}'", cluster.name()));
-  if (options.chunk.value <= 0) return out_of_range("chunk must be > 0 bytes");
+  REFIT_TRY(check_chunk(options.chunk));
   planner_detail::PlanContext context{
       .problem = problem, .cluster = cluster, .strategy = strategy, .options = options, .overlaps = {}};
   context.overlaps.reserve(problem.tensors().size());

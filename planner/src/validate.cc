@@ -3,6 +3,7 @@
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "refit/core/try.h"
 #include "refit/planner/plan.h"
@@ -40,10 +41,24 @@ struct Context {
   if (plan.tensors.size() != problem.tensors().size())
     return mismatch(
         fmt::format("plan has {} tensors, the problem {}", plan.tensors.size(), problem.tensors().size()));
-  for (std::size_t i = 0; i < plan.tensors.size(); ++i)
-    if (!(plan.tensors[i] == problem.tensors()[i].tensor))
-      return mismatch(fmt::format("tensors[{}]: plan has '{}', the problem '{}' (or shapes/dtypes differ)", i,
-                                  plan.tensors[i].name, problem.tensors()[i].tensor.name));
+  for (std::size_t i = 0; i < plan.tensors.size(); ++i) {
+    const auto& mine = plan.tensors[i];
+    const auto& theirs = problem.tensors()[i].tensor;
+    const auto at = fmt::format("tensors[{}] '{}'", i, mine.name);
+    if (mine.name != theirs.name)
+      return mismatch(fmt::format("tensors[{}]: plan has '{}', the problem '{}'", i, mine.name, theirs.name));
+    if (mine.shape != theirs.shape)
+      return mismatch(fmt::format("{}: plan has shape [{}], the problem [{}]", at,
+                                  fmt::join(mine.shape, ", "), fmt::join(theirs.shape, ", ")));
+    if (mine.dtype != theirs.dtype)
+      return mismatch(fmt::format("{}: plan has dtype {}, the problem {}", at, dtype_name(mine.dtype),
+                                  dtype_name(theirs.dtype)));
+    if (mine.quantization != theirs.quantization)
+      return mismatch(
+          fmt::format("{}: plan and problem quantise it differently (give the --quantize and "
+                      "--quantize-at the plan was made with)",
+                      at));
+  }
   return {};
 }
 
@@ -217,8 +232,9 @@ std::vector<bool> forwarded_transfers(const Plan& plan) {
 }  // namespace
 
 Result<void> validate(const Plan& plan, const ReshardProblem& problem) {
-  REFIT_TRY(validate_structure(plan));
+  // The tensors first: a plan edited to another dtype is named as such, not as its byte counts.
   REFIT_TRY(check_tensors(plan, problem));
+  REFIT_TRY(validate_structure(plan));
   Context c{.plan = plan,
             .problem = problem,
             .source_positions = {},

@@ -47,7 +47,7 @@ Result<void> check_transfer(const Plan& plan, const Transfer& t, std::size_t ind
       return out_of_range(fmt::format("rank {} does not exist ({} ranks)", r.value, plan.world_size()));
   if (t.segments.empty()) return invalid("no segments");
   if (t.quantises()) REFIT_TRY(check_quantise_step(plan, t));
-  if (t.chunk.value <= 0) return out_of_range("chunk must be > 0 bytes");
+  REFIT_TRY(check_chunk(t.chunk));
   std::int64_t sum = 0;
   for (std::size_t k = 0; k < t.segments.size(); ++k) {
     const auto at = fmt::format("segments[{}]", k);
@@ -75,6 +75,15 @@ Result<void> check_tensors(const Plan& plan) {
 }
 
 }  // namespace
+
+Result<void> check_chunk(Bytes chunk) {
+  // Capped where products of it (a relay slice of several chunks, a window of them) stay far
+  // inside int64: 2^62 made relay slices wrap to nothing.
+  if (chunk.value <= 0 || chunk.value > limits::kMaxBytes)
+    return out_of_range(
+        fmt::format("chunk must be > 0 and at most 2^56 bytes (the most a plan moves), got {}", chunk.value));
+  return {};
+}
 
 Result<void> check_chunk_count(const Plan& plan) {
   std::int64_t chunks = 0;

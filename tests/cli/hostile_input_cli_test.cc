@@ -114,6 +114,38 @@ INSTANTIATE_TEST_SUITE_P(
         Hostile{"cli11_unknown_option", "plan " + kModel + " --cluster dgx-h100 --bogus", "",
                 "refit plan: error: The following argument was not expected: --bogus"}));
 
+// The third campaign's classes (issue 29) that one command shows.
+const std::string kTwoTensorsPlan =
+    R"({"destination_ranks":2,"execution_model":"refit-ucx","format":"refit-plan","source_ranks":4,"strategy":"refit","tensors":[{"dtype":"bf16","name":"model.layers.0.mlp.down_proj.weight","shape":[64,128]},{"dtype":"fp32","name":"w","shape":[8,4]}],"transfers":[{"bytes":4128,"chunk":8388608,"from":0,"id":0,"link":"local","segments":[{"extent":[32,64],"offset":[0,0],"tensor":0,"via":-1},{"extent":[4,2],"offset":[0,0],"tensor":1,"via":-1}],"to":4},{"bytes":4128,"chunk":8388608,"from":1,"id":1,"link":"local","segments":[{"extent":[32,64],"offset":[32,64],"tensor":0,"via":-1},{"extent":[4,2],"offset":[4,2],"tensor":1,"via":-1}],"to":5},{"bytes":4128,"chunk":8388608,"from":0,"id":2,"link":"local","segments":[{"extent":[32,64],"offset":[32,0],"tensor":0,"via":-1},{"extent":[4,2],"offset":[0,2],"tensor":1,"via":-1}],"to":5},{"bytes":4128,"chunk":8388608,"from":1,"id":3,"link":"local","segments":[{"extent":[32,64],"offset":[0,64],"tensor":0,"via":-1},{"extent":[4,2],"offset":[4,0],"tensor":1,"via":-1}],"to":4}],"version":1})";
+
+INSTANTIATE_TEST_SUITE_P(
+    ThirdCampaign, HostileCli,
+    ::testing::Values(
+        // Once exit 1 after the whole simulation.
+        Hostile{"trace_folder", "simulate " + kModel + " --trace /tmp", "", "--trace: '/tmp' is a folder"},
+        Hostile{"out_no_folder", "plan " + kModel + " --out /refit-no-such-folder/plan.json", "",
+                "no folder '/refit-no-such-folder'"},
+        // Once silently ignored.
+        Hostile{"explain_empty", "plan " + kModel + " --explain ''", "", "--explain: is empty"},
+        Hostile{"quantize_at_alone", "plan " + kModel + " --quantize-at sender", "",
+                "--quantize-at requires --quantize"},
+        // Once 'internal error: strategy refit made an invalid plan': relay slices of 4 chunks wrapped.
+        Hostile{"chunk_near_2_63",
+                "plan --model " + kData +
+                    "/models/tiny-qwen3-moe.json --train tp=2,ep=2,etp=1 --infer tp=2,dp=2 "
+                    "--cluster dgx-h100:gpus_per_node=2 --chunk 9223372036854775807",
+                "", "chunk must be > 0 and at most 2^56 bytes"},
+        // An edited dtype was reported as a byte count that did not add up.
+        Hostile{
+            "plan_dtype_edited",
+            "simulate --manifest " + kData + "/manifests/two_tensors.json --cluster dgx-h100 --plan {file}",
+            [] {
+              auto text = kTwoTensorsPlan;
+              text.replace(text.find("\"dtype\":\"bf16\""), 14, "\"dtype\":\"fp16\"");
+              return text;
+            }(),
+            "tensors[0] 'model.layers.0.mlp.down_proj.weight': plan has dtype fp16, the problem bf16"}));
+
 TEST(HostileCli, OutputsThatCannotBeWrittenInFullFailNamingTheFile) {
   // /dev/full takes the file open and refuses every byte, as a full disk does once the buffered
   // bytes are flushed: the outputs once ended with exit 0 and a truncated file.

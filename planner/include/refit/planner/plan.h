@@ -90,6 +90,8 @@ std::vector<RankSchedule> schedules(const Plan& plan);
 // elements, bytes, and check_chunk_count). Errors name the transfer and segment.
 [[nodiscard]] Result<void> validate_structure(const Plan& plan);
 
+// A chunk size in (0, limits::kMaxBytes]; the error says so and gives the size.
+[[nodiscard]] Result<void> check_chunk(Bytes chunk);
 // The plan cuts its transfers into at most limits::kMaxChunks chunks (ceil(bytes / chunk) each);
 // the error names the chunk size, which is what a user changes.
 [[nodiscard]] Result<void> check_chunk_count(const Plan& plan);
