@@ -168,7 +168,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"plan --model " + std::string(REFIT_TEST_DATA_DIR) +
                      "/models/tiny-qwen3-moe.json --train tp=2,ep=2,etp=1 --infer tp=2,dp=2 --cluster-file " +
                      REFIT_TEST_DATA_DIR + "/topology/cluster_small.json",
-                 "GPUs"},
+                 "placement: the file places 2 training + 2 inference ranks, the problem has 2 + 4"},
         BadInput{"plan --model no-such-model --train tp=1 --infer tp=1", "no-such-model"},
         BadInput{"simulate " + kProblem + " --compare --plan x.json", "--plan"},
         BadInput{"simulate " + kProblem + " --plan /nonexistent/plan.json", "plan"},
