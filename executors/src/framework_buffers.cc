@@ -124,14 +124,16 @@ Result<FrameworkBuffers> FrameworkBuffers::allocate(const ReshardProblem& proble
   out.source_ = problem.is_source(rank);
   out.parameters_ = &storage.parameters;
   out.regions_ = &storage.regions;
+  REFIT_TRY(models::check_rank_storage(side, static_cast<std::size_t>(rank.value - side.first_rank), problem,
+                                       problem.is_source(rank), fmt::format("{} storage", side.framework)));
+  std::vector<Bytes> sizes;
+  for (const auto& p : storage.parameters) sizes.push_back(Bytes{p.elements() * dtype_size(p.dtype)});
+  out.storage_ = REFIT_TRY(allocate_pooled(
+      allocator, sizes, fmt::format("allocating the {} parameters of rank {}", side.framework, rank.value)));
   std::vector<std::span<std::byte>> spans;
-  for (const auto& p : storage.parameters) {
-    const Bytes bytes{p.elements() * dtype_size(p.dtype)};
-    auto memory = REFIT_TRY_IN(allocator(bytes), fmt::format("allocating {} parameter '{}' on rank {}",
-                                                             side.framework, p.name, rank.value));
+  for (const auto& memory : out.storage_) {
     std::memset(memory->bytes().data(), 0, memory->bytes().size());
     spans.push_back(memory->bytes());
-    out.storage_.push_back(std::move(memory));
   }
   out.buffers_ = REFIT_TRY(framework_rank_buffers(problem, side, rank, std::move(spans)));
   return out;

@@ -73,21 +73,32 @@ void fill_source(std::uint32_t t, const TensorSpec& spec, const Box& box, std::s
 
 Result<HostShards> HostShards::allocate(const ReshardProblem& problem, Rank rank,
                                         const HostAllocator& allocator) {
-  HostShards out;
+  struct Wanted {
+    std::uint32_t tensor;
+    bool source;
+    Box box;
+  };
+  std::vector<Wanted> wanted;
+  std::vector<Bytes> sizes;
   const auto& tensors = problem.tensors();
   for (std::uint32_t t = 0; t < tensors.size(); ++t) {
     const auto& spec = tensors[t].tensor;
     for (const bool source : {true, false}) {
       const auto box = box_of(source ? tensors[t].source : tensors[t].destination, rank);
       if (!box || (source && made_on_the_way(spec))) continue;
-      const auto element = dtype_size(held_dtype(spec, source));
-      auto memory = REFIT_TRY_IN(allocator(Bytes{box->volume() * element}),
-                                 fmt::format("allocating tensor '{}' on rank {}", spec.name, rank.value));
-      const auto span = out.storage_.emplace_back(std::move(memory))->bytes();
-      if (source) fill_source(t, spec, *box, span);
-      (source ? out.buffers_.sources : out.buffers_.destinations)
-          .push_back(ShardBuffer{.tensor = t, .box = *box, .bytes = span});
+      sizes.push_back(Bytes{box->volume() * dtype_size(held_dtype(spec, source))});
+      wanted.push_back(Wanted{.tensor = t, .source = source, .box = *box});
     }
+  }
+  HostShards out;
+  out.storage_ = REFIT_TRY(
+      allocate_pooled(allocator, sizes, fmt::format("allocating the shards of rank {}", rank.value)));
+  for (std::size_t i = 0; i < wanted.size(); ++i) {
+    const auto& w = wanted[i];
+    const auto span = out.storage_[i]->bytes();
+    if (w.source) fill_source(w.tensor, tensors[w.tensor].tensor, w.box, span);
+    (w.source ? out.buffers_.sources : out.buffers_.destinations)
+        .push_back(ShardBuffer{.tensor = w.tensor, .box = w.box, .bytes = span});
   }
   out.clear_destinations();
   return out;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
@@ -208,6 +209,57 @@ TEST(RunSoak, ResidentMemoryStaysFlatAfterTheWarmUp) {
     EXPECT_LT(m["end"].get<std::int64_t>() - m["after_warm_up"].get<std::int64_t>(), kBound) << rank;
   }
   EXPECT_LT(j["resident_growth_bytes"].get<std::int64_t>(), kBound) << r.out;
+}
+
+// A manifest of `tensors` int8 tensors of `bytes` each, whole on training rank 0 and on inference
+// rank 1: each rank's shards are tensors x bytes.
+std::filesystem::path whole_tensors(const std::string& name, int tensors, std::int64_t bytes) {
+  nlohmann::json t = nlohmann::json::array();
+  for (int i = 0; i < tensors; ++i)
+    t.push_back({{"name", "w" + std::to_string(i)},
+                 {"shape", {bytes}},
+                 {"dtype", "int8"},
+                 {"source", {{"mesh", {1}}, {"ranks", {0}}, {"placements", {"R"}}}},
+                 {"destination", {{"mesh", {1}}, {"ranks", {1}}, {"placements", {"R"}}}}});
+  const auto path = std::filesystem::temp_directory_path() / (name + std::to_string(::getpid()) + ".json");
+  std::ofstream(path) << nlohmann::json{
+      {"format", "refit-manifest"},
+      {"version", 1},
+      {"source_ranks", 1},
+      {"destination_ranks", 1},
+      {"tensors", t}}.dump();
+  return path;
+}
+
+// Two 4 GiB shards under `ulimit -v` of 3 GB used to segfault inside UCX's error path; now each
+// rank refuses before allocating, naming the limit and what is left of it (exit 2).
+TEST(RunResources, AnAddressSpaceLimitIsRefusedUpFrontNamingIt) {
+  const auto manifest = whole_tensors("refit_ulimit_", 2, std::int64_t{4} << 30);
+  const auto r =
+      testing::run_shell(std::string(testing::kMpiEnvironment) + "timeout -k 5 60 " + REFIT_MPIEXEC +
+                         " --oversubscribe -np 2 sh -c 'ulimit -v 3000000; exec \"$@\"' sh " +
+                         REFIT_CLI_PATH + " run --manifest " + manifest.string());
+  std::filesystem::remove(manifest);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("allocate_host: 8.00 GiB would pass this process's address-space limit"),
+            std::string::npos)
+      << r.err;
+}
+
+// /dev/shm too small for the shards (a private 48 MiB /dev/shm in a mount namespace of the test's
+// own, where unshare may make one): refused naming /dev/shm and its free space, not UCX's
+// "Out of memory" after retries.
+TEST(RunResources, ADevShmTooSmallIsRefusedNamingItsFreeSpace) {
+  if (testing::run_shell("unshare -m true").exit_code != 0) GTEST_SKIP() << "no mount namespace here";
+  const auto manifest = whole_tensors("refit_shm_", 2, std::int64_t{64} << 20);
+  const auto r = testing::run_shell("unshare -m sh -c 'mount -t tmpfs -o size=48m tmpfs /dev/shm && " +
+                                    std::string(testing::kMpiEnvironment) + "timeout -k 5 60 " +
+                                    REFIT_MPIEXEC + " --oversubscribe -np 2 " + REFIT_CLI_PATH +
+                                    " run --manifest " + manifest.string() + "'");
+  std::filesystem::remove(manifest);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("allocate_host: 128.0 MiB of shared memory, but /dev/shm has"), std::string::npos)
+      << r.err;
 }
 
 }  // namespace

@@ -3,9 +3,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -56,44 +58,86 @@ class CardReader {
   std::size_t at_ = 0;
 };
 
-// Caller memory inside an allocation of the executor's shares its registration; other caller
-// memory is registered; executor scratch is allocated.
-[[nodiscard]] Result<std::shared_ptr<MemoryRegion>> registration(Worker& worker, const RegionSpec& spec,
-                                                                 AllocatedRegions& allocated) {
-  if (spec.user)
-    if (auto shared = allocated.find(spec.user, spec.bytes)) return shared;
-  auto r = REFIT_TRY(spec.user ? MemoryRegion::map(worker.context(), spec.user, spec.bytes)
-                               : MemoryRegion::allocate(worker.context(), spec.bytes));
-  return std::make_shared<MemoryRegion>(std::move(r));
+// Caller memory that overlaps or touches other caller memory, in address order: the groups that
+// one registration covers (parameters that are views into one buffer, as Megatron's distributed
+// optimizer keeps them, register once).
+std::vector<std::vector<std::size_t>> touching_groups(const UcxProgram& program,
+                                                      std::vector<std::size_t> ids) {
+  std::ranges::sort(ids, {}, [&](std::size_t i) { return program.regions[i].user; });
+  std::vector<std::vector<std::size_t>> out;
+  const std::byte* end = nullptr;
+  for (const std::size_t i : ids) {
+    const auto& spec = program.regions[i];
+    if (out.empty() || spec.user > end) out.emplace_back();
+    out.back().push_back(i);
+    end = std::max<const std::byte*>(end, spec.user + spec.bytes);
+  }
+  return out;
 }
 
 }  // namespace
 
 Result<LocalRegions> register_regions(Worker& worker, const UcxProgram& program,
                                       AllocatedRegions& allocated) {
-  LocalRegions out;
-  for (const RegionSpec& spec : program.regions) {
-    std::shared_ptr<MemoryRegion> region;
-    if (spec.bytes > 0) region = REFIT_TRY(registration(worker, spec, allocated));
-    out.bases.push_back(!region ? nullptr : spec.user ? spec.user : region->base());
-    out.handles.push_back(region ? region->handle() : nullptr);
-    out.registrations.push_back(std::move(region));
+  const auto n = program.regions.size();
+  LocalRegions out{.registrations = std::vector<std::shared_ptr<MemoryRegion>>(n),
+                   .bases = std::vector<std::byte*>(n, nullptr),
+                   .handles = std::vector<ucp_mem_h>(n, nullptr)};
+  std::vector<std::size_t> caller;  // caller memory outside the executor's allocations
+  for (std::size_t i = 0; i < n; ++i) {
+    const RegionSpec& spec = program.regions[i];
+    if (spec.bytes <= 0) continue;
+    if (!spec.user)
+      out.registrations[i] =
+          std::make_shared<MemoryRegion>(REFIT_TRY(MemoryRegion::allocate(worker.context(), spec.bytes)));
+    else if (auto shared = allocated.find(spec.user, spec.bytes))
+      out.registrations[i] = std::move(shared);
+    else
+      caller.push_back(i);
+  }
+  for (const auto& group : touching_groups(program, std::move(caller))) {
+    std::byte* first = program.regions[group.front()].user;
+    std::byte* last = first;
+    for (const std::size_t i : group)
+      last = std::max(last, program.regions[i].user + program.regions[i].bytes);
+    const auto region =
+        std::make_shared<MemoryRegion>(REFIT_TRY(MemoryRegion::map(worker.context(), first, last - first)));
+    for (const std::size_t i : group) out.registrations[i] = region;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!out.registrations[i]) continue;
+    out.bases[i] = program.regions[i].user ? program.regions[i].user : out.registrations[i]->base();
+    out.handles[i] = out.registrations[i]->handle();
   }
   return out;
 }
 
+// The card: the worker's address; each registration peers put into, once (its base, size and
+// key); then each region: which registration holds it (kUnpublished: none), its base and size.
 Result<std::string> make_card(const Worker& worker, const UcxProgram& program, const LocalRegions& regions) {
-  const auto address = REFIT_TRY(worker.address());
   CardWriter w;
-  w.put_bytes(address);
+  w.put_bytes(REFIT_TRY(worker.address()));
+  std::map<const MemoryRegion*, std::uint32_t> index;
+  std::vector<const MemoryRegion*> published;
+  std::vector<std::uint32_t> held_by(program.regions.size(), kUnpublished);
+  for (std::size_t i = 0; i < program.regions.size(); ++i) {
+    const auto* r = regions.registrations[i].get();
+    if (!program.regions[i].remote || r == nullptr) continue;
+    const auto [it, fresh] = index.try_emplace(r, static_cast<std::uint32_t>(published.size()));
+    if (fresh) published.push_back(r);
+    held_by[i] = it->second;
+  }
+  w.put(static_cast<std::uint32_t>(published.size()));
+  for (const auto* r : published) {
+    w.put(reinterpret_cast<std::uint64_t>(r->base()));
+    w.put(r->bytes());
+    w.put_bytes(REFIT_TRY(r->packed_key()));
+  }
   w.put(static_cast<std::uint32_t>(program.regions.size()));
   for (std::size_t i = 0; i < program.regions.size(); ++i) {
-    const bool published = program.regions[i].remote && regions.registrations[i] != nullptr;
-    std::string key;
-    if (published) key = REFIT_TRY(regions.registrations[i]->packed_key());
+    w.put(held_by[i]);
     w.put(reinterpret_cast<std::uint64_t>(regions.bases[i]));
-    w.put(published ? program.regions[i].bytes : std::int64_t{0});
-    w.put_bytes(key);
+    w.put(held_by[i] == kUnpublished ? std::int64_t{0} : program.regions[i].bytes);
   }
   return std::move(w).take();
 }
@@ -113,8 +157,7 @@ Result<std::unique_ptr<Connections>> Connections::connect(Worker& worker, Inbox&
 Result<void> Connections::connect_peer(Inbox& inbox, std::int32_t rank, const std::string& card) {
   CardReader in(card);
   std::string address;
-  std::uint32_t count = 0;
-  if (!in.get_bytes(address) || !in.get(count)) return fail(ErrorCode::kRuntime, "malformed card");
+  if (!in.get_bytes(address)) return fail(ErrorCode::kRuntime, "malformed card");
   auto& sink = sinks_.emplace_back(std::make_unique<ErrorSink>(ErrorSink{.inbox = &inbox, .rank = rank}));
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLER;
@@ -127,41 +170,59 @@ Result<void> Connections::connect_peer(Inbox& inbox, std::int32_t rank, const st
   Peer& peer = peers_[static_cast<std::size_t>(rank)];
   if (auto s = ucp_ep_create(worker_.get(), &params, &peer.endpoint); s != UCS_OK)
     return ucx_error(s, "ucp_ep_create");
+  std::uint32_t registrations = 0;
+  if (!in.get(registrations)) return fail(ErrorCode::kRuntime, "malformed card");
+  for (std::uint32_t k = 0; k < registrations; ++k) {
+    RemoteRegistration& r = peer.registrations.emplace_back();
+    std::string key;
+    if (!in.get(r.base) || !in.get(r.bytes) || !in.get_bytes(key) || key.empty())
+      return fail(ErrorCode::kRuntime, "malformed card");
+    ucp_rkey_h rkey = nullptr;
+    if (auto s = ucp_ep_rkey_unpack(peer.endpoint, key.data(), &rkey); s != UCS_OK)
+      return ucx_error(s, "ucp_ep_rkey_unpack");
+    r.key.reset(rkey);
+  }
+  std::uint32_t count = 0;
+  if (!in.get(count)) return fail(ErrorCode::kRuntime, "malformed card");
   for (std::uint32_t i = 0; i < count; ++i) {
     RemoteRegion region;
-    std::string key;
-    if (!in.get(region.base) || !in.get(region.bytes) || !in.get_bytes(key))
+    if (!in.get(region.registration) || !in.get(region.base) || !in.get(region.bytes))
       return fail(ErrorCode::kRuntime, "malformed card");
-    if (!key.empty()) {
-      ucp_rkey_h rkey = nullptr;
-      if (auto s = ucp_ep_rkey_unpack(peer.endpoint, key.data(), &rkey); s != UCS_OK)
-        return ucx_error(s, "ucp_ep_rkey_unpack");
-      region.key.reset(rkey);
+    if (region.registration != kUnpublished) {
+      if (region.registration >= registrations) return fail(ErrorCode::kRuntime, "malformed card");
+      region.key = peer.registrations[region.registration].key.get();
     }
-    peer.regions.push_back(std::move(region));
+    peer.regions.push_back(region);
   }
   return {};
 }
 
 void Connections::map_ahead(Rank r) {
-  for (RemoteRegion& region : peer(r).regions) {
+  Peer& p = peer(r);
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  for (RemoteRegistration& registration : p.registrations) {
     void* local = nullptr;
-    if (!region.key || ucp_rkey_ptr(region.key.get(), region.base, &local) != UCS_OK) continue;
-    region.mapped = static_cast<std::byte*>(local);
-    // Page-aligned, as madvise wants; failure (a kernel older than 5.14) only means
-    // the first puts fault the pages in themselves.
-    const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    if (ucp_rkey_ptr(registration.key.get(), registration.base, &local) != UCS_OK) continue;
+    registration.mapped = static_cast<std::byte*>(local);
+    // Page-aligned, as madvise wants; failure (a kernel older than 5.14) only means the first
+    // puts fault the pages in themselves.
     const auto begin = reinterpret_cast<std::uintptr_t>(local) & ~(page - 1);
-    const auto end = reinterpret_cast<std::uintptr_t>(local) + static_cast<std::uintptr_t>(region.bytes);
+    const auto end =
+        reinterpret_cast<std::uintptr_t>(local) + static_cast<std::uintptr_t>(registration.bytes);
     (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
   }
+  for (RemoteRegion& region : p.regions)
+    if (region.registration != kUnpublished)
+      if (std::byte* mapped = p.registrations[region.registration].mapped)
+        region.mapped = mapped + (region.base - p.registrations[region.registration].base);
 }
 
 Connections::~Connections() {
   std::vector<ucp_ep_h> endpoints;
   std::vector<bool> dead;
   for (std::size_t r = 0; r < peers_.size(); ++r) {
-    peers_[r].regions.clear();  // keys go before their endpoints
+    peers_[r].regions.clear();
+    peers_[r].registrations.clear();  // keys go before their endpoints
     endpoints.push_back(peers_[r].endpoint);
     dead.push_back(inbox_.given_up[r]);
   }

@@ -14,8 +14,10 @@
 
 namespace refit::ucx_detail {
 
-// This rank's regions, each registered once (ucp_mem_map), or covered by an allocation of the
-// executor's, whose registration they share. Empty regions are not registered.
+// This rank's regions with their registrations: an allocation of the executor's covering a region
+// shares its registration (a pooled allocation: one for all of a rank's buffers); caller memory
+// is registered (ucp_mem_map) once per run of regions that overlap or touch; scratch is allocated.
+// Empty regions are not registered.
 struct LocalRegions {
   std::vector<std::shared_ptr<MemoryRegion>> registrations;  // by region id; nullptr: none
   std::vector<std::byte*> bases;                             // by region id
@@ -24,19 +26,33 @@ struct LocalRegions {
 [[nodiscard]] Result<LocalRegions> register_regions(Worker& worker, const UcxProgram& program,
                                                     AllocatedRegions& allocated);
 
-// The card this rank publishes: worker address and its remotely writable regions.
+// The card this rank publishes: worker address, each registration peers put into (once, however
+// many regions it holds) and its regions.
 [[nodiscard]] Result<std::string> make_card(const Worker& worker, const UcxProgram& program,
                                             const LocalRegions& regions);
 
-struct RemoteRegion {
+// A region of a peer's card that no registration holds (nothing is put into it).
+inline constexpr std::uint32_t kUnpublished = 0xffffffff;
+
+// A peer's registration, its key unpacked once for every region it holds.
+struct RemoteRegistration {
   std::uint64_t base = 0;
   std::int64_t bytes = 0;
   RemoteKey key;
   std::byte* mapped = nullptr;  // where this process addresses it directly (map_ahead), or null
 };
 
+struct RemoteRegion {
+  std::uint32_t registration = kUnpublished;  // index into Peer::registrations
+  std::uint64_t base = 0;
+  std::int64_t bytes = 0;
+  ucp_rkey_h key = nullptr;     // its registration's; null where unpublished
+  std::byte* mapped = nullptr;  // where this process addresses it directly (map_ahead), or null
+};
+
 struct Peer {
   ucp_ep_h endpoint = nullptr;
+  std::vector<RemoteRegistration> registrations;
   std::vector<RemoteRegion> regions;  // by that peer's region id
 };
 

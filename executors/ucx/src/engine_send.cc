@@ -162,7 +162,7 @@ Result<void> Engine::transport_put(const Send& s, ucp_ep_h endpoint, const std::
     params.memh = memh;
   }
   void* request = ucp_put_nbx(endpoint, from, static_cast<std::size_t>(bytes),
-                              target.base + static_cast<std::uint64_t>(offset), target.key.get(), &params);
+                              target.base + static_cast<std::uint64_t>(offset), target.key, &params);
   if (UCS_PTR_IS_ERR(request))
     return fail(ErrorCode::kRuntime,
                 fmt::format("put of {} to rank {} failed: {}",

@@ -94,7 +94,7 @@ Result<MemoryRegion> MemoryRegion::map(ucp_context_h context, std::byte* base, s
   ucp_mem_h memh = nullptr;
   if (auto s = ucp_mem_map(context, &params, &memh); s != UCS_OK)
     return ucx_error(s, fmt::format("ucp_mem_map of {} bytes", bytes));
-  return MemoryRegion(context, memh, base);
+  return MemoryRegion(context, memh, base, bytes);
 }
 
 Result<MemoryRegion> MemoryRegion::allocate(ucp_context_h context, std::int64_t bytes) {
@@ -113,11 +113,14 @@ Result<MemoryRegion> MemoryRegion::allocate(ucp_context_h context, std::int64_t 
     ucp_mem_unmap(context, memh);
     return ucx_error(s, "ucp_mem_query");
   }
-  return MemoryRegion(context, memh, static_cast<std::byte*>(attr.address));
+  return MemoryRegion(context, memh, static_cast<std::byte*>(attr.address), bytes);
 }
 
 MemoryRegion::MemoryRegion(MemoryRegion&& other) noexcept
-    : context_(other.context_), memh_(std::exchange(other.memh_, nullptr)), base_(other.base_) {}
+    : context_(other.context_),
+      memh_(std::exchange(other.memh_, nullptr)),
+      base_(other.base_),
+      bytes_(other.bytes_) {}
 
 MemoryRegion::~MemoryRegion() {
   if (memh_ != nullptr) ucp_mem_unmap(context_, memh_);

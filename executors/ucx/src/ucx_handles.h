@@ -57,16 +57,18 @@ class MemoryRegion {
   ~MemoryRegion();
 
   std::byte* base() const { return base_; }
+  std::int64_t bytes() const { return bytes_; }
   ucp_mem_h handle() const { return memh_; }
   // The remote key peers need to put into this region.
   [[nodiscard]] Result<std::string> packed_key() const;
 
  private:
-  MemoryRegion(ucp_context_h context, ucp_mem_h memh, std::byte* base)
-      : context_(context), memh_(memh), base_(base) {}
+  MemoryRegion(ucp_context_h context, ucp_mem_h memh, std::byte* base, std::int64_t bytes)
+      : context_(context), memh_(memh), base_(base), bytes_(bytes) {}
   ucp_context_h context_;
   ucp_mem_h memh_;
   std::byte* base_;
+  std::int64_t bytes_;
 };
 
 struct RkeyDeleter {
