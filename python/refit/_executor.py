@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import numbers
+import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Mapping, Optional
 
@@ -96,6 +98,47 @@ def _lazy_view(buffer: Any) -> Optional[str]:
         if callable(test) and test():
             return what
     return None
+
+
+@dataclass(frozen=True)
+class _Claim:
+    """Memory a rank prepared: [start, end), and whether the rank writes it (an inference rank)."""
+
+    rank: int
+    start: int
+    end: int
+    written: bool
+
+
+# The memory each executor of this process prepared plans over. Ranks run as threads of one process
+# may not share memory one of them writes: the writer's bytes would land in the other's buffers, or
+# under what it sends, silently. Claims are taken under the lock before the collective prepare, so
+# that of two ranks preparing at once the second sees the first.
+_CLAIMS: "weakref.WeakKeyDictionary[Executor, list[_Claim]]" = weakref.WeakKeyDictionary()
+_CLAIMS_LOCK = threading.Lock()
+
+
+def _claims_of(rank: int, written: bool, buffers: Mapping[str, Any]) -> list[_Claim]:
+    """This rank's claims on the memory of `buffers` (arrays whose memory Python can see)."""
+    spans = [m for m in map(_memory, buffers.values()) if m is not None and m[1] > 0]
+    return [_Claim(rank, start, start + size, written) for start, size in spans]
+
+
+def _conflict(executor: Executor, mine: list[_Claim]) -> str:
+    """What another executor's claim shares with `mine` where either writes, or ""; the caller
+    holds _CLAIMS_LOCK."""
+    for other, claims in _CLAIMS.items():
+        if other is executor:
+            continue
+        for a in mine:
+            for b in claims:
+                if a.start < b.end and b.start < a.end and (a.written or b.written):
+                    return (
+                        f"a buffer it {'writes' if a.written else 'reads'} shares memory with one that rank "
+                        f"{b.rank} (prepared in this process) {'writes' if b.written else 'reads'}: ranks "
+                        f"must not share memory one of them writes (pass separate arrays)"
+                    )
+    return ""
 
 
 class Prepared:
@@ -287,10 +330,20 @@ class Executor:
                     f"buffer '{name}': a torch tensor with a pending {lazy} its bytes do not show "
                     f"(pass t.resolve_neg() / t.resolve_conj())"
                 )
-        handle = self._handle.prepare(
-            plan._handle, plan.problem._handle, self.rank if rank is None else rank, own,
-            storage == "framework", refusal,
-        )  # fmt: skip
+        at = self.rank if rank is None else rank
+        claims = _claims_of(at, at >= plan.problem.source_ranks, own)
+        with _CLAIMS_LOCK:
+            refusal = refusal or _conflict(self, claims)
+            _CLAIMS.setdefault(self, []).extend(claims)
+        try:
+            handle = self._handle.prepare(
+                plan._handle, plan.problem._handle, at, own, storage == "framework", refusal
+            )
+        except BaseException:
+            with _CLAIMS_LOCK:
+                kept = _CLAIMS.get(self, [])
+                _CLAIMS[self] = [c for c in kept if c not in claims]
+            raise
         return Prepared(handle, plan, own)
 
     def __repr__(self) -> str:

@@ -292,6 +292,25 @@ def test_destination_buffers_that_share_memory_are_refused_on_every_rank(rows_to
         assert message in str(r), str(r)
 
 
+def test_ranks_of_one_process_that_share_memory_one_writes_are_refused_on_every_rank(rows_to_columns: Path) -> None:
+    # Rank 2's destination 'w' given the very array rank 0 sends 'w' from: rank 2's bytes landed
+    # under what rank 0 was sending, silently. Ranks as threads of one process now refuse it
+    # together, whichever prepared first; arrays that are only read by both stay allowed.
+    problem = refit.Problem.from_manifest(rows_to_columns)
+    plan = refit.plan(problem, refit.Cluster.preset("cpu-host"))
+    shared = {rank: _numpy_buffers(problem, rank) for rank in range(problem.world_size)}
+    column = shared[2]["w"]
+    shared[0]["w"] = column.reshape(shared[0]["w"].shape)  # a view of the same bytes
+
+    def body(rank: int, exchange: Any) -> Any:
+        return refit.Executor("ucx", exchange, timeout=20).prepare(plan, shared[rank])
+
+    results = run_ranks(problem.world_size, body, timeout=30)
+    for rank, r in enumerate(results):
+        assert isinstance(r, refit.BadInput), (rank, r)
+        assert "shares memory with one that rank" in str(r) and "ranks must not share memory" in str(r), str(r)
+
+
 def test_ctrl_c_while_executing_stops_the_execution_at_once(rows_to_columns: Path) -> None:
     # Rank 0 executes on the main thread, where Python runs its signal handlers, while rank 3
     # holds back: rank 0 waits for it. Ctrl-C (SIGINT) then raises KeyboardInterrupt within a
@@ -369,29 +388,42 @@ def test_a_buffer_whose_memory_moved_since_prepare_is_refused_at_execute(rows_to
 
 def test_one_executor_runs_one_execution_at_a_time(rows_to_columns: Path) -> None:
     # Two plans prepared on one executor, executed from two threads: both drove the one transport
-    # worker at once. The second now raises at once, and the first completes.
+    # worker at once. The second now raises at once, and the first completes. Training ranks 0
+    # and 1 know their first execution is under way when it has sent a chunk (on_chunk_sent); it
+    # cannot end before rank 3, held back, executes too. No sleep: the test waits on the event.
     import threading
-    import time
 
     problem = refit.Problem.from_manifest(rows_to_columns)
     plan = refit.plan(problem, refit.Cluster.preset("cpu-host"))
     released = threading.Event()
 
     def body(rank: int, exchange: Any) -> Any:
-        executor = refit.Executor("ucx", exchange, timeout=20)
+        sent = threading.Event()
+        executor = refit.Executor("ucx", exchange, timeout=20, on_chunk_sent=lambda transfer, chunk: sent.set())
         first = executor.prepare(plan, _numpy_buffers(problem, rank))
         second = executor.prepare(plan, _numpy_buffers(problem, rank))
-        if rank == 3:  # holds the others in their first execution until they have tried
-            released.wait(20)
+        if rank >= 2:  # rank 3 holds the others in their first execution until ranks 0 and 1 have tried
+            if rank == 3:
+                released.wait(20)
             return first.execute().rank
         done: dict[str, Any] = {}
         worker = threading.Thread(target=lambda: done.setdefault("first", first.execute()))
         worker.start()
-        time.sleep(1.0)  # the worker is inside execute (microseconds of work), waiting for rank 3
+        assert sent.wait(20), "the first execution sent nothing"
         with pytest.raises(refit.Failure, match="already executing a plan on another thread"):
             second.execute()
-        released.set()
+        return worker, done
+
+    tried = threading.Barrier(2, action=released.set)
+
+    def ranked(rank: int, exchange: Any) -> Any:
+        out = body(rank, exchange)
+        if rank >= 2:
+            return out
+        tried.wait(20)
+        worker, done = out
         worker.join(20)
         return done["first"].rank
 
-    assert run_ranks(problem.world_size, body, timeout=40) == [0, 1, 2, 3]
+    results = run_ranks(problem.world_size, ranked, timeout=40)
+    assert results == [0, 1, 2, 3]
