@@ -9,6 +9,7 @@ opening with the two commands."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -28,7 +29,9 @@ COMMAND_TIMEOUT_S = 600
 README_MAX_LINES = 200
 
 ALL_BLOCKS = [b for page in PAGES for b in blocks(page)]
-RUN = [b for b in ALL_BLOCKS if b.language in RUNNABLE and b.not_run is None]
+# The README opens with ./run and ./test, which install and build: checked below, not run.
+OPENING = blocks(ROOT / "README.md")[0]
+RUN = [b for b in ALL_BLOCKS if b.language in RUNNABLE and b.not_run is None and b != OPENING]
 CHECKED = [b for b in ALL_BLOCKS if b.check is not None]
 
 
@@ -121,5 +124,27 @@ def test_every_skipped_block_says_why() -> None:
 def test_readme_is_short_and_opens_with_the_two_commands() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
     assert len(readme) <= README_MAX_LINES, f"README.md has {len(readme)} lines, more than {README_MAX_LINES}"
-    first = next(b for b in blocks(ROOT / "README.md"))
-    assert [c.text.split()[0] for c in first.commands] == ["./run", "./test"], first.text
+    assert [c.text.split()[0] for c in OPENING.commands] == ["./run", "./test"], OPENING.text
+
+
+def test_readme_links_reach_their_files_and_headings() -> None:
+    """The README is not a page of the site, whose build checks every other link: its links to
+    files must reach them, and a link to a heading of a page must name one (GitHub's anchors,
+    as the site makes them: myst_heading_anchors)."""
+    from myst_parser.slugs import github_slugify
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", readme):
+        if re.match(r"^[a-z]+://", target):
+            continue
+        path, _, anchor = target.partition("#")
+        file = ROOT / path
+        if not file.exists():
+            broken.append(f"{target}: no file {path}")
+            continue
+        if anchor:
+            headings = re.findall(r"^#+ (.+)$", file.read_text(encoding="utf-8"), flags=re.M)
+            if anchor not in {github_slugify(h) for h in headings}:
+                broken.append(f"{target}: no heading '{anchor}' in {path}")
+    assert not broken, "README.md links that lead nowhere:\n" + "\n".join(broken)
