@@ -3,7 +3,7 @@
 # `./run ... --json` keeps stdout to the JSON object alone.
 
 # clang-19: the sanitize preset (ASan, UBSan, libFuzzer); Debian 12's clang 14 lacks the C++20
-# concepts that GCC 12's <expected> requires.
+# concepts that GCC 12's <expected> requires. doxygen: the C++ API reference of the docs site.
 REFIT_PACKAGES=(
   cmake ninja-build g++ pkg-config
   libfmt-dev nlohmann-json3-dev libcli11-dev libboost-graph-dev libpugixml-dev
@@ -11,6 +11,7 @@ REFIT_PACKAGES=(
   libucx-dev ucx-utils libopenmpi-dev openmpi-bin
   python3-venv python3-dev
   clang-19 libclang-rt-19-dev
+  doxygen
 )
 
 refit_missing_packages() {
@@ -46,10 +47,13 @@ refit_build() {
 
 # The project's Python environment, .venv (git-ignored), from Debian's python3 and PyPI: what
 # builds the Python package (scikit-build-core, nanobind) and what its tests use (numpy, pytest,
-# matplotlib, pandas, mpi4py, torch; ml_dtypes for the fp8 reference of tests/quantize). Installed
+# matplotlib, pandas, mpi4py, torch; ml_dtypes for the fp8 reference of tests/quantize), and what
+# builds and checks the documentation site (sphinx with myst-parser for the Markdown pages, breathe
+# for the C++ reference, the furo theme; jsonschema for the file formats' schemas). Installed
 # once; later runs only check that it is there.
 REFIT_VENV=.venv
-REFIT_PYTHON_PACKAGES=(scikit-build-core nanobind numpy pytest matplotlib pandas mpi4py ml_dtypes)
+REFIT_PYTHON_PACKAGES=(scikit-build-core nanobind numpy pytest matplotlib pandas mpi4py ml_dtypes
+                       sphinx myst-parser breathe furo jsonschema)
 
 refit_python_env() {
   if [ ! -x "$REFIT_VENV/bin/python" ]; then
@@ -57,7 +61,7 @@ refit_python_env() {
     /usr/bin/python3 -m venv "$REFIT_VENV" >&2 || return 1
   fi
   local py=$REFIT_VENV/bin/python
-  if ! "$py" -c "import scikit_build_core, nanobind, numpy, pytest, matplotlib, pandas, mpi4py, ml_dtypes" 2>/dev/null; then
+  if ! "$py" -c "import scikit_build_core, nanobind, numpy, pytest, matplotlib, pandas, mpi4py, ml_dtypes, sphinx, myst_parser, breathe, furo, jsonschema" 2>/dev/null; then
     echo "refit: installing ${REFIT_PYTHON_PACKAGES[*]} into $REFIT_VENV" >&2
     "$py" -m pip install -q --disable-pip-version-check "${REFIT_PYTHON_PACKAGES[@]}" >&2 || return 1
   fi

@@ -157,7 +157,9 @@ def _sweep(args: argparse.Namespace) -> None:
         x = args.x or next(iter(vary))
         if x not in vary:
             raise ValueError(f"--x: {x} is not a varied key ({', '.join(vary)})")
-        series = ["strategy", *(k for k in vary if k != x)]
+        # One line per strategy as each deployment runs it (direct and m2n-ring have two), and per
+        # value of the other varied keys.
+        series = ["strategy", "deployment", *(k for k in vary if k != x)]
         _save(figures.sweep(rows, x, series=series), args.plot)
 
 

@@ -104,6 +104,24 @@ def test_python_m_refit_sweep_plots_from_the_shell(tmp_path: Path) -> None:
     assert "nic_gbps=800" in done.stdout
 
 
+def test_python_m_refit_sweep_draws_one_line_per_strategy_and_deployment(tmp_path: Path, monkeypatch: Any) -> None:
+    # direct and m2n-ring are predicted as NeMo RL and as refit's executors run them: 2 + 2 + 1 + 1
+    # series over 2 x 2 points, so each line has one point per nic_gbps value (none doubles back).
+    from refit.__main__ import main
+
+    drawn: dict[str, Any] = {}
+    draw = figures.sweep
+    monkeypatch.setattr(figures, "sweep", lambda rows, x, **kw: drawn.update(rows=rows, x=x, **kw) or draw(rows, x, **kw))
+    assert main(["sweep", "--model", "qwen3-30b-a3b", "--train", "ep=8,pp=2", "--infer", "tp=8,engines=2",
+                 "--cluster", "dgx-h100", "--vary", "nic_gbps=200,400", "--vary", "oversubscription=1,2",
+                 "--plot", str(tmp_path / "sweep.png")]) == 0  # fmt: skip
+    lines = {tuple(r[s] for s in drawn["series"]) for r in drawn["rows"]}
+    assert len(lines) == 6 * 2
+    for line in lines:
+        points = [r["nic_gbps"] for r in drawn["rows"] if tuple(r[s] for s in drawn["series"]) == line]
+        assert sorted(points) == [200, 400], (line, points)
+
+
 def test_python_m_refit_compare_json_and_timeline(tmp_path: Path, cli_json: Any) -> None:
     args = ["--model", "qwen3-30b-a3b", "--train", "ep=8,pp=2", "--infer", "tp=8,engines=2", "--cluster", "dgx-h100"]
     done = _python_m_refit("compare", *args, "--json", "--plot", str(tmp_path / "c.png"))

@@ -2,22 +2,29 @@
 // refit's front door: one include for a program that plans, predicts or performs the transfer of
 // sharded weights from a training layout to an inference layout.
 //
-//   #include <refit/refit.h>
-//   auto problem = refit::load_problem({.model = "deepseek-v3", .train = "pp=16,ep=16", .infer =
-//   "tp=32,dp=8"}); auto cluster = refit::load_cluster({.preset = "dgx-h100"}, refit::job_of(*problem)); auto
-//   plan = refit::plan(*problem, cluster->placed, "refit"); auto prediction = refit::simulate_plan(*plan,
-//   *problem, cluster->placed);
+// ```
+// #include <refit/refit.h>
+// auto problem = refit::load_problem({.model = "deepseek-v3", .train = "pp=16,ep=16",
+//                                     .infer = "tp=32,engines=8"});
+// auto cluster = refit::load_cluster({.preset = "dgx-h100"}, refit::job_of(*problem));
+// auto plan = refit::plan(*problem, cluster->placed, "refit");
+// auto prediction = refit::simulate_plan(*plan, *problem, cluster->placed);
+// ```
 //
 // and a baseline as a deployed system runs it (deployment.h):
 //
-//   auto calls = refit::deploy(refit::deployment_info(refit::DeploymentId::kNemoRl), *baseline, *problem,
-//   cluster->placed); auto deployed = refit::simulate_plan(*baseline, *problem, cluster->placed, {.calls =
-//   &*calls});
+// ```
+// auto calls = refit::deploy(refit::deployment_info(refit::DeploymentId::kNemoRl), *baseline, *problem,
+//                            cluster->placed);
+// auto deployed = refit::simulate_plan(*baseline, *problem, cluster->placed, {.calls = &*calls});
+// ```
 //
 // and, in each process of a job (see examples/):
 //
-//   auto executor = refit::make_executor("ucx", bootstrap, refit::ExecutorOptions{});
-//   auto report = refit::run(**executor, *plan, my_rank, my_buffers);
+// ```
+// auto executor = refit::make_executor("ucx", bootstrap, refit::ExecutorOptions{});
+// auto report = refit::run(**executor, *plan, my_rank, my_buffers);
+// ```
 //
 // Everything returns a Result: the error says what kind of failure it is and names the input;
 // REFIT_TRY (refit/core/try.h) passes errors on in one line.

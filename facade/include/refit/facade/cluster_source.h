@@ -14,18 +14,24 @@
 
 namespace refit {
 
+// The preset a cluster comes from when its source names none.
 inline constexpr std::string_view kDefaultPreset = "dgx-h100";
 
+// Where a cluster comes from: exactly one of a preset, a file, an NCCL dump or discovery.
 struct ClusterSource {
   std::string preset;     // PRESET[:key=value,...]; kDefaultPreset when no source is given
   std::string file;       // a cluster file (JSON, the format of refit topo --json)
   std::string nccl_xml;   // what NCCL_TOPO_DUMP_FILE wrote on one node
   bool discover = false;  // this machine, through NVML and sysfs
+  // Where discovery reads the PCI and RDMA devices.
   std::string sysfs_root = "/sys";
+  // What discovery loads NVML from (dlopen).
   std::string nvml_library = "libnvidia-ml.so.1";
 };
 
+// A cluster loaded for a job, and what loading it noted.
 struct LoadedCluster {
+  // The hardware, sized to the job, with the job's ranks placed on it.
   PlacedCluster placed;
   std::vector<std::string> notes;  // what discovery did not find or did not use, and why
 };

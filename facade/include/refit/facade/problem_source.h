@@ -22,13 +22,16 @@ struct ModelOptions {
   // where it happens (sender: wherever the training layout holds whole blocks; receiver: always;
   // training: the training ranks hold those weights in fp8 with their scales already).
   std::string quantize;
+  // landing, sender, receiver or training (--quantize-at).
   std::string quantize_at = "landing";
 };
 
+// Where a reshard problem comes from: a model with its two layouts, or a manifest.
 struct ProblemSource {
   std::string model;  // built-in name, config.json, or a directory holding one
   std::string train;  // Megatron sizes, e.g. "tp=4,pp=8,ep=16"
   std::string infer;  // vLLM sizes, e.g. "tp=8,dp=16"
+  // How to read the model.
   ModelOptions model_options;
   std::string manifest;  // a manifest instead of model + layouts
 };
@@ -37,8 +40,11 @@ struct ProblemSource {
 [[nodiscard]] Result<models::ModelSpec> load_model(const std::string& name_or_path,
                                                    const ModelOptions& options);
 
+// The training and inference sizes of a problem from a model, parsed.
 struct ParallelLayouts {
+  // Megatron-Core's sizes (--train).
   models::MegatronConfig train;
+  // vLLM's sizes (--infer).
   models::VllmConfig infer;
 };
 // Parses the training and inference sizes; errors name the option (--train, --infer; both are
