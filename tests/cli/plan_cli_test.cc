@@ -353,9 +353,11 @@ TEST(ModelsCli, QuantizeSaysHowManyWeightsAreQuantisedWhere) {
 }
 
 // Every plan `refit plan --out` writes, `refit simulate --plan` takes (the same problem options):
-// every strategy x every quantisation site (and none). A baseline's plan that moves fp8 before
-// the engines is predicted as refit's executors run it, saying so; it used to be refused ("plan has
-// 35 tensors, the problem 21": the simulator re-planned the problem quantised at the receivers).
+// every strategy x every quantisation site (and none), at a --chunk of its own (a baseline's plan
+// is recognised at the chunk it was made with; m2n-ring cuts its ring steps at 256 KiB whatever it). A
+// baseline's plan that moves fp8 before the engines is predicted as refit's executors run it, saying so; it
+// used to be refused ("plan has 35 tensors, the problem 21": the simulator re-planned the problem quantised
+// at the receivers).
 TEST(PlanCli, EveryPlanThatPlanWritesIsOneSimulateTakes) {
   const auto path = temp_file("round-trip.json");
   for (const char* strategy : {"refit", "direct", "m2n-ring", "gather-broadcast"})
@@ -364,8 +366,8 @@ TEST(PlanCli, EveryPlanThatPlanWritesIsOneSimulateTakes) {
           " --quantize fp8-block128 --quantize-at receiver",
           " --quantize fp8-block128 --quantize-at training", " --quantize mxfp8 --quantize-at receiver"}) {
       SCOPED_TRACE(std::string(strategy) + quantize);
-      const auto planned =
-          run_refit("plan " + kBlocks + quantize + " --strategy " + strategy + " --out " + path.string());
+      const auto planned = run_refit("plan " + kBlocks + quantize + " --strategy " + strategy +
+                                     " --chunk 65536 --out " + path.string());
       if (planned.exit_code != 0) {  // gather-broadcast sends from rank 0: no landing ranks
         EXPECT_EQ(planned.exit_code, 2) << planned.err;
         continue;
