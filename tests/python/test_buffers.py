@@ -311,6 +311,30 @@ def test_ranks_of_one_process_that_share_memory_one_writes_are_refused_on_every_
         assert "shares memory with one that rank" in str(r) and "ranks must not share memory" in str(r), str(r)
 
 
+def test_an_exchange_that_garbles_bytes_is_named_not_a_decode_error(rows_to_columns: Path) -> None:
+    # An exchange that hands back something else than what rank 1 gave (here its bytes reversed)
+    # made prepare() raise UnicodeDecodeError, or fail with an empty reason. Every collective call
+    # now carries refit's prefix; a part without it is named on every rank that received it.
+    problem = refit.Problem.from_manifest(rows_to_columns)
+    plan = refit.plan(problem, refit.Cluster.preset("cpu-host"))
+
+    class Garbling:
+        def __init__(self, inner: Any) -> None:
+            self.rank, self.size, self._inner = inner.rank, inner.size, inner
+
+        def allgather(self, data: bytes) -> list[bytes]:
+            parts = self._inner.allgather(data)
+            return [p[::-1] if r == 1 else p for r, p in enumerate(parts)]
+
+    def body(rank: int, exchange: Any) -> Any:
+        return refit.Executor("ucx", Garbling(exchange), timeout=20).prepare(plan, _numpy_buffers(problem, rank))
+
+    results = run_ranks(problem.world_size, body, timeout=30)
+    for rank, r in enumerate(results):
+        assert isinstance(r, refit.Failure), (rank, r)
+        assert "rank 1's part of collective call 1 (an allgather) is not refit's" in str(r), str(r)
+
+
 def test_ctrl_c_while_executing_stops_the_execution_at_once(rows_to_columns: Path) -> None:
     # Rank 0 executes on the main thread, where Python runs its signal handlers, while rank 3
     # holds back: rank 0 waits for it. Ctrl-C (SIGINT) then raises KeyboardInterrupt within a
