@@ -15,8 +15,10 @@ namespace {
 const refit::ReshardProblem& landing_problem() {
   static const auto problem = [] {
     const auto bf16 = refit::models::load_manifest(REFIT_FUZZ_DATA "/manifests/landing_small.json").value();
-    const refit::QuantizeOptions q{.scheme = refit::QuantScheme::kFp8Block128, .site = refit::QuantSite::kLanding};
-    return refit::quantize_problem(bf16, q, [](const refit::TensorSpec& t) { return t.shape.size() == 2; }).value();
+    const refit::QuantizeOptions q{.scheme = refit::QuantScheme::kFp8Block128,
+                                   .site = refit::QuantSite::kLanding};
+    return refit::quantize_problem(bf16, q, [](const refit::TensorSpec& t) { return t.shape.size() == 2; })
+        .value();
   }();
   return problem;
 }
