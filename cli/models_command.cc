@@ -160,10 +160,8 @@ Json storage_counts(const models::StorageMap& map) {
 }
 
 // Both frameworks' parameters on every rank, with the regions of the logical tensors in them.
-[[nodiscard]] Result<models::StorageMaps> storage_maps(const ModelsOptions& o,
+[[nodiscard]] Result<models::StorageMaps> storage_maps(const ProblemSource& source,
                                                        const ReshardProblem& problem) {
-  const ProblemSource source{
-      .model = o.model, .train = o.train, .infer = o.infer, .model_options = o.model_options};
   return models::StorageMaps{.source = REFIT_TRY(load_storage(source, problem, true)),
                              .destination = REFIT_TRY(load_storage(source, problem, false))};
 }
@@ -173,13 +171,15 @@ Json storage_counts(const models::StorageMap& map) {
   Json out = model_json(model);
   const bool layouts = !o.train.empty() || !o.infer.empty() || !o.write_manifest.empty() || o.storage;
   if (layouts) {
-    const auto parsed = REFIT_TRY(parse_layouts(o.train, o.infer));
-    const auto built = REFIT_TRY(models::build_problem(model, parsed.train, parsed.infer));
-    const auto problem = REFIT_TRY(apply_quantization(built, o.model_options));
-    add_layouts(out, parsed, problem);
+    const ProblemSource source{
+        .model = o.model, .train = o.train, .infer = o.infer, .model_options = o.model_options};
+    const auto resolved = REFIT_TRY(resolve_layouts(source));
+    const auto problem = REFIT_TRY(load_problem(source));
+    for (const auto& note : resolved.notes) fmt::print(stderr, "refit models: note: {}\n", note);
+    add_layouts(out, resolved.layouts, problem);
     std::optional<models::StorageMaps> maps;
     if (o.storage) {
-      maps = REFIT_TRY_IN(storage_maps(o, problem), "--storage");
+      maps = REFIT_TRY_IN(storage_maps(source, problem), "--storage");
       if (o.json)
         out["storage"] = {{"training", models::storage_json(maps->source, problem)},
                           {"inference", models::storage_json(maps->destination, problem)}};

@@ -44,6 +44,9 @@ void add_plan_input_options(CLI::App& cmd, PlanInputOptions& o, bool with_plan_f
 
 Result<PlanInputs> load_plan_inputs(const PlanInputOptions& o) {
   auto problem = REFIT_TRY(load_problem(o.problem));
+  if (o.problem.manifest.empty())
+    for (const auto& note : REFIT_TRY(resolve_layouts(o.problem)).notes)
+      fmt::print(stderr, "refit: note: {}\n", note);
   auto cluster = REFIT_TRY(load_cluster_for(o.cluster, job_of(problem)));
   return PlanInputs{.problem = std::move(problem), .cluster = std::move(cluster)};
 }

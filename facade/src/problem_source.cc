@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -9,6 +10,7 @@
 #include "refit/core/quantized_problem.h"
 #include "refit/core/try.h"
 #include "refit/models/builtin_models.h"
+#include "refit/models/expert_placement.h"
 #include "refit/models/fp8_weights.h"
 #include "refit/models/hf_config.h"
 #include "refit/models/manifest.h"
@@ -60,6 +62,33 @@ Result<ReshardProblem> apply_quantization(const ReshardProblem& problem, const M
   return quantized;
 }
 
+namespace {
+
+// The model and the two layouts a model source names, the inference placement resolved as vLLM
+// resolves it (what it will load is what refit must lay out).
+struct ModelLayouts {
+  models::ModelSpec model;
+  ParallelLayouts layouts;
+  std::optional<std::string> note;  // a requested placement vLLM would not keep
+};
+
+[[nodiscard]] Result<ModelLayouts> model_layouts(const ProblemSource& source) {
+  auto model = REFIT_TRY_IN(load_model(source.model, source.model_options), "--model");
+  auto layouts = REFIT_TRY(parse_layouts(source.train, source.infer));
+  auto resolved = models::resolve_expert_placement(model, layouts.infer);
+  layouts.infer = resolved.infer;
+  return ModelLayouts{.model = std::move(model), .layouts = layouts, .note = std::move(resolved.note)};
+}
+
+}  // namespace
+
+Result<ResolvedLayouts> resolve_layouts(const ProblemSource& source) {
+  auto found = REFIT_TRY(model_layouts(source));
+  ResolvedLayouts out{.layouts = found.layouts, .notes = {}};
+  if (found.note) out.notes.push_back(std::move(*found.note));
+  return out;
+}
+
 Result<ReshardProblem> load_problem(const ProblemSource& options) {
   if (!options.manifest.empty()) {
     if (!options.model.empty() || !options.train.empty() || !options.infer.empty())
@@ -76,8 +105,7 @@ Result<ReshardProblem> load_problem(const ProblemSource& options) {
     return invalid(
         "--model: missing (a built-in name or a config.json, with --train and "
         "--infer; or --manifest FILE)");
-  const auto model = REFIT_TRY_IN(load_model(options.model, options.model_options), "--model");
-  const auto layouts = REFIT_TRY(parse_layouts(options.train, options.infer));
+  const auto [model, layouts, note] = REFIT_TRY(model_layouts(options));
   const auto problem = REFIT_TRY(models::build_problem(model, layouts.train, layouts.infer));
   return REFIT_TRY_IN(apply_quantization(problem, options.model_options),
                       "--infer " + models::to_string(layouts.infer));
@@ -146,8 +174,7 @@ Result<models::StorageMap> load_storage(const ProblemSource& source, const Resha
         "at the receiver) or receiver",
         copy->tensor.quantization->landing_of));
   if (!source.manifest.empty()) return manifest_storage(source, problem, training);
-  const auto model = REFIT_TRY_IN(load_model(source.model, source.model_options), "--model");
-  const auto layouts = REFIT_TRY(parse_layouts(source.train, source.infer));
+  const auto [model, layouts, note] = REFIT_TRY(model_layouts(source));
   return training ? models::megatron_storage(model, layouts.train, problem)
                   : models::vllm_storage(model, layouts.infer, problem);
 }

@@ -41,7 +41,7 @@ constexpr std::string_view kDeepseekV3 = R"({
   "num_attention_heads": 128, "num_key_value_heads": 128, "q_lora_rank": 1536,
   "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
   "attention_bias": false, "intermediate_size": 18432, "moe_intermediate_size": 2048,
-  "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8,
+  "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8, "n_group": 8, "topk_group": 4,
   "first_k_dense_replace": 3, "moe_layer_freq": 1, "topk_method": "noaux_tc",
   "num_nextn_predict_layers": 1, "vocab_size": 129280, "tie_word_embeddings": false
 })";
@@ -52,7 +52,7 @@ constexpr std::string_view kKimiK2 = R"({
   "num_attention_heads": 64, "num_key_value_heads": 64, "q_lora_rank": 1536,
   "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
   "attention_bias": false, "intermediate_size": 18432, "moe_intermediate_size": 2048,
-  "n_routed_experts": 384, "n_shared_experts": 1, "num_experts_per_tok": 8,
+  "n_routed_experts": 384, "n_shared_experts": 1, "num_experts_per_tok": 8, "n_group": 1, "topk_group": 1,
   "first_k_dense_replace": 1, "moe_layer_freq": 1, "topk_method": "noaux_tc",
   "num_nextn_predict_layers": 0, "vocab_size": 163840, "tie_word_embeddings": false
 })";

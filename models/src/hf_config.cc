@@ -118,6 +118,7 @@ void read_qwen3_moe(FieldReader& r, HfFields& f) {
                     .intermediate = r.integer("moe_intermediate_size", 1),
                     .shared_intermediate = 0,
                     .score_correction_bias = false,
+                    .expert_groups = 1,
                     .module = "mlp",
                     .names = kProjNames};
   for (std::int64_t i = 0; i < f.layers; ++i)
@@ -130,6 +131,7 @@ void read_mixtral(FieldReader& r, HfFields& f) {
                     .intermediate = r.integer("intermediate_size", 1),
                     .shared_intermediate = 0,
                     .score_correction_bias = false,
+                    .expert_groups = 1,
                     .module = "block_sparse_moe",
                     .names = {"w1", "w3", "w2"}};
   f.moe_layer.assign(static_cast<std::size_t>(f.layers), true);
@@ -141,11 +143,13 @@ void read_deepseek_moe(FieldReader& r, HfFields& f) {
   const auto intermediate = r.integer("moe_intermediate_size", 1);
   const auto shared = r.optional_integer("n_shared_experts", 0).value_or(0);
   const auto first_dense = r.optional_integer("first_k_dense_replace", 0).value_or(0);
+  const auto groups = r.optional_integer("n_group", 1).value_or(1);
   const auto frequency = r.optional_integer("moe_layer_freq", 1).value_or(1);
   f.moe = MoeFields{.num_experts = *experts,
                     .intermediate = intermediate,
                     .shared_intermediate = shared * intermediate,
                     .score_correction_bias = true,
+                    .expert_groups = groups,
                     .module = "mlp",
                     .names = kProjNames};
   for (std::int64_t i = 0; i < f.layers + f.mtp_layers; ++i)

@@ -28,6 +28,7 @@ struct MoeFields {
   std::int64_t intermediate = 0;          // per routed expert
   std::int64_t shared_intermediate = 0;   // all shared experts together; 0 when none
   bool score_correction_bias = false;     // DeepSeek-V3's router bias
+  std::int64_t expert_groups = 1;         // DeepSeek's n_group: vLLM's num_expert_group
   std::string_view module;                // "mlp" or Mixtral's "block_sparse_moe"
   std::array<std::string_view, 3> names;  // HF names of the gate, up, down projections
 };

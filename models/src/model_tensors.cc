@@ -201,6 +201,7 @@ Result<ModelSpec> make_model_spec(const HfFields& fields, const HfOptions& optio
   spec.num_heads = fields.heads;
   spec.num_kv_heads = fields.mla ? 0 : fields.kv_heads;
   spec.num_experts = fields.moe ? fields.moe->num_experts : 0;
+  spec.expert_groups = fields.moe ? fields.moe->expert_groups : 1;
   spec.mtp_layers = fields.mtp_layers;
   spec.tied_embeddings = fields.tied_embeddings;
   spec.tensors = TensorBuilder(fields, options).build();

@@ -185,9 +185,44 @@ Result<MegatronConfig> parse_megatron(std::string_view text) {
   return c;
 }
 
+std::span<const All2AllBackend> all2all_backends() {
+  // vLLM 0.34's All2AllBackend (vllm/config/parallel.py); naive and pplx are still accepted there
+  // (and taken as allgather_reducescatter).
+  static constexpr All2AllBackend kBackends[] = {{.name = "allgather_reducescatter"},
+                                                 {.name = "naive"},
+                                                 {.name = "pplx"},
+                                                 {.name = "deepep_high_throughput"},
+                                                 {.name = "deepep_low_latency", .keeps_round_robin = true},
+                                                 {.name = "deepep_v2"},
+                                                 {.name = "mori"},
+                                                 {.name = "mori_high_throughput"},
+                                                 {.name = "mori_low_latency"},
+                                                 {.name = "moonep"},
+                                                 {.name = "nixl_ep", .keeps_round_robin = true},
+                                                 {.name = "flashinfer_all2allv"},
+                                                 {.name = "flashinfer_nvlink_two_sided"},
+                                                 {.name = "flashinfer_nvlink_one_sided"},
+                                                 {.name = "passthrough"}};
+  return kBackends;
+}
+
+namespace {
+
+[[nodiscard]] Result<std::string> all2all_value(std::string_view value) {
+  std::vector<std::string_view> names;
+  for (const auto& b : all2all_backends()) {
+    if (b.name == value) return std::string(value);
+    names.push_back(b.name);
+  }
+  return parse_error(
+      fmt::format("all2all={}: expected one of vLLM's all2all backends ({})", value, fmt::join(names, ", ")));
+}
+
+}  // namespace
+
 Result<VllmConfig> parse_vllm(std::string_view text) {
-  static constexpr std::array<std::string_view, 7> kKeys{
-      "tp", "dp", "engines", "pp", "ep", "expert_parallel", "placement"};
+  static constexpr std::array<std::string_view, 8> kKeys{
+      "tp", "dp", "engines", "pp", "ep", "expert_parallel", "placement", "all2all"};
   const auto settings = REFIT_TRY(split_settings(text, kKeys));
   VllmConfig c;
   std::int64_t ep = 0;  // 0 off, 1 on, or the EP size the user wrote, checked against tp*dp
@@ -196,6 +231,10 @@ Result<VllmConfig> parse_vllm(std::string_view text) {
       if (s.value != "linear" && s.value != "round_robin")
         return parse_error(fmt::format("placement={}: expected linear or round_robin", s.value));
       c.placement = s.value == "linear" ? ExpertPlacement::kLinear : ExpertPlacement::kRoundRobin;
+      continue;
+    }
+    if (s.key == "all2all") {
+      c.all2all = REFIT_TRY(all2all_value(s.value));
       continue;
     }
     const bool is_ep = s.key == "ep" || s.key == "expert_parallel";
@@ -235,7 +274,8 @@ std::string to_string(const MegatronConfig& c) {
 std::string to_string(const VllmConfig& c) {
   auto s = fmt::format("tp={},dp={},ep={}", c.tp, c.dp, c.expert_parallel ? "on" : "off");
   if (c.engines > 1) s += fmt::format(",engines={}", c.engines);
-  return c.placement == ExpertPlacement::kRoundRobin ? s + ",placement=round_robin" : s;
+  if (c.placement == ExpertPlacement::kRoundRobin) s += ",placement=round_robin";
+  return c.all2all == kDefaultAll2All ? s : s + ",all2all=" + c.all2all;
 }
 
 }  // namespace refit::models

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Union
@@ -194,7 +195,10 @@ class Problem:
         source = {"model": path_text(model, "model"), "train": train, "infer": infer, "dtype": dtype or "",
                   "per_expert": per_expert, "mtp": mtp, "quantize": quantize or "",
                   "quantize_at": quantize_at}  # fmt: skip
-        return cls(_refit.Problem.load(**source), source)
+        problem = cls(_refit.Problem.load(**source), source)
+        for note in problem.notes:
+            warnings.warn(note, stacklevel=2)
+        return problem
 
     @classmethod
     def from_manifest(cls, manifest: Union[str, Path, Mapping[str, Any]]) -> Problem:
@@ -273,6 +277,14 @@ class Problem:
     def infer(self) -> Optional[str]:
         """The inference sizes it was made with, or None for a manifest."""
         return self._source.get("infer")  # type: ignore[return-value]
+
+    @property
+    def notes(self) -> list[str]:
+        """What loading decided that was not asked for, a sentence each: a requested
+        ``placement=round_robin`` that vLLM would not keep (no expert groups, or ``dp > 1`` on an
+        all2all backend without round-robin routing tables), laid out linearly as vLLM loads it.
+        :meth:`from_model` also warns with each."""
+        return list(self._handle.notes)
 
     @property
     def source_ranks(self) -> int:

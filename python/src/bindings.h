@@ -48,6 +48,7 @@ struct StorageCache {
 struct ProblemHandle {
   std::shared_ptr<const ReshardProblem> problem;
   ProblemSource source;
+  std::vector<std::string> notes;  // what loading decided that was not asked for (resolve_layouts)
   std::shared_ptr<StorageCache> storage = std::make_shared<StorageCache>();
 };
 

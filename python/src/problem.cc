@@ -34,12 +34,16 @@ ProblemHandle load(const std::string& model, const std::string& train, const std
                                                .quantize = quantize,
                                                .quantize_at = quantize_at},
                              .manifest = manifest};
-  auto problem = unwrap([&] {
+  auto [problem, notes] = unwrap([&]() -> Result<std::pair<ReshardProblem, std::vector<std::string>>> {
     nb::gil_scoped_release release;
-    return load_problem(source);
+    auto loaded = REFIT_TRY(load_problem(source));
+    auto resolved =
+        source.manifest.empty() ? REFIT_TRY(resolve_layouts(source)).notes : std::vector<std::string>{};
+    return std::pair{std::move(loaded), std::move(resolved)};
   }());
   return ProblemHandle{.problem = std::make_shared<const ReshardProblem>(std::move(problem)),
-                       .source = source};
+                       .source = source,
+                       .notes = std::move(notes)};
 }
 
 // A problem from manifest text (what Problem.from_manifest makes of a mapping, and
@@ -153,6 +157,9 @@ void bind_problem(nb::module_& m) {
                   "errors name the JSON path.")
       .def_prop_ro(
           "source_ranks", [](const ProblemHandle& p) { return p.problem->source_ranks(); }, "Training ranks.")
+      .def_prop_ro(
+          "notes", [](const ProblemHandle& p) { return p.notes; },
+          "What loading decided that was not asked for (a placement vLLM would not keep), a sentence each.")
       .def_prop_ro(
           "destination_ranks", [](const ProblemHandle& p) { return p.problem->destination_ranks(); },
           "Inference ranks.")

@@ -133,5 +133,32 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"models " + std::string(REFIT_TEST_DATA_DIR) + "/models/bad-missing-field.json",
                  "num_attention_heads: missing"}));
 
+// A requested round_robin that vLLM would not keep is laid out linearly, as vLLM loads it, and
+// said: tiny-deepseek-v3-groups has 8 experts in n_group = 2 groups, tiny-qwen3-moe none.
+TEST(ModelsCli, RoundRobinIsKeptWhereVllmKeepsItAndANoteSaysWhereNot) {
+  const std::string groups = "models " + std::string(REFIT_TEST_DATA_DIR) +
+                             "/models/tiny-deepseek-v3-groups.json --per-expert --train tp=1 ";
+  const auto kept = run_refit(groups + "--infer tp=2,ep=on,placement=round_robin --json");
+  ASSERT_EQ(kept.exit_code, 0) << kept.err;
+  EXPECT_EQ(kept.err.find("note"), std::string::npos) << kept.err;
+  EXPECT_NE(kept.out.find("placement=round_robin"), std::string::npos);
+  // dp=2 makes vLLM's MoE layers all-to-all: round_robin only on deepep_low_latency or nixl_ep.
+  const auto all2all = run_refit(groups + "--infer tp=1,dp=2,ep=on,placement=round_robin --json");
+  ASSERT_EQ(all2all.exit_code, 0) << all2all.err;
+  EXPECT_NE(all2all.err.find(
+                "refit models: note: placement=round_robin: vLLM falls back to linear expert placement"),
+            std::string::npos)
+      << all2all.err;
+  EXPECT_EQ(all2all.out.find("placement=round_robin"), std::string::npos) << all2all.out;
+  const auto deepep =
+      run_refit(groups + "--infer tp=1,dp=2,ep=on,placement=round_robin,all2all=deepep_low_latency");
+  ASSERT_EQ(deepep.exit_code, 0) << deepep.err;
+  EXPECT_EQ(deepep.err.find("note"), std::string::npos) << deepep.err;
+  const auto qwen =
+      run_refit("models " + kTinyMoe + " --per-expert --train tp=1 --infer tp=2,ep=on,placement=round_robin");
+  ASSERT_EQ(qwen.exit_code, 0) << qwen.err;
+  EXPECT_NE(qwen.err.find("several expert groups (n_group > 1)"), std::string::npos) << qwen.err;
+}
+
 }  // namespace
 }  // namespace refit

@@ -4,6 +4,7 @@
 // of tensors with their two layouts (any framework). The refit command's PROBLEM options and the
 // Python package both load problems through this.
 #include <string>
+#include <vector>
 
 #include "refit/core/error.h"
 #include "refit/core/problem.h"
@@ -59,6 +60,16 @@ struct ParallelLayouts {
 // The problem the source describes; errors name the offending option (--model, --train, --infer,
 // --dtype, --manifest), as the command line spells it.
 [[nodiscard]] Result<ReshardProblem> load_problem(const ProblemSource& source);
+
+// The layouts a model source names as its problem is built from them: the inference placement
+// resolved as vLLM resolves it (models/expert_placement.h), with a note, one sentence each, for
+// what was decided that the user did not ask for (a requested placement=round_robin that vLLM
+// would not keep, laid out linearly as vLLM will load it). Errors as load_problem's.
+struct ResolvedLayouts {
+  ParallelLayouts layouts;
+  std::vector<std::string> notes;
+};
+[[nodiscard]] Result<ResolvedLayouts> resolve_layouts(const ProblemSource& source);
 
 // How one side of the problem the source describes (`problem`, which load_problem(source) made)
 // stores its shards in a framework's parameters: Megatron's on the training side (`training`),

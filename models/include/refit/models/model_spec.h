@@ -61,12 +61,13 @@ struct ModelSpec {
   std::string name;
   std::string architecture;  // llama, qwen2, qwen3, qwen3_moe, mixtral, deepseek_v3
   DType dtype = DType::kBF16;
-  std::int64_t num_layers = 0;    // decoder layers, MTP layers excluded
-  std::int64_t num_heads = 0;     // query heads
-  std::int64_t num_kv_heads = 0;  // key/value heads; 0 for MLA, which has no k/v projections
-  std::int64_t num_experts = 0;   // routed experts per MoE layer; 0 for dense models
-  std::int64_t mtp_layers = 0;    // MTP layers included (they share the embedding and lm_head)
-  bool tied_embeddings = false;   // lm_head shares embed_tokens (no lm_head tensor)
+  std::int64_t num_layers = 0;     // decoder layers, MTP layers excluded
+  std::int64_t num_heads = 0;      // query heads
+  std::int64_t num_kv_heads = 0;   // key/value heads; 0 for MLA, which has no k/v projections
+  std::int64_t num_experts = 0;    // routed experts per MoE layer; 0 for dense models
+  std::int64_t expert_groups = 1;  // groups the router picks experts from (DeepSeek's n_group)
+  std::int64_t mtp_layers = 0;     // MTP layers included (they share the embedding and lm_head)
+  bool tied_embeddings = false;    // lm_head shares embed_tokens (no lm_head tensor)
   std::vector<WeightTensor> tensors;
 
   std::int64_t parameter_count() const;

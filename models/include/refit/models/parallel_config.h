@@ -3,6 +3,7 @@
 // parsed from the compact "key=value,..." notation users already write in their launch scripts.
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -40,8 +41,20 @@ struct MegatronConfig {
 };
 
 // vLLM's expert_placement_strategy (fused_moe/layer.py, determine_expert_map): with EP, rank r
-// holds experts r*E/EP onwards (linear) or r, r+EP, r+2*EP, ... (round_robin).
+// holds experts r*E/EP onwards (linear) or r, r+EP, r+2*EP, ... (round_robin). What a user asks
+// for is not always what vLLM does: resolve_expert_placement (expert_placement.h).
 enum class ExpertPlacement : std::uint8_t { kLinear, kRoundRobin };
+
+// vLLM's all2all backends (ParallelConfig.all2all_backend, --all2all-backend), by name, with
+// whether vLLM keeps a round-robin expert placement on it when its MoE layers exchange tokens
+// all-to-all (needs_round_robin_routing_tables: the DeepEP low-latency and NIXL EP kernels).
+struct All2AllBackend {
+  std::string_view name;
+  bool keeps_round_robin = false;
+};
+std::span<const All2AllBackend> all2all_backends();
+// vLLM's default all2all backend (ParallelConfig.all2all_backend).
+inline constexpr std::string_view kDefaultAll2All = "allgather_reducescatter";
 
 // One vLLM engine runs tp*dp ranks: `dp` is its --data-parallel-size (internal data parallel,
 // which FusedMoEParallelConfig.make flattens with TP for the MoE layers); `engines` separate
@@ -53,6 +66,7 @@ struct VllmConfig {
   std::int64_t engines = 1;
   bool expert_parallel = false;  // experts split over EP = tp*dp ranks instead of TP-sharded
   ExpertPlacement placement = ExpertPlacement::kLinear;
+  std::string all2all{kDefaultAll2All};  // one of all2all_backends()
 
   std::int64_t engine_size() const { return tp * dp; }
   std::int64_t world() const { return engine_size() * engines; }
@@ -67,8 +81,8 @@ struct VllmConfig {
 // ranks.
 [[nodiscard]] Result<MegatronConfig> parse_megatron(std::string_view text);
 // Keys tp, dp, engines, pp (1 only), ep or expert_parallel (1/true/on, 0/false/off, or the EP
-// size tp*dp), placement (linear or round_robin, with ep), e.g. "tp=8,engines=16" or
-// "tp=8,dp=16,ep=1".
+// size tp*dp), placement (linear or round_robin, with ep), all2all (a vLLM all2all backend),
+// e.g. "tp=8,engines=16" or "tp=8,dp=16,ep=1,placement=round_robin,all2all=deepep_low_latency".
 [[nodiscard]] Result<VllmConfig> parse_vllm(std::string_view text);
 
 // Canonical forms with every size, e.g. "tp=4,pp=8,ep=16,etp=4,cp=1,dp=16" (",vp=N" and
