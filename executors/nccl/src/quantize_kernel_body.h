@@ -212,14 +212,12 @@ REFIT_QUANTIZE_HD inline std::uint16_t lane_amax(const LaneVectors<S>& held) {
   return static_cast<std::uint16_t>(amax);
 }
 
-// Step 3 for two elements (bf16 bits, the first in the low half), as two e4m3 bytes, the first
-// in the low byte. `finite`: the block's amax is finite, so neither product is NaN or infinite
-// and, on GPUs with an fp8 conversion instruction (sm_89 on), one instruction rounds both as
-// fp32_to_e4m3 does (to nearest even, saturating at 448; tests/gpu checks every finite fp32).
-// Blocks holding NaN or Inf take fp32_to_e4m3, which writes NaN as refit's one encoding, 0x7F.
-REFIT_QUANTIZE_HD inline std::uint32_t quantize_pair(std::uint32_t pair, float multiplier, bool finite) {
-  const float low = fp8::multiply_rn(fp8::float_from_bits(pair << 16), multiplier);
-  const float high = fp8::multiply_rn(fp8::float_from_bits(pair & 0xFFFF0000u), multiplier);
+// Two fp32 products as e4m3 bytes, the first in the low byte. `finite`: neither is NaN or
+// infinite (their block's amax is finite), so on GPUs with an fp8 conversion instruction (sm_89
+// on) one instruction rounds both as fp32_to_e4m3 does: to nearest even, saturating at 448
+// (tests/gpu checks every finite fp32). Otherwise fp32_to_e4m3, which writes NaN as refit's one
+// encoding, 0x7F.
+REFIT_QUANTIZE_HD inline std::uint32_t e4m3_pair(float low, float high, bool finite) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   if (finite) {
     std::uint16_t both = 0;
@@ -230,6 +228,12 @@ REFIT_QUANTIZE_HD inline std::uint32_t quantize_pair(std::uint32_t pair, float m
   (void)finite;
 #endif
   return fp8::fp32_to_e4m3(low) | static_cast<std::uint32_t>(fp8::fp32_to_e4m3(high)) << 8;
+}
+
+// Step 3 for two elements (bf16 bits, the first in the low half), as two e4m3 bytes.
+REFIT_QUANTIZE_HD inline std::uint32_t quantize_pair(std::uint32_t pair, float multiplier, bool finite) {
+  return e4m3_pair(fp8::multiply_rn(fp8::float_from_bits(pair << 16), multiplier),
+                   fp8::multiply_rn(fp8::float_from_bits(pair & 0xFFFF0000u), multiplier), finite);
 }
 
 REFIT_QUANTIZE_HD inline void store_values(std::uint8_t* at, std::uint32_t low, std::uint32_t high) {
