@@ -119,6 +119,7 @@ int main(int argc, char** argv) {
   using namespace refit::nccl_detail;
   if (!gpu_bench::have_gpu("box_copy_bench")) return 0;
   gpu_bench::Summary summary(argc, argv, "box copy (bench/box_copy_bench)");
+  summary.figures();
   DeviceMemory a, b;
   if (!a.allocate(8 * kGiB, "a") || !b.allocate(2 * kGiB + (1 << 20), "b")) return 1;
   REFIT_BENCH_CUDA(cudaMemset(a.get(), 1, 8 * kGiB));

@@ -73,15 +73,20 @@ class Summary {
       if (std::string_view(argv[i]) == "--summary") file_ = std::fopen(argv[i + 1], "a");
     cudaDeviceProp prop{};
     REFIT_BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
-    print("\n### %.*s on %s (mean of %d after %d warm-ups)\n\n", static_cast<int>(title.size()), title.data(),
-          prop.name, kRuns, kWarmup);
-    print("| case | traffic GB | ms | GB/s | cudaMemcpy ms | ratio | goal | |\n");
-    print("|---|---:|---:|---:|---:|---:|---:|---|\n");
+    print("\n### %.*s on %s\n\n", static_cast<int>(title.size()), title.data(), prop.name);
   }
   Summary(const Summary&) = delete;
   Summary& operator=(const Summary&) = delete;
   ~Summary() {
     if (file_ != nullptr) std::fclose(file_);
+  }
+
+  // The header of row()'s table.
+  void figures() {
+    print("Each case the mean of %d runs after %d warm-ups; cudaMemcpy of the same traffic likewise.\n\n", kRuns,
+          kWarmup);
+    print("| case | traffic GB | ms | GB/s | cudaMemcpy ms | ratio | goal | |\n");
+    print("|---|---:|---:|---:|---:|---:|---:|---|\n");
   }
 
   void row(const Figure& f) {

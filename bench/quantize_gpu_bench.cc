@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
   using namespace refit::nccl_detail;
   if (!gpu_bench::have_gpu("quantize_gpu_bench")) return 0;
   gpu_bench::Summary summary(argc, argv, "quantize (bench/quantize_gpu_bench)");
+  summary.figures();
   const std::int64_t n = kRows * kCols;
   DeviceMemory src, values, scales, scratch;
   // scratch: both halves of the reference copy (up to 3 bytes of traffic an element).
