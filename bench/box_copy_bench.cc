@@ -53,7 +53,8 @@ struct Bench {
       REFIT_BENCH_CUDA(launch_copy_batch(d, static_cast<std::int32_t>(batch.size()), items, stream));
     });
     const auto& first = batch.front();
-    name += first.mode == CopyMode::kBytes ? " [16-byte words]" : " [" + std::to_string(first.unit) + "-byte units]";
+    name += first.mode == CopyMode::kBytes ? " [16-byte words]"
+                                           : " [" + std::to_string(first.unit) + "-byte units]";
     summary->row(Figure{.name = name,
                         .traffic_bytes = 2.0 * static_cast<double>(payload),
                         .ms = ms,
@@ -91,10 +92,12 @@ void run_cases(Bench& bench) {
   bench.run("unpack half the columns", {pack(square, half, 2)}, true, kAligned);
   const Box wide{{0, 0}, {524288, 8192}};  // 8 GiB of bf16
   const Box tp8{{0, 2048}, {524288, 1024}};
-  bench.run("pack TP8 column shard of [524288, 8192] bf16 (2 KiB rows)", {pack(wide, tp8, 2)}, false, kAligned);
+  bench.run("pack TP8 column shard of [524288, 8192] bf16 (2 KiB rows)", {pack(wide, tp8, 2)}, false,
+            kAligned);
   bench.run("unpack TP8 column shard", {pack(wide, tp8, 2)}, true, kAligned);
   bench.run("pack [512, 2048, 1024] fp32 -> [512, 1024, 512]",
-            {pack(Box{{0, 0, 0}, {512, 2048, 1024}}, Box{{0, 512, 256}, {512, 1024, 512}}, 4)}, false, kAligned);
+            {pack(Box{{0, 0, 0}, {512, 2048, 1024}}, Box{{0, 512, 256}, {512, 1024, 512}}, 4)}, false,
+            kAligned);
   bench.run("pack misaligned bf16 columns [131072, 8191] -> cols 1..4096",
             {pack(Box{{0, 0}, {131072, 8191}}, Box{{0, 1}, {131072, 4095}}, 2)}, false, kNarrow);
   bench.run("pack int8 1000-byte rows at offset 3 of [1048576, 4096]",

@@ -16,13 +16,13 @@
 namespace refit::gpu_bench {
 
 // A benchmark program stops at the first CUDA failure, naming the call.
-#define REFIT_BENCH_CUDA(call)                                                          \
-  do {                                                                                  \
-    const cudaError_t e_ = (call);                                                      \
-    if (e_ != cudaSuccess) {                                                            \
+#define REFIT_BENCH_CUDA(call)                                                                   \
+  do {                                                                                           \
+    const cudaError_t e_ = (call);                                                               \
+    if (e_ != cudaSuccess) {                                                                     \
       std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                     \
-    }                                                                                   \
+      std::exit(1);                                                                              \
+    }                                                                                            \
   } while (0)
 
 inline constexpr int kWarmup = 2;
@@ -49,7 +49,8 @@ double mean_ms(cudaStream_t stream, F run) {
 // cudaMemcpyAsync device to device of `bytes` (reads and writes each once): the reference.
 inline double memcpy_ms(void* to, const void* from, std::int64_t bytes, cudaStream_t stream) {
   return mean_ms(stream, [&] {
-    REFIT_BENCH_CUDA(cudaMemcpyAsync(to, from, static_cast<std::size_t>(bytes), cudaMemcpyDeviceToDevice, stream));
+    REFIT_BENCH_CUDA(
+        cudaMemcpyAsync(to, from, static_cast<std::size_t>(bytes), cudaMemcpyDeviceToDevice, stream));
   });
 }
 
@@ -83,8 +84,8 @@ class Summary {
 
   // The header of row()'s table.
   void figures() {
-    print("Each case the mean of %d runs after %d warm-ups; cudaMemcpy of the same traffic likewise.\n\n", kRuns,
-          kWarmup);
+    print("Each case the mean of %d runs after %d warm-ups; cudaMemcpy of the same traffic likewise.\n\n",
+          kRuns, kWarmup);
     print("| case | traffic GB | ms | GB/s | cudaMemcpy ms | ratio | goal | |\n");
     print("|---|---:|---:|---:|---:|---:|---:|---|\n");
   }
@@ -93,9 +94,9 @@ class Summary {
     const double ratio = f.ratio();
     const std::string goal = f.goal ? std::to_string(static_cast<int>(*f.goal * 100 + 0.5)) + " %" : "-";
     const char* verdict = !f.goal ? "" : ratio >= *f.goal ? "met" : "**below**";
-    print("| %s | %.2f | %.3f | %.0f | %.3f | %.1f %% | %s | %s%s%s |\n", f.name.c_str(), f.traffic_bytes / 1e9,
-          f.ms, f.traffic_bytes / f.ms / 1e6, f.memcpy_ms, 100 * ratio, goal.c_str(), verdict,
-          f.note.empty() ? "" : " ", f.note.c_str());
+    print("| %s | %.2f | %.3f | %.0f | %.3f | %.1f %% | %s | %s%s%s |\n", f.name.c_str(),
+          f.traffic_bytes / 1e9, f.ms, f.traffic_bytes / f.ms / 1e6, f.memcpy_ms, 100 * ratio, goal.c_str(),
+          verdict, f.note.empty() ? "" : " ", f.note.c_str());
   }
 
   template <class... A>

@@ -71,12 +71,14 @@ struct Counts {
   std::int64_t copies = 0;    // boxes those launches copy
 };
 
-Counts count(const Plan& plan, std::span<const LocalRankBuffers> buffers, const CommRankMap& map, Bytes staging) {
+Counts count(const Plan& plan, std::span<const LocalRankBuffers> buffers, const CommRankMap& map,
+             Bytes staging) {
   const auto view = nccl_detail::make_local_view(plan, buffers, map, {0, 1}, MemoryKind::kCuda).value();
   const auto program = nccl_detail::build_program(plan, view, staging).value();
   Counts c{.steps = static_cast<std::int64_t>(program.blocks.size())};
   for (const auto& op : program.ops) {
-    if (const auto* p = std::get_if<nccl_detail::P2p>(&op); p && p->direction == nccl_detail::Direction::kSend)
+    if (const auto* p = std::get_if<nccl_detail::P2p>(&op);
+        p && p->direction == nccl_detail::Direction::kSend)
       ++c.chunks;
     if (const auto* b = std::get_if<nccl_detail::CopyBatch>(&op)) {
       ++c.launches;
@@ -94,15 +96,17 @@ struct Measured {
 };
 
 // Mean execution time of `config`'s plan, verified once.
-Measured measure(const ReshardProblem& problem, const PlacedCluster& cluster, const gpu_testing::DeviceRanks& ranks,
-                 const Config& config) {
+Measured measure(const ReshardProblem& problem, const PlacedCluster& cluster,
+                 const gpu_testing::DeviceRanks& ranks, const Config& config) {
   const auto plan = make_plan("refit", problem, cluster, PlanOptions{.chunk = config.chunk}).value();
   const CommRankMap all_on_one(static_cast<std::size_t>(problem.world_size()), 0);
   gpu_testing::LoneBootstrap bootstrap;
-  auto executor = NcclExecutor::create(
-                      bootstrap, ExecutorOptions{.timeout = Seconds{120.0}, .staging = config.staging, .on_chunk_sent = {}},
-                      NcclSetup{.device = 0, .comm_rank_of = all_on_one})
-                      .value();
+  auto executor =
+      NcclExecutor::create(
+          bootstrap,
+          ExecutorOptions{.timeout = Seconds{120.0}, .staging = config.staging, .on_chunk_sent = {}},
+          NcclSetup{.device = 0, .comm_rank_of = all_on_one})
+          .value();
   auto prepared = executor->prepare_ranks(plan, ranks.ranks).value();
   gpu_testing::clear_destinations(ranks);
   if (auto first = executor->execute(*prepared); !first) {
@@ -169,27 +173,33 @@ int main(int argc, char** argv) {
   cudaStream_t stream = nullptr;
   REFIT_BENCH_CUDA(cudaStreamCreate(&stream));
   const double reference_gbps = memcpy_gbps(stream);
-  summary.print("DeepSeek-V3 layer %d with %lld experts (%.2f GB of weights), Megatron tp=8,ep=8,etp=1 -> vLLM "
-                "tp=8, strategy refit; cudaMemcpy device to device moves %.0f GB/s. Mean of %d executions each; "
-                "\"of cudaMemcpy\": cudaMemcpy's time for the plan's bytes over the execution's.\n\n",
-                kLayer, static_cast<long long>(kExperts), static_cast<double>(weight_bytes) / 1e9, reference_gbps,
-                kRuns);
-  summary.print("| chunk | staging | plan GB | steps | chunks | copy launches | boxes copied | ms | GB/s | of cudaMemcpy |\n");
+  summary.print(
+      "DeepSeek-V3 layer %d with %lld experts (%.2f GB of weights), Megatron tp=8,ep=8,etp=1 -> vLLM "
+      "tp=8, strategy refit; cudaMemcpy device to device moves %.0f GB/s. Mean of %d executions each; "
+      "\"of cudaMemcpy\": cudaMemcpy's time for the plan's bytes over the execution's.\n\n",
+      kLayer, static_cast<long long>(kExperts), static_cast<double>(weight_bytes) / 1e9, reference_gbps,
+      kRuns);
+  summary.print(
+      "| chunk | staging | plan GB | steps | chunks | copy launches | boxes copied | ms | GB/s | of "
+      "cudaMemcpy |\n");
   summary.print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   std::vector<Measured> all;
-  for (const Config c : {Config{Bytes{8 << 20}, Bytes{256 << 20}}, Config{Bytes{1 << 20}, Bytes{256 << 20}},
-                         Config{Bytes{256 << 10}, Bytes{256 << 20}}, Config{Bytes{256 << 10}, Bytes{4 << 20}}}) {
+  for (const Config c :
+       {Config{Bytes{8 << 20}, Bytes{256 << 20}}, Config{Bytes{1 << 20}, Bytes{256 << 20}},
+        Config{Bytes{256 << 10}, Bytes{256 << 20}}, Config{Bytes{256 << 10}, Bytes{4 << 20}}}) {
     const auto m = measure(problem, cluster, ranks, c);
     all.push_back(m);
     const double bytes = static_cast<double>(m.bytes);
     summary.print("| %lld KiB | %lld MiB | %.2f | %lld | %lld | %lld | %lld | %.3f | %.0f | %.1f %% |\n",
                   static_cast<long long>(c.chunk.value >> 10), static_cast<long long>(c.staging.value >> 20),
-                  bytes / 1e9, static_cast<long long>(m.counts.steps), static_cast<long long>(m.counts.chunks),
-                  static_cast<long long>(m.counts.launches), static_cast<long long>(m.counts.copies), m.ms,
-                  bytes / m.ms / 1e6, 100 * bytes / reference_gbps / 1e6 / m.ms);
+                  bytes / 1e9, static_cast<long long>(m.counts.steps),
+                  static_cast<long long>(m.counts.chunks), static_cast<long long>(m.counts.launches),
+                  static_cast<long long>(m.counts.copies), m.ms, bytes / m.ms / 1e6,
+                  100 * bytes / reference_gbps / 1e6 / m.ms);
   }
   const auto [t0, per_chunk, per_step] = fit(all);
-  summary.print("\nFitted: t = %.3f ms + chunks x %.2f us + steps x %.2f us\n", t0, per_chunk * 1e3, per_step * 1e3);
+  summary.print("\nFitted: t = %.3f ms + chunks x %.2f us + steps x %.2f us\n", t0, per_chunk * 1e3,
+                per_step * 1e3);
   cudaStreamDestroy(stream);
   return 0;
 }

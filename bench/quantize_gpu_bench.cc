@@ -38,7 +38,8 @@ void fill_random_bf16(std::byte* device, std::int64_t bytes) {
     v = static_cast<std::uint16_t>(bits >> 16);
   }
   for (std::int64_t at = 0; at < bytes; at += kBlock)
-    REFIT_BENCH_CUDA(cudaMemcpy(device + at, host.data(), static_cast<std::size_t>(std::min(kBlock, bytes - at)),
+    REFIT_BENCH_CUDA(cudaMemcpy(device + at, host.data(),
+                                static_cast<std::size_t>(std::min(kBlock, bytes - at)),
                                 cudaMemcpyHostToDevice));
 }
 
@@ -46,19 +47,20 @@ void run_case(gpu_bench::Summary& summary, cudaStream_t stream, QuantScheme sche
               const std::uint16_t* src, const Shape& shape, const Shape& strides, std::byte* values,
               std::byte* scales, std::byte* scratch) {
   const double ms = gpu_bench::mean_ms(stream, [&] {
-    REFIT_BENCH_CUDA(launch_quantize(scheme, src, shape.data(), strides.data(), static_cast<int>(shape.size()),
-                                     reinterpret_cast<std::uint8_t*>(values), scales, stream));
+    REFIT_BENCH_CUDA(launch_quantize(scheme, src, shape.data(), strides.data(),
+                                     static_cast<int>(shape.size()), reinterpret_cast<std::uint8_t*>(values),
+                                     scales, stream));
   });
   const std::int64_t n = element_count(shape);
-  const double traffic = 3.0 * static_cast<double>(n) + static_cast<double>(scale_buffer_bytes(scheme, shape));
+  const double traffic =
+      3.0 * static_cast<double>(n) + static_cast<double>(scale_buffer_bytes(scheme, shape));
   const auto half = static_cast<std::int64_t>(traffic / 2);
-  summary.row(gpu_bench::Figure{
-      .name = std::string(quant_scheme_name(scheme)) + " " + what,
-      .traffic_bytes = traffic,
-      .ms = ms,
-      .memcpy_ms = gpu_bench::memcpy_ms(scratch, scratch + half, half, stream),
-      .goal = kGoal,
-      .note = {}});
+  summary.row(gpu_bench::Figure{.name = std::string(quant_scheme_name(scheme)) + " " + what,
+                                .traffic_bytes = traffic,
+                                .ms = ms,
+                                .memcpy_ms = gpu_bench::memcpy_ms(scratch, scratch + half, half, stream),
+                                .goal = kGoal,
+                                .note = {}});
 }
 
 }  // namespace
@@ -73,7 +75,8 @@ int main(int argc, char** argv) {
   const std::int64_t n = kRows * kCols;
   DeviceMemory src, values, scales, scratch;
   // scratch: both halves of the reference copy (up to 3 bytes of traffic an element).
-  if (!src.allocate(static_cast<std::size_t>(2 * n), "bf16") || !values.allocate(static_cast<std::size_t>(n), "values") ||
+  if (!src.allocate(static_cast<std::size_t>(2 * n), "bf16") ||
+      !values.allocate(static_cast<std::size_t>(n), "values") ||
       !scales.allocate(static_cast<std::size_t>(n / 32), "scales") ||
       !scratch.allocate(static_cast<std::size_t>(2 * n), "memcpy reference"))
     return 1;

@@ -12,8 +12,8 @@
 
 #include <fmt/format.h>
 #include <nanobind/ndarray.h>
-#include <nanobind/stl/string.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
@@ -195,12 +195,14 @@ Result<std::unique_ptr<Executor>> make_backend(const std::string& name, Bootstra
   if (name != "nccl")
     return invalid(fmt::format("comm_rank_of, device: only the nccl executor takes them, not {}", name));
 #if defined(REFIT_HAVE_NCCL)
-  auto made = REFIT_TRY(NcclExecutor::create(
-      bootstrap, options,
-      NcclSetup{.device = device < 0 ? kDeviceOfHostRank : device, .comm_rank_of = comm_rank_of.value_or(CommRankMap{})}));
+  auto made =
+      REFIT_TRY(NcclExecutor::create(bootstrap, options,
+                                     NcclSetup{.device = device < 0 ? kDeviceOfHostRank : device,
+                                               .comm_rank_of = comm_rank_of.value_or(CommRankMap{})}));
   return std::unique_ptr<Executor>(std::move(made));
 #else
-  return fail(ErrorCode::kUnsupported, "the nccl executor is not in this build (it was built without CUDA and NCCL)");
+  return fail(ErrorCode::kUnsupported,
+              "the nccl executor is not in this build (it was built without CUDA and NCCL)");
 #endif
 }
 
@@ -256,7 +258,8 @@ PreparedHandle* prepare_agreed(ExecutorHandle& self, const PlanHandle& plan, std
 }
 
 // The arrays of `rank`, checked against its boxes or its side's parameters.
-Result<RankArrays> arrays_of(const ProblemHandle& problem, Rank rank, const nb::dict& arrays, bool framework) {
+Result<RankArrays> arrays_of(const ProblemHandle& problem, Rank rank, const nb::dict& arrays,
+                             bool framework) {
   return framework ? framework_arrays(problem, rank, arrays) : rank_arrays(*problem.problem, rank, arrays);
 }
 
@@ -282,7 +285,8 @@ Result<std::unique_ptr<PreparedPlan>> prepare_several(Executor& executor, const 
 #if defined(REFIT_HAVE_NCCL)
   if (auto* nccl = dynamic_cast<NcclExecutor*>(&executor)) {
     std::vector<LocalRankBuffers> local;
-    for (std::size_t i = 0; i < ranks.size(); ++i) local.push_back({.rank = Rank{ranks[i]}, .buffers = arrays[i].buffers});
+    for (std::size_t i = 0; i < ranks.size(); ++i)
+      local.push_back({.rank = Rank{ranks[i]}, .buffers = arrays[i].buffers});
     return nccl->prepare_ranks(plan, local);
   }
 #else
@@ -301,15 +305,18 @@ PreparedHandle* prepare_ranks(ExecutorHandle& self, const PlanHandle& plan, cons
     if (self.failed) return std::unexpected(failed_before(*self.failed, "prepare"));
     if (!refusal.empty()) return invalid(refusal);
     if (ranks.empty() || ranks.size() != buffers.size())
-      return invalid(fmt::format("prepare_ranks: {} ranks and {} sets of buffers; one set per rank, at least one",
-                                 ranks.size(), buffers.size()));
+      return invalid(
+          fmt::format("prepare_ranks: {} ranks and {} sets of buffers; one set per rank, at least one",
+                      ranks.size(), buffers.size()));
     std::vector<RankArrays> all;
     for (std::size_t i = 0; i < ranks.size(); ++i)
       all.push_back(REFIT_TRY(arrays_of(problem, Rank{ranks[i]}, buffers[i], framework)));
     return all;
   }();
   return prepare_agreed(self, plan, ranks.empty() ? 0 : ranks.front(), std::move(mine),
-                        [&](const std::vector<RankArrays>& a) { return prepare_several(*self.executor, *plan.plan, ranks, a); });
+                        [&](const std::vector<RankArrays>& a) {
+                          return prepare_several(*self.executor, *plan.plan, ranks, a);
+                        });
 }
 
 nb::dict execute(PreparedHandle& self) {
@@ -389,8 +396,8 @@ void bind_executor(nb::module_& m) {
            "rank's box (shape, dtype, contiguity, size); with framework, parameter name -> array for "
            "every parameter of the rank's side's storage map (Problem.storage), each checked against "
            "the parameter, the shards moved as regions of them.")
-      .def("prepare_ranks", &prepare_ranks, "plan"_a, "problem"_a, "ranks"_a, "buffers"_a, "framework"_a = false,
-           "refusal"_a = "", nb::keep_alive<0, 1>(),
+      .def("prepare_ranks", &prepare_ranks, "plan"_a, "problem"_a, "ranks"_a, "buffers"_a,
+           "framework"_a = false, "refusal"_a = "", nb::keep_alive<0, 1>(),
            "Collective, as prepare, for several plan ranks of this process (nccl with comm_rank_of): "
            "buffers[i] are the buffers of ranks[i].")
       .def("allocate", &allocate, "nbytes"_a,

@@ -9,9 +9,9 @@
 namespace refit::gpu_testing {
 
 struct E4m3Check {
-  std::uint64_t checked = 0;      // finite fp32 values compared
-  std::uint64_t mismatches = 0;   // where the instruction and fp32_to_e4m3 differ
-  std::uint32_t first_bits = 0;   // the first mismatching value's bits (when mismatches > 0)
+  std::uint64_t checked = 0;            // finite fp32 values compared
+  std::uint64_t mismatches = 0;         // where the instruction and fp32_to_e4m3 differ
+  std::uint32_t first_bits = 0;         // the first mismatching value's bits (when mismatches > 0)
   std::uint32_t first_instruction = 0;  // its byte from each path
   std::uint32_t first_software = 0;
 };

@@ -51,10 +51,13 @@ TEST(GpuQuantizeKernel, ReproducesTheReferenceVectors) {
         std::vector<std::uint16_t> host(static_cast<std::size_t>(element_count(padded)), 0x7FC0);
         const std::int64_t cols = c.shape.back();
         for (std::int64_t i = 0; i < element_count(c.shape); ++i)
-          host[static_cast<std::size_t>(i / cols * (cols + pad) + i % cols)] = c.input[static_cast<std::size_t>(i)];
+          host[static_cast<std::size_t>(i / cols * (cols + pad) + i % cols)] =
+              c.input[static_cast<std::size_t>(i)];
         const auto got = quantize_on_gpu(s, host, c.shape, strides);
-        EXPECT_EQ(got.values, c.expected(s).values) << c.name << " " << quant_scheme_name(s) << " pad " << pad;
-        EXPECT_EQ(got.scales, c.expected(s).scales) << c.name << " " << quant_scheme_name(s) << " pad " << pad;
+        EXPECT_EQ(got.values, c.expected(s).values)
+            << c.name << " " << quant_scheme_name(s) << " pad " << pad;
+        EXPECT_EQ(got.scales, c.expected(s).scales)
+            << c.name << " " << quant_scheme_name(s) << " pad " << pad;
       }
 }
 

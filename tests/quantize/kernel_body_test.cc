@@ -42,8 +42,8 @@ void expect_tiles_are_blocks() {
   DeviceQuantize q;
   const Shape shape{4, 300, 200};
   const Shape strides = row_major_strides(shape);
-  ASSERT_TRUE(
-      nccl_detail::make_device_quantize(S, data.data(), shape.data(), strides.data(), 3, nullptr, nullptr, q));
+  ASSERT_TRUE(nccl_detail::make_device_quantize(S, data.data(), shape.data(), strides.data(), 3, nullptr,
+                                                nullptr, q));
   const Shape block = quant_block(S, 3);
   EXPECT_EQ(G::band, block[1]);
   EXPECT_EQ(G::width, block[2]);
@@ -86,14 +86,15 @@ TEST(QuantizeKernelBody, VectorAndElementPathsAgree) {
   // of the reference vectors.
   for (const auto& c : reference_vectors())
     for (QuantScheme s : all_quant_schemes())
-      for (const auto& [pad, skew, offset] : {std::tuple{8, 0, 0}, std::tuple{3, 0, 0}, std::tuple{8, 1, 0},
-                                               std::tuple{8, 0, 1}}) {
+      for (const auto& [pad, skew, offset] :
+           {std::tuple{8, 0, 0}, std::tuple{3, 0, 0}, std::tuple{8, 1, 0}, std::tuple{8, 0, 1}}) {
         Shape padded = c.shape;
         padded.back() += pad;
         std::vector<std::uint16_t> host(static_cast<std::size_t>(element_count(padded) + skew), 0x7FC0);
         const std::int64_t cols = c.shape.back();
         for (std::int64_t i = 0; i < element_count(c.shape); ++i)
-          host[static_cast<std::size_t>(skew + i / cols * (cols + pad) + i % cols)] = c.input[static_cast<std::size_t>(i)];
+          host[static_cast<std::size_t>(skew + i / cols * (cols + pad) + i % cols)] =
+              c.input[static_cast<std::size_t>(i)];
         const auto& want = c.expected(s);
         std::vector<std::uint8_t> values(want.values.size() + 1);
         std::vector<std::byte> scales(want.scales.size());
@@ -103,10 +104,11 @@ TEST(QuantizeKernelBody, VectorAndElementPathsAgree) {
             s, host.data() + skew, c.shape.data(), strides.data(), static_cast<int>(c.shape.size()),
             values.data() + offset, reinterpret_cast<unsigned char*>(scales.data()), q));
         nccl_detail::run_quantize_on_host(q);
-        const std::vector<std::uint8_t> got(values.begin() + offset,
-                                            values.begin() + offset + static_cast<std::ptrdiff_t>(want.values.size()));
-        EXPECT_EQ(got, want.values) << c.name << " " << quant_scheme_name(s) << " pad " << pad << " skew " << skew
-                                    << " offset " << offset;
+        const std::vector<std::uint8_t> got(
+            values.begin() + offset,
+            values.begin() + offset + static_cast<std::ptrdiff_t>(want.values.size()));
+        EXPECT_EQ(got, want.values) << c.name << " " << quant_scheme_name(s) << " pad " << pad << " skew "
+                                    << skew << " offset " << offset;
         EXPECT_EQ(scales, want.scales) << c.name << " " << quant_scheme_name(s);
       }
 }
@@ -123,11 +125,11 @@ TEST(QuantizeKernelBody, TakesTheVectorPathOnlyWhereAligned) {
     return std::pair{q.vector_loads, q.vector_stores};
   };
   EXPECT_EQ(flags(src, {4, 64}, {64, 1}, values), std::pair(true, true));
-  EXPECT_EQ(flags(src + 1, {4, 64}, {64, 1}, values), std::pair(false, true));   // misaligned start
-  EXPECT_EQ(flags(src, {4, 64}, {68, 1}, values), std::pair(false, true));       // rows 136 bytes apart
-  EXPECT_EQ(flags(src, {4, 64}, {1, 4}, values), std::pair(false, true));        // column-major
-  EXPECT_EQ(flags(src, {4, 60}, {64, 1}, values), std::pair(true, false));       // 60 values a row
-  EXPECT_EQ(flags(src, {4, 64}, {64, 1}, values + 4), std::pair(true, false));   // values at 4 bytes
+  EXPECT_EQ(flags(src + 1, {4, 64}, {64, 1}, values), std::pair(false, true));      // misaligned start
+  EXPECT_EQ(flags(src, {4, 64}, {68, 1}, values), std::pair(false, true));          // rows 136 bytes apart
+  EXPECT_EQ(flags(src, {4, 64}, {1, 4}, values), std::pair(false, true));           // column-major
+  EXPECT_EQ(flags(src, {4, 60}, {64, 1}, values), std::pair(true, false));          // 60 values a row
+  EXPECT_EQ(flags(src, {4, 64}, {64, 1}, values + 4), std::pair(true, false));      // values at 4 bytes
   EXPECT_EQ(flags(src, {2, 4, 64}, {260, 64, 1}, values), std::pair(false, true));  // an outer stride of 260
 }
 

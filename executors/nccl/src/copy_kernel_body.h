@@ -51,7 +51,7 @@ struct DeviceCopy {
   std::int32_t lanes_log2 = 0;       // threads per row
   std::int32_t col_passes_log2 = 0;  // slots a thread spends along one row
   std::int64_t rows_per_item = 1;
-  std::int64_t tile = 1;  // words or units of a row one item covers
+  std::int64_t tile = 1;         // words or units of a row one item covers
   std::int64_t first_tiles = 0;  // items of the first row alone (long rows), else 0
   std::int64_t rows_begin = 0;   // the first row of item first_tiles
   Divider by_tiles_per_row;
@@ -111,7 +111,8 @@ REFIT_HOST_DEVICE Word16 load_word_within(std::uintptr_t at, std::uintptr_t lo, 
   Word16 v;
   for (int i = 0; i < 16; ++i)
     if (at + i >= lo && at + i < hi)
-      v.w[i / 4] |= static_cast<std::uint32_t>(*reinterpret_cast<const std::uint8_t*>(at + i)) << (8 * (i % 4));
+      v.w[i / 4] |= static_cast<std::uint32_t>(*reinterpret_cast<const std::uint8_t*>(at + i))
+                    << (8 * (i % 4));
   return v;
 }
 
@@ -243,8 +244,8 @@ REFIT_HOST_DEVICE std::uintptr_t load_word_slot(const DeviceCopy& c, const ItemP
   } else {
     const std::uintptr_t src_lo = dst_lo + shift;
     const std::uintptr_t src_hi = dst_hi + shift;
-    word = shift_bytes(load_word_within(aligned, src_lo, src_hi), load_word_within(aligned + 16, src_lo, src_hi),
-                       static_cast<int>(from - aligned));
+    word = shift_bytes(load_word_within(aligned, src_lo, src_hi),
+                       load_word_within(aligned + 16, src_lo, src_hi), static_cast<int>(from - aligned));
   }
   return to;
 }
@@ -293,7 +294,9 @@ REFIT_HOST_DEVICE void move_slots_one_by_one(Load load) {
 template <class Value, bool kSmallRows>
 REFIT_HOST_DEVICE void copy_item_as(const DeviceCopy& c, std::int64_t item, int thread) {
   const ItemPlace place = item_place(c, item);
-  const auto rows = [&c](std::int64_t row) { return kSmallRows ? row_start_small(c, row) : row_start_any(c, row); };
+  const auto rows = [&c](std::int64_t row) {
+    return kSmallRows ? row_start_small(c, row) : row_start_any(c, row);
+  };
   const auto load = [&](int j, Value& v) {
     if constexpr (sizeof(Value) == 16)
       return load_word_slot(c, place, thread, j, rows, v);

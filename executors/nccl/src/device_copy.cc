@@ -36,7 +36,9 @@ std::int32_t widest_unit(const CopyGeometry& g, std::uintptr_t src, std::uintptr
 constexpr std::int64_t kMinByteRun = 64;
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-std::int32_t log2_of(std::int64_t power_of_two) { return std::countr_zero(static_cast<std::uint64_t>(power_of_two)); }
+std::int32_t log2_of(std::int64_t power_of_two) {
+  return std::countr_zero(static_cast<std::uint64_t>(power_of_two));
+}
 
 // Whether every row's part of the destination starts 16-byte aligned.
 bool destination_rows_aligned(const CopyGeometry& g, std::uintptr_t dst) {
@@ -53,8 +55,9 @@ void plan_threads(DeviceCopy& c, Measure measure) {
   constexpr std::int64_t slots = kCopySlots;
   const std::int64_t rows = c.last_row - c.first_row + 1;
   const std::int64_t whole = measure(rows == 1 ? c.last_hi - c.first_lo : c.row_length);
-  const std::int64_t lanes = whole >= kCopyThreads ? kCopyThreads : static_cast<std::int64_t>(std::bit_ceil(
-                                                                         static_cast<std::uint64_t>(whole)));
+  const std::int64_t lanes =
+      whole >= kCopyThreads ? kCopyThreads
+                            : static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(whole)));
   const auto col_passes = std::min(
       slots, static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(ceil_div(whole, lanes)))));
   c.lanes_log2 = log2_of(lanes);

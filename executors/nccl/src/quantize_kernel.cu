@@ -76,7 +76,9 @@ __global__ void __launch_bounds__(kQuantizeThreads) quantize_mxfp8(const DeviceQ
   }
 }
 
-unsigned blocks_for(std::int64_t work) { return static_cast<unsigned>(work < kMaxBlocks ? work : kMaxBlocks); }
+unsigned blocks_for(std::int64_t work) {
+  return static_cast<unsigned>(work < kMaxBlocks ? work : kMaxBlocks);
+}
 
 }  // namespace
 
@@ -89,8 +91,8 @@ cudaError_t launch_quantize(QuantScheme scheme, const std::uint16_t* src, const 
     return cudaErrorInvalidValue;
   if (q.tiles == 0) return cudaSuccess;
   if (scheme == QuantScheme::kMxfp8) {
-    const std::int64_t per_block = std::int64_t{kQuantizeThreads} / TileLanes<QuantScheme::kMxfp8>::lanes *
-                                   kMxfp8TilesPerLane;
+    const std::int64_t per_block =
+        std::int64_t{kQuantizeThreads} / TileLanes<QuantScheme::kMxfp8>::lanes * kMxfp8TilesPerLane;
     quantize_mxfp8<<<blocks_for((q.tiles + per_block - 1) / per_block), kQuantizeThreads, 0, stream>>>(q);
   } else {
     quantize_block128<<<blocks_for(q.tiles), kQuantizeThreads, 0, stream>>>(q);

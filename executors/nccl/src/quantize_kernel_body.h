@@ -71,8 +71,8 @@ struct DeviceQuantize {
   Divider by_col_blocks;
   Divider by_bands;
   Divider by_extent[kMaxQuantizeDims];  // of the outer dims (0 .. dims-3)
-  bool vector_loads = false;   // every vector of 8 starts 16-byte aligned and is contiguous
-  bool vector_stores = false;  // every 8 values start 8-byte aligned
+  bool vector_loads = false;            // every vector of 8 starts 16-byte aligned and is contiguous
+  bool vector_stores = false;           // every 8 values start 8-byte aligned
 };
 
 // Where one tile's elements lie: their first element in the source and in `values`, and its size
@@ -108,7 +108,8 @@ bool make_device_quantize_as(const std::uint16_t* src, const std::int64_t* shape
   q.by_col_blocks = make_divider(static_cast<std::uint64_t>(q.col_blocks));
   q.by_bands = make_divider(static_cast<std::uint64_t>(q.bands));
   q.vector_loads = aligned_rows;
-  q.vector_stores = reinterpret_cast<std::uintptr_t>(values) % 8 == 0 && shape[dims - 1] % kVectorElements == 0;
+  q.vector_stores =
+      reinterpret_cast<std::uintptr_t>(values) % 8 == 0 && shape[dims - 1] % kVectorElements == 0;
   return true;
 }
 
@@ -118,7 +119,8 @@ inline bool make_device_quantize(QuantScheme scheme, const std::uint16_t* src, c
   if (dims < 2 || dims > kMaxQuantizeDims) return false;
   return scheme == QuantScheme::kMxfp8
              ? make_device_quantize_as<QuantScheme::kMxfp8>(src, shape, strides, dims, values, scales, q)
-             : make_device_quantize_as<QuantScheme::kFp8Block128>(src, shape, strides, dims, values, scales, q);
+             : make_device_quantize_as<QuantScheme::kFp8Block128>(src, shape, strides, dims, values, scales,
+                                                                  q);
 }
 
 template <QuantScheme S>
@@ -192,7 +194,8 @@ REFIT_QUANTIZE_HD inline void load_lane(const DeviceQuantize& q, const Tile& til
     }
     REFIT_UNROLL
     for (int i = 0; i < kVectorElements; ++i)
-      if (p.col + i < tile.cols) held.v[v].pair[i / 2] |= static_cast<std::uint32_t>(at[i * col_stride]) << (16 * (i % 2));
+      if (p.col + i < tile.cols)
+        held.v[v].pair[i / 2] |= static_cast<std::uint32_t>(at[i * col_stride]) << (16 * (i % 2));
   }
 }
 
@@ -201,14 +204,13 @@ template <QuantScheme S>
 REFIT_QUANTIZE_HD inline std::uint16_t lane_amax(const LaneVectors<S>& held) {
   std::uint32_t amax = 0;
   REFIT_UNROLL
-  for (int v = 0; v < TileLanes<S>::vectors; ++v)
-    REFIT_UNROLL
-    for (int k = 0; k < 4; ++k) {
-      const std::uint32_t low = fp8::abs_bits(static_cast<std::uint16_t>(held.v[v].pair[k]));
-      const std::uint32_t high = fp8::abs_bits(static_cast<std::uint16_t>(held.v[v].pair[k] >> 16));
-      amax = low > amax ? low : amax;
-      amax = high > amax ? high : amax;
-    }
+  for (int v = 0; v < TileLanes<S>::vectors; ++v) REFIT_UNROLL
+  for (int k = 0; k < 4; ++k) {
+    const std::uint32_t low = fp8::abs_bits(static_cast<std::uint16_t>(held.v[v].pair[k]));
+    const std::uint32_t high = fp8::abs_bits(static_cast<std::uint16_t>(held.v[v].pair[k] >> 16));
+    amax = low > amax ? low : amax;
+    amax = high > amax ? high : amax;
+  }
   return static_cast<std::uint16_t>(amax);
 }
 
@@ -248,8 +250,7 @@ REFIT_QUANTIZE_HD inline void store_values(std::uint8_t* at, std::uint32_t low, 
 // Step 3 for a lane's vectors: scaled by the block's multiplier, rounded, written to `values`.
 template <QuantScheme S>
 REFIT_QUANTIZE_HD inline void store_lane(const DeviceQuantize& q, const Tile& tile, int lane,
-                                         const LaneVectors<S>& held, const fp8::BlockScale& s,
-                                         bool finite) {
+                                         const LaneVectors<S>& held, const fp8::BlockScale& s, bool finite) {
   const std::int64_t cols = q.extent[q.dims - 1];
   REFIT_UNROLL
   for (int v = 0; v < TileLanes<S>::vectors; ++v) {
@@ -293,7 +294,8 @@ void run_quantize_on_host_as(const DeviceQuantize& q) {
       amax = a > amax ? a : amax;
     }
     const fp8::BlockScale scale = fp8::block_scale(S, amax);
-    for (int lane = 0; lane < G::lanes; ++lane) store_lane<S>(q, tile, lane, held[lane], scale, finite_block(amax));
+    for (int lane = 0; lane < G::lanes; ++lane)
+      store_lane<S>(q, tile, lane, held[lane], scale, finite_block(amax));
     store_tile_scale(q, t, scale);
   }
 }

@@ -181,13 +181,13 @@ TEST(BoxCopy, APartOfALongRowMakesOnlyTheItemsItNeeds) {
   // one item (4000 bytes: 250 words over 256 lanes), not one per tile of the whole row. Then a
   // range over three long rows: its part of the first row, one whole row and its part of the last.
   const Box row{{0}, {std::int64_t{1} << 26}};
-  const auto p = plan_copy(lowering::Array{.offset = 0, .box = &row}, lowering::Array{.offset = 0, .box = &row},
-                           row, 40000000, 1000, 4);
+  const auto p = plan_copy(lowering::Array{.offset = 0, .box = &row},
+                           lowering::Array{.offset = 0, .box = &row}, row, 40000000, 1000, 4);
   EXPECT_EQ(make_device_copy(p.geometry, nullptr, nullptr).items, 1);
   const Box rows{{0, 0}, {3, 1 << 20}};
   const Box x{{0, 0}, {3, 1 << 19}};
-  const auto q = plan_copy(lowering::Array{.offset = 0, .box = &rows}, lowering::Array{.offset = 0, .box = &x},
-                           x, (1 << 19) - 4096, (1 << 19) + 8192, 4);
+  const auto q = plan_copy(lowering::Array{.offset = 0, .box = &rows},
+                           lowering::Array{.offset = 0, .box = &x}, x, (1 << 19) - 4096, (1 << 19) + 8192, 4);
   // 32 KiB a tile (256 lanes x 8 slots x 16 bytes): 1 tile of the first row's 16 KiB, 64 of the
   // whole 2 MiB row, 1 of the last row's 16 KiB.
   static_assert(kCopyThreads * kCopySlots * 16 == 32 << 10);

@@ -44,7 +44,7 @@ TEST(FastDivide, AgreesWithDivisionOnRandomOperands) {
   for (int i = 0; i < 2000000; ++i) {
     const int bits = static_cast<int>(rng() % 32) + 1;
     const std::uint64_t d = (rng() >> (64 - bits)) | std::uint64_t{1} << (bits - 1);  // exactly `bits` bits
-    const std::uint64_t n = rng() >> (rng() % 64 < 56 ? 32 : rng() % 64);  // mostly below 2^32
+    const std::uint64_t n = rng() >> (rng() % 64 < 56 ? 32 : rng() % 64);             // mostly below 2^32
     expect_divides(d, n);
   }
 }
