@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Mapping, Optional
+from typing import Any, Callable, Iterator, Literal, Mapping, Optional, Sequence
 
 from refit import _refit
 from refit._errors import BadInput
@@ -142,24 +143,32 @@ def _conflict(executor: Executor, mine: list[_Claim]) -> str:
 
 
 class Prepared:
-    """A plan prepared on an executor with this rank's buffers; execute it every step."""
+    """A plan prepared on an executor with this process's buffers; execute it every step."""
 
-    def __init__(self, handle: _refit.Prepared, plan: Plan, buffers: dict[str, Any]) -> None:
-        """Made by :meth:`Executor.prepare`."""
+    def __init__(self, handle: _refit.Prepared, plan: Plan, buffers_by_rank: dict[int, dict[str, Any]]) -> None:
+        """Made by :meth:`Executor.prepare` (one plan rank) or :meth:`Executor.prepare_ranks`."""
         self._handle = handle
         self.plan = plan
-        self.buffers = buffers  # the arrays the executor reads or writes; kept alive with it
-        self._memory = {name: _memory(b) for name, b in buffers.items()}
-        self._storages = [_storage(b) for b in buffers.values()]
+        # The arrays the executor reads or writes, by plan rank; kept alive with it.
+        self.buffers_by_rank = buffers_by_rank
+        self._memory = {
+            (rank, name): _memory(b) for rank, buffers in buffers_by_rank.items() for name, b in buffers.items()
+        }
+        self._storages = [_storage(b) for buffers in buffers_by_rank.values() for b in buffers.values()]
+
+    @property
+    def buffers(self) -> dict[str, Any]:
+        """The arrays of this process's (first) plan rank."""
+        return self.buffers_by_rank[self.rank]
 
     def _check_memory(self) -> None:
         """Refuses a buffer whose memory moved since prepare: the executor reads and writes
         where it was (``param.data = ...``, ``resize_()`` or a CPU-offload round trip move it)."""
-        for name, was in self._memory.items():
-            now = _memory(self.buffers[name])
+        for (rank, name), was in self._memory.items():
+            now = _memory(self.buffers_by_rank[rank][name])
             if was is not None and now != was:
                 raise BadInput(
-                    f"rank {self.rank}: buffer '{name}': its memory moved since prepare() (from "
+                    f"rank {rank}: buffer '{name}': its memory moved since prepare() (from "
                     f"{was[1]} bytes at {was[0]:#x} to {now[1] if now else '?'} bytes at "
                     f"{now[0] if now else 0:#x}); prepare the plan again with the buffers as they are",
                     "mismatch",
@@ -167,8 +176,13 @@ class Prepared:
 
     @property
     def rank(self) -> int:
-        """This process's rank in the plan."""
+        """This process's rank in the plan (the first, when it runs several)."""
         return self._handle.rank
+
+    @property
+    def ranks(self) -> list[int]:
+        """The plan ranks this process runs."""
+        return list(self.buffers_by_rank)
 
     def execute(self) -> ExecutionReport:
         """Moves the bytes; the GIL is released meanwhile. Every rank calls it, as often as it
@@ -213,6 +227,13 @@ class Executor:
         direct_stores: store into peers' memory mapped into this process (same-host shared
             memory) instead of going through the transport.
         on_chunk_sent: called with (transfer, chunk) after each chunk this rank sent (progress).
+        comm_rank_of: ``nccl`` only: for every plan rank, the exchange rank whose process runs
+            it, so that a process runs several plan ranks on its GPU (:meth:`prepare_ranks`):
+            ``[0] * plan.problem.world_size`` runs a whole plan in one process over a
+            communicator of size 1 (every send NCCL's send to self). Default: plan rank r is
+            exchange rank r.
+        device: ``nccl`` only: the CUDA device of this process (default: its rank among the
+            exchange's ranks on this host, modulo the visible GPUs).
     """
 
     def __init__(
@@ -224,6 +245,8 @@ class Executor:
         staging: int = DEFAULT_STAGING,
         direct_stores: bool = True,
         on_chunk_sent: Optional[Callable[[int, int], None]] = None,
+        comm_rank_of: Optional[Sequence[int]] = None,
+        device: Optional[int] = None,
     ) -> None:
         if exchange is None:
             raise TypeError("Executor(name, exchange): an exchange is needed (see refit.exchange)")
@@ -241,10 +264,13 @@ class Executor:
             )
         if staging <= 0:
             raise ValueError(f"--staging: {staging} is not positive")
+        if device is not None and (isinstance(device, bool) or not isinstance(device, int) or device < 0):
+            raise ValueError(f"device: a CUDA device number (0, 1, ...), got {device!r}")
         self.exchange = exchange
         self._handle = _refit.Executor(
             name, exchange.allgather, exchange.rank, exchange.size, float(timeout), int(staging),
-            direct_stores, on_chunk_sent,
+            direct_stores, on_chunk_sent, None if comm_rank_of is None else [int(r) for r in comm_rank_of],
+            -1 if device is None else device,
         )  # fmt: skip
 
     @property
@@ -312,42 +338,84 @@ class Executor:
                 refuses before any byte moves.
             refit.Failure: this executor failed in an earlier execution (make a new one).
         """
-        # A mistake found here is refused through the collective prepare, as one the compiled part
-        # finds: raising on this rank alone would leave every other rank waiting for it.
-        refusal = ""
-        if storage not in ("logical", "framework"):
-            refusal = f"storage: {storage!r} is neither 'logical' nor 'framework'"
-        try:
-            own = dict(buffers)
-        except (TypeError, ValueError) as e:
-            refusal, own = refusal or f"buffers: not a mapping of names to arrays ({e})", {}
-        if storage == "framework":
-            own = fp8_parameter_buffers(own)
-        for name, buffer in own.items():
-            lazy = _lazy_view(buffer)
-            if lazy and not refusal:
-                refusal = (
-                    f"buffer '{name}': a torch tensor with a pending {lazy} its bytes do not show "
-                    f"(pass t.resolve_neg() / t.resolve_conj())"
-                )
+        refusal, own = _checked_buffers(buffers, storage)
         at = self.rank if rank is None else rank
         claims = _claims_of(at, at >= plan.problem.source_ranks, own)
+        with self._claiming(claims) as conflict:
+            handle = self._handle.prepare(
+                plan._handle, plan.problem._handle, at, own, storage == "framework", refusal or conflict,
+            )  # fmt: skip
+        return Prepared(handle, plan, {handle.rank: own})
+
+    def prepare_ranks(
+        self, plan: Plan, buffers: Mapping[int, Mapping[str, Any]], *, storage: Storage = "logical"
+    ) -> Prepared:
+        """Prepares the plan for several plan ranks of this process at once (``nccl`` with
+        ``comm_rank_of``: every plan rank it maps to this process's exchange rank); collective
+        like :meth:`prepare`. ``buffers`` maps each of those plan ranks to its buffers, keyed as
+        ``storage`` says (:meth:`prepare`); the executor then runs all of them, the traffic
+        between them being NCCL's send to self.
+
+        Example, a whole plan on one GPU::
+
+            alone = refit.exchange.from_callable(lambda data: [data], rank=0, size=1)
+            executor = refit.Executor("nccl", alone, comm_rank_of=[0] * problem.world_size)
+            prepared = executor.prepare_ranks(plan, {r: buffers_of(r) for r in range(problem.world_size)})
+
+        Raises:
+            refit.BadInput: as :meth:`prepare`, naming the rank; or an executor that runs one
+                plan rank per process (``ucx``).
+        """
+        ranks = [int(r) for r in buffers]
+        checked = [_checked_buffers(buffers[r], storage) for r in ranks]
+        refusal = next((f"rank {r}: {why}" for r, (why, _) in zip(ranks, checked) if why), "")
+        owns = [own for _, own in checked]
+        claims = [c for r, own in zip(ranks, owns) for c in _claims_of(r, r >= plan.problem.source_ranks, own)]
+        with self._claiming(claims) as conflict:
+            handle = self._handle.prepare_ranks(
+                plan._handle, plan.problem._handle, ranks, owns, storage == "framework", refusal or conflict
+            )
+        return Prepared(handle, plan, dict(zip(ranks, owns)))
+
+    @contextlib.contextmanager
+    def _claiming(self, claims: list[_Claim]) -> Iterator[str]:
+        """Claims this executor's memory for the prepare inside the block, giving what it shares
+        with another executor's (a refusal, "" when nothing); a prepare that raises gives it up."""
         with _CLAIMS_LOCK:
-            refusal = refusal or _conflict(self, claims)
+            conflict = _conflict(self, claims)
             _CLAIMS.setdefault(self, []).extend(claims)
         try:
-            handle = self._handle.prepare(
-                plan._handle, plan.problem._handle, at, own, storage == "framework", refusal
-            )
+            yield conflict
         except BaseException:
             with _CLAIMS_LOCK:
-                kept = _CLAIMS.get(self, [])
-                _CLAIMS[self] = [c for c in kept if c not in claims]
+                _CLAIMS[self] = [c for c in _CLAIMS.get(self, []) if c not in claims]
             raise
-        return Prepared(handle, plan, own)
 
     def __repr__(self) -> str:
         return f"<refit.Executor {self.name} rank {self.rank} of {self.exchange.size}>"
+
+
+def _checked_buffers(buffers: Mapping[str, Any], storage: Storage) -> tuple[str, dict[str, Any]]:
+    """What is wrong with a rank's buffers ("" when nothing) and the buffers as the compiled part
+    takes them. A mistake found here is refused through the collective prepare, as one the
+    compiled part finds: raising on this rank alone would leave every other rank waiting."""
+    refusal = ""
+    if storage not in ("logical", "framework"):
+        refusal = f"storage: {storage!r} is neither 'logical' nor 'framework'"
+    try:
+        own = dict(buffers)
+    except (TypeError, ValueError) as e:
+        refusal, own = refusal or f"buffers: not a mapping of names to arrays ({e})", {}
+    if storage == "framework":
+        own = fp8_parameter_buffers(own)
+    for name, buffer in own.items():
+        lazy = _lazy_view(buffer)
+        if lazy and not refusal:
+            refusal = (
+                f"buffer '{name}': a torch tensor with a pending {lazy} its bytes do not show "
+                f"(pass t.resolve_neg() / t.resolve_conj())"
+            )
+    return refusal, own
 
 
 #: The attribute of a Transformer Engine fp8 parameter holding its rowwise scales, and the suffix

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -20,6 +21,9 @@
 #include "refit/core/try.h"
 #include "refit/executors/agreement.h"
 #include "refit/executors/sequenced_bootstrap.h"
+#if defined(REFIT_HAVE_NCCL)
+#include "refit/executors/nccl/nccl_executor.h"
+#endif
 
 namespace refit::python {
 namespace {
@@ -145,10 +149,10 @@ std::function<bool()> signal_check(std::shared_ptr<std::atomic<bool>> seen) {
 
 // The prepared plan with the arrays whose memory it registered: the executor goes first.
 struct PreparedHandle {
-  RankArrays arrays;
+  std::vector<RankArrays> arrays;  // of each plan rank this process runs
   std::unique_ptr<PreparedPlan> prepared;
   ExecutorHandle* owner = nullptr;  // kept alive by the Python object (keep_alive)
-  std::int32_t rank = 0;
+  std::int32_t rank = 0;            // the first of them
   std::string plan_hash;
 };
 
@@ -184,8 +188,30 @@ std::function<void(std::int32_t, std::int64_t)> chunk_callback(std::shared_ptr<n
   };
 }
 
+// The executor `name`; with a plan-rank map or a device, the NCCL executor running several plan
+// ranks in this process (the only one that can).
+Result<std::unique_ptr<Executor>> make_backend(const std::string& name, Bootstrap& bootstrap,
+                                               const ExecutorOptions& options,
+                                               const std::optional<std::vector<std::int32_t>>& comm_rank_of,
+                                               int device) {
+  if (!comm_rank_of && device < 0) return make_executor(name, bootstrap, options);
+  if (name != "nccl")
+    return invalid(fmt::format("comm_rank_of, device: only the nccl executor takes them, not {}", name));
+#if defined(REFIT_HAVE_NCCL)
+  auto made =
+      REFIT_TRY(NcclExecutor::create(bootstrap, options,
+                                     NcclSetup{.device = device < 0 ? kDeviceOfHostRank : device,
+                                               .comm_rank_of = comm_rank_of.value_or(CommRankMap{})}));
+  return std::unique_ptr<Executor>(std::move(made));
+#else
+  return fail(ErrorCode::kUnsupported,
+              "the nccl executor is not in this build (it was built without CUDA and NCCL)");
+#endif
+}
+
 ExecutorHandle* make(const std::string& name, nb::callable exchange, std::int32_t rank, std::int32_t size,
-                     double timeout, std::int64_t staging, bool direct_stores, nb::object on_chunk_sent) {
+                     double timeout, std::int64_t staging, bool direct_stores, nb::object on_chunk_sent,
+                     std::optional<std::vector<std::int32_t>> comm_rank_of, int device) {
   if (size <= 0 || rank < 0 || rank >= size)
     raise_error(Error{.code = ErrorCode::kOutOfRange,
                       .message = fmt::format("rank {} is not one of the exchange's {} ranks", rank, size)});
@@ -198,7 +224,7 @@ ExecutorHandle* make(const std::string& name, nb::callable exchange, std::int32_
                                 .on_chunk_sent = chunk_callback(handle->on_chunk_sent),
                                 .interrupted = signal_check(handle->interrupted)};
   handle->sequenced = std::make_unique<SequencedBootstrap>(*handle->bootstrap);
-  auto made = make_executor(name, *handle->sequenced, options);
+  auto made = make_backend(name, *handle->sequenced, options, comm_rank_of, device);
   if (!made) raise_error(std::move(made.error()).in("--executor"));
   handle->executor = std::move(*made);
   return handle.release();
@@ -210,21 +236,15 @@ Result<RankArrays> framework_arrays(const ProblemHandle& problem, Rank rank, con
   return parameter_arrays(*problem.problem, *side.map, rank, arrays);
 }
 
-PreparedHandle* prepare(ExecutorHandle& self, const PlanHandle& plan, const ProblemHandle& problem,
-                        std::int32_t rank, const nb::dict& arrays, bool framework,
-                        const std::string& refusal) {
-  // This rank's arrays first; every rank learns whether every rank's are right before the
-  // executor's collective prepare, so that a refusal anywhere (a storage map that cannot be made
-  // included, or `refusal`, what the Python side found wrong) is a refusal everywhere.
-  auto mine = [&]() -> Result<RankArrays> {
-    if (self.failed) return std::unexpected(failed_before(*self.failed, "prepare"));
-    if (!refusal.empty()) return invalid(fmt::format("rank {}: {}", rank, refusal));
-    return framework ? framework_arrays(problem, Rank{rank}, arrays)
-                     : rank_arrays(*problem.problem, Rank{rank}, arrays);
-  }();
+// Every rank learns whether every process's arrays are right (`mine`) before the executor's
+// collective prepare (`prepare(arrays)`), so that a refusal anywhere (a storage map that cannot
+// be made included, or what the Python side found wrong) is a refusal everywhere.
+template <class Prepare>
+PreparedHandle* prepare_agreed(ExecutorHandle& self, const PlanHandle& plan, std::int32_t first_rank,
+                               Result<std::vector<RankArrays>> mine, Prepare prepare) {
   auto handle = std::make_unique<PreparedHandle>();
   handle->owner = &self;
-  handle->rank = rank;
+  handle->rank = first_rank;
   handle->plan_hash = plan_hash_hex(*plan.plan);
   Result<std::unique_ptr<PreparedPlan>> prepared;
   {
@@ -234,11 +254,73 @@ PreparedHandle* prepare(ExecutorHandle& self, const PlanHandle& plan, const Prob
     if (!agreed)
       prepared = std::unexpected(agreed.error());
     else
-      prepared = self.executor->prepare(*plan.plan, Rank{rank}, mine->buffers);
+      prepared = prepare(*mine);
   }
   handle->prepared = unwrap(std::move(prepared));
   handle->arrays = std::move(*mine);
   return handle.release();
+}
+
+// The arrays of `rank`, checked against its boxes or its side's parameters.
+Result<RankArrays> arrays_of(const ProblemHandle& problem, Rank rank, const nb::dict& arrays,
+                             bool framework) {
+  return framework ? framework_arrays(problem, rank, arrays) : rank_arrays(*problem.problem, rank, arrays);
+}
+
+PreparedHandle* prepare(ExecutorHandle& self, const PlanHandle& plan, const ProblemHandle& problem,
+                        std::int32_t rank, const nb::dict& arrays, bool framework,
+                        const std::string& refusal) {
+  auto mine = [&]() -> Result<std::vector<RankArrays>> {
+    if (self.failed) return std::unexpected(failed_before(*self.failed, "prepare"));
+    if (!refusal.empty()) return invalid(fmt::format("rank {}: {}", rank, refusal));
+    std::vector<RankArrays> one;
+    one.push_back(REFIT_TRY(arrays_of(problem, Rank{rank}, arrays, framework)));
+    return one;
+  }();
+  return prepare_agreed(self, plan, rank, std::move(mine), [&](const std::vector<RankArrays>& a) {
+    return self.executor->prepare(*plan.plan, Rank{rank}, a.front().buffers);
+  });
+}
+
+// The several plan ranks of this process on the NCCL executor (the only one that runs several).
+Result<std::unique_ptr<PreparedPlan>> prepare_several(Executor& executor, const Plan& plan,
+                                                      const std::vector<std::int32_t>& ranks,
+                                                      const std::vector<RankArrays>& arrays) {
+#if defined(REFIT_HAVE_NCCL)
+  if (auto* nccl = dynamic_cast<NcclExecutor*>(&executor)) {
+    std::vector<LocalRankBuffers> local;
+    for (std::size_t i = 0; i < ranks.size(); ++i)
+      local.push_back({.rank = Rank{ranks[i]}, .buffers = arrays[i].buffers});
+    return nccl->prepare_ranks(plan, local);
+  }
+#else
+  (void)plan;
+  (void)ranks;
+  (void)arrays;
+#endif
+  return fail(ErrorCode::kUnsupported,
+              fmt::format("prepare_ranks: the {} executor runs one plan rank per process", executor.name()));
+}
+
+PreparedHandle* prepare_ranks(ExecutorHandle& self, const PlanHandle& plan, const ProblemHandle& problem,
+                              const std::vector<std::int32_t>& ranks, const std::vector<nb::dict>& buffers,
+                              bool framework, const std::string& refusal) {
+  auto mine = [&]() -> Result<std::vector<RankArrays>> {
+    if (self.failed) return std::unexpected(failed_before(*self.failed, "prepare"));
+    if (!refusal.empty()) return invalid(refusal);
+    if (ranks.empty() || ranks.size() != buffers.size())
+      return invalid(
+          fmt::format("prepare_ranks: {} ranks and {} sets of buffers; one set per rank, at least one",
+                      ranks.size(), buffers.size()));
+    std::vector<RankArrays> all;
+    for (std::size_t i = 0; i < ranks.size(); ++i)
+      all.push_back(REFIT_TRY(arrays_of(problem, Rank{ranks[i]}, buffers[i], framework)));
+    return all;
+  }();
+  return prepare_agreed(self, plan, ranks.empty() ? 0 : ranks.front(), std::move(mine),
+                        [&](const std::vector<RankArrays>& a) {
+                          return prepare_several(*self.executor, *plan.plan, ranks, a);
+                        });
 }
 
 nb::dict execute(PreparedHandle& self) {
@@ -299,10 +381,12 @@ void bind_executor(nb::module_& m) {
                              "exchange; one per process.",
                              nb::type_slots(executor_slots))
       .def(nb::new_(&make), "name"_a, "exchange"_a, "rank"_a, "size"_a, "timeout"_a, "staging"_a,
-           "direct_stores"_a, "on_chunk_sent"_a = nb::none(),
+           "direct_stores"_a, "on_chunk_sent"_a = nb::none(), "comm_rank_of"_a = nb::none(), "device"_a = -1,
            "exchange(data: bytes) -> list[bytes] is an allgather over the job's processes (every "
            "process's data, by rank); rank and size are this process's place in it. timeout (seconds) "
-           "bounds every wait on a peer; staging (bytes) must be the same on every rank.")
+           "bounds every wait on a peer; staging (bytes) must be the same on every rank. nccl only: "
+           "comm_rank_of[plan rank] is the exchange rank whose process runs it (several plan ranks "
+           "per process, prepare_ranks), device the CUDA device (-1: the rank's on its host).")
       .def_prop_ro(
           "name", [](const ExecutorHandle& e) { return std::string(e.executor->name()); },
           "The backend: ucx or nccl.")
@@ -316,6 +400,10 @@ void bind_executor(nb::module_& m) {
            "rank's box (shape, dtype, contiguity, size); with framework, parameter name -> array for "
            "every parameter of the rank's side's storage map (Problem.storage), each checked against "
            "the parameter, the shards moved as regions of them.")
+      .def("prepare_ranks", &prepare_ranks, "plan"_a, "problem"_a, "ranks"_a, "buffers"_a,
+           "framework"_a = false, "refusal"_a = "", nb::keep_alive<0, 1>(),
+           "Collective, as prepare, for several plan ranks of this process (nccl with comm_rank_of): "
+           "buffers[i] are the buffers of ranks[i].")
       .def("allocate", &allocate, "nbytes"_a,
            "Host memory this executor moves fastest, uninitialised, as a uint8 numpy array.");
   nb::class_<PreparedHandle>(m, "Prepared", "A plan prepared on an executor with this rank's buffers.")

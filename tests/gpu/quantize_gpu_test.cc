@@ -1,14 +1,15 @@
-// The quantize kernel on a GPU: every reference vector (tests/data/quantize/vectors.json), read in
-// place from a padded (row-strided) device array, must come back bit for bit; and its throughput
-// on a 7168 x 2048 weight, printed for bench/RESULTS.md (docs/quantization.md has the figure the
-// simulator assumes until this one is measured).
+// The quantize kernels on a GPU: every reference vector (tests/data/quantize/vectors.json), read in
+// place from a row-padded device array, must come back bit for bit, through the 16-byte vector
+// loads (rows padded by 8 elements, so every vector stays aligned) and the element loads (padded
+// by 3); and the GPU's fp8 conversion instruction, which the kernels use for finite blocks, must
+// round every finite fp32 as fp32_to_e4m3 does. Throughput is bench/quantize_gpu_bench's.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <vector>
 
 #include "cuda_handles.h"
+#include "e4m3_check.h"
 #include "gpu_support.h"
 #include "quantize_kernel.h"
 #include "vectors.h"
@@ -40,54 +41,35 @@ testing::Expected quantize_on_gpu(QuantScheme s, const std::vector<std::uint16_t
 
 TEST(GpuQuantizeKernel, ReproducesTheReferenceVectors) {
   REFIT_REQUIRE_GPU();
-  for (const auto& c : testing::reference_vectors())
-    for (QuantScheme s : all_quant_schemes()) {
-      // Each row 3 elements longer than the weight: a shard of a wider tensor.
-      Shape padded = c.shape;
-      padded.back() += 3;
-      const Shape strides = testing::row_major_strides(padded);
-      std::vector<std::uint16_t> host(static_cast<std::size_t>(element_count(padded)), 0x7FC0);
-      const std::int64_t cols = c.shape.back();
-      for (std::int64_t i = 0; i < element_count(c.shape); ++i)
-        host[i / cols * (cols + 3) + i % cols] = c.input[i];
-      const auto got = quantize_on_gpu(s, host, c.shape, strides);
-      EXPECT_EQ(got.values, c.expected(s).values) << c.name << " " << quant_scheme_name(s);
-      EXPECT_EQ(got.scales, c.expected(s).scales) << c.name << " " << quant_scheme_name(s);
-    }
+  for (const std::int64_t pad : {8, 3})
+    for (const auto& c : testing::reference_vectors())
+      for (QuantScheme s : all_quant_schemes()) {
+        // Each row `pad` elements longer than the weight: a shard of a wider tensor.
+        Shape padded = c.shape;
+        padded.back() += pad;
+        const Shape strides = testing::row_major_strides(padded);
+        std::vector<std::uint16_t> host(static_cast<std::size_t>(element_count(padded)), 0x7FC0);
+        const std::int64_t cols = c.shape.back();
+        for (std::int64_t i = 0; i < element_count(c.shape); ++i)
+          host[static_cast<std::size_t>(i / cols * (cols + pad) + i % cols)] =
+              c.input[static_cast<std::size_t>(i)];
+        const auto got = quantize_on_gpu(s, host, c.shape, strides);
+        EXPECT_EQ(got.values, c.expected(s).values)
+            << c.name << " " << quant_scheme_name(s) << " pad " << pad;
+        EXPECT_EQ(got.scales, c.expected(s).scales)
+            << c.name << " " << quant_scheme_name(s) << " pad " << pad;
+      }
 }
 
-TEST(GpuQuantizeKernel, Throughput) {
+TEST(GpuQuantizeKernel, ConversionInstructionRoundsEveryFiniteFloatAsTheSoftwareDoes) {
   REFIT_REQUIRE_GPU();
-  const Shape shape{7168, 2048};
-  const std::int64_t n = element_count(shape);
-  DeviceMemory src, values, scales;
-  ASSERT_TRUE(src.allocate(n * 2, "src") && values.allocate(n, "values") && scales.allocate(n, "scales"));
-  cudaMemset(src.get(), 0x3F, n * 2);  // 0x3F3F: 0.75 everywhere
-  const Shape strides = testing::row_major_strides(shape);
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  for (QuantScheme s : all_quant_schemes()) {
-    constexpr int kRuns = 50;
-    const auto launch = [&] {
-      return nccl_detail::launch_quantize(s, reinterpret_cast<const std::uint16_t*>(src.get()), shape.data(),
-                                          strides.data(), 2, reinterpret_cast<std::uint8_t*>(values.get()),
-                                          scales.get(), nullptr);
-    };
-    ASSERT_EQ(launch(), cudaSuccess);  // warm-up
-    cudaEventRecord(start);
-    for (int r = 0; r < kRuns; ++r) launch();
-    cudaEventRecord(stop);
-    ASSERT_EQ(cudaEventSynchronize(stop), cudaSuccess);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    const double seconds = ms / 1e3 / kRuns;
-    std::printf("quantize %s 7168x2048: %.1f us, %.0f GB/s of bf16 input, %.0f GB/s of HBM traffic\n",
-                std::string(quant_scheme_name(s)).c_str(), seconds * 1e6, 2.0 * n / seconds / 1e9,
-                3.0 * n / seconds / 1e9);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  gpu_testing::E4m3Check check;
+  ASSERT_EQ(gpu_testing::check_e4m3_conversion(check), cudaSuccess);
+  // Every fp32 but the 2^24 NaN and Inf encodings.
+  EXPECT_EQ(check.checked, (std::uint64_t{1} << 32) - (std::uint64_t{1} << 24));
+  EXPECT_EQ(check.mismatches, 0u) << "first at fp32 bits 0x" << std::hex << check.first_bits
+                                  << ": instruction 0x" << check.first_instruction << ", fp32_to_e4m3 0x"
+                                  << check.first_software;
 }
 
 }  // namespace

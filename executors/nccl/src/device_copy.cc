@@ -31,39 +31,52 @@ std::int32_t widest_unit(const CopyGeometry& g, std::uintptr_t src, std::uintptr
   return 1;
 }
 
-// Re-expresses the copy in units of `w` bytes: the inner dim becomes es*inner/w units.
-void regroup(DeviceCopy& c, const CopyGeometry& g, std::int32_t w) {
-  const std::int64_t es = g.element_size;
-  const int in = g.dims - 1;
-  const std::int64_t inner = g.extent[in];
-  const std::int64_t per_row = es * inner / w;
-  c.unit = w;
-  c.extent[in] = per_row;
-  for (int d = 0; d < in; ++d) {
-    c.src_stride[d] = es * g.src_stride[d] / w;
-    c.dst_stride[d] = es * g.dst_stride[d] / w;
-  }
-  const auto to_units = [&](std::int64_t e) { return (e / inner) * per_row + (e % inner) * es / w; };
-  c.first = to_units(g.first);
-  c.count = to_units(g.first + g.count) - c.first;
+// A misaligned contiguous row at least this long moves as bytes (16-byte stores, the partial end
+// words byte by byte); a shorter one moves in the widest unit its alignment allows.
+constexpr std::int64_t kMinByteRun = 64;
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+std::int32_t log2_of(std::int64_t power_of_two) {
+  return std::countr_zero(static_cast<std::uint64_t>(power_of_two));
 }
 
-// Short rows share an item (one thread per unit), long rows are cut into tiles of
-// kCopyThreads * kCopyUnroll units.
-void plan_threads(DeviceCopy& c) {
-  const std::int64_t inner = c.extent[c.dims - 1];
-  c.lanes = inner >= kCopyThreads
-                ? kCopyThreads
-                : static_cast<std::int32_t>(std::bit_ceil(static_cast<std::uint64_t>(inner)));
-  c.rows_per_item = kCopyThreads / c.lanes;
-  c.tile = c.lanes == kCopyThreads ? std::int64_t{kCopyThreads} * kCopyUnroll : c.lanes;
-  c.tiles_per_row = (inner + c.tile - 1) / c.tile;
-  if (c.count <= 0) {
-    c.items = 0;
+// Whether every row's part of the destination starts 16-byte aligned.
+bool destination_rows_aligned(const CopyGeometry& g, std::uintptr_t dst) {
+  const std::int64_t es = g.element_size;
+  bool aligned = dst % 16 == 0 && (es * (g.first % g.extent[g.dims - 1])) % 16 == 0;
+  for (int d = 0; d + 1 < g.dims; ++d) aligned = aligned && (es * g.dst_stride[d]) % 16 == 0;
+  return aligned;
+}
+
+// How the threads share the work (copy_kernel_body.h). `measure(length)` is how many words or
+// units a part of a row of `length` (in the row's measure) can take at most.
+template <class Measure>
+void plan_threads(DeviceCopy& c, Measure measure) {
+  constexpr std::int64_t slots = kCopySlots;
+  const std::int64_t rows = c.last_row - c.first_row + 1;
+  const std::int64_t whole = measure(rows == 1 ? c.last_hi - c.first_lo : c.row_length);
+  const std::int64_t lanes =
+      whole >= kCopyThreads ? kCopyThreads
+                            : static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(whole)));
+  const auto col_passes = std::min(
+      slots, static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(ceil_div(whole, lanes)))));
+  c.lanes_log2 = log2_of(lanes);
+  c.col_passes_log2 = log2_of(col_passes);
+  c.tile = lanes * col_passes;
+  const std::int64_t tiles_per_row = ceil_div(whole, c.tile);
+  c.by_tiles_per_row = make_divider(static_cast<std::uint64_t>(tiles_per_row));
+  if (tiles_per_row == 1) {  // whole short rows per item
+    c.rows_per_item = kCopyThreads / lanes * (slots / col_passes);
+    c.rows_begin = c.first_row;
+    c.items = ceil_div(rows, c.rows_per_item);
     return;
   }
-  const std::int64_t rows = (c.first + c.count - 1) / inner - c.first / inner + 1;
-  c.items = (rows + c.rows_per_item - 1) / c.rows_per_item * c.tiles_per_row;
+  // Long rows: an item is a tile of one row (then lanes == kCopyThreads, col_passes == slots).
+  c.rows_per_item = 1;
+  c.first_tiles = ceil_div(measure(rows == 1 ? c.last_hi - c.first_lo : c.row_length - c.first_lo), c.tile);
+  c.rows_begin = c.first_row + 1;
+  c.items = rows == 1 ? c.first_tiles
+                      : c.first_tiles + (rows - 2) * tiles_per_row + ceil_div(measure(c.last_hi), c.tile);
 }
 
 }  // namespace
@@ -100,19 +113,44 @@ DeviceCopy make_device_copy(const CopyGeometry& g, const std::byte* src, std::by
   c.src = src;
   c.dst = dst;
   c.dims = g.dims;
-  c.unit = g.element_size;
+  const std::int64_t es = g.element_size;
   for (int d = 0; d < g.dims; ++d) {
-    c.extent[d] = g.extent[d];
-    c.src_stride[d] = g.src_stride[d];
-    c.dst_stride[d] = g.dst_stride[d];
+    c.src_stride[d] = es * g.src_stride[d];
+    c.dst_stride[d] = es * g.dst_stride[d];
+    if (d >= 1 && d + 1 < g.dims) c.by_extent[d] = make_divider(static_cast<std::uint64_t>(g.extent[d]));
   }
-  c.first = g.first;
-  c.count = g.count;
+  if (g.count <= 0) return c;  // no items
   const int in = g.dims - 1;
-  if (g.src_stride[in] == 1 && g.dst_stride[in] == 1)
-    regroup(c, g,
-            widest_unit(g, reinterpret_cast<std::uintptr_t>(src), reinterpret_cast<std::uintptr_t>(dst)));
-  plan_threads(c);
+  const std::int64_t inner = g.extent[in];
+  c.first_row = g.first / inner;
+  c.last_row = (g.first + g.count - 1) / inner;
+  constexpr std::int64_t k2To32 = std::int64_t{1} << 32;
+  c.rows_below_2_32 = c.last_row < k2To32;
+  for (int d = 1; d + 1 < g.dims; ++d) c.rows_below_2_32 = c.rows_below_2_32 && g.extent[d] < k2To32;
+  const std::int64_t lo = g.first % inner;
+  const std::int64_t hi = (g.first + g.count - 1) % inner + 1;
+  const auto s = reinterpret_cast<std::uintptr_t>(src);
+  const auto d = reinterpret_cast<std::uintptr_t>(dst);
+  const bool contiguous = g.src_stride[in] == 1 && g.dst_stride[in] == 1;
+  const std::int32_t unit = contiguous ? widest_unit(g, s, d) : g.element_size;
+  if (contiguous && (unit == 16 || es * inner >= kMinByteRun)) {
+    c.mode = CopyMode::kBytes;
+    c.unit = 16;
+    c.row_length = es * inner;
+    c.first_lo = es * lo;
+    c.last_hi = es * hi;
+    // A run of n bytes covers at most ceil((n + 15) / 16) aligned words, n / 16 where it starts aligned.
+    const std::int64_t misalign = destination_rows_aligned(g, d) ? 0 : 15;
+    plan_threads(c, [&](std::int64_t bytes) { return ceil_div(bytes + misalign, 16); });
+    return c;
+  }
+  c.mode = CopyMode::kElements;
+  c.unit = unit;
+  c.row_length = es * inner / unit;
+  c.first_lo = es * lo / unit;
+  c.last_hi = es * hi / unit;
+  if (contiguous) c.src_stride[in] = c.dst_stride[in] = unit;
+  plan_threads(c, [](std::int64_t units) { return units; });
   return c;
 }
 

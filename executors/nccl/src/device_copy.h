@@ -1,7 +1,9 @@
 #pragma once
 // A strided box copy as the translation describes it (elements, positions in buffers) and as the
-// kernel runs it (units, pointers). make_device_copy picks the widest unit that the addresses,
-// strides and range allow, so an aligned contiguous run moves 16 bytes per access.
+// kernel runs it (copy_kernel_body.h: bytes or units, pointers). make_device_copy moves rows
+// contiguous on both sides as runs of bytes (16 bytes a store at any alignment) unless they are
+// short and misaligned, and everything else unit by unit in the widest unit the addresses,
+// strides and range allow.
 #include <cstdint>
 #include <span>
 

@@ -6,47 +6,78 @@ namespace {
 
 constexpr int kWarp = 32;
 constexpr int kWarps = kQuantizeThreads / kWarp;
-// Enough blocks to fill any current GPU several times over; more tiles are strided over them.
+// Enough blocks to keep every multiprocessor of current GPUs busy several times over; more tiles
+// are strided over them.
 constexpr std::int64_t kMaxBlocks = 8192;
+// mxfp8 tiles a thread takes part in at once: their loads are all in flight before the first
+// is used (4 x 16 bytes per thread).
+constexpr int kMxfp8TilesPerLane = 4;
 
-__device__ std::uint16_t warp_max(std::uint16_t v) {
+// The largest of `v` over the `lanes` consecutive lanes of a warp that share a tile.
+template <int Lanes>
+__device__ std::uint16_t shuffle_max(std::uint16_t v) {
   unsigned m = v;
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+  for (int offset = Lanes / 2; offset > 0; offset /= 2) {
     const unsigned other = __shfl_xor_sync(0xFFFFFFFFu, m, offset);
     m = other > m ? other : m;
   }
   return static_cast<std::uint16_t>(m);
 }
 
-// block128: a thread block per 128x128 tile; its warps' amax meet in shared memory.
-__global__ void __launch_bounds__(kQuantizeThreads) quantize_tile_per_block(const DeviceQuantize q) {
+// block128: a thread block per 128 x 128 tile, 8 vectors a thread; the warps' amax meet in
+// shared memory.
+__global__ void __launch_bounds__(kQuantizeThreads, 4) quantize_block128(const DeviceQuantize q) {
+  constexpr QuantScheme S = QuantScheme::kFp8Block128;
   __shared__ std::uint16_t partial[kWarps];
   const int lane = static_cast<int>(threadIdx.x);
   for (std::int64_t t = blockIdx.x; t < q.tiles; t += gridDim.x) {
-    const Tile tile = tile_of(q, t);
-    const std::uint16_t mine = warp_max(tile_partial_amax(q, tile, lane, kQuantizeThreads));
+    const Tile tile = tile_of<S>(q, t);
+    LaneVectors<S> held;
+    load_lane<S>(q, tile, lane, held);
+    const std::uint16_t mine = shuffle_max<kWarp>(lane_amax<S>(held));
     if (lane % kWarp == 0) partial[lane / kWarp] = mine;
     __syncthreads();
     std::uint16_t amax = 0;
     for (int w = 0; w < kWarps; ++w) amax = partial[w] > amax ? partial[w] : amax;
-    const fp8::BlockScale s = fp8::block_scale(q.scheme, amax);
-    tile_convert(q, tile, s.multiplier, lane, kQuantizeThreads);
+    const fp8::BlockScale s = fp8::block_scale(S, amax);
+    store_lane<S>(q, tile, lane, held, s, finite_block(amax));
     if (lane == 0) store_tile_scale(q, t, s);
     __syncthreads();  // every warp has read `partial` before the next tile overwrites it
   }
 }
 
-// mxfp8: a warp per 1x32 tile, a lane per element.
-__global__ void __launch_bounds__(kQuantizeThreads) quantize_tile_per_warp(const DeviceQuantize q) {
-  const int lane = static_cast<int>(threadIdx.x) % kWarp;
-  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * kWarps + threadIdx.x / kWarp;
-  for (std::int64_t t = first; t < q.tiles; t += static_cast<std::int64_t>(gridDim.x) * kWarps) {
-    const Tile tile = tile_of(q, t);
-    const std::uint16_t amax = warp_max(tile_partial_amax(q, tile, lane, kWarp));
-    const fp8::BlockScale s = fp8::block_scale(q.scheme, amax);
-    tile_convert(q, tile, s.multiplier, lane, kWarp);
-    if (lane == 0) store_tile_scale(q, t, s);
+// mxfp8: 4 lanes per 1 x 32 tile, kMxfp8TilesPerLane tiles a lane; a block covers
+// 64 * kMxfp8TilesPerLane consecutive tiles per round. Every lane runs every round (the shuffles
+// need the whole warp); lanes past the last tile hold an empty one.
+__global__ void __launch_bounds__(kQuantizeThreads) quantize_mxfp8(const DeviceQuantize q) {
+  constexpr QuantScheme S = QuantScheme::kMxfp8;
+  constexpr int kLanes = TileLanes<S>::lanes;
+  constexpr int kGroups = kQuantizeThreads / kLanes;
+  const int lane = static_cast<int>(threadIdx.x) % kLanes;
+  const int group = static_cast<int>(threadIdx.x) / kLanes;
+  const std::int64_t per_round = std::int64_t{kGroups} * kMxfp8TilesPerLane;
+  for (std::int64_t first = blockIdx.x * per_round; first < q.tiles; first += gridDim.x * per_round) {
+    Tile tile[kMxfp8TilesPerLane];
+    LaneVectors<S> held[kMxfp8TilesPerLane];
+#pragma unroll
+    for (int j = 0; j < kMxfp8TilesPerLane; ++j) {
+      const std::int64_t t = first + j * kGroups + group;
+      tile[j] = t < q.tiles ? tile_of<S>(q, t) : Tile{};
+      load_lane<S>(q, tile[j], lane, held[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < kMxfp8TilesPerLane; ++j) {
+      const std::uint16_t amax = shuffle_max<kLanes>(lane_amax<S>(held[j]));
+      const fp8::BlockScale s = fp8::block_scale(S, amax);
+      store_lane<S>(q, tile[j], lane, held[j], s, finite_block(amax));
+      const std::int64_t t = first + j * kGroups + group;
+      if (lane == 0 && t < q.tiles) store_tile_scale(q, t, s);
+    }
   }
+}
+
+unsigned blocks_for(std::int64_t work) {
+  return static_cast<unsigned>(work < kMaxBlocks ? work : kMaxBlocks);
 }
 
 }  // namespace
@@ -60,12 +91,11 @@ cudaError_t launch_quantize(QuantScheme scheme, const std::uint16_t* src, const 
     return cudaErrorInvalidValue;
   if (q.tiles == 0) return cudaSuccess;
   if (scheme == QuantScheme::kMxfp8) {
-    const std::int64_t blocks = (q.tiles + kWarps - 1) / kWarps;
-    quantize_tile_per_warp<<<static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks),
-                             kQuantizeThreads, 0, stream>>>(q);
+    const std::int64_t per_block =
+        std::int64_t{kQuantizeThreads} / TileLanes<QuantScheme::kMxfp8>::lanes * kMxfp8TilesPerLane;
+    quantize_mxfp8<<<blocks_for((q.tiles + per_block - 1) / per_block), kQuantizeThreads, 0, stream>>>(q);
   } else {
-    quantize_tile_per_block<<<static_cast<unsigned>(q.tiles < kMaxBlocks ? q.tiles : kMaxBlocks),
-                              kQuantizeThreads, 0, stream>>>(q);
+    quantize_block128<<<blocks_for(q.tiles), kQuantizeThreads, 0, stream>>>(q);
   }
   return cudaGetLastError();
 }

@@ -1,9 +1,11 @@
 // The copy geometry and the kernel's item code against brute force. The kernel body runs here on
 // the host exactly as on the GPU (copy_kernel_body.h), so these tests check its index arithmetic,
-// the unit widening and the thread split without a GPU.
+// the choice between byte runs and units, the shifted 16-byte words of misaligned runs and the
+// thread split without a GPU.
 #include <algorithm>
 #include <random>
 #include <set>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -29,7 +31,9 @@ Case random_case(Random& r) {
   const auto dims = static_cast<std::size_t>(r.uniform(1, 4));
   Case c;
   c.es = std::int64_t{1} << r.uniform(0, 3);
-  const Box outer = r.box(dims, 7);
+  // Rows of up to 80 elements in one or two dims, so that misaligned runs of 64 bytes and more
+  // (moved as shifted 16-byte words) occur as well as short ones (moved unit by unit).
+  const Box outer = r.box(dims, dims <= 2 && r.uniform(0, 1) ? 80 : 7);
   c.x = r.inside(outer);
   // Arrays holding x; sometimes exactly x (contiguous), sometimes larger (strided).
   c.src_array = r.uniform(0, 2) == 0 ? c.x : outer;
@@ -48,9 +52,17 @@ Case random_case(Random& r) {
   return c;
 }
 
+// How a copy moves: "bytes", "bytes shifted" (source and destination apart by no multiple of
+// 16) or "units of N".
+std::string path_of(const DeviceCopy& c) {
+  if (c.mode == CopyMode::kElements) return "units of " + std::to_string(c.unit);
+  const auto apart = reinterpret_cast<std::uintptr_t>(c.src) - reinterpret_cast<std::uintptr_t>(c.dst);
+  return apart % 16 == 0 ? "bytes" : "bytes shifted";
+}
+
 TEST(BoxCopy, KernelItemCodeMatchesBruteForce) {
   Random r(2);
-  std::set<std::int32_t> units;
+  std::set<std::string> paths;
   for (int i = 0; i < 4000; ++i) {
     const Case c = random_case(r);
     const auto src_bytes = c.src_base + c.src_array.volume() * c.es;
@@ -70,12 +82,12 @@ TEST(BoxCopy, KernelItemCodeMatchesBruteForce) {
                                    lowering::Array{c.dst_base, &c.dst_array}, c.x, c.first, c.count, c.es);
     std::vector<DeviceCopy> batch{
         make_device_copy(planned.geometry, src.data() + planned.src_offset, dst.data() + planned.dst_offset)};
-    units.insert(batch[0].unit);
+    paths.insert(path_of(batch[0]));
     number_items(batch);
     run_batch_on_host(batch);
     ASSERT_EQ(dst, want) << "case " << i << ": x " << c.x.to_string() << " in " << c.src_array.to_string()
                          << " -> " << c.dst_array.to_string() << ", elements [" << c.first << ", +" << c.count
-                         << "), " << c.es << "-byte, unit " << batch[0].unit;
+                         << "), " << c.es << "-byte, " << path_of(batch[0]);
     // copy_reach bounds exactly the bytes touched (relative to the origins).
     const auto reach = copy_reach(planned.geometry);
     const auto first = point_at(c.x, c.first);
@@ -84,7 +96,9 @@ TEST(BoxCopy, KernelItemCodeMatchesBruteForce) {
     EXPECT_EQ(planned.dst_offset + reach.dst_end,
               c.dst_base + (row_major_index(c.dst_array, last) + 1) * c.es);
   }
-  EXPECT_EQ(units, (std::set<std::int32_t>{1, 2, 4, 8, 16}));  // every width was exercised
+  // Every path was exercised.
+  EXPECT_EQ(paths, (std::set<std::string>{"bytes", "bytes shifted", "units of 1", "units of 2", "units of 4",
+                                          "units of 8"}));
 }
 
 TEST(BoxCopy, LongRowsAreCutIntoTilesOfTheBlock) {
@@ -109,8 +123,8 @@ TEST(BoxCopy, LongRowsAreCutIntoTilesOfTheBlock) {
         make_device_copy(p.geometry, src.data() + p.src_offset, dst.data() + p.dst_offset)};
     number_items(batch);
     run_batch_on_host(batch);
-    ASSERT_EQ(dst, want) << "case " << i << ": " << x.to_string() << " of " << array.to_string() << ", unit "
-                         << batch[0].unit;
+    ASSERT_EQ(dst, want) << "case " << i << ": " << x.to_string() << " of " << array.to_string() << ", "
+                         << path_of(batch[0]);
   }
 }
 
@@ -136,24 +150,48 @@ TEST(BoxCopy, ABatchOfCopiesRunsAsOne) {
   EXPECT_EQ(dst, want);
 }
 
-TEST(BoxCopy, WideContiguousRunsMoveSixteenBytesAtATime) {
-  // A [64, 128] bf16 array, rows 8..40 and columns 32..96: 128-byte runs, 16-byte aligned.
+TEST(BoxCopy, RunsMoveAsSixteenByteWordsAtAnyAlignment) {
+  // A [64, 128] bf16 array: rows of its boxes are contiguous on both sides.
   alignas(16) std::byte src[64 * 128 * 2];
-  alignas(16) std::byte dst[32 * 64 * 2];
+  alignas(16) std::byte dst[32 * 128 * 2];
   const Box array{{0, 0}, {64, 128}};
-  const Box x{{8, 32}, {32, 64}};
-  const auto p = plan_copy(lowering::Array{.offset = 0, .box = &array},
-                           lowering::Array{.offset = 0, .box = &x}, x, 0, x.volume(), 2);
-  const auto c = make_device_copy(p.geometry, src + p.src_offset, dst + p.dst_offset);
-  EXPECT_EQ(c.unit, 16);
-  EXPECT_EQ(c.dims, 2);
-  EXPECT_EQ(c.extent[1], 64 * 2 / 16);  // 8 units per row
-  EXPECT_EQ(c.src_stride[0], 128 * 2 / 16);
-  // Odd columns break the 16-byte alignment of every row but the first: 2-byte units.
-  const Box odd{{8, 33}, {32, 63}};
-  const auto q = plan_copy(lowering::Array{.offset = 0, .box = &array},
-                           lowering::Array{.offset = 0, .box = &odd}, odd, 0, odd.volume(), 2);
-  EXPECT_EQ(make_device_copy(q.geometry, src + q.src_offset, dst + q.dst_offset).unit, 2);
+  const auto device_copy = [&](const Box& x) {
+    const auto p = plan_copy(lowering::Array{.offset = 0, .box = &array},
+                             lowering::Array{.offset = 0, .box = &x}, x, 0, x.volume(), 2);
+    return make_device_copy(p.geometry, src + p.src_offset, dst + p.dst_offset);
+  };
+  // Columns 32..96: 128-byte runs, 16-byte aligned on both sides: 8 words a row, 8 lanes a row,
+  // 32 rows a pass, so one item (kCopySlots passes) covers all 32 rows.
+  const auto aligned = device_copy(Box{{8, 32}, {32, 64}});
+  EXPECT_EQ(aligned.mode, CopyMode::kBytes);
+  EXPECT_EQ(aligned.row_length, 128);
+  EXPECT_EQ(aligned.src_stride[0], 128 * 2);
+  EXPECT_EQ(1 << aligned.lanes_log2, 8);
+  EXPECT_EQ(aligned.items, 1);
+  // Odd columns: 126-byte runs at odd 2-byte offsets, still 16-byte stores (shifted words).
+  EXPECT_EQ(device_copy(Box{{8, 33}, {32, 63}}).mode, CopyMode::kBytes);
+  // Short misaligned runs (10 bytes) move in the widest unit that fits: 2 bytes.
+  const auto short_runs = device_copy(Box{{8, 33}, {32, 5}});
+  EXPECT_EQ(short_runs.mode, CopyMode::kElements);
+  EXPECT_EQ(short_runs.unit, 2);
+}
+
+TEST(BoxCopy, APartOfALongRowMakesOnlyTheItemsItNeeds) {
+  // 1000 elements from the middle of a contiguous row of 2^26 int32 (a chunk of a large weight):
+  // one item (4000 bytes: 250 words over 256 lanes), not one per tile of the whole row. Then a
+  // range over three long rows: its part of the first row, one whole row and its part of the last.
+  const Box row{{0}, {std::int64_t{1} << 26}};
+  const auto p = plan_copy(lowering::Array{.offset = 0, .box = &row},
+                           lowering::Array{.offset = 0, .box = &row}, row, 40000000, 1000, 4);
+  EXPECT_EQ(make_device_copy(p.geometry, nullptr, nullptr).items, 1);
+  const Box rows{{0, 0}, {3, 1 << 20}};
+  const Box x{{0, 0}, {3, 1 << 19}};
+  const auto q = plan_copy(lowering::Array{.offset = 0, .box = &rows},
+                           lowering::Array{.offset = 0, .box = &x}, x, (1 << 19) - 4096, (1 << 19) + 8192, 4);
+  // 32 KiB a tile (256 lanes x 8 slots x 16 bytes): 1 tile of the first row's 16 KiB, 64 of the
+  // whole 2 MiB row, 1 of the last row's 16 KiB.
+  static_assert(kCopyThreads * kCopySlots * 16 == 32 << 10);
+  EXPECT_EQ(make_device_copy(q.geometry, nullptr, nullptr).items, 1 + 64 + 1);
 }
 
 TEST(BoxCopy, MergesDimsContiguousInBothArrays) {
