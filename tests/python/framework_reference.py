@@ -84,6 +84,7 @@ class Model:
     vocab: int
     intermediate: int
     experts: int = 0
+    expert_groups: int = 1  # n_group: vLLM's num_expert_group
     moe_intermediate: int = 0
     qk_norm: bool = False
     qkv_bias: bool = False  # Qwen2: q/k/v biases
@@ -113,7 +114,7 @@ class Model:
                      kv_heads=c["num_key_value_heads"],
                      head_dim=c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"],
                      vocab=c["vocab_size"], intermediate=c["intermediate_size"],
-                     experts=experts,
+                     experts=experts, expert_groups=c.get("n_group") or 1,
                      moe_intermediate=c["intermediate_size"] if mixtral else c.get("moe_intermediate_size", 0),
                      qk_norm=c["model_type"].startswith("qwen3"), qkv_bias=c["model_type"] == "qwen2",
                      tied=c.get("tie_word_embeddings", False),
@@ -386,6 +387,7 @@ class Vllm:
     expert_parallel: bool = False
     placement: str = "linear"  # or "round_robin" (expert_placement_strategy)
     engines: int = 1
+    all2all: str = "allgather_reducescatter"  # all2all_backend
 
     @property
     def world(self) -> int:
@@ -401,12 +403,24 @@ def vllm_params(sd: Params, m: Model, c: Vllm, first_rank: int) -> dict[int, Par
     return {first_rank + e * size + r: params for e in range(c.engines) for r, params in one.items()}
 
 
+def _placement(m: Model, c: Vllm) -> str:
+    """The placement vLLM uses (determine_expert_placement_strategy): round_robin only with expert
+    groups, EP over several ranks, and with dp > 1 (all-to-all MoE kernels) on a backend that
+    builds round-robin routing tables."""
+    all_to_all = c.dp > 1
+    if c.placement != "round_robin" or m.expert_groups <= 1 or c.tp * c.dp <= 1:
+        return "linear"
+    if all_to_all and c.all2all not in ("deepep_low_latency", "nixl_ep"):
+        return "linear"
+    return "round_robin"
+
+
 def _experts_of(m: Model, c: Vllm, tp_rank: int, dp_rank: int) -> tuple[list[int], int, int]:
     """(experts held, MoE tp size, MoE tp rank): FusedMoEParallelConfig.make, determine_expert_map."""
     if not c.expert_parallel:
         return list(range(m.experts)), c.tp * c.dp, dp_rank * c.tp + tp_rank
     ep, ep_rank = c.tp * c.dp, dp_rank * c.tp + tp_rank
-    if c.placement == "round_robin":
+    if _placement(m, c) == "round_robin":
         return list(range(ep_rank, m.experts, ep)), 1, 0
     base, rem = divmod(m.experts, ep)
     start = ep_rank * base + min(ep_rank, rem)

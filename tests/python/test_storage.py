@@ -59,7 +59,8 @@ def _refit(tmp_path: Path, config: str, train: str, infer: str, problem: list[st
     t, i = _sizes(train), _sizes(infer)
     megatron = Megatron(**{k: v if k == "layout" else int(v) for k, v in t.items()})
     vllm = Vllm(tp=int(i.get("tp", 1)), dp=int(i.get("dp", 1)), expert_parallel=int(i.get("ep", 0)) > 0,
-                placement=i.get("placement", "linear"), engines=int(i.get("engines", 1)))  # fmt: skip
+                placement=i.get("placement", "linear"), engines=int(i.get("engines", 1)),
+                all2all=i.get("all2all", "allgather_reducescatter"))  # fmt: skip
     _write(training(state, model, megatron), tmp_path / "megatron")
     done = subprocess.run(
         ["mpirun", "--oversubscribe", "-np", str(megatron.world + vllm.world), cli, "run", *problem,

@@ -61,14 +61,16 @@ struct ParallelLayouts {
 // --dtype, --manifest), as the command line spells it.
 [[nodiscard]] Result<ReshardProblem> load_problem(const ProblemSource& source);
 
-// The layouts a model source names as its problem is built from them: the inference placement
-// resolved as vLLM resolves it (models/expert_placement.h), with a note, one sentence each, for
-// what was decided that the user did not ask for (a requested placement=round_robin that vLLM
-// would not keep, laid out linearly as vLLM will load it). Errors as load_problem's.
+// The layouts a model source names as its problem is built from them.
 struct ResolvedLayouts {
+  // The training and inference layouts, the inference placement resolved as vLLM resolves it
+  // (models/expert_placement.h).
   ParallelLayouts layouts;
+  // What was decided that the user did not ask for, a sentence each: a requested
+  // placement=round_robin that vLLM would not keep, laid out linearly as vLLM will load it.
   std::vector<std::string> notes;
 };
+// The resolved layouts of a model source (--model, --train, --infer); errors as load_problem's.
 [[nodiscard]] Result<ResolvedLayouts> resolve_layouts(const ProblemSource& source);
 
 // How one side of the problem the source describes (`problem`, which load_problem(source) made)
