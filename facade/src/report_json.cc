@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "refit/facade/prediction.h"
 #include "refit/planner/plan_json.h"
 #include "refit/planner/strategy.h"
 
@@ -22,6 +23,46 @@ nlohmann::ordered_json side_json(const lowering::SideSummary& s) {
           {"staged_chunks", s.staged},
           {"staged_bytes", s.staged_bytes.value},
           {"chunks_by_reason", reasons}};
+}
+
+nlohmann::ordered_json contributors_json(const PlanSimulation& s) {
+  auto out = nlohmann::ordered_json::array();
+  for (std::size_t i = 0; i < std::min<std::size_t>(5, s.contributors.size()); ++i)
+    out.push_back({{"what", s.contributors[i].what},
+                   {"seconds", s.contributors[i].time.value},
+                   {"steps", s.contributors[i].steps}});
+  return out;
+}
+
+nlohmann::ordered_json row_json(const Prediction& r, const LowerBound& lb) {
+  nlohmann::ordered_json j{{"strategy", r.strategy},
+                           {"deployment", r.deployment->name},
+                           {"predicted_s", r.sim.predicted.value},
+                           {"lower_bound_s", lb.time.value},
+                           {"ratio_to_lower_bound", r.sim.predicted / lb.time},
+                           {"network_bytes", r.stats.network_bytes.value},
+                           {"nvlink_bytes", r.stats.nvlink_bytes.value},
+                           {"max_nic_tx_bytes", r.stats.max_nic_tx.value},
+                           {"max_nic_rx_bytes", r.stats.max_nic_rx.value},
+                           {"transfers", r.stats.transfers},
+                           {"window", r.window},
+                           {"breakdown_s", breakdown_json(r.sim)},
+                           {"waiting_s", r.sim.waiting.value},
+                           {"contributors", contributors_json(r.sim)},
+                           {"plan_seconds", r.plan_seconds.value},
+                           {"simulate_seconds", r.simulate_seconds.value},
+                           {"tasks", r.sim.tasks},
+                           {"events", r.sim.events}};
+  if (r.speedup_vs_gather_broadcast) j["speedup_vs_gather_broadcast"] = *r.speedup_vs_gather_broadcast;
+  if (r.time_vs_refit) j["time_vs_refit"] = *r.time_vs_refit;
+  if (!r.notes.empty()) j["notes"] = r.notes;
+  if (!r.sensitivity.empty()) {
+    j["sensitivity"] = nlohmann::ordered_json::array();
+    for (const auto& s : r.sensitivity)
+      j["sensitivity"].push_back(
+          {{"constant", s.constant}, {"minus_20pct_s", s.lower.value}, {"plus_20pct_s", s.higher.value}});
+  }
+  return j;
 }
 
 nlohmann::ordered_json staging_json(const lowering::StagingDemand& s) {
@@ -71,9 +112,21 @@ nlohmann::ordered_json plan_report_json(const Plan& plan, const PlanStats& s, co
 }
 
 nlohmann::ordered_json breakdown_json(const PlanSimulation& s) {
-  return {{"latency", s.latency.value}, {"network", s.network.value},  {"nvlink", s.nvlink.value},
-          {"copy", s.copy.value},       {"pack_unpack", s.pack.value}, {"quantize", s.quantize.value},
-          {"fixed", s.fixed.value}};
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (std::size_t k = 0; k < kTimeKinds; ++k) {
+    const auto kind = static_cast<TimeKind>(k);
+    out[std::string(time_kind_name(kind))] = s.breakdown[kind].value;
+  }
+  return out;
+}
+
+nlohmann::ordered_json predictions_json(const Predictions& p) {
+  nlohmann::ordered_json j{{"cluster", p.cluster},
+                           {"lower_bound_s", p.bound.time.value},
+                           {"lower_bound_binding", p.bound.binding},
+                           {"strategies", nlohmann::ordered_json::array()}};
+  for (const auto& r : p.rows) j["strategies"].push_back(row_json(r, p.bound));
+  return j;
 }
 
 }  // namespace refit

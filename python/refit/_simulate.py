@@ -10,7 +10,8 @@ from typing import Optional, Sequence, Union
 
 from refit import _refit
 from refit._cluster import Cluster
-from refit._plan import DEFAULT_CHUNK_BYTES, Plan, lower_bound, plan
+from refit._errors import BadInput
+from refit._plan import DEFAULT_CHUNK_BYTES, Plan
 from refit._plan import strategies as _all_strategies
 from refit._problem import Problem
 
@@ -24,18 +25,6 @@ __all__ = [
     "deployments",
     "simulate",
 ]
-
-#: The prediction every other is compared with (``speedup_vs_gather_broadcast``): gather-broadcast
-#: as NeMo RL runs it, today's practice.
-BASELINE = ("gather-broadcast", "nemo-rl")
-#: refit as its own executors run it (``time_vs_refit``).
-REFIT = ("refit", "refit")
-#: The note of a deployed baseline's row that :func:`compare` ran quantised at the receivers: the
-#: deployed systems move bf16 and quantise on the inference side.
-RECEIVER_NOTE = "quantised at the receiver, bf16 on the network, as deployed today"
-
-#: Baselines also simulated as refit's executors would run their plans in :func:`compare`.
-IDEALISED = ("direct", "m2n-ring")
 
 
 @dataclass(frozen=True)
@@ -82,9 +71,10 @@ class CriticalStep:
 
 @dataclass(frozen=True)
 class Simulation:
-    """A prediction: the fields of one ``strategies[]`` row of ``refit simulate --json`` with the
-    command's top-level ``cluster`` and ``lower_bound_binding``, plus the busiest resources, the
-    critical path and (when asked for) the Chrome trace."""
+    """A prediction: the fields of one ``strategies[]`` row of ``refit simulate --json`` (the
+    library's one writer of them) with the command's top-level ``cluster`` and
+    ``lower_bound_binding``, plus the busiest resources, the critical path and (when asked for) the
+    Chrome trace."""
 
     strategy: str
     deployment: str
@@ -132,51 +122,29 @@ def deployments() -> list[tuple[str, str]]:
     return [(name, description) for name, description in _refit.deployments()]
 
 
-def _simulate_plan(
-    p: Plan, window: Optional[int], trace: Union[bool, str, Path], deployment: Optional[str]
-) -> Simulation:
+def _simulation(raw: dict, trace: Union[bool, str, Path]) -> Simulation:
+    """A prediction the compiled part made (a row of ``refit simulate --json`` and its extras)."""
+    for note in raw["notes"]:
+        warnings.warn(note, stacklevel=4)
+    text = raw.pop("trace", None)
+    if isinstance(trace, (str, Path)):
+        Path(trace).write_text(text or "")
+    return Simulation(
+        **{**raw, "breakdown_s": Breakdown(**raw["breakdown_s"]),
+           "contributors": [Contributor(**c) for c in raw["contributors"]],
+           "resources": [Resource(*r) for r in raw["resources"]],
+           "critical_path": [CriticalStep(*c) for c in raw["critical_path"]],
+           "speedup_vs_gather_broadcast": raw.get("speedup_vs_gather_broadcast"),
+           "time_vs_refit": raw.get("time_vs_refit")},
+        trace=text if trace is True else None,
+    )  # fmt: skip
+
+
+def _check(window: Optional[int], trace: Union[bool, str, Path]) -> None:
     if window is not None and window < 0:
         raise ValueError(f"--window: {window} is negative")
     if not isinstance(trace, (bool, str, os.PathLike)):
         raise TypeError(f"trace: True, False or a path, got {type(trace).__name__}")
-    placed = p.cluster.placed(p.problem)
-    raw = p._handle.simulate(p.problem._handle, placed, window, bool(trace), deployment)
-    for note in raw["notes"]:
-        warnings.warn(note, stacklevel=3)
-    key = (p.strategy, raw["deployment"])
-    stats = p.stats
-    bound = stats.lower_bound_s
-    text = raw.get("trace")
-    if isinstance(trace, (str, Path)):
-        Path(trace).write_text(text or "")
-    return Simulation(
-        strategy=p.strategy,
-        deployment=raw["deployment"],
-        predicted_s=raw["predicted_s"],
-        lower_bound_s=bound,
-        ratio_to_lower_bound=raw["predicted_s"] / bound if bound > 0 else float("inf"),
-        network_bytes=stats.network_bytes,
-        nvlink_bytes=stats.nvlink_bytes,
-        max_nic_tx_bytes=stats.max_nic_tx_bytes,
-        max_nic_rx_bytes=stats.max_nic_rx_bytes,
-        transfers=stats.transfers,
-        window=raw["window"],
-        breakdown_s=Breakdown(**raw["breakdown_s"]),
-        waiting_s=raw["waiting_s"],
-        contributors=[Contributor(*c) for c in raw["contributors"]],
-        plan_seconds=p.plan_seconds,
-        simulate_seconds=raw["simulate_seconds"],
-        tasks=raw["tasks"],
-        events=raw["events"],
-        speedup_vs_gather_broadcast=1.0 if key == BASELINE else None,
-        time_vs_refit=1.0 if key == REFIT else None,
-        cluster=placed.name,
-        lower_bound_binding=stats.lower_bound_binding,
-        resources=[Resource(*r) for r in raw["resources"]],
-        critical_path=[CriticalStep(*c) for c in raw["critical_path"]],
-        notes=list(raw["notes"]),
-        trace=text if trace is True else None,
-    )
 
 
 def simulate(
@@ -193,11 +161,13 @@ def simulate(
     deployment runs it. What a deployment had to assume is in ``.notes`` (and a warning).
 
     Args:
-        problem: the problem (planned here with ``strategy`` on ``cluster``), or a :class:`Plan`.
+        problem: the problem (planned here with ``strategy`` on ``cluster``), or a :class:`Plan`
+            (simulated as it is).
         deployment: who runs the plan (:func:`deployments`): ``refit`` (refit's executors),
             ``nemo-rl`` (NeMo RL's refit paths), ``m2n-bench`` (nccl_m2n's model benchmark),
             ``m2n-bench-all`` (the same with ``--no-dedup``: every layer timed).
-            Default: ``refit`` for refit's plans, ``nemo-rl`` for the baselines'.
+            Default: ``refit`` for refit's plans, ``nemo-rl`` for the baselines'. A deployed
+            baseline runs the problem quantised at the receivers, as deployed today.
         window: chunks a receiver grants each sender ahead; a (sender, receiver) pair sends its
             transfers in plan order (0: every transfer at once). Default: the pair window of the
             plan's execution model (16 for refit and direct, 0 for the NCCL baselines).
@@ -208,29 +178,16 @@ def simulate(
 
         refit.simulate(problem, cluster, strategy="refit").predicted_s
     """
+    _check(window, trace)
     if isinstance(problem, Plan):
-        return _simulate_plan(problem, window, trace, deployment)
+        placed = problem.cluster.placed(problem.problem)
+        raw = problem._handle.simulate(problem.problem._handle, placed, window, trace is not False, deployment)
+        return replace(_simulation(raw, trace), plan_seconds=problem.plan_seconds)
     if cluster is None:
         raise TypeError("simulate(problem, cluster): a cluster is needed to plan on")
-    return _simulate_plan(plan(problem, cluster, strategy, chunk_bytes=chunk_bytes), window, trace, deployment)
-
-
-def _relative(rows: list[Simulation]) -> list[Simulation]:
-    """Each row with its speed-up over deployed gather-broadcast and its time relative to refit."""
-    by_key = {(r.strategy, r.deployment): r for r in rows}
-    base, ours = by_key.get(BASELINE), by_key.get(REFIT)
-
-    def ratio(a: float, b: float) -> float:
-        return a / b if b > 0 else float("inf")
-
-    return [
-        replace(
-            r,
-            speedup_vs_gather_broadcast=ratio(base.predicted_s, r.predicted_s) if base else None,
-            time_vs_refit=ratio(r.predicted_s, ours.predicted_s) if ours else None,
-        )
-        for r in rows
-    ]
+    raw = _refit.predict(problem._handle, cluster.placed(problem), strategy, int(chunk_bytes), window,
+                         trace is not False, deployment)  # fmt: skip
+    return _simulation(raw, trace)
 
 
 def compare(
@@ -246,19 +203,14 @@ def compare(
     their plans; each with its speed-up over gather-broadcast and its time relative to refit.
 
     Args:
-        strategies: the strategies to compare (default: all of them, :func:`refit.strategies`).
+        strategies: the rows to keep, by strategy (default: all of them, :func:`refit.strategies`);
+            the speed-ups are still relative to gather-broadcast and refit.
     """
-    names = list(strategies) if strategies is not None else [s.name for s in _all_strategies()]
-    lower_bound(problem, cluster)  # refuses a cluster that cannot hold the job before planning
-    today = problem.quantized_at_receivers()
-    rows: list[Simulation] = []
-    for name in names:
-        made = plan(problem, cluster, name, chunk_bytes=chunk_bytes)
-        if today is None or name == "refit":
-            rows.append(_simulate_plan(made, window, False, None))
-        else:
-            deployed = _simulate_plan(plan(today, cluster, name, chunk_bytes=chunk_bytes), window, False, None)
-            rows.append(replace(deployed, notes=[*deployed.notes, RECEIVER_NOTE]))
-        if name in IDEALISED:
-            rows.append(_simulate_plan(made, window, False, "refit"))
-    return _relative(rows)
+    _check(window, False)
+    known = [s.name for s in _all_strategies()]
+    for name in strategies or []:
+        if name not in known:
+            raise BadInput(f"--strategy: unknown strategy '{name}' (expected {', '.join(known)})", "not found")
+    rows = [_simulation(raw, False) for raw in _refit.compare(problem._handle, cluster.placed(problem),
+                                                               int(chunk_bytes), window)]  # fmt: skip
+    return [r for r in rows if strategies is None or r.strategy in strategies]

@@ -16,6 +16,7 @@
 
 #include "bindings.h"
 #include "refit/core/text_file.h"
+#include "refit/facade/prediction.h"
 
 namespace refit::python {
 namespace {
@@ -111,76 +112,75 @@ nb::dict lower_bound_of(const ProblemHandle& problem, const ClusterHandle& clust
   return lower_bound_dict(lb);
 }
 
-// Who runs the plan: the named deployment, or the plan's strategy's default (refit's executors
-// for a plan of a strategy this build lacks), as refit simulate --deployment.
-const DeploymentInfo& deployment_of(const Plan& plan, const std::optional<std::string>& name) {
-  if (name) {
-    auto found = find_deployment(*name);
-    if (!found) raise_error(std::move(found).error().in("--deployment"));
-    return **found;
-  }
-  const auto info = find_strategy(plan.strategy);
-  return deployment_info(info ? default_deployment((*info)->id) : DeploymentId::kRefit);
+// A prediction as the Python package takes it: the fields of one row of refit simulate --json,
+// with the command's cluster and binding term, the resources, the critical path and the trace.
+nb::dict prediction_dict(const Predictions& p, std::size_t row, const std::ostringstream* trace) {
+  auto d = nb::cast<nb::dict>(python_of(predictions_json(p)["strategies"][row]));
+  const auto& r = p.rows[row];
+  d["cluster"] = p.cluster;
+  d["lower_bound_binding"] = p.bound.binding;
+  if (!d.contains("notes")) d["notes"] = nb::list();
+  nb::list resources;
+  for (const auto& res : r.sim.resources)
+    resources.append(nb::make_tuple(res.name, res.bytes.value, res.utilisation));
+  d["resources"] = resources;
+  nb::list critical;
+  for (const auto& c : r.sim.critical_path)
+    critical.append(nb::make_tuple(c.transfer, c.what, c.start.value, c.end.value));
+  d["critical_path"] = critical;
+  if (trace) d["trace"] = trace->str();
+  return d;
 }
 
-// What refit simulate computes for one plan as a deployment runs it: the prediction with its
-// critical-path breakdown and biggest contributors, the window it ran with, what the deployment
-// assumed, and (trace) the Chrome trace event JSON of refit simulate --trace.
+PredictOptions predict_options(std::optional<std::int32_t> window, std::optional<std::string> deployment) {
+  return PredictOptions{.deployment = deployment.value_or(""), .window = window};
+}
+
+// What refit simulate predicts of a plan made before (refit simulate --plan): as the deployment runs it.
 nb::dict simulate(const PlanHandle& p, const ProblemHandle& problem, const ClusterHandle& cluster,
-                  std::optional<std::int32_t> window, bool trace,
-                  std::optional<std::string> deployment_name) {
-  const Plan& plan = *p.plan;
-  const auto used_window = window.value_or(execution_model(plan.execution).pair_window);
-  if (used_window < 0)
-    raise_error(Error{.code = ErrorCode::kOutOfRange,
-                      .message = fmt::format("--window: {} is negative", used_window)});
-  const DeploymentInfo& deployment = deployment_of(plan, deployment_name);
+                  std::optional<std::int32_t> window, bool trace, std::optional<std::string> deployment) {
   std::ostringstream trace_text;
-  Result<CallSchedule> schedule;
-  Result<PlanSimulation> sim;
-  double seconds = 0;
-  {
+  auto options = predict_options(window, std::move(deployment));
+  options.trace = trace ? &trace_text : nullptr;
+  auto predicted = unwrap([&] {
     nb::gil_scoped_release release;
-    schedule = deploy(deployment, plan, *problem.problem, *cluster.placed);
-    if (schedule) {
-      PlanSimulationOptions options{
-          .trace = trace ? &trace_text : nullptr, .window = used_window, .calls = &*schedule};
-      const auto start = std::chrono::steady_clock::now();
-      sim = simulate_plan(plan, *problem.problem, *cluster.placed, options);
-      seconds = seconds_since(start);
-    }
-  }
-  if (!schedule) raise_error(std::move(schedule).error().in(fmt::format("--deployment {}", deployment.name)));
-  const auto& calls = *schedule;
-  const auto r = unwrap(std::move(sim));
-  nb::list resources;
-  for (const auto& res : r.resources)
-    resources.append(nb::make_tuple(res.name, res.bytes.value, res.utilisation));
-  nb::list critical;
-  for (const auto& c : r.critical_path)
-    critical.append(nb::make_tuple(c.transfer, c.what, c.start.value, c.end.value));
-  nb::list contributors;
-  for (std::size_t i = 0; i < std::min<std::size_t>(5, r.contributors.size()); ++i)
-    contributors.append(
-        nb::make_tuple(r.contributors[i].what, r.contributors[i].time.value, r.contributors[i].steps));
-  nb::list notes;
-  for (const auto& n : calls.notes) notes.append(n);
-  nb::dict d;
-  d["strategy"] = plan.strategy;
-  d["deployment"] = std::string(deployment.name);
-  d["predicted_s"] = r.predicted.value;
-  d["window"] = used_window;
-  d["breakdown_s"] = python_of(breakdown_json(r));
-  d["waiting_s"] = r.waiting.value;
-  d["contributors"] = contributors;
-  d["notes"] = notes;
-  d["simulate_seconds"] = seconds;
-  d["tasks"] = r.tasks;
-  d["events"] = r.events;
-  d["resources"] = resources;
-  d["critical_path"] = critical;
-  if (trace) d["trace"] = trace_text.str();
-  return d;
+    return predict({.source = problem.source, .problem = *problem.problem, .cluster = *cluster.placed},
+                   options, *p.plan);
+  }());
+  return prediction_dict(predicted, 0, trace ? &trace_text : nullptr);
+}
+
+// What refit simulate --strategy predicts: the strategy planned here, as the deployment runs it.
+nb::dict predict_strategy(const ProblemHandle& problem, const ClusterHandle& cluster,
+                          const std::string& strategy, std::int64_t chunk_bytes,
+                          std::optional<std::int32_t> window, bool trace,
+                          std::optional<std::string> deployment) {
+  std::ostringstream trace_text;
+  auto options = predict_options(window, std::move(deployment));
+  options.strategy = strategy;
+  options.plan.chunk = Bytes{chunk_bytes};
+  options.trace = trace ? &trace_text : nullptr;
+  auto predicted = unwrap([&] {
+    nb::gil_scoped_release release;
+    return predict({.source = problem.source, .problem = *problem.problem, .cluster = *cluster.placed},
+                   options);
+  }());
+  return prediction_dict(predicted, 0, trace ? &trace_text : nullptr);
+}
+
+// What refit simulate --compare predicts: every strategy, a dict each.
+nb::list compare_all(const ProblemHandle& problem, const ClusterHandle& cluster, std::int64_t chunk_bytes,
+                     std::optional<std::int32_t> window) {
+  auto options = predict_options(window, std::nullopt);
+  options.plan.chunk = Bytes{chunk_bytes};
+  auto predicted = unwrap([&] {
+    nb::gil_scoped_release release;
+    return compare({.source = problem.source, .problem = *problem.problem, .cluster = *cluster.placed},
+                   options);
+  }());
+  nb::list out;
+  for (std::size_t i = 0; i < predicted.rows.size(); ++i) out.append(prediction_dict(predicted, i, nullptr));
+  return out;
 }
 
 std::vector<std::tuple<std::string, std::string>> deployment_table() {
@@ -235,6 +235,13 @@ void bind_plan(nb::module_& m) {
            "Predicts the refit time on the cluster (refit simulate) as the deployment runs the plan "
            "(None: the strategy's default): window is the chunks granted ahead per (sender, receiver) "
            "pair (None: the execution model's); trace adds the Chrome trace event JSON.");
+  m.def("predict", &predict_strategy, "problem"_a, "cluster"_a, "strategy"_a, "chunk_bytes"_a,
+        "window"_a = nb::none(), "trace"_a = false, "deployment"_a = nb::none(),
+        "Plans the strategy and predicts it as the deployment runs it (refit simulate --strategy): a "
+        "deployed baseline runs the problem quantised at the receivers, as deployed today.");
+  m.def("compare", &compare_all, "problem"_a, "cluster"_a, "chunk_bytes"_a, "window"_a = nb::none(),
+        "Every strategy as its default deployment runs it, and direct and m2n-ring also as refit's "
+        "executors would (refit simulate --compare); a dict per row.");
   m.def("lower_bound", &lower_bound_of, "problem"_a, "cluster"_a,
         "The time no plan can beat on the cluster, which term binds, and each term.");
   m.def("deployments", &deployment_table,

@@ -18,7 +18,10 @@ using sim::TaskKind;
 
 std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 
-constexpr const char* kKindNames[] = {"network", "nvlink", "copy", "pack", "fixed", "quantize"};
+// By TaskKind: what a flow's time is (the breakdown's kind), and how a contributor's line says it.
+constexpr TimeKind kFlowTime[] = {TimeKind::kNetwork,    TimeKind::kNvlink, TimeKind::kCopy,
+                                  TimeKind::kPackUnpack, TimeKind::kFixed,  TimeKind::kQuantize};
+constexpr const char* kFlowPhrase[] = {"network", "nvlink", "copy", "pack", "fixed", "quantize"};
 
 // One critical-path step split into what it waited for before its bytes flowed (its latency:
 // a call's fixed cost, a pack or unpack, or per-message latency) and its flow time.
@@ -45,14 +48,14 @@ StepShare share_of(const sim::PlanModel& pm, const sim::SimulationResult& r, con
 }
 
 void fill_breakdown(PlanSimulation& out, const sim::PlanModel& pm, const sim::SimulationResult& r) {
-  Seconds* flow_slots[] = {&out.network, &out.nvlink, &out.copy, &out.pack, &out.fixed, &out.quantize};
+  auto& b = out.breakdown;
   for (const auto& step : r.critical_path) {
     const StepShare s = share_of(pm, r, step);
-    out.fixed += s.fixed;
-    out.pack += s.pack;
-    out.quantize += s.quantize;
-    out.latency += s.latency;
-    *flow_slots[pm.model.category(step.task)] += s.flow;
+    b[TimeKind::kFixed] += s.fixed;
+    b[TimeKind::kPackUnpack] += s.pack;
+    b[TimeKind::kQuantize] += s.quantize;
+    b[TimeKind::kLatency] += s.latency;
+    b[kFlowTime[pm.model.category(step.task)]] += s.flow;
   }
 }
 
@@ -79,7 +82,7 @@ void fill_contributors(PlanSimulation& out, const sim::PlanModel& pm, const sim:
     add(fmt::format("device copies of {}", group), s.pack);
     add(fmt::format("FP8 quantisation in {}", group), s.quantize);
     add(fmt::format("message latency of {}", group), s.latency);
-    add(fmt::format("{} time of {}", kKindNames[pm.model.category(step.task)], group), s.flow);
+    add(fmt::format("{} time of {}", kFlowPhrase[pm.model.category(step.task)], group), s.flow);
   }
   for (auto& [what, c] : by_what) out.contributors.push_back(std::move(c));
   std::ranges::sort(out.contributors, std::greater{}, [](const Contributor& c) { return c.time; });
@@ -128,15 +131,28 @@ void fill_resources(PlanSimulation& out, const sim::Model& m, const sim::Simulat
 void fill_critical_path(PlanSimulation& out, const sim::PlanModel& pm, const sim::SimulationResult& r) {
   for (const auto& step : r.critical_path) {
     const auto t = at(step.task.value);
-    out.critical_path.push_back(CriticalTransfer{.transfer = pm.transfer_of_task[t],
-                                                 .call = pm.call_of_task[t],
-                                                 .what = kKindNames[pm.model.category(step.task)],
-                                                 .start = step.from,
-                                                 .end = r.tasks[t].end});
+    out.critical_path.push_back(
+        CriticalTransfer{.transfer = pm.transfer_of_task[t],
+                         .call = pm.call_of_task[t],
+                         .what = std::string(time_kind_name(kFlowTime[pm.model.category(step.task)])),
+                         .start = step.from,
+                         .end = r.tasks[t].end});
   }
 }
 
 }  // namespace
+
+std::string_view time_kind_name(TimeKind kind) {
+  constexpr std::array<std::string_view, kTimeKinds> kNames = {"latency",     "network",  "nvlink", "copy",
+                                                               "pack_unpack", "quantize", "fixed"};
+  return kNames[static_cast<std::size_t>(kind)];
+}
+
+Seconds TimeBreakdown::total() const {
+  Seconds sum;
+  for (const Seconds s : by_kind_) sum += s;
+  return sum;
+}
 
 Result<PlanSimulation> simulate_plan(const Plan& plan, const ReshardProblem& problem,
                                      const PlacedCluster& cluster, const PlanSimulationOptions& options) {

@@ -72,6 +72,19 @@ def test_simulate_one_strategy_with_a_window_on_a_manifest(cli_json: Any, tmp_pa
         _compare_rows(expected, [refit.simulate(problem, cluster, strategy, window=int(window))])
 
 
+def test_simulate_a_baseline_with_fp8_runs_as_deployed_in_both(cli_json: Any) -> None:
+    # One prediction use case: a deployed baseline runs the problem quantised at the receivers in
+    # Python as in the command (Python used to predict the landing plan as NeMo RL runs it).
+    blocks = str(DATA / "models" / "small-llama-blocks.json")
+    args = [*_problem_args(blocks, "tp=2", "tp=2,dp=2"), "--cluster", "dgx-h100:gpus_per_node=2", "--quantize",
+            "fp8-block128", "--strategy", "direct"]  # fmt: skip
+    expected = cli_json("simulate", *args)
+    problem = refit.Problem.from_model(blocks, train="tp=2", infer="tp=2,dp=2", quantize="fp8-block128")
+    got = refit.simulate(problem, refit.Cluster.preset("dgx-h100:gpus_per_node=2"), "direct")
+    assert "quantised at the receiver, bf16 on the network, as deployed today" in got.notes
+    _compare_rows(expected, [got])
+
+
 def test_simulate_a_saved_plan_on_a_cluster_file(cli_json: Any, tmp_path: Path) -> None:
     problem = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2,etp=1", infer="tp=2")
     cluster = refit.Cluster.from_file(DATA / "topology" / "cluster_small.json")

@@ -200,8 +200,9 @@ TEST(Calls, CopiesBeforeGateSendsAndCopiesAfterFollowArrivals) {
                                       .transfers = {0}}}};
   const auto sim = simulated(whole_tensor_plan(p), p, c, s);
   EXPECT_NEAR(sim.predicted.value, 6 * kC + kAlpha + 2 * kU + f, 1e-9);
-  EXPECT_NEAR(sim.pack.value + sim.copy.value, 6 * kC, 1e-9);
-  EXPECT_NEAR(sim.fixed.value, f, 1e-9);
+  EXPECT_NEAR(sim.breakdown[TimeKind::kPackUnpack].value + sim.breakdown[TimeKind::kCopy].value, 6 * kC,
+              1e-9);
+  EXPECT_NEAR(sim.breakdown[TimeKind::kFixed].value, f, 1e-9);
 }
 
 TEST(Calls, ABroadcastRingCrossingDomainsRunsOneChannelPerNic) {

@@ -159,7 +159,7 @@ TEST(NemoRlCollective, BuffersCloseOnceTheyExceedTheTarget) {
   EXPECT_NE(std::ranges::find(broadcasts[2]->after, unpack0), broadcasts[2]->after.end());
   PlanSimulationOptions o{.calls = &s};
   const auto sim = simulate_plan(plan, p, c, o).value();
-  EXPECT_GT(sim.fixed.value, 0);
+  EXPECT_GT(sim.breakdown[TimeKind::kFixed].value, 0);
 }
 
 TEST(NemoRlCollective, WithoutGpuMemoryTheBuffersTakeTheirCapAndSaySo) {

@@ -35,7 +35,7 @@ TEST(LandingSimulation, TheStepWaitsForTheWholeCopyAndTheFp8WaitsForTheStep) {
   constexpr double kAlpha = 15e-6;
   const double q = 1.5 * 262144 / (0.69 * 1500e9 * 3.35 / 1.45);
   EXPECT_NEAR(sim.predicted.value, 2 * kAlpha + (262144 + 131104) / kB + q, 1e-9);
-  EXPECT_NEAR(sim.quantize.value, q, 1e-12);
+  EXPECT_NEAR(sim.breakdown[TimeKind::kQuantize].value, q, 1e-12);
   const auto step = std::ranges::find_if(sim.critical_path, [&](const CriticalTransfer& s) {
     return s.transfer >= 0 && plan.transfers[static_cast<std::size_t>(s.transfer)].quantises();
   });

@@ -36,7 +36,8 @@ TEST(PlanSimulation, OneMessageTakesLatencyPlusBytesOverBandwidth) {
   const auto c = testing::make_test_cluster(2, 1, 1, 1);
   const auto s = simulate_plan(make_plan("refit", p, c).value(), p, c).value();
   EXPECT_NEAR(s.predicted.value, kAlpha + 4096.0 * 1024 * 2 / kNicBw, 1e-9);
-  EXPECT_NEAR(s.network.value + s.latency.value, s.predicted.value, 1e-12);
+  EXPECT_NEAR(s.breakdown[TimeKind::kNetwork].value + s.breakdown[TimeKind::kLatency].value,
+              s.predicted.value, 1e-12);
 }
 
 // FP8 in flight: the same weight from one GPU to one on another node.
@@ -55,7 +56,7 @@ TEST(PlanSimulation, QuantisingAtTheSenderSendsHalfTheBytesAfterOnePassOverTheWe
   const auto c = testing::make_test_cluster(2, 1, 1, 1);
   const auto s = simulate_plan(make_plan("refit", p, c).value(), p, c).value();
   const double bf16 = 4096.0 * 1024 * 2, quantize = 1.5 * bf16 / (0.69 * 1500e9 * 3.35 / 1.45);
-  EXPECT_NEAR(s.quantize.value, quantize, 1e-12);
+  EXPECT_NEAR(s.breakdown[TimeKind::kQuantize].value, quantize, 1e-12);
   EXPECT_NEAR(s.predicted.value, quantize + kAlpha + (bf16 / 2 + 32 * 8 * 4) / kNicBw, 1e-9);
   const auto stats = compute_stats(make_plan("refit", p, c).value(), c);
   EXPECT_EQ(stats.network_bytes.value, 4096 * 1024 + 32 * 8 * 4);
@@ -69,7 +70,7 @@ TEST(PlanSimulation, QuantisingAtTheReceiverSendsBf16ThenQuantisesWhatLanded) {
   const auto s = simulate_plan(make_plan("refit", p, c).value(), p, c).value();
   const double bf16 = 4096.0 * 1024 * 2, quantize = 1.5 * bf16 / (0.69 * 1500e9 * 3.35 / 1.45);
   EXPECT_NEAR(s.predicted.value, kAlpha + bf16 / kNicBw + quantize, 1e-9);
-  EXPECT_NEAR(s.quantize.value, quantize, 1e-12);
+  EXPECT_NEAR(s.breakdown[TimeKind::kQuantize].value, quantize, 1e-12);
 }
 
 TEST(PlanSimulation, RingRelayPipelinesByChunk) {

@@ -2,6 +2,7 @@
 // Predicts how long a Plan takes on a Cluster: every transfer becomes flows on the resources it
 // crosses (NIC tx/rx, NVLink egress/ingress, copy engines, fabric uplinks when oversubscribed),
 // relays forward chunk by chunk, and the engine (simulate.h) shares bandwidth max-min fairly.
+#include <array>
 #include <functional>
 #include <optional>
 #include <ostream>
@@ -66,13 +67,31 @@ struct Contributor {
   std::int64_t steps;  // critical-path steps it adds up
 };
 
+// What the critical path's time is spent on: per-message latency, flow time over NICs, over NVLink
+// and between two ranks of one GPU, device copies (pack, unpack, stack, concatenate), FP8
+// quantisation (at senders, landing ranks or receivers), and calls' fixed costs (host work,
+// launches, barriers). A prediction's breakdown is indexed by it; time_kind_name is the one
+// spelling every output (JSON, tables, Python) uses.
+enum class TimeKind : std::uint8_t { kLatency, kNetwork, kNvlink, kCopy, kPackUnpack, kQuantize, kFixed };
+inline constexpr std::size_t kTimeKinds = 7;
+// "latency", "network", "nvlink", "copy", "pack_unpack", "quantize", "fixed"
+std::string_view time_kind_name(TimeKind kind);
+
+// Seconds by TimeKind.
+class TimeBreakdown {
+ public:
+  Seconds& operator[](TimeKind k) { return by_kind_[static_cast<std::size_t>(k)]; }
+  Seconds operator[](TimeKind k) const { return by_kind_[static_cast<std::size_t>(k)]; }
+  Seconds total() const;
+
+ private:
+  std::array<Seconds, kTimeKinds> by_kind_{};
+};
+
 struct PlanSimulation {
   Seconds predicted;
-  // Along the critical path; latency + network + nvlink + copy + pack + quantize + fixed ==
-  // predicted: per-message latency, flow time per link kind, device copies (pack, unpack, stack,
-  // concatenate), FP8 quantisation (at senders or receivers), and calls' fixed costs (host work,
-  // launches, barriers).
-  Seconds latency, network, nvlink, copy, pack, quantize, fixed;
+  // Along the critical path, by what it was spent on; its parts add up to `predicted`.
+  TimeBreakdown breakdown;
   // Of the flow time on the critical path, what calls spent after their average rank had
   // received all its bytes, waiting for the slowest one.
   Seconds waiting;

@@ -1,0 +1,83 @@
+#pragma once
+// The prediction use case, once: how long a refit takes on a cluster, for one strategy (or a plan
+// made before) as a deployment runs it, or for every strategy side by side. `refit simulate`
+// prints what these return and the Python package binds them; neither decides anything itself.
+#include <functional>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "refit/core/error.h"
+#include "refit/core/problem.h"
+#include "refit/facade/problem_source.h"
+#include "refit/planner/plan.h"
+#include "refit/planner/plan_stats.h"
+#include "refit/planner/strategy.h"
+#include "refit/simulator/deployment.h"
+#include "refit/simulator/plan_simulation.h"
+#include "refit/simulator/sensitivity.h"
+#include "refit/topology/rank_map.h"
+
+namespace refit {
+
+// One prediction: a plan, who ran it, and what the simulator found.
+struct Prediction {
+  std::string strategy;                               // the plan's
+  const DeploymentInfo* deployment = nullptr;         // who ran it
+  std::int32_t window = 0;                            // chunks in flight per (sender, receiver) pair
+  PlanStats stats;                                    // the plan's bytes and transfers
+  PlanSimulation sim;                                 // predicted time, breakdown, critical path
+  Seconds plan_seconds;                               // wall time spent planning (or loading the plan)
+  Seconds simulate_seconds;                           // wall time spent simulating
+  std::vector<Sensitivity> sensitivity;               // with PredictOptions::sensitivity
+  std::vector<std::string> notes;                     // what the deployment assumed, or ran instead
+  std::optional<double> speedup_vs_gather_broadcast;  // in a comparison with that baseline
+  std::optional<double> time_vs_refit;                // in a comparison with refit's own row
+};
+
+// What `refit simulate` prints of a problem: its lower bound and one prediction per row.
+struct Predictions {
+  std::string cluster;  // the cluster's name
+  LowerBound bound;     // of the problem as asked (every row is judged against it)
+  std::vector<Prediction> rows;
+};
+
+// The problem, as its source says (so that a baseline deployed today can be run on the problem
+// quantised at the receivers, as it is deployed), and the cluster it runs on.
+struct PredictionInputs {
+  const ProblemSource& source;  // a source without a model or manifest: no such second problem
+  const ReshardProblem& problem;
+  const PlacedCluster& cluster;
+};
+
+struct PredictOptions {
+  std::string strategy{strategy_info(kDefaultStrategy).name};  // planned with this, when no plan is given
+  PlanOptions plan;                                            // its chunk
+  std::string deployment;              // who runs it; empty: the strategy's default deployment
+  std::optional<std::int32_t> window;  // unset: the plan's execution model's pair window
+  bool sensitivity = false;            // simulate again with each constant -20% and +20%
+  std::ostream* trace = nullptr;       // Chrome trace event JSON of the predicted plan
+  std::function<void(std::string_view row, double fraction_done)> progress;  // on long simulations
+};
+
+// One strategy planned here (options.strategy), or `plan` (a plan file: simulated as it is; one of
+// a baseline that moves fp8 before the engines, which no deployed baseline does, runs as refit's
+// executors run it), as options.deployment runs it. A deployed baseline runs the problem quantised
+// at the receivers, as deployed today (a note says so). Errors name the option (--deployment,
+// --window, --strategy).
+[[nodiscard]] Result<Predictions> predict(const PredictionInputs& in, const PredictOptions& options,
+                                          const std::optional<Plan>& plan = std::nullopt);
+
+// Every strategy as its default deployment runs it, and direct and m2n-ring also as refit's
+// executors would run their plans; each with its speed-up over gather-broadcast as NeMo RL runs it
+// and its time relative to refit's own row. options.strategy names the row options.trace draws.
+[[nodiscard]] Result<Predictions> compare(const PredictionInputs& in, const PredictOptions& options);
+
+// `refit simulate --json`: the cluster, the bound and a row per prediction (the one writer of
+// these fields, for the command and the Python package).
+nlohmann::ordered_json predictions_json(const Predictions& p);
+
+}  // namespace refit

@@ -1,0 +1,170 @@
+#include "refit/facade/prediction.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "refit/core/try.h"
+#include "refit/refit.h"
+
+namespace refit {
+namespace {
+
+const char* const kReceiverNote = "quantised at the receiver, bf16 on the network, as deployed today";
+const char* const kFp8PlanNote =
+    "the plan file moves fp8 quantised before the engines, which no deployed baseline does: predicted as "
+    "refit's executors run it";
+
+Seconds since(std::chrono::steady_clock::time_point start) {
+  return Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+}
+
+// Whether some weight of the plan is quantised before it reaches the inference engines.
+bool quantises_before_engines(const Plan& plan) {
+  return std::ranges::any_of(plan.tensors, [](const TensorSpec& t) {
+    return t.quantization &&
+           (t.quantization->site == QuantSite::kSender || t.quantization->site == QuantSite::kLanding);
+  });
+}
+
+// The deployed baselines move bf16 and quantise on the inference side (NeMo RL quantises on the
+// receiver): the problem quantised at the receivers, when the one asked for quantises before the
+// engines; nothing otherwise, or when the source cannot say (a problem given as layouts).
+[[nodiscard]] Result<std::optional<ReshardProblem>> at_receivers(const ProblemSource& source) {
+  const auto& model = source.model_options;
+  const bool before_engines = model.quantize_at == quant_site_name(QuantSite::kSender) ||
+                              model.quantize_at == quant_site_name(QuantSite::kLanding);
+  if (model.quantize.empty() || !before_engines || (source.model.empty() && source.manifest.empty()))
+    return std::nullopt;
+  auto receivers = source;
+  receivers.model_options.quantize_at = quant_site_name(QuantSite::kReceiver);
+  return REFIT_TRY(load_problem(receivers));
+}
+
+// Who runs `plan`: options.deployment, or its strategy's default (refit's executors for a plan of a
+// strategy this build lacks).
+[[nodiscard]] Result<const DeploymentInfo*> deployment_for(const PredictOptions& o, const Plan& plan) {
+  if (!o.deployment.empty()) return REFIT_TRY_IN(find_deployment(o.deployment), "--deployment");
+  const auto info = find_strategy(plan.strategy);
+  return &deployment_info(info ? default_deployment((*info)->id) : DeploymentId::kRefit);
+}
+
+struct Planned {
+  Plan plan;
+  Seconds seconds;
+};
+
+[[nodiscard]] Result<Planned> plan_timed(const ReshardProblem& problem, const PlacedCluster& cluster,
+                                         std::string_view strategy, const PlanOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  auto made = REFIT_TRY(plan(problem, cluster, strategy, options));
+  return Planned{.plan = std::move(made), .seconds = since(start)};
+}
+
+// `planned` (a plan of `problem`) as `deployment` runs it; `traced`: the row options.trace draws.
+[[nodiscard]] Result<Prediction> run_row(const PredictOptions& o, const ReshardProblem& problem,
+                                         const PlacedCluster& cluster, const Planned& planned,
+                                         const DeploymentInfo& deployment, bool traced) {
+  const Plan& p = planned.plan;
+  const auto window = o.window.value_or(execution_model(p.execution).pair_window);
+  if (window < 0) return out_of_range(fmt::format("--window: {} is negative", window));
+  const auto schedule =
+      REFIT_TRY_IN(deploy(deployment, p, problem, cluster), fmt::format("--deployment {}", deployment.name));
+  const auto label = fmt::format("{} as {} runs it", p.strategy, deployment.name);
+  PlanSimulationOptions so{
+      .progress = nullptr, .trace = traced ? o.trace : nullptr, .window = window, .calls = &schedule};
+  if (o.progress) so.progress = [&](double done) { o.progress(label, done); };
+  const auto start = std::chrono::steady_clock::now();
+  Prediction row{.strategy = p.strategy,
+                 .deployment = &deployment,
+                 .window = window,
+                 .stats = compute_stats(p, cluster),
+                 .sim = REFIT_TRY(simulate_plan(p, problem, cluster, so)),
+                 .plan_seconds = planned.seconds,
+                 .simulate_seconds = since(start),
+                 .sensitivity = {},
+                 .notes = schedule.notes,
+                 .speedup_vs_gather_broadcast = std::nullopt,
+                 .time_vs_refit = std::nullopt};
+  if (o.sensitivity) {
+    const PlanSimulationOptions again{.window = window};
+    row.sensitivity = REFIT_TRY(refit::sensitivity(p, problem, cluster, deployment, again));
+  }
+  return row;
+}
+
+// The row of `strategy` as `deployment` runs it, if there is one.
+const Prediction* find_row(const std::vector<Prediction>& rows, StrategyId strategy,
+                           DeploymentId deployment) {
+  const auto it = std::ranges::find_if(rows, [&](const Prediction& r) {
+    const auto info = find_strategy(r.strategy);
+    return info && (*info)->id == strategy && r.deployment->id == deployment;
+  });
+  return it == rows.end() ? nullptr : &*it;
+}
+
+// Each row's speed-up over gather-broadcast as NeMo RL runs it (today's practice) and its time
+// relative to refit as its own executors run it, where those rows are there.
+void relate(std::vector<Prediction>& rows) {
+  const auto* base = find_row(rows, StrategyId::kGatherBroadcast, DeploymentId::kNemoRl);
+  const auto* ours = find_row(rows, StrategyId::kRefit, DeploymentId::kRefit);
+  const Seconds base_time = base ? base->sim.predicted : Seconds{};
+  const Seconds our_time = ours ? ours->sim.predicted : Seconds{};
+  for (auto& r : rows) {
+    if (base) r.speedup_vs_gather_broadcast = base_time / r.sim.predicted;
+    if (ours) r.time_vs_refit = r.sim.predicted / our_time;
+  }
+}
+
+}  // namespace
+
+Result<Predictions> predict(const PredictionInputs& in, const PredictOptions& o,
+                            const std::optional<Plan>& given) {
+  Predictions out{.cluster = in.cluster.name(), .bound = lower_bound(in.problem, in.cluster), .rows = {}};
+  const Planned planned = given ? Planned{.plan = *given, .seconds = Seconds{}}
+                                : REFIT_TRY(plan_timed(in.problem, in.cluster, o.strategy, o.plan));
+  const DeploymentInfo* deployment = REFIT_TRY(deployment_for(o, planned.plan));
+  // A plan file is what moves: a baseline's plan that quantises before the engines is nothing the
+  // deployed code runs, so refit's executors run it.
+  const bool fp8_plan =
+      given && deployment->id != DeploymentId::kRefit && quantises_before_engines(planned.plan);
+  if (fp8_plan) deployment = &deployment_info(DeploymentId::kRefit);
+  const auto receivers =
+      deployment->id == DeploymentId::kRefit || given ? std::nullopt : REFIT_TRY(at_receivers(in.source));
+  if (receivers) {
+    const auto today = REFIT_TRY(plan_timed(*receivers, in.cluster, o.strategy, o.plan));
+    out.rows.push_back(REFIT_TRY(run_row(o, *receivers, in.cluster, today, *deployment, true)));
+    out.rows.back().notes.emplace_back(kReceiverNote);
+  } else {
+    out.rows.push_back(REFIT_TRY(run_row(o, in.problem, in.cluster, planned, *deployment, true)));
+  }
+  if (fp8_plan) out.rows.back().notes.emplace_back(kFp8PlanNote);
+  relate(out.rows);
+  return out;
+}
+
+Result<Predictions> compare(const PredictionInputs& in, const PredictOptions& o) {
+  const StrategyInfo* chosen = REFIT_TRY_IN(find_strategy(o.strategy), "--strategy");
+  Predictions out{.cluster = in.cluster.name(), .bound = lower_bound(in.problem, in.cluster), .rows = {}};
+  const auto receivers = REFIT_TRY(at_receivers(in.source));
+  const auto& refit_executors = deployment_info(DeploymentId::kRefit);
+  for (const auto& s : strategies()) {
+    const auto& deployed = deployment_info(default_deployment(s.id));
+    const bool today = receivers && deployed.id != DeploymentId::kRefit;
+    const ReshardProblem& problem = today ? *receivers : in.problem;
+    const auto planned = REFIT_TRY(plan_timed(problem, in.cluster, s.name, o.plan));
+    out.rows.push_back(REFIT_TRY(run_row(o, problem, in.cluster, planned, deployed, &s == chosen)));
+    if (today) out.rows.back().notes.emplace_back(kReceiverNote);
+    // Beside a baseline of NCCL's algorithms, its plan as refit's executors would run it (the
+    // algorithm without the deployed code's calls); gather-broadcast's plan is refit's own
+    // strawman of the algorithm, so it has no such row.
+    if (s.id != StrategyId::kDirect && s.id != StrategyId::kM2nRing) continue;
+    const auto asked = today ? REFIT_TRY(plan_timed(in.problem, in.cluster, s.name, o.plan)) : planned;
+    out.rows.push_back(REFIT_TRY(run_row(o, in.problem, in.cluster, asked, refit_executors, false)));
+  }
+  relate(out.rows);
+  return out;
+}
+
+}  // namespace refit
