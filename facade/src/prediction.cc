@@ -62,6 +62,13 @@ struct Planned {
   return Planned{.plan = std::move(made), .seconds = since(start)};
 }
 
+Bytes moved_bytes(const ReshardProblem& problem, const std::vector<bool>& moved) {
+  Bytes sum;
+  for (std::size_t t = 0; t < moved.size(); ++t)
+    if (moved[t]) sum += problem.tensors()[t].tensor.bytes();
+  return sum;
+}
+
 // `planned` (a plan of `problem`) as `deployment` runs it; `traced`: the row options.trace draws.
 [[nodiscard]] Result<Prediction> run_row(const PredictOptions& o, const ReshardProblem& problem,
                                          const PlacedCluster& cluster, const Planned& planned,
@@ -76,10 +83,14 @@ struct Planned {
       .progress = nullptr, .trace = traced ? o.trace : nullptr, .window = window, .calls = &schedule};
   if (o.progress) so.progress = [&](double done) { o.progress(label, done); };
   const auto start = std::chrono::steady_clock::now();
+  const bool part = !schedule.moved_tensors.empty();
   Prediction row{.strategy = p.strategy,
                  .deployment = &deployment,
                  .window = window,
                  .stats = compute_stats(p, cluster),
+                 .moves_part = part,
+                 .moved_bytes = part ? moved_bytes(problem, schedule.moved_tensors) : problem.total_bytes(),
+                 .moved_bound = lower_bound(problem, cluster, schedule.moved_tensors),
                  .sim = REFIT_TRY(simulate_plan(p, problem, cluster, so)),
                  .plan_seconds = planned.seconds,
                  .simulate_seconds = since(start),

@@ -53,6 +53,11 @@ nlohmann::ordered_json row_json(const Prediction& r, const LowerBound& lb) {
                            {"simulate_seconds", r.simulate_seconds.value},
                            {"tasks", r.sim.tasks},
                            {"events", r.sim.events}};
+  if (r.moves_part) {
+    j["moved_bytes"] = r.moved_bytes.value;
+    j["moved_lower_bound_s"] = r.moved_bound.time.value;
+    j["ratio_to_moved_lower_bound"] = r.sim.predicted / r.moved_bound.time;
+  }
   if (r.speedup_vs_gather_broadcast) j["speedup_vs_gather_broadcast"] = *r.speedup_vs_gather_broadcast;
   if (r.time_vs_refit) j["time_vs_refit"] = *r.time_vs_refit;
   if (!r.notes.empty()) j["notes"] = r.notes;

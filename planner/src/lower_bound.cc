@@ -70,12 +70,20 @@ Seconds ratio(double bytes, double bytes_per_second) {
 }  // namespace
 
 LowerBound lower_bound(const ReshardProblem& problem, const PlacedCluster& c) {
+  return lower_bound(problem, c, {});
+}
+
+LowerBound lower_bound(const ReshardProblem& problem, const PlacedCluster& c,
+                       const std::vector<bool>& moved) {
   Needs n{.domain_bytes = std::vector<double>(c.cluster().domains().size()),
           .single_nic = std::vector<double>(c.cluster().nics().size()),
           .gpu_bytes = std::vector<double>(c.cluster().gpus().size()),
           .leaving_bytes = 0};
-  for (const auto& t : problem.tensors())
+  for (std::size_t i = 0; i < problem.tensors().size(); ++i) {
+    const auto& t = problem.tensors()[i];
+    if (!moved.empty() && !moved[i]) continue;
     if (auto o = overlaps(t.source, t.destination)) add_tensor(n, t, *o, c);
+  }
 
   LowerBound lb;
   const double oversub = c.cluster().fabric().oversubscription;

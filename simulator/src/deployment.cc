@@ -120,6 +120,31 @@ std::string pattern_of(std::string_view name) {
   return out;
 }
 
+// What the de-duplicated benchmark moves: its representatives, a part of the model, and a note
+// saying so (its figure is that part's time; the bound to judge it by is that part's).
+void note_representatives(
+    const ReshardProblem& problem,
+    const std::map<std::string, std::map<std::int32_t, std::vector<std::int32_t>>>& timed,
+    CallSchedule& schedule) {
+  std::vector<bool> moved(problem.tensors().size(), false);
+  Bytes bytes;
+  std::size_t count = 0;
+  for (const auto& [pattern, stages] : timed)
+    for (const auto& [stage, tensors] : stages)
+      for (const std::int32_t t : tensors) {
+        moved[at(t)] = true;
+        bytes += problem.tensors()[at(t)].tensor.bytes();
+        ++count;
+      }
+  if (count == moved.size()) return;  // every tensor is its pattern's only one on its stage
+  schedule.moved_tensors = std::move(moved);
+  schedule.notes.push_back(fmt::format(
+      "m2n-bench times one representative parameter per layer pattern and stage, as reshard_model_bench does "
+      "by default: {} of the {} tensors, {} of {} bytes; its figure is their time (m2n-bench-all times every "
+      "layer)",
+      count, problem.tensors().size(), bytes.value, problem.total_bytes().value));
+}
+
 // reshard_model_bench: per name pattern, the parameters of each stage one after another on that
 // stage's communicator (the stages' in parallel), the patterns one after another; its figure is
 // the sum over patterns. With its default de-duplication (`deduplicateParamsPP`) one
@@ -137,6 +162,7 @@ Result<CallSchedule> m2n_bench(const DeployInputs& in, bool all_layers) {
     if (all_layers || tensors.empty()) tensors.push_back(t);
   }
   CallSchedule schedule{.store_and_forward = true, .relay_slices = sim::kM2nCtas, .pairs_in_order = true};
+  if (!all_layers) note_representatives(in.problem, timed, schedule);
   std::vector<std::int32_t> previous;
   for (const auto& pattern : patterns) {
     std::vector<std::int32_t> calls;

@@ -25,10 +25,16 @@ namespace refit {
 
 // One prediction: a plan, who ran it, and what the simulator found.
 struct Prediction {
-  std::string strategy;                               // the plan's
-  const DeploymentInfo* deployment = nullptr;         // who ran it
-  std::int32_t window = 0;                            // chunks in flight per (sender, receiver) pair
-  PlanStats stats;                                    // the plan's bytes and transfers
+  std::string strategy;                        // the plan's
+  const DeploymentInfo* deployment = nullptr;  // who ran it
+  std::int32_t window = 0;                     // chunks in flight per (sender, receiver) pair
+  PlanStats stats;                             // the plan's bytes and transfers
+  // What the deployment moves: every tensor of the problem, or for a benchmark that times a
+  // representative per layer pattern (m2n-bench) a part of it, with the bound of that part, which
+  // is what its prediction is judged by (it may well lie below the problem's).
+  bool moves_part = false;
+  Bytes moved_bytes;
+  LowerBound moved_bound;
   PlanSimulation sim;                                 // predicted time, breakdown, critical path
   Seconds plan_seconds;                               // wall time spent planning (or loading the plan)
   Seconds simulate_seconds;                           // wall time spent simulating

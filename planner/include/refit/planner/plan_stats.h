@@ -45,5 +45,9 @@ struct LowerBound {
 };
 
 LowerBound lower_bound(const ReshardProblem& problem, const PlacedCluster& cluster);
+// The same of the tensors `moved` says (by problem tensor; empty: every one), for a deployment that
+// moves a part of the model.
+LowerBound lower_bound(const ReshardProblem& problem, const PlacedCluster& cluster,
+                       const std::vector<bool>& moved);
 
 }  // namespace refit

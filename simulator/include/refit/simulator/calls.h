@@ -63,6 +63,10 @@ struct CallSchedule {
   bool pairs_in_order = false;
   // What the deployment had to assume for want of an input, for the user to read.
   std::vector<std::string> notes{};
+  // By problem tensor, whether the deployment moves it; empty: it moves every tensor. A benchmark
+  // that times a representative per layer pattern moves a part of the model, and its figure is the
+  // time of that part.
+  std::vector<bool> moved_tensors{};
 };
 
 }  // namespace refit
