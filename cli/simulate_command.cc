@@ -32,6 +32,7 @@ struct SimulateCommandOptions {
   bool sensitivity = false;
   std::string trace;
   std::optional<std::int32_t> window;  // unset: the pair window of each strategy's execution model
+  std::int64_t staging = lowering::kDefaultStaging.value;
   bool json = false;
 };
 
@@ -130,6 +131,7 @@ void print(const SimulateCommandOptions& o, const Predictions& p) {
                                .plan = PlanOptions{.chunk = Bytes{o.inputs.chunk_bytes}},
                                .deployment = o.deployment,
                                .window = o.window,
+                               .staging = Bytes{o.staging},
                                .sensitivity = o.sensitivity,
                                .trace = trace_file.is_open() ? &trace_file : nullptr,
                                .progress = progress_printer()};
@@ -180,6 +182,11 @@ Action add_simulate_command(CLI::App& app) {
                   "grant window, for refit and direct; 0 for m2n-ring and gather-broadcast, whose NCCL "
                   "collectives give each ring step its own channel")
       ->check(non_negative());
+  cmd->add_option(
+         "--staging", o->staging,
+         "Staging bytes per rank of refit's executors (refit run --staging), which sets the chunks they "
+         "cut messages into (default 256 MiB)")
+      ->check(positive());
   cmd->add_flag("--json", o->json, "Print one JSON object on stdout");
   return [o]() { return run(*o); };
 }

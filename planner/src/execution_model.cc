@@ -13,7 +13,9 @@ constexpr ZeroCopyRule kManyPuts{.max_runs = 16, .min_mean_run = Bytes{4096}};
 // One ncclSend or ncclRecv per chunk: in place only when the chunk is one run.
 constexpr ZeroCopyRule kOneRun{};
 
-// The grant window of refit's UCX executor (chunks per sender).
+// The grant window of refit's UCX executor (chunks per sender): the executor grants exactly this
+// many (executors/ucx/src/engine_receive.cc reads it from here). The NCCL executor's steps are
+// modelled with the same window until its own schedule is simulated.
 constexpr std::int32_t kUcxGrantWindow = 16;
 
 constexpr std::array<ExecutionModel, 3> kModels{{

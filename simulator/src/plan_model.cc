@@ -660,7 +660,7 @@ Result<void> check_nvlink(const Plan& plan, const PlacedCluster& cluster) {
 Result<PlanModel> build_called(const Plan& plan, const ReshardProblem& problem, const PlacedCluster& cluster,
                                const ExecutionModel& execution, const PlanModelOptions& options,
                                std::vector<std::int32_t> call_of) {
-  const auto lowered = REFIT_TRY(lowering::LoweredPlan::make(plan, lowering::kDefaultStaging));
+  const auto lowered = REFIT_TRY(lowering::LoweredPlan::make(plan, options.staging));
   auto costs = REFIT_TRY(lowering::copy_costs(lowered, problem, execution.zero_copy));
   return Builder(plan, lowered, std::move(costs), cluster, options, std::move(call_of),
                  quantize_work(plan, problem))

@@ -37,6 +37,8 @@ struct PlanModelOptions {
   std::int32_t window = 0;
   // How the plan is cut into calls; nullptr runs every transfer in one go, with no call costs.
   const CallSchedule* calls = nullptr;
+  // The executors' staging per rank, which sets their chunks (ExecutorOptions::staging).
+  Bytes staging = lowering::kDefaultStaging;
 };
 
 // Chunks and copies are the lowering's for every rank holding its boxes of `problem`, under

@@ -162,7 +162,8 @@ Result<PlanSimulation> simulate_plan(const Plan& plan, const ReshardProblem& pro
   REFIT_TRY(validate_structure(plan));
   const ExecutionModel& execution = options.execution ? *options.execution : execution_model(plan.execution);
   const sim::PlanModelOptions mo{.window = options.window.value_or(execution.pair_window),
-                                 .calls = options.calls};
+                                 .calls = options.calls,
+                                 .staging = options.staging};
   const auto pm = REFIT_TRY(sim::build_plan_model(plan, problem, cluster, execution, mo));
   const sim::SimulateOptions so{
       .progress = options.progress, .rate_tolerance = options.rate_tolerance, .instant = options.instant};

@@ -202,6 +202,20 @@ const std::string kBlocks = std::string("--model ") + REFIT_TEST_DATA_DIR +
                             "/models/small-llama-blocks.json --train tp=2 --infer tp=2,dp=2 "
                             "--cluster dgx-h100:gpus_per_node=2";
 
+// The executors cut messages into chunks of at most half their staging (refit run --staging); the
+// simulator lowers the plan as they do: 256 MiB (the default) leaves small-llama-blocks' messages
+// whole, 64 KiB cuts them (more tasks), as refit run --staging 65536 would.
+TEST(SimulateCli, StagingSetsTheChunksAsInTheExecutors) {
+  const auto tasks = [&](const std::string& staging) {
+    const auto r = run_refit("simulate " + kBlocks + staging + " --json");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out)["strategies"][0]["tasks"].get<int>();
+  };
+  EXPECT_EQ(tasks(""), tasks(" --staging 268435456"));
+  EXPECT_GT(tasks(" --staging 65536"), tasks(""));
+  EXPECT_EQ(run_refit("simulate " + kBlocks + " --staging 0").exit_code, 2);
+}
+
 TEST(PlanCli, QuantizeAtTheSenderHalvesTheLinearWeightsOnTheNetwork) {
   const auto bf16 = run_refit("plan " + kBlocks + " --json");
   const auto fp8 = run_refit("plan " + kBlocks + " --quantize fp8-block128 --json");

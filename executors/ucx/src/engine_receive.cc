@@ -3,14 +3,16 @@
 
 #include "engine.h"
 #include "refit/core/try.h"
+#include "refit/planner/execution_model.h"
 
 namespace refit::ucx_detail {
 
 namespace {
 
 // Chunks granted ahead to one sender: enough to keep its puts flowing, few enough that grants do
-// not flood the sender's receive queue (a full queue makes UCX hold sends back).
-constexpr std::int64_t kGrantWindow = 16;
+// not flood the sender's receive queue (a full queue makes UCX hold sends back). The execution
+// model's pair window is this very number, so that the simulator runs what this executor runs.
+const std::int64_t kGrantWindow = execution_model(ExecutionModelId::kRefitUcx).pair_window;
 
 }  // namespace
 

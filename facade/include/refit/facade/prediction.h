@@ -62,10 +62,11 @@ struct PredictionInputs {
 struct PredictOptions {
   std::string strategy{strategy_info(kDefaultStrategy).name};  // planned with this, when no plan is given
   PlanOptions plan;                                            // its chunk
-  std::string deployment;              // who runs it; empty: the strategy's default deployment
-  std::optional<std::int32_t> window;  // unset: the plan's execution model's pair window
-  bool sensitivity = false;            // simulate again with each constant -20% and +20%
-  std::ostream* trace = nullptr;       // Chrome trace event JSON of the predicted plan
+  std::string deployment;                     // who runs it; empty: the strategy's default deployment
+  std::optional<std::int32_t> window;         // unset: the plan's execution model's pair window
+  Bytes staging = lowering::kDefaultStaging;  // the executors' staging per rank (refit run --staging)
+  bool sensitivity = false;                   // simulate again with each constant -20% and +20%
+  std::ostream* trace = nullptr;              // Chrome trace event JSON of the predicted plan
   std::function<void(std::string_view row, double fraction_done)> progress;  // on long simulations
 };
 

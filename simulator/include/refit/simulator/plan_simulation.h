@@ -12,6 +12,7 @@
 
 #include "refit/core/error.h"
 #include "refit/core/problem.h"
+#include "refit/lowering/lowered_plan.h"
 #include "refit/planner/execution_model.h"
 #include "refit/planner/plan.h"
 #include "refit/simulator/calls.h"
@@ -32,6 +33,9 @@ struct PlanSimulationOptions {
   // How a deployment cuts the plan into calls (deployment.h); nullptr runs every transfer in
   // one go, with no per-call costs.
   const CallSchedule* calls = nullptr;
+  // The executors' staging per rank (ExecutorOptions::staging, refit run --staging), which sets
+  // the chunks they cut messages into: the simulator lowers the plan as they do.
+  Bytes staging = lowering::kDefaultStaging;
   // SimulateOptions::rate_tolerance; 0 simulates exactly. Plans are all-to-alls where every
   // message end shifts dozens of rates a little, so a tolerance saves most of the work while the
   // predicted time stays within the noise of the exact one (bench/RESULTS.md).
