@@ -1,5 +1,5 @@
 // The dense encoding: the chunk's bytes as they are, what a full refit sends.
-#include <cstring>
+#include <algorithm>
 
 #include <fmt/format.h>
 
@@ -10,9 +10,10 @@ namespace {
 
 std::int64_t body_bytes(const ChangeStats& stats) { return stats.elements * stats.element_bytes; }
 
+// std::ranges::copy rather than memcpy: an empty chunk's spans may hold null pointers.
 void write(std::span<const std::byte>, std::span<const std::byte> current, const ChangeStats&,
            std::span<std::byte> out) {
-  std::memcpy(out.data(), current.data(), current.size());
+  std::ranges::copy(current, out.begin());
 }
 
 Result<Checksum> check(std::span<const std::byte> body, const DeltaHeader& header, std::span<const std::byte>,
@@ -24,7 +25,7 @@ Result<Checksum> check(std::span<const std::byte> body, const DeltaHeader& heade
 }
 
 void apply(std::span<const std::byte> body, const DeltaHeader&, std::span<std::byte> bytes) {
-  std::memcpy(bytes.data(), body.data(), body.size());
+  std::ranges::copy(body, bytes.begin());
 }
 
 }  // namespace

@@ -77,7 +77,8 @@ Result<void> check_sizes(const DeltaHeader& h, std::int64_t payload_bytes) {
   if (h.changed_elements > h.chunk_bytes / h.element_bytes)
     return parse_error(fmt::format("delta payload: {} changed elements in a chunk of {}", h.changed_elements,
                                    h.chunk_bytes / h.element_bytes));
-  if (h.inner_bytes > max_inner_bytes(h.chunk_bytes, h.element_bytes))
+  // inner <= chunk + chunk / element, written so that a huge chunk size cannot overflow.
+  if (h.inner_bytes > h.chunk_bytes && h.inner_bytes - h.chunk_bytes > h.chunk_bytes / h.element_bytes)
     return parse_error(
         fmt::format("delta payload: an inner body of {} bytes, more than any encoding makes "
                     "of a {}-byte chunk",

@@ -68,6 +68,22 @@ TEST(DeltaRoundTrip, RandomChunksOfEverySizeAgainstBruteForce) {
   }
 }
 
+TEST(DeltaRoundTrip, EveryFormatTakesAnEmptyChunk) {
+  // A chunk of no elements (a zero-size tensor's piece): a payload of the header and nothing, or
+  // an empty zstd frame; nothing changed.
+  std::mt19937_64 rng(6);
+  for (const auto& format : every_format_and_the_choice()) {
+    DeltaCodec codec({.format = format});
+    for (const DType dtype : kWidths) {
+      SCOPED_TRACE(format_label(format));
+      EXPECT_EQ(
+          expect_round_trip(codec, testing::make_pair("empty", dtype, 0, rng, [](auto, auto b) { return b; }))
+              .changed_elements,
+          0);
+    }
+  }
+}
+
 TEST(DeltaRoundTrip, FullRefitNeedsNoBaseline) {
   // No base at the sender: a dense payload, which a receiver without a baseline (or with any
   // other) applies; every element counts as changed.
