@@ -37,10 +37,10 @@ void write(std::span<const std::byte> baseline, std::span<const std::byte> curre
 // The mask's set bits must be the header's changed elements, none of them past the chunk's end.
 Result<void> check_mask(std::span<const std::byte> mask, std::int64_t elements, std::int64_t changed) {
   std::int64_t set = 0;
-  for (auto b : mask) set += std::popcount(static_cast<std::uint8_t>(b));
+  for (std::int64_t w = 0; w < word_count(static_cast<std::int64_t>(mask.size())); ++w)
+    set += std::popcount(load_word(mask, w));
   if (set != changed)
-    return parse_error(
-        fmt::format("bitmask body: {} bits set, the header says {} elements changed", set, changed));
+    return parse_error(fmt::format("bitmask body: {} bits set, the header says {} elements changed", set, changed));
   if (elements % 8 != 0 && (static_cast<std::uint8_t>(mask.back()) >> (elements % 8)) != 0)
     return parse_error(fmt::format("bitmask body: bits set past the chunk's {} elements", elements));
   return {};

@@ -89,6 +89,37 @@ TEST(DeltaChoice, DenseWinsWhenEverythingChangesAtRandom) {
   EXPECT_EQ(header->format, DeltaFormat{});
 }
 
+TEST(DeltaChoice, RawCrossovers) {
+  // n = 40000 bf16 elements; without the entropy stage the bodies take, in bytes:
+  //   dense 2n; bitmask n/8 + 2k; runs 2k plus, per run, one byte (gap * 2 + 1 < 128) and one more
+  //   when it is longer than one element (length - 2 < 128).
+  // Every 40th changed (k = n/40, lone runs):    runs 3n/40 = 0.075n < bitmask 0.175n.
+  // Every 4th changed (k = n/4, lone runs):      bitmask 0.625n < runs 0.75n.
+  // All but 2 of every 40 (runs of 38, gaps 2): runs 1.9n + 2n/40 = 1.95n < dense 2n < bitmask 2.025n.
+  // All changed (one run):                      dense 2n < runs 2n + 4 < bitmask 2.125n.
+  // So runs wins at both ends, bitmask in between, and dense only when (almost) everything changed.
+  const std::int64_t n = 40000;
+  const std::pair<testing::ElementRule, std::pair<DeltaEncoding, std::int64_t>> cases[] = {
+      {[](auto i, auto b) { return i % 40 == 0 ? b ^ 1 : b; }, {DeltaEncoding::kRuns, 3 * n / 40}},
+      {[](auto i, auto b) { return i % 4 == 0 ? b ^ 1 : b; }, {DeltaEncoding::kBitmask, n / 8 + n / 2}},
+      {[](auto i, auto b) { return i % 40 < 38 ? b ^ 1 : b; },
+       {DeltaEncoding::kRuns, 2 * (n / 40 * 38) + 2 * n / 40}},
+      {[](auto, auto b) { return b ^ 1; }, {DeltaEncoding::kDense, 2 * n}},
+  };
+  std::mt19937_64 rng(13);
+  for (const auto& [change, expected] : cases) {
+    const ChunkPair c = testing::make_pair("pattern", DType::kBF16, n, rng, change);
+    DeltaCodec codec({.entropy = false});
+    ByteVector out(kDeltaHeaderBytes + c.current.size());
+    const auto header = codec.encode(
+        {.baseline = c.baseline, .current = c.current, .dtype = c.dtype, .base = checksum_of(c.baseline)},
+        out);
+    ASSERT_TRUE(header) << header.error().message;
+    EXPECT_EQ(header->format.encoding, expected.first) << delta_encoding_name(expected.first);
+    EXPECT_EQ(header->body_bytes, expected.second) << delta_encoding_name(expected.first);
+  }
+}
+
 TEST(DeltaChoice, EncodingFailsCleanlyWhenTheBufferIsTooSmall) {
   std::mt19937_64 rng(12);
   const ChunkPair c =
