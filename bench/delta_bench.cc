@@ -101,10 +101,14 @@ void checksum(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(kChunkBytes), benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// The codec's choice with and without the entropy stage, then every format forced.
+// The codec's choice with and without the entropy stage, with zstd's level 1 (the default), -1
+// (faster, larger) and 3 (slower, smaller), then every format forced.
 std::vector<std::pair<std::string, refit::DeltaEncodeOptions>> option_sets() {
-  std::vector<std::pair<std::string, refit::DeltaEncodeOptions>> out = {{"smallest", {}},
-                                                                        {"smallest-raw", {.entropy = false}}};
+  std::vector<std::pair<std::string, refit::DeltaEncodeOptions>> out = {
+      {"smallest", {}},
+      {"smallest-raw", {.entropy = false}},
+      {"smallest-zstd-1", {.zstd_level = -1}},
+      {"smallest-zstd3", {.zstd_level = 3}}};
   for (const auto encoding : refit::all_delta_encodings())
     for (const auto entropy : refit::all_delta_entropies()) {
       if (encoding == refit::DeltaEncoding::kDense && entropy != refit::DeltaEntropy::kNone) continue;
