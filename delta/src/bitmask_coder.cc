@@ -40,7 +40,8 @@ Result<void> check_mask(std::span<const std::byte> mask, std::int64_t elements, 
   for (std::int64_t w = 0; w < word_count(static_cast<std::int64_t>(mask.size())); ++w)
     set += std::popcount(load_word(mask, w));
   if (set != changed)
-    return parse_error(fmt::format("bitmask body: {} bits set, the header says {} elements changed", set, changed));
+    return parse_error(
+        fmt::format("bitmask body: {} bits set, the header says {} elements changed", set, changed));
   if (elements % 8 != 0 && (static_cast<std::uint8_t>(mask.back()) >> (elements % 8)) != 0)
     return parse_error(fmt::format("bitmask body: bits set past the chunk's {} elements", elements));
   return {};
