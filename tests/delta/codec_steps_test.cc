@@ -170,6 +170,24 @@ TEST(DeltaSteps, APayloadForAnotherChunkIsRefused) {
       << wrong_type.error().message;
 }
 
+TEST(DeltaSteps, AChunkTheSenderCannotEncodeIsNamed) {
+  // 7 bytes are not whole bf16 elements; a baseline of another size than the chunk cannot be the
+  // one it changed from.
+  DeltaCodec codec;
+  ByteVector out(1024), seven(7), eight(8), ten(10);
+  const auto odd = codec.encode({.current = seven, .dtype = DType::kBF16, .name = "w chunk 1"}, out);
+  ASSERT_EQ(error_code(odd), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(odd.error().message, "w chunk 1: a chunk of 7 bytes is not whole bf16 elements");
+  const auto sizes = codec.encode({.baseline = eight,
+                                   .current = ten,
+                                   .dtype = DType::kBF16,
+                                   .base = checksum_of(eight),
+                                   .name = "w chunk 2"},
+                                  out);
+  ASSERT_EQ(error_code(sizes), ErrorCode::kMismatch);
+  EXPECT_EQ(sizes.error().message, "w chunk 2: a baseline of 8 bytes for a chunk of 10");
+}
+
 TEST(DeltaBaseline, SaysWhenAFullRefitIsNeeded) {
   EXPECT_TRUE(require_same_baseline(Checksum{5}, Checksum{5}, "c"));
   for (const auto& [sender, receiver] :
