@@ -4,10 +4,12 @@
 
 # clang-19: the sanitize preset (ASan, UBSan, libFuzzer); Debian 12's clang 14 lacks the C++20
 # concepts that GCC 12's <expected> requires. doxygen: the C++ API reference of the docs site.
+# libzstd-dev: the entropy stage of the delta codec (delta/).
 REFIT_PACKAGES=(
   cmake ninja-build g++ pkg-config
   libfmt-dev nlohmann-json3-dev libcli11-dev libboost-graph-dev libpugixml-dev
   libgtest-dev libgmock-dev libbenchmark-dev clang-format
+  libzstd-dev
   libucx-dev ucx-utils libopenmpi-dev openmpi-bin
   python3-venv python3-dev
   clang-19 libclang-rt-19-dev
