@@ -70,7 +70,7 @@ def transformer_config(config: dict, sizes: Megatron) -> Any:
     kw: dict[str, Any] = dict(
         num_layers=m.layers, hidden_size=m.hidden, num_attention_heads=m.heads, ffn_hidden_size=m.intermediate,
         normalization="RMSNorm", gated_linear_unit=True, add_bias_linear=False, activation_func=torch.nn.functional.silu,
-        use_cpu_initialization=True, params_dtype=torch.float32, bf16=True,
+        use_cpu_initialization=True, params_dtype=torch.float32, bf16=True, pipeline_dtype=torch.bfloat16,
         tensor_model_parallel_size=sizes.tp, pipeline_model_parallel_size=sizes.pp,
         expert_model_parallel_size=sizes.ep, expert_tensor_parallel_size=sizes.expert_tp,
         qk_layernorm=m.qk_norm or m.latent, sequence_parallel=False,

@@ -21,6 +21,7 @@ import json
 import os
 import sys
 import time
+import traceback
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -119,12 +120,15 @@ def main() -> None:
         started = time.monotonic()
         s = Megatron(**pair["train"]).world
         d = pair["infer"]["tp"] * pair["infer"]["dp"]
-        if rank < s:
-            out = training(pair, rank, tcp)
-        elif rank < s + d:
-            out = inference(pair, rank - s, d, tcp)
-        else:
-            out = {"side": "idle"}
+        try:
+            if rank < s:
+                out = training(pair, rank, tcp)
+            elif rank < s + d:
+                out = inference(pair, rank - s, d, tcp)
+            else:
+                out = {"side": "idle"}
+        except Exception:  # reported as this pair's result; the job goes on to the next pair
+            out = {"side": "megatron" if rank < s else "vllm", "error": traceback.format_exc()[-3000:]}
         out.update(pair=pair["name"], seconds=round(time.monotonic() - started, 1))
         print("RESULT " + json.dumps(out), flush=True)
         done = f"{pair['name']}/done"  # every process waits for all before the next pair
