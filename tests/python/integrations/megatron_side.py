@@ -9,11 +9,14 @@ from Megatron's and Megatron-Bridge's code, independently of refit's C++); LOCAL
 says, parameter by parameter, where the local spec keeps each of those tensors. It is written
 apart from refit.integrations.megatron's renaming rules, which the test holds to it.
 
-Three shims for megatron-core 0.16.1 on a machine without CUDA, none touching a weight: MLA's
-rotary embedding asks torch.cuda for a device despite use_cpu_initialization, the local spec's
-core attention for MLA needs Transformer Engine (DotProductAttention takes no k_channels; it has
-no parameters, so a weightless module stands in), and multi_latent_attention.py tests TE's
-classes with isinstance while they are mocks (HAVE_TE is True without TE installed).
+Four shims for megatron-core 0.16.1 on a machine without CUDA, none touching a weight's layout:
+MLA's rotary embedding asks torch.cuda for a device despite use_cpu_initialization, the local
+spec's core attention for MLA needs Transformer Engine (DotProductAttention takes no k_channels;
+it has no parameters, so a weightless module stands in), multi_latent_attention.py tests TE's
+classes with isinstance while they are mocks (HAVE_TE is True without TE installed), and with
+pp > 1 the embedding copy of the last stage (tied output layer, MTP) is all-reduced with the
+first stage's once at construction after moving it to CUDA (LanguageModule.
+setup_embeddings_and_output_layer): that start value is skipped, as loading overwrites it.
 """
 
 from __future__ import annotations
@@ -108,6 +111,9 @@ def build(config: dict, sizes: Megatron) -> Any:
             layer.submodules.self_attention.submodules.core_attention = WeightlessAttention
     mtp = get_gpt_mtp_block_spec(tc, spec, use_transformer_engine=False, pp_rank=pp_rank) if tc.mtp_num_layers else None
     multiple = sizes.vocab_multiple  # make_vocab_size_divisible_by (128) * tp
+    from megatron.core.models.common.language_module.language_module import LanguageModule
+
+    LanguageModule._is_in_embd_group = lambda self: False  # type: ignore[method-assign]
     model = GPTModel(config=tc, transformer_layer_spec=spec, vocab_size=math.ceil(config["vocab_size"] / multiple) * multiple,
                      max_sequence_length=64, pre_process=ps.is_pipeline_first_stage(), post_process=ps.is_pipeline_last_stage(),
                      share_embeddings_and_output_weights=config.get("tie_word_embeddings", False), mtp_block_spec=mtp,

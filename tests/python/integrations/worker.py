@@ -74,8 +74,6 @@ def training(pair: dict[str, Any], rank: int, tcp: Any) -> dict[str, Any]:
     plan = refit.plan(problem, refit.Cluster.preset("cpu-host"))
     prepared = refit.Executor("ucx", exchange, timeout=60).prepare(plan, buffers, me, storage="framework")
     prepared.execute()
-    ps.destroy_model_parallel()
-    dist.destroy_process_group()
     return {"side": "megatron", "rank": me, "train": problem.train, "parameters": len(buffers), "outside_flat_buffer": outside,
             "unloaded": unloaded}  # fmt: skip
 
@@ -107,9 +105,23 @@ def inference(pair: dict[str, Any], rank: int, world: int, tcp: Any) -> dict[str
     after = worker._refit_current()
     wrong = sorted(n for n, t in after.items() if bits(t) != got.get(n))
     moved = sorted(n for n, t in after.items() if t.data_ptr() != addresses.get(n))
-    vllm_side.stop()
     return {"side": "vllm", "rank": info["rank"], "infer": run_method(worker, "refit_layout", (), {}),
             "parameters": info["parameters"], "wrong": wrong, "moved": moved}  # fmt: skip
+
+
+def teardown(training: bool) -> None:
+    """Leaves no framework state behind for the next pair."""
+    if training:
+        from megatron.core import parallel_state as ps
+
+        ps.destroy_model_parallel()
+    else:
+        from vllm.distributed import parallel_state as ps
+
+        ps.destroy_model_parallel()
+        ps.destroy_distributed_environment()
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def main() -> None:
@@ -129,6 +141,8 @@ def main() -> None:
                 out = {"side": "idle"}
         except Exception:  # reported as this pair's result; the job goes on to the next pair
             out = {"side": "megatron" if rank < s else "vllm", "error": traceback.format_exc()[-3000:]}
+        finally:
+            teardown(rank < s)
         out.update(pair=pair["name"], seconds=round(time.monotonic() - started, 1))
         print("RESULT " + json.dumps(out), flush=True)
         done = f"{pair['name']}/done"  # every process waits for all before the next pair
