@@ -71,7 +71,7 @@ def rank(source_ranks: int, engine: int = 0) -> int:
 
 # vLLM >= 0.25 keeps a fused-MoE layer's weights in a RoutedExperts submodule
 # (fused_moe/routed_experts.py); refit's maps use the name without it.
-_VLLM_TO_REFIT = ((re.compile(r"\.experts\.routed_experts\."), ".experts."),)
+_VLLM_TO_REFIT = ((re.compile(r"(^|\.)experts\.routed_experts\."), r"\1experts."),)
 
 
 def _refit_name(name: str) -> str:
