@@ -101,14 +101,15 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str
         job += [{"name": name, "train": train, "infer": i, "mtp": mtp, "checkpoint_a": str(a), "checkpoint_b": str(b),
                  "megatron_init": f"tcp://127.0.0.1:{_free_port()}", "vllm_init": f"tcp://127.0.0.1:{_free_port()}"}
                 for name, train, i in pairs]  # fmt: skip
-    (root / "job.json").write_text(json.dumps({"pairs": job}))
+    (root / "results").mkdir()
+    (root / "job.json").write_text(json.dumps({"pairs": job, "results": str(root / "results")}))
     world = max(_world(p) for p in PAIRS)
     done = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={world}", f"--master-port={_free_port()}",
          str(HERE / "worker.py"), str(root / "job.json")],
         env=env, capture_output=True, text=True, timeout=1200, cwd=HERE,
     )  # fmt: skip
-    lines = [json.loads(x.split("RESULT ", 1)[1]) for x in done.stdout.splitlines() if x.startswith("RESULT ")]
+    lines = [json.loads(f.read_text()) for f in sorted((root / "results").iterdir())]
     return {name: [x for x in lines if x["pair"] == name] or [{"error": done.stderr[-4000:]}] for name, _, _ in PAIRS}
 
 

@@ -10,7 +10,8 @@ the training ranks hold checkpoint B (seed 2); refit moves B into the worker's p
 through RefitWorkerExtension (refit_prepare, refit_update, called as collective_rpc calls them,
 vLLM's run_method); then vLLM's loader loads B into the same parameters, and every parameter
 must hold what refit wrote, byte for byte, padding included, at the address it had. Prints one
-JSON line per pair and process.
+JSON file per pair and process (job["results"]/<pair>.<rank>.json: the processes share
+torchrun's stdout, where long lines interleave).
 
     torchrun --nproc-per-node N worker.py JOB.json
 """
@@ -144,7 +145,7 @@ def main() -> None:
         finally:
             teardown(rank < s)
         out.update(pair=pair["name"], seconds=round(time.monotonic() - started, 1))
-        print("RESULT " + json.dumps(out), flush=True)
+        Path(job["results"], f"{pair['name']}.{rank}.json").write_text(json.dumps(out))
         done = f"{pair['name']}/done"  # every process waits for all before the next pair
         tcp.add(done, 1)
         while tcp.add(done, 0) < int(os.environ["WORLD_SIZE"]):
