@@ -75,6 +75,7 @@ def transformer_config(config: dict, sizes: Megatron) -> Any:
         normalization="RMSNorm", gated_linear_unit=True, add_bias_linear=False, activation_func=torch.nn.functional.silu,
         use_cpu_initialization=True, params_dtype=torch.float32, bf16=True, pipeline_dtype=torch.bfloat16,
         tensor_model_parallel_size=sizes.tp, pipeline_model_parallel_size=sizes.pp,
+        virtual_pipeline_model_parallel_size=sizes.vp if sizes.vp > 1 else None,
         expert_model_parallel_size=sizes.ep, expert_tensor_parallel_size=sizes.expert_tp,
         qk_layernorm=m.qk_norm or m.latent, sequence_parallel=False,
     )  # fmt: skip
@@ -95,30 +96,37 @@ def transformer_config(config: dict, sizes: Megatron) -> Any:
                                 moe_router_enable_expert_bias=True, moe_router_score_function="sigmoid", **kw)  # fmt: skip
 
 
-def build(config: dict, sizes: Megatron) -> Any:
-    """This rank's GPTModel chunk, wrapped in Float16Module (bf16); parallel_state must be
-    initialised with `sizes`."""
+def build(config: dict, sizes: Megatron) -> list[Any]:
+    """This rank's GPTModel chunks (one per virtual pipeline stage), each wrapped in
+    Float16Module (bf16); parallel_state must be initialised with `sizes`."""
     from megatron.core import parallel_state as ps
+    from megatron.core.models.common.language_module.language_module import LanguageModule
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_decoder_block_spec, get_gpt_mtp_block_spec
     from megatron.core.models.gpt.gpt_model import GPTModel
     from megatron.core.transformer.module import Float16Module
 
     tc = transformer_config(config, sizes)
     pp_rank = ps.get_pipeline_model_parallel_rank()
-    spec = get_gpt_decoder_block_spec(tc, use_transformer_engine=False, normalization="RMSNorm", pp_rank=pp_rank)
-    if tc.multi_latent_attention:
-        for layer in spec.layer_specs:
-            layer.submodules.self_attention.submodules.core_attention = WeightlessAttention
-    mtp = get_gpt_mtp_block_spec(tc, spec, use_transformer_engine=False, pp_rank=pp_rank) if tc.mtp_num_layers else None
     multiple = sizes.vocab_multiple  # make_vocab_size_divisible_by (128) * tp
-    from megatron.core.models.common.language_module.language_module import LanguageModule
-
     LanguageModule._is_in_embd_group = lambda self: False  # type: ignore[method-assign]
-    model = GPTModel(config=tc, transformer_layer_spec=spec, vocab_size=math.ceil(config["vocab_size"] / multiple) * multiple,
-                     max_sequence_length=64, pre_process=ps.is_pipeline_first_stage(), post_process=ps.is_pipeline_last_stage(),
-                     share_embeddings_and_output_weights=config.get("tie_word_embeddings", False), mtp_block_spec=mtp,
-                     position_embedding_type="rope")  # fmt: skip
-    return Float16Module(tc, model)
+    chunks = []
+    for v in range(sizes.vp):
+        stage = {"vp_stage": v} if sizes.vp > 1 else {}
+        spec = get_gpt_decoder_block_spec(tc, use_transformer_engine=False, normalization="RMSNorm", pp_rank=pp_rank,
+                                          **stage)  # fmt: skip
+        if tc.multi_latent_attention:
+            for layer in spec.layer_specs:
+                layer.submodules.self_attention.submodules.core_attention = WeightlessAttention
+        mtp = (get_gpt_mtp_block_spec(tc, spec, use_transformer_engine=False, pp_rank=pp_rank, **stage)
+               if tc.mtp_num_layers else None)  # fmt: skip
+        model = GPTModel(config=tc, transformer_layer_spec=spec,
+                         vocab_size=math.ceil(config["vocab_size"] / multiple) * multiple, max_sequence_length=64,
+                         pre_process=ps.is_pipeline_first_stage(ignore_virtual=sizes.vp == 1, **stage),
+                         post_process=ps.is_pipeline_last_stage(ignore_virtual=sizes.vp == 1, **stage),
+                         share_embeddings_and_output_weights=config.get("tie_word_embeddings", False),
+                         mtp_block_spec=mtp, position_embedding_type="rope", **stage)  # fmt: skip
+        chunks.append(Float16Module(tc, model))
+    return chunks
 
 
 def flatten(model: torch.nn.Module) -> torch.Tensor:
@@ -138,19 +146,23 @@ def flatten(model: torch.nn.Module) -> torch.Tensor:
     return flat
 
 
-def load(model: torch.nn.Module, state: dict[str, np.ndarray], config: dict, sizes: Megatron) -> list[str]:
+def load(chunks: list[torch.nn.Module], state: dict[str, np.ndarray], config: dict, sizes: Megatron) -> list[str]:
     """Copies the checkpoint into the rank's parameters (and routers' fp32 expert biases), by the
-    reference's layout and LOCAL_NAMES; returns the names of parameters nothing was loaded into."""
+    reference's layout (chunk v's names after "model<v>." when there are several) and
+    LOCAL_NAMES; returns the names of parameters nothing was loaded into."""
     from megatron.core import parallel_state as ps
 
     expected = _megatron_rank(state, model_of(config), sizes, ps.get_tensor_model_parallel_rank(),
                               ps.get_pipeline_model_parallel_rank(), ps.get_expert_tensor_parallel_rank(),
                               ps.get_expert_model_parallel_rank())  # fmt: skip
-    bare = model.module
-    for module in bare.modules():  # Megatron keeps expert_bias fp32 (_maintain_float32_expert_bias)
-        if hasattr(module, "_maintain_float32_expert_bias"):
-            module._maintain_float32_expert_bias()
-    own = {**dict(bare.named_parameters()), **{n: b for n, b in bare.named_buffers() if n.endswith("expert_bias")}}
+    own: dict[str, torch.Tensor] = {}
+    for v, chunk in enumerate(chunks):
+        bare, prefix = chunk.module, f"model{v}." if len(chunks) > 1 else ""
+        for module in bare.modules():  # Megatron keeps expert_bias fp32 (_maintain_float32_expert_bias)
+            if hasattr(module, "_maintain_float32_expert_bias"):
+                module._maintain_float32_expert_bias()
+        own |= {prefix + n: t for n, t in bare.named_parameters()}
+        own |= {prefix + n: b for n, b in bare.named_buffers() if n.endswith("expert_bias")}
     for te, array in expected.items():
         if local_name(te) not in own:
             raise KeyError(f"the checkpoint's {te} has no parameter {local_name(te)} in the model: {sorted(own)}")

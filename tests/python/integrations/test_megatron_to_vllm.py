@@ -43,6 +43,9 @@ JOBS: dict[str, list[tuple[str, dict[str, int], dict[str, Any]]]] = {
         ("llama-pp2-to-tp2", {"pp": 2}, infer(tp=2)),  # pp -> tp
         ("llama-tp2pp2-to-dp2", {"tp": 2, "pp": 2}, infer(dp=2)),
     ],
+    "tiny-llama-8-layers.json": [
+        ("llama8-pp2vp2-to-tp2", {"pp": 2, "vp": 2}, infer(tp=2)),  # virtual pipeline chunks (model<v>.)
+    ],
     "tiny-qwen2.json": [  # tied embeddings (no output layer, no lm_head), q/k/v biases
         ("qwen2-tied-tp2-to-tp1", {"tp": 2}, infer(tp=1)),
         ("qwen2-tied-pp2-to-tp2", {"pp": 2}, infer(tp=2)),  # the last stage's copy of the embedding
@@ -107,7 +110,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str
     done = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={world}", f"--master-port={_free_port()}",
          str(HERE / "worker.py"), str(root / "job.json")],
-        env=env, capture_output=True, text=True, timeout=1200, cwd=HERE,
+        env=env, capture_output=True, text=True, timeout=600, cwd=HERE,
     )  # fmt: skip
     lines = [json.loads(f.read_text()) for f in sorted((root / "results").iterdir())]
     return {name: [x for x in lines if x["pair"] == name] or [{"error": done.stderr[-4000:]}] for name, _, _ in PAIRS}

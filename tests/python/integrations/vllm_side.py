@@ -7,6 +7,9 @@ nothing is run forward and process_weights_after_loading (which on the CPU backe
 linear weights for oneDNN and drops them) is not called; the parameters are as load_weights
 leaves them, which a CUDA engine keeps for bf16 weights (docs/guide/integrations.md).
 
+refit's extension is mixed into vLLM's own worker class by vLLM's own WorkerWrapperBase, and its
+methods are called by vLLM's run_method, as collective_rpc calls them in each worker process.
+
 A DeepSeek MTP drafter is the speculative model of the same config (method "mtp"), sharing the
 target's embedding and lm_head as vLLM's proposer does when it loads (llm_base_proposer.py,
 _maybe_share_embeddings / _maybe_share_lm_head)."""
@@ -31,6 +34,7 @@ def engine_config(checkpoint: Path, tp: int, dp: int, ep: bool, placement: str, 
     extra: dict[str, Any] = {"speculative_config": {"method": "mtp", "num_speculative_tokens": 1}} if mtp else {}
     return EngineArgs(model=str(checkpoint), tensor_parallel_size=tp, data_parallel_size=dp, enable_expert_parallel=ep,
                       expert_placement_strategy=placement, all2all_backend=all2all,
+                      worker_extension_cls="refit.integrations.vllm.RefitWorkerExtension",
                       distributed_executor_backend="external_launcher", skip_tokenizer_init=True, dtype="bfloat16",
                       enforce_eager=True, load_format="safetensors", **extra).create_engine_config()  # fmt: skip
 
@@ -92,11 +96,20 @@ def share_with_target(model: torch.nn.Module, drafter: torch.nn.Module) -> None:
         layer.shared_head.head = model.lm_head
 
 
-class Worker(RefitWorkerExtension):
-    """What refit's extension sees of a vLLM worker it is mixed into: the model runner's model and
-    drafter, the engine's config and device."""
+def worker(config: Any, model: torch.nn.Module, drafter: Optional[torch.nn.Module], init_method: str) -> Any:
+    """vLLM's own worker of a CUDA engine (gpu_worker.Worker) made by vLLM's WorkerWrapperBase,
+    which mixes the config's worker_extension_cls (refit's) into it as every engine process does;
+    the wrapper forwards collective_rpc's calls to it. Its device and model runner are set as
+    init_device and load_model set them on a GPU (neither runs here)."""
+    from vllm.distributed import parallel_state as ps
+    from vllm.v1.worker.worker_base import WorkerWrapperBase
 
-    def __init__(self, config: Any, model: torch.nn.Module, drafter: Optional[torch.nn.Module]) -> None:
-        self.vllm_config = config
-        self.model_runner = SimpleNamespace(model=model, drafter=SimpleNamespace(model=drafter) if drafter else None)
-        self.device = torch.device("cpu")
+    config.parallel_config.worker_cls = "vllm.v1.worker.gpu_worker.Worker"
+    rank = ps.get_world_group().rank_in_group
+    wrapper = WorkerWrapperBase(rpc_rank=0)
+    wrapper.init_worker([{"vllm_config": config, "local_rank": rank, "rank": rank,
+                          "distributed_init_method": init_method, "is_driver_worker": rank == 0}])  # fmt: skip
+    assert isinstance(wrapper.worker, RefitWorkerExtension), type(wrapper.worker).__mro__
+    wrapper.worker.device = torch.device("cpu")
+    wrapper.worker.model_runner = SimpleNamespace(model=model, drafter=SimpleNamespace(model=drafter) if drafter else None)
+    return wrapper

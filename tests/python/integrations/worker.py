@@ -58,18 +58,18 @@ def training(pair: dict[str, Any], rank: int, tcp: Any) -> dict[str, Any]:
     sizes = Megatron(**pair["train"])
     dist.init_process_group("gloo", init_method=pair["megatron_init"], rank=rank, world_size=sizes.world,
                             timeout=timedelta(seconds=120))  # fmt: skip
-    ps.initialize_model_parallel(sizes.tp, sizes.pp, expert_model_parallel_size=sizes.ep,
-                                 expert_tensor_parallel_size=sizes.expert_tp)  # fmt: skip
+    ps.initialize_model_parallel(sizes.tp, sizes.pp, virtual_pipeline_model_parallel_size=sizes.vp if sizes.vp > 1 else None,
+                                 expert_model_parallel_size=sizes.ep, expert_tensor_parallel_size=sizes.expert_tp)  # fmt: skip
     config = json.loads(Path(pair["checkpoint_b"], "config.json").read_text())
     model = megatron_side.build(config, sizes)
-    flat = megatron_side.flatten(model)
+    flats = {megatron_side.flatten(chunk).untyped_storage().data_ptr() for chunk in model}
     unloaded = megatron_side.load(model, checkpoint_state(config, 2), config, sizes)
     key = pair["name"]
     if rank == 0:
         tcp.set(f"{key}/train", refit_megatron.train_layout(model))
     problem = refit_megatron.problem(model, pair["checkpoint_b"], infer=tcp.get(f"{key}/infer").decode())
     buffers = refit_megatron.parameters(model)
-    outside = sorted(n for n, t in buffers.items() if t.untyped_storage().data_ptr() != flat.untyped_storage().data_ptr())
+    outside = sorted(n for n, t in buffers.items() if t.untyped_storage().data_ptr() not in flats)
     me = refit_megatron.rank()
     exchange = refit.exchange.store(tcp, rank=me, size=problem.world_size, prefix=key)
     plan = refit.plan(problem, refit.Cluster.preset("cpu-host"))
@@ -91,7 +91,7 @@ def inference(pair: dict[str, Any], rank: int, world: int, tcp: Any) -> dict[str
     vllm_side.load(config, model, drafter, Path(pair["checkpoint_a"]))  # the engine's start
     if drafter is not None:
         vllm_side.share_with_target(model, drafter)
-    worker = vllm_side.Worker(config, model, drafter)
+    worker = vllm_side.worker(config, model, drafter, pair["vllm_init"])
     key = pair["name"]
     if rank == 0:
         tcp.set(f"{key}/infer", run_method(worker, "refit_layout", (), {}))
@@ -127,7 +127,7 @@ def teardown(training: bool) -> None:
 
 def main() -> None:
     job = json.loads(Path(sys.argv[1]).read_text())
-    rank = int(os.environ["RANK"])
+    rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])  # vLLM's workers set their own
     tcp = store()
     for pair in job["pairs"]:
         started = time.monotonic()
@@ -148,7 +148,7 @@ def main() -> None:
         Path(job["results"], f"{pair['name']}.{rank}.json").write_text(json.dumps(out))
         done = f"{pair['name']}/done"  # every process waits for all before the next pair
         tcp.add(done, 1)
-        while tcp.add(done, 0) < int(os.environ["WORLD_SIZE"]):
+        while tcp.add(done, 0) < size:
             time.sleep(0.05)
 
 if __name__ == "__main__":
