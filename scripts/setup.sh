@@ -54,6 +54,7 @@ refit_build() {
 # for the C++ reference, the furo theme; jsonschema for the file formats' schemas). Installed
 # once; later runs only check that it is there.
 REFIT_VENV=.venv
+REFIT_FRAMEWORK_PACKAGES=(vllm==0.33.0 megatron-core==0.16.1)
 REFIT_PYTHON_PACKAGES=(scikit-build-core nanobind numpy pytest matplotlib pandas mpi4py ml_dtypes
                        sphinx myst-parser breathe furo jsonschema)
 
@@ -67,12 +68,19 @@ refit_python_env() {
     echo "refit: installing ${REFIT_PYTHON_PACKAGES[*]} into $REFIT_VENV" >&2
     "$py" -m pip install -q --disable-pip-version-check "${REFIT_PYTHON_PACKAGES[@]}" >&2 || return 1
   fi
-  # torch for the tests (CPU tensors, torchrun, torch.distributed). PyPI's Linux wheel brings its
-  # CUDA libraries along (about 4 GB installed, a few minutes, once); where a CPU-only index is
-  # reachable, REFIT_TORCH_INDEX_URL points pip at it instead.
-  if ! "$py" -c "import torch" 2>/dev/null; then
-    echo "refit: installing torch into $REFIT_VENV (once; several GB)" >&2
-    "$py" -m pip install -q --disable-pip-version-check ${REFIT_TORCH_INDEX_URL:+--index-url "$REFIT_TORCH_INDEX_URL"} \
-      torch >&2 || return 1
+  # torch for the tests (CPU tensors, torchrun, torch.distributed) comes with the frameworks the
+  # integration tests drive (tests/python/integrations): vLLM pins the torch it was built against
+  # (vllm 0.33.0: torch==2.14.0, numba's numpy), so torch is the one vLLM runs with, not the newest.
+  # PyPI's Linux wheels bring their CUDA libraries along (about 9 GB installed, several minutes,
+  # once). vllm 0.34.0 needs a flashinfer-python that PyPI lacks; 0.33.0 is the newest that
+  # installs. megatron-core 0.16.1 is the newest for this Python (3.11). Later runs check versions.
+  if ! "$py" - "${REFIT_FRAMEWORK_PACKAGES[@]}" 2>/dev/null <<'CHECK'
+import sys
+from importlib.metadata import version
+sys.exit(any(version(name) != want for name, want in (p.split("==") for p in sys.argv[1:])))
+CHECK
+  then
+    echo "refit: installing ${REFIT_FRAMEWORK_PACKAGES[*]} (and the torch they need) into $REFIT_VENV (once; several GB)" >&2
+    "$py" -m pip install -q --disable-pip-version-check "${REFIT_FRAMEWORK_PACKAGES[@]}" >&2 || return 1
   fi
 }

@@ -3,8 +3,10 @@
 An executor needs nothing from the launcher but this process's rank, the number of processes,
 and an *exchange*: ``allgather(data: bytes) -> list[bytes]`` that returns every process's data,
 by rank. Processes started by torchrun use :func:`torch_distributed` (any backend:
-``all_gather_object``), mpirun jobs :func:`mpi`, and anything else (Ray, a key-value store) hands
-in a function with :func:`from_callable`. The executor calls it a few times while preparing a
+``all_gather_object``), mpirun jobs :func:`mpi`, processes of separate jobs (a trainer's and an
+inference engine's, each with its own ``torch.distributed`` world, as RL jobs run them)
+:func:`store` over a ``torch.distributed`` store both reach, and anything else (Ray) hands in a
+function with :func:`from_callable`. The executor calls it a few times while preparing a
 plan (to agree on the plan, exchange memory keys and connect), not while moving bytes.
 
 Timeouts are the exchange's own: a process that never reaches an allgather leaves the others
@@ -16,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol, runtime_checkable
 
-__all__ = ["CallableExchange", "Exchange", "from_callable", "mpi", "torch_distributed"]
+__all__ = ["CallableExchange", "Exchange", "StoreExchange", "from_callable", "mpi", "store", "torch_distributed"]
 
 
 @runtime_checkable
@@ -108,3 +110,43 @@ class MpiExchange:
 def mpi(comm: Optional[Any] = None) -> MpiExchange:
     """The exchange of an mpirun job, through mpi4py."""
     return MpiExchange(comm)
+
+
+class StoreExchange:
+    """An allgather over a ``torch.distributed`` store (``TCPStore``, ``FileStore``): each call
+    sets this process's key and waits for everyone's (as long as the store's timeout lets it);
+    the last process to read a call's keys deletes them."""
+
+    def __init__(self, store: Any, rank: int, size: int, prefix: str) -> None:
+        """``store``: reached by every process of the refit; ``prefix``: the keys of this
+        exchange, distinct from any other user of the store."""
+        if not 0 <= rank < size:
+            raise ValueError(f"rank {rank} is not in 0..{size - 1}")
+        self.store, self.rank, self.size, self.prefix = store, rank, size, prefix
+        self._calls = 0
+
+    def allgather(self, data: bytes) -> list[bytes]:
+        """Every process's data, by rank."""
+        call = f"{self.prefix}/{self._calls}"
+        self._calls += 1
+        keys = [f"{call}/{r}" for r in range(self.size)]
+        self.store.set(keys[self.rank], data)
+        self.store.wait(keys)
+        out = [self.store.get(k) for k in keys]
+        if self.store.add(f"{call}/read", 1) == self.size:
+            for k in [*keys, f"{call}/read"]:
+                self.store.delete_key(k)
+        return _contributions(out, self.size)
+
+
+def store(store: Any, *, rank: int, size: int, prefix: str = "refit") -> StoreExchange:
+    """The exchange of processes that share a ``torch.distributed`` store but no process group:
+    a trainer's ranks and an inference engine's workers, each side with its own world (as vLLM's
+    ``StatelessProcessGroup`` joins them in RL jobs). ``rank`` is this process's rank in the
+    plan (training ranks first), ``size`` the plan's ranks. For example, with the trainer's rank
+    0 hosting the store::
+
+        tcp = torch.distributed.TCPStore(host, port, is_master=(rank == 0))
+        exchange = refit.exchange.store(tcp, rank=rank, size=problem.world_size)
+    """
+    return StoreExchange(store, rank, size, prefix)

@@ -1,0 +1,124 @@
+"""refit.integrations without a job: the names each side gives refit, the layouts read from
+configs, and the refusals (a TransformerConfig that is not the checkpoint's, a vLLM pipeline, a
+parameter that moved in memory during an update)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import refit
+from refit.integrations import megatron, vllm
+
+MODELS = Path(__file__).resolve().parents[2] / "data" / "models"
+
+
+def te_names(local: list[str]) -> list[str]:
+    """The names refit gets for one chunk whose named_parameters() are `local`."""
+    return [megatron._te_name(n, set(local).__contains__) for n in local]
+
+
+def test_a_dense_layer_gets_the_fused_norms_names() -> None:
+    layer = ["decoder.layers.0.input_layernorm.weight", "decoder.layers.0.self_attention.linear_qkv.weight",
+             "decoder.layers.0.pre_mlp_layernorm.weight", "decoder.layers.0.mlp.linear_fc1.weight"]  # fmt: skip
+    assert te_names(layer) == [
+        "decoder.layers.0.self_attention.linear_qkv.layer_norm_weight", "decoder.layers.0.self_attention.linear_qkv.weight",
+        "decoder.layers.0.mlp.linear_fc1.layer_norm_weight", "decoder.layers.0.mlp.linear_fc1.weight",
+    ]  # fmt: skip
+
+
+def test_moe_and_mla_layers_keep_their_norms_apart_and_stack_expert_names() -> None:
+    p = "mtp.layers.0.transformer_layer."
+    layer = [p + "input_layernorm.weight", p + "self_attention.linear_q_up_proj.weight",
+             p + "self_attention.q_layernorm.weight", p + "self_attention.kv_layernorm.weight",
+             p + "self_attention.linear_kv_up_proj.weight", p + "pre_mlp_layernorm.weight", p + "mlp.router.weight",
+             p + "mlp.experts.local_experts.3.linear_fc2.weight"]  # fmt: skip
+    q = "mtp.layers.0.mtp_model_layer."
+    assert te_names(layer) == [q + "input_layernorm.weight", q + "self_attention.linear_q_up_proj.weight",
+                               q + "self_attention.linear_q_up_proj.layer_norm_weight",
+                               q + "self_attention.linear_kv_up_proj.layer_norm_weight",
+                               q + "self_attention.linear_kv_up_proj.weight", q + "pre_mlp_layernorm.weight",
+                               q + "mlp.router.weight", q + "mlp.experts.linear_fc2.weight3"]  # fmt: skip
+
+
+def test_te_spec_names_pass_as_they_are() -> None:
+    layer = ["embedding.word_embeddings.weight", "decoder.layers.1.self_attention.linear_qkv.layer_norm_weight",
+             "decoder.layers.1.mlp.experts.linear_fc1.weight7", "output_layer.weight"]  # fmt: skip
+    assert te_names(layer) == layer
+
+
+def test_wrappers_are_unwrapped_and_virtual_stages_prefixed() -> None:
+    class Wrapper(torch.nn.Module):
+        def __init__(self, module: torch.nn.Module) -> None:
+            super().__init__()
+            self.module = module
+
+    chunk = torch.nn.Module()
+    chunk.register_parameter("w", torch.nn.Parameter(torch.zeros(2)))
+    wrapped = [Wrapper(Wrapper(chunk)), Wrapper(torch.nn.Linear(2, 2, bias=False))]
+    got = megatron.parameters(wrapped)
+    assert sorted(got) == ["model0.w", "model1.weight"]
+    assert got["model0.w"].data_ptr() == chunk.w.data_ptr()  # no copy
+
+
+def test_vllm_fused_moe_weights_lose_routed_experts() -> None:
+    class Experts(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.routed_experts = torch.nn.Module()
+            self.routed_experts.register_parameter("w13_weight", torch.nn.Parameter(torch.zeros(1)))
+
+    model = torch.nn.Module()
+    model.experts = Experts()
+    assert list(vllm.parameters(model)) == ["experts.w13_weight"]
+
+
+def engine(tp: int = 2, dp: int = 2, pp: int = 1, ep: bool = True, placement: str = "round_robin",
+           all2all: str = "deepep_low_latency") -> SimpleNamespace:  # fmt: skip
+    return SimpleNamespace(parallel_config=SimpleNamespace(
+        tensor_parallel_size=tp, data_parallel_size=dp, pipeline_parallel_size=pp, enable_expert_parallel=ep,
+        expert_placement_strategy=placement, all2all_backend=all2all))  # fmt: skip
+
+
+def test_the_inference_layout_is_the_engines() -> None:
+    assert vllm.infer_layout(engine()) == "tp=2,dp=2,ep=on,placement=round_robin,all2all=deepep_low_latency"
+    assert vllm.infer_layout(engine(ep=False), engines=3) == "tp=2,dp=2,engines=3"
+    assert vllm.infer_layout(engine(placement="linear")) == "tp=2,dp=2,ep=on,placement=linear"
+    with pytest.raises(refit.BadInput, match="pipeline_parallel_size=2: refit's inference layouts have no pipeline"):
+        vllm.infer_layout(engine(pp=2))
+
+
+def test_a_transformer_config_of_another_model_is_refused_naming_the_field() -> None:
+    model = SimpleNamespace(config=SimpleNamespace(num_layers=3, hidden_size=64, num_attention_heads=4,
+                                                   num_query_groups=2), vocab_size=1024)  # fmt: skip
+    with pytest.raises(refit.BadInput, match=r"TransformerConfig.num_layers is 3 but .*tiny-llama.json has num_hidden_layers = 2"):
+        megatron.problem(model, MODELS / "tiny-llama.json", infer="tp=1")
+    model.config.num_layers, model.config.num_query_groups = 2, 4
+    with pytest.raises(refit.BadInput, match="TransformerConfig.num_query_groups is 4 but .* num_key_value_heads = 2"):
+        megatron.problem(model, MODELS / "tiny-llama-vocab1023.json", infer="tp=1")
+
+
+class Prepared:
+    """A prepared plan that moves nothing (the update's own checks are under test)."""
+
+    buffers: dict = {}
+
+    def execute(self) -> refit.ExecutionReport:
+        return refit.ExecutionReport(rank=2, bytes_sent=0, bytes_received=0, elapsed_s=0.0, messages=0,
+                                     bytes_stored_directly=0)  # fmt: skip
+
+
+def test_an_update_that_moves_a_parameter_fails_naming_it() -> None:
+    """CUDA graphs hold parameters' addresses: a parameter rebound during an update (as vLLM's
+    FP8 post-processing of 0.11 did) is named."""
+    model = torch.nn.Linear(4, 4, bias=False)
+    worker = vllm.RefitWorkerExtension()
+    worker.model_runner = SimpleNamespace(model=model)
+    worker._refit = vllm._Session(Prepared(), {"weight": model.weight.data_ptr()}, process_weights=False)
+    assert worker.refit_update()["rank"] == 2
+    model.weight.data = torch.zeros(4, 4)
+    with pytest.raises(refit.Failure, match="parameters moved in memory during the update .*: weight"):
+        worker.refit_update()
