@@ -17,6 +17,15 @@ from typing import Any
 __all__ = ["megatron", "vllm"]
 
 
+def problem_options(infer: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` for :meth:`refit.Problem.from_model`, which both sides must build alike: with a
+    ``placement=round_robin`` inference layout, one tensor per routed expert (a round-robin
+    placement is no layout of a stacked ``[E, ...]`` tensor), unless the caller said otherwise."""
+    if "placement=round_robin" in infer.split(","):
+        options.setdefault("per_expert", True)
+    return options
+
+
 def __getattr__(name: str) -> Any:
     if name in __all__:
         import importlib

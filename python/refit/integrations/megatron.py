@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, Union
 
 import refit
 from refit._errors import BadInput
+from refit.integrations import problem_options
 
 __all__ = ["LOCAL_TO_TE", "chunks", "parameters", "problem", "rank", "train_layout"]
 
@@ -218,4 +219,5 @@ def problem(model: Models, config: Union[str, Path], *, infer: str, train: str =
     bare = chunks(model)
     _check_config(bare[0].config, json.loads(path.read_text()), str(path))
     options.setdefault("mtp", bool(getattr(bare[0].config, "mtp_num_layers", None)))
-    return refit.Problem.from_model(path, train=train or train_layout(model), infer=infer, **options)
+    return refit.Problem.from_model(path, train=train or train_layout(model), infer=infer,
+                                    **problem_options(infer, options))

@@ -29,6 +29,7 @@ from typing import Any, Mapping, Optional
 
 import refit
 from refit._errors import BadInput, Failure
+from refit.integrations import problem_options
 
 __all__ = ["RefitWorkerExtension", "infer_layout", "parameters", "rank"]
 
@@ -157,9 +158,9 @@ class RefitWorkerExtension:
         model = self.model_runner.model
         drafter = getattr(getattr(self.model_runner, "drafter", None), "model", None)
         options.setdefault("mtp", drafter is not None)
+        infer = infer_layout(self.vllm_config, engines)
         problem = refit.Problem.from_model(
-            config or self.vllm_config.model_config.model, train=train, infer=infer_layout(self.vllm_config, engines),
-            **options,
+            config or self.vllm_config.model_config.model, train=train, infer=infer, **problem_options(infer, options)
         )  # fmt: skip
         plan = refit.plan(problem, refit.Cluster.preset(cluster), strategy)
         me = rank(problem.source_ranks, engine)

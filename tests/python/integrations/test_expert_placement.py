@@ -61,7 +61,6 @@ def refit_experts(problem: refit.Problem, rank: int) -> list[int]:
     return [slots[i] for i in range(len(slots))]
 
 
-@pytest.mark.xfail(strict=True, raises=refit.BadInput, reason="item 1 lands on main")
 @pytest.mark.parametrize("model,tp,dp,placement,all2all", CASES)
 def test_refit_places_experts_as_vllm_does(model: str, tp: int, dp: int, placement: str, all2all: str) -> None:
     config = json.loads((MODELS / model).read_text())

@@ -69,13 +69,6 @@ JOBS: dict[str, list[tuple[str, dict[str, int], dict[str, Any]]]] = {
         ("dsv3groups-ep2-to-dp2-round-robin", {"ep": 2, "etp": 1, "dp": 2}, infer(dp=2, ep=True, placement="round_robin")),
     ],
 }  # fmt: skip
-ROUND_ROBIN = "needs the all2all= key of the inference layout (issue 28, item 1 lands on main)"
-
-
-class RefusesAll2All(Exception):
-    """Every failing process was refused the inference layout's all2all= key."""
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -119,18 +112,10 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str
 PAIRS = [(name, train, i) for pairs in JOBS.values() for name, train, i in pairs]
 
 
-@pytest.mark.parametrize(
-    "name,train,i",
-    [pytest.param(*p, marks=[pytest.mark.xfail(strict=True, raises=RefusesAll2All, reason=ROUND_ROBIN)] if p[2]["placement"] == "round_robin" else [])
-     for p in PAIRS],
-    ids=[p[0] for p in PAIRS],
-)  # fmt: skip
+@pytest.mark.parametrize("name,train,i", PAIRS, ids=[p[0] for p in PAIRS])
 def test_every_vllm_parameter_is_vllms_own_loading(results: dict[str, list[dict[str, Any]]], name: str,
                                                    train: dict[str, int], i: dict[str, Any]) -> None:  # fmt: skip
     lines = results[name]
-    errors = [x["error"] for x in lines if "error" in x]
-    if i["placement"] == "round_robin" and errors and all("unknown key 'all2all'" in e for e in errors):
-        raise RefusesAll2All(errors[0].splitlines()[-1])
     for x in lines:
         assert "error" not in x, x["error"]
     megatron = [x for x in lines if x["side"] == "megatron"]
