@@ -101,6 +101,11 @@ class Simulation:
     resources: list[Resource] = field(default_factory=list, repr=False)
     critical_path: list[CriticalStep] = field(default_factory=list, repr=False)
     notes: list[str] = field(default_factory=list)
+    #: For a deployment that moves a part of the model (m2n-bench's representatives): the bytes it
+    #: moves, their lower bound and the prediction over it; None when it moves every tensor.
+    moved_bytes: Optional[int] = None
+    moved_lower_bound_s: Optional[float] = None
+    ratio_to_moved_lower_bound: Optional[float] = None
     trace: Optional[str] = field(default=None, repr=False)
 
     def row(self) -> dict[str, object]:

@@ -85,6 +85,20 @@ def test_simulate_a_baseline_with_fp8_runs_as_deployed_in_both(cli_json: Any) ->
     _compare_rows(expected, [got])
 
 
+def test_a_deployment_that_moves_part_of_the_model_says_so_in_both(cli_json: Any) -> None:
+    # m2n-bench times one representative per layer pattern and stage: its row reports the bytes it
+    # moves and their bound, in Python as in the command.
+    args = [*_problem_args(str(TINY_MOE), "tp=2,ep=2,etp=1", "tp=2"), "--cluster", "dgx-h100",
+            "--strategy", "m2n-ring", "--deployment", "m2n-bench"]  # fmt: skip
+    expected = cli_json("simulate", *args)
+    problem = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2,etp=1", infer="tp=2")
+    with pytest.warns(UserWarning, match="m2n-bench times one representative"):
+        got = refit.simulate(problem, refit.Cluster.preset("dgx-h100"), "m2n-ring", deployment="m2n-bench")
+    assert got.moved_bytes is not None and got.moved_bytes < problem.total_bytes
+    assert got.predicted_s >= got.moved_lower_bound_s
+    _compare_rows(expected, [got])
+
+
 def test_simulate_a_saved_plan_on_a_cluster_file(cli_json: Any, tmp_path: Path) -> None:
     problem = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2,etp=1", infer="tp=2")
     cluster = refit.Cluster.from_file(DATA / "topology" / "cluster_small.json")
