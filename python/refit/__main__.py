@@ -107,7 +107,10 @@ def _simulation_json(rows: Sequence[Simulation]) -> dict[str, Any]:
         d = dataclasses.asdict(r)
         for key in ("resources", "critical_path", "trace", "cluster", "lower_bound_binding"):
             d.pop(key)
-        for key in ("speedup_vs_gather_broadcast", "time_vs_refit", "notes"):
+        # The command's rows leave out what a prediction does not have (no comparison, no notes,
+        # a deployment that moves every tensor).
+        for key in ("speedup_vs_gather_broadcast", "time_vs_refit", "notes", "moved_bytes", "moved_lower_bound_s",
+                    "ratio_to_moved_lower_bound"):  # fmt: skip
             if not d[key]:
                 d.pop(key)
         return d
