@@ -21,14 +21,7 @@ namespace {
 
 using Bytes = std::vector<std::byte>;
 
-struct Input {
-  std::span<const std::uint8_t> rest;
-  std::uint8_t next() {
-    if (rest.empty()) return 0;
-    const auto b = rest.front();
-    rest = rest.subspan(1);
-    return b;
-  }
+struct Input : refit::fuzz::ByteReader {
   Bytes take(std::size_t n) {
     Bytes out(n);
     for (auto& b : out) b = static_cast<std::byte>(next());
@@ -63,7 +56,7 @@ void decode_checked(refit::DeltaCodec& codec, std::span<const std::byte> payload
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  Input in{{data, size}};
+  Input in{{{data, size}}};
   const std::uint8_t first = in.next();
   const refit::DType dtype = kWidths[first & 3];
   const bool raw_payload = (first & 0x80) != 0;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <span>
 #include <string_view>
 
 #include "refit/core/error.h"
@@ -14,6 +15,18 @@ namespace refit::fuzz {
 inline std::string_view text_of(const std::uint8_t* data, std::size_t size) {
   return {reinterpret_cast<const char*>(data), size};
 }
+
+// The input read from the front, a byte at a time; zeros once it runs out, so that every input
+// describes something.
+struct ByteReader {
+  std::span<const std::uint8_t> rest;
+  std::uint8_t next() {
+    if (rest.empty()) return 0;
+    const auto b = rest.front();
+    rest = rest.subspan(1);
+    return b;
+  }
+};
 
 // Aborts (a finding) unless `r` is a value or a bad-input error that says something.
 template <class T>

@@ -12,14 +12,7 @@
 namespace {
 
 // Reads bytes from the front; zeros when they run out.
-struct Bytes {
-  std::span<const std::uint8_t> rest;
-  std::uint8_t next() {
-    if (rest.empty()) return 0;
-    const auto b = rest.front();
-    rest = rest.subspan(1);
-    return b;
-  }
+struct Bytes : refit::fuzz::ByteReader {
   std::int64_t next64() {
     std::uint64_t v = 0;
     for (int i = 0; i < 8; ++i) v = v << 8 | next();
@@ -70,7 +63,7 @@ void check_tiling(const refit::Overlap& o) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  Bytes in{{data, size}};
+  Bytes in{{{data, size}}};
   refit::Shape shape(1 + in.next() % 4);
   for (auto& s : shape) s = in.size();
   const auto src = layout_of(in, shape);
