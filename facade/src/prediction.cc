@@ -105,6 +105,7 @@ Bytes moved_bytes(const ReshardProblem& problem, const std::vector<bool>& moved)
     const PlanSimulationOptions again{.window = window, .staging = o.staging};
     row.sensitivity = REFIT_TRY(refit::sensitivity(p, problem, cluster, deployment, again));
   }
+  row.notes.insert(row.notes.end(), row.sim.assumptions.begin(), row.sim.assumptions.end());
   return row;
 }
 

@@ -63,6 +63,13 @@ QuantizeWork quantize_work(const Plan& plan, const ReshardProblem& problem) {
   return w;
 }
 
+std::string_view quantize_rate_assumption() {
+  return "FP8 quantisation is charged at the best published cast rate (torchao's MXFP8 cast on B200, 69 % of "
+         "HBM) scaled to each GPU's memory bandwidth: refit's own kernels have no measured figure on a GPU "
+         "yet "
+         "(tests/gpu/run.sh)";
+}
+
 Seconds quantize_time(Bytes source_bytes, const GpuSpec& gpu) {
   constexpr double kTrafficPerByte = 1.5;      // read 2 bytes, write 1, per bf16 byte of 2
   constexpr double kCastOfLine = 0.69;         // torchao's MXFP8 cast on B200: 5.5 of 8 TB/s

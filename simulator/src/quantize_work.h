@@ -1,6 +1,7 @@
 #pragma once
 // FP8 in flight in the simulator: which ranks quantise how many bytes, and which transfers wait
 // for a sender's quantisation or feed a receiver's (core/quantization.h says who quantises).
+#include <string_view>
 #include <vector>
 
 #include "refit/core/problem.h"
@@ -29,5 +30,8 @@ QuantizeWork quantize_work(const Plan& plan, const ReshardProblem& problem);
 // rate; the presets' copy bandwidth is 1.45/3.35 of it (topology/src/hardware_constants.cc), so b
 // bytes of bf16 take 1.5 b / (0.69 * copy_bandwidth * 3.35 / 1.45) = 0.941 b / copy_bandwidth.
 Seconds quantize_time(Bytes source_bytes, const GpuSpec& gpu);
+// What quantize_time assumes, as a prediction says it: no figure of refit's own kernels on a GPU
+// exists yet (tests/gpu/run.sh measures them; bench/RESULTS.md keeps the figures).
+std::string_view quantize_rate_assumption();
 
 }  // namespace refit::sim

@@ -6,6 +6,7 @@
 #include "refit/core/try.h"
 
 #include "plan_model.h"
+#include "quantize_work.h"
 #include "refit/planner/strategy.h"
 #include "refit/simulator/plan_simulation.h"
 #include "refit/simulator/simulate.h"
@@ -174,6 +175,7 @@ Result<PlanSimulation> simulate_plan(const Plan& plan, const ReshardProblem& pro
   fill_contributors(out, pm, r, options.calls);
   fill_resources(out, pm.model, r);
   fill_critical_path(out, pm, r);
+  if (sim::quantize_work(plan, problem).any()) out.assumptions.emplace_back(sim::quantize_rate_assumption());
   if (options.trace) REFIT_TRY(sim::write_chrome_trace(pm.model, r, *options.trace));
   return out;
 }

@@ -104,6 +104,8 @@ struct PlanSimulation {
   std::vector<CriticalTransfer> critical_path;  // one entry per task on the path
   std::int64_t tasks = 0;
   std::uint64_t events = 0;
+  // Constants the prediction rests on for want of a measured figure, a sentence each.
+  std::vector<std::string> assumptions;
 };
 
 // `problem` supplies the ranks' local boxes: a message whose bytes are not one contiguous run of
