@@ -25,7 +25,7 @@ namespace {
 [[nodiscard]] Result<void> check_label(const Plan& plan, const ReshardProblem& problem,
                                        const PlacedCluster& cluster) {
   const auto strategy = find_strategy(plan.strategy);
-  if (!strategy || (*strategy)->id == StrategyId::kRefit) {
+  if (!strategy || !(*strategy)->baseline) {
     if (plan.execution == ExecutionModelId::kNcclCollectives)
       return mismatch(
           fmt::format("strategy '{}' is run by refit's executors, not by the execution model '{}' "

@@ -47,7 +47,7 @@ bool quantises_before_engines(const Plan& plan) {
 [[nodiscard]] Result<const DeploymentInfo*> deployment_for(const PredictOptions& o, const Plan& plan) {
   if (!o.deployment.empty()) return REFIT_TRY_IN(find_deployment(o.deployment), "--deployment");
   const auto info = find_strategy(plan.strategy);
-  return &deployment_info(info ? default_deployment((*info)->id) : DeploymentId::kRefit);
+  return info ? &default_deployment(**info) : &refit_executors();
 }
 
 struct Planned {
@@ -142,11 +142,10 @@ Result<Predictions> predict(const PredictionInputs& in, const PredictOptions& o,
   const DeploymentInfo* deployment = REFIT_TRY(deployment_for(o, planned.plan));
   // A plan file is what moves: a baseline's plan that quantises before the engines is nothing the
   // deployed code runs, so refit's executors run it.
-  const bool fp8_plan =
-      given && deployment->id != DeploymentId::kRefit && quantises_before_engines(planned.plan);
-  if (fp8_plan) deployment = &deployment_info(DeploymentId::kRefit);
+  const bool fp8_plan = given && deployment->quantizes_at_receivers && quantises_before_engines(planned.plan);
+  if (fp8_plan) deployment = &refit_executors();
   const auto receivers =
-      deployment->id == DeploymentId::kRefit || given ? std::nullopt : REFIT_TRY(at_receivers(in.source));
+      deployment->quantizes_at_receivers && !given ? REFIT_TRY(at_receivers(in.source)) : std::nullopt;
   if (receivers) {
     const auto today = REFIT_TRY(plan_timed(*receivers, in.cluster, o.strategy, o.plan));
     out.rows.push_back(REFIT_TRY(run_row(o, *receivers, in.cluster, today, *deployment, true)));
@@ -163,10 +162,9 @@ Result<Predictions> compare(const PredictionInputs& in, const PredictOptions& o)
   const StrategyInfo* chosen = REFIT_TRY_IN(find_strategy(o.strategy), "--strategy");
   Predictions out{.cluster = in.cluster.name(), .bound = lower_bound(in.problem, in.cluster), .rows = {}};
   const auto receivers = REFIT_TRY(at_receivers(in.source));
-  const auto& refit_executors = deployment_info(DeploymentId::kRefit);
   for (const auto& s : strategies()) {
-    const auto& deployed = deployment_info(default_deployment(s.id));
-    const bool today = receivers && deployed.id != DeploymentId::kRefit;
+    const auto& deployed = default_deployment(s);
+    const bool today = receivers && deployed.quantizes_at_receivers;
     const ReshardProblem& problem = today ? *receivers : in.problem;
     const auto planned = REFIT_TRY(plan_timed(problem, in.cluster, s.name, o.plan));
     out.rows.push_back(REFIT_TRY(run_row(o, problem, in.cluster, planned, deployed, &s == chosen)));
@@ -174,9 +172,9 @@ Result<Predictions> compare(const PredictionInputs& in, const PredictOptions& o)
     // Beside a baseline of NCCL's algorithms, its plan as refit's executors would run it (the
     // algorithm without the deployed code's calls); gather-broadcast's plan is refit's own
     // strawman of the algorithm, so it has no such row.
-    if (s.id != StrategyId::kDirect && s.id != StrategyId::kM2nRing) continue;
+    if (!s.nccl_m2n) continue;
     const auto asked = today ? REFIT_TRY(plan_timed(in.problem, in.cluster, s.name, o.plan)) : planned;
-    out.rows.push_back(REFIT_TRY(run_row(o, in.problem, in.cluster, asked, refit_executors, false)));
+    out.rows.push_back(REFIT_TRY(run_row(o, in.problem, in.cluster, asked, refit_executors(), false)));
   }
   relate(out.rows);
   return out;

@@ -18,6 +18,7 @@ struct DeployInputs {
   const ReshardProblem& problem;
   const PlacedCluster& cluster;
   const DeploymentConstants& constants;
+  const StrategyInfo& strategy;  // whose plan it is
 };
 
 // Appends `call`; returns its index.

@@ -21,29 +21,11 @@ namespace {
 
 using sim::DeployInputs;
 
-constexpr std::array<DeploymentInfo, 4> kDeployments{{
-    {.id = DeploymentId::kRefit,
-     .name = "refit",
-     .description = "refit's own executors: the whole plan in one call"},
-    {.id = DeploymentId::kNemoRl,
-     .name = "nemo-rl",
-     .description =
-         "NeMo RL: gather-broadcast as packed NCCL broadcasts, m2n-ring and direct through nccl_reshard"},
-    {.id = DeploymentId::kM2nBench,
-     .name = "m2n-bench",
-     .description =
-         "nccl_m2n's reshard_model_bench: every parameter through M2N, one name pattern at a time"},
-    {.id = DeploymentId::kM2nBenchAll,
-     .name = "m2n-bench-all",
-     .description = "reshard_model_bench --no-dedup: as m2n-bench, timing every layer instead of one per "
-                    "pattern and stage (the figures nccl_m2n's README publishes)"},
-}};
-
 std::size_t at(std::int64_t i) { return static_cast<std::size_t>(i); }
 
-CallSchedule whole_plan(const Plan& plan) {
+Result<CallSchedule> whole_plan(const DeployInputs& in) {
   Call call{.label = "the plan", .group = "refit execute"};
-  call.transfers.resize(plan.transfers.size());
+  call.transfers.resize(in.plan.transfers.size());
   std::iota(call.transfers.begin(), call.transfers.end(), 0);
   return CallSchedule{.calls = {std::move(call)}};
 }
@@ -180,6 +162,53 @@ Result<CallSchedule> m2n_bench(const DeployInputs& in, bool all_layers) {
   return schedule;
 }
 
+// NeMo RL: M2N's algorithms through nccl_reshard, the rest through its packed broadcast; before
+// either, the driver's Ray fan-out.
+Result<CallSchedule> nemo_rl(const DeployInputs& in) {
+  auto schedule = REFIT_TRY(in.strategy.nccl_m2n ? nemo_rl_reshard(in) : nemo_rl_collective(in));
+  sim::add_ray_dispatch(in.problem, in.constants, schedule);
+  return schedule;
+}
+
+bool any_plan(const StrategyInfo*) { return true; }
+bool a_baseline(const StrategyInfo* s) { return s && s->baseline; }
+bool an_m2n_algorithm(const StrategyInfo* s) { return s && s->nccl_m2n; }
+bool refit_own(const StrategyInfo& s) { return !s.baseline; }
+bool baseline(const StrategyInfo& s) { return s.baseline; }
+bool never(const StrategyInfo&) { return false; }
+
+constexpr std::array<DeploymentInfo, 4> kDeployments{{
+    {.id = DeploymentId::kRefit,
+     .name = "refit",
+     .description = "refit's executors: the whole plan in one call",
+     .runs = any_plan,
+     .runs_by_default = refit_own,
+     .calls = whole_plan},
+    {.id = DeploymentId::kNemoRl,
+     .name = "nemo-rl",
+     .description =
+         "NeMo RL: gather-broadcast as packed NCCL broadcasts, m2n-ring and direct through nccl_reshard",
+     .runs = a_baseline,
+     .runs_by_default = baseline,
+     .calls = nemo_rl,
+     .quantizes_at_receivers = true},
+    {.id = DeploymentId::kM2nBench,
+     .name = "m2n-bench",
+     .description = "nccl_m2n's reshard_model_bench: every parameter through M2N, one name pattern at a time",
+     .runs = an_m2n_algorithm,
+     .runs_by_default = never,
+     .calls = [](const DeployInputs& in) { return m2n_bench(in, /*all_layers=*/false); },
+     .quantizes_at_receivers = true},
+    {.id = DeploymentId::kM2nBenchAll,
+     .name = "m2n-bench-all",
+     .description = "reshard_model_bench --no-dedup: as m2n-bench, timing every layer instead of one per "
+                    "pattern and stage (the figures nccl_m2n's README publishes)",
+     .runs = an_m2n_algorithm,
+     .runs_by_default = never,
+     .calls = [](const DeployInputs& in) { return m2n_bench(in, /*all_layers=*/true); },
+     .quantizes_at_receivers = true},
+}};
+
 }  // namespace
 
 std::span<const DeploymentInfo> deployments() { return kDeployments; }
@@ -194,50 +223,29 @@ Result<const DeploymentInfo*> find_deployment(std::string_view name) {
   return not_found(fmt::format("unknown deployment '{}' (expected {})", name, fmt::join(names, ", ")));
 }
 
-DeploymentId default_deployment(StrategyId strategy) {
-  return strategy == StrategyId::kRefit ? DeploymentId::kRefit : DeploymentId::kNemoRl;
+const DeploymentInfo& default_deployment(const StrategyInfo& strategy) {
+  return *std::ranges::find_if(kDeployments,
+                               [&](const DeploymentInfo& d) { return d.runs_by_default(strategy); });
 }
 
+const DeploymentInfo& refit_executors() { return deployment_info(DeploymentId::kRefit); }
+
 Result<void> check_runs(const DeploymentInfo& deployment, const StrategyInfo& strategy) {
-  const bool runs = [&] {
-    switch (deployment.id) {
-      case DeploymentId::kRefit:
-        return true;
-      case DeploymentId::kNemoRl:
-        return strategy.id != StrategyId::kRefit;
-      case DeploymentId::kM2nBench:
-      case DeploymentId::kM2nBenchAll:
-        return strategy.id == StrategyId::kM2nRing || strategy.id == StrategyId::kDirect;
-    }
-    return false;
-  }();
-  if (runs) return {};
+  if (deployment.runs(&strategy)) return {};
   return unsupported(fmt::format("deployment '{}' does not run strategy '{}' ({})", deployment.name,
                                  strategy.name, deployment.description));
 }
 
 Result<CallSchedule> deploy(const DeploymentInfo& deployment, const Plan& plan, const ReshardProblem& problem,
                             const PlacedCluster& cluster, const DeploymentConstants& constants) {
-  // refit's executors run any plan, also one of a strategy this build lacks.
-  if (deployment.id == DeploymentId::kRefit) return whole_plan(plan);
-  const StrategyInfo& strategy = *REFIT_TRY(find_strategy(plan.strategy));
-  REFIT_TRY(check_runs(deployment, strategy));
-  const DeployInputs in{.plan = plan, .problem = problem, .cluster = cluster, .constants = constants};
-  switch (deployment.id) {
-    case DeploymentId::kRefit:
-      return whole_plan(plan);
-    case DeploymentId::kNemoRl: {
-      auto schedule = REFIT_TRY(strategy.id == StrategyId::kGatherBroadcast ? nemo_rl_collective(in)
-                                                                            : nemo_rl_reshard(in));
-      sim::add_ray_dispatch(problem, constants, schedule);
-      return schedule;
-    }
-    case DeploymentId::kM2nBench:
-      return m2n_bench(in, /*all_layers=*/false);
-    case DeploymentId::kM2nBenchAll:
-      return m2n_bench(in, /*all_layers=*/true);
-  }
-  return unsupported(fmt::format("deployment '{}' has no call model", deployment.name));
+  const auto known = find_strategy(plan.strategy);
+  if (!known && !deployment.runs(nullptr)) return std::unexpected(known.error());
+  if (known) REFIT_TRY(check_runs(deployment, **known));
+  // A plan of a strategy this build lacks is run as refit's own (by a deployment that runs any).
+  const StrategyInfo& strategy = known ? **known : strategy_info(kDefaultStrategy);
+  const DeployInputs in{
+      .plan = plan, .problem = problem, .cluster = cluster, .constants = constants, .strategy = strategy};
+  return deployment.calls(in);
 }
 
 }  // namespace refit

@@ -56,9 +56,10 @@ std::vector<const Call*> calls_in(const CallSchedule& s, std::string_view group)
 }
 
 TEST(Deployment, EachStrategyHasADefaultAndImpossiblePairsAreRefusedNamingBoth) {
-  EXPECT_EQ(default_deployment(StrategyId::kRefit), DeploymentId::kRefit);
-  EXPECT_EQ(default_deployment(StrategyId::kGatherBroadcast), DeploymentId::kNemoRl);
-  EXPECT_EQ(default_deployment(StrategyId::kM2nRing), DeploymentId::kNemoRl);
+  EXPECT_EQ(default_deployment(strategy_info(StrategyId::kRefit)).id, DeploymentId::kRefit);
+  EXPECT_EQ(default_deployment(strategy_info(StrategyId::kGatherBroadcast)).id, DeploymentId::kNemoRl);
+  EXPECT_EQ(default_deployment(strategy_info(StrategyId::kM2nRing)).id, DeploymentId::kNemoRl);
+  EXPECT_EQ(default_deployment(strategy_info(StrategyId::kDirect)).id, DeploymentId::kNemoRl);
   for (const auto& d : deployments())
     for (const auto& s : strategies()) {
       const auto runs = check_runs(d, s);

@@ -34,6 +34,12 @@ struct StrategyInfo {
   // It sends a tensor from whichever ranks hold it, so it can send fp8 from landing ranks
   // (core/quantization.h); gather-broadcast sends everything from training rank 0.
   bool sends_from_holders = true;
+  // It stands for an algorithm of today's refit systems (a baseline), not refit's own: a plan
+  // that names it must be what that algorithm makes, and the simulator's deployments of those
+  // systems run it (simulator/deployment.h).
+  bool baseline = false;
+  // One of NCCL M2N's algorithms (DIRECT, RING): what nccl_reshard and reshard_model_bench run.
+  bool nccl_m2n = false;
 };
 
 // Every strategy, in StrategyId order; the first is the default.

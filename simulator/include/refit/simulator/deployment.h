@@ -61,10 +61,26 @@ struct DeploymentConstants {
   Seconds ray_async_call{0.12e-3};
 };
 
+namespace sim {
+struct DeployInputs;
+}
+
+// A deployment carries its own rules and behaviour, as a protocol table entry does: which plans it
+// runs, whose plans it runs unless told otherwise, how it cuts a plan into calls, and what it
+// moves. Nothing outside the table asks which deployment it is.
 struct DeploymentInfo {
   DeploymentId id = DeploymentId::kRefit;
   std::string_view name;         // "refit", "nemo-rl", "m2n-bench", "m2n-bench-all"
   std::string_view description;  // one line for --help
+  // Whether it runs a plan of `strategy` (nullptr: a strategy this build lacks).
+  bool (*runs)(const StrategyInfo* strategy) = nullptr;
+  // Whether it is who runs `strategy`'s plans unless told otherwise: one entry per strategy.
+  bool (*runs_by_default)(const StrategyInfo& strategy) = nullptr;
+  // The calls it cuts a plan it runs into.
+  Result<CallSchedule> (*calls)(const sim::DeployInputs& in) = nullptr;
+  // The deployed code moves bf16 and quantises on the inference side (NeMo RL quantises at the
+  // receivers): an FP8 refit quantised before the engines is nothing it runs.
+  bool quantizes_at_receivers = false;
 };
 
 // Every deployment, in DeploymentId order.
@@ -74,7 +90,9 @@ const DeploymentInfo& deployment_info(DeploymentId id);
 [[nodiscard]] Result<const DeploymentInfo*> find_deployment(std::string_view name);
 // Who runs a strategy's plans unless told otherwise: refit's executors for refit, NeMo RL for
 // the baselines.
-DeploymentId default_deployment(StrategyId strategy);
+const DeploymentInfo& default_deployment(const StrategyInfo& strategy);
+// refit's executors: they run any plan, also one of a strategy this build lacks.
+const DeploymentInfo& refit_executors();
 // kUnsupported naming both when the deployment cannot run the strategy's plans (NeMo RL does not
 // run refit's, reshard_model_bench runs M2N only).
 [[nodiscard]] Result<void> check_runs(const DeploymentInfo& deployment, const StrategyInfo& strategy);
