@@ -17,6 +17,10 @@ constexpr ZeroCopyRule kOneRun{};
 // many (executors/ucx/src/engine_receive.cc reads it from here). The NCCL executor's steps are
 // modelled with the same window until its own schedule is simulated.
 constexpr std::int32_t kUcxGrantWindow = 16;
+// The chunks per rank and step of refit's NCCL executor, so that one NCCL group stays a moderate
+// size: the executor schedules with exactly this many (executors/nccl/src/translate.cc reads it
+// from here).
+constexpr std::int32_t kNcclStepChunks = 256;
 
 constexpr std::array<ExecutionModel, 3> kModels{{
     {.id = ExecutionModelId::kRefitUcx,
@@ -30,6 +34,7 @@ constexpr std::array<ExecutionModel, 3> kModels{{
      .description = "refit's NCCL executor: grouped ncclSend/ncclRecv per step, a chunk in place "
                     "only when it is one run of its buffer",
      .pair_window = kUcxGrantWindow,
+     .step_chunks = kNcclStepChunks,
      .zero_copy = kOneRun},
     {.id = ExecutionModelId::kNcclCollectives,
      .name = "nccl-collectives",
