@@ -36,8 +36,10 @@
 // FP8 in flight (quantize_work.h): a sender that quantises weights does so once, in a task of its
 // own before its first transfer of them; a receiver that quantises what lands does so in a task
 // after the last of those transfers.
+// A step-paced execution model (refit-nccl) runs the transfers step by step instead, as the
+// lowering's step schedule says (step_tasks.h): no streams or grants, each rank's steps in order.
 // The jobs are one file each: routes.h (resources and what a transfer crosses), piece_cuts.h
-// (cuts, streams, grants, relay anchors), transfer_tasks.h (transfers as tasks),
+// (cuts, streams, grants, relay anchors), transfer_tasks.h and step_tasks.h (transfers as tasks),
 // call_tasks.h (calls), quantize_tasks.h (FP8); this file puts them together.
 #include "plan_model.h"
 
@@ -46,10 +48,13 @@
 #include "piece_cuts.h"
 #include "quantize_tasks.h"
 #include "routes.h"
+#include "step_tasks.h"
 #include "task_sink.h"
 #include "transfer_tasks.h"
 
 #include <algorithm>
+#include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -60,29 +65,60 @@ namespace {
 
 std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 
+// What a plan model is built from besides the plan: the lowering's copy costs and the execution
+// model's step schedule, when it is paced by steps.
+struct Lowered {
+  const lowering::LoweredPlan& plan;
+  std::vector<lowering::TransferCopyCost> costs;
+  std::optional<lowering::StepSchedule> steps;
+};
+
 // The model of `lowered`'s plan, every transfer of which `calls` moves (when given): the
-// resources, the pieces' cuts and streams, then the tasks in issue order.
-[[nodiscard]] Result<PlanModel> build(const lowering::LoweredPlan& lowered,
-                                      std::vector<lowering::TransferCopyCost> costs,
-                                      const PlacedCluster& cluster, const PlanModelOptions& options,
-                                      std::span<const std::int32_t> call_of, QuantizeWork work) {
-  const Plan& plan = lowered.plan();
+// resources, the pieces' cuts and streams, then the tasks in issue order, one transfer at a time
+// or step by step.
+[[nodiscard]] Result<PlanModel> build(Lowered lowered, const PlacedCluster& cluster,
+                                      const PlanModelOptions& options, std::span<const std::int32_t> call_of,
+                                      QuantizeWork work) {
+  const Plan& plan = lowered.plan.plan();
   TaskSink sink(call_of);
   const Routes routes(cluster, sink.model());
-  const auto cuts = REFIT_TRY(PieceCuts::make(lowered, options.calls, call_of, options.window));
+  const auto cuts = REFIT_TRY(PieceCuts::make(lowered.plan, options.calls, call_of, options.window));
   for (std::int32_t s = 0; s < cuts.streams(); ++s) sink.model().add_stream();
   sink.reserve(plan.transfers.size() * 3);
   QuantizeTasks quantize(plan, std::move(work), routes, sink);
   quantize.add_senders();
-  TransferTasks transfers(lowered, std::move(costs), routes, cuts, quantize, sink);
+  std::unique_ptr<TransferMover> transfers;
+  if (lowered.steps)
+    transfers = std::make_unique<StepTasks>(lowered.plan, std::move(*lowered.steps), std::move(lowered.costs),
+                                            routes, quantize, sink);
+  else
+    transfers =
+        std::make_unique<TransferTasks>(lowered.plan, std::move(lowered.costs), routes, cuts, quantize, sink);
   if (!options.calls) {
-    transfers.add(cuts.order(), nullptr);
+    transfers->add(cuts.order(), nullptr);
   } else {
-    CallTasks calls(plan, *options.calls, cuts.order(), call_of, cluster, routes, transfers, sink);
+    CallTasks calls(plan, *options.calls, cuts.order(), call_of, cluster, routes, *transfers, sink);
     for (std::size_t c = 0; c < options.calls->calls.size(); ++c) calls.add(static_cast<std::int32_t>(c));
   }
-  quantize.add_receivers(cuts.order(), transfers.ends());
+  quantize.add_receivers(cuts.order(), transfers->ends());
   return std::move(sink).take();
+}
+
+// A step-paced execution model runs every rank's chunks step by step: no pair window or
+// in-order pairs pace them, and relays forward chunk by chunk.
+Result<void> check_steps(const ExecutionModel& execution, const PlanModelOptions& options) {
+  if (execution.step_chunks == 0) return {};
+  if (options.window > 0)
+    return invalid(
+        fmt::format("window: execution model '{}' paces chunks by its step schedule, not by a "
+                    "window of {} chunks per pair",
+                    execution.name, options.window));
+  if (options.calls && (options.calls->pairs_in_order || options.calls->store_and_forward))
+    return unsupported(
+        fmt::format("execution model '{}' runs its plan step by step, not as a deployment "
+                    "whose pairs send in order or whose relays store and forward",
+                    execution.name));
+  return {};
 }
 
 // The plan restricted to the transfers some call moves, renumbered, with the schedule pointing
@@ -139,8 +175,12 @@ Result<PlanModel> build_called(const Plan& plan, const ReshardProblem& problem, 
                                const ExecutionModel& execution, const PlanModelOptions& options,
                                std::vector<std::int32_t> call_of) {
   const auto lowered = REFIT_TRY(lowering::LoweredPlan::make(plan, options.staging));
-  auto costs = REFIT_TRY(lowering::copy_costs(lowered, problem, execution.zero_copy));
-  return build(lowered, std::move(costs), cluster, options, call_of, quantize_work(plan, problem));
+  Lowered in{.plan = lowered,
+             .costs = REFIT_TRY(lowering::copy_costs(lowered, problem, execution.zero_copy)),
+             .steps = std::nullopt};
+  if (execution.step_chunks > 0)
+    in.steps = REFIT_TRY(lowering::make_step_schedule(lowered, execution.step_chunks));
+  return build(std::move(in), cluster, options, call_of, quantize_work(plan, problem));
 }
 
 }  // namespace
@@ -151,6 +191,7 @@ Result<PlanModel> build_plan_model(const Plan& plan, const ReshardProblem& probl
   if (options.window < 0)
     return out_of_range(fmt::format("window must be >= 0 chunks, got {}", options.window));
   REFIT_TRY(check_nvlink(plan, cluster));
+  REFIT_TRY(check_steps(execution, options));
   if (!options.calls) return build_called(plan, problem, cluster, execution, options, {});
   auto call_of = REFIT_TRY(call_of_each_transfer(plan, *options.calls));
   if (std::ranges::none_of(call_of, [](std::int32_t c) { return c < 0; }))
