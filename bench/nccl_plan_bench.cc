@@ -74,7 +74,8 @@ struct Counts {
 Counts count(const Plan& plan, std::span<const LocalRankBuffers> buffers, const CommRankMap& map,
              Bytes staging) {
   const auto view = nccl_detail::make_local_view(plan, buffers, map, {0, 1}, MemoryKind::kCuda).value();
-  const auto program = nccl_detail::build_program(plan, view, staging).value();
+  const auto lowered = lowering::LoweredPlan::make(plan, staging).value();
+  const auto program = nccl_detail::build_program(lowered, view).value();
   Counts c{.steps = static_cast<std::int64_t>(program.blocks.size())};
   for (const auto& op : program.ops) {
     if (const auto* p = std::get_if<nccl_detail::P2p>(&op);

@@ -27,6 +27,7 @@ LoweredPlan::LoweredPlan(const Plan& plan, Bytes staging) : plan_(&plan), stagin
 }
 
 Result<LoweredPlan> LoweredPlan::make(const Plan& plan, Bytes staging) {
+  REFIT_TRY(validate_structure(plan));
   if (staging.value < 2 * kAlign)
     return out_of_range(
         fmt::format("staging of {} bytes is below the {} bytes one chunk needs", staging.value, 2 * kAlign));

@@ -14,9 +14,12 @@ constexpr ZeroCopyRule kManyPuts{.max_runs = 16, .min_mean_run = Bytes{4096}};
 constexpr ZeroCopyRule kOneRun{};
 
 // The grant window of refit's UCX executor (chunks per sender): the executor grants exactly this
-// many (executors/ucx/src/engine_receive.cc reads it from here). The NCCL executor's steps are
-// modelled with the same window until its own schedule is simulated.
+// many (executors/ucx/src/engine_receive.cc reads it from here).
 constexpr std::int32_t kUcxGrantWindow = 16;
+// The chunks per rank and step of refit's NCCL executor, so that one NCCL group stays a moderate
+// size: the executor schedules with exactly this many (executors/nccl/src/translate.cc reads it
+// from here).
+constexpr std::int32_t kNcclStepChunks = 256;
 
 constexpr std::array<ExecutionModel, 3> kModels{{
     {.id = ExecutionModelId::kRefitUcx,
@@ -27,9 +30,11 @@ constexpr std::array<ExecutionModel, 3> kModels{{
      .zero_copy = kManyPuts},
     {.id = ExecutionModelId::kRefitNccl,
      .name = "refit-nccl",
-     .description = "refit's NCCL executor: grouped ncclSend/ncclRecv per step, a chunk in place "
-                    "only when it is one run of its buffer",
-     .pair_window = kUcxGrantWindow,
+     .description =
+         "refit's NCCL executor: grouped ncclSend/ncclRecv per step, up to 256 chunks and "
+         "half the staging per rank and step, a chunk in place only when it is one run of its buffer",
+     .pair_window = 0,
+     .step_chunks = kNcclStepChunks,
      .zero_copy = kOneRun},
     {.id = ExecutionModelId::kNcclCollectives,
      .name = "nccl-collectives",

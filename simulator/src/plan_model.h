@@ -11,18 +11,9 @@
 #include "refit/simulator/calls.h"
 #include "refit/simulator/model.h"
 #include "refit/topology/rank_map.h"
+#include "routes.h"
 
 namespace refit::sim {
-
-// Engine categories: what a task's flow time is spent on.
-enum class TaskKind : std::uint32_t {
-  kNetwork = 0,   // a transfer or collective through NICs
-  kNvlink = 1,    // a transfer or collective over NVLink only
-  kCopy = 2,      // a transfer between two ranks of one GPU
-  kPack = 3,      // a call's device copies (pack, unpack, stack, concatenate)
-  kFixed = 4,     // a call's fixed costs: no bytes, only latency
-  kQuantize = 5,  // FP8 in flight: a rank quantising weights (no bytes, only its time)
-};
 
 struct PlanModel {
   Model model;

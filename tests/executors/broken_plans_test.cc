@@ -1,18 +1,16 @@
 // One set of broken plans (hand-edited plan files, say) fed to every executor's prepare: each
 // refuses every one before touching a buffer, with the same error validate_structure() gives,
-// code and message. The NCCL executor is represented by the program it builds at prepare (its
-// prepare_ranks checks the structure the same way before any device work; tests/gpu runs that).
+// code and message. The NCCL executor is represented by its first step at prepare, lowering the
+// plan (LoweredPlan::make) before any device work; tests/gpu runs the rest.
 #include <functional>
 
 #include <gtest/gtest.h>
 
-#include "local_view.h"
-#include "refit/executors/host_shards.h"
 #include "refit/executors/sim_executor.h"
+#include "refit/lowering/lowered_plan.h"
 #include "refit/planner/strategy.h"
 #include "test_cluster.h"
 #include "test_problems.h"
-#include "translate.h"
 #ifdef REFIT_TEST_UCX
 #include "ucx_harness.h"
 #endif
@@ -84,18 +82,9 @@ TEST(BrokenPlans, EveryExecutorRefusesThemAtPrepareWithTheSameError) {
     SimExecutor sim(s.problem, s.cluster);
     expect_refusal(outcome(sim.prepare(bad, Rank{0}, RankBuffers{})), expected, "sim", broken.what);
 
-    // All four plan ranks in one process of a communicator of one, their buffers those of the
-    // intact plan (prepare_ranks checks the structure before it looks at buffers).
-    std::vector<HostShards> shards;
-    std::vector<LocalRankBuffers> mine;
-    for (std::int32_t r = 0; r < 4; ++r) shards.push_back(HostShards::allocate(s.problem, Rank{r}));
-    for (std::int32_t r = 0; r < 4; ++r)
-      mine.push_back(LocalRankBuffers{Rank{r}, shards[static_cast<std::size_t>(r)].buffers()});
-    const auto view = nccl_detail::make_local_view(s.plan, mine, {0, 0, 0, 0},
-                                                   nccl_detail::CommPosition{0, 1}, MemoryKind::kHost);
-    ASSERT_TRUE(view) << view.error().message;
-    expect_refusal(outcome(nccl_detail::build_program(bad, *view, Bytes{1 << 20})), expected, "nccl",
-                   broken.what);
+    // The NCCL executor lowers the plan before anything else (LoweredPlan::make, the gate every
+    // lowering passes), and builds its program from the lowered plan alone.
+    expect_refusal(outcome(lowering::LoweredPlan::make(bad, Bytes{1 << 20})), expected, "nccl", broken.what);
 
 #ifdef REFIT_TEST_UCX
     testing::RunSpec spec;

@@ -4,6 +4,7 @@
 // built by hand, with 1 MiB chunks: U = 1 MiB / NIC bandwidth, alpha = network latency.
 #include <gtest/gtest.h>
 
+#include "hand_plans.h"
 #include "refit/planner/strategy.h"
 #include "refit/simulator/plan_simulation.h"
 #include "test_cluster.h"
@@ -12,49 +13,21 @@
 namespace refit {
 namespace {
 
+using testing::kAlpha;
+using testing::kCols;
+using testing::kMiB;
+using testing::kU;
 using testing::make_layout;
+using testing::plan_of;
 using testing::rank_range;
-
-constexpr double kNicBw = 50e9;
-constexpr double kAlpha = 15e-6;
-constexpr std::int64_t kMiB = 1 << 20;
-constexpr double kU = kMiB / kNicBw;
-constexpr std::int64_t kCols = 512;  // bf16 rows of 1 KiB: 1024 rows make 1 MiB
-
-Transfer transfer(std::int32_t id, std::int32_t from, std::int32_t to, std::uint32_t tensor, std::int64_t row,
-                  std::int64_t mib, std::int32_t via = kFromSourceShard) {
-  return Transfer{id,
-                  Rank{from},
-                  Rank{to},
-                  LinkKind::kNetwork,
-                  {Segment{tensor, Box{{row * 1024, 0}, {mib * 1024, kCols}}, via}},
-                  Bytes{mib * kMiB},
-                  Bytes{kMiB}};
-}
-
-Plan plan_of(const ReshardProblem& p, std::vector<Transfer> transfers) {
-  Plan plan{.strategy = "hand",
-            .source_ranks = p.source_ranks(),
-            .destination_ranks = p.destination_ranks(),
-            .transfers = std::move(transfers)};
-  for (const auto& t : p.tensors()) plan.tensors.push_back(t.tensor);
-  EXPECT_TRUE(validate(plan, p)) << validate(plan, p).error().message;
-  return plan;
-}
+using testing::replicated;
+using testing::transfer;
 
 double predicted(const Plan& plan, const ReshardProblem& p, const PlacedCluster& c, std::int32_t window) {
   PlanSimulationOptions o;
   o.window = window;
   o.rate_tolerance = 0;
   return simulate_plan(plan, p, c, o).value().predicted.value;
-}
-
-// Tensor `name` of `mib` MiB, whole on source rank `from`, replicated on the ranks `to`.
-TensorReshard replicated(std::string name, std::int64_t mib, std::int32_t from, std::vector<Rank> to) {
-  const Shape shape{mib * 1024, kCols};
-  const auto n = static_cast<std::int64_t>(to.size());
-  return testing::make_reshard(std::move(name), shape, make_layout(shape, {1}, rank_range(from, 1), "R"),
-                               make_layout(shape, {n}, std::move(to), "R"));
 }
 
 TEST(PlanWindow, APairPostsAMessageOnceTheChunkWindowAheadHasLanded) {

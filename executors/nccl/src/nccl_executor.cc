@@ -59,12 +59,12 @@ std::string who_of(std::span<const LocalRankBuffers> ranks, const Communicator& 
   return {};
 }
 
-// The plan's structure is checked before any device work; the rest of the checks on the way.
+// The plan is checked (LoweredPlan::make) before any device work; the rest of the checks on the way.
 [[nodiscard]] Result<std::unique_ptr<NcclPrepared>> prepare_locally(const Plan& plan,
                                                                     std::span<const LocalRankBuffers> given,
                                                                     Communicator& comm,
                                                                     const CommRankMap& map, Bytes staging) {
-  REFIT_TRY(validate_structure(plan));
+  const auto lowered = REFIT_TRY(lowering::LoweredPlan::make(plan, staging));
   const nccl_detail::DeviceGuard guard(comm.device());
   REFIT_TRY(guard.status());
   auto mirror = REFIT_TRY(nccl_detail::HostMirror::make(given));
@@ -81,7 +81,7 @@ std::string who_of(std::span<const LocalRankBuffers> ranks, const Communicator& 
                                                      MemoryKind::kCuda));
   REFIT_TRY(check_device_memory(ranks, comm.device()));
   const auto quantize = quantized.add_to(view);
-  prepared->program = REFIT_TRY(nccl_detail::build_program(plan, view, staging, quantize));
+  prepared->program = REFIT_TRY(nccl_detail::build_program(lowered, view, quantize));
   std::vector<std::int64_t> sizes;
   std::vector<std::byte*> pointers;
   for (const auto& s : view.shards) {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "refit/core/try.h"
+#include "refit/planner/execution_model.h"
 
 namespace refit::nccl_detail {
 namespace {
@@ -16,7 +17,8 @@ struct Item {
 };
 
 // The chunks this process sends or receives, by step, then in plan order.
-std::vector<Item> local_items(const Plan& plan, const Schedule& schedule, const ChunkSides& sides) {
+std::vector<Item> local_items(const Plan& plan, const lowering::StepSchedule& schedule,
+                              const ChunkSides& sides) {
   std::vector<Item> items;
   for (const auto& t : plan.transfers) {
     if (sides.slot_of(t.sender) < 0 && sides.slot_of(t.receiver) < 0) continue;
@@ -40,8 +42,8 @@ struct StepOps {
 
 class Translator {
  public:
-  Translator(const lowering::LoweredPlan& lowered, const Schedule& schedule, const LocalView& view,
-             const ChunkSides& sides)
+  Translator(const lowering::LoweredPlan& lowered, const lowering::StepSchedule& schedule,
+             const LocalView& view, const ChunkSides& sides)
       : lowered_(lowered), plan_(lowered.plan()), schedule_(schedule), view_(view), sides_(sides) {
     program_.staging_regions.assign(2 * view.ranks.size(), 0);
   }
@@ -176,7 +178,7 @@ class Translator {
 
   const lowering::LoweredPlan& lowered_;
   const Plan& plan_;
-  const Schedule& schedule_;
+  const lowering::StepSchedule& schedule_;
   const LocalView& view_;
   const ChunkSides& sides_;
   Program program_;
@@ -184,7 +186,7 @@ class Translator {
 
 }  // namespace
 
-Result<Program> translate(const lowering::LoweredPlan& lowered, const Schedule& schedule,
+Result<Program> translate(const lowering::LoweredPlan& lowered, const lowering::StepSchedule& schedule,
                           const ChunkSides& sides, const LocalView& view,
                           std::span<const Quantize> quantize) {
   Translator translator(lowered, schedule, view, sides);
@@ -192,12 +194,11 @@ Result<Program> translate(const lowering::LoweredPlan& lowered, const Schedule& 
                       "nccl translation");
 }
 
-Result<Program> build_program(const Plan& plan, const LocalView& view, Bytes staging,
+Result<Program> build_program(const lowering::LoweredPlan& lowered, const LocalView& view,
                               std::span<const Quantize> quantize) {
-  REFIT_TRY(validate_structure(plan));
-  const auto lowered = REFIT_TRY(lowering::LoweredPlan::make(plan, staging));
   const auto sides = REFIT_TRY(ChunkSides::make(lowered, view));
-  const auto schedule = REFIT_TRY(make_schedule(lowered));
+  const auto schedule = REFIT_TRY(
+      lowering::make_step_schedule(lowered, execution_model(ExecutionModelId::kRefitNccl).step_chunks));
   return translate(lowered, schedule, sides, view, quantize);
 }
 

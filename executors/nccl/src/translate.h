@@ -1,6 +1,6 @@
 #pragma once
-// Plan -> Program for one process (see program.h and schedule.h). Per step the process posts,
-// in this order:
+// Plan -> Program for one process (see program.h and refit/lowering/step_schedule.h). Per step the process
+// posts, in this order:
 //   copy stream: packs that need nothing received in the previous step; wait for the previous
 //                step's traffic; unpack it; quantise steps (FP8 at the landing ranks: everything
 //                they quantise landed in earlier steps); packs that forward it; record "packed" (right after
@@ -18,20 +18,20 @@
 #include "program.h"
 #include "refit/core/error.h"
 #include "refit/lowering/lowered_plan.h"
+#include "refit/lowering/step_schedule.h"
 #include "refit/planner/plan.h"
-#include "schedule.h"
 
 namespace refit::nccl_detail {
 
 // `quantize` run first, on the copy stream, so every step's packs and sends see their output.
-[[nodiscard]] Result<Program> translate(const lowering::LoweredPlan& lowered, const Schedule& schedule,
-                                        const ChunkSides& sides, const LocalView& view,
-                                        std::span<const Quantize> quantize = {});
+[[nodiscard]] Result<Program> translate(const lowering::LoweredPlan& lowered,
+                                        const lowering::StepSchedule& schedule, const ChunkSides& sides,
+                                        const LocalView& view, std::span<const Quantize> quantize = {});
 
-// The whole way from a plan to this process's program: the plan's structure checked
-// (validate_structure), the plan lowered for `staging` bytes per rank, the global schedule made,
-// and this process's part translated.
-[[nodiscard]] Result<Program> build_program(const Plan& plan, const LocalView& view, Bytes staging,
+// The whole way from a lowered plan (LoweredPlan::make, the gate that checks the plan) to this
+// process's program: the global step schedule made, with the NCCL executor's chunks per step
+// (ExecutionModel::step_chunks), and this process's part translated.
+[[nodiscard]] Result<Program> build_program(const lowering::LoweredPlan& lowered, const LocalView& view,
                                             std::span<const Quantize> quantize = {});
 
 }  // namespace refit::nccl_detail

@@ -53,6 +53,7 @@ class UcxPrepared final : public PreparedPlan {
  public:
   std::shared_ptr<Runtime> runtime;
   Plan plan;
+  std::unique_ptr<lowering::LoweredPlan> lowered;  // from introduce() until the program takes it
   UcxProgram program;
   LocalRegions regions;
   std::unique_ptr<Connections> connections;  // closed before the regions are unregistered
@@ -72,7 +73,7 @@ class UcxExecutor final : public Executor {
     prepared->runtime = runtime_;
     prepared->plan = plan;
     // Each rank checks its buffers, then all compare plan hashes and staging.
-    REFIT_TRY(check_same_settings(REFIT_TRY(agree(bootstrap_, introduce(prepared->plan, rank, buffers)))));
+    REFIT_TRY(check_same_settings(REFIT_TRY(agree(bootstrap_, introduce(*prepared, rank, buffers)))));
     // Each rank works out its part and registers its memory once; all exchange keys.
     const auto cards = REFIT_TRY(agree(bootstrap_, register_locally(*prepared, rank, buffers)));
     // Endpoints to every peer. Not propagated here: this rank's outcome goes to agree(), which
@@ -126,13 +127,17 @@ class UcxExecutor final : public Executor {
     return std::make_unique<UcxHostAllocation>(runtime_, std::move(shared), bytes.value);
   }
 
-  // This rank's own checks; it contributes its plan hash and staging.
-  [[nodiscard]] Result<std::string> introduce(const Plan& plan, Rank rank, const RankBuffers& buffers) const {
+  // This rank's own checks, the plan's first (LoweredPlan::make); it contributes its plan hash
+  // and staging.
+  [[nodiscard]] Result<std::string> introduce(UcxPrepared& prepared, Rank rank,
+                                              const RankBuffers& buffers) const {
+    const Plan& plan = prepared.plan;
     if (plan.world_size() != bootstrap_.size() || rank.value != bootstrap_.rank())
       return mismatch(
           fmt::format("the plan has {} ranks and this is rank {}, the bootstrap says rank {} of {}",
                       plan.world_size(), rank.value, bootstrap_.rank(), bootstrap_.size()));
-    REFIT_TRY(validate_structure(plan));
+    prepared.lowered = std::make_unique<lowering::LoweredPlan>(
+        REFIT_TRY(lowering::LoweredPlan::make(plan, options_.staging)));
     REFIT_TRY(check_rank_buffers(plan, rank, buffers, MemoryKind::kHost));
     // The staging sets the chunks, so ranks must agree on it as on the plan.
     return encode_settings({{.name = "plan hash", .value = plan_hash_hex(plan)},
@@ -142,7 +147,7 @@ class UcxExecutor final : public Executor {
   // Works out this rank's part and registers its regions once; it contributes its card.
   [[nodiscard]] Result<std::string> register_locally(UcxPrepared& prepared, Rank rank,
                                                      const RankBuffers& buffers) const {
-    prepared.program = REFIT_TRY(make_ucx_program(prepared.plan, rank, buffers, options_.staging));
+    prepared.program = REFIT_TRY(make_ucx_program(std::move(prepared.lowered), rank, buffers));
     prepared.regions = REFIT_TRY(register_regions(*runtime_->worker, prepared.program, runtime_->allocated));
     return make_card(*runtime_->worker, prepared.program, prepared.regions);
   }

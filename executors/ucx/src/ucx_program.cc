@@ -114,11 +114,12 @@ lowering::HostBuffers UcxProgram::host(std::span<std::byte* const> bases) const 
                                .scratch = bases[scratch_region]};
 }
 
-Result<UcxProgram> make_ucx_program(const Plan& plan, Rank rank, const RankBuffers& buffers, Bytes staging) {
-  auto shards = REFIT_TRY(check_rank_buffers(plan, rank, buffers, MemoryKind::kHost));
+Result<UcxProgram> make_ucx_program(std::unique_ptr<lowering::LoweredPlan> lowered, Rank rank,
+                                    const RankBuffers& buffers) {
+  auto shards = REFIT_TRY(check_rank_buffers(lowered->plan(), rank, buffers, MemoryKind::kHost));
+  const Bytes staging = lowered->staging();
   UcxProgram program;
-  program.lowered =
-      std::make_unique<lowering::LoweredPlan>(REFIT_TRY(lowering::LoweredPlan::make(plan, staging)));
+  program.lowered = std::move(lowered);
   program.rank.emplace(REFIT_TRY(lowering::lower_rank(
       *program.lowered, rank, std::move(shards), execution_model(ExecutionModelId::kRefitUcx).zero_copy)));
   Builder builder(program, buffers);

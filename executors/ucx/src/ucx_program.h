@@ -65,10 +65,11 @@ struct UcxProgram {
   lowering::HostBuffers host(std::span<std::byte* const> bases) const;
 };
 
-// Errors name the tensor, transfer and rank: buffers that do not fit the plan (checked as every
-// executor checks them), data the rank must send but does not hold.
-// Preconditions: validate_structure(plan) holds, and `plan` outlives the program.
-[[nodiscard]] Result<UcxProgram> make_ucx_program(const Plan& plan, Rank rank, const RankBuffers& buffers,
-                                                  Bytes staging);
+// The rank's program of a lowered plan (LoweredPlan::make, the gate that checks the plan), at
+// its staging. Errors name the tensor, transfer and rank: buffers that do not fit the plan
+// (checked as every executor checks them), data the rank must send but does not hold.
+// Precondition: the lowered plan's plan outlives the program.
+[[nodiscard]] Result<UcxProgram> make_ucx_program(std::unique_ptr<lowering::LoweredPlan> lowered, Rank rank,
+                                                  const RankBuffers& buffers);
 
 }  // namespace refit::ucx_detail

@@ -69,6 +69,7 @@ std::vector<SimProcess> Processes::sim() const {
 
 Result<Processes> make_processes(const Plan& plan, HostRanks& ranks, const CommRankMap& map, Bytes staging) {
   const auto size = *std::ranges::max_element(map) + 1;
+  const auto lowered = REFIT_TRY(lowering::LoweredPlan::make(plan, staging));
   Processes p;
   for (std::int32_t c = 0; c < size; ++c) {
     std::vector<LocalRankBuffers> mine;
@@ -82,7 +83,7 @@ Result<Processes> make_processes(const Plan& plan, HostRanks& ranks, const CommR
     auto view =
         REFIT_TRY(make_local_view(plan, quantized.ranks(), map, CommPosition{c, size}, MemoryKind::kHost));
     const auto quantize = quantized.add_to(view);
-    auto program = REFIT_TRY(build_program(plan, view, staging, quantize));
+    auto program = REFIT_TRY(build_program(lowered, view, quantize));
     p.views.push_back(std::move(view));
     p.programs.push_back(std::move(program));
   }

@@ -14,6 +14,8 @@
 #include "program_checks.h"
 #include "program_sim.h"
 #include "random_problems.h"
+#include "refit/lowering/step_schedule.h"
+#include "refit/planner/execution_model.h"
 #include "refit/planner/strategy.h"
 #include "strategy_names.h"
 #include "test_cluster.h"
@@ -141,6 +143,43 @@ INSTANTIATE_TEST_SUITE_P(Nccl, EveryStrategy, ::testing::ValuesIn(strategy_names
   std::ranges::replace(name, '-', '_');
   return name;
 });
+
+// The executor posts each chunk in the step the lowering's schedule gives it, with the chunks per
+// step of the refit-nccl execution model: the schedule the simulator simulates (step_tasks.h) is
+// the one the executor runs. Every chunk of every transfer is sent exactly once, in that step.
+TEST(NcclTranslation, EveryChunkIsSentInTheStepTheSimulatedScheduleGivesIt) {
+  std::int64_t checked = 0;
+  for (const auto& s : scenarios()) {
+    const auto cluster = make_test_cluster(2, 4, s.problem.source_ranks(), s.problem.destination_ranks());
+    for (const auto* strategy : {"refit", "gather-broadcast"})
+      for (const auto staging : {Bytes{64}, Bytes{1000}}) {
+        SCOPED_TRACE(::testing::Message() << s.name << ", " << strategy << ", staging " << staging.value);
+        const auto plan = make_plan(strategy, s.problem, cluster, PlanOptions{.chunk = Bytes{48}}).value();
+        const auto lowered = lowering::LoweredPlan::make(plan, staging).value();
+        const auto schedule =
+            lowering::make_step_schedule(lowered, execution_model(ExecutionModelId::kRefitNccl).step_chunks)
+                .value();
+        auto ranks = make_host_ranks(s.problem);
+        const auto processes =
+            make_processes(plan, ranks, comm_map(Mapping::kOnePerProcess, plan.world_size()), staging)
+                .value();
+        std::vector<std::vector<std::int32_t>> sent(plan.transfers.size());
+        for (const auto& program : processes.programs)
+          for (const auto& op : program.ops)
+            if (const auto* p = std::get_if<P2p>(&op); p && p->direction == Direction::kSend) {
+              auto& steps = sent[static_cast<std::size_t>(p->transfer)];
+              steps.resize(std::max(steps.size(), static_cast<std::size_t>(p->chunk) + 1), -1);
+              EXPECT_EQ(steps[static_cast<std::size_t>(p->chunk)], -1) << "chunk sent twice";
+              steps[static_cast<std::size_t>(p->chunk)] = p->step;
+              ++checked;
+            }
+        for (const auto& t : plan.transfers)
+          if (!t.quantises())
+            EXPECT_EQ(sent[static_cast<std::size_t>(t.id)], schedule.step[static_cast<std::size_t>(t.id)]);
+      }
+  }
+  EXPECT_GT(checked, 1000);
+}
 
 // A relay whose message mixes a segment the relay keeps with one it keeps only partly: the
 // chunk cannot be received in place, so it goes through staging, and the kept part of the second

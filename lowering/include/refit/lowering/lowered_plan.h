@@ -27,8 +27,9 @@ struct ChunkWait {
 class LoweredPlan {
  public:
   // Staging per rank in bytes; every rank of a refit must use the same, since it sets the chunks.
-  // Refuses staging below 2 * kAlign. Preconditions: validate_structure(plan) holds, and `plan`
-  // outlives the result.
+  // The one gate a plan passes before an executor or the simulator runs it: refuses a plan that
+  // breaks validate_structure (naming the rule and the transfer), staging below 2 * kAlign, and
+  // more chunks than limits::kMaxChunks. Precondition: `plan` outlives the result.
   [[nodiscard]] static Result<LoweredPlan> make(const Plan& plan, Bytes staging);
   // What chunks() of make(plan, staging) would be, counted without materialising them (a
   // description-sized plan may have more chunks than make() accepts). Preconditions as make's,

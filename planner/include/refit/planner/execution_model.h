@@ -35,6 +35,10 @@ struct ExecutionModel {
   // in plan order as one stream. 0: no per-pair queue, every transfer goes as soon as its data is
   // there, on a channel of its own.
   std::int32_t pair_window = 0;
+  // Chunks a rank sends and receives at most per step of a step schedule (lowering/step_schedule.h):
+  // every rank posts its chunks step by step, one group a step, and a step ends when its group
+  // has. 0: not paced by steps.
+  std::int32_t step_chunks = 0;
   ZeroCopyRule zero_copy;
 };
 

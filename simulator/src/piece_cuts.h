@@ -1,0 +1,82 @@
+#pragma once
+// Where the plan model cuts each transfer into pieces (tasks), and the order and streams its
+// pairs send in (plan_model.cc says why). A relay that pipelines from its one upstream waits
+// for the upstream chunks its head and its last chunk forward (the lowering's chunk waits); a
+// transfer of a pair whose receiver grants `window` chunks ahead waits for the pair's chunk
+// `window` chunks before its first. Each transfer is cut where others wait for it.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "refit/core/error.h"
+#include "refit/lowering/lowered_plan.h"
+#include "refit/planner/plan.h"
+#include "refit/simulator/calls.h"
+
+namespace refit::sim {
+
+class PieceCuts {
+ public:
+  // A transfer waits for chunk `chunks` of `holder` (counted from 1 within it) to land.
+  struct Grant {
+    std::int32_t holder = -1;
+    std::int64_t chunks = 0;
+  };
+  // The upstream chunks (counted from 1 within it) a pipelined relay's head and its last chunk
+  // wait for.
+  struct Anchor {
+    std::int64_t head = 0;
+    std::int64_t last = 0;
+  };
+
+  // `call_of`: per transfer its call in `calls` (call_of_each_transfer), empty without calls;
+  // `window` >= 0 chunks granted per pair (0: no grants). `lowered` outlives the cuts.
+  [[nodiscard]] static Result<PieceCuts> make(const lowering::LoweredPlan& lowered, const CallSchedule* calls,
+                                              std::span<const std::int32_t> call_of, std::int64_t window);
+
+  // The transfers that run, in the order their senders issue them: by call, then plan order.
+  std::span<const std::int32_t> order() const { return order_; }
+  // Streams numbered from 0: one per (call queue, sender, receiver) pair when pairs stream.
+  std::int32_t streams() const { return streams_; }
+  std::int32_t stream(std::int32_t t) const { return stream_[at(t)]; }
+  Grant grant(std::int32_t t) const { return grant_[at(t)]; }
+  // The one upstream transfer t pipelines from (a relay), or -1.
+  std::int32_t pipelined_upstream(std::int32_t t) const { return pipelined_upstream_[at(t)]; }
+  Anchor anchor(std::int32_t t) const { return anchor_[at(t)]; }
+  std::span<const std::int32_t> upstreams(std::int32_t t) const;
+  // Where t is cut, in chunks counted from 1 within it, ascending and ending with all its chunks:
+  // after its head when relays start from it, before a relay's last head (which waits for the
+  // upstream's end), and after every chunk that grants a later transfer of its pair or that a
+  // relay waits for.
+  void ends(const Transfer& t, std::vector<std::int64_t>& out) const;
+
+ private:
+  PieceCuts(const lowering::LoweredPlan& lowered, const CallSchedule* calls,
+            std::span<const std::int32_t> call_of);
+  static std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
+  // The chunks a relay forwards at once: one, or a slice of the transfer when relays store and
+  // forward slices (calls.h).
+  std::int64_t head_chunks(std::int64_t all) const;
+  void index_upstreams();
+  [[nodiscard]] Result<void> anchor_relays();
+  void order_transfers();
+  void plan_streams(std::int64_t window);
+
+  const lowering::LoweredPlan& lowered_;
+  const Plan& plan_;
+  const CallSchedule* calls_;
+  std::span<const std::int32_t> call_of_;
+  std::vector<std::int32_t> upstreams_;                 // of every transfer, in order (Transfer::upstream)
+  std::vector<std::size_t> upstream_begin_;             // per transfer + 1: its first upstream
+  std::vector<std::int32_t> pipelined_upstream_;        // per transfer
+  std::vector<bool> has_pipelined_dependent_;           // per transfer
+  std::vector<Anchor> anchor_;                          // per transfer: where a pipelined relay waits
+  std::vector<std::vector<std::int64_t>> anchor_cuts_;  // per transfer: chunks relays wait for
+  std::vector<std::int32_t> order_;
+  std::int32_t streams_ = 0;
+  std::vector<std::int32_t> stream_;             // per transfer; -1 outside streams
+  std::vector<Grant> grant_;                     // per transfer
+  std::vector<std::vector<std::int64_t>> cuts_;  // per transfer: chunks that grant others
+};
+
+}  // namespace refit::sim

@@ -1,0 +1,110 @@
+#include "routes.h"
+
+#include <fmt/format.h>
+
+namespace refit::sim {
+namespace {
+
+std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
+
+}  // namespace
+
+Routes::Routes(const PlacedCluster& cluster, Model& model) : c_(cluster) {
+  model.name_category(static_cast<std::uint32_t>(TaskKind::kNetwork), "network");
+  model.name_category(static_cast<std::uint32_t>(TaskKind::kNvlink), "nvlink");
+  model.name_category(static_cast<std::uint32_t>(TaskKind::kCopy), "copy");
+  model.name_category(static_cast<std::uint32_t>(TaskKind::kPack), "pack");
+  model.name_category(static_cast<std::uint32_t>(TaskKind::kFixed), "fixed");
+  model.name_category(static_cast<std::uint32_t>(TaskKind::kQuantize), "quantize");
+  add_gpus(model);
+  add_nics(model);
+  find_binding_copy_engines();
+}
+
+void Routes::add_gpus(Model& m) {
+  for (const auto& g : c_.cluster().gpus()) {
+    // A GPU without NVLink is alone in its domain (Cluster::make), so no transfer crosses its
+    // NVLink; it gets no resource, which would have no capacity.
+    const bool nvlink = g.nvlink_bandwidth.value > 0;
+    links_.nvlink_out.push_back(
+        nvlink ? m.add_resource(fmt::format("gpu {} nvlink out", g.id.value), g.nvlink_bandwidth)
+               : ResourceId{});
+    links_.nvlink_in.push_back(
+        nvlink ? m.add_resource(fmt::format("gpu {} nvlink in", g.id.value), g.nvlink_bandwidth)
+               : ResourceId{});
+    links_.copy.push_back(m.add_resource(fmt::format("gpu {} copy", g.id.value), g.copy_bandwidth));
+    gpu_track_.push_back(m.add_track(fmt::format("gpu {}", g.id.value)));
+  }
+}
+
+void Routes::add_nics(Model& m) {
+  for (const auto& n : c_.cluster().nics()) {
+    links_.nic_tx.push_back(m.add_resource(fmt::format("nic {} tx", n.id), n.bandwidth));
+    links_.nic_rx.push_back(m.add_resource(fmt::format("nic {} rx", n.id), n.bandwidth));
+    nic_track_.push_back(m.add_track(fmt::format("nic {}", n.id)));
+  }
+  if (c_.cluster().fabric().oversubscription > 1.0)
+    for (const auto& d : c_.cluster().domains()) {
+      const auto bw =
+          c_.cluster().domain_nic_bandwidth(d.id) * (1.0 / c_.cluster().fabric().oversubscription);
+      links_.uplink_out.push_back(m.add_resource(fmt::format("domain {} uplink out", d.id), bw));
+      links_.uplink_in.push_back(m.add_resource(fmt::format("domain {} uplink in", d.id), bw));
+    }
+}
+
+// A copy engine faster than all the links of its GPU together can never be a bottleneck;
+// leaving it out of the flows keeps the max-min problem small and its components apart.
+void Routes::find_binding_copy_engines() {
+  std::vector<double> links(c_.cluster().gpus().size(), 0.0);
+  for (const auto& g : c_.cluster().gpus()) links[at(g.id.value)] = 2 * g.nvlink_bandwidth.value;
+  for (const auto& n : c_.cluster().nics())
+    for (auto g : n.gpus) links[at(g.value)] += 2 * n.bandwidth.value;
+  for (const auto& g : c_.cluster().gpus())
+    copy_can_bind_.push_back(g.copy_bandwidth.value < links[at(g.id.value)]);
+}
+
+void Routes::crossed(const Transfer& t, bool pack, bool unpack, std::vector<ResourceId>& r) const {
+  r.clear();
+  const auto s = gpu_index(t.sender), d = gpu_index(t.receiver);
+  switch (t.link) {
+    case LinkKind::kNetwork:
+      if (auto n = c_.nic_of(t.sender)) r.push_back(links_.nic_tx[at(*n)]);
+      if (auto n = c_.nic_of(t.receiver)) r.push_back(links_.nic_rx[at(*n)]);
+      if (!links_.uplink_out.empty()) {
+        r.push_back(links_.uplink_out[at(c_.domain_of(t.sender))]);
+        r.push_back(links_.uplink_in[at(c_.domain_of(t.receiver))]);
+      }
+      break;
+    case LinkKind::kNvlink:
+      r.push_back(links_.nvlink_out[s]);
+      r.push_back(links_.nvlink_in[d]);
+      break;
+    case LinkKind::kLocal:
+      r.push_back(links_.copy[s]);
+      break;
+  }
+  if (pack && copy_can_bind_[s]) r.push_back(links_.copy[s]);
+  if (unpack && copy_can_bind_[d]) r.push_back(links_.copy[d]);
+}
+
+Seconds Routes::latency(const Transfer& t) const {
+  if (t.link != LinkKind::kNetwork) return c_.cluster().nvlink_latency();
+  const auto n = c_.nic_of(t.sender);
+  return n ? c_.cluster().nics()[at(*n)].latency : c_.cluster().nvlink_latency();
+}
+
+TaskKind Routes::kind(LinkKind link) {
+  return link == LinkKind::kNetwork  ? TaskKind::kNetwork
+         : link == LinkKind::kNvlink ? TaskKind::kNvlink
+                                     : TaskKind::kCopy;
+}
+
+std::int32_t Routes::track(const Transfer& t) const {
+  if (t.link == LinkKind::kNetwork)
+    if (auto n = c_.nic_of(t.sender)) return nic_track_[at(*n)];
+  return gpu_track_[gpu_index(t.sender)];
+}
+
+Seconds Routes::copy_time(Bytes bytes, Rank r) const { return transfer_time(bytes, gpu(r).copy_bandwidth); }
+
+}  // namespace refit::sim

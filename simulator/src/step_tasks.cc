@@ -1,0 +1,153 @@
+#include "step_tasks.h"
+
+#include <algorithm>
+#include <iterator>
+
+namespace refit::sim {
+
+StepTasks::StepTasks(const lowering::LoweredPlan& lowered, lowering::StepSchedule schedule,
+                     std::vector<lowering::TransferCopyCost> costs, const Routes& routes,
+                     QuantizeTasks& quantize, TaskSink& sink)
+    : lowered_(lowered),
+      schedule_(std::move(schedule)),
+      costs_(std::move(costs)),
+      routes_(routes),
+      quantize_(quantize),
+      sink_(sink),
+      ends_(lowered.plan().transfers.size()),
+      rank_last_(at(lowered.plan().world_size())),
+      rank_step_(at(lowered.plan().world_size())),
+      rank_quantise_(at(lowered.plan().world_size())) {}
+
+// Runs of a transfer's chunks in one step, by step, then in issue order.
+std::vector<StepTasks::StepPiece> StepTasks::pieces_of(std::span<const std::int32_t> transfers) const {
+  std::vector<StepPiece> pieces;
+  for (const std::int32_t t : transfers) {
+    const auto& steps = schedule_.step[at(t)];
+    const auto n = static_cast<std::int64_t>(steps.size());
+    for (std::int64_t first = 0, last = 0; first < n; first = last + 1) {
+      last = first;
+      while (last + 1 < n &&
+             steps[static_cast<std::size_t>(last + 1)] == steps[static_cast<std::size_t>(first)])
+        ++last;
+      pieces.push_back(
+          {.step = steps[static_cast<std::size_t>(first)], .transfer = t, .first = first, .last = last});
+    }
+  }
+  std::ranges::stable_sort(pieces, {}, &StepPiece::step);
+  return pieces;
+}
+
+void StepTasks::add(std::span<const std::int32_t> transfers, const CallGate* gate) {
+  const auto pieces = pieces_of(transfers);
+  const auto& plan = lowered_.plan();
+  for (std::size_t begin = 0; begin < pieces.size();) {
+    std::size_t end = begin;
+    while (end < pieces.size() && pieces[end].step == pieces[begin].step) ++end;
+    // The quantise steps first: the rank's group of the step waits for them.
+    for (std::size_t i = begin; i < end; ++i)
+      if (const auto& t = plan.transfers[at(pieces[i].transfer)]; t.quantises() && pieces[i].first == 0)
+        add_quantise_step(t, gate);
+    for (std::size_t i = begin; i < end; ++i)
+      if (!plan.transfers[at(pieces[i].transfer)].quantises()) add_piece(pieces[i], gate);
+    end_step(pieces[begin].step);
+    begin = end;
+  }
+}
+
+void StepTasks::add_quantise_step(const Transfer& t, const CallGate* gate) {
+  std::vector<TaskId> deps;
+  if (const auto last = rank_last_[at(t.receiver.value)]) deps.push_back(*last);
+  for (const std::int32_t u : t.upstream()) deps.push_back(ends_[at(u)]);
+  if (gate) deps.push_back(gate->start);
+  const TaskId task = quantize_.add_step(t, std::move(deps));
+  ends_[at(t.id)] = task;
+  rank_quantise_[at(t.receiver.value)] = task;
+  rank_does(t.receiver, task);
+}
+
+// Both ranks' previous steps and quantise steps of this one; for a transfer's first piece its
+// sender's quantisation and its call; for its last, the ends of the upstreams it forwards all of.
+void StepTasks::piece_deps(const Transfer& t, const StepPiece& p, const CallGate* gate,
+                           std::vector<TaskId>& deps) const {
+  deps.clear();
+  for (const Rank r : {t.sender, t.receiver}) {
+    if (const auto last = rank_last_[at(r.value)]) deps.push_back(*last);
+    if (const auto q = rank_quantise_[at(r.value)]) deps.push_back(*q);
+  }
+  if (p.first == 0) {
+    if (const auto q = quantize_.before(t)) deps.push_back(*q);
+    if (gate) {
+      deps.push_back(gate->start);
+      if (const auto copy = gate->copy_of_rank[at(t.sender.value)]; copy >= 0) deps.push_back(TaskId{copy});
+    }
+  }
+  if (p.last + 1 < lowered_.layout(t.id).chunks()) return;
+  // make_step_schedule asked for every chunk's waits, so they are there.
+  const auto waits = lowered_.waits(t.id, p.last).value();
+  for (const auto& w : waits)
+    if (w.chunks == lowered_.layout(w.transfer).chunks()) deps.push_back(ends_[at(w.transfer)]);
+}
+
+void StepTasks::add_piece(const StepPiece& p, const CallGate* gate) {
+  const Transfer& t = lowered_.plan().transfers[at(p.transfer)];
+  const auto& cost = costs_[at(t.id)];
+  const auto& layout = lowered_.layout(t.id);
+  auto& label = sink_.label();
+  label.clear();
+  fmt::format_to(std::back_inserter(label), "#{} {}->{} step {}", t.id, t.sender.value, t.receiver.value,
+                 p.step);
+  auto& spec = sink_.spec();
+  routes_.crossed(t, cost.packs, cost.unpacks, spec.resources);
+  piece_deps(t, p, gate, spec.deps);
+  const Seconds pack = p.first == 0 ? routes_.copy_time(cost.pack_first, t.sender) : Seconds{0};
+  spec.bytes = Bytes{layout.chunk_end(p.last) - layout.chunk_begin(p.first)};
+  spec.latency = routes_.latency(t) + pack;
+  spec.track = routes_.track(t);
+  spec.category = static_cast<std::uint32_t>(Routes::kind(t.link));
+  spec.label = std::string_view(label.data(), label.size());
+  spec.stream = -1;
+  const TaskId task = sink_.add(t.id, pack);
+  rank_does(t.sender, task);
+  rank_does(t.receiver, task);
+  if (p.last + 1 < layout.chunks()) return;
+  ends_[at(t.id)] = task;
+  if (!cost.unpacks) return;
+  const Seconds unpack = routes_.copy_time(cost.unpack_last, t.receiver);
+  spec.bytes = Bytes{0};
+  spec.latency = unpack;
+  spec.resources.clear();
+  spec.deps.assign(1, task);
+  ends_[at(t.id)] = sink_.add(t.id, unpack);
+}
+
+void StepTasks::rank_does(Rank r, TaskId task) {
+  auto& tasks = rank_step_[at(r.value)];
+  if (tasks.empty()) touched_.push_back(r.value);
+  tasks.push_back(task);
+}
+
+// Each rank's step ends with its last task, or, where it has several, a task after all of them.
+void StepTasks::end_step(std::int32_t step) {
+  for (const std::int32_t r : touched_) {
+    auto& tasks = rank_step_[at(r)];
+    if (tasks.size() == 1) {
+      rank_last_[at(r)] = tasks.front();
+    } else {
+      auto& label = sink_.label();
+      label.clear();
+      fmt::format_to(std::back_inserter(label), "step {} on rank {}", step, r);
+      auto& spec = sink_.spec();
+      spec.resources.clear();
+      spec.deps = tasks;
+      spec.track = routes_.gpu_track(Rank{r});
+      rank_last_[at(r)] = sink_.add_call_task(std::string_view(label.data(), label.size()), Bytes{0},
+                                              Seconds{0}, TaskKind::kFixed);
+    }
+    tasks.clear();
+    rank_quantise_[at(r)].reset();
+  }
+  touched_.clear();
+}
+
+}  // namespace refit::sim

@@ -1,0 +1,95 @@
+// A CallSchedule's calls as tasks (call_tasks.h), with the transfers moved by a recording
+// stand-in (one task per transfer after its gate): a call's start pays its launch after its
+// queue's previous call and its `after` calls, its copies before gate its transfers, its copies
+// after wait for what their rank receives, and its end pays its finish after all of them.
+#include "call_tasks.h"
+
+#include <gtest/gtest.h>
+
+#include "plan_tasks_fixture.h"
+#include "test_cluster.h"
+
+namespace refit::sim {
+namespace {
+
+using testing::plan_of;
+using testing::transfer;
+
+// One task per transfer, after the call's start and its sender's copy.
+class OneTaskEach final : public TransferMover {
+ public:
+  OneTaskEach(const Plan& plan, TaskSink& sink) : plan_(plan), sink_(sink), ends_(plan.transfers.size()) {}
+  void add(std::span<const std::int32_t> transfers, const CallGate* gate) override {
+    for (const std::int32_t t : transfers) {
+      auto& spec = sink_.spec();
+      spec.deps.assign(1, gate->start);
+      if (const auto copy = gate->copy_of_rank[static_cast<std::size_t>(
+              plan_.transfers[static_cast<std::size_t>(t)].sender.value)];
+          copy >= 0)
+        spec.deps.push_back(TaskId{copy});
+      spec.bytes = Bytes{1};
+      spec.resources.clear();
+      ends_[static_cast<std::size_t>(t)] = sink_.add(t, Seconds{0});
+    }
+  }
+  std::span<const TaskId> ends() const override { return ends_; }
+
+ private:
+  const Plan& plan_;
+  TaskSink& sink_;
+  std::vector<TaskId> ends_;
+};
+
+std::vector<std::int32_t> deps(const Model& m, std::int32_t task) {
+  std::vector<std::int32_t> out;
+  for (const auto d : m.deps(TaskId{task})) out.push_back(d.value);
+  return out;
+}
+
+TEST(CallTasks, ACallsCostsCopiesAndTransfersInOrder) {
+  // Call 0 (queue 0): launch 1 ms, rank 0 copies 1 MB before, moves transfer 0 (0 -> 1), rank 1
+  // copies 1 MB after, finish 2 ms. Tasks: 0 start; 1 rank 0's copy after 0; 2 transfer 0 after
+  // 0 and 1; 3 rank 1's copy after 2 (what it received) and 0; 4 end after 2, 3 and 0.
+  // Call 1 (queue 1, after call 0) moves transfer 1: 5 start after 4; 6 transfer 1; 7 end.
+  // Call 2 (queue 0) moves nothing: 8 start after call 0's end (its queue's last), 9 end.
+  const auto plan = plan_of({transfer(0, 0, 1, 0, 1), transfer(1, 0, 2, 0, 1)}, 1);
+  const auto cluster = refit::testing::make_test_cluster(3, 1, 1, 2);
+  const CallSchedule calls{.calls = {Call{.label = "a",
+                                          .queue = 0,
+                                          .launch = Seconds{1e-3},
+                                          .finish = Seconds{2e-3},
+                                          .copies_before = {RankCopy{Rank{0}, Bytes{1'000'000}}},
+                                          .copies_after = {RankCopy{Rank{1}, Bytes{1'000'000}}},
+                                          .transfers = {0}},
+                                     Call{.label = "b", .queue = 1, .after = {0}, .transfers = {1}},
+                                     Call{.label = "c", .queue = 0}}};
+  const std::vector<std::int32_t> call_of{0, 1};
+  const std::vector<std::int32_t> order{0, 1};
+  TaskSink sink(call_of);
+  const Routes routes(cluster, sink.model());
+  OneTaskEach mover(plan, sink);
+  CallTasks tasks(plan, calls, order, call_of, cluster, routes, mover, sink);
+  for (std::int32_t c = 0; c < 3; ++c) tasks.add(c);
+  const auto out = std::move(sink).take();
+  const Model& m = out.model;
+  ASSERT_EQ(m.task_count(), 10);
+  EXPECT_DOUBLE_EQ(m.latency(TaskId{0}).value, 1e-3);
+  EXPECT_EQ(deps(m, 1), (std::vector<std::int32_t>{0}));
+  EXPECT_EQ(m.bytes(TaskId{1}).value, 1'000'000);
+  EXPECT_EQ(m.resource_name(m.resources(TaskId{1})[0]), "gpu 0 copy");
+  EXPECT_EQ(deps(m, 2), (std::vector<std::int32_t>{0, 1}));
+  EXPECT_EQ(deps(m, 3), (std::vector<std::int32_t>{2, 0}));
+  EXPECT_EQ(m.resource_name(m.resources(TaskId{3})[0]), "gpu 1 copy");
+  EXPECT_EQ(deps(m, 4), (std::vector<std::int32_t>{2, 3, 0}));
+  EXPECT_DOUBLE_EQ(m.latency(TaskId{4}).value, 2e-3);
+  EXPECT_EQ(deps(m, 5), (std::vector<std::int32_t>{4}));
+  EXPECT_EQ(deps(m, 6), (std::vector<std::int32_t>{5}));
+  EXPECT_EQ(deps(m, 7), (std::vector<std::int32_t>{6, 5}));
+  EXPECT_EQ(deps(m, 8), (std::vector<std::int32_t>{4}));
+  EXPECT_EQ(deps(m, 9), (std::vector<std::int32_t>{8}));
+  EXPECT_EQ(out.call_of_task, (std::vector<std::int32_t>{0, 0, 0, 0, 0, 1, 1, 1, 2, 2}));
+  EXPECT_EQ(out.transfer_of_task, (std::vector<std::int32_t>{-1, -1, 0, -1, -1, -1, 1, -1, -1, -1}));
+}
+
+}  // namespace
+}  // namespace refit::sim

@@ -1,0 +1,51 @@
+// FP8 in flight as tasks (quantize_tasks.h), from a QuantizeWork given by hand: a sender's
+// quantisation before its transfers of what it makes, a receiver's after the transfers landing
+// what it quantises, each quantize_time() of its bytes on its GPU, moving nothing. (A landing
+// rank's quantise step is checked on a whole plan in landing_simulation_test.cc.)
+#include "quantize_tasks.h"
+
+#include <gtest/gtest.h>
+
+#include "plan_tasks_fixture.h"
+#include "test_cluster.h"
+
+namespace refit::sim {
+namespace {
+
+using testing::plan_of;
+using testing::transfer;
+
+TEST(QuantizeTasks, ASenderQuantisesBeforeAndAReceiverAfterItsTransfers) {
+  // Rank 0 sends to ranks 1 and 2. Rank 0 quantises 1 MB before transfer 0 (not transfer 1);
+  // rank 1 quantises 2 MB once transfer 0 (ending in task 7, say) has landed.
+  const auto plan = plan_of({transfer(0, 0, 1, 0, 1), transfer(1, 0, 2, 0, 1)}, 1);
+  const auto cluster = refit::testing::make_test_cluster(3, 1, 1, 2);
+  auto work = testing::no_quantization(plan);
+  work.sender_bytes[0] = Bytes{1'000'000};
+  work.after_sender[0] = true;
+  work.receiver_bytes[1] = Bytes{2'000'000};
+  work.before_receiver[0] = true;
+  TaskSink sink({});
+  const Routes routes(cluster, sink.model());
+  QuantizeTasks quantize(plan, work, routes, sink);
+  quantize.add_senders();
+  const Model& m = sink.model();
+  ASSERT_EQ(m.task_count(), 1);
+  EXPECT_EQ(quantize.before(plan.transfers[0]), TaskId{0});
+  EXPECT_EQ(quantize.before(plan.transfers[1]), std::nullopt);
+  const std::vector<std::int32_t> order{0, 1};
+  const std::vector<TaskId> ends{TaskId{7}, TaskId{8}};
+  quantize.add_receivers(order, ends);
+  ASSERT_EQ(m.task_count(), 2);
+  const auto& gpu = cluster.cluster().gpu(GpuId{0});
+  EXPECT_DOUBLE_EQ(m.latency(TaskId{0}).value, quantize_time(Bytes{1'000'000}, gpu).value);
+  EXPECT_DOUBLE_EQ(m.latency(TaskId{1}).value, quantize_time(Bytes{2'000'000}, gpu).value);
+  EXPECT_EQ(m.bytes(TaskId{1}).value, 0);
+  ASSERT_EQ(m.deps(TaskId{1}).size(), 1U);
+  EXPECT_EQ(m.deps(TaskId{1})[0], TaskId{7});
+  EXPECT_EQ(m.category(TaskId{1}), static_cast<std::uint32_t>(TaskKind::kQuantize));
+  EXPECT_EQ(m.label(TaskId{1}), "quantise on rank 1");
+}
+
+}  // namespace
+}  // namespace refit::sim
