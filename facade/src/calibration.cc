@@ -50,12 +50,16 @@ std::uint32_t usable_cores() {
   return ReshardProblem::make({{std::move(spec), std::move(from), std::move(to)}}, side, world - side);
 }
 
-// The slowest rank's execute() of each repetition, from a common barrier, after one warm-up.
+// The slowest rank's execute() of each repetition, from a common barrier, after one warm-up; the
+// destinations zeroed before each, as `refit run --iterations` does (storing into memory another
+// core has just written costs more than into memory left alone since the last store).
 [[nodiscard]] Result<Seconds> time_executions(Bootstrap& bootstrap, Executor& executor,
-                                              PreparedPlan& prepared, std::int32_t repetitions) {
+                                              PreparedPlan& prepared, HostShards& shards,
+                                              std::int32_t repetitions) {
   REFIT_TRY(executor.execute(prepared));
   std::vector<Seconds> slowest;
   for (std::int32_t i = 0; i < repetitions; ++i) {
+    shards.clear_destinations();
     REFIT_TRY(bootstrap.barrier());
     const auto start = Clock::now();
     REFIT_TRY(executor.execute(prepared));
@@ -78,7 +82,7 @@ std::uint32_t usable_cores() {
   auto shards = REFIT_TRY(
       HostShards::allocate(problem, me, [&executor](Bytes b) { return executor.allocate_host(b); }));
   auto prepared = REFIT_TRY(executor.prepare(made, me, shards.buffers()));
-  const auto seconds = REFIT_TRY(time_executions(bootstrap, executor, *prepared, o.repetitions));
+  const auto seconds = REFIT_TRY(time_executions(bootstrap, executor, *prepared, shards, o.repetitions));
   if (bootstrap.rank() == 0 && o.progress)
     o.progress(fmt::format("{} pair{} x {} bytes: {:.1f} us", pairs, pairs == 1 ? "" : "s", bytes.value,
                            seconds.value * 1e6));
