@@ -132,10 +132,11 @@ Action add_calibrate_command(CLI::App& app) {
       "Measure this host's links with refit's own UCX executor between the processes of an mpirun "
       "job (an even number; 4 or more also measure every pair at once) and memcpy, and write a "
       "cluster file that predicts refits on this host. A line t = latency + bytes / bandwidth is "
-      "fitted to one pair's one-message transfers (least squares of the relative error); every "
+      "fitted to one pair's transfers of several sizes (least squares of the relative error); every "
       "pair at once gives what the host's cores reach together, which the file models as one "
       "shared link that caps each process at one pair's bandwidth, so more processes than cores "
-      "are predicted as they run. Progress goes to stderr. Without a GPU the GPU's kernels and "
+      "are predicted as they run. Launch it as the jobs it predicts are launched (e.g. mpirun "
+      "--bind-to none for all). Progress goes to stderr. Without a GPU the GPU's kernels and "
       "NCCL are skipped, and the output says so");
   cmd->add_option("--out", o->out, "Write the cluster file (the format of refit topo --json) here")
       ->check(output_file());
