@@ -106,11 +106,12 @@ def summary(cal: dict) -> str:
 def table(rows: list[tuple[Row, dict, dict]]) -> list[str]:
     """Markdown: one line per row, predicted against measured."""
     lines = ["| model | train -> infer | processes | strategy | MB moved | predicted ms | measured ms | "
-             "predicted / measured |", "|---|---|---|---|---|---|---|---|"]
+             "executions min-max ms | predicted / measured |", "|---|---|---|---|---|---|---|---|---|"]
     for row, p, m in rows:
+        spread = m["iteration_seconds"]
         lines.append(f"| {row.model.stem} | {row.train} -> {row.infer} | {row.processes} | {row.strategy} | "
                      f"{m['bytes'] / 1e6:.1f} | {p['predicted_s'] * 1e3:.2f} | {m['seconds'] * 1e3:.2f} | "
-                     f"{p['predicted_s'] / m['seconds']:.3f} |")
+                     f"{min(spread) * 1e3:.1f}-{max(spread) * 1e3:.1f} | {p['predicted_s'] / m['seconds']:.3f} |")
     return lines
 
 
