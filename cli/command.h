@@ -19,5 +19,6 @@ Action add_simulate_command(CLI::App& app);
 Action add_topo_command(CLI::App& app);
 Action add_models_command(CLI::App& app);
 Action add_run_command(CLI::App& app);
+Action add_calibrate_command(CLI::App& app);
 
 }  // namespace refit::cli

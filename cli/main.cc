@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   actions["plan"] = refit::cli::add_plan_command(app);
   actions["simulate"] = refit::cli::add_simulate_command(app);
   actions["run"] = refit::cli::add_run_command(app);
+  actions["calibrate"] = refit::cli::add_calibrate_command(app);
 
   if (argc > 1 && argv[1][0] != '-' && !actions.contains(argv[1])) {
     std::vector<std::string> names;

@@ -117,6 +117,7 @@ Bytes resident_now() { return resident_bytes().value_or(Bytes{0}); }
   r.received = report.bytes_received;
   r.stored_directly = report.stored_directly;
   r.elapsed = report.elapsed;
+  r.work = report.work;
   return {};
 }
 
@@ -139,6 +140,7 @@ void show_progress(const RunOptions& o, const RankContext& c, const RankResult& 
                .walls = {},
                .elapsed = {},
                .stored_directly = {},
+               .work = {},
                .checked = o.verify,
                .wrong = {},
                .resident = {}};

@@ -4,9 +4,11 @@
 #include <limits>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "json_text.h"
+#include "refit/facade/report_json.h"
 
 namespace refit::cli {
 namespace {
@@ -38,6 +40,65 @@ nlohmann::ordered_json rank_json(const RankResult& r, std::int32_t training_rank
             {"end", r.resident.end.value}}}};
 }
 
+nlohmann::json seconds_or_null(const std::optional<Seconds>& s) {
+  return s ? nlohmann::json(s->value) : nullptr;
+}
+
+std::optional<Seconds> seconds_from(const nlohmann::json& j) {
+  return j.is_number() ? std::optional<Seconds>(Seconds{j.get<double>()}) : std::nullopt;
+}
+
+// A rank's WorkTimes between ranks: [puts by link kind or null, pack_unpack, quantize].
+nlohmann::json encode_work(const WorkTimes& w) {
+  nlohmann::json puts = nullptr;
+  if (w.puts) {
+    puts = nlohmann::json::array();
+    for (const Seconds t : *w.puts) puts.push_back(t.value);
+  }
+  return {puts, seconds_or_null(w.pack_unpack), seconds_or_null(w.quantize)};
+}
+
+WorkTimes decode_work(const nlohmann::json& j) {
+  WorkTimes w;
+  if (!j.is_array() || j.size() != 3) return w;
+  if (j[0].is_array() && j[0].size() == kLinkKinds) {
+    w.puts.emplace();
+    for (std::size_t k = 0; k < kLinkKinds; ++k) (*w.puts)[k] = seconds_from(j[0][k]).value_or(Seconds{0});
+  }
+  w.pack_unpack = seconds_from(j[1]);
+  w.quantize = seconds_from(j[2]);
+  return w;
+}
+
+// The busiest rank's work under the simulator's breakdown names, and what it waited.
+void add_breakdown(const RunSummary& s, nlohmann::ordered_json& j) {
+  const RankResult* r = s.busiest();
+  if (r == nullptr) return;
+  const auto work = measured_breakdown(r->work);
+  j["breakdown_rank"] = r->rank;
+  j["breakdown_s"] = work.seconds;
+  j["breakdown_not_timed"] = work.not_timed;
+  j["waiting_s"] = r->walls.empty() ? nlohmann::ordered_json()
+                                    : nlohmann::ordered_json((r->walls.back() - work.busy).value);
+}
+
+// The busiest rank's timed work, last iteration, as the simulator's breakdown names it.
+void print_work(const RunSummary& s) {
+  const RankResult* r = s.busiest();
+  if (r == nullptr || r->walls.empty()) return;
+  const auto work = measured_breakdown(r->work);
+  std::vector<std::string> parts, untimed;
+  for (const auto& [name, seconds] : work.seconds.items()) {
+    if (seconds.is_null())
+      untimed.push_back(name);
+    else if (seconds.get<double>() > 0)
+      parts.push_back(fmt::format("{} {:.3f} ms", name, seconds.get<double>() * 1e3));
+  }
+  fmt::print("work        rank {} (the busiest), last iteration: {}; waiting {:.3f} ms; not timed: {}\n",
+             r->rank, parts.empty() ? "nothing timed" : fmt::format("{}", fmt::join(parts, ", ")),
+             (r->walls.back() - work.busy).value * 1e3, fmt::join(untimed, ", "));
+}
+
 std::string verification_text(const RunSummary& s) {
   if (!s.verify) return "not checked (pass --verify)";
   for (const auto& r : s.ranks)
@@ -57,6 +118,7 @@ std::string encode(const RankResult& r) {
       {"direct", r.stored_directly.value},
       {"walls", walls},
       {"elapsed", r.elapsed.value},
+      {"work", encode_work(r.work)},
       {"checked", r.checked},
       {"resident", {r.resident.after_prepare.value, r.resident.after_warm_up.value, r.resident.end.value}}};
   if (r.wrong) j["wrong"] = *r.wrong;
@@ -73,6 +135,7 @@ Result<RankResult> decode_rank_result(std::string_view text) {
   r.stored_directly = Bytes{j.value("direct", std::int64_t{0})};
   for (const double w : j.value("walls", std::vector<double>{})) r.walls.push_back(Seconds{w});
   r.elapsed = Seconds{j.value("elapsed", 0.0)};
+  if (j.contains("work")) r.work = decode_work(j["work"]);
   r.checked = j.value("checked", false);
   if (j.contains("wrong")) r.wrong = j["wrong"].get<std::string>();
   const auto resident = j.value("resident", std::vector<std::int64_t>{});
@@ -111,6 +174,17 @@ std::pair<Bytes, std::int32_t> RunSummary::resident_growth() const {
   return ranks.empty() ? std::pair{Bytes{0}, 0} : largest;
 }
 
+const RankResult* RunSummary::busiest() const {
+  const RankResult* most = nullptr;
+  Seconds longest{-1};
+  for (const auto& r : ranks)
+    if (const Seconds busy = measured_breakdown(r.work).busy; busy > longest) {
+      longest = busy;
+      most = &r;
+    }
+  return most;
+}
+
 void print_summary(const RunSummary& s, bool json) {
   if (json) {
     nlohmann::ordered_json iterations = nlohmann::ordered_json::array();
@@ -127,8 +201,9 @@ void print_summary(const RunSummary& s, bool json) {
                              {"verified", s.verified()},
                              {"plan_hash", s.plan_hash},
                              {"warm_up_iterations", s.warm_up_iterations},
-                             {"resident_growth_bytes", s.resident_growth().first.value},
-                             {"per_rank", nlohmann::ordered_json::array()}};
+                             {"resident_growth_bytes", s.resident_growth().first.value}};
+    add_breakdown(s, j);
+    j["per_rank"] = nlohmann::ordered_json::array();
     for (const auto& r : s.ranks) j["per_rank"].push_back(rank_json(r, s.training_ranks));
     fmt::print("{}\n", json_text(j));
     return;
@@ -152,6 +227,7 @@ void print_summary(const RunSummary& s, bool json) {
         "memory      resident after the warm-up ({} execution{}) to the end: {:+.3f} MB at most (rank {})\n",
         s.warm_up_iterations, s.warm_up_iterations == 1 ? "" : "s", static_cast<double>(grown.value) / 1e6,
         where);
+  print_work(s);
   fmt::print("verified    {}\n", verification_text(s));
 }
 

@@ -9,6 +9,7 @@
 
 #include "refit/core/error.h"
 #include "refit/core/units.h"
+#include "refit/executors/executor.h"
 
 namespace refit::cli {
 
@@ -26,6 +27,7 @@ struct RankResult {
   std::vector<Seconds> walls;        // execute() on this rank per iteration, each from a common barrier
   Seconds elapsed;                   // the executor's own, last iteration: first byte posted to last landed
   Bytes stored_directly;             // of sent, stored into mapped peer memory (last iteration)
+  WorkTimes work;                    // what the executor timed of its work, last iteration
   bool checked = false;              // --verify ran on this rank
   std::optional<std::string> wrong;  // the first wrong element, when verification failed
   ResidentMemory resident;
@@ -51,6 +53,8 @@ struct RunSummary {
   // The largest growth of a rank's resident memory from the end of the warm-up to the end (can be
   // negative), and that rank.
   std::pair<Bytes, std::int32_t> resident_growth() const;
+  // The rank that spent the most time working in the last iteration (what its executor timed).
+  const RankResult* busiest() const;
 };
 
 void print_summary(const RunSummary& s, bool json);

@@ -1,6 +1,7 @@
 #include "refit/executors/quantizing_executor.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include <fmt/format.h>
 
@@ -97,6 +98,7 @@ Result<ExecutionReport> QuantizingExecutor::execute(PreparedPlan& prepared) {
   auto* mine = dynamic_cast<Prepared*>(&prepared);
   if (mine == nullptr) return invalid("execute: the plan was prepared by another executor");
   auto& p = *mine;
+  const auto start = std::chrono::steady_clock::now();
   for (auto& job : p.jobs_) {
     if (!job.sent) continue;
     const auto values = job.values->bytes();
@@ -110,7 +112,10 @@ Result<ExecutionReport> QuantizingExecutor::execute(PreparedPlan& prepared) {
                               static_cast<std::size_t>(scale_buffer_bytes(job.scheme, part.source.shape))));
     }
   }
-  return inner_->execute(*p.inner_);
+  const Seconds quantizing{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+  auto report = REFIT_TRY(inner_->execute(*p.inner_));
+  if (!p.jobs_.empty()) report.work.quantize = report.work.quantize.value_or(Seconds{0}) + quantizing;
+  return report;
 }
 
 }  // namespace refit

@@ -1,6 +1,7 @@
 #include "refit/facade/report_json.h"
 
 #include <algorithm>
+#include <array>
 #include <string>
 
 #include "refit/facade/prediction.h"
@@ -70,6 +71,36 @@ nlohmann::ordered_json row_json(const Prediction& r, const LowerBound& lb) {
   return j;
 }
 
+// Where an execution's WorkTimes hold each TimeKind, and why a kind it cannot hold is absent.
+struct TimedKind {
+  std::optional<Seconds> (*of)(const WorkTimes&);
+  std::string_view not_timed;
+};
+
+std::optional<Seconds> put_time(const WorkTimes& w, LinkKind link) {
+  if (!w.puts) return std::nullopt;
+  return (*w.puts)[static_cast<std::size_t>(link)];
+}
+
+constexpr std::string_view kNotTimedByThisExecutor = "this executor does not time it";
+
+// In TimeKind order: latency, network, nvlink, copy, pack_unpack, quantize, fixed.
+constexpr std::array<TimedKind, kTimeKinds> kTimedKinds{{
+    {.of = [](const WorkTimes&) { return std::optional<Seconds>(); },
+     .not_timed = "a message's latency overlaps the puts and the waits of the others: it is not timed apart"},
+    {.of = [](const WorkTimes& w) { return put_time(w, LinkKind::kNetwork); },
+     .not_timed = kNotTimedByThisExecutor},
+    {.of = [](const WorkTimes& w) { return put_time(w, LinkKind::kNvlink); },
+     .not_timed = kNotTimedByThisExecutor},
+    {.of = [](const WorkTimes& w) { return put_time(w, LinkKind::kLocal); },
+     .not_timed = kNotTimedByThisExecutor},
+    {.of = [](const WorkTimes& w) { return w.pack_unpack; }, .not_timed = kNotTimedByThisExecutor},
+    {.of = [](const WorkTimes& w) { return w.quantize; }, .not_timed = kNotTimedByThisExecutor},
+    {.of = [](const WorkTimes&) { return std::optional<Seconds>(); },
+     .not_timed = "refit's executors run the whole plan as one call: there is no per-call fixed cost to time "
+                  "(setting up is prepare's, outside the execution)"},
+}};
+
 nlohmann::ordered_json staging_json(const lowering::StagingDemand& s) {
   return {{"chunks", s.chunks}, {"largest_bytes", s.largest.value}};
 }
@@ -121,6 +152,23 @@ nlohmann::ordered_json breakdown_json(const PlanSimulation& s) {
   for (std::size_t k = 0; k < kTimeKinds; ++k) {
     const auto kind = static_cast<TimeKind>(k);
     out[std::string(time_kind_name(kind))] = s.breakdown[kind].value;
+  }
+  return out;
+}
+
+MeasuredBreakdown measured_breakdown(const WorkTimes& work) {
+  MeasuredBreakdown out{.seconds = nlohmann::ordered_json::object(),
+                        .not_timed = nlohmann::ordered_json::object(),
+                        .busy = Seconds{0}};
+  for (std::size_t k = 0; k < kTimeKinds; ++k) {
+    const std::string name(time_kind_name(static_cast<TimeKind>(k)));
+    if (const auto timed = kTimedKinds[k].of(work)) {
+      out.seconds[name] = timed->value;
+      out.busy += *timed;
+    } else {
+      out.seconds[name] = nullptr;
+      out.not_timed[name] = kTimedKinds[k].not_timed;
+    }
   }
   return out;
 }

@@ -33,6 +33,8 @@ Engine::Engine(const ExecutionContext& context)
       watchdog_(context.options.timeout, Clock::now()),
       start_(Clock::now()),
       interrupt_(context.options.interrupted) {
+  report_.work =
+      WorkTimes{.puts = std::array<Seconds, kLinkKinds>{}, .pack_unpack = Seconds{0}, .quantize = Seconds{0}};
   const auto& p = c_.program;
   for (std::size_t i = 0; i < p.receives().size(); ++i) {
     const Receive& r = p.receives()[i];

@@ -51,6 +51,19 @@ struct ExecutionContext {
   InFlight<Flushed>& flushes;
 };
 
+// Adds the time from its construction to its end to a WorkTimes entry.
+class WorkTimer {
+ public:
+  explicit WorkTimer(Seconds& into) : into_(into), start_(Clock::now()) {}
+  ~WorkTimer() { into_ += Seconds{std::chrono::duration<double>(Clock::now() - start_).count()}; }
+  WorkTimer(const WorkTimer&) = delete;
+  WorkTimer& operator=(const WorkTimer&) = delete;
+
+ private:
+  Seconds& into_;
+  Clock::time_point start_;
+};
+
 // Fixed-size slots of a staging region, handed out and returned by index.
 class SlotPool {
  public:
@@ -104,6 +117,7 @@ class Engine {
   [[nodiscard]] Result<void> send_chunk(const ChunkRef& c);
   [[nodiscard]] Result<void> put_pieces(const Send& s, const std::vector<Run>& local,
                                         const std::vector<Run>& remote);
+  Seconds& put_time(const Send& s);
   [[nodiscard]] Result<void> transport_put(const Send& s, ucp_ep_h endpoint, const std::byte* from,
                                            std::int64_t bytes, std::size_t region, const RemoteRegion& target,
                                            std::int64_t offset);

@@ -77,10 +77,12 @@ Result<void> Engine::on_data(const Message& m) {
   const auto& p = c_.program;
   // A staged chunk goes from its slot to where it belongs; one that landed in place may still
   // hold parts of this rank's own boxes that are copied out of it.
-  if (staged || r->extracts)
+  if (staged || r->extracts) {
+    const WorkTimer timer(*report_.work.pack_unpack);
     unpack_chunk(
         *p.rank, *r, m.chunk, p.host(c_.regions.bases),
         staged ? c_.regions.bases[p.receive_staging_region] + slot * p.receive_staging.slot_bytes : nullptr);
+  }
   auto& arrived = arrived_[static_cast<std::size_t>(i)];
   arrived[k] = true;
   auto& prefix = arrived_prefix_[static_cast<std::size_t>(i)];

@@ -64,7 +64,10 @@ bool Engine::run_ready_steps() {
   bool any = false;
   for (; steps_run_ < p.steps().size() && landed(p.step_waits[steps_run_]); ++steps_run_) {
     const auto& step = p.steps()[steps_run_];
-    run_quantise_step(*p.rank, step, p.host(c_.regions.bases));
+    {
+      const WorkTimer timer(*report_.work.quantize);
+      run_quantise_step(*p.rank, step, p.host(c_.regions.bases));
+    }
     arrived_prefix_[p.receives().size() + steps_run_] = p.layout(step.transfer).chunks();
     any = true;
   }
@@ -91,7 +94,11 @@ Result<void> Engine::send_chunk(const ChunkRef& c) {
     const std::int64_t offset = slot * p.send_staging.slot_bytes;
     std::byte* to = c_.regions.bases[p.send_staging_region] + offset;
     // Not a REFIT_TRY: the slot goes back before the error returns.
-    if (auto ok = pack_chunk(*p.rank, s, c.second, p.host(c_.regions.bases), to); !ok) {
+    auto ok = [&] {
+      const WorkTimer timer(*report_.work.pack_unpack);
+      return pack_chunk(*p.rank, s, c.second, p.host(c_.regions.bases), to);
+    }();
+    if (!ok) {
       pack_slots_.give(slot);
       return ok;
     }
@@ -101,7 +108,10 @@ Result<void> Engine::send_chunk(const ChunkRef& c) {
                  .length = p.layout(s.transfer).chunk_bytes(c.second)}};
   }
   const auto& remote = *grants_[static_cast<std::size_t>(c.first)][static_cast<std::size_t>(c.second)];
-  REFIT_TRY(put_pieces(s, local, remote));
+  {
+    const WorkTimer timer(put_time(s));
+    REFIT_TRY(put_pieces(s, local, remote));
+  }
   // Puts complete in no particular order; the flush makes the chunk visible before its notice.
   auto& item = c_.flushes.add(Flushed{.epoch = c_.epoch, .send = c.first, .chunk = c.second, .slot = slot});
   ucp_request_param_t params{};
@@ -116,6 +126,11 @@ Result<void> Engine::send_chunk(const ChunkRef& c) {
     item.done = true;
   }
   return {};
+}
+
+Seconds& Engine::put_time(const Send& s) {
+  return (*report_.work
+               .puts)[static_cast<std::size_t>(c_.plan.transfers[static_cast<std::size_t>(s.transfer)].link)];
 }
 
 // Puts the chunk piece by piece: each piece is contiguous both here and at the receiver. Into a

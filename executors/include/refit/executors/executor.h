@@ -8,11 +8,13 @@
 // must forward (a relay) but that lies outside its own destination box is kept by the executor in
 // scratch memory of its own (only gather-broadcast plans need that); staging for packing strided
 // boxes is bounded by ExecutorOptions::staging.
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -83,12 +85,26 @@ struct ExecutorCapabilities {
   bool quantizes_at_senders = false;
 };
 
+// Link kinds, for arrays indexed by LinkKind.
+inline constexpr std::size_t kLinkKinds = static_cast<std::size_t>(LinkKind::kLocal) + 1;
+
+// Seconds a rank spent working in one execute(), on its own clock, by kind; the rest of its time
+// it waited (for grants, data, its peers' end). A kind an executor does not time stays unset.
+struct WorkTimes {
+  // Putting chunks to their receivers, by the plan's link kind of their transfer (LinkKind):
+  // stores into memory mapped here, or posting a transport's put (whose completion is not timed).
+  std::optional<std::array<Seconds, kLinkKinds>> puts;
+  std::optional<Seconds> pack_unpack;  // copying strided pieces into and out of staging
+  std::optional<Seconds> quantize;     // quantising weights (and their scales) to FP8
+};
+
 struct ExecutionReport {
   Bytes bytes_sent;
   Bytes bytes_received;
   Seconds elapsed;  // from the first byte posted to the last byte landed, on this rank
   std::int64_t messages = 0;
   Bytes stored_directly;  // of bytes_sent, stored into mapped peer memory (direct_stores)
+  WorkTimes work;
 };
 
 // Host memory allocated by an executor (or from the heap); its bytes stay valid while it lives.

@@ -4,6 +4,7 @@
 // field added here reaches all three.
 #include <nlohmann/json.hpp>
 
+#include "refit/executors/executor.h"
 #include "refit/lowering/explain.h"
 #include "refit/planner/plan.h"
 #include "refit/planner/plan_stats.h"
@@ -22,5 +23,15 @@ nlohmann::ordered_json plan_report_json(const Plan& plan, const PlanStats& stats
 
 // The critical path of a prediction by kind of work, in seconds.
 nlohmann::ordered_json breakdown_json(const PlanSimulation& s);
+
+// An execution's work under the same names (`refit run --json`): "breakdown_s" holds every
+// TimeKind, the seconds the executor timed or null; "breakdown_not_timed" says for each null why.
+// The rank's time beyond these kinds it waited (for grants, data and its peers).
+struct MeasuredBreakdown {
+  nlohmann::ordered_json seconds;
+  nlohmann::ordered_json not_timed;
+  Seconds busy;  // the timed kinds together
+};
+MeasuredBreakdown measured_breakdown(const WorkTimes& work);
 
 }  // namespace refit

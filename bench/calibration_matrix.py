@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""The calibration matrix: how far refit's predictions for this host are from what refit does here.
+
+Calibrates once (``mpirun -np 4 refit calibrate``), then for each row of the matrix predicts the
+refit with the calibrated cluster file (``refit simulate --cluster-file ... --deployment refit
+--json``: refit's own executors running the plan) and measures it (``mpirun -np P refit run
+--cluster-file ... --iterations N --json``: the median iteration). Both plan with the same cluster
+file, so they run the same plan. Prints predicted/measured per row and the median of the ratios,
+and writes them as a Markdown table. Nothing is fitted to the rows: every constant of the
+prediction is the calibration's.
+
+Run by hand (not by ./test), on a quiet machine:
+
+    bench/calibration_matrix.py [--build build/release] [--iterations 9] [--out matrix.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ROOT / "bench" / "calibration_models"
+TESTS = ROOT / "tests" / "data" / "models"
+STRATEGIES = ("refit", "direct", "m2n-ring", "gather-broadcast")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One refit of the matrix: a model, its two layouts and a strategy."""
+
+    model: Path
+    train: str
+    infer: str
+    processes: int
+    strategy: str
+
+    def problem_args(self) -> list[str]:
+        """The PROBLEM options every command of this row takes."""
+        return ["--model", str(self.model), "--train", self.train, "--infer", self.infer]
+
+
+def matrix() -> list[Row]:
+    """Every strategy on several layouts (2 to 8 processes) and sizes (about 4 MB to 270 MB)."""
+    layouts = [
+        (MODELS / "medium-llama.json", "tp=1", "tp=1", 2, STRATEGIES),
+        (MODELS / "medium-llama.json", "tp=2", "tp=2", 4, STRATEGIES),
+        (MODELS / "medium-llama.json", "pp=2", "tp=2", 4, STRATEGIES),
+        (MODELS / "medium-llama.json", "tp=2,pp=2", "tp=4", 8, STRATEGIES),
+        (TESTS / "small-llama-blocks.json", "tp=2", "tp=4", 6, STRATEGIES),
+        (MODELS / "large-llama.json", "tp=2", "tp=2", 4, ("refit", "gather-broadcast")),
+        (MODELS / "large-llama.json", "tp=4", "tp=2,engines=2", 8, ("refit", "direct")),
+        (MODELS / "medium-qwen3-moe.json", "tp=2,ep=2,etp=1", "tp=2,dp=2", 6, ("refit", "m2n-ring")),
+    ]
+    return [Row(m, t, i, p, s) for (m, t, i, p, strategies) in layouts for s in strategies]
+
+
+def run_json(command: list[str]) -> dict:
+    """Runs a refit command that prints one JSON object; exits naming it when it fails."""
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        sys.exit(f"failed ({done.returncode}): {' '.join(command)}\n{done.stderr}")
+    return json.loads(done.stdout)
+
+
+def mpirun(processes: int) -> list[str]:
+    """mpirun with more processes than cores allowed, and every job placed alike: Open MPI binds the
+    ranks of a job of at most 2 processes to cores and leaves larger ones to the scheduler, which
+    on 2 busy cores made one pair up to 2x slower bound than free, calibration and rows alike."""
+    return ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(processes)]
+
+
+def calibrate(refit: str, cluster: Path) -> dict:
+    """One calibration of this host, written to `cluster`."""
+    return run_json([*mpirun(4), refit, "calibrate", "--out", str(cluster), "--overwrite", "--repetitions", "9",
+                     "--json"])
+
+
+def predicted(refit: str, cluster: Path, row: Row) -> dict:
+    """The row's prediction as refit's executors run its plan."""
+    out = run_json([refit, "simulate", *row.problem_args(), "--cluster-file", str(cluster),
+                    "--strategy", row.strategy, "--deployment", "refit", "--json"])
+    return out["strategies"][0]
+
+
+def measured(refit: str, cluster: Path, row: Row, iterations: int) -> dict:
+    """The row performed: the median of `iterations` executions of one prepared plan."""
+    return run_json([*mpirun(row.processes), refit, "run", *row.problem_args(), "--cluster-file", str(cluster),
+                     "--strategy", row.strategy, "--iterations", str(iterations), "--json"])
+
+
+def summary(cal: dict) -> str:
+    """The calibration in one line."""
+    return (f"calibration: latency {cal['latency_s'] * 1e6:.1f} us, pair {cal['pair_gbps']:.2f} GB/s (worst point "
+            f"{cal['fit_worst_relative_residual'] * 100:.1f} % off the line), host {cal['host_gbps']:.2f} GB/s, "
+            f"memcpy {cal['memcpy_gbps']:.2f} GB/s; {cal['processes']} processes on {cal['cores']} cores")
+
+
+def table(rows: list[tuple[Row, dict, dict]]) -> list[str]:
+    """Markdown: one line per row, predicted against measured."""
+    lines = ["| model | train -> infer | processes | strategy | MB moved | predicted ms | measured ms | "
+             "executions min-max ms | predicted / measured |", "|---|---|---|---|---|---|---|---|---|"]
+    for row, p, m in rows:
+        spread = m["iteration_seconds"]
+        lines.append(f"| {row.model.stem} | {row.train} -> {row.infer} | {row.processes} | {row.strategy} | "
+                     f"{m['bytes'] / 1e6:.1f} | {p['predicted_s'] * 1e3:.2f} | {m['seconds'] * 1e3:.2f} | "
+                     f"{min(spread) * 1e3:.1f}-{max(spread) * 1e3:.1f} | {p['predicted_s'] / m['seconds']:.3f} |")
+    return lines
+
+
+def main() -> None:
+    """Calibrates, predicts and measures every row, prints the table and the summary."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build", default=str(ROOT / "build" / "release"))
+    parser.add_argument("--iterations", type=int, default=9)
+    parser.add_argument("--out", help="also write the table (Markdown) here")
+    args = parser.parse_args()
+    refit = str(Path(args.build) / "cli" / "refit")
+    if os.geteuid() == 0:
+        os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    with tempfile.TemporaryDirectory() as work:
+        cluster = Path(work) / "host.json"
+        cal = calibrate(refit, cluster)
+        print(summary(cal), file=sys.stderr)
+        rows = []
+        for row in matrix():
+            p, m = predicted(refit, cluster, row), measured(refit, cluster, row, args.iterations)
+            rows.append((row, p, m))
+            print(f"{row.model.stem} {row.train} -> {row.infer} {row.strategy}: predicted "
+                  f"{p['predicted_s'] * 1e3:.2f} ms, measured {m['seconds'] * 1e3:.2f} ms", file=sys.stderr)
+    ratios = [p["predicted_s"] / m["seconds"] for _, p, m in rows]
+    within = sum(1 for r in ratios if abs(r - 1) <= 0.15)
+    lines = [*table(rows), "",
+             summary(cal), "",
+             f"rows: {len(rows)}; within +-15 %: {within}; median predicted/measured: "
+             f"{statistics.median(ratios):.3f}; load average at the end: {os.getloadavg()}"]
+    print("\n".join(lines))
+    if args.out:
+        Path(args.out).write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+// refit calibrate: measure this host's links with refit's own executor between the processes
+// mpirun started, and write them as a cluster file that `refit simulate` and `refit run` take.
+//
+//   mpirun -np 4 refit calibrate --out host.json [--overwrite] [--sizes B,B,...] [--repetitions N]
+//                                [--devices N] [--memcpy-bytes B] [--timeout S] [--json]
+//
+// The measuring is the library's (refit/facade/calibration.h); this prints it, on rank 0.
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "command.h"
+#include "human_units.h"
+#include "json_text.h"
+#include "parse.h"
+#include "refit/core/text_file.h"
+#include "refit/core/try.h"
+#include "refit/executors/mpi_bootstrap.h"
+#include "refit/executors/registry.h"
+#include "refit/executors/sequenced_bootstrap.h"
+#include "refit/facade/calibration.h"
+#include "refit/topology/cluster_json.h"
+#include "run_mpi_session.h"
+
+namespace refit::cli {
+namespace {
+
+struct CalibrateOptions {
+  CalibrationOptions calibration;
+  std::string sizes;
+  std::int64_t memcpy_bytes = CalibrationOptions{}.memcpy_bytes.value;
+  double timeout = ExecutorOptions{}.timeout.value;
+  std::string out;
+  bool overwrite = false;
+  bool json = false;
+};
+
+double gbps(BytesPerSecond b) { return b.gbps(); }
+
+nlohmann::ordered_json measurement_json(const PairMeasurement& m) {
+  return {{"bytes", m.bytes.value}, {"pairs", m.pairs}, {"seconds", m.seconds.value}};
+}
+
+nlohmann::ordered_json calibration_json(const Calibration& c, const std::string& out) {
+  nlohmann::ordered_json one_pair = nlohmann::ordered_json::array();
+  for (const auto& m : c.one_pair) one_pair.push_back(measurement_json(m));
+  return {{"processes", c.processes},
+          {"cores", c.cores},
+          {"one_pair", one_pair},
+          {"latency_s", c.pair.latency.value},
+          {"pair_gbps", gbps(c.pair.bandwidth)},
+          {"fit_worst_relative_residual", c.pair.worst_relative_residual},
+          {"all_pairs", c.all_pairs ? measurement_json(*c.all_pairs) : nlohmann::ordered_json()},
+          {"host_gbps", gbps(c.host_bandwidth)},
+          {"memcpy_gbps", gbps(c.memcpy_bandwidth)},
+          {"devices", c.cluster.gpus.size()},
+          {"oversubscription", c.cluster.fabric.oversubscription},
+          {"notes", c.notes},
+          {"cluster_file", out.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(out)}};
+}
+
+void print_calibration(const Calibration& c, const std::string& out) {
+  fmt::print("refit calibrate: {} processes on {} cores, UCX executor, host memory\n", c.processes, c.cores);
+  for (const auto& m : c.one_pair) fmt::print("  one pair, {:>10}: {}\n", human(m.bytes), human(m.seconds));
+  fmt::print(
+      "fit         t = {} + bytes / {:.2f} GB/s (least squares of the relative error; worst point "
+      "{:.1f} % off the line)\n",
+      human(c.pair.latency), gbps(c.pair.bandwidth), 100 * c.pair.worst_relative_residual);
+  if (c.all_pairs)
+    fmt::print("all pairs   {} pairs x {} at once: {}: host {:.2f} GB/s ({:.2f}x one pair)\n",
+               c.all_pairs->pairs, human(c.all_pairs->bytes), human(c.all_pairs->seconds),
+               gbps(c.host_bandwidth), c.host_bandwidth.value / c.pair.bandwidth.value);
+  fmt::print("memcpy      {:.2f} GB/s (one core)\n", gbps(c.memcpy_bandwidth));
+  fmt::print(
+      "cluster     {} devices, one per process, behind one shared-memory link of {:.2f} GB/s, each "
+      "at most {:.2f} GB/s (fabric oversubscription {:.2f})\n",
+      c.cluster.gpus.size(), gbps(c.host_bandwidth), gbps(c.pair.bandwidth),
+      c.cluster.fabric.oversubscription);
+  for (const auto& n : c.notes) fmt::print("note        {}\n", n);
+  if (!out.empty()) fmt::print("wrote       {}\n", out);
+}
+
+[[nodiscard]] Result<void> write_cluster(const Calibration& c, const std::string& out) {
+  const auto cluster = REFIT_TRY(Cluster::make(c.cluster));
+  REFIT_TRY_IN(write_file(out, [&](std::ostream& s) { s << json_text(cluster_to_json(cluster), 2) << '\n'; }),
+               "--out");
+  return {};
+}
+
+[[nodiscard]] Result<void> check_out(const CalibrateOptions& o) {
+  std::error_code ec;
+  if (!o.out.empty() && !o.overwrite && std::filesystem::exists(o.out, ec))
+    return invalid(fmt::format("--out {}: the file exists; pass --overwrite to replace it", o.out));
+  return {};
+}
+
+[[nodiscard]] Result<void> calibrate_here(CalibrateOptions o) {
+  REFIT_TRY(check_out(o));
+  if (!o.sizes.empty()) {
+    o.calibration.sizes.clear();
+    for (const auto b : REFIT_TRY(parse_int_list(o.sizes, "--sizes", 2))) o.calibration.sizes.emplace_back(b);
+  }
+  o.calibration.memcpy_bytes = Bytes{o.memcpy_bytes};
+  o.calibration.executor_options.timeout = Seconds{o.timeout};
+  MpiSession mpi;
+  if (!mpi.ok()) return fail(ErrorCode::kRuntime, "MPI_Init failed (start refit calibrate with mpirun)");
+  auto mpi_bootstrap = REFIT_TRY(MpiBootstrap::create(MPI_COMM_WORLD, Seconds{o.timeout}));
+  SequencedBootstrap bootstrap(mpi_bootstrap);
+  if (bootstrap.rank() == 0)
+    o.calibration.progress = [](std::string_view line) { fmt::print(stderr, "refit calibrate: {}\n", line); };
+  auto measured = calibrate(bootstrap, o.calibration);
+  if (!measured) {
+    if (mpi_bootstrap.broken()) mpi.abandon();
+    return std::unexpected(std::move(measured).error().in(fmt::format("rank {}", bootstrap.rank())));
+  }
+  if (bootstrap.rank() != 0) return {};
+  if (!o.out.empty()) REFIT_TRY(write_cluster(*measured, o.out));
+  if (o.json)
+    fmt::print("{}\n", json_text(calibration_json(*measured, o.out)));
+  else
+    print_calibration(*measured, o.out);
+  return {};
+}
+
+}  // namespace
+
+Action add_calibrate_command(CLI::App& app) {
+  auto o = std::make_shared<CalibrateOptions>();
+  auto* cmd = app.add_subcommand(
+      "calibrate",
+      "Measure this host's links with refit's own UCX executor between the processes of an mpirun "
+      "job (an even number; 4 or more also measure every pair at once) and memcpy, and write a "
+      "cluster file that predicts refits on this host. A line t = latency + bytes / bandwidth is "
+      "fitted to one pair's transfers of several sizes (least squares of the relative error); every "
+      "pair at once gives what the host's cores reach together, which the file models as one "
+      "shared link that caps each process at one pair's bandwidth, so more processes than cores "
+      "are predicted as they run. Launch it as the jobs it predicts are launched (e.g. mpirun "
+      "--bind-to none for all). Progress goes to stderr. Without a GPU the GPU's kernels and "
+      "NCCL are skipped, and the output says so");
+  cmd->add_option("--out", o->out, "Write the cluster file (the format of refit topo --json) here")
+      ->check(output_file());
+  cmd->add_flag("--overwrite", o->overwrite, "Replace the --out file if it exists (refused otherwise)");
+  cmd->add_option("--executor", o->calibration.executor, "Executor to measure with (default ucx)")
+      ->check(accepted_by(check_executor_name, "EXECUTOR"));
+  cmd->add_option("--sizes", o->sizes,
+                  "Bytes one pair moves, each cut into chunks as refit plans them; even, at least two "
+                  "distinct (default 262144,1048576,67108864,134217728,268435456); every pair at once then "
+                  "moves the largest");
+  cmd->add_option("--repetitions", o->calibration.repetitions,
+                  "Timed executions per measurement, after one warm-up; the median is kept (default 5)")
+      ->check(positive());
+  cmd->add_option("--devices", o->calibration.devices,
+                  "Processes the cluster file describes: the largest job it can predict (default 8)")
+      ->check(positive());
+  cmd->add_option("--memcpy-bytes", o->memcpy_bytes, "Bytes of the memcpy measurement (default 64 MiB)")
+      ->check(positive());
+  cmd->add_option("--timeout", o->timeout, "Longest wait on a peer, in seconds (default 60)")
+      ->check(positive_at_most(kMaxTimeout.value));
+  cmd->add_flag("--json", o->json, "Print one JSON object on stdout (rank 0)");
+  return [o] { return calibrate_here(*o); };
+}
+
+}  // namespace refit::cli

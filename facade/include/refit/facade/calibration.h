@@ -1,0 +1,98 @@
+#pragma once
+// Calibration: this host's links measured with refit's own executors, written as a cluster file
+// the simulator takes, so that a prediction for this host rests on figures measured here and not
+// on a preset's. Every process of the job (mpirun, or any Bootstrap) calls calibrate() alike.
+//
+// What is measured, each time as `refit run` times an iteration (the slowest rank's execute(),
+// from a common barrier; the median of the repetitions, after one warm-up execution):
+//   - one pair: rank 0 sends a transfer of each size to the first inference rank (in chunks as
+//     refit plans them), the other ranks idle; a straight line through (bytes, seconds) fitted by
+//     least squares of the relative error gives the per-message latency (the intercept) and the
+//     pair bandwidth (1 / slope);
+//   - every pair at once (with 4 or more processes): each training rank sends the largest size
+//     to its inference rank; the bytes of all pairs over the time less the latency give the
+//     host's bandwidth, what all copies together reach on its cores and memory;
+//   - memcpy: rank 0 alone copies a buffer, as the executors pack and unpack staged chunks.
+// The cluster written models the host's oversubscription (more processes than cores): every
+// process is a device of its own, reaching the others through one shared "NIC" of the host's
+// bandwidth, and the fabric's oversubscription (host / pair bandwidth) caps each process at the
+// pair bandwidth. A refit is predicted on it with exactly that: no constant is taken from
+// elsewhere and nothing is fitted to refit times.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "refit/core/error.h"
+#include "refit/core/units.h"
+#include "refit/executors/bootstrap.h"
+#include "refit/executors/executor.h"
+#include "refit/topology/cluster.h"
+
+namespace refit {
+
+namespace limits {
+// The largest transfer one pair is calibrated with: 4 GiB.
+inline constexpr Bytes kMaxCalibrationBytes{std::int64_t{1} << 32};
+}  // namespace limits
+
+struct CalibrationOptions {
+  std::string executor = "ucx";
+  // Bytes one pair moves, at least two distinct sizes, each cut into chunks as refit plans them
+  // (PlanOptions::chunk, 8 MiB). By default short messages, whose time is mostly latency, and
+  // streams several times larger than a server CPU's last-level cache, as a refit's shards are:
+  // sizes in between run from the cache, faster than memory, and would bend the line.
+  std::vector<Bytes> sizes{Bytes{256 << 10}, Bytes{1 << 20}, Bytes{64 << 20}, Bytes{128 << 20},
+                           Bytes{256 << 20}};
+  std::int32_t repetitions = 5;  // timed executions per measurement (the median is kept)
+  Bytes memcpy_bytes{64 << 20};  // the buffer rank 0 copies
+  std::int32_t devices = 8;      // processes the cluster file describes (the largest job it fits)
+  ExecutorOptions executor_options;
+  std::function<void(std::string_view)> progress;  // a line per measurement, on rank 0
+};
+
+// One measurement: `pairs` pairs each moving `bytes`, the median seconds.
+struct PairMeasurement {
+  Bytes bytes;  // per pair
+  std::int32_t pairs = 1;
+  Seconds seconds;
+};
+
+// t = latency + bytes / bandwidth, fitted to the one-pair measurements.
+struct LineFit {
+  Seconds latency;
+  BytesPerSecond bandwidth;
+  double worst_relative_residual = 0;  // the largest |fit - measured| / measured of the points
+};
+
+struct Calibration {
+  std::int32_t processes = 0;  // of the calibrating job
+  std::uint32_t cores = 0;     // this process's CPUs (sched affinity), for the record
+  std::vector<PairMeasurement> one_pair;
+  LineFit pair;
+  std::optional<PairMeasurement> all_pairs;  // with 4 or more processes
+  BytesPerSecond host_bandwidth;             // every pair at once; the pair bandwidth without it
+  Seconds memcpy_seconds;
+  BytesPerSecond memcpy_bandwidth;
+  std::vector<std::string> notes;  // what was not measured, and why
+  ClusterSpec cluster;             // what the cluster file holds
+};
+
+// Weighted least squares of the relative error (each point's weight 1 / t^2), so that the small
+// transfers, where the latency shows, count as much as the large ones. Errors: fewer than two
+// distinct sizes, or a time that does not grow with the size.
+[[nodiscard]] Result<LineFit> fit_line(const std::vector<PairMeasurement>& points);
+
+// The host as the simulator models it (see the file's comment): `devices` processes, each its own
+// domain, behind one NIC of `host` bandwidth with the pair's latency; the fabric oversubscribed
+// host / pair (at least 1); each device copies (packs, unpacks) at `memcpy`.
+[[nodiscard]] Result<ClusterSpec> calibrated_cluster(std::int32_t devices, const LineFit& pair,
+                                                     BytesPerSecond host, BytesPerSecond memcpy);
+
+// Measures on every rank of `bootstrap` (an even number of at least 2), returning the same
+// Calibration on each. Errors name the option or the rank that failed.
+[[nodiscard]] Result<Calibration> calibrate(Bootstrap& bootstrap, const CalibrationOptions& options);
+
+}  // namespace refit

@@ -1,0 +1,171 @@
+// Measuring this host with refit's own executor, on every rank alike (calibration.h).
+#include "refit/facade/calibration.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "refit/refit.h"
+#include "refit/topology/discovery.h"
+
+namespace refit {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Seconds since(Clock::time_point start) {
+  return Seconds{std::chrono::duration<double>(Clock::now() - start).count()};
+}
+
+// The median; of an even count the upper middle one, as `refit run` reports it.
+Seconds median(std::vector<Seconds> values) {
+  std::ranges::sort(values);
+  return values[values.size() / 2];
+}
+
+std::uint32_t usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  return sched_getaffinity(0, sizeof(set), &set) == 0 ? static_cast<std::uint32_t>(CPU_COUNT(&set)) : 0;
+}
+
+// `pairs` pairs, each one training rank sending its own row of `bytes` to one inference rank; the
+// job has world / 2 ranks on each side and the others hold nothing.
+[[nodiscard]] Result<ReshardProblem> pairs_problem(std::int32_t world, std::int32_t pairs, Bytes bytes) {
+  const std::int32_t side = world / 2;
+  const Shape shape{pairs, bytes.value / dtype_size(DType::kBF16)};
+  std::vector<Rank> senders, receivers;
+  for (std::int32_t p = 0; p < pairs; ++p) {
+    senders.emplace_back(p);
+    receivers.emplace_back(side + p);
+  }
+  auto spec = REFIT_TRY(make_tensor_spec("calibration", shape, DType::kBF16));
+  auto from = REFIT_TRY(Layout::make(shape, REFIT_TRY(Mesh::make({pairs}, senders)), {Placement::shard(0)}));
+  auto to = REFIT_TRY(Layout::make(shape, REFIT_TRY(Mesh::make({pairs}, receivers)), {Placement::shard(0)}));
+  return ReshardProblem::make({{std::move(spec), std::move(from), std::move(to)}}, side, world - side);
+}
+
+// The slowest rank's execute() of each repetition, from a common barrier, after one warm-up; the
+// destinations zeroed before each, as `refit run --iterations` does (storing into memory another
+// core has just written costs more than into memory left alone since the last store).
+[[nodiscard]] Result<Seconds> time_executions(Bootstrap& bootstrap, Executor& executor,
+                                              PreparedPlan& prepared, HostShards& shards,
+                                              std::int32_t repetitions) {
+  REFIT_TRY(executor.execute(prepared));
+  std::vector<Seconds> slowest;
+  for (std::int32_t i = 0; i < repetitions; ++i) {
+    shards.clear_destinations();
+    REFIT_TRY(bootstrap.barrier());
+    const auto start = Clock::now();
+    REFIT_TRY(executor.execute(prepared));
+    const auto all = REFIT_TRY(bootstrap.allgather(fmt::format("{}", since(start).value)));
+    Seconds worst{0};
+    for (const auto& text : all) worst = std::max(worst, Seconds{std::stod(text)});
+    slowest.push_back(worst);
+  }
+  return median(std::move(slowest));
+}
+
+// Each pair moves `bytes`, in chunks as refit plans them.
+[[nodiscard]] Result<PairMeasurement> measure_pairs(Bootstrap& bootstrap, Executor& executor,
+                                                    const CalibrationOptions& o, std::int32_t pairs,
+                                                    Bytes bytes) {
+  const auto problem = REFIT_TRY(pairs_problem(bootstrap.size(), pairs, bytes));
+  const auto cluster = REFIT_TRY(load_cluster({.preset = "cpu-host"}, job_of(problem)));
+  const auto made = REFIT_TRY(plan(problem, cluster.placed, "refit"));
+  const Rank me{bootstrap.rank()};
+  auto shards = REFIT_TRY(
+      HostShards::allocate(problem, me, [&executor](Bytes b) { return executor.allocate_host(b); }));
+  auto prepared = REFIT_TRY(executor.prepare(made, me, shards.buffers()));
+  const auto seconds = REFIT_TRY(time_executions(bootstrap, executor, *prepared, shards, o.repetitions));
+  if (bootstrap.rank() == 0 && o.progress)
+    o.progress(fmt::format("{} pair{} x {} bytes: {:.1f} us", pairs, pairs == 1 ? "" : "s", bytes.value,
+                           seconds.value * 1e6));
+  return PairMeasurement{.bytes = bytes, .pairs = pairs, .seconds = seconds};
+}
+
+// Rank 0 copies alone while the others wait; every rank learns its median.
+[[nodiscard]] Result<Seconds> measure_memcpy(Bootstrap& bootstrap, const CalibrationOptions& o) {
+  Seconds mine{0};
+  if (bootstrap.rank() == 0) {
+    const auto n = static_cast<std::size_t>(o.memcpy_bytes.value);
+    std::vector<std::byte> from(n, std::byte{1}), to(n, std::byte{0});
+    std::memcpy(to.data(), from.data(), n);  // first touch of every page
+    std::vector<Seconds> times;
+    for (std::int32_t i = 0; i < o.repetitions; ++i) {
+      const auto start = Clock::now();
+      std::memcpy(to.data(), from.data(), n);
+      times.push_back(since(start));
+    }
+    mine = median(std::move(times));
+  }
+  const auto all = REFIT_TRY(bootstrap.allgather(fmt::format("{}", mine.value)));
+  return Seconds{std::stod(all.front())};
+}
+
+[[nodiscard]] Result<void> check_calibration_options(const Bootstrap& bootstrap,
+                                                     const CalibrationOptions& o) {
+  if (bootstrap.size() < 2 || bootstrap.size() % 2 != 0)
+    return invalid(fmt::format("calibration pairs processes up: start an even number of at least 2, got {}",
+                               bootstrap.size()));
+  if (o.repetitions < 1) return invalid(fmt::format("repetitions: must be >= 1, got {}", o.repetitions));
+  if (o.memcpy_bytes.value < 1)
+    return invalid(fmt::format("memcpy bytes: must be >= 1, got {}", o.memcpy_bytes.value));
+  for (const Bytes b : o.sizes)
+    if (b.value < 2 || b.value % 2 != 0 || b > limits::kMaxCalibrationBytes)
+      return invalid(fmt::format("sizes: {} bytes is not an even size in [2, {}]", b.value,
+                                 limits::kMaxCalibrationBytes.value));
+  return {};
+}
+
+// What this calibration leaves out: the GPU's kernels and NCCL, measured only where a GPU is.
+std::vector<std::string> gpu_notes() {
+  const auto found = discover_cluster({});
+  const bool gpu = found && std::ranges::any_of(found->cluster.gpus(),
+                                                [](const GpuSpec& g) { return !g.pci_bus_id.empty(); });
+  if (!gpu)
+    return {
+        "no GPU on this host: the GPU's copy and quantize kernels and NCCL were skipped; the "
+        "file describes host memory moved by the UCX executor"};
+  return {
+      "this host has a GPU, but refit calibrate measures host memory only: the GPU's copy and "
+      "quantize kernels and NCCL are not measured (the file describes host memory moved by the "
+      "UCX executor)"};
+}
+
+}  // namespace
+
+Result<Calibration> calibrate(Bootstrap& bootstrap, const CalibrationOptions& o) {
+  REFIT_TRY(check_calibration_options(bootstrap, o));
+  auto executor = REFIT_TRY_IN(make_executor(o.executor, bootstrap, o.executor_options), "--executor");
+  Calibration c{.processes = bootstrap.size(), .cores = usable_cores(), .notes = gpu_notes()};
+  for (const Bytes b : o.sizes) c.one_pair.push_back(REFIT_TRY(measure_pairs(bootstrap, *executor, o, 1, b)));
+  c.pair = REFIT_TRY(fit_line(c.one_pair));
+  c.host_bandwidth = c.pair.bandwidth;
+  const Bytes largest = std::ranges::max(o.sizes);
+  if (const std::int32_t pairs = bootstrap.size() / 2; pairs > 1) {
+    c.all_pairs = REFIT_TRY(measure_pairs(bootstrap, *executor, o, pairs, largest));
+    const Seconds moving = c.all_pairs->seconds - c.pair.latency;
+    if (!(moving.value > 0))
+      return fail(ErrorCode::kRuntime,
+                  fmt::format("every pair at once took {} s, no more than one message's latency ({} s): the "
+                              "measurements are noise",
+                              c.all_pairs->seconds.value, c.pair.latency.value));
+    c.host_bandwidth = BytesPerSecond{static_cast<double>(c.all_pairs->bytes.value) * pairs / moving.value};
+  } else {
+    c.notes.push_back(
+        "one pair only (2 processes): every pair at once was not measured, so the host's bandwidth is "
+        "taken to be one pair's; start 4 or more processes to measure it");
+  }
+  c.memcpy_seconds = REFIT_TRY(measure_memcpy(bootstrap, o));
+  c.memcpy_bandwidth = BytesPerSecond{static_cast<double>(o.memcpy_bytes.value) / c.memcpy_seconds.value};
+  c.cluster = REFIT_TRY(calibrated_cluster(o.devices, c.pair, c.host_bandwidth, c.memcpy_bandwidth));
+  return c;
+}
+
+}  // namespace refit

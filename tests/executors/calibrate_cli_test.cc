@@ -1,0 +1,112 @@
+// `refit calibrate` under mpirun, with small sizes: it writes a cluster file the simulator takes,
+// refuses to overwrite one, and a plan simulated on the calibrated cluster and executed on this
+// host gives both reports under the same breakdown names. Whether their figures agree is the
+// calibration matrix's question (bench/calibration_matrix.py), not a test's: it depends on the
+// machine's load.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "mpirun.h"
+#include "refit/topology/cluster_json.h"
+#include "run_cli.h"
+
+namespace refit {
+namespace {
+
+const std::string kModels = std::string(REFIT_TEST_DATA_DIR) + "/models/";
+
+// mpirun -np N refit calibrate ARGS, as users start it.
+testing::ShellResult calibrate(int np, const std::string& args) {
+  return testing::run_shell(std::string(testing::kMpiEnvironment) + "timeout -k 5 60 " + REFIT_MPIEXEC +
+                            " --oversubscribe -np " + std::to_string(np) + " " + REFIT_CLI_PATH +
+                            " calibrate " + args);
+}
+
+const std::string kSmall = "--sizes 65536,1048576 --repetitions 2 --memcpy-bytes 1048576 --devices 6";
+
+class CalibratedHost : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    file_ =
+        std::filesystem::temp_directory_path() / ("refit_calibrated_" + std::to_string(::getpid()) + ".json");
+    std::filesystem::remove(file_);
+  }
+  void TearDown() override { std::filesystem::remove(file_); }
+  std::filesystem::path file_;
+};
+
+TEST_F(CalibratedHost, CalibrateWritesAClusterFileOfTheHostTheSimulatorTakes) {
+  const auto r = calibrate(4, kSmall + " --json --out " + file_.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_EQ(j["processes"], 4);
+  EXPECT_EQ(j["one_pair"].size(), 2u);
+  EXPECT_EQ(j["all_pairs"]["pairs"], 2);  // 4 processes: 2 pairs at once
+  EXPECT_GT(j["pair_gbps"].get<double>(), 0);
+  EXPECT_GE(j["latency_s"].get<double>(), 0);
+  EXPECT_NE(r.err.find("refit calibrate: 1 pair x 65536 bytes"), std::string::npos) << r.err;  // progress
+  // No GPU here: the output says what was skipped.
+  EXPECT_NE(j["notes"].dump().find("NCCL"), std::string::npos);
+
+  // 6 devices, one per process, each its own domain, behind one link; each held to a pair's
+  // bandwidth: the link's bandwidth / oversubscription = pair_gbps when the host is faster.
+  const auto file = load_cluster_file(file_);
+  ASSERT_TRUE(file) << file.error().message;
+  const auto& c = file->cluster;
+  EXPECT_EQ(c.gpus().size(), 6u);
+  EXPECT_EQ(c.domains().size(), 6u);
+  ASSERT_EQ(c.nics().size(), 1u);
+  EXPECT_EQ(c.nics()[0].gpus.size(), 6u);
+  EXPECT_NEAR(c.nics()[0].bandwidth.gbps() / c.fabric().oversubscription, j["pair_gbps"].get<double>(),
+              1e-6 * j["pair_gbps"].get<double>());
+
+  const auto again = calibrate(2, kSmall + " --out " + file_.string());
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.err.find("--overwrite"), std::string::npos) << again.err;
+}
+
+TEST_F(CalibratedHost, AnOddNumberOfProcessesIsRefusedNamingIt) {
+  const auto r = calibrate(3, kSmall);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("an even number of at least 2, got 3"), std::string::npos) << r.err;
+}
+
+std::set<std::string> keys(const nlohmann::json& object) {
+  std::set<std::string> out;
+  for (const auto& [key, _] : object.items()) out.insert(key);
+  return out;
+}
+
+TEST_F(CalibratedHost, APlanSimulatedOnItAndRunReportTheSameBreakdownNames) {
+  ASSERT_EQ(calibrate(2, kSmall + " --out " + file_.string()).exit_code, 0);
+  const std::string problem = "--model " + kModels +
+                              "tiny-llama.json --train tp=2 --infer tp=2 --cluster-file " + file_.string() +
+                              " --strategy refit";
+  const auto predicted = testing::run_refit("simulate " + problem + " --deployment refit --json");
+  ASSERT_EQ(predicted.exit_code, 0) << predicted.err;
+  const auto run = testing::refit_run(4, problem + " --iterations 2 --verify --json --timeout 20");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto p = nlohmann::json::parse(predicted.out)["strategies"][0]["breakdown_s"];
+  const auto m = nlohmann::json::parse(run.out);
+  EXPECT_EQ(m["verified"], true);
+  // The same names: the simulator's TimeKinds, one spelling.
+  EXPECT_EQ(keys(p), keys(m["breakdown_s"]));
+  // Every kind the run did not time is null and says why; every other is a time.
+  for (const auto& [kind, seconds] : m["breakdown_s"].items()) {
+    if (seconds.is_null())
+      EXPECT_TRUE(m["breakdown_not_timed"].contains(kind)) << kind;
+    else
+      EXPECT_GE(seconds.get<double>(), 0) << kind;
+  }
+  // Each process is a domain of its own: the puts cross the calibrated link ("network").
+  EXPECT_GT(m["breakdown_s"]["network"].get<double>(), 0);
+}
+
+}  // namespace
+}  // namespace refit
