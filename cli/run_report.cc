@@ -38,6 +38,64 @@ nlohmann::ordered_json rank_json(const RankResult& r, std::int32_t training_rank
             {"end", r.resident.end.value}}}};
 }
 
+// One step of a delta refit over every rank: bytes and pieces summed, times the slowest rank's.
+struct DeltaStep {
+  Bytes bytes;
+  DeltaStepReport total;
+  Seconds seconds;
+};
+
+std::vector<DeltaStep> delta_steps(const RunSummary& s) {
+  const auto walls = s.iteration_seconds();
+  std::vector<DeltaStep> out(walls.size());
+  for (std::size_t i = 0; i < out.size(); ++i) out[i].seconds = walls[i];
+  for (const auto& r : s.ranks)
+    for (std::size_t i = 0; i < r.delta_steps.size() && i < out.size(); ++i) {
+      const auto& d = r.delta_steps[i].delta;
+      auto& t = out[i].total;
+      out[i].bytes += r.delta_steps[i].sent;
+      t.dense_bytes += d.dense_bytes;
+      t.pieces += d.pieces;
+      t.unchanged += d.unchanged;
+      t.full += d.full;
+      t.encode = std::ranges::max(t.encode, d.encode, {}, &Seconds::value);
+      t.decode = std::ranges::max(t.decode, d.decode, {}, &Seconds::value);
+      t.exchange = std::ranges::max(t.exchange, d.exchange, {}, &Seconds::value);
+    }
+  return out;
+}
+
+nlohmann::ordered_json delta_json(const RunSummary& s) {
+  nlohmann::ordered_json steps = nlohmann::ordered_json::array();
+  for (const auto& step : delta_steps(s))
+    steps.push_back({{"bytes", step.bytes.value},
+                     {"dense_bytes", step.total.dense_bytes.value},
+                     {"seconds", step.seconds.value},
+                     {"pieces", step.total.pieces},
+                     {"unchanged_pieces", step.total.unchanged},
+                     {"full_pieces", step.total.full},
+                     {"encode_seconds", step.total.encode.value},
+                     {"decode_seconds", step.total.decode.value},
+                     {"exchange_seconds", step.total.exchange.value}});
+  return {{"change_fraction", *s.delta}, {"steps", steps}};
+}
+
+// Steps after the first (which has no baseline and moves everything): their median bytes and time.
+void print_delta(const RunSummary& s) {
+  const auto steps = delta_steps(s);
+  fmt::print("delta       {:g} % of the elements change per step (synthetic update)\n", *s.delta * 100);
+  for (std::size_t i = 0; i < steps.size(); ++i)
+    fmt::print(
+        "  step {:<4} {:.6f} GB of {:.6f} GB dense ({:.2f} %) in {:.4f} s; pieces {} ({} dense, {} "
+        "unchanged); encode {:.4f} s, decode {:.4f} s, exchange {:.4f} s\n",
+        i, gb(steps[i].bytes), gb(steps[i].total.dense_bytes),
+        steps[i].total.dense_bytes.value > 0 ? 100.0 * static_cast<double>(steps[i].bytes.value) /
+                                                   static_cast<double>(steps[i].total.dense_bytes.value)
+                                             : 0.0,
+        steps[i].seconds.value, steps[i].total.pieces, steps[i].total.full, steps[i].total.unchanged,
+        steps[i].total.encode.value, steps[i].total.decode.value, steps[i].total.exchange.value);
+}
+
 std::string verification_text(const RunSummary& s) {
   if (!s.verify) return "not checked (pass --verify)";
   for (const auto& r : s.ranks)
@@ -60,6 +118,11 @@ std::string encode(const RankResult& r) {
       {"checked", r.checked},
       {"resident", {r.resident.after_prepare.value, r.resident.after_warm_up.value, r.resident.end.value}}};
   if (r.wrong) j["wrong"] = *r.wrong;
+  for (const auto& step : r.delta_steps) {
+    const auto& d = step.delta;
+    j["delta"].push_back(nlohmann::json::array({step.sent.value, d.dense_bytes.value, d.pieces, d.unchanged,
+                                                d.full, d.encode.value, d.decode.value, d.exchange.value}));
+  }
   return json_text(j);
 }
 
@@ -79,6 +142,20 @@ Result<RankResult> decode_rank_result(std::string_view text) {
   if (resident.size() == 3)
     r.resident = {
         .after_prepare = Bytes{resident[0]}, .after_warm_up = Bytes{resident[1]}, .end = Bytes{resident[2]}};
+  for (const auto& step : j.value("delta", nlohmann::json::array())) {
+    if (!step.is_array() || step.size() != 8 ||
+        !std::ranges::all_of(step, [](const nlohmann::json& v) { return v.is_number(); }))
+      return fail(ErrorCode::kRuntime, "a rank sent a malformed delta step");
+    r.delta_steps.push_back(
+        RankDeltaStep{.sent = Bytes{step[0].get<std::int64_t>()},
+                      .delta = DeltaStepReport{.dense_bytes = Bytes{step[1].get<std::int64_t>()},
+                                               .pieces = step[2].get<std::int64_t>(),
+                                               .unchanged = step[3].get<std::int64_t>(),
+                                               .full = step[4].get<std::int64_t>(),
+                                               .encode = Seconds{step[5].get<double>()},
+                                               .decode = Seconds{step[6].get<double>()},
+                                               .exchange = Seconds{step[7].get<double>()}}});
+  }
   return r;
 }
 
@@ -130,6 +207,7 @@ void print_summary(const RunSummary& s, bool json) {
                              {"resident_growth_bytes", s.resident_growth().first.value},
                              {"per_rank", nlohmann::ordered_json::array()}};
     for (const auto& r : s.ranks) j["per_rank"].push_back(rank_json(r, s.training_ranks));
+    if (s.delta) j["delta"] = delta_json(s);
     fmt::print("{}\n", json_text(j));
     return;
   }
@@ -152,6 +230,7 @@ void print_summary(const RunSummary& s, bool json) {
         "memory      resident after the warm-up ({} execution{}) to the end: {:+.3f} MB at most (rank {})\n",
         s.warm_up_iterations, s.warm_up_iterations == 1 ? "" : "s", static_cast<double>(grown.value) / 1e6,
         where);
+  if (s.delta) print_delta(s);
   fmt::print("verified    {}\n", verification_text(s));
 }
 

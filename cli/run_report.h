@@ -9,6 +9,7 @@
 
 #include "refit/core/error.h"
 #include "refit/core/units.h"
+#include "refit/executors/executor.h"
 
 namespace refit::cli {
 
@@ -17,6 +18,12 @@ struct ResidentMemory {
   Bytes after_prepare;
   Bytes after_warm_up;  // after RunSummary::warm_up_iterations executions
   Bytes end;            // after the last execution
+};
+
+// One step of a delta refit on one rank: the payload bytes it sent, and what the step did.
+struct RankDeltaStep {
+  Bytes sent;
+  DeltaStepReport delta;
 };
 
 struct RankResult {
@@ -29,6 +36,7 @@ struct RankResult {
   bool checked = false;              // --verify ran on this rank
   std::optional<std::string> wrong;  // the first wrong element, when verification failed
   ResidentMemory resident;
+  std::vector<RankDeltaStep> delta_steps;  // --delta: per iteration
 };
 
 std::string encode(const RankResult& r);
@@ -42,6 +50,7 @@ struct RunSummary {
   std::int32_t inference_ranks = 0;
   bool verify = false;
   std::int32_t warm_up_iterations = 1;
+  std::optional<double> delta;    // --delta: the synthetic update's change fraction
   std::vector<RankResult> ranks;  // by rank
 
   Bytes bytes() const;                             // every byte put per iteration, relays included

@@ -1,0 +1,332 @@
+#include "refit/executors/delta_executor.h"
+
+#include <chrono>
+#include <cstring>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "delta_pieces.h"
+#include "refit/core/try.h"
+#include "refit/executors/agreement.h"
+#include "refit/executors/delta_step.h"
+#include "refit/executors/host_shards.h"
+
+namespace refit {
+namespace {
+
+using delta_pieces::Piece;
+
+// A piece this rank sends: the bytes it last sent (the baseline) and its checksum, and this
+// step's bytes and payload until the step is over.
+struct Sending {
+  Piece piece;
+  std::vector<std::byte> baseline;
+  std::optional<Checksum> base;  // nullopt: nothing both ends agree on, the next payload is dense
+  std::vector<std::byte> current;
+  DeltaHeader header;
+  std::int64_t payload = 0;  // this step's payload bytes; 0: unchanged, nothing sent
+};
+
+// A piece this rank receives: its packed copy, decoded in place, then unpacked into its shard.
+struct Receiving {
+  Piece piece;
+  std::vector<std::byte> packed;
+  Checksum audit;  // of the bytes the rank holds before the step
+  std::int64_t payload = 0;
+};
+
+// Where one transfer's payloads go: the pieces back to back, as large as they can get.
+struct Payloads {
+  std::int32_t transfer = 0;
+  std::unique_ptr<HostAllocation> memory;
+};
+
+class DeltaPrepared final : public PreparedPlan {
+ public:
+  Plan plan;
+  Rank rank;
+  std::int32_t total_pieces = 0;
+  std::vector<Sending> sends;
+  std::vector<Receiving> receives;
+  std::vector<Payloads> payloads;  // of the transfers this rank sends or receives, in plan order
+  DeltaCodec codec;
+};
+
+using Clock = std::chrono::steady_clock;
+Seconds since(Clock::time_point start) {
+  return Seconds{std::chrono::duration<double>(Clock::now() - start).count()};
+}
+
+// The most a piece's payload can take with these options.
+std::int64_t capacity(const Piece& p, const DeltaEncodeOptions& options) {
+  return options.format ? delta_payload_capacity(p.bytes, dtype_size(p.dtype)) : kDeltaHeaderBytes + p.bytes;
+}
+
+// (piece, value) pairs as bytes, for the allgathers of a step.
+std::string encode_pairs(const std::vector<std::pair<std::int32_t, std::uint64_t>>& pairs) {
+  std::string out(pairs.size() * 16, '\0');
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    const auto piece = static_cast<std::uint64_t>(pairs[i].first);
+    std::memcpy(out.data() + i * 16, &piece, 8);
+    std::memcpy(out.data() + i * 16 + 8, &pairs[i].second, 8);
+  }
+  return out;
+}
+
+// Every rank's pairs as one value per piece of the plan (nullopt where nobody gave one).
+[[nodiscard]] Result<std::vector<std::optional<std::uint64_t>>> decode_pairs(
+    const std::vector<std::string>& contributions, std::int32_t total, std::string_view what) {
+  std::vector<std::optional<std::uint64_t>> out(static_cast<std::size_t>(total));
+  for (std::size_t r = 0; r < contributions.size(); ++r) {
+    const auto& c = contributions[r];
+    if (c.size() % 16 != 0)
+      return fail(ErrorCode::kRuntime, fmt::format("rank {} sent malformed {}", r, what));
+    for (std::size_t i = 0; i < c.size(); i += 16) {
+      std::uint64_t piece = 0;
+      std::uint64_t value = 0;
+      std::memcpy(&piece, c.data() + i, 8);
+      std::memcpy(&value, c.data() + i + 8, 8);
+      if (piece >= static_cast<std::uint64_t>(total))
+        return fail(ErrorCode::kRuntime,
+                    fmt::format("rank {} sent {} of piece {} of {}", r, what, piece, total));
+      out[piece] = value;
+    }
+  }
+  return out;
+}
+
+[[nodiscard]] Result<std::vector<std::optional<std::uint64_t>>> allgather_pairs(
+    Bootstrap& bootstrap, const std::vector<std::pair<std::int32_t, std::uint64_t>>& mine, std::int32_t total,
+    std::string_view what) {
+  return decode_pairs(REFIT_TRY_IN(bootstrap.allgather(encode_pairs(mine)), std::string(what)), total, what);
+}
+
+std::byte* payload_memory(DeltaPrepared& p, std::int32_t transfer) {
+  for (auto& pl : p.payloads)
+    if (pl.transfer == transfer) return pl.memory->bytes().data();
+  return nullptr;
+}
+
+// Step 1: every receiver's checksum of what it holds, by piece.
+[[nodiscard]] Result<std::vector<std::optional<std::uint64_t>>> audit(DeltaPrepared& p,
+                                                                      Bootstrap& bootstrap) {
+  std::vector<std::pair<std::int32_t, std::uint64_t>> mine;
+  for (auto& r : p.receives) {
+    delta_pieces::pack(r.piece, r.packed);
+    r.audit = checksum_of(r.packed);
+    mine.emplace_back(r.piece.index, r.audit.value);
+  }
+  return allgather_pairs(bootstrap, mine, p.total_pieces, "baseline checksums");
+}
+
+// Step 2: every piece this rank sends, encoded against the baseline its receiver holds.
+[[nodiscard]] Result<void> encode(DeltaPrepared& p,
+                                  const std::vector<std::optional<std::uint64_t>>& receivers,
+                                  DeltaStepReport& report) {
+  std::int64_t at = 0;
+  std::int32_t transfer = -1;
+  for (auto& s : p.sends) {
+    if (s.piece.transfer != transfer) at = 0, transfer = s.piece.transfer;
+    s.current.resize(static_cast<std::size_t>(s.piece.bytes));
+    delta_pieces::pack(s.piece, s.current);
+    const auto& held = receivers[static_cast<std::size_t>(s.piece.index)];
+    const bool agreed = s.base && held && s.base->value == *held;
+    const auto out = std::span(payload_memory(p, transfer) + at,
+                               static_cast<std::size_t>(capacity(s.piece, p.codec.options())));
+    s.header = REFIT_TRY(p.codec.encode(DeltaSource{.baseline = s.baseline,
+                                                    .current = s.current,
+                                                    .dtype = s.piece.dtype,
+                                                    .base = agreed ? s.base : std::nullopt,
+                                                    .name = s.piece.name},
+                                        out));
+    s.payload = agreed && s.header.changed_elements == 0 ? 0 : s.header.payload_bytes();
+    at += s.payload;
+    report.dense_bytes += Bytes{s.piece.bytes};
+    report.unchanged += s.payload == 0 ? 1 : 0;
+    report.full += agreed ? 0 : 1;
+  }
+  report.pieces = static_cast<std::int64_t>(p.sends.size());
+  return {};
+}
+
+// What the executor behind moves this step, and this rank's buffers of it.
+struct StepPlan {
+  DeltaStep step;
+  RankBuffers buffers;
+};
+
+[[nodiscard]] Result<StepPlan> step_plan(DeltaPrepared& p, const std::vector<std::int64_t>& sizes) {
+  StepPlan out{.step = REFIT_TRY(delta_step(p.plan, sizes)), .buffers = {}};
+  for (std::size_t k = 0; k < out.step.plan.transfers.size(); ++k) {
+    const auto& t = out.step.plan.transfers[k];
+    if (t.sender != p.rank && t.receiver != p.rank) continue;
+    const auto& segment = t.segments.front();
+    const ShardBuffer buffer{
+        .tensor = segment.tensor,
+        .box = segment.box,
+        .bytes = std::span(payload_memory(p, out.step.carries[k]), static_cast<std::size_t>(t.bytes.value)),
+        .regions = {}};
+    (t.sender == p.rank ? out.buffers.sources : out.buffers.destinations).push_back(buffer);
+  }
+  return out;
+}
+
+// Step 3's sizes: every piece's payload bytes, agreed by every rank (a rank that failed to encode
+// makes every rank fail the step).
+[[nodiscard]] Result<std::vector<std::int64_t>> agree_sizes(DeltaPrepared& p, Bootstrap& bootstrap,
+                                                            const Result<void>& encoded) {
+  std::vector<std::pair<std::int32_t, std::uint64_t>> mine;
+  for (const auto& s : p.sends) mine.emplace_back(s.piece.index, static_cast<std::uint64_t>(s.payload));
+  const auto all = REFIT_TRY_IN(
+      agree(bootstrap, encoded ? Result<std::string>(encode_pairs(mine)) : std::unexpected(encoded.error())),
+      "payload sizes");
+  const auto given = REFIT_TRY(decode_pairs(all, p.total_pieces, "payload sizes"));
+  std::vector<std::int64_t> sizes;
+  for (std::size_t i = 0; i < given.size(); ++i) {
+    if (!given[i]) return fail(ErrorCode::kRuntime, fmt::format("no rank sized piece {}", i));
+    sizes.push_back(static_cast<std::int64_t>(*given[i]));
+  }
+  for (auto& r : p.receives) r.payload = sizes[static_cast<std::size_t>(r.piece.index)];
+  return sizes;
+}
+
+// Step 4: every piece this rank received, decoded into its packed copy and then unpacked, piece by
+// piece all or nothing; the first refusal is the error, after the others have landed.
+[[nodiscard]] Result<void> decode(DeltaPrepared& p) {
+  std::optional<Error> refused;
+  std::int64_t at = 0;
+  std::int32_t transfer = -1;
+  for (auto& r : p.receives) {
+    if (r.piece.transfer != transfer) at = 0, transfer = r.piece.transfer;
+    if (r.payload == 0) continue;
+    const auto payload =
+        std::span<const std::byte>(payload_memory(p, transfer) + at, static_cast<std::size_t>(r.payload));
+    at += r.payload;
+    auto applied = p.codec.decode(
+        payload,
+        DeltaTarget{.bytes = r.packed, .dtype = r.piece.dtype, .base = r.audit, .name = r.piece.name});
+    if (!applied) {
+      if (!refused) refused = applied.error();
+      continue;
+    }
+    delta_pieces::unpack(r.piece, r.packed);
+  }
+  if (refused) return std::unexpected(*refused);
+  return {};
+}
+
+// After the step: a sender keeps what it sent as its baseline when the transfers succeeded, and
+// forgets the baselines of the step's pieces when they did not.
+void settle(DeltaPrepared& p, bool moved) {
+  for (auto& s : p.sends) {
+    if (s.payload == 0) continue;
+    if (moved) {
+      std::swap(s.baseline, s.current);
+      s.base = s.header.result;
+    } else {
+      s.base.reset();
+    }
+  }
+}
+
+[[nodiscard]] Result<void> allocate_payloads(DeltaPrepared& p, Executor& inner) {
+  std::vector<Bytes> sizes;
+  std::vector<std::int32_t> transfers;
+  const auto add = [&](const Piece& piece) {
+    if (transfers.empty() || transfers.back() != piece.transfer) {
+      transfers.push_back(piece.transfer);
+      sizes.push_back(Bytes{0});
+    }
+    sizes.back() += Bytes{capacity(piece, p.codec.options())};
+  };
+  for (const auto& s : p.sends) add(s.piece);
+  for (const auto& r : p.receives) add(r.piece);
+  auto memory =
+      REFIT_TRY(allocate_pooled([&](Bytes b) { return inner.allocate_host(b); }, sizes,
+                                fmt::format("allocating the delta payloads of rank {}", p.rank.value)));
+  for (std::size_t i = 0; i < memory.size(); ++i)
+    p.payloads.push_back(Payloads{.transfer = transfers[i], .memory = std::move(memory[i])});
+  return {};
+}
+
+[[nodiscard]] Result<std::unique_ptr<DeltaPrepared>> make_prepared(const Plan& plan, Rank rank,
+                                                                   const RankBuffers& buffers,
+                                                                   const DeltaEncodeOptions& options,
+                                                                   Executor& inner) {
+  REFIT_TRY(validate_structure(plan));
+  auto pieces = REFIT_TRY(delta_pieces::rank_pieces(plan, rank, buffers));
+  auto p = std::make_unique<DeltaPrepared>();
+  p->plan = plan;
+  p->rank = rank;
+  p->total_pieces = pieces.total;
+  p->codec = DeltaCodec(options);
+  for (auto& piece : pieces.sends) p->sends.push_back(Sending{.piece = std::move(piece)});
+  for (auto& piece : pieces.receives) {
+    const auto bytes = static_cast<std::size_t>(piece.bytes);
+    p->receives.push_back(Receiving{.piece = std::move(piece), .packed = std::vector<std::byte>(bytes)});
+  }
+  REFIT_TRY(allocate_payloads(*p, inner));
+  return p;
+}
+
+// Steps 3 and 4 once the payloads are sized: the executor behind moves them, the receivers apply
+// them.
+[[nodiscard]] Result<ExecutionReport> move(DeltaPrepared& p, Executor& inner,
+                                           const std::vector<std::int64_t>& sizes, DeltaStepReport& report) {
+  const auto start = Clock::now();
+  auto step = REFIT_TRY(step_plan(p, sizes));
+  auto prepared =
+      REFIT_TRY_IN(inner.prepare(step.step.plan, p.rank, step.buffers), "preparing the step's payloads");
+  report.exchange += since(start);
+  auto moved = REFIT_TRY(inner.execute(*prepared));
+  const auto decoding = Clock::now();
+  const auto applied = decode(p);
+  report.decode += since(decoding);
+  REFIT_TRY(applied);
+  return moved;
+}
+
+}  // namespace
+
+ExecutorCapabilities DeltaExecutor::capabilities() const {
+  return ExecutorCapabilities{
+      .host_memory = inner_->capabilities().host_memory, .cuda_memory = false, .quantizes_at_senders = false};
+}
+
+Result<std::unique_ptr<PreparedPlan>> DeltaExecutor::prepare(const Plan& plan, Rank rank,
+                                                             const RankBuffers& buffers) {
+  auto made = make_prepared(plan, rank, buffers, options_, *inner_);
+  // Every rank numbers the pieces alike only when they prepare the same plan.
+  const auto mine =
+      made ? Result<std::string>(encode_settings({{.name = "plan hash", .value = plan_hash_hex(plan)}}))
+           : Result<std::string>(std::unexpected(made.error()));
+  REFIT_TRY(check_same_settings(REFIT_TRY(agree(*bootstrap_, mine))));
+  return std::unique_ptr<PreparedPlan>(std::move(*made));
+}
+
+Result<ExecutionReport> DeltaExecutor::execute(PreparedPlan& prepared) {
+  auto* p = dynamic_cast<DeltaPrepared*>(&prepared);
+  if (p == nullptr) return invalid("execute: the plan was prepared by another executor");
+  DeltaStepReport report;
+  auto start = Clock::now();
+  const auto held = REFIT_TRY(audit(*p, *bootstrap_));
+  report.exchange += since(start);
+  start = Clock::now();
+  const auto encoded = encode(*p, held, report);
+  report.encode = since(start);
+  start = Clock::now();
+  const auto sizes = agree_sizes(*p, *bootstrap_, encoded);
+  report.exchange += since(start);
+  if (!sizes) {
+    settle(*p, false);
+    return std::unexpected(sizes.error());
+  }
+  auto moved = move(*p, *inner_, *sizes, report);
+  settle(*p, moved.has_value());
+  if (!moved) return moved;
+  moved->delta = report;
+  return moved;
+}
+
+}  // namespace refit
