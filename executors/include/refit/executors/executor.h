@@ -94,7 +94,8 @@ struct DeltaStepReport {
   Seconds encode;              // packing and encoding the pieces this rank sends
   Seconds decode;              // decoding and unpacking the pieces this rank receives
   Seconds exchange;            // auditing the received pieces' bytes, agreeing on checksums and
-                               // sizes, preparing this step's transfers
+                               // sizes (waiting there for the slowest sender's encoding),
+                               // preparing this step's transfers
 };
 
 struct ExecutionReport {
