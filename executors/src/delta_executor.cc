@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <optional>
 
 #include <fmt/format.h>
@@ -17,15 +18,28 @@ namespace {
 
 using delta_pieces::Piece;
 
-// A piece this rank sends: the bytes it last sent (the baseline) and its checksum, and this
-// step's bytes and payload until the step is over.
-struct Sending {
-  Piece piece;
+// A box of a tensor this rank sends, to one receiver or to several (replicas): the bytes it last
+// sent them (the baseline: after a step that succeeded every receiver of the box holds them,
+// whether it got a delta or dense) and their checksum, and this step's bytes and encodings.
+struct Source {
   std::vector<std::byte> baseline;
   std::optional<Checksum> base;  // nullopt: nothing both ends agree on, the next payload is dense
   std::vector<std::byte> current;
-  DeltaHeader header;
-  std::int64_t payload = 0;  // this step's payload bytes; 0: unchanged, nothing sent
+  Checksum result;  // of `current`
+  // This step's payloads, encoded once each: against the baseline, and dense (for receivers that
+  // do not hold it); empty until a receiver needs it. They lie in the first receiver's payloads.
+  std::span<const std::byte> delta;
+  std::int64_t changed = 0;  // elements, in `delta`
+  std::span<const std::byte> dense;
+  bool sent = false;  // some receiver got a payload this step
+};
+
+// A piece this rank sends: its box's Source and this step's payload bytes (0: unchanged,
+// nothing sent).
+struct Sending {
+  Piece piece;
+  std::size_t source = 0;
+  std::int64_t payload = 0;
 };
 
 // A piece this rank receives: its packed copy, decoded in place, then unpacked into its shard.
@@ -47,6 +61,7 @@ class DeltaPrepared final : public PreparedPlan {
   Plan plan;
   Rank rank;
   std::int32_t total_pieces = 0;
+  std::vector<Source> sources;
   std::vector<Sending> sends;
   std::vector<Receiving> receives;
   std::vector<Payloads> payloads;  // of the transfers this rank sends or receives, in plan order
@@ -120,27 +135,53 @@ std::byte* payload_memory(DeltaPrepared& p, std::int32_t transfer) {
   return allgather_pairs(bootstrap, mine, p.total_pieces, "baseline checksums");
 }
 
-// Step 2: every piece this rank sends, encoded against the baseline its receiver holds.
+// Writes the payload of `s` into `out` (encoding it, or copying the box's encoding of this step
+// that another receiver got) and returns it.
+[[nodiscard]] Result<std::span<const std::byte>> payload_of(DeltaPrepared& p, const Sending& s, bool agreed,
+                                                            std::span<std::byte> out) {
+  Source& src = p.sources[s.source];
+  auto& done = agreed ? src.delta : src.dense;
+  if (!done.empty()) {
+    std::memcpy(out.data(), done.data(), done.size());
+    return out.first(done.size());
+  }
+  const auto header = REFIT_TRY(p.codec.encode(DeltaSource{.baseline = src.baseline,
+                                                           .current = src.current,
+                                                           .dtype = s.piece.dtype,
+                                                           .base = agreed ? src.base : std::nullopt,
+                                                           .name = s.piece.name},
+                                               out));
+  src.result = header.result;
+  if (agreed) src.changed = header.changed_elements;
+  done = out.first(static_cast<std::size_t>(header.payload_bytes()));
+  return done;
+}
+
+// Step 2: every piece this rank sends, encoded against the baseline its receiver holds: each box
+// packed once, and encoded at most once against its baseline and once densely, whatever the
+// number of receivers.
 [[nodiscard]] Result<void> encode(DeltaPrepared& p,
                                   const std::vector<std::optional<std::uint64_t>>& receivers,
                                   DeltaStepReport& report) {
+  for (auto& src : p.sources) src.delta = src.dense = {}, src.sent = false;
+  for (const auto& s : p.sends) {
+    auto& src = p.sources[s.source];
+    if (!src.current.empty()) continue;
+    src.current.resize(static_cast<std::size_t>(s.piece.bytes));
+    delta_pieces::pack(s.piece, src.current);
+  }
   std::int64_t at = 0;
   std::int32_t transfer = -1;
   for (auto& s : p.sends) {
     if (s.piece.transfer != transfer) at = 0, transfer = s.piece.transfer;
-    s.current.resize(static_cast<std::size_t>(s.piece.bytes));
-    delta_pieces::pack(s.piece, s.current);
+    auto& src = p.sources[s.source];
     const auto& held = receivers[static_cast<std::size_t>(s.piece.index)];
-    const bool agreed = s.base && held && s.base->value == *held;
+    const bool agreed = src.base && held && src.base->value == *held;
     const auto out = std::span(payload_memory(p, transfer) + at,
                                static_cast<std::size_t>(capacity(s.piece, p.codec.options())));
-    s.header = REFIT_TRY(p.codec.encode(DeltaSource{.baseline = s.baseline,
-                                                    .current = s.current,
-                                                    .dtype = s.piece.dtype,
-                                                    .base = agreed ? s.base : std::nullopt,
-                                                    .name = s.piece.name},
-                                        out));
-    s.payload = agreed && s.header.changed_elements == 0 ? 0 : s.header.payload_bytes();
+    const auto payload = REFIT_TRY(payload_of(p, s, agreed, out));
+    s.payload = agreed && src.changed == 0 ? 0 : static_cast<std::int64_t>(payload.size());
+    src.sent = src.sent || s.payload > 0;
     at += s.payload;
     report.dense_bytes += Bytes{s.piece.bytes};
     report.unchanged += s.payload == 0 ? 1 : 0;
@@ -219,14 +260,14 @@ struct StepPlan {
 // After the step: a sender keeps what it sent as its baseline when the transfers succeeded, and
 // forgets the baselines of the step's pieces when they did not.
 void settle(DeltaPrepared& p, bool moved) {
-  for (auto& s : p.sends) {
-    if (s.payload == 0) continue;
-    if (moved) {
-      std::swap(s.baseline, s.current);
-      s.base = s.header.result;
-    } else {
-      s.base.reset();
+  for (auto& src : p.sources) {
+    if (src.sent && moved) {
+      std::swap(src.baseline, src.current);
+      src.base = src.result;
+    } else if (src.sent) {
+      src.base.reset();
     }
+    src.current.clear();
   }
 }
 
@@ -261,7 +302,12 @@ void settle(DeltaPrepared& p, bool moved) {
   p->rank = rank;
   p->total_pieces = pieces.total;
   p->codec = DeltaCodec(options);
-  for (auto& piece : pieces.sends) p->sends.push_back(Sending{.piece = std::move(piece)});
+  std::map<std::pair<std::uint32_t, Box>, std::size_t> sources;  // by tensor and box
+  for (auto& piece : pieces.sends) {
+    const auto [it, added] = sources.try_emplace({piece.tensor, piece.box}, p->sources.size());
+    if (added) p->sources.emplace_back();
+    p->sends.push_back(Sending{.piece = std::move(piece), .source = it->second});
+  }
   for (auto& piece : pieces.receives) {
     const auto bytes = static_cast<std::size_t>(piece.bytes);
     p->receives.push_back(Receiving{.piece = std::move(piece), .packed = std::vector<std::byte>(bytes)});

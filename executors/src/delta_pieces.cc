@@ -49,6 +49,7 @@ Result<RankPieces> rank_pieces(const Plan& plan, Rank rank, const RankBuffers& b
       (sends ? out.sends : out.receives)
           .push_back(Piece{.index = index,
                            .transfer = t.id,
+                           .tensor = s.tensor,
                            .box = s.box,
                            .dtype = spec.dtype,
                            .bytes = plan.segment_bytes(s).value,

@@ -14,6 +14,7 @@ namespace refit::delta_pieces {
 struct Piece {
   std::int32_t index = 0;     // among every piece of the plan, in plan order
   std::int32_t transfer = 0;  // index into Plan::transfers
+  std::uint32_t tensor = 0;   // index into Plan::tensors
   Box box;                    // of its tensor, in global coordinates
   DType dtype = DType::kBF16;
   std::int64_t bytes = 0;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -13,23 +15,26 @@
 namespace refit {
 namespace {
 
-// Each piece's expected payload, and the dense bytes each rank sends and receives.
+// Each piece's expected payload, and per rank the dense bytes it encodes (each box it sends once,
+// whatever the number of its receivers, as the executor does) and receives.
 struct Payloads {
   std::vector<std::int64_t> pieces;
-  std::vector<Bytes> sent;      // by rank
+  std::vector<Bytes> encoded;   // by rank
   std::vector<Bytes> received;  // by rank
 };
 
 [[nodiscard]] Result<Payloads> payloads(const Plan& plan, const DeltaPayloadEstimate& estimate) {
   const auto ranks = static_cast<std::size_t>(plan.world_size());
-  Payloads out{.pieces = {}, .sent = std::vector<Bytes>(ranks), .received = std::vector<Bytes>(ranks)};
+  Payloads out{.pieces = {}, .encoded = std::vector<Bytes>(ranks), .received = std::vector<Bytes>(ranks)};
+  std::set<std::tuple<std::int32_t, std::uint32_t, Box>> boxes;  // (sender, tensor, box) encoded
   for (const auto& t : plan.transfers)
     for (const auto& s : t.segments) {
       const Bytes bytes = plan.segment_bytes(s);
       const double expected = REFIT_TRY_IN(estimate.expected_bytes(bytes.value, plan.tensors[s.tensor].dtype),
                                            fmt::format("tensor '{}'", plan.tensors[s.tensor].name));
       out.pieces.push_back(std::llround(expected));
-      out.sent[static_cast<std::size_t>(t.sender.value)] += bytes;
+      if (boxes.emplace(t.sender.value, s.tensor, s.box).second)
+        out.encoded[static_cast<std::size_t>(t.sender.value)] += bytes;
       out.received[static_cast<std::size_t>(t.receiver.value)] += bytes;
     }
   return out;
@@ -62,7 +67,7 @@ Result<DeltaPrediction> predict_delta(const DeltaPredictionInputs& in, double ch
                       .predicted = {}};
   for (const auto& t : in.plan.transfers) out.dense_bytes += t.bytes;
   for (const auto& t : step.plan.transfers) out.moved_bytes += t.bytes;
-  for (const Bytes b : p.sent) out.encode = std::max(out.encode, transfer_time(b, speed.encode));
+  for (const Bytes b : p.encoded) out.encode = std::max(out.encode, transfer_time(b, speed.encode));
   for (const Bytes b : p.received)
     out.decode = std::max(out.decode, transfer_time(b, speed.audit) + transfer_time(b, speed.decode));
   out.predicted = out.encode + out.transfer + out.decode;

@@ -24,7 +24,8 @@ using testing::rank_range;
 
 // 2 training ranks -> 2 inference ranks: w [64, 96] bf16 split by rows -> by columns (each piece a
 // strided box of the destination shard), b [300] fp32 replicated -> split, n [40, 8] bf16
-// split by rows on both sides.
+// split by rows on both sides, r [32, 16] bf16 split by rows -> replicated (each training rank
+// sends its box to both inference ranks: one baseline, encoded once for both).
 ReshardProblem delta_problem() {
   std::vector<TensorReshard> tensors;
   tensors.push_back(make_reshard("w", {64, 96}, make_layout({64, 96}, {2}, rank_range(0, 2), "S0"),
@@ -33,6 +34,8 @@ ReshardProblem delta_problem() {
                                  make_layout({300}, {2}, rank_range(2, 2), "S0"), DType::kFP32));
   tensors.push_back(make_reshard("n", {40, 8}, make_layout({40, 8}, {2}, rank_range(0, 2), "S0"),
                                  make_layout({40, 8}, {2}, rank_range(2, 2), "S0")));
+  tensors.push_back(make_reshard("r", {32, 16}, make_layout({32, 16}, {2}, rank_range(0, 2), "S0"),
+                                 make_layout({32, 16}, {2}, rank_range(2, 2), "R")));
   return ReshardProblem::make(std::move(tensors), 2, 2).value();
 }
 
@@ -157,25 +160,30 @@ TEST(DeltaExecutor, AStepWithNothingChangedSendsNothing) {
   }
 }
 
-// Rank 2's first destination byte of w changes between steps 2 and 3 behind refit's back: its
-// audit tells its sender, which sends that piece densely (and only that one), and the step
-// leaves it right again.
+// A receiver's destination byte changes between steps 2 and 3 behind refit's back: rank 2's first
+// of w, or rank 3's first of r, whose box rank 0 also sends to rank 2. The receiver's audit tells
+// its sender, which sends that piece densely (and only that one: rank 2's r stays a delta), and
+// the step leaves every byte right again.
 TEST(DeltaExecutor, AReceiverWhoseBytesDriftedGetsThatPieceDense) {
   const auto problem = delta_problem();
-  const auto steps =
-      run_steps(problem, direct_plan(problem),
-                Scenario{.steps = 5, .before_step = [](std::int32_t r, std::int32_t s, RankBuffers& b) {
-                           if (r == 2 && s == 3) b.destinations.front().bytes[0] ^= std::byte{0x10};
-                         }});
-  std::int64_t full = 0;
-  for (std::int32_t r = 0; r < 4; ++r)
-    for (std::int32_t s = 0; s < 5; ++s) {
-      const auto& step = steps[static_cast<std::size_t>(r)][static_cast<std::size_t>(s)];
-      ASSERT_FALSE(step.error) << step.error->message;
-      EXPECT_FALSE(step.wrong) << "rank " << r << " step " << s << ": " << step.wrong->message;
-      if (r < 2 && s >= 1) full += delta_of(step).full;
-    }
-  EXPECT_EQ(full, 1);
+  for (const std::int32_t drifting : {2, 3}) {
+    SCOPED_TRACE(::testing::Message() << "rank " << drifting << " drifts");
+    const auto steps = run_steps(
+        problem, direct_plan(problem),
+        Scenario{.steps = 5, .before_step = [&](std::int32_t r, std::int32_t s, RankBuffers& b) {
+                   if (r == drifting && s == 3)
+                     (r == 2 ? b.destinations.front() : b.destinations.back()).bytes[0] ^= std::byte{0x10};
+                 }});
+    std::int64_t full = 0;
+    for (std::int32_t r = 0; r < 4; ++r)
+      for (std::int32_t s = 0; s < 5; ++s) {
+        const auto& step = steps[static_cast<std::size_t>(r)][static_cast<std::size_t>(s)];
+        ASSERT_FALSE(step.error) << step.error->message;
+        EXPECT_FALSE(step.wrong) << "rank " << r << " step " << s << ": " << step.wrong->message;
+        if (r < 2 && s >= 1) full += delta_of(step).full;
+      }
+    EXPECT_EQ(full, 1);
+  }
 }
 
 // Step 2 fails after its payloads have landed, on every rank or on the receivers only: no receiver

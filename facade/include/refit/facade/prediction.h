@@ -34,7 +34,7 @@ struct DeltaPrediction {
   Bytes dense_bytes;  // what the plan moves, what a full refit moves
   Bytes moved_bytes;  // the payloads' expected bytes
   Seconds transfer;   // the payloads' transfer, simulated
-  Seconds encode;     // the busiest sender's packing and encoding of its pieces
+  Seconds encode;     // the busiest sender's encoding of the boxes it sends (each once)
   Seconds decode;     // the busiest receiver's audit and decoding of its pieces
   Seconds predicted;  // encode + transfer + decode
 };
