@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "human_units.h"
 #include "json_text.h"
 
 namespace refit::cli {
@@ -86,14 +87,14 @@ void print_delta(const RunSummary& s) {
   fmt::print("delta       {:g} % of the elements change per step (synthetic update)\n", *s.delta * 100);
   for (std::size_t i = 0; i < steps.size(); ++i)
     fmt::print(
-        "  step {:<4} {:.6f} GB of {:.6f} GB dense ({:.2f} %) in {:.4f} s; pieces {} ({} dense, {} "
-        "unchanged); encode {:.4f} s, decode {:.4f} s, exchange {:.4f} s\n",
-        i, gb(steps[i].bytes), gb(steps[i].total.dense_bytes),
+        "  step {:<4} {} of {} dense ({:.2f} %) in {}; pieces {} ({} dense, {} unchanged); encode {}, "
+        "decode {}, exchange {}\n",
+        i, human(steps[i].bytes), human(steps[i].total.dense_bytes),
         steps[i].total.dense_bytes.value > 0 ? 100.0 * static_cast<double>(steps[i].bytes.value) /
                                                    static_cast<double>(steps[i].total.dense_bytes.value)
                                              : 0.0,
-        steps[i].seconds.value, steps[i].total.pieces, steps[i].total.full, steps[i].total.unchanged,
-        steps[i].total.encode.value, steps[i].total.decode.value, steps[i].total.exchange.value);
+        human(steps[i].seconds), steps[i].total.pieces, steps[i].total.full, steps[i].total.unchanged,
+        human(steps[i].total.encode), human(steps[i].total.decode), human(steps[i].total.exchange));
 }
 
 std::string verification_text(const RunSummary& s) {
