@@ -52,6 +52,7 @@ struct RunOptions {
   std::string fault;               // RANK:PHASE:ACTION, see run_faults.h
   std::int32_t perturb_rank = -1;  // this rank plans something else than the others
   std::int32_t short_rank = -1;    // this rank hands prepare a buffer one byte short
+  std::int32_t drift_rank = -1;    // --delta: this rank's first destination byte changes before step 2
 };
 
 // The bootstrap the executor gets (faults inside prepare) and the fault of this run, if any.
@@ -143,6 +144,16 @@ void verify_step(const RunOptions& o, const RankSetup& s, std::int32_t i, RankRe
   if (auto ok = s.weights->verify(); !ok) r.wrong = fmt::format("step {}: {}", i, ok.error().message);
 }
 
+// --test-drift-on-rank: a write outside refit into the rank's first destination shard, which the
+// next delta step must notice (the piece goes dense) and repair.
+void drift(const RankBuffers& buffers) {
+  for (const auto& d : buffers.destinations)
+    if (!d.bytes.empty()) {
+      d.bytes[0] ^= std::byte{0x10};
+      return;
+    }
+}
+
 // A long run shows on stderr (rank 0) how it goes, a tenth at a time.
 void show_progress(const RunOptions& o, const RankContext& c, const RankResult& r, std::int32_t i) {
   constexpr std::int32_t kShownFrom = 20;
@@ -169,6 +180,7 @@ void show_progress(const RunOptions& o, const RankContext& c, const RankResult& 
   const auto warm_up = warm_up_iterations(o.iterations);
   for (std::int32_t i = 0; i < o.iterations; ++i) {
     if (i == 1) c.faults.at(FaultPhase::kBetween);
+    if (i == 2 && c.bootstrap.rank() == o.drift_rank) drift(s.shards.buffers());
     REFIT_TRY_IN(execute_once(c, s, *prepared, i, r),
                  fmt::format("execute, iteration {} of {}", i + 1, o.iterations));
     verify_step(o, s, i, r);
@@ -300,6 +312,7 @@ Action add_run_command(CLI::App& app) {
   cmd->add_option("--test-fault", o->fault)->group("");
   cmd->add_option("--test-perturb-plan-on-rank", o->perturb_rank)->group("");
   cmd->add_option("--test-short-buffer-on-rank", o->short_rank)->group("");
+  cmd->add_option("--test-drift-on-rank", o->drift_rank)->group("");
   return [o] { return run(*o); };
 }
 

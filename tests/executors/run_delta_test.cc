@@ -43,6 +43,23 @@ TEST(RunDelta, TwentyStepsAreEachVerifiedAndMoveOnlyWhatChanged) {
   }
 }
 
+// Rank 2's first destination byte changes outside refit before step 2: its audit disagrees with
+// its sender's checksum, that one piece goes dense, and every step still verifies.
+TEST(RunDelta, AReceiverWhoseBytesDriftedGetsThatPieceDenseAndStaysExact) {
+  const auto r = testing::refit_run(6, kProblem +
+                                           " --strategy direct --delta 0.01 --iterations 4 --verify --json "
+                                           "--timeout 20 --test-drift-on-rank 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_EQ(j["verified"], true);
+  const auto& steps = j["delta"]["steps"];
+  ASSERT_EQ(steps.size(), 4u);
+  EXPECT_EQ(steps[1]["full_pieces"], 0);
+  EXPECT_EQ(steps[2]["full_pieces"], 1);
+  EXPECT_EQ(steps[3]["full_pieces"], 0);
+}
+
 TEST(RunDelta, APlanThatRelaysIsRefusedNamingTheStrategyThatWorks) {
   const auto r = testing::refit_run(6, kProblem + " --strategy gather-broadcast --delta 0.01 --timeout 20");
   EXPECT_NE(r.exit_code, 0);
