@@ -287,12 +287,13 @@ Action add_run_command(CLI::App& app) {
                   "Refits to perform with one prepared plan, as an RL job does once per step; the "
                   "report gives the median and the first (default 1)")
       ->check(positive());
-  cmd->add_option("--delta", o->delta,
-                  "Delta refit (docs/delta.md): the training ranks hold synthetic weights of which this "
-                  "fraction of the elements changes by a small random step before every iteration but "
-                  "the first, and each iteration moves per piece only what changed since the receiver's "
-                  "bytes (bf16 and fp32 tensors, logical storage, plans without relays: --strategy direct); "
-                  "with --verify every step is checked")
+  cmd->add_option(
+         "--delta", o->delta,
+         "Delta refit (docs/delta.md): the training ranks hold synthetic weights of which this "
+         "fraction of the elements changes by a small random step before every iteration but "
+         "the first, and each iteration moves per piece only what changed since the receiver's "
+         "bytes (bf16 and fp32 tensors, logical storage; refit and direct plans, not gather-broadcast); "
+         "with --verify every step is checked")
       ->check(CLI::Range(0.0, 1.0))
       ->excludes("--load-sources");
   cmd->add_option("--timeout", o->timeout,

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -22,6 +23,7 @@ using delta_pieces::Piece;
 // sent them (the baseline: after a step that succeeded every receiver of the box holds them,
 // whether it got a delta or dense) and their checksum, and this step's bytes and encodings.
 struct Source {
+  std::int32_t round = 0;
   std::vector<std::byte> baseline;
   std::optional<Checksum> base;  // nullopt: nothing both ends agree on, the next payload is dense
   std::vector<std::byte> current;
@@ -61,6 +63,8 @@ class DeltaPrepared final : public PreparedPlan {
   Plan plan;
   Rank rank;
   std::int32_t total_pieces = 0;
+  std::vector<std::int32_t> rounds_of;  // by piece of the plan
+  std::int32_t rounds = 0;
   std::vector<Source> sources;
   std::vector<Sending> sends;
   std::vector<Receiving> receives;
@@ -124,10 +128,11 @@ std::byte* payload_memory(DeltaPrepared& p, std::int32_t transfer) {
 }
 
 // Step 1: every receiver's checksum of what it holds, by piece.
-[[nodiscard]] Result<std::vector<std::optional<std::uint64_t>>> audit(DeltaPrepared& p,
-                                                                      Bootstrap& bootstrap) {
+[[nodiscard]] Result<std::vector<std::optional<std::uint64_t>>> audit(DeltaPrepared& p, Bootstrap& bootstrap,
+                                                                      std::int32_t round) {
   std::vector<std::pair<std::int32_t, std::uint64_t>> mine;
   for (auto& r : p.receives) {
+    if (r.piece.round != round) continue;
     delta_pieces::pack(r.piece, r.packed);
     r.audit = checksum_of(r.packed);
     mine.emplace_back(r.piece.index, r.audit.value);
@@ -162,10 +167,12 @@ std::byte* payload_memory(DeltaPrepared& p, std::int32_t transfer) {
 // number of receivers.
 [[nodiscard]] Result<void> encode(DeltaPrepared& p,
                                   const std::vector<std::optional<std::uint64_t>>& receivers,
-                                  DeltaStepReport& report) {
-  for (auto& src : p.sources) src.delta = src.dense = {}, src.sent = false;
+                                  std::int32_t round, DeltaStepReport& report) {
+  for (auto& src : p.sources)
+    if (src.round == round) src.delta = src.dense = {}, src.sent = false;
   for (const auto& s : p.sends) {
     auto& src = p.sources[s.source];
+    if (s.piece.round != round) continue;
     if (!src.current.empty()) continue;
     src.current.resize(static_cast<std::size_t>(s.piece.bytes));
     delta_pieces::pack(s.piece, src.current);
@@ -173,6 +180,7 @@ std::byte* payload_memory(DeltaPrepared& p, std::int32_t transfer) {
   std::int64_t at = 0;
   std::int32_t transfer = -1;
   for (auto& s : p.sends) {
+    if (s.piece.round != round) continue;
     if (s.piece.transfer != transfer) at = 0, transfer = s.piece.transfer;
     auto& src = p.sources[s.source];
     const auto& held = receivers[static_cast<std::size_t>(s.piece.index)];
@@ -186,8 +194,8 @@ std::byte* payload_memory(DeltaPrepared& p, std::int32_t transfer) {
     report.dense_bytes += Bytes{s.piece.bytes};
     report.unchanged += s.payload == 0 ? 1 : 0;
     report.full += agreed ? 0 : 1;
+    ++report.pieces;
   }
-  report.pieces = static_cast<std::int64_t>(p.sends.size());
   return {};
 }
 
@@ -216,29 +224,33 @@ struct StepPlan {
 // Step 3's sizes: every piece's payload bytes, agreed by every rank (a rank that failed to encode
 // makes every rank fail the step).
 [[nodiscard]] Result<std::vector<std::int64_t>> agree_sizes(DeltaPrepared& p, Bootstrap& bootstrap,
-                                                            const Result<void>& encoded) {
+                                                            std::int32_t round, const Result<void>& encoded) {
   std::vector<std::pair<std::int32_t, std::uint64_t>> mine;
-  for (const auto& s : p.sends) mine.emplace_back(s.piece.index, static_cast<std::uint64_t>(s.payload));
+  for (const auto& s : p.sends)
+    if (s.piece.round == round) mine.emplace_back(s.piece.index, static_cast<std::uint64_t>(s.payload));
   const auto all = REFIT_TRY_IN(
       agree(bootstrap, encoded ? Result<std::string>(encode_pairs(mine)) : std::unexpected(encoded.error())),
       "payload sizes");
   const auto given = REFIT_TRY(decode_pairs(all, p.total_pieces, "payload sizes"));
   std::vector<std::int64_t> sizes;
   for (std::size_t i = 0; i < given.size(); ++i) {
-    if (!given[i]) return fail(ErrorCode::kRuntime, fmt::format("no rank sized piece {}", i));
-    sizes.push_back(static_cast<std::int64_t>(*given[i]));
+    if (!given[i] && p.rounds_of[i] == round)
+      return fail(ErrorCode::kRuntime, fmt::format("no rank sized piece {}", i));
+    sizes.push_back(static_cast<std::int64_t>(given[i].value_or(0)));
   }
-  for (auto& r : p.receives) r.payload = sizes[static_cast<std::size_t>(r.piece.index)];
+  for (auto& r : p.receives)
+    if (r.piece.round == round) r.payload = sizes[static_cast<std::size_t>(r.piece.index)];
   return sizes;
 }
 
 // Step 4: every piece this rank received, decoded into its packed copy and then unpacked, piece by
 // piece all or nothing; the first refusal is the error, after the others have landed.
-[[nodiscard]] Result<void> decode(DeltaPrepared& p) {
+[[nodiscard]] Result<void> decode(DeltaPrepared& p, std::int32_t round) {
   std::optional<Error> refused;
   std::int64_t at = 0;
   std::int32_t transfer = -1;
   for (auto& r : p.receives) {
+    if (r.piece.round != round) continue;
     if (r.piece.transfer != transfer) at = 0, transfer = r.piece.transfer;
     if (r.payload == 0) continue;
     const auto payload =
@@ -257,10 +269,11 @@ struct StepPlan {
   return {};
 }
 
-// After the step: a sender keeps what it sent as its baseline when the transfers succeeded, and
-// forgets the baselines of the step's pieces when they did not.
-void settle(DeltaPrepared& p, bool moved) {
+// After a round: a sender keeps what it sent as its baseline when the transfers succeeded, and
+// forgets the baselines of the round's pieces when they did not.
+void settle(DeltaPrepared& p, std::int32_t round, bool moved) {
   for (auto& src : p.sources) {
+    if (src.round != round) continue;
     if (src.sent && moved) {
       std::swap(src.baseline, src.current);
       src.base = src.result;
@@ -301,11 +314,13 @@ void settle(DeltaPrepared& p, bool moved) {
   p->plan = plan;
   p->rank = rank;
   p->total_pieces = pieces.total;
+  p->rounds_of = std::move(pieces.rounds_of);
+  p->rounds = pieces.rounds;
   p->codec = DeltaCodec(options);
-  std::map<std::pair<std::uint32_t, Box>, std::size_t> sources;  // by tensor and box
+  std::map<std::tuple<std::int32_t, std::uint32_t, Box>, std::size_t> sources;  // by round, tensor, box
   for (auto& piece : pieces.sends) {
-    const auto [it, added] = sources.try_emplace({piece.tensor, piece.box}, p->sources.size());
-    if (added) p->sources.emplace_back();
+    const auto [it, added] = sources.try_emplace({piece.round, piece.tensor, piece.box}, p->sources.size());
+    if (added) p->sources.push_back(Source{.round = piece.round});
     p->sends.push_back(Sending{.piece = std::move(piece), .source = it->second});
   }
   for (auto& piece : pieces.receives) {
@@ -316,21 +331,31 @@ void settle(DeltaPrepared& p, bool moved) {
   return p;
 }
 
-// Steps 3 and 4 once the payloads are sized: the executor behind moves them, the receivers apply
-// them.
-[[nodiscard]] Result<ExecutionReport> move(DeltaPrepared& p, Executor& inner,
-                                           const std::vector<std::int64_t>& sizes, DeltaStepReport& report) {
-  const auto start = Clock::now();
+// One round of a step up to the transfers: the receivers' audit, the senders' encoding, the
+// agreed sizes, and the executor behind moving the round's payloads.
+[[nodiscard]] Result<ExecutionReport> move_round(DeltaPrepared& p, Executor& inner, Bootstrap& bootstrap,
+                                                 std::int32_t round, DeltaStepReport& report) {
+  auto start = Clock::now();
+  const auto held = REFIT_TRY(audit(p, bootstrap, round));
+  report.exchange += since(start);
+  start = Clock::now();
+  const auto encoded = encode(p, held, round, report);
+  report.encode += since(start);
+  start = Clock::now();
+  const auto sizes = REFIT_TRY(agree_sizes(p, bootstrap, round, encoded));
   auto step = REFIT_TRY(step_plan(p, sizes));
   auto prepared =
       REFIT_TRY_IN(inner.prepare(step.step.plan, p.rank, step.buffers), "preparing the step's payloads");
   report.exchange += since(start);
-  auto moved = REFIT_TRY(inner.execute(*prepared));
-  const auto decoding = Clock::now();
-  const auto applied = decode(p);
-  report.decode += since(decoding);
-  REFIT_TRY(applied);
-  return moved;
+  return inner.execute(*prepared);
+}
+
+void add(ExecutionReport& total, const ExecutionReport& round) {
+  total.bytes_sent += round.bytes_sent;
+  total.bytes_received += round.bytes_received;
+  total.elapsed += round.elapsed;
+  total.messages += round.messages;
+  total.stored_directly += round.stored_directly;
 }
 
 }  // namespace
@@ -351,28 +376,27 @@ Result<std::unique_ptr<PreparedPlan>> DeltaExecutor::prepare(const Plan& plan, R
   return std::unique_ptr<PreparedPlan>(std::move(*made));
 }
 
+// Round by round (a relay forwards in round k + 1 what it decoded in round k). A piece this rank
+// could not apply fails the step here once every round is over, so that the other ranks are not
+// left waiting; a round whose transfers failed ends the step on every rank.
 Result<ExecutionReport> DeltaExecutor::execute(PreparedPlan& prepared) {
   auto* p = dynamic_cast<DeltaPrepared*>(&prepared);
   if (p == nullptr) return invalid("execute: the plan was prepared by another executor");
   DeltaStepReport report;
-  auto start = Clock::now();
-  const auto held = REFIT_TRY(audit(*p, *bootstrap_));
-  report.exchange += since(start);
-  start = Clock::now();
-  const auto encoded = encode(*p, held, report);
-  report.encode = since(start);
-  start = Clock::now();
-  const auto sizes = agree_sizes(*p, *bootstrap_, encoded);
-  report.exchange += since(start);
-  if (!sizes) {
-    settle(*p, false);
-    return std::unexpected(sizes.error());
+  ExecutionReport total;
+  std::optional<Error> refused;
+  for (std::int32_t round = 0; round < p->rounds; ++round) {
+    const auto moved = move_round(*p, *inner_, *bootstrap_, round, report);
+    settle(*p, round, moved.has_value());
+    if (!moved) return std::unexpected(moved.error());
+    add(total, *moved);
+    const auto start = Clock::now();
+    if (auto applied = decode(*p, round); !applied && !refused) refused = applied.error();
+    report.decode += since(start);
   }
-  auto moved = move(*p, *inner_, *sizes, report);
-  settle(*p, moved.has_value());
-  if (!moved) return moved;
-  moved->delta = report;
-  return moved;
+  if (refused) return std::unexpected(*refused);
+  total.delta = report;
+  return total;
 }
 
 }  // namespace refit

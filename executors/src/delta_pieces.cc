@@ -34,21 +34,39 @@ Result<RankPieces> rank_pieces(const Plan& plan, Rank rank, const RankBuffers& b
   if (auto ok = check_delta_plan(plan); !ok) return std::unexpected(ok.error());
   if (auto ok = check_buffers(buffers, rank); !ok) return std::unexpected(ok.error());
   RankPieces out;
+  std::vector<std::int32_t> depth(plan.transfers.size(), 0);
   for (const auto& t : plan.transfers) {
+    for (const auto u : t.upstream())
+      depth[static_cast<std::size_t>(t.id)] =
+          std::max(depth[static_cast<std::size_t>(t.id)], depth[static_cast<std::size_t>(u)] + 1);
+    const auto round = depth[static_cast<std::size_t>(t.id)];
+    out.rounds = std::max(out.rounds, round + 1);
     const bool sends = t.sender == rank;
     const bool receives = t.receiver == rank;
     for (const auto& s : t.segments) {
       const auto index = out.total++;
+      out.rounds_of.push_back(round);
       if (!sends && !receives) continue;
       const auto& spec = plan.tensors[s.tensor];
       const auto name = fmt::format("tensor '{}' box {} of transfer {}", spec.name, s.box.to_string(), t.id);
-      const auto* shard = shard_holding(sends ? buffers.sources : buffers.destinations, s.tensor, s.box);
+      const bool relayed = sends && s.via != kFromSourceShard;
+      const auto* shard =
+          shard_holding(sends && !relayed ? buffers.sources : buffers.destinations, s.tensor, s.box);
+      if (shard == nullptr && sends && !relayed)
+        return mismatch(fmt::format("rank {}: {}: no source shard of the rank holds it", rank.value, name));
+      // A piece that lands outside the receiver's destination shards is a relay's scratch (and a
+      // relay forwards from there), as gather-broadcast plans do.
       if (shard == nullptr)
-        return mismatch(fmt::format("rank {}: {}: no {} shard of the rank holds it", rank.value, name,
-                                    sends ? "source" : "destination"));
+        return unsupported(
+            fmt::format("rank {}: {}: it lies outside the rank's own destination shards (a "
+                        "relay's scratch, as in gather-broadcast plans, or a missing buffer), "
+                        "which a delta refit does not take (plan with --strategy refit or "
+                        "direct)",
+                        rank.value, name));
       (sends ? out.sends : out.receives)
           .push_back(Piece{.index = index,
                            .transfer = t.id,
+                           .round = round,
                            .tensor = s.tensor,
                            .box = s.box,
                            .dtype = spec.dtype,

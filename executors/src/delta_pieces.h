@@ -14,6 +14,8 @@ namespace refit::delta_pieces {
 struct Piece {
   std::int32_t index = 0;     // among every piece of the plan, in plan order
   std::int32_t transfer = 0;  // index into Plan::transfers
+  std::int32_t round = 0;     // its transfer's relay depth: 0 from a source shard, k + 1 forwarding
+                              // what arrived in round k
   std::uint32_t tensor = 0;   // index into Plan::tensors
   Box box;                    // of its tensor, in global coordinates
   DType dtype = DType::kBF16;
@@ -24,14 +26,18 @@ struct Piece {
 };
 
 struct RankPieces {
-  std::int32_t total = 0;       // pieces of the whole plan
-  std::vector<Piece> sends;     // plan order
-  std::vector<Piece> receives;  // plan order
+  std::int32_t total = 0;               // pieces of the whole plan
+  std::vector<std::int32_t> rounds_of;  // by piece of the whole plan: its round
+  std::int32_t rounds = 0;              // of the whole plan
+  std::vector<Piece> sends;             // plan order
+  std::vector<Piece> receives;          // plan order
 };
 
-// The pieces `rank` sends and receives. Refuses (naming the transfer or tensor) what a delta refit
-// cannot do yet: quantised tensors, transfers that forward what they received (relays, quantise
-// steps), device memory, framework parameters, and a piece outside the rank's shards.
+// The pieces `rank` sends and receives. A relay sends what it forwards from its destination shard
+// (where the earlier round put it). Refuses (naming the transfer or tensor) what a delta refit
+// cannot do yet: quantised tensors and quantise steps, a relay forwarding what lies outside its
+// own destination shards (gather-broadcast), device memory, framework parameters, and a piece
+// outside the rank's shards.
 [[nodiscard]] Result<RankPieces> rank_pieces(const Plan& plan, Rank rank, const RankBuffers& buffers);
 
 // Copies a piece between its shard and `packed` (its bytes back to back).

@@ -253,7 +253,7 @@ class Executor:
         delta: every ``execute`` is one step of a delta refit (docs/delta.md): each piece moves
             only what changed since the bytes its receiver holds, bit for bit, dense where the two
             ends' checksums disagree; the report's ``delta`` says what it did. Host memory and
-            plans without relays (``strategy="direct"``) only.
+            plans of the ``refit`` and ``direct`` strategies only.
     """
 
     def __init__(

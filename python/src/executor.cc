@@ -402,7 +402,7 @@ void bind_executor(nb::module_& m) {
            "bounds every wait on a peer; staging (bytes) must be the same on every rank. nccl only: "
            "comm_rank_of[plan rank] is the exchange rank whose process runs it (several plan ranks "
            "per process, prepare_ranks), device the CUDA device (-1: the rank's on its host). delta: "
-           "every execute is a step of a delta refit (DeltaExecutor: host memory, plans without relays).")
+           "every execute is a step of a delta refit (DeltaExecutor: host memory, refit and direct plans).")
       .def_prop_ro(
           "name", [](const ExecutorHandle& e) { return std::string(e.executor->name()); },
           "The backend: ucx or nccl.")

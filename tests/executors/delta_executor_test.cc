@@ -221,9 +221,29 @@ TEST(DeltaExecutor, AFailedStepLeavesNoHalfAppliedDeltaAndTheNextOneRepairsIt) {
   }
 }
 
-TEST(DeltaExecutor, PlansThatForwardAreRefusedOnEveryRankNamingTheTransfer) {
+// The refit plan lands each piece once on the inference node and relays it over NVLink to the
+// other rank there: the relay forwards in a second round what it decoded in the first.
+TEST(DeltaExecutor, RelayedPlansForwardWhatTheRelayDecodedExactly) {
   const auto problem = delta_problem();
-  // gather-broadcast relays every piece through inference rank 2.
+  const auto plan = testing::plan_for(problem, testing::make_test_cluster(2, 2, 2, 2), "refit", Bytes{4096});
+  ASSERT_TRUE(std::ranges::any_of(plan.transfers, [](const Transfer& t) { return !t.upstream().empty(); }));
+  const auto steps = run_steps(problem, plan, Scenario{.change_fraction = 0.02, .steps = 12});
+  for (std::int32_t r = 0; r < 4; ++r)
+    for (std::int32_t s = 0; s < 12; ++s) {
+      SCOPED_TRACE(::testing::Message() << "rank " << r << " step " << s);
+      const auto& step = steps[static_cast<std::size_t>(r)][static_cast<std::size_t>(s)];
+      ASSERT_FALSE(step.error) << step.error->message;
+      ASSERT_FALSE(step.wrong) << step.wrong->message;
+      if (s > 0 && delta_of(step).pieces > 0) {
+        EXPECT_EQ(delta_of(step).full, 0);
+        EXPECT_LT(step.report.bytes_sent.value * 4, delta_of(step).dense_bytes.value);
+      }
+    }
+}
+
+TEST(DeltaExecutor, PlansThatForwardWhatTheRelayDoesNotHoldAreRefusedOnEveryRank) {
+  const auto problem = delta_problem();
+  // gather-broadcast gathers whole tensors at one rank, which holds most of them only to forward.
   const auto plan =
       testing::plan_for(problem, testing::make_test_cluster(2, 2, 2, 2), "gather-broadcast", Bytes{4096});
   testing::run_ranks(4, [&](std::int32_t r, Bootstrap& bootstrap) {
@@ -233,7 +253,8 @@ TEST(DeltaExecutor, PlansThatForwardAreRefusedOnEveryRankNamingTheTransfer) {
     auto shards = HostShards::allocate(problem, Rank{r});
     const auto prepared = executor.prepare(plan, Rank{r}, shards.buffers());
     ASSERT_FALSE(prepared);
-    EXPECT_NE(prepared.error().message.find("relayed"), std::string::npos) << prepared.error().message;
+    EXPECT_NE(prepared.error().message.find("outside the rank's own destination shards"), std::string::npos)
+        << prepared.error().message;
   });
 }
 

@@ -3,7 +3,9 @@
 // step that moves, per piece (a segment of a transfer: one box of one tensor from one sender to
 // one receiver), only what changed since the bytes the receiver holds, bit for bit.
 //
-// A step, on every rank of the plan together:
+// A step, on every rank of the plan together, round by round (round 0: the transfers from source
+// shards; round k + 1: the relays forwarding, from their own destination shards, what they decoded
+// in round k, as the refit strategy's relays complete replicas over NVLink), each round:
 //  1. each receiver packs its pieces from its destination shards and publishes their checksums
 //     (checksum_of: an audit of the bytes it really holds, so a receiver whose bytes changed
 //     outside refit is caught before anything is encoded against them);
@@ -16,10 +18,11 @@
 //     result's checksum before it writes), and only then unpacks it into its shard. A step whose
 //     transfers fail decodes nothing: no receiver is left with half a delta, and the senders forget
 //     their baselines of the step's pieces, so the next step sends those densely.
-// The sender keeps a packed copy of every piece it sends (its baseline), so its memory grows by the
-// bytes it sends, twice while a step is in flight. Plans that forward (relays, quantise steps)
-// and framework parameters are refused at prepare, as is device memory: the GPU codec is not
-// written yet.
+// The sender keeps a packed copy of every box it sends (its baseline, one for all its receivers),
+// so its memory grows by those bytes, twice while a step is in flight. Refused at prepare: pieces
+// that land outside the receiver's destination shards (a relay's scratch, as gather-broadcast
+// plans have), quantised tensors and quantise steps, framework parameters, and device memory (the
+// GPU codec is not written yet).
 #include <memory>
 
 #include "refit/delta/codec.h"

@@ -28,8 +28,8 @@ struct DeltaStep {
 // and landing whole at its receiver (nothing to pack or unpack).
 [[nodiscard]] Result<ReshardProblem> delta_step_problem(const DeltaStep& step);
 
-// What a delta refit cannot do yet, named: quantised tensors (FP8 in flight), and transfers that
-// forward what their sender received (relays, quantise steps): kUnsupported naming the first.
+// What a delta refit cannot do yet, named: quantised tensors (FP8 in flight) and quantise steps:
+// kUnsupported naming the first.
 [[nodiscard]] Result<void> check_delta_plan(const Plan& plan);
 
 // The pieces of a plan: the sum of its transfers' segments.
