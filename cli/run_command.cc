@@ -2,7 +2,8 @@
 // report what moved how fast (with --verify: that every destination element is right).
 //
 //   mpirun -np N refit run PROBLEM [--cluster cpu-host] [--strategy S] [--executor ucx]
-//                                  [--verify] [--iterations N] [--timeout S] [--staging BYTES]
+//                                  [--verify] [--iterations N] [--delta FRACTION]
+//                                  [--timeout S] [--staging BYTES]
 //                                  [--no-direct-stores] [--json]
 //                                  [--storage framework [--load-sources DIR] [--save-destinations DIR]]
 //
@@ -21,10 +22,12 @@
 #include "plan_inputs.h"
 #include "refit/core/try.h"
 #include "refit/executors/agreement.h"
+#include "refit/executors/delta_executor.h"
 #include "refit/executors/host_shards.h"
 #include "refit/executors/mpi_bootstrap.h"
 #include "refit/executors/registry.h"
 #include "refit/executors/sequenced_bootstrap.h"
+#include "refit/executors/synthetic_shards.h"
 #include "resident_memory.h"
 #include "run_faults.h"
 #include "run_mpi_session.h"
@@ -40,6 +43,7 @@ struct RunOptions {
   std::string executor = "ucx";
   bool verify = false;
   std::int32_t iterations = 1;
+  std::optional<double> delta;  // --delta: the synthetic update's change fraction
   double timeout = ExecutorOptions{}.timeout.value;
   std::int64_t staging = ExecutorOptions{}.staging.value;
   bool no_direct_stores = false;
@@ -48,6 +52,7 @@ struct RunOptions {
   std::string fault;               // RANK:PHASE:ACTION, see run_faults.h
   std::int32_t perturb_rank = -1;  // this rank plans something else than the others
   std::int32_t short_rank = -1;    // this rank hands prepare a buffer one byte short
+  std::int32_t drift_rank = -1;    // --delta: this rank's first destination byte changes before step 2
 };
 
 // The bootstrap the executor gets (faults inside prepare) and the fault of this run, if any.
@@ -64,6 +69,9 @@ struct RankSetup {
   Plan plan;
   std::unique_ptr<Executor> executor;
   RunBuffers shards;  // from the executor's allocate_host
+  // --delta: the sources' synthetic weights, stepped before every iteration but the first, and
+  // what the destinations must hold.
+  std::optional<SyntheticShards> weights;
 };
 
 ExecutorOptions executor_options(const RunOptions& o, const Plan& plan, FaultInjector& faults) {
@@ -88,13 +96,20 @@ ExecutorOptions executor_options(const RunOptions& o, const Plan& plan, FaultInj
   auto executor = REFIT_TRY_IN(
       make_executor(o.executor, c.executor_bootstrap, executor_options(o, planned.plan, c.faults)),
       "--executor");
+  if (o.delta) executor = std::make_unique<DeltaExecutor>(std::move(executor), c.executor_bootstrap);
   auto shards = REFIT_TRY(RunBuffers::make(o.storage, o.inputs.problem, problem, Rank{bootstrap.rank()},
                                            [&e = *executor](Bytes bytes) { return e.allocate_host(bytes); }));
   if (bootstrap.rank() == o.short_rank) REFIT_TRY(shards.shorten_a_buffer());
+  std::optional<SyntheticShards> weights;
+  if (o.delta)
+    weights = REFIT_TRY_IN(
+        SyntheticShards::make(problem, shards.buffers(), SyntheticUpdate{.change_fraction = *o.delta}),
+        "--delta");
   return RankSetup{.inputs = std::move(inputs),
                    .plan = std::move(planned.plan),
                    .executor = std::move(executor),
-                   .shards = std::move(shards)};
+                   .shards = std::move(shards),
+                   .weights = std::move(weights)};
 }
 
 // Executions before memory is taken to have settled (pools, caches, first touches): a tenth.
@@ -103,10 +118,12 @@ std::int32_t warm_up_iterations(std::int32_t iterations) { return std::max(1, it
 Bytes resident_now() { return resident_bytes().value_or(Bytes{0}); }
 
 // Execution i from a common start; destinations are zeroed before every execution but the first,
-// so that --verify checks what the last one moved.
+// so that --verify checks what the last one moved. A delta refit's step i changes the sources
+// first (step 0 moves the initial weights) and keeps the destinations, which hold its baseline.
 [[nodiscard]] Result<void> execute_once(const RankContext& c, RankSetup& s, PreparedPlan& prepared,
                                         std::int32_t i, RankResult& r) {
-  if (i > 0) s.shards.clear_destinations();
+  if (s.weights && i > 0) REFIT_TRY_IN(s.weights->advance(), "--delta");
+  if (!s.weights && i > 0) s.shards.clear_destinations();
   REFIT_TRY(c.bootstrap.barrier());
   const auto start = std::chrono::steady_clock::now();
   auto outcome = s.executor->execute(prepared);
@@ -118,7 +135,24 @@ Bytes resident_now() { return resident_bytes().value_or(Bytes{0}); }
   r.stored_directly = report.stored_directly;
   r.elapsed = report.elapsed;
   r.work = report.work;
+  if (report.delta) r.delta_steps.push_back(RankDeltaStep{.sent = report.bytes_sent, .delta = *report.delta});
   return {};
+}
+
+// --delta --verify checks every step, and names the first that went wrong.
+void verify_step(const RunOptions& o, const RankSetup& s, std::int32_t i, RankResult& r) {
+  if (!o.verify || !s.weights || r.wrong) return;
+  if (auto ok = s.weights->verify(); !ok) r.wrong = fmt::format("step {}: {}", i, ok.error().message);
+}
+
+// --test-drift-on-rank: a write outside refit into the rank's first destination shard, which the
+// next delta step must notice (the piece goes dense) and repair.
+void drift(const RankBuffers& buffers) {
+  for (const auto& d : buffers.destinations)
+    if (!d.bytes.empty()) {
+      d.bytes[0] ^= std::byte{0x10};
+      return;
+    }
 }
 
 // A long run shows on stderr (rank 0) how it goes, a tenth at a time.
@@ -148,13 +182,15 @@ void show_progress(const RunOptions& o, const RankContext& c, const RankResult& 
   const auto warm_up = warm_up_iterations(o.iterations);
   for (std::int32_t i = 0; i < o.iterations; ++i) {
     if (i == 1) c.faults.at(FaultPhase::kBetween);
+    if (i == 2 && c.bootstrap.rank() == o.drift_rank) drift(s.shards.buffers());
     REFIT_TRY_IN(execute_once(c, s, *prepared, i, r),
                  fmt::format("execute, iteration {} of {}", i + 1, o.iterations));
+    verify_step(o, s, i, r);
     if (i + 1 == warm_up) r.resident.after_warm_up = resident_now();
     show_progress(o, c, r, i);
   }
   r.resident.end = resident_now();
-  if (o.verify)
+  if (o.verify && !s.weights)
     if (auto ok = s.shards.verify(s.inputs.problem); !ok) r.wrong = ok.error().message;
   return r;
 }
@@ -170,6 +206,7 @@ void show_progress(const RunOptions& o, const RankContext& c, const RankResult& 
                      .inference_ranks = s.inputs.problem.destination_ranks(),
                      .verify = o.verify,
                      .warm_up_iterations = warm_up_iterations(o.iterations),
+                     .delta = o.delta,
                      .ranks = {}};
   for (const auto& text : all) summary.ranks.push_back(REFIT_TRY(decode_rank_result(text)));
   if (bootstrap.rank() == 0) print_summary(summary, o.json);
@@ -189,6 +226,7 @@ std::vector<Setting> settings(const RunOptions& o, const RankSetup& s) {
           {.name = "--quantize-at", .value = m.quantize_at},
           {.name = "--executor", .value = o.executor},
           {.name = "--iterations", .value = std::to_string(o.iterations)},
+          {.name = "--delta", .value = o.delta ? fmt::format("{}", *o.delta) : "not given"},
           {.name = "--staging", .value = std::to_string(o.staging)},
           {.name = "--storage", .value = o.storage.storage},
           {.name = "--verify", .value = o.verify ? "given" : "not given"},
@@ -251,6 +289,15 @@ Action add_run_command(CLI::App& app) {
                   "Refits to perform with one prepared plan, as an RL job does once per step; the "
                   "report gives the median and the first (default 1)")
       ->check(positive());
+  cmd->add_option(
+         "--delta", o->delta,
+         "Delta refit (docs/delta.md): the training ranks hold synthetic weights of which this "
+         "fraction of the elements changes by a small random step before every iteration but "
+         "the first, and each iteration moves per piece only what changed since the receiver's "
+         "bytes (bf16 and fp32 tensors, logical storage; refit and direct plans, not gather-broadcast); "
+         "with --verify every step is checked")
+      ->check(CLI::Range(0.0, 1.0))
+      ->excludes("--load-sources");
   cmd->add_option("--timeout", o->timeout,
                   "Longest wait on a peer, in seconds, before every rank fails (default 60); it bounds "
                   "the steps where ranks wait for each other too, so it must exceed the slowest "
@@ -268,6 +315,7 @@ Action add_run_command(CLI::App& app) {
   cmd->add_option("--test-fault", o->fault)->group("");
   cmd->add_option("--test-perturb-plan-on-rank", o->perturb_rank)->group("");
   cmd->add_option("--test-short-buffer-on-rank", o->short_rank)->group("");
+  cmd->add_option("--test-drift-on-rank", o->drift_rank)->group("");
   return [o] { return run(*o); };
 }
 

@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "human_units.h"
 #include "json_text.h"
 #include "refit/facade/report_json.h"
 
@@ -99,6 +100,64 @@ void print_work(const RunSummary& s) {
              (r->walls.back() - work.busy).value * 1e3, fmt::join(untimed, ", "));
 }
 
+// One step of a delta refit over every rank: bytes and pieces summed, times the slowest rank's.
+struct DeltaStep {
+  Bytes bytes;
+  DeltaStepReport total;
+  Seconds seconds;
+};
+
+std::vector<DeltaStep> delta_steps(const RunSummary& s) {
+  const auto walls = s.iteration_seconds();
+  std::vector<DeltaStep> out(walls.size());
+  for (std::size_t i = 0; i < out.size(); ++i) out[i].seconds = walls[i];
+  for (const auto& r : s.ranks)
+    for (std::size_t i = 0; i < r.delta_steps.size() && i < out.size(); ++i) {
+      const auto& d = r.delta_steps[i].delta;
+      auto& t = out[i].total;
+      out[i].bytes += r.delta_steps[i].sent;
+      t.dense_bytes += d.dense_bytes;
+      t.pieces += d.pieces;
+      t.unchanged += d.unchanged;
+      t.full += d.full;
+      t.encode = std::ranges::max(t.encode, d.encode, {}, &Seconds::value);
+      t.decode = std::ranges::max(t.decode, d.decode, {}, &Seconds::value);
+      t.exchange = std::ranges::max(t.exchange, d.exchange, {}, &Seconds::value);
+    }
+  return out;
+}
+
+nlohmann::ordered_json delta_json(const RunSummary& s) {
+  nlohmann::ordered_json steps = nlohmann::ordered_json::array();
+  for (const auto& step : delta_steps(s))
+    steps.push_back({{"bytes", step.bytes.value},
+                     {"dense_bytes", step.total.dense_bytes.value},
+                     {"seconds", step.seconds.value},
+                     {"pieces", step.total.pieces},
+                     {"unchanged_pieces", step.total.unchanged},
+                     {"full_pieces", step.total.full},
+                     {"encode_seconds", step.total.encode.value},
+                     {"decode_seconds", step.total.decode.value},
+                     {"exchange_seconds", step.total.exchange.value}});
+  return {{"change_fraction", *s.delta}, {"steps", steps}};
+}
+
+// Steps after the first (which has no baseline and moves everything): their median bytes and time.
+void print_delta(const RunSummary& s) {
+  const auto steps = delta_steps(s);
+  fmt::print("delta       {:g} % of the elements change per step (synthetic update)\n", *s.delta * 100);
+  for (std::size_t i = 0; i < steps.size(); ++i)
+    fmt::print(
+        "  step {:<4} {} of {} dense ({:.2f} %) in {}; pieces {} ({} dense, {} unchanged); encode {}, "
+        "decode {}, exchange {}\n",
+        i, human(steps[i].bytes), human(steps[i].total.dense_bytes),
+        steps[i].total.dense_bytes.value > 0 ? 100.0 * static_cast<double>(steps[i].bytes.value) /
+                                                   static_cast<double>(steps[i].total.dense_bytes.value)
+                                             : 0.0,
+        human(steps[i].seconds), steps[i].total.pieces, steps[i].total.full, steps[i].total.unchanged,
+        human(steps[i].total.encode), human(steps[i].total.decode), human(steps[i].total.exchange));
+}
+
 std::string verification_text(const RunSummary& s) {
   if (!s.verify) return "not checked (pass --verify)";
   for (const auto& r : s.ranks)
@@ -122,6 +181,11 @@ std::string encode(const RankResult& r) {
       {"checked", r.checked},
       {"resident", {r.resident.after_prepare.value, r.resident.after_warm_up.value, r.resident.end.value}}};
   if (r.wrong) j["wrong"] = *r.wrong;
+  for (const auto& step : r.delta_steps) {
+    const auto& d = step.delta;
+    j["delta"].push_back(nlohmann::json::array({step.sent.value, d.dense_bytes.value, d.pieces, d.unchanged,
+                                                d.full, d.encode.value, d.decode.value, d.exchange.value}));
+  }
   return json_text(j);
 }
 
@@ -142,6 +206,20 @@ Result<RankResult> decode_rank_result(std::string_view text) {
   if (resident.size() == 3)
     r.resident = {
         .after_prepare = Bytes{resident[0]}, .after_warm_up = Bytes{resident[1]}, .end = Bytes{resident[2]}};
+  for (const auto& step : j.value("delta", nlohmann::json::array())) {
+    if (!step.is_array() || step.size() != 8 ||
+        !std::ranges::all_of(step, [](const nlohmann::json& v) { return v.is_number(); }))
+      return fail(ErrorCode::kRuntime, "a rank sent a malformed delta step");
+    r.delta_steps.push_back(
+        RankDeltaStep{.sent = Bytes{step[0].get<std::int64_t>()},
+                      .delta = DeltaStepReport{.dense_bytes = Bytes{step[1].get<std::int64_t>()},
+                                               .pieces = step[2].get<std::int64_t>(),
+                                               .unchanged = step[3].get<std::int64_t>(),
+                                               .full = step[4].get<std::int64_t>(),
+                                               .encode = Seconds{step[5].get<double>()},
+                                               .decode = Seconds{step[6].get<double>()},
+                                               .exchange = Seconds{step[7].get<double>()}}});
+  }
   return r;
 }
 
@@ -205,6 +283,7 @@ void print_summary(const RunSummary& s, bool json) {
     add_breakdown(s, j);
     j["per_rank"] = nlohmann::ordered_json::array();
     for (const auto& r : s.ranks) j["per_rank"].push_back(rank_json(r, s.training_ranks));
+    if (s.delta) j["delta"] = delta_json(s);
     fmt::print("{}\n", json_text(j));
     return;
   }
@@ -228,6 +307,7 @@ void print_summary(const RunSummary& s, bool json) {
         s.warm_up_iterations, s.warm_up_iterations == 1 ? "" : "s", static_cast<double>(grown.value) / 1e6,
         where);
   print_work(s);
+  if (s.delta) print_delta(s);
   fmt::print("verified    {}\n", verification_text(s));
 }
 

@@ -20,6 +20,12 @@ struct ResidentMemory {
   Bytes end;            // after the last execution
 };
 
+// One step of a delta refit on one rank: the payload bytes it sent, and what the step did.
+struct RankDeltaStep {
+  Bytes sent;
+  DeltaStepReport delta;
+};
+
 struct RankResult {
   std::int32_t rank = 0;
   Bytes sent;  // per iteration
@@ -31,6 +37,7 @@ struct RankResult {
   bool checked = false;              // --verify ran on this rank
   std::optional<std::string> wrong;  // the first wrong element, when verification failed
   ResidentMemory resident;
+  std::vector<RankDeltaStep> delta_steps;  // --delta: per iteration
 };
 
 std::string encode(const RankResult& r);
@@ -44,6 +51,7 @@ struct RunSummary {
   std::int32_t inference_ranks = 0;
   bool verify = false;
   std::int32_t warm_up_iterations = 1;
+  std::optional<double> delta;    // --delta: the synthetic update's change fraction
   std::vector<RankResult> ranks;  // by rank
 
   Bytes bytes() const;                             // every byte put per iteration, relays included

@@ -33,6 +33,7 @@ struct SimulateCommandOptions {
   std::string trace;
   std::optional<std::int32_t> window;  // unset: the pair window of each strategy's execution model
   std::int64_t staging = lowering::kDefaultStaging.value;
+  std::optional<double> delta;  // predict a delta refit's step at this change fraction too
   bool json = false;
 };
 
@@ -60,6 +61,24 @@ void print_table(const Predictions& p) {
                human(time_of(r, TimeKind::kNvlink)),
                human(time_of(r, TimeKind::kCopy) + time_of(r, TimeKind::kPackUnpack)), human(r.sim.waiting),
                r.time_vs_refit ? fmt::format("{:.2f}x", *r.time_vs_refit) : std::string("-"));
+}
+
+// Each row with a delta prediction: dense and delta side by side.
+void print_delta(const Predictions& p) {
+  if (std::ranges::none_of(p.rows, [](const Prediction& r) { return r.delta.has_value(); })) return;
+  fmt::print("\ndelta refit, {:g} % of the elements changed since the last refit (one CPU core per rank):\n",
+             100 * std::ranges::find_if(p.rows, [](const Prediction& r) {
+                     return r.delta.has_value();
+                   })->delta->change_fraction);
+  fmt::print("{:<17} {:<10} {:>10} {:>10} {:>12} {:>12} {:>10} {:>10} {:>10} {:>9}\n", "strategy",
+             "deployment", "dense", "delta", "dense bytes", "delta bytes", "encode", "transfer", "decode",
+             "x dense");
+  for (const auto& r : p.rows)
+    if (r.delta)
+      fmt::print("{:<17} {:<10} {:>10} {:>10} {:>12} {:>12} {:>10} {:>10} {:>10} {:>8.3f}x\n", r.strategy,
+                 r.deployment->name, human(r.sim.predicted), human(r.delta->predicted),
+                 human(r.delta->dense_bytes), human(r.delta->moved_bytes), human(r.delta->encode),
+                 human(r.delta->transfer), human(r.delta->decode), r.delta->predicted / r.sim.predicted);
 }
 
 void print_contributors(const Prediction& r) {
@@ -106,6 +125,7 @@ void print(const SimulateCommandOptions& o, const Predictions& p) {
     return;
   }
   o.compare ? print_table(p) : print_detail(p);
+  print_delta(p);
   if (o.sensitivity) print_sensitivity(p.rows.front());
   if (o.explain) {
     const auto chosen = std::ranges::find(p.rows, o.compare ? o.inputs.strategy : p.rows.front().strategy,
@@ -133,6 +153,7 @@ void print(const SimulateCommandOptions& o, const Predictions& p) {
                                .window = o.window,
                                .staging = Bytes{o.staging},
                                .sensitivity = o.sensitivity,
+                               .delta = o.delta,
                                .trace = trace_file.is_open() ? &trace_file : nullptr,
                                .progress = progress_printer()};
   const PredictionInputs in{.source = o.inputs.problem, .problem = inputs.problem, .cluster = inputs.cluster};
@@ -187,6 +208,13 @@ Action add_simulate_command(CLI::App& app) {
          "Staging bytes per rank of refit's executors (refit run --staging), which sets the chunks they "
          "cut messages into (default 256 MiB)")
       ->check(positive());
+  cmd->add_option(
+         "--delta", o->delta,
+         "Also predict a delta refit's step (docs/delta.md) where this fraction of the elements "
+         "changed since the last refit, beside each row refit's executors run whose plan the delta "
+         "executor takes (without relays: --strategy direct --deployment refit, or --compare's direct row "
+         "as refit's executors run it)")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_flag("--json", o->json, "Print one JSON object on stdout");
   return [o]() { return run(*o); };
 }

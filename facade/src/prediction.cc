@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "delta_prediction.h"
 #include "refit/core/try.h"
 #include "refit/refit.h"
 
@@ -69,6 +70,28 @@ Bytes moved_bytes(const ReshardProblem& problem, const std::vector<bool>& moved)
   return sum;
 }
 
+// With options.delta, a delta refit's step of the row's plan beside it, where refit's executors run
+// it; a note says why not where the delta executor does not take the plan.
+[[nodiscard]] Result<void> add_delta(const PredictOptions& o, const PlacedCluster& cluster, const Plan& p,
+                                     const DeploymentInfo& deployment, std::int32_t window, Prediction& row) {
+  if (!o.delta || deployment.id != DeploymentId::kRefit) return {};
+  auto delta = predict_delta(DeltaPredictionInputs{.plan = p,
+                                                   .cluster = cluster,
+                                                   .deployment = deployment,
+                                                   .simulation = {.window = window, .staging = o.staging}},
+                             *o.delta);
+  if (delta) {
+    row.delta = *delta;
+    row.notes.push_back(delta_prediction_note(*o.delta));
+    return {};
+  }
+  if (delta.error().code != ErrorCode::kUnsupported)
+    return std::unexpected(std::move(delta).error().in("--delta"));
+  row.notes.push_back(fmt::format("--delta: no delta refit of {} as {} runs it: {}", p.strategy,
+                                  deployment.name, delta.error().message));
+  return {};
+}
+
 // `planned` (a plan of `problem`) as `deployment` runs it; `traced`: the row options.trace draws.
 [[nodiscard]] Result<Prediction> run_row(const PredictOptions& o, const ReshardProblem& problem,
                                          const PlacedCluster& cluster, const Planned& planned,
@@ -106,6 +129,7 @@ Bytes moved_bytes(const ReshardProblem& problem, const std::vector<bool>& moved)
     row.sensitivity = REFIT_TRY(refit::sensitivity(p, problem, cluster, deployment, again));
   }
   row.notes.insert(row.notes.end(), row.sim.assumptions.begin(), row.sim.assumptions.end());
+  REFIT_TRY(add_delta(o, cluster, p, deployment, window, row));
   return row;
 }
 
@@ -132,10 +156,17 @@ void relate(std::vector<Prediction>& rows) {
   }
 }
 
+[[nodiscard]] Result<void> check_delta(const PredictOptions& o) {
+  if (o.delta && !(*o.delta >= 0.0 && *o.delta <= 1.0))
+    return out_of_range(fmt::format("--delta: change fraction {} is not in [0, 1]", *o.delta));
+  return {};
+}
+
 }  // namespace
 
 Result<Predictions> predict(const PredictionInputs& in, const PredictOptions& o,
                             const std::optional<Plan>& given) {
+  REFIT_TRY(check_delta(o));
   Predictions out{.cluster = in.cluster.name(), .bound = lower_bound(in.problem, in.cluster), .rows = {}};
   const Planned planned = given ? Planned{.plan = *given, .seconds = Seconds{}}
                                 : REFIT_TRY(plan_timed(in.problem, in.cluster, o.strategy, o.plan));
@@ -154,11 +185,15 @@ Result<Predictions> predict(const PredictionInputs& in, const PredictOptions& o,
     out.rows.push_back(REFIT_TRY(run_row(o, in.problem, in.cluster, planned, *deployment, true)));
   }
   if (fp8_plan) out.rows.back().notes.emplace_back(kFp8PlanNote);
+  if (o.delta && deployment->id != DeploymentId::kRefit)
+    out.rows.back().notes.push_back(fmt::format(
+        "--delta: {} moves every byte every step; a delta refit is refit's executors'", deployment->name));
   relate(out.rows);
   return out;
 }
 
 Result<Predictions> compare(const PredictionInputs& in, const PredictOptions& o) {
+  REFIT_TRY(check_delta(o));
   const StrategyInfo* chosen = REFIT_TRY_IN(find_strategy(o.strategy), "--strategy");
   Predictions out{.cluster = in.cluster.name(), .bound = lower_bound(in.problem, in.cluster), .rows = {}};
   const auto receivers = REFIT_TRY(at_receivers(in.source));

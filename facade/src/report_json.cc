@@ -61,6 +61,15 @@ nlohmann::ordered_json row_json(const Prediction& r, const LowerBound& lb) {
   }
   if (r.speedup_vs_gather_broadcast) j["speedup_vs_gather_broadcast"] = *r.speedup_vs_gather_broadcast;
   if (r.time_vs_refit) j["time_vs_refit"] = *r.time_vs_refit;
+  if (r.delta)
+    j["delta"] = {{"change_fraction", r.delta->change_fraction},
+                  {"predicted_s", r.delta->predicted.value},
+                  {"dense_bytes", r.delta->dense_bytes.value},
+                  {"moved_bytes", r.delta->moved_bytes.value},
+                  {"transfer_s", r.delta->transfer.value},
+                  {"encode_s", r.delta->encode.value},
+                  {"decode_s", r.delta->decode.value},
+                  {"time_vs_dense", r.delta->predicted / r.sim.predicted}};
   if (!r.notes.empty()) j["notes"] = r.notes;
   if (!r.sensitivity.empty()) {
     j["sensitivity"] = nlohmann::ordered_json::array();

@@ -42,6 +42,7 @@ from refit import _refit, exchange
 from refit._cluster import Cluster, preset_keys, presets
 from refit._errors import BadInput, Error, Failure, PeerFailed, Timeout
 from refit._executor import (
+    DeltaStep,
     ExecutionReport,
     Executor,
     Prepared,
@@ -77,6 +78,7 @@ __all__ = [
     "Cluster",
     "Contributor",
     "CriticalStep",
+    "DeltaStep",
     "Error",
     "ExecutionReport",
     "Executor",

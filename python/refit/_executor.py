@@ -65,6 +65,19 @@ def executors() -> list[str]:
 
 
 @dataclass(frozen=True)
+class DeltaStep:
+    """What one step of a delta refit did on this rank (``Executor(..., delta=True)``)."""
+
+    dense_bytes: int  #: what the pieces this rank sends weigh: what a full refit sends
+    pieces: int  #: pieces (a box of a tensor for one receiver) this rank sends
+    unchanged: int  #: of them, with no element changed: nothing sent
+    full: int  #: of them, sent dense: no baseline both ends agree on (first step, failure, drift)
+    encode_s: float  #: packing and encoding what this rank sends
+    decode_s: float  #: decoding and unpacking what this rank receives
+    exchange_s: float  #: the receivers' audit, agreeing on checksums and sizes, preparing the step
+
+
+@dataclass(frozen=True)
 class ExecutionReport:
     """What one execution moved on this rank (``refit run``'s per-rank figures)."""
 
@@ -74,6 +87,7 @@ class ExecutionReport:
     elapsed_s: float
     messages: int
     bytes_stored_directly: int
+    delta: Optional[DeltaStep] = None  #: a delta refit's step: bytes_sent are its payloads
 
 
 def _memory(buffer: Any) -> Optional[tuple[int, int]]:
@@ -201,7 +215,9 @@ class Prepared:
                 nothing moves on this rank, and its peers fail at their timeout naming it.
         """
         self._check_memory()
-        return ExecutionReport(**self._handle.execute())
+        report = self._handle.execute()
+        delta = report.pop("delta", None)
+        return ExecutionReport(**report, delta=None if delta is None else DeltaStep(**delta))
 
 
 class Executor:
@@ -234,6 +250,10 @@ class Executor:
             exchange rank r.
         device: ``nccl`` only: the CUDA device of this process (default: its rank among the
             exchange's ranks on this host, modulo the visible GPUs).
+        delta: every ``execute`` is one step of a delta refit (docs/delta.md): each piece moves
+            only what changed since the bytes its receiver holds, bit for bit, dense where the two
+            ends' checksums disagree; the report's ``delta`` says what it did. Host memory and
+            plans of the ``refit`` and ``direct`` strategies only.
     """
 
     def __init__(
@@ -247,6 +267,7 @@ class Executor:
         on_chunk_sent: Optional[Callable[[int, int], None]] = None,
         comm_rank_of: Optional[Sequence[int]] = None,
         device: Optional[int] = None,
+        delta: bool = False,
     ) -> None:
         if exchange is None:
             raise TypeError("Executor(name, exchange): an exchange is needed (see refit.exchange)")
@@ -270,7 +291,7 @@ class Executor:
         self._handle = _refit.Executor(
             name, exchange.allgather, exchange.rank, exchange.size, float(timeout), int(staging),
             direct_stores, on_chunk_sent, None if comm_rank_of is None else [int(r) for r in comm_rank_of],
-            -1 if device is None else device,
+            -1 if device is None else device, bool(delta),
         )  # fmt: skip
 
     @property

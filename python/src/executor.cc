@@ -20,6 +20,7 @@
 #include "buffers.h"
 #include "refit/core/try.h"
 #include "refit/executors/agreement.h"
+#include "refit/executors/delta_executor.h"
 #include "refit/executors/sequenced_bootstrap.h"
 #if defined(REFIT_HAVE_NCCL)
 #include "refit/executors/nccl/nccl_executor.h"
@@ -211,7 +212,7 @@ Result<std::unique_ptr<Executor>> make_backend(const std::string& name, Bootstra
 
 ExecutorHandle* make(const std::string& name, nb::callable exchange, std::int32_t rank, std::int32_t size,
                      double timeout, std::int64_t staging, bool direct_stores, nb::object on_chunk_sent,
-                     std::optional<std::vector<std::int32_t>> comm_rank_of, int device) {
+                     std::optional<std::vector<std::int32_t>> comm_rank_of, int device, bool delta) {
   if (size <= 0 || rank < 0 || rank >= size)
     raise_error(Error{.code = ErrorCode::kOutOfRange,
                       .message = fmt::format("rank {} is not one of the exchange's {} ranks", rank, size)});
@@ -227,6 +228,8 @@ ExecutorHandle* make(const std::string& name, nb::callable exchange, std::int32_
   auto made = make_backend(name, *handle->sequenced, options, comm_rank_of, device);
   if (!made) raise_error(std::move(made.error()).in("--executor"));
   handle->executor = std::move(*made);
+  if (delta)
+    handle->executor = std::make_unique<DeltaExecutor>(std::move(handle->executor), *handle->sequenced);
   return handle.release();
 }
 
@@ -353,6 +356,17 @@ nb::dict execute(PreparedHandle& self) {
   d["elapsed_s"] = r.elapsed.value;
   d["messages"] = r.messages;
   d["bytes_stored_directly"] = r.stored_directly.value;
+  if (r.delta) {
+    nb::dict delta;
+    delta["dense_bytes"] = r.delta->dense_bytes.value;
+    delta["pieces"] = r.delta->pieces;
+    delta["unchanged"] = r.delta->unchanged;
+    delta["full"] = r.delta->full;
+    delta["encode_s"] = r.delta->encode.value;
+    delta["decode_s"] = r.delta->decode.value;
+    delta["exchange_s"] = r.delta->exchange.value;
+    d["delta"] = delta;
+  }
   return d;
 }
 
@@ -382,11 +396,13 @@ void bind_executor(nb::module_& m) {
                              nb::type_slots(executor_slots))
       .def(nb::new_(&make), "name"_a, "exchange"_a, "rank"_a, "size"_a, "timeout"_a, "staging"_a,
            "direct_stores"_a, "on_chunk_sent"_a = nb::none(), "comm_rank_of"_a = nb::none(), "device"_a = -1,
+           "delta"_a = false,
            "exchange(data: bytes) -> list[bytes] is an allgather over the job's processes (every "
            "process's data, by rank); rank and size are this process's place in it. timeout (seconds) "
            "bounds every wait on a peer; staging (bytes) must be the same on every rank. nccl only: "
            "comm_rank_of[plan rank] is the exchange rank whose process runs it (several plan ranks "
-           "per process, prepare_ranks), device the CUDA device (-1: the rank's on its host).")
+           "per process, prepare_ranks), device the CUDA device (-1: the rank's on its host). delta: "
+           "every execute is a step of a delta refit (DeltaExecutor: host memory, refit and direct plans).")
       .def_prop_ro(
           "name", [](const ExecutorHandle& e) { return std::string(e.executor->name()); },
           "The backend: ucx or nccl.")

@@ -157,6 +157,23 @@ TEST(RunFaults, ARankKilledBetweenExecutions) {
   expect_faulty_does_not_succeed(run, 3, 137);
 }
 
+TEST(RunFaults, ARankKilledDuringADeltaStep) {
+  // A delta refit (direct plan, no relays): training rank 1 dies after the first chunk of the
+  // first step's payloads (the fault acts at a rank's first chunk); its receivers fail instead of
+  // decoding what they got.
+  const auto run = run_with("--test-fault 1:execute:kill --delta 0.01 --iterations 3", "direct");
+  expect_survivors_fail(run, 1, "execute, iteration 1 of 3", "killed during a delta step");
+  expect_faulty_does_not_succeed(run, 1, 137);
+}
+
+TEST(RunFaults, ARankKilledBeforeADeltaStepsExchange) {
+  // Rank 3 dies after the first step, so the others wait for its checksums in the next step's
+  // first agreement.
+  const auto run = run_with("--test-fault 3:between:kill --delta 0.01 --iterations 3", "direct");
+  expect_survivors_fail(run, 3, "execute, iteration 2 of 3", "killed before a delta step's exchange");
+  expect_faulty_does_not_succeed(run, 3, 137);
+}
+
 TEST(RunFaults, ARankStalledDuringExecute) {
   // Rank 0 stops after its first chunk for three timeouts, heartbeats included: the others take
   // it for hung after one timeout; when it wakes, it fails too (its peers told it why).

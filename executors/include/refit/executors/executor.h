@@ -98,6 +98,20 @@ struct WorkTimes {
   std::optional<Seconds> quantize;     // quantising weights (and their scales) to FP8
 };
 
+// What one step of a delta refit did on this rank (DeltaExecutor, delta_executor.h).
+struct DeltaStepReport {
+  Bytes dense_bytes;           // what the plan's pieces this rank sends weigh: what a full refit sends
+  std::int64_t pieces = 0;     // pieces this rank sends (a segment of a transfer)
+  std::int64_t unchanged = 0;  // of them, with no element changed: nothing sent
+  std::int64_t full = 0;       // of them, sent dense: no baseline both ends agree on (the first
+                               // step, a failed step, a receiver whose bytes changed outside refit)
+  Seconds encode;              // packing and encoding the pieces this rank sends
+  Seconds decode;              // decoding and unpacking the pieces this rank receives
+  Seconds exchange;            // auditing the received pieces' bytes, agreeing on checksums and
+                               // sizes (waiting there for the slowest sender's encoding),
+                               // preparing this step's transfers
+};
+
 struct ExecutionReport {
   Bytes bytes_sent;
   Bytes bytes_received;
@@ -105,6 +119,7 @@ struct ExecutionReport {
   std::int64_t messages = 0;
   Bytes stored_directly;  // of bytes_sent, stored into mapped peer memory (direct_stores)
   WorkTimes work;
+  std::optional<DeltaStepReport> delta;  // a delta refit's step: bytes_sent are the payloads
 };
 
 // Host memory allocated by an executor (or from the heap); its bytes stay valid while it lives.

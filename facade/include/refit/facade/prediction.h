@@ -23,6 +23,22 @@
 
 namespace refit {
 
+// One step of a delta refit (executors' delta_executor.h) beside a dense prediction
+// (PredictOptions::delta): each piece's payload after one step of the synthetic update at the
+// change fraction (delta/payload_estimate.h: measured by encoding a sample), moved as the delta
+// step's plan (executors' delta_step.h) and simulated as the same deployment runs it, plus the
+// CPU codec's time on one core per rank from its measured speeds (delta/codec_speed.h). The
+// executor runs encoding, the transfer and decoding one after another, so their times add up.
+struct DeltaPrediction {
+  double change_fraction = 0;
+  Bytes dense_bytes;  // what the plan moves, what a full refit moves
+  Bytes moved_bytes;  // the payloads' expected bytes
+  Seconds transfer;   // the payloads' transfer, simulated
+  Seconds encode;     // the busiest sender's encoding of the boxes it sends (each once)
+  Seconds decode;     // the busiest receiver's audit and decoding of its pieces
+  Seconds predicted;  // encode + transfer + decode
+};
+
 // One prediction: a plan, who ran it, and what the simulator found.
 struct Prediction {
   std::string strategy;                        // the plan's
@@ -42,6 +58,7 @@ struct Prediction {
   std::vector<std::string> notes;                     // what the deployment assumed, or ran instead
   std::optional<double> speedup_vs_gather_broadcast;  // in a comparison with that baseline
   std::optional<double> time_vs_refit;                // in a comparison with refit's own row
+  std::optional<DeltaPrediction> delta;               // with PredictOptions::delta, where it applies
 };
 
 // What `refit simulate` prints of a problem: its lower bound and one prediction per row.
@@ -66,7 +83,11 @@ struct PredictOptions {
   std::optional<std::int32_t> window;         // unset: the plan's execution model's pair window
   Bytes staging = lowering::kDefaultStaging;  // the executors' staging per rank (refit run --staging)
   bool sensitivity = false;                   // simulate again with each constant -20% and +20%
-  std::ostream* trace = nullptr;              // Chrome trace event JSON of the predicted plan
+  // Also predict a delta refit's step at this change fraction, for each row refit's executors run
+  // whose plan the delta executor takes (no relays; bf16 and fp32 weights); a note says why not
+  // where it does not apply.
+  std::optional<double> delta;
+  std::ostream* trace = nullptr;  // Chrome trace event JSON of the predicted plan
   std::function<void(std::string_view row, double fraction_done)> progress;  // on long simulations
 };
 

@@ -1,0 +1,60 @@
+#pragma once
+// Delta refit (docs/delta.md), in front of any executor of host memory: every execute() is one
+// step that moves, per piece (a segment of a transfer: one box of one tensor from one sender to
+// one receiver), only what changed since the bytes the receiver holds, bit for bit.
+//
+// A step, on every rank of the plan together, round by round (round 0: the transfers from source
+// shards; round k + 1: the relays forwarding, from their own destination shards, what they decoded
+// in round k, as the refit strategy's relays complete replicas over NVLink), each round:
+//  1. each receiver packs its pieces from its destination shards and publishes their checksums
+//     (checksum_of: an audit of the bytes it really holds, so a receiver whose bytes changed
+//     outside refit is caught before anything is encoded against them);
+//  2. each sender packs its pieces from its source shards and encodes each against the bytes it
+//     last sent, where its checksum of those equals the receiver's, and densely where not (the
+//     first step, after a failed step, after drift); a piece with no change sends nothing;
+//  3. the ranks exchange the payloads' sizes and the executor behind moves the payloads as a plan
+//     of its own (one byte tensor per transfer, prepared for this step);
+//  4. each receiver decodes each piece into its packed copy, all or nothing (the codec checks the
+//     result's checksum before it writes), and only then unpacks it into its shard. A step whose
+//     transfers fail decodes nothing: no receiver is left with half a delta, and the senders forget
+//     their baselines of the step's pieces, so the next step sends those densely.
+// The sender keeps a packed copy of every box it sends (its baseline, one for all its receivers),
+// so its memory grows by those bytes, twice while a step is in flight. Refused at prepare: pieces
+// that land outside the receiver's destination shards (a relay's scratch, as gather-broadcast
+// plans have), quantised tensors and quantise steps, framework parameters, and device memory (the
+// GPU codec is not written yet).
+#include <memory>
+
+#include "refit/delta/codec.h"
+#include "refit/executors/bootstrap.h"
+#include "refit/executors/executor.h"
+
+namespace refit {
+
+class DeltaExecutor final : public Executor {
+ public:
+  // `bootstrap` (the inner executor's) must outlive it.
+  DeltaExecutor(std::unique_ptr<Executor> inner, Bootstrap& bootstrap, DeltaEncodeOptions options = {})
+      : inner_(std::move(inner)), bootstrap_(&bootstrap), options_(options) {}
+
+  std::string_view name() const override { return inner_->name(); }
+  ExecutorCapabilities capabilities() const override;
+  // Besides the plan's own checks: host memory, contiguous shards, every transfer from its sender's
+  // source shards into its receiver's destination box. A rank that refuses makes every rank
+  // refuse; errors name the transfer or tensor.
+  [[nodiscard]] Result<std::unique_ptr<PreparedPlan>> prepare(const Plan& plan, Rank rank,
+                                                              const RankBuffers& buffers) override;
+  // One step; the report's `delta` says what it moved and what it cost.
+  [[nodiscard]] Result<ExecutionReport> execute(PreparedPlan& prepared) override;
+
+ private:
+  [[nodiscard]] Result<std::unique_ptr<HostAllocation>> allocate(Bytes bytes) override {
+    return inner_->allocate_host(bytes);
+  }
+
+  std::unique_ptr<Executor> inner_;
+  Bootstrap* bootstrap_;
+  DeltaEncodeOptions options_;
+};
+
+}  // namespace refit

@@ -1,0 +1,402 @@
+#include "refit/executors/delta_executor.h"
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "delta_pieces.h"
+#include "refit/core/try.h"
+#include "refit/executors/agreement.h"
+#include "refit/executors/delta_step.h"
+#include "refit/executors/host_shards.h"
+
+namespace refit {
+namespace {
+
+using delta_pieces::Piece;
+
+// A box of a tensor this rank sends, to one receiver or to several (replicas): the bytes it last
+// sent them (the baseline: after a step that succeeded every receiver of the box holds them,
+// whether it got a delta or dense) and their checksum, and this step's bytes and encodings.
+struct Source {
+  std::int32_t round = 0;
+  std::vector<std::byte> baseline;
+  std::optional<Checksum> base;  // nullopt: nothing both ends agree on, the next payload is dense
+  std::vector<std::byte> current;
+  Checksum result;  // of `current`
+  // This step's payloads, encoded once each: against the baseline, and dense (for receivers that
+  // do not hold it); empty until a receiver needs it. They lie in the first receiver's payloads.
+  std::span<const std::byte> delta;
+  std::int64_t changed = 0;  // elements, in `delta`
+  std::span<const std::byte> dense;
+  bool sent = false;  // some receiver got a payload this step
+};
+
+// A piece this rank sends: its box's Source and this step's payload bytes (0: unchanged,
+// nothing sent).
+struct Sending {
+  Piece piece;
+  std::size_t source = 0;
+  std::int64_t payload = 0;
+};
+
+// A piece this rank receives: its packed copy, decoded in place, then unpacked into its shard.
+struct Receiving {
+  Piece piece;
+  std::vector<std::byte> packed;
+  Checksum audit;  // of the bytes the rank holds before the step
+  std::int64_t payload = 0;
+};
+
+// Where one transfer's payloads go: the pieces back to back, as large as they can get.
+struct Payloads {
+  std::int32_t transfer = 0;
+  std::unique_ptr<HostAllocation> memory;
+};
+
+class DeltaPrepared final : public PreparedPlan {
+ public:
+  Plan plan;
+  Rank rank;
+  std::int32_t total_pieces = 0;
+  std::vector<std::int32_t> rounds_of;  // by piece of the plan
+  std::int32_t rounds = 0;
+  std::vector<Source> sources;
+  std::vector<Sending> sends;
+  std::vector<Receiving> receives;
+  std::vector<Payloads> payloads;  // of the transfers this rank sends or receives, in plan order
+  DeltaCodec codec;
+};
+
+using Clock = std::chrono::steady_clock;
+Seconds since(Clock::time_point start) {
+  return Seconds{std::chrono::duration<double>(Clock::now() - start).count()};
+}
+
+// The most a piece's payload can take with these options.
+std::int64_t capacity(const Piece& p, const DeltaEncodeOptions& options) {
+  return options.format ? delta_payload_capacity(p.bytes, dtype_size(p.dtype)) : kDeltaHeaderBytes + p.bytes;
+}
+
+// (piece, value) pairs as bytes, for the allgathers of a step.
+std::string encode_pairs(const std::vector<std::pair<std::int32_t, std::uint64_t>>& pairs) {
+  std::string out(pairs.size() * 16, '\0');
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    const auto piece = static_cast<std::uint64_t>(pairs[i].first);
+    std::memcpy(out.data() + i * 16, &piece, 8);
+    std::memcpy(out.data() + i * 16 + 8, &pairs[i].second, 8);
+  }
+  return out;
+}
+
+// Every rank's pairs as one value per piece of the plan (nullopt where nobody gave one).
+[[nodiscard]] Result<std::vector<std::optional<std::uint64_t>>> decode_pairs(
+    const std::vector<std::string>& contributions, std::int32_t total, std::string_view what) {
+  std::vector<std::optional<std::uint64_t>> out(static_cast<std::size_t>(total));
+  for (std::size_t r = 0; r < contributions.size(); ++r) {
+    const auto& c = contributions[r];
+    if (c.size() % 16 != 0)
+      return fail(ErrorCode::kRuntime, fmt::format("rank {} sent malformed {}", r, what));
+    for (std::size_t i = 0; i < c.size(); i += 16) {
+      std::uint64_t piece = 0;
+      std::uint64_t value = 0;
+      std::memcpy(&piece, c.data() + i, 8);
+      std::memcpy(&value, c.data() + i + 8, 8);
+      if (piece >= static_cast<std::uint64_t>(total))
+        return fail(ErrorCode::kRuntime,
+                    fmt::format("rank {} sent {} of piece {} of {}", r, what, piece, total));
+      out[piece] = value;
+    }
+  }
+  return out;
+}
+
+[[nodiscard]] Result<std::vector<std::optional<std::uint64_t>>> allgather_pairs(
+    Bootstrap& bootstrap, const std::vector<std::pair<std::int32_t, std::uint64_t>>& mine, std::int32_t total,
+    std::string_view what) {
+  return decode_pairs(REFIT_TRY_IN(bootstrap.allgather(encode_pairs(mine)), std::string(what)), total, what);
+}
+
+std::byte* payload_memory(DeltaPrepared& p, std::int32_t transfer) {
+  for (auto& pl : p.payloads)
+    if (pl.transfer == transfer) return pl.memory->bytes().data();
+  return nullptr;
+}
+
+// Step 1: every receiver's checksum of what it holds, by piece.
+[[nodiscard]] Result<std::vector<std::optional<std::uint64_t>>> audit(DeltaPrepared& p, Bootstrap& bootstrap,
+                                                                      std::int32_t round) {
+  std::vector<std::pair<std::int32_t, std::uint64_t>> mine;
+  for (auto& r : p.receives) {
+    if (r.piece.round != round) continue;
+    delta_pieces::pack(r.piece, r.packed);
+    r.audit = checksum_of(r.packed);
+    mine.emplace_back(r.piece.index, r.audit.value);
+  }
+  return allgather_pairs(bootstrap, mine, p.total_pieces, "baseline checksums");
+}
+
+// Writes the payload of `s` into `out` (encoding it, or copying the box's encoding of this step
+// that another receiver got) and returns it.
+[[nodiscard]] Result<std::span<const std::byte>> payload_of(DeltaPrepared& p, const Sending& s, bool agreed,
+                                                            std::span<std::byte> out) {
+  Source& src = p.sources[s.source];
+  auto& done = agreed ? src.delta : src.dense;
+  if (!done.empty()) {
+    std::memcpy(out.data(), done.data(), done.size());
+    return out.first(done.size());
+  }
+  const auto header = REFIT_TRY(p.codec.encode(DeltaSource{.baseline = src.baseline,
+                                                           .current = src.current,
+                                                           .dtype = s.piece.dtype,
+                                                           .base = agreed ? src.base : std::nullopt,
+                                                           .name = s.piece.name},
+                                               out));
+  src.result = header.result;
+  if (agreed) src.changed = header.changed_elements;
+  done = out.first(static_cast<std::size_t>(header.payload_bytes()));
+  return done;
+}
+
+// Step 2: every piece this rank sends, encoded against the baseline its receiver holds: each box
+// packed once, and encoded at most once against its baseline and once densely, whatever the
+// number of receivers.
+[[nodiscard]] Result<void> encode(DeltaPrepared& p,
+                                  const std::vector<std::optional<std::uint64_t>>& receivers,
+                                  std::int32_t round, DeltaStepReport& report) {
+  for (auto& src : p.sources)
+    if (src.round == round) src.delta = src.dense = {}, src.sent = false;
+  for (const auto& s : p.sends) {
+    auto& src = p.sources[s.source];
+    if (s.piece.round != round) continue;
+    if (!src.current.empty()) continue;
+    src.current.resize(static_cast<std::size_t>(s.piece.bytes));
+    delta_pieces::pack(s.piece, src.current);
+  }
+  std::int64_t at = 0;
+  std::int32_t transfer = -1;
+  for (auto& s : p.sends) {
+    if (s.piece.round != round) continue;
+    if (s.piece.transfer != transfer) at = 0, transfer = s.piece.transfer;
+    auto& src = p.sources[s.source];
+    const auto& held = receivers[static_cast<std::size_t>(s.piece.index)];
+    const bool agreed = src.base && held && src.base->value == *held;
+    const auto out = std::span(payload_memory(p, transfer) + at,
+                               static_cast<std::size_t>(capacity(s.piece, p.codec.options())));
+    const auto payload = REFIT_TRY(payload_of(p, s, agreed, out));
+    s.payload = agreed && src.changed == 0 ? 0 : static_cast<std::int64_t>(payload.size());
+    src.sent = src.sent || s.payload > 0;
+    at += s.payload;
+    report.dense_bytes += Bytes{s.piece.bytes};
+    report.unchanged += s.payload == 0 ? 1 : 0;
+    report.full += agreed ? 0 : 1;
+    ++report.pieces;
+  }
+  return {};
+}
+
+// What the executor behind moves this step, and this rank's buffers of it.
+struct StepPlan {
+  DeltaStep step;
+  RankBuffers buffers;
+};
+
+[[nodiscard]] Result<StepPlan> step_plan(DeltaPrepared& p, const std::vector<std::int64_t>& sizes) {
+  StepPlan out{.step = REFIT_TRY(delta_step(p.plan, sizes)), .buffers = {}};
+  for (std::size_t k = 0; k < out.step.plan.transfers.size(); ++k) {
+    const auto& t = out.step.plan.transfers[k];
+    if (t.sender != p.rank && t.receiver != p.rank) continue;
+    const auto& segment = t.segments.front();
+    const ShardBuffer buffer{
+        .tensor = segment.tensor,
+        .box = segment.box,
+        .bytes = std::span(payload_memory(p, out.step.carries[k]), static_cast<std::size_t>(t.bytes.value)),
+        .regions = {}};
+    (t.sender == p.rank ? out.buffers.sources : out.buffers.destinations).push_back(buffer);
+  }
+  return out;
+}
+
+// Step 3's sizes: every piece's payload bytes, agreed by every rank (a rank that failed to encode
+// makes every rank fail the step).
+[[nodiscard]] Result<std::vector<std::int64_t>> agree_sizes(DeltaPrepared& p, Bootstrap& bootstrap,
+                                                            std::int32_t round, const Result<void>& encoded) {
+  std::vector<std::pair<std::int32_t, std::uint64_t>> mine;
+  for (const auto& s : p.sends)
+    if (s.piece.round == round) mine.emplace_back(s.piece.index, static_cast<std::uint64_t>(s.payload));
+  const auto all = REFIT_TRY_IN(
+      agree(bootstrap, encoded ? Result<std::string>(encode_pairs(mine)) : std::unexpected(encoded.error())),
+      "payload sizes");
+  const auto given = REFIT_TRY(decode_pairs(all, p.total_pieces, "payload sizes"));
+  std::vector<std::int64_t> sizes;
+  for (std::size_t i = 0; i < given.size(); ++i) {
+    if (!given[i] && p.rounds_of[i] == round)
+      return fail(ErrorCode::kRuntime, fmt::format("no rank sized piece {}", i));
+    sizes.push_back(static_cast<std::int64_t>(given[i].value_or(0)));
+  }
+  for (auto& r : p.receives)
+    if (r.piece.round == round) r.payload = sizes[static_cast<std::size_t>(r.piece.index)];
+  return sizes;
+}
+
+// Step 4: every piece this rank received, decoded into its packed copy and then unpacked, piece by
+// piece all or nothing; the first refusal is the error, after the others have landed.
+[[nodiscard]] Result<void> decode(DeltaPrepared& p, std::int32_t round) {
+  std::optional<Error> refused;
+  std::int64_t at = 0;
+  std::int32_t transfer = -1;
+  for (auto& r : p.receives) {
+    if (r.piece.round != round) continue;
+    if (r.piece.transfer != transfer) at = 0, transfer = r.piece.transfer;
+    if (r.payload == 0) continue;
+    const auto payload =
+        std::span<const std::byte>(payload_memory(p, transfer) + at, static_cast<std::size_t>(r.payload));
+    at += r.payload;
+    auto applied = p.codec.decode(
+        payload,
+        DeltaTarget{.bytes = r.packed, .dtype = r.piece.dtype, .base = r.audit, .name = r.piece.name});
+    if (!applied) {
+      if (!refused) refused = applied.error();
+      continue;
+    }
+    delta_pieces::unpack(r.piece, r.packed);
+  }
+  if (refused) return std::unexpected(*refused);
+  return {};
+}
+
+// After a round: a sender keeps what it sent as its baseline when the transfers succeeded, and
+// forgets the baselines of the round's pieces when they did not.
+void settle(DeltaPrepared& p, std::int32_t round, bool moved) {
+  for (auto& src : p.sources) {
+    if (src.round != round) continue;
+    if (src.sent && moved) {
+      std::swap(src.baseline, src.current);
+      src.base = src.result;
+    } else if (src.sent) {
+      src.base.reset();
+    }
+    src.current.clear();
+  }
+}
+
+[[nodiscard]] Result<void> allocate_payloads(DeltaPrepared& p, Executor& inner) {
+  std::vector<Bytes> sizes;
+  std::vector<std::int32_t> transfers;
+  const auto add = [&](const Piece& piece) {
+    if (transfers.empty() || transfers.back() != piece.transfer) {
+      transfers.push_back(piece.transfer);
+      sizes.push_back(Bytes{0});
+    }
+    sizes.back() += Bytes{capacity(piece, p.codec.options())};
+  };
+  for (const auto& s : p.sends) add(s.piece);
+  for (const auto& r : p.receives) add(r.piece);
+  auto memory =
+      REFIT_TRY(allocate_pooled([&](Bytes b) { return inner.allocate_host(b); }, sizes,
+                                fmt::format("allocating the delta payloads of rank {}", p.rank.value)));
+  for (std::size_t i = 0; i < memory.size(); ++i)
+    p.payloads.push_back(Payloads{.transfer = transfers[i], .memory = std::move(memory[i])});
+  return {};
+}
+
+[[nodiscard]] Result<std::unique_ptr<DeltaPrepared>> make_prepared(const Plan& plan, Rank rank,
+                                                                   const RankBuffers& buffers,
+                                                                   const DeltaEncodeOptions& options,
+                                                                   Executor& inner) {
+  REFIT_TRY(validate_structure(plan));
+  auto pieces = REFIT_TRY(delta_pieces::rank_pieces(plan, rank, buffers));
+  auto p = std::make_unique<DeltaPrepared>();
+  p->plan = plan;
+  p->rank = rank;
+  p->total_pieces = pieces.total;
+  p->rounds_of = std::move(pieces.rounds_of);
+  p->rounds = pieces.rounds;
+  p->codec = DeltaCodec(options);
+  std::map<std::tuple<std::int32_t, std::uint32_t, Box>, std::size_t> sources;  // by round, tensor, box
+  for (auto& piece : pieces.sends) {
+    const auto [it, added] = sources.try_emplace({piece.round, piece.tensor, piece.box}, p->sources.size());
+    if (added) p->sources.push_back(Source{.round = piece.round});
+    p->sends.push_back(Sending{.piece = std::move(piece), .source = it->second});
+  }
+  for (auto& piece : pieces.receives) {
+    const auto bytes = static_cast<std::size_t>(piece.bytes);
+    p->receives.push_back(Receiving{.piece = std::move(piece), .packed = std::vector<std::byte>(bytes)});
+  }
+  REFIT_TRY(allocate_payloads(*p, inner));
+  return p;
+}
+
+// One round of a step up to the transfers: the receivers' audit, the senders' encoding, the
+// agreed sizes, and the executor behind moving the round's payloads.
+[[nodiscard]] Result<ExecutionReport> move_round(DeltaPrepared& p, Executor& inner, Bootstrap& bootstrap,
+                                                 std::int32_t round, DeltaStepReport& report) {
+  auto start = Clock::now();
+  const auto held = REFIT_TRY(audit(p, bootstrap, round));
+  report.exchange += since(start);
+  start = Clock::now();
+  const auto encoded = encode(p, held, round, report);
+  report.encode += since(start);
+  start = Clock::now();
+  const auto sizes = REFIT_TRY(agree_sizes(p, bootstrap, round, encoded));
+  auto step = REFIT_TRY(step_plan(p, sizes));
+  auto prepared =
+      REFIT_TRY_IN(inner.prepare(step.step.plan, p.rank, step.buffers), "preparing the step's payloads");
+  report.exchange += since(start);
+  return inner.execute(*prepared);
+}
+
+void add(ExecutionReport& total, const ExecutionReport& round) {
+  total.bytes_sent += round.bytes_sent;
+  total.bytes_received += round.bytes_received;
+  total.elapsed += round.elapsed;
+  total.messages += round.messages;
+  total.stored_directly += round.stored_directly;
+}
+
+}  // namespace
+
+ExecutorCapabilities DeltaExecutor::capabilities() const {
+  return ExecutorCapabilities{
+      .host_memory = inner_->capabilities().host_memory, .cuda_memory = false, .quantizes_at_senders = false};
+}
+
+Result<std::unique_ptr<PreparedPlan>> DeltaExecutor::prepare(const Plan& plan, Rank rank,
+                                                             const RankBuffers& buffers) {
+  auto made = make_prepared(plan, rank, buffers, options_, *inner_);
+  // Every rank numbers the pieces alike only when they prepare the same plan.
+  const auto mine =
+      made ? Result<std::string>(encode_settings({{.name = "plan hash", .value = plan_hash_hex(plan)}}))
+           : Result<std::string>(std::unexpected(made.error()));
+  REFIT_TRY(check_same_settings(REFIT_TRY(agree(*bootstrap_, mine))));
+  return std::unique_ptr<PreparedPlan>(std::move(*made));
+}
+
+// Round by round (a relay forwards in round k + 1 what it decoded in round k). A piece this rank
+// could not apply fails the step here once every round is over, so that the other ranks are not
+// left waiting; a round whose transfers failed ends the step on every rank.
+Result<ExecutionReport> DeltaExecutor::execute(PreparedPlan& prepared) {
+  auto* p = dynamic_cast<DeltaPrepared*>(&prepared);
+  if (p == nullptr) return invalid("execute: the plan was prepared by another executor");
+  DeltaStepReport report;
+  ExecutionReport total;
+  std::optional<Error> refused;
+  for (std::int32_t round = 0; round < p->rounds; ++round) {
+    const auto moved = move_round(*p, *inner_, *bootstrap_, round, report);
+    settle(*p, round, moved.has_value());
+    if (!moved) return std::unexpected(moved.error());
+    add(total, *moved);
+    const auto start = Clock::now();
+    if (auto applied = decode(*p, round); !applied && !refused) refused = applied.error();
+    report.decode += since(start);
+  }
+  if (refused) return std::unexpected(*refused);
+  total.delta = report;
+  return total;
+}
+
+}  // namespace refit

@@ -1,0 +1,89 @@
+#include "delta_pieces.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "box_rows.h"
+#include "refit/executors/delta_step.h"
+
+namespace refit::delta_pieces {
+namespace {
+
+// The rank's shard of `tensor` on one side that contains `box`, if any.
+const ShardBuffer* shard_holding(const std::vector<ShardBuffer>& shards, std::uint32_t tensor,
+                                 const Box& box) {
+  const auto it = std::ranges::find_if(
+      shards, [&](const ShardBuffer& s) { return s.tensor == tensor && s.box.contains(box); });
+  return it == shards.end() ? nullptr : &*it;
+}
+
+[[nodiscard]] Result<void> check_buffers(const RankBuffers& buffers, Rank rank) {
+  if (buffers.memory != MemoryKind::kHost)
+    return unsupported(fmt::format(
+        "rank {}: a delta refit of device memory needs the GPU codec, not written yet", rank.value));
+  if (!buffers.source_parameters.empty() || !buffers.destination_parameters.empty())
+    return unsupported(
+        fmt::format("rank {}: a delta refit packs contiguous shards, not framework parameters", rank.value));
+  return {};
+}
+
+}  // namespace
+
+Result<RankPieces> rank_pieces(const Plan& plan, Rank rank, const RankBuffers& buffers) {
+  if (auto ok = check_delta_plan(plan); !ok) return std::unexpected(ok.error());
+  if (auto ok = check_buffers(buffers, rank); !ok) return std::unexpected(ok.error());
+  RankPieces out;
+  std::vector<std::int32_t> depth(plan.transfers.size(), 0);
+  for (const auto& t : plan.transfers) {
+    for (const auto u : t.upstream())
+      depth[static_cast<std::size_t>(t.id)] =
+          std::max(depth[static_cast<std::size_t>(t.id)], depth[static_cast<std::size_t>(u)] + 1);
+    const auto round = depth[static_cast<std::size_t>(t.id)];
+    out.rounds = std::max(out.rounds, round + 1);
+    const bool sends = t.sender == rank;
+    const bool receives = t.receiver == rank;
+    for (const auto& s : t.segments) {
+      const auto index = out.total++;
+      out.rounds_of.push_back(round);
+      if (!sends && !receives) continue;
+      const auto& spec = plan.tensors[s.tensor];
+      const auto name = fmt::format("tensor '{}' box {} of transfer {}", spec.name, s.box.to_string(), t.id);
+      const bool relayed = sends && s.via != kFromSourceShard;
+      const auto* shard =
+          shard_holding(sends && !relayed ? buffers.sources : buffers.destinations, s.tensor, s.box);
+      if (shard == nullptr && sends && !relayed)
+        return mismatch(fmt::format("rank {}: {}: no source shard of the rank holds it", rank.value, name));
+      // A piece that lands outside the receiver's destination shards is a relay's scratch (and a
+      // relay forwards from there), as gather-broadcast plans do.
+      if (shard == nullptr)
+        return unsupported(
+            fmt::format("rank {}: {}: it lies outside the rank's own destination shards (a "
+                        "relay's scratch, as in gather-broadcast plans, or a missing buffer), "
+                        "which a delta refit does not take (plan with --strategy refit or "
+                        "direct)",
+                        rank.value, name));
+      (sends ? out.sends : out.receives)
+          .push_back(Piece{.index = index,
+                           .transfer = t.id,
+                           .round = round,
+                           .tensor = s.tensor,
+                           .box = s.box,
+                           .dtype = spec.dtype,
+                           .bytes = plan.segment_bytes(s).value,
+                           .name = name,
+                           .shard = *shard});
+    }
+  }
+  return out;
+}
+
+void pack(const Piece& piece, std::span<std::byte> packed) {
+  box_rows::pack_box(piece.shard.box, piece.shard.bytes, piece.box, dtype_size(piece.dtype), packed);
+}
+
+void unpack(const Piece& piece, std::span<const std::byte> packed) {
+  box_rows::unpack_box(piece.shard.box, piece.shard.bytes, piece.box, dtype_size(piece.dtype), packed);
+}
+
+}  // namespace refit::delta_pieces

@@ -1,0 +1,47 @@
+#pragma once
+// The pieces of a delta refit (delta_executor.h): every segment of every transfer of a plan, in
+// plan order, numbered alike on every rank; and for one rank, the pieces it sends and receives with
+// the shard each one is packed from or unpacked into.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "refit/core/error.h"
+#include "refit/executors/executor.h"
+
+namespace refit::delta_pieces {
+
+struct Piece {
+  std::int32_t index = 0;     // among every piece of the plan, in plan order
+  std::int32_t transfer = 0;  // index into Plan::transfers
+  std::int32_t round = 0;     // its transfer's relay depth: 0 from a source shard, k + 1 forwarding
+                              // what arrived in round k
+  std::uint32_t tensor = 0;   // index into Plan::tensors
+  Box box;                    // of its tensor, in global coordinates
+  DType dtype = DType::kBF16;
+  std::int64_t bytes = 0;
+  std::string name;   // "tensor 'w' box [0:4, 0:8] of transfer 3", for errors
+  ShardBuffer shard;  // this rank's: the source shard it is packed from, or the destination shard
+                      // it lands in
+};
+
+struct RankPieces {
+  std::int32_t total = 0;               // pieces of the whole plan
+  std::vector<std::int32_t> rounds_of;  // by piece of the whole plan: its round
+  std::int32_t rounds = 0;              // of the whole plan
+  std::vector<Piece> sends;             // plan order
+  std::vector<Piece> receives;          // plan order
+};
+
+// The pieces `rank` sends and receives. A relay sends what it forwards from its destination shard
+// (where the earlier round put it). Refuses (naming the transfer or tensor) what a delta refit
+// cannot do yet: quantised tensors and quantise steps, a relay forwarding what lies outside its
+// own destination shards (gather-broadcast), device memory, framework parameters, and a piece
+// outside the rank's shards.
+[[nodiscard]] Result<RankPieces> rank_pieces(const Plan& plan, Rank rank, const RankBuffers& buffers);
+
+// Copies a piece between its shard and `packed` (its bytes back to back).
+void pack(const Piece& piece, std::span<std::byte> packed);
+void unpack(const Piece& piece, std::span<const std::byte> packed);
+
+}  // namespace refit::delta_pieces

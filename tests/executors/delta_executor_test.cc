@@ -1,0 +1,262 @@
+// Delta refit through the UCX executor, ranks as threads: the synthetic RL-like update changes the
+// training ranks' weights step after step, and after every step every inference rank holds exactly
+// the weights of that step (SyntheticShards::verify compares every byte with what it computes on
+// its own), while what moves is what changed.
+#include <atomic>
+
+#include <gtest/gtest.h>
+
+#include "refit/executors/delta_executor.h"
+#include "refit/executors/host_shards.h"
+#include "refit/executors/synthetic_shards.h"
+#include "refit/executors/ucx_executor.h"
+#include "test_cluster.h"
+#include "test_problems.h"
+#include "thread_bootstrap.h"
+#include "ucx_harness.h"
+
+namespace refit {
+namespace {
+
+using testing::make_layout;
+using testing::make_reshard;
+using testing::rank_range;
+
+// 2 training ranks -> 2 inference ranks: w [64, 96] bf16 split by rows -> by columns (each piece a
+// strided box of the destination shard), b [300] fp32 replicated -> split, n [40, 8] bf16
+// split by rows on both sides, r [32, 16] bf16 split by rows -> replicated (each training rank
+// sends its box to both inference ranks: one baseline, encoded once for both).
+ReshardProblem delta_problem() {
+  std::vector<TensorReshard> tensors;
+  tensors.push_back(make_reshard("w", {64, 96}, make_layout({64, 96}, {2}, rank_range(0, 2), "S0"),
+                                 make_layout({64, 96}, {2}, rank_range(2, 2), "S1")));
+  tensors.push_back(make_reshard("b", {300}, make_layout({300}, {2}, rank_range(0, 2), "R"),
+                                 make_layout({300}, {2}, rank_range(2, 2), "S0"), DType::kFP32));
+  tensors.push_back(make_reshard("n", {40, 8}, make_layout({40, 8}, {2}, rank_range(0, 2), "S0"),
+                                 make_layout({40, 8}, {2}, rank_range(2, 2), "S0")));
+  tensors.push_back(make_reshard("r", {32, 16}, make_layout({32, 16}, {2}, rank_range(0, 2), "S0"),
+                                 make_layout({32, 16}, {2}, rank_range(2, 2), "R")));
+  return ReshardProblem::make(std::move(tensors), 2, 2).value();
+}
+
+Plan direct_plan(const ReshardProblem& problem) {
+  return testing::plan_for(problem, testing::make_test_cluster(2, 2, 2, 2), "direct", Bytes{4096});
+}
+
+// Fails a step when `fail` is set, after the executor behind has moved every byte: the step
+// returns an error on this rank although the payloads landed.
+class FailingStep final : public Executor {
+ public:
+  FailingStep(std::unique_ptr<Executor> inner, std::atomic<bool>& fail)
+      : inner_(std::move(inner)), fail_(fail) {}
+  std::string_view name() const override { return inner_->name(); }
+  ExecutorCapabilities capabilities() const override { return inner_->capabilities(); }
+  Result<std::unique_ptr<PreparedPlan>> prepare(const Plan& plan, Rank rank,
+                                                const RankBuffers& buffers) override {
+    return inner_->prepare(plan, rank, buffers);
+  }
+  Result<ExecutionReport> execute(PreparedPlan& prepared) override {
+    auto report = inner_->execute(prepared);
+    if (fail_) return fail(ErrorCode::kPeerFailed, "the test failed this step");
+    return report;
+  }
+
+ private:
+  std::unique_ptr<Executor> inner_;
+  std::atomic<bool>& fail_;
+};
+
+struct Step {
+  std::optional<Error> error;
+  std::optional<Error> wrong;
+  ExecutionReport report;
+};
+
+struct Scenario {
+  double change_fraction = 0.02;
+  std::int32_t steps = 1;
+  std::function<bool(std::int32_t r, std::int32_t s)> hold_weights;  // true: no update before step s
+  std::function<void(std::int32_t r, std::int32_t s, RankBuffers&)> before_step;  // after the update
+  std::function<bool(std::int32_t r, std::int32_t s)> fail_step;  // true: step s fails on rank r
+};
+
+// Every rank's step by step outcome: [rank][step].
+std::vector<std::vector<Step>> run_steps(const ReshardProblem& problem, const Plan& plan,
+                                         const Scenario& sc) {
+  std::vector<std::vector<Step>> out(static_cast<std::size_t>(plan.world_size()));
+  testing::run_ranks(plan.world_size(), [&](std::int32_t r, Bootstrap& bootstrap) {
+    auto ucx = make_ucx_executor(bootstrap, ExecutorOptions{.timeout = Seconds{20}});
+    ASSERT_TRUE(ucx) << ucx.error().message;
+    std::atomic<bool> fail_now{false};
+    DeltaExecutor executor(std::make_unique<FailingStep>(std::move(*ucx), fail_now), bootstrap);
+    auto shards = HostShards::allocate(problem, Rank{r});
+    auto weights = SyntheticShards::make(problem, shards.buffers(),
+                                         SyntheticUpdate{.change_fraction = sc.change_fraction, .seed = 5});
+    ASSERT_TRUE(weights) << weights.error().message;
+    auto prepared = executor.prepare(plan, Rank{r}, shards.buffers());
+    ASSERT_TRUE(prepared) << prepared.error().message;
+    for (std::int32_t s = 0; s < sc.steps; ++s) {
+      if (s > 0 && !(sc.hold_weights && sc.hold_weights(r, s))) {
+        ASSERT_TRUE(weights->advance());
+      }
+      if (sc.before_step) sc.before_step(r, s, shards.buffers());
+      fail_now = sc.fail_step && sc.fail_step(r, s);
+      Step step;
+      auto report = executor.execute(**prepared);
+      if (report)
+        step.report = *report;
+      else
+        step.error = report.error();
+      if (auto ok = weights->verify(); !ok) step.wrong = ok.error();
+      out[static_cast<std::size_t>(r)].push_back(std::move(step));
+    }
+  });
+  return out;
+}
+
+const DeltaStepReport& delta_of(const Step& s) {
+  EXPECT_TRUE(s.report.delta.has_value());
+  static const DeltaStepReport none;
+  return s.report.delta ? *s.report.delta : none;
+}
+
+TEST(DeltaExecutor, ManyStepsLeaveEveryReceiverWithExactlyEachStepsWeights) {
+  const auto problem = delta_problem();
+  const auto plan = direct_plan(problem);
+  const auto steps = run_steps(problem, plan, Scenario{.change_fraction = 0.02, .steps = 40});
+  for (std::int32_t r = 0; r < 4; ++r)
+    for (std::int32_t s = 0; s < 40; ++s) {
+      SCOPED_TRACE(::testing::Message() << "rank " << r << " step " << s);
+      const auto& step = steps[static_cast<std::size_t>(r)][static_cast<std::size_t>(s)];
+      ASSERT_FALSE(step.error) << step.error->message;
+      ASSERT_FALSE(step.wrong) << step.wrong->message;
+      if (r >= 2) continue;
+      const auto& d = delta_of(step);
+      EXPECT_GT(d.pieces, 0);
+      // The first step has no baseline: every piece dense, header included. Later ones agree on
+      // every baseline; 2 % of 2- and 4-byte elements changed is at most runs' k (1 + w) bytes
+      // (6 % of bf16, 5 % of fp32) plus 56 header bytes a piece, well under a quarter of dense.
+      if (s == 0) {
+        EXPECT_EQ(d.full, d.pieces);
+        EXPECT_EQ(step.report.bytes_sent, d.dense_bytes + Bytes{kDeltaHeaderBytes * d.pieces});
+      } else {
+        EXPECT_EQ(d.full, 0);
+        EXPECT_LT(step.report.bytes_sent.value * 4, d.dense_bytes.value);
+      }
+    }
+}
+
+TEST(DeltaExecutor, AStepWithNothingChangedSendsNothing) {
+  const auto problem = delta_problem();
+  const auto steps =
+      run_steps(problem, direct_plan(problem),
+                Scenario{.steps = 3, .hold_weights = [](std::int32_t, std::int32_t s) { return s == 2; }});
+  for (std::int32_t r = 0; r < 2; ++r) {
+    const auto& held = steps[static_cast<std::size_t>(r)][2];
+    ASSERT_FALSE(held.error) << held.error->message;
+    EXPECT_FALSE(held.wrong);
+    EXPECT_EQ(held.report.bytes_sent, Bytes{0});
+    EXPECT_EQ(delta_of(held).unchanged, delta_of(held).pieces);
+  }
+}
+
+// A receiver's destination byte changes between steps 2 and 3 behind refit's back: rank 2's first
+// of w, or rank 3's first of r, whose box rank 0 also sends to rank 2. The receiver's audit tells
+// its sender, which sends that piece densely (and only that one: rank 2's r stays a delta), and
+// the step leaves every byte right again.
+TEST(DeltaExecutor, AReceiverWhoseBytesDriftedGetsThatPieceDense) {
+  const auto problem = delta_problem();
+  for (const std::int32_t drifting : {2, 3}) {
+    SCOPED_TRACE(::testing::Message() << "rank " << drifting << " drifts");
+    const auto steps = run_steps(
+        problem, direct_plan(problem),
+        Scenario{.steps = 5, .before_step = [&](std::int32_t r, std::int32_t s, RankBuffers& b) {
+                   if (r == drifting && s == 3)
+                     (r == 2 ? b.destinations.front() : b.destinations.back()).bytes[0] ^= std::byte{0x10};
+                 }});
+    std::int64_t full = 0;
+    for (std::int32_t r = 0; r < 4; ++r)
+      for (std::int32_t s = 0; s < 5; ++s) {
+        const auto& step = steps[static_cast<std::size_t>(r)][static_cast<std::size_t>(s)];
+        ASSERT_FALSE(step.error) << step.error->message;
+        EXPECT_FALSE(step.wrong) << "rank " << r << " step " << s << ": " << step.wrong->message;
+        if (r < 2 && s >= 1) full += delta_of(step).full;
+      }
+    EXPECT_EQ(full, 1);
+  }
+}
+
+// Step 2 fails after its payloads have landed, on every rank or on the receivers only: no receiver
+// applies any of it (its bytes stay step 1's), and step 3 repairs everything with dense pieces
+// where a sender no longer trusts, or a receiver no longer matches, its baseline.
+TEST(DeltaExecutor, AFailedStepLeavesNoHalfAppliedDeltaAndTheNextOneRepairsIt) {
+  const auto problem = delta_problem();
+  for (const bool senders_fail_too : {true, false}) {
+    SCOPED_TRACE(senders_fail_too ? "every rank fails" : "the receivers fail");
+    // A receiver's destination bytes before steps 2 and 3: [rank][0 or 1].
+    std::vector<std::vector<std::vector<std::byte>>> held(4, std::vector<std::vector<std::byte>>(2));
+    Scenario sc{
+        .steps = 4,
+        .before_step =
+            [&](std::int32_t r, std::int32_t s, RankBuffers& b) {
+              if (s != 2 && s != 3) return;
+              auto& bytes = held[static_cast<std::size_t>(r)][static_cast<std::size_t>(s - 2)];
+              for (const auto& d : b.destinations) bytes.insert(bytes.end(), d.bytes.begin(), d.bytes.end());
+            },
+        .fail_step = [&](std::int32_t r, std::int32_t s) { return s == 2 && (r >= 2 || senders_fail_too); }};
+    const auto steps = run_steps(problem, direct_plan(problem), sc);
+    for (std::int32_t r = 2; r < 4; ++r) {
+      const auto& failed = steps[static_cast<std::size_t>(r)][2];
+      ASSERT_TRUE(failed.error);
+      // Still step 1's weights, every byte: verify() compares with step 2's, which differ.
+      EXPECT_TRUE(failed.wrong);
+      EXPECT_EQ(held[static_cast<std::size_t>(r)][0], held[static_cast<std::size_t>(r)][1]);
+      const auto& repaired = steps[static_cast<std::size_t>(r)][3];
+      ASSERT_FALSE(repaired.error) << repaired.error->message;
+      EXPECT_FALSE(repaired.wrong) << repaired.wrong->message;
+    }
+    std::int64_t full = 0;
+    for (std::int32_t r = 0; r < 2; ++r) full += delta_of(steps[static_cast<std::size_t>(r)][3]).full;
+    EXPECT_GT(full, 0);
+  }
+}
+
+// The refit plan lands each piece once on the inference node and relays it over NVLink to the
+// other rank there: the relay forwards in a second round what it decoded in the first.
+TEST(DeltaExecutor, RelayedPlansForwardWhatTheRelayDecodedExactly) {
+  const auto problem = delta_problem();
+  const auto plan = testing::plan_for(problem, testing::make_test_cluster(2, 2, 2, 2), "refit", Bytes{4096});
+  ASSERT_TRUE(std::ranges::any_of(plan.transfers, [](const Transfer& t) { return !t.upstream().empty(); }));
+  const auto steps = run_steps(problem, plan, Scenario{.change_fraction = 0.02, .steps = 12});
+  for (std::int32_t r = 0; r < 4; ++r)
+    for (std::int32_t s = 0; s < 12; ++s) {
+      SCOPED_TRACE(::testing::Message() << "rank " << r << " step " << s);
+      const auto& step = steps[static_cast<std::size_t>(r)][static_cast<std::size_t>(s)];
+      ASSERT_FALSE(step.error) << step.error->message;
+      ASSERT_FALSE(step.wrong) << step.wrong->message;
+      if (s > 0 && delta_of(step).pieces > 0) {
+        EXPECT_EQ(delta_of(step).full, 0);
+        EXPECT_LT(step.report.bytes_sent.value * 4, delta_of(step).dense_bytes.value);
+      }
+    }
+}
+
+TEST(DeltaExecutor, PlansThatForwardWhatTheRelayDoesNotHoldAreRefusedOnEveryRank) {
+  const auto problem = delta_problem();
+  // gather-broadcast gathers whole tensors at one rank, which holds most of them only to forward.
+  const auto plan =
+      testing::plan_for(problem, testing::make_test_cluster(2, 2, 2, 2), "gather-broadcast", Bytes{4096});
+  testing::run_ranks(4, [&](std::int32_t r, Bootstrap& bootstrap) {
+    auto ucx = make_ucx_executor(bootstrap, ExecutorOptions{.timeout = Seconds{20}});
+    ASSERT_TRUE(ucx);
+    DeltaExecutor executor(std::move(*ucx), bootstrap);
+    auto shards = HostShards::allocate(problem, Rank{r});
+    const auto prepared = executor.prepare(plan, Rank{r}, shards.buffers());
+    ASSERT_FALSE(prepared);
+    EXPECT_NE(prepared.error().message.find("outside the rank's own destination shards"), std::string::npos)
+        << prepared.error().message;
+  });
+}
+
+}  // namespace
+}  // namespace refit
