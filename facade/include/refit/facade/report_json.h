@@ -28,10 +28,11 @@ nlohmann::ordered_json breakdown_json(const PlanSimulation& s);
 // TimeKind, the seconds the executor timed or null; "breakdown_not_timed" says for each null why.
 // The rank's time beyond these kinds it waited (for grants, data and its peers).
 struct MeasuredBreakdown {
-  nlohmann::ordered_json seconds;
-  nlohmann::ordered_json not_timed;
-  Seconds busy;  // the timed kinds together
+  nlohmann::ordered_json seconds;    // every TimeKind's name: the seconds timed, or null
+  nlohmann::ordered_json not_timed;  // for each null kind, why the executor did not time it
+  Seconds busy;                      // the timed kinds together
 };
+// `work` (one rank's execute()) under the simulator's breakdown names.
 MeasuredBreakdown measured_breakdown(const WorkTimes& work);
 
 }  // namespace refit
