@@ -33,6 +33,7 @@ struct SimulateCommandOptions {
   std::string trace;
   std::optional<std::int32_t> window;  // unset: the pair window of each strategy's execution model
   std::int64_t staging = lowering::kDefaultStaging.value;
+  std::int32_t jobs = 0;  // --compare: strategies at once; 0: one per core
   bool json = false;
 };
 
@@ -134,7 +135,8 @@ void print(const SimulateCommandOptions& o, const Predictions& p) {
                                .staging = Bytes{o.staging},
                                .sensitivity = o.sensitivity,
                                .trace = trace_file.is_open() ? &trace_file : nullptr,
-                               .progress = progress_printer()};
+                               .progress = progress_printer(),
+                               .jobs = o.jobs};
   const PredictionInputs in{.source = o.inputs.problem, .problem = inputs.problem, .cluster = inputs.cluster};
   std::optional<Plan> loaded;
   if (!o.inputs.plan_file.empty()) loaded = REFIT_TRY(obtain_plan(o.inputs, inputs, o.inputs.strategy)).plan;
@@ -187,6 +189,10 @@ Action add_simulate_command(CLI::App& app) {
          "Staging bytes per rank of refit's executors (refit run --staging), which sets the chunks they "
          "cut messages into (default 256 MiB)")
       ->check(positive());
+  cmd->add_option("--jobs", o->jobs,
+                  "With --compare: strategies planned and simulated at once, one thread each (default 0: one "
+                  "per core; 1 holds the least memory)")
+      ->check(non_negative());
   cmd->add_flag("--json", o->json, "Print one JSON object on stdout");
   return [o]() { return run(*o); };
 }

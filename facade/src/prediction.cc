@@ -8,6 +8,8 @@
 #include "refit/core/try.h"
 #include "refit/refit.h"
 
+#include "in_parallel.h"
+
 namespace refit {
 namespace {
 
@@ -132,6 +134,29 @@ void relate(std::vector<Prediction>& rows) {
   }
 }
 
+// The rows of one strategy in a comparison: as its default deployment runs it, and for NCCL's
+// algorithms also as refit's executors would run its plan.
+[[nodiscard]] Result<std::vector<Prediction>> strategy_rows(const PredictionInputs& in,
+                                                            const PredictOptions& o, const StrategyInfo& s,
+                                                            const std::optional<ReshardProblem>& receivers,
+                                                            bool traced) {
+  std::vector<Prediction> rows;
+  const auto& deployed = deployment_info(default_deployment(s.id));
+  const bool today = receivers && deployed.id != DeploymentId::kRefit;
+  const ReshardProblem& problem = today ? *receivers : in.problem;
+  const auto planned = REFIT_TRY(plan_timed(problem, in.cluster, s.name, o.plan));
+  rows.push_back(REFIT_TRY(run_row(o, problem, in.cluster, planned, deployed, traced)));
+  if (today) rows.back().notes.emplace_back(kReceiverNote);
+  // Beside a baseline of NCCL's algorithms, its plan as refit's executors would run it (the
+  // algorithm without the deployed code's calls); gather-broadcast's plan is refit's own
+  // strawman of the algorithm, so it has no such row.
+  if (s.id != StrategyId::kDirect && s.id != StrategyId::kM2nRing) return rows;
+  const auto asked = today ? REFIT_TRY(plan_timed(in.problem, in.cluster, s.name, o.plan)) : planned;
+  rows.push_back(
+      REFIT_TRY(run_row(o, in.problem, in.cluster, asked, deployment_info(DeploymentId::kRefit), false)));
+  return rows;
+}
+
 }  // namespace
 
 Result<Predictions> predict(const PredictionInputs& in, const PredictOptions& o,
@@ -160,24 +185,17 @@ Result<Predictions> predict(const PredictionInputs& in, const PredictOptions& o,
 }
 
 Result<Predictions> compare(const PredictionInputs& in, const PredictOptions& o) {
+  if (o.jobs < 0) return out_of_range(fmt::format("--jobs: {} is negative", o.jobs));
   const StrategyInfo* chosen = REFIT_TRY_IN(find_strategy(o.strategy), "--strategy");
   Predictions out{.cluster = in.cluster.name(), .bound = lower_bound(in.problem, in.cluster), .rows = {}};
   const auto receivers = REFIT_TRY(at_receivers(in.source));
-  const auto& refit_executors = deployment_info(DeploymentId::kRefit);
-  for (const auto& s : strategies()) {
-    const auto& deployed = deployment_info(default_deployment(s.id));
-    const bool today = receivers && deployed.id != DeploymentId::kRefit;
-    const ReshardProblem& problem = today ? *receivers : in.problem;
-    const auto planned = REFIT_TRY(plan_timed(problem, in.cluster, s.name, o.plan));
-    out.rows.push_back(REFIT_TRY(run_row(o, problem, in.cluster, planned, deployed, &s == chosen)));
-    if (today) out.rows.back().notes.emplace_back(kReceiverNote);
-    // Beside a baseline of NCCL's algorithms, its plan as refit's executors would run it (the
-    // algorithm without the deployed code's calls); gather-broadcast's plan is refit's own
-    // strawman of the algorithm, so it has no such row.
-    if (s.id != StrategyId::kDirect && s.id != StrategyId::kM2nRing) continue;
-    const auto asked = today ? REFIT_TRY(plan_timed(in.problem, in.cluster, s.name, o.plan)) : planned;
-    out.rows.push_back(REFIT_TRY(run_row(o, in.problem, in.cluster, asked, refit_executors, false)));
-  }
+  const auto all = strategies();
+  std::vector<Result<std::vector<Prediction>>> by_strategy(all.size());
+  detail::in_parallel(all.size(), detail::threads_for(o.jobs), [&](std::size_t i) {
+    by_strategy[i] = strategy_rows(in, o, all[i], receivers, &all[i] == chosen);
+  });
+  for (auto& rows : by_strategy)
+    for (auto& row : REFIT_TRY(std::move(rows))) out.rows.push_back(std::move(row));
   relate(out.rows);
   return out;
 }

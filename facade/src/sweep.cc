@@ -1,18 +1,19 @@
 #include "refit/facade/sweep.h"
 
 #include <algorithm>
-#include <atomic>
 #include <charconv>
 #include <mutex>
+#include <optional>
 #include <ranges>
 #include <set>
-#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "refit/core/try.h"
 #include "refit/topology/presets.h"
+
+#include "in_parallel.h"
 
 namespace refit {
 namespace {
@@ -80,7 +81,7 @@ std::string with_override(std::string_view spec, std::string_view key, std::stri
                                           const std::vector<std::size_t>& at) {
   SweepPoint p{.values = {}, .problem = problem, .cluster = cluster};
   if (is_preset(p.cluster) && p.cluster.preset.empty()) p.cluster.preset = kDefaultPreset;
-  const std::string* nics_per_domain = nullptr;
+  std::optional<std::string> nics_per_domain;
   for (std::size_t a = 0; a < axes.size(); ++a) {
     const auto& [key, value] = p.values.emplace_back(axes[a].key, axes[a].values[at[a]]);
     if (key == kSweepTrain)
@@ -88,7 +89,7 @@ std::string with_override(std::string_view spec, std::string_view key, std::stri
     else if (key == kSweepInfer)
       p.problem.infer = value;
     else if (key == kSweepNicsPerDomain)
-      nics_per_domain = &value;
+      nics_per_domain = value;
     else
       p.cluster.preset = with_override(p.cluster.preset, key, value);
   }
@@ -149,26 +150,15 @@ Result<std::vector<Result<Predictions>>> sweep(const std::vector<SweepPoint>& po
                                                const SweepOptions& options) {
   if (options.predict.trace) return invalid("--trace: a sweep draws no trace (simulate one point instead)");
   if (options.jobs < 0) return out_of_range(fmt::format("--jobs: {} is negative", options.jobs));
-  const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
-  const std::size_t jobs =
-      std::min(points.size(), options.jobs > 0 ? static_cast<std::size_t>(options.jobs) : cores);
   std::vector<Result<Predictions>> out(points.size());
-  std::atomic<std::size_t> next{0};
   std::mutex reporting;
   std::size_t done = 0;
-  const auto work = [&] {
-    for (std::size_t i; (i = next++) < points.size();) {
-      out[i] = predict_point(points[i], options.predict);
-      const std::lock_guard lock(reporting);
-      ++done;
-      if (options.progress) options.progress(done, points.size());
-    }
-  };
-  {
-    std::vector<std::jthread> threads;
-    for (std::size_t j = 1; j < jobs; ++j) threads.emplace_back(work);
-    work();
-  }
+  detail::in_parallel(points.size(), detail::threads_for(options.jobs), [&](std::size_t i) {
+    out[i] = predict_point(points[i], options.predict);
+    const std::lock_guard lock(reporting);
+    ++done;
+    if (options.progress) options.progress(done, points.size());
+  });
   return out;
 }
 

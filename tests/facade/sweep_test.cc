@@ -1,5 +1,6 @@
 // The what-if use case (refit/facade/sweep.h): the grid of points, what each point stands for,
-// and predicting points side by side gives what predicting each alone gives.
+// and predicting points side by side gives what predicting each alone gives; and compare()'s
+// strategies side by side (PredictOptions::jobs) give the rows of one at a time.
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -41,8 +42,12 @@ TEST(Sweep, NicsPerDomainSplitsOverTheDomainsNodes) {
   const auto gb200 =
       sweep_points(kProblem, {.preset = "gb200-nvl72"}, {{.key = "nics_per_domain", .values = {"36"}}});
   EXPECT_EQ(gb200.value().front().cluster.preset, "gb200-nvl72:nics_per_node=2");
-  const auto dgx = sweep_points(kProblem, {}, {{.key = "nics_per_domain", .values = {"4"}}});
-  EXPECT_EQ(dgx.value().front().cluster.preset, "dgx-h100:nics_per_node=4");
+  // With keys after it (their points are made after its value was read).
+  const auto dgx = sweep_points(kProblem, {},
+                                {{.key = "nics_per_domain", .values = {"4", "8"}},
+                                 {.key = "oversubscription", .values = {"1", "2"}},
+                                 {.key = "nic_gbps", .values = {"200"}}});
+  EXPECT_EQ(dgx.value()[3].cluster.preset, "dgx-h100:oversubscription=2,nic_gbps=200,nics_per_node=8");
   const auto uneven =
       sweep_points(kProblem, {.preset = "gb200-nvl72"}, {{.key = "nics_per_domain", .values = {"3"}}});
   ASSERT_FALSE(uneven);
@@ -112,6 +117,22 @@ TEST(Sweep, APointThatCannotLoadIsItsOwnErrorNamingThePoint) {
   EXPECT_TRUE(results[0].has_value());
   ASSERT_FALSE(results[1]);
   EXPECT_EQ(results[1].error().message.rfind("at infer=tp=3: ", 0), 0u) << results[1].error().message;
+}
+
+TEST(Compare, StrategiesSideBySideGiveTheRowsOfOneAtATimeInTheSameOrder) {
+  const auto problem = load_problem(kProblem).value();
+  const auto cluster = load_cluster({}, job_of(problem)).value().placed;
+  const PredictionInputs in{.source = kProblem, .problem = problem, .cluster = cluster};
+  const auto one = compare(in, {.jobs = 1}).value();
+  const auto two = compare(in, {.jobs = 2}).value();
+  ASSERT_EQ(one.rows.size(), two.rows.size());
+  for (std::size_t r = 0; r < one.rows.size(); ++r) {
+    EXPECT_EQ(one.rows[r].strategy, two.rows[r].strategy);
+    EXPECT_EQ(one.rows[r].deployment, two.rows[r].deployment);
+    EXPECT_EQ(one.rows[r].sim.predicted.value, two.rows[r].sim.predicted.value);
+    EXPECT_EQ(one.rows[r].time_vs_refit, two.rows[r].time_vs_refit);
+  }
+  EXPECT_FALSE(compare(in, {.jobs = -1}));
 }
 
 TEST(Sweep, RefusesATraceAndNegativeJobs) {
