@@ -30,15 +30,15 @@ std::vector<std::pair<std::string, std::string>> sweep_keys();
 
 // One varied key and the values it takes, as text (a layout "tp=8,engines=2", a number "400").
 struct SweepAxis {
-  std::string key;
-  std::vector<std::string> values;
+  std::string key;                  // one of sweep_keys()
+  std::vector<std::string> values;  // in the order the points take them
 };
 
 // One point of a sweep: the value of each axis, and the problem and cluster it stands for.
 struct SweepPoint {
   std::vector<std::pair<std::string, std::string>> values;  // (key, value), in the axes' order
-  ProblemSource problem;
-  ClusterSource cluster;
+  ProblemSource problem;                                    // the problem with the point's layouts
+  ClusterSource cluster;                                    // the preset with the point's overrides
 };
 
 // Every combination of the axes' values (the last axis varying fastest), applied to the two
@@ -54,6 +54,7 @@ struct SweepPoint {
 // with the point ("at train=..., nic_gbps=...").
 [[nodiscard]] Result<Predictions> predict_point(const SweepPoint& point, const PredictOptions& options);
 
+// How sweep() predicts its points.
 struct SweepOptions {
   PredictOptions predict;  // for every point; a trace is refused (which point would it draw?)
   // Points predicted at once, each on a thread of its own; 0: one per core of this machine.
