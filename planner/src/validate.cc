@@ -71,7 +71,13 @@ struct Context {
 // plan moves whole pieces), so only the boxes the target cuts are made anew.
 class Parts {
  public:
-  explicit Parts(std::size_t most) { cut_.reserve(most); }  // no reallocation: parts_ points in
+  explicit Parts(std::size_t most) { reset(most); }
+  // Empty again, for up to `most` boxes (kept capacity: no allocation once it is large enough).
+  void reset(std::size_t most) {
+    parts_.clear();
+    cut_.clear();
+    cut_.reserve(most);  // no reallocation while adding: parts_ points into it
+  }
   void add(const Box& box, const Box& target) {
     if (target.contains(box))
       parts_.push_back(&box);
@@ -220,6 +226,7 @@ struct Received {
   }
   std::ranges::sort(received, {}, [](const Received& x) { return std::pair(x.tensor, x.rank); });
   std::size_t next = 0;
+  Parts parts(0);
   for (std::uint32_t t = 0; t < c.problem.tensors().size(); ++t) {
     const auto& dst = c.problem.tensors()[t].destination;
     std::vector<std::pair<std::int32_t, std::int64_t>> by_rank;  // (rank, mesh position)
@@ -230,7 +237,7 @@ struct Received {
       while (next < received.size() && received[next].tensor == t && received[next].rank == rank) ++next;
       const Box mine = dst.box_at_position(p);
       if (mine.empty()) continue;
-      Parts parts(next - first);
+      parts.reset(next - first);
       for (auto i = first; i < next; ++i) parts.add(*received[i].box, mine);
       // What the plan delivers disagrees with the box the problem gives this rank.
       REFIT_TRY_IN(check_tiling(parts.boxes(), mine),
