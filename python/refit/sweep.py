@@ -17,12 +17,7 @@ from refit._plan import DEFAULT_CHUNK_BYTES
 from refit._problem import Problem
 from refit._simulate import Simulation, _simulation
 
-__all__ = ["LAYOUT_KEYS", "NICS_PER_DOMAIN", "predict_point", "sweep", "sweep_keys", "to_frame"]
-
-#: Keys that vary the problem's layouts: Megatron training sizes, vLLM inference sizes.
-LAYOUT_KEYS = ("train", "infer")
-#: NICs per NVLink domain: turned into the preset's nics_per_node for its nodes per domain.
-NICS_PER_DOMAIN = "nics_per_domain"
+__all__ = ["predict_point", "sweep", "sweep_keys", "to_frame"]
 
 #: progress(done, total): called after each point.
 Progress = Callable[[int, int], None]
@@ -49,6 +44,7 @@ def predict_point(point: Mapping[str, Any], chunk_bytes: int, window: Optional[i
 
 
 def _source(problem: Problem) -> dict[str, Any]:
+    """What each point loads the problem from: its model and layouts, or its manifest file."""
     source = dict(problem._source)
     if source.get("manifest", "").startswith("("):
         raise ValueError("sweep: the problem must come from a model or a manifest file, which each point loads")
@@ -59,6 +55,7 @@ def _on_executor(
     executor: Executor, points: list[dict[str, Any]], chunk_bytes: int, window: Optional[int],
     progress: Optional[Progress],
 ) -> list[list[dict[str, Any]]]:  # fmt: skip
+    """Each point's rows, predicted on the executor's workers, in the points' order."""
     futures = [executor.submit(predict_point, p, chunk_bytes, window) for p in points]
     position = {future: i for i, future in enumerate(futures)}
     results: list[list[dict[str, Any]]] = [[] for _ in points]
