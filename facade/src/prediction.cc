@@ -151,9 +151,12 @@ void relate(std::vector<Prediction>& rows) {
   // algorithm without the deployed code's calls); gather-broadcast's plan is refit's own
   // strawman of the algorithm, so it has no such row.
   if (s.id != StrategyId::kDirect && s.id != StrategyId::kM2nRing) return rows;
-  const auto asked = today ? REFIT_TRY(plan_timed(in.problem, in.cluster, s.name, o.plan)) : planned;
-  rows.push_back(
-      REFIT_TRY(run_row(o, in.problem, in.cluster, asked, deployment_info(DeploymentId::kRefit), false)));
+  // The problem as asked: planned again only where the deployed row ran the receivers' problem
+  // (a copy of a million-transfer plan costs as much as a good part of planning it).
+  std::optional<Planned> replanned;
+  if (today) replanned = REFIT_TRY(plan_timed(in.problem, in.cluster, s.name, o.plan));
+  rows.push_back(REFIT_TRY(run_row(o, in.problem, in.cluster, replanned ? *replanned : planned,
+                                   deployment_info(DeploymentId::kRefit), false)));
   return rows;
 }
 
