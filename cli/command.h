@@ -16,6 +16,7 @@ using Action = std::function<Result<void>()>;
 Action add_layout_command(CLI::App& app);
 Action add_plan_command(CLI::App& app);
 Action add_simulate_command(CLI::App& app);
+Action add_sweep_command(CLI::App& app);
 Action add_topo_command(CLI::App& app);
 Action add_models_command(CLI::App& app);
 Action add_run_command(CLI::App& app);

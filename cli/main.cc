@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   actions["models"] = refit::cli::add_models_command(app);
   actions["plan"] = refit::cli::add_plan_command(app);
   actions["simulate"] = refit::cli::add_simulate_command(app);
+  actions["sweep"] = refit::cli::add_sweep_command(app);
   actions["run"] = refit::cli::add_run_command(app);
   actions["calibrate"] = refit::cli::add_calibrate_command(app);
 

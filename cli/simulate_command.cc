@@ -34,6 +34,7 @@ struct SimulateCommandOptions {
   std::optional<std::int32_t> window;  // unset: the pair window of each strategy's execution model
   std::int64_t staging = lowering::kDefaultStaging.value;
   std::optional<double> delta;  // predict a delta refit's step at this change fraction too
+  std::int32_t jobs = 0;        // --compare: strategies at once; 0: one per core
   bool json = false;
 };
 
@@ -155,7 +156,8 @@ void print(const SimulateCommandOptions& o, const Predictions& p) {
                                .sensitivity = o.sensitivity,
                                .delta = o.delta,
                                .trace = trace_file.is_open() ? &trace_file : nullptr,
-                               .progress = progress_printer()};
+                               .progress = progress_printer(),
+                               .jobs = o.jobs};
   const PredictionInputs in{.source = o.inputs.problem, .problem = inputs.problem, .cluster = inputs.cluster};
   std::optional<Plan> loaded;
   if (!o.inputs.plan_file.empty()) loaded = REFIT_TRY(obtain_plan(o.inputs, inputs, o.inputs.strategy)).plan;
@@ -215,6 +217,10 @@ Action add_simulate_command(CLI::App& app) {
          "executor takes (without relays: --strategy direct --deployment refit, or --compare's direct row "
          "as refit's executors run it)")
       ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--jobs", o->jobs,
+                  "With --compare: strategies planned and simulated at once, one thread each (default 0: one "
+                  "per core; 1 holds the least memory)")
+      ->check(non_negative());
   cmd->add_flag("--json", o->json, "Print one JSON object on stdout");
   return [o]() { return run(*o); };
 }

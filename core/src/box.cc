@@ -57,14 +57,13 @@ bool overlap(const Box& a, const Box& b) {
 }
 
 std::optional<Box> intersect(const Box& a, const Box& b) {
-  if (a.rank() != b.rank()) return std::nullopt;
+  // Most pairs a caller tries are disjoint: find out before allocating the result.
+  if (!overlap(a, b)) return std::nullopt;
   Box out{Shape(a.rank()), Shape(a.rank())};
   for (std::size_t d = 0; d < a.rank(); ++d) {
     const auto lo = std::max(a.offset[d], b.offset[d]);
-    const auto hi = std::min(a.offset[d] + a.extent[d], b.offset[d] + b.extent[d]);
-    if (hi <= lo) return std::nullopt;
     out.offset[d] = lo;
-    out.extent[d] = hi - lo;
+    out.extent[d] = std::min(a.offset[d] + a.extent[d], b.offset[d] + b.extent[d]) - lo;
   }
   return out;
 }

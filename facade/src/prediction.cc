@@ -9,6 +9,8 @@
 #include "refit/core/try.h"
 #include "refit/refit.h"
 
+#include "in_parallel.h"
+
 namespace refit {
 namespace {
 
@@ -74,7 +76,7 @@ Bytes moved_bytes(const ReshardProblem& problem, const std::vector<bool>& moved)
 // it; a note says why not where the delta executor does not take the plan.
 [[nodiscard]] Result<void> add_delta(const PredictOptions& o, const PlacedCluster& cluster, const Plan& p,
                                      const DeploymentInfo& deployment, std::int32_t window, Prediction& row) {
-  if (!o.delta || deployment.id != DeploymentId::kRefit) return {};
+  if (!o.delta || !deployment.runs_delta) return {};
   auto delta = predict_delta(DeltaPredictionInputs{.plan = p,
                                                    .cluster = cluster,
                                                    .deployment = deployment,
@@ -162,6 +164,32 @@ void relate(std::vector<Prediction>& rows) {
   return {};
 }
 
+// The rows of one strategy in a comparison: as its default deployment runs it, and for NCCL's
+// algorithms also as refit's executors would run its plan.
+[[nodiscard]] Result<std::vector<Prediction>> strategy_rows(const PredictionInputs& in,
+                                                            const PredictOptions& o, const StrategyInfo& s,
+                                                            const std::optional<ReshardProblem>& receivers,
+                                                            bool traced) {
+  std::vector<Prediction> rows;
+  const auto& deployed = default_deployment(s);
+  const bool today = receivers && deployed.quantizes_at_receivers;
+  const ReshardProblem& problem = today ? *receivers : in.problem;
+  const auto planned = REFIT_TRY(plan_timed(problem, in.cluster, s.name, o.plan));
+  rows.push_back(REFIT_TRY(run_row(o, problem, in.cluster, planned, deployed, traced)));
+  if (today) rows.back().notes.emplace_back(kReceiverNote);
+  // Beside a baseline of NCCL's algorithms, its plan as refit's executors would run it (the
+  // algorithm without the deployed code's calls); gather-broadcast's plan is refit's own
+  // strawman of the algorithm, so it has no such row.
+  if (!s.nccl_m2n) return rows;
+  // The problem as asked: planned again only where the deployed row ran the receivers' problem
+  // (a copy of a million-transfer plan costs as much as a good part of planning it).
+  std::optional<Planned> replanned;
+  if (today) replanned = REFIT_TRY(plan_timed(in.problem, in.cluster, s.name, o.plan));
+  rows.push_back(REFIT_TRY(
+      run_row(o, in.problem, in.cluster, replanned ? *replanned : planned, refit_executors(), false)));
+  return rows;
+}
+
 }  // namespace
 
 Result<Predictions> predict(const PredictionInputs& in, const PredictOptions& o,
@@ -185,7 +213,7 @@ Result<Predictions> predict(const PredictionInputs& in, const PredictOptions& o,
     out.rows.push_back(REFIT_TRY(run_row(o, in.problem, in.cluster, planned, *deployment, true)));
   }
   if (fp8_plan) out.rows.back().notes.emplace_back(kFp8PlanNote);
-  if (o.delta && deployment->id != DeploymentId::kRefit)
+  if (o.delta && !deployment->runs_delta)
     out.rows.back().notes.push_back(fmt::format(
         "--delta: {} moves every byte every step; a delta refit is refit's executors'", deployment->name));
   relate(out.rows);
@@ -194,23 +222,17 @@ Result<Predictions> predict(const PredictionInputs& in, const PredictOptions& o,
 
 Result<Predictions> compare(const PredictionInputs& in, const PredictOptions& o) {
   REFIT_TRY(check_delta(o));
+  if (o.jobs < 0) return out_of_range(fmt::format("--jobs: {} is negative", o.jobs));
   const StrategyInfo* chosen = REFIT_TRY_IN(find_strategy(o.strategy), "--strategy");
   Predictions out{.cluster = in.cluster.name(), .bound = lower_bound(in.problem, in.cluster), .rows = {}};
   const auto receivers = REFIT_TRY(at_receivers(in.source));
-  for (const auto& s : strategies()) {
-    const auto& deployed = default_deployment(s);
-    const bool today = receivers && deployed.quantizes_at_receivers;
-    const ReshardProblem& problem = today ? *receivers : in.problem;
-    const auto planned = REFIT_TRY(plan_timed(problem, in.cluster, s.name, o.plan));
-    out.rows.push_back(REFIT_TRY(run_row(o, problem, in.cluster, planned, deployed, &s == chosen)));
-    if (today) out.rows.back().notes.emplace_back(kReceiverNote);
-    // Beside a baseline of NCCL's algorithms, its plan as refit's executors would run it (the
-    // algorithm without the deployed code's calls); gather-broadcast's plan is refit's own
-    // strawman of the algorithm, so it has no such row.
-    if (!s.nccl_m2n) continue;
-    const auto asked = today ? REFIT_TRY(plan_timed(in.problem, in.cluster, s.name, o.plan)) : planned;
-    out.rows.push_back(REFIT_TRY(run_row(o, in.problem, in.cluster, asked, refit_executors(), false)));
-  }
+  const auto all = strategies();
+  std::vector<Result<std::vector<Prediction>>> by_strategy(all.size());
+  detail::in_parallel(all.size(), detail::threads_for(o.jobs), [&](std::size_t i) {
+    by_strategy[i] = strategy_rows(in, o, all[i], receivers, &all[i] == chosen);
+  });
+  for (auto& rows : by_strategy)
+    for (auto& row : REFIT_TRY(std::move(rows))) out.rows.push_back(std::move(row));
   relate(out.rows);
   return out;
 }

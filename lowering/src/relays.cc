@@ -1,6 +1,7 @@
 #include "refit/lowering/relays.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -9,19 +10,27 @@
 namespace refit::lowering {
 
 RelayIndex::RelayIndex(const Plan& plan)
-    : plan_(plan), forwarded_(plan.transfers.size(), false), by_tensor_(plan.transfers.size()) {
+    : plan_(plan),
+      forwarded_(plan.transfers.size(), false),
+      by_tensor_(plan.transfers.size()),
+      by_box_(plan.transfers.size()) {
   for (const auto& t : plan.transfers)
     for (const auto& s : t.segments)
       if (s.via != kFromSourceShard) forwarded_[static_cast<std::size_t>(s.via)] = true;
   for (const auto& t : plan.transfers) {
     if (!forwarded_[static_cast<std::size_t>(t.id)]) continue;
     auto& index = by_tensor_[static_cast<std::size_t>(t.id)];
+    auto& by_box = by_box_[static_cast<std::size_t>(t.id)];
     for (std::size_t i = 0; i < t.segments.size(); ++i) {
-      const auto& s = t.segments[i];
-      index.push_back(Entry{.tensor = s.tensor, .segment = static_cast<std::int32_t>(i)});
-      same_box_.emplace(digest(t.id, s.tensor, s.box), static_cast<std::int32_t>(i));
+      index.push_back(Entry{.tensor = t.segments[i].tensor, .segment = static_cast<std::int32_t>(i)});
+      by_box.push_back(static_cast<std::int32_t>(i));
     }
     std::ranges::sort(index);
+    std::ranges::sort(by_box, [&](std::int32_t a, std::int32_t b) {
+      const auto& x = t.segments[static_cast<std::size_t>(a)];
+      const auto& y = t.segments[static_cast<std::size_t>(b)];
+      return std::tie(x.tensor, x.box, a) < std::tie(y.tensor, y.box, b);
+    });
   }
 }
 
@@ -31,28 +40,20 @@ std::span<const RelayIndex::Entry> RelayIndex::candidates(const Segment& s) cons
   return {first, last};
 }
 
-std::uint64_t RelayIndex::digest(std::int32_t transfer, std::uint32_t tensor, const Box& box) {
-  // FNV-1a over the fields.
-  std::uint64_t h = 1469598103934665603ull;
-  const auto mix = [&](std::uint64_t v) { h = (h ^ v) * 1099511628211ull; };
-  mix(static_cast<std::uint64_t>(transfer));
-  mix(tensor);
-  for (std::size_t d = 0; d < box.rank(); ++d) {
-    mix(static_cast<std::uint64_t>(box.offset[d]));
-    mix(static_cast<std::uint64_t>(box.extent[d]));
-  }
-  return h;
-}
-
 std::optional<std::int32_t> RelayIndex::containing(const Segment& s) const {
   const auto& upstream = plan_.transfers[static_cast<std::size_t>(s.via)];
-  const auto [first, last] = same_box_.equal_range(digest(s.via, s.tensor, s.box));
-  for (auto it = first; it != last; ++it) {
-    const auto& u = upstream.segments[static_cast<std::size_t>(it->second)];
-    if (u.tensor == s.tensor && u.box == s.box) return it->second;
-  }
+  const auto& by_box = by_box_[static_cast<std::size_t>(s.via)];
+  const auto segment_of = [&](std::int32_t i) -> const Segment& {
+    return upstream.segments[static_cast<std::size_t>(i)];
+  };
+  const auto same = std::ranges::partition_point(by_box, [&](std::int32_t i) {
+    const auto& u = segment_of(i);
+    return std::tie(u.tensor, u.box) < std::tie(s.tensor, s.box);
+  });
+  if (same != by_box.end() && segment_of(*same).tensor == s.tensor && segment_of(*same).box == s.box)
+    return *same;
   for (const auto& u : candidates(s))
-    if (upstream.segments[static_cast<std::size_t>(u.segment)].box.contains(s.box)) return u.segment;
+    if (segment_of(u.segment).box.contains(s.box)) return u.segment;
   return std::nullopt;
 }
 

@@ -1,5 +1,6 @@
 // Plan::validate: the executors trust a plan that passes, so every rule of plan.h is checked here.
 #include <algorithm>
+#include <optional>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -24,6 +25,9 @@ struct Context {
   const ReshardProblem& problem;
   std::vector<std::vector<std::int32_t>> source_positions;       // per tensor
   std::vector<std::vector<std::int32_t>> destination_positions;  // per tensor
+  // Per tensor, by source mesh position: its box, made when a segment first needs it (a rank
+  // sends many segments of one shard).
+  std::vector<std::vector<std::optional<Box>>> source_boxes;
   // Boxes each transfer delivered, by (transfer, tensor).
   std::unordered_map<std::uint64_t, std::vector<const Box*>> delivered;
   // Per tensor made at landing ranks: its weight's values, scales and landing copy (-1 elsewhere).
@@ -62,18 +66,46 @@ struct Context {
   return {};
 }
 
+// The parts of some boxes inside a target box, for check_tiling. A part is the box itself where
+// the target holds all of it, or the target where the box holds all of it (as they usually do: a
+// plan moves whole pieces), so only the boxes the target cuts are made anew.
+class Parts {
+ public:
+  explicit Parts(std::size_t most) { reset(most); }
+  // Empty again, for up to `most` boxes (kept capacity: no allocation once it is large enough).
+  void reset(std::size_t most) {
+    parts_.clear();
+    cut_.clear();
+    cut_.reserve(most);  // no reallocation while adding: parts_ points into it
+  }
+  void add(const Box& box, const Box& target) {
+    if (target.contains(box))
+      parts_.push_back(&box);
+    else if (box.contains(target))
+      parts_.push_back(&target);
+    else if (auto part = intersect(box, target))
+      parts_.push_back(&cut_.emplace_back(std::move(*part)));
+  }
+  std::vector<const Box*>& boxes() { return parts_; }
+
+ private:
+  std::vector<Box> cut_;
+  std::vector<const Box*> parts_;
+};
+
 // Boxes must tile `target`: disjoint and adding up to its volume (kMismatch otherwise).
-[[nodiscard]] Result<void> check_tiling(std::vector<Box>& boxes, const Box& target) {
+[[nodiscard]] Result<void> check_tiling(std::vector<const Box*>& boxes, const Box& target) {
   std::int64_t volume = 0;
-  for (const auto& b : boxes) volume += b.volume();
-  std::ranges::sort(boxes, {}, [](const Box& b) { return b.offset[0]; });
+  for (const Box* b : boxes) volume += b->volume();
+  std::ranges::sort(boxes, {}, [](const Box* b) { return b->offset[0]; });
   for (std::size_t i = 0; i < boxes.size(); ++i)
     for (std::size_t j = i + 1; j < boxes.size(); ++j) {
-      if (boxes[j].offset[0] >= boxes[i].offset[0] + boxes[i].extent[0]) break;
-      if (intersect(boxes[i], boxes[j]))
-        return mismatch(fmt::format("{} is written twice ({} and {})",
-                                    intersect(boxes[i], boxes[j])->to_string(), boxes[i].to_string(),
-                                    boxes[j].to_string()));
+      const Box& a = *boxes[i];
+      const Box& b = *boxes[j];
+      if (b.offset[0] >= a.offset[0] + a.extent[0]) break;
+      if (overlap(a, b))
+        return mismatch(fmt::format("{} is written twice ({} and {})", intersect(a, b)->to_string(),
+                                    a.to_string(), b.to_string()));
     }
   if (volume != target.volume())
     return mismatch(fmt::format("receives {} of the {} elements of its box {}", volume, target.volume(),
@@ -85,12 +117,11 @@ struct Context {
 [[nodiscard]] Result<void> check_delivered(const Context& c, std::int32_t via, std::uint32_t tensor,
                                            const Box& box) {
   const auto it = c.delivered.find(Context::key(via, tensor));
-  std::vector<Box> parts;
+  Parts parts(it == c.delivered.end() ? 0 : it->second.size());
   if (it != c.delivered.end())
-    for (const Box* b : it->second)
-      if (auto part = intersect(*b, box)) parts.push_back(std::move(*part));
+    for (const Box* b : it->second) parts.add(*b, box);
   // The plan contradicts itself (not the problem): a relay of bytes its feeder did not bring.
-  if (auto ok = check_tiling(parts, box); !ok)
+  if (auto ok = check_tiling(parts.boxes(), box); !ok)
     return invalid(fmt::format("transfer {} did not deliver {} of tensor '{}' exactly once: {}", via,
                                box.to_string(), c.plan.tensors[tensor].name, ok.error().message));
   return {};
@@ -98,11 +129,10 @@ struct Context {
 
 // `region` of `tensor` is made in quantise step `step`, exactly once.
 [[nodiscard]] Result<void> check_made_in(const Transfer& step, std::uint32_t tensor, const Box& region) {
-  std::vector<Box> parts;
+  Parts parts(step.segments.size());
   for (const auto& s : step.segments)
-    if (s.tensor == tensor)
-      if (auto part = intersect(s.box, region)) parts.push_back(std::move(*part));
-  return check_tiling(parts, region);
+    if (s.tensor == tensor) parts.add(s.box, region);
+  return check_tiling(parts.boxes(), region);
 }
 
 // A step makes values and scales together: the values of every block its scales scale (the
@@ -123,11 +153,19 @@ struct Context {
   return {};
 }
 
+const Box& source_box(Context& c, std::uint32_t tensor, std::int32_t position) {
+  auto& boxes = c.source_boxes[tensor];
+  if (boxes.empty()) boxes.resize(static_cast<std::size_t>(c.problem.tensors()[tensor].source.mesh().size()));
+  auto& box = boxes[static_cast<std::size_t>(position)];
+  if (!box) box = c.problem.tensors()[tensor].source.box_at_position(position);
+  return *box;
+}
+
 // The sender holds `s` in its source layout (for fp8 made at landing ranks, its landing layout).
-[[nodiscard]] Result<void> check_held(const Context& c, const Transfer& t, const Segment& s) {
+[[nodiscard]] Result<void> check_held(Context& c, const Transfer& t, const Segment& s) {
   const auto& spec = c.problem.tensors()[s.tensor];
   const auto pos = c.source_positions[s.tensor][static_cast<std::size_t>(t.sender.value)];
-  if (pos < 0 || !spec.source.box_at_position(pos).contains(s.box))
+  if (pos < 0 || !source_box(c, s.tensor, pos).contains(s.box))
     return mismatch(fmt::format("rank {} sends {} of tensor '{}' without holding it", t.sender.value,
                                 s.box.to_string(), spec.tensor.name));
   return {};
@@ -135,7 +173,7 @@ struct Context {
 
 // fp8 values and scales made at landing ranks: a quantise step makes them (values from the landing
 // copy its `via` brought, scales there), and only relays of what a step made send them on.
-[[nodiscard]] Result<void> check_made_at_landing(const Context& c, const Transfer& t, const Segment& s) {
+[[nodiscard]] Result<void> check_made_at_landing(Context& c, const Transfer& t, const Segment& s) {
   const auto& name = c.plan.tensors[s.tensor].name;
   const bool scales = c.plan.tensors[s.tensor].quantization->is_scales();
   if (!t.quantises()) {
@@ -156,7 +194,7 @@ struct Context {
   return check_blocks_made(c, t, s);
 }
 
-[[nodiscard]] Result<void> check_segment_source(const Context& c, const Transfer& t, const Segment& s) {
+[[nodiscard]] Result<void> check_segment_source(Context& c, const Transfer& t, const Segment& s) {
   const auto& spec = c.problem.tensors()[s.tensor];
   if (spec.tensor.quantization && spec.tensor.quantization->made_at_landing())
     return check_made_at_landing(c, t, s);
@@ -165,7 +203,7 @@ struct Context {
 }
 
 // Each segment's data is held by its sender (validate_structure() checked the rest).
-[[nodiscard]] Result<void> check_transfer(const Context& c, const Transfer& t) {
+[[nodiscard]] Result<void> check_transfer(Context& c, const Transfer& t) {
   for (std::size_t k = 0; k < t.segments.size(); ++k)
     REFIT_TRY_IN(check_segment_source(c, t, t.segments[k]), fmt::format("segments[{}]", k));
   return {};
@@ -188,19 +226,21 @@ struct Received {
   }
   std::ranges::sort(received, {}, [](const Received& x) { return std::pair(x.tensor, x.rank); });
   std::size_t next = 0;
+  Parts parts(0);
   for (std::uint32_t t = 0; t < c.problem.tensors().size(); ++t) {
     const auto& dst = c.problem.tensors()[t].destination;
     std::vector<std::pair<std::int32_t, std::int64_t>> by_rank;  // (rank, mesh position)
     for (std::int64_t p = 0; p < dst.mesh().size(); ++p) by_rank.emplace_back(dst.mesh().rank_at(p).value, p);
     std::ranges::sort(by_rank);
     for (const auto& [rank, p] : by_rank) {
+      const auto first = next;
+      while (next < received.size() && received[next].tensor == t && received[next].rank == rank) ++next;
       const Box mine = dst.box_at_position(p);
-      std::vector<Box> boxes;
-      for (; next < received.size() && received[next].tensor == t && received[next].rank == rank; ++next)
-        if (auto cut = intersect(mine, *received[next].box)) boxes.push_back(std::move(*cut));
       if (mine.empty()) continue;
+      parts.reset(next - first);
+      for (auto i = first; i < next; ++i) parts.add(*received[i].box, mine);
       // What the plan delivers disagrees with the box the problem gives this rank.
-      REFIT_TRY_IN(check_tiling(boxes, mine),
+      REFIT_TRY_IN(check_tiling(parts.boxes(), mine),
                    fmt::format("destination rank {}, tensor '{}'", rank, c.plan.tensors[t].name));
     }
   }
@@ -239,6 +279,7 @@ Result<void> validate(const Plan& plan, const ReshardProblem& problem) {
             .problem = problem,
             .source_positions = {},
             .destination_positions = {},
+            .source_boxes = std::vector<std::vector<std::optional<Box>>>(problem.tensors().size()),
             .delivered = {},
             .values_of = {},
             .scales_of = {},

@@ -1,7 +1,7 @@
 """``python -m refit``: predictions, sweeps and figures from the shell.
 
     python -m refit compare  PROBLEM CLUSTER [--window N] [--plot out.png] [--json]
-    python -m refit sweep    PROBLEM CLUSTER --vary KEY=V1,V2,... [--vary ...] [--strategy S ...]
+    python -m refit sweep    PROBLEM CLUSTER --vary KEY=V1,V2,... [--vary ...] [--strategy S ...] [--jobs N]
                              [--x KEY] [--plot out.png] [--csv out.csv] [--json]
     python -m refit timeline PROBLEM CLUSTER [--strategy S] [--bins N] --plot out.png
 
@@ -18,7 +18,8 @@ import argparse
 import dataclasses
 import json
 import sys
-from typing import Any, Optional, Sequence
+import time
+from typing import Any, Callable, Optional, Sequence
 
 from refit._cluster import Cluster
 from refit._errors import Error
@@ -133,13 +134,27 @@ def _compare(args: argparse.Namespace) -> None:
         _save(figures.compare(rows, title=title if problem.model else None), args.plot)
 
 
+def _progress_bar() -> Callable[[int, int], None]:
+    """A bar on stderr, redrawn in place on a terminal, a line per point otherwise (logs, CI)."""
+    terminal = sys.stderr.isatty()
+    start = time.monotonic()
+
+    def show(done: int, total: int) -> None:
+        filled = 30 * done // total
+        end = "" if terminal and done < total else "\n"
+        print(f"{chr(13) if terminal else ''}refit sweep: [{'#' * filled}{' ' * (30 - filled)}] {done}/{total} points, "
+              f"{time.monotonic() - start:.0f} s", end=end, file=sys.stderr, flush=True)  # fmt: skip
+
+    return show
+
+
 def _sweep(args: argparse.Namespace) -> None:
     from refit.sweep import sweep
 
     problem, cluster = _load(args)
     vary = _vary(args.vary)
-    rows = sweep(problem, cluster, vary, strategies=args.strategy or None, window=args.window,
-                 as_frame=False, progress=lambda p: print(f"refit sweep: {p}", file=sys.stderr))  # fmt: skip
+    rows = sweep(problem, cluster, vary, strategies=args.strategy or None, window=args.window, jobs=args.jobs,
+                 as_frame=False, progress=_progress_bar())  # fmt: skip
     if args.json:
         print(json.dumps(rows))
     else:
@@ -191,6 +206,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="a key and its values, e.g. nic_gbps=200,400,800 (layouts: "
                         "train=pp=16,ep=16;pp=8,ep=32); repeat for a grid")  # fmt: skip
     s.add_argument("--strategy", action="append", help="a strategy to predict (repeat; default all)")
+    s.add_argument("--jobs", type=int, default=0, help="points predicted at once (default 0: one per core)")
     s.add_argument("--window", type=int, help="chunks in flight per (sender, receiver) pair")
     s.add_argument("--x", help="the varied key on the plot's horizontal axis (default the first)")
     s.add_argument("--plot", help="write the sweep as lines to this image")

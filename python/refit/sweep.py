@@ -1,27 +1,32 @@
 """What-if studies for people sizing a cluster: predictions over a grid of cluster parameters
-and layouts."""
+and layouts, the points predicted in parallel on this machine's cores or on any
+:class:`concurrent.futures.Executor` (processes, Ray, Dask).
+
+The grid and each point's prediction are the library's (the facade's sweep, as ``refit sweep``
+runs it); this module binds them and turns the rows into dataclasses or a pandas DataFrame."""
 
 from __future__ import annotations
 
 import itertools
+from concurrent.futures import Executor, as_completed
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
-from refit._cluster import Cluster, preset_keys
+from refit import _refit
+from refit._cluster import Cluster
+from refit._plan import DEFAULT_CHUNK_BYTES
 from refit._problem import Problem
-from refit._simulate import Simulation, compare
+from refit._simulate import Simulation, _simulation
 
-__all__ = ["LAYOUT_KEYS", "NICS_PER_DOMAIN", "sweep", "sweep_keys", "to_frame"]
+__all__ = ["predict_point", "sweep", "sweep_keys", "to_frame"]
 
-#: Keys that vary the problem's layouts: Megatron training sizes, vLLM inference sizes.
-LAYOUT_KEYS = ("train", "infer")
-#: NICs per NVLink domain: turned into the preset's nics_per_node for its nodes per domain.
-NICS_PER_DOMAIN = "nics_per_domain"
+#: progress(done, total): called after each point.
+Progress = Callable[[int, int], None]
 
 
 def sweep_keys() -> list[str]:
     """Everything :func:`sweep` can vary: the preset keys (nic_gbps, nics_per_node,
     gpus_per_domain, oversubscription, ...), nics_per_domain, and the layouts (train, infer)."""
-    return [*preset_keys(), NICS_PER_DOMAIN, *LAYOUT_KEYS]
+    return [key for key, _ in _refit.sweep_keys()]
 
 
 def to_frame(rows: Sequence[Union[Simulation, Mapping[str, Any]]]) -> Any:
@@ -31,35 +36,34 @@ def to_frame(rows: Sequence[Union[Simulation, Mapping[str, Any]]]) -> Any:
     return pd.DataFrame([r.row() if isinstance(r, Simulation) else dict(r) for r in rows])
 
 
-def _check(vary: Mapping[str, Sequence[Any]], cluster: Cluster, problem: Problem) -> None:
-    known = sweep_keys()
-    for key, values in vary.items():
-        if key not in known:
-            raise ValueError(f"vary: unknown key '{key}' (expected one of: {', '.join(known)})")
-        if isinstance(values, (str, bytes)) or len(values) == 0:
-            raise ValueError(f"vary: {key} needs a non-empty list of values")
-        if key in LAYOUT_KEYS and problem.model is None:
-            raise ValueError(f"vary: {key} needs a problem made from a model (Problem.from_model)")
-        if key not in LAYOUT_KEYS and not cluster.is_preset:
-            raise ValueError(f"vary: {key} needs a preset cluster, not {cluster.spec}")
+def predict_point(point: Mapping[str, Any], chunk_bytes: int, window: Optional[int]) -> list[dict[str, Any]]:
+    """Predicts one point of a sweep where it runs (a worker process, a Ray task, a Dask worker):
+    every strategy, as ``refit simulate --compare --json`` rows. A point is plain data (its
+    problem's and cluster's sources), so executors can send it anywhere refit is installed."""
+    return list(_refit.predict_point(dict(point), chunk_bytes, window))
 
 
-def _nodes_per_domain(cluster: Cluster, problem: Problem) -> int:
-    described = cluster.describe(problem)
-    node_of = {g["id"] if "id" in g else i: g["node"] for i, g in enumerate(described["gpus"])}
-    return len({node_of[g] for g in described["domains"][0]["gpus"]})
+def _source(problem: Problem) -> dict[str, Any]:
+    """What each point loads the problem from: its model and layouts, or its manifest file."""
+    source = dict(problem._source)
+    if source.get("manifest", "").startswith("("):
+        raise ValueError("sweep: the problem must come from a model or a manifest file, which each point loads")
+    return source
 
 
-def _cluster_at(cluster: Cluster, problem: Problem, point: Mapping[str, Any]) -> Cluster:
-    overrides = {k: v for k, v in point.items() if k not in LAYOUT_KEYS and k != NICS_PER_DOMAIN}
-    at = cluster.with_overrides(**overrides) if overrides else cluster
-    if NICS_PER_DOMAIN in point:
-        nodes = _nodes_per_domain(at, problem)
-        nics = int(point[NICS_PER_DOMAIN])
-        if nics % nodes:
-            raise ValueError(f"vary: nics_per_domain={nics} does not split over the domain's {nodes} nodes")
-        at = at.with_overrides(nics_per_node=nics // nodes)
-    return at
+def _on_executor(
+    executor: Executor, points: list[dict[str, Any]], chunk_bytes: int, window: Optional[int],
+    progress: Optional[Progress],
+) -> list[list[dict[str, Any]]]:  # fmt: skip
+    """Each point's rows, predicted on the executor's workers, in the points' order."""
+    futures = [executor.submit(predict_point, p, chunk_bytes, window) for p in points]
+    position = {future: i for i, future in enumerate(futures)}
+    results: list[list[dict[str, Any]]] = [[] for _ in points]
+    for done, future in enumerate(as_completed(futures), start=1):
+        results[position[future]] = future.result()
+        if progress is not None:
+            progress(done, len(points))
+    return results
 
 
 def sweep(
@@ -69,39 +73,54 @@ def sweep(
     *,
     strategies: Optional[Sequence[str]] = None,
     window: Optional[int] = None,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    jobs: int = 0,
+    executor: Optional[Executor] = None,
     as_frame: Optional[bool] = None,
-    progress: Optional[Callable[[dict[str, Any]], None]] = None,
+    progress: Optional[Progress] = None,
 ) -> Any:
     """Predicts every combination of the values in ``vary`` for each strategy.
 
     Args:
-        problem: the problem; layouts vary with keys ``train`` and ``infer`` (model problems).
+        problem: the problem (from a model or a manifest file); layouts vary with keys ``train``
+            and ``infer`` (model problems).
         cluster: a preset; keys such as ``nic_gbps`` (NIC line rate, Gb/s), ``nics_per_node``,
             ``nics_per_domain``, ``gpus_per_domain`` and ``oversubscription`` vary it
             (:func:`sweep_keys` lists them all).
         vary: key -> values, e.g. ``{"nic_gbps": [200, 400, 800], "oversubscription": [1, 2]}``.
-        strategies: the strategies to predict (default: all).
+        strategies: the strategies to keep (default: all).
         window: the pair window for every strategy (default: each one's own).
+        jobs: points predicted at once on refit's own threads (default 0: one per core).
+        executor: a :class:`concurrent.futures.Executor` that predicts each point instead
+            (:func:`predict_point`): a ``ProcessPoolExecutor``, Dask's ``client.get_executor()``,
+            or Ray's tasks (docs/guide/predicting.md); ``jobs`` is then the executor's business.
         as_frame: a pandas DataFrame (default when pandas is installed) or a list of dicts.
-        progress: called with each point of the grid before it is predicted.
+        progress: called with (points done, points in all) after each point.
 
     Returns:
-        One row per (point, strategy): the varied keys, then the fields of
-        :meth:`Simulation.row` (strategy, predicted_s, lower_bound_s, ratio_to_lower_bound, ...).
+        One row per (point, strategy) in the grid's order (the last key varying fastest): the
+        varied keys, then the fields of :meth:`Simulation.row` (strategy, predicted_s,
+        lower_bound_s, ratio_to_lower_bound, ...).
+
+    Raises:
+        refit.BadInput: a key refit cannot vary, or a point it cannot predict (the message
+            names it).
     """
-    _check(vary, cluster, problem)
     keys = list(vary)
+    for key in keys:
+        if isinstance(vary[key], (str, bytes)):
+            raise ValueError(f"vary: {key} needs a list of values, not one string")
+    axes = [(k, [str(v) for v in vary[k]]) for k in keys]
+    points = list(_refit.sweep_points(_source(problem), dict(cluster._source), axes))
+    if executor is None:
+        raw = _refit.sweep(points, int(chunk_bytes), window, int(jobs), progress)
+    else:
+        raw = _on_executor(executor, points, int(chunk_bytes), window, progress)
     rows: list[dict[str, Any]] = []
-    for values in itertools.product(*(vary[k] for k in keys)):
-        point = dict(zip(keys, values))
-        if progress is not None:
-            progress(point)
-        at_problem = problem
-        if any(k in point for k in LAYOUT_KEYS):
-            at_problem = problem.with_layouts(train=point.get("train"), infer=point.get("infer"))
-        at_cluster = _cluster_at(cluster, at_problem, point)
-        for sim in compare(at_problem, at_cluster, strategies=strategies, window=window):
-            rows.append({**point, **sim.row()})
+    for values, point_rows in zip(itertools.product(*(vary[k] for k in keys)), raw):
+        for sim in (_simulation(r, False) for r in point_rows):
+            if strategies is None or sim.strategy in strategies:
+                rows.append({**dict(zip(keys, values)), **sim.row()})
     if as_frame is None:
         try:
             import pandas  # noqa: F401

@@ -7,10 +7,12 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <utility>
 
 #include <nanobind/nanobind.h>
 
+#include "refit/facade/prediction.h"
 #include "refit/refit.h"
 
 namespace refit::python {
@@ -66,9 +68,14 @@ struct PlanHandle {
   std::shared_ptr<const Plan> plan;
 };
 
+// A prediction as the Python package takes it: the fields of one row of refit simulate --json,
+// with the command's cluster and binding term, the resources, the critical path and the trace.
+nb::dict prediction_dict(const Predictions& p, std::size_t row, const std::ostringstream* trace);
+
 void bind_problem(nb::module_& m);
 void bind_cluster(nb::module_& m);
 void bind_plan(nb::module_& m);
 void bind_executor(nb::module_& m);
+void bind_sweep(nb::module_& m);
 
 }  // namespace refit::python

@@ -10,4 +10,5 @@ NB_MODULE(_refit, m) {
   refit::python::bind_cluster(m);
   refit::python::bind_plan(m);
   refit::python::bind_executor(m);
+  refit::python::bind_sweep(m);
 }

@@ -112,8 +112,8 @@ nb::dict lower_bound_of(const ProblemHandle& problem, const ClusterHandle& clust
   return lower_bound_dict(lb);
 }
 
-// A prediction as the Python package takes it: the fields of one row of refit simulate --json,
-// with the command's cluster and binding term, the resources, the critical path and the trace.
+}  // namespace
+
 nb::dict prediction_dict(const Predictions& p, std::size_t row, const std::ostringstream* trace) {
   auto d = nb::cast<nb::dict>(python_of(predictions_json(p)["strategies"][row]));
   const auto& r = p.rows[row];
@@ -131,6 +131,8 @@ nb::dict prediction_dict(const Predictions& p, std::size_t row, const std::ostri
   if (trace) d["trace"] = trace->str();
   return d;
 }
+
+namespace {
 
 PredictOptions predict_options(std::optional<std::int32_t> window, std::optional<std::string> deployment) {
   return PredictOptions{.deployment = deployment.value_or(""), .window = window};

@@ -183,7 +183,8 @@ constexpr std::array<DeploymentInfo, 4> kDeployments{{
      .description = "refit's executors: the whole plan in one call",
      .runs = any_plan,
      .runs_by_default = refit_own,
-     .calls = whole_plan},
+     .calls = whole_plan,
+     .runs_delta = true},
     {.id = DeploymentId::kNemoRl,
      .name = "nemo-rl",
      .description =

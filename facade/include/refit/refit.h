@@ -39,6 +39,7 @@
 #include "refit/facade/cluster_source.h"
 #include "refit/facade/problem_source.h"
 #include "refit/facade/report_json.h"
+#include "refit/facade/sweep.h"
 #include "refit/lowering/explain.h"
 #include "refit/planner/links.h"
 #include "refit/planner/plan_json.h"

@@ -88,7 +88,11 @@ struct PredictOptions {
   // where it does not apply.
   std::optional<double> delta;
   std::ostream* trace = nullptr;  // Chrome trace event JSON of the predicted plan
-  std::function<void(std::string_view row, double fraction_done)> progress;  // on long simulations
+  // On long simulations; with jobs other than 1, from several threads at once.
+  std::function<void(std::string_view row, double fraction_done)> progress;
+  // compare(): strategies planned and simulated at once, each on a thread of its own (0: one
+  // per core). Each holds its plan and model meanwhile, so more jobs take more memory.
+  std::int32_t jobs = 1;
 };
 
 // One strategy planned here (options.strategy), or `plan` (a plan file: simulated as it is; one of

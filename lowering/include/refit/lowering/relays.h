@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <optional>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 #include "refit/core/error.h"
@@ -44,15 +43,14 @@ class RelayIndex {
     auto operator<=>(const Entry&) const = default;
   };
 
-  // A digest of (transfer, tensor, box), for finding the upstream segment that is the very box a
-  // relay forwards (the usual relay) without scanning the transfer's segments.
-  static std::uint64_t digest(std::int32_t transfer, std::uint32_t tensor, const Box& box);
-
   const Plan& plan_;
   std::vector<bool> forwarded_;
   // Per transfer: its segments sorted by tensor (empty for transfers nobody forwards).
   std::vector<std::vector<Entry>> by_tensor_;
-  std::unordered_multimap<std::uint64_t, std::int32_t> same_box_;  // digest -> segment
+  // Per transfer: its segments sorted by (tensor, box), for finding the upstream segment that is
+  // the very box a relay forwards (the usual relay) by a binary search in the transfer's own
+  // segments (a hash table over every plan's segments missed the cache on each look-up).
+  std::vector<std::vector<std::int32_t>> by_box_;
 };
 
 }  // namespace refit::lowering

@@ -81,6 +81,9 @@ struct DeploymentInfo {
   // The deployed code moves bf16 and quantises on the inference side (NeMo RL quantises at the
   // receivers): an FP8 refit quantised before the engines is nothing it runs.
   bool quantizes_at_receivers = false;
+  // It can move only what changed since the last refit (refit's delta executor); the deployed
+  // systems move every byte every step.
+  bool runs_delta = false;
 };
 
 // Every deployment, in DeploymentId order.

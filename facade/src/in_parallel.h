@@ -1,0 +1,31 @@
+#pragma once
+// Runs independent pieces of a use case side by side (a sweep's points, a comparison's
+// strategies): each piece writes only its own result, so nothing but the index is shared.
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+namespace refit::detail {
+
+// The threads `jobs` asks for: itself when positive, else one per core.
+inline std::size_t threads_for(std::int32_t jobs) {
+  return jobs > 0 ? static_cast<std::size_t>(jobs) : std::max(1u, std::thread::hardware_concurrency());
+}
+
+// Calls work(i) for every i in [0, count), on `threads` threads (this one among them), each
+// taking the next index as it finishes the last.
+template <class Work>
+void in_parallel(std::size_t count, std::size_t threads, const Work& work) {
+  std::atomic<std::size_t> next{0};
+  const auto take = [&] {
+    for (std::size_t i; (i = next++) < count;) work(i);
+  };
+  std::vector<std::jthread> helpers;
+  for (std::size_t t = 1; t < std::min(threads, count); ++t) helpers.emplace_back(take);
+  take();
+}
+
+}  // namespace refit::detail

@@ -1,0 +1,159 @@
+// refit._refit's sweep: the facade's what-if use case (refit/facade/sweep.h). A point travels as
+// a dict of plain values (its problem and cluster sources), so that refit.sweep can hand it to
+// another process or machine (any concurrent.futures executor) and predict it there.
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+
+namespace refit::python {
+namespace {
+
+using namespace nb::literals;
+
+template <class T>
+T field(const nb::dict& d, const char* key, T fallback) {
+  return d.contains(key) ? nb::cast<T>(d[key]) : fallback;
+}
+
+// The keys of refit._refit.Problem.load and PlacedCluster.load, which the package keeps as
+// Problem._source and Cluster._source.
+ProblemSource problem_source(const nb::dict& d) {
+  return ProblemSource{.model = field<std::string>(d, "model", ""),
+                       .train = field<std::string>(d, "train", ""),
+                       .infer = field<std::string>(d, "infer", ""),
+                       .model_options = {.dtype = field<std::string>(d, "dtype", ""),
+                                         .per_expert = field<bool>(d, "per_expert", false),
+                                         .mtp = field<bool>(d, "mtp", false),
+                                         .quantize = field<std::string>(d, "quantize", ""),
+                                         .quantize_at = field<std::string>(d, "quantize_at", "landing")},
+                       .manifest = field<std::string>(d, "manifest", "")};
+}
+
+nb::dict problem_dict(const ProblemSource& s) {
+  nb::dict d;
+  d["model"] = s.model;
+  d["train"] = s.train;
+  d["infer"] = s.infer;
+  d["dtype"] = s.model_options.dtype;
+  d["per_expert"] = s.model_options.per_expert;
+  d["mtp"] = s.model_options.mtp;
+  d["quantize"] = s.model_options.quantize;
+  d["quantize_at"] = s.model_options.quantize_at;
+  d["manifest"] = s.manifest;
+  return d;
+}
+
+ClusterSource cluster_source(const nb::dict& d) {
+  return ClusterSource{.preset = field<std::string>(d, "preset", ""),
+                       .file = field<std::string>(d, "file", ""),
+                       .nccl_xml = field<std::string>(d, "nccl_xml", ""),
+                       .discover = field<bool>(d, "discover", false),
+                       .sysfs_root = field<std::string>(d, "sysfs_root", "/sys"),
+                       .nvml_library = field<std::string>(d, "nvml_library", "libnvidia-ml.so.1")};
+}
+
+nb::dict cluster_dict(const ClusterSource& s) {
+  nb::dict d;
+  d["preset"] = s.preset;
+  d["file"] = s.file;
+  d["nccl_xml"] = s.nccl_xml;
+  d["discover"] = s.discover;
+  d["sysfs_root"] = s.sysfs_root;
+  d["nvml_library"] = s.nvml_library;
+  return d;
+}
+
+nb::dict point_dict(const SweepPoint& p) {
+  nb::dict d;
+  d["values"] = p.values;
+  d["problem"] = problem_dict(p.problem);
+  d["cluster"] = cluster_dict(p.cluster);
+  return d;
+}
+
+SweepPoint point_of(const nb::dict& d) {
+  return SweepPoint{.values = nb::cast<std::vector<std::pair<std::string, std::string>>>(d["values"]),
+                    .problem = problem_source(nb::cast<nb::dict>(d["problem"])),
+                    .cluster = cluster_source(nb::cast<nb::dict>(d["cluster"]))};
+}
+
+PredictOptions predict_options(std::int64_t chunk_bytes, std::optional<std::int32_t> window) {
+  return PredictOptions{.plan = PlanOptions{.chunk = Bytes{chunk_bytes}}, .window = window};
+}
+
+nb::list rows_of(const Predictions& p) {
+  nb::list out;
+  for (std::size_t i = 0; i < p.rows.size(); ++i) out.append(prediction_dict(p, i, nullptr));
+  return out;
+}
+
+nb::list points(const nb::dict& problem, const nb::dict& cluster,
+                const std::vector<std::pair<std::string, std::vector<std::string>>>& vary) {
+  std::vector<SweepAxis> axes;
+  for (const auto& [key, values] : vary) axes.push_back({.key = key, .values = values});
+  const auto made = unwrap(sweep_points(problem_source(problem), cluster_source(cluster), axes));
+  nb::list out;
+  for (const auto& p : made) out.append(point_dict(p));
+  return out;
+}
+
+nb::list predict(const nb::dict& point, std::int64_t chunk_bytes, std::optional<std::int32_t> window) {
+  const auto p = point_of(point);
+  auto predicted = unwrap([&] {
+    nb::gil_scoped_release release;
+    return predict_point(p, predict_options(chunk_bytes, window));
+  }());
+  return rows_of(predicted);
+}
+
+// Every point on the facade's threads; the first point that failed raises its error.
+nb::list run_sweep(const nb::list& given, std::int64_t chunk_bytes, std::optional<std::int32_t> window,
+                   std::int32_t jobs, std::optional<nb::callable> progress) {
+  std::vector<SweepPoint> points;
+  for (const auto p : given) points.push_back(point_of(nb::cast<nb::dict>(p)));
+  SweepOptions options{.predict = predict_options(chunk_bytes, window), .jobs = jobs, .progress = nullptr};
+  if (progress)
+    options.progress = [&progress](std::size_t done, std::size_t total) {
+      nb::gil_scoped_acquire gil;
+      try {
+        (*progress)(done, total);
+      } catch (nb::python_error& e) {
+        e.discard_as_unraisable("refit.sweep progress");  // a display must not stop the sweep
+      }
+    };
+  auto results = unwrap([&] {
+    nb::gil_scoped_release release;
+    return sweep(points, options);
+  }());
+  nb::list out;
+  for (auto& r : results) out.append(rows_of(unwrap(std::move(r))));
+  return out;
+}
+
+}  // namespace
+
+void bind_sweep(nb::module_& m) {
+  m.def("sweep_keys", &sweep_keys, "(key, meaning) of every key a sweep can vary.");
+  m.def("sweep_points", &points, "problem"_a, "cluster"_a, "vary"_a,
+        "Every combination of the values in vary ([(key, [value, ...]), ...]) applied to the problem's and "
+        "the cluster's sources (dicts of Problem._source, Cluster._source): a dict per point, with its "
+        "values and its sources. Errors name the key (--vary KEY).");
+  m.def("predict_point", &predict, "point"_a, "chunk_bytes"_a, "window"_a = nb::none(),
+        "Loads a point's problem and cluster and compares every strategy (refit simulate --compare): a "
+        "dict per row.");
+  m.def("sweep", &run_sweep, "points"_a, "chunk_bytes"_a, "window"_a = nb::none(), "jobs"_a = 0,
+        "progress"_a = nb::none(),
+        "predict_point for every point, jobs at once on threads of refit's own (0: one per core), "
+        "progress(done, total) after each: a list of rows per point.");
+}
+
+}  // namespace refit::python
