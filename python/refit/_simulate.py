@@ -145,9 +145,11 @@ def _simulation(raw: dict, trace: Union[bool, str, Path]) -> Simulation:
     )  # fmt: skip
 
 
-def _check(window: Optional[int], trace: Union[bool, str, Path]) -> None:
+def _check(window: Optional[int], trace: Union[bool, str, Path], staging_bytes: Optional[int] = None) -> None:
     if window is not None and window < 0:
         raise ValueError(f"--window: {window} is negative")
+    if staging_bytes is not None and staging_bytes <= 0:
+        raise ValueError(f"--staging: {staging_bytes} bytes is not positive")
     if not isinstance(trace, (bool, str, os.PathLike)):
         raise TypeError(f"trace: True, False or a path, got {type(trace).__name__}")
 
@@ -161,6 +163,7 @@ def simulate(
     window: Optional[int] = None,
     trace: Union[bool, str, Path] = False,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    staging_bytes: Optional[int] = None,
 ) -> Simulation:
     """Predicts the refit time of one strategy (``refit simulate``), or of a plan made before, as a
     deployment runs it. What a deployment had to assume is in ``.notes`` (and a warning).
@@ -178,20 +181,23 @@ def simulate(
             plan's execution model (16 for refit and direct, 0 for the NCCL baselines).
         trace: True keeps the Chrome trace event JSON in ``.trace`` (for
             :func:`refit.figures.timeline`); a path writes it there (open it in Perfetto).
+        staging_bytes: the executors' staging per rank (``refit run --staging``), which sets the
+            chunks they cut messages into. Default: theirs (256 MiB).
 
     Example::
 
         refit.simulate(problem, cluster, strategy="refit").predicted_s
     """
-    _check(window, trace)
+    _check(window, trace, staging_bytes)
     if isinstance(problem, Plan):
         placed = problem.cluster.placed(problem.problem)
-        raw = problem._handle.simulate(problem.problem._handle, placed, window, trace is not False, deployment)
+        raw = problem._handle.simulate(problem.problem._handle, placed, window, trace is not False, deployment,
+                                       staging_bytes)  # fmt: skip
         return replace(_simulation(raw, trace), plan_seconds=problem.plan_seconds)
     if cluster is None:
         raise TypeError("simulate(problem, cluster): a cluster is needed to plan on")
     raw = _refit.predict(problem._handle, cluster.placed(problem), strategy, int(chunk_bytes), window,
-                         trace is not False, deployment)  # fmt: skip
+                         trace is not False, deployment, staging_bytes)  # fmt: skip
     return _simulation(raw, trace)
 
 
@@ -202,6 +208,7 @@ def compare(
     strategies: Optional[Sequence[str]] = None,
     window: Optional[int] = None,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    staging_bytes: Optional[int] = None,
 ) -> list[Simulation]:
     """Plans and predicts every strategy (``refit simulate --compare``): one row per strategy as its
     default deployment runs it, and for direct and m2n-ring one more as refit's executors would run
@@ -210,12 +217,13 @@ def compare(
     Args:
         strategies: the rows to keep, by strategy (default: all of them, :func:`refit.strategies`);
             the speed-ups are still relative to gather-broadcast and refit.
+        staging_bytes: the executors' staging per rank, as for :func:`simulate`.
     """
-    _check(window, False)
+    _check(window, False, staging_bytes)
     known = [s.name for s in _all_strategies()]
     for name in strategies or []:
         if name not in known:
             raise BadInput(f"--strategy: unknown strategy '{name}' (expected {', '.join(known)})", "not found")
     rows = [_simulation(raw, False) for raw in _refit.compare(problem._handle, cluster.placed(problem),
-                                                               int(chunk_bytes), window)]  # fmt: skip
+                                                               int(chunk_bytes), window, staging_bytes)]  # fmt: skip
     return [r for r in rows if strategies is None or r.strategy in strategies]

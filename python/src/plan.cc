@@ -134,15 +134,20 @@ nb::dict prediction_dict(const Predictions& p, std::size_t row, const std::ostri
 
 namespace {
 
-PredictOptions predict_options(std::optional<std::int32_t> window, std::optional<std::string> deployment) {
-  return PredictOptions{.deployment = deployment.value_or(""), .window = window};
+// staging: the executors' staging per rank in bytes (refit run --staging); None: their default.
+PredictOptions predict_options(std::optional<std::int32_t> window, std::optional<std::string> deployment,
+                               std::optional<std::int64_t> staging) {
+  return PredictOptions{.deployment = deployment.value_or(""),
+                        .window = window,
+                        .staging = staging ? Bytes{*staging} : lowering::kDefaultStaging};
 }
 
 // What refit simulate predicts of a plan made before (refit simulate --plan): as the deployment runs it.
 nb::dict simulate(const PlanHandle& p, const ProblemHandle& problem, const ClusterHandle& cluster,
-                  std::optional<std::int32_t> window, bool trace, std::optional<std::string> deployment) {
+                  std::optional<std::int32_t> window, bool trace, std::optional<std::string> deployment,
+                  std::optional<std::int64_t> staging) {
   std::ostringstream trace_text;
-  auto options = predict_options(window, std::move(deployment));
+  auto options = predict_options(window, std::move(deployment), staging);
   options.trace = trace ? &trace_text : nullptr;
   auto predicted = unwrap([&] {
     nb::gil_scoped_release release;
@@ -156,9 +161,9 @@ nb::dict simulate(const PlanHandle& p, const ProblemHandle& problem, const Clust
 nb::dict predict_strategy(const ProblemHandle& problem, const ClusterHandle& cluster,
                           const std::string& strategy, std::int64_t chunk_bytes,
                           std::optional<std::int32_t> window, bool trace,
-                          std::optional<std::string> deployment) {
+                          std::optional<std::string> deployment, std::optional<std::int64_t> staging) {
   std::ostringstream trace_text;
-  auto options = predict_options(window, std::move(deployment));
+  auto options = predict_options(window, std::move(deployment), staging);
   options.strategy = strategy;
   options.plan.chunk = Bytes{chunk_bytes};
   options.trace = trace ? &trace_text : nullptr;
@@ -172,8 +177,8 @@ nb::dict predict_strategy(const ProblemHandle& problem, const ClusterHandle& clu
 
 // What refit simulate --compare predicts: every strategy, a dict each.
 nb::list compare_all(const ProblemHandle& problem, const ClusterHandle& cluster, std::int64_t chunk_bytes,
-                     std::optional<std::int32_t> window) {
-  auto options = predict_options(window, std::nullopt);
+                     std::optional<std::int32_t> window, std::optional<std::int64_t> staging) {
+  auto options = predict_options(window, std::nullopt, staging);
   options.plan.chunk = Bytes{chunk_bytes};
   auto predicted = unwrap([&] {
     nb::gil_scoped_release release;
@@ -233,15 +238,18 @@ void bind_plan(nb::module_& m) {
            "The fields of refit plan --json (but plan_seconds): what moves where, the busiest NICs and "
            "the lower bound; with explain_rank, what the lowering chose for that rank.")
       .def("simulate", &simulate, "problem"_a, "cluster"_a, "window"_a = nb::none(), "trace"_a = false,
-           "deployment"_a = nb::none(),
+           "deployment"_a = nb::none(), "staging_bytes"_a = nb::none(),
            "Predicts the refit time on the cluster (refit simulate) as the deployment runs the plan "
            "(None: the strategy's default): window is the chunks granted ahead per (sender, receiver) "
-           "pair (None: the execution model's); trace adds the Chrome trace event JSON.");
+           "pair (None: the execution model's); trace adds the Chrome trace event JSON; staging_bytes "
+           "is the executors' staging per rank (None: their default).");
   m.def("predict", &predict_strategy, "problem"_a, "cluster"_a, "strategy"_a, "chunk_bytes"_a,
         "window"_a = nb::none(), "trace"_a = false, "deployment"_a = nb::none(),
+        "staging_bytes"_a = nb::none(),
         "Plans the strategy and predicts it as the deployment runs it (refit simulate --strategy): a "
         "deployed baseline runs the problem quantised at the receivers, as deployed today.");
   m.def("compare", &compare_all, "problem"_a, "cluster"_a, "chunk_bytes"_a, "window"_a = nb::none(),
+        "staging_bytes"_a = nb::none(),
         "Every strategy as its default deployment runs it, and direct and m2n-ring also as refit's "
         "executors would (refit simulate --compare); a dict per row.");
   m.def("lower_bound", &lower_bound_of, "problem"_a, "cluster"_a,

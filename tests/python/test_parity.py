@@ -134,3 +134,20 @@ def test_discovery_without_gpus_models_the_host_as_the_command_does(cli: Any) ->
     assert cluster.placed(problem).notes == notes
     assert any("no NVIDIA GPU" in n for n in cluster.notes)
     assert refit.simulate(problem, cluster).predicted_s > 0
+
+
+def test_simulate_at_a_staging_size_as_the_command(cli_json: Any) -> None:
+    # The executors cut messages into chunks by their staging (refit run --staging); the prediction
+    # follows it in Python as in the command, and a smaller staging changes it.
+    blocks = str(DATA / "models" / "small-llama-blocks.json")
+    args = [*_problem_args(blocks, "tp=2", "tp=4"), "--cluster", "dgx-h100:gpus_per_node=2"]
+    expected = cli_json("simulate", *args, "--staging", "65536")
+    problem = refit.Problem.from_model(blocks, train="tp=2", infer="tp=4")
+    cluster = refit.Cluster.preset("dgx-h100:gpus_per_node=2")
+    small = refit.simulate(problem, cluster, staging_bytes=65536)
+    _compare_rows(expected, [small])
+    assert small.predicted_s != refit.simulate(problem, cluster).predicted_s
+    assert [r.predicted_s for r in refit.compare(problem, cluster, strategies=["refit"], staging_bytes=65536)] == [
+        small.predicted_s]  # fmt: skip
+    with pytest.raises(ValueError, match="--staging"):
+        refit.simulate(problem, cluster, staging_bytes=0)
