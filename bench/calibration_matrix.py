@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """The calibration matrix: how far refit's predictions for this host are from what refit does here.
 
-Calibrates once (``mpirun -np 4 refit calibrate``), then for each row of the matrix predicts the
-refit with the calibrated cluster file (``refit simulate --cluster-file ... --deployment refit
+Calibrates once per process count of the matrix (``mpirun -np P refit calibrate``, launched as the
+jobs it predicts: on a host with fewer cores than processes, what P processes reach together is
+part of the hardware), then for each row of the matrix predicts the refit with the cluster file
+calibrated at its process count (``refit simulate --cluster-file ... --deployment refit
 --json``: refit's own executors running the plan) and measures it (``mpirun -np P refit run
 --cluster-file ... --iterations N --json``: the median iteration). Both plan with the same cluster
 file, so they run the same plan. Prints predicted/measured per row and the median of the ratios,
@@ -77,10 +79,10 @@ def mpirun(processes: int) -> list[str]:
     return ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(processes)]
 
 
-def calibrate(refit: str, cluster: Path) -> dict:
-    """One calibration of this host, written to `cluster`."""
-    return run_json([*mpirun(4), refit, "calibrate", "--out", str(cluster), "--overwrite", "--repetitions", "9",
-                     "--json"])
+def calibrate(refit: str, cluster: Path, processes: int) -> dict:
+    """One calibration of this host by `processes` processes, written to `cluster`."""
+    return run_json([*mpirun(processes), refit, "calibrate", "--out", str(cluster), "--overwrite",
+                     "--repetitions", "9", "--json"])  # fmt: skip
 
 
 def predicted(refit: str, cluster: Path, row: Row) -> dict:
@@ -126,11 +128,15 @@ def main() -> None:
     if os.geteuid() == 0:
         os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     with tempfile.TemporaryDirectory() as work:
-        cluster = Path(work) / "host.json"
-        cal = calibrate(refit, cluster)
-        print(summary(cal), file=sys.stderr)
+        clusters: dict[int, Path] = {}
+        calibrations: list[dict] = []
+        for processes in sorted({row.processes for row in matrix()}):
+            clusters[processes] = Path(work) / f"host-{processes}.json"
+            calibrations.append(calibrate(refit, clusters[processes], processes))
+            print(summary(calibrations[-1]), file=sys.stderr)
         rows = []
         for row in matrix():
+            cluster = clusters[row.processes]
             p, m = predicted(refit, cluster, row), measured(refit, cluster, row, args.iterations)
             rows.append((row, p, m))
             print(f"{row.model.stem} {row.train} -> {row.infer} {row.strategy}: predicted "
@@ -138,7 +144,7 @@ def main() -> None:
     ratios = [p["predicted_s"] / m["seconds"] for _, p, m in rows]
     within = sum(1 for r in ratios if abs(r - 1) <= 0.15)
     lines = [*table(rows), "",
-             summary(cal), "",
+             *map(summary, calibrations), "",
              f"rows: {len(rows)}; within +-15 %: {within}; median predicted/measured: "
              f"{statistics.median(ratios):.3f}; load average at the end: {os.getloadavg()}"]
     print("\n".join(lines))
