@@ -19,23 +19,26 @@ namespace {
 
 using namespace nb::literals;
 
+// `d[key]` into `value` where the dict has it; the facade's own default otherwise.
 template <class T>
-T field(const nb::dict& d, const char* key, T fallback) {
-  return d.contains(key) ? nb::cast<T>(d[key]) : fallback;
+void take(const nb::dict& d, const char* key, T& value) {
+  if (d.contains(key)) value = nb::cast<T>(d[key]);
 }
 
 // The keys of refit._refit.Problem.load and PlacedCluster.load, which the package keeps as
 // Problem._source and Cluster._source.
 ProblemSource problem_source(const nb::dict& d) {
-  return ProblemSource{.model = field<std::string>(d, "model", ""),
-                       .train = field<std::string>(d, "train", ""),
-                       .infer = field<std::string>(d, "infer", ""),
-                       .model_options = {.dtype = field<std::string>(d, "dtype", ""),
-                                         .per_expert = field<bool>(d, "per_expert", false),
-                                         .mtp = field<bool>(d, "mtp", false),
-                                         .quantize = field<std::string>(d, "quantize", ""),
-                                         .quantize_at = field<std::string>(d, "quantize_at", "landing")},
-                       .manifest = field<std::string>(d, "manifest", "")};
+  ProblemSource s;
+  take(d, "model", s.model);
+  take(d, "train", s.train);
+  take(d, "infer", s.infer);
+  take(d, "dtype", s.model_options.dtype);
+  take(d, "per_expert", s.model_options.per_expert);
+  take(d, "mtp", s.model_options.mtp);
+  take(d, "quantize", s.model_options.quantize);
+  take(d, "quantize_at", s.model_options.quantize_at);
+  take(d, "manifest", s.manifest);
+  return s;
 }
 
 nb::dict problem_dict(const ProblemSource& s) {
@@ -53,12 +56,14 @@ nb::dict problem_dict(const ProblemSource& s) {
 }
 
 ClusterSource cluster_source(const nb::dict& d) {
-  return ClusterSource{.preset = field<std::string>(d, "preset", ""),
-                       .file = field<std::string>(d, "file", ""),
-                       .nccl_xml = field<std::string>(d, "nccl_xml", ""),
-                       .discover = field<bool>(d, "discover", false),
-                       .sysfs_root = field<std::string>(d, "sysfs_root", "/sys"),
-                       .nvml_library = field<std::string>(d, "nvml_library", "libnvidia-ml.so.1")};
+  ClusterSource s;
+  take(d, "preset", s.preset);
+  take(d, "file", s.file);
+  take(d, "nccl_xml", s.nccl_xml);
+  take(d, "discover", s.discover);
+  take(d, "sysfs_root", s.sysfs_root);
+  take(d, "nvml_library", s.nvml_library);
+  return s;
 }
 
 nb::dict cluster_dict(const ClusterSource& s) {
