@@ -17,15 +17,8 @@ namespace {
 double gbps(Bytes b, Seconds s) { return s.value > 0 ? static_cast<double>(b.value) / s.value / 1e9 : 0.0; }
 double gb(Bytes b) { return static_cast<double>(b.value) / 1e9; }
 
-// The median; of an even count, the upper middle one (a time that was measured).
-Seconds median(std::vector<Seconds> values) {
-  if (values.empty()) return Seconds{0};
-  std::ranges::sort(values, {}, &Seconds::value);
-  return values[values.size() / 2];
-}
-
 nlohmann::ordered_json rank_json(const RankResult& r, std::int32_t training_ranks) {
-  const Seconds wall = median(r.walls);
+  const Seconds wall = median_time(r.walls);
   return {{"rank", r.rank},
           {"role", r.rank < training_ranks ? "training" : "inference"},
           {"bytes_sent", r.sent.value},
@@ -238,7 +231,7 @@ std::vector<Seconds> RunSummary::iteration_seconds() const {
   return out;
 }
 
-Seconds RunSummary::seconds() const { return median(iteration_seconds()); }
+Seconds RunSummary::seconds() const { return median_time(iteration_seconds()); }
 
 bool RunSummary::verified() const {
   return verify && std::ranges::all_of(ranks, [](const RankResult& r) { return r.checked && !r.wrong; });
@@ -295,7 +288,7 @@ void print_summary(const RunSummary& s, bool json) {
     fmt::print("iterations  {} (median above; first {:.4f} s, slowest {:.4f} s)\n", times.size(),
                times.front().value, std::ranges::max(times, {}, &Seconds::value).value);
   for (const auto& r : s.ranks) {
-    const Seconds wall = median(r.walls);
+    const Seconds wall = median_time(r.walls);
     fmt::print(
         "  rank {:<3} {:<9}  sent {:.3f} GB ({:.2f} GB/s), received {:.3f} GB ({:.2f} GB/s) in {:.4f} s\n",
         r.rank, r.rank < s.training_ranks ? "training" : "inference", gb(r.sent), gbps(r.sent, wall),

@@ -22,12 +22,6 @@ Seconds since(Clock::time_point start) {
   return Seconds{std::chrono::duration<double>(Clock::now() - start).count()};
 }
 
-// The median; of an even count the upper middle one, as `refit run` reports it.
-Seconds median(std::vector<Seconds> values) {
-  std::ranges::sort(values);
-  return values[values.size() / 2];
-}
-
 std::uint32_t usable_cores() {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -68,7 +62,7 @@ std::uint32_t usable_cores() {
     for (const auto& text : all) worst = std::max(worst, Seconds{std::stod(text)});
     slowest.push_back(worst);
   }
-  return median(std::move(slowest));
+  return median_time(std::move(slowest));
 }
 
 // Each pair moves `bytes`, in chunks as refit plans them.
@@ -102,7 +96,7 @@ std::uint32_t usable_cores() {
       std::memcpy(to.data(), from.data(), n);
       times.push_back(since(start));
     }
-    mine = median(std::move(times));
+    mine = median_time(std::move(times));
   }
   const auto all = REFIT_TRY(bootstrap.allgather(fmt::format("{}", mine.value)));
   return Seconds{std::stod(all.front())};

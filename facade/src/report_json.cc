@@ -182,6 +182,12 @@ MeasuredBreakdown measured_breakdown(const WorkTimes& work) {
   return out;
 }
 
+Seconds median_time(std::vector<Seconds> times) {
+  if (times.empty()) return Seconds{0};
+  std::ranges::sort(times, {}, &Seconds::value);
+  return times[times.size() / 2];
+}
+
 nlohmann::ordered_json predictions_json(const Predictions& p) {
   nlohmann::ordered_json j{{"cluster", p.cluster},
                            {"lower_bound_s", p.bound.time.value},

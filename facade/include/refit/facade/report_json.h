@@ -2,6 +2,8 @@
 // What refit reports about a plan and a prediction, as JSON: the one writer of these fields for
 // `refit plan --json`, `refit simulate --json` and the Python package's dictionaries, so that a
 // field added here reaches all three.
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "refit/executors/executor.h"
@@ -34,5 +36,9 @@ struct MeasuredBreakdown {
 };
 // `work` (one rank's execute()) under the simulator's breakdown names.
 MeasuredBreakdown measured_breakdown(const WorkTimes& work);
+
+// The time `refit run` reports of repeated executions, and calibration measures alike: the median,
+// of an even count the upper middle one (a time that was measured); 0 s of none.
+Seconds median_time(std::vector<Seconds> times);
 
 }  // namespace refit
