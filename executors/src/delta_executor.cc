@@ -1,4 +1,5 @@
 #include "refit/executors/delta_executor.h"
+#include "refit/core/elapsed.h"
 
 #include <chrono>
 #include <cstring>
@@ -71,11 +72,6 @@ class DeltaPrepared final : public PreparedPlan {
   std::vector<Payloads> payloads;  // of the transfers this rank sends or receives, in plan order
   DeltaCodec codec;
 };
-
-using Clock = std::chrono::steady_clock;
-Seconds since(Clock::time_point start) {
-  return Seconds{std::chrono::duration<double>(Clock::now() - start).count()};
-}
 
 // The most a piece's payload can take with these options.
 std::int64_t capacity(const Piece& p, const DeltaEncodeOptions& options) {
@@ -335,18 +331,18 @@ void settle(DeltaPrepared& p, std::int32_t round, bool moved) {
 // agreed sizes, and the executor behind moving the round's payloads.
 [[nodiscard]] Result<ExecutionReport> move_round(DeltaPrepared& p, Executor& inner, Bootstrap& bootstrap,
                                                  std::int32_t round, DeltaStepReport& report) {
-  auto start = Clock::now();
+  auto start = SteadyClock::now();
   const auto held = REFIT_TRY(audit(p, bootstrap, round));
-  report.exchange += since(start);
-  start = Clock::now();
+  report.exchange += seconds_since(start);
+  start = SteadyClock::now();
   const auto encoded = encode(p, held, round, report);
-  report.encode += since(start);
-  start = Clock::now();
+  report.encode += seconds_since(start);
+  start = SteadyClock::now();
   const auto sizes = REFIT_TRY(agree_sizes(p, bootstrap, round, encoded));
   auto step = REFIT_TRY(step_plan(p, sizes));
   auto prepared =
       REFIT_TRY_IN(inner.prepare(step.step.plan, p.rank, step.buffers), "preparing the step's payloads");
-  report.exchange += since(start);
+  report.exchange += seconds_since(start);
   return inner.execute(*prepared);
 }
 
@@ -390,9 +386,9 @@ Result<ExecutionReport> DeltaExecutor::execute(PreparedPlan& prepared) {
     settle(*p, round, moved.has_value());
     if (!moved) return std::unexpected(moved.error());
     add(total, *moved);
-    const auto start = Clock::now();
+    const auto start = SteadyClock::now();
     if (auto applied = decode(*p, round); !applied && !refused) refused = applied.error();
-    report.decode += since(start);
+    report.decode += seconds_since(start);
   }
   if (refused) return std::unexpected(*refused);
   total.delta = report;

@@ -1,4 +1,5 @@
 #include "refit/executors/quantizing_executor.h"
+#include "refit/core/elapsed.h"
 
 #include <algorithm>
 #include <chrono>
@@ -112,7 +113,7 @@ Result<ExecutionReport> QuantizingExecutor::execute(PreparedPlan& prepared) {
                               static_cast<std::size_t>(scale_buffer_bytes(job.scheme, part.source.shape))));
     }
   }
-  const Seconds quantizing{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+  const Seconds quantizing = seconds_since(start);
   auto report = REFIT_TRY(inner_->execute(*p.inner_));
   if (!p.jobs_.empty()) report.work.quantize = report.work.quantize.value_or(Seconds{0}) + quantizing;
   return report;

@@ -1,5 +1,6 @@
 // Measuring this host with refit's own executor, on every rank alike (calibration.h).
 #include "refit/facade/calibration.h"
+#include "refit/core/elapsed.h"
 
 #include <sched.h>
 
@@ -15,12 +16,6 @@
 
 namespace refit {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-Seconds since(Clock::time_point start) {
-  return Seconds{std::chrono::duration<double>(Clock::now() - start).count()};
-}
 
 std::uint32_t usable_cores() {
   cpu_set_t set;
@@ -55,9 +50,9 @@ std::uint32_t usable_cores() {
   for (std::int32_t i = 0; i < repetitions; ++i) {
     shards.clear_destinations();
     REFIT_TRY(bootstrap.barrier());
-    const auto start = Clock::now();
+    const auto start = SteadyClock::now();
     REFIT_TRY(executor.execute(prepared));
-    const auto all = REFIT_TRY(bootstrap.allgather(fmt::format("{}", since(start).value)));
+    const auto all = REFIT_TRY(bootstrap.allgather(fmt::format("{}", seconds_since(start).value)));
     Seconds worst{0};
     for (const auto& text : all) worst = std::max(worst, Seconds{std::stod(text)});
     slowest.push_back(worst);
@@ -92,9 +87,9 @@ std::uint32_t usable_cores() {
     std::memcpy(to.data(), from.data(), n);  // first touch of every page
     std::vector<Seconds> times;
     for (std::int32_t i = 0; i < o.repetitions; ++i) {
-      const auto start = Clock::now();
+      const auto start = SteadyClock::now();
       std::memcpy(to.data(), from.data(), n);
-      times.push_back(since(start));
+      times.push_back(seconds_since(start));
     }
     mine = median_time(std::move(times));
   }

@@ -1,4 +1,5 @@
 #include "refit/facade/prediction.h"
+#include "refit/core/elapsed.h"
 
 #include <algorithm>
 #include <chrono>
@@ -18,10 +19,6 @@ const char* const kReceiverNote = "quantised at the receiver, bf16 on the networ
 const char* const kFp8PlanNote =
     "the plan file moves fp8 quantised before the engines, which no deployed baseline does: predicted as "
     "refit's executors run it";
-
-Seconds since(std::chrono::steady_clock::time_point start) {
-  return Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
-}
 
 // Whether some weight of the plan is quantised before it reaches the inference engines.
 bool quantises_before_engines(const Plan& plan) {
@@ -62,7 +59,7 @@ struct Planned {
                                          std::string_view strategy, const PlanOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   auto made = REFIT_TRY(plan(problem, cluster, strategy, options));
-  return Planned{.plan = std::move(made), .seconds = since(start)};
+  return Planned{.plan = std::move(made), .seconds = seconds_since(start)};
 }
 
 Bytes moved_bytes(const ReshardProblem& problem, const std::vector<bool>& moved) {
@@ -121,7 +118,7 @@ Bytes moved_bytes(const ReshardProblem& problem, const std::vector<bool>& moved)
                  .moved_bound = lower_bound(problem, cluster, schedule.moved_tensors),
                  .sim = REFIT_TRY(simulate_plan(p, problem, cluster, so)),
                  .plan_seconds = planned.seconds,
-                 .simulate_seconds = since(start),
+                 .simulate_seconds = seconds_since(start),
                  .sensitivity = {},
                  .notes = schedule.notes,
                  .speedup_vs_gather_broadcast = std::nullopt,

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/elapsed.h"
 #include "refit/core/try.h"
 #include "refit/executors/interrupt_check.h"
 
@@ -137,7 +138,7 @@ class Runner {
 Result<Seconds> run_program(const Program& program, Backend& backend, const RunOptions& options) {
   const auto start = Clock::now();
   REFIT_TRY(Runner(program, backend, options).run());
-  return Seconds{std::chrono::duration<double>(Clock::now() - start).count()};
+  return seconds_since(start);
 }
 
 }  // namespace refit::nccl_detail

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "connections.h"
+#include "refit/core/elapsed.h"
 #include "refit/executors/executor.h"
 #include "refit/executors/interrupt_check.h"
 #include "refit/planner/plan.h"
@@ -55,7 +56,7 @@ struct ExecutionContext {
 class WorkTimer {
  public:
   explicit WorkTimer(Seconds& into) : into_(into), start_(Clock::now()) {}
-  ~WorkTimer() { into_ += Seconds{std::chrono::duration<double>(Clock::now() - start_).count()}; }
+  ~WorkTimer() { into_ += seconds_since(start_); }
   WorkTimer(const WorkTimer&) = delete;
   WorkTimer& operator=(const WorkTimer&) = delete;
 
