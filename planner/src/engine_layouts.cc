@@ -1,0 +1,50 @@
+#include "engine_layouts.h"
+
+#include <fmt/format.h>
+
+#include "refit/core/try.h"
+
+namespace refit::planner_detail {
+
+Result<Layout> keep_ranks(const Layout& layout, std::span<const std::int32_t> new_rank) {
+  const Mesh& mesh = layout.mesh();
+  const std::int64_t slices = mesh.shape()[0];
+  const std::int64_t per_slice = mesh.size() / slices;
+  std::vector<Rank> ranks;
+  std::int64_t kept = 0;
+  for (std::int64_t s = 0; s < slices; ++s) {
+    std::int64_t in = 0;
+    for (std::int64_t k = 0; k < per_slice; ++k)
+      in += new_rank[static_cast<std::size_t>(mesh.rank_at(s * per_slice + k).value)] >= 0 ? 1 : 0;
+    if (in != 0 && in != per_slice)
+      return invalid(fmt::format(
+          "slice {} of its destination mesh's first axis holds ranks of engines kept and left out; the "
+          "first axis must separate the engines",
+          s));
+    if (in == 0) continue;
+    ++kept;
+    for (std::int64_t k = 0; k < per_slice; ++k)
+      ranks.push_back(Rank{new_rank[static_cast<std::size_t>(mesh.rank_at(s * per_slice + k).value)]});
+  }
+  if (kept == 0) return invalid("none of the engines kept holds any of it");
+  if (kept < slices && layout.placements()[0].is_shard())
+    return invalid(
+        "its destination mesh shards it along the first axis, which must replicate across the engines "
+        "when only some are kept");
+  auto shape = mesh.shape();
+  shape[0] = kept;
+  auto cut = REFIT_TRY(Mesh::make(std::move(shape), std::move(ranks), mesh.axis_names()));
+  return Layout::make(layout.tensor_shape(), std::move(cut), layout.placements());
+}
+
+Result<void> check_no_landing(const ReshardProblem& problem, std::string_view what) {
+  for (const auto& t : problem.tensors())
+    if (t.tensor.quantization && t.tensor.quantization->made_at_landing())
+      return unsupported(fmt::format(
+          "tensor '{}' is quantised at its landing ranks, which {} cannot take from another holder; "
+          "quantise at the sender or the receiver",
+          t.tensor.name, what));
+  return {};
+}
+
+}  // namespace refit::planner_detail

@@ -1,0 +1,23 @@
+#pragma once
+// Destination layouts cut to some engines' ranks: what a membership keeps of a layout, and what a
+// join's peers hold (membership.h).
+#include <cstdint>
+#include <span>
+
+#include "refit/core/error.h"
+#include "refit/core/layout.h"
+#include "refit/core/problem.h"
+
+namespace refit::planner_detail {
+
+// The part of `layout` held by the ranks kept, renumbered: new_rank[g] is what global rank g
+// becomes, or -1 for a rank left out. The first mesh axis must separate kept ranks from the
+// others (each of its slices all kept or all left out) and, unless every slice is kept,
+// replicate, so that every kept rank holds the very box it held. Errors say which rule fails.
+[[nodiscard]] Result<Layout> keep_ranks(const Layout& layout, std::span<const std::int32_t> new_rank);
+
+// Refuses, naming the tensor, weights quantised at landing ranks: a landing rank's quantise step
+// makes their fp8, so a plan over some engines cannot take them from any holder.
+[[nodiscard]] Result<void> check_no_landing(const ReshardProblem& problem, std::string_view what);
+
+}  // namespace refit::planner_detail

@@ -1,0 +1,41 @@
+#pragma once
+// Random problems whose destination side is `engines` engines of equal size, as vLLM's
+// engines=N makes them: each destination mesh is [engines, ...] with the first axis replicating
+// (every engine holds a copy), the other axes random as RandomProblems draws them.
+#include <string>
+
+#include "random_problems.h"
+
+namespace refit::testing {
+
+inline Layout engine_layout(RandomProblems& gen, const Shape& shape, std::int32_t first, std::int32_t engines,
+                            std::int32_t per_engine) {
+  const Layout one = gen.layout(shape, 0, per_engine);
+  std::vector<std::int64_t> mesh{engines};
+  for (const auto n : one.mesh().shape()) mesh.push_back(n);
+  std::vector<Rank> ranks;
+  for (std::int32_t e = 0; e < engines; ++e)
+    for (const Rank r : one.mesh().ranks()) ranks.push_back(Rank{first + e * per_engine + r.value});
+  std::vector<Placement> placements{Placement::replicate()};
+  for (const auto& p : one.placements()) placements.push_back(p);
+  return Layout::make(shape, Mesh::make(mesh, ranks).value(), placements).value();
+}
+
+inline ReshardProblem engine_problem(RandomProblems& gen, std::int32_t sources, std::int32_t engines,
+                                     std::int32_t per_engine, std::int64_t tensors) {
+  std::vector<TensorReshard> out;
+  for (std::int64_t t = 0; t < tensors; ++t) {
+    Shape shape(static_cast<std::size_t>(gen.uniform(1, 3)));
+    for (auto& s : shape) s = gen.uniform(1, 9);
+    const auto dtype = all_dtypes()[static_cast<std::size_t>(
+        gen.uniform(0, static_cast<std::int64_t>(all_dtypes().size()) - 1))];
+    auto spec = make_tensor_spec("t" + std::to_string(t), shape, dtype).value();
+    auto source = gen.layout(shape, 0, sources);
+    out.push_back(TensorReshard{.tensor = std::move(spec),
+                                .source = std::move(source),
+                                .destination = engine_layout(gen, shape, sources, engines, per_engine)});
+  }
+  return ReshardProblem::make(std::move(out), sources, engines * per_engine).value();
+}
+
+}  // namespace refit::testing
