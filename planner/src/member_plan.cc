@@ -44,38 +44,32 @@ bool lost(const Sorted& s, const std::vector<std::vector<Segment>>& removed, con
   });
 }
 
-Sorted sort_out(const Plan& full, const PlacedCluster& cluster, const std::vector<bool>& present) {
+// Takes the transfers out of `full`; most are kept whole, moved rather than copied.
+Sorted sort_out(Plan& full, const PlacedCluster& cluster, const std::vector<bool>& present) {
   Sorted out;
   out.kept_index.assign(full.transfers.size(), -1);
   std::vector<std::vector<Segment>> removed(full.transfers.size());
-  for (const auto& t : full.transfers) {
+  for (auto& t : full.transfers) {
     if (!present[at(t.receiver.value)]) continue;
-    Transfer k{.id = t.id,
-               .sender = t.sender,
-               .receiver = t.receiver,
-               .link = t.link,
-               .segments = {},
-               .bytes = Bytes{0},
-               .chunk = t.chunk};
-    for (const auto& s : t.segments) {
-      if (!lost(out, removed, s)) {
-        k.bytes += full.segment_bytes(s);
-        k.segments.push_back(s);
-        continue;
-      }
-      removed[at(t.id)].push_back(s);
-      // A training rank only passes on what it gathers (gather-broadcast): whoever needed it
-      // from there lost it too and gets it again.
-      if (t.receiver.value < full.source_ranks) continue;
-      out.orphans.push_back(Orphan{.domain = cluster.domain_of(t.receiver),
-                                   .tensor = s.tensor,
-                                   .box = s.box,
-                                   .receiver = t.receiver,
-                                   .chunk = t.chunk});
+    auto& gone = removed[at(t.id)];
+    for (const auto& s : t.segments)
+      if (lost(out, removed, s)) gone.push_back(s);
+    if (!gone.empty()) {
+      std::erase_if(t.segments, [&](const Segment& s) { return lost(out, removed, s); });
+      for (const auto& s : gone) t.bytes -= full.segment_bytes(s);
     }
-    if (k.segments.empty()) continue;
+    // A training rank only passes on what it gathers (gather-broadcast): whoever needed it from
+    // there lost it too and gets it again.
+    if (t.receiver.value >= full.source_ranks)
+      for (const auto& s : gone)
+        out.orphans.push_back(Orphan{.domain = cluster.domain_of(t.receiver),
+                                     .tensor = s.tensor,
+                                     .box = s.box,
+                                     .receiver = t.receiver,
+                                     .chunk = t.chunk});
+    if (t.segments.empty()) continue;
     out.kept_index[at(t.id)] = static_cast<std::int32_t>(out.kept.size());
-    out.kept.push_back(std::move(k));
+    out.kept.push_back(std::move(t));
   }
   return out;
 }
@@ -233,7 +227,7 @@ class Resender {
 
 }  // namespace
 
-Result<MemberPlan> member_plan(const Plan& full, const ReshardProblem& problem, const PlacedCluster& cluster,
+Result<MemberPlan> member_plan(Plan full, const ReshardProblem& problem, const PlacedCluster& cluster,
                                const Membership& m) {
   REFIT_TRY(check_membership(m, problem));
   REFIT_TRY(planner_detail::check_no_landing(problem, "a membership plan"));
