@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <limits>
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "command.h"
@@ -14,6 +16,7 @@
 #include "parse.h"
 #include "plan_inputs.h"
 #include "refit/core/try.h"
+#include "refit/facade/elastic_prediction.h"
 #include "refit/facade/prediction.h"
 #include "refit/facade/report_json.h"
 #include "refit/planner/plan_stats.h"
@@ -35,7 +38,16 @@ struct SimulateCommandOptions {
   std::int64_t staging = lowering::kDefaultStaging.value;
   std::optional<double> delta;  // predict a delta refit's step at this change fraction too
   std::int32_t jobs = 0;        // --compare: strategies at once; 0: one per core
+  // Elastic refit (elastic_prediction.h): one of members, join and fail.
+  std::string members;               // engine indices, "0,1,3"
+  std::optional<std::int32_t> join;  // the engine to fill
+  std::string peers;                 // the live engines a join takes from; empty: every other
+  std::string from = std::string(join_source_name(JoinSource::kBoth));
+  std::optional<std::int32_t> fail;  // the engine that dies as the refit starts
+  double timeout = ExecutorOptions{}.timeout.value;
   bool json = false;
+
+  bool elastic() const { return !members.empty() || join || fail; }
 };
 
 // Prints progress on stderr once a simulation has run for more than a second.
@@ -135,6 +147,65 @@ void print(const SimulateCommandOptions& o, const Predictions& p) {
   }
 }
 
+void print_elastic(const ElasticPrediction& p) {
+  print_detail(p.predictions);
+  if (const auto& m = p.membership)
+    fmt::print(
+        "\nrefit of engines {} of {}: plan derived from the full plan in {} (full plan {}); {} "
+        "transfers ({}) sent again that came through other engines\n",
+        fmt::join(m->membership.members, ","), p.engines, human(m->delta_seconds),
+        human(m->full_plan_seconds), m->resent_transfers, human(m->resent_bytes));
+  if (const auto& j = p.join)
+    fmt::print(
+        "\nengine {} of {} filled in {} from {} (peers {}): {} of {} tensors from peers, {} from peers, "
+        "{} from training ranks\n",
+        j->join.joining, p.engines, human(p.predictions.rows.front().sim.predicted),
+        join_source_name(j->join.source), fmt::join(j->join.peers, ","), j->peer_tensors, j->tensors,
+        human(j->peer_bytes), human(j->training_bytes));
+  if (const auto& f = p.failure)
+    fmt::print(
+        "\nengine {} dies as the refit starts: it relays {} for other engines; they complete at {} "
+        "(full refit {}, timeout {}, repair step {}): {} lost\n",
+        f->engine, human(f->relayed), human(f->completion), human(f->full), human(f->timeout),
+        human(f->repair), human(f->lost));
+}
+
+[[nodiscard]] Result<ElasticOptions> elastic_options(const SimulateCommandOptions& o) {
+  const auto engines = [](const std::string& text,
+                          std::string_view option) -> Result<std::vector<std::int32_t>> {
+    std::vector<std::int32_t> out;
+    if (text.empty()) return out;
+    for (const auto e : REFIT_TRY(parse_int_list(text, option, 0))) {
+      if (e > std::numeric_limits<std::int32_t>::max())
+        return out_of_range(fmt::format("{}: engine {} is too large", option, e));
+      out.push_back(static_cast<std::int32_t>(e));
+    }
+    return out;
+  };
+  return ElasticOptions{.members = REFIT_TRY(engines(o.members, "--members")),
+                        .join = o.join,
+                        .peers = REFIT_TRY(engines(o.peers, "--peers")),
+                        .from = REFIT_TRY_IN(parse_join_source(o.from), "--from"),
+                        .fail = o.fail,
+                        .timeout = Seconds{o.timeout}};
+}
+
+// --members, --join or --fail: the elastic refit's prediction.
+[[nodiscard]] Result<void> run_elastic(const SimulateCommandOptions& o, const PredictOptions& options,
+                                       const PredictionInputs& in) {
+  if (o.compare || !o.inputs.plan_file.empty())
+    return invalid("--members, --join and --fail plan from the problem: drop --compare and --plan");
+  const auto e = REFIT_TRY(elastic_options(o));
+  const auto p = REFIT_TRY(predict_elastic(in, options, e));
+  for (const auto& r : p.predictions.rows)
+    for (const auto& note : r.notes) fmt::print(stderr, "refit simulate: note: {}\n", note);
+  if (o.json)
+    fmt::print("{}\n", json_text(elastic_json(p)));
+  else
+    print_elastic(p);
+  return {};
+}
+
 [[nodiscard]] Result<void> run(const SimulateCommandOptions& o) {
   if (o.compare && !o.inputs.plan_file.empty())
     return invalid("--compare plans every strategy itself: drop --plan");
@@ -159,6 +230,7 @@ void print(const SimulateCommandOptions& o, const Predictions& p) {
                                .progress = progress_printer(),
                                .jobs = o.jobs};
   const PredictionInputs in{.source = o.inputs.problem, .problem = inputs.problem, .cluster = inputs.cluster};
+  if (o.elastic()) return run_elastic(o, options, in);
   std::optional<Plan> loaded;
   if (!o.inputs.plan_file.empty()) loaded = REFIT_TRY(obtain_plan(o.inputs, inputs, o.inputs.strategy)).plan;
   const auto predictions = REFIT_TRY(o.compare ? compare(in, options) : predict(in, options, loaded));
@@ -172,6 +244,31 @@ void print(const SimulateCommandOptions& o, const Predictions& p) {
     for (const auto& note : r.notes) fmt::print(stderr, "refit simulate: note: {}\n", note);
   print(o, predictions);
   return {};
+}
+
+void add_elastic_options(CLI::App& cmd, SimulateCommandOptions& o) {
+  cmd.add_option(
+      "--members", o.members,
+      "Elastic refit (docs/elastic.md): predict a refit of these engines only (indices of --infer's "
+      "engines, e.g. 0,1,3), the others keeping their weights; its plan is derived from the full "
+      "plan, and the time that took is printed beside the full plan's");
+  cmd.add_option("--join", o.join,
+                 "Elastic refit: predict the time to fill this engine (an index of --infer's engines) that "
+                 "joins or restarts, from live engines and/or the training ranks (--from)");
+  cmd.add_option("--peers", o.peers,
+                 "With --join: the live engines holding the current weights (default: every other engine)");
+  cmd.add_option("--from", o.from,
+                 "With --join: who sends the joining engine its weights: training, peers (the training ranks "
+                 "send nothing) or both (each tensor from the side that finishes it sooner; default)");
+  cmd.add_option("--fail", o.fail,
+                 "Elastic refit: predict what this engine dying as the refit starts costs the others: "
+                 "nothing unless it relays for them; then they wait --timeout and take its part in a "
+                 "repair step");
+  cmd.add_option("--timeout", o.timeout,
+                 fmt::format("With --fail: the executors' bound on a wait, in seconds (refit run --timeout; "
+                             "default {:g})",
+                             ExecutorOptions{}.timeout.value))
+      ->check(positive());
 }
 
 }  // namespace
@@ -221,6 +318,7 @@ Action add_simulate_command(CLI::App& app) {
                   "With --compare: strategies planned and simulated at once, one thread each (default 0: one "
                   "per core; 1 holds the least memory)")
       ->check(non_negative());
+  add_elastic_options(*cmd, *o);
   cmd->add_flag("--json", o->json, "Print one JSON object on stdout");
   return [o]() { return run(*o); };
 }
