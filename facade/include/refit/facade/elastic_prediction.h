@@ -27,20 +27,20 @@ struct ElasticOptions {
 
 // --members: the members' refit, derived from the full plan (membership.h's member_plan).
 struct MembershipDelta {
-  Membership membership;
-  Seconds full_plan_seconds;  // wall time planning the full problem
-  Seconds delta_seconds;      // wall time deriving the members' plan from it
-  std::int32_t resent_transfers = 0;
-  Bytes resent_bytes;  // what members had through other engines, sent again
+  Membership membership;              // the engines and the members asked for
+  Seconds full_plan_seconds;          // wall time planning the full problem
+  Seconds delta_seconds;              // wall time deriving the members' plan from it
+  std::int32_t resent_transfers = 0;  // transfers that send again (MemberPlan::resent)
+  Bytes resent_bytes;                 // what members had through other engines, sent again
 };
 
 // --join: the joining engine filled (membership.h's join_problem, planned like any problem).
 struct JoinFill {
-  JoinOptions join;
+  JoinOptions join;               // the joining engine, its peers and who sends
   std::int32_t peer_tensors = 0;  // tensors the peers send, of `tensors`
-  std::int32_t tensors = 0;
-  Bytes peer_bytes;      // what the peers send from their own weights
-  Bytes training_bytes;  // what the training ranks send
+  std::int32_t tensors = 0;       // the problem's tensors
+  Bytes peer_bytes;               // what the peers send from their own weights
+  Bytes training_bytes;           // what the training ranks send
 };
 
 // --fail: what an engine that dies as the refit starts costs the others. Modelled plainly: the
@@ -50,21 +50,21 @@ struct JoinFill {
 // take what it would have relayed in a repair step (member_plan's re-sent transfers, simulated
 // alone), so every other engine has its weights at max(full, timeout + repair).
 struct FailureCost {
-  std::int32_t engine = 0;
-  Seconds timeout;
-  Seconds full;        // the full refit, predicted
-  Bytes relayed;       // what the dead engine forwards to other engines in the full plan
-  Seconds repair;      // the repair step alone (0 when it relays nothing)
-  Seconds completion;  // when every other engine has its weights
-  Seconds lost;        // completion - full: at most timeout + repair
+  std::int32_t engine = 0;  // the engine that dies
+  Seconds timeout;          // the executors' bound on any wait
+  Seconds full;             // the full refit, predicted
+  Bytes relayed;            // what the dead engine forwards to other engines in the full plan
+  Seconds repair;           // the repair step alone (0 when it relays nothing)
+  Seconds completion;       // when every other engine has its weights
+  Seconds lost;             // completion - full: at most timeout + repair
 };
 
 struct ElasticPrediction {
-  std::int32_t engines = 1;
-  Predictions predictions;  // of the members' refit, of the join, or (--fail) of the full refit
-  std::optional<MembershipDelta> membership;
-  std::optional<JoinFill> join;
-  std::optional<FailureCost> failure;
+  std::int32_t engines = 1;  // the engines of the source's --infer
+  Predictions predictions;   // of the members' refit, of the join, or (--fail) of the full refit
+  std::optional<MembershipDelta> membership;  // with --members
+  std::optional<JoinFill> join;               // with --join
+  std::optional<FailureCost> failure;         // with --fail
 };
 
 // The engines come from the source's --infer (engines=N). Errors name the option: --members,
