@@ -50,10 +50,10 @@ Bytes bytes_of(std::span<const Transfer> transfers) {
   const Membership m{.engines = out.engines, .members = e.members};
   const auto members = REFIT_TRY_IN(members_problem(in.problem, m), "--members");
   auto start = std::chrono::steady_clock::now();
-  const auto full = REFIT_TRY(plan(in.problem, in.cluster, o.strategy, o.plan));
+  auto full = REFIT_TRY(plan(in.problem, in.cluster, o.strategy, o.plan));
   const auto full_seconds = seconds_since(start);
   start = std::chrono::steady_clock::now();
-  const auto derived = REFIT_TRY_IN(member_plan(full, in.problem, in.cluster, m), "--members");
+  const auto derived = REFIT_TRY_IN(member_plan(std::move(full), in.problem, in.cluster, m), "--members");
   const auto delta_seconds = seconds_since(start);
   out.predictions = REFIT_TRY(simulate_given(in, members, in.cluster, o, derived.plan));
   out.predictions.rows.front().plan_seconds = delta_seconds;
@@ -84,9 +84,11 @@ std::pair<Bytes, Bytes> sent_from_held(const Plan& p, const ReshardProblem& full
     for (std::int32_t k = 0; k < out.engines; ++k)
       if (k != j.joining) j.peers.push_back(k);
   const auto joined = REFIT_TRY_IN(join_problem(in.problem, in.cluster, j), "--join");
-  out.predictions = REFIT_TRY(predict(
-      PredictionInputs{.source = in.source, .problem = joined.problem, .cluster = joined.cluster}, o));
+  const auto start = std::chrono::steady_clock::now();
   const auto made = REFIT_TRY(plan(joined.problem, joined.cluster, o.strategy, o.plan));
+  const auto plan_seconds = seconds_since(start);
+  out.predictions = REFIT_TRY(simulate_given(in, joined.problem, joined.cluster, o, made));
+  out.predictions.rows.front().plan_seconds = plan_seconds;
   const auto [peers, training] = sent_from_held(made, in.problem);
   out.join = JoinFill{.join = j,
                       .peer_tensors = joined.peer_tensors,
@@ -115,7 +117,7 @@ Bytes relayed_by(const Plan& full, const std::vector<Rank>& dead) {
     if (k != dead) others.members.push_back(k);
   if (others.members.empty())
     return invalid("--fail: the only engine cannot fail with others left to complete");
-  const auto full = REFIT_TRY(plan(in.problem, in.cluster, o.strategy, o.plan));
+  auto full = REFIT_TRY(plan(in.problem, in.cluster, o.strategy, o.plan));
   out.predictions = REFIT_TRY(simulate_given(in, in.problem, in.cluster, o, full));
   FailureCost f{.engine = dead,
                 .timeout = e.timeout,
@@ -127,7 +129,7 @@ Bytes relayed_by(const Plan& full, const std::vector<Rank>& dead) {
   f.completion = f.full;
   if (f.relayed.value > 0) {
     const auto members = REFIT_TRY(members_problem(in.problem, others));
-    auto derived = REFIT_TRY(member_plan(full, in.problem, in.cluster, others));
+    auto derived = REFIT_TRY(member_plan(std::move(full), in.problem, in.cluster, others));
     derived.plan.transfers.resize(static_cast<std::size_t>(derived.resent));
     const auto repair = REFIT_TRY(simulate_given(in, members, in.cluster, o, derived.plan));
     f.repair = repair.rows.front().sim.predicted;
