@@ -2,7 +2,8 @@
 // Destination layouts cut to some engines' ranks: what a membership keeps of a layout, and what a
 // join's peers hold (membership.h).
 #include <cstdint>
-#include <span>
+#include <utility>
+#include <vector>
 
 #include "refit/core/error.h"
 #include "refit/core/layout.h"
@@ -10,11 +11,21 @@
 
 namespace refit::planner_detail {
 
-// The part of `layout` held by the ranks kept, renumbered: new_rank[g] is what global rank g
+// The part of a layout held by the ranks kept, renumbered: new_rank[g] is what global rank g
 // becomes, or -1 for a rank left out. The first mesh axis must separate kept ranks from the
 // others (each of its slices all kept or all left out) and, unless every slice is kept,
 // replicate, so that every kept rank holds the very box it held. Errors say which rule fails.
-[[nodiscard]] Result<Layout> keep_ranks(const Layout& layout, std::span<const std::int32_t> new_rank);
+// Each distinct mesh is cut once: a model's many tensors share a few meshes.
+class RankKeeper {
+ public:
+  explicit RankKeeper(std::vector<std::int32_t> new_rank);
+  [[nodiscard]] Result<Layout> keep(const Layout& layout);
+
+ private:
+  [[nodiscard]] Result<Mesh> cut(const Mesh& mesh) const;
+  std::vector<std::int32_t> new_rank_;
+  std::vector<std::pair<Mesh, Mesh>> cuts_;  // (a mesh, its cut)
+};
 
 // Refuses, naming the tensor, weights quantised at landing ranks: a landing rank's quantise step
 // makes their fp8, so a plan over some engines cannot take them from any holder.

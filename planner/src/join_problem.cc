@@ -112,17 +112,17 @@ Result<JoinProblem> join_problem(const ReshardProblem& problem, const PlacedClus
   REFIT_TRY(planner_detail::check_no_landing(problem, "a join"));
   const auto r = renumber(problem, options);
   const auto from_peers = peer_tensors(problem, cluster, options, r);
+  planner_detail::RankKeeper joining(r.joining), peer(r.peer);
   std::vector<TensorReshard> tensors;
   std::int32_t peer_count = 0;
   for (std::size_t t = 0; t < problem.tensors().size(); ++t) {
     const auto& spec = problem.tensors()[t];
     const auto where = fmt::format("tensor '{}'", spec.tensor.name);
-    auto destination = REFIT_TRY_IN(planner_detail::keep_ranks(spec.destination, r.joining), where);
+    auto destination = REFIT_TRY_IN(joining.keep(spec.destination), where);
     if (from_peers[t]) ++peer_count;
     tensors.push_back(TensorReshard{
         .tensor = spec.tensor,
-        .source = from_peers[t] ? REFIT_TRY_IN(planner_detail::keep_ranks(spec.destination, r.peer), where)
-                                : spec.source,
+        .source = from_peers[t] ? REFIT_TRY_IN(peer.keep(spec.destination), where) : spec.source,
         .destination = std::move(destination)});
   }
   const auto destination_ranks = static_cast<std::int32_t>(r.global.size()) - r.source_ranks;

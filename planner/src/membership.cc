@@ -52,14 +52,14 @@ Result<ReshardProblem> members_problem(const ReshardProblem& problem, const Memb
   for (const auto e : m.members)
     for (const Rank r : engine_ranks(problem, m.engines, e))
       keep[static_cast<std::size_t>(r.value)] = r.value;
+  planner_detail::RankKeeper keeper(std::move(keep));
   std::vector<TensorReshard> tensors;
   tensors.reserve(problem.tensors().size());
   for (const auto& t : problem.tensors())
-    tensors.push_back(
-        TensorReshard{.tensor = t.tensor,
-                      .source = t.source,
-                      .destination = REFIT_TRY_IN(planner_detail::keep_ranks(t.destination, keep),
-                                                  fmt::format("tensor '{}'", t.tensor.name))});
+    tensors.push_back(TensorReshard{
+        .tensor = t.tensor,
+        .source = t.source,
+        .destination = REFIT_TRY_IN(keeper.keep(t.destination), fmt::format("tensor '{}'", t.tensor.name))});
   return ReshardProblem::make(std::move(tensors), problem.source_ranks(), problem.destination_ranks());
 }
 
