@@ -66,7 +66,18 @@ from refit._plan import (
 )
 from refit._layouts import Layout, TensorLayout
 from refit._problem import Box, Parameter, Problem, Region, Shard, Tensor
-from refit._simulate import Breakdown, Contributor, CriticalStep, Resource, Simulation, compare, deployments, simulate
+from refit._simulate import (
+    Breakdown,
+    Contributor,
+    CriticalStep,
+    ElasticSimulation,
+    Resource,
+    Simulation,
+    compare,
+    deployments,
+    simulate,
+    simulate_elastic,
+)
 from refit.sweep import sweep, to_frame
 
 __version__ = "0.1.0"
@@ -79,6 +90,7 @@ __all__ = [
     "Contributor",
     "CriticalStep",
     "DeltaStep",
+    "ElasticSimulation",
     "Error",
     "ExecutionReport",
     "Executor",
@@ -116,6 +128,7 @@ __all__ = [
     "presets",
     "run",
     "simulate",
+    "simulate_elastic",
     "strategies",
     "sweep",
     "to_frame",

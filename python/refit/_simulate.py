@@ -6,7 +6,7 @@ import os
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
 from refit import _refit
 from refit._cluster import Cluster
@@ -19,11 +19,13 @@ __all__ = [
     "Breakdown",
     "Contributor",
     "CriticalStep",
+    "ElasticSimulation",
     "Resource",
     "Simulation",
     "compare",
     "deployments",
     "simulate",
+    "simulate_elastic",
 ]
 
 
@@ -227,3 +229,47 @@ def compare(
     rows = [_simulation(raw, False) for raw in _refit.compare(problem._handle, cluster.placed(problem),
                                                                int(chunk_bytes), window, staging_bytes)]  # fmt: skip
     return [r for r in rows if strategies is None or r.strategy in strategies]
+
+
+@dataclass(frozen=True)
+class ElasticSimulation:
+    """An elastic refit's prediction (``refit simulate --members/--join/--fail``, docs/guide/elastic.md).
+
+    ``simulation`` is the members' refit, the joining engine's fill, or (``fail``) the full refit;
+    ``elastic`` is the command's ``elastic`` object: ``engines`` and, by question, ``members``,
+    ``full_plan_s``, ``delta_plan_s``, ``resent_transfers``, ``resent_bytes``; ``join``, ``peers``,
+    ``from``, ``peer_tensors``, ``tensors``, ``peer_bytes``, ``training_bytes``, ``fill_s``; ``fail``,
+    ``timeout_s``, ``full_s``, ``relayed_bytes``, ``repair_s``, ``completion_s``, ``lost_s``."""
+
+    simulation: Simulation
+    elastic: dict[str, Any]
+
+
+def simulate_elastic(
+    problem: Problem,
+    cluster: Cluster,
+    *,
+    members: Optional[Sequence[int]] = None,
+    join: Optional[int] = None,
+    peers: Optional[Sequence[int]] = None,
+    source: str = "both",
+    fail: Optional[int] = None,
+    timeout_s: Optional[float] = None,
+    strategy: str = "refit",
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+) -> ElasticSimulation:
+    """Predicts one elastic question about the engines of the problem's ``infer`` (``engines=N``),
+    as ``refit simulate`` does: exactly one of ``members`` (a refit of these engines only, planned
+    from the full plan), ``join`` (the time to fill that engine from ``peers``, default every other
+    engine, and/or the training ranks: ``source`` is ``training``, ``peers`` or ``both``) and
+    ``fail`` (what that engine dying as the refit starts costs the others, with the executors'
+    ``timeout_s``). Bad engine indices raise :class:`refit.BadInput` naming the option.
+
+    Example::
+
+        refit.simulate_elastic(problem, cluster, join=1, source="peers").elastic["fill_s"]
+    """
+    raw, elastic = _refit.simulate_elastic(problem._handle, cluster.placed(problem), strategy, int(chunk_bytes),
+                                           list(members or []), join, list(peers or []), source, fail,
+                                           timeout_s)  # fmt: skip
+    return ElasticSimulation(simulation=_simulation(raw, False), elastic=elastic)

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include <nanobind/nanobind.h>
+#include <nlohmann/json.hpp>
 
 #include "refit/facade/prediction.h"
 #include "refit/refit.h"
@@ -72,10 +73,14 @@ struct PlanHandle {
 // with the command's cluster and binding term, the resources, the critical path and the trace.
 nb::dict prediction_dict(const Predictions& p, std::size_t row, const std::ostringstream* trace);
 
+// The facade's JSON reports as Python objects: one writer of the fields for the CLI and for us.
+nb::object python_of(const nlohmann::ordered_json& j);
+
 void bind_problem(nb::module_& m);
 void bind_cluster(nb::module_& m);
 void bind_plan(nb::module_& m);
 void bind_executor(nb::module_& m);
 void bind_sweep(nb::module_& m);
+void bind_elastic(nb::module_& m);
 
 }  // namespace refit::python

@@ -11,4 +11,5 @@ NB_MODULE(_refit, m) {
   refit::python::bind_plan(m);
   refit::python::bind_executor(m);
   refit::python::bind_sweep(m);
+  refit::python::bind_elastic(m);
 }

@@ -19,6 +19,11 @@
 #include "refit/facade/prediction.h"
 
 namespace refit::python {
+
+nb::object python_of(const nlohmann::ordered_json& j) {
+  return nb::module_::import_("json").attr("loads")(j.dump());
+}
+
 namespace {
 
 using namespace nb::literals;
@@ -65,11 +70,6 @@ std::string to_json(const PlanHandle& p) {
   std::ostringstream out;
   write_plan_json(*p.plan, out);
   return out.str();
-}
-
-// The facade's JSON reports as Python objects: one writer of the fields for the CLI and for us.
-nb::object python_of(const nlohmann::ordered_json& j) {
-  return nb::module_::import_("json").attr("loads")(j.dump());
 }
 
 nb::dict lower_bound_dict(const LowerBound& lb) {
