@@ -86,7 +86,8 @@ class Resender {
         cluster_(cluster),
         shards_(problem.tensors().size()),
         tx_(cluster.cluster().nics().size(), 0.0),
-        rx_(cluster.cluster().nics().size(), 0.0) {
+        rx_(cluster.cluster().nics().size(), 0.0),
+        near_sent_(static_cast<std::size_t>(problem.world_size()), 0.0) {
     for (const auto& t : kept)
       if (t.link == LinkKind::kNetwork) charge(t.sender, t.receiver, t.bytes);
   }
@@ -97,6 +98,7 @@ class Resender {
     const Bytes bytes = full_.segment_bytes(Segment{.tensor = o.tensor, .box = o.box});
     if (const auto near = least_loaded(holders, o.domain)) {
       for (const auto& m : group) add(sends_, *near, m.receiver, o, kFromSourceShard, bytes);
+      near_sent_[at(near->value)] += static_cast<double>(bytes.value) * static_cast<double>(group.size());
       return {};
     }
     const auto sender = least_loaded(holders, std::nullopt);
@@ -197,8 +199,8 @@ class Resender {
                                 box.to_string()));
   }
 
-  // Among `ranks`: with a domain, the one there that sent least (none when none is there);
-  // without, the one whose NIC is least busy (tx for training ranks, rx for members).
+  // Among `ranks`: with a domain, the one there that sent least over NVLink here (none when none
+  // is there); without, the one whose NIC is least busy (tx for training ranks, rx for members).
   std::optional<Rank> least_loaded(const std::vector<Rank>& ranks, std::optional<std::int32_t> domain) const {
     std::optional<Rank> best;
     double best_load = 0;
@@ -206,6 +208,7 @@ class Resender {
       double load = 0;
       if (domain) {
         if (cluster_.domain_of(r) != *domain) continue;
+        load = near_sent_[at(r.value)];
       } else {
         const auto n = cluster_.nic_of(r);
         if (!n) continue;
@@ -222,6 +225,7 @@ class Resender {
   const PlacedCluster& cluster_;
   std::vector<std::optional<std::vector<Shard>>> shards_;  // per tensor, made when first needed
   std::vector<double> tx_, rx_;                            // bytes per NIC
+  std::vector<double> near_sent_;  // bytes per training rank sent over NVLink by this resender
   Stage sends_, relays_;
 };
 
