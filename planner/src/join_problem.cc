@@ -133,6 +133,7 @@ Result<JoinProblem> join_problem(const ReshardProblem& problem, const PlacedClus
   return JoinProblem{.problem = std::move(joined),
                      .cluster = REFIT_TRY(PlacedCluster::make(cluster.cluster(), std::move(ranks))),
                      .global = r.global,
+                     .from_peers = from_peers,
                      .peer_tensors = peer_count};
 }
 

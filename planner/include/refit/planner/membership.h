@@ -83,6 +83,7 @@ struct JoinProblem {
   ReshardProblem problem;
   PlacedCluster cluster;          // the same GPUs, placed by `global`
   std::vector<Rank> global;       // the original problem's rank of each rank of `problem`
+  std::vector<bool> from_peers;   // per tensor: the peers send it (else the training ranks)
   std::int32_t peer_tensors = 0;  // tensors the peers send
 };
 
