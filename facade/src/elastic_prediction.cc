@@ -67,13 +67,13 @@ Bytes bytes_of(std::span<const Transfer> transfers) {
   return {};
 }
 
-// Bytes the plan's senders send from what they hold, split by whether the sender is a peer.
-std::pair<Bytes, Bytes> sent_from_held(const Plan& p, const ReshardProblem& full) {
+// Bytes the join's senders send from what they hold, split by whether the sender is a peer.
+std::pair<Bytes, Bytes> sent_from_held(const Plan& p, const JoinProblem& join) {
   Bytes peers, training;
   for (const auto& t : p.transfers)
     for (const auto& s : t.segments)
       if (s.via == kFromSourceShard)
-        (t.sender.value < full.source_ranks() ? training : peers) += p.segment_bytes(s);
+        (t.sender.value < join.training_ranks ? training : peers) += p.segment_bytes(s);
   return {peers, training};
 }
 
@@ -89,7 +89,7 @@ std::pair<Bytes, Bytes> sent_from_held(const Plan& p, const ReshardProblem& full
   const auto plan_seconds = seconds_since(start);
   out.predictions = REFIT_TRY(simulate_given(in, joined.problem, joined.cluster, o, made));
   out.predictions.rows.front().plan_seconds = plan_seconds;
-  const auto [peers, training] = sent_from_held(made, in.problem);
+  const auto [peers, training] = sent_from_held(made, joined);
   out.join = JoinFill{.join = j,
                       .peer_tensors = joined.peer_tensors,
                       .tensors = static_cast<std::int32_t>(in.problem.tensors().size()),

@@ -34,11 +34,9 @@ Result<JoinStorage> join_storage(const JoinProblem& join, const models::StorageM
       .sources = {.framework = training.framework, .first_rank = 0, .ranks = {}},
       .destinations = {
           .framework = inference.framework, .first_rank = join.problem.source_ranks(), .ranks = {}}};
-  // The join keeps the training ranks' numbers: its ranks below theirs are training ranks.
-  const auto trainers = training.first_rank + static_cast<std::int32_t>(training.ranks.size());
   for (std::int32_t r = 0; r < join.problem.world_size(); ++r) {
     const Rank global = join.global[static_cast<std::size_t>(r)];
-    if (r < trainers)
+    if (r < join.training_ranks)
       out.sources.ranks.push_back(only(*REFIT_TRY(rank_of(training, global, "training")), from_training));
     else if (join.problem.is_source(Rank{r}))
       out.sources.ranks.push_back(only(*REFIT_TRY(rank_of(inference, global, "inference")), join.from_peers));

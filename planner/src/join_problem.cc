@@ -43,6 +43,7 @@ struct Renumbering {
   std::vector<std::int32_t> peer;     // by global rank: its rank as a peer, or -1
   std::vector<std::int32_t> joining;  // by global rank: its rank in the joining engine, or -1
   std::vector<Rank> global;           // by join rank
+  std::int32_t training_ranks = 0;    // 0 when only peers send
   std::int32_t source_ranks = 0;      // training ranks and peers' ranks
 };
 
@@ -50,8 +51,9 @@ Renumbering renumber(const ReshardProblem& problem, const JoinOptions& o) {
   Renumbering r{.peer = std::vector<std::int32_t>(at(problem.world_size()), -1),
                 .joining = std::vector<std::int32_t>(at(problem.world_size()), -1),
                 .global = {},
+                .training_ranks = o.source == JoinSource::kPeers ? 0 : problem.source_ranks(),
                 .source_ranks = 0};
-  for (std::int32_t g = 0; g < problem.source_ranks(); ++g) r.global.push_back(Rank{g});
+  for (std::int32_t g = 0; g < r.training_ranks; ++g) r.global.push_back(Rank{g});
   for (const auto e : peers_used(o))
     for (const Rank g : engine_ranks(problem, o.engines, e)) {
       r.peer[at(g.value)] = static_cast<std::int32_t>(r.global.size());
@@ -82,8 +84,8 @@ std::vector<bool> peer_tensors(const ReshardProblem& problem, const PlacedCluste
                                const JoinOptions& o, const Renumbering& r) {
   const auto n = problem.tensors().size();
   if (o.source != JoinSource::kBoth) return std::vector<bool>(n, o.source == JoinSource::kPeers);
-  const std::vector<Rank> training(r.global.begin(), r.global.begin() + problem.source_ranks());
-  const std::vector<Rank> peers(r.global.begin() + problem.source_ranks(), r.global.begin() + r.source_ranks);
+  const std::vector<Rank> training(r.global.begin(), r.global.begin() + r.training_ranks);
+  const std::vector<Rank> peers(r.global.begin() + r.training_ranks, r.global.begin() + r.source_ranks);
   const double bandwidth[2] = {send_bandwidth(cluster, training), send_bandwidth(cluster, peers)};
   double bytes[2] = {0, 0};
   auto finish = [&](int side, double more) {
@@ -133,6 +135,7 @@ Result<JoinProblem> join_problem(const ReshardProblem& problem, const PlacedClus
   return JoinProblem{.problem = std::move(joined),
                      .cluster = REFIT_TRY(PlacedCluster::make(cluster.cluster(), std::move(ranks))),
                      .global = r.global,
+                     .training_ranks = r.training_ranks,
                      .from_peers = from_peers,
                      .peer_tensors = peer_count};
 }

@@ -154,10 +154,12 @@ TEST(Membership, RefusesAMeshThatDoesNotSeparateEngines) {
 
 // A join in its own rank space: the joining engine (global ranks) filled once; every sender holds
 // what it sends in the original problem (training ranks their source box, peers their
-// destination box); from peers only the training ranks send nothing.
+// destination box); from peers only no training rank is even in the join's world.
 void check_join(const ReshardProblem& problem, const PlacedCluster& cluster, const JoinOptions& o) {
   const auto joined = join_problem(problem, cluster, o);
   ASSERT_TRUE(joined) << joined.error().message;
+  // From peers only, no training rank is in the join's world.
+  EXPECT_EQ(joined->training_ranks, o.source == JoinSource::kPeers ? 0 : problem.source_ranks());
   const auto plan = make_plan("refit", joined->problem, joined->cluster);
   ASSERT_TRUE(plan) << plan.error().message;
   const auto ok = validate(*plan, joined->problem);

@@ -75,16 +75,18 @@ struct JoinOptions {
 };
 
 // A join as a problem of its own, in its own rank space, which make_plan plans like any problem:
-// ranks 0..S-1 are the training ranks (same numbers), S..S+P-1 the peers' ranks in ascending
-// global order, their destination shards as their source shards, then the joining engine's
-// ranks. Each tensor's sources are either the training layout or the peers' part of the
-// destination layout, never both.
+// ranks 0..S-1 are the training ranks (same numbers; none when only peers send, so a peers-only
+// join needs no training process at all), S..S+P-1 the peers' ranks in ascending global order,
+// their destination shards as their source shards, then the joining engine's ranks. Each
+// tensor's sources are either the training layout or the peers' part of the destination layout,
+// never both.
 struct JoinProblem {
   ReshardProblem problem;
-  PlacedCluster cluster;          // the same GPUs, placed by `global`
-  std::vector<Rank> global;       // the original problem's rank of each rank of `problem`
-  std::vector<bool> from_peers;   // per tensor: the peers send it (else the training ranks)
-  std::int32_t peer_tensors = 0;  // tensors the peers send
+  PlacedCluster cluster;            // the same GPUs, placed by `global`
+  std::vector<Rank> global;         // the original problem's rank of each rank of `problem`
+  std::int32_t training_ranks = 0;  // S: the training ranks among them (the first)
+  std::vector<bool> from_peers;     // per tensor: the peers send it (else the training ranks)
+  std::int32_t peer_tensors = 0;    // tensors the peers send
 };
 
 // Errors name the engine (joining, a peer, out of range, the joining engine among the peers), a
