@@ -1,5 +1,5 @@
 #pragma once
-// Elastic refit's predictions, once (docs/elastic.md): a refit over some of the engines, an engine
+// Elastic refit's predictions, once (docs/guide/elastic.md): a refit over some of the engines, an engine
 // that joins, and an engine that dies as a refit starts. `refit simulate --members/--join/--fail`
 // prints what these return and the Python package binds them; neither decides anything itself.
 #include <cstdint>
