@@ -238,6 +238,9 @@ Result<MemberPlan> member_plan(Plan full, const ReshardProblem& problem, const P
   if (full.source_ranks != problem.source_ranks() || full.destination_ranks != problem.destination_ranks())
     return mismatch(fmt::format("plan is for {}+{} ranks, the problem has {}+{}", full.source_ranks,
                                 full.destination_ranks, problem.source_ranks(), problem.destination_ranks()));
+  if (full.tensors.size() != problem.tensors().size())
+    return mismatch(
+        fmt::format("plan has {} tensors, the problem {}", full.tensors.size(), problem.tensors().size()));
   std::vector<bool> present(at(problem.world_size()), false);
   for (std::int32_t r = 0; r < problem.source_ranks(); ++r) present[at(r)] = true;
   for (const auto e : m.members)
