@@ -36,7 +36,7 @@ void full(benchmark::State& state) {
 void delta(benchmark::State& state, std::vector<std::int32_t> members) {
   const auto mp = deepseek();
   const auto plan = refit::make_plan("refit", mp.problem, mp.cluster).value();
-  const refit::Membership m{.engines = 8, .members = std::move(members)};
+  const refit::MemberEngines m{.engines = 8, .members = std::move(members)};
   std::int64_t transfers = 0;
   for (auto _ : state) {
     state.PauseTiming();

@@ -247,11 +247,11 @@ void print_elastic(const ElasticPrediction& p) {
 }
 
 void add_elastic_options(CLI::App& cmd, SimulateCommandOptions& o) {
-  cmd.add_option(
-      "--members", o.members,
-      "Elastic refit (docs/guide/elastic.md): predict a refit of these engines only (indices of --infer's "
-      "engines, e.g. 0,1,3), the others keeping their weights; its plan is derived from the full "
-      "plan, and the time that took is printed beside the full plan's");
+  cmd.add_option("--members", o.members,
+                 "Elastic refit (docs/guide/elastic-planning.md): predict a refit of these engines only "
+                 "(indices of --infer's "
+                 "engines, e.g. 0,1,3), the others keeping their weights; its plan is derived from the full "
+                 "plan, and the time that took is printed beside the full plan's");
   cmd.add_option("--join", o.join,
                  "Elastic refit: predict the time to fill this engine (an index of --infer's engines) that "
                  "joins or restarts, from live engines and/or the training ranks (--from)");

@@ -47,7 +47,7 @@ Bytes bytes_of(std::span<const Transfer> transfers) {
 
 [[nodiscard]] Result<void> predict_members(const PredictionInputs& in, const PredictOptions& o,
                                            const ElasticOptions& e, ElasticPrediction& out) {
-  const Membership m{.engines = out.engines, .members = e.members};
+  const MemberEngines m{.engines = out.engines, .members = e.members};
   const auto members = REFIT_TRY_IN(members_problem(in.problem, m), "--members");
   auto start = std::chrono::steady_clock::now();
   auto full = REFIT_TRY(plan(in.problem, in.cluster, o.strategy, o.plan));
@@ -112,7 +112,7 @@ Bytes relayed_by(const Plan& full, const std::vector<Rank>& dead) {
   const auto dead = *e.fail;
   if (dead < 0 || dead >= out.engines)
     return out_of_range(fmt::format("--fail: engine {} is not in [0, {})", dead, out.engines));
-  Membership others{.engines = out.engines, .members = {}};
+  MemberEngines others{.engines = out.engines, .members = {}};
   for (std::int32_t k = 0; k < out.engines; ++k)
     if (k != dead) others.members.push_back(k);
   if (others.members.empty())

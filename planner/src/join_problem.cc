@@ -21,7 +21,7 @@ std::vector<std::int32_t> peers_used(const JoinOptions& o) {
 }
 
 [[nodiscard]] Result<void> check_join(const JoinOptions& o, const ReshardProblem& problem) {
-  REFIT_TRY(check_membership(Membership{.engines = o.engines, .members = {0}}, problem));
+  REFIT_TRY(check_member_engines(MemberEngines{.engines = o.engines, .members = {0}}, problem));
   if (o.joining < 0 || o.joining >= o.engines)
     return out_of_range(fmt::format("joining engine {} is not in [0, {})", o.joining, o.engines));
   for (std::size_t i = 0; i < o.peers.size(); ++i) {

@@ -232,8 +232,8 @@ class Resender {
 }  // namespace
 
 Result<MemberPlan> member_plan(Plan full, const ReshardProblem& problem, const PlacedCluster& cluster,
-                               const Membership& m) {
-  REFIT_TRY(check_membership(m, problem));
+                               const MemberEngines& m) {
+  REFIT_TRY(check_member_engines(m, problem));
   REFIT_TRY(planner_detail::check_no_landing(problem, "a membership plan"));
   if (full.source_ranks != problem.source_ranks() || full.destination_ranks != problem.destination_ranks())
     return mismatch(fmt::format("plan is for {}+{} ranks, the problem has {}+{}", full.source_ranks,

@@ -1,4 +1,4 @@
-// Membership checks and the members' problem (membership.h).
+// MemberEngines checks and the members' problem (membership.h).
 #include <array>
 
 #include <fmt/format.h>
@@ -23,7 +23,7 @@ Result<JoinSource> parse_join_source(std::string_view name) {
   return parse_error(fmt::format("'{}' is not {}", name, fmt::join(kJoinSourceNames, ", ")));
 }
 
-Result<void> check_membership(const Membership& m, const ReshardProblem& problem) {
+Result<void> check_member_engines(const MemberEngines& m, const ReshardProblem& problem) {
   if (m.engines < 1 || problem.destination_ranks() % m.engines != 0)
     return out_of_range(fmt::format("{} engines do not divide the {} destination ranks", m.engines,
                                     problem.destination_ranks()));
@@ -46,8 +46,8 @@ std::vector<Rank> engine_ranks(const ReshardProblem& problem, std::int32_t engin
   return out;
 }
 
-Result<ReshardProblem> members_problem(const ReshardProblem& problem, const Membership& m) {
-  REFIT_TRY(check_membership(m, problem));
+Result<ReshardProblem> members_problem(const ReshardProblem& problem, const MemberEngines& m) {
+  REFIT_TRY(check_member_engines(m, problem));
   std::vector<std::int32_t> keep(static_cast<std::size_t>(problem.world_size()), -1);
   for (const auto e : m.members)
     for (const Rank r : engine_ranks(problem, m.engines, e))

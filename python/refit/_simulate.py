@@ -233,7 +233,8 @@ def compare(
 
 @dataclass(frozen=True)
 class ElasticSimulation:
-    """An elastic refit's prediction (``refit simulate --members/--join/--fail``, docs/guide/elastic.md).
+    """An elastic refit's prediction (``refit simulate --members/--join/--fail``,
+    docs/guide/elastic-planning.md).
 
     ``simulation`` is the members' refit, the joining engine's fill, or (``fail``) the full refit;
     ``elastic`` is the command's ``elastic`` object: ``engines`` and, by question, ``members``,

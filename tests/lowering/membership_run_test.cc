@@ -26,7 +26,7 @@ TEST(MembershipRun, MemberPlansAndPeerJoinsDeliverEveryByte) {
     const auto per_node = static_cast<std::int32_t>(gen.uniform(1, 4));
     const auto cluster = testing::make_test_cluster((problem.world_size() + per_node - 1) / per_node,
                                                     per_node, sources, problem.destination_ranks());
-    Membership m{.engines = engines, .members = {}};
+    MemberEngines m{.engines = engines, .members = {}};
     for (std::int32_t e = 0; e < engines; ++e)
       if (e % 2 == i % 2) m.members.push_back(e);
     SCOPED_TRACE(::testing::Message() << "case " << i << ": " << m.members.size() << " of " << engines);

@@ -1,4 +1,4 @@
-// Membership plans (membership.h) against a brute-force reference: on random problems of random
+// MemberEngines plans (membership.h) against a brute-force reference: on random problems of random
 // engines, for a random subset of members derived from every strategy's full plan, every element
 // of every member's destination box is written exactly once (counted element by element), no rank
 // outside the membership receives or sends anything, and the plan validates against the members'
@@ -61,7 +61,7 @@ std::vector<Rank> identity(std::int32_t world) {
   return out;
 }
 
-TEST(Membership, RandomSubsetsFillEveryMemberOnceAndNothingElse) {
+TEST(MemberEngines, RandomSubsetsFillEveryMemberOnceAndNothingElse) {
   testing::RandomProblems gen(33);
   int checked = 0, resent = 0;
   for (int i = 0; i < 400; ++i) {
@@ -73,7 +73,7 @@ TEST(Membership, RandomSubsetsFillEveryMemberOnceAndNothingElse) {
     const auto world = problem.world_size();
     const auto cluster = testing::make_test_cluster((world + per_node - 1) / per_node, per_node, sources,
                                                     problem.destination_ranks());
-    Membership m{.engines = engines, .members = {}};
+    MemberEngines m{.engines = engines, .members = {}};
     for (std::int32_t e = 0; e < engines; ++e)
       if (gen.uniform(0, 1) == 1) m.members.push_back(e);
     if (m.members.empty()) m.members.push_back(static_cast<std::int32_t>(gen.uniform(0, engines - 1)));
@@ -112,34 +112,34 @@ TEST(Membership, RandomSubsetsFillEveryMemberOnceAndNothingElse) {
 }
 
 // With every engine a member nothing came through an absent rank: the member plan is the full plan.
-TEST(Membership, EveryEngineAMemberKeepsTheFullPlan) {
+TEST(MemberEngines, EveryEngineAMemberKeepsTheFullPlan) {
   testing::RandomProblems gen(7);
   const auto problem = testing::engine_problem(gen, 3, 3, 2, 3);
   const auto cluster = testing::make_test_cluster(3, 3, 3, 6);
   const auto full = make_plan("refit", problem, cluster).value();
   const auto derived =
-      member_plan(full, problem, cluster, Membership{.engines = 3, .members = {0, 1, 2}}).value();
+      member_plan(full, problem, cluster, MemberEngines{.engines = 3, .members = {0, 1, 2}}).value();
   EXPECT_EQ(derived.plan, full);
   EXPECT_EQ(derived.resent, 0);
 }
 
-TEST(Membership, BadMembershipsNameTheEngine) {
+TEST(MemberEngines, BadMembershipsNameTheEngine) {
   testing::RandomProblems gen(8);
   const auto problem = testing::engine_problem(gen, 2, 2, 2, 1);
-  const auto out = members_problem(problem, Membership{.engines = 2, .members = {0, 2}});
+  const auto out = members_problem(problem, MemberEngines{.engines = 2, .members = {0, 2}});
   ASSERT_FALSE(out);
   EXPECT_EQ(out.error().code, ErrorCode::kOutOfRange);
   EXPECT_NE(out.error().message.find("member engine 2"), std::string::npos) << out.error().message;
-  const auto count = members_problem(problem, Membership{.engines = 3, .members = {0}});
+  const auto count = members_problem(problem, MemberEngines{.engines = 3, .members = {0}});
   ASSERT_FALSE(count);
   EXPECT_NE(count.error().message.find("3 engines"), std::string::npos) << count.error().message;
-  EXPECT_FALSE(members_problem(problem, Membership{.engines = 2, .members = {1, 1}}));
-  EXPECT_FALSE(members_problem(problem, Membership{.engines = 2, .members = {}}));
+  EXPECT_FALSE(members_problem(problem, MemberEngines{.engines = 2, .members = {1, 1}}));
+  EXPECT_FALSE(members_problem(problem, MemberEngines{.engines = 2, .members = {}}));
 }
 
 // A destination mesh that shards along its first axis cannot lose an engine (engine 0 would
 // hold rows the others do not): the error names the tensor.
-TEST(Membership, RefusesAMeshThatDoesNotSeparateEngines) {
+TEST(MemberEngines, RefusesAMeshThatDoesNotSeparateEngines) {
   auto spec = make_tensor_spec("w", {4, 2}, DType::kFP32).value();
   auto src = Layout::make({4, 2}, Mesh::make({1}).value(), {Placement::replicate()}).value();
   auto dst = Layout::make({4, 2}, Mesh::make({2}, {Rank{1}, Rank{2}}).value(), {Placement::shard(0)}).value();
@@ -147,7 +147,7 @@ TEST(Membership, RefusesAMeshThatDoesNotSeparateEngines) {
       ReshardProblem::make(std::vector{TensorReshard{.tensor = spec, .source = src, .destination = dst}}, 1,
                            2)
           .value();
-  const auto out = members_problem(problem, Membership{.engines = 2, .members = {1}});
+  const auto out = members_problem(problem, MemberEngines{.engines = 2, .members = {1}});
   ASSERT_FALSE(out);
   EXPECT_NE(out.error().message.find("tensor 'w'"), std::string::npos) << out.error().message;
 }
@@ -177,7 +177,7 @@ void check_join(const ReshardProblem& problem, const PlacedCluster& cluster, con
   }
 }
 
-TEST(Membership, RandomJoinsFillTheJoiningEngineOnceFromHolders) {
+TEST(MemberEngines, RandomJoinsFillTheJoiningEngineOnceFromHolders) {
   testing::RandomProblems gen(34);
   for (int i = 0; i < 200; ++i) {
     const auto engines = static_cast<std::int32_t>(gen.uniform(2, 4));
@@ -199,7 +199,7 @@ TEST(Membership, RandomJoinsFillTheJoiningEngineOnceFromHolders) {
   }
 }
 
-TEST(Membership, BadJoinsNameTheEngine) {
+TEST(MemberEngines, BadJoinsNameTheEngine) {
   testing::RandomProblems gen(9);
   const auto problem = testing::engine_problem(gen, 2, 3, 1, 1);
   const auto cluster = testing::make_test_cluster(5, 1, 2, 3);

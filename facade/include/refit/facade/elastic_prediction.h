@@ -1,6 +1,6 @@
 #pragma once
-// Elastic refit's predictions, once (docs/guide/elastic.md): a refit over some of the engines, an engine
-// that joins, and an engine that dies as a refit starts. `refit simulate --members/--join/--fail`
+// Elastic refit's predictions, once (docs/guide/elastic-planning.md): a refit over some of the engines, an
+// engine that joins, and an engine that dies as a refit starts. `refit simulate --members/--join/--fail`
 // prints what these return and the Python package binds them; neither decides anything itself.
 #include <cstdint>
 #include <optional>
@@ -27,7 +27,7 @@ struct ElasticOptions {
 
 // --members: the members' refit, derived from the full plan (membership.h's member_plan).
 struct MembershipDelta {
-  Membership membership;              // the engines and the members asked for
+  MemberEngines membership;           // the engines and the members asked for
   Seconds full_plan_seconds;          // wall time planning the full problem
   Seconds delta_seconds;              // wall time deriving the members' plan from it
   std::int32_t resent_transfers = 0;  // transfers that send again (MemberPlan::resent)

@@ -3,7 +3,7 @@
 // their weights), and an engine that joins or restarts filled from live engines, from the
 // training ranks, or both. Engines are what vLLM's `engines=N` makes: the destination ranks cut
 // into N equal blocks of consecutive ranks, each holding a full copy of the weights, so a tensor's
-// destination mesh separates them along its first axis (docs/guide/elastic.md).
+// destination mesh separates them along its first axis (docs/guide/elastic-planning.md).
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -16,14 +16,14 @@
 namespace refit {
 
 // Which engines a refit covers: plain data, the same on every rank.
-struct Membership {
+struct MemberEngines {
   std::int32_t engines = 1;           // the destination ranks form this many engines of equal size
   std::vector<std::int32_t> members;  // the engines this refit fills, ascending and distinct
 };
 
 // Engine count dividing the destination ranks, members in [0, engines), ascending, distinct and
 // not none; errors name the engine index or the count.
-[[nodiscard]] Result<void> check_membership(const Membership& m, const ReshardProblem& problem);
+[[nodiscard]] Result<void> check_member_engines(const MemberEngines& m, const ReshardProblem& problem);
 
 // The global ranks of engine `engine` of `engines`: [first, first + size) after the training
 // ranks. Precondition: engines divides problem.destination_ranks().
@@ -33,7 +33,7 @@ std::vector<Rank> engine_ranks(const ReshardProblem& problem, std::int32_t engin
 // others hold nothing of any tensor), which a member plan is validated, lowered and run against.
 // Refuses, naming the tensor, a destination mesh whose first axis does not separate the engines
 // (it must replicate along that axis, unless every engine is a member).
-[[nodiscard]] Result<ReshardProblem> members_problem(const ReshardProblem& problem, const Membership& m);
+[[nodiscard]] Result<ReshardProblem> members_problem(const ReshardProblem& problem, const MemberEngines& m);
 
 // The plan of a refit over the members, derived from `full` (a plan of `problem` on `cluster`)
 // without planning again: the transfers to members are kept; what a member received from a rank
@@ -53,7 +53,7 @@ struct MemberPlan {
 // `full` is taken by value: most of its transfers move into the result unchanged, so a caller that
 // keeps the full plan for the next change gives a copy (bench/membership_bench times both).
 [[nodiscard]] Result<MemberPlan> member_plan(Plan full, const ReshardProblem& problem,
-                                             const PlacedCluster& cluster, const Membership& m);
+                                             const PlacedCluster& cluster, const MemberEngines& m);
 
 // Where a joining engine's weights come from.
 enum class JoinSource : std::uint8_t {
@@ -68,7 +68,7 @@ std::string_view join_source_name(JoinSource s);
 [[nodiscard]] Result<JoinSource> parse_join_source(std::string_view name);
 
 struct JoinOptions {
-  std::int32_t engines = 1;         // as Membership::engines
+  std::int32_t engines = 1;         // as MemberEngines::engines
   std::int32_t joining = 0;         // the engine to fill
   std::vector<std::int32_t> peers;  // live engines holding the current weights, ascending, distinct
   JoinSource source = JoinSource::kBoth;
