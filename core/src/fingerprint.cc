@@ -20,7 +20,7 @@ void Fingerprint::add(std::string_view s) {
   }
 }
 
-void Fingerprint::add(const Shape& s) {
+void Fingerprint::add(std::span<const std::int64_t> s) {
   add(s.size());
   for (auto v : s) add(static_cast<std::uint64_t>(v));
 }

@@ -12,6 +12,8 @@
 
 #include <nanobind/nanobind.h>
 
+#include "shape_caster.h"
+
 #include "refit/facade/prediction.h"
 #include "refit/refit.h"
 

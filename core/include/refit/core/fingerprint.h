@@ -2,6 +2,7 @@
 // A 64-bit FNV-1a fingerprint of plain values, for ranks to compare what they built (plans,
 // problems) without sending it. Not cryptographic: it tells honest mistakes apart, nothing more.
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "refit/core/box.h"
@@ -12,9 +13,9 @@ namespace refit {
 class Fingerprint {
  public:
   void add(std::uint64_t v);
-  void add(std::string_view s);   // its length, then its bytes
-  void add(const Shape& s);       // its length, then its values
-  void add(const TensorSpec& t);  // name, shape, dtype and quantisation
+  void add(std::string_view s);               // its length, then its bytes
+  void add(std::span<const std::int64_t> s);  // its length, then its values
+  void add(const TensorSpec& t);              // name, shape, dtype and quantisation
   std::uint64_t value() const { return h_; }
 
  private:
