@@ -1,26 +1,27 @@
 #include "refit/core/fingerprint.h"
 
+#include <bit>
+
 namespace refit {
 namespace {
-constexpr std::uint64_t kFnvPrime = 1099511628211ull;
+
+// A 64-bit finaliser (the one of splitmix64): every bit of `x` moves every bit of the result.
+constexpr std::uint64_t mixed(std::uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
 }  // namespace
 
-void Fingerprint::add(std::uint64_t v) {
-  for (int i = 0; i < 8; ++i) {
-    h_ ^= (v >> (8 * i)) & 0xff;
-    h_ *= kFnvPrime;
-  }
-}
+void Fingerprint::add(std::uint64_t v) { h_ = std::rotl(h_, 27) * 0x9e3779b97f4a7c15ull ^ mixed(v); }
 
 void Fingerprint::add(std::string_view s) {
   add(s.size());
-  for (unsigned char c : s) {
-    h_ ^= c;
-    h_ *= kFnvPrime;
-  }
+  for (unsigned char c : s) add(std::uint64_t{c});
 }
 
-void Fingerprint::add(const Shape& s) {
+void Fingerprint::add(std::span<const std::int64_t> s) {
   add(s.size());
   for (auto v : s) add(static_cast<std::uint64_t>(v));
 }

@@ -73,17 +73,23 @@ std::vector<Handle> PlanBuilder::in_pair_order(
     std::span<const Handle> order, std::span<const std::pair<std::int64_t, std::size_t>> round) const {
   // The rounds interleave the pairs; each pair's messages then take the pair's places in its own
   // order (the rotation would otherwise wrap a pair's last messages in front of its first).
-  std::map<std::tuple<std::uint32_t, std::int32_t, std::int32_t>, std::vector<std::size_t>> places;
-  for (std::size_t i = 0; i < round.size(); ++i) {
+  const auto pair_of = [&](std::size_t i) {
     const auto& p = pending_[static_cast<std::size_t>(order[round[i].second])];
-    places[{p.phase, p.from.value, p.to.value}].push_back(i);
-  }
+    return std::tuple(p.phase, p.from.value, p.to.value);
+  };
+  std::vector<std::size_t> places(round.size());  // the rounds' places, by pair, each in round order
+  std::iota(places.begin(), places.end(), 0);
+  std::ranges::stable_sort(places, {}, pair_of);
   std::vector<Handle> rounds(order.size());
-  for (const auto& [pair, at] : places) {
-    std::vector<std::size_t> positions;  // where the pair's messages lie in `order`
-    for (const std::size_t i : at) positions.push_back(round[i].second);
+  std::vector<std::size_t> positions;  // where one pair's messages lie in `order`
+  for (std::size_t begin = 0; begin < places.size();) {
+    std::size_t end = begin;
+    positions.clear();
+    for (; end < places.size() && pair_of(places[end]) == pair_of(places[begin]); ++end)
+      positions.push_back(round[places[end]].second);
     std::ranges::sort(positions);
-    for (std::size_t k = 0; k < at.size(); ++k) rounds[at[k]] = order[positions[k]];
+    for (std::size_t k = 0; k < positions.size(); ++k) rounds[places[begin + k]] = order[positions[k]];
+    begin = end;
   }
   return rounds;
 }

@@ -13,6 +13,8 @@
 #include <nanobind/nanobind.h>
 #include <nlohmann/json.hpp>
 
+#include "shape_caster.h"
+
 #include "refit/facade/prediction.h"
 #include "refit/refit.h"
 

@@ -1,11 +1,13 @@
 #include "event_queue.h"
 
+#include <algorithm>
+
 namespace refit::sim {
 
 void EventQueue::sift_up(std::size_t i) {
   const Event e = heap_[i];
   while (i > 0) {
-    const std::size_t parent = (i - 1) / 2;
+    const std::size_t parent = (i - 1) / kArity;
     if (!before(e, heap_[parent])) break;
     place(i, heap_[parent]);
     i = parent;
@@ -17,9 +19,11 @@ void EventQueue::sift_down(std::size_t i) {
   const Event e = heap_[i];
   const std::size_t n = heap_.size();
   for (;;) {
-    std::size_t child = 2 * i + 1;
-    if (child >= n) break;
-    if (child + 1 < n && before(heap_[child + 1], heap_[child])) ++child;
+    const std::size_t first = kArity * i + 1;
+    if (first >= n) break;
+    std::size_t child = first;
+    for (std::size_t c = first + 1; c < std::min(first + kArity, n); ++c)
+      if (before(heap_[c], heap_[child])) child = c;
     if (!before(heap_[child], e)) break;
     place(i, heap_[child]);
     i = child;

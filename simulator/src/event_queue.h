@@ -29,6 +29,9 @@ class EventQueue {
 
  private:
   static constexpr std::uint32_t kAbsent = UINT32_MAX;
+  // Children per node: a 4-ary heap is half as deep as a binary one, and a node's children share
+  // a cache line or two, which the engine's many re-timed flows (sift down) favour.
+  static constexpr std::size_t kArity = 4;
   static bool before(const Event& a, const Event& b) {
     return a.time < b.time || (a.time == b.time && a.seq < b.seq);
   }
@@ -39,7 +42,7 @@ class EventQueue {
   void sift_up(std::size_t i);
   void sift_down(std::size_t i);
 
-  std::vector<Event> heap_;              // binary min-heap
+  std::vector<Event> heap_;              // kArity-ary min-heap
   std::vector<std::uint32_t> position_;  // per task: its event's index in heap_, or kAbsent
   std::uint64_t next_seq_ = 0;
 };

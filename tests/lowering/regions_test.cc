@@ -82,7 +82,7 @@ class RandomStorage {
       }
       region.parameter = it->second;
       auto& at = used[static_cast<std::size_t>(it->second)];
-      region.strides.assign(region.box.rank(), 1);
+      region.strides = Shape(region.box.rank(), 1);
       std::int64_t span = region.box.extent.back() + uniform(0, 2);
       for (std::size_t d = region.box.rank() - 1; d-- > 0;) {
         region.strides[d] = span;

@@ -3,11 +3,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <vector>
+
+#include "refit/core/shape.h"
 
 namespace refit {
-
-using Shape = std::vector<std::int64_t>;
 
 struct Box {
   Shape offset;
