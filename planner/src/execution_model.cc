@@ -25,8 +25,10 @@ constexpr std::array<ExecutionModel, 3> kModels{{
     {.id = ExecutionModelId::kRefitUcx,
      .name = "refit-ucx",
      .description = "refit's UCX executor: each (sender, receiver) pair one stream in plan order, "
-                    "16 chunks granted ahead, a chunk put run by run unless its runs are many and short",
+                    "16 chunks granted ahead, a sender's pairs sharing its links by their bytes, "
+                    "a chunk put run by run unless its runs are many and short",
      .pair_window = kUcxGrantWindow,
+     .pairs_share_by_bytes = true,
      .zero_copy = kManyPuts},
     {.id = ExecutionModelId::kRefitNccl,
      .name = "refit-nccl",

@@ -7,6 +7,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "refit/planner/execution_model.h"
 #include "refit/planner/links.h"
 
 namespace refit::planner_detail {
@@ -125,12 +126,21 @@ class SegmentIndex {
   std::unordered_multimap<std::uint64_t, std::size_t> exact_;
 };
 
+// `part` of `whole` bytes as a fraction in fixed point: 2^50 is all of it, enough to tell 8 MiB
+// apart in 10^15 bytes.
+std::int64_t fraction_of(std::int64_t part, std::int64_t whole) {
+  constexpr double kAll = 1125899906842624.0;  // 2^50
+  return static_cast<std::int64_t>(static_cast<double>(part) / static_cast<double>(whole) * kAll);
+}
+
 }  // namespace
 
 std::vector<std::vector<std::int64_t>> PlanBuilder::segment_arrivals(std::span<const Handle> order) const {
-  // A (sender, receiver) pair is one in-order stream, and the pairs into one receiver share its
-  // link, so a segment has arrived once its pair has carried it and everything before it: the
-  // pair's bytes up to its end order arrivals at one receiver.
+  // A (sender, receiver) pair is one in-order stream, so a segment has arrived once its pair has
+  // carried it and everything before it. Pairs sharing links equally carry bytes at one rate: the
+  // pair's bytes up to its end order arrivals. Pairs sharing them by their bytes
+  // (ExecutionModel::pairs_share_by_bytes) all go through the same fraction of their bytes at
+  // once: that fraction orders arrivals.
   std::map<std::pair<std::int32_t, std::int32_t>, std::int64_t> carried;
   std::vector<std::vector<std::int64_t>> end(pending_.size());
   for (const Handle h : order) {
@@ -138,6 +148,9 @@ std::vector<std::vector<std::int64_t>> PlanBuilder::segment_arrivals(std::span<c
     auto& pair = carried[{p.from.value, p.to.value}];
     for (const auto& s : p.segments) end[static_cast<std::size_t>(h)].push_back(pair += box_bytes(s));
   }
+  if (execution_model(strategy_.execution).pairs_share_by_bytes)
+    for (std::size_t h = 0; h < pending_.size(); ++h)
+      for (auto& e : end[h]) e = fraction_of(e, carried.at({pending_[h].from.value, pending_[h].to.value}));
   std::unordered_map<Handle, SegmentIndex> index;
   std::vector<std::vector<std::int64_t>> arrival(pending_.size());
   for (std::size_t h = 0; h < pending_.size(); ++h)

@@ -27,7 +27,8 @@ Result<CallSchedule> whole_plan(const DeployInputs& in) {
   Call call{.label = "the plan", .group = "refit execute"};
   call.transfers.resize(in.plan.transfers.size());
   std::iota(call.transfers.begin(), call.transfers.end(), 0);
-  return CallSchedule{.calls = {std::move(call)}};
+  return CallSchedule{.calls = {std::move(call)},
+                      .pairs_share_by_bytes = execution_model(in.plan.execution).pairs_share_by_bytes};
 }
 
 std::vector<std::int32_t> all_tensors(const ReshardProblem& problem) {

@@ -38,7 +38,8 @@ void FlowNetwork::finish(std::int32_t task, double now) {
 
 bool FlowNetwork::can_hand_over(std::int32_t from, std::int32_t to) const {
   return model_.bytes(TaskId{to}).value > 0 &&
-         std::ranges::equal(model_.resources(TaskId{from}), model_.resources(TaskId{to}));
+         std::ranges::equal(model_.resources(TaskId{from}), model_.resources(TaskId{to})) &&
+         model_.share_weight(TaskId{from}) == model_.share_weight(TaskId{to});
 }
 
 void FlowNetwork::hand_over(std::int32_t from, std::int32_t to, double now) {

@@ -20,7 +20,7 @@ class FlowNetwork {
   void start(std::int32_t task, double now);
   void finish(std::int32_t task, double now);
   // Whether `to` can take over the flow of `from` as it finishes: it moves bytes across the
-  // same resources.
+  // same resources with the same weight.
   bool can_hand_over(std::int32_t from, std::int32_t to) const;
   // `from` has finished and `to` carries on with its rate: no other flow's rate changes.
   void hand_over(std::int32_t from, std::int32_t to, double now);

@@ -45,7 +45,8 @@ void IncrementalMaxMin::add(std::int32_t task) {
   }
   dense_of_[index(task)] = d;
   const auto crossed = model_.resources(TaskId{task});
-  flows_[d] = Flow{.resources = crossed.data(),
+  flows_[d] = Flow{.weight = model_.share_weight(TaskId{task}),
+                   .resources = crossed.data(),
                    .task = task,
                    .resource_count = static_cast<std::uint16_t>(crossed.size())};
   const auto slot = static_cast<std::uint32_t>(model_.resource_slot(TaskId{task}));
@@ -100,36 +101,38 @@ IncrementalMaxMin::Prediction IncrementalMaxMin::predict(std::int32_t resource) 
   double left = capacity_[index(resource)];
   double kept = kNever;
   std::size_t rising = 0;
+  double rising_weight = 0.0;
   caps_.clear();
   for (const Crossing c : crossing_[index(resource)]) {
     const Flow& f = flows_[c.flow];
-    if (touched(f)) {
-      if (f.mark == Mark::kFrozen)
-        left -= f.new_rate;
-      else
-        ++rising;
-    } else if (f.bottleneck == resource) {
+    const bool rises = touched(f) ? f.mark != Mark::kFrozen : f.bottleneck == resource || dirty(f.bottleneck);
+    if (rises) {
+      // A flow bottlenecked at a dirty resource is not capped: that one is replayed too, and may
+      // release it.
       ++rising;
-      kept = std::min(kept, f.rate);
-    } else if (dirty(f.bottleneck)) {
-      ++rising;  // not capped: its bottleneck is replayed too, and may release it
+      rising_weight += f.weight;
+      if (!touched(f) && f.bottleneck == resource) kept = std::min(kept, f.rate);
+    } else if (touched(f)) {
+      left -= f.new_rate * f.weight;
     } else if (f.rate <= level_) {
-      left -= f.rate;
+      left -= f.rate * f.weight;
     } else {
-      caps_.push_back(f.rate);
+      caps_.emplace_back(f.rate, f.weight);
     }
   }
   rising += caps_.size();
+  for (const auto& [cap, weight] : caps_) rising_weight += weight;
   // Caps below the fair share freeze before it and leave more to the others, so the share only
   // grows: absorb them until none is left below it (a pass or two, no sorting).
   for (;;) {
     if (rising == 0) return {.level = kNever, .kept = kept};
-    const double share = left / static_cast<double>(rising);
+    const double share = left / rising_weight;
     const std::size_t before = caps_.size();
-    std::erase_if(caps_, [&](double cap) {
-      if (cap >= share) return false;
-      left -= cap;
+    std::erase_if(caps_, [&](const std::pair<double, double>& c) {
+      if (c.first >= share) return false;
+      left -= c.first * c.second;
       --rising;
+      rising_weight -= c.second;
       return true;
     });
     if (caps_.size() == before) return {.level = std::max(0.0, share), .kept = kept};
@@ -158,6 +161,7 @@ void IncrementalMaxMin::make_dirty(std::int32_t resource) {
   r.saturated = false;
   r.release_pending = false;
   r.sharing = 0;  // until it saturates again
+  r.sharing_weight = 0.0;
   Prediction p = predict(resource);
   if (p.kept < level_) {
     for (const Crossing c : crossing_[index(resource)]) {
@@ -192,12 +196,12 @@ void IncrementalMaxMin::freeze(std::uint32_t flow, std::int32_t at, double rate)
   f.sharing = false;  // saturate() says whether it shares `at`
   if (moved) changed_.push_back(f.task);
   const std::int32_t was = std::exchange(f.bottleneck, at);
-  if (left_clean && !stops_sharing(was, from, f.new_rate)) make_dirty(was);
+  if (left_clean && !stops_sharing(was, f, from, f.new_rate)) make_dirty(was);
   for (const ResourceId q : f.crossed()) {
     if (q.value == at || (left_clean && q.value == was)) continue;
     if (dirty(q.value))
       resources_[index(q.value)].stale = true;  // frozen, it takes no more: q saturates later
-    else if (moved && !absorbs(q.value, from, f.new_rate))
+    else if (moved && !absorbs(q.value, f, from, f.new_rate))
       make_dirty(q.value);
   }
 }
@@ -206,11 +210,11 @@ void IncrementalMaxMin::freeze(std::uint32_t flow, std::int32_t at, double rate)
 // its sharing flows moving, so that replaying it would change nothing: a resource nobody shares
 // has room to spare (or is full by a tie), and a flow slowing down frees more; otherwise the
 // change moves the level, which must stay in its band, and the flow must stay below it.
-bool IncrementalMaxMin::absorbs(std::int32_t resource, double from, double to) {
+bool IncrementalMaxMin::absorbs(std::int32_t resource, const Flow& f, double from, double to) {
   Resource& r = resources_[index(resource)];
   if (r.sharing == 0) return to <= from;
-  const double drift = r.drift + (to - from);
-  const double level = r.level - drift / static_cast<double>(r.sharing);
+  const double drift = r.drift + (to - from) * f.weight;
+  const double level = r.level - drift / r.sharing_weight;
   if (level > r.ceiling || level < r.floor * (1.0 - kRateTolerance) || to > level * (1.0 + kRateTolerance))
     return false;
   r.drift = drift;
@@ -219,11 +223,13 @@ bool IncrementalMaxMin::absorbs(std::int32_t resource, double from, double to) {
 
 // A sharing flow of a clean resource froze elsewhere (from one rate to another): the others
 // share what it leaves. Whether they can keep their rates doing so.
-bool IncrementalMaxMin::stops_sharing(std::int32_t resource, double from, double to) {
+bool IncrementalMaxMin::stops_sharing(std::int32_t resource, const Flow& f, double from, double to) {
   Resource& r = resources_[index(resource)];
-  const auto n = static_cast<double>(r.sharing--);
+  const double w = r.sharing_weight;
+  --r.sharing;
+  r.sharing_weight -= f.weight;
   if (r.sharing == 0) return to <= from;
-  r.level = (n * (r.level - r.drift / n) - to) / (n - 1.0);
+  r.level = (w * r.level - r.drift - to * f.weight) / r.sharing_weight;
   r.drift = 0.0;
   return r.level <= r.ceiling && r.level >= r.floor * (1.0 - kRateTolerance) &&
          to <= r.level * (1.0 + kRateTolerance);
@@ -237,6 +243,7 @@ void IncrementalMaxMin::saturate(std::int32_t resource, double share) {
   Resource& r = resources_[index(resource)];
   r.saturated = true;  // before freezing: resources this dirties see what it counted on
   r.sharing = 0;
+  r.sharing_weight = 0.0;
   r.floor = 0.0;
   r.ceiling = kNever;
   for (const Crossing c : crossing_[index(resource)]) {
@@ -249,6 +256,7 @@ void IncrementalMaxMin::saturate(std::int32_t resource, double share) {
     freeze(c.flow, resource, share);
     f.sharing = true;
     ++r.sharing;
+    r.sharing_weight += f.weight;
     r.floor = std::max(r.floor, f.new_rate);
     r.ceiling = std::min(r.ceiling, f.new_rate * (1.0 + tolerance_));
   }

@@ -34,6 +34,9 @@
 // (other resources counted on it) unless nothing saturated on that assumption, and a resource
 // found full that way saturates at its share below the running level. And the flows a clean
 // resource keeps below its level make its share move by what they leave (stops_sharing()).
+// Weighted (max_min.h): a flow of weight w rises at w times the level, so everything below
+// compares levels (a flow's rate / w, which is what Flow keeps) and sums loads (w x level);
+// "flows" counted for a share are their total weight.
 // Random churn shows each flow within (1 + t)^2 of the fastest flow on a resource that is full
 // to within (1 + t)^2 (tests/simulator/incremental_max_min_test.cc); at t = 0, exact max-min.
 #include <cstdint>
@@ -59,7 +62,10 @@ class IncrementalMaxMin {
   // bit for bit.
   std::span<const std::int32_t> update();
 
-  double rate(std::int32_t task) const { return flows_[dense_of_[index(task)]].rate; }
+  double rate(std::int32_t task) const {
+    const Flow& f = flows_[dense_of_[index(task)]];
+    return f.rate * f.weight;
+  }
   // Active flows crossing the resource.
   std::size_t load_count(std::int32_t resource) const { return crossing_[index(resource)].size(); }
 
@@ -68,9 +74,11 @@ class IncrementalMaxMin {
   enum class EntryKind : std::uint8_t { kSaturate, kRelease };
   // Active flows live in a dense array, so that the flows of the few resources an update scans
   // sit in a few cache lines however large the model is.
+  // Rates here are levels: the flow's rate / its weight.
   struct Flow {
     double rate = 0.0;                      // of the last update
     double new_rate = 0.0;                  // once frozen in the running update
+    double weight = 1.0;                    // the model's share_weight
     const ResourceId* resources = nullptr;  // the model's list
     std::int32_t task = -1;
     std::int32_t bottleneck = -1;  // the resource that froze it last; -1 for a new flow
@@ -91,6 +99,7 @@ class IncrementalMaxMin {
     // of them would change rate (floor: the fastest of them; ceiling: the slowest one's rise
     // tolerance), and how far rate changes of its other flows moved the level since (drift).
     std::int32_t sharing = 0;
+    double sharing_weight = 0.0;  // their total weight
     double level = 0.0;
     double floor = 0.0;
     double ceiling = 0.0;
@@ -139,8 +148,8 @@ class IncrementalMaxMin {
   void saturate(std::int32_t resource, double share);
   void release(std::int32_t resource);
   void freeze(std::uint32_t flow, std::int32_t at, double rate);
-  bool absorbs(std::int32_t resource, double from, double to);
-  bool stops_sharing(std::int32_t resource, double from, double to);
+  bool absorbs(std::int32_t resource, const Flow& f, double from, double to);
+  bool stops_sharing(std::int32_t resource, const Flow& f, double from, double to);
 
   const Model& model_;
   const double tolerance_;
@@ -162,8 +171,8 @@ class IncrementalMaxMin {
   std::uint64_t ticks_ = 0;
   double level_ = 0.0;
   std::vector<Entry> heap_;
-  std::vector<double> caps_;           // scratch of predict()
-  std::vector<std::int32_t> changed_;  // tasks
+  std::vector<std::pair<double, double>> caps_;  // scratch of predict(): (level, weight)
+  std::vector<std::int32_t> changed_;            // tasks
 };
 
 }  // namespace refit::sim

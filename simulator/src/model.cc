@@ -17,9 +17,10 @@ std::int32_t Model::add_track(std::string name) {
   return track_count() - 1;
 }
 
-std::int32_t Model::add_stream() {
+std::int32_t Model::add_stream(double share_weight) {
   stream_first_.push_back(-1);
   stream_last_.push_back(-1);
+  stream_weight_.push_back(share_weight);
   return stream_count() - 1;
 }
 

@@ -65,13 +65,25 @@ namespace {
 
 std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 
-// What a plan model is built from besides the plan: the lowering's copy costs and the execution
-// model's step schedule, when it is paced by steps.
+// What a plan model is built from besides the plan: the lowering's copy costs, the execution
+// model and its step schedule, when it is paced by steps.
 struct Lowered {
   const lowering::LoweredPlan& plan;
+  const ExecutionModel& execution;
   std::vector<lowering::TransferCopyCost> costs;
   std::optional<lowering::StepSchedule> steps;
 };
+
+// Each pair stream's share of the links it crosses: its bytes in the plan where the pairs share
+// links by their bytes (the calls say, or without calls the execution model), else 1 each.
+std::vector<double> stream_weights(const Plan& plan, const PieceCuts& cuts, bool by_bytes) {
+  std::vector<double> weights(at(cuts.streams()), by_bytes ? 0.0 : 1.0);
+  if (!by_bytes) return weights;
+  for (const Transfer& t : plan.transfers)
+    if (const auto s = cuts.stream(t.id); s >= 0) weights[at(s)] += static_cast<double>(t.bytes.value);
+  for (double& w : weights) w = std::max(w, 1.0);  // a pair of empty transfers still flows
+  return weights;
+}
 
 // The model of `lowered`'s plan, every transfer of which `calls` moves (when given): the
 // resources, the pieces' cuts and streams, then the tasks in issue order, one transfer at a time
@@ -83,7 +95,9 @@ struct Lowered {
   TaskSink sink(call_of);
   const Routes routes(cluster, sink.model());
   const auto cuts = REFIT_TRY(PieceCuts::make(lowered.plan, options.calls, call_of, options.window));
-  for (std::int32_t s = 0; s < cuts.streams(); ++s) sink.model().add_stream();
+  const bool by_bytes =
+      options.calls ? options.calls->pairs_share_by_bytes : lowered.execution.pairs_share_by_bytes;
+  for (const double weight : stream_weights(plan, cuts, by_bytes)) sink.model().add_stream(weight);
   sink.reserve(plan.transfers.size() * 3);
   QuantizeTasks quantize(plan, std::move(work), routes, sink);
   quantize.add_senders();
@@ -176,6 +190,7 @@ Result<PlanModel> build_called(const Plan& plan, const ReshardProblem& problem, 
                                std::vector<std::int32_t> call_of) {
   const auto lowered = REFIT_TRY(lowering::LoweredPlan::make(plan, options.staging));
   Lowered in{.plan = lowered,
+             .execution = execution,
              .costs = REFIT_TRY(lowering::copy_costs(lowered, problem, execution.zero_copy)),
              .steps = std::nullopt};
   if (execution.step_chunks > 0)

@@ -45,6 +45,10 @@ namespace {
   // A task that named a stream before add_stream() made it was never put in its order.
   if (stream >= 0 && model.stream_previous(t) < 0 && model.stream_first(stream) != t.value)
     return bad(ErrorCode::kInvalidArgument, fmt::format("joins stream {}, which was added after it", stream));
+  if (stream >= 0 && !(model.share_weight(t) > 0 && std::isfinite(model.share_weight(t))))
+    return bad(ErrorCode::kOutOfRange,
+               fmt::format("stream {} must have a positive, finite share weight, got {}", stream,
+                           model.share_weight(t)));
   return {};
 }
 

@@ -303,23 +303,63 @@ TEST(SimulateCli, WeightsTrainedInFp8MoveAsTheyAreWithNothingToQuantise) {
   EXPECT_EQ(nlohmann::json::parse(r.out)["strategies"][0]["breakdown_s"]["quantize"].get<double>(), 0);
 }
 
-TEST(SimulateCli, RefitStaysWithinFifteenPercentOfItsBoundOnTheReferenceProblems) {
-  // Issue 14's rule for refit as its executors run it: predicted / lower bound <= 1.15 on every
-  // reference problem of the README's predictions table.
-  for (const char* problem :
-       {"--model qwen3-30b-a3b --train ep=8,pp=2 --infer tp=8,engines=2 --cluster dgx-h100",
-        "--model qwen3-235b-a22b --train tp=4,pp=8,ep=16,etp=1 --infer tp=8,engines=16 --cluster dgx-h100",
-        "--model deepseek-v3 --train pp=16,ep=16 --infer tp=32,engines=8 --cluster dgx-h100",
-        "--model deepseek-v3 --train pp=16,ep=16 --infer tp=32,engines=8 --cluster "
-        "gb200-nvl72:gpus_per_domain=64",
-        "--model kimi-k2 --train pp=16,ep=16 --infer tp=16,engines=8 --cluster dgx-h100"}) {
-    const auto r = run_refit(std::string("simulate ") + problem + " --strategy refit --json");
-    ASSERT_EQ(r.exit_code, 0) << problem << ": " << r.err;
-    const auto j = nlohmann::json::parse(r.out)["strategies"][0];
+// The reference problems of the README's predictions table, and Qwen3-30B-A3B in NeMo RL's own
+// layout (EP8xDP2 -> 8 engines of TP2).
+const char* const kReferenceProblems[] = {
+    "--model qwen3-30b-a3b --train ep=8,pp=2 --infer tp=8,engines=2 --cluster dgx-h100",
+    "--model qwen3-30b-a3b --train ep=8,dp=16 --infer tp=2,engines=8 --cluster dgx-h100",
+    "--model qwen3-235b-a22b --train tp=4,pp=8,ep=16,etp=1 --infer tp=8,engines=16 --cluster dgx-h100",
+    "--model deepseek-v3 --train pp=16,ep=16 --infer tp=32,engines=8 --cluster dgx-h100",
+    "--model deepseek-v3 --train pp=16,ep=16 --infer tp=32,engines=8 --cluster "
+    "gb200-nvl72:gpus_per_domain=64",
+    "--model kimi-k2 --train pp=16,ep=16 --infer tp=16,engines=8 --cluster dgx-h100"};
+
+nlohmann::json simulated_row(const std::string& args) {
+  const auto r = run_refit("simulate " + args + " --json");
+  EXPECT_EQ(r.exit_code, 0) << args << ": " << r.err;
+  return r.exit_code == 0 ? nlohmann::json::parse(r.out)["strategies"][0] : nlohmann::json{};
+}
+
+TEST(SimulateCli, RefitStaysWithinFivePercentOfItsBoundOnTheReferenceProblems) {
+  // Issue 31's rule for refit as its executors run it: predicted / lower bound <= 1.05 on every
+  // reference problem. The network part of the bound is met in the fluid model once a
+  // sender's pairs share its NIC by their bytes (lowering/pair_pacing.h); what is left is the
+  // NVLink relay of the last chunks to land and the messages' latency.
+  for (const char* problem : kReferenceProblems) {
+    const auto j = simulated_row(std::string(problem) + " --strategy refit");
+    ASSERT_FALSE(j.is_null()) << problem;
     EXPECT_EQ(j["deployment"], "refit") << problem;
     EXPECT_GE(j["ratio_to_lower_bound"].get<double>(), 1.0) << problem;
-    EXPECT_LE(j["ratio_to_lower_bound"].get<double>(), 1.15) << problem;
+    EXPECT_LE(j["ratio_to_lower_bound"].get<double>(), 1.05) << problem;
   }
+}
+
+TEST(SimulateCli, RefitIsNeverSlowerThanAnotherStrategyOnRefitsExecutors) {
+  // The plans of direct and m2n-ring, run by refit's executors, against refit's own plan on each
+  // reference problem: refit's plan is never slower. (gather-broadcast's plan, 10^7 chunks
+  // through one rank's NIC, is slower by an order of magnitude and too large to simulate here.)
+  for (const char* problem : kReferenceProblems) {
+    const double refit =
+        simulated_row(std::string(problem) + " --strategy refit")["predicted_s"].get<double>();
+    for (const char* other : {"direct", "m2n-ring"}) {
+      const auto j = simulated_row(std::string(problem) + " --strategy " + other + " --deployment refit");
+      ASSERT_FALSE(j.is_null()) << problem << " " << other;
+      EXPECT_LE(refit, j["predicted_s"].get<double>()) << problem << ": " << other;
+    }
+  }
+}
+
+TEST(SimulateCli, KimiInFp8StaysWithinFivePercentAndAheadOfTheDirectPlan) {
+  // Kimi-K2 PP16xEP16 -> 8 x TP16 in fp8-block128: halved bytes, quantised at the landing ranks.
+  // With equal shares per pair the direct plan on refit's executors (1.42 s) beat refit's (1.47 s,
+  // bound 1.37 s); shared by bytes refit's plan is within 5 % of the bound and ahead again. What
+  // is left above the bound: the landing ranks' quantisation (about 6 ms) and the NVLink tail.
+  const std::string kimi = std::string(kReferenceProblems[5]) + " --quantize fp8-block128";
+  const auto refit = simulated_row(kimi + " --strategy refit");
+  const auto direct = simulated_row(kimi + " --strategy direct --deployment refit");
+  ASSERT_FALSE(refit.is_null() || direct.is_null());
+  EXPECT_LE(refit["ratio_to_lower_bound"].get<double>(), 1.05);
+  EXPECT_LE(refit["predicted_s"].get<double>(), direct["predicted_s"].get<double>());
 }
 
 TEST(SimulateCli, GpusWithoutNvlinkInDomainsOfTheirOwnSimulate) {

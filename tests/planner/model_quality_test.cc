@@ -67,15 +67,21 @@ TEST_F(DeepSeekPlan, NeverMoreNetworkBytesThanDirect) {
             compute_stats(direct, mp_->cluster).network_bytes);
 }
 
-// Where each segment of each transfer has landed: the bytes its (sender, receiver) pair has
-// carried up to its end, the pair being one in-order stream.
-std::vector<std::vector<std::int64_t>> segment_landings(const Plan& plan) {
+// When each segment of each transfer has landed, as a fraction of the time its pair takes: the
+// pair is one in-order stream and pairs share links by their bytes (refit's execution model), so
+// every pair goes through the same fraction of its bytes at once: its bytes up to the segment's
+// end over all of its bytes.
+std::vector<std::vector<double>> segment_landings(const Plan& plan) {
+  std::map<std::pair<std::int32_t, std::int32_t>, std::int64_t> total;
+  for (const auto& t : plan.transfers) total[{t.sender.value, t.receiver.value}] += t.bytes.value;
   std::map<std::pair<std::int32_t, std::int32_t>, std::int64_t> carried;
-  std::vector<std::vector<std::int64_t>> landed(plan.transfers.size());
+  std::vector<std::vector<double>> landed(plan.transfers.size());
   for (const auto& t : plan.transfers) {
-    auto& pair = carried[{t.sender.value, t.receiver.value}];
+    const std::pair key{t.sender.value, t.receiver.value};
+    auto& pair = carried[key];
     for (const auto& s : t.segments)
-      landed[static_cast<std::size_t>(t.id)].push_back(pair += plan.segment_bytes(s).value);
+      landed[static_cast<std::size_t>(t.id)].push_back(
+          static_cast<double>(pair += plan.segment_bytes(s).value) / static_cast<double>(total[key]));
   }
   return landed;
 }
@@ -84,11 +90,11 @@ TEST_F(DeepSeekPlan, RelaysGoInTheOrderTheirDataLands) {
   // A (sender, receiver) pair is one in-order stream and a relay cannot finish before its data
   // has landed, so the relays a landing GPU sends a replica go in the order their data lands: a
   // relayed box has landed once the upstream's own pair has carried the upstream segment holding
-  // it, and a relay once its last box has. Landing GPUs here receive from several training GPUs
-  // at once, so creation order would not give it; and relays are cut into slices, so the relays
-  // of two upstream messages that land together interleave on a pair instead of one waiting for
-  // all of the other. Relays of different forwarding depths are planned apart (a deeper one
-  // waits for a whole forwarding hop more), so the order holds per pair and depth.
+  // it (segment_landings), and a relay once its last box has. Landing GPUs here receive from several training
+  // GPUs at once, so creation order would not give it; and relays are cut into slices, so the relays of two
+  // upstream messages that land together interleave on a pair instead of one waiting for all of the other.
+  // Relays of different forwarding depths are planned apart (a deeper one waits for a whole forwarding hop
+  // more), so the order holds per pair and depth.
   const auto landed = segment_landings(*plan_);
   std::map<std::tuple<std::int32_t, std::uint32_t, Shape>, std::size_t> exact;  // (transfer, tensor, offset)
   for (const auto& t : plan_->transfers)
@@ -105,11 +111,11 @@ TEST_F(DeepSeekPlan, RelaysGoInTheOrderTheirDataLands) {
     return std::size_t{0};
   };
   std::vector<std::int32_t> depth(plan_->transfers.size(), 0);
-  std::map<std::tuple<std::int32_t, std::int32_t, std::int32_t>, std::int64_t> last;     // (pair, depth)
+  std::map<std::tuple<std::int32_t, std::int32_t, std::int32_t>, double> last;           // (pair, depth)
   std::map<std::pair<std::int32_t, std::int32_t>, std::vector<std::int32_t>> upstreams;  // per pair, in order
   for (const auto& t : plan_->transfers) {
     const auto id = static_cast<std::size_t>(t.id);
-    std::int64_t arrival = 0;
+    double arrival = 0;
     for (const auto& s : t.segments) {
       if (s.via == kFromSourceShard) continue;
       const auto via = static_cast<std::size_t>(s.via);

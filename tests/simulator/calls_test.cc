@@ -178,13 +178,16 @@ TEST(Calls, PairsInOrderAreInOrderWithinOneQueueOnly) {
   // a (4 MiB) and b (1 MiB) both 0 -> 3, in calls of queues 0 and 1 (two communicators); then d
   // (4 MiB, 1 -> 4) in a call after b's on queue 1. a and b share rank 0's NIC: b lands at
   // alpha + 2U, a at alpha + 5U; d goes at once after b: 2 alpha + 6U. Were the pair one stream
-  // across queues, b would wait for a and d would end at 2 alpha + 9U.
+  // across queues, b would wait for a and d would end at 2 alpha + 9U. Run as NCCL collectives,
+  // whose connections share a NIC equally (pairs sharing by their bytes would land b with a).
   const auto p =
       ReshardProblem::make({moved("a", 4, 0, 3), moved("b", 1, 0, 3), moved("d", 4, 1, 4)}, 3, 3).value();
   const auto c = testing::make_test_cluster(6, 1, 3, 3);
   const CallSchedule s{.calls = {call_of(0, 0, 0), call_of(1, 1, 0), call_of(2, 1, 0)},
                        .pairs_in_order = true};
-  EXPECT_NEAR(simulated(whole_tensor_plan(p), p, c, s).predicted.value, 2 * kAlpha + 6 * kU, 1e-9);
+  auto plan = whole_tensor_plan(p);
+  plan.execution = ExecutionModelId::kNcclCollectives;
+  EXPECT_NEAR(simulated(plan, p, c, s).predicted.value, 2 * kAlpha + 6 * kU, 1e-9);
 }
 
 TEST(Calls, CopiesBeforeGateSendsAndCopiesAfterFollowArrivals) {

@@ -14,14 +14,21 @@
 namespace refit::sim {
 namespace {
 
+// A stream of its own for each task (the solver ignores their order), weighted 1/2, 1 or 3, so
+// that hand-overs between tasks of one weight still happen.
+std::int32_t weighted_stream(Model& m, std::mt19937& rng) {
+  constexpr double kWeights[] = {0.5, 1.0, 3.0};
+  return m.add_stream(kWeights[std::uniform_int_distribution<>(0, 2)(rng)]);
+}
+
 // Few resources, small integer capacities: many ties between levels.
-Model random_flows(std::mt19937& rng) {
+Model random_flows(std::mt19937& rng, bool weighted = false) {
   Model m;
   const int resources = std::uniform_int_distribution<>(1, 8)(rng);
   for (int r = 0; r < resources; ++r)
     m.add_resource("r", BytesPerSecond{std::uniform_int_distribution<>(1, 4)(rng) * 1e9});
   for (int t = 0; t < 60; ++t) {
-    TaskSpec s{.bytes = Bytes{1}};
+    TaskSpec s{.bytes = Bytes{1}, .stream = weighted ? weighted_stream(m, rng) : -1};
     const int crossed = std::uniform_int_distribution<>(1, std::min(3, resources))(rng);
     for (int k = 0; k < crossed; ++k)
       s.resources.push_back(ResourceId{std::uniform_int_distribution<>(0, resources - 1)(rng)});
@@ -31,13 +38,15 @@ Model random_flows(std::mt19937& rng) {
 }
 
 // Senders' NICs to receivers' NICs, all of one speed: the shape of a plan's network traffic.
-Model random_all_to_all(std::mt19937& rng) {
+Model random_all_to_all(std::mt19937& rng, bool weighted = false) {
   Model m;
   const int nics = std::uniform_int_distribution<>(2, 12)(rng);
   for (int r = 0; r < 2 * nics; ++r) m.add_resource("nic", BytesPerSecond{50e9});
   std::uniform_int_distribution<> nic(0, nics - 1);
   for (int t = 0; t < 200; ++t)
-    m.add_task({.bytes = Bytes{1}, .resources = {ResourceId{nic(rng)}, ResourceId{nics + nic(rng)}}});
+    m.add_task({.bytes = Bytes{1},
+                .resources = {ResourceId{nic(rng)}, ResourceId{nics + nic(rng)}},
+                .stream = weighted ? weighted_stream(m, rng) : -1});
   return m;
 }
 
@@ -46,12 +55,14 @@ std::vector<double> solve_from_scratch(const Model& m, const std::vector<std::in
   for (std::int32_t r = 0; r < m.resource_count(); ++r) capacity.push_back(m.capacity(ResourceId{r}).value);
   std::vector<std::uint32_t> begin{0};
   std::vector<std::int32_t> resources;
+  std::vector<double> weights;
   for (const std::int32_t f : flows) {
     for (const ResourceId r : m.resources(TaskId{f})) resources.push_back(r.value);
     begin.push_back(static_cast<std::uint32_t>(resources.size()));
+    weights.push_back(m.share_weight(TaskId{f}));
   }
   MaxMinSolver solver;
-  const auto rates = solver.solve(capacity, begin, resources);
+  const auto rates = solver.solve(capacity, begin, resources, weights);
   return {rates.begin(), rates.end()};
 }
 
@@ -94,7 +105,8 @@ class Churn {
     std::uniform_int_distribution<std::size_t> pick(0, active_.size() - 1);
     const std::int32_t from = *std::next(active_.begin(), static_cast<std::ptrdiff_t>(pick(rng_)));
     const auto same = std::ranges::find_if(idle_, [&](std::int32_t t) {
-      return std::ranges::equal(model_.resources(TaskId{t}), model_.resources(TaskId{from}));
+      return std::ranges::equal(model_.resources(TaskId{t}), model_.resources(TaskId{from})) &&
+             model_.share_weight(TaskId{t}) == model_.share_weight(TaskId{from});
     });
     if (same == idle_.end()) return;
     const std::int32_t to = *same;
@@ -145,8 +157,18 @@ TEST(IncrementalMaxMin, MatchesFromScratchSolutionsOnAllToAlls) {
   for (unsigned i = 0; i < 50; ++i) check_exact(random_all_to_all(rng), i);
 }
 
+// Weighted: the same replay compares levels (rate / weight) and sums loads.
+TEST(IncrementalMaxMin, MatchesFromScratchWeightedSolutions) {
+  std::mt19937 rng(14);
+  for (unsigned i = 0; i < 100; ++i) {
+    check_exact(random_flows(rng, true), i);
+    check_exact(random_all_to_all(rng, true), i);
+  }
+}
+
 // With tolerance t: no resource over capacity, and every flow has a resource that is full to
-// within a factor (1 + t)^2 on which no flow is more than (1 + t)^2 times faster. (A flow kept
+// within a factor (1 + t)^2 on which no flow is more than (1 + t)^2 times faster (weighted:
+// compared as rate / weight). (A flow kept
 // up to t below its share may stay there while a tolerance-delayed change lifts the share by
 // another t; tighter than max-min fair to within t, what random churn shows is this.)
 void check_tolerance_invariants(const Model& m, double t, unsigned seed) {
@@ -161,7 +183,7 @@ void check_tolerance_invariants(const Model& m, double t, unsigned seed) {
       for (const ResourceId r : m.resources(TaskId{f})) {
         const auto i = static_cast<std::size_t>(r.value);
         load[i] += churn.rate(f);
-        fastest[i] = std::max(fastest[i], churn.rate(f));
+        fastest[i] = std::max(fastest[i], churn.rate(f) / m.share_weight(TaskId{f}));
       }
     for (std::int32_t r = 0; r < m.resource_count(); ++r) {
       const double capacity = m.capacity(ResourceId{r}).value;
@@ -173,7 +195,8 @@ void check_tolerance_invariants(const Model& m, double t, unsigned seed) {
                               [&](ResourceId r) {
                                 const auto i = static_cast<std::size_t>(r.value);
                                 return load[i] >= m.capacity(r).value / slack * (1 - kRounding) &&
-                                       churn.rate(f) >= fastest[i] / slack * (1 - kRounding);
+                                       churn.rate(f) / m.share_weight(TaskId{f}) >=
+                                           fastest[i] / slack * (1 - kRounding);
                               }))
           << "step " << step << " flow " << f << " has no bottleneck";
     }
@@ -186,6 +209,7 @@ TEST(IncrementalMaxMin, ToleranceNeverOversubscribesAndKeepsEveryFlowNearItsShar
     for (const double t : {1e-2, 0.1}) {
       check_tolerance_invariants(random_flows(rng), t, i);
       check_tolerance_invariants(random_all_to_all(rng), t, i);
+      check_tolerance_invariants(random_flows(rng, true), t, i);
     }
 }
 

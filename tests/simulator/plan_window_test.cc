@@ -60,6 +60,28 @@ TEST(PlanWindow, TheWindowIsPerPairNotPerSender) {
   EXPECT_NEAR(predicted(plan, p, c, 1), kAlpha + 8 * kU, 1e-9);
 }
 
+TEST(PlanWindow, PairsShareLinksByTheirBytesAsRefitsExecutorPacesThem) {
+  // Sources 0, 1, 2 and destinations X = 3, Y = 4, one NIC each; pairs 0->X 3 MiB, 0->Y 2,
+  // 1->X 4, 1->Y 3, 2->Y 2. The busiest NICs (1's tx, X's and Y's rx) carry 7 MiB: bound 7U.
+  // refit-ucx: each pair's share is in proportion to its bytes (lowering/pair_pacing.h), so at
+  // the common level 1/7 every pair runs at bytes/7 U: the three busy NICs are exactly full and
+  // every pair ends at alpha + 7U.
+  // Equal shares (NCCL collectives): Y's three pairs get 1/3; 0->X and 1->X then 1/2 on X.
+  // At 6U 0->X, 0->Y and 2->Y are done and 1->X, 1->Y have 1 MiB each left, sharing 1's NIC
+  // at 1/2: alpha + 8U, a NIC's worth of 1 MiB after the bound.
+  const auto p = ReshardProblem::make({replicated("a", 3, 0, {Rank{3}}), replicated("b", 2, 0, {Rank{4}}),
+                                       replicated("c", 4, 1, {Rank{3}}), replicated("d", 3, 1, {Rank{4}}),
+                                       replicated("e", 2, 2, {Rank{4}})},
+                                      3, 2)
+                     .value();
+  const auto c = testing::make_test_cluster(5, 1, 3, 2);
+  auto plan = plan_of(p, {transfer(0, 0, 3, 0, 0, 3), transfer(1, 0, 4, 1, 0, 2), transfer(2, 1, 3, 2, 0, 4),
+                          transfer(3, 1, 4, 3, 0, 3), transfer(4, 2, 4, 4, 0, 2)});
+  EXPECT_NEAR(predicted(plan, p, c, 16), kAlpha + 7 * kU, 1e-9);
+  plan.execution = ExecutionModelId::kNcclCollectives;
+  EXPECT_NEAR(predicted(plan, p, c, 0), kAlpha + 8 * kU, 1e-9);
+}
+
 TEST(PlanWindow, APairsQueueWaitsAtARelayUntilItsDataHasLanded) {
   // Sources 0 and 1 send a (8 MiB) and b (4 MiB) to rank 2, which forwards both to rank 3:
   // u1 = 0->2 a, u2 = 1->2 b, r1 = 2->3 a (via u1), r2 = 2->3 b (via u2), in that order.

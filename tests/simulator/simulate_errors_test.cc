@@ -1,5 +1,6 @@
 // simulate() rejects models it cannot run, naming the task or resource at fault.
 #include <cmath>
+#include <limits>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -117,6 +118,16 @@ TEST(SimulateErrors, AStreamAddedAfterItsTaskIsRefused) {
   m.add_stream();
   EXPECT_THAT(error_of(m, ErrorCode::kInvalidArgument),
               HasSubstr("task 0 'early': joins stream 0, which was added after it"));
+}
+
+TEST(SimulateErrors, AStreamsShareWeightMustBePositive) {
+  for (const double weight : {0.0, -1.0, std::numeric_limits<double>::infinity()}) {
+    Model m;
+    const auto r = m.add_resource("nic", BytesPerSecond{1e9});
+    m.add_task({.bytes = Bytes{1}, .resources = {r}, .label = "x", .stream = m.add_stream(weight)});
+    EXPECT_THAT(error_of(m, ErrorCode::kOutOfRange),
+                HasSubstr("task 0 'x': stream 0 must have a positive, finite share weight"));
+  }
 }
 
 }  // namespace

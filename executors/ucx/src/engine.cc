@@ -15,6 +15,14 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
+// Per receiver rank: the bytes this rank sends it.
+std::vector<std::int64_t> bytes_per_receiver(const UcxProgram& p, std::size_t world) {
+  std::vector<std::int64_t> bytes(world, 0);
+  for (const Send& s : p.sends())
+    bytes[static_cast<std::size_t>(s.peer.value)] += p.layout(s.transfer).bytes();
+  return bytes;
+}
+
 }  // namespace
 
 Engine::Engine(const ExecutionContext& context)
@@ -28,6 +36,7 @@ Engine::Engine(const ExecutionContext& context)
       receive_slots_(context.program.receive_staging.slots),
       queue_(static_cast<std::size_t>(context.plan.world_size())),
       next_(static_cast<std::size_t>(context.plan.world_size()), 0),
+      pacing_(bytes_per_receiver(context.program, static_cast<std::size_t>(context.plan.world_size()))),
       pack_slots_(context.program.send_staging.slots),
       done_from_(static_cast<std::size_t>(context.plan.world_size()), false),
       watchdog_(context.options.timeout, Clock::now()),

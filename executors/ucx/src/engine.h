@@ -7,7 +7,9 @@
 // scratch chunk, frees the slot or window place, and grants the next chunks.
 // Sending: per receiver, the rank walks its chunks in plan order. The head chunk goes once it is
 // granted, the received chunks it forwards have landed, and (if it must be packed) a pack slot is
-// free: its pieces are put, the endpoint is flushed, then the data notice is sent.
+// free: its pieces are put, the endpoint is flushed, then the data notice is sent. Among the
+// pairs whose head chunk can go, the rank sends as lowering/pair_pacing.h says: next the one
+// PairPacing puts first, while its link kind has room (lowering/pair_pacing.h).
 // No resource is held while waiting for a peer and every wait is for an earlier chunk in plan
 // order, so the plan's order rules out deadlock.
 // The end: a rank whose own chunks are all sent and landed tells every peer it is done, and
@@ -21,6 +23,7 @@
 #include "refit/core/elapsed.h"
 #include "refit/executors/executor.h"
 #include "refit/executors/interrupt_check.h"
+#include "refit/lowering/pair_pacing.h"
 #include "refit/planner/plan.h"
 #include "ucx_handles.h"
 #include "ucx_program.h"
@@ -115,6 +118,10 @@ class Engine {
   [[nodiscard]] Result<void> on_grant(const Message& m);
   [[nodiscard]] Result<bool> send_ready_chunks();
   bool ready(const ChunkRef& c) const;
+  std::optional<std::size_t> next_pair() const;
+  bool link_has_room(std::size_t pair) const;
+  std::int64_t chunk_bytes(const ChunkRef& c) const;
+  void count_in_flight(const ChunkRef& c, std::int64_t sign);
   [[nodiscard]] Result<void> send_chunk(const ChunkRef& c);
   [[nodiscard]] Result<void> put_pieces(const Send& s, const std::vector<Run>& local,
                                         const std::vector<Run>& remote);
@@ -148,6 +155,9 @@ class Engine {
   std::vector<std::vector<std::optional<std::vector<Run>>>> grants_;  // by send, by chunk
   std::vector<std::vector<ChunkRef>> queue_;                          // by receiver rank, plan order
   std::vector<std::size_t> next_;                                     // by receiver rank
+  lowering::PairPacing pacing_;                                       // by receiver rank
+  std::array<std::int64_t, kLinkKinds> in_flight_bytes_{};            // posted, not flushed
+  std::array<std::int64_t, kLinkKinds> in_flight_chunks_{};
   SlotPool pack_slots_;
   std::int64_t chunks_to_send_ = 0;
   std::size_t steps_run_ = 0;  // quantise steps run, in plan order (each waits for earlier data only)

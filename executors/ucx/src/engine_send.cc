@@ -6,10 +6,15 @@
 #include "engine.h"
 #include "refit/core/try.h"
 #include "refit/executors/quantise_step.h"
+#include "refit/planner/execution_model.h"
 #include "streaming_copy.h"
 
 namespace refit::ucx_detail {
 namespace {
+
+// Whether this executor's pairs share links by their bytes: the execution model says, so that the
+// simulator runs what this executor runs.
+const bool kPaced = execution_model(ExecutionModelId::kRefitUcx).pairs_share_by_bytes;
 
 // A grant must cover the chunk's bytes in order, inside regions the receiver published.
 bool grant_fits(const std::vector<Run>& runs, std::int64_t bytes, const Peer& peer) {
@@ -74,13 +79,50 @@ bool Engine::run_ready_steps() {
   return any;
 }
 
+std::int64_t Engine::chunk_bytes(const ChunkRef& c) const {
+  return c_.program.layout(c_.program.sends()[static_cast<std::size_t>(c.first)].transfer)
+      .chunk_bytes(c.second);
+}
+
+// Counts the chunk as posted (sign 1) or flushed (sign -1) on its link kind.
+void Engine::count_in_flight(const ChunkRef& c, std::int64_t sign) {
+  const auto t = c_.program.sends()[static_cast<std::size_t>(c.first)].transfer;
+  const auto link = static_cast<std::size_t>(c_.plan.transfers[static_cast<std::size_t>(t)].link);
+  in_flight_bytes_[link] += sign * chunk_bytes(c);
+  in_flight_chunks_[link] += sign;
+}
+
+// Pairs that share links by their bytes post on a link kind only while it has room
+// (lowering/pair_pacing.h); otherwise every ready chunk goes at once.
+bool Engine::link_has_room(std::size_t pair) const {
+  if (!kPaced) return true;
+  const auto& head = queue_[pair][next_[pair]];
+  const auto t = c_.program.sends()[static_cast<std::size_t>(head.first)].transfer;
+  const auto link = static_cast<std::size_t>(c_.plan.transfers[static_cast<std::size_t>(t)].link);
+  return in_flight_bytes_[link] < lowering::kPacedInFlight.value || in_flight_chunks_[link] < 2;
+}
+
+// The pair whose head chunk goes next: ready, room on its link, first in PairPacing's order.
+std::optional<std::size_t> Engine::next_pair() const {
+  std::optional<std::size_t> best;
+  for (std::size_t p = 0; p < queue_.size(); ++p) {
+    if (next_[p] >= queue_[p].size() || !link_has_room(p) || !ready(queue_[p][next_[p]])) continue;
+    if (!best ||
+        pacing_.before(p, chunk_bytes(queue_[p][next_[p]]), *best, chunk_bytes(queue_[*best][next_[*best]])))
+      best = p;
+  }
+  return best;
+}
+
 Result<bool> Engine::send_ready_chunks() {
   bool any = false;
-  for (std::size_t p = 0; p < queue_.size(); ++p)
-    for (; next_[p] < queue_[p].size() && ready(queue_[p][next_[p]]); ++next_[p]) {
-      REFIT_TRY(send_chunk(queue_[p][next_[p]]));
-      any = true;
-    }
+  while (const auto p = next_pair()) {
+    const ChunkRef c = queue_[*p][next_[*p]++];
+    REFIT_TRY(send_chunk(c));
+    pacing_.sent(*p, chunk_bytes(c));
+    count_in_flight(c, 1);
+    any = true;
+  }
   return any;
 }
 
@@ -203,6 +245,7 @@ Result<bool> Engine::handle_flushes() {
       return;
     }
     if (f.slot >= 0) pack_slots_.give(f.slot);
+    count_in_flight({f.send, f.chunk}, -1);
     Message m = message(MessageKind::kData);
     m.transfer = s.transfer;
     m.chunk = f.chunk;

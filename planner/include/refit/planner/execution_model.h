@@ -35,6 +35,12 @@ struct ExecutionModel {
   // in plan order as one stream. 0: no per-pair queue, every transfer goes as soon as its data is
   // there, on a channel of its own.
   std::int32_t pair_window = 0;
+  // How the pairs of one stream-running model (pair_window > 0) share a link they cross: false,
+  // equally (as NIC queue pairs do when every one always has work posted); true, in proportion
+  // to each pair's bytes in the plan, because the sender posts its next chunk to the pair
+  // furthest behind in its share of its bytes (lowering/pair_pacing.h), so a NIC's pairs all
+  // finish together instead of the small ones leaving the large ones to the end.
+  bool pairs_share_by_bytes = false;
   // Chunks a rank sends and receives at most per step of a step schedule (lowering/step_schedule.h):
   // every rank posts its chunks step by step, one group a step, and a step ends when its group
   // has. 0: not paced by steps.

@@ -61,6 +61,10 @@ struct CallSchedule {
   // puts on one connection do (M2N's GIN puts), even where the pair window is 0: so a relay can
   // forward the first slices while later ones still arrive.
   bool pairs_in_order = false;
+  // The pairs share a link they cross by their bytes, as refit's executors pace them when the
+  // plan's execution model says so (ExecutionModel::pairs_share_by_bytes); the deployed systems'
+  // NCCL connections share links equally.
+  bool pairs_share_by_bytes = false;
   // What the deployment had to assume for want of an input, for the user to read.
   std::vector<std::string> notes{};
   // By problem tensor, whether the deployment moves it; empty: it moves every tensor. A benchmark

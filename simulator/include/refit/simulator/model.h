@@ -11,7 +11,9 @@
 // flow) is paid and the stream's previous task has ended. When a stream's task ends and the
 // next one is waiting on the same resources, the flow carries on at its rate: handing over
 // from message to message changes nobody's fair share, so it costs an event, not a
-// recomputation of rates.
+// recomputation of rates. A stream's flows share every resource they cross with weight
+// `share_weight` (max_min.h): a resource full of streams gives each a rate in proportion to its
+// weight; a task outside streams has weight 1.
 #include <compare>
 #include <cstdint>
 #include <span>
@@ -50,7 +52,8 @@ class Model {
  public:
   ResourceId add_resource(std::string name, BytesPerSecond capacity);
   std::int32_t add_track(std::string name);
-  std::int32_t add_stream();
+  // share_weight > 0: see the top of this file.
+  std::int32_t add_stream(double share_weight = 1.0);
   // Names a category in the trace; unnamed categories read "category N".
   void name_category(std::uint32_t category, std::string name);
   TaskId add_task(const TaskSpec& spec);
@@ -72,6 +75,11 @@ class Model {
   std::int32_t track(TaskId t) const { return record(t).track; }
   std::uint32_t category(TaskId t) const { return record(t).category; }
   std::int32_t stream(TaskId t) const { return record(t).stream; }
+  // The task's flow's weight in sharing a resource: its stream's, 1 outside streams.
+  double share_weight(TaskId t) const {
+    const auto s = record(t).stream;
+    return s < 0 ? 1.0 : stream_weight_[static_cast<std::size_t>(s)];
+  }
   // The task before (after) t in its stream; -1 at either end and outside streams.
   std::int32_t stream_previous(TaskId t) const { return record(t).stream_previous; }
   std::int32_t stream_next(TaskId t) const { return record(t).stream_next; }
@@ -121,6 +129,7 @@ class Model {
   std::vector<std::string> category_names_;
   std::vector<std::int32_t> stream_first_;  // per stream: its first task, -1 for none
   std::vector<std::int32_t> stream_last_;   // per stream: its last task so far, -1 for none
+  std::vector<double> stream_weight_;       // per stream: its share_weight
   std::vector<TaskRecord> tasks_;
   std::vector<ResourceId> task_resources_;
   std::vector<TaskId> task_deps_;
