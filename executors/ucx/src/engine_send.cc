@@ -62,14 +62,15 @@ bool Engine::ready(const ChunkRef& c) const {
 bool Engine::run_ready_steps() {
   const auto& p = c_.program;
   bool any = false;
-  for (; steps_run_ < p.steps().size() && landed(p.step_waits[steps_run_]); ++steps_run_) {
+  for (; steps_run_ < p.steps().size(); ++steps_run_, any = true) {
     const auto& step = p.steps()[steps_run_];
+    if (dropped_[static_cast<std::size_t>(step.transfer)]) continue;  // its weights will not come
+    if (!landed(p.step_waits[steps_run_])) break;
     {
       const WorkTimer timer(*report_.work.quantize);
       run_quantise_step(*p.rank, step, p.host(c_.regions.bases));
     }
     arrived_prefix_[p.receives().size() + steps_run_] = p.layout(step.transfer).chunks();
-    any = true;
   }
   return any;
 }
@@ -77,8 +78,11 @@ bool Engine::run_ready_steps() {
 Result<bool> Engine::send_ready_chunks() {
   bool any = false;
   for (std::size_t p = 0; p < queue_.size(); ++p)
-    for (; next_[p] < queue_[p].size() && ready(queue_[p][next_[p]]); ++next_[p]) {
-      REFIT_TRY(send_chunk(queue_[p][next_[p]]));
+    for (; next_[p] < queue_[p].size(); ++next_[p]) {
+      const ChunkRef& c = queue_[p][next_[p]];
+      if (send_dropped_[static_cast<std::size_t>(c.first)]) continue;
+      if (!ready(c)) break;
+      REFIT_TRY(send_chunk(c));
       any = true;
     }
   return any;
@@ -113,6 +117,8 @@ Result<void> Engine::send_chunk(const ChunkRef& c) {
     REFIT_TRY(put_pieces(s, local, remote));
   }
   // Puts complete in no particular order; the flush makes the chunk visible before its notice.
+  ++sent_chunks_[static_cast<std::size_t>(c.first)];
+  ++flushing_[static_cast<std::size_t>(c.first)];
   auto& item = c_.flushes.add(Flushed{.epoch = c_.epoch, .send = c.first, .chunk = c.second, .slot = slot});
   ucp_request_param_t params{};
   params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -192,9 +198,17 @@ Result<bool> Engine::handle_flushes() {
   Result<void> outcome;
   c_.flushes.sweep([&](auto& item) {
     const Flushed& f = item.value;
-    if (f.epoch != c_.epoch || !outcome) return;  // left over from an execution that failed
+    if (f.epoch != c_.epoch || !outcome || f.abandoned) return;  // left over, or given up on
     any = true;
     const Send& s = c_.program.sends()[static_cast<std::size_t>(f.send)];
+    const auto j = static_cast<std::size_t>(f.send);
+    --flushing_[j];
+    if (item.status != UCS_OK && c_.membership) {  // the receiver is gone; so is what it was sent
+      if (f.slot >= 0) pack_slots_.give(f.slot);
+      --chunks_to_send_;
+      take_for_gone(s.peer.value);
+      return;
+    }
     if (item.status != UCS_OK) {
       outcome = fail(ErrorCode::kRuntime,
                      fmt::format("puts of {} to rank {} failed: {}",
@@ -207,6 +221,7 @@ Result<bool> Engine::handle_flushes() {
     m.transfer = s.transfer;
     m.chunk = f.chunk;
     outcome = post(s.peer, m);
+    if (outcome) outcome = announce_dropped(j);
     --chunks_to_send_;
     if (c_.options.on_chunk_sent) c_.options.on_chunk_sent(s.transfer, f.chunk);
   });
