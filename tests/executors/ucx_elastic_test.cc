@@ -18,6 +18,7 @@
 #include <latch>
 #include <optional>
 
+#include "refit/executors/delta_executor.h"
 #include "refit/executors/host_shards.h"
 #include "refit/executors/membership.h"
 #include "refit/executors/ucx_executor.h"
@@ -190,7 +191,7 @@ TEST(UcxElastic, AStaleEngineIsFencedOutAndTheOthersComplete) {
   expect_survivors_agree(runs, 6, {.completed = {0, 1}, .missed = {2}});
 }
 
-// A bad membership is refused naming what is wrong; a decorator that cannot be elastic says so.
+// A bad membership is refused naming what is wrong; delta refit, which cannot be elastic, says so.
 TEST(UcxElastic, SetMembershipRefusesWhatDoesNotFit) {
   testing::run_ranks(2, [&](std::int32_t, Bootstrap& bootstrap) {
     auto executor = make_ucx_executor(bootstrap, quick(0)).value();
@@ -200,6 +201,11 @@ TEST(UcxElastic, SetMembershipRefusesWhatDoesNotFit) {
     EXPECT_NE(refused.error().message.find("membership"), std::string::npos) << refused.error().message;
     auto zero = consecutive_engines(1, 1, 1, 0).value();
     EXPECT_FALSE(executor->set_membership(zero));
+    // A delta step agrees with every rank through the bootstrap: not elastic.
+    DeltaExecutor delta(std::move(executor), bootstrap);
+    const auto delta_refused = delta.set_membership(consecutive_engines(1, 1, 1).value());
+    ASSERT_FALSE(delta_refused);
+    EXPECT_EQ(delta_refused.error().code, ErrorCode::kUnsupported);
   });
 }
 
