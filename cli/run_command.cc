@@ -216,19 +216,25 @@ void show_progress(const RunOptions& o, const RankContext& c, const RankResult& 
   return r;
 }
 
+// The run's settings, without any rank's figures.
+RunSummary summary_of(const RunOptions& o, const RankSetup& s) {
+  return RunSummary{.executor = o.executor,
+                    .strategy = s.plan.strategy,
+                    .plan_hash = plan_hash_hex(s.plan),
+                    .training_ranks = s.inputs.problem.source_ranks(),
+                    .inference_ranks = s.inputs.problem.destination_ranks(),
+                    .verify = o.verify,
+                    .warm_up_iterations = warm_up_iterations(o.iterations),
+                    .delta = o.delta,
+                    .ranks = {},
+                    .engines = {}};
+}
+
 [[nodiscard]] Result<void> report(const RunOptions& o, Bootstrap& bootstrap, const RankSetup& s,
                                   const Result<RankResult>& mine) {
   const auto all = REFIT_TRY_IN(
       agree(bootstrap, mine ? Result<std::string>(encode(*mine)) : std::unexpected(mine.error())), "report");
-  RunSummary summary{.executor = o.executor,
-                     .strategy = s.plan.strategy,
-                     .plan_hash = plan_hash_hex(s.plan),
-                     .training_ranks = s.inputs.problem.source_ranks(),
-                     .inference_ranks = s.inputs.problem.destination_ranks(),
-                     .verify = o.verify,
-                     .warm_up_iterations = warm_up_iterations(o.iterations),
-                     .delta = o.delta,
-                     .ranks = {}};
+  auto summary = summary_of(o, s);
   for (const auto& text : all) summary.ranks.push_back(REFIT_TRY(decode_rank_result(text)));
   if (bootstrap.rank() == 0) print_summary(summary, o.json);
   for (const auto& r : summary.ranks)
@@ -243,16 +249,9 @@ void show_progress(const RunOptions& o, const RankContext& c, const RankResult& 
 // engine, whose weights are not this step's.
 [[nodiscard]] Result<void> report_elastic(const RunOptions& o, Bootstrap& bootstrap, const RankSetup& s,
                                           const RankResult& mine) {
-  RunSummary summary{.executor = o.executor,
-                     .strategy = s.plan.strategy,
-                     .plan_hash = plan_hash_hex(s.plan),
-                     .training_ranks = s.inputs.problem.source_ranks(),
-                     .inference_ranks = s.inputs.problem.destination_ranks(),
-                     .verify = o.verify,
-                     .warm_up_iterations = warm_up_iterations(o.iterations),
-                     .delta = o.delta,
-                     .ranks = {mine},
-                     .engines = mine.engines};
+  auto summary = summary_of(o, s);
+  summary.ranks = {mine};
+  summary.engines = mine.engines;
   if (bootstrap.rank() == 0) print_summary(summary, o.json);
   if (engine_missed(s, mine))
     return fail(ErrorCode::kPeerFailed,

@@ -11,11 +11,6 @@
 // and engine 1 as missed.
 #include <gtest/gtest.h>
 
-#include <map>
-#include <optional>
-#include <regex>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
 
 #include "mpirun.h"
@@ -30,41 +25,24 @@ constexpr int kRanks = 6;
 constexpr double kTimeout = 3.0;
 constexpr double kMargin = 5.0;
 
-const std::string kWrapper =
-    "sh -c '\"$@\"; rc=$?; echo \"refit-test: rank $OMPI_COMM_WORLD_RANK exit $rc at $(date +%s.%N)\" >&2; "
-    "if [ $rc -gt 128 ]; then kill -KILL $$; fi; exit $rc' sh";
-
 struct ElasticRun {
   testing::ShellResult shell;
-  std::map<int, std::pair<int, double>> ends;  // by rank: exit code, when
-  std::optional<double> fault_at;
+  testing::ProcessEnds ends;
   nlohmann::json report;  // rank 0's
 };
 
 ElasticRun run_elastic(const std::string& fault_args) {
-  ElasticRun run{.shell = testing::refit_run(
-                     kRanks, kProblem + " --timeout " + std::to_string(kTimeout) + " " + fault_args, 120,
-                     "--enable-recovery", kWrapper),
-                 .ends = {},
-                 .fault_at = std::nullopt,
-                 .report = {}};
-  std::istringstream lines(run.shell.err);
-  const std::regex end(R"(^refit-test: rank (\d+) exit (\d+) at ([0-9.]+)$)");
-  const std::regex fault(R"(^refit-test: rank \d+ [a-z-]+ [a-z]+ at ([0-9.]+)$)");
-  std::smatch m;
-  for (std::string line; std::getline(lines, line);) {
-    if (std::regex_match(line, m, end))
-      run.ends[std::stoi(m[1])] = {std::stoi(m[2]), std::stod(m[3])};
-    else if (std::regex_match(line, m, fault))
-      run.fault_at = std::stod(m[1]);
-  }
-  run.report = nlohmann::json::parse(run.shell.out, nullptr, false);
-  return run;
+  auto shell =
+      testing::refit_run(kRanks, kProblem + " --timeout " + std::to_string(kTimeout) + " " + fault_args, 120,
+                         "--enable-recovery", testing::kEndReporter);
+  auto ends = testing::process_ends(shell.err);
+  auto report = nlohmann::json::parse(shell.out, nullptr, false);
+  return ElasticRun{.shell = std::move(shell), .ends = std::move(ends), .report = std::move(report)};
 }
 
 void expect_exit(const ElasticRun& run, int rank, int code) {
-  ASSERT_TRUE(run.ends.contains(rank)) << "rank " << rank << " never ended:\n" << run.shell.err;
-  EXPECT_EQ(run.ends.at(rank).first, code) << "rank " << rank << ":\n" << run.shell.err;
+  ASSERT_TRUE(run.ends.ends.contains(rank)) << "rank " << rank << " never ended:\n" << run.shell.err;
+  EXPECT_EQ(run.ends.ends.at(rank).exit_code, code) << "rank " << rank << ":\n" << run.shell.err;
 }
 
 TEST(RunElastic, EveryEngineCompletesWhenNoneDies) {
@@ -81,14 +59,14 @@ TEST(RunElastic, AnEngineKilledMidTransferCostsTheOthersNothing) {
   for (const char* fault : {"4:execute:kill", "4:receive:kill"}) {
     SCOPED_TRACE(fault);
     const auto run = run_elastic(std::string("--test-fault ") + fault);
-    ASSERT_TRUE(run.fault_at) << "the fault never happened:\n" << run.shell.err;
+    ASSERT_TRUE(run.ends.fault_at) << "the fault never happened:\n" << run.shell.err;
     expect_exit(run, 4, 137);
     for (int rank : {0, 1, 2, 3}) expect_exit(run, rank, 0);
     expect_exit(run, 5, 1);
     EXPECT_NE(run.shell.err.find("rank 5: engine 1 missed the step"), std::string::npos) << run.shell.err;
     for (int rank : {0, 1, 2, 3, 5})
-      if (run.ends.contains(rank))
-        EXPECT_LT(run.ends.at(rank).second - *run.fault_at, kTimeout + kMargin) << rank;
+      if (run.ends.ends.contains(rank))
+        EXPECT_LT(run.ends.ends.at(rank).at - *run.ends.fault_at, kTimeout + kMargin) << rank;
     ASSERT_TRUE(run.report.is_object()) << run.shell.out << run.shell.err;
     EXPECT_EQ(run.report["engines_completed"], nlohmann::json::array({0}));
     EXPECT_EQ(run.report["engines_missed"], nlohmann::json::array({1}));

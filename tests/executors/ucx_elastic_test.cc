@@ -158,17 +158,20 @@ TEST(UcxElastic, AnEngineThatStopsMidTransferCostsTheOthersNothing) {
   }
 }
 
+// One execution in which rank `stale` is still at membership epoch 1 and the others at epoch 2.
+std::vector<RankRun> run_with_stale(const ReshardProblem& problem, std::int32_t stale) {
+  return run_elastic(problem, elastic_plan(problem, "direct"), quick,
+                     [&](std::int32_t r, Executor& e, PreparedPlan& p, HostShards& shards, RankRun& run) {
+                       execute_once(problem, r, e, p, shards, run, membership(r == stale ? 1 : 2));
+                     });
+}
+
 // Training rank 1 still runs membership epoch 1 when the others have moved to epoch 2: it is
 // refused at its first message (fenced out), writes nothing (rows 32..63 of every destination stay
 // zero), and every engine misses the step, since all need its rows.
 TEST(UcxElastic, AStaleSenderIsFencedOutBeforeItWritesAnything) {
   const auto problem = elastic_problem();
-  const auto plan = elastic_plan(problem, "direct");
-  const auto runs =
-      run_elastic(problem, plan, quick,
-                  [&](std::int32_t r, Executor& e, PreparedPlan& p, HostShards& shards, RankRun& run) {
-                    execute_once(problem, r, e, p, shards, run, membership(r == 1 ? 1 : 2));
-                  });
+  const auto runs = run_with_stale(problem, 1);
   ASSERT_TRUE(runs[1].error);
   EXPECT_NE(runs[1].error->message.find("fenced out"), std::string::npos) << runs[1].error->message;
   expect_survivors_agree(runs, 1, {.completed = {}, .missed = {0, 1, 2}});
@@ -180,12 +183,7 @@ TEST(UcxElastic, AStaleSenderIsFencedOutBeforeItWritesAnything) {
 // engines 0 and 1 complete.
 TEST(UcxElastic, AStaleEngineIsFencedOutAndTheOthersComplete) {
   const auto problem = elastic_problem();
-  const auto plan = elastic_plan(problem, "direct");
-  const auto runs =
-      run_elastic(problem, plan, quick,
-                  [&](std::int32_t r, Executor& e, PreparedPlan& p, HostShards& shards, RankRun& run) {
-                    execute_once(problem, r, e, p, shards, run, membership(r == 6 ? 1 : 2));
-                  });
+  const auto runs = run_with_stale(problem, 6);
   ASSERT_TRUE(runs[6].error);
   EXPECT_NE(runs[6].error->message.find("fenced out"), std::string::npos) << runs[6].error->message;
   expect_survivors_agree(runs, 6, {.completed = {0, 1}, .missed = {2}});
