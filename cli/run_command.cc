@@ -75,7 +75,7 @@ struct RankSetup {
   // --delta: the sources' synthetic weights, stepped before every iteration but the first, and
   // what the destinations must hold.
   std::optional<SyntheticShards> weights;
-  std::optional<Membership> membership;  // --elastic: every engine a member
+  std::optional<EngineMembership> membership;  // --elastic: every engine a member
 };
 
 ExecutorOptions executor_options(const RunOptions& o, const Plan& plan, FaultInjector& faults) {
@@ -102,7 +102,7 @@ ExecutorOptions executor_options(const RunOptions& o, const Plan& plan, FaultInj
       make_executor(o.executor, c.executor_bootstrap, executor_options(o, planned.plan, c.faults)),
       "--executor");
   if (o.delta) executor = std::make_unique<DeltaExecutor>(std::move(executor), c.executor_bootstrap);
-  std::optional<Membership> membership;
+  std::optional<EngineMembership> membership;
   if (o.elastic) {
     membership = REFIT_TRY_IN(engine_membership(o.inputs.problem), "--elastic");
     REFIT_TRY_IN(executor->set_membership(*membership), "--elastic");

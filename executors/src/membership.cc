@@ -6,20 +6,20 @@
 
 namespace refit {
 
-Result<Membership> consecutive_engines(std::int32_t source_ranks, std::int32_t destination_ranks,
-                                       std::int32_t ranks_per_engine, std::uint64_t epoch) {
+Result<EngineMembership> consecutive_engines(std::int32_t source_ranks, std::int32_t destination_ranks,
+                                             std::int32_t ranks_per_engine, std::uint64_t epoch) {
   if (source_ranks < 0 || destination_ranks <= 0 || ranks_per_engine <= 0 ||
       destination_ranks % ranks_per_engine != 0)
     return out_of_range(fmt::format("{} destination ranks are not a whole number of engines of {} ranks each",
                                     destination_ranks, ranks_per_engine));
-  Membership m{.epoch = epoch, .engine_of = {}, .members = {}};
+  EngineMembership m{.epoch = epoch, .engine_of = {}, .members = {}};
   m.engine_of.assign(static_cast<std::size_t>(source_ranks), kNoEngine);
   for (std::int32_t r = 0; r < destination_ranks; ++r) m.engine_of.push_back(r / ranks_per_engine);
   m.members.assign(static_cast<std::size_t>(destination_ranks / ranks_per_engine), true);
   return m;
 }
 
-Result<void> check_membership(const Membership& m, std::int32_t world) {
+Result<void> check_engine_membership(const EngineMembership& m, std::int32_t world) {
   if (std::cmp_not_equal(m.engine_of.size(), world))
     return mismatch(fmt::format("the membership names the engines of {} ranks, the plan has {} ranks",
                                 m.engine_of.size(), world));
@@ -37,7 +37,7 @@ Result<void> check_membership(const Membership& m, std::int32_t world) {
   return {};
 }
 
-std::vector<bool> excluded_ranks(const Membership& m, const std::vector<bool>& gone) {
+std::vector<bool> excluded_ranks(const EngineMembership& m, const std::vector<bool>& gone) {
   std::vector<bool> engine_out(m.members.size());
   for (std::size_t e = 0; e < m.members.size(); ++e) engine_out[e] = !m.members[e];
   for (std::size_t r = 0; r < m.engine_of.size(); ++r)
@@ -60,7 +60,7 @@ std::vector<bool> dropped_transfers(const Plan& plan, const std::vector<bool>& e
   return dropped;
 }
 
-EngineOutcomes engine_outcomes(const Plan& plan, const Membership& m, const std::vector<bool>& gone,
+EngineOutcomes engine_outcomes(const Plan& plan, const EngineMembership& m, const std::vector<bool>& gone,
                                const std::vector<bool>& dropped) {
   std::vector<bool> missed(m.members.size(), false);
   for (std::size_t r = 0; r < m.engine_of.size(); ++r)

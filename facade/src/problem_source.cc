@@ -37,7 +37,7 @@ Result<ParallelLayouts> parse_layouts(const std::string& train, const std::strin
   return ParallelLayouts{.train = megatron, .infer = vllm};
 }
 
-Result<Membership> engine_membership(const ProblemSource& source, std::uint64_t epoch) {
+Result<EngineMembership> engine_membership(const ProblemSource& source, std::uint64_t epoch) {
   if (!source.manifest.empty())
     return unsupported(
         "--manifest: a manifest names no inference engines; an elastic refit needs --model, "

@@ -29,28 +29,28 @@ bool reference_dropped(const Plan& plan, const std::vector<bool>& excluded, std:
   return false;
 }
 
-TEST(Membership, ConsecutiveEnginesFollowTheDestinationRanks) {
+TEST(EngineMembership, ConsecutiveEnginesFollowTheDestinationRanks) {
   // 2 training ranks, 6 inference ranks in engines of 2: ranks 2,3 -> 0; 4,5 -> 1; 6,7 -> 2.
   const auto m = consecutive_engines(2, 6, 2, 7).value();
   EXPECT_EQ(m.epoch, 7U);
   EXPECT_EQ(m.engine_of, (std::vector<std::int32_t>{kNoEngine, kNoEngine, 0, 0, 1, 1, 2, 2}));
   EXPECT_EQ(m.members, (std::vector<bool>{true, true, true}));
-  EXPECT_TRUE(check_membership(m, 8));
+  EXPECT_TRUE(check_engine_membership(m, 8));
 }
 
-TEST(Membership, RefusesWhatDoesNotFitNamingIt) {
+TEST(EngineMembership, RefusesWhatDoesNotFitNamingIt) {
   const auto odd = consecutive_engines(2, 5, 2);
   ASSERT_FALSE(odd);
   EXPECT_NE(odd.error().message.find("5 destination ranks"), std::string::npos) << odd.error().message;
   auto m = consecutive_engines(1, 2, 1).value();
-  EXPECT_NE(check_membership(m, 4).error().message.find("plan has 4 ranks"), std::string::npos);
+  EXPECT_NE(check_engine_membership(m, 4).error().message.find("plan has 4 ranks"), std::string::npos);
   m.engine_of[2] = 5;
-  EXPECT_NE(check_membership(m, 3).error().message.find("rank 2 in engine 5"), std::string::npos);
+  EXPECT_NE(check_engine_membership(m, 3).error().message.find("rank 2 in engine 5"), std::string::npos);
   m.engine_of[2] = 0;  // engine 1 is left without a rank
-  EXPECT_NE(check_membership(m, 3).error().message.find("engine 1 has no rank"), std::string::npos);
+  EXPECT_NE(check_engine_membership(m, 3).error().message.find("engine 1 has no rank"), std::string::npos);
 }
 
-TEST(Membership, AGoneRankTakesItsWholeEngineOutButAGoneTrainingRankAlone) {
+TEST(EngineMembership, AGoneRankTakesItsWholeEngineOutButAGoneTrainingRankAlone) {
   auto m = consecutive_engines(2, 6, 2).value();
   m.members[2] = false;
   std::vector<bool> gone(8, false);
@@ -59,7 +59,7 @@ TEST(Membership, AGoneRankTakesItsWholeEngineOutButAGoneTrainingRankAlone) {
   EXPECT_EQ(excluded_ranks(m, gone), (std::vector<bool>{false, true, false, false, true, true, true, true}));
 }
 
-TEST(Membership, DroppedTransfersMatchTheRecursiveReference) {
+TEST(EngineMembership, DroppedTransfersMatchTheRecursiveReference) {
   testing::RandomProblems gen(33);
   std::mt19937 rng(33);
   for (int round = 0; round < 20; ++round) {
@@ -93,7 +93,7 @@ TEST(Membership, DroppedTransfersMatchTheRecursiveReference) {
   }
 }
 
-TEST(Membership, NonMemberEnginesAreInNeitherList) {
+TEST(EngineMembership, NonMemberEnginesAreInNeitherList) {
   const auto problem = testing::RandomProblems(5).problem(2, 6, 2, 20);
   const auto plan = make_plan("direct", problem, testing::make_test_cluster(2, 6, 2, 6), {}).value();
   auto m = consecutive_engines(2, 6, 2).value();

@@ -54,7 +54,8 @@ Plan elastic_plan(const ReshardProblem& problem, std::string_view strategy) {
 
 std::int32_t engine_of(std::int32_t rank) { return rank < 2 ? kNoEngine : (rank - 2) / 2; }
 
-Membership membership(std::uint64_t epoch, std::vector<bool> members = std::vector<bool>(kEngines, true)) {
+EngineMembership membership(std::uint64_t epoch,
+                            std::vector<bool> members = std::vector<bool>(kEngines, true)) {
   auto m = consecutive_engines(2, 6, 2, epoch).value();
   m.members = std::move(members);
   return m;
@@ -65,6 +66,7 @@ struct RankRun {
   std::optional<EngineOutcomes> engines;
   std::optional<Error> wrong_data;            // a rank of a completed engine whose data is not right
   std::int64_t rows_from_rank_1_written = 0;  // destination bytes of rows 32..63 not zero
+  Bytes received;                             // what the report says this rank received
 };
 
 // What rank `r` does once prepared: its executions.
@@ -89,7 +91,7 @@ ExecutorOptions quick(std::int32_t) { return ExecutorOptions{.timeout = Seconds{
 
 // One execution under `m`; a rank of a completed engine checks its data.
 void execute_once(const ReshardProblem& problem, std::int32_t r, Executor& e, PreparedPlan& p,
-                  HostShards& shards, RankRun& run, const Membership& m) {
+                  HostShards& shards, RankRun& run, const EngineMembership& m) {
   ASSERT_TRUE(e.set_membership(m));
   auto report = e.execute(p);
   if (!report) {
@@ -97,6 +99,7 @@ void execute_once(const ReshardProblem& problem, std::int32_t r, Executor& e, Pr
     return;
   }
   run.engines = report->engines;
+  run.received = report->bytes_received;
   ASSERT_TRUE(run.engines);
   if (std::ranges::find(run.engines->completed, engine_of(r)) != run.engines->completed.end())
     if (auto ok = shards.verify(problem); !ok) run.wrong_data = ok.error();
@@ -176,8 +179,11 @@ TEST(UcxElastic, AStaleSenderIsFencedOutBeforeItWritesAnything) {
   ASSERT_TRUE(runs[1].error);
   EXPECT_NE(runs[1].error->message.find("fenced out"), std::string::npos) << runs[1].error->message;
   expect_survivors_agree(runs, 1, {.completed = {}, .missed = {0, 1, 2}});
-  for (std::int32_t r = 2; r < kWorld; ++r)
+  // The reports count what completed: rank 0's rows of each destination box, 32 x 48 bf16 = 3072 B.
+  for (std::int32_t r = 2; r < kWorld; ++r) {
     EXPECT_EQ(runs[static_cast<std::size_t>(r)].rows_from_rank_1_written, 0) << r;
+    EXPECT_EQ(runs[static_cast<std::size_t>(r)].received, Bytes{3072}) << r;
+  }
 }
 
 // Inference rank 6 (engine 2) is the stale one: it is fenced out, engine 2 misses the step,

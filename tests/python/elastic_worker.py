@@ -1,4 +1,4 @@
-"""One process of the elastic refit tests (test_elastic.py): tiny-qwen3-moe, Megatron TP2 x EP2
+"""One process of the elastic refit tests (test_elastic_executor.py): tiny-qwen3-moe, Megatron TP2 x EP2
 (ranks 0, 1) -> two vLLM engines of TP2 (engine 0: ranks 2, 3; engine 1: ranks 4, 5), over
 torch.distributed (gloo). MODE says what happens:
 

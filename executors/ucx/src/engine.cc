@@ -84,9 +84,11 @@ Result<ExecutionReport> Engine::run() {
   // A rank of a non-member engine has nothing to do: its peers neither wait for it nor write to it.
   if (!absent_[static_cast<std::size_t>(me_.value)])
     if (auto ended = loop(); !ended) return std::unexpected(abort(std::move(ended).error()));
-  if (c_.membership)
+  if (c_.membership) {
+    count_completed_only();
     report_.engines = engine_outcomes(c_.plan, *c_.membership, gone_,
                                       dropped_transfers(c_.plan, excluded_ranks(*c_.membership, gone_)));
+  }
   return report_;
 }
 

@@ -54,7 +54,7 @@ struct ExecutionContext {
   const LocalRegions& regions;
   const ExecutorOptions& options;
   std::uint64_t epoch;
-  const Membership* membership;  // nullptr: not an elastic refit
+  const EngineMembership* membership;  // nullptr: not an elastic refit
   Outbox& outbox;
   InFlight<Flushed>& flushes;
 };
@@ -125,6 +125,7 @@ class Engine {
   [[nodiscard]] Result<void> on_dropped(const Message& m);
   [[nodiscard]] Result<void> on_done(const Message& m);
   std::string gone_list() const;
+  void count_completed_only();
   // engine_receive.cc
   [[nodiscard]] Result<void> start_receiving();
   [[nodiscard]] Result<void> grant(std::size_t receive, std::int64_t chunk, std::vector<Run> runs);

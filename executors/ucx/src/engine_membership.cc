@@ -174,6 +174,21 @@ Result<void> Engine::on_done(const Message& m) {
   return {};
 }
 
+// The report counts what the transfers this rank completed moved: a dropped one's chunks that
+// did move were of no use to their engine.
+void Engine::count_completed_only() {
+  const auto& p = c_.program;
+  report_.bytes_sent = report_.bytes_received = Bytes{0};
+  report_.messages = 0;
+  for (std::size_t j = 0; j < p.sends().size(); ++j)
+    if (!send_dropped_[j]) {
+      report_.bytes_sent += Bytes{p.layout(p.sends()[j].transfer).bytes()};
+      report_.messages += static_cast<std::int64_t>(p.sends()[j].chunks.size());
+    }
+  for (std::size_t i = 0; i < p.receives().size(); ++i)
+    if (!receive_dropped_[i]) report_.bytes_received += Bytes{p.layout(p.receives()[i].transfer).bytes()};
+}
+
 std::string Engine::gone_list() const {
   std::vector<std::int32_t> gone;
   for (std::size_t r = 0; r < gone_.size(); ++r)

@@ -117,8 +117,8 @@ class UcxExecutor final : public Executor {
   }
 
   // Only kept here: the prepared plans stay as they are, and execute() reads it.
-  [[nodiscard]] Result<void> set_membership(const Membership& membership) override {
-    REFIT_TRY_IN(check_membership(membership, bootstrap_.size()), "membership");
+  [[nodiscard]] Result<void> set_membership(const EngineMembership& membership) override {
+    REFIT_TRY_IN(check_engine_membership(membership, bootstrap_.size()), "membership");
     if (membership.epoch == 0)
       return out_of_range("membership: epoch 0 is what a refit that is not elastic uses");
     membership_ = membership;
@@ -174,7 +174,7 @@ class UcxExecutor final : public Executor {
   Bootstrap& bootstrap_;
   ExecutorOptions options_;
   std::shared_ptr<Runtime> runtime_;
-  std::optional<Membership> membership_;  // set: elastic refit
+  std::optional<EngineMembership> membership_;  // set: elastic refit
 };
 
 // What a worker's shared-memory transport takes of /dev/shm at start-up: its receive descriptors

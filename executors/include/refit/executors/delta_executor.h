@@ -48,7 +48,7 @@ class DeltaExecutor final : public Executor {
   [[nodiscard]] Result<ExecutionReport> execute(PreparedPlan& prepared) override;
   // Each step agrees on checksums with every rank of the plan through the bootstrap, which a dead
   // rank would hold up: a delta refit is not elastic.
-  [[nodiscard]] Result<void> set_membership(const Membership&) override {
+  [[nodiscard]] Result<void> set_membership(const EngineMembership&) override {
     return unsupported("delta refit agrees with every rank at each step, so it does not run elastic refits");
   }
 

@@ -121,8 +121,10 @@ struct ExecutionReport {
   std::int64_t messages = 0;
   Bytes stored_directly;  // of bytes_sent, stored into mapped peer memory (direct_stores)
   WorkTimes work;
-  std::optional<DeltaStepReport> delta;   // a delta refit's step: bytes_sent are the payloads
-  std::optional<EngineOutcomes> engines;  // with a membership set (elastic refit): the same on every rank
+  std::optional<DeltaStepReport> delta;  // a delta refit's step: bytes_sent are the payloads
+  // With a membership set (elastic refit): the same on every rank; bytes and messages then count
+  // the transfers this rank completed, not those dropped.
+  std::optional<EngineOutcomes> engines;
 };
 
 // Host memory allocated by an executor (or from the heap); its bytes stay valid while it lives.
@@ -164,7 +166,7 @@ class Executor {
   // an engine whose rank dies misses its step without failing the others, and peers of another
   // epoch are fenced out. The prepared plans are kept: a change costs no new prepare. Executors
   // that cannot run part of a plan refuse (kUnsupported).
-  [[nodiscard]] virtual Result<void> set_membership(const Membership& membership) {
+  [[nodiscard]] virtual Result<void> set_membership(const EngineMembership& membership) {
     (void)membership;
     return unsupported("the " + std::string(name()) + " executor does not run elastic refits");
   }

@@ -17,7 +17,7 @@ namespace refit {
 
 inline constexpr std::int32_t kNoEngine = -1;
 
-struct Membership {
+struct EngineMembership {
   std::uint64_t epoch = 1;              // names this membership; every member must use the same
   std::vector<std::int32_t> engine_of;  // by rank: its engine (0, 1, ...), or kNoEngine (training)
   std::vector<bool> members;            // by engine: takes part in the next executions
@@ -26,13 +26,14 @@ struct Membership {
 // Every engine a member: destination ranks `source_ranks`.. in consecutive blocks of
 // `ranks_per_engine` (as vLLM engines lie in refit's problems). Refuses, naming the counts, a
 // destination side that is not a whole number of engines.
-[[nodiscard]] Result<Membership> consecutive_engines(std::int32_t source_ranks,
-                                                     std::int32_t destination_ranks,
-                                                     std::int32_t ranks_per_engine, std::uint64_t epoch = 1);
+[[nodiscard]] Result<EngineMembership> consecutive_engines(std::int32_t source_ranks,
+                                                           std::int32_t destination_ranks,
+                                                           std::int32_t ranks_per_engine,
+                                                           std::uint64_t epoch = 1);
 
 // The membership's engine count, and a check against a world of `world` ranks: an engine of
 // every rank, engines numbered 0.. without gaps, a member flag for each. Errors name the rank.
-[[nodiscard]] Result<void> check_membership(const Membership& m, std::int32_t world);
+[[nodiscard]] Result<void> check_engine_membership(const EngineMembership& m, std::int32_t world);
 
 // Which engines of one execution got all their data, and which missed the step: a rank of theirs
 // died or was fenced, or data they needed came through a rank that did. Engine indices, ascending;
@@ -45,14 +46,14 @@ struct EngineOutcomes {
 // What an execution leaves out, by rank: every rank of a non-member engine, and every rank of an
 // engine with a `gone` rank (dead or fenced: an engine missing a rank cannot serve). A gone
 // training rank is left out alone.
-std::vector<bool> excluded_ranks(const Membership& m, const std::vector<bool>& gone);
+std::vector<bool> excluded_ranks(const EngineMembership& m, const std::vector<bool>& gone);
 
 // By transfer: dropped, because its sender or receiver is excluded or it forwards data of a
 // dropped transfer. One pass in plan order, as a transfer forwards only earlier ones.
 std::vector<bool> dropped_transfers(const Plan& plan, const std::vector<bool>& excluded);
 
 // A member engine misses the step when a rank of it is gone or a transfer into it is dropped.
-EngineOutcomes engine_outcomes(const Plan& plan, const Membership& m, const std::vector<bool>& gone,
+EngineOutcomes engine_outcomes(const Plan& plan, const EngineMembership& m, const std::vector<bool>& gone,
                                const std::vector<bool>& dropped);
 
 }  // namespace refit

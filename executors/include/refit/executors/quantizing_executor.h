@@ -33,7 +33,7 @@ class QuantizingExecutor final : public Executor {
                                                               const RankBuffers& buffers) override;
   [[nodiscard]] Result<ExecutionReport> execute(PreparedPlan& prepared) override;
   // Quantising is local to each rank, so the inner executor's elastic refit holds as it is.
-  [[nodiscard]] Result<void> set_membership(const Membership& membership) override {
+  [[nodiscard]] Result<void> set_membership(const EngineMembership& membership) override {
     return inner_->set_membership(membership);
   }
 

@@ -65,7 +65,8 @@ struct ParallelLayouts {
 // Elastic refit: the inference engines of a model source (--infer's engines, tp*dp ranks each,
 // after the training ranks), every one a member, at membership `epoch`. A manifest names no
 // engines, so it is refused (kUnsupported, naming --manifest).
-[[nodiscard]] Result<Membership> engine_membership(const ProblemSource& source, std::uint64_t epoch = 1);
+[[nodiscard]] Result<EngineMembership> engine_membership(const ProblemSource& source,
+                                                         std::uint64_t epoch = 1);
 
 // The layouts a model source names as its problem is built from them.
 struct ResolvedLayouts {
