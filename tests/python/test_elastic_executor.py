@@ -11,9 +11,7 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -21,35 +19,18 @@ from typing import Any
 import pytest
 
 import refit
-from conftest import TINY_MOE, mpirun_env
+from conftest import TINY_MOE, free_port, mpirun_env, run_workers
 
 SIZE, TIMEOUT = 6, 3.0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def run_workers(mode: str, **env: str) -> tuple[list[subprocess.Popen[str]], list[dict[str, Any]], float]:
+def run_elastic_workers(mode: str, **env: str) -> tuple[list[subprocess.Popen[str]], list[dict[str, Any]], float]:
     """Starts the six processes, waits for them; their exit codes, last JSON lines, seconds."""
     base = mpirun_env()
     base.update(WORLD_SIZE=str(SIZE), MODE=mode, REFIT_TIMEOUT=str(TIMEOUT),
-                INIT_METHOD=f"tcp://127.0.0.1:{_free_port()}", **env)  # fmt: skip
+                INIT_METHOD=f"tcp://127.0.0.1:{free_port()}", **env)  # fmt: skip
     start = time.monotonic()
-    workers = [
-        subprocess.Popen([sys.executable, str(Path(__file__).with_name("elastic_worker.py")), str(TINY_MOE)],
-                         env={**base, "RANK": str(r)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for r in range(SIZE)
-    ]  # fmt: skip
-    outputs = []
-    try:
-        for w in workers:
-            outputs.append(w.communicate(timeout=120))
-    finally:
-        for w in workers:
-            w.kill()
+    workers, outputs = run_workers(Path(__file__).with_name("elastic_worker.py"), SIZE, base)
     results = []
     for w, (out, err) in zip(workers, outputs):
         lines = out.strip().splitlines()
@@ -58,7 +39,7 @@ def run_workers(mode: str, **env: str) -> tuple[list[subprocess.Popen[str]], lis
 
 
 def test_an_engine_killed_mid_transfer_costs_the_other_nothing() -> None:
-    workers, results, _ = run_workers("kill", VICTIM="4")
+    workers, results, _ = run_elastic_workers("kill", VICTIM="4")
     assert workers[4].returncode == -9, results[4]
     for rank in (0, 1, 2, 3, 5):
         assert workers[rank].returncode == 0, results[rank]
@@ -70,7 +51,7 @@ def test_an_engine_killed_mid_transfer_costs_the_other_nothing() -> None:
 
 
 def test_a_process_of_an_old_membership_is_fenced_out() -> None:
-    workers, results, _ = run_workers("stale", VICTIM="5")
+    workers, results, _ = run_elastic_workers("stale", VICTIM="5")
     (stale,) = results[5]["steps"]
     assert "fenced out" in stale.get("message", ""), stale
     for rank in (0, 1, 2, 3, 4):
@@ -81,7 +62,7 @@ def test_a_process_of_an_old_membership_is_fenced_out() -> None:
 
 def test_membership_changes_reuse_the_prepared_plan_with_memory_flat() -> None:
     changes, margin = 100, 8 << 20
-    workers, results, _ = run_workers("changes", CHANGES=str(changes))
+    workers, results, _ = run_elastic_workers("changes", CHANGES=str(changes))
     for rank in range(SIZE):
         assert workers[rank].returncode == 0, results[rank]
         steps = results[rank]["steps"]
