@@ -4,12 +4,13 @@
 //   mpirun -np N refit run PROBLEM [--cluster cpu-host] [--strategy S] [--executor ucx]
 //                                  [--verify] [--iterations N] [--delta FRACTION]
 //                                  [--timeout S] [--staging BYTES]
-//                                  [--no-direct-stores] [--json]
+//                                  [--no-direct-stores] [--elastic] [--json]
 //                                  [--storage framework [--load-sources DIR] [--save-destinations DIR]]
 //
 // The first ranks play the training side, the rest the inference side. Every rank plans on its
 // own (plans are deterministic; the executor compares plan hashes), and the ranks agree on each
 // step before the next, so a rank that fails makes every rank fail instead of leaving it waiting.
+// With --elastic a rank that dies during the transfer costs only its own engine the step.
 #include <algorithm>
 #include <chrono>
 #include <optional>
@@ -28,6 +29,7 @@
 #include "refit/executors/registry.h"
 #include "refit/executors/sequenced_bootstrap.h"
 #include "refit/executors/synthetic_shards.h"
+#include "refit/facade/problem_source.h"
 #include "resident_memory.h"
 #include "run_faults.h"
 #include "run_mpi_session.h"
@@ -47,6 +49,7 @@ struct RunOptions {
   double timeout = ExecutorOptions{}.timeout.value;
   std::int64_t staging = ExecutorOptions{}.staging.value;
   bool no_direct_stores = false;
+  bool elastic = false;  // --elastic: an engine that dies misses its step, the others complete
   bool json = false;
   // Fault injection for the tests (hidden options).
   std::string fault;               // RANK:PHASE:ACTION, see run_faults.h
@@ -72,13 +75,15 @@ struct RankSetup {
   // --delta: the sources' synthetic weights, stepped before every iteration but the first, and
   // what the destinations must hold.
   std::optional<SyntheticShards> weights;
+  std::optional<EngineMembership> membership;  // --elastic: every engine a member
 };
 
 ExecutorOptions executor_options(const RunOptions& o, const Plan& plan, FaultInjector& faults) {
   return ExecutorOptions{.timeout = Seconds{o.timeout},
                          .staging = Bytes{o.staging},
                          .direct_stores = !o.no_direct_stores,
-                         .on_chunk_sent = faults.on_chunk_sent(plan)};
+                         .on_chunk_sent = faults.on_chunk_sent(plan),
+                         .interrupted = faults.interrupted()};
 }
 
 [[nodiscard]] Result<RankSetup> set_up(const RunOptions& o, const RankContext& c) {
@@ -97,6 +102,11 @@ ExecutorOptions executor_options(const RunOptions& o, const Plan& plan, FaultInj
       make_executor(o.executor, c.executor_bootstrap, executor_options(o, planned.plan, c.faults)),
       "--executor");
   if (o.delta) executor = std::make_unique<DeltaExecutor>(std::move(executor), c.executor_bootstrap);
+  std::optional<EngineMembership> membership;
+  if (o.elastic) {
+    membership = REFIT_TRY_IN(engine_membership(o.inputs.problem), "--elastic");
+    REFIT_TRY_IN(executor->set_membership(*membership), "--elastic");
+  }
   auto shards = REFIT_TRY(RunBuffers::make(o.storage, o.inputs.problem, problem, Rank{bootstrap.rank()},
                                            [&e = *executor](Bytes bytes) { return e.allocate_host(bytes); }));
   if (bootstrap.rank() == o.short_rank) REFIT_TRY(shards.shorten_a_buffer());
@@ -109,7 +119,15 @@ ExecutorOptions executor_options(const RunOptions& o, const Plan& plan, FaultInj
                    .plan = std::move(planned.plan),
                    .executor = std::move(executor),
                    .shards = std::move(shards),
-                   .weights = std::move(weights)};
+                   .weights = std::move(weights),
+                   .membership = std::move(membership)};
+}
+
+// --elastic: the rank's engine missed the step (a training rank never does).
+bool engine_missed(const RankSetup& s, const RankResult& r) {
+  if (!s.membership || !r.engines) return false;
+  const auto engine = s.membership->engine_of[static_cast<std::size_t>(r.rank)];
+  return std::ranges::find(r.engines->missed, engine) != r.engines->missed.end();
 }
 
 // Executions before memory is taken to have settled (pools, caches, first touches): a tenth.
@@ -124,17 +142,20 @@ Bytes resident_now() { return resident_bytes().value_or(Bytes{0}); }
                                         std::int32_t i, RankResult& r) {
   if (s.weights && i > 0) REFIT_TRY_IN(s.weights->advance(), "--delta");
   if (!s.weights && i > 0) s.shards.clear_destinations();
-  REFIT_TRY(c.bootstrap.barrier());
+  // Elastic: no barrier, which a dead rank would hold up; the executor starts wherever its peers are.
+  if (!s.membership) REFIT_TRY(c.bootstrap.barrier());
   const auto start = std::chrono::steady_clock::now();
   auto outcome = s.executor->execute(prepared);
   r.walls.push_back(Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
-  if (!outcome) c.mpi.abandon();  // a peer may be dead or hung: do not wait for it in MPI_Finalize
+  // A peer may be dead or hung: do not wait for it in MPI_Finalize.
+  if (!outcome || (outcome->engines && !outcome->engines->missed.empty())) c.mpi.abandon();
   const auto report = REFIT_TRY(std::move(outcome));
   r.sent = report.bytes_sent;
   r.received = report.bytes_received;
   r.stored_directly = report.stored_directly;
   r.elapsed = report.elapsed;
   r.work = report.work;
+  r.engines = report.engines;
   if (report.delta) r.delta_steps.push_back(RankDeltaStep{.sent = report.bytes_sent, .delta = *report.delta});
   return {};
 }
@@ -190,29 +211,53 @@ void show_progress(const RunOptions& o, const RankContext& c, const RankResult& 
     show_progress(o, c, r, i);
   }
   r.resident.end = resident_now();
-  if (o.verify && !s.weights)
+  if (o.verify && !s.weights && !engine_missed(s, r))
     if (auto ok = s.shards.verify(s.inputs.problem); !ok) r.wrong = ok.error().message;
   return r;
+}
+
+// The run's settings, without any rank's figures.
+RunSummary summary_of(const RunOptions& o, const RankSetup& s) {
+  return RunSummary{.executor = o.executor,
+                    .strategy = s.plan.strategy,
+                    .plan_hash = plan_hash_hex(s.plan),
+                    .training_ranks = s.inputs.problem.source_ranks(),
+                    .inference_ranks = s.inputs.problem.destination_ranks(),
+                    .verify = o.verify,
+                    .warm_up_iterations = warm_up_iterations(o.iterations),
+                    .delta = o.delta,
+                    .ranks = {},
+                    .engines = {}};
 }
 
 [[nodiscard]] Result<void> report(const RunOptions& o, Bootstrap& bootstrap, const RankSetup& s,
                                   const Result<RankResult>& mine) {
   const auto all = REFIT_TRY_IN(
       agree(bootstrap, mine ? Result<std::string>(encode(*mine)) : std::unexpected(mine.error())), "report");
-  RunSummary summary{.executor = o.executor,
-                     .strategy = s.plan.strategy,
-                     .plan_hash = plan_hash_hex(s.plan),
-                     .training_ranks = s.inputs.problem.source_ranks(),
-                     .inference_ranks = s.inputs.problem.destination_ranks(),
-                     .verify = o.verify,
-                     .warm_up_iterations = warm_up_iterations(o.iterations),
-                     .delta = o.delta,
-                     .ranks = {}};
+  auto summary = summary_of(o, s);
   for (const auto& text : all) summary.ranks.push_back(REFIT_TRY(decode_rank_result(text)));
   if (bootstrap.rank() == 0) print_summary(summary, o.json);
   for (const auto& r : summary.ranks)
     if (r.wrong)
       return fail(ErrorCode::kRuntime, fmt::format("verification failed on rank {}: {}", r.rank, *r.wrong));
+  return {};
+}
+
+// --elastic: the report is this rank's own, printed by rank 0, with the engines that completed and
+// missed the step. No rank gathers from the others, which may be dead; each rank of a completed
+// engine checked its own destinations, and fails when they are wrong, as does a rank of a missed
+// engine, whose weights are not this step's.
+[[nodiscard]] Result<void> report_elastic(const RunOptions& o, Bootstrap& bootstrap, const RankSetup& s,
+                                          const RankResult& mine) {
+  auto summary = summary_of(o, s);
+  summary.ranks = {mine};
+  summary.engines = mine.engines;
+  if (bootstrap.rank() == 0) print_summary(summary, o.json);
+  if (engine_missed(s, mine))
+    return fail(ErrorCode::kPeerFailed,
+                fmt::format("engine {} missed the step: it keeps weights that are not this step's",
+                            s.membership->engine_of[static_cast<std::size_t>(mine.rank)]));
+  if (mine.wrong) return fail(ErrorCode::kRuntime, fmt::format("verification failed: {}", *mine.wrong));
   return {};
 }
 
@@ -230,6 +275,7 @@ std::vector<Setting> settings(const RunOptions& o, const RankSetup& s) {
           {.name = "--staging", .value = std::to_string(o.staging)},
           {.name = "--storage", .value = o.storage.storage},
           {.name = "--verify", .value = o.verify ? "given" : "not given"},
+          {.name = "--elastic", .value = o.elastic ? "given" : "not given"},
           {.name = "--timeout", .value = fmt::format("{}", o.timeout)},
           {.name = "problem", .value = fmt::format("{:016x}", problem_fingerprint(s.inputs.problem))},
           {.name = "plan hash", .value = plan_hash_hex(s.plan)}};
@@ -247,6 +293,7 @@ std::vector<Setting> settings(const RunOptions& o, const RankSetup& s) {
   // A rank that cannot write its output tells the others in the report instead of leaving them
   // waiting there.
   const auto saved = setup->shards.save(o.storage, Rank{c.bootstrap.rank()});
+  if (o.elastic) return saved ? report_elastic(o, c.bootstrap, *setup, mine) : saved;
   return report(o, c.bootstrap, *setup, saved ? Result<RankResult>(mine) : std::unexpected(saved.error()));
 }
 
@@ -310,6 +357,11 @@ Action add_run_command(CLI::App& app) {
                 "Put every chunk through UCX (ucp_put_nbx), also into peers whose memory is mapped into "
                 "this process; by default such puts are stores made directly into that memory (on "
                 "x86-64 non-temporal ones, which do not read the destination into the cache first)");
+  cmd->add_flag("--elastic", o->elastic,
+                "Elastic refit (docs/elastic.md): an inference engine whose rank dies or fails misses the "
+                "step and every other engine completes; the report (rank 0's own) lists the engines that "
+                "completed and missed; a rank of a missed engine exits 1 (UCX executor, not with --delta)")
+      ->excludes("--delta");
   cmd->add_flag("--json", o->json, "Print one JSON object on stdout (rank 0)");
   // Hidden, for the fault tests: see run_faults.h.
   cmd->add_option("--test-fault", o->fault)->group("");

@@ -11,7 +11,8 @@
 namespace refit::cli {
 namespace {
 
-constexpr std::string_view kPhases[] = {"set-up", "prepare", "connect", "execute", "relay", "between"};
+constexpr std::string_view kPhases[] = {"set-up", "prepare", "connect", "execute",
+                                        "relay",  "between", "receive"};
 constexpr std::string_view kActions[] = {"kill", "stall"};
 
 template <class Enum, std::size_t N>
@@ -29,7 +30,7 @@ Result<Fault> parse_fault(std::string_view text) {
   const auto refuse = [&] {
     return invalid(
         fmt::format("--test-fault: '{}' is not RANK:PHASE:ACTION (PHASE set-up, prepare, connect, execute, "
-                    "relay or between; ACTION kill or stall)",
+                    "relay, between or receive; ACTION kill or stall)",
                     text));
   };
   if (second == std::string_view::npos) return refuse();
@@ -70,6 +71,14 @@ std::function<void(std::int32_t, std::int64_t)> FaultInjector::on_chunk_sent(con
     };
   }
   return {};
+}
+
+std::function<bool()> FaultInjector::interrupted() {
+  if (!fault_ || fault_->rank != rank_ || fault_->phase != FaultPhase::kReceive) return {};
+  return [this] {
+    at(FaultPhase::kReceive);
+    return false;
+  };
 }
 
 void FaultyBootstrap::before_call() {

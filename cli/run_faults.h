@@ -8,6 +8,8 @@
 //                    memory keys are exchanged (its second collective)
 //           connect  inside prepare, once the keys are exchanged, before the connection handshake
 //           execute  once the rank has sent its first chunk
+//           receive  once the rank first waits inside an execution (its grants are out, little or
+//                    none of its data has landed): mid-transfer for a rank that only receives
 //           relay    once the rank has sent its first chunk that forwards data it received
 //           between  after the first execution, before the second (--iterations 2 or more)
 //   ACTION  kill     SIGKILL, as a crash or the OOM killer would
@@ -27,7 +29,7 @@
 
 namespace refit::cli {
 
-enum class FaultPhase : std::uint8_t { kSetUp, kPrepare, kConnect, kExecute, kRelay, kBetween };
+enum class FaultPhase : std::uint8_t { kSetUp, kPrepare, kConnect, kExecute, kRelay, kBetween, kReceive };
 enum class FaultAction : std::uint8_t { kKill, kStall };
 
 struct Fault {
@@ -47,6 +49,8 @@ class FaultInjector {
   void at(FaultPhase phase);
   // For ExecutorOptions::on_chunk_sent: the execute and relay faults (empty when none applies).
   std::function<void(std::int32_t, std::int64_t)> on_chunk_sent(const Plan& plan);
+  // For ExecutorOptions::interrupted: the receive fault (empty when none applies); never interrupts.
+  std::function<bool()> interrupted();
 
  private:
   std::optional<Fault> fault_;

@@ -277,6 +277,10 @@ void print_summary(const RunSummary& s, bool json) {
     j["per_rank"] = nlohmann::ordered_json::array();
     for (const auto& r : s.ranks) j["per_rank"].push_back(rank_json(r, s.training_ranks));
     if (s.delta) j["delta"] = delta_json(s);
+    if (s.engines) {
+      j["engines_completed"] = s.engines->completed;
+      j["engines_missed"] = s.engines->missed;
+    }
     fmt::print("{}\n", json_text(j));
     return;
   }
@@ -302,6 +306,9 @@ void print_summary(const RunSummary& s, bool json) {
   print_work(s);
   if (s.delta) print_delta(s);
   fmt::print("verified    {}\n", verification_text(s));
+  if (s.engines)
+    fmt::print("engines     completed: {}; missed the step: {}\n", fmt::join(s.engines->completed, ", "),
+               fmt::join(s.engines->missed, ", "));
 }
 
 }  // namespace refit::cli

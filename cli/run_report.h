@@ -38,6 +38,7 @@ struct RankResult {
   std::optional<std::string> wrong;  // the first wrong element, when verification failed
   ResidentMemory resident;
   std::vector<RankDeltaStep> delta_steps;  // --delta: per iteration
+  std::optional<EngineOutcomes> engines;   // --elastic: last iteration
 };
 
 std::string encode(const RankResult& r);
@@ -51,8 +52,9 @@ struct RunSummary {
   std::int32_t inference_ranks = 0;
   bool verify = false;
   std::int32_t warm_up_iterations = 1;
-  std::optional<double> delta;    // --delta: the synthetic update's change fraction
-  std::vector<RankResult> ranks;  // by rank
+  std::optional<double> delta;            // --delta: the synthetic update's change fraction
+  std::vector<RankResult> ranks;          // by rank; --elastic: rank 0's alone
+  std::optional<EngineOutcomes> engines;  // --elastic
 
   Bytes bytes() const;                             // every byte put per iteration, relays included
   std::vector<Seconds> iteration_seconds() const;  // per iteration, the slowest rank's execute()

@@ -37,6 +37,17 @@ Result<ParallelLayouts> parse_layouts(const std::string& train, const std::strin
   return ParallelLayouts{.train = megatron, .infer = vllm};
 }
 
+Result<EngineMembership> engine_membership(const ProblemSource& source, std::uint64_t epoch) {
+  if (!source.manifest.empty())
+    return unsupported(
+        "--manifest: a manifest names no inference engines; an elastic refit needs --model, "
+        "--train and --infer");
+  const auto layouts = REFIT_TRY(parse_layouts(source.train, source.infer));
+  return consecutive_engines(static_cast<std::int32_t>(layouts.train.world()),
+                             static_cast<std::int32_t>(layouts.infer.world()),
+                             static_cast<std::int32_t>(layouts.infer.engine_size()), epoch);
+}
+
 Result<ReshardProblem> apply_quantization(const ReshardProblem& problem, const ModelOptions& options) {
   // The site is read even without --quantize: a misspelt one is a mistake, not a default.
   const auto site = REFIT_TRY_IN(parse_quant_site(options.quantize_at), "--quantize-at");

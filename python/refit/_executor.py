@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator, Literal, Mapping, Optional, Sequence
 from refit import _refit
 from refit._errors import BadInput
 from refit._plan import Plan
-from refit._problem import Shard
+from refit._problem import Problem, Shard
 from refit.exchange import Exchange
 
 __all__ = ["ExecutionReport", "Executor", "Prepared", "executors", "numpy_dtype", "run", "torch_dtype"]
@@ -88,6 +88,11 @@ class ExecutionReport:
     messages: int
     bytes_stored_directly: int
     delta: Optional[DeltaStep] = None  #: a delta refit's step: bytes_sent are its payloads
+    #: elastic refit (:meth:`Executor.set_members`): the member engines that got every byte of this
+    #: step, and those that missed it (a rank of theirs died, failed or was fenced, or data they
+    #: needed came through one that did); the same on every rank
+    engines_completed: Optional[list[int]] = None
+    engines_missed: Optional[list[int]] = None  #: see ``engines_completed``
 
 
 def _memory(buffer: Any) -> Optional[tuple[int, int]]:
@@ -308,6 +313,25 @@ class Executor:
     def cuda_memory(self) -> bool:
         """Whether buffers may be CUDA memory (torch CUDA tensors): the NCCL executor."""
         return self._handle.cuda_memory
+
+    def set_members(self, problem: Problem, members: Sequence[int], epoch: int) -> None:
+        """Elastic refit (docs/elastic.md): the executions that follow run over these engines of
+        ``problem`` (indices 0.. of its ``infer`` engines) and keep the prepared plans (no new
+        ``prepare``). An engine whose rank dies, fails or is fenced during an execution misses
+        that step; every other engine completes it, and the report names both
+        (``engines_completed``, ``engines_missed``). Every process calls it with the same members
+        and ``epoch`` before the step, and calls ``execute`` every step, a non-member too (it
+        returns at once). A peer still at an older epoch is fenced out: it writes nothing into the
+        members' engines, and its own ``execute`` raises.
+
+        Raises:
+            refit.BadInput: an engine index out of range, an epoch of 0, a problem from a manifest
+                (which names no engines), or an executor that cannot run part of a plan (nccl,
+                delta).
+        """
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1:
+            raise ValueError(f"epoch: a membership epoch (1, 2, ...), got {epoch!r}")
+        self._handle.set_members(problem._handle, [int(e) for e in members], epoch)
 
     def empty(self, shard: Shard) -> Any:
         """An uninitialised numpy array for a shard, in memory this executor moves fastest (UCX:

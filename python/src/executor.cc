@@ -367,7 +367,26 @@ nb::dict execute(PreparedHandle& self) {
     delta["exchange_s"] = r.delta->exchange.value;
     d["delta"] = delta;
   }
+  if (r.engines) {
+    d["engines_completed"] = r.engines->completed;
+    d["engines_missed"] = r.engines->missed;
+  }
   return d;
+}
+
+// Elastic refit: the problem's engines (facade's engine_membership), `members` of them taking part.
+void set_members(ExecutorHandle& self, const ProblemHandle& problem, const std::vector<std::int32_t>& members,
+                 std::uint64_t epoch) {
+  auto m = unwrap(engine_membership(problem.source, epoch));
+  m.members.assign(m.members.size(), false);
+  for (const auto e : members) {
+    if (e < 0 || std::cmp_greater_equal(e, m.members.size()))
+      raise_error(Error{.code = ErrorCode::kOutOfRange,
+                        .message = fmt::format("members: engine {} is not one of the problem's {} engines", e,
+                                               m.members.size())});
+    m.members[static_cast<std::size_t>(e)] = true;
+  }
+  unwrap(self.executor->set_membership(m));
 }
 
 // Host memory the executor moves fastest (UCX: memory its peers map and write into directly), as
@@ -420,6 +439,10 @@ void bind_executor(nb::module_& m) {
            "framework"_a = false, "refusal"_a = "", nb::keep_alive<0, 1>(),
            "Collective, as prepare, for several plan ranks of this process (nccl with comm_rank_of): "
            "buffers[i] are the buffers of ranks[i].")
+      .def("set_members", &set_members, "problem"_a, "members"_a, "epoch"_a,
+           "Elastic refit: the executions that follow run over these engines of the problem (indices); "
+           "a rank that dies makes its engine miss the step, not the others fail; epoch names the "
+           "membership, and a peer of an older one is fenced out.")
       .def("allocate", &allocate, "nbytes"_a,
            "Host memory this executor moves fastest, uninitialised, as a uint8 numpy array.");
   nb::class_<PreparedHandle>(m, "Prepared", "A plan prepared on an executor with this rank's buffers.")

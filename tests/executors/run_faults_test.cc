@@ -18,7 +18,6 @@
 #include <map>
 #include <optional>
 #include <regex>
-#include <sstream>
 
 #include "mpirun.h"
 
@@ -37,16 +36,7 @@ constexpr int kRanks = 6;
 constexpr double kTimeout = 3.0;
 constexpr double kMargin = 5.0;  // survivors exit within kTimeout + kMargin of the fault
 
-// Reports each process's exit code and end (seconds since the epoch); a process killed by a
-// signal is passed on as such to mpirun.
-const std::string kWrapper =
-    "sh -c '\"$@\"; rc=$?; echo \"refit-test: rank $OMPI_COMM_WORLD_RANK exit $rc at $(date +%s.%N)\" >&2; "
-    "if [ $rc -gt 128 ]; then kill -KILL $$; fi; exit $rc' sh";
-
-struct ProcessEnd {
-  int exit_code = -1;
-  double at = 0;
-};
+using testing::ProcessEnd;
 
 struct FaultRun {
   testing::ShellResult shell;
@@ -54,7 +44,7 @@ struct FaultRun {
   std::optional<double> fault_at;  // when the faulty rank acted
 };
 
-// A wrapper after kWrapper that gives `args` to rank `rank` alone, as a user's typo would.
+// A wrapper after testing::kEndReporter that gives `args` to rank `rank` alone, as a user's typo would.
 std::string only_on_rank(int rank, const std::string& args) {
   return " sh -c 'if [ \"$OMPI_COMM_WORLD_RANK\" = " + std::to_string(rank) + " ]; then exec \"$@\" " + args +
          "; fi; exec \"$@\"' sh";
@@ -62,22 +52,12 @@ std::string only_on_rank(int rank, const std::string& args) {
 
 FaultRun run_with(const std::string& fault_args, const std::string& strategy = "refit",
                   const std::string& wrapper_tail = "") {
-  FaultRun run{.shell = testing::refit_run(kRanks,
-                                           kProblem + " --strategy " + strategy + " --timeout " +
-                                               std::to_string(kTimeout) + " " + fault_args,
-                                           120, "--enable-recovery", kWrapper + wrapper_tail),
-               .ends = {},
-               .fault_at = std::nullopt};
-  std::istringstream lines(run.shell.err);
-  const std::regex end(R"(^refit-test: rank (\d+) exit (\d+) at ([0-9.]+)$)");
-  const std::regex fault(R"(^refit-test: rank \d+ [a-z-]+ [a-z]+ at ([0-9.]+)$)");
-  std::smatch m;
-  for (std::string line; std::getline(lines, line);) {
-    if (std::regex_match(line, m, end))
-      run.ends[std::stoi(m[1])] = ProcessEnd{.exit_code = std::stoi(m[2]), .at = std::stod(m[3])};
-    else if (std::regex_match(line, m, fault))
-      run.fault_at = std::stod(m[1]);
-  }
+  auto shell = testing::refit_run(
+      kRanks,
+      kProblem + " --strategy " + strategy + " --timeout " + std::to_string(kTimeout) + " " + fault_args, 120,
+      "--enable-recovery", testing::kEndReporter + wrapper_tail);
+  auto ends = testing::process_ends(shell.err);
+  FaultRun run{.shell = std::move(shell), .ends = std::move(ends.ends), .fault_at = ends.fault_at};
   return run;
 }
 

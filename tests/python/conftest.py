@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -29,6 +31,31 @@ def mpirun_env() -> dict[str, str]:
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_orte_allowed_exit_without_sync="1")  # fmt: skip
     return env
+
+
+def free_port() -> int:
+    """A TCP port of this machine that nothing listens on now (torch.distributed's rendezvous)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_workers(script: Path, size: int, env: dict[str, str]) -> tuple[list[subprocess.Popen[str]], list[tuple[str, str]]]:
+    """Starts `size` processes of `script` (argument: the tiny MoE model), rank r with RANK=r in
+    `env`, and waits for them (120 s at most); the processes and their (stdout, stderr)."""
+    workers = [
+        subprocess.Popen([sys.executable, str(script), str(TINY_MOE)], env={**env, "RANK": str(r)},
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for r in range(size)
+    ]  # fmt: skip
+    outputs = []
+    try:
+        for w in workers:
+            outputs.append(w.communicate(timeout=120))
+    finally:
+        for w in workers:
+            w.kill()
+    return workers, outputs
 
 
 def cli_path() -> Optional[str]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, TINY_MOE, mpirun_env
+from conftest import ROOT, free_port, mpirun_env, run_workers
 
 EXAMPLES = ROOT / "examples" / "python"
 
@@ -46,32 +45,15 @@ def test_mpi4py_example_refits_with_numpy_arrays() -> None:
         assert f"rank {rank} (inference): received 316928 bytes, verified 79232 elements" in done.stdout
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_a_killed_process_makes_every_survivor_raise_within_the_timeout_naming_it() -> None:
     # tiny-qwen3-moe TP2xEP2 -> TP2xDP2 (6 processes) in domains of two, 4 KiB chunks, as the
     # refit run fault test; rank 1 dies (SIGKILL) once its first chunk is sent.
     size, victim, timeout = 6, 1, 3.0
     env = mpirun_env()
     env.update(WORLD_SIZE=str(size), VICTIM=str(victim), REFIT_TIMEOUT=str(timeout),
-               INIT_METHOD=f"tcp://127.0.0.1:{_free_port()}")  # fmt: skip
+               INIT_METHOD=f"tcp://127.0.0.1:{free_port()}")  # fmt: skip
     start = time.monotonic()
-    workers = [
-        subprocess.Popen([sys.executable, str(Path(__file__).with_name("fault_worker.py")), str(TINY_MOE)],
-                         env={**env, "RANK": str(r)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for r in range(size)
-    ]  # fmt: skip
-    outputs = []
-    try:
-        for w in workers:
-            outputs.append(w.communicate(timeout=120))
-    finally:
-        for w in workers:
-            w.kill()
+    workers, outputs = run_workers(Path(__file__).with_name("fault_worker.py"), size, env)
     elapsed = time.monotonic() - start
     assert workers[victim].returncode == -9, outputs[victim]
     for rank, (out, err) in enumerate(outputs):

@@ -41,7 +41,15 @@ Engine::Engine(const ExecutionContext& context)
       done_from_(static_cast<std::size_t>(context.plan.world_size()), false),
       watchdog_(context.options.timeout, Clock::now()),
       start_(Clock::now()),
-      interrupt_(context.options.interrupted) {
+      interrupt_(context.options.interrupted),
+      absent_(static_cast<std::size_t>(context.plan.world_size()), false),
+      gone_(static_cast<std::size_t>(context.plan.world_size()), false),
+      dropped_(context.plan.transfers.size(), false),
+      receive_dropped_(context.program.receives().size(), false),
+      receive_released_(context.program.receives().size(), false),
+      send_dropped_(context.program.sends().size(), false),
+      sent_chunks_(context.program.sends().size(), 0),
+      flushing_(context.program.sends().size(), 0) {
   report_.work =
       WorkTimes{.puts = std::array<Seconds, kLinkKinds>{}, .pack_unpack = Seconds{0}, .quantize = Seconds{0}};
   const auto& p = c_.program;
@@ -52,6 +60,7 @@ Engine::Engine(const ExecutionContext& context)
     arrived_.emplace_back(r.chunks.size(), false);
     arrived_prefix_.push_back(0);
     slot_of_.emplace_back(r.chunks.size(), -1);
+    granted_.emplace_back(r.chunks.size(), false);
     for (std::int64_t k = 0; k < chunks; ++k) {
       const bool staged = r.chunks[static_cast<std::size_t>(k)].path == lowering::CopyPath::kStaged;
       auto& list = staged ? staged_ : in_place_[static_cast<std::size_t>(r.peer.value)];
@@ -79,14 +88,23 @@ Result<ExecutionReport> Engine::run() {
   watchdog_ = Watchdog(c_.options.timeout, start_);
   // Peers were silent between executions; from now on silence counts.
   for (auto& t : c_.inbox.last_heard) t = start_;
+  if (c_.membership) start_membership();
   // Not a REFIT_TRY: a rank that fails tells every peer why (abort) before its error returns.
-  if (auto ended = loop(); !ended) return std::unexpected(abort(std::move(ended).error()));
+  // A rank of a non-member engine has nothing to do: its peers neither wait for it nor write to it.
+  if (!absent_[static_cast<std::size_t>(me_.value)])
+    if (auto ended = loop(); !ended) return std::unexpected(abort(std::move(ended).error()));
+  if (c_.membership) {
+    count_completed_only();
+    report_.engines = engine_outcomes(c_.plan, *c_.membership, gone_,
+                                      dropped_transfers(c_.plan, excluded_ranks(*c_.membership, gone_)));
+  }
   return report_;
 }
 
 Result<void> Engine::loop() {
+  REFIT_TRY(apply_gone());
   REFIT_TRY(start_receiving());
-  while (!(done_sent_ && everyone_finished() && c_.outbox.empty())) {
+  while (!(done_sent_ && everyone_finished() && c_.outbox.empty_but_for(absent_))) {
     c_.worker.progress_all();
     const auto now = Clock::now();
     const bool worked = REFIT_TRY(step(now));
@@ -105,13 +123,19 @@ Result<bool> Engine::step(Clock::time_point now) {
   const bool flushed = REFIT_TRY(handle_flushes());
   const bool quantised = run_ready_steps();
   const bool sent = REFIT_TRY(send_ready_chunks());
-  if (const auto failed = c_.outbox.sweep(c_.epoch))
+  if (const auto failed = c_.outbox.sweep(c_.epoch); failed && c_.membership)
+    take_for_gone(failed->first.value);
+  else if (failed)
     return fail(ErrorCode::kPeerFailed, fmt::format("rank {} is unreachable: a message to it failed ({})",
                                                     failed->first.value, ucs_status_string(failed->second)));
   bool worked = messages || flushed || quantised || sent;
+  if (!newly_gone_.empty()) {
+    REFIT_TRY(apply_gone());
+    worked = true;
+  }
   if (!done_sent_ && own_work_finished()) {
     report_.elapsed = Seconds{seconds_between(start_, now)};
-    REFIT_TRY(post_to_all(MessageKind::kDone));
+    REFIT_TRY(post_to_all(MessageKind::kDone, gone_list()));
     done_sent_ = worked = true;
   }
   // After its own end notice a rank is no longer waited for, so its heartbeats stop.
@@ -132,7 +156,7 @@ Result<bool> Engine::handle_messages() {
     }
     const Message m = std::move(*it);
     it = queue.erase(it);
-    if (m.epoch < c_.epoch) continue;
+    if (m.epoch < c_.epoch || !REFIT_TRY(check_membership_of(m))) continue;
     any = true;
     switch (m.kind) {
       case MessageKind::kGrant:
@@ -142,12 +166,20 @@ Result<bool> Engine::handle_messages() {
         REFIT_TRY(on_data(m));
         break;
       case MessageKind::kDone:
-        if (!done_from_[static_cast<std::size_t>(m.from)]) ++done_count_;
-        done_from_[static_cast<std::size_t>(m.from)] = true;
+        REFIT_TRY(on_done(m));
         break;
       case MessageKind::kAbort:
+        if (c_.membership) {  // its engine misses the step; the others go on
+          take_for_gone(m.from);
+          break;
+        }
         told_of_failure_ = true;  // every rank got that notice: no need to pass it on
         return fail(ErrorCode::kPeerFailed, fmt::format("rank {} failed: {}", m.from, m.text));
+      case MessageKind::kDropped:
+        REFIT_TRY(on_dropped(m));
+        break;
+      case MessageKind::kFenced:
+        return fail(ErrorCode::kPeerFailed, m.text);
       case MessageKind::kHeartbeat:
       case MessageKind::kHello:
         break;
@@ -162,7 +194,11 @@ Result<void> Engine::check_health(Clock::time_point now) {
                 fmt::format("a malformed control message arrived (from rank {})", *from));
   for (std::int32_t r = 0; r < c_.plan.world_size(); ++r) {
     const auto i = static_cast<std::size_t>(r);
-    if (r == me_.value || done_from_[i] || !c_.inbox.endpoint_error[i]) continue;
+    if (r == me_.value || done_from_[i] || absent_[i] || !c_.inbox.endpoint_error[i]) continue;
+    if (c_.membership) {
+      take_for_gone(r);
+      continue;
+    }
     c_.inbox.given_up[i] = true;
     return fail(ErrorCode::kPeerFailed,
                 fmt::format("rank {} is unreachable ({}); this rank was waiting for {}", r,
@@ -177,6 +213,13 @@ Result<void> Engine::check_health(Clock::time_point now) {
   const bool delivering = everyone_finished() && !c_.outbox.empty();
   const bool stalled = (!own_work_finished() || delivering) && watchdog_.stalled(now);
   if (!stalled && !(quiet && watchdog_.silent(heard, now))) return {};
+  // Elastic: a peer is taken for gone only once silent for the whole timeout, as every rank that
+  // waits for it finds; until then a stalled rank waits for that.
+  if (c_.membership && quiet && watchdog_.quiet(heard, now)) {
+    if (watchdog_.silent(heard, now)) take_for_gone(quiet->value);
+    watchdog_.progressed(now);  // not a stall: the wait for the silence is bounded by the timeout
+    return {};
+  }
   if (quiet && watchdog_.quiet(heard, now)) {
     c_.inbox.given_up[static_cast<std::size_t>(quiet->value)] = true;
     return fail(
@@ -193,7 +236,7 @@ std::optional<Rank> Engine::quietest_peer() const {
   std::optional<Rank> out;
   for (std::int32_t r = 0; r < c_.plan.world_size(); ++r) {
     const auto i = static_cast<std::size_t>(r);
-    if (r == me_.value || done_from_[i]) continue;
+    if (r == me_.value || done_from_[i] || absent_[i]) continue;
     if (!out || c_.inbox.last_heard[i] < c_.inbox.last_heard[static_cast<std::size_t>(out->value)])
       out = Rank{r};
   }
@@ -205,11 +248,18 @@ Message Engine::message(MessageKind kind) const {
   m.kind = kind;
   m.from = me_.value;
   m.epoch = c_.epoch;
+  m.membership = membership_epoch();
   return m;
 }
 
 Result<void> Engine::post(Rank to, const Message& m) {
-  return c_.outbox.post(c_.connections.peer(to).endpoint, to, m);
+  if (absent_[static_cast<std::size_t>(to.value)]) return {};
+  auto posted = c_.outbox.post(c_.connections.peer(to).endpoint, to, m);
+  if (!posted && c_.membership) {  // unreachable: gone, as far as this rank is concerned
+    take_for_gone(to.value);
+    return {};
+  }
+  return posted;
 }
 
 Result<void> Engine::post_to_all(MessageKind kind, const std::string& text) {
@@ -242,6 +292,12 @@ bool Engine::own_work_finished() const {
   return chunks_to_receive_ == 0 && chunks_to_send_ == 0 && steps_run_ == c_.program.steps().size();
 }
 
-bool Engine::everyone_finished() const { return done_count_ == c_.plan.world_size() - 1; }
+bool Engine::everyone_finished() const {
+  for (std::int32_t r = 0; r < c_.plan.world_size(); ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    if (r != me_.value && !done_from_[i] && !absent_[i]) return false;
+  }
+  return true;
+}
 
 }  // namespace refit::ucx_detail

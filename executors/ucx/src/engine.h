@@ -14,6 +14,10 @@
 // order, so the plan's order rules out deadlock.
 // The end: a rank whose own chunks are all sent and landed tells every peer it is done, and
 // returns once every peer has said so. A rank that fails tells every peer why (abort).
+// Elastic refit (a membership is set, engine_membership.cc): a peer that dies, fails or is of an
+// old membership is taken for gone instead of failing this rank; the transfers its engine's loss
+// makes impossible are dropped at both ends (a sender that drops one says so, so that the
+// receiver's slots come back), and the rank ends when every peer not gone is done.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -23,6 +27,7 @@
 #include "refit/core/elapsed.h"
 #include "refit/executors/executor.h"
 #include "refit/executors/interrupt_check.h"
+#include "refit/executors/membership.h"
 #include "refit/lowering/pair_pacing.h"
 #include "refit/planner/plan.h"
 #include "ucx_handles.h"
@@ -38,6 +43,7 @@ struct Flushed {
   std::int32_t send = 0;
   std::int64_t chunk = 0;
   std::int64_t slot = -1;  // pack slot to return, or -1
+  bool abandoned = false;  // its receiver is gone (elastic): already given up on, slot returned
 };
 
 // What an execution works with. The outbox and the flushes in flight belong to the executor's
@@ -51,6 +57,7 @@ struct ExecutionContext {
   const LocalRegions& regions;
   const ExecutorOptions& options;
   std::uint64_t epoch;
+  const EngineMembership* membership;  // nullptr: not an elastic refit
   Outbox& outbox;
   InFlight<Flushed>& flushes;
 };
@@ -106,6 +113,22 @@ class Engine {
   Error abort(Error e);
   bool own_work_finished() const;
   bool everyone_finished() const;
+  // engine_membership.cc: elastic refit.
+  std::uint64_t membership_epoch() const;
+  void start_membership();
+  void take_for_gone(std::int32_t rank);
+  [[nodiscard]] Result<void> apply_gone();
+  [[nodiscard]] Result<void> drop_receive(std::size_t receive);
+  [[nodiscard]] Result<void> release_receive(std::size_t receive);
+  void free_chunk(std::size_t receive, std::size_t chunk);
+  [[nodiscard]] Result<void> drop_send(std::size_t send);
+  void abandon_flushes(std::size_t send);
+  [[nodiscard]] Result<void> announce_dropped(std::size_t send);
+  [[nodiscard]] Result<bool> check_membership_of(const Message& m);
+  [[nodiscard]] Result<void> on_dropped(const Message& m);
+  [[nodiscard]] Result<void> on_done(const Message& m);
+  std::string gone_list() const;
+  void count_completed_only();
   // engine_receive.cc
   [[nodiscard]] Result<void> start_receiving();
   [[nodiscard]] Result<void> grant(std::size_t receive, std::int64_t chunk, std::vector<Run> runs);
@@ -116,6 +139,7 @@ class Engine {
   bool landed(const std::vector<ChunkWait>& waits) const;
   bool run_ready_steps();
   [[nodiscard]] Result<void> on_grant(const Message& m);
+  void skip_dropped_sends();
   [[nodiscard]] Result<bool> send_ready_chunks();
   bool ready(const ChunkRef& c) const;
   std::optional<std::size_t> next_pair() const;
@@ -163,13 +187,23 @@ class Engine {
   std::size_t steps_run_ = 0;  // quantise steps run, in plan order (each waits for earlier data only)
   // The end, and health.
   std::vector<bool> done_from_;
-  std::int32_t done_count_ = 0;
   bool done_sent_ = false;
   bool told_of_failure_ = false;
   Watchdog watchdog_;
   Clock::time_point start_;
   InterruptCheck interrupt_;
   ExecutionReport report_;
+  // Elastic refit; without a membership nothing is ever gone or dropped.
+  std::vector<bool> absent_;                // by rank: neither waited for nor written to
+  std::vector<bool> gone_;                  // by rank: died, failed or fenced during this execution
+  std::vector<std::int32_t> newly_gone_;    // found gone, not yet applied (apply_gone)
+  std::vector<bool> dropped_;               // by transfer
+  std::vector<bool> receive_dropped_;       // by receive: its missing chunks will not come
+  std::vector<bool> receive_released_;      // by receive: its grants' slots and places are back
+  std::vector<std::vector<bool>> granted_;  // by receive, by chunk: granted in place, not landed
+  std::vector<bool> send_dropped_;          // by send
+  std::vector<std::int64_t> sent_chunks_;   // by send: chunks put
+  std::vector<std::int32_t> flushing_;      // by send: chunks put, flush pending
 };
 
 }  // namespace refit::ucx_detail

@@ -25,6 +25,8 @@ Result<void> Engine::grant_in_place(std::size_t peer) {
   auto& next = next_in_place_[peer];
   for (; next < in_place_[peer].size() && in_place_granted_[peer] < kGrantWindow; ++next) {
     const auto [i, chunk] = in_place_[peer][next];
+    if (receive_dropped_[static_cast<std::size_t>(i)]) continue;
+    granted_[static_cast<std::size_t>(i)][static_cast<std::size_t>(chunk)] = true;
     const auto& runs = c_.program.receive_runs[static_cast<std::size_t>(i)][static_cast<std::size_t>(chunk)];
     REFIT_TRY(grant(static_cast<std::size_t>(i), chunk, runs));
     ++in_place_granted_[peer];
@@ -46,6 +48,7 @@ Result<void> Engine::grant_staged() {
   const auto& staging = c_.program.receive_staging;
   while (next_staged_ < staged_.size() && receive_slots_.available()) {
     const auto [i, chunk] = staged_[next_staged_++];
+    if (receive_dropped_[static_cast<std::size_t>(i)]) continue;
     const Receive& r = c_.program.receives()[static_cast<std::size_t>(i)];
     const auto slot = receive_slots_.take();
     slot_of_[static_cast<std::size_t>(i)][static_cast<std::size_t>(chunk)] = slot;
@@ -72,6 +75,12 @@ Result<void> Engine::on_data(const Message& m) {
                                                  "does not expect from it",
                                                  m.from, m.chunk, t));
   const auto k = static_cast<std::size_t>(m.chunk);
+  // A chunk of a dropped transfer that its sender had already put: not used, its grant comes back.
+  if (receive_dropped_[static_cast<std::size_t>(i)]) {
+    free_chunk(static_cast<std::size_t>(i), k);
+    REFIT_TRY(grant_in_place(static_cast<std::size_t>(m.from)));
+    return grant_staged();
+  }
   const bool staged = r->chunks[k].path == lowering::CopyPath::kStaged;
   const auto slot = slot_of_[static_cast<std::size_t>(i)][k];
   const auto& p = c_.program;
@@ -90,6 +99,7 @@ Result<void> Engine::on_data(const Message& m) {
     ++prefix;
   --chunks_to_receive_;
   if (!staged) {
+    granted_[static_cast<std::size_t>(i)][k] = false;
     --in_place_granted_[static_cast<std::size_t>(m.from)];
     return grant_in_place(static_cast<std::size_t>(m.from));
   }

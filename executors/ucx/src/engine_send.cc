@@ -67,14 +67,15 @@ bool Engine::ready(const ChunkRef& c) const {
 bool Engine::run_ready_steps() {
   const auto& p = c_.program;
   bool any = false;
-  for (; steps_run_ < p.steps().size() && landed(p.step_waits[steps_run_]); ++steps_run_) {
+  for (; steps_run_ < p.steps().size(); ++steps_run_, any = true) {
     const auto& step = p.steps()[steps_run_];
+    if (dropped_[static_cast<std::size_t>(step.transfer)]) continue;  // its weights will not come
+    if (!landed(p.step_waits[steps_run_])) break;
     {
       const WorkTimer timer(*report_.work.quantize);
       run_quantise_step(*p.rank, step, p.host(c_.regions.bases));
     }
     arrived_prefix_[p.receives().size() + steps_run_] = p.layout(step.transfer).chunks();
-    any = true;
   }
   return any;
 }
@@ -114,14 +115,23 @@ std::optional<std::size_t> Engine::next_pair() const {
   return best;
 }
 
+// A dropped transfer's chunks are never sent: each pair's head moves past them.
+void Engine::skip_dropped_sends() {
+  for (std::size_t p = 0; p < queue_.size(); ++p)
+    while (next_[p] < queue_[p].size() && send_dropped_[static_cast<std::size_t>(queue_[p][next_[p]].first)])
+      ++next_[p];
+}
+
 Result<bool> Engine::send_ready_chunks() {
   bool any = false;
+  skip_dropped_sends();
   while (const auto p = next_pair()) {
     const ChunkRef c = queue_[*p][next_[*p]++];
     REFIT_TRY(send_chunk(c));
     pacing_.sent(*p, chunk_bytes(c));
     count_in_flight(c, 1);
     any = true;
+    skip_dropped_sends();
   }
   return any;
 }
@@ -155,6 +165,8 @@ Result<void> Engine::send_chunk(const ChunkRef& c) {
     REFIT_TRY(put_pieces(s, local, remote));
   }
   // Puts complete in no particular order; the flush makes the chunk visible before its notice.
+  ++sent_chunks_[static_cast<std::size_t>(c.first)];
+  ++flushing_[static_cast<std::size_t>(c.first)];
   auto& item = c_.flushes.add(Flushed{.epoch = c_.epoch, .send = c.first, .chunk = c.second, .slot = slot});
   ucp_request_param_t params{};
   params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -234,9 +246,18 @@ Result<bool> Engine::handle_flushes() {
   Result<void> outcome;
   c_.flushes.sweep([&](auto& item) {
     const Flushed& f = item.value;
-    if (f.epoch != c_.epoch || !outcome) return;  // left over from an execution that failed
+    if (f.epoch != c_.epoch || !outcome || f.abandoned) return;  // left over, or given up on
     any = true;
     const Send& s = c_.program.sends()[static_cast<std::size_t>(f.send)];
+    const auto j = static_cast<std::size_t>(f.send);
+    --flushing_[j];
+    if (item.status != UCS_OK && c_.membership) {  // the receiver is gone; so is what it was sent
+      if (f.slot >= 0) pack_slots_.give(f.slot);
+      count_in_flight({f.send, f.chunk}, -1);
+      --chunks_to_send_;
+      take_for_gone(s.peer.value);
+      return;
+    }
     if (item.status != UCS_OK) {
       outcome = fail(ErrorCode::kRuntime,
                      fmt::format("puts of {} to rank {} failed: {}",
@@ -250,6 +271,7 @@ Result<bool> Engine::handle_flushes() {
     m.transfer = s.transfer;
     m.chunk = f.chunk;
     outcome = post(s.peer, m);
+    if (outcome) outcome = announce_dropped(j);
     --chunks_to_send_;
     if (c_.options.on_chunk_sent) c_.options.on_chunk_sent(s.transfer, f.chunk);
   });

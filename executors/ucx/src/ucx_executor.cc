@@ -1,6 +1,7 @@
 #include "refit/executors/ucx_executor.h"
 
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -109,9 +110,19 @@ class UcxExecutor final : public Executor {
                                    .regions = p->regions,
                                    .options = options_,
                                    .epoch = ++rt.epoch,
+                                   .membership = membership_ ? &*membership_ : nullptr,
                                    .outbox = rt.outbox,
                                    .flushes = rt.flushes});
     return engine.run();
+  }
+
+  // Only kept here: the prepared plans stay as they are, and execute() reads it.
+  [[nodiscard]] Result<void> set_membership(const EngineMembership& membership) override {
+    REFIT_TRY_IN(check_engine_membership(membership, bootstrap_.size()), "membership");
+    if (membership.epoch == 0)
+      return out_of_range("membership: epoch 0 is what a refit that is not elastic uses");
+    membership_ = membership;
+    return {};
   }
 
  private:
@@ -163,6 +174,7 @@ class UcxExecutor final : public Executor {
   Bootstrap& bootstrap_;
   ExecutorOptions options_;
   std::shared_ptr<Runtime> runtime_;
+  std::optional<EngineMembership> membership_;  // set: elastic refit
 };
 
 // What a worker's shared-memory transport takes of /dev/shm at start-up: its receive descriptors

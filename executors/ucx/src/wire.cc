@@ -16,6 +16,7 @@ struct WireHeader {
   std::uint8_t reserved[3];
   std::int32_t from;
   std::uint64_t epoch;
+  std::uint64_t membership;
   std::int32_t transfer;
   std::uint32_t count;  // runs, or bytes of text
   std::int64_t chunk;
@@ -58,6 +59,7 @@ std::string encode(const Message& m) {
                      .reserved = {},
                      .from = m.from,
                      .epoch = m.epoch,
+                     .membership = m.membership,
                      .transfer = m.transfer,
                      .count = static_cast<std::uint32_t>(grant ? m.runs.size() : m.text.size()),
                      .chunk = m.chunk};
@@ -76,11 +78,12 @@ std::optional<Message> decode(std::span<const std::byte> bytes) {
   if (bytes.size() < sizeof h) return std::nullopt;
   std::memcpy(&h, bytes.data(), sizeof h);
   if (h.kind < static_cast<std::uint8_t>(MessageKind::kGrant) ||
-      h.kind > static_cast<std::uint8_t>(MessageKind::kHello))
+      h.kind > static_cast<std::uint8_t>(MessageKind::kFenced))
     return std::nullopt;
   Message m{.kind = static_cast<MessageKind>(h.kind),
             .from = h.from,
             .epoch = h.epoch,
+            .membership = h.membership,
             .transfer = h.transfer,
             .chunk = h.chunk,
             .runs = {},
@@ -129,6 +132,11 @@ Result<void> Outbox::post(ucp_ep_h ep, Rank to, const Message& m) {
   }
   if (request == nullptr) item.done = true;
   return {};
+}
+
+bool Outbox::empty_but_for(const std::vector<bool>& ignored) const {
+  return !in_flight_.any_of(
+      [&](const OutgoingMessage& m) { return !ignored[static_cast<std::size_t>(m.to.value)]; });
 }
 
 std::optional<std::pair<Rank, ucs_status_t>> Outbox::sweep(std::uint64_t epoch) {

@@ -2,10 +2,14 @@
 // Control messages between the executors of one plan. Data moves by put; these small active
 // messages only say where a chunk may land (grant), that it has landed (data), that a rank has
 // finished (done) or failed (abort), that it is alive (heartbeat), and that its endpoints work
-// (hello, at the end of prepare). Each carries the execution
-// epoch, so a peer that already started the next execution is never taken for this one.
+// (hello, at the end of prepare); in an elastic refit, that a transfer is dropped (its data will
+// not come: a rank it depends on is gone) and that a peer of another membership is refused
+// (fenced). Each carries the execution epoch, so a peer that already started the next execution
+// is never taken for this one, and the membership epoch (0 outside elastic refits), so a peer of
+// an old membership is never taken for a member.
 #include <ucp/api/ucp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -32,16 +36,27 @@ struct Run {
   bool operator==(const Run&) const = default;
 };
 
-enum class MessageKind : std::uint8_t { kGrant = 1, kData, kDone, kAbort, kHeartbeat, kHello };
+enum class MessageKind : std::uint8_t {
+  kGrant = 1,
+  kData,
+  kDone,
+  kAbort,
+  kHeartbeat,
+  kHello,
+  kDropped,
+  kFenced
+};
 
 struct Message {
   MessageKind kind = MessageKind::kHeartbeat;
   std::int32_t from = 0;
   std::uint64_t epoch = 0;
+  std::uint64_t membership = 0;  // the sender's membership epoch; 0 outside elastic refits
   std::int32_t transfer = -1;
   std::int64_t chunk = -1;
   std::vector<Run> runs;  // kGrant: where the chunk goes, in the receiver's regions
-  std::string text;       // kAbort: why the sender gave up
+  std::string text;       // kAbort: why the sender gave up; kDone: the ranks it found gone;
+                          // kFenced: why the receiver is refused
 };
 
 std::string encode(const Message& m);
@@ -89,6 +104,15 @@ class InFlight {
     });
   }
   bool empty() const { return items_.empty(); }
+  // Calls f(T&) for every item, completed or not.
+  template <class F>
+  void for_each(F&& f) {
+    for (Item& item : items_) f(item.value);
+  }
+  template <class F>
+  bool any_of(F&& f) const {
+    return std::ranges::any_of(items_, [&](const Item& item) { return f(item.value); });
+  }
 
  private:
   std::list<Item> items_;  // a list: callbacks hold item addresses while others are erased
@@ -109,6 +133,9 @@ class Outbox {
   // The first peer a completed send of `epoch` failed to, if any; forgets completed sends.
   std::optional<std::pair<Rank, ucs_status_t>> sweep(std::uint64_t epoch);
   bool empty() const { return in_flight_.empty(); }
+  // No message in flight but to the ranks `ignored` marks (by rank): an elastic refit does not
+  // wait for messages to peers it no longer waits for.
+  bool empty_but_for(const std::vector<bool>& ignored) const;
 
  private:
   InFlight<OutgoingMessage> in_flight_;

@@ -46,6 +46,11 @@ class DeltaExecutor final : public Executor {
                                                               const RankBuffers& buffers) override;
   // One step; the report's `delta` says what it moved and what it cost.
   [[nodiscard]] Result<ExecutionReport> execute(PreparedPlan& prepared) override;
+  // Each step agrees on checksums with every rank of the plan through the bootstrap, which a dead
+  // rank would hold up: a delta refit is not elastic.
+  [[nodiscard]] Result<void> set_membership(const EngineMembership&) override {
+    return unsupported("delta refit agrees with every rank at each step, so it does not run elastic refits");
+  }
 
  private:
   [[nodiscard]] Result<std::unique_ptr<HostAllocation>> allocate(Bytes bytes) override {

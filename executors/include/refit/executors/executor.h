@@ -16,12 +16,14 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "refit/core/box.h"
 #include "refit/core/error.h"
 #include "refit/core/units.h"
+#include "refit/executors/membership.h"
 #include "refit/lowering/lowered_plan.h"
 #include "refit/lowering/rank_program.h"
 #include "refit/planner/plan.h"
@@ -120,6 +122,9 @@ struct ExecutionReport {
   Bytes stored_directly;  // of bytes_sent, stored into mapped peer memory (direct_stores)
   WorkTimes work;
   std::optional<DeltaStepReport> delta;  // a delta refit's step: bytes_sent are the payloads
+  // With a membership set (elastic refit): the same on every rank; bytes and messages then count
+  // the transfers this rank completed, not those dropped.
+  std::optional<EngineOutcomes> engines;
 };
 
 // Host memory allocated by an executor (or from the heap); its bytes stay valid while it lives.
@@ -157,6 +162,14 @@ class Executor {
                                                                       const RankBuffers& buffers) = 0;
   // Moves the bytes. Bounded: a dead peer or a timeout gives an error naming the rank and tensor.
   [[nodiscard]] virtual Result<ExecutionReport> execute(PreparedPlan& prepared) = 0;
+  // Elastic refit (membership.h): the executions that follow run over the member engines only,
+  // an engine whose rank dies misses its step without failing the others, and peers of another
+  // epoch are fenced out. The prepared plans are kept: a change costs no new prepare. Executors
+  // that cannot run part of a plan refuse (kUnsupported).
+  [[nodiscard]] virtual Result<void> set_membership(const EngineMembership& membership) {
+    (void)membership;
+    return unsupported("the " + std::string(name()) + " executor does not run elastic refits");
+  }
 
  protected:
   // allocate_host() once the size is checked.

@@ -32,6 +32,10 @@ class QuantizingExecutor final : public Executor {
   [[nodiscard]] Result<std::unique_ptr<PreparedPlan>> prepare(const Plan& plan, Rank rank,
                                                               const RankBuffers& buffers) override;
   [[nodiscard]] Result<ExecutionReport> execute(PreparedPlan& prepared) override;
+  // Quantising is local to each rank, so the inner executor's elastic refit holds as it is.
+  [[nodiscard]] Result<void> set_membership(const EngineMembership& membership) override {
+    return inner_->set_membership(membership);
+  }
 
  private:
   [[nodiscard]] Result<std::unique_ptr<HostAllocation>> allocate(Bytes bytes) override {

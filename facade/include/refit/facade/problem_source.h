@@ -8,6 +8,7 @@
 
 #include "refit/core/error.h"
 #include "refit/core/problem.h"
+#include "refit/executors/membership.h"
 #include "refit/models/model_spec.h"
 #include "refit/models/parallel_config.h"
 #include "refit/models/storage_map.h"
@@ -60,6 +61,12 @@ struct ParallelLayouts {
 // The problem the source describes; errors name the offending option (--model, --train, --infer,
 // --dtype, --manifest), as the command line spells it.
 [[nodiscard]] Result<ReshardProblem> load_problem(const ProblemSource& source);
+
+// Elastic refit: the inference engines of a model source (--infer's engines, tp*dp ranks each,
+// after the training ranks), every one a member, at membership `epoch`. A manifest names no
+// engines, so it is refused (kUnsupported, naming --manifest).
+[[nodiscard]] Result<EngineMembership> engine_membership(const ProblemSource& source,
+                                                         std::uint64_t epoch = 1);
 
 // The layouts a model source names as its problem is built from them.
 struct ResolvedLayouts {
