@@ -320,31 +320,28 @@ nlohmann::json simulated_row(const std::string& args) {
   return r.exit_code == 0 ? nlohmann::json::parse(r.out)["strategies"][0] : nlohmann::json{};
 }
 
-TEST(SimulateCli, RefitStaysWithinFivePercentOfItsBoundOnTheReferenceProblems) {
-  // Issue 31's rule for refit as its executors run it: predicted / lower bound <= 1.05 on every
-  // reference problem. The network part of the bound is met in the fluid model once a
-  // sender's pairs share its NIC by their bytes (lowering/pair_pacing.h); what is left is the
-  // NVLink relay of the last chunks to land and the messages' latency.
-  for (const char* problem : kReferenceProblems) {
-    const auto j = simulated_row(std::string(problem) + " --strategy refit");
-    ASSERT_FALSE(j.is_null()) << problem;
-    EXPECT_EQ(j["deployment"], "refit") << problem;
-    EXPECT_GE(j["ratio_to_lower_bound"].get<double>(), 1.0) << problem;
-    EXPECT_LE(j["ratio_to_lower_bound"].get<double>(), 1.05) << problem;
-  }
-}
+bool is_deepseek(const std::string& problem) { return problem.find("deepseek-v3") != std::string::npos; }
 
-TEST(SimulateCli, RefitIsNeverSlowerThanAnotherStrategyOnRefitsExecutors) {
-  // The plans of direct and m2n-ring, run by refit's executors, against refit's own plan on each
-  // reference problem: refit's plan is never slower. (gather-broadcast's plan, 10^7 chunks
-  // through one rank's NIC, is slower by an order of magnitude and too large to simulate here.)
-  for (const char* problem : kReferenceProblems) {
-    const double refit =
-        simulated_row(std::string(problem) + " --strategy refit")["predicted_s"].get<double>();
-    for (const char* other : {"direct", "m2n-ring"}) {
-      const auto j = simulated_row(std::string(problem) + " --strategy " + other + " --deployment refit");
+TEST(SimulateCli, RefitStaysWithinFivePercentOfItsBoundAndAheadOfOtherPlansOnTheReferenceProblems) {
+  // Issue 31's rules for refit as its executors run it, on every reference problem:
+  // predicted / lower bound <= 1.05, and no other plan run by refit's executors is faster. The
+  // network part of the bound is met in the fluid model once a sender's pairs share its NIC by
+  // their bytes (lowering/pair_pacing.h); what is left is the NVLink relay of the last chunks to
+  // land and the messages' latency. m2n-ring's plans of DeepSeek-V3 (about a million transfers,
+  // 12 s each here) are left to bench/RESULTS.md to keep ./test short; gather-broadcast's plan,
+  // 10^7 chunks through one rank's NIC, is slower by an order of magnitude.
+  for (const std::string problem : kReferenceProblems) {
+    const auto refit = simulated_row(problem + " --strategy refit");
+    ASSERT_FALSE(refit.is_null()) << problem;
+    EXPECT_EQ(refit["deployment"], "refit") << problem;
+    EXPECT_GE(refit["ratio_to_lower_bound"].get<double>(), 1.0) << problem;
+    EXPECT_LE(refit["ratio_to_lower_bound"].get<double>(), 1.05) << problem;
+    for (const std::string other : {"direct", "m2n-ring"}) {
+      if (other == "m2n-ring" && is_deepseek(problem)) continue;
+      const auto j = simulated_row(problem + " --strategy " + other + " --deployment refit");
       ASSERT_FALSE(j.is_null()) << problem << " " << other;
-      EXPECT_LE(refit, j["predicted_s"].get<double>()) << problem << ": " << other;
+      EXPECT_LE(refit["predicted_s"].get<double>(), j["predicted_s"].get<double>())
+          << problem << ": " << other;
     }
   }
 }
