@@ -2,19 +2,17 @@
 //
 // Expected maths: with only inference ranks gone (every training rank holds its data), every
 // inference rank not left out that a dropped transfer was to feed is re-fed (a training rank only
-// relays), and then each element of its
-// destination box is written by a transfer of the full plan that was not dropped or by the repair
-// (brute force, element by element). Every repair segment comes straight from a training rank
-// that is not left out and whose source box holds it.
+// relays); then each element of its destination box is written by a transfer of the full plan
+// that was not dropped or by the repair (brute force, element by element), and only the gone
+// rank's engine misses the step. Every repair segment comes straight from a training rank that is
+// not left out and whose source box holds it.
 #include <gtest/gtest.h>
 
-#include <random>
-
+#include "one_rank_gone.h"
 #include "random_problems.h"
 #include "refit/executors/membership.h"
 #include "refit/executors/repair_plan.h"
 #include "refit/planner/strategy.h"
-#include "strategy_names.h"
 #include "test_cluster.h"
 
 namespace refit {
@@ -55,44 +53,41 @@ bool covered(const ReshardProblem& problem, const std::vector<const Transfer*>& 
 }
 
 TEST(RepairPlan, ReFeedsEverySurvivorADroppedTransferWasToFeed) {
-  testing::RandomProblems gen(34);
-  std::mt19937 rng(34);
   int refed_cases = 0;
-  for (int round = 0; round < 20; ++round) {
-    const auto problem = gen.problem(2, 6, 3, 40);
-    const auto cluster = testing::make_test_cluster(2, 6, 2, 6);
-    for (const auto name : strategy_names()) {
-      SCOPED_TRACE(::testing::Message() << "round " << round << ", " << name);
-      const auto plan = make_plan(name, problem, cluster, PlanOptions{.chunk = Bytes{64}});
-      ASSERT_TRUE(plan) << plan.error().message;
-      std::vector<bool> gone(8, false);
-      gone[static_cast<std::size_t>(std::uniform_int_distribution<int>(2, 7)(rng))] = true;
-      const auto excluded = excluded_ranks(consecutive_engines(2, 6, 2).value(), gone);
-      const auto dropped = dropped_transfers(*plan, excluded);
-      const auto repair = repair_plan(*plan, excluded, dropped);
-      ASSERT_TRUE(validate_structure(repair)) << validate_structure(repair).error().message;
-      std::vector<const Transfer*> delivered;
-      for (const Transfer& t : plan->transfers)
-        if (!dropped[static_cast<std::size_t>(t.id)]) delivered.push_back(&t);
-      for (const Transfer& t : repair.transfers) {
-        delivered.push_back(&t);
-        ASSERT_LT(t.sender.value, 2);
-        for (const Segment& s : t.segments) {
-          EXPECT_EQ(s.via, kFromSourceShard);
-          const auto held = problem.tensors()[s.tensor].source.local_box(t.sender);
-          ASSERT_TRUE(held);
-          EXPECT_TRUE(held->contains(s.box)) << "transfer " << t.id << " sends " << s.box.to_string();
+  testing::for_each_one_rank_gone(
+      34, 20, 2, [&](const ReshardProblem& problem, const Plan& plan, const std::vector<bool>& gone) {
+        const auto excluded = excluded_ranks(consecutive_engines(2, 6, 2).value(), gone);
+        const auto dropped = dropped_transfers(plan, excluded);
+        const auto repair = repair_plan(plan, excluded, dropped);
+        ASSERT_TRUE(validate_structure(repair)) << validate_structure(repair).error().message;
+        std::vector<const Transfer*> delivered;
+        for (const Transfer& t : plan.transfers)
+          if (!dropped[static_cast<std::size_t>(t.id)]) delivered.push_back(&t);
+        for (const Transfer& t : repair.transfers) {
+          delivered.push_back(&t);
+          ASSERT_LT(t.sender.value, 2);
+          for (const Segment& s : t.segments) {
+            EXPECT_EQ(s.via, kFromSourceShard);
+            const auto held = problem.tensors()[s.tensor].source.local_box(t.sender);
+            ASSERT_TRUE(held);
+            EXPECT_TRUE(held->contains(s.box)) << "transfer " << t.id << " sends " << s.box.to_string();
+          }
         }
-      }
-      for (const Transfer& t : plan->transfers) {
-        if (!dropped[static_cast<std::size_t>(t.id)] || t.receiver.value < 2 ||
-            excluded[static_cast<std::size_t>(t.receiver.value)])
-          continue;
-        ++refed_cases;
-        EXPECT_TRUE(covered(problem, delivered, t.receiver)) << "rank " << t.receiver.value;
-      }
-    }
-  }
+        for (const Transfer& t : plan.transfers) {
+          if (!dropped[static_cast<std::size_t>(t.id)] || t.receiver.value < 2 ||
+              excluded[static_cast<std::size_t>(t.receiver.value)])
+            continue;
+          ++refed_cases;
+          EXPECT_TRUE(covered(problem, delivered, t.receiver)) << "rank " << t.receiver.value;
+        }
+        // With the repair complete, only the gone rank's engine misses the step.
+        const auto outcomes =
+            repaired_outcomes(plan, dropped, repair, std::vector<bool>(repair.transfers.size()),
+                              consecutive_engines(2, 6, 2).value(), gone);
+        const auto lost = static_cast<std::int32_t>(std::ranges::find(gone, true) - gone.begin() - 2) / 2;
+        EXPECT_EQ(outcomes.missed, std::vector<std::int32_t>{lost});
+        EXPECT_EQ(outcomes.completed.size(), std::size_t{2});
+      });
   EXPECT_GT(refed_cases, 0);  // some plans relayed through the rank that went
 }
 
