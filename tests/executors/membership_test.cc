@@ -10,11 +10,8 @@
 #include <functional>
 #include <random>
 
-#include "random_problems.h"
+#include "one_rank_gone.h"
 #include "refit/executors/membership.h"
-#include "refit/planner/strategy.h"
-#include "strategy_names.h"
-#include "test_cluster.h"
 
 namespace refit {
 namespace {
@@ -60,37 +57,27 @@ TEST(EngineMembership, AGoneRankTakesItsWholeEngineOutButAGoneTrainingRankAlone)
 }
 
 TEST(EngineMembership, DroppedTransfersMatchTheRecursiveReference) {
-  testing::RandomProblems gen(33);
-  std::mt19937 rng(33);
-  for (int round = 0; round < 20; ++round) {
-    const auto problem = gen.problem(2, 6, 3, 40);
-    const auto cluster = testing::make_test_cluster(2, 6, 2, 6);
-    for (const auto name : strategy_names()) {
-      SCOPED_TRACE(::testing::Message() << "round " << round << ", " << name);
-      const auto plan = make_plan(name, problem, cluster, PlanOptions{.chunk = Bytes{64}});
-      ASSERT_TRUE(plan) << plan.error().message;
-      const auto m = consecutive_engines(2, 6, 2).value();
-      std::vector<bool> gone(8, false);
-      gone[static_cast<std::size_t>(std::uniform_int_distribution<int>(0, 7)(rng))] = true;
-      const auto excluded = excluded_ranks(m, gone);
-      const auto dropped = dropped_transfers(*plan, excluded);
-      for (const Transfer& t : plan->transfers)
-        EXPECT_EQ(dropped[static_cast<std::size_t>(t.id)], reference_dropped(*plan, excluded, t.id)) << t.id;
-      // Engines: missed iff gone or landed in by a dropped transfer; the two lists cover all.
-      const auto outcomes = engine_outcomes(*plan, m, gone, dropped);
-      std::vector<bool> missed(3, false);
-      for (std::size_t r = 2; r < 8; ++r) missed[(r - 2) / 2] = missed[(r - 2) / 2] || gone[r];
-      for (const Transfer& t : plan->transfers)
-        if (dropped[static_cast<std::size_t>(t.id)] && t.receiver.value >= 2)
-          missed[static_cast<std::size_t>((t.receiver.value - 2) / 2)] = true;
-      std::vector<std::int32_t> want_completed;
-      std::vector<std::int32_t> want_missed;
-      for (std::int32_t e = 0; e < 3; ++e)
-        (missed[static_cast<std::size_t>(e)] ? want_missed : want_completed).push_back(e);
-      EXPECT_EQ(outcomes.completed, want_completed);
-      EXPECT_EQ(outcomes.missed, want_missed);
-    }
-  }
+  testing::for_each_one_rank_gone(
+      33, 20, 0, [](const ReshardProblem&, const Plan& plan, const std::vector<bool>& gone) {
+        const auto m = consecutive_engines(2, 6, 2).value();
+        const auto excluded = excluded_ranks(m, gone);
+        const auto dropped = dropped_transfers(plan, excluded);
+        for (const Transfer& t : plan.transfers)
+          EXPECT_EQ(dropped[static_cast<std::size_t>(t.id)], reference_dropped(plan, excluded, t.id)) << t.id;
+        // Engines: missed iff gone or landed in by a dropped transfer; the two lists cover all.
+        const auto outcomes = engine_outcomes(plan, m, gone, dropped);
+        std::vector<bool> missed(3, false);
+        for (std::size_t r = 2; r < 8; ++r) missed[(r - 2) / 2] = missed[(r - 2) / 2] || gone[r];
+        for (const Transfer& t : plan.transfers)
+          if (dropped[static_cast<std::size_t>(t.id)] && t.receiver.value >= 2)
+            missed[static_cast<std::size_t>((t.receiver.value - 2) / 2)] = true;
+        std::vector<std::int32_t> want_completed;
+        std::vector<std::int32_t> want_missed;
+        for (std::int32_t e = 0; e < 3; ++e)
+          (missed[static_cast<std::size_t>(e)] ? want_missed : want_completed).push_back(e);
+        EXPECT_EQ(outcomes.completed, want_completed);
+        EXPECT_EQ(outcomes.missed, want_missed);
+      });
 }
 
 TEST(EngineMembership, NonMemberEnginesAreInNeitherList) {

@@ -17,7 +17,8 @@
 // Elastic refit (a membership is set, engine_membership.cc): a peer that dies, fails or is of an
 // old membership is taken for gone instead of failing this rank; the transfers its engine's loss
 // makes impossible are dropped at both ends (a sender that drops one says so, so that the
-// receiver's slots come back), and the rank ends when every peer not gone is done.
+// receiver's slots come back), and the rank ends when every peer not gone is done. A repair step
+// (repair_plan.h) is an Engine of its own over the repair plan, its ranks gone before it absent.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -60,6 +61,7 @@ struct ExecutionContext {
   const EngineMembership* membership;  // nullptr: not an elastic refit
   Outbox& outbox;
   InFlight<Flushed>& flushes;
+  const std::vector<bool>* gone_before = nullptr;  // by rank: gone in this execution's earlier step
 };
 
 // Adds the time from its construction to its end to a WorkTimes entry.
@@ -97,6 +99,8 @@ class Engine {
  public:
   explicit Engine(const ExecutionContext& context);
   [[nodiscard]] Result<ExecutionReport> run();
+  // By rank: died, failed or was fenced (before this step or during it).
+  const std::vector<bool>& gone() const { return gone_; }
 
  private:
   using ChunkRef = std::pair<std::int32_t, std::int64_t>;  // (index in receives or sends, chunk)

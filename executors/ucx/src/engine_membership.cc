@@ -12,11 +12,15 @@ namespace refit::ucx_detail {
 
 std::uint64_t Engine::membership_epoch() const { return c_.membership ? c_.membership->epoch : 0; }
 
-// Ranks of non-member engines are absent from the start: nobody waits for them or writes to them.
+// Ranks of non-member engines, and ranks gone in an earlier step of this execution, are absent from
+// the start: nobody waits for them or writes to them.
 void Engine::start_membership() {
   const auto& m = *c_.membership;
-  for (std::size_t r = 0; r < absent_.size(); ++r)
-    absent_[r] = m.engine_of[r] != kNoEngine && !m.members[static_cast<std::size_t>(m.engine_of[r])];
+  for (std::size_t r = 0; r < absent_.size(); ++r) {
+    gone_[r] = c_.gone_before && (*c_.gone_before)[r];
+    absent_[r] =
+        gone_[r] || (m.engine_of[r] != kNoEngine && !m.members[static_cast<std::size_t>(m.engine_of[r])]);
+  }
 }
 
 // Noted here, applied by apply_gone between steps, so that no loop over grants or sends has its

@@ -12,6 +12,8 @@
 #include "refit/executors/agreement.h"
 #include "refit/executors/host_memory.h"
 #include "refit/executors/rank_buffers.h"
+#include "refit/executors/repair_plan.h"
+#include "repair_program.h"
 #include "ucx_handles.h"
 #include "ucx_program.h"
 #include "wire.h"
@@ -34,6 +36,20 @@ struct Runtime {
   std::unique_ptr<Worker> worker;  // declared last, so destroyed before what its callbacks use
 };
 
+// Adds a repair step's figures to its execution's. Elapsed then runs to the repair step's end.
+void add_repair_figures(ExecutionReport& report, const ExecutionReport& repair,
+                        SteadyClock::time_point start) {
+  report.bytes_sent += repair.bytes_sent;
+  report.bytes_received += repair.bytes_received;
+  report.messages += repair.messages;
+  report.stored_directly += repair.stored_directly;
+  report.elapsed = seconds_since(start);
+  auto& puts = *report.work.puts;
+  for (std::size_t k = 0; k < puts.size(); ++k) puts[k] += (*repair.work.puts)[k];
+  *report.work.pack_unpack += *repair.work.pack_unpack;
+  *report.work.quantize += *repair.work.quantize;
+}
+
 // Holds the runtime, so the context outlives the memory it allocated.
 class UcxHostAllocation final : public HostAllocation {
  public:
@@ -54,6 +70,8 @@ class UcxPrepared final : public PreparedPlan {
  public:
   std::shared_ptr<Runtime> runtime;
   Plan plan;
+  Rank rank;
+  RankBuffers buffers;  // what a repair step's program is made over (repair_program.h)
   std::unique_ptr<lowering::LoweredPlan> lowered;  // from introduce() until the program takes it
   UcxProgram program;
   LocalRegions regions;
@@ -73,6 +91,8 @@ class UcxExecutor final : public Executor {
     auto prepared = std::make_unique<UcxPrepared>();
     prepared->runtime = runtime_;
     prepared->plan = plan;
+    prepared->rank = rank;
+    prepared->buffers = buffers;
     // Each rank checks its buffers, then all compare plan hashes and staging.
     REFIT_TRY(check_same_settings(REFIT_TRY(agree(bootstrap_, introduce(*prepared, rank, buffers)))));
     // Each rank works out its part and registers its memory once; all exchange keys.
@@ -101,19 +121,51 @@ class UcxExecutor final : public Executor {
     auto* p = dynamic_cast<UcxPrepared*>(&prepared);
     if (p == nullptr || p->runtime != runtime_)
       return invalid("execute: the plan was not prepared by this executor");
+    // Two execution epochs each time, the second for a repair step, so that a rank with none to
+    // run stays in step with those that had one.
+    runtime_->epoch += 2;
+    const auto start = SteadyClock::now();
+    Engine engine(context(*p, p->plan, p->program, runtime_->epoch - 1, nullptr));
+    auto report = engine.run();
+    if (!report || !membership_) return report;
+    return repair(*p, std::move(*report), engine.gone(), start);
+  }
+
+  // Elastic refit: every survivor ends the step with the same ranks gone, so all work out the same
+  // repair plan and run it, or none does. It re-feeds the survivors whose data came through a rank
+  // that went, straight from the training ranks, over the prepared registrations.
+  [[nodiscard]] Result<ExecutionReport> repair(UcxPrepared& p, ExecutionReport report,
+                                               const std::vector<bool>& gone, SteadyClock::time_point start) {
+    const auto excluded = excluded_ranks(*membership_, gone);
+    const auto dropped = dropped_transfers(p.plan, excluded);
+    const Plan plan = repair_plan(p.plan, excluded, dropped);
+    if (plan.transfers.empty()) return report;
+    const auto program = REFIT_TRY(make_repair_program(plan, p.rank, p.buffers, p.program, options_.staging));
+    Engine engine(context(p, plan, program, runtime_->epoch, &gone));
+    const auto fixed = REFIT_TRY(engine.run());
+    const auto& now_gone = engine.gone();
+    report.engines = repaired_outcomes(p.plan, dropped, plan,
+                                       dropped_transfers(plan, excluded_ranks(*membership_, now_gone)),
+                                       *membership_, now_gone);
+    add_repair_figures(report, fixed, start);
+    return report;
+  }
+
+  ExecutionContext context(UcxPrepared& p, const Plan& plan, const UcxProgram& program, std::uint64_t epoch,
+                           const std::vector<bool>* gone_before) const {
     Runtime& rt = *runtime_;
-    Engine engine(ExecutionContext{.plan = p->plan,
-                                   .program = p->program,
-                                   .worker = *rt.worker,
-                                   .inbox = rt.inbox,
-                                   .connections = *p->connections,
-                                   .regions = p->regions,
-                                   .options = options_,
-                                   .epoch = ++rt.epoch,
-                                   .membership = membership_ ? &*membership_ : nullptr,
-                                   .outbox = rt.outbox,
-                                   .flushes = rt.flushes});
-    return engine.run();
+    return ExecutionContext{.plan = plan,
+                            .program = program,
+                            .worker = *rt.worker,
+                            .inbox = rt.inbox,
+                            .connections = *p.connections,
+                            .regions = p.regions,
+                            .options = options_,
+                            .epoch = epoch,
+                            .membership = membership_ ? &*membership_ : nullptr,
+                            .outbox = rt.outbox,
+                            .flushes = rt.flushes,
+                            .gone_before = gone_before};
   }
 
   // Only kept here: the prepared plans stay as they are, and execute() reads it.

@@ -123,7 +123,8 @@ struct ExecutionReport {
   WorkTimes work;
   std::optional<DeltaStepReport> delta;  // a delta refit's step: bytes_sent are the payloads
   // With a membership set (elastic refit): the same on every rank; bytes and messages then count
-  // the transfers this rank completed, not those dropped.
+  // the transfers this rank completed, not those dropped, and those of a repair step (which re-feeds
+  // engines whose data came through a rank that went; elapsed then runs to its end).
   std::optional<EngineOutcomes> engines;
 };
 
