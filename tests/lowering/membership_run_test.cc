@@ -19,13 +19,7 @@ constexpr ZeroCopyRule kManyPuts{.max_runs = 16, .min_mean_run = Bytes{4096}};
 TEST(MembershipRun, MemberPlansAndPeerJoinsDeliverEveryByte) {
   testing::RandomProblems gen(35);
   for (int i = 0; i < 60; ++i) {
-    const auto engines = static_cast<std::int32_t>(gen.uniform(2, 4));
-    const auto per_engine = static_cast<std::int32_t>(gen.uniform(1, 3));
-    const auto sources = static_cast<std::int32_t>(gen.uniform(1, 4));
-    const auto problem = testing::engine_problem(gen, sources, engines, per_engine, gen.uniform(1, 3));
-    const auto per_node = static_cast<std::int32_t>(gen.uniform(1, 4));
-    const auto cluster = testing::make_test_cluster((problem.world_size() + per_node - 1) / per_node,
-                                                    per_node, sources, problem.destination_ranks());
+    const auto [engines, sources, problem, cluster] = testing::random_engine_case(gen);
     MemberEngines m{.engines = engines, .members = {}};
     for (std::int32_t e = 0; e < engines; ++e)
       if (e % 2 == i % 2) m.members.push_back(e);

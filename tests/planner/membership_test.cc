@@ -65,14 +65,8 @@ TEST(MemberEngines, RandomSubsetsFillEveryMemberOnceAndNothingElse) {
   testing::RandomProblems gen(33);
   int checked = 0, resent = 0;
   for (int i = 0; i < 400; ++i) {
-    const auto engines = static_cast<std::int32_t>(gen.uniform(2, 4));
-    const auto per_engine = static_cast<std::int32_t>(gen.uniform(1, 3));
-    const auto sources = static_cast<std::int32_t>(gen.uniform(1, 4));
-    const auto problem = testing::engine_problem(gen, sources, engines, per_engine, gen.uniform(1, 3));
-    const auto per_node = static_cast<std::int32_t>(gen.uniform(1, 4));
+    const auto [engines, sources, problem, cluster] = testing::random_engine_case(gen);
     const auto world = problem.world_size();
-    const auto cluster = testing::make_test_cluster((world + per_node - 1) / per_node, per_node, sources,
-                                                    problem.destination_ranks());
     MemberEngines m{.engines = engines, .members = {}};
     for (std::int32_t e = 0; e < engines; ++e)
       if (gen.uniform(0, 1) == 1) m.members.push_back(e);
@@ -180,13 +174,7 @@ void check_join(const ReshardProblem& problem, const PlacedCluster& cluster, con
 TEST(MemberEngines, RandomJoinsFillTheJoiningEngineOnceFromHolders) {
   testing::RandomProblems gen(34);
   for (int i = 0; i < 200; ++i) {
-    const auto engines = static_cast<std::int32_t>(gen.uniform(2, 4));
-    const auto per_engine = static_cast<std::int32_t>(gen.uniform(1, 3));
-    const auto sources = static_cast<std::int32_t>(gen.uniform(1, 4));
-    const auto problem = testing::engine_problem(gen, sources, engines, per_engine, gen.uniform(1, 3));
-    const auto per_node = static_cast<std::int32_t>(gen.uniform(1, 4));
-    const auto cluster = testing::make_test_cluster((problem.world_size() + per_node - 1) / per_node,
-                                                    per_node, sources, problem.destination_ranks());
+    const auto [engines, sources, problem, cluster] = testing::random_engine_case(gen);
     JoinOptions o{.engines = engines,
                   .joining = static_cast<std::int32_t>(gen.uniform(0, engines - 1)),
                   .peers = {},

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "random_problems.h"
+#include "test_cluster.h"
 
 namespace refit::testing {
 
@@ -36,6 +37,27 @@ inline ReshardProblem engine_problem(RandomProblems& gen, std::int32_t sources, 
                                 .destination = engine_layout(gen, shape, sources, engines, per_engine)});
   }
   return ReshardProblem::make(std::move(out), sources, engines * per_engine).value();
+}
+
+// One draw of the membership tests: 2-4 engines of 1-3 ranks, 1-4 training ranks, 1-3 tensors,
+// on a cluster of 1-4 GPUs a node.
+struct EngineCase {
+  std::int32_t engines;
+  std::int32_t sources;
+  ReshardProblem problem;
+  PlacedCluster cluster;
+};
+
+inline EngineCase random_engine_case(RandomProblems& gen) {
+  const auto engines = static_cast<std::int32_t>(gen.uniform(2, 4));
+  const auto per_engine = static_cast<std::int32_t>(gen.uniform(1, 3));
+  const auto sources = static_cast<std::int32_t>(gen.uniform(1, 4));
+  auto problem = engine_problem(gen, sources, engines, per_engine, gen.uniform(1, 3));
+  const auto per_node = static_cast<std::int32_t>(gen.uniform(1, 4));
+  auto cluster = make_test_cluster((problem.world_size() + per_node - 1) / per_node, per_node, sources,
+                                   problem.destination_ranks());
+  return EngineCase{
+      .engines = engines, .sources = sources, .problem = std::move(problem), .cluster = std::move(cluster)};
 }
 
 }  // namespace refit::testing
