@@ -7,9 +7,10 @@
 // ranks 2, 3; engine 1: ranks 4, 5), NVLink domains of two processes (one per engine), 4 KiB chunks.
 // A second cluster makes engine 1 relay data for engine 0 (kRelays), which then completes through
 // the repair step. Expected when rank 4 dies, with either: ranks 0-3 exit 0 (ranks 2 and 3 verified their own
-// destinations), rank 5 exits 1 (its engine missed the step), all within --timeout + 5 s of the fault (the
-// dead rank is noticed once silent for the timeout); rank 0's JSON report lists engine 0 as completed and
-// engine 1 as missed.
+// destinations), rank 5 exits 1 (its engine missed the step), and nobody hangs: the dead rank is
+// noticed once silent for the timeout, and the run's 120 s limit only guards against a hang (no
+// duration is asserted, so a loaded machine cannot fail it); rank 0's JSON report lists engine 0 as
+// completed and engine 1 as missed.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
