@@ -4,9 +4,10 @@
 
 # clang-19: the sanitize preset (ASan, UBSan, libFuzzer); Debian 12's clang 14 lacks the C++20
 # concepts that GCC 12's <expected> requires. doxygen: the C++ API reference of the docs site.
-# libzstd-dev: the entropy stage of the delta codec (delta/).
+# libzstd-dev: the entropy stage of the delta codec (delta/). ccache: ./test compiles the library
+# twice (the release tree, then the Python wheel's tree), the second time from the cache.
 REFIT_PACKAGES=(
-  cmake ninja-build g++ pkg-config
+  cmake ninja-build g++ pkg-config ccache
   libfmt-dev nlohmann-json3-dev libcli11-dev libboost-graph-dev libpugixml-dev
   libgtest-dev libgmock-dev libbenchmark-dev clang-format
   libzstd-dev

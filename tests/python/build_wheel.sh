@@ -17,6 +17,10 @@ dist=$root/build/python/dist
 rm -rf "$dist"
 # The NCCL executor is left out of the test wheel: its CUDA kernels would double the build time
 # and no GPU is here to run it (REFIT_WITH_NCCL=AUTO pip install . builds it where CUDA is).
+# The compilers are named as CMake names them for the release tree (c++, cc; left to itself the
+# wheel's build picks x86_64-linux-gnu-g++), because ccache keys on the compiler's name: so named,
+# the wheel's library objects come from the cache the release build filled.
+CXX=${CXX:-c++} CC=${CC:-cc} \
 REFIT_WITH_NCCL=${REFIT_WITH_NCCL:-OFF} CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2} \
   "$project/bin/pip" wheel "$root" --no-build-isolation --no-deps --disable-pip-version-check -w "$dist"
 # Where scikit-build-core built it (build/python/<wheel tag>), for the library-only checks.
