@@ -1,11 +1,11 @@
 #include "plan_builder.h"
 
 #include <algorithm>
-#include <map>
 #include <numeric>
 #include <optional>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 
 #include "refit/planner/execution_model.h"
 #include "refit/planner/links.h"
@@ -135,48 +135,80 @@ std::int64_t fraction_of(std::int64_t part, std::int64_t whole) {
 
 }  // namespace
 
-std::vector<std::vector<std::int64_t>> PlanBuilder::segment_arrivals(std::span<const Handle> order) const {
+PlanBuilder::PerSegment::PerSegment(std::span<const std::size_t> counts) : first_(counts.size() + 1, 0) {
+  std::partial_sum(counts.begin(), counts.end(), first_.begin() + 1);
+  values_.assign(first_.back(), 0);
+}
+
+std::span<std::int64_t> PlanBuilder::PerSegment::of(Handle h) {
+  const auto i = static_cast<std::size_t>(h);
+  return std::span(values_).subspan(first_[i], first_[i + 1] - first_[i]);
+}
+
+std::span<const std::int64_t> PlanBuilder::PerSegment::of(Handle h) const {
+  const auto i = static_cast<std::size_t>(h);
+  return std::span(values_).subspan(first_[i], first_[i + 1] - first_[i]);
+}
+
+std::vector<bool> PlanBuilder::forwarded() const {
+  std::vector<bool> out(pending_.size(), false);
+  for (const auto& p : pending_)
+    for (const auto& s : p.segments)
+      if (s.via != kFromSourceShard) out[static_cast<std::size_t>(s.via)] = true;
+  return out;
+}
+
+PlanBuilder::PerSegment PlanBuilder::segment_arrivals(std::span<const Handle> order,
+                                                      const std::vector<bool>& forwarded) const {
   // A (sender, receiver) pair is one in-order stream, so a segment has arrived once its pair has
   // carried it and everything before it. Pairs sharing links equally carry bytes at one rate: the
   // pair's bytes up to its end order arrivals. Pairs sharing them by their bytes
   // (ExecutionModel::pairs_share_by_bytes) all go through the same fraction of their bytes at
-  // once: that fraction orders arrivals.
-  std::map<std::pair<std::int32_t, std::int32_t>, std::int64_t> carried;
-  std::vector<std::vector<std::int64_t>> end(pending_.size());
+  // once: that fraction orders arrivals. Only the segments of forwarded messages need their ends.
+  std::vector<std::size_t> counts(pending_.size());
+  for (std::size_t h = 0; h < pending_.size(); ++h)
+    counts[h] = forwarded[h] ? pending_[h].segments.size() : 0;
+  PerSegment end(counts);
+  const auto pair_of = [](const Pending& p) {
+    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(p.from.value)) << 32) |
+           static_cast<std::uint32_t>(p.to.value);
+  };
+  std::unordered_map<std::uint64_t, std::int64_t> carried;
+  carried.reserve(pending_.size());
   for (const Handle h : order) {
     const auto& p = pending_[static_cast<std::size_t>(h)];
-    auto& pair = carried[{p.from.value, p.to.value}];
-    for (const auto& s : p.segments) end[static_cast<std::size_t>(h)].push_back(pair += box_bytes(s));
+    auto& pair = carried[pair_of(p)];
+    if (!forwarded[static_cast<std::size_t>(h)]) pair += p.bytes.value;
+    const auto ends = end.of(h);
+    for (std::size_t k = 0; k < ends.size(); ++k) ends[k] = pair += box_bytes(p.segments[k]);
   }
   if (execution_model(strategy_.execution).pairs_share_by_bytes)
     for (std::size_t h = 0; h < pending_.size(); ++h)
-      for (auto& e : end[h]) e = fraction_of(e, carried.at({pending_[h].from.value, pending_[h].to.value}));
+      for (auto& e : end.of(static_cast<Handle>(h))) e = fraction_of(e, carried.at(pair_of(pending_[h])));
+  for (std::size_t h = 0; h < pending_.size(); ++h) counts[h] = pending_[h].segments.size();
+  PerSegment arrival(counts);
   std::unordered_map<Handle, SegmentIndex> index;
-  std::vector<std::vector<std::int64_t>> arrival(pending_.size());
-  for (std::size_t h = 0; h < pending_.size(); ++h)
-    for (const auto& s : pending_[h].segments) {
-      std::int64_t at = 0;
-      if (s.via != kFromSourceShard) {
-        const auto& up = pending_[static_cast<std::size_t>(s.via)].segments;
-        const auto& ends = end[static_cast<std::size_t>(s.via)];
-        const auto k = index.try_emplace(s.via, up).first->second.holding(s);
-        at = k ? ends[*k] : ends.back();  // gathered from several: once all of it has landed
-      }
-      arrival[h].push_back(at);
+  for (std::size_t h = 0; h < pending_.size(); ++h) {
+    const auto at = arrival.of(static_cast<Handle>(h));
+    for (std::size_t i = 0; i < at.size(); ++i) {
+      const auto& s = pending_[h].segments[i];
+      if (s.via == kFromSourceShard) continue;
+      const auto& up = pending_[static_cast<std::size_t>(s.via)].segments;
+      const auto ends = std::as_const(end).of(s.via);
+      const auto k = index.try_emplace(s.via, up).first->second.holding(s);
+      at[i] = k ? ends[*k] : ends.back();  // gathered from several: once all of it has landed
     }
+  }
   return arrival;
 }
 
-std::vector<std::int64_t> PlanBuilder::slice_relays(const std::vector<std::vector<std::int64_t>>& arrival) {
-  std::vector<bool> forwarded(pending_.size(), false);
-  for (const auto& p : pending_)
-    for (const auto& s : p.segments)
-      if (s.via != kFromSourceShard) forwarded[static_cast<std::size_t>(s.via)] = true;
+std::vector<std::int64_t> PlanBuilder::slice_relays(const PerSegment& arrival,
+                                                    const std::vector<bool>& forwarded) {
   const std::int64_t slice = kRelaySliceChunks * chunk_.value;
   const std::size_t made = pending_.size();
   std::vector<std::int64_t> latest(made, 0);
   for (std::size_t h = 0; h < made; ++h) {
-    const auto& at = arrival[h];
+    const auto at = arrival.of(static_cast<Handle>(h));
     const auto& segments = pending_[h].segments;
     const bool relay =
         std::ranges::none_of(segments, [](const Segment& s) { return s.via == kFromSourceShard; });
@@ -213,7 +245,10 @@ Plan PlanBuilder::finish(RelayOrder relays) && {
   const std::vector<std::int64_t> unordered(pending_.size(), 0);
   const bool arrival = relays == RelayOrder::kArrival;
   auto order = rotated_order(unordered, arrival);
-  if (arrival) order = rotated_order(slice_relays(segment_arrivals(order)), true);
+  if (arrival) {
+    const auto relayed = forwarded();
+    order = rotated_order(slice_relays(segment_arrivals(order, relayed), relayed), true);
+  }
   std::vector<std::int32_t> id_of(pending_.size());
   for (std::size_t i = 0; i < order.size(); ++i)
     id_of[static_cast<std::size_t>(order[i])] = static_cast<std::int32_t>(i);

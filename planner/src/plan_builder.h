@@ -77,14 +77,28 @@ class PlanBuilder {
   // `order`), sorted), each pair's messages kept in their order.
   std::vector<Handle> in_pair_order(std::span<const Handle> order,
                                     std::span<const std::pair<std::int64_t, std::size_t>> round) const;
+  // A number per segment of some messages, in one array (message h's at [first[h], first[h + 1])).
+  class PerSegment {
+   public:
+    // Room for `counts[h]` numbers of message h, each 0.
+    explicit PerSegment(std::span<const std::size_t> counts);
+    std::span<std::int64_t> of(Handle h);
+    std::span<const std::int64_t> of(Handle h) const;
+
+   private:
+    std::vector<std::int64_t> values_;
+    std::vector<std::size_t> first_;
+  };
+  // Messages some segment forwards from (their `via`), by handle.
+  std::vector<bool> forwarded() const;
   // Per segment of each message, when its data has reached the message's sender: the bytes its
   // upstream's pair carries up to the end of the upstream segment holding it, in `order` (0 for
   // data from source shards).
-  std::vector<std::vector<std::int64_t>> segment_arrivals(std::span<const Handle> order) const;
+  PerSegment segment_arrivals(std::span<const Handle> order, const std::vector<bool>& forwarded) const;
   // Cuts relay messages that nothing forwards from into slices of consecutive segments (sorted
   // by arrival) of at least kRelaySliceChunks chunks; returns each message's arrival, the latest
   // of its segments'.
-  std::vector<std::int64_t> slice_relays(const std::vector<std::vector<std::int64_t>>& arrival);
+  std::vector<std::int64_t> slice_relays(const PerSegment& arrival, const std::vector<bool>& forwarded);
   std::int64_t box_bytes(const Segment& s) const {
     return s.box.volume() * dtype_size(problem_.tensors()[s.tensor].tensor.dtype);
   }
