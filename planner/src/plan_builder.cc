@@ -1,6 +1,7 @@
 #include "plan_builder.h"
 
 #include <algorithm>
+#include <bit>
 #include <numeric>
 #include <optional>
 #include <tuple>
@@ -12,11 +13,34 @@
 
 namespace refit::planner_detail {
 
-std::size_t PlanBuilder::KeyHash::operator()(const Key& k) const noexcept {
+std::uint64_t PlanBuilder::MessageIndex::hash(const Key& k) {
   std::uint64_t h = k.key * 0x9e3779b97f4a7c15ull;
   h ^= (static_cast<std::uint64_t>(k.phase) << 48) ^ (static_cast<std::uint64_t>(k.from) << 24) ^
        static_cast<std::uint64_t>(k.to);
-  return static_cast<std::size_t>(h * 0xbf58476d1ce4e5b9ull);
+  return h * 0xbf58476d1ce4e5b9ull;  // its top bits, which every bit of the key reaches, pick the slot
+}
+
+std::pair<Handle, bool> PlanBuilder::MessageIndex::find_or_add(const Key& key, Handle fresh) {
+  if (2 * (size_ + 1) > slots_.size()) grow();
+  const std::size_t mask = slots_.size() - 1;
+  for (std::size_t i = slot_of(key);; i = (i + 1) & mask) {
+    Slot& slot = slots_[i];
+    if (slot.handle < 0) {
+      slot = Slot{.key = key, .handle = fresh};
+      ++size_;
+      return {fresh, true};
+    }
+    if (slot.key == key) return {slot.handle, false};
+  }
+}
+
+void PlanBuilder::MessageIndex::grow() {
+  std::vector<Slot> old =
+      std::exchange(slots_, std::vector<Slot>(std::max<std::size_t>(16, 2 * slots_.size())));
+  shift_ = 64 - std::countr_zero(slots_.size());
+  size_ = 0;
+  for (const Slot& s : old)
+    if (s.handle >= 0) find_or_add(s.key, s.handle);
 }
 
 PlanBuilder::PlanBuilder(const ReshardProblem& problem, const PlacedCluster& cluster,
@@ -25,15 +49,15 @@ PlanBuilder::PlanBuilder(const ReshardProblem& problem, const PlacedCluster& clu
 
 Handle PlanBuilder::add(std::uint32_t phase, std::uint64_t key, Rank from, Rank to, std::uint32_t tensor,
                         Box box, Handle via) {
-  auto [it, inserted] =
-      index_.try_emplace(Key{.phase = phase, .key = key, .from = from.value, .to = to.value},
+  const auto [handle, inserted] =
+      index_.find_or_add(Key{.phase = phase, .key = key, .from = from.value, .to = to.value},
                          static_cast<Handle>(pending_.size()));
   if (inserted)
     pending_.push_back(Pending{.phase = phase, .from = from, .to = to, .bytes = Bytes{0}, .segments = {}});
-  auto& p = pending_[static_cast<std::size_t>(it->second)];
+  auto& p = pending_[static_cast<std::size_t>(handle)];
   p.segments.push_back(Segment{.tensor = tensor, .box = std::move(box), .via = via});
   p.bytes += Bytes{box_bytes(p.segments.back())};
-  return it->second;
+  return handle;
 }
 
 std::vector<Handle> PlanBuilder::rotated_order(std::span<const std::int64_t> arrival,
@@ -269,7 +293,7 @@ Plan PlanBuilder::finish(RelayOrder relays) && {
                                       chunk_});
   }
   pending_.clear();
-  index_.clear();
+  index_ = {};
   return plan;
 }
 

@@ -5,7 +5,6 @@
 // Inside a phase, senders walk their receivers as a rotated all-to-all (see finish()).
 #include <cstdint>
 #include <span>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -64,8 +63,24 @@ class PlanBuilder {
     std::int32_t to;
     bool operator==(const Key&) const = default;
   };
-  struct KeyHash {
-    std::size_t operator()(const Key& k) const noexcept;
+  // Handles by key, in one array probed linearly: a node-based hash map costs an allocation and
+  // a pointer chase per message, and plans have up to millions of them.
+  class MessageIndex {
+   public:
+    // The handle of `key`, or `fresh` once it is stored for it; and whether it was stored.
+    std::pair<Handle, bool> find_or_add(const Key& key, Handle fresh);
+
+   private:
+    struct Slot {
+      Key key;
+      Handle handle = -1;  // -1: empty
+    };
+    static std::uint64_t hash(const Key& k);
+    std::size_t slot_of(const Key& k) const { return static_cast<std::size_t>(hash(k) >> shift_); }
+    void grow();
+    std::vector<Slot> slots_;  // a power of two of them, at most half full
+    std::size_t size_ = 0;
+    int shift_ = 64;  // 64 - log2(slots)
   };
 
   // Plan order: phase by phase, each phase a rotated all-to-all of its pairs, a pair's messages
@@ -108,7 +123,7 @@ class PlanBuilder {
   const StrategyInfo& strategy_;
   Bytes chunk_;
   std::vector<Pending> pending_;
-  std::unordered_map<Key, Handle, KeyHash> index_;
+  MessageIndex index_;
 };
 
 }  // namespace refit::planner_detail
