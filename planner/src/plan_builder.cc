@@ -60,63 +60,89 @@ Handle PlanBuilder::add(std::uint32_t phase, std::uint64_t key, Rank from, Rank 
   return handle;
 }
 
+namespace {
+
+// A message's keys in plan order, copied out of it so that sorting reads no message (the sorts
+// run over up to millions of them).
+struct Place {
+  std::uint32_t phase;
+  std::int32_t from;
+  std::int32_t to;
+  std::int64_t arrival;
+  Handle handle;
+  auto pair() const { return std::tuple(phase, from, to); }
+};
+
+// The round of the message at `position` of an order, within its phase.
+struct Round {
+  std::uint32_t phase;
+  std::int64_t round;
+  std::size_t position;
+};
+
+// `order` (pairs contiguous, each in its order) laid out by `rounds` (sorted), each pair's
+// messages kept in their order: the rounds interleave the pairs; each pair's messages then take
+// the pair's places in its own order (the rotation would otherwise wrap a pair's last messages in
+// front of its first).
+std::vector<Handle> in_pair_order(std::span<const Place> order, std::span<const Round> rounds) {
+  struct Spot {  // a round's place, with the pair of the message the rotation put there
+    std::tuple<std::uint32_t, std::int32_t, std::int32_t> pair;
+    std::size_t at;  // index into rounds
+  };
+  std::vector<Spot> spots(rounds.size());  // the rounds' places, by pair, each in round order
+  for (std::size_t i = 0; i < rounds.size(); ++i)
+    spots[i] = {.pair = order[rounds[i].position].pair(), .at = i};
+  std::ranges::stable_sort(spots, {}, &Spot::pair);
+  std::vector<Handle> out(order.size());
+  std::vector<std::size_t> positions;  // where one pair's messages lie in `order`
+  for (std::size_t begin = 0; begin < spots.size();) {
+    std::size_t end = begin;
+    positions.clear();
+    for (; end < spots.size() && spots[end].pair == spots[begin].pair; ++end)
+      positions.push_back(rounds[spots[end].at].position);
+    std::ranges::sort(positions);
+    for (std::size_t k = 0; k < positions.size(); ++k) out[spots[begin + k].at] = order[positions[k]].handle;
+    begin = end;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<Handle> PlanBuilder::rotated_order(std::span<const std::int64_t> arrival,
                                                bool keep_pair_order) const {
-  std::vector<Handle> order(pending_.size());
-  std::iota(order.begin(), order.end(), 0);
+  std::vector<Place> order(pending_.size());
+  for (std::size_t h = 0; h < pending_.size(); ++h)
+    order[h] = {.phase = pending_[h].phase,
+                .from = pending_[h].from.value,
+                .to = pending_[h].to.value,
+                .arrival = arrival[h],
+                .handle = static_cast<Handle>(h)};
   // Within a phase, sender s walks its receivers (ascending) starting at its (s mod n)-th of n,
   // a rotated all-to-all: the senders spread over the receivers instead of all starting on the
   // same one. Transfers then go round by round: every sender's k-th message before any k+1-th.
   // A pair's messages go by `arrival`, in the order they were made where it is equal.
-  std::ranges::stable_sort(order, {}, [&](Handle h) {
-    const auto& p = pending_[static_cast<std::size_t>(h)];
-    return std::tuple(p.phase, p.from.value, p.to.value, arrival[static_cast<std::size_t>(h)]);
-  });
-  std::vector<std::pair<std::int64_t, std::size_t>> round(order.size());  // (round, position)
+  std::ranges::stable_sort(order, {},
+                           [](const Place& p) { return std::tuple(p.phase, p.from, p.to, p.arrival); });
+  std::vector<Round> rounds(order.size());
   for (std::size_t begin = 0; begin < order.size();) {
-    const auto& first = pending_[static_cast<std::size_t>(order[begin])];
     std::size_t end = begin;
-    while (end < order.size() && pending_[static_cast<std::size_t>(order[end])].phase == first.phase &&
-           pending_[static_cast<std::size_t>(order[end])].from == first.from)
+    while (end < order.size() && order[end].phase == order[begin].phase &&
+           order[end].from == order[begin].from)
       ++end;
     const auto n = static_cast<std::int64_t>(end - begin);
-    const auto shift = first.from.value % n;
+    const auto shift = order[begin].from % n;
     for (std::size_t i = begin; i < end; ++i)
-      round[i] = {(static_cast<std::int64_t>(i - begin) - shift + n) % n, i};
+      rounds[i] = {.phase = order[i].phase,
+                   .round = (static_cast<std::int64_t>(i - begin) - shift + n) % n,
+                   .position = i};
     begin = end;
   }
-  std::ranges::stable_sort(round, {}, [&](const auto& r) {
-    return std::pair(pending_[static_cast<std::size_t>(order[r.second])].phase, r.first);
-  });
-  if (keep_pair_order) return in_pair_order(order, round);
-  std::vector<Handle> rounds(order.size());
-  for (std::size_t i = 0; i < round.size(); ++i) rounds[i] = order[round[i].second];
-  return rounds;
-}
-
-std::vector<Handle> PlanBuilder::in_pair_order(
-    std::span<const Handle> order, std::span<const std::pair<std::int64_t, std::size_t>> round) const {
-  // The rounds interleave the pairs; each pair's messages then take the pair's places in its own
-  // order (the rotation would otherwise wrap a pair's last messages in front of its first).
-  const auto pair_of = [&](std::size_t i) {
-    const auto& p = pending_[static_cast<std::size_t>(order[round[i].second])];
-    return std::tuple(p.phase, p.from.value, p.to.value);
-  };
-  std::vector<std::size_t> places(round.size());  // the rounds' places, by pair, each in round order
-  std::iota(places.begin(), places.end(), 0);
-  std::ranges::stable_sort(places, {}, pair_of);
-  std::vector<Handle> rounds(order.size());
-  std::vector<std::size_t> positions;  // where one pair's messages lie in `order`
-  for (std::size_t begin = 0; begin < places.size();) {
-    std::size_t end = begin;
-    positions.clear();
-    for (; end < places.size() && pair_of(places[end]) == pair_of(places[begin]); ++end)
-      positions.push_back(round[places[end]].second);
-    std::ranges::sort(positions);
-    for (std::size_t k = 0; k < positions.size(); ++k) rounds[places[begin + k]] = order[positions[k]];
-    begin = end;
-  }
-  return rounds;
+  std::ranges::stable_sort(rounds, {}, [](const Round& r) { return std::pair(r.phase, r.round); });
+  if (keep_pair_order) return in_pair_order(order, rounds);
+  std::vector<Handle> out(order.size());
+  for (std::size_t i = 0; i < rounds.size(); ++i) out[i] = order[rounds[i].position].handle;
+  return out;
 }
 
 namespace {

@@ -88,10 +88,6 @@ class PlanBuilder {
   // messages in front of its first unless `keep_pair_order`: the baselines' plans keep the order
   // their predictions were made with (their deployments order a pair's messages by call first).
   std::vector<Handle> rotated_order(std::span<const std::int64_t> arrival, bool keep_pair_order) const;
-  // `order` (pairs contiguous, each in its order) laid out by `round` ((round, position in
-  // `order`), sorted), each pair's messages kept in their order.
-  std::vector<Handle> in_pair_order(std::span<const Handle> order,
-                                    std::span<const std::pair<std::int64_t, std::size_t>> round) const;
   // A number per segment of some messages, in one array (message h's at [first[h], first[h + 1])).
   class PerSegment {
    public:
