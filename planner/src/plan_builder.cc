@@ -13,34 +13,42 @@
 
 namespace refit::planner_detail {
 
-std::uint64_t PlanBuilder::MessageIndex::hash(const Key& k) {
+std::uint32_t PlanBuilder::MessageIndex::tag_of(const Key& k) {
   std::uint64_t h = k.key * 0x9e3779b97f4a7c15ull;
   h ^= (static_cast<std::uint64_t>(k.phase) << 48) ^ (static_cast<std::uint64_t>(k.from) << 24) ^
        static_cast<std::uint64_t>(k.to);
-  return h * 0xbf58476d1ce4e5b9ull;  // its top bits, which every bit of the key reaches, pick the slot
+  return static_cast<std::uint32_t>((h * 0xbf58476d1ce4e5b9ull) >>
+                                    32);  // top bits: every key bit reaches them
 }
 
-std::pair<Handle, bool> PlanBuilder::MessageIndex::find_or_add(const Key& key, Handle fresh) {
+template <class KeyOf>
+std::pair<Handle, bool> PlanBuilder::MessageIndex::find_or_add(const Key& key, Handle fresh,
+                                                               const KeyOf& key_of) {
   if (2 * (size_ + 1) > slots_.size()) grow();
+  const std::uint32_t tag = tag_of(key);
   const std::size_t mask = slots_.size() - 1;
-  for (std::size_t i = slot_of(key);; i = (i + 1) & mask) {
+  for (std::size_t i = slot_of(tag);; i = (i + 1) & mask) {
     Slot& slot = slots_[i];
     if (slot.handle < 0) {
-      slot = Slot{.key = key, .handle = fresh};
+      slot = Slot{.tag = tag, .handle = fresh};
       ++size_;
       return {fresh, true};
     }
-    if (slot.key == key) return {slot.handle, false};
+    if (slot.tag == tag && key_of(slot.handle) == key) return {slot.handle, false};
   }
 }
 
 void PlanBuilder::MessageIndex::grow() {
-  std::vector<Slot> old =
+  const std::vector<Slot> old =
       std::exchange(slots_, std::vector<Slot>(std::max<std::size_t>(16, 2 * slots_.size())));
-  shift_ = 64 - std::countr_zero(slots_.size());
-  size_ = 0;
-  for (const Slot& s : old)
-    if (s.handle >= 0) find_or_add(s.key, s.handle);
+  shift_ = 32 - std::countr_zero(slots_.size());
+  const std::size_t mask = slots_.size() - 1;
+  for (const Slot& s : old) {
+    if (s.handle < 0) continue;
+    std::size_t i = slot_of(s.tag);
+    while (slots_[i].handle >= 0) i = (i + 1) & mask;
+    slots_[i] = s;
+  }
 }
 
 PlanBuilder::PlanBuilder(const ReshardProblem& problem, const PlacedCluster& cluster,
@@ -49,11 +57,16 @@ PlanBuilder::PlanBuilder(const ReshardProblem& problem, const PlacedCluster& clu
 
 Handle PlanBuilder::add(std::uint32_t phase, std::uint64_t key, Rank from, Rank to, std::uint32_t tensor,
                         Box box, Handle via) {
+  const auto key_of = [&](Handle h) {
+    const auto& p = pending_[static_cast<std::size_t>(h)];
+    return Key{.phase = p.phase, .key = p.key, .from = p.from.value, .to = p.to.value};
+  };
   const auto [handle, inserted] =
       index_.find_or_add(Key{.phase = phase, .key = key, .from = from.value, .to = to.value},
-                         static_cast<Handle>(pending_.size()));
+                         static_cast<Handle>(pending_.size()), key_of);
   if (inserted)
-    pending_.push_back(Pending{.phase = phase, .from = from, .to = to, .bytes = Bytes{0}, .segments = {}});
+    pending_.push_back(
+        Pending{.phase = phase, .from = from, .to = to, .key = key, .bytes = Bytes{0}, .segments = {}});
   auto& p = pending_[static_cast<std::size_t>(handle)];
   p.segments.push_back(Segment{.tensor = tensor, .box = std::move(box), .via = via});
   p.bytes += Bytes{box_bytes(p.segments.back())};
@@ -279,6 +292,7 @@ std::vector<std::int64_t> PlanBuilder::slice_relays(const PerSegment& arrival,
         pending_.push_back(Pending{.phase = pending_[h].phase,
                                    .from = pending_[h].from,
                                    .to = pending_[h].to,
+                                   .key = pending_[h].key,
                                    .bytes = Bytes{0},
                                    .segments = {}});
         latest.push_back(0);

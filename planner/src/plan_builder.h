@@ -53,6 +53,7 @@ class PlanBuilder {
     std::uint32_t phase;
     Rank from;
     Rank to;
+    std::uint64_t key;  // add()'s
     Bytes bytes;
     std::vector<Segment> segments;  // via holds handles until finish()
   };
@@ -67,20 +68,25 @@ class PlanBuilder {
   // a pointer chase per message, and plans have up to millions of them.
   class MessageIndex {
    public:
-    // The handle of `key`, or `fresh` once it is stored for it; and whether it was stored.
-    std::pair<Handle, bool> find_or_add(const Key& key, Handle fresh);
+    // The handle of `key` (key_of(h) gives a stored handle's key), or `fresh` once it is stored
+    // for it; and whether it was stored.
+    template <class KeyOf>
+    std::pair<Handle, bool> find_or_add(const Key& key, Handle fresh, const KeyOf& key_of);
 
    private:
+    // A slot keeps the top 32 bits of its key's hash, which place it and tell keys apart without
+    // reading their message: 8 bytes a message instead of the key's 32, so that the table stays
+    // in cache far longer.
     struct Slot {
-      Key key;
+      std::uint32_t tag = 0;
       Handle handle = -1;  // -1: empty
     };
-    static std::uint64_t hash(const Key& k);
-    std::size_t slot_of(const Key& k) const { return static_cast<std::size_t>(hash(k) >> shift_); }
+    static std::uint32_t tag_of(const Key& k);
+    std::size_t slot_of(std::uint32_t tag) const { return tag >> shift_; }
     void grow();
-    std::vector<Slot> slots_;  // a power of two of them, at most half full
+    std::vector<Slot> slots_;  // a power of two of them (at most 2^32), at most half full
     std::size_t size_ = 0;
-    int shift_ = 64;  // 64 - log2(slots)
+    int shift_ = 32;  // 32 - log2(slots)
   };
 
   // Plan order: phase by phase, each phase a rotated all-to-all of its pairs, a pair's messages
