@@ -75,8 +75,8 @@ class PlanBuilder {
 
    private:
     // A slot keeps the top 32 bits of its key's hash, which place it and tell keys apart without
-    // reading their message: 8 bytes a message instead of the key's 32, so that the table stays
-    // in cache far longer.
+    // reading their message: 8 bytes a slot instead of the 32 of one holding the key, so that the
+    // table stays in cache far longer.
     struct Slot {
       std::uint32_t tag = 0;
       Handle handle = -1;  // -1: empty
