@@ -1,22 +1,54 @@
 #include "plan_builder.h"
 
 #include <algorithm>
-#include <map>
+#include <bit>
 #include <numeric>
 #include <optional>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 
 #include "refit/planner/execution_model.h"
 #include "refit/planner/links.h"
 
 namespace refit::planner_detail {
 
-std::size_t PlanBuilder::KeyHash::operator()(const Key& k) const noexcept {
+std::uint32_t PlanBuilder::MessageIndex::tag_of(const Key& k) {
   std::uint64_t h = k.key * 0x9e3779b97f4a7c15ull;
   h ^= (static_cast<std::uint64_t>(k.phase) << 48) ^ (static_cast<std::uint64_t>(k.from) << 24) ^
        static_cast<std::uint64_t>(k.to);
-  return static_cast<std::size_t>(h * 0xbf58476d1ce4e5b9ull);
+  return static_cast<std::uint32_t>((h * 0xbf58476d1ce4e5b9ull) >>
+                                    32);  // top bits: every key bit reaches them
+}
+
+template <class KeyOf>
+std::pair<Handle, bool> PlanBuilder::MessageIndex::find_or_add(const Key& key, Handle fresh,
+                                                               const KeyOf& key_of) {
+  if (2 * (size_ + 1) > slots_.size()) grow();
+  const std::uint32_t tag = tag_of(key);
+  const std::size_t mask = slots_.size() - 1;
+  for (std::size_t i = slot_of(tag);; i = (i + 1) & mask) {
+    Slot& slot = slots_[i];
+    if (slot.handle < 0) {
+      slot = Slot{.tag = tag, .handle = fresh};
+      ++size_;
+      return {fresh, true};
+    }
+    if (slot.tag == tag && key_of(slot.handle) == key) return {slot.handle, false};
+  }
+}
+
+void PlanBuilder::MessageIndex::grow() {
+  const std::vector<Slot> old =
+      std::exchange(slots_, std::vector<Slot>(std::max<std::size_t>(16, 2 * slots_.size())));
+  shift_ = 32 - std::countr_zero(slots_.size());
+  const std::size_t mask = slots_.size() - 1;
+  for (const Slot& s : old) {
+    if (s.handle < 0) continue;
+    std::size_t i = slot_of(s.tag);
+    while (slots_[i].handle >= 0) i = (i + 1) & mask;
+    slots_[i] = s;
+  }
 }
 
 PlanBuilder::PlanBuilder(const ReshardProblem& problem, const PlacedCluster& cluster,
@@ -25,74 +57,105 @@ PlanBuilder::PlanBuilder(const ReshardProblem& problem, const PlacedCluster& clu
 
 Handle PlanBuilder::add(std::uint32_t phase, std::uint64_t key, Rank from, Rank to, std::uint32_t tensor,
                         Box box, Handle via) {
-  auto [it, inserted] =
-      index_.try_emplace(Key{.phase = phase, .key = key, .from = from.value, .to = to.value},
-                         static_cast<Handle>(pending_.size()));
+  const auto key_of = [&](Handle h) {
+    const auto& p = pending_[static_cast<std::size_t>(h)];
+    return Key{.phase = p.phase, .key = p.key, .from = p.from.value, .to = p.to.value};
+  };
+  const auto [handle, inserted] =
+      index_.find_or_add(Key{.phase = phase, .key = key, .from = from.value, .to = to.value},
+                         static_cast<Handle>(pending_.size()), key_of);
   if (inserted)
-    pending_.push_back(Pending{.phase = phase, .from = from, .to = to, .bytes = Bytes{0}, .segments = {}});
-  auto& p = pending_[static_cast<std::size_t>(it->second)];
+    pending_.push_back(
+        Pending{.phase = phase, .from = from, .to = to, .key = key, .bytes = Bytes{0}, .segments = {}});
+  auto& p = pending_[static_cast<std::size_t>(handle)];
   p.segments.push_back(Segment{.tensor = tensor, .box = std::move(box), .via = via});
   p.bytes += Bytes{box_bytes(p.segments.back())};
-  return it->second;
+  return handle;
 }
+
+namespace {
+
+// A message's keys in plan order, copied out of it so that sorting reads no message (the sorts
+// run over up to millions of them).
+struct Place {
+  std::uint32_t phase;
+  std::int32_t from;
+  std::int32_t to;
+  std::int64_t arrival;
+  Handle handle;
+  auto pair() const { return std::tuple(phase, from, to); }
+};
+
+// The round of the message at `position` of an order, within its phase.
+struct Round {
+  std::uint32_t phase;
+  std::int64_t round;
+  std::size_t position;
+};
+
+// `order` (pairs contiguous, each in its order) laid out by `rounds` (sorted), each pair's
+// messages kept in their order: the rounds interleave the pairs; each pair's messages then take
+// the pair's places in its own order (the rotation would otherwise wrap a pair's last messages in
+// front of its first).
+std::vector<Handle> in_pair_order(std::span<const Place> order, std::span<const Round> rounds) {
+  struct Spot {  // a round's place, with the pair of the message the rotation put there
+    std::tuple<std::uint32_t, std::int32_t, std::int32_t> pair;
+    std::size_t at;  // index into rounds
+  };
+  std::vector<Spot> spots(rounds.size());  // the rounds' places, by pair, each in round order
+  for (std::size_t i = 0; i < rounds.size(); ++i)
+    spots[i] = {.pair = order[rounds[i].position].pair(), .at = i};
+  std::ranges::stable_sort(spots, {}, &Spot::pair);
+  std::vector<Handle> out(order.size());
+  std::vector<std::size_t> positions;  // where one pair's messages lie in `order`
+  for (std::size_t begin = 0; begin < spots.size();) {
+    std::size_t end = begin;
+    positions.clear();
+    for (; end < spots.size() && spots[end].pair == spots[begin].pair; ++end)
+      positions.push_back(rounds[spots[end].at].position);
+    std::ranges::sort(positions);
+    for (std::size_t k = 0; k < positions.size(); ++k) out[spots[begin + k].at] = order[positions[k]].handle;
+    begin = end;
+  }
+  return out;
+}
+
+}  // namespace
 
 std::vector<Handle> PlanBuilder::rotated_order(std::span<const std::int64_t> arrival,
                                                bool keep_pair_order) const {
-  std::vector<Handle> order(pending_.size());
-  std::iota(order.begin(), order.end(), 0);
+  std::vector<Place> order(pending_.size());
+  for (std::size_t h = 0; h < pending_.size(); ++h)
+    order[h] = {.phase = pending_[h].phase,
+                .from = pending_[h].from.value,
+                .to = pending_[h].to.value,
+                .arrival = arrival[h],
+                .handle = static_cast<Handle>(h)};
   // Within a phase, sender s walks its receivers (ascending) starting at its (s mod n)-th of n,
   // a rotated all-to-all: the senders spread over the receivers instead of all starting on the
   // same one. Transfers then go round by round: every sender's k-th message before any k+1-th.
   // A pair's messages go by `arrival`, in the order they were made where it is equal.
-  std::ranges::stable_sort(order, {}, [&](Handle h) {
-    const auto& p = pending_[static_cast<std::size_t>(h)];
-    return std::tuple(p.phase, p.from.value, p.to.value, arrival[static_cast<std::size_t>(h)]);
-  });
-  std::vector<std::pair<std::int64_t, std::size_t>> round(order.size());  // (round, position)
+  std::ranges::stable_sort(order, {},
+                           [](const Place& p) { return std::tuple(p.phase, p.from, p.to, p.arrival); });
+  std::vector<Round> rounds(order.size());
   for (std::size_t begin = 0; begin < order.size();) {
-    const auto& first = pending_[static_cast<std::size_t>(order[begin])];
     std::size_t end = begin;
-    while (end < order.size() && pending_[static_cast<std::size_t>(order[end])].phase == first.phase &&
-           pending_[static_cast<std::size_t>(order[end])].from == first.from)
+    while (end < order.size() && order[end].phase == order[begin].phase &&
+           order[end].from == order[begin].from)
       ++end;
     const auto n = static_cast<std::int64_t>(end - begin);
-    const auto shift = first.from.value % n;
+    const auto shift = order[begin].from % n;
     for (std::size_t i = begin; i < end; ++i)
-      round[i] = {(static_cast<std::int64_t>(i - begin) - shift + n) % n, i};
+      rounds[i] = {.phase = order[i].phase,
+                   .round = (static_cast<std::int64_t>(i - begin) - shift + n) % n,
+                   .position = i};
     begin = end;
   }
-  std::ranges::stable_sort(round, {}, [&](const auto& r) {
-    return std::pair(pending_[static_cast<std::size_t>(order[r.second])].phase, r.first);
-  });
-  if (keep_pair_order) return in_pair_order(order, round);
-  std::vector<Handle> rounds(order.size());
-  for (std::size_t i = 0; i < round.size(); ++i) rounds[i] = order[round[i].second];
-  return rounds;
-}
-
-std::vector<Handle> PlanBuilder::in_pair_order(
-    std::span<const Handle> order, std::span<const std::pair<std::int64_t, std::size_t>> round) const {
-  // The rounds interleave the pairs; each pair's messages then take the pair's places in its own
-  // order (the rotation would otherwise wrap a pair's last messages in front of its first).
-  const auto pair_of = [&](std::size_t i) {
-    const auto& p = pending_[static_cast<std::size_t>(order[round[i].second])];
-    return std::tuple(p.phase, p.from.value, p.to.value);
-  };
-  std::vector<std::size_t> places(round.size());  // the rounds' places, by pair, each in round order
-  std::iota(places.begin(), places.end(), 0);
-  std::ranges::stable_sort(places, {}, pair_of);
-  std::vector<Handle> rounds(order.size());
-  std::vector<std::size_t> positions;  // where one pair's messages lie in `order`
-  for (std::size_t begin = 0; begin < places.size();) {
-    std::size_t end = begin;
-    positions.clear();
-    for (; end < places.size() && pair_of(places[end]) == pair_of(places[begin]); ++end)
-      positions.push_back(round[places[end]].second);
-    std::ranges::sort(positions);
-    for (std::size_t k = 0; k < positions.size(); ++k) rounds[places[begin + k]] = order[positions[k]];
-    begin = end;
-  }
-  return rounds;
+  std::ranges::stable_sort(rounds, {}, [](const Round& r) { return std::pair(r.phase, r.round); });
+  if (keep_pair_order) return in_pair_order(order, rounds);
+  std::vector<Handle> out(order.size());
+  for (std::size_t i = 0; i < rounds.size(); ++i) out[i] = order[rounds[i].position].handle;
+  return out;
 }
 
 namespace {
@@ -135,48 +198,80 @@ std::int64_t fraction_of(std::int64_t part, std::int64_t whole) {
 
 }  // namespace
 
-std::vector<std::vector<std::int64_t>> PlanBuilder::segment_arrivals(std::span<const Handle> order) const {
+PlanBuilder::PerSegment::PerSegment(std::span<const std::size_t> counts) : first_(counts.size() + 1, 0) {
+  std::partial_sum(counts.begin(), counts.end(), first_.begin() + 1);
+  values_.assign(first_.back(), 0);
+}
+
+std::span<std::int64_t> PlanBuilder::PerSegment::of(Handle h) {
+  const auto i = static_cast<std::size_t>(h);
+  return std::span(values_).subspan(first_[i], first_[i + 1] - first_[i]);
+}
+
+std::span<const std::int64_t> PlanBuilder::PerSegment::of(Handle h) const {
+  const auto i = static_cast<std::size_t>(h);
+  return std::span(values_).subspan(first_[i], first_[i + 1] - first_[i]);
+}
+
+std::vector<bool> PlanBuilder::forwarded() const {
+  std::vector<bool> out(pending_.size(), false);
+  for (const auto& p : pending_)
+    for (const auto& s : p.segments)
+      if (s.via != kFromSourceShard) out[static_cast<std::size_t>(s.via)] = true;
+  return out;
+}
+
+PlanBuilder::PerSegment PlanBuilder::segment_arrivals(std::span<const Handle> order,
+                                                      const std::vector<bool>& forwarded) const {
   // A (sender, receiver) pair is one in-order stream, so a segment has arrived once its pair has
   // carried it and everything before it. Pairs sharing links equally carry bytes at one rate: the
   // pair's bytes up to its end order arrivals. Pairs sharing them by their bytes
   // (ExecutionModel::pairs_share_by_bytes) all go through the same fraction of their bytes at
-  // once: that fraction orders arrivals.
-  std::map<std::pair<std::int32_t, std::int32_t>, std::int64_t> carried;
-  std::vector<std::vector<std::int64_t>> end(pending_.size());
+  // once: that fraction orders arrivals. Only the segments of forwarded messages need their ends.
+  std::vector<std::size_t> counts(pending_.size());
+  for (std::size_t h = 0; h < pending_.size(); ++h)
+    counts[h] = forwarded[h] ? pending_[h].segments.size() : 0;
+  PerSegment end(counts);
+  const auto pair_of = [](const Pending& p) {
+    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(p.from.value)) << 32) |
+           static_cast<std::uint32_t>(p.to.value);
+  };
+  std::unordered_map<std::uint64_t, std::int64_t> carried;
+  carried.reserve(pending_.size());
   for (const Handle h : order) {
     const auto& p = pending_[static_cast<std::size_t>(h)];
-    auto& pair = carried[{p.from.value, p.to.value}];
-    for (const auto& s : p.segments) end[static_cast<std::size_t>(h)].push_back(pair += box_bytes(s));
+    auto& pair = carried[pair_of(p)];
+    if (!forwarded[static_cast<std::size_t>(h)]) pair += p.bytes.value;
+    const auto ends = end.of(h);
+    for (std::size_t k = 0; k < ends.size(); ++k) ends[k] = pair += box_bytes(p.segments[k]);
   }
   if (execution_model(strategy_.execution).pairs_share_by_bytes)
     for (std::size_t h = 0; h < pending_.size(); ++h)
-      for (auto& e : end[h]) e = fraction_of(e, carried.at({pending_[h].from.value, pending_[h].to.value}));
+      for (auto& e : end.of(static_cast<Handle>(h))) e = fraction_of(e, carried.at(pair_of(pending_[h])));
+  for (std::size_t h = 0; h < pending_.size(); ++h) counts[h] = pending_[h].segments.size();
+  PerSegment arrival(counts);
   std::unordered_map<Handle, SegmentIndex> index;
-  std::vector<std::vector<std::int64_t>> arrival(pending_.size());
-  for (std::size_t h = 0; h < pending_.size(); ++h)
-    for (const auto& s : pending_[h].segments) {
-      std::int64_t at = 0;
-      if (s.via != kFromSourceShard) {
-        const auto& up = pending_[static_cast<std::size_t>(s.via)].segments;
-        const auto& ends = end[static_cast<std::size_t>(s.via)];
-        const auto k = index.try_emplace(s.via, up).first->second.holding(s);
-        at = k ? ends[*k] : ends.back();  // gathered from several: once all of it has landed
-      }
-      arrival[h].push_back(at);
+  for (std::size_t h = 0; h < pending_.size(); ++h) {
+    const auto at = arrival.of(static_cast<Handle>(h));
+    for (std::size_t i = 0; i < at.size(); ++i) {
+      const auto& s = pending_[h].segments[i];
+      if (s.via == kFromSourceShard) continue;
+      const auto& up = pending_[static_cast<std::size_t>(s.via)].segments;
+      const auto ends = std::as_const(end).of(s.via);
+      const auto k = index.try_emplace(s.via, up).first->second.holding(s);
+      at[i] = k ? ends[*k] : ends.back();  // gathered from several: once all of it has landed
     }
+  }
   return arrival;
 }
 
-std::vector<std::int64_t> PlanBuilder::slice_relays(const std::vector<std::vector<std::int64_t>>& arrival) {
-  std::vector<bool> forwarded(pending_.size(), false);
-  for (const auto& p : pending_)
-    for (const auto& s : p.segments)
-      if (s.via != kFromSourceShard) forwarded[static_cast<std::size_t>(s.via)] = true;
+std::vector<std::int64_t> PlanBuilder::slice_relays(const PerSegment& arrival,
+                                                    const std::vector<bool>& forwarded) {
   const std::int64_t slice = kRelaySliceChunks * chunk_.value;
   const std::size_t made = pending_.size();
   std::vector<std::int64_t> latest(made, 0);
   for (std::size_t h = 0; h < made; ++h) {
-    const auto& at = arrival[h];
+    const auto at = arrival.of(static_cast<Handle>(h));
     const auto& segments = pending_[h].segments;
     const bool relay =
         std::ranges::none_of(segments, [](const Segment& s) { return s.via == kFromSourceShard; });
@@ -197,6 +292,7 @@ std::vector<std::int64_t> PlanBuilder::slice_relays(const std::vector<std::vecto
         pending_.push_back(Pending{.phase = pending_[h].phase,
                                    .from = pending_[h].from,
                                    .to = pending_[h].to,
+                                   .key = pending_[h].key,
                                    .bytes = Bytes{0},
                                    .segments = {}});
         latest.push_back(0);
@@ -213,7 +309,10 @@ Plan PlanBuilder::finish(RelayOrder relays) && {
   const std::vector<std::int64_t> unordered(pending_.size(), 0);
   const bool arrival = relays == RelayOrder::kArrival;
   auto order = rotated_order(unordered, arrival);
-  if (arrival) order = rotated_order(slice_relays(segment_arrivals(order)), true);
+  if (arrival) {
+    const auto relayed = forwarded();
+    order = rotated_order(slice_relays(segment_arrivals(order, relayed), relayed), true);
+  }
   std::vector<std::int32_t> id_of(pending_.size());
   for (std::size_t i = 0; i < order.size(); ++i)
     id_of[static_cast<std::size_t>(order[i])] = static_cast<std::int32_t>(i);
@@ -234,7 +333,7 @@ Plan PlanBuilder::finish(RelayOrder relays) && {
                                       chunk_});
   }
   pending_.clear();
-  index_.clear();
+  index_ = {};
   return plan;
 }
 

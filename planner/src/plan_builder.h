@@ -5,7 +5,6 @@
 // Inside a phase, senders walk their receivers as a rotated all-to-all (see finish()).
 #include <cstdint>
 #include <span>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -54,6 +53,7 @@ class PlanBuilder {
     std::uint32_t phase;
     Rank from;
     Rank to;
+    std::uint64_t key;  // add()'s
     Bytes bytes;
     std::vector<Segment> segments;  // via holds handles until finish()
   };
@@ -64,8 +64,29 @@ class PlanBuilder {
     std::int32_t to;
     bool operator==(const Key&) const = default;
   };
-  struct KeyHash {
-    std::size_t operator()(const Key& k) const noexcept;
+  // Handles by key, in one array probed linearly: a node-based hash map costs an allocation and
+  // a pointer chase per message, and plans have up to millions of them.
+  class MessageIndex {
+   public:
+    // The handle of `key` (key_of(h) gives a stored handle's key), or `fresh` once it is stored
+    // for it; and whether it was stored.
+    template <class KeyOf>
+    std::pair<Handle, bool> find_or_add(const Key& key, Handle fresh, const KeyOf& key_of);
+
+   private:
+    // A slot keeps the top 32 bits of its key's hash, which place it and tell keys apart without
+    // reading their message: 8 bytes a slot instead of the 32 of one holding the key, so that the
+    // table stays in cache far longer.
+    struct Slot {
+      std::uint32_t tag = 0;
+      Handle handle = -1;  // -1: empty
+    };
+    static std::uint32_t tag_of(const Key& k);
+    std::size_t slot_of(std::uint32_t tag) const { return tag >> shift_; }
+    void grow();
+    std::vector<Slot> slots_;  // a power of two of them (at most 2^32), at most half full
+    std::size_t size_ = 0;
+    int shift_ = 32;  // 32 - log2(slots)
   };
 
   // Plan order: phase by phase, each phase a rotated all-to-all of its pairs, a pair's messages
@@ -73,18 +94,28 @@ class PlanBuilder {
   // messages in front of its first unless `keep_pair_order`: the baselines' plans keep the order
   // their predictions were made with (their deployments order a pair's messages by call first).
   std::vector<Handle> rotated_order(std::span<const std::int64_t> arrival, bool keep_pair_order) const;
-  // `order` (pairs contiguous, each in its order) laid out by `round` ((round, position in
-  // `order`), sorted), each pair's messages kept in their order.
-  std::vector<Handle> in_pair_order(std::span<const Handle> order,
-                                    std::span<const std::pair<std::int64_t, std::size_t>> round) const;
+  // A number per segment of some messages, in one array (message h's at [first[h], first[h + 1])).
+  class PerSegment {
+   public:
+    // Room for `counts[h]` numbers of message h, each 0.
+    explicit PerSegment(std::span<const std::size_t> counts);
+    std::span<std::int64_t> of(Handle h);
+    std::span<const std::int64_t> of(Handle h) const;
+
+   private:
+    std::vector<std::int64_t> values_;
+    std::vector<std::size_t> first_;
+  };
+  // Messages some segment forwards from (their `via`), by handle.
+  std::vector<bool> forwarded() const;
   // Per segment of each message, when its data has reached the message's sender: the bytes its
   // upstream's pair carries up to the end of the upstream segment holding it, in `order` (0 for
   // data from source shards).
-  std::vector<std::vector<std::int64_t>> segment_arrivals(std::span<const Handle> order) const;
+  PerSegment segment_arrivals(std::span<const Handle> order, const std::vector<bool>& forwarded) const;
   // Cuts relay messages that nothing forwards from into slices of consecutive segments (sorted
   // by arrival) of at least kRelaySliceChunks chunks; returns each message's arrival, the latest
   // of its segments'.
-  std::vector<std::int64_t> slice_relays(const std::vector<std::vector<std::int64_t>>& arrival);
+  std::vector<std::int64_t> slice_relays(const PerSegment& arrival, const std::vector<bool>& forwarded);
   std::int64_t box_bytes(const Segment& s) const {
     return s.box.volume() * dtype_size(problem_.tensors()[s.tensor].tensor.dtype);
   }
@@ -94,7 +125,7 @@ class PlanBuilder {
   const StrategyInfo& strategy_;
   Bytes chunk_;
   std::vector<Pending> pending_;
-  std::unordered_map<Key, Handle, KeyHash> index_;
+  MessageIndex index_;
 };
 
 }  // namespace refit::planner_detail

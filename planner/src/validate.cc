@@ -1,7 +1,8 @@
 // Plan::validate: the executors trust a plan that passes, so every rule of plan.h is checked here.
 #include <algorithm>
+#include <numeric>
 #include <optional>
-#include <unordered_map>
+#include <span>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -20,6 +21,71 @@ std::vector<std::int32_t> positions(const Layout& l, std::int32_t world) {
   return pos;
 }
 
+// The parts of some boxes inside a target box, for check_tiling. A part is the box itself where
+// the target holds all of it, or the target where the box holds all of it (as they usually do: a
+// plan moves whole pieces), so only the boxes the target cuts are made anew.
+class Parts {
+ public:
+  explicit Parts(std::size_t most = 0) { reset(most); }
+  // Empty again, for up to `most` boxes (kept capacity: no allocation once it is large enough).
+  void reset(std::size_t most) {
+    parts_.clear();
+    cut_.clear();
+    cut_.reserve(most);  // no reallocation while adding: parts_ points into it
+  }
+  void add(const Box& box, const Box& target) {
+    if (target.contains(box))
+      parts_.push_back(&box);
+    else if (box.contains(target))
+      parts_.push_back(&target);
+    else if (auto part = intersect(box, target))
+      parts_.push_back(&cut_.emplace_back(std::move(*part)));
+  }
+  std::vector<const Box*>& boxes() { return parts_; }
+
+ private:
+  std::vector<Box> cut_;
+  std::vector<const Box*> parts_;
+};
+
+// The boxes each transfer that a later segment forwards from delivered, by (transfer, tensor):
+// one flat array, each transfer's entries contiguous and sorted by tensor, so that a relay's
+// lookup is a binary search in its upstream transfer's entries, not a hash of every pair.
+class DeliveredIndex {
+ public:
+  struct Entry {
+    std::uint32_t tensor;
+    const Box* box;
+  };
+  explicit DeliveredIndex(const Plan& plan) : first_(plan.transfers.size() + 1, 0) {
+    std::vector<bool> forwarded(plan.transfers.size(), false);
+    for (const auto& t : plan.transfers)
+      for (const auto& s : t.segments)
+        if (s.via >= 0) forwarded[static_cast<std::size_t>(s.via)] = true;
+    for (std::size_t i = 0; i < plan.transfers.size(); ++i) {
+      first_[i] = entries_.size();
+      if (!forwarded[i]) continue;
+      for (const auto& s : plan.transfers[i].segments)
+        entries_.push_back({.tensor = s.tensor, .box = &s.box});
+      std::ranges::stable_sort(entries_.begin() + static_cast<std::ptrdiff_t>(first_[i]), entries_.end(), {},
+                               &Entry::tensor);
+    }
+    first_.back() = entries_.size();
+  }
+  // What transfer `via` delivered of `tensor`, in segment order (nothing for a transfer nothing
+  // forwards from).
+  std::span<const Entry> of(std::int32_t via, std::uint32_t tensor) const {
+    const auto i = static_cast<std::size_t>(via);
+    const auto mine = std::span(entries_).subspan(first_[i], first_[i + 1] - first_[i]);
+    const auto found = std::ranges::equal_range(mine, tensor, {}, &Entry::tensor);
+    return {found.begin(), found.end()};
+  }
+
+ private:
+  std::vector<Entry> entries_;
+  std::vector<std::size_t> first_;  // per transfer, where its entries begin; one past the last at the end
+};
+
 struct Context {
   const Plan& plan;
   const ReshardProblem& problem;
@@ -28,14 +94,10 @@ struct Context {
   // Per tensor, by source mesh position: its box, made when a segment first needs it (a rank
   // sends many segments of one shard).
   std::vector<std::vector<std::optional<Box>>> source_boxes;
-  // Boxes each transfer delivered, by (transfer, tensor).
-  std::unordered_map<std::uint64_t, std::vector<const Box*>> delivered;
+  DeliveredIndex delivered;
   // Per tensor made at landing ranks: its weight's values, scales and landing copy (-1 elsewhere).
   std::vector<std::int32_t> values_of, scales_of, copy_of;
-
-  static std::uint64_t key(std::int32_t transfer, std::uint32_t tensor) {
-    return (static_cast<std::uint64_t>(transfer) << 32) | tensor;
-  }
+  Parts parts;  // scratch of check_delivered, kept so that its capacity is reused
 };
 
 [[nodiscard]] Result<void> check_tensors(const Plan& plan, const ReshardProblem& problem) {
@@ -66,33 +128,6 @@ struct Context {
   return {};
 }
 
-// The parts of some boxes inside a target box, for check_tiling. A part is the box itself where
-// the target holds all of it, or the target where the box holds all of it (as they usually do: a
-// plan moves whole pieces), so only the boxes the target cuts are made anew.
-class Parts {
- public:
-  explicit Parts(std::size_t most) { reset(most); }
-  // Empty again, for up to `most` boxes (kept capacity: no allocation once it is large enough).
-  void reset(std::size_t most) {
-    parts_.clear();
-    cut_.clear();
-    cut_.reserve(most);  // no reallocation while adding: parts_ points into it
-  }
-  void add(const Box& box, const Box& target) {
-    if (target.contains(box))
-      parts_.push_back(&box);
-    else if (box.contains(target))
-      parts_.push_back(&target);
-    else if (auto part = intersect(box, target))
-      parts_.push_back(&cut_.emplace_back(std::move(*part)));
-  }
-  std::vector<const Box*>& boxes() { return parts_; }
-
- private:
-  std::vector<Box> cut_;
-  std::vector<const Box*> parts_;
-};
-
 // Boxes must tile `target`: disjoint and adding up to its volume (kMismatch otherwise).
 [[nodiscard]] Result<void> check_tiling(std::vector<const Box*>& boxes, const Box& target) {
   std::int64_t volume = 0;
@@ -114,14 +149,13 @@ class Parts {
 }
 
 // `box` of `tensor` is what transfer `via` delivered of `tensor`, exactly once.
-[[nodiscard]] Result<void> check_delivered(const Context& c, std::int32_t via, std::uint32_t tensor,
+[[nodiscard]] Result<void> check_delivered(Context& c, std::int32_t via, std::uint32_t tensor,
                                            const Box& box) {
-  const auto it = c.delivered.find(Context::key(via, tensor));
-  Parts parts(it == c.delivered.end() ? 0 : it->second.size());
-  if (it != c.delivered.end())
-    for (const Box* b : it->second) parts.add(*b, box);
+  const auto delivered = c.delivered.of(via, tensor);
+  c.parts.reset(delivered.size());
+  for (const auto& d : delivered) c.parts.add(*d.box, box);
   // The plan contradicts itself (not the problem): a relay of bytes its feeder did not bring.
-  if (auto ok = check_tiling(parts.boxes(), box); !ok)
+  if (auto ok = check_tiling(c.parts.boxes(), box); !ok)
     return invalid(fmt::format("transfer {} did not deliver {} of tensor '{}' exactly once: {}", via,
                                box.to_string(), c.plan.tensors[tensor].name, ok.error().message));
   return {};
@@ -215,6 +249,17 @@ struct Received {
   const Box* box;  // as sent; cut to the rank's destination box once per (tensor, rank)
 };
 
+// `items` sorted by key(item), a number below `keys`, keeping the order of equal keys.
+template <typename T, typename Key>
+std::vector<T> counting_sorted(std::vector<T> items, std::size_t keys, Key key) {
+  std::vector<std::size_t> first(keys + 1, 0);
+  for (const auto& x : items) ++first[key(x) + 1];
+  std::partial_sum(first.begin(), first.end(), first.begin());
+  std::vector<T> out(items.size());
+  for (auto& x : items) out[first[key(x)]++] = std::move(x);
+  return out;
+}
+
 [[nodiscard]] Result<void> check_coverage(const Context& c) {
   std::vector<Received> received;
   for (const auto& t : c.plan.transfers) {
@@ -224,7 +269,11 @@ struct Received {
       if (c.destination_positions[s.tensor][static_cast<std::size_t>(r)] >= 0)
         received.push_back({.rank = r, .tensor = s.tensor, .box = &s.box});
   }
-  std::ranges::sort(received, {}, [](const Received& x) { return std::pair(x.tensor, x.rank); });
+  // By (tensor, rank) in linear time: a plan has about a segment per element of `received`.
+  received = counting_sorted(std::move(received), static_cast<std::size_t>(c.plan.world_size()),
+                             [](const Received& x) { return static_cast<std::size_t>(x.rank); });
+  received = counting_sorted(std::move(received), c.plan.tensors.size(),
+                             [](const Received& x) { return static_cast<std::size_t>(x.tensor); });
   std::size_t next = 0;
   Parts parts(0);
   for (std::uint32_t t = 0; t < c.problem.tensors().size(); ++t) {
@@ -259,16 +308,6 @@ void index_landing(Context& c) {
     }
 }
 
-// Transfers some later segment forwards from: only their deliveries need indexing.
-std::vector<bool> forwarded_transfers(const Plan& plan) {
-  std::vector<bool> out(plan.transfers.size(), false);
-  for (const auto& t : plan.transfers)
-    for (const auto& s : t.segments)
-      if (s.via >= 0 && static_cast<std::size_t>(s.via) < out.size())
-        out[static_cast<std::size_t>(s.via)] = true;
-  return out;
-}
-
 }  // namespace
 
 Result<void> validate(const Plan& plan, const ReshardProblem& problem) {
@@ -280,22 +319,20 @@ Result<void> validate(const Plan& plan, const ReshardProblem& problem) {
             .source_positions = {},
             .destination_positions = {},
             .source_boxes = std::vector<std::vector<std::optional<Box>>>(problem.tensors().size()),
-            .delivered = {},
+            .delivered = DeliveredIndex(plan),
             .values_of = {},
             .scales_of = {},
-            .copy_of = {}};
+            .copy_of = {},
+            .parts = Parts()};
   for (const auto& t : problem.tensors()) {
     c.source_positions.push_back(positions(t.source, plan.world_size()));
     c.destination_positions.push_back(positions(t.destination, plan.world_size()));
   }
   index_landing(c);
-  const auto forwarded = forwarded_transfers(plan);
   for (std::size_t i = 0; i < plan.transfers.size(); ++i) {
     const auto& t = plan.transfers[i];
     REFIT_TRY_IN(check_transfer(c, t),
                  fmt::format("transfers[{}] ({} -> {})", i, t.sender.value, t.receiver.value));
-    if (forwarded[i])
-      for (const auto& s : t.segments) c.delivered[Context::key(t.id, s.tensor)].push_back(&s.box);
   }
   return check_coverage(c);
 }
