@@ -29,21 +29,23 @@ enum class JoinRole : std::uint8_t {
 // "free", "training", "peer", "joining": one name table.
 std::string_view join_role_name(JoinRole role);
 
+// One process's part in a join.
 struct JoinPart {
-  JoinRole role = JoinRole::kFree;
-  std::optional<Rank> rank;  // its rank in the join's world; none when free
+  JoinRole role = JoinRole::kFree;  // what it does
+  std::optional<Rank> rank;         // its rank in the join's world; none when free
 };
 
 // The engines of a join as the user names them (--join, --peers, --from).
 struct JoinRequest {
-  std::int32_t joining = 0;
-  std::vector<std::int32_t> peers;  // empty: every other engine (unless only training sends)
-  JoinSource from = JoinSource::kBoth;
+  std::int32_t joining = 0;             // the engine that joins or restarts
+  std::vector<std::int32_t> peers;      // live engines that send; empty: every other engine
+  JoinSource from = JoinSource::kBoth;  // who sends: the training ranks, the peers or both
 };
 
+// A join planned: what every process of the full job needs to take its part.
 struct JoinRun {
-  JoinOptions options;  // the request resolved: the engine count, the peers that send
-  JoinProblem join;
+  JoinOptions options;   // the request resolved: the engine count, the peers that send
+  JoinProblem join;      // in its own rank space (membership.h)
   Plan plan;             // of join.problem on join.cluster, validated
   Seconds plan_seconds;  // wall time planning it
 
