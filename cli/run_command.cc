@@ -300,10 +300,9 @@ std::vector<Setting> settings(const RunOptions& o, const RankSetup& s) {
   return out;
 }
 
-// Each phase's errors say which phase it was: set-up, prepare, execute (which iteration), report.
 // --join: this rank's part in the join, after the full refit.
-[[nodiscard]] Result<RankResult> join(const RunOptions& o, const RankContext& c, RankSetup& s,
-                                      RankResult mine, JoinWorld& world) {
+[[nodiscard]] Result<RankResult> take_part_in_join(const RunOptions& o, const RankContext& c, RankSetup& s,
+                                                   RankResult mine, JoinWorld& world) {
   const JoinStep step{.run = *s.join,
                       .executor = o.executor,
                       .options = ExecutorOptions{.timeout = Seconds{o.timeout},
@@ -321,6 +320,8 @@ std::vector<Setting> settings(const RunOptions& o, const RankSetup& s) {
   return mine;
 }
 
+// Each phase's errors say which phase it was: set-up, prepare, execute (which iteration), join,
+// report.
 [[nodiscard]] Result<void> run_rank(const RunOptions& o, const RankContext& c) {
   c.faults.at(FaultPhase::kSetUp);
   // Declared first, so that it outlives the buffers its executor allocated (--join).
@@ -337,8 +338,8 @@ std::vector<Setting> settings(const RunOptions& o, const RankSetup& s) {
   }
   // A rank whose join fails or that cannot write its output tells the others in the report
   // instead of leaving them waiting there.
-  auto done =
-      setup->join ? join(o, c, *setup, std::move(mine), join_world) : Result<RankResult>(std::move(mine));
+  auto done = setup->join ? take_part_in_join(o, c, *setup, std::move(mine), join_world)
+                          : Result<RankResult>(std::move(mine));
   if (const auto saved = done ? setup->shards.save(o.storage, Rank{c.bootstrap.rank()}) : Result<void>{};
       !saved)
     done = std::unexpected(saved.error());
