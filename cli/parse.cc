@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/try.h"
+
 namespace refit::cli {
 namespace {
 
@@ -48,6 +50,17 @@ std::vector<std::string_view> split(std::string_view text, std::string_view sepa
 Result<std::vector<std::int64_t>> parse_int_list(std::string_view text, std::string_view option,
                                                  std::int64_t min_value) {
   return parse_numbers(text, option, ",", min_value);
+}
+
+Result<std::vector<std::int32_t>> parse_engine_list(std::string_view text, std::string_view option) {
+  std::vector<std::int32_t> out;
+  if (text.empty()) return out;
+  for (const auto e : REFIT_TRY(parse_int_list(text, option, 0))) {
+    if (e > std::numeric_limits<std::int32_t>::max())
+      return out_of_range(fmt::format("{}: engine {} is too large", option, e));
+    out.push_back(static_cast<std::int32_t>(e));
+  }
+  return out;
 }
 
 Result<std::vector<std::int64_t>> parse_mesh_shape(std::string_view text, std::string_view option) {

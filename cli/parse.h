@@ -15,6 +15,9 @@ namespace refit::cli {
 // "10,7" -> {10, 7}. Every entry must be an integer >= min_value.
 [[nodiscard]] Result<std::vector<std::int64_t>> parse_int_list(std::string_view text, std::string_view option,
                                                                std::int64_t min_value);
+// "0,2" -> engines {0, 2}: engine indices (>= 0 and 32-bit); "" -> none.
+[[nodiscard]] Result<std::vector<std::int32_t>> parse_engine_list(std::string_view text,
+                                                                  std::string_view option);
 // "3x2" -> {3, 2} (a comma works too); every axis >= 1.
 [[nodiscard]] Result<std::vector<std::int64_t>> parse_mesh_shape(std::string_view text,
                                                                  std::string_view option);

@@ -5,12 +5,15 @@
 //                                  [--verify] [--iterations N] [--delta FRACTION]
 //                                  [--timeout S] [--staging BYTES]
 //                                  [--no-direct-stores] [--elastic] [--json]
+//                                  [--join E [--from training|peers|both] [--peers LIST]]
 //                                  [--storage framework [--load-sources DIR] [--save-destinations DIR]]
 //
 // The first ranks play the training side, the rest the inference side. Every rank plans on its
 // own (plans are deterministic; the executor compares plan hashes), and the ranks agree on each
 // step before the next, so a rank that fails makes every rank fail instead of leaving it waiting.
-// With --elastic a rank that dies during the transfer costs only its own engine the step.
+// With --elastic a rank that dies during the transfer costs only its own engine the step. With
+// --join, engine E restarts after the full refit and is filled again by the join's processes
+// alone (run_join.h).
 #include <algorithm>
 #include <chrono>
 #include <optional>
@@ -32,6 +35,7 @@
 #include "refit/facade/problem_source.h"
 #include "resident_memory.h"
 #include "run_faults.h"
+#include "run_join.h"
 #include "run_mpi_session.h"
 #include "run_report.h"
 #include "run_storage.h"
@@ -50,6 +54,7 @@ struct RunOptions {
   std::int64_t staging = ExecutorOptions{}.staging.value;
   bool no_direct_stores = false;
   bool elastic = false;  // --elastic: an engine that dies misses its step, the others complete
+  JoinRunOptions join;   // --join, --peers, --from
   bool json = false;
   // Fault injection for the tests (hidden options).
   std::string fault;               // RANK:PHASE:ACTION, see run_faults.h
@@ -76,6 +81,7 @@ struct RankSetup {
   // what the destinations must hold.
   std::optional<SyntheticShards> weights;
   std::optional<EngineMembership> membership;  // --elastic: every engine a member
+  std::optional<JoinRun> join;                 // --join: planned with the full refit
 };
 
 ExecutorOptions executor_options(const RunOptions& o, const Plan& plan, FaultInjector& faults) {
@@ -97,6 +103,7 @@ ExecutorOptions executor_options(const RunOptions& o, const Plan& plan, FaultInj
                     bootstrap.size(), bootstrap.size() == 1 ? "" : "es", problem.world_size(),
                     problem.source_ranks(), problem.destination_ranks(), problem.world_size()));
   auto planned = REFIT_TRY(obtain_plan(o.inputs, inputs, o.inputs.strategy));
+  auto join = REFIT_TRY(plan_run_join(o.join, o.inputs, inputs));
   if (bootstrap.rank() == o.perturb_rank) planned.plan.strategy += " (perturbed)";
   auto executor = REFIT_TRY_IN(
       make_executor(o.executor, c.executor_bootstrap, executor_options(o, planned.plan, c.faults)),
@@ -120,7 +127,8 @@ ExecutorOptions executor_options(const RunOptions& o, const Plan& plan, FaultInj
                    .executor = std::move(executor),
                    .shards = std::move(shards),
                    .weights = std::move(weights),
-                   .membership = std::move(membership)};
+                   .membership = std::move(membership),
+                   .join = std::move(join)};
 }
 
 // --elastic: the rank's engine missed the step (a training rank never does).
@@ -227,7 +235,11 @@ RunSummary summary_of(const RunOptions& o, const RankSetup& s) {
                     .warm_up_iterations = warm_up_iterations(o.iterations),
                     .delta = o.delta,
                     .ranks = {},
-                    .engines = {}};
+                    .engines = {},
+                    .join = s.join
+                                ? std::optional(join_summary(
+                                      *s.join, static_cast<std::int32_t>(s.inputs.problem.tensors().size())))
+                                : std::nullopt};
 }
 
 [[nodiscard]] Result<void> report(const RunOptions& o, Bootstrap& bootstrap, const RankSetup& s,
@@ -237,9 +249,13 @@ RunSummary summary_of(const RunOptions& o, const RankSetup& s) {
   auto summary = summary_of(o, s);
   for (const auto& text : all) summary.ranks.push_back(REFIT_TRY(decode_rank_result(text)));
   if (bootstrap.rank() == 0) print_summary(summary, o.json);
-  for (const auto& r : summary.ranks)
+  for (const auto& r : summary.ranks) {
     if (r.wrong)
       return fail(ErrorCode::kRuntime, fmt::format("verification failed on rank {}: {}", r.rank, *r.wrong));
+    if (r.join && r.join->wrong)
+      return fail(ErrorCode::kRuntime,
+                  fmt::format("verification failed on rank {} after the join: {}", r.rank, *r.join->wrong));
+  }
   return {};
 }
 
@@ -265,36 +281,69 @@ RunSummary summary_of(const RunOptions& o, const RankSetup& s) {
 // its option: what changes the problem, the plan or what a rank does with it.
 std::vector<Setting> settings(const RunOptions& o, const RankSetup& s) {
   const auto& m = o.inputs.problem.model_options;
-  return {{.name = "--strategy", .value = o.inputs.strategy},
-          {.name = "--chunk", .value = std::to_string(o.inputs.chunk_bytes)},
-          {.name = "--quantize", .value = m.quantize},
-          {.name = "--quantize-at", .value = m.quantize_at},
-          {.name = "--executor", .value = o.executor},
-          {.name = "--iterations", .value = std::to_string(o.iterations)},
-          {.name = "--delta", .value = o.delta ? fmt::format("{}", *o.delta) : "not given"},
-          {.name = "--staging", .value = std::to_string(o.staging)},
-          {.name = "--storage", .value = o.storage.storage},
-          {.name = "--verify", .value = o.verify ? "given" : "not given"},
-          {.name = "--elastic", .value = o.elastic ? "given" : "not given"},
-          {.name = "--timeout", .value = fmt::format("{}", o.timeout)},
-          {.name = "problem", .value = fmt::format("{:016x}", problem_fingerprint(s.inputs.problem))},
-          {.name = "plan hash", .value = plan_hash_hex(s.plan)}};
+  auto out = std::vector<Setting>{
+      {.name = "--strategy", .value = o.inputs.strategy},
+      {.name = "--chunk", .value = std::to_string(o.inputs.chunk_bytes)},
+      {.name = "--quantize", .value = m.quantize},
+      {.name = "--quantize-at", .value = m.quantize_at},
+      {.name = "--executor", .value = o.executor},
+      {.name = "--iterations", .value = std::to_string(o.iterations)},
+      {.name = "--delta", .value = o.delta ? fmt::format("{}", *o.delta) : "not given"},
+      {.name = "--staging", .value = std::to_string(o.staging)},
+      {.name = "--storage", .value = o.storage.storage},
+      {.name = "--verify", .value = o.verify ? "given" : "not given"},
+      {.name = "--elastic", .value = o.elastic ? "given" : "not given"},
+      {.name = "--timeout", .value = fmt::format("{}", o.timeout)},
+      {.name = "problem", .value = fmt::format("{:016x}", problem_fingerprint(s.inputs.problem))},
+      {.name = "plan hash", .value = plan_hash_hex(s.plan)}};
+  std::ranges::move(join_settings(o.join, s.join), std::back_inserter(out));
+  return out;
 }
 
-// Each phase's errors say which phase it was: set-up, prepare, execute (which iteration), report.
+// --join: this rank's part in the join, after the full refit.
+[[nodiscard]] Result<RankResult> take_part_in_join(const RunOptions& o, const RankContext& c, RankSetup& s,
+                                                   RankResult mine, JoinWorld& world) {
+  const JoinStep step{.run = *s.join,
+                      .executor = o.executor,
+                      .options = ExecutorOptions{.timeout = Seconds{o.timeout},
+                                                 .staging = Bytes{o.staging},
+                                                 .direct_stores = !o.no_direct_stores,
+                                                 .on_chunk_sent = {},
+                                                 .interrupted = {}},
+                      .verify = o.verify,
+                      .storage = o.storage,
+                      .source = o.inputs.problem,
+                      .problem = s.inputs.problem};
+  auto joined = perform_join(step, Rank{c.bootstrap.rank()}, s.shards, world);
+  if (world.broken()) c.mpi.abandon();
+  mine.join = REFIT_TRY(std::move(joined));
+  return mine;
+}
+
+// Each phase's errors say which phase it was: set-up, prepare, execute (which iteration), join,
+// report.
 [[nodiscard]] Result<void> run_rank(const RunOptions& o, const RankContext& c) {
   c.faults.at(FaultPhase::kSetUp);
+  // Declared first, so that it outlives the buffers its executor allocated (--join).
+  JoinWorld join_world;
   auto setup = set_up(o, c);
   // Every rank learns whether every rank is set up alike before anything collective starts.
   const Result<std::string> ready =
       setup ? Result<std::string>(encode_settings(settings(o, *setup))) : std::unexpected(setup.error());
   REFIT_TRY_IN(check_same_settings(REFIT_TRY_IN(agree(c.bootstrap, ready), "set-up")), "set-up");
-  const auto mine = REFIT_TRY(transfer(o, c, *setup));
-  // A rank that cannot write its output tells the others in the report instead of leaving them
-  // waiting there.
-  const auto saved = setup->shards.save(o.storage, Rank{c.bootstrap.rank()});
-  if (o.elastic) return saved ? report_elastic(o, c.bootstrap, *setup, mine) : saved;
-  return report(o, c.bootstrap, *setup, saved ? Result<RankResult>(mine) : std::unexpected(saved.error()));
+  auto mine = REFIT_TRY(transfer(o, c, *setup));
+  if (o.elastic) {
+    const auto saved = setup->shards.save(o.storage, Rank{c.bootstrap.rank()});
+    return saved ? report_elastic(o, c.bootstrap, *setup, mine) : saved;
+  }
+  // A rank whose join fails or that cannot write its output tells the others in the report
+  // instead of leaving them waiting there.
+  auto done = setup->join ? take_part_in_join(o, c, *setup, std::move(mine), join_world)
+                          : Result<RankResult>(std::move(mine));
+  if (const auto saved = done ? setup->shards.save(o.storage, Rank{c.bootstrap.rank()}) : Result<void>{};
+      !saved)
+    done = std::unexpected(saved.error());
+  return report(o, c.bootstrap, *setup, done);
 }
 
 [[nodiscard]] Result<void> run(const RunOptions& o) {
@@ -362,6 +411,8 @@ Action add_run_command(CLI::App& app) {
                 "step and every other engine completes; the report (rank 0's own) lists the engines that "
                 "completed and missed; a rank of a missed engine exits 1 (UCX executor, not with --delta)")
       ->excludes("--delta");
+  add_join_options(*cmd, o->join);
+  cmd->get_option("--join")->excludes("--elastic")->excludes("--delta");
   cmd->add_flag("--json", o->json, "Print one JSON object on stdout (rank 0)");
   // Hidden, for the fault tests: see run_faults.h.
   cmd->add_option("--test-fault", o->fault)->group("");

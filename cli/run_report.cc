@@ -9,6 +9,7 @@
 
 #include "human_units.h"
 #include "json_text.h"
+#include "refit/core/try.h"
 #include "refit/facade/report_json.h"
 
 namespace refit::cli {
@@ -158,6 +159,95 @@ std::string verification_text(const RunSummary& s) {
   return "every destination element is right";
 }
 
+nlohmann::json encode_join(const RankJoin& r) {
+  nlohmann::json j{{"role", r.role},       {"rank", r.join_rank},
+                   {"sent", r.sent.value}, {"received", r.received.value},
+                   {"wall", r.wall.value}, {"checked", r.checked}};
+  if (r.wrong) j["wrong"] = *r.wrong;
+  return j;
+}
+
+[[nodiscard]] Result<RankJoin> decode_join(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("role") || !j["role"].is_string())
+    return fail(ErrorCode::kRuntime, "a rank sent a malformed join result");
+  RankJoin r{.role = j["role"].get<std::string>(),
+             .join_rank = j.value("rank", -1),
+             .sent = Bytes{j.value("sent", std::int64_t{0})},
+             .received = Bytes{j.value("received", std::int64_t{0})},
+             .wall = Seconds{j.value("wall", 0.0)},
+             .checked = j.value("checked", false),
+             .wrong = std::nullopt};
+  if (j.contains("wrong") && j["wrong"].is_string()) r.wrong = j["wrong"].get<std::string>();
+  return r;
+}
+
+// What the join moved, summed over its ranks by role, and its slowest rank's execute().
+struct JoinTotals {
+  Bytes peers;     // sent by the peers' ranks
+  Bytes training;  // sent by the training ranks
+  Bytes relayed;   // sent by the joining engine's ranks to one another
+  Seconds seconds;
+  bool verified = true;  // every joining rank checked its destinations and found them right
+};
+
+JoinTotals join_totals(const RunSummary& s) {
+  JoinTotals t;
+  for (const auto& r : s.ranks) {
+    if (!r.join) continue;
+    const auto& j = *r.join;
+    if (j.role == "peer") t.peers += j.sent;
+    if (j.role == "training") t.training += j.sent;
+    if (j.role == "joining") {
+      t.relayed += j.sent;
+      t.verified = t.verified && j.checked && !j.wrong;
+    }
+    t.seconds = std::max(t.seconds, j.wall);
+  }
+  return t;
+}
+
+nlohmann::ordered_json join_json(const RunSummary& s) {
+  const auto& j = *s.join;
+  const auto t = join_totals(s);
+  nlohmann::ordered_json per_rank = nlohmann::ordered_json::array();
+  for (const auto& r : s.ranks)
+    if (r.join)
+      per_rank.push_back({{"rank", r.rank},
+                          {"role", r.join->role},
+                          {"join_rank", r.join->join_rank},
+                          {"bytes_sent", r.join->sent.value},
+                          {"bytes_received", r.join->received.value},
+                          {"seconds", r.join->wall.value}});
+  return {{"engine", j.engine},
+          {"peers", j.peers},
+          {"from", j.from},
+          {"plan_hash", j.plan_hash},
+          {"world", j.world},
+          {"peer_tensors", j.peer_tensors},
+          {"tensors", j.tensors},
+          {"peer_bytes", t.peers.value},
+          {"training_bytes", t.training.value},
+          {"relayed_bytes", t.relayed.value},
+          {"seconds", t.seconds.value},
+          {"verified", s.verify && t.verified},
+          {"per_rank", per_rank}};
+}
+
+void print_join(const RunSummary& s) {
+  const auto& j = *s.join;
+  const auto t = join_totals(s);
+  fmt::print(
+      "join        engine {} restarted and filled again from {} (peers: {}): {} of {} processes took part "
+      "(ranks {}), the others were free\n",
+      j.engine, j.from, j.peers.empty() ? "none" : fmt::format("{}", fmt::join(j.peers, ", ")),
+      j.world.size(), s.ranks.size(), fmt::join(j.world, ", "));
+  fmt::print("  moved     peers sent {}, training ranks {} ({} of {} tensors from peers), in {}\n",
+             human(t.peers), human(t.training), j.peer_tensors, j.tensors, human(t.seconds));
+  fmt::print("  verified  {}\n", !s.verify    ? "not checked (pass --verify)"
+                                 : t.verified ? "every element of the refilled engine is right"
+                                              : "FAILED on the refilled engine");
+}
+
 }  // namespace
 
 std::string encode(const RankResult& r) {
@@ -174,6 +264,7 @@ std::string encode(const RankResult& r) {
       {"checked", r.checked},
       {"resident", {r.resident.after_prepare.value, r.resident.after_warm_up.value, r.resident.end.value}}};
   if (r.wrong) j["wrong"] = *r.wrong;
+  if (r.join) j["join"] = encode_join(*r.join);
   for (const auto& step : r.delta_steps) {
     const auto& d = step.delta;
     j["delta"].push_back(nlohmann::json::array({step.sent.value, d.dense_bytes.value, d.pieces, d.unchanged,
@@ -199,6 +290,7 @@ Result<RankResult> decode_rank_result(std::string_view text) {
   if (resident.size() == 3)
     r.resident = {
         .after_prepare = Bytes{resident[0]}, .after_warm_up = Bytes{resident[1]}, .end = Bytes{resident[2]}};
+  if (j.contains("join")) r.join = REFIT_TRY(decode_join(j["join"]));
   for (const auto& step : j.value("delta", nlohmann::json::array())) {
     if (!step.is_array() || step.size() != 8 ||
         !std::ranges::all_of(step, [](const nlohmann::json& v) { return v.is_number(); }))
@@ -234,7 +326,8 @@ std::vector<Seconds> RunSummary::iteration_seconds() const {
 Seconds RunSummary::seconds() const { return median_time(iteration_seconds()); }
 
 bool RunSummary::verified() const {
-  return verify && std::ranges::all_of(ranks, [](const RankResult& r) { return r.checked && !r.wrong; });
+  return verify && std::ranges::all_of(ranks, [](const RankResult& r) { return r.checked && !r.wrong; }) &&
+         (!join || join_totals(*this).verified);
 }
 
 std::pair<Bytes, std::int32_t> RunSummary::resident_growth() const {
@@ -281,6 +374,7 @@ void print_summary(const RunSummary& s, bool json) {
       j["engines_completed"] = s.engines->completed;
       j["engines_missed"] = s.engines->missed;
     }
+    if (s.join) j["join"] = join_json(s);
     fmt::print("{}\n", json_text(j));
     return;
   }
@@ -306,6 +400,7 @@ void print_summary(const RunSummary& s, bool json) {
   print_work(s);
   if (s.delta) print_delta(s);
   fmt::print("verified    {}\n", verification_text(s));
+  if (s.join) print_join(s);
   if (s.engines)
     fmt::print("engines     completed: {}; missed the step: {}\n", fmt::join(s.engines->completed, ", "),
                fmt::join(s.engines->missed, ", "));

@@ -26,6 +26,17 @@ struct RankDeltaStep {
   DeltaStepReport delta;
 };
 
+// What a rank did in `refit run --join` (run_join.h), after the full refit.
+struct RankJoin {
+  std::string role;             // join_role_name: free, training, peer or joining
+  std::int32_t join_rank = -1;  // its rank in the join's world; -1 when free
+  Bytes sent;
+  Bytes received;
+  Seconds wall;                      // execute() on this rank, from the join world's barrier
+  bool checked = false;              // --verify ran on this (joining) rank
+  std::optional<std::string> wrong;  // the first wrong element, when verification failed
+};
+
 struct RankResult {
   std::int32_t rank = 0;
   Bytes sent;  // per iteration
@@ -39,10 +50,22 @@ struct RankResult {
   ResidentMemory resident;
   std::vector<RankDeltaStep> delta_steps;  // --delta: per iteration
   std::optional<EngineOutcomes> engines;   // --elastic: last iteration
+  std::optional<RankJoin> join;            // --join
 };
 
 std::string encode(const RankResult& r);
 [[nodiscard]] Result<RankResult> decode_rank_result(std::string_view text);
+
+// The join of `refit run --join`, as every rank planned it.
+struct JoinSummary {
+  std::int32_t engine = 0;          // the engine that restarted and was filled again
+  std::vector<std::int32_t> peers;  // the live engines that sent
+  std::string from;                 // join_source_name
+  std::string plan_hash;
+  std::vector<std::int32_t> world;  // the join world's global ranks, by join rank
+  std::int32_t peer_tensors = 0;    // tensors the peers sent, of `tensors`
+  std::int32_t tensors = 0;
+};
 
 struct RunSummary {
   std::string executor;
@@ -55,11 +78,13 @@ struct RunSummary {
   std::optional<double> delta;            // --delta: the synthetic update's change fraction
   std::vector<RankResult> ranks;          // by rank; --elastic: rank 0's alone
   std::optional<EngineOutcomes> engines;  // --elastic
+  std::optional<JoinSummary> join;        // --join
 
   Bytes bytes() const;                             // every byte put per iteration, relays included
   std::vector<Seconds> iteration_seconds() const;  // per iteration, the slowest rank's execute()
   Seconds seconds() const;                         // the median of iteration_seconds()
-  bool verified() const;                           // --verify ran and every destination element was right
+  // --verify ran and every destination element was right (with --join, the refilled engine's too).
+  bool verified() const;
   // The largest growth of a rank's resident memory from the end of the warm-up to the end (can be
   // negative), and that rank.
   std::pair<Bytes, std::int32_t> resident_growth() const;

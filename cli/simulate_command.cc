@@ -171,20 +171,9 @@ void print_elastic(const ElasticPrediction& p) {
 }
 
 [[nodiscard]] Result<ElasticOptions> elastic_options(const SimulateCommandOptions& o) {
-  const auto engines = [](const std::string& text,
-                          std::string_view option) -> Result<std::vector<std::int32_t>> {
-    std::vector<std::int32_t> out;
-    if (text.empty()) return out;
-    for (const auto e : REFIT_TRY(parse_int_list(text, option, 0))) {
-      if (e > std::numeric_limits<std::int32_t>::max())
-        return out_of_range(fmt::format("{}: engine {} is too large", option, e));
-      out.push_back(static_cast<std::int32_t>(e));
-    }
-    return out;
-  };
-  return ElasticOptions{.members = REFIT_TRY(engines(o.members, "--members")),
+  return ElasticOptions{.members = REFIT_TRY(parse_engine_list(o.members, "--members")),
                         .join = o.join,
-                        .peers = REFIT_TRY(engines(o.peers, "--peers")),
+                        .peers = REFIT_TRY(parse_engine_list(o.peers, "--peers")),
                         .from = REFIT_TRY_IN(parse_join_source(o.from), "--from"),
                         .fail = o.fail,
                         .timeout = Seconds{o.timeout}};

@@ -7,20 +7,11 @@
 
 #include "refit/core/elapsed.h"
 #include "refit/core/try.h"
+#include "refit/facade/join_run.h"
 #include "refit/refit.h"
 
 namespace refit {
 namespace {
-
-// The engine count the source's --infer names.
-[[nodiscard]] Result<std::int32_t> engine_count(const ProblemSource& source) {
-  if (source.infer.empty())
-    return invalid(
-        "--members, --join and --fail need --infer with engines=N: without it nothing says which "
-        "destination ranks form an engine");
-  const auto layouts = REFIT_TRY(parse_layouts(source.train, source.infer));
-  return static_cast<std::int32_t>(layouts.infer.engines);
-}
 
 [[nodiscard]] Result<void> check_one_question(const ElasticOptions& e) {
   const int asked = (e.members.empty() ? 0 : 1) + (e.join ? 1 : 0) + (e.fail ? 1 : 0);
@@ -79,19 +70,14 @@ std::pair<Bytes, Bytes> sent_from_held(const Plan& p, const JoinProblem& join) {
 
 [[nodiscard]] Result<void> predict_join(const PredictionInputs& in, const PredictOptions& o,
                                         const ElasticOptions& e, ElasticPrediction& out) {
-  JoinOptions j{.engines = out.engines, .joining = *e.join, .peers = e.peers, .source = e.from};
-  if (j.peers.empty())
-    for (std::int32_t k = 0; k < out.engines; ++k)
-      if (k != j.joining) j.peers.push_back(k);
-  const auto joined = REFIT_TRY_IN(join_problem(in.problem, in.cluster, j), "--join");
-  const auto start = std::chrono::steady_clock::now();
-  const auto made = REFIT_TRY(plan(joined.problem, joined.cluster, o.strategy, o.plan));
-  const auto plan_seconds = seconds_since(start);
-  out.predictions = REFIT_TRY(simulate_given(in, joined.problem, joined.cluster, o, made));
-  out.predictions.rows.front().plan_seconds = plan_seconds;
-  const auto [peers, training] = sent_from_held(made, joined);
-  out.join = JoinFill{.join = j,
-                      .peer_tensors = joined.peer_tensors,
+  const auto run = REFIT_TRY(plan_join(in.problem, in.cluster, out.engines,
+                                       JoinRequest{.joining = *e.join, .peers = e.peers, .from = e.from},
+                                       o.strategy, o.plan));
+  out.predictions = REFIT_TRY(simulate_given(in, run.join.problem, run.join.cluster, o, run.plan));
+  out.predictions.rows.front().plan_seconds = run.plan_seconds;
+  const auto [peers, training] = sent_from_held(run.plan, run.join);
+  out.join = JoinFill{.join = run.options,
+                      .peer_tensors = run.join.peer_tensors,
                       .tensors = static_cast<std::int32_t>(in.problem.tensors().size()),
                       .peer_bytes = peers,
                       .training_bytes = training};
@@ -145,7 +131,7 @@ Bytes relayed_by(const Plan& full, const std::vector<Rank>& dead) {
 Result<ElasticPrediction> predict_elastic(const PredictionInputs& in, const PredictOptions& o,
                                           const ElasticOptions& e) {
   REFIT_TRY(check_one_question(e));
-  ElasticPrediction out{.engines = REFIT_TRY(engine_count(in.source)),
+  ElasticPrediction out{.engines = REFIT_TRY(inference_engines(in.source)),
                         .predictions = {},
                         .membership = std::nullopt,
                         .join = std::nullopt,

@@ -37,6 +37,15 @@ Result<ParallelLayouts> parse_layouts(const std::string& train, const std::strin
   return ParallelLayouts{.train = megatron, .infer = vllm};
 }
 
+Result<std::int32_t> inference_engines(const ProblemSource& source) {
+  if (source.infer.empty())
+    return invalid(
+        "--infer: an elastic refit needs --infer with engines=N: without it nothing says which "
+        "destination ranks form an engine");
+  const auto layouts = REFIT_TRY(parse_layouts(source.train, source.infer));
+  return static_cast<std::int32_t>(layouts.infer.engines);
+}
+
 Result<EngineMembership> engine_membership(const ProblemSource& source, std::uint64_t epoch) {
   if (!source.manifest.empty())
     return unsupported(

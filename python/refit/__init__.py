@@ -64,6 +64,7 @@ from refit._plan import (
     plan,
     strategies,
 )
+from refit._join import Join, JoinPart, plan_join
 from refit._layouts import Layout, TensorLayout
 from refit._problem import Box, Parameter, Problem, Region, Shard, Tensor
 from refit._simulate import (
@@ -97,6 +98,8 @@ __all__ = [
     "Explain",
     "Failure",
     "Layout",
+    "Join",
+    "JoinPart",
     "LowerBound",
     "Parameter",
     "PeerFailed",
@@ -124,6 +127,7 @@ __all__ = [
     "models",
     "numpy_dtype",
     "plan",
+    "plan_join",
     "preset_keys",
     "presets",
     "run",

@@ -122,18 +122,23 @@ def _lazy_view(buffer: Any) -> Optional[str]:
 
 @dataclass(frozen=True)
 class _Claim:
-    """Memory a rank prepared: [start, end), and whether the rank writes it (an inference rank)."""
+    """Memory a rank prepared: [start, end), whether the rank writes it (an inference rank), and
+    the thread that prepared it."""
 
     rank: int
     start: int
     end: int
     written: bool
+    thread: int
 
 
 # The memory each executor of this process prepared plans over. Ranks run as threads of one process
 # may not share memory one of them writes: the writer's bytes would land in the other's buffers, or
 # under what it sends, silently. Claims are taken under the lock before the collective prepare, so
-# that of two ranks preparing at once the second sees the first.
+# that of two ranks preparing at once the second sees the first. Prepare is collective, so ranks
+# that prepare at once do so on threads of their own; two claims of one thread are one process's
+# plans in turn (a peer engine's weights, which its refit writes and a join then sends from), which
+# may share memory.
 _CLAIMS: "weakref.WeakKeyDictionary[Executor, list[_Claim]]" = weakref.WeakKeyDictionary()
 _CLAIMS_LOCK = threading.Lock()
 
@@ -141,7 +146,8 @@ _CLAIMS_LOCK = threading.Lock()
 def _claims_of(rank: int, written: bool, buffers: Mapping[str, Any]) -> list[_Claim]:
     """This rank's claims on the memory of `buffers` (arrays whose memory Python can see)."""
     spans = [m for m in map(_memory, buffers.values()) if m is not None and m[1] > 0]
-    return [_Claim(rank, start, start + size, written) for start, size in spans]
+    thread = threading.get_ident()
+    return [_Claim(rank, start, start + size, written, thread) for start, size in spans]
 
 
 def _conflict(executor: Executor, mine: list[_Claim]) -> str:
@@ -152,7 +158,7 @@ def _conflict(executor: Executor, mine: list[_Claim]) -> str:
             continue
         for a in mine:
             for b in claims:
-                if a.start < b.end and b.start < a.end and (a.written or b.written):
+                if a.thread != b.thread and a.start < b.end and b.start < a.end and (a.written or b.written):
                     return (
                         f"a buffer it {'writes' if a.written else 'reads'} shares memory with one that rank "
                         f"{b.rank} (prepared in this process) {'writes' if b.written else 'reads'}: ranks "

@@ -18,7 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol, runtime_checkable
 
-__all__ = ["CallableExchange", "Exchange", "StoreExchange", "from_callable", "mpi", "store", "torch_distributed"]
+__all__ = [
+    "CallableExchange", "Exchange", "RenumberedExchange", "StoreExchange", "from_callable", "mpi", "renumbered",
+    "store", "torch_distributed",
+]  # fmt: skip
 
 
 @runtime_checkable
@@ -150,3 +153,38 @@ def store(store: Any, *, rank: int, size: int, prefix: str = "refit") -> StoreEx
         exchange = refit.exchange.store(tcp, rank=rank, size=problem.world_size)
     """
     return StoreExchange(store, rank, size, prefix)
+
+
+class RenumberedExchange:
+    """An exchange whose processes are numbered as a plan numbers them, over one that numbers
+    them otherwise (``torch.distributed.new_group`` numbers its members by global rank, which a
+    join's plan does not): the first call learns each process's plan rank, every later one puts
+    the contributions in plan-rank order."""
+
+    def __init__(self, inner: Exchange, rank: int) -> None:
+        """``rank``: this process's rank in the plan, in ``0 .. inner.size - 1``; collective."""
+        if not 0 <= rank < inner.size:
+            raise ValueError(f"rank {rank} is not in 0..{inner.size - 1}")
+        self.inner, self.rank, self.size = inner, rank, inner.size
+        order = [int(x) for x in inner.allgather(str(rank).encode())]
+        if sorted(order) != list(range(self.size)):
+            raise RuntimeError(f"the processes gave plan ranks {order}: each of 0..{self.size - 1} must be given once")
+        self._order = order  # the plan rank of each of the inner exchange's processes
+
+    def allgather(self, data: bytes) -> list[bytes]:
+        """Every process's data, by plan rank."""
+        out = [b""] * self.size
+        for inner_rank, x in enumerate(_contributions(self.inner.allgather(data), self.size)):
+            out[self._order[inner_rank]] = x
+        return out
+
+
+def renumbered(exchange: Exchange, *, rank: int) -> RenumberedExchange:
+    """``exchange`` with this process as plan rank ``rank`` (every process gives its own, each
+    rank once); collective. For example, a join's processes over a ``torch.distributed`` group of
+    theirs (:meth:`refit.Join.exchange` does this)::
+
+        group = torch.distributed.new_group(join.world, use_local_synchronization=True)
+        exchange = refit.exchange.renumbered(refit.exchange.torch_distributed(group), rank=join_rank)
+    """
+    return RenumberedExchange(exchange, rank)

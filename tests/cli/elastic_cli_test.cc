@@ -62,8 +62,8 @@ TEST(ElasticCli, BadEnginesAreBadInputNamingTheOption) {
   for (const auto& [args, text] : std::vector<std::pair<std::string, std::string>>{
            {"--members 0,3", "member engine 3 is not in [0, 3)"},
            {"--members 2,1", "member engine 1 follows 2"},
-           {"--join 7", "joining engine 7 is not in [0, 3)"},
-           {"--join 0 --peers 0", "engine 0 joins"},
+           {"--join 7", "--join: engine 7 is not in [0, 3)"},
+           {"--join 0 --peers 0", "--peers: engine 0 is the one that joins"},
            {"--join 0 --from nobody", "--from: 'nobody'"},
            {"--fail 9", "--fail: engine 9 is not in [0, 3)"},
            {"--members 0 --join 1", "exactly one of --members, --join and --fail"},

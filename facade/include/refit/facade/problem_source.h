@@ -62,6 +62,10 @@ struct ParallelLayouts {
 // --dtype, --manifest), as the command line spells it.
 [[nodiscard]] Result<ReshardProblem> load_problem(const ProblemSource& source);
 
+// The engine count of the source's --infer (engines=N): what an elastic refit (--members, --join,
+// --fail, --elastic) needs to know which destination ranks form an engine. Errors name --infer.
+[[nodiscard]] Result<std::int32_t> inference_engines(const ProblemSource& source);
+
 // Elastic refit: the inference engines of a model source (--infer's engines, tp*dp ranks each,
 // after the training ranks), every one a member, at membership `epoch`. A manifest names no
 // engines, so it is refused (kUnsupported, naming --manifest).
