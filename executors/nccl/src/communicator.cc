@@ -5,6 +5,7 @@
 #include <array>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -117,6 +118,38 @@ void Communicator::abort() {
   if (comm_ == nullptr || aborted_) return;
   ncclCommAbort(comm_);
   aborted_ = true;
+}
+
+Result<void> Communicator::shrink(std::span<const std::int32_t> exclude) {
+  if (aborted_) return fail(ErrorCode::kRuntime, "an aborted NCCL communicator cannot be shrunk");
+  const DeviceGuard guard(device_);
+  REFIT_TRY(guard.status());
+  ncclResult_t async = ncclSuccess;
+  REFIT_TRY(nccl_ok(ncclCommGetAsyncError(comm_, &async), "ncclCommGetAsyncError", comm_));
+  const bool stuck = async != ncclSuccess;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  config.shrinkShare = stuck ? 0 : 1;
+  std::vector<int> list(exclude.begin(), exclude.end());
+  ncclComm_t child = nullptr;
+  const auto call = fmt::format("ncclCommShrink(excluding {} of {} ranks{})", list.size(), size_,
+                                stuck ? ", aborting the parent's operations" : "");
+  const ncclResult_t started = ncclCommShrink(comm_, list.data(), static_cast<int>(list.size()), &child,
+                                              &config, stuck ? NCCL_SHRINK_ABORT : NCCL_SHRINK_DEFAULT);
+  if (child == nullptr) return nccl_error(started == ncclSuccess ? ncclInternalError : started, call, comm_);
+  if (auto ok = nccl_settle(child, started, call, deadline_after(timeout_)); !ok) {
+    ncclCommAbort(child);
+    return ok;
+  }
+  if (owned_) {
+    if (stuck || !nccl_settle(comm_, ncclCommFinalize(comm_), "ncclCommFinalize", deadline_after(timeout_)))
+      ncclCommAbort(comm_);
+    else
+      ncclCommDestroy(comm_);
+  }
+  comm_ = child;
+  owned_ = true;
+  return describe();
 }
 
 Result<void> Communicator::agree(std::uint64_t plan_hash, bool prepared, Seconds timeout) {

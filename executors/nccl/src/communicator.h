@@ -3,6 +3,7 @@
 // on it is bounded and a timeout can abort it), or adopted from the caller.
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include <nccl.h>
 
@@ -30,6 +31,14 @@ class Communicator {
   bool aborted() const { return aborted_; }
   // Ends every operation in flight on it; the communicator is unusable after.
   void abort();
+
+  // Collective over the ranks that stay: replaces the communicator by its child without the
+  // parent ranks `exclude` (ascending; shrink_ranks.h works them out), in place, so what holds
+  // this object keeps it. When NCCL reports an asynchronous error on the parent (operations may
+  // be stuck on a dead peer) they are aborted first (NCCL_SHRINK_ABORT); otherwise the child
+  // shares the parent's resources (shrinkShare). A parent this object created is then destroyed;
+  // an adopted one is left to its owner. Refuses an aborted communicator, which NCCL has freed.
+  [[nodiscard]] Result<void> shrink(std::span<const std::int32_t> exclude);
 
   // Collective: every rank contributes its plan hash and whether it could prepare; fails on every
   // rank, naming the first rank that differs (kMismatch) or failed (kPeerFailed), unless all agree
