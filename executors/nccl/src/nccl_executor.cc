@@ -120,6 +120,18 @@ std::string who_of(std::span<const LocalRankBuffers> ranks, const Communicator& 
   return prepared;
 }
 
+// A step over a membership that fails revokes the communicator rather than aborting it, so that
+// it can be shrunk without the dead; the step then runs again, for the survivors.
+constexpr const char* kRevokedHint =
+    "a step over the membership failed and the communicator was revoked: exclude the dead ranks "
+    "(exclude_gone) on every survivor, then execute again, which runs the step for the survivors";
+
+// An elastic step's error, saying what to do next when the communicator was revoked.
+std::unexpected<Error> step_failed(const Error& e, const std::string& who, const Communicator& comm) {
+  return fail(e.code, comm.revoked() ? fmt::format("{}: {}; {}", who, e.message, kRevokedHint)
+                                     : fmt::format("{}: {}", who, e.message));
+}
+
 // The program of a step over `m` on this process, with its own staging; `comm_rank_of` the
 // communicator ranks now, kNoCommRank for plan ranks gone.
 [[nodiscard]] Result<MemberRun> member_run(const NcclPrepared& p, const EngineMembership& m,
@@ -130,7 +142,8 @@ std::string who_of(std::span<const LocalRankBuffers> ranks, const Communicator& 
   auto made =
       REFIT_TRY(nccl_detail::member_program(p.plan, m, gone, p.view, comm_rank_of, p.quantize, staging));
   REFIT_TRY(nccl_detail::check_bounds(made.program, p.sizes));
-  auto backend = REFIT_TRY(nccl_detail::CudaBackend::make(made.program, p.pointers, comm));
+  auto backend = REFIT_TRY(
+      nccl_detail::CudaBackend::make(made.program, p.pointers, comm, nccl_detail::OnFailure::kRevoke));
   return MemberRun{.epoch = m.epoch,
                    .members = m.members,
                    .shrinks = shrinks,
@@ -225,6 +238,7 @@ Result<ExecutionReport> NcclExecutor::execute(PreparedPlan& prepared) {
     return invalid("nccl executor: the plan was prepared by another executor");
   if (comm_->aborted())
     return fail(ErrorCode::kRuntime, mine->who + ": the communicator was aborted by an earlier failure");
+  if (comm_->revoked()) return fail(ErrorCode::kRuntime, mine->who + ": " + kRevokedHint);
   if (membership_) return execute_members(*mine);
   if (shrinks_ > 0)
     return fail(ErrorCode::kRuntime, mine->who +
@@ -258,14 +272,16 @@ Result<ExecutionReport> NcclExecutor::execute_members(NcclPrepared& mine) {
     mine.member.reset();  // its staging is freed before the next one is allocated
     const auto& map = comm_rank_of_.empty() ? mine.view.comm_rank_of : comm_rank_of_;
     auto built = member_run(mine, m, map, shrinks_, *comm_, options_.staging);
-    auto agreed =
-        comm_->agree(built ? member_vote(*built, options_.staging) : 0, built.has_value(), options_.timeout);
+    auto agreed = comm_->agree(built ? member_vote(*built, options_.staging) : 0, built.has_value(),
+                               options_.timeout, nccl_detail::OnFailure::kRevoke);
     auto run = REFIT_TRY_IN(std::move(built), who);
-    REFIT_TRY_IN(agreed, who);
+    if (!agreed) return step_failed(agreed.error(), who, *comm_);
     mine.member = std::move(run);
   }
   auto& run = *mine.member;
-  const auto elapsed = REFIT_TRY_IN(run_on_device(mine, run.made.program, *run.backend, options_), who);
+  auto ran = run_on_device(mine, run.made.program, *run.backend, options_);
+  if (!ran) return step_failed(ran.error(), who, *comm_);
+  const auto elapsed = *ran;
   const auto& p = run.made.program;
   return ExecutionReport{.bytes_sent = Bytes{p.bytes_sent},
                          .bytes_received = Bytes{p.bytes_received},

@@ -68,10 +68,14 @@ class NcclExecutor final : public Executor {
   // plan over the member engines (member_step.h), derived from the prepared plan without a new
   // prepare; the first execution of a membership builds its program and staging once, and every
   // process of the communicator (a non-member too, which then moves nothing) agrees on it and
-  // its epoch before any byte moves. The report's `engines` says which members complete.
+  // its epoch before any byte moves. The report's `engines` says which members complete. A step
+  // over a membership that fails (a timeout, a dead peer) revokes the communicator instead of
+  // aborting it: every survivor then names the dead ranks with exclude_gone and executes again,
+  // which runs the step for the survivors, the dead ranks' engines reported missed.
   [[nodiscard]] Result<void> set_membership(const EngineMembership& membership) override;
   // Collective over the processes that stay: the communicator is shrunk without the processes
-  // that run the plan ranks `gone` (known dead; ncclCommShrink), for membership `epoch`. Their
+  // that run the plan ranks `gone` (known dead, from whatever launched them: the executor cannot
+  // tell a dead peer from a stuck one; ncclCommShrink), for membership `epoch`. Their
   // engines miss every later step, and a process excluded here has no rank in the shrunk
   // communicator, so it can neither send to nor receive from any process of the new membership.
   // Executions then need a membership (the full plan's program names the old ranks).
