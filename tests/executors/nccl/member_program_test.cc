@@ -4,8 +4,10 @@
 //
 // Expected maths: every member engine's destination shards end holding the verification pattern
 // (all their bytes, element by element); a non-member's keep the junk they started with (nothing
-// is written into them); each step's sends and receives pair up per communicator rank
-// (check_pairing), so no group waits on a peer that does not post it.
+// is written into them); every byte of the step's plan is sent and received once
+// (check_coverage), each step's sends and receives pair up per communicator rank (check_pairing),
+// so no group waits on a peer that does not post it, and a relay forwards only what an earlier
+// step delivered (check_relays).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -71,8 +73,11 @@ TEST(NcclMemberProgram, MembersGetEveryByteAndNonMembersNone) {
       const auto processes =
           make_member_processes(full, m, ranks, comm_map(mapping, full.world_size()), staging);
       ASSERT_TRUE(processes) << processes.error().message;
-      const auto paired = check_pairing(*processes);
-      EXPECT_TRUE(paired) << paired.error().message;
+      // The step schedule made from the step's plan: every byte of it sent and received once, in
+      // groups that pair up, relays forwarding only what an earlier step delivered.
+      for (const auto& checked : {check_coverage(step.plan, *processes), check_pairing(*processes),
+                                  check_relays(step.plan, *processes)})
+        EXPECT_TRUE(checked) << checked.error().message;
       const auto ran = simulate(processes->sim(), policy);
       ASSERT_TRUE(ran) << ran.error().message;
       const auto verified = verify_members(problem, ranks, m);
