@@ -256,6 +256,9 @@ Result<ExecutionReport> NcclExecutor::execute(PreparedPlan& prepared) {
 }
 
 Result<void> NcclExecutor::set_membership(const EngineMembership& membership) {
+  // The plan's world: the map's size, or the communicator's when plan ranks are its ranks.
+  const auto world = comm_rank_of_.empty() ? comm_->size() : static_cast<std::int32_t>(comm_rank_of_.size());
+  REFIT_TRY_IN(check_set_membership(membership, world), "nccl executor");
   membership_ = membership;
   return {};
 }
