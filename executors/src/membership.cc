@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/try.h"
+
 namespace refit {
 
 Result<EngineMembership> consecutive_engines(std::int32_t source_ranks, std::int32_t destination_ranks,
@@ -34,6 +36,12 @@ Result<void> check_engine_membership(const EngineMembership& m, std::int32_t wor
   }
   if (const auto empty = std::ranges::find(seen, false); empty != seen.end())
     return invalid(fmt::format("the membership's engine {} has no rank", empty - seen.begin()));
+  return {};
+}
+
+Result<void> check_set_membership(const EngineMembership& m, std::int32_t world) {
+  REFIT_TRY_IN(check_engine_membership(m, world), "membership");
+  if (m.epoch == 0) return out_of_range("membership: epoch 0 is what a refit that is not elastic uses");
   return {};
 }
 

@@ -47,6 +47,20 @@ TEST(EngineMembership, RefusesWhatDoesNotFitNamingIt) {
   EXPECT_NE(check_engine_membership(m, 3).error().message.find("engine 1 has no rank"), std::string::npos);
 }
 
+// What set_membership takes: the checks above, and an epoch above 0.
+TEST(EngineMembership, SetMembershipRefusesEpochZeroAndAnotherWorld) {
+  auto m = consecutive_engines(2, 6, 2, 3).value();
+  EXPECT_TRUE(check_set_membership(m, 8));
+  EXPECT_NE(
+      check_set_membership(m, 9).error().message.find("membership: the membership names the engines of 8"),
+      std::string::npos);
+  m.epoch = 0;
+  const auto zero = check_set_membership(m, 8);
+  ASSERT_FALSE(zero);
+  EXPECT_EQ(zero.error().code, ErrorCode::kOutOfRange);
+  EXPECT_NE(zero.error().message.find("epoch 0"), std::string::npos) << zero.error().message;
+}
+
 TEST(EngineMembership, AGoneRankTakesItsWholeEngineOutButAGoneTrainingRankAlone) {
   auto m = consecutive_engines(2, 6, 2).value();
   m.members[2] = false;

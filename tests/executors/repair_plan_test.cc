@@ -8,6 +8,7 @@
 // not left out and whose source box holds it.
 #include <gtest/gtest.h>
 
+#include "box_elements.h"
 #include "one_rank_gone.h"
 #include "random_problems.h"
 #include "refit/executors/membership.h"
@@ -18,36 +19,20 @@
 namespace refit {
 namespace {
 
-// Marks every element of `box` in `written`, the tensor `shape` row-major.
-void mark(const Shape& shape, const Box& box, std::vector<bool>& written) {
-  if (box.empty()) return;
-  const auto strides = row_major_strides(shape);
-  Shape at(box.rank(), 0);
-  for (std::int64_t n = 0; n < box.volume(); ++n) {
-    std::int64_t flat = 0;
-    for (std::size_t d = 0; d < box.rank(); ++d) flat += (box.offset[d] + at[d]) * strides[d];
-    written[static_cast<std::size_t>(flat)] = true;
-    for (std::size_t d = box.rank(); d-- > 0;) {
-      if (++at[d] < box.extent[d]) break;
-      at[d] = 0;
-    }
-  }
-}
-
 // Whether every element of `receiver`'s destination box of each tensor is written by `transfers`.
 bool covered(const ReshardProblem& problem, const std::vector<const Transfer*>& transfers, Rank receiver) {
   for (std::size_t i = 0; i < problem.tensors().size(); ++i) {
     const auto& t = problem.tensors()[i];
     const auto mine = t.destination.local_box(receiver);
     if (!mine) continue;  // not a destination of this tensor
-    std::vector<bool> written(static_cast<std::size_t>(element_count(t.tensor.shape)), false);
+    std::vector<int> written(static_cast<std::size_t>(element_count(t.tensor.shape)), 0);
     for (const Transfer* x : transfers)
       for (const Segment& s : x->segments)
-        if (s.tensor == i && x->receiver == receiver) mark(t.tensor.shape, s.box, written);
-    std::vector<bool> wanted(written.size(), false);
-    mark(t.tensor.shape, *mine, wanted);
+        if (s.tensor == i && x->receiver == receiver) testing::count_elements(t.tensor.shape, s.box, written);
+    std::vector<int> wanted(written.size(), 0);
+    testing::count_elements(t.tensor.shape, *mine, wanted);
     for (std::size_t e = 0; e < wanted.size(); ++e)
-      if (wanted[e] && !written[e]) return false;
+      if (wanted[e] > 0 && written[e] == 0) return false;
   }
   return true;
 }

@@ -38,8 +38,9 @@ struct DeviceRanks {
 };
 DeviceRanks make_device_ranks(const ReshardProblem& problem);
 void clear_destinations(const DeviceRanks& ranks);
-// Copies every destination back and checks it element by element against the pattern.
-[[nodiscard]] Result<void> verify_device_destinations(const ReshardProblem& problem,
-                                                      const DeviceRanks& ranks);
+// Copies every destination back and checks it element by element against the pattern; with
+// `filled` (by plan rank), only those ranks', and the others' must still be all zeros.
+[[nodiscard]] Result<void> verify_device_destinations(const ReshardProblem& problem, const DeviceRanks& ranks,
+                                                      const std::vector<bool>& filled = {});
 
 }  // namespace refit::gpu_testing

@@ -16,6 +16,7 @@
 #include "landing_problem.h"
 #include "quantized_problems.h"
 #include "refit/executors/host_shards.h"
+#include "refit/executors/membership.h"
 #include "refit/executors/nccl/nccl_executor.h"
 #include "refit/lowering/arrays.h"
 #include "refit/planner/strategy.h"
@@ -86,6 +87,39 @@ TEST_P(OneGpu, EveryRankOfAPlanOnOneGpuGetsExactlyItsBytes) {
                   plan->strategy.c_str(), static_cast<long long>(chunk.value), report->elapsed.value * 1e3,
                   static_cast<long long>(plan_bytes));
     }
+  }
+}
+
+// A step over a membership (set_membership) on one GPU: the 4 inference ranks as 2 engines of 2,
+// engine 1 (plan ranks 6, 7) no member. Engine 0's ranks get exactly their bytes (what came
+// through engine 1 in the full plan is re-fed from the training ranks), engine 1's stay zero, the
+// report names engine 0 completed; the membership's program runs again unchanged.
+TEST(OneGpuElastic, AStepOverAMembershipFillsItsMembersOnly) {
+  REFIT_REQUIRE_GPU();
+  const auto problem = gpu_problem();
+  const auto plan = make_plan("refit", problem, refit::testing::make_test_cluster(2, 4, 4, 4),
+                              PlanOptions{.chunk = Bytes{256 << 10}})
+                        .value();
+  LoneBootstrap bootstrap;
+  auto executor = NcclExecutor::create(bootstrap, ExecutorOptions{.timeout = Seconds{60.0}},
+                                       NcclSetup{.device = 0, .comm_rank_of = CommRankMap(8, 0)});
+  ASSERT_TRUE(executor) << executor.error().message;
+  const auto ranks = make_device_ranks(problem);
+  auto prepared = (*executor)->prepare_ranks(plan, all_of(ranks));
+  ASSERT_TRUE(prepared) << prepared.error().message;
+  auto m = consecutive_engines(4, 4, 2, 2).value();
+  m.members[1] = false;
+  ASSERT_TRUE((*executor)->set_membership(m));
+  const std::vector<bool> filled{true, true, true, true, true, true, false, false};
+  for (int round = 0; round < 2; ++round) {
+    clear_destinations(ranks);
+    auto report = (*executor)->execute(**prepared);
+    ASSERT_TRUE(report) << report.error().message;
+    ASSERT_TRUE(report->engines);
+    EXPECT_EQ(report->engines->completed, std::vector<std::int32_t>{0});
+    EXPECT_TRUE(report->engines->missed.empty());
+    auto ok = verify_device_destinations(problem, ranks, filled);
+    EXPECT_TRUE(ok) << ok.error().message;
   }
 }
 

@@ -8,7 +8,9 @@
 #                        hang); the copy kernel against its host run; the quantize kernels
 #                        against the reference vectors through both load paths; the fp8
 #                        conversion instruction against fp32_to_e4m3 for every finite fp32; FP8
-#                        in flight through the executor at the senders and at the landing ranks
+#                        in flight through the executor at the senders and at the landing ranks;
+#                        a step over a membership (set_membership): members filled, a
+#                        non-member untouched (exclude_gone needs two GPUs: not here)
 #   quantize_gpu_bench   both quantize kernels on 2 GiB of bf16 (goal: 85 % of cudaMemcpy)
 #   box_copy_bench       pack/unpack at >= 1 GiB (goals: 85 % aligned, 50 % narrow, 60 % many boxes)
 #   nccl_plan_bench      a 6 GB DeepSeek-V3-like plan through the NCCL executor, per-chunk and

@@ -2,6 +2,8 @@
 // Random problems whose destination side is `engines` engines of equal size, as vLLM's
 // engines=N makes them: each destination mesh is [engines, ...] with the first axis replicating
 // (every engine holds a copy), the other axes random as RandomProblems draws them.
+#include <algorithm>
+#include <random>
 #include <string>
 
 #include "random_problems.h"
@@ -58,6 +60,15 @@ inline EngineCase random_engine_case(RandomProblems& gen) {
                                    problem.destination_ranks());
   return EngineCase{
       .engines = engines, .sources = sources, .problem = std::move(problem), .cluster = std::move(cluster)};
+}
+
+// A member flag per engine, each drawn with probability 1/2, at least one set.
+inline std::vector<bool> random_members(std::int32_t engines, std::mt19937& rng) {
+  std::vector<bool> members(static_cast<std::size_t>(engines));
+  do {
+    for (auto&& m : members) m = std::bernoulli_distribution(0.5)(rng);
+  } while (std::ranges::none_of(members, [](bool b) { return b; }));
+  return members;
 }
 
 }  // namespace refit::testing

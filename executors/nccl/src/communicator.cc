@@ -5,6 +5,7 @@
 #include <array>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -105,6 +106,10 @@ Result<void> Communicator::describe() {
 Communicator::~Communicator() {
   if (comm_ == nullptr || aborted_ || !owned_) return;
   const DeviceGuard guard(device_);
+  if (revoked_) {  // NCCL forbids finalizing a revoked communicator
+    ncclCommAbort(comm_);
+    return;
+  }
   const auto finished =
       nccl_settle(comm_, ncclCommFinalize(comm_), "ncclCommFinalize", deadline_after(timeout_));
   if (finished)
@@ -119,7 +124,51 @@ void Communicator::abort() {
   aborted_ = true;
 }
 
-Result<void> Communicator::agree(std::uint64_t plan_hash, bool prepared, Seconds timeout) {
+void Communicator::revoke() {
+  if (comm_ == nullptr || aborted_ || revoked_) return;
+  const DeviceGuard guard(device_);
+  const auto started = ncclCommRevoke(comm_, NCCL_REVOKE_DEFAULT);
+  if (started == ncclSuccess || started == ncclInProgress)
+    revoked_ = true;
+  else
+    abort();
+}
+
+Result<void> Communicator::shrink(std::span<const std::int32_t> exclude) {
+  if (aborted_) return fail(ErrorCode::kRuntime, "an aborted NCCL communicator cannot be shrunk");
+  const DeviceGuard guard(device_);
+  REFIT_TRY(guard.status());
+  ncclResult_t async = ncclSuccess;
+  REFIT_TRY(nccl_ok(ncclCommGetAsyncError(comm_, &async), "ncclCommGetAsyncError", comm_));
+  const bool stuck = revoked_ || async != ncclSuccess;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  config.shrinkShare = stuck ? 0 : 1;
+  std::vector<int> list(exclude.begin(), exclude.end());
+  ncclComm_t child = nullptr;
+  const auto call = fmt::format("ncclCommShrink(excluding {} of {} ranks{})", list.size(), size_,
+                                stuck ? ", aborting the parent's operations" : "");
+  const ncclResult_t started = ncclCommShrink(comm_, list.data(), static_cast<int>(list.size()), &child,
+                                              &config, stuck ? NCCL_SHRINK_ABORT : NCCL_SHRINK_DEFAULT);
+  if (child == nullptr) return nccl_error(started == ncclSuccess ? ncclInternalError : started, call, comm_);
+  if (auto ok = nccl_settle(child, started, call, deadline_after(timeout_)); !ok) {
+    ncclCommAbort(child);
+    return ok;
+  }
+  if (owned_) {
+    if (stuck || !nccl_settle(comm_, ncclCommFinalize(comm_), "ncclCommFinalize", deadline_after(timeout_)))
+      ncclCommAbort(comm_);
+    else
+      ncclCommDestroy(comm_);
+  }
+  comm_ = child;
+  owned_ = true;
+  revoked_ = false;
+  return describe();
+}
+
+Result<void> Communicator::agree(std::uint64_t plan_hash, bool prepared, Seconds timeout,
+                                 OnFailure on_failure) {
   const DeviceGuard guard(device_);
   REFIT_TRY(guard.status());
   const Vote mine{.hash = plan_hash, .prepared = prepared ? 1u : 0u};
@@ -135,9 +184,9 @@ Result<void> Communicator::agree(std::uint64_t plan_hash, bool prepared, Seconds
   auto done = nccl_settle(comm_, ncclAllGather(buffer.get(), all, 2, ncclUint64, comm_, stream.get()),
                           "ncclAllGather (plan hashes)", deadline);
   if (done) done = wait_stream(stream.get(), comm_, "the allgather of plan hashes", deadline);
-  // Not a REFIT_TRY: the communicator is aborted before the error returns.
+  // Not a REFIT_TRY: the communicator is given up before the error returns.
   if (!done) {
-    abort();
+    give_up(on_failure);
     return done;
   }
   REFIT_TRY(cuda_ok(cudaMemcpy(votes.data(), all, sizeof(Vote) * votes.size(), cudaMemcpyDeviceToHost),

@@ -11,11 +11,11 @@
 namespace refit::nccl_detail {
 
 Result<std::unique_ptr<CudaBackend>> CudaBackend::make(const Program& program,
-                                                       std::span<std::byte* const> shards,
-                                                       Communicator& comm) {
+                                                       std::span<std::byte* const> shards, Communicator& comm,
+                                                       OnFailure on_failure) {
   const DeviceGuard guard(comm.device());
   REFIT_TRY(guard.status());
-  std::unique_ptr<CudaBackend> b(new CudaBackend(comm));
+  std::unique_ptr<CudaBackend> b(new CudaBackend(comm, on_failure));
   b->shards_.assign(shards.begin(), shards.end());
   for (std::size_t i = 0; i < program.staging_regions.size(); ++i)
     b->staging_starts_.push_back(program.staging_start(static_cast<std::int32_t>(i)));

@@ -20,11 +20,12 @@ class CudaBackend final : public Backend {
   // communicator must outlive the backend.
   [[nodiscard]] static Result<std::unique_ptr<CudaBackend>> make(const Program& program,
                                                                  std::span<std::byte* const> shards,
-                                                                 Communicator& comm);
+                                                                 Communicator& comm,
+                                                                 OnFailure on_failure = OnFailure::kAbort);
 
   [[nodiscard]] Result<void> issue(const Op& op, Clock::time_point deadline) override;
   [[nodiscard]] Result<bool> reached(std::int32_t event) override;
-  void abort() override { comm_.abort(); }
+  void abort() override { comm_.give_up(on_failure_); }
 
  private:
   struct Launch {
@@ -33,7 +34,7 @@ class CudaBackend final : public Backend {
     std::int64_t items = 0;
   };
 
-  explicit CudaBackend(Communicator& comm) : comm_(comm) {}
+  CudaBackend(Communicator& comm, OnFailure on_failure) : comm_(comm), on_failure_(on_failure) {}
   [[nodiscard]] Result<void> allocate(const Program& program);
   [[nodiscard]] Result<void> upload_copies(const Program& program);
   std::byte* resolve(const Address& a) const;
@@ -45,6 +46,7 @@ class CudaBackend final : public Backend {
   [[nodiscard]] Result<void> issue_quantize(const Quantize& q) const;
 
   Communicator& comm_;
+  OnFailure on_failure_;
   std::vector<std::byte*> shards_;
   std::vector<std::int64_t> staging_starts_;  // by staging region
   Stream copy_;

@@ -7,26 +7,51 @@
 #include "cuda_status.h"
 #include "host_mirror.h"
 #include "local_view.h"
+#include "member_program.h"
 #include "program_bounds.h"
 #include "quantized_sources.h"
 #include "refit/core/try.h"
 #include "refit/executors/rank_buffers.h"
+#include "shrink_ranks.h"
 #include "translate.h"
 
 namespace refit {
-namespace {
+namespace nccl_detail {
 
-using nccl_detail::Communicator;
+// A step over one membership: its program, and the staging and events it runs on, made on the
+// membership's first execution and kept while the membership and the communicator last.
+struct MemberRun {
+  std::uint64_t epoch = 0;
+  std::vector<bool> members;
+  std::int32_t shrinks = 0;
+  MemberProgram made;
+  std::unique_ptr<CudaBackend> backend;
+};
 
 class NcclPrepared final : public PreparedPlan {
  public:
-  nccl_detail::HostMirror mirror;                    // device copies of host shards, if any
-  std::vector<nccl_detail::DeviceMemory> quantized;  // fp8 values and scales made before sending
-  nccl_detail::Program program;
-  std::unique_ptr<nccl_detail::CudaBackend> backend;
+  HostMirror mirror;                    // device copies of host shards, if any
+  std::vector<DeviceMemory> quantized;  // fp8 values and scales made before sending
+  Program program;
+  std::unique_ptr<CudaBackend> backend;
   const Communicator* comm = nullptr;
   std::string who;  // "rank 5 (communicator rank 5)"
+  // What a step over a membership is derived from: the full plan and this process's part of it.
+  Plan plan;
+  LocalView view;
+  std::vector<Quantize> quantize;
+  std::vector<std::int64_t> sizes;  // by shard index
+  std::vector<std::byte*> pointers;
+  std::optional<MemberRun> member;
 };
+
+}  // namespace nccl_detail
+
+namespace {
+
+using nccl_detail::Communicator;
+using nccl_detail::MemberRun;
+using nccl_detail::NcclPrepared;
 
 std::string who_of(std::span<const LocalRankBuffers> ranks, const Communicator& comm) {
   std::string plan_ranks;
@@ -80,19 +105,71 @@ std::string who_of(std::span<const LocalRankBuffers> ranks, const Communicator& 
   auto view = REFIT_TRY(nccl_detail::make_local_view(plan, quantized.ranks(), map, {comm.rank(), comm.size()},
                                                      MemoryKind::kCuda));
   REFIT_TRY(check_device_memory(ranks, comm.device()));
-  const auto quantize = quantized.add_to(view);
-  prepared->program = REFIT_TRY(nccl_detail::build_program(lowered, view, quantize));
-  std::vector<std::int64_t> sizes;
-  std::vector<std::byte*> pointers;
+  prepared->quantize = quantized.add_to(view);
+  prepared->program = REFIT_TRY(nccl_detail::build_program(lowered, view, prepared->quantize));
   for (const auto& s : view.shards) {
-    sizes.push_back(static_cast<std::int64_t>(s.size()));
-    pointers.push_back(s.data());
+    prepared->sizes.push_back(static_cast<std::int64_t>(s.size()));
+    prepared->pointers.push_back(s.data());
   }
-  REFIT_TRY(nccl_detail::check_bounds(prepared->program, sizes));
-  prepared->backend = REFIT_TRY(nccl_detail::CudaBackend::make(prepared->program, pointers, comm));
+  REFIT_TRY(nccl_detail::check_bounds(prepared->program, prepared->sizes));
+  prepared->backend = REFIT_TRY(nccl_detail::CudaBackend::make(prepared->program, prepared->pointers, comm));
   prepared->comm = &comm;
   prepared->who = who_of(ranks, comm);
+  prepared->plan = plan;
+  prepared->view = std::move(view);
   return prepared;
+}
+
+// A step over a membership that fails revokes the communicator rather than aborting it, so that
+// it can be shrunk without the dead; the step then runs again, for the survivors.
+constexpr const char* kRevokedHint =
+    "a step over the membership failed and the communicator was revoked: exclude the dead ranks "
+    "(exclude_gone) on every survivor, then execute again, which runs the step for the survivors";
+
+// An elastic step's error, saying what to do next when the communicator was revoked.
+std::unexpected<Error> step_failed(const Error& e, const std::string& who, const Communicator& comm) {
+  return fail(e.code, comm.revoked() ? fmt::format("{}: {}; {}", who, e.message, kRevokedHint)
+                                     : fmt::format("{}: {}", who, e.message));
+}
+
+// The program of a step over `m` on this process, with its own staging; `comm_rank_of` the
+// communicator ranks now, kNoCommRank for plan ranks gone.
+[[nodiscard]] Result<MemberRun> member_run(const NcclPrepared& p, const EngineMembership& m,
+                                           const CommRankMap& comm_rank_of, std::int32_t shrinks,
+                                           Communicator& comm, Bytes staging) {
+  std::vector<bool> gone;
+  for (const auto c : comm_rank_of) gone.push_back(c == nccl_detail::kNoCommRank);
+  auto made =
+      REFIT_TRY(nccl_detail::member_program(p.plan, m, gone, p.view, comm_rank_of, p.quantize, staging));
+  REFIT_TRY(nccl_detail::check_bounds(made.program, p.sizes));
+  auto backend = REFIT_TRY(
+      nccl_detail::CudaBackend::make(made.program, p.pointers, comm, nccl_detail::OnFailure::kRevoke));
+  return MemberRun{.epoch = m.epoch,
+                   .members = m.members,
+                   .shrinks = shrinks,
+                   .made = std::move(made),
+                   .backend = std::move(backend)};
+}
+
+// What every process of a step over a membership must share: the step's plan, the epoch and
+// the staging (which sets the chunks).
+std::uint64_t member_vote(const MemberRun& run, Bytes staging) {
+  constexpr std::uint64_t kMix = 0x9e3779b97f4a7c15ull;
+  return plan_hash(run.made.step.plan) ^ (run.epoch * kMix) ^
+         (static_cast<std::uint64_t>(staging.value) * kMix * kMix);
+}
+
+// Uploads the sources, runs `program`, downloads the destinations.
+[[nodiscard]] Result<Seconds> run_on_device(NcclPrepared& p, const nccl_detail::Program& program,
+                                            nccl_detail::Backend& backend, const ExecutorOptions& options) {
+  REFIT_TRY(p.mirror.upload_sources());
+  const nccl_detail::RunOptions run_options{.timeout = options.timeout,
+                                            .window = 4,
+                                            .on_chunk_sent = options.on_chunk_sent,
+                                            .interrupted = options.interrupted};
+  const auto elapsed = REFIT_TRY(nccl_detail::run_program(program, backend, run_options));
+  REFIT_TRY(p.mirror.download_destinations());
+  return elapsed;
 }
 
 }  // namespace
@@ -139,6 +216,10 @@ Result<std::unique_ptr<PreparedPlan>> NcclExecutor::prepare_ranks(const Plan& pl
   const auto who = who_of(ranks, *comm_);
   if (comm_->aborted())
     return fail(ErrorCode::kRuntime, who + ": the communicator was aborted by an earlier failure");
+  if (shrinks_ > 0)
+    return fail(ErrorCode::kRuntime, who +
+                                         ": the communicator was shrunk; plans are prepared before (a step "
+                                         "over a membership derives its own from them)");
   auto prepared = prepare_locally(plan, ranks, *comm_, comm_rank_of_, options_.staging);
   // Collective even when this rank failed, so that the others fail too instead of waiting. The
   // staging sets the chunks, so the ranks agree on it as on the plan.
@@ -157,22 +238,72 @@ Result<ExecutionReport> NcclExecutor::execute(PreparedPlan& prepared) {
     return invalid("nccl executor: the plan was prepared by another executor");
   if (comm_->aborted())
     return fail(ErrorCode::kRuntime, mine->who + ": the communicator was aborted by an earlier failure");
+  if (comm_->revoked()) return fail(ErrorCode::kRuntime, mine->who + ": " + kRevokedHint);
+  if (membership_) return execute_members(*mine);
+  if (shrinks_ > 0)
+    return fail(ErrorCode::kRuntime, mine->who +
+                                         ": the communicator was shrunk since the plan was prepared, and its "
+                                         "full program names the ranks of before: set a membership");
   const nccl_detail::DeviceGuard guard(comm_->device());
   REFIT_TRY_IN(guard.status(), mine->who);
-  REFIT_TRY_IN(mine->mirror.upload_sources(), mine->who);
-  const nccl_detail::RunOptions run_options{.timeout = options_.timeout,
-                                            .window = 4,
-                                            .on_chunk_sent = options_.on_chunk_sent,
-                                            .interrupted = options_.interrupted};
-  const auto elapsed =
-      REFIT_TRY_IN(nccl_detail::run_program(mine->program, *mine->backend, run_options), mine->who);
-  REFIT_TRY_IN(mine->mirror.download_destinations(), mine->who);
+  const auto elapsed = REFIT_TRY_IN(run_on_device(*mine, mine->program, *mine->backend, options_), mine->who);
   const auto& p = mine->program;
   return ExecutionReport{.bytes_sent = Bytes{p.bytes_sent},
                          .bytes_received = Bytes{p.bytes_received},
                          .elapsed = elapsed,
                          .messages = p.messages,
                          .stored_directly = Bytes{0}};
+}
+
+Result<void> NcclExecutor::set_membership(const EngineMembership& membership) {
+  // The plan's world: the map's size, or the communicator's when plan ranks are its ranks.
+  const auto world = comm_rank_of_.empty() ? comm_->size() : static_cast<std::int32_t>(comm_rank_of_.size());
+  REFIT_TRY_IN(check_set_membership(membership, world), "nccl executor");
+  membership_ = membership;
+  return {};
+}
+
+// A membership's first execution builds its program and agrees on it with every process (as
+// prepare does): a process of another epoch makes every process fail before any byte moves.
+Result<ExecutionReport> NcclExecutor::execute_members(NcclPrepared& mine) {
+  const auto& m = *membership_;
+  const auto who = fmt::format("{}, membership epoch {}", mine.who, m.epoch);
+  const nccl_detail::DeviceGuard guard(comm_->device());
+  REFIT_TRY_IN(guard.status(), who);
+  if (!mine.member || mine.member->epoch != m.epoch || mine.member->members != m.members ||
+      mine.member->shrinks != shrinks_) {
+    mine.member.reset();  // its staging is freed before the next one is allocated
+    const auto& map = comm_rank_of_.empty() ? mine.view.comm_rank_of : comm_rank_of_;
+    auto built = member_run(mine, m, map, shrinks_, *comm_, options_.staging);
+    auto agreed = comm_->agree(built ? member_vote(*built, options_.staging) : 0, built.has_value(),
+                               options_.timeout, nccl_detail::OnFailure::kRevoke);
+    auto run = REFIT_TRY_IN(std::move(built), who);
+    if (!agreed) return step_failed(agreed.error(), who, *comm_);
+    mine.member = std::move(run);
+  }
+  auto& run = *mine.member;
+  auto ran = run_on_device(mine, run.made.program, *run.backend, options_);
+  if (!ran) return step_failed(ran.error(), who, *comm_);
+  const auto elapsed = *ran;
+  const auto& p = run.made.program;
+  return ExecutionReport{.bytes_sent = Bytes{p.bytes_sent},
+                         .bytes_received = Bytes{p.bytes_received},
+                         .elapsed = elapsed,
+                         .messages = p.messages,
+                         .stored_directly = Bytes{0},
+                         .engines = run.made.step.engines};
+}
+
+Result<void> NcclExecutor::exclude_gone(std::span<const std::int32_t> gone, std::uint64_t epoch) {
+  const auto who = fmt::format("nccl executor, communicator rank {}", comm_->rank());
+  auto map = comm_rank_of_;
+  if (map.empty())
+    for (std::int32_t r = 0; r < comm_->size(); ++r) map.push_back(r);
+  const auto s = REFIT_TRY_IN(nccl_detail::shrink_ranks(map, comm_->size(), gone, comm_->rank(), epoch), who);
+  REFIT_TRY_IN(comm_->shrink(s.exclude), who);
+  comm_rank_of_ = s.comm_rank_of;
+  ++shrinks_;
+  return {};
 }
 
 Result<std::unique_ptr<Executor>> make_nccl_executor(Bootstrap& bootstrap, const ExecutorOptions& options) {

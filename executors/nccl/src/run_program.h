@@ -24,7 +24,8 @@ class Backend {
   [[nodiscard]] virtual Result<void> issue(const Op& op, Clock::time_point deadline) = 0;
   // True once the work recorded before `event` has run; an error when CUDA or NCCL report one.
   [[nodiscard]] virtual Result<bool> reached(std::int32_t event) = 0;
-  // Makes all enqueued work finish or fail (aborts the communicator). After a timeout or error.
+  // Makes all enqueued work finish or fail (aborts or revokes the communicator). After a timeout
+  // or error.
   virtual void abort() = 0;
 };
 

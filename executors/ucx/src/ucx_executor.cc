@@ -170,9 +170,7 @@ class UcxExecutor final : public Executor {
 
   // Only kept here: the prepared plans stay as they are, and execute() reads it.
   [[nodiscard]] Result<void> set_membership(const EngineMembership& membership) override {
-    REFIT_TRY_IN(check_engine_membership(membership, bootstrap_.size()), "membership");
-    if (membership.epoch == 0)
-      return out_of_range("membership: epoch 0 is what a refit that is not elastic uses");
+    REFIT_TRY(check_set_membership(membership, bootstrap_.size()));
     membership_ = membership;
     return {};
   }

@@ -1,9 +1,11 @@
 #include "nccl_fixture.h"
 
 #include <algorithm>
+#include <functional>
 
 #include <fmt/format.h>
 
+#include "member_program.h"
 #include "quantized_sources.h"
 #include "refit/core/try.h"
 #include "refit/executors/pattern.h"
@@ -67,9 +69,14 @@ std::vector<SimProcess> Processes::sim() const {
   return out;
 }
 
-Result<Processes> make_processes(const Plan& plan, HostRanks& ranks, const CommRankMap& map, Bytes staging) {
+namespace {
+
+// A process's program from its view and quantise ops.
+using ProgramOf = std::function<Result<Program>(const LocalView&, std::span<const Quantize>)>;
+
+Result<Processes> processes_of(const Plan& plan, HostRanks& ranks, const CommRankMap& map,
+                               const ProgramOf& program_of) {
   const auto size = *std::ranges::max_element(map) + 1;
-  const auto lowered = REFIT_TRY(lowering::LoweredPlan::make(plan, staging));
   Processes p;
   for (std::int32_t c = 0; c < size; ++c) {
     std::vector<LocalRankBuffers> mine;
@@ -83,11 +90,30 @@ Result<Processes> make_processes(const Plan& plan, HostRanks& ranks, const CommR
     auto view =
         REFIT_TRY(make_local_view(plan, quantized.ranks(), map, CommPosition{c, size}, MemoryKind::kHost));
     const auto quantize = quantized.add_to(view);
-    auto program = REFIT_TRY(build_program(lowered, view, quantize));
+    auto program = REFIT_TRY(program_of(view, quantize));
     p.views.push_back(std::move(view));
     p.programs.push_back(std::move(program));
   }
   return p;
+}
+
+}  // namespace
+
+Result<Processes> make_processes(const Plan& plan, HostRanks& ranks, const CommRankMap& map, Bytes staging) {
+  const auto lowered = REFIT_TRY(lowering::LoweredPlan::make(plan, staging));
+  return processes_of(plan, ranks, map, [&](const LocalView& view, std::span<const Quantize> quantize) {
+    return build_program(lowered, view, quantize);
+  });
+}
+
+Result<Processes> make_member_processes(const Plan& full, const EngineMembership& m, HostRanks& ranks,
+                                        const CommRankMap& map, Bytes staging) {
+  const std::vector<bool> none_gone(static_cast<std::size_t>(full.world_size()), false);
+  return processes_of(
+      full, ranks, map, [&](const LocalView& view, std::span<const Quantize> quantize) -> Result<Program> {
+        auto made = REFIT_TRY(member_program(full, m, none_gone, view, map, quantize, staging));
+        return std::move(made.program);
+      });
 }
 
 }  // namespace refit::nccl_detail::testing

@@ -9,6 +9,7 @@
 #include "program.h"
 #include "program_sim.h"
 #include "refit/core/problem.h"
+#include "refit/executors/membership.h"
 #include "refit/planner/plan.h"
 
 namespace refit::nccl_detail::testing {
@@ -40,5 +41,10 @@ struct Processes {
 // As the executor's prepare makes them, weights quantised at the senders included.
 [[nodiscard]] Result<Processes> make_processes(const Plan& plan, HostRanks& ranks, const CommRankMap& map,
                                                Bytes staging);
+// As the executor makes them for a step over membership `m` (member_program.h), from the views
+// prepared for `full`; every rank alive, none gone.
+[[nodiscard]] Result<Processes> make_member_processes(const Plan& full, const EngineMembership& m,
+                                                      HostRanks& ranks, const CommRankMap& map,
+                                                      Bytes staging);
 
 }  // namespace refit::nccl_detail::testing

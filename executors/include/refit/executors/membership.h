@@ -35,6 +35,10 @@ struct EngineMembership {
 // every rank, engines numbered 0.. without gaps, a member flag for each. Errors name the rank.
 [[nodiscard]] Result<void> check_engine_membership(const EngineMembership& m, std::int32_t world);
 
+// What Executor::set_membership takes: check_engine_membership, and an epoch above 0 (0 is what a
+// refit that is not elastic uses). Errors start with "membership: ".
+[[nodiscard]] Result<void> check_set_membership(const EngineMembership& m, std::int32_t world);
+
 // Which engines of one execution got all their data, and which missed the step: a rank of theirs
 // died or was fenced, or data they needed came through a rank that did. Engine indices, ascending;
 // non-member engines are in neither list.

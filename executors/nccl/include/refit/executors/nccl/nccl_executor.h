@@ -11,6 +11,7 @@
 // prepare() is collective: every process of the communicator calls it with the same plan (the
 // plan hashes are compared), and a rank that fails to prepare makes every rank fail.
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -24,7 +25,8 @@ namespace refit {
 
 namespace nccl_detail {
 class Communicator;
-}
+class NcclPrepared;
+}  // namespace nccl_detail
 
 // The GPU of a process: its rank among the bootstrap's ranks on the same host, modulo the
 // visible GPUs.
@@ -62,14 +64,34 @@ class NcclExecutor final : public Executor {
                                                                     std::span<const LocalRankBuffers> ranks);
   // The prepared plan must come from this executor; it can be executed again (every refit step).
   [[nodiscard]] Result<ExecutionReport> execute(PreparedPlan& prepared) override;
+  // Elastic refit between steps (docs/elastic.md): the executions that follow run the step's
+  // plan over the member engines (member_step.h), derived from the prepared plan without a new
+  // prepare; the first execution of a membership builds its program and staging once, and every
+  // process of the communicator (a non-member too, which then moves nothing) agrees on it and
+  // its epoch before any byte moves. The report's `engines` says which members complete. A step
+  // over a membership that fails (a timeout, a dead peer) revokes the communicator instead of
+  // aborting it: every survivor then names the dead ranks with exclude_gone and executes again,
+  // which runs the step for the survivors, the dead ranks' engines reported missed.
+  [[nodiscard]] Result<void> set_membership(const EngineMembership& membership) override;
+  // Collective over the processes that stay: the communicator is shrunk without the processes
+  // that run the plan ranks `gone` (known dead, from whatever launched them: the executor cannot
+  // tell a dead peer from a stuck one; ncclCommShrink), for membership `epoch`. Their
+  // engines miss every later step, and a process excluded here has no rank in the shrunk
+  // communicator, so it can neither send to nor receive from any process of the new membership.
+  // Executions then need a membership (the full plan's program names the old ranks).
+  [[nodiscard]] Result<void> exclude_gone(std::span<const std::int32_t> gone, std::uint64_t epoch);
 
  private:
   NcclExecutor(std::unique_ptr<nccl_detail::Communicator> comm, const ExecutorOptions& options,
                CommRankMap map);
 
+  [[nodiscard]] Result<ExecutionReport> execute_members(nccl_detail::NcclPrepared& prepared);
+
   std::unique_ptr<nccl_detail::Communicator> comm_;
   ExecutorOptions options_;
   CommRankMap comm_rank_of_;
+  std::optional<EngineMembership> membership_;
+  std::int32_t shrinks_ = 0;  // how often the communicator was shrunk: programs of before are stale
 };
 
 // NcclExecutor::create with the default setup, for the executor registry.
