@@ -76,6 +76,9 @@ class RefitPlanner {
   double moved(std::uint32_t t, double dense) const {
     return moved_per_byte_.empty() ? dense : dense * moved_per_byte_[t];
   }
+  double moved(std::uint32_t t, const Box& box) const {
+    return moved(t, static_cast<double>(box.volume() * dtype_size(c_.problem.tensors()[t].tensor.dtype)));
+  }
 
   [[nodiscard]] Result<Plan> run() {
     for (std::uint32_t t = 0; t < c_.overlaps.size(); ++t) REFIT_TRY(collect_tensor(t));
@@ -132,8 +135,7 @@ class RefitPlanner {
 
   double bytes_of(const NetItem& it) const {
     const auto& box = c_.overlaps[it.tensor].destinations[it.dest].pieces[it.piece].box;
-    return moved(it.tensor, static_cast<double>(box.volume() *
-                                                dtype_size(c_.problem.tensors()[it.tensor].tensor.dtype)));
+    return moved(it.tensor, box);
   }
 
   void add_network_item(const NetItem& item, std::int32_t tx_set, std::int32_t rx_set) {
@@ -178,12 +180,12 @@ class RefitPlanner {
         tx.skip_spent();
         rx.skip_spent();
         const double take = std::min(tx.left(), rx.left());
-        const double whole = moved(item.tensor, static_cast<double>(rest.volume() * elem));
+        const double whole = moved(item.tensor, rest);
         auto cut = take >= whole - min_split_ || take < min_split_
                        ? std::nullopt
                        : split_rows(rest, Bytes{static_cast<std::int64_t>(take / per_byte)}, elem);
         const Box& head = cut ? cut->first : first ? piece : rest;
-        const double bytes = moved(item.tensor, static_cast<double>(head.volume() * elem));
+        const double bytes = moved(item.tensor, head);
         place(item, tx.nic(only_tx), rx.nic(only_rx), head);
         tx.consume(bytes);
         rx.consume(bytes);
@@ -208,9 +210,7 @@ class RefitPlanner {
     const auto& group = groups_[item.tensor][item.dest][item.group];
     const Rank sender = least_loaded(c_.overlaps[item.tensor].holders(piece), tx_nic, c_.cluster, sent_);
     const Rank landing = least_loaded(group.replicas, rx_nic, c_.cluster, received_);
-    const auto bytes = std::llround(moved(
-        item.tensor,
-        static_cast<double>(box.volume() * dtype_size(c_.problem.tensors()[item.tensor].tensor.dtype))));
+    const auto bytes = std::llround(moved(item.tensor, box));
     sent_[static_cast<std::size_t>(sender.value)] += bytes;
     received_[static_cast<std::size_t>(landing.value)] += bytes;
     const Box* kept = &box == &piece.box ? &piece.box : &split_boxes_.emplace_back(box);
