@@ -191,6 +191,12 @@ std::byte* payload_memory(DeltaPrepared& p, std::int32_t transfer) {
     if (s.piece.transfer != transfer) at = 0, transfer = s.piece.transfer;
     auto& src = p.sources[s.source];
     const auto& held = receivers[static_cast<std::size_t>(s.piece.index)];
+    // A box this rank has no baseline of (its first step, a failed one, a box new to it after a
+    // re-plan) whose receiver holds exactly this step's bytes needs none sent: they become it.
+    if (!src.base && held) {
+      const auto current = checksum_of(src.current);
+      if (current.value == *held) src.baseline = src.current, src.base = current;
+    }
     const bool agreed = src.base && held && src.base->value == *held;
     const auto out = std::span(payload_memory(p, transfer) + at,
                                static_cast<std::size_t>(capacity(s.piece, p.codec.options())));

@@ -323,6 +323,44 @@ TEST(DeltaExecutor, ARebalanceByThePayloadsChangesSendersAndEveryStepStaysExact)
   for (std::size_t s = 3; s < kSteps; ++s) EXPECT_LT(max_over_mean(steps, s), 1.1) << "step " << s;
 }
 
+// A plan prepared afresh (as after a re-plan, or a restarted job) has no baseline of any box, but
+// its receivers already hold exactly the bytes of the step: each sender's checksum of its bytes
+// equals its receivers' audit, so nothing is sent (no piece dense) and the bytes become the baseline
+// of the next step, which sends only what changed.
+TEST(DeltaExecutor, AFreshPlanWhoseReceiversHoldTheBytesSendsNothing) {
+  const auto problem = delta_problem();
+  const auto plan = direct_plan(problem);
+  std::vector<std::vector<ExecutionReport>> reports(4);
+  testing::run_ranks(4, [&](std::int32_t r, Bootstrap& bootstrap) {
+    auto ucx = make_ucx_executor(bootstrap, ExecutorOptions{.timeout = Seconds{20}});
+    ASSERT_TRUE(ucx) << ucx.error().message;
+    DeltaExecutor executor(std::move(*ucx), bootstrap);
+    auto shards = HostShards::allocate(problem, Rank{r});
+    auto weights =
+        SyntheticShards::make(problem, shards.buffers(), SyntheticUpdate{.change_fraction = 0.02, .seed = 5});
+    ASSERT_TRUE(weights);
+    auto first = executor.prepare(plan, Rank{r}, shards.buffers());
+    ASSERT_TRUE(first);
+    ASSERT_TRUE(executor.execute(**first));  // dense: no baseline yet
+    auto fresh = executor.prepare(plan, Rank{r}, shards.buffers());
+    ASSERT_TRUE(fresh);
+    for (int s = 0; s < 2; ++s) {
+      if (s == 1) ASSERT_TRUE(weights->advance());
+      auto report = executor.execute(**fresh);
+      ASSERT_TRUE(report) << report.error().message;
+      EXPECT_TRUE(weights->verify());
+      reports[static_cast<std::size_t>(r)].push_back(*report);
+    }
+  });
+  for (std::size_t r = 0; r < 2; ++r) {
+    ASSERT_EQ(reports[r].size(), 2u);
+    EXPECT_EQ(reports[r][0].bytes_sent, Bytes{0});
+    EXPECT_EQ(reports[r][0].delta->full, 0);
+    EXPECT_EQ(reports[r][1].delta->full, 0);
+    EXPECT_LT(reports[r][1].bytes_sent.value * 4, reports[r][1].delta->dense_bytes.value);
+  }
+}
+
 // Every tensor frozen: from step 1 on nothing moves, so there is nothing to balance and no plan
 // changes: no drift, no re-plan, no byte sent.
 TEST(DeltaExecutor, FrozenTensorsSendNothingAndAskForNoRebalance) {
