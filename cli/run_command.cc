@@ -2,7 +2,8 @@
 // report what moved how fast (with --verify: that every destination element is right).
 //
 //   mpirun -np N refit run PROBLEM [--cluster cpu-host] [--strategy S] [--executor ucx]
-//                                  [--verify] [--iterations N] [--delta FRACTION]
+//                                  [--verify] [--iterations N] [--delta FRACTION
+//                                  [--delta-frozen FRACTION] [--delta-rebalance DRIFT]]
 //                                  [--timeout S] [--staging BYTES]
 //                                  [--no-direct-stores] [--elastic] [--json]
 //                                  [--join E [--from training|peers|both] [--peers LIST]]
@@ -33,6 +34,7 @@
 #include "refit/executors/sequenced_bootstrap.h"
 #include "refit/executors/synthetic_shards.h"
 #include "refit/facade/problem_source.h"
+#include "refit/refit.h"
 #include "resident_memory.h"
 #include "run_faults.h"
 #include "run_join.h"
@@ -50,6 +52,8 @@ struct RunOptions {
   bool verify = false;
   std::int32_t iterations = 1;
   std::optional<double> delta;  // --delta: the synthetic update's change fraction
+  double delta_frozen = 0.0;    // --delta-frozen: the share of the tensors that never change
+  double delta_rebalance = DeltaRebalance{}.max_drift;  // --delta-rebalance: the share drift that re-plans
   double timeout = ExecutorOptions{}.timeout.value;
   std::int64_t staging = ExecutorOptions{}.staging.value;
   bool no_direct_stores = false;
@@ -92,6 +96,20 @@ ExecutorOptions executor_options(const RunOptions& o, const Plan& plan, FaultInj
                          .interrupted = faults.interrupted()};
 }
 
+// --delta: every rank re-plans by the bytes that move, unless the plan comes from a file, which
+// nothing re-makes.
+std::optional<DeltaRebalance> delta_rebalance(const RunOptions& o, const PlanInputs& inputs) {
+  if (!o.inputs.plan_file.empty()) return std::nullopt;
+  return DeltaRebalance{.replan =
+                            [problem = inputs.problem, cluster = inputs.cluster, strategy = o.inputs.strategy,
+                             chunk = Bytes{o.inputs.chunk_bytes}](std::vector<Bytes> moved) {
+                              return refit::plan(
+                                  problem, cluster, strategy,
+                                  PlanOptions{.chunk = chunk, .moved_bytes = std::move(moved)});
+                            },
+                        .max_drift = o.delta_rebalance};
+}
+
 [[nodiscard]] Result<RankSetup> set_up(const RunOptions& o, const RankContext& c) {
   Bootstrap& bootstrap = c.bootstrap;
   auto inputs = REFIT_TRY(load_plan_inputs(o.inputs));
@@ -108,7 +126,9 @@ ExecutorOptions executor_options(const RunOptions& o, const Plan& plan, FaultInj
   auto executor = REFIT_TRY_IN(
       make_executor(o.executor, c.executor_bootstrap, executor_options(o, planned.plan, c.faults)),
       "--executor");
-  if (o.delta) executor = std::make_unique<DeltaExecutor>(std::move(executor), c.executor_bootstrap);
+  if (o.delta)
+    executor = std::make_unique<DeltaExecutor>(std::move(executor), c.executor_bootstrap,
+                                               DeltaEncodeOptions{}, delta_rebalance(o, inputs));
   std::optional<EngineMembership> membership;
   if (o.elastic) {
     membership = REFIT_TRY_IN(engine_membership(o.inputs.problem), "--elastic");
@@ -119,9 +139,10 @@ ExecutorOptions executor_options(const RunOptions& o, const Plan& plan, FaultInj
   if (bootstrap.rank() == o.short_rank) REFIT_TRY(shards.shorten_a_buffer());
   std::optional<SyntheticShards> weights;
   if (o.delta)
-    weights = REFIT_TRY_IN(
-        SyntheticShards::make(problem, shards.buffers(), SyntheticUpdate{.change_fraction = *o.delta}),
-        "--delta");
+    weights =
+        REFIT_TRY_IN(SyntheticShards::make(problem, shards.buffers(),
+                                           SyntheticUpdate{.change_fraction = *o.delta}, o.delta_frozen),
+                     "--delta");
   return RankSetup{.inputs = std::move(inputs),
                    .plan = std::move(planned.plan),
                    .executor = std::move(executor),
@@ -289,6 +310,8 @@ std::vector<Setting> settings(const RunOptions& o, const RankSetup& s) {
       {.name = "--executor", .value = o.executor},
       {.name = "--iterations", .value = std::to_string(o.iterations)},
       {.name = "--delta", .value = o.delta ? fmt::format("{}", *o.delta) : "not given"},
+      {.name = "--delta-frozen", .value = fmt::format("{}", o.delta_frozen)},
+      {.name = "--delta-rebalance", .value = fmt::format("{}", o.delta_rebalance)},
       {.name = "--staging", .value = std::to_string(o.staging)},
       {.name = "--storage", .value = o.storage.storage},
       {.name = "--verify", .value = o.verify ? "given" : "not given"},
@@ -394,6 +417,17 @@ Action add_run_command(CLI::App& app) {
          "with --verify every step is checked")
       ->check(CLI::Range(0.0, 1.0))
       ->excludes("--load-sources");
+  cmd->add_option("--delta-frozen", o->delta_frozen,
+                  "With --delta: this fraction of the tensors, the first in the model's order (frozen bottom "
+                  "layers), never changes (default 0)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->needs("--delta");
+  cmd->add_option("--delta-rebalance", o->delta_rebalance,
+                  "With --delta: every rank re-plans by the step's payload sizes after a step whose payload "
+                  "shares over the tensors drift from the plan's by more than this total-variation distance "
+                  "(docs/delta.md; default 0.1, 1 never re-plans; not with --plan)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->needs("--delta");
   cmd->add_option("--timeout", o->timeout,
                   "Longest wait on a peer, in seconds, before every rank fails (default 60); it bounds "
                   "the steps where ranks wait for each other too, so it must exceed the slowest "

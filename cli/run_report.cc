@@ -94,11 +94,13 @@ void print_work(const RunSummary& s) {
              (r->walls.back() - work.busy).value * 1e3, fmt::join(untimed, ", "));
 }
 
-// One step of a delta refit over every rank: bytes and pieces summed, times the slowest rank's.
+// One step of a delta refit over every rank: bytes and pieces summed, times the slowest rank's,
+// and each rank's payload bytes (rank order).
 struct DeltaStep {
   Bytes bytes;
   DeltaStepReport total;
   Seconds seconds;
+  std::vector<std::int64_t> rank_bytes;
 };
 
 std::vector<DeltaStep> delta_steps(const RunSummary& s) {
@@ -110,6 +112,7 @@ std::vector<DeltaStep> delta_steps(const RunSummary& s) {
       const auto& d = r.delta_steps[i].delta;
       auto& t = out[i].total;
       out[i].bytes += r.delta_steps[i].sent;
+      out[i].rank_bytes.push_back(r.delta_steps[i].sent.value);
       t.dense_bytes += d.dense_bytes;
       t.pieces += d.pieces;
       t.unchanged += d.unchanged;
@@ -117,6 +120,9 @@ std::vector<DeltaStep> delta_steps(const RunSummary& s) {
       t.encode = std::ranges::max(t.encode, d.encode, {}, &Seconds::value);
       t.decode = std::ranges::max(t.decode, d.decode, {}, &Seconds::value);
       t.exchange = std::ranges::max(t.exchange, d.exchange, {}, &Seconds::value);
+      t.rebalance = std::ranges::max(t.rebalance, d.rebalance, {}, &Seconds::value);
+      t.share_drift = d.share_drift;  // the same on every rank
+      t.rebalanced = t.rebalanced || d.rebalanced;
     }
   return out;
 }
@@ -132,7 +138,11 @@ nlohmann::ordered_json delta_json(const RunSummary& s) {
                      {"full_pieces", step.total.full},
                      {"encode_seconds", step.total.encode.value},
                      {"decode_seconds", step.total.decode.value},
-                     {"exchange_seconds", step.total.exchange.value}});
+                     {"exchange_seconds", step.total.exchange.value},
+                     {"share_drift", step.total.share_drift},
+                     {"rebalanced", step.total.rebalanced},
+                     {"rebalance_seconds", step.total.rebalance.value},
+                     {"rank_bytes", step.rank_bytes}});
   return {{"change_fraction", *s.delta}, {"steps", steps}};
 }
 
@@ -143,13 +153,15 @@ void print_delta(const RunSummary& s) {
   for (std::size_t i = 0; i < steps.size(); ++i)
     fmt::print(
         "  step {:<4} {} of {} dense ({:.2f} %) in {}; pieces {} ({} dense, {} unchanged); encode {}, "
-        "decode {}, exchange {}\n",
+        "decode {}, exchange {}; share drift {:.3f}{}\n",
         i, human(steps[i].bytes), human(steps[i].total.dense_bytes),
         steps[i].total.dense_bytes.value > 0 ? 100.0 * static_cast<double>(steps[i].bytes.value) /
                                                    static_cast<double>(steps[i].total.dense_bytes.value)
                                              : 0.0,
         human(steps[i].seconds), steps[i].total.pieces, steps[i].total.full, steps[i].total.unchanged,
-        human(steps[i].total.encode), human(steps[i].total.decode), human(steps[i].total.exchange));
+        human(steps[i].total.encode), human(steps[i].total.decode), human(steps[i].total.exchange),
+        steps[i].total.share_drift,
+        steps[i].total.rebalanced ? fmt::format(", re-planned in {}", human(steps[i].total.rebalance)) : "");
 }
 
 std::string verification_text(const RunSummary& s) {
@@ -268,7 +280,8 @@ std::string encode(const RankResult& r) {
   for (const auto& step : r.delta_steps) {
     const auto& d = step.delta;
     j["delta"].push_back(nlohmann::json::array({step.sent.value, d.dense_bytes.value, d.pieces, d.unchanged,
-                                                d.full, d.encode.value, d.decode.value, d.exchange.value}));
+                                                d.full, d.encode.value, d.decode.value, d.exchange.value,
+                                                d.share_drift, d.rebalanced ? 1 : 0, d.rebalance.value}));
   }
   return json_text(j);
 }
@@ -292,7 +305,7 @@ Result<RankResult> decode_rank_result(std::string_view text) {
         .after_prepare = Bytes{resident[0]}, .after_warm_up = Bytes{resident[1]}, .end = Bytes{resident[2]}};
   if (j.contains("join")) r.join = REFIT_TRY(decode_join(j["join"]));
   for (const auto& step : j.value("delta", nlohmann::json::array())) {
-    if (!step.is_array() || step.size() != 8 ||
+    if (!step.is_array() || step.size() != 11 ||
         !std::ranges::all_of(step, [](const nlohmann::json& v) { return v.is_number(); }))
       return fail(ErrorCode::kRuntime, "a rank sent a malformed delta step");
     r.delta_steps.push_back(
@@ -303,7 +316,10 @@ Result<RankResult> decode_rank_result(std::string_view text) {
                                                .full = step[4].get<std::int64_t>(),
                                                .encode = Seconds{step[5].get<double>()},
                                                .decode = Seconds{step[6].get<double>()},
-                                               .exchange = Seconds{step[7].get<double>()}}});
+                                               .exchange = Seconds{step[7].get<double>()},
+                                               .share_drift = step[8].get<double>(),
+                                               .rebalanced = step[9].get<int>() != 0,
+                                               .rebalance = Seconds{step[10].get<double>()}}});
   }
   return r;
 }

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "delta_pieces.h"
+#include "delta_rebalance.h"
 #include "refit/core/try.h"
 #include "refit/executors/agreement.h"
 #include "refit/executors/delta_step.h"
@@ -43,6 +44,7 @@ struct Sending {
   Piece piece;
   std::size_t source = 0;
   std::int64_t payload = 0;
+  bool dense = false;  // sent dense for want of a baseline both ends agree on
 };
 
 // A piece this rank receives: its packed copy, decoded in place, then unpacked into its shard.
@@ -71,7 +73,16 @@ class DeltaPrepared final : public PreparedPlan {
   std::vector<Receiving> receives;
   std::vector<Payloads> payloads;  // of the transfers this rank sends or receives, in plan order
   DeltaCodec codec;
+  RankBuffers buffers;         // what it was prepared with, for a re-plan
+  std::vector<Bytes> planned;  // by tensor: the bytes the plan was balanced by (PlanOptions::moved_bytes)
+  // The last step's agreed payload size of every piece of the plan, and whether it went dense.
+  std::vector<std::int64_t> step_payloads;
+  std::vector<bool> step_dense;
 };
+
+// A payload size agreed in step 3 carries in its top bit whether the piece went dense for want of
+// an agreed baseline, which re-balancing leaves out of its measure of the tensor's delta.
+constexpr std::uint64_t kSentDense = std::uint64_t{1} << 63;
 
 // The most a piece's payload can take with these options.
 std::int64_t capacity(const Piece& p, const DeltaEncodeOptions& options) {
@@ -180,11 +191,18 @@ std::byte* payload_memory(DeltaPrepared& p, std::int32_t transfer) {
     if (s.piece.transfer != transfer) at = 0, transfer = s.piece.transfer;
     auto& src = p.sources[s.source];
     const auto& held = receivers[static_cast<std::size_t>(s.piece.index)];
+    // A box this rank has no baseline of (its first step, a failed one, a box new to it after a
+    // re-plan) whose receiver holds exactly this step's bytes needs none sent: they become it.
+    if (!src.base && held) {
+      const auto current = checksum_of(src.current);
+      if (current.value == *held) src.baseline = src.current, src.base = current;
+    }
     const bool agreed = src.base && held && src.base->value == *held;
     const auto out = std::span(payload_memory(p, transfer) + at,
                                static_cast<std::size_t>(capacity(s.piece, p.codec.options())));
     const auto payload = REFIT_TRY(payload_of(p, s, agreed, out));
     s.payload = agreed && src.changed == 0 ? 0 : static_cast<std::int64_t>(payload.size());
+    s.dense = !agreed;
     src.sent = src.sent || s.payload > 0;
     at += s.payload;
     report.dense_bytes += Bytes{s.piece.bytes};
@@ -223,7 +241,8 @@ struct StepPlan {
                                                             std::int32_t round, const Result<void>& encoded) {
   std::vector<std::pair<std::int32_t, std::uint64_t>> mine;
   for (const auto& s : p.sends)
-    if (s.piece.round == round) mine.emplace_back(s.piece.index, static_cast<std::uint64_t>(s.payload));
+    if (s.piece.round == round)
+      mine.emplace_back(s.piece.index, static_cast<std::uint64_t>(s.payload) | (s.dense ? kSentDense : 0));
   const auto all = REFIT_TRY_IN(
       agree(bootstrap, encoded ? Result<std::string>(encode_pairs(mine)) : std::unexpected(encoded.error())),
       "payload sizes");
@@ -232,7 +251,11 @@ struct StepPlan {
   for (std::size_t i = 0; i < given.size(); ++i) {
     if (!given[i] && p.rounds_of[i] == round)
       return fail(ErrorCode::kRuntime, fmt::format("no rank sized piece {}", i));
-    sizes.push_back(static_cast<std::int64_t>(given[i].value_or(0)));
+    const auto value = given[i].value_or(0);
+    sizes.push_back(static_cast<std::int64_t>(value & ~kSentDense));
+    if (p.rounds_of[i] != round) continue;
+    p.step_payloads[i] = sizes.back();
+    p.step_dense[i] = (value & kSentDense) != 0;
   }
   for (auto& r : p.receives)
     if (r.piece.round == round) r.payload = sizes[static_cast<std::size_t>(r.piece.index)];
@@ -313,6 +336,10 @@ void settle(DeltaPrepared& p, std::int32_t round, bool moved) {
   p->rounds_of = std::move(pieces.rounds_of);
   p->rounds = pieces.rounds;
   p->codec = DeltaCodec(options);
+  p->buffers = buffers;
+  p->planned = delta_rebalance::dense_bytes(plan);
+  p->step_payloads.assign(static_cast<std::size_t>(pieces.total), 0);
+  p->step_dense.assign(static_cast<std::size_t>(pieces.total), true);
   std::map<std::tuple<std::int32_t, std::uint32_t, Box>, std::size_t> sources;  // by round, tensor, box
   for (auto& piece : pieces.sends) {
     const auto [it, added] = sources.try_emplace({piece.round, piece.tensor, piece.box}, p->sources.size());
@@ -346,6 +373,76 @@ void settle(DeltaPrepared& p, std::int32_t round, bool moved) {
   return inner.execute(*prepared);
 }
 
+// Every rank numbers the pieces alike only when they prepare the same plan; a rank that could not
+// plan or prepare (`ready`) makes every rank fail.
+[[nodiscard]] Result<void> agree_on_plan(Bootstrap& bootstrap, const Plan& plan, const Result<void>& ready) {
+  const auto mine =
+      ready ? Result<std::string>(encode_settings({{.name = "plan hash", .value = plan_hash_hex(plan)}}))
+            : Result<std::string>(std::unexpected(ready.error()));
+  return check_same_settings(REFIT_TRY(agree(bootstrap, mine)));
+}
+
+template <class T>
+Result<void> ready(const Result<T>& made) {
+  if (made) return {};
+  return std::unexpected(made.error());
+}
+
+// Moves the baselines of `old` to `fresh` where the rank sends the same box of the same tensor in
+// the same round: the receivers' audit checks them as before.
+void keep_baselines(DeltaPrepared& old, DeltaPrepared& fresh) {
+  std::map<std::tuple<std::int32_t, std::uint32_t, Box>, std::size_t> held;
+  for (const auto& s : old.sends) held.try_emplace({s.piece.round, s.piece.tensor, s.piece.box}, s.source);
+  for (const auto& s : fresh.sends) {
+    const auto it = held.find({s.piece.round, s.piece.tensor, s.piece.box});
+    if (it == held.end()) continue;
+    auto& from = old.sources[it->second];
+    auto& to = fresh.sources[s.source];
+    if (!from.base || to.base) continue;
+    to.baseline = std::move(from.baseline);
+    to.base = from.base;
+    from.base.reset();
+  }
+}
+
+// Whether `fresh` is worth re-preparing for: another plan whose busiest sender, weighed by the
+// step's payloads, carries at least `min_gain` less than the old plan's. The payloads may weigh the
+// plan's choices alike (the same plan), or move boxes for too little.
+bool worth_preparing(const Plan& old, const Plan& fresh, std::span<const Bytes> moved, double min_gain) {
+  if (fresh == old) return false;
+  const auto before = static_cast<double>(delta_rebalance::busiest_sender(old, moved).value);
+  return static_cast<double>(delta_rebalance::busiest_sender(fresh, moved).value) < (1 - min_gain) * before;
+}
+
+// After a step whose transfers all moved: the step's payloads per tensor against those the plan
+// was balanced by, the same on every rank; past the threshold every rank re-plans, and re-prepares
+// where the new plan gains enough.
+[[nodiscard]] Result<void> rebalance(DeltaPrepared& p, const DeltaRebalance& r, Bootstrap& bootstrap,
+                                     Executor& inner, const DeltaEncodeOptions& options,
+                                     DeltaStepReport& report) {
+  const auto start = SteadyClock::now();
+  auto measured = delta_rebalance::measured_moved_bytes(p.plan, p.step_payloads, p.step_dense, p.planned);
+  report.share_drift = delta_rebalance::share_drift(p.planned, measured);
+  if (!(report.share_drift > r.max_drift)) return {};
+  const auto plan = r.replan(measured);
+  const bool keep = plan && !worth_preparing(p.plan, *plan, measured, r.min_gain);
+  auto made = !plan  ? Result<std::unique_ptr<DeltaPrepared>>(std::unexpected(plan.error()))
+              : keep ? Result<std::unique_ptr<DeltaPrepared>>(nullptr)
+                     : make_prepared(*plan, p.rank, p.buffers, options, inner);
+  REFIT_TRY_IN(agree_on_plan(bootstrap, plan ? *plan : p.plan, ready(made)),
+               "re-balancing by the step's payloads");
+  report.rebalance = seconds_since(start);
+  if (keep) {
+    p.planned = std::move(measured);
+    return {};
+  }
+  keep_baselines(p, **made);
+  (*made)->planned = std::move(measured);
+  p = std::move(**made);
+  report.rebalanced = true;
+  return {};
+}
+
 void add(ExecutionReport& total, const ExecutionReport& round) {
   total.bytes_sent += round.bytes_sent;
   total.bytes_received += round.bytes_received;
@@ -364,17 +461,14 @@ ExecutorCapabilities DeltaExecutor::capabilities() const {
 Result<std::unique_ptr<PreparedPlan>> DeltaExecutor::prepare(const Plan& plan, Rank rank,
                                                              const RankBuffers& buffers) {
   auto made = make_prepared(plan, rank, buffers, options_, *inner_);
-  // Every rank numbers the pieces alike only when they prepare the same plan.
-  const auto mine =
-      made ? Result<std::string>(encode_settings({{.name = "plan hash", .value = plan_hash_hex(plan)}}))
-           : Result<std::string>(std::unexpected(made.error()));
-  REFIT_TRY(check_same_settings(REFIT_TRY(agree(*bootstrap_, mine))));
+  REFIT_TRY(agree_on_plan(*bootstrap_, plan, ready(made)));
   return std::unique_ptr<PreparedPlan>(std::move(*made));
 }
 
 // Round by round (a relay forwards in round k + 1 what it decoded in round k). A piece this rank
-// could not apply fails the step here once every round is over, so that the other ranks are not
-// left waiting; a round whose transfers failed ends the step on every rank.
+// could not apply fails the step here once every round is over and the ranks have re-balanced, so
+// that the other ranks are not left waiting; a round whose transfers failed ends the step on every
+// rank.
 Result<ExecutionReport> DeltaExecutor::execute(PreparedPlan& prepared) {
   auto* p = dynamic_cast<DeltaPrepared*>(&prepared);
   if (p == nullptr) return invalid("execute: the plan was prepared by another executor");
@@ -390,6 +484,7 @@ Result<ExecutionReport> DeltaExecutor::execute(PreparedPlan& prepared) {
     if (auto applied = decode(*p, round); !applied && !refused) refused = applied.error();
     report.decode += seconds_since(start);
   }
+  if (rebalance_) REFIT_TRY(rebalance(*p, *rebalance_, *bootstrap_, *inner_, options_, report));
   if (refused) return std::unexpected(*refused);
   total.delta = report;
   return total;

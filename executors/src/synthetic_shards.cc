@@ -1,6 +1,7 @@
 #include "refit/executors/synthetic_shards.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -35,9 +36,13 @@ template <class F>
 }  // namespace
 
 Result<SyntheticShards> SyntheticShards::make(const ReshardProblem& problem, const RankBuffers& buffers,
-                                              const SyntheticUpdate& update) {
+                                              const SyntheticUpdate& update, double frozen_fraction) {
+  if (!(frozen_fraction >= 0.0 && frozen_fraction <= 1.0))
+    return out_of_range(fmt::format("frozen fraction {} is not in [0, 1]", frozen_fraction));
   SyntheticShards out;
   out.update_ = update;
+  out.frozen_tensors_ = static_cast<std::uint32_t>(
+      std::llround(frozen_fraction * static_cast<double>(problem.tensors().size())));
   for (const bool source : {true, false})
     for (const auto& b : source ? buffers.sources : buffers.destinations) {
       const auto& spec = problem.tensors()[b.tensor].tensor;
@@ -68,6 +73,7 @@ Result<SyntheticShards> SyntheticShards::make(const ReshardProblem& problem, con
 }
 
 Result<void> SyntheticShards::step_box(const Shard& shard, std::span<std::byte> bytes) const {
+  if (shard.tensor < frozen_tensors_) return {};
   SyntheticUpdate update = update_;
   update.seed = tensor_seed(update_.seed, shard.tensor);
   return for_each_row(shard.tensor_shape, shard.buffer.box, dtype_size(shard.dtype), bytes,

@@ -159,8 +159,11 @@ double bisect(double lo, double hi, Fits fits) {
 // the most loaded receiver, so that a side that does not bind is spread as well.
 BalanceResult balance_nic_load(const BalanceProblem& p) {
   BalanceResult result;
-  if (p.classes.empty()) {
+  // Nothing to spread (a delta refit whose choosable pieces do not change): every class stays on
+  // its first candidates, without searching a makespan that any t > 0 meets.
+  if (std::ranges::all_of(p.classes, [](const FlowClass& c) { return c.bytes <= 0; })) {
     result.makespan_s = fixed_makespan(p);
+    result.shares.resize(p.classes.size());
     return result;
   }
   FlowNetwork net(p);

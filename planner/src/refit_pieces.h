@@ -60,15 +60,17 @@ inline constexpr double kMinSplitBytes = 1 << 20;
 // at least one row, at most all rows but one) and the rest; nothing when no dim can be cut.
 std::optional<std::pair<Box, Box>> split_rows(const Box& box, Bytes bytes, std::int64_t element_size);
 
-// Walks a list of (NIC, bytes) shares; the last share absorbs rounding leftovers. A side the
-// balance did not choose (no shares) stays on each item's only NIC, with no limit.
+// Walks a list of (NIC, bytes) shares; the last share absorbs rounding leftovers, and a share
+// left with at most `min_split` bytes passes them to the next. A side the balance did not choose
+// (no shares) stays on each item's only NIC, with no limit.
 class ShareCursor {
  public:
-  explicit ShareCursor(const std::vector<std::pair<std::int32_t, double>>& shares)
+  ShareCursor(const std::vector<std::pair<std::int32_t, double>>& shares, double min_split)
       : shares_(shares),
+        min_split_(min_split),
         left_(shares.empty() ? std::numeric_limits<double>::infinity() : shares.front().second) {}
   void skip_spent() {
-    while (left_ <= kMinSplitBytes && at_ + 1 < shares_.size()) left_ += shares_[++at_].second;
+    while (left_ <= min_split_ && at_ + 1 < shares_.size()) left_ += shares_[++at_].second;
   }
   double left() const { return left_; }
   std::int32_t nic(std::int32_t only_nic) const { return shares_.empty() ? only_nic : shares_[at_].first; }
@@ -76,6 +78,7 @@ class ShareCursor {
 
  private:
   const std::vector<std::pair<std::int32_t, double>>& shares_;
+  double min_split_;
   std::size_t at_ = 0;
   double left_;
 };

@@ -43,6 +43,21 @@ constexpr std::array<StrategyInfo, 4> kStrategies{{
      .baseline = true},
 }};
 
+[[nodiscard]] Result<void> check_moved_bytes(const ReshardProblem& problem, const PlanOptions& options) {
+  const auto& moved = options.moved_bytes;
+  if (moved.empty()) return {};
+  if (moved.size() != problem.tensors().size())
+    return mismatch(fmt::format("moved bytes are given for {} tensors, the problem has {}", moved.size(),
+                                problem.tensors().size()));
+  for (std::size_t t = 0; t < moved.size(); ++t)
+    if (moved[t].value < 0)
+      return out_of_range(fmt::format("tensor '{}': moved bytes {} are negative",
+                                      problem.tensors()[t].tensor.name, moved[t].value));
+  if (planner_detail::has_landing(problem))
+    return unsupported("moved bytes (delta refit) with weights quantised at their landing ranks");
+  return {};
+}
+
 }  // namespace
 
 std::span<const StrategyInfo> strategies() { return kStrategies; }
@@ -66,6 +81,7 @@ Result<Plan> make_plan(const StrategyInfo& strategy, const ReshardProblem& probl
                        const PlacedCluster& cluster, const PlanOptions& options) {
   REFIT_TRY_IN(cluster.ranks().check(problem), fmt::format("cluster '{}'", cluster.name()));
   REFIT_TRY(check_chunk(options.chunk));
+  REFIT_TRY(check_moved_bytes(problem, options));
   planner_detail::PlanContext context{
       .problem = problem, .cluster = cluster, .strategy = strategy, .options = options, .overlaps = {}};
   context.overlaps.reserve(problem.tensors().size());

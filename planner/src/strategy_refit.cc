@@ -8,8 +8,11 @@
 //     receiver can take in the same time, destination domains forward it to each other
 //     (refit_forwarding.h).
 //  4. The landing GPU completes the other replicas in its domain over NVLink, chunk by chunk.
+// Steps 2 and 3 weigh each piece by the bytes it moves: dense, or a delta refit's expected payload
+// (PlanOptions::moved_bytes), so that a tensor that does not change costs no sender anything.
 // Network messages are coalesced per (sender, landing) pair; relays per incoming message.
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <map>
 #include <unordered_map>
@@ -32,6 +35,8 @@ class RefitPlanner {
       : c_(c),
         b_(c.problem, c.cluster, c.strategy, c.options.chunk),
         groups_(group_by_domain(c)),
+        moved_per_byte_(moved_per_byte(c)),
+        min_split_(min_split(c, moved_per_byte_)),
         sent_(static_cast<std::size_t>(c.problem.world_size())),
         received_(static_cast<std::size_t>(c.problem.world_size())) {
     const auto nics = c.cluster.cluster().nics().size();
@@ -41,6 +46,38 @@ class RefitPlanner {
       balance_.tx_bandwidth[n] = balance_.rx_bandwidth[n] = c.cluster.cluster().nics()[n].bandwidth.value;
     balance_.tx_fixed.assign(nics, 0.0);
     balance_.rx_fixed.assign(nics, 0.0);
+  }
+
+  // Bytes moved per dense byte, by tensor (empty: dense).
+  static std::vector<double> moved_per_byte(const PlanContext& c) {
+    std::vector<double> out;
+    for (std::size_t t = 0; t < c.options.moved_bytes.size(); ++t) {
+      const auto dense = c.problem.tensors()[t].tensor.bytes().value;
+      out.push_back(
+          dense > 0 ? static_cast<double>(c.options.moved_bytes[t].value) / static_cast<double>(dense) : 0.0);
+    }
+    return out;
+  }
+
+  // Pieces are not cut below kMinSplitBytes of dense data: in moved bytes, that much at the
+  // problem's mean ratio of moved to dense bytes.
+  static double min_split(const PlanContext& c, const std::vector<double>& per_byte) {
+    if (per_byte.empty()) return kMinSplitBytes;
+    double moved = 0, dense = 0;
+    for (std::size_t t = 0; t < per_byte.size(); ++t) {
+      const auto bytes = static_cast<double>(c.problem.tensors()[t].tensor.bytes().value);
+      moved += bytes * per_byte[t];
+      dense += bytes;
+    }
+    return dense > 0 ? kMinSplitBytes * moved / dense : 0.0;
+  }
+
+  // What `dense` bytes of tensor t weigh in the balance.
+  double moved(std::uint32_t t, double dense) const {
+    return moved_per_byte_.empty() ? dense : dense * moved_per_byte_[t];
+  }
+  double moved(std::uint32_t t, const Box& box) const {
+    return moved(t, static_cast<double>(box.volume() * dtype_size(c_.problem.tensors()[t].tensor.dtype)));
   }
 
   [[nodiscard]] Result<Plan> run() {
@@ -98,7 +135,7 @@ class RefitPlanner {
 
   double bytes_of(const NetItem& it) const {
     const auto& box = c_.overlaps[it.tensor].destinations[it.dest].pieces[it.piece].box;
-    return static_cast<double>(box.volume() * dtype_size(c_.problem.tensors()[it.tensor].tensor.dtype));
+    return moved(it.tensor, box);
   }
 
   void add_network_item(const NetItem& item, std::int32_t tx_set, std::int32_t rx_set) {
@@ -133,21 +170,22 @@ class RefitPlanner {
 
   // Walks the class's items against its tx and rx shares, cutting items where a share ends.
   void place_class(std::size_t k, const ClassShares& shares) {
-    ShareCursor tx(shares.tx), rx(shares.rx);
+    ShareCursor tx(shares.tx, min_split_), rx(shares.rx, min_split_);
     for (const auto& [item, only_tx, only_rx] : class_items_[k]) {
       const auto elem = dtype_size(c_.problem.tensors()[item.tensor].tensor.dtype);
+      const double per_byte = moved(item.tensor, 1.0);
       const Box& piece = piece_box(item);
       Box rest = piece;
       for (bool first = true;; first = false) {
         tx.skip_spent();
         rx.skip_spent();
         const double take = std::min(tx.left(), rx.left());
-        const double whole = static_cast<double>(rest.volume() * elem);
-        auto cut = take >= whole - kMinSplitBytes || take < kMinSplitBytes
+        const double whole = moved(item.tensor, rest);
+        auto cut = take >= whole - min_split_ || take < min_split_
                        ? std::nullopt
-                       : split_rows(rest, Bytes{static_cast<std::int64_t>(take)}, elem);
+                       : split_rows(rest, Bytes{static_cast<std::int64_t>(take / per_byte)}, elem);
         const Box& head = cut ? cut->first : first ? piece : rest;
-        const double bytes = static_cast<double>(head.volume() * elem);
+        const double bytes = moved(item.tensor, head);
         place(item, tx.nic(only_tx), rx.nic(only_rx), head);
         tx.consume(bytes);
         rx.consume(bytes);
@@ -172,7 +210,7 @@ class RefitPlanner {
     const auto& group = groups_[item.tensor][item.dest][item.group];
     const Rank sender = least_loaded(c_.overlaps[item.tensor].holders(piece), tx_nic, c_.cluster, sent_);
     const Rank landing = least_loaded(group.replicas, rx_nic, c_.cluster, received_);
-    const auto bytes = box.volume() * dtype_size(c_.problem.tensors()[item.tensor].tensor.dtype);
+    const auto bytes = std::llround(moved(item.tensor, box));
     sent_[static_cast<std::size_t>(sender.value)] += bytes;
     received_[static_cast<std::size_t>(landing.value)] += bytes;
     const Box* kept = &box == &piece.box ? &piece.box : &split_boxes_.emplace_back(box);
@@ -229,6 +267,8 @@ class RefitPlanner {
   const PlanContext& c_;
   PlanBuilder b_;
   std::vector<std::vector<std::vector<DomainGroup>>> groups_;  // [tensor][dest] -> domain groups
+  std::vector<double> moved_per_byte_;
+  double min_split_;
   NicSets nic_sets_;
   BalanceProblem balance_;
   std::unordered_map<std::uint64_t, std::size_t> class_of_;
@@ -240,9 +280,9 @@ class RefitPlanner {
   };
   std::vector<std::vector<ClassItem>> class_items_;
   std::vector<Assignment> assignments_;
-  std::deque<Box> split_boxes_;  // row blocks of split pieces; a deque keeps their addresses
-  std::vector<std::int64_t> assignment_bytes_;
-  std::vector<std::int64_t> sent_;  // bytes per rank, to spread ranks sharing a NIC
+  std::deque<Box> split_boxes_;                 // row blocks of split pieces; a deque keeps their addresses
+  std::vector<std::int64_t> assignment_bytes_;  // moved bytes, as every load below
+  std::vector<std::int64_t> sent_;              // per rank, to spread ranks sharing a NIC
   std::vector<std::int64_t> received_;
 };
 

@@ -78,6 +78,8 @@ struct Scenario {
   std::function<bool(std::int32_t r, std::int32_t s)> hold_weights;  // true: no update before step s
   std::function<void(std::int32_t r, std::int32_t s, RankBuffers&)> before_step;  // after the update
   std::function<bool(std::int32_t r, std::int32_t s)> fail_step;  // true: step s fails on rank r
+  double frozen = 0.0;  // the share of the tensors that never change (SyntheticShards::make)
+  std::optional<DeltaRebalance> rebalance;
 };
 
 // Every rank's step by step outcome: [rank][step].
@@ -88,10 +90,12 @@ std::vector<std::vector<Step>> run_steps(const ReshardProblem& problem, const Pl
     auto ucx = make_ucx_executor(bootstrap, ExecutorOptions{.timeout = Seconds{20}});
     ASSERT_TRUE(ucx) << ucx.error().message;
     std::atomic<bool> fail_now{false};
-    DeltaExecutor executor(std::make_unique<FailingStep>(std::move(*ucx), fail_now), bootstrap);
+    DeltaExecutor executor(std::make_unique<FailingStep>(std::move(*ucx), fail_now), bootstrap, {},
+                           sc.rebalance);
     auto shards = HostShards::allocate(problem, Rank{r});
-    auto weights = SyntheticShards::make(problem, shards.buffers(),
-                                         SyntheticUpdate{.change_fraction = sc.change_fraction, .seed = 5});
+    auto weights =
+        SyntheticShards::make(problem, shards.buffers(),
+                              SyntheticUpdate{.change_fraction = sc.change_fraction, .seed = 5}, sc.frozen);
     ASSERT_TRUE(weights) << weights.error().message;
     auto prepared = executor.prepare(plan, Rank{r}, shards.buffers());
     ASSERT_TRUE(prepared) << prepared.error().message;
@@ -256,6 +260,126 @@ TEST(DeltaExecutor, PlansThatForwardWhatTheRelayDoesNotHoldAreRefusedOnEveryRank
     EXPECT_NE(prepared.error().message.find("outside the rank's own destination shards"), std::string::npos)
         << prepared.error().message;
   });
+}
+
+// 8 tensors of [2048, 1024] bf16 (4 MiB), each replicated on both training ranks (data parallel,
+// each rank behind its own NIC) and split by rows over the two inference ranks. The refit plan
+// balances the senders by dense bytes: its shares of 16 MiB each give the first four tensors to
+// one training rank and the last four to the other.
+ReshardProblem replicated_problem() {
+  std::vector<TensorReshard> tensors;
+  for (int t = 0; t < 8; ++t)
+    tensors.push_back(make_reshard("t" + std::to_string(t), {2048, 1024},
+                                   make_layout({2048, 1024}, {2}, rank_range(0, 2), "R"),
+                                   make_layout({2048, 1024}, {2}, rank_range(2, 2), "S0")));
+  return ReshardProblem::make(std::move(tensors), 2, 2).value();
+}
+
+std::function<Result<Plan>(std::vector<Bytes>)> replan_of(const ReshardProblem& problem,
+                                                          const PlacedCluster& cluster) {
+  return [&problem, &cluster](std::vector<Bytes> moved) {
+    return make_plan("refit", problem, cluster,
+                     PlanOptions{.chunk = Bytes{1 << 20}, .moved_bytes = std::move(moved)});
+  };
+}
+
+// The larger of the two training ranks' payload bytes over their mean.
+double max_over_mean(const std::vector<std::vector<Step>>& steps, std::size_t s) {
+  const double a = static_cast<double>(steps[0][s].report.bytes_sent.value);
+  const double b = static_cast<double>(steps[1][s].report.bytes_sent.value);
+  return std::max(a, b) / (0.5 * (a + b));
+}
+
+// The first half of the tensors frozen: after step 1 (the first delta) one training rank sends
+// everything and the other nothing, the payload shares drift by 1/2 (all of it in half the dense
+// bytes), and every rank re-plans by step 1's payloads. Step 2 sends densely only the boxes whose
+// sender changed; from step 3 on both senders carry about half the payload. Every step leaves
+// every receiver with exactly that step's weights.
+TEST(DeltaExecutor, ARebalanceByThePayloadsChangesSendersAndEveryStepStaysExact) {
+  const auto problem = replicated_problem();
+  const auto cluster = testing::make_test_cluster(4, 1, 2, 2);
+  const auto plan = testing::plan_for(problem, cluster, "refit", Bytes{1 << 20});
+  constexpr std::int32_t kSteps = 8;
+  const auto steps = run_steps(problem, plan,
+                               Scenario{.change_fraction = 0.02,
+                                        .steps = kSteps,
+                                        .frozen = 0.5,
+                                        .rebalance = DeltaRebalance{.replan = replan_of(problem, cluster)}});
+  for (std::int32_t r = 0; r < 4; ++r)
+    for (std::int32_t s = 0; s < kSteps; ++s) {
+      SCOPED_TRACE(::testing::Message() << "rank " << r << " step " << s);
+      const auto& step = steps[static_cast<std::size_t>(r)][static_cast<std::size_t>(s)];
+      ASSERT_FALSE(step.error) << step.error->message;
+      ASSERT_FALSE(step.wrong) << step.wrong->message;
+      EXPECT_EQ(delta_of(step).rebalanced, s == 1);
+      if (s == 1) EXPECT_NEAR(delta_of(step).share_drift, 0.5, 0.01);
+      if (s >= 3) {
+        EXPECT_LT(delta_of(step).share_drift, 0.1);
+        EXPECT_EQ(delta_of(step).full, 0);
+      }
+    }
+  // Before: one sender carries it all (max / mean = 2). After: within a tenth of even.
+  EXPECT_NEAR(max_over_mean(steps, 1), 2.0, 1e-9);
+  for (std::size_t s = 3; s < kSteps; ++s) EXPECT_LT(max_over_mean(steps, s), 1.1) << "step " << s;
+}
+
+// A plan prepared afresh (as after a re-plan, or a restarted job) has no baseline of any box, but
+// its receivers already hold exactly the bytes of the step: each sender's checksum of its bytes
+// equals its receivers' audit, so nothing is sent (no piece dense) and the bytes become the baseline
+// of the next step, which sends only what changed.
+TEST(DeltaExecutor, AFreshPlanWhoseReceiversHoldTheBytesSendsNothing) {
+  const auto problem = delta_problem();
+  const auto plan = direct_plan(problem);
+  std::vector<std::vector<ExecutionReport>> reports(4);
+  testing::run_ranks(4, [&](std::int32_t r, Bootstrap& bootstrap) {
+    auto ucx = make_ucx_executor(bootstrap, ExecutorOptions{.timeout = Seconds{20}});
+    ASSERT_TRUE(ucx) << ucx.error().message;
+    DeltaExecutor executor(std::move(*ucx), bootstrap);
+    auto shards = HostShards::allocate(problem, Rank{r});
+    auto weights =
+        SyntheticShards::make(problem, shards.buffers(), SyntheticUpdate{.change_fraction = 0.02, .seed = 5});
+    ASSERT_TRUE(weights);
+    auto first = executor.prepare(plan, Rank{r}, shards.buffers());
+    ASSERT_TRUE(first);
+    ASSERT_TRUE(executor.execute(**first));  // dense: no baseline yet
+    auto fresh = executor.prepare(plan, Rank{r}, shards.buffers());
+    ASSERT_TRUE(fresh);
+    for (int s = 0; s < 2; ++s) {
+      if (s == 1) ASSERT_TRUE(weights->advance());
+      auto report = executor.execute(**fresh);
+      ASSERT_TRUE(report) << report.error().message;
+      EXPECT_TRUE(weights->verify());
+      reports[static_cast<std::size_t>(r)].push_back(*report);
+    }
+  });
+  for (std::size_t r = 0; r < 2; ++r) {
+    ASSERT_EQ(reports[r].size(), 2u);
+    EXPECT_EQ(reports[r][0].bytes_sent, Bytes{0});
+    EXPECT_EQ(reports[r][0].delta->full, 0);
+    EXPECT_EQ(reports[r][1].delta->full, 0);
+    EXPECT_LT(reports[r][1].bytes_sent.value * 4, reports[r][1].delta->dense_bytes.value);
+  }
+}
+
+// Every tensor frozen: from step 1 on nothing moves, so there is nothing to balance and no plan
+// changes: no drift, no re-plan, no byte sent.
+TEST(DeltaExecutor, FrozenTensorsSendNothingAndAskForNoRebalance) {
+  const auto problem = replicated_problem();
+  const auto cluster = testing::make_test_cluster(4, 1, 2, 2);
+  const auto plan = testing::plan_for(problem, cluster, "refit", Bytes{1 << 20});
+  const auto steps = run_steps(
+      problem, plan,
+      Scenario{
+          .steps = 3, .frozen = 1.0, .rebalance = DeltaRebalance{.replan = replan_of(problem, cluster)}});
+  for (std::int32_t r = 0; r < 4; ++r)
+    for (std::int32_t s = 1; s < 3; ++s) {
+      const auto& step = steps[static_cast<std::size_t>(r)][static_cast<std::size_t>(s)];
+      ASSERT_FALSE(step.error) << step.error->message;
+      EXPECT_FALSE(step.wrong);
+      EXPECT_EQ(step.report.bytes_sent, Bytes{0});
+      EXPECT_EQ(delta_of(step).share_drift, 0.0);
+      EXPECT_FALSE(delta_of(step).rebalanced);
+    }
 }
 
 }  // namespace

@@ -92,5 +92,65 @@ TEST(RunDelta, FrameworkStorageIsRefusedNamingDelta) {
   EXPECT_NE(r.err.find("--delta"), std::string::npos) << r.err;
 }
 
+// The busiest training rank's payload bytes over the training ranks' mean, at one step.
+double max_over_mean(const nlohmann::json& step, std::size_t training_ranks) {
+  double most = 0, sum = 0;
+  for (std::size_t r = 0; r < training_ranks; ++r) {
+    const auto b = step["rank_bytes"][r].get<double>();
+    most = std::max(most, b);
+    sum += b;
+  }
+  return most / (sum / static_cast<double>(training_ranks));
+}
+
+// Two data-parallel training replicas, each on a node of its own, the first half of the tensors
+// frozen: the refit plan balanced by dense bytes gives the frozen half to one replica, so after
+// step 1 (the first delta) one replica sends every changed byte and the other none: the payload
+// shares drift by 1/2, every rank re-plans by step 1's payloads, step 2 sends densely the boxes
+// whose sender changed, and from step 3 on both replicas carry about half. Every one of the 12
+// steps is verified byte for byte; a frozen tensor sends nothing.
+TEST(RunDelta, ARebalanceOnFrozenLayersChangesSendersAndEveryStepIsVerified) {
+  const auto r = testing::refit_run(4,
+                                    "--model " + kModels +
+                                        "small-llama-blocks.json --train tp=1,dp=2 --infer tp=2 --cluster "
+                                        "cpu-host:gpus_per_node=1 --delta 0.01 --delta-frozen 0.5 "
+                                        "--iterations 12 --verify --json --timeout 30",
+                                    180);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_EQ(j["verified"], true);
+  const auto& steps = j["delta"]["steps"];
+  ASSERT_EQ(steps.size(), 12u);
+  for (std::size_t s = 0; s < steps.size(); ++s) {
+    SCOPED_TRACE(::testing::Message() << "step " << s);
+    EXPECT_EQ(steps[s]["rebalanced"], s == 1);
+    if (s < 3) continue;
+    EXPECT_EQ(steps[s]["full_pieces"], 0);
+    EXPECT_GT(steps[s]["unchanged_pieces"].get<std::int64_t>(), 0);  // the frozen tensors' pieces
+    EXPECT_LT(steps[s]["share_drift"].get<double>(), 0.1);
+    EXPECT_LT(max_over_mean(steps[s], 2), 1.25);
+  }
+  EXPECT_GT(steps[1]["share_drift"].get<double>(), 0.45);
+  EXPECT_NEAR(max_over_mean(steps[1], 2), 2.0, 1e-9);  // one replica sends it all
+  EXPECT_GT(steps[2]["full_pieces"].get<std::int64_t>(), 0);
+}
+
+// --delta-rebalance 1 never re-plans: the same run keeps the dense plan's senders.
+TEST(RunDelta, ARebalanceThresholdOfOneKeepsThePlan) {
+  const auto r = testing::refit_run(4,
+                                    "--model " + kModels +
+                                        "small-llama-blocks.json --train tp=1,dp=2 --infer tp=2 --cluster "
+                                        "cpu-host:gpus_per_node=1 --delta 0.01 --delta-frozen 0.5 "
+                                        "--delta-rebalance 1 --iterations 4 --verify --json --timeout 30",
+                                    180);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_EQ(j["verified"], true);
+  for (const auto& step : j["delta"]["steps"]) EXPECT_EQ(step["rebalanced"], false);
+  EXPECT_NEAR(max_over_mean(j["delta"]["steps"][3], 2), 2.0, 1e-9);
+}
+
 }  // namespace
 }  // namespace refit

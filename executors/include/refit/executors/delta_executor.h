@@ -18,12 +18,22 @@
 //     result's checksum before it writes), and only then unpacks it into its shard. A step whose
 //     transfers fail decodes nothing: no receiver is left with half a delta, and the senders forget
 //     their baselines of the step's pieces, so the next step sends those densely.
+// Re-balancing (DeltaRebalance, docs/delta.md): a plan balances its senders by the bytes it was
+// told move (the dense bytes at first). After a step that succeeded, every rank knows every piece's
+// payload size (step 3 agreed them), so every rank measures alike each tensor's payload and how far
+// the payload's shares over the tensors drifted from the plan's; past the threshold every rank
+// re-plans by those payloads and, where the new plan lightens the busiest sender enough,
+// re-prepares. A box whose sender and round stay keeps its baseline (the audit still checks it
+// against its receiver's bytes); the others go dense once.
 // The sender keeps a packed copy of every box it sends (its baseline, one for all its receivers),
 // so its memory grows by those bytes, twice while a step is in flight. Refused at prepare: pieces
 // that land outside the receiver's destination shards (a relay's scratch, as gather-broadcast
 // plans have), quantised tensors and quantise steps, framework parameters, and device memory (the
 // GPU codec is not written yet).
+#include <functional>
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include "refit/delta/codec.h"
 #include "refit/executors/bootstrap.h"
@@ -31,11 +41,30 @@
 
 namespace refit {
 
+struct DeltaRebalance {
+  // The plan of the same problem, cluster and strategy with PlanOptions::moved_bytes = `moved` (by
+  // tensor). Plans are deterministic, so every rank makes the same one.
+  std::function<Result<Plan>(std::vector<Bytes> moved)> replan;
+  // Every rank re-plans after a step whose share drift (DeltaStepReport::share_drift) exceeds this:
+  // 0.1 re-plans once a tenth of the payload sits in tensors the plan weighed otherwise, far above
+  // what the random changes of a uniform update drift by (docs/delta.md); 1 never re-plans.
+  double max_drift = 0.1;
+  // The new plan replaces the old only if its busiest sender, weighed by the step's payloads,
+  // carries at least this share less than the old plan's: re-preparing sends every box whose
+  // sender changed dense once, which a smaller gain does not repay soon. Either way the payloads
+  // become what the drift is measured against.
+  double min_gain = 0.05;
+};
+
 class DeltaExecutor final : public Executor {
  public:
-  // `bootstrap` (the inner executor's) must outlive it.
-  DeltaExecutor(std::unique_ptr<Executor> inner, Bootstrap& bootstrap, DeltaEncodeOptions options = {})
-      : inner_(std::move(inner)), bootstrap_(&bootstrap), options_(options) {}
+  // `bootstrap` (the inner executor's) must outlive it. Without `rebalance` a prepared plan stays.
+  DeltaExecutor(std::unique_ptr<Executor> inner, Bootstrap& bootstrap, DeltaEncodeOptions options = {},
+                std::optional<DeltaRebalance> rebalance = std::nullopt)
+      : inner_(std::move(inner)),
+        bootstrap_(&bootstrap),
+        options_(options),
+        rebalance_(std::move(rebalance)) {}
 
   std::string_view name() const override { return inner_->name(); }
   ExecutorCapabilities capabilities() const override;
@@ -44,7 +73,8 @@ class DeltaExecutor final : public Executor {
   // refuse; errors name the transfer or tensor.
   [[nodiscard]] Result<std::unique_ptr<PreparedPlan>> prepare(const Plan& plan, Rank rank,
                                                               const RankBuffers& buffers) override;
-  // One step; the report's `delta` says what it moved and what it cost.
+  // One step; the report's `delta` says what it moved and what it cost, and whether it re-planned
+  // (then `prepared` holds the new plan).
   [[nodiscard]] Result<ExecutionReport> execute(PreparedPlan& prepared) override;
   // Each step agrees on checksums with every rank of the plan through the bootstrap, which a dead
   // rank would hold up: a delta refit is not elastic.
@@ -60,6 +90,7 @@ class DeltaExecutor final : public Executor {
   std::unique_ptr<Executor> inner_;
   Bootstrap* bootstrap_;
   DeltaEncodeOptions options_;
+  std::optional<DeltaRebalance> rebalance_;
 };
 
 }  // namespace refit

@@ -112,6 +112,13 @@ struct DeltaStepReport {
   Seconds exchange;            // auditing the received pieces' bytes, agreeing on checksums and
                                // sizes (waiting there for the slowest sender's encoding),
                                // preparing this step's transfers
+  // Re-balancing by the bytes that move (DeltaRebalance), the same on every rank: how far this
+  // step's payload shares over the tensors lay from those its plan was balanced for (a
+  // total-variation distance in [0, 1]), whether every rank then re-planned by this step's
+  // payloads into another plan (the next step runs it), and how long re-planning took.
+  double share_drift = 0;
+  bool rebalanced = false;
+  Seconds rebalance;
 };
 
 struct ExecutionReport {

@@ -18,10 +18,15 @@ class SyntheticShards {
  public:
   // Fills `buffers.sources` (contiguous host shards of `problem`'s tensors, bf16 or fp32) with
   // the initial weights and keeps a copy of what `buffers.destinations` must hold; the buffers must
-  // outlive this object. Tensor t's weights follow seed `update.seed` mixed with t. Errors name the
-  // tensor whose dtype the update does not take, or a shard held as framework regions.
+  // outlive this object. Tensor t's weights follow seed `update.seed` mixed with t. The first
+  // round(frozen_fraction * tensors) tensors of the problem never change: frozen bottom layers (the
+  // embeddings and the first blocks, in a model's order), the way partial training leaves a model,
+  // so that the bytes that move are not spread over the tensors as their dense bytes are. Errors
+  // name the tensor whose dtype the update does not take, a shard held as framework regions, or a
+  // frozen fraction outside [0, 1].
   [[nodiscard]] static Result<SyntheticShards> make(const ReshardProblem& problem, const RankBuffers& buffers,
-                                                    const SyntheticUpdate& update);
+                                                    const SyntheticUpdate& update,
+                                                    double frozen_fraction = 0.0);
 
   // Applies the next step of the update to the sources and to the expected destinations.
   [[nodiscard]] Result<void> advance();
@@ -44,6 +49,7 @@ class SyntheticShards {
   [[nodiscard]] Result<void> step_box(const Shard& shard, std::span<std::byte> bytes) const;
 
   SyntheticUpdate update_;
+  std::uint32_t frozen_tensors_ = 0;  // tensors [0, frozen_tensors_) never change
   std::int64_t step_ = 0;
   std::vector<Shard> sources_;
   std::vector<Shard> destinations_;

@@ -4,6 +4,7 @@
 // They are one table (strategies()): a strategy's name is looked up there and nowhere else.
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "refit/core/problem.h"
 #include "refit/planner/execution_model.h"
@@ -17,6 +18,13 @@ struct PlanOptions {
   Bytes chunk{8 << 20};
   // gather-broadcast: NeMo RL packs full tensors into buffers of at most this size.
   Bytes broadcast_buffer{Bytes{5} * (std::int64_t{1} << 30)};
+  // Delta refit (docs/delta.md): by tensor of the problem, the bytes a step is expected to move for
+  // one whole copy of the tensor (its payload; 0 for a tensor that does not change). The refit
+  // strategy balances its senders, landing ranks and relays by these bytes instead of the dense
+  // ones, each piece weighing its share of its tensor's; the other strategies choose no sender by
+  // bytes and ignore them. Plan statistics and the lower bound stay dense. Empty: every tensor
+  // moves its dense bytes (a refit without deltas), the plan of the options without it.
+  std::vector<Bytes> moved_bytes;
 };
 
 enum class StrategyId : std::uint8_t { kRefit, kDirect, kM2nRing, kGatherBroadcast };
@@ -49,7 +57,8 @@ inline constexpr StrategyId kDefaultStrategy = StrategyId::kRefit;
 // kNotFound naming the known strategies for an unknown name.
 [[nodiscard]] Result<const StrategyInfo*> find_strategy(std::string_view name);
 
-// Refuses a placement whose rank counts do not match the problem.
+// Refuses a placement whose rank counts do not match the problem, and moved_bytes that do not give
+// one size >= 0 per tensor (or that come with weights quantised at landing ranks).
 [[nodiscard]] Result<Plan> make_plan(const StrategyInfo& strategy, const ReshardProblem& problem,
                                      const PlacedCluster& cluster, const PlanOptions& options = {});
 // The same with the strategy by name; refuses an unknown name.

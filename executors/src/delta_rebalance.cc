@@ -1,0 +1,69 @@
+#include "delta_rebalance.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace refit::delta_rebalance {
+namespace {
+
+double total(std::span<const Bytes> bytes) {
+  double sum = 0;
+  for (const Bytes b : bytes) sum += static_cast<double>(b.value);
+  return sum;
+}
+
+}  // namespace
+
+std::vector<Bytes> dense_bytes(const Plan& plan) {
+  std::vector<Bytes> out;
+  for (const auto& t : plan.tensors) out.push_back(t.bytes());
+  return out;
+}
+
+std::vector<Bytes> measured_moved_bytes(const Plan& plan, std::span<const std::int64_t> payloads,
+                                        const std::vector<bool>& dense, std::span<const Bytes> planned) {
+  std::vector<double> moved(plan.tensors.size(), 0.0), weighed(plan.tensors.size(), 0.0);
+  std::size_t piece = 0;
+  for (const auto& t : plan.transfers)
+    for (const auto& s : t.segments) {
+      if (piece < payloads.size() && !dense[piece]) {
+        moved[s.tensor] += static_cast<double>(payloads[piece]);
+        weighed[s.tensor] += static_cast<double>(plan.segment_bytes(s).value);
+      }
+      ++piece;
+    }
+  std::vector<Bytes> out(planned.begin(), planned.end());
+  for (std::size_t t = 0; t < out.size(); ++t)
+    if (weighed[t] > 0)
+      out[t] =
+          Bytes{std::llround(moved[t] / weighed[t] * static_cast<double>(plan.tensors[t].bytes().value))};
+  return out;
+}
+
+double share_drift(std::span<const Bytes> planned, std::span<const Bytes> measured) {
+  const double m = total(measured);
+  const double p = total(planned);
+  if (m <= 0) return 0.0;
+  if (p <= 0) return 1.0;
+  double sum = 0;
+  for (std::size_t t = 0; t < measured.size() && t < planned.size(); ++t)
+    sum += std::fabs(static_cast<double>(measured[t].value) / m - static_cast<double>(planned[t].value) / p);
+  return 0.5 * sum;
+}
+
+Bytes busiest_sender(const Plan& plan, std::span<const Bytes> moved) {
+  std::vector<double> sent(static_cast<std::size_t>(plan.world_size()), 0.0);
+  for (const auto& t : plan.transfers)
+    for (const auto& s : t.segments) {
+      const auto dense = plan.tensors[s.tensor].bytes().value;
+      if (dense > 0)
+        sent[static_cast<std::size_t>(t.sender.value)] += static_cast<double>(plan.segment_bytes(s).value) /
+                                                          static_cast<double>(dense) *
+                                                          static_cast<double>(moved[s.tensor].value);
+    }
+  double most = 0;
+  for (const double b : sent) most = std::max(most, b);
+  return Bytes{std::llround(most)};
+}
+
+}  // namespace refit::delta_rebalance
