@@ -185,17 +185,17 @@ Result<void> check_nvlink(const Plan& plan, const PlacedCluster& cluster) {
   return {};
 }
 
-Result<PlanModel> build_called(const Plan& plan, const ReshardProblem& problem, const PlacedCluster& cluster,
-                               const ExecutionModel& execution, const PlanModelOptions& options,
-                               std::vector<std::int32_t> call_of) {
-  const auto lowered = REFIT_TRY(lowering::LoweredPlan::make(plan, options.staging));
+// `lowered`'s plan is the one the calls move (`call_of`, empty without calls).
+Result<PlanModel> build_called(const lowering::LoweredPlan& lowered, const ReshardProblem& problem,
+                               const PlacedCluster& cluster, const ExecutionModel& execution,
+                               const PlanModelOptions& options, std::vector<std::int32_t> call_of) {
   Lowered in{.plan = lowered,
              .execution = execution,
              .costs = REFIT_TRY(lowering::copy_costs(lowered, problem, execution.zero_copy)),
              .steps = std::nullopt};
   if (execution.step_chunks > 0)
     in.steps = REFIT_TRY(lowering::make_step_schedule(lowered, execution.step_chunks));
-  return build(std::move(in), cluster, options, call_of, quantize_work(plan, problem));
+  return build(std::move(in), cluster, options, call_of, quantize_work(lowered.plan(), problem));
 }
 
 }  // namespace
@@ -205,18 +205,29 @@ Result<PlanModel> build_plan_model(const Plan& plan, const ReshardProblem& probl
                                    const PlanModelOptions& options) {
   if (options.window < 0)
     return out_of_range(fmt::format("window must be >= 0 chunks, got {}", options.window));
-  REFIT_TRY(check_nvlink(plan, cluster));
   REFIT_TRY(check_steps(execution, options));
-  if (!options.calls) return build_called(plan, problem, cluster, execution, options, {});
+  if (!options.calls) {
+    // The lowering is the plan's one structural gate (LoweredPlan::make); the NVLink check
+    // indexes the cluster by the plan's ranks, so it comes after it.
+    const auto lowered = REFIT_TRY(lowering::LoweredPlan::make(plan, options.staging));
+    REFIT_TRY(check_nvlink(plan, cluster));
+    return build_called(lowered, problem, cluster, execution, options, {});
+  }
+  // The schedule's checks and the called part index the plan by its transfers' numbers.
+  REFIT_TRY(validate_structure(plan));
+  REFIT_TRY(check_nvlink(plan, cluster));
   auto call_of = REFIT_TRY(call_of_each_transfer(plan, *options.calls));
-  if (std::ranges::none_of(call_of, [](std::int32_t c) { return c < 0; }))
-    return build_called(plan, problem, cluster, execution, options, std::move(call_of));
+  if (std::ranges::none_of(call_of, [](std::int32_t c) { return c < 0; })) {
+    const auto lowered = REFIT_TRY(lowering::LoweredPlan::make(plan, options.staging));
+    return build_called(lowered, problem, cluster, execution, options, std::move(call_of));
+  }
   const CalledPart part = called_part(plan, *options.calls, call_of);
   PlanModelOptions part_options = options;
   part_options.calls = &part.schedule;
   auto part_call_of = REFIT_TRY(call_of_each_transfer(part.plan, part.schedule));
+  const auto lowered = REFIT_TRY(lowering::LoweredPlan::make(part.plan, options.staging));
   auto model =
-      REFIT_TRY(build_called(part.plan, problem, cluster, execution, part_options, std::move(part_call_of)));
+      REFIT_TRY(build_called(lowered, problem, cluster, execution, part_options, std::move(part_call_of)));
   for (auto& t : model.transfer_of_task)
     if (t >= 0) t = part.original[at(t)];
   return model;

@@ -33,7 +33,7 @@ struct PlanModelOptions {
 };
 
 // Chunks and copies are the lowering's for every rank holding its boxes of `problem`, under
-// `execution`'s zero-copy rule. Preconditions: validate_structure(plan). Refuses a schedule
+// `execution`'s zero-copy rule. Refuses a plan that breaks validate_structure, and a schedule
 // whose calls name unknown transfers or ranks, name a transfer twice, run a relay before the
 // transfer it forwards, or depend on later calls.
 [[nodiscard]] Result<PlanModel> build_plan_model(const Plan& plan, const ReshardProblem& problem,

@@ -160,7 +160,6 @@ Result<PlanSimulation> simulate_plan(const Plan& plan, const ReshardProblem& pro
   if (cluster.ranks().rank_count() < plan.world_size())
     return mismatch(fmt::format("the plan has {} ranks, cluster '{}' places {}", plan.world_size(),
                                 cluster.name(), cluster.ranks().rank_count()));
-  REFIT_TRY(validate_structure(plan));
   const ExecutionModel& execution = options.execution ? *options.execution : execution_model(plan.execution);
   const sim::PlanModelOptions mo{.window = options.window.value_or(execution.pair_window),
                                  .calls = options.calls,
