@@ -40,6 +40,20 @@ TEST(PlanSimulation, OneMessageTakesLatencyPlusBytesOverBandwidth) {
               s.predicted.value, 1e-12);
 }
 
+TEST(PlanSimulation, RefusesATransferFromARankThePlanDoesNotHave) {
+  // The plan has ranks 0 and 1; a sender of rank 7 would index the cluster out of range, so the
+  // plan's structural check refuses it first, naming the transfer and the rank.
+  const auto p = one_weight();
+  const auto c = testing::make_test_cluster(2, 1, 1, 1);
+  auto plan = make_plan("refit", p, c).value();
+  plan.transfers[0].sender = Rank{7};
+  const auto refused = simulate_plan(plan, p, c);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("transfers[0]"), std::string::npos) << refused.error().message;
+  EXPECT_NE(refused.error().message.find("rank 7 does not exist (2 ranks)"), std::string::npos)
+      << refused.error().message;
+}
+
 // FP8 in flight: the same weight from one GPU to one on another node.
 ReshardProblem one_weight_quantized(QuantSite site) {
   return quantize_problem(one_weight(), {.scheme = QuantScheme::kFp8Block128, .site = site},
