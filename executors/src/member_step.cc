@@ -39,12 +39,7 @@ Result<MemberStep> member_step(const Plan& plan, const EngineMembership& m, cons
   const auto dropped = dropped_transfers(plan, excluded);
   Plan refeed = repair_plan(plan, excluded, dropped);
   const std::vector<bool> refeed_dropped(refeed.transfers.size(), false);
-  MemberStep out{.plan = Plan{.strategy = plan.strategy,
-                              .execution = plan.execution,
-                              .tensors = plan.tensors,
-                              .source_ranks = plan.source_ranks,
-                              .destination_ranks = plan.destination_ranks,
-                              .transfers = {}},
+  MemberStep out{.plan = plan.without_transfers(),
                  .full_id = {},
                  .engines = repaired_outcomes(plan, dropped, refeed, refeed_dropped, m, gone)};
   keep(plan, dropped, out);

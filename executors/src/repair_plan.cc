@@ -83,12 +83,7 @@ void add_transfers(Plan& repair, const Transfer& dropped, const std::vector<Piec
 }  // namespace
 
 Plan repair_plan(const Plan& plan, const std::vector<bool>& excluded, const std::vector<bool>& dropped) {
-  Plan repair{.strategy = plan.strategy,
-              .execution = plan.execution,
-              .tensors = plan.tensors,
-              .source_ranks = plan.source_ranks,
-              .destination_ranks = plan.destination_ranks,
-              .transfers = {}};
+  Plan repair = plan.without_transfers();
   for (const auto& [receiver, ids] : dropped_into_survivors(plan, excluded, dropped)) {
     std::vector<std::pair<std::int32_t, std::vector<Piece>>> refeed;
     for (const auto id : ids) {

@@ -147,14 +147,7 @@ struct CalledPart {
 
 CalledPart called_part(const Plan& plan, const CallSchedule& schedule,
                        const std::vector<std::int32_t>& call_of) {
-  CalledPart out{.plan = Plan{.strategy = plan.strategy,
-                              .execution = plan.execution,
-                              .tensors = plan.tensors,
-                              .source_ranks = plan.source_ranks,
-                              .destination_ranks = plan.destination_ranks,
-                              .transfers = {}},
-                 .schedule = schedule,
-                 .original = {}};
+  CalledPart out{.plan = plan.without_transfers(), .schedule = schedule, .original = {}};
   std::vector<std::int32_t> renumbered(plan.transfers.size(), -1);
   for (const auto& t : plan.transfers) {
     if (call_of[at(t.id)] < 0) continue;

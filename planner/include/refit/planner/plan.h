@@ -70,6 +70,16 @@ struct Plan {
   bool operator==(const Plan&) const = default;
 
   std::int32_t world_size() const { return source_ranks + destination_ranks; }
+  // The same strategy, execution model, tensors and ranks with no transfers: where a plan derived
+  // from this one (a subset of it, a repair, the part a call schedule runs) starts.
+  Plan without_transfers() const {
+    return Plan{.strategy = strategy,
+                .execution = execution,
+                .tensors = tensors,
+                .source_ranks = source_ranks,
+                .destination_ranks = destination_ranks,
+                .transfers = {}};
+  }
   Bytes segment_bytes(const Segment& s) const {
     return Bytes{s.box.volume() * dtype_size(tensors[s.tensor].dtype)};
   }
