@@ -7,10 +7,11 @@
 // ranks 2, 3; engine 1: ranks 4, 5), NVLink domains of two processes (one per engine), 4 KiB chunks.
 // A second cluster makes engine 1 relay data for engine 0 (kRelays), which then completes through
 // the repair step. Expected when rank 4 dies, with either: ranks 0-3 exit 0 (ranks 2 and 3 verified their own
-// destinations), rank 5 exits 1 (its engine missed the step), and nobody hangs: the dead rank is
-// noticed once silent for the timeout, and the run's 120 s limit only guards against a hang (no
-// duration is asserted, so a loaded machine cannot fail it); rank 0's JSON report lists engine 0 as
-// completed and engine 1 as missed.
+// destinations), rank 5 exits 1 (its engine missed the step), every survivor ends within the
+// timeout plus kMargin of the kill (the dead rank is noticed once silent for the timeout), and rank
+// 0's JSON report lists engine 0 as completed and engine 1 as missed. The timeout is long enough
+// that a live rank descheduled on a loaded machine is not taken for gone; the run's 120 s limit
+// only guards against a hang.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -28,7 +29,7 @@ const std::string kNoRelays = "--cluster cpu-host:gpus_per_domain=2";
 // for engine 0 (ranks 2 and 3): the training NICs are the bottleneck there.
 const std::string kRelays = "--cluster dgx-h100:gpus_per_domain=2";
 constexpr int kRanks = 6;
-constexpr double kTimeout = 3.0;
+constexpr double kTimeout = 10.0;
 constexpr double kMargin = 5.0;
 
 struct ElasticRun {
