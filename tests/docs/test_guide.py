@@ -32,6 +32,10 @@ ALL_BLOCKS = [b for page in PAGES for b in blocks(page)]
 # The README opens with ./run and ./test, which install and build: checked below, not run.
 OPENING = blocks(ROOT / "README.md")[0]
 RUN = [b for b in ALL_BLOCKS if b.language in RUNNABLE and b.not_run is None and b != OPENING]
+# Pages whose commands start processes (mpirun, torchrun): all their blocks are marked `processes`,
+# since a page's blocks share a folder and run in order; ctest runs them one job at a time with
+# the other multi-process tests (tests/docs/CMakeLists.txt).
+PROCESS_PAGES = {b.page for b in RUN if re.search(r"\b(mpirun|torchrun)\b", b.text)}
 CHECKED = [b for b in ALL_BLOCKS if b.check is not None]
 
 
@@ -83,7 +87,12 @@ def run_command(command: str, cwd: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)  # fmt: skip
 
 
-@pytest.mark.parametrize("block", RUN, ids=[b.name for b in RUN])
+def marked(block: Block) -> Any:
+    """The block as a test parameter, marked `processes` when its page starts processes."""
+    return pytest.param(block, marks=pytest.mark.processes) if block.page in PROCESS_PAGES else block
+
+
+@pytest.mark.parametrize("block", [marked(b) for b in RUN], ids=[b.name for b in RUN])
 def test_snippet_runs(block: Block, scratch: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     cwd = scratch(block.page)
     if block.language == "python":

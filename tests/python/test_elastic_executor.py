@@ -38,6 +38,7 @@ def run_elastic_workers(mode: str, **env: str) -> tuple[list[subprocess.Popen[st
     return workers, results, time.monotonic() - start
 
 
+@pytest.mark.processes
 def test_an_engine_killed_mid_transfer_costs_the_other_nothing() -> None:
     workers, results, _ = run_elastic_workers("kill", VICTIM="4")
     assert workers[4].returncode == -9, results[4]
@@ -50,6 +51,7 @@ def test_an_engine_killed_mid_transfer_costs_the_other_nothing() -> None:
         assert step["seconds"] < TIMEOUT + 5, (rank, step)  # the dead rank is noticed once silent
 
 
+@pytest.mark.processes
 def test_a_process_of_an_old_membership_is_fenced_out() -> None:
     workers, results, _ = run_elastic_workers("stale", VICTIM="5")
     (stale,) = results[5]["steps"]
@@ -60,6 +62,7 @@ def test_a_process_of_an_old_membership_is_fenced_out() -> None:
         assert step["verified"] is (True if rank in (2, 3) else None), (rank, step)
 
 
+@pytest.mark.processes
 def test_membership_changes_reuse_the_prepared_plan_with_memory_flat() -> None:
     changes, margin = 100, 8 << 20
     workers, results, _ = run_elastic_workers("changes", CHANGES=str(changes))

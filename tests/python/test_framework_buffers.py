@@ -121,6 +121,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("kind", ["numpy", "torch"])
 @pytest.mark.parametrize("case", [MOE_EP, LLAMA_GQA], ids=["qwen3-moe-ep", "llama-gqa"])
 def test_megatron_parameters_arrive_as_vllm_parameters_between_processes(case: tuple[str, str, str],

@@ -55,6 +55,7 @@ def check_every_byte_lands(results: list[dict[str, Any]]) -> None:
     assert received == sent(results, "peer", "training", "joining") > 0
 
 
+@pytest.mark.processes
 def test_a_restarted_engine_is_refilled_from_peers_while_the_training_ranks_are_free() -> None:
     results = run_join_workers(1, "peers")
     # Engine 1 (ranks 4, 5) from engines 0 and 2; join ranks: peers 2, 3, 6, 7 then 4, 5.
@@ -65,6 +66,7 @@ def test_a_restarted_engine_is_refilled_from_peers_while_the_training_ranks_are_
     check_every_byte_lands(results)
 
 
+@pytest.mark.processes
 def test_a_join_from_both_takes_some_tensors_from_each_side() -> None:
     results = run_join_workers(0, "both")
     assert roles(results) == {"training": [0, 1], "joining": [2, 3], "peer": [4, 5, 6, 7]}

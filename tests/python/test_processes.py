@@ -18,6 +18,7 @@ from conftest import ROOT, free_port, mpirun_env, run_workers
 EXAMPLES = ROOT / "examples" / "python"
 
 
+@pytest.mark.processes
 def test_torchrun_example_refits_a_tiny_model_and_verifies_every_element() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4",
@@ -33,6 +34,7 @@ def test_torchrun_example_refits_a_tiny_model_and_verifies_every_element() -> No
         assert f"rank {rank} (inference): received 158464 bytes, verified 79232 elements" in done.stdout
 
 
+@pytest.mark.processes
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun")
 def test_mpi4py_example_refits_with_numpy_arrays() -> None:
     pytest.importorskip("mpi4py")
@@ -45,6 +47,7 @@ def test_mpi4py_example_refits_with_numpy_arrays() -> None:
         assert f"rank {rank} (inference): received 316928 bytes, verified 79232 elements" in done.stdout
 
 
+@pytest.mark.processes
 def test_a_killed_process_makes_every_survivor_raise_within_the_timeout_naming_it() -> None:
     # tiny-qwen3-moe TP2xEP2 -> TP2xDP2 (6 processes) in domains of two, 4 KiB chunks, as the
     # refit run fault test; rank 1 dies (SIGKILL) once its first chunk is sent.
