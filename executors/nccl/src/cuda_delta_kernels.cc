@@ -1,0 +1,79 @@
+#include "cuda_delta_kernels.h"
+
+#include <fmt/format.h>
+
+#include "delta_kernel.h"
+#include "refit/core/try.h"
+
+namespace refit::nccl_detail {
+
+Result<void> CudaDeltaKernels::prepare(DeltaLanes& d) {
+  const std::int64_t words = delta_workspace_words(d);
+  if (words > workspace_words_) {
+    DeviceMemory grown;
+    REFIT_TRY(grown.allocate(static_cast<std::size_t>(words) * 8, "cudaMalloc (delta codec workspace)"));
+    workspace_ = std::move(grown);
+    workspace_words_ = words;
+  }
+  point_delta_workspace(d, reinterpret_cast<std::uint64_t*>(workspace_.get()));
+  return {};
+}
+
+Result<DeltaTotals> CudaDeltaKernels::totals(const DeltaLanes& d, bool offsets, std::string_view pass) {
+  REFIT_TRY(cuda_ok(launch_delta_tile_prefix(d, offsets, stream_), fmt::format("{} (tile prefix)", pass)));
+  std::uint64_t host[2] = {};
+  REFIT_TRY(cuda_ok(cudaMemcpyAsync(host, d.totals, sizeof host, cudaMemcpyDeviceToHost, stream_),
+                    fmt::format("{} (totals to the host)", pass)));
+  REFIT_TRY(cuda_ok(cudaStreamSynchronize(stream_), pass));
+  return DeltaTotals{host[0], host[1]};
+}
+
+Result<DeltaTotals> CudaDeltaKernels::scan(const DeltaLanes& d) {
+  REFIT_TRY(cuda_ok(launch_delta_scan(d, stream_), "delta scan kernel"));
+  return totals(d, true, "delta scan kernel");
+}
+
+Result<void> CudaDeltaKernels::write(const DeltaLanes& d) {
+  return cuda_ok(launch_delta_write(d, stream_), "delta write kernel");
+}
+
+Result<DeltaTotals> CudaDeltaKernels::checksum(const DeltaLanes& d) {
+  REFIT_TRY(cuda_ok(launch_delta_checksum(d, stream_), "delta checksum kernel"));
+  return totals(d, true, "delta checksum kernel");
+}
+
+Result<DeltaTotals> CudaDeltaKernels::count(const DeltaLanes& d) {
+  REFIT_TRY(cuda_ok(launch_delta_count(d, stream_), "delta count kernel"));
+  return totals(d, true, "delta count kernel");
+}
+
+Result<DeltaTotals> CudaDeltaKernels::check(const DeltaLanes& d) {
+  REFIT_TRY(cuda_ok(launch_delta_check(d, stream_), "delta check kernel"));
+  return totals(d, false, "delta check kernel");
+}
+
+Result<void> CudaDeltaKernels::apply(const DeltaLanes& d) {
+  return cuda_ok(launch_delta_apply(d, stream_), "delta apply kernel");
+}
+
+Result<void> CudaDeltaKernels::copy(std::byte* to, const std::byte* from, std::int64_t bytes) {
+  if (bytes == 0) return {};
+  return cuda_ok(
+      cudaMemcpyAsync(to, from, static_cast<std::size_t>(bytes), cudaMemcpyDeviceToDevice, stream_),
+      "cudaMemcpyAsync (delta payload)");
+}
+
+// Waits: `from` is the caller's host memory, which may go as soon as this returns.
+Result<void> CudaDeltaKernels::upload(std::byte* to, std::span<const std::byte> from) {
+  REFIT_TRY(cuda_ok(cudaMemcpyAsync(to, from.data(), from.size(), cudaMemcpyHostToDevice, stream_),
+                    "cudaMemcpyAsync (delta header to the device)"));
+  return cuda_ok(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (delta header)");
+}
+
+Result<void> CudaDeltaKernels::download(std::span<std::byte> to, const std::byte* from) {
+  REFIT_TRY(cuda_ok(cudaMemcpyAsync(to.data(), from, to.size(), cudaMemcpyDeviceToHost, stream_),
+                    "cudaMemcpyAsync (delta header to the host)"));
+  return cuda_ok(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (delta header)");
+}
+
+}  // namespace refit::nccl_detail
