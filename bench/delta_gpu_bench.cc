@@ -124,10 +124,10 @@ int main(int argc, char** argv) {
   Buffers b;
   const auto n = static_cast<std::size_t>(kChunkBytes);
   const auto payload = n + kDeltaHeaderBytes;
-  // scratch: both halves of the reference copy (up to 3 n of traffic).
+  // scratch: both halves of the reference copy (up to 3 n + a header of traffic).
   if (!b.before.allocate(n, "before") || !b.after.allocate(n, "after") ||
       !b.forward.allocate(payload, "forward") || !b.backward.allocate(payload, "backward") ||
-      !b.target.allocate(n, "target") || !b.scratch.allocate(3 * n, "memcpy reference"))
+      !b.target.allocate(n, "target") || !b.scratch.allocate(3 * n + payload, "memcpy reference"))
     return 1;
   std::vector<std::byte> weights(n);
   (void)fill_synthetic_weights(weights, DType::kBF16, 0, 1);

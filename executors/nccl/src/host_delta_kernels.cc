@@ -1,5 +1,4 @@
 #include <cstring>
-#include <type_traits>
 
 #include "delta_kernels.h"
 
