@@ -1,12 +1,13 @@
 // The GPU delta codec (executors/nccl/src/delta_kernel.cu) on a GPU, against refit::DeltaCodec
 // and against its own bodies run on the host (HostDeltaKernels), bit for bit:
-// - the payload the kernels write for a chunk is the host bodies' and DeltaCodec's in its format;
-// - DeltaCodec decodes it to the current bytes, and the kernels decode DeltaCodec's bitmask and
-//   dense payloads to them;
+// - the payload the kernels write for a chunk is the host bodies' and DeltaCodec's (entropy off);
+// - DeltaCodec decodes it to the current bytes, and the kernels decode DeltaCodec's dense, bitmask
+//   and runs payloads to them;
 // - a payload whose planes or mask were damaged is refused with the receiver's device bytes
 //   untouched.
 // Chunks of bf16, fp16, fp32, fp8 and fp64, from empty to more tiles than the kernels' grid (the
-// tiles strided over the blocks, the prefix kernel's threads holding several tiles each), at 8-byte
+// tiles strided over the blocks, the one-block kernels' threads holding several tiles, lanes or
+// segments each), at 8-byte
 // aligned and odd device addresses (the byte-wise loads). Throughput is bench/delta_gpu_bench's.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -77,8 +78,10 @@ ByteVector encode_with(nccl_detail::DeltaKernels& kernels, const std::byte* base
   return host;
 }
 
-ByteVector cpu_encode(const ChunkPair& c, Checksum base, DeltaEncoding encoding) {
-  DeltaCodec codec({.entropy = false, .format = DeltaFormat{.encoding = encoding}});
+// DeltaCodec's payload with its entropy stage off: its own choice, or `encoding`.
+ByteVector cpu_encode(const ChunkPair& c, Checksum base, std::optional<DeltaEncoding> encoding) {
+  DeltaCodec codec({.entropy = false,
+                    .format = encoding ? std::optional(DeltaFormat{.encoding = *encoding}) : std::nullopt});
   ByteVector out(static_cast<std::size_t>(
       delta_payload_capacity(static_cast<std::int64_t>(c.current.size()), dtype_size(c.dtype))));
   const auto header =
@@ -118,14 +121,13 @@ void expect_gpu_as_cpu(CudaDeltaKernels& kernels, const ChunkPair& c, std::size_
   HostDeltaKernels host;
   ByteVector host_out(kDeltaHeaderBytes + n);
   EXPECT_EQ(on_gpu, encode_with(host, c.baseline.data(), c.current.data(), host_out.data(), c, base, false));
-  const DeltaEncoding encoding = read_delta_header(on_gpu).value().format.encoding;
-  EXPECT_EQ(on_gpu, cpu_encode(c, base, encoding));
+  EXPECT_EQ(on_gpu, cpu_encode(c, base, std::nullopt));
 
   DeltaCodec cpu;
   ByteVector by_cpu = c.baseline;
   EXPECT_TRUE(cpu.decode(on_gpu, {.bytes = by_cpu, .dtype = c.dtype, .base = base}).has_value());
   EXPECT_TRUE(by_cpu == c.current);
-  for (const DeltaEncoding e : {DeltaEncoding::kBitmask, DeltaEncoding::kDense}) {
+  for (const DeltaEncoding e : {DeltaEncoding::kBitmask, DeltaEncoding::kDense, DeltaEncoding::kRuns}) {
     const auto [bytes, result] = gpu_decode(kernels, c, cpu_encode(c, base, e), base, offset);
     ASSERT_TRUE(result.has_value()) << result.error().message;
     EXPECT_EQ(*result, checksum_of(c.current));
@@ -167,17 +169,19 @@ TEST_F(GpuDeltaCodec, DamagedPayloadsAreRefusedUntouched) {
   std::mt19937_64 rng(3);
   const ChunkPair c = random_pair(DType::kBF16, 100000, 0.02, rng);
   const Checksum base = checksum_of(c.baseline);
-  const ByteVector payload = cpu_encode(c, base, DeltaEncoding::kBitmask);
-  const std::size_t mask = (100000 + 7) / 8;
-  // A mask bit flipped (the count disagrees with the header), a plane's byte and the last plane's
-  // last byte (the checksum disagrees): each refused before anything is written.
+  // A mask bit or a run's position flipped (the count disagrees with the header, or the checksum),
+  // a plane's byte and the last plane's last byte (the checksum disagrees): each refused before
+  // anything is written.
   const auto header = static_cast<std::size_t>(kDeltaHeaderBytes);
-  for (const std::size_t at : {header + 10, header + mask + 5, payload.size() - 1}) {
-    ByteVector damaged = payload;
-    damaged[at] ^= std::byte{0x01};
-    const auto [bytes, result] = gpu_decode(kernels(), c, damaged, base, 0);
-    EXPECT_FALSE(result.has_value()) << "byte " << at;
-    EXPECT_TRUE(bytes == c.baseline) << "byte " << at;
+  for (const DeltaEncoding encoding : {DeltaEncoding::kBitmask, DeltaEncoding::kRuns}) {
+    const ByteVector payload = cpu_encode(c, base, encoding);
+    for (const std::size_t at : {header + 10, payload.size() - 1000, payload.size() - 1}) {
+      ByteVector damaged = payload;
+      damaged[at] ^= std::byte{0x01};
+      const auto [bytes, result] = gpu_decode(kernels(), c, damaged, base, 0);
+      EXPECT_FALSE(result.has_value()) << delta_encoding_name(encoding) << " byte " << at;
+      EXPECT_TRUE(bytes == c.baseline) << delta_encoding_name(encoding) << " byte " << at;
+    }
   }
 }
 

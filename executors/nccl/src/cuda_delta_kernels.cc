@@ -19,37 +19,57 @@ Result<void> CudaDeltaKernels::prepare(DeltaLanes& d) {
   return {};
 }
 
-Result<DeltaTotals> CudaDeltaKernels::totals(const DeltaLanes& d, bool offsets, std::string_view pass) {
-  REFIT_TRY(cuda_ok(launch_delta_tile_prefix(d, offsets, stream_), fmt::format("{} (tile prefix)", pass)));
-  std::uint64_t host[2] = {};
+Result<DeltaTotals> CudaDeltaKernels::read_totals(const DeltaLanes& d, std::string_view pass) {
+  std::uint64_t host[3] = {};
   REFIT_TRY(cuda_ok(cudaMemcpyAsync(host, d.totals, sizeof host, cudaMemcpyDeviceToHost, stream_),
                     fmt::format("{} (totals to the host)", pass)));
   REFIT_TRY(cuda_ok(cudaStreamSynchronize(stream_), pass));
-  return DeltaTotals{host[0], host[1]};
+  return DeltaTotals{host[0], host[1], host[2]};
+}
+
+Result<DeltaTotals> CudaDeltaKernels::totals(const DeltaLanes& d, std::uint64_t* counts,
+                                             const std::uint64_t* sums, std::string_view pass) {
+  REFIT_TRY(
+      cuda_ok(launch_delta_tile_prefix(d, counts, sums, stream_), fmt::format("{} (tile prefix)", pass)));
+  return read_totals(d, pass);
 }
 
 Result<DeltaTotals> CudaDeltaKernels::scan(const DeltaLanes& d) {
   REFIT_TRY(cuda_ok(launch_delta_scan(d, stream_), "delta scan kernel"));
-  return totals(d, true, "delta scan kernel");
+  return totals(d, d.tile_count, d.tile_sum, "delta scan kernel");
 }
 
 Result<void> CudaDeltaKernels::write(const DeltaLanes& d) {
   return cuda_ok(launch_delta_write(d, stream_), "delta write kernel");
 }
 
+Result<DeltaTotals> CudaDeltaKernels::positions(const DeltaLanes& d) {
+  REFIT_TRY(cuda_ok(launch_delta_positions(d, stream_), "delta positions kernels"));
+  return totals(d, d.tile_positions, nullptr, "delta positions kernels");
+}
+
+Result<void> CudaDeltaKernels::write_runs(const DeltaLanes& d) {
+  return cuda_ok(launch_delta_write_runs(d, stream_), "delta write runs kernel");
+}
+
+Result<DeltaTotals> CudaDeltaKernels::runs_to_mask(const DeltaLanes& d) {
+  REFIT_TRY(cuda_ok(launch_delta_runs_to_mask(d, stream_), "delta runs to mask kernel"));
+  return read_totals(d, "delta runs to mask kernel");
+}
+
 Result<DeltaTotals> CudaDeltaKernels::checksum(const DeltaLanes& d) {
   REFIT_TRY(cuda_ok(launch_delta_checksum(d, stream_), "delta checksum kernel"));
-  return totals(d, true, "delta checksum kernel");
+  return totals(d, d.tile_count, d.tile_sum, "delta checksum kernel");
 }
 
 Result<DeltaTotals> CudaDeltaKernels::count(const DeltaLanes& d) {
   REFIT_TRY(cuda_ok(launch_delta_count(d, stream_), "delta count kernel"));
-  return totals(d, true, "delta count kernel");
+  return totals(d, d.tile_count, d.tile_sum, "delta count kernel");
 }
 
 Result<DeltaTotals> CudaDeltaKernels::check(const DeltaLanes& d) {
   REFIT_TRY(cuda_ok(launch_delta_check(d, stream_), "delta check kernel"));
-  return totals(d, false, "delta check kernel");
+  return totals(d, nullptr, d.tile_sum, "delta check kernel");
 }
 
 Result<void> CudaDeltaKernels::apply(const DeltaLanes& d) {

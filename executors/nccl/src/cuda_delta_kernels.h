@@ -17,6 +17,9 @@ class CudaDeltaKernels final : public DeltaKernels {
   [[nodiscard]] Result<void> prepare(DeltaLanes& d) override;
   [[nodiscard]] Result<DeltaTotals> scan(const DeltaLanes& d) override;
   [[nodiscard]] Result<void> write(const DeltaLanes& d) override;
+  [[nodiscard]] Result<DeltaTotals> positions(const DeltaLanes& d) override;
+  [[nodiscard]] Result<void> write_runs(const DeltaLanes& d) override;
+  [[nodiscard]] Result<DeltaTotals> runs_to_mask(const DeltaLanes& d) override;
   [[nodiscard]] Result<DeltaTotals> checksum(const DeltaLanes& d) override;
   [[nodiscard]] Result<DeltaTotals> count(const DeltaLanes& d) override;
   [[nodiscard]] Result<DeltaTotals> check(const DeltaLanes& d) override;
@@ -26,8 +29,11 @@ class CudaDeltaKernels final : public DeltaKernels {
   [[nodiscard]] Result<void> download(std::span<std::byte> to, const std::byte* from) override;
 
  private:
-  // The tile prefix (with `offsets`) after a pass, then the totals on the host.
-  [[nodiscard]] Result<DeltaTotals> totals(const DeltaLanes& d, bool offsets, std::string_view pass);
+  // The tile prefix of `counts` (into offsets, when given) and `sums` after a pass, then the
+  // totals on the host.
+  [[nodiscard]] Result<DeltaTotals> totals(const DeltaLanes& d, std::uint64_t* counts,
+                                           const std::uint64_t* sums, std::string_view pass);
+  [[nodiscard]] Result<DeltaTotals> read_totals(const DeltaLanes& d, std::string_view pass);
 
   cudaStream_t stream_;
   DeviceMemory workspace_;

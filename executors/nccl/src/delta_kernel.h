@@ -20,8 +20,15 @@ cudaError_t launch_delta_count(const DeltaLanes& d, cudaStream_t stream);
 cudaError_t launch_delta_check(const DeltaLanes& d, cudaStream_t stream);
 // Decoding, pass 3: the changes XORed into d.target.
 cudaError_t launch_delta_apply(const DeltaLanes& d, cudaStream_t stream);
-// The totals of the tile arrays into d.totals; with `offsets`, the tile counts become exclusive
-// offsets (without, they are left alone and totals[0] means nothing).
-cudaError_t launch_delta_tile_prefix(const DeltaLanes& d, bool offsets, cudaStream_t stream);
+// Encoding runs: the lanes' carries (one block), then per tile the lanes' position bytes.
+cudaError_t launch_delta_positions(const DeltaLanes& d, cudaStream_t stream);
+// Encoding runs: the runs body, after the prefix made the tiles' position bytes offsets.
+cudaError_t launch_delta_write_runs(const DeltaLanes& d, cudaStream_t stream);
+// Decoding runs: the mask (d.mask, zeroed here) the positions make, and the totals (one block).
+cudaError_t launch_delta_runs_to_mask(const DeltaLanes& d, cudaStream_t stream);
+// Into d.totals the sum of `counts` and of `sums` (either may be null) over the tiles; `counts`,
+// when given, becomes exclusive offsets.
+cudaError_t launch_delta_tile_prefix(const DeltaLanes& d, std::uint64_t* counts, const std::uint64_t* sums,
+                                     cudaStream_t stream);
 
 }  // namespace refit::nccl_detail

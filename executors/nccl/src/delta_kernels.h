@@ -23,6 +23,14 @@ class DeltaKernels {
   [[nodiscard]] virtual Result<DeltaTotals> scan(const DeltaLanes& d) = 0;
   // Encoding, pass 2: the bitmask body at d.body, from the mask and offsets scan() left.
   [[nodiscard]] virtual Result<void> write(const DeltaLanes& d) = 0;
+  // Encoding runs, after scan(): the lanes' carries, their position bytes and the tiles' offsets
+  // (totals' count: the position bytes of the whole body).
+  [[nodiscard]] virtual Result<DeltaTotals> positions(const DeltaLanes& d) = 0;
+  // Encoding runs, after positions(): the runs body at d.body (d.positions bytes of positions).
+  [[nodiscard]] virtual Result<void> write_runs(const DeltaLanes& d) = 0;
+  // Decoding runs: the mask the positions at d.positions_in make, in d.mask (count: the values,
+  // sum: the last run's end, flags: a varint cut short or too long, or a head without its length).
+  [[nodiscard]] virtual Result<DeltaTotals> runs_to_mask(const DeltaLanes& d) = 0;
   // The checksum of d.current (totals' sum).
   [[nodiscard]] virtual Result<DeltaTotals> checksum(const DeltaLanes& d) = 0;
   // Decoding, pass 1 and the prefix: the payload mask's set bits, and lanes with bits past the end.
@@ -45,6 +53,9 @@ class HostDeltaKernels final : public DeltaKernels {
   [[nodiscard]] Result<void> prepare(DeltaLanes& d) override;
   [[nodiscard]] Result<DeltaTotals> scan(const DeltaLanes& d) override;
   [[nodiscard]] Result<void> write(const DeltaLanes& d) override;
+  [[nodiscard]] Result<DeltaTotals> positions(const DeltaLanes& d) override;
+  [[nodiscard]] Result<void> write_runs(const DeltaLanes& d) override;
+  [[nodiscard]] Result<DeltaTotals> runs_to_mask(const DeltaLanes& d) override;
   [[nodiscard]] Result<DeltaTotals> checksum(const DeltaLanes& d) override;
   [[nodiscard]] Result<DeltaTotals> count(const DeltaLanes& d) override;
   [[nodiscard]] Result<DeltaTotals> check(const DeltaLanes& d) override;
@@ -58,7 +69,8 @@ class HostDeltaKernels final : public DeltaKernels {
 };
 
 // The number of 64-bit words of workspace `d` needs, and where each part lies in them: the mask
-// words, the tile counts, the tile sums, the totals (both implementations lay it out alike).
+// words, the lanes' carries, the tile counts, sums and position bytes, the totals (both
+// implementations lay it out alike).
 std::int64_t delta_workspace_words(const DeltaLanes& d);
 void point_delta_workspace(DeltaLanes& d, std::uint64_t* workspace);
 

@@ -58,8 +58,9 @@ Result<Checksum> DeviceDeltaCodec::decode(const std::byte* payload, std::int64_t
   return decoded;
 }
 
-// As DeltaCodec::encode with its entropy stage off, bitmask and dense alone: a full refit without
-// a base; otherwise one scan for the changes and the result's checksum, then the smaller body.
+// As DeltaCodec::encode with its entropy stage off: a full refit without a base; otherwise one scan
+// for the changes and the result's checksum, the runs' position bytes from the mask, then the
+// smallest body (the first of dense, bitmask, runs on a tie, as DeltaCodec ranks them).
 Result<DeltaHeader> DeviceDeltaCodec::encode_chunk(const DeviceDeltaSource& source, std::byte* out,
                                                    std::int64_t capacity) {
   const std::int64_t element_bytes = dtype_size(source.dtype);
@@ -67,6 +68,7 @@ Result<DeltaHeader> DeviceDeltaCodec::encode_chunk(const DeviceDeltaSource& sour
   DeltaLanes d = lanes_of(source.bytes, element_bytes);
   d.baseline = source.baseline;
   d.current = source.current;
+  d.body = out + kDeltaHeaderBytes;
   REFIT_TRY(kernels_.prepare(d));
   DeltaHeader header{
       .element_bytes = element_bytes, .chunk_bytes = source.bytes, .changed_elements = d.elements};
@@ -78,19 +80,20 @@ Result<DeltaHeader> DeviceDeltaCodec::encode_chunk(const DeviceDeltaSource& sour
     header.changed_elements = static_cast<std::int64_t>(scan.count);
     header.base = *source.base;
     header.result = Checksum{source.base->value + scan.sum};
-    const std::int64_t bitmask = bitmask_body_bytes(d.elements, header.changed_elements, element_bytes);
-    if (bitmask < source.bytes) {
-      header.format.encoding = DeltaEncoding::kBitmask;
-      body = bitmask;
-    }
-  }
-  std::byte* body_out = out + kDeltaHeaderBytes;
-  if (header.format.encoding == DeltaEncoding::kBitmask) {
-    d.body = body_out;
     d.changed = header.changed_elements;
+    d.positions = static_cast<std::int64_t>(REFIT_TRY(kernels_.positions(d)).count);
+    const std::int64_t values = d.changed * element_bytes;
+    for (const auto& [encoding, bytes] :
+         {std::pair{DeltaEncoding::kBitmask, delta_mask_bytes(d.elements) + values},
+          std::pair{DeltaEncoding::kRuns, d.positions + values}})
+      if (bytes < body) header.format.encoding = encoding, body = bytes;
+  }
+  if (header.format.encoding == DeltaEncoding::kBitmask) {
     REFIT_TRY(kernels_.write(d));
+  } else if (header.format.encoding == DeltaEncoding::kRuns) {
+    REFIT_TRY(kernels_.write_runs(d));
   } else {
-    REFIT_TRY(kernels_.copy(body_out, source.current, source.bytes));
+    REFIT_TRY(kernels_.copy(d.body, source.current, source.bytes));
   }
   header.inner_bytes = body;
   header.body_bytes = body;
@@ -104,14 +107,14 @@ Result<Checksum> DeviceDeltaCodec::decode_chunk(const std::byte* payload, std::i
   if (payload_bytes >= kDeltaHeaderBytes) REFIT_TRY(kernels_.download(bytes, payload));
   const DeltaHeader header = REFIT_TRY(read_delta_header(bytes, payload_bytes));
   REFIT_TRY(check_delta_target(header, target.size, target.dtype));
-  if (header.format.entropy != DeltaEntropy::kNone || header.format.encoding == DeltaEncoding::kRuns)
-    return unsupported(
-        fmt::format("a {} payload: the GPU codec decodes dense and bitmask ones (DeltaCodec "
-                    "decodes the others)",
-                    delta_format_name(header.format)));
+  if (header.format.entropy != DeltaEntropy::kNone)
+    return unsupported(fmt::format("a {} payload: the GPU codec decodes raw ones (DeltaCodec decodes zstd)",
+                                   delta_format_name(header.format)));
   const std::byte* body = payload + kDeltaHeaderBytes;
-  return header.format.encoding == DeltaEncoding::kDense ? decode_dense(header, body, target)
-                                                         : decode_bitmask(header, body, target);
+  if (header.format.encoding == DeltaEncoding::kDense) return decode_dense(header, body, target);
+  REFIT_TRY(delta::same_baseline(header.base, target.base));
+  return header.format.encoding == DeltaEncoding::kBitmask ? decode_bitmask(header, body, target)
+                                                           : decode_runs(header, body, target);
 }
 
 Result<Checksum> DeviceDeltaCodec::decode_dense(const DeltaHeader& header, const std::byte* body,
@@ -132,22 +135,53 @@ Result<Checksum> DeviceDeltaCodec::decode_dense(const DeltaHeader& header, const
   return result;
 }
 
-// Pass 1 checks the mask (exactly `changed` bits, none past the end) before pass 2 reads a plane
-// by any rank; pass 2 computes the result's checksum writing nothing; pass 3 applies.
 Result<Checksum> DeviceDeltaCodec::decode_bitmask(const DeltaHeader& header, const std::byte* body,
                                                   const DeviceDeltaTarget& target) {
-  REFIT_TRY(delta::same_baseline(header.base, target.base));
   DeltaLanes d = lanes_of(header.chunk_bytes, header.element_bytes);
   const std::int64_t expected = bitmask_body_bytes(d.elements, header.changed_elements, header.element_bytes);
   if (header.body_bytes != expected)
     return parse_error(fmt::format("bitmask body of {} bytes; a mask of {} and {} values of {} take {}",
                                    header.body_bytes, delta_mask_bytes(d.elements), header.changed_elements,
                                    header.element_bytes, expected));
-  d.target = target.bytes;
   d.mask_in = body;
   d.planes_in = body + delta_mask_bytes(d.elements);
-  d.changed = header.changed_elements;
   REFIT_TRY(kernels_.prepare(d));
+  return apply_mask(header, d, target);
+}
+
+// The runs become a mask in the workspace (checked whole: every varint complete and within 64
+// bits, every head with its length, the runs' values the header's changed elements, none past the
+// chunk's end), which then applies as a bitmask body's does.
+Result<Checksum> DeviceDeltaCodec::decode_runs(const DeltaHeader& header, const std::byte* body,
+                                               const DeviceDeltaTarget& target) {
+  DeltaLanes d = lanes_of(header.chunk_bytes, header.element_bytes);
+  const std::int64_t values = header.changed_elements * header.element_bytes;
+  if (header.body_bytes < values)
+    return parse_error(fmt::format("runs body of {} bytes, shorter than its {} values of {} bytes",
+                                   header.body_bytes, header.changed_elements, header.element_bytes));
+  d.positions = header.body_bytes - values;
+  d.positions_in = body;
+  REFIT_TRY(kernels_.prepare(d));
+  const DeltaTotals runs = REFIT_TRY(kernels_.runs_to_mask(d));
+  if (runs.flags != 0)
+    return parse_error(
+        "runs body: a position is cut short or overflows 64 bits, or a run's length is missing");
+  if (runs.count != static_cast<std::uint64_t>(header.changed_elements))
+    return parse_error(fmt::format("runs body: the runs hold {} elements, the header says {} changed",
+                                   runs.count, header.changed_elements));
+  if (runs.sum > static_cast<std::uint64_t>(d.elements))
+    return parse_error(fmt::format("runs body: a run past the chunk's {} elements", d.elements));
+  d.mask_in = reinterpret_cast<const std::byte*>(d.mask);
+  d.planes_in = body + d.positions;
+  return apply_mask(header, d, target);
+}
+
+// Pass 1 checks the mask (exactly `changed` bits, none past the end) before pass 2 reads a plane
+// by any rank; pass 2 computes the result's checksum writing nothing; pass 3 applies.
+Result<Checksum> DeviceDeltaCodec::apply_mask(const DeltaHeader& header, DeltaLanes& d,
+                                              const DeviceDeltaTarget& target) {
+  d.target = target.bytes;
+  d.changed = header.changed_elements;
   const DeltaTotals bits = REFIT_TRY(kernels_.count(d));
   if (bits.count != static_cast<std::uint64_t>(header.changed_elements))
     return parse_error(fmt::format("bitmask body: {} bits set, the header says {} elements changed",

@@ -1,11 +1,11 @@
 #pragma once
 // The delta codec of a chunk that lies in device memory (docs/delta.md, "The GPU codec"): the same
 // payloads as refit::DeltaCodec with its entropy stage off, from the same checksum, so that either
-// side of a refit may run either codec. It encodes the smaller of the bitmask and dense encodings
-// (DeltaCodec's choice among the two: dense on a tie) and decodes those two, all or nothing: the
+// side of a refit may run either codec. It encodes the smallest of dense, bitmask and runs
+// (DeltaCodec's choice among them, the same bytes) and decodes any of them, all or nothing: the
 // result's checksum is computed from the receiver's bytes and the changes, and compared with the
-// sender's, before anything is written. Runs and zstd (sequential by nature: varints, an entropy
-// coder) are not run on the GPU; a payload in them is refused (kUnsupported) and needs DeltaCodec.
+// sender's, before anything is written. zstd is not run on the GPU: a payload packed by it is
+// refused (kUnsupported) and needs DeltaCodec.
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -42,14 +42,14 @@ class DeviceDeltaCodec {
   explicit DeviceDeltaCodec(DeltaKernels& kernels) : kernels_(kernels) {}
 
   // Writes the payload at `out` (kernels' memory, at least kDeltaHeaderBytes + source.bytes) and
-  // returns its header. Reads the two chunks twice at most (scan, then the bitmask's values).
+  // returns its header. Reads the two chunks once whole (the scan), then the changed elements.
   [[nodiscard]] Result<DeltaHeader> encode(const DeviceDeltaSource& source, std::byte* out,
                                            std::int64_t capacity);
 
   // Applies the payload of `payload_bytes` at `payload` (kernels' memory) to `target` and returns
   // its new checksum; on any error the target's bytes are untouched: kParse for a payload that is
   // not well-formed, kMismatch for one meant for another chunk or baseline, kUnsupported for a
-  // runs or zstd payload.
+  // zstd payload.
   [[nodiscard]] Result<Checksum> decode(const std::byte* payload, std::int64_t payload_bytes,
                                         const DeviceDeltaTarget& target);
 
@@ -62,6 +62,10 @@ class DeviceDeltaCodec {
                                               const DeviceDeltaTarget& target);
   [[nodiscard]] Result<Checksum> decode_bitmask(const DeltaHeader& header, const std::byte* body,
                                                 const DeviceDeltaTarget& target);
+  [[nodiscard]] Result<Checksum> decode_runs(const DeltaHeader& header, const std::byte* body,
+                                             const DeviceDeltaTarget& target);
+  [[nodiscard]] Result<Checksum> apply_mask(const DeltaHeader& header, DeltaLanes& d,
+                                            const DeviceDeltaTarget& target);
 
   DeltaKernels& kernels_;
 };

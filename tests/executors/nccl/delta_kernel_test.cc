@@ -1,15 +1,15 @@
 // The GPU delta codec's kernel bodies (executors/nccl/src/delta_kernel_body.h), run on the host
 // through HostDeltaKernels in the kernels' own lane and tile mapping, against refit::DeltaCodec:
-// - bit for bit: the GPU codec's payload of a chunk is DeltaCodec's payload in the same format
-//   (entropy off), and is DeltaCodec's own choice whenever that choice is bitmask or dense (the
-//   GPU codec chooses the smaller of the two, dense on a tie, as DeltaCodec ranks them);
+// - bit for bit: the GPU codec's payload of a chunk is DeltaCodec's with its entropy stage off
+//   (the same choice of dense, bitmask or runs, the same bytes);
 // - both ways: DeltaCodec decodes what the GPU codec encodes and the reverse, giving the current
 //   bytes and checksum_of them;
 // - all or nothing: a payload cut short or damaged in any byte is refused by the GPU codec
 //   exactly when DeltaCodec refuses it, and then the receiver's bytes are the baseline's.
 // Over random chunks of bf16, fp16, fp32, fp8 and fp64 elements, sizes that end mid-lane,
 // mid-word and mid-tile, change fractions from none to all, and the adversarial chunks of
-// tests/delta (NaN payloads, signed zeros, denormals, long gaps).
+// tests/delta (NaN payloads, signed zeros, denormals, long gaps); runs whose positions span many
+// of the decoder's segments (varints and head-length pairs across their boundaries).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -69,6 +69,18 @@ ByteVector cpu_encode(const ChunkPair& c, std::optional<Checksum> base, DeltaEnc
 
 DeltaFormat format_of(const ByteVector& payload) { return read_delta_header(payload).value().format; }
 
+// Runs from the encodings' bench case: each changed element one of a run of 1 to 5.
+ChunkPair runs_pair(DType dtype, std::int64_t elements, double fraction, std::mt19937_64& rng) {
+  std::bernoulli_distribution starts(fraction);
+  std::int64_t left = 0;
+  return testing::make_pair("runs " + std::to_string(fraction), dtype, elements, rng, [&](auto, auto b) {
+    if (left == 0 && starts(rng)) left = static_cast<std::int64_t>(rng() % 5) + 1;
+    if (left == 0) return b;
+    --left;
+    return ~b;
+  });
+}
+
 // Every property of the file's header comment for one chunk.
 void expect_same_as_cpu(GpuCodec& gpu, const ChunkPair& c) {
   SCOPED_TRACE(c.name + " (" + std::string(dtype_name(c.dtype)) + ", " + std::to_string(c.current.size()) +
@@ -76,10 +88,7 @@ void expect_same_as_cpu(GpuCodec& gpu, const ChunkPair& c) {
   const Checksum base = checksum_of(c.baseline);
   const auto payload = gpu.encode(c, base);
   ASSERT_TRUE(payload.has_value()) << payload.error().message;
-  const DeltaFormat format = format_of(*payload);
-  EXPECT_EQ(*payload, cpu_encode(c, base, {.entropy = false, .format = format}));
-  const ByteVector cpu_choice = cpu_encode(c, base, {.entropy = false});
-  if (format_of(cpu_choice).encoding != DeltaEncoding::kRuns) EXPECT_EQ(*payload, cpu_choice);
+  EXPECT_EQ(*payload, cpu_encode(c, base, {.entropy = false}));
 
   DeltaCodec cpu;
   ByteVector by_cpu = c.baseline;
@@ -89,7 +98,8 @@ void expect_same_as_cpu(GpuCodec& gpu, const ChunkPair& c) {
   EXPECT_TRUE(by_cpu == c.current);
   EXPECT_EQ(*cpu_result, checksum_of(c.current));
 
-  for (const DeltaEncoding encoding : {DeltaEncoding::kBitmask, DeltaEncoding::kDense}) {
+  for (const DeltaEncoding encoding :
+       {DeltaEncoding::kBitmask, DeltaEncoding::kDense, DeltaEncoding::kRuns}) {
     const ByteVector from_cpu =
         cpu_encode(c, base, {.entropy = false, .format = DeltaFormat{.encoding = encoding}});
     ByteVector by_gpu = c.baseline;
@@ -131,6 +141,15 @@ TEST(DeltaKernelBody, RandomChunksMatchTheCpuCodecBothWays) {
     for (const double fraction : {0.0, 0.001, 0.01, 0.03, 0.1, 0.3, 0.9, 1.0})
       for (int round = 0; round < 3; ++round)
         expect_same_as_cpu(gpu, random_pair(dtype, round == 0 ? 16384 + 63 : sizes(rng), fraction, rng));
+}
+
+TEST(DeltaKernelBody, RunsAcrossTheDecodersSegments) {
+  GpuCodec gpu;
+  std::mt19937_64 rng(12);
+  for (const DType dtype : kDtypes)
+    for (const double fraction : {0.001, 0.01, 0.05, 0.2})
+      for (const std::int64_t elements : {1000, 30011, 200003})
+        expect_same_as_cpu(gpu, runs_pair(dtype, elements, fraction, rng));
 }
 
 TEST(DeltaKernelBody, EdgeSizes) {
@@ -178,10 +197,12 @@ void expect_same_verdicts(GpuCodec& gpu, const ChunkPair& c, const ByteVector& p
 TEST(DeltaKernelBody, DamagedPayloadsAreRefusedAsTheCpuCodecRefusesThem) {
   GpuCodec gpu;
   std::mt19937_64 rng(3);
+  // The runs payloads' positions span several of the decoder's 64-byte segments.
   for (const DType dtype : {DType::kBF16, DType::kFP32, DType::kFP8E4M3}) {
-    const ChunkPair c = random_pair(dtype, 203, 0.05, rng);
+    const ChunkPair c = runs_pair(dtype, 1500, 0.06, rng);
     const Checksum base = checksum_of(c.baseline);
-    for (const DeltaEncoding encoding : {DeltaEncoding::kBitmask, DeltaEncoding::kDense}) {
+    for (const DeltaEncoding encoding :
+         {DeltaEncoding::kBitmask, DeltaEncoding::kDense, DeltaEncoding::kRuns}) {
       SCOPED_TRACE(std::string(delta_encoding_name(encoding)) + " " + std::string(dtype_name(dtype)));
       expect_same_verdicts(
           gpu, c, cpu_encode(c, base, {.entropy = false, .format = DeltaFormat{.encoding = encoding}}), base);
@@ -198,7 +219,7 @@ TEST(DeltaKernelBody, ABaselineOrChunkThatDiffersIsRefused) {
   const ChunkPair c = random_pair(DType::kBF16, 1000, 0.02, rng);
   const Checksum base = checksum_of(c.baseline);
   const ByteVector payload = gpu.encode(c, base).value();
-  ASSERT_EQ(format_of(payload).encoding, DeltaEncoding::kBitmask);
+  ASSERT_EQ(format_of(payload).encoding, DeltaEncoding::kRuns);
   ByteVector bytes = c.baseline;
   for (const std::optional<Checksum> receiver :
        {std::optional<Checksum>{}, std::optional(Checksum{base.value + 1})}) {
@@ -217,16 +238,14 @@ TEST(DeltaKernelBody, ABaselineOrChunkThatDiffersIsRefused) {
   EXPECT_TRUE(bytes == c.baseline);
 }
 
-// Runs and zstd payloads are DeltaCodec's alone: refused (kUnsupported) untouched, naming the format.
-TEST(DeltaKernelBody, RunsAndZstdPayloadsAreRefusedUntouched) {
+// zstd payloads are DeltaCodec's alone: refused (kUnsupported) untouched, naming the format.
+TEST(DeltaKernelBody, ZstdPayloadsAreRefusedUntouched) {
   GpuCodec gpu;
   std::mt19937_64 rng(9);
   const ChunkPair c = random_pair(DType::kBF16, 5000, 0.01, rng);
   const Checksum base = checksum_of(c.baseline);
-  for (const DeltaFormat format :
-       {DeltaFormat{.encoding = DeltaEncoding::kRuns},
-        DeltaFormat{.encoding = DeltaEncoding::kRuns, .entropy = DeltaEntropy::kZstd},
-        DeltaFormat{.encoding = DeltaEncoding::kBitmask, .entropy = DeltaEntropy::kZstd}}) {
+  for (const DeltaEncoding encoding : {DeltaEncoding::kRuns, DeltaEncoding::kBitmask}) {
+    const DeltaFormat format{.encoding = encoding, .entropy = DeltaEntropy::kZstd};
     ByteVector bytes = c.baseline;
     const auto result = gpu.decode(cpu_encode(c, base, {.format = format}), bytes, c.dtype, base);
     ASSERT_FALSE(result.has_value());

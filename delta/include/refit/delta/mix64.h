@@ -6,11 +6,7 @@
 // nvcc compiles it for the GPU codec (executors/nccl/src/delta_kernel_body.h).
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define REFIT_DELTA_HD __host__ __device__
-#else
-#define REFIT_DELTA_HD
-#endif
+#include "refit/delta/device_compatible.h"
 
 namespace refit::delta {
 
