@@ -1,18 +1,21 @@
 #pragma once
 // The work of the GPU delta codec's kernels, written once for both compilers: nvcc runs it on the
 // GPU and the CPU tests (tests/executors/nccl/delta_kernel_test.cc) run the very same functions
-// lane by lane through run_*_on_host, comparing every payload with refit::DeltaCodec's bit for
-// bit. The encodings are delta/'s (docs/delta.md): the bitmask (bit i of the mask set when
-// element i changed, then the changed elements' XOR with the baseline as byte planes) and dense;
-// the checksum is delta/'s checksum_term summed with wrapping adds, so that any order of the sum
-// gives checksum_of's value. C++20 only (nvcc compiles it).
+// lane by lane (HostDeltaKernels, with the *_on_host loops below in place of the block scans),
+// comparing every payload with refit::DeltaCodec's bit for bit. The encodings are delta/'s
+// (docs/delta.md): dense, the bitmask (bit i of the mask set when element i changed, then the
+// changed elements' XOR with the baseline as byte planes) and runs (run_positions.h, then the same
+// planes); the checksum is delta/'s checksum_term summed with wrapping adds, so that any order of
+// the sum gives checksum_of's value. C++20 only (nvcc compiles it).
 //
 // A chunk is cut into lanes of 64 elements, one 64-bit word of the mask each, and lanes into
 // tiles of kDeltaTileLanes (one thread block). A pass runs every lane independently; the tiles'
 // results are reduced per tile (a block reduction on the GPU) into the workspace's tile arrays,
-// and delta_tile_prefix turns the tiles' counts into exclusive offsets and the totals the host
+// and a one-block prefix turns the tiles' counts into exclusive offsets and the totals the host
 // reads back. A changed element's place among the planes (its rank) is its tile's offset, its
-// lane's offset in the tile (an exclusive scan of the lanes' counts) and its place in the lane.
+// lane's offset in the tile (an exclusive scan of the lanes' counts) and its place in the lane;
+// a run's place among the positions likewise. Decoding runs turns them into a mask first (below),
+// which then applies as a bitmask body's does.
 #include <bit>
 #include <cstddef>
 #include <cstdint>
