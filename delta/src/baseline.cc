@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "baseline_check.h"
-
 namespace refit {
 
 namespace delta {

@@ -6,11 +6,11 @@
 
 #include <fmt/format.h>
 
-#include "baseline_check.h"
 #include "change_scan.h"
 #include "entropy_stage.h"
 #include "position_coder.h"
 #include "refit/core/try.h"
+#include "refit/delta/baseline.h"
 
 namespace refit {
 
@@ -136,18 +136,6 @@ Result<Body> write_smallest(CodecState& state, bool entropy, const Chunk& chunk,
               .bytes = static_cast<std::int64_t>(state.inner.size())};
 }
 
-// The payload's header and the receiver's chunk must agree on what the chunk is.
-Result<void> check_fits(const DeltaHeader& header, const DeltaTarget& target) {
-  const std::int64_t element_bytes = dtype_size(target.dtype);
-  if (header.element_bytes != element_bytes)
-    return mismatch(fmt::format("a payload in {}-byte elements for a chunk of {} ({} bytes each)",
-                                header.element_bytes, dtype_name(target.dtype), element_bytes));
-  if (header.chunk_bytes != static_cast<std::int64_t>(target.bytes.size()))
-    return mismatch(fmt::format("a payload for a chunk of {} bytes applied to one of {}", header.chunk_bytes,
-                                target.bytes.size()));
-  return {};
-}
-
 Result<DeltaHeader> encode_chunk(CodecState& state, const DeltaEncodeOptions& options,
                                  const DeltaSource& source, std::span<std::byte> out) {
   const std::int64_t element_bytes = dtype_size(source.dtype);
@@ -192,7 +180,7 @@ Result<DeltaHeader> encode_chunk(CodecState& state, const DeltaEncodeOptions& op
 Result<Checksum> decode_chunk(CodecState& state, std::span<const std::byte> payload,
                               const DeltaTarget& target) {
   const DeltaHeader header = REFIT_TRY(read_delta_header(payload));
-  REFIT_TRY(check_fits(header, target));
+  REFIT_TRY(check_delta_target(header, static_cast<std::int64_t>(target.bytes.size()), target.dtype));
   const PositionCoder& coder = delta::position_coder(header.format.encoding);
   if (coder.needs_baseline) REFIT_TRY(delta::same_baseline(header.base, target.base));
   std::span<const std::byte> inner = payload.subspan(static_cast<std::size_t>(kDeltaHeaderBytes));
@@ -213,6 +201,17 @@ Result<Checksum> decode_chunk(CodecState& state, std::span<const std::byte> payl
 }
 
 }  // namespace
+
+Result<void> check_delta_target(const DeltaHeader& header, std::int64_t chunk_bytes, DType dtype) {
+  const std::int64_t element_bytes = dtype_size(dtype);
+  if (header.element_bytes != element_bytes)
+    return mismatch(fmt::format("a payload in {}-byte elements for a chunk of {} ({} bytes each)",
+                                header.element_bytes, dtype_name(dtype), element_bytes));
+  if (header.chunk_bytes != chunk_bytes)
+    return mismatch(fmt::format("a payload for a chunk of {} bytes applied to one of {}", header.chunk_bytes,
+                                chunk_bytes));
+  return {};
+}
 
 DeltaCodec::DeltaCodec(DeltaEncodeOptions options)
     : options_(options), state_(std::make_unique<CodecState>(options.zstd_level)) {}

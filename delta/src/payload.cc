@@ -1,5 +1,6 @@
 #include "refit/delta/payload.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <limits>
@@ -127,8 +128,13 @@ void write_delta_header(const DeltaHeader& h, std::span<std::byte> out) {
 }
 
 Result<DeltaHeader> read_delta_header(std::span<const std::byte> payload) {
-  const auto size = static_cast<std::int64_t>(payload.size());
-  if (size < kDeltaHeaderBytes)
+  return read_delta_header(
+      payload.first(std::min(payload.size(), static_cast<std::size_t>(kDeltaHeaderBytes))),
+      static_cast<std::int64_t>(payload.size()));
+}
+
+Result<DeltaHeader> read_delta_header(std::span<const std::byte> payload, std::int64_t size) {
+  if (size < kDeltaHeaderBytes || static_cast<std::int64_t>(payload.size()) < kDeltaHeaderBytes)
     return parse_error(
         fmt::format("delta payload: {} bytes, shorter than its {}-byte header", size, kDeltaHeaderBytes));
   REFIT_TRY(check_ids(payload));

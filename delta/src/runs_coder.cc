@@ -7,6 +7,7 @@
 #include "element_types.h"
 #include "position_coder.h"
 #include "runs.h"
+#include "varint.h"
 #include "xor_planes.h"
 
 namespace refit::delta {

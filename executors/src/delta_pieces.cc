@@ -21,7 +21,8 @@ const ShardBuffer* shard_holding(const std::vector<ShardBuffer>& shards, std::ui
 [[nodiscard]] Result<void> check_buffers(const RankBuffers& buffers, Rank rank) {
   if (buffers.memory != MemoryKind::kHost)
     return unsupported(fmt::format(
-        "rank {}: a delta refit of device memory needs the GPU codec, not written yet", rank.value));
+        "rank {}: a delta refit of device memory needs the NCCL executor's delta step, not written yet",
+        rank.value));
   if (!buffers.source_parameters.empty() || !buffers.destination_parameters.empty())
     return unsupported(
         fmt::format("rank {}: a delta refit packs contiguous shards, not framework parameters", rank.value));

@@ -92,7 +92,8 @@ std::string delta_prediction_note(double change_fraction) {
   return fmt::format(
       "--delta {:g}: payloads measured by encoding a synthetic sample at that change fraction; encoding at "
       "{:.2f} GB/s, decoding at {:.2f} GB/s and the receivers' audit at {:.2f} GB/s, one CPU core per rank "
-      "(bench/delta_bench on the 2-core VM, interpolated); no GPU codec is written, so none is assumed",
+      "(bench/delta_bench on the 2-core VM, interpolated); the GPU codec has no measured speed, so none is "
+      "assumed",
       change_fraction, speed.encode.gbps(), speed.decode.gbps(), speed.audit.gbps());
 }
 

@@ -10,8 +10,11 @@
 #                        conversion instruction against fp32_to_e4m3 for every finite fp32; FP8
 #                        in flight through the executor at the senders and at the landing ranks;
 #                        a step over a membership (set_membership): members filled, a
-#                        non-member untouched (exclude_gone needs two GPUs: not here)
+#                        non-member untouched (exclude_gone needs two GPUs: not here); the
+#                        delta codec's kernels against DeltaCodec and their host bodies, bit for
+#                        bit, both ways, and damaged payloads refused untouched
 #   quantize_gpu_bench   both quantize kernels on 2 GiB of bf16 (goal: 85 % of cudaMemcpy)
+#   delta_gpu_bench      delta encode and decode of 128 MiB of bf16 at 0.1-100 % changed (no goal)
 #   box_copy_bench       pack/unpack at >= 1 GiB (goals: 85 % aligned, 50 % narrow, 60 % many boxes)
 #   nccl_plan_bench      a 6 GB DeepSeek-V3-like plan through the NCCL executor, per-chunk and
 #                        per-step costs
@@ -22,7 +25,7 @@
 #   tests/gpu/run.sh           on the GPU machine
 #   tests/gpu/run.sh --stage   on a build machine (2 cores will do) for a GPU machine that cannot
 #                              build the project (no fmt, GoogleTest, Boost, MPI there): builds the
-#                              four programs here, gathers them with the libraries a bare CUDA image
+#                              five programs here, gathers them with the libraries a bare CUDA image
 #                              lacks, and the headers, CMake packages and libraries the Python
 #                              extension needs (fmt, nlohmann_json, Boost.Graph's headers), in
 #                              build/gpu-carry, which the GPU run takes along (carry it).
@@ -34,7 +37,8 @@ build_dir=build/gpu
 carry_dir=build/gpu-carry
 results=build/gpu-results
 arch=${REFIT_CUDA_ARCH:-90}  # H100 and H200
-programs=(tests/gpu/nccl_gpu_test bench/quantize_gpu_bench bench/box_copy_bench bench/nccl_plan_bench)
+programs=(tests/gpu/nccl_gpu_test bench/quantize_gpu_bench bench/delta_gpu_bench bench/box_copy_bench
+          bench/nccl_plan_bench)
 
 # The directory holding libnccl.so.2: the pip wheel's (the one torch loads, so that the Python
 # extension and torch share one NCCL), else the CUDA toolkit's or the system's.
@@ -64,7 +68,7 @@ build() {
     -DREFIT_WITH_UCX=OFF -DCMAKE_CUDA_ARCHITECTURES="$arch" "${extra[@]}" >"$build_dir.configure.log" 2>&1 ||
     { tail -20 "$build_dir.configure.log"; return 1; }
   timeout 3600 cmake --build "$build_dir" -j "${REFIT_GPU_JOBS:-$(nproc)}" \
-    --target nccl_gpu_test quantize_gpu_bench box_copy_bench nccl_plan_bench
+    --target nccl_gpu_test quantize_gpu_bench delta_gpu_bench box_copy_bench nccl_plan_bench
 }
 
 # What the Python extension's CMake finds on a Debian build machine and a bare CUDA image lacks,
@@ -176,6 +180,7 @@ run() {
   REFIT_TEST_DATA_DIR=$PWD/tests/data phase 120 nccl_gpu_test.log "$tests" --gtest_color=no --gtest_brief=1
   local s=$PWD/$results/summary.md
   phase 45 quantize_gpu_bench.log "$(bench quantize_gpu_bench)" --summary "$s"
+  phase 45 delta_gpu_bench.log "$(bench delta_gpu_bench)" --summary "$s"
   phase 45 box_copy_bench.log "$(bench box_copy_bench)" --summary "$s"
   phase 90 nccl_plan_bench.log "$(bench nccl_plan_bench)" --summary "$s"
   phase 0 python.log python_phase

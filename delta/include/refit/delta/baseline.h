@@ -25,4 +25,9 @@ namespace refit {
 [[nodiscard]] Result<void> require_same_baseline(std::optional<Checksum> sender,
                                                  std::optional<Checksum> receiver, std::string_view chunk);
 
+namespace delta {
+// require_same_baseline without the chunk's name, for callers that name the chunk themselves.
+[[nodiscard]] Result<void> same_baseline(std::optional<Checksum> sender, std::optional<Checksum> receiver);
+}  // namespace delta
+
 }  // namespace refit

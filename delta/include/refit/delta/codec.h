@@ -51,6 +51,11 @@ struct DeltaEncodeOptions {
   std::optional<DeltaFormat> format;
 };
 
+// Nothing when `header` is a payload for a chunk of `chunk_bytes` bytes of `dtype`; kMismatch
+// naming both otherwise (what decode() checks first, for decoders of chunks elsewhere).
+[[nodiscard]] Result<void> check_delta_target(const DeltaHeader& header, std::int64_t chunk_bytes,
+                                              DType dtype);
+
 // Encodes and decodes chunks; holds the entropy stages' working state and scratch memory, so one
 // codec serves one thread, and reusing it saves allocations.
 class DeltaCodec {

@@ -4,7 +4,7 @@
 // bf16 chunk after one synthetic step, the codec's own choice of format), in GB/s of chunk (its
 // dense bytes), and what the receiver's audit costs (checksum_of, a full pass). Between measured
 // change fractions the speed is interpolated linearly in log(fraction) and log(speed); outside
-// them it is the nearest measured one. No GPU codec exists yet, so nothing here is a GPU figure.
+// them it is the nearest measured one. No GPU has measured the GPU codec, so nothing here is a GPU figure.
 #include "refit/core/units.h"
 
 namespace refit {

@@ -3,14 +3,10 @@
 // each depend on every input bit (MurmurHash3's 64-bit finalizer: shifts by 33, multipliers
 // 0xff51afd7ed558ccd and 0xc4ceb9fe1a85ec53; docs/delta.md). The chunk checksum (checksum.h) and
 // the synthetic update (synthetic_update.h) are built on it. C++20 and no refit headers, so that
-// nvcc can compile it for the GPU codec to come.
+// nvcc compiles it for the GPU codec (executors/nccl/src/delta_kernel_body.h).
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define REFIT_DELTA_HD __host__ __device__
-#else
-#define REFIT_DELTA_HD
-#endif
+#include "refit/delta/device_compatible.h"
 
 namespace refit::delta {
 

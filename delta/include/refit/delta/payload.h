@@ -69,5 +69,9 @@ void write_delta_header(const DeltaHeader& header, std::span<std::byte> out);
 // The header of `payload`, checked: its magic and version, known encoding and stage, an element
 // size of 1, 2, 4 or 8, sizes that agree with each other and with the payload's length.
 [[nodiscard]] Result<DeltaHeader> read_delta_header(std::span<const std::byte> payload);
+// The same, from the payload's first kDeltaHeaderBytes (`header`) and its length: for a payload
+// that lies elsewhere (device memory) and whose header alone was copied out.
+[[nodiscard]] Result<DeltaHeader> read_delta_header(std::span<const std::byte> header,
+                                                    std::int64_t payload_bytes);
 
 }  // namespace refit

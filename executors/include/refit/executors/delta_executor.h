@@ -29,7 +29,7 @@
 // so its memory grows by those bytes, twice while a step is in flight. Refused at prepare: pieces
 // that land outside the receiver's destination shards (a relay's scratch, as gather-broadcast
 // plans have), quantised tensors and quantise steps, framework parameters, and device memory (the
-// GPU codec is not written yet).
+// NCCL executor's delta step, which would run the GPU codec, is not written yet).
 #include <functional>
 #include <memory>
 #include <optional>

@@ -1,0 +1,99 @@
+#include "cuda_delta_kernels.h"
+
+#include <fmt/format.h>
+
+#include "delta_kernel.h"
+#include "refit/core/try.h"
+
+namespace refit::nccl_detail {
+
+Result<void> CudaDeltaKernels::prepare(DeltaLanes& d) {
+  const std::int64_t words = delta_workspace_words(d);
+  if (words > workspace_words_) {
+    DeviceMemory grown;
+    REFIT_TRY(grown.allocate(static_cast<std::size_t>(words) * 8, "cudaMalloc (delta codec workspace)"));
+    workspace_ = std::move(grown);
+    workspace_words_ = words;
+  }
+  point_delta_workspace(d, reinterpret_cast<std::uint64_t*>(workspace_.get()));
+  return {};
+}
+
+Result<DeltaTotals> CudaDeltaKernels::read_totals(const DeltaLanes& d, std::string_view pass) {
+  std::uint64_t host[3] = {};
+  REFIT_TRY(cuda_ok(cudaMemcpyAsync(host, d.totals, sizeof host, cudaMemcpyDeviceToHost, stream_),
+                    fmt::format("{} (totals to the host)", pass)));
+  REFIT_TRY(cuda_ok(cudaStreamSynchronize(stream_), pass));
+  return DeltaTotals{host[0], host[1], host[2]};
+}
+
+Result<DeltaTotals> CudaDeltaKernels::totals(const DeltaLanes& d, std::uint64_t* counts,
+                                             const std::uint64_t* sums, std::string_view pass) {
+  REFIT_TRY(
+      cuda_ok(launch_delta_tile_prefix(d, counts, sums, stream_), fmt::format("{} (tile prefix)", pass)));
+  return read_totals(d, pass);
+}
+
+Result<DeltaTotals> CudaDeltaKernels::scan(const DeltaLanes& d) {
+  REFIT_TRY(cuda_ok(launch_delta_scan(d, stream_), "delta scan kernel"));
+  return totals(d, d.tile_count, d.tile_sum, "delta scan kernel");
+}
+
+Result<void> CudaDeltaKernels::write(const DeltaLanes& d) {
+  return cuda_ok(launch_delta_write(d, stream_), "delta write kernel");
+}
+
+Result<DeltaTotals> CudaDeltaKernels::positions(const DeltaLanes& d) {
+  REFIT_TRY(cuda_ok(launch_delta_positions(d, stream_), "delta positions kernels"));
+  return totals(d, d.tile_positions, nullptr, "delta positions kernels");
+}
+
+Result<void> CudaDeltaKernels::write_runs(const DeltaLanes& d) {
+  return cuda_ok(launch_delta_write_runs(d, stream_), "delta write runs kernel");
+}
+
+Result<DeltaTotals> CudaDeltaKernels::runs_to_mask(const DeltaLanes& d) {
+  REFIT_TRY(cuda_ok(launch_delta_runs_to_mask(d, stream_), "delta runs to mask kernel"));
+  return read_totals(d, "delta runs to mask kernel");
+}
+
+Result<DeltaTotals> CudaDeltaKernels::checksum(const DeltaLanes& d) {
+  REFIT_TRY(cuda_ok(launch_delta_checksum(d, stream_), "delta checksum kernel"));
+  return totals(d, d.tile_count, d.tile_sum, "delta checksum kernel");
+}
+
+Result<DeltaTotals> CudaDeltaKernels::count(const DeltaLanes& d) {
+  REFIT_TRY(cuda_ok(launch_delta_count(d, stream_), "delta count kernel"));
+  return totals(d, d.tile_count, d.tile_sum, "delta count kernel");
+}
+
+Result<DeltaTotals> CudaDeltaKernels::check(const DeltaLanes& d) {
+  REFIT_TRY(cuda_ok(launch_delta_check(d, stream_), "delta check kernel"));
+  return totals(d, nullptr, d.tile_sum, "delta check kernel");
+}
+
+Result<void> CudaDeltaKernels::apply(const DeltaLanes& d) {
+  return cuda_ok(launch_delta_apply(d, stream_), "delta apply kernel");
+}
+
+Result<void> CudaDeltaKernels::copy(std::byte* to, const std::byte* from, std::int64_t bytes) {
+  if (bytes == 0) return {};
+  return cuda_ok(
+      cudaMemcpyAsync(to, from, static_cast<std::size_t>(bytes), cudaMemcpyDeviceToDevice, stream_),
+      "cudaMemcpyAsync (delta payload)");
+}
+
+// Waits: `from` is the caller's host memory, which may go as soon as this returns.
+Result<void> CudaDeltaKernels::upload(std::byte* to, std::span<const std::byte> from) {
+  REFIT_TRY(cuda_ok(cudaMemcpyAsync(to, from.data(), from.size(), cudaMemcpyHostToDevice, stream_),
+                    "cudaMemcpyAsync (delta header to the device)"));
+  return cuda_ok(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (delta header)");
+}
+
+Result<void> CudaDeltaKernels::download(std::span<std::byte> to, const std::byte* from) {
+  REFIT_TRY(cuda_ok(cudaMemcpyAsync(to.data(), from, to.size(), cudaMemcpyDeviceToHost, stream_),
+                    "cudaMemcpyAsync (delta header to the host)"));
+  return cuda_ok(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (delta header)");
+}
+
+}  // namespace refit::nccl_detail
