@@ -9,6 +9,7 @@
 #include "refit/core/try.h"
 #include "refit/executors/agreement.h"
 #include "refit/executors/sender_quantization.h"
+#include "refit/lowering/sender_quantize_order.h"
 #include "refit/quantize/quantize.h"
 
 namespace refit {
@@ -30,12 +31,57 @@ struct Job {
   bool sent = false;
 };
 
+void run_job(Job& job) {
+  const auto values = job.values->bytes();
+  const auto scales = job.scales->bytes();
+  for (const auto& part : job.parts) {
+    const auto count = element_count(part.source.shape);
+    quantize(job.scheme, part.source,
+             std::span(reinterpret_cast<std::uint8_t*>(values.data()) + part.values_at,
+                       static_cast<std::size_t>(count)),
+             scales.subspan(static_cast<std::size_t>(part.scales_at),
+                            static_cast<std::size_t>(scale_buffer_bytes(job.scheme, part.source.shape))));
+  }
+}
+
+// The jobs in the order this rank quantises them (lowering/sender_quantize_order.h, under the
+// pair pacing refit's UCX executor sends in), and which of them each chunk waits for.
+struct Order {
+  std::vector<std::size_t> jobs;
+  lowering::SenderQuantizeOrder plan;
+};
+
 class Prepared final : public PreparedPlan {
  public:
-  Prepared(std::vector<Job> jobs, std::unique_ptr<PreparedPlan> inner)
-      : jobs_(std::move(jobs)), inner_(std::move(inner)) {}
+  Prepared(std::vector<Job> jobs, Order order, std::unique_ptr<PreparedPlan> inner)
+      : jobs_(std::move(jobs)), order_(std::move(order)), inner_(std::move(inner)) {}
   std::vector<Job> jobs_;
+  Order order_;
   std::unique_ptr<PreparedPlan> inner_;  // after jobs_: it may point into their memory
+};
+
+// One execution's quantisation, job by job as the inner executor's sends need them.
+class Pipeline final : public SendGate {
+ public:
+  explicit Pipeline(Prepared& p) : p_(p) {}
+  void before_send(std::int32_t transfer, std::int64_t chunk) override {
+    if (transfer >= 0 && static_cast<std::size_t>(transfer) < p_.order_.plan.waits.size())
+      run_through(static_cast<std::size_t>(p_.order_.plan.needs(transfer, chunk)));
+  }
+  void before_any_send() override { run_through(p_.order_.jobs.size()); }
+  Seconds time() const { return time_; }
+
+ private:
+  void run_through(std::size_t n) {
+    if (done_ >= n) return;
+    const auto start = std::chrono::steady_clock::now();
+    for (; done_ < n; ++done_) run_job(p_.jobs_[p_.order_.jobs[done_]]);
+    time_ += seconds_since(start);
+  }
+
+  Prepared& p_;
+  std::size_t done_ = 0;  // of order_.jobs
+  Seconds time_{0};
 };
 
 // Some weight moves as fp8 values and scales its training ranks make (it has a scales partner).
@@ -59,13 +105,23 @@ Job make_job(const RankBuffers& buffers, const SenderQuantization& q) {
   return job;
 }
 
-// The buffers the inner executor sends from, and the jobs that fill them.
+// The buffers the inner executor sends from, the jobs that fill them and their order.
 struct Derived {
   RankBuffers buffers;
   std::vector<Job> jobs;
+  Order order;
 };
 
-[[nodiscard]] Result<Derived> derive(const Plan& plan, Rank rank, const RankBuffers& buffers) {
+Order order_of(const Plan& plan, Bytes staging, Rank rank, std::span<const SenderQuantization> found) {
+  Order out{.jobs = {}, .plan = lowering::sender_quantize_order(plan, staging, lowering::paced_start(plan))};
+  for (const std::uint32_t weight : out.plan.weights[static_cast<std::size_t>(rank.value)]) {
+    const auto it = std::ranges::find(found, weight, &SenderQuantization::weight);
+    if (it != found.end()) out.jobs.push_back(static_cast<std::size_t>(it - found.begin()));
+  }
+  return out;
+}
+
+[[nodiscard]] Result<Derived> derive(const Plan& plan, Bytes staging, Rank rank, const RankBuffers& buffers) {
   const auto found = REFIT_TRY(sender_quantizations(plan, rank, buffers));
   if (!found.empty() && buffers.memory != MemoryKind::kHost)
     return unsupported(
@@ -78,6 +134,7 @@ struct Derived {
     memory.push_back(QuantizedMemory{.values = job.values->bytes(), .scales = job.scales->bytes()});
   }
   out.buffers = sending_buffers(buffers, found, memory).buffers;
+  out.order = order_of(plan, staging, rank, found);
   return out;
 }
 
@@ -86,36 +143,30 @@ struct Derived {
 Result<std::unique_ptr<PreparedPlan>> QuantizingExecutor::prepare(const Plan& plan, Rank rank,
                                                                   const RankBuffers& buffers) {
   if (inner_->capabilities().quantizes_at_senders || !quantises_at_senders(plan))
-    return std::make_unique<Prepared>(std::vector<Job>{}, REFIT_TRY(inner_->prepare(plan, rank, buffers)));
+    return std::make_unique<Prepared>(std::vector<Job>{}, Order{},
+                                      REFIT_TRY(inner_->prepare(plan, rank, buffers)));
   // Every rank of the plan sees the same quantised tensors, so all take part in this agreement.
-  auto derived = derive(plan, rank, buffers);
+  auto derived = derive(plan, staging_, rank, buffers);
   REFIT_TRY(agree(*bootstrap_,
                   derived ? Result<std::string>{""} : Result<std::string>{std::unexpected(derived.error())}));
   auto inner = REFIT_TRY(inner_->prepare(plan, rank, derived->buffers));
-  return std::make_unique<Prepared>(std::move(derived->jobs), std::move(inner));
+  return std::make_unique<Prepared>(std::move(derived->jobs), std::move(derived->order), std::move(inner));
 }
 
+// Where the inner executor takes a gate, each box is quantised just before the first send that
+// reads it (in the order of sender_quantize_order, which the simulator charges), so the first
+// bytes leave after one box's quantisation instead of all of them; otherwise all go first.
 Result<ExecutionReport> QuantizingExecutor::execute(PreparedPlan& prepared) {
   auto* mine = dynamic_cast<Prepared*>(&prepared);
   if (mine == nullptr) return invalid("execute: the plan was prepared by another executor");
   auto& p = *mine;
-  const auto start = std::chrono::steady_clock::now();
-  for (auto& job : p.jobs_) {
-    if (!job.sent) continue;
-    const auto values = job.values->bytes();
-    const auto scales = job.scales->bytes();
-    for (const auto& part : job.parts) {
-      const auto count = element_count(part.source.shape);
-      quantize(job.scheme, part.source,
-               std::span(reinterpret_cast<std::uint8_t*>(values.data()) + part.values_at,
-                         static_cast<std::size_t>(count)),
-               scales.subspan(static_cast<std::size_t>(part.scales_at),
-                              static_cast<std::size_t>(scale_buffer_bytes(job.scheme, part.source.shape))));
-    }
-  }
-  const Seconds quantizing = seconds_since(start);
-  auto report = REFIT_TRY(inner_->execute(*p.inner_));
-  if (!p.jobs_.empty()) report.work.quantize = report.work.quantize.value_or(Seconds{0}) + quantizing;
+  Pipeline pipeline(p);
+  const bool gated = !p.jobs_.empty() && inner_->set_send_gate(&pipeline);
+  if (!gated) pipeline.before_any_send();
+  auto report = inner_->execute(*p.inner_);
+  if (gated) inner_->set_send_gate(nullptr);
+  if (!report) return std::unexpected(std::move(report).error());
+  if (!p.jobs_.empty()) report->work.quantize = report->work.quantize.value_or(Seconds{0}) + pipeline.time();
   return report;
 }
 

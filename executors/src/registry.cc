@@ -68,7 +68,8 @@ Result<std::unique_ptr<Executor>> make_executor(std::string_view name, Bootstrap
   REFIT_TRY(check_options(options));
   // Every backend sends weights quantised at the senders as fp8 (quantizing_executor.h).
   auto made = REFIT_TRY(it->make(bootstrap, options));
-  return std::unique_ptr<Executor>(std::make_unique<QuantizingExecutor>(std::move(made), bootstrap));
+  return std::unique_ptr<Executor>(
+      std::make_unique<QuantizingExecutor>(std::move(made), bootstrap, options.staging));
 }
 
 }  // namespace refit

@@ -26,15 +26,24 @@ TaskId QuantizeTasks::add_task(Rank rank, Seconds time, std::vector<TaskId> deps
 }
 
 void QuantizeTasks::add_senders() {
-  sender_task_.assign(at(plan_.world_size()), TaskId{});
-  for (std::int32_t r = 0; r < plan_.world_size(); ++r)
-    if (const Bytes b = work_.sender_bytes[at(r)]; b.value > 0)
-      sender_task_[at(r)] = add_task(Rank{r}, quantize_time(b, routes_.gpu(Rank{r})), {});
+  sender_tasks_.assign(at(plan_.world_size()), {});
+  for (std::int32_t r = 0; r < plan_.world_size(); ++r) {
+    auto& tasks = sender_tasks_[at(r)];
+    for (const Bytes b : work_.sender_boxes[at(r)]) {
+      std::vector<TaskId> deps;
+      if (!tasks.empty()) deps.push_back(tasks.back());
+      tasks.push_back(add_task(Rank{r}, quantize_time(b, routes_.gpu(Rank{r})), std::move(deps)));
+    }
+  }
 }
 
-std::optional<TaskId> QuantizeTasks::before(const Transfer& t) const {
-  if (!work_.after_sender[at(t.id)]) return std::nullopt;
-  return sender_task_[at(t.sender.value)];
+std::optional<TaskId> QuantizeTasks::through(Rank sender, std::int32_t boxes) const {
+  if (boxes == 0) return std::nullopt;
+  return sender_tasks_[at(sender.value)][at(boxes - 1)];
+}
+
+std::optional<TaskId> QuantizeTasks::before(const Transfer& t, std::int64_t chunk) const {
+  return through(t.sender, work_.sender_order.needs(t.id, chunk));
 }
 
 TaskId QuantizeTasks::add_step(const Transfer& t, std::vector<TaskId> deps) {

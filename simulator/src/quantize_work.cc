@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "refit/lowering/lowered_plan.h"
+
 namespace refit::sim {
 namespace {
 
@@ -26,33 +28,51 @@ Bytes box_bytes(const Layout& layout, Rank r, DType dtype) {
   return box ? Bytes{box->volume() * dtype_size(dtype)} : Bytes{0};
 }
 
+// Each sender's boxes' bytes, in the order it quantises them.
+std::vector<std::vector<Bytes>> sender_boxes(const lowering::SenderQuantizeOrder& order,
+                                             const ReshardProblem& problem) {
+  std::vector<std::vector<Bytes>> out(order.weights.size());
+  for (std::size_t r = 0; r < out.size(); ++r)
+    for (const std::uint32_t weight : order.weights[r]) {
+      const auto& spec = problem.tensors()[weight];
+      out[r].push_back(
+          box_bytes(spec.source, Rank{static_cast<std::int32_t>(r)}, spec.tensor.quantization->from));
+    }
+  return out;
+}
+
 }  // namespace
 
 bool QuantizeWork::any() const {
   const auto positive = [](Bytes b) { return b.value > 0; };
-  return std::ranges::any_of(sender_bytes, positive) || std::ranges::any_of(receiver_bytes, positive);
+  return std::ranges::any_of(sender_boxes,
+                             [&](const auto& boxes) { return std::ranges::any_of(boxes, positive); }) ||
+         std::ranges::any_of(receiver_bytes, positive);
 }
 
 QuantizeWork quantize_work(const Plan& plan, const ReshardProblem& problem) {
-  QuantizeWork w{.sender_bytes = std::vector<Bytes>(at(plan.world_size())),
+  return quantize_work(
+      plan, problem,
+      lowering::sender_quantize_order(plan, lowering::kDefaultStaging,
+                                      [](std::int32_t, std::int64_t, std::int64_t) { return 0.0; }));
+}
+
+QuantizeWork quantize_work(const Plan& plan, const ReshardProblem& problem,
+                           lowering::SenderQuantizeOrder order) {
+  QuantizeWork w{.sender_order = std::move(order),
+                 .sender_boxes = {},
                  .receiver_bytes = std::vector<Bytes>(at(plan.world_size())),
-                 .after_sender = std::vector<bool>(plan.transfers.size()),
                  .before_receiver = std::vector<bool>(plan.transfers.size())};
+  w.sender_boxes = sender_boxes(w.sender_order, problem);
   const auto weight = weight_of_each(plan);
   if (std::ranges::all_of(weight, [](std::int32_t x) { return x < 0; })) return w;
-  std::set<std::pair<std::int32_t, std::int32_t>> counted;  // (rank, weight), sender or receiver side
+  std::set<std::pair<std::int32_t, std::int32_t>> counted;  // (rank, weight), receiver side
   for (const auto& t : plan.transfers) {
     for (const auto& s : t.segments) {
       const std::int32_t i = weight[s.tensor];
       if (i < 0) continue;
       const auto& spec = problem.tensors()[at(i)];
-      const bool at_sender = spec.tensor.quantization->site == QuantSite::kSender;
-      if (at_sender && s.via == kFromSourceShard) {
-        w.after_sender[at(t.id)] = true;
-        if (counted.emplace(t.sender.value, i).second)
-          w.sender_bytes[at(t.sender.value)] +=
-              box_bytes(spec.source, t.sender, spec.tensor.quantization->from);
-      } else if (!at_sender && !problem.is_source(t.receiver)) {
+      if (spec.tensor.quantization->site != QuantSite::kSender && !problem.is_source(t.receiver)) {
         const Bytes mine = box_bytes(spec.destination, t.receiver, spec.tensor.quantization->from);
         if (mine.value == 0) continue;
         w.before_receiver[at(t.id)] = true;

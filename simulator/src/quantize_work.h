@@ -1,27 +1,35 @@
 #pragma once
 // FP8 in flight in the simulator: which ranks quantise how many bytes, and which transfers wait
 // for a sender's quantisation or feed a receiver's (core/quantization.h says who quantises).
+#include <span>
 #include <string_view>
 #include <vector>
 
 #include "refit/core/problem.h"
 #include "refit/core/units.h"
+#include "refit/lowering/sender_quantize_order.h"
 #include "refit/planner/plan.h"
 #include "refit/topology/cluster.h"
 
 namespace refit::sim {
 
 struct QuantizeWork {
-  std::vector<Bytes> sender_bytes;    // per rank: source-dtype bytes it quantises before it sends
+  // Which boxes each sender quantises, in what order, and which each chunk waits for.
+  lowering::SenderQuantizeOrder sender_order;
+  // Per rank: the source-dtype bytes of each box of sender_order.weights.
+  std::vector<std::vector<Bytes>> sender_boxes;
   std::vector<Bytes> receiver_bytes;  // per rank: source-dtype bytes it quantises once they landed
-  std::vector<bool> after_sender;     // per transfer: carries values or scales its sender makes
   std::vector<bool> before_receiver;  // per transfer: lands data its receiver quantises
   bool any() const;
 };
 
 // A sender quantises its whole box of every weight it sends some of (the executors quantise a
-// shard once, then send from it); a receiver its whole box of every weight it receives some of.
-// Preconditions: validate(plan, problem).
+// shard once, then send from it), box by box in `order` (sender_quantize_order of the plan); a
+// receiver its whole box of every weight it receives some of. Preconditions:
+// validate(plan, problem).
+QuantizeWork quantize_work(const Plan& plan, const ReshardProblem& problem,
+                           lowering::SenderQuantizeOrder order);
+// The same with every chunk starting at once (the boxes then go by tensor): who quantises how much.
 QuantizeWork quantize_work(const Plan& plan, const ReshardProblem& problem);
 
 // A quantiser is memory-bound: per element it reads 2 bytes of bf16 and writes one fp8 byte (the

@@ -17,7 +17,8 @@ StepTasks::StepTasks(const lowering::LoweredPlan& lowered, lowering::StepSchedul
       ends_(lowered.plan().transfers.size()),
       rank_last_(at(lowered.plan().world_size())),
       rank_step_(at(lowered.plan().world_size())),
-      rank_quantise_(at(lowered.plan().world_size())) {}
+      rank_quantise_(at(lowered.plan().world_size())),
+      rank_boxes_(at(lowered.plan().world_size()), 0) {}
 
 // Runs of a transfer's chunks in one step, by step, then in issue order.
 std::vector<StepTasks::StepPiece> StepTasks::pieces_of(std::span<const std::int32_t> transfers) const {
@@ -48,6 +49,12 @@ void StepTasks::add(std::span<const std::int32_t> transfers, const CallGate* gat
     for (std::size_t i = begin; i < end; ++i)
       if (const auto& t = plan.transfers[at(pieces[i].transfer)]; t.quantises() && pieces[i].first == 0)
         add_quantise_step(t, gate);
+    // The boxes each sender's chunks of the step read, quantised at the start of the step.
+    for (std::size_t i = begin; i < end; ++i)
+      if (const auto& t = plan.transfers[at(pieces[i].transfer)]; !t.quantises()) {
+        auto& boxes = rank_boxes_[at(t.sender.value)];
+        boxes = std::max(boxes, quantize_.needs(t, pieces[i].last));
+      }
     for (std::size_t i = begin; i < end; ++i)
       if (!plan.transfers[at(pieces[i].transfer)].quantises()) add_piece(pieces[i], gate);
     end_step(pieces[begin].step);
@@ -66,17 +73,18 @@ void StepTasks::add_quantise_step(const Transfer& t, const CallGate* gate) {
   rank_does(t.receiver, task);
 }
 
-// Both ranks' previous steps and quantise steps of this one; for a transfer's first piece its
-// sender's quantisation and its call; for its last, the ends of the upstreams it forwards all of.
+// Both ranks' previous steps and quantise steps of this one, and their quantisation of the boxes
+// their sends of this step read; for a transfer's first piece its call; for its last, the ends of the
+// upstreams it forwards all of.
 void StepTasks::piece_deps(const Transfer& t, const StepPiece& p, const CallGate* gate,
                            std::vector<TaskId>& deps) const {
   deps.clear();
   for (const Rank r : {t.sender, t.receiver}) {
     if (const auto last = rank_last_[at(r.value)]) deps.push_back(*last);
     if (const auto q = rank_quantise_[at(r.value)]) deps.push_back(*q);
+    if (const auto q = quantize_.through(r, rank_boxes_[at(r.value)])) deps.push_back(*q);
   }
   if (p.first == 0) {
-    if (const auto q = quantize_.before(t)) deps.push_back(*q);
     if (gate) {
       deps.push_back(gate->start);
       if (const auto copy = gate->copy_of_rank[at(t.sender.value)]; copy >= 0) deps.push_back(TaskId{copy});

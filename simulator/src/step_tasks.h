@@ -7,7 +7,8 @@
 // pack, and its last chunk's unpack is a task of its own after its last (the copy stream unpacks
 // while the next step's traffic flows). A rank's step ends when all its tasks of the step have
 // (a task of no bytes after them where it has several). A quantise step is the landing rank's
-// quantisation in its step, before the rank's chunks of that step (they wait for the copy stream).
+// quantisation in its step, before the rank's chunks of that step (they wait for the copy stream),
+// and so is a sender's quantisation of the boxes its chunks of the step are the first to read.
 // A relay's last task waits for the end of each upstream it forwards all of (its unpacking);
 // earlier data it forwards landed in earlier steps of its sender, which the steps order.
 #include <cstdint>
@@ -62,7 +63,8 @@ class StepTasks final : public TransferMover {
   std::vector<std::optional<TaskId>> rank_last_;      // per rank: the end of its latest step
   std::vector<std::vector<TaskId>> rank_step_;        // per rank: its tasks of the current step
   std::vector<std::optional<TaskId>> rank_quantise_;  // per rank: its quantise step in the current step
-  std::vector<std::int32_t> touched_;                 // ranks with tasks in the current step
+  std::vector<std::int32_t> rank_boxes_;  // per rank: its boxes quantised by the end of the current step
+  std::vector<std::int32_t> touched_;     // ranks with tasks in the current step
 };
 
 }  // namespace refit::sim

@@ -37,11 +37,11 @@ TaskId TransferTasks::last_wait(std::int32_t upstream, std::int64_t chunks) cons
   return piece_through(upstream, chunks);
 }
 
-// What the transfer's first piece waits for: its sender's quantisation, its upstream data (a
-// pipelined relay: the head of its one upstream), its grant, and in a call the call's start and
-// the sender's copy.
+// What the transfer's first piece waits for: its sender's quantisation of what the first chunk reads, its
+// upstream data (a pipelined relay: the head of its one upstream), its grant, and in a call the call's start
+// and the sender's copy.
 void TransferTasks::start_deps(const Transfer& t, const CallGate* gate, std::vector<TaskId>& deps) const {
-  if (const auto q = quantize_.before(t)) deps.push_back(*q);
+  if (const auto q = quantize_.before(t, 0)) deps.push_back(*q);
   if (const auto up = cuts_.pipelined_upstream(t.id); up >= 0)
     deps.push_back(piece_through(up, cuts_.anchor(t.id).head));
   else
@@ -102,7 +102,16 @@ void TransferTasks::add_pieces(const Transfer& t, Seconds pack_time, const CallG
   const bool streamed = cuts_.stream(t.id) >= 0;
   auto& spec = sink_.spec();
   cuts_.ends(t, ends_scratch_);
+  // A piece starts where the transfer waits for more of its sender's quantisation.
+  const auto waits = quantize_.waits(t.id);
+  for (const auto& w : waits)
+    if (w.chunk > 0) ends_scratch_.push_back(w.chunk);
+  if (!waits.empty()) {
+    std::ranges::sort(ends_scratch_);
+    ends_scratch_.erase(std::ranges::unique(ends_scratch_).begin(), ends_scratch_.end());
+  }
   std::int64_t done = 0;
+  std::int64_t begin = 0;  // the piece's first chunk
   piece_range_[id].first = pieces_.size();
   for (const std::int64_t e : ends_scratch_) {
     const bool first = done == 0;
@@ -110,6 +119,8 @@ void TransferTasks::add_pieces(const Transfer& t, Seconds pack_time, const CallG
     const std::int64_t through = lowered_.layout(t.id).chunk_end(e - 1);
     spec.deps.clear();
     if (first) start_deps(t, gate, spec.deps);
+    const bool waits_here = std::ranges::binary_search(waits, begin, {}, &lowering::QuantizeWait::chunk);
+    if (!first && waits_here) spec.deps.push_back(*quantize_.before(t, begin));
     // In a stream the pieces follow each other anyway; a dependency would make the next piece
     // start a flow of its own instead of taking over the stream's.
     if (!first && !streamed) spec.deps.push_back(pieces_.back().task);
@@ -118,6 +129,7 @@ void TransferTasks::add_pieces(const Transfer& t, Seconds pack_time, const CallG
     spec.latency = first ? routes_.latency(t) + pack_time : Seconds{0};
     pieces_.push_back({e, sink_.add(t.id, first ? pack_time : Seconds{0})});
     done = through;
+    begin = e;
   }
 }
 

@@ -48,7 +48,8 @@ inline std::vector<Outcome> run_plan(const ReshardProblem& problem, const Plan& 
     auto made = make_ucx_executor(bootstrap, spec.options);
     ASSERT_TRUE(made) << made.error().message;
     // As the registry hands it out: weights quantised at the senders leave as fp8.
-    std::unique_ptr<Executor> executor = std::make_unique<QuantizingExecutor>(std::move(*made), bootstrap);
+    std::unique_ptr<Executor> executor =
+        std::make_unique<QuantizingExecutor>(std::move(*made), bootstrap, spec.options.staging);
     auto shards = shards_for(problem, r, *executor, spec.executor_memory);
     Plan mine = plan;
     if (spec.tweak) spec.tweak(r, mine, shards.buffers());

@@ -77,6 +77,33 @@ TEST(PlanSimulation, QuantisingAtTheSenderSendsHalfTheBytesAfterOnePassOverTheWe
   EXPECT_EQ(stats.network_bytes_unquantized.value, 4096 * 1024 * 2);
 }
 
+TEST(PlanSimulation, ASendersQuantisationOfItsSecondBoxOverlapsItsFirstSend) {
+  // Two 8 MiB bf16 weights whole on training rank 0, w1 needed on rank 1 and w2 on rank 2, each
+  // on a node of its own, quantised at the sender. Each pair starts at once, so the sender
+  // quantises by tensor: w1 (q, as above), then w2 (q more). w1's fp8 (b = 4 MiB + 1 KiB of
+  // scales) leaves at q, alone on the sender's NIC until w2's joins at 2q; from then on the two
+  // share it, and it stays busy until both have gone: the end is q + alpha + 2b / 50 GB/s,
+  // where quantising both boxes before the first send would take 2q + alpha + 2b / 50 GB/s.
+  const auto layout = [](std::int32_t first) {
+    return make_layout({4096, 1024}, {1}, rank_range(first, 1), "R");
+  };
+  const auto bf16 = ReshardProblem::make({testing::make_reshard("w1", {4096, 1024}, layout(0), layout(1)),
+                                          testing::make_reshard("w2", {4096, 1024}, layout(0), layout(2))},
+                                         1, 2)
+                        .value();
+  const auto p = quantize_problem(bf16, {.scheme = QuantScheme::kFp8Block128, .site = QuantSite::kSender},
+                                  [](const TensorSpec&) { return true; })
+                     .value();
+  const auto c = testing::make_test_cluster(3, 1, 1, 2);
+  PlanSimulationOptions o;
+  o.rate_tolerance = 0;
+  const auto s = simulate_plan(make_plan("refit", p, c).value(), p, c, o).value();
+  const double q = 1.5 * 4096.0 * 1024 * 2 / (0.69 * 1500e9 * 3.35 / 1.45);
+  const double b = 4096.0 * 1024 + 32 * 8 * 4;
+  EXPECT_NEAR(s.predicted.value, q + kAlpha + 2 * b / kNicBw, 1e-9);
+  EXPECT_NEAR(s.breakdown[TimeKind::kQuantize].value, q, 1e-12);  // on the critical path: w1's only
+}
+
 TEST(PlanSimulation, QuantisingAtTheReceiverSendsBf16ThenQuantisesWhatLanded) {
   // bf16 crosses (alpha + 8 MiB / 50 GB/s), then the receiver quantises its 8 MiB.
   const auto p = one_weight_quantized(QuantSite::kReceiver);

@@ -39,10 +39,12 @@ inline Plan plan_of(std::vector<Transfer> transfers, std::int64_t rows_mib) {
 // Nobody quantises anything.
 inline QuantizeWork no_quantization(const Plan& plan) {
   const auto ranks = static_cast<std::size_t>(plan.world_size());
-  return QuantizeWork{.sender_bytes = std::vector<Bytes>(ranks),
-                      .receiver_bytes = std::vector<Bytes>(ranks),
-                      .after_sender = std::vector<bool>(plan.transfers.size()),
-                      .before_receiver = std::vector<bool>(plan.transfers.size())};
+  return QuantizeWork{
+      .sender_order = {.weights = std::vector<std::vector<std::uint32_t>>(ranks),
+                       .waits = std::vector<std::vector<lowering::QuantizeWait>>(plan.transfers.size())},
+      .sender_boxes = std::vector<std::vector<Bytes>>(ranks),
+      .receiver_bytes = std::vector<Bytes>(ranks),
+      .before_receiver = std::vector<bool>(plan.transfers.size())};
 }
 
 }  // namespace refit::sim::testing

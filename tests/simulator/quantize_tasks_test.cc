@@ -21,8 +21,9 @@ TEST(QuantizeTasks, ASenderQuantisesBeforeAndAReceiverAfterItsTransfers) {
   const auto plan = plan_of({transfer(0, 0, 1, 0, 1), transfer(1, 0, 2, 0, 1)}, 1);
   const auto cluster = refit::testing::make_test_cluster(3, 1, 1, 2);
   auto work = testing::no_quantization(plan);
-  work.sender_bytes[0] = Bytes{1'000'000};
-  work.after_sender[0] = true;
+  work.sender_boxes[0] = {Bytes{1'000'000}};
+  work.sender_order.weights[0] = {0};
+  work.sender_order.waits[0] = {{.chunk = 0, .boxes = 1}};
   work.receiver_bytes[1] = Bytes{2'000'000};
   work.before_receiver[0] = true;
   TaskSink sink({});
@@ -31,8 +32,8 @@ TEST(QuantizeTasks, ASenderQuantisesBeforeAndAReceiverAfterItsTransfers) {
   quantize.add_senders();
   const Model& m = sink.model();
   ASSERT_EQ(m.task_count(), 1);
-  EXPECT_EQ(quantize.before(plan.transfers[0]), TaskId{0});
-  EXPECT_EQ(quantize.before(plan.transfers[1]), std::nullopt);
+  EXPECT_EQ(quantize.before(plan.transfers[0], 0), TaskId{0});
+  EXPECT_EQ(quantize.before(plan.transfers[1], 0), std::nullopt);
   const std::vector<std::int32_t> order{0, 1};
   const std::vector<TaskId> ends{TaskId{7}, TaskId{8}};
   quantize.add_receivers(order, ends);
@@ -45,6 +46,34 @@ TEST(QuantizeTasks, ASenderQuantisesBeforeAndAReceiverAfterItsTransfers) {
   EXPECT_EQ(m.deps(TaskId{1})[0], TaskId{7});
   EXPECT_EQ(m.category(TaskId{1}), static_cast<std::uint32_t>(TaskKind::kQuantize));
   EXPECT_EQ(m.label(TaskId{1}), "quantise on rank 1");
+}
+
+TEST(QuantizeTasks, ASenderQuantisesBoxByBoxAndAChunkWaitsOnlyForTheBoxesItReads) {
+  // Rank 0 quantises boxes of 1 and 3 MB, in that order, each after the one before on its GPU.
+  // Transfer 0 reads the first box only (1 box from chunk 0): it waits for task 0. Transfer 1
+  // (2 chunks of 1 MiB) reads the second from its chunk 1 on (2 boxes): its chunk 0 waits for nothing, chunk
+  // 1 for task 1, which follows task 0.
+  const auto plan = plan_of({transfer(0, 0, 1, 0, 1), transfer(1, 0, 2, 0, 2)}, 2);
+  const auto cluster = refit::testing::make_test_cluster(3, 1, 1, 2);
+  auto work = testing::no_quantization(plan);
+  work.sender_boxes[0] = {Bytes{1'000'000}, Bytes{3'000'000}};
+  work.sender_order.weights[0] = {0, 1};
+  work.sender_order.waits = {{{.chunk = 0, .boxes = 1}}, {{.chunk = 1, .boxes = 2}}};
+  TaskSink sink({});
+  const Routes routes(cluster, sink.model());
+  QuantizeTasks quantize(plan, work, routes, sink);
+  quantize.add_senders();
+  const Model& m = sink.model();
+  ASSERT_EQ(m.task_count(), 2);
+  EXPECT_EQ(quantize.before(plan.transfers[0], 0), TaskId{0});
+  EXPECT_EQ(quantize.before(plan.transfers[1], 0), std::nullopt);
+  EXPECT_EQ(quantize.before(plan.transfers[1], 1), TaskId{1});
+  EXPECT_TRUE(m.deps(TaskId{0}).empty());
+  ASSERT_EQ(m.deps(TaskId{1}).size(), 1U);
+  EXPECT_EQ(m.deps(TaskId{1})[0], TaskId{0});
+  const auto& gpu = cluster.cluster().gpu(GpuId{0});
+  EXPECT_DOUBLE_EQ(m.latency(TaskId{0}).value, quantize_time(Bytes{1'000'000}, gpu).value);
+  EXPECT_DOUBLE_EQ(m.latency(TaskId{1}).value, quantize_time(Bytes{3'000'000}, gpu).value);
 }
 
 }  // namespace

@@ -9,7 +9,7 @@ namespace refit::nccl_detail {
 
 Result<MemberProgram> member_program(const Plan& full, const EngineMembership& m,
                                      const std::vector<bool>& gone, LocalView view,
-                                     const CommRankMap& comm_rank_of, std::span<const Quantize> quantize,
+                                     const CommRankMap& comm_rank_of, std::span<const QuantizedBox> quantize,
                                      Bytes staging) {
   if (comm_rank_of.size() != view.comm_rank_of.size())
     return mismatch(fmt::format("the communicator ranks name {} plan ranks, the plan has {}",

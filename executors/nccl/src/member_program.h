@@ -25,6 +25,6 @@ struct MemberProgram {
 [[nodiscard]] Result<MemberProgram> member_program(const Plan& full, const EngineMembership& m,
                                                    const std::vector<bool>& gone, LocalView view,
                                                    const CommRankMap& comm_rank_of,
-                                                   std::span<const Quantize> quantize, Bytes staging);
+                                                   std::span<const QuantizedBox> quantize, Bytes staging);
 
 }  // namespace refit::nccl_detail

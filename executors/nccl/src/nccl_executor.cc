@@ -39,7 +39,7 @@ class NcclPrepared final : public PreparedPlan {
   // What a step over a membership is derived from: the full plan and this process's part of it.
   Plan plan;
   LocalView view;
-  std::vector<Quantize> quantize;
+  std::vector<nccl_detail::QuantizedBox> quantize;
   std::vector<std::int64_t> sizes;  // by shard index
   std::vector<std::byte*> pointers;
   std::optional<MemberRun> member;

@@ -4,7 +4,8 @@
 // plan (pure C++, tested on CPUs); a Backend issues it to CUDA and NCCL, or a test records and
 // simulates it.
 //
-// Streams: the copy stream quantises (FP8 in flight, before anything else), packs and unpacks
+// Streams: the copy stream quantises (FP8 in flight, each box in the step that first sends from
+// it), packs and unpacks
 // (batched box copies), the comm stream runs one NCCL group per step. Events order them: the comm stream
 // waits for a step's packs, the copy stream for a step's traffic before unpacking it. Event ids are never
 // reused.
@@ -72,6 +73,13 @@ struct Quantize {
   Address scales;  // its first scale: row-major over quant_scale_shape of the part
   Shape shape;     // the part's extent, in elements
   Shape strides;   // of the bf16 elements, in elements
+};
+
+// The Quantize ops, one per part, of a weight box that a plan rank of this process quantises.
+struct QuantizedBox {
+  Rank rank;
+  std::uint32_t weight = 0;  // the plan's tensor of its fp8 values
+  std::vector<Quantize> parts;
 };
 
 enum class BatchKind : std::uint8_t { kPack, kUnpack };

@@ -29,11 +29,13 @@ Result<QuantizedSources> QuantizedSources::make(const Plan& plan, std::span<cons
   return out;
 }
 
-std::vector<Quantize> QuantizedSources::add_to(LocalView& view) const {
-  std::vector<Quantize> ops;
+std::vector<QuantizedBox> QuantizedSources::add_to(LocalView& view) const {
+  std::vector<QuantizedBox> boxes;
   for (const auto& b : boxes_) {
     const auto& q = b.quantization;
     if (!q.sent || q.box.volume() == 0) continue;
+    auto& ops =
+        boxes.emplace_back(QuantizedBox{.rank = ranks_[b.rank].rank, .weight = q.weight, .parts = {}}).parts;
     const auto first = view.ranks[b.rank].first_source;
     const auto values = first + static_cast<std::int32_t>(b.values_index);
     std::int32_t own = -1;  // the box's own buffer in view.shards, once appended
@@ -52,7 +54,7 @@ std::vector<Quantize> QuantizedSources::add_to(LocalView& view) const {
                    .strides = part.strides});
     }
   }
-  return ops;
+  return boxes;
 }
 
 }  // namespace refit::nccl_detail

@@ -2,7 +2,7 @@
 // FP8 in flight in the NCCL executor (refit/executors/sender_quantization.h): a process's buffers
 // as the plan sends from them, with every weight box quantised at the senders replaced by fp8
 // values and scales in memory of the executor's own, and the program's Quantize ops that fill
-// that memory from the caller's bf16 boxes before the first step. Pure C++: the executor
+// that memory from the caller's bf16 boxes (translate.h places them). Pure C++: the executor
 // allocates device memory, the CPU tests host memory.
 #include <cstddef>
 #include <functional>
@@ -33,7 +33,7 @@ class QuantizedSources {
   const std::vector<LocalRankBuffers>& ranks() const { return ranks_; }
   // The ops that quantise every box that is sent, part by part, on `view` (made from ranks()).
   // A box in a buffer of its own is appended to view.shards; a framework parameter is there.
-  std::vector<Quantize> add_to(LocalView& view) const;
+  std::vector<QuantizedBox> add_to(LocalView& view) const;
 
  private:
   struct Pending {

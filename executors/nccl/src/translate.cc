@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "refit/core/try.h"
+#include "refit/lowering/sender_quantize_order.h"
 #include "refit/planner/execution_model.h"
 
 namespace refit::nccl_detail {
@@ -33,24 +34,32 @@ std::vector<Item> local_items(const Plan& plan, const lowering::StepSchedule& sc
 // The ops of one step, before they are laid out on the streams.
 struct StepOps {
   std::vector<P2p> p2p;
-  std::vector<CopyOp> early_packs;  // read nothing the previous step delivers
-  std::vector<CopyOp> late_packs;   // forward what the previous step delivered
-  std::vector<CopyOp> unpacks;      // run after this step's traffic
-  std::vector<Quantize> quantise;   // quantise steps, once earlier steps' data is unpacked
-  bool forwards_previous = false;   // some send (packed or in place) needs the previous step's data
+  std::vector<CopyOp> early_packs;        // read nothing the previous step delivers
+  std::vector<CopyOp> late_packs;         // forward what the previous step delivered
+  std::vector<CopyOp> unpacks;            // run after this step's traffic
+  std::vector<Quantize> quantise;         // quantise steps, once earlier steps' data is unpacked
+  std::vector<Quantize> sender_quantise;  // the boxes the step's sends read first, before its packs
+  bool forwards_previous = false;         // some send (packed or in place) needs the previous step's data
 };
 
 class Translator {
  public:
   Translator(const lowering::LoweredPlan& lowered, const lowering::StepSchedule& schedule,
-             const LocalView& view, const ChunkSides& sides)
-      : lowered_(lowered), plan_(lowered.plan()), schedule_(schedule), view_(view), sides_(sides) {
+             const LocalView& view, const ChunkSides& sides, std::span<const QuantizedBox> boxes)
+      : lowered_(lowered),
+        plan_(lowered.plan()),
+        schedule_(schedule),
+        view_(view),
+        sides_(sides),
+        boxes_(boxes),
+        order_(boxes.empty() ? lowering::SenderQuantizeOrder{}
+                             : lowering::sender_quantize_order(plan_, lowered.staging(),
+                                                               lowering::scheduled_start(schedule))),
+        quantised_(static_cast<std::size_t>(plan_.world_size()), 0) {
     program_.staging_regions.assign(2 * view.ranks.size(), 0);
   }
 
-  [[nodiscard]] Result<Program> run(const std::vector<Item>& items, std::span<const Quantize> quantize) {
-    // Before the first step's "packed" event, which its group waits for.
-    program_.ops.insert(program_.ops.end(), quantize.begin(), quantize.end());
+  [[nodiscard]] Result<Program> run(const std::vector<Item>& items) {
     std::vector<CopyOp> pending_unpacks;
     for (std::size_t begin = 0; begin < items.size();) {
       std::size_t end = begin;
@@ -78,6 +87,19 @@ class Translator {
       program_.staging_regions[region] = std::max(program_.staging_regions[region], u);
       return at;
     };
+  }
+
+  // The boxes the sender of transfer t quantises up to the last one its chunk `chunk` reads,
+  // those not yet quantised, in their order.
+  void quantise_for(const Transfer& t, std::int64_t chunk, std::vector<Quantize>& out) {
+    if (order_.waits.empty()) return;
+    const auto r = static_cast<std::size_t>(t.sender.value);
+    for (auto& done = quantised_[r]; done < order_.needs(t.id, chunk); ++done) {
+      const auto weight = order_.weights[r][static_cast<std::size_t>(done)];
+      const auto box = std::ranges::find_if(
+          boxes_, [&](const QuantizedBox& b) { return b.rank == t.sender && b.weight == weight; });
+      if (box != boxes_.end()) out.insert(out.end(), box->parts.begin(), box->parts.end());
+    }
   }
 
   P2p p2p(Direction d, Rank self, Rank peer, const Item& item, Address at) const {
@@ -109,6 +131,7 @@ class Translator {
         continue;
       }
       if (const auto slot = sides_.slot_of(t.sender); slot >= 0) {
+        quantise_for(t, item.chunk, ops.sender_quantise);
         const auto side = REFIT_TRY(sides_.send(slot, t.id, item.chunk, staging_of(slot, used)));
         const bool late =
             previous >= 0 &&
@@ -142,6 +165,7 @@ class Translator {
     const std::int32_t previous = i > 0 ? program_.blocks.back().step : 0;
     program_.blocks.push_back(
         Block{.step = step, .first_op = program_.ops.size(), .done_event = done_event(i)});
+    program_.ops.insert(program_.ops.end(), ops.sender_quantise.begin(), ops.sender_quantise.end());
     batch(BatchKind::kPack, step, std::move(ops.early_packs));
     // Unless this step forwards what the previous one delivered, its traffic may start while the
     // previous step is still being unpacked (they use different staging halves and bytes).
@@ -181,6 +205,9 @@ class Translator {
   const lowering::StepSchedule& schedule_;
   const LocalView& view_;
   const ChunkSides& sides_;
+  std::span<const QuantizedBox> boxes_;
+  lowering::SenderQuantizeOrder order_;
+  std::vector<std::int32_t> quantised_;  // per plan rank: boxes of its order quantised so far
   Program program_;
 };
 
@@ -188,14 +215,13 @@ class Translator {
 
 Result<Program> translate(const lowering::LoweredPlan& lowered, const lowering::StepSchedule& schedule,
                           const ChunkSides& sides, const LocalView& view,
-                          std::span<const Quantize> quantize) {
-  Translator translator(lowered, schedule, view, sides);
-  return REFIT_TRY_IN(translator.run(local_items(lowered.plan(), schedule, sides), quantize),
-                      "nccl translation");
+                          std::span<const QuantizedBox> quantize) {
+  Translator translator(lowered, schedule, view, sides, quantize);
+  return REFIT_TRY_IN(translator.run(local_items(lowered.plan(), schedule, sides)), "nccl translation");
 }
 
 Result<Program> build_program(const lowering::LoweredPlan& lowered, const LocalView& view,
-                              std::span<const Quantize> quantize) {
+                              std::span<const QuantizedBox> quantize) {
   const auto sides = REFIT_TRY(ChunkSides::make(lowered, view));
   const auto schedule = REFIT_TRY(
       lowering::make_step_schedule(lowered, execution_model(ExecutionModelId::kRefitNccl).step_chunks));

@@ -23,15 +23,18 @@
 
 namespace refit::nccl_detail {
 
-// `quantize` run first, on the copy stream, so every step's packs and sends see their output.
+// Each box of `quantize` on the copy stream at the start of the first step that sends a chunk of it,
+// before that step's packs, in the order of sender_quantize_order under the step schedule
+// (refit/lowering/sender_quantize_order.h, which the simulator charges): so its packs and sends
+// see its output, and a box needed later is quantised while earlier steps' traffic flows.
 [[nodiscard]] Result<Program> translate(const lowering::LoweredPlan& lowered,
                                         const lowering::StepSchedule& schedule, const ChunkSides& sides,
-                                        const LocalView& view, std::span<const Quantize> quantize = {});
+                                        const LocalView& view, std::span<const QuantizedBox> quantize = {});
 
 // The whole way from a lowered plan (LoweredPlan::make, the gate that checks the plan) to this
 // process's program: the global step schedule made, with the NCCL executor's chunks per step
 // (ExecutionModel::step_chunks), and this process's part translated.
 [[nodiscard]] Result<Program> build_program(const lowering::LoweredPlan& lowered, const LocalView& view,
-                                            std::span<const Quantize> quantize = {});
+                                            std::span<const QuantizedBox> quantize = {});
 
 }  // namespace refit::nccl_detail

@@ -62,6 +62,7 @@ struct ExecutionContext {
   Outbox& outbox;
   InFlight<Flushed>& flushes;
   const std::vector<bool>* gone_before = nullptr;  // by rank: gone in this execution's earlier step
+  SendGate* gate = nullptr;  // called before each chunk is sent (Executor::set_send_gate)
 };
 
 // Adds the time from its construction to its end to a WorkTimes entry.

@@ -139,6 +139,7 @@ Result<bool> Engine::send_ready_chunks() {
 Result<void> Engine::send_chunk(const ChunkRef& c) {
   const auto& p = c_.program;
   const Send& s = p.sends()[static_cast<std::size_t>(c.first)];
+  if (c_.gate) c_.gate->before_send(s.transfer, c.second);
   std::vector<Run> local = p.send_runs[static_cast<std::size_t>(c.first)][static_cast<std::size_t>(c.second)];
   std::int64_t slot = -1;
   if (local.empty()) {

@@ -125,7 +125,10 @@ class UcxExecutor final : public Executor {
     // run stays in step with those that had one.
     runtime_->epoch += 2;
     const auto start = SteadyClock::now();
-    Engine engine(context(*p, p->plan, p->program, runtime_->epoch - 1, nullptr));
+    // Named: the engine keeps a reference to its context.
+    auto first = context(*p, p->plan, p->program, runtime_->epoch - 1, nullptr);
+    first.gate = gate_;
+    Engine engine(first);
     auto report = engine.run();
     if (!report || !membership_) return report;
     return repair(*p, std::move(*report), engine.gone(), start);
@@ -141,7 +144,9 @@ class UcxExecutor final : public Executor {
     const Plan plan = repair_plan(p.plan, excluded, dropped);
     if (plan.transfers.empty()) return report;
     const auto program = REFIT_TRY(make_repair_program(plan, p.rank, p.buffers, p.program, options_.staging));
-    Engine engine(context(p, plan, program, runtime_->epoch, &gone));
+    if (gate_) gate_->before_any_send();
+    const auto second = context(p, plan, program, runtime_->epoch, &gone);
+    Engine engine(second);
     const auto fixed = REFIT_TRY(engine.run());
     const auto& now_gone = engine.gone();
     report.engines = repaired_outcomes(p.plan, dropped, plan,
@@ -166,6 +171,11 @@ class UcxExecutor final : public Executor {
                             .outbox = rt.outbox,
                             .flushes = rt.flushes,
                             .gone_before = gone_before};
+  }
+
+  bool set_send_gate(SendGate* gate) override {
+    gate_ = gate;
+    return true;
   }
 
   // Only kept here: the prepared plans stay as they are, and execute() reads it.
@@ -225,6 +235,7 @@ class UcxExecutor final : public Executor {
   ExecutorOptions options_;
   std::shared_ptr<Runtime> runtime_;
   std::optional<EngineMembership> membership_;  // set: elastic refit
+  SendGate* gate_ = nullptr;                    // Executor::set_send_gate
 };
 
 // What a worker's shared-memory transport takes of /dev/shm at start-up: its receive descriptors

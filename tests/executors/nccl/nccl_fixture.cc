@@ -72,7 +72,7 @@ std::vector<SimProcess> Processes::sim() const {
 namespace {
 
 // A process's program from its view and quantise ops.
-using ProgramOf = std::function<Result<Program>(const LocalView&, std::span<const Quantize>)>;
+using ProgramOf = std::function<Result<Program>(const LocalView&, std::span<const QuantizedBox>)>;
 
 Result<Processes> processes_of(const Plan& plan, HostRanks& ranks, const CommRankMap& map,
                                const ProgramOf& program_of) {
@@ -101,7 +101,7 @@ Result<Processes> processes_of(const Plan& plan, HostRanks& ranks, const CommRan
 
 Result<Processes> make_processes(const Plan& plan, HostRanks& ranks, const CommRankMap& map, Bytes staging) {
   const auto lowered = REFIT_TRY(lowering::LoweredPlan::make(plan, staging));
-  return processes_of(plan, ranks, map, [&](const LocalView& view, std::span<const Quantize> quantize) {
+  return processes_of(plan, ranks, map, [&](const LocalView& view, std::span<const QuantizedBox> quantize) {
     return build_program(lowered, view, quantize);
   });
 }
@@ -109,11 +109,12 @@ Result<Processes> make_processes(const Plan& plan, HostRanks& ranks, const CommR
 Result<Processes> make_member_processes(const Plan& full, const EngineMembership& m, HostRanks& ranks,
                                         const CommRankMap& map, Bytes staging) {
   const std::vector<bool> none_gone(static_cast<std::size_t>(full.world_size()), false);
-  return processes_of(
-      full, ranks, map, [&](const LocalView& view, std::span<const Quantize> quantize) -> Result<Program> {
-        auto made = REFIT_TRY(member_program(full, m, none_gone, view, map, quantize, staging));
-        return std::move(made.program);
-      });
+  return processes_of(full, ranks, map,
+                      [&](const LocalView& view, std::span<const QuantizedBox> quantize) -> Result<Program> {
+                        auto made =
+                            REFIT_TRY(member_program(full, m, none_gone, view, map, quantize, staging));
+                        return std::move(made.program);
+                      });
 }
 
 }  // namespace refit::nccl_detail::testing

@@ -146,6 +146,21 @@ class HostAllocation {
 // Plain heap memory, uninitialised: what executors without a faster kind of memory hand out.
 std::unique_ptr<HostAllocation> heap_allocation(Bytes bytes);
 
+// Work on what a rank sends that has to be done before it goes and that an executor in front of
+// another does (QuantizingExecutor quantises the weight boxes a transfer reads): an executor that
+// takes a gate (Executor::set_send_gate) calls it on the executing thread, so that the work runs
+// piece by piece while earlier pieces are on the wire rather than all before the first byte.
+class SendGate {
+ public:
+  virtual ~SendGate() = default;
+  // Before chunk `chunk` of the prepared plan's transfer `transfer`, which this rank sends, is
+  // packed or put.
+  virtual void before_send(std::int32_t transfer, std::int64_t chunk) = 0;
+  // Before this rank sends anything that is not one of the prepared plan's transfers as planned
+  // (an elastic refit's repair step, which sends from the same buffers).
+  virtual void before_any_send() = 0;
+};
+
 // What prepare() registered and exchanged; opaque outside the executor that made it.
 class PreparedPlan {
  public:
@@ -177,6 +192,12 @@ class Executor {
   [[nodiscard]] virtual Result<void> set_membership(const EngineMembership& membership) {
     (void)membership;
     return unsupported("the " + std::string(name()) + " executor does not run elastic refits");
+  }
+  // Has every execute() that follows call `gate` (nullptr: none; it must outlive those calls).
+  // false: this executor takes no gate, and whoever does its work does it before execute().
+  virtual bool set_send_gate(SendGate* gate) {
+    (void)gate;
+    return false;
   }
 
  protected:

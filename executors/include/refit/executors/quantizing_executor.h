@@ -4,9 +4,12 @@
 // holds the weight in its source dtype (bf16). This executor takes the training rank's bf16 box
 // as that weight's source buffer, keeps an fp8 box and a scales box of its own, quantises the
 // first into the others at every execute() (the CPU quantizer, refit/quantize/quantize.h), and
-// has the executor behind it send those. Inference ranks, and plans without quantisation at the
-// senders, pass straight through, as do all plans when the executor behind quantises on its own
-// (ExecutorCapabilities::quantizes_at_senders: the NCCL executor, on the GPU).
+// has the executor behind it send those. Where that executor takes a SendGate (UCX), each box is
+// quantised just before the first chunk that reads it is sent, box by box in the order of
+// refit/lowering/sender_quantize_order.h, so the first bytes leave after one box's quantisation
+// rather than all of them (the simulator charges the same order); otherwise all go first. Inference ranks,
+// and plans without quantisation at the senders, pass straight through, as do all plans when the executor
+// behind quantises on its own (ExecutorCapabilities::quantizes_at_senders: the NCCL executor, on the GPU).
 //
 // A weight quantised at the receiver needs nothing here: the plan moves it in its source dtype
 // and the inference engine quantises what landed, as engines do today.
@@ -20,9 +23,10 @@ namespace refit {
 class QuantizingExecutor final : public Executor {
  public:
   // `bootstrap` (the inner executor's) must outlive it: a rank that refuses its buffers tells the
-  // others, so that every rank refuses together.
-  QuantizingExecutor(std::unique_ptr<Executor> inner, Bootstrap& bootstrap)
-      : inner_(std::move(inner)), bootstrap_(&bootstrap) {}
+  // others, so that every rank refuses together. `staging`: the inner executor's
+  // (ExecutorOptions::staging), which cuts the chunks whose order the quantisation follows.
+  QuantizingExecutor(std::unique_ptr<Executor> inner, Bootstrap& bootstrap, Bytes staging)
+      : inner_(std::move(inner)), bootstrap_(&bootstrap), staging_(staging) {}
 
   std::string_view name() const override { return inner_->name(); }
   ExecutorCapabilities capabilities() const override { return inner_->capabilities(); }
@@ -44,6 +48,7 @@ class QuantizingExecutor final : public Executor {
 
   std::unique_ptr<Executor> inner_;
   Bootstrap* bootstrap_;
+  Bytes staging_;
 };
 
 }  // namespace refit
