@@ -15,6 +15,7 @@
 #include "refit/executors/agreement.h"
 #include "refit/executors/delta_step.h"
 #include "refit/executors/host_shards.h"
+#include "refit/executors/sender_quantization.h"
 
 namespace refit {
 namespace {
@@ -55,6 +56,15 @@ struct Receiving {
   std::int64_t payload = 0;
 };
 
+// FP8 in flight: a weight box this rank quantises at every step before it packs its pieces, into
+// memory of its own that the pieces' source shards point into (the values and scales boxes the
+// plan sends), so that what is encoded is exactly the fp8 a dense refit sends.
+struct Quantized {
+  SenderQuantization box;
+  std::unique_ptr<HostAllocation> values;
+  std::unique_ptr<HostAllocation> scales;
+};
+
 // Where one transfer's payloads go: the pieces back to back, as large as they can get.
 struct Payloads {
   std::int32_t transfer = 0;
@@ -74,6 +84,7 @@ class DeltaPrepared final : public PreparedPlan {
   std::vector<Payloads> payloads;  // of the transfers this rank sends or receives, in plan order
   DeltaCodec codec;
   RankBuffers buffers;         // what it was prepared with, for a re-plan
+  std::vector<Quantized> fp8;  // the boxes it quantises before every step
   std::vector<Bytes> planned;  // by tensor: the bytes the plan was balanced by (PlanOptions::moved_bytes)
   // The last step's agreed payload size of every piece of the plan, and whether it went dense.
   std::vector<std::int64_t> step_payloads;
@@ -167,6 +178,18 @@ std::byte* payload_memory(DeltaPrepared& p, std::int32_t transfer) {
   if (agreed) src.changed = header.changed_elements;
   done = out.first(static_cast<std::size_t>(header.payload_bytes()));
   return done;
+}
+
+// Before round 0: every weight box the rank sends fp8 of, quantised from its bf16 as the dense
+// refit's quantizing executor does.
+void quantize(DeltaPrepared& p, ExecutionReport& total) {
+  if (p.fp8.empty()) return;
+  const auto start = SteadyClock::now();
+  for (const auto& q : p.fp8)
+    if (q.box.sent)
+      quantize_box(p.buffers, q.box,
+                   QuantizedMemory{.values = q.values->bytes(), .scales = q.scales->bytes()});
+  total.work.quantize = seconds_since(start);
 }
 
 // Step 2: every piece this rank sends, encoded against the baseline its receiver holds: each box
@@ -323,13 +346,32 @@ void settle(DeltaPrepared& p, std::int32_t round, bool moved) {
   return {};
 }
 
+// The buffers the rank's pieces are packed from: `given`, with each weight box it quantises
+// replaced by its fp8 values and scales in memory of its own (sender_quantization.h). Device
+// memory is refused with the pieces (delta_pieces.h), before anything is quantised.
+[[nodiscard]] Result<RankBuffers> quantized_sources(const Plan& plan, Rank rank, const RankBuffers& given,
+                                                    std::vector<Quantized>& fp8) {
+  const auto found = REFIT_TRY(sender_quantizations(plan, rank, given));
+  if (found.empty()) return given;
+  std::vector<QuantizedMemory> memory;
+  for (const auto& q : found) {
+    auto& made = fp8.emplace_back(Quantized{
+        .box = q, .values = heap_allocation(q.values_bytes()), .scales = heap_allocation(q.scales_bytes())});
+    memory.push_back(QuantizedMemory{.values = made.values->bytes(), .scales = made.scales->bytes()});
+  }
+  return sending_buffers(given, found, memory).buffers;
+}
+
 [[nodiscard]] Result<std::unique_ptr<DeltaPrepared>> make_prepared(const Plan& plan, Rank rank,
                                                                    const RankBuffers& buffers,
                                                                    const DeltaEncodeOptions& options,
                                                                    Executor& inner) {
   REFIT_TRY(validate_structure(plan));
-  auto pieces = REFIT_TRY(delta_pieces::rank_pieces(plan, rank, buffers));
+  std::vector<Quantized> fp8;
+  const auto packed_from = REFIT_TRY(quantized_sources(plan, rank, buffers, fp8));
+  auto pieces = REFIT_TRY(delta_pieces::rank_pieces(plan, rank, packed_from));
   auto p = std::make_unique<DeltaPrepared>();
+  p->fp8 = std::move(fp8);
   p->plan = plan;
   p->rank = rank;
   p->total_pieces = pieces.total;
@@ -475,6 +517,7 @@ Result<ExecutionReport> DeltaExecutor::execute(PreparedPlan& prepared) {
   DeltaStepReport report;
   ExecutionReport total;
   std::optional<Error> refused;
+  quantize(*p, total);
   for (std::int32_t round = 0; round < p->rounds; ++round) {
     const auto moved = move_round(*p, *inner_, *bootstrap_, round, report);
     settle(*p, round, moved.has_value());

@@ -25,11 +25,17 @@
 // re-plans by those payloads and, where the new plan lightens the busiest sender enough,
 // re-prepares. A box whose sender and round stay keeps its baseline (the audit still checks it
 // against its receiver's bytes); the others go dense once.
+// FP8 in flight (weights quantised at the senders): before round 0 each sender quantises its bf16
+// boxes as the dense refit does (sender_quantization.h) into memory of its own, and its pieces of
+// the fp8 values and scales are encoded against the fp8 it last sent. The receivers' destination
+// shards hold fp8 values and scales, as in a dense FP8 refit (what the engine loads), so the audit
+// checks the very bytes the engine holds and every step leaves them equal, bit for bit, to what a
+// dense FP8 refit of the same weights gives.
 // The sender keeps a packed copy of every box it sends (its baseline, one for all its receivers),
 // so its memory grows by those bytes, twice while a step is in flight. Refused at prepare: pieces
 // that land outside the receiver's destination shards (a relay's scratch, as gather-broadcast
-// plans have), quantised tensors and quantise steps, framework parameters, and device memory (the
-// GPU codec is not written yet).
+// plans have), weights quantised at their landing ranks or trained in fp8 (check_delta_plan),
+// framework parameters, and device memory (the GPU codec is not written yet).
 #include <functional>
 #include <memory>
 #include <optional>
