@@ -101,14 +101,8 @@ ExecutorOptions executor_options(const RunOptions& o, const Plan& plan, FaultInj
 // nothing re-makes.
 std::optional<DeltaRebalance> delta_rebalance(const RunOptions& o, const PlanInputs& inputs) {
   if (!o.inputs.plan_file.empty()) return std::nullopt;
-  return DeltaRebalance{.replan =
-                            [problem = inputs.problem, cluster = inputs.cluster, strategy = o.inputs.strategy,
-                             chunk = Bytes{o.inputs.chunk_bytes}](std::vector<Bytes> moved) {
-                              return refit::plan(
-                                  problem, cluster, strategy,
-                                  PlanOptions{.chunk = chunk, .moved_bytes = std::move(moved)});
-                            },
-                        .max_drift = o.delta_rebalance};
+  return refit::delta_rebalance(inputs.problem, inputs.cluster, o.inputs.strategy,
+                                PlanOptions{.chunk = Bytes{o.inputs.chunk_bytes}}, o.delta_rebalance);
 }
 
 [[nodiscard]] Result<RankSetup> set_up(const RunOptions& o, const RankContext& c) {

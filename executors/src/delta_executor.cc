@@ -86,6 +86,7 @@ class DeltaPrepared final : public PreparedPlan {
   RankBuffers buffers;         // what it was prepared with, for a re-plan
   std::vector<Quantized> fp8;  // the boxes it quantises before every step
   std::vector<Bytes> planned;  // by tensor: the bytes the plan was balanced by (PlanOptions::moved_bytes)
+  std::optional<DeltaRebalance> rebalance;  // as the executor had it when it prepared the plan
   // The last step's agreed payload size of every piece of the plan, and whether it went dense.
   std::vector<std::int64_t> step_payloads;
   std::vector<bool> step_dense;
@@ -459,9 +460,10 @@ bool worth_preparing(const Plan& old, const Plan& fresh, std::span<const Bytes> 
 // After a step whose transfers all moved: the step's payloads per tensor against those the plan
 // was balanced by, the same on every rank; past the threshold every rank re-plans, and re-prepares
 // where the new plan gains enough.
-[[nodiscard]] Result<void> rebalance(DeltaPrepared& p, const DeltaRebalance& r, Bootstrap& bootstrap,
-                                     Executor& inner, const DeltaEncodeOptions& options,
-                                     DeltaStepReport& report) {
+[[nodiscard]] Result<void> rebalance(DeltaPrepared& p, Bootstrap& bootstrap, Executor& inner,
+                                     const DeltaEncodeOptions& options, DeltaStepReport& report) {
+  if (!p.rebalance) return {};
+  const auto& r = *p.rebalance;
   const auto start = SteadyClock::now();
   auto measured = delta_rebalance::measured_moved_bytes(p.plan, p.step_payloads, p.step_dense, p.planned);
   report.share_drift = delta_rebalance::share_drift(p.planned, measured);
@@ -480,6 +482,7 @@ bool worth_preparing(const Plan& old, const Plan& fresh, std::span<const Bytes> 
   }
   keep_baselines(p, **made);
   (*made)->planned = std::move(measured);
+  (*made)->rebalance = p.rebalance;
   p = std::move(**made);
   report.rebalanced = true;
   return {};
@@ -504,6 +507,7 @@ Result<std::unique_ptr<PreparedPlan>> DeltaExecutor::prepare(const Plan& plan, R
                                                              const RankBuffers& buffers) {
   auto made = make_prepared(plan, rank, buffers, options_, *inner_);
   REFIT_TRY(agree_on_plan(*bootstrap_, plan, ready(made)));
+  (*made)->rebalance = rebalance_;
   return std::unique_ptr<PreparedPlan>(std::move(*made));
 }
 
@@ -527,7 +531,7 @@ Result<ExecutionReport> DeltaExecutor::execute(PreparedPlan& prepared) {
     if (auto applied = decode(*p, round); !applied && !refused) refused = applied.error();
     report.decode += seconds_since(start);
   }
-  if (rebalance_) REFIT_TRY(rebalance(*p, *rebalance_, *bootstrap_, *inner_, options_, report));
+  REFIT_TRY(rebalance(*p, *bootstrap_, *inner_, options_, report));
   if (refused) return std::unexpected(*refused);
   total.delta = report;
   return total;

@@ -62,6 +62,19 @@ Result<Plan> load_plan(const std::string& path, const ReshardProblem& problem, c
   return plan;
 }
 
+DeltaRebalance delta_rebalance(ReshardProblem problem, PlacedCluster cluster, std::string strategy,
+                               PlanOptions options, double max_drift) {
+  return DeltaRebalance{
+      .replan =
+          [problem = std::move(problem), cluster = std::move(cluster), strategy = std::move(strategy),
+           options = std::move(options)](std::vector<Bytes> moved) {
+            auto weighed = options;
+            weighed.moved_bytes = std::move(moved);
+            return plan(problem, cluster, strategy, weighed);
+          },
+      .max_drift = max_drift};
+}
+
 Result<ExecutionReport> run(Executor& executor, const Plan& plan, Rank rank, const RankBuffers& buffers) {
   auto prepared = REFIT_TRY(executor.prepare(plan, rank, buffers));
   return executor.execute(*prepared);

@@ -64,7 +64,8 @@ struct DeltaRebalance {
 
 class DeltaExecutor final : public Executor {
  public:
-  // `bootstrap` (the inner executor's) must outlive it. Without `rebalance` a prepared plan stays.
+  // `bootstrap` (the inner executor's) must outlive it. Without `rebalance` a prepared plan stays;
+  // a plan re-balances as the executor did when it was prepared (rebalance_with).
   DeltaExecutor(std::unique_ptr<Executor> inner, Bootstrap& bootstrap, DeltaEncodeOptions options = {},
                 std::optional<DeltaRebalance> rebalance = std::nullopt)
       : inner_(std::move(inner)),
@@ -74,6 +75,9 @@ class DeltaExecutor final : public Executor {
 
   std::string_view name() const override { return inner_->name(); }
   ExecutorCapabilities capabilities() const override;
+  // How the plans prepared from now on re-balance (nullopt: never); those prepared before keep
+  // theirs, since a re-plan must make plans of the problem they were prepared for.
+  void rebalance_with(std::optional<DeltaRebalance> rebalance) { rebalance_ = std::move(rebalance); }
   // Besides the plan's own checks: host memory, contiguous shards, every transfer from its sender's
   // source shards into its receiver's destination box. A rank that refuses makes every rank
   // refuse; errors name the transfer or tensor.
