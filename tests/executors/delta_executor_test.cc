@@ -401,6 +401,9 @@ TEST(DeltaExecutor, Fp8InFlightLeavesEveryReceiverWithTheQuantizersBytesAtEveryS
       SCOPED_TRACE(::testing::Message() << quant_scheme_name(scheme) << " " << strategy);
       const auto problem = testing::quantized_test_problem(scheme);
       const auto plan = testing::plan_for(problem, cluster, strategy, Bytes{4096});
+      // The refit plan relays the experts' fp8 to the replica on the same node (ranks 2 and 3).
+      EXPECT_EQ(std::ranges::any_of(plan.transfers, [](const Transfer& t) { return !t.upstream().empty(); }),
+                std::string_view(strategy) == "refit");
       const auto steps = run_steps(problem, plan, Scenario{.change_fraction = 0.02, .steps = 12});
       for (std::int32_t r = 0; r < plan.world_size(); ++r)
         for (std::int32_t s = 0; s < 12; ++s) {
