@@ -404,15 +404,14 @@ Action add_run_command(CLI::App& app) {
                   "Refits to perform with one prepared plan, as an RL job does once per step; the "
                   "report gives the median and the first (default 1)")
       ->check(positive());
-  cmd->add_option(
-         "--delta", o->delta,
-         "Delta refit (docs/delta.md): the training ranks hold synthetic weights of which this "
-         "fraction of the elements changes by a small random step before every iteration but "
-         "the first, and each iteration moves per piece only what changed since the receiver's "
-         "bytes (bf16 and fp32 tensors, and with --quantize the fp8 values and scales the senders "
-         "make, not weights quantised at landing ranks: --quantize-at sender; logical storage; refit "
-         "and direct plans, not gather-broadcast); with --verify every step is checked, fp8 against "
-         "what the quantizer makes of that step's bf16")
+  cmd->add_option("--delta", o->delta,
+                  "Delta refit (docs/delta.md): the training ranks hold synthetic weights of which this "
+                  "fraction of the elements changes by a small random step before every iteration but "
+                  "the first, and each iteration moves per piece only what changed since the receiver's "
+                  "bytes (bf16 and fp32 tensors, and with --quantize the fp8 values and scales the senders "
+                  "or the landing ranks make, not weights trained in fp8; logical storage; refit and direct "
+                  "plans, not gather-broadcast); with --verify every step is checked, fp8 against what the "
+                  "quantizer makes of that step's bf16")
       ->check(CLI::Range(0.0, 1.0))
       ->excludes("--load-sources");
   cmd->add_option("--delta-frozen", o->delta_frozen,

@@ -16,6 +16,7 @@
 #include "refit/executors/delta_step.h"
 #include "refit/executors/host_shards.h"
 #include "refit/executors/sender_quantization.h"
+#include "refit/quantize/quantize.h"
 
 namespace refit {
 namespace {
@@ -83,8 +84,10 @@ class DeltaPrepared final : public PreparedPlan {
   std::vector<Receiving> receives;
   std::vector<Payloads> payloads;  // of the transfers this rank sends or receives, in plan order
   DeltaCodec codec;
-  RankBuffers buffers;         // what it was prepared with, for a re-plan
-  std::vector<Quantized> fp8;  // the boxes it quantises before every step
+  RankBuffers buffers;                                     // what it was prepared with, for a re-plan
+  std::vector<Quantized> fp8;                              // the boxes it quantises before every step
+  std::vector<std::int32_t> quantised;                     // the pieces of its quantise steps
+  std::vector<delta_pieces::LandingQuantization> landing;  // its quantise steps, by round
   std::vector<Bytes> planned;  // by tensor: the bytes the plan was balanced by (PlanOptions::moved_bytes)
   std::optional<DeltaRebalance> rebalance;  // as the executor had it when it prepared the plan
   // The last step's agreed payload size of every piece of the plan, and whether it went dense.
@@ -183,7 +186,7 @@ std::byte* payload_memory(DeltaPrepared& p, std::int32_t transfer) {
 
 // Before round 0: every weight box the rank sends fp8 of, quantised from its bf16 as the dense
 // refit's quantizing executor does.
-void quantize(DeltaPrepared& p, ExecutionReport& total) {
+void quantize_at_senders(DeltaPrepared& p, ExecutionReport& total) {
   if (p.fp8.empty()) return;
   const auto start = SteadyClock::now();
   for (const auto& q : p.fp8)
@@ -191,6 +194,25 @@ void quantize(DeltaPrepared& p, ExecutionReport& total) {
       quantize_box(p.buffers, q.box,
                    QuantizedMemory{.values = q.values->bytes(), .scales = q.scales->bytes()});
   total.work.quantize = seconds_since(start);
+}
+
+// A landing rank's quantise steps of `round`: the landing copies the earlier rounds decoded,
+// quantised into the rank's fp8 values and scales, which later rounds forward.
+void quantize_landing(DeltaPrepared& p, std::int32_t round, ExecutionReport& total) {
+  const auto start = SteadyClock::now();
+  bool ran = false;
+  for (const auto& q : p.landing) {
+    if (q.round != round) continue;
+    const auto& box = q.values.box;
+    quantize(q.scheme,
+             Bf16View{.data = reinterpret_cast<const std::uint16_t*>(q.copy.bytes.data()),
+                      .shape = box.extent,
+                      .strides = row_major_strides(box.extent)},
+             std::span(reinterpret_cast<std::uint8_t*>(q.values.bytes.data()), q.values.bytes.size()),
+             q.scales.bytes);
+    ran = true;
+  }
+  if (ran) total.work.quantize = total.work.quantize.value_or(Seconds{0}) + seconds_since(start);
 }
 
 // Step 2: every piece this rank sends, encoded against the baseline its receiver holds: each box
@@ -267,6 +289,9 @@ struct StepPlan {
   for (const auto& s : p.sends)
     if (s.piece.round == round)
       mine.emplace_back(s.piece.index, static_cast<std::uint64_t>(s.payload) | (s.dense ? kSentDense : 0));
+  // A quantise step moves nothing, and says nothing about its tensor's delta.
+  for (const auto piece : p.quantised)
+    if (p.rounds_of[static_cast<std::size_t>(piece)] == round) mine.emplace_back(piece, kSentDense);
   const auto all = REFIT_TRY_IN(
       agree(bootstrap, encoded ? Result<std::string>(encode_pairs(mine)) : std::unexpected(encoded.error())),
       "payload sizes");
@@ -373,6 +398,8 @@ void settle(DeltaPrepared& p, std::int32_t round, bool moved) {
   auto pieces = REFIT_TRY(delta_pieces::rank_pieces(plan, rank, packed_from));
   auto p = std::make_unique<DeltaPrepared>();
   p->fp8 = std::move(fp8);
+  p->quantised = std::move(pieces.quantised);
+  p->landing = std::move(pieces.landing);
   p->plan = plan;
   p->rank = rank;
   p->total_pieces = pieces.total;
@@ -521,8 +548,9 @@ Result<ExecutionReport> DeltaExecutor::execute(PreparedPlan& prepared) {
   DeltaStepReport report;
   ExecutionReport total;
   std::optional<Error> refused;
-  quantize(*p, total);
+  quantize_at_senders(*p, total);
   for (std::int32_t round = 0; round < p->rounds; ++round) {
+    quantize_landing(*p, round, total);
     const auto moved = move_round(*p, *inner_, *bootstrap_, round, report);
     settle(*p, round, moved.has_value());
     if (!moved) return std::unexpected(moved.error());

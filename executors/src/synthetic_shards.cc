@@ -8,6 +8,7 @@
 #include "box_rows.h"
 #include "refit/core/try.h"
 #include "refit/delta/mix64.h"
+#include "refit/executors/pattern.h"
 #include "refit/quantize/quantize.h"
 
 namespace refit {
@@ -34,14 +35,13 @@ template <class F>
   return outcome;
 }
 
-// The fp8 values of a weight quantised at the senders: what a destination holds is made, at every
-// step, from the bf16 the update changes.
-bool quantized_values(const TensorSpec& t) {
-  return t.quantization && t.quantization->site == QuantSite::kSender && !t.quantization->is_scales();
+// The fp8 values of a weight quantised at the senders or at its landing ranks: what a destination
+// holds is made, at every step, from the bf16 the update changes.
+bool quantized_on_the_way(const TensorSpec& t) {
+  return t.quantization && (t.quantization->site == QuantSite::kSender || t.quantization->made_at_landing());
 }
-bool quantized_scales(const TensorSpec& t) {
-  return t.quantization && t.quantization->site == QuantSite::kSender && t.quantization->is_scales();
-}
+bool quantized_values(const TensorSpec& t) { return quantized_on_the_way(t) && !t.quantization->is_scales(); }
+bool quantized_scales(const TensorSpec& t) { return quantized_on_the_way(t) && t.quantization->is_scales(); }
 
 }  // namespace
 
@@ -51,6 +51,7 @@ Result<SyntheticShards> SyntheticShards::make(const ReshardProblem& problem, con
     return out_of_range(fmt::format("frozen fraction {} is not in [0, 1]", frozen_fraction));
   SyntheticShards out;
   out.update_ = update;
+  const auto weights = values_source_of(problem);
   out.frozen_tensors_ = static_cast<std::uint32_t>(
       std::llround(frozen_fraction * static_cast<double>(problem.tensors().size())));
   for (const bool source : {true, false})
@@ -71,14 +72,18 @@ Result<SyntheticShards> SyntheticShards::make(const ReshardProblem& problem, con
             fmt::format("tensor '{}': synthetic weights fill contiguous shards, not framework "
                         "parameters",
                         spec.name));
-      Shard shard{
-          .tensor = b.tensor, .dtype = dtype, .tensor_shape = spec.shape, .name = spec.name, .buffer = b};
+      Shard shard{.tensor = b.tensor,
+                  .weights_of = weights[b.tensor],
+                  .dtype = dtype,
+                  .tensor_shape = spec.shape,
+                  .name = spec.name,
+                  .buffer = b};
       auto& held = quantized_values(spec) && !source ? shard.weights : shard.expected;
       if (!source) held.assign(static_cast<std::size_t>(b.box.volume() * dtype_size(dtype)), std::byte{0});
       const std::span<std::byte> initial = source ? b.bytes : std::span<std::byte>(held);
       REFIT_TRY(for_each_row(
           spec.shape, b.box, dtype_size(dtype), initial, [&](std::int64_t first, std::span<std::byte> row) {
-            return fill_synthetic_weights(row, dtype, first, tensor_seed(update.seed, b.tensor));
+            return fill_synthetic_weights(row, dtype, first, tensor_seed(update.seed, shard.weights_of));
           }));
       (source ? out.sources_ : out.destinations_).push_back(std::move(shard));
     }
@@ -109,8 +114,8 @@ Result<void> SyntheticShards::pair_quantized(const ReshardProblem& problem) {
   return {};
 }
 
-// What a dense FP8 refit delivers of each weight quantised at the senders: the quantizer's values
-// and scales of the destination box's bf16.
+// What a dense FP8 refit delivers of each weight quantised on its way: the quantizer's values and
+// scales of the destination box's bf16.
 void SyntheticShards::requantize() {
   for (auto& d : destinations_) {
     if (d.weights.empty()) continue;
@@ -123,9 +128,9 @@ void SyntheticShards::requantize() {
 }
 
 Result<void> SyntheticShards::step_box(const Shard& shard, std::span<std::byte> bytes) const {
-  if (shard.tensor < frozen_tensors_ || shard.tensor_shape.empty()) return {};  // frozen, or scales
+  if (shard.weights_of < frozen_tensors_ || shard.tensor_shape.empty()) return {};  // frozen, or scales
   SyntheticUpdate update = update_;
-  update.seed = tensor_seed(update_.seed, shard.tensor);
+  update.seed = tensor_seed(update_.seed, shard.weights_of);
   return for_each_row(shard.tensor_shape, shard.buffer.box, dtype_size(shard.dtype), bytes,
                       [&](std::int64_t first, std::span<std::byte> row) {
                         return apply_synthetic_step(row, shard.dtype, first, update, step_);

@@ -419,31 +419,36 @@ TEST(DeltaExecutor, Fp8InFlightLeavesEveryReceiverWithTheQuantizersBytesAtEveryS
     }
 }
 
-// The same invariant against the dense path itself: after 8 delta steps, a dense FP8 refit of the
-// same bf16 (QuantizingExecutor over UCX, into fresh destination buffers) gives every receiver
-// byte for byte what the delta refit left it.
+// After the last delta step: a dense FP8 refit of the same bf16 (QuantizingExecutor over UCX, into
+// fresh destination buffers) gives every receiver byte for byte what the delta refit left it.
+std::function<void(std::int32_t, Bootstrap&, const RankBuffers&)> equals_dense_fp8(
+    const ReshardProblem& problem, const Plan& plan) {
+  return [&problem, &plan](std::int32_t r, Bootstrap& bootstrap, const RankBuffers& delta) {
+    auto ucx = make_ucx_executor(bootstrap, ExecutorOptions{.timeout = Seconds{20}});
+    ASSERT_TRUE(ucx) << ucx.error().message;
+    QuantizingExecutor dense(std::move(*ucx), bootstrap);
+    RankBuffers fresh = delta;
+    std::vector<std::vector<std::byte>> memory;
+    for (auto& d : fresh.destinations) d.bytes = memory.emplace_back(d.bytes.size());
+    auto prepared = dense.prepare(plan, Rank{r}, fresh);
+    ASSERT_TRUE(prepared) << prepared.error().message;
+    ASSERT_TRUE(dense.execute(**prepared));
+    for (std::size_t i = 0; i < fresh.destinations.size(); ++i)
+      EXPECT_TRUE(std::ranges::equal(fresh.destinations[i].bytes, delta.destinations[i].bytes))
+          << "rank " << r << ": tensor " << problem.tensors()[delta.destinations[i].tensor].tensor.name;
+  };
+}
+
+// The same invariant against the dense path itself, after 8 delta steps of a relayed plan.
 TEST(DeltaExecutor, Fp8DeltasEqualADenseFp8RefitOfTheSameWeights) {
   const auto cluster = testing::make_test_cluster(3, 2, 2, 4);
   for (const auto scheme : all_quant_schemes()) {
     SCOPED_TRACE(quant_scheme_name(scheme));
     const auto problem = testing::quantized_test_problem(scheme);
     const auto plan = testing::plan_for(problem, cluster, "refit", Bytes{4096});
-    const auto dense_check = [&](std::int32_t r, Bootstrap& bootstrap, const RankBuffers& delta) {
-      auto ucx = make_ucx_executor(bootstrap, ExecutorOptions{.timeout = Seconds{20}});
-      ASSERT_TRUE(ucx) << ucx.error().message;
-      QuantizingExecutor dense(std::move(*ucx), bootstrap);
-      RankBuffers fresh = delta;
-      std::vector<std::vector<std::byte>> memory;
-      for (auto& d : fresh.destinations) d.bytes = memory.emplace_back(d.bytes.size());
-      auto prepared = dense.prepare(plan, Rank{r}, fresh);
-      ASSERT_TRUE(prepared) << prepared.error().message;
-      ASSERT_TRUE(dense.execute(**prepared));
-      for (std::size_t i = 0; i < fresh.destinations.size(); ++i)
-        EXPECT_TRUE(std::ranges::equal(fresh.destinations[i].bytes, delta.destinations[i].bytes))
-            << "rank " << r << ": tensor " << problem.tensors()[delta.destinations[i].tensor].tensor.name;
-    };
-    const auto steps =
-        run_steps(problem, plan, Scenario{.change_fraction = 0.05, .steps = 8, .after_steps = dense_check});
+    const auto steps = run_steps(
+        problem, plan,
+        Scenario{.change_fraction = 0.05, .steps = 8, .after_steps = equals_dense_fp8(problem, plan)});
     for (const auto& rank : steps)
       for (const auto& step : rank) ASSERT_FALSE(step.error) << step.error->message;
   }
@@ -485,30 +490,68 @@ TEST(DeltaExecutor, Fp8AFailedStepLeavesNoHalfDeltaAndDriftIsRepaired) {
   EXPECT_EQ(full, 1);
 }
 
-// A weight whose training layout cuts its blocks is quantised at its landing ranks, whose quantise
-// step a delta refit does not run: refused at prepare on every rank, naming the weight.
-TEST(DeltaExecutor, WeightsQuantisedAtLandingRanksAreRefusedNamingTheWeight) {
-  const Shape w{256, 512};
+// cut.weight [256, 96]: training ranks 0-3 hold 24 columns each, cutting its 128x128 (one ragged
+// 128x96 per 128 rows) and its 1x32 blocks, so it is quantised at its landing ranks (one replica
+// of the inference layout, rows over ranks 4-5 or 6-7). A step moves the bf16 landing copy as deltas, each
+// landing rank quantises its box at the start of the next round, and the fp8 goes to the other replica as
+// deltas in the round after. Every step, every inference rank holds what the quantizer makes of that step's
+// bf16 (and the landing ranks their copy's bf16), and after 8 steps exactly what a dense FP8 refit gives.
+ReshardProblem landing_problem(QuantScheme scheme) {
+  const Shape w{256, 96};
   const auto bf16 =
-      ReshardProblem::make({make_reshard("cut.weight", w, make_layout(w, {4}, rank_range(0, 4), "S0"),
-                                         make_layout(w, {2, 2}, rank_range(4, 4), "R,S1"))},
+      ReshardProblem::make({make_reshard("cut.weight", w, make_layout(w, {4}, rank_range(0, 4), "S1"),
+                                         make_layout(w, {2, 2}, rank_range(4, 4), "R,S0"))},
                            4, 4)
           .value();
-  const auto problem =
-      quantize_problem(bf16, {.scheme = QuantScheme::kFp8Block128, .site = QuantSite::kLanding},
-                       [](const TensorSpec&) { return true; })
+  return quantize_problem(bf16, {.scheme = scheme, .site = QuantSite::kLanding},
+                          [](const TensorSpec&) { return true; })
+      .value();
+}
+
+TEST(DeltaExecutor, Fp8AtLandingRanksMovesTheCopyAsDeltasAndEveryStepIsExact) {
+  const auto cluster = testing::make_test_cluster(4, 2, 4, 4);
+  for (const auto scheme : all_quant_schemes())
+    for (const auto* strategy : {"direct", "refit"}) {
+      SCOPED_TRACE(::testing::Message() << quant_scheme_name(scheme) << " " << strategy);
+      const auto problem = landing_problem(scheme);
+      const auto plan = testing::plan_for(problem, cluster, strategy, Bytes{4096});
+      ASSERT_TRUE(std::ranges::any_of(plan.transfers, [](const Transfer& t) { return t.quantises(); }));
+      const auto steps = run_steps(
+          problem, plan,
+          Scenario{.change_fraction = 0.02, .steps = 8, .after_steps = equals_dense_fp8(problem, plan)});
+      for (std::int32_t r = 0; r < plan.world_size(); ++r)
+        for (std::int32_t s = 0; s < 8; ++s) {
+          SCOPED_TRACE(::testing::Message() << "rank " << r << " step " << s);
+          const auto& step = steps[static_cast<std::size_t>(r)][static_cast<std::size_t>(s)];
+          ASSERT_FALSE(step.error) << step.error->message;
+          ASSERT_FALSE(step.wrong) << step.wrong->message;
+          if (s > 0) EXPECT_EQ(delta_of(step).full, 0);
+        }
+    }
+}
+
+// Weights trained in fp8 (their values and scales held by the training ranks) are refused at
+// prepare on every rank, naming the weight.
+TEST(DeltaExecutor, WeightsTrainedInFp8AreRefusedNamingTheWeight) {
+  const Shape w{256, 512};
+  const auto bf16 =
+      ReshardProblem::make({make_reshard("w.weight", w, make_layout(w, {2}, rank_range(0, 2), "S0"),
+                                         make_layout(w, {2}, rank_range(2, 2), "S1"))},
+                           2, 2)
           .value();
-  const auto plan = testing::plan_for(problem, testing::make_test_cluster(4, 2, 4, 4), "direct", Bytes{4096});
-  testing::run_ranks(8, [&](std::int32_t r, Bootstrap& bootstrap) {
+  const auto problem =
+      quantize_problem(bf16, {.site = QuantSite::kTraining}, [](const TensorSpec&) { return true; }).value();
+  const auto plan = testing::plan_for(problem, testing::make_test_cluster(2, 2, 2, 2), "direct", Bytes{4096});
+  testing::run_ranks(4, [&](std::int32_t r, Bootstrap& bootstrap) {
     auto ucx = make_ucx_executor(bootstrap, ExecutorOptions{.timeout = Seconds{20}});
     ASSERT_TRUE(ucx);
     DeltaExecutor executor(std::move(*ucx), bootstrap);
     auto shards = HostShards::allocate(problem, Rank{r});
     const auto prepared = executor.prepare(plan, Rank{r}, shards.buffers());
     ASSERT_FALSE(prepared);
-    EXPECT_NE(prepared.error().message.find("tensor 'cut.weight"), std::string::npos)
+    EXPECT_NE(prepared.error().message.find("tensor 'w.weight"), std::string::npos)
         << prepared.error().message;
-    EXPECT_NE(prepared.error().message.find("--quantize-at sender"), std::string::npos);
+    EXPECT_NE(prepared.error().message.find("trained in fp8"), std::string::npos);
   });
 }
 

@@ -30,11 +30,13 @@
 // the fp8 values and scales are encoded against the fp8 it last sent. The receivers' destination
 // shards hold fp8 values and scales, as in a dense FP8 refit (what the engine loads), so the audit
 // checks the very bytes the engine holds and every step leaves them equal, bit for bit, to what a
-// dense FP8 refit of the same weights gives.
+// dense FP8 refit of the same weights gives. A weight quantised at its landing ranks moves as its
+// bf16 landing copy (deltas of bf16); each landing rank runs its quantise step at the start of the
+// round after the copy's, and the fp8 it makes is forwarded in the rounds after, as relays do.
 // The sender keeps a packed copy of every box it sends (its baseline, one for all its receivers),
 // so its memory grows by those bytes, twice while a step is in flight. Refused at prepare: pieces
 // that land outside the receiver's destination shards (a relay's scratch, as gather-broadcast
-// plans have), weights quantised at their landing ranks or trained in fp8 (check_delta_plan),
+// plans have), weights trained in fp8 (check_delta_plan), a quantise step of part of a box,
 // framework parameters, and device memory (the GPU codec is not written yet).
 #include <functional>
 #include <memory>

@@ -3,9 +3,10 @@
 // benchmarks): every rank's source shards hold the weights of delta/synthetic_update.h and take
 // step after step of its seeded RL-like update, while each inference rank keeps what its
 // destination shards must hold after every step (computed on its own, since any rank can compute
-// any element at any step) and checks them byte for byte. A weight quantised at the senders (FP8
-// in flight) takes the update in bf16 at the training ranks, and an inference rank must hold what
-// the CPU quantizer makes of its box of that step's bf16: what a dense FP8 refit delivers.
+// any element at any step) and checks them byte for byte. A weight quantised on its way (FP8 in
+// flight, at the senders or at its landing ranks) takes the update in bf16 at the training ranks,
+// and an inference rank must hold what the CPU quantizer makes of its box of that step's bf16: what
+// a dense FP8 refit delivers.
 #include <cstdint>
 #include <vector>
 
@@ -43,12 +44,14 @@ class SyntheticShards {
  private:
   struct Shard {
     std::uint32_t tensor = 0;
+    std::uint32_t weights_of = 0;  // the tensor whose synthetic weights it holds (its landing copy's
+                                   // for fp8 made at landing ranks; else itself)
     DType dtype = DType::kBF16;
     Shape tensor_shape;
     std::string name;
     ShardBuffer buffer;
     std::vector<std::byte> expected;  // destinations: what the buffer must hold
-    // Destinations of a weight quantised at the senders: the bf16 its values and scales are
+    // Destinations of a weight quantised on its way: the bf16 its values and scales are
     // quantised from, and its scales shard (an index into destinations_).
     std::vector<std::byte> weights;
     QuantScheme scheme = QuantScheme::kFp8Block128;
