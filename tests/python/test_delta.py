@@ -86,13 +86,15 @@ def _buffers(problem: refit.Problem, rank: int) -> dict[str, np.ndarray]:
     return {s.tensor: np.zeros(s.extent, dtype=refit.numpy_dtype(s.dtype)) for s in problem.shards(rank)}
 
 
-def test_fp8_deltas_give_every_inference_rank_what_a_dense_fp8_refit_gives() -> None:
-    # small-llama-blocks at tp=2: every linear weight is whole 128x128 blocks at the training
-    # ranks, which quantise it (quantize_at="sender"). At every step each rank runs the delta
-    # executor and a dense one over the same bf16; every inference rank's fp8 values and scales
-    # must be the same bytes in both.
-    problem = refit.Problem.from_model(MODELS / "small-llama-blocks.json", train="tp=2", infer="tp=2,engines=2",
-                                       quantize="fp8-block128", quantize_at="sender")  # fmt: skip
+@pytest.mark.parametrize("train, quantize_at", [("tp=2", "sender"), ("tp=4", "landing")])
+def test_fp8_deltas_give_every_inference_rank_what_a_dense_fp8_refit_gives(train: str, quantize_at: str) -> None:
+    # small-llama-blocks: at tp=2 every linear weight is whole 128x128 blocks at the training
+    # ranks, which quantise it; at tp=4 training cuts q_proj's blocks and its landing ranks
+    # quantise it. At every step each rank runs the delta executor and a dense one over the same
+    # bf16; every inference rank's fp8 values and scales (and landing copies) must be the same
+    # bytes in both.
+    problem = refit.Problem.from_model(MODELS / "small-llama-blocks.json", train=train, infer="tp=2,engines=2",
+                                       quantize="fp8-block128", quantize_at=quantize_at)  # fmt: skip
     plan = refit.plan(problem, refit.Cluster.preset("cpu-host"), strategy="refit")
     steps = [_bf16_weights(problem, s) for s in range(STEPS)]
 
@@ -116,6 +118,7 @@ def test_fp8_deltas_give_every_inference_rank_what_a_dense_fp8_refit_gives() -> 
     for r in results:
         assert not isinstance(r, BaseException), r
     assert any(s.dtype == "fp8_e4m3" for s in problem.shards(problem.source_ranks))
+    assert any(t.name.endswith("@landing") for t in problem.tensors) == (quantize_at == "landing")
     for rank in range(problem.source_ranks):
         for report in results[rank][1:]:
             assert report.delta is not None and report.delta.full == 0
