@@ -3,19 +3,33 @@
 // format and the codec's per-chunk choice, on an 8 MiB chunk (refit's default chunk) of bf16 and
 // fp32 weights after one synthetic RL step (synthetic_update.h) that changes 0.1 % to 100 % of
 // the elements; and the chunk checksum alone. bench/RESULTS.md ("Delta codec") keeps the figures.
+//
+// fp8/...: deltas of FP8 in flight against deltas of bf16: a [2048, 2048] bf16 weight (8 MiB)
+// after one step (changes of up to 2^-7 or 2^-3 of an element's value), sent as bf16 or quantised at the
+// sender (fp8-block128, mxfp8: the CPU quantizer, as DeltaExecutor does) and delta-encoded against the
+// previous step's bytes with the codec's own choice. Counters: "payload/bf16" the step's payload (values and
+// scales) over the bf16 weight's bytes, "payload/dense" over what a dense refit of that form sends, "values
+// changed" and "scales changed" the share of fp8 values and of scales whose bits changed; the time is the
+// encoding of the step's payload (bench/RESULTS.md, "FP8 in flight with deltas").
 #include <benchmark/benchmark.h>
 
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "refit/core/quant_scheme.h"
+#include "refit/core/quantization.h"
 #include "refit/delta/codec.h"
 #include "refit/delta/synthetic_update.h"
+#include "refit/quantize/quantize.h"
 
 namespace {
 
@@ -30,15 +44,18 @@ struct StepPair {
   Bytes after;
 };
 
-const StepPair& step_pair(refit::DType dtype, double fraction) {
-  static std::map<std::pair<refit::DType, double>, StepPair> pairs;
-  auto [it, added] = pairs.try_emplace({dtype, fraction});
+// Each change moves the element by up to `relative_step` of its value.
+const StepPair& step_pair(refit::DType dtype, double fraction,
+                          double relative_step = refit::SyntheticUpdate{}.relative_step) {
+  static std::map<std::tuple<refit::DType, double, double>, StepPair> pairs;
+  auto [it, added] = pairs.try_emplace({dtype, fraction, relative_step});
   if (added) {
     it->second.before.resize(kChunkBytes);
     (void)refit::fill_synthetic_weights(it->second.before, dtype, 0, 1);
     it->second.after = it->second.before;
-    (void)refit::apply_synthetic_step(it->second.after, dtype, 0, {.change_fraction = fraction, .seed = 2},
-                                      1);
+    (void)refit::apply_synthetic_step(
+        it->second.after, dtype, 0, {.change_fraction = fraction, .relative_step = relative_step, .seed = 2},
+        1);
   }
   return it->second;
 }
@@ -118,6 +135,81 @@ std::vector<std::pair<std::string, refit::DeltaEncodeOptions>> option_sets() {
   return out;
 }
 
+// FP8 in flight: the [2048, 2048] bf16 weight of one chunk (8 MiB), sent as bf16 or as its fp8.
+const refit::Shape kShape{2048, 2048};
+constexpr std::int64_t kElements = kChunkBytes / 2;
+
+// What one step sends of the weight in one form: the parts (bf16: the weight; fp8: its values
+// and its scales), each before and after the step, with its element type.
+struct Part {
+  refit::DType dtype;
+  Bytes before;
+  Bytes after;
+};
+
+// `bf16` quantised: its fp8 values and its scales.
+std::pair<Bytes, Bytes> quantized(refit::QuantScheme scheme, const Bytes& bf16) {
+  Bytes values(static_cast<std::size_t>(kElements));
+  Bytes scales(static_cast<std::size_t>(refit::scale_buffer_bytes(scheme, kShape)));
+  refit::quantize(scheme,
+                  refit::Bf16View{.data = reinterpret_cast<const std::uint16_t*>(bf16.data()),
+                                  .shape = kShape,
+                                  .strides = refit::row_major_strides(kShape)},
+                  std::span(reinterpret_cast<std::uint8_t*>(values.data()), values.size()), scales);
+  return {std::move(values), std::move(scales)};
+}
+
+// The parts of one step in one form (no scheme: bf16): the bf16 chunk of step_pair as the weight.
+std::vector<Part> parts(std::optional<refit::QuantScheme> scheme, double fraction, double relative_step) {
+  const auto& [before, after] = step_pair(refit::DType::kBF16, fraction, relative_step);
+  if (!scheme) return {Part{refit::DType::kBF16, before, after}};
+  auto [values_before, scales_before] = quantized(*scheme, before);
+  auto [values_after, scales_after] = quantized(*scheme, after);
+  return {Part{refit::quant_value_dtype(*scheme), std::move(values_before), std::move(values_after)},
+          Part{refit::quant_scale_dtype(*scheme), std::move(scales_before), std::move(scales_after)}};
+}
+
+double changed_share(const Part& p) {
+  const auto w = static_cast<std::size_t>(refit::dtype_size(p.dtype));
+  std::int64_t changed = 0;
+  for (std::size_t i = 0; i < p.before.size(); i += w)
+    changed += std::equal(p.before.begin() + static_cast<std::ptrdiff_t>(i),
+                          p.before.begin() + static_cast<std::ptrdiff_t>(i + w),
+                          p.after.begin() + static_cast<std::ptrdiff_t>(i))
+                   ? 0
+                   : 1;
+  return static_cast<double>(changed) / static_cast<double>(p.before.size() / w);
+}
+
+void fp8_step(benchmark::State& state, std::optional<refit::QuantScheme> scheme, double fraction,
+              double relative_step) {
+  const auto all = parts(scheme, fraction, relative_step);
+  refit::DeltaCodec codec;
+  std::vector<Bytes> out;
+  std::vector<refit::Checksum> bases;
+  for (const auto& p : all) {
+    out.emplace_back(static_cast<std::size_t>(refit::kDeltaHeaderBytes) + p.before.size());
+    bases.push_back(refit::checksum_of(p.before));
+  }
+  std::int64_t payload = 0, dense = 0;
+  for (auto _ : state) {
+    payload = dense = 0;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      const auto header = codec.encode(
+          {.baseline = all[i].before, .current = all[i].after, .dtype = all[i].dtype, .base = bases[i]},
+          out[i]);
+      if (!header) state.SkipWithError(header.error().message.c_str());
+      payload += header->payload_bytes();
+      dense += static_cast<std::int64_t>(all[i].before.size());
+      benchmark::DoNotOptimize(out[i].data());
+    }
+  }
+  state.counters["payload/bf16"] = static_cast<double>(payload) / static_cast<double>(kElements * 2);
+  state.counters["payload/dense"] = static_cast<double>(payload) / static_cast<double>(dense);
+  state.counters["values changed"] = changed_share(all.front());
+  if (all.size() > 1) state.counters["scales changed"] = changed_share(all.back());
+}
+
 void register_all() {
   benchmark::RegisterBenchmark("checksum/8MiB", checksum)->Unit(benchmark::kMillisecond);
   for (const refit::DType dtype : {refit::DType::kBF16, refit::DType::kFP32})
@@ -130,6 +222,20 @@ void register_all() {
                 fn(s, dtype, fraction, options);
               })
               ->Unit(benchmark::kMillisecond);
+  // Steps of about one bf16 unit in the last place (the default), and of about one e4m3 unit.
+  const std::optional<refit::QuantScheme> forms[] = {std::nullopt, refit::QuantScheme::kFp8Block128,
+                                                     refit::QuantScheme::kMxfp8};
+  for (const double relative_step : {0x1p-7, 0x1p-3})
+    for (const auto& scheme : forms)
+      for (const double fraction : kFractions)
+        benchmark::RegisterBenchmark(
+            fmt::format("fp8/encode/step2^{}/{}/{}%", std::ilogb(relative_step),
+                        scheme ? refit::quant_scheme_name(*scheme) : "bf16", fraction * 100)
+                .c_str(),
+            [scheme, fraction, relative_step](benchmark::State& s) {
+              fp8_step(s, scheme, fraction, relative_step);
+            })
+            ->Unit(benchmark::kMillisecond);
 }
 
 }  // namespace

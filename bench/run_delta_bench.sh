@@ -7,9 +7,11 @@
 # median over the later steps of the bytes sent, the slowest rank's wall and its encode, decode
 # and exchange seconds; then `refit run` of the same plan without --delta (dense, STEPS
 # iterations, median). Prints one table; RUNS repeats each run and takes the median of medians.
+# QUANTIZE=fp8-block128 or mxfp8: FP8 in flight, quantised at the senders (--quantize-at sender),
+# delta and dense alike: the deltas are of the fp8 values and scales the senders make.
 #
 #   bench/run_delta_bench.sh [BUILD_DIR]   (default build/release; env RUNS=1 STEPS=4
-#                                           FRACTIONS="0.001 0.01 0.03 0.1 0.3 1")
+#                                           FRACTIONS="0.001 0.01 0.03 0.1 0.3 1" QUANTIZE=)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build/release}
@@ -20,8 +22,11 @@ REFIT=$BUILD/cli/refit
 [ -x "$REFIT" ] || { echo "missing $REFIT: cmake --build $BUILD --target refit" >&2; exit 2; }
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 PROBLEM=(--model tests/data/models/mid-qwen3.json --train tp=2 --infer tp=2 --strategy direct --timeout 300)
+QUANTIZE=${QUANTIZE:-}
+if [ -n "$QUANTIZE" ]; then PROBLEM+=(--quantize "$QUANTIZE" --quantize-at sender); fi
 
-run() { mpirun --oversubscribe -np 4 "$REFIT" run "${PROBLEM[@]}" --iterations "$STEPS" --json "$@"; }
+# --verify checks every step outside the timed execution: the figures are those of exact refits.
+run() { mpirun --oversubscribe -np 4 "$REFIT" run "${PROBLEM[@]}" --iterations "$STEPS" --verify --json "$@"; }
 
 # The median over runs of each field of the later steps' medians (python3 reads the JSON).
 summarise() {

@@ -28,6 +28,7 @@
 #include "refit/core/try.h"
 #include "refit/executors/agreement.h"
 #include "refit/executors/delta_executor.h"
+#include "refit/executors/delta_step.h"
 #include "refit/executors/host_shards.h"
 #include "refit/executors/mpi_bootstrap.h"
 #include "refit/executors/registry.h"
@@ -100,14 +101,8 @@ ExecutorOptions executor_options(const RunOptions& o, const Plan& plan, FaultInj
 // nothing re-makes.
 std::optional<DeltaRebalance> delta_rebalance(const RunOptions& o, const PlanInputs& inputs) {
   if (!o.inputs.plan_file.empty()) return std::nullopt;
-  return DeltaRebalance{.replan =
-                            [problem = inputs.problem, cluster = inputs.cluster, strategy = o.inputs.strategy,
-                             chunk = Bytes{o.inputs.chunk_bytes}](std::vector<Bytes> moved) {
-                              return refit::plan(
-                                  problem, cluster, strategy,
-                                  PlanOptions{.chunk = chunk, .moved_bytes = std::move(moved)});
-                            },
-                        .max_drift = o.delta_rebalance};
+  return refit::delta_rebalance(inputs.problem, inputs.cluster, o.inputs.strategy,
+                                PlanOptions{.chunk = Bytes{o.inputs.chunk_bytes}}, o.delta_rebalance);
 }
 
 [[nodiscard]] Result<RankSetup> set_up(const RunOptions& o, const RankContext& c) {
@@ -122,6 +117,7 @@ std::optional<DeltaRebalance> delta_rebalance(const RunOptions& o, const PlanInp
                     problem.source_ranks(), problem.destination_ranks(), problem.world_size()));
   auto planned = REFIT_TRY(obtain_plan(o.inputs, inputs, o.inputs.strategy));
   auto join = REFIT_TRY(plan_run_join(o.join, o.inputs, inputs));
+  if (o.delta) REFIT_TRY_IN(check_delta_plan(planned.plan), "--delta");
   if (bootstrap.rank() == o.perturb_rank) planned.plan.strategy += " (perturbed)";
   auto executor = REFIT_TRY_IN(
       make_executor(o.executor, c.executor_bootstrap, executor_options(o, planned.plan, c.faults)),
@@ -408,13 +404,14 @@ Action add_run_command(CLI::App& app) {
                   "Refits to perform with one prepared plan, as an RL job does once per step; the "
                   "report gives the median and the first (default 1)")
       ->check(positive());
-  cmd->add_option(
-         "--delta", o->delta,
-         "Delta refit (docs/delta.md): the training ranks hold synthetic weights of which this "
-         "fraction of the elements changes by a small random step before every iteration but "
-         "the first, and each iteration moves per piece only what changed since the receiver's "
-         "bytes (bf16 and fp32 tensors, logical storage; refit and direct plans, not gather-broadcast); "
-         "with --verify every step is checked")
+  cmd->add_option("--delta", o->delta,
+                  "Delta refit (docs/delta.md): the training ranks hold synthetic weights of which this "
+                  "fraction of the elements changes by a small random step before every iteration but "
+                  "the first, and each iteration moves per piece only what changed since the receiver's "
+                  "bytes (bf16 and fp32 tensors, and with --quantize the fp8 values and scales the senders "
+                  "or the landing ranks make, not weights trained in fp8; logical storage; refit and direct "
+                  "plans, not gather-broadcast); with --verify every step is checked, fp8 against what the "
+                  "quantizer makes of that step's bf16")
       ->check(CLI::Range(0.0, 1.0))
       ->excludes("--load-sources");
   cmd->add_option("--delta-frozen", o->delta_frozen,

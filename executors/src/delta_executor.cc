@@ -15,6 +15,8 @@
 #include "refit/executors/agreement.h"
 #include "refit/executors/delta_step.h"
 #include "refit/executors/host_shards.h"
+#include "refit/executors/sender_quantization.h"
+#include "refit/quantize/quantize.h"
 
 namespace refit {
 namespace {
@@ -55,6 +57,15 @@ struct Receiving {
   std::int64_t payload = 0;
 };
 
+// FP8 in flight: a weight box this rank quantises at every step before it packs its pieces, into
+// memory of its own that the pieces' source shards point into (the values and scales boxes the
+// plan sends), so that what is encoded is exactly the fp8 a dense refit sends.
+struct Quantized {
+  SenderQuantization box;
+  std::unique_ptr<HostAllocation> values;
+  std::unique_ptr<HostAllocation> scales;
+};
+
 // Where one transfer's payloads go: the pieces back to back, as large as they can get.
 struct Payloads {
   std::int32_t transfer = 0;
@@ -73,8 +84,12 @@ class DeltaPrepared final : public PreparedPlan {
   std::vector<Receiving> receives;
   std::vector<Payloads> payloads;  // of the transfers this rank sends or receives, in plan order
   DeltaCodec codec;
-  RankBuffers buffers;         // what it was prepared with, for a re-plan
+  RankBuffers buffers;                                     // what it was prepared with, for a re-plan
+  std::vector<Quantized> fp8;                              // the boxes it quantises before every step
+  std::vector<std::int32_t> quantised;                     // the pieces of its quantise steps
+  std::vector<delta_pieces::LandingQuantization> landing;  // its quantise steps, by round
   std::vector<Bytes> planned;  // by tensor: the bytes the plan was balanced by (PlanOptions::moved_bytes)
+  std::optional<DeltaRebalance> rebalance;  // as the executor had it when it prepared the plan
   // The last step's agreed payload size of every piece of the plan, and whether it went dense.
   std::vector<std::int64_t> step_payloads;
   std::vector<bool> step_dense;
@@ -169,6 +184,37 @@ std::byte* payload_memory(DeltaPrepared& p, std::int32_t transfer) {
   return done;
 }
 
+// Before round 0: every weight box the rank sends fp8 of, quantised from its bf16 as the dense
+// refit's quantizing executor does.
+void quantize_at_senders(DeltaPrepared& p, ExecutionReport& total) {
+  if (p.fp8.empty()) return;
+  const auto start = SteadyClock::now();
+  for (const auto& q : p.fp8)
+    if (q.box.sent)
+      quantize_box(p.buffers, q.box,
+                   QuantizedMemory{.values = q.values->bytes(), .scales = q.scales->bytes()});
+  total.work.quantize = seconds_since(start);
+}
+
+// A landing rank's quantise steps of `round`: the landing copies the earlier rounds decoded,
+// quantised into the rank's fp8 values and scales, which later rounds forward.
+void quantize_landing(DeltaPrepared& p, std::int32_t round, ExecutionReport& total) {
+  const auto start = SteadyClock::now();
+  bool ran = false;
+  for (const auto& q : p.landing) {
+    if (q.round != round) continue;
+    const auto& box = q.values.box;
+    quantize(q.scheme,
+             Bf16View{.data = reinterpret_cast<const std::uint16_t*>(q.copy.bytes.data()),
+                      .shape = box.extent,
+                      .strides = row_major_strides(box.extent)},
+             std::span(reinterpret_cast<std::uint8_t*>(q.values.bytes.data()), q.values.bytes.size()),
+             q.scales.bytes);
+    ran = true;
+  }
+  if (ran) total.work.quantize = total.work.quantize.value_or(Seconds{0}) + seconds_since(start);
+}
+
 // Step 2: every piece this rank sends, encoded against the baseline its receiver holds: each box
 // packed once, and encoded at most once against its baseline and once densely, whatever the
 // number of receivers.
@@ -243,6 +289,9 @@ struct StepPlan {
   for (const auto& s : p.sends)
     if (s.piece.round == round)
       mine.emplace_back(s.piece.index, static_cast<std::uint64_t>(s.payload) | (s.dense ? kSentDense : 0));
+  // A quantise step moves nothing, and says nothing about its tensor's delta.
+  for (const auto piece : p.quantised)
+    if (p.rounds_of[static_cast<std::size_t>(piece)] == round) mine.emplace_back(piece, kSentDense);
   const auto all = REFIT_TRY_IN(
       agree(bootstrap, encoded ? Result<std::string>(encode_pairs(mine)) : std::unexpected(encoded.error())),
       "payload sizes");
@@ -323,13 +372,34 @@ void settle(DeltaPrepared& p, std::int32_t round, bool moved) {
   return {};
 }
 
+// The buffers the rank's pieces are packed from: `given`, with each weight box it quantises
+// replaced by its fp8 values and scales in memory of its own (sender_quantization.h). Device
+// memory is refused with the pieces (delta_pieces.h), before anything is quantised.
+[[nodiscard]] Result<RankBuffers> quantized_sources(const Plan& plan, Rank rank, const RankBuffers& given,
+                                                    std::vector<Quantized>& fp8) {
+  const auto found = REFIT_TRY(sender_quantizations(plan, rank, given));
+  if (found.empty()) return given;
+  std::vector<QuantizedMemory> memory;
+  for (const auto& q : found) {
+    auto& made = fp8.emplace_back(Quantized{
+        .box = q, .values = heap_allocation(q.values_bytes()), .scales = heap_allocation(q.scales_bytes())});
+    memory.push_back(QuantizedMemory{.values = made.values->bytes(), .scales = made.scales->bytes()});
+  }
+  return sending_buffers(given, found, memory).buffers;
+}
+
 [[nodiscard]] Result<std::unique_ptr<DeltaPrepared>> make_prepared(const Plan& plan, Rank rank,
                                                                    const RankBuffers& buffers,
                                                                    const DeltaEncodeOptions& options,
                                                                    Executor& inner) {
   REFIT_TRY(validate_structure(plan));
-  auto pieces = REFIT_TRY(delta_pieces::rank_pieces(plan, rank, buffers));
+  std::vector<Quantized> fp8;
+  const auto packed_from = REFIT_TRY(quantized_sources(plan, rank, buffers, fp8));
+  auto pieces = REFIT_TRY(delta_pieces::rank_pieces(plan, rank, packed_from));
   auto p = std::make_unique<DeltaPrepared>();
+  p->fp8 = std::move(fp8);
+  p->quantised = std::move(pieces.quantised);
+  p->landing = std::move(pieces.landing);
   p->plan = plan;
   p->rank = rank;
   p->total_pieces = pieces.total;
@@ -417,9 +487,10 @@ bool worth_preparing(const Plan& old, const Plan& fresh, std::span<const Bytes> 
 // After a step whose transfers all moved: the step's payloads per tensor against those the plan
 // was balanced by, the same on every rank; past the threshold every rank re-plans, and re-prepares
 // where the new plan gains enough.
-[[nodiscard]] Result<void> rebalance(DeltaPrepared& p, const DeltaRebalance& r, Bootstrap& bootstrap,
-                                     Executor& inner, const DeltaEncodeOptions& options,
-                                     DeltaStepReport& report) {
+[[nodiscard]] Result<void> rebalance(DeltaPrepared& p, Bootstrap& bootstrap, Executor& inner,
+                                     const DeltaEncodeOptions& options, DeltaStepReport& report) {
+  if (!p.rebalance) return {};
+  const auto& r = *p.rebalance;
   const auto start = SteadyClock::now();
   auto measured = delta_rebalance::measured_moved_bytes(p.plan, p.step_payloads, p.step_dense, p.planned);
   report.share_drift = delta_rebalance::share_drift(p.planned, measured);
@@ -438,6 +509,7 @@ bool worth_preparing(const Plan& old, const Plan& fresh, std::span<const Bytes> 
   }
   keep_baselines(p, **made);
   (*made)->planned = std::move(measured);
+  (*made)->rebalance = p.rebalance;
   p = std::move(**made);
   report.rebalanced = true;
   return {};
@@ -462,6 +534,7 @@ Result<std::unique_ptr<PreparedPlan>> DeltaExecutor::prepare(const Plan& plan, R
                                                              const RankBuffers& buffers) {
   auto made = make_prepared(plan, rank, buffers, options_, *inner_);
   REFIT_TRY(agree_on_plan(*bootstrap_, plan, ready(made)));
+  (*made)->rebalance = rebalance_;
   return std::unique_ptr<PreparedPlan>(std::move(*made));
 }
 
@@ -475,7 +548,9 @@ Result<ExecutionReport> DeltaExecutor::execute(PreparedPlan& prepared) {
   DeltaStepReport report;
   ExecutionReport total;
   std::optional<Error> refused;
+  quantize_at_senders(*p, total);
   for (std::int32_t round = 0; round < p->rounds; ++round) {
+    quantize_landing(*p, round, total);
     const auto moved = move_round(*p, *inner_, *bootstrap_, round, report);
     settle(*p, round, moved.has_value());
     if (!moved) return std::unexpected(moved.error());
@@ -484,7 +559,7 @@ Result<ExecutionReport> DeltaExecutor::execute(PreparedPlan& prepared) {
     if (auto applied = decode(*p, round); !applied && !refused) refused = applied.error();
     report.decode += seconds_since(start);
   }
-  if (rebalance_) REFIT_TRY(rebalance(*p, *rebalance_, *bootstrap_, *inner_, options_, report));
+  REFIT_TRY(rebalance(*p, *bootstrap_, *inner_, options_, report));
   if (refused) return std::unexpected(*refused);
   total.delta = report;
   return total;

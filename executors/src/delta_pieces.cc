@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "box_rows.h"
+#include "refit/core/try.h"
 #include "refit/executors/delta_step.h"
 
 namespace refit::delta_pieces {
@@ -29,6 +30,38 @@ const ShardBuffer* shard_holding(const std::vector<ShardBuffer>& shards, std::ui
   return {};
 }
 
+// A quantise step's weights: the rank quantises each whole box of a weight the step makes (the
+// union of the step's segments of it) from its bf16 landing copy into its destination shards of
+// the values and scales, as the UCX executor's dense step does.
+[[nodiscard]] Result<std::vector<LandingQuantization>> landing_quantizations(const Plan& plan,
+                                                                             const Transfer& t,
+                                                                             std::int32_t round,
+                                                                             const RankBuffers& buffers) {
+  std::vector<LandingQuantization> out;
+  for (const auto& w : landing_weights(plan.tensors)) {
+    std::int64_t made = 0;
+    for (const auto& s : t.segments) made += s.tensor == w.values ? s.box.volume() : 0;
+    if (made == 0) continue;
+    const auto& spec = plan.tensors[w.values];
+    const auto scheme = spec.quantization->scheme;
+    const auto refused = unsupported(fmt::format(
+        "rank {}: transfer {} quantises part of tensor '{}': a delta refit quantises a landing "
+        "rank's whole box, its landing copy, values and scales each a destination shard of its own",
+        t.sender.value, t.id, spec.name));
+    const auto values = std::ranges::find_if(buffers.destinations,
+                                             [&](const ShardBuffer& b) { return b.tensor == w.values; });
+    if (values == buffers.destinations.end() || made != values->box.volume()) return refused;
+    const auto scale_box = quant_scale_box(scheme, values->box);
+    const auto* copy = shard_holding(buffers.destinations, w.copy, values->box);
+    const auto* scales = shard_holding(buffers.destinations, w.scales, scale_box);
+    if (copy == nullptr || scales == nullptr || copy->box != values->box || scales->box != scale_box)
+      return refused;
+    out.push_back(LandingQuantization{
+        .round = round, .scheme = scheme, .copy = *copy, .values = *values, .scales = *scales});
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<RankPieces> rank_pieces(const Plan& plan, Rank rank, const RankBuffers& buffers) {
@@ -42,6 +75,17 @@ Result<RankPieces> rank_pieces(const Plan& plan, Rank rank, const RankBuffers& b
           std::max(depth[static_cast<std::size_t>(t.id)], depth[static_cast<std::size_t>(u)] + 1);
     const auto round = depth[static_cast<std::size_t>(t.id)];
     out.rounds = std::max(out.rounds, round + 1);
+    if (t.quantises()) {
+      for (std::size_t s = 0; s < t.segments.size(); ++s) {
+        if (t.sender == rank) out.quantised.push_back(out.total);
+        out.rounds_of.push_back(round);
+        ++out.total;
+      }
+      if (t.sender == rank)
+        for (auto& q : REFIT_TRY(landing_quantizations(plan, t, round, buffers)))
+          out.landing.push_back(std::move(q));
+      continue;
+    }
     const bool sends = t.sender == rank;
     const bool receives = t.receiver == rank;
     for (const auto& s : t.segments) {

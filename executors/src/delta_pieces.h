@@ -25,19 +25,33 @@ struct Piece {
                       // it lands in
 };
 
+// A landing rank's quantise step (FP8 at the landing ranks) for one weight box: at the start of
+// its round, once the earlier rounds decoded the box's bf16 landing copy, the rank quantises it
+// into its fp8 values and scales, which later rounds forward as any relay does. Its segments are
+// pieces that move nothing: the rank sizes them 0.
+struct LandingQuantization {
+  std::int32_t round = 0;
+  QuantScheme scheme = QuantScheme::kFp8Block128;
+  ShardBuffer copy;    // the bf16 landing copy, the box whole
+  ShardBuffer values;  // the rank's destination shards of the fp8 values and the scales
+  ShardBuffer scales;
+};
+
 struct RankPieces {
   std::int32_t total = 0;               // pieces of the whole plan
   std::vector<std::int32_t> rounds_of;  // by piece of the whole plan: its round
   std::int32_t rounds = 0;              // of the whole plan
   std::vector<Piece> sends;             // plan order
   std::vector<Piece> receives;          // plan order
+  std::vector<std::int32_t> quantised;  // the pieces of the rank's quantise steps (nothing moves)
+  std::vector<LandingQuantization> landing;
 };
 
 // The pieces `rank` sends and receives. A relay sends what it forwards from its destination shard
 // (where the earlier round put it). Refuses (naming the transfer or tensor) what a delta refit
-// cannot do yet: quantised tensors and quantise steps, a relay forwarding what lies outside its
-// own destination shards (gather-broadcast), device memory, framework parameters, and a piece
-// outside the rank's shards.
+// cannot do yet: weights trained in fp8, a quantise step of part of a box, a relay forwarding what
+// lies outside its own destination shards (gather-broadcast), device memory, framework
+// parameters, and a piece outside the rank's shards.
 [[nodiscard]] Result<RankPieces> rank_pieces(const Plan& plan, Rank rank, const RankBuffers& buffers);
 
 // Copies a piece between its shard and `packed` (its bytes back to back).

@@ -32,17 +32,6 @@ bool quantized_values(const TensorSpec& t) {
   return quantized_at_senders(t) || (made_on_the_way(t) && !t.quantization->is_scales());
 }
 bool landing_copy(const TensorSpec& t) { return t.quantization && t.quantization->is_landing_copy(); }
-// Whose pattern a tensor's bytes follow: its own, or for fp8 made at landing ranks its landing
-// copy's (the bf16 they were quantised from).
-std::vector<std::uint32_t> pattern_of(const ReshardProblem& problem) {
-  std::vector<TensorSpec> specs;
-  for (const auto& t : problem.tensors()) specs.push_back(t.tensor);
-  std::vector<std::uint32_t> out(specs.size());
-  for (std::uint32_t t = 0; t < out.size(); ++t) out[t] = t;
-  for (const auto& w : landing_weights(specs)) out[w.values] = w.copy;
-  return out;
-}
-
 // What a rank's source box of tensor t holds: the pattern, or for a weight quantised on its way
 // the finite bf16 pattern its sender (or its landing rank) quantises.
 void fill_source(std::uint32_t t, const TensorSpec& spec, const Box& box, std::span<std::byte> out) {
@@ -115,7 +104,7 @@ void HostShards::clear_destinations() {
 }
 
 Result<void> HostShards::verify(const ReshardProblem& problem) const {
-  const auto pattern = pattern_of(problem);
+  const auto pattern = values_source_of(problem);
   std::unordered_map<std::string_view, std::span<const std::byte>> scales;  // by the weight's name
   for (const auto& d : buffers_.destinations)
     if (const auto& spec = problem.tensors()[d.tensor].tensor; made_scales(spec))

@@ -96,4 +96,13 @@ Result<void> verify_pattern(std::uint32_t tensor, const Shape& shape, const Box&
   return {};
 }
 
+std::vector<std::uint32_t> values_source_of(const ReshardProblem& problem) {
+  std::vector<TensorSpec> specs;
+  for (const auto& t : problem.tensors()) specs.push_back(t.tensor);
+  std::vector<std::uint32_t> out(specs.size());
+  for (std::uint32_t t = 0; t < out.size(); ++t) out[t] = t;
+  for (const auto& w : landing_weights(specs)) out[w.values] = w.copy;
+  return out;
+}
+
 }  // namespace refit

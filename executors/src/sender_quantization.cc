@@ -156,4 +156,17 @@ SendingBuffers sending_buffers(const RankBuffers& given, std::span<const SenderQ
   return out;
 }
 
+void quantize_box(const RankBuffers& given, const SenderQuantization& q, const QuantizedMemory& memory) {
+  for (const auto& part : q.parts) {
+    const Bf16View in{.data = reinterpret_cast<const std::uint16_t*>(part_source(given, q, part).data()),
+                      .shape = part.shape,
+                      .strides = part.strides};
+    quantize(q.scheme, in,
+             std::span(reinterpret_cast<std::uint8_t*>(memory.values.data()) + part.values_at,
+                       static_cast<std::size_t>(element_count(part.shape))),
+             memory.scales.subspan(static_cast<std::size_t>(part.scales_at),
+                                   static_cast<std::size_t>(scale_buffer_bytes(q.scheme, part.shape))));
+  }
+}
+
 }  // namespace refit

@@ -8,6 +8,8 @@
 #include "box_rows.h"
 #include "refit/core/try.h"
 #include "refit/delta/mix64.h"
+#include "refit/executors/pattern.h"
+#include "refit/quantize/quantize.h"
 
 namespace refit {
 namespace {
@@ -33,6 +35,14 @@ template <class F>
   return outcome;
 }
 
+// The fp8 values of a weight quantised at the senders or at its landing ranks: what a destination
+// holds is made, at every step, from the bf16 the update changes.
+bool quantized_on_the_way(const TensorSpec& t) {
+  return t.quantization && (t.quantization->site == QuantSite::kSender || t.quantization->made_at_landing());
+}
+bool quantized_values(const TensorSpec& t) { return quantized_on_the_way(t) && !t.quantization->is_scales(); }
+bool quantized_scales(const TensorSpec& t) { return quantized_on_the_way(t) && t.quantization->is_scales(); }
+
 }  // namespace
 
 Result<SyntheticShards> SyntheticShards::make(const ReshardProblem& problem, const RankBuffers& buffers,
@@ -41,41 +51,86 @@ Result<SyntheticShards> SyntheticShards::make(const ReshardProblem& problem, con
     return out_of_range(fmt::format("frozen fraction {} is not in [0, 1]", frozen_fraction));
   SyntheticShards out;
   out.update_ = update;
+  const auto weights = values_source_of(problem);
   out.frozen_tensors_ = static_cast<std::uint32_t>(
       std::llround(frozen_fraction * static_cast<double>(problem.tensors().size())));
   for (const bool source : {true, false})
     for (const auto& b : source ? buffers.sources : buffers.destinations) {
       const auto& spec = problem.tensors()[b.tensor].tensor;
-      if (spec.dtype != DType::kBF16 && spec.dtype != DType::kFP32)
+      // What the update changes: the weight in bf16 where it is quantised on its way.
+      const auto dtype = quantized_values(spec) ? spec.quantization->from : spec.dtype;
+      if (quantized_scales(spec)) {
+        (source ? out.sources_ : out.destinations_)
+            .push_back(Shard{.tensor = b.tensor, .dtype = spec.dtype, .name = spec.name, .buffer = b});
+        continue;
+      }
+      if (dtype != DType::kBF16 && dtype != DType::kFP32)
         return unsupported(fmt::format("tensor '{}': synthetic weights are bf16 or fp32, not {}", spec.name,
-                                       dtype_name(spec.dtype)));
+                                       dtype_name(dtype)));
       if (!b.regions.empty())
         return unsupported(
             fmt::format("tensor '{}': synthetic weights fill contiguous shards, not framework "
                         "parameters",
                         spec.name));
       Shard shard{.tensor = b.tensor,
-                  .dtype = spec.dtype,
+                  .weights_of = weights[b.tensor],
+                  .dtype = dtype,
                   .tensor_shape = spec.shape,
                   .name = spec.name,
-                  .buffer = b,
-                  .expected = {}};
-      if (!source) shard.expected.assign(b.bytes.size(), std::byte{0});
-      const std::span<std::byte> initial = source ? b.bytes : std::span<std::byte>(shard.expected);
-      REFIT_TRY(for_each_row(spec.shape, b.box, dtype_size(spec.dtype), initial,
-                             [&](std::int64_t first, std::span<std::byte> row) {
-                               return fill_synthetic_weights(row, spec.dtype, first,
-                                                             tensor_seed(update.seed, b.tensor));
-                             }));
+                  .buffer = b};
+      auto& held = quantized_values(spec) && !source ? shard.weights : shard.expected;
+      if (!source) held.assign(static_cast<std::size_t>(b.box.volume() * dtype_size(dtype)), std::byte{0});
+      const std::span<std::byte> initial = source ? b.bytes : std::span<std::byte>(held);
+      REFIT_TRY(for_each_row(
+          spec.shape, b.box, dtype_size(dtype), initial, [&](std::int64_t first, std::span<std::byte> row) {
+            return fill_synthetic_weights(row, dtype, first, tensor_seed(update.seed, shard.weights_of));
+          }));
       (source ? out.sources_ : out.destinations_).push_back(std::move(shard));
     }
+  REFIT_TRY(out.pair_quantized(problem));
+  out.requantize();
   return out;
 }
 
+// Each destination box of fp8 values finds the rank's box of its scales, which must be the scales
+// of exactly its blocks (the scales' layout follows the weight's).
+Result<void> SyntheticShards::pair_quantized(const ReshardProblem& problem) {
+  for (auto& d : destinations_) {
+    const auto& spec = problem.tensors()[d.tensor].tensor;
+    if (!quantized_values(spec)) continue;
+    const auto want = quant_scale_box(spec.quantization->scheme, d.buffer.box);
+    const auto it = std::ranges::find_if(destinations_, [&](const Shard& s) {
+      const auto& q = problem.tensors()[s.tensor].tensor.quantization;
+      return q && q->scales_of == spec.name;
+    });
+    if (it == destinations_.end() || it->buffer.box != want)
+      return mismatch(fmt::format("tensor '{}': the rank's box {} needs its scales box {}", spec.name,
+                                  d.buffer.box.to_string(), want.to_string()));
+    d.scheme = spec.quantization->scheme;
+    d.scales = static_cast<std::size_t>(it - destinations_.begin());
+    it->expected.assign(it->buffer.bytes.size(), std::byte{0});
+    d.expected.assign(d.buffer.bytes.size(), std::byte{0});
+  }
+  return {};
+}
+
+// What a dense FP8 refit delivers of each weight quantised on its way: the quantizer's values and
+// scales of the destination box's bf16.
+void SyntheticShards::requantize() {
+  for (auto& d : destinations_) {
+    if (d.weights.empty()) continue;
+    const Bf16View in{.data = reinterpret_cast<const std::uint16_t*>(d.weights.data()),
+                      .shape = d.buffer.box.extent,
+                      .strides = row_major_strides(d.buffer.box.extent)};
+    quantize(d.scheme, in, std::span(reinterpret_cast<std::uint8_t*>(d.expected.data()), d.expected.size()),
+             destinations_[d.scales].expected);
+  }
+}
+
 Result<void> SyntheticShards::step_box(const Shard& shard, std::span<std::byte> bytes) const {
-  if (shard.tensor < frozen_tensors_) return {};
+  if (shard.weights_of < frozen_tensors_ || shard.tensor_shape.empty()) return {};  // frozen, or scales
   SyntheticUpdate update = update_;
-  update.seed = tensor_seed(update_.seed, shard.tensor);
+  update.seed = tensor_seed(update_.seed, shard.weights_of);
   return for_each_row(shard.tensor_shape, shard.buffer.box, dtype_size(shard.dtype), bytes,
                       [&](std::int64_t first, std::span<std::byte> row) {
                         return apply_synthetic_step(row, shard.dtype, first, update, step_);
@@ -86,7 +141,10 @@ Result<void> SyntheticShards::advance() {
   ++step_;
   for (const auto& s : sources_)
     REFIT_TRY_IN(step_box(s, s.buffer.bytes), fmt::format("tensor '{}'", s.name));
-  for (auto& d : destinations_) REFIT_TRY_IN(step_box(d, d.expected), fmt::format("tensor '{}'", d.name));
+  for (auto& d : destinations_)
+    REFIT_TRY_IN(step_box(d, d.weights.empty() ? std::span(d.expected) : std::span(d.weights)),
+                 fmt::format("tensor '{}'", d.name));
+  requantize();
   return {};
 }
 
@@ -95,10 +153,13 @@ Result<void> SyntheticShards::verify() const {
     const auto [got, want] = std::ranges::mismatch(d.buffer.bytes, d.expected);
     if (got == d.buffer.bytes.end()) continue;
     const auto byte = static_cast<std::int64_t>(got - d.buffer.bytes.begin());
+    const bool fp8 = !d.weights.empty();
     return fail(ErrorCode::kRuntime,
-                fmt::format("tensor '{}' box {}: element {} (row-major in the box) differs from synthetic "
+                fmt::format("tensor '{}' box {}: element {} (row-major in the box) differs from {}synthetic "
                             "step {}",
-                            d.name, d.buffer.box.to_string(), byte / dtype_size(d.dtype), step_));
+                            d.name, d.buffer.box.to_string(),
+                            byte / (fp8 ? dtype_size(quant_value_dtype(d.scheme)) : dtype_size(d.dtype)),
+                            fp8 ? "what the quantizer makes of " : "", step_));
   }
   return {};
 }

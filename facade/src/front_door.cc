@@ -1,5 +1,6 @@
 #include "refit/refit.h"
 
+#include <algorithm>
 #include <set>
 
 #include <fmt/format.h>
@@ -60,6 +61,23 @@ Result<Plan> load_plan(const std::string& path, const ReshardProblem& problem, c
   REFIT_TRY_IN(check_links(plan, cluster), where + ": does not fit the cluster");
   REFIT_TRY_IN(check_label(plan, problem, cluster), where);
   return plan;
+}
+
+std::optional<DeltaRebalance> delta_rebalance(ReshardProblem problem, PlacedCluster cluster,
+                                              std::string strategy, PlanOptions options, double max_drift) {
+  const auto landing = [](const TensorReshard& t) {
+    return t.tensor.quantization && t.tensor.quantization->site == QuantSite::kLanding;
+  };
+  if (std::ranges::any_of(problem.tensors(), landing)) return std::nullopt;
+  return DeltaRebalance{
+      .replan =
+          [problem = std::move(problem), cluster = std::move(cluster), strategy = std::move(strategy),
+           options = std::move(options)](std::vector<Bytes> moved) {
+            auto weighed = options;
+            weighed.moved_bytes = std::move(moved);
+            return plan(problem, cluster, strategy, weighed);
+          },
+      .max_drift = max_drift};
 }
 
 Result<ExecutionReport> run(Executor& executor, const Plan& plan, Rank rank, const RankBuffers& buffers) {

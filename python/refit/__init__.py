@@ -42,6 +42,7 @@ from refit import _refit, exchange
 from refit._cluster import Cluster, preset_keys, presets
 from refit._errors import BadInput, Error, Failure, PeerFailed, Timeout
 from refit._executor import (
+    DELTA_REBALANCE,
     DeltaStep,
     ExecutionReport,
     Executor,
@@ -90,6 +91,7 @@ __all__ = [
     "Cluster",
     "Contributor",
     "CriticalStep",
+    "DELTA_REBALANCE",
     "DeltaStep",
     "ElasticSimulation",
     "Error",

@@ -23,6 +23,9 @@ Storage = Literal["logical", "framework"]
 #: Staging per rank for packing strided pieces (every rank of a refit must use the same).
 DEFAULT_STAGING = 256 << 20
 
+#: A delta refit re-plans by the bytes that move past this share drift (``--delta-rebalance``).
+DELTA_REBALANCE: float = _refit.DELTA_REBALANCE
+
 # numpy has no bf16 or fp8: their buffers may be unsigned integers of the same width.
 _NUMPY_DTYPES = {
     "bf16": "uint16", "fp16": "float16", "fp32": "float32", "fp64": "float64",
@@ -75,6 +78,11 @@ class DeltaStep:
     encode_s: float  #: packing and encoding what this rank sends
     decode_s: float  #: decoding and unpacking what this rank receives
     exchange_s: float  #: the receivers' audit, agreeing on checksums and sizes, preparing the step
+    #: how far this step's payload shares over the tensors lay from those the plan was balanced
+    #: for (a total-variation distance in [0, 1]; the same on every rank)
+    share_drift: float = 0.0
+    rebalanced: bool = False  #: every rank re-planned by this step's payloads (the next step runs it)
+    rebalance_s: float = 0.0  #: re-planning
 
 
 @dataclass(frozen=True)
@@ -93,6 +101,15 @@ class ExecutionReport:
     #: needed came through one that did); the same on every rank
     engines_completed: Optional[list[int]] = None
     engines_missed: Optional[list[int]] = None  #: see ``engines_completed``
+
+
+def _checked_rebalance(drift: Optional[float]) -> Optional[float]:
+    """``delta_rebalance`` as a share drift in [0, 1], or None (never re-plan)."""
+    if drift is None:
+        return None
+    if isinstance(drift, bool) or not isinstance(drift, numbers.Real) or not 0.0 <= drift <= 1.0:
+        raise ValueError(f"delta_rebalance: a share drift in [0, 1] or None, got {drift!r}")
+    return float(drift)
 
 
 def _memory(buffer: Any) -> Optional[tuple[int, int]]:
@@ -264,7 +281,15 @@ class Executor:
         delta: every ``execute`` is one step of a delta refit (docs/delta.md): each piece moves
             only what changed since the bytes its receiver holds, bit for bit, dense where the two
             ends' checksums disagree; the report's ``delta`` says what it did. Host memory and
-            plans of the ``refit`` and ``direct`` strategies only.
+            plans of the ``refit`` and ``direct`` strategies only. FP8 in flight (a problem with
+            ``quantize`` whose weights the senders quantise, ``quantize_at="sender"``): a training
+            rank hands over bf16 as in a dense refit, and the deltas are of the fp8 values and
+            scales it makes, so every inference rank holds exactly what a dense FP8 refit gives.
+        delta_rebalance: with ``delta``, every rank re-plans by the bytes that move after a step
+            whose payload shares over the tensors drift from the plan's by more than this
+            total-variation distance, as ``refit run --delta-rebalance`` (docs/delta.md; default
+            :data:`DELTA_REBALANCE`, 0.1; 1 or None never re-plans). Plans loaded from a file are
+            never re-planned.
     """
 
     def __init__(
@@ -279,6 +304,7 @@ class Executor:
         comm_rank_of: Optional[Sequence[int]] = None,
         device: Optional[int] = None,
         delta: bool = False,
+        delta_rebalance: Optional[float] = DELTA_REBALANCE,
     ) -> None:
         if exchange is None:
             raise TypeError("Executor(name, exchange): an exchange is needed (see refit.exchange)")
@@ -298,6 +324,8 @@ class Executor:
             raise ValueError(f"--staging: {staging} is not positive")
         if device is not None and (isinstance(device, bool) or not isinstance(device, int) or device < 0):
             raise ValueError(f"device: a CUDA device number (0, 1, ...), got {device!r}")
+        self._delta_rebalance = _checked_rebalance(delta_rebalance)
+        self._delta = bool(delta)
         self.exchange = exchange
         self._handle = _refit.Executor(
             name, exchange.allgather, exchange.rank, exchange.size, float(timeout), int(staging),
@@ -309,6 +337,15 @@ class Executor:
     def name(self) -> str:
         """The backend."""
         return self._handle.name
+
+    def _rebalance_for(self, plan: Plan) -> None:
+        """A delta refit's re-balance of ``plan`` (a plan made by :func:`refit.plan`)."""
+        if not self._delta:
+            return
+        drift = None if plan.chunk_bytes is None else self._delta_rebalance
+        self._handle.rebalance_with(
+            plan.problem._handle, plan.cluster.placed(plan.problem), plan.strategy, plan.chunk_bytes or 1, drift
+        )
 
     @property
     def rank(self) -> int:
@@ -391,6 +428,7 @@ class Executor:
         """
         refusal, own = _checked_buffers(buffers, storage)
         at = self.rank if rank is None else rank
+        self._rebalance_for(plan)
         claims = _claims_of(at, at >= plan.problem.source_ranks, own)
         with self._claiming(claims) as conflict:
             handle = self._handle.prepare(

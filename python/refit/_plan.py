@@ -153,13 +153,21 @@ class Plan:
     """
 
     def __init__(
-        self, handle: _refit.Plan, problem: Problem, cluster: Cluster, plan_seconds: float
+        self,
+        handle: _refit.Plan,
+        problem: Problem,
+        cluster: Cluster,
+        plan_seconds: float,
+        chunk_bytes: Optional[int] = None,
     ) -> None:
         """Use :func:`refit.plan` or :meth:`Plan.load`."""
         self._handle = handle
         self.problem = problem
         self.cluster = cluster
         self.plan_seconds = plan_seconds
+        #: the ``chunk_bytes`` :func:`refit.plan` planned with; None for a loaded plan, which
+        #: nothing re-plans (a delta refit's re-balance skips it)
+        self.chunk_bytes = chunk_bytes
         self._stats: Optional[PlanStats] = None
 
     @classmethod
@@ -256,4 +264,4 @@ def plan(
     if not isinstance(chunk_bytes, numbers.Integral) or not 0 < chunk_bytes <= _MAX_CHUNK_BYTES:
         raise ValueError(f"--chunk: {chunk_bytes!r} is not a positive number of bytes")
     handle, seconds = _refit.Plan.make(problem._handle, cluster.placed(problem), strategy, int(chunk_bytes))
-    return Plan(handle, problem, cluster, seconds)
+    return Plan(handle, problem, cluster, seconds, int(chunk_bytes))

@@ -22,6 +22,7 @@
 #include "refit/executors/agreement.h"
 #include "refit/executors/delta_executor.h"
 #include "refit/executors/sequenced_bootstrap.h"
+#include "refit/refit.h"
 #if defined(REFIT_HAVE_NCCL)
 #include "refit/executors/nccl/nccl_executor.h"
 #endif
@@ -99,6 +100,7 @@ struct ExecutorHandle {
   // Every collective call numbered: ranks out of step, or an exchange that garbles bytes, are named.
   std::unique_ptr<SequencedBootstrap> sequenced;
   std::unique_ptr<Executor> executor;
+  DeltaExecutor* delta = nullptr;  // `executor`, when it makes every execute a delta step
   // The first failure of an execution: the transports and peers are then in no known state, so
   // the executor refuses to go on instead of waiting a timeout per call on peers that have left.
   std::optional<Error> failed;
@@ -228,9 +230,32 @@ ExecutorHandle* make(const std::string& name, nb::callable exchange, std::int32_
   auto made = make_backend(name, *handle->sequenced, options, comm_rank_of, device);
   if (!made) raise_error(std::move(made.error()).in("--executor"));
   handle->executor = std::move(*made);
-  if (delta)
-    handle->executor = std::make_unique<DeltaExecutor>(std::move(handle->executor), *handle->sequenced);
+  if (delta) {
+    auto wrapped = std::make_unique<DeltaExecutor>(std::move(handle->executor), *handle->sequenced);
+    handle->delta = wrapped.get();
+    handle->executor = std::move(wrapped);
+  }
   return handle.release();
+}
+
+// Delta refit: the plans prepared from now on re-balance by the bytes that move (the facade's
+// delta_rebalance, as refit run --delta-rebalance), re-planning `problem` on `cluster` with
+// `strategy`; with no max_drift they never re-plan.
+void rebalance_with(ExecutorHandle& self, const ProblemHandle& problem, const ClusterHandle& cluster,
+                    const std::string& strategy, std::int64_t chunk_bytes, std::optional<double> max_drift) {
+  if (self.delta == nullptr)
+    raise_error(Error{.code = ErrorCode::kInvalidArgument,
+                      .message = "delta_rebalance: the executor was made without delta=True"});
+  if (max_drift && !(*max_drift >= 0.0 && *max_drift <= 1.0))
+    raise_error(
+        Error{.code = ErrorCode::kOutOfRange,
+              .message = fmt::format("delta_rebalance: {} is not a share drift in [0, 1]", *max_drift)});
+  if (!max_drift) {
+    self.delta->rebalance_with(std::nullopt);
+    return;
+  }
+  self.delta->rebalance_with(delta_rebalance(*problem.problem, *cluster.placed, strategy,
+                                             PlanOptions{.chunk = Bytes{chunk_bytes}}, *max_drift));
 }
 
 // The rank's arrays keyed by parameter name: the rank's side's storage map, then the arrays.
@@ -365,6 +390,9 @@ nb::dict execute(PreparedHandle& self) {
     delta["encode_s"] = r.delta->encode.value;
     delta["decode_s"] = r.delta->decode.value;
     delta["exchange_s"] = r.delta->exchange.value;
+    delta["share_drift"] = r.delta->share_drift;
+    delta["rebalanced"] = r.delta->rebalanced;
+    delta["rebalance_s"] = r.delta->rebalance.value;
     d["delta"] = delta;
   }
   if (r.engines) {
@@ -409,6 +437,7 @@ std::vector<std::string> names() {
 
 void bind_executor(nb::module_& m) {
   m.attr("MAX_TIMEOUT_S") = kMaxTimeout.value;
+  m.attr("DELTA_REBALANCE") = DeltaRebalance{}.max_drift;
   nb::class_<ExecutorHandle>(m, "Executor",
                              "An executor of this build (refit._refit.executor_names()) bound to a Python "
                              "exchange; one per process.",
@@ -439,6 +468,10 @@ void bind_executor(nb::module_& m) {
            "framework"_a = false, "refusal"_a = "", nb::keep_alive<0, 1>(),
            "Collective, as prepare, for several plan ranks of this process (nccl with comm_rank_of): "
            "buffers[i] are the buffers of ranks[i].")
+      .def("rebalance_with", &rebalance_with, "problem"_a, "cluster"_a, "strategy"_a, "chunk_bytes"_a,
+           "max_drift"_a.none(),
+           "Delta refit: the plans prepared from now on re-plan the problem on the cluster with the "
+           "strategy by a step's payloads once their shares drift past max_drift (None: never).")
       .def("set_members", &set_members, "problem"_a, "members"_a, "epoch"_a,
            "Elastic refit: the executions that follow run over these engines of the problem (indices); "
            "a rank that dies makes its engine miss the step, not the others fail; epoch names the "

@@ -6,8 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include "quantized_problems.h"
 #include "refit/executors/delta_executor.h"
 #include "refit/executors/host_shards.h"
+#include "refit/executors/quantizing_executor.h"
 #include "refit/executors/synthetic_shards.h"
 #include "refit/executors/ucx_executor.h"
 #include "test_cluster.h"
@@ -80,6 +82,9 @@ struct Scenario {
   std::function<bool(std::int32_t r, std::int32_t s)> fail_step;  // true: step s fails on rank r
   double frozen = 0.0;  // the share of the tensors that never change (SyntheticShards::make)
   std::optional<DeltaRebalance> rebalance;
+  // After the last step, on every rank: its bootstrap and its buffers (sources at the last step's
+  // weights, destinations as the delta refit left them).
+  std::function<void(std::int32_t r, Bootstrap&, const RankBuffers&)> after_steps;
 };
 
 // Every rank's step by step outcome: [rank][step].
@@ -114,6 +119,7 @@ std::vector<std::vector<Step>> run_steps(const ReshardProblem& problem, const Pl
       if (auto ok = weights->verify(); !ok) step.wrong = ok.error();
       out[static_cast<std::size_t>(r)].push_back(std::move(step));
     }
+    if (sc.after_steps) sc.after_steps(r, bootstrap, shards.buffers());
   });
   return out;
 }
@@ -380,6 +386,173 @@ TEST(DeltaExecutor, FrozenTensorsSendNothingAndAskForNoRebalance) {
       EXPECT_EQ(delta_of(step).share_drift, 0.0);
       EXPECT_FALSE(delta_of(step).rebalanced);
     }
+}
+
+// FP8 in flight: the training ranks hold bf16 weights that the update changes, the senders
+// quantise them at every step as a dense FP8 refit does and send deltas of the fp8 values and
+// scales against the fp8 they last sent. quantized_test_problem: w.weight [256, 512] by rows ->
+// columns twice (replicas), stacked experts with ragged blocks, a bf16 norm. After every step,
+// every receiver holds what the quantizer makes of that step's bf16 (SyntheticShards::verify), for
+// both schemes, a direct plan and a refit plan whose relays forward fp8 they decoded.
+TEST(DeltaExecutor, Fp8InFlightLeavesEveryReceiverWithTheQuantizersBytesAtEveryStep) {
+  const auto cluster = testing::make_test_cluster(3, 2, 2, 4);
+  for (const auto scheme : all_quant_schemes())
+    for (const auto* strategy : {"direct", "refit"}) {
+      SCOPED_TRACE(::testing::Message() << quant_scheme_name(scheme) << " " << strategy);
+      const auto problem = testing::quantized_test_problem(scheme);
+      const auto plan = testing::plan_for(problem, cluster, strategy, Bytes{4096});
+      // The refit plan relays the experts' fp8 to the replica on the same node (ranks 2 and 3).
+      EXPECT_EQ(std::ranges::any_of(plan.transfers, [](const Transfer& t) { return !t.upstream().empty(); }),
+                std::string_view(strategy) == "refit");
+      const auto steps = run_steps(problem, plan, Scenario{.change_fraction = 0.02, .steps = 12});
+      for (std::int32_t r = 0; r < plan.world_size(); ++r)
+        for (std::int32_t s = 0; s < 12; ++s) {
+          SCOPED_TRACE(::testing::Message() << "rank " << r << " step " << s);
+          const auto& step = steps[static_cast<std::size_t>(r)][static_cast<std::size_t>(s)];
+          ASSERT_FALSE(step.error) << step.error->message;
+          ASSERT_FALSE(step.wrong) << step.wrong->message;
+          // After the first (dense) step every piece has a baseline both ends agree on.
+          if (s > 0) EXPECT_EQ(delta_of(step).full, 0);
+          // A sender quantised before it encoded (a receiver has nothing to quantise).
+          EXPECT_EQ(step.report.work.quantize.has_value(), r < 2);
+        }
+    }
+}
+
+// After the last delta step: a dense FP8 refit of the same bf16 (QuantizingExecutor over UCX, into
+// fresh destination buffers) gives every receiver byte for byte what the delta refit left it.
+std::function<void(std::int32_t, Bootstrap&, const RankBuffers&)> equals_dense_fp8(
+    const ReshardProblem& problem, const Plan& plan) {
+  return [&problem, &plan](std::int32_t r, Bootstrap& bootstrap, const RankBuffers& delta) {
+    auto ucx = make_ucx_executor(bootstrap, ExecutorOptions{.timeout = Seconds{20}});
+    ASSERT_TRUE(ucx) << ucx.error().message;
+    QuantizingExecutor dense(std::move(*ucx), bootstrap);
+    RankBuffers fresh = delta;
+    std::vector<std::vector<std::byte>> memory;
+    for (auto& d : fresh.destinations) d.bytes = memory.emplace_back(d.bytes.size());
+    auto prepared = dense.prepare(plan, Rank{r}, fresh);
+    ASSERT_TRUE(prepared) << prepared.error().message;
+    ASSERT_TRUE(dense.execute(**prepared));
+    for (std::size_t i = 0; i < fresh.destinations.size(); ++i)
+      EXPECT_TRUE(std::ranges::equal(fresh.destinations[i].bytes, delta.destinations[i].bytes))
+          << "rank " << r << ": tensor " << problem.tensors()[delta.destinations[i].tensor].tensor.name;
+  };
+}
+
+// The same invariant against the dense path itself, after 8 delta steps of a relayed plan.
+TEST(DeltaExecutor, Fp8DeltasEqualADenseFp8RefitOfTheSameWeights) {
+  const auto cluster = testing::make_test_cluster(3, 2, 2, 4);
+  for (const auto scheme : all_quant_schemes()) {
+    SCOPED_TRACE(quant_scheme_name(scheme));
+    const auto problem = testing::quantized_test_problem(scheme);
+    const auto plan = testing::plan_for(problem, cluster, "refit", Bytes{4096});
+    const auto steps = run_steps(
+        problem, plan,
+        Scenario{.change_fraction = 0.05, .steps = 8, .after_steps = equals_dense_fp8(problem, plan)});
+    for (const auto& rank : steps)
+      for (const auto& step : rank) ASSERT_FALSE(step.error) << step.error->message;
+  }
+}
+
+// A failed FP8 step (every receiver fails after its payloads landed) leaves each receiver with the
+// previous step's fp8, and a drifted fp8 byte at a receiver makes that piece dense; the steps after
+// each repair every byte.
+TEST(DeltaExecutor, Fp8AFailedStepLeavesNoHalfDeltaAndDriftIsRepaired) {
+  const auto cluster = testing::make_test_cluster(3, 2, 2, 4);
+  const auto problem = testing::quantized_test_problem(QuantScheme::kFp8Block128);
+  const auto plan = testing::plan_for(problem, cluster, "direct", Bytes{4096});
+  std::vector<std::vector<std::vector<std::byte>>> held(6, std::vector<std::vector<std::byte>>(2));
+  Scenario sc{.steps = 6,
+              .before_step =
+                  [&](std::int32_t r, std::int32_t s, RankBuffers& b) {
+                    if (s == 2 || s == 3)
+                      for (const auto& d : b.destinations) {
+                        auto& bytes = held[static_cast<std::size_t>(r)][static_cast<std::size_t>(s - 2)];
+                        bytes.insert(bytes.end(), d.bytes.begin(), d.bytes.end());
+                      }
+                    if (r == 3 && s == 4) b.destinations.front().bytes[0] ^= std::byte{0x10};
+                  },
+              .fail_step = [](std::int32_t r, std::int32_t s) { return s == 2 && r >= 2; }};
+  const auto steps = run_steps(problem, plan, sc);
+  for (std::int32_t r = 2; r < 6; ++r) {
+    SCOPED_TRACE(::testing::Message() << "rank " << r);
+    const auto& failed = steps[static_cast<std::size_t>(r)][2];
+    ASSERT_TRUE(failed.error);
+    EXPECT_EQ(held[static_cast<std::size_t>(r)][0], held[static_cast<std::size_t>(r)][1]);
+    for (const std::size_t s : {3u, 4u, 5u}) {
+      ASSERT_FALSE(steps[static_cast<std::size_t>(r)][s].error);
+      EXPECT_FALSE(steps[static_cast<std::size_t>(r)][s].wrong) << "step " << s;
+    }
+  }
+  // Step 4: only rank 3's drifted piece of w.weight goes dense (its sender, training rank 0 or 1).
+  std::int64_t full = 0;
+  for (std::int32_t r = 0; r < 2; ++r) full += delta_of(steps[static_cast<std::size_t>(r)][4]).full;
+  EXPECT_EQ(full, 1);
+}
+
+// cut.weight [256, 96]: training ranks 0-3 hold 24 columns each, cutting its 128x128 (one ragged
+// 128x96 per 128 rows) and its 1x32 blocks, so it is quantised at its landing ranks (one replica
+// of the inference layout, rows over ranks 4-5 or 6-7). A step moves the bf16 landing copy as deltas, each
+// landing rank quantises its box at the start of the next round, and the fp8 goes to the other replica as
+// deltas in the round after. Every step, every inference rank holds what the quantizer makes of that step's
+// bf16 (and the landing ranks their copy's bf16), and after 8 steps exactly what a dense FP8 refit gives.
+ReshardProblem landing_problem(QuantScheme scheme) {
+  const Shape w{256, 96};
+  const auto bf16 =
+      ReshardProblem::make({make_reshard("cut.weight", w, make_layout(w, {4}, rank_range(0, 4), "S1"),
+                                         make_layout(w, {2, 2}, rank_range(4, 4), "R,S0"))},
+                           4, 4)
+          .value();
+  return quantize_problem(bf16, {.scheme = scheme, .site = QuantSite::kLanding},
+                          [](const TensorSpec&) { return true; })
+      .value();
+}
+
+TEST(DeltaExecutor, Fp8AtLandingRanksMovesTheCopyAsDeltasAndEveryStepIsExact) {
+  const auto cluster = testing::make_test_cluster(4, 2, 4, 4);
+  for (const auto scheme : all_quant_schemes())
+    for (const auto* strategy : {"direct", "refit"}) {
+      SCOPED_TRACE(::testing::Message() << quant_scheme_name(scheme) << " " << strategy);
+      const auto problem = landing_problem(scheme);
+      const auto plan = testing::plan_for(problem, cluster, strategy, Bytes{4096});
+      ASSERT_TRUE(std::ranges::any_of(plan.transfers, [](const Transfer& t) { return t.quantises(); }));
+      const auto steps = run_steps(
+          problem, plan,
+          Scenario{.change_fraction = 0.02, .steps = 8, .after_steps = equals_dense_fp8(problem, plan)});
+      for (std::int32_t r = 0; r < plan.world_size(); ++r)
+        for (std::int32_t s = 0; s < 8; ++s) {
+          SCOPED_TRACE(::testing::Message() << "rank " << r << " step " << s);
+          const auto& step = steps[static_cast<std::size_t>(r)][static_cast<std::size_t>(s)];
+          ASSERT_FALSE(step.error) << step.error->message;
+          ASSERT_FALSE(step.wrong) << step.wrong->message;
+          if (s > 0) EXPECT_EQ(delta_of(step).full, 0);
+        }
+    }
+}
+
+// Weights trained in fp8 (their values and scales held by the training ranks) are refused at
+// prepare on every rank, naming the weight.
+TEST(DeltaExecutor, WeightsTrainedInFp8AreRefusedNamingTheWeight) {
+  const Shape w{256, 512};
+  const auto bf16 =
+      ReshardProblem::make({make_reshard("w.weight", w, make_layout(w, {2}, rank_range(0, 2), "S0"),
+                                         make_layout(w, {2}, rank_range(2, 2), "S1"))},
+                           2, 2)
+          .value();
+  const auto problem =
+      quantize_problem(bf16, {.site = QuantSite::kTraining}, [](const TensorSpec&) { return true; }).value();
+  const auto plan = testing::plan_for(problem, testing::make_test_cluster(2, 2, 2, 2), "direct", Bytes{4096});
+  testing::run_ranks(4, [&](std::int32_t r, Bootstrap& bootstrap) {
+    auto ucx = make_ucx_executor(bootstrap, ExecutorOptions{.timeout = Seconds{20}});
+    ASSERT_TRUE(ucx);
+    DeltaExecutor executor(std::move(*ucx), bootstrap);
+    auto shards = HostShards::allocate(problem, Rank{r});
+    const auto prepared = executor.prepare(plan, Rank{r}, shards.buffers());
+    ASSERT_FALSE(prepared);
+    EXPECT_NE(prepared.error().message.find("tensor 'w.weight"), std::string::npos)
+        << prepared.error().message;
+    EXPECT_NE(prepared.error().message.find("trained in fp8"), std::string::npos);
+  });
 }
 
 }  // namespace

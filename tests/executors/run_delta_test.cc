@@ -152,5 +152,63 @@ TEST(RunDelta, ARebalanceThresholdOfOneKeepsThePlan) {
   EXPECT_NEAR(max_over_mean(j["delta"]["steps"][3], 2), 2.0, 1e-9);
 }
 
+// `refit run ARGS` on small-llama-blocks (--infer tp=2,engines=2) with FP8 in flight and --delta
+// 0.01 --verify over `steps` iterations: it succeeds, every step verified, and every step after the
+// first moves less than a dense step with no piece dense.
+void expect_verified_fp8_deltas(std::int32_t processes, const std::string& args, std::size_t steps) {
+  const auto r = testing::refit_run(processes,
+                                    "--model " + kModels + "small-llama-blocks.json --infer tp=2,engines=2 " +
+                                        args + " --delta 0.01 --iterations " + std::to_string(steps) +
+                                        " --verify --json --timeout 20",
+                                    120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_EQ(j["verified"], true);
+  const auto& done = j["delta"]["steps"];
+  ASSERT_EQ(done.size(), steps);
+  EXPECT_EQ(done[0]["full_pieces"], done[0]["pieces"]);
+  for (std::size_t s = 1; s < done.size(); ++s) {
+    SCOPED_TRACE(::testing::Message() << "step " << s);
+    EXPECT_EQ(done[s]["full_pieces"], 0);
+    EXPECT_LT(done[s]["bytes"].get<std::int64_t>(), done[s]["dense_bytes"].get<std::int64_t>());
+  }
+}
+
+// FP8 in flight with deltas: the training ranks' synthetic bf16 changes step after step, the
+// senders quantise it as a dense FP8 refit does and send deltas of the fp8 values and scales, and
+// --verify checks at every step that every inference rank holds what the quantizer makes of that
+// step's bf16 (a dense FP8 refit's bytes). small-llama-blocks at tp=2 is whole 128x128 blocks on
+// the training ranks; mxfp8 runs the refit plan with its relays, fp8-block128 a direct plan.
+TEST(RunDelta, Fp8InFlightStepsAreEachVerifiedAgainstTheQuantizersBytes) {
+  expect_verified_fp8_deltas(6, "--train tp=2 --quantize fp8-block128 --quantize-at sender --strategy direct",
+                             6);
+  expect_verified_fp8_deltas(
+      6, "--train tp=2 --quantize mxfp8 --quantize-at sender --cluster cpu-host:gpus_per_domain=2", 6);
+}
+
+// At tp=4 the training ranks hold 64 of q_proj's rows, cutting its 128x128 blocks: by default such
+// a weight is quantised at its landing ranks. Its bf16 landing copy moves as deltas, each landing
+// rank quantises its box once the copy is decoded, and the fp8 is forwarded as deltas to the other
+// engine; --verify checks every rank's fp8 (and each landing rank's bf16 copy) at every step, for
+// the direct plan and for the refit plan with its relays.
+TEST(RunDelta, Fp8QuantisedAtLandingRanksIsVerifiedEveryStep) {
+  expect_verified_fp8_deltas(8, "--train tp=4 --quantize fp8-block128 --strategy direct", 5);
+  expect_verified_fp8_deltas(8, "--train tp=4 --quantize fp8-block128 --cluster cpu-host:gpus_per_domain=2",
+                             5);
+}
+
+// Weights trained in fp8 are refused at set-up, naming the weight.
+TEST(RunDelta, Fp8TrainedWeightsAreRefusedNamingTheWeight) {
+  const auto r =
+      testing::refit_run(6, "--model " + kModels +
+                                "small-llama-blocks.json --train tp=2 --infer tp=2,engines=2 --quantize "
+                                "fp8-block128 --quantize-at training --strategy direct --delta 0.01 "
+                                "--timeout 20");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("tensor 'model.layers."), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("trained in fp8"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace refit

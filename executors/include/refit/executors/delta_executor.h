@@ -25,11 +25,20 @@
 // re-plans by those payloads and, where the new plan lightens the busiest sender enough,
 // re-prepares. A box whose sender and round stay keeps its baseline (the audit still checks it
 // against its receiver's bytes); the others go dense once.
+// FP8 in flight (weights quantised at the senders): before round 0 each sender quantises its bf16
+// boxes as the dense refit does (sender_quantization.h) into memory of its own, and its pieces of
+// the fp8 values and scales are encoded against the fp8 it last sent. The receivers' destination
+// shards hold fp8 values and scales, as in a dense FP8 refit (what the engine loads), so the audit
+// checks the very bytes the engine holds and every step leaves them equal, bit for bit, to what a
+// dense FP8 refit of the same weights gives. A weight quantised at its landing ranks moves as its
+// bf16 landing copy (deltas of bf16); each landing rank runs its quantise step at the start of the
+// round after the copy's, and the fp8 it makes is forwarded in the rounds after, as relays do.
 // The sender keeps a packed copy of every box it sends (its baseline, one for all its receivers),
 // so its memory grows by those bytes, twice while a step is in flight. Refused at prepare: pieces
 // that land outside the receiver's destination shards (a relay's scratch, as gather-broadcast
-// plans have), quantised tensors and quantise steps, framework parameters, and device memory (the
-// NCCL executor's delta step, which would run the GPU codec, is not written yet).
+// plans have), weights trained in fp8 (check_delta_plan), a quantise step of part of a box,
+// framework parameters, and device memory (the NCCL executor's delta step, which would run the
+// GPU codec, is not written yet).
 #include <functional>
 #include <memory>
 #include <optional>
@@ -58,7 +67,8 @@ struct DeltaRebalance {
 
 class DeltaExecutor final : public Executor {
  public:
-  // `bootstrap` (the inner executor's) must outlive it. Without `rebalance` a prepared plan stays.
+  // `bootstrap` (the inner executor's) must outlive it. Without `rebalance` a prepared plan stays;
+  // a plan re-balances as the executor did when it was prepared (rebalance_with).
   DeltaExecutor(std::unique_ptr<Executor> inner, Bootstrap& bootstrap, DeltaEncodeOptions options = {},
                 std::optional<DeltaRebalance> rebalance = std::nullopt)
       : inner_(std::move(inner)),
@@ -68,6 +78,9 @@ class DeltaExecutor final : public Executor {
 
   std::string_view name() const override { return inner_->name(); }
   ExecutorCapabilities capabilities() const override;
+  // How the plans prepared from now on re-balance (nullopt: never); those prepared before keep
+  // theirs, since a re-plan must make plans of the problem they were prepared for.
+  void rebalance_with(std::optional<DeltaRebalance> rebalance) { rebalance_ = std::move(rebalance); }
   // Besides the plan's own checks: host memory, contiguous shards, every transfer from its sender's
   // source shards into its receiver's destination box. A rank that refuses makes every rank
   // refuse; errors name the transfer or tensor.

@@ -28,8 +28,10 @@ struct DeltaStep {
 // and landing whole at its receiver (nothing to pack or unpack).
 [[nodiscard]] Result<ReshardProblem> delta_step_problem(const DeltaStep& step);
 
-// What a delta refit cannot do yet, named: quantised tensors (FP8 in flight) and quantise steps:
-// kUnsupported naming the first.
+// What a delta refit cannot do yet, named: weights trained in fp8 (kUnsupported naming the first).
+// FP8 quantised at the senders (DeltaExecutor quantises, then encodes the fp8 it sends), at the
+// landing ranks (their quantise steps run between rounds) and at the receivers (bf16 moves) are
+// taken.
 [[nodiscard]] Result<void> check_delta_plan(const Plan& plan);
 
 // The pieces of a plan: the sum of its transfers' segments.

@@ -8,6 +8,7 @@
 
 #include "refit/core/box.h"
 #include "refit/core/error.h"
+#include "refit/core/problem.h"
 #include "refit/core/tensor_spec.h"
 
 namespace refit {
@@ -33,6 +34,10 @@ struct QuantizedPattern {
   std::vector<std::byte> scales;
 };
 QuantizedPattern quantized_pattern(std::uint32_t tensor, const TensorSpec& weight, const Box& box);
+
+// Whose values each tensor's bytes follow, by tensor: its own index, or for fp8 made at landing
+// ranks its landing copy's (the bf16 they are quantised from, which the training ranks hold).
+std::vector<std::uint32_t> values_source_of(const ReshardProblem& problem);
 
 // Checks `data` against the pattern; the error names the first wrong element (global index).
 [[nodiscard]] Result<void> verify_pattern(std::uint32_t tensor, const Shape& tensor_shape, const Box& box,

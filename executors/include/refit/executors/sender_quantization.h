@@ -76,4 +76,8 @@ struct SendingBuffers {
 SendingBuffers sending_buffers(const RankBuffers& given, std::span<const SenderQuantization> quantizations,
                                std::span<const QuantizedMemory> memory);
 
+// Quantises the box of `q` from the caller's memory (`given`, the buffers sender_quantizations saw)
+// into `memory` with the CPU quantizer: the bytes the plan sends from.
+void quantize_box(const RankBuffers& given, const SenderQuantization& q, const QuantizedMemory& memory);
+
 }  // namespace refit
