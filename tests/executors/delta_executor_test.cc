@@ -424,9 +424,10 @@ TEST(DeltaExecutor, Fp8InFlightLeavesEveryReceiverWithTheQuantizersBytesAtEveryS
 std::function<void(std::int32_t, Bootstrap&, const RankBuffers&)> equals_dense_fp8(
     const ReshardProblem& problem, const Plan& plan) {
   return [&problem, &plan](std::int32_t r, Bootstrap& bootstrap, const RankBuffers& delta) {
-    auto ucx = make_ucx_executor(bootstrap, ExecutorOptions{.timeout = Seconds{20}});
+    const ExecutorOptions options{.timeout = Seconds{20}};
+    auto ucx = make_ucx_executor(bootstrap, options);
     ASSERT_TRUE(ucx) << ucx.error().message;
-    QuantizingExecutor dense(std::move(*ucx), bootstrap);
+    QuantizingExecutor dense(std::move(*ucx), bootstrap, options.staging);
     RankBuffers fresh = delta;
     std::vector<std::vector<std::byte>> memory;
     for (auto& d : fresh.destinations) d.bytes = memory.emplace_back(d.bytes.size());
