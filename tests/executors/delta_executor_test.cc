@@ -3,6 +3,8 @@
 // the weights of that step (SyntheticShards::verify compares every byte with what it computes on
 // its own), while what moves is what changed.
 #include <atomic>
+#include <initializer_list>
+#include <string_view>
 
 #include <gtest/gtest.h>
 
@@ -122,6 +124,21 @@ std::vector<std::vector<Step>> run_steps(const ReshardProblem& problem, const Pl
     if (sc.after_steps) sc.after_steps(r, bootstrap, shards.buffers());
   });
   return out;
+}
+
+// Every one of the 4 ranks refuses `plan` at prepare, with a message naming each of `named`.
+void expect_refused_on_every_rank(const ReshardProblem& problem, const Plan& plan,
+                                  std::initializer_list<std::string_view> named) {
+  testing::run_ranks(4, [&](std::int32_t r, Bootstrap& bootstrap) {
+    auto ucx = make_ucx_executor(bootstrap, ExecutorOptions{.timeout = Seconds{20}});
+    ASSERT_TRUE(ucx);
+    DeltaExecutor executor(std::move(*ucx), bootstrap);
+    auto shards = HostShards::allocate(problem, Rank{r});
+    const auto prepared = executor.prepare(plan, Rank{r}, shards.buffers());
+    ASSERT_FALSE(prepared);
+    for (const auto name : named)
+      EXPECT_NE(prepared.error().message.find(name), std::string::npos) << prepared.error().message;
+  });
 }
 
 const DeltaStepReport& delta_of(const Step& s) {
@@ -256,16 +273,7 @@ TEST(DeltaExecutor, PlansThatForwardWhatTheRelayDoesNotHoldAreRefusedOnEveryRank
   // gather-broadcast gathers whole tensors at one rank, which holds most of them only to forward.
   const auto plan =
       testing::plan_for(problem, testing::make_test_cluster(2, 2, 2, 2), "gather-broadcast", Bytes{4096});
-  testing::run_ranks(4, [&](std::int32_t r, Bootstrap& bootstrap) {
-    auto ucx = make_ucx_executor(bootstrap, ExecutorOptions{.timeout = Seconds{20}});
-    ASSERT_TRUE(ucx);
-    DeltaExecutor executor(std::move(*ucx), bootstrap);
-    auto shards = HostShards::allocate(problem, Rank{r});
-    const auto prepared = executor.prepare(plan, Rank{r}, shards.buffers());
-    ASSERT_FALSE(prepared);
-    EXPECT_NE(prepared.error().message.find("outside the rank's own destination shards"), std::string::npos)
-        << prepared.error().message;
-  });
+  expect_refused_on_every_rank(problem, plan, {"outside the rank's own destination shards"});
 }
 
 // 8 tensors of [2048, 1024] bf16 (4 MiB), each replicated on both training ranks (data parallel,
@@ -543,17 +551,7 @@ TEST(DeltaExecutor, WeightsTrainedInFp8AreRefusedNamingTheWeight) {
   const auto problem =
       quantize_problem(bf16, {.site = QuantSite::kTraining}, [](const TensorSpec&) { return true; }).value();
   const auto plan = testing::plan_for(problem, testing::make_test_cluster(2, 2, 2, 2), "direct", Bytes{4096});
-  testing::run_ranks(4, [&](std::int32_t r, Bootstrap& bootstrap) {
-    auto ucx = make_ucx_executor(bootstrap, ExecutorOptions{.timeout = Seconds{20}});
-    ASSERT_TRUE(ucx);
-    DeltaExecutor executor(std::move(*ucx), bootstrap);
-    auto shards = HostShards::allocate(problem, Rank{r});
-    const auto prepared = executor.prepare(plan, Rank{r}, shards.buffers());
-    ASSERT_FALSE(prepared);
-    EXPECT_NE(prepared.error().message.find("tensor 'w.weight"), std::string::npos)
-        << prepared.error().message;
-    EXPECT_NE(prepared.error().message.find("trained in fp8"), std::string::npos);
-  });
+  expect_refused_on_every_rank(problem, plan, {"tensor 'w.weight", "trained in fp8"});
 }
 
 }  // namespace
