@@ -32,16 +32,9 @@ struct Job {
 };
 
 void run_job(Job& job) {
-  const auto values = job.values->bytes();
-  const auto scales = job.scales->bytes();
-  for (const auto& part : job.parts) {
-    const auto count = element_count(part.source.shape);
-    quantize(job.scheme, part.source,
-             std::span(reinterpret_cast<std::uint8_t*>(values.data()) + part.values_at,
-                       static_cast<std::size_t>(count)),
-             scales.subspan(static_cast<std::size_t>(part.scales_at),
-                            static_cast<std::size_t>(scale_buffer_bytes(job.scheme, part.source.shape))));
-  }
+  const QuantizedMemory memory{.values = job.values->bytes(), .scales = job.scales->bytes()};
+  for (const auto& part : job.parts)
+    quantize_part(job.scheme, part.source, part.values_at, part.scales_at, memory);
 }
 
 // The jobs in the order this rank quantises them (lowering/sender_quantize_order.h, under the

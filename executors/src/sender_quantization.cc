@@ -156,17 +156,22 @@ SendingBuffers sending_buffers(const RankBuffers& given, std::span<const SenderQ
   return out;
 }
 
+void quantize_part(QuantScheme scheme, const Bf16View& in, std::int64_t values_at, std::int64_t scales_at,
+                   const QuantizedMemory& memory) {
+  quantize(scheme, in,
+           std::span(reinterpret_cast<std::uint8_t*>(memory.values.data()) + values_at,
+                     static_cast<std::size_t>(element_count(in.shape))),
+           memory.scales.subspan(static_cast<std::size_t>(scales_at),
+                                 static_cast<std::size_t>(scale_buffer_bytes(scheme, in.shape))));
+}
+
 void quantize_box(const RankBuffers& given, const SenderQuantization& q, const QuantizedMemory& memory) {
-  for (const auto& part : q.parts) {
-    const Bf16View in{.data = reinterpret_cast<const std::uint16_t*>(part_source(given, q, part).data()),
-                      .shape = part.shape,
-                      .strides = part.strides};
-    quantize(q.scheme, in,
-             std::span(reinterpret_cast<std::uint8_t*>(memory.values.data()) + part.values_at,
-                       static_cast<std::size_t>(element_count(part.shape))),
-             memory.scales.subspan(static_cast<std::size_t>(part.scales_at),
-                                   static_cast<std::size_t>(scale_buffer_bytes(q.scheme, part.shape))));
-  }
+  for (const auto& part : q.parts)
+    quantize_part(q.scheme,
+                  Bf16View{.data = reinterpret_cast<const std::uint16_t*>(part_source(given, q, part).data()),
+                           .shape = part.shape,
+                           .strides = part.strides},
+                  part.values_at, part.scales_at, memory);
 }
 
 }  // namespace refit

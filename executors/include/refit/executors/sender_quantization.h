@@ -76,6 +76,13 @@ struct SendingBuffers {
 SendingBuffers sending_buffers(const RankBuffers& given, std::span<const SenderQuantization> quantizations,
                                std::span<const QuantizedMemory> memory);
 
+struct Bf16View;  // refit/quantize/quantize.h, which the executors' own sources include
+
+// Quantises one part of a box, read through `in` (its elements where the caller holds them), into
+// its place in the box's `memory` (values_at and scales_at bytes in) with the CPU quantizer.
+void quantize_part(QuantScheme scheme, const Bf16View& in, std::int64_t values_at, std::int64_t scales_at,
+                   const QuantizedMemory& memory);
+
 // Quantises the box of `q` from the caller's memory (`given`, the buffers sender_quantizations saw)
 // into `memory` with the CPU quantizer: the bytes the plan sends from.
 void quantize_box(const RankBuffers& given, const SenderQuantization& q, const QuantizedMemory& memory);
