@@ -83,15 +83,16 @@ void print_delta(const Predictions& p) {
              100 * std::ranges::find_if(p.rows, [](const Prediction& r) {
                      return r.delta.has_value();
                    })->delta->change_fraction);
-  fmt::print("{:<17} {:<10} {:>10} {:>10} {:>12} {:>12} {:>10} {:>10} {:>10} {:>9}\n", "strategy",
-             "deployment", "dense", "delta", "dense bytes", "delta bytes", "encode", "transfer", "decode",
-             "x dense");
+  fmt::print("{:<17} {:<10} {:>10} {:>10} {:>12} {:>12} {:>6} {:>10} {:>10} {:>10} {:>9}\n", "strategy",
+             "deployment", "dense", "delta", "dense bytes", "delta bytes", "rounds", "encode", "transfer",
+             "decode", "x dense");
   for (const auto& r : p.rows)
     if (r.delta)
-      fmt::print("{:<17} {:<10} {:>10} {:>10} {:>12} {:>12} {:>10} {:>10} {:>10} {:>8.3f}x\n", r.strategy,
-                 r.deployment->name, human(r.sim.predicted), human(r.delta->predicted),
-                 human(r.delta->dense_bytes), human(r.delta->moved_bytes), human(r.delta->encode),
-                 human(r.delta->transfer), human(r.delta->decode), r.delta->predicted / r.sim.predicted);
+      fmt::print("{:<17} {:<10} {:>10} {:>10} {:>12} {:>12} {:>6} {:>10} {:>10} {:>10} {:>8.3f}x\n",
+                 r.strategy, r.deployment->name, human(r.sim.predicted), human(r.delta->predicted),
+                 human(r.delta->dense_bytes), human(r.delta->moved_bytes), r.delta->rounds.size(),
+                 human(r.delta->encode), human(r.delta->transfer), human(r.delta->decode),
+                 r.delta->predicted / r.sim.predicted);
 }
 
 void print_contributors(const Prediction& r) {
