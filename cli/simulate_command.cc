@@ -301,8 +301,8 @@ Action add_simulate_command(CLI::App& app) {
          "--delta", o->delta,
          "Also predict a delta refit's step (docs/delta.md) where this fraction of the elements "
          "changed since the last refit, beside each row refit's executors run whose plan the delta "
-         "executor takes (without relays: --strategy direct --deployment refit, or --compare's direct row "
-         "as refit's executors run it)")
+         "executor takes (--strategy refit, whose relays forward in rounds, --strategy direct --deployment "
+         "refit, or --compare's rows as refit's executors run them)")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--jobs", o->jobs,
                   "With --compare: strategies planned and simulated at once, one thread each (default 0: one "
