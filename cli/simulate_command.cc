@@ -83,15 +83,16 @@ void print_delta(const Predictions& p) {
              100 * std::ranges::find_if(p.rows, [](const Prediction& r) {
                      return r.delta.has_value();
                    })->delta->change_fraction);
-  fmt::print("{:<17} {:<10} {:>10} {:>10} {:>12} {:>12} {:>10} {:>10} {:>10} {:>9}\n", "strategy",
-             "deployment", "dense", "delta", "dense bytes", "delta bytes", "encode", "transfer", "decode",
-             "x dense");
+  fmt::print("{:<17} {:<10} {:>10} {:>10} {:>12} {:>12} {:>6} {:>10} {:>10} {:>10} {:>9}\n", "strategy",
+             "deployment", "dense", "delta", "dense bytes", "delta bytes", "rounds", "encode", "transfer",
+             "decode", "x dense");
   for (const auto& r : p.rows)
     if (r.delta)
-      fmt::print("{:<17} {:<10} {:>10} {:>10} {:>12} {:>12} {:>10} {:>10} {:>10} {:>8.3f}x\n", r.strategy,
-                 r.deployment->name, human(r.sim.predicted), human(r.delta->predicted),
-                 human(r.delta->dense_bytes), human(r.delta->moved_bytes), human(r.delta->encode),
-                 human(r.delta->transfer), human(r.delta->decode), r.delta->predicted / r.sim.predicted);
+      fmt::print("{:<17} {:<10} {:>10} {:>10} {:>12} {:>12} {:>6} {:>10} {:>10} {:>10} {:>8.3f}x\n",
+                 r.strategy, r.deployment->name, human(r.sim.predicted), human(r.delta->predicted),
+                 human(r.delta->dense_bytes), human(r.delta->moved_bytes), r.delta->rounds.size(),
+                 human(r.delta->encode), human(r.delta->transfer), human(r.delta->decode),
+                 r.delta->predicted / r.sim.predicted);
 }
 
 void print_contributors(const Prediction& r) {
@@ -300,8 +301,8 @@ Action add_simulate_command(CLI::App& app) {
          "--delta", o->delta,
          "Also predict a delta refit's step (docs/delta.md) where this fraction of the elements "
          "changed since the last refit, beside each row refit's executors run whose plan the delta "
-         "executor takes (without relays: --strategy direct --deployment refit, or --compare's direct row "
-         "as refit's executors run it)")
+         "executor takes (--strategy refit, whose relays forward in rounds, --strategy direct --deployment "
+         "refit, or --compare's rows as refit's executors run them)")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--jobs", o->jobs,
                   "With --compare: strategies planned and simulated at once, one thread each (default 0: one "

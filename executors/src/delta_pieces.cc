@@ -68,12 +68,9 @@ Result<RankPieces> rank_pieces(const Plan& plan, Rank rank, const RankBuffers& b
   if (auto ok = check_delta_plan(plan); !ok) return std::unexpected(ok.error());
   if (auto ok = check_buffers(buffers, rank); !ok) return std::unexpected(ok.error());
   RankPieces out;
-  std::vector<std::int32_t> depth(plan.transfers.size(), 0);
+  const auto rounds = transfer_rounds(plan);
   for (const auto& t : plan.transfers) {
-    for (const auto u : t.upstream())
-      depth[static_cast<std::size_t>(t.id)] =
-          std::max(depth[static_cast<std::size_t>(t.id)], depth[static_cast<std::size_t>(u)] + 1);
-    const auto round = depth[static_cast<std::size_t>(t.id)];
+    const auto round = rounds[static_cast<std::size_t>(t.id)];
     out.rounds = std::max(out.rounds, round + 1);
     if (t.quantises()) {
       for (std::size_t s = 0; s < t.segments.size(); ++s) {

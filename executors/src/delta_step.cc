@@ -1,5 +1,8 @@
 #include "refit/executors/delta_step.h"
 
+#include <algorithm>
+#include <map>
+
 #include <fmt/format.h>
 
 #include "refit/core/try.h"
@@ -18,6 +21,16 @@ std::int64_t piece_count(const Plan& plan) {
   std::int64_t pieces = 0;
   for (const auto& t : plan.transfers) pieces += static_cast<std::int64_t>(t.segments.size());
   return pieces;
+}
+
+std::vector<std::int32_t> transfer_rounds(const Plan& plan) {
+  // Plan order puts what a transfer forwards before it, so its rounds are known by then.
+  std::vector<std::int32_t> round(plan.transfers.size(), 0);
+  for (const auto& t : plan.transfers)
+    for (const auto u : t.upstream())
+      round[static_cast<std::size_t>(t.id)] =
+          std::max(round[static_cast<std::size_t>(t.id)], round[static_cast<std::size_t>(u)] + 1);
+  return round;
 }
 
 Result<DeltaStep> delta_step(const Plan& plan, std::span<const std::int64_t> payloads) {
@@ -58,17 +71,55 @@ Result<DeltaStep> delta_step(const Plan& plan, std::span<const std::int64_t> pay
   return out;
 }
 
-Result<ReshardProblem> delta_step_problem(const DeltaStep& step) {
+namespace {
+
+// The job's ranks, and after its training ranks one for each relay that sends in `plan`.
+class StepRanks {
+ public:
+  StepRanks(const Plan& plan, const RankMap& ranks) : training_(plan.source_ranks) {
+    for (const auto& t : plan.transfers)
+      if (t.sender.value >= training_) relays_.try_emplace(t.sender.value, 0);
+    gpus_.assign(ranks.gpus().begin(), ranks.gpus().begin() + training_);
+    for (auto& [relay, rank] : relays_) {
+      rank = static_cast<std::int32_t>(gpus_.size());
+      gpus_.push_back(ranks.gpu_of(Rank{relay}));
+    }
+    gpus_.insert(gpus_.end(), ranks.gpus().begin() + training_, ranks.gpus().end());
+  }
+
+  std::int32_t senders() const { return training_ + static_cast<std::int32_t>(relays_.size()); }
+  Rank sender(Rank r) const { return r.value < training_ ? r : Rank{relays_.at(r.value)}; }
+  Rank receiver(Rank r) const { return Rank{r.value + static_cast<std::int32_t>(relays_.size())}; }
+  const std::vector<GpuId>& gpus() const { return gpus_; }
+
+ private:
+  std::int32_t training_;
+  std::map<std::int32_t, std::int32_t> relays_;  // the relay's rank in the job -> in the step
+  std::vector<GpuId> gpus_;                      // by rank of the step
+};
+
+}  // namespace
+
+Result<StepJob> delta_step_job(const DeltaStep& step, const PlacedCluster& cluster) {
+  const StepRanks ranks(step.plan, cluster.ranks());
+  Plan plan = step.plan;
+  plan.source_ranks = ranks.senders();
   std::vector<TensorReshard> tensors;
-  for (const auto& t : step.plan.transfers) {
-    const auto& spec = step.plan.tensors[t.segments.front().tensor];
+  for (auto& t : plan.transfers) {
+    t.sender = ranks.sender(t.sender);
+    t.receiver = ranks.receiver(t.receiver);
+    const auto& spec = plan.tensors[t.segments.front().tensor];
     const auto whole = [&](Rank r) -> Result<Layout> {
       return Layout::make(spec.shape, REFIT_TRY(Mesh::make({1}, {r})), {Placement::replicate()});
     };
     tensors.push_back(TensorReshard{
         .tensor = spec, .source = REFIT_TRY(whole(t.sender)), .destination = REFIT_TRY(whole(t.receiver))});
   }
-  return ReshardProblem::make(std::move(tensors), step.plan.source_ranks, step.plan.destination_ranks);
+  auto problem =
+      REFIT_TRY(ReshardProblem::make(std::move(tensors), plan.source_ranks, plan.destination_ranks));
+  auto placed = REFIT_TRY(PlacedCluster::make(
+      cluster.cluster(), REFIT_TRY(RankMap::make(cluster.cluster(), ranks.gpus(), plan.source_ranks))));
+  return StepJob{.plan = std::move(plan), .problem = std::move(problem), .cluster = std::move(placed)};
 }
 
 }  // namespace refit

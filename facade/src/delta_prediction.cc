@@ -15,74 +15,113 @@
 namespace refit {
 namespace {
 
-// Each piece's expected payload, and per rank the dense bytes it encodes (each box it sends once,
-// whatever the number of its receivers, as the executor does) and receives.
-struct Payloads {
+// The delta executor's relays forward from their own destination shards, where they decoded what
+// they received the round before, not from a relay's scratch (executors' delta_pieces.h).
+[[nodiscard]] Result<void> check_relays(const Plan& plan, const ReshardProblem& problem) {
+  for (const auto& t : plan.transfers)
+    for (const auto& s : t.segments) {
+      if (s.via == kFromSourceShard) continue;
+      const Layout& landed = problem.tensors()[s.tensor].destination;
+      const auto position = landed.mesh().position_of_rank(t.sender);
+      if (!position || !landed.box_at_position(*position).contains(s.box))
+        return unsupported(fmt::format(
+            "transfer {} forwards tensor '{}' box {} from outside rank {}'s own destination shard (a "
+            "relay's scratch), which a delta refit does not take",
+            t.id, plan.tensors[s.tensor].name, s.box.to_string(), t.sender.value));
+    }
+  return {};
+}
+
+// One round of the step (delta_step.h, transfer_rounds): each piece's expected payload (0 for the
+// pieces of other rounds, as the executor agrees them round by round), and per rank the dense
+// bytes it encodes (each box it sends in the round once, whatever the number of its receivers, as
+// the executor does) and receives.
+struct RoundPayloads {
   std::vector<std::int64_t> pieces;
   std::vector<Bytes> encoded;   // by rank
   std::vector<Bytes> received;  // by rank
 };
 
-[[nodiscard]] Result<Payloads> payloads(const Plan& plan, const DeltaPayloadEstimate& estimate) {
+[[nodiscard]] Result<std::vector<RoundPayloads>> payloads(const Plan& plan,
+                                                          const DeltaPayloadEstimate& estimate) {
+  const auto round_of = transfer_rounds(plan);
   const auto ranks = static_cast<std::size_t>(plan.world_size());
-  Payloads out{.pieces = {}, .encoded = std::vector<Bytes>(ranks), .received = std::vector<Bytes>(ranks)};
-  std::set<std::tuple<std::int32_t, std::uint32_t, Box>> boxes;  // (sender, tensor, box) encoded
-  for (const auto& t : plan.transfers)
+  const auto rounds = round_of.empty() ? 0 : static_cast<std::size_t>(std::ranges::max(round_of)) + 1;
+  std::vector<RoundPayloads> out(rounds, RoundPayloads{.pieces = std::vector<std::int64_t>(
+                                                           static_cast<std::size_t>(piece_count(plan)), 0),
+                                                       .encoded = std::vector<Bytes>(ranks),
+                                                       .received = std::vector<Bytes>(ranks)});
+  std::set<std::tuple<std::int32_t, std::int32_t, std::uint32_t, Box>> boxes;  // (round, sender, tensor, box)
+  std::size_t piece = 0;
+  for (const auto& t : plan.transfers) {
+    const auto r = round_of[static_cast<std::size_t>(t.id)];
+    auto& round = out[static_cast<std::size_t>(r)];
     for (const auto& s : t.segments) {
       const Bytes bytes = plan.segment_bytes(s);
+      // A relay re-encodes against what it last sent; with baselines that agree (as the audit
+      // checks) its payload of a box is the one it received.
       const double expected = REFIT_TRY_IN(estimate.expected_bytes(bytes.value, plan.tensors[s.tensor].dtype),
                                            fmt::format("tensor '{}'", plan.tensors[s.tensor].name));
-      out.pieces.push_back(std::llround(expected));
-      if (boxes.emplace(t.sender.value, s.tensor, s.box).second)
-        out.encoded[static_cast<std::size_t>(t.sender.value)] += bytes;
-      out.received[static_cast<std::size_t>(t.receiver.value)] += bytes;
+      round.pieces[piece++] = std::llround(expected);
+      if (boxes.emplace(r, t.sender.value, s.tensor, s.box).second)
+        round.encoded[static_cast<std::size_t>(t.sender.value)] += bytes;
+      round.received[static_cast<std::size_t>(t.receiver.value)] += bytes;
     }
+  }
   return out;
 }
 
 [[nodiscard]] Result<Seconds> simulate_step(const DeltaPredictionInputs& in, const DeltaStep& step) {
   if (step.plan.transfers.empty()) return Seconds{0};
-  const auto problem = REFIT_TRY(delta_step_problem(step));
-  const auto schedule = REFIT_TRY(deploy(in.deployment, step.plan, problem, in.cluster));
+  const auto job = REFIT_TRY(delta_step_job(step, in.cluster));
+  const auto schedule = REFIT_TRY(deploy(in.deployment, job.plan, job.problem, job.cluster));
   auto options = in.simulation;
   options.calls = &schedule;
-  return REFIT_TRY(simulate_plan(step.plan, problem, in.cluster, options)).predicted;
+  return REFIT_TRY(simulate_plan(job.plan, job.problem, job.cluster, options)).predicted;
 }
 
-// The step's plan is simulated as one round from the senders' own shards; a relay's rounds (the
-// executor's) are not modelled yet.
-[[nodiscard]] Result<void> check_no_relays(const Plan& plan) {
-  for (const auto& t : plan.transfers)
-    if (!t.upstream().empty())
-      return unsupported(
-          fmt::format("transfer {} forwards what rank {} received, and the prediction of a "
-                      "delta refit's relay rounds is not written yet (--strategy direct)",
-                      t.id, t.sender.value));
-  return {};
+// A round as the executor runs it: the busiest sender's encoding, the payloads' transfer (the
+// round's step, simulated as the deployment runs it), then the busiest receiver's audit and
+// decoding; the next round starts once every rank has decoded.
+[[nodiscard]] Result<DeltaRound> predict_round(const DeltaPredictionInputs& in, const RoundPayloads& p,
+                                               const DeltaCodecSpeed& speed) {
+  const auto step = REFIT_TRY(delta_step(in.plan, p.pieces));
+  DeltaRound out{.moved_bytes = Bytes{0},
+                 .encode = Seconds{0},
+                 .transfer = REFIT_TRY(simulate_step(in, step)),
+                 .decode = Seconds{0}};
+  for (const auto& t : step.plan.transfers) out.moved_bytes += t.bytes;
+  for (const Bytes b : p.encoded) out.encode = std::max(out.encode, transfer_time(b, speed.encode));
+  for (const Bytes b : p.received)
+    out.decode = std::max(out.decode, transfer_time(b, speed.audit) + transfer_time(b, speed.decode));
+  return out;
 }
 
 }  // namespace
 
 Result<DeltaPrediction> predict_delta(const DeltaPredictionInputs& in, double change_fraction) {
   REFIT_TRY(check_delta_plan(in.plan));
-  REFIT_TRY(check_no_relays(in.plan));
+  REFIT_TRY(check_relays(in.plan, in.problem));
   const auto estimate =
       REFIT_TRY(DeltaPayloadEstimate::measure(SyntheticUpdate{.change_fraction = change_fraction}));
-  const auto p = REFIT_TRY(payloads(in.plan, estimate));
-  const auto step = REFIT_TRY(delta_step(in.plan, p.pieces));
   const auto speed = delta_cpu_codec_speed(change_fraction);
   DeltaPrediction out{.change_fraction = change_fraction,
                       .dense_bytes = Bytes{0},
                       .moved_bytes = Bytes{0},
-                      .transfer = REFIT_TRY(simulate_step(in, step)),
-                      .encode = {},
-                      .decode = {},
-                      .predicted = {}};
+                      .transfer = Seconds{0},
+                      .encode = Seconds{0},
+                      .decode = Seconds{0},
+                      .predicted = Seconds{0},
+                      .rounds = {}};
   for (const auto& t : in.plan.transfers) out.dense_bytes += t.bytes;
-  for (const auto& t : step.plan.transfers) out.moved_bytes += t.bytes;
-  for (const Bytes b : p.encoded) out.encode = std::max(out.encode, transfer_time(b, speed.encode));
-  for (const Bytes b : p.received)
-    out.decode = std::max(out.decode, transfer_time(b, speed.audit) + transfer_time(b, speed.decode));
+  for (const auto& p : REFIT_TRY(payloads(in.plan, estimate))) {
+    const auto round = REFIT_TRY(predict_round(in, p, speed));
+    out.moved_bytes += round.moved_bytes;
+    out.encode += round.encode;
+    out.transfer += round.transfer;
+    out.decode += round.decode;
+    out.rounds.push_back(round);
+  }
   out.predicted = out.encode + out.transfer + out.decode;
   return out;
 }
@@ -90,8 +129,10 @@ Result<DeltaPrediction> predict_delta(const DeltaPredictionInputs& in, double ch
 std::string delta_prediction_note(double change_fraction) {
   const auto speed = delta_cpu_codec_speed(change_fraction);
   return fmt::format(
-      "--delta {:g}: payloads measured by encoding a synthetic sample at that change fraction; encoding at "
-      "{:.2f} GB/s, decoding at {:.2f} GB/s and the receivers' audit at {:.2f} GB/s, one CPU core per rank "
+      "--delta {:g}: payloads measured by encoding a synthetic sample at that change fraction (a relay's "
+      "payload of a box taken equal to its sender's, as when their baselines agree); relays forward in "
+      "rounds, each round's encoding, transfer and decoding one after another; encoding at {:.2f} GB/s, "
+      "decoding at {:.2f} GB/s and the receivers' audit at {:.2f} GB/s, one CPU core per rank "
       "(bench/delta_bench on the 2-core VM, interpolated); the GPU codec has no measured speed, so none is "
       "assumed",
       change_fraction, speed.encode.gbps(), speed.decode.gbps(), speed.audit.gbps());

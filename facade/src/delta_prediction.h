@@ -6,6 +6,7 @@ namespace refit {
 
 struct DeltaPredictionInputs {
   const Plan& plan;
+  const ReshardProblem& problem;  // the plan's
   const PlacedCluster& cluster;
   const DeploymentInfo& deployment;  // who runs the step's transfers
   PlanSimulationOptions simulation;  // its window and staging (no trace, no schedule)

@@ -71,10 +71,12 @@ Bytes moved_bytes(const ReshardProblem& problem, const std::vector<bool>& moved)
 
 // With options.delta, a delta refit's step of the row's plan beside it, where refit's executors run
 // it; a note says why not where the delta executor does not take the plan.
-[[nodiscard]] Result<void> add_delta(const PredictOptions& o, const PlacedCluster& cluster, const Plan& p,
+[[nodiscard]] Result<void> add_delta(const PredictOptions& o, const ReshardProblem& problem,
+                                     const PlacedCluster& cluster, const Plan& p,
                                      const DeploymentInfo& deployment, std::int32_t window, Prediction& row) {
   if (!o.delta || !deployment.runs_delta) return {};
   auto delta = predict_delta(DeltaPredictionInputs{.plan = p,
+                                                   .problem = problem,
                                                    .cluster = cluster,
                                                    .deployment = deployment,
                                                    .simulation = {.window = window, .staging = o.staging}},
@@ -128,7 +130,7 @@ Bytes moved_bytes(const ReshardProblem& problem, const std::vector<bool>& moved)
     row.sensitivity = REFIT_TRY(refit::sensitivity(p, problem, cluster, deployment, again));
   }
   row.notes.insert(row.notes.end(), row.sim.assumptions.begin(), row.sim.assumptions.end());
-  REFIT_TRY(add_delta(o, cluster, p, deployment, window, row));
+  REFIT_TRY(add_delta(o, problem, cluster, p, deployment, window, row));
   return row;
 }
 

@@ -35,6 +35,16 @@ nlohmann::ordered_json contributors_json(const PlanSimulation& s) {
   return out;
 }
 
+nlohmann::ordered_json delta_rounds_json(const DeltaPrediction& d) {
+  auto out = nlohmann::ordered_json::array();
+  for (const auto& r : d.rounds)
+    out.push_back({{"moved_bytes", r.moved_bytes.value},
+                   {"encode_s", r.encode.value},
+                   {"transfer_s", r.transfer.value},
+                   {"decode_s", r.decode.value}});
+  return out;
+}
+
 nlohmann::ordered_json row_json(const Prediction& r, const LowerBound& lb) {
   nlohmann::ordered_json j{{"strategy", r.strategy},
                            {"deployment", r.deployment->name},
@@ -69,7 +79,8 @@ nlohmann::ordered_json row_json(const Prediction& r, const LowerBound& lb) {
                   {"transfer_s", r.delta->transfer.value},
                   {"encode_s", r.delta->encode.value},
                   {"decode_s", r.delta->decode.value},
-                  {"time_vs_dense", r.delta->predicted / r.sim.predicted}};
+                  {"time_vs_dense", r.delta->predicted / r.sim.predicted},
+                  {"rounds", delta_rounds_json(*r.delta)}};
   if (!r.notes.empty()) j["notes"] = r.notes;
   if (!r.sensitivity.empty()) {
     j["sensitivity"] = nlohmann::ordered_json::array();

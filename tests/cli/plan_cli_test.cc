@@ -513,17 +513,18 @@ TEST(PlanCli, APlanWhoseLabelIsNotWhatItMovesIsRefused) {
   std::filesystem::remove(path);
 }
 
-// --compare --delta: the direct plan as refit's executors run it gets a delta prediction whose
-// parts add up (encode + transfer + decode) and which moves under a tenth of dense at 2 %
-// changed; the refit plan, which relays, gets a note instead; baselines get neither.
+// --compare --delta: the direct plan and the refit plan (which relays, in rounds) as refit's
+// executors run them get a delta prediction whose parts add up (encode + transfer + decode, each
+// the sum over the rounds) and which moves under a tenth of dense at 2 % changed; baselines get
+// none.
 TEST(SimulateDeltaCli, CompareShowsDenseAndDeltaSideBySide) {
   const auto r = run_refit("simulate " + kProblem + " --compare --delta 0.02 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
-  int with_delta = 0;
+  std::set<std::string> with_delta;
   for (const auto& row : j["strategies"]) {
     if (!row.contains("delta")) continue;
-    ++with_delta;
+    with_delta.insert(row["strategy"].get<std::string>());
     EXPECT_EQ(row["deployment"], "refit");
     const auto& d = row["delta"];
     EXPECT_EQ(d["change_fraction"], 0.02);
@@ -531,15 +532,36 @@ TEST(SimulateDeltaCli, CompareShowsDenseAndDeltaSideBySide) {
     EXPECT_NEAR(d["predicted_s"].get<double>(),
                 d["encode_s"].get<double>() + d["transfer_s"].get<double>() + d["decode_s"].get<double>(),
                 1e-12);
+    double transfer = 0;
+    for (const auto& round : d["rounds"]) transfer += round["transfer_s"].get<double>();
+    EXPECT_NEAR(d["transfer_s"].get<double>(), transfer, 1e-12);
     EXPECT_NEAR(d["time_vs_dense"].get<double>(),
                 d["predicted_s"].get<double>() / row["predicted_s"].get<double>(), 1e-9);
   }
-  EXPECT_GE(with_delta, 1);
-  EXPECT_NE(r.err.find("--delta: no delta refit of refit as refit runs it"), std::string::npos) << r.err;
+  EXPECT_TRUE(with_delta.contains("refit"));
+  EXPECT_TRUE(with_delta.contains("direct"));
+  EXPECT_EQ(r.err.find("--delta: no delta refit of refit as refit runs it"), std::string::npos) << r.err;
 
   const auto table = run_refit("simulate " + kProblem + " --compare --delta 0.02");
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_NE(table.out.find("delta refit, 2 % of the elements changed"), std::string::npos) << table.out;
+}
+
+// --strategy refit --delta: the refit plan lands each piece once per inference node and its relays
+// forward it over NVLink, so its delta step has a round 0 (from the training ranks) and a round 1
+// (the relays), each moving something.
+TEST(SimulateDeltaCli, TheRefitPlansDeltaStepIsPredictedRoundByRound) {
+  const auto r = run_refit("simulate " + kProblem + " --strategy refit --delta 0.02 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& row = j["strategies"].at(0);
+  ASSERT_TRUE(row.contains("delta")) << r.out;
+  const auto& rounds = row["delta"]["rounds"];
+  ASSERT_GE(rounds.size(), 2U);
+  for (const auto& round : rounds) {
+    EXPECT_GT(round["moved_bytes"].get<double>(), 0.0);
+    EXPECT_GT(round["transfer_s"].get<double>(), 0.0);
+  }
 }
 
 TEST(SimulateDeltaCli, AFractionOutsideZeroToOneIsBadInput) {

@@ -1,12 +1,16 @@
 // A delta refit's step predicted beside the dense refit (PredictOptions::delta): what it moves
-// shrinks with the change fraction, its parts add up, and plans the delta executor does not take
-// get a note instead of a number.
+// shrinks with the change fraction, its parts add up round by round, and plans the delta executor
+// does not take get a note instead of a number.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
+#include "refit/delta/codec_speed.h"
+#include "refit/delta/payload_estimate.h"
 #include "refit/facade/cluster_source.h"
 #include "refit/facade/prediction.h"
+#include "test_cluster.h"
+#include "test_problems.h"
 
 namespace refit {
 namespace {
@@ -54,11 +58,13 @@ TEST(DeltaPrediction, NothingChangedMovesNothing) {
   EXPECT_GT(d.encode.value, 0.0);
 }
 
-// --compare: refit's executors' rows whose plan has no relay get a delta prediction (direct as
-// refit runs it, at least), the others a note that says why not; the deployed baselines neither.
+// --compare: every row refit's executors run gets a delta prediction, refit's own plan (which
+// relays over NVLink, in rounds) included, or a note that says why not; the deployed baselines
+// neither.
 TEST(DeltaPrediction, CompareGivesEveryRowOfRefitsExecutorsADeltaOrANote) {
   const auto p = predicted({.delta = 0.02}, /*compare_all=*/true);
   int with_delta = 0;
+  bool refit_relays = false;
   for (const auto& r : p.rows) {
     SCOPED_TRACE(r.strategy + " as " + std::string(r.deployment->name));
     const bool noted =
@@ -69,8 +75,85 @@ TEST(DeltaPrediction, CompareGivesEveryRowOfRefitsExecutorsADeltaOrANote) {
     }
     EXPECT_TRUE(noted);
     with_delta += r.delta ? 1 : 0;
+    if (r.strategy == "refit") {
+      ASSERT_TRUE(r.delta);
+      refit_relays = r.delta->rounds.size() > 1;
+    }
   }
-  EXPECT_GE(with_delta, 1);
+  EXPECT_GE(with_delta, 2);
+  EXPECT_TRUE(refit_relays);
+}
+
+// A relayed plan by hand: training ranks 0, 1 on node 0 -> inference ranks 2, 3 on node 1 (test
+// cluster: 50 GB/s NICs, 400 GB/s NVLink), w [1024, 1024] bf16 (2 MiB) replicated on both sides.
+// Rank 0 sends w to rank 2 over the network (t0, round 0), and rank 2 forwards it to rank 3 over
+// NVLink (t1, round 1). At 2 % changed each piece's payload is P = the estimate of a 2 MiB bf16
+// piece, and the relay's payload equals its sender's (their baselines agree), so
+//   round 0: moves P, 0 -> 2; encode = 2 MiB / encode speed (rank 0); decode = 2 MiB / audit
+//            speed + 2 MiB / decode speed (rank 2); transfer >= P / 50 GB/s;
+//   round 1: moves P, 2 -> 3; encode = 2 MiB / encode speed (relay 2); decode as round 0 (rank 3);
+//            transfer >= P / 400 GB/s, and below round 0's (the NVLink is 8 times the NIC and
+//            its latency 5 us against 15 us);
+//   step = encode_0 + transfer_0 + decode_0 + encode_1 + transfer_1 + decode_1, moving 2 P of
+//   the plan's 4 MiB.
+TEST(DeltaPrediction, TextbookRelayRounds) {
+  const Shape shape{1024, 1024};
+  std::vector<TensorReshard> tensors;
+  tensors.push_back(testing::make_reshard("w", shape,
+                                          testing::make_layout(shape, {2}, testing::rank_range(0, 2), "R"),
+                                          testing::make_layout(shape, {2}, testing::rank_range(2, 2), "R")));
+  const auto problem = ReshardProblem::make(std::move(tensors), 2, 2).value();
+  const auto cluster = testing::make_test_cluster(2, 2, 2, 2);
+  const Bytes mib2{2 * 1024 * 1024};
+  const Box all = Box::whole(shape);
+  Plan plan{.strategy = "refit",
+            .execution = ExecutionModelId::kRefitUcx,
+            .tensors = {problem.tensors().front().tensor},
+            .source_ranks = 2,
+            .destination_ranks = 2,
+            .transfers = {}};
+  plan.transfers = {Transfer{.id = 0,
+                             .sender = Rank{0},
+                             .receiver = Rank{2},
+                             .link = LinkKind::kNetwork,
+                             .segments = {Segment{.tensor = 0, .box = all}},
+                             .bytes = mib2,
+                             .chunk = mib2},
+                    Transfer{.id = 1,
+                             .sender = Rank{2},
+                             .receiver = Rank{3},
+                             .link = LinkKind::kNvlink,
+                             .segments = {Segment{.tensor = 0, .box = all, .via = 0}},
+                             .bytes = mib2,
+                             .chunk = mib2}};
+  const ProblemSource none;
+  const auto p =
+      predict({.source = none, .problem = problem, .cluster = cluster}, {.delta = 0.02}, plan).value();
+  ASSERT_TRUE(p.rows.front().delta);
+  const auto& d = *p.rows.front().delta;
+
+  const auto payload = std::llround(DeltaPayloadEstimate::measure({.change_fraction = 0.02})
+                                        .value()
+                                        .expected_bytes(mib2.value, DType::kBF16)
+                                        .value());
+  const auto speed = delta_cpu_codec_speed(0.02);
+  const Seconds encode = transfer_time(mib2, speed.encode);
+  const Seconds decode = transfer_time(mib2, speed.audit) + transfer_time(mib2, speed.decode);
+  ASSERT_EQ(d.rounds.size(), 2U);
+  for (const auto& r : d.rounds) {
+    EXPECT_EQ(r.moved_bytes, Bytes{payload});
+    EXPECT_DOUBLE_EQ(r.encode.value, encode.value);
+    EXPECT_DOUBLE_EQ(r.decode.value, decode.value);
+  }
+  EXPECT_GE(d.rounds[0].transfer.value, payload / 50e9);
+  EXPECT_GE(d.rounds[1].transfer.value, payload / 400e9);
+  EXPECT_LT(d.rounds[1].transfer.value, d.rounds[0].transfer.value);
+  EXPECT_EQ(d.dense_bytes, Bytes{2 * mib2.value});
+  EXPECT_EQ(d.moved_bytes, Bytes{2 * payload});
+  EXPECT_DOUBLE_EQ(d.encode.value, 2 * encode.value);
+  EXPECT_DOUBLE_EQ(d.decode.value, 2 * decode.value);
+  EXPECT_DOUBLE_EQ(d.transfer.value, (d.rounds[0].transfer + d.rounds[1].transfer).value);
+  EXPECT_DOUBLE_EQ(d.predicted.value, (d.encode + d.transfer + d.decode).value);
 }
 
 TEST(DeltaPrediction, AFractionOutsideZeroToOneIsRefusedNamingTheOption) {

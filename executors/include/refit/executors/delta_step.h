@@ -9,6 +9,7 @@
 #include "refit/core/error.h"
 #include "refit/core/problem.h"
 #include "refit/planner/plan.h"
+#include "refit/topology/rank_map.h"
 
 namespace refit {
 
@@ -24,15 +25,31 @@ struct DeltaStep {
 // Refuses a count that is not the plan's pieces, and a negative size.
 [[nodiscard]] Result<DeltaStep> delta_step(const Plan& plan, std::span<const std::int64_t> payloads);
 
-// The problem of a step's plan, for the simulator: each payload tensor held whole by its sender
-// and landing whole at its receiver (nothing to pack or unpack).
-[[nodiscard]] Result<ReshardProblem> delta_step_problem(const DeltaStep& step);
+// A step as the simulator takes it: its plan and problem, each payload tensor held whole by its
+// sender and landing whole at its receiver (nothing to pack or unpack), on the job's GPUs. A
+// problem's senders are training ranks, but in a later round relays (inference ranks) send the
+// payloads they encoded themselves: each such relay sends as a training rank of its own on its
+// GPU, numbered after the job's training ranks (the inference ranks renumbered after them), so
+// that it shares the GPU's NICs and NVLink with the relay's inference rank. A step that relays
+// do not send keeps the job's ranks.
+struct StepJob {
+  Plan plan;
+  ReshardProblem problem;
+  PlacedCluster cluster;
+};
+[[nodiscard]] Result<StepJob> delta_step_job(const DeltaStep& step, const PlacedCluster& cluster);
 
 // What a delta refit cannot do yet, named: weights trained in fp8 (kUnsupported naming the first).
 // FP8 quantised at the senders (DeltaExecutor quantises, then encodes the fp8 it sends), at the
 // landing ranks (their quantise steps run between rounds) and at the receivers (bf16 moves) are
 // taken.
 [[nodiscard]] Result<void> check_delta_plan(const Plan& plan);
+
+// Each transfer's round in a delta refit (delta_executor.h), by transfer of `plan`: its relay
+// depth, 0 for a transfer from source shards and k + 1 for one that forwards what arrived in round
+// k, since a relay forwards (delta-encoded) only what it has decoded. The executor runs the rounds
+// one after another and the prediction of a step sums them.
+std::vector<std::int32_t> transfer_rounds(const Plan& plan);
 
 // The pieces of a plan: the sum of its transfers' segments.
 std::int64_t piece_count(const Plan& plan);

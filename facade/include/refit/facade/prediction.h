@@ -23,20 +23,32 @@
 
 namespace refit {
 
+// One round of a delta refit's step: the transfers of one relay depth (executors' delta_step.h,
+// transfer_rounds), round k + 1 being the relays forwarding what they decoded in round k.
+struct DeltaRound {
+  Bytes moved_bytes;  // the round's payloads' expected bytes
+  Seconds encode;     // the busiest sender's encoding of the boxes it sends in the round (each once)
+  Seconds transfer;   // the round's payloads' transfer, simulated
+  Seconds decode;     // the busiest receiver's audit and decoding of its pieces of the round
+};
+
 // One step of a delta refit (executors' delta_executor.h) beside a dense prediction
 // (PredictOptions::delta): each piece's payload after one step of the synthetic update at the
-// change fraction (delta/payload_estimate.h: measured by encoding a sample), moved as the delta
-// step's plan (executors' delta_step.h) and simulated as the same deployment runs it, plus the
-// CPU codec's time on one core per rank from its measured speeds (delta/codec_speed.h). The
-// executor runs encoding, the transfer and decoding one after another, so their times add up.
+// change fraction (delta/payload_estimate.h: measured by encoding a sample; a relay's payload of a
+// box taken equal to its sender's, as when their baselines agree), moved round by round as the
+// delta step's plan of the round (executors' delta_step.h) and simulated as the same deployment
+// runs it, plus the CPU codec's time on one core per rank from its measured speeds
+// (delta/codec_speed.h). The executor runs each round's encoding, transfer and decoding one after
+// another, and the rounds one after another, so all their times add up.
 struct DeltaPrediction {
   double change_fraction = 0;
-  Bytes dense_bytes;  // what the plan moves, what a full refit moves
-  Bytes moved_bytes;  // the payloads' expected bytes
-  Seconds transfer;   // the payloads' transfer, simulated
-  Seconds encode;     // the busiest sender's encoding of the boxes it sends (each once)
-  Seconds decode;     // the busiest receiver's audit and decoding of its pieces
-  Seconds predicted;  // encode + transfer + decode
+  Bytes dense_bytes;               // what the plan moves, what a full refit moves
+  Bytes moved_bytes;               // the payloads' expected bytes, over every round
+  Seconds transfer;                // the rounds' transfers
+  Seconds encode;                  // the rounds' encodings
+  Seconds decode;                  // the rounds' audits and decodings
+  Seconds predicted;               // encode + transfer + decode
+  std::vector<DeltaRound> rounds;  // one per relay depth of the plan (one without relays)
 };
 
 // One prediction: a plan, who ran it, and what the simulator found.
@@ -84,8 +96,8 @@ struct PredictOptions {
   Bytes staging = lowering::kDefaultStaging;  // the executors' staging per rank (refit run --staging)
   bool sensitivity = false;                   // simulate again with each constant -20% and +20%
   // Also predict a delta refit's step at this change fraction, for each row refit's executors run
-  // whose plan the delta executor takes (no relays; bf16 and fp32 weights); a note says why not
-  // where it does not apply.
+  // whose plan the delta executor takes (bf16 and fp32 weights, relays that forward from their own
+  // destination shards); a note says why not where it does not apply.
   std::optional<double> delta;
   std::ostream* trace = nullptr;  // Chrome trace event JSON of the predicted plan
   // On long simulations; with jobs other than 1, from several threads at once.

@@ -1,0 +1,76 @@
+// A delta refit's rounds (executors' delta_step.h, transfer_rounds), which the executor runs and the
+// prediction sums, and a relayed round's step as the simulator takes it (delta_step_job).
+#include <gtest/gtest.h>
+
+#include "refit/executors/delta_step.h"
+#include "test_cluster.h"
+
+namespace refit {
+namespace {
+
+// 2 training ranks (0, 1) -> 3 inference ranks (2, 3, 4) of one tensor w [8, 256] bf16 (4 KiB),
+// replicated at the inference ranks: rank 0 sends it to relay 2, which forwards it to relay 3,
+// which forwards rows [4, 8) to rank 4; rank 1 sends rows [0, 4) to rank 4 directly.
+Plan chain_plan() {
+  Plan plan;
+  plan.tensors = {make_tensor_spec("w", {8, 256}, DType::kBF16).value()};
+  plan.source_ranks = 2;
+  plan.destination_ranks = 3;
+  const Box all{{0, 0}, {8, 256}};
+  const auto transfer = [&](std::int32_t id, std::int32_t from, std::int32_t to, LinkKind link, Box box,
+                            std::int32_t via) {
+    const auto bytes = Bytes{box.volume() * 2};
+    return Transfer{.id = id,
+                    .sender = Rank{from},
+                    .receiver = Rank{to},
+                    .link = link,
+                    .segments = {Segment{.tensor = 0, .box = std::move(box), .via = via}},
+                    .bytes = bytes,
+                    .chunk = bytes};
+  };
+  plan.transfers = {transfer(0, 0, 2, LinkKind::kNetwork, all, kFromSourceShard),
+                    transfer(1, 2, 3, LinkKind::kNvlink, all, 0),
+                    transfer(2, 1, 4, LinkKind::kNetwork, Box{{0, 0}, {4, 256}}, kFromSourceShard),
+                    transfer(3, 3, 4, LinkKind::kNetwork, Box{{4, 0}, {4, 256}}, 1)};
+  return plan;
+}
+
+// A transfer's round is its relay depth: 0 from a source shard, one more than what it forwards.
+// t0 and t2 leave source shards (round 0); t1 forwards t0 (round 1); t3 forwards t1 (round 2).
+TEST(DeltaStep, ATransfersRoundIsItsRelayDepth) {
+  EXPECT_EQ(transfer_rounds(chain_plan()), (std::vector<std::int32_t>{0, 1, 0, 2}));
+  EXPECT_TRUE(transfer_rounds(Plan{}).empty());
+}
+
+// Round 1's step: relay 2 sends 100 bytes of payload to rank 3. Relay 2 sends as the step's rank
+// 2, a training rank after the job's two, on relay 2's GPU; the inference ranks move up by one
+// (3 -> 4), on their own GPUs. The payload tensor lies whole at its sender and whole at its
+// receiver. Round 0's step, which training ranks send, keeps the job's ranks.
+TEST(DeltaStep, ARelayedRoundSendsFromATrainingRankOfItsOwnOnTheRelaysGpu) {
+  const auto plan = chain_plan();
+  const auto cluster = testing::make_test_cluster(3, 2, 2, 3);  // ranks 0..4 on GPUs 0..4
+  const auto step = delta_step(plan, std::vector<std::int64_t>{0, 100, 0, 0}).value();
+  const auto job = delta_step_job(step, cluster).value();
+  EXPECT_EQ(job.plan.source_ranks, 3);
+  EXPECT_EQ(job.plan.destination_ranks, 3);
+  ASSERT_EQ(job.plan.transfers.size(), 1U);
+  const auto& t = job.plan.transfers.front();
+  EXPECT_EQ(t.sender, Rank{2});
+  EXPECT_EQ(t.receiver, Rank{4});
+  EXPECT_EQ(t.bytes, Bytes{100});
+  EXPECT_EQ(t.link, LinkKind::kNvlink);
+  EXPECT_EQ(job.cluster.gpu_of(Rank{2}), cluster.gpu_of(Rank{2}));  // the relay's GPU
+  EXPECT_EQ(job.cluster.gpu_of(Rank{3}), cluster.gpu_of(Rank{2}));  // the relay's inference rank
+  EXPECT_EQ(job.cluster.gpu_of(Rank{4}), cluster.gpu_of(Rank{3}));
+  const auto& w = job.problem.tensors().front();
+  EXPECT_EQ(w.source.mesh().ranks(), std::vector<Rank>{Rank{2}});
+  EXPECT_EQ(w.destination.mesh().ranks(), std::vector<Rank>{Rank{4}});
+
+  const auto first = delta_step(plan, std::vector<std::int64_t>{50, 0, 30, 0}).value();
+  const auto kept = delta_step_job(first, cluster).value();
+  EXPECT_EQ(kept.plan, first.plan);
+  EXPECT_EQ(kept.cluster.ranks(), cluster.ranks());
+}
+
+}  // namespace
+}  // namespace refit
