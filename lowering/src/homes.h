@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <optional>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 #include "refit/lowering/rank_program.h"
@@ -30,12 +29,6 @@ class ShardFinder {
   virtual ~ShardFinder() = default;
   virtual ShardRef find(Rank rank, BufferKind side, std::uint32_t tensor) const = 0;
 };
-
-// Transfer -> where a rank keeps each of its segments until it has forwarded them (by segment).
-using ReceivedSegments = std::unordered_map<std::int32_t, std::vector<Located>>;
-
-// Where the rank keeps segment `segment` of `transfer`; null when it did not receive it.
-const Located* find_received(const ReceivedSegments& received, std::int32_t transfer, std::int32_t segment);
 
 // Where one rank keeps the segments it receives and finds those it sends. Transfers must be
 // landed in plan order: scratch is handed out as forwarded ones arrive.
