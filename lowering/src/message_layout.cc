@@ -49,12 +49,15 @@ void segment_offsets(const Plan& plan, const Transfer& t, std::vector<std::int64
 }  // namespace
 
 MessageLayout::MessageLayout(const Plan& plan, const Transfer& t, std::int64_t limit)
-    : segments_(t.segments.size()) {
-  // Room for the chunks the message cuts into unless element ends shorten some of them.
-  std::int64_t total = 0;
-  for (const Segment& s : t.segments) total += plan.segment_bytes(s).value;
-  data_.reserve(2 * segments_ + 2 + static_cast<std::size_t>(std::max<std::int64_t>(0, total) / limit));
+    : segments_(t.segments.size()), limit_(limit) {
   segment_offsets(plan, t, data_);
+  bool full = true;  // every chunk but the last `limit` bytes
+  cut(data_, segments_, limit, [&](std::int64_t end) {
+    ++chunks_;
+    full = full && (end == chunks_ * limit || end == bytes());
+  });
+  if (full) return;
+  data_.reserve(data_.size() + static_cast<std::size_t>(chunks_));
   cut(data_, segments_, limit, [&](std::int64_t end) { data_.push_back(end); });
 }
 
@@ -67,8 +70,12 @@ std::int64_t MessageLayout::count_chunks(const Plan& plan, const Transfer& t, st
 }
 
 std::int64_t MessageLayout::chunk_of(std::int64_t byte) const {
-  const auto end = ends();
-  return std::ranges::upper_bound(end, byte) - end.begin();
+  if (!stored_ends()) {
+    if (byte < 0) return 0;
+    return byte < bytes() ? byte / limit_ : chunks_;
+  }
+  const auto ends = std::span<const std::int64_t>(data_).subspan(2 * segments_ + 1);
+  return std::ranges::upper_bound(ends, byte) - ends.begin();
 }
 
 std::vector<Piece> MessageLayout::pieces(std::int64_t k) const {

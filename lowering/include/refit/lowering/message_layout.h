@@ -37,12 +37,13 @@ class MessageLayout {
   // What chunks() would be, without keeping the cuts: O(segments) memory.
   static std::int64_t count_chunks(const Plan& plan, const Transfer& t, std::int64_t limit);
 
-  std::int64_t chunks() const { return static_cast<std::int64_t>(ends().size()); }
+  std::int64_t chunks() const { return chunks_; }
   std::int64_t bytes() const { return begins()[segments_]; }
-  std::int64_t chunk_begin(std::int64_t k) const {
-    return k == 0 ? 0 : ends()[static_cast<std::size_t>(k - 1)];
+  std::int64_t chunk_begin(std::int64_t k) const { return k == 0 ? 0 : chunk_end(k - 1); }
+  std::int64_t chunk_end(std::int64_t k) const {
+    return stored_ends() ? data_[2 * segments_ + 1 + static_cast<std::size_t>(k)]
+                         : std::min((k + 1) * limit_, bytes());
   }
-  std::int64_t chunk_end(std::int64_t k) const { return ends()[static_cast<std::size_t>(k)]; }
   std::int64_t chunk_bytes(std::int64_t k) const { return chunk_end(k) - chunk_begin(k); }
   // The chunk that carries message byte `byte`.
   std::int64_t chunk_of(std::int64_t byte) const;
@@ -57,14 +58,16 @@ class MessageLayout {
 
  private:
   // One allocation per transfer (a plan has up to millions): each segment's first byte in the
-  // message and the message size after them, each segment's element size, then each chunk's end.
+  // message and the message size after them, each segment's element size, then each chunk's end
+  // unless every chunk but the last is `limit_` bytes (chunk k ends at min((k + 1) * limit_,
+  // bytes())): most messages, and the tens of millions of chunks of an m2n-ring plan.
   std::span<const std::int64_t> begins() const { return {data_.data(), segments_ + 1}; }
   std::span<const std::int64_t> elements() const { return {data_.data() + segments_ + 1, segments_}; }
-  std::span<const std::int64_t> ends() const {
-    return std::span<const std::int64_t>(data_).subspan(2 * segments_ + 1);
-  }
+  bool stored_ends() const { return data_.size() > 2 * segments_ + 1; }
 
   std::size_t segments_ = 0;
+  std::int64_t limit_ = 0;
+  std::int64_t chunks_ = 0;
   std::vector<std::int64_t> data_;
 };
 
