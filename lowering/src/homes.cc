@@ -163,6 +163,11 @@ bool SideWalks::for_each_held_piece(std::int64_t k, F&& f) const {
   return held;
 }
 
+bool SideWalks::every_chunk_one_run() const {
+  if (walks_.size() != 1 || !walks_[0]) return false;
+  return walks_[0]->runs(0, layout_.bytes() / layout_.element_size(0)) <= 1;
+}
+
 ChunkCopy SideWalks::decide(std::int64_t k, const ZeroCopyRule& rule) const {
   std::int64_t runs = 0;
   // The previous piece, to tell whether this one continues it in the same buffer (its end is

@@ -73,6 +73,9 @@ class SideWalks {
   SideWalks(const LoweredPlan& lowered, const Transfer& t, std::span<const Located* const> homes,
             Buffer& walks);
 
+  // Whether every chunk is one run on this side, so in place under any rule: a message of one
+  // segment that lies in one run of its array (each chunk is a piece of it).
+  bool every_chunk_one_run() const;
   // How chunk k moves on this side.
   ChunkCopy decide(std::int64_t k, const ZeroCopyRule& rule) const;
   // The runs of chunk k, merged where they continue each other. Preconditions: every segment the
