@@ -1,5 +1,8 @@
 #include "homes.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include <fmt/format.h>
 
 #include "refit/core/try.h"
@@ -71,7 +74,7 @@ void Homes::land(const Transfer& t, std::vector<SegmentLanding>& out) {
         scratch_ += lowered_->plan().segment_bytes(s).value;
       }
     }
-    if (forwarded) received_[t.id].push_back(*landing.in_place);
+    if (forwarded) received_.keep(t.id, *landing.in_place);
   }
 }
 
@@ -96,26 +99,41 @@ Result<std::optional<Located>> Homes::source(const Transfer& t, std::size_t k) c
   }
   const auto u = lowered_->relays().containing(s);
   if (!u) return std::optional<Located>{};
-  const Located* kept = find_received(received_, s.via, *u);
+  const Located* kept = received_.find(s.via, *u);
   if (kept == nullptr)
     return mismatch(fmt::format("rank {} forwards transfer {} in transfer {} but did not receive it",
                                 rank_.value, s.via, t.id));
   return *kept;
 }
 
-const Located* find_received(const ReceivedSegments& received, std::int32_t transfer, std::int32_t segment) {
-  const auto it = received.find(transfer);
-  if (it == received.end() || segment < 0 || static_cast<std::size_t>(segment) >= it->second.size())
-    return nullptr;
-  return &it->second[static_cast<std::size_t>(segment)];
+}  // namespace refit::lowering::detail
+
+namespace refit::lowering {
+
+void ReceivedSegments::keep(std::int32_t transfer, const Located& where) {
+  if (starts_.empty() || starts_.back().transfer != transfer)
+    starts_.push_back(Start{.transfer = transfer, .first = kept_.size()});
+  kept_.push_back(where);
 }
+
+const Located* ReceivedSegments::find(std::int32_t transfer, std::int32_t segment) const {
+  const auto it = std::ranges::lower_bound(starts_, transfer, {}, &Start::transfer);
+  if (it == starts_.end() || it->transfer != transfer || segment < 0) return nullptr;
+  const std::size_t end = std::next(it) == starts_.end() ? kept_.size() : std::next(it)->first;
+  const std::size_t at = it->first + static_cast<std::size_t>(segment);
+  return at < end ? &kept_[at] : nullptr;
+}
+
+}  // namespace refit::lowering
+
+namespace refit::lowering::detail {
 
 Result<std::vector<SourcePart>> gathered_parts(const LoweredPlan& lowered, const ReceivedSegments& received,
                                                Rank rank, const Segment& s, const Piece& p) {
   const auto parts = REFIT_TRY(lowered.relays().parts(s, p.first, p.count));
   std::vector<SourcePart> out;
   for (const auto& part : parts) {
-    const Located* kept = find_received(received, s.via, part.segment);
+    const Located* kept = received.find(s.via, part.segment);
     if (kept == nullptr)
       return mismatch(fmt::format("rank {} forwards transfer {} but did not receive it", rank.value, s.via));
     const auto volume = part.box.volume();
@@ -143,6 +161,11 @@ bool SideWalks::for_each_held_piece(std::int64_t k, F&& f) const {
     if (held) f(p, *walks_[i], *homes_[i]);
   });
   return held;
+}
+
+bool SideWalks::every_chunk_one_run() const {
+  if (walks_.size() != 1 || !walks_[0]) return false;
+  return walks_[0]->runs(0, layout_.bytes() / layout_.element_size(0)) <= 1;
 }
 
 ChunkCopy SideWalks::decide(std::int64_t k, const ZeroCopyRule& rule) const {

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <optional>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 #include "refit/lowering/rank_program.h"
@@ -30,12 +29,6 @@ class ShardFinder {
   virtual ~ShardFinder() = default;
   virtual ShardRef find(Rank rank, BufferKind side, std::uint32_t tensor) const = 0;
 };
-
-// Transfer -> where a rank keeps each of its segments until it has forwarded them (by segment).
-using ReceivedSegments = std::unordered_map<std::int32_t, std::vector<Located>>;
-
-// Where the rank keeps segment `segment` of `transfer`; null when it did not receive it.
-const Located* find_received(const ReceivedSegments& received, std::int32_t transfer, std::int32_t segment);
 
 // Where one rank keeps the segments it receives and finds those it sends. Transfers must be
 // landed in plan order: scratch is handed out as forwarded ones arrive.
@@ -80,6 +73,9 @@ class SideWalks {
   SideWalks(const LoweredPlan& lowered, const Transfer& t, std::span<const Located* const> homes,
             Buffer& walks);
 
+  // Whether every chunk is one run on this side, so in place under any rule: a message of one
+  // segment that lies in one run of its array (each chunk is a piece of it).
+  bool every_chunk_one_run() const;
   // How chunk k moves on this side.
   ChunkCopy decide(std::int64_t k, const ZeroCopyRule& rule) const;
   // The runs of chunk k, merged where they continue each other. Preconditions: every segment the

@@ -13,12 +13,12 @@ std::int64_t chunk_limit(const Transfer& t, Bytes staging) {
 namespace {
 
 // The one chunk rule: each chunk ends at the last element boundary at or before `limit` bytes
-// past its start; `on_end` gets each end in order. Elements are at most 8 bytes and chunks at
-// least 16, so every chunk is non-empty.
+// past its start; `on_end` gets each end in order. `v` holds segment_offsets() of `n` segments;
+// on_end may append to it (it is read by index). Elements are at most 8 bytes and chunks at least
+// 16, so every chunk is non-empty.
 template <class OnEnd>
-void cut(const std::vector<std::int64_t>& begin, const std::vector<std::int64_t>& element, std::int64_t limit,
-         OnEnd on_end) {
-  const std::int64_t total = begin.back();
+void cut(const std::vector<std::int64_t>& v, std::size_t n, std::int64_t limit, OnEnd on_end) {
+  const std::int64_t total = v[n];
   std::size_t seg = 0;
   for (std::int64_t pos = 0; pos < total;) {
     const std::int64_t target = pos + limit;
@@ -26,42 +26,56 @@ void cut(const std::vector<std::int64_t>& begin, const std::vector<std::int64_t>
       on_end(total);
       return;
     }
-    while (begin[seg + 1] <= target) ++seg;
-    const std::int64_t es = element[seg];
-    pos = begin[seg] + (target - begin[seg]) / es * es;
+    while (v[seg + 1] <= target) ++seg;
+    const std::int64_t es = v[n + 1 + seg];
+    pos = v[seg] + (target - v[seg]) / es * es;
     on_end(pos);
   }
 }
 
-// Each segment's first byte in the message (and the total last), and its element size.
-void segment_offsets(const Plan& plan, const Transfer& t, std::vector<std::int64_t>& begin,
-                     std::vector<std::int64_t>& element) {
-  begin.reserve(t.segments.size() + 1);
-  element.reserve(t.segments.size());
-  begin.push_back(0);
-  for (const auto& s : t.segments) {
-    element.push_back(dtype_size(plan.tensors[s.tensor].dtype));
-    begin.push_back(begin.back() + plan.segment_bytes(s).value);
+// Into `out` (empty): each segment's first byte in the message and the total after them, then
+// each segment's element size.
+void segment_offsets(const Plan& plan, const Transfer& t, std::vector<std::int64_t>& out) {
+  const std::size_t n = t.segments.size();
+  out.resize(2 * n + 1);
+  out[0] = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Segment& s = t.segments[i];
+    out[n + 1 + i] = dtype_size(plan.tensors[s.tensor].dtype);
+    out[i + 1] = out[i] + plan.segment_bytes(s).value;
   }
 }
 
 }  // namespace
 
-MessageLayout::MessageLayout(const Plan& plan, const Transfer& t, std::int64_t limit) {
-  segment_offsets(plan, t, begin_, element_);
-  cut(begin_, element_, limit, [&](std::int64_t end) { ends_.push_back(end); });
+MessageLayout::MessageLayout(const Plan& plan, const Transfer& t, std::int64_t limit)
+    : segments_(t.segments.size()), limit_(limit) {
+  segment_offsets(plan, t, data_);
+  bool full = true;  // every chunk but the last `limit` bytes
+  cut(data_, segments_, limit, [&](std::int64_t end) {
+    ++chunks_;
+    full = full && (end == chunks_ * limit || end == bytes());
+  });
+  if (full) return;
+  data_.reserve(data_.size() + static_cast<std::size_t>(chunks_));
+  cut(data_, segments_, limit, [&](std::int64_t end) { data_.push_back(end); });
 }
 
 std::int64_t MessageLayout::count_chunks(const Plan& plan, const Transfer& t, std::int64_t limit) {
-  std::vector<std::int64_t> begin, element;
-  segment_offsets(plan, t, begin, element);
+  std::vector<std::int64_t> offsets;
+  segment_offsets(plan, t, offsets);
   std::int64_t chunks = 0;
-  cut(begin, element, limit, [&](std::int64_t) { ++chunks; });
+  cut(offsets, t.segments.size(), limit, [&](std::int64_t) { ++chunks; });
   return chunks;
 }
 
 std::int64_t MessageLayout::chunk_of(std::int64_t byte) const {
-  return std::ranges::upper_bound(ends_, byte) - ends_.begin();
+  if (!stored_ends()) {
+    if (byte < 0) return 0;
+    return byte < bytes() ? byte / limit_ : chunks_;
+  }
+  const auto ends = std::span<const std::int64_t>(data_).subspan(2 * segments_ + 1);
+  return std::ranges::upper_bound(ends, byte) - ends.begin();
 }
 
 std::vector<Piece> MessageLayout::pieces(std::int64_t k) const {

@@ -63,6 +63,51 @@ TEST(MessageLayout, SixteenByteChunksOfTheMixedMessage) {
   EXPECT_EQ(layout.chunk_end(3), 57);
 }
 
+Plan one_fp16_plan(std::int64_t elements) {
+  Plan p = mixed_plan();
+  p.tensors = {TensorSpec{.name = "h", .shape = {elements}, .dtype = DType::kFP16}};
+  p.transfers[0].segments = {Segment{.tensor = 0, .box = Box{{0}, {elements}}}};
+  p.transfers[0].bytes = Bytes{2 * elements};
+  return p;
+}
+
+// chunk_of(byte) is the number of chunk ends at or before `byte` (brute force over every chunk),
+// for bytes before, inside and after the message.
+void expect_chunk_of_counts_ends(const MessageLayout& layout) {
+  for (std::int64_t byte = -3; byte <= layout.bytes() + 3; ++byte) {
+    std::int64_t ended = 0;
+    for (std::int64_t k = 0; k < layout.chunks(); ++k) ended += layout.chunk_end(k) <= byte ? 1 : 0;
+    EXPECT_EQ(layout.chunk_of(byte), ended) << "byte " << byte;
+  }
+}
+
+TEST(MessageLayout, FullChunksEndEveryLimitBytesAndTheLastAtTheMessagesEnd) {
+  // 40 fp16 elements, 80 bytes: every 16-byte step is an element boundary, so chunks of 16 end at
+  // 16, 32, ..., 80, and chunks of 32 at 32, 64 and 80 (the last one short).
+  const auto plan = one_fp16_plan(40);
+  const MessageLayout sixteen(plan, plan.transfers[0], 16);
+  ASSERT_EQ(sixteen.chunks(), 5);
+  for (std::int64_t k = 0; k < 5; ++k) EXPECT_EQ(sixteen.chunk_end(k), 16 * (k + 1));
+  expect_chunk_of_counts_ends(sixteen);
+  const MessageLayout thirty_two(plan, plan.transfers[0], 32);
+  ASSERT_EQ(thirty_two.chunks(), 3);
+  EXPECT_EQ(thirty_two.chunk_end(0), 32);
+  EXPECT_EQ(thirty_two.chunk_end(1), 64);
+  EXPECT_EQ(thirty_two.chunk_end(2), 80);
+  EXPECT_EQ(thirty_two.chunk_bytes(2), 16);
+  expect_chunk_of_counts_ends(thirty_two);
+  const auto empty = one_fp16_plan(0);
+  const MessageLayout none(empty, empty.transfers[0], 16);
+  EXPECT_EQ(none.chunks(), 0);
+  expect_chunk_of_counts_ends(none);
+}
+
+TEST(MessageLayout, ChunkOfCountsTheEndsOfCutsOnElementBoundaries) {
+  const auto plan = mixed_plan();
+  for (const std::int64_t max : {16, 32, 48, 64, 1 << 20})
+    expect_chunk_of_counts_ends(MessageLayout(plan, plan.transfers[0], max));
+}
+
 // The chunk rule: the transfer's chunk, at most half the staging, on 16-byte steps, at least 16.
 TEST(ChunkLimit, IsTheTransfersChunkWithinHalfTheStaging) {
   Transfer t;

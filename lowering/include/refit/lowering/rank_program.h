@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "refit/core/error.h"
@@ -64,6 +63,27 @@ struct Located {
   BufferKind kind = BufferKind::kSource;
   std::int32_t index = 0;  // the shard, for kSource and kDestination
   Array array;
+};
+
+// Where a rank keeps the segments it receives in order to forward them, by transfer: one flat
+// array in landing order and where each transfer's segments start in it. Transfers land in plan
+// order, so the starts are sorted as they come and found by binary search (a hash map of vectors
+// cost a node and an allocation per forwarded transfer, for every rank the simulator costs).
+class ReceivedSegments {
+ public:
+  // Keeps where the next segment of `transfer` stays. Preconditions: transfers come in
+  // increasing order, each one's segments in order.
+  void keep(std::int32_t transfer, const Located& where);
+  // Where segment `segment` of `transfer` stays; null when it was not kept.
+  const Located* find(std::int32_t transfer, std::int32_t segment) const;
+
+ private:
+  struct Start {
+    std::int32_t transfer = 0;
+    std::size_t first = 0;  // index in kept_ of its first segment
+  };
+  std::vector<Start> starts_;  // increasing transfer
+  std::vector<Located> kept_;
 };
 
 enum class CopyPath : std::uint8_t {
@@ -204,7 +224,7 @@ class RankProgram {
   std::vector<Receive> receives_;
   std::vector<Send> sends_;
   std::vector<QuantiseStep> steps_;
-  std::unordered_map<std::int32_t, std::vector<Located>> received_;  // transfer -> where each segment stays
+  ReceivedSegments received_;
   std::vector<std::int32_t> source_shard_;  // by tensor: index in shards_.sources, or -1
   Bytes scratch_;
   StagingDemand receive_staging_;
