@@ -10,6 +10,7 @@
 
 #include "refit/planner/execution_model.h"
 #include "refit/planner/links.h"
+#include "refit_pieces.h"
 
 namespace refit::planner_detail {
 
@@ -196,6 +197,14 @@ std::int64_t fraction_of(std::int64_t part, std::int64_t whole) {
   return static_cast<std::int64_t>(static_cast<double>(part) / static_cast<double>(whole) * kAll);
 }
 
+// The bytes of `outer` (row-major) after the last element of `inner`, a box inside it.
+std::int64_t bytes_after(const Box& outer, const Box& inner, std::int64_t element_size) {
+  std::int64_t through = 0;  // elements of outer up to and including inner's last
+  for (std::size_t d = 0; d < outer.rank(); ++d)
+    through = through * outer.extent[d] + (inner.offset[d] + inner.extent[d] - 1 - outer.offset[d]);
+  return (outer.volume() - through - 1) * element_size;
+}
+
 }  // namespace
 
 PlanBuilder::PerSegment::PerSegment(std::span<const std::size_t> counts) : first_(counts.size() + 1, 0) {
@@ -245,24 +254,71 @@ PlanBuilder::PerSegment PlanBuilder::segment_arrivals(std::span<const Handle> or
     const auto ends = end.of(h);
     for (std::size_t k = 0; k < ends.size(); ++k) ends[k] = pair += box_bytes(p.segments[k]);
   }
-  if (execution_model(strategy_.execution).pairs_share_by_bytes)
-    for (std::size_t h = 0; h < pending_.size(); ++h)
-      for (auto& e : end.of(static_cast<Handle>(h))) e = fraction_of(e, carried.at(pair_of(pending_[h])));
+  const bool by_fraction = execution_model(strategy_.execution).pairs_share_by_bytes;
+  const auto measure = [&](std::int64_t bytes, const Pending& p) {
+    return by_fraction ? fraction_of(bytes, carried.at(pair_of(p))) : bytes;
+  };
+  for (std::size_t h = 0; h < pending_.size(); ++h)
+    for (auto& e : end.of(static_cast<Handle>(h))) e = measure(e, pending_[h]);
+  std::unordered_map<Handle, SegmentIndex> index;
+  // When s has reached its message's sender. Gathered from several upstream segments: once all of
+  // it has; part of one (a row slab of it): once the upstream has carried the slab's last byte.
+  const auto landed = [&](const Segment& s) -> std::int64_t {
+    if (s.via == kFromSourceShard) return 0;
+    const auto& upstream = pending_[static_cast<std::size_t>(s.via)];
+    const auto ends = std::as_const(end).of(s.via);
+    const auto k = index.try_emplace(s.via, upstream.segments).first->second.holding(s);
+    if (!k) return ends.back();
+    const auto element = dtype_size(problem_.tensors()[s.tensor].tensor.dtype);
+    return ends[*k] - measure(bytes_after(upstream.segments[*k].box, s.box, element), upstream);
+  };
+  // A forwarded message that forwards in turn carries a segment no sooner than it has landed.
+  for (const Handle h : order) {
+    const auto ends = end.of(h);
+    for (std::size_t k = 0; k < ends.size(); ++k)
+      ends[k] = std::max(ends[k], landed(pending_[static_cast<std::size_t>(h)].segments[k]));
+  }
   for (std::size_t h = 0; h < pending_.size(); ++h) counts[h] = pending_[h].segments.size();
   PerSegment arrival(counts);
-  std::unordered_map<Handle, SegmentIndex> index;
   for (std::size_t h = 0; h < pending_.size(); ++h) {
     const auto at = arrival.of(static_cast<Handle>(h));
-    for (std::size_t i = 0; i < at.size(); ++i) {
-      const auto& s = pending_[h].segments[i];
-      if (s.via == kFromSourceShard) continue;
-      const auto& up = pending_[static_cast<std::size_t>(s.via)].segments;
-      const auto ends = std::as_const(end).of(s.via);
-      const auto k = index.try_emplace(s.via, up).first->second.holding(s);
-      at[i] = k ? ends[*k] : ends.back();  // gathered from several: once all of it has landed
-    }
+    for (std::size_t i = 0; i < at.size(); ++i) at[i] = landed(pending_[h].segments[i]);
   }
   return arrival;
+}
+
+bool PlanBuilder::sliced(Handle h, const std::vector<bool>& forwarded) const {
+  const auto& p = pending_[static_cast<std::size_t>(h)];
+  return !forwarded[static_cast<std::size_t>(h)] && p.bytes.value > kRelaySliceChunks * chunk_.value &&
+         std::ranges::none_of(p.segments, [](const Segment& s) { return s.via == kFromSourceShard; });
+}
+
+void PlanBuilder::cut_relay_segments(const std::vector<bool>& forwarded) {
+  const std::int64_t slice = kRelaySliceChunks * chunk_.value;
+  for (std::size_t h = 0; h < pending_.size(); ++h) {
+    if (!sliced(static_cast<Handle>(h), forwarded)) continue;
+    auto& segments = pending_[h].segments;
+    if (std::ranges::none_of(segments, [&](const Segment& s) { return box_bytes(s) > slice; })) continue;
+    std::vector<Segment> cut;
+    for (auto& s : segments) {
+      const auto element = dtype_size(problem_.tensors()[s.tensor].tensor.dtype);
+      while (box_bytes(s) > slice) {
+        auto halves = split_rows(s.box, Bytes{slice}, element);
+        if (!halves) break;
+        cut.push_back(Segment{.tensor = s.tensor, .box = std::move(halves->first), .via = s.via});
+        s.box = std::move(halves->second);
+      }
+      cut.push_back(std::move(s));
+    }
+    segments = std::move(cut);
+  }
+}
+
+std::vector<std::int64_t> PlanBuilder::latest(const PerSegment& arrival) const {
+  std::vector<std::int64_t> out(pending_.size(), 0);
+  for (std::size_t h = 0; h < pending_.size(); ++h)
+    if (const auto at = arrival.of(static_cast<Handle>(h)); !at.empty()) out[h] = std::ranges::max(at);
+  return out;
 }
 
 std::vector<std::int64_t> PlanBuilder::slice_relays(const PerSegment& arrival,
@@ -273,21 +329,25 @@ std::vector<std::int64_t> PlanBuilder::slice_relays(const PerSegment& arrival,
   for (std::size_t h = 0; h < made; ++h) {
     const auto at = arrival.of(static_cast<Handle>(h));
     const auto& segments = pending_[h].segments;
-    const bool relay =
-        std::ranges::none_of(segments, [](const Segment& s) { return s.via == kFromSourceShard; });
-    if (!relay || forwarded[h] || pending_[h].bytes.value <= slice) {
+    if (!sliced(static_cast<Handle>(h), forwarded)) {
       if (!at.empty()) latest[h] = std::ranges::max(at);
       continue;
     }
     std::vector<std::size_t> by_arrival(segments.size());
     std::iota(by_arrival.begin(), by_arrival.end(), 0);
     std::ranges::stable_sort(by_arrival, {}, [&](std::size_t k) { return at[k]; });
+    // A relay's last bytes to land go one chunk a slice: a pair that relays the data of many
+    // messages landing together at the end then waits for no more than a chunk of each.
+    std::int64_t left = pending_[h].bytes.value;  // not yet in a slice
     std::vector<Segment> all = std::move(pending_[h].segments);
     pending_[h].segments.clear();
     pending_[h].bytes = Bytes{0};
+    const auto next_slice = [&] { return left > 2 * slice ? slice : std::max(chunk_.value, left - slice); };
+    std::int64_t target = next_slice();
     std::size_t into = h;  // the original message takes the first slice, new ones the others
     for (const std::size_t k : by_arrival) {
-      if (pending_[into].bytes.value >= slice) {
+      if (pending_[into].bytes.value >= target) {
+        target = next_slice();
         into = pending_.size();
         pending_.push_back(Pending{.phase = pending_[h].phase,
                                    .from = pending_[h].from,
@@ -298,6 +358,7 @@ std::vector<std::int64_t> PlanBuilder::slice_relays(const PerSegment& arrival,
         latest.push_back(0);
       }
       pending_[into].bytes += Bytes{box_bytes(all[k])};
+      left -= box_bytes(all[k]);
       pending_[into].segments.push_back(std::move(all[k]));
       latest[into] = std::max(latest[into], at[k]);
     }
@@ -311,6 +372,10 @@ Plan PlanBuilder::finish(RelayOrder relays) && {
   auto order = rotated_order(unordered, arrival);
   if (arrival) {
     const auto relayed = forwarded();
+    cut_relay_segments(relayed);
+    // Forwarded messages go by when their own data lands, which moves where they are in their
+    // pairs' streams and so when what they forward lands: arrivals are taken again in that order.
+    order = rotated_order(latest(segment_arrivals(order, relayed)), true);
     order = rotated_order(slice_relays(segment_arrivals(order, relayed), relayed), true);
   }
   std::vector<std::int32_t> id_of(pending_.size());

@@ -37,14 +37,16 @@ class PlanBuilder {
   // sender: a pair's stream stops at a relay whose data has not all arrived, so a relay of a
   // message that lands late holds up every relay behind it, already landed or not. With
   // kArrival a relay that nothing forwards from is also cut into slices of about
-  // kRelaySliceChunks chunks, each placed by when its own data lands: two large messages landing
-  // at once on one GPU then have their relays interleaved on each pair, instead of the second
-  // waiting for all of the first. The order a deployed system relays in is its own; the arrival
-  // order is for plans run as one call.
+  // kRelaySliceChunks chunks (its segments into row slabs where they are larger), each placed by
+  // when its own data lands, its last kRelaySliceChunks chunks one a slice: two large messages
+  // landing at once on one GPU then have their relays interleaved on each pair, instead of the
+  // second waiting for all of the first, and a GPU relaying the data of many messages that all
+  // land at the end waits for no more than a chunk of each. The order a deployed system relays
+  // in is its own; the arrival order is for plans run as one call.
   enum class RelayOrder : std::uint8_t { kCreation, kArrival };
-  // Smaller slices shorten the NVLink tail after the network and make more transfers (the plan
-  // of DeepSeek-V3 on GB200 NVL72: 1.6x the transfers at 4 chunks, 2.9x at 1); bench/RESULTS.md
-  // has the measurements.
+  // Smaller slices make more transfers, each paying its latency in its pair's stream (one chunk
+  // a slice throughout: Qwen3-30B-A3B EP8xDP16 -> 8 x TP2 in bf16 took 1.09x its bound instead of
+  // 1.02x); bench/RESULTS.md has the measurements.
   static constexpr std::int64_t kRelaySliceChunks = 4;
   Plan finish(RelayOrder relays = RelayOrder::kCreation) &&;
 
@@ -112,6 +114,16 @@ class PlanBuilder {
   // upstream's pair carries up to the end of the upstream segment holding it, in `order` (0 for
   // data from source shards).
   PerSegment segment_arrivals(std::span<const Handle> order, const std::vector<bool>& forwarded) const;
+  // Per message, when all its data has reached its sender: the latest of its segments'.
+  std::vector<std::int64_t> latest(const PerSegment& arrival) const;
+  // Whether relay message h is cut into slices: it forwards only, nothing forwards from it, and
+  // it is larger than a slice.
+  bool sliced(Handle h, const std::vector<bool>& forwarded) const;
+  // Cuts the segments of those relays that are larger than a slice into row slabs of about a
+  // slice each: a slab lands when its own last byte does, not with the rest of its segment, so
+  // the slabs of a large segment landing late take their places among the pair's other relays
+  // instead of all waiting for its end.
+  void cut_relay_segments(const std::vector<bool>& forwarded);
   // Cuts relay messages that nothing forwards from into slices of consecutive segments (sorted
   // by arrival) of at least kRelaySliceChunks chunks; returns each message's arrival, the latest
   // of its segments'.

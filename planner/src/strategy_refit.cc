@@ -231,7 +231,10 @@ class RefitPlanner {
     return depth;
   }
 
-  // Plan order: depth by depth, each network message (phase 2*depth) before its NVLink fan-out.
+  // Plan order: the network messages depth by depth (phase = depth), then every NVLink fan-out
+  // in one phase after them. A pair's stream stops at a relay whose data has not landed, and the
+  // builder orders a phase's relays of a pair by when their data lands: relays of forwarded
+  // messages that land early must not wait behind relays of a shallower depth landing last.
   // Boxes that other domains forward travel in a message of their own (key 1), created first so
   // that it leads its (sender, landing) pair's stream: pairs send in plan order, and a relay
   // cannot finish before the message it forwards from, so the forwarded bytes must not wait
@@ -246,10 +249,12 @@ class RefitPlanner {
     for (std::uint32_t level = 0; level <= max_depth; ++level)
       for (const bool feeding : {true, false})
         for (std::size_t i = 0; i < assignments_.size(); ++i)
-          if (depth[i] == level && feeds[i] == feeding) handle[i] = emit_one(i, level, feeding, handle);
+          if (depth[i] == level && feeds[i] == feeding)
+            handle[i] = emit_one(i, level, max_depth + 1, feeding, handle);
   }
 
-  Handle emit_one(std::size_t i, std::uint32_t level, bool feeding, const std::vector<Handle>& handle) {
+  Handle emit_one(std::size_t i, std::uint32_t level, std::uint32_t fan_out, bool feeding,
+                  const std::vector<Handle>& handle) {
     const auto& a = assignments_[i];
     const bool forwarded = a.relay_from >= 0;
     const auto feeder = static_cast<std::size_t>(a.relay_from);
@@ -257,10 +262,10 @@ class RefitPlanner {
     const Rank sender = forwarded ? assignments_[feeder].landing : a.sender;
     // Forwarded messages are keyed by their feeder; the others by whether they feed relays.
     const std::uint64_t key = forwarded ? static_cast<std::uint64_t>(from) + 2 : feeding ? 1 : 0;
-    const Handle h = b_.add(2 * level, key, sender, a.landing, a.item.tensor, *a.box, from);
+    const Handle h = b_.add(level, key, sender, a.landing, a.item.tensor, *a.box, from);
     for (Rank r : groups_[a.item.tensor][a.item.dest][a.item.group].replicas)
       if (r != a.landing)
-        b_.add(2 * level + 1, static_cast<std::uint64_t>(h), a.landing, r, a.item.tensor, *a.box, h);
+        b_.add(fan_out, static_cast<std::uint64_t>(h), a.landing, r, a.item.tensor, *a.box, h);
     return h;
   }
 

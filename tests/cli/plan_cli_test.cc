@@ -366,23 +366,18 @@ struct Fp8Case {
   const char* name;
   std::size_t problem;  // into kReferenceProblems
   const char* mode;     // --quantize
-  // Issue 31 asks 1.05 everywhere; two rows are not there yet (bench/RESULTS.md, 2026-12-05
-  // "FP8 quantised box by box"): after the network, landing GPUs still relay whole segments of
-  // late-landing messages over NVLink (4.5 ms on Qwen3-30B-A3B, 13 ms on GB200), which weighs
-  // double against halved bytes. They are held where they are instead.
-  double at_most;
   // DeepSeek-V3's direct plan on refit's executors takes twice refit's time (bf16 above: 1.04 s
   // against 0.90 and 0.47 s) and 30 s to simulate here in FP8; it is compared where it is close.
   bool against_direct;
 };
-const Fp8Case kFp8Cases[] = {{"Qwen3_30B_EP8xPP2_to_2xTP8_Mxfp8", 0, "mxfp8", 1.05, true},
-                             {"Qwen3_30B_EP8xDP16_to_8xTP2_Fp8Block128", 1, "fp8-block128", 1.06, true},
-                             {"Qwen3_30B_EP8xDP16_to_8xTP2_Mxfp8", 1, "mxfp8", 1.05, true},
-                             {"Qwen3_235B_to_16xTP8_Mxfp8", 2, "mxfp8", 1.05, true},
-                             {"DeepSeekV3_DgxH100_Mxfp8", 3, "mxfp8", 1.05, false},
-                             {"DeepSeekV3_Gb200_Mxfp8", 4, "mxfp8", 1.06, false},
-                             {"KimiK2_DgxH100_Fp8Block128", 5, "fp8-block128", 1.05, true},
-                             {"KimiK2_DgxH100_Mxfp8", 5, "mxfp8", 1.05, true}};
+const Fp8Case kFp8Cases[] = {{"Qwen3_30B_EP8xPP2_to_2xTP8_Mxfp8", 0, "mxfp8", true},
+                             {"Qwen3_30B_EP8xDP16_to_8xTP2_Fp8Block128", 1, "fp8-block128", true},
+                             {"Qwen3_30B_EP8xDP16_to_8xTP2_Mxfp8", 1, "mxfp8", true},
+                             {"Qwen3_235B_to_16xTP8_Mxfp8", 2, "mxfp8", true},
+                             {"DeepSeekV3_DgxH100_Mxfp8", 3, "mxfp8", false},
+                             {"DeepSeekV3_Gb200_Mxfp8", 4, "mxfp8", false},
+                             {"KimiK2_DgxH100_Fp8Block128", 5, "fp8-block128", true},
+                             {"KimiK2_DgxH100_Mxfp8", 5, "mxfp8", true}};
 
 class ReferenceProblemInFp8 : public ::testing::TestWithParam<Fp8Case> {};
 
@@ -390,7 +385,10 @@ TEST_P(ReferenceProblemInFp8, RefitStaysNearItsBoundAndAheadOfTheDirectPlan) {
   // Issue 31's rules in FP8: bytes halve, so what the bound leaves out weighs double. A sender
   // quantises box by box in the order its chunks first read them, each chunk waiting only for the
   // boxes it reads (lowering/sender_quantize_order.h): with every box quantised before the first
-  // byte, Qwen3-30B-A3B EP8xDP16 -> 8 x TP2 took 1.10x its bound in fp8-block128 (1.055x now).
+  // byte, Qwen3-30B-A3B EP8xDP16 -> 8 x TP2 took 1.10x its bound in fp8-block128. Landing GPUs
+  // relay what lands in slices ordered by when their data lands, the last chunk of each message
+  // alone (plan_builder.h): with whole late segments relayed after the network, that row took
+  // 1.055x and DeepSeek-V3 on GB200 1.058x.
   // The direct plan on refit's executors (with equal pair shares it once beat refit's on Kimi-K2
   // in fp8-block128) is never faster.
   const auto& c = GetParam();
@@ -398,7 +396,7 @@ TEST_P(ReferenceProblemInFp8, RefitStaysNearItsBoundAndAheadOfTheDirectPlan) {
   const auto refit = simulated_row(problem + " --strategy refit");
   ASSERT_FALSE(refit.is_null()) << problem;
   EXPECT_GE(refit["ratio_to_lower_bound"].get<double>(), 1.0) << problem;
-  EXPECT_LE(refit["ratio_to_lower_bound"].get<double>(), c.at_most) << problem;
+  EXPECT_LE(refit["ratio_to_lower_bound"].get<double>(), 1.05) << problem;
   if (!c.against_direct) return;
   const auto direct = simulated_row(problem + " --strategy direct --deployment refit");
   ASSERT_FALSE(direct.is_null()) << problem;

@@ -4,6 +4,8 @@
 // through the programs, leaves every destination holding exactly its elements.
 #include "refit/lowering/rank_program.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "host_run.h"
@@ -134,8 +136,11 @@ TEST(RankProgram, ForwardedDataOutsideTheDestinationBoxLandsInScratch) {
   EXPECT_GT(copied_out, 0);
 }
 
-// refit on 2 nodes of 2: each piece lands once on node 1 and is relayed to the other inference
-// rank with the same boxes in the same order, so relay chunk c waits for exactly c+1 chunks.
+// refit on 2 nodes of 2: each piece ([32, 6] fp32, 768 bytes) lands once on node 1 and is
+// relayed to the other inference rank. A relay over 4 chunks is cut into row slabs that land one
+// after another (PlanBuilder's relay slices), each forwarding rows [a, b) of its upstream's one box
+// of 24-byte rows, so its chunk c (its bytes up to e = min(128 (c + 1), its bytes)) waits for the
+// upstream chunks through byte 24 a + e: ceil((24 a + e) / 128) of them.
 TEST(RankProgram, RelayChunksWaitOnlyForTheBytesTheyCarry) {
   const auto p = lower_all(one_tensor({64, 6}, "S0", 2, "R", 2),
                            refit::testing::make_test_cluster(2, 2, 2, 2), "refit", Bytes{128});
@@ -143,12 +148,19 @@ TEST(RankProgram, RelayChunksWaitOnlyForTheBytesTheyCarry) {
   for (std::int32_t r : {2, 3})
     for (const auto& s : p.ranks[static_cast<std::size_t>(r)].sends()) {
       ++relays;
+      const auto& t = p.plan->transfers[static_cast<std::size_t>(s.transfer)];
+      ASSERT_EQ(t.segments.size(), 1u);
+      const auto& up = p.plan->transfers[static_cast<std::size_t>(t.segments[0].via)];
+      ASSERT_EQ(up.segments.size(), 1u);
+      const std::int64_t before = (t.segments[0].box.offset[0] - up.segments[0].box.offset[0]) * 24;
       for (std::size_t c = 0; c < s.waits.size(); ++c) {
+        const std::int64_t end =
+            std::min<std::int64_t>(128 * (static_cast<std::int64_t>(c) + 1), t.bytes.value);
         ASSERT_EQ(s.waits[c].size(), 1u);
-        EXPECT_EQ(s.waits[c][0].chunks, static_cast<std::int64_t>(c) + 1);
+        EXPECT_EQ(s.waits[c][0].chunks, (before + end + 127) / 128);
       }
     }
-  EXPECT_GT(relays, 0);
+  EXPECT_GT(relays, 2);  // two pieces, at least one of them cut
 }
 
 TEST(RankProgram, RefusesASenderWithoutTheDataItSends) {
