@@ -23,6 +23,9 @@ constexpr std::array<Measured, 6> kBf16{{{0.001, 5.13, 116},
                                          {1.0, 0.26, 0.54}}};
 // The same page: "The checksum (checksum_of ...): 6.35 GB/s".
 constexpr double kChecksumGbps = 6.35;
+// bench/RESULTS.md, "Quantization", CPU quantize: 0.76-0.90 GB/s of bf16 for both schemes,
+// contiguous and row strided, one core.
+constexpr double kQuantizeGbps = 0.85;
 
 double log_interpolate(double x, double x0, double x1, double y0, double y1) {
   const double t = (std::log(x) - std::log(x0)) / (std::log(x1) - std::log(x0));
@@ -40,7 +43,8 @@ DeltaCodecSpeed delta_cpu_codec_speed(double change_fraction) {
                              f, lo->fraction, hi->fraction, lo->encode_gbps, hi->encode_gbps)),
                          .decode = BytesPerSecond::from_gbps(log_interpolate(
                              f, lo->fraction, hi->fraction, lo->decode_gbps, hi->decode_gbps)),
-                         .audit = BytesPerSecond::from_gbps(kChecksumGbps)};
+                         .audit = BytesPerSecond::from_gbps(kChecksumGbps),
+                         .quantize = BytesPerSecond::from_gbps(kQuantizeGbps)};
 }
 
 }  // namespace refit

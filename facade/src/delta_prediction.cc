@@ -32,15 +32,44 @@ namespace {
   return {};
 }
 
+// The schemes of the plan's quantised weights, for the estimate to sample.
+std::vector<QuantScheme> schemes_of(const Plan& plan) {
+  std::vector<QuantScheme> out;
+  for (const auto& t : plan.tensors)
+    if (t.quantization && std::ranges::find(out, t.quantization->scheme) == out.end())
+      out.push_back(t.quantization->scheme);
+  return out;
+}
+
 // One round of the step (delta_step.h, transfer_rounds): each piece's expected payload (0 for the
-// pieces of other rounds, as the executor agrees them round by round), and per rank the dense
-// bytes it encodes (each box it sends in the round once, whatever the number of its receivers, as
-// the executor does) and receives.
+// pieces of other rounds, as the executor agrees them round by round, and for a landing rank's
+// quantise step, which moves nothing), and per rank the CPU time it spends before the round's
+// transfers (quantising, with FP8 in flight, and encoding each box it sends in the round once,
+// whatever the number of its receivers, as the executor does) and after them (auditing and
+// decoding what it receives).
 struct RoundPayloads {
   std::vector<std::int64_t> pieces;
-  std::vector<Bytes> encoded;   // by rank
-  std::vector<Bytes> received;  // by rank
+  std::vector<Seconds> encode;  // by rank
+  std::vector<Seconds> decode;  // by rank
 };
+
+// The bf16 a sender quantises for `s` before it encodes: a box of a weight quantised at the
+// senders, sent from the sender's own shard (relays forward fp8).
+Bytes quantised_at_sender(const Plan& plan, const Segment& s) {
+  const auto& q = plan.tensors[s.tensor].quantization;
+  const bool quantises = q && q->site == QuantSite::kSender && !q->is_scales() && s.via == kFromSourceShard;
+  return Bytes{quantises ? s.box.volume() * dtype_size(q->from) : 0};
+}
+
+// A landing rank's quantise step: the bf16 of the values it makes, at the start of its round.
+Seconds quantise_step_time(const Plan& plan, const Transfer& t) {
+  Bytes bf16;
+  for (const auto& s : t.segments) {
+    const auto& q = plan.tensors[s.tensor].quantization;
+    if (q && !q->is_scales()) bf16 += Bytes{s.box.volume() * dtype_size(q->from)};
+  }
+  return transfer_time(bf16, delta_cpu_codec_speed(0).quantize);  // whatever the change
+}
 
 [[nodiscard]] Result<std::vector<RoundPayloads>> payloads(const Plan& plan,
                                                           const DeltaPayloadEstimate& estimate) {
@@ -49,23 +78,32 @@ struct RoundPayloads {
   const auto rounds = round_of.empty() ? 0 : static_cast<std::size_t>(std::ranges::max(round_of)) + 1;
   std::vector<RoundPayloads> out(rounds, RoundPayloads{.pieces = std::vector<std::int64_t>(
                                                            static_cast<std::size_t>(piece_count(plan)), 0),
-                                                       .encoded = std::vector<Bytes>(ranks),
-                                                       .received = std::vector<Bytes>(ranks)});
+                                                       .encode = std::vector<Seconds>(ranks),
+                                                       .decode = std::vector<Seconds>(ranks)});
   std::set<std::tuple<std::int32_t, std::int32_t, std::uint32_t, Box>> boxes;  // (round, sender, tensor, box)
   std::size_t piece = 0;
   for (const auto& t : plan.transfers) {
     const auto r = round_of[static_cast<std::size_t>(t.id)];
     auto& round = out[static_cast<std::size_t>(r)];
+    if (t.quantises()) {
+      round.encode[static_cast<std::size_t>(t.sender.value)] += quantise_step_time(plan, t);
+      piece += t.segments.size();
+      continue;
+    }
     for (const auto& s : t.segments) {
+      const auto& spec = plan.tensors[s.tensor];
       const Bytes bytes = plan.segment_bytes(s);
+      const auto what = fmt::format("tensor '{}'", spec.name);
       // A relay re-encodes against what it last sent; with baselines that agree (as the audit
       // checks) its payload of a box is the one it received.
-      const double expected = REFIT_TRY_IN(estimate.expected_bytes(bytes.value, plan.tensors[s.tensor].dtype),
-                                           fmt::format("tensor '{}'", plan.tensors[s.tensor].name));
-      round.pieces[piece++] = std::llround(expected);
+      round.pieces[piece++] = std::llround(REFIT_TRY_IN(estimate.expected_bytes(bytes.value, spec), what));
+      // The codec's speed at the share of the elements that changed (fp8's is its own).
+      const auto speed = delta_cpu_codec_speed(REFIT_TRY_IN(estimate.sample(spec), what).changed_share);
       if (boxes.emplace(r, t.sender.value, s.tensor, s.box).second)
-        round.encoded[static_cast<std::size_t>(t.sender.value)] += bytes;
-      round.received[static_cast<std::size_t>(t.receiver.value)] += bytes;
+        round.encode[static_cast<std::size_t>(t.sender.value)] +=
+            transfer_time(quantised_at_sender(plan, s), speed.quantize) + transfer_time(bytes, speed.encode);
+      round.decode[static_cast<std::size_t>(t.receiver.value)] +=
+          transfer_time(bytes, speed.audit) + transfer_time(bytes, speed.decode);
     }
   }
   return out;
@@ -83,28 +121,24 @@ struct RoundPayloads {
 // A round as the executor runs it: the busiest sender's encoding, the payloads' transfer (the
 // round's step, simulated as the deployment runs it), then the busiest receiver's audit and
 // decoding; the next round starts once every rank has decoded.
-[[nodiscard]] Result<DeltaRound> predict_round(const DeltaPredictionInputs& in, const RoundPayloads& p,
-                                               const DeltaCodecSpeed& speed) {
+[[nodiscard]] Result<DeltaRound> predict_round(const DeltaPredictionInputs& in, const RoundPayloads& p) {
   const auto step = REFIT_TRY(delta_step(in.plan, p.pieces));
   DeltaRound out{.moved_bytes = Bytes{0},
                  .encode = Seconds{0},
                  .transfer = REFIT_TRY(simulate_step(in, step)),
                  .decode = Seconds{0}};
   for (const auto& t : step.plan.transfers) out.moved_bytes += t.bytes;
-  for (const Bytes b : p.encoded) out.encode = std::max(out.encode, transfer_time(b, speed.encode));
-  for (const Bytes b : p.received)
-    out.decode = std::max(out.decode, transfer_time(b, speed.audit) + transfer_time(b, speed.decode));
+  for (const Seconds s : p.encode) out.encode = std::max(out.encode, s);
+  for (const Seconds s : p.decode) out.decode = std::max(out.decode, s);
   return out;
 }
 
 }  // namespace
 
 Result<DeltaPrediction> predict_delta(const DeltaPredictionInputs& in, double change_fraction) {
-  REFIT_TRY(check_delta_plan(in.plan));
   REFIT_TRY(check_relays(in.plan, in.problem));
-  const auto estimate =
-      REFIT_TRY(DeltaPayloadEstimate::measure(SyntheticUpdate{.change_fraction = change_fraction}));
-  const auto speed = delta_cpu_codec_speed(change_fraction);
+  const auto estimate = REFIT_TRY(DeltaPayloadEstimate::measure(
+      SyntheticUpdate{.change_fraction = change_fraction}, schemes_of(in.plan)));
   DeltaPrediction out{.change_fraction = change_fraction,
                       .dense_bytes = Bytes{0},
                       .moved_bytes = Bytes{0},
@@ -115,7 +149,7 @@ Result<DeltaPrediction> predict_delta(const DeltaPredictionInputs& in, double ch
                       .rounds = {}};
   for (const auto& t : in.plan.transfers) out.dense_bytes += t.bytes;
   for (const auto& p : REFIT_TRY(payloads(in.plan, estimate))) {
-    const auto round = REFIT_TRY(predict_round(in, p, speed));
+    const auto round = REFIT_TRY(predict_round(in, p));
     out.moved_bytes += round.moved_bytes;
     out.encode += round.encode;
     out.transfer += round.transfer;
@@ -126,16 +160,21 @@ Result<DeltaPrediction> predict_delta(const DeltaPredictionInputs& in, double ch
   return out;
 }
 
-std::string delta_prediction_note(double change_fraction) {
+std::string delta_prediction_note(double change_fraction, bool fp8) {
   const auto speed = delta_cpu_codec_speed(change_fraction);
   return fmt::format(
       "--delta {:g}: payloads measured by encoding a synthetic sample at that change fraction (a relay's "
       "payload of a box taken equal to its sender's, as when their baselines agree); relays forward in "
       "rounds, each round's encoding, transfer and decoding one after another; encoding at {:.2f} GB/s, "
       "decoding at {:.2f} GB/s and the receivers' audit at {:.2f} GB/s, one CPU core per rank "
-      "(bench/delta_bench on the 2-core VM, interpolated); the GPU codec has no measured speed, so none is "
+      "(bench/delta_bench on the 2-core VM, interpolated){}; the GPU codec has no measured speed, so none is "
       "assumed",
-      change_fraction, speed.encode.gbps(), speed.decode.gbps(), speed.audit.gbps());
+      change_fraction, speed.encode.gbps(), speed.decode.gbps(), speed.audit.gbps(),
+      fp8 ? fmt::format("; fp8 values and scales as the quantizer makes them of a sample weight before and "
+                        "after the step, the codec at the speed of the share of them that changed, and the "
+                        "senders' and landing ranks' CPU quantizer at {:.2f} GB/s of bf16",
+                        speed.quantize.gbps())
+          : "");
 }
 
 }  // namespace refit

@@ -15,7 +15,8 @@ struct DeltaPredictionInputs {
 // kUnsupported, naming why, for a plan the delta executor does not take.
 [[nodiscard]] Result<DeltaPrediction> predict_delta(const DeltaPredictionInputs& in, double change_fraction);
 
-// What the prediction assumes, a sentence, for the row's notes.
-std::string delta_prediction_note(double change_fraction);
+// What the prediction assumes, a sentence, for the row's notes; `fp8`: the plan moves fp8 (FP8 in
+// flight or trained in fp8).
+std::string delta_prediction_note(double change_fraction, bool fp8);
 
 }  // namespace refit

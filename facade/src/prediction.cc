@@ -28,6 +28,13 @@ bool quantises_before_engines(const Plan& plan) {
   });
 }
 
+// Whether the plan moves fp8: some weight quantised before the engines, or trained in fp8.
+bool moves_fp8(const Plan& plan) {
+  return std::ranges::any_of(plan.tensors, [](const TensorSpec& t) {
+    return t.quantization && t.quantization->site != QuantSite::kReceiver;
+  });
+}
+
 // The deployed baselines move bf16 and quantise on the inference side (NeMo RL quantises on the
 // receiver): the problem quantised at the receivers, when the one asked for quantises before the
 // engines; nothing otherwise, or when the source cannot say (a problem given as layouts).
@@ -83,7 +90,7 @@ Bytes moved_bytes(const ReshardProblem& problem, const std::vector<bool>& moved)
                              *o.delta);
   if (delta) {
     row.delta = *delta;
-    row.notes.push_back(delta_prediction_note(*o.delta));
+    row.notes.push_back(delta_prediction_note(*o.delta, moves_fp8(p)));
     return {};
   }
   if (delta.error().code != ErrorCode::kUnsupported)

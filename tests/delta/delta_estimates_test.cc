@@ -26,22 +26,32 @@ TEST(DeltaCodecSpeed, MeasuredPointsAreTheBenchmarksAndBetweenThemItInterpolates
   }
 }
 
+TensorSpec tensor(DType dtype) { return TensorSpec{.name = "w", .shape = {64}, .dtype = dtype}; }
+
 TEST(DeltaPayloadEstimate, MatchesTheBenchmarksRatiosAndWeighsByTheChanceOfAChange) {
   const auto at_1pct = DeltaPayloadEstimate::measure(SyntheticUpdate{.change_fraction = 0.01}).value();
+  const auto bf16 = at_1pct.sample(tensor(DType::kBF16)).value();
   // bench/RESULTS.md at 1 % changed, 8 MiB: 0.80 % (bf16) and 1.00 % (fp32) of dense; a 2 MiB
-  // sample packs about as well.
-  EXPECT_NEAR(at_1pct.body_ratio(DType::kBF16), 0.008, 0.002);
-  EXPECT_NEAR(at_1pct.body_ratio(DType::kFP32), 0.010, 0.002);
+  // sample packs about as well. Every element the update picks changes: the share is 1 %.
+  EXPECT_NEAR(bf16.body_ratio, 0.008, 0.002);
+  EXPECT_NEAR(at_1pct.sample(tensor(DType::kFP32)).value().body_ratio, 0.010, 0.002);
+  EXPECT_EQ(bf16.changed_share, 0.01);
   // A large piece changes for sure: header + ratio * bytes.
   const std::int64_t big = std::int64_t{1} << 26;
-  EXPECT_NEAR(at_1pct.expected_bytes(big, DType::kBF16).value(),
-              56 + at_1pct.body_ratio(DType::kBF16) * static_cast<double>(big), 1e-6);
+  EXPECT_NEAR(at_1pct.expected_bytes(big, tensor(DType::kBF16)).value(),
+              56 + bf16.body_ratio * static_cast<double>(big), 1e-6);
   // One bf16 element changes with probability 1 %.
-  EXPECT_NEAR(at_1pct.expected_bytes(2, DType::kBF16).value(),
-              0.01 * (56 + at_1pct.body_ratio(DType::kBF16) * 2), 1e-12);
-  EXPECT_FALSE(at_1pct.expected_bytes(64, DType::kFP8E4M3));
+  EXPECT_NEAR(at_1pct.expected_bytes(2, tensor(DType::kBF16)).value(), 0.01 * (56 + bf16.body_ratio * 2),
+              1e-12);
+  // fp8 that is no quantised weight, or of a scheme not measured, is refused, naming the tensor.
+  const auto fp8 = at_1pct.expected_bytes(64, tensor(DType::kFP8E4M3));
+  ASSERT_FALSE(fp8);
+  EXPECT_NE(fp8.error().message.find("tensor 'w'"), std::string::npos) << fp8.error().message;
+  auto values = tensor(DType::kFP8E4M3);
+  values.quantization = Quantization{.scheme = QuantScheme::kMxfp8};
+  EXPECT_FALSE(at_1pct.expected_bytes(64, values));
   const auto none = DeltaPayloadEstimate::measure(SyntheticUpdate{.change_fraction = 0.0}).value();
-  EXPECT_EQ(none.expected_bytes(big, DType::kBF16).value(), 0.0);
+  EXPECT_EQ(none.expected_bytes(big, tensor(DType::kBF16)).value(), 0.0);
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 
+#include "refit/core/quantized_problem.h"
 #include "refit/delta/codec_speed.h"
 #include "refit/delta/payload_estimate.h"
 #include "refit/facade/cluster_source.h"
@@ -134,7 +136,7 @@ TEST(DeltaPrediction, TextbookRelayRounds) {
 
   const auto payload = std::llround(DeltaPayloadEstimate::measure({.change_fraction = 0.02})
                                         .value()
-                                        .expected_bytes(mib2.value, DType::kBF16)
+                                        .expected_bytes(mib2.value, problem.tensors().front().tensor)
                                         .value());
   const auto speed = delta_cpu_codec_speed(0.02);
   const Seconds encode = transfer_time(mib2, speed.encode);
@@ -154,6 +156,68 @@ TEST(DeltaPrediction, TextbookRelayRounds) {
   EXPECT_DOUBLE_EQ(d.decode.value, 2 * decode.value);
   EXPECT_DOUBLE_EQ(d.transfer.value, (d.rounds[0].transfer + d.rounds[1].transfer).value);
   EXPECT_DOUBLE_EQ(d.predicted.value, (d.encode + d.transfer + d.decode).value);
+}
+
+// FP8 in flight by hand: w [1024, 1024] bf16 replicated on training ranks 0, 1 and on inference
+// ranks 2, 3, quantised at the senders (fp8-block128): the plan moves its fp8 values v (1 MiB) and
+// its scales s ([8, 8] fp32, 256 bytes), 0 -> 2 and 1 -> 3, one round. At 2 % changed each
+// sender first quantises its 2 MiB of bf16 at the CPU quantizer's speed Q, then encodes v at the
+// codec's speed at v's changed share p_v and s at p_s (the estimate's samples); each receiver
+// audits and decodes them at those shares. So, with E the estimate of a piece,
+//   moved  = 2 (E(v) + E(s));
+//   encode = 2 MiB / Q + 1 MiB / encode(p_v) + 256 / encode(p_s);
+//   decode = 1 MiB / audit + 1 MiB / decode(p_v) + 256 / audit + 256 / decode(p_s).
+TEST(DeltaPrediction, FP8AtTheSendersQuantisesThenEncodesAtTheShareOfFp8ThatChanged) {
+  const Shape shape{1024, 1024};
+  std::vector<TensorReshard> tensors;
+  tensors.push_back(testing::make_reshard("w", shape,
+                                          testing::make_layout(shape, {2}, testing::rank_range(0, 2), "R"),
+                                          testing::make_layout(shape, {2}, testing::rank_range(2, 2), "R")));
+  const auto problem = quantize_problem(ReshardProblem::make(std::move(tensors), 2, 2).value(),
+                                        {.scheme = QuantScheme::kFp8Block128, .site = QuantSite::kSender},
+                                        [](const TensorSpec&) { return true; })
+                           .value();
+  const auto cluster = testing::make_test_cluster(2, 2, 2, 2);
+  const Bytes v{1024 * 1024}, s{256};
+  Plan plan{.strategy = "direct",
+            .execution = ExecutionModelId::kRefitUcx,
+            .tensors = {problem.tensors()[0].tensor, problem.tensors()[1].tensor},
+            .source_ranks = 2,
+            .destination_ranks = 2,
+            .transfers = {}};
+  for (const std::int32_t r : {0, 1})
+    plan.transfers.push_back(Transfer{.id = r,
+                                      .sender = Rank{r},
+                                      .receiver = Rank{r + 2},
+                                      .link = LinkKind::kNetwork,
+                                      .segments = {Segment{.tensor = 0, .box = Box::whole(shape)},
+                                                   Segment{.tensor = 1, .box = Box::whole({8, 8})}},
+                                      .bytes = v + s,
+                                      .chunk = v + s});
+  const ProblemSource none;
+  const auto p =
+      predict({.source = none, .problem = problem, .cluster = cluster}, {.delta = 0.02}, plan).value();
+  ASSERT_TRUE(p.rows.front().delta);
+  const auto& d = *p.rows.front().delta;
+
+  const auto estimate =
+      DeltaPayloadEstimate::measure({.change_fraction = 0.02}, std::array{QuantScheme::kFp8Block128}).value();
+  const auto& values = plan.tensors[0];
+  const auto& scales = plan.tensors[1];
+  const auto payload = std::llround(estimate.expected_bytes(v.value, values).value()) +
+                       std::llround(estimate.expected_bytes(s.value, scales).value());
+  const auto at_v = delta_cpu_codec_speed(estimate.sample(values).value().changed_share);
+  const auto at_s = delta_cpu_codec_speed(estimate.sample(scales).value().changed_share);
+  const Seconds encode = transfer_time(Bytes{2 * v.value}, at_v.quantize) + transfer_time(v, at_v.encode) +
+                         transfer_time(s, at_s.encode);
+  const Seconds decode = transfer_time(v, at_v.audit) + transfer_time(v, at_v.decode) +
+                         transfer_time(s, at_s.audit) + transfer_time(s, at_s.decode);
+  ASSERT_EQ(d.rounds.size(), 1U);
+  EXPECT_EQ(d.moved_bytes, Bytes{2 * payload});
+  EXPECT_DOUBLE_EQ(d.encode.value, encode.value);
+  EXPECT_DOUBLE_EQ(d.decode.value, decode.value);
+  // Few fp8 values change: the payload is under the bf16 prediction's 2 % of the weight's bf16.
+  EXPECT_LT(payload, std::llround(0.02 * 2 * static_cast<double>(v.value)));
 }
 
 TEST(DeltaPrediction, AFractionOutsideZeroToOneIsRefusedNamingTheOption) {

@@ -13,6 +13,9 @@ struct DeltaCodecSpeed {
   BytesPerSecond encode;  // the sender: scan, choose, write (and zstd) a chunk
   BytesPerSecond decode;  // the receiver: check, then apply a payload
   BytesPerSecond audit;   // the receiver: checksum_of its bytes before a step
+  // FP8 in flight: the sender (or a landing rank) quantising a bf16 box before it encodes the fp8,
+  // in GB/s of bf16 (bench/quantize_bench, the CPU quantizer the delta executor runs).
+  BytesPerSecond quantize;
 };
 
 // One core's speed at `change_fraction` (clamped to [0.001, 1], the measured range).
