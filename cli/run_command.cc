@@ -117,7 +117,6 @@ std::optional<DeltaRebalance> delta_rebalance(const RunOptions& o, const PlanInp
                     problem.source_ranks(), problem.destination_ranks(), problem.world_size()));
   auto planned = REFIT_TRY(obtain_plan(o.inputs, inputs, o.inputs.strategy));
   auto join = REFIT_TRY(plan_run_join(o.join, o.inputs, inputs));
-  if (o.delta) REFIT_TRY_IN(check_delta_plan(planned.plan), "--delta");
   if (bootstrap.rank() == o.perturb_rank) planned.plan.strategy += " (perturbed)";
   auto executor = REFIT_TRY_IN(
       make_executor(o.executor, c.executor_bootstrap, executor_options(o, planned.plan, c.faults)),
@@ -409,7 +408,7 @@ Action add_run_command(CLI::App& app) {
                   "fraction of the elements changes by a small random step before every iteration but "
                   "the first, and each iteration moves per piece only what changed since the receiver's "
                   "bytes (bf16 and fp32 tensors, and with --quantize the fp8 values and scales the senders "
-                  "or the landing ranks make, not weights trained in fp8; logical storage; refit and direct "
+                  "or the landing ranks make, or those trained in fp8; logical storage; refit and direct "
                   "plans, not gather-broadcast); with --verify every step is checked, fp8 against what the "
                   "quantizer makes of that step's bf16")
       ->check(CLI::Range(0.0, 1.0))

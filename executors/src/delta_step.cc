@@ -9,14 +9,6 @@
 
 namespace refit {
 
-Result<void> check_delta_plan(const Plan& plan) {
-  for (const auto& t : plan.tensors)
-    if (t.quantization && t.quantization->site == QuantSite::kTraining)
-      return unsupported(
-          fmt::format("tensor '{}': a delta refit of weights trained in fp8 is not written yet", t.name));
-  return {};
-}
-
 std::int64_t piece_count(const Plan& plan) {
   std::int64_t pieces = 0;
   for (const auto& t : plan.transfers) pieces += static_cast<std::int64_t>(t.segments.size());

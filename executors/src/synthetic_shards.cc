@@ -35,13 +35,18 @@ template <class F>
   return outcome;
 }
 
-// The fp8 values of a weight quantised at the senders or at its landing ranks: what a destination
-// holds is made, at every step, from the bf16 the update changes.
-bool quantized_on_the_way(const TensorSpec& t) {
-  return t.quantization && (t.quantization->site == QuantSite::kSender || t.quantization->made_at_landing());
+// The fp8 values of a weight quantised at the senders or at its landing ranks, or trained in fp8:
+// what a destination holds is made, at every step, from the bf16 the update changes (for one
+// trained in fp8, a bf16 master at the training ranks too, as an fp8 trainer keeps).
+bool made_from_bf16(const TensorSpec& t) {
+  return t.quantization && (t.quantization->site == QuantSite::kSender || t.quantization->made_at_landing() ||
+                            t.quantization->site == QuantSite::kTraining);
 }
-bool quantized_values(const TensorSpec& t) { return quantized_on_the_way(t) && !t.quantization->is_scales(); }
-bool quantized_scales(const TensorSpec& t) { return quantized_on_the_way(t) && t.quantization->is_scales(); }
+bool quantized_values(const TensorSpec& t) { return made_from_bf16(t) && !t.quantization->is_scales(); }
+bool quantized_scales(const TensorSpec& t) { return made_from_bf16(t) && t.quantization->is_scales(); }
+bool trained_in_fp8(const TensorSpec& t) {
+  return t.quantization && t.quantization->site == QuantSite::kTraining;
+}
 
 }  // namespace
 
@@ -57,8 +62,8 @@ Result<SyntheticShards> SyntheticShards::make(const ReshardProblem& problem, con
   for (const bool source : {true, false})
     for (const auto& b : source ? buffers.sources : buffers.destinations) {
       const auto& spec = problem.tensors()[b.tensor].tensor;
-      // What the update changes: the weight in bf16 where it is quantised on its way.
-      const auto dtype = quantized_values(spec) ? spec.quantization->from : spec.dtype;
+      // What the update changes: the weight in bf16 where it is quantised on its way or trained in fp8.
+      const auto dtype = quantized_values(spec) ? DType::kBF16 : spec.dtype;
       if (quantized_scales(spec)) {
         (source ? out.sources_ : out.destinations_)
             .push_back(Shard{.tensor = b.tensor, .dtype = spec.dtype, .name = spec.name, .buffer = b});
@@ -78,52 +83,66 @@ Result<SyntheticShards> SyntheticShards::make(const ReshardProblem& problem, con
                   .tensor_shape = spec.shape,
                   .name = spec.name,
                   .buffer = b};
-      auto& held = quantized_values(spec) && !source ? shard.weights : shard.expected;
-      if (!source) held.assign(static_cast<std::size_t>(b.box.volume() * dtype_size(dtype)), std::byte{0});
-      const std::span<std::byte> initial = source ? b.bytes : std::span<std::byte>(held);
+      // A bf16 master beside the fp8 the shard holds: every destination of a quantised weight, and a
+      // training rank's shard of one trained in fp8.
+      const bool master = quantized_values(spec) && (!source || trained_in_fp8(spec));
+      auto& held = master ? shard.weights : shard.expected;
+      if (!source || master)
+        held.assign(static_cast<std::size_t>(b.box.volume() * dtype_size(dtype)), std::byte{0});
+      const std::span<std::byte> initial = source && !master ? b.bytes : std::span<std::byte>(held);
       REFIT_TRY(for_each_row(
           spec.shape, b.box, dtype_size(dtype), initial, [&](std::int64_t first, std::span<std::byte> row) {
             return fill_synthetic_weights(row, dtype, first, tensor_seed(update.seed, shard.weights_of));
           }));
       (source ? out.sources_ : out.destinations_).push_back(std::move(shard));
     }
-  REFIT_TRY(out.pair_quantized(problem));
+  REFIT_TRY(pair_quantized(problem, out.sources_, false));
+  REFIT_TRY(pair_quantized(problem, out.destinations_, true));
   out.requantize();
   return out;
 }
 
-// Each destination box of fp8 values finds the rank's box of its scales, which must be the scales
-// of exactly its blocks (the scales' layout follows the weight's).
-Result<void> SyntheticShards::pair_quantized(const ReshardProblem& problem) {
-  for (auto& d : destinations_) {
+// Each shard of fp8 values with a bf16 master finds the rank's shard of its scales on the same side,
+// which must be the scales of exactly its blocks (the scales' layout follows the weight's); at the
+// destinations, both get room for what they must hold.
+Result<void> SyntheticShards::pair_quantized(const ReshardProblem& problem, std::vector<Shard>& shards,
+                                             bool destinations) {
+  for (auto& d : shards) {
+    if (d.weights.empty()) continue;
     const auto& spec = problem.tensors()[d.tensor].tensor;
-    if (!quantized_values(spec)) continue;
     const auto want = quant_scale_box(spec.quantization->scheme, d.buffer.box);
-    const auto it = std::ranges::find_if(destinations_, [&](const Shard& s) {
+    const auto it = std::ranges::find_if(shards, [&](const Shard& s) {
       const auto& q = problem.tensors()[s.tensor].tensor.quantization;
       return q && q->scales_of == spec.name;
     });
-    if (it == destinations_.end() || it->buffer.box != want)
+    if (it == shards.end() || it->buffer.box != want)
       return mismatch(fmt::format("tensor '{}': the rank's box {} needs its scales box {}", spec.name,
                                   d.buffer.box.to_string(), want.to_string()));
     d.scheme = spec.quantization->scheme;
-    d.scales = static_cast<std::size_t>(it - destinations_.begin());
+    d.scales = static_cast<std::size_t>(it - shards.begin());
+    if (!destinations) continue;
     it->expected.assign(it->buffer.bytes.size(), std::byte{0});
     d.expected.assign(d.buffer.bytes.size(), std::byte{0});
   }
   return {};
 }
 
-// What a dense FP8 refit delivers of each weight quantised on its way: the quantizer's values and
-// scales of the destination box's bf16.
+// What a dense FP8 refit delivers of each weight quantised on its way, and what an fp8 trainer
+// holds of one trained in fp8: the quantizer's values and scales of the box's bf16 master, into
+// what a destination must hold and into a training rank's buffers.
 void SyntheticShards::requantize() {
-  for (auto& d : destinations_) {
-    if (d.weights.empty()) continue;
-    const Bf16View in{.data = reinterpret_cast<const std::uint16_t*>(d.weights.data()),
-                      .shape = d.buffer.box.extent,
-                      .strides = row_major_strides(d.buffer.box.extent)};
-    quantize(d.scheme, in, std::span(reinterpret_cast<std::uint8_t*>(d.expected.data()), d.expected.size()),
-             destinations_[d.scales].expected);
+  for (const bool source : {true, false}) {
+    auto& shards = source ? sources_ : destinations_;
+    for (auto& d : shards) {
+      if (d.weights.empty()) continue;
+      auto& scales = shards[d.scales];
+      const Bf16View in{.data = reinterpret_cast<const std::uint16_t*>(d.weights.data()),
+                        .shape = d.buffer.box.extent,
+                        .strides = row_major_strides(d.buffer.box.extent)};
+      const std::span<std::byte> values = source ? d.buffer.bytes : std::span<std::byte>(d.expected);
+      quantize(d.scheme, in, std::span(reinterpret_cast<std::uint8_t*>(values.data()), values.size()),
+               source ? scales.buffer.bytes : std::span<std::byte>(scales.expected));
+    }
   }
 }
 
@@ -139,8 +158,9 @@ Result<void> SyntheticShards::step_box(const Shard& shard, std::span<std::byte> 
 
 Result<void> SyntheticShards::advance() {
   ++step_;
-  for (const auto& s : sources_)
-    REFIT_TRY_IN(step_box(s, s.buffer.bytes), fmt::format("tensor '{}'", s.name));
+  for (auto& s : sources_)
+    REFIT_TRY_IN(step_box(s, s.weights.empty() ? s.buffer.bytes : std::span(s.weights)),
+                 fmt::format("tensor '{}'", s.name));
   for (auto& d : destinations_)
     REFIT_TRY_IN(step_box(d, d.weights.empty() ? std::span(d.expected) : std::span(d.weights)),
                  fmt::format("tensor '{}'", d.name));

@@ -15,8 +15,9 @@ namespace refit::testing {
 // over inference ranks 2-5 twice (2 replicas: ranks 2 and 4 hold columns 0..255); stacked experts
 // [4, 160, 96] split by expert on both sides (ragged 128x128 blocks at their edges: 160 = 128 + 32
 // rows, 96 columns); a norm that stays bf16. Five tensors: the two weights with their scales, and
-// the norm.
-inline ReshardProblem quantized_test_problem(QuantScheme scheme) {
+// the norm. `site`: where the weights are quantised (the default: at the senders, which hold whole
+// blocks; kTraining: trained in fp8, the training ranks hold the values and scales).
+inline ReshardProblem quantized_test_problem(QuantScheme scheme, QuantSite site = QuantSite::kLanding) {
   const Shape w{256, 512}, e{4, 160, 96}, n{512};
   const auto p =
       ReshardProblem::make({make_reshard("w.weight", w, make_layout(w, {2}, rank_range(0, 2), "S0"),
@@ -27,7 +28,8 @@ inline ReshardProblem quantized_test_problem(QuantScheme scheme) {
                                          make_layout(n, {4}, rank_range(2, 4), "R"))},
                            2, 4)
           .value();
-  return quantize_problem(p, {.scheme = scheme}, [](const TensorSpec&) { return true; }).value();
+  return quantize_problem(p, {.scheme = scheme, .site = site}, [](const TensorSpec&) { return true; })
+      .value();
 }
 
 // Training rank 0's buffers of quantized_test_problem, as a framework holds them: w.weight (rows

@@ -33,10 +33,12 @@
 // dense FP8 refit of the same weights gives. A weight quantised at its landing ranks moves as its
 // bf16 landing copy (deltas of bf16); each landing rank runs its quantise step at the start of the
 // round after the copy's, and the fp8 it makes is forwarded in the rounds after, as relays do.
+// Weights trained in fp8 need nothing of their own: the training ranks' fp8 values and scales are
+// pieces of plain bytes, encoded against what was last sent.
 // The sender keeps a packed copy of every box it sends (its baseline, one for all its receivers),
 // so its memory grows by those bytes, twice while a step is in flight. Refused at prepare: pieces
 // that land outside the receiver's destination shards (a relay's scratch, as gather-broadcast
-// plans have), weights trained in fp8 (check_delta_plan), a quantise step of part of a box,
+// plans have), a quantise step of part of a box,
 // framework parameters, and device memory (the NCCL executor's delta step, which would run the
 // GPU codec, is not written yet).
 #include <functional>

@@ -39,12 +39,6 @@ struct StepJob {
 };
 [[nodiscard]] Result<StepJob> delta_step_job(const DeltaStep& step, const PlacedCluster& cluster);
 
-// What a delta refit cannot do yet, named: weights trained in fp8 (kUnsupported naming the first).
-// FP8 quantised at the senders (DeltaExecutor quantises, then encodes the fp8 it sends), at the
-// landing ranks (their quantise steps run between rounds) and at the receivers (bf16 moves) are
-// taken.
-[[nodiscard]] Result<void> check_delta_plan(const Plan& plan);
-
 // Each transfer's round in a delta refit (delta_executor.h), by transfer of `plan`: its relay
 // depth, 0 for a transfer from source shards and k + 1 for one that forwards what arrived in round
 // k, since a relay forwards (delta-encoded) only what it has decoded. The executor runs the rounds
