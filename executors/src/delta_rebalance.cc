@@ -12,11 +12,22 @@ double total(std::span<const Bytes> bytes) {
   return sum;
 }
 
+// By tensor of the plan: whether some piece of it leaves a rank (not only a landing rank's
+// quantise step, which sends nothing).
+std::vector<bool> travelling(const Plan& plan) {
+  std::vector<bool> out(plan.tensors.size(), false);
+  for (const auto& t : plan.transfers)
+    for (const auto& s : t.segments) out[s.tensor] = out[s.tensor] || !t.quantises();
+  return out;
+}
+
 }  // namespace
 
 std::vector<Bytes> dense_bytes(const Plan& plan) {
+  const auto travels = travelling(plan);
   std::vector<Bytes> out;
-  for (const auto& t : plan.tensors) out.push_back(t.bytes());
+  for (std::size_t t = 0; t < plan.tensors.size(); ++t)
+    out.push_back(travels[t] ? plan.tensors[t].bytes() : Bytes{0});
   return out;
 }
 
@@ -32,9 +43,12 @@ std::vector<Bytes> measured_moved_bytes(const Plan& plan, std::span<const std::i
       }
       ++piece;
     }
+  const auto travels = travelling(plan);
   std::vector<Bytes> out(planned.begin(), planned.end());
   for (std::size_t t = 0; t < out.size(); ++t)
-    if (weighed[t] > 0)
+    if (!travels[t])
+      out[t] = Bytes{0};
+    else if (weighed[t] > 0)
       out[t] =
           Bytes{std::llround(moved[t] / weighed[t] * static_cast<double>(plan.tensors[t].bytes().value))};
   return out;
@@ -55,6 +69,7 @@ Bytes busiest_sender(const Plan& plan, std::span<const Bytes> moved) {
   std::vector<double> sent(static_cast<std::size_t>(plan.world_size()), 0.0);
   for (const auto& t : plan.transfers)
     for (const auto& s : t.segments) {
+      if (t.quantises()) continue;  // a landing rank's quantise step sends nothing
       const auto dense = plan.tensors[s.tensor].bytes().value;
       if (dense > 0)
         sent[static_cast<std::size_t>(t.sender.value)] += static_cast<double>(plan.segment_bytes(s).value) /

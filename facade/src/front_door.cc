@@ -63,12 +63,8 @@ Result<Plan> load_plan(const std::string& path, const ReshardProblem& problem, c
   return plan;
 }
 
-std::optional<DeltaRebalance> delta_rebalance(ReshardProblem problem, PlacedCluster cluster,
-                                              std::string strategy, PlanOptions options, double max_drift) {
-  const auto landing = [](const TensorReshard& t) {
-    return t.tensor.quantization && t.tensor.quantization->site == QuantSite::kLanding;
-  };
-  if (std::ranges::any_of(problem.tensors(), landing)) return std::nullopt;
+DeltaRebalance delta_rebalance(ReshardProblem problem, PlacedCluster cluster, std::string strategy,
+                               PlanOptions options, double max_drift) {
   return DeltaRebalance{
       .replan =
           [problem = std::move(problem), cluster = std::move(cluster), strategy = std::move(strategy),

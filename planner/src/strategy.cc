@@ -53,8 +53,6 @@ constexpr std::array<StrategyInfo, 4> kStrategies{{
     if (moved[t].value < 0)
       return out_of_range(fmt::format("tensor '{}': moved bytes {} are negative",
                                       problem.tensors()[t].tensor.name, moved[t].value));
-  if (planner_detail::has_landing(problem))
-    return unsupported("moved bytes (delta refit) with weights quantised at their landing ranks");
   return {};
 }
 

@@ -42,6 +42,34 @@ TEST(DeltaRebalance, AMeasureCountsOnlyPiecesSentAgainstAnAgreedBaseline) {
             (std::vector<Bytes>{Bytes{40}, Bytes{512}}));
 }
 
+// A landing rank's quantise step (rank 1 to itself) makes c [2, 256] fp8 (512 bytes), which goes
+// nowhere, and d [256] fp8, which it forwards to rank 2. The step's pieces move nothing and are
+// marked dense (the executor sizes them 0). c moves nothing at all: 0, dense or measured, whatever
+// was planned. d's
+// forward moved 64 of its 256 bytes: 64. And the quantise step sends nothing: the busiest sender
+// is rank 1 with d's 64.
+TEST(DeltaRebalance, WhatLandingRanksMakeWeighsWhatLeavesThemAndTheirQuantiseStepsSendNothing) {
+  Plan plan;
+  plan.tensors = {make_tensor_spec("c", {2, 256}, DType::kFP8E4M3).value(),
+                  make_tensor_spec("d", {256}, DType::kFP8E4M3).value()};
+  plan.source_ranks = 1;
+  plan.destination_ranks = 2;
+  Transfer step{.id = 0, .sender = Rank{1}, .receiver = Rank{1}};
+  step.segments = {Segment{.tensor = 0, .box = Box{{0, 0}, {2, 256}}},
+                   Segment{.tensor = 1, .box = Box{{0}, {256}}}};
+  Transfer forward{.id = 1, .sender = Rank{1}, .receiver = Rank{2}};
+  forward.segments = {Segment{.tensor = 1, .box = Box{{0}, {256}}, .via = 0}};
+  plan.transfers = {step, forward};
+  // A dense refit moves none of c either.
+  EXPECT_EQ(dense_bytes(plan), (std::vector<Bytes>{Bytes{0}, Bytes{256}}));
+  const std::vector<Bytes> planned{Bytes{512}, Bytes{256}};
+  const auto measured =
+      measured_moved_bytes(plan, std::vector<std::int64_t>{0, 0, 64}, {true, true, false}, planned);
+  EXPECT_EQ(measured, (std::vector<Bytes>{Bytes{0}, Bytes{64}}));
+  EXPECT_EQ(busiest_sender(plan, measured), Bytes{64});
+  EXPECT_EQ(busiest_sender(plan, planned), Bytes{256});
+}
+
 TEST(DeltaRebalance, ShareDriftIsTheTotalVariationOfTheShares) {
   const std::vector<Bytes> planned{Bytes{2048}, Bytes{512}};  // shares 0.8, 0.2
   // Every tensor moving a hundredth of its bytes: the same shares, no drift.

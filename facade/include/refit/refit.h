@@ -72,12 +72,10 @@ namespace refit {
 // A delta refit's re-balance by the bytes that move (docs/delta.md): every rank re-plans `problem`
 // on `cluster` with `strategy` and `options`, weighed by a step's payloads, once their shares over
 // the tensors drift past `max_drift` (DeltaRebalance's default when not given). What `refit run
-// --delta` and the Python package's Executor(delta=True) hand the DeltaExecutor. nullopt where the
-// planner weighs no plan of the problem by moved bytes (weights quantised at their landing ranks):
-// the plan keeps its senders.
-[[nodiscard]] std::optional<DeltaRebalance> delta_rebalance(ReshardProblem problem, PlacedCluster cluster,
-                                                            std::string strategy, PlanOptions options,
-                                                            double max_drift = DeltaRebalance{}.max_drift);
+// --delta` and the Python package's Executor(delta=True) hand the DeltaExecutor.
+[[nodiscard]] DeltaRebalance delta_rebalance(ReshardProblem problem, PlacedCluster cluster,
+                                             std::string strategy, PlanOptions options,
+                                             double max_drift = DeltaRebalance{}.max_drift);
 
 // Prepares the plan on the executor for this process's rank and executes it once. A job that
 // refits every step prepares once and executes again instead (Executor::prepare, execute).

@@ -58,7 +58,7 @@ inline constexpr StrategyId kDefaultStrategy = StrategyId::kRefit;
 [[nodiscard]] Result<const StrategyInfo*> find_strategy(std::string_view name);
 
 // Refuses a placement whose rank counts do not match the problem, and moved_bytes that do not give
-// one size >= 0 per tensor (or that come with weights quantised at landing ranks).
+// one size >= 0 per tensor.
 [[nodiscard]] Result<Plan> make_plan(const StrategyInfo& strategy, const ReshardProblem& problem,
                                      const PlacedCluster& cluster, const PlanOptions& options = {});
 // The same with the strategy by name; refuses an unknown name.
