@@ -8,10 +8,13 @@
 # and exchange seconds; then `refit run` of the same plan without --delta (dense, STEPS
 # iterations, median). Prints one table; RUNS repeats each run and takes the median of medians.
 # QUANTIZE=fp8-block128 or mxfp8: FP8 in flight, quantised at the senders (--quantize-at sender),
-# delta and dense alike: the deltas are of the fp8 values and scales the senders make.
+# delta and dense alike: the deltas are of the fp8 values and scales the senders make;
+# QUANTIZE_AT=training: trained in fp8 instead (the training ranks hold the fp8 they make of a bf16
+# master, and quantise nothing during the refit).
 #
 #   bench/run_delta_bench.sh [BUILD_DIR]   (default build/release; env RUNS=1 STEPS=4
-#                                           FRACTIONS="0.001 0.01 0.03 0.1 0.3 1" QUANTIZE=)
+#                                           FRACTIONS="0.001 0.01 0.03 0.1 0.3 1" QUANTIZE=
+#                                           QUANTIZE_AT=sender)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build/release}
@@ -23,7 +26,8 @@ REFIT=$BUILD/cli/refit
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 PROBLEM=(--model tests/data/models/mid-qwen3.json --train tp=2 --infer tp=2 --strategy direct --timeout 300)
 QUANTIZE=${QUANTIZE:-}
-if [ -n "$QUANTIZE" ]; then PROBLEM+=(--quantize "$QUANTIZE" --quantize-at sender); fi
+QUANTIZE_AT=${QUANTIZE_AT:-sender}
+if [ -n "$QUANTIZE" ]; then PROBLEM+=(--quantize "$QUANTIZE" --quantize-at "$QUANTIZE_AT"); fi
 
 # --verify checks every step outside the timed execution: the figures are those of exact refits.
 run() { mpirun --oversubscribe -np 4 "$REFIT" run "${PROBLEM[@]}" --iterations "$STEPS" --verify --json "$@"; }
