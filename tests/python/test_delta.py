@@ -125,6 +125,55 @@ def test_fp8_deltas_give_every_inference_rank_what_a_dense_fp8_refit_gives(train
             assert report.bytes_sent < report.delta.dense_bytes
 
 
+def _fp8_trained_weights(problem: refit.Problem, step: int) -> dict[str, np.ndarray]:
+    """Every tensor as the training ranks hold it at `step` when trained in fp8: fp8 values, their
+    scales and bf16 norms are all plain bytes to a delta refit, so each starts as random bytes and
+    at each step 1 % of its bytes have their low bit flipped."""
+    out = {}
+    for index, t in enumerate(problem.tensors):
+        full = np.random.default_rng(index).integers(0, 256, t.nbytes, dtype=np.uint8)
+        for s in range(1, step + 1):
+            full[np.random.default_rng(1000 * s + index).random(full.shape) < 0.01] ^= 1
+        out[t.name] = full.view(refit.numpy_dtype(t.dtype)).reshape(t.shape)
+    return out
+
+
+def test_weights_trained_in_fp8_move_as_deltas_of_their_bytes_exactly() -> None:
+    # small-llama-blocks trained in fp8 at tp=2 (whole 128x128 blocks): the training ranks hold
+    # the fp8 values and scales themselves. At every step each rank runs the delta executor and a
+    # dense one over the same bytes; every inference rank must hold the same bytes in both, and
+    # after the first step the training ranks send less than the dense bytes, none densely.
+    problem = refit.Problem.from_model(MODELS / "small-llama-blocks.json", train="tp=2", infer="tp=2,engines=2",
+                                       quantize="fp8-block128", quantize_at="training")  # fmt: skip
+    plan = refit.plan(problem, refit.Cluster.preset("cpu-host"), strategy="refit")
+    steps = [_fp8_trained_weights(problem, s) for s in range(STEPS)]
+
+    def body(rank: int, exchange: Any) -> Any:
+        delta_buffers, dense_buffers = _buffers(problem, rank), _buffers(problem, rank)
+        delta = refit.Executor("ucx", exchange, timeout=20, delta=True).prepare(plan, delta_buffers)
+        dense = refit.Executor("ucx", exchange, timeout=20).prepare(plan, dense_buffers)
+        reports = []
+        for step in range(STEPS):
+            if problem.is_training(rank):
+                for s in problem.shards(rank):
+                    delta_buffers[s.tensor][...] = dense_buffers[s.tensor][...] = steps[step][s.tensor][s.slices]
+            reports.append(delta.execute())
+            dense.execute()
+            if not problem.is_training(rank):
+                for s in problem.shards(rank):
+                    np.testing.assert_array_equal(delta_buffers[s.tensor], dense_buffers[s.tensor], err_msg=s.tensor)
+        return reports
+
+    results = run_ranks(problem.world_size, body, timeout=120)
+    for r in results:
+        assert not isinstance(r, BaseException), r
+    assert any(s.dtype == "fp8_e4m3" for s in problem.shards(0))
+    for rank in range(problem.source_ranks):
+        for report in results[rank][1:]:
+            assert report.delta is not None and report.delta.full == 0
+            assert report.bytes_sent < report.delta.dense_bytes
+
+
 def test_delta_rebalance_re_plans_by_the_bytes_that_move_unless_told_not_to() -> None:
     # Two data-parallel training replicas, each behind a NIC of its own, the first half of the
     # tensors frozen: the plan balanced by dense bytes leaves one replica sending all that changes,
