@@ -37,8 +37,11 @@
 // so its memory grows by those bytes, twice while a step is in flight. Refused at prepare: pieces
 // that land outside the receiver's destination shards (a relay's scratch, as gather-broadcast
 // plans have), weights trained in fp8 (check_delta_plan), a quantise step of part of a box,
-// framework parameters, and device memory (the NCCL executor's delta step, which would run the
-// GPU codec, is not written yet).
+// framework parameters, shards the DeltaMemory cannot pack (device memory with host memory's), and
+// FP8 in flight with shards in device memory (the quantizer runs on the host).
+// Where the bytes lie and which codec runs is the DeltaMemory's (delta_memory.h): host memory and
+// DeltaCodec in front of any executor of host memory, or device memory and the GPU codec in front
+// of the NCCL executor (nccl/nccl_delta_executor.h); the steps above are the same for both.
 #include <functional>
 #include <memory>
 #include <optional>
@@ -46,6 +49,7 @@
 
 #include "refit/delta/codec.h"
 #include "refit/executors/bootstrap.h"
+#include "refit/executors/delta_memory.h"
 #include "refit/executors/executor.h"
 
 namespace refit {
@@ -68,13 +72,15 @@ struct DeltaRebalance {
 class DeltaExecutor final : public Executor {
  public:
   // `bootstrap` (the inner executor's) must outlive it. Without `rebalance` a prepared plan stays;
-  // a plan re-balances as the executor did when it was prepared (rebalance_with).
+  // a plan re-balances as the executor did when it was prepared (rebalance_with). The bytes lie in
+  // host memory and DeltaCodec(options) encodes them (host_delta_memory, its payloads from the
+  // inner executor's allocate_host).
   DeltaExecutor(std::unique_ptr<Executor> inner, Bootstrap& bootstrap, DeltaEncodeOptions options = {},
-                std::optional<DeltaRebalance> rebalance = std::nullopt)
-      : inner_(std::move(inner)),
-        bootstrap_(&bootstrap),
-        options_(options),
-        rebalance_(std::move(rebalance)) {}
+                std::optional<DeltaRebalance> rebalance = std::nullopt);
+  // The bytes lie where `memory` keeps them and its codec encodes them (delta_memory.h); the inner
+  // executor moves payloads of memory's kind.
+  DeltaExecutor(std::unique_ptr<Executor> inner, Bootstrap& bootstrap, std::unique_ptr<DeltaMemory> memory,
+                std::optional<DeltaRebalance> rebalance = std::nullopt);
 
   std::string_view name() const override { return inner_->name(); }
   ExecutorCapabilities capabilities() const override;
@@ -102,7 +108,7 @@ class DeltaExecutor final : public Executor {
 
   std::unique_ptr<Executor> inner_;
   Bootstrap* bootstrap_;
-  DeltaEncodeOptions options_;
+  std::unique_ptr<DeltaMemory> memory_;
   std::optional<DeltaRebalance> rebalance_;
 };
 
