@@ -156,9 +156,9 @@ std::byte* payload_memory(DeltaPrepared& p, std::int32_t transfer) {
   return nullptr;
 }
 
-// Step 1: every receiver's checksum of what it holds, by piece.
-[[nodiscard]] Result<std::vector<std::optional<std::uint64_t>>> audit(DeltaPrepared& p, Bootstrap& bootstrap,
-                                                                      std::int32_t round) {
+// This rank's checksums of what it holds of the round's pieces.
+[[nodiscard]] Result<std::vector<std::pair<std::int32_t, std::uint64_t>>> held_checksums(DeltaPrepared& p,
+                                                                                         std::int32_t round) {
   std::vector<std::pair<std::int32_t, std::uint64_t>> mine;
   for (auto& r : p.receives) {
     if (r.piece.round != round) continue;
@@ -166,7 +166,18 @@ std::byte* payload_memory(DeltaPrepared& p, std::int32_t transfer) {
     r.audit = REFIT_TRY(p.memory->checksum(r.packed->bytes()));
     mine.emplace_back(r.piece.index, r.audit.value);
   }
-  return allgather_pairs(bootstrap, mine, p.total_pieces, "baseline checksums");
+  return mine;
+}
+
+// Step 1: every receiver's checksum of what it holds, by piece. A rank that could not take its
+// own still takes part, and fails after, so that the step fails on every rank at its sizes.
+[[nodiscard]] Result<std::vector<std::optional<std::uint64_t>>> audit(DeltaPrepared& p, Bootstrap& bootstrap,
+                                                                      std::int32_t round) {
+  const auto mine = held_checksums(p, round);
+  const std::vector<std::pair<std::int32_t, std::uint64_t>> none;
+  auto all = allgather_pairs(bootstrap, mine ? *mine : none, p.total_pieces, "baseline checksums");
+  if (!mine) return std::unexpected(mine.error());
+  return all;
 }
 
 // Writes the payload of `s` into `out` (encoding it, or copying the box's encoding of this step
@@ -450,10 +461,10 @@ void settle(DeltaPrepared& p, std::int32_t round, bool moved) {
 [[nodiscard]] Result<ExecutionReport> move_round(DeltaPrepared& p, Executor& inner, Bootstrap& bootstrap,
                                                  std::int32_t round, DeltaStepReport& report) {
   auto start = SteadyClock::now();
-  const auto held = REFIT_TRY(audit(p, bootstrap, round));
+  const auto held = audit(p, bootstrap, round);
   report.exchange += seconds_since(start);
   start = SteadyClock::now();
-  const auto encoded = encode(p, held, round, report);
+  const auto encoded = held ? encode(p, *held, round, report) : Result<void>(std::unexpected(held.error()));
   report.encode += seconds_since(start);
   start = SteadyClock::now();
   const auto sizes = REFIT_TRY(agree_sizes(p, bootstrap, round, encoded));
