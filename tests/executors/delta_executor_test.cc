@@ -77,6 +77,8 @@ std::string memory_name(Memory m) {
   return kNames[static_cast<std::size_t>(m)];
 }
 
+void PrintTo(Memory m, std::ostream* os) { *os << memory_name(m); }
+
 DeltaExecutor delta_executor(std::unique_ptr<Executor> inner, Bootstrap& bootstrap, Memory memory,
                              std::optional<DeltaRebalance> rebalance = std::nullopt) {
   if (memory == Memory::kGpuCodecBodies)
