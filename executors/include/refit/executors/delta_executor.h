@@ -1,5 +1,6 @@
 #pragma once
-// Delta refit (docs/delta.md), in front of any executor of host memory: every execute() is one
+// Delta refit (docs/delta.md), in front of another executor (the bytes where a DeltaMemory keeps
+// them: host memory over UCX, the GPU over NCCL): every execute() is one
 // step that moves, per piece (a segment of a transfer: one box of one tensor from one sender to
 // one receiver), only what changed since the bytes the receiver holds, bit for bit.
 //
