@@ -105,6 +105,14 @@ std::optional<DeltaRebalance> delta_rebalance(const RunOptions& o, const PlanInp
                                 PlanOptions{.chunk = Bytes{o.inputs.chunk_bytes}}, o.delta_rebalance);
 }
 
+// The executor of this run; with --delta, a delta refit's over it (its bytes on the GPU with nccl).
+[[nodiscard]] Result<std::unique_ptr<Executor>> run_executor(const RunOptions& o, const RankContext& c,
+                                                             const Plan& plan, const PlanInputs& inputs) {
+  const auto options = executor_options(o, plan, c.faults);
+  if (!o.delta) return make_executor(o.executor, c.executor_bootstrap, options);
+  return make_delta_executor(o.executor, c.executor_bootstrap, options, delta_rebalance(o, inputs));
+}
+
 [[nodiscard]] Result<RankSetup> set_up(const RunOptions& o, const RankContext& c) {
   Bootstrap& bootstrap = c.bootstrap;
   auto inputs = REFIT_TRY(load_plan_inputs(o.inputs));
@@ -118,12 +126,7 @@ std::optional<DeltaRebalance> delta_rebalance(const RunOptions& o, const PlanInp
   auto planned = REFIT_TRY(obtain_plan(o.inputs, inputs, o.inputs.strategy));
   auto join = REFIT_TRY(plan_run_join(o.join, o.inputs, inputs));
   if (bootstrap.rank() == o.perturb_rank) planned.plan.strategy += " (perturbed)";
-  auto executor = REFIT_TRY_IN(
-      make_executor(o.executor, c.executor_bootstrap, executor_options(o, planned.plan, c.faults)),
-      "--executor");
-  if (o.delta)
-    executor = std::make_unique<DeltaExecutor>(std::move(executor), c.executor_bootstrap,
-                                               DeltaEncodeOptions{}, delta_rebalance(o, inputs));
+  auto executor = REFIT_TRY_IN(run_executor(o, c, planned.plan, inputs), "--executor");
   std::optional<EngineMembership> membership;
   if (o.elastic) {
     membership = REFIT_TRY_IN(engine_membership(o.inputs.problem), "--elastic");
@@ -410,7 +413,8 @@ Action add_run_command(CLI::App& app) {
                   "bytes (bf16 and fp32 tensors, and with --quantize the fp8 values and scales the senders "
                   "or the landing ranks make, or those trained in fp8; logical storage; refit and direct "
                   "plans, not gather-broadcast); with --verify every step is checked, fp8 against what the "
-                  "quantizer makes of that step's bf16")
+                  "quantizer makes of that step's bf16; with --executor nccl the pieces and the codec are on "
+                  "each rank's GPU (the GPU codec: no zstd)")
       ->check(CLI::Range(0.0, 1.0))
       ->excludes("--load-sources");
   cmd->add_option("--delta-frozen", o->delta_frozen,

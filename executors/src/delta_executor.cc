@@ -13,6 +13,7 @@
 #include "delta_rebalance.h"
 #include "refit/core/try.h"
 #include "refit/executors/agreement.h"
+#include "refit/executors/delta_memory.h"
 #include "refit/executors/delta_step.h"
 #include "refit/executors/host_shards.h"
 #include "refit/executors/sender_quantization.h"
@@ -28,10 +29,12 @@ using delta_pieces::Piece;
 // whether it got a delta or dense) and their checksum, and this step's bytes and encodings.
 struct Source {
   std::int32_t round = 0;
-  std::vector<std::byte> baseline;
+  std::size_t first_send = 0;  // the first of its pieces in DeltaPrepared::sends
+  std::unique_ptr<DeltaBuffer> baseline;
   std::optional<Checksum> base;  // nullopt: nothing both ends agree on, the next payload is dense
-  std::vector<std::byte> current;
-  Checksum result;  // of `current`
+  std::unique_ptr<DeltaBuffer> current;
+  bool packed = false;  // `current` holds this step's bytes
+  Checksum result;      // of `current`
   // This step's payloads, encoded once each: against the baseline, and dense (for receivers that
   // do not hold it); empty until a receiver needs it. They lie in the first receiver's payloads.
   std::span<const std::byte> delta;
@@ -52,7 +55,7 @@ struct Sending {
 // A piece this rank receives: its packed copy, decoded in place, then unpacked into its shard.
 struct Receiving {
   Piece piece;
-  std::vector<std::byte> packed;
+  std::unique_ptr<DeltaBuffer> packed;
   Checksum audit;  // of the bytes the rank holds before the step
   std::int64_t payload = 0;
 };
@@ -69,7 +72,7 @@ struct Quantized {
 // Where one transfer's payloads go: the pieces back to back, as large as they can get.
 struct Payloads {
   std::int32_t transfer = 0;
-  std::unique_ptr<HostAllocation> memory;
+  std::unique_ptr<DeltaBuffer> memory;
 };
 
 class DeltaPrepared final : public PreparedPlan {
@@ -82,11 +85,11 @@ class DeltaPrepared final : public PreparedPlan {
   std::vector<Source> sources;
   std::vector<Sending> sends;
   std::vector<Receiving> receives;
-  std::vector<Payloads> payloads;  // of the transfers this rank sends or receives, in plan order
-  DeltaCodec codec;
-  RankBuffers buffers;                                     // what it was prepared with, for a re-plan
-  std::vector<Quantized> fp8;                              // the boxes it quantises before every step
-  std::vector<std::int32_t> quantised;                     // the pieces of its quantise steps
+  std::vector<Payloads> payloads;       // of the transfers this rank sends or receives, in plan order
+  DeltaMemory* memory = nullptr;        // the executor's: where the bytes above lie, which codec runs
+  RankBuffers buffers;                  // what it was prepared with, for a re-plan
+  std::vector<Quantized> fp8;           // the boxes it quantises before every step
+  std::vector<std::int32_t> quantised;  // the pieces of its quantise steps
   std::vector<delta_pieces::LandingQuantization> landing;  // its quantise steps, by round
   std::vector<Bytes> planned;  // by tensor: the bytes the plan was balanced by (PlanOptions::moved_bytes)
   std::optional<DeltaRebalance> rebalance;  // as the executor had it when it prepared the plan
@@ -99,9 +102,13 @@ class DeltaPrepared final : public PreparedPlan {
 // an agreed baseline, which re-balancing leaves out of its measure of the tensor's delta.
 constexpr std::uint64_t kSentDense = std::uint64_t{1} << 63;
 
-// The most a piece's payload can take with these options.
-std::int64_t capacity(const Piece& p, const DeltaEncodeOptions& options) {
-  return options.format ? delta_payload_capacity(p.bytes, dtype_size(p.dtype)) : kDeltaHeaderBytes + p.bytes;
+// The most a piece's payload can take.
+std::int64_t capacity(const DeltaPrepared& p, const Piece& piece) {
+  return p.memory->capacity(piece.bytes, piece.dtype);
+}
+
+Result<void> pack(DeltaPrepared& p, const Piece& piece, const DeltaBuffer& packed) {
+  return p.memory->pack(p.buffers.memory, piece.shard, piece.box, piece.dtype, packed.bytes());
 }
 
 // (piece, value) pairs as bytes, for the allgathers of a step.
@@ -149,17 +156,28 @@ std::byte* payload_memory(DeltaPrepared& p, std::int32_t transfer) {
   return nullptr;
 }
 
-// Step 1: every receiver's checksum of what it holds, by piece.
-[[nodiscard]] Result<std::vector<std::optional<std::uint64_t>>> audit(DeltaPrepared& p, Bootstrap& bootstrap,
-                                                                      std::int32_t round) {
+// This rank's checksums of what it holds of the round's pieces.
+[[nodiscard]] Result<std::vector<std::pair<std::int32_t, std::uint64_t>>> held_checksums(DeltaPrepared& p,
+                                                                                         std::int32_t round) {
   std::vector<std::pair<std::int32_t, std::uint64_t>> mine;
   for (auto& r : p.receives) {
     if (r.piece.round != round) continue;
-    delta_pieces::pack(r.piece, r.packed);
-    r.audit = checksum_of(r.packed);
+    REFIT_TRY(pack(p, r.piece, *r.packed));
+    r.audit = REFIT_TRY(p.memory->checksum(r.packed->bytes()));
     mine.emplace_back(r.piece.index, r.audit.value);
   }
-  return allgather_pairs(bootstrap, mine, p.total_pieces, "baseline checksums");
+  return mine;
+}
+
+// Step 1: every receiver's checksum of what it holds, by piece. A rank that could not take its
+// own still takes part, and fails after, so that the step fails on every rank at its sizes.
+[[nodiscard]] Result<std::vector<std::optional<std::uint64_t>>> audit(DeltaPrepared& p, Bootstrap& bootstrap,
+                                                                      std::int32_t round) {
+  const auto mine = held_checksums(p, round);
+  const std::vector<std::pair<std::int32_t, std::uint64_t>> none;
+  auto all = allgather_pairs(bootstrap, mine ? *mine : none, p.total_pieces, "baseline checksums");
+  if (!mine) return std::unexpected(mine.error());
+  return all;
 }
 
 // Writes the payload of `s` into `out` (encoding it, or copying the box's encoding of this step
@@ -169,15 +187,15 @@ std::byte* payload_memory(DeltaPrepared& p, std::int32_t transfer) {
   Source& src = p.sources[s.source];
   auto& done = agreed ? src.delta : src.dense;
   if (!done.empty()) {
-    std::memcpy(out.data(), done.data(), done.size());
+    REFIT_TRY(p.memory->copy(out, done));
     return out.first(done.size());
   }
-  const auto header = REFIT_TRY(p.codec.encode(DeltaSource{.baseline = src.baseline,
-                                                           .current = src.current,
-                                                           .dtype = s.piece.dtype,
-                                                           .base = agreed ? src.base : std::nullopt,
-                                                           .name = s.piece.name},
-                                               out));
+  const auto header = REFIT_TRY(p.memory->encode(DeltaSource{.baseline = src.baseline->bytes(),
+                                                             .current = src.current->bytes(),
+                                                             .dtype = s.piece.dtype,
+                                                             .base = agreed ? src.base : std::nullopt,
+                                                             .name = s.piece.name},
+                                                 out));
   src.result = header.result;
   if (agreed) src.changed = header.changed_elements;
   done = out.first(static_cast<std::size_t>(header.payload_bytes()));
@@ -225,10 +243,9 @@ void quantize_landing(DeltaPrepared& p, std::int32_t round, ExecutionReport& tot
     if (src.round == round) src.delta = src.dense = {}, src.sent = false;
   for (const auto& s : p.sends) {
     auto& src = p.sources[s.source];
-    if (s.piece.round != round) continue;
-    if (!src.current.empty()) continue;
-    src.current.resize(static_cast<std::size_t>(s.piece.bytes));
-    delta_pieces::pack(s.piece, src.current);
+    if (s.piece.round != round || src.packed) continue;
+    REFIT_TRY(pack(p, s.piece, *src.current));
+    src.packed = true;
   }
   std::int64_t at = 0;
   std::int32_t transfer = -1;
@@ -240,12 +257,15 @@ void quantize_landing(DeltaPrepared& p, std::int32_t round, ExecutionReport& tot
     // A box this rank has no baseline of (its first step, a failed one, a box new to it after a
     // re-plan) whose receiver holds exactly this step's bytes needs none sent: they become it.
     if (!src.base && held) {
-      const auto current = checksum_of(src.current);
-      if (current.value == *held) src.baseline = src.current, src.base = current;
+      const auto current = REFIT_TRY(p.memory->checksum(src.current->bytes()));
+      if (current.value == *held) {
+        REFIT_TRY(p.memory->copy(src.baseline->bytes(), src.current->bytes()));
+        src.base = current;
+      }
     }
     const bool agreed = src.base && held && src.base->value == *held;
-    const auto out = std::span(payload_memory(p, transfer) + at,
-                               static_cast<std::size_t>(capacity(s.piece, p.codec.options())));
+    const auto out =
+        std::span(payload_memory(p, transfer) + at, static_cast<std::size_t>(capacity(p, s.piece)));
     const auto payload = REFIT_TRY(payload_of(p, s, agreed, out));
     s.payload = agreed && src.changed == 0 ? 0 : static_cast<std::int64_t>(payload.size());
     s.dense = !agreed;
@@ -267,17 +287,8 @@ struct StepPlan {
 
 [[nodiscard]] Result<StepPlan> step_plan(DeltaPrepared& p, const std::vector<std::int64_t>& sizes) {
   StepPlan out{.step = REFIT_TRY(delta_step(p.plan, sizes)), .buffers = {}};
-  for (std::size_t k = 0; k < out.step.plan.transfers.size(); ++k) {
-    const auto& t = out.step.plan.transfers[k];
-    if (t.sender != p.rank && t.receiver != p.rank) continue;
-    const auto& segment = t.segments.front();
-    const ShardBuffer buffer{
-        .tensor = segment.tensor,
-        .box = segment.box,
-        .bytes = std::span(payload_memory(p, out.step.carries[k]), static_cast<std::size_t>(t.bytes.value)),
-        .regions = {}};
-    (t.sender == p.rank ? out.buffers.sources : out.buffers.destinations).push_back(buffer);
-  }
+  out.buffers = delta_step_buffers(out.step, p.rank, p.memory->kind(),
+                                   [&p](std::int32_t transfer) { return payload_memory(p, transfer); });
   return out;
 }
 
@@ -324,14 +335,14 @@ struct StepPlan {
     const auto payload =
         std::span<const std::byte>(payload_memory(p, transfer) + at, static_cast<std::size_t>(r.payload));
     at += r.payload;
-    auto applied = p.codec.decode(
+    auto applied = p.memory->decode(
         payload,
-        DeltaTarget{.bytes = r.packed, .dtype = r.piece.dtype, .base = r.audit, .name = r.piece.name});
-    if (!applied) {
-      if (!refused) refused = applied.error();
-      continue;
-    }
-    delta_pieces::unpack(r.piece, r.packed);
+        DeltaTarget{
+            .bytes = r.packed->bytes(), .dtype = r.piece.dtype, .base = r.audit, .name = r.piece.name});
+    if (applied)
+      applied =
+          p.memory->unpack(p.buffers.memory, r.piece.shard, r.piece.box, r.piece.dtype, r.packed->bytes());
+    if (!applied && !refused) refused = applied.error();
   }
   if (refused) return std::unexpected(*refused);
   return {};
@@ -348,11 +359,11 @@ void settle(DeltaPrepared& p, std::int32_t round, bool moved) {
     } else if (src.sent) {
       src.base.reset();
     }
-    src.current.clear();
+    src.packed = false;
   }
 }
 
-[[nodiscard]] Result<void> allocate_payloads(DeltaPrepared& p, Executor& inner) {
+[[nodiscard]] Result<void> allocate_payloads(DeltaPrepared& p) {
   std::vector<Bytes> sizes;
   std::vector<std::int32_t> transfers;
   const auto add = [&](const Piece& piece) {
@@ -360,13 +371,12 @@ void settle(DeltaPrepared& p, std::int32_t round, bool moved) {
       transfers.push_back(piece.transfer);
       sizes.push_back(Bytes{0});
     }
-    sizes.back() += Bytes{capacity(piece, p.codec.options())};
+    sizes.back() += Bytes{capacity(p, piece)};
   };
   for (const auto& s : p.sends) add(s.piece);
   for (const auto& r : p.receives) add(r.piece);
-  auto memory =
-      REFIT_TRY(allocate_pooled([&](Bytes b) { return inner.allocate_host(b); }, sizes,
-                                fmt::format("allocating the delta payloads of rank {}", p.rank.value)));
+  auto memory = REFIT_TRY(p.memory->allocate_payloads(
+      sizes, fmt::format("allocating the delta payloads of rank {}", p.rank.value)));
   for (std::size_t i = 0; i < memory.size(); ++i)
     p.payloads.push_back(Payloads{.transfer = transfers[i], .memory = std::move(memory[i])});
   return {};
@@ -388,11 +398,35 @@ void settle(DeltaPrepared& p, std::int32_t round, bool moved) {
   return sending_buffers(given, found, memory).buffers;
 }
 
+// Quantising (at the senders, at the landing ranks) runs the CPU quantizer on the shards.
+[[nodiscard]] Result<void> check_quantised_on_host(const Plan& plan, Rank rank, const RankBuffers& buffers) {
+  if (buffers.memory == MemoryKind::kHost) return {};
+  for (const auto& t : plan.tensors)
+    if (t.quantization && t.quantization->site != QuantSite::kReceiver)
+      return unsupported(
+          fmt::format("rank {}: tensor '{}': a delta refit quantises on the host, so FP8 in "
+                      "flight with deltas takes host memory",
+                      rank.value, t.name));
+  return {};
+}
+
+// Every box it sends gets its baseline and this step's bytes, every piece it receives its copy.
+[[nodiscard]] Result<void> allocate_packed(DeltaPrepared& p) {
+  for (auto& s : p.sources) {
+    const auto bytes = Bytes{p.sends[s.first_send].piece.bytes};
+    s.baseline = REFIT_TRY(p.memory->allocate(bytes));
+    s.current = REFIT_TRY(p.memory->allocate(bytes));
+  }
+  for (auto& r : p.receives) r.packed = REFIT_TRY(p.memory->allocate(Bytes{r.piece.bytes}));
+  return {};
+}
+
 [[nodiscard]] Result<std::unique_ptr<DeltaPrepared>> make_prepared(const Plan& plan, Rank rank,
                                                                    const RankBuffers& buffers,
-                                                                   const DeltaEncodeOptions& options,
-                                                                   Executor& inner) {
+                                                                   DeltaMemory& memory) {
   REFIT_TRY(validate_structure(plan));
+  REFIT_TRY(memory.check_shards(buffers, rank));
+  REFIT_TRY(check_quantised_on_host(plan, rank, buffers));
   std::vector<Quantized> fp8;
   const auto packed_from = REFIT_TRY(quantized_sources(plan, rank, buffers, fp8));
   auto pieces = REFIT_TRY(delta_pieces::rank_pieces(plan, rank, packed_from));
@@ -405,7 +439,7 @@ void settle(DeltaPrepared& p, std::int32_t round, bool moved) {
   p->total_pieces = pieces.total;
   p->rounds_of = std::move(pieces.rounds_of);
   p->rounds = pieces.rounds;
-  p->codec = DeltaCodec(options);
+  p->memory = &memory;
   p->buffers = buffers;
   p->planned = delta_rebalance::dense_bytes(plan);
   p->step_payloads.assign(static_cast<std::size_t>(pieces.total), 0);
@@ -413,14 +447,12 @@ void settle(DeltaPrepared& p, std::int32_t round, bool moved) {
   std::map<std::tuple<std::int32_t, std::uint32_t, Box>, std::size_t> sources;  // by round, tensor, box
   for (auto& piece : pieces.sends) {
     const auto [it, added] = sources.try_emplace({piece.round, piece.tensor, piece.box}, p->sources.size());
-    if (added) p->sources.push_back(Source{.round = piece.round});
+    if (added) p->sources.push_back(Source{.round = piece.round, .first_send = p->sends.size()});
     p->sends.push_back(Sending{.piece = std::move(piece), .source = it->second});
   }
-  for (auto& piece : pieces.receives) {
-    const auto bytes = static_cast<std::size_t>(piece.bytes);
-    p->receives.push_back(Receiving{.piece = std::move(piece), .packed = std::vector<std::byte>(bytes)});
-  }
-  REFIT_TRY(allocate_payloads(*p, inner));
+  for (auto& piece : pieces.receives) p->receives.push_back(Receiving{.piece = std::move(piece)});
+  REFIT_TRY(allocate_packed(*p));
+  REFIT_TRY(allocate_payloads(*p));
   return p;
 }
 
@@ -429,10 +461,10 @@ void settle(DeltaPrepared& p, std::int32_t round, bool moved) {
 [[nodiscard]] Result<ExecutionReport> move_round(DeltaPrepared& p, Executor& inner, Bootstrap& bootstrap,
                                                  std::int32_t round, DeltaStepReport& report) {
   auto start = SteadyClock::now();
-  const auto held = REFIT_TRY(audit(p, bootstrap, round));
+  const auto held = audit(p, bootstrap, round);
   report.exchange += seconds_since(start);
   start = SteadyClock::now();
-  const auto encoded = encode(p, held, round, report);
+  const auto encoded = held ? encode(p, *held, round, report) : Result<void>(std::unexpected(held.error()));
   report.encode += seconds_since(start);
   start = SteadyClock::now();
   const auto sizes = REFIT_TRY(agree_sizes(p, bootstrap, round, encoded));
@@ -487,8 +519,7 @@ bool worth_preparing(const Plan& old, const Plan& fresh, std::span<const Bytes> 
 // After a step whose transfers all moved: the step's payloads per tensor against those the plan
 // was balanced by, the same on every rank; past the threshold every rank re-plans, and re-prepares
 // where the new plan gains enough.
-[[nodiscard]] Result<void> rebalance(DeltaPrepared& p, Bootstrap& bootstrap, Executor& inner,
-                                     const DeltaEncodeOptions& options, DeltaStepReport& report) {
+[[nodiscard]] Result<void> rebalance(DeltaPrepared& p, Bootstrap& bootstrap, DeltaStepReport& report) {
   if (!p.rebalance) return {};
   const auto& r = *p.rebalance;
   const auto start = SteadyClock::now();
@@ -499,7 +530,7 @@ bool worth_preparing(const Plan& old, const Plan& fresh, std::span<const Bytes> 
   const bool keep = plan && !worth_preparing(p.plan, *plan, measured, r.min_gain);
   auto made = !plan  ? Result<std::unique_ptr<DeltaPrepared>>(std::unexpected(plan.error()))
               : keep ? Result<std::unique_ptr<DeltaPrepared>>(nullptr)
-                     : make_prepared(*plan, p.rank, p.buffers, options, inner);
+                     : make_prepared(*plan, p.rank, p.buffers, *p.memory);
   REFIT_TRY_IN(agree_on_plan(bootstrap, plan ? *plan : p.plan, ready(made)),
                "re-balancing by the step's payloads");
   report.rebalance = seconds_since(start);
@@ -526,13 +557,27 @@ void add(ExecutionReport& total, const ExecutionReport& round) {
 }  // namespace
 
 ExecutorCapabilities DeltaExecutor::capabilities() const {
-  return ExecutorCapabilities{
-      .host_memory = inner_->capabilities().host_memory, .cuda_memory = false, .quantizes_at_senders = false};
+  return ExecutorCapabilities{.host_memory = inner_->capabilities().host_memory,
+                              .cuda_memory = memory_->kind() == MemoryKind::kCuda,
+                              .quantizes_at_senders = false};
 }
+
+DeltaExecutor::DeltaExecutor(std::unique_ptr<Executor> inner, Bootstrap& bootstrap,
+                             DeltaEncodeOptions options, std::optional<DeltaRebalance> rebalance)
+    : inner_(std::move(inner)), bootstrap_(&bootstrap), rebalance_(std::move(rebalance)) {
+  memory_ = host_delta_memory([&e = *inner_](Bytes b) { return e.allocate_host(b); }, options);
+}
+
+DeltaExecutor::DeltaExecutor(std::unique_ptr<Executor> inner, Bootstrap& bootstrap,
+                             std::unique_ptr<DeltaMemory> memory, std::optional<DeltaRebalance> rebalance)
+    : inner_(std::move(inner)),
+      bootstrap_(&bootstrap),
+      memory_(std::move(memory)),
+      rebalance_(std::move(rebalance)) {}
 
 Result<std::unique_ptr<PreparedPlan>> DeltaExecutor::prepare(const Plan& plan, Rank rank,
                                                              const RankBuffers& buffers) {
-  auto made = make_prepared(plan, rank, buffers, options_, *inner_);
+  auto made = make_prepared(plan, rank, buffers, *memory_);
   REFIT_TRY(agree_on_plan(*bootstrap_, plan, ready(made)));
   (*made)->rebalance = rebalance_;
   return std::unique_ptr<PreparedPlan>(std::move(*made));
@@ -559,7 +604,7 @@ Result<ExecutionReport> DeltaExecutor::execute(PreparedPlan& prepared) {
     if (auto applied = decode(*p, round); !applied && !refused) refused = applied.error();
     report.decode += seconds_since(start);
   }
-  REFIT_TRY(rebalance(*p, *bootstrap_, *inner_, options_, report));
+  REFIT_TRY(rebalance(*p, *bootstrap_, report));
   if (refused) return std::unexpected(*refused);
   total.delta = report;
   return total;

@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 
-#include "box_rows.h"
 #include "refit/core/try.h"
 #include "refit/executors/delta_step.h"
 
@@ -20,10 +19,6 @@ const ShardBuffer* shard_holding(const std::vector<ShardBuffer>& shards, std::ui
 }
 
 [[nodiscard]] Result<void> check_buffers(const RankBuffers& buffers, Rank rank) {
-  if (buffers.memory != MemoryKind::kHost)
-    return unsupported(fmt::format(
-        "rank {}: a delta refit of device memory needs the NCCL executor's delta step, not written yet",
-        rank.value));
   if (!buffers.source_parameters.empty() || !buffers.destination_parameters.empty())
     return unsupported(
         fmt::format("rank {}: a delta refit packs contiguous shards, not framework parameters", rank.value));
@@ -117,14 +112,6 @@ Result<RankPieces> rank_pieces(const Plan& plan, Rank rank, const RankBuffers& b
     }
   }
   return out;
-}
-
-void pack(const Piece& piece, std::span<std::byte> packed) {
-  box_rows::pack_box(piece.shard.box, piece.shard.bytes, piece.box, dtype_size(piece.dtype), packed);
-}
-
-void unpack(const Piece& piece, std::span<const std::byte> packed) {
-  box_rows::unpack_box(piece.shard.box, piece.shard.bytes, piece.box, dtype_size(piece.dtype), packed);
 }
 
 }  // namespace refit::delta_pieces

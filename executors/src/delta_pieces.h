@@ -50,12 +50,8 @@ struct RankPieces {
 // The pieces `rank` sends and receives. A relay sends what it forwards from its destination shard
 // (where the earlier round put it). Refuses (naming the transfer or tensor) what a delta refit
 // cannot do yet: a quantise step of part of a box, a relay forwarding what lies outside its own
-// destination shards (gather-broadcast), device memory, framework parameters, and a piece outside
-// the rank's shards.
+// destination shards (gather-broadcast), framework parameters, and a piece outside the rank's
+// shards.
 [[nodiscard]] Result<RankPieces> rank_pieces(const Plan& plan, Rank rank, const RankBuffers& buffers);
-
-// Copies a piece between its shard and `packed` (its bytes back to back).
-void pack(const Piece& piece, std::span<std::byte> packed);
-void unpack(const Piece& piece, std::span<const std::byte> packed);
 
 }  // namespace refit::delta_pieces

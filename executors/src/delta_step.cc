@@ -63,6 +63,23 @@ Result<DeltaStep> delta_step(const Plan& plan, std::span<const std::int64_t> pay
   return out;
 }
 
+RankBuffers delta_step_buffers(const DeltaStep& step, Rank rank, MemoryKind memory,
+                               const std::function<std::byte*(std::int32_t)>& payloads) {
+  RankBuffers out{.memory = memory};
+  for (std::size_t k = 0; k < step.plan.transfers.size(); ++k) {
+    const auto& t = step.plan.transfers[k];
+    if (t.sender != rank && t.receiver != rank) continue;
+    const auto& segment = t.segments.front();
+    const ShardBuffer buffer{
+        .tensor = segment.tensor,
+        .box = segment.box,
+        .bytes = std::span(payloads(step.carries[k]), static_cast<std::size_t>(t.bytes.value)),
+        .regions = {}};
+    (t.sender == rank ? out.sources : out.destinations).push_back(buffer);
+  }
+  return out;
+}
+
 namespace {
 
 // The job's ranks, and after its training ranks one for each relay that sends in `plan`.

@@ -13,6 +13,7 @@
 #include "refit/executors/ucx_executor.h"
 #endif
 #ifdef REFIT_HAVE_NCCL
+#include "refit/executors/nccl/nccl_delta_executor.h"
 #include "refit/executors/nccl/nccl_executor.h"
 #endif
 
@@ -20,6 +21,18 @@ namespace refit {
 namespace {
 
 using Factory = Result<std::unique_ptr<Executor>> (*)(Bootstrap&, const ExecutorOptions&);
+using DeltaFactory = Result<std::unique_ptr<DeltaExecutor>> (*)(Bootstrap&, const ExecutorOptions&,
+                                                                std::optional<DeltaRebalance>);
+
+// A delta refit whose bytes lie in host memory, encoded by the CPU codec, over the backend `make`
+// makes.
+template <Factory make>
+Result<std::unique_ptr<DeltaExecutor>> host_memory_delta(Bootstrap& bootstrap, const ExecutorOptions& options,
+                                                         std::optional<DeltaRebalance> rebalance) {
+  auto made = REFIT_TRY(make(bootstrap, options));
+  return std::make_unique<DeltaExecutor>(std::move(made), bootstrap, DeltaEncodeOptions{},
+                                         std::move(rebalance));
+}
 
 // Every backend refit has, whether or not this build has it.
 constexpr std::array<std::string_view, 2> kBackends{"ucx", "nccl"};
@@ -27,16 +40,25 @@ constexpr std::array<std::string_view, 2> kBackends{"ucx", "nccl"};
 struct Entry {
   std::string_view name;
   Factory make;
+  DeltaFactory make_delta;
 };
+
+#ifdef REFIT_HAVE_NCCL
+Result<std::unique_ptr<DeltaExecutor>> nccl_delta(Bootstrap& bootstrap, const ExecutorOptions& options,
+                                                  std::optional<DeltaRebalance> rebalance) {
+  return make_nccl_delta_executor(bootstrap, options, NcclSetup{}, std::move(rebalance));
+}
+#endif
 
 // One line per backend; each is compiled in when CMake found its dependencies.
 std::vector<Entry> entries() {
   std::vector<Entry> table;
 #ifdef REFIT_HAVE_UCX
-  table.push_back({.name = "ucx", .make = &make_ucx_executor});
+  table.push_back(
+      {.name = "ucx", .make = &make_ucx_executor, .make_delta = &host_memory_delta<&make_ucx_executor>});
 #endif
 #ifdef REFIT_HAVE_NCCL
-  table.push_back({.name = "nccl", .make = &make_nccl_executor});
+  table.push_back({.name = "nccl", .make = &make_nccl_executor, .make_delta = &nccl_delta});
 #endif
   return table;
 }
@@ -60,14 +82,29 @@ Result<void> check_executor_name(std::string_view name) {
   return not_found(std::move(message));
 }
 
+namespace {
+
+[[nodiscard]] Result<Entry> entry_of(std::string_view name, const ExecutorOptions& options) {
+  REFIT_TRY(check_executor_name(name));
+  REFIT_TRY(check_options(options));
+  const auto table = entries();
+  return *std::ranges::find(table, name, &Entry::name);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<DeltaExecutor>> make_delta_executor(std::string_view name, Bootstrap& bootstrap,
+                                                           const ExecutorOptions& options,
+                                                           std::optional<DeltaRebalance> rebalance) {
+  const auto entry = REFIT_TRY(entry_of(name, options));
+  return entry.make_delta(bootstrap, options, std::move(rebalance));
+}
+
 Result<std::unique_ptr<Executor>> make_executor(std::string_view name, Bootstrap& bootstrap,
                                                 const ExecutorOptions& options) {
-  REFIT_TRY(check_executor_name(name));
-  const auto table = entries();
-  const auto it = std::ranges::find(table, name, &Entry::name);
-  REFIT_TRY(check_options(options));
+  const auto entry = REFIT_TRY(entry_of(name, options));
   // Every backend sends weights quantised at the senders as fp8 (quantizing_executor.h).
-  auto made = REFIT_TRY(it->make(bootstrap, options));
+  auto made = REFIT_TRY(entry.make(bootstrap, options));
   return std::unique_ptr<Executor>(
       std::make_unique<QuantizingExecutor>(std::move(made), bootstrap, options.staging));
 }

@@ -280,11 +280,14 @@ class Executor:
             exchange's ranks on this host, modulo the visible GPUs).
         delta: every ``execute`` is one step of a delta refit (docs/delta.md): each piece moves
             only what changed since the bytes its receiver holds, bit for bit, dense where the two
-            ends' checksums disagree; the report's ``delta`` says what it did. Host memory and
-            plans of the ``refit`` and ``direct`` strategies only. FP8 in flight (a problem with
+            ends' checksums disagree; the report's ``delta`` says what it did. With ``ucx`` the
+            bytes and the codec are on the host (host memory only); with ``nccl`` they are on
+            the GPU, encoded by the GPU codec (host or CUDA memory; one plan rank per process, no
+            ``comm_rank_of``). Plans of the ``refit`` and ``direct`` strategies only. FP8 in flight (a problem with
             ``quantize`` whose weights the senders quantise, ``quantize_at="sender"``): a training
             rank hands over bf16 as in a dense refit, and the deltas are of the fp8 values and
-            scales it makes, so every inference rank holds exactly what a dense FP8 refit gives.
+            scales it makes, so every inference rank holds exactly what a dense FP8 refit gives
+            (host memory only).
         delta_rebalance: with ``delta``, every rank re-plans by the bytes that move after a step
             whose payload shares over the tensors drift from the plan's by more than this
             total-variation distance, as ``refit run --delta-rebalance`` (docs/delta.md; default

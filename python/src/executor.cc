@@ -24,6 +24,7 @@
 #include "refit/executors/sequenced_bootstrap.h"
 #include "refit/refit.h"
 #if defined(REFIT_HAVE_NCCL)
+#include "refit/executors/nccl/nccl_delta_executor.h"
 #include "refit/executors/nccl/nccl_executor.h"
 #endif
 
@@ -212,6 +213,22 @@ Result<std::unique_ptr<Executor>> make_backend(const std::string& name, Bootstra
 #endif
 }
 
+// With delta=True: a delta refit over the executor `name` (make_delta_executor: the GPU and the GPU
+// codec for nccl, on `device` when given). A delta refit runs one plan rank per process.
+Result<std::unique_ptr<DeltaExecutor>> make_delta_backend(
+    const std::string& name, Bootstrap& bootstrap, const ExecutorOptions& options,
+    const std::optional<std::vector<std::int32_t>>& comm_rank_of, int device) {
+  if (comm_rank_of) return invalid("comm_rank_of: a delta refit runs one plan rank per process");
+  if (device < 0) return make_delta_executor(name, bootstrap, options);
+  if (name != "nccl") return invalid(fmt::format("device: only the nccl executor takes it, not {}", name));
+#if defined(REFIT_HAVE_NCCL)
+  return make_nccl_delta_executor(bootstrap, options, NcclSetup{.device = device});
+#else
+  return fail(ErrorCode::kUnsupported,
+              "the nccl executor is not in this build (it was built without CUDA and NCCL)");
+#endif
+}
+
 ExecutorHandle* make(const std::string& name, nb::callable exchange, std::int32_t rank, std::int32_t size,
                      double timeout, std::int64_t staging, bool direct_stores, nb::object on_chunk_sent,
                      std::optional<std::vector<std::int32_t>> comm_rank_of, int device, bool delta) {
@@ -227,13 +244,15 @@ ExecutorHandle* make(const std::string& name, nb::callable exchange, std::int32_
                                 .on_chunk_sent = chunk_callback(handle->on_chunk_sent),
                                 .interrupted = signal_check(handle->interrupted)};
   handle->sequenced = std::make_unique<SequencedBootstrap>(*handle->bootstrap);
-  auto made = make_backend(name, *handle->sequenced, options, comm_rank_of, device);
-  if (!made) raise_error(std::move(made.error()).in("--executor"));
-  handle->executor = std::move(*made);
   if (delta) {
-    auto wrapped = std::make_unique<DeltaExecutor>(std::move(handle->executor), *handle->sequenced);
-    handle->delta = wrapped.get();
-    handle->executor = std::move(wrapped);
+    auto made = make_delta_backend(name, *handle->sequenced, options, comm_rank_of, device);
+    if (!made) raise_error(std::move(made.error()).in("--executor"));
+    handle->delta = made->get();
+    handle->executor = std::move(*made);
+  } else {
+    auto made = make_backend(name, *handle->sequenced, options, comm_rank_of, device);
+    if (!made) raise_error(std::move(made.error()).in("--executor"));
+    handle->executor = std::move(*made);
   }
   return handle.release();
 }

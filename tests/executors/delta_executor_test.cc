@@ -1,13 +1,19 @@
 // Delta refit through the UCX executor, ranks as threads: the synthetic RL-like update changes the
 // training ranks' weights step after step, and after every step every inference rank holds exactly
 // the weights of that step (SyntheticShards::verify compares every byte with what it computes on
-// its own), while what moves is what changed.
+// its own), while what moves is what changed. The tests of the step's structure run twice
+// (DeltaExecutorMemory): with host memory and the CPU codec, and with the NCCL executor's device
+// side (DeviceDeltaMemory) whose passes run their GPU bodies on the host (HostDeltaKernels), so
+// that the delta step the NCCL executor runs is the one tested here, all but the kernels.
+#include <array>
 #include <atomic>
 #include <initializer_list>
 #include <string_view>
 
 #include <gtest/gtest.h>
 
+#include "delta_problem.h"
+#include "device_delta_memory.h"
 #include "quantized_problems.h"
 #include "refit/executors/delta_executor.h"
 #include "refit/executors/host_shards.h"
@@ -25,23 +31,6 @@ namespace {
 using testing::make_layout;
 using testing::make_reshard;
 using testing::rank_range;
-
-// 2 training ranks -> 2 inference ranks: w [64, 96] bf16 split by rows -> by columns (each piece a
-// strided box of the destination shard), b [300] fp32 replicated -> split, n [40, 8] bf16
-// split by rows on both sides, r [32, 16] bf16 split by rows -> replicated (each training rank
-// sends its box to both inference ranks: one baseline, encoded once for both).
-ReshardProblem delta_problem() {
-  std::vector<TensorReshard> tensors;
-  tensors.push_back(make_reshard("w", {64, 96}, make_layout({64, 96}, {2}, rank_range(0, 2), "S0"),
-                                 make_layout({64, 96}, {2}, rank_range(2, 2), "S1")));
-  tensors.push_back(make_reshard("b", {300}, make_layout({300}, {2}, rank_range(0, 2), "R"),
-                                 make_layout({300}, {2}, rank_range(2, 2), "S0"), DType::kFP32));
-  tensors.push_back(make_reshard("n", {40, 8}, make_layout({40, 8}, {2}, rank_range(0, 2), "S0"),
-                                 make_layout({40, 8}, {2}, rank_range(2, 2), "S0")));
-  tensors.push_back(make_reshard("r", {32, 16}, make_layout({32, 16}, {2}, rank_range(0, 2), "S0"),
-                                 make_layout({32, 16}, {2}, rank_range(2, 2), "R")));
-  return ReshardProblem::make(std::move(tensors), 2, 2).value();
-}
 
 Plan direct_plan(const ReshardProblem& problem) {
   return testing::plan_for(problem, testing::make_test_cluster(2, 2, 2, 2), "direct", Bytes{4096});
@@ -76,6 +65,31 @@ struct Step {
   ExecutionReport report;
 };
 
+// Where the bytes lie and which codec runs (delta_memory.h).
+enum class Memory {
+  kCpuCodec,        // host memory, DeltaCodec with zstd (the default)
+  kCpuCodecRaw,     // host memory, DeltaCodec without an entropy stage
+  kGpuCodecBodies,  // DeviceDeltaMemory over HostDeltaKernels: the GPU codec's bodies on the host
+};
+
+std::string memory_name(Memory m) {
+  constexpr std::array<const char*, 3> kNames{"CpuCodec", "CpuCodecRaw", "GpuCodecBodies"};
+  return kNames[static_cast<std::size_t>(m)];
+}
+
+void PrintTo(Memory m, std::ostream* os) { *os << memory_name(m); }
+
+DeltaExecutor delta_executor(std::unique_ptr<Executor> inner, Bootstrap& bootstrap, Memory memory,
+                             std::optional<DeltaRebalance> rebalance = std::nullopt) {
+  if (memory == Memory::kGpuCodecBodies)
+    return DeltaExecutor(
+        std::move(inner), bootstrap,
+        std::make_unique<nccl_detail::DeviceDeltaMemory>(std::make_unique<nccl_detail::HostDeltaKernels>()),
+        std::move(rebalance));
+  return DeltaExecutor(std::move(inner), bootstrap,
+                       DeltaEncodeOptions{.entropy = memory == Memory::kCpuCodec}, std::move(rebalance));
+}
+
 struct Scenario {
   double change_fraction = 0.02;
   std::int32_t steps = 1;
@@ -87,6 +101,7 @@ struct Scenario {
   // After the last step, on every rank: its bootstrap and its buffers (sources at the last step's
   // weights, destinations as the delta refit left them).
   std::function<void(std::int32_t r, Bootstrap&, const RankBuffers&)> after_steps;
+  Memory memory = Memory::kCpuCodec;
 };
 
 // Every rank's step by step outcome: [rank][step].
@@ -97,8 +112,8 @@ std::vector<std::vector<Step>> run_steps(const ReshardProblem& problem, const Pl
     auto ucx = make_ucx_executor(bootstrap, ExecutorOptions{.timeout = Seconds{20}});
     ASSERT_TRUE(ucx) << ucx.error().message;
     std::atomic<bool> fail_now{false};
-    DeltaExecutor executor(std::make_unique<FailingStep>(std::move(*ucx), fail_now), bootstrap, {},
-                           sc.rebalance);
+    auto executor = delta_executor(std::make_unique<FailingStep>(std::move(*ucx), fail_now), bootstrap,
+                                   sc.memory, sc.rebalance);
     auto shards = HostShards::allocate(problem, Rank{r});
     auto weights =
         SyntheticShards::make(problem, shards.buffers(),
@@ -147,10 +162,17 @@ const DeltaStepReport& delta_of(const Step& s) {
   return s.report.delta ? *s.report.delta : none;
 }
 
-TEST(DeltaExecutor, ManyStepsLeaveEveryReceiverWithExactlyEachStepsWeights) {
-  const auto problem = delta_problem();
+class DeltaExecutorMemory : public ::testing::TestWithParam<Memory> {};
+
+INSTANTIATE_TEST_SUITE_P(Memories, DeltaExecutorMemory,
+                         ::testing::Values(Memory::kCpuCodec, Memory::kGpuCodecBodies),
+                         [](const auto& info) { return memory_name(info.param); });
+
+TEST_P(DeltaExecutorMemory, ManyStepsLeaveEveryReceiverWithExactlyEachStepsWeights) {
+  const auto problem = testing::delta_problem();
   const auto plan = direct_plan(problem);
-  const auto steps = run_steps(problem, plan, Scenario{.change_fraction = 0.02, .steps = 40});
+  const auto steps =
+      run_steps(problem, plan, Scenario{.change_fraction = 0.02, .steps = 40, .memory = GetParam()});
   for (std::int32_t r = 0; r < 4; ++r)
     for (std::int32_t s = 0; s < 40; ++s) {
       SCOPED_TRACE(::testing::Message() << "rank " << r << " step " << s);
@@ -173,11 +195,12 @@ TEST(DeltaExecutor, ManyStepsLeaveEveryReceiverWithExactlyEachStepsWeights) {
     }
 }
 
-TEST(DeltaExecutor, AStepWithNothingChangedSendsNothing) {
-  const auto problem = delta_problem();
-  const auto steps =
-      run_steps(problem, direct_plan(problem),
-                Scenario{.steps = 3, .hold_weights = [](std::int32_t, std::int32_t s) { return s == 2; }});
+TEST_P(DeltaExecutorMemory, AStepWithNothingChangedSendsNothing) {
+  const auto problem = testing::delta_problem();
+  const auto steps = run_steps(problem, direct_plan(problem),
+                               Scenario{.steps = 3,
+                                        .hold_weights = [](std::int32_t, std::int32_t s) { return s == 2; },
+                                        .memory = GetParam()});
   for (std::int32_t r = 0; r < 2; ++r) {
     const auto& held = steps[static_cast<std::size_t>(r)][2];
     ASSERT_FALSE(held.error) << held.error->message;
@@ -191,16 +214,20 @@ TEST(DeltaExecutor, AStepWithNothingChangedSendsNothing) {
 // of w, or rank 3's first of r, whose box rank 0 also sends to rank 2. The receiver's audit tells
 // its sender, which sends that piece densely (and only that one: rank 2's r stays a delta), and
 // the step leaves every byte right again.
-TEST(DeltaExecutor, AReceiverWhoseBytesDriftedGetsThatPieceDense) {
-  const auto problem = delta_problem();
+TEST_P(DeltaExecutorMemory, AReceiverWhoseBytesDriftedGetsThatPieceDense) {
+  const auto problem = testing::delta_problem();
   for (const std::int32_t drifting : {2, 3}) {
     SCOPED_TRACE(::testing::Message() << "rank " << drifting << " drifts");
-    const auto steps = run_steps(
-        problem, direct_plan(problem),
-        Scenario{.steps = 5, .before_step = [&](std::int32_t r, std::int32_t s, RankBuffers& b) {
-                   if (r == drifting && s == 3)
-                     (r == 2 ? b.destinations.front() : b.destinations.back()).bytes[0] ^= std::byte{0x10};
-                 }});
+    const auto steps =
+        run_steps(problem, direct_plan(problem),
+                  Scenario{.steps = 5,
+                           .before_step =
+                               [&](std::int32_t r, std::int32_t s, RankBuffers& b) {
+                                 if (r == drifting && s == 3)
+                                   (r == 2 ? b.destinations.front() : b.destinations.back()).bytes[0] ^=
+                                       std::byte{0x10};
+                               },
+                           .memory = GetParam()});
     std::int64_t full = 0;
     for (std::int32_t r = 0; r < 4; ++r)
       for (std::int32_t s = 0; s < 5; ++s) {
@@ -216,8 +243,8 @@ TEST(DeltaExecutor, AReceiverWhoseBytesDriftedGetsThatPieceDense) {
 // Step 2 fails after its payloads have landed, on every rank or on the receivers only: no receiver
 // applies any of it (its bytes stay step 1's), and step 3 repairs everything with dense pieces
 // where a sender no longer trusts, or a receiver no longer matches, its baseline.
-TEST(DeltaExecutor, AFailedStepLeavesNoHalfAppliedDeltaAndTheNextOneRepairsIt) {
-  const auto problem = delta_problem();
+TEST_P(DeltaExecutorMemory, AFailedStepLeavesNoHalfAppliedDeltaAndTheNextOneRepairsIt) {
+  const auto problem = testing::delta_problem();
   for (const bool senders_fail_too : {true, false}) {
     SCOPED_TRACE(senders_fail_too ? "every rank fails" : "the receivers fail");
     // A receiver's destination bytes before steps 2 and 3: [rank][0 or 1].
@@ -230,7 +257,8 @@ TEST(DeltaExecutor, AFailedStepLeavesNoHalfAppliedDeltaAndTheNextOneRepairsIt) {
               auto& bytes = held[static_cast<std::size_t>(r)][static_cast<std::size_t>(s - 2)];
               for (const auto& d : b.destinations) bytes.insert(bytes.end(), d.bytes.begin(), d.bytes.end());
             },
-        .fail_step = [&](std::int32_t r, std::int32_t s) { return s == 2 && (r >= 2 || senders_fail_too); }};
+        .fail_step = [&](std::int32_t r, std::int32_t s) { return s == 2 && (r >= 2 || senders_fail_too); },
+        .memory = GetParam()};
     const auto steps = run_steps(problem, direct_plan(problem), sc);
     for (std::int32_t r = 2; r < 4; ++r) {
       const auto& failed = steps[static_cast<std::size_t>(r)][2];
@@ -250,11 +278,12 @@ TEST(DeltaExecutor, AFailedStepLeavesNoHalfAppliedDeltaAndTheNextOneRepairsIt) {
 
 // The refit plan lands each piece once on the inference node and relays it over NVLink to the
 // other rank there: the relay forwards in a second round what it decoded in the first.
-TEST(DeltaExecutor, RelayedPlansForwardWhatTheRelayDecodedExactly) {
-  const auto problem = delta_problem();
+TEST_P(DeltaExecutorMemory, RelayedPlansForwardWhatTheRelayDecodedExactly) {
+  const auto problem = testing::delta_problem();
   const auto plan = testing::plan_for(problem, testing::make_test_cluster(2, 2, 2, 2), "refit", Bytes{4096});
   ASSERT_TRUE(std::ranges::any_of(plan.transfers, [](const Transfer& t) { return !t.upstream().empty(); }));
-  const auto steps = run_steps(problem, plan, Scenario{.change_fraction = 0.02, .steps = 12});
+  const auto steps =
+      run_steps(problem, plan, Scenario{.change_fraction = 0.02, .steps = 12, .memory = GetParam()});
   for (std::int32_t r = 0; r < 4; ++r)
     for (std::int32_t s = 0; s < 12; ++s) {
       SCOPED_TRACE(::testing::Message() << "rank " << r << " step " << s);
@@ -268,8 +297,56 @@ TEST(DeltaExecutor, RelayedPlansForwardWhatTheRelayDecodedExactly) {
     }
 }
 
+// The GPU codec's payloads are DeltaCodec's without its entropy stage, byte for byte
+// (tests/executors/nccl/delta_kernel_test.cc), so a delta refit whose bytes lie in the NCCL
+// executor's device memory (its passes run on the host here) moves at every step, on every rank,
+// exactly the bytes the host path moves with zstd off: the same payload bytes, pieces dense and
+// unchanged, over 40 steps of a direct plan and 12 of a relayed one, with a drifted receiver byte
+// (rank 3, before step 5) and a step that fails on every rank after its payloads land (step 7),
+// every step leaving every receiver with exactly that step's weights (or, the failed one, the
+// step before's).
+TEST(DeltaExecutor, TheGpuCodecMovesWhatTheCpuCodecMovesAtEveryStep) {
+  const auto problem = testing::delta_problem();
+  const auto cluster = testing::make_test_cluster(2, 2, 2, 2);
+  for (const auto* strategy : {"direct", "refit"}) {
+    SCOPED_TRACE(strategy);
+    const auto plan = testing::plan_for(problem, cluster, strategy, Bytes{4096});
+    const std::int32_t steps = std::string_view(strategy) == "direct" ? 40 : 12;
+    const auto run = [&](Memory memory) {
+      return run_steps(problem, plan,
+                       Scenario{.change_fraction = 0.02,
+                                .steps = steps,
+                                .before_step =
+                                    [](std::int32_t r, std::int32_t s, RankBuffers& b) {
+                                      if (r == 3 && s == 5)
+                                        b.destinations.front().bytes[0] ^= std::byte{0x10};
+                                    },
+                                .fail_step = [](std::int32_t, std::int32_t s) { return s == 7; },
+                                .memory = memory});
+    };
+    const auto cpu = run(Memory::kCpuCodecRaw);
+    const auto gpu = run(Memory::kGpuCodecBodies);
+    for (std::size_t r = 0; r < 4; ++r)
+      for (std::size_t s = 0; s < static_cast<std::size_t>(steps); ++s) {
+        SCOPED_TRACE(::testing::Message() << "rank " << r << " step " << s);
+        const auto& c = cpu[r][s];
+        const auto& g = gpu[r][s];
+        ASSERT_EQ(c.error.has_value(), s == 7);
+        ASSERT_EQ(g.error.has_value(), c.error.has_value());
+        EXPECT_EQ(g.wrong.has_value(), s == 7 && r >= 2);
+        EXPECT_EQ(c.wrong.has_value(), g.wrong.has_value());
+        if (c.error) continue;
+        EXPECT_EQ(g.report.bytes_sent, c.report.bytes_sent);
+        EXPECT_EQ(g.report.bytes_received, c.report.bytes_received);
+        EXPECT_EQ(delta_of(g).pieces, delta_of(c).pieces);
+        EXPECT_EQ(delta_of(g).unchanged, delta_of(c).unchanged);
+        EXPECT_EQ(delta_of(g).full, delta_of(c).full);
+      }
+  }
+}
+
 TEST(DeltaExecutor, PlansThatForwardWhatTheRelayDoesNotHoldAreRefusedOnEveryRank) {
-  const auto problem = delta_problem();
+  const auto problem = testing::delta_problem();
   // gather-broadcast gathers whole tensors at one rank, which holds most of them only to forward.
   const auto plan =
       testing::plan_for(problem, testing::make_test_cluster(2, 2, 2, 2), "gather-broadcast", Bytes{4096});
@@ -310,13 +387,15 @@ double max_over_mean(const std::vector<std::vector<Step>>& steps, std::size_t s,
 // re-balance on: every step leaves every receiver with exactly that step's weights, every rank
 // re-plans after step 1 (the first delta) and only then, and from step 3 no piece goes dense.
 std::vector<std::vector<Step>> rebalanced_at_step_1(const ReshardProblem& problem,
-                                                    const PlacedCluster& cluster) {
+                                                    const PlacedCluster& cluster,
+                                                    Memory memory = Memory::kCpuCodec) {
   const auto plan = testing::plan_for(problem, cluster, "refit", Bytes{1 << 20});
   const auto steps = run_steps(problem, plan,
                                Scenario{.change_fraction = 0.02,
                                         .steps = 8,
                                         .frozen = 0.5,
-                                        .rebalance = DeltaRebalance{.replan = replan_of(problem, cluster)}});
+                                        .rebalance = DeltaRebalance{.replan = replan_of(problem, cluster)},
+                                        .memory = memory});
   for (std::int32_t r = 0; r < plan.world_size(); ++r)
     for (std::int32_t s = 0; s < 8; ++s) {
       SCOPED_TRACE(::testing::Message() << "rank " << r << " step " << s);
@@ -335,9 +414,9 @@ std::vector<std::vector<Step>> rebalanced_at_step_1(const ReshardProblem& proble
 // bytes), and every rank re-plans by step 1's payloads. Step 2 sends densely only the boxes whose
 // sender changed; from step 3 on both senders carry about half the payload. Every step leaves
 // every receiver with exactly that step's weights.
-TEST(DeltaExecutor, ARebalanceByThePayloadsChangesSendersAndEveryStepStaysExact) {
+TEST_P(DeltaExecutorMemory, ARebalanceByThePayloadsChangesSendersAndEveryStepStaysExact) {
   const auto problem = replicated_problem();
-  const auto steps = rebalanced_at_step_1(problem, testing::make_test_cluster(4, 1, 2, 2));
+  const auto steps = rebalanced_at_step_1(problem, testing::make_test_cluster(4, 1, 2, 2), GetParam());
   for (const auto& rank : steps) {
     EXPECT_NEAR(delta_of(rank[1]).share_drift, 0.5, 0.01);
     for (std::size_t s = 3; s < rank.size(); ++s) EXPECT_LT(delta_of(rank[s]).share_drift, 0.1);
@@ -351,14 +430,14 @@ TEST(DeltaExecutor, ARebalanceByThePayloadsChangesSendersAndEveryStepStaysExact)
 // its receivers already hold exactly the bytes of the step: each sender's checksum of its bytes
 // equals its receivers' audit, so nothing is sent (no piece dense) and the bytes become the baseline
 // of the next step, which sends only what changed.
-TEST(DeltaExecutor, AFreshPlanWhoseReceiversHoldTheBytesSendsNothing) {
-  const auto problem = delta_problem();
+TEST_P(DeltaExecutorMemory, AFreshPlanWhoseReceiversHoldTheBytesSendsNothing) {
+  const auto problem = testing::delta_problem();
   const auto plan = direct_plan(problem);
   std::vector<std::vector<ExecutionReport>> reports(4);
   testing::run_ranks(4, [&](std::int32_t r, Bootstrap& bootstrap) {
     auto ucx = make_ucx_executor(bootstrap, ExecutorOptions{.timeout = Seconds{20}});
     ASSERT_TRUE(ucx) << ucx.error().message;
-    DeltaExecutor executor(std::move(*ucx), bootstrap);
+    auto executor = delta_executor(std::move(*ucx), bootstrap, GetParam());
     auto shards = HostShards::allocate(problem, Rank{r});
     auto weights =
         SyntheticShards::make(problem, shards.buffers(), SyntheticUpdate{.change_fraction = 0.02, .seed = 5});
@@ -387,14 +466,15 @@ TEST(DeltaExecutor, AFreshPlanWhoseReceiversHoldTheBytesSendsNothing) {
 
 // Every tensor frozen: from step 1 on nothing moves, so there is nothing to balance and no plan
 // changes: no drift, no re-plan, no byte sent.
-TEST(DeltaExecutor, FrozenTensorsSendNothingAndAskForNoRebalance) {
+TEST_P(DeltaExecutorMemory, FrozenTensorsSendNothingAndAskForNoRebalance) {
   const auto problem = replicated_problem();
   const auto cluster = testing::make_test_cluster(4, 1, 2, 2);
   const auto plan = testing::plan_for(problem, cluster, "refit", Bytes{1 << 20});
-  const auto steps = run_steps(
-      problem, plan,
-      Scenario{
-          .steps = 3, .frozen = 1.0, .rebalance = DeltaRebalance{.replan = replan_of(problem, cluster)}});
+  const auto steps = run_steps(problem, plan,
+                               Scenario{.steps = 3,
+                                        .frozen = 1.0,
+                                        .rebalance = DeltaRebalance{.replan = replan_of(problem, cluster)},
+                                        .memory = GetParam()});
   for (std::int32_t r = 0; r < 4; ++r)
     for (std::int32_t s = 1; s < 3; ++s) {
       const auto& step = steps[static_cast<std::size_t>(r)][static_cast<std::size_t>(s)];
@@ -459,15 +539,17 @@ std::function<void(std::int32_t, Bootstrap&, const RankBuffers&)> equals_dense_f
 }
 
 // The same invariant against the dense path itself, after 8 delta steps of a relayed plan.
-TEST(DeltaExecutor, Fp8DeltasEqualADenseFp8RefitOfTheSameWeights) {
+TEST_P(DeltaExecutorMemory, Fp8DeltasEqualADenseFp8RefitOfTheSameWeights) {
   const auto cluster = testing::make_test_cluster(3, 2, 2, 4);
   for (const auto scheme : all_quant_schemes()) {
     SCOPED_TRACE(quant_scheme_name(scheme));
     const auto problem = testing::quantized_test_problem(scheme);
     const auto plan = testing::plan_for(problem, cluster, "refit", Bytes{4096});
-    const auto steps = run_steps(
-        problem, plan,
-        Scenario{.change_fraction = 0.05, .steps = 8, .after_steps = equals_dense_fp8(problem, plan)});
+    const auto steps = run_steps(problem, plan,
+                                 Scenario{.change_fraction = 0.05,
+                                          .steps = 8,
+                                          .after_steps = equals_dense_fp8(problem, plan),
+                                          .memory = GetParam()});
     for (const auto& rank : steps)
       for (const auto& step : rank) ASSERT_FALSE(step.error) << step.error->message;
   }

@@ -85,6 +85,17 @@ TEST(RunDelta, AGatherBroadcastPlanIsRefusedNamingTheStrategiesThatWork) {
   EXPECT_NE(r.err.find("--strategy refit or direct"), std::string::npos) << r.err;
 }
 
+// --executor nccl runs the delta step on each rank's GPU (docs/delta.md, "The NCCL executor's delta
+// step"). Without a GPU, or in a build without NCCL, every rank refuses at set-up naming the nccl
+// executor, before any step; a machine with a GPU per rank runs it (tests/gpu checks it there).
+TEST(RunDelta, TheNcclExecutorIsRefusedNamingItWhereNoGpuRunsIt) {
+  const auto r = testing::refit_run(
+      6, kProblem + " --strategy direct --executor nccl --delta 0.01 --iterations 2 --verify --timeout 20");
+  if (r.exit_code == 0) GTEST_SKIP() << "every rank had a GPU: tests/gpu/run.sh checks the steps";
+  EXPECT_NE(r.err.find("--executor"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("nccl"), std::string::npos) << r.err;
+}
+
 TEST(RunDelta, FrameworkStorageIsRefusedNamingDelta) {
   const auto r =
       testing::refit_run(6, kProblem + " --strategy direct --delta 0.01 --storage framework --timeout 20");

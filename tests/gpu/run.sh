@@ -12,7 +12,10 @@
 #                        a step over a membership (set_membership): members filled, a
 #                        non-member untouched (exclude_gone needs two GPUs: not here); the
 #                        delta codec's kernels against DeltaCodec and their host bodies, bit for
-#                        bit, both ways, and damaged payloads refused untouched
+#                        bit, both ways, and damaged payloads refused untouched; the NCCL
+#                        executor's delta step, 16 steps of a direct and of a relayed plan with
+#                        host and with device shards, every step verified on every rank and
+#                        sending what the CPU codec (no zstd) sends
 #   quantize_gpu_bench   both quantize kernels on 2 GiB of bf16 (goal: 85 % of cudaMemcpy)
 #   delta_gpu_bench      delta encode and decode of 128 MiB of bf16 at 0.1-100 % changed (no goal)
 #   box_copy_bench       pack/unpack at >= 1 GiB (goals: 85 % aligned, 50 % narrow, 60 % many boxes)
@@ -177,7 +180,7 @@ run() {
   } >"$results/summary.md"
   : >"$results/phases.md"
   # The quantize vectors from this checkout, wherever the programs were built.
-  REFIT_TEST_DATA_DIR=$PWD/tests/data phase 120 nccl_gpu_test.log "$tests" --gtest_color=no --gtest_brief=1
+  REFIT_TEST_DATA_DIR=$PWD/tests/data phase 180 nccl_gpu_test.log "$tests" --gtest_color=no --gtest_brief=1
   local s=$PWD/$results/summary.md
   phase 45 quantize_gpu_bench.log "$(bench quantize_gpu_bench)" --summary "$s"
   phase 45 delta_gpu_bench.log "$(bench delta_gpu_bench)" --summary "$s"

@@ -217,3 +217,12 @@ def test_delta_rebalance_outside_zero_to_one_is_refused() -> None:
     for bad in (-0.1, 1.5, True, "0.1"):
         with pytest.raises(ValueError, match="delta_rebalance"):
             refit.Executor("ucx", alone, delta=True, delta_rebalance=bad)  # type: ignore[arg-type]
+
+
+def test_a_delta_refit_over_nccl_runs_one_plan_rank_a_process() -> None:
+    """With ``nccl`` a delta refit keeps each step's bytes on the process's GPU and runs its one
+    plan rank there: a map of several plan ranks onto this process is refused before anything
+    starts, whether or not the build has NCCL and the machine a GPU."""
+    alone = refit.exchange.from_callable(lambda data: [data], rank=0, size=1)
+    with pytest.raises(refit.BadInput, match="a delta refit runs one plan rank per process"):
+        refit.Executor("nccl", alone, delta=True, comm_rank_of=[0, 0])

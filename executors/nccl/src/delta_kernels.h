@@ -4,11 +4,14 @@
 // and on the host (HostDeltaKernels: the very same bodies lane by lane, what the CPU tests run).
 // Each pass that returns totals has waited for them: the host decides from them what comes next.
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
+#include "copy_kernel_body.h"
 #include "delta_kernel_body.h"
 #include "refit/core/error.h"
+#include "refit/executors/delta_memory.h"
 
 namespace refit::nccl_detail {
 
@@ -44,6 +47,13 @@ class DeltaKernels {
   [[nodiscard]] virtual Result<void> copy(std::byte* to, const std::byte* from, std::int64_t bytes) = 0;
   [[nodiscard]] virtual Result<void> upload(std::byte* to, std::span<const std::byte> from) = 0;
   [[nodiscard]] virtual Result<void> download(std::span<std::byte> to, const std::byte* from) = 0;
+  // A box copy between two arrays in that memory (device_copy.h: numbered, a batch of its own), as
+  // the NCCL executor's copy kernel runs it.
+  [[nodiscard]] virtual Result<void> copy_box(const DeviceCopy& box) = 0;
+
+  // The memory the passes work on, and memory of it.
+  virtual MemoryKind memory() const = 0;
+  [[nodiscard]] virtual Result<std::unique_ptr<DeltaBuffer>> allocate(std::int64_t bytes) = 0;
 };
 
 // The passes on host memory, each lane in the kernels' mapping (their bodies), the block scans and
@@ -63,6 +73,9 @@ class HostDeltaKernels final : public DeltaKernels {
   [[nodiscard]] Result<void> copy(std::byte* to, const std::byte* from, std::int64_t bytes) override;
   [[nodiscard]] Result<void> upload(std::byte* to, std::span<const std::byte> from) override;
   [[nodiscard]] Result<void> download(std::span<std::byte> to, const std::byte* from) override;
+  [[nodiscard]] Result<void> copy_box(const DeviceCopy& box) override;
+  MemoryKind memory() const override { return MemoryKind::kHost; }
+  [[nodiscard]] Result<std::unique_ptr<DeltaBuffer>> allocate(std::int64_t bytes) override;
 
  private:
   std::vector<std::uint64_t> workspace_;

@@ -122,10 +122,7 @@ Result<Checksum> DeviceDeltaCodec::decode_dense(const DeltaHeader& header, const
   if (header.body_bytes != header.chunk_bytes)
     return parse_error(
         fmt::format("dense body of {} bytes for a chunk of {}", header.body_bytes, header.chunk_bytes));
-  DeltaLanes d = lanes_of(header.chunk_bytes, header.element_bytes);
-  d.current = body;
-  REFIT_TRY(kernels_.prepare(d));
-  const Checksum result{REFIT_TRY(kernels_.checksum(d)).sum};
+  const Checksum result = REFIT_TRY(checksum(body, header.chunk_bytes));
   if (result != header.result)
     return mismatch(
         fmt::format("the dense body's checksum {:#018x} is not the sender's {:#018x} (a corrupt "
@@ -133,6 +130,14 @@ Result<Checksum> DeviceDeltaCodec::decode_dense(const DeltaHeader& header, const
                     result.value, header.result.value));
   REFIT_TRY(kernels_.copy(target.bytes, body, header.chunk_bytes));
   return result;
+}
+
+// The sum is over 8-byte words whatever the elements: byte elements take a chunk of any size.
+Result<Checksum> DeviceDeltaCodec::checksum(const std::byte* bytes, std::int64_t size) {
+  DeltaLanes d = lanes_of(size, 1);
+  d.current = bytes;
+  REFIT_TRY(kernels_.prepare(d));
+  return Checksum{REFIT_TRY(kernels_.checksum(d)).sum};
 }
 
 Result<Checksum> DeviceDeltaCodec::decode_bitmask(const DeltaHeader& header, const std::byte* body,

@@ -53,6 +53,9 @@ class DeviceDeltaCodec {
   [[nodiscard]] Result<Checksum> decode(const std::byte* payload, std::int64_t payload_bytes,
                                         const DeviceDeltaTarget& target);
 
+  // checksum_of the `size` bytes at `bytes` (kernels' memory), in one pass.
+  [[nodiscard]] Result<Checksum> checksum(const std::byte* bytes, std::int64_t size);
+
  private:
   [[nodiscard]] Result<DeltaHeader> encode_chunk(const DeviceDeltaSource& source, std::byte* out,
                                                  std::int64_t capacity);

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "delta_kernels.h"
+#include "device_copy.h"
 
 namespace refit::nccl_detail {
 
@@ -131,6 +132,15 @@ Result<void> HostDeltaKernels::upload(std::byte* to, std::span<const std::byte> 
 
 Result<void> HostDeltaKernels::download(std::span<std::byte> to, const std::byte* from) {
   return copy(to.data(), from, static_cast<std::int64_t>(to.size()));
+}
+
+Result<void> HostDeltaKernels::copy_box(const DeviceCopy& box) {
+  run_batch_on_host(std::span(&box, 1));
+  return {};
+}
+
+Result<std::unique_ptr<DeltaBuffer>> HostDeltaKernels::allocate(std::int64_t bytes) {
+  return host_delta_buffer(heap_allocation(Bytes{bytes}));
 }
 
 }  // namespace refit::nccl_detail

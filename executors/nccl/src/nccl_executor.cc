@@ -180,6 +180,8 @@ NcclExecutor::NcclExecutor(std::unique_ptr<Communicator> comm, const ExecutorOpt
 
 NcclExecutor::~NcclExecutor() = default;
 
+int NcclExecutor::device() const { return comm_->device(); }
+
 Result<std::unique_ptr<NcclExecutor>> NcclExecutor::create(Bootstrap& bootstrap,
                                                            const ExecutorOptions& options, NcclSetup setup) {
   int device = setup.device;

@@ -1,5 +1,6 @@
 #pragma once
-// Delta refit (docs/delta.md), in front of any executor of host memory: every execute() is one
+// Delta refit (docs/delta.md), in front of another executor (the bytes where a DeltaMemory keeps
+// them: host memory over UCX, the GPU over NCCL): every execute() is one
 // step that moves, per piece (a segment of a transfer: one box of one tensor from one sender to
 // one receiver), only what changed since the bytes the receiver holds, bit for bit.
 //
@@ -38,9 +39,12 @@
 // The sender keeps a packed copy of every box it sends (its baseline, one for all its receivers),
 // so its memory grows by those bytes, twice while a step is in flight. Refused at prepare: pieces
 // that land outside the receiver's destination shards (a relay's scratch, as gather-broadcast
-// plans have), a quantise step of part of a box,
-// framework parameters, and device memory (the NCCL executor's delta step, which would run the
-// GPU codec, is not written yet).
+// plans have), a quantise step of part of a box, framework parameters, shards the DeltaMemory
+// cannot pack (device memory with host memory's), and FP8 in flight with shards in device memory
+// (the quantizer runs on the host).
+// Where the bytes lie and which codec runs is the DeltaMemory's (delta_memory.h): host memory and
+// DeltaCodec in front of any executor of host memory, or device memory and the GPU codec in front
+// of the NCCL executor (nccl/nccl_delta_executor.h); the steps above are the same for both.
 #include <functional>
 #include <memory>
 #include <optional>
@@ -48,6 +52,7 @@
 
 #include "refit/delta/codec.h"
 #include "refit/executors/bootstrap.h"
+#include "refit/executors/delta_memory.h"
 #include "refit/executors/executor.h"
 
 namespace refit {
@@ -70,13 +75,15 @@ struct DeltaRebalance {
 class DeltaExecutor final : public Executor {
  public:
   // `bootstrap` (the inner executor's) must outlive it. Without `rebalance` a prepared plan stays;
-  // a plan re-balances as the executor did when it was prepared (rebalance_with).
+  // a plan re-balances as the executor did when it was prepared (rebalance_with). The bytes lie in
+  // host memory and DeltaCodec(options) encodes them (host_delta_memory, its payloads from the
+  // inner executor's allocate_host).
   DeltaExecutor(std::unique_ptr<Executor> inner, Bootstrap& bootstrap, DeltaEncodeOptions options = {},
-                std::optional<DeltaRebalance> rebalance = std::nullopt)
-      : inner_(std::move(inner)),
-        bootstrap_(&bootstrap),
-        options_(options),
-        rebalance_(std::move(rebalance)) {}
+                std::optional<DeltaRebalance> rebalance = std::nullopt);
+  // The bytes lie where `memory` keeps them and its codec encodes them (delta_memory.h); the inner
+  // executor moves payloads of memory's kind.
+  DeltaExecutor(std::unique_ptr<Executor> inner, Bootstrap& bootstrap, std::unique_ptr<DeltaMemory> memory,
+                std::optional<DeltaRebalance> rebalance = std::nullopt);
 
   std::string_view name() const override { return inner_->name(); }
   ExecutorCapabilities capabilities() const override;
@@ -104,7 +111,7 @@ class DeltaExecutor final : public Executor {
 
   std::unique_ptr<Executor> inner_;
   Bootstrap* bootstrap_;
-  DeltaEncodeOptions options_;
+  std::unique_ptr<DeltaMemory> memory_;
   std::optional<DeltaRebalance> rebalance_;
 };
 

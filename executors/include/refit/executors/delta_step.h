@@ -3,11 +3,13 @@
 // payloads back to back, as a plan of its own that any executor runs and the simulator predicts.
 // A piece is a segment of a transfer; pieces are numbered in plan order, transfer by transfer.
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
 #include "refit/core/error.h"
 #include "refit/core/problem.h"
+#include "refit/executors/executor.h"
 #include "refit/planner/plan.h"
 #include "refit/topology/rank_map.h"
 
@@ -24,6 +26,12 @@ struct DeltaStep {
 // The step that moves `payloads` (bytes per piece of `plan`, 0 for a piece that sends nothing).
 // Refuses a count that is not the plan's pieces, and a negative size.
 [[nodiscard]] Result<DeltaStep> delta_step(const Plan& plan, std::span<const std::int64_t> payloads);
+
+// What `rank` hands the executor behind for `step`: each payload tensor it sends (a source) or
+// receives (a destination), whole, at `payloads(t)` for transfer t of the refit's plan, in memory
+// of `memory`.
+[[nodiscard]] RankBuffers delta_step_buffers(const DeltaStep& step, Rank rank, MemoryKind memory,
+                                             const std::function<std::byte*(std::int32_t)>& payloads);
 
 // A step as the simulator takes it: its plan and problem, each payload tensor held whole by its
 // sender and landing whole at its receiver (nothing to pack or unpack), on the job's GPUs. A

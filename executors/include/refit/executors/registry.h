@@ -2,11 +2,13 @@
 // The executors this build has, by name (e.g. "ucx"). Which backends a build knows is decided by
 // CMake (compile definitions of refit::executor_registry), not by self-registering statics.
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <vector>
 
 #include "refit/core/error.h"
 #include "refit/executors/bootstrap.h"
+#include "refit/executors/delta_executor.h"
 #include "refit/executors/executor.h"
 
 namespace refit {
@@ -23,5 +25,12 @@ std::vector<std::string_view> executor_names();
 // own error for options it refuses.
 [[nodiscard]] Result<std::unique_ptr<Executor>> make_executor(std::string_view name, Bootstrap& bootstrap,
                                                               const ExecutorOptions& options);
+
+// A delta refit (delta_executor.h) over the executor `name`, its bytes where that executor moves
+// them: host memory and the CPU codec for ucx, the GPU and the GPU codec for nccl
+// (nccl/nccl_delta_executor.h). Errors as make_executor's.
+[[nodiscard]] Result<std::unique_ptr<DeltaExecutor>> make_delta_executor(
+    std::string_view name, Bootstrap& bootstrap, const ExecutorOptions& options,
+    std::optional<DeltaRebalance> rebalance = std::nullopt);
 
 }  // namespace refit

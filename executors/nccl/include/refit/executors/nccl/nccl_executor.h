@@ -54,6 +54,8 @@ class NcclExecutor final : public Executor {
   ~NcclExecutor() override;
 
   std::string_view name() const override { return "nccl"; }
+  // The CUDA device of its communicator: where its kernels and buffers are.
+  int device() const;
   ExecutorCapabilities capabilities() const override {
     return {.host_memory = true, .cuda_memory = true, .quantizes_at_senders = true};
   }
