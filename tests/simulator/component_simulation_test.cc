@@ -32,13 +32,17 @@ testing::ModelProblem four_copies_to_four_engines() {
   return testing::model_problem("qwen3-30b-a3b", "ep=8,dp=32", "tp=8,engines=4", "dgx-h100");
 }
 
-TEST(ComponentSimulation, ARefitPlanOfFourCopiesToFourEnginesIsFourComponents) {
-  // The copies' plans differ in their message order (a sender's rotation starts at its rank:
-  // plan_builder.cc), so their signatures differ and each is simulated.
+TEST(ComponentSimulation, ARefitPlanOfFourCopiesToFourEnginesIsOneComponentSimulatedOnce) {
+  // The copies' ranks are the first copy's shifted by 8 (training) and by 8 (inference); the
+  // balance solves each part alike and each part's rotation counts from its own first ranks
+  // (rotation_origin.h), so the 4 components are equal up to renumbering: one simulation, whose
+  // tasks stand for 4 times as many.
   const auto mp = four_copies_to_four_engines();
   const auto plan = make_plan("refit", mp.problem, mp.cluster).value();
   const auto parts = simulate_plan_by_components(plan, mp.problem, mp.cluster).value();
   EXPECT_EQ(parts.components, 4);
+  EXPECT_EQ(parts.simulated, 1);
+  EXPECT_EQ(parts.tasks % 4, 0);
   expect_same_prediction(plan, mp.problem, mp.cluster);
 }
 
