@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace refit::sim {
 namespace {
@@ -53,14 +54,16 @@ class SignatureWriter {
     for (std::size_t d = 0; d < b.rank(); ++d) out_.insert(out_.end(), {b.offset[d], b.extent[d]});
   }
 
+  // A rank's box of a tensor on one side is fixed, so it is written where the (renumbered rank,
+  // tensor, side) first occurs and nowhere after: equal signatures still mean equal boxes.
   void held(const Plan& plan, Rank r, std::uint32_t tensor, bool source) {
+    const auto key = (static_cast<std::int64_t>(tensor) * plan.world_size() + r.value) * 2 + (source ? 1 : 0);
+    if (!written_.insert(key).second) return;
     const auto& spec = problem_.tensors()[tensor];
     const Layout& layout = source ? spec.source : spec.destination;
-    const auto key = (static_cast<std::int64_t>(tensor) * plan.world_size() + r.value) * 2 + (source ? 1 : 0);
-    auto [it, fresh] = positions_.try_emplace(key, -1);
-    if (fresh) it->second = layout.mesh().position_of_rank(r).value_or(-1);
-    if (it->second < 0) return out_.push_back(-1);
-    box(layout.box_at_position(it->second));
+    const auto position = layout.mesh().position_of_rank(r);
+    if (!position) return out_.push_back(-1);
+    box(layout.box_at_position(*position));
   }
 
   void rank(Rank r) {
@@ -104,7 +107,7 @@ class SignatureWriter {
   const PlacedCluster& cluster_;
   std::vector<double> reach_;  // per GPU: bandwidth of the NICs that serve it
   Renumbering ranks_, gpus_, nics_, domains_;
-  std::unordered_map<std::int64_t, std::int64_t> positions_;  // (tensor, rank, side) -> mesh position
+  std::unordered_set<std::int64_t> written_;  // (tensor, rank, side) whose box is written
   std::vector<std::int64_t> out_;
 };
 
