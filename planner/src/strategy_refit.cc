@@ -2,12 +2,12 @@
 //  1. A piece that some holder already has inside the domain goes over NVLink from that holder.
 //  2. Otherwise it crosses the network: the sender is chosen among the piece's holders that
 //     serve this domain (holder_share: an equal slice of them per domain that takes the piece,
-//     one or two holders when more domains take it than it has holders) and the landing GPU among the
-//     domain's replicas that need it, so that the most loaded NIC (tx or rx) is as light as
-//     possible (nic_balance: max-flow + binary search), splitting pieces by rows where the
-//     fractional optimum splits them.
+//     one or two holders when more domains take it than it has holders) and the landing GPU
+//     among the domain's replicas that need it, so that the most loaded NIC (tx or rx) is as
+//     light as possible (nic_balance, solved part by part: max-flow + binary search), splitting
+//     pieces by rows where the fractional optimum splits them.
 //  3. Where a piece's only holder would have to send it to more domains than the busiest
-//     receiver can take in the same time, destination domains forward it to each other
+//     receiver can take in the same time, the domains its NIC feeds forward it to each other
 //     (refit_forwarding.h).
 //  4. The landing GPU completes the other replicas in its domain over NVLink, chunk by chunk.
 // Steps 2 and 3 weigh each piece by the bytes it moves: dense, or a delta refit's expected payload

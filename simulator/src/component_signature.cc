@@ -1,8 +1,8 @@
 #include "component_signature.h"
 
+#include <algorithm>
 #include <bit>
 #include <unordered_map>
-#include <unordered_set>
 
 namespace refit::sim {
 namespace {
@@ -25,21 +25,19 @@ class Renumbering {
 
 class SignatureWriter {
  public:
-  SignatureWriter(const ReshardProblem& problem, const PlacedCluster& cluster)
-      : problem_(problem), cluster_(cluster), reach_(cluster.cluster().gpus().size(), 0.0) {
-    for (const auto& n : cluster.cluster().nics())
-      for (const auto g : n.gpus) reach_[at(g.value)] += n.bandwidth.value;
-  }
+  explicit SignatureWriter(SignatureContext& context)
+      : context_(context), problem_(context.problem()), cluster_(context.cluster()) {}
 
-  // `position` numbers the component's transfers in order: a `via` is written as its feeder's.
-  void transfer(const Plan& plan, const Transfer& t,
-                const std::unordered_map<std::int32_t, std::int32_t>& position) {
+  // `ids` are the component's transfers, ascending: a `via` is written as its feeder's index there.
+  void transfer(const Plan& plan, const Transfer& t, std::span<const std::int32_t> ids) {
     rank(t.sender);
     rank(t.receiver);
     out_.insert(out_.end(), {static_cast<std::int64_t>(t.link), t.bytes.value, t.chunk.value,
                              static_cast<std::int64_t>(t.segments.size())});
     for (const auto& s : t.segments) {
-      out_.insert(out_.end(), {s.tensor, s.via == kFromSourceShard ? -1 : position.at(s.via)});
+      out_.insert(
+          out_.end(),
+          {s.tensor, s.via == kFromSourceShard ? -1 : std::ranges::lower_bound(ids, s.via) - ids.begin()});
       box(s.box);
       for (const Rank r : {t.sender, t.receiver})
         for (const bool source : {true, false}) held(plan, r, s.tensor, source);
@@ -57,13 +55,15 @@ class SignatureWriter {
   // A rank's box of a tensor on one side is fixed, so it is written where the (renumbered rank,
   // tensor, side) first occurs and nowhere after: equal signatures still mean equal boxes.
   void held(const Plan& plan, Rank r, std::uint32_t tensor, bool source) {
-    const auto key = (static_cast<std::int64_t>(tensor) * plan.world_size() + r.value) * 2 + (source ? 1 : 0);
-    if (!written_.insert(key).second) return;
-    const auto& spec = problem_.tensors()[tensor];
-    const Layout& layout = source ? spec.source : spec.destination;
-    const auto position = layout.mesh().position_of_rank(r);
+    const auto key =
+        (static_cast<std::size_t>(tensor) * at(plan.world_size()) + at(r.value)) * 2 + (source ? 1 : 0);
+    if (written_.empty()) written_.resize(2 * problem_.tensors().size() * at(plan.world_size()));
+    if (written_[key]) return;
+    written_[key] = true;
+    const auto position = context_.position(tensor, source, r);
     if (!position) return out_.push_back(-1);
-    box(layout.box_at_position(*position));
+    const auto& spec = problem_.tensors()[tensor];
+    box((source ? spec.source : spec.destination).box_at_position(*position));
   }
 
   void rank(Rank r) {
@@ -78,7 +78,7 @@ class SignatureWriter {
     if (!fresh) return;
     const auto& spec = cluster_.cluster().gpu(g);
     out_.insert(out_.end(), {bits(spec.nvlink_bandwidth.value), bits(spec.copy_bandwidth.value),
-                             bits(reach_[at(g.value)])});
+                             bits(context_.nic_bandwidth_of_gpu(g))});
     const auto n = cluster_.cluster().nic_of(g);
     if (!n)
       out_.push_back(-1);
@@ -103,22 +103,42 @@ class SignatureWriter {
                                bits(cluster_.cluster().fabric().oversubscription)});
   }
 
+  SignatureContext& context_;
   const ReshardProblem& problem_;
   const PlacedCluster& cluster_;
-  std::vector<double> reach_;  // per GPU: bandwidth of the NICs that serve it
   Renumbering ranks_, gpus_, nics_, domains_;
-  std::unordered_set<std::int64_t> written_;  // (tensor, rank, side) whose box is written
+  std::vector<bool> written_;  // by (tensor, rank, side): whether its box is written
   std::vector<std::int64_t> out_;
 };
 
 }  // namespace
 
+SignatureContext::SignatureContext(const ReshardProblem& problem, const PlacedCluster& cluster)
+    : problem_(problem),
+      cluster_(cluster),
+      reach_(cluster.cluster().gpus().size(), 0.0),
+      positions_(2 * problem.tensors().size()) {
+  for (const auto& n : cluster.cluster().nics())
+    for (const auto g : n.gpus) reach_[at(g.value)] += n.bandwidth.value;
+}
+
+std::optional<std::int64_t> SignatureContext::position(std::uint32_t tensor, bool source, Rank r) {
+  auto& by_rank = positions_[2 * tensor + (source ? 1 : 0)];
+  if (by_rank.empty()) {
+    const auto& spec = problem_.tensors()[tensor];
+    const Mesh& mesh = (source ? spec.source : spec.destination).mesh();
+    by_rank.assign(static_cast<std::size_t>(problem_.world_size()), -1);
+    for (std::int64_t i = 0; i < mesh.size(); ++i)
+      by_rank[at(mesh.rank_at(i).value)] = static_cast<std::int32_t>(i);
+  }
+  const auto p = by_rank[at(r.value)];
+  return p < 0 ? std::nullopt : std::optional<std::int64_t>(p);
+}
+
 std::vector<std::int64_t> component_signature(const Plan& plan, std::span<const std::int32_t> ids,
-                                              const ReshardProblem& problem, const PlacedCluster& cluster) {
-  SignatureWriter w(problem, cluster);
-  std::unordered_map<std::int32_t, std::int32_t> position;
-  for (const auto id : ids) position.emplace(id, static_cast<std::int32_t>(position.size()));
-  for (const auto id : ids) w.transfer(plan, plan.transfers[at(id)], position);
+                                              SignatureContext& context) {
+  SignatureWriter w(context);
+  for (const auto id : ids) w.transfer(plan, plan.transfers[at(id)], ids);
   return std::move(w).take();
 }
 

@@ -1,7 +1,6 @@
 #include "refit/simulator/component_simulation.h"
 
-#include <algorithm>
-#include <unordered_map>
+#include <map>
 
 #include "component_signature.h"
 #include "plan_components.h"
@@ -18,33 +17,18 @@ struct Distinct {
   std::int64_t count;
 };
 
-std::uint64_t digest(const std::vector<std::int64_t>& words) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (const auto w : words) h = (h ^ static_cast<std::uint64_t>(w)) * 0x100000001b3ull;
-  return h;
-}
-
-// Signatures are kept only as digests: a plan of many distinct components would otherwise hold
-// all of them at once. Where digests match, the representative's signature is made again and
-// compared in full, so a collision never merges components that differ.
+// Components by signature, each compared in full with the representatives' (kept: one per
+// distinct component).
 std::vector<Distinct> distinct_components(const Plan& plan,
                                           const std::vector<std::vector<std::int32_t>>& parts,
                                           const ReshardProblem& problem, const PlacedCluster& cluster) {
-  std::unordered_multimap<std::uint64_t, std::size_t> by_digest;  // -> index into out
+  sim::SignatureContext context(problem, cluster);
+  std::map<std::vector<std::int64_t>, std::size_t> index;  // -> into out
   std::vector<Distinct> out;
   for (std::size_t c = 0; c < parts.size(); ++c) {
-    const auto signature = sim::component_signature(plan, parts[c], problem, cluster);
-    const auto d = digest(signature);
-    auto [first, last] = by_digest.equal_range(d);
-    auto same = std::find_if(first, last, [&](const auto& entry) {
-      return sim::component_signature(plan, parts[out[entry.second].component], problem, cluster) ==
-             signature;
-    });
-    if (same == last) {
-      same = by_digest.emplace(d, out.size());
-      out.push_back(Distinct{.component = c, .count = 0});
-    }
-    ++out[same->second].count;
+    auto [it, fresh] = index.try_emplace(sim::component_signature(plan, parts[c], context), out.size());
+    if (fresh) out.push_back(Distinct{.component = c, .count = 0});
+    ++out[it->second].count;
   }
   return out;
 }
