@@ -1,5 +1,7 @@
 #include "plan_builder.h"
 
+#include "rotation_origin.h"
+
 #include <algorithm>
 #include <bit>
 #include <numeric>
@@ -134,10 +136,14 @@ std::vector<Handle> PlanBuilder::rotated_order(std::span<const std::int64_t> arr
                 .handle = static_cast<Handle>(h)};
   // Within a phase, sender s walks its receivers (ascending) starting at its (s mod n)-th of n,
   // a rotated all-to-all: the senders spread over the receivers instead of all starting on the
-  // same one. Transfers then go round by round: every sender's k-th message before any k+1-th.
-  // A pair's messages go by `arrival`, in the order they were made where it is equal.
+  // same one; s counts from its part's origin (rotation_origin.h). Transfers then go round by
+  // round: every sender's k-th message before any k+1-th. A pair's messages go by `arrival`, in
+  // the order they were made where it is equal.
   std::ranges::stable_sort(order, {},
                            [](const Place& p) { return std::tuple(p.phase, p.from, p.to, p.arrival); });
+  std::vector<std::pair<std::int32_t, std::int32_t>> pairs(order.size());
+  std::ranges::transform(order, pairs.begin(), [](const Place& p) { return std::pair(p.from, p.to); });
+  const auto origin = rotation_origins(pairs, problem_.source_ranks(), problem_.world_size());
   std::vector<Round> rounds(order.size());
   for (std::size_t begin = 0; begin < order.size();) {
     std::size_t end = begin;
@@ -145,7 +151,7 @@ std::vector<Handle> PlanBuilder::rotated_order(std::span<const std::int64_t> arr
            order[end].from == order[begin].from)
       ++end;
     const auto n = static_cast<std::int64_t>(end - begin);
-    const auto shift = order[begin].from % n;
+    const auto shift = (order[begin].from - origin[static_cast<std::size_t>(order[begin].from)]) % n;
     for (std::size_t i = begin; i < end; ++i)
       rounds[i] = {.phase = order[i].phase,
                    .round = (static_cast<std::int64_t>(i - begin) - shift + n) % n,

@@ -7,20 +7,22 @@
 namespace refit::planner_detail {
 namespace {
 
+// A piece as one sending NIC sends it: only the domains that NIC feeds forward it to each
+// other. Each domain takes its pieces from its own share of the holders (holder_share), so
+// domains fed by different source replicas stay apart, and the plan's parts that share no NIC
+// stay independent (the simulator simulates such parts apart).
 struct PieceKey {
   std::uint32_t tensor, dest, piece;
+  std::int32_t sender_nic;
   bool operator==(const PieceKey&) const = default;
 };
 struct PieceKeyHash {
   std::size_t operator()(const PieceKey& k) const noexcept {
     return (static_cast<std::size_t>(k.tensor) * 0x9e3779b97f4a7c15ull) ^
-           (static_cast<std::size_t>(k.dest) * 0xbf58476d1ce4e5b9ull) ^ k.piece;
+           (static_cast<std::size_t>(k.dest) * 0xbf58476d1ce4e5b9ull) ^
+           (static_cast<std::size_t>(k.sender_nic) * 0x94d049bb133111ebull) ^ k.piece;
   }
 };
-
-PieceKey key_of(const Assignment& a) {
-  return {.tensor = a.item.tensor, .dest = a.item.dest, .piece = a.item.piece};
-}
 
 class Forwarder {
  public:
@@ -75,6 +77,12 @@ class Forwarder {
 
  private:
   std::size_t nic(Rank r) const { return static_cast<std::size_t>(*c_.nic_of(r)); }
+  PieceKey key_of(const Assignment& a) const {
+    return {.tensor = a.item.tensor,
+            .dest = a.item.dest,
+            .piece = a.item.piece,
+            .sender_nic = *c_.nic_of(a.sender)};
+  }
   double bw(std::size_t n) const { return c_.cluster().nics()[n].bandwidth.value; }
   bool over(std::size_t n, double extra) const { return (tx_[n] + extra) / bw(n) > target_; }
 

@@ -22,6 +22,10 @@ std::vector<std::vector<std::vector<DomainGroup>>> group_by_domain(const PlanCon
   return out;
 }
 
+std::pair<std::size_t, std::size_t> holder_share(std::size_t holders, std::size_t copy, std::size_t copies) {
+  return {copy * holders / copies, ((copy + 1) * holders + copies - 1) / copies};
+}
+
 std::int32_t NicSets::intern(std::vector<std::int32_t> nics) {
   std::ranges::sort(nics);
   nics.erase(std::unique(nics.begin(), nics.end()), nics.end());

@@ -42,6 +42,15 @@ struct DomainGroup {
 // [tensor][destination shard] -> its replicas grouped by domain, in order of first appearance.
 std::vector<std::vector<std::vector<DomainGroup>>> group_by_domain(const PlanContext& c);
 
+// The holders [first, last) of a piece's h holders that may send copy g of the G copies it
+// makes (one per destination domain group that takes it over the network): those whose slot
+// [i, i+1) meets [g*h/G, (g+1)*h/G). An equal width of the holder list per copy leaves every
+// holder able to carry the same share (G/h copies), as with all h candidates, while a domain
+// meets about h/G holders (one or two when G >= h) instead of all h, so that (sender, receiver)
+// pairs grow with the GPUs rather than with their square. Holders are listed by rank, so
+// neighbouring slots are one source replica for every piece that a domain takes.
+std::pair<std::size_t, std::size_t> holder_share(std::size_t holders, std::size_t copy, std::size_t copies);
+
 // Sorted, distinct NIC lists with small integer ids, so classes compare as integer pairs.
 class NicSets {
  public:

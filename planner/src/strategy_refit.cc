@@ -1,11 +1,13 @@
 // Strategy `refit`: every (piece, destination NVLink domain) enters the domain exactly once.
 //  1. A piece that some holder already has inside the domain goes over NVLink from that holder.
-//  2. Otherwise it crosses the network: the sender is chosen among ALL source replicas and the
-//     landing GPU among the domain's replicas that need it, so that the most loaded NIC (tx or rx)
-//     is as light as possible (nic_balance: max-flow + binary search), splitting pieces by rows
-//     where the fractional optimum splits them.
+//  2. Otherwise it crosses the network: the sender is chosen among the piece's holders that
+//     serve this domain (holder_share: an equal slice of them per domain that takes the piece,
+//     one or two holders when more domains take it than it has holders) and the landing GPU
+//     among the domain's replicas that need it, so that the most loaded NIC (tx or rx) is as
+//     light as possible (nic_balance, solved part by part: max-flow + binary search), splitting
+//     pieces by rows where the fractional optimum splits them.
 //  3. Where a piece's only holder would have to send it to more domains than the busiest
-//     receiver can take in the same time, destination domains forward it to each other
+//     receiver can take in the same time, the domains its NIC feeds forward it to each other
 //     (refit_forwarding.h).
 //  4. The landing GPU completes the other replicas in its domain over NVLink, chunk by chunk.
 // Steps 2 and 3 weigh each piece by the bytes it moves: dense, or a delta refit's expected payload
@@ -15,11 +17,13 @@
 #include <cmath>
 #include <deque>
 #include <map>
+#include <span>
+#include <tuple>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
-#include "nic_balance.h"
+#include "balance_parts.h"
 #include "plan_builder.h"
 #include "refit/core/try.h"
 #include "refit_forwarding.h"
@@ -82,7 +86,7 @@ class RefitPlanner {
 
   [[nodiscard]] Result<Plan> run() {
     for (std::uint32_t t = 0; t < c_.overlaps.size(); ++t) REFIT_TRY(collect_tensor(t));
-    const auto result = balance_nic_load(balance_);
+    const auto result = balance_nic_load_by_parts(balance_);
     for (std::size_t k = 0; k < class_items_.size(); ++k) place_class(k, result.shares[k]);
     forward_between_domains(assignments_, c_.cluster, assignment_bytes_);
     emit();
@@ -93,9 +97,19 @@ class RefitPlanner {
   [[nodiscard]] Result<void> collect_tensor(std::uint32_t t) {
     const auto& o = c_.overlaps[t];
     NicSets& sets = nic_sets_;
-    std::vector<std::int32_t> source_set(o.sources.size());
-    for (std::size_t s = 0; s < o.sources.size(); ++s)
-      source_set[s] = sets.intern(nics_of(o.sources[s].holders));
+    std::map<std::tuple<std::uint32_t, std::size_t, std::size_t>, std::int32_t> source_set;
+    // The NICs of the holders that serve copy g of G of a piece from source s (holder_share);
+    // all the holders' when those have no NIC.
+    auto tx_set = [&](std::uint32_t s, std::size_t g, std::size_t groups) {
+      const auto& holders = o.sources[s].holders;
+      const auto [first, last] = holder_share(holders.size(), g, groups);
+      auto [it, inserted] = source_set.try_emplace({s, first, last}, 0);
+      if (inserted) {
+        auto nics = nics_of(std::span(holders).subspan(first, last - first));
+        it->second = sets.intern(nics.empty() ? nics_of(holders) : std::move(nics));
+      }
+      return it->second;
+    };
     for (std::uint32_t d = 0; d < o.destinations.size(); ++d)
       for (std::uint32_t g = 0; g < groups_[t][d].size(); ++g) {
         const auto& group = groups_[t][d][g];
@@ -103,7 +117,7 @@ class RefitPlanner {
         for (std::uint32_t p = 0; p < o.destinations[d].pieces.size(); ++p) {
           const auto& piece = o.destinations[d].pieces[p];
           if (send_inside_domain(t, piece, group)) continue;
-          const auto tx = source_set[piece.source];
+          const auto tx = tx_set(piece.source, g, groups_[t][d].size());
           if (sets.get(tx).empty() || sets.get(landing_set).empty())
             return mismatch(fmt::format(
                 "tensor '{}': piece {} must cross the network to domain {}, but none of {} has a NIC",
@@ -115,7 +129,7 @@ class RefitPlanner {
     return {};
   }
 
-  std::vector<std::int32_t> nics_of(const std::vector<Rank>& ranks) const {
+  std::vector<std::int32_t> nics_of(std::span<const Rank> ranks) const {
     std::vector<std::int32_t> out;
     for (Rank r : ranks)
       if (auto n = c_.cluster.nic_of(r)) out.push_back(*n);

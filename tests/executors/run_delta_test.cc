@@ -115,8 +115,8 @@ double max_over_mean(const nlohmann::json& step, std::size_t training_ranks) {
 }
 
 // Two data-parallel training replicas, each on a node of its own, the first half of the tensors
-// frozen: the refit plan balanced by dense bytes gives the frozen half to one replica, so after
-// step 1 (the first delta) one replica sends every changed byte and the other none: the payload
+// frozen: the refit plan balanced by dense bytes gives the frozen half's matrices to one replica,
+// so after step 1 (the first delta) one replica sends nearly every changed byte: the payload
 // shares drift by 1/2, every rank re-plans by step 1's payloads, step 2 sends densely the boxes
 // whose sender changed, and from step 3 on both replicas carry about half. Every one of the 12
 // steps is verified byte for byte; a frozen tensor sends nothing.
@@ -143,7 +143,10 @@ TEST(RunDelta, ARebalanceOnFrozenLayersChangesSendersAndEveryStepIsVerified) {
     EXPECT_LT(max_over_mean(steps[s], 2), 1.25);
   }
   EXPECT_GT(steps[1]["share_drift"].get<double>(), 0.45);
-  EXPECT_NEAR(max_over_mean(steps[1], 2), 2.0, 1e-9);  // one replica sends it all
+  // One replica sends every changed matrix; the replicated vectors (norms), which each inference
+  // rank's domain takes from its own share of their holders (holder_share), add under 1 % from
+  // the other.
+  EXPECT_GT(max_over_mean(steps[1], 2), 1.95);
   EXPECT_GT(steps[2]["full_pieces"].get<std::int64_t>(), 0);
 }
 
@@ -160,7 +163,9 @@ TEST(RunDelta, ARebalanceThresholdOfOneKeepsThePlan) {
   ASSERT_TRUE(j.is_object()) << r.out;
   EXPECT_EQ(j["verified"], true);
   for (const auto& step : j["delta"]["steps"]) EXPECT_EQ(step["rebalanced"], false);
-  EXPECT_NEAR(max_over_mean(j["delta"]["steps"][3], 2), 2.0, 1e-9);
+  // The dense plan's senders: one replica sends every changed matrix (the replicated vectors
+  // add under 1 % from the other, as above).
+  EXPECT_GT(max_over_mean(j["delta"]["steps"][3], 2), 1.95);
 }
 
 // `refit run ARGS` on small-llama-blocks (--infer tp=2,engines=2) with FP8 in flight and --delta

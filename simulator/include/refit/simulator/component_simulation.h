@@ -1,0 +1,35 @@
+#pragma once
+// Simulating a plan by its independent components: groups of transfers that share no rank and
+// no resource of the flow model (NIC sides, a GPU's NVLink ports and copy engine, a domain's
+// uplinks when the fabric is oversubscribed). Max-min sharing couples flows only through shared
+// resources, so each component runs as it would alone and the plan takes as long as the slowest.
+// Components that are the same up to renumbering their ranks, GPUs, NICs and domains (equal
+// canonical signatures, compared in full) are simulated once: a plan whose source replicas each
+// serve their own engines repeats one component per replica.
+//
+// Exactness. With PlanSimulationOptions::rate_tolerance and ::instant at 0 the prediction is the
+// whole plan's to rounding (tests/simulator/component_simulation_test.cc). With their defaults
+// the simulator batches rate updates and near-simultaneous ends among the events it sees, and a
+// component simulated alone sees only its own, so the predicted time can differ from the whole
+// plan's simulation by about what those tolerances move it (bench/RESULTS.md measures it).
+// A deployment's call schedule couples ranks through its calls and is refused, as is a trace.
+#include <cstdint>
+
+#include "refit/simulator/plan_simulation.h"
+
+namespace refit {
+
+struct ComponentSimulation {
+  // The slowest component simulated alone: its `predicted` is the plan's; its critical path's
+  // transfer ids index the whole plan; its resources and events are that component's only.
+  PlanSimulation slowest;
+  std::int64_t components = 0;  // independent components in the plan
+  std::int64_t simulated = 0;   // distinct ones among them, each simulated once
+  std::int64_t tasks = 0;       // over every component: what simulating the whole plan builds
+};
+
+Result<ComponentSimulation> simulate_plan_by_components(const Plan& plan, const ReshardProblem& problem,
+                                                        const PlacedCluster& cluster,
+                                                        const PlanSimulationOptions& options = {});
+
+}  // namespace refit

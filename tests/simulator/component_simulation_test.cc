@@ -1,0 +1,153 @@
+// simulate_plan_by_components against simulate_plan of the whole plan: components share no
+// rank and no resource, so with the simulator's tolerances at 0 each runs exactly as it does
+// beside the others and the plan's time is the slowest one's (to rounding: 1e-9 relative).
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "hand_plans.h"
+#include "model_problems.h"
+#include "plan_components.h"
+#include "random_problems.h"
+#include "refit/planner/strategy.h"
+#include "refit/simulator/component_simulation.h"
+#include "test_cluster.h"
+
+namespace refit {
+namespace {
+
+const PlanSimulationOptions kExact{.rate_tolerance = 0, .instant = 0};
+
+void expect_same_prediction(const Plan& plan, const ReshardProblem& p, const PlacedCluster& c) {
+  const auto whole = simulate_plan(plan, p, c, kExact).value();
+  const auto parts = simulate_plan_by_components(plan, p, c, kExact).value();
+  EXPECT_NEAR(parts.slowest.predicted.value, whole.predicted.value, 1e-9 * whole.predicted.value);
+  EXPECT_EQ(parts.tasks, whole.tasks);
+}
+
+// Qwen3-30B-A3B, 4 copies of EP8 (32 GPUs, 4 nodes) -> 4 engines of TP8 (4 nodes): each
+// engine's domain takes every piece from one training copy (holder_share) and only domains fed
+// by one NIC forward to each other, so the plan falls into 4 components, one per (copy, engine).
+testing::ModelProblem four_copies_to_four_engines() {
+  return testing::model_problem("qwen3-30b-a3b", "ep=8,dp=32", "tp=8,engines=4", "dgx-h100");
+}
+
+TEST(ComponentSimulation, ARefitPlanOfFourCopiesToFourEnginesIsOneComponentSimulatedOnce) {
+  // The copies' ranks are the first copy's shifted by 8 (training) and by 8 (inference); the
+  // balance solves each part alike and each part's rotation counts from its own first ranks
+  // (rotation_origin.h), so the 4 components are equal up to renumbering: one simulation, whose
+  // tasks stand for 4 times as many.
+  const auto mp = four_copies_to_four_engines();
+  const auto plan = make_plan("refit", mp.problem, mp.cluster).value();
+  const auto parts = simulate_plan_by_components(plan, mp.problem, mp.cluster).value();
+  EXPECT_EQ(parts.components, 4);
+  EXPECT_EQ(parts.simulated, 1);
+  EXPECT_EQ(parts.tasks % 4, 0);
+  expect_same_prediction(plan, mp.problem, mp.cluster);
+}
+
+// 8 MiB replicated on training ranks 0 and 1 and on inference ranks 2..5, one GPU a node: rank
+// 0 sends it to 2, which relays it to 3; rank 1 to 4, which relays it to 5. The two chains are
+// the same up to renumbering: 1 MiB chunks, so each takes alpha + 8U through its NICs and the
+// relay one chunk and alpha behind: 2 alpha + 9U.
+struct TwoChains {
+  ReshardProblem problem;
+  Plan plan;
+};
+
+TwoChains two_chains() {
+  using testing::kCols;
+  const Shape shape{8 * 1024, kCols};
+  auto problem =
+      ReshardProblem::make(
+          {testing::make_reshard("w", shape, testing::make_layout(shape, {2}, testing::rank_range(0, 2), "R"),
+                                 testing::make_layout(shape, {4}, testing::rank_range(2, 4), "R"))},
+          2, 4)
+          .value();
+  auto plan = testing::plan_of(
+      problem, {testing::transfer(0, 0, 2, 0, 0, 8), testing::transfer(1, 1, 4, 0, 0, 8),
+                testing::transfer(2, 2, 3, 0, 0, 8, 0), testing::transfer(3, 4, 5, 0, 0, 8, 1)});
+  return {std::move(problem), std::move(plan)};
+}
+
+TEST(ComponentSimulation, ChainsThatAreTheSameUpToRenumberingAreSimulatedOnce) {
+  const auto [p, plan] = two_chains();
+  const auto c = testing::make_test_cluster(6, 1, 2, 4);
+  const auto parts = simulate_plan_by_components(plan, p, c).value();
+  EXPECT_EQ(parts.components, 2);
+  EXPECT_EQ(parts.simulated, 1);
+  EXPECT_NEAR(parts.slowest.predicted.value, 2 * testing::kAlpha + 9 * testing::kU, 1e-9);
+  expect_same_prediction(plan, p, c);
+}
+
+TEST(ComponentSimulation, AComponentOnASlowerNicIsSimulatedApartAndSetsTheTime) {
+  // Rank 5's NIC at half speed: the second chain's signature differs, so both are simulated,
+  // and the plan takes as long as the second, as the whole simulation says.
+  const auto [p, plan] = two_chains();
+  const auto c = testing::make_test_cluster(6, 1, 2, 4);
+  auto spec = c.cluster().spec();
+  spec.nics.back().bandwidth = spec.nics.back().bandwidth * 0.5;
+  const auto slow = PlacedCluster::make(Cluster::make(spec).value(), c.ranks()).value();
+  const auto parts = simulate_plan_by_components(plan, p, slow).value();
+  EXPECT_EQ(parts.components, 2);
+  EXPECT_EQ(parts.simulated, 2);
+  EXPECT_GT(parts.slowest.predicted.value, 2 * testing::kAlpha + 9 * testing::kU + 1e-6);
+  expect_same_prediction(plan, p, slow);
+}
+
+TEST(ComponentSimulation, EveryTransferIsInExactlyOneComponentAndComponentsShareNoRank) {
+  // The partition itself, checked by brute force: each transfer once, and no rank in two.
+  const auto mp = four_copies_to_four_engines();
+  const auto plan = make_plan("refit", mp.problem, mp.cluster).value();
+  const auto parts = sim::plan_components(plan, mp.cluster);
+  std::vector<int> seen(plan.transfers.size(), 0);
+  std::vector<int> owner(static_cast<std::size_t>(plan.world_size()), -1);
+  for (std::size_t c = 0; c < parts.size(); ++c)
+    for (const auto id : parts[c]) {
+      ++seen[static_cast<std::size_t>(id)];
+      for (const Rank r : {plan.transfers[static_cast<std::size_t>(id)].sender,
+                           plan.transfers[static_cast<std::size_t>(id)].receiver}) {
+        auto& o = owner[static_cast<std::size_t>(r.value)];
+        EXPECT_TRUE(o < 0 || o == static_cast<int>(c)) << "rank " << r.value;
+        o = static_cast<int>(c);
+      }
+    }
+  for (const int s : seen) EXPECT_EQ(s, 1);
+}
+
+TEST(ComponentSimulation, RandomProblemsPredictAsTheWholePlanDoes) {
+  // Property: on random reshards (any number of components, often one) the decomposed
+  // prediction is the whole one for every strategy.
+  for (std::uint64_t seed = 0; seed < 12; ++seed) {
+    // 4 training ranks and 8 inference ranks on 6 nodes of 2 GPUs, each node its own domain.
+    const auto p = testing::RandomProblems(seed).problem(4, 8, 6, 64);
+    const auto c = testing::make_test_cluster(6, 2, p.source_ranks(), p.destination_ranks());
+    for (const char* strategy : {"refit", "direct"}) {
+      SCOPED_TRACE(::testing::Message() << "seed " << seed << ", " << strategy);
+      expect_same_prediction(make_plan(strategy, p, c).value(), p, c);
+    }
+  }
+}
+
+TEST(ComponentSimulation, AnOversubscribedFabricJoinsEveryRankOfADomain) {
+  // Uplinks are per domain: ranks of one domain share them, so with oversubscription > 1 every
+  // transfer touching a domain falls in that domain's component, and the prediction still
+  // matches the whole plan's.
+  const auto mp = four_copies_to_four_engines();
+  auto spec = mp.cluster.cluster().spec();
+  spec.fabric.oversubscription = 4.0;
+  const auto over = PlacedCluster::make(Cluster::make(spec).value(), mp.cluster.ranks()).value();
+  const auto plan = make_plan("refit", mp.problem, over).value();
+  expect_same_prediction(plan, mp.problem, over);
+}
+
+TEST(ComponentSimulation, RefusesACallScheduleAndATrace) {
+  // Calls couple ranks across components and a trace would show one component only.
+  const auto mp = four_copies_to_four_engines();
+  const auto plan = make_plan("refit", mp.problem, mp.cluster).value();
+  std::ostringstream trace;
+  EXPECT_FALSE(simulate_plan_by_components(plan, mp.problem, mp.cluster, {.trace = &trace}));
+}
+
+}  // namespace
+}  // namespace refit
