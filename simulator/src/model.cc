@@ -45,13 +45,13 @@ TaskId Model::add_task(const TaskSpec& spec) {
     const auto begin = task_resources_.begin() + r.resources_begin;
     if (std::find(begin, task_resources_.end(), id) == task_resources_.end()) task_resources_.push_back(id);
   }
-  r.resources_count = static_cast<std::uint32_t>(task_resources_.size()) - r.resources_begin;
   r.deps_begin = static_cast<std::uint32_t>(task_deps_.size());
-  r.deps_count = static_cast<std::uint32_t>(spec.deps.size());
   task_deps_.insert(task_deps_.end(), spec.deps.begin(), spec.deps.end());
-  r.label_begin = labels_.size();
-  r.label_size = static_cast<std::uint32_t>(spec.label.size());
-  labels_.append(spec.label);
+  if (label_ends_.empty() || label_text(static_cast<std::uint32_t>(label_ends_.size() - 1)) != spec.label) {
+    labels_.append(spec.label);
+    label_ends_.push_back(labels_.size());
+  }
+  r.label = static_cast<std::uint32_t>(label_ends_.size() - 1);
   r.track = spec.track;
   r.category = spec.category;
   r.stream = spec.stream;
