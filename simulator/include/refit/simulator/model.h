@@ -119,6 +119,8 @@ class Model {
     std::int32_t stream_next;
   };
   static std::size_t index(ResourceId r) { return static_cast<std::size_t>(r.value); }
+  // Whether the task being added (its resources from task_begin on) lists `id` already.
+  bool listed_already(ResourceId id, std::uint32_t task_begin);
   const TaskRecord& record(TaskId t) const { return tasks_[static_cast<std::size_t>(t.value)]; }
   template <typename T>
   std::size_t next_begin(TaskId t, std::uint32_t TaskRecord::*begin, const std::vector<T>& all) const {
@@ -132,6 +134,7 @@ class Model {
 
   std::vector<std::string> resource_names_;
   std::vector<BytesPerSecond> capacities_;
+  std::vector<std::int32_t> listed_by_;  // per resource: the last task listing it, -1 for none
   std::vector<std::string> tracks_;
   std::vector<std::string> category_names_;
   std::vector<std::int32_t> stream_first_;  // per stream: its first task, -1 for none
