@@ -16,15 +16,11 @@ FlowNetwork::FlowNetwork(const Model& model, double rate_tolerance)
       rates_(model, rate_tolerance),
       busy_(static_cast<std::size_t>(model.resource_count()), 0.0),
       busy_since_(busy_.size(), 0.0),
-      remaining_(static_cast<std::size_t>(model.task_count()), 0.0),
-      rate_(remaining_.size(), 0.0),
-      updated_at_(remaining_.size(), 0.0) {}
+      progress_(static_cast<std::size_t>(model.task_count())) {}
 
 void FlowNetwork::start(std::int32_t task, double now) {
-  const auto t = index(task);
-  remaining_[t] = static_cast<double>(model_.bytes(TaskId{task}).value);
-  rate_[t] = 0.0;
-  updated_at_[t] = now;
+  progress_[index(task)] = {
+      .remaining = static_cast<double>(model_.bytes(TaskId{task}).value), .rate = 0.0, .updated_at = now};
   for (const ResourceId r : model_.resources(TaskId{task}))
     if (rates_.load_count(r.value) == 0) busy_since_[index(r.value)] = now;
   rates_.add(task);
@@ -44,26 +40,25 @@ bool FlowNetwork::can_hand_over(std::int32_t from, std::int32_t to) const {
 
 void FlowNetwork::hand_over(std::int32_t from, std::int32_t to, double now) {
   rates_.hand_over(from, to);
-  const auto t = index(to);
-  remaining_[t] = static_cast<double>(model_.bytes(TaskId{to}).value);
-  rate_[t] = rate_[index(from)];
-  updated_at_[t] = now;
+  progress_[index(to)] = {.remaining = static_cast<double>(model_.bytes(TaskId{to}).value),
+                          .rate = progress_[index(from)].rate,
+                          .updated_at = now};
 }
 
 double FlowNetwork::completion_time(std::int32_t task) const {
-  const auto t = index(task);
-  if (remaining_[t] <= kEpsilonBytes) return updated_at_[t];
-  if (!(rate_[t] > 0.0)) return std::numeric_limits<double>::infinity();
-  return updated_at_[t] + remaining_[t] / rate_[t];
+  const Progress& p = progress_[index(task)];
+  if (p.remaining <= kEpsilonBytes) return p.updated_at;
+  if (!(p.rate > 0.0)) return std::numeric_limits<double>::infinity();
+  return p.updated_at + p.remaining / p.rate;
 }
 
 std::span<const std::int32_t> FlowNetwork::reallocate(double now) {
   const auto changed = rates_.update();
   for (const std::int32_t flow : changed) {
-    const auto f = index(flow);
-    remaining_[f] = std::max(0.0, remaining_[f] - rate_[f] * (now - updated_at_[f]));
-    updated_at_[f] = now;
-    rate_[f] = rates_.rate(flow);
+    Progress& p = progress_[index(flow)];
+    p.remaining = std::max(0.0, p.remaining - p.rate * (now - p.updated_at));
+    p.updated_at = now;
+    p.rate = rates_.rate(flow);
   }
   return changed;
 }

@@ -41,10 +41,14 @@ class FlowNetwork {
   std::vector<double> busy_;
   std::vector<double> busy_since_;
 
-  // Per task (only meaningful while it flows).
-  std::vector<double> remaining_;
-  std::vector<double> rate_;
-  std::vector<double> updated_at_;
+  // A flow's progress: its bytes left and its rate as of `updated_at`. Kept together, since a
+  // rate change reads and writes all three (and re-times the flow from them) at once.
+  struct Progress {
+    double remaining = 0.0;
+    double rate = 0.0;
+    double updated_at = 0.0;
+  };
+  std::vector<Progress> progress_;  // per task, only meaningful while it flows
 };
 
 }  // namespace refit::sim

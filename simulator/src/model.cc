@@ -9,6 +9,7 @@ namespace refit::sim {
 ResourceId Model::add_resource(std::string name, BytesPerSecond capacity) {
   resource_names_.push_back(std::move(name));
   capacities_.push_back(capacity);
+  listed_by_.push_back(-1);
   return ResourceId{resource_count() - 1};
 }
 
@@ -35,23 +36,33 @@ std::string Model::category_name(std::uint32_t category) const {
   return fmt::format("category {}", category);
 }
 
+// A flow loads each resource once however often the caller lists it. A collective's channel
+// crosses hundreds of resources, so a known resource remembers the task that listed it last; an
+// unknown one (left for check_model to name) is looked for among the task's.
+bool Model::listed_already(ResourceId id, std::uint32_t task_begin) {
+  if (id.value < 0 || id.value >= resource_count())
+    return std::find(task_resources_.begin() + task_begin, task_resources_.end(), id) !=
+           task_resources_.end();
+  auto& by = listed_by_[index(id)];
+  if (by == task_count()) return true;
+  by = task_count();
+  return false;
+}
+
 TaskId Model::add_task(const TaskSpec& spec) {
   TaskRecord r{};
   r.bytes = spec.bytes.value;
   r.latency = spec.latency.value;
   r.resources_begin = static_cast<std::uint32_t>(task_resources_.size());
-  // A flow loads each resource once however often the caller lists it; lists are a handful long.
-  for (const ResourceId id : spec.resources) {
-    const auto begin = task_resources_.begin() + r.resources_begin;
-    if (std::find(begin, task_resources_.end(), id) == task_resources_.end()) task_resources_.push_back(id);
-  }
-  r.resources_count = static_cast<std::uint32_t>(task_resources_.size()) - r.resources_begin;
+  for (const ResourceId id : spec.resources)
+    if (!listed_already(id, r.resources_begin)) task_resources_.push_back(id);
   r.deps_begin = static_cast<std::uint32_t>(task_deps_.size());
-  r.deps_count = static_cast<std::uint32_t>(spec.deps.size());
   task_deps_.insert(task_deps_.end(), spec.deps.begin(), spec.deps.end());
-  r.label_begin = labels_.size();
-  r.label_size = static_cast<std::uint32_t>(spec.label.size());
-  labels_.append(spec.label);
+  if (label_ends_.empty() || label_text(static_cast<std::uint32_t>(label_ends_.size() - 1)) != spec.label) {
+    labels_.append(spec.label);
+    label_ends_.push_back(labels_.size());
+  }
+  r.label = static_cast<std::uint32_t>(label_ends_.size() - 1);
   r.track = spec.track;
   r.category = spec.category;
   r.stream = spec.stream;

@@ -88,32 +88,30 @@ class Model {
     return stream_first_[static_cast<std::size_t>(stream)];
   }
   std::span<const ResourceId> resources(TaskId t) const {
-    const auto& r = record(t);
-    return {task_resources_.data() + r.resources_begin, r.resources_count};
+    const auto begin = record(t).resources_begin;
+    return {task_resources_.data() + begin,
+            next_begin(t, &TaskRecord::resources_begin, task_resources_) - begin};
   }
   std::span<const TaskId> deps(TaskId t) const {
-    const auto& r = record(t);
-    return {task_deps_.data() + r.deps_begin, r.deps_count};
+    const auto begin = record(t).deps_begin;
+    return {task_deps_.data() + begin, next_begin(t, &TaskRecord::deps_begin, task_deps_) - begin};
   }
-  std::string_view label(TaskId t) const {
-    const auto& r = record(t);
-    return std::string_view(labels_).substr(r.label_begin, r.label_size);
-  }
+  std::string_view label(TaskId t) const { return label_text(record(t).label); }
   // Index of the first resource of task t in the concatenation of all tasks' resource lists:
   // lets the engine keep per-(task, resource) state in one flat array.
   std::size_t resource_slot(TaskId t) const { return record(t).resources_begin; }
   std::size_t resource_slot_count() const { return task_resources_.size(); }
 
  private:
+  // A task's resources and deps end where the next task's begin (the last task's at the end of
+  // the array), and tasks share a label with the task before them where it reads the same (the
+  // pieces of one transfer): 48 bytes a task.
   struct TaskRecord {
     std::int64_t bytes;
     double latency;
     std::uint32_t resources_begin;
-    std::uint32_t resources_count;
     std::uint32_t deps_begin;
-    std::uint32_t deps_count;
-    std::size_t label_begin;
-    std::uint32_t label_size;
+    std::uint32_t label;  // index into label_ends_
     std::int32_t track;
     std::uint32_t category;
     std::int32_t stream;
@@ -121,10 +119,22 @@ class Model {
     std::int32_t stream_next;
   };
   static std::size_t index(ResourceId r) { return static_cast<std::size_t>(r.value); }
+  // Whether the task being added (its resources from task_begin on) lists `id` already.
+  bool listed_already(ResourceId id, std::uint32_t task_begin);
   const TaskRecord& record(TaskId t) const { return tasks_[static_cast<std::size_t>(t.value)]; }
+  template <typename T>
+  std::size_t next_begin(TaskId t, std::uint32_t TaskRecord::*begin, const std::vector<T>& all) const {
+    const auto next = static_cast<std::size_t>(t.value) + 1;
+    return next < tasks_.size() ? tasks_[next].*begin : all.size();
+  }
+  std::string_view label_text(std::uint32_t label) const {
+    const std::size_t begin = label == 0 ? 0 : label_ends_[label - 1];
+    return std::string_view(labels_).substr(begin, label_ends_[label] - begin);
+  }
 
   std::vector<std::string> resource_names_;
   std::vector<BytesPerSecond> capacities_;
+  std::vector<std::int32_t> listed_by_;  // per resource: the last task listing it, -1 for none
   std::vector<std::string> tracks_;
   std::vector<std::string> category_names_;
   std::vector<std::int32_t> stream_first_;  // per stream: its first task, -1 for none
@@ -133,7 +143,8 @@ class Model {
   std::vector<TaskRecord> tasks_;
   std::vector<ResourceId> task_resources_;
   std::vector<TaskId> task_deps_;
-  std::string labels_;  // all labels back to back: one allocation for 10^6 tasks
+  std::string labels_;                   // the distinct labels back to back: one allocation for 10^6 tasks
+  std::vector<std::size_t> label_ends_;  // per distinct label: where it ends in labels_
 };
 
 }  // namespace refit::sim
