@@ -86,6 +86,7 @@ Result<Plan> make_plan(const StrategyInfo& strategy, const ReshardProblem& probl
   for (const auto& t : problem.tensors())
     context.overlaps.push_back(
         REFIT_TRY_IN(overlaps(t.source, t.destination), fmt::format("tensor '{}'", t.tensor.name)));
+  REFIT_TRY(check_chunk_count(problem, context.overlaps, options.chunk));
   auto plan = REFIT_TRY(planner_detail::has_landing(problem) ? planner_detail::plan_with_landing(context)
                                                              : strategy.plan(context));
   REFIT_TRY(check_chunk_count(plan));

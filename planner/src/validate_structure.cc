@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "refit/core/checked.h"
+#include "refit/core/overlap.h"
 #include "refit/core/try.h"
 #include "refit/planner/plan.h"
 
@@ -101,6 +102,29 @@ Result<void> check_chunk_count(const Plan& plan) {
           fmt::format("chunk: {} bytes cut the plan into more than {} chunks (transfer {} of "
                       "{}); choose a larger chunk",
                       t.chunk.value, limits::kMaxPlanChunks, t.id, plan.transfers.size()));
+  }
+  return {};
+}
+
+Result<void> check_chunk_count(const ReshardProblem& problem, std::span<const Overlap> overlaps,
+                               Bytes chunk) {
+  if (chunk.value <= 0) return {};  // check_chunk's to refuse
+  std::int64_t chunks = 0;
+  for (std::size_t i = 0; i < overlaps.size(); ++i) {
+    const auto& tensor = problem.tensors()[i].tensor;
+    if (tensor.quantization) continue;  // made or shrunk on the way: no bound taken
+    for (const auto& d : overlaps[i].destinations) {
+      // At most 2^51 (2^48 elements of 8 bytes), so neither product below wraps.
+      const auto per_copy = d.shard.box.volume() * dtype_size(tensor.dtype) / chunk.value;
+      const auto copies = static_cast<std::int64_t>(d.shard.holders.size());
+      if (per_copy > 0 && copies > (limits::kMaxPlanChunks - chunks) / per_copy)
+        return out_of_range(
+            fmt::format("chunk: {} bytes cut the plan into more than {} chunks (counted up to "
+                        "tensor '{}', whose shard on {} destination ranks takes {} or more on each); "
+                        "choose a larger chunk",
+                        chunk.value, limits::kMaxPlanChunks, tensor.name, copies, per_copy));
+      chunks += per_copy * copies;
+    }
   }
   return {};
 }

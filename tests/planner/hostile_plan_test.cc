@@ -73,5 +73,27 @@ TEST(HostilePlan, MakePlanRefusesAChunkThatCutsTooFine) {
   EXPECT_TRUE(make_plan("refit", p, c, PlanOptions{.chunk = Bytes{1 << 20}}));
 }
 
+// 2^32 bf16 elements are 2^33 bytes on each destination rank that holds them whole: with 1-byte
+// chunks, 2 ranks take 2^34 chunks (the limit, allowed) and 3 take 3 x 2^33 > 2^34, refused
+// before planning, naming the tensor where the count passed the limit.
+TEST(HostilePlan, MakePlanCountsEveryDestinationCopyBeforePlanning) {
+  const Shape shape{std::int64_t{1} << 32};
+  const auto replicated_to = [&](std::int32_t copies) {
+    return ReshardProblem::make(
+               {testing::make_reshard("a", shape, make_layout(shape, {1}, rank_range(0, 1), "R"),
+                                      make_layout(shape, {copies}, rank_range(1, copies), "R"))},
+               1, copies)
+        .value();
+  };
+  const auto cluster = [](std::int32_t copies) {
+    return testing::make_test_cluster(1 + copies, 1, 1, copies);
+  };
+  EXPECT_TRUE(make_plan("direct", replicated_to(2), cluster(2), PlanOptions{.chunk = Bytes{1}}));
+  const auto refused = make_plan("direct", replicated_to(3), cluster(3), PlanOptions{.chunk = Bytes{1}});
+  EXPECT_EQ(error_code(refused), ErrorCode::kOutOfRange);
+  EXPECT_THAT(refused.error().message,
+              HasSubstr("counted up to tensor 'a', whose shard on 3 destination ranks takes 8589934592"));
+}
+
 }  // namespace
 }  // namespace refit

@@ -17,6 +17,8 @@
 
 namespace refit {
 
+struct Overlap;
+
 enum class LinkKind : std::uint8_t {
   kNvlink,   // both ranks' GPUs are in one NVLink domain
   kNetwork,  // through the sender's and the receiver's NICs
@@ -105,6 +107,12 @@ std::vector<RankSchedule> schedules(const Plan& plan);
 // The plan cuts its transfers into at most limits::kMaxChunks chunks (ceil(bytes / chunk) each);
 // the error names the chunk size, which is what a user changes.
 [[nodiscard]] Result<void> check_chunk_count(const Plan& plan);
+// The same limit checked before planning `problem`, whose tensors overlap as `overlaps` (one per
+// tensor): every destination rank of a tensor that is not quantised in flight receives its whole
+// shard in transfers, so any plan has at least the sum of floor(shard bytes / chunk) over those
+// ranks. Refusing here costs microseconds where planning first (millions of transfers) cost seconds.
+[[nodiscard]] Result<void> check_chunk_count(const ReshardProblem& problem, std::span<const Overlap> overlaps,
+                                             Bytes chunk);
 
 // Checks, naming the transfer, segment and rank at fault:
 //  - tensors match the problem; ranks exist; boxes lie inside their tensor; bytes add up;
