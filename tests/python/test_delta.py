@@ -86,6 +86,41 @@ def _buffers(problem: refit.Problem, rank: int) -> dict[str, np.ndarray]:
     return {s.tensor: np.zeros(s.extent, dtype=refit.numpy_dtype(s.dtype)) for s in problem.shards(rank)}
 
 
+def _delta_beside_dense(problem: refit.Problem, plan: refit.Plan, steps: list[dict[str, np.ndarray]]) -> list[Any]:
+    """Runs a delta executor and a dense one side by side over `steps` (each tensor's whole value
+    at each step) on every rank; after each step every inference rank must hold the same bytes in
+    both. Returns each rank's delta step reports."""
+
+    def body(rank: int, exchange: Any) -> Any:
+        delta_buffers, dense_buffers = _buffers(problem, rank), _buffers(problem, rank)
+        delta = refit.Executor("ucx", exchange, timeout=20, delta=True).prepare(plan, delta_buffers)
+        dense = refit.Executor("ucx", exchange, timeout=20).prepare(plan, dense_buffers)
+        reports = []
+        for step in steps:
+            if problem.is_training(rank):
+                for s in problem.shards(rank):
+                    delta_buffers[s.tensor][...] = dense_buffers[s.tensor][...] = step[s.tensor][s.slices]
+            reports.append(delta.execute())
+            dense.execute()
+            if not problem.is_training(rank):
+                for s in problem.shards(rank):
+                    np.testing.assert_array_equal(delta_buffers[s.tensor], dense_buffers[s.tensor], err_msg=s.tensor)
+        return reports
+
+    results = run_ranks(problem.world_size, body, timeout=120)
+    for r in results:
+        assert not isinstance(r, BaseException), r
+    return results
+
+
+def _expect_deltas_after_the_first_step(problem: refit.Problem, results: list[Any]) -> None:
+    """After the first step the training ranks send no piece densely, and less than its dense bytes."""
+    for rank in range(problem.source_ranks):
+        for report in results[rank][1:]:
+            assert report.delta is not None and report.delta.full == 0
+            assert report.bytes_sent < report.delta.dense_bytes
+
+
 @pytest.mark.parametrize("train, quantize_at", [("tp=2", "sender"), ("tp=4", "landing")])
 def test_fp8_deltas_give_every_inference_rank_what_a_dense_fp8_refit_gives(train: str, quantize_at: str) -> None:
     # small-llama-blocks: at tp=2 every linear weight is whole 128x128 blocks at the training
@@ -98,31 +133,10 @@ def test_fp8_deltas_give_every_inference_rank_what_a_dense_fp8_refit_gives(train
     plan = refit.plan(problem, refit.Cluster.preset("cpu-host"), strategy="refit")
     steps = [_bf16_weights(problem, s) for s in range(STEPS)]
 
-    def body(rank: int, exchange: Any) -> Any:
-        delta_buffers, dense_buffers = _buffers(problem, rank), _buffers(problem, rank)
-        delta = refit.Executor("ucx", exchange, timeout=20, delta=True).prepare(plan, delta_buffers)
-        dense = refit.Executor("ucx", exchange, timeout=20).prepare(plan, dense_buffers)
-        reports = []
-        for step in range(STEPS):
-            if problem.is_training(rank):
-                for s in problem.shards(rank):
-                    delta_buffers[s.tensor][...] = dense_buffers[s.tensor][...] = steps[step][s.tensor][s.slices]
-            reports.append(delta.execute())
-            dense.execute()
-            if not problem.is_training(rank):
-                for s in problem.shards(rank):
-                    np.testing.assert_array_equal(delta_buffers[s.tensor], dense_buffers[s.tensor], err_msg=s.tensor)
-        return reports
-
-    results = run_ranks(problem.world_size, body, timeout=120)
-    for r in results:
-        assert not isinstance(r, BaseException), r
+    results = _delta_beside_dense(problem, plan, steps)
     assert any(s.dtype == "fp8_e4m3" for s in problem.shards(problem.source_ranks))
     assert any(t.name.endswith("@landing") for t in problem.tensors) == (quantize_at == "landing")
-    for rank in range(problem.source_ranks):
-        for report in results[rank][1:]:
-            assert report.delta is not None and report.delta.full == 0
-            assert report.bytes_sent < report.delta.dense_bytes
+    _expect_deltas_after_the_first_step(problem, results)
 
 
 def _fp8_trained_weights(problem: refit.Problem, step: int) -> dict[str, np.ndarray]:
@@ -148,30 +162,9 @@ def test_weights_trained_in_fp8_move_as_deltas_of_their_bytes_exactly() -> None:
     plan = refit.plan(problem, refit.Cluster.preset("cpu-host"), strategy="refit")
     steps = [_fp8_trained_weights(problem, s) for s in range(STEPS)]
 
-    def body(rank: int, exchange: Any) -> Any:
-        delta_buffers, dense_buffers = _buffers(problem, rank), _buffers(problem, rank)
-        delta = refit.Executor("ucx", exchange, timeout=20, delta=True).prepare(plan, delta_buffers)
-        dense = refit.Executor("ucx", exchange, timeout=20).prepare(plan, dense_buffers)
-        reports = []
-        for step in range(STEPS):
-            if problem.is_training(rank):
-                for s in problem.shards(rank):
-                    delta_buffers[s.tensor][...] = dense_buffers[s.tensor][...] = steps[step][s.tensor][s.slices]
-            reports.append(delta.execute())
-            dense.execute()
-            if not problem.is_training(rank):
-                for s in problem.shards(rank):
-                    np.testing.assert_array_equal(delta_buffers[s.tensor], dense_buffers[s.tensor], err_msg=s.tensor)
-        return reports
-
-    results = run_ranks(problem.world_size, body, timeout=120)
-    for r in results:
-        assert not isinstance(r, BaseException), r
+    results = _delta_beside_dense(problem, plan, steps)
     assert any(s.dtype == "fp8_e4m3" for s in problem.shards(0))
-    for rank in range(problem.source_ranks):
-        for report in results[rank][1:]:
-            assert report.delta is not None and report.delta.full == 0
-            assert report.bytes_sent < report.delta.dense_bytes
+    _expect_deltas_after_the_first_step(problem, results)
 
 
 def test_delta_rebalance_re_plans_by_the_bytes_that_move_unless_told_not_to() -> None:
