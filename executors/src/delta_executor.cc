@@ -456,8 +456,21 @@ void settle(DeltaPrepared& p, std::int32_t round, bool moved) {
   return p;
 }
 
+// Every rank's outcome of the round's transfers: they may fail on some ranks only (a receiver's),
+// and a rank that left the step alone would leave the others waiting for it in the next round's
+// audit. One small exchange a round.
+[[nodiscard]] Result<void> agree_moved(Bootstrap& bootstrap, Rank rank, std::int32_t round,
+                                       const Result<ExecutionReport>& moved) {
+  const auto mine =
+      moved
+          ? Result<std::string>()
+          : Result<std::string>(std::unexpected(Error(moved.error()).in(fmt::format("rank {}", rank.value))));
+  REFIT_TRY_IN(agree(bootstrap, mine), fmt::format("round {} of the step's transfers", round));
+  return {};
+}
+
 // One round of a step up to the transfers: the receivers' audit, the senders' encoding, the
-// agreed sizes, and the executor behind moving the round's payloads.
+// agreed sizes, and the executor behind moving the round's payloads, failed on every rank or none.
 [[nodiscard]] Result<ExecutionReport> move_round(DeltaPrepared& p, Executor& inner, Bootstrap& bootstrap,
                                                  std::int32_t round, DeltaStepReport& report) {
   auto start = SteadyClock::now();
@@ -468,11 +481,17 @@ void settle(DeltaPrepared& p, std::int32_t round, bool moved) {
   report.encode += seconds_since(start);
   start = SteadyClock::now();
   const auto sizes = REFIT_TRY(agree_sizes(p, bootstrap, round, encoded));
-  auto step = REFIT_TRY(step_plan(p, sizes));
-  auto prepared =
-      REFIT_TRY_IN(inner.prepare(step.step.plan, p.rank, step.buffers), "preparing the step's payloads");
+  const auto step = REFIT_TRY(step_plan(p, sizes));
+  auto prepared = inner.prepare(step.step.plan, p.rank, step.buffers);
   report.exchange += seconds_since(start);
-  return inner.execute(*prepared);
+  auto moved = prepared ? inner.execute(**prepared)
+                        : Result<ExecutionReport>(std::unexpected(
+                              std::move(prepared.error()).in("preparing the step's payloads")));
+  start = SteadyClock::now();
+  const auto agreed = agree_moved(bootstrap, p.rank, round, moved);
+  report.exchange += seconds_since(start);
+  REFIT_TRY(agreed);
+  return moved;
 }
 
 // Every rank numbers the pieces alike only when they prepare the same plan; a rank that could not
@@ -585,8 +604,8 @@ Result<std::unique_ptr<PreparedPlan>> DeltaExecutor::prepare(const Plan& plan, R
 
 // Round by round (a relay forwards in round k + 1 what it decoded in round k). A piece this rank
 // could not apply fails the step here once every round is over and the ranks have re-balanced, so
-// that the other ranks are not left waiting; a round whose transfers failed ends the step on every
-// rank.
+// that the other ranks are not left waiting; a round whose transfers failed on any rank ends the
+// step on every rank, before any of them decodes it.
 Result<ExecutionReport> DeltaExecutor::execute(PreparedPlan& prepared) {
   auto* p = dynamic_cast<DeltaPrepared*>(&prepared);
   if (p == nullptr) return invalid("execute: the plan was prepared by another executor");

@@ -6,7 +6,7 @@
 // side (DeviceDeltaMemory) whose passes run their GPU bodies on the host (HostDeltaKernels), so
 // that the delta step the NCCL executor runs is the one tested here, all but the kernels.
 #include <array>
-#include <atomic>
+#include <functional>
 #include <initializer_list>
 #include <string_view>
 
@@ -36,12 +36,18 @@ Plan direct_plan(const ReshardProblem& problem) {
   return testing::plan_for(problem, testing::make_test_cluster(2, 2, 2, 2), "direct", Bytes{4096});
 }
 
-// Fails a step when `fail` is set, after the executor behind has moved every byte: the step
-// returns an error on this rank although the payloads landed.
+// Lands each piece once on the inference node (ranks 2-3) in round 0 and relays it over NVLink to
+// the other rank there in round 1.
+Plan relayed_plan(const ReshardProblem& problem) {
+  return testing::plan_for(problem, testing::make_test_cluster(2, 2, 2, 2), "refit", Bytes{4096});
+}
+
+// Fails a transfer (one round of a delta step) when `fail` says so, after the executor behind has
+// moved every byte: the round returns an error on this rank although the payloads landed.
 class FailingStep final : public Executor {
  public:
-  FailingStep(std::unique_ptr<Executor> inner, std::atomic<bool>& fail)
-      : inner_(std::move(inner)), fail_(fail) {}
+  FailingStep(std::unique_ptr<Executor> inner, std::function<bool()> fail)
+      : inner_(std::move(inner)), fail_(std::move(fail)) {}
   std::string_view name() const override { return inner_->name(); }
   ExecutorCapabilities capabilities() const override { return inner_->capabilities(); }
   Result<std::unique_ptr<PreparedPlan>> prepare(const Plan& plan, Rank rank,
@@ -50,13 +56,13 @@ class FailingStep final : public Executor {
   }
   Result<ExecutionReport> execute(PreparedPlan& prepared) override {
     auto report = inner_->execute(prepared);
-    if (fail_) return fail(ErrorCode::kPeerFailed, "the test failed this step");
+    if (fail_()) return fail(ErrorCode::kPeerFailed, "the test failed this step");
     return report;
   }
 
  private:
   std::unique_ptr<Executor> inner_;
-  std::atomic<bool>& fail_;
+  std::function<bool()> fail_;
 };
 
 struct Step {
@@ -96,6 +102,7 @@ struct Scenario {
   std::function<bool(std::int32_t r, std::int32_t s)> hold_weights;  // true: no update before step s
   std::function<void(std::int32_t r, std::int32_t s, RankBuffers&)> before_step;  // after the update
   std::function<bool(std::int32_t r, std::int32_t s)> fail_step;  // true: step s fails on rank r
+  std::optional<std::int32_t> fail_round;  // the round of the step that fails; nullopt: every round
   double frozen = 0.0;  // the share of the tensors that never change (SyntheticShards::make)
   std::optional<DeltaRebalance> rebalance;
   // After the last step, on every rank: its bootstrap and its buffers (sources at the last step's
@@ -111,8 +118,13 @@ std::vector<std::vector<Step>> run_steps(const ReshardProblem& problem, const Pl
   testing::run_ranks(plan.world_size(), [&](std::int32_t r, Bootstrap& bootstrap) {
     auto ucx = make_ucx_executor(bootstrap, ExecutorOptions{.timeout = Seconds{20}});
     ASSERT_TRUE(ucx) << ucx.error().message;
-    std::atomic<bool> fail_now{false};
-    auto executor = delta_executor(std::make_unique<FailingStep>(std::move(*ucx), fail_now), bootstrap,
+    bool fail_now = false;
+    std::int32_t round = 0;  // of the step running: the executor behind runs once a round
+    const auto fails = [&] {
+      const auto now = round++;
+      return fail_now && (!sc.fail_round || *sc.fail_round == now);
+    };
+    auto executor = delta_executor(std::make_unique<FailingStep>(std::move(*ucx), fails), bootstrap,
                                    sc.memory, sc.rebalance);
     auto shards = HostShards::allocate(problem, Rank{r});
     auto weights =
@@ -127,6 +139,7 @@ std::vector<std::vector<Step>> run_steps(const ReshardProblem& problem, const Pl
       }
       if (sc.before_step) sc.before_step(r, s, shards.buffers());
       fail_now = sc.fail_step && sc.fail_step(r, s);
+      round = 0;
       Step step;
       auto report = executor.execute(**prepared);
       if (report)
@@ -154,6 +167,13 @@ void expect_refused_on_every_rank(const ReshardProblem& problem, const Plan& pla
     for (const auto name : named)
       EXPECT_NE(prepared.error().message.find(name), std::string::npos) << prepared.error().message;
   });
+}
+
+// A rank's destination bytes, back to back.
+std::vector<std::byte> destination_bytes(const RankBuffers& b) {
+  std::vector<std::byte> out;
+  for (const auto& d : b.destinations) out.insert(out.end(), d.bytes.begin(), d.bytes.end());
+  return out;
 }
 
 const DeltaStepReport& delta_of(const Step& s) {
@@ -253,9 +273,8 @@ TEST_P(DeltaExecutorMemory, AFailedStepLeavesNoHalfAppliedDeltaAndTheNextOneRepa
         .steps = 4,
         .before_step =
             [&](std::int32_t r, std::int32_t s, RankBuffers& b) {
-              if (s != 2 && s != 3) return;
-              auto& bytes = held[static_cast<std::size_t>(r)][static_cast<std::size_t>(s - 2)];
-              for (const auto& d : b.destinations) bytes.insert(bytes.end(), d.bytes.begin(), d.bytes.end());
+              if (s == 2 || s == 3)
+                held[static_cast<std::size_t>(r)][static_cast<std::size_t>(s - 2)] = destination_bytes(b);
             },
         .fail_step = [&](std::int32_t r, std::int32_t s) { return s == 2 && (r >= 2 || senders_fail_too); },
         .memory = GetParam()};
@@ -280,7 +299,7 @@ TEST_P(DeltaExecutorMemory, AFailedStepLeavesNoHalfAppliedDeltaAndTheNextOneRepa
 // other rank there: the relay forwards in a second round what it decoded in the first.
 TEST_P(DeltaExecutorMemory, RelayedPlansForwardWhatTheRelayDecodedExactly) {
   const auto problem = testing::delta_problem();
-  const auto plan = testing::plan_for(problem, testing::make_test_cluster(2, 2, 2, 2), "refit", Bytes{4096});
+  const auto plan = relayed_plan(problem);
   ASSERT_TRUE(std::ranges::any_of(plan.transfers, [](const Transfer& t) { return !t.upstream().empty(); }));
   const auto steps =
       run_steps(problem, plan, Scenario{.change_fraction = 0.02, .steps = 12, .memory = GetParam()});
@@ -295,6 +314,43 @@ TEST_P(DeltaExecutorMemory, RelayedPlansForwardWhatTheRelayDecodedExactly) {
         EXPECT_LT(step.report.bytes_sent.value * 4, delta_of(step).dense_bytes.value);
       }
     }
+}
+
+// A round whose transfers fail on one rank only (inference rank 3) fails the step on every rank,
+// naming that rank and the round, instead of leaving the others waiting for it in the next round's
+// audit. No rank applies the failed round (a failed round 0 leaves every byte as it was), and the
+// step after leaves every receiver with exactly its weights.
+TEST_P(DeltaExecutorMemory, ARoundThatFailsOnOneRankFailsTheStepOnEveryRank) {
+  const auto problem = testing::delta_problem();
+  for (const std::int32_t round : {0, 1}) {
+    SCOPED_TRACE(::testing::Message() << "round " << round << " fails");
+    // A rank's destination bytes before steps 1 and 2: [rank][0 or 1].
+    std::vector<std::vector<std::vector<std::byte>>> held(4, std::vector<std::vector<std::byte>>(2));
+    const auto steps =
+        run_steps(problem, relayed_plan(problem),
+                  Scenario{.steps = 3,
+                           .before_step =
+                               [&](std::int32_t r, std::int32_t s, RankBuffers& b) {
+                                 if (s > 0)
+                                   held[static_cast<std::size_t>(r)][static_cast<std::size_t>(s - 1)] =
+                                       destination_bytes(b);
+                               },
+                           .fail_step = [](std::int32_t r, std::int32_t s) { return s == 1 && r == 3; },
+                           .fail_round = round,
+                           .memory = GetParam()});
+    for (std::int32_t r = 0; r < 4; ++r) {
+      SCOPED_TRACE(::testing::Message() << "rank " << r);
+      const auto& failed = steps[static_cast<std::size_t>(r)][1];
+      ASSERT_TRUE(failed.error);
+      EXPECT_NE(failed.error->message.find("round " + std::to_string(round)), std::string::npos)
+          << failed.error->message;
+      EXPECT_NE(failed.error->message.find("rank 3"), std::string::npos) << failed.error->message;
+      if (round == 0) EXPECT_EQ(held[static_cast<std::size_t>(r)][0], held[static_cast<std::size_t>(r)][1]);
+      const auto& repaired = steps[static_cast<std::size_t>(r)][2];
+      ASSERT_FALSE(repaired.error) << repaired.error->message;
+      EXPECT_FALSE(repaired.wrong) << repaired.wrong->message;
+    }
+  }
 }
 
 // The GPU codec's payloads are DeltaCodec's without its entropy stage, byte for byte
@@ -603,10 +659,8 @@ TEST(DeltaExecutor, Fp8AFailedStepLeavesNoHalfDeltaAndDriftIsRepaired) {
               .before_step =
                   [&](std::int32_t r, std::int32_t s, RankBuffers& b) {
                     if (s == 2 || s == 3)
-                      for (const auto& d : b.destinations) {
-                        auto& bytes = held[static_cast<std::size_t>(r)][static_cast<std::size_t>(s - 2)];
-                        bytes.insert(bytes.end(), d.bytes.begin(), d.bytes.end());
-                      }
+                      held[static_cast<std::size_t>(r)][static_cast<std::size_t>(s - 2)] =
+                          destination_bytes(b);
                     if (r == 3 && s == 4) b.destinations.front().bytes[0] ^= std::byte{0x10};
                   },
               .fail_step = [](std::int32_t r, std::int32_t s) { return s == 2 && r >= 2; }};
