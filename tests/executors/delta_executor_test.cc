@@ -23,26 +23,21 @@ TEST_P(DeltaExecutorMemory, ManyStepsLeaveEveryReceiverWithExactlyEachStepsWeigh
   const auto plan = direct_plan(problem);
   const auto steps =
       run_steps(problem, plan, Scenario{.change_fraction = 0.02, .steps = 40, .memory = GetParam()});
-  for (std::int32_t r = 0; r < 4; ++r)
-    for (std::int32_t s = 0; s < 40; ++s) {
-      SCOPED_TRACE(::testing::Message() << "rank " << r << " step " << s);
-      const auto& step = steps[static_cast<std::size_t>(r)][static_cast<std::size_t>(s)];
-      ASSERT_FALSE(step.error) << step.error->message;
-      ASSERT_FALSE(step.wrong) << step.wrong->message;
-      if (r >= 2) continue;
-      const auto& d = delta_of(step);
-      EXPECT_GT(d.pieces, 0);
-      // The first step has no baseline: every piece dense, header included. Later ones agree on
-      // every baseline; 2 % of 2- and 4-byte elements changed is at most runs' k (1 + w) bytes
-      // (6 % of bf16, 5 % of fp32) plus 56 header bytes a piece, well under a quarter of dense.
-      if (s == 0) {
-        EXPECT_EQ(d.full, d.pieces);
-        EXPECT_EQ(step.report.bytes_sent, d.dense_bytes + Bytes{kDeltaHeaderBytes * d.pieces});
-      } else {
-        EXPECT_EQ(d.full, 0);
-        EXPECT_LT(step.report.bytes_sent.value * 4, d.dense_bytes.value);
-      }
+  for_each_exact_step(steps, [&](std::int32_t r, std::int32_t s, const Step& step) {
+    if (r >= 2) return;
+    const auto& d = delta_of(step);
+    EXPECT_GT(d.pieces, 0);
+    // The first step has no baseline: every piece dense, header included. Later ones agree on
+    // every baseline; 2 % of 2- and 4-byte elements changed is at most runs' k (1 + w) bytes
+    // (6 % of bf16, 5 % of fp32) plus 56 header bytes a piece, well under a quarter of dense.
+    if (s == 0) {
+      EXPECT_EQ(d.full, d.pieces);
+      EXPECT_EQ(step.report.bytes_sent, d.dense_bytes + Bytes{kDeltaHeaderBytes * d.pieces});
+    } else {
+      EXPECT_EQ(d.full, 0);
+      EXPECT_LT(step.report.bytes_sent.value * 4, d.dense_bytes.value);
     }
+  });
 }
 
 TEST_P(DeltaExecutorMemory, AStepWithNothingChangedSendsNothing) {
@@ -133,17 +128,12 @@ TEST_P(DeltaExecutorMemory, RelayedPlansForwardWhatTheRelayDecodedExactly) {
   ASSERT_TRUE(std::ranges::any_of(plan.transfers, [](const Transfer& t) { return !t.upstream().empty(); }));
   const auto steps =
       run_steps(problem, plan, Scenario{.change_fraction = 0.02, .steps = 12, .memory = GetParam()});
-  for (std::int32_t r = 0; r < 4; ++r)
-    for (std::int32_t s = 0; s < 12; ++s) {
-      SCOPED_TRACE(::testing::Message() << "rank " << r << " step " << s);
-      const auto& step = steps[static_cast<std::size_t>(r)][static_cast<std::size_t>(s)];
-      ASSERT_FALSE(step.error) << step.error->message;
-      ASSERT_FALSE(step.wrong) << step.wrong->message;
-      if (s > 0 && delta_of(step).pieces > 0) {
-        EXPECT_EQ(delta_of(step).full, 0);
-        EXPECT_LT(step.report.bytes_sent.value * 4, delta_of(step).dense_bytes.value);
-      }
+  for_each_exact_step(steps, [&](std::int32_t, std::int32_t s, const Step& step) {
+    if (s > 0 && delta_of(step).pieces > 0) {
+      EXPECT_EQ(delta_of(step).full, 0);
+      EXPECT_LT(step.report.bytes_sent.value * 4, delta_of(step).dense_bytes.value);
     }
+  });
 }
 
 // A round whose transfers fail on one rank only (inference rank 3) fails the step on every rank,

@@ -29,17 +29,12 @@ TEST(DeltaExecutor, Fp8InFlightLeavesEveryReceiverWithTheQuantizersBytesAtEveryS
       EXPECT_EQ(std::ranges::any_of(plan.transfers, [](const Transfer& t) { return !t.upstream().empty(); }),
                 std::string_view(strategy) == "refit");
       const auto steps = run_steps(problem, plan, Scenario{.change_fraction = 0.02, .steps = 12});
-      for (std::int32_t r = 0; r < plan.world_size(); ++r)
-        for (std::int32_t s = 0; s < 12; ++s) {
-          SCOPED_TRACE(::testing::Message() << "rank " << r << " step " << s);
-          const auto& step = steps[static_cast<std::size_t>(r)][static_cast<std::size_t>(s)];
-          ASSERT_FALSE(step.error) << step.error->message;
-          ASSERT_FALSE(step.wrong) << step.wrong->message;
-          // After the first (dense) step every piece has a baseline both ends agree on.
-          if (s > 0) EXPECT_EQ(delta_of(step).full, 0);
-          // A sender quantised before it encoded (a receiver has nothing to quantise).
-          EXPECT_EQ(step.report.work.quantize.has_value(), r < 2);
-        }
+      for_each_exact_step(steps, [&](std::int32_t r, std::int32_t s, const Step& step) {
+        // After the first (dense) step every piece has a baseline both ends agree on.
+        if (s > 0) EXPECT_EQ(delta_of(step).full, 0);
+        // A sender quantised before it encoded (a receiver has nothing to quantise).
+        EXPECT_EQ(step.report.work.quantize.has_value(), r < 2);
+      });
     }
 }
 
@@ -103,17 +98,12 @@ TEST(DeltaExecutor, WeightsTrainedInFp8MoveAsDeltasOfTheirBytesExactlyAtEverySte
       const auto steps = run_steps(
           problem, plan,
           Scenario{.change_fraction = 0.02, .steps = 12, .after_steps = equals_dense_fp8(problem, plan)});
-      for (std::int32_t r = 0; r < plan.world_size(); ++r)
-        for (std::int32_t s = 0; s < 12; ++s) {
-          SCOPED_TRACE(::testing::Message() << "rank " << r << " step " << s);
-          const auto& step = steps[static_cast<std::size_t>(r)][static_cast<std::size_t>(s)];
-          ASSERT_FALSE(step.error) << step.error->message;
-          ASSERT_FALSE(step.wrong) << step.wrong->message;
-          EXPECT_FALSE(step.report.work.quantize.has_value());
-          if (s == 0 || delta_of(step).pieces == 0) continue;
-          EXPECT_EQ(delta_of(step).full, 0);
-          EXPECT_LT(step.report.bytes_sent, delta_of(step).dense_bytes);
-        }
+      for_each_exact_step(steps, [&](std::int32_t, std::int32_t s, const Step& step) {
+        EXPECT_FALSE(step.report.work.quantize.has_value());
+        if (s == 0 || delta_of(step).pieces == 0) return;
+        EXPECT_EQ(delta_of(step).full, 0);
+        EXPECT_LT(step.report.bytes_sent, delta_of(step).dense_bytes);
+      });
     }
 }
 
@@ -180,14 +170,9 @@ TEST(DeltaExecutor, Fp8AtLandingRanksMovesTheCopyAsDeltasAndEveryStepIsExact) {
       const auto steps = run_steps(
           problem, plan,
           Scenario{.change_fraction = 0.02, .steps = 8, .after_steps = equals_dense_fp8(problem, plan)});
-      for (std::int32_t r = 0; r < plan.world_size(); ++r)
-        for (std::int32_t s = 0; s < 8; ++s) {
-          SCOPED_TRACE(::testing::Message() << "rank " << r << " step " << s);
-          const auto& step = steps[static_cast<std::size_t>(r)][static_cast<std::size_t>(s)];
-          ASSERT_FALSE(step.error) << step.error->message;
-          ASSERT_FALSE(step.wrong) << step.wrong->message;
-          if (s > 0) EXPECT_EQ(delta_of(step).full, 0);
-        }
+      for_each_exact_step(steps, [&](std::int32_t, std::int32_t s, const Step& step) {
+        if (s > 0) EXPECT_EQ(delta_of(step).full, 0);
+      });
     }
 }
 

@@ -166,6 +166,21 @@ inline void expect_refused_on_every_rank(const ReshardProblem& problem, const Pl
 }
 
 // A rank's destination bytes, back to back.
+// Calls `check(rank, step, its result)` for every step of every rank, after asserting that the
+// step neither failed nor left the rank with bytes other than that step's weights (stopping at the
+// first that did).
+template <typename Check>
+void for_each_exact_step(const std::vector<std::vector<Step>>& steps, Check check) {
+  for (std::size_t r = 0; r < steps.size(); ++r)
+    for (std::size_t s = 0; s < steps[r].size(); ++s) {
+      SCOPED_TRACE(::testing::Message() << "rank " << r << " step " << s);
+      const auto& step = steps[r][s];
+      ASSERT_FALSE(step.error) << step.error->message;
+      ASSERT_FALSE(step.wrong) << step.wrong->message;
+      check(static_cast<std::int32_t>(r), static_cast<std::int32_t>(s), step);
+    }
+}
+
 inline std::vector<std::byte> destination_bytes(const RankBuffers& b) {
   std::vector<std::byte> out;
   for (const auto& d : b.destinations) out.insert(out.end(), d.bytes.begin(), d.bytes.end());
