@@ -74,6 +74,32 @@ TEST(DeltaSchedule, AChainOfForwardsCarriesTheFirstSendersPayloadHopByHop) {
   EXPECT_EQ(hop_payloads(plan, schedule, sizes, 1, 0), (std::vector<std::int64_t>{0, 0, 0}));
 }
 
+// A landing rank's quantise step (t1: rank 2 to itself, making the fp8 of the box t0 brought) and
+// the relay that forwards that fp8 (t2) are never forwards as they arrived: the quantise step
+// runs on the copy t0's round decoded (round 1), and what it makes was never a payload, so t2
+// encodes it in round 2.
+TEST(DeltaSchedule, TheFp8AQuantiseStepMadeIsEncodedInTheRoundAfterIt) {
+  auto plan = chain_plan();
+  plan.tensors.push_back(make_tensor_spec("w fp8", {8, 256}, DType::kFP8E4M3).value());
+  plan.transfers.resize(1);
+  auto quantise = plan.transfers[0];
+  quantise.id = 1;
+  quantise.sender = quantise.receiver = Rank{2};
+  quantise.link = LinkKind::kLocal;
+  quantise.segments.front() = Segment{.tensor = 1, .box = Box{{0, 0}, {8, 256}}, .via = 0};
+  auto forward = quantise;
+  forward.id = 2;
+  forward.receiver = Rank{3};
+  forward.link = LinkKind::kNvlink;
+  forward.segments.front().via = 1;
+  plan.transfers.push_back(quantise);
+  plan.transfers.push_back(forward);
+  const auto schedule = delta_schedule(plan);
+  EXPECT_EQ(schedule.round, (std::vector<std::int32_t>{0, 1, 2}));
+  EXPECT_EQ(schedule.hop, (std::vector<std::int32_t>{0, 0, 0}));
+  EXPECT_EQ(schedule.forwards, (std::vector<std::int32_t>{-1, -1, -1}));
+}
+
 // Hop 1's step: relay 2 forwards 100 bytes of payload to rank 3. Relay 2 sends as the step's rank
 // 2, a training rank after the job's two, on relay 2's GPU; the inference ranks move up by one
 // (3 -> 4), on their own GPUs. The payload tensor lies whole at its sender and whole at its
