@@ -81,9 +81,10 @@ class DeltaPrepared final : public PreparedPlan {
   Rank rank;
   std::int32_t total_pieces = 0;
   std::vector<std::int32_t> rounds_of;  // by piece of the plan
-  std::int32_t rounds = 0;
+  DeltaSchedule schedule;
   std::vector<Source> sources;
   std::vector<Sending> sends;
+  std::vector<Piece> forwards;  // the pieces it forwards as they arrived
   std::vector<Receiving> receives;
   std::vector<Payloads> payloads;       // of the transfers this rank sends or receives, in plan order
   DeltaMemory* memory = nullptr;        // the executor's: where the bytes above lie, which codec runs
@@ -307,11 +308,13 @@ struct StepPlan {
       agree(bootstrap, encoded ? Result<std::string>(encode_pairs(mine)) : std::unexpected(encoded.error())),
       "payload sizes");
   const auto given = REFIT_TRY(decode_pairs(all, p.total_pieces, "payload sizes"));
+  // A piece that relays forward as it arrived is sized by its sender, as the piece it carries.
   std::vector<std::int64_t> sizes;
   for (std::size_t i = 0; i < given.size(); ++i) {
-    if (!given[i] && p.rounds_of[i] == round)
-      return fail(ErrorCode::kRuntime, fmt::format("no rank sized piece {}", i));
-    const auto value = given[i].value_or(0);
+    const auto origin = static_cast<std::size_t>(p.schedule.origin[i]);
+    if (!given[origin] && p.rounds_of[i] == round)
+      return fail(ErrorCode::kRuntime, fmt::format("no rank sized piece {}", origin));
+    const auto value = given[origin].value_or(0);
     sizes.push_back(static_cast<std::int64_t>(value & ~kSentDense));
     if (p.rounds_of[i] != round) continue;
     p.step_payloads[i] = sizes.back();
@@ -374,6 +377,7 @@ void settle(DeltaPrepared& p, std::int32_t round, bool moved) {
     sizes.back() += Bytes{capacity(p, piece)};
   };
   for (const auto& s : p.sends) add(s.piece);
+  for (const auto& f : p.forwards) add(f);
   for (const auto& r : p.receives) add(r.piece);
   auto memory = REFIT_TRY(p.memory->allocate_payloads(
       sizes, fmt::format("allocating the delta payloads of rank {}", p.rank.value)));
@@ -438,7 +442,8 @@ void settle(DeltaPrepared& p, std::int32_t round, bool moved) {
   p->rank = rank;
   p->total_pieces = pieces.total;
   p->rounds_of = std::move(pieces.rounds_of);
-  p->rounds = pieces.rounds;
+  p->schedule = std::move(pieces.schedule);
+  p->forwards = std::move(pieces.forwards);
   p->memory = &memory;
   p->buffers = buffers;
   p->planned = delta_rebalance::dense_bytes(plan);
@@ -456,41 +461,112 @@ void settle(DeltaPrepared& p, std::int32_t round, bool moved) {
   return p;
 }
 
-// Every rank's outcome of the round's transfers: they may fail on some ranks only (a receiver's),
-// and a rank that left the step alone would leave the others waiting for it in the next round's
-// audit. One small exchange a round.
-[[nodiscard]] Result<void> agree_moved(Bootstrap& bootstrap, Rank rank, std::int32_t round,
+void add(ExecutionReport& total, const ExecutionReport& round) {
+  total.bytes_sent += round.bytes_sent;
+  total.bytes_received += round.bytes_received;
+  total.elapsed += round.elapsed;
+  total.messages += round.messages;
+  total.stored_directly += round.stored_directly;
+}
+
+// Every rank's outcome of a hop's transfers: they may fail on some ranks only (a receiver's), and
+// a rank that left the step alone would leave the others waiting for it in the next hop or audit.
+// One small exchange a hop.
+[[nodiscard]] Result<void> agree_moved(Bootstrap& bootstrap, Rank rank, std::int32_t round, std::int32_t hop,
                                        const Result<ExecutionReport>& moved) {
   const auto mine =
       moved
           ? Result<std::string>()
           : Result<std::string>(std::unexpected(Error(moved.error()).in(fmt::format("rank {}", rank.value))));
-  REFIT_TRY_IN(agree(bootstrap, mine), fmt::format("round {} of the step's transfers", round));
+  REFIT_TRY_IN(agree(bootstrap, mine), fmt::format("round {}, hop {} of the step's transfers", round, hop));
   return {};
 }
 
+// The audits the round's senders encode against. A payload that relays forward as it arrived
+// applies at every receiver down the chain, so its sender encodes it against the receivers'
+// baseline only where all of them hold the same bytes; otherwise it goes dense, which needs none.
+std::vector<std::optional<std::uint64_t>> chain_audits(std::vector<std::optional<std::uint64_t>> held,
+                                                       const DeltaSchedule& schedule) {
+  for (std::size_t i = 0; i < held.size(); ++i) {
+    const auto origin = static_cast<std::size_t>(schedule.origin[i]);
+    if (origin != i && held[i] != held[origin]) held[origin].reset();
+  }
+  return held;
+}
+
+// Where each piece's payload lies in its transfer's payloads (they lie back to back), by piece.
+std::vector<std::int64_t> payload_offsets(const Plan& plan, const std::vector<std::int64_t>& sizes) {
+  std::vector<std::int64_t> out(sizes.size(), 0);
+  std::size_t piece = 0;
+  for (const auto& t : plan.transfers) {
+    std::int64_t at = 0;
+    for (std::size_t s = 0; s < t.segments.size(); ++s, ++piece) {
+      out[piece] = at;
+      at += sizes[piece];
+    }
+  }
+  return out;
+}
+
+// Before a hop: each piece this rank forwards in it, its payload copied from where it arrived to
+// where its transfer's payloads leave, byte for byte.
+[[nodiscard]] Result<void> forward(DeltaPrepared& p, std::int32_t round, std::int32_t hop,
+                                   const std::vector<std::int64_t>& sizes, DeltaStepReport& report) {
+  const auto offsets = payload_offsets(p.plan, sizes);
+  for (const auto& f : p.forwards) {
+    if (f.round != round || f.hop != hop) continue;
+    const auto bytes = static_cast<std::size_t>(sizes[static_cast<std::size_t>(f.index)]);
+    report.dense_bytes += Bytes{f.bytes};
+    report.unchanged += bytes == 0 ? 1 : 0;
+    report.full += p.step_dense[static_cast<std::size_t>(f.index)] ? 1 : 0;
+    ++report.pieces;
+    if (bytes == 0) continue;
+    const auto* from = payload_memory(p, f.via) + offsets[static_cast<std::size_t>(f.forwards)];
+    auto* to = payload_memory(p, f.transfer) + offsets[static_cast<std::size_t>(f.index)];
+    REFIT_TRY(p.memory->copy(std::span(to, bytes), std::span(from, bytes)));
+  }
+  return {};
+}
+
+// One hop of a round: the payloads it forwards put in place, and the executor behind moving the
+// hop's payloads, failed on every rank or none.
+[[nodiscard]] Result<ExecutionReport> move_hop(DeltaPrepared& p, Executor& inner, Bootstrap& bootstrap,
+                                               std::int32_t round, std::int32_t hop,
+                                               const std::vector<std::int64_t>& sizes,
+                                               DeltaStepReport& report) {
+  auto start = SteadyClock::now();
+  const auto forwarded = forward(p, round, hop, sizes, report);
+  const auto step = REFIT_TRY(step_plan(p, hop_payloads(p.plan, p.schedule, sizes, round, hop)));
+  auto prepared = forwarded ? inner.prepare(step.step.plan, p.rank, step.buffers)
+                            : Result<std::unique_ptr<PreparedPlan>>(std::unexpected(forwarded.error()));
+  report.exchange += seconds_since(start);
+  auto moved = prepared ? inner.execute(**prepared)
+                        : Result<ExecutionReport>(std::unexpected(
+                              std::move(prepared.error()).in("preparing the step's payloads")));
+  start = SteadyClock::now();
+  const auto agreed = agree_moved(bootstrap, p.rank, round, hop, moved);
+  report.exchange += seconds_since(start);
+  REFIT_TRY(agreed);
+  return moved;
+}
+
 // One round of a step up to the transfers: the receivers' audit, the senders' encoding, the
-// agreed sizes, and the executor behind moving the round's payloads, failed on every rank or none.
+// agreed sizes, and the round's hops one after another.
 [[nodiscard]] Result<ExecutionReport> move_round(DeltaPrepared& p, Executor& inner, Bootstrap& bootstrap,
                                                  std::int32_t round, DeltaStepReport& report) {
   auto start = SteadyClock::now();
   const auto held = audit(p, bootstrap, round);
   report.exchange += seconds_since(start);
   start = SteadyClock::now();
-  const auto encoded = held ? encode(p, *held, round, report) : Result<void>(std::unexpected(held.error()));
+  const auto encoded = held ? encode(p, chain_audits(*held, p.schedule), round, report)
+                            : Result<void>(std::unexpected(held.error()));
   report.encode += seconds_since(start);
   start = SteadyClock::now();
   const auto sizes = REFIT_TRY(agree_sizes(p, bootstrap, round, encoded));
-  const auto step = REFIT_TRY(step_plan(p, sizes));
-  auto prepared = inner.prepare(step.step.plan, p.rank, step.buffers);
   report.exchange += seconds_since(start);
-  auto moved = prepared ? inner.execute(**prepared)
-                        : Result<ExecutionReport>(std::unexpected(
-                              std::move(prepared.error()).in("preparing the step's payloads")));
-  start = SteadyClock::now();
-  const auto agreed = agree_moved(bootstrap, p.rank, round, moved);
-  report.exchange += seconds_since(start);
-  REFIT_TRY(agreed);
+  ExecutionReport moved;
+  for (std::int32_t hop = 0; hop < p.schedule.hops[static_cast<std::size_t>(round)]; ++hop)
+    add(moved, REFIT_TRY(move_hop(p, inner, bootstrap, round, hop, sizes, report)));
   return moved;
 }
 
@@ -565,14 +641,6 @@ bool worth_preparing(const Plan& old, const Plan& fresh, std::span<const Bytes> 
   return {};
 }
 
-void add(ExecutionReport& total, const ExecutionReport& round) {
-  total.bytes_sent += round.bytes_sent;
-  total.bytes_received += round.bytes_received;
-  total.elapsed += round.elapsed;
-  total.messages += round.messages;
-  total.stored_directly += round.stored_directly;
-}
-
 }  // namespace
 
 ExecutorCapabilities DeltaExecutor::capabilities() const {
@@ -602,7 +670,8 @@ Result<std::unique_ptr<PreparedPlan>> DeltaExecutor::prepare(const Plan& plan, R
   return std::unique_ptr<PreparedPlan>(std::move(*made));
 }
 
-// Round by round (a relay forwards in round k + 1 what it decoded in round k). A piece this rank
+// Round by round (delta_schedule.h: a relay encodes again in round k + 1 what it decoded in round k,
+// unless it forwards it as it arrived, in a later hop of round k). A piece this rank
 // could not apply fails the step here once every round is over and the ranks have re-balanced, so
 // that the other ranks are not left waiting; a round whose transfers failed on any rank ends the
 // step on every rank, before any of them decodes it.
@@ -613,7 +682,7 @@ Result<ExecutionReport> DeltaExecutor::execute(PreparedPlan& prepared) {
   ExecutionReport total;
   std::optional<Error> refused;
   quantize_at_senders(*p, total);
-  for (std::int32_t round = 0; round < p->rounds; ++round) {
+  for (std::int32_t round = 0; round < p->schedule.rounds(); ++round) {
     quantize_landing(*p, round, total);
     const auto moved = move_round(*p, *inner_, *bootstrap_, round, report);
     settle(*p, round, moved.has_value());

@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include "refit/core/try.h"
-#include "refit/executors/delta_step.h"
 
 namespace refit::delta_pieces {
 namespace {
@@ -57,15 +56,56 @@ const ShardBuffer* shard_holding(const std::vector<ShardBuffer>& shards, std::ui
   return out;
 }
 
+// Segment `s` of transfer `t`, piece `index` of the plan, which `rank` sends or receives: the shard
+// it is packed from or lands in, or, for a piece the rank forwards as it arrived, the piece it
+// arrived as.
+[[nodiscard]] Result<void> add_piece(const Plan& plan, const Transfer& t, const Segment& s,
+                                     std::int32_t index, Rank rank, const RankBuffers& buffers,
+                                     RankPieces& out) {
+  const bool sends = t.sender == rank;
+  const auto& spec = plan.tensors[s.tensor];
+  Piece piece{.index = index,
+              .transfer = t.id,
+              .round = out.schedule.round[static_cast<std::size_t>(t.id)],
+              .hop = out.schedule.hop[static_cast<std::size_t>(t.id)],
+              .forwards = sends ? out.schedule.forwards[static_cast<std::size_t>(index)] : -1,
+              .via = s.via,
+              .tensor = s.tensor,
+              .box = s.box,
+              .dtype = spec.dtype,
+              .bytes = plan.segment_bytes(s).value,
+              .name = fmt::format("tensor '{}' box {} of transfer {}", spec.name, s.box.to_string(), t.id),
+              .shard = {}};
+  if (piece.forwards >= 0) {
+    out.forwards.push_back(std::move(piece));
+    return {};
+  }
+  const bool relayed = sends && s.via != kFromSourceShard;
+  const auto* shard =
+      shard_holding(sends && !relayed ? buffers.sources : buffers.destinations, s.tensor, s.box);
+  if (shard == nullptr && sends && !relayed)
+    return mismatch(fmt::format("rank {}: {}: no source shard of the rank holds it", rank.value, piece.name));
+  // A piece that lands outside the receiver's destination shards is a relay's scratch (and a
+  // relay forwards from there), as gather-broadcast plans do.
+  if (shard == nullptr)
+    return unsupported(
+        fmt::format("rank {}: {}: it lies outside the rank's own destination shards (a "
+                    "relay's scratch, as in gather-broadcast plans, or a missing buffer), "
+                    "which a delta refit does not take (plan with --strategy refit or "
+                    "direct)",
+                    rank.value, piece.name));
+  piece.shard = *shard;
+  (sends ? out.sends : out.receives).push_back(std::move(piece));
+  return {};
+}
+
 }  // namespace
 
 Result<RankPieces> rank_pieces(const Plan& plan, Rank rank, const RankBuffers& buffers) {
   if (auto ok = check_buffers(buffers, rank); !ok) return std::unexpected(ok.error());
-  RankPieces out;
-  const auto rounds = transfer_rounds(plan);
+  RankPieces out{.schedule = delta_schedule(plan)};
   for (const auto& t : plan.transfers) {
-    const auto round = rounds[static_cast<std::size_t>(t.id)];
-    out.rounds = std::max(out.rounds, round + 1);
+    const auto round = out.schedule.round[static_cast<std::size_t>(t.id)];
     if (t.quantises()) {
       for (std::size_t s = 0; s < t.segments.size(); ++s) {
         if (t.sender == rank) out.quantised.push_back(out.total);
@@ -77,38 +117,10 @@ Result<RankPieces> rank_pieces(const Plan& plan, Rank rank, const RankBuffers& b
           out.landing.push_back(std::move(q));
       continue;
     }
-    const bool sends = t.sender == rank;
-    const bool receives = t.receiver == rank;
     for (const auto& s : t.segments) {
       const auto index = out.total++;
       out.rounds_of.push_back(round);
-      if (!sends && !receives) continue;
-      const auto& spec = plan.tensors[s.tensor];
-      const auto name = fmt::format("tensor '{}' box {} of transfer {}", spec.name, s.box.to_string(), t.id);
-      const bool relayed = sends && s.via != kFromSourceShard;
-      const auto* shard =
-          shard_holding(sends && !relayed ? buffers.sources : buffers.destinations, s.tensor, s.box);
-      if (shard == nullptr && sends && !relayed)
-        return mismatch(fmt::format("rank {}: {}: no source shard of the rank holds it", rank.value, name));
-      // A piece that lands outside the receiver's destination shards is a relay's scratch (and a
-      // relay forwards from there), as gather-broadcast plans do.
-      if (shard == nullptr)
-        return unsupported(
-            fmt::format("rank {}: {}: it lies outside the rank's own destination shards (a "
-                        "relay's scratch, as in gather-broadcast plans, or a missing buffer), "
-                        "which a delta refit does not take (plan with --strategy refit or "
-                        "direct)",
-                        rank.value, name));
-      (sends ? out.sends : out.receives)
-          .push_back(Piece{.index = index,
-                           .transfer = t.id,
-                           .round = round,
-                           .tensor = s.tensor,
-                           .box = s.box,
-                           .dtype = spec.dtype,
-                           .bytes = plan.segment_bytes(s).value,
-                           .name = name,
-                           .shard = *shard});
+      if (t.sender == rank || t.receiver == rank) REFIT_TRY(add_piece(plan, t, s, index, rank, buffers, out));
     }
   }
   return out;

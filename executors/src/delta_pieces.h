@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "refit/core/error.h"
+#include "refit/executors/delta_schedule.h"
 #include "refit/executors/executor.h"
 
 namespace refit::delta_pieces {
@@ -14,15 +15,18 @@ namespace refit::delta_pieces {
 struct Piece {
   std::int32_t index = 0;     // among every piece of the plan, in plan order
   std::int32_t transfer = 0;  // index into Plan::transfers
-  std::int32_t round = 0;     // its transfer's relay depth: 0 from a source shard, k + 1 forwarding
-                              // what arrived in round k
-  std::uint32_t tensor = 0;   // index into Plan::tensors
-  Box box;                    // of its tensor, in global coordinates
+  std::int32_t round = 0;     // its transfer's round and hop (delta_schedule.h)
+  std::int32_t hop = 0;
+  // A piece a relay forwards as it arrived: the piece it arrived as, and the transfer it came by.
+  std::int32_t forwards = -1;
+  std::int32_t via = kFromSourceShard;
+  std::uint32_t tensor = 0;  // index into Plan::tensors
+  Box box;                   // of its tensor, in global coordinates
   DType dtype = DType::kBF16;
   std::int64_t bytes = 0;
   std::string name;   // "tensor 'w' box [0:4, 0:8] of transfer 3", for errors
   ShardBuffer shard;  // this rank's: the source shard it is packed from, or the destination shard
-                      // it lands in
+                      // it lands in (none for a piece it forwards as it arrived)
 };
 
 // A landing rank's quantise step (FP8 at the landing ranks) for one weight box: at the start of
@@ -39,19 +43,20 @@ struct LandingQuantization {
 
 struct RankPieces {
   std::int32_t total = 0;               // pieces of the whole plan
+  DeltaSchedule schedule;               // of the whole plan
   std::vector<std::int32_t> rounds_of;  // by piece of the whole plan: its round
-  std::int32_t rounds = 0;              // of the whole plan
-  std::vector<Piece> sends;             // plan order
+  std::vector<Piece> sends;             // plan order: the pieces it encodes
+  std::vector<Piece> forwards;          // plan order: the pieces it forwards as they arrived
   std::vector<Piece> receives;          // plan order
   std::vector<std::int32_t> quantised;  // the pieces of the rank's quantise steps (nothing moves)
   std::vector<LandingQuantization> landing;
 };
 
-// The pieces `rank` sends and receives. A relay sends what it forwards from its destination shard
-// (where the earlier round put it). Refuses (naming the transfer or tensor) what a delta refit
-// cannot do yet: a quantise step of part of a box, a relay forwarding what lies outside its own
-// destination shards (gather-broadcast), framework parameters, and a piece outside the rank's
-// shards.
+// The pieces `rank` sends and receives. A relay encodes what it forwards from its destination
+// shard (where an earlier round put it), or forwards its payload as it arrived (delta_schedule.h). Refuses
+// (naming the transfer or tensor) what a delta refit cannot do yet: a quantise step of part of a box, a relay
+// forwarding what lies outside its own destination shards (gather-broadcast), framework parameters, and a
+// piece outside the rank's shards.
 [[nodiscard]] Result<RankPieces> rank_pieces(const Plan& plan, Rank rank, const RankBuffers& buffers);
 
 }  // namespace refit::delta_pieces

@@ -1,6 +1,5 @@
 #include "refit/executors/delta_step.h"
 
-#include <algorithm>
 #include <map>
 
 #include <fmt/format.h>
@@ -13,16 +12,6 @@ std::int64_t piece_count(const Plan& plan) {
   std::int64_t pieces = 0;
   for (const auto& t : plan.transfers) pieces += static_cast<std::int64_t>(t.segments.size());
   return pieces;
-}
-
-std::vector<std::int32_t> transfer_rounds(const Plan& plan) {
-  // Plan order puts what a transfer forwards before it, so its rounds are known by then.
-  std::vector<std::int32_t> round(plan.transfers.size(), 0);
-  for (const auto& t : plan.transfers)
-    for (const auto u : t.upstream())
-      round[static_cast<std::size_t>(t.id)] =
-          std::max(round[static_cast<std::size_t>(t.id)], round[static_cast<std::size_t>(u)] + 1);
-  return round;
 }
 
 Result<DeltaStep> delta_step(const Plan& plan, std::span<const std::int64_t> payloads) {

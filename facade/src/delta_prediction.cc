@@ -10,6 +10,7 @@
 #include "refit/core/try.h"
 #include "refit/delta/codec_speed.h"
 #include "refit/delta/payload_estimate.h"
+#include "refit/executors/delta_schedule.h"
 #include "refit/executors/delta_step.h"
 
 namespace refit {
@@ -41,12 +42,12 @@ std::vector<QuantScheme> schemes_of(const Plan& plan) {
   return out;
 }
 
-// One round of the step (delta_step.h, transfer_rounds): each piece's expected payload (0 for the
-// pieces of other rounds, as the executor agrees them round by round, and for a landing rank's
-// quantise step, which moves nothing), and per rank the CPU time it spends before the round's
-// transfers (quantising, with FP8 in flight, and encoding each box it sends in the round once,
-// whatever the number of its receivers, as the executor does) and after them (auditing and
-// decoding what it receives).
+// One round of the step (delta_schedule.h): each piece's expected payload (0 for the pieces of
+// other rounds, as the executor agrees them round by round, and for a landing rank's quantise
+// step, which moves nothing), and per rank the CPU time it spends before the round's transfers
+// (quantising, with FP8 in flight, and encoding each box it encodes in the round once, whatever the
+// number of its receivers, as the executor does; a relay that forwards a payload as it arrived
+// encodes nothing) and after them (auditing and decoding what it receives).
 struct RoundPayloads {
   std::vector<std::int64_t> pieces;
   std::vector<Seconds> encode;  // by rank
@@ -71,19 +72,18 @@ Seconds quantise_step_time(const Plan& plan, const Transfer& t) {
   return transfer_time(bf16, delta_cpu_codec_speed(0).quantize);  // whatever the change
 }
 
-[[nodiscard]] Result<std::vector<RoundPayloads>> payloads(const Plan& plan,
+[[nodiscard]] Result<std::vector<RoundPayloads>> payloads(const Plan& plan, const DeltaSchedule& schedule,
                                                           const DeltaPayloadEstimate& estimate) {
-  const auto round_of = transfer_rounds(plan);
   const auto ranks = static_cast<std::size_t>(plan.world_size());
-  const auto rounds = round_of.empty() ? 0 : static_cast<std::size_t>(std::ranges::max(round_of)) + 1;
-  std::vector<RoundPayloads> out(rounds, RoundPayloads{.pieces = std::vector<std::int64_t>(
-                                                           static_cast<std::size_t>(piece_count(plan)), 0),
-                                                       .encode = std::vector<Seconds>(ranks),
-                                                       .decode = std::vector<Seconds>(ranks)});
+  std::vector<RoundPayloads> out(
+      schedule.hops.size(),
+      RoundPayloads{.pieces = std::vector<std::int64_t>(static_cast<std::size_t>(piece_count(plan)), 0),
+                    .encode = std::vector<Seconds>(ranks),
+                    .decode = std::vector<Seconds>(ranks)});
   std::set<std::tuple<std::int32_t, std::int32_t, std::uint32_t, Box>> boxes;  // (round, sender, tensor, box)
   std::size_t piece = 0;
   for (const auto& t : plan.transfers) {
-    const auto r = round_of[static_cast<std::size_t>(t.id)];
+    const auto r = schedule.round[static_cast<std::size_t>(t.id)];
     auto& round = out[static_cast<std::size_t>(r)];
     if (t.quantises()) {
       round.encode[static_cast<std::size_t>(t.sender.value)] += quantise_step_time(plan, t);
@@ -94,12 +94,13 @@ Seconds quantise_step_time(const Plan& plan, const Transfer& t) {
       const auto& spec = plan.tensors[s.tensor];
       const Bytes bytes = plan.segment_bytes(s);
       const auto what = fmt::format("tensor '{}'", spec.name);
-      // A relay re-encodes against what it last sent; with baselines that agree (as the audit
-      // checks) its payload of a box is the one it received.
+      // A relay that encodes again does so against what it last sent; with baselines that agree
+      // (as the audit checks) its payload of a box is the one it received.
+      const bool encoded = schedule.forwards[piece] < 0;
       round.pieces[piece++] = std::llround(REFIT_TRY_IN(estimate.expected_bytes(bytes.value, spec), what));
       // The codec's speed at the share of the elements that changed (fp8's is its own).
       const auto speed = delta_cpu_codec_speed(REFIT_TRY_IN(estimate.sample(spec), what).changed_share);
-      if (boxes.emplace(r, t.sender.value, s.tensor, s.box).second)
+      if (encoded && boxes.emplace(r, t.sender.value, s.tensor, s.box).second)
         round.encode[static_cast<std::size_t>(t.sender.value)] +=
             transfer_time(quantised_at_sender(plan, s), speed.quantize) + transfer_time(bytes, speed.encode);
       round.decode[static_cast<std::size_t>(t.receiver.value)] +=
@@ -118,16 +119,21 @@ Seconds quantise_step_time(const Plan& plan, const Transfer& t) {
   return REFIT_TRY(simulate_plan(job.plan, job.problem, job.cluster, options)).predicted;
 }
 
-// A round as the executor runs it: the busiest sender's encoding, the payloads' transfer (the
-// round's step, simulated as the deployment runs it), then the busiest receiver's audit and
+// A round as the executor runs it: the busiest sender's encoding, the payloads' transfers hop after
+// hop (each hop's step simulated as the deployment runs it), then the busiest receiver's audit and
 // decoding; the next round starts once every rank has decoded.
-[[nodiscard]] Result<DeltaRound> predict_round(const DeltaPredictionInputs& in, const RoundPayloads& p) {
-  const auto step = REFIT_TRY(delta_step(in.plan, p.pieces));
+[[nodiscard]] Result<DeltaRound> predict_round(const DeltaPredictionInputs& in, const DeltaSchedule& schedule,
+                                               std::int32_t round, const RoundPayloads& p) {
   DeltaRound out{.moved_bytes = Bytes{0},
                  .encode = Seconds{0},
-                 .transfer = REFIT_TRY(simulate_step(in, step)),
-                 .decode = Seconds{0}};
-  for (const auto& t : step.plan.transfers) out.moved_bytes += t.bytes;
+                 .transfer = Seconds{0},
+                 .decode = Seconds{0},
+                 .hops = schedule.hops[static_cast<std::size_t>(round)]};
+  for (std::int32_t hop = 0; hop < out.hops; ++hop) {
+    const auto step = REFIT_TRY(delta_step(in.plan, hop_payloads(in.plan, schedule, p.pieces, round, hop)));
+    out.transfer += REFIT_TRY(simulate_step(in, step));
+    for (const auto& t : step.plan.transfers) out.moved_bytes += t.bytes;
+  }
   for (const Seconds s : p.encode) out.encode = std::max(out.encode, s);
   for (const Seconds s : p.decode) out.decode = std::max(out.decode, s);
   return out;
@@ -148,8 +154,10 @@ Result<DeltaPrediction> predict_delta(const DeltaPredictionInputs& in, double ch
                       .predicted = Seconds{0},
                       .rounds = {}};
   for (const auto& t : in.plan.transfers) out.dense_bytes += t.bytes;
-  for (const auto& p : REFIT_TRY(payloads(in.plan, estimate))) {
-    const auto round = REFIT_TRY(predict_round(in, p));
+  const auto schedule = delta_schedule(in.plan);
+  const auto rounds = REFIT_TRY(payloads(in.plan, schedule, estimate));
+  for (std::int32_t r = 0; r < schedule.rounds(); ++r) {
+    const auto round = REFIT_TRY(predict_round(in, schedule, r, rounds[static_cast<std::size_t>(r)]));
     out.moved_bytes += round.moved_bytes;
     out.encode += round.encode;
     out.transfer += round.transfer;
@@ -164,8 +172,10 @@ std::string delta_prediction_note(double change_fraction, bool fp8) {
   const auto speed = delta_cpu_codec_speed(change_fraction);
   return fmt::format(
       "--delta {:g}: payloads measured by encoding a synthetic sample at that change fraction (a relay's "
-      "payload of a box taken equal to its sender's, as when their baselines agree); relays forward in "
-      "rounds, each round's encoding, transfer and decoding one after another; encoding at {:.2f} GB/s, "
+      "payload of a box taken equal to its sender's, as when their baselines agree); relays forward the "
+      "payloads of the boxes they received whole as they arrived, hop after hop, and encode the others "
+      "again in a round of their own, each round's encoding, hops and decoding one after another; "
+      "encoding at {:.2f} GB/s, "
       "decoding at {:.2f} GB/s and the receivers' audit at {:.2f} GB/s, one CPU core per rank "
       "(bench/delta_bench on the 2-core VM, interpolated){}; the GPU codec has no measured speed, so none is "
       "assumed",

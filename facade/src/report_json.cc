@@ -41,7 +41,8 @@ nlohmann::ordered_json delta_rounds_json(const DeltaPrediction& d) {
     out.push_back({{"moved_bytes", r.moved_bytes.value},
                    {"encode_s", r.encode.value},
                    {"transfer_s", r.transfer.value},
-                   {"decode_s", r.decode.value}});
+                   {"decode_s", r.decode.value},
+                   {"hops", r.hops}});
   return out;
 }
 

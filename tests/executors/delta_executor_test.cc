@@ -5,9 +5,16 @@
 // (DeltaExecutorMemory): with host memory and the CPU codec, and with the NCCL executor's device
 // side (DeviceDeltaMemory) whose passes run their GPU bodies on the host (HostDeltaKernels), so
 // that the delta step the NCCL executor runs is the one tested here, all but the kernels.
+#include <algorithm>
+#include <cstring>
+#include <iterator>
+#include <map>
+#include <mutex>
+
 #include <gtest/gtest.h>
 
 #include "delta_steps.h"
+#include "refit/executors/delta_schedule.h"
 
 namespace refit {
 namespace {
@@ -121,8 +128,8 @@ TEST_P(DeltaExecutorMemory, AFailedStepLeavesNoHalfAppliedDeltaAndTheNextOneRepa
 }
 
 // The refit plan lands each piece once on the inference node and relays it over NVLink to the
-// other rank there: the relay forwards in a second round what it decoded in the first.
-TEST_P(DeltaExecutorMemory, RelayedPlansForwardWhatTheRelayDecodedExactly) {
+// other rank there: the relay forwards the payloads as they arrived, and decodes its own copy.
+TEST_P(DeltaExecutorMemory, RelayedPlansForwardWhatTheRelayReceivedExactly) {
   const auto problem = testing::delta_problem();
   const auto plan = relayed_plan(problem);
   ASSERT_TRUE(std::ranges::any_of(plan.transfers, [](const Transfer& t) { return !t.upstream().empty(); }));
@@ -136,14 +143,119 @@ TEST_P(DeltaExecutorMemory, RelayedPlansForwardWhatTheRelayDecodedExactly) {
   });
 }
 
-// A round whose transfers fail on one rank only (inference rank 3) fails the step on every rank,
-// naming that rank and the round, instead of leaving the others waiting for it in the next round's
-// audit. No rank applies the failed round (a failed round 0 leaves every byte as it was), and the
-// step after leaves every receiver with exactly its weights.
-TEST_P(DeltaExecutorMemory, ARoundThatFailsOnOneRankFailsTheStepOnEveryRank) {
+// Records, on every execute of the executor behind, the payload bytes each transfer brought the
+// rank, by the refit plan's transfer whose payloads they are (the step's tensor "delta payloads of
+// transfer N", delta_step.h), into `received` at [step][transfer].
+class RecordingStep final : public Executor {
+ public:
+  using Received = std::map<std::pair<std::int32_t, std::int32_t>, std::vector<std::byte>>;
+  RecordingStep(std::unique_ptr<Executor> inner, const std::int32_t& step, Received& received,
+                std::mutex& lock)
+      : inner_(std::move(inner)), step_(&step), received_(&received), lock_(&lock) {}
+  std::string_view name() const override { return inner_->name(); }
+  ExecutorCapabilities capabilities() const override { return inner_->capabilities(); }
+  Result<std::unique_ptr<PreparedPlan>> prepare(const Plan& plan, Rank rank,
+                                                const RankBuffers& buffers) override {
+    plan_ = plan;
+    buffers_ = buffers;
+    return inner_->prepare(plan, rank, buffers);
+  }
+  Result<ExecutionReport> execute(PreparedPlan& prepared) override {
+    auto report = inner_->execute(prepared);
+    const std::lock_guard hold(*lock_);
+    for (const auto& d : buffers_.destinations) {
+      const auto& name = plan_.tensors[d.tensor].name;
+      const auto transfer = std::stoi(name.substr(name.rfind(' ') + 1));
+      (*received_)[{*step_, transfer}].assign(d.bytes.begin(), d.bytes.end());
+    }
+    return report;
+  }
+
+ private:
+  std::unique_ptr<Executor> inner_;
+  const std::int32_t* step_;
+  Received* received_;
+  std::mutex* lock_;
+  Plan plan_;
+  RankBuffers buffers_;
+};
+
+// The piece payloads of a transfer's payloads, which lie back to back: each a header and the body
+// whose size the header gives at byte 32 (docs/delta.md, "The payload format").
+std::vector<std::vector<std::byte>> piece_payloads(const std::vector<std::byte>& payloads) {
+  std::vector<std::vector<std::byte>> out;
+  for (std::size_t at = 0; at + kDeltaHeaderBytes <= payloads.size();) {
+    std::uint64_t body = 0;
+    std::memcpy(&body, payloads.data() + at + 32, 8);
+    const auto end = std::min(payloads.size(), at + kDeltaHeaderBytes + body);
+    out.emplace_back(payloads.begin() + static_cast<std::ptrdiff_t>(at),
+                     payloads.begin() + static_cast<std::ptrdiff_t>(end));
+    at = end;
+  }
+  return out;
+}
+
+// The relayed plan's relays forward whole boxes as they arrived (delta_schedule.h): one round of
+// the codec, two hops. At every one of 6 steps (dense at first, deltas after, one with nothing
+// changed) every piece payload a relay forwards is, byte for byte, one the transfers it forwards
+// from brought it that step, and every receiver ends each step with exactly its weights.
+TEST_P(DeltaExecutorMemory, ARelayForwardsThePayloadsItReceivedByteForByte) {
   const auto problem = testing::delta_problem();
-  for (const std::int32_t round : {0, 1}) {
-    SCOPED_TRACE(::testing::Message() << "round " << round << " fails");
+  const auto plan = relayed_plan(problem);
+  const auto schedule = delta_schedule(plan);
+  ASSERT_EQ(schedule.hops, std::vector<std::int32_t>{2});
+  RecordingStep::Received received;
+  std::mutex lock;
+  std::vector<std::vector<Step>> steps(4);
+  testing::run_ranks(4, [&](std::int32_t r, Bootstrap& bootstrap) {
+    auto ucx = make_ucx_executor(bootstrap, ExecutorOptions{.timeout = Seconds{20}});
+    ASSERT_TRUE(ucx) << ucx.error().message;
+    std::int32_t s = 0;
+    auto executor = delta_executor(std::make_unique<RecordingStep>(std::move(*ucx), s, received, lock),
+                                   bootstrap, GetParam());
+    auto shards = HostShards::allocate(problem, Rank{r});
+    auto weights =
+        SyntheticShards::make(problem, shards.buffers(), SyntheticUpdate{.change_fraction = 0.02, .seed = 5});
+    ASSERT_TRUE(weights);
+    auto prepared = executor.prepare(plan, Rank{r}, shards.buffers());
+    ASSERT_TRUE(prepared) << prepared.error().message;
+    for (; s < 6; ++s) {
+      if (s > 0 && s != 3) ASSERT_TRUE(weights->advance());
+      auto report = executor.execute(**prepared);
+      ASSERT_TRUE(report) << report.error().message;
+      EXPECT_TRUE(weights->verify()) << "rank " << r << " step " << s;
+    }
+  });
+  std::int32_t compared = 0;
+  for (const auto& t : plan.transfers) {
+    if (t.segments.front().via == kFromSourceShard) continue;
+    for (std::int32_t s = 0; s < 6; ++s) {
+      SCOPED_TRACE(::testing::Message() << "transfer " << t.id << " step " << s);
+      std::vector<std::vector<std::byte>> arrived;
+      for (const auto u : t.upstream())
+        if (const auto it = received.find({s, u}); it != received.end())
+          std::ranges::copy(piece_payloads(it->second), std::back_inserter(arrived));
+      const auto forwarded = received.find({s, t.id});
+      if (forwarded == received.end()) continue;
+      for (const auto& payload : piece_payloads(forwarded->second)) {
+        EXPECT_NE(std::ranges::find(arrived, payload), arrived.end());
+        ++compared;
+      }
+    }
+  }
+  // Steps 0-2, 4 and 5 move at least one piece through the relays (step 3 changed nothing).
+  EXPECT_GE(compared, 5);
+}
+
+// A hop whose transfers fail on one rank only (inference rank 3) fails the step on every rank,
+// naming that rank, the round and the hop, instead of leaving the others waiting for it in the next
+// hop. No rank applies any of the failed step: a round decodes only once its last hop has moved, so
+// a failed hop 1 (the relays forwarding) leaves every byte as it was too; and the step after leaves
+// every receiver with exactly its weights.
+TEST_P(DeltaExecutorMemory, AHopThatFailsOnOneRankFailsTheStepOnEveryRank) {
+  const auto problem = testing::delta_problem();
+  for (const std::int32_t hop : {0, 1}) {
+    SCOPED_TRACE(::testing::Message() << "hop " << hop << " fails");
     // A rank's destination bytes before steps 1 and 2: [rank][0 or 1].
     std::vector<std::vector<std::vector<std::byte>>> held(4, std::vector<std::vector<std::byte>>(2));
     const auto steps =
@@ -156,16 +268,16 @@ TEST_P(DeltaExecutorMemory, ARoundThatFailsOnOneRankFailsTheStepOnEveryRank) {
                                        destination_bytes(b);
                                },
                            .fail_step = [](std::int32_t r, std::int32_t s) { return s == 1 && r == 3; },
-                           .fail_round = round,
+                           .fail_hop = hop,
                            .memory = GetParam()});
     for (std::int32_t r = 0; r < 4; ++r) {
       SCOPED_TRACE(::testing::Message() << "rank " << r);
       const auto& failed = steps[static_cast<std::size_t>(r)][1];
       ASSERT_TRUE(failed.error);
-      EXPECT_NE(failed.error->message.find("round " + std::to_string(round)), std::string::npos)
+      EXPECT_NE(failed.error->message.find("round 0, hop " + std::to_string(hop)), std::string::npos)
           << failed.error->message;
       EXPECT_NE(failed.error->message.find("rank 3"), std::string::npos) << failed.error->message;
-      if (round == 0) EXPECT_EQ(held[static_cast<std::size_t>(r)][0], held[static_cast<std::size_t>(r)][1]);
+      EXPECT_EQ(held[static_cast<std::size_t>(r)][0], held[static_cast<std::size_t>(r)][1]);
       const auto& repaired = steps[static_cast<std::size_t>(r)][2];
       ASSERT_FALSE(repaired.error) << repaired.error->message;
       EXPECT_FALSE(repaired.wrong) << repaired.wrong->message;

@@ -1,7 +1,8 @@
-// A delta refit's rounds (executors' delta_step.h, transfer_rounds), which the executor runs and the
-// prediction sums, and a relayed round's step as the simulator takes it (delta_step_job).
+// A delta refit's rounds and hops (executors' delta_schedule.h), which the executor runs and the
+// prediction sums, and a relayed hop's step as the simulator takes it (delta_step_job).
 #include <gtest/gtest.h>
 
+#include "refit/executors/delta_schedule.h"
 #include "refit/executors/delta_step.h"
 #include "test_cluster.h"
 
@@ -35,17 +36,74 @@ Plan chain_plan() {
   return plan;
 }
 
-// A transfer's round is its relay depth: 0 from a source shard, one more than what it forwards.
-// t0 and t2 leave source shards (round 0); t1 forwards t0 (round 1); t3 forwards t1 (round 2).
-TEST(DeltaStep, ATransfersRoundIsItsRelayDepth) {
-  EXPECT_EQ(transfer_rounds(chain_plan()), (std::vector<std::int32_t>{0, 1, 0, 2}));
-  EXPECT_TRUE(transfer_rounds(Plan{}).empty());
+// Pieces 0-3 are t0-t3's segments. t0 and t2 leave source shards: round 0, hop 0, each piece its
+// own origin. t1 forwards t0's whole box as it arrived: round 0, hop 1, carrying piece 0's payload.
+// t3 forwards rows [4, 8) of t1's box, part of a box: relay 3 decodes and encodes again, in round 1
+// (hop 0), a piece of its own. So round 0 has 2 hops and round 1 one.
+TEST(DeltaSchedule, RelaysForwardWholeBoxesAsTheyArrivedAndEncodePartsAgainInTheNextRound) {
+  const auto schedule = delta_schedule(chain_plan());
+  EXPECT_EQ(schedule.round, (std::vector<std::int32_t>{0, 0, 0, 1}));
+  EXPECT_EQ(schedule.hop, (std::vector<std::int32_t>{0, 1, 0, 0}));
+  EXPECT_EQ(schedule.origin, (std::vector<std::int32_t>{0, 0, 2, 3}));
+  EXPECT_EQ(schedule.forwards, (std::vector<std::int32_t>{-1, 0, -1, -1}));
+  EXPECT_EQ(schedule.hops, (std::vector<std::int32_t>{2, 1}));
+  EXPECT_EQ(delta_schedule(Plan{}).rounds(), 0);
 }
 
-// Round 1's step: relay 2 sends 100 bytes of payload to rank 3. Relay 2 sends as the step's rank
+// A chain of forwards: t1 forwards t0's box, t2 forwards t1's, so t2 moves in hop 2 of round 0
+// and carries piece 0's payload (forwarding the piece it arrived as, 1). Hop payloads keep the
+// sizes of the hop's pieces alone: sizes {10, 20, 30} give {10, 0, 0}, {0, 20, 0}, {0, 0, 30}.
+TEST(DeltaSchedule, AChainOfForwardsCarriesTheFirstSendersPayloadHopByHop) {
+  auto plan = chain_plan();
+  plan.transfers.resize(2);
+  auto t2 = plan.transfers[1];
+  t2.id = 2;
+  t2.sender = Rank{3};
+  t2.receiver = Rank{4};
+  t2.segments.front().via = 1;
+  plan.transfers.push_back(t2);
+  const auto schedule = delta_schedule(plan);
+  EXPECT_EQ(schedule.hop, (std::vector<std::int32_t>{0, 1, 2}));
+  EXPECT_EQ(schedule.origin, (std::vector<std::int32_t>{0, 0, 0}));
+  EXPECT_EQ(schedule.forwards, (std::vector<std::int32_t>{-1, 0, 1}));
+  EXPECT_EQ(schedule.hops, (std::vector<std::int32_t>{3}));
+  const std::vector<std::int64_t> sizes{10, 20, 30};
+  EXPECT_EQ(hop_payloads(plan, schedule, sizes, 0, 0), (std::vector<std::int64_t>{10, 0, 0}));
+  EXPECT_EQ(hop_payloads(plan, schedule, sizes, 0, 1), (std::vector<std::int64_t>{0, 20, 0}));
+  EXPECT_EQ(hop_payloads(plan, schedule, sizes, 0, 2), (std::vector<std::int64_t>{0, 0, 30}));
+  EXPECT_EQ(hop_payloads(plan, schedule, sizes, 1, 0), (std::vector<std::int64_t>{0, 0, 0}));
+}
+
+// A landing rank's quantise step (t1: rank 2 to itself, making the fp8 of the box t0 brought) and
+// the relay that forwards that fp8 (t2) are never forwards as they arrived: the quantise step
+// runs on the copy t0's round decoded (round 1), and what it makes was never a payload, so t2
+// encodes it in round 2.
+TEST(DeltaSchedule, TheFp8AQuantiseStepMadeIsEncodedInTheRoundAfterIt) {
+  auto plan = chain_plan();
+  plan.tensors.push_back(make_tensor_spec("w fp8", {8, 256}, DType::kFP8E4M3).value());
+  plan.transfers.resize(1);
+  auto quantise = plan.transfers[0];
+  quantise.id = 1;
+  quantise.sender = quantise.receiver = Rank{2};
+  quantise.link = LinkKind::kLocal;
+  quantise.segments.front() = Segment{.tensor = 1, .box = Box{{0, 0}, {8, 256}}, .via = 0};
+  auto forward = quantise;
+  forward.id = 2;
+  forward.receiver = Rank{3};
+  forward.link = LinkKind::kNvlink;
+  forward.segments.front().via = 1;
+  plan.transfers.push_back(quantise);
+  plan.transfers.push_back(forward);
+  const auto schedule = delta_schedule(plan);
+  EXPECT_EQ(schedule.round, (std::vector<std::int32_t>{0, 1, 2}));
+  EXPECT_EQ(schedule.hop, (std::vector<std::int32_t>{0, 0, 0}));
+  EXPECT_EQ(schedule.forwards, (std::vector<std::int32_t>{-1, -1, -1}));
+}
+
+// Hop 1's step: relay 2 forwards 100 bytes of payload to rank 3. Relay 2 sends as the step's rank
 // 2, a training rank after the job's two, on relay 2's GPU; the inference ranks move up by one
 // (3 -> 4), on their own GPUs. The payload tensor lies whole at its sender and whole at its
-// receiver. Round 0's step, which training ranks send, keeps the job's ranks.
+// receiver. Hop 0's step, which training ranks send, keeps the job's ranks.
 TEST(DeltaStep, ARelayedRoundSendsFromATrainingRankOfItsOwnOnTheRelaysGpu) {
   const auto plan = chain_plan();
   const auto cluster = testing::make_test_cluster(3, 2, 2, 3);  // ranks 0..4 on GPUs 0..4

@@ -32,13 +32,13 @@ inline Plan direct_plan(const ReshardProblem& problem) {
   return testing::plan_for(problem, testing::make_test_cluster(2, 2, 2, 2), "direct", Bytes{4096});
 }
 
-// Lands each piece once on the inference node (ranks 2-3) in round 0 and relays it over NVLink to
-// the other rank there in round 1.
+// Lands each piece once on the inference node (ranks 2-3) and relays it over NVLink to the other
+// rank there: one round of two hops, the relays forwarding in hop 1 the payloads as they arrived.
 inline Plan relayed_plan(const ReshardProblem& problem) {
   return testing::plan_for(problem, testing::make_test_cluster(2, 2, 2, 2), "refit", Bytes{4096});
 }
 
-// Fails a transfer (one round of a delta step) when `fail` says so, after the executor behind has
+// Fails a transfer (one hop of a delta step) when `fail` says so, after the executor behind has
 // moved every byte: the round returns an error on this rank although the payloads landed.
 class FailingStep final : public Executor {
  public:
@@ -98,7 +98,8 @@ struct Scenario {
   std::function<bool(std::int32_t r, std::int32_t s)> hold_weights;  // true: no update before step s
   std::function<void(std::int32_t r, std::int32_t s, RankBuffers&)> before_step;  // after the update
   std::function<bool(std::int32_t r, std::int32_t s)> fail_step;  // true: step s fails on rank r
-  std::optional<std::int32_t> fail_round;  // the round of the step that fails; nullopt: every round
+  // The hop of the step that fails, counting every round's hops in turn; nullopt: every hop.
+  std::optional<std::int32_t> fail_hop;
   double frozen = 0.0;  // the share of the tensors that never change (SyntheticShards::make)
   std::optional<DeltaRebalance> rebalance;
   // After the last step, on every rank: its bootstrap and its buffers (sources at the last step's
@@ -115,10 +116,10 @@ inline std::vector<std::vector<Step>> run_steps(const ReshardProblem& problem, c
     auto ucx = make_ucx_executor(bootstrap, ExecutorOptions{.timeout = Seconds{20}});
     ASSERT_TRUE(ucx) << ucx.error().message;
     bool fail_now = false;
-    std::int32_t round = 0;  // of the step running: the executor behind runs once a round
+    std::int32_t hop = 0;  // of the step running: the executor behind runs once a hop
     const auto fails = [&] {
-      const auto now = round++;
-      return fail_now && (!sc.fail_round || *sc.fail_round == now);
+      const auto now = hop++;
+      return fail_now && (!sc.fail_hop || *sc.fail_hop == now);
     };
     auto executor = delta_executor(std::make_unique<FailingStep>(std::move(*ucx), fails), bootstrap,
                                    sc.memory, sc.rebalance);
@@ -135,7 +136,7 @@ inline std::vector<std::vector<Step>> run_steps(const ReshardProblem& problem, c
       }
       if (sc.before_step) sc.before_step(r, s, shards.buffers());
       fail_now = sc.fail_step && sc.fail_step(r, s);
-      round = 0;
+      hop = 0;
       Step step;
       auto report = executor.execute(**prepared);
       if (report)

@@ -61,7 +61,7 @@ TEST(RunDelta, AReceiverWhoseBytesDriftedGetsThatPieceDenseAndStaysExact) {
 }
 
 // The refit plan on NVLink domains of two processes lands each piece once per domain and relays
-// it to the other rank there: the relays forward, in a second round, what they decoded.
+// it to the other rank there: the relays forward the payloads as they arrived, in a second hop.
 TEST(RunDelta, TheRefitPlanWithItsRelaysIsVerifiedEveryStep) {
   const auto r = testing::refit_run(6, kProblem +
                                            " --cluster cpu-host:gpus_per_domain=2 --delta 0.01 "

@@ -4,9 +4,10 @@
 // step that moves, per piece (a segment of a transfer: one box of one tensor from one sender to
 // one receiver), only what changed since the bytes the receiver holds, bit for bit.
 //
-// A step, on every rank of the plan together, round by round (round 0: the transfers from source
-// shards; round k + 1: the relays forwarding, from their own destination shards, what they decoded
-// in round k, as the refit strategy's relays complete replicas over NVLink), each round:
+// A step, on every rank of the plan together, round by round (delta_schedule.h: round 0 the
+// transfers from source shards and the relays that forward whole boxes as they arrived, as the
+// refit strategy's relays complete replicas over NVLink; round k + 1 the relays that forward, from
+// their own destination shards, anything else they decoded in round k), each round:
 //  1. each receiver packs its pieces from its destination shards and publishes their checksums
 //     (checksum_of: an audit of the bytes it really holds, so a receiver whose bytes changed
 //     outside refit is caught before anything is encoded against them);
@@ -14,9 +15,13 @@
 //     last sent, where its checksum of those equals the receiver's, and densely where not (the
 //     first step, after a failed step, after drift); a piece with no change sends nothing;
 //  3. the ranks exchange the payloads' sizes and the executor behind moves the payloads as a plan
-//     of its own (one byte tensor per transfer, prepared for this step);
+//     of its own (one byte tensor per transfer, prepared for this step), hop by hop: a relay copies
+//     the payloads it forwards as they arrived, byte for byte, out of those it received in the hop
+//     before (a sender encodes such a piece against its baseline only where every receiver down
+//     the chain holds it: the payload must apply at each of them);
 //  4. each receiver decodes each piece into its packed copy, all or nothing (the codec checks the
-//     result's checksum before it writes), and only then unpacks it into its shard. A step whose
+//     result's checksum before it writes), and only then unpacks it into its shard, once the
+//     round's last hop has moved (a relay decodes its own copy beside its receivers). A step whose
 //     transfers fail decodes nothing: no receiver is left with half a delta, and the senders forget
 //     their baselines of the step's pieces, so the next step sends those densely.
 // Re-balancing (DeltaRebalance, docs/delta.md): a plan balances its senders by the bytes it was

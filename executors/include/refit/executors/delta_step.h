@@ -35,23 +35,17 @@ struct DeltaStep {
 
 // A step as the simulator takes it: its plan and problem, each payload tensor held whole by its
 // sender and landing whole at its receiver (nothing to pack or unpack), on the job's GPUs. A
-// problem's senders are training ranks, but in a later round relays (inference ranks) send the
-// payloads they encoded themselves: each such relay sends as a training rank of its own on its
-// GPU, numbered after the job's training ranks (the inference ranks renumbered after them), so
-// that it shares the GPU's NICs and NVLink with the relay's inference rank. A step that relays
-// do not send keeps the job's ranks.
+// problem's senders are training ranks, but in a later hop or round (delta_schedule.h) relays
+// (inference ranks) send payloads from their own buffers: each such relay sends as a training rank of its own
+// on its GPU, numbered after the job's training ranks (the inference ranks renumbered after them), so that it
+// shares the GPU's NICs and NVLink with the relay's inference rank. A step that relays do not send keeps the
+// job's ranks.
 struct StepJob {
   Plan plan;
   ReshardProblem problem;
   PlacedCluster cluster;
 };
 [[nodiscard]] Result<StepJob> delta_step_job(const DeltaStep& step, const PlacedCluster& cluster);
-
-// Each transfer's round in a delta refit (delta_executor.h), by transfer of `plan`: its relay
-// depth, 0 for a transfer from source shards and k + 1 for one that forwards what arrived in round
-// k, since a relay forwards (delta-encoded) only what it has decoded. The executor runs the rounds
-// one after another and the prediction of a step sums them.
-std::vector<std::int32_t> transfer_rounds(const Plan& plan);
 
 // The pieces of a plan: the sum of its transfers' segments.
 std::int64_t piece_count(const Plan& plan);

@@ -23,22 +23,24 @@
 
 namespace refit {
 
-// One round of a delta refit's step: the transfers of one relay depth (executors' delta_step.h,
-// transfer_rounds), round k + 1 being the relays forwarding what they decoded in round k.
+// One round of a delta refit's step (executors' delta_schedule.h): one pass of the codec, round
+// k + 1 being the relays that forward what they decoded in round k, encoded again; relays that
+// forward payloads as they arrived do so in the hops of the round.
 struct DeltaRound {
   Bytes moved_bytes;  // the round's payloads' expected bytes
-  Seconds encode;     // the busiest sender's encoding of the boxes it sends in the round (each once)
-  Seconds transfer;   // the round's payloads' transfer, simulated
+  Seconds encode;     // the busiest sender's encoding of the boxes it encodes in the round (each once)
+  Seconds transfer;   // the round's payloads' transfers, simulated hop by hop, added up
   Seconds decode;     // the busiest receiver's audit and decoding of its pieces of the round
+  std::int32_t hops = 1;
 };
 
 // One step of a delta refit (executors' delta_executor.h) beside a dense prediction
 // (PredictOptions::delta): each piece's payload after one step of the synthetic update at the
 // change fraction (delta/payload_estimate.h: measured by encoding a sample; a relay's payload of a
-// box taken equal to its sender's, as when their baselines agree), moved round by round as the
-// delta step's plan of the round (executors' delta_step.h) and simulated as the same deployment
-// runs it, plus the CPU codec's time on one core per rank from its measured speeds
-// (delta/codec_speed.h). The executor runs each round's encoding, transfer and decoding one after
+// box taken equal to its sender's, as when their baselines agree), moved round by round and hop by
+// hop as the delta step's plan of the hop (executors' delta_step.h) and simulated as the same
+// deployment runs it, plus the CPU codec's time on one core per rank from its measured speeds
+// (delta/codec_speed.h). The executor runs each round's encoding, hops and decoding one after
 // another, and the rounds one after another, so all their times add up.
 struct DeltaPrediction {
   double change_fraction = 0;
@@ -48,7 +50,7 @@ struct DeltaPrediction {
   Seconds encode;                  // the rounds' encodings
   Seconds decode;                  // the rounds' audits and decodings
   Seconds predicted;               // encode + transfer + decode
-  std::vector<DeltaRound> rounds;  // one per relay depth of the plan (one without relays)
+  std::vector<DeltaRound> rounds;  // one per pass of the codec (delta_schedule.h)
 };
 
 // One prediction: a plan, who ran it, and what the simulator found.
