@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "delta_pieces.h"
+#include "delta_prepared.h"
 #include "delta_rebalance.h"
 #include "refit/core/try.h"
 #include "refit/executors/agreement.h"
@@ -23,90 +24,15 @@ namespace refit {
 namespace {
 
 using delta_pieces::Piece;
-
-// A box of a tensor this rank sends, to one receiver or to several (replicas): the bytes it last
-// sent them (the baseline: after a step that succeeded every receiver of the box holds them,
-// whether it got a delta or dense) and their checksum, and this step's bytes and encodings.
-struct Source {
-  std::int32_t round = 0;
-  std::size_t first_send = 0;  // the first of its pieces in DeltaPrepared::sends
-  std::unique_ptr<DeltaBuffer> baseline;
-  std::optional<Checksum> base;  // nullopt: nothing both ends agree on, the next payload is dense
-  std::unique_ptr<DeltaBuffer> current;
-  bool packed = false;  // `current` holds this step's bytes
-  Checksum result;      // of `current`
-  // This step's payloads, encoded once each: against the baseline, and dense (for receivers that
-  // do not hold it); empty until a receiver needs it. They lie in the first receiver's payloads.
-  std::span<const std::byte> delta;
-  std::int64_t changed = 0;  // elements, in `delta`
-  std::span<const std::byte> dense;
-  bool sent = false;  // some receiver got a payload this step
-};
-
-// A piece this rank sends: its box's Source and this step's payload bytes (0: unchanged,
-// nothing sent).
-struct Sending {
-  Piece piece;
-  std::size_t source = 0;
-  std::int64_t payload = 0;
-  bool dense = false;  // sent dense for want of a baseline both ends agree on
-};
-
-// A piece this rank receives: its packed copy, decoded in place, then unpacked into its shard.
-struct Receiving {
-  Piece piece;
-  std::unique_ptr<DeltaBuffer> packed;
-  Checksum audit;  // of the bytes the rank holds before the step
-  std::int64_t payload = 0;
-};
-
-// FP8 in flight: a weight box this rank quantises at every step before it packs its pieces, into
-// memory of its own that the pieces' source shards point into (the values and scales boxes the
-// plan sends), so that what is encoded is exactly the fp8 a dense refit sends.
-struct Quantized {
-  SenderQuantization box;
-  std::unique_ptr<HostAllocation> values;
-  std::unique_ptr<HostAllocation> scales;
-};
-
-// Where one transfer's payloads go: the pieces back to back, as large as they can get.
-struct Payloads {
-  std::int32_t transfer = 0;
-  std::unique_ptr<DeltaBuffer> memory;
-};
-
-class DeltaPrepared final : public PreparedPlan {
- public:
-  Plan plan;
-  Rank rank;
-  std::int32_t total_pieces = 0;
-  std::vector<std::int32_t> rounds_of;  // by piece of the plan
-  DeltaSchedule schedule;
-  std::vector<Source> sources;
-  std::vector<Sending> sends;
-  std::vector<Piece> forwards;  // the pieces it forwards as they arrived
-  std::vector<Receiving> receives;
-  std::vector<Payloads> payloads;       // of the transfers this rank sends or receives, in plan order
-  DeltaMemory* memory = nullptr;        // the executor's: where the bytes above lie, which codec runs
-  RankBuffers buffers;                  // what it was prepared with, for a re-plan
-  std::vector<Quantized> fp8;           // the boxes it quantises before every step
-  std::vector<std::int32_t> quantised;  // the pieces of its quantise steps
-  std::vector<delta_pieces::LandingQuantization> landing;  // its quantise steps, by round
-  std::vector<Bytes> planned;  // by tensor: the bytes the plan was balanced by (PlanOptions::moved_bytes)
-  std::optional<DeltaRebalance> rebalance;  // as the executor had it when it prepared the plan
-  // The last step's agreed payload size of every piece of the plan, and whether it went dense.
-  std::vector<std::int64_t> step_payloads;
-  std::vector<bool> step_dense;
-};
+using delta_prepared::capacity;
+using delta_prepared::DeltaPrepared;
+using delta_prepared::make_prepared;
+using delta_prepared::Sending;
+using delta_prepared::Source;
 
 // A payload size agreed in step 3 carries in its top bit whether the piece went dense for want of
 // an agreed baseline, which re-balancing leaves out of its measure of the tensor's delta.
 constexpr std::uint64_t kSentDense = std::uint64_t{1} << 63;
-
-// The most a piece's payload can take.
-std::int64_t capacity(const DeltaPrepared& p, const Piece& piece) {
-  return p.memory->capacity(piece.bytes, piece.dtype);
-}
 
 Result<void> pack(DeltaPrepared& p, const Piece& piece, const DeltaBuffer& packed) {
   return p.memory->pack(p.buffers.memory, piece.shard, piece.box, piece.dtype, packed.bytes());
@@ -364,101 +290,6 @@ void settle(DeltaPrepared& p, std::int32_t round, bool moved) {
     }
     src.packed = false;
   }
-}
-
-[[nodiscard]] Result<void> allocate_payloads(DeltaPrepared& p) {
-  std::vector<Bytes> sizes;
-  std::vector<std::int32_t> transfers;
-  const auto add = [&](const Piece& piece) {
-    if (transfers.empty() || transfers.back() != piece.transfer) {
-      transfers.push_back(piece.transfer);
-      sizes.push_back(Bytes{0});
-    }
-    sizes.back() += Bytes{capacity(p, piece)};
-  };
-  for (const auto& s : p.sends) add(s.piece);
-  for (const auto& f : p.forwards) add(f);
-  for (const auto& r : p.receives) add(r.piece);
-  auto memory = REFIT_TRY(p.memory->allocate_payloads(
-      sizes, fmt::format("allocating the delta payloads of rank {}", p.rank.value)));
-  for (std::size_t i = 0; i < memory.size(); ++i)
-    p.payloads.push_back(Payloads{.transfer = transfers[i], .memory = std::move(memory[i])});
-  return {};
-}
-
-// The buffers the rank's pieces are packed from: `given`, with each weight box it quantises
-// replaced by its fp8 values and scales in memory of its own (sender_quantization.h). Device
-// memory is refused with the pieces (delta_pieces.h), before anything is quantised.
-[[nodiscard]] Result<RankBuffers> quantized_sources(const Plan& plan, Rank rank, const RankBuffers& given,
-                                                    std::vector<Quantized>& fp8) {
-  const auto found = REFIT_TRY(sender_quantizations(plan, rank, given));
-  if (found.empty()) return given;
-  std::vector<QuantizedMemory> memory;
-  for (const auto& q : found) {
-    auto& made = fp8.emplace_back(Quantized{
-        .box = q, .values = heap_allocation(q.values_bytes()), .scales = heap_allocation(q.scales_bytes())});
-    memory.push_back(QuantizedMemory{.values = made.values->bytes(), .scales = made.scales->bytes()});
-  }
-  return sending_buffers(given, found, memory).buffers;
-}
-
-// Quantising (at the senders, at the landing ranks) runs the CPU quantizer on the shards.
-[[nodiscard]] Result<void> check_quantised_on_host(const Plan& plan, Rank rank, const RankBuffers& buffers) {
-  if (buffers.memory == MemoryKind::kHost) return {};
-  for (const auto& t : plan.tensors)
-    if (t.quantization && t.quantization->site != QuantSite::kReceiver)
-      return unsupported(
-          fmt::format("rank {}: tensor '{}': a delta refit quantises on the host, so FP8 in "
-                      "flight with deltas takes host memory",
-                      rank.value, t.name));
-  return {};
-}
-
-// Every box it sends gets its baseline and this step's bytes, every piece it receives its copy.
-[[nodiscard]] Result<void> allocate_packed(DeltaPrepared& p) {
-  for (auto& s : p.sources) {
-    const auto bytes = Bytes{p.sends[s.first_send].piece.bytes};
-    s.baseline = REFIT_TRY(p.memory->allocate(bytes));
-    s.current = REFIT_TRY(p.memory->allocate(bytes));
-  }
-  for (auto& r : p.receives) r.packed = REFIT_TRY(p.memory->allocate(Bytes{r.piece.bytes}));
-  return {};
-}
-
-[[nodiscard]] Result<std::unique_ptr<DeltaPrepared>> make_prepared(const Plan& plan, Rank rank,
-                                                                   const RankBuffers& buffers,
-                                                                   DeltaMemory& memory) {
-  REFIT_TRY(validate_structure(plan));
-  REFIT_TRY(memory.check_shards(buffers, rank));
-  REFIT_TRY(check_quantised_on_host(plan, rank, buffers));
-  std::vector<Quantized> fp8;
-  const auto packed_from = REFIT_TRY(quantized_sources(plan, rank, buffers, fp8));
-  auto pieces = REFIT_TRY(delta_pieces::rank_pieces(plan, rank, packed_from));
-  auto p = std::make_unique<DeltaPrepared>();
-  p->fp8 = std::move(fp8);
-  p->quantised = std::move(pieces.quantised);
-  p->landing = std::move(pieces.landing);
-  p->plan = plan;
-  p->rank = rank;
-  p->total_pieces = pieces.total;
-  p->rounds_of = std::move(pieces.rounds_of);
-  p->schedule = std::move(pieces.schedule);
-  p->forwards = std::move(pieces.forwards);
-  p->memory = &memory;
-  p->buffers = buffers;
-  p->planned = delta_rebalance::dense_bytes(plan);
-  p->step_payloads.assign(static_cast<std::size_t>(pieces.total), 0);
-  p->step_dense.assign(static_cast<std::size_t>(pieces.total), true);
-  std::map<std::tuple<std::int32_t, std::uint32_t, Box>, std::size_t> sources;  // by round, tensor, box
-  for (auto& piece : pieces.sends) {
-    const auto [it, added] = sources.try_emplace({piece.round, piece.tensor, piece.box}, p->sources.size());
-    if (added) p->sources.push_back(Source{.round = piece.round, .first_send = p->sends.size()});
-    p->sends.push_back(Sending{.piece = std::move(piece), .source = it->second});
-  }
-  for (auto& piece : pieces.receives) p->receives.push_back(Receiving{.piece = std::move(piece)});
-  REFIT_TRY(allocate_packed(*p));
-  REFIT_TRY(allocate_payloads(*p));
-  return p;
 }
 
 void add(ExecutionReport& total, const ExecutionReport& round) {
