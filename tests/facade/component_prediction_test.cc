@@ -1,10 +1,11 @@
 // PredictOptions::by_components gives the whole simulation's predictions: every field of every
 // row of `refit simulate --json` (predictions_json) but the wall times, numbers to 1e-12 relative
 // (waiting_s averages over one component's ranks instead of all: the same figure, rounded apart)
-// or 1e-18 s, on problems whose plans
-// fall into alike components (source replicas serving their own engines), bf16 and FP8 at the
-// landing ranks, one strategy and all of them compared. Components of a plan share no resource of
-// the flow model, so each runs as it would beside the others; alike ones end at the same time.
+// or 1e-18 s, on problems whose plans fall into alike components (source replicas serving their
+// own engines), bf16 and FP8 in flight (fp8-block128 asked at the landing ranks: quantised at the
+// senders, whose training layout holds whole blocks), one strategy and all of them compared.
+// Components of a plan share no resource of the flow model, so each runs as it would beside the
+// others; alike ones end at the same time.
 #include <algorithm>
 #include <cmath>
 #include <string>
