@@ -9,6 +9,7 @@
 #include "delta_prediction.h"
 #include "refit/core/try.h"
 #include "refit/refit.h"
+#include "refit/simulator/component_simulation.h"
 
 #include "in_parallel.h"
 
@@ -100,6 +101,24 @@ Bytes moved_bytes(const ReshardProblem& problem, const std::vector<bool>& moved)
   return {};
 }
 
+// The simulation of plan `p` under `so`: by components where options.by_components asks for it and
+// that is the whole simulation's (PredictOptions::by_components), whole otherwise.
+[[nodiscard]] Result<PlanSimulation> simulate_row(const PredictOptions& o, const Plan& p,
+                                                  const ReshardProblem& problem, const PlacedCluster& cluster,
+                                                  const PlanSimulationOptions& so) {
+  if (o.by_components) {
+    auto parts = simulate_plan_by_components(p, problem, cluster, so);
+    if (!parts && parts.error().code != ErrorCode::kUnsupported)
+      return std::unexpected(std::move(parts).error());
+    if (parts && parts->simulated == 1) {
+      parts->slowest.tasks = parts->tasks;
+      parts->slowest.events = parts->events;
+      return std::move(parts->slowest);
+    }
+  }
+  return simulate_plan(p, problem, cluster, so);
+}
+
 // `planned` (a plan of `problem`) as `deployment` runs it; `traced`: the row options.trace draws.
 [[nodiscard]] Result<Prediction> run_row(const PredictOptions& o, const ReshardProblem& problem,
                                          const PlacedCluster& cluster, const Planned& planned,
@@ -125,7 +144,7 @@ Bytes moved_bytes(const ReshardProblem& problem, const std::vector<bool>& moved)
                  .moves_part = part,
                  .moved_bytes = part ? moved_bytes(problem, schedule.moved_tensors) : problem.total_bytes(),
                  .moved_bound = lower_bound(problem, cluster, schedule.moved_tensors),
-                 .sim = REFIT_TRY(simulate_plan(p, problem, cluster, so)),
+                 .sim = REFIT_TRY(simulate_row(o, p, problem, cluster, so)),
                  .plan_seconds = planned.seconds,
                  .simulate_seconds = seconds_since(start),
                  .sensitivity = {},

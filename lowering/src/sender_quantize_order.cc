@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 #include <tuple>
+#include <unordered_map>
 
 #include "refit/lowering/message_layout.h"
 
@@ -117,20 +118,27 @@ SenderQuantizeOrder sender_quantize_order(const Plan& plan, Bytes staging, const
 }
 
 ChunkStart paced_start(const Plan& plan) {
-  const auto world = at(plan.world_size());
-  std::vector<std::int64_t> total(world * world, 0);  // by (sender, receiver)
-  const auto pair = [world](const Transfer& t) { return at(t.sender.value) * world + at(t.receiver.value); };
+  // By (sender, receiver) pair that carries something: the bytes of all its transfers and of
+  // those met so far. Keyed by the pairs a plan has, not indexed by every pair of its world,
+  // which at 16,384 ranks a side would take 17 GB.
+  struct Carried {
+    std::int64_t total = 0;
+    std::int64_t sent = 0;
+  };
+  std::unordered_map<std::uint64_t, Carried> pairs;
+  const auto pair = [](const Transfer& t) {
+    return static_cast<std::uint64_t>(t.sender.value) << 32 | static_cast<std::uint32_t>(t.receiver.value);
+  };
   for (const auto& t : plan.transfers)
-    if (!t.quantises()) total[pair(t)] += t.bytes.value;
+    if (!t.quantises()) pairs[pair(t)].total += t.bytes.value;
   auto before = std::make_shared<std::vector<std::int64_t>>(plan.transfers.size(), 0);
   auto of_pair = std::make_shared<std::vector<std::int64_t>>(plan.transfers.size(), 1);
-  std::vector<std::int64_t> sent(world * world, 0);
   for (const auto& t : plan.transfers) {
     if (t.quantises()) continue;
-    const auto p = pair(t);
-    (*before)[at(t.id)] = sent[p];
-    (*of_pair)[at(t.id)] = std::max<std::int64_t>(total[p], 1);
-    sent[p] += t.bytes.value;
+    auto& p = pairs.at(pair(t));
+    (*before)[at(t.id)] = p.sent;
+    (*of_pair)[at(t.id)] = std::max<std::int64_t>(p.total, 1);
+    p.sent += t.bytes.value;
   }
   return [before, of_pair](std::int32_t t, std::int64_t, std::int64_t first_byte) {
     return static_cast<double>((*before)[at(t)] + first_byte) / static_cast<double>((*of_pair)[at(t)]);

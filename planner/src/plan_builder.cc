@@ -125,8 +125,8 @@ std::vector<Handle> in_pair_order(std::span<const Place> order, std::span<const 
 
 }  // namespace
 
-std::vector<Handle> PlanBuilder::rotated_order(std::span<const std::int64_t> arrival,
-                                               bool keep_pair_order) const {
+std::vector<Handle> PlanBuilder::rotated_order(std::span<const std::int64_t> arrival, bool keep_pair_order,
+                                               std::vector<std::uint64_t>* out_rounds) const {
   std::vector<Place> order(pending_.size());
   for (std::size_t h = 0; h < pending_.size(); ++h)
     order[h] = {.phase = pending_[h].phase,
@@ -159,6 +159,12 @@ std::vector<Handle> PlanBuilder::rotated_order(std::span<const std::int64_t> arr
     begin = end;
   }
   std::ranges::stable_sort(rounds, {}, [](const Round& r) { return std::pair(r.phase, r.round); });
+  if (out_rounds) {
+    out_rounds->resize(rounds.size());
+    std::ranges::transform(rounds, out_rounds->begin(), [](const Round& r) {
+      return static_cast<std::uint64_t>(r.phase) << 32 | static_cast<std::uint64_t>(r.round);
+    });
+  }
   if (keep_pair_order) return in_pair_order(order, rounds);
   std::vector<Handle> out(order.size());
   for (std::size_t i = 0; i < rounds.size(); ++i) out[i] = order[rounds[i].position].handle;
@@ -372,17 +378,17 @@ std::vector<std::int64_t> PlanBuilder::slice_relays(const PerSegment& arrival,
   return latest;
 }
 
-Plan PlanBuilder::finish(RelayOrder relays) && {
+Plan PlanBuilder::finish(RelayOrder relays, std::vector<std::uint64_t>* rounds) && {
   const std::vector<std::int64_t> unordered(pending_.size(), 0);
   const bool arrival = relays == RelayOrder::kArrival;
-  auto order = rotated_order(unordered, arrival);
+  auto order = rotated_order(unordered, arrival, arrival ? nullptr : rounds);
   if (arrival) {
     const auto relayed = forwarded();
     cut_relay_segments(relayed);
     // Forwarded messages go by when their own data lands, which moves where they are in their
     // pairs' streams and so when what they forward lands: arrivals are taken again in that order.
     order = rotated_order(latest(segment_arrivals(order, relayed)), true);
-    order = rotated_order(slice_relays(segment_arrivals(order, relayed), relayed), true);
+    order = rotated_order(slice_relays(segment_arrivals(order, relayed), relayed), true, rounds);
   }
   std::vector<std::int32_t> id_of(pending_.size());
   for (std::size_t i = 0; i < order.size(); ++i)

@@ -48,7 +48,10 @@ class PlanBuilder {
   // a slice throughout: Qwen3-30B-A3B EP8xDP16 -> 8 x TP2 in bf16 took 1.09x its bound instead of
   // 1.02x); bench/RESULTS.md has the measurements.
   static constexpr std::int64_t kRelaySliceChunks = 4;
-  Plan finish(RelayOrder relays = RelayOrder::kCreation) &&;
+  // With `rounds`, also each transfer's place in the rotated all-to-all: phase << 32 | round. A
+  // sender has one transfer per (phase, round), and plan order is by (phase, round, sender):
+  // plans of parts that share no rank merge into the plan of their union by it.
+  Plan finish(RelayOrder relays = RelayOrder::kCreation, std::vector<std::uint64_t>* rounds = nullptr) &&;
 
  private:
   struct Pending {
@@ -95,7 +98,9 @@ class PlanBuilder {
   // by `arrival` of their data at the sender (stable). The rotation may wrap a pair's last
   // messages in front of its first unless `keep_pair_order`: the baselines' plans keep the order
   // their predictions were made with (their deployments order a pair's messages by call first).
-  std::vector<Handle> rotated_order(std::span<const std::int64_t> arrival, bool keep_pair_order) const;
+  // With `rounds`, each place's phase << 32 | round (finish()).
+  std::vector<Handle> rotated_order(std::span<const std::int64_t> arrival, bool keep_pair_order,
+                                    std::vector<std::uint64_t>* rounds = nullptr) const;
   // A number per segment of some messages, in one array (message h's at [first[h], first[h + 1])).
   class PerSegment {
    public:

@@ -5,17 +5,24 @@
 
 namespace refit::planner_detail {
 
-std::vector<std::vector<std::vector<DomainGroup>>> group_by_domain(const PlanContext& c) {
-  std::vector<std::vector<std::vector<DomainGroup>>> out(c.overlaps.size());
+DomainGroups group_by_domain(const PlanContext& c) {
+  DomainGroups out(c.overlaps.size());
+  std::vector<std::int32_t> group_of(c.cluster.cluster().domains().size(), -1);  // of the shard's domains
   for (std::size_t t = 0; t < c.overlaps.size(); ++t) {
     for (const auto& d : c.overlaps[t].destinations) {
       auto& groups = out[t].emplace_back();
       for (Rank r : d.shard.holders) {
-        const auto domain = c.cluster.domain_of(r);
-        auto it = std::ranges::find(groups, domain, &DomainGroup::domain);
-        if (it == groups.end())
-          it = groups.insert(groups.end(), DomainGroup{.domain = domain, .replicas = {}});
-        it->replicas.push_back(r);
+        auto& g = group_of[static_cast<std::size_t>(c.cluster.domain_of(r))];
+        if (g < 0) {
+          g = static_cast<std::int32_t>(groups.size());
+          groups.push_back(DomainGroup{.domain = c.cluster.domain_of(r), .replicas = {}});
+        }
+        groups[static_cast<std::size_t>(g)].replicas.push_back(r);
+      }
+      for (auto& g : groups) {
+        group_of[static_cast<std::size_t>(g.domain)] = -1;
+        g.copy = static_cast<std::size_t>(&g - groups.data());
+        g.copies = groups.size();
       }
     }
   }

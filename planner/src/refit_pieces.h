@@ -33,14 +33,18 @@ struct Assignment {
   std::int32_t relay_from = -1;
 };
 
-// Replicas of one destination shard that live in one NVLink domain.
+// Replicas of one destination shard that live in one NVLink domain: copy `copy` of the `copies`
+// the shard's domain groups make of each of its pieces (holder_share).
 struct DomainGroup {
   std::int32_t domain = 0;
   std::vector<Rank> replicas;
+  std::size_t copy = 0;
+  std::size_t copies = 1;
 };
+using DomainGroups = std::vector<std::vector<std::vector<DomainGroup>>>;  // [tensor][dest] -> groups
 
 // [tensor][destination shard] -> its replicas grouped by domain, in order of first appearance.
-std::vector<std::vector<std::vector<DomainGroup>>> group_by_domain(const PlanContext& c);
+DomainGroups group_by_domain(const PlanContext& c);
 
 // The holders [first, last) of a piece's h holders that may send copy g of the G copies it
 // makes (one per destination domain group that takes it over the network): those whose slot

@@ -20,7 +20,11 @@ struct PlanContext {
 bool has_landing(const ReshardProblem& problem);
 [[nodiscard]] Result<Plan> plan_with_landing(const PlanContext& c);
 
+// Plans the first of the problem's independent parts alone where every part is a copy of it with
+// its ranks shifted (refit_parts.h), and lays it out for every part; the whole plan otherwise. The
+// plan is plan_refit_whole's, transfer for transfer.
 [[nodiscard]] Result<Plan> plan_refit(const PlanContext& c);
+[[nodiscard]] Result<Plan> plan_refit_whole(const PlanContext& c);
 [[nodiscard]] Result<Plan> plan_direct(const PlanContext& c);
 [[nodiscard]] Result<Plan> plan_m2n_ring(const PlanContext& c);
 [[nodiscard]] Result<Plan> plan_gather_broadcast(const PlanContext& c);

@@ -25,8 +25,10 @@
 
 #include "balance_parts.h"
 #include "plan_builder.h"
+#include "plan_copies.h"
 #include "refit/core/try.h"
 #include "refit_forwarding.h"
+#include "refit_parts.h"
 #include "refit_pieces.h"
 #include "strategies.h"
 
@@ -35,10 +37,11 @@ namespace {
 
 class RefitPlanner {
  public:
-  explicit RefitPlanner(const PlanContext& c)
+  // Plans the pieces that `groups` (group_by_domain's, or a part of them) take.
+  RefitPlanner(const PlanContext& c, DomainGroups groups)
       : c_(c),
         b_(c.problem, c.cluster, c.strategy, c.options.chunk),
-        groups_(group_by_domain(c)),
+        groups_(std::move(groups)),
         moved_per_byte_(moved_per_byte(c)),
         min_split_(min_split(c, moved_per_byte_)),
         sent_(static_cast<std::size_t>(c.problem.world_size())),
@@ -84,13 +87,14 @@ class RefitPlanner {
     return moved(t, static_cast<double>(box.volume() * dtype_size(c_.problem.tensors()[t].tensor.dtype)));
   }
 
-  [[nodiscard]] Result<Plan> run() {
+  // With `rounds`, each transfer's place in the rotated all-to-all (PlanBuilder::finish).
+  [[nodiscard]] Result<Plan> run(std::vector<std::uint64_t>* rounds = nullptr) {
     for (std::uint32_t t = 0; t < c_.overlaps.size(); ++t) REFIT_TRY(collect_tensor(t));
     const auto result = balance_nic_load_by_parts(balance_);
     for (std::size_t k = 0; k < class_items_.size(); ++k) place_class(k, result.shares[k]);
     forward_between_domains(assignments_, c_.cluster, assignment_bytes_);
     emit();
-    return std::move(b_).finish(PlanBuilder::RelayOrder::kArrival);
+    return std::move(b_).finish(PlanBuilder::RelayOrder::kArrival, rounds);
   }
 
  private:
@@ -100,9 +104,9 @@ class RefitPlanner {
     std::map<std::tuple<std::uint32_t, std::size_t, std::size_t>, std::int32_t> source_set;
     // The NICs of the holders that serve copy g of G of a piece from source s (holder_share);
     // all the holders' when those have no NIC.
-    auto tx_set = [&](std::uint32_t s, std::size_t g, std::size_t groups) {
+    auto tx_set = [&](std::uint32_t s, const DomainGroup& group) {
       const auto& holders = o.sources[s].holders;
-      const auto [first, last] = holder_share(holders.size(), g, groups);
+      const auto [first, last] = holder_share(holders.size(), group.copy, group.copies);
       auto [it, inserted] = source_set.try_emplace({s, first, last}, 0);
       if (inserted) {
         auto nics = nics_of(std::span(holders).subspan(first, last - first));
@@ -117,7 +121,7 @@ class RefitPlanner {
         for (std::uint32_t p = 0; p < o.destinations[d].pieces.size(); ++p) {
           const auto& piece = o.destinations[d].pieces[p];
           if (send_inside_domain(t, piece, group)) continue;
-          const auto tx = tx_set(piece.source, g, groups_[t][d].size());
+          const auto tx = tx_set(piece.source, group);
           if (sets.get(tx).empty() || sets.get(landing_set).empty())
             return mismatch(fmt::format(
                 "tensor '{}': piece {} must cross the network to domain {}, but none of {} has a NIC",
@@ -285,7 +289,7 @@ class RefitPlanner {
 
   const PlanContext& c_;
   PlanBuilder b_;
-  std::vector<std::vector<std::vector<DomainGroup>>> groups_;  // [tensor][dest] -> domain groups
+  DomainGroups groups_;
   std::vector<double> moved_per_byte_;
   double min_split_;
   NicSets nic_sets_;
@@ -307,6 +311,17 @@ class RefitPlanner {
 
 }  // namespace
 
-Result<Plan> plan_refit(const PlanContext& c) { return RefitPlanner(c).run(); }
+Result<Plan> plan_refit_whole(const PlanContext& c) { return RefitPlanner(c, group_by_domain(c)).run(); }
+
+Result<Plan> plan_refit(const PlanContext& c) {
+  if (auto copies = copies_of_first_part(c, group_by_domain(c))) {
+    std::vector<std::uint64_t> rounds;
+    // A part that cannot be planned is planned whole, so that the error names what the whole
+    // plan's would.
+    if (auto part = RefitPlanner(c, std::move(copies->first)).run(&rounds))
+      return expand_copies(std::move(*part), rounds, copies->shifts);
+  }
+  return plan_refit_whole(c);
+}
 
 }  // namespace refit::planner_detail

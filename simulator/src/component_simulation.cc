@@ -1,6 +1,7 @@
 #include "refit/simulator/component_simulation.h"
 
 #include <map>
+#include <optional>
 
 #include "component_signature.h"
 #include "plan_components.h"
@@ -33,15 +34,50 @@ std::vector<Distinct> distinct_components(const Plan& plan,
   return out;
 }
 
+// A schedule of one call that moves every transfer of a plan of `transfers` in order and costs
+// nothing of its own (refit's executors run a plan so): it ends with the last transfer, so each
+// component may run under the same call over its own transfers.
+bool whole_plan_call(const CallSchedule& s, std::size_t transfers) {
+  if (s.calls.size() != 1) return false;
+  const Call& c = s.calls.front();
+  if (c.launch.value != 0 || c.finish.value != 0 || !c.copies_before.empty() || !c.copies_after.empty() ||
+      !c.after.empty() || c.collective || c.transfers.size() != transfers)
+    return false;
+  for (std::size_t i = 0; i < transfers; ++i)
+    if (c.transfers[i] != static_cast<std::int32_t>(i)) return false;
+  return true;
+}
+
+// The tasks, and the events, of such a call of its own: its start and its end (call_tasks.cc). Each
+// component simulated alone has them; the whole plan has them once.
+constexpr std::int64_t kWholePlanCallTasks = 2;
+
+// `whole`'s call over a component's `n` transfers.
+CallSchedule component_calls(const CallSchedule& whole, std::size_t n) {
+  CallSchedule out = whole;
+  out.calls.front().transfers.resize(n);
+  for (std::size_t i = 0; i < n; ++i) out.calls.front().transfers[i] = static_cast<std::int32_t>(i);
+  return out;
+}
+
 }  // namespace
 
 Result<ComponentSimulation> simulate_plan_by_components(const Plan& plan, const ReshardProblem& problem,
                                                         const PlacedCluster& cluster,
                                                         const PlanSimulationOptions& options) {
-  if (options.calls || options.trace)
+  if ((options.calls && !whole_plan_call(*options.calls, plan.transfers.size())) || options.trace)
     return unsupported(
-        "simulating by components takes neither a call schedule (its calls couple the ranks) nor a trace");
+        "simulating by components takes no trace and no call schedule but one call of the whole plan that "
+        "costs nothing of its own (other calls couple the ranks)");
   const auto parts = sim::plan_components(plan, cluster);
+  if (parts.size() <= 1) {  // the plan is its one component: no signature, no copy of it
+    ComponentSimulation out{.slowest = REFIT_TRY(simulate_plan(plan, problem, cluster, options)),
+                            .components = static_cast<std::int64_t>(parts.size()),
+                            .simulated = static_cast<std::int64_t>(parts.size())};
+    out.tasks = out.slowest.tasks;
+    out.events = out.slowest.events;
+    return out;
+  }
   const auto distinct = distinct_components(plan, parts, problem, cluster);
   PlanSimulationOptions alone = options;
   alone.progress = nullptr;
@@ -50,13 +86,20 @@ Result<ComponentSimulation> simulate_plan_by_components(const Plan& plan, const 
   bool first = true;
   for (const auto& [component, count] : distinct) {
     const auto& ids = parts[component];
+    std::optional<CallSchedule> calls;
+    if (options.calls) alone.calls = &calls.emplace(component_calls(*options.calls, ids.size()));
     auto sim = REFIT_TRY(simulate_plan(sim::component_plan(plan, ids), problem, cluster, alone));
     out.tasks += sim.tasks * count;
+    out.events += sim.events * static_cast<std::uint64_t>(count);
     if (!first && sim.predicted <= out.slowest.predicted) continue;
     first = false;
     for (auto& step : sim.critical_path)
       if (step.transfer >= 0) step.transfer = ids[at(step.transfer)];
     out.slowest = std::move(sim);
+  }
+  if (options.calls) {  // every component counted the call's own tasks; the whole plan has them once
+    out.tasks -= kWholePlanCallTasks * (out.components - 1);
+    out.events -= static_cast<std::uint64_t>(kWholePlanCallTasks * (out.components - 1));
   }
   return out;
 }

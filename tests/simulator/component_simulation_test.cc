@@ -11,6 +11,7 @@
 #include "random_problems.h"
 #include "refit/planner/strategy.h"
 #include "refit/simulator/component_simulation.h"
+#include "refit/simulator/deployment.h"
 #include "test_cluster.h"
 
 namespace refit {
@@ -141,12 +142,30 @@ TEST(ComponentSimulation, AnOversubscribedFabricJoinsEveryRankOfADomain) {
   expect_same_prediction(plan, mp.problem, over);
 }
 
-TEST(ComponentSimulation, RefusesACallScheduleAndATrace) {
-  // Calls couple ranks across components and a trace would show one component only.
+TEST(ComponentSimulation, RefusesATraceAndCallsButOneOfTheWholePlan) {
+  // Calls couple ranks across components and a trace would show one component only. Two calls
+  // (the plan cut in halves, the second after the first) are refused; refit's executors run the plan as one
+  // call that costs nothing of its own, which ends with the last transfer: each component runs under it
+  // alone, and the figures are the whole simulation's, the call's own two tasks (start, end) and
+  // their events counted once.
   const auto mp = four_copies_to_four_engines();
   const auto plan = make_plan("refit", mp.problem, mp.cluster).value();
   std::ostringstream trace;
   EXPECT_FALSE(simulate_plan_by_components(plan, mp.problem, mp.cluster, {.trace = &trace}));
+  const auto ours = deploy(refit_executors(), plan, mp.problem, mp.cluster).value();
+  ASSERT_EQ(ours.calls.size(), 1u);
+  auto halves = ours;
+  auto& first = halves.calls.front().transfers;
+  halves.calls.push_back(Call{.label = "second half", .queue = 0, .transfers = {}});
+  halves.calls.back().transfers.assign(first.begin() + std::ssize(first) / 2, first.end());
+  first.resize(first.size() / 2);
+  EXPECT_FALSE(simulate_plan_by_components(plan, mp.problem, mp.cluster, {.calls = &halves}));
+  const auto whole = simulate_plan(plan, mp.problem, mp.cluster, {.calls = &ours}).value();
+  const auto parts = simulate_plan_by_components(plan, mp.problem, mp.cluster, {.calls = &ours}).value();
+  EXPECT_EQ(parts.simulated, 1);
+  EXPECT_EQ(parts.slowest.predicted.value, whole.predicted.value);
+  EXPECT_EQ(parts.tasks, whole.tasks);
+  EXPECT_EQ(parts.events, whole.events);
 }
 
 }  // namespace

@@ -102,6 +102,13 @@ struct PredictOptions {
   // destination shards); a note says why not where it does not apply.
   std::optional<double> delta;
   std::ostream* trace = nullptr;  // Chrome trace event JSON of the predicted plan
+  // Simulate a row's plan by its independent components, each distinct one once
+  // (component_simulation.h), where that gives the whole simulation's prediction: a row that draws
+  // no trace, run with no calls or as one call of the whole plan (refit's executors), whose
+  // components are all alike (a row with distinct ones is simulated whole). Its every figure is
+  // then the whole simulation's but PlanSimulation::resources, which holds the slowest component's
+  // only (`refit simulate` prints none).
+  bool by_components = false;
   // On long simulations; with jobs other than 1, from several threads at once.
   std::function<void(std::string_view row, double fraction_done)> progress;
   // compare(): strategies planned and simulated at once, each on a thread of its own (0: one

@@ -12,7 +12,9 @@
 // the simulator batches rate updates and near-simultaneous ends among the events it sees, and a
 // component simulated alone sees only its own, so the predicted time can differ from the whole
 // plan's simulation by about what those tolerances move it (bench/RESULTS.md measures it).
-// A deployment's call schedule couples ranks through its calls and is refused, as is a trace.
+// A deployment's call schedule couples ranks through its calls and is refused, as is a trace, but
+// for one call of the whole plan that costs nothing of its own (how refit's executors run a plan):
+// it ends with the last transfer, and each component runs under that call over its own transfers.
 #include <cstdint>
 
 #include "refit/simulator/plan_simulation.h"
@@ -26,6 +28,7 @@ struct ComponentSimulation {
   std::int64_t components = 0;  // independent components in the plan
   std::int64_t simulated = 0;   // distinct ones among them, each simulated once
   std::int64_t tasks = 0;       // over every component: what simulating the whole plan builds
+  std::uint64_t events = 0;     // over every component: what simulating the whole plan handles
 };
 
 Result<ComponentSimulation> simulate_plan_by_components(const Plan& plan, const ReshardProblem& problem,

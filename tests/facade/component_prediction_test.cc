@@ -1,0 +1,92 @@
+// PredictOptions::by_components gives the whole simulation's predictions: every field of every
+// row of `refit simulate --json` (predictions_json) but the wall times, numbers to 1e-12 relative
+// (waiting_s averages over one component's ranks instead of all: the same figure, rounded apart)
+// or 1e-18 s, on problems whose plans fall into alike components (source replicas serving their
+// own engines), bf16 and FP8 in flight (fp8-block128 asked at the landing ranks: quantised at the
+// senders, whose training layout holds whole blocks), one strategy and all of them compared.
+// Components of a plan share no resource of the flow model, so each runs as it would beside the
+// others; alike ones end at the same time.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "refit/facade/cluster_source.h"
+#include "refit/facade/prediction.h"
+#include "refit/simulator/component_simulation.h"
+
+namespace refit {
+namespace {
+
+const std::string kModels = std::string(REFIT_TEST_DATA_DIR) + "/models/";
+
+nlohmann::ordered_json without_wall_times(nlohmann::ordered_json j) {
+  for (auto& row : j["strategies"]) {
+    row.erase("plan_seconds");
+    row.erase("simulate_seconds");
+  }
+  return j;
+}
+
+// Where `got` differs from `want` (a JSON path), or "" when they agree.
+std::string difference(const nlohmann::ordered_json& want, const nlohmann::ordered_json& got,
+                       const std::string& path) {
+  if (want.is_number() && got.is_number()) {
+    const double a = want.get<double>(), b = got.get<double>();
+    return std::abs(a - b) <= std::max(1e-12 * std::max(std::abs(a), std::abs(b)), 1e-18)
+               ? ""
+               : path + ": " + want.dump() + " -> " + got.dump();
+  }
+  if (want.type() != got.type() || want.size() != got.size() || (!want.is_structured() && want != got))
+    return path + ": " + want.dump() + " -> " + got.dump();
+  if (want.is_object())
+    for (auto it = want.begin(); it != want.end(); ++it)
+      if (auto d = difference(*it, got[it.key()], path + "." + it.key()); !d.empty()) return d;
+  if (want.is_array())
+    for (std::size_t i = 0; i < want.size(); ++i)
+      if (auto d = difference(want[i], got[i], path + "[" + std::to_string(i) + "]"); !d.empty()) return d;
+  return "";
+}
+
+struct Case {
+  ProblemSource source;
+  std::string cluster;
+};
+
+TEST(ComponentPrediction, EqualsTheWholeSimulationOnReplicatedProblems) {
+  const std::vector<Case> cases{
+      {{.model = kModels + "tiny-qwen3-moe.json", .train = "tp=2,ep=2,etp=1,dp=4", .infer = "tp=2,engines=4"},
+       "dgx-h100:gpus_per_node=2"},
+      {{.model = kModels + "tiny-deepseek-v3.json", .train = "pp=2,ep=2,dp=4", .infer = "tp=2,engines=4"},
+       "dgx-h100:gpus_per_node=2"},
+      {{.model = kModels + "small-llama-gqa-blocks.json",
+        .train = "tp=4,dp=2",
+        .infer = "tp=2,engines=4",
+        .model_options = {.quantize = "fp8-block128", .quantize_at = "landing"}},
+       "dgx-h100:gpus_per_node=4"}};
+  int split = 0;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.source.model + " " + c.source.train + " -> " + c.source.infer);
+    const auto problem = load_problem(c.source).value();
+    const auto placed = load_cluster({.preset = c.cluster}, job_of(problem)).value().placed;
+    const PredictionInputs in{.source = c.source, .problem = problem, .cluster = placed};
+    // The refit plan falls into several alike components, simulated once (else this shows nothing).
+    const auto plan = make_plan("refit", problem, placed).value();
+    const auto parts = simulate_plan_by_components(plan, problem, placed).value();
+    split += parts.components > 1 && parts.simulated == 1;
+    for (const bool all : {false, true}) {
+      const auto whole = all ? compare(in, {}) : predict(in, {});
+      const auto by_parts = all ? compare(in, {.by_components = true}) : predict(in, {.by_components = true});
+      ASSERT_TRUE(whole && by_parts);
+      EXPECT_EQ(difference(without_wall_times(predictions_json(*whole)),
+                           without_wall_times(predictions_json(*by_parts)), "$"),
+                "");
+    }
+  }
+  EXPECT_EQ(split, 3);
+}
+
+}  // namespace
+}  // namespace refit

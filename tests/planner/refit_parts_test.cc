@@ -1,0 +1,122 @@
+// The refit strategy plans one of a problem's parts where every part is a copy of it with its ranks
+// shifted, and lays it out for every part (refit_parts.h, plan_copies.h). The reference is the
+// strategy planning the whole problem at once (plan_refit_whole): the plans must be equal,
+// transfer for transfer, ids, order, segments and `via`s included (Plan::operator==).
+#include <random>
+#include <string>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "model_problems.h"
+#include "refit/models/hf_config.h"
+#include "refit/planner/plan.h"
+#include "refit_parts.h"
+#include "strategies.h"
+
+namespace refit::planner_detail {
+namespace {
+
+const std::string kData = REFIT_TEST_DATA_DIR;
+
+// What make_plan hands a strategy.
+struct Context {
+  PlanOptions options;
+  PlanContext c;
+  Context(const testing::ModelProblem& mp, const PlanOptions& o)
+      : options(o),
+        c{.problem = mp.problem,
+          .cluster = mp.cluster,
+          .strategy = strategy_info(StrategyId::kRefit),
+          .options = options,
+          .overlaps = {}} {
+    for (const auto& t : mp.problem.tensors())
+      c.overlaps.push_back(overlaps(t.source, t.destination).value());
+  }
+};
+
+testing::ModelProblem file_problem(const std::string& model, const std::string& train,
+                                   const std::string& infer, const std::string& cluster) {
+  auto problem =
+      models::build_problem(models::load_hf_config(kData + "/models/" + model).value(),
+                            models::parse_megatron(train).value(), models::parse_vllm(infer).value())
+          .value();
+  const RankPlacementOptions placement{.source_ranks = problem.source_ranks(),
+                                       .destination_ranks = problem.destination_ranks()};
+  auto c = size_preset_to_job(cluster, placement).value();
+  return {.problem = std::move(problem), .cluster = std::move(c)};
+}
+
+// How many copies the part planner found (0: it plans whole), after checking that its plan is the
+// whole planner's and valid.
+std::size_t expect_whole_plan(const testing::ModelProblem& mp, const PlanOptions& options = {}) {
+  const Context ctx(mp, options);
+  const auto copies = copies_of_first_part(ctx.c, group_by_domain(ctx.c));
+  const auto parted = plan_refit(ctx.c);
+  const auto whole = plan_refit_whole(ctx.c);
+  EXPECT_TRUE(parted.has_value() && whole.has_value());
+  if (!parted || !whole) return 0;
+  EXPECT_EQ(parted->transfers.size(), whole->transfers.size());
+  EXPECT_TRUE(*parted == *whole);
+  const auto valid = validate(*parted, mp.problem);
+  EXPECT_TRUE(valid) << valid.error().message;
+  return copies ? copies->shifts.size() : 0;
+}
+
+TEST(RefitParts, DeepSeekV3ReplicasArePlannedOnceIntoTheWholePlan) {
+  // PP16xEP16xDP32 (two source replicas of 256 GPUs) -> 16 engines of TP32: replica k serves
+  // engines 8k..8k+7, so the plan is two copies, the second's ranks 16 training ranks (one DP
+  // group of EP16) and 256 inference ranks (8 engines) further.
+  const auto mp = testing::model_problem("deepseek-v3", "pp=16,ep=16,dp=32", "tp=32,engines=16", "dgx-h100");
+  const Context ctx(mp, {});
+  const auto copies = copies_of_first_part(ctx.c, group_by_domain(ctx.c));
+  ASSERT_TRUE(copies.has_value());
+  ASSERT_EQ(copies->shifts.size(), 2u);
+  EXPECT_EQ(copies->shifts[1].source, 16);
+  EXPECT_EQ(copies->shifts[1].destination, 256);
+  EXPECT_EQ(expect_whole_plan(mp), 2u);
+}
+
+TEST(RefitParts, SmallMoeReplicasOnEveryNodeSizeGiveTheWholePlan) {
+  // tiny-qwen3-moe TP2xEP2 x DP{1,2,4} -> TP2 engines, nodes of 1 to 8 GPUs, and a delta refit's
+  // moved bytes: whatever the parts, the plan is the whole planner's; some of these are copies.
+  std::size_t copied = 0;
+  for (const int dp : {2, 4, 8})
+    for (const int engines : {1, 2, 4, 8})
+      for (const int per_node : {1, 2, 4, 8}) {
+        SCOPED_TRACE(fmt::format("dp {} engines {} gpus_per_node {}", dp, engines, per_node));
+        const auto mp = file_problem("tiny-qwen3-moe.json", fmt::format("tp=2,ep=2,etp=1,dp={}", dp),
+                                     fmt::format("tp=2,engines={}", engines),
+                                     fmt::format("dgx-h100:gpus_per_node={}", per_node));
+        copied += expect_whole_plan(mp) > 0;
+      }
+  EXPECT_GT(copied, 0u);
+}
+
+TEST(RefitParts, RandomProblemsGiveTheWholePlan) {
+  // Random layouts of three small models, clusters and chunks; moved bytes at random for half of
+  // them (a delta refit). The parted planner's plan equals the whole planner's on every one.
+  std::mt19937_64 rng(31);
+  const std::vector<std::string> models{"tiny-deepseek-v3.json", "tiny-qwen3-moe.json", "tiny-llama.json"};
+  std::size_t copied = 0;
+  for (int i = 0; i < 40; ++i) {
+    const auto& model = models[rng() % models.size()];
+    const bool moe = model != "tiny-llama.json";
+    const int dp = 1 << (rng() % 4);
+    const std::string train = moe ? fmt::format("pp=2,ep=2,dp={}", 2 * dp) : fmt::format("tp=2,dp={}", dp);
+    const std::string infer = fmt::format("tp={},engines={}", 1 << (rng() % 2 + 1), 1 << (rng() % 4));
+    const std::string cluster = fmt::format("dgx-h100:gpus_per_node={}", 1 << (rng() % 4));
+    SCOPED_TRACE(fmt::format("{} {} -> {} on {}", model, train, infer, cluster));
+    const auto mp = file_problem(model, train, infer, cluster);
+    PlanOptions options{.chunk = Bytes{std::int64_t{1} << (12 + rng() % 8)}};
+    if (rng() % 2)
+      for (const auto& t : mp.problem.tensors())
+        options.moved_bytes.push_back(
+            Bytes{t.tensor.bytes().value * static_cast<std::int64_t>(rng() % 3) / 2});
+    copied += expect_whole_plan(mp, options) > 0;
+  }
+  EXPECT_GT(copied, 0u);
+}
+
+}  // namespace
+}  // namespace refit::planner_detail
