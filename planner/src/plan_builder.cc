@@ -73,6 +73,7 @@ Handle PlanBuilder::add(std::uint32_t phase, std::uint64_t key, Rank from, Rank 
   auto& p = pending_[static_cast<std::size_t>(handle)];
   p.segments.push_back(Segment{.tensor = tensor, .box = std::move(box), .via = via});
   p.bytes += Bytes{box_bytes(p.segments.back())};
+  if (via != kFromSourceShard) ++p.relays;
   return handle;
 }
 
@@ -231,8 +232,9 @@ std::span<const std::int64_t> PlanBuilder::PerSegment::of(Handle h) const {
 std::vector<bool> PlanBuilder::forwarded() const {
   std::vector<bool> out(pending_.size(), false);
   for (const auto& p : pending_)
-    for (const auto& s : p.segments)
-      if (s.via != kFromSourceShard) out[static_cast<std::size_t>(s.via)] = true;
+    if (p.relays > 0)
+      for (const auto& s : p.segments)
+        if (s.via != kFromSourceShard) out[static_cast<std::size_t>(s.via)] = true;
   return out;
 }
 
@@ -284,7 +286,8 @@ PlanBuilder::PerSegment PlanBuilder::segment_arrivals(std::span<const Handle> or
     for (std::size_t k = 0; k < ends.size(); ++k)
       ends[k] = std::max(ends[k], landed(pending_[static_cast<std::size_t>(h)].segments[k]));
   }
-  for (std::size_t h = 0; h < pending_.size(); ++h) counts[h] = pending_[h].segments.size();
+  for (std::size_t h = 0; h < pending_.size(); ++h)  // messages without relays: none to wait for
+    counts[h] = pending_[h].relays > 0 ? pending_[h].segments.size() : 0;
   PerSegment arrival(counts);
   for (std::size_t h = 0; h < pending_.size(); ++h) {
     const auto at = arrival.of(static_cast<Handle>(h));
@@ -296,7 +299,7 @@ PlanBuilder::PerSegment PlanBuilder::segment_arrivals(std::span<const Handle> or
 bool PlanBuilder::sliced(Handle h, const std::vector<bool>& forwarded) const {
   const auto& p = pending_[static_cast<std::size_t>(h)];
   return !forwarded[static_cast<std::size_t>(h)] && p.bytes.value > kRelaySliceChunks * chunk_.value &&
-         std::ranges::none_of(p.segments, [](const Segment& s) { return s.via == kFromSourceShard; });
+         p.relays == p.segments.size();
 }
 
 void PlanBuilder::cut_relay_segments(const std::vector<bool>& forwarded) {
@@ -317,6 +320,7 @@ void PlanBuilder::cut_relay_segments(const std::vector<bool>& forwarded) {
       cut.push_back(std::move(s));
     }
     segments = std::move(cut);
+    pending_[h].relays = segments.size();
   }
 }
 
@@ -348,6 +352,7 @@ std::vector<std::int64_t> PlanBuilder::slice_relays(const PerSegment& arrival,
     std::vector<Segment> all = std::move(pending_[h].segments);
     pending_[h].segments.clear();
     pending_[h].bytes = Bytes{0};
+    pending_[h].relays = 0;
     const auto next_slice = [&] { return left > 2 * slice ? slice : std::max(chunk_.value, left - slice); };
     std::int64_t target = next_slice();
     std::size_t into = h;  // the original message takes the first slice, new ones the others
@@ -366,6 +371,7 @@ std::vector<std::int64_t> PlanBuilder::slice_relays(const PerSegment& arrival,
       pending_[into].bytes += Bytes{box_bytes(all[k])};
       left -= box_bytes(all[k]);
       pending_[into].segments.push_back(std::move(all[k]));
+      ++pending_[into].relays;
       latest[into] = std::max(latest[into], at[k]);
     }
   }
@@ -397,8 +403,9 @@ Plan PlanBuilder::finish(RelayOrder relays) && {
   plan.transfers.reserve(order.size());
   for (std::size_t i = 0; i < order.size(); ++i) {
     auto& p = pending_[static_cast<std::size_t>(order[i])];
-    for (auto& s : p.segments)
-      if (s.via != kFromSourceShard) s.via = id_of[static_cast<std::size_t>(s.via)];
+    if (p.relays > 0)
+      for (auto& s : p.segments)
+        if (s.via != kFromSourceShard) s.via = id_of[static_cast<std::size_t>(s.via)];
     plan.transfers.push_back(Transfer{static_cast<std::int32_t>(i), p.from, p.to,
                                       link_between(cluster_, p.from, p.to), std::move(p.segments), p.bytes,
                                       chunk_});

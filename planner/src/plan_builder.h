@@ -58,6 +58,9 @@ class PlanBuilder {
     std::uint64_t key;  // add()'s
     Bytes bytes;
     std::vector<Segment> segments;  // via holds handles until finish()
+    // Segments with a `via`: the passes over relays skip the other messages without reading
+    // their segments (most of a plan's bytes, which would be fetched from memory each pass).
+    std::size_t relays = 0;
   };
   struct Key {
     std::uint32_t phase;
