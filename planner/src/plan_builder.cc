@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "first_seen_ids.h"
 #include "refit/planner/execution_model.h"
 #include "refit/planner/links.h"
 #include "refit_pieces.h"
@@ -238,6 +239,25 @@ std::vector<bool> PlanBuilder::forwarded() const {
   return out;
 }
 
+PlanBuilder::Streams PlanBuilder::streams() const {
+  struct PairHash {
+    std::uint64_t operator()(std::uint64_t pair) const { return pair; }
+  };
+  FirstSeenIds<std::uint64_t, PairHash> ids;
+  Streams out{.pair = std::vector<std::uint32_t>(pending_.size()),
+              .bytes = std::vector<std::int64_t>(pending_.size()),
+              .pairs = 0};
+  for (std::size_t h = 0; h < pending_.size(); ++h) {
+    const auto& p = pending_[h];
+    out.pair[h] = ids.insert((static_cast<std::uint64_t>(static_cast<std::uint32_t>(p.from.value)) << 32) |
+                             static_cast<std::uint32_t>(p.to.value))
+                      .first;
+    out.bytes[h] = p.bytes.value;
+  }
+  out.pairs = ids.size();
+  return out;
+}
+
 PlanBuilder::PerSegment PlanBuilder::segment_arrivals(std::span<const Handle> order,
                                                       const std::vector<bool>& forwarded) const {
   // A (sender, receiver) pair is one in-order stream, so a segment has arrived once its pair has
@@ -249,25 +269,21 @@ PlanBuilder::PerSegment PlanBuilder::segment_arrivals(std::span<const Handle> or
   for (std::size_t h = 0; h < pending_.size(); ++h)
     counts[h] = forwarded[h] ? pending_[h].segments.size() : 0;
   PerSegment end(counts);
-  const auto pair_of = [](const Pending& p) {
-    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(p.from.value)) << 32) |
-           static_cast<std::uint32_t>(p.to.value);
-  };
-  std::unordered_map<std::uint64_t, std::int64_t> carried;
-  carried.reserve(pending_.size());
+  const auto stream = streams();
+  std::vector<std::int64_t> carried(stream.pairs, 0);
   for (const Handle h : order) {
-    const auto& p = pending_[static_cast<std::size_t>(h)];
-    auto& pair = carried[pair_of(p)];
-    if (!forwarded[static_cast<std::size_t>(h)]) pair += p.bytes.value;
+    const auto i = static_cast<std::size_t>(h);
+    auto& pair = carried[stream.pair[i]];
+    if (!forwarded[i]) pair += stream.bytes[i];
     const auto ends = end.of(h);
-    for (std::size_t k = 0; k < ends.size(); ++k) ends[k] = pair += box_bytes(p.segments[k]);
+    for (std::size_t k = 0; k < ends.size(); ++k) ends[k] = pair += box_bytes(pending_[i].segments[k]);
   }
   const bool by_fraction = execution_model(strategy_.execution).pairs_share_by_bytes;
-  const auto measure = [&](std::int64_t bytes, const Pending& p) {
-    return by_fraction ? fraction_of(bytes, carried.at(pair_of(p))) : bytes;
+  const auto measure = [&](std::int64_t bytes, Handle h) {
+    return by_fraction ? fraction_of(bytes, carried[stream.pair[static_cast<std::size_t>(h)]]) : bytes;
   };
   for (std::size_t h = 0; h < pending_.size(); ++h)
-    for (auto& e : end.of(static_cast<Handle>(h))) e = measure(e, pending_[h]);
+    for (auto& e : end.of(static_cast<Handle>(h))) e = measure(e, static_cast<Handle>(h));
   std::unordered_map<Handle, SegmentIndex> index;
   // When s has reached its message's sender. Gathered from several upstream segments: once all of
   // it has; part of one (a row slab of it): once the upstream has carried the slab's last byte.
@@ -278,7 +294,7 @@ PlanBuilder::PerSegment PlanBuilder::segment_arrivals(std::span<const Handle> or
     const auto k = index.try_emplace(s.via, upstream.segments).first->second.holding(s);
     if (!k) return ends.back();
     const auto element = dtype_size(problem_.tensors()[s.tensor].tensor.dtype);
-    return ends[*k] - measure(bytes_after(upstream.segments[*k].box, s.box, element), upstream);
+    return ends[*k] - measure(bytes_after(upstream.segments[*k].box, s.box, element), s.via);
   };
   // A forwarded message that forwards in turn carries a segment no sooner than it has landed.
   for (const Handle h : order) {

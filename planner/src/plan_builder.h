@@ -111,6 +111,15 @@ class PlanBuilder {
     std::vector<std::int64_t> values_;
     std::vector<std::size_t> first_;
   };
+  // Each message's (sender, receiver) pair as a dense number and its bytes, read in handle order:
+  // the passes in plan order then index these small arrays instead of fetching every message
+  // from wherever it lies in memory.
+  struct Streams {
+    std::vector<std::uint32_t> pair;
+    std::vector<std::int64_t> bytes;
+    std::size_t pairs = 0;
+  };
+  Streams streams() const;
   // Messages some segment forwards from (their `via`), by handle.
   std::vector<bool> forwarded() const;
   // Per segment of each message, when its data has reached the message's sender: the bytes its
