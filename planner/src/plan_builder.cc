@@ -5,9 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <numeric>
-#include <optional>
 #include <tuple>
-#include <unordered_map>
 #include <utility>
 
 #include "first_seen_ids.h"
@@ -169,35 +167,6 @@ std::vector<Handle> PlanBuilder::rotated_order(std::span<const std::int64_t> arr
 
 namespace {
 
-// Segments of one message by (tensor, box), to find the upstream segment a relay forwards.
-class SegmentIndex {
- public:
-  explicit SegmentIndex(std::span<const Segment> segments) : segments_(segments) {
-    for (std::size_t k = 0; k < segments.size(); ++k) exact_.emplace(digest(segments[k]), k);
-  }
-  // The segment holding all of `s`: the very box (the usual relay), else one that contains it.
-  std::optional<std::size_t> holding(const Segment& s) const {
-    const auto [first, last] = exact_.equal_range(digest(s));
-    for (auto it = first; it != last; ++it)
-      if (segments_[it->second].tensor == s.tensor && segments_[it->second].box == s.box) return it->second;
-    for (std::size_t k = 0; k < segments_.size(); ++k)
-      if (segments_[k].tensor == s.tensor && segments_[k].box.contains(s.box)) return k;
-    return std::nullopt;
-  }
-
- private:
-  static std::uint64_t digest(const Segment& s) {
-    std::uint64_t h = s.tensor * 0x9e3779b97f4a7c15ull;
-    for (std::size_t d = 0; d < s.box.rank(); ++d)
-      h = (h ^ static_cast<std::uint64_t>(s.box.offset[d]) ^
-           (static_cast<std::uint64_t>(s.box.extent[d]) << 32)) *
-          0xbf58476d1ce4e5b9ull;
-    return h;
-  }
-  std::span<const Segment> segments_;
-  std::unordered_multimap<std::uint64_t, std::size_t> exact_;
-};
-
 // `part` of `whole` bytes as a fraction in fixed point: 2^50 is all of it, enough to tell 8 MiB
 // apart in 10^15 bytes.
 std::int64_t fraction_of(std::int64_t part, std::int64_t whole) {
@@ -258,8 +227,16 @@ PlanBuilder::Streams PlanBuilder::streams() const {
   return out;
 }
 
+UpstreamSegments PlanBuilder::upstream_segments(const std::vector<bool>& forwarded) const {
+  UpstreamSegments out;
+  for (std::size_t h = 0; h < pending_.size(); ++h)
+    if (forwarded[h]) out.add(static_cast<Handle>(h), pending_[h].segments);
+  return out;
+}
+
 PlanBuilder::PerSegment PlanBuilder::segment_arrivals(std::span<const Handle> order,
-                                                      const std::vector<bool>& forwarded) const {
+                                                      const std::vector<bool>& forwarded,
+                                                      const UpstreamSegments& upstream_segments) const {
   // A (sender, receiver) pair is one in-order stream, so a segment has arrived once its pair has
   // carried it and everything before it. Pairs sharing links equally carry bytes at one rate: the
   // pair's bytes up to its end order arrivals. Pairs sharing them by their bytes
@@ -284,14 +261,13 @@ PlanBuilder::PerSegment PlanBuilder::segment_arrivals(std::span<const Handle> or
   };
   for (std::size_t h = 0; h < pending_.size(); ++h)
     for (auto& e : end.of(static_cast<Handle>(h))) e = measure(e, static_cast<Handle>(h));
-  std::unordered_map<Handle, SegmentIndex> index;
   // When s has reached its message's sender. Gathered from several upstream segments: once all of
   // it has; part of one (a row slab of it): once the upstream has carried the slab's last byte.
   const auto landed = [&](const Segment& s) -> std::int64_t {
     if (s.via == kFromSourceShard) return 0;
     const auto& upstream = pending_[static_cast<std::size_t>(s.via)];
     const auto ends = std::as_const(end).of(s.via);
-    const auto k = index.try_emplace(s.via, upstream.segments).first->second.holding(s);
+    const auto k = upstream_segments.holding(s.via, upstream.segments, s);
     if (!k) return ends.back();
     const auto element = dtype_size(problem_.tensors()[s.tensor].tensor.dtype);
     return ends[*k] - measure(bytes_after(upstream.segments[*k].box, s.box, element), s.via);
@@ -401,10 +377,11 @@ Plan PlanBuilder::finish(RelayOrder relays) && {
   if (arrival) {
     const auto relayed = forwarded();
     cut_relay_segments(relayed);
+    const auto upstream = upstream_segments(relayed);
     // Forwarded messages go by when their own data lands, which moves where they are in their
     // pairs' streams and so when what they forward lands: arrivals are taken again in that order.
-    order = rotated_order(latest(segment_arrivals(order, relayed)), true);
-    order = rotated_order(slice_relays(segment_arrivals(order, relayed), relayed), true);
+    order = rotated_order(latest(segment_arrivals(order, relayed, upstream)), true);
+    order = rotated_order(slice_relays(segment_arrivals(order, relayed, upstream), relayed), true);
   }
   std::vector<std::int32_t> id_of(pending_.size());
   for (std::size_t i = 0; i < order.size(); ++i)

@@ -12,6 +12,7 @@
 #include "refit/planner/plan.h"
 #include "refit/planner/strategy.h"
 #include "refit/topology/rank_map.h"
+#include "upstream_segments.h"
 
 namespace refit::planner_detail {
 
@@ -122,10 +123,13 @@ class PlanBuilder {
   Streams streams() const;
   // Messages some segment forwards from (their `via`), by handle.
   std::vector<bool> forwarded() const;
+  // The segments of the messages that others forward from (`forwarded`), indexed for relays.
+  UpstreamSegments upstream_segments(const std::vector<bool>& forwarded) const;
   // Per segment of each message, when its data has reached the message's sender: the bytes its
   // upstream's pair carries up to the end of the upstream segment holding it, in `order` (0 for
   // data from source shards).
-  PerSegment segment_arrivals(std::span<const Handle> order, const std::vector<bool>& forwarded) const;
+  PerSegment segment_arrivals(std::span<const Handle> order, const std::vector<bool>& forwarded,
+                              const UpstreamSegments& upstream_segments) const;
   // Per message, when all its data has reached its sender: the latest of its segments'.
   std::vector<std::int64_t> latest(const PerSegment& arrival) const;
   // Whether relay message h is cut into slices: it forwards only, nothing forwards from it, and
