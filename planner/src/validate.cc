@@ -260,6 +260,15 @@ std::vector<T> counting_sorted(std::vector<T> items, std::size_t keys, Key key) 
   return out;
 }
 
+// The received boxes lie all over the plan, in no order that memory prefetching could guess:
+// asked for this many entries ahead, they have arrived by the time they are read, instead of each
+// being a wait on memory (most of checking coverage).
+constexpr std::size_t kPrefetchAhead = 8;
+void prefetch(const Box* box) {
+  __builtin_prefetch(box);
+  __builtin_prefetch(reinterpret_cast<const char*>(box) + sizeof(Box) - 1);
+}
+
 [[nodiscard]] Result<void> check_coverage(const Context& c) {
   std::vector<Received> received;
   for (const auto& t : c.plan.transfers) {
@@ -287,7 +296,10 @@ std::vector<T> counting_sorted(std::vector<T> items, std::size_t keys, Key key) 
       const Box mine = dst.box_at_position(p);
       if (mine.empty()) continue;
       parts.reset(next - first);
-      for (auto i = first; i < next; ++i) parts.add(*received[i].box, mine);
+      for (auto i = first; i < next; ++i) {
+        if (i + kPrefetchAhead < received.size()) prefetch(received[i + kPrefetchAhead].box);
+        parts.add(*received[i].box, mine);
+      }
       // What the plan delivers disagrees with the box the problem gives this rank.
       REFIT_TRY_IN(check_tiling(parts.boxes(), mine),
                    fmt::format("destination rank {}, tensor '{}'", rank, c.plan.tensors[t].name));
