@@ -8,6 +8,7 @@
 #include <tuple>
 #include <utility>
 
+#include "counting_sort.h"
 #include "first_seen_ids.h"
 #include "refit/planner/execution_model.h"
 #include "refit/planner/links.h"
@@ -99,28 +100,40 @@ struct Round {
 // `order` (pairs contiguous, each in its order) laid out by `rounds` (sorted), each pair's
 // messages kept in their order: the rounds interleave the pairs; each pair's messages then take
 // the pair's places in its own order (the rotation would otherwise wrap a pair's last messages in
-// front of its first).
+// front of its first). A pair's k-th place in round order takes the k-th message of its run.
 std::vector<Handle> in_pair_order(std::span<const Place> order, std::span<const Round> rounds) {
-  struct Spot {  // a round's place, with the pair of the message the rotation put there
-    std::tuple<std::uint32_t, std::int32_t, std::int32_t> pair;
-    std::size_t at;  // index into rounds
-  };
-  std::vector<Spot> spots(rounds.size());  // the rounds' places, by pair, each in round order
-  for (std::size_t i = 0; i < rounds.size(); ++i)
-    spots[i] = {.pair = order[rounds[i].position].pair(), .at = i};
-  std::ranges::stable_sort(spots, {}, &Spot::pair);
-  std::vector<Handle> out(order.size());
-  std::vector<std::size_t> positions;  // where one pair's messages lie in `order`
-  for (std::size_t begin = 0; begin < spots.size();) {
+  std::vector<std::size_t> run_of(order.size());  // by position: where its pair's run begins
+  for (std::size_t begin = 0; begin < order.size();) {
     std::size_t end = begin;
-    positions.clear();
-    for (; end < spots.size() && spots[end].pair == spots[begin].pair; ++end)
-      positions.push_back(rounds[spots[end].at].position);
-    std::ranges::sort(positions);
-    for (std::size_t k = 0; k < positions.size(); ++k) out[spots[begin + k].at] = order[positions[k]].handle;
+    while (end < order.size() && order[end].pair() == order[begin].pair()) ++end;
+    std::fill(run_of.begin() + static_cast<std::ptrdiff_t>(begin),
+              run_of.begin() + static_cast<std::ptrdiff_t>(end), begin);
     begin = end;
   }
+  std::vector<std::size_t> placed(order.size(), 0);  // by run begin: its messages placed so far
+  std::vector<Handle> out(order.size());
+  for (std::size_t i = 0; i < rounds.size(); ++i) {
+    const auto run = run_of[rounds[i].position];
+    out[i] = order[run + placed[run]++].handle;
+  }
   return out;
+}
+
+// `order` stably sorted by (phase, from, to, arrival) in linear time but for each pair's own
+// messages: by the least significant rank first, then each pair's run by arrival.
+std::vector<Place> by_pair_and_arrival(std::vector<Place> order, std::size_t phases, std::size_t ranks) {
+  order =
+      counting_sorted(std::move(order), ranks, [](const Place& p) { return static_cast<std::size_t>(p.to); });
+  order = counting_sorted(std::move(order), ranks,
+                          [](const Place& p) { return static_cast<std::size_t>(p.from); });
+  order = counting_sorted(std::move(order), phases, [](const Place& p) { return std::size_t{p.phase}; });
+  for (auto begin = order.begin(); begin != order.end();) {
+    const auto end =
+        std::find_if(begin, order.end(), [&](const Place& p) { return p.pair() != begin->pair(); });
+    std::stable_sort(begin, end, [](const Place& a, const Place& b) { return a.arrival < b.arrival; });
+    begin = end;
+  }
+  return order;
 }
 
 }  // namespace
@@ -139,8 +152,9 @@ std::vector<Handle> PlanBuilder::rotated_order(std::span<const std::int64_t> arr
   // same one; s counts from its part's origin (rotation_origin.h). Transfers then go round by
   // round: every sender's k-th message before any k+1-th. A pair's messages go by `arrival`, in
   // the order they were made where it is equal.
-  std::ranges::stable_sort(order, {},
-                           [](const Place& p) { return std::tuple(p.phase, p.from, p.to, p.arrival); });
+  std::uint32_t phases = 0;
+  for (const auto& p : order) phases = std::max(phases, p.phase + 1);
+  order = by_pair_and_arrival(std::move(order), phases, static_cast<std::size_t>(problem_.world_size()));
   std::vector<std::pair<std::int32_t, std::int32_t>> pairs(order.size());
   std::ranges::transform(order, pairs.begin(), [](const Place& p) { return std::pair(p.from, p.to); });
   const auto origin = rotation_origins(pairs, problem_.source_ranks(), problem_.world_size());
@@ -158,7 +172,11 @@ std::vector<Handle> PlanBuilder::rotated_order(std::span<const std::int64_t> arr
                    .position = i};
     begin = end;
   }
-  std::ranges::stable_sort(rounds, {}, [](const Round& r) { return std::pair(r.phase, r.round); });
+  std::size_t most = 0;  // rounds
+  for (const auto& r : rounds) most = std::max(most, static_cast<std::size_t>(r.round) + 1);
+  rounds = counting_sorted(std::move(rounds), most,
+                           [](const Round& r) { return static_cast<std::size_t>(r.round); });
+  rounds = counting_sorted(std::move(rounds), phases, [](const Round& r) { return std::size_t{r.phase}; });
   if (keep_pair_order) return in_pair_order(order, rounds);
   std::vector<Handle> out(order.size());
   for (std::size_t i = 0; i < rounds.size(); ++i) out[i] = order[rounds[i].position].handle;
