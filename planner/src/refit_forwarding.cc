@@ -46,45 +46,64 @@ class Forwarder {
   }
 
   void run() {
-    // Only pieces sent by an overloaded NIC can gain; their assignments are grouped by piece,
-    // groups in order of their first member, each group's members ascending.
+    const auto groups = pieces_sent_over();
+    // Members of a group share their sender's NIC, and only moving one of them lightens it: a
+    // group whose sender has room by its turn is passed over without reading its members.
+    for (const auto g : interleave_by_landing(groups.landing_nic))
+      if (over(groups.sender_nic[g], 0)) relieve(groups.members_of(g));
+  }
+
+ private:
+  // Assignments grouped by piece, groups in order of their first member, members ascending.
+  struct Groups {
+    std::vector<std::size_t> members;
+    std::vector<std::size_t> first;        // group g's members: [first[g], first[g + 1])
+    std::vector<std::size_t> sender_nic;   // by group
+    std::vector<std::size_t> landing_nic;  // by group: its first member's
+    std::span<const std::size_t> members_of(std::size_t g) const {
+      return std::span(members).subspan(first[g], first[g + 1] - first[g]);
+    }
+  };
+
+  // Only pieces sent by an overloaded NIC can gain: their assignments, grouped.
+  Groups pieces_sent_over() const {
+    Groups out;
     FirstSeenIds<PieceKey, PieceKeyHash> ids;
     std::vector<std::uint32_t> group_of(a_.size(), kNoGroup);
-    for (std::size_t i = 0; i < a_.size(); ++i)
-      if (over(nic(a_[i].sender), 0)) group_of[i] = ids.insert(key_of(a_[i])).first;
-    std::vector<std::size_t> first(ids.size() + 1, 0);  // group g's members: [first[g], first[g + 1])
+    for (std::size_t i = 0; i < a_.size(); ++i) {
+      if (!over(nic(a_[i].sender), 0)) continue;
+      const auto [g, fresh] = ids.insert(key_of(a_[i]));
+      if (fresh) {
+        out.sender_nic.push_back(nic(a_[i].sender));
+        out.landing_nic.push_back(nic(a_[i].landing));
+      }
+      group_of[i] = g;
+    }
+    out.first.assign(ids.size() + 1, 0);
     for (const auto g : group_of)
-      if (g != kNoGroup) ++first[g + 1];
-    std::partial_sum(first.begin(), first.end(), first.begin());
-    std::vector<std::size_t> members(first.back());
-    auto next = first;
+      if (g != kNoGroup) ++out.first[g + 1];
+    std::partial_sum(out.first.begin(), out.first.end(), out.first.begin());
+    out.members.resize(out.first.back());
+    auto next = out.first;
     for (std::size_t i = 0; i < a_.size(); ++i)
-      if (group_of[i] != kNoGroup) members[next[group_of[i]]++] = i;
-    const auto group = [&](std::size_t g) {
-      return std::span(members).subspan(first[g], first[g + 1] - first[g]);
-    };
-    for (const auto g : interleave_by_landing(ids.size(), group)) relieve(group(g));
+      if (group_of[i] != kNoGroup) out.members[next[group_of[i]]++] = i;
+    return out;
   }
 
   // Relief stops once a sender has room, so the pieces met first are the ones forwarded. Taking
   // the k-th piece of every landing NIC before the (k+1)-th of any spreads the forwarding over
   // all landing NICs: a forwarder can only send what has reached it, so one that forwards
   // nearly as much as the busiest NIC carries cannot finish with the others.
-  template <class Group>
-  std::vector<std::size_t> interleave_by_landing(std::size_t groups, const Group& group) const {
+  std::vector<std::size_t> interleave_by_landing(const std::vector<std::size_t>& landing_nic) const {
     std::vector<std::size_t> seen(c_.cluster().nics().size(), 0);
-    std::vector<std::pair<std::size_t, std::size_t>> key(groups);  // (k-th of its NIC, NIC)
-    for (std::size_t g = 0; g < groups; ++g) {
-      const auto n = nic(a_[group(g).front()].landing);
-      key[g] = {seen[n]++, n};
-    }
-    std::vector<std::size_t> order(groups);
+    std::vector<std::pair<std::size_t, std::size_t>> key(landing_nic.size());  // (k-th of its NIC, NIC)
+    for (std::size_t g = 0; g < key.size(); ++g) key[g] = {seen[landing_nic[g]]++, landing_nic[g]};
+    std::vector<std::size_t> order(key.size());
     std::iota(order.begin(), order.end(), 0);
     std::ranges::stable_sort(order, {}, [&](std::size_t g) { return key[g]; });
     return order;
   }
 
- private:
   std::size_t nic(Rank r) const { return static_cast<std::size_t>(*c_.nic_of(r)); }
   PieceKey key_of(const Assignment& a) const {
     return {.tensor = a.item.tensor,
