@@ -1,7 +1,8 @@
 // Planning time of the `refit` strategy on the reference problems (one core):
-// DeepSeek-V3 PP16xEP16 (256 GPUs) -> 8 engines of TP32 (256 GPUs) and Kimi-K2 PP16xEP16 (256 GPUs) ->
-// 8 engines of TP16 (128 GPUs), both on dgx-h100. The problem and cluster are built once, outside the
-// timed loop: the loop is make_plan alone (overlaps, balancing, forwarding, plan layout).
+// DeepSeek-V3 PP16xEP16 (256 GPUs) -> 8 engines of TP32 (256 GPUs) on dgx-h100 and on
+// gb200-nvl72:gpus_per_domain=64, and Kimi-K2 PP16xEP16 (256 GPUs) -> 8 engines of TP16 (128 GPUs)
+// on dgx-h100. The problem and cluster are built once, outside the timed loop: the loop is
+// make_plan alone (overlaps, balancing, forwarding, plan layout).
 #include <benchmark/benchmark.h>
 
 #include "model_problems.h"
@@ -10,8 +11,9 @@
 
 namespace {
 
-void plan_benchmark(benchmark::State& state, const char* model, const char* train, const char* infer) {
-  const auto mp = refit::testing::model_problem(model, train, infer, "dgx-h100");
+void plan_benchmark(benchmark::State& state, const char* model, const char* train, const char* infer,
+                    const char* cluster) {
+  const auto mp = refit::testing::model_problem(model, train, infer, cluster);
   std::int64_t transfers = 0, segments = 0;
   for (auto _ : state) {
     auto plan = refit::make_plan("refit", mp.problem, mp.cluster);
@@ -23,16 +25,17 @@ void plan_benchmark(benchmark::State& state, const char* model, const char* trai
   state.counters["segments"] = static_cast<double>(segments);
 }
 
-BENCHMARK_CAPTURE(plan_benchmark, deepseek_v3_pp16ep16_to_tp32dp8, "deepseek-v3", "pp=16,ep=16",
-                  "tp=32,engines=8")
-    ->Unit(benchmark::kMillisecond)
-    ->Iterations(3)
-    ->Repetitions(3)
-    ->ReportAggregatesOnly(true);
-BENCHMARK_CAPTURE(plan_benchmark, kimi_k2_pp16ep16_to_tp16dp8, "kimi-k2", "pp=16,ep=16", "tp=16,engines=8")
-    ->Unit(benchmark::kMillisecond)
-    ->Iterations(3)
-    ->Repetitions(3)
-    ->ReportAggregatesOnly(true);
+#define REFIT_PLAN_BENCH(name, ...)                    \
+  BENCHMARK_CAPTURE(plan_benchmark, name, __VA_ARGS__) \
+      ->Unit(benchmark::kMillisecond)                  \
+      ->Iterations(3)                                  \
+      ->Repetitions(3)                                 \
+      ->ReportAggregatesOnly(true)
+
+REFIT_PLAN_BENCH(deepseek_v3_pp16ep16_to_tp32dp8, "deepseek-v3", "pp=16,ep=16", "tp=32,engines=8",
+                 "dgx-h100");
+REFIT_PLAN_BENCH(deepseek_v3_pp16ep16_to_tp32dp8_gb200_64, "deepseek-v3", "pp=16,ep=16", "tp=32,engines=8",
+                 "gb200-nvl72:gpus_per_domain=64");
+REFIT_PLAN_BENCH(kimi_k2_pp16ep16_to_tp16dp8, "kimi-k2", "pp=16,ep=16", "tp=16,engines=8", "dgx-h100");
 
 }  // namespace

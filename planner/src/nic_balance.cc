@@ -146,6 +146,10 @@ double fixed_makespan(const BalanceProblem& p) {
 // Smallest t in [lo, hi] (to kBalanceTolerance) with fits(t); fits(hi) must hold.
 template <class Fits>
 double bisect(double lo, double hi, Fits fits) {
+  // Fitting grows with t. From lo = 0, a side that fits in no time at all (a part whose tx side
+  // has no choice and no load) would halve hi through the whole range of doubles down to 0,
+  // about a thousand max-flows, to end where this one does.
+  if (lo == 0 && fits(0.0)) return 0.0;
   while (hi - lo > kBalanceTolerance * hi) {
     const double mid = 0.5 * (lo + hi);
     (fits(mid) ? hi : lo) = mid;

@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <bit>
 #include <numeric>
-#include <optional>
 #include <tuple>
-#include <unordered_map>
 #include <utility>
 
+#include "counting_sort.h"
+#include "first_seen_ids.h"
 #include "refit/planner/execution_model.h"
 #include "refit/planner/links.h"
 #include "refit_pieces.h"
@@ -73,6 +73,7 @@ Handle PlanBuilder::add(std::uint32_t phase, std::uint64_t key, Rank from, Rank 
   auto& p = pending_[static_cast<std::size_t>(handle)];
   p.segments.push_back(Segment{.tensor = tensor, .box = std::move(box), .via = via});
   p.bytes += Bytes{box_bytes(p.segments.back())};
+  if (via != kFromSourceShard) ++p.relays;
   return handle;
 }
 
@@ -99,28 +100,40 @@ struct Round {
 // `order` (pairs contiguous, each in its order) laid out by `rounds` (sorted), each pair's
 // messages kept in their order: the rounds interleave the pairs; each pair's messages then take
 // the pair's places in its own order (the rotation would otherwise wrap a pair's last messages in
-// front of its first).
+// front of its first). A pair's k-th place in round order takes the k-th message of its run.
 std::vector<Handle> in_pair_order(std::span<const Place> order, std::span<const Round> rounds) {
-  struct Spot {  // a round's place, with the pair of the message the rotation put there
-    std::tuple<std::uint32_t, std::int32_t, std::int32_t> pair;
-    std::size_t at;  // index into rounds
-  };
-  std::vector<Spot> spots(rounds.size());  // the rounds' places, by pair, each in round order
-  for (std::size_t i = 0; i < rounds.size(); ++i)
-    spots[i] = {.pair = order[rounds[i].position].pair(), .at = i};
-  std::ranges::stable_sort(spots, {}, &Spot::pair);
-  std::vector<Handle> out(order.size());
-  std::vector<std::size_t> positions;  // where one pair's messages lie in `order`
-  for (std::size_t begin = 0; begin < spots.size();) {
+  std::vector<std::size_t> run_of(order.size());  // by position: where its pair's run begins
+  for (std::size_t begin = 0; begin < order.size();) {
     std::size_t end = begin;
-    positions.clear();
-    for (; end < spots.size() && spots[end].pair == spots[begin].pair; ++end)
-      positions.push_back(rounds[spots[end].at].position);
-    std::ranges::sort(positions);
-    for (std::size_t k = 0; k < positions.size(); ++k) out[spots[begin + k].at] = order[positions[k]].handle;
+    while (end < order.size() && order[end].pair() == order[begin].pair()) ++end;
+    std::fill(run_of.begin() + static_cast<std::ptrdiff_t>(begin),
+              run_of.begin() + static_cast<std::ptrdiff_t>(end), begin);
     begin = end;
   }
+  std::vector<std::size_t> placed(order.size(), 0);  // by run begin: its messages placed so far
+  std::vector<Handle> out(order.size());
+  for (std::size_t i = 0; i < rounds.size(); ++i) {
+    const auto run = run_of[rounds[i].position];
+    out[i] = order[run + placed[run]++].handle;
+  }
   return out;
+}
+
+// `order` stably sorted by (phase, from, to, arrival) in linear time but for each pair's own
+// messages: by the least significant rank first, then each pair's run by arrival.
+std::vector<Place> by_pair_and_arrival(std::vector<Place> order, std::size_t phases, std::size_t ranks) {
+  order =
+      counting_sorted(std::move(order), ranks, [](const Place& p) { return static_cast<std::size_t>(p.to); });
+  order = counting_sorted(std::move(order), ranks,
+                          [](const Place& p) { return static_cast<std::size_t>(p.from); });
+  order = counting_sorted(std::move(order), phases, [](const Place& p) { return std::size_t{p.phase}; });
+  for (auto begin = order.begin(); begin != order.end();) {
+    const auto end =
+        std::find_if(begin, order.end(), [&](const Place& p) { return p.pair() != begin->pair(); });
+    std::stable_sort(begin, end, [](const Place& a, const Place& b) { return a.arrival < b.arrival; });
+    begin = end;
+  }
+  return order;
 }
 
 }  // namespace
@@ -139,8 +152,9 @@ std::vector<Handle> PlanBuilder::rotated_order(std::span<const std::int64_t> arr
   // same one; s counts from its part's origin (rotation_origin.h). Transfers then go round by
   // round: every sender's k-th message before any k+1-th. A pair's messages go by `arrival`, in
   // the order they were made where it is equal.
-  std::ranges::stable_sort(order, {},
-                           [](const Place& p) { return std::tuple(p.phase, p.from, p.to, p.arrival); });
+  std::uint32_t phases = 0;
+  for (const auto& p : order) phases = std::max(phases, p.phase + 1);
+  order = by_pair_and_arrival(std::move(order), phases, static_cast<std::size_t>(problem_.world_size()));
   std::vector<std::pair<std::int32_t, std::int32_t>> pairs(order.size());
   std::ranges::transform(order, pairs.begin(), [](const Place& p) { return std::pair(p.from, p.to); });
   const auto origin = rotation_origins(pairs, problem_.source_ranks(), problem_.world_size());
@@ -158,7 +172,11 @@ std::vector<Handle> PlanBuilder::rotated_order(std::span<const std::int64_t> arr
                    .position = i};
     begin = end;
   }
-  std::ranges::stable_sort(rounds, {}, [](const Round& r) { return std::pair(r.phase, r.round); });
+  std::size_t most = 0;  // rounds
+  for (const auto& r : rounds) most = std::max(most, static_cast<std::size_t>(r.round) + 1);
+  rounds = counting_sorted(std::move(rounds), most,
+                           [](const Round& r) { return static_cast<std::size_t>(r.round); });
+  rounds = counting_sorted(std::move(rounds), phases, [](const Round& r) { return std::size_t{r.phase}; });
   if (out_rounds) {
     out_rounds->resize(rounds.size());
     std::ranges::transform(rounds, out_rounds->begin(), [](const Round& r) {
@@ -172,35 +190,6 @@ std::vector<Handle> PlanBuilder::rotated_order(std::span<const std::int64_t> arr
 }
 
 namespace {
-
-// Segments of one message by (tensor, box), to find the upstream segment a relay forwards.
-class SegmentIndex {
- public:
-  explicit SegmentIndex(std::span<const Segment> segments) : segments_(segments) {
-    for (std::size_t k = 0; k < segments.size(); ++k) exact_.emplace(digest(segments[k]), k);
-  }
-  // The segment holding all of `s`: the very box (the usual relay), else one that contains it.
-  std::optional<std::size_t> holding(const Segment& s) const {
-    const auto [first, last] = exact_.equal_range(digest(s));
-    for (auto it = first; it != last; ++it)
-      if (segments_[it->second].tensor == s.tensor && segments_[it->second].box == s.box) return it->second;
-    for (std::size_t k = 0; k < segments_.size(); ++k)
-      if (segments_[k].tensor == s.tensor && segments_[k].box.contains(s.box)) return k;
-    return std::nullopt;
-  }
-
- private:
-  static std::uint64_t digest(const Segment& s) {
-    std::uint64_t h = s.tensor * 0x9e3779b97f4a7c15ull;
-    for (std::size_t d = 0; d < s.box.rank(); ++d)
-      h = (h ^ static_cast<std::uint64_t>(s.box.offset[d]) ^
-           (static_cast<std::uint64_t>(s.box.extent[d]) << 32)) *
-          0xbf58476d1ce4e5b9ull;
-    return h;
-  }
-  std::span<const Segment> segments_;
-  std::unordered_multimap<std::uint64_t, std::size_t> exact_;
-};
 
 // `part` of `whole` bytes as a fraction in fixed point: 2^50 is all of it, enough to tell 8 MiB
 // apart in 10^15 bytes.
@@ -237,13 +226,41 @@ std::span<const std::int64_t> PlanBuilder::PerSegment::of(Handle h) const {
 std::vector<bool> PlanBuilder::forwarded() const {
   std::vector<bool> out(pending_.size(), false);
   for (const auto& p : pending_)
-    for (const auto& s : p.segments)
-      if (s.via != kFromSourceShard) out[static_cast<std::size_t>(s.via)] = true;
+    if (p.relays > 0)
+      for (const auto& s : p.segments)
+        if (s.via != kFromSourceShard) out[static_cast<std::size_t>(s.via)] = true;
+  return out;
+}
+
+PlanBuilder::Streams PlanBuilder::streams() const {
+  struct PairHash {
+    std::uint64_t operator()(std::uint64_t pair) const { return pair; }
+  };
+  FirstSeenIds<std::uint64_t, PairHash> ids;
+  Streams out{.pair = std::vector<std::uint32_t>(pending_.size()),
+              .bytes = std::vector<std::int64_t>(pending_.size()),
+              .pairs = 0};
+  for (std::size_t h = 0; h < pending_.size(); ++h) {
+    const auto& p = pending_[h];
+    out.pair[h] = ids.insert((static_cast<std::uint64_t>(static_cast<std::uint32_t>(p.from.value)) << 32) |
+                             static_cast<std::uint32_t>(p.to.value))
+                      .first;
+    out.bytes[h] = p.bytes.value;
+  }
+  out.pairs = ids.size();
+  return out;
+}
+
+UpstreamSegments PlanBuilder::upstream_segments(const std::vector<bool>& forwarded) const {
+  UpstreamSegments out;
+  for (std::size_t h = 0; h < pending_.size(); ++h)
+    if (forwarded[h]) out.add(static_cast<Handle>(h), pending_[h].segments);
   return out;
 }
 
 PlanBuilder::PerSegment PlanBuilder::segment_arrivals(std::span<const Handle> order,
-                                                      const std::vector<bool>& forwarded) const {
+                                                      const std::vector<bool>& forwarded,
+                                                      const UpstreamSegments& upstream_segments) const {
   // A (sender, receiver) pair is one in-order stream, so a segment has arrived once its pair has
   // carried it and everything before it. Pairs sharing links equally carry bytes at one rate: the
   // pair's bytes up to its end order arrivals. Pairs sharing them by their bytes
@@ -253,36 +270,31 @@ PlanBuilder::PerSegment PlanBuilder::segment_arrivals(std::span<const Handle> or
   for (std::size_t h = 0; h < pending_.size(); ++h)
     counts[h] = forwarded[h] ? pending_[h].segments.size() : 0;
   PerSegment end(counts);
-  const auto pair_of = [](const Pending& p) {
-    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(p.from.value)) << 32) |
-           static_cast<std::uint32_t>(p.to.value);
-  };
-  std::unordered_map<std::uint64_t, std::int64_t> carried;
-  carried.reserve(pending_.size());
+  const auto stream = streams();
+  std::vector<std::int64_t> carried(stream.pairs, 0);
   for (const Handle h : order) {
-    const auto& p = pending_[static_cast<std::size_t>(h)];
-    auto& pair = carried[pair_of(p)];
-    if (!forwarded[static_cast<std::size_t>(h)]) pair += p.bytes.value;
+    const auto i = static_cast<std::size_t>(h);
+    auto& pair = carried[stream.pair[i]];
+    if (!forwarded[i]) pair += stream.bytes[i];
     const auto ends = end.of(h);
-    for (std::size_t k = 0; k < ends.size(); ++k) ends[k] = pair += box_bytes(p.segments[k]);
+    for (std::size_t k = 0; k < ends.size(); ++k) ends[k] = pair += box_bytes(pending_[i].segments[k]);
   }
   const bool by_fraction = execution_model(strategy_.execution).pairs_share_by_bytes;
-  const auto measure = [&](std::int64_t bytes, const Pending& p) {
-    return by_fraction ? fraction_of(bytes, carried.at(pair_of(p))) : bytes;
+  const auto measure = [&](std::int64_t bytes, Handle h) {
+    return by_fraction ? fraction_of(bytes, carried[stream.pair[static_cast<std::size_t>(h)]]) : bytes;
   };
   for (std::size_t h = 0; h < pending_.size(); ++h)
-    for (auto& e : end.of(static_cast<Handle>(h))) e = measure(e, pending_[h]);
-  std::unordered_map<Handle, SegmentIndex> index;
+    for (auto& e : end.of(static_cast<Handle>(h))) e = measure(e, static_cast<Handle>(h));
   // When s has reached its message's sender. Gathered from several upstream segments: once all of
   // it has; part of one (a row slab of it): once the upstream has carried the slab's last byte.
   const auto landed = [&](const Segment& s) -> std::int64_t {
     if (s.via == kFromSourceShard) return 0;
     const auto& upstream = pending_[static_cast<std::size_t>(s.via)];
     const auto ends = std::as_const(end).of(s.via);
-    const auto k = index.try_emplace(s.via, upstream.segments).first->second.holding(s);
+    const auto k = upstream_segments.holding(s.via, upstream.segments, s);
     if (!k) return ends.back();
     const auto element = dtype_size(problem_.tensors()[s.tensor].tensor.dtype);
-    return ends[*k] - measure(bytes_after(upstream.segments[*k].box, s.box, element), upstream);
+    return ends[*k] - measure(bytes_after(upstream.segments[*k].box, s.box, element), s.via);
   };
   // A forwarded message that forwards in turn carries a segment no sooner than it has landed.
   for (const Handle h : order) {
@@ -290,7 +302,8 @@ PlanBuilder::PerSegment PlanBuilder::segment_arrivals(std::span<const Handle> or
     for (std::size_t k = 0; k < ends.size(); ++k)
       ends[k] = std::max(ends[k], landed(pending_[static_cast<std::size_t>(h)].segments[k]));
   }
-  for (std::size_t h = 0; h < pending_.size(); ++h) counts[h] = pending_[h].segments.size();
+  for (std::size_t h = 0; h < pending_.size(); ++h)  // messages without relays: none to wait for
+    counts[h] = pending_[h].relays > 0 ? pending_[h].segments.size() : 0;
   PerSegment arrival(counts);
   for (std::size_t h = 0; h < pending_.size(); ++h) {
     const auto at = arrival.of(static_cast<Handle>(h));
@@ -302,7 +315,7 @@ PlanBuilder::PerSegment PlanBuilder::segment_arrivals(std::span<const Handle> or
 bool PlanBuilder::sliced(Handle h, const std::vector<bool>& forwarded) const {
   const auto& p = pending_[static_cast<std::size_t>(h)];
   return !forwarded[static_cast<std::size_t>(h)] && p.bytes.value > kRelaySliceChunks * chunk_.value &&
-         std::ranges::none_of(p.segments, [](const Segment& s) { return s.via == kFromSourceShard; });
+         p.relays == p.segments.size();
 }
 
 void PlanBuilder::cut_relay_segments(const std::vector<bool>& forwarded) {
@@ -323,6 +336,7 @@ void PlanBuilder::cut_relay_segments(const std::vector<bool>& forwarded) {
       cut.push_back(std::move(s));
     }
     segments = std::move(cut);
+    pending_[h].relays = segments.size();
   }
 }
 
@@ -354,6 +368,7 @@ std::vector<std::int64_t> PlanBuilder::slice_relays(const PerSegment& arrival,
     std::vector<Segment> all = std::move(pending_[h].segments);
     pending_[h].segments.clear();
     pending_[h].bytes = Bytes{0};
+    pending_[h].relays = 0;
     const auto next_slice = [&] { return left > 2 * slice ? slice : std::max(chunk_.value, left - slice); };
     std::int64_t target = next_slice();
     std::size_t into = h;  // the original message takes the first slice, new ones the others
@@ -372,6 +387,7 @@ std::vector<std::int64_t> PlanBuilder::slice_relays(const PerSegment& arrival,
       pending_[into].bytes += Bytes{box_bytes(all[k])};
       left -= box_bytes(all[k]);
       pending_[into].segments.push_back(std::move(all[k]));
+      ++pending_[into].relays;
       latest[into] = std::max(latest[into], at[k]);
     }
   }
@@ -385,10 +401,11 @@ Plan PlanBuilder::finish(RelayOrder relays, std::vector<std::uint64_t>* rounds) 
   if (arrival) {
     const auto relayed = forwarded();
     cut_relay_segments(relayed);
+    const auto upstream = upstream_segments(relayed);
     // Forwarded messages go by when their own data lands, which moves where they are in their
     // pairs' streams and so when what they forward lands: arrivals are taken again in that order.
-    order = rotated_order(latest(segment_arrivals(order, relayed)), true);
-    order = rotated_order(slice_relays(segment_arrivals(order, relayed), relayed), true, rounds);
+    order = rotated_order(latest(segment_arrivals(order, relayed, upstream)), true);
+    order = rotated_order(slice_relays(segment_arrivals(order, relayed, upstream), relayed), true, rounds);
   }
   std::vector<std::int32_t> id_of(pending_.size());
   for (std::size_t i = 0; i < order.size(); ++i)
@@ -403,8 +420,9 @@ Plan PlanBuilder::finish(RelayOrder relays, std::vector<std::uint64_t>* rounds) 
   plan.transfers.reserve(order.size());
   for (std::size_t i = 0; i < order.size(); ++i) {
     auto& p = pending_[static_cast<std::size_t>(order[i])];
-    for (auto& s : p.segments)
-      if (s.via != kFromSourceShard) s.via = id_of[static_cast<std::size_t>(s.via)];
+    if (p.relays > 0)
+      for (auto& s : p.segments)
+        if (s.via != kFromSourceShard) s.via = id_of[static_cast<std::size_t>(s.via)];
     plan.transfers.push_back(Transfer{static_cast<std::int32_t>(i), p.from, p.to,
                                       link_between(cluster_, p.from, p.to), std::move(p.segments), p.bytes,
                                       chunk_});

@@ -12,6 +12,7 @@
 #include "refit/planner/plan.h"
 #include "refit/planner/strategy.h"
 #include "refit/topology/rank_map.h"
+#include "upstream_segments.h"
 
 namespace refit::planner_detail {
 
@@ -61,6 +62,9 @@ class PlanBuilder {
     std::uint64_t key;  // add()'s
     Bytes bytes;
     std::vector<Segment> segments;  // via holds handles until finish()
+    // Segments with a `via`: the passes over relays skip the other messages without reading
+    // their segments (most of a plan's bytes, which would be fetched from memory each pass).
+    std::size_t relays = 0;
   };
   struct Key {
     std::uint32_t phase;
@@ -113,12 +117,24 @@ class PlanBuilder {
     std::vector<std::int64_t> values_;
     std::vector<std::size_t> first_;
   };
+  // Each message's (sender, receiver) pair as a dense number and its bytes, read in handle order:
+  // the passes in plan order then index these small arrays instead of fetching every message
+  // from wherever it lies in memory.
+  struct Streams {
+    std::vector<std::uint32_t> pair;
+    std::vector<std::int64_t> bytes;
+    std::size_t pairs = 0;
+  };
+  Streams streams() const;
   // Messages some segment forwards from (their `via`), by handle.
   std::vector<bool> forwarded() const;
+  // The segments of the messages that others forward from (`forwarded`), indexed for relays.
+  UpstreamSegments upstream_segments(const std::vector<bool>& forwarded) const;
   // Per segment of each message, when its data has reached the message's sender: the bytes its
   // upstream's pair carries up to the end of the upstream segment holding it, in `order` (0 for
   // data from source shards).
-  PerSegment segment_arrivals(std::span<const Handle> order, const std::vector<bool>& forwarded) const;
+  PerSegment segment_arrivals(std::span<const Handle> order, const std::vector<bool>& forwarded,
+                              const UpstreamSegments& upstream_segments) const;
   // Per message, when all its data has reached its sender: the latest of its segments'.
   std::vector<std::int64_t> latest(const PerSegment& arrival) const;
   // Whether relay message h is cut into slices: it forwards only, nothing forwards from it, and

@@ -1,8 +1,11 @@
 #include "refit_forwarding.h"
 
 #include <algorithm>
+#include <numeric>
+#include <span>
 #include <tuple>
-#include <unordered_map>
+
+#include "first_seen_ids.h"
 
 namespace refit::planner_detail {
 namespace {
@@ -17,10 +20,11 @@ struct PieceKey {
   bool operator==(const PieceKey&) const = default;
 };
 struct PieceKeyHash {
-  std::size_t operator()(const PieceKey& k) const noexcept {
-    return (static_cast<std::size_t>(k.tensor) * 0x9e3779b97f4a7c15ull) ^
-           (static_cast<std::size_t>(k.dest) * 0xbf58476d1ce4e5b9ull) ^
-           (static_cast<std::size_t>(k.sender_nic) * 0x94d049bb133111ebull) ^ k.piece;
+  std::uint64_t operator()(const PieceKey& k) const {
+    return (static_cast<std::uint64_t>(k.tensor) * 0x9e3779b97f4a7c15ull) ^
+           (static_cast<std::uint64_t>(k.dest) * 0xbf58476d1ce4e5b9ull) ^
+           (static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.sender_nic)) * 0x94d049bb133111ebull) ^
+           k.piece;
   }
 };
 
@@ -42,40 +46,64 @@ class Forwarder {
   }
 
   void run() {
-    // Only pieces sent by an overloaded NIC can gain; group their assignments by piece.
-    std::unordered_map<PieceKey, std::vector<std::size_t>, PieceKeyHash> groups;
+    const auto groups = pieces_sent_over();
+    // Members of a group share their sender's NIC, and only moving one of them lightens it: a
+    // group whose sender has room by its turn is passed over without reading its members.
+    for (const auto g : interleave_by_landing(groups.landing_nic))
+      if (over(groups.sender_nic[g], 0)) relieve(groups.members_of(g));
+  }
+
+ private:
+  // Assignments grouped by piece, groups in order of their first member, members ascending.
+  struct Groups {
+    std::vector<std::size_t> members;
+    std::vector<std::size_t> first;        // group g's members: [first[g], first[g + 1])
+    std::vector<std::size_t> sender_nic;   // by group
+    std::vector<std::size_t> landing_nic;  // by group: its first member's
+    std::span<const std::size_t> members_of(std::size_t g) const {
+      return std::span(members).subspan(first[g], first[g + 1] - first[g]);
+    }
+  };
+
+  // Only pieces sent by an overloaded NIC can gain: their assignments, grouped.
+  Groups pieces_sent_over() const {
+    Groups out;
+    FirstSeenIds<PieceKey, PieceKeyHash> ids;
+    std::vector<std::uint32_t> group_of(a_.size(), kNoGroup);
+    for (std::size_t i = 0; i < a_.size(); ++i) {
+      if (!over(nic(a_[i].sender), 0)) continue;
+      const auto [g, fresh] = ids.insert(key_of(a_[i]));
+      if (fresh) {
+        out.sender_nic.push_back(nic(a_[i].sender));
+        out.landing_nic.push_back(nic(a_[i].landing));
+      }
+      group_of[i] = g;
+    }
+    out.first.assign(ids.size() + 1, 0);
+    for (const auto g : group_of)
+      if (g != kNoGroup) ++out.first[g + 1];
+    std::partial_sum(out.first.begin(), out.first.end(), out.first.begin());
+    out.members.resize(out.first.back());
+    auto next = out.first;
     for (std::size_t i = 0; i < a_.size(); ++i)
-      if (over(nic(a_[i].sender), 0)) groups[key_of(a_[i])];
-    for (std::size_t i = 0; i < a_.size(); ++i)
-      if (auto it = groups.find(key_of(a_[i])); it != groups.end()) it->second.push_back(i);
-    std::vector<std::vector<std::size_t>> ordered;
-    for (auto& [key, members] : groups) ordered.push_back(std::move(members));
-    std::ranges::sort(ordered);  // member indices are unique: a deterministic order
-    for (const auto& members : interleave_by_landing(std::move(ordered))) relieve(members);
+      if (group_of[i] != kNoGroup) out.members[next[group_of[i]]++] = i;
+    return out;
   }
 
   // Relief stops once a sender has room, so the pieces met first are the ones forwarded. Taking
   // the k-th piece of every landing NIC before the (k+1)-th of any spreads the forwarding over
   // all landing NICs: a forwarder can only send what has reached it, so one that forwards
   // nearly as much as the busiest NIC carries cannot finish with the others.
-  std::vector<std::vector<std::size_t>> interleave_by_landing(
-      std::vector<std::vector<std::size_t>> groups) const {
+  std::vector<std::size_t> interleave_by_landing(const std::vector<std::size_t>& landing_nic) const {
     std::vector<std::size_t> seen(c_.cluster().nics().size(), 0);
-    std::vector<std::pair<std::size_t, std::size_t>> key(groups.size());  // (k-th of its NIC, NIC)
-    for (std::size_t g = 0; g < groups.size(); ++g) {
-      const auto n = nic(a_[groups[g].front()].landing);
-      key[g] = {seen[n]++, n};
-    }
-    std::vector<std::size_t> order(groups.size());
-    for (std::size_t g = 0; g < order.size(); ++g) order[g] = g;
+    std::vector<std::pair<std::size_t, std::size_t>> key(landing_nic.size());  // (k-th of its NIC, NIC)
+    for (std::size_t g = 0; g < key.size(); ++g) key[g] = {seen[landing_nic[g]]++, landing_nic[g]};
+    std::vector<std::size_t> order(key.size());
+    std::iota(order.begin(), order.end(), 0);
     std::ranges::stable_sort(order, {}, [&](std::size_t g) { return key[g]; });
-    std::vector<std::vector<std::size_t>> out;
-    out.reserve(groups.size());
-    for (auto g : order) out.push_back(std::move(groups[g]));
-    return out;
+    return order;
   }
 
- private:
   std::size_t nic(Rank r) const { return static_cast<std::size_t>(*c_.nic_of(r)); }
   PieceKey key_of(const Assignment& a) const {
     return {.tensor = a.item.tensor,
@@ -93,7 +121,7 @@ class Forwarder {
   // order, so each hop can hold back the pair's later messages: a wide, shallow tree of relays
   // keeps data moving where a chain of the same width makes the last domain wait for all hops.
   // A moved member may still feed later ones where the shallow siblings have no room: chains.
-  void relieve(const std::vector<std::size_t>& members) {
+  void relieve(std::span<const std::size_t> members) {
     for (const auto k : members) {
       auto& moved = a_[k];
       if (feeds_[k] || !over(nic(moved.sender), 0)) continue;
@@ -116,6 +144,7 @@ class Forwarder {
     }
   }
 
+  static constexpr std::uint32_t kNoGroup = UINT32_MAX;
   std::vector<Assignment>& a_;
   const PlacedCluster& c_;
   const std::vector<std::int64_t>& bytes_;
