@@ -1,7 +1,8 @@
 #include "balance_parts.h"
 
 #include <algorithm>
-#include <numeric>
+
+#include "refit/core/disjoint_sets.h"
 
 namespace refit::planner_detail {
 namespace {
@@ -10,12 +11,7 @@ std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 
 // Class indices by part, parts in order of their first class.
 std::vector<std::vector<std::size_t>> parts_of(const BalanceProblem& p) {
-  std::vector<std::size_t> parent(p.classes.size());
-  std::iota(parent.begin(), parent.end(), 0);
-  auto find = [&](std::size_t x) {
-    while (parent[x] != x) x = parent[x] = parent[parent[x]];
-    return x;
-  };
+  DisjointSets sets(p.classes.size());
   // Per NIC side, the first class that names it: later ones join it.
   std::vector<std::size_t> tx_owner(p.tx_bandwidth.size(), p.classes.size()), rx_owner = tx_owner;
   auto join = [&](std::vector<std::size_t>& owner, std::int32_t nic, std::size_t c) {
@@ -23,7 +19,7 @@ std::vector<std::vector<std::size_t>> parts_of(const BalanceProblem& p) {
     if (o == p.classes.size())
       o = c;
     else
-      parent[find(c)] = find(o);
+      sets.join(c, o);
   };
   for (std::size_t c = 0; c < p.classes.size(); ++c) {
     for (const auto n : p.classes[c].tx) join(tx_owner, n, c);
@@ -32,7 +28,7 @@ std::vector<std::vector<std::size_t>> parts_of(const BalanceProblem& p) {
   std::vector<std::size_t> part_of_root(p.classes.size(), p.classes.size());
   std::vector<std::vector<std::size_t>> out;
   for (std::size_t c = 0; c < p.classes.size(); ++c) {
-    auto& part = part_of_root[find(c)];
+    auto& part = part_of_root[sets.find(c)];
     if (part == p.classes.size()) {
       part = out.size();
       out.emplace_back();

@@ -3,27 +3,15 @@
 #include <algorithm>
 #include <bit>
 #include <limits>
-#include <numeric>
 #include <span>
 #include <utility>
+
+#include "refit/core/disjoint_sets.h"
 
 namespace refit::planner_detail {
 namespace {
 
 std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
-
-class DisjointSets {
- public:
-  explicit DisjointSets(std::size_t n) : parent_(n) { std::iota(parent_.begin(), parent_.end(), 0); }
-  std::size_t find(std::size_t x) {
-    while (parent_[x] != x) x = parent_[x] = parent_[parent_[x]];
-    return x;
-  }
-  void join(std::size_t a, std::size_t b) { parent_[find(a)] = find(b); }
-
- private:
-  std::vector<std::size_t> parent_;
-};
 
 // A tensor's source holders by NVLink domain: (domain, rank) pairs sorted, per source shard.
 using HoldersByDomain = std::vector<std::vector<std::pair<std::int32_t, std::int32_t>>>;

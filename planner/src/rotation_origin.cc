@@ -2,32 +2,27 @@
 
 #include <algorithm>
 #include <limits>
-#include <numeric>
+
+#include "refit/core/disjoint_sets.h"
 
 namespace refit::planner_detail {
 
 std::vector<std::int32_t> rotation_origins(std::span<const std::pair<std::int32_t, std::int32_t>> pairs,
                                            std::int32_t source_ranks, std::int32_t world) {
   const auto n = static_cast<std::size_t>(world);
-  std::vector<std::size_t> parent(n);
-  std::iota(parent.begin(), parent.end(), 0);
-  auto find = [&](std::size_t x) {
-    while (parent[x] != x) x = parent[x] = parent[parent[x]];
-    return x;
-  };
-  for (const auto [from, to] : pairs)
-    parent[find(static_cast<std::size_t>(from))] = find(static_cast<std::size_t>(to));
+  DisjointSets sets(n);
+  for (const auto [from, to] : pairs) sets.join(static_cast<std::size_t>(from), static_cast<std::size_t>(to));
   // The first rank of each side per part, found at the part's root.
   constexpr auto kNone = std::numeric_limits<std::int32_t>::max();
   std::vector<std::int32_t> first_source(n, kNone), first_destination(n, kNone);
   for (std::int32_t r = 0; r < world; ++r) {
-    auto& first = r < source_ranks ? first_source[find(static_cast<std::size_t>(r))]
-                                   : first_destination[find(static_cast<std::size_t>(r))];
+    auto& first = r < source_ranks ? first_source[sets.find(static_cast<std::size_t>(r))]
+                                   : first_destination[sets.find(static_cast<std::size_t>(r))];
     first = std::min(first, r);
   }
   std::vector<std::int32_t> out(n);
   for (std::int32_t r = 0; r < world; ++r) {
-    const auto root = find(static_cast<std::size_t>(r));
+    const auto root = sets.find(static_cast<std::size_t>(r));
     out[static_cast<std::size_t>(r)] =
         r < source_ranks ? first_source[root] : first_destination[root] - source_ranks;
   }

@@ -1,24 +1,11 @@
 #include "plan_components.h"
 
-#include <numeric>
+#include "refit/core/disjoint_sets.h"
 
 namespace refit::sim {
 namespace {
 
 std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
-
-class DisjointSets {
- public:
-  explicit DisjointSets(std::size_t n) : parent_(n) { std::iota(parent_.begin(), parent_.end(), 0); }
-  std::size_t find(std::size_t x) {
-    while (parent_[x] != x) x = parent_[x] = parent_[parent_[x]];
-    return x;
-  }
-  void join(std::size_t a, std::size_t b) { parent_[find(a)] = find(b); }
-
- private:
-  std::vector<std::size_t> parent_;
-};
 
 }  // namespace
 
