@@ -144,12 +144,16 @@ Result<std::vector<SourcePart>> gathered_parts(const LoweredPlan& lowered, const
 
 SideWalks::SideWalks(const LoweredPlan& lowered, const Transfer& t, std::span<const Located* const> homes,
                      Buffer& walks)
-    : layout_(lowered.layout(t.id)), homes_(homes), walks_(walks) {
+    : layout_(lowered.layout(t.id)), transfer_(t), homes_(homes), walks_(walks) {
   walks_.assign(t.segments.size(), std::nullopt);
-  for (std::size_t i = 0; i < walks_.size(); ++i)
-    if (homes[i] != nullptr)
-      walks_[i].emplace(homes[i]->array, t.segments[i].box,
-                        layout_.element_size(static_cast<std::int32_t>(i)));
+}
+
+const Walk& SideWalks::walk(std::size_t i) const {
+  auto& w = walks_[i];
+  if (!w)
+    w.emplace(homes_[i]->array, transfer_.segments[i].box,
+              layout_.element_size(static_cast<std::int32_t>(i)));
+  return *w;
 }
 
 template <class F>
@@ -157,15 +161,15 @@ bool SideWalks::for_each_held_piece(std::int64_t k, F&& f) const {
   bool held = true;
   layout_.for_each_piece(k, [&](const Piece& p) {
     const auto i = static_cast<std::size_t>(p.segment);
-    held = held && walks_[i].has_value();
-    if (held) f(p, *walks_[i], *homes_[i]);
+    held = held && homes_[i] != nullptr;
+    if (held) f(p, walk(i), *homes_[i]);
   });
   return held;
 }
 
 bool SideWalks::every_chunk_one_run() const {
-  if (walks_.size() != 1 || !walks_[0]) return false;
-  return walks_[0]->runs(0, layout_.bytes() / layout_.element_size(0)) <= 1;
+  if (walks_.size() != 1 || homes_[0] == nullptr) return false;
+  return walk(0).runs(0, layout_.bytes() / layout_.element_size(0)) <= 1;
 }
 
 ChunkCopy SideWalks::decide(std::int64_t k, const ZeroCopyRule& rule) const {

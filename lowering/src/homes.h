@@ -64,8 +64,8 @@ std::vector<SourcePart> region_parts(const ShardRef& shard, const Segment& s, co
                                                              const Segment& s, const Piece& p);
 
 // One transfer seen from one side, where segment i lives in homes[i] (nullptr: not in one
-// array): each segment's walk over its array is worked out once, then every chunk is decided
-// from it.
+// array): each segment's walk over its array is worked out once, when a chunk first reaches it,
+// then every chunk is decided from it (a caller that stops early walks only what it decided).
 class SideWalks {
  public:
   // `walks` is the caller's buffer, reused from one transfer to the next.
@@ -86,10 +86,13 @@ class SideWalks {
   // Calls f(piece, walk, home) for each piece of chunk k; false when one is not in one array.
   template <class F>
   bool for_each_held_piece(std::int64_t k, F&& f) const;
+  // Segment i's walk. Preconditions: homes_[i] is not null.
+  const Walk& walk(std::size_t i) const;
 
   const MessageLayout& layout_;
+  const Transfer& transfer_;
   std::span<const Located* const> homes_;
-  Buffer& walks_;  // per segment
+  Buffer& walks_;  // per segment: nullopt until walk() first needs it
 };
 
 }  // namespace refit::lowering::detail

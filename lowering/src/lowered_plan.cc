@@ -28,6 +28,10 @@ LoweredPlan::LoweredPlan(const Plan& plan, Bytes staging) : plan_(&plan), stagin
 
 Result<LoweredPlan> LoweredPlan::make(const Plan& plan, Bytes staging) {
   REFIT_TRY(validate_structure(plan));
+  return make_validated(plan, staging);
+}
+
+Result<LoweredPlan> LoweredPlan::make_validated(const Plan& plan, Bytes staging) {
   if (staging.value < 2 * kAlign)
     return out_of_range(
         fmt::format("staging of {} bytes is below the {} bytes one chunk needs", staging.value, 2 * kAlign));

@@ -62,23 +62,30 @@ struct Sides {
   detail::SideWalks::Buffer walks;
 };
 
+// Only two facts of a side are charged: whether any chunk is staged, and how its edge chunk
+// (the sender's first, the receiver's last) moves. So the edge chunk is decided first and the
+// others only until one is staged: a side that packs stops there, walking none of the segments
+// its later chunks read.
 void cost_side(const LoweredPlan& lowered, const Transfer& t, Sides& buffers, const ZeroCopyRule& rule,
                bool sender, TransferCopyCost& cost) {
   const std::int64_t chunks = lowered.layout(t.id).chunks();
   const detail::SideWalks side(lowered, t, buffers.homes, buffers.walks);
   // Nothing to pack or unpack, known without deciding each of its chunks (an m2n-ring plan cuts
-  // tens of millions).
-  if (side.every_chunk_one_run()) return;
-  for (std::int64_t k = 0; k < chunks; ++k) {
-    const ChunkCopy c = side.decide(k, rule);
-    if (c.path != CopyPath::kStaged) continue;
-    if (sender) {
-      cost.packs = true;
-      if (k == 0) cost.pack_first = Bytes{c.bytes};
-    } else {
-      cost.unpacks = true;
-      if (k == chunks - 1) cost.unpack_last = Bytes{c.bytes};
-    }
+  // tens of millions); nor in a message without chunks.
+  if (chunks == 0 || side.every_chunk_one_run()) return;
+  const std::int64_t edge = sender ? 0 : chunks - 1;
+  const ChunkCopy e = side.decide(edge, rule);
+  bool staged = e.path == CopyPath::kStaged;
+  for (std::int64_t k = 0; k < chunks && !staged; ++k)
+    staged = k != edge && side.decide(k, rule).path == CopyPath::kStaged;
+  if (!staged) return;
+  const Bytes edge_bytes{e.path == CopyPath::kStaged ? e.bytes : 0};
+  if (sender) {
+    cost.packs = true;
+    cost.pack_first = edge_bytes;
+  } else {
+    cost.unpacks = true;
+    cost.unpack_last = edge_bytes;
   }
 }
 

@@ -216,7 +216,7 @@ Result<PlanModel> build_plan_model(const Plan& plan, const ReshardProblem& probl
   REFIT_TRY(check_nvlink(plan, cluster));
   auto call_of = REFIT_TRY(call_of_each_transfer(plan, *options.calls));
   if (std::ranges::none_of(call_of, [](std::int32_t c) { return c < 0; })) {
-    const auto lowered = REFIT_TRY(lowering::LoweredPlan::make(plan, options.staging));
+    const auto lowered = REFIT_TRY(lowering::LoweredPlan::make_validated(plan, options.staging));
     return build_called(lowered, problem, cluster, execution, options, std::move(call_of));
   }
   const CalledPart part = called_part(plan, *options.calls, call_of);
