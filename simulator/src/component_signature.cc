@@ -44,7 +44,9 @@ class SignatureWriter {
     }
   }
 
-  std::vector<std::int64_t> take() && { return std::move(out_); }
+  // What the transfers written since the last clear() added to the signature.
+  std::span<const std::int64_t> words() const { return out_; }
+  void clear() { out_.clear(); }
 
  private:
   void box(const Box& b) {
@@ -111,35 +113,68 @@ class SignatureWriter {
   std::vector<std::int64_t> out_;
 };
 
+// Writes the signature of `ids` a transfer at a time into `take`, which may stop it by returning
+// false; whether it ran to the end.
+template <class Take>
+bool write_signature(const Plan& plan, std::span<const std::int32_t> ids, SignatureContext& context,
+                     Take&& take) {
+  SignatureWriter w(context);
+  for (const auto id : ids) {
+    w.transfer(plan, plan.transfers[at(id)], ids);
+    if (!take(w.words())) return false;
+    w.clear();
+  }
+  return true;
+}
+
 }  // namespace
 
 SignatureContext::SignatureContext(const ReshardProblem& problem, const PlacedCluster& cluster)
     : problem_(problem),
       cluster_(cluster),
       reach_(cluster.cluster().gpus().size(), 0.0),
-      positions_(2 * problem.tensors().size()) {
+      positions_of_(2 * problem.tensors().size(), -1) {
   for (const auto& n : cluster.cluster().nics())
     for (const auto g : n.gpus) reach_[at(g.value)] += n.bandwidth.value;
 }
 
 std::optional<std::int64_t> SignatureContext::position(std::uint32_t tensor, bool source, Rank r) {
-  auto& by_rank = positions_[2 * tensor + (source ? 1 : 0)];
-  if (by_rank.empty()) {
+  auto& index = positions_of_[2 * tensor + (source ? 1 : 0)];
+  if (index < 0) {
     const auto& spec = problem_.tensors()[tensor];
     const Mesh& mesh = (source ? spec.source : spec.destination).mesh();
-    by_rank.assign(static_cast<std::size_t>(problem_.world_size()), -1);
-    for (std::int64_t i = 0; i < mesh.size(); ++i)
-      by_rank[at(mesh.rank_at(i).value)] = static_cast<std::int32_t>(i);
+    const auto [it, fresh] = by_ranks_.try_emplace(&mesh.ranks(), positions_.size());
+    if (fresh) {
+      auto& by_rank = positions_.emplace_back(static_cast<std::size_t>(problem_.world_size()), -1);
+      for (std::int64_t i = 0; i < mesh.size(); ++i)
+        by_rank[at(mesh.rank_at(i).value)] = static_cast<std::int32_t>(i);
+    }
+    index = static_cast<std::int32_t>(it->second);
   }
-  const auto p = by_rank[at(r.value)];
+  const auto p = positions_[at(index)][at(r.value)];
   return p < 0 ? std::nullopt : std::optional<std::int64_t>(p);
 }
 
 std::vector<std::int64_t> component_signature(const Plan& plan, std::span<const std::int32_t> ids,
                                               SignatureContext& context) {
-  SignatureWriter w(context);
-  for (const auto id : ids) w.transfer(plan, plan.transfers[at(id)], ids);
-  return std::move(w).take();
+  std::vector<std::int64_t> out;
+  write_signature(plan, ids, context, [&](std::span<const std::int64_t> words) {
+    out.insert(out.end(), words.begin(), words.end());
+    return true;
+  });
+  return out;
+}
+
+bool has_signature(const Plan& plan, std::span<const std::int32_t> ids, SignatureContext& context,
+                   std::span<const std::int64_t> kept) {
+  std::size_t next = 0;  // into kept: where the words written so far end
+  const bool whole = write_signature(plan, ids, context, [&](std::span<const std::int64_t> words) {
+    if (words.size() > kept.size() - next || !std::ranges::equal(words, kept.subspan(next, words.size())))
+      return false;
+    next += words.size();
+    return true;
+  });
+  return whole && next == kept.size();
 }
 
 }  // namespace refit::sim

@@ -10,6 +10,7 @@
 // NIC its bandwidth and latency; per domain, with an oversubscribed fabric, its uplinks' share.
 // The cluster-wide NVLink latency and the tensors' specs are the same for every component.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <vector>
@@ -22,7 +23,9 @@ namespace refit::sim {
 
 // What every signature of one plan reads alike, worked out once: each GPU's NIC bandwidth, and
 // each tensor's mesh positions by rank on either side (a mesh lists its ranks in any order, and
-// finding one is a scan), made when a signature first asks for them.
+// finding one is a scan), made when a signature first asks for them. Tensors whose meshes list
+// the same ranks in the same order share one array of positions: a model's many tensors sit on a
+// few meshes, and an array per tensor and side grows with tensors x world.
 class SignatureContext {
  public:
   SignatureContext(const ReshardProblem& problem, const PlacedCluster& cluster);
@@ -33,13 +36,28 @@ class SignatureContext {
   std::optional<std::int64_t> position(std::uint32_t tensor, bool source, Rank r);
 
  private:
+  // Orders rank lists by their contents, so equal lists find one entry.
+  struct ByRanks {
+    bool operator()(const std::vector<Rank>* a, const std::vector<Rank>* b) const { return *a < *b; }
+  };
+
   const ReshardProblem& problem_;
   const PlacedCluster& cluster_;
-  std::vector<double> reach_;                         // per GPU: bandwidth of the NICs that serve it
-  std::vector<std::vector<std::int32_t>> positions_;  // [2 * tensor + source] -> by rank, -1: none
+  std::vector<double> reach_;               // per GPU: bandwidth of the NICs that serve it
+  std::vector<std::int32_t> positions_of_;  // [2 * tensor + source] -> into positions_, -1: not made yet
+  std::map<const std::vector<Rank>*, std::size_t, ByRanks> by_ranks_;  // a mesh's ranks -> into positions_
+  std::vector<std::vector<std::int32_t>> positions_;                   // by rank, -1: not in the mesh
 };
 
+// The signature of the component of transfers `ids` (ascending), whole: what others are checked
+// against.
 std::vector<std::int64_t> component_signature(const Plan& plan, std::span<const std::int32_t> ids,
                                               SignatureContext& context);
+
+// Whether the component of transfers `ids` has the signature `kept`, compared in full: written a
+// transfer at a time, each part checked against `kept` as it comes and the writing stopped at the
+// first difference, so a component like another costs no second signature in memory.
+bool has_signature(const Plan& plan, std::span<const std::int32_t> ids, SignatureContext& context,
+                   std::span<const std::int64_t> kept);
 
 }  // namespace refit::sim

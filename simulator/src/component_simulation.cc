@@ -1,7 +1,8 @@
 #include "refit/simulator/component_simulation.h"
 
-#include <map>
+#include <algorithm>
 #include <optional>
+#include <unordered_map>
 
 #include "component_signature.h"
 #include "plan_components.h"
@@ -18,18 +19,28 @@ struct Distinct {
   std::int64_t count;
 };
 
-// Components by signature, each compared in full with the representatives' (kept: one per
-// distinct component).
+// Components by signature. Each is compared, in full, with the kept signatures of the
+// representatives of as many transfers, written and compared as it goes (sim::has_signature);
+// only one like none of them has its signature kept, so a plan of alike components holds one
+// signature however many there are.
 std::vector<Distinct> distinct_components(const Plan& plan,
                                           const std::vector<std::vector<std::int32_t>>& parts,
                                           const ReshardProblem& problem, const PlacedCluster& cluster) {
   sim::SignatureContext context(problem, cluster);
-  std::map<std::vector<std::int64_t>, std::size_t> index;  // -> into out
+  std::vector<std::vector<std::int64_t>> kept;                        // per entry of out
+  std::unordered_map<std::size_t, std::vector<std::size_t>> by_size;  // transfers -> into out
   std::vector<Distinct> out;
   for (std::size_t c = 0; c < parts.size(); ++c) {
-    auto [it, fresh] = index.try_emplace(sim::component_signature(plan, parts[c], context), out.size());
-    if (fresh) out.push_back(Distinct{.component = c, .count = 0});
-    ++out[it->second].count;
+    auto& alike = by_size[parts[c].size()];
+    const auto same = std::ranges::find_if(
+        alike, [&](std::size_t d) { return sim::has_signature(plan, parts[c], context, kept[d]); });
+    if (same != alike.end()) {
+      ++out[*same].count;
+      continue;
+    }
+    alike.push_back(out.size());
+    out.push_back(Distinct{.component = c, .count = 1});
+    kept.push_back(sim::component_signature(plan, parts[c], context));
   }
   return out;
 }

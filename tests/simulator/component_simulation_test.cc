@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "component_signature.h"
 #include "hand_plans.h"
 #include "model_problems.h"
 #include "plan_components.h"
@@ -140,6 +141,70 @@ TEST(ComponentSimulation, AnOversubscribedFabricJoinsEveryRankOfADomain) {
   const auto over = PlacedCluster::make(Cluster::make(spec).value(), mp.cluster.ranks()).value();
   const auto plan = make_plan("refit", mp.problem, over).value();
   expect_same_prediction(plan, mp.problem, over);
+}
+
+// Every pair of components of `plan`: the streamed comparison says "same" exactly when the two
+// whole signatures are equal, and a kept signature one word short or one word long never matches.
+void expect_streamed_comparison_is_the_whole_one(const Plan& plan, const ReshardProblem& p,
+                                                 const PlacedCluster& c) {
+  const auto parts = sim::plan_components(plan, c);
+  sim::SignatureContext context(p, c);
+  std::vector<std::vector<std::int64_t>> whole;
+  for (const auto& ids : parts) whole.push_back(sim::component_signature(plan, ids, context));
+  for (std::size_t a = 0; a < parts.size(); ++a) {
+    for (std::size_t b = 0; b < parts.size(); ++b)
+      EXPECT_EQ(sim::has_signature(plan, parts[a], context, whole[b]), whole[a] == whole[b])
+          << a << " vs " << b;
+    auto shorter = whole[a];
+    shorter.pop_back();
+    auto longer = whole[a];
+    longer.push_back(0);
+    EXPECT_FALSE(sim::has_signature(plan, parts[a], context, shorter));
+    EXPECT_FALSE(sim::has_signature(plan, parts[a], context, longer));
+  }
+}
+
+TEST(ComponentSignature, TheStreamedComparisonIsTheWholeSignaturesEquality) {
+  // Alike components (4 copies; two chains), unlike ones (a slower NIC) and random reshards.
+  const auto mp = four_copies_to_four_engines();
+  expect_streamed_comparison_is_the_whole_one(make_plan("refit", mp.problem, mp.cluster).value(), mp.problem,
+                                              mp.cluster);
+  const auto [chains, plan] = two_chains();
+  const auto c = testing::make_test_cluster(6, 1, 2, 4);
+  expect_streamed_comparison_is_the_whole_one(plan, chains, c);
+  auto spec = c.cluster().spec();
+  spec.nics.back().bandwidth = spec.nics.back().bandwidth * 0.5;
+  expect_streamed_comparison_is_the_whole_one(
+      plan, chains, PlacedCluster::make(Cluster::make(spec).value(), c.ranks()).value());
+  for (std::uint64_t seed = 0; seed < 12; ++seed) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed);
+    const auto p = testing::RandomProblems(seed).problem(4, 8, 6, 64);
+    const auto random = testing::make_test_cluster(6, 2, p.source_ranks(), p.destination_ranks());
+    expect_streamed_comparison_is_the_whole_one(make_plan("direct", p, random).value(), p, random);
+  }
+}
+
+TEST(ComponentSignature, PositionsSharedByTensorsOnOneMeshAreEachTensorsOwn) {
+  // Tensors whose meshes list the same ranks share one array of positions: every rank's position
+  // in every tensor's mesh on either side is still the one a scan of that mesh finds.
+  const auto mp = four_copies_to_four_engines();
+  for (std::uint64_t seed = 0; seed < 4; ++seed) {
+    const auto random = testing::RandomProblems(seed).problem(4, 8, 6, 64);
+    for (const ReshardProblem* p : {&mp.problem, &random}) {
+      const auto c = p == &mp.problem
+                         ? mp.cluster
+                         : testing::make_test_cluster(6, 2, p->source_ranks(), p->destination_ranks());
+      sim::SignatureContext context(*p, c);
+      for (std::uint32_t t = 0; t < p->tensors().size(); ++t)
+        for (const bool source : {true, false})
+          for (std::int32_t r = 0; r < p->world_size(); ++r) {
+            const auto& spec = p->tensors()[t];
+            EXPECT_EQ(context.position(t, source, Rank(r)),
+                      (source ? spec.source : spec.destination).mesh().position_of_rank(Rank(r)))
+                << "tensor " << t << ", rank " << r;
+          }
+    }
+  }
 }
 
 TEST(ComponentSimulation, RefusesATraceAndCallsButOneOfTheWholePlan) {
