@@ -174,6 +174,22 @@ TEST(Calls, SlicedRelaysForwardEachSliceOnceItHasLanded) {
   EXPECT_NEAR(simulated(plan, p, c, s).predicted.value, 2 * kAlpha + 9 * kU, 1e-9);
 }
 
+TEST(Calls, TheTransfersTheCallsMoveRelayAsInAPlanOfTheirOwn) {
+  // a (t0: 2 MiB) and b (t1: 8 MiB), each relayed 0 -> 1 -> 2; the one call moves b's transfers
+  // (1, and 3 forwarding 1) only. a does not run, and b's forward waits for b's upstream as in
+  // SlicedRelaysForwardEachSliceOnceItHasLanded: 2 alpha + 16U store and forward, 2 alpha + 10U
+  // in 4 slices, 2 alpha + 9U chunk by chunk.
+  const auto p = replicated_on_two({2, 8});
+  const auto c = testing::make_test_cluster(3, 1, 1, 2);
+  const auto plan = two_hop_relay(p);
+  CallSchedule s{.calls = {Call{.label = "reshard b", .transfers = {1, 3}}}, .store_and_forward = true};
+  EXPECT_NEAR(simulated(plan, p, c, s).predicted.value, 2 * kAlpha + 16 * kU, 1e-9);
+  s.relay_slices = 4;
+  EXPECT_NEAR(simulated(plan, p, c, s).predicted.value, 2 * kAlpha + 10 * kU, 1e-9);
+  s.store_and_forward = false;
+  EXPECT_NEAR(simulated(plan, p, c, s).predicted.value, 2 * kAlpha + 9 * kU, 1e-9);
+}
+
 TEST(Calls, PairsInOrderAreInOrderWithinOneQueueOnly) {
   // a (4 MiB) and b (1 MiB) both 0 -> 3, in calls of queues 0 and 1 (two communicators); then d
   // (4 MiB, 1 -> 4) in a call after b's on queue 1. a and b share rank 0's NIC: b lands at
