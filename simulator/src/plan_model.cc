@@ -223,7 +223,11 @@ Result<PlanModel> build_plan_model(const Plan& plan, const ReshardProblem& probl
   PlanModelOptions part_options = options;
   part_options.calls = &part.schedule;
   auto part_call_of = REFIT_TRY(call_of_each_transfer(part.plan, part.schedule));
-  const auto lowered = REFIT_TRY(lowering::LoweredPlan::make(part.plan, options.staging));
+  // The part passes validate_structure because the plan did: the same tensors and ranks, its
+  // transfers in plan order, and every `via` renumbered to an earlier called transfer (a relay's
+  // upstream is called, which call_of_each_transfer checked). Checking it again would walk most
+  // of the plan's segments a second time.
+  const auto lowered = REFIT_TRY(lowering::LoweredPlan::make_validated(part.plan, options.staging));
   auto model =
       REFIT_TRY(build_called(lowered, problem, cluster, execution, part_options, std::move(part_call_of)));
   for (auto& t : model.transfer_of_task)

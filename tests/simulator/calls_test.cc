@@ -158,20 +158,34 @@ TEST(Calls, PairsInOrderLetARelayForwardTheFirstSliceWhileTheSecondArrives) {
   EXPECT_NEAR(simulated(plan, p, c, s).predicted.value, 2 * kAlpha + 6 * kU, 1e-9);
 }
 
-TEST(Calls, SlicedRelaysForwardEachSliceOnceItHasLanded) {
-  // a (t0: 8 MiB, 8 chunks) relayed 0 -> 1 -> 2. Store and forward in 4 slices: the forward starts
-  // once the first 2 MiB have landed (alpha + 2U), runs beside the upstream, and its last slice
-  // goes once all of a has landed (alpha + 8U) but after its own first 6 MiB (2 alpha + 8U):
-  // 2 alpha + 10U. Whole transfers: 2 alpha + 16U; chunk by chunk: 2 alpha + 9U.
-  const auto p = replicated_on_two({8});
+// An 8 MiB tensor (8 chunks) relayed 0 -> 1 -> 2 by the transfers `relay` names, upstream first,
+// in one call of `plan` (two_hop_relay). Store and forward in 4 slices: the forward starts once the
+// first 2 MiB have landed (alpha + 2U), runs beside the upstream, and its last slice goes once all
+// of it has landed (alpha + 8U) but after its own first 6 MiB (2 alpha + 8U): 2 alpha + 10U. Whole
+// transfers: 2 alpha + 16U; chunk by chunk: 2 alpha + 9U.
+void expect_an_8_mib_relay(const Plan& plan, const ReshardProblem& p, std::vector<std::int32_t> relay) {
   const auto c = testing::make_test_cluster(3, 1, 1, 2);
-  const auto plan = two_hop_relay(p);
-  CallSchedule s{.calls = {Call{.label = "reshard", .transfers = {0, 1}}}, .store_and_forward = true};
+  CallSchedule s{.calls = {Call{.label = "reshard", .transfers = std::move(relay)}},
+                 .store_and_forward = true};
   EXPECT_NEAR(simulated(plan, p, c, s).predicted.value, 2 * kAlpha + 16 * kU, 1e-9);
   s.relay_slices = 4;
   EXPECT_NEAR(simulated(plan, p, c, s).predicted.value, 2 * kAlpha + 10 * kU, 1e-9);
   s.store_and_forward = false;
   EXPECT_NEAR(simulated(plan, p, c, s).predicted.value, 2 * kAlpha + 9 * kU, 1e-9);
+}
+
+TEST(Calls, SlicedRelaysForwardEachSliceOnceItHasLanded) {
+  // a (t0: 8 MiB) relayed 0 -> 1 -> 2 by transfers 0 and 1.
+  const auto p = replicated_on_two({8});
+  expect_an_8_mib_relay(two_hop_relay(p), p, {0, 1});
+}
+
+TEST(Calls, TheTransfersTheCallsMoveRelayAsInAPlanOfTheirOwn) {
+  // a (t0: 2 MiB) and b (t1: 8 MiB), each relayed 0 -> 1 -> 2; the one call moves b's transfers
+  // (1, and 3 forwarding 1) only. a does not run, and b's forward waits for b's upstream as a
+  // relay of b alone would.
+  const auto p = replicated_on_two({2, 8});
+  expect_an_8_mib_relay(two_hop_relay(p), p, {1, 3});
 }
 
 TEST(Calls, PairsInOrderAreInOrderWithinOneQueueOnly) {

@@ -31,9 +31,9 @@ class LoweredPlan {
   // breaks validate_structure (naming the rule and the transfer), staging below 2 * kAlign, and
   // more chunks than limits::kMaxChunks. Precondition: `plan` outlives the result.
   [[nodiscard]] static Result<LoweredPlan> make(const Plan& plan, Bytes staging);
-  // make() for a plan that passed validate_structure already (the simulator checks a plan before
-  // a call schedule indexes it by its transfers): the other refusals only, without walking every
-  // segment again.
+  // make() for a plan known to pass validate_structure (the simulator checks a plan before a call
+  // schedule indexes it by its transfers, and the part of it the calls move passes with it): the
+  // other refusals only, without walking every segment again.
   [[nodiscard]] static Result<LoweredPlan> make_validated(const Plan& plan, Bytes staging);
   // What chunks() of make(plan, staging) would be, counted without materialising them (a
   // description-sized plan may have more chunks than make() accepts). Preconditions as make's,
