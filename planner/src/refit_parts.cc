@@ -206,7 +206,7 @@ bool all_alike(const PartRecords& records) {
 
 std::optional<PartCopies> copies_of_first_part(const PlanContext& c, const DomainGroups& groups) {
   auto part_of = parts_of_ranks(c, groups);
-  if (std::ranges::max(part_of, {}, [](std::int32_t k) { return k; }) < 1) return std::nullopt;
+  if (std::ranges::max(part_of) < 1) return std::nullopt;
   DomainGroups first(groups.size());
   for (std::size_t t = 0; t < groups.size(); ++t)
     for (const auto& gs : groups[t]) {

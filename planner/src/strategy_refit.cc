@@ -314,14 +314,15 @@ class RefitPlanner {
 Result<Plan> plan_refit_whole(const PlanContext& c) { return RefitPlanner(c, group_by_domain(c)).run(); }
 
 Result<Plan> plan_refit(const PlanContext& c) {
-  if (auto copies = copies_of_first_part(c, group_by_domain(c))) {
+  auto groups = group_by_domain(c);
+  if (auto copies = copies_of_first_part(c, groups)) {
     std::vector<std::uint64_t> rounds;
     // A part that cannot be planned is planned whole, so that the error names what the whole
     // plan's would.
     if (auto part = RefitPlanner(c, std::move(copies->first)).run(&rounds))
       return expand_copies(std::move(*part), rounds, copies->shifts);
   }
-  return plan_refit_whole(c);
+  return RefitPlanner(c, std::move(groups)).run();
 }
 
 }  // namespace refit::planner_detail
