@@ -102,15 +102,16 @@ Bytes moved_bytes(const ReshardProblem& problem, const std::vector<bool>& moved)
 }
 
 // The simulation of plan `p` under `so`: by components where options.by_components asks for it and
-// that is the whole simulation's (PredictOptions::by_components), whole otherwise.
+// that is the whole simulation's (PredictOptions::by_components: refused before simulating
+// anything otherwise), whole otherwise.
 [[nodiscard]] Result<PlanSimulation> simulate_row(const PredictOptions& o, const Plan& p,
                                                   const ReshardProblem& problem, const PlacedCluster& cluster,
                                                   const PlanSimulationOptions& so) {
   if (o.by_components) {
-    auto parts = simulate_plan_by_components(p, problem, cluster, so);
+    auto parts = simulate_plan_by_components(p, problem, cluster, so, DistinctComponents::kRefuse);
     if (!parts && parts.error().code != ErrorCode::kUnsupported)
       return std::unexpected(std::move(parts).error());
-    if (parts && parts->simulated == 1) {
+    if (parts) {
       parts->slowest.tasks = parts->tasks;
       parts->slowest.events = parts->events;
       return std::move(parts->slowest);

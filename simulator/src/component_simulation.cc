@@ -4,6 +4,8 @@
 #include <optional>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
 #include "component_signature.h"
 #include "plan_components.h"
 #include "refit/core/try.h"
@@ -75,7 +77,8 @@ CallSchedule component_calls(const CallSchedule& whole, std::size_t n) {
 
 Result<ComponentSimulation> simulate_plan_by_components(const Plan& plan, const ReshardProblem& problem,
                                                         const PlacedCluster& cluster,
-                                                        const PlanSimulationOptions& options) {
+                                                        const PlanSimulationOptions& options,
+                                                        DistinctComponents if_distinct) {
   if ((options.calls && !whole_plan_call(*options.calls, plan.transfers.size())) || options.trace)
     return unsupported(
         "simulating by components takes no trace and no call schedule but one call of the whole plan that "
@@ -90,6 +93,9 @@ Result<ComponentSimulation> simulate_plan_by_components(const Plan& plan, const 
     return out;
   }
   const auto distinct = distinct_components(plan, parts, problem, cluster);
+  if (distinct.size() > 1 && if_distinct == DistinctComponents::kRefuse)
+    return unsupported(
+        fmt::format("the plan's {} components are {} distinct ones", parts.size(), distinct.size()));
   PlanSimulationOptions alone = options;
   alone.progress = nullptr;
   ComponentSimulation out{.components = static_cast<std::int64_t>(parts.size()),

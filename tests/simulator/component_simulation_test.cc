@@ -80,6 +80,8 @@ TEST(ComponentSimulation, ChainsThatAreTheSameUpToRenumberingAreSimulatedOnce) {
   EXPECT_EQ(parts.simulated, 1);
   EXPECT_NEAR(parts.slowest.predicted.value, 2 * testing::kAlpha + 9 * testing::kU, 1e-9);
   expect_same_prediction(plan, p, c);
+  // Alike components are no reason to refuse.
+  EXPECT_TRUE(simulate_plan_by_components(plan, p, c, {}, DistinctComponents::kRefuse));
 }
 
 TEST(ComponentSimulation, AComponentOnASlowerNicIsSimulatedApartAndSetsTheTime) {
@@ -95,6 +97,12 @@ TEST(ComponentSimulation, AComponentOnASlowerNicIsSimulatedApartAndSetsTheTime) 
   EXPECT_EQ(parts.simulated, 2);
   EXPECT_GT(parts.slowest.predicted.value, 2 * testing::kAlpha + 9 * testing::kU + 1e-6);
   expect_same_prediction(plan, p, slow);
+  // Asked to refuse distinct components, it does so (before simulating), naming them.
+  const auto refused = simulate_plan_by_components(plan, p, slow, {}, DistinctComponents::kRefuse);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kUnsupported);
+  EXPECT_NE(refused.error().message.find("2 components are 2 distinct ones"), std::string::npos)
+      << refused.error().message;
 }
 
 TEST(ComponentSimulation, EveryTransferIsInExactlyOneComponentAndComponentsShareNoRank) {

@@ -31,8 +31,17 @@ struct ComponentSimulation {
   std::uint64_t events = 0;     // over every component: what simulating the whole plan handles
 };
 
-Result<ComponentSimulation> simulate_plan_by_components(const Plan& plan, const ReshardProblem& problem,
-                                                        const PlacedCluster& cluster,
-                                                        const PlanSimulationOptions& options = {});
+// What simulate_plan_by_components does with a plan whose components are not all alike.
+enum class DistinctComponents {
+  kSimulateEach,  // simulates each distinct one once; the slowest is the plan's
+  // refuses it (kUnsupported) before simulating anything: for a caller that then simulates the
+  // plan whole, as the default tolerances tell distinct components' predictions apart from it
+  kRefuse,
+};
+
+Result<ComponentSimulation> simulate_plan_by_components(
+    const Plan& plan, const ReshardProblem& problem, const PlacedCluster& cluster,
+    const PlanSimulationOptions& options = {},
+    DistinctComponents distinct_components = DistinctComponents::kSimulateEach);
 
 }  // namespace refit
