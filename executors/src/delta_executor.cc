@@ -340,10 +340,10 @@ std::vector<std::int64_t> payload_offsets(const Plan& plan, const std::vector<st
 }
 
 // Before a hop: each piece this rank forwards in it, its payload copied from where it arrived to
-// where its transfer's payloads leave, byte for byte.
+// where its transfer's payloads leave, byte for byte (`offsets`: payload_offsets of the round).
 [[nodiscard]] Result<void> forward(DeltaPrepared& p, std::int32_t round, std::int32_t hop,
-                                   const std::vector<std::int64_t>& sizes, DeltaStepReport& report) {
-  const auto offsets = payload_offsets(p.plan, sizes);
+                                   const std::vector<std::int64_t>& sizes,
+                                   const std::vector<std::int64_t>& offsets, DeltaStepReport& report) {
   for (const auto& f : p.forwards) {
     if (f.round != round || f.hop != hop) continue;
     const auto bytes = static_cast<std::size_t>(sizes[static_cast<std::size_t>(f.index)]);
@@ -364,9 +364,10 @@ std::vector<std::int64_t> payload_offsets(const Plan& plan, const std::vector<st
 [[nodiscard]] Result<ExecutionReport> move_hop(DeltaPrepared& p, Executor& inner, Bootstrap& bootstrap,
                                                std::int32_t round, std::int32_t hop,
                                                const std::vector<std::int64_t>& sizes,
+                                               const std::vector<std::int64_t>& offsets,
                                                DeltaStepReport& report) {
   auto start = SteadyClock::now();
-  const auto forwarded = forward(p, round, hop, sizes, report);
+  const auto forwarded = forward(p, round, hop, sizes, offsets, report);
   const auto step = REFIT_TRY(step_plan(p, hop_payloads(p.plan, p.schedule, sizes, round, hop)));
   auto prepared = forwarded ? inner.prepare(step.step.plan, p.rank, step.buffers)
                             : Result<std::unique_ptr<PreparedPlan>>(std::unexpected(forwarded.error()));
@@ -395,9 +396,10 @@ std::vector<std::int64_t> payload_offsets(const Plan& plan, const std::vector<st
   start = SteadyClock::now();
   const auto sizes = REFIT_TRY(agree_sizes(p, bootstrap, round, encoded));
   report.exchange += seconds_since(start);
+  const auto offsets = payload_offsets(p.plan, sizes);
   ExecutionReport moved;
   for (std::int32_t hop = 0; hop < p.schedule.hops[static_cast<std::size_t>(round)]; ++hop)
-    add(moved, REFIT_TRY(move_hop(p, inner, bootstrap, round, hop, sizes, report)));
+    add(moved, REFIT_TRY(move_hop(p, inner, bootstrap, round, hop, sizes, offsets, report)));
   return moved;
 }
 
