@@ -53,13 +53,22 @@ void add_tensor(Needs& n, const TensorReshard& t, const Overlap& o, const Placed
   }
 }
 
+// What the bytes leaving the source side cross at once: the transmit side of the source ranks'
+// NICs and, on an oversubscribed fabric, the uplinks of their domains ((sum of a domain's NIC
+// bandwidth) / r each). Either caps the rate, so the smaller sum does. Where NICs serve one domain
+// each, the uplinks' sum is the NICs' / r; a NIC shared by several domains (a calibrated host:
+// every process a domain behind one shared-memory "NIC") counts once among the NICs but gives
+// each of its domains an uplink of its own.
 BytesPerSecond source_side_bandwidth(const ReshardProblem& p, const PlacedCluster& c) {
-  std::set<std::int32_t> nics;
-  for (std::int32_t r = 0; r < p.source_ranks(); ++r)
+  std::set<std::int32_t> nics, domains;
+  for (std::int32_t r = 0; r < p.source_ranks(); ++r) {
     if (auto n = c.nic_of(Rank{r})) nics.insert(*n);
-  BytesPerSecond bw{0};
-  for (auto n : nics) bw = bw + c.cluster().nics()[static_cast<std::size_t>(n)].bandwidth;
-  return bw;
+    domains.insert(c.domain_of(Rank{r}));
+  }
+  BytesPerSecond transmit{0}, uplinks{0};
+  for (auto n : nics) transmit = transmit + c.cluster().nics()[static_cast<std::size_t>(n)].bandwidth;
+  for (auto d : domains) uplinks = uplinks + c.cluster().domain_nic_bandwidth(d);
+  return BytesPerSecond{std::min(transmit.value, uplinks.value / c.cluster().fabric().oversubscription)};
 }
 
 Seconds ratio(double bytes, double bytes_per_second) {
@@ -92,7 +101,7 @@ LowerBound lower_bound(const ReshardProblem& problem, const PlacedCluster& c,
     const double bw = c.cluster().domain_nic_bandwidth(static_cast<std::int32_t>(d)).value / oversub;
     lb.destination_domain = std::max(lb.destination_domain, ratio(n.domain_bytes[d], bw));
   }
-  lb.source_side = ratio(n.leaving_bytes, source_side_bandwidth(problem, c).value / oversub);
+  lb.source_side = ratio(n.leaving_bytes, source_side_bandwidth(problem, c).value);
   for (std::size_t k = 0; k < n.single_nic.size(); ++k)
     lb.source_nic = std::max(lb.source_nic, ratio(n.single_nic[k], c.cluster().nics()[k].bandwidth.value));
   for (std::size_t g = 0; g < n.gpu_bytes.size(); ++g) {

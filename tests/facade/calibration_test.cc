@@ -91,6 +91,26 @@ TEST(CalibratedCluster, PredictsTheTransfersItWasCalibratedOn) {
   EXPECT_NEAR(predicted(*spec, 2, bytes).value, 20e-6 + 2.0 * bytes / 6e9, 1e-2 * (2.0 * bytes / 6e9));
 }
 
+TEST(CalibratedCluster, NoPredictionBelowItsLowerBound) {
+  // The host's one link (6 GB/s) serves every process, each process a domain whose uplink is 6 /
+  // 1.5 = 4 GB/s. Two pairs of 8 MiB must leave the two source domains: through the link's 6 GB/s
+  // (one link, counted once) and the two uplinks' 8 GB/s, so at least 16 MiB / 6 GB/s = 2796.2 us,
+  // below the 2816.2 us predicted. (Dividing the link by the fabric's 1.5 as if it were one
+  // domain's NICs gave 16 MiB / 4 GB/s = 4194.3 us, above the prediction.)
+  const LineFit pair{
+      .latency = Seconds{20e-6}, .bandwidth = BytesPerSecond::from_gbps(4), .worst_relative_residual = 0};
+  const auto spec = calibrated_cluster(4, pair, BytesPerSecond::from_gbps(6), BytesPerSecond::from_gbps(10));
+  ASSERT_TRUE(spec) << spec.error().message;
+  const std::int64_t bytes = 8 << 20;
+  const auto problem = pairs_problem(2, bytes);
+  auto cluster = Cluster::make(*spec).value();
+  auto ranks = RankMap::place(cluster, job_of(problem)).value();
+  const auto on = PlacedCluster::make(std::move(cluster), std::move(ranks)).value();
+  const auto bound = lower_bound(problem, on);
+  EXPECT_NEAR(bound.source_side.value, 2.0 * bytes / 6e9, 1e-12);
+  EXPECT_LE(bound.time.value, predicted(*spec, 2, bytes).value);
+}
+
 TEST(CalibratedCluster, AHostNoFasterThanOnePairIsNotOversubscribed) {
   const LineFit pair{
       .latency = Seconds{1e-5}, .bandwidth = BytesPerSecond::from_gbps(4), .worst_relative_residual = 0};

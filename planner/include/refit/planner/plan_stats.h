@@ -38,7 +38,8 @@ struct LowerBound {
   Seconds time;                    // the maximum of the terms below
   std::string binding;             // which term is the maximum
   Seconds destination_domain;      // (a) max over domains: bytes from outside / domain NIC rx bw
-  Seconds source_side;             // (b) unique bytes that must leave the source side / its NIC tx bw
+  Seconds source_side;             // (b) unique bytes that must leave the source side / the smaller of
+                                   //     its NICs' tx bw and its domains' uplinks
   Seconds source_nic;              // (d) bytes only one NIC holds / that NIC's bw
   Seconds gpu_ingress;             // (c) max over GPUs: bytes needed / (NVLink + NIC bw)
   std::vector<Bytes> domain_need;  // per domain: unique bytes it must receive from outside
