@@ -125,10 +125,10 @@ Bytes moved_bytes(const ReshardProblem& problem, const std::vector<bool>& moved)
                                          const PlacedCluster& cluster, const Planned& planned,
                                          const DeploymentInfo& deployment, bool traced) {
   const Plan& p = planned.plan;
-  const auto window = o.window.value_or(execution_model(p.execution).pair_window);
-  if (window < 0) return out_of_range(fmt::format("--window: {} is negative", window));
+  if (o.window && *o.window < 0) return out_of_range(fmt::format("--window: {} is negative", *o.window));
   const auto schedule =
       REFIT_TRY_IN(deploy(deployment, p, problem, cluster), fmt::format("--deployment {}", deployment.name));
+  const auto window = o.window.value_or(execution_of(p, {.calls = &schedule}).pair_window);
   const auto label = fmt::format("{} as {} runs it", p.strategy, deployment.name);
   PlanSimulationOptions so{.progress = nullptr,
                            .trace = traced ? o.trace : nullptr,

@@ -43,7 +43,8 @@ constexpr std::array<ExecutionModel, 3> kModels{{
      .description = "today's NCCL collectives (M2N reshard, broadcast): every ring step a channel "
                     "of its own, a chunk in place only when it is one run of its buffer",
      .pair_window = 0,
-     .zero_copy = kOneRun},
+     .zero_copy = kOneRun,
+     .refit_executor = false},
 }};
 
 }  // namespace
@@ -55,6 +56,10 @@ const ExecutionModel& execution_model(ExecutionModelId id) { return kModels[stat
 const ExecutionModel* find_execution_model(std::string_view name) {
   const auto* it = std::ranges::find(kModels, name, &ExecutionModel::name);
   return it == kModels.end() ? nullptr : it;
+}
+
+const ExecutionModel& refit_executor_model(const ExecutionModel& plan_model) {
+  return plan_model.refit_executor ? plan_model : execution_model(ExecutionModelId::kRefitUcx);
 }
 
 }  // namespace refit

@@ -27,8 +27,9 @@ Result<CallSchedule> whole_plan(const DeployInputs& in) {
   Call call{.label = "the plan", .group = "refit execute"};
   call.transfers.resize(in.plan.transfers.size());
   std::iota(call.transfers.begin(), call.transfers.end(), 0);
-  return CallSchedule{.calls = {std::move(call)},
-                      .pairs_share_by_bytes = execution_model(in.plan.execution).pairs_share_by_bytes};
+  const ExecutionModel& model = refit_executor_model(execution_model(in.plan.execution));
+  return CallSchedule{
+      .calls = {std::move(call)}, .pairs_share_by_bytes = model.pairs_share_by_bytes, .execution = &model};
 }
 
 std::vector<std::int32_t> all_tensors(const ReshardProblem& problem) {

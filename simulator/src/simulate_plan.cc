@@ -155,12 +155,18 @@ Seconds TimeBreakdown::total() const {
   return sum;
 }
 
+const ExecutionModel& execution_of(const Plan& plan, const PlanSimulationOptions& options) {
+  if (options.execution) return *options.execution;
+  if (options.calls && options.calls->execution) return *options.calls->execution;
+  return execution_model(plan.execution);
+}
+
 Result<PlanSimulation> simulate_plan(const Plan& plan, const ReshardProblem& problem,
                                      const PlacedCluster& cluster, const PlanSimulationOptions& options) {
   if (cluster.ranks().rank_count() < plan.world_size())
     return mismatch(fmt::format("the plan has {} ranks, cluster '{}' places {}", plan.world_size(),
                                 cluster.name(), cluster.ranks().rank_count()));
-  const ExecutionModel& execution = options.execution ? *options.execution : execution_model(plan.execution);
+  const ExecutionModel& execution = execution_of(plan, options);
   const sim::PlanModelOptions mo{.window = options.window.value_or(execution.pair_window),
                                  .calls = options.calls,
                                  .staging = options.staging};

@@ -374,6 +374,31 @@ TEST(RefitDeployment, PredictsWhatThePlanAlonePredicts) {
               simulate_plan(plan, p, c, without).value().predicted.value, 1e-12);
 }
 
+TEST(RefitDeployment, RunsACollectivesPlanAsTheUcxExecutorRunsIt) {
+  // refit run --strategy m2n-ring moves the ring's transfers through the UCX executor (16 chunks
+  // granted ahead, direct stores, pairs paced by their bytes), not as NCCL's collectives would: the
+  // plan labelled nccl-collectives predicts exactly what the same transfers labelled refit-ucx do.
+  // NeMo RL runs it as labelled.
+  const auto p = pipeline_moe();
+  const auto c = two_nodes();
+  const auto ring = make_plan("m2n-ring", p, c).value();
+  ASSERT_EQ(ring.execution, ExecutionModelId::kNcclCollectives);
+  Plan relabelled = ring;
+  relabelled.execution = ExecutionModelId::kRefitUcx;
+  const auto& refit = deployment_info(DeploymentId::kRefit);
+  const auto as_labelled = deploy(refit, ring, p, c).value(),
+             as_ucx = deploy(refit, relabelled, p, c).value();
+  ASSERT_NE(as_labelled.execution, nullptr);
+  EXPECT_EQ(as_labelled.execution->id, ExecutionModelId::kRefitUcx);
+  EXPECT_TRUE(as_labelled.pairs_share_by_bytes);
+  const PlanSimulationOptions labelled{.calls = &as_labelled, .rate_tolerance = 0},
+      ucx{.calls = &as_ucx, .rate_tolerance = 0};
+  EXPECT_EQ(execution_of(ring, labelled).pair_window, 16);
+  EXPECT_DOUBLE_EQ(simulate_plan(ring, p, c, labelled).value().predicted.value,
+                   simulate_plan(relabelled, p, c, ucx).value().predicted.value);
+  EXPECT_EQ(deploy(deployment_info(DeploymentId::kNemoRl), ring, p, c).value().execution, nullptr);
+}
+
 TEST(Sensitivity, EachConstantMovesThePredictionTheWayItShould) {
   // Slower NICs cannot make a refit faster, faster ones cannot make it slower; a step outside
   // (0, 1) is refused.

@@ -46,6 +46,9 @@ struct ExecutionModel {
   // has. 0: not paced by steps.
   std::int32_t step_chunks = 0;
   ZeroCopyRule zero_copy;
+  // One of refit's own executors. refit's executors run every plan as one of theirs: a baseline's
+  // plan, labelled with the collectives it stands for, runs as refit_executor_model() says.
+  bool refit_executor = true;
 };
 
 // Every execution model, in ExecutionModelId order.
@@ -53,5 +56,8 @@ std::span<const ExecutionModel> execution_models();
 const ExecutionModel& execution_model(ExecutionModelId id);
 // nullptr for an unknown name.
 const ExecutionModel* find_execution_model(std::string_view name);
+// How refit's executors run `plan_model`'s plans: as it says where it is one of theirs, else as
+// the UCX executor (refit run's default) does.
+const ExecutionModel& refit_executor_model(const ExecutionModel& plan_model);
 
 }  // namespace refit

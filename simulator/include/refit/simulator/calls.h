@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "refit/core/units.h"
+#include "refit/planner/execution_model.h"
 
 namespace refit {
 
@@ -65,6 +66,9 @@ struct CallSchedule {
   // plan's execution model says so (ExecutionModel::pairs_share_by_bytes); the deployed systems'
   // NCCL connections share links equally.
   bool pairs_share_by_bytes = false;
+  // How the deployment runs the plan (its pair window, zero-copy rule, pacing): refit's executors
+  // run every plan as one of their own execution models; nullptr: as the plan's model says.
+  const ExecutionModel* execution = nullptr;
   // What the deployment had to assume for want of an input, for the user to read.
   std::vector<std::string> notes{};
   // By problem tensor, whether the deployment moves it; empty: it moves every tensor. A benchmark

@@ -23,8 +23,8 @@ namespace refit {
 struct PlanSimulationOptions {
   std::function<void(double fraction_done)> progress;  // called at most twice a second
   std::ostream* trace = nullptr;                       // Chrome trace event JSON, when set
-  // How the plan is run: its pair window and zero-copy rule. Default: the plan's own
-  // (Plan::execution).
+  // How the plan is run: its pair window and zero-copy rule. Default: the deployment's (calls:
+  // CallSchedule::execution), else the plan's own (Plan::execution); execution_of() says which.
   const ExecutionModel* execution = nullptr;
   // Chunks a receiver grants each sender ahead, instead of the execution model's pair window; a
   // (sender, receiver) pair sends its transfers in plan order (0: every transfer at once, as
@@ -107,6 +107,9 @@ struct PlanSimulation {
   // Constants the prediction rests on for want of a measured figure, a sentence each.
   std::vector<std::string> assumptions;
 };
+
+// The execution model simulate_plan runs `plan` as under `options` (PlanSimulationOptions::execution).
+const ExecutionModel& execution_of(const Plan& plan, const PlanSimulationOptions& options);
 
 // `problem` supplies the ranks' local boxes: a message whose bytes are not one contiguous run of
 // the sender's (receiver's) buffer is packed (unpacked) through that GPU's copy engine.
