@@ -50,8 +50,12 @@ class Row:
 
 
 def matrix() -> list[Row]:
-    """Every strategy on several layouts (2 to 8 processes) and sizes (about 4 MB to 270 MB)."""
+    """Every strategy on several layouts (2 to 8 processes) and sizes (about 4 MB to 1 GB): first
+    jobs of 2 processes, within a 2-core host's cores, then jobs of 4 to 8, beyond them."""
     layouts = [
+        (TESTS / "small-llama-blocks.json", "tp=1", "tp=1", 2, ("refit", "gather-broadcast")),
+        (MODELS / "large-llama.json", "tp=1", "tp=1", 2, ("refit", "m2n-ring")),
+        (MODELS / "medium-qwen3-moe.json", "tp=1", "tp=1", 2, ("refit", "direct")),
         (MODELS / "medium-llama.json", "tp=1", "tp=1", 2, STRATEGIES),
         (MODELS / "medium-llama.json", "tp=2", "tp=2", 4, STRATEGIES),
         (MODELS / "medium-llama.json", "pp=2", "tp=2", 4, STRATEGIES),
@@ -117,6 +121,23 @@ def table(rows: list[tuple[Row, dict, dict]]) -> list[str]:
     return lines
 
 
+def verdict(name: str, rows: list[tuple[Row, dict, dict]]) -> str:
+    """How many of `rows` are within +-15 % and the median ratio."""
+    ratios = [p["predicted_s"] / m["seconds"] for _, p, m in rows]
+    if not ratios:
+        return f"{name}: no rows"
+    within = sum(1 for r in ratios if abs(r - 1) <= 0.15)
+    return f"{name}: {len(rows)} rows; within +-15 %: {within}; median predicted/measured: " \
+           f"{statistics.median(ratios):.3f}"
+
+
+def verdicts(rows: list[tuple[Row, dict, dict]], cores: int) -> list[str]:
+    """The goal judged on every row, on the jobs within this host's cores and on those beyond."""
+    return [verdict("all", rows),
+            verdict(f"within the {cores} cores", [r for r in rows if r[0].processes <= cores]),
+            verdict(f"beyond the {cores} cores", [r for r in rows if r[0].processes > cores])]
+
+
 def main() -> None:
     """Calibrates, predicts and measures every row, prints the table and the summary."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -141,12 +162,11 @@ def main() -> None:
             rows.append((row, p, m))
             print(f"{row.model.stem} {row.train} -> {row.infer} {row.strategy}: predicted "
                   f"{p['predicted_s'] * 1e3:.2f} ms, measured {m['seconds'] * 1e3:.2f} ms", file=sys.stderr)
-    ratios = [p["predicted_s"] / m["seconds"] for _, p, m in rows]
-    within = sum(1 for r in ratios if abs(r - 1) <= 0.15)
+    cores = len(os.sched_getaffinity(0))
     lines = [*table(rows), "",
              *map(summary, calibrations), "",
-             f"rows: {len(rows)}; within +-15 %: {within}; median predicted/measured: "
-             f"{statistics.median(ratios):.3f}; load average at the end: {os.getloadavg()}"]
+             *verdicts(rows, cores),
+             f"load average at the end: {os.getloadavg()}"]
     print("\n".join(lines))
     if args.out:
         Path(args.out).write_text("\n".join(lines) + "\n")
