@@ -43,15 +43,18 @@ class Row:
     infer: str
     processes: int
     strategy: str
+    quantize: str = ""  # an FP8 format in flight, or bf16 throughout
 
     def problem_args(self) -> list[str]:
         """The PROBLEM options every command of this row takes."""
-        return ["--model", str(self.model), "--train", self.train, "--infer", self.infer]
+        fp8 = ["--quantize", self.quantize] if self.quantize else []
+        return ["--model", str(self.model), "--train", self.train, "--infer", self.infer, *fp8]
 
 
 def matrix() -> list[Row]:
     """Every strategy on several layouts (2 to 8 processes) and sizes (about 4 MB to 1 GB): first
-    jobs of 2 processes, within a 2-core host's cores, then jobs of 4 to 8, beyond them."""
+    jobs of 2 processes, within a 2-core host's cores, then jobs of 4 to 8, beyond them; last, FP8
+    in flight (the training ranks quantize on their CPUs)."""
     layouts = [
         (TESTS / "small-llama-blocks.json", "tp=1", "tp=1", 2, ("refit", "gather-broadcast")),
         (MODELS / "large-llama.json", "tp=1", "tp=1", 2, ("refit", "m2n-ring")),
@@ -65,7 +68,10 @@ def matrix() -> list[Row]:
         (MODELS / "large-llama.json", "tp=4", "tp=2,engines=2", 8, ("refit", "direct")),
         (MODELS / "medium-qwen3-moe.json", "tp=2,ep=2,etp=1", "tp=2,dp=2", 6, ("refit", "m2n-ring")),
     ]
-    return [Row(m, t, i, p, s) for (m, t, i, p, strategies) in layouts for s in strategies]
+    fp8 = [Row(MODELS / "medium-llama.json", "tp=1", "tp=1", 2, "refit", "fp8-block128"),
+           Row(MODELS / "medium-qwen3-moe.json", "tp=1", "tp=1", 2, "direct", "mxfp8"),
+           Row(MODELS / "medium-llama.json", "tp=2", "tp=2", 4, "refit", "fp8-block128")]
+    return [Row(m, t, i, p, s) for (m, t, i, p, strategies) in layouts for s in strategies] + fp8
 
 
 def run_json(command: list[str]) -> dict:
@@ -115,7 +121,8 @@ def table(rows: list[tuple[Row, dict, dict]]) -> list[str]:
              "executions min-max ms | predicted / measured |", "|---|---|---|---|---|---|---|---|---|"]
     for row, p, m in rows:
         spread = m["iteration_seconds"]
-        lines.append(f"| {row.model.stem} | {row.train} -> {row.infer} | {row.processes} | {row.strategy} | "
+        lines.append(f"| {row.model.stem}{' ' + row.quantize if row.quantize else ''} | {row.train} -> {row.infer} | "
+                     f"{row.processes} | {row.strategy} | "
                      f"{m['bytes'] / 1e6:.1f} | {p['predicted_s'] * 1e3:.2f} | {m['seconds'] * 1e3:.2f} | "
                      f"{min(spread) * 1e3:.1f}-{max(spread) * 1e3:.1f} | {p['predicted_s'] / m['seconds']:.3f} |")
     return lines

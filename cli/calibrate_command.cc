@@ -42,6 +42,15 @@ nlohmann::ordered_json measurement_json(const PairMeasurement& m) {
   return {{"bytes", m.bytes.value}, {"pairs", m.pairs}, {"seconds", m.seconds.value}};
 }
 
+// refit's CPU quantizer per format, and the rate the cluster file holds.
+nlohmann::ordered_json quantize_json(const Calibration& c) {
+  nlohmann::ordered_json out;
+  for (std::size_t s = 0; s < c.quantize_by_scheme.size(); ++s)
+    out[std::string(quant_scheme_name(static_cast<QuantScheme>(s)))] = gbps(c.quantize_by_scheme[s]);
+  out["cluster_file"] = gbps(c.quantize_bandwidth);
+  return out;
+}
+
 nlohmann::ordered_json calibration_json(const Calibration& c, const std::string& out) {
   nlohmann::ordered_json one_pair = nlohmann::ordered_json::array();
   for (const auto& m : c.one_pair) one_pair.push_back(measurement_json(m));
@@ -54,6 +63,7 @@ nlohmann::ordered_json calibration_json(const Calibration& c, const std::string&
           {"all_pairs", c.all_pairs ? measurement_json(*c.all_pairs) : nlohmann::ordered_json()},
           {"host_gbps", gbps(c.host_bandwidth)},
           {"memcpy_gbps", gbps(c.memcpy_bandwidth)},
+          {"quantize_gbps", quantize_json(c)},
           {"devices", c.cluster.gpus.size()},
           {"oversubscription", c.cluster.fabric.oversubscription},
           {"notes", c.notes},
@@ -72,11 +82,15 @@ void print_calibration(const Calibration& c, const std::string& out) {
                c.all_pairs->pairs, human(c.all_pairs->bytes), human(c.all_pairs->seconds),
                gbps(c.host_bandwidth), c.host_bandwidth.value / c.pair.bandwidth.value);
   fmt::print("memcpy      {:.2f} GB/s (one core)\n", gbps(c.memcpy_bandwidth));
+  for (std::size_t s = 0; s < c.quantize_by_scheme.size(); ++s)
+    fmt::print("quantize    {:.2f} GB/s of bf16 to {} (refit's CPU quantizer, one core)\n",
+               gbps(c.quantize_by_scheme[s]), quant_scheme_name(static_cast<QuantScheme>(s)));
   fmt::print(
       "cluster     {} devices, one per process, behind one shared-memory link of {:.2f} GB/s, each "
-      "at most {:.2f} GB/s (fabric oversubscription {:.2f})\n",
+      "at most {:.2f} GB/s (fabric oversubscription {:.2f}), each quantizing at {:.2f} GB/s (the slower "
+      "format)\n",
       c.cluster.gpus.size(), gbps(c.host_bandwidth), gbps(c.pair.bandwidth),
-      c.cluster.fabric.oversubscription);
+      c.cluster.fabric.oversubscription, gbps(c.quantize_bandwidth));
   for (const auto& n : c.notes) fmt::print("note        {}\n", n);
   if (!out.empty()) fmt::print("wrote       {}\n", out);
 }
@@ -130,7 +144,8 @@ Action add_calibrate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "calibrate",
       "Measure this host's links with refit's own UCX executor between the processes of an mpirun "
-      "job (an even number; 4 or more also measure every pair at once) and memcpy, and write a "
+      "job (an even number; 4 or more also measure every pair at once), memcpy and refit's CPU FP8 "
+      "quantizer (in each format; the file keeps the slower), and write a "
       "cluster file that predicts refits on this host. A line t = latency + bytes / bandwidth is "
       "fitted to one pair's transfers of several sizes (least squares of the relative error); every "
       "pair at once gives what the host's cores reach together, which the file models as one "
@@ -153,7 +168,8 @@ Action add_calibrate_command(CLI::App& app) {
   cmd->add_option("--devices", o->calibration.devices,
                   "Processes the cluster file describes: the largest job it can predict (default 8)")
       ->check(positive());
-  cmd->add_option("--memcpy-bytes", o->memcpy_bytes, "Bytes of the memcpy measurement (default 64 MiB)")
+  cmd->add_option("--memcpy-bytes", o->memcpy_bytes,
+                  "Bytes of the memcpy measurement and of the bf16 weight quantized (default 64 MiB)")
       ->check(positive());
   cmd->add_option("--timeout", o->timeout, "Longest wait on a peer, in seconds (default 60)")
       ->check(positive_at_most(kMaxTimeout.value));

@@ -42,7 +42,7 @@ Result<LineFit> fit_line(const std::vector<PairMeasurement>& points) {
 }
 
 Result<ClusterSpec> calibrated_cluster(std::int32_t devices, const LineFit& pair, BytesPerSecond host,
-                                       BytesPerSecond memcpy) {
+                                       BytesPerSecond memcpy, BytesPerSecond quantize) {
   if (devices < 1) return invalid(fmt::format("devices: must be >= 1, got {}", devices));
   ClusterSpec spec;
   spec.name = "calibrated-host";
@@ -64,7 +64,8 @@ Result<ClusterSpec> calibrated_cluster(std::int32_t devices, const LineFit& pair
                          .nvlink_bandwidth = BytesPerSecond{0},
                          .copy_bandwidth = memcpy,
                          .memory = Bytes{0},
-                         .pci_bus_id = ""});
+                         .pci_bus_id = "",
+                         .quantize_bandwidth = quantize});
     spec.domains.push_back({.id = g, .gpus = {GpuId{g}}});
     nic.gpus.emplace_back(g);
   }

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "refit/quantize/quantize.h"
 #include "refit/refit.h"
 #include "refit/topology/discovery.h"
 
@@ -78,23 +79,65 @@ std::uint32_t usable_cores() {
   return PairMeasurement{.bytes = bytes, .pairs = pairs, .seconds = seconds};
 }
 
-// Rank 0 copies alone while the others wait; every rank learns its median.
-[[nodiscard]] Result<Seconds> measure_memcpy(Bootstrap& bootstrap, const CalibrationOptions& o) {
+// Rank 0 alone times `work` (after one untimed run that touches every page); every rank learns the
+// median.
+template <class Work>
+[[nodiscard]] Result<Seconds> time_on_rank_zero(Bootstrap& bootstrap, std::int32_t repetitions, Work work) {
   Seconds mine{0};
   if (bootstrap.rank() == 0) {
-    const auto n = static_cast<std::size_t>(o.memcpy_bytes.value);
-    std::vector<std::byte> from(n, std::byte{1}), to(n, std::byte{0});
-    std::memcpy(to.data(), from.data(), n);  // first touch of every page
+    work();
     std::vector<Seconds> times;
-    for (std::int32_t i = 0; i < o.repetitions; ++i) {
+    for (std::int32_t i = 0; i < repetitions; ++i) {
       const auto start = SteadyClock::now();
-      std::memcpy(to.data(), from.data(), n);
+      work();
       times.push_back(seconds_since(start));
     }
     mine = median_time(std::move(times));
   }
   const auto all = REFIT_TRY(bootstrap.allgather(fmt::format("{}", mine.value)));
   return Seconds{std::stod(all.front())};
+}
+
+// Rank 0 copies alone while the others wait; every rank learns its median.
+[[nodiscard]] Result<Seconds> measure_memcpy(Bootstrap& bootstrap, const CalibrationOptions& o) {
+  const auto n = static_cast<std::size_t>(bootstrap.rank() == 0 ? o.memcpy_bytes.value : 0);
+  std::vector<std::byte> from(n, std::byte{1}), to(n, std::byte{0});
+  return time_on_rank_zero(bootstrap, o.repetitions, [&] { std::memcpy(to.data(), from.data(), n); });
+}
+
+// Weights of normal size (|x| between 2^-8 and 2, both signs), as bf16 bits: the quantizer's work
+// does not depend on the values, but zeros or one repeated value would make its scales trivial.
+std::vector<std::uint16_t> weight_bits(std::size_t n) {
+  std::vector<std::uint16_t> out(n);
+  std::uint32_t state = 1;
+  for (auto& v : out) {
+    state = state * 1664525u + 1013904223u;  // Numerical Recipes' LCG: cheap, deterministic
+    const std::uint32_t exponent = 119 + (state >> 24) % 9, mantissa = (state >> 8) & 0x7F;
+    v = static_cast<std::uint16_t>(((state & 1u) << 15) | (exponent << 7) | mantissa);
+  }
+  return out;
+}
+
+// refit's CPU quantizer, as the UCX executor runs it, on rank 0: a contiguous bf16 weight of
+// about `memcpy_bytes` (2048 columns, a DeepSeek-V3 expert's width) into fp8 values and scales;
+// bf16 bytes read per second.
+[[nodiscard]] Result<BytesPerSecond> measure_quantize(Bootstrap& bootstrap, const CalibrationOptions& o,
+                                                      QuantScheme scheme) {
+  constexpr std::int64_t kColumns = 2048;
+  const std::int64_t rows = std::max<std::int64_t>(1, o.memcpy_bytes.value / (2 * kColumns));
+  const Shape shape{rows, kColumns};
+  std::vector<std::uint16_t> weight;
+  std::vector<std::uint8_t> values;
+  std::vector<std::byte> scales;
+  if (bootstrap.rank() == 0) {
+    weight = weight_bits(static_cast<std::size_t>(rows * kColumns));
+    values.resize(weight.size());
+    scales.resize(static_cast<std::size_t>(scale_buffer_bytes(scheme, shape)));
+  }
+  const Bf16View view{.data = weight.data(), .shape = shape, .strides = {kColumns, 1}};
+  const Seconds s =
+      REFIT_TRY(time_on_rank_zero(bootstrap, o.repetitions, [&] { quantize(scheme, view, values, scales); }));
+  return BytesPerSecond{static_cast<double>(2 * rows * kColumns) / s.value};
 }
 
 [[nodiscard]] Result<void> check_calibration_options(const Bootstrap& bootstrap,
@@ -153,7 +196,11 @@ Result<Calibration> calibrate(Bootstrap& bootstrap, const CalibrationOptions& o)
   }
   c.memcpy_seconds = REFIT_TRY(measure_memcpy(bootstrap, o));
   c.memcpy_bandwidth = BytesPerSecond{static_cast<double>(o.memcpy_bytes.value) / c.memcpy_seconds.value};
-  c.cluster = REFIT_TRY(calibrated_cluster(o.devices, c.pair, c.host_bandwidth, c.memcpy_bandwidth));
+  for (const auto scheme : {QuantScheme::kFp8Block128, QuantScheme::kMxfp8})
+    c.quantize_by_scheme.push_back(REFIT_TRY(measure_quantize(bootstrap, o, scheme)));
+  c.quantize_bandwidth = std::ranges::min(c.quantize_by_scheme);
+  c.cluster = REFIT_TRY(
+      calibrated_cluster(o.devices, c.pair, c.host_bandwidth, c.memcpy_bandwidth, c.quantize_bandwidth));
   return c;
 }
 

@@ -90,7 +90,13 @@ std::string_view quantize_rate_assumption() {
          "(tests/gpu/run.sh)";
 }
 
+bool quantize_rate_assumed(const Cluster& cluster) {
+  return std::ranges::any_of(cluster.gpus(),
+                             [](const GpuSpec& g) { return g.quantize_bandwidth.value == 0; });
+}
+
 Seconds quantize_time(Bytes source_bytes, const GpuSpec& gpu) {
+  if (gpu.quantize_bandwidth.value > 0) return transfer_time(source_bytes, gpu.quantize_bandwidth);
   constexpr double kTrafficPerByte = 1.5;      // read 2 bytes, write 1, per bf16 byte of 2
   constexpr double kCastOfLine = 0.69;         // torchao's MXFP8 cast on B200: 5.5 of 8 TB/s
   constexpr double kCopyOfLine = 1.45 / 3.35;  // the presets' copy bandwidth per HBM line rate

@@ -41,7 +41,11 @@ std::vector<Knob> knobs() {
        }},
       {"device copy bandwidth",
        [](ClusterSpec& c, DeploymentConstants&, double f) {
-         for (auto& g : c.gpus) g.copy_bandwidth = g.copy_bandwidth * f;
+         // The quantizer is memory-bound as the copies are: a measured rate moves with them.
+         for (auto& g : c.gpus) {
+           g.copy_bandwidth = g.copy_bandwidth * f;
+           g.quantize_bandwidth = g.quantize_bandwidth * f;
+         }
        }},
       {"NCCL latencies (tuning.cc)",
        [](ClusterSpec&, DeploymentConstants& k, double f) { k.nccl = scaled(k.nccl, f); }},

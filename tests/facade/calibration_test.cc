@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "refit/refit.h"
+#include "refit/topology/cluster_json.h"
 
 namespace refit {
 namespace {
@@ -109,6 +110,18 @@ TEST(CalibratedCluster, NoPredictionBelowItsLowerBound) {
   const auto bound = lower_bound(problem, on);
   EXPECT_NEAR(bound.source_side.value, 2.0 * bytes / 6e9, 1e-12);
   EXPECT_LE(bound.time.value, predicted(*spec, 2, bytes).value);
+}
+
+TEST(CalibratedCluster, EveryProcessQuantizesAtTheMeasuredRateWhichItsFileKeeps) {
+  const LineFit pair{
+      .latency = Seconds{20e-6}, .bandwidth = BytesPerSecond::from_gbps(4), .worst_relative_residual = 0};
+  const auto spec = calibrated_cluster(4, pair, BytesPerSecond::from_gbps(6), BytesPerSecond::from_gbps(10),
+                                       BytesPerSecond::from_gbps(1.25));
+  ASSERT_TRUE(spec) << spec.error().message;
+  for (const auto& g : spec->gpus) EXPECT_DOUBLE_EQ(g.quantize_bandwidth.gbps(), 1.25);
+  const auto read = cluster_from_json(cluster_to_json(Cluster::make(*spec).value()));
+  ASSERT_TRUE(read) << read.error().message;
+  EXPECT_EQ(read->cluster.spec().gpus, spec->gpus);
 }
 
 TEST(CalibratedCluster, AHostNoFasterThanOnePairIsNotOversubscribed) {

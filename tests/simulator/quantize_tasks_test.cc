@@ -15,6 +15,19 @@ namespace {
 using testing::plan_of;
 using testing::transfer;
 
+TEST(QuantizeTime, AMeasuredRateIsTakenAsItIsAndOnlyAnUnmeasuredOneIsAssumed) {
+  // Measured (refit calibrate): 1 MB of bf16 at 2 GB/s = 500 us. Unmeasured: the published cast
+  // rate scaled to the copy bandwidth, 1.5 b / (0.69 * copy * 3.35 / 1.45) = 0.941 b / copy: 1 MB
+  // at a copy bandwidth of 1500 GB/s is 0.627 us.
+  auto spec = refit::testing::make_test_cluster(2, 1, 1, 1).cluster().spec();
+  EXPECT_NEAR(quantize_time(Bytes{1'000'000}, spec.gpus[0]).value, 1.5e6 / (0.69 * 1500e9 * 3.35 / 1.45),
+              1e-15);
+  EXPECT_TRUE(quantize_rate_assumed(Cluster::make(spec).value()));
+  for (auto& g : spec.gpus) g.quantize_bandwidth = BytesPerSecond::from_gbps(2);
+  EXPECT_DOUBLE_EQ(quantize_time(Bytes{1'000'000}, spec.gpus[0]).value, 500e-6);
+  EXPECT_FALSE(quantize_rate_assumed(Cluster::make(spec).value()));
+}
+
 TEST(QuantizeTasks, ASenderQuantisesBeforeAndAReceiverAfterItsTransfers) {
   // Rank 0 sends to ranks 1 and 2. Rank 0 quantises 1 MB before transfer 0 (not transfer 1);
   // rank 1 quantises 2 MB once transfer 0 (ending in task 7, say) has landed.

@@ -104,7 +104,8 @@ TEST(HostileXml, LinksOfOneGpuAreBounded) {
 
 // The small cluster file of the tests, with `field` of GPU 0 (or NIC 0) set to `value`.
 std::string cluster_with(const std::string& object, const std::string& field, const std::string& value) {
-  std::string gpu = R"({"id": 0, "node": 0, "domain": 0, "nvlink_gbps": 370, "copy_gbps": 1450})";
+  std::string gpu =
+      R"({"id": 0, "node": 0, "domain": 0, "nvlink_gbps": 370, "copy_gbps": 1450, "quantize_gbps": 0})";
   std::string nic = R"({"id": 0, "node": 0, "gbps": 47, "latency_us": 15, "gpus": [0]})";
   std::string& target = object == "gpus" ? gpu : nic;
   const auto at = target.find("\"" + field + "\"");
@@ -129,6 +130,8 @@ TEST(HostileClusterFile, BandwidthsOutsideTheLimitsAreRefusedNamingTheField) {
   };
   for (const auto& c : {Case{"gpus", "copy_gbps", "5e-324", "gpus[0].copy_gbps"},
                         Case{"gpus", "nvlink_gbps", "1e308", "gpus[0].nvlink_gbps"},
+                        Case{"gpus", "quantize_gbps", "5e-324", "gpus[0].quantize_gbps"},
+                        Case{"gpus", "quantize_gbps", "-1", "gpus[0].quantize_gbps"},
                         Case{"nics", "gbps", "1e-9", "nics[0].gbps"},
                         Case{"nics", "latency_us", "1e300", "nics[0].latency_us"}}) {
     const auto f = parse_cluster_json(cluster_with(c.object, c.field, c.value));

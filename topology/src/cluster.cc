@@ -56,6 +56,8 @@ std::unexpected<Error> latency_error(const std::string& field, Seconds s) {
       return bandwidth_error(at() + ".nvlink_gbps", g.nvlink_bandwidth, true);
     if (!bandwidth_ok(g.copy_bandwidth, false))
       return bandwidth_error(at() + ".copy_gbps", g.copy_bandwidth, false);
+    if (!bandwidth_ok(g.quantize_bandwidth, true))
+      return bandwidth_error(at() + ".quantize_gbps", g.quantize_bandwidth, true);
   }
   return {};
 }

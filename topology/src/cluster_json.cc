@@ -55,6 +55,7 @@ Json gpu_to_json(const GpuSpec& g) {
          {"copy_gbps", gbps_field(g.copy_bandwidth)}};
   if (g.memory.value > 0) j["memory_gb"] = static_cast<double>(g.memory.value) / 1e9;
   if (!g.pci_bus_id.empty()) j["pci_bus_id"] = g.pci_bus_id;
+  if (g.quantize_bandwidth.value > 0) j["quantize_gbps"] = gbps_field(g.quantize_bandwidth);
   return j;
 }
 
@@ -108,7 +109,8 @@ Bytes memory_field(FieldReader& f, std::string_view key) {
 // Braced initialisers evaluate in order, so the first bad field is the one reported.
 [[nodiscard]] Result<GpuSpec> read_gpu(const nlohmann::json& j, const std::string& at, std::int32_t index) {
   REFIT_TRY(require_known_keys(
-      j, at, {"id", "node", "domain", "nvlink_gbps", "copy_gbps", "memory_gb", "pci_bus_id"}, kRoot));
+      j, at, {"id", "node", "domain", "nvlink_gbps", "copy_gbps", "memory_gb", "pci_bus_id", "quantize_gbps"},
+      kRoot));
   FieldReader f(j, at, kMaxId);
   GpuSpec gpu{.id = GpuId{id32(f.integer_or("id", 0, index))},
               .node = id32(f.integer("node", 0)),
@@ -116,7 +118,8 @@ Bytes memory_field(FieldReader& f, std::string_view key) {
               .nvlink_bandwidth = BytesPerSecond::from_gbps(f.number("nvlink_gbps")),
               .copy_bandwidth = BytesPerSecond::from_gbps(f.number("copy_gbps")),
               .memory = memory_field(f, "memory_gb"),
-              .pci_bus_id = f.string_or("pci_bus_id", "")};
+              .pci_bus_id = f.string_or("pci_bus_id", ""),
+              .quantize_bandwidth = BytesPerSecond::from_gbps(f.number_or("quantize_gbps", 0.0))};
   REFIT_TRY(f.status());
   return gpu;
 }

@@ -12,7 +12,9 @@
 //   - every pair at once (with 4 or more processes): each training rank sends the largest size
 //     to its inference rank; the bytes of all pairs over the time less the latency give the
 //     host's bandwidth, what all copies together reach on its cores and memory;
-//   - memcpy: rank 0 alone copies a buffer, as the executors pack and unpack staged chunks.
+//   - memcpy: rank 0 alone copies a buffer, as the executors pack and unpack staged chunks;
+//   - quantize: rank 0 alone quantizes a bf16 weight of the same size with refit's CPU quantizer,
+//     as the UCX executor does for FP8 in flight, in each format; the file gets the slower rate.
 // The cluster written models the host's oversubscription (more processes than cores): every
 // process is a device of its own, reaching the others through one shared "NIC" of the host's
 // bandwidth, and the fabric's oversubscription (host / pair bandwidth) caps each process at the
@@ -47,7 +49,7 @@ struct CalibrationOptions {
   std::vector<Bytes> sizes{Bytes{256 << 10}, Bytes{1 << 20}, Bytes{64 << 20}, Bytes{128 << 20},
                            Bytes{256 << 20}};
   std::int32_t repetitions = 5;  // timed executions per measurement (the median is kept)
-  Bytes memcpy_bytes{64 << 20};  // the buffer rank 0 copies
+  Bytes memcpy_bytes{64 << 20};  // the buffer rank 0 copies, and the bf16 weight it quantizes
   std::int32_t devices = 8;      // processes the cluster file describes (the largest job it fits)
   ExecutorOptions executor_options;
   std::function<void(std::string_view)> progress;  // a line per measurement, on rank 0
@@ -76,6 +78,10 @@ struct Calibration {
   BytesPerSecond host_bandwidth;             // every pair at once; the pair bandwidth without it
   Seconds memcpy_seconds;
   BytesPerSecond memcpy_bandwidth;
+  // refit's CPU quantizer, bf16 bytes read per second: fp8-block128's and mxfp8's
+  // (QuantScheme order), and the slower of the two, which the cluster file holds.
+  std::vector<BytesPerSecond> quantize_by_scheme;
+  BytesPerSecond quantize_bandwidth;
   std::vector<std::string> notes;  // what was not measured, and why
   ClusterSpec cluster;             // what the cluster file holds
 };
@@ -87,9 +93,11 @@ struct Calibration {
 
 // The host as the simulator models it (see the file's comment): `devices` processes, each its own
 // domain, behind one NIC of `host` bandwidth with the pair's latency; the fabric oversubscribed
-// host / pair (at least 1); each device copies (packs, unpacks) at `memcpy`.
+// host / pair (at least 1); each device copies (packs, unpacks) at `memcpy` and quantizes at
+// `quantize` (0: unmeasured).
 [[nodiscard]] Result<ClusterSpec> calibrated_cluster(std::int32_t devices, const LineFit& pair,
-                                                     BytesPerSecond host, BytesPerSecond memcpy);
+                                                     BytesPerSecond host, BytesPerSecond memcpy,
+                                                     BytesPerSecond quantize = BytesPerSecond{0});
 
 // Measures on every rank of `bootstrap` (an even number of at least 2), returning the same
 // Calibration on each. Errors name the option or the rank that failed.

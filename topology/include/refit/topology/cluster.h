@@ -31,6 +31,9 @@ struct GpuSpec {
   BytesPerSecond copy_bandwidth;    // device-to-device copy (pack/unpack), effective
   Bytes memory{};                   // device memory (datasheet capacity); 0 when unknown
   std::string pci_bus_id;           // empty when unknown
+  // bf16 bytes per second refit's FP8 quantizer reads on this device (refit calibrate measures the
+  // CPU's); 0 when unmeasured: the simulator then assumes a published cast rate and says so.
+  BytesPerSecond quantize_bandwidth{};
   bool operator==(const GpuSpec&) const = default;
 };
 
