@@ -65,8 +65,8 @@ void grow(benchmark::State& state, const char* model, int tp, int engines_per_25
       tasks = static_cast<double>(sim.tasks);
     } else {
       const auto sim = refit::simulate_plan_by_components(plan, mp.problem, mp.cluster).value();
-      predicted = sim.slowest.predicted.value;
-      tasks = static_cast<double>(sim.tasks);
+      predicted = sim.plan.predicted.value;
+      tasks = static_cast<double>(sim.plan.tasks);
       components = static_cast<double>(sim.components);
       simulated = static_cast<double>(sim.simulated);
     }

@@ -217,7 +217,6 @@ void print_elastic(const ElasticPrediction& p) {
                                .sensitivity = o.sensitivity,
                                .delta = o.delta,
                                .trace = trace_file.is_open() ? &trace_file : nullptr,
-                               .by_components = true,
                                .progress = progress_printer(),
                                .jobs = o.jobs};
   const PredictionInputs in{.source = o.inputs.problem, .problem = inputs.problem, .cluster = inputs.cluster};

@@ -111,11 +111,7 @@ Bytes moved_bytes(const ReshardProblem& problem, const std::vector<bool>& moved)
     auto parts = simulate_plan_by_components(p, problem, cluster, so, DistinctComponents::kRefuse);
     if (!parts && parts.error().code != ErrorCode::kUnsupported)
       return std::unexpected(std::move(parts).error());
-    if (parts) {
-      parts->slowest.tasks = parts->tasks;
-      parts->slowest.events = parts->events;
-      return std::move(parts->slowest);
-    }
+    if (parts) return std::move(parts->plan);
   }
   return simulate_plan(p, problem, cluster, so);
 }

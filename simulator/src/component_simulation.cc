@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "component_resources.h"
 #include "component_signature.h"
 #include "plan_components.h"
 #include "refit/core/try.h"
@@ -15,33 +16,29 @@ namespace {
 
 std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 
-// Components grouped by signature: one representative each, with how many it stands for.
-struct Distinct {
-  std::size_t component;
-  std::int64_t count;
-};
+// Components grouped by signature: the first is the representative, simulated for all of them.
+using Alike = std::vector<std::size_t>;
 
 // Components by signature. Each is compared, in full, with the kept signatures of the
 // representatives of as many transfers, written and compared as it goes (sim::has_signature);
 // only one like none of them has its signature kept, so a plan of alike components holds one
 // signature however many there are.
-std::vector<Distinct> distinct_components(const Plan& plan,
-                                          const std::vector<std::vector<std::int32_t>>& parts,
-                                          const ReshardProblem& problem, const PlacedCluster& cluster) {
+std::vector<Alike> distinct_components(const Plan& plan, const std::vector<std::vector<std::int32_t>>& parts,
+                                       const ReshardProblem& problem, const PlacedCluster& cluster) {
   sim::SignatureContext context(problem, cluster);
   std::vector<std::vector<std::int64_t>> kept;                        // per entry of out
   std::unordered_map<std::size_t, std::vector<std::size_t>> by_size;  // transfers -> into out
-  std::vector<Distinct> out;
+  std::vector<Alike> out;
   for (std::size_t c = 0; c < parts.size(); ++c) {
     auto& alike = by_size[parts[c].size()];
     const auto same = std::ranges::find_if(
         alike, [&](std::size_t d) { return sim::has_signature(plan, parts[c], context, kept[d]); });
     if (same != alike.end()) {
-      ++out[*same].count;
+      out[*same].push_back(c);
       continue;
     }
     alike.push_back(out.size());
-    out.push_back(Distinct{.component = c, .count = 1});
+    out.push_back({c});
     kept.push_back(sim::component_signature(plan, parts[c], context));
   }
   return out;
@@ -84,14 +81,10 @@ Result<ComponentSimulation> simulate_plan_by_components(const Plan& plan, const 
         "simulating by components takes no trace and no call schedule but one call of the whole plan that "
         "costs nothing of its own (other calls couple the ranks)");
   const auto parts = sim::plan_components(plan, cluster);
-  if (parts.size() <= 1) {  // the plan is its one component: no signature, no copy of it
-    ComponentSimulation out{.slowest = REFIT_TRY(simulate_plan(plan, problem, cluster, options)),
-                            .components = static_cast<std::int64_t>(parts.size()),
-                            .simulated = static_cast<std::int64_t>(parts.size())};
-    out.tasks = out.slowest.tasks;
-    out.events = out.slowest.events;
-    return out;
-  }
+  if (parts.size() <= 1)  // the plan is its one component: no signature, no copy of it
+    return ComponentSimulation{.plan = REFIT_TRY(simulate_plan(plan, problem, cluster, options)),
+                               .components = static_cast<std::int64_t>(parts.size()),
+                               .simulated = static_cast<std::int64_t>(parts.size())};
   const auto distinct = distinct_components(plan, parts, problem, cluster);
   if (distinct.size() > 1 && if_distinct == DistinctComponents::kRefuse)
     return unsupported(
@@ -100,24 +93,32 @@ Result<ComponentSimulation> simulate_plan_by_components(const Plan& plan, const 
   alone.progress = nullptr;
   ComponentSimulation out{.components = static_cast<std::int64_t>(parts.size()),
                           .simulated = static_cast<std::int64_t>(distinct.size())};
+  sim::ComponentResources resources(plan, cluster);
+  std::int64_t tasks = 0;
+  std::uint64_t events = 0;
   bool first = true;
-  for (const auto& [component, count] : distinct) {
-    const auto& ids = parts[component];
+  for (const auto& alike : distinct) {
+    const auto& ids = parts[alike.front()];
     std::optional<CallSchedule> calls;
     if (options.calls) alone.calls = &calls.emplace(component_calls(*options.calls, ids.size()));
     auto sim = REFIT_TRY(simulate_plan(sim::component_plan(plan, ids), problem, cluster, alone));
-    out.tasks += sim.tasks * count;
-    out.events += sim.events * static_cast<std::uint64_t>(count);
-    if (!first && sim.predicted <= out.slowest.predicted) continue;
+    const auto count = static_cast<std::int64_t>(alike.size());
+    tasks += sim.tasks * count;
+    events += sim.events * static_cast<std::uint64_t>(count);
+    resources.add(parts, alike, sim.resources);
+    if (!first && sim.predicted <= out.plan.predicted) continue;
     first = false;
     for (auto& step : sim.critical_path)
       if (step.transfer >= 0) step.transfer = ids[at(step.transfer)];
-    out.slowest = std::move(sim);
+    out.plan = std::move(sim);
   }
   if (options.calls) {  // every component counted the call's own tasks; the whole plan has them once
-    out.tasks -= kWholePlanCallTasks * (out.components - 1);
-    out.events -= static_cast<std::uint64_t>(kWholePlanCallTasks * (out.components - 1));
+    tasks -= kWholePlanCallTasks * (out.components - 1);
+    events -= static_cast<std::uint64_t>(kWholePlanCallTasks * (out.components - 1));
   }
+  out.plan.tasks = tasks;
+  out.plan.events = events;
+  out.plan.resources = resources.reports(out.plan.predicted);
   return out;
 }
 

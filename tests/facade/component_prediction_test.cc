@@ -1,9 +1,10 @@
-// PredictOptions::by_components gives the whole simulation's predictions: every field of every
-// row of `refit simulate --json` (predictions_json) but the wall times, numbers to 1e-12 relative
-// (waiting_s averages over one component's ranks instead of all: the same figure, rounded apart)
-// or 1e-18 s, on problems whose plans fall into alike components (source replicas serving their
-// own engines), bf16 and FP8 in flight (fp8-block128 asked at the landing ranks: quantised at the
-// senders, whose training layout holds whole blocks), one strategy and all of them compared.
+// PredictOptions::by_components (on by default) gives the whole simulation's predictions: every
+// field of every row of `refit simulate --json` (predictions_json) but the wall times, numbers to
+// 1e-12 relative (waiting_s averages over one component's ranks instead of all: the same figure,
+// rounded apart) or 1e-18 s, and every row's resources (names and bytes exactly, utilisation to
+// 1e-12 relative, as the predicted times), on problems whose plans fall into alike components (source
+// replicas serving their own engines), bf16 and FP8 in flight (fp8-block128 asked at the landing ranks:
+// quantised at the senders, whose training layout holds whole blocks), one strategy and all of them compared.
 // Components of a plan share no resource of the flow model, so each runs as it would beside the
 // others; alike ones end at the same time.
 #include <algorithm>
@@ -50,6 +51,20 @@ std::string difference(const nlohmann::ordered_json& want, const nlohmann::order
   return "";
 }
 
+// The first resource that differs (name, bytes, or utilisation beyond 1e-12 relative), or "".
+std::string resource_difference(const std::vector<ResourceReport>& want,
+                                const std::vector<ResourceReport>& got) {
+  if (want.size() != got.size())
+    return std::to_string(want.size()) + " resources -> " + std::to_string(got.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const auto &a = want[i], &b = got[i];
+    if (a.name != b.name || a.bytes != b.bytes ||
+        std::abs(a.utilisation - b.utilisation) > 1e-12 * std::max(a.utilisation, b.utilisation))
+      return a.name + " -> " + b.name;
+  }
+  return "";
+}
+
 struct Case {
   ProblemSource source;
   std::string cluster;
@@ -77,12 +92,16 @@ TEST(ComponentPrediction, EqualsTheWholeSimulationOnReplicatedProblems) {
     const auto parts = simulate_plan_by_components(plan, problem, placed).value();
     split += parts.components > 1 && parts.simulated == 1;
     for (const bool all : {false, true}) {
-      const auto whole = all ? compare(in, {}) : predict(in, {});
-      const auto by_parts = all ? compare(in, {.by_components = true}) : predict(in, {.by_components = true});
+      const auto whole = all ? compare(in, {.by_components = false}) : predict(in, {.by_components = false});
+      const auto by_parts = all ? compare(in, {}) : predict(in, {});
       ASSERT_TRUE(whole && by_parts);
       EXPECT_EQ(difference(without_wall_times(predictions_json(*whole)),
                            without_wall_times(predictions_json(*by_parts)), "$"),
                 "");
+      ASSERT_EQ(whole->rows.size(), by_parts->rows.size());
+      for (std::size_t r = 0; r < whole->rows.size(); ++r)
+        EXPECT_EQ(resource_difference(whole->rows[r].sim.resources, by_parts->rows[r].sim.resources), "")
+            << whole->rows[r].strategy << " as " << whole->rows[r].deployment->name;
     }
   }
   EXPECT_EQ(split, 3);

@@ -20,11 +20,27 @@ namespace {
 
 const PlanSimulationOptions kExact{.rate_tolerance = 0, .instant = 0};
 
+// Every resource that carried bytes, in the whole simulation's order: each copy of a component
+// simulated once carries what the simulated one did on its own GPUs, NICs and domains, so names
+// and bytes are the whole simulation's exactly; utilisation is bytes / (capacity x the plan's
+// time), equal to rounding as the times are.
+void expect_same_resources(const std::vector<ResourceReport>& whole,
+                           const std::vector<ResourceReport>& parts) {
+  ASSERT_EQ(parts.size(), whole.size());
+  for (std::size_t i = 0; i < whole.size(); ++i) {
+    SCOPED_TRACE(whole[i].name);
+    EXPECT_EQ(parts[i].name, whole[i].name);
+    EXPECT_EQ(parts[i].bytes.value, whole[i].bytes.value);
+    EXPECT_NEAR(parts[i].utilisation, whole[i].utilisation, 1e-9 * whole[i].utilisation);
+  }
+}
+
 void expect_same_prediction(const Plan& plan, const ReshardProblem& p, const PlacedCluster& c) {
   const auto whole = simulate_plan(plan, p, c, kExact).value();
   const auto parts = simulate_plan_by_components(plan, p, c, kExact).value();
-  EXPECT_NEAR(parts.slowest.predicted.value, whole.predicted.value, 1e-9 * whole.predicted.value);
-  EXPECT_EQ(parts.tasks, whole.tasks);
+  EXPECT_NEAR(parts.plan.predicted.value, whole.predicted.value, 1e-9 * whole.predicted.value);
+  EXPECT_EQ(parts.plan.tasks, whole.tasks);
+  expect_same_resources(whole.resources, parts.plan.resources);
 }
 
 // Qwen3-30B-A3B, 4 copies of EP8 (32 GPUs, 4 nodes) -> 4 engines of TP8 (4 nodes): each
@@ -44,8 +60,25 @@ TEST(ComponentSimulation, ARefitPlanOfFourCopiesToFourEnginesIsOneComponentSimul
   const auto parts = simulate_plan_by_components(plan, mp.problem, mp.cluster).value();
   EXPECT_EQ(parts.components, 4);
   EXPECT_EQ(parts.simulated, 1);
-  EXPECT_EQ(parts.tasks % 4, 0);
+  EXPECT_EQ(parts.plan.tasks % 4, 0);
   expect_same_prediction(plan, mp.problem, mp.cluster);
+}
+
+TEST(ComponentSimulation, EveryCopyReportsItsOwnResourcesAsTheWholePlanDoes) {
+  // The 4 copies each load their own GPUs' NVLink and copy engines and their own NICs; simulated
+  // once, the copies' resources are the simulated one's renamed to each copy's GPUs and NICs.
+  // With 2 GPUs behind a NIC (nics_per_node=4) a NIC's counterpart is found through whichever of
+  // its ranks comes first; on GB200 NVL72 racks (gpus_per_domain=16: 4 nodes a domain) a
+  // domain holds several nodes.
+  for (const char* cluster : {"dgx-h100", "dgx-h100:nics_per_node=4", "gb200-nvl72:gpus_per_domain=16"}) {
+    SCOPED_TRACE(cluster);
+    const auto mp = testing::model_problem("qwen3-30b-a3b", "ep=8,dp=32", "tp=8,engines=4", cluster);
+    const auto plan = make_plan("refit", mp.problem, mp.cluster).value();
+    const auto parts = simulate_plan_by_components(plan, mp.problem, mp.cluster, kExact).value();
+    EXPECT_GT(parts.components, 1);
+    EXPECT_EQ(parts.simulated, 1);
+    expect_same_prediction(plan, mp.problem, mp.cluster);
+  }
 }
 
 // 8 MiB replicated on training ranks 0 and 1 and on inference ranks 2..5, one GPU a node: rank
@@ -78,7 +111,7 @@ TEST(ComponentSimulation, ChainsThatAreTheSameUpToRenumberingAreSimulatedOnce) {
   const auto parts = simulate_plan_by_components(plan, p, c).value();
   EXPECT_EQ(parts.components, 2);
   EXPECT_EQ(parts.simulated, 1);
-  EXPECT_NEAR(parts.slowest.predicted.value, 2 * testing::kAlpha + 9 * testing::kU, 1e-9);
+  EXPECT_NEAR(parts.plan.predicted.value, 2 * testing::kAlpha + 9 * testing::kU, 1e-9);
   expect_same_prediction(plan, p, c);
   // Alike components are no reason to refuse.
   EXPECT_TRUE(simulate_plan_by_components(plan, p, c, {}, DistinctComponents::kRefuse));
@@ -95,7 +128,7 @@ TEST(ComponentSimulation, AComponentOnASlowerNicIsSimulatedApartAndSetsTheTime) 
   const auto parts = simulate_plan_by_components(plan, p, slow).value();
   EXPECT_EQ(parts.components, 2);
   EXPECT_EQ(parts.simulated, 2);
-  EXPECT_GT(parts.slowest.predicted.value, 2 * testing::kAlpha + 9 * testing::kU + 1e-6);
+  EXPECT_GT(parts.plan.predicted.value, 2 * testing::kAlpha + 9 * testing::kU + 1e-6);
   expect_same_prediction(plan, p, slow);
   // Asked to refuse distinct components, it does so (before simulating), naming them.
   const auto refused = simulate_plan_by_components(plan, p, slow, {}, DistinctComponents::kRefuse);
@@ -236,9 +269,10 @@ TEST(ComponentSimulation, RefusesATraceAndCallsButOneOfTheWholePlan) {
   const auto whole = simulate_plan(plan, mp.problem, mp.cluster, {.calls = &ours}).value();
   const auto parts = simulate_plan_by_components(plan, mp.problem, mp.cluster, {.calls = &ours}).value();
   EXPECT_EQ(parts.simulated, 1);
-  EXPECT_EQ(parts.slowest.predicted.value, whole.predicted.value);
-  EXPECT_EQ(parts.tasks, whole.tasks);
-  EXPECT_EQ(parts.events, whole.events);
+  EXPECT_EQ(parts.plan.predicted.value, whole.predicted.value);
+  EXPECT_EQ(parts.plan.tasks, whole.tasks);
+  EXPECT_EQ(parts.plan.events, whole.events);
+  expect_same_resources(whole.resources, parts.plan.resources);
 }
 
 }  // namespace

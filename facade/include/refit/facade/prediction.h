@@ -105,10 +105,10 @@ struct PredictOptions {
   // Simulate a row's plan by its independent components, each distinct one once
   // (component_simulation.h), where that gives the whole simulation's prediction: a row that draws
   // no trace, run with no calls or as one call of the whole plan (refit's executors), whose
-  // components are all alike (a row with distinct ones is simulated whole). Its every figure is
-  // then the whole simulation's but PlanSimulation::resources, which holds the slowest component's
-  // only (`refit simulate` prints none).
-  bool by_components = false;
+  // components are all alike (a row with distinct ones is simulated whole). Its every figure,
+  // resources included, is then the whole simulation's (to rounding). Every front end leaves it
+  // on, so that they all predict alike; off, every row is simulated whole, what tests check it by.
+  bool by_components = true;
   // On long simulations; with jobs other than 1, from several threads at once.
   std::function<void(std::string_view row, double fraction_done)> progress;
   // compare(): strategies planned and simulated at once, each on a thread of its own (0: one

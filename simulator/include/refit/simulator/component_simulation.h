@@ -22,13 +22,14 @@
 namespace refit {
 
 struct ComponentSimulation {
-  // The slowest component simulated alone: its `predicted` is the plan's; its critical path's
-  // transfer ids index the whole plan; its resources and events are that component's only.
-  PlanSimulation slowest;
+  // The plan's simulation, as simulating it whole reports it: the slowest component's predicted
+  // time, breakdown, waiting, contributors and critical path (its transfer ids index the whole
+  // plan); every component's resources, each copy of a simulated one with its own (renamed to
+  // its GPUs, NICs and domains, utilised over the plan's time), in the whole simulation's order;
+  // tasks and events over every component (what simulating the whole plan builds and handles).
+  PlanSimulation plan;
   std::int64_t components = 0;  // independent components in the plan
   std::int64_t simulated = 0;   // distinct ones among them, each simulated once
-  std::int64_t tasks = 0;       // over every component: what simulating the whole plan builds
-  std::uint64_t events = 0;     // over every component: what simulating the whole plan handles
 };
 
 // What simulate_plan_by_components does with a plan whose components are not all alike.
