@@ -40,9 +40,9 @@ std::vector<Case> cases() {
   return out;
 }
 
-// A calibrated host of 16 processes: pair bytes / (10 GB/s x speed), no latency so that the
-// bytes, not the latency, set the tiny problems' times (with the bound below them), every pair at once
-// 18 GB/s x speed, memcpy 7 GB/s, the quantizer 1 GB/s.
+// A calibrated host of 16 processes: one pair at 10 GB/s x speed, every pair at once 18 GB/s x
+// speed, memcpy 7 GB/s, the quantizer 1 GB/s. No latency, so that the tiny problems' times are set
+// by their bytes, which the bound is about.
 ClusterSpec calibrated_host(double speed) {
   const LineFit pair{.latency = Seconds{0},
                      .bandwidth = BytesPerSecond::from_gbps(10 * speed),
