@@ -47,7 +47,7 @@ nlohmann::ordered_json quantize_json(const Calibration& c) {
   nlohmann::ordered_json out;
   for (std::size_t s = 0; s < c.quantize_by_scheme.size(); ++s)
     out[std::string(quant_scheme_name(static_cast<QuantScheme>(s)))] = gbps(c.quantize_by_scheme[s]);
-  out["cluster_file"] = gbps(c.quantize_bandwidth);
+  out["cluster_file"] = gbps(c.cluster.gpus.front().quantize_bandwidth);
   return out;
 }
 
@@ -90,7 +90,7 @@ void print_calibration(const Calibration& c, const std::string& out) {
       "at most {:.2f} GB/s (fabric oversubscription {:.2f}), each quantizing at {:.2f} GB/s (the slower "
       "format)\n",
       c.cluster.gpus.size(), gbps(c.host_bandwidth), gbps(c.pair.bandwidth),
-      c.cluster.fabric.oversubscription, gbps(c.quantize_bandwidth));
+      c.cluster.fabric.oversubscription, gbps(c.cluster.gpus.front().quantize_bandwidth));
   for (const auto& n : c.notes) fmt::print("note        {}\n", n);
   if (!out.empty()) fmt::print("wrote       {}\n", out);
 }

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "refit/executors/pattern.h"
 #include "refit/quantize/quantize.h"
 #include "refit/refit.h"
 #include "refit/topology/discovery.h"
@@ -105,22 +106,9 @@ template <class Work>
   return time_on_rank_zero(bootstrap, o.repetitions, [&] { std::memcpy(to.data(), from.data(), n); });
 }
 
-// Weights of normal size (|x| between 2^-8 and 2, both signs), as bf16 bits: the quantizer's work
-// does not depend on the values, but zeros or one repeated value would make its scales trivial.
-std::vector<std::uint16_t> weight_bits(std::size_t n) {
-  std::vector<std::uint16_t> out(n);
-  std::uint32_t state = 1;
-  for (auto& v : out) {
-    state = state * 1664525u + 1013904223u;  // Numerical Recipes' LCG: cheap, deterministic
-    const std::uint32_t exponent = 119 + (state >> 24) % 9, mantissa = (state >> 8) & 0x7F;
-    v = static_cast<std::uint16_t>(((state & 1u) << 15) | (exponent << 7) | mantissa);
-  }
-  return out;
-}
-
 // refit's CPU quantizer, as the UCX executor runs it, on rank 0: a contiguous bf16 weight of
-// about `memcpy_bytes` (2048 columns, a DeepSeek-V3 expert's width) into fp8 values and scales;
-// bf16 bytes read per second.
+// about `memcpy_bytes` (2048 columns, a DeepSeek-V3 expert's width) holding the weight pattern
+// refit run quantizes, into fp8 values and scales; bf16 bytes read per second.
 [[nodiscard]] Result<BytesPerSecond> measure_quantize(Bootstrap& bootstrap, const CalibrationOptions& o,
                                                       QuantScheme scheme) {
   constexpr std::int64_t kColumns = 2048;
@@ -130,7 +118,8 @@ std::vector<std::uint16_t> weight_bits(std::size_t n) {
   std::vector<std::uint8_t> values;
   std::vector<std::byte> scales;
   if (bootstrap.rank() == 0) {
-    weight = weight_bits(static_cast<std::size_t>(rows * kColumns));
+    weight.resize(static_cast<std::size_t>(rows * kColumns));
+    fill_bf16_weight_pattern(0, shape, Box::whole(shape), std::as_writable_bytes(std::span(weight)));
     values.resize(weight.size());
     scales.resize(static_cast<std::size_t>(scale_buffer_bytes(scheme, shape)));
   }
@@ -198,9 +187,8 @@ Result<Calibration> calibrate(Bootstrap& bootstrap, const CalibrationOptions& o)
   c.memcpy_bandwidth = BytesPerSecond{static_cast<double>(o.memcpy_bytes.value) / c.memcpy_seconds.value};
   for (const auto scheme : {QuantScheme::kFp8Block128, QuantScheme::kMxfp8})
     c.quantize_by_scheme.push_back(REFIT_TRY(measure_quantize(bootstrap, o, scheme)));
-  c.quantize_bandwidth = std::ranges::min(c.quantize_by_scheme);
-  c.cluster = REFIT_TRY(
-      calibrated_cluster(o.devices, c.pair, c.host_bandwidth, c.memcpy_bandwidth, c.quantize_bandwidth));
+  c.cluster = REFIT_TRY(calibrated_cluster(o.devices, c.pair, c.host_bandwidth, c.memcpy_bandwidth,
+                                           std::ranges::min(c.quantize_by_scheme)));
   return c;
 }
 

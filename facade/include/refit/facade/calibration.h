@@ -78,10 +78,9 @@ struct Calibration {
   BytesPerSecond host_bandwidth;             // every pair at once; the pair bandwidth without it
   Seconds memcpy_seconds;
   BytesPerSecond memcpy_bandwidth;
-  // refit's CPU quantizer, bf16 bytes read per second: fp8-block128's and mxfp8's
-  // (QuantScheme order), and the slower of the two, which the cluster file holds.
+  // refit's CPU quantizer, bf16 bytes read per second: fp8-block128's and mxfp8's (QuantScheme
+  // order); the cluster's devices quantize at the slower.
   std::vector<BytesPerSecond> quantize_by_scheme;
-  BytesPerSecond quantize_bandwidth;
   std::vector<std::string> notes;  // what was not measured, and why
   ClusterSpec cluster;             // what the cluster file holds
 };
