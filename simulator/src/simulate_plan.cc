@@ -156,7 +156,6 @@ Seconds TimeBreakdown::total() const {
 }
 
 const ExecutionModel& execution_of(const Plan& plan, const PlanSimulationOptions& options) {
-  if (options.execution) return *options.execution;
   if (options.calls && options.calls->execution) return *options.calls->execution;
   return execution_model(plan.execution);
 }

@@ -23,9 +23,6 @@ namespace refit {
 struct PlanSimulationOptions {
   std::function<void(double fraction_done)> progress;  // called at most twice a second
   std::ostream* trace = nullptr;                       // Chrome trace event JSON, when set
-  // How the plan is run: its pair window and zero-copy rule. Default: the deployment's (calls:
-  // CallSchedule::execution), else the plan's own (Plan::execution); execution_of() says which.
-  const ExecutionModel* execution = nullptr;
   // Chunks a receiver grants each sender ahead, instead of the execution model's pair window; a
   // (sender, receiver) pair sends its transfers in plan order (0: every transfer at once, as
   // soon as its data is there).
@@ -108,7 +105,8 @@ struct PlanSimulation {
   std::vector<std::string> assumptions;
 };
 
-// The execution model simulate_plan runs `plan` as under `options` (PlanSimulationOptions::execution).
+// The execution model (pair window, zero-copy rule) simulate_plan runs `plan` as under `options`:
+// the deployment's (CallSchedule::execution) where its calls name one, else the plan's own.
 const ExecutionModel& execution_of(const Plan& plan, const PlanSimulationOptions& options);
 
 // `problem` supplies the ranks' local boxes: a message whose bytes are not one contiguous run of
