@@ -56,11 +56,13 @@ std::int32_t last_contender(const Model& model, TaskId t, std::span<const TaskTi
   return best;
 }
 
-// What held the task back: the stream's previous task if the task started as it ended (its own
-// latency, paid from readiness, had run out by then), else the dependency that ended last.
+// What held the task back: the stream's previous task if the task could go as it ended (its own
+// latency, paid from readiness, had run out by then; its overhead follows), else the dependency
+// that ended last.
 std::int32_t last_dependency(const Model& model, TaskId t, std::span<const TaskTiming> timings) {
   const std::int32_t previous = model.stream_previous(t);
-  if (previous >= 0 && timings[at(previous)].end >= timings[at(t.value)].start) return previous;
+  if (previous >= 0 && timings[at(previous)].end + model.overhead(t) >= timings[at(t.value)].start)
+    return previous;
   std::int32_t best = -1;
   for (const TaskId d : model.deps(t))
     if (best < 0 || timings[at(d.value)].end > timings[at(best)].end) best = d.value;

@@ -38,7 +38,8 @@ void Engine::end_task(std::int32_t task, double now) {
 void Engine::end_flow(std::int32_t task, double now) {
   out_.flow_completions.push_back(task);
   const std::int32_t next = model_.stream_next(TaskId{task});
-  if (next >= 0 && waiting_[index(next)] && network_.can_hand_over(task, next)) {
+  if (next >= 0 && waiting_[index(next)] && model_.overhead(TaskId{next}).value == 0 &&
+      network_.can_hand_over(task, next)) {
     waiting_[index(next)] = 0;
     out_.timings[index(next)].start = Seconds{now};
     network_.hand_over(task, next, now);
@@ -49,7 +50,16 @@ void Engine::end_flow(std::int32_t task, double now) {
   end_task(task, now);
 }
 
+// The task may go: it pays its overhead, if any, then its data flows.
 void Engine::start(std::int32_t task, double now) {
+  const Seconds overhead = model_.overhead(TaskId{task});
+  if (overhead.value > 0)
+    queue_.set(task, now + overhead.value, EventKind::kOverheadPaid);
+  else
+    flow(task, now);
+}
+
+void Engine::flow(std::int32_t task, double now) {
   out_.timings[index(task)].start = Seconds{now};
   if (model_.bytes(TaskId{task}).value == 0)
     end_task(task, now);
@@ -61,6 +71,10 @@ void Engine::handle(const Event& event, double now) {
   const std::int32_t task = event.task;
   if (event.kind == EventKind::kFlowDone) {
     end_flow(task, now);
+    return;
+  }
+  if (event.kind == EventKind::kOverheadPaid) {
+    flow(task, now);
     return;
   }
   const std::int32_t previous = model_.stream_previous(TaskId{task});

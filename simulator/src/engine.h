@@ -31,6 +31,7 @@ class Engine {
   void run_instant(double first);
   void handle(const Event& event, double now);
   void start(std::int32_t task, double now);
+  void flow(std::int32_t task, double now);
   void end_flow(std::int32_t task, double now);
   void schedule_completion(std::int32_t flow);
   void become_ready(std::int32_t task, double now);

@@ -1,13 +1,13 @@
 #pragma once
 // The engine's pending events in (time, insertion) order, at most one per task: a task waits
-// for its latency or for its flow to end, never both. Moving a task's event (its flow's rate
-// changed) replaces it in place, so the queue holds only live events, however often rates change.
+// for its latency, its overhead or its flow to end, one after the other. Moving a task's event (its flow's
+// rate changed) replaces it in place, so the queue holds only live events, however often rates change.
 #include <cstdint>
 #include <vector>
 
 namespace refit::sim {
 
-enum class EventKind : std::uint8_t { kLatencyPaid, kFlowDone };
+enum class EventKind : std::uint8_t { kLatencyPaid, kOverheadPaid, kFlowDone };
 
 struct Event {
   double time;

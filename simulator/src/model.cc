@@ -78,6 +78,10 @@ TaskId Model::add_task(const TaskSpec& spec) {
       stream_first_[static_cast<std::size_t>(spec.stream)] = task_count();
     last = task_count();
   }
+  if (spec.overhead.value != 0 || !overhead_.empty()) {
+    overhead_.resize(tasks_.size());  // the tasks before the first with an overhead have none
+    overhead_.push_back(spec.overhead);
+  }
   tasks_.push_back(r);
   return TaskId{task_count() - 1};
 }

@@ -29,6 +29,10 @@ namespace {
   if (!(latency >= 0.0) || !std::isfinite(latency))
     return bad(ErrorCode::kOutOfRange,
                fmt::format("latency must be finite and not negative, got {} s", latency));
+  const double overhead = model.overhead(t).value;
+  if (!(overhead >= 0.0) || !std::isfinite(overhead))
+    return bad(ErrorCode::kOutOfRange,
+               fmt::format("overhead must be finite and not negative, got {} s", overhead));
   if (bytes > 0 && model.resources(t).empty())
     return bad(ErrorCode::kInvalidArgument, fmt::format("moves {} bytes but crosses no resource", bytes));
   for (const ResourceId r : model.resources(t))

@@ -120,5 +120,61 @@ TEST(SimulateStream, TheCriticalPathFollowsTheLatencyWhenItOutlastsThePreviousTa
   EXPECT_NEAR(r.breakdown.latency.value, kAlpha + 3 * kB / kC, kTol);
 }
 
+TEST(SimulateStream, OverheadsAddUpAfterThePreviousMessage) {
+  // Two messages queued together, each with an overhead o = b/(4C) (the sender's own time per
+  // message). The second's latency hides behind the first, its overhead does not: the first
+  // flows from alpha + o and ends at alpha + o + b/C; the second pays o after that and ends at
+  // alpha + 2o + 2b/C. The critical path counts alpha + 2o as latency.
+  Model m;
+  const auto nic = m.add_resource("nic", BytesPerSecond{kC});
+  const auto s = m.add_stream();
+  const double o = kB / kC / 4;
+  auto spec = message(nic, s);
+  spec.overhead = Seconds{o};
+  const auto first = m.add_task(spec);
+  const auto second = m.add_task(spec);
+  const auto r = run(m);
+  EXPECT_NEAR(of(r, first).start.value, kAlpha + o, kTol);
+  EXPECT_NEAR(of(r, first).end.value, kAlpha + o + kB / kC, kTol);
+  EXPECT_NEAR(of(r, second).start.value, kAlpha + 2 * o + kB / kC, kTol);
+  EXPECT_NEAR(of(r, second).end.value, kAlpha + 2 * o + 2 * kB / kC, kTol);
+  ASSERT_EQ(r.critical_path.size(), 2u);
+  EXPECT_EQ(r.critical_path[1].task, second);
+  EXPECT_EQ(r.critical_path[1].link, CriticalLink::kDependency);
+  EXPECT_NEAR(r.breakdown.latency.value, kAlpha + 2 * o, kTol);
+}
+
+TEST(SimulateStream, WhileASenderPaysItsOverheadOthersHaveTheLink) {
+  // A message with no latency but an overhead of b/C, and a flow of b on the same NIC: the flow
+  // has the NIC alone until b/C (it ends there), then the message flows alone until 2b/C. Had
+  // the overhead been bytes on the NIC, both would have shared it.
+  Model m;
+  const auto nic = m.add_resource("nic", BytesPerSecond{kC});
+  const auto s = m.add_stream();
+  auto spec = message(nic, s);
+  spec.latency = Seconds{0};
+  spec.overhead = Seconds{kB / kC};
+  const auto busy = m.add_task(spec);
+  const auto other = m.add_task({.bytes = Bytes{static_cast<std::int64_t>(kB)}, .resources = {nic}});
+  const auto r = run(m);
+  EXPECT_NEAR(of(r, other).end.value, kB / kC, kTol);
+  EXPECT_NEAR(of(r, busy).start.value, kB / kC, kTol);
+  EXPECT_NEAR(of(r, busy).end.value, 2 * kB / kC, kTol);
+}
+
+TEST(SimulateStream, ANegativeOverheadIsRefusedWithTheTask) {
+  Model m;
+  const auto nic = m.add_resource("nic", BytesPerSecond{kC});
+  auto spec = message(nic, -1);
+  spec.overhead = Seconds{-1e-6};
+  spec.label = "put";
+  m.add_task(spec);
+  const auto r = simulate(m);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().message.find("put"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("overhead must be finite and not negative"), std::string::npos)
+      << r.error().message;
+}
+
 }  // namespace
 }  // namespace refit::sim

@@ -14,6 +14,10 @@
 // recomputation of rates. A stream's flows share every resource they cross with weight
 // `share_weight` (max_min.h): a resource full of streams gives each a rate in proportion to its
 // weight; a task outside streams has weight 1.
+// A task's overhead is the sender's own time before its data flows (LogGP's o: a put, its flush
+// and notice, per chunk). Unlike the latency it is paid once the task could start (its latency
+// paid and, in a stream, the previous task ended), so a stream's overheads add up one after the
+// other with its bytes instead of hiding behind earlier messages.
 #include <compare>
 #include <cstdint>
 #include <span>
@@ -40,6 +44,7 @@ struct TaskId {
 struct TaskSpec {
   Bytes bytes{};                        // 0 makes a pure latency or dependency node
   Seconds latency{};                    // paid once after the task becomes ready, before data flows
+  Seconds overhead{};                   // paid after the latency and the stream's previous task
   std::vector<ResourceId> resources{};  // every resource the flow crosses; duplicates count once
   std::vector<TaskId> deps{};           // tasks that must end before this one becomes ready
   std::int32_t track = -1;              // trace track (add_track), -1 for none
@@ -72,6 +77,9 @@ class Model {
   // Spans and labels below stay valid until the model is next changed.
   Bytes bytes(TaskId t) const { return Bytes{record(t).bytes}; }
   Seconds latency(TaskId t) const { return Seconds{record(t).latency}; }
+  Seconds overhead(TaskId t) const {
+    return overhead_.empty() ? Seconds{0} : overhead_[static_cast<std::size_t>(t.value)];
+  }
   std::int32_t track(TaskId t) const { return record(t).track; }
   std::uint32_t category(TaskId t) const { return record(t).category; }
   std::int32_t stream(TaskId t) const { return record(t).stream; }
@@ -143,6 +151,8 @@ class Model {
   std::vector<TaskRecord> tasks_;
   std::vector<ResourceId> task_resources_;
   std::vector<TaskId> task_deps_;
+  // By task, once any task has an overhead (most models have none and keep it empty).
+  std::vector<Seconds> overhead_;
   std::string labels_;                   // the distinct labels back to back: one allocation for 10^6 tasks
   std::vector<std::size_t> label_ends_;  // per distinct label: where it ends in labels_
 };

@@ -43,7 +43,7 @@ struct SimulateOptions {
 
 struct TaskTiming {
   Seconds ready;  // all dependencies ended
-  Seconds start;  // latency paid, data starts to flow
+  Seconds start;  // latency and overhead paid, data starts to flow
   Seconds end;
 };
 
