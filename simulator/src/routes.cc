@@ -93,6 +93,12 @@ Seconds Routes::latency(const Transfer& t) const {
   return n ? c_.cluster().nics()[at(*n)].latency : c_.cluster().nvlink_latency();
 }
 
+Seconds Routes::chunk_overhead(const Transfer& t) const {
+  if (t.link != LinkKind::kNetwork) return Seconds{0};
+  const auto n = c_.nic_of(t.sender);
+  return n ? c_.cluster().nics()[at(*n)].chunk_overhead : Seconds{0};
+}
+
 TaskKind Routes::kind(LinkKind link) {
   return link == LinkKind::kNetwork  ? TaskKind::kNetwork
          : link == LinkKind::kNvlink ? TaskKind::kNvlink

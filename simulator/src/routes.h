@@ -36,6 +36,9 @@ class Routes {
   void crossed(const Transfer& t, bool pack, bool unpack, std::vector<ResourceId>& out) const;
   // Per message: the sender NIC's latency over the network, NVLink's otherwise.
   Seconds latency(const Transfer& t) const;
+  // Per chunk, the sender's own time beyond its bytes: the sender NIC's measured overhead over the
+  // network (NicSpec::chunk_overhead), none otherwise (no calibration measures NVLink's).
+  Seconds chunk_overhead(const Transfer& t) const;
   static TaskKind kind(LinkKind link);
   // The sender NIC's track for a network transfer, the sender GPU's otherwise.
   std::int32_t track(const Transfer& t) const;

@@ -33,7 +33,11 @@ std::vector<Knob> knobs() {
        }},
       {"NIC latency",
        [](ClusterSpec& c, DeploymentConstants&, double f) {
-         for (auto& n : c.nics) n.latency = n.latency * f;
+         // Both are paid per message: a measured chunk overhead moves with the latency.
+         for (auto& n : c.nics) {
+           n.latency = n.latency * f;
+           n.chunk_overhead = n.chunk_overhead * f;
+         }
        }},
       {"NVLink bandwidth",
        [](ClusterSpec& c, DeploymentConstants&, double f) {

@@ -13,7 +13,9 @@ TaskId TaskSink::add(std::int32_t transfer, Seconds copy) {
   out_.call_of_task.push_back(
       transfer >= 0 && !call_of_.empty() ? call_of_[static_cast<std::size_t>(transfer)] : call_);
   out_.copy_latency.push_back(copy);
-  return out_.model.add_task(spec_);
+  const TaskId task = out_.model.add_task(spec_);
+  spec_.overhead = Seconds{0};  // a piece's own chunks' (transfer_tasks.cc), never the next task's
+  return task;
 }
 
 TaskId TaskSink::add_call_task(std::string_view label, Bytes bytes, Seconds latency, TaskKind kind) {

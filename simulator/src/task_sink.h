@@ -29,6 +29,7 @@ class TaskSink {
   void reserve(std::size_t tasks);
 
   // spec() as a task of `transfer` (-1: of the current call), `copy` of its latency a pack or unpack.
+  // The spec's overhead is the task's alone: it is 0 again for the next.
   TaskId add(std::int32_t transfer, Seconds copy);
   // spec() as a task of the current call that is no transfer: its start, end, copies, collective
   // or quantisation.

@@ -19,8 +19,17 @@ struct Built {
   std::vector<TaskId> ends;
 };
 
-Built build(const Plan& plan, std::vector<lowering::TransferCopyCost> costs) {
-  const auto cluster = refit::testing::make_test_cluster(3, 1, 1, 2);
+// The test cluster, its NICs charging `chunk_overhead` per chunk.
+PlacedCluster cluster_with(Seconds chunk_overhead) {
+  const auto placed = refit::testing::make_test_cluster(3, 1, 1, 2);
+  ClusterSpec spec = placed.cluster().spec();
+  for (auto& n : spec.nics) n.chunk_overhead = chunk_overhead;
+  return PlacedCluster::make(Cluster::make(std::move(spec)).value(), placed.ranks()).value();
+}
+
+Built build(const Plan& plan, std::vector<lowering::TransferCopyCost> costs,
+            Seconds chunk_overhead = Seconds{0}) {
+  const auto cluster = cluster_with(chunk_overhead);
   const auto lowered = lowering::LoweredPlan::make(plan, lowering::kDefaultStaging).value();
   TaskSink sink({});
   const Routes routes(cluster, sink.model());
@@ -79,6 +88,36 @@ TEST(TransferTasks, TheFirstChunksPackIsLatencyAndTheLastChunksUnpackATaskAfter)
   EXPECT_NEAR(m.latency(TaskId{1}).value, p, 1e-15);
   EXPECT_EQ(deps(m, 1), (std::vector<std::int32_t>{0}));
   EXPECT_EQ(b.ends, (std::vector<TaskId>{TaskId{1}}));
+}
+
+TEST(TransferTasks, EachPieceChargesItsChunksOverhead) {
+  // The relay plan above with NICs that cost o = 7 us per chunk (1 MiB chunks): the upstream's
+  // pieces of 1 and 3 chunks carry o and 3 o; the relay's of 1, 2 and 1 chunks o, 2 o and o. The
+  // latency stays where it was (first pieces, 15 us), and without a measured overhead none is
+  // charged.
+  const auto plan = plan_of({transfer(0, 0, 1, 0, 4), transfer(1, 1, 2, 0, 4, 0)}, 4);
+  constexpr double kO = 7e-6;
+  const auto b = build(plan, std::vector<lowering::TransferCopyCost>(2), Seconds{kO});
+  const Model& m = b.model.model;
+  ASSERT_EQ(m.task_count(), 5);
+  const std::vector<double> chunks{1, 3, 1, 2, 1};
+  for (std::int32_t i = 0; i < 5; ++i)
+    EXPECT_NEAR(m.overhead(TaskId{i}).value, chunks[static_cast<std::size_t>(i)] * kO, 1e-18) << "task " << i;
+  EXPECT_DOUBLE_EQ(m.latency(TaskId{0}).value, 15e-6);
+  const auto unmeasured = build(plan, std::vector<lowering::TransferCopyCost>(2));
+  for (std::int32_t i = 0; i < 5; ++i) EXPECT_EQ(unmeasured.model.model.overhead(TaskId{i}).value, 0);
+}
+
+TEST(TransferTasks, AnUnpackAfterItsTransferPaysNoChunkOverhead) {
+  // The 2 MiB transfer whose last chunk is unpacked, on NICs of o per chunk: its one piece of 2
+  // chunks carries 2 o; the unpack, a task of no bytes after it, none.
+  const auto plan = plan_of({transfer(0, 0, 1, 0, 2)}, 2);
+  const lowering::TransferCopyCost cost{
+      .packs = false, .unpacks = true, .pack_first = Bytes{0}, .unpack_last = Bytes{kMiB}};
+  const auto b = build(plan, {cost}, Seconds{5e-6});
+  ASSERT_EQ(b.model.model.task_count(), 2);
+  EXPECT_NEAR(b.model.model.overhead(TaskId{0}).value, 10e-6, 1e-18);
+  EXPECT_EQ(b.model.model.overhead(TaskId{1}).value, 0);
 }
 
 }  // namespace

@@ -99,6 +99,7 @@ std::unexpected<Error> latency_error(const std::string& field, Seconds s) {
       return out_of_range(fmt::format("{}.node is {}, must be in [0, {})", at(), n.node, limits::kMaxRanks));
     if (!bandwidth_ok(n.bandwidth, false)) return bandwidth_error(at() + ".gbps", n.bandwidth, false);
     if (!latency_ok(n.latency)) return latency_error(at() + ".latency_us", n.latency);
+    if (!latency_ok(n.chunk_overhead)) return latency_error(at() + ".chunk_overhead_us", n.chunk_overhead);
     for (std::size_t k = 0; k < n.gpus.size(); ++k) {
       const auto g = n.gpus[k].value;
       if (g < 0 || g >= static_cast<std::int32_t>(s.gpus.size()))

@@ -67,6 +67,7 @@ Json nic_to_json(const NicSpec& n) {
   j["latency_us"] = us_field(n.latency);
   j["gpus"] = gpu_ids(n.gpus);
   if (!n.pci_bus_id.empty()) j["pci_bus_id"] = n.pci_bus_id;
+  if (n.chunk_overhead.value > 0) j["chunk_overhead_us"] = us_field(n.chunk_overhead);
   return j;
 }
 
@@ -125,8 +126,8 @@ Bytes memory_field(FieldReader& f, std::string_view key) {
 }
 
 [[nodiscard]] Result<NicSpec> read_nic(const nlohmann::json& j, const std::string& at, std::int32_t index) {
-  REFIT_TRY(
-      require_known_keys(j, at, {"id", "name", "node", "gbps", "latency_us", "gpus", "pci_bus_id"}, kRoot));
+  REFIT_TRY(require_known_keys(
+      j, at, {"id", "name", "node", "gbps", "latency_us", "gpus", "pci_bus_id", "chunk_overhead_us"}, kRoot));
   FieldReader f(j, at, kMaxId);
   NicSpec nic{.id = id32(f.integer_or("id", 0, index)),
               .name = f.string_or("name", ""),
@@ -134,7 +135,8 @@ Bytes memory_field(FieldReader& f, std::string_view key) {
               .bandwidth = BytesPerSecond::from_gbps(f.number("gbps")),
               .latency = hw::micros(f.number("latency_us")),
               .gpus = gpu_ids_of(f.integers("gpus", 0)),
-              .pci_bus_id = f.string_or("pci_bus_id", "")};
+              .pci_bus_id = f.string_or("pci_bus_id", ""),
+              .chunk_overhead = hw::micros(f.number_or("chunk_overhead_us", 0.0))};
   REFIT_TRY(f.status());
   return nic;
 }

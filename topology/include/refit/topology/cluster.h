@@ -45,6 +45,10 @@ struct NicSpec {
   Seconds latency;           // per message, one way
   std::vector<GpuId> gpus;   // GPUs that send and receive through this NIC
   std::string pci_bus_id;    // empty when unknown
+  // The sender's own time per chunk beyond its bytes (its put, flush and notice: LogGP's
+  // overhead), paid before the chunk's bytes flow and not overlapped with the chunk before it;
+  // refit calibrate measures it, 0 when unmeasured.
+  Seconds chunk_overhead{};
   bool operator==(const NicSpec&) const = default;
 };
 
