@@ -2,7 +2,8 @@
 // mpirun started, and write them as a cluster file that `refit simulate` and `refit run` take.
 //
 //   mpirun -np 4 refit calibrate --out host.json [--overwrite] [--sizes B,B,...] [--repetitions N]
-//                                [--devices N] [--memcpy-bytes B] [--timeout S] [--json]
+//                                [--overhead-sizes B,...] [--overhead-chunk B] [--devices N]
+//                                [--memcpy-bytes B] [--timeout S] [--json]
 //
 // The measuring is the library's (refit/facade/calibration.h); this prints it, on rank 0.
 #include <filesystem>
@@ -29,6 +30,8 @@ namespace {
 struct CalibrateOptions {
   CalibrationOptions calibration;
   std::string sizes;
+  std::string overhead_sizes;
+  std::int64_t overhead_chunk = CalibrationOptions{}.overhead_chunk.value;
   std::int64_t memcpy_bytes = CalibrationOptions{}.memcpy_bytes.value;
   double timeout = ExecutorOptions{}.timeout.value;
   std::string out;
@@ -39,7 +42,7 @@ struct CalibrateOptions {
 double gbps(BytesPerSecond b) { return b.gbps(); }
 
 nlohmann::ordered_json measurement_json(const PairMeasurement& m) {
-  return {{"bytes", m.bytes.value}, {"pairs", m.pairs}, {"seconds", m.seconds.value}};
+  return {{"bytes", m.bytes.value}, {"pairs", m.pairs}, {"chunks", m.chunks}, {"seconds", m.seconds.value}};
 }
 
 // refit's CPU quantizer per format, and the rate the cluster file holds.
@@ -58,6 +61,7 @@ nlohmann::ordered_json calibration_json(const Calibration& c, const std::string&
           {"cores", c.cores},
           {"one_pair", one_pair},
           {"latency_s", c.pair.latency.value},
+          {"chunk_overhead_s", c.pair.chunk_overhead.value},
           {"pair_gbps", gbps(c.pair.bandwidth)},
           {"fit_worst_relative_residual", c.pair.worst_relative_residual},
           {"all_pairs", c.all_pairs ? measurement_json(*c.all_pairs) : nlohmann::ordered_json()},
@@ -72,11 +76,14 @@ nlohmann::ordered_json calibration_json(const Calibration& c, const std::string&
 
 void print_calibration(const Calibration& c, const std::string& out) {
   fmt::print("refit calibrate: {} processes on {} cores, UCX executor, host memory\n", c.processes, c.cores);
-  for (const auto& m : c.one_pair) fmt::print("  one pair, {:>10}: {}\n", human(m.bytes), human(m.seconds));
+  for (const auto& m : c.one_pair)
+    fmt::print("  one pair, {:>10} in {:>4} chunk{}: {}\n", human(m.bytes), m.chunks,
+               m.chunks == 1 ? " " : "s", human(m.seconds));
   fmt::print(
-      "fit         t = {} + bytes / {:.2f} GB/s (least squares of the relative error; worst point "
-      "{:.1f} % off the line)\n",
-      human(c.pair.latency), gbps(c.pair.bandwidth), 100 * c.pair.worst_relative_residual);
+      "fit         t = {} + chunks x {} + bytes / {:.2f} GB/s (least squares of the relative error; "
+      "worst point {:.1f} % off the fit)\n",
+      human(c.pair.latency), human(c.pair.chunk_overhead), gbps(c.pair.bandwidth),
+      100 * c.pair.worst_relative_residual);
   if (c.all_pairs)
     fmt::print("all pairs   {} pairs x {} at once: {}: host {:.2f} GB/s ({:.2f}x one pair)\n",
                c.all_pairs->pairs, human(c.all_pairs->bytes), human(c.all_pairs->seconds),
@@ -115,6 +122,13 @@ void print_calibration(const Calibration& c, const std::string& out) {
     o.calibration.sizes.clear();
     for (const auto b : REFIT_TRY(parse_int_list(o.sizes, "--sizes", 2))) o.calibration.sizes.emplace_back(b);
   }
+  if (!o.overhead_sizes.empty()) {
+    o.calibration.overhead_sizes.clear();
+    if (o.overhead_sizes != "none")
+      for (const auto b : REFIT_TRY(parse_int_list(o.overhead_sizes, "--overhead-sizes", 2)))
+        o.calibration.overhead_sizes.emplace_back(b);
+  }
+  o.calibration.overhead_chunk = Bytes{o.overhead_chunk};
   o.calibration.memcpy_bytes = Bytes{o.memcpy_bytes};
   o.calibration.executor_options.timeout = Seconds{o.timeout};
   MpiSession mpi;
@@ -146,8 +160,9 @@ Action add_calibrate_command(CLI::App& app) {
       "Measure this host's links with refit's own UCX executor between the processes of an mpirun "
       "job (an even number; 4 or more also measure every pair at once), memcpy and refit's CPU FP8 "
       "quantizer (in each format; the file keeps the slower), and write a "
-      "cluster file that predicts refits on this host. A line t = latency + bytes / bandwidth is "
-      "fitted to one pair's transfers of several sizes (least squares of the relative error); every "
+      "cluster file that predicts refits on this host. t = latency + chunks x overhead + bytes / "
+      "bandwidth is fitted to one pair's transfers of several sizes, some also cut in small chunks "
+      "(least squares of the relative error): the overhead is the sender's own time per chunk; every "
       "pair at once gives what the host's cores reach together, which the file models as one "
       "shared link that caps each process at one pair's bandwidth, so more processes than cores "
       "are predicted as they run. Launch it as the jobs it predicts are launched (e.g. mpirun "
@@ -162,6 +177,13 @@ Action add_calibrate_command(CLI::App& app) {
                   "Bytes one pair moves, each cut into chunks as refit plans them; even, at least two "
                   "distinct (default 262144,1048576,67108864,134217728,268435456); every pair at once then "
                   "moves the largest");
+  cmd->add_option("--overhead-sizes", o->overhead_sizes,
+                  "Bytes one pair moves again in chunks of --overhead-chunk, to tell the sender's time "
+                  "per chunk from the bandwidth; even (default 67108864,134217728); none: not measured, "
+                  "the file charges no overhead");
+  cmd->add_option("--overhead-chunk", o->overhead_chunk,
+                  "Chunk of the --overhead-sizes transfers in bytes (default 262144, m2n-ring's)")
+      ->check(positive());
   cmd->add_option("--repetitions", o->calibration.repetitions,
                   "Timed executions per measurement, after one warm-up; the median is kept (default 5)")
       ->check(positive());

@@ -2,7 +2,10 @@
 // the simulator predicts this host with (calibration.h says why it has this shape).
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <optional>
 #include <set>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -11,37 +14,105 @@
 
 namespace refit {
 
-Result<LineFit> fit_line(const std::vector<PairMeasurement>& points) {
+namespace {
+
+// Minimises sum w_i (p . a_i - t_i)^2 over p for rows a_i of `columns` values (normal equations,
+// Gaussian elimination with partial pivoting). Empty when the columns are (nearly) dependent:
+// Hadamard's ratio det(M) / prod(M_jj) of the normal matrix M of the columns scaled to their
+// largest value, 1 for orthogonal columns, falls below 1e-9.
+std::optional<std::vector<double>> least_squares(const std::vector<std::vector<double>>& rows,
+                                                 const std::vector<double>& t, const std::vector<double>& w) {
+  const std::size_t n = rows.front().size();
+  std::vector<double> scale(n, 0.0);
+  for (const auto& r : rows)
+    for (std::size_t j = 0; j < n; ++j) scale[j] = std::max(scale[j], std::abs(r[j]));
+  std::vector<std::vector<double>> m(n, std::vector<double>(n + 1, 0.0));  // [M | A'Wt], scaled
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    for (std::size_t j = 0; j < n; ++j) {
+      for (std::size_t k = 0; k < n; ++k) m[j][k] += w[i] * rows[i][j] / scale[j] * rows[i][k] / scale[k];
+      m[j][n] += w[i] * rows[i][j] / scale[j] * t[i];
+    }
+  double diagonal = 1.0, determinant = 1.0;
+  for (std::size_t j = 0; j < n; ++j) diagonal *= m[j][j];
+  for (std::size_t j = 0; j < n; ++j) {
+    std::size_t pivot = j;
+    for (std::size_t i = j + 1; i < n; ++i)
+      if (std::abs(m[i][j]) > std::abs(m[pivot][j])) pivot = i;
+    std::swap(m[j], m[pivot]);
+    determinant *= m[j][j];
+    for (std::size_t i = j + 1; i < n; ++i) {
+      const double f = m[i][j] / m[j][j];
+      for (std::size_t k = j; k <= n; ++k) m[i][k] -= f * m[j][k];
+    }
+  }
+  if (!(std::abs(determinant) > 1e-9 * diagonal)) return std::nullopt;  // also a nan from a zero pivot
+  std::vector<double> p(n);
+  for (std::size_t j = n; j-- > 0;) {
+    double v = m[j][n];
+    for (std::size_t k = j + 1; k < n; ++k) v -= m[j][k] * p[k];
+    p[j] = v / m[j][j];
+  }
+  for (std::size_t j = 0; j < n; ++j) p[j] /= scale[j];
+  return p;
+}
+
+// Whether some bytes were moved in two chunk counts: only then is the time per chunk told apart
+// from the time per byte (one chunk size makes the chunks follow the bytes).
+bool tells_overhead(const std::vector<PairMeasurement>& points) {
+  std::map<std::int64_t, std::int64_t> chunks_of_bytes;
+  for (const auto& p : points)
+    if (const auto [at, fresh] = chunks_of_bytes.emplace(p.bytes.value, p.chunks);
+        !fresh && at->second != p.chunks)
+      return true;
+  return false;
+}
+
+// The fit with the chunk overhead when the points tell it and it is not negative, else the line.
+std::optional<PairFit> solve(const std::vector<PairMeasurement>& points) {
+  std::vector<std::vector<double>> with, without;
+  std::vector<double> t, w;
+  for (const auto& p : points) {
+    const double x = static_cast<double>(p.bytes.value), n = static_cast<double>(p.chunks);
+    with.push_back({1.0, n, x});
+    without.push_back({1.0, x});
+    t.push_back(p.seconds.value);
+    w.push_back(1.0 / (p.seconds.value * p.seconds.value));
+  }
+  if (const auto p = tells_overhead(points) ? least_squares(with, t, w) : std::nullopt; p && (*p)[1] >= 0)
+    return PairFit{.latency = Seconds{(*p)[0]},
+                   .bandwidth = BytesPerSecond{1.0 / (*p)[2]},
+                   .chunk_overhead = Seconds{(*p)[1]}};
+  if (const auto p = least_squares(without, t, w))
+    return PairFit{.latency = Seconds{(*p)[0]}, .bandwidth = BytesPerSecond{1.0 / (*p)[1]}};
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<PairFit> fit_pair(const std::vector<PairMeasurement>& points) {
   std::set<std::int64_t> sizes;
   for (const auto& p : points) sizes.insert(p.bytes.value);
   if (sizes.size() < 2)
     return invalid(fmt::format("a line needs transfers of at least two sizes, got {}", sizes.size()));
-  // Minimise sum ((a + b x - t) / t)^2: weighted least squares with w = 1 / t^2.
-  double sw = 0, sx = 0, st = 0, sxx = 0, sxt = 0;
-  for (const auto& p : points) {
-    const double x = static_cast<double>(p.bytes.value), t = p.seconds.value;
-    if (!(t > 0)) return invalid(fmt::format("a transfer of {} bytes measured {} s", p.bytes.value, t));
-    const double w = 1.0 / (t * t);
-    sw += w, sx += w * x, st += w * t, sxx += w * x * x, sxt += w * x * t;
-  }
-  const double slope = (sw * sxt - sx * st) / (sw * sxx - sx * sx);
-  const double intercept = (st - slope * sx) / sw;
-  if (!(slope > 0))
+  for (const auto& p : points)
+    if (!(p.seconds.value > 0))
+      return invalid(fmt::format("a transfer of {} bytes measured {} s", p.bytes.value, p.seconds.value));
+  auto fit = solve(points);
+  if (!fit || !(fit->bandwidth.value > 0) || !std::isfinite(fit->bandwidth.value))
     return fail(ErrorCode::kRuntime,
                 "the time did not grow with the size: the measurements are noise (a host busy with "
                 "other work, or sizes too small to tell apart)");
-  LineFit fit{.latency = Seconds{std::max(0.0, intercept)},
-              .bandwidth = BytesPerSecond{1.0 / slope},
-              .worst_relative_residual = 0};
+  fit->latency = Seconds{std::max(0.0, fit->latency.value)};
   for (const auto& p : points) {
-    const double predicted = fit.latency.value + static_cast<double>(p.bytes.value) * slope;
-    fit.worst_relative_residual =
-        std::max(fit.worst_relative_residual, std::abs(predicted - p.seconds.value) / p.seconds.value);
+    const double predicted = fit->latency.value + static_cast<double>(p.chunks) * fit->chunk_overhead.value +
+                             static_cast<double>(p.bytes.value) / fit->bandwidth.value;
+    fit->worst_relative_residual =
+        std::max(fit->worst_relative_residual, std::abs(predicted - p.seconds.value) / p.seconds.value);
   }
-  return fit;
+  return *fit;
 }
 
-Result<ClusterSpec> calibrated_cluster(std::int32_t devices, const LineFit& pair, BytesPerSecond host,
+Result<ClusterSpec> calibrated_cluster(std::int32_t devices, const PairFit& pair, BytesPerSecond host,
                                        BytesPerSecond memcpy, BytesPerSecond quantize) {
   if (devices < 1) return invalid(fmt::format("devices: must be >= 1, got {}", devices));
   ClusterSpec spec;
@@ -56,7 +127,8 @@ Result<ClusterSpec> calibrated_cluster(std::int32_t devices, const LineFit& pair
               .bandwidth = std::max(host, pair.bandwidth),
               .latency = pair.latency,
               .gpus = {},
-              .pci_bus_id = ""};
+              .pci_bus_id = "",
+              .chunk_overhead = pair.chunk_overhead};
   for (std::int32_t g = 0; g < devices; ++g) {
     spec.gpus.push_back({.id = GpuId{g},
                          .node = 0,

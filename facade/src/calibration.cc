@@ -62,22 +62,23 @@ std::uint32_t usable_cores() {
   return median_time(std::move(slowest));
 }
 
-// Each pair moves `bytes`, in chunks as refit plans them.
+// Each pair moves `bytes` in chunks of `chunk` (refit plans PlanOptions::chunk).
 [[nodiscard]] Result<PairMeasurement> measure_pairs(Bootstrap& bootstrap, Executor& executor,
                                                     const CalibrationOptions& o, std::int32_t pairs,
-                                                    Bytes bytes) {
+                                                    Bytes bytes, Bytes chunk = PlanOptions{}.chunk) {
   const auto problem = REFIT_TRY(pairs_problem(bootstrap.size(), pairs, bytes));
   const auto cluster = REFIT_TRY(load_cluster({.preset = "cpu-host"}, job_of(problem)));
-  const auto made = REFIT_TRY(plan(problem, cluster.placed, "refit"));
+  const auto made = REFIT_TRY(plan(problem, cluster.placed, "refit", {.chunk = chunk}));
+  const std::int64_t chunks = (bytes.value + chunk.value - 1) / chunk.value;
   const Rank me{bootstrap.rank()};
   auto shards = REFIT_TRY(
       HostShards::allocate(problem, me, [&executor](Bytes b) { return executor.allocate_host(b); }));
   auto prepared = REFIT_TRY(executor.prepare(made, me, shards.buffers()));
   const auto seconds = REFIT_TRY(time_executions(bootstrap, executor, *prepared, shards, o.repetitions));
   if (bootstrap.rank() == 0 && o.progress)
-    o.progress(fmt::format("{} pair{} x {} bytes: {:.1f} us", pairs, pairs == 1 ? "" : "s", bytes.value,
-                           seconds.value * 1e6));
-  return PairMeasurement{.bytes = bytes, .pairs = pairs, .seconds = seconds};
+    o.progress(fmt::format("{} pair{} x {} bytes in {} chunk{}: {:.1f} us", pairs, pairs == 1 ? "" : "s",
+                           bytes.value, chunks, chunks == 1 ? "" : "s", seconds.value * 1e6));
+  return PairMeasurement{.bytes = bytes, .pairs = pairs, .seconds = seconds, .chunks = chunks};
 }
 
 // Rank 0 alone times `work` (after one untimed run that touches every page); every rank learns the
@@ -137,10 +138,13 @@ template <class Work>
   if (o.repetitions < 1) return invalid(fmt::format("repetitions: must be >= 1, got {}", o.repetitions));
   if (o.memcpy_bytes.value < 1)
     return invalid(fmt::format("memcpy bytes: must be >= 1, got {}", o.memcpy_bytes.value));
-  for (const Bytes b : o.sizes)
-    if (b.value < 2 || b.value % 2 != 0 || b > limits::kMaxCalibrationBytes)
-      return invalid(fmt::format("sizes: {} bytes is not an even size in [2, {}]", b.value,
-                                 limits::kMaxCalibrationBytes.value));
+  for (const auto& [name, sizes] :
+       {std::pair{"sizes", &o.sizes}, std::pair{"overhead sizes", &o.overhead_sizes}})
+    for (const Bytes b : *sizes)
+      if (b.value < 2 || b.value % 2 != 0 || b > limits::kMaxCalibrationBytes)
+        return invalid(fmt::format("{}: {} bytes is not an even size in [2, {}]", name, b.value,
+                                   limits::kMaxCalibrationBytes.value));
+  if (!o.overhead_sizes.empty()) REFIT_TRY_IN(check_chunk(o.overhead_chunk), "overhead chunk");
   return {};
 }
 
@@ -166,17 +170,28 @@ Result<Calibration> calibrate(Bootstrap& bootstrap, const CalibrationOptions& o)
   auto executor = REFIT_TRY_IN(make_executor(o.executor, bootstrap, o.executor_options), "--executor");
   Calibration c{.processes = bootstrap.size(), .cores = usable_cores(), .notes = gpu_notes()};
   for (const Bytes b : o.sizes) c.one_pair.push_back(REFIT_TRY(measure_pairs(bootstrap, *executor, o, 1, b)));
-  c.pair = REFIT_TRY(fit_line(c.one_pair));
+  for (const Bytes b : o.overhead_sizes)
+    c.one_pair.push_back(REFIT_TRY(measure_pairs(bootstrap, *executor, o, 1, b, o.overhead_chunk)));
+  c.pair = REFIT_TRY(fit_pair(c.one_pair));
+  if (o.overhead_sizes.empty())
+    c.notes.push_back(
+        "no overhead sizes: the sender's time per chunk was not measured, and the file charges none");
+  else if (c.pair.chunk_overhead.value == 0)
+    c.notes.push_back(
+        "the sender's time per chunk came out negative (noise) and is taken as 0; the line without it is "
+        "fitted");
   c.host_bandwidth = c.pair.bandwidth;
   const Bytes largest = std::ranges::max(o.sizes);
   if (const std::int32_t pairs = bootstrap.size() / 2; pairs > 1) {
     c.all_pairs = REFIT_TRY(measure_pairs(bootstrap, *executor, o, pairs, largest));
-    const Seconds moving = c.all_pairs->seconds - c.pair.latency;
+    // Each sender pays its own chunks' overhead, alongside the others.
+    const Seconds moving = c.all_pairs->seconds - c.pair.latency -
+                           Seconds{static_cast<double>(c.all_pairs->chunks) * c.pair.chunk_overhead.value};
     if (!(moving.value > 0))
       return fail(ErrorCode::kRuntime,
-                  fmt::format("every pair at once took {} s, no more than one message's latency ({} s): the "
-                              "measurements are noise",
-                              c.all_pairs->seconds.value, c.pair.latency.value));
+                  fmt::format("every pair at once took {} s, no more than one message's latency and its "
+                              "chunks' overhead: the measurements are noise",
+                              c.all_pairs->seconds.value));
     c.host_bandwidth = BytesPerSecond{static_cast<double>(c.all_pairs->bytes.value) * pairs / moving.value};
   } else {
     c.notes.push_back(

@@ -29,7 +29,9 @@ testing::ShellResult calibrate(int np, const std::string& args) {
 
 // Small enough to be quick, far enough apart (0.3 ms against several ms on any host) that the time
 // grows with the size even on a loaded machine: calibrate refuses measurements where it does not.
-const std::string kSmall = "--sizes 65536,33554432 --repetitions 3 --memcpy-bytes 1048576 --devices 6";
+// The overhead size moves the larger size again in 128 chunks of 256 KiB instead of 4 of 8 MiB.
+const std::string kSmall =
+    "--sizes 65536,33554432 --overhead-sizes 33554432 --repetitions 3 --memcpy-bytes 1048576 --devices 6";
 
 class CalibratedHost : public ::testing::Test {
  protected:
@@ -48,7 +50,10 @@ TEST_F(CalibratedHost, CalibrateWritesAClusterFileOfTheHostTheSimulatorTakes) {
   const auto j = nlohmann::json::parse(r.out, nullptr, false);
   ASSERT_TRUE(j.is_object()) << r.out;
   EXPECT_EQ(j["processes"], 4);
-  EXPECT_EQ(j["one_pair"].size(), 2u);
+  ASSERT_EQ(j["one_pair"].size(), 3u);
+  EXPECT_EQ(j["one_pair"][1]["chunks"], 4);    // 32 MiB in chunks of 8 MiB (PlanOptions::chunk)
+  EXPECT_EQ(j["one_pair"][2]["chunks"], 128);  // the same in chunks of 256 KiB (--overhead-chunk)
+  EXPECT_GE(j["chunk_overhead_s"].get<double>(), 0);
   EXPECT_EQ(j["all_pairs"]["pairs"], 2);  // 4 processes: 2 pairs at once
   EXPECT_GT(j["pair_gbps"].get<double>(), 0);
   EXPECT_GE(j["latency_s"].get<double>(), 0);
@@ -75,6 +80,7 @@ TEST_F(CalibratedHost, CalibrateWritesAClusterFileOfTheHostTheSimulatorTakes) {
               1e-6 * j["pair_gbps"].get<double>());
   EXPECT_NEAR(c.gpus()[0].quantize_bandwidth.gbps(), q["cluster_file"].get<double>(),
               1e-6 * q["cluster_file"].get<double>());
+  EXPECT_NEAR(c.nics()[0].chunk_overhead.value, j["chunk_overhead_s"].get<double>(), 1e-12);
 
   const auto again = calibrate(2, kSmall + " --out " + file_.string());
   EXPECT_EQ(again.exit_code, 2);

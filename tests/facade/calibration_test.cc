@@ -35,7 +35,7 @@ TEST(CalibrationFit, PointsOnALineGiveItBack) {
     std::vector<std::int64_t> sizes{size(rng), size(rng)};
     for (int more = trial % 5; more-- > 0;) sizes.push_back(size(rng));
     if (sizes[0] == sizes[1]) continue;
-    const auto fit = fit_line(on_line(a, bw, sizes));
+    const auto fit = fit_pair(on_line(a, bw, sizes));
     ASSERT_TRUE(fit) << fit.error().message;
     EXPECT_NEAR(fit->latency.value, a.value, 1e-6 * a.value + 1e-12);
     EXPECT_NEAR(fit->bandwidth.value, bw.value, 1e-6 * bw.value);
@@ -43,13 +43,76 @@ TEST(CalibrationFit, PointsOnALineGiveItBack) {
   }
 }
 
+// t = a + n c + x / bw for each (x, n): the sizes in chunks of 8 MiB, and again in 256 KiB.
+std::vector<PairMeasurement> on_plane(Seconds a, Seconds c, BytesPerSecond bw,
+                                      const std::vector<std::int64_t>& sizes,
+                                      const std::vector<std::int64_t>& small_chunked) {
+  std::vector<PairMeasurement> points;
+  const auto add = [&](std::int64_t x, std::int64_t chunk) {
+    const std::int64_t n = (x + chunk - 1) / chunk;
+    points.push_back(
+        {.bytes = Bytes{x},
+         .pairs = 1,
+         .seconds = a + Seconds{static_cast<double>(n) * c.value + static_cast<double>(x) / bw.value},
+         .chunks = n});
+  };
+  for (const auto x : sizes) add(x, std::int64_t{8} << 20);
+  for (const auto x : small_chunked) add(x, std::int64_t{256} << 10);
+  return points;
+}
+
+TEST(CalibrationFit, PointsOnAPlaneGiveItBack) {
+  // 1000 random t = a + n c + x / bw, a in [1, 300] us, c in [0.5, 20] us per chunk, bw in [0.5,
+  // 50] GB/s, through the default sizes and 1 or 2 of them again in 256 KiB chunks: the fit returns
+  // a, c and bw to 1e-6 and no residual.
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> latency_us(1, 300), overhead_us(0.5, 20), gbps(0.5, 50);
+  const std::vector<std::int64_t> sizes{256 << 10, 1 << 20, 64 << 20, 128 << 20, 256 << 20};
+  for (int trial = 0; trial < 1000; ++trial) {
+    const Seconds a{latency_us(rng) * 1e-6}, c{overhead_us(rng) * 1e-6};
+    const auto bw = BytesPerSecond::from_gbps(gbps(rng));
+    std::vector<std::int64_t> again{64 << 20};
+    if (trial % 2) again.push_back(128 << 20);
+    const auto fit = fit_pair(on_plane(a, c, bw, sizes, again));
+    ASSERT_TRUE(fit) << fit.error().message;
+    EXPECT_NEAR(fit->latency.value, a.value, 1e-6 * a.value);
+    EXPECT_NEAR(fit->chunk_overhead.value, c.value, 1e-6 * c.value);
+    EXPECT_NEAR(fit->bandwidth.value, bw.value, 1e-6 * bw.value);
+    EXPECT_LT(fit->worst_relative_residual, 1e-6);
+  }
+}
+
+TEST(CalibrationFit, OneChunkSizeCannotTellTheOverheadSoTheLineIsFitted) {
+  // Every size cut in 8 MiB only: the chunks follow the bytes, and the fit charges no overhead.
+  // The points lie on a + n c + x / bw with c = 10 us; n = ceil(x / 8 MiB) is not quite linear in x
+  // (1 chunk for 256 KiB and 1 MiB), which a least squares of three columns would read as an
+  // overhead.
+  const auto fit = fit_pair(on_plane(Seconds{50e-6}, Seconds{10e-6}, BytesPerSecond::from_gbps(10),
+                                     {256 << 10, 1 << 20, 64 << 20, 128 << 20, 256 << 20}, {}));
+  ASSERT_TRUE(fit) << fit.error().message;
+  EXPECT_EQ(fit->chunk_overhead.value, 0);
+  EXPECT_GT(fit->worst_relative_residual, 0);  // the line misses what the chunks add
+}
+
+TEST(CalibrationFit, ANegativeOverheadIsNoiseAndTheLineIsFitted) {
+  // 64 MiB measured faster in 256 chunks than in 8: c < 0, which no sender has; the line through
+  // all the points is fitted instead, with no overhead.
+  auto points = on_plane(Seconds{50e-6}, Seconds{0}, BytesPerSecond::from_gbps(10),
+                         {1 << 20, 64 << 20, 128 << 20}, {64 << 20});
+  points.back().seconds = points.back().seconds * 0.9;
+  const auto fit = fit_pair(points);
+  ASSERT_TRUE(fit) << fit.error().message;
+  EXPECT_EQ(fit->chunk_overhead.value, 0);
+  EXPECT_GT(fit->bandwidth.value, 0);
+}
+
 TEST(CalibrationFit, ItNeedsTwoSizesAndATimeThatGrows) {
-  EXPECT_FALSE(fit_line(on_line(Seconds{1e-5}, BytesPerSecond{1e9}, {4096, 4096})));
+  EXPECT_FALSE(fit_pair(on_line(Seconds{1e-5}, BytesPerSecond{1e9}, {4096, 4096})));
   // 1 MB in 2 ms, 2 MB in 1 ms: no positive bandwidth explains that.
   const std::vector<PairMeasurement> shrinking{
       {.bytes = Bytes{1000000}, .pairs = 1, .seconds = Seconds{2e-3}},
       {.bytes = Bytes{2000000}, .pairs = 1, .seconds = Seconds{1e-3}}};
-  const auto fit = fit_line(shrinking);
+  const auto fit = fit_pair(shrinking);
   ASSERT_FALSE(fit);
   EXPECT_NE(fit.error().message.find("did not grow"), std::string::npos);
 }
@@ -65,18 +128,20 @@ ReshardProblem pairs_problem(std::int32_t pairs, std::int64_t bytes) {
   return ReshardProblem::make({{spec, src, dst}}, 2, 2).value();
 }
 
-Seconds predicted(const ClusterSpec& spec, std::int32_t pairs, std::int64_t bytes) {
+// Each pair's bytes in chunks of `chunk` (0: one chunk).
+Seconds predicted(const ClusterSpec& spec, std::int32_t pairs, std::int64_t bytes, std::int64_t chunk = 0) {
   const auto problem = pairs_problem(pairs, bytes);
   auto cluster = Cluster::make(spec).value();
   auto ranks = RankMap::place(cluster, job_of(problem)).value();
   const auto on = PlacedCluster::make(std::move(cluster), std::move(ranks)).value();
-  const auto made = plan(problem, on, "refit", PlanOptions{.chunk = Bytes{bytes}}).value();
+  const auto made =
+      plan(problem, on, "refit", PlanOptions{.chunk = Bytes{chunk > 0 ? chunk : bytes}}).value();
   return simulate_plan(made, problem, on).value().predicted;
 }
 
 TEST(CalibratedCluster, PredictsTheTransfersItWasCalibratedOn) {
   // Pair: 20 us + bytes / 4 GB/s; host: 6 GB/s (1.5x a pair); memcpy 10 GB/s.
-  const LineFit pair{
+  const PairFit pair{
       .latency = Seconds{20e-6}, .bandwidth = BytesPerSecond::from_gbps(4), .worst_relative_residual = 0};
   const auto spec = calibrated_cluster(4, pair, BytesPerSecond::from_gbps(6), BytesPerSecond::from_gbps(10));
   ASSERT_TRUE(spec) << spec.error().message;
@@ -92,13 +157,31 @@ TEST(CalibratedCluster, PredictsTheTransfersItWasCalibratedOn) {
   EXPECT_NEAR(predicted(*spec, 2, bytes).value, 20e-6 + 2.0 * bytes / 6e9, 1e-2 * (2.0 * bytes / 6e9));
 }
 
+TEST(CalibratedCluster, EachSenderPaysItsChunksOverhead) {
+  // The pair above with c = 10 us per chunk. 8 MiB in 32 chunks of 256 KiB: 20 us + 32 x 10 us +
+  // 8 MiB / 4 GB/s = 2437.152 us. Two pairs at once pay their overheads side by side, then share
+  // the host's 6 GB/s: 20 + 320 us + 16 MiB / 6 GB/s = 3136.2 us. The file keeps the overhead.
+  const PairFit pair{.latency = Seconds{20e-6},
+                     .bandwidth = BytesPerSecond::from_gbps(4),
+                     .chunk_overhead = Seconds{10e-6},
+                     .worst_relative_residual = 0};
+  const auto spec = calibrated_cluster(4, pair, BytesPerSecond::from_gbps(6), BytesPerSecond::from_gbps(10));
+  ASSERT_TRUE(spec) << spec.error().message;
+  const std::int64_t bytes = 8 << 20, chunk = 256 << 10;
+  EXPECT_NEAR(predicted(*spec, 1, bytes, chunk).value, 20e-6 + 32 * 10e-6 + bytes / 4e9, 1e-12);
+  EXPECT_NEAR(predicted(*spec, 2, bytes, chunk).value, 20e-6 + 32 * 10e-6 + 2.0 * bytes / 6e9, 1e-12);
+  const auto read = cluster_from_json(cluster_to_json(Cluster::make(*spec).value()));
+  ASSERT_TRUE(read) << read.error().message;
+  EXPECT_DOUBLE_EQ(read->cluster.nics()[0].chunk_overhead.value, 10e-6);
+}
+
 TEST(CalibratedCluster, NoPredictionBelowItsLowerBound) {
   // The host's one link (6 GB/s) serves every process, each process a domain whose uplink is 6 /
   // 1.5 = 4 GB/s. Two pairs of 8 MiB must leave the two source domains: through the link's 6 GB/s
   // (one link, counted once) and the two uplinks' 8 GB/s, so at least 16 MiB / 6 GB/s = 2796.2 us,
   // below the 2816.2 us predicted. (Dividing the link by the fabric's 1.5 as if it were one
   // domain's NICs gave 16 MiB / 4 GB/s = 4194.3 us, above the prediction.)
-  const LineFit pair{
+  const PairFit pair{
       .latency = Seconds{20e-6}, .bandwidth = BytesPerSecond::from_gbps(4), .worst_relative_residual = 0};
   const auto spec = calibrated_cluster(4, pair, BytesPerSecond::from_gbps(6), BytesPerSecond::from_gbps(10));
   ASSERT_TRUE(spec) << spec.error().message;
@@ -113,7 +196,7 @@ TEST(CalibratedCluster, NoPredictionBelowItsLowerBound) {
 }
 
 TEST(CalibratedCluster, EveryProcessQuantizesAtTheMeasuredRateWhichItsFileKeeps) {
-  const LineFit pair{
+  const PairFit pair{
       .latency = Seconds{20e-6}, .bandwidth = BytesPerSecond::from_gbps(4), .worst_relative_residual = 0};
   const auto spec = calibrated_cluster(4, pair, BytesPerSecond::from_gbps(6), BytesPerSecond::from_gbps(10),
                                        BytesPerSecond::from_gbps(1.25));
@@ -125,7 +208,7 @@ TEST(CalibratedCluster, EveryProcessQuantizesAtTheMeasuredRateWhichItsFileKeeps)
 }
 
 TEST(CalibratedCluster, AHostNoFasterThanOnePairIsNotOversubscribed) {
-  const LineFit pair{
+  const PairFit pair{
       .latency = Seconds{1e-5}, .bandwidth = BytesPerSecond::from_gbps(4), .worst_relative_residual = 0};
   const auto spec = calibrated_cluster(2, pair, BytesPerSecond::from_gbps(3), BytesPerSecond::from_gbps(10));
   ASSERT_TRUE(spec) << spec.error().message;

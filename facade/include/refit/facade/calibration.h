@@ -6,9 +6,10 @@
 // What is measured, each time as `refit run` times an iteration (the slowest rank's execute(),
 // from a common barrier; the median of the repetitions, after one warm-up execution):
 //   - one pair: rank 0 sends a transfer of each size to the first inference rank (in chunks as
-//     refit plans them), the other ranks idle; a straight line through (bytes, seconds) fitted by
-//     least squares of the relative error gives the per-message latency (the intercept) and the
-//     pair bandwidth (1 / slope);
+//     refit plans them, and some sizes again in many small chunks), the other ranks idle;
+//     t = latency + chunks * overhead + bytes / bandwidth fitted by least squares of the relative
+//     error gives the per-message latency, the sender's own time per chunk (its put, flush and
+//     notice) and the pair bandwidth;
 //   - every pair at once (with 4 or more processes): each training rank sends the largest size
 //     to its inference rank; the bytes of all pairs over the time less the latency give the
 //     host's bandwidth, what all copies together reach on its cores and memory;
@@ -48,6 +49,11 @@ struct CalibrationOptions {
   // sizes in between run from the cache, faster than memory, and would bend the line.
   std::vector<Bytes> sizes{Bytes{256 << 10}, Bytes{1 << 20}, Bytes{64 << 20}, Bytes{128 << 20},
                            Bytes{256 << 20}};
+  // Bytes one pair moves again in chunks of `overhead_chunk` (m2n-ring's 256 KiB): the same bytes
+  // in 32x the chunks tell the sender's time per chunk apart from the bandwidth. Empty: the
+  // overhead is not measured, and the file charges none.
+  std::vector<Bytes> overhead_sizes{Bytes{64 << 20}, Bytes{128 << 20}};
+  Bytes overhead_chunk{256 << 10};
   std::int32_t repetitions = 5;  // timed executions per measurement (the median is kept)
   Bytes memcpy_bytes{64 << 20};  // the buffer rank 0 copies, and the bf16 weight it quantizes
   std::int32_t devices = 8;      // processes the cluster file describes (the largest job it fits)
@@ -55,17 +61,21 @@ struct CalibrationOptions {
   std::function<void(std::string_view)> progress;  // a line per measurement, on rank 0
 };
 
-// One measurement: `pairs` pairs each moving `bytes`, the median seconds.
+// One measurement: `pairs` pairs each moving `bytes` in `chunks` chunks, the median seconds.
 struct PairMeasurement {
   Bytes bytes;  // per pair
   std::int32_t pairs = 1;
   Seconds seconds;
+  std::int64_t chunks = 1;  // per pair
 };
 
-// t = latency + bytes / bandwidth, fitted to the one-pair measurements.
-struct LineFit {
+// t = latency + chunks * chunk_overhead + bytes / bandwidth, fitted to the one-pair measurements.
+struct PairFit {
   Seconds latency;
   BytesPerSecond bandwidth;
+  // 0 when the points cannot tell it apart (every size cut by one chunk size) or it came out
+  // negative (noise): the line without it is fitted then.
+  Seconds chunk_overhead{};
   double worst_relative_residual = 0;  // the largest |fit - measured| / measured of the points
 };
 
@@ -73,7 +83,7 @@ struct Calibration {
   std::int32_t processes = 0;  // of the calibrating job
   std::uint32_t cores = 0;     // this process's CPUs (sched affinity), for the record
   std::vector<PairMeasurement> one_pair;
-  LineFit pair;
+  PairFit pair;
   std::optional<PairMeasurement> all_pairs;  // with 4 or more processes
   BytesPerSecond host_bandwidth;             // every pair at once; the pair bandwidth without it
   Seconds memcpy_seconds;
@@ -88,13 +98,13 @@ struct Calibration {
 // Weighted least squares of the relative error (each point's weight 1 / t^2), so that the small
 // transfers, where the latency shows, count as much as the large ones. Errors: fewer than two
 // distinct sizes, or a time that does not grow with the size.
-[[nodiscard]] Result<LineFit> fit_line(const std::vector<PairMeasurement>& points);
+[[nodiscard]] Result<PairFit> fit_pair(const std::vector<PairMeasurement>& points);
 
 // The host as the simulator models it (see the file's comment): `devices` processes, each its own
-// domain, behind one NIC of `host` bandwidth with the pair's latency; the fabric oversubscribed
-// host / pair (at least 1); each device copies (packs, unpacks) at `memcpy` and quantizes at
-// `quantize` (0: unmeasured).
-[[nodiscard]] Result<ClusterSpec> calibrated_cluster(std::int32_t devices, const LineFit& pair,
+// domain, behind one NIC of `host` bandwidth with the pair's latency and chunk overhead; the
+// fabric oversubscribed host / pair (at least 1); each device copies (packs, unpacks) at `memcpy`
+// and quantizes at `quantize` (0: unmeasured).
+[[nodiscard]] Result<ClusterSpec> calibrated_cluster(std::int32_t devices, const PairFit& pair,
                                                      BytesPerSecond host, BytesPerSecond memcpy,
                                                      BytesPerSecond quantize = BytesPerSecond{0});
 
