@@ -280,8 +280,9 @@ Action add_simulate_command(CLI::App& app) {
                 "Print the five biggest contributors to the critical path, in words");
   cmd->add_flag("--sensitivity", o->sensitivity,
                 "Simulate again with each constant the prediction rests on (NIC, NVLink and copy bandwidth, "
-                "NIC latency, NCCL's latencies and efficiencies, launch, eager-op and Ray dispatch costs, "
-                "buffer size) 20% lower and 20% higher, and print how the prediction moves");
+                "NIC latency with a calibrated chunk overhead, NCCL's latencies and efficiencies, launch, "
+                "eager-op and Ray dispatch costs, buffer size) 20% lower and 20% higher, and print how the "
+                "prediction moves");
   cmd->add_option(
          "--trace", o->trace,
          "Write a Chrome trace event JSON of --strategy's plan (opens in Perfetto), also with --compare")
