@@ -1,5 +1,6 @@
 #pragma once
-// The event loop of simulate(): dependencies, latencies and flow completions in time order.
+// The event loop of simulate(): dependencies, latencies, overheads and flow completions in time
+// order.
 #include <chrono>
 #include <cstdint>
 #include <vector>

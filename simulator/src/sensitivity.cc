@@ -33,7 +33,8 @@ std::vector<Knob> knobs() {
        }},
       {"NIC latency",
        [](ClusterSpec& c, DeploymentConstants&, double f) {
-         // Both are paid per message: a measured chunk overhead moves with the latency.
+         // Both are the NIC's fixed costs, per message and per chunk: a measured chunk overhead
+         // moves with the latency (the knob keeps its name, which outputs carry).
          for (auto& n : c.nics) {
            n.latency = n.latency * f;
            n.chunk_overhead = n.chunk_overhead * f;

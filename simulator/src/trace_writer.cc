@@ -104,9 +104,13 @@ void append_task(fmt::memory_buffer& buf, const Model& model, TaskId t, const Ta
   constexpr double kMicro = 1e6;
   fmt::format_to(std::back_inserter(buf),
                  ",\"pid\":{},\"tid\":{},\"ts\":{:.3f},\"dur\":{:.3f},\"args\":{{\"task\":{},"
-                 "\"bytes\":{},\"latency_us\":{:.3f},\"flow_start_us\":{:.3f}}}}}",
+                 "\"bytes\":{},\"latency_us\":{:.3f},",
                  kPid, tid, timing.ready.value * kMicro, (timing.end - timing.ready).value * kMicro, t.value,
-                 model.bytes(t).value, model.latency(t).value * kMicro, timing.start.value * kMicro);
+                 model.bytes(t).value, model.latency(t).value * kMicro);
+  // Only where a cluster measured one: traces of the presets read as before.
+  if (const Seconds overhead = model.overhead(t); overhead.value > 0)
+    fmt::format_to(std::back_inserter(buf), "\"overhead_us\":{:.3f},", overhead.value * kMicro);
+  fmt::format_to(std::back_inserter(buf), "\"flow_start_us\":{:.3f}}}}}", timing.start.value * kMicro);
 }
 
 void flush(fmt::memory_buffer& buf, std::ostream& out) {

@@ -123,7 +123,7 @@ void TransferTasks::add_pieces(const Transfer& t, Seconds pack_time, const CallG
     const bool waits_here = std::ranges::binary_search(waits, begin, {}, &lowering::QuantizeWait::chunk);
     if (!first && waits_here) spec.deps.push_back(*quantize_.before(t, begin));
     // In a stream the pieces follow each other anyway; a dependency would make the next piece
-    // start a flow of its own instead of taking over the stream's.
+    // start a flow of its own instead of taking over the stream's (where it has no overhead).
     if (!first && !streamed) spec.deps.push_back(pieces_.back().task);
     if (last && upstream >= 0) spec.deps.push_back(last_wait(upstream, cuts_.anchor(t.id).last));
     spec.bytes = Bytes{through - done};

@@ -162,6 +162,40 @@ TEST(SimulateStream, WhileASenderPaysItsOverheadOthersHaveTheLink) {
   EXPECT_NEAR(of(r, busy).end.value, 2 * kB / kC, kTol);
 }
 
+TEST(SimulateStream, AnOverheadEndingInsideAWiderInstantStillFollowsThePreviousMessage) {
+  // The two messages above, simulated with instants of 1e-3 (as plan simulations widen them), and
+  // a task of no bytes whose latency ends at N = alpha + 2o + b/C + 20 us, 2e-5 after the
+  // second's overhead and inside its instant (2e-5 < 1e-3 x 0.03): both events are handled at N,
+  // so the second message starts at N, 20 us past the first's end + o. The critical path still
+  // runs first -> second, through the stream, and counts alpha + o + (N - first's end) as latency.
+  Model m;
+  const auto nic = m.add_resource("nic", BytesPerSecond{kC});
+  const auto s = m.add_stream();
+  const double o = kB / kC / 4;
+  auto spec = message(nic, s);
+  spec.overhead = Seconds{o};
+  const auto first = m.add_task(spec);
+  const auto second = m.add_task(spec);
+  const double nudge = kAlpha + 2 * o + kB / kC + 20e-6;
+  m.add_task({.latency = Seconds{nudge}});
+  auto r = simulate(m, {.instant = 1e-3});
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  EXPECT_NEAR(of(*r, second).start.value, nudge, kTol);
+  ASSERT_EQ(r->critical_path.size(), 2u);
+  EXPECT_EQ(r->critical_path[0].task, first);
+  EXPECT_EQ(r->critical_path[1].task, second);
+  EXPECT_EQ(r->critical_path[1].link, CriticalLink::kDependency);
+  EXPECT_NEAR(r->breakdown.latency.value, kAlpha + o + (nudge - (kAlpha + o + kB / kC)), kTol);
+}
+
+TEST(SimulateStream, ATaskOfNoBytesEndsWhenItsOverheadIsPaid) {
+  // Latency alpha, then the overhead o = 3 alpha: it ends at 4 alpha.
+  Model m;
+  const auto t = m.add_task({.latency = Seconds{kAlpha}, .overhead = Seconds{3 * kAlpha}});
+  const auto r = run(m);
+  EXPECT_NEAR(of(r, t).end.value, 4 * kAlpha, kTol);
+}
+
 TEST(SimulateStream, ANegativeOverheadIsRefusedWithTheTask) {
   Model m;
   const auto nic = m.add_resource("nic", BytesPerSecond{kC});

@@ -74,6 +74,28 @@ TEST(TraceWriter, HoldsOneCompleteEventPerTrackedTask) {
   EXPECT_NEAR(by_task.at(2).at("ts").get<double>(), 2e6 + 10, 1e-3);
 }
 
+TEST(TraceWriter, AnOverheadIsShownWhereATaskHasOne) {
+  // A 1 GB send after 10 us of latency and 5 us of overhead: its flow starts at 15 us, and its
+  // args say both. The tasks above have none, and their args no overhead_us.
+  Model m;
+  const auto nic = m.add_resource("nic", BytesPerSecond::from_gbps(1));
+  m.add_task({.bytes = Bytes{1'000'000'000},
+              .latency = Seconds{10e-6},
+              .overhead = Seconds{5e-6},
+              .resources = {nic},
+              .track = m.add_track("nic 0")});
+  const auto result = simulate(m).value();
+  std::ostringstream out;
+  ASSERT_TRUE(write_chrome_trace(m, result, out).has_value());
+  for (const auto& e : nlohmann::json::parse(out.str()).at("traceEvents"))
+    if (e.at("ph") == "X") {
+      EXPECT_NEAR(e.at("args").at("overhead_us").get<double>(), 5, 1e-9);
+      EXPECT_NEAR(e.at("args").at("flow_start_us").get<double>(), 15, 1e-9);
+    }
+  for (const auto& e : traced_model().json.at("traceEvents"))
+    if (e.at("ph") == "X") EXPECT_FALSE(e.at("args").contains("overhead_us"));
+}
+
 TEST(TraceWriter, OverlappingTasksOfATrackGetTheirOwnLanes) {
   const auto t = traced_model();
   std::map<int, std::string> thread_names;

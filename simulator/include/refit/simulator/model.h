@@ -9,7 +9,7 @@
 // Streams model a connection that sends its messages in order, pipelined: a task of a stream
 // starts once its latency (counted from when it became ready, so paid while earlier messages
 // flow) is paid and the stream's previous task has ended. When a stream's task ends and the
-// next one is waiting on the same resources, the flow carries on at its rate: handing over
+// next one is waiting on the same resources with no overhead, the flow carries on at its rate: handing over
 // from message to message changes nobody's fair share, so it costs an event, not a
 // recomputation of rates. A stream's flows share every resource they cross with weight
 // `share_weight` (max_min.h): a resource full of streams gives each a rate in proportion to its
@@ -17,7 +17,8 @@
 // A task's overhead is the sender's own time before its data flows (LogGP's o: a put, its flush
 // and notice, per chunk). Unlike the latency it is paid once the task could start (its latency
 // paid and, in a stream, the previous task ended), so a stream's overheads add up one after the
-// other with its bytes instead of hiding behind earlier messages.
+// other with its bytes instead of hiding behind earlier messages. Its flow stops for the
+// overhead, so each such task costs a recomputation of rates where a hand-over costs none.
 #include <compare>
 #include <cstdint>
 #include <span>

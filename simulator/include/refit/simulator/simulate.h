@@ -84,7 +84,7 @@ struct SimulationResult {
 };
 
 // Errors, each naming the task or resource: kOutOfRange for a capacity that is not positive and
-// finite, a negative byte count, a negative or non-finite latency, a rate_tolerance or instant
+// finite, a negative byte count, a negative or non-finite latency or overhead, a rate_tolerance or instant
 // outside [0, 1); kNotFound for an unknown resource, track, dependency or stream;
 // kInvalidArgument for a task with bytes but no resource, a stream added after a task that names
 // it, a dependency cycle (stream order included). kInternal when a flow never ends (its rate
