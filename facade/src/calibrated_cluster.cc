@@ -16,10 +16,10 @@ namespace refit {
 
 namespace {
 
-// Minimises sum w_i (p . a_i - t_i)^2 over p for rows a_i of `columns` values (normal equations,
-// Gaussian elimination with partial pivoting). Empty when the columns are (nearly) dependent:
-// Hadamard's ratio det(M) / prod(M_jj) of the normal matrix M of the columns scaled to their
-// largest value, 1 for orthogonal columns, falls below 1e-9.
+// Minimises sum w_i (p . rows_i - t_i)^2 over p (normal equations, Gaussian elimination with
+// partial pivoting, each column scaled to its largest value so that bytes and counts meet as
+// equals). Empty when the columns are (nearly) dependent: Hadamard's ratio det(M) / prod(M_jj) of
+// the normal matrix M, 1 for orthogonal columns, falls below 1e-9.
 std::optional<std::vector<double>> least_squares(const std::vector<std::vector<double>>& rows,
                                                  const std::vector<double>& t, const std::vector<double>& w) {
   const std::size_t n = rows.front().size();
@@ -78,12 +78,15 @@ std::optional<PairFit> solve(const std::vector<PairMeasurement>& points) {
     t.push_back(p.seconds.value);
     w.push_back(1.0 / (p.seconds.value * p.seconds.value));
   }
-  if (const auto p = tells_overhead(points) ? least_squares(with, t, w) : std::nullopt; p && (*p)[1] >= 0)
+  const bool told = tells_overhead(points);
+  if (const auto p = told ? least_squares(with, t, w) : std::nullopt; p && (*p)[1] >= 0 && (*p)[2] > 0)
     return PairFit{.latency = Seconds{(*p)[0]},
                    .bandwidth = BytesPerSecond{1.0 / (*p)[2]},
-                   .chunk_overhead = Seconds{(*p)[1]}};
+                   .chunk_overhead = Seconds{(*p)[1]},
+                   .overhead_told = told};
   if (const auto p = least_squares(without, t, w))
-    return PairFit{.latency = Seconds{(*p)[0]}, .bandwidth = BytesPerSecond{1.0 / (*p)[1]}};
+    return PairFit{
+        .latency = Seconds{(*p)[0]}, .bandwidth = BytesPerSecond{1.0 / (*p)[1]}, .overhead_told = told};
   return std::nullopt;
 }
 

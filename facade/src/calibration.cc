@@ -69,7 +69,10 @@ std::uint32_t usable_cores() {
   const auto problem = REFIT_TRY(pairs_problem(bootstrap.size(), pairs, bytes));
   const auto cluster = REFIT_TRY(load_cluster({.preset = "cpu-host"}, job_of(problem)));
   const auto made = REFIT_TRY(plan(problem, cluster.placed, "refit", {.chunk = chunk}));
-  const std::int64_t chunks = (bytes.value + chunk.value - 1) / chunk.value;
+  // As the executor cuts them (at most half its staging, on 16-byte boundaries): what ran.
+  const Transfer& first = made.transfers.front();
+  const std::int64_t chunks = lowering::MessageLayout::count_chunks(
+      made, first, lowering::chunk_limit(first, o.executor_options.staging));
   const Rank me{bootstrap.rank()};
   auto shards = REFIT_TRY(
       HostShards::allocate(problem, me, [&executor](Bytes b) { return executor.allocate_host(b); }));
@@ -144,7 +147,14 @@ template <class Work>
       if (b.value < 2 || b.value % 2 != 0 || b > limits::kMaxCalibrationBytes)
         return invalid(fmt::format("{}: {} bytes is not an even size in [2, {}]", name, b.value,
                                    limits::kMaxCalibrationBytes.value));
-  if (!o.overhead_sizes.empty()) REFIT_TRY_IN(check_chunk(o.overhead_chunk), "overhead chunk");
+  if (!o.overhead_sizes.empty()) {
+    REFIT_TRY_IN(check_chunk(o.overhead_chunk), "overhead chunk");
+    if (o.overhead_chunk >= PlanOptions{}.chunk)
+      return invalid(fmt::format(
+          "overhead chunk: {} bytes is not smaller than the chunk refit plans ({} bytes): the overhead sizes "
+          "would go in as few chunks as the others and tell nothing",
+          o.overhead_chunk.value, PlanOptions{}.chunk.value));
+  }
   return {};
 }
 
@@ -170,28 +180,37 @@ Result<Calibration> calibrate(Bootstrap& bootstrap, const CalibrationOptions& o)
   auto executor = REFIT_TRY_IN(make_executor(o.executor, bootstrap, o.executor_options), "--executor");
   Calibration c{.processes = bootstrap.size(), .cores = usable_cores(), .notes = gpu_notes()};
   for (const Bytes b : o.sizes) c.one_pair.push_back(REFIT_TRY(measure_pairs(bootstrap, *executor, o, 1, b)));
+  // Each overhead size also in refit's chunks, where --sizes lacks it: the pair tells the overhead.
+  for (const Bytes b : o.overhead_sizes)
+    if (std::ranges::find(o.sizes, b) == o.sizes.end())
+      c.one_pair.push_back(REFIT_TRY(measure_pairs(bootstrap, *executor, o, 1, b)));
   for (const Bytes b : o.overhead_sizes)
     c.one_pair.push_back(REFIT_TRY(measure_pairs(bootstrap, *executor, o, 1, b, o.overhead_chunk)));
   c.pair = REFIT_TRY(fit_pair(c.one_pair));
   if (o.overhead_sizes.empty())
     c.notes.push_back(
         "no overhead sizes: the sender's time per chunk was not measured, and the file charges none");
+  else if (!c.pair.overhead_told)
+    c.notes.push_back(
+        "the overhead sizes went in as many chunks as in refit's (no larger than the overhead chunk): the "
+        "sender's time per chunk was not told apart, and the file charges none");
   else if (c.pair.chunk_overhead.value == 0)
     c.notes.push_back(
-        "the sender's time per chunk came out negative (noise) and is taken as 0; the line without it is "
-        "fitted");
+        "the sender's time per chunk came out negative or could not be told from the bandwidth (noise) "
+        "and is taken as 0; the line without it is fitted");
   c.host_bandwidth = c.pair.bandwidth;
   const Bytes largest = std::ranges::max(o.sizes);
   if (const std::int32_t pairs = bootstrap.size() / 2; pairs > 1) {
     c.all_pairs = REFIT_TRY(measure_pairs(bootstrap, *executor, o, pairs, largest));
     // Each sender pays its own chunks' overhead, alongside the others.
-    const Seconds moving = c.all_pairs->seconds - c.pair.latency -
-                           Seconds{static_cast<double>(c.all_pairs->chunks) * c.pair.chunk_overhead.value};
+    const Seconds overhead{static_cast<double>(c.all_pairs->chunks) * c.pair.chunk_overhead.value};
+    const Seconds moving = c.all_pairs->seconds - c.pair.latency - overhead;
     if (!(moving.value > 0))
-      return fail(ErrorCode::kRuntime,
-                  fmt::format("every pair at once took {} s, no more than one message's latency and its "
-                              "chunks' overhead: the measurements are noise",
-                              c.all_pairs->seconds.value));
+      return fail(
+          ErrorCode::kRuntime,
+          fmt::format("every pair at once took {} s, no more than one message's latency ({} s) and "
+                      "its {} chunks' overhead ({} s): the measurements are noise",
+                      c.all_pairs->seconds.value, c.pair.latency.value, c.all_pairs->chunks, overhead.value));
     c.host_bandwidth = BytesPerSecond{static_cast<double>(c.all_pairs->bytes.value) * pairs / moving.value};
   } else {
     c.notes.push_back(

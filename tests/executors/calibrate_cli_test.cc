@@ -93,6 +93,15 @@ TEST_F(CalibratedHost, AnOddNumberOfProcessesIsRefusedNamingIt) {
   EXPECT_NE(r.err.find("an even number of at least 2, got 3"), std::string::npos) << r.err;
 }
 
+TEST_F(CalibratedHost, AnOverheadChunkNoSmallerThanRefitsIsRefusedNamingIt) {
+  // 8 MiB is the chunk refit plans: the overhead sizes would go in as few chunks as the others.
+  const auto r = calibrate(2, "--overhead-chunk 8388608 --repetitions 1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("overhead chunk: 8388608 bytes is not smaller than the chunk refit plans"),
+            std::string::npos)
+      << r.err;
+}
+
 std::set<std::string> keys(const nlohmann::json& object) {
   std::set<std::string> out;
   for (const auto& [key, _] : object.items()) out.insert(key);

@@ -1,6 +1,7 @@
-// Calibration's arithmetic: the line fitted to one pair's transfers, and the cluster made of it,
-// which must predict the very transfers it was calibrated on (a one-message transfer of one pair
-// takes latency + bytes / pair bandwidth; every pair at once shares the host's bandwidth).
+// Calibration's arithmetic: latency + chunks x overhead + bytes / bandwidth fitted to one pair's
+// transfers, and the cluster made of it, which must predict the very transfers it was calibrated
+// on (a transfer of one pair in n chunks takes latency + n x overhead + bytes / pair bandwidth;
+// every pair at once shares the host's bandwidth).
 #include "refit/facade/calibration.h"
 
 #include <random>
@@ -96,10 +97,33 @@ TEST(CalibrationFit, OneChunkSizeCannotTellTheOverheadSoTheLineIsFitted) {
 
 TEST(CalibrationFit, ANegativeOverheadIsNoiseAndTheLineIsFitted) {
   // 64 MiB measured faster in 256 chunks than in 8: c < 0, which no sender has; the line through
-  // all the points is fitted instead, with no overhead.
+  // all the points is fitted instead, with no overhead: the fit of the same points with their
+  // chunk counts left out (each a chunk, which tells nothing).
   auto points = on_plane(Seconds{50e-6}, Seconds{0}, BytesPerSecond::from_gbps(10),
                          {1 << 20, 64 << 20, 128 << 20}, {64 << 20});
   points.back().seconds = points.back().seconds * 0.9;
+  const auto fit = fit_pair(points);
+  ASSERT_TRUE(fit) << fit.error().message;
+  EXPECT_TRUE(fit->overhead_told);
+  EXPECT_EQ(fit->chunk_overhead.value, 0);
+  auto one_chunk = points;
+  for (auto& p : one_chunk) p.chunks = 1;
+  const auto line = fit_pair(one_chunk);
+  ASSERT_TRUE(line) << line.error().message;
+  EXPECT_FALSE(line->overhead_told);
+  EXPECT_DOUBLE_EQ(fit->latency.value, line->latency.value);
+  EXPECT_DOUBLE_EQ(fit->bandwidth.value, line->bandwidth.value);
+}
+
+TEST(CalibrationFit, ABandwidthThatIsNotPositiveFallsBackToTheLine) {
+  // Three points, so the plane passes through them: 1 MiB in 1 chunk 1 ms, 64 MiB in 8 chunks 5
+  // ms, 64 MiB in 256 chunks 200 ms. Its overhead is 195 ms / 248 = 786 us a chunk, and then 64
+  // MiB take 5 - 8 x 0.786 = -1.29 ms against 1 - 0.786 = 0.21 ms for 1 MiB: more bytes in less
+  // time, no positive bandwidth. The line is fitted instead, and its bandwidth is positive.
+  const std::vector<PairMeasurement> points{
+      {.bytes = Bytes{1 << 20}, .pairs = 1, .seconds = Seconds{1e-3}, .chunks = 1},
+      {.bytes = Bytes{64 << 20}, .pairs = 1, .seconds = Seconds{5e-3}, .chunks = 8},
+      {.bytes = Bytes{64 << 20}, .pairs = 1, .seconds = Seconds{200e-3}, .chunks = 256}};
   const auto fit = fit_pair(points);
   ASSERT_TRUE(fit) << fit.error().message;
   EXPECT_EQ(fit->chunk_overhead.value, 0);
@@ -168,8 +192,9 @@ TEST(CalibratedCluster, EachSenderPaysItsChunksOverhead) {
   const auto spec = calibrated_cluster(4, pair, BytesPerSecond::from_gbps(6), BytesPerSecond::from_gbps(10));
   ASSERT_TRUE(spec) << spec.error().message;
   const std::int64_t bytes = 8 << 20, chunk = 256 << 10;
-  EXPECT_NEAR(predicted(*spec, 1, bytes, chunk).value, 20e-6 + 32 * 10e-6 + bytes / 4e9, 1e-12);
-  EXPECT_NEAR(predicted(*spec, 2, bytes, chunk).value, 20e-6 + 32 * 10e-6 + 2.0 * bytes / 6e9, 1e-12);
+  const double one = 20e-6 + 32 * 10e-6 + bytes / 4e9, two = 20e-6 + 32 * 10e-6 + 2.0 * bytes / 6e9;
+  EXPECT_NEAR(predicted(*spec, 1, bytes, chunk).value, one, 1e-6 * one);
+  EXPECT_NEAR(predicted(*spec, 2, bytes, chunk).value, two, 1e-6 * two);
   const auto read = cluster_from_json(cluster_to_json(Cluster::make(*spec).value()));
   ASSERT_TRUE(read) << read.error().message;
   EXPECT_DOUBLE_EQ(read->cluster.nics()[0].chunk_overhead.value, 10e-6);

@@ -11,8 +11,9 @@
 //     error gives the per-message latency, the sender's own time per chunk (its put, flush and
 //     notice) and the pair bandwidth;
 //   - every pair at once (with 4 or more processes): each training rank sends the largest size
-//     to its inference rank; the bytes of all pairs over the time less the latency give the
-//     host's bandwidth, what all copies together reach on its cores and memory;
+//     to its inference rank; the bytes of all pairs over the time less the latency and its
+//     chunks' overhead give the host's bandwidth, what all copies together reach on its cores and
+//     memory;
 //   - memcpy: rank 0 alone copies a buffer, as the executors pack and unpack staged chunks;
 //   - quantize: rank 0 alone quantizes a bf16 weight of the same size with refit's CPU quantizer,
 //     as the UCX executor does for FP8 in flight, in each format; the file gets the slower rate.
@@ -73,9 +74,11 @@ struct PairMeasurement {
 struct PairFit {
   Seconds latency;
   BytesPerSecond bandwidth;
-  // 0 when the points cannot tell it apart (every size cut by one chunk size) or it came out
-  // negative (noise): the line without it is fitted then.
+  // 0 when the points cannot tell it apart (overhead_told false) or it came out negative (noise):
+  // the line without it is fitted then.
   Seconds chunk_overhead{};
+  // Whether some bytes were moved in two chunk counts, which tells the overhead from the bandwidth.
+  bool overhead_told = false;
   double worst_relative_residual = 0;  // the largest |fit - measured| / measured of the points
 };
 
