@@ -97,6 +97,11 @@ void print_nics(const Cluster& c) {
   for (const auto& n : c.nics())
     fmt::print("{:>6} {:<14} {:>6} {:>8g} {:>11g}  {:<12} {}\n", n.id, text_or_dash(n.name), n.node,
                n.bandwidth.gbps(), n.latency.value * 1e6, ranges(values(n.gpus)), text_or_dash(n.pci_bus_id));
+  // A calibrated file's: a line each rather than a column every preset would show empty.
+  for (const auto& n : c.nics())
+    if (n.chunk_overhead.value > 0)
+      fmt::print("nic {}: the sender's own time per chunk {:g} us (chunk_overhead_us)\n", n.id,
+                 n.chunk_overhead.value * 1e6);
 }
 
 void print_placement(const RankMap& c) {
