@@ -120,19 +120,30 @@ TEST(SimulateStream, TheCriticalPathFollowsTheLatencyWhenItOutlastsThePreviousTa
   EXPECT_NEAR(r.breakdown.latency.value, kAlpha + 3 * kB / kC, kTol);
 }
 
+// Two messages queued together on one stream, each with an overhead of b/(4C).
+struct TwoMessages {
+  static constexpr double kO = kB / kC / 4;
+  Model model;
+  TaskId first, second;
+};
+
+TwoMessages two_messages_with_overheads() {
+  TwoMessages out;
+  const auto nic = out.model.add_resource("nic", BytesPerSecond{kC});
+  auto spec = message(nic, out.model.add_stream());
+  spec.overhead = Seconds{TwoMessages::kO};
+  out.first = out.model.add_task(spec);
+  out.second = out.model.add_task(spec);
+  return out;
+}
+
 TEST(SimulateStream, OverheadsAddUpAfterThePreviousMessage) {
   // Two messages queued together, each with an overhead o = b/(4C) (the sender's own time per
   // message). The second's latency hides behind the first, its overhead does not: the first
   // flows from alpha + o and ends at alpha + o + b/C; the second pays o after that and ends at
   // alpha + 2o + 2b/C. The critical path counts alpha + 2o as latency.
-  Model m;
-  const auto nic = m.add_resource("nic", BytesPerSecond{kC});
-  const auto s = m.add_stream();
-  const double o = kB / kC / 4;
-  auto spec = message(nic, s);
-  spec.overhead = Seconds{o};
-  const auto first = m.add_task(spec);
-  const auto second = m.add_task(spec);
+  const auto [m, first, second] = two_messages_with_overheads();
+  const double o = TwoMessages::kO;
   const auto r = run(m);
   EXPECT_NEAR(of(r, first).start.value, kAlpha + o, kTol);
   EXPECT_NEAR(of(r, first).end.value, kAlpha + o + kB / kC, kTol);
@@ -168,14 +179,8 @@ TEST(SimulateStream, AnOverheadEndingInsideAWiderInstantStillFollowsThePreviousM
   // second's overhead and inside its instant (2e-5 < 1e-3 x 0.03): both events are handled at N,
   // so the second message starts at N, 20 us past the first's end + o. The critical path still
   // runs first -> second, through the stream, and counts alpha + o + (N - first's end) as latency.
-  Model m;
-  const auto nic = m.add_resource("nic", BytesPerSecond{kC});
-  const auto s = m.add_stream();
-  const double o = kB / kC / 4;
-  auto spec = message(nic, s);
-  spec.overhead = Seconds{o};
-  const auto first = m.add_task(spec);
-  const auto second = m.add_task(spec);
+  auto [m, first, second] = two_messages_with_overheads();
+  const double o = TwoMessages::kO;
   const double nudge = kAlpha + 2 * o + kB / kC + 20e-6;
   m.add_task({.latency = Seconds{nudge}});
   auto r = simulate(m, {.instant = 1e-3});
