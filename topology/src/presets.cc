@@ -102,7 +102,8 @@ ClusterSpec build(const PresetParams& p, std::string name, std::int32_t nodes) {
                   .bandwidth = p.nic,
                   .latency = p.latency,
                   .gpus = {},
-                  .pci_bus_id = ""};
+                  .pci_bus_id = "",
+                  .chunk_overhead = p.chunk_overhead};
       for (std::int32_t k = 0; k < gpus_per_nic; ++k) nic.gpus.emplace_back(n * gpn + i * gpus_per_nic + k);
       spec.nics.push_back(std::move(nic));
     }
