@@ -18,8 +18,7 @@
 // Usage: nccl_plan_bench [--summary FILE]   (rows are appended to FILE too)
 #include <cuda_runtime_api.h>
 
-#include <array>
-#include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +26,7 @@
 #include "device_ranks.h"
 #include "gpu_bench.h"
 #include "local_view.h"
+#include "refit/core/least_squares.h"
 #include "refit/executors/nccl/nccl_executor.h"
 #include "refit/models/builtin_models.h"
 #include "refit/models/problem_builder.h"
@@ -128,28 +128,16 @@ Measured measure(const ReshardProblem& problem, const PlacedCluster& cluster,
                   .ms = seconds / kRuns * 1e3};
 }
 
-// Least squares of ms = t0 + chunks * c + steps * s (normal equations, 3 x 3).
-std::array<double, 3> fit(const std::vector<Measured>& m) {
-  double a[3][4] = {};
+// Least squares of ms = t0 + chunks * c + steps * s over the configurations; empty when they do
+// not tell chunks from steps.
+std::optional<std::vector<double>> fit(const std::vector<Measured>& m) {
+  std::vector<std::vector<double>> rows;
+  std::vector<double> ms;
   for (const auto& x : m) {
-    const double row[3] = {1.0, static_cast<double>(x.counts.chunks), static_cast<double>(x.counts.steps)};
-    for (int i = 0; i < 3; ++i) {
-      for (int j = 0; j < 3; ++j) a[i][j] += row[i] * row[j];
-      a[i][3] += row[i] * x.ms;
-    }
+    rows.push_back({1.0, static_cast<double>(x.counts.chunks), static_cast<double>(x.counts.steps)});
+    ms.push_back(x.ms);
   }
-  for (int i = 0; i < 3; ++i) {  // Gauss-Jordan with partial pivoting
-    int pivot = i;
-    for (int k = i + 1; k < 3; ++k)
-      if (std::fabs(a[k][i]) > std::fabs(a[pivot][i])) pivot = k;
-    for (int j = 0; j < 4; ++j) std::swap(a[i][j], a[pivot][j]);
-    for (int k = 0; k < 3; ++k) {
-      if (k == i || a[i][i] == 0) continue;
-      const double f = a[k][i] / a[i][i];
-      for (int j = 0; j < 4; ++j) a[k][j] -= f * a[i][j];
-    }
-  }
-  return {a[0][3] / a[0][0], a[1][3] / a[1][1], a[2][3] / a[2][2]};
+  return least_squares(rows, ms, std::vector<double>(m.size(), 1.0));
 }
 
 double memcpy_gbps(cudaStream_t stream) {
@@ -198,9 +186,11 @@ int main(int argc, char** argv) {
                   static_cast<long long>(m.counts.copies), m.ms, bytes / m.ms / 1e6,
                   100 * bytes / reference_gbps / 1e6 / m.ms);
   }
-  const auto [t0, per_chunk, per_step] = fit(all);
-  summary.print("\nFitted: t = %.3f ms + chunks x %.2f us + steps x %.2f us\n", t0, per_chunk * 1e3,
-                per_step * 1e3);
+  if (const auto f = fit(all))
+    summary.print("\nFitted: t = %.3f ms + chunks x %.2f us + steps x %.2f us\n", (*f)[0], (*f)[1] * 1e3,
+                  (*f)[2] * 1e3);
+  else
+    summary.print("\nNot fitted: the configurations do not tell chunks from steps\n");
   cudaStreamDestroy(stream);
   return 0;
 }

@@ -1,5 +1,6 @@
-// What calibration makes of its measurements: the latency and bandwidth line, and the cluster
-// the simulator predicts this host with (calibration.h says why it has this shape).
+// What calibration makes of its measurements: latency, overhead per chunk and bandwidth fitted to
+// them, and the cluster the simulator predicts this host with (calibration.h says why it has this
+// shape).
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -9,52 +10,13 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/least_squares.h"
 #include "refit/core/try.h"
 #include "refit/facade/calibration.h"
 
 namespace refit {
 
 namespace {
-
-// Minimises sum w_i (p . rows_i - t_i)^2 over p (normal equations, Gaussian elimination with
-// partial pivoting, each column scaled to its largest value so that bytes and counts meet as
-// equals). Empty when the columns are (nearly) dependent: Hadamard's ratio det(M) / prod(M_jj) of
-// the normal matrix M, 1 for orthogonal columns, falls below 1e-9.
-std::optional<std::vector<double>> least_squares(const std::vector<std::vector<double>>& rows,
-                                                 const std::vector<double>& t, const std::vector<double>& w) {
-  const std::size_t n = rows.front().size();
-  std::vector<double> scale(n, 0.0);
-  for (const auto& r : rows)
-    for (std::size_t j = 0; j < n; ++j) scale[j] = std::max(scale[j], std::abs(r[j]));
-  std::vector<std::vector<double>> m(n, std::vector<double>(n + 1, 0.0));  // [M | A'Wt], scaled
-  for (std::size_t i = 0; i < rows.size(); ++i)
-    for (std::size_t j = 0; j < n; ++j) {
-      for (std::size_t k = 0; k < n; ++k) m[j][k] += w[i] * rows[i][j] / scale[j] * rows[i][k] / scale[k];
-      m[j][n] += w[i] * rows[i][j] / scale[j] * t[i];
-    }
-  double diagonal = 1.0, determinant = 1.0;
-  for (std::size_t j = 0; j < n; ++j) diagonal *= m[j][j];
-  for (std::size_t j = 0; j < n; ++j) {
-    std::size_t pivot = j;
-    for (std::size_t i = j + 1; i < n; ++i)
-      if (std::abs(m[i][j]) > std::abs(m[pivot][j])) pivot = i;
-    std::swap(m[j], m[pivot]);
-    determinant *= m[j][j];
-    for (std::size_t i = j + 1; i < n; ++i) {
-      const double f = m[i][j] / m[j][j];
-      for (std::size_t k = j; k <= n; ++k) m[i][k] -= f * m[j][k];
-    }
-  }
-  if (!(std::abs(determinant) > 1e-9 * diagonal)) return std::nullopt;  // also a nan from a zero pivot
-  std::vector<double> p(n);
-  for (std::size_t j = n; j-- > 0;) {
-    double v = m[j][n];
-    for (std::size_t k = j + 1; k < n; ++k) v -= m[j][k] * p[k];
-    p[j] = v / m[j][j];
-  }
-  for (std::size_t j = 0; j < n; ++j) p[j] /= scale[j];
-  return p;
-}
 
 // Whether some bytes were moved in two chunk counts: only then is the time per chunk told apart
 // from the time per byte (one chunk size makes the chunks follow the bytes).
