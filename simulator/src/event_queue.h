@@ -1,7 +1,8 @@
 #pragma once
 // The engine's pending events in (time, insertion) order, at most one per task: a task waits
-// for its latency, its overhead or its flow to end, one after the other. Moving a task's event (its flow's
-// rate changed) replaces it in place, so the queue holds only live events, however often rates change.
+// for its latency, its overhead or its flow to end, one after the other. Moving a task's event
+// (its flow's rate changed) replaces it in place, so the queue holds only live events, however
+// often rates change.
 #include <cstdint>
 #include <vector>
 

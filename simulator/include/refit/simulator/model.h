@@ -9,8 +9,8 @@
 // Streams model a connection that sends its messages in order, pipelined: a task of a stream
 // starts once its latency (counted from when it became ready, so paid while earlier messages
 // flow) is paid and the stream's previous task has ended. When a stream's task ends and the
-// next one is waiting on the same resources with no overhead, the flow carries on at its rate: handing over
-// from message to message changes nobody's fair share, so it costs an event, not a
+// next one is waiting on the same resources with no overhead, the flow carries on at its rate:
+// handing over from message to message changes nobody's fair share, so it costs an event, not a
 // recomputation of rates. A stream's flows share every resource they cross with weight
 // `share_weight` (max_min.h): a resource full of streams gives each a rate in proportion to its
 // weight; a task outside streams has weight 1.
