@@ -56,23 +56,14 @@ std::int32_t last_contender(const Model& model, TaskId t, std::span<const TaskTi
   return best;
 }
 
-// Whether the stream's previous task held t back: t started as it ended (its own latency, paid
-// from readiness, had run out by then). With an overhead, t went as it ended and started an
-// overhead later, or later still where the overhead's end fell inside a wider instant
-// (SimulateOptions::instant): its latency's due time, not its start, tells.
-bool held_by_previous(const Model& model, TaskId t, std::int32_t previous,
-                      std::span<const TaskTiming> timings) {
-  const TaskTiming& own = timings[at(t.value)];
-  const Seconds previous_end = timings[at(previous)].end;
-  if (model.overhead(t).value == 0) return previous_end >= own.start;
-  return own.ready + model.latency(t) <= previous_end;
-}
-
-// What held the task back: the stream's previous task (held_by_previous), else the dependency
-// that ended last.
+// What held the task back: the stream's previous task if t's latency, paid from readiness, was
+// due by the time it ended (t then went as it ended, and started an overhead later, or later
+// still where its start fell inside a wider instant, SimulateOptions::instant: the due time, not
+// the start, tells), else the dependency that ended last.
 std::int32_t last_dependency(const Model& model, TaskId t, std::span<const TaskTiming> timings) {
   const std::int32_t previous = model.stream_previous(t);
-  if (previous >= 0 && held_by_previous(model, t, previous, timings)) return previous;
+  if (previous >= 0 && timings[at(t.value)].ready + model.latency(t) <= timings[at(previous)].end)
+    return previous;
   std::int32_t best = -1;
   for (const TaskId d : model.deps(t))
     if (best < 0 || timings[at(d.value)].end > timings[at(best)].end) best = d.value;
