@@ -10,6 +10,7 @@
 
 #include "refit/core/try.h"
 #include "refit/executors/pattern.h"
+#include "refit/executors/streaming_stores.h"
 #include "refit/lowering/arrays.h"
 #include "refit/models/storage_check.h"
 
@@ -195,7 +196,8 @@ Result<void> FrameworkBuffers::verify(const ReshardProblem& problem) const {
 
 void FrameworkBuffers::clear_destinations() {
   if (source_) return;
-  for (const auto& s : storage_) std::memset(s->bytes().data(), 0, s->bytes().size());
+  for (const auto& s : storage_) streaming_zero(s->bytes().data(), s->bytes().size());
+  store_fence();
 }
 
 }  // namespace refit

@@ -1,7 +1,6 @@
 #include "refit/executors/host_shards.h"
 
 #include <algorithm>
-#include <cstring>
 #include <optional>
 #include <unordered_map>
 
@@ -9,6 +8,7 @@
 
 #include "refit/core/try.h"
 #include "refit/executors/pattern.h"
+#include "refit/executors/streaming_stores.h"
 
 namespace refit {
 namespace {
@@ -100,7 +100,8 @@ HostShards HostShards::allocate(const ReshardProblem& problem, Rank rank) {
 }
 
 void HostShards::clear_destinations() {
-  for (const auto& d : buffers_.destinations) std::memset(d.bytes.data(), 0, d.bytes.size());
+  for (const auto& d : buffers_.destinations) streaming_zero(d.bytes.data(), d.bytes.size());
+  store_fence();
 }
 
 Result<void> HostShards::verify(const ReshardProblem& problem) const {

@@ -42,8 +42,7 @@ std::uint32_t usable_cores() {
 }
 
 // The slowest rank's execute() of each repetition, from a common barrier, after one warm-up; the
-// destinations zeroed before each, as `refit run --iterations` does (storing into memory another
-// core has just written costs more than into memory left alone since the last store).
+// destinations cleared before each, as `refit run --iterations` clears them (HostShards).
 [[nodiscard]] Result<Seconds> time_executions(Bootstrap& bootstrap, Executor& executor,
                                               PreparedPlan& prepared, HostShards& shards,
                                               std::int32_t repetitions) {

@@ -6,8 +6,8 @@
 #include "engine.h"
 #include "refit/core/try.h"
 #include "refit/executors/quantise_step.h"
+#include "refit/executors/streaming_stores.h"
 #include "refit/planner/execution_model.h"
-#include "streaming_copy.h"
 
 namespace refit::ucx_detail {
 namespace {

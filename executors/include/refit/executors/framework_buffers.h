@@ -48,7 +48,7 @@ class FrameworkBuffers {
   // Checks every destination region against the pattern, and that every padding element (in no
   // region) is still zero; errors name the parameter, tensor and first wrong element.
   [[nodiscard]] Result<void> verify(const ReshardProblem& problem) const;
-  // Zeroes every destination parameter again.
+  // Zeroes every destination parameter again, around the cache as HostShards does.
   void clear_destinations();
 
  private:

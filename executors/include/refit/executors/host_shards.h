@@ -38,7 +38,11 @@ class HostShards {
   // Checks every element of every destination shard against the pattern; the error names the
   // tensor and the first wrong element.
   [[nodiscard]] Result<void> verify(const ReshardProblem& problem) const;
-  // Zeroes every destination shard again, so that a later execution is verified on its own.
+  // Zeroes every destination shard again, so that a later execution is verified on its own. The
+  // zeros go around the cache (streaming_zero): a destination another core has just written
+  // stays dirty in that core's cache, and a sender's stores into it then wait for those lines,
+  // which makes a transfer that fits in the caches markedly slower (figures in bench/RESULTS.md);
+  // an engine's weights wait in memory instead.
   void clear_destinations();
 
  private:

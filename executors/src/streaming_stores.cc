@@ -1,4 +1,4 @@
-#include "streaming_copy.h"
+#include "refit/executors/streaming_stores.h"
 
 #include <atomic>
 #include <cstdint>
@@ -8,14 +8,14 @@
 #include <emmintrin.h>
 #endif
 
-namespace refit::ucx_detail {
+namespace refit {
 
 #if defined(__SSE2__)
 
 namespace {
 
-constexpr std::size_t kLine = 64;  // bytes per cache line, stored as four 16-byte halves
-// Below this a copy is a few lines: not worth the alignment work, and likely still cached.
+constexpr std::size_t kLine = 64;  // bytes per cache line, stored as four 16-byte quarters
+// Below this a range is a few lines: not worth the alignment work, and likely still cached.
 constexpr std::size_t kMinStreamed = 4096;
 // Lines of one 4 KiB page, and the pages copied side by side: the hardware prefetcher follows
 // each page on its own, so walking four at once keeps four streams of reads in flight. Measured
@@ -49,20 +49,41 @@ void stream_lines(std::byte* to, const std::byte* from, std::size_t lines) {
   for (; i < lines; ++i) stream_line(to + i * kLine, from + i * kLine);
 }
 
+void zero_lines(std::byte* to, std::size_t lines) {
+  const __m128i zero = _mm_setzero_si128();
+  auto* out = reinterpret_cast<__m128i*>(to);
+  for (std::size_t i = 0; i < lines * (kLine / sizeof(__m128i)); ++i) _mm_stream_si128(out + i, zero);
+}
+
+// Non-temporal stores want an aligned destination: `small(at, n)` stores the bytes up to the
+// first line boundary and after the last whole line, `lines(at, count)` the whole lines between;
+// a short range is `small` alone.
+template <class Small, class Lines>
+void by_lines(std::byte* to, std::size_t bytes, Small small, Lines lines) {
+  if (bytes < kMinStreamed) {
+    small(std::size_t{0}, bytes);
+    return;
+  }
+  const std::size_t head = (kLine - (reinterpret_cast<std::uintptr_t>(to) % kLine)) % kLine;
+  small(std::size_t{0}, head);
+  const std::size_t count = (bytes - head) / kLine;
+  lines(head, count);
+  const std::size_t done = head + count * kLine;
+  small(done, bytes - done);
+}
+
 }  // namespace
 
 void streaming_copy(std::byte* to, const std::byte* from, std::size_t bytes) {
-  if (bytes < kMinStreamed) {
-    std::memcpy(to, from, bytes);
-    return;
-  }
-  // Non-temporal stores want an aligned destination: copy up to the next line first.
-  const std::size_t head = (kLine - (reinterpret_cast<std::uintptr_t>(to) % kLine)) % kLine;
-  std::memcpy(to, from, head);
-  const std::size_t lines = (bytes - head) / kLine;
-  stream_lines(to + head, from + head, lines);
-  const std::size_t done = head + lines * kLine;
-  std::memcpy(to + done, from + done, bytes - done);
+  by_lines(
+      to, bytes, [&](std::size_t at, std::size_t n) { std::memcpy(to + at, from + at, n); },
+      [&](std::size_t at, std::size_t count) { stream_lines(to + at, from + at, count); });
+}
+
+void streaming_zero(std::byte* to, std::size_t bytes) {
+  by_lines(
+      to, bytes, [&](std::size_t at, std::size_t n) { std::memset(to + at, 0, n); },
+      [&](std::size_t at, std::size_t count) { zero_lines(to + at, count); });
 }
 
 void store_fence() { _mm_sfence(); }
@@ -71,8 +92,10 @@ void store_fence() { _mm_sfence(); }
 
 void streaming_copy(std::byte* to, const std::byte* from, std::size_t bytes) { std::memcpy(to, from, bytes); }
 
+void streaming_zero(std::byte* to, std::size_t bytes) { std::memset(to, 0, bytes); }
+
 void store_fence() { std::atomic_thread_fence(std::memory_order_release); }
 
 #endif
 
-}  // namespace refit::ucx_detail
+}  // namespace refit
