@@ -13,11 +13,17 @@ prediction is the calibration's.
 
 Run by hand (not by ./test), on a quiet machine:
 
-    bench/calibration_matrix.py [--build build/release] [--iterations 9] [--within-cores] [--out matrix.md]
+    bench/calibration_matrix.py [--build build/release] [--iterations 9] [--within-cores] [--calibrate-per-row]
+                                [--out matrix.md]
 
 ``--within-cores`` leaves out the jobs of more processes than this host has cores: the goal is
 judged on the jobs within the cores, and the jobs beyond them are measured to show what the
 model of oversubscription misses (docs/guide/predicting.md).
+
+``--calibrate-per-row`` calibrates again right before each row instead of once per process count.
+On a shared host what one pair reaches drifts by several per cent within minutes (9.3-10.9 GB/s
+over 10 minutes here, bench/RESULTS.md), which moves every prediction made from one calibration
+alike; calibrating per row measures the model against the machine as it is when the row runs.
 """
 
 from __future__ import annotations
@@ -126,6 +132,17 @@ def summary(cal: dict) -> str:
             f"memcpy {cal['memcpy_gbps']:.2f} GB/s; {cal['processes']} processes on {cal['cores']} cores")
 
 
+def summary_range(cals: list[dict]) -> str:
+    """Several calibrations of one process count in one line: the range of each constant."""
+    def span(key: str, scale: float, unit: str) -> str:
+        values = [c[key] * scale for c in cals]
+        return f"{min(values):.1f}-{max(values):.1f} {unit}"
+
+    return (f"{len(cals)} calibrations of {cals[0]['processes']} processes: latency {span('latency_s', 1e6, 'us')}, "
+            f"{span('chunk_overhead_s', 1e6, 'us')} per chunk, pair {span('pair_gbps', 1, 'GB/s')}, "
+            f"memcpy {span('memcpy_gbps', 1, 'GB/s')}")
+
+
 def table(rows: list[tuple[Row, dict, dict]]) -> list[str]:
     """Markdown: one line per row, predicted against measured."""
     lines = ["| model | train -> infer | processes | strategy | MB moved | predicted ms | measured ms | "
@@ -156,6 +173,31 @@ def verdicts(rows: list[tuple[Row, dict, dict]], cores: int) -> list[str]:
             verdict(f"beyond the {cores} cores", [r for r in rows if r[0].processes > cores])]
 
 
+def run_rows(refit: str, chosen: list[Row], iterations: int, per_row: bool,
+             work: Path) -> tuple[list[tuple[Row, dict, dict]], dict[int, list[dict]]]:
+    """Calibrates (once per process count, or before each row), then predicts and measures every
+    row; returns the rows and the calibrations by process count."""
+    calibrations: dict[int, list[dict]] = {}
+
+    def calibrated(processes: int) -> None:
+        calibrations.setdefault(processes, []).append(calibrate(refit, work / f"host-{processes}.json", processes))
+        print(summary(calibrations[processes][-1]), file=sys.stderr)
+
+    if not per_row:
+        for processes in sorted({row.processes for row in chosen}):
+            calibrated(processes)
+    rows = []
+    for row in chosen:
+        if per_row:
+            calibrated(row.processes)
+        cluster = work / f"host-{row.processes}.json"
+        p, m = predicted(refit, cluster, row), measured(refit, cluster, row, iterations)
+        rows.append((row, p, m))
+        print(f"{row.model.stem} {row.train} -> {row.infer} {row.strategy}: predicted "
+              f"{p['predicted_s'] * 1e3:.2f} ms, measured {m['seconds'] * 1e3:.2f} ms", file=sys.stderr)
+    return rows, calibrations
+
+
 def main() -> None:
     """Calibrates, predicts and measures every row, prints the table and the summary."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -163,6 +205,8 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=9)
     parser.add_argument("--within-cores", action="store_true",
                         help="only the jobs of at most as many processes as this host has cores")
+    parser.add_argument("--calibrate-per-row", action="store_true",
+                        help="calibrate right before each row instead of once per process count")
     parser.add_argument("--out", help="also write the table (Markdown) here")
     args = parser.parse_args()
     cores = len(os.sched_getaffinity(0))
@@ -171,21 +215,9 @@ def main() -> None:
     if os.geteuid() == 0:
         os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     with tempfile.TemporaryDirectory() as work:
-        clusters: dict[int, Path] = {}
-        calibrations: list[dict] = []
-        for processes in sorted({row.processes for row in chosen}):
-            clusters[processes] = Path(work) / f"host-{processes}.json"
-            calibrations.append(calibrate(refit, clusters[processes], processes))
-            print(summary(calibrations[-1]), file=sys.stderr)
-        rows = []
-        for row in chosen:
-            cluster = clusters[row.processes]
-            p, m = predicted(refit, cluster, row), measured(refit, cluster, row, args.iterations)
-            rows.append((row, p, m))
-            print(f"{row.model.stem} {row.train} -> {row.infer} {row.strategy}: predicted "
-                  f"{p['predicted_s'] * 1e3:.2f} ms, measured {m['seconds'] * 1e3:.2f} ms", file=sys.stderr)
+        rows, calibrations = run_rows(refit, chosen, args.iterations, args.calibrate_per_row, Path(work))
     lines = [*table(rows), "",
-             *map(summary, calibrations), "",
+             *(summary(c[0]) if len(c) == 1 else summary_range(c) for _, c in sorted(calibrations.items())), "",
              *verdicts(rows, cores),
              f"load average at the end: {os.getloadavg()}"]
     print("\n".join(lines))
