@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "collective_flows.h"
+#include "quantize_work.h"
 
 namespace refit::sim {
 namespace {
@@ -82,20 +83,37 @@ void CallTasks::add_copies_before(const Call& call) {
   }
 }
 
-// Copies after the call's bytes: each rank's once all it receives in the call has landed.
+// Copies after the call's bytes: each rank's once all it receives in the call has landed; then
+// each quantisation after the call, after its rank's copy.
 void CallTasks::add_copies_after(const Call& call, std::int32_t index) {
-  if (call.copies_after.empty()) return;
+  if (call.copies_after.empty() && call.quantizes_after.empty()) return;
   std::vector<std::vector<TaskId>> received(at(plan_.world_size()));
   for (const std::int32_t t : order_range(index))
     received[at(plan_.transfers[at(t)].receiver.value)].push_back(transfers_.ends()[at(t)]);
   const std::vector<TaskId> collective = call.collective ? call_ends_ : std::vector<TaskId>{};
+  const auto landed = [&](Rank r) {
+    auto deps = call.collective ? collective : received[at(r.value)];
+    deps.push_back(call_start_);
+    return deps;
+  };
   auto& spec = sink_.spec();
+  std::vector<TaskId> copies;
   for (const auto& c : call.copies_after) {
     spec.resources.assign(1, routes_.copy_engine(c.rank));
-    spec.deps = call.collective ? collective : received[at(c.rank.value)];
-    spec.deps.push_back(call_start_);
+    spec.deps = landed(c.rank);
     spec.track = routes_.gpu_track(c.rank);
-    call_ends_.push_back(sink_.add_call_task(call.label, c.bytes, Seconds{0}, TaskKind::kPack));
+    copies.push_back(sink_.add_call_task(call.label, c.bytes, Seconds{0}, TaskKind::kPack));
+  }
+  call_ends_.insert(call_ends_.end(), copies.begin(), copies.end());
+  for (const auto& q : call.quantizes_after) {
+    const auto copy = std::ranges::find(call.copies_after, q.rank, &RankCopy::rank);
+    spec.resources.clear();
+    spec.deps = copy == call.copies_after.end()
+                    ? landed(q.rank)
+                    : std::vector{copies[static_cast<std::size_t>(copy - call.copies_after.begin())]};
+    spec.track = routes_.gpu_track(q.rank);
+    call_ends_.push_back(sink_.add_call_task(
+        call.label, Bytes{0}, quantize_time(q.bytes, routes_.gpu(q.rank)), TaskKind::kQuantize));
   }
 }
 

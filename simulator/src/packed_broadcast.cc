@@ -24,8 +24,15 @@ struct Buffer {
   Bytes gathered;               // rank 0's concatenations of gathered shards (torch.cat)
   Bytes bytes;                  // packed
   std::int64_t hf_tensors = 0;
-  Bytes unpacked;  // what the busiest inference rank copies into its parameters
+  Bytes unpacked;   // what the busiest inference rank copies into its parameters
+  Bytes quantized;  // of which bf16 it quantises to fp8 as it loads them (FP8 at the receivers)
 };
+
+// A weight the inference side quantises as vLLM loads it (NeMo RL's fp8.load_weights, the wire
+// bf16): its values, not the scales the quantiser makes.
+bool quantized_on_loading(const TensorSpec& t) {
+  return t.quantization && t.quantization->site == QuantSite::kReceiver && !t.quantization->is_scales();
+}
 
 void add_run(Buffer& b, CollectiveKind kind, const std::vector<Rank>& ring, Bytes bytes) {
   const auto run =
@@ -81,16 +88,23 @@ std::vector<Buffer> pack(const DeployInputs& in, const std::vector<ExportTask>& 
     const double share = static_cast<double>(held_bytes(in.problem, task.tensor, receiver).value) /
                          static_cast<double>(std::max<std::int64_t>(1, tensor.bytes().value));
     const Bytes each{task.full.value / task.hf_tensors};
+    const Bytes mine{static_cast<std::int64_t>(share * static_cast<double>(each.value))};
     for (std::int64_t i = 0; i < task.hf_tensors; ++i) {
       Buffer& b = buffers.back();
       b.bytes += each;
-      b.unpacked += Bytes{static_cast<std::int64_t>(share * static_cast<double>(each.value))};
+      b.unpacked += mine;
+      if (quantized_on_loading(tensor)) b.quantized += mine;
       ++b.hf_tensors;
       if (b.bytes > target) buffers.emplace_back();
     }
   }
   if (buffers.back().hf_tensors == 0 && buffers.back().runs.empty()) buffers.pop_back();
   return buffers;
+}
+
+std::vector<RankCopy> quantizes(Rank receiver, Bytes bytes) {
+  if (bytes.value == 0) return {};
+  return {RankCopy{receiver, bytes}};
 }
 
 std::vector<Rank> all_ranks(const ReshardProblem& problem) {
@@ -132,6 +146,10 @@ void add_packed_broadcast(const DeployInputs& in, const TrainingStages& stages,
                             target, receiver);
   const auto world = all_ranks(in.problem);
   const auto& k = in.constants;
+  if (std::ranges::any_of(buffers, [](const Buffer& b) { return b.quantized.value > 0; }))
+    schedule.notes.emplace_back(
+        "NeMo RL quantises each weight as vLLM loads it (fp8.load_weights, after its copy): charged at the "
+        "rate this prediction has for refit's quantiser on that GPU, for want of a figure of NeMo RL's own");
   std::vector<std::int32_t> broadcasts, unpacks;
   for (std::size_t i = 0; i < buffers.size(); ++i) {
     const Buffer& b = buffers[i];
@@ -153,7 +171,8 @@ void add_packed_broadcast(const DeployInputs& in, const TrainingStages& stages,
                                               .group = "load_weights copies",
                                               .queue = queues.unpack,
                                               .after = {broadcasts.back()},
-                                              .copies_after = {RankCopy{receiver, b.unpacked}}}));
+                                              .copies_after = {RankCopy{receiver, b.unpacked}},
+                                              .quantizes_after = quantizes(receiver, b.quantized)}));
   }
 }
 

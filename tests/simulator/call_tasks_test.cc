@@ -1,12 +1,14 @@
 // A CallSchedule's calls as tasks (call_tasks.h), with the transfers moved by a recording
 // stand-in (one task per transfer after its gate): a call's start pays its launch after its
 // queue's previous call and its `after` calls, its copies before gate its transfers, its copies
-// after wait for what their rank receives, and its end pays its finish after all of them.
+// after wait for what their rank receives, its quantisations after follow their rank's copy,
+// and its end pays its finish after all of them.
 #include "call_tasks.h"
 
 #include <gtest/gtest.h>
 
 #include "plan_tasks_fixture.h"
+#include "quantize_work.h"
 #include "test_cluster.h"
 
 namespace refit::sim {
@@ -46,6 +48,19 @@ std::vector<std::int32_t> deps(const Model& m, std::int32_t task) {
   return out;
 }
 
+// Every call of `calls` as tasks, the transfers in plan order, `call_of` each transfer's call.
+PlanModel tasks_of(const Plan& plan, const CallSchedule& calls, const std::vector<std::int32_t>& call_of,
+                   const PlacedCluster& cluster) {
+  std::vector<std::int32_t> order(plan.transfers.size());
+  for (std::size_t t = 0; t < order.size(); ++t) order[t] = static_cast<std::int32_t>(t);
+  TaskSink sink(call_of);
+  const Routes routes(cluster, sink.model());
+  OneTaskEach mover(plan, sink);
+  CallTasks tasks(plan, calls, order, call_of, cluster, routes, mover, sink);
+  for (std::size_t c = 0; c < calls.calls.size(); ++c) tasks.add(static_cast<std::int32_t>(c));
+  return std::move(sink).take();
+}
+
 TEST(CallTasks, ACallsCostsCopiesAndTransfersInOrder) {
   // Call 0 (queue 0): launch 1 ms, rank 0 copies 1 MB before, moves transfer 0 (0 -> 1), rank 1
   // copies 1 MB after, finish 2 ms. Tasks: 0 start; 1 rank 0's copy after 0; 2 transfer 0 after
@@ -63,14 +78,7 @@ TEST(CallTasks, ACallsCostsCopiesAndTransfersInOrder) {
                                           .transfers = {0}},
                                      Call{.label = "b", .queue = 1, .after = {0}, .transfers = {1}},
                                      Call{.label = "c", .queue = 0}}};
-  const std::vector<std::int32_t> call_of{0, 1};
-  const std::vector<std::int32_t> order{0, 1};
-  TaskSink sink(call_of);
-  const Routes routes(cluster, sink.model());
-  OneTaskEach mover(plan, sink);
-  CallTasks tasks(plan, calls, order, call_of, cluster, routes, mover, sink);
-  for (std::int32_t c = 0; c < 3; ++c) tasks.add(c);
-  const auto out = std::move(sink).take();
+  const auto out = tasks_of(plan, calls, {0, 1}, cluster);
   const Model& m = out.model;
   ASSERT_EQ(m.task_count(), 10);
   EXPECT_DOUBLE_EQ(m.latency(TaskId{0}).value, 1e-3);
@@ -89,6 +97,37 @@ TEST(CallTasks, ACallsCostsCopiesAndTransfersInOrder) {
   EXPECT_EQ(deps(m, 9), (std::vector<std::int32_t>{8}));
   EXPECT_EQ(out.call_of_task, (std::vector<std::int32_t>{0, 0, 0, 0, 0, 1, 1, 1, 2, 2}));
   EXPECT_EQ(out.transfer_of_task, (std::vector<std::int32_t>{-1, -1, 0, -1, -1, -1, 1, -1, -1, -1}));
+}
+
+TEST(CallTasks, AQuantisationAfterTheCallFollowsItsRanksCopyOrWhatTheRankReceived) {
+  // One call moves transfers 0 (0 -> 1) and 1 (0 -> 2); rank 1 copies 1 MB after it, then
+  // quantises 2 MB; rank 2, which copies nothing, quantises 3 MB once transfer 1 has landed.
+  // Tasks: 0 start; 1 transfer 0; 2 transfer 1; 3 rank 1's copy after 1 and 0; 4 rank 1's
+  // quantisation after 3; 5 rank 2's after 2 and 0; 6 end after all. A quantisation holds no
+  // resource and lasts quantize_time() on its rank's GPU.
+  const auto plan = plan_of({transfer(0, 0, 1, 0, 1), transfer(1, 0, 2, 0, 1)}, 1);
+  const auto cluster = refit::testing::make_test_cluster(3, 1, 1, 2);
+  const CallSchedule calls{.calls = {Call{.label = "a",
+                                          .copies_after = {RankCopy{Rank{1}, Bytes{1'000'000}}},
+                                          .quantizes_after = {RankCopy{Rank{1}, Bytes{2'000'000}},
+                                                              RankCopy{Rank{2}, Bytes{3'000'000}}},
+                                          .transfers = {0, 1}}}};
+  const auto out = tasks_of(plan, calls, {0, 0}, cluster);
+  const Model& m = out.model;
+  ASSERT_EQ(m.task_count(), 7);
+  EXPECT_EQ(deps(m, 3), (std::vector<std::int32_t>{1, 0}));
+  EXPECT_EQ(deps(m, 4), (std::vector<std::int32_t>{3}));
+  EXPECT_EQ(deps(m, 5), (std::vector<std::int32_t>{2, 0}));
+  EXPECT_EQ(deps(m, 6), (std::vector<std::int32_t>{1, 2, 3, 4, 5, 0}));
+  for (const std::int32_t q : {4, 5}) {
+    EXPECT_TRUE(m.resources(TaskId{q}).empty());
+    EXPECT_EQ(m.category(TaskId{q}), static_cast<std::uint32_t>(TaskKind::kQuantize));
+  }
+  const auto& gpus = cluster.cluster();
+  EXPECT_DOUBLE_EQ(m.latency(TaskId{4}).value,
+                   quantize_time(Bytes{2'000'000}, gpus.gpu(cluster.gpu_of(Rank{1}))).value);
+  EXPECT_DOUBLE_EQ(m.latency(TaskId{5}).value,
+                   quantize_time(Bytes{3'000'000}, gpus.gpu(cluster.gpu_of(Rank{2}))).value);
 }
 
 }  // namespace

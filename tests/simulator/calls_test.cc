@@ -281,6 +281,9 @@ TEST(Calls, BadSchedulesAreRefusedNamingTheCall) {
   auto loop = call_of(0, 0, 0);
   loop.after = {0};
   EXPECT_NE(refused({.calls = {loop}}).find("after"), std::string::npos);
+  auto outside = call_of(0, 0, 0);
+  outside.quantizes_after = {RankCopy{Rank{2}, Bytes{1}}};
+  EXPECT_NE(refused({.calls = {outside}}).find("quantizes_after rank 2"), std::string::npos);
 }
 
 }  // namespace

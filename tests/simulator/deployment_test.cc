@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include "quantize_work.h"
 #include "ray_dispatch.h"
+#include "refit/core/quantized_problem.h"
 #include "refit/planner/strategy.h"
 #include "refit/simulator/deployment.h"
 #include "refit/simulator/nccl_cost_model.h"
@@ -161,6 +163,42 @@ TEST(NemoRlCollective, BuffersCloseOnceTheyExceedTheTarget) {
   PlanSimulationOptions o{.calls = &s};
   const auto sim = simulate_plan(plan, p, c, o).value();
   EXPECT_GT(sim.breakdown[TimeKind::kFixed].value, 0);
+}
+
+TEST(NemoRlCollective, WithFp8AtTheReceiversLoadWeightsQuantisesWhatItLoads) {
+  // The wire stays bf16, so the buffers are those of the bf16 refit (768 | 768 | 1024 B). Each
+  // load_weights then quantises the buffer's weights on the busiest inference rank (rank 4, which
+  // holds all of them: the destinations are replicated), after copying them. The quantisations
+  // hold no resource, so only the last buffer's lies on the path to the end: the prediction
+  // grows by quantize_time(1024 B) on rank 4's GPU, and the breakdown says so.
+  const auto bf16 = pipeline_moe();
+  const auto fp8 = quantize_problem(bf16, {.scheme = QuantScheme::kFp8Block128, .site = QuantSite::kReceiver},
+                                    [](const TensorSpec&) { return true; })
+                       .value();
+  const auto c = two_nodes();
+  const DeploymentConstants k{.buffer_cap = Bytes{600}};
+  const auto predict = [&](const ReshardProblem& p) {
+    const auto plan = make_plan("gather-broadcast", p, c).value();
+    auto s = deploy(deployment_info(DeploymentId::kNemoRl), plan, p, c, k).value();
+    PlanSimulationOptions o{.calls = &s};
+    return std::pair{s, simulate_plan(plan, p, c, o).value()};
+  };
+  const auto [plain, before] = predict(bf16);
+  const auto [quantised, after] = predict(fp8);
+  const auto loads = calls_in(quantised, "load_weights copies");
+  const std::int64_t bytes[] = {768, 768, 1024};
+  ASSERT_EQ(loads.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    ASSERT_EQ(loads[i]->quantizes_after.size(), 1u);
+    EXPECT_EQ(loads[i]->quantizes_after[0].rank, Rank{4});
+    EXPECT_EQ(loads[i]->quantizes_after[0].bytes.value, bytes[i]);
+  }
+  EXPECT_TRUE(calls_in(plain, "load_weights copies")[0]->quantizes_after.empty());
+  const Seconds last = sim::quantize_time(Bytes{1024}, c.cluster().gpu(c.gpu_of(Rank{4})));
+  EXPECT_GT(last.value, 0);
+  EXPECT_NEAR(after.predicted.value - before.predicted.value, last.value, 1e-15);
+  EXPECT_NEAR(after.breakdown[TimeKind::kQuantize].value, last.value, 1e-15);
+  EXPECT_NE(quantised.notes.back().find("fp8.load_weights"), std::string::npos);
 }
 
 TEST(NemoRlCollective, WithoutGpuMemoryTheBuffersTakeTheirCapAndSaySo) {

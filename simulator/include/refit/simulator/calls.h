@@ -47,6 +47,9 @@ struct Call {
   Seconds finish{};                       // after the last copy: closing barrier, synchronisation
   std::vector<RankCopy> copies_before{};  // a rank sends once its copy is done
   std::vector<RankCopy> copies_after{};   // a rank copies once all it receives in the call has landed
+  // bf16 bytes a rank quantises to fp8 after its copy after the call (or, without one, once all it
+  // receives has landed), at the GPU's quantize rate: NeMo RL's fp8 load_weights
+  std::vector<RankCopy> quantizes_after{};
   std::vector<std::int32_t> transfers{};  // indices into Plan::transfers, each in at most one call
   std::optional<Collective> collective{};
 };
