@@ -133,9 +133,10 @@ Result<FrameworkBuffers> FrameworkBuffers::allocate(const ReshardProblem& proble
       allocator, sizes, fmt::format("allocating the {} parameters of rank {}", side.framework, rank.value)));
   std::vector<std::span<std::byte>> spans;
   for (const auto& memory : out.storage_) {
-    std::memset(memory->bytes().data(), 0, memory->bytes().size());
+    streaming_zero(memory->bytes().data(), memory->bytes().size());
     spans.push_back(memory->bytes());
   }
+  store_fence();
   out.buffers_ = REFIT_TRY(framework_rank_buffers(problem, side, rank, std::move(spans)));
   return out;
 }

@@ -42,7 +42,8 @@ std::uint32_t usable_cores() {
 }
 
 // The slowest rank's execute() of each repetition, from a common barrier, after one warm-up; the
-// destinations cleared before each, as `refit run --iterations` clears them (HostShards).
+// destinations cleared before each as `refit run --iterations` clears them, around the cache, so
+// that the sender's stores do not wait for lines left dirty in this core's cache (HostShards).
 [[nodiscard]] Result<Seconds> time_executions(Bootstrap& bootstrap, Executor& executor,
                                               PreparedPlan& prepared, HostShards& shards,
                                               std::int32_t repetitions) {

@@ -1,6 +1,6 @@
 // streaming_copy() against memcpy and streaming_zero() against memset: every alignment of source
-// and destination within a cache line, lengths around the streaming threshold (4 KiB) and odd
-// tails; bytes around the destination range stay as they were.
+// and destination within a cache line, lengths around the streaming thresholds (4 KiB for a copy,
+// two lines for zeroing) and odd tails; bytes around the destination range stay as they were.
 #include "refit/executors/streaming_stores.h"
 
 #include <cstring>
@@ -33,8 +33,11 @@ TEST(StreamingStores, CopyMatchesMemcpyAtEveryAlignmentAndLength) {
 }
 
 TEST(StreamingStores, ZeroMatchesMemsetAtEveryAlignmentAndLength) {
+  // Zeroing streams from two lines on (127-129 bytes straddle that), copying from 4 KiB on.
+  std::vector<std::size_t> lengths(std::begin(kLengths), std::end(kLengths));
+  lengths.insert(lengths.end(), {127, 128, 129, 200});
   for (std::size_t to = 0; to < 64; ++to)
-    for (const std::size_t n : kLengths) {
+    for (const std::size_t n : lengths) {
       SCOPED_TRACE(::testing::Message() << "destination +" << to << ", " << n << " bytes");
       std::vector<std::byte> got(n + 192, std::byte{0xAB});
       std::vector<std::byte> want = got;

@@ -13,8 +13,9 @@ namespace refit {
 // Copies `bytes` from `from` to `to`, the bulk with non-temporal stores. Other processes may see
 // the bytes only after store_fence().
 void streaming_copy(std::byte* to, const std::byte* from, std::size_t bytes);
-// Zeroes `bytes` at `to`, the bulk with non-temporal stores: the lines end in memory, in no
-// core's cache. Other processes may see the zeros only after store_fence().
+// Zeroes `bytes` at `to`, every whole line with non-temporal stores: on x86-64 those lines end
+// in memory, in no core's cache (elsewhere this is memset). Other processes may see the zeros
+// only after store_fence().
 void streaming_zero(std::byte* to, std::size_t bytes);
 // Orders every streaming store of this thread before its later stores (the notice that the data
 // is there).
