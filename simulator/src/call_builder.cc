@@ -41,4 +41,24 @@ Bytes held_bytes(const ReshardProblem& problem, std::int32_t tensor, Rank rank) 
   return Bytes{layout.box_at_position(*position).volume() * dtype_size(t.tensor.dtype)};
 }
 
+bool quantized_on_loading(const TensorSpec& t) {
+  return t.quantization && t.quantization->site == QuantSite::kReceiver;
+}
+
+Bytes cast_bytes(const TensorSpec& t, Bytes source_bytes) {
+  const QuantScheme s = t.quantization->scheme;
+  const std::int64_t elements = source_bytes.value / dtype_size(t.quantization->from);
+  const std::int64_t per_block = element_count(quant_block(s, t.shape.size()));
+  const std::int64_t blocks = (elements + per_block - 1) / per_block;
+  return Bytes{elements * dtype_size(quant_value_dtype(s)) + blocks * dtype_size(quant_scale_dtype(s))};
+}
+
+void note_engine_cast(CallSchedule& schedule) {
+  if (std::ranges::none_of(schedule.calls, [](const Call& c) { return !c.quantizes.empty(); })) return;
+  schedule.notes.emplace_back(
+      "NeMo RL casts each weight to fp8 as vLLM loads it (fp8.load_weights), then copies the fp8 values and "
+      "scales in: the cast is charged at the rate this prediction has for refit's quantiser on that GPU, for "
+      "want of a figure of NeMo RL's own (docs/deployed_refit.md, gap G11)");
+}
+
 }  // namespace refit::sim

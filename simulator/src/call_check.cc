@@ -50,7 +50,7 @@ Result<void> check_call(const Call& call, std::int32_t index, const Plan& plan) 
   REFIT_TRY(check_cost(call.finish, "finish"));
   REFIT_TRY(check_copies(call.copies_before, plan, "copies_before"));
   REFIT_TRY(check_copies(call.copies_after, plan, "copies_after"));
-  REFIT_TRY(check_copies(call.quantizes_after, plan, "quantizes_after"));
+  REFIT_TRY(check_copies(call.quantizes, plan, "quantizes"));
   if (call.collective && !call.transfers.empty())
     return invalid("a call moves transfers or runs a collective, not both");
   if (call.collective) REFIT_TRY(check_collective(*call.collective, plan));

@@ -83,10 +83,10 @@ void CallTasks::add_copies_before(const Call& call) {
   }
 }
 
-// Copies after the call's bytes: each rank's once all it receives in the call has landed; then
-// each quantisation after the call, after its rank's copy.
+// After the call's bytes, each rank once all it receives in the call has landed: its
+// quantisations, then its copies, which wait for them.
 void CallTasks::add_copies_after(const Call& call, std::int32_t index) {
-  if (call.copies_after.empty() && call.quantizes_after.empty()) return;
+  if (call.copies_after.empty() && call.quantizes.empty()) return;
   std::vector<std::vector<TaskId>> received(at(plan_.world_size()));
   for (const std::int32_t t : order_range(index))
     received[at(plan_.transfers[at(t)].receiver.value)].push_back(transfers_.ends()[at(t)]);
@@ -97,23 +97,21 @@ void CallTasks::add_copies_after(const Call& call, std::int32_t index) {
     return deps;
   };
   auto& spec = sink_.spec();
-  std::vector<TaskId> copies;
+  std::vector<std::vector<TaskId>> quantised(at(plan_.world_size()));
+  for (const auto& q : call.quantizes) {
+    spec.resources.clear();
+    spec.deps = landed(q.rank);
+    spec.track = routes_.gpu_track(q.rank);
+    quantised[at(q.rank.value)].push_back(sink_.add_call_task(
+        call.label, Bytes{0}, quantize_time(q.bytes, routes_.gpu(q.rank)), TaskKind::kQuantize));
+    call_ends_.push_back(quantised[at(q.rank.value)].back());
+  }
   for (const auto& c : call.copies_after) {
     spec.resources.assign(1, routes_.copy_engine(c.rank));
-    spec.deps = landed(c.rank);
+    const auto& before = quantised[at(c.rank.value)];
+    spec.deps = before.empty() ? landed(c.rank) : before;
     spec.track = routes_.gpu_track(c.rank);
-    copies.push_back(sink_.add_call_task(call.label, c.bytes, Seconds{0}, TaskKind::kPack));
-  }
-  call_ends_.insert(call_ends_.end(), copies.begin(), copies.end());
-  for (const auto& q : call.quantizes_after) {
-    const auto copy = std::ranges::find(call.copies_after, q.rank, &RankCopy::rank);
-    spec.resources.clear();
-    spec.deps = copy == call.copies_after.end()
-                    ? landed(q.rank)
-                    : std::vector{copies[static_cast<std::size_t>(copy - call.copies_after.begin())]};
-    spec.track = routes_.gpu_track(q.rank);
-    call_ends_.push_back(sink_.add_call_task(
-        call.label, Bytes{0}, quantize_time(q.bytes, routes_.gpu(q.rank)), TaskKind::kQuantize));
+    call_ends_.push_back(sink_.add_call_task(call.label, c.bytes, Seconds{0}, TaskKind::kPack));
   }
 }
 

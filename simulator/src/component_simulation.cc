@@ -51,7 +51,7 @@ bool whole_plan_call(const CallSchedule& s, std::size_t transfers) {
   if (s.calls.size() != 1) return false;
   const Call& c = s.calls.front();
   if (c.launch.value != 0 || c.finish.value != 0 || !c.copies_before.empty() || !c.copies_after.empty() ||
-      !c.quantizes_after.empty() || !c.after.empty() || c.collective || c.transfers.size() != transfers)
+      !c.quantizes.empty() || !c.after.empty() || c.collective || c.transfers.size() != transfers)
     return false;
   for (std::size_t i = 0; i < transfers; ++i)
     if (c.transfers[i] != static_cast<std::int32_t>(i)) return false;

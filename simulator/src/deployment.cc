@@ -41,7 +41,7 @@ std::vector<std::int32_t> all_tensors(const ReshardProblem& problem) {
 // NeMo RL's default non-colocated refit: every tensor through the packed broadcast.
 Result<CallSchedule> nemo_rl_collective(const DeployInputs& in) {
   const auto stages = REFIT_TRY(sim::find_stages(in.problem));
-  CallSchedule schedule;
+  CallSchedule schedule{.quantize_landed = false};
   sim::add_packed_broadcast(in, stages, all_tensors(in.problem), {}, {}, schedule);
   return schedule;
 }
@@ -61,12 +61,15 @@ Result<CallSchedule> nemo_rl_reshard(const DeployInputs& in) {
     else
       misc.push_back(t);
   }
-  CallSchedule schedule{.store_and_forward = true, .relay_slices = sim::kM2nCtas, .pairs_in_order = true};
+  CallSchedule schedule{.store_and_forward = true,
+                        .relay_slices = sim::kM2nCtas,
+                        .pairs_in_order = true,
+                        .quantize_landed = false};
   std::vector<std::int32_t> last(at(stage_count), -1);
   const std::int32_t in_flight = in.constants.stages_in_flight;
   for (std::int32_t s = 0; s < stage_count; ++s) {
     for (const std::int32_t t : bulk[at(s)]) {
-      for (Call& call : sim::reshard_calls(in, t, by_tensor[at(t)], stages.ranks[at(s)], s)) {
+      for (Call& call : sim::reshard_calls(in, t, by_tensor[at(t)], stages.ranks[at(s)], s, true)) {
         if (last[at(s)] < 0 && s >= in_flight && last[at(s - in_flight)] >= 0)
           call.after = {last[at(s - in_flight)]};
         last[at(s)] = sim::add_call(schedule, std::move(call));
@@ -145,7 +148,10 @@ Result<CallSchedule> m2n_bench(const DeployInputs& in, bool all_layers) {
     auto& tensors = timed[pattern][stages.stage_of_tensor[at(t)]];
     if (all_layers || tensors.empty()) tensors.push_back(t);
   }
-  CallSchedule schedule{.store_and_forward = true, .relay_slices = sim::kM2nCtas, .pairs_in_order = true};
+  CallSchedule schedule{.store_and_forward = true,
+                        .relay_slices = sim::kM2nCtas,
+                        .pairs_in_order = true,
+                        .quantize_landed = false};
   if (!all_layers) note_representatives(in.problem, timed, schedule);
   std::vector<std::int32_t> previous;
   for (const auto& pattern : patterns) {
@@ -153,7 +159,8 @@ Result<CallSchedule> m2n_bench(const DeployInputs& in, bool all_layers) {
     for (const auto& [stage, tensors] : timed[pattern]) {
       std::int32_t last = -1;
       for (const std::int32_t t : tensors)
-        for (Call& call : sim::reshard_calls(in, t, by_tensor[at(t)], stages.ranks[at(stage)], stage)) {
+        for (Call& call :
+             sim::reshard_calls(in, t, by_tensor[at(t)], stages.ranks[at(stage)], stage, false)) {
           if (last < 0) call.after = previous;
           last = sim::add_call(schedule, std::move(call));
         }
@@ -168,6 +175,7 @@ Result<CallSchedule> m2n_bench(const DeployInputs& in, bool all_layers) {
 // either, the driver's Ray fan-out.
 Result<CallSchedule> nemo_rl(const DeployInputs& in) {
   auto schedule = REFIT_TRY(in.strategy.nccl_m2n ? nemo_rl_reshard(in) : nemo_rl_collective(in));
+  sim::note_engine_cast(schedule);
   sim::add_ray_dispatch(in.problem, in.constants, schedule);
   return schedule;
 }

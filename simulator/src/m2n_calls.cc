@@ -119,8 +119,9 @@ Result<std::vector<std::vector<std::int32_t>>> transfers_by_tensor(const Plan& p
 
 std::vector<Call> reshard_calls(const DeployInputs& in, std::int32_t tensor,
                                 std::span<const std::int32_t> transfers, std::span<const Rank> stage,
-                                std::int32_t queue) {
-  const auto& name = in.problem.tensors()[at(tensor)].tensor.name;
+                                std::int32_t queue, bool engine_loads) {
+  const auto& spec = in.problem.tensors()[at(tensor)].tensor;
+  const auto& name = spec.name;
   const auto traffic = traffic_of(in.plan, transfers);
   std::size_t most_peers = 0;
   for (const auto& [rank, peers] : traffic.peers) most_peers = std::max(most_peers, peers.size());
@@ -142,8 +143,12 @@ std::vector<Call> reshard_calls(const DeployInputs& in, std::int32_t tensor,
     if (bytes.value > 0) call.copies_before.push_back(RankCopy{r, bytes});
   }
   const bool fused = projection_of(name) == Projection::kGateOrUp;
-  for (const auto& [rank, bytes] : traffic.received)
-    call.copies_after.push_back(RankCopy{Rank{rank}, fused ? bytes * 2 : bytes});
+  const bool cast = engine_loads && quantized_on_loading(spec);
+  for (const auto& [rank, bytes] : traffic.received) {
+    const Bytes loaded = cast ? cast_bytes(spec, bytes) : bytes;
+    call.copies_after.push_back(RankCopy{Rank{rank}, fused ? loaded * 2 : loaded});
+    if (cast) call.quantizes.push_back(RankCopy{Rank{rank}, bytes});
+  }
   const auto phases = split_phases(in.plan, transfers);
   if (!phases) return {std::move(call)};
   // The split kernel: the injection ends with a barrier over its communicator (the stage and the
@@ -154,10 +159,12 @@ std::vector<Call> reshard_calls(const DeployInputs& in, std::int32_t tensor,
             .launch = barrier(inference_ranks(in.problem)),
             .finish = world_barrier,
             .copies_after = std::move(call.copies_after),
+            .quantizes = std::move(call.quantizes),
             .transfers = std::move(phases->ring)};
   call.label += " (injection)";
   call.finish = barrier(phases->injection_communicator(stage));
   call.copies_after.clear();
+  call.quantizes.clear();
   call.transfers = std::move(phases->injection);
   return {std::move(call), std::move(ring)};
 }

@@ -44,9 +44,11 @@ bool is_routed_expert(std::string_view name);
 
 // One reshard of `tensor` on `queue`, moving `transfers`, on the communicator of `stage`'s ranks
 // and every inference rank: one call, or the injection and the ring of the split kernel, in
-// that order (the caller adds them so, the second after the first).
+// that order (the caller adds them so, the second after the first). With `engine_loads` the
+// inference ranks load what lands into an engine, which casts a weight quantised on loading
+// before copying it (NeMo RL); a benchmark only moves its bytes.
 std::vector<Call> reshard_calls(const DeployInputs& in, std::int32_t tensor,
                                 std::span<const std::int32_t> transfers, std::span<const Rank> stage,
-                                std::int32_t queue);
+                                std::int32_t queue, bool engine_loads);
 
 }  // namespace refit::sim

@@ -24,15 +24,11 @@ struct Buffer {
   Bytes gathered;               // rank 0's concatenations of gathered shards (torch.cat)
   Bytes bytes;                  // packed
   std::int64_t hf_tensors = 0;
-  Bytes unpacked;   // what the busiest inference rank copies into its parameters
-  Bytes quantized;  // of which bf16 it quantises to fp8 as it loads them (FP8 at the receivers)
+  Bytes unpacked;  // what the busiest inference rank copies into its parameters
+  // What every inference rank casts to fp8 before loading (FP8 at the receivers): each weight
+  // whole, since the cast comes before vLLM's weight loaders narrow it to the rank's shard.
+  Bytes cast;
 };
-
-// A weight the inference side quantises as vLLM loads it (NeMo RL's fp8.load_weights, the wire
-// bf16): its values, not the scales the quantiser makes.
-bool quantized_on_loading(const TensorSpec& t) {
-  return t.quantization && t.quantization->site == QuantSite::kReceiver && !t.quantization->is_scales();
-}
 
 void add_run(Buffer& b, CollectiveKind kind, const std::vector<Rank>& ring, Bytes bytes) {
   const auto run =
@@ -88,12 +84,14 @@ std::vector<Buffer> pack(const DeployInputs& in, const std::vector<ExportTask>& 
     const double share = static_cast<double>(held_bytes(in.problem, task.tensor, receiver).value) /
                          static_cast<double>(std::max<std::int64_t>(1, tensor.bytes().value));
     const Bytes each{task.full.value / task.hf_tensors};
-    const Bytes mine{static_cast<std::int64_t>(share * static_cast<double>(each.value))};
+    const bool cast = quantized_on_loading(tensor);
+    const Bytes shard{static_cast<std::int64_t>(share * static_cast<double>(each.value))};
+    const Bytes loaded = cast ? cast_bytes(tensor, shard) : shard;
     for (std::int64_t i = 0; i < task.hf_tensors; ++i) {
       Buffer& b = buffers.back();
       b.bytes += each;
-      b.unpacked += mine;
-      if (quantized_on_loading(tensor)) b.quantized += mine;
+      b.unpacked += loaded;
+      if (cast) b.cast += each;
       ++b.hf_tensors;
       if (b.bytes > target) buffers.emplace_back();
     }
@@ -102,6 +100,7 @@ std::vector<Buffer> pack(const DeployInputs& in, const std::vector<ExportTask>& 
   return buffers;
 }
 
+// The busiest receiver's cast of a buffer, as a call's quantisations (none without FP8).
 std::vector<RankCopy> quantizes(Rank receiver, Bytes bytes) {
   if (bytes.value == 0) return {};
   return {RankCopy{receiver, bytes}};
@@ -146,10 +145,6 @@ void add_packed_broadcast(const DeployInputs& in, const TrainingStages& stages,
                             target, receiver);
   const auto world = all_ranks(in.problem);
   const auto& k = in.constants;
-  if (std::ranges::any_of(buffers, [](const Buffer& b) { return b.quantized.value > 0; }))
-    schedule.notes.emplace_back(
-        "NeMo RL quantises each weight as vLLM loads it (fp8.load_weights, after its copy): charged at the "
-        "rate this prediction has for refit's quantiser on that GPU, for want of a figure of NeMo RL's own");
   std::vector<std::int32_t> broadcasts, unpacks;
   for (std::size_t i = 0; i < buffers.size(); ++i) {
     const Buffer& b = buffers[i];
@@ -172,7 +167,7 @@ void add_packed_broadcast(const DeployInputs& in, const TrainingStages& stages,
                                               .queue = queues.unpack,
                                               .after = {broadcasts.back()},
                                               .copies_after = {RankCopy{receiver, b.unpacked}},
-                                              .quantizes_after = quantizes(receiver, b.quantized)}));
+                                              .quantizes = quantizes(receiver, b.cast)}));
   }
 }
 

@@ -115,7 +115,8 @@ std::vector<double> stream_weights(const Plan& plan, const PieceCuts& cuts, bool
     CallTasks calls(plan, *options.calls, cuts.order(), call_of, cluster, routes, *transfers, sink);
     for (std::size_t c = 0; c < options.calls->calls.size(); ++c) calls.add(static_cast<std::int32_t>(c));
   }
-  quantize.add_receivers(cuts.order(), transfers->ends());
+  if (!options.calls || options.calls->quantize_landed)
+    quantize.add_receivers(cuts.order(), transfers->ends());
   return std::move(sink).take();
 }
 

@@ -24,6 +24,14 @@ constexpr TimeKind kFlowTime[] = {TimeKind::kNetwork,    TimeKind::kNvlink, Time
                                   TimeKind::kPackUnpack, TimeKind::kFixed,  TimeKind::kQuantize};
 constexpr const char* kFlowPhrase[] = {"network", "nvlink", "copy", "pack", "fixed", "quantize"};
 
+// Whether some task of `model` quantises: only then does a prediction rest on a quantize rate (a
+// deployment may move an FP8 problem's bf16 without quantising, as a benchmark does).
+bool charges_quantisation(const sim::Model& model) {
+  for (std::int32_t t = 0; t < model.task_count(); ++t)
+    if (model.category(sim::TaskId{t}) == static_cast<std::uint32_t>(sim::TaskKind::kQuantize)) return true;
+  return false;
+}
+
 // One critical-path step split into what it waited for before its bytes flowed (its latency:
 // a call's fixed cost, a pack or unpack, or per-message latency) and its flow time.
 struct StepShare {
@@ -179,7 +187,7 @@ Result<PlanSimulation> simulate_plan(const Plan& plan, const ReshardProblem& pro
   fill_contributors(out, pm, r, options.calls);
   fill_resources(out, pm.model, r);
   fill_critical_path(out, pm, r);
-  if (sim::quantize_rate_assumed(cluster.cluster()) && sim::quantize_work(plan, problem).any())
+  if (sim::quantize_rate_assumed(cluster.cluster()) && charges_quantisation(pm.model))
     out.assumptions.emplace_back(sim::quantize_rate_assumption());
   if (options.trace) REFIT_TRY(sim::write_chrome_trace(pm.model, r, *options.trace));
   return out;

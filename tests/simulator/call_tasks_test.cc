@@ -1,9 +1,12 @@
 // A CallSchedule's calls as tasks (call_tasks.h), with the transfers moved by a recording
 // stand-in (one task per transfer after its gate): a call's start pays its launch after its
 // queue's previous call and its `after` calls, its copies before gate its transfers, its copies
-// after wait for what their rank receives, its quantisations after follow their rank's copy,
-// and its end pays its finish after all of them.
+// after wait for what their rank receives and its quantisations, which wait for what it
+// receives, and its end pays its finish after all of them.
 #include "call_tasks.h"
+
+#include <numeric>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -99,35 +102,57 @@ TEST(CallTasks, ACallsCostsCopiesAndTransfersInOrder) {
   EXPECT_EQ(out.transfer_of_task, (std::vector<std::int32_t>{-1, -1, 0, -1, -1, -1, 1, -1, -1, -1}));
 }
 
-TEST(CallTasks, AQuantisationAfterTheCallFollowsItsRanksCopyOrWhatTheRankReceived) {
-  // One call moves transfers 0 (0 -> 1) and 1 (0 -> 2); rank 1 copies 1 MB after it, then
-  // quantises 2 MB; rank 2, which copies nothing, quantises 3 MB once transfer 1 has landed.
-  // Tasks: 0 start; 1 transfer 0; 2 transfer 1; 3 rank 1's copy after 1 and 0; 4 rank 1's
-  // quantisation after 3; 5 rank 2's after 2 and 0; 6 end after all. A quantisation holds no
-  // resource and lasts quantize_time() on its rank's GPU.
+TEST(CallTasks, ARankQuantisesWhatItReceivedThenCopies) {
+  // One call moves transfers 0 (0 -> 1) and 1 (0 -> 2); rank 1 quantises 2 MB, then copies 1 MB;
+  // rank 2 quantises 3 MB and copies nothing. Tasks: 0 start; 1 transfer 0; 2 transfer 1; 3
+  // rank 1's quantisation after 1 and 0; 4 rank 2's after 2 and 0; 5 rank 1's copy after 3;
+  // 6 end after all. A quantisation holds no resource and lasts quantize_time() on its GPU.
   const auto plan = plan_of({transfer(0, 0, 1, 0, 1), transfer(1, 0, 2, 0, 1)}, 1);
   const auto cluster = refit::testing::make_test_cluster(3, 1, 1, 2);
-  const CallSchedule calls{.calls = {Call{.label = "a",
-                                          .copies_after = {RankCopy{Rank{1}, Bytes{1'000'000}}},
-                                          .quantizes_after = {RankCopy{Rank{1}, Bytes{2'000'000}},
-                                                              RankCopy{Rank{2}, Bytes{3'000'000}}},
-                                          .transfers = {0, 1}}}};
+  const CallSchedule calls{
+      .calls = {Call{.label = "a",
+                     .copies_after = {RankCopy{Rank{1}, Bytes{1'000'000}}},
+                     .quantizes = {RankCopy{Rank{1}, Bytes{2'000'000}}, RankCopy{Rank{2}, Bytes{3'000'000}}},
+                     .transfers = {0, 1}}}};
   const auto out = tasks_of(plan, calls, {0, 0}, cluster);
   const Model& m = out.model;
   ASSERT_EQ(m.task_count(), 7);
   EXPECT_EQ(deps(m, 3), (std::vector<std::int32_t>{1, 0}));
-  EXPECT_EQ(deps(m, 4), (std::vector<std::int32_t>{3}));
-  EXPECT_EQ(deps(m, 5), (std::vector<std::int32_t>{2, 0}));
+  EXPECT_EQ(deps(m, 4), (std::vector<std::int32_t>{2, 0}));
+  EXPECT_EQ(deps(m, 5), (std::vector<std::int32_t>{3}));
+  EXPECT_EQ(m.resource_name(m.resources(TaskId{5})[0]), "gpu 1 copy");
   EXPECT_EQ(deps(m, 6), (std::vector<std::int32_t>{1, 2, 3, 4, 5, 0}));
-  for (const std::int32_t q : {4, 5}) {
-    EXPECT_TRUE(m.resources(TaskId{q}).empty());
-    EXPECT_EQ(m.category(TaskId{q}), static_cast<std::uint32_t>(TaskKind::kQuantize));
-  }
   const auto& gpus = cluster.cluster();
-  EXPECT_DOUBLE_EQ(m.latency(TaskId{4}).value,
-                   quantize_time(Bytes{2'000'000}, gpus.gpu(cluster.gpu_of(Rank{1}))).value);
-  EXPECT_DOUBLE_EQ(m.latency(TaskId{5}).value,
-                   quantize_time(Bytes{3'000'000}, gpus.gpu(cluster.gpu_of(Rank{2}))).value);
+  for (const auto [task, rank, bytes] : {std::tuple{3, 1, 2'000'000}, std::tuple{4, 2, 3'000'000}}) {
+    EXPECT_TRUE(m.resources(TaskId{task}).empty());
+    EXPECT_EQ(m.category(TaskId{task}), static_cast<std::uint32_t>(TaskKind::kQuantize));
+    EXPECT_DOUBLE_EQ(m.latency(TaskId{task}).value,
+                     quantize_time(Bytes{bytes}, gpus.gpu(cluster.gpu_of(Rank{rank}))).value);
+  }
+}
+
+TEST(CallTasks, AfterACollectiveARankQuantisesOnceTheCollectiveHasEnded) {
+  // A broadcast from rank 0 to rank 1, then rank 1 quantises and copies: task 0 the start, tasks
+  // 1..k the collective's channels, k + 1 the quantisation after all of them and the start, k + 2
+  // the copy after it.
+  const auto plan = plan_of({}, 1);
+  const auto cluster = refit::testing::make_test_cluster(2, 1, 1, 1);
+  const CallSchedule calls{.calls = {Call{.label = "b",
+                                          .copies_after = {RankCopy{Rank{1}, Bytes{1'000}}},
+                                          .quantizes = {RankCopy{Rank{1}, Bytes{2'000}}},
+                                          .collective = Collective{.kind = CollectiveKind::kBroadcast,
+                                                                   .ranks = {Rank{0}, Rank{1}},
+                                                                   .bytes = Bytes{2'000}}}}};
+  const auto out = tasks_of(plan, calls, {}, cluster);
+  const Model& m = out.model;
+  const std::int32_t quantise = m.task_count() - 3;
+  ASSERT_GE(quantise, 2);
+  std::vector<std::int32_t> collective(static_cast<std::size_t>(quantise - 1));
+  std::iota(collective.begin(), collective.end(), 1);
+  collective.push_back(0);
+  EXPECT_EQ(deps(m, quantise), collective);
+  EXPECT_EQ(m.category(TaskId{quantise}), static_cast<std::uint32_t>(TaskKind::kQuantize));
+  EXPECT_EQ(deps(m, quantise + 1), (std::vector<std::int32_t>{quantise}));
 }
 
 }  // namespace

@@ -282,8 +282,11 @@ TEST(Calls, BadSchedulesAreRefusedNamingTheCall) {
   loop.after = {0};
   EXPECT_NE(refused({.calls = {loop}}).find("after"), std::string::npos);
   auto outside = call_of(0, 0, 0);
-  outside.quantizes_after = {RankCopy{Rank{2}, Bytes{1}}};
-  EXPECT_NE(refused({.calls = {outside}}).find("quantizes_after rank 2"), std::string::npos);
+  outside.quantizes = {RankCopy{Rank{2}, Bytes{1}}};
+  EXPECT_NE(refused({.calls = {outside}}).find("quantizes rank 2"), std::string::npos);
+  auto negative = call_of(0, 0, 0);
+  negative.quantizes = {RankCopy{Rank{1}, Bytes{-1}}};
+  EXPECT_NE(refused({.calls = {negative}}).find("quantizes of rank 1: negative bytes"), std::string::npos);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "call_builder.h"
 #include "quantize_work.h"
 #include "ray_dispatch.h"
 #include "refit/core/quantized_problem.h"
@@ -43,6 +44,13 @@ ReshardProblem pipeline_moe() {
                                                      make_layout(q, {2}, rank_range(0, 2), "S0"),
                                                      make_layout(q, {2}, rank_range(4, 2), "R"))},
                               4, 2)
+      .value();
+}
+
+// pipeline_moe with its experts (t0, t1) quantised at the receivers, q_proj (t2) left bf16.
+ReshardProblem experts_cast_at_receivers() {
+  return quantize_problem(pipeline_moe(), {.scheme = QuantScheme::kFp8Block128, .site = QuantSite::kReceiver},
+                          [](const TensorSpec& t) { return t.name.find("experts") != std::string::npos; })
       .value();
 }
 
@@ -165,16 +173,18 @@ TEST(NemoRlCollective, BuffersCloseOnceTheyExceedTheTarget) {
   EXPECT_GT(sim.breakdown[TimeKind::kFixed].value, 0);
 }
 
-TEST(NemoRlCollective, WithFp8AtTheReceiversLoadWeightsQuantisesWhatItLoads) {
-  // The wire stays bf16, so the buffers are those of the bf16 refit (768 | 768 | 1024 B). Each
-  // load_weights then quantises the buffer's weights on the busiest inference rank (rank 4, which
-  // holds all of them: the destinations are replicated), after copying them. The quantisations
-  // hold no resource, so only the last buffer's lies on the path to the end: the prediction
-  // grows by quantize_time(1024 B) on rank 4's GPU, and the breakdown says so.
+TEST(NemoRlCollective, WithFp8AtTheReceiversLoadWeightsCastsEachWeightThenCopiesItsFp8) {
+  // The experts (t0, t1) quantised at the receivers, q_proj (t2) left bf16. The wire stays bf16,
+  // so the buffers are those of the bf16 refit: t0's experts 0-2 | t0's 3, t1's 0-1 | t1's 2-3
+  // and t2. Each load_weights first casts the buffer's expert weights whole (256 B of bf16 each,
+  // on every inference rank: the cast comes before vLLM narrows a weight), then copies what rank
+  // 4 keeps of them (all of it: the destinations are replicated) as fp8: an expert's 128
+  // elements are 128 B of values and one fp32 scale (a [1, 128, 128] block), 132 B.
+  //   cast:   768 | 768 | 512 B;  copied: 3 x 132 = 396 | 396 | 2 x 132 + 512 = 776 B.
+  // Only the last buffer's tail is on the path to the end: it was a copy of 1024 B, and is now
+  // a cast of 512 B and then a copy of 776 B.
   const auto bf16 = pipeline_moe();
-  const auto fp8 = quantize_problem(bf16, {.scheme = QuantScheme::kFp8Block128, .site = QuantSite::kReceiver},
-                                    [](const TensorSpec&) { return true; })
-                       .value();
+  const auto fp8 = experts_cast_at_receivers();
   const auto c = two_nodes();
   const DeploymentConstants k{.buffer_cap = Bytes{600}};
   const auto predict = [&](const ReshardProblem& p) {
@@ -186,19 +196,25 @@ TEST(NemoRlCollective, WithFp8AtTheReceiversLoadWeightsQuantisesWhatItLoads) {
   const auto [plain, before] = predict(bf16);
   const auto [quantised, after] = predict(fp8);
   const auto loads = calls_in(quantised, "load_weights copies");
-  const std::int64_t bytes[] = {768, 768, 1024};
+  const std::int64_t cast[] = {768, 768, 512};
+  const std::int64_t copied[] = {396, 396, 776};
   ASSERT_EQ(loads.size(), 3u);
   for (std::size_t i = 0; i < 3; ++i) {
-    ASSERT_EQ(loads[i]->quantizes_after.size(), 1u);
-    EXPECT_EQ(loads[i]->quantizes_after[0].rank, Rank{4});
-    EXPECT_EQ(loads[i]->quantizes_after[0].bytes.value, bytes[i]);
+    ASSERT_EQ(loads[i]->quantizes.size(), 1u);
+    EXPECT_EQ(loads[i]->quantizes[0].rank, Rank{4});
+    EXPECT_EQ(loads[i]->quantizes[0].bytes.value, cast[i]);
+    EXPECT_EQ(loads[i]->copies_after[0].bytes.value, copied[i]);
   }
-  EXPECT_TRUE(calls_in(plain, "load_weights copies")[0]->quantizes_after.empty());
-  const Seconds last = sim::quantize_time(Bytes{1024}, c.cluster().gpu(c.gpu_of(Rank{4})));
-  EXPECT_GT(last.value, 0);
-  EXPECT_NEAR(after.predicted.value - before.predicted.value, last.value, 1e-15);
-  EXPECT_NEAR(after.breakdown[TimeKind::kQuantize].value, last.value, 1e-15);
-  EXPECT_NE(quantised.notes.back().find("fp8.load_weights"), std::string::npos);
+  EXPECT_TRUE(calls_in(plain, "load_weights copies")[0]->quantizes.empty());
+  EXPECT_FALSE(quantised.quantize_landed);  // the calls say who quantises
+  const GpuSpec& gpu = c.cluster().gpu(c.gpu_of(Rank{4}));
+  const Seconds cast_last = sim::quantize_time(Bytes{512}, gpu);
+  const double copy_saved = (1024.0 - 776.0) / gpu.copy_bandwidth.value;
+  EXPECT_GT(cast_last.value, 0);
+  EXPECT_NEAR(after.predicted.value - before.predicted.value, cast_last.value - copy_saved, 1e-15);
+  EXPECT_NEAR(after.breakdown[TimeKind::kQuantize].value, cast_last.value, 1e-15);
+  EXPECT_TRUE(std::ranges::any_of(
+      quantised.notes, [](const std::string& n) { return n.find("fp8.load_weights") != std::string::npos; }));
 }
 
 TEST(NemoRlCollective, WithoutGpuMemoryTheBuffersTakeTheirCapAndSaySo) {
@@ -221,7 +237,7 @@ TEST(NemoRlReshard, OneM2nCallPerFfnParameterOnItsStageThenTheRestBroadcast) {
   const auto c = two_nodes();
   const auto plan = make_plan("m2n-ring", p, c).value();
   const auto s = deploy(deployment_info(DeploymentId::kNemoRl), plan, p, c).value();
-  EXPECT_TRUE(s.store_and_forward);
+  ASSERT_TRUE(s.store_and_forward);
   const auto reshards = calls_in(s, "M2N reshard");
   ASSERT_EQ(reshards.size(), 2u);
   EXPECT_EQ(reshards[0]->label, "model.layers.0.mlp.experts.gate_proj");
@@ -239,6 +255,41 @@ TEST(NemoRlReshard, OneM2nCallPerFfnParameterOnItsStageThenTheRestBroadcast) {
   EXPECT_EQ(broadcasts[0]->collective->bytes.value, 512);
   PlanSimulationOptions o{.calls = &s};
   EXPECT_TRUE(simulate_plan(plan, p, c, o));
+}
+
+TEST(NemoRlReshard, WithFp8AtTheReceiversEachReceiverCastsWhatLandedAndABenchmarkDoesNot) {
+  // NeMo RL loads what M2N lands into vLLM through fp8.load_weights: each inference rank casts
+  // the bf16 it received of an expert weight, then copies the fp8 values and scales into the
+  // fused gate_up parameter (twice its bytes, as for bf16). reshard_model_bench only moves
+  // bytes: no cast, no quantisation charged, no quantize rate assumed.
+  const auto p = experts_cast_at_receivers();
+  const auto c = two_nodes();
+  const auto plan = make_plan("m2n-ring", p, c).value();
+  const auto deployed = [&](DeploymentId id) { return deploy(deployment_info(id), plan, p, c).value(); };
+  const auto nemo = deployed(DeploymentId::kNemoRl);
+  EXPECT_FALSE(nemo.quantize_landed);
+  ASSERT_EQ(calls_in(nemo, "M2N reshard").size(), 2u);
+  for (const Call* call : calls_in(nemo, "M2N reshard")) {
+    const auto weight =
+        std::ranges::find(p.tensors(), call->label, [](const TensorReshard& t) { return t.tensor.name; });
+    ASSERT_NE(weight, p.tensors().end());
+    ASSERT_EQ(call->quantizes.size(), call->copies_after.size());
+    for (std::size_t i = 0; i < call->quantizes.size(); ++i) {
+      EXPECT_GE(call->quantizes[i].rank.value, 4);  // an inference rank
+      EXPECT_GT(call->quantizes[i].bytes.value, 0);
+      EXPECT_EQ(call->copies_after[i].rank, call->quantizes[i].rank);
+      EXPECT_EQ(call->copies_after[i].bytes, sim::cast_bytes(weight->tensor, call->quantizes[i].bytes) * 2);
+    }
+  }
+  PlanSimulationOptions with_nemo{.calls = &nemo};
+  EXPECT_GT(simulate_plan(plan, p, c, with_nemo).value().breakdown[TimeKind::kQuantize].value, 0);
+  const auto bench = deployed(DeploymentId::kM2nBench);
+  EXPECT_FALSE(bench.quantize_landed);
+  for (const auto& call : bench.calls) EXPECT_TRUE(call.quantizes.empty());
+  PlanSimulationOptions with_bench{.calls = &bench};
+  const auto sim = simulate_plan(plan, p, c, with_bench).value();
+  EXPECT_EQ(sim.breakdown[TimeKind::kQuantize].value, 0);
+  EXPECT_TRUE(sim.assumptions.empty());
 }
 
 TEST(NemoRlReshard, ARingThroughOtherDomainsIsTheSplitKernelsInjectionThenItsRing) {

@@ -5,8 +5,11 @@
 //   - starts once the previous call of its queue and every call in `after` have ended, pays
 //     `launch`, then lets each rank make its `copies_before` (pack, stack, concatenate) and send;
 //   - moves its plan transfers (relayed as the plan says) or runs one NCCL ring collective;
-//   - ends once every rank has made its `copies_after` (unpack, copy into a fused parameter) and
-//     `finish` has been paid after the last of them: a call waits for its slowest rank.
+//   - lets each rank, once all it receives has landed, make its `quantizes` (FP8 at the
+//     receivers: the engine casts what it loads) and then its `copies_after` (unpack, copy into a
+//     fused parameter);
+//   - ends once every rank has made them and `finish` has been paid after the last of them: a
+//     call waits for its slowest rank.
 // So n calls of one queue, each of fixed cost o moving b bytes at bandwidth w, take n(o + b/w);
 // calls of two queues overlap.
 #include <cstdint>
@@ -32,7 +35,8 @@ struct Collective {
   double efficiency = 1.0;    // fraction of the links' bandwidth the collective reaches, in (0, 1]
 };
 
-// Bytes a rank copies on its GPU, device to device, as part of a call.
+// Bytes a rank works on on its GPU as part of a call: copies device to device, or a quantisation
+// (of that many bytes of the weights' source dtype).
 struct RankCopy {
   Rank rank;
   Bytes bytes;
@@ -47,9 +51,9 @@ struct Call {
   Seconds finish{};                       // after the last copy: closing barrier, synchronisation
   std::vector<RankCopy> copies_before{};  // a rank sends once its copy is done
   std::vector<RankCopy> copies_after{};   // a rank copies once all it receives in the call has landed
-  // bf16 bytes a rank quantises to fp8 after its copy after the call (or, without one, once all it
-  // receives has landed), at the GPU's quantize rate: NeMo RL's fp8 load_weights
-  std::vector<RankCopy> quantizes_after{};
+  // A rank quantises once all it receives in the call has landed, at its GPU's quantize rate, and
+  // its copies after wait for it: NeMo RL's fp8.load_weights casts each weight, then loads it.
+  std::vector<RankCopy> quantizes{};
   std::vector<std::int32_t> transfers{};  // indices into Plan::transfers, each in at most one call
   std::optional<Collective> collective{};
 };
@@ -72,6 +76,10 @@ struct CallSchedule {
   // How the deployment runs the plan (its pair window, zero-copy rule, pacing): refit's executors
   // run every plan as one of their own execution models; nullptr: as the plan's model says.
   const ExecutionModel* execution = nullptr;
+  // Every receiver quantises what lands for it once all of it has landed, as refit's executors
+  // do with FP8 at the receivers; false where the calls say who quantises (Call::quantizes) or
+  // nobody does (a benchmark that only moves bytes). The two never cover the same weight.
+  bool quantize_landed = true;
   // What the deployment had to assume for want of an input, for the user to read.
   std::vector<std::string> notes{};
   // By problem tensor, whether the deployment moves it; empty: it moves every tensor. A benchmark
