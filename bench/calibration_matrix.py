@@ -21,9 +21,10 @@ judged on the jobs within the cores, and the jobs beyond them are measured to sh
 model of oversubscription misses (docs/guide/predicting.md).
 
 ``--calibrate-per-row`` calibrates again right before each row instead of once per process count.
-On a shared host what one pair reaches drifts by several per cent within minutes (9.3-10.9 GB/s
-over 10 minutes here, bench/RESULTS.md), which moves every prediction made from one calibration
-alike; calibrating per row measures the model against the machine as it is when the row runs.
+On a shared host what one pair reaches varies by a quarter within minutes (9.1-11.6 GB/s over
+25 calibrations in 4 minutes here, bench/RESULTS.md), which moves every prediction made from one
+calibration alike; calibrating per row measures the model against the machine as it is when the
+row runs.
 """
 
 from __future__ import annotations
