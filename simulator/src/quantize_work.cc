@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <set>
 
-#include "refit/lowering/lowered_plan.h"
-
 namespace refit::sim {
 namespace {
 
@@ -42,20 +40,6 @@ std::vector<std::vector<Bytes>> sender_boxes(const lowering::SenderQuantizeOrder
 }
 
 }  // namespace
-
-bool QuantizeWork::any() const {
-  const auto positive = [](Bytes b) { return b.value > 0; };
-  return std::ranges::any_of(sender_boxes,
-                             [&](const auto& boxes) { return std::ranges::any_of(boxes, positive); }) ||
-         std::ranges::any_of(receiver_bytes, positive);
-}
-
-QuantizeWork quantize_work(const Plan& plan, const ReshardProblem& problem) {
-  return quantize_work(
-      plan, problem,
-      lowering::sender_quantize_order(plan, lowering::kDefaultStaging,
-                                      [](std::int32_t, std::int64_t, std::int64_t) { return 0.0; }));
-}
 
 QuantizeWork quantize_work(const Plan& plan, const ReshardProblem& problem,
                            lowering::SenderQuantizeOrder order) {

@@ -20,7 +20,6 @@ struct QuantizeWork {
   std::vector<std::vector<Bytes>> sender_boxes;
   std::vector<Bytes> receiver_bytes;  // per rank: source-dtype bytes it quantises once they landed
   std::vector<bool> before_receiver;  // per transfer: lands data its receiver quantises
-  bool any() const;
 };
 
 // A sender quantises its whole box of every weight it sends some of (the executors quantise a
@@ -29,8 +28,6 @@ struct QuantizeWork {
 // validate(plan, problem).
 QuantizeWork quantize_work(const Plan& plan, const ReshardProblem& problem,
                            lowering::SenderQuantizeOrder order);
-// The same with every chunk starting at once (the boxes then go by tensor): who quantises how much.
-QuantizeWork quantize_work(const Plan& plan, const ReshardProblem& problem);
 
 // At the GPU's measured quantize bandwidth (GpuSpec::quantize_bandwidth) where the cluster has
 // one. Otherwise: a quantiser is memory-bound: per element it reads 2 bytes of bf16 and writes one
