@@ -97,7 +97,8 @@ void CallTasks::add_copies_after(const Call& call, std::int32_t index) {
     return deps;
   };
   auto& spec = sink_.spec();
-  std::vector<std::vector<TaskId>> quantised(at(plan_.world_size()));
+  // Per rank, only for a call that quantises: most calls do not, and worlds are large.
+  std::vector<std::vector<TaskId>> quantised(call.quantizes.empty() ? 0 : at(plan_.world_size()));
   for (const auto& q : call.quantizes) {
     spec.resources.clear();
     spec.deps = landed(q.rank);
@@ -108,8 +109,8 @@ void CallTasks::add_copies_after(const Call& call, std::int32_t index) {
   }
   for (const auto& c : call.copies_after) {
     spec.resources.assign(1, routes_.copy_engine(c.rank));
-    const auto& before = quantised[at(c.rank.value)];
-    spec.deps = before.empty() ? landed(c.rank) : before;
+    const bool after_quantising = !quantised.empty() && !quantised[at(c.rank.value)].empty();
+    spec.deps = after_quantising ? quantised[at(c.rank.value)] : landed(c.rank);
     spec.track = routes_.gpu_track(c.rank);
     call_ends_.push_back(sink_.add_call_task(call.label, c.bytes, Seconds{0}, TaskKind::kPack));
   }
