@@ -29,6 +29,7 @@ constexpr std::array<ExecutionModel, 3> kModels{{
                     "a chunk put run by run unless its runs are many and short",
      .pair_window = kUcxGrantWindow,
      .pairs_share_by_bytes = true,
+     .quantizes_on_sending_thread = true,
      .zero_copy = kManyPuts},
     {.id = ExecutionModelId::kRefitNccl,
      .name = "refit-nccl",

@@ -35,7 +35,8 @@
 // start once their upstream has ended.
 // FP8 in flight (quantize_work.h): a sender that quantises weights does so box by box, in the
 // order its chunks first read them (step by step, or by when each starts in its pair's paced
-// share), each chunk after the boxes it reads (a transfer is cut where it waits); a receiver that quantises
+// share), each chunk after the boxes it reads (a transfer is cut where it waits), and after the puts
+// before that chunk where its executor's sending thread copies them itself; a receiver that quantises
 // what lands does so in a task after the last of those transfers. A step-paced execution model (refit-nccl)
 // runs the transfers step by step instead, as the lowering's step schedule says (step_tasks.h): no streams or
 // grants, each rank's steps in order. The jobs are one file each: routes.h (resources and what a transfer
@@ -100,7 +101,7 @@ std::vector<double> stream_weights(const Plan& plan, const PieceCuts& cuts, bool
       options.calls ? options.calls->pairs_share_by_bytes : lowered.execution.pairs_share_by_bytes;
   for (const double weight : stream_weights(plan, cuts, by_bytes)) sink.model().add_stream(weight);
   sink.reserve(plan.transfers.size() * 3);
-  QuantizeTasks quantize(plan, std::move(work), routes, sink);
+  QuantizeTasks quantize(plan, std::move(work), routes, sink, lowered.execution);
   quantize.add_senders();
   std::unique_ptr<TransferMover> transfers;
   if (lowered.steps)
@@ -115,6 +116,7 @@ std::vector<double> stream_weights(const Plan& plan, const PieceCuts& cuts, bool
     CallTasks calls(plan, *options.calls, cuts.order(), call_of, cluster, routes, *transfers, sink);
     for (std::size_t c = 0; c < options.calls->calls.size(); ++c) calls.add(static_cast<std::int32_t>(c));
   }
+  quantize.add_remaining_senders();
   if (!options.calls || options.calls->quantize_landed)
     quantize.add_receivers(cuts.order(), transfers->ends());
   return std::move(sink).take();

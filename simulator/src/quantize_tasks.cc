@@ -9,40 +9,68 @@ std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 
 }  // namespace
 
-QuantizeTasks::QuantizeTasks(const Plan& plan, QuantizeWork work, const Routes& routes, TaskSink& sink)
-    : plan_(plan), work_(std::move(work)), routes_(routes), sink_(sink) {}
+QuantizeTasks::QuantizeTasks(const Plan& plan, QuantizeWork work, const Routes& routes, TaskSink& sink,
+                             const ExecutionModel& execution)
+    : plan_(plan),
+      work_(std::move(work)),
+      routes_(routes),
+      sink_(sink),
+      sender_tasks_(at(plan.world_size())),
+      takes_turns_(at(plan.world_size()), false),
+      last_put_(at(plan.world_size())) {
+  if (!execution.quantizes_on_sending_thread) return;
+  for (const Transfer& t : plan.transfers)
+    if (routes.copied_by_sender(t) && !work_.sender_boxes[at(t.sender.value)].empty())
+      takes_turns_[at(t.sender.value)] = true;
+}
 
+// In scratch of its own: a sender that takes turns gets its tasks while a transfer fills the
+// sink's.
 TaskId QuantizeTasks::add_task(Rank rank, Seconds time, std::vector<TaskId> deps) {
-  auto& label = sink_.label();
-  label.clear();
-  fmt::format_to(std::back_inserter(label), "quantise on rank {}", rank.value);
-  auto& spec = sink_.spec();
-  spec.resources.clear();
-  spec.deps = std::move(deps);
-  spec.track = routes_.gpu_track(rank);
-  spec.stream = -1;
-  return sink_.add_call_task(std::string_view(label.data(), label.size()), Bytes{0}, time,
-                             TaskKind::kQuantize);
+  label_.clear();
+  fmt::format_to(std::back_inserter(label_), "quantise on rank {}", rank.value);
+  spec_.latency = time;
+  spec_.deps = std::move(deps);
+  spec_.track = routes_.gpu_track(rank);
+  spec_.category = static_cast<std::uint32_t>(TaskKind::kQuantize);
+  spec_.label = std::string_view(label_.data(), label_.size());
+  return sink_.add_call_task(spec_);
 }
 
 void QuantizeTasks::add_senders() {
-  sender_tasks_.assign(at(plan_.world_size()), {});
-  for (std::int32_t r = 0; r < plan_.world_size(); ++r) {
-    auto& tasks = sender_tasks_[at(r)];
-    for (const Bytes b : work_.sender_boxes[at(r)]) {
-      std::vector<TaskId> deps;
-      if (!tasks.empty()) deps.push_back(tasks.back());
-      tasks.push_back(add_task(Rank{r}, quantize_time(b, routes_.gpu(Rank{r})), std::move(deps)));
-    }
+  for (std::int32_t r = 0; r < plan_.world_size(); ++r)
+    if (!takes_turns_[at(r)]) add_boxes(Rank{r}, work_.sender_boxes[at(r)].size());
+}
+
+void QuantizeTasks::add_boxes(Rank sender, std::size_t boxes) {
+  auto& tasks = sender_tasks_[at(sender.value)];
+  const auto& sizes = work_.sender_boxes[at(sender.value)];
+  const auto& put = last_put_[at(sender.value)];
+  while (tasks.size() < boxes) {
+    std::vector<TaskId> deps;
+    if (!tasks.empty()) deps.push_back(tasks.back());
+    if (put) deps.push_back(*put);
+    tasks.push_back(
+        add_task(sender, quantize_time(sizes[tasks.size()], routes_.gpu(sender)), std::move(deps)));
   }
 }
 
-std::optional<TaskId> QuantizeTasks::through(Rank sender, std::int32_t boxes) const {
+void QuantizeTasks::put(const Transfer& t, TaskId piece) {
+  if (takes_turns_[at(t.sender.value)] && routes_.copied_by_sender(t)) last_put_[at(t.sender.value)] = piece;
+}
+
+void QuantizeTasks::add_remaining_senders() {
+  for (std::int32_t r = 0; r < plan_.world_size(); ++r)
+    if (takes_turns_[at(r)]) add_boxes(Rank{r}, work_.sender_boxes[at(r)].size());
+}
+
+std::optional<TaskId> QuantizeTasks::through(Rank sender, std::int32_t boxes) {
   if (boxes == 0) return std::nullopt;
+  if (takes_turns_[at(sender.value)]) add_boxes(sender, static_cast<std::size_t>(boxes));
   return sender_tasks_[at(sender.value)][at(boxes - 1)];
 }
 
-std::optional<TaskId> QuantizeTasks::before(const Transfer& t, std::int64_t chunk) const {
+std::optional<TaskId> QuantizeTasks::before(const Transfer& t, std::int64_t chunk) {
   return through(t.sender, work_.sender_order.needs(t.id, chunk));
 }
 

@@ -5,12 +5,17 @@
 // boxes its bytes come from (the last of them in that order); a landing rank's
 // quantise step is a task after all it quantises has landed; a receiver that quantises what
 // lands does so in a task after the last of those transfers. Each takes quantize_time() on the
-// rank's GPU and moves no bytes.
+// rank's GPU and moves no bytes. Where the execution model quantises on the sending thread and a
+// sender's puts are copies that thread makes (ExecutionModel::quantizes_on_sending_thread,
+// Routes::copied_by_sender), its boxes and its puts take turns: a box is quantised when the
+// first chunk reading it is next to go, after the sender's puts before that chunk (its tasks are
+// made then, as the transfers are added).
 #include <optional>
 #include <span>
 #include <vector>
 
 #include "quantize_work.h"
+#include "refit/planner/execution_model.h"
 #include "routes.h"
 #include "task_sink.h"
 
@@ -18,20 +23,27 @@ namespace refit::sim {
 
 class QuantizeTasks {
  public:
-  // `plan`, `routes` and `sink` outlive the builder.
-  QuantizeTasks(const Plan& plan, QuantizeWork work, const Routes& routes, TaskSink& sink);
+  // `plan`, `routes` and `sink` outlive the builder; `execution` runs the plan.
+  QuantizeTasks(const Plan& plan, QuantizeWork work, const Routes& routes, TaskSink& sink,
+                const ExecutionModel& execution);
 
-  // Every sender's quantisation, before any transfer is added.
+  // Every sender's quantisation, before any transfer is added; a sender whose boxes take turns
+  // with its puts gets its tasks as its chunks ask for them (through()).
   void add_senders();
+  // Records `piece`, a piece of transfer t just added, as its sender's latest put, which the
+  // sender's next box waits for where they take turns.
+  void put(const Transfer& t, TaskId piece);
+  // The boxes no chunk asked for of the senders that take turns, after all their puts.
+  void add_remaining_senders();
   // The sender's quantisation that chunk `chunk` of transfer t waits for, if t carries values or
   // scales it makes: the task of the last box it and the chunks before it read.
-  std::optional<TaskId> before(const Transfer& t, std::int64_t chunk) const;
+  std::optional<TaskId> before(const Transfer& t, std::int64_t chunk);
   // How many of t's sender's boxes chunk `chunk` of t waits for.
   std::int32_t needs(const Transfer& t, std::int64_t chunk) const {
     return work_.sender_order.needs(t.id, chunk);
   }
   // The task after which `sender` has quantised its first `boxes` boxes; none for 0.
-  std::optional<TaskId> through(Rank sender, std::int32_t boxes) const;
+  std::optional<TaskId> through(Rank sender, std::int32_t boxes);
   // Where transfer t waits for more of its sender's boxes (a piece of it starting there waits for
   // before(t, chunk)).
   std::span<const lowering::QuantizeWait> waits(std::int32_t t) const {
@@ -46,12 +58,18 @@ class QuantizeTasks {
 
  private:
   TaskId add_task(Rank rank, Seconds time, std::vector<TaskId> deps);
+  // `sender`'s box tasks up to its first `boxes`, each after the one before and its latest put.
+  void add_boxes(Rank sender, std::size_t boxes);
 
   const Plan& plan_;
   QuantizeWork work_;
   const Routes& routes_;
   TaskSink& sink_;
   std::vector<std::vector<TaskId>> sender_tasks_;  // per rank: a task per box, in its order
+  std::vector<bool> takes_turns_;                  // per rank: its boxes and puts take turns
+  std::vector<std::optional<TaskId>> last_put_;    // per rank that takes turns
+  TaskSpec spec_;                                  // scratch: no bytes, no resources, no stream
+  fmt::memory_buffer label_;
 };
 
 }  // namespace refit::sim

@@ -99,6 +99,10 @@ Seconds Routes::chunk_overhead(const Transfer& t) const {
   return n ? c_.cluster().nics()[at(*n)].chunk_overhead : Seconds{0};
 }
 
+bool Routes::copied_by_sender(const Transfer& t) const {
+  return t.link == LinkKind::kNetwork && gpu(t.sender).node == gpu(t.receiver).node;
+}
+
 TaskKind Routes::kind(LinkKind link) {
   return link == LinkKind::kNetwork  ? TaskKind::kNetwork
          : link == LinkKind::kNvlink ? TaskKind::kNvlink

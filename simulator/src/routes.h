@@ -39,6 +39,9 @@ class Routes {
   // Per chunk, the sender's own time beyond its bytes: the sender NIC's measured overhead over the
   // network (NicSpec::chunk_overhead), none otherwise (no calibration measures NVLink's).
   Seconds chunk_overhead(const Transfer& t) const;
+  // Whether t's bytes are copied by its sender's own thread: a network transfer between ranks of
+  // one node goes through shared memory (UCX's cma and mm transports), not through a NIC.
+  bool copied_by_sender(const Transfer& t) const;
   static TaskKind kind(LinkKind link);
   // The sender NIC's track for a network transfer, the sender GPU's otherwise.
   std::int32_t track(const Transfer& t) const;

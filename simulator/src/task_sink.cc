@@ -8,11 +8,15 @@ void TaskSink::reserve(std::size_t tasks) {
   out_.copy_latency.reserve(tasks);
 }
 
-TaskId TaskSink::add(std::int32_t transfer, Seconds copy) {
+void TaskSink::record(std::int32_t transfer, Seconds copy) {
   out_.transfer_of_task.push_back(transfer);
   out_.call_of_task.push_back(
       transfer >= 0 && !call_of_.empty() ? call_of_[static_cast<std::size_t>(transfer)] : call_);
   out_.copy_latency.push_back(copy);
+}
+
+TaskId TaskSink::add(std::int32_t transfer, Seconds copy) {
+  record(transfer, copy);
   const TaskId task = out_.model.add_task(spec_);
   spec_.overhead = Seconds{0};  // a piece's own chunks' (transfer_tasks.cc), never the next task's
   return task;
@@ -25,6 +29,11 @@ TaskId TaskSink::add_call_task(std::string_view label, Bytes bytes, Seconds late
   spec_.label = label;
   spec_.stream = -1;
   return add(-1, Seconds{0});
+}
+
+TaskId TaskSink::add_call_task(const TaskSpec& spec) {
+  record(-1, Seconds{0});
+  return out_.model.add_task(spec);
 }
 
 }  // namespace refit::sim

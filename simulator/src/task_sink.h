@@ -34,12 +34,18 @@ class TaskSink {
   // spec() as a task of the current call that is no transfer: its start, end, copies, collective
   // or quantisation.
   TaskId add_call_task(std::string_view label, Bytes bytes, Seconds latency, TaskKind kind);
+  // `spec`, a builder's own scratch instead of spec(), as a task of the current call that is no
+  // transfer: for tasks a builder makes while another is filling spec() (quantize_tasks.h).
+  TaskId add_call_task(const TaskSpec& spec);
   // Counts the task last added as one of `transfer` (a quantise step).
   void assign_last(std::int32_t transfer) { out_.transfer_of_task.back() = transfer; }
 
   PlanModel take() && { return std::move(out_); }
 
  private:
+  // What the task about to be added belongs to.
+  void record(std::int32_t transfer, Seconds copy);
+
   std::span<const std::int32_t> call_of_;
   PlanModel out_;
   TaskSpec spec_;

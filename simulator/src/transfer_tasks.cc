@@ -40,7 +40,7 @@ TaskId TransferTasks::last_wait(std::int32_t upstream, std::int64_t chunks) cons
 // What the transfer's first piece waits for: its sender's quantisation of what the first chunk reads, its
 // upstream data (a pipelined relay: the head of its one upstream), its grant, and in a call the call's start
 // and the sender's copy.
-void TransferTasks::start_deps(const Transfer& t, const CallGate* gate, std::vector<TaskId>& deps) const {
+void TransferTasks::start_deps(const Transfer& t, const CallGate* gate, std::vector<TaskId>& deps) {
   if (const auto q = quantize_.before(t, 0)) deps.push_back(*q);
   if (const auto up = cuts_.pipelined_upstream(t.id); up >= 0)
     deps.push_back(piece_through(up, cuts_.anchor(t.id).head));
@@ -130,6 +130,7 @@ void TransferTasks::add_pieces(const Transfer& t, Seconds pack_time, const CallG
     spec.latency = first ? routes_.latency(t) + pack_time : Seconds{0};
     spec.overhead = Seconds{static_cast<double>(e - begin) * chunk_overhead.value};
     pieces_.push_back({e, sink_.add(t.id, first ? pack_time : Seconds{0})});
+    quantize_.put(t, pieces_.back().task);
     done = through;
     begin = e;
   }

@@ -104,6 +104,33 @@ TEST(PlanSimulation, ASendersQuantisationOfItsSecondBoxOverlapsItsFirstSend) {
   EXPECT_NEAR(s.breakdown[TimeKind::kQuantize].value, q, 1e-12);  // on the critical path: w1's only
 }
 
+TEST(PlanSimulation, OnOneHostASenderQuantisesAndPutsInTurn) {
+  // The two weights of the test above, from process 0 to processes 1 and 2 of one host (as
+  // `refit calibrate` describes it: shared memory behind one 50 GB/s NIC). refit's UCX executor
+  // quantises each box on the thread that makes its puts, and between processes of one node a put
+  // is that thread's own copy, so the two take turns: w1 (q), its put (alpha + b / 50 GB/s),
+  // then w2 (q), its put: 2q + 2 alpha + 2b / 50 GB/s, where the nodes above overlap w2's
+  // quantisation with w1's send.
+  const auto layout = [](std::int32_t first) {
+    return make_layout({4096, 1024}, {1}, rank_range(first, 1), "R");
+  };
+  const auto bf16 = ReshardProblem::make({testing::make_reshard("w1", {4096, 1024}, layout(0), layout(1)),
+                                          testing::make_reshard("w2", {4096, 1024}, layout(0), layout(2))},
+                                         1, 2)
+                        .value();
+  const auto p = quantize_problem(bf16, {.scheme = QuantScheme::kFp8Block128, .site = QuantSite::kSender},
+                                  [](const TensorSpec&) { return true; })
+                     .value();
+  const auto c = testing::make_test_host(3, 1, 2);
+  PlanSimulationOptions o;
+  o.rate_tolerance = 0;
+  const auto s = simulate_plan(make_plan("refit", p, c).value(), p, c, o).value();
+  const double q = 1.5 * 4096.0 * 1024 * 2 / (0.69 * 1500e9 * 3.35 / 1.45);
+  const double b = 4096.0 * 1024 + 32 * 8 * 4;
+  EXPECT_NEAR(s.predicted.value, 2 * q + 2 * kAlpha + 2 * b / kNicBw, 1e-9);
+  EXPECT_NEAR(s.breakdown[TimeKind::kQuantize].value, 2 * q, 1e-12);  // both boxes on the critical path
+}
+
 TEST(PlanSimulation, QuantisingAtTheReceiverSendsBf16ThenQuantisesWhatLanded) {
   // bf16 crosses (alpha + 8 MiB / 50 GB/s), then the receiver quantises its 8 MiB.
   const auto p = one_weight_quantized(QuantSite::kReceiver);

@@ -4,6 +4,8 @@
 // rank's quantise step is checked on a whole plan in landing_simulation_test.cc.)
 #include "quantize_tasks.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "plan_tasks_fixture.h"
@@ -41,7 +43,7 @@ TEST(QuantizeTasks, ASenderQuantisesBeforeAndAReceiverAfterItsTransfers) {
   work.before_receiver[0] = true;
   TaskSink sink({});
   const Routes routes(cluster, sink.model());
-  QuantizeTasks quantize(plan, work, routes, sink);
+  QuantizeTasks quantize(plan, work, routes, sink, execution_model(ExecutionModelId::kRefitUcx));
   quantize.add_senders();
   const Model& m = sink.model();
   ASSERT_EQ(m.task_count(), 1);
@@ -74,7 +76,7 @@ TEST(QuantizeTasks, ASenderQuantisesBoxByBoxAndAChunkWaitsOnlyForTheBoxesItReads
   work.sender_order.waits = {{{.chunk = 0, .boxes = 1}}, {{.chunk = 1, .boxes = 2}}};
   TaskSink sink({});
   const Routes routes(cluster, sink.model());
-  QuantizeTasks quantize(plan, work, routes, sink);
+  QuantizeTasks quantize(plan, work, routes, sink, execution_model(ExecutionModelId::kRefitUcx));
   quantize.add_senders();
   const Model& m = sink.model();
   ASSERT_EQ(m.task_count(), 2);
@@ -87,6 +89,43 @@ TEST(QuantizeTasks, ASenderQuantisesBoxByBoxAndAChunkWaitsOnlyForTheBoxesItReads
   const auto& gpu = cluster.cluster().gpu(GpuId{0});
   EXPECT_DOUBLE_EQ(m.latency(TaskId{0}).value, quantize_time(Bytes{1'000'000}, gpu).value);
   EXPECT_DOUBLE_EQ(m.latency(TaskId{1}).value, quantize_time(Bytes{3'000'000}, gpu).value);
+}
+
+TEST(QuantizeTasks, OnOneHostASendersBoxWaitsForItsPutsBeforeTheChunkThatReadsIt) {
+  // The boxes and waits of the test above, on one host: a put is the sending thread's own copy
+  // there, and refit's UCX executor quantises on that thread, so no box is made up front. Chunk 0
+  // of transfer 0 asks for box 0 (task 0, after nothing); its piece goes (task 9, say); chunk 1 of
+  // transfer 1 asks for box 1, task 1, after box 0 and that put. refit's NCCL executor quantises
+  // beside its sends: both boxes up front, as before.
+  const auto plan = plan_of({transfer(0, 0, 1, 0, 1), transfer(1, 0, 2, 0, 2)}, 2);
+  const auto host = refit::testing::make_test_host(3, 1, 2);
+  auto work = testing::no_quantization(plan);
+  work.sender_boxes[0] = {Bytes{1'000'000}, Bytes{3'000'000}};
+  work.sender_order.weights[0] = {0, 1};
+  work.sender_order.waits = {{{.chunk = 0, .boxes = 1}}, {{.chunk = 1, .boxes = 2}}};
+  TaskSink sink({});
+  const Routes routes(host, sink.model());
+  QuantizeTasks quantize(plan, work, routes, sink, execution_model(ExecutionModelId::kRefitUcx));
+  quantize.add_senders();
+  const Model& m = sink.model();
+  EXPECT_EQ(m.task_count(), 0);
+  EXPECT_EQ(quantize.before(plan.transfers[0], 0), TaskId{0});
+  EXPECT_TRUE(m.deps(TaskId{0}).empty());
+  quantize.put(plan.transfers[0], TaskId{9});
+  EXPECT_EQ(quantize.before(plan.transfers[1], 0), std::nullopt);
+  EXPECT_EQ(quantize.before(plan.transfers[1], 1), TaskId{1});
+  const std::vector<TaskId> after{TaskId{0}, TaskId{9}};
+  EXPECT_TRUE(std::ranges::equal(m.deps(TaskId{1}), after));
+  quantize.add_remaining_senders();
+  EXPECT_EQ(m.task_count(), 2);
+  EXPECT_DOUBLE_EQ(m.latency(TaskId{1}).value,
+                   quantize_time(Bytes{3'000'000}, host.cluster().gpu(GpuId{0})).value);
+
+  TaskSink beside({});
+  const Routes nccl_routes(host, beside.model());
+  QuantizeTasks kernels(plan, work, nccl_routes, beside, execution_model(ExecutionModelId::kRefitNccl));
+  kernels.add_senders();
+  EXPECT_EQ(beside.model().task_count(), 2);
 }
 
 }  // namespace

@@ -34,7 +34,8 @@ Built build(const Plan& plan, std::vector<lowering::TransferCopyCost> costs,
   TaskSink sink({});
   const Routes routes(cluster, sink.model());
   const auto cuts = PieceCuts::make(lowered, nullptr, {}, 0).value();
-  QuantizeTasks quantize(plan, testing::no_quantization(plan), routes, sink);
+  QuantizeTasks quantize(plan, testing::no_quantization(plan), routes, sink,
+                         execution_model(ExecutionModelId::kRefitUcx));
   quantize.add_senders();
   TransferTasks transfers(lowered, std::move(costs), routes, cuts, quantize, sink);
   transfers.add(cuts.order(), nullptr);

@@ -44,4 +44,36 @@ inline PlacedCluster make_test_cluster(std::int32_t nodes, std::int32_t gpus_per
   return PlacedCluster::make(std::move(cluster), std::move(*ranks)).value();
 }
 
+// A host as `refit calibrate` describes one: `processes` processes on one node, each a domain of
+// its own without NVLink, all behind one NIC of `gbps` (shared memory) with 15 us of latency.
+inline PlacedCluster make_test_host(std::int32_t processes, std::int32_t source_ranks,
+                                    std::int32_t destination_ranks, double gbps = 50) {
+  ClusterSpec s;
+  s.name = "test host";
+  s.nvlink_latency = Seconds{15e-6};
+  NicSpec nic{.id = 0,
+              .name = "shared memory",
+              .node = 0,
+              .bandwidth = BytesPerSecond::from_gbps(gbps),
+              .latency = Seconds{15e-6},
+              .gpus = {},
+              .pci_bus_id = ""};
+  for (std::int32_t g = 0; g < processes; ++g) {
+    s.gpus.push_back(GpuSpec{.id = GpuId{g},
+                             .node = 0,
+                             .domain = g,
+                             .nvlink_bandwidth = BytesPerSecond{0},
+                             .copy_bandwidth = BytesPerSecond::from_gbps(1500),
+                             .pci_bus_id = ""});
+    s.domains.push_back(DomainSpec{.id = g, .gpus = {GpuId{g}}});
+    nic.gpus.push_back(GpuId{g});
+  }
+  s.nics.push_back(std::move(nic));
+  auto cluster = Cluster::make(std::move(s)).value();
+  auto ranks =
+      RankMap::place(cluster, {.source_ranks = source_ranks, .destination_ranks = destination_ranks});
+  if (!ranks) throw std::runtime_error("test host too small");
+  return PlacedCluster::make(std::move(cluster), std::move(*ranks)).value();
+}
+
 }  // namespace refit::testing
