@@ -77,13 +77,9 @@ TEST(PlanSimulation, QuantisingAtTheSenderSendsHalfTheBytesAfterOnePassOverTheWe
   EXPECT_EQ(stats.network_bytes_unquantized.value, 4096 * 1024 * 2);
 }
 
-TEST(PlanSimulation, ASendersQuantisationOfItsSecondBoxOverlapsItsFirstSend) {
-  // Two 8 MiB bf16 weights whole on training rank 0, w1 needed on rank 1 and w2 on rank 2, each
-  // on a node of its own, quantised at the sender. Each pair starts at once, so the sender
-  // quantises by tensor: w1 (q, as above), then w2 (q more). w1's fp8 (b = 4 MiB + 1 KiB of
-  // scales) leaves at q, alone on the sender's NIC until w2's joins at 2q; from then on the two
-  // share it, and it stays busy until both have gone: the end is q + alpha + 2b / 50 GB/s,
-  // where quantising both boxes before the first send would take 2q + alpha + 2b / 50 GB/s.
+// Two 8 MiB bf16 weights whole on training rank 0, w1 needed on rank 1 and w2 on rank 2,
+// quantised at the sender.
+ReshardProblem two_weights_quantized_at_sender() {
   const auto layout = [](std::int32_t first) {
     return make_layout({4096, 1024}, {1}, rank_range(first, 1), "R");
   };
@@ -91,9 +87,19 @@ TEST(PlanSimulation, ASendersQuantisationOfItsSecondBoxOverlapsItsFirstSend) {
                                           testing::make_reshard("w2", {4096, 1024}, layout(0), layout(2))},
                                          1, 2)
                         .value();
-  const auto p = quantize_problem(bf16, {.scheme = QuantScheme::kFp8Block128, .site = QuantSite::kSender},
-                                  [](const TensorSpec&) { return true; })
-                     .value();
+  return quantize_problem(bf16, {.scheme = QuantScheme::kFp8Block128, .site = QuantSite::kSender},
+                          [](const TensorSpec&) { return true; })
+      .value();
+}
+
+TEST(PlanSimulation, ASendersQuantisationOfItsSecondBoxOverlapsItsFirstSend) {
+  // Two 8 MiB bf16 weights from training rank 0 to ranks 1 and 2 (above), each rank on a node of
+  // its own. Each pair starts at once, so the sender
+  // quantises by tensor: w1 (q, as above), then w2 (q more). w1's fp8 (b = 4 MiB + 1 KiB of
+  // scales) leaves at q, alone on the sender's NIC until w2's joins at 2q; from then on the two
+  // share it, and it stays busy until both have gone: the end is q + alpha + 2b / 50 GB/s,
+  // where quantising both boxes before the first send would take 2q + alpha + 2b / 50 GB/s.
+  const auto p = two_weights_quantized_at_sender();
   const auto c = testing::make_test_cluster(3, 1, 1, 2);
   PlanSimulationOptions o;
   o.rate_tolerance = 0;
@@ -111,16 +117,7 @@ TEST(PlanSimulation, OnOneHostASenderQuantisesAndPutsInTurn) {
   // is that thread's own copy, so the two take turns: w1 (q), its put (alpha + b / 50 GB/s),
   // then w2 (q), its put: 2q + 2 alpha + 2b / 50 GB/s, where the nodes above overlap w2's
   // quantisation with w1's send.
-  const auto layout = [](std::int32_t first) {
-    return make_layout({4096, 1024}, {1}, rank_range(first, 1), "R");
-  };
-  const auto bf16 = ReshardProblem::make({testing::make_reshard("w1", {4096, 1024}, layout(0), layout(1)),
-                                          testing::make_reshard("w2", {4096, 1024}, layout(0), layout(2))},
-                                         1, 2)
-                        .value();
-  const auto p = quantize_problem(bf16, {.scheme = QuantScheme::kFp8Block128, .site = QuantSite::kSender},
-                                  [](const TensorSpec&) { return true; })
-                     .value();
+  const auto p = two_weights_quantized_at_sender();
   const auto c = testing::make_test_host(3, 1, 2);
   PlanSimulationOptions o;
   o.rate_tolerance = 0;

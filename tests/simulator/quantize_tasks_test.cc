@@ -63,6 +63,16 @@ TEST(QuantizeTasks, ASenderQuantisesBeforeAndAReceiverAfterItsTransfers) {
   EXPECT_EQ(m.label(TaskId{1}), "quantise on rank 1");
 }
 
+// Rank 0 quantises boxes of 1 and 3 MB, in that order. Transfer 0 reads the first box only (1
+// box from chunk 0); transfer 1 reads the second from its chunk 1 on (2 boxes).
+QuantizeWork two_boxes(const Plan& plan) {
+  auto work = testing::no_quantization(plan);
+  work.sender_boxes[0] = {Bytes{1'000'000}, Bytes{3'000'000}};
+  work.sender_order.weights[0] = {0, 1};
+  work.sender_order.waits = {{{.chunk = 0, .boxes = 1}}, {{.chunk = 1, .boxes = 2}}};
+  return work;
+}
+
 TEST(QuantizeTasks, ASenderQuantisesBoxByBoxAndAChunkWaitsOnlyForTheBoxesItReads) {
   // Rank 0 quantises boxes of 1 and 3 MB, in that order, each after the one before on its GPU.
   // Transfer 0 reads the first box only (1 box from chunk 0): it waits for task 0. Transfer 1
@@ -70,10 +80,7 @@ TEST(QuantizeTasks, ASenderQuantisesBoxByBoxAndAChunkWaitsOnlyForTheBoxesItReads
   // 1 for task 1, which follows task 0.
   const auto plan = plan_of({transfer(0, 0, 1, 0, 1), transfer(1, 0, 2, 0, 2)}, 2);
   const auto cluster = refit::testing::make_test_cluster(3, 1, 1, 2);
-  auto work = testing::no_quantization(plan);
-  work.sender_boxes[0] = {Bytes{1'000'000}, Bytes{3'000'000}};
-  work.sender_order.weights[0] = {0, 1};
-  work.sender_order.waits = {{{.chunk = 0, .boxes = 1}}, {{.chunk = 1, .boxes = 2}}};
+  const auto work = two_boxes(plan);
   TaskSink sink({});
   const Routes routes(cluster, sink.model());
   QuantizeTasks quantize(plan, work, routes, sink, execution_model(ExecutionModelId::kRefitUcx));
@@ -99,10 +106,7 @@ TEST(QuantizeTasks, OnOneHostASendersBoxWaitsForItsPutsBeforeTheChunkThatReadsIt
   // beside its sends: both boxes up front, as before.
   const auto plan = plan_of({transfer(0, 0, 1, 0, 1), transfer(1, 0, 2, 0, 2)}, 2);
   const auto host = refit::testing::make_test_host(3, 1, 2);
-  auto work = testing::no_quantization(plan);
-  work.sender_boxes[0] = {Bytes{1'000'000}, Bytes{3'000'000}};
-  work.sender_order.weights[0] = {0, 1};
-  work.sender_order.waits = {{{.chunk = 0, .boxes = 1}}, {{.chunk = 1, .boxes = 2}}};
+  const auto work = two_boxes(plan);
   TaskSink sink({});
   const Routes routes(host, sink.model());
   QuantizeTasks quantize(plan, work, routes, sink, execution_model(ExecutionModelId::kRefitUcx));

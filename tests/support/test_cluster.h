@@ -1,13 +1,24 @@
 #pragma once
-// Small hand-built clusters for tests that must not depend on the presets: `nodes` nodes of
-// `gpus_per_node` GPUs, each node one NVLink domain, one NIC per GPU (rail-optimised), with a
-// job's training ranks on the first GPUs and its inference ranks right after them.
+// Small hand-built clusters for tests that must not depend on the presets, with a job's training
+// ranks on the first GPUs and its inference ranks right after them.
 #include <stdexcept>
 
 #include "refit/topology/rank_map.h"
 
 namespace refit::testing {
 
+// `spec` with its training ranks on the first devices and its inference ranks after them.
+inline PlacedCluster place_test_ranks(ClusterSpec spec, std::int32_t source_ranks,
+                                      std::int32_t destination_ranks) {
+  auto cluster = Cluster::make(std::move(spec)).value();
+  auto ranks =
+      RankMap::place(cluster, {.source_ranks = source_ranks, .destination_ranks = destination_ranks});
+  if (!ranks) throw std::runtime_error("test cluster too small");
+  return PlacedCluster::make(std::move(cluster), std::move(*ranks)).value();
+}
+
+// `nodes` nodes of `gpus_per_node` GPUs, each node one NVLink domain, one NIC per GPU
+// (rail-optimised).
 inline PlacedCluster make_test_cluster(std::int32_t nodes, std::int32_t gpus_per_node,
                                        std::int32_t source_ranks, std::int32_t destination_ranks,
                                        double nic_gbps = 50, double nvlink_gbps = 400,
@@ -37,11 +48,7 @@ inline PlacedCluster make_test_cluster(std::int32_t nodes, std::int32_t gpus_per
     }
     s.domains.push_back(std::move(d));
   }
-  auto cluster = Cluster::make(std::move(s)).value();
-  auto ranks =
-      RankMap::place(cluster, {.source_ranks = source_ranks, .destination_ranks = destination_ranks});
-  if (!ranks) throw std::runtime_error("test cluster too small");
-  return PlacedCluster::make(std::move(cluster), std::move(*ranks)).value();
+  return place_test_ranks(std::move(s), source_ranks, destination_ranks);
 }
 
 // A host as `refit calibrate` describes one: `processes` processes on one node, each a domain of
@@ -69,11 +76,7 @@ inline PlacedCluster make_test_host(std::int32_t processes, std::int32_t source_
     nic.gpus.push_back(GpuId{g});
   }
   s.nics.push_back(std::move(nic));
-  auto cluster = Cluster::make(std::move(s)).value();
-  auto ranks =
-      RankMap::place(cluster, {.source_ranks = source_ranks, .destination_ranks = destination_ranks});
-  if (!ranks) throw std::runtime_error("test host too small");
-  return PlacedCluster::make(std::move(cluster), std::move(*ranks)).value();
+  return place_test_ranks(std::move(s), source_ranks, destination_ranks);
 }
 
 }  // namespace refit::testing
