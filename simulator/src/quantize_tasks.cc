@@ -16,6 +16,7 @@ QuantizeTasks::QuantizeTasks(const Plan& plan, QuantizeWork work, const Routes& 
       routes_(routes),
       sink_(sink),
       sender_tasks_(at(plan.world_size())),
+      box_streams_(at(plan.world_size())),
       takes_turns_(at(plan.world_size()), false),
       last_put_(at(plan.world_size())) {
   if (!execution.quantizes_on_sending_thread) return;
@@ -26,7 +27,7 @@ QuantizeTasks::QuantizeTasks(const Plan& plan, QuantizeWork work, const Routes& 
 
 // In scratch of its own: a sender that takes turns gets its tasks while a transfer fills the
 // sink's.
-TaskId QuantizeTasks::add_task(Rank rank, Seconds time, std::vector<TaskId> deps) {
+TaskId QuantizeTasks::add_task(Rank rank, Seconds time, std::vector<TaskId> deps, std::int32_t stream) {
   label_.clear();
   fmt::format_to(std::back_inserter(label_), "quantise on rank {}", rank.value);
   spec_.latency = time;
@@ -34,6 +35,7 @@ TaskId QuantizeTasks::add_task(Rank rank, Seconds time, std::vector<TaskId> deps
   spec_.track = routes_.gpu_track(rank);
   spec_.category = static_cast<std::uint32_t>(TaskKind::kQuantize);
   spec_.label = std::string_view(label_.data(), label_.size());
+  spec_.stream = stream;
   return sink_.add_call_task(spec_);
 }
 
@@ -42,7 +44,7 @@ void QuantizeTasks::add_senders() {
     if (!takes_turns_[at(r)]) add_boxes(Rank{r}, work_.sender_boxes[at(r)].size());
 }
 
-void QuantizeTasks::add_boxes(Rank sender, std::size_t boxes) {
+void QuantizeTasks::add_boxes(Rank sender, std::size_t boxes, std::int32_t stream) {
   auto& tasks = sender_tasks_[at(sender.value)];
   const auto& sizes = work_.sender_boxes[at(sender.value)];
   const auto& put = last_put_[at(sender.value)];
@@ -51,7 +53,8 @@ void QuantizeTasks::add_boxes(Rank sender, std::size_t boxes) {
     if (!tasks.empty()) deps.push_back(tasks.back());
     if (put) deps.push_back(*put);
     tasks.push_back(
-        add_task(sender, quantize_time(sizes[tasks.size()], routes_.gpu(sender)), std::move(deps)));
+        add_task(sender, quantize_time(sizes[tasks.size()], routes_.gpu(sender)), std::move(deps), stream));
+    box_streams_[at(sender.value)].push_back(stream);
   }
 }
 
@@ -64,14 +67,15 @@ void QuantizeTasks::add_remaining_senders() {
     if (takes_turns_[at(r)]) add_boxes(Rank{r}, work_.sender_boxes[at(r)].size());
 }
 
-std::optional<TaskId> QuantizeTasks::through(Rank sender, std::int32_t boxes) {
+std::optional<TaskId> QuantizeTasks::through(Rank sender, std::int32_t boxes, std::int32_t stream) {
   if (boxes == 0) return std::nullopt;
-  if (takes_turns_[at(sender.value)]) add_boxes(sender, static_cast<std::size_t>(boxes));
+  if (takes_turns_[at(sender.value)]) add_boxes(sender, static_cast<std::size_t>(boxes), stream);
+  if (stream >= 0 && box_streams_[at(sender.value)][at(boxes - 1)] == stream) return std::nullopt;
   return sender_tasks_[at(sender.value)][at(boxes - 1)];
 }
 
-std::optional<TaskId> QuantizeTasks::before(const Transfer& t, std::int64_t chunk) {
-  return through(t.sender, work_.sender_order.needs(t.id, chunk));
+std::optional<TaskId> QuantizeTasks::before(const Transfer& t, std::int64_t chunk, std::int32_t stream) {
+  return through(t.sender, work_.sender_order.needs(t.id, chunk), stream);
 }
 
 TaskId QuantizeTasks::add_step(const Transfer& t, std::vector<TaskId> deps) {

@@ -8,8 +8,10 @@
 // rank's GPU and moves no bytes. Where the execution model quantises on the sending thread and a
 // sender's puts are copies that thread makes (ExecutionModel::quantizes_on_sending_thread,
 // Routes::copied_by_sender), its boxes and its puts take turns: a box is quantised when the
-// first chunk reading it is next to go, after the sender's puts before that chunk (its tasks are
-// made then, as the transfers are added).
+// first chunk reading it is next to go, after the sender's puts before that chunk. Its task is
+// made then, as the transfers are added, in that chunk's pair stream, so that the chunk follows
+// it by the stream's order and pays its latency while the sender quantises, as a stream's
+// messages pay theirs while the ones before them flow.
 #include <optional>
 #include <span>
 #include <vector>
@@ -36,14 +38,16 @@ class QuantizeTasks {
   // The boxes no chunk asked for of the senders that take turns, after all their puts.
   void add_remaining_senders();
   // The sender's quantisation that chunk `chunk` of transfer t waits for, if t carries values or
-  // scales it makes: the task of the last box it and the chunks before it read.
-  std::optional<TaskId> before(const Transfer& t, std::int64_t chunk);
+  // scales it makes: the task of the last box it and the chunks before it read. A sender whose
+  // boxes take turns with its puts makes those not made yet now, in `stream` (t's pair stream,
+  // -1 for none); none is returned where that box is in `stream`, whose order puts it first.
+  std::optional<TaskId> before(const Transfer& t, std::int64_t chunk, std::int32_t stream = -1);
   // How many of t's sender's boxes chunk `chunk` of t waits for.
   std::int32_t needs(const Transfer& t, std::int64_t chunk) const {
     return work_.sender_order.needs(t.id, chunk);
   }
   // The task after which `sender` has quantised its first `boxes` boxes; none for 0.
-  std::optional<TaskId> through(Rank sender, std::int32_t boxes);
+  std::optional<TaskId> through(Rank sender, std::int32_t boxes, std::int32_t stream = -1);
   // Where transfer t waits for more of its sender's boxes (a piece of it starting there waits for
   // before(t, chunk)).
   std::span<const lowering::QuantizeWait> waits(std::int32_t t) const {
@@ -57,18 +61,20 @@ class QuantizeTasks {
   void add_receivers(std::span<const std::int32_t> order, std::span<const TaskId> ends);
 
  private:
-  TaskId add_task(Rank rank, Seconds time, std::vector<TaskId> deps);
-  // `sender`'s box tasks up to its first `boxes`, each after the one before and its latest put.
-  void add_boxes(Rank sender, std::size_t boxes);
+  TaskId add_task(Rank rank, Seconds time, std::vector<TaskId> deps, std::int32_t stream = -1);
+  // `sender`'s box tasks up to its first `boxes`, each after the one before and its latest put,
+  // in `stream`.
+  void add_boxes(Rank sender, std::size_t boxes, std::int32_t stream = -1);
 
   const Plan& plan_;
   QuantizeWork work_;
   const Routes& routes_;
   TaskSink& sink_;
-  std::vector<std::vector<TaskId>> sender_tasks_;  // per rank: a task per box, in its order
-  std::vector<bool> takes_turns_;                  // per rank: its boxes and puts take turns
-  std::vector<std::optional<TaskId>> last_put_;    // per rank that takes turns
-  TaskSpec spec_;                                  // scratch: no bytes, no resources, no stream
+  std::vector<std::vector<TaskId>> sender_tasks_;       // per rank: a task per box, in its order
+  std::vector<std::vector<std::int32_t>> box_streams_;  // per rank: the stream of each box task
+  std::vector<bool> takes_turns_;                       // per rank: its boxes and puts take turns
+  std::vector<std::optional<TaskId>> last_put_;         // per rank that takes turns
+  TaskSpec spec_;                                       // scratch: no bytes, no resources, no stream
   fmt::memory_buffer label_;
 };
 

@@ -41,7 +41,7 @@ TaskId TransferTasks::last_wait(std::int32_t upstream, std::int64_t chunks) cons
 // upstream data (a pipelined relay: the head of its one upstream), its grant, and in a call the call's start
 // and the sender's copy.
 void TransferTasks::start_deps(const Transfer& t, const CallGate* gate, std::vector<TaskId>& deps) {
-  if (const auto q = quantize_.before(t, 0)) deps.push_back(*q);
+  if (const auto q = quantize_.before(t, 0, cuts_.stream(t.id))) deps.push_back(*q);
   if (const auto up = cuts_.pipelined_upstream(t.id); up >= 0)
     deps.push_back(piece_through(up, cuts_.anchor(t.id).head));
   else
@@ -121,7 +121,8 @@ void TransferTasks::add_pieces(const Transfer& t, Seconds pack_time, const CallG
     spec.deps.clear();
     if (first) start_deps(t, gate, spec.deps);
     const bool waits_here = std::ranges::binary_search(waits, begin, {}, &lowering::QuantizeWait::chunk);
-    if (!first && waits_here) spec.deps.push_back(*quantize_.before(t, begin));
+    if (!first && waits_here)
+      if (const auto q = quantize_.before(t, begin, cuts_.stream(t.id))) spec.deps.push_back(*q);
     // In a stream the pieces follow each other anyway; a dependency would make the next piece
     // start a flow of its own instead of taking over the stream's (where it has no overhead).
     if (!first && !streamed) spec.deps.push_back(pieces_.back().task);

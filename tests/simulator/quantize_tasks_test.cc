@@ -101,9 +101,11 @@ TEST(QuantizeTasks, ASenderQuantisesBoxByBoxAndAChunkWaitsOnlyForTheBoxesItReads
 TEST(QuantizeTasks, OnOneHostASendersBoxWaitsForItsPutsBeforeTheChunkThatReadsIt) {
   // The boxes and waits of the test above, on one host: a put is the sending thread's own copy
   // there, and refit's UCX executor quantises on that thread, so no box is made up front. Chunk 0
-  // of transfer 0 asks for box 0 (task 0, after nothing); its piece goes (task 9, say); chunk 1 of
-  // transfer 1 asks for box 1, task 1, after box 0 and that put. refit's NCCL executor quantises
-  // beside its sends: both boxes up front, as before.
+  // of transfer 0 asks for box 0 in its pair stream 0: task 0, after nothing, in stream 0, which
+  // puts it before the chunk (so no dependency is returned). The chunk's piece goes (task 9,
+  // say). Chunk 1 of transfer 1 asks for box 1 in stream 1: task 1, after box 0 and that put.
+  // Asked again without a stream, box 1 is a dependency. refit's NCCL executor quantises beside
+  // its sends: both boxes up front, as before.
   const auto plan = plan_of({transfer(0, 0, 1, 0, 1), transfer(1, 0, 2, 0, 2)}, 2);
   const auto host = refit::testing::make_test_host(3, 1, 2);
   const auto work = two_boxes(plan);
@@ -113,13 +115,19 @@ TEST(QuantizeTasks, OnOneHostASendersBoxWaitsForItsPutsBeforeTheChunkThatReadsIt
   quantize.add_senders();
   const Model& m = sink.model();
   EXPECT_EQ(m.task_count(), 0);
-  EXPECT_EQ(quantize.before(plan.transfers[0], 0), TaskId{0});
+  sink.model().add_stream();
+  sink.model().add_stream();
+  EXPECT_EQ(quantize.before(plan.transfers[0], 0, 0), std::nullopt);
+  ASSERT_EQ(m.task_count(), 1);
+  EXPECT_EQ(m.stream(TaskId{0}), 0);
   EXPECT_TRUE(m.deps(TaskId{0}).empty());
   quantize.put(plan.transfers[0], TaskId{9});
-  EXPECT_EQ(quantize.before(plan.transfers[1], 0), std::nullopt);
-  EXPECT_EQ(quantize.before(plan.transfers[1], 1), TaskId{1});
+  EXPECT_EQ(quantize.before(plan.transfers[1], 0, 1), std::nullopt);
+  EXPECT_EQ(quantize.before(plan.transfers[1], 1, 1), std::nullopt);
+  EXPECT_EQ(m.stream(TaskId{1}), 1);
   const std::vector<TaskId> after{TaskId{0}, TaskId{9}};
   EXPECT_TRUE(std::ranges::equal(m.deps(TaskId{1}), after));
+  EXPECT_EQ(quantize.before(plan.transfers[1], 1), TaskId{1});
   quantize.add_remaining_senders();
   EXPECT_EQ(m.task_count(), 2);
   EXPECT_DOUBLE_EQ(m.latency(TaskId{1}).value,

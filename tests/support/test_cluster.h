@@ -52,7 +52,8 @@ inline PlacedCluster make_test_cluster(std::int32_t nodes, std::int32_t gpus_per
 }
 
 // A host as `refit calibrate` describes one: `processes` processes on one node, each a domain of
-// its own without NVLink, all behind one NIC of `gbps` (shared memory) with 15 us of latency.
+// its own without NVLink, all behind one NIC of `gbps` (shared memory) with 15 us of latency,
+// each quantizing 1 GB/s of bf16.
 inline PlacedCluster make_test_host(std::int32_t processes, std::int32_t source_ranks,
                                     std::int32_t destination_ranks, double gbps = 50) {
   ClusterSpec s;
@@ -71,7 +72,8 @@ inline PlacedCluster make_test_host(std::int32_t processes, std::int32_t source_
                              .domain = g,
                              .nvlink_bandwidth = BytesPerSecond{0},
                              .copy_bandwidth = BytesPerSecond::from_gbps(1500),
-                             .pci_bus_id = ""});
+                             .pci_bus_id = "",
+                             .quantize_bandwidth = BytesPerSecond::from_gbps(1)});
     s.domains.push_back(DomainSpec{.id = g, .gpus = {GpuId{g}}});
     nic.gpus.push_back(GpuId{g});
   }
