@@ -45,12 +45,11 @@ nlohmann::ordered_json measurement_json(const PairMeasurement& m) {
   return {{"bytes", m.bytes.value}, {"pairs", m.pairs}, {"chunks", m.chunks}, {"seconds", m.seconds.value}};
 }
 
-// refit's CPU quantizer per format, and the rate the cluster file holds.
+// refit's CPU quantizer per format, as the cluster file holds it.
 nlohmann::ordered_json quantize_json(const Calibration& c) {
   nlohmann::ordered_json out;
-  for (std::size_t s = 0; s < c.quantize_by_scheme.size(); ++s)
-    out[std::string(quant_scheme_name(static_cast<QuantScheme>(s)))] = gbps(c.quantize_by_scheme[s]);
-  out["cluster_file"] = gbps(c.cluster.gpus.front().quantize_bandwidth);
+  for (const QuantScheme s : all_quant_schemes())
+    out[std::string(quant_scheme_name(s))] = gbps(rate_of(c.quantize_by_scheme, s));
   return out;
 }
 
@@ -89,15 +88,14 @@ void print_calibration(const Calibration& c, const std::string& out) {
                c.all_pairs->pairs, human(c.all_pairs->bytes), human(c.all_pairs->seconds),
                gbps(c.host_bandwidth), c.host_bandwidth.value / c.pair.bandwidth.value);
   fmt::print("memcpy      {:.2f} GB/s (one core)\n", gbps(c.memcpy_bandwidth));
-  for (std::size_t s = 0; s < c.quantize_by_scheme.size(); ++s)
+  for (const QuantScheme s : all_quant_schemes())
     fmt::print("quantize    {:.2f} GB/s of bf16 to {} (refit's CPU quantizer, one core)\n",
-               gbps(c.quantize_by_scheme[s]), quant_scheme_name(static_cast<QuantScheme>(s)));
+               gbps(rate_of(c.quantize_by_scheme, s)), quant_scheme_name(s));
   fmt::print(
       "cluster     {} devices, one per process, behind one shared-memory link of {:.2f} GB/s, each "
-      "at most {:.2f} GB/s (fabric oversubscription {:.2f}), each quantizing at {:.2f} GB/s (the slower "
-      "format)\n",
+      "at most {:.2f} GB/s (fabric oversubscription {:.2f}), each quantizing at the rates above\n",
       c.cluster.gpus.size(), gbps(c.host_bandwidth), gbps(c.pair.bandwidth),
-      c.cluster.fabric.oversubscription, gbps(c.cluster.gpus.front().quantize_bandwidth));
+      c.cluster.fabric.oversubscription);
   for (const auto& n : c.notes) fmt::print("note        {}\n", n);
   if (!out.empty()) fmt::print("wrote       {}\n", out);
 }

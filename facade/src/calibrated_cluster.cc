@@ -78,7 +78,7 @@ Result<PairFit> fit_pair(const std::vector<PairMeasurement>& points) {
 }
 
 Result<ClusterSpec> calibrated_cluster(std::int32_t devices, const PairFit& pair, BytesPerSecond host,
-                                       BytesPerSecond memcpy, BytesPerSecond quantize) {
+                                       BytesPerSecond memcpy, const QuantizeRates& quantize) {
   if (devices < 1) return invalid(fmt::format("devices: must be >= 1, got {}", devices));
   ClusterSpec spec;
   spec.name = "calibrated-host";

@@ -219,10 +219,11 @@ Result<Calibration> calibrate(Bootstrap& bootstrap, const CalibrationOptions& o)
   }
   c.memcpy_seconds = REFIT_TRY(measure_memcpy(bootstrap, o));
   c.memcpy_bandwidth = BytesPerSecond{static_cast<double>(o.memcpy_bytes.value) / c.memcpy_seconds.value};
-  for (const auto scheme : {QuantScheme::kFp8Block128, QuantScheme::kMxfp8})
-    c.quantize_by_scheme.push_back(REFIT_TRY(measure_quantize(bootstrap, o, scheme)));
-  c.cluster = REFIT_TRY(calibrated_cluster(o.devices, c.pair, c.host_bandwidth, c.memcpy_bandwidth,
-                                           std::ranges::min(c.quantize_by_scheme)));
+  for (const auto scheme : all_quant_schemes())
+    c.quantize_by_scheme[static_cast<std::size_t>(scheme)] =
+        REFIT_TRY(measure_quantize(bootstrap, o, scheme));
+  c.cluster = REFIT_TRY(
+      calibrated_cluster(o.devices, c.pair, c.host_bandwidth, c.memcpy_bandwidth, c.quantize_by_scheme));
   return c;
 }
 

@@ -24,7 +24,9 @@ Result<void> check_rank(Rank r, const Plan& plan, std::string_view what) {
   return {};
 }
 
-Result<void> check_copies(const std::vector<RankCopy>& copies, const Plan& plan, std::string_view what) {
+// Copies or casts: each of a rank of the plan, of no negative bytes.
+template <class Work>
+Result<void> check_copies(const std::vector<Work>& copies, const Plan& plan, std::string_view what) {
   for (const auto& c : copies) {
     REFIT_TRY(check_rank(c.rank, plan, what));
     if (c.bytes.value < 0)

@@ -104,7 +104,7 @@ void CallTasks::add_copies_after(const Call& call, std::int32_t index) {
     spec.deps = landed(q.rank);
     spec.track = routes_.gpu_track(q.rank);
     quantised[at(q.rank.value)].push_back(sink_.add_call_task(
-        call.label, Bytes{0}, quantize_time(q.bytes, routes_.gpu(q.rank)), TaskKind::kQuantize));
+        call.label, Bytes{0}, quantize_time(q.bytes, q.scheme, routes_.gpu(q.rank)), TaskKind::kQuantize));
     call_ends_.push_back(quantised[at(q.rank.value)].back());
   }
   for (const auto& c : call.copies_after) {

@@ -80,7 +80,8 @@ class SignatureWriter {
     if (!fresh) return;
     const auto& spec = cluster_.cluster().gpu(g);
     out_.insert(out_.end(), {bits(spec.nvlink_bandwidth.value), bits(spec.copy_bandwidth.value),
-                             bits(spec.quantize_bandwidth.value), bits(context_.nic_bandwidth_of_gpu(g))});
+                             bits(context_.nic_bandwidth_of_gpu(g))});
+    for (const auto rate : spec.quantize_bandwidth) out_.push_back(bits(rate.value));
     const auto n = cluster_.cluster().nic_of(g);
     if (!n)
       out_.push_back(-1);

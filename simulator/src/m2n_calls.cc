@@ -147,7 +147,7 @@ std::vector<Call> reshard_calls(const DeployInputs& in, std::int32_t tensor,
   for (const auto& [rank, bytes] : traffic.received) {
     const Bytes loaded = cast ? cast_bytes(spec, bytes) : bytes;
     call.copies_after.push_back(RankCopy{Rank{rank}, fused ? loaded * 2 : loaded});
-    if (cast) call.quantizes.push_back(RankCopy{Rank{rank}, bytes});
+    if (cast) call.quantizes.push_back(RankCast{Rank{rank}, bytes, spec.quantization->scheme});
   }
   const auto phases = split_phases(in.plan, transfers);
   if (!phases) return {std::move(call)};

@@ -1,8 +1,11 @@
 #include "packed_broadcast.h"
 
 #include <algorithm>
+#include <array>
 
 #include <fmt/format.h>
+
+#include "refit/core/quantization.h"
 
 namespace refit::sim {
 namespace {
@@ -26,8 +29,9 @@ struct Buffer {
   std::int64_t hf_tensors = 0;
   Bytes unpacked;  // what the busiest inference rank copies into its parameters
   // What every inference rank casts to fp8 before loading (FP8 at the receivers): each weight
-  // whole, since the cast comes before vLLM's weight loaders narrow it to the rank's shard.
-  Bytes cast;
+  // whole, since the cast comes before vLLM's weight loaders narrow it to the rank's shard; per
+  // FP8 format.
+  std::array<Bytes, kQuantSchemeCount> cast{};
 };
 
 void add_run(Buffer& b, CollectiveKind kind, const std::vector<Rank>& ring, Bytes bytes) {
@@ -91,7 +95,7 @@ std::vector<Buffer> pack(const DeployInputs& in, const std::vector<ExportTask>& 
       Buffer& b = buffers.back();
       b.bytes += each;
       b.unpacked += loaded;
-      if (cast) b.cast += each;
+      if (cast) b.cast[static_cast<std::size_t>(tensor.quantization->scheme)] += each;
       ++b.hf_tensors;
       if (b.bytes > target) buffers.emplace_back();
     }
@@ -100,10 +104,13 @@ std::vector<Buffer> pack(const DeployInputs& in, const std::vector<ExportTask>& 
   return buffers;
 }
 
-// The busiest receiver's cast of a buffer, as a call's quantisations (none without FP8).
-std::vector<RankCopy> quantizes(Rank receiver, Bytes bytes) {
-  if (bytes.value == 0) return {};
-  return {RankCopy{receiver, bytes}};
+// The busiest receiver's cast of a buffer, as a call's quantisations: one per FP8 format it has.
+std::vector<RankCast> quantizes(Rank receiver, const std::array<Bytes, kQuantSchemeCount>& bytes) {
+  std::vector<RankCast> out;
+  for (const QuantScheme s : all_quant_schemes())
+    if (const Bytes b = bytes[static_cast<std::size_t>(s)]; b.value > 0)
+      out.push_back(RankCast{receiver, b, s});
+  return out;
 }
 
 std::vector<Rank> all_ranks(const ReshardProblem& problem) {

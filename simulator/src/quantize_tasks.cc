@@ -2,6 +2,8 @@
 
 #include <iterator>
 
+#include "refit/core/quantization.h"
+
 namespace refit::sim {
 namespace {
 
@@ -39,6 +41,13 @@ TaskId QuantizeTasks::add_task(Rank rank, Seconds time, std::vector<TaskId> deps
   return sink_.add_call_task(spec_);
 }
 
+Seconds QuantizeTasks::time_of(const std::array<Bytes, kQuantSchemeCount>& source, Rank rank) const {
+  Seconds time{0};
+  for (const QuantScheme s : all_quant_schemes())
+    time += quantize_time(source[static_cast<std::size_t>(s)], s, routes_.gpu(rank));
+  return time;
+}
+
 void QuantizeTasks::add_senders() {
   for (std::int32_t r = 0; r < plan_.world_size(); ++r)
     if (!takes_turns_[at(r)]) add_boxes(Rank{r}, work_.sender_boxes[at(r)].size());
@@ -46,14 +55,14 @@ void QuantizeTasks::add_senders() {
 
 void QuantizeTasks::add_boxes(Rank sender, std::size_t boxes, std::int32_t stream) {
   auto& tasks = sender_tasks_[at(sender.value)];
-  const auto& sizes = work_.sender_boxes[at(sender.value)];
+  const auto& boxes_of = work_.sender_boxes[at(sender.value)];
   const auto& put = last_put_[at(sender.value)];
   while (tasks.size() < boxes) {
     std::vector<TaskId> deps;
     if (!tasks.empty()) deps.push_back(tasks.back());
     if (put) deps.push_back(*put);
-    tasks.push_back(
-        add_task(sender, quantize_time(sizes[tasks.size()], routes_.gpu(sender)), std::move(deps), stream));
+    tasks.push_back(add_task(sender, quantize_time(boxes_of[tasks.size()], routes_.gpu(sender)),
+                             std::move(deps), stream));
     box_streams_[at(sender.value)].push_back(stream);
   }
 }
@@ -79,11 +88,11 @@ std::optional<TaskId> QuantizeTasks::before(const Transfer& t, std::int64_t chun
 }
 
 TaskId QuantizeTasks::add_step(const Transfer& t, std::vector<TaskId> deps) {
-  Bytes source{0};
+  std::array<Bytes, kQuantSchemeCount> source{};
   for (const auto& s : t.segments)
     if (const auto& q = plan_.tensors[s.tensor].quantization; !q->is_scales())
-      source += Bytes{s.box.volume() * dtype_size(q->from)};
-  const TaskId task = add_task(t.receiver, quantize_time(source, routes_.gpu(t.receiver)), std::move(deps));
+      source[static_cast<std::size_t>(q->scheme)] += Bytes{s.box.volume() * dtype_size(q->from)};
+  const TaskId task = add_task(t.receiver, time_of(source, t.receiver), std::move(deps));
   sink_.assign_last(t.id);
   return task;
 }
@@ -94,8 +103,8 @@ void QuantizeTasks::add_receivers(std::span<const std::int32_t> order, std::span
     if (work_.before_receiver[at(t)])
       landed[at(plan_.transfers[at(t)].receiver.value)].push_back(ends[at(t)]);
   for (std::int32_t r = 0; r < plan_.world_size(); ++r)
-    if (const Bytes b = work_.receiver_bytes[at(r)]; b.value > 0)
-      add_task(Rank{r}, quantize_time(b, routes_.gpu(Rank{r})), std::move(landed[at(r)]));
+    if (const Seconds time = time_of(work_.receiver_bytes[at(r)], Rank{r}); time.value > 0)
+      add_task(Rank{r}, time, std::move(landed[at(r)]));
 }
 
 }  // namespace refit::sim

@@ -12,6 +12,7 @@
 // made then, as the transfers are added, in that chunk's pair stream, so that the chunk follows
 // it by the stream's order and pays its latency while the sender quantises, as a stream's
 // messages pay theirs while the ones before them flow.
+#include <array>
 #include <optional>
 #include <span>
 #include <vector>
@@ -62,6 +63,8 @@ class QuantizeTasks {
 
  private:
   TaskId add_task(Rank rank, Seconds time, std::vector<TaskId> deps, std::int32_t stream = -1);
+  // What quantising `source` (bytes per FP8 format) takes on `rank`'s GPU.
+  Seconds time_of(const std::array<Bytes, kQuantSchemeCount>& source, Rank rank) const;
   // `sender`'s box tasks up to its first `boxes`, each after the one before and its latest put,
   // in `stream`.
   void add_boxes(Rank sender, std::size_t boxes, std::int32_t stream = -1);

@@ -26,15 +26,16 @@ Bytes box_bytes(const Layout& layout, Rank r, DType dtype) {
   return box ? Bytes{box->volume() * dtype_size(dtype)} : Bytes{0};
 }
 
-// Each sender's boxes' bytes, in the order it quantises them.
-std::vector<std::vector<Bytes>> sender_boxes(const lowering::SenderQuantizeOrder& order,
-                                             const ReshardProblem& problem) {
-  std::vector<std::vector<Bytes>> out(order.weights.size());
+// Each sender's boxes, in the order it quantises them.
+std::vector<std::vector<QuantizeBytes>> sender_boxes(const lowering::SenderQuantizeOrder& order,
+                                                     const ReshardProblem& problem) {
+  std::vector<std::vector<QuantizeBytes>> out(order.weights.size());
   for (std::size_t r = 0; r < out.size(); ++r)
     for (const std::uint32_t weight : order.weights[r]) {
-      const auto& spec = problem.tensors()[weight];
-      out[r].push_back(
-          box_bytes(spec.source, Rank{static_cast<std::int32_t>(r)}, spec.tensor.quantization->from));
+      const auto& q = *problem.tensors()[weight].tensor.quantization;
+      out[r].push_back(QuantizeBytes{
+          .source = box_bytes(problem.tensors()[weight].source, Rank{static_cast<std::int32_t>(r)}, q.from),
+          .scheme = q.scheme});
     }
   return out;
 }
@@ -45,7 +46,7 @@ QuantizeWork quantize_work(const Plan& plan, const ReshardProblem& problem,
                            lowering::SenderQuantizeOrder order) {
   QuantizeWork w{.sender_order = std::move(order),
                  .sender_boxes = {},
-                 .receiver_bytes = std::vector<Bytes>(at(plan.world_size())),
+                 .receiver_bytes = std::vector<std::array<Bytes, kQuantSchemeCount>>(at(plan.world_size())),
                  .before_receiver = std::vector<bool>(plan.transfers.size())};
   w.sender_boxes = sender_boxes(w.sender_order, problem);
   const auto weight = weight_of_each(plan);
@@ -60,7 +61,9 @@ QuantizeWork quantize_work(const Plan& plan, const ReshardProblem& problem,
         const Bytes mine = box_bytes(spec.destination, t.receiver, spec.tensor.quantization->from);
         if (mine.value == 0) continue;
         w.before_receiver[at(t.id)] = true;
-        if (counted.emplace(t.receiver.value, i).second) w.receiver_bytes[at(t.receiver.value)] += mine;
+        if (counted.emplace(t.receiver.value, i).second)
+          w.receiver_bytes[at(t.receiver.value)]
+                          [static_cast<std::size_t>(spec.tensor.quantization->scheme)] += mine;
       }
     }
   }
@@ -74,13 +77,20 @@ std::string_view quantize_rate_assumption() {
          "(tests/gpu/run.sh)";
 }
 
-bool quantize_rate_assumed(const Cluster& cluster) {
-  return std::ranges::any_of(cluster.gpus(),
-                             [](const GpuSpec& g) { return g.quantize_bandwidth.value == 0; });
+bool quantize_rate_assumed(const Cluster& cluster, const ReshardProblem& problem) {
+  std::array<bool, kQuantSchemeCount> used{};
+  for (const auto& t : problem.tensors())
+    if (t.tensor.quantization) used[static_cast<std::size_t>(t.tensor.quantization->scheme)] = true;
+  return std::ranges::any_of(cluster.gpus(), [&](const GpuSpec& g) {
+    for (std::size_t s = 0; s < kQuantSchemeCount; ++s)
+      if (used[s] && g.quantize_bandwidth[s].value == 0) return true;
+    return false;
+  });
 }
 
-Seconds quantize_time(Bytes source_bytes, const GpuSpec& gpu) {
-  if (gpu.quantize_bandwidth.value > 0) return transfer_time(source_bytes, gpu.quantize_bandwidth);
+Seconds quantize_time(Bytes source_bytes, QuantScheme scheme, const GpuSpec& gpu) {
+  if (const auto rate = rate_of(gpu.quantize_bandwidth, scheme); rate.value > 0)
+    return transfer_time(source_bytes, rate);
   constexpr double kTrafficPerByte = 1.5;      // read 2 bytes, write 1, per bf16 byte of 2
   constexpr double kCastOfLine = 0.69;         // torchao's MXFP8 cast on B200: 5.5 of 8 TB/s
   constexpr double kCopyOfLine = 1.45 / 3.35;  // the presets' copy bandwidth per HBM line rate

@@ -1,6 +1,7 @@
 #pragma once
 // FP8 in flight in the simulator: which ranks quantise how many bytes, and which transfers wait
 // for a sender's quantisation or feed a receiver's (core/quantization.h says who quantises).
+#include <array>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -13,12 +14,19 @@
 
 namespace refit::sim {
 
+// Source-dtype bytes quantised into one FP8 format.
+struct QuantizeBytes {
+  Bytes source;
+  QuantScheme scheme = QuantScheme::kFp8Block128;
+};
+
 struct QuantizeWork {
   // Which boxes each sender quantises, in what order, and which each chunk waits for.
   lowering::SenderQuantizeOrder sender_order;
-  // Per rank: the source-dtype bytes of each box of sender_order.weights.
-  std::vector<std::vector<Bytes>> sender_boxes;
-  std::vector<Bytes> receiver_bytes;  // per rank: source-dtype bytes it quantises once they landed
+  // Per rank: each box of sender_order.weights.
+  std::vector<std::vector<QuantizeBytes>> sender_boxes;
+  // Per rank and FP8 format (QuantScheme): the source-dtype bytes it quantises once they landed.
+  std::vector<std::array<Bytes, kQuantSchemeCount>> receiver_bytes;
   std::vector<bool> before_receiver;  // per transfer: lands data its receiver quantises
 };
 
@@ -29,18 +37,23 @@ struct QuantizeWork {
 QuantizeWork quantize_work(const Plan& plan, const ReshardProblem& problem,
                            lowering::SenderQuantizeOrder order);
 
-// At the GPU's measured quantize bandwidth (GpuSpec::quantize_bandwidth) where the cluster has
-// one. Otherwise: a quantiser is memory-bound: per element it reads 2 bytes of bf16 and writes one
-// fp8 byte (the scales are 1/16384 or 1/32 of that), 1.5 bytes of memory traffic per bf16 byte. The best
+// At the GPU's measured quantize bandwidth for the format (GpuSpec::quantize_bandwidth) where the
+// cluster has one. Otherwise: a quantiser is memory-bound: per element it reads 2 bytes of bf16 and writes
+// one fp8 byte (the scales are 1/16384 or 1/32 of that), 1.5 bytes of memory traffic per bf16 byte. The best
 // published cast (torchao's MXFP8 cast on B200, docs/quantization.md) moves 69 % of the HBM line
 // rate; the presets' copy bandwidth is 1.45/3.35 of it (topology/src/hardware_constants.cc), so b
 // bytes of bf16 take 1.5 b / (0.69 * copy_bandwidth * 3.35 / 1.45) = 0.941 b / copy_bandwidth.
-Seconds quantize_time(Bytes source_bytes, const GpuSpec& gpu);
+Seconds quantize_time(Bytes source_bytes, QuantScheme scheme, const GpuSpec& gpu);
+// The time of `work` on `gpu`.
+inline Seconds quantize_time(const QuantizeBytes& work, const GpuSpec& gpu) {
+  return quantize_time(work.source, work.scheme, gpu);
+}
 // What quantize_time assumes where a GPU has no measured rate, as a prediction says it: no figure of
 // refit's own kernels on a GPU exists yet (tests/gpu/run.sh measures them; bench/RESULTS.md keeps
 // the figures).
 std::string_view quantize_rate_assumption();
-// Whether quantize_time assumes that rate for some GPU of `cluster`.
-bool quantize_rate_assumed(const Cluster& cluster);
+// Whether quantize_time assumes that rate for some GPU of `cluster` and some format a tensor of
+// `problem` is quantised into.
+bool quantize_rate_assumed(const Cluster& cluster, const ReshardProblem& problem);
 
 }  // namespace refit::sim

@@ -49,7 +49,7 @@ std::vector<Knob> knobs() {
          // The quantizer is memory-bound as the copies are: a measured rate moves with them.
          for (auto& g : c.gpus) {
            g.copy_bandwidth = g.copy_bandwidth * f;
-           g.quantize_bandwidth = g.quantize_bandwidth * f;
+           for (auto& rate : g.quantize_bandwidth) rate = rate * f;
          }
        }},
       {"NCCL latencies (tuning.cc)",

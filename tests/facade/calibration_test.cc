@@ -220,14 +220,24 @@ TEST(CalibratedCluster, NoPredictionBelowItsLowerBound) {
   EXPECT_LE(bound.time.value, predicted(*spec, 2, bytes).value);
 }
 
-TEST(CalibratedCluster, EveryProcessQuantizesAtTheMeasuredRateWhichItsFileKeeps) {
+TEST(CalibratedCluster, EveryProcessQuantizesEachFormatAtItsMeasuredRateWhichItsFileKeeps) {
+  // fp8-block128 at 1.25 GB/s, mxfp8 at 1.1: the file keeps both (an object of a rate per
+  // format's name) and reads back the same.
   const PairFit pair{
       .latency = Seconds{20e-6}, .bandwidth = BytesPerSecond::from_gbps(4), .worst_relative_residual = 0};
   const auto spec = calibrated_cluster(4, pair, BytesPerSecond::from_gbps(6), BytesPerSecond::from_gbps(10),
-                                       BytesPerSecond::from_gbps(1.25));
+                                       {BytesPerSecond::from_gbps(1.25), BytesPerSecond::from_gbps(1.1)});
   ASSERT_TRUE(spec) << spec.error().message;
-  for (const auto& g : spec->gpus) EXPECT_DOUBLE_EQ(g.quantize_bandwidth.gbps(), 1.25);
-  const auto read = cluster_from_json(cluster_to_json(Cluster::make(*spec).value()));
+  for (const auto& g : spec->gpus) {
+    EXPECT_DOUBLE_EQ(rate_of(g.quantize_bandwidth, QuantScheme::kFp8Block128).gbps(), 1.25);
+    EXPECT_DOUBLE_EQ(rate_of(g.quantize_bandwidth, QuantScheme::kMxfp8).gbps(), 1.1);
+  }
+  const auto json = cluster_to_json(Cluster::make(*spec).value());
+  const auto& rates = json["gpus"][0]["quantize_gbps"];
+  ASSERT_TRUE(rates.is_object()) << rates.dump();
+  EXPECT_DOUBLE_EQ(rates["fp8-block128"].get<double>(), 1.25);
+  EXPECT_DOUBLE_EQ(rates["mxfp8"].get<double>(), 1.1);
+  const auto read = cluster_from_json(json);
   ASSERT_TRUE(read) << read.error().message;
   EXPECT_EQ(read->cluster.spec().gpus, spec->gpus);
 }

@@ -50,7 +50,7 @@ ClusterSpec calibrated_host(double speed, Seconds chunk_overhead = Seconds{0}) {
                      .chunk_overhead = chunk_overhead,
                      .worst_relative_residual = 0};
   return calibrated_cluster(16, pair, BytesPerSecond::from_gbps(18 * speed), BytesPerSecond::from_gbps(7),
-                            BytesPerSecond::from_gbps(1))
+                            every_scheme(BytesPerSecond::from_gbps(1)))
       .value();
 }
 

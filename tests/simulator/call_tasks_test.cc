@@ -112,7 +112,8 @@ TEST(CallTasks, ARankQuantisesWhatItReceivedThenCopies) {
   const CallSchedule calls{
       .calls = {Call{.label = "a",
                      .copies_after = {RankCopy{Rank{1}, Bytes{1'000'000}}},
-                     .quantizes = {RankCopy{Rank{1}, Bytes{2'000'000}}, RankCopy{Rank{2}, Bytes{3'000'000}}},
+                     .quantizes = {RankCast{Rank{1}, Bytes{2'000'000}, QuantScheme::kFp8Block128},
+                                   RankCast{Rank{2}, Bytes{3'000'000}, QuantScheme::kMxfp8}},
                      .transfers = {0, 1}}}};
   const auto out = tasks_of(plan, calls, {0, 0}, cluster);
   const Model& m = out.model;
@@ -123,11 +124,12 @@ TEST(CallTasks, ARankQuantisesWhatItReceivedThenCopies) {
   EXPECT_EQ(m.resource_name(m.resources(TaskId{5})[0]), "gpu 1 copy");
   EXPECT_EQ(deps(m, 6), (std::vector<std::int32_t>{1, 2, 3, 4, 5, 0}));
   const auto& gpus = cluster.cluster();
-  for (const auto [task, rank, bytes] : {std::tuple{3, 1, 2'000'000}, std::tuple{4, 2, 3'000'000}}) {
+  for (const auto [task, rank, bytes, scheme] : {std::tuple{3, 1, 2'000'000, QuantScheme::kFp8Block128},
+                                                 std::tuple{4, 2, 3'000'000, QuantScheme::kMxfp8}}) {
     EXPECT_TRUE(m.resources(TaskId{task}).empty());
     EXPECT_EQ(m.category(TaskId{task}), static_cast<std::uint32_t>(TaskKind::kQuantize));
     EXPECT_DOUBLE_EQ(m.latency(TaskId{task}).value,
-                     quantize_time(Bytes{bytes}, gpus.gpu(cluster.gpu_of(Rank{rank}))).value);
+                     quantize_time(Bytes{bytes}, scheme, gpus.gpu(cluster.gpu_of(Rank{rank}))).value);
   }
 }
 
@@ -139,7 +141,7 @@ TEST(CallTasks, AfterACollectiveARankQuantisesOnceTheCollectiveHasEnded) {
   const auto cluster = refit::testing::make_test_cluster(2, 1, 1, 1);
   const CallSchedule calls{.calls = {Call{.label = "b",
                                           .copies_after = {RankCopy{Rank{1}, Bytes{1'000}}},
-                                          .quantizes = {RankCopy{Rank{1}, Bytes{2'000}}},
+                                          .quantizes = {RankCast{Rank{1}, Bytes{2'000}, QuantScheme::kMxfp8}},
                                           .collective = Collective{.kind = CollectiveKind::kBroadcast,
                                                                    .ranks = {Rank{0}, Rank{1}},
                                                                    .bytes = Bytes{2'000}}}}};

@@ -282,10 +282,10 @@ TEST(Calls, BadSchedulesAreRefusedNamingTheCall) {
   loop.after = {0};
   EXPECT_NE(refused({.calls = {loop}}).find("after"), std::string::npos);
   auto outside = call_of(0, 0, 0);
-  outside.quantizes = {RankCopy{Rank{2}, Bytes{1}}};
+  outside.quantizes = {RankCast{Rank{2}, Bytes{1}, QuantScheme::kMxfp8}};
   EXPECT_NE(refused({.calls = {outside}}).find("quantizes rank 2"), std::string::npos);
   auto negative = call_of(0, 0, 0);
-  negative.quantizes = {RankCopy{Rank{1}, Bytes{-1}}};
+  negative.quantizes = {RankCast{Rank{1}, Bytes{-1}, QuantScheme::kMxfp8}};
   EXPECT_NE(refused({.calls = {negative}}).find("quantizes of rank 1: negative bytes"), std::string::npos);
 }
 

@@ -208,7 +208,7 @@ TEST(NemoRlCollective, WithFp8AtTheReceiversLoadWeightsCastsEachWeightThenCopies
   EXPECT_TRUE(calls_in(plain, "load_weights copies")[0]->quantizes.empty());
   EXPECT_FALSE(quantised.quantize_landed);  // the calls say who quantises
   const GpuSpec& gpu = c.cluster().gpu(c.gpu_of(Rank{4}));
-  const Seconds cast_last = sim::quantize_time(Bytes{512}, gpu);
+  const Seconds cast_last = sim::quantize_time(Bytes{512}, QuantScheme::kFp8Block128, gpu);
   const double copy_saved = (1024.0 - 776.0) / gpu.copy_bandwidth.value;
   EXPECT_GT(cast_last.value, 0);
   EXPECT_NEAR(after.predicted.value - before.predicted.value, cast_last.value - copy_saved, 1e-15);

@@ -9,7 +9,10 @@
 #include <gtest/gtest.h>
 
 #include "plan_tasks_fixture.h"
+#include "refit/core/quantization.h"
+#include "refit/core/quantized_problem.h"
 #include "test_cluster.h"
+#include "test_problems.h"
 
 namespace refit::sim {
 namespace {
@@ -17,17 +20,36 @@ namespace {
 using testing::plan_of;
 using testing::transfer;
 
-TEST(QuantizeTime, AMeasuredRateIsTakenAsItIsAndOnlyAnUnmeasuredOneIsAssumed) {
-  // Measured (refit calibrate): 1 MB of bf16 at 2 GB/s = 500 us. Unmeasured: the published cast
-  // rate scaled to the copy bandwidth, 1.5 b / (0.69 * copy * 3.35 / 1.45) = 0.941 b / copy: 1 MB
-  // at a copy bandwidth of 1500 GB/s is 0.627 us.
+// One 8 MiB bf16 weight from rank 0 to rank 1, quantised at the sender into `scheme`.
+ReshardProblem one_weight_in(QuantScheme scheme) {
+  const auto layout = [](std::int32_t rank) {
+    return refit::testing::make_layout({4096, 1024}, {1}, refit::testing::rank_range(rank, 1), "R");
+  };
+  const auto bf16 =
+      ReshardProblem::make({refit::testing::make_reshard("w", {4096, 1024}, layout(0), layout(1))}, 1, 1)
+          .value();
+  return quantize_problem(bf16, {.scheme = scheme, .site = QuantSite::kSender},
+                          [](const TensorSpec&) { return true; })
+      .value();
+}
+
+TEST(QuantizeTime, AMeasuredRateIsTakenPerFormatAndOnlyAnUnmeasuredOneIsAssumed) {
+  // Unmeasured: the published cast rate scaled to the copy bandwidth, 1.5 b / (0.69 * copy *
+  // 3.35 / 1.45) = 0.941 b / copy: 1 MB at a copy bandwidth of 1500 GB/s is 0.627 us, whatever
+  // the format. Measured (refit calibrate) for fp8-block128 only, at 2 GB/s: 1 MB in 500 us;
+  // mxfp8 stays assumed, so a problem in mxfp8 says so and one in fp8-block128 does not.
   auto spec = refit::testing::make_test_cluster(2, 1, 1, 1).cluster().spec();
-  EXPECT_NEAR(quantize_time(Bytes{1'000'000}, spec.gpus[0]).value, 1.5e6 / (0.69 * 1500e9 * 3.35 / 1.45),
-              1e-15);
-  EXPECT_TRUE(quantize_rate_assumed(Cluster::make(spec).value()));
-  for (auto& g : spec.gpus) g.quantize_bandwidth = BytesPerSecond::from_gbps(2);
-  EXPECT_DOUBLE_EQ(quantize_time(Bytes{1'000'000}, spec.gpus[0]).value, 500e-6);
-  EXPECT_FALSE(quantize_rate_assumed(Cluster::make(spec).value()));
+  const double assumed = 1.5e6 / (0.69 * 1500e9 * 3.35 / 1.45);
+  for (const QuantScheme s : all_quant_schemes())
+    EXPECT_NEAR(quantize_time(Bytes{1'000'000}, s, spec.gpus[0]).value, assumed, 1e-15);
+  const auto block = one_weight_in(QuantScheme::kFp8Block128), mx = one_weight_in(QuantScheme::kMxfp8);
+  EXPECT_TRUE(quantize_rate_assumed(Cluster::make(spec).value(), block));
+  for (auto& g : spec.gpus)
+    g.quantize_bandwidth[static_cast<std::size_t>(QuantScheme::kFp8Block128)] = BytesPerSecond::from_gbps(2);
+  EXPECT_DOUBLE_EQ(quantize_time(Bytes{1'000'000}, QuantScheme::kFp8Block128, spec.gpus[0]).value, 500e-6);
+  EXPECT_NEAR(quantize_time(Bytes{1'000'000}, QuantScheme::kMxfp8, spec.gpus[0]).value, assumed, 1e-15);
+  EXPECT_FALSE(quantize_rate_assumed(Cluster::make(spec).value(), block));
+  EXPECT_TRUE(quantize_rate_assumed(Cluster::make(spec).value(), mx));
 }
 
 TEST(QuantizeTasks, ASenderQuantisesBeforeAndAReceiverAfterItsTransfers) {
@@ -36,10 +58,10 @@ TEST(QuantizeTasks, ASenderQuantisesBeforeAndAReceiverAfterItsTransfers) {
   const auto plan = plan_of({transfer(0, 0, 1, 0, 1), transfer(1, 0, 2, 0, 1)}, 1);
   const auto cluster = refit::testing::make_test_cluster(3, 1, 1, 2);
   auto work = testing::no_quantization(plan);
-  work.sender_boxes[0] = {Bytes{1'000'000}};
+  work.sender_boxes[0] = {{.source = Bytes{1'000'000}, .scheme = QuantScheme::kFp8Block128}};
   work.sender_order.weights[0] = {0};
   work.sender_order.waits[0] = {{.chunk = 0, .boxes = 1}};
-  work.receiver_bytes[1] = Bytes{2'000'000};
+  work.receiver_bytes[1][static_cast<std::size_t>(QuantScheme::kFp8Block128)] = Bytes{2'000'000};
   work.before_receiver[0] = true;
   TaskSink sink({});
   const Routes routes(cluster, sink.model());
@@ -54,8 +76,10 @@ TEST(QuantizeTasks, ASenderQuantisesBeforeAndAReceiverAfterItsTransfers) {
   quantize.add_receivers(order, ends);
   ASSERT_EQ(m.task_count(), 2);
   const auto& gpu = cluster.cluster().gpu(GpuId{0});
-  EXPECT_DOUBLE_EQ(m.latency(TaskId{0}).value, quantize_time(Bytes{1'000'000}, gpu).value);
-  EXPECT_DOUBLE_EQ(m.latency(TaskId{1}).value, quantize_time(Bytes{2'000'000}, gpu).value);
+  EXPECT_DOUBLE_EQ(m.latency(TaskId{0}).value,
+                   quantize_time(Bytes{1'000'000}, QuantScheme::kFp8Block128, gpu).value);
+  EXPECT_DOUBLE_EQ(m.latency(TaskId{1}).value,
+                   quantize_time(Bytes{2'000'000}, QuantScheme::kFp8Block128, gpu).value);
   EXPECT_EQ(m.bytes(TaskId{1}).value, 0);
   ASSERT_EQ(m.deps(TaskId{1}).size(), 1U);
   EXPECT_EQ(m.deps(TaskId{1})[0], TaskId{7});
@@ -67,7 +91,8 @@ TEST(QuantizeTasks, ASenderQuantisesBeforeAndAReceiverAfterItsTransfers) {
 // box from chunk 0); transfer 1 reads the second from its chunk 1 on (2 boxes).
 QuantizeWork two_boxes(const Plan& plan) {
   auto work = testing::no_quantization(plan);
-  work.sender_boxes[0] = {Bytes{1'000'000}, Bytes{3'000'000}};
+  work.sender_boxes[0] = {{.source = Bytes{1'000'000}, .scheme = QuantScheme::kFp8Block128},
+                          {.source = Bytes{3'000'000}, .scheme = QuantScheme::kFp8Block128}};
   work.sender_order.weights[0] = {0, 1};
   work.sender_order.waits = {{{.chunk = 0, .boxes = 1}}, {{.chunk = 1, .boxes = 2}}};
   return work;
@@ -94,8 +119,10 @@ TEST(QuantizeTasks, ASenderQuantisesBoxByBoxAndAChunkWaitsOnlyForTheBoxesItReads
   ASSERT_EQ(m.deps(TaskId{1}).size(), 1U);
   EXPECT_EQ(m.deps(TaskId{1})[0], TaskId{0});
   const auto& gpu = cluster.cluster().gpu(GpuId{0});
-  EXPECT_DOUBLE_EQ(m.latency(TaskId{0}).value, quantize_time(Bytes{1'000'000}, gpu).value);
-  EXPECT_DOUBLE_EQ(m.latency(TaskId{1}).value, quantize_time(Bytes{3'000'000}, gpu).value);
+  EXPECT_DOUBLE_EQ(m.latency(TaskId{0}).value,
+                   quantize_time(Bytes{1'000'000}, QuantScheme::kFp8Block128, gpu).value);
+  EXPECT_DOUBLE_EQ(m.latency(TaskId{1}).value,
+                   quantize_time(Bytes{3'000'000}, QuantScheme::kFp8Block128, gpu).value);
 }
 
 TEST(QuantizeTasks, OnOneHostASendersBoxWaitsForItsPutsBeforeTheChunkThatReadsIt) {
@@ -130,8 +157,9 @@ TEST(QuantizeTasks, OnOneHostASendersBoxWaitsForItsPutsBeforeTheChunkThatReadsIt
   EXPECT_EQ(quantize.before(plan.transfers[1], 1), TaskId{1});
   quantize.add_remaining_senders();
   EXPECT_EQ(m.task_count(), 2);
-  EXPECT_DOUBLE_EQ(m.latency(TaskId{1}).value,
-                   quantize_time(Bytes{3'000'000}, host.cluster().gpu(GpuId{0})).value);
+  EXPECT_DOUBLE_EQ(
+      m.latency(TaskId{1}).value,
+      quantize_time(Bytes{3'000'000}, QuantScheme::kFp8Block128, host.cluster().gpu(GpuId{0})).value);
 
   TaskSink beside({});
   const Routes nccl_routes(host, beside.model());

@@ -73,7 +73,7 @@ inline PlacedCluster make_test_host(std::int32_t processes, std::int32_t source_
                              .nvlink_bandwidth = BytesPerSecond{0},
                              .copy_bandwidth = BytesPerSecond::from_gbps(1500),
                              .pci_bus_id = "",
-                             .quantize_bandwidth = BytesPerSecond::from_gbps(1)});
+                             .quantize_bandwidth = every_scheme(BytesPerSecond::from_gbps(1))});
     s.domains.push_back(DomainSpec{.id = g, .gpus = {GpuId{g}}});
     nic.gpus.push_back(GpuId{g});
   }

@@ -133,6 +133,7 @@ TEST(HostileClusterFile, BandwidthsOutsideTheLimitsAreRefusedNamingTheField) {
                         Case{"gpus", "nvlink_gbps", "1e308", "gpus[0].nvlink_gbps"},
                         Case{"gpus", "quantize_gbps", "5e-324", "gpus[0].quantize_gbps"},
                         Case{"gpus", "quantize_gbps", "-1", "gpus[0].quantize_gbps"},
+                        Case{"gpus", "quantize_gbps", R"({"mxfp8": 1e308})", "gpus[0].quantize_gbps.mxfp8"},
                         Case{"nics", "gbps", "1e-9", "nics[0].gbps"},
                         Case{"nics", "latency_us", "1e300", "nics[0].latency_us"},
                         Case{"nics", "chunk_overhead_us", "-1", "nics[0].chunk_overhead_us"},
@@ -145,6 +146,22 @@ TEST(HostileClusterFile, BandwidthsOutsideTheLimitsAreRefusedNamingTheField) {
   }
   // A GPU without NVLink (0) is still a cluster.
   EXPECT_TRUE(parse_cluster_json(cluster_with("gpus", "nvlink_gbps", "0")));
+}
+
+TEST(HostileClusterFile, AQuantizeRateForAnUnknownFormatOrOfNoNumberIsRefusedNamingIt) {
+  // A rate per format's name: one that is no FP8 format refit knows, or no number, is named.
+  const auto unknown = parse_cluster_json(cluster_with("gpus", "quantize_gbps", R"({"fp4": 1})"));
+  ASSERT_FALSE(unknown);
+  EXPECT_THAT(unknown.error().message, HasSubstr("gpus[0].quantize_gbps.fp4"));
+  const auto text = parse_cluster_json(cluster_with("gpus", "quantize_gbps", R"({"mxfp8": "fast"})"));
+  ASSERT_FALSE(text);
+  EXPECT_THAT(text.error().message, HasSubstr("gpus[0].quantize_gbps.mxfp8"));
+  // A format left out is unmeasured.
+  const auto one = parse_cluster_json(cluster_with("gpus", "quantize_gbps", R"({"mxfp8": 2})"));
+  ASSERT_TRUE(one) << one.error().message;
+  const auto& rates = one->cluster.gpu(GpuId{0}).quantize_bandwidth;
+  EXPECT_DOUBLE_EQ(rate_of(rates, QuantScheme::kMxfp8).gbps(), 2);
+  EXPECT_EQ(rate_of(rates, QuantScheme::kFp8Block128).value, 0);
 }
 
 TEST(HostileClusterFile, NumbersBeyondDoubleRangeAreParseErrors) {

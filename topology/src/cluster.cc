@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "refit/core/checked.h"
+#include "refit/core/quantization.h"
 #include "refit/core/try.h"
 
 namespace refit {
@@ -56,8 +57,9 @@ std::unexpected<Error> latency_error(const std::string& field, Seconds s) {
       return bandwidth_error(at() + ".nvlink_gbps", g.nvlink_bandwidth, true);
     if (!bandwidth_ok(g.copy_bandwidth, false))
       return bandwidth_error(at() + ".copy_gbps", g.copy_bandwidth, false);
-    if (!bandwidth_ok(g.quantize_bandwidth, true))
-      return bandwidth_error(at() + ".quantize_gbps", g.quantize_bandwidth, true);
+    for (const QuantScheme s : all_quant_schemes())
+      if (const auto rate = rate_of(g.quantize_bandwidth, s); !bandwidth_ok(rate, true))
+        return bandwidth_error(fmt::format("{}.quantize_gbps.{}", at(), quant_scheme_name(s)), rate, true);
   }
   return {};
 }

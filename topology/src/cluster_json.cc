@@ -1,12 +1,15 @@
 #include "refit/topology/cluster_json.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "hardware_constants.h"
 #include "refit/core/json_fields.h"
+#include "refit/core/quantization.h"
 #include "refit/core/text_file.h"
 #include "refit/core/try.h"
 
@@ -47,6 +50,17 @@ Json gpu_ids(const std::vector<GpuId>& gpus) {
   return out;
 }
 
+// One rate where every format has it, else a rate per measured format's name; none unmeasured.
+std::optional<Json> quantize_json(const QuantizeRates& rates) {
+  if (std::ranges::all_of(rates, [](BytesPerSecond r) { return r.value == 0; })) return std::nullopt;
+  if (std::ranges::all_of(rates, [&](BytesPerSecond r) { return r == rates.front(); }))
+    return Json(gbps_field(rates.front()));
+  Json out = Json::object();
+  for (const QuantScheme s : all_quant_schemes())
+    if (const auto r = rate_of(rates, s); r.value > 0) out[std::string(quant_scheme_name(s))] = gbps_field(r);
+  return out;
+}
+
 Json gpu_to_json(const GpuSpec& g) {
   Json j{{"id", g.id.value},
          {"node", g.node},
@@ -55,7 +69,7 @@ Json gpu_to_json(const GpuSpec& g) {
          {"copy_gbps", gbps_field(g.copy_bandwidth)}};
   if (g.memory.value > 0) j["memory_gb"] = static_cast<double>(g.memory.value) / 1e9;
   if (!g.pci_bus_id.empty()) j["pci_bus_id"] = g.pci_bus_id;
-  if (g.quantize_bandwidth.value > 0) j["quantize_gbps"] = gbps_field(g.quantize_bandwidth);
+  if (const auto q = quantize_json(g.quantize_bandwidth)) j["quantize_gbps"] = *q;
   return j;
 }
 
@@ -107,6 +121,26 @@ Bytes memory_field(FieldReader& f, std::string_view key) {
   return Bytes{std::llround(gb * 1e9)};
 }
 
+// quantize_gbps: one rate for every FP8 format, or an object of a rate per format's name; a format
+// left out is unmeasured (0), as is every format when the field is absent.
+QuantizeRates quantize_field(FieldReader& f, const nlohmann::json& gpu) {
+  const auto it = gpu.find("quantize_gbps");
+  if (it == gpu.end() || !it->is_object())
+    return every_scheme(BytesPerSecond::from_gbps(f.number_or("quantize_gbps", 0.0)));
+  QuantizeRates rates{};
+  FieldReader per(*it, f.path("quantize_gbps"));
+  for (const auto& [name, rate] : it->items()) {
+    const auto scheme = parse_quant_scheme(name);
+    if (!scheme) {
+      per.fail(name, scheme.error().message);
+      continue;
+    }
+    rates[static_cast<std::size_t>(*scheme)] = BytesPerSecond::from_gbps(per.number(name));
+  }
+  f.keep_error(per.status());
+  return rates;
+}
+
 // Braced initialisers evaluate in order, so the first bad field is the one reported.
 [[nodiscard]] Result<GpuSpec> read_gpu(const nlohmann::json& j, const std::string& at, std::int32_t index) {
   REFIT_TRY(require_known_keys(
@@ -120,7 +154,7 @@ Bytes memory_field(FieldReader& f, std::string_view key) {
               .copy_bandwidth = BytesPerSecond::from_gbps(f.number("copy_gbps")),
               .memory = memory_field(f, "memory_gb"),
               .pci_bus_id = f.string_or("pci_bus_id", ""),
-              .quantize_bandwidth = BytesPerSecond::from_gbps(f.number_or("quantize_gbps", 0.0))};
+              .quantize_bandwidth = quantize_field(f, j)};
   REFIT_TRY(f.status());
   return gpu;
 }

@@ -91,9 +91,9 @@ struct Calibration {
   BytesPerSecond host_bandwidth;             // every pair at once; the pair bandwidth without it
   Seconds memcpy_seconds;
   BytesPerSecond memcpy_bandwidth;
-  // refit's CPU quantizer, bf16 bytes read per second: fp8-block128's and mxfp8's (QuantScheme
-  // order); the cluster's devices quantize at the slower.
-  std::vector<BytesPerSecond> quantize_by_scheme;
+  // refit's CPU quantizer, bf16 bytes read per second, per FP8 format; the cluster's devices
+  // quantize each format at its rate.
+  QuantizeRates quantize_by_scheme{};
   std::vector<std::string> notes;  // what was not measured, and why
   ClusterSpec cluster;             // what the cluster file holds
 };
@@ -106,10 +106,10 @@ struct Calibration {
 // The host as the simulator models it (see the file's comment): `devices` processes, each its own
 // domain, behind one NIC of `host` bandwidth with the pair's latency and chunk overhead; the
 // fabric oversubscribed host / pair (at least 1); each device copies (packs, unpacks) at `memcpy`
-// and quantizes at `quantize` (0: unmeasured).
+// and quantizes each FP8 format at its rate of `quantize` (0: unmeasured).
 [[nodiscard]] Result<ClusterSpec> calibrated_cluster(std::int32_t devices, const PairFit& pair,
                                                      BytesPerSecond host, BytesPerSecond memcpy,
-                                                     BytesPerSecond quantize = BytesPerSecond{0});
+                                                     const QuantizeRates& quantize = {});
 
 // Measures on every rank of `bootstrap` (an even number of at least 2), returning the same
 // Calibration on each. Errors name the option or the rank that failed.

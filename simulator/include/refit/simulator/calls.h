@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "refit/core/quant_scheme.h"
 #include "refit/core/units.h"
 #include "refit/planner/execution_model.h"
 
@@ -35,11 +36,18 @@ struct Collective {
   double efficiency = 1.0;    // fraction of the links' bandwidth the collective reaches, in (0, 1]
 };
 
-// Bytes a rank works on on its GPU as part of a call: copies device to device, or a quantisation
-// (of that many bytes of the weights' source dtype).
+// Bytes a rank copies device to device on its GPU as part of a call.
 struct RankCopy {
   Rank rank;
   Bytes bytes;
+};
+
+// A rank's quantisation on its GPU as part of a call: `bytes` of the weights' source dtype into
+// the FP8 format `scheme`.
+struct RankCast {
+  Rank rank;
+  Bytes bytes;
+  QuantScheme scheme;
 };
 
 struct Call {
@@ -53,7 +61,7 @@ struct Call {
   std::vector<RankCopy> copies_after{};   // a rank copies once all it receives in the call has landed
   // A rank quantises once all it receives in the call has landed, at its GPU's quantize rate, and
   // its copies after wait for it: NeMo RL's fp8.load_weights casts each weight, then loads it.
-  std::vector<RankCopy> quantizes{};
+  std::vector<RankCast> quantizes{};
   std::vector<std::int32_t> transfers{};  // indices into Plan::transfers, each in at most one call
   std::optional<Collective> collective{};
 };

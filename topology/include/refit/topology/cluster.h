@@ -3,15 +3,30 @@
 // through, and the fabric between domains. Hardware only: which GPU runs each rank of a job is a
 // RankMap (rank_map.h).
 // A Cluster is validated once at construction; afterwards every lookup is O(1).
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "refit/core/error.h"
+#include "refit/core/quant_scheme.h"
 #include "refit/core/units.h"
 
 namespace refit {
+
+// A rate per FP8 format, indexed by QuantScheme.
+using QuantizeRates = std::array<BytesPerSecond, kQuantSchemeCount>;
+// `rate` for every format.
+constexpr QuantizeRates every_scheme(BytesPerSecond rate) {
+  QuantizeRates rates{};
+  rates.fill(rate);
+  return rates;
+}
+// The rate of `rates` for `scheme`.
+constexpr BytesPerSecond rate_of(const QuantizeRates& rates, QuantScheme scheme) {
+  return rates[static_cast<std::size_t>(scheme)];
+}
 
 // What Cluster::make accepts (README "Robustness"): finite values in ranges that hold every real
 // machine with a wide margin, so that no time or rate derived from them is zero, subnormal,
@@ -31,9 +46,10 @@ struct GpuSpec {
   BytesPerSecond copy_bandwidth;    // device-to-device copy (pack/unpack), effective
   Bytes memory{};                   // device memory (datasheet capacity); 0 when unknown
   std::string pci_bus_id;           // empty when unknown
-  // bf16 bytes per second refit's FP8 quantizer reads on this device (refit calibrate measures the
-  // CPU's); 0 when unmeasured: the simulator then assumes a published cast rate and says so.
-  BytesPerSecond quantize_bandwidth{};
+  // Per FP8 format, the bf16 bytes per second refit's quantizer reads on this device (refit
+  // calibrate measures the CPU's); 0 for a format unmeasured: the simulator then assumes a
+  // published cast rate and says so.
+  QuantizeRates quantize_bandwidth{};
   bool operator==(const GpuSpec&) const = default;
 };
 
