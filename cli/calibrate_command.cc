@@ -157,7 +157,7 @@ Action add_calibrate_command(CLI::App& app) {
       "calibrate",
       "Measure this host's links with refit's own UCX executor between the processes of an mpirun "
       "job (an even number; 4 or more also measure every pair at once), memcpy and refit's CPU FP8 "
-      "quantizer (in each format; the file keeps the slower), and write a "
+      "quantizer (in each format, which the file keeps), and write a "
       "cluster file that predicts refits on this host. t = latency + chunks x overhead + bytes / "
       "bandwidth is fitted to one pair's transfers of several sizes, some also cut in small chunks "
       "(least squares of the relative error): the overhead is the sender's own time per chunk; every "

@@ -21,7 +21,7 @@ struct SchemeInfo {
 
 // fp8-block128: DeepSeek-V3's checkpoints and vLLM's block FP8 (weight_block_size [128, 128]);
 // mxfp8: the OCP Microscaling format, blocks of 32 along the reduction (last) dim.
-constexpr std::array<SchemeInfo, 2> kSchemes{{
+constexpr std::array<SchemeInfo, kQuantSchemeCount> kSchemes{{
     {QuantScheme::kFp8Block128, "fp8-block128", DType::kFP32, 128, 128},
     {QuantScheme::kMxfp8, "mxfp8", DType::kFP8E8M0, 1, 32},
 }};

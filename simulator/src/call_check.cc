@@ -53,6 +53,10 @@ Result<void> check_call(const Call& call, std::int32_t index, const Plan& plan) 
   REFIT_TRY(check_copies(call.copies_before, plan, "copies_before"));
   REFIT_TRY(check_copies(call.copies_after, plan, "copies_after"));
   REFIT_TRY(check_copies(call.quantizes, plan, "quantizes"));
+  for (const auto& q : call.quantizes)
+    if (static_cast<std::size_t>(q.scheme) >= kQuantSchemeCount)
+      return out_of_range(
+          fmt::format("quantizes of rank {}: no FP8 format {}", q.rank.value, static_cast<int>(q.scheme)));
   if (call.collective && !call.transfers.empty())
     return invalid("a call moves transfers or runs a collective, not both");
   if (call.collective) REFIT_TRY(check_collective(*call.collective, plan));

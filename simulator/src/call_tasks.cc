@@ -99,9 +99,11 @@ void CallTasks::add_copies_after(const Call& call, std::int32_t index) {
   auto& spec = sink_.spec();
   // Per rank, only for a call that quantises: most calls do not, and worlds are large.
   std::vector<std::vector<TaskId>> quantised(call.quantizes.empty() ? 0 : at(plan_.world_size()));
+  // A rank's casts in several formats run one after the other, as its quantise tasks elsewhere do.
   for (const auto& q : call.quantizes) {
     spec.resources.clear();
     spec.deps = landed(q.rank);
+    if (!quantised[at(q.rank.value)].empty()) spec.deps.push_back(quantised[at(q.rank.value)].back());
     spec.track = routes_.gpu_track(q.rank);
     quantised[at(q.rank.value)].push_back(sink_.add_call_task(
         call.label, Bytes{0}, quantize_time(q.bytes, q.scheme, routes_.gpu(q.rank)), TaskKind::kQuantize));

@@ -79,6 +79,8 @@ class SignatureWriter {
     out_.push_back(id);
     if (!fresh) return;
     const auto& spec = cluster_.cluster().gpu(g);
+    // Which GPUs share a node decides whose puts their sender's thread copies (Routes).
+    out_.push_back(nodes_.of(spec.node).first);
     out_.insert(out_.end(), {bits(spec.nvlink_bandwidth.value), bits(spec.copy_bandwidth.value),
                              bits(context_.nic_bandwidth_of_gpu(g))});
     for (const auto rate : spec.quantize_bandwidth) out_.push_back(bits(rate.value));
@@ -110,7 +112,7 @@ class SignatureWriter {
   SignatureContext& context_;
   const ReshardProblem& problem_;
   const PlacedCluster& cluster_;
-  Renumbering ranks_, gpus_, nics_, domains_;
+  Renumbering ranks_, gpus_, nics_, domains_, nodes_;
   std::vector<bool> written_;  // by (tensor, rank, side): whether its box is written
   std::vector<std::int64_t> out_;
 };

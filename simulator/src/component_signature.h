@@ -5,8 +5,9 @@
 // simulation serves both. It holds, per transfer in plan order, its renumbered ends, link, bytes,
 // chunk and segments (tensor, box, `via` within the component), and the boxes that both ends
 // hold of each segment's tensor on either side (they decide packing and zero-copy); per rank
-// first met, whether it trains and its GPU; per GPU first met, its NVLink and copy bandwidths,
-// the NIC bandwidth it reaches (whether its copy engine can bind), its NIC and its domain; per
+// first met, whether it trains and its GPU; per GPU first met, its node, its NVLink and copy
+// bandwidths, the NIC bandwidth it reaches (whether its copy engine can bind), its quantize rate
+// per FP8 format, its NIC and its domain; per
 // NIC its bandwidth and latency; per domain, with an oversubscribed fabric, its uplinks' share.
 // The cluster-wide NVLink latency and the tensors' specs are the same for every component.
 #include <cstdint>

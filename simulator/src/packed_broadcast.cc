@@ -1,7 +1,8 @@
 #include "packed_broadcast.h"
 
+#include "quantize_work.h"
+
 #include <algorithm>
-#include <array>
 
 #include <fmt/format.h>
 
@@ -31,7 +32,7 @@ struct Buffer {
   // What every inference rank casts to fp8 before loading (FP8 at the receivers): each weight
   // whole, since the cast comes before vLLM's weight loaders narrow it to the rank's shard; per
   // FP8 format.
-  std::array<Bytes, kQuantSchemeCount> cast{};
+  BytesPerScheme cast{};
 };
 
 void add_run(Buffer& b, CollectiveKind kind, const std::vector<Rank>& ring, Bytes bytes) {
@@ -105,7 +106,7 @@ std::vector<Buffer> pack(const DeployInputs& in, const std::vector<ExportTask>& 
 }
 
 // The busiest receiver's cast of a buffer, as a call's quantisations: one per FP8 format it has.
-std::vector<RankCast> quantizes(Rank receiver, const std::array<Bytes, kQuantSchemeCount>& bytes) {
+std::vector<RankCast> quantizes(Rank receiver, const BytesPerScheme& bytes) {
   std::vector<RankCast> out;
   for (const QuantScheme s : all_quant_schemes())
     if (const Bytes b = bytes[static_cast<std::size_t>(s)]; b.value > 0)

@@ -1,6 +1,8 @@
 #include "quantize_tasks.h"
 
+#include <algorithm>
 #include <iterator>
+#include <utility>
 
 #include "refit/core/quantization.h"
 
@@ -20,8 +22,9 @@ QuantizeTasks::QuantizeTasks(const Plan& plan, QuantizeWork work, const Routes& 
       sender_tasks_(at(plan.world_size())),
       box_streams_(at(plan.world_size())),
       takes_turns_(at(plan.world_size()), false),
-      last_put_(at(plan.world_size())) {
-  if (!execution.quantizes_on_sending_thread) return;
+      puts_since_box_(at(plan.world_size())) {
+  // A step-paced model quantises at the start of each step, beside its sends (step_tasks.h).
+  if (!execution.quantizes_on_sending_thread || execution.step_chunks > 0) return;
   for (const Transfer& t : plan.transfers)
     if (routes.copied_by_sender(t) && !work_.sender_boxes[at(t.sender.value)].empty())
       takes_turns_[at(t.sender.value)] = true;
@@ -41,7 +44,7 @@ TaskId QuantizeTasks::add_task(Rank rank, Seconds time, std::vector<TaskId> deps
   return sink_.add_call_task(spec_);
 }
 
-Seconds QuantizeTasks::time_of(const std::array<Bytes, kQuantSchemeCount>& source, Rank rank) const {
+Seconds QuantizeTasks::time_of(const BytesPerScheme& source, Rank rank) const {
   Seconds time{0};
   for (const QuantScheme s : all_quant_schemes())
     time += quantize_time(source[static_cast<std::size_t>(s)], s, routes_.gpu(rank));
@@ -56,19 +59,27 @@ void QuantizeTasks::add_senders() {
 void QuantizeTasks::add_boxes(Rank sender, std::size_t boxes, std::int32_t stream) {
   auto& tasks = sender_tasks_[at(sender.value)];
   const auto& boxes_of = work_.sender_boxes[at(sender.value)];
-  const auto& put = last_put_[at(sender.value)];
+  auto& puts = puts_since_box_[at(sender.value)];
   while (tasks.size() < boxes) {
-    std::vector<TaskId> deps;
-    if (!tasks.empty()) deps.push_back(tasks.back());
-    if (put) deps.push_back(*put);
+    std::vector<TaskId> deps = std::exchange(puts, {});
+    if (!tasks.empty()) deps.insert(deps.begin(), tasks.back());
     tasks.push_back(add_task(sender, quantize_time(boxes_of[tasks.size()], routes_.gpu(sender)),
                              std::move(deps), stream));
     box_streams_[at(sender.value)].push_back(stream);
   }
 }
 
+// A stream's later put ends after its earlier ones, so one put per stream is kept.
 void QuantizeTasks::put(const Transfer& t, TaskId piece) {
-  if (takes_turns_[at(t.sender.value)] && routes_.copied_by_sender(t)) last_put_[at(t.sender.value)] = piece;
+  if (!takes_turns_[at(t.sender.value)] || !routes_.copied_by_sender(t)) return;
+  auto& puts = puts_since_box_[at(t.sender.value)];
+  const std::int32_t stream = sink_.model().stream(piece);
+  const auto same =
+      std::ranges::find_if(puts, [&](TaskId p) { return stream >= 0 && sink_.model().stream(p) == stream; });
+  if (same != puts.end())
+    *same = piece;
+  else
+    puts.push_back(piece);
 }
 
 void QuantizeTasks::add_remaining_senders() {
@@ -88,7 +99,7 @@ std::optional<TaskId> QuantizeTasks::before(const Transfer& t, std::int64_t chun
 }
 
 TaskId QuantizeTasks::add_step(const Transfer& t, std::vector<TaskId> deps) {
-  std::array<Bytes, kQuantSchemeCount> source{};
+  BytesPerScheme source{};
   for (const auto& s : t.segments)
     if (const auto& q = plan_.tensors[s.tensor].quantization; !q->is_scales())
       source[static_cast<std::size_t>(q->scheme)] += Bytes{s.box.volume() * dtype_size(q->from)};

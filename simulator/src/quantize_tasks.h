@@ -8,10 +8,12 @@
 // rank's GPU and moves no bytes. Where the execution model quantises on the sending thread and a
 // sender's puts are copies that thread makes (ExecutionModel::quantizes_on_sending_thread,
 // Routes::copied_by_sender), its boxes and its puts take turns: a box is quantised when the
-// first chunk reading it is next to go, after the sender's puts before that chunk. Its task is
-// made then, as the transfers are added, in that chunk's pair stream, so that the chunk follows
-// it by the stream's order and pays its latency while the sender quantises, as a stream's
-// messages pay theirs while the ones before them flow.
+// first chunk reading it is next to go, after the puts the sender made since its last box. Its
+// task is made then, as the transfers are added, in that chunk's pair stream, so that the chunk
+// follows it by the stream's order and pays its latency while the sender quantises, as a
+// stream's messages pay theirs while the ones before them flow. Exact for a sender with one
+// receiver; with several, a put made after a box it does not read does not wait for the box,
+// and the boxes come in the order their transfers are added, not the pairs' paced order.
 #include <array>
 #include <optional>
 #include <span>
@@ -33,10 +35,11 @@ class QuantizeTasks {
   // Every sender's quantisation, before any transfer is added; a sender whose boxes take turns
   // with its puts gets its tasks as its chunks ask for them (through()).
   void add_senders();
-  // Records `piece`, a piece of transfer t just added, as its sender's latest put, which the
-  // sender's next box waits for where they take turns.
+  // Records `piece`, a piece of transfer t just added, as a put of its sender, which the sender's
+  // next box waits for where they take turns.
   void put(const Transfer& t, TaskId piece);
-  // The boxes no chunk asked for of the senders that take turns, after all their puts.
+  // The boxes no chunk asked for of the senders that take turns, after all their puts: none
+  // where every box is read by some chunk (sender_quantize_order.h), every box charged if not.
   void add_remaining_senders();
   // The sender's quantisation that chunk `chunk` of transfer t waits for, if t carries values or
   // scales it makes: the task of the last box it and the chunks before it read. A sender whose
@@ -47,7 +50,9 @@ class QuantizeTasks {
   std::int32_t needs(const Transfer& t, std::int64_t chunk) const {
     return work_.sender_order.needs(t.id, chunk);
   }
-  // The task after which `sender` has quantised its first `boxes` boxes; none for 0.
+  // The task after which `sender` has quantised its first `boxes` boxes; none for 0. A sender
+  // that takes turns makes the boxes not made yet now, in `stream`; none is returned where the
+  // last is in `stream` (>= 0), whose order puts it before what asks.
   std::optional<TaskId> through(Rank sender, std::int32_t boxes, std::int32_t stream = -1);
   // Where transfer t waits for more of its sender's boxes (a piece of it starting there waits for
   // before(t, chunk)).
@@ -64,8 +69,8 @@ class QuantizeTasks {
  private:
   TaskId add_task(Rank rank, Seconds time, std::vector<TaskId> deps, std::int32_t stream = -1);
   // What quantising `source` (bytes per FP8 format) takes on `rank`'s GPU.
-  Seconds time_of(const std::array<Bytes, kQuantSchemeCount>& source, Rank rank) const;
-  // `sender`'s box tasks up to its first `boxes`, each after the one before and its latest put,
+  Seconds time_of(const BytesPerScheme& source, Rank rank) const;
+  // `sender`'s box tasks up to its first `boxes`, each after the one before and the puts since,
   // in `stream`.
   void add_boxes(Rank sender, std::size_t boxes, std::int32_t stream = -1);
 
@@ -76,8 +81,8 @@ class QuantizeTasks {
   std::vector<std::vector<TaskId>> sender_tasks_;       // per rank: a task per box, in its order
   std::vector<std::vector<std::int32_t>> box_streams_;  // per rank: the stream of each box task
   std::vector<bool> takes_turns_;                       // per rank: its boxes and puts take turns
-  std::vector<std::optional<TaskId>> last_put_;         // per rank that takes turns
-  TaskSpec spec_;                                       // scratch: no bytes, no resources, no stream
+  std::vector<std::vector<TaskId>> puts_since_box_;     // per rank that takes turns: one per stream
+  TaskSpec spec_;                                       // scratch: no bytes, no resources
   fmt::memory_buffer label_;
 };
 

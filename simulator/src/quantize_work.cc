@@ -46,7 +46,7 @@ QuantizeWork quantize_work(const Plan& plan, const ReshardProblem& problem,
                            lowering::SenderQuantizeOrder order) {
   QuantizeWork w{.sender_order = std::move(order),
                  .sender_boxes = {},
-                 .receiver_bytes = std::vector<std::array<Bytes, kQuantSchemeCount>>(at(plan.world_size())),
+                 .receiver_bytes = std::vector<BytesPerScheme>(at(plan.world_size())),
                  .before_receiver = std::vector<bool>(plan.transfers.size())};
   w.sender_boxes = sender_boxes(w.sender_order, problem);
   const auto weight = weight_of_each(plan);

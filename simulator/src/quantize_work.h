@@ -14,6 +14,9 @@
 
 namespace refit::sim {
 
+// Source-dtype bytes per FP8 format, indexed by QuantScheme.
+using BytesPerScheme = std::array<Bytes, kQuantSchemeCount>;
+
 // Source-dtype bytes quantised into one FP8 format.
 struct QuantizeBytes {
   Bytes source;
@@ -26,7 +29,7 @@ struct QuantizeWork {
   // Per rank: each box of sender_order.weights.
   std::vector<std::vector<QuantizeBytes>> sender_boxes;
   // Per rank and FP8 format (QuantScheme): the source-dtype bytes it quantises once they landed.
-  std::vector<std::array<Bytes, kQuantSchemeCount>> receiver_bytes;
+  std::vector<BytesPerScheme> receiver_bytes;
   std::vector<bool> before_receiver;  // per transfer: lands data its receiver quantises
 };
 

@@ -40,7 +40,9 @@ class Routes {
   // network (NicSpec::chunk_overhead), none otherwise (no calibration measures NVLink's).
   Seconds chunk_overhead(const Transfer& t) const;
   // Whether t's bytes are copied by its sender's own thread: a network transfer between ranks of
-  // one node goes through shared memory (UCX's cma and mm transports), not through a NIC.
+  // one node goes through shared memory (UCX's cma and mm transports), not through a NIC. That
+  // holds for host memory, the only memory refit's UCX executor quantises in; between GPUs of
+  // one node without NVLink, UCX's cuda_ipc would copy on the copy engine instead.
   bool copied_by_sender(const Transfer& t) const;
   static TaskKind kind(LinkKind link);
   // The sender NIC's track for a network transfer, the sender GPU's otherwise.

@@ -77,7 +77,7 @@ void StepTasks::add_quantise_step(const Transfer& t, const CallGate* gate) {
 // their sends of this step read; for a transfer's first piece its call; for its last, the ends of the
 // upstreams it forwards all of.
 void StepTasks::piece_deps(const Transfer& t, const StepPiece& p, const CallGate* gate,
-                           std::vector<TaskId>& deps) const {
+                           std::vector<TaskId>& deps) {
   deps.clear();
   for (const Rank r : {t.sender, t.receiver}) {
     if (const auto last = rank_last_[at(r.value)]) deps.push_back(*last);

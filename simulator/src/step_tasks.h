@@ -48,8 +48,7 @@ class StepTasks final : public TransferMover {
   std::vector<StepPiece> pieces_of(std::span<const std::int32_t> transfers) const;
   void add_quantise_step(const Transfer& t, const CallGate* gate);
   void add_piece(const StepPiece& p, const CallGate* gate);
-  void piece_deps(const Transfer& t, const StepPiece& p, const CallGate* gate,
-                  std::vector<TaskId>& deps) const;
+  void piece_deps(const Transfer& t, const StepPiece& p, const CallGate* gate, std::vector<TaskId>& deps);
   void rank_does(Rank r, TaskId task);
   void end_step(std::int32_t step);
 

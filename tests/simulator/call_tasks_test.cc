@@ -133,6 +133,24 @@ TEST(CallTasks, ARankQuantisesWhatItReceivedThenCopies) {
   }
 }
 
+TEST(CallTasks, ARanksCastsIntoTwoFormatsRunOneAfterTheOther) {
+  // Rank 1 casts 2 MB into fp8-block128 and 1 MB into mxfp8 once transfer 0 has landed: task 0
+  // the start, 1 the transfer, 2 the first cast after 1 and 0, 3 the second after those and 2
+  // (one quantiser per rank, as its quantise tasks elsewhere), 4 the end.
+  const auto plan = plan_of({transfer(0, 0, 1, 0, 1)}, 1);
+  const auto cluster = refit::testing::make_test_cluster(2, 1, 1, 1);
+  const CallSchedule calls{
+      .calls = {Call{.label = "c",
+                     .quantizes = {RankCast{Rank{1}, Bytes{2'000'000}, QuantScheme::kFp8Block128},
+                                   RankCast{Rank{1}, Bytes{1'000'000}, QuantScheme::kMxfp8}},
+                     .transfers = {0}}}};
+  const auto out = tasks_of(plan, calls, {0}, cluster);
+  const Model& m = out.model;
+  ASSERT_EQ(m.task_count(), 5);
+  EXPECT_EQ(deps(m, 2), (std::vector<std::int32_t>{1, 0}));
+  EXPECT_EQ(deps(m, 3), (std::vector<std::int32_t>{1, 0, 2}));
+}
+
 TEST(CallTasks, AfterACollectiveARankQuantisesOnceTheCollectiveHasEnded) {
   // A broadcast from rank 0 to rank 1, then rank 1 quantises and copies: task 0 the start, tasks
   // 1..k the collective's channels, k + 1 the quantisation after all of them and the start, k + 2

@@ -287,6 +287,9 @@ TEST(Calls, BadSchedulesAreRefusedNamingTheCall) {
   auto negative = call_of(0, 0, 0);
   negative.quantizes = {RankCast{Rank{1}, Bytes{-1}, QuantScheme::kMxfp8}};
   EXPECT_NE(refused({.calls = {negative}}).find("quantizes of rank 1: negative bytes"), std::string::npos);
+  auto unknown = call_of(0, 0, 0);
+  unknown.quantizes = {RankCast{Rank{1}, Bytes{1}, static_cast<QuantScheme>(7)}};
+  EXPECT_NE(refused({.calls = {unknown}}).find("quantizes of rank 1: no FP8 format 7"), std::string::npos);
 }
 
 }  // namespace

@@ -43,7 +43,7 @@ inline QuantizeWork no_quantization(const Plan& plan) {
       .sender_order = {.weights = std::vector<std::vector<std::uint32_t>>(ranks),
                        .waits = std::vector<std::vector<lowering::QuantizeWait>>(plan.transfers.size())},
       .sender_boxes = std::vector<std::vector<QuantizeBytes>>(ranks),
-      .receiver_bytes = std::vector<std::array<Bytes, kQuantSchemeCount>>(ranks),
+      .receiver_bytes = std::vector<BytesPerScheme>(ranks),
       .before_receiver = std::vector<bool>(plan.transfers.size())};
 }
 

@@ -127,12 +127,14 @@ TEST(QuantizeTasks, ASenderQuantisesBoxByBoxAndAChunkWaitsOnlyForTheBoxesItReads
 
 TEST(QuantizeTasks, OnOneHostASendersBoxWaitsForItsPutsBeforeTheChunkThatReadsIt) {
   // The boxes and waits of the test above, on one host: a put is the sending thread's own copy
-  // there, and refit's UCX executor quantises on that thread, so no box is made up front. Chunk 0
-  // of transfer 0 asks for box 0 in its pair stream 0: task 0, after nothing, in stream 0, which
-  // puts it before the chunk (so no dependency is returned). The chunk's piece goes (task 9,
-  // say). Chunk 1 of transfer 1 asks for box 1 in stream 1: task 1, after box 0 and that put.
-  // Asked again without a stream, box 1 is a dependency. refit's NCCL executor quantises beside
-  // its sends: both boxes up front, as before.
+  // there, and refit's UCX executor quantises on that thread, so no box is made up front.
+  // - Chunk 0 of transfer 0 asks for box 0 in its pair stream 0: task 0, after nothing, in
+  //   stream 0, which puts it before the chunk (so no dependency is returned).
+  // - The sender then puts: task 1 in stream 0, task 2 in stream 2, task 3 in stream 0 again
+  //   (which ends after task 1, so it stands for both).
+  // - Chunk 1 of transfer 1 asks for box 1 in stream 1: task 4, after box 0 and the puts since,
+  //   one per stream: 3 and 2. Asked again without a stream, box 1 is a dependency.
+  // refit's NCCL executor quantises beside its sends: both boxes up front, as before.
   const auto plan = plan_of({transfer(0, 0, 1, 0, 1), transfer(1, 0, 2, 0, 2)}, 2);
   const auto host = refit::testing::make_test_host(3, 1, 2);
   const auto work = two_boxes(plan);
@@ -140,25 +142,25 @@ TEST(QuantizeTasks, OnOneHostASendersBoxWaitsForItsPutsBeforeTheChunkThatReadsIt
   const Routes routes(host, sink.model());
   QuantizeTasks quantize(plan, work, routes, sink, execution_model(ExecutionModelId::kRefitUcx));
   quantize.add_senders();
-  const Model& m = sink.model();
+  Model& m = sink.model();
   EXPECT_EQ(m.task_count(), 0);
-  sink.model().add_stream();
-  sink.model().add_stream();
+  for (int s = 0; s < 3; ++s) m.add_stream();
   EXPECT_EQ(quantize.before(plan.transfers[0], 0, 0), std::nullopt);
   ASSERT_EQ(m.task_count(), 1);
   EXPECT_EQ(m.stream(TaskId{0}), 0);
   EXPECT_TRUE(m.deps(TaskId{0}).empty());
-  quantize.put(plan.transfers[0], TaskId{9});
+  for (const std::int32_t stream : {0, 2, 0}) quantize.put(plan.transfers[0], m.add_task({.stream = stream}));
   EXPECT_EQ(quantize.before(plan.transfers[1], 0, 1), std::nullopt);
   EXPECT_EQ(quantize.before(plan.transfers[1], 1, 1), std::nullopt);
-  EXPECT_EQ(m.stream(TaskId{1}), 1);
-  const std::vector<TaskId> after{TaskId{0}, TaskId{9}};
-  EXPECT_TRUE(std::ranges::equal(m.deps(TaskId{1}), after));
-  EXPECT_EQ(quantize.before(plan.transfers[1], 1), TaskId{1});
+  ASSERT_EQ(m.task_count(), 5);
+  EXPECT_EQ(m.stream(TaskId{4}), 1);
+  const std::vector<TaskId> after{TaskId{0}, TaskId{3}, TaskId{2}};
+  EXPECT_TRUE(std::ranges::equal(m.deps(TaskId{4}), after));
+  EXPECT_EQ(quantize.before(plan.transfers[1], 1), TaskId{4});
   quantize.add_remaining_senders();
-  EXPECT_EQ(m.task_count(), 2);
+  EXPECT_EQ(m.task_count(), 5);
   EXPECT_DOUBLE_EQ(
-      m.latency(TaskId{1}).value,
+      m.latency(TaskId{4}).value,
       quantize_time(Bytes{3'000'000}, QuantScheme::kFp8Block128, host.cluster().gpu(GpuId{0})).value);
 
   TaskSink beside({});

@@ -39,6 +39,18 @@ std::unexpected<Error> latency_error(const std::string& field, Seconds s) {
   return {};
 }
 
+// Names `gpus[i].quantize_gbps` where one rate serves every format, as the file then says it.
+template <class At>
+[[nodiscard]] Result<void> check_quantize_rates(const QuantizeRates& rates, const At& at) {
+  const bool one = std::ranges::all_of(rates, [&](BytesPerSecond r) { return r == rates.front(); });
+  for (const QuantScheme s : all_quant_schemes())
+    if (const auto rate = rate_of(rates, s); !bandwidth_ok(rate, true))
+      return bandwidth_error(
+          one ? at() + ".quantize_gbps" : fmt::format("{}.quantize_gbps.{}", at(), quant_scheme_name(s)),
+          rate, true);
+  return {};
+}
+
 [[nodiscard]] Result<void> check_gpus(const ClusterSpec& s) {
   if (s.gpus.empty()) return invalid("gpus: the cluster has no GPU");
   for (std::size_t i = 0; i < s.gpus.size(); ++i) {
@@ -57,9 +69,7 @@ std::unexpected<Error> latency_error(const std::string& field, Seconds s) {
       return bandwidth_error(at() + ".nvlink_gbps", g.nvlink_bandwidth, true);
     if (!bandwidth_ok(g.copy_bandwidth, false))
       return bandwidth_error(at() + ".copy_gbps", g.copy_bandwidth, false);
-    for (const QuantScheme s : all_quant_schemes())
-      if (const auto rate = rate_of(g.quantize_bandwidth, s); !bandwidth_ok(rate, true))
-        return bandwidth_error(fmt::format("{}.quantize_gbps.{}", at(), quant_scheme_name(s)), rate, true);
+    REFIT_TRY(check_quantize_rates(g.quantize_bandwidth, at));
   }
   return {};
 }

@@ -16,7 +16,7 @@
 //     memory;
 //   - memcpy: rank 0 alone copies a buffer, as the executors pack and unpack staged chunks;
 //   - quantize: rank 0 alone quantizes a bf16 weight of the same size with refit's CPU quantizer,
-//     as the UCX executor does for FP8 in flight, in each format; the file gets the slower rate.
+//     as the UCX executor does for FP8 in flight, in each format; the file gets each rate.
 // The cluster written models the host's oversubscription (more processes than cores): every
 // process is a device of its own, reaching the others through one shared "NIC" of the host's
 // bandwidth, and the fabric's oversubscription (host / pair bandwidth) caps each process at the

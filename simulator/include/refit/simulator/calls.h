@@ -47,7 +47,7 @@ struct RankCopy {
 struct RankCast {
   Rank rank;
   Bytes bytes;
-  QuantScheme scheme;
+  QuantScheme scheme = QuantScheme::kFp8Block128;
 };
 
 struct Call {
@@ -59,8 +59,9 @@ struct Call {
   Seconds finish{};                       // after the last copy: closing barrier, synchronisation
   std::vector<RankCopy> copies_before{};  // a rank sends once its copy is done
   std::vector<RankCopy> copies_after{};   // a rank copies once all it receives in the call has landed
-  // A rank quantises once all it receives in the call has landed, at its GPU's quantize rate, and
-  // its copies after wait for it: NeMo RL's fp8.load_weights casts each weight, then loads it.
+  // A rank quantises once all it receives in the call has landed, at its GPU's quantize rate for
+  // each format, one cast after the other, and its copies after wait for them: NeMo RL's
+  // fp8.load_weights casts each weight, then loads it.
   std::vector<RankCast> quantizes{};
   std::vector<std::int32_t> transfers{};  // indices into Plan::transfers, each in at most one call
   std::optional<Collective> collective{};
