@@ -32,8 +32,14 @@ class SignatureWriter {
   void transfer(const Plan& plan, const Transfer& t, std::span<const std::int32_t> ids) {
     rank(t.sender);
     rank(t.receiver);
-    out_.insert(out_.end(), {static_cast<std::int64_t>(t.link), t.bytes.value, t.chunk.value,
-                             static_cast<std::int64_t>(t.segments.size())});
+    // Whether the sender's thread copies it (Routes::copied_by_sender: over the network within a
+    // node): one word for that, not the nodes, which would tell apart components that simulate
+    // alike (GPUs of one NVLink domain on several nodes).
+    const bool one_node = cluster_.cluster().gpu(cluster_.gpu_of(t.sender)).node ==
+                          cluster_.cluster().gpu(cluster_.gpu_of(t.receiver)).node;
+    const bool copied_by_sender = t.link == LinkKind::kNetwork && one_node;
+    out_.insert(out_.end(), {static_cast<std::int64_t>(t.link), copied_by_sender ? 1 : 0, t.bytes.value,
+                             t.chunk.value, static_cast<std::int64_t>(t.segments.size())});
     for (const auto& s : t.segments) {
       out_.insert(
           out_.end(),
@@ -79,8 +85,6 @@ class SignatureWriter {
     out_.push_back(id);
     if (!fresh) return;
     const auto& spec = cluster_.cluster().gpu(g);
-    // Which GPUs share a node decides whose puts their sender's thread copies (Routes).
-    out_.push_back(nodes_.of(spec.node).first);
     out_.insert(out_.end(), {bits(spec.nvlink_bandwidth.value), bits(spec.copy_bandwidth.value),
                              bits(context_.nic_bandwidth_of_gpu(g))});
     for (const auto rate : spec.quantize_bandwidth) out_.push_back(bits(rate.value));
@@ -112,7 +116,7 @@ class SignatureWriter {
   SignatureContext& context_;
   const ReshardProblem& problem_;
   const PlacedCluster& cluster_;
-  Renumbering ranks_, gpus_, nics_, domains_, nodes_;
+  Renumbering ranks_, gpus_, nics_, domains_;
   std::vector<bool> written_;  // by (tensor, rank, side): whether its box is written
   std::vector<std::int64_t> out_;
 };
