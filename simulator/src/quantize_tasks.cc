@@ -20,13 +20,12 @@ QuantizeTasks::QuantizeTasks(const Plan& plan, QuantizeWork work, const Routes& 
       routes_(routes),
       sink_(sink),
       sender_tasks_(at(plan.world_size())),
-      box_streams_(at(plan.world_size())),
       takes_turns_(at(plan.world_size()), false),
       puts_since_box_(at(plan.world_size())) {
   // A step-paced model quantises at the start of each step, beside its sends (step_tasks.h).
   if (!execution.quantizes_on_sending_thread || execution.step_chunks > 0) return;
   for (const Transfer& t : plan.transfers)
-    if (routes.copied_by_sender(t) && !work_.sender_boxes[at(t.sender.value)].empty())
+    if (!work_.sender_boxes[at(t.sender.value)].empty() && routes.copied_by_sender(t))
       takes_turns_[at(t.sender.value)] = true;
 }
 
@@ -65,7 +64,6 @@ void QuantizeTasks::add_boxes(Rank sender, std::size_t boxes, std::int32_t strea
     if (!tasks.empty()) deps.insert(deps.begin(), tasks.back());
     tasks.push_back(add_task(sender, quantize_time(boxes_of[tasks.size()], routes_.gpu(sender)),
                              std::move(deps), stream));
-    box_streams_[at(sender.value)].push_back(stream);
   }
 }
 
@@ -90,8 +88,9 @@ void QuantizeTasks::add_remaining_senders() {
 std::optional<TaskId> QuantizeTasks::through(Rank sender, std::int32_t boxes, std::int32_t stream) {
   if (boxes == 0) return std::nullopt;
   if (takes_turns_[at(sender.value)]) add_boxes(sender, static_cast<std::size_t>(boxes), stream);
-  if (stream >= 0 && box_streams_[at(sender.value)][at(boxes - 1)] == stream) return std::nullopt;
-  return sender_tasks_[at(sender.value)][at(boxes - 1)];
+  const TaskId box = sender_tasks_[at(sender.value)][at(boxes - 1)];
+  if (stream >= 0 && sink_.model().stream(box) == stream) return std::nullopt;
+  return box;
 }
 
 std::optional<TaskId> QuantizeTasks::before(const Transfer& t, std::int64_t chunk, std::int32_t stream) {

@@ -78,11 +78,10 @@ class QuantizeTasks {
   QuantizeWork work_;
   const Routes& routes_;
   TaskSink& sink_;
-  std::vector<std::vector<TaskId>> sender_tasks_;       // per rank: a task per box, in its order
-  std::vector<std::vector<std::int32_t>> box_streams_;  // per rank: the stream of each box task
-  std::vector<bool> takes_turns_;                       // per rank: its boxes and puts take turns
-  std::vector<std::vector<TaskId>> puts_since_box_;     // per rank that takes turns: one per stream
-  TaskSpec spec_;                                       // scratch: no bytes, no resources
+  std::vector<std::vector<TaskId>> sender_tasks_;    // per rank: a task per box, in its order
+  std::vector<bool> takes_turns_;                    // per rank: its boxes and puts take turns
+  std::vector<std::vector<TaskId>> puts_since_box_;  // per rank that takes turns: one per stream
+  TaskSpec spec_;                                    // scratch: no bytes, no resources
   fmt::memory_buffer label_;
 };
 
