@@ -152,11 +152,12 @@ class Engine {
   std::int64_t chunk_bytes(const ChunkRef& c) const;
   void count_in_flight(const ChunkRef& c, std::int64_t sign);
   [[nodiscard]] Result<void> send_chunk(const ChunkRef& c);
-  [[nodiscard]] Result<void> put_pieces(const Send& s, const std::vector<Run>& local,
+  // The first failed put's status, UCS_OK when every piece went.
+  [[nodiscard]] ucs_status_t put_pieces(const Send& s, const std::vector<Run>& local,
                                         const std::vector<Run>& remote);
   Seconds& put_time(const Send& s);
-  [[nodiscard]] Result<void> transport_put(const Send& s, ucp_ep_h endpoint, const std::byte* from,
-                                           std::int64_t bytes, std::size_t region, const RemoteRegion& target,
+  [[nodiscard]] ucs_status_t transport_put(ucp_ep_h endpoint, const std::byte* from, std::int64_t bytes,
+                                           std::size_t region, const RemoteRegion& target,
                                            std::int64_t offset);
   [[nodiscard]] Result<bool> handle_flushes();
   // engine_blame.cc: what this rank waits for, in words, for timeout errors.

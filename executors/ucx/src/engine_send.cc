@@ -161,14 +161,28 @@ Result<void> Engine::send_chunk(const ChunkRef& c) {
                  .length = p.layout(s.transfer).chunk_bytes(c.second)}};
   }
   const auto& remote = *grants_[static_cast<std::size_t>(c.first)][static_cast<std::size_t>(c.second)];
-  {
+  const ucs_status_t put = [&] {
     const WorkTimer timer(put_time(s));
-    REFIT_TRY(put_pieces(s, local, remote));
+    return put_pieces(s, local, remote);
+  }();
+  if (put != UCS_OK && !c_.membership) {
+    if (slot >= 0) pack_slots_.give(slot);
+    return fail(ErrorCode::kRuntime,
+                fmt::format("put of {} to rank {} failed: {}",
+                            describe(c_.plan.transfers[static_cast<std::size_t>(s.transfer)]), s.peer.value,
+                            ucs_status_string(put)));
   }
   // Puts complete in no particular order; the flush makes the chunk visible before its notice.
   ++sent_chunks_[static_cast<std::size_t>(c.first)];
   ++flushing_[static_cast<std::size_t>(c.first)];
   auto& item = c_.flushes.add(Flushed{.epoch = c_.epoch, .send = c.first, .chunk = c.second, .slot = slot});
+  // With engines that may fail, a put to a receiver that is gone is its failed flush: handle_flushes
+  // takes the receiver for gone, as it does when the flush reports it.
+  if (put != UCS_OK) {
+    item.done = true;
+    item.status = put;
+    return {};
+  }
   ucp_request_param_t params{};
   params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   params.cb.send = &InFlight<Flushed>::completed;
@@ -191,7 +205,7 @@ Seconds& Engine::put_time(const Send& s) {
 // Puts the chunk piece by piece: each piece is contiguous both here and at the receiver. Into a
 // region mapped here the put is a streaming copy (ExecutorOptions::direct_stores), fenced before
 // the notice that follows the chunk's flush.
-Result<void> Engine::put_pieces(const Send& s, const std::vector<Run>& local,
+ucs_status_t Engine::put_pieces(const Send& s, const std::vector<Run>& local,
                                 const std::vector<Run>& remote) {
   Peer& peer = c_.connections.peer(s.peer);
   // Once the peer is known to have failed, its memory goes through UCX, which reports errors,
@@ -213,19 +227,19 @@ Result<void> Engine::put_pieces(const Send& s, const std::vector<Run>& local,
       report_.stored_directly += Bytes{n};
       stored = true;
     } else {
-      REFIT_TRY(transport_put(s, peer.endpoint, from, n, a.region, target, offset));
+      if (const auto put = transport_put(peer.endpoint, from, n, a.region, target, offset); put != UCS_OK)
+        return put;
     }
     at += n;
     if (at == a.stream + a.length) ++l;
     if (at == b.stream + b.length) ++r;
   }
   if (stored) store_fence();
-  return {};
+  return UCS_OK;
 }
 
-Result<void> Engine::transport_put(const Send& s, ucp_ep_h endpoint, const std::byte* from,
-                                   std::int64_t bytes, std::size_t region, const RemoteRegion& target,
-                                   std::int64_t offset) {
+ucs_status_t Engine::transport_put(ucp_ep_h endpoint, const std::byte* from, std::int64_t bytes,
+                                   std::size_t region, const RemoteRegion& target, std::int64_t offset) {
   ucp_request_param_t params{};
   if (auto* memh = c_.regions.handles[region]) {
     params.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
@@ -233,13 +247,9 @@ Result<void> Engine::transport_put(const Send& s, ucp_ep_h endpoint, const std::
   }
   void* request = ucp_put_nbx(endpoint, from, static_cast<std::size_t>(bytes),
                               target.base + static_cast<std::uint64_t>(offset), target.key, &params);
-  if (UCS_PTR_IS_ERR(request))
-    return fail(ErrorCode::kRuntime,
-                fmt::format("put of {} to rank {} failed: {}",
-                            describe(c_.plan.transfers[static_cast<std::size_t>(s.transfer)]), s.peer.value,
-                            ucs_status_string(UCS_PTR_STATUS(request))));
+  if (UCS_PTR_IS_ERR(request)) return UCS_PTR_STATUS(request);
   if (request != nullptr) ucp_request_free(request);  // the flush reports completion
-  return {};
+  return UCS_OK;
 }
 
 Result<bool> Engine::handle_flushes() {
