@@ -102,6 +102,12 @@ void print_nics(const Cluster& c) {
     if (n.chunk_overhead.value > 0)
       fmt::print("nic {}: the sender's own time per chunk {:g} us (chunk_overhead_us)\n", n.id,
                  n.chunk_overhead.value * 1e6);
+  for (const auto& k : c.spec().caches)
+    fmt::print(
+        "node {}: a refit whose ranks here hold at most {} bytes of shards runs in cache: NICs {:g} GB/s, "
+        "latency {:g} us, {:g} us per chunk, copies {:g} GB/s (caches)\n",
+        k.node, k.capacity.value, k.nic_bandwidth.gbps(), k.nic_latency.value * 1e6,
+        k.chunk_overhead.value * 1e6, k.copy_bandwidth.gbps());
 }
 
 void print_placement(const RankMap& c) {

@@ -65,6 +65,23 @@ TEST(TopoJson, AMeasuredChunkOverheadRoundTrips) {
   expect_round_trip(placed(Cluster::make(std::move(spec)).value(), ranks(2, 2)));
 }
 
+TEST(TopoJson, ACalibratedCacheRoundTrips) {
+  // As refit calibrate writes it: node 0 runs a refit of at most 16 MiB of shards at 11.52 GB/s,
+  // 162.3 us, 3.6 us per chunk and copies at 14.69 GB/s; a capacity past 2 GiB is kept too.
+  auto c = size_preset_to_job("cpu-host", ranks(2, 2));
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  ClusterSpec spec = c->cluster().spec();
+  for (const std::int64_t capacity : {std::int64_t{16} << 20, std::int64_t{5} << 30}) {
+    spec.caches = {{.node = 0,
+                    .capacity = Bytes{capacity},
+                    .nic_bandwidth = BytesPerSecond::from_gbps(11.52),
+                    .nic_latency = Seconds{162.3e-6},
+                    .chunk_overhead = Seconds{3.6e-6},
+                    .copy_bandwidth = BytesPerSecond::from_gbps(14.69)}};
+    expect_round_trip(placed(Cluster::make(spec).value(), ranks(2, 2)));
+  }
+}
+
 TEST(TopoJson, TheDocumentedExampleLoads) {
   auto file = load_cluster_file(kDir + "cluster_small.json");
   ASSERT_TRUE(file.has_value()) << file.error().message;
@@ -166,6 +183,28 @@ INSTANTIATE_TEST_SUITE_P(
         BadJson{"placement_to_missing_gpu", ErrorCode::kNotFound,
                 [](nlohmann::json& j) { j["placement"]["rank_to_gpu"][3] = 4; },
                 "placement: rank_to_gpu[3]: GPU 4 does not exist"},
+        BadJson{"cache_typo", ErrorCode::kNotFound,
+                [](nlohmann::json& j) {
+                  j["caches"] = {{{"node", 0},
+                                  {"capacity_bytes", 1},
+                                  {"nic_gbps", 1},
+                                  {"latency_us", 1},
+                                  {"copy_gbps", 1},
+                                  {"capacity", 2}}};
+                },
+                "caches[0].capacity: unknown field"},
+        BadJson{"cache_without_capacity", ErrorCode::kInvalidArgument,
+                [](nlohmann::json& j) {
+                  j["caches"] = {{{"node", 0}, {"nic_gbps", 1}, {"latency_us", 1}, {"copy_gbps", 1}}};
+                },
+                "caches[0].capacity_bytes: missing"},
+        BadJson{
+            "cache_of_no_node", ErrorCode::kNotFound,
+            [](nlohmann::json& j) {
+              j["caches"] = {
+                  {{"node", 7}, {"capacity_bytes", 1}, {"nic_gbps", 1}, {"latency_us", 1}, {"copy_gbps", 1}}};
+            },
+            "caches[0].node: no GPU is on node 7"},
         BadJson{"not_an_object", ErrorCode::kInvalidArgument,
                 [](nlohmann::json& j) { j = nlohmann::json::array(); },
                 "the cluster file: expected an object, got []"}));

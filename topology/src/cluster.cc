@@ -124,6 +124,28 @@ template <class At>
   return {};
 }
 
+// Each cache on a node some GPU is on, one per node, with figures a link could have.
+[[nodiscard]] Result<void> check_caches(const ClusterSpec& s) {
+  std::set<std::int32_t> nodes, cached;
+  for (const auto& g : s.gpus) nodes.insert(g.node);
+  for (std::size_t i = 0; i < s.caches.size(); ++i) {
+    const auto& c = s.caches[i];
+    const auto at = [i] { return fmt::format("caches[{}]", i); };
+    if (!nodes.contains(c.node)) return not_found(fmt::format("{}.node: no GPU is on node {}", at(), c.node));
+    if (!cached.insert(c.node).second)
+      return invalid(fmt::format("{}.node: node {} already has a cache", at(), c.node));
+    if (c.capacity.value < 1)
+      return out_of_range(fmt::format("{}.capacity_bytes is {}, must be >= 1", at(), c.capacity.value));
+    if (!bandwidth_ok(c.nic_bandwidth, false))
+      return bandwidth_error(at() + ".nic_gbps", c.nic_bandwidth, false);
+    if (!latency_ok(c.nic_latency)) return latency_error(at() + ".latency_us", c.nic_latency);
+    if (!latency_ok(c.chunk_overhead)) return latency_error(at() + ".chunk_overhead_us", c.chunk_overhead);
+    if (!bandwidth_ok(c.copy_bandwidth, false))
+      return bandwidth_error(at() + ".copy_gbps", c.copy_bandwidth, false);
+  }
+  return {};
+}
+
 }  // namespace
 
 Cluster::Cluster(ClusterSpec spec) : spec_(std::move(spec)), nic_of_gpu_(spec_.gpus.size(), -1) {
@@ -142,7 +164,8 @@ Result<Cluster> Cluster::make(ClusterSpec spec) {
     return out_of_range(
         fmt::format("fabric.oversubscription is {}, must be between 1 and {}", r, lim::kMaxOversubscription));
   if (!latency_ok(spec.nvlink_latency)) return latency_error("nvlink_latency_us", spec.nvlink_latency);
-  for (auto check : {check_counts, check_gpus, check_domains, check_nics}) REFIT_TRY(check(spec));
+  for (auto check : {check_counts, check_gpus, check_domains, check_nics, check_caches})
+    REFIT_TRY(check(spec));
   return Cluster(std::move(spec));
 }
 

@@ -85,6 +85,15 @@ Json nic_to_json(const NicSpec& n) {
   return j;
 }
 
+Json cache_to_json(const CacheSpec& c) {
+  return {{"node", c.node},
+          {"capacity_bytes", c.capacity.value},
+          {"nic_gbps", gbps_field(c.nic_bandwidth)},
+          {"latency_us", us_field(c.nic_latency)},
+          {"chunk_overhead_us", us_field(c.chunk_overhead)},
+          {"copy_gbps", gbps_field(c.copy_bandwidth)}};
+}
+
 using json_fields::FieldReader;
 using json_fields::require_known_keys;
 
@@ -184,6 +193,21 @@ QuantizeRates quantize_field(FieldReader& f, const nlohmann::json& gpu) {
   return domain;
 }
 
+[[nodiscard]] Result<CacheSpec> read_cache(const nlohmann::json& j, const std::string& at, std::int32_t) {
+  REFIT_TRY(require_known_keys(
+      j, at, {"node", "capacity_bytes", "nic_gbps", "latency_us", "chunk_overhead_us", "copy_gbps"}, kRoot));
+  FieldReader f(j, at, kMaxId);
+  FieldReader sizes(j, at);  // a capacity may pass 2 GiB, where ids may not
+  CacheSpec cache{.node = id32(f.integer("node", 0)),
+                  .capacity = Bytes{sizes.integer("capacity_bytes", 1)},
+                  .nic_bandwidth = BytesPerSecond::from_gbps(f.number("nic_gbps")),
+                  .nic_latency = hw::micros(f.number("latency_us")),
+                  .chunk_overhead = hw::micros(f.number_or("chunk_overhead_us", 0.0)),
+                  .copy_bandwidth = BytesPerSecond::from_gbps(f.number("copy_gbps"))};
+  for (const auto* reader : {&f, &sizes}) REFIT_TRY(reader->status());
+  return cache;
+}
+
 // An optional object field: absent reads as {}; its keys must be among `known`.
 [[nodiscard]] Result<nlohmann::json> optional_object(const nlohmann::json& root, std::string_view key,
                                                      std::initializer_list<std::string_view> known) {
@@ -230,6 +254,10 @@ nlohmann::ordered_json cluster_to_json(const Cluster& cluster, const RankMap* ra
   for (const auto& d : s.domains) j["domains"].push_back({{"id", d.id}, {"gpus", gpu_ids(d.gpus)}});
   j["nics"] = Json::array();
   for (const auto& n : s.nics) j["nics"].push_back(nic_to_json(n));
+  if (!s.caches.empty()) {
+    j["caches"] = Json::array();
+    for (const auto& c : s.caches) j["caches"].push_back(cache_to_json(c));
+  }
   if (ranks != nullptr && ranks->rank_count() > 0)
     j["placement"] = {{"source_ranks", ranks->source_ranks()}, {"rank_to_gpu", gpu_ids(ranks->gpus())}};
   return j;
@@ -237,12 +265,14 @@ nlohmann::ordered_json cluster_to_json(const Cluster& cluster, const RankMap* ra
 
 Result<ClusterFile> cluster_from_json(const nlohmann::json& json) {
   REFIT_TRY(require_known_keys(
-      json, "", {"name", "nvlink_latency_us", "fabric", "gpus", "domains", "nics", "placement"}, kRoot));
+      json, "", {"name", "nvlink_latency_us", "fabric", "gpus", "domains", "nics", "caches", "placement"},
+      kRoot));
   ClusterSpec spec;
   REFIT_TRY(read_globals(json, spec));
   REFIT_TRY(read_array(json, "gpus", spec.gpus, read_gpu));
   REFIT_TRY(read_array(json, "domains", spec.domains, read_domain));
   REFIT_TRY(read_array(json, "nics", spec.nics, read_nic));
+  if (json_fields::has(json, "caches")) REFIT_TRY(read_array(json, "caches", spec.caches, read_cache));
   ClusterFile file{.cluster = REFIT_TRY(Cluster::make(std::move(spec))), .ranks = std::nullopt};
   file.ranks = REFIT_TRY(read_placement(json, file.cluster));
   return file;

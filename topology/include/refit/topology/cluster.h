@@ -81,13 +81,29 @@ struct FabricSpec {
   bool operator==(const FabricSpec&) const = default;
 };
 
+// A node's links while a refit's shards fit in its caches, as refit calibrate measures them: a
+// copy between processes of one host reads and writes memory, and from the cache it runs faster
+// and stalls less per chunk. A refit whose ranks on `node` hold at most `capacity` bytes of source
+// and destination shards together runs that node's NICs and copies at these figures instead
+// (cache_regime.h).
+struct CacheSpec {
+  std::int32_t node = 0;
+  Bytes capacity;                 // the shards the node's ranks hold together, source and destination
+  BytesPerSecond nic_bandwidth;   // each of the node's NICs, per direction
+  Seconds nic_latency;            // per message
+  Seconds chunk_overhead{};       // the sender's own time per chunk (NicSpec::chunk_overhead)
+  BytesPerSecond copy_bandwidth;  // each of the node's devices' copies (pack, unpack)
+  bool operator==(const CacheSpec&) const = default;
+};
+
 struct ClusterSpec {
   std::string name;
   std::vector<GpuSpec> gpus;
   std::vector<NicSpec> nics;
   std::vector<DomainSpec> domains;
   FabricSpec fabric;
-  Seconds nvlink_latency;  // per message over NVLink
+  Seconds nvlink_latency;         // per message over NVLink
+  std::vector<CacheSpec> caches;  // at most one per node; none: every refit at the streaming figures
   bool operator==(const ClusterSpec&) const = default;
 };
 
