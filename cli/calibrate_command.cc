@@ -3,6 +3,7 @@
 //
 //   mpirun -np 4 refit calibrate --out host.json [--overwrite] [--sizes B,B,...] [--repetitions N]
 //                                [--overhead-sizes B,...] [--overhead-chunk B] [--devices N]
+//                                [--cache-sizes B,...] [--cache-overhead-sizes B,...]
 //                                [--memcpy-bytes B] [--timeout S] [--json]
 //
 // The measuring is the library's (refit/facade/calibration.h); this prints it, on rank 0.
@@ -31,6 +32,8 @@ struct CalibrateOptions {
   CalibrationOptions calibration;
   std::string sizes;
   std::string overhead_sizes;
+  std::string cache_sizes;
+  std::string cache_overhead_sizes;
   std::int64_t overhead_chunk = CalibrationOptions{}.overhead_chunk.value;
   std::int64_t memcpy_bytes = CalibrationOptions{}.memcpy_bytes.value;
   double timeout = ExecutorOptions{}.timeout.value;
@@ -53,12 +56,27 @@ nlohmann::ordered_json quantize_json(const Calibration& c) {
   return out;
 }
 
+nlohmann::ordered_json measurements_json(const std::vector<PairMeasurement>& points) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& m : points) out.push_back(measurement_json(m));
+  return out;
+}
+
+nlohmann::ordered_json cache_json(const std::optional<CacheCalibration>& cache) {
+  if (!cache) return nullptr;
+  return {{"one_pair", measurements_json(cache->one_pair)},
+          {"latency_s", cache->pair.latency.value},
+          {"chunk_overhead_s", cache->pair.chunk_overhead.value},
+          {"pair_gbps", gbps(cache->pair.bandwidth)},
+          {"fit_worst_relative_residual", cache->pair.worst_relative_residual},
+          {"memcpy_gbps", gbps(cache->memcpy_bandwidth)},
+          {"capacity_bytes", cache->capacity.value}};
+}
+
 nlohmann::ordered_json calibration_json(const Calibration& c, const std::string& out) {
-  nlohmann::ordered_json one_pair = nlohmann::ordered_json::array();
-  for (const auto& m : c.one_pair) one_pair.push_back(measurement_json(m));
   return {{"processes", c.processes},
           {"cores", c.cores},
-          {"one_pair", one_pair},
+          {"one_pair", measurements_json(c.one_pair)},
           {"latency_s", c.pair.latency.value},
           {"chunk_overhead_s", c.pair.chunk_overhead.value},
           {"pair_gbps", gbps(c.pair.bandwidth)},
@@ -67,27 +85,42 @@ nlohmann::ordered_json calibration_json(const Calibration& c, const std::string&
           {"host_gbps", gbps(c.host_bandwidth)},
           {"memcpy_gbps", gbps(c.memcpy_bandwidth)},
           {"quantize_gbps", quantize_json(c)},
+          {"cache", cache_json(c.cache)},
           {"devices", c.cluster.gpus.size()},
           {"oversubscription", c.cluster.fabric.oversubscription},
           {"notes", c.notes},
           {"cluster_file", out.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(out)}};
 }
 
-void print_calibration(const Calibration& c, const std::string& out) {
-  fmt::print("refit calibrate: {} processes on {} cores, UCX executor, host memory\n", c.processes, c.cores);
-  for (const auto& m : c.one_pair)
+void print_points(const std::vector<PairMeasurement>& points) {
+  for (const auto& m : points)
     fmt::print("  one pair, {:>10} in {:>4} chunk{}: {}\n", human(m.bytes), m.chunks,
                m.chunks == 1 ? " " : "s", human(m.seconds));
+}
+
+void print_line(std::string_view label, const PairFit& fit) {
   fmt::print(
-      "fit         t = {} + chunks x {} + bytes / {:.2f} GB/s (least squares of the relative error; "
+      "{:<11} t = {} + chunks x {} + bytes / {:.2f} GB/s (least squares of the relative error; "
       "worst point {:.1f} % off the fit)\n",
-      human(c.pair.latency), human(c.pair.chunk_overhead), gbps(c.pair.bandwidth),
-      100 * c.pair.worst_relative_residual);
+      label, human(fit.latency), human(fit.chunk_overhead), gbps(fit.bandwidth),
+      100 * fit.worst_relative_residual);
+}
+
+void print_calibration(const Calibration& c, const std::string& out) {
+  fmt::print("refit calibrate: {} processes on {} cores, UCX executor, host memory\n", c.processes, c.cores);
+  print_points(c.one_pair);
+  print_line("fit", c.pair);
   if (c.all_pairs)
     fmt::print("all pairs   {} pairs x {} at once: {}: host {:.2f} GB/s ({:.2f}x one pair)\n",
                c.all_pairs->pairs, human(c.all_pairs->bytes), human(c.all_pairs->seconds),
                gbps(c.host_bandwidth), c.host_bandwidth.value / c.pair.bandwidth.value);
   fmt::print("memcpy      {:.2f} GB/s (one core)\n", gbps(c.memcpy_bandwidth));
+  if (c.cache) {
+    print_points(c.cache->one_pair);
+    print_line("in cache", c.cache->pair);
+    fmt::print("            memcpy {:.2f} GB/s; for a refit whose shards on the host are at most {}\n",
+               gbps(c.cache->memcpy_bandwidth), human(c.cache->capacity));
+  }
   for (const QuantScheme s : all_quant_schemes())
     fmt::print("quantize    {:.2f} GB/s of bf16 to {} (refit's CPU quantizer, one core)\n",
                gbps(rate_of(c.quantize_by_scheme, s)), quant_scheme_name(s));
@@ -114,18 +147,23 @@ void print_calibration(const Calibration& c, const std::string& out) {
   return {};
 }
 
+// A list of sizes given as `flag` replaces `sizes`: "none" empties it; not given, it stays.
+[[nodiscard]] Result<void> read_sizes(const std::string& text, std::string_view flag,
+                                      std::vector<Bytes>& sizes) {
+  if (text.empty()) return {};
+  sizes.clear();
+  if (text != "none")
+    for (const auto b : REFIT_TRY(parse_int_list(text, flag, 2))) sizes.emplace_back(b);
+  return {};
+}
+
 [[nodiscard]] Result<void> calibrate_here(CalibrateOptions o) {
   REFIT_TRY(check_out(o));
-  if (!o.sizes.empty()) {
-    o.calibration.sizes.clear();
-    for (const auto b : REFIT_TRY(parse_int_list(o.sizes, "--sizes", 2))) o.calibration.sizes.emplace_back(b);
-  }
-  if (!o.overhead_sizes.empty()) {
-    o.calibration.overhead_sizes.clear();
-    if (o.overhead_sizes != "none")
-      for (const auto b : REFIT_TRY(parse_int_list(o.overhead_sizes, "--overhead-sizes", 2)))
-        o.calibration.overhead_sizes.emplace_back(b);
-  }
+  REFIT_TRY(read_sizes(o.sizes, "--sizes", o.calibration.streaming.sizes));
+  REFIT_TRY(read_sizes(o.overhead_sizes, "--overhead-sizes", o.calibration.streaming.overhead_sizes));
+  REFIT_TRY(read_sizes(o.cache_sizes, "--cache-sizes", o.calibration.in_cache.sizes));
+  REFIT_TRY(
+      read_sizes(o.cache_overhead_sizes, "--cache-overhead-sizes", o.calibration.in_cache.overhead_sizes));
   o.calibration.overhead_chunk = Bytes{o.overhead_chunk};
   o.calibration.memcpy_bytes = Bytes{o.memcpy_bytes};
   o.calibration.executor_options.timeout = Seconds{o.timeout};
@@ -163,7 +201,9 @@ Action add_calibrate_command(CLI::App& app) {
       "(least squares of the relative error): the overhead is the sender's own time per chunk; every "
       "pair at once gives what the host's cores reach together, which the file models as one "
       "shared link that caps each process at one pair's bandwidth, so more processes than cores "
-      "are predicted as they run. Launch it as the jobs it predicts are launched (e.g. mpirun "
+      "are predicted as they run. Small transfers again, whose shards stay in the caches, give a "
+      "second line and memcpy, which the file applies to refits as small (in cache, copies run "
+      "faster and stall less per chunk). Launch it as the jobs it predicts are launched (e.g. mpirun "
       "--bind-to none for all). Progress goes to stderr. Without a GPU the GPU's kernels and "
       "NCCL are skipped, and the output says so");
   cmd->add_option("--out", o->out, "Write the cluster file (the format of refit topo --json) here")
@@ -179,6 +219,15 @@ Action add_calibrate_command(CLI::App& app) {
                   "Bytes one pair moves again in chunks of --overhead-chunk, to tell the sender's time "
                   "per chunk from the bandwidth; even (default 67108864,134217728); none: not measured, "
                   "the file charges no overhead");
+  cmd->add_option("--cache-sizes", o->cache_sizes,
+                  "Bytes one pair moves with shards that stay in this core's caches between executions, "
+                  "as a small refit's do: a second line, which the file applies to refits whose shards "
+                  "on the host are at most the largest size's pair (its source and destination); even, "
+                  "at least two distinct (default 262144,1048576,4194304,8388608); none: not measured, "
+                  "every refit predicted at the streaming figures");
+  cmd->add_option("--cache-overhead-sizes", o->cache_overhead_sizes,
+                  "In-cache bytes one pair moves again in chunks of --overhead-chunk (default "
+                  "4194304,8388608); none: no overhead in cache");
   cmd->add_option("--overhead-chunk", o->overhead_chunk,
                   "Chunk of the --overhead-sizes transfers in bytes (default 262144, m2n-ring's)")
       ->check(positive());

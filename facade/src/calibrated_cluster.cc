@@ -78,7 +78,8 @@ Result<PairFit> fit_pair(const std::vector<PairMeasurement>& points) {
 }
 
 Result<ClusterSpec> calibrated_cluster(std::int32_t devices, const PairFit& pair, BytesPerSecond host,
-                                       BytesPerSecond memcpy, const QuantizeRates& quantize) {
+                                       BytesPerSecond memcpy, const QuantizeRates& quantize,
+                                       const std::optional<CacheCalibration>& cache) {
   if (devices < 1) return invalid(fmt::format("devices: must be >= 1, got {}", devices));
   ClusterSpec spec;
   spec.name = "calibrated-host";
@@ -106,6 +107,14 @@ Result<ClusterSpec> calibrated_cluster(std::int32_t devices, const PairFit& pair
     spec.domains.push_back({.id = g, .gpus = {GpuId{g}}});
     nic.gpus.emplace_back(g);
   }
+  if (cache)
+    spec.caches.push_back(
+        {.node = 0,
+         .capacity = cache->capacity,
+         .nic_bandwidth = cache->pair.bandwidth * (nic.bandwidth.value / pair.bandwidth.value),
+         .nic_latency = cache->pair.latency,
+         .chunk_overhead = cache->pair.chunk_overhead,
+         .copy_bandwidth = cache->memcpy_bandwidth});
   spec.nics.push_back(std::move(nic));
   REFIT_TRY(Cluster::make(spec));  // the file written must load
   return spec;

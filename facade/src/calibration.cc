@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <set>
 #include <vector>
 
 #include <fmt/format.h>
@@ -103,11 +104,36 @@ template <class Work>
   return Seconds{std::stod(all.front())};
 }
 
-// Rank 0 copies alone while the others wait; every rank learns its median.
-[[nodiscard]] Result<Seconds> measure_memcpy(Bootstrap& bootstrap, const CalibrationOptions& o) {
-  const auto n = static_cast<std::size_t>(bootstrap.rank() == 0 ? o.memcpy_bytes.value : 0);
+// Rank 0 copies `bytes` alone while the others wait; every rank learns its median.
+[[nodiscard]] Result<BytesPerSecond> measure_memcpy(Bootstrap& bootstrap, std::int32_t repetitions,
+                                                    Bytes bytes) {
+  const auto n = static_cast<std::size_t>(bootstrap.rank() == 0 ? bytes.value : 0);
   std::vector<std::byte> from(n, std::byte{1}), to(n, std::byte{0});
-  return time_on_rank_zero(bootstrap, o.repetitions, [&] { std::memcpy(to.data(), from.data(), n); });
+  const Seconds s =
+      REFIT_TRY(time_on_rank_zero(bootstrap, repetitions, [&] { std::memcpy(to.data(), from.data(), n); }));
+  return BytesPerSecond{static_cast<double>(bytes.value) / s.value};
+}
+
+struct MeasuredLine {
+  std::vector<PairMeasurement> points;
+  PairFit fit;
+};
+
+// One pair moves each of `line`'s sizes in refit's chunks, and its overhead sizes also in chunks of
+// the overhead chunk (again in refit's where the sizes lack them: the pair tells the overhead);
+// the line is fitted to them.
+[[nodiscard]] Result<MeasuredLine> measure_line(Bootstrap& bootstrap, Executor& executor,
+                                                const CalibrationOptions& o, const LineSizes& line) {
+  MeasuredLine out;
+  for (const Bytes b : line.sizes)
+    out.points.push_back(REFIT_TRY(measure_pairs(bootstrap, executor, o, 1, b)));
+  for (const Bytes b : line.overhead_sizes)
+    if (std::ranges::find(line.sizes, b) == line.sizes.end())
+      out.points.push_back(REFIT_TRY(measure_pairs(bootstrap, executor, o, 1, b)));
+  for (const Bytes b : line.overhead_sizes)
+    out.points.push_back(REFIT_TRY(measure_pairs(bootstrap, executor, o, 1, b, o.overhead_chunk)));
+  out.fit = REFIT_TRY(fit_pair(out.points));
+  return out;
 }
 
 // refit's CPU quantizer, as the UCX executor runs it, on rank 0: a contiguous bf16 weight of
@@ -133,6 +159,26 @@ template <class Work>
   return BytesPerSecond{static_cast<double>(2 * rows * kColumns) / s.value};
 }
 
+// Even sizes within bounds, at least two distinct for a line (`optional`: or none at all).
+[[nodiscard]] Result<void> check_line_sizes(const LineSizes& line, std::string_view name, bool optional) {
+  std::set<Bytes> distinct;
+  for (const auto& [what, sizes] :
+       {std::pair{"sizes", &line.sizes}, std::pair{"overhead sizes", &line.overhead_sizes}})
+    for (const Bytes b : *sizes) {
+      if (b.value < 2 || b.value % 2 != 0 || b > limits::kMaxCalibrationBytes)
+        return invalid(fmt::format("{}{}: {} bytes is not an even size in [2, {}]", name, what, b.value,
+                                   limits::kMaxCalibrationBytes.value));
+      distinct.insert(b);
+    }
+  if (line.sizes.empty() && !line.overhead_sizes.empty())
+    return invalid(fmt::format("{}overhead sizes: given without {}sizes, which the overhead is fitted with",
+                               name, name));
+  if (distinct.size() < 2 && !(optional && distinct.empty()))
+    return invalid(
+        fmt::format("{}sizes: a line needs at least two distinct sizes, got {}", name, distinct.size()));
+  return {};
+}
+
 [[nodiscard]] Result<void> check_calibration_options(const Bootstrap& bootstrap,
                                                      const CalibrationOptions& o) {
   if (bootstrap.size() < 2 || bootstrap.size() % 2 != 0)
@@ -141,13 +187,9 @@ template <class Work>
   if (o.repetitions < 1) return invalid(fmt::format("repetitions: must be >= 1, got {}", o.repetitions));
   if (o.memcpy_bytes.value < 1)
     return invalid(fmt::format("memcpy bytes: must be >= 1, got {}", o.memcpy_bytes.value));
-  for (const auto& [name, sizes] :
-       {std::pair{"sizes", &o.sizes}, std::pair{"overhead sizes", &o.overhead_sizes}})
-    for (const Bytes b : *sizes)
-      if (b.value < 2 || b.value % 2 != 0 || b > limits::kMaxCalibrationBytes)
-        return invalid(fmt::format("{}: {} bytes is not an even size in [2, {}]", name, b.value,
-                                   limits::kMaxCalibrationBytes.value));
-  if (!o.overhead_sizes.empty()) {
+  REFIT_TRY(check_line_sizes(o.streaming, "", false));
+  REFIT_TRY(check_line_sizes(o.in_cache, "in-cache ", true));
+  if (!o.streaming.overhead_sizes.empty() || !o.in_cache.overhead_sizes.empty()) {
     REFIT_TRY_IN(check_chunk(o.overhead_chunk), "overhead chunk");
     if (o.overhead_chunk >= PlanOptions{}.chunk)
       return invalid(fmt::format(
@@ -175,55 +217,88 @@ std::vector<std::string> gpu_notes() {
 
 }  // namespace
 
+namespace {
+
+// What the streaming line's overhead fit leaves uncharged, if anything.
+std::optional<std::string> overhead_note(const CalibrationOptions& o, const PairFit& pair) {
+  if (o.streaming.overhead_sizes.empty())
+    return "no overhead sizes: the sender's time per chunk was not measured, and the file charges none";
+  if (!pair.overhead_told)
+    return "the overhead sizes went in as many chunks as in refit's (no larger than the overhead chunk): the "
+           "sender's time per chunk was not told apart, and the file charges none";
+  if (pair.chunk_overhead.value == 0)
+    return "the sender's time per chunk came out negative or could not be told from the bandwidth (noise) "
+           "and is taken as 0; the line without it is fitted";
+  return std::nullopt;
+}
+
+// Every pair at once moves the largest streaming size; the host's bandwidth is their bytes over
+// the time less one latency and each sender's own chunks' overhead.
+[[nodiscard]] Result<void> measure_host(Bootstrap& bootstrap, Executor& executor, const CalibrationOptions& o,
+                                        Calibration& c) {
+  const std::int32_t pairs = bootstrap.size() / 2;
+  c.all_pairs = REFIT_TRY(measure_pairs(bootstrap, executor, o, pairs, std::ranges::max(o.streaming.sizes)));
+  const Seconds overhead{static_cast<double>(c.all_pairs->chunks) * c.pair.chunk_overhead.value};
+  const Seconds moving = c.all_pairs->seconds - c.pair.latency - overhead;
+  if (!(moving.value > 0))
+    return fail(
+        ErrorCode::kRuntime,
+        fmt::format("every pair at once took {} s, no more than one message's latency ({} s) and "
+                    "its {} chunks' overhead ({} s): the measurements are noise",
+                    c.all_pairs->seconds.value, c.pair.latency.value, c.all_pairs->chunks, overhead.value));
+  c.host_bandwidth = BytesPerSecond{static_cast<double>(c.all_pairs->bytes.value) * pairs / moving.value};
+  return {};
+}
+
+// The in-cache regime, unless its sizes are not asked for; a line that cannot be fitted (noise)
+// leaves it out and says so, since the streaming figures still predict every refit.
+[[nodiscard]] Result<void> measure_cache(Bootstrap& bootstrap, Executor& executor,
+                                         const CalibrationOptions& o, Calibration& c) {
+  if (o.in_cache.sizes.empty()) {
+    c.notes.push_back("no in-cache sizes: the file predicts every refit at the streaming figures");
+    return {};
+  }
+  auto line = measure_line(bootstrap, executor, o, o.in_cache);
+  if (!line) {
+    if (line.error().code != ErrorCode::kRuntime) return std::unexpected(std::move(line).error());
+    c.notes.push_back(
+        fmt::format("the in-cache transfers gave no line ({}): the file predicts every refit at "
+                    "the streaming figures",
+                    line.error().message));
+    return {};
+  }
+  const Bytes largest = std::ranges::max(o.in_cache.sizes);
+  c.cache = CacheCalibration{.one_pair = std::move(line->points),
+                             .pair = line->fit,
+                             .memcpy_bandwidth = REFIT_TRY(measure_memcpy(bootstrap, o.repetitions, largest)),
+                             .capacity = largest * 2};
+  return {};
+}
+
+}  // namespace
+
 Result<Calibration> calibrate(Bootstrap& bootstrap, const CalibrationOptions& o) {
   REFIT_TRY(check_calibration_options(bootstrap, o));
   auto executor = REFIT_TRY_IN(make_executor(o.executor, bootstrap, o.executor_options), "--executor");
   Calibration c{.processes = bootstrap.size(), .cores = usable_cores(), .notes = gpu_notes()};
-  for (const Bytes b : o.sizes) c.one_pair.push_back(REFIT_TRY(measure_pairs(bootstrap, *executor, o, 1, b)));
-  // Each overhead size also in refit's chunks, where --sizes lacks it: the pair tells the overhead.
-  for (const Bytes b : o.overhead_sizes)
-    if (std::ranges::find(o.sizes, b) == o.sizes.end())
-      c.one_pair.push_back(REFIT_TRY(measure_pairs(bootstrap, *executor, o, 1, b)));
-  for (const Bytes b : o.overhead_sizes)
-    c.one_pair.push_back(REFIT_TRY(measure_pairs(bootstrap, *executor, o, 1, b, o.overhead_chunk)));
-  c.pair = REFIT_TRY(fit_pair(c.one_pair));
-  if (o.overhead_sizes.empty())
-    c.notes.push_back(
-        "no overhead sizes: the sender's time per chunk was not measured, and the file charges none");
-  else if (!c.pair.overhead_told)
-    c.notes.push_back(
-        "the overhead sizes went in as many chunks as in refit's (no larger than the overhead chunk): the "
-        "sender's time per chunk was not told apart, and the file charges none");
-  else if (c.pair.chunk_overhead.value == 0)
-    c.notes.push_back(
-        "the sender's time per chunk came out negative or could not be told from the bandwidth (noise) "
-        "and is taken as 0; the line without it is fitted");
+  auto streaming = REFIT_TRY(measure_line(bootstrap, *executor, o, o.streaming));
+  c.one_pair = std::move(streaming.points);
+  c.pair = streaming.fit;
+  if (auto note = overhead_note(o, c.pair)) c.notes.push_back(std::move(*note));
   c.host_bandwidth = c.pair.bandwidth;
-  const Bytes largest = std::ranges::max(o.sizes);
-  if (const std::int32_t pairs = bootstrap.size() / 2; pairs > 1) {
-    c.all_pairs = REFIT_TRY(measure_pairs(bootstrap, *executor, o, pairs, largest));
-    // Each sender pays its own chunks' overhead, alongside the others.
-    const Seconds overhead{static_cast<double>(c.all_pairs->chunks) * c.pair.chunk_overhead.value};
-    const Seconds moving = c.all_pairs->seconds - c.pair.latency - overhead;
-    if (!(moving.value > 0))
-      return fail(
-          ErrorCode::kRuntime,
-          fmt::format("every pair at once took {} s, no more than one message's latency ({} s) and "
-                      "its {} chunks' overhead ({} s): the measurements are noise",
-                      c.all_pairs->seconds.value, c.pair.latency.value, c.all_pairs->chunks, overhead.value));
-    c.host_bandwidth = BytesPerSecond{static_cast<double>(c.all_pairs->bytes.value) * pairs / moving.value};
-  } else {
+  if (bootstrap.size() > 2)
+    REFIT_TRY(measure_host(bootstrap, *executor, o, c));
+  else
     c.notes.push_back(
         "one pair only (2 processes): every pair at once was not measured, so the host's bandwidth is "
         "taken to be one pair's; start 4 or more processes to measure it");
-  }
-  c.memcpy_seconds = REFIT_TRY(measure_memcpy(bootstrap, o));
-  c.memcpy_bandwidth = BytesPerSecond{static_cast<double>(o.memcpy_bytes.value) / c.memcpy_seconds.value};
+  REFIT_TRY(measure_cache(bootstrap, *executor, o, c));
+  c.memcpy_bandwidth = REFIT_TRY(measure_memcpy(bootstrap, o.repetitions, o.memcpy_bytes));
   for (const auto scheme : all_quant_schemes())
     c.quantize_by_scheme[static_cast<std::size_t>(scheme)] =
         REFIT_TRY(measure_quantize(bootstrap, o, scheme));
-  c.cluster = REFIT_TRY(
-      calibrated_cluster(o.devices, c.pair, c.host_bandwidth, c.memcpy_bandwidth, c.quantize_by_scheme));
+  c.cluster = REFIT_TRY(calibrated_cluster(o.devices, c.pair, c.host_bandwidth, c.memcpy_bandwidth,
+                                           c.quantize_by_scheme, c.cache));
   return c;
 }
 

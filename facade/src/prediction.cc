@@ -10,6 +10,7 @@
 #include "refit/core/try.h"
 #include "refit/refit.h"
 #include "refit/simulator/component_simulation.h"
+#include "refit/topology/cache_regime.h"
 
 #include "in_parallel.h"
 
@@ -212,11 +213,20 @@ void relate(std::vector<Prediction>& rows) {
   return rows;
 }
 
-}  // namespace
+// `rows` planned and simulated on `given`'s cluster as `problem` runs on it (cache_regime.h), with
+// each row saying which regime each cached node ran in.
+template <class Rows>
+[[nodiscard]] Result<Predictions> in_regime(const PredictionInputs& given, Rows rows) {
+  const auto regime = REFIT_TRY(cache_regime(given.problem, given.cluster));
+  if (!regime) return rows(given);
+  auto out = REFIT_TRY(
+      rows(PredictionInputs{.source = given.source, .problem = given.problem, .cluster = regime->cluster}));
+  for (auto& row : out.rows) row.notes.insert(row.notes.end(), regime->notes.begin(), regime->notes.end());
+  return out;
+}
 
-Result<Predictions> predict(const PredictionInputs& in, const PredictOptions& o,
-                            const std::optional<Plan>& given) {
-  REFIT_TRY(check_delta(o));
+[[nodiscard]] Result<Predictions> predict_in(const PredictionInputs& in, const PredictOptions& o,
+                                             const std::optional<Plan>& given) {
   Predictions out{.cluster = in.cluster.name(), .bound = lower_bound(in.problem, in.cluster), .rows = {}};
   const Planned planned = given ? Planned{.plan = *given, .seconds = Seconds{}}
                                 : REFIT_TRY(plan_timed(in.problem, in.cluster, o.strategy, o.plan));
@@ -242,9 +252,7 @@ Result<Predictions> predict(const PredictionInputs& in, const PredictOptions& o,
   return out;
 }
 
-Result<Predictions> compare(const PredictionInputs& in, const PredictOptions& o) {
-  REFIT_TRY(check_delta(o));
-  if (o.jobs < 0) return out_of_range(fmt::format("--jobs: {} is negative", o.jobs));
+[[nodiscard]] Result<Predictions> compare_in(const PredictionInputs& in, const PredictOptions& o) {
   const StrategyInfo* chosen = REFIT_TRY_IN(find_strategy(o.strategy), "--strategy");
   Predictions out{.cluster = in.cluster.name(), .bound = lower_bound(in.problem, in.cluster), .rows = {}};
   const auto receivers = REFIT_TRY(at_receivers(in.source));
@@ -257,6 +265,20 @@ Result<Predictions> compare(const PredictionInputs& in, const PredictOptions& o)
     for (auto& row : REFIT_TRY(std::move(rows))) out.rows.push_back(std::move(row));
   relate(out.rows);
   return out;
+}
+
+}  // namespace
+
+Result<Predictions> predict(const PredictionInputs& in, const PredictOptions& o,
+                            const std::optional<Plan>& given) {
+  REFIT_TRY(check_delta(o));
+  return in_regime(in, [&](const PredictionInputs& regime) { return predict_in(regime, o, given); });
+}
+
+Result<Predictions> compare(const PredictionInputs& in, const PredictOptions& o) {
+  REFIT_TRY(check_delta(o));
+  if (o.jobs < 0) return out_of_range(fmt::format("--jobs: {} is negative", o.jobs));
+  return in_regime(in, [&](const PredictionInputs& regime) { return compare_in(regime, o); });
 }
 
 }  // namespace refit

@@ -31,8 +31,10 @@ testing::ShellResult calibrate(int np, const std::string& args) {
 // Small enough to be quick, far enough apart (0.3 ms against several ms on any host) that the time
 // grows with the size even on a loaded machine: calibrate refuses measurements where it does not.
 // The overhead size moves the larger size again in 128 chunks of 256 KiB instead of 4 of 8 MiB.
+// In cache, 64 KiB and 4 MiB, the latter also in 16 chunks.
 const std::string kSmall =
-    "--sizes 65536,33554432 --overhead-sizes 33554432 --repetitions 3 --memcpy-bytes 1048576 --devices 6";
+    "--sizes 65536,33554432 --overhead-sizes 33554432 --cache-sizes 65536,4194304 --cache-overhead-sizes "
+    "4194304 --repetitions 3 --memcpy-bytes 1048576 --devices 6";
 
 class CalibratedHost : public ::testing::Test {
  protected:
@@ -82,6 +84,22 @@ TEST_F(CalibratedHost, CalibrateWritesAClusterFileOfTheHostTheSimulatorTakes) {
     EXPECT_NEAR(rate_of(c.gpus()[0].quantize_bandwidth, s).gbps(), measured, 1e-6 * measured);
   }
   EXPECT_NEAR(c.nics()[0].chunk_overhead.value, j["chunk_overhead_s"].get<double>(), 1e-12);
+
+  // The in-cache line, for refits of at most the 4 MiB pair's 8 MiB of shards; or, where this
+  // host's noise gave no line, a note that says so and no cache.
+  if (j["cache"].is_null()) {
+    EXPECT_NE(j["notes"].dump().find("the in-cache transfers gave no line"), std::string::npos) << r.out;
+    EXPECT_TRUE(c.spec().caches.empty());
+  } else {
+    ASSERT_EQ(j["cache"]["one_pair"].size(), 3u);
+    EXPECT_EQ(j["cache"]["one_pair"][2]["chunks"], 16);
+    ASSERT_EQ(c.spec().caches.size(), 1u);
+    const auto& cache = c.spec().caches[0];
+    EXPECT_EQ(cache.capacity.value, 8 << 20);
+    EXPECT_EQ(j["cache"]["capacity_bytes"], 8 << 20);
+    EXPECT_NEAR(cache.copy_bandwidth.gbps(), j["cache"]["memcpy_gbps"].get<double>(), 1e-9);
+    EXPECT_NEAR(cache.nic_latency.value, j["cache"]["latency_s"].get<double>(), 1e-12);
+  }
 
   const auto again = calibrate(2, kSmall + " --out " + file_.string());
   EXPECT_EQ(again.exit_code, 2);

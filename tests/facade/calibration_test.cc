@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "refit/facade/prediction.h"
 #include "refit/refit.h"
 #include "refit/topology/cluster_json.h"
 
@@ -250,6 +251,48 @@ TEST(CalibratedCluster, AHostNoFasterThanOnePairIsNotOversubscribed) {
   EXPECT_DOUBLE_EQ(spec->fabric.oversubscription, 1.0);
   EXPECT_DOUBLE_EQ(spec->nics[0].bandwidth.value, 4e9);
   EXPECT_FALSE(calibrated_cluster(0, pair, BytesPerSecond::from_gbps(3), BytesPerSecond::from_gbps(10)));
+}
+
+// The prediction of one pair moving `bytes` (8 MiB chunks, as planned by default) on `spec`.
+Prediction predicted_through_the_facade(const ClusterSpec& spec, std::int64_t bytes) {
+  const auto problem = pairs_problem(1, bytes);
+  auto cluster = Cluster::make(spec).value();
+  auto ranks = RankMap::place(cluster, job_of(problem)).value();
+  const auto on = PlacedCluster::make(std::move(cluster), std::move(ranks)).value();
+  const ProblemSource none;
+  auto rows = predict({.source = none, .problem = problem, .cluster = on}, {}).value().rows;
+  EXPECT_EQ(rows.size(), 1u);
+  return rows.front();
+}
+
+TEST(CalibratedCluster, ASmallRefitRunsAtTheInCacheFiguresALargeOneAtTheStreamingOnes) {
+  // Streaming: 20 us + bytes / 4 GB/s. In cache, up to 16 MiB of shards on the host: 10 us +
+  // bytes / 8 GB/s, memcpy 20 GB/s. The file keeps the cache.
+  const PairFit streaming{
+      .latency = Seconds{20e-6}, .bandwidth = BytesPerSecond::from_gbps(4), .worst_relative_residual = 0};
+  const CacheCalibration cache{.one_pair = {},
+                               .pair = {.latency = Seconds{10e-6},
+                                        .bandwidth = BytesPerSecond::from_gbps(8),
+                                        .worst_relative_residual = 0},
+                               .memcpy_bandwidth = BytesPerSecond::from_gbps(20),
+                               .capacity = Bytes{16 << 20}};
+  const auto spec = calibrated_cluster(4, streaming, BytesPerSecond::from_gbps(4),
+                                       BytesPerSecond::from_gbps(10), {}, cache);
+  ASSERT_TRUE(spec) << spec.error().message;
+  ASSERT_EQ(spec->caches.size(), 1u);
+  EXPECT_DOUBLE_EQ(spec->caches[0].copy_bandwidth.gbps(), 20);
+  const auto read = cluster_from_json(cluster_to_json(Cluster::make(*spec).value()));
+  ASSERT_TRUE(read) << read.error().message;
+  EXPECT_EQ(read->cluster.spec().caches, spec->caches);
+  // 4 MiB: 8 MiB of shards (source and destination) fit: 10 us + 4 MiB / 8 GB/s = 534.288 us.
+  const auto small = predicted_through_the_facade(*spec, 4 << 20);
+  EXPECT_NEAR(small.sim.predicted.value, 10e-6 + (4 << 20) / 8e9, 1e-9);
+  EXPECT_NE(small.notes.back().find("within its cache (16.8 MB)"), std::string::npos) << small.notes.back();
+  // 16 MiB: 32 MiB of shards overflow it: 20 us + 16 MiB / 4 GB/s = 4214.304 us.
+  const auto large = predicted_through_the_facade(*spec, 16 << 20);
+  EXPECT_NEAR(large.sim.predicted.value, 20e-6 + (16 << 20) / 4e9, 1e-9);
+  EXPECT_NE(large.notes.back().find("more than its cache was calibrated with"), std::string::npos)
+      << large.notes.back();
 }
 
 }  // namespace

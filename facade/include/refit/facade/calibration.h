@@ -9,18 +9,22 @@
 //     refit plans them, and some sizes again in many small chunks), the other ranks idle;
 //     t = latency + chunks * overhead + bytes / bandwidth fitted by least squares of the relative
 //     error gives the per-message latency, the sender's own time per chunk (its put, flush and
-//     notice) and the pair bandwidth;
+//     notice) and the pair bandwidth; streaming, with shards larger than the caches, and again in
+//     cache, with shards that stay in them between executions (a small refit's), where copies
+//     run faster and stall less per chunk;
 //   - every pair at once (with 4 or more processes): each training rank sends the largest size
 //     to its inference rank; the bytes of all pairs over the time less the latency and its
 //     chunks' overhead give the host's bandwidth, what all copies together reach on its cores and
 //     memory;
-//   - memcpy: rank 0 alone copies a buffer, as the executors pack and unpack staged chunks;
+//   - memcpy: rank 0 alone copies a buffer, as the executors pack and unpack staged chunks (and
+//     one of the largest in-cache size, which stays in its caches);
 //   - quantize: rank 0 alone quantizes a bf16 weight of the same size with refit's CPU quantizer,
 //     as the UCX executor does for FP8 in flight, in each format; the file gets each rate.
 // The cluster written models the host's oversubscription (more processes than cores): every
 // process is a device of its own, reaching the others through one shared "NIC" of the host's
 // bandwidth, and the fabric's oversubscription (host / pair bandwidth) caps each process at the
-// pair bandwidth. A refit is predicted on it with exactly that: no constant is taken from
+// pair bandwidth; its cache (CacheSpec) says what the links do for a refit whose shards fit in
+// what the in-cache pair held. A refit is predicted on it with exactly that: no constant is taken from
 // elsewhere and nothing is fitted to refit times.
 #include <cstdint>
 #include <functional>
@@ -42,18 +46,29 @@ namespace limits {
 inline constexpr Bytes kMaxCalibrationBytes{std::int64_t{1} << 32};
 }  // namespace limits
 
+// The transfers of one pair a line t = latency + chunks x overhead + bytes / bandwidth is fitted to.
+struct LineSizes {
+  std::vector<Bytes> sizes;  // each cut into chunks as refit plans them (PlanOptions::chunk, 8 MiB)
+  // Moved again in chunks of CalibrationOptions::overhead_chunk (m2n-ring's 256 KiB): the same
+  // bytes in more chunks tell the sender's time per chunk apart from the bandwidth. Empty: the
+  // overhead is not measured, and none is charged.
+  std::vector<Bytes> overhead_sizes;
+};
+
 struct CalibrationOptions {
   std::string executor = "ucx";
-  // Bytes one pair moves, at least two distinct sizes, each cut into chunks as refit plans them
-  // (PlanOptions::chunk, 8 MiB). By default short messages, whose time is mostly latency, and
-  // streams several times larger than a server CPU's last-level cache, as a refit's shards are:
-  // sizes in between run from the cache, faster than memory, and would bend the line.
-  std::vector<Bytes> sizes{Bytes{256 << 10}, Bytes{1 << 20}, Bytes{64 << 20}, Bytes{128 << 20},
-                           Bytes{256 << 20}};
-  // Bytes one pair moves again in chunks of `overhead_chunk` (m2n-ring's 256 KiB): the same bytes
-  // in 32x the chunks tell the sender's time per chunk apart from the bandwidth. Empty: the
-  // overhead is not measured, and the file charges none.
-  std::vector<Bytes> overhead_sizes{Bytes{64 << 20}, Bytes{128 << 20}};
+  // Streaming, at least two distinct sizes: by default short messages, whose time is mostly
+  // latency, and streams several times larger than a server CPU's last-level cache, as a large
+  // refit's shards are; sizes in between run from the cache, faster than memory, and would bend
+  // the line.
+  LineSizes streaming{
+      .sizes = {Bytes{256 << 10}, Bytes{1 << 20}, Bytes{64 << 20}, Bytes{128 << 20}, Bytes{256 << 20}},
+      .overhead_sizes = {Bytes{64 << 20}, Bytes{128 << 20}}};
+  // In cache (CacheSpec): shards small enough to stay in this core's caches between the
+  // executions, as a small refit's do; the largest bounds the regime. Empty sizes: not measured,
+  // and the file predicts every refit at the streaming figures.
+  LineSizes in_cache{.sizes = {Bytes{256 << 10}, Bytes{1 << 20}, Bytes{4 << 20}, Bytes{8 << 20}},
+                     .overhead_sizes = {Bytes{4 << 20}, Bytes{8 << 20}}};
   Bytes overhead_chunk{256 << 10};
   std::int32_t repetitions = 5;  // timed executions per measurement (the median is kept)
   Bytes memcpy_bytes{64 << 20};  // the buffer rank 0 copies, and the bf16 weight it quantizes
@@ -82,6 +97,15 @@ struct PairFit {
   double worst_relative_residual = 0;  // the largest |fit - measured| / measured of the points
 };
 
+// The in-cache regime: one pair's transfers of the in-cache sizes, their line, and memcpy of a
+// buffer of the largest.
+struct CacheCalibration {
+  std::vector<PairMeasurement> one_pair;
+  PairFit pair;
+  BytesPerSecond memcpy_bandwidth;
+  Bytes capacity;  // the shards of the largest size's pair: its source and its destination
+};
+
 struct Calibration {
   std::int32_t processes = 0;  // of the calibrating job
   std::uint32_t cores = 0;     // this process's CPUs (sched affinity), for the record
@@ -89,13 +113,13 @@ struct Calibration {
   PairFit pair;
   std::optional<PairMeasurement> all_pairs;  // with 4 or more processes
   BytesPerSecond host_bandwidth;             // every pair at once; the pair bandwidth without it
-  Seconds memcpy_seconds;
   BytesPerSecond memcpy_bandwidth;
   // refit's CPU quantizer, bf16 bytes read per second, per FP8 format; the cluster's devices
   // quantize each format at its rate.
   QuantizeRates quantize_by_scheme{};
-  std::vector<std::string> notes;  // what was not measured, and why
-  ClusterSpec cluster;             // what the cluster file holds
+  std::optional<CacheCalibration> cache;  // unless no in-cache size was asked for
+  std::vector<std::string> notes;         // what was not measured, and why
+  ClusterSpec cluster;                    // what the cluster file holds
 };
 
 // Weighted least squares of the relative error (each point's weight 1 / t^2), so that the small
@@ -106,10 +130,13 @@ struct Calibration {
 // The host as the simulator models it (see the file's comment): `devices` processes, each its own
 // domain, behind one NIC of `host` bandwidth with the pair's latency and chunk overhead; the
 // fabric oversubscribed host / pair (at least 1); each device copies (packs, unpacks) at `memcpy`
-// and quantizes each FP8 format at its rate of `quantize` (0: unmeasured).
+// and quantizes each FP8 format at its rate of `quantize` (0: unmeasured). With `cache`, the host
+// has a cache of its capacity: its link at the in-cache pair's figures (every pair at once taken
+// to gain as one pair does, which is not measured) and its copies at the in-cache memcpy.
 [[nodiscard]] Result<ClusterSpec> calibrated_cluster(std::int32_t devices, const PairFit& pair,
                                                      BytesPerSecond host, BytesPerSecond memcpy,
-                                                     const QuantizeRates& quantize = {});
+                                                     const QuantizeRates& quantize = {},
+                                                     const std::optional<CacheCalibration>& cache = {});
 
 // Measures on every rank of `bootstrap` (an even number of at least 2), returning the same
 // Calibration on each. Errors name the option or the rank that failed.
