@@ -164,6 +164,9 @@ void print_calibration(const Calibration& c, const std::string& out) {
   REFIT_TRY(read_sizes(o.cache_sizes, "--cache-sizes", o.calibration.in_cache.sizes));
   REFIT_TRY(
       read_sizes(o.cache_overhead_sizes, "--cache-overhead-sizes", o.calibration.in_cache.overhead_sizes));
+  // No in-cache line: its default overhead sizes go with it.
+  if (o.cache_sizes == "none" && o.cache_overhead_sizes.empty())
+    o.calibration.in_cache.overhead_sizes.clear();
   o.calibration.overhead_chunk = Bytes{o.overhead_chunk};
   o.calibration.memcpy_bytes = Bytes{o.memcpy_bytes};
   o.calibration.executor_options.timeout = Seconds{o.timeout};

@@ -114,26 +114,19 @@ template <class Work>
   return BytesPerSecond{static_cast<double>(bytes.value) / s.value};
 }
 
-struct MeasuredLine {
-  std::vector<PairMeasurement> points;
-  PairFit fit;
-};
-
 // One pair moves each of `line`'s sizes in refit's chunks, and its overhead sizes also in chunks of
-// the overhead chunk (again in refit's where the sizes lack them: the pair tells the overhead);
-// the line is fitted to them.
-[[nodiscard]] Result<MeasuredLine> measure_line(Bootstrap& bootstrap, Executor& executor,
-                                                const CalibrationOptions& o, const LineSizes& line) {
-  MeasuredLine out;
-  for (const Bytes b : line.sizes)
-    out.points.push_back(REFIT_TRY(measure_pairs(bootstrap, executor, o, 1, b)));
+// the overhead chunk (again in refit's where the sizes lack them: the pair tells the overhead).
+[[nodiscard]] Result<std::vector<PairMeasurement>> measure_line(Bootstrap& bootstrap, Executor& executor,
+                                                                const CalibrationOptions& o,
+                                                                const LineSizes& line) {
+  std::vector<PairMeasurement> points;
+  for (const Bytes b : line.sizes) points.push_back(REFIT_TRY(measure_pairs(bootstrap, executor, o, 1, b)));
   for (const Bytes b : line.overhead_sizes)
     if (std::ranges::find(line.sizes, b) == line.sizes.end())
-      out.points.push_back(REFIT_TRY(measure_pairs(bootstrap, executor, o, 1, b)));
+      points.push_back(REFIT_TRY(measure_pairs(bootstrap, executor, o, 1, b)));
   for (const Bytes b : line.overhead_sizes)
-    out.points.push_back(REFIT_TRY(measure_pairs(bootstrap, executor, o, 1, b, o.overhead_chunk)));
-  out.fit = REFIT_TRY(fit_pair(out.points));
-  return out;
+    points.push_back(REFIT_TRY(measure_pairs(bootstrap, executor, o, 1, b, o.overhead_chunk)));
+  return points;
 }
 
 // refit's CPU quantizer, as the UCX executor runs it, on rank 0: a contiguous bf16 weight of
@@ -215,20 +208,22 @@ std::vector<std::string> gpu_notes() {
       "UCX executor)"};
 }
 
-}  // namespace
-
-namespace {
-
-// What the streaming line's overhead fit leaves uncharged, if anything.
-std::optional<std::string> overhead_note(const CalibrationOptions& o, const PairFit& pair) {
-  if (o.streaming.overhead_sizes.empty())
-    return "no overhead sizes: the sender's time per chunk was not measured, and the file charges none";
-  if (!pair.overhead_told)
-    return "the overhead sizes went in as many chunks as in refit's (no larger than the overhead chunk): the "
-           "sender's time per chunk was not told apart, and the file charges none";
-  if (pair.chunk_overhead.value == 0)
-    return "the sender's time per chunk came out negative or could not be told from the bandwidth (noise) "
-           "and is taken as 0; the line without it is fitted";
+// What a line's overhead fit leaves uncharged, if anything; `name` says which line.
+std::optional<std::string> overhead_note(std::string_view name, const LineSizes& line, const PairFit& fit) {
+  if (line.overhead_sizes.empty())
+    return fmt::format(
+        "no {}overhead sizes: the sender's time per chunk was not measured, and the file charges none", name);
+  if (!fit.overhead_told)
+    return fmt::format(
+        "the {}overhead sizes went in as many chunks as in refit's (no larger than the overhead chunk): the "
+        "sender's time per chunk was not told apart, and the file charges none",
+        name);
+  if (fit.chunk_overhead.value == 0)
+    return fmt::format(
+        "the {}sender's time per chunk came out negative or could not be told from the bandwidth (noise) and "
+        "is "
+        "taken as 0; the line without it is fitted",
+        name);
   return std::nullopt;
 }
 
@@ -258,18 +253,22 @@ std::optional<std::string> overhead_note(const CalibrationOptions& o, const Pair
     c.notes.push_back("no in-cache sizes: the file predicts every refit at the streaming figures");
     return {};
   }
-  auto line = measure_line(bootstrap, executor, o, o.in_cache);
-  if (!line) {
-    if (line.error().code != ErrorCode::kRuntime) return std::unexpected(std::move(line).error());
-    c.notes.push_back(
-        fmt::format("the in-cache transfers gave no line ({}): the file predicts every refit at "
-                    "the streaming figures",
-                    line.error().message));
+  auto points = REFIT_TRY(measure_line(bootstrap, executor, o, o.in_cache));
+  // Every rank fits the same points, so every rank takes the same branch.
+  auto fit = fit_pair(points);
+  if (!fit) {
+    c.notes.push_back(fmt::format(
+        "the in-cache transfers gave no line ({}): the file predicts every refit at the streaming figures",
+        fit.error().message));
     return {};
   }
-  const Bytes largest = std::ranges::max(o.in_cache.sizes);
-  c.cache = CacheCalibration{.one_pair = std::move(line->points),
-                             .pair = line->fit,
+  if (auto note = overhead_note("in-cache ", o.in_cache, *fit)) c.notes.push_back(std::move(*note));
+  // The capacity is what the largest in-cache pair held: its source and its destination.
+  const Bytes largest =
+      std::max(std::ranges::max(o.in_cache.sizes),
+               o.in_cache.overhead_sizes.empty() ? Bytes{0} : std::ranges::max(o.in_cache.overhead_sizes));
+  c.cache = CacheCalibration{.one_pair = std::move(points),
+                             .pair = *fit,
                              .memcpy_bandwidth = REFIT_TRY(measure_memcpy(bootstrap, o.repetitions, largest)),
                              .capacity = largest * 2};
   return {};
@@ -281,10 +280,9 @@ Result<Calibration> calibrate(Bootstrap& bootstrap, const CalibrationOptions& o)
   REFIT_TRY(check_calibration_options(bootstrap, o));
   auto executor = REFIT_TRY_IN(make_executor(o.executor, bootstrap, o.executor_options), "--executor");
   Calibration c{.processes = bootstrap.size(), .cores = usable_cores(), .notes = gpu_notes()};
-  auto streaming = REFIT_TRY(measure_line(bootstrap, *executor, o, o.streaming));
-  c.one_pair = std::move(streaming.points);
-  c.pair = streaming.fit;
-  if (auto note = overhead_note(o, c.pair)) c.notes.push_back(std::move(*note));
+  c.one_pair = REFIT_TRY(measure_line(bootstrap, *executor, o, o.streaming));
+  c.pair = REFIT_TRY(fit_pair(c.one_pair));
+  if (auto note = overhead_note("", o.streaming, c.pair)) c.notes.push_back(std::move(*note));
   c.host_bandwidth = c.pair.bandwidth;
   if (bootstrap.size() > 2)
     REFIT_TRY(measure_host(bootstrap, *executor, o, c));

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -59,15 +61,36 @@ bool moves_fp8(const Plan& plan) {
   return info ? &default_deployment(**info) : &refit_executors();
 }
 
+// A problem with the cluster as its refit runs on it (cache_regime.h): planned, bounded and
+// simulated on that, each row saying which regime each cached node ran in.
+class Regimed {
+ public:
+  [[nodiscard]] static Result<Regimed> make(const ReshardProblem& problem, const PlacedCluster& given) {
+    return Regimed(problem, given, REFIT_TRY(cache_regime(problem, given)));
+  }
+  const ReshardProblem& problem() const { return *problem_; }
+  const PlacedCluster& cluster() const { return cached_ ? cached_->cluster : *given_; }
+  std::span<const std::string> notes() const {
+    return cached_ ? std::span<const std::string>(cached_->notes) : std::span<const std::string>();
+  }
+
+ private:
+  Regimed(const ReshardProblem& problem, const PlacedCluster& given, std::optional<CacheRegime> cached)
+      : problem_(&problem), given_(&given), cached_(std::move(cached)) {}
+  const ReshardProblem* problem_;
+  const PlacedCluster* given_;
+  std::optional<CacheRegime> cached_;  // none: the cluster as given
+};
+
 struct Planned {
   Plan plan;
   Seconds seconds;
 };
 
-[[nodiscard]] Result<Planned> plan_timed(const ReshardProblem& problem, const PlacedCluster& cluster,
-                                         std::string_view strategy, const PlanOptions& options) {
+[[nodiscard]] Result<Planned> plan_timed(const Regimed& on, std::string_view strategy,
+                                         const PlanOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  auto made = REFIT_TRY(plan(problem, cluster, strategy, options));
+  auto made = REFIT_TRY(plan(on.problem(), on.cluster(), strategy, options));
   return Planned{.plan = std::move(made), .seconds = seconds_since(start)};
 }
 
@@ -118,9 +141,10 @@ Bytes moved_bytes(const ReshardProblem& problem, const std::vector<bool>& moved)
 }
 
 // `planned` (a plan of `problem`) as `deployment` runs it; `traced`: the row options.trace draws.
-[[nodiscard]] Result<Prediction> run_row(const PredictOptions& o, const ReshardProblem& problem,
-                                         const PlacedCluster& cluster, const Planned& planned,
+[[nodiscard]] Result<Prediction> run_row(const PredictOptions& o, const Regimed& on, const Planned& planned,
                                          const DeploymentInfo& deployment, bool traced) {
+  const ReshardProblem& problem = on.problem();
+  const PlacedCluster& cluster = on.cluster();
   const Plan& p = planned.plan;
   if (o.window && *o.window < 0) return out_of_range(fmt::format("--window: {} is negative", *o.window));
   const auto schedule =
@@ -154,6 +178,7 @@ Bytes moved_bytes(const ReshardProblem& problem, const std::vector<bool>& moved)
     row.sensitivity = REFIT_TRY(refit::sensitivity(p, problem, cluster, deployment, again));
   }
   row.notes.insert(row.notes.end(), row.sim.assumptions.begin(), row.sim.assumptions.end());
+  row.notes.insert(row.notes.end(), on.notes().begin(), on.notes().end());
   REFIT_TRY(add_delta(o, problem, cluster, p, deployment, window, row));
   return row;
 }
@@ -189,16 +214,15 @@ void relate(std::vector<Prediction>& rows) {
 
 // The rows of one strategy in a comparison: as its default deployment runs it, and for NCCL's
 // algorithms also as refit's executors would run its plan.
-[[nodiscard]] Result<std::vector<Prediction>> strategy_rows(const PredictionInputs& in,
-                                                            const PredictOptions& o, const StrategyInfo& s,
-                                                            const std::optional<ReshardProblem>& receivers,
+[[nodiscard]] Result<std::vector<Prediction>> strategy_rows(const PredictOptions& o, const StrategyInfo& s,
+                                                            const Regimed& asked, const Regimed* receivers,
                                                             bool traced) {
   std::vector<Prediction> rows;
   const auto& deployed = default_deployment(s);
-  const bool today = receivers && deployed.quantizes_at_receivers;
-  const ReshardProblem& problem = today ? *receivers : in.problem;
-  const auto planned = REFIT_TRY(plan_timed(problem, in.cluster, s.name, o.plan));
-  rows.push_back(REFIT_TRY(run_row(o, problem, in.cluster, planned, deployed, traced)));
+  const bool today = receivers != nullptr && deployed.quantizes_at_receivers;
+  const Regimed& on = today ? *receivers : asked;
+  const auto planned = REFIT_TRY(plan_timed(on, s.name, o.plan));
+  rows.push_back(REFIT_TRY(run_row(o, on, planned, deployed, traced)));
   if (today) rows.back().notes.emplace_back(kReceiverNote);
   // Beside a baseline of NCCL's algorithms, its plan as refit's executors would run it (the
   // algorithm without the deployed code's calls); gather-broadcast's plan is refit's own
@@ -207,29 +231,21 @@ void relate(std::vector<Prediction>& rows) {
   // The problem as asked: planned again only where the deployed row ran the receivers' problem
   // (a copy of a million-transfer plan costs as much as a good part of planning it).
   std::optional<Planned> replanned;
-  if (today) replanned = REFIT_TRY(plan_timed(in.problem, in.cluster, s.name, o.plan));
-  rows.push_back(REFIT_TRY(
-      run_row(o, in.problem, in.cluster, replanned ? *replanned : planned, refit_executors(), false)));
+  if (today) replanned = REFIT_TRY(plan_timed(asked, s.name, o.plan));
+  rows.push_back(REFIT_TRY(run_row(o, asked, replanned ? *replanned : planned, refit_executors(), false)));
   return rows;
 }
 
-// `rows` planned and simulated on `given`'s cluster as `problem` runs on it (cache_regime.h), with
-// each row saying which regime each cached node ran in.
-template <class Rows>
-[[nodiscard]] Result<Predictions> in_regime(const PredictionInputs& given, Rows rows) {
-  const auto regime = REFIT_TRY(cache_regime(given.problem, given.cluster));
-  if (!regime) return rows(given);
-  auto out = REFIT_TRY(
-      rows(PredictionInputs{.source = given.source, .problem = given.problem, .cluster = regime->cluster}));
-  for (auto& row : out.rows) row.notes.insert(row.notes.end(), regime->notes.begin(), regime->notes.end());
-  return out;
-}
+}  // namespace
 
-[[nodiscard]] Result<Predictions> predict_in(const PredictionInputs& in, const PredictOptions& o,
-                                             const std::optional<Plan>& given) {
-  Predictions out{.cluster = in.cluster.name(), .bound = lower_bound(in.problem, in.cluster), .rows = {}};
+Result<Predictions> predict(const PredictionInputs& in, const PredictOptions& o,
+                            const std::optional<Plan>& given) {
+  REFIT_TRY(check_delta(o));
+  const auto asked = REFIT_TRY(Regimed::make(in.problem, in.cluster));
+  Predictions out{
+      .cluster = in.cluster.name(), .bound = lower_bound(in.problem, asked.cluster()), .rows = {}};
   const Planned planned = given ? Planned{.plan = *given, .seconds = Seconds{}}
-                                : REFIT_TRY(plan_timed(in.problem, in.cluster, o.strategy, o.plan));
+                                : REFIT_TRY(plan_timed(asked, o.strategy, o.plan));
   const DeploymentInfo* deployment = REFIT_TRY(deployment_for(o, planned.plan));
   // A plan file is what moves: a baseline's plan that quantises before the engines is nothing the
   // deployed code runs, so refit's executors run it.
@@ -238,11 +254,12 @@ template <class Rows>
   const auto receivers =
       deployment->quantizes_at_receivers && !given ? REFIT_TRY(at_receivers(in.source)) : std::nullopt;
   if (receivers) {
-    const auto today = REFIT_TRY(plan_timed(*receivers, in.cluster, o.strategy, o.plan));
-    out.rows.push_back(REFIT_TRY(run_row(o, *receivers, in.cluster, today, *deployment, true)));
+    const auto on = REFIT_TRY(Regimed::make(*receivers, in.cluster));
+    const auto today = REFIT_TRY(plan_timed(on, o.strategy, o.plan));
+    out.rows.push_back(REFIT_TRY(run_row(o, on, today, *deployment, true)));
     out.rows.back().notes.emplace_back(kReceiverNote);
   } else {
-    out.rows.push_back(REFIT_TRY(run_row(o, in.problem, in.cluster, planned, *deployment, true)));
+    out.rows.push_back(REFIT_TRY(run_row(o, asked, planned, *deployment, true)));
   }
   if (fp8_plan) out.rows.back().notes.emplace_back(kFp8PlanNote);
   if (o.delta && !deployment->runs_delta)
@@ -252,33 +269,25 @@ template <class Rows>
   return out;
 }
 
-[[nodiscard]] Result<Predictions> compare_in(const PredictionInputs& in, const PredictOptions& o) {
+Result<Predictions> compare(const PredictionInputs& in, const PredictOptions& o) {
+  REFIT_TRY(check_delta(o));
+  if (o.jobs < 0) return out_of_range(fmt::format("--jobs: {} is negative", o.jobs));
   const StrategyInfo* chosen = REFIT_TRY_IN(find_strategy(o.strategy), "--strategy");
-  Predictions out{.cluster = in.cluster.name(), .bound = lower_bound(in.problem, in.cluster), .rows = {}};
+  const auto asked = REFIT_TRY(Regimed::make(in.problem, in.cluster));
+  Predictions out{
+      .cluster = in.cluster.name(), .bound = lower_bound(in.problem, asked.cluster()), .rows = {}};
   const auto receivers = REFIT_TRY(at_receivers(in.source));
+  std::optional<Regimed> today;
+  if (receivers) today = REFIT_TRY(Regimed::make(*receivers, in.cluster));
   const auto all = strategies();
   std::vector<Result<std::vector<Prediction>>> by_strategy(all.size());
   detail::in_parallel(all.size(), detail::threads_for(o.jobs), [&](std::size_t i) {
-    by_strategy[i] = strategy_rows(in, o, all[i], receivers, &all[i] == chosen);
+    by_strategy[i] = strategy_rows(o, all[i], asked, today ? &*today : nullptr, &all[i] == chosen);
   });
   for (auto& rows : by_strategy)
     for (auto& row : REFIT_TRY(std::move(rows))) out.rows.push_back(std::move(row));
   relate(out.rows);
   return out;
-}
-
-}  // namespace
-
-Result<Predictions> predict(const PredictionInputs& in, const PredictOptions& o,
-                            const std::optional<Plan>& given) {
-  REFIT_TRY(check_delta(o));
-  return in_regime(in, [&](const PredictionInputs& regime) { return predict_in(regime, o, given); });
-}
-
-Result<Predictions> compare(const PredictionInputs& in, const PredictOptions& o) {
-  REFIT_TRY(check_delta(o));
-  if (o.jobs < 0) return out_of_range(fmt::format("--jobs: {} is negative", o.jobs));
-  return in_regime(in, [&](const PredictionInputs& regime) { return compare_in(regime, o); });
 }
 
 }  // namespace refit

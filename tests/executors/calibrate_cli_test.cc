@@ -106,6 +106,21 @@ TEST_F(CalibratedHost, CalibrateWritesAClusterFileOfTheHostTheSimulatorTakes) {
   EXPECT_NE(again.err.find("--overwrite"), std::string::npos) << again.err;
 }
 
+TEST_F(CalibratedHost, WithoutInCacheSizesTheFileHasNoCacheAndSaysSo) {
+  const auto r = calibrate(2,
+                           "--sizes 65536,33554432 --overhead-sizes none --cache-sizes none --repetitions 1 "
+                           "--memcpy-bytes 1048576 --json --out " +
+                               file_.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_TRUE(j["cache"].is_null());
+  EXPECT_NE(j["notes"].dump().find("no in-cache sizes"), std::string::npos) << j["notes"].dump();
+  const auto file = load_cluster_file(file_);
+  ASSERT_TRUE(file) << file.error().message;
+  EXPECT_TRUE(file->cluster.spec().caches.empty());
+}
+
 TEST_F(CalibratedHost, AnOddNumberOfProcessesIsRefusedNamingIt) {
   const auto r = calibrate(3, kSmall);
   EXPECT_NE(r.exit_code, 0);

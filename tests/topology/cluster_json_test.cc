@@ -82,6 +82,19 @@ TEST(TopoJson, ACalibratedCacheRoundTrips) {
   }
 }
 
+TEST(TopoJson, ACalibratedHostsFileLoadsWithItsCache) {
+  // tests/data/topology/calibrated_host.json, as refit calibrate wrote it on the project's VM.
+  auto file = load_cluster_file(kDir + "calibrated_host.json");
+  ASSERT_TRUE(file.has_value()) << file.error().message;
+  const auto& caches = file->cluster.spec().caches;
+  ASSERT_EQ(caches.size(), 1u);
+  EXPECT_EQ(caches[0].node, 0);
+  EXPECT_EQ(caches[0].capacity.value, 16 << 20);
+  EXPECT_DOUBLE_EQ(caches[0].nic_bandwidth.gbps(), 11.52);
+  EXPECT_NEAR(caches[0].chunk_overhead.value, 3.56e-6, 1e-15);
+  EXPECT_DOUBLE_EQ(caches[0].copy_bandwidth.gbps(), 14.69);
+}
+
 TEST(TopoJson, TheDocumentedExampleLoads) {
   auto file = load_cluster_file(kDir + "cluster_small.json");
   ASSERT_TRUE(file.has_value()) << file.error().message;

@@ -32,18 +32,22 @@ std::map<std::int32_t, Bytes> shard_bytes_by_node(const ReshardProblem& problem,
 }
 
 ClusterSpec in_cache_regime(ClusterSpec spec, const std::map<std::int32_t, Bytes>& held_by_node) {
+  // One pass over the NICs and GPUs, whatever the number of caches.
+  std::map<std::int32_t, const CacheSpec*> fitting;
   for (const CacheSpec& cache : spec.caches) {
     const auto held = held_by_node.find(cache.node);
-    if (held != held_by_node.end() && held->second > cache.capacity) continue;
-    for (auto& nic : spec.nics)
-      if (nic.node == cache.node) {
-        nic.bandwidth = cache.nic_bandwidth;
-        nic.latency = cache.nic_latency;
-        nic.chunk_overhead = cache.chunk_overhead;
-      }
-    for (auto& gpu : spec.gpus)
-      if (gpu.node == cache.node) gpu.copy_bandwidth = cache.copy_bandwidth;
+    if (held == held_by_node.end() || held->second <= cache.capacity) fitting.emplace(cache.node, &cache);
   }
+  if (fitting.empty()) return spec;
+  for (auto& nic : spec.nics)
+    if (const auto it = fitting.find(nic.node); it != fitting.end()) {
+      nic.bandwidth = it->second->nic_bandwidth;
+      nic.latency = it->second->nic_latency;
+      nic.chunk_overhead = it->second->chunk_overhead;
+    }
+  for (auto& gpu : spec.gpus)
+    if (const auto it = fitting.find(gpu.node); it != fitting.end())
+      gpu.copy_bandwidth = it->second->copy_bandwidth;
   return spec;
 }
 
@@ -55,18 +59,22 @@ Result<std::optional<CacheRegime>> cache_regime(const ReshardProblem& problem, c
       .cluster = REFIT_TRY(PlacedCluster::make(
           REFIT_TRY(Cluster::make(in_cache_regime(cluster.cluster().spec(), held))), cluster.ranks())),
       .notes = {}};
-  for (const CacheSpec& cache : caches) {
-    const auto it = held.find(cache.node);
-    const Bytes bytes = it == held.end() ? Bytes{0} : it->second;
+  // A line per cached node the refit holds shards on, not per cache of the file.
+  std::map<std::int32_t, const CacheSpec*> by_node;
+  for (const CacheSpec& cache : caches) by_node.emplace(cache.node, &cache);
+  for (const auto& [node, bytes] : held) {
+    const auto it = by_node.find(node);
+    if (it == by_node.end()) continue;
+    const Bytes capacity = it->second->capacity;
     out.notes.push_back(
-        bytes > cache.capacity
+        bytes > capacity
             ? fmt::format(
                   "node {}: its ranks hold {} of shards, more than its cache was calibrated with ({}): "
                   "its links at the streaming figures",
-                  cache.node, megabytes(bytes), megabytes(cache.capacity))
+                  node, megabytes(bytes), megabytes(capacity))
             : fmt::format("node {}: its ranks hold {} of shards, within its cache ({}): its links at the "
                           "in-cache figures",
-                          cache.node, megabytes(bytes), megabytes(cache.capacity)));
+                          node, megabytes(bytes), megabytes(capacity)));
   }
   return out;
 }

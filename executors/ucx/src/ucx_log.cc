@@ -2,20 +2,27 @@
 
 #include <ucs/config/global_opts.h>
 #include <ucs/debug/log_def.h>
+#include <unistd.h>
 
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 
 namespace refit::ucx_detail {
 namespace {
 
-// One line, as UCX's own handler would print it, on stderr; no other handler runs after it.
+// One line on stderr, with the host and process that UCX's own handler also names (the ranks of
+// an mpirun job share one stderr); no other handler runs after it.
 ucs_log_func_rc_t to_stderr(const char* file, unsigned line, const char* /*function*/, ucs_log_level_t level,
                             const ucs_log_component_config_t* /*component*/, const char* format, va_list ap) {
   char message[1024];
   std::vsnprintf(message, sizeof message, format, ap);
-  std::fprintf(stderr, "UCX %s %s:%u %s\n", ucs_log_level_names[level], file, line, message);
+  char host[256] = "?";
+  gethostname(host, sizeof host - 1);
+  const char* slash = std::strrchr(file, '/');
+  std::fprintf(stderr, "[%s:%d] UCX %s %s:%u %s\n", host, static_cast<int>(getpid()),
+               ucs_log_level_names[level], slash != nullptr ? slash + 1 : file, line, message);
   return UCS_LOG_FUNC_RC_STOP;
 }
 

@@ -103,7 +103,7 @@ struct CacheCalibration {
   std::vector<PairMeasurement> one_pair;
   PairFit pair;
   BytesPerSecond memcpy_bandwidth;
-  Bytes capacity;  // the shards of the largest size's pair: its source and its destination
+  Bytes capacity;  // the shards of the largest pair measured in cache: its source and destination
 };
 
 struct Calibration {
@@ -117,7 +117,7 @@ struct Calibration {
   // refit's CPU quantizer, bf16 bytes read per second, per FP8 format; the cluster's devices
   // quantize each format at its rate.
   QuantizeRates quantize_by_scheme{};
-  std::optional<CacheCalibration> cache;  // unless no in-cache size was asked for
+  std::optional<CacheCalibration> cache;  // none without in-cache sizes, or where noise gave no line
   std::vector<std::string> notes;         // what was not measured, and why
   ClusterSpec cluster;                    // what the cluster file holds
 };
