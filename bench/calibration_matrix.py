@@ -9,7 +9,9 @@ calibrated at its process count (``refit simulate --cluster-file ... --deploymen
 --cluster-file ... --iterations N --json``: the median iteration). Both plan with the same cluster
 file, so they run the same plan. Prints predicted/measured per row and the median of the ratios,
 and writes them as a Markdown table. Nothing is fitted to the rows: every constant of the
-prediction is the calibration's.
+prediction is the calibration's. Each row is also predicted on the same file without its cache
+(``caches``: the in-cache line, which applies to refits whose shards fit), to show what the
+second line changes.
 
 Run by hand (not by ./test), on a quiet machine:
 
@@ -125,12 +127,24 @@ def measured(refit: str, cluster: Path, row: Row, iterations: int) -> dict:
                      "--strategy", row.strategy, "--iterations", str(iterations), "--json"])
 
 
+def without_cache(cluster: Path) -> Path:
+    """A copy of a calibrated cluster file without its cache: every refit at the streaming figures."""
+    spec = json.loads(cluster.read_text())
+    spec.pop("caches", None)
+    out = cluster.with_suffix(".streaming.json")
+    out.write_text(json.dumps(spec))
+    return out
+
+
 def summary(cal: dict) -> str:
     """The calibration in one line."""
+    cache = cal.get("cache")
+    in_cache = (f"; in cache {cache['latency_s'] * 1e6:.1f} us, {cache['chunk_overhead_s'] * 1e6:.1f} us per chunk, "
+                f"{cache['pair_gbps']:.2f} GB/s, memcpy {cache['memcpy_gbps']:.2f} GB/s" if cache else "")
     return (f"calibration: latency {cal['latency_s'] * 1e6:.1f} us, {cal['chunk_overhead_s'] * 1e6:.1f} us per "
             f"chunk, pair {cal['pair_gbps']:.2f} GB/s (worst point "
             f"{cal['fit_worst_relative_residual'] * 100:.1f} % off the fit), host {cal['host_gbps']:.2f} GB/s, "
-            f"memcpy {cal['memcpy_gbps']:.2f} GB/s; {cal['processes']} processes on {cal['cores']} cores")
+            f"memcpy {cal['memcpy_gbps']:.2f} GB/s{in_cache}; {cal['processes']} processes on {cal['cores']} cores")
 
 
 def summary_range(cals: list[dict]) -> str:
@@ -147,19 +161,21 @@ def summary_range(cals: list[dict]) -> str:
 def table(rows: list[tuple[Row, dict, dict]]) -> list[str]:
     """Markdown: one line per row, predicted against measured."""
     lines = ["| model | train -> infer | processes | strategy | MB moved | predicted ms | measured ms | "
-             "executions min-max ms | predicted / measured |", "|---|---|---|---|---|---|---|---|---|"]
+             "executions min-max ms | predicted / measured | streaming line only |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for row, p, m in rows:
         spread = m["iteration_seconds"]
         lines.append(f"| {row.model.stem}{' ' + row.quantize if row.quantize else ''} | {row.train} -> {row.infer} | "
                      f"{row.processes} | {row.strategy} | "
                      f"{m['bytes'] / 1e6:.1f} | {p['predicted_s'] * 1e3:.2f} | {m['seconds'] * 1e3:.2f} | "
-                     f"{min(spread) * 1e3:.1f}-{max(spread) * 1e3:.1f} | {p['predicted_s'] / m['seconds']:.3f} |")
+                     f"{min(spread) * 1e3:.1f}-{max(spread) * 1e3:.1f} | {p['predicted_s'] / m['seconds']:.3f} | "
+                     f"{p['streaming_s'] / m['seconds']:.3f} |")
     return lines
 
 
-def verdict(name: str, rows: list[tuple[Row, dict, dict]]) -> str:
-    """How many of `rows` are within +-15 % and the median ratio."""
-    ratios = [p["predicted_s"] / m["seconds"] for _, p, m in rows]
+def verdict(name: str, rows: list[tuple[Row, dict, dict]], key: str = "predicted_s") -> str:
+    """How many of `rows` are within +-15 % and the median ratio, of the prediction under `key`."""
+    ratios = [p[key] / m["seconds"] for _, p, m in rows]
     if not ratios:
         return f"{name}: no rows"
     within = sum(1 for r in ratios if abs(r - 1) <= 0.15)
@@ -169,9 +185,11 @@ def verdict(name: str, rows: list[tuple[Row, dict, dict]]) -> str:
 
 def verdicts(rows: list[tuple[Row, dict, dict]], cores: int) -> list[str]:
     """The goal judged on every row, on the jobs within this host's cores and on those beyond."""
+    within = [r for r in rows if r[0].processes <= cores]
     return [verdict("all", rows),
-            verdict(f"within the {cores} cores", [r for r in rows if r[0].processes <= cores]),
-            verdict(f"beyond the {cores} cores", [r for r in rows if r[0].processes > cores])]
+            verdict(f"within the {cores} cores", within),
+            verdict(f"beyond the {cores} cores", [r for r in rows if r[0].processes > cores]),
+            verdict(f"within the {cores} cores, the streaming line only", within, "streaming_s")]
 
 
 def run_rows(refit: str, chosen: list[Row], iterations: int, per_row: bool,
@@ -193,6 +211,7 @@ def run_rows(refit: str, chosen: list[Row], iterations: int, per_row: bool,
             calibrated(row.processes)
         cluster = work / f"host-{row.processes}.json"
         p, m = predicted(refit, cluster, row), measured(refit, cluster, row, iterations)
+        p["streaming_s"] = predicted(refit, without_cache(cluster), row)["predicted_s"]
         rows.append((row, p, m))
         print(f"{row.model.stem} {row.train} -> {row.infer} {row.strategy}: predicted "
               f"{p['predicted_s'] * 1e3:.2f} ms, measured {m['seconds'] * 1e3:.2f} ms", file=sys.stderr)
