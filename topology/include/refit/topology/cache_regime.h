@@ -22,7 +22,8 @@ std::map<std::int32_t, Bytes> shard_bytes_by_node(const ReshardProblem& problem,
 // overflow it, keep the streaming figures.
 ClusterSpec in_cache_regime(ClusterSpec spec, const std::map<std::int32_t, Bytes>& held_by_node);
 
-// A cluster placed for one problem, and a line per cached node saying which regime it runs in.
+// A cluster placed for one problem, and a line per cached node that holds some of its shards
+// saying which regime the node runs in.
 struct CacheRegime {
   PlacedCluster cluster;
   std::vector<std::string> notes;
