@@ -181,7 +181,7 @@ template <class Work>
   if (o.memcpy_bytes.value < 1)
     return invalid(fmt::format("memcpy bytes: must be >= 1, got {}", o.memcpy_bytes.value));
   REFIT_TRY(check_line_sizes(o.streaming, "", false));
-  REFIT_TRY(check_line_sizes(o.in_cache, "in-cache ", true));
+  REFIT_TRY(check_line_sizes(o.in_cache, "cache ", true));
   if (!o.streaming.overhead_sizes.empty() || !o.in_cache.overhead_sizes.empty()) {
     REFIT_TRY_IN(check_chunk(o.overhead_chunk), "overhead chunk");
     if (o.overhead_chunk >= PlanOptions{}.chunk)

@@ -121,6 +121,17 @@ TEST_F(CalibratedHost, WithoutInCacheSizesTheFileHasNoCacheAndSaysSo) {
   EXPECT_TRUE(file->cluster.spec().caches.empty());
 }
 
+TEST_F(CalibratedHost, InCacheSizesThatGiveNoLineAreRefusedNamingThem) {
+  const auto one = calibrate(2, "--cache-sizes 65536 --cache-overhead-sizes none --repetitions 1");
+  EXPECT_NE(one.exit_code, 0);
+  EXPECT_NE(one.err.find("cache sizes: a line needs at least two distinct sizes, got 1"), std::string::npos)
+      << one.err;
+  const auto orphan = calibrate(2, "--cache-sizes none --cache-overhead-sizes 4194304 --repetitions 1");
+  EXPECT_NE(orphan.exit_code, 0);
+  EXPECT_NE(orphan.err.find("cache overhead sizes: given without cache sizes"), std::string::npos)
+      << orphan.err;
+}
+
 TEST_F(CalibratedHost, AnOddNumberOfProcessesIsRefusedNamingIt) {
   const auto r = calibrate(3, kSmall);
   EXPECT_NE(r.exit_code, 0);
