@@ -24,6 +24,7 @@
 #include "refit/facade/calibration.h"
 #include "refit/topology/cluster_json.h"
 #include "run_mpi_session.h"
+#include "transport_messages.h"
 
 namespace refit::cli {
 namespace {
@@ -170,6 +171,7 @@ void print_calibration(const Calibration& c, const std::string& out) {
   o.calibration.overhead_chunk = Bytes{o.overhead_chunk};
   o.calibration.memcpy_bytes = Bytes{o.memcpy_bytes};
   o.calibration.executor_options.timeout = Seconds{o.timeout};
+  o.calibration.executor_options.on_transport_message = print_transport_message;
   MpiSession mpi;
   if (!mpi.ok()) return fail(ErrorCode::kRuntime, "MPI_Init failed (start refit calibrate with mpirun)");
   auto mpi_bootstrap = REFIT_TRY(MpiBootstrap::create(MPI_COMM_WORLD, Seconds{o.timeout}));

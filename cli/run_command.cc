@@ -42,6 +42,7 @@
 #include "run_mpi_session.h"
 #include "run_report.h"
 #include "run_storage.h"
+#include "transport_messages.h"
 
 namespace refit::cli {
 namespace {
@@ -94,7 +95,8 @@ ExecutorOptions executor_options(const RunOptions& o, const Plan& plan, FaultInj
                          .staging = Bytes{o.staging},
                          .direct_stores = !o.no_direct_stores,
                          .on_chunk_sent = faults.on_chunk_sent(plan),
-                         .interrupted = faults.interrupted()};
+                         .interrupted = faults.interrupted(),
+                         .on_transport_message = print_transport_message};
 }
 
 // --delta: every rank re-plans by the bytes that move, unless the plan comes from a file, which
@@ -330,7 +332,8 @@ std::vector<Setting> settings(const RunOptions& o, const RankSetup& s) {
                                                  .staging = Bytes{o.staging},
                                                  .direct_stores = !o.no_direct_stores,
                                                  .on_chunk_sent = {},
-                                                 .interrupted = {}},
+                                                 .interrupted = {},
+                                                 .on_transport_message = print_transport_message},
                       .verify = o.verify,
                       .storage = o.storage,
                       .source = o.inputs.problem,

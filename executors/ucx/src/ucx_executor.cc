@@ -15,6 +15,7 @@
 #include "refit/executors/repair_plan.h"
 #include "repair_program.h"
 #include "ucx_handles.h"
+#include "ucx_log.h"
 #include "ucx_program.h"
 #include "wire.h"
 
@@ -246,6 +247,7 @@ constexpr Bytes kWorkerSharedMemory{8 << 20};
 
 Result<std::unique_ptr<Executor>> make_ucx_executor(Bootstrap& bootstrap, const ExecutorOptions& options) {
   REFIT_TRY(check_options(options));
+  ucx_detail::forward_log_to(options.on_transport_message);
   auto created = Worker::create();
   if (!created)
     return std::unexpected(

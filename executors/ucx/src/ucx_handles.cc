@@ -11,8 +11,6 @@
 
 #include <fmt/format.h>
 
-#include "ucx_log.h"
-
 namespace refit::ucx_detail {
 namespace {
 
@@ -26,7 +24,6 @@ std::unexpected<Error> ucx_error(ucs_status_t status, std::string_view what) {
 }
 
 Result<std::unique_ptr<Worker>> Worker::create() {
-  log_to_stderr();
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   params.features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;

@@ -66,6 +66,10 @@ struct ExecutorOptions {
   // peers learning it at once (Ctrl-C in a Python job, which would otherwise wait out the
   // timeout); the UCX executor tells them, the NCCL executor aborts its communicator.
   std::function<bool()> interrupted;
+  // Where a transport library's warnings and errors go, a line each (the UCX executor: UCX's,
+  // which it would otherwise print on stdout, where a caller may be reading results); unset: the
+  // library prints them as it does. Process-wide: the latest executor given one sets it.
+  std::function<void(std::string_view)> on_transport_message;
 };
 
 // How often ExecutorOptions::interrupted is asked while a rank waits.
