@@ -53,7 +53,7 @@ nlohmann::ordered_json measurement_json(const PairMeasurement& m) {
 nlohmann::ordered_json quantize_json(const Calibration& c) {
   nlohmann::ordered_json out;
   for (const QuantScheme s : all_quant_schemes())
-    out[std::string(quant_scheme_name(s))] = gbps(rate_of(c.quantize_by_scheme, s));
+    out[std::string(quant_scheme_name(s))] = gbps(of_scheme(c.quantize_by_scheme, s));
   return out;
 }
 
@@ -124,7 +124,7 @@ void print_calibration(const Calibration& c, const std::string& out) {
   }
   for (const QuantScheme s : all_quant_schemes())
     fmt::print("quantize    {:.2f} GB/s of bf16 to {} (refit's CPU quantizer, one core)\n",
-               gbps(rate_of(c.quantize_by_scheme, s)), quant_scheme_name(s));
+               gbps(of_scheme(c.quantize_by_scheme, s)), quant_scheme_name(s));
   fmt::print(
       "cluster     {} devices, one per process, behind one shared-memory link of {:.2f} GB/s, each "
       "at most {:.2f} GB/s (fabric oversubscription {:.2f}), each quantizing at the rates above\n",

@@ -293,8 +293,7 @@ Result<Calibration> calibrate(Bootstrap& bootstrap, const CalibrationOptions& o)
   REFIT_TRY(measure_cache(bootstrap, *executor, o, c));
   c.memcpy_bandwidth = REFIT_TRY(measure_memcpy(bootstrap, o.repetitions, o.memcpy_bytes));
   for (const auto scheme : all_quant_schemes())
-    c.quantize_by_scheme[static_cast<std::size_t>(scheme)] =
-        REFIT_TRY(measure_quantize(bootstrap, o, scheme));
+    of_scheme(c.quantize_by_scheme, scheme) = REFIT_TRY(measure_quantize(bootstrap, o, scheme));
   c.cluster = REFIT_TRY(calibrated_cluster(o.devices, c.pair, c.host_bandwidth, c.memcpy_bandwidth,
                                            c.quantize_by_scheme, c.cache));
   return c;

@@ -96,7 +96,7 @@ std::vector<Buffer> pack(const DeployInputs& in, const std::vector<ExportTask>& 
       Buffer& b = buffers.back();
       b.bytes += each;
       b.unpacked += loaded;
-      if (cast) b.cast[static_cast<std::size_t>(tensor.quantization->scheme)] += each;
+      if (cast) of_scheme(b.cast, tensor.quantization->scheme) += each;
       ++b.hf_tensors;
       if (b.bytes > target) buffers.emplace_back();
     }
@@ -109,8 +109,7 @@ std::vector<Buffer> pack(const DeployInputs& in, const std::vector<ExportTask>& 
 std::vector<RankCast> quantizes(Rank receiver, const BytesPerScheme& bytes) {
   std::vector<RankCast> out;
   for (const QuantScheme s : all_quant_schemes())
-    if (const Bytes b = bytes[static_cast<std::size_t>(s)]; b.value > 0)
-      out.push_back(RankCast{receiver, b, s});
+    if (const Bytes b = of_scheme(bytes, s); b.value > 0) out.push_back(RankCast{receiver, b, s});
   return out;
 }
 

@@ -46,7 +46,7 @@ TaskId QuantizeTasks::add_task(Rank rank, Seconds time, std::vector<TaskId> deps
 Seconds QuantizeTasks::time_of(const BytesPerScheme& source, Rank rank) const {
   Seconds time{0};
   for (const QuantScheme s : all_quant_schemes())
-    time += quantize_time(source[static_cast<std::size_t>(s)], s, routes_.gpu(rank));
+    time += quantize_time(of_scheme(source, s), s, routes_.gpu(rank));
   return time;
 }
 
@@ -101,7 +101,7 @@ TaskId QuantizeTasks::add_step(const Transfer& t, std::vector<TaskId> deps) {
   BytesPerScheme source{};
   for (const auto& s : t.segments)
     if (const auto& q = plan_.tensors[s.tensor].quantization; !q->is_scales())
-      source[static_cast<std::size_t>(q->scheme)] += Bytes{s.box.volume() * dtype_size(q->from)};
+      of_scheme(source, q->scheme) += Bytes{s.box.volume() * dtype_size(q->from)};
   const TaskId task = add_task(t.receiver, time_of(source, t.receiver), std::move(deps));
   sink_.assign_last(t.id);
   return task;

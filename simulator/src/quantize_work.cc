@@ -62,8 +62,7 @@ QuantizeWork quantize_work(const Plan& plan, const ReshardProblem& problem,
         if (mine.value == 0) continue;
         w.before_receiver[at(t.id)] = true;
         if (counted.emplace(t.receiver.value, i).second)
-          w.receiver_bytes[at(t.receiver.value)]
-                          [static_cast<std::size_t>(spec.tensor.quantization->scheme)] += mine;
+          of_scheme(w.receiver_bytes[at(t.receiver.value)], spec.tensor.quantization->scheme) += mine;
       }
     }
   }
@@ -78,18 +77,18 @@ std::string_view quantize_rate_assumption() {
 }
 
 bool quantize_rate_assumed(const Cluster& cluster, const ReshardProblem& problem) {
-  std::array<bool, kQuantSchemeCount> used{};
+  PerScheme<bool> used{};
   for (const auto& t : problem.tensors())
-    if (t.tensor.quantization) used[static_cast<std::size_t>(t.tensor.quantization->scheme)] = true;
+    if (t.tensor.quantization) of_scheme(used, t.tensor.quantization->scheme) = true;
   return std::ranges::any_of(cluster.gpus(), [&](const GpuSpec& g) {
-    for (std::size_t s = 0; s < kQuantSchemeCount; ++s)
-      if (used[s] && g.quantize_bandwidth[s].value == 0) return true;
-    return false;
+    return std::ranges::any_of(all_quant_schemes(), [&](QuantScheme s) {
+      return of_scheme(used, s) && of_scheme(g.quantize_bandwidth, s).value == 0;
+    });
   });
 }
 
 Seconds quantize_time(Bytes source_bytes, QuantScheme scheme, const GpuSpec& gpu) {
-  if (const auto rate = rate_of(gpu.quantize_bandwidth, scheme); rate.value > 0)
+  if (const auto rate = of_scheme(gpu.quantize_bandwidth, scheme); rate.value > 0)
     return transfer_time(source_bytes, rate);
   constexpr double kTrafficPerByte = 1.5;      // read 2 bytes, write 1, per bf16 byte of 2
   constexpr double kCastOfLine = 0.69;         // torchao's MXFP8 cast on B200: 5.5 of 8 TB/s

@@ -14,8 +14,8 @@
 
 namespace refit::sim {
 
-// Source-dtype bytes per FP8 format, indexed by QuantScheme.
-using BytesPerScheme = std::array<Bytes, kQuantSchemeCount>;
+// Source-dtype bytes per FP8 format.
+using BytesPerScheme = PerScheme<Bytes>;
 
 // Source-dtype bytes quantised into one FP8 format.
 struct QuantizeBytes {

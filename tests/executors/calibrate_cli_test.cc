@@ -81,7 +81,7 @@ TEST_F(CalibratedHost, CalibrateWritesAClusterFileOfTheHostTheSimulatorTakes) {
               1e-6 * j["pair_gbps"].get<double>());
   for (const QuantScheme s : all_quant_schemes()) {
     const double measured = q[std::string(quant_scheme_name(s))].get<double>();
-    EXPECT_NEAR(rate_of(c.gpus()[0].quantize_bandwidth, s).gbps(), measured, 1e-6 * measured);
+    EXPECT_NEAR(of_scheme(c.gpus()[0].quantize_bandwidth, s).gbps(), measured, 1e-6 * measured);
   }
   EXPECT_NEAR(c.nics()[0].chunk_overhead.value, j["chunk_overhead_s"].get<double>(), 1e-12);
 

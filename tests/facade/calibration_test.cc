@@ -230,8 +230,8 @@ TEST(CalibratedCluster, EveryProcessQuantizesEachFormatAtItsMeasuredRateWhichIts
                                        {BytesPerSecond::from_gbps(1.25), BytesPerSecond::from_gbps(1.1)});
   ASSERT_TRUE(spec) << spec.error().message;
   for (const auto& g : spec->gpus) {
-    EXPECT_DOUBLE_EQ(rate_of(g.quantize_bandwidth, QuantScheme::kFp8Block128).gbps(), 1.25);
-    EXPECT_DOUBLE_EQ(rate_of(g.quantize_bandwidth, QuantScheme::kMxfp8).gbps(), 1.1);
+    EXPECT_DOUBLE_EQ(of_scheme(g.quantize_bandwidth, QuantScheme::kFp8Block128).gbps(), 1.25);
+    EXPECT_DOUBLE_EQ(of_scheme(g.quantize_bandwidth, QuantScheme::kMxfp8).gbps(), 1.1);
   }
   const auto json = cluster_to_json(Cluster::make(*spec).value());
   const auto& rates = json["gpus"][0]["quantize_gbps"];

@@ -45,7 +45,7 @@ TEST(QuantizeTime, AMeasuredRateIsTakenPerFormatAndOnlyAnUnmeasuredOneIsAssumed)
   const auto block = one_weight_in(QuantScheme::kFp8Block128), mx = one_weight_in(QuantScheme::kMxfp8);
   EXPECT_TRUE(quantize_rate_assumed(Cluster::make(spec).value(), block));
   for (auto& g : spec.gpus)
-    g.quantize_bandwidth[static_cast<std::size_t>(QuantScheme::kFp8Block128)] = BytesPerSecond::from_gbps(2);
+    of_scheme(g.quantize_bandwidth, QuantScheme::kFp8Block128) = BytesPerSecond::from_gbps(2);
   EXPECT_DOUBLE_EQ(quantize_time(Bytes{1'000'000}, QuantScheme::kFp8Block128, spec.gpus[0]).value, 500e-6);
   EXPECT_NEAR(quantize_time(Bytes{1'000'000}, QuantScheme::kMxfp8, spec.gpus[0]).value, assumed, 1e-15);
   EXPECT_FALSE(quantize_rate_assumed(Cluster::make(spec).value(), block));
@@ -61,7 +61,7 @@ TEST(QuantizeTasks, ASenderQuantisesBeforeAndAReceiverAfterItsTransfers) {
   work.sender_boxes[0] = {{.source = Bytes{1'000'000}, .scheme = QuantScheme::kFp8Block128}};
   work.sender_order.weights[0] = {0};
   work.sender_order.waits[0] = {{.chunk = 0, .boxes = 1}};
-  work.receiver_bytes[1][static_cast<std::size_t>(QuantScheme::kFp8Block128)] = Bytes{2'000'000};
+  of_scheme(work.receiver_bytes[1], QuantScheme::kFp8Block128) = Bytes{2'000'000};
   work.before_receiver[0] = true;
   TaskSink sink({});
   const Routes routes(cluster, sink.model());

@@ -160,8 +160,8 @@ TEST(HostileClusterFile, AQuantizeRateForAnUnknownFormatOrOfNoNumberIsRefusedNam
   const auto one = parse_cluster_json(cluster_with("gpus", "quantize_gbps", R"({"mxfp8": 2})"));
   ASSERT_TRUE(one) << one.error().message;
   const auto& rates = one->cluster.gpu(GpuId{0}).quantize_bandwidth;
-  EXPECT_DOUBLE_EQ(rate_of(rates, QuantScheme::kMxfp8).gbps(), 2);
-  EXPECT_EQ(rate_of(rates, QuantScheme::kFp8Block128).value, 0);
+  EXPECT_DOUBLE_EQ(of_scheme(rates, QuantScheme::kMxfp8).gbps(), 2);
+  EXPECT_EQ(of_scheme(rates, QuantScheme::kFp8Block128).value, 0);
   // Written back as it was read: the measured format only.
   EXPECT_EQ(cluster_to_json(one->cluster)["gpus"][0]["quantize_gbps"].dump(), R"({"mxfp8":2.0})");
   // One rate for every format is named as the file names it.

@@ -44,7 +44,7 @@ template <class At>
 [[nodiscard]] Result<void> check_quantize_rates(const QuantizeRates& rates, const At& at) {
   const bool one = std::ranges::all_of(rates, [&](BytesPerSecond r) { return r == rates.front(); });
   for (const QuantScheme s : all_quant_schemes())
-    if (const auto rate = rate_of(rates, s); !bandwidth_ok(rate, true))
+    if (const auto rate = of_scheme(rates, s); !bandwidth_ok(rate, true))
       return bandwidth_error(
           one ? at() + ".quantize_gbps" : fmt::format("{}.quantize_gbps.{}", at(), quant_scheme_name(s)),
           rate, true);

@@ -57,7 +57,8 @@ std::optional<Json> quantize_json(const QuantizeRates& rates) {
     return Json(gbps_field(rates.front()));
   Json out = Json::object();
   for (const QuantScheme s : all_quant_schemes())
-    if (const auto r = rate_of(rates, s); r.value > 0) out[std::string(quant_scheme_name(s))] = gbps_field(r);
+    if (const auto r = of_scheme(rates, s); r.value > 0)
+      out[std::string(quant_scheme_name(s))] = gbps_field(r);
   return out;
 }
 
@@ -144,7 +145,7 @@ QuantizeRates quantize_field(FieldReader& f, const nlohmann::json& gpu) {
       per.fail(name, scheme.error().message);
       continue;
     }
-    rates[static_cast<std::size_t>(*scheme)] = BytesPerSecond::from_gbps(per.number(name));
+    of_scheme(rates, *scheme) = BytesPerSecond::from_gbps(per.number(name));
   }
   f.keep_error(per.status());
   return rates;

@@ -15,17 +15,13 @@
 
 namespace refit {
 
-// A rate per FP8 format, indexed by QuantScheme.
-using QuantizeRates = std::array<BytesPerSecond, kQuantSchemeCount>;
+// A rate per FP8 format.
+using QuantizeRates = PerScheme<BytesPerSecond>;
 // `rate` for every format.
 constexpr QuantizeRates every_scheme(BytesPerSecond rate) {
   QuantizeRates rates{};
   rates.fill(rate);
   return rates;
-}
-// The rate of `rates` for `scheme`.
-constexpr BytesPerSecond rate_of(const QuantizeRates& rates, QuantScheme scheme) {
-  return rates[static_cast<std::size_t>(scheme)];
 }
 
 // What Cluster::make accepts (README "Robustness"): finite values in ranges that hold every real
