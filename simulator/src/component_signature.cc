@@ -4,6 +4,8 @@
 #include <bit>
 #include <unordered_map>
 
+#include "routes.h"
+
 namespace refit::sim {
 namespace {
 
@@ -32,14 +34,10 @@ class SignatureWriter {
   void transfer(const Plan& plan, const Transfer& t, std::span<const std::int32_t> ids) {
     rank(t.sender);
     rank(t.receiver);
-    // Whether the sender's thread copies it (Routes::copied_by_sender: over the network within a
-    // node): one word for that, not the nodes, which would tell apart components that simulate
-    // alike (GPUs of one NVLink domain on several nodes).
-    const bool one_node = cluster_.cluster().gpu(cluster_.gpu_of(t.sender)).node ==
-                          cluster_.cluster().gpu(cluster_.gpu_of(t.receiver)).node;
-    const bool copied_by_sender = t.link == LinkKind::kNetwork && one_node;
-    out_.insert(out_.end(), {static_cast<std::int64_t>(t.link), copied_by_sender ? 1 : 0, t.bytes.value,
-                             t.chunk.value, static_cast<std::int64_t>(t.segments.size())});
+    // Whether the sender's thread copies it: one word for that, not the nodes, which would tell
+    // apart components that simulate alike (GPUs of one NVLink domain on several nodes).
+    out_.insert(out_.end(), {static_cast<std::int64_t>(t.link), copied_by_sender(t, cluster_) ? 1 : 0,
+                             t.bytes.value, t.chunk.value, static_cast<std::int64_t>(t.segments.size())});
     for (const auto& s : t.segments) {
       out_.insert(
           out_.end(),

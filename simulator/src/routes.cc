@@ -99,9 +99,13 @@ Seconds Routes::chunk_overhead(const Transfer& t) const {
   return n ? c_.cluster().nics()[at(*n)].chunk_overhead : Seconds{0};
 }
 
-bool Routes::copied_by_sender(const Transfer& t) const {
-  return t.link == LinkKind::kNetwork && gpu(t.sender).node == gpu(t.receiver).node;
+bool copied_by_sender(const Transfer& t, const PlacedCluster& cluster) {
+  const Cluster& c = cluster.cluster();
+  return t.link == LinkKind::kNetwork &&
+         c.gpu(cluster.gpu_of(t.sender)).node == c.gpu(cluster.gpu_of(t.receiver)).node;
 }
+
+bool Routes::copied_by_sender(const Transfer& t) const { return sim::copied_by_sender(t, c_); }
 
 TaskKind Routes::kind(LinkKind link) {
   return link == LinkKind::kNetwork  ? TaskKind::kNetwork

@@ -22,6 +22,12 @@ enum class TaskKind : std::uint32_t {
   kQuantize = 5,  // FP8 in flight: a rank quantising weights (no bytes, only its time)
 };
 
+// Whether t's bytes are copied by its sender's own thread: a network transfer between ranks of
+// one node goes through shared memory (UCX's cma and mm transports), not through a NIC. That holds
+// for host memory, the only memory refit's UCX executor quantises in; between GPUs of one node
+// without NVLink, UCX's cuda_ipc would copy on the copy engine instead.
+bool copied_by_sender(const Transfer& t, const PlacedCluster& cluster);
+
 class Routes {
  public:
   // Names the categories and adds, per GPU, its NVLink out and in (none without NVLink), its copy
@@ -39,10 +45,7 @@ class Routes {
   // Per chunk, the sender's own time beyond its bytes: the sender NIC's measured overhead over the
   // network (NicSpec::chunk_overhead), none otherwise (no calibration measures NVLink's).
   Seconds chunk_overhead(const Transfer& t) const;
-  // Whether t's bytes are copied by its sender's own thread: a network transfer between ranks of
-  // one node goes through shared memory (UCX's cma and mm transports), not through a NIC. That
-  // holds for host memory, the only memory refit's UCX executor quantises in; between GPUs of
-  // one node without NVLink, UCX's cuda_ipc would copy on the copy engine instead.
+  // copied_by_sender(t, cluster) on this cluster.
   bool copied_by_sender(const Transfer& t) const;
   static TaskKind kind(LinkKind link);
   // The sender NIC's track for a network transfer, the sender GPU's otherwise.
