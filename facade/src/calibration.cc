@@ -220,9 +220,8 @@ std::optional<std::string> overhead_note(std::string_view name, const LineSizes&
         name);
   if (fit.chunk_overhead.value == 0)
     return fmt::format(
-        "the {}sender's time per chunk came out negative or could not be told from the bandwidth (noise) and "
-        "is "
-        "taken as 0; the line without it is fitted",
+        "the {}sender's time per chunk came out negative or could not be told from the bandwidth (noise) "
+        "and is taken as 0; the line without it is fitted",
         name);
   return std::nullopt;
 }
@@ -264,9 +263,7 @@ std::optional<std::string> overhead_note(std::string_view name, const LineSizes&
   }
   if (auto note = overhead_note("in-cache ", o.in_cache, *fit)) c.notes.push_back(std::move(*note));
   // The capacity is what the largest in-cache pair held: its source and its destination.
-  const Bytes largest =
-      std::max(std::ranges::max(o.in_cache.sizes),
-               o.in_cache.overhead_sizes.empty() ? Bytes{0} : std::ranges::max(o.in_cache.overhead_sizes));
+  const Bytes largest = std::ranges::max(points, {}, &PairMeasurement::bytes).bytes;
   c.cache = CacheCalibration{.one_pair = std::move(points),
                              .pair = *fit,
                              .memcpy_bandwidth = REFIT_TRY(measure_memcpy(bootstrap, o.repetitions, largest)),
