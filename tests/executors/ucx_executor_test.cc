@@ -11,6 +11,7 @@
 #include "random_problems.h"
 #include "refit/executors/host_shards.h"
 #include "refit/executors/ucx_executor.h"
+#include "refit/planner/execution_model.h"
 #include "refit/planner/strategy.h"
 #include "strategy_names.h"
 #include "test_cluster.h"
@@ -160,6 +161,68 @@ TEST(UcxExecutor, RanksThatDisagreeOnThePlanHashRefuseAtPrepare) {
     EXPECT_EQ(o.error->code, ErrorCode::kMismatch);
     EXPECT_NE(o.error->message.find("rank 3 has"), std::string::npos) << o.error->message;
     EXPECT_NE(o.error->message.find("ranks 0, 1, 2 have"), std::string::npos) << o.error->message;
+  }
+}
+
+// What the sender did, in order: put chunk `chunk` (before_send) or announced it (on_chunk_sent).
+struct SendEvent {
+  bool announced = false;
+  std::int64_t chunk = 0;
+};
+
+class RecordingGate final : public SendGate {
+ public:
+  explicit RecordingGate(std::vector<SendEvent>& events) : events_(events) {}
+  void before_send(std::int32_t, std::int64_t chunk) override { events_.push_back({.chunk = chunk}); }
+  void before_any_send() override {}
+
+ private:
+  std::vector<SendEvent>& events_;
+};
+
+// The receiver grants a pair `window` chunks ahead and each further one on a chunk's notice, so a
+// sender that announced its chunks only after putting every chunk it held grants for would wait a
+// round trip whenever they ran out. Here one transfer of 3 x window chunks of 512 bytes goes into
+// executor memory, where the sender stores directly and a chunk's flush is done at once: chunk 0
+// must be announced before the window's last chunk is put, and every chunk once, in order.
+TEST(UcxExecutor, ASenderAnnouncesEachChunkBeforeItsGrantsRunOut) {
+  const std::int64_t window = execution_model(ExecutionModelId::kRefitUcx).pair_window;
+  const Shape shape{3 * window, 256};  // bf16 rows of 512 bytes
+  const auto problem =
+      ReshardProblem::make(
+          {testing::make_reshard("w", shape, testing::make_layout(shape, {1}, testing::rank_range(0, 1), "R"),
+                                 testing::make_layout(shape, {1}, testing::rank_range(1, 1), "R"),
+                                 DType::kBF16)},
+          1, 1)
+          .value();
+  const auto plan = plan_for(problem, testing::make_test_cluster(2, 1, 1, 1), "refit", Bytes{512});
+  ASSERT_EQ(plan.transfers.size(), 1u);
+  std::vector<SendEvent> events;
+  RecordingGate gate(events);
+  std::vector<std::optional<Error>> errors(2);
+  testing::run_ranks(2, [&](std::int32_t r, Bootstrap& bootstrap) {
+    ExecutorOptions options;
+    if (r == 0) options.on_chunk_sent = [&](std::int32_t, std::int64_t c) { events.push_back({true, c}); };
+    auto executor = make_ucx_executor(bootstrap, options).value();
+    if (r == 0) ASSERT_TRUE(executor->set_send_gate(&gate));
+    auto shards = testing::shards_for(problem, r, *executor, /*executor_memory=*/true);
+    auto prepared = executor->prepare(plan, Rank{r}, shards.buffers());
+    ASSERT_TRUE(prepared) << prepared.error().message;
+    if (auto report = executor->execute(**prepared); !report)
+      errors[static_cast<std::size_t>(r)] = report.error();
+    EXPECT_TRUE(shards.verify(problem)) << "rank " << r;
+  });
+  for (const auto& e : errors) EXPECT_FALSE(e) << e->message;
+  const auto at = [&](bool announced, std::int64_t chunk) {
+    return std::ranges::find_if(
+               events, [&](const SendEvent& e) { return e.announced == announced && e.chunk == chunk; }) -
+           events.begin();
+  };
+  ASSERT_EQ(events.size(), static_cast<std::size_t>(2 * 3 * window));
+  EXPECT_LT(at(true, 0), at(false, window - 1));
+  for (std::int64_t c = 0; c < 3 * window; ++c) {
+    EXPECT_LT(at(false, c), at(true, c)) << "chunk " << c;
+    if (c > 0) EXPECT_LT(at(true, c - 1), at(true, c)) << "chunk " << c;
   }
 }
 

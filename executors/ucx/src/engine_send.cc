@@ -131,6 +131,12 @@ Result<bool> Engine::send_ready_chunks() {
     pacing_.sent(*p, chunk_bytes(c));
     count_in_flight(c, 1);
     any = true;
+    // The notice of each chunk whose flush is done leaves now, not after the loop: the receiver
+    // grants the pair's next chunk on it, a round trip that the chunks still granted here cover.
+    // Announcing only after the loop made a pair of more chunks than the grant window stall for
+    // that round trip once its granted chunks ran out.
+    c_.worker.progress_all();
+    REFIT_TRY(handle_flushes());
     skip_dropped_sends();
   }
   return any;
