@@ -182,9 +182,10 @@ class RecordingGate final : public SendGate {
 
 // The receiver grants a pair `window` chunks ahead and each further one on a chunk's notice, so a
 // sender that announced its chunks only after putting every chunk it held grants for would wait a
-// round trip whenever they ran out. Here one transfer of 3 x window chunks of 512 bytes goes into
-// executor memory, where the sender stores directly and a chunk's flush is done at once: chunk 0
-// must be announced before the window's last chunk is put, and every chunk once, in order.
+// round trip whenever they ran out. It announces what has flushed once half the window is left
+// granted ahead. Here one transfer of 3 x window chunks of 512 bytes goes into executor memory,
+// where the sender stores directly and a chunk's flush is done at once: chunk 0 must be announced
+// before the window's last chunk is put, and every chunk once, after its put, in order.
 TEST(UcxExecutor, ASenderAnnouncesEachChunkBeforeItsGrantsRunOut) {
   const std::int64_t window = execution_model(ExecutionModelId::kRefitUcx).pair_window;
   const Shape shape{3 * window, 256};  // bf16 rows of 512 bytes

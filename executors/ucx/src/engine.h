@@ -185,6 +185,7 @@ class Engine {
   std::vector<std::vector<std::optional<std::vector<Run>>>> grants_;  // by send, by chunk
   std::vector<std::vector<ChunkRef>> queue_;                          // by receiver rank, plan order
   std::vector<std::size_t> next_;                                     // by receiver rank
+  std::vector<std::int64_t> granted_ahead_;                           // by receiver rank: granted, not put
   lowering::PairPacing pacing_;                                       // by receiver rank
   std::array<std::int64_t, kLinkKinds> in_flight_bytes_{};            // posted, not flushed
   std::array<std::int64_t, kLinkKinds> in_flight_chunks_{};

@@ -15,6 +15,9 @@ namespace {
 // Whether this executor's pairs share links by their bytes: the execution model says, so that the
 // simulator runs what this executor runs.
 const bool kPaced = execution_model(ExecutionModelId::kRefitUcx).pairs_share_by_bytes;
+// A pair whose chunks granted ahead have fallen to this many announces what it has put at once
+// (send_ready_chunks says why).
+const std::int64_t kAnnounceAtGrantsAhead = execution_model(ExecutionModelId::kRefitUcx).pair_window / 2;
 
 // A grant must cover the chunk's bytes in order, inside regions the receiver published.
 bool grant_fits(const std::vector<Run>& runs, std::int64_t bytes, const Peer& peer) {
@@ -46,6 +49,7 @@ Result<void> Engine::on_grant(const Message& m) {
                             "what this rank sends it",
                             m.from, m.chunk, t));
   grants_[static_cast<std::size_t>(j)][static_cast<std::size_t>(m.chunk)] = m.runs;
+  ++granted_ahead_[static_cast<std::size_t>(s->peer.value)];
   return {};
 }
 
@@ -118,10 +122,19 @@ std::optional<std::size_t> Engine::next_pair() const {
 // A dropped transfer's chunks are never sent: each pair's head moves past them.
 void Engine::skip_dropped_sends() {
   for (std::size_t p = 0; p < queue_.size(); ++p)
-    while (next_[p] < queue_[p].size() && send_dropped_[static_cast<std::size_t>(queue_[p][next_[p]].first)])
-      ++next_[p];
+    for (; next_[p] < queue_[p].size() && send_dropped_[static_cast<std::size_t>(queue_[p][next_[p]].first)];
+         ++next_[p])
+      if (const auto [j, k] = queue_[p][next_[p]];
+          grants_[static_cast<std::size_t>(j)][static_cast<std::size_t>(k)])
+        --granted_ahead_[p];
 }
 
+// The chunks put here are announced together once the loop ends: a notice that finds its peer
+// asleep costs the sender the peer's wake-up, which one burst pays once. The receiver grants a
+// pair's further chunks on its notices, though, so once a pair has only half the grant window's
+// chunks granted ahead, what has flushed is announced at once: the grants' round trip then runs
+// while those chunks are put, instead of after the last of them (a stall of that round trip per
+// window's worth of chunks).
 Result<bool> Engine::send_ready_chunks() {
   bool any = false;
   skip_dropped_sends();
@@ -131,12 +144,10 @@ Result<bool> Engine::send_ready_chunks() {
     pacing_.sent(*p, chunk_bytes(c));
     count_in_flight(c, 1);
     any = true;
-    // The notice of each chunk whose flush is done leaves now, not after the loop: the receiver
-    // grants the pair's next chunk on it, a round trip that the chunks still granted here cover.
-    // Announcing only after the loop made a pair of more chunks than the grant window stall for
-    // that round trip once its granted chunks ran out.
-    c_.worker.progress_all();
-    REFIT_TRY(handle_flushes());
+    if (--granted_ahead_[*p] <= kAnnounceAtGrantsAhead) {
+      c_.worker.progress_all();
+      REFIT_TRY(handle_flushes());
+    }
     skip_dropped_sends();
   }
   return any;
