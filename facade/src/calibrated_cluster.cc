@@ -18,38 +18,61 @@ namespace refit {
 
 namespace {
 
-// Whether some bytes were moved in two chunk counts: only then is the time per chunk told apart
-// from the time per byte (one chunk size makes the chunks follow the bytes).
-bool tells_overhead(const std::vector<PairMeasurement>& points) {
-  std::map<std::int64_t, std::int64_t> chunks_of_bytes;
+// Of each size, the measurement in its fewest chunks: the size as refit's plans cut it.
+std::vector<PairMeasurement> in_fewest_chunks(const std::vector<PairMeasurement>& points) {
+  std::map<std::int64_t, std::int64_t> fewest;
   for (const auto& p : points)
-    if (const auto [at, fresh] = chunks_of_bytes.emplace(p.bytes.value, p.chunks);
-        !fresh && at->second != p.chunks)
-      return true;
-  return false;
+    if (const auto [at, fresh] = fewest.emplace(p.bytes.value, p.chunks); !fresh)
+      at->second = std::min(at->second, p.chunks);
+  std::vector<PairMeasurement> out;
+  for (const auto& p : points)
+    if (p.chunks == fewest[p.bytes.value]) out.push_back(p);
+  return out;
 }
 
-// The fit with the chunk overhead when the points tell it and it is not negative, else the line.
-std::optional<PairFit> solve(const std::vector<PairMeasurement>& points) {
-  std::vector<std::vector<double>> with, without;
+// The time per chunk: how much longer each size took in more chunks than in its fewest, per
+// chunk more, averaged over such measurements; none where no size was measured in two.
+std::optional<Seconds> time_per_extra_chunk(const std::vector<PairMeasurement>& points) {
+  const auto fewest = in_fewest_chunks(points);
+  double sum = 0;
+  std::int32_t n = 0;
+  for (const auto& p : points)
+    for (const auto& f : fewest)
+      if (f.bytes == p.bytes && p.chunks > f.chunks) {
+        sum += (p.seconds.value - f.seconds.value) / static_cast<double>(p.chunks - f.chunks);
+        ++n;
+      }
+  return n ? std::optional<Seconds>{Seconds{sum / n}} : std::nullopt;
+}
+
+// latency + bytes / bandwidth fitted to each size as refit cuts it, less `overhead` per chunk:
+// weighted least squares of the relative error (each point's weight 1 / t^2).
+std::optional<PairFit> line_through(const std::vector<PairMeasurement>& points, Seconds overhead) {
+  std::vector<std::vector<double>> rows;
   std::vector<double> t, w;
-  for (const auto& p : points) {
-    const double x = static_cast<double>(p.bytes.value), n = static_cast<double>(p.chunks);
-    with.push_back({1.0, n, x});
-    without.push_back({1.0, x});
-    t.push_back(p.seconds.value);
+  for (const auto& p : in_fewest_chunks(points)) {
+    rows.push_back({1.0, static_cast<double>(p.bytes.value)});
+    t.push_back(p.seconds.value - static_cast<double>(p.chunks) * overhead.value);
     w.push_back(1.0 / (p.seconds.value * p.seconds.value));
   }
-  const bool told = tells_overhead(points);
-  if (const auto p = told ? least_squares(with, t, w) : std::nullopt; p && (*p)[1] >= 0 && (*p)[2] > 0)
-    return PairFit{.latency = Seconds{(*p)[0]},
-                   .bandwidth = BytesPerSecond{1.0 / (*p)[2]},
-                   .chunk_overhead = Seconds{(*p)[1]},
-                   .overhead_told = told};
-  if (const auto p = least_squares(without, t, w))
-    return PairFit{
-        .latency = Seconds{(*p)[0]}, .bandwidth = BytesPerSecond{1.0 / (*p)[1]}, .overhead_told = told};
-  return std::nullopt;
+  const auto fit = least_squares(rows, t, w);
+  if (!fit || !((*fit)[1] > 0)) return std::nullopt;
+  return PairFit{.latency = Seconds{(*fit)[0]},
+                 .bandwidth = BytesPerSecond{1.0 / (*fit)[1]},
+                 .chunk_overhead = overhead};
+}
+
+// The overhead from the sizes measured in two chunk counts, then the line through the sizes as
+// refit cuts them: the refits a calibration predicts go in refit's chunks, and the small-chunk
+// measurements, there only to tell the overhead, do not pull the line. An overhead that comes out
+// negative (the same bytes ran faster in smaller chunks, which no cost per chunk does) or that
+// leaves no positive bandwidth is taken as 0.
+std::optional<PairFit> solve(const std::vector<PairMeasurement>& points) {
+  const auto overhead = time_per_extra_chunk(points);
+  auto fit = overhead && overhead->value > 0 ? line_through(points, *overhead) : std::nullopt;
+  if (!fit) fit = line_through(points, Seconds{0});
+  if (fit) fit->overhead_told = overhead.has_value();
+  return fit;
 }
 
 }  // namespace

@@ -7,9 +7,10 @@
 // from a common barrier; the median of the repetitions, after one warm-up execution):
 //   - one pair: rank 0 sends a transfer of each size to the first inference rank (in chunks as
 //     refit plans them, and some sizes again in many small chunks), the other ranks idle;
-//     t = latency + chunks * overhead + bytes / bandwidth fitted by least squares of the relative
-//     error gives the per-message latency, the sender's own time per chunk (its put, flush and
-//     notice) and the pair bandwidth; streaming, with shards larger than the caches, and again in
+//     t = latency + chunks * overhead + bytes / bandwidth gives the sender's own time per chunk
+//     (its put, flush and notice: what the same bytes took more per chunk more), then the
+//     per-message latency and the pair bandwidth (least squares of the relative error over the
+//     sizes as refit cuts them); streaming, with shards larger than the caches, and again in
 //     cache, with shards that stay in them between executions (a small refit's), where copies
 //     run faster and stall less per chunk;
 //   - every pair at once (with 4 or more processes): each training rank sends the largest size
@@ -89,8 +90,8 @@ struct PairMeasurement {
 struct PairFit {
   Seconds latency;
   BytesPerSecond bandwidth;
-  // 0 when the points cannot tell it apart (overhead_told false) or it came out negative (noise):
-  // the line without it is fitted then.
+  // 0 when the points cannot tell it apart (overhead_told false), or it came out negative or
+  // left no positive bandwidth (noise, or small chunks that ran faster): the line is fitted alone.
   Seconds chunk_overhead{};
   // Whether some bytes were moved in two chunk counts, which tells the overhead from the bandwidth.
   bool overhead_told = false;
@@ -122,8 +123,11 @@ struct Calibration {
   ClusterSpec cluster;                    // what the cluster file holds
 };
 
-// Weighted least squares of the relative error (each point's weight 1 / t^2), so that the small
-// transfers, where the latency shows, count as much as the large ones. Errors: fewer than two
+// The overhead first: what each size measured in more chunks than its fewest took more, per chunk
+// more, averaged. Then the line through each size in its fewest chunks (as refit cuts it), less
+// that overhead, by weighted least squares of the relative error (each point's weight 1 / t^2),
+// so that the small transfers, where the latency shows, count as much as the large ones; the
+// small-chunk measurements tell the overhead and do not pull the line. Errors: fewer than two
 // distinct sizes, or a time that does not grow with the size.
 [[nodiscard]] Result<PairFit> fit_pair(const std::vector<PairMeasurement>& points);
 
