@@ -30,19 +30,29 @@ std::vector<PairMeasurement> in_fewest_chunks(const std::vector<PairMeasurement>
   return out;
 }
 
-// The time per chunk: how much longer each size took in more chunks than in its fewest, per
-// chunk more, averaged over such measurements; none where no size was measured in two.
+// The time per chunk: what the sizes measured in more chunks than their fewest took more, over
+// the chunks more, all such measurements pooled (each extra chunk counts once, a size's fewest
+// time is the mean of its measurements in its fewest chunks); none where no size was measured in
+// two chunk counts.
 std::optional<Seconds> time_per_extra_chunk(const std::vector<PairMeasurement>& points) {
-  const auto fewest = in_fewest_chunks(points);
-  double sum = 0;
-  std::int32_t n = 0;
+  struct Fewest {
+    std::int64_t chunks = 0;
+    double seconds = 0;
+    std::int32_t count = 0;
+  };
+  std::map<std::int64_t, Fewest> fewest;
+  for (const auto& p : in_fewest_chunks(points)) {
+    auto& f = fewest[p.bytes.value];
+    f.chunks = p.chunks;
+    f.seconds += (p.seconds.value - f.seconds) / ++f.count;
+  }
+  double extra_seconds = 0, extra_chunks = 0;
   for (const auto& p : points)
-    for (const auto& f : fewest)
-      if (f.bytes == p.bytes && p.chunks > f.chunks) {
-        sum += (p.seconds.value - f.seconds.value) / static_cast<double>(p.chunks - f.chunks);
-        ++n;
-      }
-  return n ? std::optional<Seconds>{Seconds{sum / n}} : std::nullopt;
+    if (const auto& f = fewest[p.bytes.value]; p.chunks > f.chunks) {
+      extra_seconds += p.seconds.value - f.seconds;
+      extra_chunks += static_cast<double>(p.chunks - f.chunks);
+    }
+  return extra_chunks > 0 ? std::optional<Seconds>{Seconds{extra_seconds / extra_chunks}} : std::nullopt;
 }
 
 // latency + bytes / bandwidth fitted to each size as refit cuts it, less `overhead` per chunk:
@@ -65,12 +75,13 @@ std::optional<PairFit> line_through(const std::vector<PairMeasurement>& points, 
 // The overhead from the sizes measured in two chunk counts, then the line through the sizes as
 // refit cuts them: the refits a calibration predicts go in refit's chunks, and the small-chunk
 // measurements, there only to tell the overhead, do not pull the line. An overhead that comes out
-// negative (the same bytes ran faster in smaller chunks, which no cost per chunk does) or that
-// leaves no positive bandwidth is taken as 0.
+// negative (the same bytes ran faster in smaller chunks, which no cost per chunk does), or that
+// leaves no positive bandwidth or a negative latency (more than the transfers' own time), is
+// taken as 0.
 std::optional<PairFit> solve(const std::vector<PairMeasurement>& points) {
   const auto overhead = time_per_extra_chunk(points);
   auto fit = overhead && overhead->value > 0 ? line_through(points, *overhead) : std::nullopt;
-  if (!fit) fit = line_through(points, Seconds{0});
+  if (!fit || fit->latency.value < 0) fit = line_through(points, Seconds{0});
   if (fit) fit->overhead_told = overhead.has_value();
   return fit;
 }

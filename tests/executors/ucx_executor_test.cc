@@ -209,19 +209,25 @@ TEST(UcxExecutor, ASenderAnnouncesEachChunkBeforeItsGrantsRunOut) {
     auto shards = testing::shards_for(problem, r, *executor, /*executor_memory=*/true);
     auto prepared = executor->prepare(plan, Rank{r}, shards.buffers());
     ASSERT_TRUE(prepared) << prepared.error().message;
-    if (auto report = executor->execute(**prepared); !report)
+    auto report = executor->execute(**prepared);
+    if (!report)
       errors[static_cast<std::size_t>(r)] = report.error();
+    else if (r == 0)  // the premise: every chunk stored directly, so its flush is done at once
+      EXPECT_EQ(report->stored_directly.value, report->bytes_sent.value);
     EXPECT_TRUE(shards.verify(problem)) << "rank " << r;
   });
   for (const auto& e : errors) EXPECT_FALSE(e) << e->message;
+  const auto is = [](bool announced, std::int64_t chunk) {
+    return [=](const SendEvent& e) { return e.announced == announced && e.chunk == chunk; };
+  };
   const auto at = [&](bool announced, std::int64_t chunk) {
-    return std::ranges::find_if(
-               events, [&](const SendEvent& e) { return e.announced == announced && e.chunk == chunk; }) -
-           events.begin();
+    return std::ranges::find_if(events, is(announced, chunk)) - events.begin();
   };
   ASSERT_EQ(events.size(), static_cast<std::size_t>(2 * 3 * window));
   EXPECT_LT(at(true, 0), at(false, window - 1));
   for (std::int64_t c = 0; c < 3 * window; ++c) {
+    EXPECT_EQ(std::ranges::count_if(events, is(false, c)), 1) << "chunk " << c;
+    EXPECT_EQ(std::ranges::count_if(events, is(true, c)), 1) << "chunk " << c;
     EXPECT_LT(at(false, c), at(true, c)) << "chunk " << c;
     if (c > 0) EXPECT_LT(at(true, c - 1), at(true, c)) << "chunk " << c;
   }

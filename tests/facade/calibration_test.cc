@@ -86,9 +86,8 @@ TEST(CalibrationFit, PointsOnAPlaneGiveItBack) {
 
 TEST(CalibrationFit, OneChunkSizeCannotTellTheOverheadSoTheLineIsFitted) {
   // Every size cut in 8 MiB only: the chunks follow the bytes, and the fit charges no overhead.
-  // The points lie on a + n c + x / bw with c = 10 us; n = ceil(x / 8 MiB) is not quite linear in x
-  // (1 chunk for 256 KiB and 1 MiB), which a least squares of three columns would read as an
-  // overhead.
+  // The points lie on a + n c + x / bw with c = 10 us, but no size was measured in two chunk
+  // counts, so nothing tells c from the bandwidth: the line through them absorbs it.
   const auto fit = fit_pair(on_plane(Seconds{50e-6}, Seconds{10e-6}, BytesPerSecond::from_gbps(10),
                                      {256 << 10, 1 << 20, 64 << 20, 128 << 20, 256 << 20}, {}));
   ASSERT_TRUE(fit) << fit.error().message;
@@ -109,8 +108,8 @@ TEST(CalibrationFit, ANegativeOverheadLeavesTheLineOfTheSizesAsRefitCutsThem) {
   ASSERT_TRUE(fit) << fit.error().message;
   EXPECT_TRUE(fit->overhead_told);
   EXPECT_EQ(fit->chunk_overhead.value, 0);
-  EXPECT_NEAR(fit->latency.value, 50e-6, 1e-12);
-  EXPECT_NEAR(fit->bandwidth.value, 10e9, 1e-3);
+  EXPECT_NEAR(fit->latency.value, 50e-6, 1e-9 * 50e-6);
+  EXPECT_NEAR(fit->bandwidth.value, 10e9, 1e-9 * 10e9);
   EXPECT_NEAR(fit->worst_relative_residual, 1 / 0.9 - 1, 1e-9);  // the point left out
   auto one_chunk = points;
   for (auto& p : one_chunk) p.chunks = 1;
@@ -120,11 +119,10 @@ TEST(CalibrationFit, ANegativeOverheadLeavesTheLineOfTheSizesAsRefitCutsThem) {
 }
 
 TEST(CalibrationFit, ABandwidthThatIsNotPositiveFallsBackToTheLine) {
-  // Three points, so the plane passes through them: 1 MiB in 1 chunk 1 ms, 64 MiB in 8 chunks 5
-  // ms, 64 MiB in 256 chunks 200 ms. Its overhead is 195 ms / 248 = 786 us a chunk, and then 64
-  // MiB take 5 - 8 x 0.786 = -1.29 ms against 1 - 0.786 = 0.21 ms for 1 MiB: more bytes in less
-  // time, no positive bandwidth. The line through each size in its fewest chunks is fitted
-  // instead: 63 MiB more in 4 ms more, 16.5 GB/s.
+  // 1 MiB in 1 chunk 1 ms, 64 MiB in 8 chunks 5 ms, 64 MiB in 256 chunks 200 ms. The overhead is
+  // 195 ms / 248 = 786 us a chunk, and less it 64 MiB take 5 - 8 x 0.786 = -1.29 ms against
+  // 1 - 0.786 = 0.21 ms for 1 MiB: more bytes in less time, no positive bandwidth. The line through each size
+  // in its fewest chunks is fitted instead: 63 MiB more in 4 ms more, 16.5 GB/s.
   const std::vector<PairMeasurement> points{
       {.bytes = Bytes{1 << 20}, .pairs = 1, .seconds = Seconds{1e-3}, .chunks = 1},
       {.bytes = Bytes{64 << 20}, .pairs = 1, .seconds = Seconds{5e-3}, .chunks = 8},
@@ -132,7 +130,7 @@ TEST(CalibrationFit, ABandwidthThatIsNotPositiveFallsBackToTheLine) {
   const auto fit = fit_pair(points);
   ASSERT_TRUE(fit) << fit.error().message;
   EXPECT_EQ(fit->chunk_overhead.value, 0);
-  EXPECT_NEAR(fit->bandwidth.value, 63.0 * (1 << 20) / 4e-3, 1e-3);
+  EXPECT_NEAR(fit->bandwidth.value, 63.0 * (1 << 20) / 4e-3, 1e-9 * 63.0 * (1 << 20) / 4e-3);
 }
 
 TEST(CalibrationFit, ItNeedsTwoSizesAndATimeThatGrows) {

@@ -15,8 +15,8 @@ namespace {
 // Whether this executor's pairs share links by their bytes: the execution model says, so that the
 // simulator runs what this executor runs.
 const bool kPaced = execution_model(ExecutionModelId::kRefitUcx).pairs_share_by_bytes;
-// A pair whose chunks granted ahead have fallen to this many announces what it has put at once
-// (send_ready_chunks says why).
+// A pair whose chunks granted ahead have fallen to this many has every chunk whose flush is done
+// announced at once (send_ready_chunks says why).
 const std::int64_t kAnnounceAtGrantsAhead = execution_model(ExecutionModelId::kRefitUcx).pair_window / 2;
 
 // A grant must cover the chunk's bytes in order, inside regions the receiver published.
@@ -48,6 +48,10 @@ Result<void> Engine::on_grant(const Message& m) {
                 fmt::format("rank {} granted chunk {} of transfer {}, which does not match "
                             "what this rank sends it",
                             m.from, m.chunk, t));
+  // A grant for a dropped transfer, which a receiver that does not know yet may still send, is
+  // never acted on, so it is neither kept nor counted as ahead (skip_dropped_sends takes back only
+  // the grants it finds kept).
+  if (send_dropped_[static_cast<std::size_t>(j)]) return {};
   grants_[static_cast<std::size_t>(j)][static_cast<std::size_t>(m.chunk)] = m.runs;
   ++granted_ahead_[static_cast<std::size_t>(s->peer.value)];
   return {};
