@@ -123,12 +123,12 @@ struct Calibration {
   ClusterSpec cluster;                    // what the cluster file holds
 };
 
-// The overhead first: what each size measured in more chunks than its fewest took more, per chunk
-// more, averaged. Then the line through each size in its fewest chunks (as refit cuts it), less
-// that overhead, by weighted least squares of the relative error (each point's weight 1 / t^2),
-// so that the small transfers, where the latency shows, count as much as the large ones; the
-// small-chunk measurements tell the overhead and do not pull the line. Errors: fewer than two
-// distinct sizes, or a time that does not grow with the size.
+// The overhead first: what the sizes measured in more chunks than their fewest took more, over
+// the chunks more (pooled; 0 where negative). Then the line through each size in its fewest
+// chunks (as refit cuts it), less that overhead, by weighted least squares of the relative error
+// (each point's weight 1 / t^2), so that the small transfers, where the latency shows, count as
+// much as the large ones; the small-chunk measurements tell the overhead and do not pull the
+// line. Errors: fewer than two distinct sizes, or a time that does not grow with the size.
 [[nodiscard]] Result<PairFit> fit_pair(const std::vector<PairMeasurement>& points);
 
 // The host as the simulator models it (see the file's comment): `devices` processes, each its own
