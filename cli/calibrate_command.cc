@@ -100,11 +100,9 @@ void print_points(const std::vector<PairMeasurement>& points) {
 }
 
 void print_line(std::string_view label, const PairFit& fit) {
-  fmt::print(
-      "{:<11} t = {} + chunks x {} + bytes / {:.2f} GB/s (least squares of the relative error; "
-      "worst point {:.1f} % off the fit)\n",
-      label, human(fit.latency), human(fit.chunk_overhead), gbps(fit.bandwidth),
-      100 * fit.worst_relative_residual);
+  fmt::print("{:<11} t = {} + chunks x {} + bytes / {:.2f} GB/s (worst point {:.1f} % off the fit)\n", label,
+             human(fit.latency), human(fit.chunk_overhead), gbps(fit.bandwidth),
+             100 * fit.worst_relative_residual);
 }
 
 void print_calibration(const Calibration& c, const std::string& out) {
@@ -202,13 +200,14 @@ Action add_calibrate_command(CLI::App& app) {
       "job (an even number; 4 or more also measure every pair at once), memcpy and refit's CPU FP8 "
       "quantizer (in each format, which the file keeps), and write a "
       "cluster file that predicts refits on this host. t = latency + chunks x overhead + bytes / "
-      "bandwidth is fitted to one pair's transfers of several sizes, some also cut in small chunks "
-      "(least squares of the relative error): the overhead is the sender's own time per chunk; every "
+      "bandwidth for one pair's transfers of several sizes: the overhead, the sender's own time "
+      "per chunk, from what some took more cut in small chunks, then the line through the sizes as "
+      "refit cuts them (least squares of the relative error); every "
       "pair at once gives what the host's cores reach together, which the file models as one "
       "shared link that caps each process at one pair's bandwidth, so more processes than cores "
       "are predicted as they run. Small transfers again, whose shards stay in the caches, give a "
       "second line and memcpy, which the file applies to refits as small (in cache, copies run "
-      "faster and stall less per chunk). Launch it as the jobs it predicts are launched (e.g. mpirun "
+      "faster). Launch it as the jobs it predicts are launched (e.g. mpirun "
       "--bind-to none for all). Progress goes to stderr. Without a GPU the GPU's kernels and "
       "NCCL are skipped, and the output says so");
   cmd->add_option("--out", o->out, "Write the cluster file (the format of refit topo --json) here")

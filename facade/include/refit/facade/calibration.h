@@ -12,7 +12,7 @@
 //     per-message latency and the pair bandwidth (least squares of the relative error over the
 //     sizes as refit cuts them); streaming, with shards larger than the caches, and again in
 //     cache, with shards that stay in them between executions (a small refit's), where copies
-//     run faster and stall less per chunk;
+//     run faster;
 //   - every pair at once (with 4 or more processes): each training rank sends the largest size
 //     to its inference rank; the bytes of all pairs over the time less the latency and its
 //     chunks' overhead give the host's bandwidth, what all copies together reach on its cores and
