@@ -36,7 +36,6 @@ Engine::Engine(const ExecutionContext& context)
       receive_slots_(context.program.receive_staging.slots),
       queue_(static_cast<std::size_t>(context.plan.world_size())),
       next_(static_cast<std::size_t>(context.plan.world_size()), 0),
-      granted_ahead_(static_cast<std::size_t>(context.plan.world_size()), 0),
       pacing_(bytes_per_receiver(context.program, static_cast<std::size_t>(context.plan.world_size()))),
       pack_slots_(context.program.send_staging.slots),
       done_from_(static_cast<std::size_t>(context.plan.world_size()), false),

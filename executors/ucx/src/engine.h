@@ -148,6 +148,7 @@ class Engine {
   [[nodiscard]] Result<bool> send_ready_chunks();
   bool ready(const ChunkRef& c) const;
   std::optional<std::size_t> next_pair() const;
+  bool grants_run_low(std::size_t pair) const;
   bool link_has_room(std::size_t pair) const;
   std::int64_t chunk_bytes(const ChunkRef& c) const;
   void count_in_flight(const ChunkRef& c, std::int64_t sign);
@@ -185,7 +186,6 @@ class Engine {
   std::vector<std::vector<std::optional<std::vector<Run>>>> grants_;  // by send, by chunk
   std::vector<std::vector<ChunkRef>> queue_;                          // by receiver rank, plan order
   std::vector<std::size_t> next_;                                     // by receiver rank
-  std::vector<std::int64_t> granted_ahead_;                           // by receiver rank: granted, not put
   lowering::PairPacing pacing_;                                       // by receiver rank
   std::array<std::int64_t, kLinkKinds> in_flight_bytes_{};            // posted, not flushed
   std::array<std::int64_t, kLinkKinds> in_flight_chunks_{};

@@ -15,8 +15,8 @@ namespace {
 // Whether this executor's pairs share links by their bytes: the execution model says, so that the
 // simulator runs what this executor runs.
 const bool kPaced = execution_model(ExecutionModelId::kRefitUcx).pairs_share_by_bytes;
-// A pair whose chunks granted ahead have fallen to this many has every chunk whose flush is done
-// announced at once (send_ready_chunks says why).
+// A pair with at most this many chunks granted ahead of its head has every chunk whose flush is
+// done announced at once (send_ready_chunks says why).
 const std::int64_t kAnnounceAtGrantsAhead = execution_model(ExecutionModelId::kRefitUcx).pair_window / 2;
 
 // A grant must cover the chunk's bytes in order, inside regions the receiver published.
@@ -48,12 +48,7 @@ Result<void> Engine::on_grant(const Message& m) {
                 fmt::format("rank {} granted chunk {} of transfer {}, which does not match "
                             "what this rank sends it",
                             m.from, m.chunk, t));
-  // A grant for a dropped transfer, which a receiver that does not know yet may still send, is
-  // never acted on, so it is neither kept nor counted as ahead (skip_dropped_sends takes back only
-  // the grants it finds kept).
-  if (send_dropped_[static_cast<std::size_t>(j)]) return {};
   grants_[static_cast<std::size_t>(j)][static_cast<std::size_t>(m.chunk)] = m.runs;
-  ++granted_ahead_[static_cast<std::size_t>(s->peer.value)];
   return {};
 }
 
@@ -126,11 +121,21 @@ std::optional<std::size_t> Engine::next_pair() const {
 // A dropped transfer's chunks are never sent: each pair's head moves past them.
 void Engine::skip_dropped_sends() {
   for (std::size_t p = 0; p < queue_.size(); ++p)
-    for (; next_[p] < queue_[p].size() && send_dropped_[static_cast<std::size_t>(queue_[p][next_[p]].first)];
-         ++next_[p])
-      if (const auto [j, k] = queue_[p][next_[p]];
-          grants_[static_cast<std::size_t>(j)][static_cast<std::size_t>(k)])
-        --granted_ahead_[p];
+    while (next_[p] < queue_[p].size() && send_dropped_[static_cast<std::size_t>(queue_[p][next_[p]].first)])
+      ++next_[p];
+}
+
+// Whether the pair has at most kAnnounceAtGrantsAhead chunks granted ahead of where it stalls:
+// one of its next chunks, that many and one more, is not granted yet (a pair sends in order, so
+// it stops at the first).
+bool Engine::grants_run_low(std::size_t pair) const {
+  const auto& queue = queue_[pair];
+  const std::size_t end = next_[pair] + static_cast<std::size_t>(kAnnounceAtGrantsAhead) + 1;
+  if (end > queue.size()) return true;
+  return std::any_of(queue.begin() + static_cast<std::ptrdiff_t>(next_[pair]),
+                     queue.begin() + static_cast<std::ptrdiff_t>(end), [&](const ChunkRef& c) {
+                       return !grants_[static_cast<std::size_t>(c.first)][static_cast<std::size_t>(c.second)];
+                     });
 }
 
 // The chunks put here are announced together once the loop ends: a notice that finds its peer
@@ -148,7 +153,7 @@ Result<bool> Engine::send_ready_chunks() {
     pacing_.sent(*p, chunk_bytes(c));
     count_in_flight(c, 1);
     any = true;
-    if (--granted_ahead_[*p] <= kAnnounceAtGrantsAhead) {
+    if (grants_run_low(*p)) {
       c_.worker.progress_all();
       REFIT_TRY(handle_flushes());
     }
