@@ -110,18 +110,24 @@ Result<DeltaTotals> CudaDeltaKernels::check(const DeltaLanes& d) {
   });
 }
 
+// Waits: the target is the receiver's shard, which the caller's streams (non-blocking, like this
+// one) read once the decode returns.
 Result<void> CudaDeltaKernels::apply(const DeltaLanes& d) {
-  return on_own_device(
-      [&]() -> Result<void> { return cuda_ok(launch_delta_apply(d, stream_), "delta apply kernel"); });
+  return on_own_device([&]() -> Result<void> {
+    REFIT_TRY(cuda_ok(launch_delta_apply(d, stream_), "delta apply kernel"));
+    return cuda_ok(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (delta apply kernel)");
+  });
 }
 
-// Waits: the bytes may be a payload, which the NCCL executor's streams read next.
+// Waits: the bytes may be a payload, which the NCCL executor's streams read next, or a dense
+// body decoded into the receiver's shard.
 Result<void> CudaDeltaKernels::copy(std::byte* to, const std::byte* from, std::int64_t bytes) {
   return on_own_device([&]() -> Result<void> {
     if (bytes == 0) return {};
-    return cuda_ok(
-        cudaMemcpyAsync(to, from, static_cast<std::size_t>(bytes), cudaMemcpyDeviceToDevice, stream_),
-        "cudaMemcpyAsync (delta payload)");
+    REFIT_TRY(
+        cuda_ok(cudaMemcpyAsync(to, from, static_cast<std::size_t>(bytes), cudaMemcpyDeviceToDevice, stream_),
+                "cudaMemcpyAsync (delta payload)"));
+    return cuda_ok(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (delta payload)");
   });
 }
 

@@ -3,6 +3,8 @@
 // steps (device_delta_codec.h) run the same on a GPU (CudaDeltaKernels: the kernels on a stream)
 // and on the host (HostDeltaKernels: the very same bodies lane by lane, what the CPU tests run).
 // Each pass that returns totals has waited for them: the host decides from them what comes next.
+// The passes that leave bytes for others (apply, copy, copy_box, upload) have finished when they
+// return: the caller's streams, not ordered after the kernels' own, read those bytes next.
 #include <cstdint>
 #include <memory>
 #include <span>
