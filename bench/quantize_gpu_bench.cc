@@ -8,6 +8,7 @@
 // Usage: quantize_gpu_bench [--summary FILE]   (rows are appended to FILE too)
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -43,6 +44,11 @@ void fill_random_bf16(std::byte* device, std::int64_t bytes) {
                                 cudaMemcpyHostToDevice));
 }
 
+// HBM bytes a quantize of `shape` reads and writes: 2 read and 1 written per element, and the scales.
+std::int64_t traffic_bytes(QuantScheme scheme, const Shape& shape) {
+  return 3 * element_count(shape) + scale_buffer_bytes(scheme, shape);
+}
+
 void run_case(gpu_bench::Summary& summary, cudaStream_t stream, QuantScheme scheme, const std::string& what,
               const std::uint16_t* src, const Shape& shape, const Shape& strides, std::byte* values,
               std::byte* scales, std::byte* scratch) {
@@ -51,9 +57,7 @@ void run_case(gpu_bench::Summary& summary, cudaStream_t stream, QuantScheme sche
                                      static_cast<int>(shape.size()), reinterpret_cast<std::uint8_t*>(values),
                                      scales, stream));
   });
-  const std::int64_t n = element_count(shape);
-  const double traffic =
-      3.0 * static_cast<double>(n) + static_cast<double>(scale_buffer_bytes(scheme, shape));
+  const double traffic = static_cast<double>(traffic_bytes(scheme, shape));
   const auto half = static_cast<std::int64_t>(traffic / 2);
   summary.row(gpu_bench::Figure{.name = std::string(quant_scheme_name(scheme)) + " " + what,
                                 .traffic_bytes = traffic,
@@ -74,11 +78,15 @@ int main(int argc, char** argv) {
   summary.figures();
   const std::int64_t n = kRows * kCols;
   DeviceMemory src, values, scales, scratch;
-  // scratch: both halves of the reference copy (up to 3 bytes of traffic an element).
+  // scratch: both halves of the reference copy, which moves each case's traffic (the whole
+  // weight's, with the most scales, is the largest).
+  std::int64_t reference = 0;
+  for (const QuantScheme scheme : all_quant_schemes())
+    reference = std::max(reference, traffic_bytes(scheme, Shape{kRows, kCols}));
   if (!src.allocate(static_cast<std::size_t>(2 * n), "bf16") ||
       !values.allocate(static_cast<std::size_t>(n), "values") ||
       !scales.allocate(static_cast<std::size_t>(n / 32), "scales") ||
-      !scratch.allocate(static_cast<std::size_t>(2 * n), "memcpy reference"))
+      !scratch.allocate(static_cast<std::size_t>(reference), "memcpy reference"))
     return 1;
   fill_random_bf16(src.get(), 2 * n);
   cudaStream_t stream = nullptr;
