@@ -76,21 +76,24 @@ build() {
 
 # What the Python extension's CMake finds on a Debian build machine and a bare CUDA image lacks,
 # in a tree shaped like /usr so that the packages' CMake files (which locate everything relative
-# to themselves) work from there: fmt (headers, CMake package, shared library), nlohmann_json
+# to themselves) work from there: fmt, zstd and pugixml (headers, CMake package, libraries), nlohmann_json
 # (headers, CMake package), Boost (the folders of the sub-libraries the planner's Boost.Graph
-# headers reach, its CMake packages, and Boost.Graph's static library, which the header-only use
-# never pulls a member of). Boost's headers go as a tarball: about 30 MB as files.
+# headers reach, its CMake packages, and the static libraries of Boost.Graph and of Boost.Regex,
+# which Boost.Graph's static variant names as a dependency; the header-only use never pulls a
+# member of either). Boost's headers go as a tarball: about 30 MB as files.
 gather_python_deps() {
   local sysroot=$carry_dir/sysroot multiarch cmake_dir boost_dirs
   multiarch=$(gcc -print-multiarch)
   cmake_dir=/usr/lib/$multiarch/cmake
   mkdir -p "$sysroot/usr/include" "$sysroot/usr/lib/$multiarch/cmake" "$sysroot/usr/share/cmake"
-  cp -r /usr/include/fmt /usr/include/nlohmann "$sysroot/usr/include/"
-  cp -r "$cmake_dir/fmt" "$cmake_dir"/Boost-* "$cmake_dir"/BoostDetectToolset-* "$cmake_dir"/boost_headers-* \
-    "$cmake_dir"/boost_graph-* "$sysroot/usr/lib/$multiarch/cmake/"
-  rm -f "$sysroot/usr/lib/$multiarch/cmake"/boost_graph-*/libboost_graph-variant-shared.cmake
+  cp -r /usr/include/fmt /usr/include/nlohmann /usr/include/{zstd,zstd_errors,zdict}.h \
+    /usr/include/{pugixml,pugiconfig}.hpp "$sysroot/usr/include/"
+  cp -r "$cmake_dir"/{fmt,zstd,pugixml} "$cmake_dir"/Boost-* "$cmake_dir"/BoostDetectToolset-* \
+    "$cmake_dir"/boost_{headers,graph,regex}-* "$sysroot/usr/lib/$multiarch/cmake/"
+  rm -f "$sysroot/usr/lib/$multiarch/cmake"/boost_{graph,regex}-*/libboost_*-variant-shared.cmake
   cp -r /usr/share/cmake/nlohmann_json "$sysroot/usr/share/cmake/"
-  cp -a /usr/lib/"$multiarch"/libfmt.so* /usr/lib/"$multiarch"/libboost_graph.a "$sysroot/usr/lib/$multiarch/"
+  cp -a /usr/lib/"$multiarch"/{libfmt.so*,libzstd.{a,so*},libpugixml.{a,so*},libboost_{graph,regex}.a} \
+    "$sysroot/usr/lib/$multiarch/"
   boost_dirs=$(grep -rhoE '#include <boost/[^>]+>' core planner | sort -u | g++ -std=c++23 -M -x c++ - |
     tr ' ' '\n' | tr -d '\\' | sed -n 's|^/usr/include/\(boost/[^/]*\).*|\1|p' | sort -u)
   # shellcheck disable=SC2086  # one word per folder
