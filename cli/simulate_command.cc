@@ -148,6 +148,18 @@ void print(const SimulateCommandOptions& o, const Predictions& p) {
   }
 }
 
+// Each distinct note of the rows once, in the order the rows give them: a cluster's assumption
+// holds for every row.
+void print_notes(const std::vector<Prediction>& rows) {
+  std::vector<std::string_view> said;
+  for (const auto& r : rows)
+    for (const auto& note : r.notes)
+      if (std::ranges::find(said, note) == said.end()) {
+        said.push_back(note);
+        fmt::print(stderr, "refit simulate: note: {}\n", note);
+      }
+}
+
 void print_elastic(const ElasticPrediction& p) {
   print_detail(p.predictions);
   if (const auto& m = p.membership)
@@ -187,8 +199,7 @@ void print_elastic(const ElasticPrediction& p) {
     return invalid("--members, --join and --fail plan from the problem: drop --compare and --plan");
   const auto e = REFIT_TRY(elastic_options(o));
   const auto p = REFIT_TRY(predict_elastic(in, options, e));
-  for (const auto& r : p.predictions.rows)
-    for (const auto& note : r.notes) fmt::print(stderr, "refit simulate: note: {}\n", note);
+  print_notes(p.predictions.rows);
   if (o.json)
     fmt::print("{}\n", json_text(elastic_json(p)));
   else
@@ -230,8 +241,7 @@ void print_elastic(const ElasticPrediction& p) {
     if (!trace_file)
       return fail(ErrorCode::kRuntime, fmt::format("--trace: '{}' could not be written in full", o.trace));
   }
-  for (const auto& r : predictions.rows)
-    for (const auto& note : r.notes) fmt::print(stderr, "refit simulate: note: {}\n", note);
+  print_notes(predictions.rows);
   print(o, predictions);
   return {};
 }
