@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <set>
 
+#include <fmt/format.h>
+
+#include "refit/topology/measured_kernels.h"
+
 namespace refit::sim {
 namespace {
 
@@ -69,11 +73,14 @@ QuantizeWork quantize_work(const Plan& plan, const ReshardProblem& problem,
   return w;
 }
 
-std::string_view quantize_rate_assumption() {
-  return "FP8 quantisation is charged at the best published cast rate (torchao's MXFP8 cast on B200, 69 % of "
-         "HBM) scaled to each GPU's memory bandwidth: refit's own kernels have no measured figure on a GPU "
-         "yet "
-         "(tests/gpu/run.sh)";
+std::string quantize_rate_assumption() {
+  const MeasuredKernels& m = measured_kernels().front();
+  const auto per_copied = [&](QuantScheme s) { return of_scheme(m.quantize, s).value / m.copy.value; };
+  return fmt::format(
+      "FP8 quantisation on a GPU without a measured rate (quantize_gbps) is charged from its copy rate: "
+      "refit's quantize kernels read {:.2f} (fp8-block128) and {:.2f} (mxfp8) bf16 bytes per byte its copy "
+      "kernel copies, as measured on the {} ({}, tests/gpu/run.sh)",
+      per_copied(QuantScheme::kFp8Block128), per_copied(QuantScheme::kMxfp8), m.gpu, m.date);
 }
 
 bool quantize_rate_assumed(const Cluster& cluster, const ReshardProblem& problem) {
@@ -88,13 +95,9 @@ bool quantize_rate_assumed(const Cluster& cluster, const ReshardProblem& problem
 }
 
 Seconds quantize_time(Bytes source_bytes, QuantScheme scheme, const GpuSpec& gpu) {
-  if (const auto rate = of_scheme(gpu.quantize_bandwidth, scheme); rate.value > 0)
-    return transfer_time(source_bytes, rate);
-  constexpr double kTrafficPerByte = 1.5;      // read 2 bytes, write 1, per bf16 byte of 2
-  constexpr double kCastOfLine = 0.69;         // torchao's MXFP8 cast on B200: 5.5 of 8 TB/s
-  constexpr double kCopyOfLine = 1.45 / 3.35;  // the presets' copy bandwidth per HBM line rate
-  const double line = gpu.copy_bandwidth.value / kCopyOfLine;
-  return Seconds{kTrafficPerByte * static_cast<double>(source_bytes.value) / (kCastOfLine * line)};
+  const auto measured = of_scheme(gpu.quantize_bandwidth, scheme);
+  return transfer_time(source_bytes,
+                       measured.value > 0 ? measured : quantize_from_copy(gpu.copy_bandwidth, scheme));
 }
 
 }  // namespace refit::sim

@@ -41,20 +41,17 @@ QuantizeWork quantize_work(const Plan& plan, const ReshardProblem& problem,
                            lowering::SenderQuantizeOrder order);
 
 // At the GPU's measured quantize bandwidth for the format (GpuSpec::quantize_bandwidth) where the
-// cluster has one. Otherwise: a quantiser is memory-bound: per element it reads 2 bytes of bf16 and writes
-// one fp8 byte (the scales are 1/16384 or 1/32 of that), 1.5 bytes of memory traffic per bf16 byte. The best
-// published cast (torchao's MXFP8 cast on B200, docs/quantization.md) moves 69 % of the HBM line
-// rate; the presets' copy bandwidth is 1.45/3.35 of it (topology/src/hardware_constants.cc), so b
-// bytes of bf16 take 1.5 b / (0.69 * copy_bandwidth * 3.35 / 1.45) = 0.941 b / copy_bandwidth.
+// cluster has one. Otherwise from the GPU's copy bandwidth: a quantiser and a copy are both
+// memory-bound, and refit's quantize kernel reads as many bf16 bytes per byte its copy kernel
+// copies as it did on the GPU both were measured on (quantize_from_copy, measured_kernels.h).
 Seconds quantize_time(Bytes source_bytes, QuantScheme scheme, const GpuSpec& gpu);
 // The time of `work` on `gpu`.
 inline Seconds quantize_time(const QuantizeBytes& work, const GpuSpec& gpu) {
   return quantize_time(work.source, work.scheme, gpu);
 }
-// What quantize_time assumes where a GPU has no measured rate, as a prediction says it: no figure of
-// refit's own kernels on a GPU exists yet (tests/gpu/run.sh measures them; bench/RESULTS.md keeps
-// the figures).
-std::string_view quantize_rate_assumption();
+// What quantize_time assumes where a GPU has no measured rate, as a prediction says it, with the
+// measured figures it scales.
+std::string quantize_rate_assumption();
 // Whether quantize_time assumes that rate for some GPU of `cluster` and some format a tensor of
 // `problem` is quantised into.
 bool quantize_rate_assumed(const Cluster& cluster, const ReshardProblem& problem);

@@ -187,8 +187,9 @@ Result<PlanSimulation> simulate_plan(const Plan& plan, const ReshardProblem& pro
   fill_contributors(out, pm, r, options.calls);
   fill_resources(out, pm.model, r);
   fill_critical_path(out, pm, r);
+  out.assumptions = cluster.cluster().spec().assumptions;
   if (sim::quantize_rate_assumed(cluster.cluster(), problem) && charges_quantisation(pm.model))
-    out.assumptions.emplace_back(sim::quantize_rate_assumption());
+    out.assumptions.push_back(sim::quantize_rate_assumption());
   if (options.trace) REFIT_TRY(sim::write_chrome_trace(pm.model, r, *options.trace));
   return out;
 }

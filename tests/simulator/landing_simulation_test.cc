@@ -21,8 +21,8 @@ TEST(LandingSimulation, TheStepWaitsForTheWholeCopyAndTheFp8WaitsForTheStep) {
   // lands whole on engine 0 (rank 2); engine 1 (rank 3) gets fp8 from there. One GPU and one
   // 50 GB/s NIC per node, latency alpha = 15 us, copy bandwidth 1500 GB/s.
   //  - The copy: 204800 + 57344 = 262144 bytes from two NICs into rank 2's: alpha + 262144 / B.
-  //  - The step quantises 262144 bytes of bf16, at 1.5 bytes of memory traffic per bf16 byte and
-  //    69 % of the HBM line rate, 1500 GB/s * 3.35 / 1.45 (quantize_work.h): q.
+  //  - The step quantises 262144 bytes of bf16, read 1970 / 1122 times as fast as the GPU copies
+  //    (refit's kernels on an H100, measured_kernels.h; quantize_work.h): q.
   //  - The fp8: 256 * 512 values and 2 * 4 fp32 scales, 131104 bytes: alpha + 131104 / B.
   const auto p = testing::landing_test_problem(2, 1);
   const auto c = testing::make_test_cluster(4, 1, 2, 2);
@@ -33,7 +33,7 @@ TEST(LandingSimulation, TheStepWaitsForTheWholeCopyAndTheFp8WaitsForTheStep) {
   const auto sim = simulate_plan(plan, p, c, o).value();
   constexpr double kB = 50e9;
   constexpr double kAlpha = 15e-6;
-  const double q = 1.5 * 262144 / (0.69 * 1500e9 * 3.35 / 1.45);
+  const double q = 262144 / (1500e9 * 1970 / 1122);
   EXPECT_NEAR(sim.predicted.value, 2 * kAlpha + (262144 + 131104) / kB + q, 1e-9);
   EXPECT_NEAR(sim.breakdown[TimeKind::kQuantize].value, q, 1e-12);
   const auto step = std::ranges::find_if(sim.critical_path, [&](const CriticalTransfer& s) {

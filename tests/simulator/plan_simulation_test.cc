@@ -40,6 +40,20 @@ TEST(PlanSimulation, OneMessageTakesLatencyPlusBytesOverBandwidth) {
               s.predicted.value, 1e-12);
 }
 
+TEST(PlanSimulation, SaysWhatItsClusterAssumed) {
+  // A preset of a GPU refit's kernels have not run on says what its copy rate assumes; every
+  // prediction on it repeats that, and one on a cluster that assumes nothing says nothing.
+  const auto p = one_weight();
+  const auto plain = testing::make_test_cluster(2, 1, 1, 1);
+  const auto plan = make_plan("refit", p, plain).value();
+  EXPECT_TRUE(simulate_plan(plan, p, plain).value().assumptions.empty());
+  auto spec = plain.cluster().spec();
+  spec.assumptions = {"copies at 1500 GB/s, as no kernel was measured"};
+  const auto assumed = PlacedCluster::make(Cluster::make(std::move(spec)).value(), plain.ranks()).value();
+  EXPECT_EQ(simulate_plan(plan, p, assumed).value().assumptions,
+            (std::vector<std::string>{"copies at 1500 GB/s, as no kernel was measured"}));
+}
+
 TEST(PlanSimulation, RefusesATransferFromARankThePlanDoesNotHave) {
   // The plan has ranks 0 and 1; a sender of rank 7 would index the cluster out of range, so the
   // plan's structural check refuses it first, naming the transfer and the rank.
@@ -62,14 +76,14 @@ ReshardProblem one_weight_quantized(QuantSite site) {
 }
 
 TEST(PlanSimulation, QuantisingAtTheSenderSendsHalfTheBytesAfterOnePassOverTheWeight) {
-  // The sender quantises its 8 MiB first: it reads 8 MiB and writes 4 MiB, 1.5x the bytes, at 69 %
-  // of the HBM line rate behind the test GPU's 1500 GB/s copies (1500 * 3.35 / 1.45 GB/s):
-  // 1.5 * 8 MiB / (0.69 * 3465.5 GB/s). Then 4 MiB of fp8 and 32 x 8 fp32 scales (1 KiB) cross
-  // the network as one message: alpha + (4 MiB + 1 KiB) / 50 GB/s.
+  // The sender quantises its 8 MiB of bf16 first. The test GPU copies at 1500 GB/s and has no
+  // quantize rate, so it reads bf16 1970 / 1122 times as fast as it copies, as refit's kernels did
+  // on an H100 (measured_kernels.h): 8 MiB / (1500 GB/s * 1970 / 1122). Then 4 MiB of fp8 and
+  // 32 x 8 fp32 scales (1 KiB) cross the network as one message: alpha + (4 MiB + 1 KiB) / 50 GB/s.
   const auto p = one_weight_quantized(QuantSite::kSender);
   const auto c = testing::make_test_cluster(2, 1, 1, 1);
   const auto s = simulate_plan(make_plan("refit", p, c).value(), p, c).value();
-  const double bf16 = 4096.0 * 1024 * 2, quantize = 1.5 * bf16 / (0.69 * 1500e9 * 3.35 / 1.45);
+  const double bf16 = 4096.0 * 1024 * 2, quantize = bf16 / (1500e9 * 1970 / 1122);
   EXPECT_NEAR(s.breakdown[TimeKind::kQuantize].value, quantize, 1e-12);
   EXPECT_NEAR(s.predicted.value, quantize + kAlpha + (bf16 / 2 + 32 * 8 * 4) / kNicBw, 1e-9);
   const auto stats = compute_stats(make_plan("refit", p, c).value(), c);
@@ -104,7 +118,7 @@ TEST(PlanSimulation, ASendersQuantisationOfItsSecondBoxOverlapsItsFirstSend) {
   PlanSimulationOptions o;
   o.rate_tolerance = 0;
   const auto s = simulate_plan(make_plan("refit", p, c).value(), p, c, o).value();
-  const double q = 1.5 * 4096.0 * 1024 * 2 / (0.69 * 1500e9 * 3.35 / 1.45);
+  const double q = 4096.0 * 1024 * 2 / (1500e9 * 1970 / 1122);
   const double b = 4096.0 * 1024 + 32 * 8 * 4;
   EXPECT_NEAR(s.predicted.value, q + kAlpha + 2 * b / kNicBw, 1e-9);
   EXPECT_NEAR(s.breakdown[TimeKind::kQuantize].value, q, 1e-12);  // on the critical path: w1's only
@@ -131,11 +145,12 @@ TEST(PlanSimulation, OnOneHostASenderQuantisesAndPutsInTurn) {
 }
 
 TEST(PlanSimulation, QuantisingAtTheReceiverSendsBf16ThenQuantisesWhatLanded) {
-  // bf16 crosses (alpha + 8 MiB / 50 GB/s), then the receiver quantises its 8 MiB.
+  // bf16 crosses (alpha + 8 MiB / 50 GB/s), then the receiver quantises its 8 MiB at the rate of
+  // the test above.
   const auto p = one_weight_quantized(QuantSite::kReceiver);
   const auto c = testing::make_test_cluster(2, 1, 1, 1);
   const auto s = simulate_plan(make_plan("refit", p, c).value(), p, c).value();
-  const double bf16 = 4096.0 * 1024 * 2, quantize = 1.5 * bf16 / (0.69 * 1500e9 * 3.35 / 1.45);
+  const double bf16 = 4096.0 * 1024 * 2, quantize = bf16 / (1500e9 * 1970 / 1122);
   EXPECT_NEAR(s.predicted.value, kAlpha + bf16 / kNicBw + quantize, 1e-9);
   EXPECT_NEAR(s.breakdown[TimeKind::kQuantize].value, quantize, 1e-12);
 }

@@ -218,6 +218,11 @@ INSTANTIATE_TEST_SUITE_P(
                   {{"node", 7}, {"capacity_bytes", 1}, {"nic_gbps", 1}, {"latency_us", 1}, {"copy_gbps", 1}}};
             },
             "caches[0].node: no GPU is on node 7"},
+        BadJson{"assumption_not_a_sentence", ErrorCode::kInvalidArgument,
+                [](nlohmann::json& j) {
+                  j["assumptions"] = {"copies at 10 GB/s", 3};
+                },
+                "assumptions[1]: must be a string, got number"},
         BadJson{"not_an_object", ErrorCode::kInvalidArgument,
                 [](nlohmann::json& j) { j = nlohmann::json::array(); },
                 "the cluster file: expected an object, got []"}));

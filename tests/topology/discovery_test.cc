@@ -148,7 +148,7 @@ TEST_F(TopoDiscovery, FabricCliqueJoinsGpusAndIsNoted) {
   const auto& c = found->cluster;
   ASSERT_EQ(c.domains().size(), 2u);
   EXPECT_EQ(c.domains()[0].gpus, (std::vector<GpuId>{GpuId{0}, GpuId{1}, GpuId{2}}));
-  EXPECT_DOUBLE_EQ(c.gpu(GpuId{0}).copy_bandwidth.gbps(), 3463.0);
+  EXPECT_DOUBLE_EQ(c.gpu(GpuId{0}).copy_bandwidth.gbps(), 2679.0);  // the H100's 1122 x 8 / 3.35
   EXPECT_TRUE(mentions(found->notes, "GPUs 0,1,2 are in multi-node NVLink clique " + uuid + "/7"));
 }
 

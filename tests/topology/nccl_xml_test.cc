@@ -28,7 +28,8 @@ TEST(TopoNcclXml, H100NodeWithRailNics) {
   ASSERT_EQ(c.domains().size(), 1u);
   ASSERT_EQ(c.nics().size(), 8u);
   EXPECT_DOUBLE_EQ(c.gpu(GpuId{0}).nvlink_bandwidth.gbps(), 370.8);
-  EXPECT_DOUBLE_EQ(c.gpu(GpuId{0}).copy_bandwidth.gbps(), 1450.0);  // H100 (device 0x2330)
+  EXPECT_DOUBLE_EQ(c.gpu(GpuId{0}).copy_bandwidth.gbps(), 1122.0);  // H100 (device 0x2330): measured
+  EXPECT_TRUE(c.spec().assumptions.empty());
   EXPECT_DOUBLE_EQ(c.nics()[0].bandwidth.gbps(), 47.0);
   // GPUs follow NCCL's dev order although dev 1 comes first in the file.
   EXPECT_EQ(c.gpu(GpuId{0}).pci_bus_id, "0000:18:00.0");
@@ -56,11 +57,14 @@ TEST(TopoNcclXml, FourGpusTwoNicsUnderDifferentSwitches) {
 TEST(TopoNcclXml, StorageNicsUnderTheCpuServeNoGpu) {
   // Each switch holds 2 GPUs and 2 rail NICs: the tie is broken by load, one NIC per GPU. The
   // storage NICs (under the CPU root ports) and eth0 (listed under both CPUs, kept once) are
-  // listed but serve no GPU. B200: 18 x 40.1 = 721.8 GB/s of NVLink, one domain.
+  // listed but serve no GPU. B200: 18 x 40.1 = 721.8 GB/s of NVLink, one domain; copies at the
+  // H100's 1122 GB/s x 8 / 3.35 = 2679 GB/s, which the cluster says it assumed.
   const auto c = load("node_storage_nics.xml");
   ASSERT_EQ(c.domains().size(), 1u);
   EXPECT_DOUBLE_EQ(c.gpu(GpuId{0}).nvlink_bandwidth.gbps(), 721.8);
-  EXPECT_DOUBLE_EQ(c.gpu(GpuId{0}).copy_bandwidth.gbps(), 3463.0);
+  EXPECT_DOUBLE_EQ(c.gpu(GpuId{0}).copy_bandwidth.gbps(), 2679.0);
+  ASSERT_EQ(c.spec().assumptions.size(), 1u);
+  EXPECT_TRUE(c.spec().assumptions[0].starts_with("pack/unpack on the B200 is charged at 2679 GB/s"));
   ASSERT_EQ(c.nics().size(), 7u);
   EXPECT_EQ(nic_name_of(c, 0), "mlx5_2:1");
   EXPECT_EQ(nic_name_of(c, 1), "mlx5_3:1");
@@ -86,13 +90,13 @@ TEST(TopoNcclXml, CopiedToFitTheRanks) {
 }
 
 TEST(TopoNcclXml, H200IsToldByItsPciDevice) {
-  // sm 90 with PCI device 0x2335 is an H200: copies at 4.8 TB/s x 1.45/3.35 = 2078 GB/s.
+  // sm 90 with PCI device 0x2335 is an H200: copies at the H100's 1122 GB/s x 4.8 / 3.35 = 1608 GB/s.
   const auto c = import_nccl_topology(R"(<system version="1"><cpu numaid="0">
       <pci busid="0000:18:00.0" class="0x030200" vendor="0x10de" device="0x2335">
         <gpu dev="0" sm="90"/></pci></cpu></system>)",
                                       "h200");
   ASSERT_TRUE(c.has_value()) << c.error().message;
-  EXPECT_DOUBLE_EQ(c->gpu(GpuId{0}).copy_bandwidth.gbps(), 2078.0);
+  EXPECT_DOUBLE_EQ(c->gpu(GpuId{0}).copy_bandwidth.gbps(), 1608.0);
   // No NVLink: a domain of its own with no NVLink bandwidth, and no NIC.
   EXPECT_DOUBLE_EQ(c->gpu(GpuId{0}).nvlink_bandwidth.gbps(), 0.0);
   EXPECT_TRUE(c->nics().empty());

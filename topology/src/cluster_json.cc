@@ -121,6 +121,12 @@ template <class T, class ReadOne>
   return {};
 }
 
+[[nodiscard]] Result<std::string> read_assumption(const nlohmann::json& j, const std::string& at,
+                                                  std::int32_t) {
+  if (!j.is_string()) return invalid(fmt::format("{}: must be a string, got {}", at, j.type_name()));
+  return j.get<std::string>();
+}
+
 // Optional GPU memory in decimal GB: 0 (unknown) when absent; refused outside [0, 1e6] GB.
 Bytes memory_field(FieldReader& f, std::string_view key) {
   const double gb = f.number_or(key, 0.0);
@@ -259,21 +265,25 @@ nlohmann::ordered_json cluster_to_json(const Cluster& cluster, const RankMap* ra
     j["caches"] = Json::array();
     for (const auto& c : s.caches) j["caches"].push_back(cache_to_json(c));
   }
+  if (!s.assumptions.empty()) j["assumptions"] = s.assumptions;
   if (ranks != nullptr && ranks->rank_count() > 0)
     j["placement"] = {{"source_ranks", ranks->source_ranks()}, {"rank_to_gpu", gpu_ids(ranks->gpus())}};
   return j;
 }
 
 Result<ClusterFile> cluster_from_json(const nlohmann::json& json) {
-  REFIT_TRY(require_known_keys(
-      json, "", {"name", "nvlink_latency_us", "fabric", "gpus", "domains", "nics", "caches", "placement"},
-      kRoot));
+  REFIT_TRY(require_known_keys(json, "",
+                               {"name", "nvlink_latency_us", "fabric", "gpus", "domains", "nics", "caches",
+                                "assumptions", "placement"},
+                               kRoot));
   ClusterSpec spec;
   REFIT_TRY(read_globals(json, spec));
   REFIT_TRY(read_array(json, "gpus", spec.gpus, read_gpu));
   REFIT_TRY(read_array(json, "domains", spec.domains, read_domain));
   REFIT_TRY(read_array(json, "nics", spec.nics, read_nic));
   if (json_fields::has(json, "caches")) REFIT_TRY(read_array(json, "caches", spec.caches, read_cache));
+  if (json_fields::has(json, "assumptions"))
+    REFIT_TRY(read_array(json, "assumptions", spec.assumptions, read_assumption));
   ClusterFile file{.cluster = REFIT_TRY(Cluster::make(std::move(spec))), .ranks = std::nullopt};
   file.ranks = REFIT_TRY(read_placement(json, file.cluster));
   return file;

@@ -1,5 +1,6 @@
 #include "found_machine.h"
 
+#include <algorithm>
 #include <map>
 
 #include <fmt/format.h>
@@ -68,7 +69,11 @@ Result<ClusterSpec> machine_to_node(const FoundMachine& m, std::string name) {
                          .domain = domains[g],
                          .nvlink_bandwidth = hw::nvlink_for_links(figures, links),
                          .copy_bandwidth = figures.copy,
-                         .pci_bus_id = gpu.bus_id});
+                         .pci_bus_id = gpu.bus_id,
+                         .quantize_bandwidth = figures.quantize});
+    if (auto note = hw::copy_assumption(figures);
+        !note.empty() && std::ranges::find(spec.assumptions, note) == spec.assumptions.end())
+      spec.assumptions.push_back(std::move(note));
   }
   add_nics(m, spec);
   fill_domains(spec);

@@ -1,17 +1,11 @@
 #include "hardware_constants.h"
 
 #include <array>
-#include <cmath>
+
+#include <fmt/format.h>
 
 namespace refit::hw {
 namespace {
-
-// docs/hardware.md measures an H100 device-to-device copy at 1.3-1.6 TB/s of copied bytes against an HBM3
-// line rate of 3.35 TB/s (a copy reads and writes). We take the middle, 1.45 TB/s, and scale
-// other GPUs by their HBM line rate with the same fraction, rounded to whole GB/s.
-BytesPerSecond copy_for_hbm_tbps(double hbm_line_tbps) {
-  return BytesPerSecond::from_gbps(std::round(hbm_line_tbps * 1450.0 / 3.35));
-}
 
 // NCCL's per-link NVLink constants (src/graph/topo.h, quoted in docs/hardware.md for sm90 and sm100).
 constexpr double kSm80LinkGbps = 20.0;
@@ -19,26 +13,54 @@ constexpr double kSm90LinkGbps = 20.6;
 constexpr double kSm100LinkGbps = 40.1;
 
 constexpr Bytes gigabytes(std::int64_t gb) { return Bytes{gb * 1'000'000'000}; }
+constexpr BytesPerSecond tbps(double tb) { return BytesPerSecond::from_gbps(tb * 1000.0); }
+
+// The figures of a GPU whose HBM runs at `hbm_line`: refit's kernels' own where `kernels` measured
+// them on this GPU, else the first measured GPU's copy scaled by HBM line rate and no quantize
+// rate (the simulator derives one from the copy, docs/hardware.md "refit's own kernels").
+GpuFigures gpu(std::string_view name, BytesPerSecond nvlink, double link_gbps, BytesPerSecond hbm_line,
+               Bytes memory, const MeasuredKernels* kernels) {
+  return {.name = name,
+          .nvlink = nvlink,
+          .nvlink_gbps_per_link = link_gbps,
+          .hbm_line = hbm_line,
+          .copy = kernels ? kernels->copy : copy_scaled_to(measured_kernels().front(), hbm_line),
+          .quantize = kernels ? kernels->quantize : QuantizeRates{},
+          .memory = memory,
+          .kernels = kernels};
+}
 
 // Indexed by GpuModel.
 std::array<GpuFigures, 6> make_figures() {
   const auto nvlink = BytesPerSecond::from_gbps;
+  const MeasuredKernels* h100 = &measured_kernels()[0];
   return {{
-      // kA100 (SXM, not in docs/hardware.md): 12 NVLink3 links at NCCL's 20.0; HBM2e 2.04 TB/s (datasheet).
-      {nvlink(12 * kSm80LinkGbps), kSm80LinkGbps, copy_for_hbm_tbps(2.04), gigabytes(80)},
-      // kH100 (SXM): 370-376 GB/s effective NVLink (docs/hardware.md); HBM3 3.35 TB/s (docs/hardware.md).
-      {nvlink(370.0), kSm90LinkGbps, copy_for_hbm_tbps(3.35), gigabytes(80)},
-      // kH200: the NVLink4 of the H100 (docs/hardware.md); HBM3e 4.8 TB/s (docs/hardware.md).
-      {nvlink(370.0), kSm90LinkGbps, copy_for_hbm_tbps(4.8), gigabytes(141)},
-      // kB200, kGb200, kGb300: NVLink5 ~746 GB/s effective (docs/hardware.md); HBM3e 8 TB/s per GPU (NVIDIA
+      // A100 (SXM, not in docs/hardware.md): 12 NVLink3 links at NCCL's 20.0; HBM2e 2.04 TB/s (datasheet).
+      gpu("A100", nvlink(12 * kSm80LinkGbps), kSm80LinkGbps, tbps(2.04), gigabytes(80), nullptr),
+      // H100 (SXM): 370-376 GB/s effective NVLink (docs/hardware.md); HBM3 3.35 TB/s (docs/hardware.md).
+      gpu("H100", nvlink(370.0), kSm90LinkGbps, tbps(3.35), gigabytes(80), h100),
+      // H200: the NVLink4 of the H100 (docs/hardware.md); HBM3e 4.8 TB/s (docs/hardware.md).
+      gpu("H200", nvlink(370.0), kSm90LinkGbps, tbps(4.8), gigabytes(141), nullptr),
+      // B200, GB200, GB300: NVLink5 ~746 GB/s effective (docs/hardware.md); HBM3e 8 TB/s per GPU (NVIDIA
       // datasheets, not in docs/hardware.md).
-      {nvlink(746.0), kSm100LinkGbps, copy_for_hbm_tbps(8.0), gigabytes(180)},
-      {nvlink(746.0), kSm100LinkGbps, copy_for_hbm_tbps(8.0), gigabytes(186)},
-      {nvlink(746.0), kSm100LinkGbps, copy_for_hbm_tbps(8.0), gigabytes(288)},
+      gpu("B200", nvlink(746.0), kSm100LinkGbps, tbps(8.0), gigabytes(180), nullptr),
+      gpu("GB200", nvlink(746.0), kSm100LinkGbps, tbps(8.0), gigabytes(186), nullptr),
+      gpu("GB300", nvlink(746.0), kSm100LinkGbps, tbps(8.0), gigabytes(288), nullptr),
   }};
 }
 
 }  // namespace
+
+std::string copy_assumption(const GpuFigures& figures) {
+  if (figures.kernels != nullptr) return {};
+  const MeasuredKernels& base = measured_kernels().front();
+  return fmt::format(
+      "pack/unpack on the {} is charged at {:.0f} GB/s: refit's copy kernel has no run on that GPU "
+      "(tests/gpu/run.sh), so the {:.0f} GB/s it copied on the {} ({}) is scaled by HBM line rate "
+      "({:.0f} of {:.0f} GB/s)",
+      figures.name, figures.copy.gbps(), base.copy.gbps(), base.gpu, base.date, figures.hbm_line.gbps(),
+      base.hbm_line.gbps());
+}
 
 BytesPerSecond effective_nic_bandwidth(double line_gigabits_per_second) {
   return BytesPerSecond::from_gbps(line_gigabits_per_second * kNicEffectiveGbpsPer400G / 400.0);

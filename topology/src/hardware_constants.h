@@ -4,9 +4,11 @@
 // simulator can divide bytes by them directly. Sources: docs/hardware.md,
 // which gives the public source of each figure, unless a comment says otherwise.
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "refit/core/units.h"
+#include "refit/topology/measured_kernels.h"
 
 namespace refit::hw {
 
@@ -30,17 +32,29 @@ inline constexpr Seconds kNvlinkLatency = micros(5);
 enum class GpuModel { kA100, kH100, kH200, kB200, kGb200, kGb300 };
 
 struct GpuFigures {
+  std::string_view name;  // the model's name, as notes say it ("H100")
   // Effective NVLink per GPU per direction through the NVSwitch, used by the presets.
   BytesPerSecond nvlink;
   // NCCL's per-link constant in GB/s, used when links are counted (NCCL XML, NVML).
   double nvlink_gbps_per_link = 0;
-  // Device-to-device copy bandwidth (bytes copied per second) for pack/unpack.
+  // The HBM line rate (docs/hardware.md, "GPU memory").
+  BytesPerSecond hbm_line;
+  // Bytes copied per second by refit's box copy (pack/unpack): measured on this GPU (kernels), else
+  // scaled from a measured GPU by HBM line rate.
   BytesPerSecond copy;
+  // bf16 bytes per second refit's quantize kernels read, per FP8 format: measured on this GPU, else
+  // 0 (the simulator derives them from the copy rate and says so).
+  QuantizeRates quantize{};
   // Device memory, the datasheet's capacity in decimal GB (docs/hardware.md, "GPU memory").
   Bytes memory;
+  // refit's kernels measured on this GPU (measured_kernels.h), or nullptr.
+  const MeasuredKernels* kernels = nullptr;
 };
 
 const GpuFigures& gpu_figures(GpuModel model);
+// What a prediction on a GPU of `figures` assumes for its copies, when refit's copy kernel has no
+// run on that GPU; empty when it has one.
+std::string copy_assumption(const GpuFigures& figures);
 // The PCI device id of the H200 SXM (pci.ids: "GH100 [H200 SXM 141GB]"): NCCL XML gives the
 // device id but no name, and sm 90 alone does not tell an H200 from an H100.
 inline constexpr std::string_view kH200PciDeviceId = "0x2335";

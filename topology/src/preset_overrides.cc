@@ -102,8 +102,9 @@ constexpr Key kKeys[] = {
      [](PresetParams& p, std::string_view k, std::string_view v) {
        return assign(p.nvlink, number(k, v, kMinGbps, kMaxGbps), BytesPerSecond::from_gbps);
      }},
-    {"copy_gbps", "effective device-to-device copy GB/s per GPU",
+    {"copy_gbps", "effective device-to-device copy GB/s per GPU (pack/unpack)",
      [](PresetParams& p, std::string_view k, std::string_view v) {
+       p.copy_assumed.clear();
        return assign(p.copy, number(k, v, kMinGbps, kMaxGbps), BytesPerSecond::from_gbps);
      }},
     {"latency_us", "network latency per message, microseconds",

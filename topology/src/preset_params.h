@@ -9,6 +9,7 @@
 
 #include "refit/core/error.h"
 #include "refit/core/units.h"
+#include "refit/topology/cluster.h"
 
 namespace refit::detail {
 
@@ -21,8 +22,10 @@ struct PresetParams {
   BytesPerSecond nic;                           // effective, per direction
   BytesPerSecond nvlink;
   BytesPerSecond copy;
-  Bytes memory;     // per GPU; 0 when unknown
-  Seconds latency;  // per network message
+  QuantizeRates quantize{};  // per GPU, bf16 bytes/s per FP8 format; 0 where unmeasured
+  std::string copy_assumed;  // what `copy` assumes (hw::copy_assumption); empty when measured or given
+  Bytes memory;              // per GPU; 0 when unknown
+  Seconds latency;           // per network message
   Seconds nvlink_latency;
   Seconds chunk_overhead{};  // the sender's own time per chunk over the network: none measured
   double oversubscription = 1.0;

@@ -28,6 +28,8 @@ PresetParams gpu_system(std::string name, hw::GpuModel model, std::int32_t gpus_
   p.nic = hw::effective_nic_bandwidth(nic_line_gigabits);
   p.nvlink = figures.nvlink;
   p.copy = figures.copy;
+  p.quantize = figures.quantize;
+  p.copy_assumed = hw::copy_assumption(figures);
   p.memory = figures.memory;
   p.latency = hw::kNetworkLatency;
   p.nvlink_latency = hw::kNvlinkLatency;
@@ -92,7 +94,8 @@ ClusterSpec build(const PresetParams& p, std::string name, std::int32_t nodes) {
                          .nvlink_bandwidth = p.nvlink,
                          .copy_bandwidth = p.copy,
                          .memory = p.memory,
-                         .pci_bus_id = ""});
+                         .pci_bus_id = "",
+                         .quantize_bandwidth = p.quantize});
   const std::int32_t gpus_per_nic = gpn / p.node_nics();
   for (std::int32_t n = 0; n < nodes; ++n) {
     for (std::int32_t i = 0; i < p.node_nics(); ++i) {
@@ -109,6 +112,7 @@ ClusterSpec build(const PresetParams& p, std::string name, std::int32_t nodes) {
     }
   }
   detail::fill_domains(spec);
+  if (!p.copy_assumed.empty()) spec.assumptions.push_back(p.copy_assumed);
   return spec;
 }
 

@@ -100,6 +100,9 @@ struct ClusterSpec {
   FabricSpec fabric;
   Seconds nvlink_latency;         // per message over NVLink
   std::vector<CacheSpec> caches;  // at most one per node; none: every refit at the streaming figures
+  // What the figures assume where nothing was measured (a GPU refit's kernels have not run on),
+  // in words: every prediction on the cluster says it.
+  std::vector<std::string> assumptions;
   bool operator==(const ClusterSpec&) const = default;
 };
 

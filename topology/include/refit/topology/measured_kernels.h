@@ -1,0 +1,38 @@
+#pragma once
+// refit's own GPU kernels as tests/gpu/run.sh measured them (bench/RESULTS.md, docs/hardware.md
+// "refit's own kernels"): the presets of a GPU they ran on charge packing, unpacking and FP8
+// quantisation at these rates, and a GPU without a run of its own is charged at a measured GPU's
+// rates scaled by HBM line rate, which its predictions then say.
+#include <span>
+#include <string_view>
+
+#include "refit/core/units.h"
+#include "refit/topology/cluster.h"
+
+namespace refit {
+
+struct MeasuredKernels {
+  std::string_view gpu;   // the GPU, as it names itself (NVML, nvidia-smi)
+  std::string_view date;  // of the run, UTC
+  // The box copy packing and unpacking 16-byte-aligned boxes (a TP8 column shard of 2 KiB rows,
+  // 1 GiB): bytes copied per second.
+  BytesPerSecond copy;
+  // Per FP8 format, the bf16 bytes per second the quantize kernel reads (2 GiB of bf16).
+  QuantizeRates quantize;
+  // The GPU's HBM line rate (docs/hardware.md), by which its figures scale to another GPU.
+  BytesPerSecond hbm_line;
+};
+
+// Every GPU refit's kernels have run on since they were last rewritten, the first the one other
+// GPUs are scaled from.
+std::span<const MeasuredKernels> measured_kernels();
+
+// `m`'s copy rate scaled to a GPU of HBM line rate `hbm_line`, rounded to whole GB/s.
+BytesPerSecond copy_scaled_to(const MeasuredKernels& m, BytesPerSecond hbm_line);
+
+// The FP8 quantize rate of format `scheme` on a GPU without a measurement of it, from that GPU's
+// copy rate: as many bf16 bytes per byte copied as refit's kernels managed on the first measured
+// GPU (its quantize rate over its copy rate).
+BytesPerSecond quantize_from_copy(BytesPerSecond copy, QuantScheme scheme);
+
+}  // namespace refit
