@@ -120,6 +120,14 @@ TEST_F(TopoDiscovery, DirectLinksMakePairDomains) {
   EXPECT_DOUBLE_EQ(c.gpu(GpuId{2}).nvlink_bandwidth.gbps(), 20.6);
   EXPECT_TRUE(c.nics().empty());
   EXPECT_TRUE(mentions(found->notes, "no RDMA NIC"));
+  // An H100 NVL is not the SXM5 refit's kernels ran on: the copy is the reference's scaled by the
+  // H100's HBM line (1122 x 3.35 / 3.35), no quantize rate of its own, and the cluster says so.
+  EXPECT_DOUBLE_EQ(c.gpu(GpuId{0}).copy_bandwidth.gbps(), 1122.0);
+  EXPECT_EQ(c.gpu(GpuId{0}).quantize_bandwidth, QuantizeRates{});
+  ASSERT_EQ(c.spec().assumptions.size(), 1u);
+  EXPECT_TRUE(
+      c.spec().assumptions[0].starts_with("pack/unpack on the NVIDIA H100 NVL is charged at 1122 GB/s"))
+      << c.spec().assumptions[0];
 }
 
 TEST_F(TopoDiscovery, OldNvmlWithoutRemoteTypeTreatsNonGpuRemotesAsSwitches) {

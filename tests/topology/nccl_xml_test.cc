@@ -1,5 +1,6 @@
 #include "refit/topology/nccl_xml.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "error_code.h"
@@ -89,12 +90,29 @@ TEST(TopoNcclXml, CopiedToFitTheRanks) {
   EXPECT_EQ(c.nic_of(GpuId{8}), std::optional<std::int32_t>(9));  // as GPU 0 uses NIC 1
 }
 
+// One sm 90 GPU with PCI device id `device`, alone on a CPU.
+Result<Cluster> one_sm90_gpu(std::string_view device) {
+  return import_nccl_topology(fmt::format(R"(<system version="1"><cpu numaid="0">
+      <pci busid="0000:18:00.0" class="0x030200" vendor="0x10de" device="{}">
+        <gpu dev="0" sm="90"/></pci></cpu></system>)",
+                                          device),
+                              std::string(device));
+}
+
+TEST(TopoNcclXml, AnH100OtherThanTheSxm5IsNotTakenAsMeasured) {
+  // sm 90 with PCI device 0x2331 (not the SXM5's 0x2330) is an H100 of some other part: refit's
+  // kernels ran on the SXM5 only, so its figures are assumed and the cluster says so.
+  const auto c = one_sm90_gpu("0x2331");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->gpu(GpuId{0}).quantize_bandwidth, QuantizeRates{});
+  ASSERT_EQ(c->spec().assumptions.size(), 1u);
+  EXPECT_TRUE(c->spec().assumptions[0].starts_with("pack/unpack on the H100 (its part not told apart) is "))
+      << c->spec().assumptions[0];
+}
+
 TEST(TopoNcclXml, H200IsToldByItsPciDevice) {
   // sm 90 with PCI device 0x2335 is an H200: copies at the H100's 1122 GB/s x 4.8 / 3.35 = 1608 GB/s.
-  const auto c = import_nccl_topology(R"(<system version="1"><cpu numaid="0">
-      <pci busid="0000:18:00.0" class="0x030200" vendor="0x10de" device="0x2335">
-        <gpu dev="0" sm="90"/></pci></cpu></system>)",
-                                      "h200");
+  const auto c = one_sm90_gpu("0x2335");
   ASSERT_TRUE(c.has_value()) << c.error().message;
   EXPECT_DOUBLE_EQ(c->gpu(GpuId{0}).copy_bandwidth.gbps(), 1608.0);
   // No NVLink: a domain of its own with no NVLink bandwidth, and no NIC.

@@ -28,7 +28,7 @@ Cluster preset(std::string_view spec, RankPlacementOptions placement = {}) {
 TEST(TopoPresets, DgxH100SizedToTheRanks) {
   // 8 training + 8 inference ranks need 16 GPUs = 2 nodes of 8; each node is an NVLink domain
   // with 8 rail NICs of 400 Gb/s x 47/400 = 47 GB/s, so 8 x 47 = 376 GB/s per domain. Packing and
-  // FP8 at refit's kernels' rates on an H100 (measured_kernels.h): copies at 1122 GB/s, quantize
+  // FP8 at refit's kernels' rates on an H100 (measured_kernels.cc): copies at 1122 GB/s, quantize
   // reads 1970 (fp8-block128) and 1577 (mxfp8) GB/s of bf16, nothing assumed.
   const auto placed = sized("dgx-h100", ranks(8, 8));
   const auto& c = placed.cluster();

@@ -53,6 +53,14 @@ void add_nics(const FoundMachine& m, ClusterSpec& spec) {
       spec.nics[static_cast<std::size_t>(pairing[g])].gpus.emplace_back(static_cast<std::int32_t>(g));
 }
 
+// How a note names `gpu`: its own name, else its model's, said to be a part not told apart where
+// another part of the model was measured.
+std::string part_name(const FoundGpu& gpu) {
+  if (!gpu.name.empty()) return gpu.name;
+  const auto& model = hw::gpu_figures(gpu.model);
+  return model.kernels ? fmt::format("{} (its part not told apart)", model.name) : std::string(model.name);
+}
+
 }  // namespace
 
 Result<ClusterSpec> machine_to_node(const FoundMachine& m, std::string name) {
@@ -62,7 +70,7 @@ Result<ClusterSpec> machine_to_node(const FoundMachine& m, std::string name) {
   spec.nvlink_latency = hw::kNvlinkLatency;
   for (std::size_t g = 0; g < m.gpus.size(); ++g) {
     const auto& gpu = m.gpus[g];
-    const auto& figures = hw::gpu_figures(gpu.model);
+    const auto figures = hw::figures_of_part(gpu.model, gpu.name);
     const auto links = gpu.switch_links + static_cast<std::int32_t>(gpu.peer_links.size());
     spec.gpus.push_back({.id = GpuId{static_cast<std::int32_t>(g)},
                          .node = 0,
@@ -71,7 +79,7 @@ Result<ClusterSpec> machine_to_node(const FoundMachine& m, std::string name) {
                          .copy_bandwidth = figures.copy,
                          .pci_bus_id = gpu.bus_id,
                          .quantize_bandwidth = figures.quantize});
-    if (auto note = hw::copy_assumption(figures);
+    if (auto note = hw::copy_assumption(figures, part_name(gpu));
         !note.empty() && std::ranges::find(spec.assumptions, note) == spec.assumptions.end())
       spec.assumptions.push_back(std::move(note));
   }

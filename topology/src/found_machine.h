@@ -15,6 +15,7 @@ struct FoundGpu {
   std::string what;    // how errors name it, e.g. "line 12: <gpu dev=\"3\">"
   std::string bus_id;  // normalized; may be empty
   hw::GpuModel model = hw::GpuModel::kH100;
+  std::string name;  // as the GPU names itself (NVML), or as its PCI device id tells; empty: unknown
   std::int32_t switch_links = 0;        // NVLinks to NVSwitches
   std::vector<std::string> peer_links;  // bus id of the GPU at the end of each direct NVLink
   std::string clique;                   // multi-node NVLink clique; empty when none

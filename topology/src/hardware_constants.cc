@@ -24,7 +24,7 @@ GpuFigures gpu(std::string_view name, BytesPerSecond nvlink, double link_gbps, B
           .nvlink = nvlink,
           .nvlink_gbps_per_link = link_gbps,
           .hbm_line = hbm_line,
-          .copy = kernels ? kernels->copy : copy_scaled_to(measured_kernels().front(), hbm_line),
+          .copy = kernels ? kernels->copy : copy_scaled_to(reference_kernels(), hbm_line),
           .quantize = kernels ? kernels->quantize : QuantizeRates{},
           .memory = memory,
           .kernels = kernels};
@@ -33,12 +33,13 @@ GpuFigures gpu(std::string_view name, BytesPerSecond nvlink, double link_gbps, B
 // Indexed by GpuModel.
 std::array<GpuFigures, 6> make_figures() {
   const auto nvlink = BytesPerSecond::from_gbps;
-  const MeasuredKernels* h100 = &measured_kernels()[0];
+  const MeasuredKernels* h100 = measured_kernels_on(kH100Sxm5);
   return {{
       // A100 (SXM, not in docs/hardware.md): 12 NVLink3 links at NCCL's 20.0; HBM2e 2.04 TB/s (datasheet).
       gpu("A100", nvlink(12 * kSm80LinkGbps), kSm80LinkGbps, tbps(2.04), gigabytes(80), nullptr),
-      // H100 (SXM): 370-376 GB/s effective NVLink (docs/hardware.md); HBM3 3.35 TB/s (docs/hardware.md).
-      gpu("H100", nvlink(370.0), kSm90LinkGbps, tbps(3.35), gigabytes(80), h100),
+      // H100 (SXM5): 370-376 GB/s effective NVLink (docs/hardware.md); HBM3 3.35 TB/s (docs/hardware.md),
+      // as the reference run records it.
+      gpu("H100", nvlink(370.0), kSm90LinkGbps, h100->hbm_line, gigabytes(80), h100),
       // H200: the NVLink4 of the H100 (docs/hardware.md); HBM3e 4.8 TB/s (docs/hardware.md).
       gpu("H200", nvlink(370.0), kSm90LinkGbps, tbps(4.8), gigabytes(141), nullptr),
       // B200, GB200, GB300: NVLink5 ~746 GB/s effective (docs/hardware.md); HBM3e 8 TB/s per GPU (NVIDIA
@@ -51,15 +52,24 @@ std::array<GpuFigures, 6> make_figures() {
 
 }  // namespace
 
-std::string copy_assumption(const GpuFigures& figures) {
+GpuFigures figures_of_part(GpuModel model, std::string_view part) {
+  GpuFigures f = gpu_figures(model);
+  if (f.kernels == nullptr || f.kernels->gpu == part) return f;
+  f.kernels = nullptr;
+  f.copy = copy_scaled_to(reference_kernels(), f.hbm_line);
+  f.quantize = {};
+  return f;
+}
+
+std::string copy_assumption(const GpuFigures& figures, std::string_view gpu) {
   if (figures.kernels != nullptr) return {};
-  const MeasuredKernels& base = measured_kernels().front();
+  const MeasuredKernels& base = reference_kernels();
   return fmt::format(
       "pack/unpack on the {} is charged at {:.0f} GB/s: refit's copy kernel has no run on that GPU "
       "(tests/gpu/run.sh), so the {:.0f} GB/s it copied on the {} ({}) is scaled by HBM line rate "
       "({:.0f} of {:.0f} GB/s)",
-      figures.name, figures.copy.gbps(), base.copy.gbps(), base.gpu, base.date, figures.hbm_line.gbps(),
-      base.hbm_line.gbps());
+      gpu.empty() ? figures.name : gpu, figures.copy.gbps(), base.copy.gbps(), base.gpu, base.date,
+      figures.hbm_line.gbps(), base.hbm_line.gbps());
 }
 
 BytesPerSecond effective_nic_bandwidth(double line_gigabits_per_second) {

@@ -52,12 +52,19 @@ struct GpuFigures {
 };
 
 const GpuFigures& gpu_figures(GpuModel model);
-// What a prediction on a GPU of `figures` assumes for its copies, when refit's copy kernel has no
-// run on that GPU; empty when it has one.
-std::string copy_assumption(const GpuFigures& figures);
+// The figures of a GPU of `model` that names itself `part` (empty: unknown): the model's, unless
+// they were measured on another part of it (an H100 PCIe or NVL is not the SXM5 the H100's
+// kernels ran on), which then takes the scaled figures of a GPU without a run.
+GpuFigures figures_of_part(GpuModel model, std::string_view part);
+// What a prediction on `gpu` (its name; empty: the model's) of `figures` assumes for its copies,
+// when refit's copy kernel has no run on it; empty when it has one.
+std::string copy_assumption(const GpuFigures& figures, std::string_view gpu = {});
 // The PCI device id of the H200 SXM (pci.ids: "GH100 [H200 SXM 141GB]"): NCCL XML gives the
 // device id but no name, and sm 90 alone does not tell an H200 from an H100.
 inline constexpr std::string_view kH200PciDeviceId = "0x2335";
+// The PCI device id of the H100 SXM5 80GB (pci.ids: "GH100 [H100 SXM5 80GB]"), the part refit's
+// kernels were measured on (kH100Sxm5): other H100s share its sm 90.
+inline constexpr std::string_view kH100Sxm5PciDeviceId = "0x2330";
 // NVLink bandwidth of a GPU with `links` active links, rounded to 0.1 GB/s (18 x 20.6 = 370.8).
 BytesPerSecond nvlink_for_links(const GpuFigures& figures, std::int32_t links);
 // The model for a compute capability (sm 90 = Hopper) and, when known, the NVML device name

@@ -1,5 +1,6 @@
 #include "refit/topology/measured_kernels.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 
@@ -20,7 +21,7 @@ QuantizeRates h100_quantize() {
 
 std::span<const MeasuredKernels> measured_kernels() {
   static const std::array<MeasuredKernels, 1> runs{{
-      {.gpu = "NVIDIA H100 80GB HBM3",
+      {.gpu = kH100Sxm5,
        .date = "2026-12-06",
        .copy = BytesPerSecond::from_gbps(1122),
        .quantize = h100_quantize(),
@@ -29,12 +30,20 @@ std::span<const MeasuredKernels> measured_kernels() {
   return runs;
 }
 
+const MeasuredKernels* measured_kernels_on(std::string_view gpu) {
+  const auto runs = measured_kernels();
+  const auto it = std::ranges::find(runs, gpu, &MeasuredKernels::gpu);
+  return it == runs.end() ? nullptr : &*it;
+}
+
+const MeasuredKernels& reference_kernels() { return *measured_kernels_on(kH100Sxm5); }
+
 BytesPerSecond copy_scaled_to(const MeasuredKernels& m, BytesPerSecond hbm_line) {
   return BytesPerSecond::from_gbps(std::round(m.copy.gbps() * hbm_line.value / m.hbm_line.value));
 }
 
 BytesPerSecond quantize_from_copy(BytesPerSecond copy, QuantScheme scheme) {
-  const MeasuredKernels& base = measured_kernels().front();
+  const MeasuredKernels& base = reference_kernels();
   return BytesPerSecond{copy.value * of_scheme(base.quantize, scheme).value / base.copy.value};
 }
 

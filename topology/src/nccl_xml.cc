@@ -209,8 +209,9 @@ class XmlReader {
     FoundGpu gpu;
     gpu.what = where(n);
     gpu.bus_id = here.chain.back();
-    const bool h200 = std::string_view(parent.attribute("device").value()) == hw::kH200PciDeviceId;
-    gpu.model = hw::gpu_model_for(sm, h200 ? "H200" : "");
+    const std::string_view device = parent.attribute("device").value();
+    gpu.model = hw::gpu_model_for(sm, device == hw::kH200PciDeviceId ? "H200" : "");
+    if (device == hw::kH100Sxm5PciDeviceId) gpu.name = kH100Sxm5;
     gpu.location = here;
     REFIT_TRY(add_links(n, gpu));
     gpus_[dev] = std::move(gpu);

@@ -139,6 +139,7 @@ std::vector<Link> links_of(const Api& api, nvml::Device device) {
   s.gpu.bus_id = normalize_bus_id(pci.bus_id);
   s.gpu.what = fmt::format("GPU {} ({}, {})", index, name, s.gpu.bus_id);
   s.gpu.model = hw::gpu_model_for(major * 10 + minor, name);
+  s.gpu.name = name;
   s.gpu.clique = clique_of(api, device);
   s.links = links_of(api, device);
   return s;

@@ -43,8 +43,8 @@ struct GpuSpec {
   Bytes memory{};                   // device memory (datasheet capacity); 0 when unknown
   std::string pci_bus_id;           // empty when unknown
   // Per FP8 format, the bf16 bytes per second refit's quantizer reads on this device (refit
-  // calibrate measures the CPU's); 0 for a format unmeasured: the simulator then assumes a
-  // published cast rate and says so.
+  // calibrate measures the CPU's; the presets carry the GPU kernels' measured rates); 0 for a
+  // format unmeasured: the simulator then derives one from copy_bandwidth and says so.
   QuantizeRates quantize_bandwidth{};
   bool operator==(const GpuSpec&) const = default;
 };

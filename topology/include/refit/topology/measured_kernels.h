@@ -11,6 +11,10 @@
 
 namespace refit {
 
+// The H100 SXM5 80GB (PCI 10de:2330) as it names itself (NVML, nvidia-smi): the GPU of the
+// reference run, which the dgx-h100 preset models.
+inline constexpr std::string_view kH100Sxm5 = "NVIDIA H100 80GB HBM3";
+
 struct MeasuredKernels {
   std::string_view gpu;   // the GPU, as it names itself (NVML, nvidia-smi)
   std::string_view date;  // of the run, UTC
@@ -23,16 +27,19 @@ struct MeasuredKernels {
   BytesPerSecond hbm_line;
 };
 
-// Every GPU refit's kernels have run on since they were last rewritten, the first the one other
-// GPUs are scaled from.
+// Every GPU refit's kernels have run on since they were last rewritten.
 std::span<const MeasuredKernels> measured_kernels();
+// The run on the GPU that names itself `gpu`, or nullptr.
+const MeasuredKernels* measured_kernels_on(std::string_view gpu);
+// The run other GPUs' figures are scaled from (the H100 SXM5's).
+const MeasuredKernels& reference_kernels();
 
 // `m`'s copy rate scaled to a GPU of HBM line rate `hbm_line`, rounded to whole GB/s.
 BytesPerSecond copy_scaled_to(const MeasuredKernels& m, BytesPerSecond hbm_line);
 
 // The FP8 quantize rate of format `scheme` on a GPU without a measurement of it, from that GPU's
-// copy rate: as many bf16 bytes per byte copied as refit's kernels managed on the first measured
-// GPU (its quantize rate over its copy rate).
+// copy rate: as many bf16 bytes per byte copied as refit's kernels managed in the reference run
+// (its quantize rate over its copy rate).
 BytesPerSecond quantize_from_copy(BytesPerSecond copy, QuantScheme scheme);
 
 }  // namespace refit
