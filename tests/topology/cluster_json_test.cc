@@ -223,6 +223,18 @@ INSTANTIATE_TEST_SUITE_P(
                   j["assumptions"] = {"copies at 10 GB/s", 3};
                 },
                 "assumptions[1]: must be a string, got number"},
+        BadJson{"assumption_empty", ErrorCode::kOutOfRange,
+                [](nlohmann::json& j) { j["assumptions"] = {""}; },
+                "assumptions[0]: a sentence of 1 to 1000 characters, got 0"},
+        BadJson{"assumption_too_long", ErrorCode::kOutOfRange,
+                [](nlohmann::json& j) { j["assumptions"] = {std::string(1001, 'x')}; },
+                "assumptions[0]: a sentence of 1 to 1000 characters, got 1001"},
+        BadJson{"assumption_with_an_escape", ErrorCode::kInvalidArgument,
+                [](nlohmann::json& j) { j["assumptions"] = {"copies \x1b[2J assumed"}; },
+                "assumptions[0]: a control character"},
+        BadJson{"too_many_assumptions", ErrorCode::kOutOfRange,
+                [](nlohmann::json& j) { j["assumptions"] = std::vector<std::string>(65, "assumed"); },
+                "assumptions: at most 64 sentences, got 65"},
         BadJson{"not_an_object", ErrorCode::kInvalidArgument,
                 [](nlohmann::json& j) { j = nlohmann::json::array(); },
                 "the cluster file: expected an object, got []"}));

@@ -121,10 +121,30 @@ template <class T, class ReadOne>
   return {};
 }
 
+// A cluster's assumptions are sentences every prediction repeats, to a terminal too: a few, short,
+// printable ones.
+constexpr std::size_t kMaxAssumptions = 64;
+constexpr std::size_t kMaxAssumptionChars = 1000;
+
 [[nodiscard]] Result<std::string> read_assumption(const nlohmann::json& j, const std::string& at,
                                                   std::int32_t) {
   if (!j.is_string()) return invalid(fmt::format("{}: must be a string, got {}", at, j.type_name()));
-  return j.get<std::string>();
+  auto text = j.get<std::string>();
+  if (text.empty() || text.size() > kMaxAssumptionChars)
+    return out_of_range(
+        fmt::format("{}: a sentence of 1 to {} characters, got {}", at, kMaxAssumptionChars, text.size()));
+  if (std::ranges::any_of(text, [](unsigned char c) { return c < 0x20 || c == 0x7f; }))
+    return invalid(fmt::format("{}: a control character (a line break or an escape) in the sentence", at));
+  return text;
+}
+
+[[nodiscard]] Result<void> read_assumptions(const nlohmann::json& root, std::vector<std::string>& out) {
+  if (!json_fields::has(root, "assumptions")) return {};
+  const nlohmann::json* items = REFIT_TRY(json_fields::require_array(root, "assumptions", ""));
+  if (items->size() > kMaxAssumptions)
+    return out_of_range(
+        fmt::format("assumptions: at most {} sentences, got {}", kMaxAssumptions, items->size()));
+  return read_array(root, "assumptions", out, read_assumption);
 }
 
 // Optional GPU memory in decimal GB: 0 (unknown) when absent; refused outside [0, 1e6] GB.
@@ -282,8 +302,7 @@ Result<ClusterFile> cluster_from_json(const nlohmann::json& json) {
   REFIT_TRY(read_array(json, "domains", spec.domains, read_domain));
   REFIT_TRY(read_array(json, "nics", spec.nics, read_nic));
   if (json_fields::has(json, "caches")) REFIT_TRY(read_array(json, "caches", spec.caches, read_cache));
-  if (json_fields::has(json, "assumptions"))
-    REFIT_TRY(read_array(json, "assumptions", spec.assumptions, read_assumption));
+  REFIT_TRY(read_assumptions(json, spec.assumptions));
   ClusterFile file{.cluster = REFIT_TRY(Cluster::make(std::move(spec))), .ranks = std::nullopt};
   file.ranks = REFIT_TRY(read_placement(json, file.cluster));
   return file;
