@@ -5,6 +5,7 @@
 #include <fstream>
 #include <limits>
 #include <optional>
+#include <unordered_set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -151,13 +152,10 @@ void print(const SimulateCommandOptions& o, const Predictions& p) {
 // Each distinct note of the rows once, in the order the rows give them: a cluster's assumption
 // holds for every row.
 void print_notes(const std::vector<Prediction>& rows) {
-  std::vector<std::string_view> said;
+  std::unordered_set<std::string_view> said;
   for (const auto& r : rows)
     for (const auto& note : r.notes)
-      if (std::ranges::find(said, note) == said.end()) {
-        said.push_back(note);
-        fmt::print(stderr, "refit simulate: note: {}\n", note);
-      }
+      if (said.insert(note).second) fmt::print(stderr, "refit simulate: note: {}\n", note);
 }
 
 void print_elastic(const ElasticPrediction& p) {

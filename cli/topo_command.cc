@@ -138,6 +138,7 @@ void print_placement(const RankMap& c) {
   print_gpus(cluster);
   print_nics(cluster);
   print_placement(placed.ranks());
+  for (const auto& assumed : cluster.spec().assumptions) fmt::print("\nassumed: {}\n", assumed);
   return {};
 }
 

@@ -127,6 +127,12 @@ class Cluster:
         """What discovery did not find or did not use, and why (empty for other sources)."""
         return list(self._load(0, 0).notes)
 
+    @property
+    def assumptions(self) -> list[str]:
+        """What the cluster's figures assume where nothing was measured, a sentence each: e.g. the
+        copy rate of a GPU refit's kernels have not run on (every prediction on it says them too)."""
+        return list(self._load(0, 0).assumptions)
+
     def with_overrides(self, **overrides: Union[int, float]) -> Cluster:
         """The same preset with these keys set (others kept)."""
         if not self.is_preset:

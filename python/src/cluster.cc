@@ -54,6 +54,10 @@ void bind_cluster(nb::module_& m) {
       .def_prop_ro(
           "notes", [](const ClusterHandle& c) { return c.notes; },
           "What discovery did not find or did not use, and why.")
+      .def_prop_ro(
+          "assumptions", [](const ClusterHandle& c) { return c.placed->cluster().spec().assumptions; },
+          "What the cluster's figures assume where nothing was measured (a GPU refit's kernels have not "
+          "run on), a sentence each: every prediction on it says them too.")
       .def(
           "to_json",
           [](const ClusterHandle& c) {

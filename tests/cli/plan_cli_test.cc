@@ -126,6 +126,30 @@ TEST(SimulateCli, CompareShowsBaselinesAsDeployedAndExplainNamesContributors) {
   EXPECT_NE(explained.out.find("  1. "), std::string::npos) << explained.out;
 }
 
+// How often `text` holds `part`.
+std::size_t occurrences(const std::string& text, const std::string& part) {
+  std::size_t n = 0;
+  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+TEST(SimulateCli, AClustersAssumptionIsSaidOnceForEveryRow) {
+  // dgx-h200: refit's copy kernel has no run on an H200, so every one of --compare's six rows
+  // rests on the same assumed copy rate; stderr says it once, the JSON on every row, and topo
+  // shows it with the cluster.
+  std::string h200 = kProblem;
+  h200.replace(h200.find("dgx-h100"), 8, "dgx-h200");
+  const auto all = run_refit("simulate " + h200 + " --compare --json");
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  const std::string note = "pack/unpack on the H200 is charged at 1608 GB/s";
+  EXPECT_EQ(occurrences(all.err, note), 1u) << all.err;
+  for (const auto& s : nlohmann::json::parse(all.out)["strategies"])
+    EXPECT_EQ(occurrences(s["notes"].dump(), note), 1u) << s.dump();
+  const auto topo = run_refit("topo --cluster dgx-h200 --train-ranks 2 --infer-ranks 2");
+  ASSERT_EQ(topo.exit_code, 0) << topo.err;
+  EXPECT_EQ(occurrences(topo.out, "assumed: " + note), 1u) << topo.out;
+}
+
 TEST(SimulateCli, TraceIsChromeJsonWithGpuAndNicTracks) {
   const auto path = temp_file("trace.json");
   const auto r = run_refit("simulate " + kProblem + " --trace " + path.string());

@@ -97,6 +97,15 @@ def test_clusters_from_presets_files_and_nccl_dumps() -> None:
     assert refit.plan(problem, xml).stats.tensors == len(problem.tensors)
 
 
+def test_a_cluster_says_what_it_assumed() -> None:
+    # refit's kernels ran on an H100 SXM5: its preset assumes nothing; an H200's copy rate is the
+    # H100's scaled by HBM line rate (1122 x 4.8 / 3.35 = 1608 GB/s), which the cluster says.
+    assert refit.Cluster.preset("dgx-h100").assumptions == []
+    (assumed,) = refit.Cluster.preset("dgx-h200").assumptions
+    assert assumed.startswith("pack/unpack on the H200 is charged at 1608 GB/s")
+    assert refit.Cluster.preset("dgx-h200", copy_gbps=1500).assumptions == []
+
+
 def test_plans_save_load_and_explain(tmp_path: Path) -> None:
     problem = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2,etp=1", infer="tp=2")
     cluster = refit.Cluster.preset("cpu-host:gpus_per_domain=2")
