@@ -22,7 +22,7 @@ TEST(LandingSimulation, TheStepWaitsForTheWholeCopyAndTheFp8WaitsForTheStep) {
   // 50 GB/s NIC per node, latency alpha = 15 us, copy bandwidth 1500 GB/s.
   //  - The copy: 204800 + 57344 = 262144 bytes from two NICs into rank 2's: alpha + 262144 / B.
   //  - The step quantises 262144 bytes of bf16, read 1970 / 1122 times as fast as the GPU copies
-  //    (refit's kernels on an H100, measured_kernels.h; quantize_work.h): q.
+  //    (refit's kernels on an H100, measured_kernels.cc; quantize_work.h): q.
   //  - The fp8: 256 * 512 values and 2 * 4 fp32 scales, 131104 bytes: alpha + 131104 / B.
   const auto p = testing::landing_test_problem(2, 1);
   const auto c = testing::make_test_cluster(4, 1, 2, 2);

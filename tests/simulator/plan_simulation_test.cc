@@ -41,8 +41,9 @@ TEST(PlanSimulation, OneMessageTakesLatencyPlusBytesOverBandwidth) {
 }
 
 TEST(PlanSimulation, SaysWhatItsClusterAssumed) {
-  // A preset of a GPU refit's kernels have not run on says what its copy rate assumes; every
-  // prediction on it repeats that, and one on a cluster that assumes nothing says nothing.
+  // A cluster says what it assumed (as a preset of a GPU refit's kernels have not run on does, set
+  // here by hand); every prediction on it repeats that, and one on a cluster that assumes nothing
+  // says nothing.
   const auto p = one_weight();
   const auto plain = testing::make_test_cluster(2, 1, 1, 1);
   const auto plan = make_plan("refit", p, plain).value();
@@ -78,7 +79,7 @@ ReshardProblem one_weight_quantized(QuantSite site) {
 TEST(PlanSimulation, QuantisingAtTheSenderSendsHalfTheBytesAfterOnePassOverTheWeight) {
   // The sender quantises its 8 MiB of bf16 first. The test GPU copies at 1500 GB/s and has no
   // quantize rate, so it reads bf16 1970 / 1122 times as fast as it copies, as refit's kernels did
-  // on an H100 (measured_kernels.h): 8 MiB / (1500 GB/s * 1970 / 1122). Then 4 MiB of fp8 and
+  // on an H100 (measured_kernels.cc): 8 MiB / (1500 GB/s * 1970 / 1122). Then 4 MiB of fp8 and
   // 32 x 8 fp32 scales (1 KiB) cross the network as one message: alpha + (4 MiB + 1 KiB) / 50 GB/s.
   const auto p = one_weight_quantized(QuantSite::kSender);
   const auto c = testing::make_test_cluster(2, 1, 1, 1);

@@ -35,7 +35,7 @@ ReshardProblem one_weight_in(QuantScheme scheme) {
 
 TEST(QuantizeTime, AMeasuredRateIsTakenPerFormatAndOnlyAnUnmeasuredOneIsAssumed) {
   // Unmeasured: the copy bandwidth times the bf16 bytes refit's quantize kernels read per byte its
-  // copy kernel copied on an H100 (measured_kernels.h: copy 1122 GB/s, fp8-block128 1970, mxfp8
+  // copy kernel copied on an H100 (measured_kernels.cc: copy 1122 GB/s, fp8-block128 1970, mxfp8
   // 1577): 1 MB at a copy bandwidth of 1500 GB/s is 1e6 / (1500e9 * 1970 / 1122) = 0.380 us in
   // fp8-block128 and 1e6 / (1500e9 * 1577 / 1122) = 0.474 us in mxfp8. Measured (refit
   // calibrate) for fp8-block128 only, at 2 GB/s: 1 MB in 500 us; mxfp8 stays assumed, so a

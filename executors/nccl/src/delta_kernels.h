@@ -4,7 +4,8 @@
 // and on the host (HostDeltaKernels: the very same bodies lane by lane, what the CPU tests run).
 // Each pass that returns totals has waited for them: the host decides from them what comes next.
 // The passes that leave bytes for others (apply, copy, copy_box, upload) have finished when they
-// return: the caller's streams, not ordered after the kernels' own, read those bytes next.
+// return: the caller's streams, not ordered after the kernels' own, read those bytes next. write
+// and write_runs do not wait: an encoding ends with the header's upload, which waits for them.
 #include <cstdint>
 #include <memory>
 #include <span>
