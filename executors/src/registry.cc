@@ -13,6 +13,7 @@
 #include "refit/executors/ucx_executor.h"
 #endif
 #ifdef REFIT_HAVE_NCCL
+#include "refit/executors/nccl/kernel_timing.h"
 #include "refit/executors/nccl/nccl_delta_executor.h"
 #include "refit/executors/nccl/nccl_executor.h"
 #endif
@@ -37,10 +38,14 @@ Result<std::unique_ptr<DeltaExecutor>> host_memory_delta(Bootstrap& bootstrap, c
 // Every backend refit has, whether or not this build has it.
 constexpr std::array<std::string_view, 2> kBackends{"ucx", "nccl"};
 
+// Times the backend's own GPU kernels (kernel_speeds.h); null for a backend without any.
+using KernelTimer = Result<KernelSpeeds> (*)(std::string_view, const KernelTiming&);
+
 struct Entry {
   std::string_view name;
   Factory make;
   DeltaFactory make_delta;
+  KernelTimer time_kernels = nullptr;
 };
 
 #ifdef REFIT_HAVE_NCCL
@@ -54,11 +59,16 @@ Result<std::unique_ptr<DeltaExecutor>> nccl_delta(Bootstrap& bootstrap, const Ex
 std::vector<Entry> entries() {
   std::vector<Entry> table;
 #ifdef REFIT_HAVE_UCX
-  table.push_back(
-      {.name = "ucx", .make = &make_ucx_executor, .make_delta = &host_memory_delta<&make_ucx_executor>});
+  table.push_back({.name = "ucx",
+                   .make = &make_ucx_executor,
+                   .make_delta = &host_memory_delta<&make_ucx_executor>,
+                   .time_kernels = nullptr});
 #endif
 #ifdef REFIT_HAVE_NCCL
-  table.push_back({.name = "nccl", .make = &make_nccl_executor, .make_delta = &nccl_delta});
+  table.push_back({.name = "nccl",
+                   .make = &make_nccl_executor,
+                   .make_delta = &nccl_delta,
+                   .time_kernels = &time_nccl_kernels});
 #endif
   return table;
 }
@@ -107,6 +117,14 @@ Result<std::unique_ptr<Executor>> make_executor(std::string_view name, Bootstrap
   auto made = REFIT_TRY(entry.make(bootstrap, options));
   return std::unique_ptr<Executor>(
       std::make_unique<QuantizingExecutor>(std::move(made), bootstrap, options.staging));
+}
+
+Result<KernelSpeeds> time_gpu_kernels(std::string_view pci_bus_id, const KernelTiming& timing) {
+  for (const auto& e : entries())
+    if (e.time_kernels != nullptr) return e.time_kernels(pci_bus_id, timing);
+  return unsupported(
+      "this build has no GPU kernels to time: the NCCL executor, which has them, was not built (CUDA "
+      "and NCCL not found)");
 }
 
 }  // namespace refit

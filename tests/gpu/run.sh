@@ -15,7 +15,8 @@
 #                        bit, both ways, and damaged payloads refused untouched; the NCCL
 #                        executor's delta step, 16 steps of a direct and of a relayed plan with
 #                        host and with device shards, every step verified on every rank and
-#                        sending what the CPU codec (no zstd) sends
+#                        sending what the CPU codec (no zstd) sends; refit's kernels timed as
+#                        `refit topo --discover --measure` times them, within cudaMemcpy's bound
 #   quantize_gpu_bench   both quantize kernels on 2 GiB of bf16 (goal: 85 % of cudaMemcpy)
 #   delta_gpu_bench      delta encode and decode of 128 MiB of bf16 at 0.1-100 % changed (no goal)
 #   box_copy_bench       pack/unpack at >= 1 GiB (goals: 85 % aligned, 50 % narrow, 60 % many boxes)

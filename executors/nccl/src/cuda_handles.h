@@ -55,8 +55,9 @@ class Event {
   ~Event() {
     if (e_ != nullptr) cudaEventDestroy(e_);
   }
-  [[nodiscard]] Result<void> create() {
-    return cuda_ok(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  // Without timing (cheaper to record and wait on) unless `flags` asks for it (cudaEventDefault).
+  [[nodiscard]] Result<void> create(unsigned flags = cudaEventDisableTiming) {
+    return cuda_ok(cudaEventCreateWithFlags(&e_, flags), "cudaEventCreateWithFlags");
   }
   cudaEvent_t get() const { return e_; }
 

@@ -10,6 +10,7 @@
 #include "refit/executors/bootstrap.h"
 #include "refit/executors/delta_executor.h"
 #include "refit/executors/executor.h"
+#include "refit/executors/kernel_speeds.h"
 
 namespace refit {
 
@@ -32,5 +33,9 @@ std::vector<std::string_view> executor_names();
 [[nodiscard]] Result<std::unique_ptr<DeltaExecutor>> make_delta_executor(
     std::string_view name, Bootstrap& bootstrap, const ExecutorOptions& options,
     std::optional<DeltaRebalance> rebalance = std::nullopt);
+
+// refit's GPU kernels timed on this machine's GPU with PCI bus id `pci_bus_id`, by the backend
+// that runs them (nccl). kUnsupported when this build has none.
+[[nodiscard]] Result<KernelSpeeds> time_gpu_kernels(std::string_view pci_bus_id, const KernelTiming& timing);
 
 }  // namespace refit
