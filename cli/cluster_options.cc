@@ -24,6 +24,11 @@ void add_cluster_options(CLI::App& cmd, ClusterSource& o, bool required) {
   auto* discover = group->get_option("--discover");
   cmd.add_option("--sysfs-root", o.sysfs_root, "Root of sysfs for --discover")->needs(discover);
   cmd.add_option("--nvml-library", o.nvml_library, "NVML library for --discover")->needs(discover);
+  cmd.add_flag("--measure", o.measure,
+               "With --discover: time refit's copy and quantize kernels on each GPU found (a few seconds "
+               "and up to 2.4 GB of device memory per GPU) and take their rates instead of figures scaled "
+               "from another GPU")
+      ->needs(discover);
 }
 
 Result<PlacedCluster> load_cluster_for(const ClusterSource& source, const RankPlacementOptions& job) {

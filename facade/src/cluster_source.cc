@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 
 #include "refit/core/try.h"
+#include "refit/executors/registry.h"
 #include "refit/topology/cluster_json.h"
 #include "refit/topology/discovery.h"
 #include "refit/topology/nccl_xml.h"
 #include "refit/topology/presets.h"
+#include "timed_kernels.h"
 
 namespace refit {
 namespace {
@@ -54,7 +56,10 @@ bool places_ranks(const RankPlacementOptions& job) {
 [[nodiscard]] Result<LoadedCluster> discovered(const ClusterSource& s, const RankPlacementOptions& job) {
   const DiscoveryOptions options{.sysfs_root = s.sysfs_root, .nvml_library = s.nvml_library};
   auto found = REFIT_TRY(discover_cluster(options, required_gpus(job)));
-  return placed(std::move(found.cluster), job, std::move(found.notes));
+  if (!s.measure) return placed(std::move(found.cluster), job, std::move(found.notes));
+  const KernelTimer timer = [](std::string_view bus) { return time_gpu_kernels(bus, KernelTiming{}); };
+  auto spec = REFIT_TRY_IN(with_timed_kernels(found.cluster.spec(), timer, found.notes), "--measure");
+  return placed(REFIT_TRY(Cluster::make(std::move(spec))), job, std::move(found.notes));
 }
 
 }  // namespace
@@ -65,6 +70,8 @@ RankPlacementOptions job_of(const ReshardProblem& problem) {
 }
 
 Result<LoadedCluster> load_cluster(const ClusterSource& s, const RankPlacementOptions& job) {
+  if (s.measure && !s.discover)
+    return invalid("--measure times the GPUs of this machine: it needs --discover");
   if (s.discover) return REFIT_TRY_IN(discovered(s, job), "--discover");
   if (!s.file.empty()) return REFIT_TRY_IN(from_file(s.file, job), "--cluster-file");
   if (!s.nccl_xml.empty()) return REFIT_TRY_IN(from_xml(s.nccl_xml, job), "--nccl-topo-xml");

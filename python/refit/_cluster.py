@@ -98,11 +98,19 @@ class Cluster:
 
     @classmethod
     def discover(
-        cls, *, sysfs_root: str = "/sys", nvml_library: str = "libnvidia-ml.so.1"
+        cls,
+        *,
+        sysfs_root: str = "/sys",
+        nvml_library: str = "libnvidia-ml.so.1",
+        measure: bool = False,
     ) -> Cluster:
         """This machine, through NVML and sysfs (a host without NVIDIA GPUs is modelled as the
-        cpu-host preset, with the RDMA NICs found); :attr:`notes` says what was not found."""
-        return cls(discover=True, sysfs_root=sysfs_root, nvml_library=nvml_library)
+        cpu-host preset, with the RDMA NICs found); :attr:`notes` says what was not found.
+
+        With ``measure``, refit's copy and quantize kernels are timed on each GPU found (a few
+        seconds and up to 2.4 GB of device memory per GPU, each time the cluster is sized to a
+        job) and their rates replace figures scaled from another GPU, as ``--measure`` does."""
+        return cls(discover=True, sysfs_root=sysfs_root, nvml_library=nvml_library, measure=measure)
 
     @property
     def spec(self) -> str:

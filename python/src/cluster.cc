@@ -19,12 +19,14 @@ namespace {
 using namespace nb::literals;
 
 ClusterHandle load(const std::string& preset, const std::string& file, const std::string& nccl_xml,
-                   bool discover, const std::string& sysfs_root, const std::string& nvml_library,
-                   std::int32_t source_ranks, std::int32_t destination_ranks) {
+                   bool discover, bool measure, const std::string& sysfs_root,
+                   const std::string& nvml_library, std::int32_t source_ranks,
+                   std::int32_t destination_ranks) {
   const ClusterSource source{.preset = preset,
                              .file = file,
                              .nccl_xml = nccl_xml,
                              .discover = discover,
+                             .measure = measure,
                              .sysfs_root = sysfs_root,
                              .nvml_library = nvml_library};
   const RankPlacementOptions job{.source_ranks = source_ranks, .destination_ranks = destination_ranks};
@@ -42,13 +44,15 @@ void bind_cluster(nb::module_& m) {
   nb::class_<ClusterHandle>(m, "PlacedCluster",
                             "A cluster (GPUs, NVLink domains, NICs, fabric) with a job's ranks placed on "
                             "it: training ranks on the first GPUs, inference ranks right after them.")
-      .def_static("load", &load, "preset"_a = "", "file"_a = "", "nccl_xml"_a = "", "discover"_a = false,
-                  "sysfs_root"_a = "/sys", "nvml_library"_a = "libnvidia-ml.so.1", "source_ranks"_a = 0,
-                  "destination_ranks"_a = 0,
-                  "Loads the cluster for a job of source_ranks training and destination_ranks "
-                  "inference ranks (0 and 0: the hardware alone, with a file's own placement). A "
-                  "preset grows to as many nodes as the job needs. Errors name the option the source "
-                  "came from (--cluster, --cluster-file, --nccl-topo-xml, --discover).")
+      .def_static(
+          "load", &load, "preset"_a = "", "file"_a = "", "nccl_xml"_a = "", "discover"_a = false,
+          "measure"_a = false, "sysfs_root"_a = "/sys", "nvml_library"_a = "libnvidia-ml.so.1",
+          "source_ranks"_a = 0, "destination_ranks"_a = 0,
+          "Loads the cluster for a job of source_ranks training and destination_ranks "
+          "inference ranks (0 and 0: the hardware alone, with a file's own placement). A "
+          "preset grows to as many nodes as the job needs. Errors name the option the source "
+          "came from (--cluster, --cluster-file, --nccl-topo-xml, --discover). measure: with discover, "
+          "refit's GPU kernels timed on each GPU found (--measure).")
       .def_prop_ro(
           "name", [](const ClusterHandle& c) { return c.placed->name(); }, "The cluster's name.")
       .def_prop_ro(

@@ -72,6 +72,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "<system version=\"1\"><cpu numaid=\"\xff\"/></system>", "not valid UTF-8"},
         Hostile{"preset_nodes", "topo --cluster dgx-h100:nodes=2000000000", "",
                 "nodes=2000000000: must be <= 1048576"},
+        Hostile{"measure_a_preset", "topo --cluster dgx-h100 --measure", "", "--measure requires --discover"},
+        // No NVML: the machine is modelled as cpu-host, whose processes have no GPU to time.
+        Hostile{"measure_no_gpu", "topo --discover --measure --nvml-library /nonexistent/libnvidia-ml.so.1",
+                "", "--discover: --measure: GPU 0 has no PCI bus id: no NVIDIA GPU was found"},
         Hostile{"config_1e309", "plan --model {file} --train tp=1 --infer tp=1 --cluster dgx-h100",
                 R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 1e309})", "not valid JSON"},
         Hostile{"manifest_duplicate", "plan --manifest {file} --cluster dgx-h100",

@@ -106,6 +106,12 @@ def test_a_cluster_says_what_it_assumed() -> None:
     assert refit.Cluster.preset("dgx-h200", copy_gbps=1500).assumptions == []
 
 
+def test_measuring_a_machine_without_a_gpu_says_there_is_nothing_to_time() -> None:
+    # No NVML: the machine is modelled as cpu-host, whose processes have no GPU to time.
+    with pytest.raises(refit.BadInput, match="--measure: GPU 0 has no PCI bus id: no NVIDIA GPU was found"):
+        refit.Cluster.discover(nvml_library="/nonexistent/libnvidia-ml.so.1", measure=True)
+
+
 def test_plans_save_load_and_explain(tmp_path: Path) -> None:
     problem = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2,etp=1", infer="tp=2")
     cluster = refit.Cluster.preset("cpu-host:gpus_per_domain=2")

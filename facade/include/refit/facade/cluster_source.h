@@ -23,6 +23,9 @@ struct ClusterSource {
   std::string file;       // a cluster file (JSON, the format of refit topo --json)
   std::string nccl_xml;   // what NCCL_TOPO_DUMP_FILE wrote on one node
   bool discover = false;  // this machine, through NVML and sysfs
+  // With discover: refit's GPU kernels timed on each GPU found (refit/executors/kernel_speeds.h),
+  // their copy and quantize rates replacing the figures scaled from another GPU.
+  bool measure = false;
   // Where discovery reads the PCI and RDMA devices.
   std::string sysfs_root = "/sys";
   // What discovery loads NVML from (dlopen).
