@@ -208,8 +208,8 @@ Action add_calibrate_command(CLI::App& app) {
       "are predicted as they run. Small transfers again, whose shards stay in the caches, give a "
       "second line and memcpy, which the file applies to refits as small (in cache, copies run "
       "faster). Launch it as the jobs it predicts are launched (e.g. mpirun "
-      "--bind-to none for all). Progress goes to stderr. Without a GPU the GPU's kernels and "
-      "NCCL are skipped, and the output says so");
+      "--bind-to none for all). Progress goes to stderr. The GPU's kernels and NCCL are not "
+      "measured here, and the output says so; refit topo --discover --measure times the kernels");
   cmd->add_option("--out", o->out, "Write the cluster file (the format of refit topo --json) here")
       ->check(output_file());
   cmd->add_flag("--overwrite", o->overwrite, "Replace the --out file if it exists (refused otherwise)");

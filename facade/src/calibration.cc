@@ -203,9 +203,9 @@ std::vector<std::string> gpu_notes() {
         "no GPU on this host: the GPU's copy and quantize kernels and NCCL were skipped; the "
         "file describes host memory moved by the UCX executor"};
   return {
-      "this host has a GPU, but refit calibrate measures host memory only: the GPU's copy and "
-      "quantize kernels and NCCL are not measured (the file describes host memory moved by the "
-      "UCX executor)"};
+      "this host has a GPU, but refit calibrate measures host memory only (the file describes host "
+      "memory moved by the UCX executor): `refit topo --discover --measure` times refit's copy and "
+      "quantize kernels on the GPUs; NCCL is not measured"};
 }
 
 // What a line's overhead fit leaves uncharged, if anything; `name` says which line.
