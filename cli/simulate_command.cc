@@ -5,7 +5,6 @@
 #include <fstream>
 #include <limits>
 #include <optional>
-#include <unordered_set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -16,6 +15,7 @@
 #include "json_text.h"
 #include "parse.h"
 #include "plan_inputs.h"
+#include "prediction_notes.h"
 #include "refit/core/try.h"
 #include "refit/facade/elastic_prediction.h"
 #include "refit/facade/prediction.h"
@@ -149,15 +149,6 @@ void print(const SimulateCommandOptions& o, const Predictions& p) {
   }
 }
 
-// Each distinct note of the rows once, in the order the rows give them: a cluster's assumption
-// holds for every row.
-void print_notes(const std::vector<Prediction>& rows) {
-  std::unordered_set<std::string_view> said;
-  for (const auto& r : rows)
-    for (const auto& note : r.notes)
-      if (said.insert(note).second) fmt::print(stderr, "refit simulate: note: {}\n", note);
-}
-
 void print_elastic(const ElasticPrediction& p) {
   print_detail(p.predictions);
   if (const auto& m = p.membership)
@@ -197,7 +188,7 @@ void print_elastic(const ElasticPrediction& p) {
     return invalid("--members, --join and --fail plan from the problem: drop --compare and --plan");
   const auto e = REFIT_TRY(elastic_options(o));
   const auto p = REFIT_TRY(predict_elastic(in, options, e));
-  print_notes(p.predictions.rows);
+  NotePrinter("simulate").print(p.predictions.rows);
   if (o.json)
     fmt::print("{}\n", json_text(elastic_json(p)));
   else
@@ -239,7 +230,7 @@ void print_elastic(const ElasticPrediction& p) {
     if (!trace_file)
       return fail(ErrorCode::kRuntime, fmt::format("--trace: '{}' could not be written in full", o.trace));
   }
-  print_notes(predictions.rows);
+  NotePrinter("simulate").print(predictions.rows);
   print(o, predictions);
   return {};
 }

@@ -15,6 +15,7 @@
 #include "human_units.h"
 #include "json_text.h"
 #include "parse.h"
+#include "prediction_notes.h"
 #include "problem_options.h"
 #include "refit/core/try.h"
 #include "refit/facade/sweep.h"
@@ -101,6 +102,8 @@ nlohmann::ordered_json sweep_json(const std::vector<SweepPoint>& points,
   const auto results = REFIT_TRY(sweep(points, options));
   std::vector<Predictions> predicted;
   for (const auto& r : results) predicted.push_back(REFIT_TRY(r));
+  NotePrinter notes("sweep");
+  for (const auto& p : predicted) notes.print(p.rows);
   if (o.json)
     fmt::print("{}\n", json_text(sweep_json(points, predicted)));
   else

@@ -38,6 +38,17 @@ TEST(SweepCli, EachPointIsWhatSimulateCompareGivesForIt) {
   EXPECT_NE(r.err.find("4/4 points"), std::string::npos) << r.err;
 }
 
+TEST(SweepCli, ANoteOfEveryPointIsSaidOnce) {
+  // dgx-h200's copy rate is assumed (refit's kernels have no run on an H200): every row of both
+  // points rests on it, and stderr says so once.
+  const auto r = run_refit("sweep " + kModel + " --cluster dgx-h200:gpus_per_node=2 --vary nic_gbps=200,400");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string note = "refit sweep: note: pack/unpack on the H200 is charged at 1608 GB/s";
+  const auto first = r.err.find(note);
+  ASSERT_NE(first, std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(note, first + 1), std::string::npos) << r.err;
+}
+
 TEST(SweepCli, BadVaryIsBadInputNamingIt) {
   for (const auto& [args, names] : std::vector<std::pair<std::string, std::string>>{
            {"--vary nic_speed=1,2", "--vary nic_speed: unknown key"},
