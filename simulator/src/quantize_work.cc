@@ -74,12 +74,12 @@ QuantizeWork quantize_work(const Plan& plan, const ReshardProblem& problem,
 }
 
 std::string quantize_rate_assumption() {
-  const MeasuredKernels& m = measured_kernels().front();
+  const MeasuredKernels& m = reference_kernels();
   const auto per_copied = [&](QuantScheme s) { return of_scheme(m.quantize, s).value / m.copy.value; };
   return fmt::format(
-      "FP8 quantisation on a GPU without a measured rate (quantize_gbps) is charged from its copy rate: "
-      "refit's quantize kernels read {:.2f} (fp8-block128) and {:.2f} (mxfp8) bf16 bytes per byte its copy "
-      "kernel copies, as measured on the {} ({}, tests/gpu/run.sh)",
+      "FP8 quantisation on a device without a measured rate (quantize_gbps) is charged from its copy rate "
+      "at the ratio of refit's GPU kernels: they read {:.2f} (fp8-block128) and {:.2f} (mxfp8) bf16 bytes "
+      "per byte the copy kernel copies, as measured on the {} ({}, tests/gpu/run.sh)",
       per_copied(QuantScheme::kFp8Block128), per_copied(QuantScheme::kMxfp8), m.gpu, m.date);
 }
 
