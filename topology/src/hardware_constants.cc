@@ -15,19 +15,24 @@ constexpr double kSm100LinkGbps = 40.1;
 constexpr Bytes gigabytes(std::int64_t gb) { return Bytes{gb * 1'000'000'000}; }
 constexpr BytesPerSecond tbps(double tb) { return BytesPerSecond::from_gbps(tb * 1000.0); }
 
-// The figures of a GPU whose HBM runs at `hbm_line`: refit's kernels' own where `kernels` measured
-// them on this GPU, else the first measured GPU's copy scaled by HBM line rate and no quantize
-// rate (the simulator derives one from the copy, docs/hardware.md "refit's own kernels").
+// `f` with the kernels measured on it, or none (nullptr), and the rates that follow: the
+// measured ones, else the reference run's copy scaled by HBM line rate and no quantize rate (the
+// simulator derives one from the copy, docs/hardware.md "refit's own kernels").
+GpuFigures with_kernels(GpuFigures f, const MeasuredKernels* kernels) {
+  f.kernels = kernels;
+  f.copy = kernels ? kernels->copy : copy_scaled_to(reference_kernels(), f.hbm_line);
+  f.quantize = kernels ? kernels->quantize : QuantizeRates{};
+  return f;
+}
+
 GpuFigures gpu(std::string_view name, BytesPerSecond nvlink, double link_gbps, BytesPerSecond hbm_line,
                Bytes memory, const MeasuredKernels* kernels) {
-  return {.name = name,
-          .nvlink = nvlink,
-          .nvlink_gbps_per_link = link_gbps,
-          .hbm_line = hbm_line,
-          .copy = kernels ? kernels->copy : copy_scaled_to(reference_kernels(), hbm_line),
-          .quantize = kernels ? kernels->quantize : QuantizeRates{},
-          .memory = memory,
-          .kernels = kernels};
+  return with_kernels({.name = name,
+                       .nvlink = nvlink,
+                       .nvlink_gbps_per_link = link_gbps,
+                       .hbm_line = hbm_line,
+                       .memory = memory},
+                      kernels);
 }
 
 // Indexed by GpuModel.
@@ -53,12 +58,9 @@ std::array<GpuFigures, 6> make_figures() {
 }  // namespace
 
 GpuFigures figures_of_part(GpuModel model, std::string_view part) {
-  GpuFigures f = gpu_figures(model);
+  const GpuFigures& f = gpu_figures(model);
   if (f.kernels == nullptr || f.kernels->gpu == part) return f;
-  f.kernels = nullptr;
-  f.copy = copy_scaled_to(reference_kernels(), f.hbm_line);
-  f.quantize = {};
-  return f;
+  return with_kernels(f, nullptr);
 }
 
 std::string copy_assumption(const GpuFigures& figures, std::string_view gpu) {
