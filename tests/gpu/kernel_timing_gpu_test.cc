@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -34,18 +35,24 @@ TEST(KernelTiming, OptionsOutOfRangeAreRefusedBeforeAnyDeviceIsTouched) {
   EXPECT_NE(none.error().message.find("repetitions must be within [1, 1000], got 0"), std::string::npos);
 }
 
-// Bytes per second cudaMemcpy copies `bytes` device to device at (one run after a warm-up).
+// Bytes per second cudaMemcpy copies `bytes` device to device at: the fastest of 5 runs after a
+// warm-up, so that a slow run on a shared machine does not lower the bound the test holds the
+// kernel to.
 double memcpy_rate(std::int64_t bytes) {
   nccl_detail::DeviceMemory a, b;
   EXPECT_TRUE(a.allocate(static_cast<std::size_t>(bytes), "a").has_value());
   EXPECT_TRUE(b.allocate(static_cast<std::size_t>(bytes), "b").has_value());
   cudaMemcpy(b.get(), a.get(), static_cast<std::size_t>(bytes), cudaMemcpyDeviceToDevice);
   cudaDeviceSynchronize();
-  const auto start = std::chrono::steady_clock::now();
-  cudaMemcpy(b.get(), a.get(), static_cast<std::size_t>(bytes), cudaMemcpyDeviceToDevice);
-  cudaDeviceSynchronize();
-  return static_cast<double>(bytes) /
-         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double best = 0;
+  for (int i = 0; i < 5; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    cudaMemcpy(b.get(), a.get(), static_cast<std::size_t>(bytes), cudaMemcpyDeviceToDevice);
+    cudaDeviceSynchronize();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = std::max(best, static_cast<double>(bytes) / seconds);
+  }
+  return best;
 }
 
 TEST(KernelTiming, TheDeviceOfABusIdIsTimedWithinWhatItsMemoryAllows) {
