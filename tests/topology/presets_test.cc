@@ -198,6 +198,17 @@ TEST(TopoPresets, CpuHostHasOneDevicePerRank) {
   EXPECT_EQ(preset("cpu-host").gpus().size(), 1u);
 }
 
+TEST(TopoPresets, CpuHostQuantizesAtRefitsCpuQuantizer) {
+  // Each process quantises on one core (hardware_constants.h): 1.12 and 1.11 GB/s of bf16, as
+  // refit calibrate measured it, not the 10 GB/s copy x 1970 / 1122 = 17.6 GB/s the GPU kernels'
+  // ratio would give, so the rate is the cluster's and FP8 predictions carry no derived-rate note.
+  const auto c = preset("cpu-host", ranks(2, 2));
+  for (const auto& g : c.gpus()) {
+    EXPECT_DOUBLE_EQ(of_scheme(g.quantize_bandwidth, QuantScheme::kFp8Block128).gbps(), 1.12);
+    EXPECT_DOUBLE_EQ(of_scheme(g.quantize_bandwidth, QuantScheme::kMxfp8).gbps(), 1.11);
+  }
+}
+
 TEST(TopoPresets, PresetNamesAndKeysAreListed) {
   EXPECT_EQ(preset_names(), (std::vector<std::string>{"dgx-h100", "dgx-h200", "dgx-b200", "gb200-nvl72",
                                                       "gb300-nvl72", "cpu-host"}));

@@ -74,6 +74,13 @@ std::string copy_assumption(const GpuFigures& figures, std::string_view gpu) {
       figures.hbm_line.gbps(), base.hbm_line.gbps());
 }
 
+QuantizeRates host_quantize_rates() {
+  QuantizeRates rates{};
+  of_scheme(rates, QuantScheme::kFp8Block128) = BytesPerSecond::from_gbps(1.12);
+  of_scheme(rates, QuantScheme::kMxfp8) = BytesPerSecond::from_gbps(1.11);
+  return rates;
+}
+
 BytesPerSecond effective_nic_bandwidth(double line_gigabits_per_second) {
   return BytesPerSecond::from_gbps(line_gigabits_per_second * kNicEffectiveGbpsPer400G / 400.0);
 }

@@ -48,6 +48,7 @@ PresetParams cpu_host() {
   p.nic = BytesPerSecond::from_gbps(hw::kHostLoopbackGbps);
   p.nvlink = BytesPerSecond::from_gbps(hw::kHostCopyGbps);
   p.copy = BytesPerSecond::from_gbps(hw::kHostCopyGbps);
+  p.quantize = hw::host_quantize_rates();
   p.latency = hw::kHostLoopbackLatency;
   p.nvlink_latency = hw::kHostSharedMemoryLatency;
   p.one_device_per_rank = true;
