@@ -16,7 +16,7 @@ second line changes.
 Run by hand (not by ./test), on a quiet machine:
 
     bench/calibration_matrix.py [--build build/release] [--iterations 9] [--within-cores] [--calibrate-per-row]
-                                [--out matrix.md]
+                                [--rounds 1] [--out matrix.md]
 
 ``--within-cores`` leaves out the jobs of more processes than this host has cores: the goal is
 judged on the jobs within the cores, and the jobs beyond them are measured to show what the
@@ -27,6 +27,12 @@ On a shared host what one pair reaches varies by a quarter within minutes (9.1-1
 25 calibrations in 4 minutes here, bench/RESULTS.md), which moves every prediction made from one
 calibration alike; calibrating per row measures the model against the machine as it is when the
 row runs.
+
+``--rounds R`` passes over the whole matrix R times, so that a row's rounds are minutes apart, and
+gives each row the median of its rounds' predicted/measured (each round's prediction from that
+round's calibration). One pass judges the model and one draw of the host together; the median of
+paired rounds is the model against the host as it usually is. The verdicts also judge the first
+round alone.
 """
 
 from __future__ import annotations
@@ -158,44 +164,70 @@ def summary_range(cals: list[dict]) -> str:
             f"memcpy {span('memcpy_gbps', 1, 'GB/s')}")
 
 
-def table(rows: list[tuple[Row, dict, dict]]) -> list[str]:
-    """Markdown: one line per row, predicted against measured."""
+@dataclass
+class Result:
+    """One row of the matrix over its rounds: each round's prediction and measurement."""
+
+    row: Row
+    predictions: list[dict]
+    measurements: list[dict]
+
+    def ratios(self, key: str = "predicted_s") -> list[float]:
+        """predicted / measured, round by round, of the prediction under `key`."""
+        return [p[key] / m["seconds"] for p, m in zip(self.predictions, self.measurements)]
+
+    def ratio(self, key: str = "predicted_s") -> float:
+        """The row's figure: the median over its rounds of predicted / measured."""
+        return statistics.median(self.ratios(key))
+
+    def first_round(self) -> Result:
+        """The row as one pass of the matrix measured it."""
+        return Result(self.row, self.predictions[:1], self.measurements[:1])
+
+
+def table(results: list[Result]) -> list[str]:
+    """Markdown: one line per row, predicted against measured (medians over the rounds)."""
     lines = ["| model | train -> infer | processes | strategy | MB moved | predicted ms | measured ms | "
-             "executions min-max ms | predicted / measured | streaming line only |",
+             "rounds' ratios | predicted / measured | streaming line only |",
              "|---|---|---|---|---|---|---|---|---|---|"]
-    for row, p, m in rows:
-        spread = m["iteration_seconds"]
+    for r in results:
+        row, ratios = r.row, r.ratios()
         lines.append(f"| {row.model.stem}{' ' + row.quantize if row.quantize else ''} | {row.train} -> {row.infer} | "
-                     f"{row.processes} | {row.strategy} | "
-                     f"{m['bytes'] / 1e6:.1f} | {p['predicted_s'] * 1e3:.2f} | {m['seconds'] * 1e3:.2f} | "
-                     f"{min(spread) * 1e3:.1f}-{max(spread) * 1e3:.1f} | {p['predicted_s'] / m['seconds']:.3f} | "
-                     f"{p['streaming_s'] / m['seconds']:.3f} |")
+                     f"{row.processes} | {row.strategy} | {r.measurements[0]['bytes'] / 1e6:.1f} | "
+                     f"{statistics.median(p['predicted_s'] for p in r.predictions) * 1e3:.2f} | "
+                     f"{statistics.median(m['seconds'] for m in r.measurements) * 1e3:.2f} | "
+                     f"{min(ratios):.3f}-{max(ratios):.3f} | {r.ratio():.3f} | {r.ratio('streaming_s'):.3f} |")
     return lines
 
 
-def verdict(name: str, rows: list[tuple[Row, dict, dict]], key: str = "predicted_s") -> str:
-    """How many of `rows` are within +-15 % and the median ratio, of the prediction under `key`."""
-    ratios = [p[key] / m["seconds"] for _, p, m in rows]
+def verdict(name: str, results: list[Result], key: str = "predicted_s") -> str:
+    """How many of `results` are within +-15 % and the median ratio, of the prediction under `key`."""
+    ratios = [r.ratio(key) for r in results]
     if not ratios:
         return f"{name}: no rows"
-    within = sum(1 for r in ratios if abs(r - 1) <= 0.15)
-    return f"{name}: {len(rows)} rows; within +-15 %: {within}; median predicted/measured: " \
+    within = sum(1 for x in ratios if abs(x - 1) <= 0.15)
+    return f"{name}: {len(results)} rows; within +-15 %: {within}; median predicted/measured: " \
            f"{statistics.median(ratios):.3f}"
 
 
-def verdicts(rows: list[tuple[Row, dict, dict]], cores: int) -> list[str]:
-    """The goal judged on every row, on the jobs within this host's cores and on those beyond."""
-    within = [r for r in rows if r[0].processes <= cores]
-    return [verdict("all", rows),
-            verdict(f"within the {cores} cores", within),
-            verdict(f"beyond the {cores} cores", [r for r in rows if r[0].processes > cores]),
-            verdict(f"within the {cores} cores, the streaming line only", within, "streaming_s")]
+def verdicts(results: list[Result], cores: int) -> list[str]:
+    """The goal judged on every row, on the jobs within this host's cores and on those beyond, and,
+    where there were several rounds, on the first round alone."""
+    within = [r for r in results if r.row.processes <= cores]
+    lines = [verdict("all", results),
+             verdict(f"within the {cores} cores", within),
+             verdict(f"beyond the {cores} cores", [r for r in results if r.row.processes > cores]),
+             verdict(f"within the {cores} cores, the streaming line only", within, "streaming_s")]
+    if len(results[0].predictions) > 1:
+        lines.append(verdict(f"within the {cores} cores, the first round alone", [r.first_round() for r in within]))
+    return lines
 
 
-def run_rows(refit: str, chosen: list[Row], iterations: int, per_row: bool,
-             work: Path) -> tuple[list[tuple[Row, dict, dict]], dict[int, list[dict]]]:
+def run_rows(refit: str, chosen: list[Row], iterations: int, per_row: bool, rounds: int,
+             work: Path) -> tuple[list[Result], dict[int, list[dict]]]:
     """Calibrates (once per process count, or before each row), then predicts and measures every
-    row; returns the rows and the calibrations by process count."""
+    row, the whole matrix `rounds` times over (so that each row's rounds are minutes apart, as the
+    host drifts); returns the rows and the calibrations by process count."""
     calibrations: dict[int, list[dict]] = {}
 
     def calibrated(processes: int) -> None:
@@ -205,17 +237,20 @@ def run_rows(refit: str, chosen: list[Row], iterations: int, per_row: bool,
     if not per_row:
         for processes in sorted({row.processes for row in chosen}):
             calibrated(processes)
-    rows = []
-    for row in chosen:
-        if per_row:
-            calibrated(row.processes)
-        cluster = work / f"host-{row.processes}.json"
-        p, m = predicted(refit, cluster, row), measured(refit, cluster, row, iterations)
-        p["streaming_s"] = predicted(refit, without_cache(cluster), row)["predicted_s"]
-        rows.append((row, p, m))
-        print(f"{row.model.stem} {row.train} -> {row.infer} {row.strategy}: predicted "
-              f"{p['predicted_s'] * 1e3:.2f} ms, measured {m['seconds'] * 1e3:.2f} ms", file=sys.stderr)
-    return rows, calibrations
+    results = [Result(row, [], []) for row in chosen]
+    for round_ in range(rounds):
+        for result in results:
+            row = result.row
+            if per_row:
+                calibrated(row.processes)
+            cluster = work / f"host-{row.processes}.json"
+            p, m = predicted(refit, cluster, row), measured(refit, cluster, row, iterations)
+            p["streaming_s"] = predicted(refit, without_cache(cluster), row)["predicted_s"]
+            result.predictions.append(p)
+            result.measurements.append(m)
+            print(f"round {round_ + 1} of {rounds}: {row.model.stem} {row.train} -> {row.infer} {row.strategy}: "
+                  f"predicted {p['predicted_s'] * 1e3:.2f} ms, measured {m['seconds'] * 1e3:.2f} ms", file=sys.stderr)
+    return results, calibrations
 
 
 def main() -> None:
@@ -227,18 +262,23 @@ def main() -> None:
                         help="only the jobs of at most as many processes as this host has cores")
     parser.add_argument("--calibrate-per-row", action="store_true",
                         help="calibrate right before each row instead of once per process count")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="passes over the whole matrix; each row's figure is the median of its rounds")
     parser.add_argument("--out", help="also write the table (Markdown) here")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error(f"--rounds: must be >= 1, got {args.rounds}")
     cores = len(os.sched_getaffinity(0))
     chosen = [row for row in matrix() if row.processes <= cores or not args.within_cores]
     refit = str(Path(args.build) / "cli" / "refit")
     if os.geteuid() == 0:
         os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     with tempfile.TemporaryDirectory() as work:
-        rows, calibrations = run_rows(refit, chosen, args.iterations, args.calibrate_per_row, Path(work))
-    lines = [*table(rows), "",
+        results, calibrations = run_rows(refit, chosen, args.iterations, args.calibrate_per_row, args.rounds,
+                                         Path(work))
+    lines = [*table(results), "",
              *(summary(c[0]) if len(c) == 1 else summary_range(c) for _, c in sorted(calibrations.items())), "",
-             *verdicts(rows, cores),
+             *verdicts(results, cores),
              f"load average at the end: {os.getloadavg()}"]
     print("\n".join(lines))
     if args.out:
