@@ -165,7 +165,7 @@ def summary_range(cals: list[dict]) -> str:
 
 
 @dataclass
-class Result:
+class RowResult:
     """One row of the matrix over its rounds: each round's prediction and measurement."""
 
     row: Row
@@ -180,12 +180,12 @@ class Result:
         """The row's figure: the median over its rounds of predicted / measured."""
         return statistics.median(self.ratios(key))
 
-    def first_round(self) -> Result:
+    def first_round(self) -> RowResult:
         """The row as one pass of the matrix measured it."""
-        return Result(self.row, self.predictions[:1], self.measurements[:1])
+        return RowResult(self.row, self.predictions[:1], self.measurements[:1])
 
 
-def table(results: list[Result]) -> list[str]:
+def table(results: list[RowResult]) -> list[str]:
     """Markdown: one line per row, predicted against measured (medians over the rounds)."""
     lines = ["| model | train -> infer | processes | strategy | MB moved | predicted ms | measured ms | "
              "rounds' ratios | predicted / measured | streaming line only |",
@@ -200,7 +200,7 @@ def table(results: list[Result]) -> list[str]:
     return lines
 
 
-def verdict(name: str, results: list[Result], key: str = "predicted_s") -> str:
+def verdict(name: str, results: list[RowResult], key: str = "predicted_s") -> str:
     """How many of `results` are within +-15 % and the median ratio, of the prediction under `key`."""
     ratios = [r.ratio(key) for r in results]
     if not ratios:
@@ -210,7 +210,7 @@ def verdict(name: str, results: list[Result], key: str = "predicted_s") -> str:
            f"{statistics.median(ratios):.3f}"
 
 
-def verdicts(results: list[Result], cores: int) -> list[str]:
+def verdicts(results: list[RowResult], cores: int) -> list[str]:
     """The goal judged on every row, on the jobs within this host's cores and on those beyond, and,
     where there were several rounds, on the first round alone."""
     within = [r for r in results if r.row.processes <= cores]
@@ -224,7 +224,7 @@ def verdicts(results: list[Result], cores: int) -> list[str]:
 
 
 def run_rows(refit: str, chosen: list[Row], iterations: int, per_row: bool, rounds: int,
-             work: Path) -> tuple[list[Result], dict[int, list[dict]]]:
+             work: Path) -> tuple[list[RowResult], dict[int, list[dict]]]:
     """Calibrates (once per process count, or before each row), then predicts and measures every
     row, the whole matrix `rounds` times over (so that each row's rounds are minutes apart, as the
     host drifts); returns the rows and the calibrations by process count."""
@@ -237,7 +237,7 @@ def run_rows(refit: str, chosen: list[Row], iterations: int, per_row: bool, roun
     if not per_row:
         for processes in sorted({row.processes for row in chosen}):
             calibrated(processes)
-    results = [Result(row, [], []) for row in chosen]
+    results = [RowResult(row, [], []) for row in chosen]
     for round_ in range(rounds):
         for result in results:
             row = result.row
