@@ -29,10 +29,13 @@ calibration alike; calibrating per row measures the model against the machine as
 row runs.
 
 ``--rounds R`` passes over the whole matrix R times, so that a row's rounds are minutes apart, and
-gives each row the median of its rounds' predicted/measured (each round's prediction from that
-round's calibration). One pass judges the model and one draw of the host together; the median of
-paired rounds is the model against the host as it usually is. The verdicts also judge the first
-round alone.
+gives each row the median of its rounds' predicted/measured (with ``--calibrate-per-row`` each
+round's prediction comes from a calibration made right before it; without, every round uses the
+one calibration per process count). One pass judges the model and one draw of the host together;
+the median of paired rounds is the model against the host as it usually is. The table's
+predicted and measured milliseconds are each the median of the rounds' own, so their quotient
+need not be the ratio column, which is the median of the rounds' ratios. The verdicts also judge
+the first round alone.
 """
 
 from __future__ import annotations
@@ -218,7 +221,7 @@ def verdicts(results: list[RowResult], cores: int) -> list[str]:
              verdict(f"within the {cores} cores", within),
              verdict(f"beyond the {cores} cores", [r for r in results if r.row.processes > cores]),
              verdict(f"within the {cores} cores, the streaming line only", within, "streaming_s")]
-    if len(results[0].predictions) > 1:
+    if results and len(results[0].predictions) > 1:
         lines.append(verdict(f"within the {cores} cores, the first round alone", [r.first_round() for r in within]))
     return lines
 

@@ -81,8 +81,8 @@ inline constexpr Seconds kHostLoopbackLatency = micros(10);
 // FP8 quantisation on a host: refit's CPU quantizer, which the UCX executor runs on the thread that
 // makes the puts (one core a process), in bf16 bytes read per second. Measured, not rough: the
 // median of 20 `refit calibrate` runs on a 2-core Intel Xeon VM, 2026-12-06 (bench/RESULTS.md,
-// "cpu-host's quantize rate"). Derived from the host's copy rate at the ratio of refit's GPU
-// kernels (quantize_from_copy), it would be 17.6 GB/s: 16 times too fast.
+// "cpu-host's quantize rate"). Derived from the host's copy rate at the ratios of refit's GPU
+// kernels (quantize_from_copy), it would be 17.6 and 14.1 GB/s: 13-16 times too fast.
 QuantizeRates host_quantize_rates();
 
 }  // namespace refit::hw
