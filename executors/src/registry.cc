@@ -39,13 +39,13 @@ Result<std::unique_ptr<DeltaExecutor>> host_memory_delta(Bootstrap& bootstrap, c
 constexpr std::array<std::string_view, 2> kBackends{"ucx", "nccl"};
 
 // Times the backend's own GPU kernels (kernel_speeds.h); null for a backend without any.
-using KernelTimer = Result<KernelSpeeds> (*)(std::string_view, const KernelTiming&);
+using KernelTimingFunction = Result<KernelSpeeds> (*)(std::string_view, const KernelTiming&);
 
 struct Entry {
   std::string_view name;
   Factory make;
   DeltaFactory make_delta;
-  KernelTimer time_kernels = nullptr;
+  KernelTimingFunction time_kernels = nullptr;
 };
 
 #ifdef REFIT_HAVE_NCCL
