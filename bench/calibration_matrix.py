@@ -149,9 +149,10 @@ def summary(cal: dict) -> str:
     """The calibration in one line."""
     cache = cal.get("cache")
     in_cache = (f"; in cache {cache['latency_s'] * 1e6:.1f} us, {cache['chunk_overhead_s'] * 1e6:.1f} us per chunk, "
+                f"{cache['transfer_overhead_s'] * 1e6:.1f} us per transfer, "
                 f"{cache['pair_gbps']:.2f} GB/s, memcpy {cache['memcpy_gbps']:.2f} GB/s" if cache else "")
     return (f"calibration: latency {cal['latency_s'] * 1e6:.1f} us, {cal['chunk_overhead_s'] * 1e6:.1f} us per "
-            f"chunk, pair {cal['pair_gbps']:.2f} GB/s (worst point "
+            f"chunk, {cal['transfer_overhead_s'] * 1e6:.1f} us per transfer, pair {cal['pair_gbps']:.2f} GB/s (worst point "
             f"{cal['fit_worst_relative_residual'] * 100:.1f} % off the fit), host {cal['host_gbps']:.2f} GB/s, "
             f"memcpy {cal['memcpy_gbps']:.2f} GB/s{in_cache}; {cal['processes']} processes on {cal['cores']} cores")
 
@@ -163,7 +164,8 @@ def summary_range(cals: list[dict]) -> str:
         return f"{min(values):.1f}-{max(values):.1f} {unit}"
 
     return (f"{len(cals)} calibrations of {cals[0]['processes']} processes: latency {span('latency_s', 1e6, 'us')}, "
-            f"{span('chunk_overhead_s', 1e6, 'us')} per chunk, pair {span('pair_gbps', 1, 'GB/s')}, "
+            f"{span('chunk_overhead_s', 1e6, 'us')} per chunk, {span('transfer_overhead_s', 1e6, 'us')} per transfer, "
+            f"pair {span('pair_gbps', 1, 'GB/s')}, "
             f"memcpy {span('memcpy_gbps', 1, 'GB/s')}")
 
 

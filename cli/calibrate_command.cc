@@ -4,7 +4,8 @@
 //   mpirun -np 4 refit calibrate --out host.json [--overwrite] [--sizes B,B,...] [--repetitions N]
 //                                [--overhead-sizes B,...] [--overhead-chunk B] [--devices N]
 //                                [--cache-sizes B,...] [--cache-overhead-sizes B,...]
-//                                [--memcpy-bytes B] [--timeout S] [--json]
+//                                [--transfer-sizes B,...] [--cache-transfer-sizes B,...]
+//                                [--transfers N] [--memcpy-bytes B] [--timeout S] [--json]
 //
 // The measuring is the library's (refit/facade/calibration.h); this prints it, on rank 0.
 #include <filesystem>
@@ -35,6 +36,8 @@ struct CalibrateOptions {
   std::string overhead_sizes;
   std::string cache_sizes;
   std::string cache_overhead_sizes;
+  std::string transfer_sizes;
+  std::string cache_transfer_sizes;
   std::int64_t overhead_chunk = CalibrationOptions{}.overhead_chunk.value;
   std::int64_t memcpy_bytes = CalibrationOptions{}.memcpy_bytes.value;
   double timeout = ExecutorOptions{}.timeout.value;
@@ -46,7 +49,11 @@ struct CalibrateOptions {
 double gbps(BytesPerSecond b) { return b.gbps(); }
 
 nlohmann::ordered_json measurement_json(const PairMeasurement& m) {
-  return {{"bytes", m.bytes.value}, {"pairs", m.pairs}, {"chunks", m.chunks}, {"seconds", m.seconds.value}};
+  return {{"bytes", m.bytes.value},
+          {"pairs", m.pairs},
+          {"transfers", m.transfers},
+          {"chunks", m.chunks},
+          {"seconds", m.seconds.value}};
 }
 
 // refit's CPU quantizer per format, as the cluster file holds it.
@@ -68,6 +75,7 @@ nlohmann::ordered_json cache_json(const std::optional<CacheCalibration>& cache) 
   return {{"one_pair", measurements_json(cache->one_pair)},
           {"latency_s", cache->pair.latency.value},
           {"chunk_overhead_s", cache->pair.chunk_overhead.value},
+          {"transfer_overhead_s", cache->pair.transfer_overhead.value},
           {"pair_gbps", gbps(cache->pair.bandwidth)},
           {"fit_worst_relative_residual", cache->pair.worst_relative_residual},
           {"memcpy_gbps", gbps(cache->memcpy_bandwidth)},
@@ -80,6 +88,7 @@ nlohmann::ordered_json calibration_json(const Calibration& c, const std::string&
           {"one_pair", measurements_json(c.one_pair)},
           {"latency_s", c.pair.latency.value},
           {"chunk_overhead_s", c.pair.chunk_overhead.value},
+          {"transfer_overhead_s", c.pair.transfer_overhead.value},
           {"pair_gbps", gbps(c.pair.bandwidth)},
           {"fit_worst_relative_residual", c.pair.worst_relative_residual},
           {"all_pairs", c.all_pairs ? measurement_json(*c.all_pairs) : nlohmann::ordered_json()},
@@ -95,14 +104,16 @@ nlohmann::ordered_json calibration_json(const Calibration& c, const std::string&
 
 void print_points(const std::vector<PairMeasurement>& points) {
   for (const auto& m : points)
-    fmt::print("  one pair, {:>10} in {:>4} chunk{}: {}\n", human(m.bytes), m.chunks,
-               m.chunks == 1 ? " " : "s", human(m.seconds));
+    fmt::print("  one pair, {:>10} in {:>3} transfer{}, {:>4} chunk{}: {}\n", human(m.bytes), m.transfers,
+               m.transfers == 1 ? " " : "s", m.chunks, m.chunks == 1 ? " " : "s", human(m.seconds));
 }
 
 void print_line(std::string_view label, const PairFit& fit) {
-  fmt::print("{:<11} t = {} + chunks x {} + bytes / {:.2f} GB/s (worst point {:.1f} % off the fit)\n", label,
-             human(fit.latency), human(fit.chunk_overhead), gbps(fit.bandwidth),
-             100 * fit.worst_relative_residual);
+  fmt::print(
+      "{:<11} t = {} + transfers x {} + chunks x {} + bytes / {:.2f} GB/s (worst point {:.1f} % off the "
+      "fit)\n",
+      label, human(fit.latency), human(fit.transfer_overhead), human(fit.chunk_overhead), gbps(fit.bandwidth),
+      100 * fit.worst_relative_residual);
 }
 
 void print_calibration(const Calibration& c, const std::string& out) {
@@ -163,9 +174,14 @@ void print_calibration(const Calibration& c, const std::string& out) {
   REFIT_TRY(read_sizes(o.cache_sizes, "--cache-sizes", o.calibration.in_cache.sizes));
   REFIT_TRY(
       read_sizes(o.cache_overhead_sizes, "--cache-overhead-sizes", o.calibration.in_cache.overhead_sizes));
-  // No in-cache line: its default overhead sizes go with it.
-  if (o.cache_sizes == "none" && o.cache_overhead_sizes.empty())
-    o.calibration.in_cache.overhead_sizes.clear();
+  REFIT_TRY(read_sizes(o.transfer_sizes, "--transfer-sizes", o.calibration.streaming.transfer_sizes));
+  REFIT_TRY(
+      read_sizes(o.cache_transfer_sizes, "--cache-transfer-sizes", o.calibration.in_cache.transfer_sizes));
+  // No in-cache line: its default overhead and transfer sizes go with it.
+  if (o.cache_sizes == "none") {
+    if (o.cache_overhead_sizes.empty()) o.calibration.in_cache.overhead_sizes.clear();
+    if (o.cache_transfer_sizes.empty()) o.calibration.in_cache.transfer_sizes.clear();
+  }
   o.calibration.overhead_chunk = Bytes{o.overhead_chunk};
   o.calibration.memcpy_bytes = Bytes{o.memcpy_bytes};
   o.calibration.executor_options.timeout = Seconds{o.timeout};
@@ -199,10 +215,11 @@ Action add_calibrate_command(CLI::App& app) {
       "Measure this host's links with refit's own UCX executor between the processes of an mpirun "
       "job (an even number; 4 or more also measure every pair at once), memcpy and refit's CPU FP8 "
       "quantizer (in each format, which the file keeps), and write a "
-      "cluster file that predicts refits on this host. t = latency + chunks x overhead + bytes / "
-      "bandwidth for one pair's transfers of several sizes: the overhead, the sender's own time "
-      "per chunk, from what some took more cut in small chunks, then the line through the sizes as "
-      "refit cuts them (least squares of the relative error); every "
+      "cluster file that predicts refits on this host. t = latency + transfers x transfer overhead + "
+      "chunks x chunk overhead + bytes / bandwidth for one pair's transfers of several sizes: the "
+      "sender's own time per chunk from what some took more cut in small chunks, its own time per "
+      "transfer from what one took more as many tensors, a transfer each, then the line through the "
+      "sizes as refit cuts them (least squares of the relative error); every "
       "pair at once gives what the host's cores reach together, which the file models as one "
       "shared link that caps each process at one pair's bandwidth, so more processes than cores "
       "are predicted as they run. Small transfers again, whose shards stay in the caches, give a "
@@ -232,6 +249,16 @@ Action add_calibrate_command(CLI::App& app) {
   cmd->add_option("--cache-overhead-sizes", o->cache_overhead_sizes,
                   "In-cache bytes one pair moves again in chunks of --overhead-chunk (default "
                   "4194304,8388608); none: no overhead in cache");
+  cmd->add_option("--transfer-sizes", o->transfer_sizes,
+                  "Bytes one pair moves again as --transfers equal bf16 tensors, a transfer each (as the "
+                  "direct strategy plans them), to tell the sender's time per transfer; each a multiple of "
+                  "2 x --transfers (default 67108864); none: not measured, the file charges none");
+  cmd->add_option("--cache-transfer-sizes", o->cache_transfer_sizes,
+                  "In-cache bytes one pair moves again as --transfers tensors (default 4194304); none: no "
+                  "transfer overhead in cache");
+  cmd->add_option("--transfers", o->calibration.transfers,
+                  "The tensors, a transfer each, a transfer size is cut into (default 32)")
+      ->check(positive());
   cmd->add_option("--overhead-chunk", o->overhead_chunk,
                   "Chunk of the --overhead-sizes transfers in bytes (default 262144, m2n-ring's)")
       ->check(positive());

@@ -98,16 +98,20 @@ void print_nics(const Cluster& c) {
     fmt::print("{:>6} {:<14} {:>6} {:>8g} {:>11g}  {:<12} {}\n", n.id, text_or_dash(n.name), n.node,
                n.bandwidth.gbps(), n.latency.value * 1e6, ranges(values(n.gpus)), text_or_dash(n.pci_bus_id));
   // A calibrated file's: a line each rather than a column every preset would show empty.
-  for (const auto& n : c.nics())
+  for (const auto& n : c.nics()) {
     if (n.chunk_overhead.value > 0)
       fmt::print("nic {}: the sender's own time per chunk {:g} us (chunk_overhead_us)\n", n.id,
                  n.chunk_overhead.value * 1e6);
+    if (n.transfer_overhead.value > 0)
+      fmt::print("nic {}: the sender's own time per transfer {:g} us (transfer_overhead_us)\n", n.id,
+                 n.transfer_overhead.value * 1e6);
+  }
   for (const auto& k : c.spec().caches)
     fmt::print(
         "node {}: a refit whose ranks here hold at most {} bytes of shards runs in cache: NICs {:g} GB/s, "
-        "latency {:g} us, {:g} us per chunk, copies {:g} GB/s (caches)\n",
+        "latency {:g} us, {:g} us per chunk, {:g} us per transfer, copies {:g} GB/s (caches)\n",
         k.node, k.capacity.value, k.nic_bandwidth.gbps(), k.nic_latency.value * 1e6,
-        k.chunk_overhead.value * 1e6, k.copy_bandwidth.gbps());
+        k.chunk_overhead.value * 1e6, k.transfer_overhead.value * 1e6, k.copy_bandwidth.gbps());
 }
 
 void print_placement(const RankMap& c) {

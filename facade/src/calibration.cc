@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <iterator>
 #include <set>
 #include <vector>
 
@@ -26,63 +27,119 @@ std::uint32_t usable_cores() {
   return sched_getaffinity(0, sizeof(set), &set) == 0 ? static_cast<std::uint32_t>(CPU_COUNT(&set)) : 0;
 }
 
-// `pairs` pairs, each one training rank sending its own row of `bytes` to one inference rank; the
-// job has world / 2 ranks on each side and the others hold nothing.
-[[nodiscard]] Result<ReshardProblem> pairs_problem(std::int32_t world, std::int32_t pairs, Bytes bytes) {
+// `pairs` pairs, each one training rank sending its own rows of `bytes` in all to one inference
+// rank, a row of each of `tensors` equal tensors; the job has world / 2 ranks on each side and the
+// others hold nothing.
+[[nodiscard]] Result<ReshardProblem> pairs_problem(std::int32_t world, std::int32_t pairs, Bytes bytes,
+                                                   std::int32_t tensors) {
   const std::int32_t side = world / 2;
-  const Shape shape{pairs, bytes.value / dtype_size(DType::kBF16)};
+  const Shape shape{pairs, bytes.value / tensors / dtype_size(DType::kBF16)};
   std::vector<Rank> senders, receivers;
   for (std::int32_t p = 0; p < pairs; ++p) {
     senders.emplace_back(p);
     receivers.emplace_back(side + p);
   }
-  auto spec = REFIT_TRY(make_tensor_spec("calibration", shape, DType::kBF16));
-  auto from = REFIT_TRY(Layout::make(shape, REFIT_TRY(Mesh::make({pairs}, senders)), {Placement::shard(0)}));
-  auto to = REFIT_TRY(Layout::make(shape, REFIT_TRY(Mesh::make({pairs}, receivers)), {Placement::shard(0)}));
-  return ReshardProblem::make({{std::move(spec), std::move(from), std::move(to)}}, side, world - side);
+  const auto from_mesh = REFIT_TRY(Mesh::make({pairs}, senders));
+  const auto to_mesh = REFIT_TRY(Mesh::make({pairs}, receivers));
+  std::vector<TensorReshard> weights;
+  for (std::int32_t i = 0; i < tensors; ++i)
+    weights.push_back(
+        {REFIT_TRY(make_tensor_spec(tensors == 1 ? "calibration" : fmt::format("calibration.{}", i), shape,
+                                    DType::kBF16)),
+         REFIT_TRY(Layout::make(shape, from_mesh, {Placement::shard(0)})),
+         REFIT_TRY(Layout::make(shape, to_mesh, {Placement::shard(0)}))});
+  return ReshardProblem::make(std::move(weights), side, world - side);
+}
+
+// How a pair's bytes go: in chunks of `chunk` (refit plans PlanOptions::chunk), as `transfers`
+// tensors, a transfer each (the direct strategy's plan), or as one (refit's).
+struct Cut {
+  Bytes chunk = PlanOptions{}.chunk;
+  std::int32_t transfers = 1;
+};
+
+// One cut of each pair's bytes, prepared on this rank's shards; `measured` has its time once timed.
+struct ReadyCut {
+  PairMeasurement measured;
+  HostShards shards;
+  std::unique_ptr<PreparedPlan> prepared;
+};
+
+// Each pair's `bytes` as `cut` says, planned and prepared.
+[[nodiscard]] Result<ReadyCut> prepare_cut(Bootstrap& bootstrap, Executor& executor,
+                                           const CalibrationOptions& o, std::int32_t pairs, Bytes bytes,
+                                           Cut cut) {
+  const auto problem = REFIT_TRY(pairs_problem(bootstrap.size(), pairs, bytes, cut.transfers));
+  const auto cluster = REFIT_TRY(load_cluster({.preset = "cpu-host"}, job_of(problem)));
+  const auto made =
+      REFIT_TRY(plan(problem, cluster.placed, cut.transfers == 1 ? "refit" : "direct", {.chunk = cut.chunk}));
+  // The first pair's, as the executor cuts them (at most half its staging, on 16-byte
+  // boundaries): what runs.
+  PairMeasurement m{.bytes = bytes, .pairs = pairs, .chunks = 0, .transfers = 0};
+  for (const Transfer& t : made.transfers)
+    if (t.sender == made.transfers.front().sender) {
+      m.chunks += lowering::MessageLayout::count_chunks(made, t,
+                                                        lowering::chunk_limit(t, o.executor_options.staging));
+      ++m.transfers;
+    }
+  const Rank me{bootstrap.rank()};
+  auto shards = REFIT_TRY(
+      HostShards::allocate(problem, me, [&executor](Bytes b) { return executor.allocate_host(b); }));
+  auto prepared = REFIT_TRY(executor.prepare(made, me, shards.buffers()));
+  return ReadyCut{.measured = m, .shards = std::move(shards), .prepared = std::move(prepared)};
 }
 
 // The slowest rank's execute() of each repetition, from a common barrier, after one warm-up; the
 // destinations cleared before each as `refit run --iterations` clears them, around the cache, so
 // that the sender's stores do not wait for lines left dirty in this core's cache (HostShards).
-[[nodiscard]] Result<Seconds> time_executions(Bootstrap& bootstrap, Executor& executor,
-                                              PreparedPlan& prepared, HostShards& shards,
-                                              std::int32_t repetitions) {
-  REFIT_TRY(executor.execute(prepared));
-  std::vector<Seconds> slowest;
-  for (std::int32_t i = 0; i < repetitions; ++i) {
-    shards.clear_destinations();
-    REFIT_TRY(bootstrap.barrier());
-    const auto start = SteadyClock::now();
-    REFIT_TRY(executor.execute(prepared));
-    const auto all = REFIT_TRY(bootstrap.allgather(fmt::format("{}", seconds_since(start).value)));
-    Seconds worst{0};
-    for (const auto& text : all) worst = std::max(worst, Seconds{std::stod(text)});
-    slowest.push_back(worst);
-  }
-  return median_time(std::move(slowest));
+// The cuts take turns in each repetition, so that a host that speeds up or slows down as it stays
+// busy (a VM's does, by a fifth) changes them alike and their differences, which tell the
+// overheads, stay the cuts'. Each cut's time is the median of its repetitions.
+[[nodiscard]] Result<void> time_executions(Bootstrap& bootstrap, Executor& executor, std::span<ReadyCut> cuts,
+                                           std::int32_t repetitions) {
+  for (auto& c : cuts) REFIT_TRY(executor.execute(*c.prepared));
+  std::vector<std::vector<Seconds>> slowest(cuts.size());
+  for (std::int32_t i = 0; i < repetitions; ++i)
+    for (std::size_t k = 0; k < cuts.size(); ++k) {
+      cuts[k].shards.clear_destinations();
+      REFIT_TRY(bootstrap.barrier());
+      const auto start = SteadyClock::now();
+      REFIT_TRY(executor.execute(*cuts[k].prepared));
+      const auto all = REFIT_TRY(bootstrap.allgather(fmt::format("{}", seconds_since(start).value)));
+      Seconds worst{0};
+      for (const auto& text : all) worst = std::max(worst, Seconds{std::stod(text)});
+      slowest[k].push_back(worst);
+    }
+  for (std::size_t k = 0; k < cuts.size(); ++k) cuts[k].measured.seconds = median_time(std::move(slowest[k]));
+  return {};
 }
 
-// Each pair moves `bytes` in chunks of `chunk` (refit plans PlanOptions::chunk).
+// Each pair moves `bytes` in each of `cuts`, the cuts taking turns: a measurement per cut.
+[[nodiscard]] Result<std::vector<PairMeasurement>> measure_cuts(Bootstrap& bootstrap, Executor& executor,
+                                                                const CalibrationOptions& o,
+                                                                std::int32_t pairs, Bytes bytes,
+                                                                const std::vector<Cut>& cuts) {
+  std::vector<ReadyCut> ready;
+  for (const Cut& cut : cuts)
+    ready.push_back(REFIT_TRY(prepare_cut(bootstrap, executor, o, pairs, bytes, cut)));
+  REFIT_TRY(time_executions(bootstrap, executor, ready, o.repetitions));
+  std::vector<PairMeasurement> out;
+  for (const auto& r : ready) {
+    const PairMeasurement& m = r.measured;
+    if (bootstrap.rank() == 0 && o.progress)
+      o.progress(fmt::format("{} pair{} x {} bytes in {} transfer{}, {} chunk{}: {:.1f} us", pairs,
+                             pairs == 1 ? "" : "s", bytes.value, m.transfers, m.transfers == 1 ? "" : "s",
+                             m.chunks, m.chunks == 1 ? "" : "s", m.seconds.value * 1e6));
+    out.push_back(m);
+  }
+  return out;
+}
+
+// Each pair moves `bytes` in refit's cut.
 [[nodiscard]] Result<PairMeasurement> measure_pairs(Bootstrap& bootstrap, Executor& executor,
                                                     const CalibrationOptions& o, std::int32_t pairs,
-                                                    Bytes bytes, Bytes chunk = PlanOptions{}.chunk) {
-  const auto problem = REFIT_TRY(pairs_problem(bootstrap.size(), pairs, bytes));
-  const auto cluster = REFIT_TRY(load_cluster({.preset = "cpu-host"}, job_of(problem)));
-  const auto made = REFIT_TRY(plan(problem, cluster.placed, "refit", {.chunk = chunk}));
-  // As the executor cuts them (at most half its staging, on 16-byte boundaries): what ran.
-  const Transfer& first = made.transfers.front();
-  const std::int64_t chunks = lowering::MessageLayout::count_chunks(
-      made, first, lowering::chunk_limit(first, o.executor_options.staging));
-  const Rank me{bootstrap.rank()};
-  auto shards = REFIT_TRY(
-      HostShards::allocate(problem, me, [&executor](Bytes b) { return executor.allocate_host(b); }));
-  auto prepared = REFIT_TRY(executor.prepare(made, me, shards.buffers()));
-  const auto seconds = REFIT_TRY(time_executions(bootstrap, executor, *prepared, shards, o.repetitions));
-  if (bootstrap.rank() == 0 && o.progress)
-    o.progress(fmt::format("{} pair{} x {} bytes in {} chunk{}: {:.1f} us", pairs, pairs == 1 ? "" : "s",
-                           bytes.value, chunks, chunks == 1 ? "" : "s", seconds.value * 1e6));
-  return PairMeasurement{.bytes = bytes, .pairs = pairs, .seconds = seconds, .chunks = chunks};
+                                                    Bytes bytes) {
+  return REFIT_TRY(measure_cuts(bootstrap, executor, o, pairs, bytes, {Cut{}})).front();
 }
 
 // Rank 0 alone times `work` (after one untimed run that touches every page); every rank learns the
@@ -114,18 +171,26 @@ template <class Work>
   return BytesPerSecond{static_cast<double>(bytes.value) / s.value};
 }
 
-// One pair moves each of `line`'s sizes in refit's chunks, and its overhead sizes also in chunks of
-// the overhead chunk (again in refit's where the sizes lack them: the pair tells the overhead).
+// One pair moves each of `line`'s sizes in refit's cut, its overhead sizes also in chunks of the
+// overhead chunk and its transfer sizes also in many transfers, taking turns with refit's cut of
+// the same bytes (measured whether or not among the sizes): the pair tells the overhead.
 [[nodiscard]] Result<std::vector<PairMeasurement>> measure_line(Bootstrap& bootstrap, Executor& executor,
                                                                 const CalibrationOptions& o,
                                                                 const LineSizes& line) {
+  std::vector<Bytes> sizes = line.sizes;
+  for (const auto* extra : {&line.overhead_sizes, &line.transfer_sizes})
+    for (const Bytes b : *extra)
+      if (std::ranges::find(sizes, b) == sizes.end()) sizes.push_back(b);
   std::vector<PairMeasurement> points;
-  for (const Bytes b : line.sizes) points.push_back(REFIT_TRY(measure_pairs(bootstrap, executor, o, 1, b)));
-  for (const Bytes b : line.overhead_sizes)
-    if (std::ranges::find(line.sizes, b) == line.sizes.end())
-      points.push_back(REFIT_TRY(measure_pairs(bootstrap, executor, o, 1, b)));
-  for (const Bytes b : line.overhead_sizes)
-    points.push_back(REFIT_TRY(measure_pairs(bootstrap, executor, o, 1, b, o.overhead_chunk)));
+  for (const Bytes b : sizes) {
+    std::vector<Cut> cuts{Cut{}};
+    if (std::ranges::find(line.overhead_sizes, b) != line.overhead_sizes.end())
+      cuts.push_back({.chunk = o.overhead_chunk});
+    if (std::ranges::find(line.transfer_sizes, b) != line.transfer_sizes.end())
+      cuts.push_back({.transfers = o.transfers});
+    std::ranges::move(REFIT_TRY(measure_cuts(bootstrap, executor, o, 1, b, cuts)),
+                      std::back_inserter(points));
+  }
   return points;
 }
 
@@ -156,19 +221,36 @@ template <class Work>
 [[nodiscard]] Result<void> check_line_sizes(const LineSizes& line, std::string_view name, bool optional) {
   std::set<Bytes> distinct;
   for (const auto& [what, sizes] :
-       {std::pair{"sizes", &line.sizes}, std::pair{"overhead sizes", &line.overhead_sizes}})
+       {std::pair{"sizes", &line.sizes}, std::pair{"overhead sizes", &line.overhead_sizes},
+        std::pair{"transfer sizes", &line.transfer_sizes}})
     for (const Bytes b : *sizes) {
       if (b.value < 2 || b.value % 2 != 0 || b > limits::kMaxCalibrationBytes)
         return invalid(fmt::format("{}{}: {} bytes is not an even size in [2, {}]", name, what, b.value,
                                    limits::kMaxCalibrationBytes.value));
       distinct.insert(b);
     }
-  if (line.sizes.empty() && !line.overhead_sizes.empty())
-    return invalid(fmt::format("{}overhead sizes: given without {}sizes, which the overhead is fitted with",
-                               name, name));
+  for (const auto& [what, sizes] :
+       {std::pair{"overhead sizes", &line.overhead_sizes}, std::pair{"transfer sizes", &line.transfer_sizes}})
+    if (line.sizes.empty() && !sizes->empty())
+      return invalid(
+          fmt::format("{}{}: given without {}sizes, which the overhead is fitted with", name, what, name));
   if (distinct.size() < 2 && !(optional && distinct.empty()))
     return invalid(
         fmt::format("{}sizes: a line needs at least two distinct sizes, got {}", name, distinct.size()));
+  return {};
+}
+
+// Each transfer size cut into `transfers` whole bf16 tensors of equal size.
+[[nodiscard]] Result<void> check_transfer_sizes(const CalibrationOptions& o) {
+  if (o.streaming.transfer_sizes.empty() && o.in_cache.transfer_sizes.empty()) return {};
+  if (o.transfers < 2 || o.transfers > limits::kMaxCalibrationTransfers)
+    return invalid(fmt::format("transfers: {} is not in [2, {}] (the transfers a transfer size is cut into)",
+                               o.transfers, limits::kMaxCalibrationTransfers));
+  for (const auto& [name, line] : {std::pair{"", &o.streaming}, std::pair{"cache ", &o.in_cache}})
+    for (const Bytes b : line->transfer_sizes)
+      if (b.value % (std::int64_t{2} * o.transfers) != 0)
+        return invalid(fmt::format("{}transfer sizes: {} bytes do not cut into {} bf16 tensors of equal size",
+                                   name, b.value, o.transfers));
   return {};
 }
 
@@ -182,6 +264,7 @@ template <class Work>
     return invalid(fmt::format("memcpy bytes: must be >= 1, got {}", o.memcpy_bytes.value));
   REFIT_TRY(check_line_sizes(o.streaming, "", false));
   REFIT_TRY(check_line_sizes(o.in_cache, "cache ", true));
+  REFIT_TRY(check_transfer_sizes(o));
   if (!o.streaming.overhead_sizes.empty() || !o.in_cache.overhead_sizes.empty()) {
     REFIT_TRY_IN(check_chunk(o.overhead_chunk), "overhead chunk");
     if (o.overhead_chunk >= PlanOptions{}.chunk)
@@ -208,8 +291,9 @@ std::vector<std::string> gpu_notes() {
       "quantize kernels on the GPUs; NCCL is not measured"};
 }
 
-// What a line's overhead fit leaves uncharged, if anything; `name` says which line.
-std::optional<std::string> overhead_note(std::string_view name, const LineSizes& line, const PairFit& fit) {
+// What a line's chunk overhead fit leaves uncharged, if anything.
+std::optional<std::string> chunk_overhead_note(std::string_view name, const LineSizes& line,
+                                               const PairFit& fit) {
   if (line.overhead_sizes.empty())
     return fmt::format(
         "no {}overhead sizes: the sender's time per chunk was not measured, and the file charges none", name);
@@ -226,13 +310,31 @@ std::optional<std::string> overhead_note(std::string_view name, const LineSizes&
   return std::nullopt;
 }
 
+// What a line's overhead fits leave uncharged; `name` says which line.
+std::vector<std::string> overhead_notes(std::string_view name, const LineSizes& line, const PairFit& fit) {
+  std::vector<std::string> notes;
+  if (auto note = chunk_overhead_note(name, line, fit)) notes.push_back(std::move(*note));
+  if (line.transfer_sizes.empty())
+    notes.push_back(fmt::format(
+        "no {}transfer sizes: the sender's time per transfer was not measured, and the file charges none",
+        name));
+  else if (fit.transfer_overhead.value == 0)
+    notes.push_back(
+        fmt::format("the {}sender's time per transfer came out negative or could not be told from the "
+                    "latency (noise) and "
+                    "is taken as 0",
+                    name));
+  return notes;
+}
+
 // Every pair at once moves the largest streaming size; the host's bandwidth is their bytes over
-// the time less one latency and each sender's own chunks' overhead.
+// the time less one latency and each sender's own overheads, its chunks' and its transfer's.
 [[nodiscard]] Result<void> measure_host(Bootstrap& bootstrap, Executor& executor, const CalibrationOptions& o,
                                         Calibration& c) {
   const std::int32_t pairs = bootstrap.size() / 2;
   c.all_pairs = REFIT_TRY(measure_pairs(bootstrap, executor, o, pairs, std::ranges::max(o.streaming.sizes)));
-  const Seconds overhead{static_cast<double>(c.all_pairs->chunks) * c.pair.chunk_overhead.value};
+  const Seconds overhead = Seconds{static_cast<double>(c.all_pairs->chunks) * c.pair.chunk_overhead.value} +
+                           c.pair.transfer_overhead;
   const Seconds moving = c.all_pairs->seconds - c.pair.latency - overhead;
   if (!(moving.value > 0))
     return fail(
@@ -261,7 +363,7 @@ std::optional<std::string> overhead_note(std::string_view name, const LineSizes&
         fit.error().message));
     return {};
   }
-  if (auto note = overhead_note("in-cache ", o.in_cache, *fit)) c.notes.push_back(std::move(*note));
+  std::ranges::move(overhead_notes("in-cache ", o.in_cache, *fit), std::back_inserter(c.notes));
   // The capacity is what the largest in-cache pair held: its source and its destination.
   const Bytes largest = std::ranges::max(points, {}, &PairMeasurement::bytes).bytes;
   c.cache = CacheCalibration{.one_pair = std::move(points),
@@ -279,7 +381,7 @@ Result<Calibration> calibrate(Bootstrap& bootstrap, const CalibrationOptions& o)
   Calibration c{.processes = bootstrap.size(), .cores = usable_cores(), .notes = gpu_notes()};
   c.one_pair = REFIT_TRY(measure_line(bootstrap, *executor, o, o.streaming));
   c.pair = REFIT_TRY(fit_pair(c.one_pair));
-  if (auto note = overhead_note("", o.streaming, c.pair)) c.notes.push_back(std::move(*note));
+  std::ranges::move(overhead_notes("", o.streaming, c.pair), std::back_inserter(c.notes));
   c.host_bandwidth = c.pair.bandwidth;
   if (bootstrap.size() > 2)
     REFIT_TRY(measure_host(bootstrap, *executor, o, c));

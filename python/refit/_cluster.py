@@ -75,7 +75,8 @@ class Cluster:
 
         Keys (:func:`refit.preset_keys`): nodes, gpus_per_node, gpus_per_domain, nics_per_node,
         nic_gbps (NIC line rate in Gb/s), nvlink_gbps, copy_gbps, latency_us, chunk_overhead_us,
-        nvlink_latency_us, oversubscription, and infer_offset (the first GPU of the inference ranks).
+        transfer_overhead_us, nvlink_latency_us, oversubscription, and infer_offset (the first GPU of
+        the inference ranks).
 
         Raises:
             refit.BadInput: an unknown preset or key, or a bad value (the message names it).

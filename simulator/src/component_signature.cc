@@ -99,8 +99,8 @@ class SignatureWriter {
     out_.push_back(id);
     if (!fresh) return;
     const auto& spec = cluster_.cluster().nics()[at(n)];
-    out_.insert(out_.end(),
-                {bits(spec.bandwidth.value), bits(spec.latency.value), bits(spec.chunk_overhead.value)});
+    out_.insert(out_.end(), {bits(spec.bandwidth.value), bits(spec.latency.value),
+                             bits(spec.chunk_overhead.value), bits(spec.transfer_overhead.value)});
   }
 
   void domain(std::int32_t d) {

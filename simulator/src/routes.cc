@@ -93,10 +93,12 @@ Seconds Routes::latency(const Transfer& t) const {
   return n ? c_.cluster().nics()[at(*n)].latency : c_.cluster().nvlink_latency();
 }
 
-Seconds Routes::chunk_overhead(const Transfer& t) const {
-  if (t.link != LinkKind::kNetwork) return Seconds{0};
+Routes::SenderOverhead Routes::sender_overhead(const Transfer& t) const {
+  if (t.link != LinkKind::kNetwork) return {};
   const auto n = c_.nic_of(t.sender);
-  return n ? c_.cluster().nics()[at(*n)].chunk_overhead : Seconds{0};
+  if (!n) return {};
+  const NicSpec& nic = c_.cluster().nics()[at(*n)];
+  return {.per_chunk = nic.chunk_overhead, .per_transfer = nic.transfer_overhead};
 }
 
 bool copied_by_sender(const Transfer& t, const PlacedCluster& cluster) {

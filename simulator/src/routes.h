@@ -42,9 +42,14 @@ class Routes {
   void crossed(const Transfer& t, bool pack, bool unpack, std::vector<ResourceId>& out) const;
   // Per message: the sender NIC's latency over the network, NVLink's otherwise.
   Seconds latency(const Transfer& t) const;
-  // Per chunk, the sender's own time beyond its bytes: the sender NIC's measured overhead over the
-  // network (NicSpec::chunk_overhead), none otherwise (no calibration measures NVLink's).
-  Seconds chunk_overhead(const Transfer& t) const;
+  // The sender's own time beyond its bytes, per chunk and per transfer: the sender NIC's measured
+  // overheads over the network (NicSpec::chunk_overhead, transfer_overhead), none otherwise (no
+  // calibration measures NVLink's).
+  struct SenderOverhead {
+    Seconds per_chunk{};
+    Seconds per_transfer{};
+  };
+  SenderOverhead sender_overhead(const Transfer& t) const;
   // copied_by_sender(t, cluster) on this cluster.
   bool copied_by_sender(const Transfer& t) const;
   static TaskKind kind(LinkKind link);

@@ -33,11 +33,12 @@ std::vector<Knob> knobs() {
        }},
       {"NIC latency",
        [](ClusterSpec& c, DeploymentConstants&, double f) {
-         // Both are the NIC's fixed costs, per message and per chunk: a measured chunk overhead
-         // moves with the latency (the knob keeps its name, which outputs carry).
+         // All are the NIC's fixed costs, per message, per chunk and per transfer: measured
+         // overheads move with the latency (the knob keeps its name, which outputs carry).
          for (auto& n : c.nics) {
            n.latency = n.latency * f;
            n.chunk_overhead = n.chunk_overhead * f;
+           n.transfer_overhead = n.transfer_overhead * f;
          }
        }},
       {"NVLink bandwidth",

@@ -100,7 +100,7 @@ void TransferTasks::add_pieces(const Transfer& t, Seconds pack_time, const CallG
   const auto id = at(t.id);
   const auto upstream = cuts_.pipelined_upstream(t.id);
   const bool streamed = cuts_.stream(t.id) >= 0;
-  const Seconds chunk_overhead = routes_.chunk_overhead(t);
+  const auto overhead = routes_.sender_overhead(t);
   auto& spec = sink_.spec();
   cuts_.ends(t, ends_scratch_);
   // A piece starts where the transfer waits for more of its sender's quantisation.
@@ -129,7 +129,8 @@ void TransferTasks::add_pieces(const Transfer& t, Seconds pack_time, const CallG
     if (last && upstream >= 0) spec.deps.push_back(last_wait(upstream, cuts_.anchor(t.id).last));
     spec.bytes = Bytes{through - done};
     spec.latency = first ? routes_.latency(t) + pack_time : Seconds{0};
-    spec.overhead = Seconds{static_cast<double>(e - begin) * chunk_overhead.value};
+    spec.overhead = Seconds{static_cast<double>(e - begin) * overhead.per_chunk.value} +
+                    (first ? overhead.per_transfer : Seconds{0});
     pieces_.push_back({e, sink_.add(t.id, first ? pack_time : Seconds{0})});
     quantize_.put(t, pieces_.back().task);
     done = through;

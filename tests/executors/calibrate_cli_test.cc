@@ -30,11 +30,13 @@ testing::ShellResult calibrate(int np, const std::string& args) {
 
 // Small enough to be quick, far enough apart (0.3 ms against several ms on any host) that the time
 // grows with the size even on a loaded machine: calibrate refuses measurements where it does not.
-// The overhead size moves the larger size again in 128 chunks of 256 KiB instead of 4 of 8 MiB.
-// In cache, 64 KiB and 4 MiB, the latter also in 16 chunks.
+// The overhead size moves the larger size again in 128 chunks of 256 KiB instead of 4 of 8 MiB,
+// the transfer size again as 16 transfers of 2 MiB. In cache, 64 KiB and 4 MiB, the latter also
+// in 16 chunks and as 16 transfers.
 const std::string kSmall =
-    "--sizes 65536,33554432 --overhead-sizes 33554432 --cache-sizes 65536,4194304 --cache-overhead-sizes "
-    "4194304 --repetitions 3 --memcpy-bytes 1048576 --devices 6";
+    "--sizes 65536,33554432 --overhead-sizes 33554432 --transfer-sizes 33554432 --cache-sizes 65536,4194304 "
+    "--cache-overhead-sizes 4194304 --cache-transfer-sizes 4194304 --transfers 16 --repetitions 3 "
+    "--memcpy-bytes 1048576 --devices 6";
 
 class CalibratedHost : public ::testing::Test {
  protected:
@@ -53,10 +55,14 @@ TEST_F(CalibratedHost, CalibrateWritesAClusterFileOfTheHostTheSimulatorTakes) {
   const auto j = nlohmann::json::parse(r.out, nullptr, false);
   ASSERT_TRUE(j.is_object()) << r.out;
   EXPECT_EQ(j["processes"], 4);
-  ASSERT_EQ(j["one_pair"].size(), 3u);
-  EXPECT_EQ(j["one_pair"][1]["chunks"], 4);    // 32 MiB in chunks of 8 MiB (PlanOptions::chunk)
-  EXPECT_EQ(j["one_pair"][2]["chunks"], 128);  // the same in chunks of 256 KiB (--overhead-chunk)
+  ASSERT_EQ(j["one_pair"].size(), 4u);
+  EXPECT_EQ(j["one_pair"][1]["chunks"], 4);      // 32 MiB in chunks of 8 MiB (PlanOptions::chunk)
+  EXPECT_EQ(j["one_pair"][2]["chunks"], 128);    // the same in chunks of 256 KiB (--overhead-chunk)
+  EXPECT_EQ(j["one_pair"][3]["transfers"], 16);  // the same as 16 tensors of 2 MiB, a transfer each
+  EXPECT_EQ(j["one_pair"][3]["chunks"], 16);
+  for (const auto i : {1, 2}) EXPECT_EQ(j["one_pair"][i]["transfers"], 1);
   EXPECT_GE(j["chunk_overhead_s"].get<double>(), 0);
+  EXPECT_GE(j["transfer_overhead_s"].get<double>(), 0);
   EXPECT_EQ(j["all_pairs"]["pairs"], 2);  // 4 processes: 2 pairs at once
   EXPECT_GT(j["pair_gbps"].get<double>(), 0);
   EXPECT_GE(j["latency_s"].get<double>(), 0);
@@ -84,6 +90,7 @@ TEST_F(CalibratedHost, CalibrateWritesAClusterFileOfTheHostTheSimulatorTakes) {
     EXPECT_NEAR(of_scheme(c.gpus()[0].quantize_bandwidth, s).gbps(), measured, 1e-6 * measured);
   }
   EXPECT_NEAR(c.nics()[0].chunk_overhead.value, j["chunk_overhead_s"].get<double>(), 1e-12);
+  EXPECT_NEAR(c.nics()[0].transfer_overhead.value, j["transfer_overhead_s"].get<double>(), 1e-12);
 
   // The in-cache line, for refits of at most the 4 MiB pair's 8 MiB of shards; or, where this
   // host's noise gave no line, a note that says so and no cache.
@@ -91,14 +98,16 @@ TEST_F(CalibratedHost, CalibrateWritesAClusterFileOfTheHostTheSimulatorTakes) {
     EXPECT_NE(j["notes"].dump().find("the in-cache transfers gave no line"), std::string::npos) << r.out;
     EXPECT_TRUE(c.spec().caches.empty());
   } else {
-    ASSERT_EQ(j["cache"]["one_pair"].size(), 3u);
+    ASSERT_EQ(j["cache"]["one_pair"].size(), 4u);
     EXPECT_EQ(j["cache"]["one_pair"][2]["chunks"], 16);
+    EXPECT_EQ(j["cache"]["one_pair"][3]["transfers"], 16);
     ASSERT_EQ(c.spec().caches.size(), 1u);
     const auto& cache = c.spec().caches[0];
     EXPECT_EQ(cache.capacity.value, 8 << 20);
     EXPECT_EQ(j["cache"]["capacity_bytes"], 8 << 20);
     EXPECT_NEAR(cache.copy_bandwidth.gbps(), j["cache"]["memcpy_gbps"].get<double>(), 1e-9);
     EXPECT_NEAR(cache.nic_latency.value, j["cache"]["latency_s"].get<double>(), 1e-12);
+    EXPECT_NEAR(cache.transfer_overhead.value, j["cache"]["transfer_overhead_s"].get<double>(), 1e-12);
   }
 
   const auto again = calibrate(2, kSmall + " --out " + file_.string());
@@ -122,7 +131,8 @@ TEST_F(CalibratedHost, WithoutInCacheSizesTheFileHasNoCacheAndSaysSo) {
 }
 
 TEST_F(CalibratedHost, InCacheSizesThatGiveNoLineAreRefusedNamingThem) {
-  const auto one = calibrate(2, "--cache-sizes 65536 --cache-overhead-sizes none --repetitions 1");
+  const auto one = calibrate(
+      2, "--cache-sizes 65536 --cache-overhead-sizes none --cache-transfer-sizes none --repetitions 1");
   EXPECT_NE(one.exit_code, 0);
   EXPECT_NE(one.err.find("cache sizes: a line needs at least two distinct sizes, got 1"), std::string::npos)
       << one.err;
@@ -130,6 +140,23 @@ TEST_F(CalibratedHost, InCacheSizesThatGiveNoLineAreRefusedNamingThem) {
   EXPECT_NE(orphan.exit_code, 0);
   EXPECT_NE(orphan.err.find("cache overhead sizes: given without cache sizes"), std::string::npos)
       << orphan.err;
+  const auto orphan_transfers =
+      calibrate(2, "--cache-sizes none --cache-transfer-sizes 4194304 --repetitions 1");
+  EXPECT_NE(orphan_transfers.exit_code, 0);
+  EXPECT_NE(orphan_transfers.err.find("cache transfer sizes: given without cache sizes"), std::string::npos)
+      << orphan_transfers.err;
+}
+
+TEST_F(CalibratedHost, TransferSizesThatDoNotCutIntoEqualTensorsAreRefusedNamingThem) {
+  // 1,000,000 bytes are 500,000 bf16 elements, which 3 tensors do not share equally.
+  const auto uneven = calibrate(2, "--transfer-sizes 1000000 --transfers 3 --repetitions 1");
+  EXPECT_NE(uneven.exit_code, 0);
+  EXPECT_NE(uneven.err.find("transfer sizes: 1000000 bytes do not cut into 3 bf16 tensors of equal size"),
+            std::string::npos)
+      << uneven.err;
+  const auto one = calibrate(2, "--transfers 1 --repetitions 1");
+  EXPECT_NE(one.exit_code, 0);
+  EXPECT_NE(one.err.find("transfers: 1 is not in [2, 4096]"), std::string::npos) << one.err;
 }
 
 TEST_F(CalibratedHost, AnOddNumberOfProcessesIsRefusedNamingIt) {

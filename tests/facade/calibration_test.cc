@@ -1,7 +1,8 @@
-// Calibration's arithmetic: latency + chunks x overhead + bytes / bandwidth fitted to one pair's
-// transfers, and the cluster made of it, which must predict the very transfers it was calibrated
-// on (a transfer of one pair in n chunks takes latency + n x overhead + bytes / pair bandwidth;
-// every pair at once shares the host's bandwidth).
+// Calibration's arithmetic: latency + transfers x transfer overhead + chunks x chunk overhead +
+// bytes / bandwidth fitted to one pair's transfers, and the cluster made of it, which must predict
+// the very transfers it was calibrated on (one pair's m transfers in n chunks take latency + m x
+// transfer overhead + n x chunk overhead + bytes / pair bandwidth; every pair at once shares the
+// host's bandwidth).
 #include "refit/facade/calibration.h"
 
 #include <random>
@@ -45,21 +46,25 @@ TEST(CalibrationFit, PointsOnALineGiveItBack) {
   }
 }
 
-// t = a + n c + x / bw for each (x, n): the sizes in chunks of 8 MiB, and again in 256 KiB.
+// t = a + m t_o + n c + x / bw for each (x, m, n): the sizes in one transfer in chunks of 8 MiB,
+// again in 256 KiB, and again as 32 transfers of x / 32 bytes, each in chunks of 8 MiB.
 std::vector<PairMeasurement> on_plane(Seconds a, Seconds c, BytesPerSecond bw,
                                       const std::vector<std::int64_t>& sizes,
-                                      const std::vector<std::int64_t>& small_chunked) {
+                                      const std::vector<std::int64_t>& small_chunked,
+                                      Seconds t_o = Seconds{0}, const std::vector<std::int64_t>& many = {}) {
   std::vector<PairMeasurement> points;
-  const auto add = [&](std::int64_t x, std::int64_t chunk) {
-    const std::int64_t n = (x + chunk - 1) / chunk;
-    points.push_back(
-        {.bytes = Bytes{x},
-         .pairs = 1,
-         .seconds = a + Seconds{static_cast<double>(n) * c.value + static_cast<double>(x) / bw.value},
-         .chunks = n});
+  const auto add = [&](std::int64_t x, std::int64_t chunk, std::int32_t m) {
+    const std::int64_t n = m * ((x / m + chunk - 1) / chunk);
+    points.push_back({.bytes = Bytes{x},
+                      .pairs = 1,
+                      .seconds = a + Seconds{m * t_o.value + static_cast<double>(n) * c.value +
+                                             static_cast<double>(x) / bw.value},
+                      .chunks = n,
+                      .transfers = m});
   };
-  for (const auto x : sizes) add(x, std::int64_t{8} << 20);
-  for (const auto x : small_chunked) add(x, std::int64_t{256} << 10);
+  for (const auto x : sizes) add(x, std::int64_t{8} << 20, 1);
+  for (const auto x : small_chunked) add(x, std::int64_t{256} << 10, 1);
+  for (const auto x : many) add(x, std::int64_t{8} << 20, 32);
   return points;
 }
 
@@ -82,6 +87,49 @@ TEST(CalibrationFit, PointsOnAPlaneGiveItBack) {
     EXPECT_NEAR(fit->bandwidth.value, bw.value, 1e-6 * bw.value);
     EXPECT_LT(fit->worst_relative_residual, 1e-6);
   }
+}
+
+TEST(CalibrationFit, PointsOnAPlaneThroughTransfersGiveItBack) {
+  // 1000 random t = a + m t_o + n c + x / bw, t_o in [1, 50] us per transfer, the rest as above,
+  // through the default sizes, 64 MiB again in 256 KiB chunks and 64 MiB (or 64 and 128 MiB) as 32
+  // transfers: the fit returns a, t_o, c and bw to 1e-6 and no residual. (Each size in one
+  // transfer pays t_o once, so the fitted latency is what remains of the intercept.)
+  std::mt19937_64 rng(13);
+  std::uniform_real_distribution<double> latency_us(1, 300), transfer_us(1, 50), overhead_us(0.5, 20),
+      gbps(0.5, 50);
+  const std::vector<std::int64_t> sizes{256 << 10, 1 << 20, 64 << 20, 128 << 20, 256 << 20};
+  for (int trial = 0; trial < 1000; ++trial) {
+    const Seconds a{latency_us(rng) * 1e-6}, t_o{transfer_us(rng) * 1e-6}, c{overhead_us(rng) * 1e-6};
+    const auto bw = BytesPerSecond::from_gbps(gbps(rng));
+    std::vector<std::int64_t> many{64 << 20};
+    if (trial % 2) many.push_back(128 << 20);
+    const auto fit = fit_pair(on_plane(a, c, bw, sizes, {64 << 20}, t_o, many));
+    ASSERT_TRUE(fit) << fit.error().message;
+    EXPECT_TRUE(fit->transfer_overhead_told);
+    EXPECT_NEAR(fit->latency.value, a.value, 1e-6 * a.value);
+    EXPECT_NEAR(fit->transfer_overhead.value, t_o.value, 1e-6 * t_o.value);
+    EXPECT_NEAR(fit->chunk_overhead.value, c.value, 1e-6 * c.value);
+    EXPECT_NEAR(fit->bandwidth.value, bw.value, 1e-6 * bw.value);
+    EXPECT_LT(fit->worst_relative_residual, 1e-6);
+  }
+}
+
+TEST(CalibrationFit, ATransferOverheadThatComesOutNegativeIsTakenAsZero) {
+  // 1, 64 and 128 MiB on t = 50 us + x / 10 GB/s in one transfer, and 64 MiB as 32 transfers of
+  // 2 MiB 5 % faster: t_o < 0, which no sender has. It is taken as 0 and the line is the sizes'
+  // in one transfer: 50 us and 10 GB/s exactly.
+  auto points = on_plane(Seconds{50e-6}, Seconds{0}, BytesPerSecond::from_gbps(10),
+                         {1 << 20, 64 << 20, 128 << 20}, {}, Seconds{0}, {64 << 20});
+  points.back().seconds = points.back().seconds * 0.95;
+  const auto fit = fit_pair(points);
+  ASSERT_TRUE(fit) << fit.error().message;
+  EXPECT_TRUE(fit->transfer_overhead_told);
+  EXPECT_EQ(fit->transfer_overhead.value, 0);
+  EXPECT_NEAR(fit->latency.value, 50e-6, 1e-9 * 50e-6);
+  EXPECT_NEAR(fit->bandwidth.value, 10e9, 1e-9 * 10e9);
+  // Without a measurement in many transfers nothing tells it.
+  points.pop_back();
+  EXPECT_FALSE(fit_pair(points)->transfer_overhead_told);
 }
 
 TEST(CalibrationFit, OneChunkSizeCannotTellTheOverheadSoTheLineIsFitted) {
@@ -133,8 +181,21 @@ TEST(CalibrationFit, ABandwidthThatIsNotPositiveFallsBackToTheLine) {
   EXPECT_NEAR(fit->bandwidth.value, 63.0 * (1 << 20) / 4e-3, 1e-9 * 63.0 * (1 << 20) / 4e-3);
 }
 
-TEST(CalibrationFit, ItNeedsTwoSizesAndATimeThatGrows) {
+TEST(CalibrationFit, ItNeedsTwoSizesInOneTransferAndATimeThatGrows) {
   EXPECT_FALSE(fit_pair(on_line(Seconds{1e-5}, BytesPerSecond{1e9}, {4096, 4096})));
+  // Two sizes, but one of them only in many transfers: no line.
+  auto many = on_line(Seconds{1e-5}, BytesPerSecond{1e9}, {4096, 8192});
+  many.back().transfers = 4;
+  const auto one_size = fit_pair(many);
+  ASSERT_FALSE(one_size);
+  EXPECT_NE(one_size.error().message.find("at least two sizes in one transfer each, got 1"),
+            std::string::npos);
+  // A measurement of no transfer is refused, naming it.
+  auto none = on_line(Seconds{1e-5}, BytesPerSecond{1e9}, {4096, 8192});
+  none.back().transfers = 0;
+  const auto refused = fit_pair(none);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("8192 bytes in 0 transfers"), std::string::npos);
   // 1 MB in 2 ms, 2 MB in 1 ms: no positive bandwidth explains that.
   const std::vector<PairMeasurement> shrinking{
       {.bytes = Bytes{1000000}, .pairs = 1, .seconds = Seconds{2e-3}},
@@ -144,25 +205,31 @@ TEST(CalibrationFit, ItNeedsTwoSizesAndATimeThatGrows) {
   EXPECT_NE(fit.error().message.find("did not grow"), std::string::npos);
 }
 
-// 2 training + 2 inference ranks; `pairs` of them each move `bytes` from rank p to rank 2 + p.
-ReshardProblem pairs_problem(std::int32_t pairs, std::int64_t bytes) {
-  const Shape shape{pairs, bytes / 2};
+// 2 training + 2 inference ranks; `pairs` of them each move `bytes` from rank p to rank 2 + p, a
+// row of each of `tensors` equal tensors.
+ReshardProblem pairs_problem(std::int32_t pairs, std::int64_t bytes, std::int32_t tensors = 1) {
+  const Shape shape{pairs, bytes / tensors / 2};
   std::vector<Rank> from, to;
   for (std::int32_t p = 0; p < pairs; ++p) from.emplace_back(p), to.emplace_back(2 + p);
-  auto spec = make_tensor_spec("w", shape, DType::kBF16).value();
-  auto src = Layout::make(shape, Mesh::make({pairs}, from).value(), {Placement::shard(0)}).value();
-  auto dst = Layout::make(shape, Mesh::make({pairs}, to).value(), {Placement::shard(0)}).value();
-  return ReshardProblem::make({{spec, src, dst}}, 2, 2).value();
+  std::vector<TensorReshard> weights;
+  for (std::int32_t i = 0; i < tensors; ++i)
+    weights.push_back({make_tensor_spec("w" + std::to_string(i), shape, DType::kBF16).value(),
+                       Layout::make(shape, Mesh::make({pairs}, from).value(), {Placement::shard(0)}).value(),
+                       Layout::make(shape, Mesh::make({pairs}, to).value(), {Placement::shard(0)}).value()});
+  return ReshardProblem::make(std::move(weights), 2, 2).value();
 }
 
-// Each pair's bytes in chunks of `chunk` (0: one chunk).
-Seconds predicted(const ClusterSpec& spec, std::int32_t pairs, std::int64_t bytes, std::int64_t chunk = 0) {
-  const auto problem = pairs_problem(pairs, bytes);
+// Each pair's bytes in chunks of `chunk` (0: one chunk), as `tensors` tensors, which the direct
+// strategy sends a transfer each (refit's plan: one transfer a pair).
+Seconds predicted(const ClusterSpec& spec, std::int32_t pairs, std::int64_t bytes, std::int64_t chunk = 0,
+                  std::int32_t tensors = 1) {
+  const auto problem = pairs_problem(pairs, bytes, tensors);
   auto cluster = Cluster::make(spec).value();
   auto ranks = RankMap::place(cluster, job_of(problem)).value();
   const auto on = PlacedCluster::make(std::move(cluster), std::move(ranks)).value();
-  const auto made =
-      plan(problem, on, "refit", PlanOptions{.chunk = Bytes{chunk > 0 ? chunk : bytes}}).value();
+  const auto made = plan(problem, on, tensors == 1 ? "refit" : "direct",
+                         PlanOptions{.chunk = Bytes{chunk > 0 ? chunk : bytes}})
+                        .value();
   return simulate_plan(made, problem, on).value().predicted;
 }
 
@@ -201,6 +268,37 @@ TEST(CalibratedCluster, EachSenderPaysItsChunksOverhead) {
   const auto read = cluster_from_json(cluster_to_json(Cluster::make(*spec).value()));
   ASSERT_TRUE(read) << read.error().message;
   EXPECT_DOUBLE_EQ(read->cluster.nics()[0].chunk_overhead.value, 10e-6);
+}
+
+TEST(CalibratedCluster, EachTransferPaysItsOverheadOnce) {
+  // The pair above with t_o = 15 us per transfer and c = 10 us per chunk. One pair's 8 MiB as one
+  // transfer in one chunk: 20 + 15 + 10 us + 8 MiB / 4 GB/s = 2142.152 us. As 8 tensors of 1 MiB,
+  // a transfer each in one chunk each: 20 us + 8 x (15 + 10) us + 8 MiB / 4 GB/s = 2317.152 us:
+  // the transfers follow each other on the pair, their overheads one after another. The file
+  // keeps t_o, and so does the cache's.
+  const PairFit pair{.latency = Seconds{20e-6},
+                     .bandwidth = BytesPerSecond::from_gbps(4),
+                     .chunk_overhead = Seconds{10e-6},
+                     .transfer_overhead = Seconds{15e-6},
+                     .worst_relative_residual = 0};
+  const CacheCalibration cache{.one_pair = {},
+                               .pair = {.latency = Seconds{10e-6},
+                                        .bandwidth = BytesPerSecond::from_gbps(8),
+                                        .transfer_overhead = Seconds{2e-6},
+                                        .worst_relative_residual = 0},
+                               .memcpy_bandwidth = BytesPerSecond::from_gbps(20),
+                               .capacity = Bytes{1 << 20}};
+  const auto spec =
+      calibrated_cluster(4, pair, BytesPerSecond::from_gbps(6), BytesPerSecond::from_gbps(10), {}, cache);
+  ASSERT_TRUE(spec) << spec.error().message;
+  const std::int64_t bytes = 8 << 20;
+  const double one = 20e-6 + 15e-6 + 10e-6 + bytes / 4e9, eight = 20e-6 + 8 * 25e-6 + bytes / 4e9;
+  EXPECT_NEAR(predicted(*spec, 1, bytes).value, one, 1e-6 * one);
+  EXPECT_NEAR(predicted(*spec, 1, bytes, 1 << 20, 8).value, eight, 1e-6 * eight);
+  const auto read = cluster_from_json(cluster_to_json(Cluster::make(*spec).value()));
+  ASSERT_TRUE(read) << read.error().message;
+  EXPECT_DOUBLE_EQ(read->cluster.nics()[0].transfer_overhead.value, 15e-6);
+  EXPECT_DOUBLE_EQ(read->cluster.spec().caches[0].transfer_overhead.value, 2e-6);
 }
 
 TEST(CalibratedCluster, NoPredictionBelowItsLowerBound) {

@@ -19,17 +19,20 @@ struct Built {
   std::vector<TaskId> ends;
 };
 
-// The test cluster, its NICs charging `chunk_overhead` per chunk.
-PlacedCluster cluster_with(Seconds chunk_overhead) {
+// The test cluster, its NICs charging `overhead` per chunk and per transfer.
+PlacedCluster cluster_with(Routes::SenderOverhead overhead) {
   const auto placed = refit::testing::make_test_cluster(3, 1, 1, 2);
   ClusterSpec spec = placed.cluster().spec();
-  for (auto& n : spec.nics) n.chunk_overhead = chunk_overhead;
+  for (auto& n : spec.nics) {
+    n.chunk_overhead = overhead.per_chunk;
+    n.transfer_overhead = overhead.per_transfer;
+  }
   return PlacedCluster::make(Cluster::make(std::move(spec)).value(), placed.ranks()).value();
 }
 
 Built build(const Plan& plan, std::vector<lowering::TransferCopyCost> costs,
-            Seconds chunk_overhead = Seconds{0}) {
-  const auto cluster = cluster_with(chunk_overhead);
+            Routes::SenderOverhead overhead = {}) {
+  const auto cluster = cluster_with(overhead);
   const auto lowered = lowering::LoweredPlan::make(plan, lowering::kDefaultStaging).value();
   TaskSink sink({});
   const Routes routes(cluster, sink.model());
@@ -98,7 +101,7 @@ TEST(TransferTasks, EachPieceChargesItsChunksOverhead) {
   // charged.
   const auto plan = plan_of({transfer(0, 0, 1, 0, 4), transfer(1, 1, 2, 0, 4, 0)}, 4);
   constexpr double kO = 7e-6;
-  const auto b = build(plan, std::vector<lowering::TransferCopyCost>(2), Seconds{kO});
+  const auto b = build(plan, std::vector<lowering::TransferCopyCost>(2), {.per_chunk = Seconds{kO}});
   const Model& m = b.model.model;
   ASSERT_EQ(m.task_count(), 5);
   const std::vector<double> chunks{1, 3, 1, 2, 1};
@@ -109,13 +112,28 @@ TEST(TransferTasks, EachPieceChargesItsChunksOverhead) {
   for (std::int32_t i = 0; i < 5; ++i) EXPECT_EQ(unmeasured.model.model.overhead(TaskId{i}).value, 0);
 }
 
+TEST(TransferTasks, EachTransfersFirstPieceChargesItsTransferOverhead) {
+  // The relay plan with NICs that cost o = 7 us per chunk and t = 20 us per transfer: the
+  // upstream's pieces carry o + t and 3 o, the relay's o + t, 2 o and o: each transfer pays t
+  // once, with its first piece, before its bytes flow.
+  const auto plan = plan_of({transfer(0, 0, 1, 0, 4), transfer(1, 1, 2, 0, 4, 0)}, 4);
+  constexpr double kO = 7e-6, kT = 20e-6;
+  const auto b = build(plan, std::vector<lowering::TransferCopyCost>(2),
+                       {.per_chunk = Seconds{kO}, .per_transfer = Seconds{kT}});
+  const Model& m = b.model.model;
+  ASSERT_EQ(m.task_count(), 5);
+  const std::vector<double> expected{kO + kT, 3 * kO, kO + kT, 2 * kO, kO};
+  for (std::int32_t i = 0; i < 5; ++i)
+    EXPECT_NEAR(m.overhead(TaskId{i}).value, expected[static_cast<std::size_t>(i)], 1e-18) << "task " << i;
+}
+
 TEST(TransferTasks, AnUnpackAfterItsTransferPaysNoChunkOverhead) {
   // The 2 MiB transfer whose last chunk is unpacked, on NICs of o per chunk: its one piece of 2
   // chunks carries 2 o; the unpack, a task of no bytes after it, none.
   const auto plan = plan_of({transfer(0, 0, 1, 0, 2)}, 2);
   const lowering::TransferCopyCost cost{
       .packs = false, .unpacks = true, .pack_first = Bytes{0}, .unpack_last = Bytes{kMiB}};
-  const auto b = build(plan, {cost}, Seconds{5e-6});
+  const auto b = build(plan, {cost}, {.per_chunk = Seconds{5e-6}});
   ASSERT_EQ(b.model.model.task_count(), 2);
   EXPECT_NEAR(b.model.model.overhead(TaskId{0}).value, 10e-6, 1e-18);
   EXPECT_EQ(b.model.model.overhead(TaskId{1}).value, 0);

@@ -11,7 +11,8 @@ namespace refit {
 namespace {
 
 // Two nodes of two GPUs (50 GB/s NICs, 15 us, copies at 1500 GB/s); node 0 has a cache of 1 MiB
-// in which its NICs run at 80 GB/s with 5 us and 1 us per chunk, and its copies at 2000 GB/s.
+// in which its NICs run at 80 GB/s with 5 us, 1 us per chunk and 3 us per transfer, and its
+// copies at 2000 GB/s.
 ClusterSpec two_nodes_one_cached() {
   auto spec = testing::make_test_cluster(2, 2, 2, 2).cluster().spec();
   spec.caches.push_back({.node = 0,
@@ -19,6 +20,7 @@ ClusterSpec two_nodes_one_cached() {
                          .nic_bandwidth = BytesPerSecond::from_gbps(80),
                          .nic_latency = Seconds{5e-6},
                          .chunk_overhead = Seconds{1e-6},
+                         .transfer_overhead = Seconds{3e-6},
                          .copy_bandwidth = BytesPerSecond::from_gbps(2000)});
   return spec;
 }
@@ -33,6 +35,7 @@ TEST(CacheRegime, ANodeWhoseShardsFitRunsAtItsInCacheFiguresTheOthersAsBefore) {
     EXPECT_DOUBLE_EQ(nic.bandwidth.gbps(), cached ? 80 : 50) << nic.id;
     EXPECT_DOUBLE_EQ(nic.latency.value, cached ? 5e-6 : 15e-6) << nic.id;
     EXPECT_DOUBLE_EQ(nic.chunk_overhead.value, cached ? 1e-6 : 0) << nic.id;
+    EXPECT_DOUBLE_EQ(nic.transfer_overhead.value, cached ? 3e-6 : 0) << nic.id;
   }
   for (const auto& gpu : fitted.gpus)
     EXPECT_DOUBLE_EQ(gpu.copy_bandwidth.gbps(), gpu.node == 0 ? 2000 : 1500);

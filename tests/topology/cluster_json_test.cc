@@ -56,18 +56,23 @@ TEST(TopoJson, ImportedClustersRoundTrip) {
   }
 }
 
-TEST(TopoJson, AMeasuredChunkOverheadRoundTrips) {
-  // As refit calibrate writes it: 10.37 us per chunk on every NIC, kept bit for bit.
+TEST(TopoJson, MeasuredOverheadsRoundTrip) {
+  // As refit calibrate writes them: 10.37 us per chunk and 8.61 us per transfer on every NIC, kept
+  // bit for bit.
   auto c = size_preset_to_job("cpu-host", ranks(2, 2));
   ASSERT_TRUE(c.has_value()) << c.error().message;
   ClusterSpec spec = c->cluster().spec();
-  for (auto& n : spec.nics) n.chunk_overhead = Seconds{10.37e-6};
+  for (auto& n : spec.nics) {
+    n.chunk_overhead = Seconds{10.37e-6};
+    n.transfer_overhead = Seconds{8.61e-6};
+  }
   expect_round_trip(placed(Cluster::make(std::move(spec)).value(), ranks(2, 2)));
 }
 
 TEST(TopoJson, ACalibratedCacheRoundTrips) {
   // As refit calibrate writes it: node 0 runs a refit of at most 16 MiB of shards at 11.52 GB/s,
-  // 162.3 us, 3.6 us per chunk and copies at 14.69 GB/s; a capacity past 2 GiB is kept too.
+  // 162.3 us, 3.6 us per chunk, 0.4 us per transfer and copies at 14.69 GB/s; a capacity past 2 GiB
+  // is kept too.
   auto c = size_preset_to_job("cpu-host", ranks(2, 2));
   ASSERT_TRUE(c.has_value()) << c.error().message;
   ClusterSpec spec = c->cluster().spec();
@@ -77,6 +82,7 @@ TEST(TopoJson, ACalibratedCacheRoundTrips) {
                     .nic_bandwidth = BytesPerSecond::from_gbps(11.52),
                     .nic_latency = Seconds{162.3e-6},
                     .chunk_overhead = Seconds{3.6e-6},
+                    .transfer_overhead = Seconds{0.4e-6},
                     .copy_bandwidth = BytesPerSecond::from_gbps(14.69)}};
     expect_round_trip(placed(Cluster::make(spec).value(), ranks(2, 2)));
   }

@@ -107,7 +107,8 @@ std::string cluster_with(const std::string& object, const std::string& field, co
   std::string gpu =
       R"({"id": 0, "node": 0, "domain": 0, "nvlink_gbps": 370, "copy_gbps": 1450, "quantize_gbps": 0})";
   std::string nic =
-      R"({"id": 0, "node": 0, "gbps": 47, "latency_us": 15, "chunk_overhead_us": 0, "gpus": [0]})";
+      R"({"id": 0, "node": 0, "gbps": 47, "latency_us": 15, "chunk_overhead_us": 0, "transfer_overhead_us": 0,)"
+      R"( "gpus": [0]})";
   std::string& target = object == "gpus" ? gpu : nic;
   const auto at = target.find("\"" + field + "\"");
   const auto end = target.find_first_of(",}", at);
@@ -137,7 +138,9 @@ TEST(HostileClusterFile, BandwidthsOutsideTheLimitsAreRefusedNamingTheField) {
                         Case{"nics", "gbps", "1e-9", "nics[0].gbps"},
                         Case{"nics", "latency_us", "1e300", "nics[0].latency_us"},
                         Case{"nics", "chunk_overhead_us", "-1", "nics[0].chunk_overhead_us"},
-                        Case{"nics", "chunk_overhead_us", "1e300", "nics[0].chunk_overhead_us"}}) {
+                        Case{"nics", "chunk_overhead_us", "1e300", "nics[0].chunk_overhead_us"},
+                        Case{"nics", "transfer_overhead_us", "-1", "nics[0].transfer_overhead_us"},
+                        Case{"nics", "transfer_overhead_us", "1e300", "nics[0].transfer_overhead_us"}}) {
     const auto f = parse_cluster_json(cluster_with(c.object, c.field, c.value));
     EXPECT_EQ(error_code(f), ErrorCode::kOutOfRange) << c.field << "=" << c.value;
     if (!f) {

@@ -129,7 +129,7 @@ TEST(TopoPresets, OverridesChangeTheirFigure) {
   // nic_gbps=200 -> 200 x 47/400 = 23.5 GB/s; the others are taken as given.
   const auto c = preset(
       "dgx-h100:nic_gbps=200,nvlink_gbps=400,copy_gbps=1000,latency_us=20,"
-      "nvlink_latency_us=3,oversubscription=2,chunk_overhead_us=7.5");
+      "nvlink_latency_us=3,oversubscription=2,chunk_overhead_us=7.5,transfer_overhead_us=12.5");
   EXPECT_DOUBLE_EQ(c.nics()[0].bandwidth.gbps(), 23.5);
   EXPECT_DOUBLE_EQ(c.gpu(GpuId{0}).nvlink_bandwidth.gbps(), 400.0);
   EXPECT_DOUBLE_EQ(c.gpu(GpuId{0}).copy_bandwidth.gbps(), 1000.0);
@@ -137,7 +137,9 @@ TEST(TopoPresets, OverridesChangeTheirFigure) {
   EXPECT_DOUBLE_EQ(c.nvlink_latency().value, 3e-6);
   EXPECT_EQ(c.fabric().oversubscription, 2.0);
   EXPECT_DOUBLE_EQ(c.nics()[0].chunk_overhead.value, 7.5e-6);
+  EXPECT_DOUBLE_EQ(c.nics()[0].transfer_overhead.value, 12.5e-6);
   EXPECT_EQ(preset("dgx-h100").nics()[0].chunk_overhead.value, 0);  // no preset measures one
+  EXPECT_EQ(preset("dgx-h100").nics()[0].transfer_overhead.value, 0);
 }
 
 TEST(TopoPresets, NodeAndDomainShapes) {

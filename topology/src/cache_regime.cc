@@ -44,6 +44,7 @@ ClusterSpec in_cache_regime(ClusterSpec spec, const std::map<std::int32_t, Bytes
       nic.bandwidth = it->second->nic_bandwidth;
       nic.latency = it->second->nic_latency;
       nic.chunk_overhead = it->second->chunk_overhead;
+      nic.transfer_overhead = it->second->transfer_overhead;
     }
   for (auto& gpu : spec.gpus)
     if (const auto it = fitting.find(gpu.node); it != fitting.end())

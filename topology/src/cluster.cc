@@ -112,6 +112,8 @@ template <class At>
     if (!bandwidth_ok(n.bandwidth, false)) return bandwidth_error(at() + ".gbps", n.bandwidth, false);
     if (!latency_ok(n.latency)) return latency_error(at() + ".latency_us", n.latency);
     if (!latency_ok(n.chunk_overhead)) return latency_error(at() + ".chunk_overhead_us", n.chunk_overhead);
+    if (!latency_ok(n.transfer_overhead))
+      return latency_error(at() + ".transfer_overhead_us", n.transfer_overhead);
     for (std::size_t k = 0; k < n.gpus.size(); ++k) {
       const auto g = n.gpus[k].value;
       if (g < 0 || g >= static_cast<std::int32_t>(s.gpus.size()))
@@ -140,6 +142,8 @@ template <class At>
       return bandwidth_error(at() + ".nic_gbps", c.nic_bandwidth, false);
     if (!latency_ok(c.nic_latency)) return latency_error(at() + ".latency_us", c.nic_latency);
     if (!latency_ok(c.chunk_overhead)) return latency_error(at() + ".chunk_overhead_us", c.chunk_overhead);
+    if (!latency_ok(c.transfer_overhead))
+      return latency_error(at() + ".transfer_overhead_us", c.transfer_overhead);
     if (!bandwidth_ok(c.copy_bandwidth, false))
       return bandwidth_error(at() + ".copy_gbps", c.copy_bandwidth, false);
   }

@@ -83,16 +83,19 @@ Json nic_to_json(const NicSpec& n) {
   j["gpus"] = gpu_ids(n.gpus);
   if (!n.pci_bus_id.empty()) j["pci_bus_id"] = n.pci_bus_id;
   if (n.chunk_overhead.value > 0) j["chunk_overhead_us"] = us_field(n.chunk_overhead);
+  if (n.transfer_overhead.value > 0) j["transfer_overhead_us"] = us_field(n.transfer_overhead);
   return j;
 }
 
 Json cache_to_json(const CacheSpec& c) {
-  return {{"node", c.node},
-          {"capacity_bytes", c.capacity.value},
-          {"nic_gbps", gbps_field(c.nic_bandwidth)},
-          {"latency_us", us_field(c.nic_latency)},
-          {"chunk_overhead_us", us_field(c.chunk_overhead)},
-          {"copy_gbps", gbps_field(c.copy_bandwidth)}};
+  Json j{{"node", c.node},
+         {"capacity_bytes", c.capacity.value},
+         {"nic_gbps", gbps_field(c.nic_bandwidth)},
+         {"latency_us", us_field(c.nic_latency)},
+         {"chunk_overhead_us", us_field(c.chunk_overhead)}};
+  if (c.transfer_overhead.value > 0) j["transfer_overhead_us"] = us_field(c.transfer_overhead);
+  j["copy_gbps"] = gbps_field(c.copy_bandwidth);
+  return j;
 }
 
 using json_fields::FieldReader;
@@ -196,8 +199,10 @@ QuantizeRates quantize_field(FieldReader& f, const nlohmann::json& gpu) {
 }
 
 [[nodiscard]] Result<NicSpec> read_nic(const nlohmann::json& j, const std::string& at, std::int32_t index) {
-  REFIT_TRY(require_known_keys(
-      j, at, {"id", "name", "node", "gbps", "latency_us", "gpus", "pci_bus_id", "chunk_overhead_us"}, kRoot));
+  REFIT_TRY(require_known_keys(j, at,
+                               {"id", "name", "node", "gbps", "latency_us", "gpus", "pci_bus_id",
+                                "chunk_overhead_us", "transfer_overhead_us"},
+                               kRoot));
   FieldReader f(j, at, kMaxId);
   NicSpec nic{.id = id32(f.integer_or("id", 0, index)),
               .name = f.string_or("name", ""),
@@ -206,7 +211,8 @@ QuantizeRates quantize_field(FieldReader& f, const nlohmann::json& gpu) {
               .latency = hw::micros(f.number("latency_us")),
               .gpus = gpu_ids_of(f.integers("gpus", 0)),
               .pci_bus_id = f.string_or("pci_bus_id", ""),
-              .chunk_overhead = hw::micros(f.number_or("chunk_overhead_us", 0.0))};
+              .chunk_overhead = hw::micros(f.number_or("chunk_overhead_us", 0.0)),
+              .transfer_overhead = hw::micros(f.number_or("transfer_overhead_us", 0.0))};
   REFIT_TRY(f.status());
   return nic;
 }
@@ -221,8 +227,10 @@ QuantizeRates quantize_field(FieldReader& f, const nlohmann::json& gpu) {
 }
 
 [[nodiscard]] Result<CacheSpec> read_cache(const nlohmann::json& j, const std::string& at, std::int32_t) {
-  REFIT_TRY(require_known_keys(
-      j, at, {"node", "capacity_bytes", "nic_gbps", "latency_us", "chunk_overhead_us", "copy_gbps"}, kRoot));
+  REFIT_TRY(require_known_keys(j, at,
+                               {"node", "capacity_bytes", "nic_gbps", "latency_us", "chunk_overhead_us",
+                                "transfer_overhead_us", "copy_gbps"},
+                               kRoot));
   FieldReader f(j, at, kMaxId);
   FieldReader sizes(j, at);  // a capacity may pass 2 GiB, where ids may not
   CacheSpec cache{.node = id32(f.integer("node", 0)),
@@ -230,6 +238,7 @@ QuantizeRates quantize_field(FieldReader& f, const nlohmann::json& gpu) {
                   .nic_bandwidth = BytesPerSecond::from_gbps(f.number("nic_gbps")),
                   .nic_latency = hw::micros(f.number("latency_us")),
                   .chunk_overhead = hw::micros(f.number_or("chunk_overhead_us", 0.0)),
+                  .transfer_overhead = hw::micros(f.number_or("transfer_overhead_us", 0.0)),
                   .copy_bandwidth = BytesPerSecond::from_gbps(f.number("copy_gbps"))};
   for (const auto* reader : {&f, &sizes}) REFIT_TRY(reader->status());
   return cache;

@@ -117,6 +117,12 @@ constexpr Key kKeys[] = {
      [](PresetParams& p, std::string_view k, std::string_view v) {
        return assign(p.chunk_overhead, number(k, v, 0.0, kMaxLatencyUs), hw::micros);
      }},
+    {"transfer_overhead_us",
+     "the sender's own time per transfer sent over the network beyond its chunks', microseconds "
+     "(default 0: presets measure none; refit calibrate does)",
+     [](PresetParams& p, std::string_view k, std::string_view v) {
+       return assign(p.transfer_overhead, number(k, v, 0.0, kMaxLatencyUs), hw::micros);
+     }},
     {"nvlink_latency_us", "NVLink latency per message, microseconds",
      [](PresetParams& p, std::string_view k, std::string_view v) {
        return assign(p.nvlink_latency, number(k, v, 0.0, kMaxLatencyUs), hw::micros);

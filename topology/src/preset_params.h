@@ -27,7 +27,8 @@ struct PresetParams {
   Bytes memory;              // per GPU; 0 when unknown
   Seconds latency;           // per network message
   Seconds nvlink_latency;
-  Seconds chunk_overhead{};  // the sender's own time per chunk over the network: none measured
+  Seconds chunk_overhead{};     // the sender's own time per chunk over the network: none measured
+  Seconds transfer_overhead{};  // and per transfer: none measured
   double oversubscription = 1.0;
   std::optional<std::int32_t> nodes;  // nullopt: sized to the placement
   std::optional<std::int32_t> infer_offset;

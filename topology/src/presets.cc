@@ -107,7 +107,8 @@ ClusterSpec build(const PresetParams& p, std::string name, std::int32_t nodes) {
                   .latency = p.latency,
                   .gpus = {},
                   .pci_bus_id = "",
-                  .chunk_overhead = p.chunk_overhead};
+                  .chunk_overhead = p.chunk_overhead,
+                  .transfer_overhead = p.transfer_overhead};
       for (std::int32_t k = 0; k < gpus_per_nic; ++k) nic.gpus.emplace_back(n * gpn + i * gpus_per_nic + k);
       spec.nics.push_back(std::move(nic));
     }

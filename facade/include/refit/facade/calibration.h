@@ -6,9 +6,11 @@
 // What is measured, each time as `refit run` times an iteration (the slowest rank's execute(),
 // from a common barrier; the median of the repetitions, after one warm-up execution):
 //   - one pair: rank 0 sends a transfer of each size to the first inference rank (in chunks as
-//     refit plans them, and some sizes again in many small chunks), the other ranks idle;
-//     t = latency + chunks * overhead + bytes / bandwidth gives the sender's own time per chunk
-//     (its put, flush and notice: what the same bytes took more per chunk more), then the
+//     refit plans them, some sizes again in many small chunks, and one again as many transfers),
+//     the other ranks idle; t = latency + transfers * transfer overhead + chunks * chunk overhead
+//     + bytes / bandwidth gives the sender's own time per chunk (its put, flush and notice: what
+//     the same bytes took more per chunk more), its own time per transfer (what the same bytes
+//     took more per transfer more, as plans of a transfer per tensor cut them), then the
 //     per-message latency and the pair bandwidth (least squares of the relative error over the
 //     sizes as refit cuts them); streaming, with shards larger than the caches, and again in
 //     cache, with shards that stay in them between executions (a small refit's), where copies
@@ -45,15 +47,22 @@ namespace refit {
 namespace limits {
 // The largest transfer one pair is calibrated with: 4 GiB.
 inline constexpr Bytes kMaxCalibrationBytes{std::int64_t{1} << 32};
+// The most transfers a transfer size is cut into (a plan of a tensor each).
+inline constexpr std::int32_t kMaxCalibrationTransfers = 4096;
 }  // namespace limits
 
-// The transfers of one pair a line t = latency + chunks x overhead + bytes / bandwidth is fitted to.
+// The transfers of one pair a line t = latency + transfers x transfer overhead + chunks x chunk
+// overhead + bytes / bandwidth is fitted to.
 struct LineSizes {
   std::vector<Bytes> sizes;  // each cut into chunks as refit plans them (PlanOptions::chunk, 8 MiB)
   // Moved again in chunks of CalibrationOptions::overhead_chunk (m2n-ring's 256 KiB): the same
   // bytes in more chunks tell the sender's time per chunk apart from the bandwidth. Empty: the
   // overhead is not measured, and none is charged.
   std::vector<Bytes> overhead_sizes;
+  // Moved again as CalibrationOptions::transfers equal tensors, a transfer each (as the direct
+  // strategy plans a pair's tensors; refit plans one transfer a pair): the same bytes in more
+  // transfers tell the sender's time per transfer. Empty: not measured, and none is charged.
+  std::vector<Bytes> transfer_sizes;
 };
 
 struct CalibrationOptions {
@@ -64,13 +73,18 @@ struct CalibrationOptions {
   // the line.
   LineSizes streaming{
       .sizes = {Bytes{256 << 10}, Bytes{1 << 20}, Bytes{64 << 20}, Bytes{128 << 20}, Bytes{256 << 20}},
-      .overhead_sizes = {Bytes{64 << 20}, Bytes{128 << 20}}};
+      .overhead_sizes = {Bytes{64 << 20}, Bytes{128 << 20}},
+      .transfer_sizes = {Bytes{64 << 20}}};
   // In cache (CacheSpec): shards small enough to stay in this core's caches between the
   // executions, as a small refit's do; the largest bounds the regime. Empty sizes: not measured,
   // and the file predicts every refit at the streaming figures.
   LineSizes in_cache{.sizes = {Bytes{256 << 10}, Bytes{1 << 20}, Bytes{4 << 20}, Bytes{8 << 20}},
-                     .overhead_sizes = {Bytes{4 << 20}, Bytes{8 << 20}}};
+                     .overhead_sizes = {Bytes{4 << 20}, Bytes{8 << 20}},
+                     .transfer_sizes = {Bytes{4 << 20}}};
   Bytes overhead_chunk{256 << 10};
+  // The tensors a transfer size is cut into, a transfer each: 64 MiB as 2 MiB tensors, the size of
+  // a small model's weights, 4 MiB in cache as 128 KiB ones.
+  std::int32_t transfers = 32;
   std::int32_t repetitions = 5;  // timed executions per measurement (the median is kept)
   Bytes memcpy_bytes{64 << 20};  // the buffer rank 0 copies, and the bf16 weight it quantizes
   std::int32_t devices = 8;      // processes the cluster file describes (the largest job it fits)
@@ -78,15 +92,18 @@ struct CalibrationOptions {
   std::function<void(std::string_view)> progress;  // a line per measurement, on rank 0
 };
 
-// One measurement: `pairs` pairs each moving `bytes` in `chunks` chunks, the median seconds.
+// One measurement: `pairs` pairs each moving `bytes` in `transfers` transfers of `chunks` chunks
+// in all, the median seconds.
 struct PairMeasurement {
   Bytes bytes;  // per pair
   std::int32_t pairs = 1;
   Seconds seconds;
-  std::int64_t chunks = 1;  // per pair
+  std::int64_t chunks = 1;     // per pair
+  std::int32_t transfers = 1;  // per pair
 };
 
-// t = latency + chunks * chunk_overhead + bytes / bandwidth, fitted to the one-pair measurements.
+// t = latency + transfers * transfer_overhead + chunks * chunk_overhead + bytes / bandwidth, fitted
+// to the one-pair measurements.
 struct PairFit {
   Seconds latency;
   BytesPerSecond bandwidth;
@@ -95,6 +112,10 @@ struct PairFit {
   Seconds chunk_overhead{};
   // Whether some bytes were moved in two chunk counts, which tells the overhead from the bandwidth.
   bool overhead_told = false;
+  // The same for the sender's time per transfer: 0 when not told (transfer_overhead_told false),
+  // or where it came out negative or left a negative latency.
+  Seconds transfer_overhead{};
+  bool transfer_overhead_told = false;
   double worst_relative_residual = 0;  // the largest |fit - measured| / measured of the points
 };
 
@@ -123,12 +144,15 @@ struct Calibration {
   ClusterSpec cluster;                    // what the cluster file holds
 };
 
-// The overhead first: what the sizes measured in more chunks than their fewest took more, over
-// the chunks more (pooled; 0 where negative). Then the line through each size in its fewest
-// chunks (as refit cuts it), less that overhead, by weighted least squares of the relative error
-// (each point's weight 1 / t^2), so that the small transfers, where the latency shows, count as
-// much as the large ones; the small-chunk measurements tell the overhead and do not pull the
-// line. Errors: fewer than two distinct sizes, or a time that does not grow with the size.
+// The chunk overhead first: what the sizes measured in more chunks than their fewest took more,
+// over the chunks more (pooled; 0 where negative). Then the transfer overhead: what the sizes
+// measured in more transfers took more than in one, less their chunks more at that overhead,
+// over the transfers more (pooled; 0 where negative). Then the line through each size in one
+// transfer in its fewest chunks (as refit cuts it), less those overheads, by weighted least
+// squares of the relative error (each point's weight 1 / t^2), so that the small transfers, where
+// the latency shows, count as much as the large ones; the measurements that tell the overheads
+// do not pull the line. Errors: fewer than two distinct sizes, a time that does not grow with the
+// size, or a measurement of fewer than one transfer.
 [[nodiscard]] Result<PairFit> fit_pair(const std::vector<PairMeasurement>& points);
 
 // The host as the simulator models it (see the file's comment): `devices` processes, each its own

@@ -61,6 +61,10 @@ struct NicSpec {
   // overhead), paid before the chunk's bytes flow and not overlapped with the chunk before it;
   // refit calibrate measures it, 0 when unmeasured.
   Seconds chunk_overhead{};
+  // The sender's own time per transfer beyond its chunks' (a transfer of its own to be granted,
+  // announced and completed: refit's UCX executor wakes its receiver for each), paid as the chunk
+  // overhead is, once per transfer; refit calibrate measures it, 0 when unmeasured.
+  Seconds transfer_overhead{};
   bool operator==(const NicSpec&) const = default;
 };
 
@@ -88,6 +92,7 @@ struct CacheSpec {
   BytesPerSecond nic_bandwidth;   // each of the node's NICs, per direction
   Seconds nic_latency;            // per message
   Seconds chunk_overhead{};       // the sender's own time per chunk (NicSpec::chunk_overhead)
+  Seconds transfer_overhead{};    // and per transfer (NicSpec::transfer_overhead)
   BytesPerSecond copy_bandwidth;  // each of the node's devices' copies (pack, unpack)
   bool operator==(const CacheSpec&) const = default;
 };
