@@ -254,8 +254,8 @@ Action add_calibrate_command(CLI::App& app) {
                   "direct strategy plans them), to tell the sender's time per transfer; each a multiple of "
                   "2 x --transfers (default 67108864); none: not measured, the file charges none");
   cmd->add_option("--cache-transfer-sizes", o->cache_transfer_sizes,
-                  "In-cache bytes one pair moves again as --transfers tensors (default 4194304); none: no "
-                  "transfer overhead in cache");
+                  "In-cache bytes one pair moves again as --transfers tensors; each a multiple of 2 x "
+                  "--transfers (default 4194304); none: no transfer overhead in cache");
   cmd->add_option("--transfers", o->calibration.transfers,
                   "The tensors, a transfer each, a transfer size is cut into (default 32)")
       ->check(positive());

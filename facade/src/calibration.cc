@@ -135,11 +135,11 @@ struct ReadyCut {
   return out;
 }
 
-// Each pair moves `bytes` in refit's cut.
+// Each pair moves `bytes` as `cut` says (refit's cut by default).
 [[nodiscard]] Result<PairMeasurement> measure_pairs(Bootstrap& bootstrap, Executor& executor,
                                                     const CalibrationOptions& o, std::int32_t pairs,
-                                                    Bytes bytes) {
-  return REFIT_TRY(measure_cuts(bootstrap, executor, o, pairs, bytes, {Cut{}})).front();
+                                                    Bytes bytes, Cut cut = {}) {
+  return REFIT_TRY(measure_cuts(bootstrap, executor, o, pairs, bytes, {cut})).front();
 }
 
 // Rank 0 alone times `work` (after one untimed run that touches every page); every rank learns the
@@ -171,12 +171,23 @@ template <class Work>
   return BytesPerSecond{static_cast<double>(bytes.value) / s.value};
 }
 
+// How a line's cuts of one size are timed.
+enum class Turns {
+  // Execution by execution, so that the host's drift while busy changes them alike: streaming,
+  // where each execution goes through memory anyway.
+  kTaken,
+  // Each cut's repetitions after the other's: in cache, where each cut's shards must stay in the
+  // caches between its own executions, which other cuts' shards in between would evict on a host
+  // whose caches hold one cut's shards and not all of them.
+  kOneAfterTheOther,
+};
+
 // One pair moves each of `line`'s sizes in refit's cut, its overhead sizes also in chunks of the
-// overhead chunk and its transfer sizes also in many transfers, taking turns with refit's cut of
-// the same bytes (measured whether or not among the sizes): the pair tells the overhead.
+// overhead chunk and its transfer sizes also in many transfers, each beside refit's cut of the same
+// bytes (measured whether or not among the sizes): the pair tells the overhead.
 [[nodiscard]] Result<std::vector<PairMeasurement>> measure_line(Bootstrap& bootstrap, Executor& executor,
                                                                 const CalibrationOptions& o,
-                                                                const LineSizes& line) {
+                                                                const LineSizes& line, Turns turns) {
   std::vector<Bytes> sizes = line.sizes;
   for (const auto* extra : {&line.overhead_sizes, &line.transfer_sizes})
     for (const Bytes b : *extra)
@@ -188,8 +199,12 @@ template <class Work>
       cuts.push_back({.chunk = o.overhead_chunk});
     if (std::ranges::find(line.transfer_sizes, b) != line.transfer_sizes.end())
       cuts.push_back({.transfers = o.transfers});
-    std::ranges::move(REFIT_TRY(measure_cuts(bootstrap, executor, o, 1, b, cuts)),
-                      std::back_inserter(points));
+    if (turns == Turns::kTaken) {
+      std::ranges::move(REFIT_TRY(measure_cuts(bootstrap, executor, o, 1, b, cuts)),
+                        std::back_inserter(points));
+      continue;
+    }
+    for (const Cut& cut : cuts) points.push_back(REFIT_TRY(measure_pairs(bootstrap, executor, o, 1, b, cut)));
   }
   return points;
 }
@@ -319,11 +334,10 @@ std::vector<std::string> overhead_notes(std::string_view name, const LineSizes& 
         "no {}transfer sizes: the sender's time per transfer was not measured, and the file charges none",
         name));
   else if (fit.transfer_overhead.value == 0)
-    notes.push_back(
-        fmt::format("the {}sender's time per transfer came out negative or could not be told from the "
-                    "latency (noise) and "
-                    "is taken as 0",
-                    name));
+    notes.push_back(fmt::format(
+        "the {}sender's time per transfer came out negative or could not be told from the latency "
+        "(noise) and is taken as 0",
+        name));
   return notes;
 }
 
@@ -340,7 +354,7 @@ std::vector<std::string> overhead_notes(std::string_view name, const LineSizes& 
     return fail(
         ErrorCode::kRuntime,
         fmt::format("every pair at once took {} s, no more than one message's latency ({} s) and "
-                    "its {} chunks' overhead ({} s): the measurements are noise",
+                    "its overheads ({} chunks and a transfer: {} s): the measurements are noise",
                     c.all_pairs->seconds.value, c.pair.latency.value, c.all_pairs->chunks, overhead.value));
   c.host_bandwidth = BytesPerSecond{static_cast<double>(c.all_pairs->bytes.value) * pairs / moving.value};
   return {};
@@ -354,7 +368,7 @@ std::vector<std::string> overhead_notes(std::string_view name, const LineSizes& 
     c.notes.push_back("no in-cache sizes: the file predicts every refit at the streaming figures");
     return {};
   }
-  auto points = REFIT_TRY(measure_line(bootstrap, executor, o, o.in_cache));
+  auto points = REFIT_TRY(measure_line(bootstrap, executor, o, o.in_cache, Turns::kOneAfterTheOther));
   // Every rank fits the same points, so every rank takes the same branch.
   auto fit = fit_pair(points);
   if (!fit) {
@@ -379,7 +393,7 @@ Result<Calibration> calibrate(Bootstrap& bootstrap, const CalibrationOptions& o)
   REFIT_TRY(check_calibration_options(bootstrap, o));
   auto executor = REFIT_TRY_IN(make_executor(o.executor, bootstrap, o.executor_options), "--executor");
   Calibration c{.processes = bootstrap.size(), .cores = usable_cores(), .notes = gpu_notes()};
-  c.one_pair = REFIT_TRY(measure_line(bootstrap, *executor, o, o.streaming));
+  c.one_pair = REFIT_TRY(measure_line(bootstrap, *executor, o, o.streaming, Turns::kTaken));
   c.pair = REFIT_TRY(fit_pair(c.one_pair));
   std::ranges::move(overhead_notes("", o.streaming, c.pair), std::back_inserter(c.notes));
   c.host_bandwidth = c.pair.bandwidth;

@@ -18,7 +18,7 @@ void TaskSink::record(std::int32_t transfer, Seconds copy) {
 TaskId TaskSink::add(std::int32_t transfer, Seconds copy) {
   record(transfer, copy);
   const TaskId task = out_.model.add_task(spec_);
-  spec_.overhead = Seconds{0};  // a piece's own chunks' (transfer_tasks.cc), never the next task's
+  spec_.overhead = Seconds{0};  // a piece's own (transfer_tasks.cc), never the next task's
   return task;
 }
 

@@ -116,10 +116,12 @@ TEST_F(CalibratedHost, CalibrateWritesAClusterFileOfTheHostTheSimulatorTakes) {
 }
 
 TEST_F(CalibratedHost, WithoutInCacheSizesTheFileHasNoCacheAndSaysSo) {
-  const auto r = calibrate(2,
-                           "--sizes 65536,33554432 --overhead-sizes none --cache-sizes none --repetitions 1 "
-                           "--memcpy-bytes 1048576 --json --out " +
-                               file_.string());
+  const auto r =
+      calibrate(2,
+                "--sizes 65536,33554432 --overhead-sizes none --transfer-sizes none --cache-sizes none "
+                "--repetitions 1 "
+                "--memcpy-bytes 1048576 --json --out " +
+                    file_.string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out, nullptr, false);
   ASSERT_TRUE(j.is_object()) << r.out;

@@ -88,14 +88,13 @@ Json nic_to_json(const NicSpec& n) {
 }
 
 Json cache_to_json(const CacheSpec& c) {
-  Json j{{"node", c.node},
-         {"capacity_bytes", c.capacity.value},
-         {"nic_gbps", gbps_field(c.nic_bandwidth)},
-         {"latency_us", us_field(c.nic_latency)},
-         {"chunk_overhead_us", us_field(c.chunk_overhead)}};
-  if (c.transfer_overhead.value > 0) j["transfer_overhead_us"] = us_field(c.transfer_overhead);
-  j["copy_gbps"] = gbps_field(c.copy_bandwidth);
-  return j;
+  return {{"node", c.node},
+          {"capacity_bytes", c.capacity.value},
+          {"nic_gbps", gbps_field(c.nic_bandwidth)},
+          {"latency_us", us_field(c.nic_latency)},
+          {"chunk_overhead_us", us_field(c.chunk_overhead)},
+          {"transfer_overhead_us", us_field(c.transfer_overhead)},
+          {"copy_gbps", gbps_field(c.copy_bandwidth)}};
 }
 
 using json_fields::FieldReader;

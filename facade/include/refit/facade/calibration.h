@@ -6,18 +6,19 @@
 // What is measured, each time as `refit run` times an iteration (the slowest rank's execute(),
 // from a common barrier; the median of the repetitions, after one warm-up execution):
 //   - one pair: rank 0 sends a transfer of each size to the first inference rank (in chunks as
-//     refit plans them, some sizes again in many small chunks, and one again as many transfers),
-//     the other ranks idle; t = latency + transfers * transfer overhead + chunks * chunk overhead
-//     + bytes / bandwidth gives the sender's own time per chunk (its put, flush and notice: what
-//     the same bytes took more per chunk more), its own time per transfer (what the same bytes
-//     took more per transfer more, as plans of a transfer per tensor cut them), then the
-//     per-message latency and the pair bandwidth (least squares of the relative error over the
-//     sizes as refit cuts them); streaming, with shards larger than the caches, and again in
-//     cache, with shards that stay in them between executions (a small refit's), where copies
-//     run faster;
+//     refit plans them, some sizes again in many small chunks, and one again as many transfers;
+//     a size's cuts take turns, execution by execution, so that a host that drifts while busy
+//     changes them alike), the other ranks idle; t = latency + transfers * transfer overhead +
+//     chunks * chunk overhead + bytes / bandwidth gives the sender's own time per chunk (its put,
+//     flush and notice: what the same bytes took more per chunk more), its own time per transfer
+//     (what the same bytes took more per transfer more, as plans of a transfer per tensor cut
+//     them), then the per-message latency and the pair bandwidth (least squares of the relative
+//     error over the sizes as refit cuts them); streaming, with shards larger than the caches,
+//     and again in cache, with shards that stay in them between executions (a small refit's),
+//     where copies run faster;
 //   - every pair at once (with 4 or more processes): each training rank sends the largest size
 //     to its inference rank; the bytes of all pairs over the time less the latency and its
-//     chunks' overhead give the host's bandwidth, what all copies together reach on its cores and
+//     overheads give the host's bandwidth, what all copies together reach on its cores and
 //     memory;
 //   - memcpy: rank 0 alone copies a buffer, as the executors pack and unpack staged chunks (and
 //     one of the largest in-cache size, which stays in its caches);
