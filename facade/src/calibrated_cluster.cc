@@ -1,6 +1,6 @@
 // What calibration makes of its measurements: latency, overheads per chunk and per transfer and
-// bandwidth fitted to them, and the cluster the simulator predicts this host with (calibration.h says why it
-// has this shape).
+// bandwidth fitted to them, and the cluster the simulator predicts this host with (calibration.h
+// says why it has this shape).
 #include <algorithm>
 #include <cmath>
 #include <map>

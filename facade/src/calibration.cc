@@ -199,12 +199,12 @@ enum class Turns {
       cuts.push_back({.chunk = o.overhead_chunk});
     if (std::ranges::find(line.transfer_sizes, b) != line.transfer_sizes.end())
       cuts.push_back({.transfers = o.transfers});
-    if (turns == Turns::kTaken) {
+    if (turns == Turns::kTaken)
       std::ranges::move(REFIT_TRY(measure_cuts(bootstrap, executor, o, 1, b, cuts)),
                         std::back_inserter(points));
-      continue;
-    }
-    for (const Cut& cut : cuts) points.push_back(REFIT_TRY(measure_pairs(bootstrap, executor, o, 1, b, cut)));
+    else
+      for (const Cut& cut : cuts)
+        points.push_back(REFIT_TRY(measure_pairs(bootstrap, executor, o, 1, b, cut)));
   }
   return points;
 }

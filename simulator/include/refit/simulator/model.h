@@ -15,10 +15,11 @@
 // `share_weight` (max_min.h): a resource full of streams gives each a rate in proportion to its
 // weight; a task outside streams has weight 1.
 // A task's overhead is the sender's own time before its data flows (LogGP's o: a put, its flush
-// and notice, per chunk, and what a transfer of its own costs once). Unlike the latency it is paid once the
-// task could start (its latency paid and, in a stream, the previous task ended), so a stream's overheads add
-// up one after the other with its bytes instead of hiding behind earlier messages. Its flow stops for the
-// overhead, so each such task costs a recomputation of rates where a hand-over costs none.
+// and notice, per chunk, and what a transfer of its own costs once). Unlike the latency it is
+// paid once the task could start (its latency paid and, in a stream, the previous task ended),
+// so a stream's overheads add up one after the other with its bytes instead of hiding behind
+// earlier messages. Its flow stops for the overhead, so each such task costs a recomputation of
+// rates where a hand-over costs none.
 #include <compare>
 #include <cstdint>
 #include <span>

@@ -5,8 +5,9 @@
 // Keys (see preset_keys() for the list with their meaning): nodes, gpus_per_node,
 // gpus_per_domain, nics_per_node, nic_gbps (NIC line rate in Gb/s, as printed on the NIC),
 // nvlink_gbps and copy_gbps (effective GB/s per GPU per direction), latency_us,
-// chunk_overhead_us, transfer_overhead_us, nvlink_latency_us, oversubscription; and one key of the job rather
-// than the hardware, infer_offset (first GPU of the inference ranks), which only size_preset_to_job() takes.
+// chunk_overhead_us, transfer_overhead_us, nvlink_latency_us, oversubscription; and one key of
+// the job rather than the hardware, infer_offset (first GPU of the inference ranks), which only
+// size_preset_to_job() takes.
 //
 // Unless `nodes` is given, a preset has as many nodes as hold `min_gpus` GPUs, rounded up to
 // whole NVLink domains (an NVL72 rack is a unit) and at least one domain.
