@@ -12,8 +12,10 @@
 // host's time from the first operation issued to the last one finished). The program's counts
 // (steps, chunks, copy-kernel launches, NCCL operations) come from the same translation the
 // executor runs. t = t0 + chunks * c + steps * s is fitted by least squares over the
-// configurations: c and s are the per-chunk and per-step costs the simulator's NCCL execution
-// model should take. Exits 0 without a GPU, printing why.
+// configurations: c and s are the per-chunk and per-step costs of the simulator's NCCL execution
+// model (refit/topology/measured_kernels.h: a chunk is a send and a receive of the one process,
+// c / 2 each), which `refit topo --discover --measure` measures the same way on a smaller plan.
+// Exits 0 without a GPU, printing why.
 //
 // Usage: nccl_plan_bench [--summary FILE]   (rows are appended to FILE too)
 #include <cuda_runtime_api.h>
@@ -101,7 +103,7 @@ Measured measure(const ReshardProblem& problem, const PlacedCluster& cluster,
                  const gpu_testing::DeviceRanks& ranks, const Config& config) {
   const auto plan = make_plan("refit", problem, cluster, PlanOptions{.chunk = config.chunk}).value();
   const CommRankMap all_on_one(static_cast<std::size_t>(problem.world_size()), 0);
-  gpu_testing::LoneBootstrap bootstrap;
+  LoneBootstrap bootstrap;
   auto executor =
       NcclExecutor::create(
           bootstrap,

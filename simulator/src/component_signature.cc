@@ -86,6 +86,10 @@ class SignatureWriter {
     out_.insert(out_.end(), {bits(spec.nvlink_bandwidth.value), bits(spec.copy_bandwidth.value),
                              bits(context_.nic_bandwidth_of_gpu(g))});
     for (const auto rate : spec.quantize_bandwidth) out_.push_back(bits(rate.value));
+    if (spec.nccl_costs)
+      out_.insert(out_.end(), {bits(spec.nccl_costs->per_op.value), bits(spec.nccl_costs->per_step.value)});
+    else
+      out_.push_back(-1);
     const auto n = cluster_.cluster().nic_of(g);
     if (!n)
       out_.push_back(-1);

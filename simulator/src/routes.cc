@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "refit/topology/measured_kernels.h"
+
 namespace refit::sim {
 namespace {
 
@@ -122,5 +124,7 @@ std::int32_t Routes::track(const Transfer& t) const {
 }
 
 Seconds Routes::copy_time(Bytes bytes, Rank r) const { return transfer_time(bytes, gpu(r).copy_bandwidth); }
+
+NcclCosts Routes::nccl_costs(Rank r) const { return gpu(r).nccl_costs.value_or(reference_kernels().nccl); }
 
 }  // namespace refit::sim

@@ -11,6 +11,7 @@
 #include "refit/simulator/plan_simulation.h"
 #include "refit/simulator/simulate.h"
 #include "refit/simulator/trace_writer.h"
+#include "step_tasks.h"
 
 namespace refit {
 namespace {
@@ -190,6 +191,8 @@ Result<PlanSimulation> simulate_plan(const Plan& plan, const ReshardProblem& pro
   out.assumptions = cluster.cluster().spec().assumptions;
   if (sim::quantize_rate_assumed(cluster.cluster(), problem) && charges_quantisation(pm.model))
     out.assumptions.push_back(sim::quantize_rate_assumption());
+  if (execution.step_chunks > 0 && sim::nccl_costs_assumed(cluster, plan.world_size()))
+    out.assumptions.push_back(sim::nccl_costs_assumption());
   if (options.trace) REFIT_TRY(sim::write_chrome_trace(pm.model, r, *options.trace));
   return out;
 }

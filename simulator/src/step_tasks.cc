@@ -3,7 +3,26 @@
 #include <algorithm>
 #include <iterator>
 
+#include <fmt/format.h>
+
+#include "refit/topology/measured_kernels.h"
+
 namespace refit::sim {
+
+bool nccl_costs_assumed(const PlacedCluster& cluster, std::int32_t ranks) {
+  for (std::int32_t r = 0; r < ranks; ++r)
+    if (!cluster.cluster().gpu(cluster.gpu_of(Rank{r})).nccl_costs) return true;
+  return false;
+}
+
+std::string nccl_costs_assumption() {
+  const MeasuredKernels& m = reference_kernels();
+  return fmt::format(
+      "refit's NCCL executor is charged {:.2f} us per send or receive and {:.2f} us per step on a GPU "
+      "without measured costs (nccl_overhead_us), as it ran on the {} ({}, tests/gpu/run.sh); `refit topo "
+      "--discover --measure` measures them on this machine's GPUs",
+      m.nccl.per_op.value * 1e6, m.nccl.per_step.value * 1e6, m.gpu, m.date);
+}
 
 StepTasks::StepTasks(const lowering::LoweredPlan& lowered, lowering::StepSchedule schedule,
                      std::vector<lowering::TransferCopyCost> costs, const Routes& routes,
@@ -16,6 +35,8 @@ StepTasks::StepTasks(const lowering::LoweredPlan& lowered, lowering::StepSchedul
       sink_(sink),
       ends_(lowered.plan().transfers.size()),
       rank_last_(at(lowered.plan().world_size())),
+      rank_post_(at(lowered.plan().world_size())),
+      rank_ops_(at(lowered.plan().world_size()), 0),
       rank_step_(at(lowered.plan().world_size())),
       rank_quantise_(at(lowered.plan().world_size())),
       rank_boxes_(at(lowered.plan().world_size()), 0) {}
@@ -55,6 +76,7 @@ void StepTasks::add(std::span<const std::int32_t> transfers, const CallGate* gat
         auto& boxes = rank_boxes_[at(t.sender.value)];
         boxes = std::max(boxes, quantize_.needs(t, pieces[i].last));
       }
+    post_step(std::span(pieces).subspan(begin, end - begin));
     for (std::size_t i = begin; i < end; ++i)
       if (!plan.transfers[at(pieces[i].transfer)].quantises()) add_piece(pieces[i], gate);
     end_step(pieces[begin].step);
@@ -73,14 +95,44 @@ void StepTasks::add_quantise_step(const Transfer& t, const CallGate* gate) {
   rank_does(t.receiver, task);
 }
 
-// Both ranks' previous steps and quantise steps of this one, and their quantisation of the boxes
+// Each rank's posting of the step: after its previous step, one NCCL group of a send or a receive
+// per chunk (a quantise step is a kernel, not an operation of the group).
+void StepTasks::post_step(std::span<const StepPiece> pieces) {
+  const auto& plan = lowered_.plan();
+  std::vector<std::int32_t> posting;
+  for (const auto& p : pieces) {
+    const Transfer& t = plan.transfers[at(p.transfer)];
+    if (t.quantises()) continue;
+    for (const Rank r : {t.sender, t.receiver}) {
+      if (rank_ops_[at(r.value)] == 0) posting.push_back(r.value);
+      rank_ops_[at(r.value)] += p.last - p.first + 1;
+    }
+  }
+  for (const std::int32_t r : posting) {
+    const NcclCosts costs = routes_.nccl_costs(Rank{r});
+    auto& label = sink_.label();
+    label.clear();
+    fmt::format_to(std::back_inserter(label), "post step {} on rank {}", pieces.front().step, r);
+    auto& spec = sink_.spec();
+    spec.resources.clear();
+    spec.deps.clear();
+    if (const auto last = rank_last_[at(r)]) spec.deps.push_back(*last);
+    spec.track = routes_.gpu_track(Rank{r});
+    const Seconds cost = costs.per_step + costs.per_op * static_cast<double>(rank_ops_[at(r)]);
+    rank_post_[at(r)] =
+        sink_.add_call_task(std::string_view(label.data(), label.size()), Bytes{0}, cost, TaskKind::kFixed);
+    rank_ops_[at(r)] = 0;
+  }
+}
+
+// Both ranks' postings of this step and quantise steps of this one, and their quantisation of the boxes
 // their sends of this step read; for a transfer's first piece its call; for its last, the ends of the
 // upstreams it forwards all of.
 void StepTasks::piece_deps(const Transfer& t, const StepPiece& p, const CallGate* gate,
                            std::vector<TaskId>& deps) {
   deps.clear();
   for (const Rank r : {t.sender, t.receiver}) {
-    if (const auto last = rank_last_[at(r.value)]) deps.push_back(*last);
+    deps.push_back(rank_post_[at(r.value)]);
     if (const auto q = rank_quantise_[at(r.value)]) deps.push_back(*q);
     if (const auto q = quantize_.through(r, rank_boxes_[at(r.value)])) deps.push_back(*q);
   }

@@ -2,7 +2,9 @@
 // The transfers as refit's NCCL executor runs them: the lowering's step schedule
 // (lowering/step_schedule.h) as tasks. Each process posts one NCCL group per step on one stream,
 // so a rank's chunks of step s start once its latest earlier step has ended, and a chunk moves
-// once both its ranks have posted its step. The chunks of one transfer in one step are one task
+// once both its ranks have posted its step. Posting a step is a task of its own on the rank,
+// costing the executor's time per step and per send or receive of the step (NcclCosts, of the
+// rank's GPU). The chunks of one transfer in one step are one task
 // (one flow), paying the message latency; a transfer's first task also pays its first chunk's
 // pack, and its last chunk's unpack is a task of its own after its last (the copy stream unpacks
 // while the next step's traffic flows). A rank's step ends when all its tasks of the step have
@@ -14,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "quantize_tasks.h"
@@ -24,6 +27,11 @@
 #include "transfer_mover.h"
 
 namespace refit::sim {
+
+// Whether a rank of the first `ranks` sits on a GPU without its NCCL executor's costs measured,
+// and what such a GPU is charged then, said as a prediction's assumption.
+bool nccl_costs_assumed(const PlacedCluster& cluster, std::int32_t ranks);
+std::string nccl_costs_assumption();
 
 class StepTasks final : public TransferMover {
  public:
@@ -47,6 +55,7 @@ class StepTasks final : public TransferMover {
   static std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
   std::vector<StepPiece> pieces_of(std::span<const std::int32_t> transfers) const;
   void add_quantise_step(const Transfer& t, const CallGate* gate);
+  void post_step(std::span<const StepPiece> pieces);
   void add_piece(const StepPiece& p, const CallGate* gate);
   void piece_deps(const Transfer& t, const StepPiece& p, const CallGate* gate, std::vector<TaskId>& deps);
   void rank_does(Rank r, TaskId task);
@@ -60,6 +69,8 @@ class StepTasks final : public TransferMover {
   TaskSink& sink_;
   std::vector<TaskId> ends_;                          // per transfer
   std::vector<std::optional<TaskId>> rank_last_;      // per rank: the end of its latest step
+  std::vector<TaskId> rank_post_;                     // per rank: its posting of the current step
+  std::vector<std::int64_t> rank_ops_;                // per rank: its sends and receives of the step
   std::vector<std::vector<TaskId>> rank_step_;        // per rank: its tasks of the current step
   std::vector<std::optional<TaskId>> rank_quantise_;  // per rank: its quantise step in the current step
   std::vector<std::int32_t> rank_boxes_;  // per rank: its boxes quantised by the end of the current step

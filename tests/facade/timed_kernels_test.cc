@@ -18,8 +18,13 @@ ClusterSpec two_h200_nodes() {
   return spec;
 }
 
+// Copies at `copy_gbps`, the NCCL executor at 1.5 us per send or receive and copy_gbps / 100 us
+// per step.
 KernelSpeeds speeds(double copy_gbps) {
-  KernelSpeeds s{.gpu = "NVIDIA H200", .copy = BytesPerSecond::from_gbps(copy_gbps), .quantize = {}};
+  KernelSpeeds s{.gpu = "NVIDIA H200",
+                 .copy = BytesPerSecond::from_gbps(copy_gbps),
+                 .quantize = {},
+                 .nccl = {.per_op = Seconds{1.5e-6}, .per_step = Seconds{copy_gbps / 100 * 1e-6}}};
   of_scheme(s.quantize, QuantScheme::kFp8Block128) = BytesPerSecond::from_gbps(2 * copy_gbps);
   of_scheme(s.quantize, QuantScheme::kMxfp8) = BytesPerSecond::from_gbps(1.5 * copy_gbps);
   return s;
@@ -27,8 +32,8 @@ KernelSpeeds speeds(double copy_gbps) {
 
 TEST(TimedKernels, EachBusIdIsTimedOnceAndItsRatesReplaceTheAssumedOnes) {
   // Bus 0000:18:00.0 times at 1500 GB/s of copies, 0000:2a:00.0 at 1400; quantize at 2x and
-  // 1.5x. Four GPUs, two bus ids: two timings. The preset's note that its copy rate was scaled
-  // from an H100 goes: nothing is assumed any more.
+  // 1.5x; the NCCL executor's steps at 15 and 14 us. Four GPUs, two bus ids: two timings. The preset's note
+  // that its copy rate was scaled from an H100 goes: nothing is assumed any more.
   const auto spec = two_h200_nodes();
   ASSERT_EQ(spec.assumptions.size(), 1u);
   std::vector<std::string> asked, notes;
@@ -44,12 +49,16 @@ TEST(TimedKernels, EachBusIdIsTimedOnceAndItsRatesReplaceTheAssumedOnes) {
     EXPECT_DOUBLE_EQ(g.copy_bandwidth.gbps(), copy);
     EXPECT_DOUBLE_EQ(of_scheme(g.quantize_bandwidth, QuantScheme::kFp8Block128).gbps(), 2 * copy);
     EXPECT_DOUBLE_EQ(of_scheme(g.quantize_bandwidth, QuantScheme::kMxfp8).gbps(), 1.5 * copy);
+    ASSERT_TRUE(g.nccl_costs.has_value());
+    EXPECT_DOUBLE_EQ(g.nccl_costs->per_op.value, 1.5e-6);
+    EXPECT_DOUBLE_EQ(g.nccl_costs->per_step.value, copy / 100 * 1e-6);
   }
   EXPECT_TRUE(timed->assumptions.empty());
   ASSERT_EQ(notes.size(), 2u);
   EXPECT_EQ(notes[0],
             "timed refit's kernels on GPU 0 (0000:18:00.0, NVIDIA H200): copies 1500 GB/s, quantize 3000 "
-            "GB/s of bf16 (fp8-block128) and 2250 (mxfp8)");
+            "GB/s of bf16 (fp8-block128) and 2250 (mxfp8); the NCCL executor 1.50 us per send or receive "
+            "and 15.00 us per step");
   EXPECT_TRUE(Cluster::make(*timed).has_value());
 }
 

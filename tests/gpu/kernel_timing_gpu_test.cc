@@ -1,6 +1,7 @@
 // refit's kernels timed on a GPU (refit/executors/nccl/kernel_timing.h), as `refit topo --discover
 // --measure` times them: a GPU named by its PCI bus id; rates that a copy of the same bytes by
-// cudaMemcpy bounds. Without a device only the refusals run.
+// cudaMemcpy bounds; the NCCL executor's costs per operation and per step. Without a device only
+// the refusals run.
 #include "refit/executors/nccl/kernel_timing.h"
 
 #include <cuda_runtime_api.h>
@@ -8,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <string>
 
 #include "cuda_handles.h"
@@ -30,6 +32,11 @@ TEST(KernelTiming, OptionsOutOfRangeAreRefusedBeforeAnyDeviceIsTouched) {
   EXPECT_NE(tiny.error().message.find("copy_bytes must be within [1 MiB, 64 GiB], got 4096"),
             std::string::npos)
       << tiny.error().message;
+  const auto few = time_nccl_kernels("0000:18:00.0", KernelTiming{.nccl_bytes = Bytes{4096}});
+  ASSERT_FALSE(few.has_value());
+  EXPECT_NE(few.error().message.find("nccl_bytes must be within [1 MiB, 64 GiB], got 4096"),
+            std::string::npos)
+      << few.error().message;
   const auto none = time_nccl_kernels("0000:18:00.0", KernelTiming{.repetitions = 0});
   ASSERT_FALSE(none.has_value());
   EXPECT_NE(none.error().message.find("repetitions must be within [1, 1000], got 0"), std::string::npos);
@@ -61,6 +68,7 @@ TEST(KernelTiming, TheDeviceOfABusIdIsTimedWithinWhatItsMemoryAllows) {
   ASSERT_EQ(cudaDeviceGetPCIBusId(bus, sizeof bus, 0), cudaSuccess);
   const KernelTiming timing{.copy_bytes = Bytes{std::int64_t{128} << 20},
                             .quantize_bytes = Bytes{std::int64_t{256} << 20},
+                            .nccl_bytes = Bytes{std::int64_t{64} << 20},
                             .repetitions = 3};
   const auto timed = time_nccl_kernels(bus, timing);
   ASSERT_TRUE(timed.has_value()) << timed.error().message;
@@ -77,6 +85,13 @@ TEST(KernelTiming, TheDeviceOfABusIdIsTimedWithinWhatItsMemoryAllows) {
     EXPECT_GT(of_scheme(timed->quantize, s).value, 0.0) << quant_scheme_name(s);
     EXPECT_LT(of_scheme(timed->quantize, s).value, 4.0 / 3.0 * 1.5 * reference) << quant_scheme_name(s);
   }
+  // The NCCL executor's costs: a send or receive and a step each take some time, and less than a
+  // millisecond (an H100 took 2.2 and 5.0 us, bench/RESULTS.md); printed for the results.
+  EXPECT_GT(timed->nccl.per_op.value + timed->nccl.per_step.value, 0.0);
+  EXPECT_LT(timed->nccl.per_op.value, 1e-3);
+  EXPECT_LT(timed->nccl.per_step.value, 1e-3);
+  std::printf("NCCL executor on %s: %.2f us per send or receive, %.2f us per step\n", timed->gpu.c_str(),
+              timed->nccl.per_op.value * 1e6, timed->nccl.per_step.value * 1e6);
 }
 
 }  // namespace

@@ -4,10 +4,14 @@
 // with 1 MiB chunks: U = 1 MiB / NIC bandwidth, alpha = network latency.
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <string>
+
 #include "hand_plans.h"
 #include "refit/planner/execution_model.h"
 #include "refit/planner/strategy.h"
 #include "refit/simulator/plan_simulation.h"
+#include "refit/topology/measured_kernels.h"
 #include "test_cluster.h"
 
 namespace refit {
@@ -96,6 +100,60 @@ TEST(StepSimulation, ASendersStagingHalfLimitsItsStepsWhateverTheReceivers) {
       plan_of(p, {transfer(0, 0, 1, 0, 2), transfer(1, 0, 2, 0, 2)}, ExecutionModelId::kRefitNccl);
   EXPECT_NEAR(predicted(plan, p, c, Bytes{4 * kMiB}), 2 * (kAlpha + 2 * kU), 1e-9);
   EXPECT_NEAR(predicted(plan, p, c, Bytes{8 * kMiB}), kAlpha + 4 * kU, 1e-9);
+}
+
+// `c` with refit's NCCL executor charging `costs` on every GPU (nullopt: unmeasured).
+PlacedCluster with_nccl_costs(const PlacedCluster& c, std::optional<NcclCosts> costs) {
+  ClusterSpec spec = c.cluster().spec();
+  for (auto& g : spec.gpus) g.nccl_costs = costs;
+  return PlacedCluster::make(Cluster::make(std::move(spec)).value(), c.ranks()).value();
+}
+
+constexpr NcclCosts kCosts{.per_op = Seconds{2e-6}, .per_step = Seconds{5e-6}};
+
+TEST(StepSimulation, EachRankPostsItsStepBeforeItsChunksMove) {
+  // As in HalfTheStagingBoundsWhatAStepMoves at 4 MiB of staging: four steps of two chunks. Each
+  // rank posts each step, s + 2o (two sends, or two receives), the two in parallel, before the
+  // step's flow: 4 (s + 2o + alpha + 2U) with o = 2 us, s = 5 us.
+  const auto p = problem(8, 1);
+  const auto c = with_nccl_costs(testing::make_test_cluster(2, 1, 1, 1), kCosts);
+  const auto plan = plan_of(p, {transfer(0, 0, 1, 0, 8)}, ExecutionModelId::kRefitNccl);
+  EXPECT_NEAR(predicted(plan, p, c, Bytes{4 * kMiB}), 4 * (5e-6 + 2 * 2e-6 + kAlpha + 2 * kU), 1e-9);
+}
+
+TEST(StepSimulation, ARankPaysForEveryOperationItPostsInAStep) {
+  // As in ASendersStagingHalfLimitsItsStepsWhateverTheReceivers at 8 MiB of staging: rank 0 posts
+  // four sends in step 0 (s + 4o), ranks 1 and 2 two receives each (s + 2o); both flows wait for
+  // rank 0 and then share its NIC: s + 4o + alpha + 4U.
+  const auto p = problem(2, 2);
+  const auto c = with_nccl_costs(testing::make_test_cluster(3, 1, 1, 2), kCosts);
+  const auto plan =
+      plan_of(p, {transfer(0, 0, 1, 0, 2), transfer(1, 0, 2, 0, 2)}, ExecutionModelId::kRefitNccl);
+  EXPECT_NEAR(predicted(plan, p, c, Bytes{8 * kMiB}), 5e-6 + 4 * 2e-6 + kAlpha + 4 * kU, 1e-9);
+}
+
+TEST(StepSimulation, AGpuWithoutMeasuredCostsIsChargedTheReferenceRunsAndSaysSo) {
+  // Unmeasured: the reference run's o and s (measured_kernels.h), 4 (s + 2o + alpha + 2U), and an
+  // assumption that names them. The UCX executor's plan of the same transfer pays neither.
+  const auto p = problem(8, 1);
+  const auto c = with_nccl_costs(testing::make_test_cluster(2, 1, 1, 1), std::nullopt);
+  const NcclCosts ref = reference_kernels().nccl;
+  ASSERT_GT(ref.per_op.value, 0);
+  ASSERT_GT(ref.per_step.value, 0);
+  PlanSimulationOptions o;
+  o.rate_tolerance = 0;
+  o.staging = Bytes{4 * kMiB};
+  const auto nccl =
+      simulate_plan(plan_of(p, {transfer(0, 0, 1, 0, 8)}, ExecutionModelId::kRefitNccl), p, c, o);
+  ASSERT_TRUE(nccl) << nccl.error().message;
+  EXPECT_NEAR(nccl->predicted.value, 4 * (ref.per_step.value + 2 * ref.per_op.value + kAlpha + 2 * kU), 1e-9);
+  ASSERT_EQ(nccl->assumptions.size(), 1u);
+  EXPECT_NE(nccl->assumptions[0].find("refit's NCCL executor is charged"), std::string::npos);
+  EXPECT_NE(nccl->assumptions[0].find(std::string(reference_kernels().gpu)), std::string::npos);
+  const auto ucx = simulate_plan(plan_of(p, {transfer(0, 0, 1, 0, 8)}, ExecutionModelId::kRefitUcx), p, c, o);
+  ASSERT_TRUE(ucx) << ucx.error().message;
+  EXPECT_NEAR(ucx->predicted.value, kAlpha + 8 * kU, 1e-9);
+  EXPECT_TRUE(ucx->assumptions.empty());
 }
 
 TEST(StepSimulation, RefusesAPairWindow) {

@@ -1,6 +1,8 @@
 #pragma once
 // Small hand-built clusters for tests that must not depend on the presets, with a job's training
-// ranks on the first GPUs and its inference ranks right after them.
+// ranks on the first GPUs and its inference ranks right after them. Their GPUs charge refit's
+// NCCL executor nothing of its own (NcclCosts{}), so that no measured figure enters a test's
+// closed form unless the test puts it there.
 #include <stdexcept>
 
 #include "refit/topology/rank_map.h"
@@ -36,7 +38,8 @@ inline PlacedCluster make_test_cluster(std::int32_t nodes, std::int32_t gpus_per
                                .nvlink_bandwidth = BytesPerSecond::from_gbps(nvlink_gbps),
                                .copy_bandwidth = BytesPerSecond::from_gbps(1500),
                                .memory = memory,
-                               .pci_bus_id = ""});
+                               .pci_bus_id = "",
+                               .nccl_costs = NcclCosts{}});
       s.nics.push_back(NicSpec{.id = id.value,
                                .name = "",
                                .node = n,
@@ -73,7 +76,8 @@ inline PlacedCluster make_test_host(std::int32_t processes, std::int32_t source_
                              .nvlink_bandwidth = BytesPerSecond{0},
                              .copy_bandwidth = BytesPerSecond::from_gbps(1500),
                              .pci_bus_id = "",
-                             .quantize_bandwidth = every_scheme(BytesPerSecond::from_gbps(1))});
+                             .quantize_bandwidth = every_scheme(BytesPerSecond::from_gbps(1)),
+                             .nccl_costs = NcclCosts{}});
     s.domains.push_back(DomainSpec{.id = g, .gpus = {GpuId{g}}});
     nic.gpus.push_back(GpuId{g});
   }

@@ -69,6 +69,21 @@ TEST(TopoJson, MeasuredOverheadsRoundTrip) {
   expect_round_trip(placed(Cluster::make(std::move(spec)).value(), ranks(2, 2)));
 }
 
+TEST(TopoJson, MeasuredNcclCostsRoundTrip) {
+  // As refit topo --discover --measure writes them: 2.235 us per send or receive and 5.02 us per
+  // step on every GPU, kept bit for bit; a GPU left unmeasured stays so.
+  auto c = size_preset_to_job("dgx-h100", ranks(4, 4));
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  ClusterSpec spec = c->cluster().spec();
+  for (auto& g : spec.gpus)
+    if (g.id.value != 3) g.nccl_costs = NcclCosts{.per_op = Seconds{2.235e-6}, .per_step = Seconds{5.02e-6}};
+  const auto json = cluster_to_json(Cluster::make(spec).value());
+  EXPECT_NEAR(json["gpus"][0]["nccl_overhead_us"]["per_op"].get<double>(), 2.235, 1e-12);
+  EXPECT_NEAR(json["gpus"][0]["nccl_overhead_us"]["per_step"].get<double>(), 5.02, 1e-12);
+  EXPECT_FALSE(json["gpus"][3].contains("nccl_overhead_us"));
+  expect_round_trip(placed(Cluster::make(std::move(spec)).value(), ranks(4, 4)));
+}
+
 TEST(TopoJson, ACalibratedCacheRoundTrips) {
   // As refit calibrate writes it: node 0 runs a refit of at most 16 MiB of shards at 11.52 GB/s,
   // 162.3 us, 3.6 us per chunk, 0.4 us per transfer and copies at 14.69 GB/s; a capacity past 2 GiB

@@ -151,6 +151,31 @@ TEST(HostileClusterFile, BandwidthsOutsideTheLimitsAreRefusedNamingTheField) {
   EXPECT_TRUE(parse_cluster_json(cluster_with("gpus", "nvlink_gbps", "0")));
 }
 
+TEST(HostileClusterFile, NcclCostsOutOfRangeHalfGivenOrMisspeltAreRefusedNamingTheField) {
+  // GPU 0 of the template with `"nccl_overhead_us": value` beside its quantize_gbps.
+  const auto with = [](const std::string& value) {
+    return parse_cluster_json(cluster_with("gpus", "quantize_gbps", R"(0, "nccl_overhead_us": )" + value));
+  };
+  for (const auto& [value, mention] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"per_op": -1, "per_step": 5})", "gpus[0].nccl_overhead_us.per_op is -1 us"},
+           {R"({"per_op": 2, "per_step": 1e300})", "gpus[0].nccl_overhead_us.per_step"},
+           {R"({"per_op": 2})", "gpus[0].nccl_overhead_us.per_step"},
+           {R"({"per_op": 2, "per_step": 5, "per_chunk": 1})", "per_chunk"},
+           {R"({"per_op": "fast", "per_step": 5})", "gpus[0].nccl_overhead_us.per_op"},
+           {"5", "gpus[0].nccl_overhead_us"}}) {
+    const auto f = with(value);
+    ASSERT_FALSE(f) << value;
+    EXPECT_THAT(f.error().message, HasSubstr(mention)) << value;
+  }
+  const auto measured = with(R"({"per_op": 2.25, "per_step": 5})");
+  ASSERT_TRUE(measured) << measured.error().message;
+  EXPECT_EQ(measured->cluster.gpu(GpuId{0}).nccl_costs,
+            (NcclCosts{.per_op = Seconds{2.25e-6}, .per_step = Seconds{5e-6}}));
+  // Absent: unmeasured.
+  EXPECT_FALSE(
+      parse_cluster_json(cluster_with("gpus", "copy_gbps", "1450"))->cluster.gpu(GpuId{0}).nccl_costs);
+}
+
 TEST(HostileClusterFile, AQuantizeRateForAnUnknownFormatOrOfNoNumberIsRefusedNamingIt) {
   // A rate per format's name: one that is no FP8 format refit knows, or no number, is named.
   const auto unknown = parse_cluster_json(cluster_with("gpus", "quantize_gbps", R"({"fp4": 1})"));

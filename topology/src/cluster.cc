@@ -70,6 +70,10 @@ template <class At>
     if (!bandwidth_ok(g.copy_bandwidth, false))
       return bandwidth_error(at() + ".copy_gbps", g.copy_bandwidth, false);
     REFIT_TRY(check_quantize_rates(g.quantize_bandwidth, at));
+    if (const auto& n = g.nccl_costs) {
+      if (!latency_ok(n->per_op)) return latency_error(at() + ".nccl_overhead_us.per_op", n->per_op);
+      if (!latency_ok(n->per_step)) return latency_error(at() + ".nccl_overhead_us.per_step", n->per_step);
+    }
   }
   return {};
 }

@@ -71,6 +71,9 @@ Json gpu_to_json(const GpuSpec& g) {
   if (g.memory.value > 0) j["memory_gb"] = static_cast<double>(g.memory.value) / 1e9;
   if (!g.pci_bus_id.empty()) j["pci_bus_id"] = g.pci_bus_id;
   if (const auto q = quantize_json(g.quantize_bandwidth)) j["quantize_gbps"] = *q;
+  if (g.nccl_costs)
+    j["nccl_overhead_us"] = {{"per_op", us_field(g.nccl_costs->per_op)},
+                             {"per_step", us_field(g.nccl_costs->per_step)}};
   return j;
 }
 
@@ -179,11 +182,25 @@ QuantizeRates quantize_field(FieldReader& f, const nlohmann::json& gpu) {
   return rates;
 }
 
+// nccl_overhead_us: {"per_op": us, "per_step": us}, both given; absent when unmeasured.
+[[nodiscard]] Result<std::optional<NcclCosts>> nccl_costs_field(const nlohmann::json& gpu,
+                                                                const std::string& at) {
+  if (!json_fields::has(gpu, "nccl_overhead_us")) return std::nullopt;
+  const std::string path = json_fields::child(at, "nccl_overhead_us");
+  const auto& j = gpu.at("nccl_overhead_us");
+  REFIT_TRY(require_known_keys(j, path, {"per_op", "per_step"}, kRoot));
+  FieldReader f(j, path);
+  NcclCosts costs{.per_op = hw::micros(f.number("per_op")), .per_step = hw::micros(f.number("per_step"))};
+  REFIT_TRY(f.status());
+  return costs;
+}
+
 // Braced initialisers evaluate in order, so the first bad field is the one reported.
 [[nodiscard]] Result<GpuSpec> read_gpu(const nlohmann::json& j, const std::string& at, std::int32_t index) {
-  REFIT_TRY(require_known_keys(
-      j, at, {"id", "node", "domain", "nvlink_gbps", "copy_gbps", "memory_gb", "pci_bus_id", "quantize_gbps"},
-      kRoot));
+  REFIT_TRY(require_known_keys(j, at,
+                               {"id", "node", "domain", "nvlink_gbps", "copy_gbps", "memory_gb", "pci_bus_id",
+                                "quantize_gbps", "nccl_overhead_us"},
+                               kRoot));
   FieldReader f(j, at, kMaxId);
   GpuSpec gpu{.id = GpuId{id32(f.integer_or("id", 0, index))},
               .node = id32(f.integer("node", 0)),
@@ -194,6 +211,7 @@ QuantizeRates quantize_field(FieldReader& f, const nlohmann::json& gpu) {
               .pci_bus_id = f.string_or("pci_bus_id", ""),
               .quantize_bandwidth = quantize_field(f, j)};
   REFIT_TRY(f.status());
+  gpu.nccl_costs = REFIT_TRY(nccl_costs_field(j, at));
   return gpu;
 }
 

@@ -9,7 +9,8 @@ namespace {
 
 // tests/gpu/run.sh on an H100 SXM, 2026-12-06 10:58 UTC (bench/RESULTS.md, "After: the rewritten
 // kernels, on an H100"): box_copy_bench packs a TP8 column shard (1 GiB) in 0.957 ms;
-// quantize_gpu_bench reads 2 GiB of bf16 in 1.090 ms (fp8-block128) and 1.362 ms (mxfp8).
+// quantize_gpu_bench reads 2 GiB of bf16 in 1.090 ms (fp8-block128) and 1.362 ms (mxfp8);
+// nccl_plan_bench fits t = 5.368 ms + chunks x 4.47 us + steps x 5.02 us.
 QuantizeRates h100_quantize() {
   QuantizeRates rates{};
   of_scheme(rates, QuantScheme::kFp8Block128) = BytesPerSecond::from_gbps(1970);
@@ -25,7 +26,8 @@ std::span<const MeasuredKernels> measured_kernels() {
        .date = "2026-12-06",
        .copy = BytesPerSecond::from_gbps(1122),
        .quantize = h100_quantize(),
-       .hbm_line = BytesPerSecond::from_gbps(3350)},
+       .hbm_line = BytesPerSecond::from_gbps(3350),
+       .nccl = {.per_op = Seconds{4.47e-6 / 2}, .per_step = Seconds{5.02e-6}}},
   }};
   return runs;
 }

@@ -11,6 +11,7 @@
 #include "cuda_handles.h"
 #include "cuda_status.h"
 #include "device_copy.h"
+#include "nccl_cost_timing.h"
 #include "quantize_kernel.h"
 #include "refit/core/try.h"
 #include "refit/lowering/arrays.h"
@@ -109,7 +110,8 @@ std::int64_t rows_for(Bytes bytes, std::int64_t columns) {
   constexpr Bytes kLeast{std::int64_t{1} << 20};
   constexpr Bytes kMost{std::int64_t{1} << 36};
   for (const auto& [name, bytes] :
-       {std::pair{"copy_bytes", t.copy_bytes}, std::pair{"quantize_bytes", t.quantize_bytes}})
+       {std::pair{"copy_bytes", t.copy_bytes}, std::pair{"quantize_bytes", t.quantize_bytes},
+        std::pair{"nccl_bytes", t.nccl_bytes}})
     if (bytes.value < kLeast.value || bytes.value > kMost.value)
       return out_of_range(
           fmt::format("kernel timing: {} must be within [1 MiB, 64 GiB], got {} bytes", name, bytes.value));
@@ -124,12 +126,13 @@ std::int64_t rows_for(Bytes bytes, std::int64_t columns) {
   REFIT_TRY(cuda_ok(cudaGetDeviceProperties(&properties, device), "cudaGetDeviceProperties"));
   nccl_detail::Stream stream;
   REFIT_TRY(stream.create());
-  KernelSpeeds out{.gpu = properties.name, .copy = {}, .quantize = {}};
+  KernelSpeeds out{.gpu = properties.name, .copy = {}, .quantize = {}, .nccl = {}};
   out.copy =
       REFIT_TRY(time_copy(stream.get(), rows_for(timing.copy_bytes, kShardColumns), timing.repetitions));
   for (const QuantScheme scheme : all_quant_schemes())
     of_scheme(out.quantize, scheme) = REFIT_TRY(
         time_quantize(stream.get(), scheme, rows_for(timing.quantize_bytes, kColumns), timing.repetitions));
+  out.nccl = REFIT_TRY(nccl_detail::time_nccl_costs(device, timing.nccl_bytes, timing.repetitions));
   return out;
 }
 

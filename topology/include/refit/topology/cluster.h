@@ -34,6 +34,16 @@ inline constexpr Seconds kMaxLatency{1.0};
 inline constexpr double kMaxOversubscription = 1000.0;
 }  // namespace cluster_limits
 
+// refit's NCCL executor's own time on a GPU beyond the bytes it moves, as a fit over runs that
+// differ only in chunks and steps measures it (bench/nccl_plan_bench, `refit topo --discover
+// --measure`): paid one after the other by the rank's process, since one host thread issues a
+// rank's operations and one stream runs them.
+struct NcclCosts {
+  Seconds per_op;    // per ncclSend or ncclRecv it posts (a chunk costs its sender and its receiver one)
+  Seconds per_step;  // per step: one NCCL group with its copy kernels and its completion event
+  bool operator==(const NcclCosts&) const = default;
+};
+
 struct GpuSpec {
   GpuId id;  // dense: gpus[i].id == i
   std::int32_t node = 0;
@@ -46,6 +56,9 @@ struct GpuSpec {
   // calibrate measures the CPU's; the presets carry the GPU kernels' measured rates); 0 for a
   // format unmeasured: the simulator then derives one from copy_bandwidth and says so.
   QuantizeRates quantize_bandwidth{};
+  // refit's NCCL executor's costs on this device; nullopt when unmeasured: the simulator then
+  // charges those of the reference run (refit/topology/measured_kernels.h) and says so.
+  std::optional<NcclCosts> nccl_costs;
   bool operator==(const GpuSpec&) const = default;
 };
 

@@ -25,6 +25,11 @@ struct MeasuredKernels {
   QuantizeRates quantize;
   // The GPU's HBM line rate (docs/hardware.md), by which its figures scale to another GPU.
   BytesPerSecond hbm_line;
+  // refit's NCCL executor on a communicator of this one GPU (nccl_plan_bench's fit over chunk
+  // sizes and stagings): a chunk there is a send and a receive of the one process, so each costs
+  // half a chunk's time. These are host and launch times, not memory's: a GPU without a run of
+  // its own is charged them unscaled.
+  NcclCosts nccl;
 };
 
 // Every GPU refit's kernels have run on since they were last rewritten.
