@@ -226,7 +226,8 @@ Action add_calibrate_command(CLI::App& app) {
       "second line and memcpy, which the file applies to refits as small (in cache, copies run "
       "faster). Launch it as the jobs it predicts are launched (e.g. mpirun "
       "--bind-to none for all). Progress goes to stderr. The GPU's kernels and NCCL are not "
-      "measured here, and the output says so; refit topo --discover --measure times the kernels");
+      "measured here, and the output says so; refit topo --discover --measure times the kernels and "
+      "the NCCL executor's own costs on each GPU");
   cmd->add_option("--out", o->out, "Write the cluster file (the format of refit topo --json) here")
       ->check(output_file());
   cmd->add_flag("--overwrite", o->overwrite, "Replace the --out file if it exists (refused otherwise)");

@@ -25,9 +25,9 @@ void add_cluster_options(CLI::App& cmd, ClusterSource& o, bool required) {
   cmd.add_option("--sysfs-root", o.sysfs_root, "Root of sysfs for --discover")->needs(discover);
   cmd.add_option("--nvml-library", o.nvml_library, "NVML library for --discover")->needs(discover);
   cmd.add_flag("--measure", o.measure,
-               "With --discover: time refit's copy and quantize kernels on each GPU found (a few seconds "
-               "and up to 2.4 GB of device memory per GPU) and take their rates instead of figures scaled "
-               "from another GPU")
+               "With --discover: time refit's copy and quantize kernels and its NCCL executor's costs per "
+               "operation and per step on each GPU found (a few seconds and up to 2.4 GB of device memory "
+               "per GPU) and take them instead of figures from another GPU")
       ->needs(discover);
 }
 

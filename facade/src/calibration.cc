@@ -303,7 +303,8 @@ std::vector<std::string> gpu_notes() {
   return {
       "this host has a GPU, but refit calibrate measures host memory only (the file describes host "
       "memory moved by the UCX executor): `refit topo --discover --measure` times refit's copy and "
-      "quantize kernels on the GPUs; NCCL is not measured"};
+      "quantize kernels and its NCCL executor's costs per operation and per step on the GPUs; links "
+      "between GPUs are not measured"};
 }
 
 // What a line's chunk overhead fit leaves uncharged, if anything.

@@ -16,7 +16,8 @@
 #                        executor's delta step, 16 steps of a direct and of a relayed plan with
 #                        host and with device shards, every step verified on every rank and
 #                        sending what the CPU codec (no zstd) sends; refit's kernels timed as
-#                        `refit topo --discover --measure` times them, within cudaMemcpy's bound
+#                        `refit topo --discover --measure` times them, within cudaMemcpy's bound,
+#                        and the NCCL executor's costs per operation and per step as it times them
 #   quantize_gpu_bench   both quantize kernels on 2 GiB of bf16 (goal: 85 % of cudaMemcpy)
 #   delta_gpu_bench      delta encode and decode of 128 MiB of bf16 at 0.1-100 % changed (no goal)
 #   box_copy_bench       pack/unpack at >= 1 GiB (goals: 85 % aligned, 50 % narrow, 60 % many boxes)
@@ -196,6 +197,7 @@ run() {
     echo "### Tests"
     echo
     echo "nccl_gpu_test: $(grep -E '^\[  (PASSED|FAILED) ' "$results/nccl_gpu_test.log" | tr '\n' ' ')"
+    echo "as refit topo --discover --measure times it: $(grep -E '^NCCL executor on ' "$results/nccl_gpu_test.log" || echo 'not timed')"
     echo "test_python_gpu.py: $(grep -E '^=+ .* in [0-9.]+s' "$results/python.log" | tail -1 | tr -d '=')"
     echo
     echo "| phase | exit | time |"
