@@ -106,7 +106,7 @@ Bytes moved_bytes(const ReshardProblem& problem, const std::vector<bool>& moved)
 [[nodiscard]] Result<void> add_delta(const PredictOptions& o, const ReshardProblem& problem,
                                      const PlacedCluster& cluster, const Plan& p,
                                      const DeploymentInfo& deployment, std::int32_t window, Prediction& row) {
-  if (!o.delta || !deployment.runs_delta) return {};
+  if (!o.delta || !deployment.no_delta.empty()) return {};
   auto delta = predict_delta(DeltaPredictionInputs{.plan = p,
                                                    .problem = problem,
                                                    .cluster = cluster,
@@ -262,9 +262,9 @@ Result<Predictions> predict(const PredictionInputs& in, const PredictOptions& o,
     out.rows.push_back(REFIT_TRY(run_row(o, asked, planned, *deployment, true)));
   }
   if (fp8_plan) out.rows.back().notes.emplace_back(kFp8PlanNote);
-  if (o.delta && !deployment->runs_delta)
-    out.rows.back().notes.push_back(fmt::format(
-        "--delta: {} moves every byte every step; a delta refit is refit's executors'", deployment->name));
+  if (o.delta && !deployment->no_delta.empty())
+    out.rows.back().notes.push_back(
+        fmt::format("--delta: not as {} runs it: {}", deployment->name, deployment->no_delta));
   relate(out.rows);
   return out;
 }

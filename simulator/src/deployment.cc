@@ -23,13 +23,21 @@ using sim::DeployInputs;
 
 std::size_t at(std::int64_t i) { return static_cast<std::size_t>(i); }
 
-Result<CallSchedule> whole_plan(const DeployInputs& in) {
+// The whole plan in one call, run as `model` runs it.
+CallSchedule one_call(const DeployInputs& in, const ExecutionModel& model) {
   Call call{.label = "the plan", .group = "refit execute"};
   call.transfers.resize(in.plan.transfers.size());
   std::iota(call.transfers.begin(), call.transfers.end(), 0);
-  const ExecutionModel& model = refit_executor_model(execution_model(in.plan.execution));
   return CallSchedule{
       .calls = {std::move(call)}, .pairs_share_by_bytes = model.pairs_share_by_bytes, .execution = &model};
+}
+
+Result<CallSchedule> whole_plan(const DeployInputs& in) {
+  return one_call(in, refit_executor_model(execution_model(in.plan.execution)));
+}
+
+Result<CallSchedule> nccl_executor(const DeployInputs& in) {
+  return one_call(in, execution_model(ExecutionModelId::kRefitNccl));
 }
 
 std::vector<std::int32_t> all_tensors(const ReshardProblem& problem) {
@@ -187,14 +195,15 @@ bool refit_own(const StrategyInfo& s) { return !s.baseline; }
 bool baseline(const StrategyInfo& s) { return s.baseline; }
 bool never(const StrategyInfo&) { return false; }
 
-constexpr std::array<DeploymentInfo, 4> kDeployments{{
+constexpr std::string_view kEveryByte = "it moves every byte every step; a delta refit is refit's executors'";
+
+constexpr std::array<DeploymentInfo, 5> kDeployments{{
     {.id = DeploymentId::kRefit,
      .name = "refit",
      .description = "refit's executors: the whole plan in one call",
      .runs = any_plan,
      .runs_by_default = refit_own,
-     .calls = whole_plan,
-     .runs_delta = true},
+     .calls = whole_plan},
     {.id = DeploymentId::kNemoRl,
      .name = "nemo-rl",
      .description =
@@ -202,14 +211,16 @@ constexpr std::array<DeploymentInfo, 4> kDeployments{{
      .runs = a_baseline,
      .runs_by_default = baseline,
      .calls = nemo_rl,
-     .quantizes_at_receivers = true},
+     .quantizes_at_receivers = true,
+     .no_delta = kEveryByte},
     {.id = DeploymentId::kM2nBench,
      .name = "m2n-bench",
      .description = "nccl_m2n's reshard_model_bench: every parameter through M2N, one name pattern at a time",
      .runs = an_m2n_algorithm,
      .runs_by_default = never,
      .calls = [](const DeployInputs& in) { return m2n_bench(in, /*all_layers=*/false); },
-     .quantizes_at_receivers = true},
+     .quantizes_at_receivers = true,
+     .no_delta = kEveryByte},
     {.id = DeploymentId::kM2nBenchAll,
      .name = "m2n-bench-all",
      .description = "reshard_model_bench --no-dedup: as m2n-bench, timing every layer instead of one per "
@@ -217,7 +228,17 @@ constexpr std::array<DeploymentInfo, 4> kDeployments{{
      .runs = an_m2n_algorithm,
      .runs_by_default = never,
      .calls = [](const DeployInputs& in) { return m2n_bench(in, /*all_layers=*/true); },
-     .quantizes_at_receivers = true},
+     .quantizes_at_receivers = true,
+     .no_delta = kEveryByte},
+    {.id = DeploymentId::kRefitNccl,
+     .name = "refit-nccl",
+     .description = "refit's NCCL executor (refit run --executor nccl): the whole plan in one call, step "
+                    "by step",
+     .runs = any_plan,
+     .runs_by_default = never,
+     .calls = nccl_executor,
+     .no_delta = "a delta refit is predicted as the UCX executor runs it (its CPU codec), not as the "
+                 "NCCL executor's GPU kernels do (deployment refit)"},
 }};
 
 }  // namespace

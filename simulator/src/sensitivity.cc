@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "refit/core/try.h"
+#include "refit/topology/measured_kernels.h"
 
 namespace refit {
 namespace {
@@ -63,7 +64,15 @@ std::vector<Knob> knobs() {
        [](ClusterSpec&, DeploymentConstants& k, double f) {
          k.network_all_gather_efficiency = efficiency(k.network_all_gather_efficiency, f);
        }},
-      {"kernel launch", [](ClusterSpec&, DeploymentConstants& k, double f) { k.launch = k.launch * f; }},
+      {"kernel launch",
+       [](ClusterSpec& c, DeploymentConstants& k, double f) {
+         // refit's NCCL executor's costs per step and per operation are its launches too.
+         k.launch = k.launch * f;
+         for (auto& g : c.gpus) {
+           const NcclCosts n = g.nccl_costs.value_or(reference_kernels().nccl);
+           g.nccl_costs = NcclCosts{.per_op = n.per_op * f, .per_step = n.per_step * f};
+         }
+       }},
       {"eager PyTorch op",
        [](ClusterSpec&, DeploymentConstants& k, double f) { k.torch_op = k.torch_op * f; }},
       {"Ray dispatch",

@@ -4,7 +4,8 @@
 // rounded apart) or 1e-18 s, and every row's resources (names and bytes exactly, utilisation to
 // 1e-12 relative, as the predicted times), on problems whose plans fall into alike components (source
 // replicas serving their own engines), bf16 and FP8 in flight (fp8-block128 asked at the landing ranks:
-// quantised at the senders, whose training layout holds whole blocks), one strategy and all of them compared.
+// quantised at the senders, whose training layout holds whole blocks), one strategy as refit's UCX and
+// NCCL executors run it and all of them compared.
 // Components of a plan share no resource of the flow model, so each runs as it would beside the
 // others; alike ones end at the same time.
 #include <algorithm>
@@ -91,9 +92,13 @@ TEST(ComponentPrediction, EqualsTheWholeSimulationOnReplicatedProblems) {
     const auto plan = make_plan("refit", problem, placed).value();
     const auto parts = simulate_plan_by_components(plan, problem, placed).value();
     split += parts.components > 1 && parts.simulated == 1;
-    for (const bool all : {false, true}) {
-      const auto whole = all ? compare(in, {.by_components = false}) : predict(in, {.by_components = false});
-      const auto by_parts = all ? compare(in, {}) : predict(in, {});
+    // refit as its default deployment (the UCX executor's streams) and as refit's NCCL executor
+    // runs it (steps), then every strategy compared.
+    for (const std::string deployment : {"", "refit-nccl", "compare"}) {
+      const bool all = deployment == "compare";
+      const auto whole = all ? compare(in, {.by_components = false})
+                             : predict(in, {.deployment = deployment, .by_components = false});
+      const auto by_parts = all ? compare(in, {}) : predict(in, {.deployment = deployment});
       ASSERT_TRUE(whole && by_parts);
       EXPECT_EQ(difference(without_wall_times(predictions_json(*whole)),
                            without_wall_times(predictions_json(*by_parts)), "$"),

@@ -57,7 +57,7 @@ def test_compare_gives_each_strategy_as_deployed_against_gather_broadcast() -> N
 def test_an_impossible_deployment_is_bad_input_naming_both() -> None:
     problem = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2,etp=1", infer="tp=2")
     cluster = refit.Cluster.preset("dgx-h100")
-    assert [name for name, _ in refit.deployments()] == ["refit", "nemo-rl", "m2n-bench", "m2n-bench-all"]
+    assert [name for name, _ in refit.deployments()] == ["refit", "nemo-rl", "m2n-bench", "m2n-bench-all", "refit-nccl"]
     with pytest.raises(refit.BadInput, match="deployment 'nemo-rl' does not run strategy 'refit'"):
         refit.simulate(problem, cluster, "refit", deployment="nemo-rl")
     with pytest.raises(refit.BadInput, match="unknown deployment 'slurm'"):

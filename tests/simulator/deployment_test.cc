@@ -73,7 +73,7 @@ TEST(Deployment, EachStrategyHasADefaultAndImpossiblePairsAreRefusedNamingBoth) 
   for (const auto& d : deployments())
     for (const auto& s : strategies()) {
       const auto runs = check_runs(d, s);
-      const bool expected = d.id == DeploymentId::kRefit ||
+      const bool expected = d.id == DeploymentId::kRefit || d.id == DeploymentId::kRefitNccl ||
                             (d.id == DeploymentId::kNemoRl && s.id != StrategyId::kRefit) ||
                             ((d.id == DeploymentId::kM2nBench || d.id == DeploymentId::kM2nBenchAll) &&
                              (s.id == StrategyId::kM2nRing || s.id == StrategyId::kDirect));
@@ -486,6 +486,47 @@ TEST(RefitDeployment, RunsACollectivesPlanAsTheUcxExecutorRunsIt) {
   EXPECT_DOUBLE_EQ(simulate_plan(ring, p, c, labelled).value().predicted.value,
                    simulate_plan(relabelled, p, c, ucx).value().predicted.value);
   EXPECT_EQ(deploy(deployment_info(DeploymentId::kNemoRl), ring, p, c).value().execution, nullptr);
+}
+
+TEST(RefitNcclDeployment, RunsAnyPlanAsThePlanLabelledRefitNcclRuns) {
+  // refit run --executor nccl: whatever a plan's label, its transfers go step by step, as the same
+  // transfers labelled refit-nccl do under refit's executors. Each rank's step costs it the NCCL
+  // executor's time, here 50 us and 20 us per send or receive: the plan takes longer than on the
+  // same GPUs charging nothing (two_nodes()'s NcclCosts{}).
+  const auto p = pipeline_moe();
+  const auto free = two_nodes();
+  ClusterSpec spec = free.cluster().spec();
+  for (auto& g : spec.gpus) g.nccl_costs = NcclCosts{.per_op = Seconds{20e-6}, .per_step = Seconds{50e-6}};
+  const auto c = PlacedCluster::make(Cluster::make(std::move(spec)).value(), free.ranks()).value();
+  const auto& nccl = deployment_info(DeploymentId::kRefitNccl);
+  for (const char* strategy : {"refit", "m2n-ring"}) {
+    SCOPED_TRACE(strategy);
+    const auto plan = make_plan(strategy, p, c).value();
+    Plan relabelled = plan;
+    relabelled.execution = ExecutionModelId::kRefitNccl;
+    const auto as_nccl = deploy(nccl, plan, p, c).value();
+    ASSERT_EQ(as_nccl.calls.size(), 1u);
+    ASSERT_NE(as_nccl.execution, nullptr);
+    EXPECT_EQ(as_nccl.execution->id, ExecutionModelId::kRefitNccl);
+    const auto as_labelled = deploy(refit_executors(), relabelled, p, c).value();
+    const PlanSimulationOptions o{.calls = &as_nccl, .rate_tolerance = 0},
+        labelled{.calls = &as_labelled, .rate_tolerance = 0};
+    const double stepped = simulate_plan(plan, p, c, o).value().predicted.value;
+    EXPECT_DOUBLE_EQ(stepped, simulate_plan(relabelled, p, c, labelled).value().predicted.value);
+    EXPECT_GT(stepped, simulate_plan(plan, p, free, o).value().predicted.value + 70e-6 - 1e-12);
+  }
+  EXPECT_FALSE(nccl.no_delta.empty());
+  EXPECT_TRUE(refit_executors().no_delta.empty());
+  // Its costs are launches: the "kernel launch" knob moves them, 20 % down faster, 20 % up slower.
+  const auto plan = make_plan("refit", p, c).value();
+  const auto as_nccl = deploy(nccl, plan, p, c).value();
+  const double base =
+      simulate_plan(plan, p, c, {.calls = &as_nccl, .rate_tolerance = 0}).value().predicted.value;
+  const auto moves = sensitivity(plan, p, c, nccl, {.rate_tolerance = 0}).value();
+  const auto launch = std::ranges::find(moves, std::string("kernel launch"), &Sensitivity::constant);
+  ASSERT_NE(launch, moves.end());
+  EXPECT_LT(launch->lower.value, base);
+  EXPECT_GT(launch->higher.value, base);
 }
 
 TEST(Sensitivity, EachConstantMovesThePredictionTheWayItShould) {

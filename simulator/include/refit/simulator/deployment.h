@@ -27,7 +27,7 @@
 
 namespace refit {
 
-enum class DeploymentId : std::uint8_t { kRefit, kNemoRl, kM2nBench, kM2nBenchAll };
+enum class DeploymentId : std::uint8_t { kRefit, kNemoRl, kM2nBench, kM2nBenchAll, kRefitNccl };
 
 struct DeploymentConstants {
   NcclLatencies nccl{};
@@ -81,9 +81,9 @@ struct DeploymentInfo {
   // The deployed code moves bf16 and quantises on the inference side (NeMo RL quantises at the
   // receivers): an FP8 refit quantised before the engines is nothing it runs.
   bool quantizes_at_receivers = false;
-  // It can move only what changed since the last refit (refit's delta executor); the deployed
-  // systems move every byte every step.
-  bool runs_delta = false;
+  // Why a delta refit (only what changed since the last moves) is not predicted as it runs it;
+  // empty where it is (refit's executors, as the UCX delta executor and its CPU codec run it).
+  std::string_view no_delta;
 };
 
 // Every deployment, in DeploymentId order.
