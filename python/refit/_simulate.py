@@ -175,7 +175,8 @@ def simulate(
             (simulated as it is).
         deployment: who runs the plan (:func:`deployments`): ``refit`` (refit's executors),
             ``nemo-rl`` (NeMo RL's refit paths), ``m2n-bench`` (nccl_m2n's model benchmark),
-            ``m2n-bench-all`` (the same with ``--no-dedup``: every layer timed).
+            ``m2n-bench-all`` (the same with ``--no-dedup``: every layer timed), ``refit-nccl``
+            (refit's NCCL executor, step by step).
             Default: ``refit`` for refit's plans, ``nemo-rl`` for the baselines'. A deployed
             baseline runs the problem quantised at the receivers, as deployed today.
         window: chunks a receiver grants each sender ahead; a (sender, receiver) pair sends its

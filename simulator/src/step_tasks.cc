@@ -36,7 +36,7 @@ StepTasks::StepTasks(const lowering::LoweredPlan& lowered, lowering::StepSchedul
       ends_(lowered.plan().transfers.size()),
       rank_last_(at(lowered.plan().world_size())),
       rank_post_(at(lowered.plan().world_size())),
-      rank_ops_(at(lowered.plan().world_size()), 0),
+      rank_ops_(at(lowered.plan().world_size()), -1),
       rank_step_(at(lowered.plan().world_size())),
       rank_quantise_(at(lowered.plan().world_size())),
       rank_boxes_(at(lowered.plan().world_size()), 0) {}
@@ -76,7 +76,7 @@ void StepTasks::add(std::span<const std::int32_t> transfers, const CallGate* gat
         auto& boxes = rank_boxes_[at(t.sender.value)];
         boxes = std::max(boxes, quantize_.needs(t, pieces[i].last));
       }
-    post_step(std::span(pieces).subspan(begin, end - begin));
+    post_step(std::span(pieces).subspan(begin, end - begin), gate);
     for (std::size_t i = begin; i < end; ++i)
       if (!plan.transfers[at(pieces[i].transfer)].quantises()) add_piece(pieces[i], gate);
     end_step(pieces[begin].step);
@@ -95,18 +95,25 @@ void StepTasks::add_quantise_step(const Transfer& t, const CallGate* gate) {
   rank_does(t.receiver, task);
 }
 
-// Each rank's posting of the step: after its previous step, one NCCL group of a send or a receive
-// per chunk (a quantise step is a kernel, not an operation of the group).
-void StepTasks::post_step(std::span<const StepPiece> pieces) {
+// Each rank's posting of the step: after its previous step (and its call's start), one NCCL group
+// of a send or a receive per chunk. A rank whose step only quantises posts its step too (the
+// executor's block of the step, without operations); its step's end waits for that.
+void StepTasks::post_step(std::span<const StepPiece> pieces, const CallGate* gate) {
   const auto& plan = lowered_.plan();
   std::vector<std::int32_t> posting;
+  const auto posts = [&](Rank r, std::int64_t ops) {
+    auto& mine = rank_ops_[at(r.value)];
+    if (mine < 0) {
+      mine = 0;
+      posting.push_back(r.value);
+    }
+    mine += ops;
+  };
   for (const auto& p : pieces) {
     const Transfer& t = plan.transfers[at(p.transfer)];
-    if (t.quantises()) continue;
-    for (const Rank r : {t.sender, t.receiver}) {
-      if (rank_ops_[at(r.value)] == 0) posting.push_back(r.value);
-      rank_ops_[at(r.value)] += p.last - p.first + 1;
-    }
+    const std::int64_t chunks = t.quantises() ? 0 : p.last - p.first + 1;
+    posts(t.sender, chunks);
+    posts(t.receiver, chunks);
   }
   for (const std::int32_t r : posting) {
     const NcclCosts costs = routes_.nccl_costs(Rank{r});
@@ -117,11 +124,14 @@ void StepTasks::post_step(std::span<const StepPiece> pieces) {
     spec.resources.clear();
     spec.deps.clear();
     if (const auto last = rank_last_[at(r)]) spec.deps.push_back(*last);
+    if (gate) spec.deps.push_back(gate->start);
     spec.track = routes_.gpu_track(Rank{r});
     const Seconds cost = costs.per_step + costs.per_op * static_cast<double>(rank_ops_[at(r)]);
     rank_post_[at(r)] =
         sink_.add_call_task(std::string_view(label.data(), label.size()), Bytes{0}, cost, TaskKind::kFixed);
-    rank_ops_[at(r)] = 0;
+    // A rank with operations ends its step with them, which wait for its post.
+    if (rank_ops_[at(r)] == 0) rank_does(Rank{r}, rank_post_[at(r)]);
+    rank_ops_[at(r)] = -1;
   }
 }
 

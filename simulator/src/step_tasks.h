@@ -4,9 +4,11 @@
 // so a rank's chunks of step s start once its latest earlier step has ended, and a chunk moves
 // once both its ranks have posted its step. Posting a step is a task of its own on the rank,
 // costing the executor's time per step and per send or receive of the step (NcclCosts, of the
-// rank's GPU). The chunks of one transfer in one step are one task
-// (one flow), paying the message latency; a transfer's first task also pays its first chunk's
-// pack, and its last chunk's unpack is a task of its own after its last (the copy stream unpacks
+// rank's GPU), after the rank's previous step: an upper bound, since the executor's host posts
+// up to four steps ahead, and a one-GPU measurement does not tell how much of the cost is the
+// host's (which that overlaps) and how much the GPU's (which it does not). The chunks of one transfer in one
+// step are one task (one flow), paying the message latency; a transfer's first task also pays its first
+// chunk's pack, and its last chunk's unpack is a task of its own after its last (the copy stream unpacks
 // while the next step's traffic flows). A rank's step ends when all its tasks of the step have
 // (a task of no bytes after them where it has several). A quantise step is the landing rank's
 // quantisation in its step, before the rank's chunks of that step (they wait for the copy stream),
@@ -55,7 +57,7 @@ class StepTasks final : public TransferMover {
   static std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
   std::vector<StepPiece> pieces_of(std::span<const std::int32_t> transfers) const;
   void add_quantise_step(const Transfer& t, const CallGate* gate);
-  void post_step(std::span<const StepPiece> pieces);
+  void post_step(std::span<const StepPiece> pieces, const CallGate* gate);
   void add_piece(const StepPiece& p, const CallGate* gate);
   void piece_deps(const Transfer& t, const StepPiece& p, const CallGate* gate, std::vector<TaskId>& deps);
   void rank_does(Rank r, TaskId task);
@@ -67,10 +69,10 @@ class StepTasks final : public TransferMover {
   const Routes& routes_;
   QuantizeTasks& quantize_;
   TaskSink& sink_;
-  std::vector<TaskId> ends_;                          // per transfer
-  std::vector<std::optional<TaskId>> rank_last_;      // per rank: the end of its latest step
-  std::vector<TaskId> rank_post_;                     // per rank: its posting of the current step
-  std::vector<std::int64_t> rank_ops_;                // per rank: its sends and receives of the step
+  std::vector<TaskId> ends_;                      // per transfer
+  std::vector<std::optional<TaskId>> rank_last_;  // per rank: the end of its latest step
+  std::vector<TaskId> rank_post_;                 // per rank: its posting of the current step
+  std::vector<std::int64_t> rank_ops_;  // per rank: its sends and receives of the step; -1: it posts none
   std::vector<std::vector<TaskId>> rank_step_;        // per rank: its tasks of the current step
   std::vector<std::optional<TaskId>> rank_quantise_;  // per rank: its quantise step in the current step
   std::vector<std::int32_t> rank_boxes_;  // per rank: its boxes quantised by the end of the current step

@@ -132,6 +132,23 @@ TEST(StepSimulation, ARankPaysForEveryOperationItPostsInAStep) {
   EXPECT_NEAR(predicted(plan, p, c, Bytes{8 * kMiB}), 5e-6 + 4 * 2e-6 + kAlpha + 4 * kU, 1e-9);
 }
 
+TEST(StepSimulation, ARankPostsItsFirstStepOnceItsCallHasStarted) {
+  // The four steps of EachRankPostsItsStepBeforeItsChunksMove in one call that launches for
+  // L = 100 us: the first post waits for the launch, so L + 4 (s + 2o + alpha + 2U), not a first
+  // post hidden behind the launch.
+  const auto p = problem(8, 1);
+  const auto c = with_nccl_costs(testing::make_test_cluster(2, 1, 1, 1), kCosts);
+  const auto plan = plan_of(p, {transfer(0, 0, 1, 0, 8)}, ExecutionModelId::kRefitNccl);
+  const CallSchedule one{.calls = {Call{.label = "the plan", .launch = Seconds{100e-6}, .transfers = {0}}},
+                         .execution = &execution_model(ExecutionModelId::kRefitNccl)};
+  PlanSimulationOptions o;
+  o.rate_tolerance = 0;
+  o.staging = Bytes{4 * kMiB};
+  o.calls = &one;
+  EXPECT_NEAR(simulate_plan(plan, p, c, o).value().predicted.value,
+              100e-6 + 4 * (5e-6 + 2 * 2e-6 + kAlpha + 2 * kU), 1e-9);
+}
+
 TEST(StepSimulation, AGpuWithoutMeasuredCostsIsChargedTheReferenceRunsAndSaysSo) {
   // Unmeasured: the reference run's o and s (measured_kernels.h), 4 (s + 2o + alpha + 2U), and an
   // assumption that names them. The UCX executor's plan of the same transfer pays neither.

@@ -24,16 +24,18 @@ namespace {
 
 constexpr std::int64_t kColumns = 4096;  // bf16: rows of 8 KiB
 
-// How the transfer is cut: by 64 MiB, 16 to 1024 chunks in 1 to 256 steps (a step holds at most
-// 256 chunks and half the staging), so that chunks and steps vary apart.
+// How the transfer is cut: by 64 MiB, 16 to 256 chunks of 4 MiB to 256 KiB in 1 to 256 steps (a
+// step holds at most 256 chunks and half the staging), so that chunks and steps vary apart, in
+// chunks no smaller than the 256 KiB nccl_plan_bench's fit went down to.
 struct Cut {
   Bytes chunk;
   Bytes staging;
 };
-constexpr std::array<Cut, 4> kCuts{{
+constexpr std::array<Cut, 5> kCuts{{
     {.chunk = Bytes{4 << 20}, .staging = Bytes{256 << 20}},
+    {.chunk = Bytes{1 << 20}, .staging = Bytes{256 << 20}},
     {.chunk = Bytes{256 << 10}, .staging = Bytes{256 << 20}},
-    {.chunk = Bytes{64 << 10}, .staging = Bytes{256 << 20}},
+    {.chunk = Bytes{256 << 10}, .staging = Bytes{2 << 20}},
     {.chunk = Bytes{256 << 10}, .staging = Bytes{512 << 10}},
 }};
 

@@ -11,7 +11,8 @@
 //              worker and every vLLM TP group's leader;
 //   m2n-bench  nccl_m2n's reshard_model_bench: every parameter through M2N, one representative
 //              per (name pattern, stage), patterns one after another;
-//   m2n-bench-all  the same run with --no-dedup: every layer's parameters, each stage's in turn.
+//   m2n-bench-all  the same run with --no-dedup: every layer's parameters, each stage's in turn;
+//   refit-nccl  refit's NCCL executor: the whole plan as one call, step by step.
 // Every constant is a microbenchmark figure or a published cost model with its source in
 // docs/hardware.md; none is fitted to an end-to-end refit time.
 #include <span>
@@ -70,7 +71,7 @@ struct DeployInputs;
 // moves. Nothing outside the table asks which deployment it is.
 struct DeploymentInfo {
   DeploymentId id = DeploymentId::kRefit;
-  std::string_view name;         // "refit", "nemo-rl", "m2n-bench", "m2n-bench-all"
+  std::string_view name;         // "refit", "nemo-rl", "m2n-bench", "m2n-bench-all", "refit-nccl"
   std::string_view description;  // one line for --help
   // Whether it runs a plan of `strategy` (nullptr: a strategy this build lacks).
   bool (*runs)(const StrategyInfo* strategy) = nullptr;
