@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -33,11 +34,37 @@ def mpirun_env() -> dict[str, str]:
     return env
 
 
+_EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_given: set[int] = set()
+
+
+def _ephemeral_start() -> int:
+    """The first port the kernel gives outgoing connections (32768 unless configured)."""
+    try:
+        return int(_EPHEMERAL.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    """A TCP port of this machine that nothing listens on now (torch.distributed's rendezvous)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port of this machine that nothing listens on now, for a torch.distributed rendezvous,
+    and below the kernel's range for outgoing connections: a port picked before the processes
+    that listen on it start must not be the one the kernel meanwhile gives a connection of the job
+    (gloo's, a store's), or the rendezvous fails with EADDRINUSE and leaves its peers waiting.
+    A port is handed out once per test process."""
+    high = _ephemeral_start()
+    low = max(1024, high - 16384)
+    while True:
+        port = random.randrange(low, high)
+        if port in _given:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _given.add(port)
+        return port
 
 
 def run_workers(script: Path, size: int, env: dict[str, str]) -> tuple[list[subprocess.Popen[str]], list[tuple[str, str]]]:

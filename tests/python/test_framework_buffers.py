@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ import numpy as np
 import pytest
 
 import refit
-from conftest import DATA, change_buffer, readonly_copy, run_ranks
+from conftest import DATA, change_buffer, free_port, readonly_copy, run_ranks
 from fp8_reference import finite_weights, megatron_fp8_params, vllm_fp8_params
 from framework_reference import Megatron, Model, Vllm, hf_state_dict, megatron_params, vllm_params
 
@@ -115,12 +114,6 @@ def test_every_region_is_where_the_framework_puts_its_tensor(case: tuple[str, st
                 np.testing.assert_array_equal(got, state[r.tensor][r.box.slices], err_msg=f"{p.name}: {r}")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.processes
 @pytest.mark.parametrize("kind", ["numpy", "torch"])
 @pytest.mark.parametrize("case", [MOE_EP, LLAMA_GQA], ids=["qwen3-moe-ep", "llama-gqa"])
@@ -134,7 +127,7 @@ def test_megatron_parameters_arrive_as_vllm_parameters_between_processes(case: t
     problem = _problem(case)
     env = dict(os.environ)
     env.setdefault("UCX_TLS", "self,sm,tcp")
-    env.update(WORLD_SIZE=str(problem.world_size), INIT_METHOD=f"tcp://127.0.0.1:{_free_port()}")
+    env.update(WORLD_SIZE=str(problem.world_size), INIT_METHOD=f"tcp://127.0.0.1:{free_port()}")
     config, train, infer = case
     workers = [
         subprocess.Popen([sys.executable, str(WORKER), str(MODELS / config), train, infer, kind],

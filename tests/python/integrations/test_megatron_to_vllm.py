@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +24,7 @@ pytest.importorskip("vllm")
 pytest.importorskip("megatron.core")
 
 from checkpoint import write  # noqa: E402
+from conftest import free_port  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 MODELS = HERE.parents[1] / "data" / "models"
@@ -69,12 +69,6 @@ JOBS: dict[str, list[tuple[str, dict[str, int], dict[str, Any]]]] = {
         ("dsv3groups-ep2-to-dp2-round-robin", {"ep": 2, "etp": 1, "dp": 2}, infer(dp=2, ep=True, placement="round_robin")),
     ],
 }  # fmt: skip
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _world(pair: tuple[str, dict[str, int], dict[str, Any]]) -> int:
     _, train, i = pair
     megatron = train.get("tp", 1) * train.get("pp", 1) * train.get("dp", 1)
@@ -95,13 +89,13 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str
         b = write(MODELS / model, root / model / "b", seed=2)
         mtp = bool(json.loads((MODELS / model).read_text()).get("num_nextn_predict_layers", 0))
         job += [{"name": name, "train": train, "infer": i, "mtp": mtp, "checkpoint_a": str(a), "checkpoint_b": str(b),
-                 "megatron_init": f"tcp://127.0.0.1:{_free_port()}", "vllm_init": f"tcp://127.0.0.1:{_free_port()}"}
+                 "megatron_init": f"tcp://127.0.0.1:{free_port()}", "vllm_init": f"tcp://127.0.0.1:{free_port()}"}
                 for name, train, i in pairs]  # fmt: skip
     (root / "results").mkdir()
     (root / "job.json").write_text(json.dumps({"pairs": job, "results": str(root / "results")}))
     world = max(_world(p) for p in PAIRS)
     done = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={world}", f"--master-port={_free_port()}",
+        [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={world}", f"--master-port={free_port()}",
          str(HERE / "worker.py"), str(root / "job.json")],
         env=env, capture_output=True, text=True, timeout=600, cwd=HERE,
     )  # fmt: skip
