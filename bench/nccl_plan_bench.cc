@@ -11,16 +11,15 @@
 // by element, then executed kRuns times; the figure is the mean of ExecutionReport::elapsed (the
 // host's time from the first operation issued to the last one finished). The program's counts
 // (steps, chunks, copy-kernel launches, NCCL operations) come from the same translation the
-// executor runs. t = t0 + chunks * c + steps * s is fitted by least squares over the
-// configurations: c and s are the per-chunk and per-step costs of the simulator's NCCL execution
-// model (refit/topology/measured_kernels.h: a chunk is a send and a receive of the one process,
-// c / 2 each), which `refit topo --discover --measure` measures the same way on a smaller plan.
+// executor runs. t = t0 + chunks * c + steps * s is fitted by least squares (fit_nccl_runs) over
+// the configurations: c and s are the per-chunk and per-step costs of the simulator's NCCL
+// execution model (refit/topology/measured_kernels.h: a chunk is a send and a receive of the one
+// process, c / 2 each), which `refit topo --discover --measure` fits alike on a smaller plan.
 // Exits 0 without a GPU, printing why.
 //
 // Usage: nccl_plan_bench [--summary FILE]   (rows are appended to FILE too)
 #include <cuda_runtime_api.h>
 
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,7 +27,7 @@
 #include "device_ranks.h"
 #include "gpu_bench.h"
 #include "local_view.h"
-#include "refit/core/least_squares.h"
+#include "nccl_cost_fit.h"
 #include "refit/executors/nccl/nccl_executor.h"
 #include "refit/models/builtin_models.h"
 #include "refit/models/problem_builder.h"
@@ -130,18 +129,6 @@ Measured measure(const ReshardProblem& problem, const PlacedCluster& cluster,
                   .ms = seconds / kRuns * 1e3};
 }
 
-// Least squares of ms = t0 + chunks * c + steps * s over the configurations; empty when they do
-// not tell chunks from steps.
-std::optional<std::vector<double>> fit(const std::vector<Measured>& m) {
-  std::vector<std::vector<double>> rows;
-  std::vector<double> ms;
-  for (const auto& x : m) {
-    rows.push_back({1.0, static_cast<double>(x.counts.chunks), static_cast<double>(x.counts.steps)});
-    ms.push_back(x.ms);
-  }
-  return least_squares(rows, ms, std::vector<double>(m.size(), 1.0));
-}
-
 double memcpy_gbps(cudaStream_t stream) {
   constexpr std::int64_t kBytes = std::int64_t{2} << 30;
   nccl_detail::DeviceMemory a, b;
@@ -188,9 +175,12 @@ int main(int argc, char** argv) {
                   static_cast<long long>(m.counts.copies), m.ms, bytes / m.ms / 1e6,
                   100 * bytes / reference_gbps / 1e6 / m.ms);
   }
-  if (const auto f = fit(all))
-    summary.print("\nFitted: t = %.3f ms + chunks x %.2f us + steps x %.2f us\n", (*f)[0], (*f)[1] * 1e3,
-                  (*f)[2] * 1e3);
+  std::vector<nccl_detail::NcclRun> runs;
+  for (const auto& m : all)
+    runs.push_back({.chunks = m.counts.chunks, .steps = m.counts.steps, .time = Seconds{m.ms / 1e3}});
+  if (const auto f = nccl_detail::fit_nccl_runs(runs))
+    summary.print("\nFitted: t = %.3f ms + chunks x %.2f us + steps x %.2f us\n", f->fixed.value * 1e3,
+                  f->per_chunk.value * 1e6, f->per_step.value * 1e6);
   else
     summary.print("\nNot fitted: the configurations do not tell chunks from steps\n");
   cudaStreamDestroy(stream);

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "cuda_handles.h"
-#include "refit/core/least_squares.h"
+#include "nccl_cost_fit.h"
 #include "refit/core/problem.h"
 #include "refit/core/try.h"
 #include "refit/executors/lone_bootstrap.h"
@@ -51,15 +51,9 @@ constexpr std::array<Cut, 5> kCuts{{
   return ReshardProblem::make(std::move(weights), 1, 1);
 }
 
-struct Timed {
-  double chunks = 0;
-  double steps = 0;
-  double seconds = 0;
-};
-
 // The median of `repetitions` executions of `plan` cut as `cut`, after one untimed.
-[[nodiscard]] Result<Timed> time_cut(const Plan& plan, std::span<const LocalRankBuffers> ranks, int device,
-                                     Cut cut, int repetitions) {
+[[nodiscard]] Result<NcclRun> time_cut(const Plan& plan, std::span<const LocalRankBuffers> ranks, int device,
+                                       Cut cut, int repetitions) {
   const auto lowered = REFIT_TRY(lowering::LoweredPlan::make(plan, cut.staging));
   const auto schedule = REFIT_TRY(
       lowering::make_step_schedule(lowered, execution_model(ExecutionModelId::kRefitNccl).step_chunks));
@@ -73,24 +67,8 @@ struct Timed {
   for (int i = 0; i < repetitions; ++i)
     seconds.push_back(REFIT_TRY(executor->execute(*prepared)).elapsed.value);
   std::ranges::sort(seconds);
-  return Timed{.chunks = static_cast<double>(lowered.chunks()),
-               .steps = static_cast<double>(schedule.steps),
-               .seconds = seconds[seconds.size() / 2]};
-}
-
-// c / 2 per send or receive and s per step of t = t0 + chunks c + steps s; a negative term (a
-// noisy run) is taken as 0.
-[[nodiscard]] Result<NcclCosts> fit(std::span<const Timed> timed) {
-  std::vector<std::vector<double>> rows;
-  std::vector<double> t;
-  for (const auto& x : timed) {
-    rows.push_back({1.0, x.chunks, x.steps});
-    t.push_back(x.seconds);
-  }
-  const auto p = least_squares(rows, t, std::vector<double>(t.size(), 1.0));
-  if (!p) return invalid("the NCCL executor's runs did not tell its cost per chunk from its cost per step");
-  return NcclCosts{.per_op = Seconds{std::max(0.0, (*p)[1]) / 2},
-                   .per_step = Seconds{std::max(0.0, (*p)[2])}};
+  return NcclRun{
+      .chunks = lowered.chunks(), .steps = schedule.steps, .time = Seconds{seconds[seconds.size() / 2]}};
 }
 
 }  // namespace
@@ -115,14 +93,18 @@ Result<NcclCosts> time_nccl_costs(int device, Bytes bytes, int repetitions) {
       {.rank = Rank{1},
        .buffers = {.memory = MemoryKind::kCuda,
                    .destinations = {{.tensor = 0, .box = whole, .bytes = span_of(destination)}}}}};
-  std::vector<Timed> timed;
+  std::vector<NcclRun> runs;
   for (const Cut cut : kCuts) {
     const auto plan = REFIT_TRY(make_plan("refit", problem, cluster, PlanOptions{.chunk = cut.chunk}));
-    timed.push_back(REFIT_TRY_IN(time_cut(plan, ranks, device, cut, repetitions),
-                                 fmt::format("the NCCL executor in chunks of {} bytes, staging {} bytes",
-                                             cut.chunk.value, cut.staging.value)));
+    runs.push_back(REFIT_TRY_IN(time_cut(plan, ranks, device, cut, repetitions),
+                                fmt::format("the NCCL executor in chunks of {} bytes, staging {} bytes",
+                                            cut.chunk.value, cut.staging.value)));
   }
-  return fit(timed);
+  const auto fit = fit_nccl_runs(runs);
+  if (!fit) return invalid("the NCCL executor's runs did not tell its cost per chunk from its cost per step");
+  // A chunk is a send and a receive of this one process; a negative term (a noisy run) is 0.
+  return NcclCosts{.per_op = Seconds{std::max(0.0, fit->per_chunk.value) / 2},
+                   .per_step = Seconds{std::max(0.0, fit->per_step.value)}};
 }
 
 }  // namespace refit::nccl_detail
