@@ -125,6 +125,6 @@ std::int32_t Routes::track(const Transfer& t) const {
 
 Seconds Routes::copy_time(Bytes bytes, Rank r) const { return transfer_time(bytes, gpu(r).copy_bandwidth); }
 
-NcclCosts Routes::nccl_costs(Rank r) const { return gpu(r).nccl_costs.value_or(reference_kernels().nccl); }
+NcclCosts Routes::nccl_costs(Rank r) const { return charged_nccl_costs(gpu(r)); }
 
 }  // namespace refit::sim

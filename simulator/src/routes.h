@@ -58,8 +58,7 @@ class Routes {
   std::int32_t gpu_track(Rank r) const { return gpu_track_[gpu_index(r)]; }
   ResourceId copy_engine(Rank r) const { return links_.copy[gpu_index(r)]; }
   Seconds copy_time(Bytes bytes, Rank r) const;
-  // refit's NCCL executor's costs on r's GPU: its own where measured, else the reference run's
-  // (measured_kernels.h).
+  // charged_nccl_costs (measured_kernels.h) of r's GPU.
   NcclCosts nccl_costs(Rank r) const;
   const GpuSpec& gpu(Rank r) const { return c_.cluster().gpu(c_.gpu_of(r)); }
 

@@ -69,7 +69,7 @@ std::vector<Knob> knobs() {
          // refit's NCCL executor's costs per step and per operation are its launches too.
          k.launch = k.launch * f;
          for (auto& g : c.gpus) {
-           const NcclCosts n = g.nccl_costs.value_or(reference_kernels().nccl);
+           const NcclCosts n = charged_nccl_costs(g);
            g.nccl_costs = NcclCosts{.per_op = n.per_op * f, .per_step = n.per_step * f};
          }
        }},

@@ -100,12 +100,12 @@ void StepTasks::add_quantise_step(const Transfer& t, const CallGate* gate) {
 // executor's block of the step, without operations); its step's end waits for that.
 void StepTasks::post_step(std::span<const StepPiece> pieces, const CallGate* gate) {
   const auto& plan = lowered_.plan();
-  std::vector<std::int32_t> posting;
+  posting_.clear();
   const auto posts = [&](Rank r, std::int64_t ops) {
     auto& mine = rank_ops_[at(r.value)];
     if (mine < 0) {
       mine = 0;
-      posting.push_back(r.value);
+      posting_.push_back(r.value);
     }
     mine += ops;
   };
@@ -115,7 +115,7 @@ void StepTasks::post_step(std::span<const StepPiece> pieces, const CallGate* gat
     posts(t.sender, chunks);
     posts(t.receiver, chunks);
   }
-  for (const std::int32_t r : posting) {
+  for (const std::int32_t r : posting_) {
     const NcclCosts costs = routes_.nccl_costs(Rank{r});
     auto& label = sink_.label();
     label.clear();

@@ -6,13 +6,13 @@
 // costing the executor's time per step and per send or receive of the step (NcclCosts, of the
 // rank's GPU), after the rank's previous step: an upper bound, since the executor's host posts
 // up to four steps ahead, and a one-GPU measurement does not tell how much of the cost is the
-// host's (which that overlaps) and how much the GPU's (which it does not). The chunks of one transfer in one
-// step are one task (one flow), paying the message latency; a transfer's first task also pays its first
-// chunk's pack, and its last chunk's unpack is a task of its own after its last (the copy stream unpacks
-// while the next step's traffic flows). A rank's step ends when all its tasks of the step have
-// (a task of no bytes after them where it has several). A quantise step is the landing rank's
-// quantisation in its step, before the rank's chunks of that step (they wait for the copy stream),
-// and so is a sender's quantisation of the boxes its chunks of the step are the first to read.
+// host's (which that overlaps) and how much the GPU's (which it does not). The chunks of one
+// transfer in one step are one task (one flow), paying the message latency; a transfer's first
+// task also pays its first chunk's pack, and its last chunk's unpack is a task of its own after
+// its last (the copy stream unpacks while the next step's traffic flows). A rank's step ends
+// when all its tasks of the step have (a task of no bytes after them where it has several). A quantise step
+// is the landing rank's quantisation in its step, before the rank's chunks of that step (they wait for the
+// copy stream), and so is a sender's quantisation of the boxes its chunks of the step are the first to read.
 // A relay's last task waits for the end of each upstream it forwards all of (its unpacking);
 // earlier data it forwards landed in earlier steps of its sender, which the steps order.
 #include <cstdint>
@@ -77,6 +77,7 @@ class StepTasks final : public TransferMover {
   std::vector<std::optional<TaskId>> rank_quantise_;  // per rank: its quantise step in the current step
   std::vector<std::int32_t> rank_boxes_;  // per rank: its boxes quantised by the end of the current step
   std::vector<std::int32_t> touched_;     // ranks with tasks in the current step
+  std::vector<std::int32_t> posting_;     // ranks that post the current step
 };
 
 }  // namespace refit::sim

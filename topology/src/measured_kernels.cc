@@ -40,6 +40,8 @@ const MeasuredKernels* measured_kernels_on(std::string_view gpu) {
 
 const MeasuredKernels& reference_kernels() { return *measured_kernels_on(kH100Sxm5); }
 
+NcclCosts charged_nccl_costs(const GpuSpec& gpu) { return gpu.nccl_costs.value_or(reference_kernels().nccl); }
+
 BytesPerSecond copy_scaled_to(const MeasuredKernels& m, BytesPerSecond hbm_line) {
   return BytesPerSecond::from_gbps(std::round(m.copy.gbps() * hbm_line.value / m.hbm_line.value));
 }

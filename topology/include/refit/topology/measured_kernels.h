@@ -39,6 +39,10 @@ const MeasuredKernels* measured_kernels_on(std::string_view gpu);
 // The run other GPUs' figures are scaled from (the H100 SXM5's).
 const MeasuredKernels& reference_kernels();
 
+// What refit's NCCL executor is charged on `gpu`: its own costs where measured, else the
+// reference run's.
+NcclCosts charged_nccl_costs(const GpuSpec& gpu);
+
 // `m`'s copy rate scaled to a GPU of HBM line rate `hbm_line`, rounded to whole GB/s.
 BytesPerSecond copy_scaled_to(const MeasuredKernels& m, BytesPerSecond hbm_line);
 
