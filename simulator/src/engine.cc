@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace refit::sim {
 Engine::Engine(const Model& model, const Dependents& dependents, const SimulateOptions& options)
@@ -92,16 +93,33 @@ void Engine::schedule_completion(std::int32_t flow) {
     queue_.erase(flow);
 }
 
-// Handles every event of the instant that starts at `first` (including those it causes, such as
-// a zero-latency successor), all at the time of its last one, then recomputes the rates the
-// instant changed, once. Handling an event late never lets a flow beat its bandwidth: a flow that
-// ended within the instant holds its share to the end of it, and one that could start waits.
-void Engine::run_instant(double first) {
-  const double horizon = first + std::abs(first) * options_.instant;
-  double now = first;
+// How late the event may be handled: SimulateOptions::instant of what its task spent reaching it
+// (its latency, its overhead, or its flow so far), and never less than rounding. Tasks one after
+// the other spend disjoint times, so a chain of them is late by at most that fraction of its own
+// length, however late in the run it falls.
+double Engine::slack(const Event& event) const {
+  const TaskId t{event.task};
+  const double spent = event.kind == EventKind::kLatencyPaid ? model_.latency(t).value
+                       : event.kind == EventKind::kOverheadPaid
+                           ? model_.overhead(t).value
+                           : event.time - out_.timings[index(event.task)].start.value;
+  return std::max(options_.instant * spent, kCoincident * std::abs(event.time));
+}
+
+// Handles the next events that each allow being handled as late as the last of them (including
+// those they cause, such as a zero-latency successor), all at the time of that last one, then
+// recomputes the rates the instant changed, once. Handling an event late never lets a flow beat
+// its bandwidth: a flow that ended within the instant holds its share to the end of it, and one
+// that could start waits.
+void Engine::run_instant() {
+  double horizon = std::numeric_limits<double>::infinity();
+  double now = queue_.top().time;
   while (!queue_.empty() && queue_.top().time <= horizon) {
     batch_.clear();
-    while (!queue_.empty() && queue_.top().time <= horizon) batch_.push_back(queue_.pop());
+    while (!queue_.empty() && queue_.top().time <= horizon) {
+      batch_.push_back(queue_.pop());
+      horizon = std::min(horizon, batch_.back().time + slack(batch_.back()));
+    }
     now = std::max(now, batch_.back().time);  // popped in time order
     for (const Event& event : batch_) {
       ++out_.events;
@@ -126,7 +144,7 @@ Result<EngineRun> Engine::run() {
     if (pending_deps_[index(t)] == 0) become_ready(t, 0.0);
   }
   for (std::uint64_t instant = 0; !queue_.empty(); ++instant) {
-    run_instant(queue_.top().time);
+    run_instant();
     if (instant % 256 == 0) report_progress();
   }
   if (ended_ != model_.task_count()) {

@@ -29,7 +29,11 @@ class Engine {
  private:
   static std::size_t index(std::int32_t i) { return static_cast<std::size_t>(i); }
 
-  void run_instant(double first);
+  // Events this close together, relative to their time, are one instant whatever the options.
+  static constexpr double kCoincident = 1e-12;
+
+  double slack(const Event& event) const;
+  void run_instant();
   void handle(const Event& event, double now);
   void start(std::int32_t task, double now);
   void flow(std::int32_t task, double now);

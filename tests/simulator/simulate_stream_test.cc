@@ -174,16 +174,16 @@ TEST(SimulateStream, WhileASenderPaysItsOverheadOthersHaveTheLink) {
 }
 
 TEST(SimulateStream, AnOverheadEndingInsideAWiderInstantStillFollowsThePreviousMessage) {
-  // The two messages above, simulated with instants of 1e-3 (as plan simulations widen them), and
-  // a task of no bytes whose latency ends at N = alpha + 2o + b/C + 20 us, 2e-5 after the
-  // second's overhead and inside its instant (2e-5 < 1e-3 x 0.03): both events are handled at N,
+  // The two messages above, simulated with instants of 1e-2, and a task of no bytes whose latency
+  // ends at N = alpha + 2o + b/C + 20 us, 2e-5 after the second's overhead and inside its slack
+  // (2e-5 < 1e-2 x o = 5e-5): both events are handled at N,
   // so the second message starts at N, 20 us past the first's end + o. The critical path still
   // runs first -> second, through the stream, and counts alpha + o + (N - first's end) as latency.
   auto [m, first, second] = two_messages_with_overheads();
   const double o = TwoMessages::kO;
   const double nudge = kAlpha + 2 * o + kB / kC + 20e-6;
   m.add_task({.latency = Seconds{nudge}});
-  auto r = simulate(m, {.instant = 1e-3});
+  auto r = simulate(m, {.instant = 1e-2});
   ASSERT_TRUE(r.has_value()) << r.error().message;
   EXPECT_NEAR(of(*r, second).start.value, nudge, kTol);
   ASSERT_EQ(r->critical_path.size(), 2u);

@@ -204,9 +204,9 @@ TEST(Simulate, ReportsProgress) {
 TEST(Simulate, AWiderInstantHandlesNearbyEventsTogetherAtTheLastOne) {
   // A (1 GB) and B (1.000004 GB) leave on their own 10 GB/s NICs: they end at 0.1 s and
   // 0.1000004 s, 4e-6 apart relative to the time. C (1 GB on A's NIC) waits for A.
-  // Exact instants: A ends at 0.1 s and C at 0.2 s. With instant = 1e-5 both ends belong to one
-  // instant, handled at its last event: A ends, and C starts, at 0.1000004 s (C ends 0.2000004 s);
-  // never earlier than exact.
+  // Exact instants: A ends at 0.1 s and C at 0.2 s. With instant = 1e-5, A's end may wait 1e-5 of
+  // A's 0.1 s (1e-6 s), so both ends belong to one instant, handled at its last event: A ends, and
+  // C starts, at 0.1000004 s (C ends 0.2000004 s); never earlier than exact.
   Model m;
   const auto na = m.add_resource("nic a", gbps(10));
   const auto nb = m.add_resource("nic b", gbps(10));
@@ -221,6 +221,27 @@ TEST(Simulate, AWiderInstantHandlesNearbyEventsTogetherAtTheLastOne) {
   EXPECT_NEAR(end_of(*wide, a), 0.1000004, 0.1 * kTol);
   EXPECT_NEAR(end_of(*wide, b), 0.1000004, 0.1 * kTol);
   EXPECT_NEAR(end_of(*wide, c), 0.2000004, 0.2 * kTol);
+}
+
+TEST(Simulate, AnInstantDelaysAChainByItsFractionOfTheChainHoweverLateItRuns) {
+  // A gate of no bytes ends at 100 s; then X, a chain of 100 flows of 1 MB on a 1 GB/s NIC, 1 ms
+  // each: exact, X ends at 100.1 s. Beside it, tickers of no bytes end every 0.4 ms from
+  // 100.002 s, none within the gate's slack (1e-5 x 100 s = 1 ms). Each of X's ends may wait
+  // 1e-5 of its own 1 ms (10 ns), so X ends no later than 100.1 s + 1e-5 x 0.1 s. An instant
+  // measured against the time (1e-5 x 100 s = 1 ms) would hold each of X's ends for the tickers
+  // up to 1 ms after it, and X would end about 0.1 s late.
+  Model m;
+  const auto nic = m.add_resource("nic x", gbps(1));
+  const auto gate = m.add_task({.latency = Seconds{100}});
+  TaskId previous = gate;
+  for (int k = 0; k < 100; ++k)
+    previous = m.add_task({.bytes = Bytes{1'000'000}, .resources = {nic}, .deps = {previous}});
+  for (int j = 0; j < 300; ++j) m.add_task({.latency = Seconds{100.002 + 0.4e-3 * j}});
+  EXPECT_NEAR(end_of(run(m), previous), 100.1, 100.1 * kTol);
+  auto wide = simulate(m, SimulateOptions{.instant = 1e-5});
+  ASSERT_TRUE(wide) << wide.error().message;
+  EXPECT_GE(end_of(*wide, previous), 100.1 * (1 - kTol));
+  EXPECT_LE(end_of(*wide, previous), 100.1 * (1 + kTol) + 1e-5 * 0.1);
 }
 
 }  // namespace

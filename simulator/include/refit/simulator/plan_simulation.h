@@ -39,12 +39,11 @@ struct PlanSimulationOptions {
   double rate_tolerance = kDefaultRateTolerance;
   static constexpr double kDefaultRateTolerance = 1e-2;
   // SimulateOptions::instant. Tens of thousands of pairs end microseconds apart, most of them
-  // in the last few percent of a plan's time, where each end reshapes most fair shares. Handling
-  // those within 3e-5 of the current time together (30 us at 1 s) delays each step by at most
-  // that; how much faster it simulates and how little it moves predictions is measured in
-  // bench/RESULTS.md.
+  // in the last few percent of a plan's time, where each end reshapes most fair shares. Letting
+  // each event wait a thousandth of its own task's time handles most of them together; how
+  // much faster it simulates and how little it moves predictions is measured in bench/RESULTS.md.
   double instant = kDefaultInstant;
-  static constexpr double kDefaultInstant = 3e-5;
+  static constexpr double kDefaultInstant = 1e-3;
 };
 
 struct ResourceReport {

@@ -34,11 +34,13 @@ struct SimulateOptions {
   // to within (1 + t)^2, and the makespan close to the exact one
   // (tests/simulator/simulate_tolerance_test.cc; measured speed-ups in bench/RESULTS.md).
   double rate_tolerance = 0;
-  // Events less than this fraction of the current time after an instant's first event belong to
-  // that instant: they are handled together at its end and the rates are recomputed once. The
-  // default only merges events that coincide up to rounding; wider instants trade a delay of at
-  // most that fraction per step for fewer recomputations.
-  double instant = 1e-12;
+  // Trades exactness for speed where many events fall close together, in [0, 1); 0 is exact (to
+  // rounding). An event may be handled late by up to this fraction of what its task spent reaching
+  // it (its latency, its overhead, or its flow so far): events that allow it are handled together
+  // at the last one's time and the rates are recomputed once. Never earlier than exact, and a
+  // chain of tasks is late by at most this fraction of its own length, wherever it falls in the
+  // run (tests/simulator/simulate_test.cc).
+  double instant = 0;
 };
 
 struct TaskTiming {
