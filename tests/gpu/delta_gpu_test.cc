@@ -41,7 +41,7 @@ struct DeviceBytes {
     at = memory.get() + offset;
   }
   void upload(const ByteVector& host) {
-    EXPECT_EQ(cudaMemcpy(at, host.data(), host.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    EXPECT_TRUE(nccl_detail::upload(at, host.data(), host.size(), "test bytes").has_value());
   }
   ByteVector download(std::size_t bytes) const {
     ByteVector host(bytes);

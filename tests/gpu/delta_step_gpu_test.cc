@@ -116,8 +116,9 @@ struct DeviceShards {
   // Sources up before a step, destinations down after it.
   void upload(const RankBuffers& host) const {
     for (std::size_t i = 0; i < host.sources.size(); ++i)
-      cudaMemcpy(buffers.sources[i].bytes.data(), host.sources[i].bytes.data(), host.sources[i].bytes.size(),
-                 cudaMemcpyHostToDevice);
+      EXPECT_TRUE(nccl_detail::upload(buffers.sources[i].bytes.data(), host.sources[i].bytes.data(),
+                                      host.sources[i].bytes.size(), "source shard")
+                      .has_value());
   }
   void download(const RankBuffers& host) const {
     for (std::size_t i = 0; i < host.destinations.size(); ++i)

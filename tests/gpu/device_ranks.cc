@@ -1,6 +1,8 @@
 #include "device_ranks.h"
 
 #include <algorithm>
+#include <atomic>
+#include <stdexcept>
 #include <thread>
 
 #include <fmt/format.h>
@@ -50,15 +52,18 @@ DeviceRanks make_device_ranks(const ReshardProblem& problem) {
     }
     d.ranks.push_back(std::move(rank));
   }
+  std::atomic<bool> uploaded{true};
   for_each_rank(planned.size(), [&](std::size_t r) {
     for (const auto& p : planned[r]) {
       const auto& spec = problem.tensors()[p.tensor].tensor;
       const auto bytes = static_cast<std::size_t>(p.box.volume() * dtype_size(spec.dtype));
       std::vector<std::byte> host(bytes);
       if (p.source) fill_pattern(p.tensor, spec.shape, p.box, dtype_size(spec.dtype), host);
-      if (bytes > 0) cudaMemcpy(d.memory[p.memory].get(), host.data(), bytes, cudaMemcpyHostToDevice);
+      if (bytes > 0 && !nccl_detail::upload(d.memory[p.memory].get(), host.data(), bytes, "shard"))
+        uploaded = false;
     }
   });
+  if (!uploaded) throw std::runtime_error("cudaMemcpy of a test shard failed");
   return d;
 }
 

@@ -178,8 +178,7 @@ Result<void> Communicator::agree(std::uint64_t plan_hash, bool prepared, Seconds
   REFIT_TRY(stream.create());
   REFIT_TRY(buffer.allocate(sizeof(Vote) * (votes.size() + 1), "cudaMalloc (plan votes)"));
   auto* all = buffer.get() + sizeof(Vote);
-  REFIT_TRY(
-      cuda_ok(cudaMemcpy(buffer.get(), &mine, sizeof mine, cudaMemcpyHostToDevice), "cudaMemcpy (vote)"));
+  REFIT_TRY(upload(buffer.get(), &mine, sizeof mine, "cudaMemcpy (vote)"));
   const auto deadline = deadline_after(timeout);
   auto done = nccl_settle(comm_, ncclAllGather(buffer.get(), all, 2, ncclUint64, comm_, stream.get()),
                           "ncclAllGather (plan hashes)", deadline);

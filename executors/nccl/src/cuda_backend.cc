@@ -69,8 +69,7 @@ Result<void> CudaBackend::upload_copies(const Program& program) {
   const auto bytes = all.size() * sizeof(DeviceCopy);
   REFIT_TRY(copies_.allocate(bytes, "cudaMalloc (copy descriptors)"));
   if (bytes == 0) return {};
-  return cuda_ok(cudaMemcpy(copies_.get(), all.data(), bytes, cudaMemcpyHostToDevice),
-                 "cudaMemcpy (copy descriptors)");
+  return upload(copies_.get(), all.data(), bytes, "cudaMemcpy (copy descriptors)");
 }
 
 Result<void> CudaBackend::issue_p2p(const P2p& p) const {
@@ -105,10 +104,16 @@ Result<void> CudaBackend::issue_quantize(const Quantize& q) const {
 }
 
 Result<void> CudaBackend::issue(const Op& op, Clock::time_point deadline) {
-  if (std::holds_alternative<GroupStart>(op)) return nccl_ok(ncclGroupStart(), "ncclGroupStart", comm_.get());
-  if (const auto* end = std::get_if<GroupEnd>(&op))
+  if (std::holds_alternative<GroupStart>(op)) {
+    REFIT_TRY(nccl_ok(ncclGroupStart(), "ncclGroupStart", comm_.get()));
+    group_open_ = true;
+    return {};
+  }
+  if (const auto* end = std::get_if<GroupEnd>(&op)) {
+    group_open_ = false;
     return nccl_settle(comm_.get(), ncclGroupEnd(), fmt::format("ncclGroupEnd (step {})", end->step),
                        deadline);
+  }
   if (const auto* p = std::get_if<P2p>(&op)) return issue_p2p(*p);
   if (const auto* b = std::get_if<CopyBatch>(&op)) return issue_batch(*b);
   if (const auto* q = std::get_if<Quantize>(&op)) return issue_quantize(*q);
@@ -118,6 +123,15 @@ Result<void> CudaBackend::issue(const Op& op, Clock::time_point deadline) {
   const auto& w = std::get<Wait>(op);
   return cuda_ok(cudaStreamWaitEvent(stream(w.stream), events_[static_cast<std::size_t>(w.event)].get(), 0),
                  "cudaStreamWaitEvent");
+}
+
+// NCCL's group depth is the thread's: a group left open by a failed send or receive would swallow
+// the next communicator's calls on this thread. Ending it after a failed call inside it cleans the
+// group up without launching it, and reports that failure, which is already being returned.
+void CudaBackend::abort() {
+  if (group_open_) (void)ncclGroupEnd();
+  group_open_ = false;
+  comm_.give_up(on_failure_);
 }
 
 Result<bool> CudaBackend::reached(std::int32_t event) {

@@ -25,7 +25,7 @@ class CudaBackend final : public Backend {
 
   [[nodiscard]] Result<void> issue(const Op& op, Clock::time_point deadline) override;
   [[nodiscard]] Result<bool> reached(std::int32_t event) override;
-  void abort() override { comm_.give_up(on_failure_); }
+  void abort() override;
 
  private:
   struct Launch {
@@ -56,6 +56,7 @@ class CudaBackend final : public Backend {
   DeviceMemory scratch_;
   DeviceMemory copies_;           // every batch's DeviceCopy descriptors, back to back
   std::vector<Launch> launches_;  // by batch id
+  bool group_open_ = false;       // between a GroupStart issued and its GroupEnd
 };
 
 }  // namespace refit::nccl_detail

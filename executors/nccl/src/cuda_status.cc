@@ -51,8 +51,16 @@ std::string_view nccl_result_name(ncclResult_t r) {
 
 Result<void> cuda_ok(cudaError_t status, std::string_view call) {
   if (status == cudaSuccess) return {};
+  // The runtime keeps a failed call's error for the thread until cudaGetLastError() reads it:
+  // left there, the next kernel launch checked with cudaGetLastError() would report it as its own.
+  (void)cudaGetLastError();
   return fail(ErrorCode::kRuntime,
               fmt::format("{}: {} ({})", call, cudaGetErrorString(status), cudaGetErrorName(status)));
+}
+
+Result<void> upload(void* device, const void* host, std::size_t bytes, std::string_view what) {
+  REFIT_TRY(cuda_ok(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice), what));
+  return cuda_ok(cudaStreamSynchronize(nullptr), what);
 }
 
 std::unexpected<Error> nccl_error(ncclResult_t status, std::string_view call, ncclComm_t comm) {

@@ -1,6 +1,7 @@
 #pragma once
 // CUDA and NCCL results as refit Errors that name the call, and the bounded waits on a
 // non-blocking communicator (a call may return ncclInProgress and finish in the background).
+#include <cstddef>
 #include <string_view>
 
 #include <cuda_runtime_api.h>
@@ -11,8 +12,13 @@
 
 namespace refit::nccl_detail {
 
-// "cudaMalloc: out of memory (cudaErrorMemoryAllocation)".
+// "cudaMalloc: out of memory (cudaErrorMemoryAllocation)". Clears the thread's last error, so
+// that a later launch does not report this one.
 [[nodiscard]] Result<void> cuda_ok(cudaError_t status, std::string_view call);
+// Copies `bytes` of host memory to the device and waits until they are there: a copy from
+// pageable memory may return before its DMA is done, and the executor's streams, non-blocking,
+// do not wait for the default stream that does it.
+[[nodiscard]] Result<void> upload(void* device, const void* host, std::size_t bytes, std::string_view what);
 // A failed NCCL call as an error, like fail(): "ncclSend(...): unhandled cuda error
 // (ncclUnhandledCudaError): <NCCL's last message>". kPeerFailed for ncclRemoteError (a remote
 // process failed or exited), kRuntime otherwise.

@@ -7,13 +7,11 @@
 namespace refit::nccl_detail {
 namespace {
 
-[[nodiscard]] Result<void> copy_all(const auto& pairs, bool upload) {
-  for (const auto& p : pairs) {
-    const auto status = upload ? cudaMemcpy(p.device, p.host.data(), p.host.size(), cudaMemcpyHostToDevice)
-                               : cudaMemcpy(p.host.data(), p.device, p.host.size(), cudaMemcpyDeviceToHost);
-    REFIT_TRY(
-        cuda_ok(status, upload ? "cudaMemcpy (host source to GPU)" : "cudaMemcpy (destination to host)"));
-  }
+[[nodiscard]] Result<void> copy_all(const auto& pairs, bool to_device) {
+  for (const auto& p : pairs)
+    REFIT_TRY(to_device ? upload(p.device, p.host.data(), p.host.size(), "cudaMemcpy (host source to GPU)")
+                        : cuda_ok(cudaMemcpy(p.host.data(), p.device, p.host.size(), cudaMemcpyDeviceToHost),
+                                  "cudaMemcpy (destination to host)"));
   return {};
 }
 
@@ -47,12 +45,7 @@ Result<void> HostMirror::mirror(std::span<std::byte>& bytes, std::vector<Pair>& 
   return {};
 }
 
-Result<void> HostMirror::upload_sources() const {
-  REFIT_TRY(copy_all(sources_, true));
-  // A copy from pageable memory may return before its DMA is done, and the executor's streams do
-  // not wait for the default stream.
-  return cuda_ok(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize (host sources uploaded)");
-}
+Result<void> HostMirror::upload_sources() const { return copy_all(sources_, true); }
 Result<void> HostMirror::download_destinations() const { return copy_all(destinations_, false); }
 
 }  // namespace refit::nccl_detail
