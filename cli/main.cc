@@ -1,6 +1,8 @@
 // The refit command: the only place that reads the process environment, prints errors and
 // chooses exit codes (0 ok, 2 bad input, 1 runtime failure).
+#include <exception>
 #include <map>
+#include <new>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +31,22 @@ std::string one_line(std::string_view message) {
       out += c;
   }
   return out;
+}
+
+// The action's result; running out of memory or threads (a problem larger than this machine) is
+// a runtime failure with a message, as any other, not an abort.
+refit::Result<void> run_action(const std::string& name, const refit::cli::Action& action) {
+  try {
+    return action();
+  } catch (const std::bad_alloc&) {
+    return refit::fail(refit::ErrorCode::kRuntime,
+                       fmt::format("out of memory: refit {} needs more memory for this problem than "
+                                   "it was given (a smaller problem, or --jobs 1 where the command has "
+                                   "it, holds less)",
+                                   name));
+  } catch (const std::exception& e) {
+    return refit::fail(refit::ErrorCode::kInternal, fmt::format("internal error: {}", e.what()));
+  }
 }
 
 }  // namespace
@@ -66,7 +84,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   for (const auto* sub : app.get_subcommands()) {
-    auto result = actions.at(sub->get_name())();
+    const auto result = run_action(sub->get_name(), actions.at(sub->get_name()));
     if (!result) {
       fmt::print(stderr, "refit {}: error: {}\n", sub->get_name(), one_line(result.error().message));
       return result.error().is_bad_input() ? 2 : 1;

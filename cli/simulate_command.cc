@@ -16,6 +16,7 @@
 #include "parse.h"
 #include "plan_inputs.h"
 #include "prediction_notes.h"
+#include "refit/core/text_file.h"
 #include "refit/core/try.h"
 #include "refit/facade/elastic_prediction.h"
 #include "refit/facade/prediction.h"
@@ -205,6 +206,7 @@ void print_elastic(const ElasticPrediction& p) {
   const auto inputs = REFIT_TRY(load_plan_inputs(o.inputs));
   std::ofstream trace_file;
   if (!o.trace.empty()) {
+    REFIT_TRY_IN(check_output_file(o.trace), "--trace");
     trace_file.open(o.trace);
     if (!trace_file) return fail(ErrorCode::kRuntime, fmt::format("--trace: cannot write '{}'", o.trace));
     fmt::print(stderr, "refit simulate: writing the {} trace to {}\n", o.inputs.strategy, o.trace);

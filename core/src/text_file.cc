@@ -1,10 +1,15 @@
 #include "refit/core/text_file.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 
 #include <fmt/format.h>
+
+#include "refit/core/try.h"
 
 namespace refit {
 
@@ -30,10 +35,32 @@ Result<std::string> read_text_file(const std::filesystem::path& path) {
   return text;
 }
 
+Result<void> check_output_file(const std::filesystem::path& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (!fs::exists(status)) return {};
+  if (fs::is_directory(status)) return invalid(fmt::format("{}: is a directory, not a file", path.string()));
+  if (fs::is_block_file(status) || fs::is_socket(status))
+    return invalid(fmt::format("{}: a disk device or a socket, not a file", path.string()));
+  if (fs::is_fifo(status)) {
+    // Opening a FIFO no process reads would block; without blocking, it fails with ENXIO instead.
+    const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return invalid(fmt::format("{}: a FIFO that no process reads", path.string()));
+    ::close(fd);
+  }
+  return {};
+}
+
 Result<void> write_file(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write) {
+  REFIT_TRY(check_output_file(path));
   errno = 0;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (out) write(out);
+  if (!out)
+    return invalid(fmt::format("{}: cannot be created{}", path.string(),
+                               errno != 0 ? fmt::format(": {}", std::strerror(errno)) : ""));
+  errno = 0;
+  write(out);
   if (out) out.flush();
   if (out.is_open()) out.close();
   if (!out)

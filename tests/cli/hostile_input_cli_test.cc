@@ -2,6 +2,7 @@
 // 2 with "refit <cmd>: error:" and a message naming the culprit (the defects were aborts, stack
 // overflows, gigabytes and runs past 10 s; the last are refused by checks before the work, which
 // their messages name).
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -197,6 +198,34 @@ TEST(HostileCli, NcclDumpsWithTwoRootsTrailingTextOrANicListedTwiceAreRefused) {
   r = run_refit("topo --nccl-topo-xml " + dup.path());
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("NIC 'mlx5_0:1' is listed twice"), std::string::npos) << r.err;
+}
+
+TEST(HostileCli, AFifoThatNobodyReadsIsRefusedAsAnOutput) {
+  // Opening it to write would block until a reader came: refit once hung there for good.
+  const auto fifo =
+      std::filesystem::temp_directory_path() / ("refit_hostile_fifo_" + std::to_string(::getpid()));
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string args :
+       {"plan " + kModel + " --cluster dgx-h100 --out " + fifo.string(),
+        "simulate " + kModel + " --cluster dgx-h100 --trace " + fifo.string(),
+        "models " + kData + "/models/tiny-llama.json --train tp=2 --infer tp=2 --write-manifest " +
+            fifo.string()}) {
+    const auto r = run_refit(args);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(fifo.string() + ": a FIFO that no process reads"), std::string::npos) << r.err;
+  }
+  std::filesystem::remove(fifo);
+}
+
+TEST(HostileCli, AProblemLargerThanTheMemoryGivenFailsWithAMessage) {
+  // 10,000 engines of qwen3-8b planned direct need gigabytes: with 1 GB of address space the
+  // allocation fails, once an abort (exit 134), now a runtime failure that says so.
+  const auto r = refit::testing::run_shell(std::string("ulimit -v 1000000; ") + REFIT_CLI_PATH +
+                                           " plan --model qwen3-8b --train tp=8 --infer tp=1,engines=10000 "
+                                           "--cluster dgx-h100 --strategy direct");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("refit plan: error: out of memory"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -3,7 +3,11 @@
 #include "refit/topology/discovery.h"
 #include "refit/topology/rank_map.h"
 
+#include <sys/stat.h>
+
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -100,6 +104,30 @@ TEST_F(TopoDiscovery, DownPortsAndBadRatesAreSkippedWithANote) {
   EXPECT_TRUE(mentions(found->notes, "mlx5_0:1: port state '1: DOWN'"));
   EXPECT_TRUE(mentions(found->notes, "mlx5_1:1: rate 'fast'"));
   EXPECT_TRUE(mentions(found->notes, "without PCIe locality"));
+}
+
+TEST_F(TopoDiscovery, AttributesThatLeaveTheTreeOrAreNotFilesAreNotRead) {
+  // mlx5_0's port state is a link to a file outside the tree that says ACTIVE, mlx5_1's a FIFO
+  // that nobody writes: neither is read (the FIFO would block the scan), so neither port is used,
+  // and the outside file's words appear in no note.
+  const auto dir = sysfs_.add_pci_device({"pci0000:00", "0000:00:01.0", "0000:01:00.0"});
+  sysfs_.add_rdma_nic("mlx5_0", dir, {{"4: ACTIVE", "400 Gb/sec (4X NDR)"}});
+  sysfs_.add_rdma_nic("mlx5_1", dir, {{"4: ACTIVE", "400 Gb/sec (4X NDR)"}});
+  const auto outside = sysfs_.root().parent_path() / (sysfs_.root().filename().string() + "_outside");
+  std::ofstream(outside) << "4: ACTIVE outside the tree\n";
+  const auto ports = sysfs_.root() / "class" / "infiniband";
+  std::filesystem::remove(ports / "mlx5_0" / "ports" / "1" / "state");
+  std::filesystem::create_symlink(outside, ports / "mlx5_0" / "ports" / "1" / "state");
+  std::filesystem::remove(ports / "mlx5_1" / "ports" / "1" / "state");
+  ASSERT_EQ(::mkfifo((ports / "mlx5_1" / "ports" / "1" / "state").c_str(), 0600), 0);
+  nvml_reports("gpu 0000:02:00.0 90 NVIDIA H100\n");
+  const auto found = discover();
+  std::filesystem::remove(outside);
+  ASSERT_TRUE(found.has_value()) << found.error().message;
+  EXPECT_TRUE(found->cluster.nics().empty());
+  EXPECT_TRUE(mentions(found->notes, "mlx5_0:1: port state '', not used"));
+  EXPECT_TRUE(mentions(found->notes, "mlx5_1:1: port state '', not used"));
+  EXPECT_FALSE(mentions(found->notes, "outside the tree"));
 }
 
 TEST_F(TopoDiscovery, DirectLinksMakePairDomains) {

@@ -12,17 +12,35 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The first line of a sysfs attribute, read no further than a few hundred bytes: a file that is
-// not one (a link to /dev/zero) must not be read to the end.
-std::string first_line(const fs::path& file) {
+// Whether `path` lies inside the tree `root` (both canonical).
+bool within(const fs::path& root, const fs::path& path) {
+  return !root.empty() &&
+         std::mismatch(root.begin(), root.end(), path.begin(), path.end()).first == root.end();
+}
+
+// The first line of a sysfs attribute, read no further than a few hundred bytes (a link to
+// /dev/zero must not be read to the end). Empty for a file that resolves outside the tree `root`
+// (canonical) or is not a regular file: a link out of the tree would show another file's first
+// line in refit's notes, and a FIFO would block the scan.
+std::string first_line(const fs::path& root, const fs::path& file) {
   constexpr std::size_t kMaxLine = 256;
-  std::ifstream in(file);
+  std::error_code ec;
+  const auto real = fs::canonical(file, ec);
+  if (ec || !within(root, real) || !fs::is_regular_file(real, ec)) return {};
+  std::ifstream in(real);
   std::string line(kMaxLine, '\0');
   in.read(line.data(), static_cast<std::streamsize>(kMaxLine));
   line.resize(static_cast<std::size_t>(in.gcount()));
   line.resize(std::min(line.size(), line.find('\n')));
   while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
   return line;
+}
+
+// The tree's root, canonical; empty when it does not resolve (nothing is read then).
+fs::path canonical_root(const fs::path& sysfs_root) {
+  std::error_code ec;
+  auto root = fs::canonical(sysfs_root, ec);
+  return ec ? fs::path() : root;
 }
 
 // "0000:1a:00.0": hex digits around two ':' and a '.' (the domain may be longer than 4 digits).
@@ -37,10 +55,10 @@ bool is_bus_id(const std::string& s) {
 }
 
 // The host bridge ("pci0000:00") and the bus ids below it, down to the device.
-PciLocation location_of(const fs::path& device_link) {
+PciLocation location_of(const fs::path& root, const fs::path& device_link) {
   std::error_code ec;
   const auto real = fs::canonical(device_link, ec);
-  if (ec) return {};
+  if (ec || !within(root, real)) return {};
   PciLocation loc;
   for (const auto& part : real) {
     const auto name = part.string();
@@ -52,7 +70,7 @@ PciLocation location_of(const fs::path& device_link) {
       break;
     }
   }
-  const auto numa = first_line(real / "numa_node");
+  const auto numa = first_line(root, real / "numa_node");
   if (!numa.empty() && numa != "-1") loc.socket = "numa" + numa;
   return loc;
 }
@@ -77,14 +95,14 @@ std::vector<std::string> sorted_entries(const fs::path& dir) {
 }
 
 // One port of an RDMA device, if it is ACTIVE and its rate ("400 Gb/sec (4X NDR)") reads.
-void scan_port(const fs::path& port_dir, const std::string& name, const fs::path& device_link,
-               RdmaScan& scan) {
-  const auto state = first_line(port_dir / "state");
+void scan_port(const fs::path& root, const fs::path& port_dir, const std::string& name,
+               const fs::path& device_link, RdmaScan& scan) {
+  const auto state = first_line(root, port_dir / "state");
   if (state.find("ACTIVE") == std::string::npos) {
     scan.notes.push_back(fmt::format("RDMA NIC {}: port state '{}', not used", name, state));
     return;
   }
-  const auto rate = first_line(port_dir / "rate");
+  const auto rate = first_line(root, port_dir / "rate");
   double gigabits = 0;
   const auto [ptr, ec] = std::from_chars(rate.data(), rate.data() + rate.size(), gigabits);
   if (ec != std::errc{} || gigabits <= 0 || std::string_view(ptr).find("Gb/sec") == std::string_view::npos) {
@@ -96,13 +114,13 @@ void scan_port(const fs::path& port_dir, const std::string& name, const fs::path
   scan.nics.push_back({.name = name,
                        .line_gigabits = gigabits,
                        .bus_id = link_ec ? std::string() : bus_id,
-                       .location = location_of(device_link)});
+                       .location = location_of(root, device_link)});
 }
 
 }  // namespace
 
 PciLocation locate_pci_device(const fs::path& sysfs_root, const std::string& bus_id) {
-  return location_of(sysfs_root / "bus" / "pci" / "devices" / bus_id);
+  return location_of(canonical_root(sysfs_root), sysfs_root / "bus" / "pci" / "devices" / bus_id);
 }
 
 RdmaScan scan_rdma_nics(const fs::path& sysfs_root) {
@@ -113,10 +131,11 @@ RdmaScan scan_rdma_nics(const fs::path& sysfs_root) {
     scan.notes.push_back(fmt::format("no RDMA NIC: {} does not exist", dir.string()));
     return scan;
   }
+  const auto root = canonical_root(sysfs_root);
   for (const auto& device : sorted_entries(dir))
     for (const auto& port : sorted_entries(dir / device / "ports"))
-      scan_port(dir / device / "ports" / port, fmt::format("{}:{}", device, port), dir / device / "device",
-                scan);
+      scan_port(root, dir / device / "ports" / port, fmt::format("{}:{}", device, port),
+                dir / device / "device", scan);
   if (scan.nics.empty()) scan.notes.push_back(fmt::format("no RDMA NIC: none active under {}", dir.string()));
   return scan;
 }

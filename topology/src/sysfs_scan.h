@@ -1,5 +1,6 @@
 #pragma once
-// What Linux sysfs says about PCI devices and RDMA NICs, under an injectable root ("/sys").
+// What Linux sysfs says about PCI devices and RDMA NICs, under an injectable root ("/sys"). Only
+// regular files inside that tree are read, whatever its links point to.
 #include <filesystem>
 #include <string>
 #include <vector>
