@@ -9,5 +9,7 @@ namespace refit::cli {
 
 std::string human(Seconds s);  // "812 us", "4.52 ms", "1.093 s"
 std::string human(Bytes b);    // "633.9 KB", "42.13 GB" (decimal units, as GB/s elsewhere)
+// "1.163", or "-" where `of` is not positive (a problem with nothing to move has no bound).
+std::string ratio(Seconds time, Seconds of);
 
 }  // namespace refit::cli

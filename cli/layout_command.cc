@@ -94,7 +94,8 @@ Action add_layout_command(CLI::App& app) {
                   "from <start> <= 0), e.g. S0,R or S0:192@-512")
       ->required();
   cmd->add_option("--ranks", opts->ranks,
-                  "Global ranks at the mesh positions in row-major order (default 0..N-1)");
+                  "Global ranks at the mesh positions in row-major order (default 0..N-1)")
+      ->check(non_empty());
   cmd->add_flag("--json", opts->json, "Print one JSON object on stdout");
   return [opts]() -> Result<void> {
     const auto layout = REFIT_TRY(build_layout(*opts));

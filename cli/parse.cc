@@ -69,6 +69,16 @@ Result<std::vector<std::int64_t>> parse_mesh_shape(std::string_view text, std::s
 
 namespace {
 
+// Digits too many for a 64-bit integer: an integer option would take them as the largest one there
+// is (the conversion saturates) and go on, silently.
+bool beyond_int64(std::string_view text) {
+  const auto digits = text.substr(!text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0);
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos) return false;
+  std::int64_t v = 0;
+  const auto* first = text.data() + (text[0] == '+' ? 1 : 0);
+  return std::from_chars(first, text.data() + text.size(), v).ec == std::errc::result_out_of_range;
+}
+
 CLI::Validator number_above(double floor, bool inclusive, const char* name, std::string wanted,
                             double ceiling = std::numeric_limits<double>::max()) {
   return CLI::Validator(
@@ -77,6 +87,7 @@ CLI::Validator number_above(double floor, bool inclusive, const char* name, std:
         const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
         const bool number = ec == std::errc{} && end == text.data() + text.size() && std::isfinite(v);
         if (!number) return fmt::format("expected a number {}, got '{}'", wanted, text);
+        if (beyond_int64(text)) return fmt::format("must be {} and fit 64 bits, got {}", wanted, text);
         if ((inclusive ? v >= floor : v > floor) && v <= ceiling) return {};
         return fmt::format("must be {}, got {}", wanted, text);
       },

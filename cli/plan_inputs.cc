@@ -38,6 +38,7 @@ void add_plan_input_options(CLI::App& cmd, PlanInputOptions& o, bool with_plan_f
   // A plan file has its strategy and chunks: options that would plan otherwise are refused with it.
   if (with_plan_file)
     cmd.add_option("--plan", o.plan_file, "Use this plan (from refit plan --out) instead of planning")
+        ->check(non_empty())
         ->excludes(strategy)
         ->excludes(chunk);
 }

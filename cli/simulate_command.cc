@@ -70,8 +70,8 @@ void print_table(const Predictions& p) {
              "deployment", "predicted", "x bound", "fixed", "network", "NVLink", "copies", "waiting",
              "x refit");
   for (const auto& r : p.rows)
-    fmt::print("{:<17} {:<10} {:>10} {:>8.3f} {:>10} {:>10} {:>10} {:>10} {:>10} {:>11}\n", r.strategy,
-               r.deployment->name, human(r.sim.predicted), r.sim.predicted / lb.time,
+    fmt::print("{:<17} {:<10} {:>10} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>11}\n", r.strategy,
+               r.deployment->name, human(r.sim.predicted), ratio(r.sim.predicted, lb.time),
                human(time_of(r, TimeKind::kFixed)), human(time_of(r, TimeKind::kNetwork)),
                human(time_of(r, TimeKind::kNvlink)),
                human(time_of(r, TimeKind::kCopy) + time_of(r, TimeKind::kPackUnpack)), human(r.sim.waiting),
@@ -90,11 +90,11 @@ void print_delta(const Predictions& p) {
              "decode", "x dense");
   for (const auto& r : p.rows)
     if (r.delta)
-      fmt::print("{:<17} {:<10} {:>10} {:>10} {:>12} {:>12} {:>6} {:>10} {:>10} {:>10} {:>8.3f}x\n",
-                 r.strategy, r.deployment->name, human(r.sim.predicted), human(r.delta->predicted),
+      fmt::print("{:<17} {:<10} {:>10} {:>10} {:>12} {:>12} {:>6} {:>10} {:>10} {:>10} {:>8}x\n", r.strategy,
+                 r.deployment->name, human(r.sim.predicted), human(r.delta->predicted),
                  human(r.delta->dense_bytes), human(r.delta->moved_bytes), r.delta->rounds.size(),
                  human(r.delta->encode), human(r.delta->transfer), human(r.delta->decode),
-                 r.delta->predicted / r.sim.predicted);
+                 ratio(r.delta->predicted, r.sim.predicted));
 }
 
 void print_contributors(const Prediction& r) {
@@ -242,24 +242,30 @@ void add_elastic_options(CLI::App& cmd, SimulateCommandOptions& o) {
                  "Elastic refit (docs/guide/elastic-planning.md): predict a refit of these engines only "
                  "(indices of --infer's "
                  "engines, e.g. 0,1,3), the others keeping their weights; its plan is derived from the full "
-                 "plan, and the time that took is printed beside the full plan's");
-  cmd.add_option("--join", o.join,
-                 "Elastic refit: predict the time to fill this engine (an index of --infer's engines) that "
-                 "joins or restarts, from live engines and/or the training ranks (--from)");
+                 "plan, and the time that took is printed beside the full plan's")
+      ->check(non_empty());
+  auto* join = cmd.add_option("--join", o.join,
+                              "Elastic refit: predict the time to fill this engine (an index of --infer's "
+                              "engines) that joins or restarts, from live engines and/or the training ranks "
+                              "(--from)");
   cmd.add_option("--peers", o.peers,
-                 "With --join: the live engines holding the current weights (default: every other engine)");
+                 "With --join: the live engines holding the current weights (default: every other engine)")
+      ->needs(join)
+      ->check(non_empty());
   cmd.add_option("--from", o.from,
                  "With --join: who sends the joining engine its weights: training, peers (the training ranks "
-                 "send nothing) or both (each tensor from the side that finishes it sooner; default)");
-  cmd.add_option("--fail", o.fail,
-                 "Elastic refit: predict what this engine dying as the refit starts costs the others: "
-                 "nothing unless it relays for them; then they wait --timeout and take its part in a "
-                 "repair step");
+                 "send nothing) or both (each tensor from the side that finishes it sooner; default)")
+      ->needs(join);
+  auto* fail = cmd.add_option("--fail", o.fail,
+                              "Elastic refit: predict what this engine dying as the refit starts costs the "
+                              "others: nothing unless it relays for them; then they wait --timeout and take "
+                              "its part in a repair step");
   cmd.add_option("--timeout", o.timeout,
                  fmt::format("With --fail: the executors' bound on a wait, in seconds (refit run --timeout; "
-                             "default {:g})",
-                             ExecutorOptions{}.timeout.value))
-      ->check(positive());
+                             "default {:g}, at most {:g})",
+                             ExecutorOptions{}.timeout.value, kMaxTimeout.value))
+      ->needs(fail)
+      ->check(positive_at_most(kMaxTimeout.value));
 }
 
 }  // namespace

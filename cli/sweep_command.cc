@@ -74,8 +74,8 @@ void print_table(const std::vector<SweepPoint>& points, const std::vector<Predic
              "x bound", "x refit");
   for (std::size_t i = 0; i < points.size(); ++i)
     for (const auto& r : predicted[i].rows)
-      fmt::print("{:<40} {:<17} {:<10} {:>10} {:>8.3f} {:>8}\n", values_text(points[i]), r.strategy,
-                 r.deployment->name, human(r.sim.predicted), r.sim.predicted / predicted[i].bound.time,
+      fmt::print("{:<40} {:<17} {:<10} {:>10} {:>8} {:>8}\n", values_text(points[i]), r.strategy,
+                 r.deployment->name, human(r.sim.predicted), ratio(r.sim.predicted, predicted[i].bound.time),
                  r.time_vs_refit ? fmt::format("{:.2f}x", *r.time_vs_refit) : std::string("-"));
 }
 

@@ -33,7 +33,8 @@ std::string lower(std::string_view s) {
 template <class T>
 bool parse_whole(std::string_view digits, T& value) {
   const auto* end = digits.data() + digits.size();
-  return !digits.empty() && std::from_chars(digits.data(), end, value).ptr == end;
+  const auto [ptr, ec] = std::from_chars(digits.data(), end, value);
+  return !digits.empty() && ec == std::errc{} && ptr == end;  // out of range leaves value as it was
 }
 
 }  // namespace

@@ -23,6 +23,18 @@ namespace {
   return {};
 }
 
+// Elastic refits are refit's executors' own: predicted as those run them unless told otherwise, and
+// refused as a deployment that does not perform them would run them.
+[[nodiscard]] Result<PredictOptions> elastic_deployment(PredictOptions o) {
+  if (o.deployment.empty()) {
+    o.deployment = std::string(refit_executors().name);
+    return o;
+  }
+  const DeploymentInfo* d = REFIT_TRY_IN(find_deployment(o.deployment), "--deployment");
+  if (!d->no_elastic.empty()) return unsupported(fmt::format("--deployment {}: {}", d->name, d->no_elastic));
+  return o;
+}
+
 // `derived` (a plan of `problem`), simulated as options.deployment runs it.
 [[nodiscard]] Result<Predictions> simulate_given(const PredictionInputs& in, const ReshardProblem& problem,
                                                  const PlacedCluster& cluster, const PredictOptions& o,
@@ -128,9 +140,10 @@ Bytes relayed_by(const Plan& full, const std::vector<Rank>& dead) {
 
 }  // namespace
 
-Result<ElasticPrediction> predict_elastic(const PredictionInputs& in, const PredictOptions& o,
+Result<ElasticPrediction> predict_elastic(const PredictionInputs& in, const PredictOptions& asked,
                                           const ElasticOptions& e) {
   REFIT_TRY(check_one_question(e));
+  const auto o = REFIT_TRY(elastic_deployment(asked));
   ElasticPrediction out{.engines = REFIT_TRY(inference_engines(in.source)),
                         .predictions = {},
                         .membership = std::nullopt,

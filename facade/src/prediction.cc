@@ -194,15 +194,16 @@ const Prediction* find_row(const std::vector<Prediction>& rows, StrategyId strat
 }
 
 // Each row's speed-up over gather-broadcast as NeMo RL runs it (today's practice) and its time
-// relative to refit as its own executors run it, where those rows are there.
+// relative to refit as its own executors run it, where those rows are there and the divisor is not
+// zero (a problem with no bytes takes refit no time).
 void relate(std::vector<Prediction>& rows) {
   const auto* base = find_row(rows, StrategyId::kGatherBroadcast, DeploymentId::kNemoRl);
   const auto* ours = find_row(rows, StrategyId::kRefit, DeploymentId::kRefit);
   const Seconds base_time = base ? base->sim.predicted : Seconds{};
   const Seconds our_time = ours ? ours->sim.predicted : Seconds{};
   for (auto& r : rows) {
-    if (base) r.speedup_vs_gather_broadcast = base_time / r.sim.predicted;
-    if (ours) r.time_vs_refit = r.sim.predicted / our_time;
+    if (base && r.sim.predicted.value > 0) r.speedup_vs_gather_broadcast = base_time / r.sim.predicted;
+    if (ours && our_time.value > 0) r.time_vs_refit = r.sim.predicted / our_time;
   }
 }
 
@@ -221,8 +222,9 @@ void relate(std::vector<Prediction>& rows) {
   const auto& deployed = default_deployment(s);
   const bool today = receivers != nullptr && deployed.quantizes_at_receivers;
   const Regimed& on = today ? *receivers : asked;
-  const auto planned = REFIT_TRY(plan_timed(on, s.name, o.plan));
-  rows.push_back(REFIT_TRY(run_row(o, on, planned, deployed, traced)));
+  const auto planned = REFIT_TRY_IN(plan_timed(on, s.name, o.plan), fmt::format("planning {}", s.name));
+  rows.push_back(REFIT_TRY_IN(run_row(o, on, planned, deployed, traced),
+                              fmt::format("{} as {} runs it", s.name, deployed.name)));
   if (today) rows.back().notes.emplace_back(kReceiverNote);
   // Beside a baseline of NCCL's algorithms, its plan as refit's executors would run it (the
   // algorithm without the deployed code's calls); gather-broadcast's plan is refit's own
@@ -231,8 +233,9 @@ void relate(std::vector<Prediction>& rows) {
   // The problem as asked: planned again only where the deployed row ran the receivers' problem
   // (a copy of a million-transfer plan costs as much as a good part of planning it).
   std::optional<Planned> replanned;
-  if (today) replanned = REFIT_TRY(plan_timed(asked, s.name, o.plan));
-  rows.push_back(REFIT_TRY(run_row(o, asked, replanned ? *replanned : planned, refit_executors(), false)));
+  if (today) replanned = REFIT_TRY_IN(plan_timed(asked, s.name, o.plan), fmt::format("planning {}", s.name));
+  rows.push_back(REFIT_TRY_IN(run_row(o, asked, replanned ? *replanned : planned, refit_executors(), false),
+                              fmt::format("{} as {} runs it", s.name, refit_executors().name)));
   return rows;
 }
 

@@ -196,6 +196,9 @@ bool baseline(const StrategyInfo& s) { return s.baseline; }
 bool never(const StrategyInfo&) { return false; }
 
 constexpr std::string_view kEveryByte = "it moves every byte every step; a delta refit is refit's executors'";
+constexpr std::string_view kEveryEngine =
+    "it refits every engine from the training ranks; a refit of some engines, a join and a repair are "
+    "refit's executors' (--deployment refit)";
 
 constexpr std::array<DeploymentInfo, 5> kDeployments{{
     {.id = DeploymentId::kRefit,
@@ -212,7 +215,8 @@ constexpr std::array<DeploymentInfo, 5> kDeployments{{
      .runs_by_default = baseline,
      .calls = nemo_rl,
      .quantizes_at_receivers = true,
-     .no_delta = kEveryByte},
+     .no_delta = kEveryByte,
+     .no_elastic = kEveryEngine},
     {.id = DeploymentId::kM2nBench,
      .name = "m2n-bench",
      .description = "nccl_m2n's reshard_model_bench: every parameter through M2N, one name pattern at a time",
@@ -220,7 +224,8 @@ constexpr std::array<DeploymentInfo, 5> kDeployments{{
      .runs_by_default = never,
      .calls = [](const DeployInputs& in) { return m2n_bench(in, /*all_layers=*/false); },
      .quantizes_at_receivers = true,
-     .no_delta = kEveryByte},
+     .no_delta = kEveryByte,
+     .no_elastic = kEveryEngine},
     {.id = DeploymentId::kM2nBenchAll,
      .name = "m2n-bench-all",
      .description = "reshard_model_bench --no-dedup: as m2n-bench, timing every layer instead of one per "
@@ -229,7 +234,8 @@ constexpr std::array<DeploymentInfo, 5> kDeployments{{
      .runs_by_default = never,
      .calls = [](const DeployInputs& in) { return m2n_bench(in, /*all_layers=*/true); },
      .quantizes_at_receivers = true,
-     .no_delta = kEveryByte},
+     .no_delta = kEveryByte,
+     .no_elastic = kEveryEngine},
     {.id = DeploymentId::kRefitNccl,
      .name = "refit-nccl",
      .description = "refit's NCCL executor (refit run --executor nccl): the whole plan in one call, step "

@@ -150,6 +150,52 @@ INSTANTIATE_TEST_SUITE_P(
             }(),
             "tensors[0] 'model.layers.0.mlp.down_proj.weight': plan has dtype fp16, the problem bf16"}));
 
+// The fourth campaign's classes that one command shows.
+const std::string kMoe = "--model " + kData +
+                         "/models/tiny-qwen3-moe.json --train tp=2,ep=2,etp=1 --infer tp=2,engines=3 "
+                         "--cluster dgx-h100";
+
+INSTANTIATE_TEST_SUITE_P(
+    FourthCampaign, HostileCli,
+    ::testing::Values(
+        // Once read as S0:32: the overflowing start was left at 0.
+        Hostile{"placement_start_overflow",
+                "layout --shape 64 --mesh 2 --placements 'S0:32@-99999999999999999999'", "",
+                "placement 'S0:32@-99999999999999999999' is not"},
+        // Once accepted as the largest 64-bit integer.
+        Hostile{"staging_overflow",
+                "simulate " + kModel + " --cluster dgx-h100 --staging 99999999999999999999", "",
+                "--staging: must be > 0 and fit 64 bits, got 99999999999999999999"},
+        // Once ignored: planned from scratch.
+        Hostile{"plan_empty", "simulate " + kModel + " --cluster dgx-h100 --plan ''", "", "--plan: is empty"},
+        // Once accepted without the option it qualifies, and up to 1e308 s with it.
+        Hostile{"timeout_alone", "simulate " + kModel + " --cluster dgx-h100 --timeout 5", "",
+                "--timeout requires --fail"},
+        Hostile{"timeout_huge_fail", "simulate " + kModel + " --cluster dgx-h100 --fail 0 --timeout 1e308",
+                "", "--timeout: must be > 0 and <= 1e+06"},
+        // Once blamed on training stages the user never mentioned.
+        Hostile{"join_as_nemo_rl", "simulate " + kMoe + " --join 0 --strategy m2n-ring --deployment nemo-rl",
+                "", "--deployment nemo-rl: it refits every engine from the training ranks"}));
+
+TEST(HostileCli, AJoinOfABaselinesPlanIsPredictedAsRefitsExecutorsRunIt) {
+  // NeMo RL has no join: m2n-ring's join plan, once refused for NeMo RL's training stages, is run
+  // as refit's executors run it unless a deployment is named.
+  const auto r = run_refit("simulate " + kMoe + " --join 0 --strategy m2n-ring");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("engine 0 of 3 filled in"), std::string::npos) << r.out;
+}
+
+TEST(HostileCli, AProblemWithNothingToMoveHasNoRatiosRatherThanNaN) {
+  // No tensors: refit takes 0 s against a bound of 0 s; NeMo RL still pays its fixed costs.
+  const TempFile empty(
+      "empty_manifest.json",
+      R"({"format": "refit-manifest", "version": 1, "source_ranks": 2, "destination_ranks": 2, "tensors": []})");
+  const auto r = run_refit("simulate --manifest " + empty.path() + " --cluster dgx-h100 --compare");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("nan"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("inf"), std::string::npos) << r.out;
+}
+
 TEST(HostileCli, OutputsThatCannotBeWrittenInFullFailNamingTheFile) {
   // /dev/full takes the file open and refuses every byte, as a full disk does once the buffered
   // bytes are flushed: the outputs once ended with exit 0 and a truncated file.

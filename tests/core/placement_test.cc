@@ -46,5 +46,15 @@ TEST(Placement, RejectsGarbageNamingTheEntry) {
   EXPECT_EQ(parse_placements("S0,R,S1").value().size(), 3u);
 }
 
+TEST(Placement, NumbersPastTheIntegersAreRefusedNotTakenAsZero) {
+  // std::from_chars leaves the value as it was (0) when the digits overflow: a start of
+  // -99999999999999999999 was once read as S0:32, silently.
+  EXPECT_EQ(testing::error_code(parse_placement("S0:32@-99999999999999999999")), ErrorCode::kParse);
+  EXPECT_EQ(testing::error_code(parse_placement("S0:99999999999999999999")), ErrorCode::kParse);
+  EXPECT_EQ(testing::error_code(parse_placement("S99999999999999999999")), ErrorCode::kParse);
+  EXPECT_EQ(parse_placement("S0:32@-9223372036854775807").value(),
+            Placement::shard(0, 32, -9223372036854775807));
+}
+
 }  // namespace
 }  // namespace refit

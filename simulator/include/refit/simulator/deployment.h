@@ -85,6 +85,9 @@ struct DeploymentInfo {
   // Why a delta refit (only what changed since the last moves) is not predicted as it runs it;
   // empty where it is (refit's executors, as the UCX delta executor and its CPU codec run it).
   std::string_view no_delta;
+  // Why an elastic refit (a refit of some engines, a join, a repair after a failure) is not
+  // predicted as it runs it; empty where it is (refit's executors, which perform them).
+  std::string_view no_elastic;
 };
 
 // Every deployment, in DeploymentId order.
