@@ -11,6 +11,8 @@
 // overlaps the two, so this model can overstate the baseline by at most its broadcast time.
 #include <algorithm>
 #include <map>
+#include <set>
+#include <tuple>
 
 #include "plan_builder.h"
 #include "strategies.h"
@@ -47,22 +49,29 @@ RootArrivals gather(PlanBuilder& b, const PlanContext& c) {
   return at_root;
 }
 
-std::vector<std::vector<Rank>> rings(const PlacedCluster& c, std::int32_t world) {
+// A ring per NIC of the root's node (NCCL's channels), at most one per tensor: a channel dealt no
+// tensor carries nothing. Each ring visits nodes in order and, inside one, starts at the GPU the
+// channel's slot names.
+std::vector<std::vector<Rank>> rings(const PlacedCluster& c, std::int32_t world, std::size_t tensors) {
   std::map<std::int32_t, std::vector<GpuId>> node_gpus;
-  for (const auto& g : c.cluster().gpus()) node_gpus[g.node].push_back(g.id);
-  std::vector<std::int32_t> root_nics;
+  std::vector<std::size_t> slot(c.cluster().gpus().size());  // a GPU's index among its node's
+  for (const auto& g : c.cluster().gpus()) {
+    auto& local = node_gpus[g.node];
+    slot[static_cast<std::size_t>(g.id.value)] = local.size();
+    local.push_back(g.id);
+  }
+  std::set<std::int32_t> root_nics;
   for (GpuId g : node_gpus[c.cluster().gpu(c.gpu_of(kRoot)).node])
-    if (auto n = c.cluster().nic_of(g); n && std::ranges::find(root_nics, *n) == root_nics.end())
-      root_nics.push_back(*n);
-  const auto channels = std::max<std::size_t>(1, root_nics.size());
+    if (auto n = c.cluster().nic_of(g)) root_nics.insert(*n);
+  const auto channels = std::clamp<std::size_t>(root_nics.size(), 1, std::max<std::size_t>(1, tensors));
   std::vector<std::vector<Rank>> out;
   for (std::size_t ch = 0; ch < channels; ++ch) {
     std::vector<std::tuple<std::int32_t, std::size_t, std::int32_t>> keyed;  // (node, slot, rank)
     for (std::int32_t r = 1; r < world; ++r) {
       const auto& gpu = c.cluster().gpu(c.gpu_of(Rank{r}));
-      const auto& local = node_gpus[gpu.node];
-      const auto idx = static_cast<std::size_t>(std::ranges::find(local, gpu.id) - local.begin());
-      keyed.emplace_back(gpu.node, (idx + local.size() - ch % local.size()) % local.size(), r);
+      const auto size = node_gpus[gpu.node].size();
+      const auto idx = slot[static_cast<std::size_t>(gpu.id.value)];
+      keyed.emplace_back(gpu.node, (idx + size - ch % size) % size, r);
     }
     std::ranges::sort(keyed);
     std::vector<Rank> ring{kRoot};
@@ -85,7 +94,7 @@ std::vector<std::vector<std::uint32_t>> deal(const ReshardProblem& p, std::size_
 }
 
 void broadcast(PlanBuilder& b, const PlanContext& c, const RootArrivals& at_root) {
-  const auto all_rings = rings(c.cluster, c.problem.world_size());
+  const auto all_rings = rings(c.cluster, c.problem.world_size(), c.problem.tensors().size());
   const auto dealt = deal(c.problem, all_rings.size());
   for (std::size_t ch = 0; ch < all_rings.size(); ++ch) {
     const auto& ring = all_rings[ch];

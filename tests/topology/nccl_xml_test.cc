@@ -1,5 +1,8 @@
 #include "refit/topology/nccl_xml.h"
 
+#include <fstream>
+#include <iterator>
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -118,6 +121,29 @@ TEST(TopoNcclXml, H200IsToldByItsPciDevice) {
   // No NVLink: a domain of its own with no NVLink bandwidth, and no NIC.
   EXPECT_DOUBLE_EQ(c->gpu(GpuId{0}).nvlink_bandwidth.gbps(), 0.0);
   EXPECT_TRUE(c->nics().empty());
+}
+
+TEST(TopoNcclXml, AnNvlinkListedByOneEndOnlyOrTwiceIsRefused) {
+  // node_4gpu_2nic.xml pairs GPUs 2 and 3 with 4 NVLinks, listed from both ends. Without GPU 3's
+  // element GPU 2 would get NVLink bandwidth to a peer with none; with it twice, twice its links.
+  std::ifstream in(kDir + "node_4gpu_2nic.xml");
+  const std::string xml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string back = R"(<nvlink target="0000:22:00.0" count="4" tclass="0x030200"/>)";
+  const auto at = xml.find(back);
+  ASSERT_NE(at, std::string::npos);
+  auto one_sided = xml;
+  one_sided.erase(at, back.size());
+  auto c = import_nccl_topology(one_sided, "one_sided.xml");
+  ASSERT_FALSE(c.has_value());
+  EXPECT_EQ(c.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(c.error().message.find("4 NVLink(s) to GPU 0000:23:00.0, which lists 0 back"), std::string::npos)
+      << c.error().message;
+  auto twice = xml;
+  twice.insert(at, back);
+  c = import_nccl_topology(twice, "twice.xml");
+  ASSERT_FALSE(c.has_value());
+  EXPECT_NE(c.error().message.find("a second <nvlink> to GPU 0000:22:00.0"), std::string::npos)
+      << c.error().message;
 }
 
 struct BadFile {

@@ -6,6 +6,7 @@
 #include <iterator>
 #include <map>
 #include <optional>
+#include <set>
 #include <type_traits>
 
 #include <fmt/format.h>
@@ -85,6 +86,7 @@ class XmlReader {
           fmt::format("{}: expected <system> as the root element (an NCCL topology dump)", where(root)));
     REFIT_TRY(walk(root));
     if (gpus_.empty()) return invalid("no <gpu> element: the file describes no GPU");
+    REFIT_TRY(check_links_both_ways());
     detail::FoundMachine machine;
     for (auto& [dev, gpu] : gpus_) machine.gpus.push_back(std::move(gpu));  // NCCL device order
     machine.nics = std::move(nics_);
@@ -175,8 +177,29 @@ class XmlReader {
     return std::optional<PciLocation>{};  // other elements (c2c, ...) carry nothing refit models
   }
 
+  // NVLinks are cables: a dump lists each from both of its GPUs, with one count. A link listed by
+  // one end only (an edited file) would give that GPU NVLink bandwidth to a peer that has none.
+  [[nodiscard]] Result<void> check_links_both_ways() const {
+    std::map<std::pair<std::string, std::string>, std::int64_t> links;  // (from, to) -> count
+    std::map<std::string, const FoundGpu*> by_bus;
+    for (const auto& [dev, gpu] : gpus_) {
+      by_bus[gpu.bus_id] = &gpu;
+      for (const auto& peer : gpu.peer_links) ++links[{gpu.bus_id, peer}];
+    }
+    for (const auto& [ends, count] : links) {
+      if (!by_bus.contains(ends.second)) continue;  // a GPU not in the dump: refused with the domains
+      const auto back = links.find({ends.second, ends.first});
+      const std::int64_t counted_back = back == links.end() ? 0 : back->second;
+      if (count != counted_back)
+        return invalid(fmt::format("{}: {} NVLink(s) to GPU {}, which lists {} back",
+                                   by_bus.at(ends.first)->what, count, ends.second, counted_back));
+    }
+    return {};
+  }
+
   // The attributes are read in order, so the first bad one is the one reported.
   [[nodiscard]] Result<void> add_links(const pugi::xml_node& gpu_node, FoundGpu& gpu) const {
+    std::set<std::string> peers;
     for (const auto link : gpu_node.children("nvlink")) {
       const auto target = REFIT_TRY(attribute(link, "target"));
       const auto count = REFIT_TRY(number<std::int32_t>(link, "count", 1));
@@ -187,6 +210,10 @@ class XmlReader {
       if (is_gpu_class(tclass) && detail::normalize_bus_id(target) == gpu.bus_id)
         return invalid(fmt::format("{}: an NVLink from GPU {} to itself", where(link), gpu.bus_id));
       if (tclass == kNvSwitchClass) gpu.switch_links += count;
+      if (is_gpu_class(tclass) && !peers.insert(detail::normalize_bus_id(target)).second)
+        return invalid(
+            fmt::format("{}: a second <nvlink> to GPU {} (a dump gives one per peer, with its count)",
+                        where(link), detail::normalize_bus_id(target)));
       if (is_gpu_class(tclass))
         gpu.peer_links.insert(gpu.peer_links.end(), static_cast<std::size_t>(count),
                               detail::normalize_bus_id(target));
