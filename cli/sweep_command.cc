@@ -48,17 +48,22 @@ struct SweepCommandOptions {
   return axis;
 }
 
-// A bar redrawn in place on a terminal; a line per point otherwise (logs, CI).
+// A bar redrawn in place on a terminal; otherwise (logs, CI) a line every 5 s and at the end, so
+// that a sweep of many quick points does not flood the log.
 std::function<void(std::size_t, std::size_t)> progress_bar() {
+  using Clock = std::chrono::steady_clock;
+  static constexpr auto kLogEvery = std::chrono::seconds(5);
   const bool terminal = isatty(fileno(stderr)) != 0;
-  const auto start = std::chrono::steady_clock::now();
-  return [terminal, start](std::size_t done, std::size_t total) {
+  const auto start = Clock::now();
+  return [terminal, start, logged = start](std::size_t done, std::size_t total) mutable {
     constexpr std::size_t kWidth = 30;
+    const auto now = Clock::now();
+    if (!terminal && done < total && now - logged < kLogEvery) return;
+    logged = now;
     const auto filled = kWidth * done / total;
-    const auto elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     fmt::print(stderr, "{}refit sweep: [{}{}] {}/{} points, {:.0f} s{}", terminal ? "\r" : "",
-               std::string(filled, '#'), std::string(kWidth - filled, ' '), done, total, elapsed,
-               terminal && done < total ? "" : "\n");
+               std::string(filled, '#'), std::string(kWidth - filled, ' '), done, total,
+               std::chrono::duration<double>(now - start).count(), terminal && done < total ? "" : "\n");
   };
 }
 

@@ -48,6 +48,13 @@ std::string with_override(std::string_view spec, std::string_view key, std::stri
     return invalid("varies a layout, which needs a problem made from a model (--model), not a manifest");
   if (!is_layout_key(axis.key) && !is_preset(cluster))
     return invalid("varies the hardware of a preset (--cluster), not of a cluster file, dump or discovery");
+  // Each hardware value on the preset as given, before any point is predicted: a bad last value
+  // once failed the sweep after every point before it had run.
+  if (!is_layout_key(axis.key) && axis.key != kSweepNicsPerDomain) {
+    const std::string base = cluster.preset.empty() ? std::string(kDefaultPreset) : cluster.preset;
+    for (const auto& value : axis.values)
+      REFIT_TRY(make_preset_cluster(with_override(base, axis.key, value)));
+  }
   return {};
 }
 

@@ -54,10 +54,14 @@ TEST(SweepCli, BadVaryIsBadInputNamingIt) {
            {"--vary nic_speed=1,2", "--vary nic_speed: unknown key"},
            {"--vary nic_gbps", "--vary nic_gbps: expected KEY=V1,V2"},
            {"--vary nic_gbps=abc", "nic_gbps=abc"},
-           {"--vary nic_gbps=100 --jobs -1", "--jobs"}}) {
+           {"--vary nic_gbps=100 --jobs -1", "--jobs"},
+           // Once refused only when reached, after every point before it had been predicted.
+           {"--vary nic_gbps=100,200,-1 --json",
+            "--vary nic_gbps: dgx-h100: nic_gbps=-1: must be >= 0.01"}}) {
     const auto r = run_refit("sweep " + kModel + " --cluster dgx-h100 " + args);
     EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
     EXPECT_NE(r.err.find(names), std::string::npos) << args << ": " << r.err;
+    EXPECT_EQ(r.out, "") << args;
   }
 }
 
