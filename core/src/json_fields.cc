@@ -215,6 +215,23 @@ std::string FieldReader::string(std::string_view key) {
   return keep(require_string(object_, key, path_), std::string{});
 }
 
+std::string FieldReader::label(std::string_view key) {
+  auto text = string(key);
+  check_label(key, text);
+  return text;
+}
+
+std::string FieldReader::label_or(std::string_view key, std::string fallback) {
+  auto text = string_or(key, std::move(fallback));
+  check_label(key, text);
+  return text;
+}
+
+void FieldReader::check_label(std::string_view key, const std::string& text) {
+  if (std::ranges::any_of(text, [](unsigned char c) { return c < 0x20 || c == 0x7f; }))
+    fail(key, "a control character (a line break or an escape) in a name refit prints");
+}
+
 void FieldReader::fail(std::string_view key, const std::string& message, ErrorCode code) {
   if (!error_) error_ = Error{.code = code, .message = child(path_, key) + ": " + message};
 }

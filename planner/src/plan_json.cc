@@ -151,8 +151,8 @@ Result<Plan> parse_plan_json(std::string_view text) {
                                              "source_ranks", "destination_ranks", "tensors", "transfers"},
                                             "the plan"));
   Plan plan;
-  plan.strategy = f.string("strategy");
-  const auto execution = f.string_or("execution_model", "");
+  plan.strategy = f.label("strategy");
+  const auto execution = f.label_or("execution_model", "");
   plan.source_ranks = static_cast<std::int32_t>(f.integer("source_ranks", 0));
   plan.destination_ranks = static_cast<std::int32_t>(f.integer("destination_ranks", 0));
   REFIT_TRY(f.status());

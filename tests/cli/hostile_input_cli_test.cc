@@ -173,6 +173,24 @@ INSTANTIATE_TEST_SUITE_P(
                 "--timeout requires --fail"},
         Hostile{"timeout_huge_fail", "simulate " + kModel + " --cluster dgx-h100 --fail 0 --timeout 1e308",
                 "", "--timeout: must be > 0 and <= 1e+06"},
+        // Names with escapes once reached the terminal raw through topo's and simulate's tables.
+        Hostile{"cluster_name_escape", "topo --cluster-file {file}",
+                [] {
+                  std::ifstream in(kData + "/topology/cluster_small.json");
+                  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+                  text.replace(text.find("two-small-nodes"), 15, "two\\u001b[31m");
+                  return text;
+                }(),
+                "name: a control character (a line break or an escape) in a name refit prints"},
+        Hostile{
+            "plan_strategy_escape",
+            "simulate --manifest " + kData + "/manifests/two_tensors.json --cluster dgx-h100 --plan {file}",
+            [] {
+              auto text = kTwoTensorsPlan;
+              text.replace(text.find("\"strategy\":\"refit\""), 18, "\"strategy\":\"r\\u001b[2J\"");
+              return text;
+            }(),
+            "strategy: a control character"},
         // Once blamed on training stages the user never mentioned.
         Hostile{"join_as_nemo_rl", "simulate " + kMoe + " --join 0 --strategy m2n-ring --deployment nemo-rl",
                 "", "--deployment nemo-rl: it refits every engine from the training ranks"}));

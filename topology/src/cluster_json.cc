@@ -208,7 +208,7 @@ QuantizeRates quantize_field(FieldReader& f, const nlohmann::json& gpu) {
               .nvlink_bandwidth = BytesPerSecond::from_gbps(f.number("nvlink_gbps")),
               .copy_bandwidth = BytesPerSecond::from_gbps(f.number("copy_gbps")),
               .memory = memory_field(f, "memory_gb"),
-              .pci_bus_id = f.string_or("pci_bus_id", ""),
+              .pci_bus_id = f.label_or("pci_bus_id", ""),
               .quantize_bandwidth = quantize_field(f, j)};
   REFIT_TRY(f.status());
   gpu.nccl_costs = REFIT_TRY(nccl_costs_field(j, at));
@@ -222,12 +222,12 @@ QuantizeRates quantize_field(FieldReader& f, const nlohmann::json& gpu) {
                                kRoot));
   FieldReader f(j, at, kMaxId);
   NicSpec nic{.id = id32(f.integer_or("id", 0, index)),
-              .name = f.string_or("name", ""),
+              .name = f.label_or("name", ""),
               .node = id32(f.integer("node", 0)),
               .bandwidth = BytesPerSecond::from_gbps(f.number("gbps")),
               .latency = hw::micros(f.number("latency_us")),
               .gpus = gpu_ids_of(f.integers("gpus", 0)),
-              .pci_bus_id = f.string_or("pci_bus_id", ""),
+              .pci_bus_id = f.label_or("pci_bus_id", ""),
               .chunk_overhead = hw::micros(f.number_or("chunk_overhead_us", 0.0)),
               .transfer_overhead = hw::micros(f.number_or("transfer_overhead_us", 0.0))};
   REFIT_TRY(f.status());
@@ -272,7 +272,7 @@ QuantizeRates quantize_field(FieldReader& f, const nlohmann::json& gpu) {
 [[nodiscard]] Result<void> read_globals(const nlohmann::json& root, ClusterSpec& spec) {
   const auto fabric = REFIT_TRY(optional_object(root, "fabric", {"oversubscription"}));
   FieldReader f(root, "", kMaxId);
-  spec.name = f.string_or("name", "");
+  spec.name = f.label_or("name", "");
   spec.nvlink_latency = hw::micros(f.number("nvlink_latency_us"));
   FieldReader fab(fabric, "fabric", kMaxId);
   if (fab.has("oversubscription")) spec.fabric.oversubscription = fab.number("oversubscription");

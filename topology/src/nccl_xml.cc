@@ -104,7 +104,11 @@ class XmlReader {
   [[nodiscard]] Result<std::string> attribute(const pugi::xml_node& n, const char* name) const {
     const auto a = n.attribute(name);
     if (!a) return invalid(fmt::format("{}: attribute '{}' missing", where(n), name));
-    return std::string(a.value());
+    const std::string_view value = a.value();
+    // Values become names refit prints (a NIC's, a bus id): no escapes for the terminal.
+    if (std::ranges::any_of(value, [](unsigned char c) { return c < 0x20 || c == 0x7f; }))
+      return invalid(fmt::format("{}: attribute '{}' holds a control character", where(n), name));
+    return std::string(value);
   }
 
   template <class T>

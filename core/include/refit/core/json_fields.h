@@ -87,6 +87,10 @@ class FieldReader {
   double number_or(std::string_view key, double fallback);
   std::string string(std::string_view key);
   std::string string_or(std::string_view key, std::string fallback);
+  // A string that refit prints as a label in its tables (a cluster's or NIC's name, a plan's
+  // strategy): one without control characters, which would reach a terminal as escapes.
+  std::string label(std::string_view key);
+  std::string label_or(std::string_view key, std::string fallback);
   // A required array or object (nullptr after an error).
   const Json* array(std::string_view key);
   const Json* object(std::string_view key);
@@ -100,6 +104,7 @@ class FieldReader {
  private:
   template <class T>
   T keep(Result<T> r, T neutral);
+  void check_label(std::string_view key, const std::string& text);
 
   const Json& object_;
   std::string path_;
