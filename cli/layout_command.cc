@@ -10,6 +10,7 @@
 #include "parse.h"
 #include "refit/core/checked.h"
 #include "refit/core/layout.h"
+#include "refit/core/tensor_spec.h"
 #include "refit/core/try.h"
 
 namespace refit::cli {
@@ -25,6 +26,9 @@ struct LayoutOptions {
 
 [[nodiscard]] Result<Layout> build_layout(const LayoutOptions& o) {
   auto shape = REFIT_TRY(parse_int_list(o.shape, "--shape", 0));
+  if (shape.size() > kMaxTensorDims)
+    return out_of_range(fmt::format("--shape: {} dimensions, more than the {} of a tensor in refit",
+                                    shape.size(), kMaxTensorDims));
   REFIT_TRY_IN(checked_product(shape, limits::kMaxElements, "elements"), "--shape");
   auto mesh_shape = REFIT_TRY(parse_mesh_shape(o.mesh, "--mesh"));
   std::vector<Rank> ranks;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -28,10 +29,19 @@ Result<std::string> read_text_file(const std::filesystem::path& path) {
   if (size > static_cast<std::uintmax_t>(limits::kMaxInputFileBytes))
     return out_of_range(fmt::format("{}: {} bytes, more than the {} bytes refit reads from one file",
                                     path.string(), size, limits::kMaxInputFileBytes));
+  // Read to the end rather than to the size: files of /proc report 0 bytes and have more.
   std::ifstream in(path, std::ios::binary);
-  std::string text(static_cast<std::size_t>(size), '\0');
-  in.read(text.data(), static_cast<std::streamsize>(size));
   if (!in) return fail(ErrorCode::kRuntime, fmt::format("{}: cannot be read", path.string()));
+  std::string text;
+  text.reserve(static_cast<std::size_t>(size));
+  std::array<char, 1 << 16> block{};
+  while (in.read(block.data(), block.size()) || in.gcount() > 0) {
+    text.append(block.data(), static_cast<std::size_t>(in.gcount()));
+    if (std::ssize(text) > limits::kMaxInputFileBytes)
+      return out_of_range(fmt::format("{}: more than the {} bytes refit reads from one file", path.string(),
+                                      limits::kMaxInputFileBytes));
+  }
+  if (in.bad()) return fail(ErrorCode::kRuntime, fmt::format("{}: cannot be read", path.string()));
   return text;
 }
 

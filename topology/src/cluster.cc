@@ -118,10 +118,13 @@ template <class At>
     if (!latency_ok(n.chunk_overhead)) return latency_error(at() + ".chunk_overhead_us", n.chunk_overhead);
     if (!latency_ok(n.transfer_overhead))
       return latency_error(at() + ".transfer_overhead_us", n.transfer_overhead);
+    std::set<std::int32_t> listed;
     for (std::size_t k = 0; k < n.gpus.size(); ++k) {
       const auto g = n.gpus[k].value;
       if (g < 0 || g >= static_cast<std::int32_t>(s.gpus.size()))
         return not_found(fmt::format("{}.gpus[{}]: GPU {} does not exist", at(), k, g));
+      if (!listed.insert(g).second)
+        return invalid(fmt::format("{}.gpus[{}]: GPU {} is listed twice", at(), k, g));
       if (s.gpus[static_cast<std::size_t>(g)].node != n.node)
         return mismatch(fmt::format("{}.gpus[{}]: GPU {} is on node {}, the NIC on node {}", at(), k, g,
                                     s.gpus[static_cast<std::size_t>(g)].node, n.node));
