@@ -5,7 +5,7 @@
 // the elements; and the chunk checksum alone. bench/RESULTS.md ("Delta codec") keeps the figures.
 //
 // fp8/...: deltas of FP8 in flight against deltas of bf16: a [2048, 2048] bf16 weight (8 MiB)
-// after one step (changes of up to 2^-7 or 2^-3 of an element's value), sent as bf16 or quantised at the
+// after one step (changes of up to 2^-7 or 2^-3 of an element's value), sent as bf16 or quantized at the
 // sender (fp8-block128, mxfp8: the CPU quantizer, as DeltaExecutor does) and delta-encoded against the
 // previous step's bytes with the codec's own choice. Counters: "payload/bf16" the step's payload (values and
 // scales) over the bf16 weight's bytes, "payload/dense" over what a dense refit of that form sends, "values
@@ -147,7 +147,7 @@ struct Part {
   Bytes after;
 };
 
-// `bf16` quantised: its fp8 values and its scales.
+// `bf16` quantized: its fp8 values and its scales.
 std::pair<Bytes, Bytes> quantized(refit::QuantScheme scheme, const Bytes& bf16) {
   Bytes values(static_cast<std::size_t>(kElements));
   Bytes scales(static_cast<std::size_t>(refit::scale_buffer_bytes(scheme, kShape)));

@@ -2,8 +2,8 @@
 // device of the same HBM traffic in the same run: a kernel reads 2 bytes and writes 1 per element
 // plus the scales, which cudaMemcpy of half that many bytes also reads and writes. 2 GiB of bf16
 // (32768 x 32768, 33 times an H200's L2) of normal random values, as a whole weight and as a
-// column shard read in place from a wider tensor (rows strided). The goal is issue 32's: 85 %.
-// Exits 0 without a GPU, printing why.
+// column shard read in place from a wider tensor (rows strided). The goal: 85 % (bench/RESULTS.md,
+// "GPU kernels and the NCCL executor on one GPU"). Exits 0 without a GPU, printing why.
 //
 // Usage: quantize_gpu_bench [--summary FILE]   (rows are appended to FILE too)
 #include <cuda_runtime_api.h>

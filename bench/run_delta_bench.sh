@@ -7,10 +7,10 @@
 # median over the later steps of the bytes sent, the slowest rank's wall and its encode, decode
 # and exchange seconds; then `refit run` of the same plan without --delta (dense, STEPS
 # iterations, median). Prints one table; RUNS repeats each run and takes the median of medians.
-# QUANTIZE=fp8-block128 or mxfp8: FP8 in flight, quantised at the senders (--quantize-at sender),
+# QUANTIZE=fp8-block128 or mxfp8: FP8 in flight, quantized at the senders (--quantize-at sender),
 # delta and dense alike: the deltas are of the fp8 values and scales the senders make;
 # QUANTIZE_AT=training: trained in fp8 instead (the training ranks hold the fp8 they make of a bf16
-# master, and quantise nothing during the refit).
+# master, and quantize nothing during the refit).
 #
 #   bench/run_delta_bench.sh [BUILD_DIR]   (default build/release; env RUNS=1 STEPS=4
 #                                           FRACTIONS="0.001 0.01 0.03 0.1 0.3 1" QUANTIZE=

@@ -79,8 +79,8 @@ std::vector<std::int64_t> values(const std::vector<Bytes>& bytes) {
   return out;
 }
 
-// With --quantize: how many weights are quantised where, and how many scales tensors travel. The
-// model's bytes and tensors are the checkpoint's; the per-rank bytes are the quantised problem's.
+// With --quantize: how many weights are quantized where, and how many scales tensors travel. The
+// model's bytes and tensors are the checkpoint's; the per-rank bytes are the quantized problem's.
 Json quantization_json(const ReshardProblem& p) {
   std::map<std::string, std::int64_t> weights;
   for (const auto site :
@@ -134,7 +134,7 @@ void print_model(const Json& j) {
   if (j.contains("quantization")) {
     const auto& q = j["quantization"];
     fmt::print(
-        "quantised       {}: {} weights at the sender, {} at landing ranks, {} at the receiver, {} trained "
+        "quantized       {}: {} weights at the sender, {} at landing ranks, {} at the receiver, {} trained "
         "in fp8; {} scales tensors (bytes and tensors above: the checkpoint's; below: as each side holds "
         "them)\n",
         q["scheme"].get<std::string>(), q["weights"]["sender"].get<std::int64_t>(),

@@ -42,7 +42,7 @@ void print_human(const TimedPlan& tp, const PlanStats& s, const LowerBound& lb,
   fmt::print("bytes             {} total, {} network, {} NVLink\n", human(s.total_bytes),
              human(s.network_bytes), human(s.nvlink_bytes));
   if (s.network_bytes_unquantized != s.network_bytes)
-    fmt::print("FP8 in flight     {} network unquantised -> {} ({:.2f}x)\n",
+    fmt::print("FP8 in flight     {} network unquantized -> {} ({:.2f}x)\n",
                human(s.network_bytes_unquantized), human(s.network_bytes),
                static_cast<double>(s.network_bytes.value) /
                    static_cast<double>(std::max<std::int64_t>(1, s.network_bytes_unquantized.value)));

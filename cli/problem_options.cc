@@ -13,14 +13,14 @@ void add_model_options(CLI::App* cmd, ModelOptions& options) {
   auto* quantize =
       cmd->add_option("--quantize", options.quantize,
                       "FP8 inference weights: fp8-block128 (fp8_e4m3, one fp32 scale per 128x128 block, as "
-                      "DeepSeek-V3 ships) or mxfp8 (one e8m0 scale per 32); the weights vLLM's FP8 quantises "
+                      "DeepSeek-V3 ships) or mxfp8 (one e8m0 scale per 32); the weights vLLM's FP8 quantizes "
                       "(linear and expert weights) get a scales tensor of their own");
   cmd->add_option("--quantize-at", options.quantize_at,
-                  "Where weights are quantised: landing (a training rank holding whole blocks quantises "
+                  "Where weights are quantized: landing (a training rank holding whole blocks quantizes "
                   "before the network, so fp8 travels; where the training layout cuts blocks, one replica "
-                  "of the inference layout gets bf16, quantises it once and sends fp8 on to the others), "
-                  "sender (as landing, but every inference rank quantises what lands where training cuts "
-                  "blocks), receiver (every inference rank quantises what lands: today's practice) or "
+                  "of the inference layout gets bf16, quantizes it once and sends fp8 on to the others), "
+                  "sender (as landing, but every inference rank quantizes what lands where training cuts "
+                  "blocks), receiver (every inference rank quantizes what lands: today's practice) or "
                   "training (FP8 training: the training ranks hold the weights in fp8 with their scales, "
                   "and both move as they are); only with --quantize")
       ->capture_default_str()

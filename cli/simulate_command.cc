@@ -120,7 +120,7 @@ void print_detail(const Predictions& p) {
   print_table(p);
   fmt::print(
       "\ncritical path breakdown: fixed {}, latency {}, network {}, NVLink {}, copy {}, pack/unpack {}, "
-      "FP8 quantisation {} (of which waiting on the slowest rank {})\n",
+      "FP8 quantization {} (of which waiting on the slowest rank {})\n",
       human(time_of(r, TimeKind::kFixed)), human(time_of(r, TimeKind::kLatency)),
       human(time_of(r, TimeKind::kNetwork)), human(time_of(r, TimeKind::kNvlink)),
       human(time_of(r, TimeKind::kCopy)), human(time_of(r, TimeKind::kPackUnpack)),

@@ -35,7 +35,7 @@ std::string_view quant_scheme_name(QuantScheme s) { return info(s).name; }
 Result<QuantScheme> parse_quant_scheme(std::string_view name) {
   for (const auto& i : kSchemes)
     if (i.name == name) return i.scheme;
-  return parse_error(fmt::format("unknown quantisation '{}' (expected fp8-block128 or mxfp8)", name));
+  return parse_error(fmt::format("unknown quantization '{}' (expected fp8-block128 or mxfp8)", name));
 }
 
 std::span<const QuantScheme> all_quant_schemes() {
@@ -110,7 +110,7 @@ Result<QuantSite> parse_quant_site(std::string_view name) {
   for (const auto s : {QuantSite::kSender, QuantSite::kReceiver, QuantSite::kTraining, QuantSite::kLanding})
     if (name == quant_site_name(s)) return s;
   return parse_error(
-      fmt::format("unknown quantisation site '{}' (expected sender, receiver, training or landing)", name));
+      fmt::format("unknown quantization site '{}' (expected sender, receiver, training or landing)", name));
 }
 
 std::string landing_copy_name(std::string_view weight) { return fmt::format("{}@landing", weight); }
@@ -152,7 +152,7 @@ Result<Layout> quant_scale_layout(QuantScheme s, const Layout& weight) {
   const Shape& shape = weight.tensor_shape();
   if (shape.size() < 2)
     return invalid(
-        fmt::format("{} quantises weights of 2 or more dims, not {}", quant_scheme_name(s), shape.size()));
+        fmt::format("{} quantizes weights of 2 or more dims, not {}", quant_scheme_name(s), shape.size()));
   const Shape block = quant_block(s, shape.size());
   // A weight cut on block boundaries has the same cuts, divided by the block, in scale
   // coordinates: a named chunk and start divide by the block; torch.chunk's cut is the chunk its

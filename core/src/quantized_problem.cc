@@ -21,12 +21,12 @@ bool same_boxes(const Layout& a, const Layout& b) {
   return true;
 }
 
-// Whoever holds the weight in fp8 holds its scales: the senders after quantising, or the training
+// Whoever holds the weight in fp8 holds its scales: the senders after quantizing, or the training
 // ranks all along.
 bool scales_travel(QuantSite s) { return s != QuantSite::kReceiver; }
 
 // A landing weight's source layout is its landing ranks: inference ranks each holding the box
-// they hold in the inference layout, where a rank quantises what it holds.
+// they hold in the inference layout, where a rank quantizes what it holds.
 [[nodiscard]] Result<void> check_landing_layout(const TensorReshard& t) {
   const Layout& landing = t.source;
   for (std::int64_t p = 0; p < landing.mesh().size(); ++p) {
@@ -44,17 +44,17 @@ bool scales_travel(QuantSite s) { return s != QuantSite::kReceiver; }
   const auto& q = *t.tensor.quantization;
   const bool trained = q.site == QuantSite::kTraining;
   if (trained ? q.from != quant_value_dtype(q.scheme) : !is_float(q.from))
-    return invalid(fmt::format("quantises from {}, not {}", dtype_name(q.from),
+    return invalid(fmt::format("quantizes from {}, not {}", dtype_name(q.from),
                                trained ? dtype_name(quant_value_dtype(q.scheme)) : "a floating dtype"));
   const DType moves = scales_travel(q.site) ? quant_value_dtype(q.scheme) : q.from;
   if (t.tensor.dtype != moves)
-    return mismatch(fmt::format("is quantised at the {} but its dtype is {}, not {}", quant_site_name(q.site),
+    return mismatch(fmt::format("is quantized at the {} but its dtype is {}, not {}", quant_site_name(q.site),
                                 dtype_name(t.tensor.dtype), dtype_name(moves)));
   REFIT_TRY_IN(quant_scale_layout(q.scheme, t.destination), "the inference layout");
   if (q.site == QuantSite::kLanding) return check_landing_layout(t);
   if (scales_travel(q.site))
     REFIT_TRY_IN(quant_scale_layout(q.scheme, t.source),
-                 fmt::format("the training layout (quantised at the {})", quant_site_name(q.site)));
+                 fmt::format("the training layout (quantized at the {})", quant_site_name(q.site)));
   return {};
 }
 
@@ -63,7 +63,7 @@ bool scales_travel(QuantSite s) { return s != QuantSite::kReceiver; }
   const auto& q = *t.tensor.quantization;
   const auto* wq = weight != nullptr && weight->tensor.quantization ? &*weight->tensor.quantization : nullptr;
   if (wq == nullptr || !wq->made_at_landing() || wq->is_scales())
-    return not_found(fmt::format("landing_of names '{}', which is no weight quantised at its landing ranks",
+    return not_found(fmt::format("landing_of names '{}', which is no weight quantized at its landing ranks",
                                  q.landing_of));
   if (wq->scheme != q.scheme || wq->from != q.from || q.site != QuantSite::kLanding || q.is_scales())
     return mismatch(
@@ -80,13 +80,13 @@ bool scales_travel(QuantSite s) { return s != QuantSite::kReceiver; }
   const auto& q = *t.tensor.quantization;
   if (weight == nullptr || !weight->tensor.quantization || weight->tensor.quantization->is_scales())
     return not_found(
-        fmt::format("scales_of names '{}', which is no quantised weight of the problem", q.scales_of));
+        fmt::format("scales_of names '{}', which is no quantized weight of the problem", q.scales_of));
   const auto& wq = *weight->tensor.quantization;
   if (wq.scheme != q.scheme || wq.site != q.site || !scales_travel(q.site) || wq.from != q.from ||
       wq.is_landing_copy())
     return mismatch(
         fmt::format("the scheme, site or source dtype differs from its weight '{}' (scales travel only "
-                    "when quantised at the sender or in training)",
+                    "when quantized at the sender or in training)",
                     q.scales_of));
   if (t.tensor.dtype != quant_scale_dtype(q.scheme))
     return mismatch(fmt::format("scales of {} are {}, not {}", quant_scheme_name(q.scheme),
@@ -120,7 +120,7 @@ Result<void> check_quantized(const std::vector<TensorReshard>& tensors) {
     if (!t.tensor.quantization) continue;
     const auto& q = *t.tensor.quantization;
     const auto where = fmt::format("tensor '{}'", t.tensor.name);
-    if (t.tensor.shape.size() < 2) return invalid(where + ": only weights of 2 or more dims are quantised");
+    if (t.tensor.shape.size() < 2) return invalid(where + ": only weights of 2 or more dims are quantized");
     if (q.is_scales() && q.is_landing_copy())
       return invalid(where + ": a tensor is a weight's scales or its landing copy, not both");
     if (q.is_landing_copy()) {
@@ -137,11 +137,11 @@ Result<void> check_quantized(const std::vector<TensorReshard>& tensors) {
     const auto& q = t.tensor.quantization;
     if (!q || q->is_scales() || q->is_landing_copy() || !scales_travel(q->site)) continue;
     if (const int n = scales_per_weight[t.tensor.name]; n != 1)
-      return invalid(fmt::format("tensor '{}': a weight quantised at the {} needs one scales tensor, has {}",
+      return invalid(fmt::format("tensor '{}': a weight quantized at the {} needs one scales tensor, has {}",
                                  t.tensor.name, quant_site_name(q->site), n));
     if (const int n = copies_per_weight[t.tensor.name]; q->site == QuantSite::kLanding && n != 1)
       return invalid(
-          fmt::format("tensor '{}': a weight quantised at its landing ranks needs one landing "
+          fmt::format("tensor '{}': a weight quantized at its landing ranks needs one landing "
                       "copy, has {}",
                       t.tensor.name, n));
   }
@@ -172,7 +172,7 @@ TensorReshard scales_of(const TensorReshard& t, QuantScheme s, Layout source, La
                        .destination = std::move(destination)};
 }
 
-// The weight `t` and its scales, both with quantisation `q`, the weight moving `dtype`.
+// The weight `t` and its scales, both with quantization `q`, the weight moving `dtype`.
 void add_with_scales(const TensorReshard& t, const Quantization& q, DType dtype, Layout source,
                      Layout destination, std::vector<TensorReshard>& out) {
   TensorReshard weight = t;
@@ -196,8 +196,8 @@ Layout least_loaded_replica(const TensorReshard& t, LandingLoad& load) {
   return landing_layout(t.destination, replica);
 }
 
-// Weight `t` quantised once at its landing ranks: its values and scales, which the landing ranks
-// hold once they have quantised, and its landing copy, which brings them the weight.
+// Weight `t` quantized once at its landing ranks: its values and scales, which the landing ranks
+// hold once they have quantized, and its landing copy, which brings them the weight.
 void add_landing(const TensorReshard& t, Quantization q, Layout scales, LandingLoad& load,
                  std::vector<TensorReshard>& out) {
   Layout landing = least_loaded_replica(t, load);
@@ -216,7 +216,7 @@ void add_landing(const TensorReshard& t, Quantization q, Layout scales, LandingL
   out.push_back(std::move(carried));
 }
 
-// A bf16 (or other floating) weight made a quantised weight, at the sender where the training
+// A bf16 (or other floating) weight made a quantized weight, at the sender where the training
 // layout holds whole blocks, else at its landing ranks (kLanding) or at the receiver.
 [[nodiscard]] Result<void> add_quantized(const TensorReshard& t, const QuantizeOptions& options,
                                          LandingLoad& load, std::vector<TensorReshard>& out) {

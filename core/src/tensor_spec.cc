@@ -15,8 +15,8 @@ bool held_at_source(const TensorSpec& t) {
 }
 
 DType held_dtype(const TensorSpec& t, bool source) {
-  const bool quantised_here = t.quantization && t.quantization->site == QuantSite::kSender;
-  return source && quantised_here ? t.quantization->from : t.dtype;
+  const bool quantized_here = t.quantization && t.quantization->site == QuantSite::kSender;
+  return source && quantized_here ? t.quantization->from : t.dtype;
 }
 
 std::vector<std::int32_t> quantization_partners(std::span<const TensorSpec> tensors) {

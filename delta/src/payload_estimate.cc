@@ -13,7 +13,7 @@ namespace refit {
 namespace {
 
 constexpr std::int64_t kSampleBytes = std::int64_t{2} << 20;
-// The quantised sample: a [2048, 2048] weight over 8 steps. A block of fp8-block128 whose amax a
+// The quantized sample: a [2048, 2048] weight over 8 steps. A block of fp8-block128 whose amax a
 // step changes rescales all its values, and the weight has 256 such blocks: one step would leave
 // the payload to a handful of blocks (steps of 1 % change about 4), 8 steps to about 30.
 const Shape kWeightShape{2048, 2048};
@@ -103,8 +103,8 @@ Result<DeltaPayloadEstimate> DeltaPayloadEstimate::measure(const SyntheticUpdate
 
 Result<DeltaPayloadEstimate::Sample> DeltaPayloadEstimate::sample(const TensorSpec& tensor) const {
   const auto& q = tensor.quantization;
-  // fp8 moves for a weight quantised at the senders, at its landing ranks (not its bf16 landing
-  // copy) or trained in fp8; bf16 for one quantised at the receivers.
+  // fp8 moves for a weight quantized at the senders, at its landing ranks (not its bf16 landing
+  // copy) or trained in fp8; bf16 for one quantized at the receivers.
   if (q && q->site != QuantSite::kReceiver && !q->is_landing_copy()) {
     const auto it = std::ranges::find(quantized_, q->scheme, &Quantized::scheme);
     if (it != quantized_.end()) return q->is_scales() ? it->scales : it->values;

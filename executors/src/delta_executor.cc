@@ -129,7 +129,7 @@ std::byte* payload_memory(DeltaPrepared& p, std::int32_t transfer) {
   return done;
 }
 
-// Before round 0: every weight box the rank sends fp8 of, quantised from its bf16 as the dense
+// Before round 0: every weight box the rank sends fp8 of, quantized from its bf16 as the dense
 // refit's quantizing executor does.
 void quantize_at_senders(DeltaPrepared& p, ExecutionReport& total) {
   if (p.fp8.empty()) return;
@@ -141,8 +141,8 @@ void quantize_at_senders(DeltaPrepared& p, ExecutionReport& total) {
   total.work.quantize = seconds_since(start);
 }
 
-// A landing rank's quantise steps of `round`: the landing copies the earlier rounds decoded,
-// quantised into the rank's fp8 values and scales, which later rounds forward.
+// A landing rank's quantize steps of `round`: the landing copies the earlier rounds decoded,
+// quantized into the rank's fp8 values and scales, which later rounds forward.
 void quantize_landing(DeltaPrepared& p, std::int32_t round, ExecutionReport& total) {
   const auto start = SteadyClock::now();
   bool ran = false;
@@ -227,8 +227,8 @@ struct StepPlan {
   for (const auto& s : p.sends)
     if (s.piece.round == round)
       mine.emplace_back(s.piece.index, static_cast<std::uint64_t>(s.payload) | (s.dense ? kSentDense : 0));
-  // A quantise step moves nothing, and says nothing about its tensor's delta.
-  for (const auto piece : p.quantised)
+  // A quantize step moves nothing, and says nothing about its tensor's delta.
+  for (const auto piece : p.quantized)
     if (p.rounds_of[static_cast<std::size_t>(piece)] == round) mine.emplace_back(piece, kSentDense);
   const auto all = REFIT_TRY_IN(
       agree(bootstrap, encoded ? Result<std::string>(encode_pairs(mine)) : std::unexpected(encoded.error())),

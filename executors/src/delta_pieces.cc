@@ -24,7 +24,7 @@ const ShardBuffer* shard_holding(const std::vector<ShardBuffer>& shards, std::ui
   return {};
 }
 
-// A quantise step's weights: the rank quantises each whole box of a weight the step makes (the
+// A quantize step's weights: the rank quantizes each whole box of a weight the step makes (the
 // union of the step's segments of it) from its bf16 landing copy into its destination shards of
 // the values and scales, as the UCX executor's dense step does.
 [[nodiscard]] Result<std::vector<LandingQuantization>> landing_quantizations(const Plan& plan,
@@ -39,7 +39,7 @@ const ShardBuffer* shard_holding(const std::vector<ShardBuffer>& shards, std::ui
     const auto& spec = plan.tensors[w.values];
     const auto scheme = spec.quantization->scheme;
     const auto refused = unsupported(fmt::format(
-        "rank {}: transfer {} quantises part of tensor '{}': a delta refit quantises a landing "
+        "rank {}: transfer {} quantizes part of tensor '{}': a delta refit quantizes a landing "
         "rank's whole box, its landing copy, values and scales each a destination shard of its own",
         t.sender.value, t.id, spec.name));
     const auto values = std::ranges::find_if(buffers.destinations,
@@ -106,9 +106,9 @@ Result<RankPieces> rank_pieces(const Plan& plan, Rank rank, const RankBuffers& b
   RankPieces out{.schedule = delta_schedule(plan)};
   for (const auto& t : plan.transfers) {
     const auto round = out.schedule.round[static_cast<std::size_t>(t.id)];
-    if (t.quantises()) {
+    if (t.quantizes()) {
       for (std::size_t s = 0; s < t.segments.size(); ++s) {
-        if (t.sender == rank) out.quantised.push_back(out.total);
+        if (t.sender == rank) out.quantized.push_back(out.total);
         out.rounds_of.push_back(round);
         ++out.total;
       }

@@ -29,8 +29,8 @@ struct Piece {
                       // it lands in (none for a piece it forwards as it arrived)
 };
 
-// A landing rank's quantise step (FP8 at the landing ranks) for one weight box: at the start of
-// its round, once the earlier rounds decoded the box's bf16 landing copy, the rank quantises it
+// A landing rank's quantize step (FP8 at the landing ranks) for one weight box: at the start of
+// its round, once the earlier rounds decoded the box's bf16 landing copy, the rank quantizes it
 // into its fp8 values and scales, which later rounds forward as any relay does. Its segments are
 // pieces that move nothing: the rank sizes them 0.
 struct LandingQuantization {
@@ -48,13 +48,13 @@ struct RankPieces {
   std::vector<Piece> sends;             // plan order: the pieces it encodes
   std::vector<Piece> forwards;          // plan order: the pieces it forwards as they arrived
   std::vector<Piece> receives;          // plan order
-  std::vector<std::int32_t> quantised;  // the pieces of the rank's quantise steps (nothing moves)
+  std::vector<std::int32_t> quantized;  // the pieces of the rank's quantize steps (nothing moves)
   std::vector<LandingQuantization> landing;
 };
 
 // The pieces `rank` sends and receives. A relay encodes what it forwards from its destination
 // shard (where an earlier round put it), or forwards its payload as it arrived (delta_schedule.h). Refuses
-// (naming the transfer or tensor) what a delta refit cannot do yet: a quantise step of part of a box, a relay
+// (naming the transfer or tensor) what a delta refit cannot do yet: a quantize step of part of a box, a relay
 // forwarding what lies outside its own destination shards (gather-broadcast), framework parameters, and a
 // piece outside the rank's shards.
 [[nodiscard]] Result<RankPieces> rank_pieces(const Plan& plan, Rank rank, const RankBuffers& buffers);

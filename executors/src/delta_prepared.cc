@@ -33,9 +33,9 @@ namespace {
   return {};
 }
 
-// The buffers the rank's pieces are packed from: `given`, with each weight box it quantises
+// The buffers the rank's pieces are packed from: `given`, with each weight box it quantizes
 // replaced by its fp8 values and scales in memory of its own (sender_quantization.h). Device
-// memory is refused with the pieces (delta_pieces.h), before anything is quantised.
+// memory is refused with the pieces (delta_pieces.h), before anything is quantized.
 [[nodiscard]] Result<RankBuffers> quantized_sources(const Plan& plan, Rank rank, const RankBuffers& given,
                                                     std::vector<Quantized>& fp8) {
   const auto found = REFIT_TRY(sender_quantizations(plan, rank, given));
@@ -49,13 +49,13 @@ namespace {
   return sending_buffers(given, found, memory).buffers;
 }
 
-// Quantising (at the senders, at the landing ranks) runs the CPU quantizer on the shards.
-[[nodiscard]] Result<void> check_quantised_on_host(const Plan& plan, Rank rank, const RankBuffers& buffers) {
+// Quantizing (at the senders, at the landing ranks) runs the CPU quantizer on the shards.
+[[nodiscard]] Result<void> check_quantized_on_host(const Plan& plan, Rank rank, const RankBuffers& buffers) {
   if (buffers.memory == MemoryKind::kHost) return {};
   for (const auto& t : plan.tensors)
     if (t.quantization && t.quantization->site != QuantSite::kReceiver)
       return unsupported(
-          fmt::format("rank {}: tensor '{}': a delta refit quantises on the host, so FP8 in "
+          fmt::format("rank {}: tensor '{}': a delta refit quantizes on the host, so FP8 in "
                       "flight with deltas takes host memory",
                       rank.value, t.name));
   return {};
@@ -78,13 +78,13 @@ Result<std::unique_ptr<DeltaPrepared>> make_prepared(const Plan& plan, Rank rank
                                                      DeltaMemory& memory) {
   REFIT_TRY(validate_structure(plan));
   REFIT_TRY(memory.check_shards(buffers, rank));
-  REFIT_TRY(check_quantised_on_host(plan, rank, buffers));
+  REFIT_TRY(check_quantized_on_host(plan, rank, buffers));
   std::vector<Quantized> fp8;
   const auto packed_from = REFIT_TRY(quantized_sources(plan, rank, buffers, fp8));
   auto pieces = REFIT_TRY(delta_pieces::rank_pieces(plan, rank, packed_from));
   auto p = std::make_unique<DeltaPrepared>();
   p->fp8 = std::move(fp8);
-  p->quantised = std::move(pieces.quantised);
+  p->quantized = std::move(pieces.quantized);
   p->landing = std::move(pieces.landing);
   p->plan = plan;
   p->rank = rank;

@@ -1,5 +1,5 @@
 // What a rank keeps of a plan prepared for delta steps: the boxes it sends with their baselines,
-// the pieces it receives, its payload memory and its quantise steps (delta_executor.cc runs the
+// the pieces it receives, its payload memory and its quantize steps (delta_executor.cc runs the
 // steps over them).
 #pragma once
 
@@ -55,7 +55,7 @@ struct Receiving {
   std::int64_t payload = 0;
 };
 
-// FP8 in flight: a weight box this rank quantises at every step before it packs its pieces, into
+// FP8 in flight: a weight box this rank quantizes at every step before it packs its pieces, into
 // memory of its own that the pieces' source shards point into (the values and scales boxes the
 // plan sends), so that what is encoded is exactly the fp8 a dense refit sends.
 struct Quantized {
@@ -84,9 +84,9 @@ class DeltaPrepared final : public PreparedPlan {
   std::vector<Payloads> payloads;       // of the transfers this rank sends or receives, in plan order
   DeltaMemory* memory = nullptr;        // the executor's: where the bytes above lie, which codec runs
   RankBuffers buffers;                  // what it was prepared with, for a re-plan
-  std::vector<Quantized> fp8;           // the boxes it quantises before every step
-  std::vector<std::int32_t> quantised;  // the pieces of its quantise steps
-  std::vector<delta_pieces::LandingQuantization> landing;  // its quantise steps, by round
+  std::vector<Quantized> fp8;           // the boxes it quantizes before every step
+  std::vector<std::int32_t> quantized;  // the pieces of its quantize steps
+  std::vector<delta_pieces::LandingQuantization> landing;  // its quantize steps, by round
   std::vector<Bytes> planned;  // by tensor: the bytes the plan was balanced by (PlanOptions::moved_bytes)
   std::optional<DeltaRebalance> rebalance;  // as the executor had it when it prepared the plan
   // The last step's agreed payload size of every piece of the plan, and whether it went dense.

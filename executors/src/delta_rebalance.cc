@@ -13,11 +13,11 @@ double total(std::span<const Bytes> bytes) {
 }
 
 // By tensor of the plan: whether some piece of it leaves a rank (not only a landing rank's
-// quantise step, which sends nothing).
+// quantize step, which sends nothing).
 std::vector<bool> travelling(const Plan& plan) {
   std::vector<bool> out(plan.tensors.size(), false);
   for (const auto& t : plan.transfers)
-    for (const auto& s : t.segments) out[s.tensor] = out[s.tensor] || !t.quantises();
+    for (const auto& s : t.segments) out[s.tensor] = out[s.tensor] || !t.quantizes();
   return out;
 }
 
@@ -69,7 +69,7 @@ Bytes busiest_sender(const Plan& plan, std::span<const Bytes> moved) {
   std::vector<double> sent(static_cast<std::size_t>(plan.world_size()), 0.0);
   for (const auto& t : plan.transfers)
     for (const auto& s : t.segments) {
-      if (t.quantises()) continue;  // a landing rank's quantise step sends nothing
+      if (t.quantizes()) continue;  // a landing rank's quantize step sends nothing
       const auto dense = plan.tensors[s.tensor].bytes().value;
       if (dense > 0)
         sent[static_cast<std::size_t>(t.sender.value)] += static_cast<double>(plan.segment_bytes(s).value) /

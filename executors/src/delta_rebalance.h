@@ -21,7 +21,7 @@ std::vector<Bytes> dense_bytes(const Plan& plan);
 // on: their payloads over their dense bytes, times the tensor's dense bytes. A piece sent dense for
 // want of such a baseline (the first step, a piece whose sender changed) says nothing about the
 // tensor's delta; a tensor with no other piece keeps its `planned` bytes. A tensor none of whose
-// pieces leaves a rank (fp8 made by landing ranks' quantise steps and forwarded nowhere) moves
+// pieces leaves a rank (fp8 made by landing ranks' quantize steps and forwarded nowhere) moves
 // nothing: 0. `payloads` and `dense` are by piece of the plan (delta_step.h numbers them).
 std::vector<Bytes> measured_moved_bytes(const Plan& plan, std::span<const std::int64_t> payloads,
                                         const std::vector<bool>& dense, std::span<const Bytes> planned);
@@ -34,7 +34,7 @@ std::vector<Bytes> measured_moved_bytes(const Plan& plan, std::span<const std::i
 double share_drift(std::span<const Bytes> planned, std::span<const Bytes> measured);
 
 // The most bytes any rank of `plan` sends when tensor t moves moved[t] bytes per whole copy:
-// each segment weighs its share of its tensor's moved bytes (a landing rank's quantise step sends
+// each segment weighs its share of its tensor's moved bytes (a landing rank's quantize step sends
 // nothing). What a plan balanced by `moved` makes as small as it can; comparing two plans by it
 // says whether re-preparing is worth a dense step.
 Bytes busiest_sender(const Plan& plan, std::span<const Bytes> moved);

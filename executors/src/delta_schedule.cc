@@ -20,18 +20,18 @@ std::optional<std::int32_t> same_segment(const std::vector<Segment>& segments, c
 }
 
 // The pieces whose payloads `t` forwards as they arrived, one per segment: each segment the same
-// box of the same tensor as a segment of its `via`, every via a transfer (not a quantise step) of
+// box of the same tensor as a segment of its `via`, every via a transfer (not a quantize step) of
 // one round. nullopt when `t` sends anything else.
 std::optional<std::vector<std::int32_t>> forwarded(const Plan& plan, const Transfer& t,
                                                    const std::vector<std::int32_t>& first_piece,
                                                    const std::vector<std::int32_t>& round) {
-  if (t.quantises()) return std::nullopt;
+  if (t.quantizes()) return std::nullopt;
   std::vector<std::int32_t> out;
   std::size_t next = 0;
   for (const auto& s : t.segments) {
     if (s.via == kFromSourceShard) return std::nullopt;
     const auto& u = plan.transfers[at(s.via)];
-    if (u.quantises() || round[at(s.via)] != round[at(t.segments.front().via)]) return std::nullopt;
+    if (u.quantizes() || round[at(s.via)] != round[at(t.segments.front().via)]) return std::nullopt;
     const auto k = same_segment(u.segments, s, next);
     if (!k) return std::nullopt;
     next = at(*k) + 1;

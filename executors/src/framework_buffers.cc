@@ -58,7 +58,7 @@ void copy_part(const Box& whole, const std::byte* data, const Box& part, std::by
   });
 }
 
-// What a destination shard of a weight quantised at the senders (or of its scales) must hold,
+// What a destination shard of a weight quantized at the senders (or of its scales) must hold,
 // row-major over its box; nothing for other tensors, which hold the plain pattern.
 std::optional<std::vector<std::byte>> quantized_box(const ReshardProblem& problem,
                                                     const std::vector<ShardBuffer>& destinations,
@@ -149,7 +149,7 @@ void FrameworkBuffers::fill_pattern(const ReshardProblem& problem) {
     const auto es = dtype_size(held);
     for (const auto& r : s.regions) {
       packed.assign(static_cast<std::size_t>(r.box.volume() * es), std::byte{0});
-      if (held != spec.dtype)  // a weight its sender quantises, as HostShards fills it
+      if (held != spec.dtype)  // a weight its sender quantizes, as HostShards fills it
         fill_bf16_weight_pattern(s.tensor, spec.shape, r.box, packed);
       else
         refit::fill_pattern(s.tensor, spec.shape, r.box, es, packed);

@@ -21,7 +21,7 @@ std::optional<Box> box_of(const Layout& layout, Rank rank) {
   return *box;
 }
 
-// A weight quantised at the senders (its values, not its scales).
+// A weight quantized at the senders (its values, not its scales).
 bool quantized_at_senders(const TensorSpec& t) { return held_dtype(t, true) != t.dtype; }
 // What some rank makes on the way (the senders' scales, the landing ranks' values and scales):
 // no training rank holds it.
@@ -32,8 +32,8 @@ bool quantized_values(const TensorSpec& t) {
   return quantized_at_senders(t) || (made_on_the_way(t) && !t.quantization->is_scales());
 }
 bool landing_copy(const TensorSpec& t) { return t.quantization && t.quantization->is_landing_copy(); }
-// What a rank's source box of tensor t holds: the pattern, or for a weight quantised on its way
-// the finite bf16 pattern its sender (or its landing rank) quantises.
+// What a rank's source box of tensor t holds: the pattern, or for a weight quantized on its way
+// the finite bf16 pattern its sender (or its landing rank) quantizes.
 void fill_source(std::uint32_t t, const TensorSpec& spec, const Box& box, std::span<std::byte> out) {
   if (quantized_at_senders(spec) || landing_copy(spec)) {
     fill_bf16_weight_pattern(t, spec.shape, box, out);
@@ -42,7 +42,7 @@ void fill_source(std::uint32_t t, const TensorSpec& spec, const Box& box, std::s
   }
 }
 
-// A destination box of a weight quantised on its way: its values and its scales (`scales`, the
+// A destination box of a weight quantized on its way: its values and its scales (`scales`, the
 // rank's box of the weight's scales tensor) must be what the quantizer makes of tensor t's pattern.
 [[nodiscard]] Result<void> verify_quantized(std::uint32_t t, const TensorSpec& spec,
                                             const ShardBuffer& values, std::span<const std::byte> scales) {

@@ -22,7 +22,7 @@ struct Part {
   std::int64_t scales_at = 0;  // bytes into the scales
 };
 
-// One weight box this rank quantises before every send: from the caller's memory into its own.
+// One weight box this rank quantizes before every send: from the caller's memory into its own.
 struct Job {
   QuantScheme scheme = QuantScheme::kFp8Block128;
   std::vector<Part> parts;
@@ -37,7 +37,7 @@ void run_job(Job& job) {
     quantize_part(job.scheme, part.source, part.values_at, part.scales_at, memory);
 }
 
-// The jobs in the order this rank quantises them (lowering/sender_quantize_order.h, under the
+// The jobs in the order this rank quantizes them (lowering/sender_quantize_order.h, under the
 // pair pacing refit's UCX executor sends in), and which of them each chunk waits for.
 struct Order {
   std::vector<std::size_t> jobs;
@@ -53,7 +53,7 @@ class Prepared final : public PreparedPlan {
   std::unique_ptr<PreparedPlan> inner_;  // after jobs_: it may point into their memory
 };
 
-// One execution's quantisation, job by job as the inner executor's sends need them.
+// One execution's quantization, job by job as the inner executor's sends need them.
 class Pipeline final : public SendGate {
  public:
   explicit Pipeline(Prepared& p) : p_(p) {}
@@ -78,7 +78,7 @@ class Pipeline final : public SendGate {
 };
 
 // Some weight moves as fp8 values and scales its training ranks make (it has a scales partner).
-bool quantises_at_senders(const Plan& plan) {
+bool quantizes_at_senders(const Plan& plan) {
   return std::ranges::any_of(quantization_partners(plan.tensors), [](std::int32_t s) { return s >= 0; });
 }
 
@@ -118,7 +118,7 @@ Order order_of(const Plan& plan, Bytes staging, Rank rank, std::span<const Sende
   const auto found = REFIT_TRY(sender_quantizations(plan, rank, buffers));
   if (!found.empty() && buffers.memory != MemoryKind::kHost)
     return unsupported(
-        fmt::format("rank {}: tensor '{}': quantising in device memory takes the NCCL executor", rank.value,
+        fmt::format("rank {}: tensor '{}': quantizing in device memory takes the NCCL executor", rank.value,
                     plan.tensors[found.front().weight].name));
   Derived out;
   std::vector<QuantizedMemory> memory;
@@ -135,10 +135,10 @@ Order order_of(const Plan& plan, Bytes staging, Rank rank, std::span<const Sende
 
 Result<std::unique_ptr<PreparedPlan>> QuantizingExecutor::prepare(const Plan& plan, Rank rank,
                                                                   const RankBuffers& buffers) {
-  if (inner_->capabilities().quantizes_at_senders || !quantises_at_senders(plan))
+  if (inner_->capabilities().quantizes_at_senders || !quantizes_at_senders(plan))
     return std::make_unique<Prepared>(std::vector<Job>{}, Order{},
                                       REFIT_TRY(inner_->prepare(plan, rank, buffers)));
-  // Every rank of the plan sees the same quantised tensors, so all take part in this agreement.
+  // Every rank of the plan sees the same quantized tensors, so all take part in this agreement.
   auto derived = derive(plan, staging_, rank, buffers);
   REFIT_TRY(agree(*bootstrap_,
                   derived ? Result<std::string>{""} : Result<std::string>{std::unexpected(derived.error())}));
@@ -146,9 +146,9 @@ Result<std::unique_ptr<PreparedPlan>> QuantizingExecutor::prepare(const Plan& pl
   return std::make_unique<Prepared>(std::move(derived->jobs), std::move(derived->order), std::move(inner));
 }
 
-// Where the inner executor takes a gate, each box is quantised just before the first send that
+// Where the inner executor takes a gate, each box is quantized just before the first send that
 // reads it (in the order of sender_quantize_order, which the simulator charges), so the first
-// bytes leave after one box's quantisation instead of all of them; otherwise all go first.
+// bytes leave after one box's quantization instead of all of them; otherwise all go first.
 Result<ExecutionReport> QuantizingExecutor::execute(PreparedPlan& prepared) {
   auto* mine = dynamic_cast<Prepared*>(&prepared);
   if (mine == nullptr) return invalid("execute: the plan was prepared by another executor");

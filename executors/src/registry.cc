@@ -113,7 +113,7 @@ Result<std::unique_ptr<DeltaExecutor>> make_delta_executor(std::string_view name
 Result<std::unique_ptr<Executor>> make_executor(std::string_view name, Bootstrap& bootstrap,
                                                 const ExecutorOptions& options) {
   const auto entry = REFIT_TRY(entry_of(name, options));
-  // Every backend sends weights quantised at the senders as fp8 (quantizing_executor.h).
+  // Every backend sends weights quantized at the senders as fp8 (quantizing_executor.h).
   auto made = REFIT_TRY(entry.make(bootstrap, options));
   return std::unique_ptr<Executor>(
       std::make_unique<QuantizingExecutor>(std::move(made), bootstrap, options.staging));

@@ -29,7 +29,7 @@ void trace(const Plan& plan, const Transfer& t, std::uint32_t tensor, const Box&
 // Every piece of `t` from a source rank not excluded; nothing when some piece cannot be re-sent.
 std::optional<std::vector<Piece>> pieces_of(const Plan& plan, const Transfer& t,
                                             const std::vector<bool>& excluded) {
-  if (t.quantises()) return std::nullopt;
+  if (t.quantizes()) return std::nullopt;
   std::vector<Piece> out;
   for (const Segment& s : t.segments) {
     const auto before = out.size();
@@ -39,7 +39,7 @@ std::optional<std::vector<Piece>> pieces_of(const Plan& plan, const Transfer& t,
       trace(plan, plan.transfers[static_cast<std::size_t>(s.via)], s.tensor, s.box, out);
     std::int64_t traced = 0;
     for (auto i = before; i < out.size(); ++i) traced += out[i].segment.box.volume();
-    // A piece a quantise step made (another tensor's via) traces to nothing here.
+    // A piece a quantize step made (another tensor's via) traces to nothing here.
     if (traced != s.box.volume()) return std::nullopt;
   }
   const auto unusable = [&](const Piece& p) {

@@ -28,7 +28,7 @@ std::vector<bool> sent_from_source(const Plan& plan, Rank rank) {
     if (r.box.offset[d] != box.offset[d] || r.box.extent[d] != box.extent[d])
       return unsupported(
           fmt::format("region {} of the box {} splits it along dim {}: only runs of rows are "
-                      "quantised in place",
+                      "quantized in place",
                       r.box.to_string(), box.to_string(), d));
   if (!quant_block_aligned(q.scheme, r.box, weight))
     return unsupported(fmt::format("region {} of the box {} cuts a {} block", r.box.to_string(),
@@ -54,7 +54,7 @@ std::vector<bool> sent_from_source(const Plan& plan, Rank rank) {
                                                           std::span<const std::span<std::byte>> parameters) {
   const auto& q = *weight.quantization;
   if (q.from != DType::kBF16)
-    return unsupported(fmt::format("quantising from {}: refit's quantizer takes bf16", dtype_name(q.from)));
+    return unsupported(fmt::format("quantizing from {}: refit's quantizer takes bf16", dtype_name(q.from)));
   std::vector<QuantizedPart> parts;
   for (const auto& r : given.regions) {
     if (r.buffer < 0 || static_cast<std::size_t>(r.buffer) >= parameters.size())
@@ -111,7 +111,7 @@ Result<std::vector<SenderQuantization>> sender_quantizations(const Plan& plan, R
     const auto where = fmt::format("rank {}: tensor '{}'", rank.value, tensor.name);
     if (tensor.quantization->is_scales())
       return invalid(where +
-                     ": a training rank holds no scales of a weight quantised at the senders (its "
+                     ": a training rank holds no scales of a weight quantized at the senders (its "
                      "executor makes them): pass only the weight's box, in its source dtype");
     const auto scales = static_cast<std::uint32_t>(partners[given.tensor]);
     out.push_back(
@@ -138,7 +138,7 @@ SendingBuffers sending_buffers(const RankBuffers& given, std::span<const SenderQ
                                std::span<const QuantizedMemory> memory) {
   SendingBuffers out{.buffers = given, .values_index = {}};
   out.buffers.sources.clear();
-  std::size_t next = 0;  // the next quantisation, in source order
+  std::size_t next = 0;  // the next quantization, in source order
   for (std::size_t i = 0; i < given.sources.size(); ++i) {
     if (next == quantizations.size() || quantizations[next].source != i) {
       out.buffers.sources.push_back(given.sources[i]);

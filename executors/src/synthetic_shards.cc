@@ -35,7 +35,7 @@ template <class F>
   return outcome;
 }
 
-// The fp8 values of a weight quantised at the senders or at its landing ranks, or trained in fp8:
+// The fp8 values of a weight quantized at the senders or at its landing ranks, or trained in fp8:
 // what a destination holds is made, at every step, from the bf16 the update changes (for one
 // trained in fp8, a bf16 master at the training ranks too, as an fp8 trainer keeps).
 bool made_from_bf16(const TensorSpec& t) {
@@ -62,7 +62,7 @@ Result<SyntheticShards> SyntheticShards::make(const ReshardProblem& problem, con
   for (const bool source : {true, false})
     for (const auto& b : source ? buffers.sources : buffers.destinations) {
       const auto& spec = problem.tensors()[b.tensor].tensor;
-      // What the update changes: the weight in bf16 where it is quantised on its way or trained in fp8.
+      // What the update changes: the weight in bf16 where it is quantized on its way or trained in fp8.
       const auto dtype = quantized_values(spec) ? DType::kBF16 : spec.dtype;
       if (quantized_scales(spec)) {
         (source ? out.sources_ : out.destinations_)
@@ -83,7 +83,7 @@ Result<SyntheticShards> SyntheticShards::make(const ReshardProblem& problem, con
                   .tensor_shape = spec.shape,
                   .name = spec.name,
                   .buffer = b};
-      // A bf16 master beside the fp8 the shard holds: every destination of a quantised weight, and a
+      // A bf16 master beside the fp8 the shard holds: every destination of a quantized weight, and a
       // training rank's shard of one trained in fp8.
       const bool master = quantized_values(spec) && (!source || trained_in_fp8(spec));
       auto& held = master ? shard.weights : shard.expected;
@@ -127,7 +127,7 @@ Result<void> SyntheticShards::pair_quantized(const ReshardProblem& problem, std:
   return {};
 }
 
-// What a dense FP8 refit delivers of each weight quantised on its way, and what an fp8 trainer
+// What a dense FP8 refit delivers of each weight quantized on its way, and what an fp8 trainer
 // holds of one trained in fp8: the quantizer's values and scales of the box's bf16 master, into
 // what a destination must hold and into a training rank's buffers.
 void SyntheticShards::requantize() {

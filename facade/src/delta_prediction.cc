@@ -33,7 +33,7 @@ namespace {
   return {};
 }
 
-// The schemes of the plan's quantised weights, for the estimate to sample.
+// The schemes of the plan's quantized weights, for the estimate to sample.
 std::vector<QuantScheme> schemes_of(const Plan& plan) {
   std::vector<QuantScheme> out;
   for (const auto& t : plan.tensors)
@@ -43,9 +43,9 @@ std::vector<QuantScheme> schemes_of(const Plan& plan) {
 }
 
 // One round of the step (delta_schedule.h): each piece's expected payload (0 for the pieces of
-// other rounds, as the executor agrees them round by round, and for a landing rank's quantise
+// other rounds, as the executor agrees them round by round, and for a landing rank's quantize
 // step, which moves nothing), and per rank the CPU time it spends before the round's transfers
-// (quantising, with FP8 in flight, and encoding each box it encodes in the round once, whatever the
+// (quantizing, with FP8 in flight, and encoding each box it encodes in the round once, whatever the
 // number of its receivers, as the executor does; a relay that forwards a payload as it arrived
 // encodes nothing) and after them (auditing and decoding what it receives).
 struct RoundPayloads {
@@ -54,16 +54,16 @@ struct RoundPayloads {
   std::vector<Seconds> decode;  // by rank
 };
 
-// The bf16 a sender quantises for `s` before it encodes: a box of a weight quantised at the
+// The bf16 a sender quantizes for `s` before it encodes: a box of a weight quantized at the
 // senders, sent from the sender's own shard (relays forward fp8).
-Bytes quantised_at_sender(const Plan& plan, const Segment& s) {
+Bytes quantized_at_sender(const Plan& plan, const Segment& s) {
   const auto& q = plan.tensors[s.tensor].quantization;
-  const bool quantises = q && q->site == QuantSite::kSender && !q->is_scales() && s.via == kFromSourceShard;
-  return Bytes{quantises ? s.box.volume() * dtype_size(q->from) : 0};
+  const bool quantizes = q && q->site == QuantSite::kSender && !q->is_scales() && s.via == kFromSourceShard;
+  return Bytes{quantizes ? s.box.volume() * dtype_size(q->from) : 0};
 }
 
-// A landing rank's quantise step: the bf16 of the values it makes, at the start of its round.
-Seconds quantise_step_time(const Plan& plan, const Transfer& t) {
+// A landing rank's quantize step: the bf16 of the values it makes, at the start of its round.
+Seconds quantize_step_time(const Plan& plan, const Transfer& t) {
   Bytes bf16;
   for (const auto& s : t.segments) {
     const auto& q = plan.tensors[s.tensor].quantization;
@@ -85,8 +85,8 @@ Seconds quantise_step_time(const Plan& plan, const Transfer& t) {
   for (const auto& t : plan.transfers) {
     const auto r = schedule.round[static_cast<std::size_t>(t.id)];
     auto& round = out[static_cast<std::size_t>(r)];
-    if (t.quantises()) {
-      round.encode[static_cast<std::size_t>(t.sender.value)] += quantise_step_time(plan, t);
+    if (t.quantizes()) {
+      round.encode[static_cast<std::size_t>(t.sender.value)] += quantize_step_time(plan, t);
       piece += t.segments.size();
       continue;
     }
@@ -102,7 +102,7 @@ Seconds quantise_step_time(const Plan& plan, const Transfer& t) {
       const auto speed = delta_cpu_codec_speed(REFIT_TRY_IN(estimate.sample(spec), what).changed_share);
       if (encoded && boxes.emplace(r, t.sender.value, s.tensor, s.box).second)
         round.encode[static_cast<std::size_t>(t.sender.value)] +=
-            transfer_time(quantised_at_sender(plan, s), speed.quantize) + transfer_time(bytes, speed.encode);
+            transfer_time(quantized_at_sender(plan, s), speed.quantize) + transfer_time(bytes, speed.encode);
       round.decode[static_cast<std::size_t>(t.receiver.value)] +=
           transfer_time(bytes, speed.audit) + transfer_time(bytes, speed.decode);
     }

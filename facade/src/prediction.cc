@@ -19,28 +19,28 @@
 namespace refit {
 namespace {
 
-const char* const kReceiverNote = "quantised at the receiver, bf16 on the network, as deployed today";
+const char* const kReceiverNote = "quantized at the receiver, bf16 on the network, as deployed today";
 const char* const kFp8PlanNote =
-    "the plan file moves fp8 quantised before the engines, which no deployed baseline does: predicted as "
+    "the plan file moves fp8 quantized before the engines, which no deployed baseline does: predicted as "
     "refit's executors run it";
 
-// Whether some weight of the plan is quantised before it reaches the inference engines.
-bool quantises_before_engines(const Plan& plan) {
+// Whether some weight of the plan is quantized before it reaches the inference engines.
+bool quantizes_before_engines(const Plan& plan) {
   return std::ranges::any_of(plan.tensors, [](const TensorSpec& t) {
     return t.quantization &&
            (t.quantization->site == QuantSite::kSender || t.quantization->site == QuantSite::kLanding);
   });
 }
 
-// Whether the plan moves fp8: some weight quantised before the engines, or trained in fp8.
+// Whether the plan moves fp8: some weight quantized before the engines, or trained in fp8.
 bool moves_fp8(const Plan& plan) {
   return std::ranges::any_of(plan.tensors, [](const TensorSpec& t) {
     return t.quantization && t.quantization->site != QuantSite::kReceiver;
   });
 }
 
-// The deployed baselines move bf16 and quantise on the inference side (NeMo RL quantises on the
-// receiver): the problem quantised at the receivers, when the one asked for quantises before the
+// The deployed baselines move bf16 and quantize on the inference side (NeMo RL quantizes on the
+// receiver): the problem quantized at the receivers, when the one asked for quantizes before the
 // engines; nothing otherwise, or when the source cannot say (a problem given as layouts).
 [[nodiscard]] Result<std::optional<ReshardProblem>> at_receivers(const ProblemSource& source) {
   const auto& model = source.model_options;
@@ -250,9 +250,9 @@ Result<Predictions> predict(const PredictionInputs& in, const PredictOptions& o,
   const Planned planned = given ? Planned{.plan = *given, .seconds = Seconds{}}
                                 : REFIT_TRY(plan_timed(asked, o.strategy, o.plan));
   const DeploymentInfo* deployment = REFIT_TRY(deployment_for(o, planned.plan));
-  // A plan file is what moves: a baseline's plan that quantises before the engines is nothing the
+  // A plan file is what moves: a baseline's plan that quantizes before the engines is nothing the
   // deployed code runs, so refit's executors run it.
-  const bool fp8_plan = given && deployment->quantizes_at_receivers && quantises_before_engines(planned.plan);
+  const bool fp8_plan = given && deployment->quantizes_at_receivers && quantizes_before_engines(planned.plan);
   if (fp8_plan) deployment = &refit_executors();
   const auto receivers =
       deployment->quantizes_at_receivers && !given ? REFIT_TRY(at_receivers(in.source)) : std::nullopt;

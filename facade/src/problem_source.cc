@@ -65,7 +65,7 @@ Result<ReshardProblem> apply_quantization(const ReshardProblem& problem, const M
           problem.tensors(), [](const TensorReshard& t) { return t.tensor.quantization.has_value(); });
       done != problem.tensors().end())
     return invalid(
-        fmt::format("--quantize: '{}' is quantised already ({} at the {}); the problem's weights are "
+        fmt::format("--quantize: '{}' is quantized already ({} at the {}); the problem's weights are "
                     "as it gives them: drop --quantize and --quantize-at",
                     done->tensor.name, quant_scheme_name(done->tensor.quantization->scheme),
                     quant_site_name(done->tensor.quantization->site)));
@@ -77,7 +77,7 @@ Result<ReshardProblem> apply_quantization(const ReshardProblem& problem, const M
   if (std::ranges::none_of(quantized.tensors(),
                            [](const TensorReshard& t) { return t.tensor.quantization.has_value(); }))
     return invalid(
-        "--quantize: no weight is quantised: FP8 engines quantise the linear and expert weights (named as "
+        "--quantize: no weight is quantized: FP8 engines quantize the linear and expert weights (named as "
         "Hugging Face names them) when they are bf16, fp16 or fp32 (or already fp8)");
   return quantized;
 }
@@ -169,7 +169,7 @@ namespace {
 
 Result<models::StorageMap> load_storage(const ProblemSource& source, const ReshardProblem& problem,
                                         bool training) {
-  // vLLM's MXFP8 (Mxfp8Config) quantises online only: its parameters load bf16 and
+  // vLLM's MXFP8 (Mxfp8Config) quantizes online only: its parameters load bf16 and
   // process_weights_after_loading makes fp8 weights with e8m0 scales, swizzled for FlashInfer's
   // GEMM; it has no parameters an MXFP8 checkpoint loads into, so only --quantize-at receiver fits
   // (and the MXFP8 parameters of Megatron's training, whose scales are swizzled, have no rule).
@@ -178,7 +178,7 @@ Result<models::StorageMap> load_storage(const ProblemSource& source, const Resha
         return q && q->scheme == QuantScheme::kMxfp8 && q->site != QuantSite::kReceiver;
       }))
     return unsupported(
-        "--quantize mxfp8: vLLM keeps no MXFP8 parameters to load into (it quantises bf16 weights itself "
+        "--quantize mxfp8: vLLM keeps no MXFP8 parameters to load into (it quantizes bf16 weights itself "
         "after loading them); from bf16 training use --quantize-at receiver");
   // A landing copy lands in a bf16 buffer no engine parameter is (the engine keeps fp8 and scales).
   if (const auto copy = std::ranges::find_if(problem.tensors(),
@@ -188,9 +188,9 @@ Result<models::StorageMap> load_storage(const ProblemSource& source, const Resha
                                              });
       copy != problem.tensors().end())
     return unsupported(fmt::format(
-        "'{}' is quantised at its landing ranks, and its bf16 landing copy has no place among the "
+        "'{}' is quantized at its landing ranks, and its bf16 landing copy has no place among the "
         "frameworks' "
-        "parameters (vLLM keeps fp8 values and scales); use --quantize-at sender (such weights then quantise "
+        "parameters (vLLM keeps fp8 values and scales); use --quantize-at sender (such weights then quantize "
         "at the receiver) or receiver",
         copy->tensor.quantization->landing_of));
   if (!source.manifest.empty()) return manifest_storage(source, problem, training);

@@ -47,9 +47,9 @@ ProgramSummary summarize(const RankProgram& program) {
     count(out.receives, r.chunks);
     out.extract_transfers += r.extracts ? 1 : 0;
   }
-  for (const auto& step : program.quantise_steps()) {
-    ++out.quantise_steps;
-    for (const auto& b : step.blocks) out.quantised_elements += b.blocks.volume();
+  for (const auto& step : program.quantize_steps()) {
+    ++out.quantize_steps;
+    for (const auto& b : step.blocks) out.quantized_elements += b.blocks.volume();
   }
   out.scratch = program.scratch();
   out.send_staging = program.send_staging();
@@ -77,12 +77,12 @@ std::string explain(const RankProgram& program, const ExecutionModel& model) {
                  "relays    {} sent chunks wait for received data; {} received transfers are partly copied "
                  "into this rank's boxes\n",
                  s.waiting_chunks, s.extract_transfers);
-  if (s.quantise_steps > 0)
+  if (s.quantize_steps > 0)
     fmt::format_to(
         std::back_inserter(out),
-        "quantise  {} steps make {} fp8 values (and their scales) of weights landing here, once their "
+        "quantize  {} steps make {} fp8 values (and their scales) of weights landing here, once their "
         "bf16 copies have landed\n",
-        s.quantise_steps, s.quantised_elements);
+        s.quantize_steps, s.quantized_elements);
   fmt::format_to(std::back_inserter(out), "scratch   {} bytes (forwarded data outside this rank's boxes)\n",
                  s.scratch.value);
   fmt::format_to(std::back_inserter(out),

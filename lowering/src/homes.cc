@@ -90,9 +90,9 @@ Result<std::optional<Located>> Homes::source(const Transfer& t, std::size_t k) c
                       rank_.value, s.box.to_string(), plan.tensors[s.tensor].name, t.id));
     return array_holding(BufferKind::kSource, src, s.box);
   }
-  // A quantise step makes the rank's own boxes where they stay, so what forwards from it reads
+  // A quantize step makes the rank's own boxes where they stay, so what forwards from it reads
   // them there, in one piece, however many segments the step made them in.
-  if (plan.transfers[static_cast<std::size_t>(s.via)].quantises()) {
+  if (plan.transfers[static_cast<std::size_t>(s.via)].quantizes()) {
     const ShardRef own = shards_->find(rank_, BufferKind::kDestination, s.tensor);
     if (own.box != nullptr && own.box->contains(s.box))
       return array_holding(BufferKind::kDestination, own, s.box);

@@ -72,8 +72,8 @@ std::int64_t LoweredPlan::chunk_holding(std::int32_t via, std::int32_t segment, 
 Result<std::vector<ChunkWait>> LoweredPlan::waits(std::int32_t t, std::int64_t k) const {
   const Transfer& transfer = plan_->transfers[static_cast<std::size_t>(t)];
   std::vector<ChunkWait> out;
-  if (transfer.quantises()) {
-    // A block's scale needs all of the block, so the step waits for everything it quantises.
+  if (transfer.quantizes()) {
+    // A block's scale needs all of the block, so the step waits for everything it quantizes.
     for (const std::int32_t up : transfer.upstream()) need(out, up, layout(up).chunks());
     return out;
   }

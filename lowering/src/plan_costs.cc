@@ -105,7 +105,7 @@ Result<std::vector<TransferCopyCost>> copy_costs(const LoweredPlan& lowered, con
   Sides s;
   for (const Transfer& t : plan.transfers) {
     auto& cost = out[static_cast<std::size_t>(t.id)];
-    if (t.quantises()) {  // writes the rank's own boxes in place; no message to pack or unpack
+    if (t.quantizes()) {  // writes the rank's own boxes in place; no message to pack or unpack
       homes_of(t.receiver).land(t, s.landings);
       continue;
     }

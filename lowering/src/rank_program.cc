@@ -100,7 +100,7 @@ void demand(StagingDemand& d, const ChunkCopy& c) {
   d.largest = std::max(d.largest, Bytes{c.bytes});
 }
 
-// The rank's destination shard of `tensor`, which a quantise step reads or writes whole blocks of:
+// The rank's destination shard of `tensor`, which a quantize step reads or writes whole blocks of:
 // present, in a buffer of its own, and holding `box`.
 [[nodiscard]] Result<ShardRef> step_shard(const Plan& plan, const RankShardFinder& finder, Rank rank,
                                           std::uint32_t tensor, const Box& box) {
@@ -111,17 +111,17 @@ void demand(StagingDemand& d, const ChunkCopy& c) {
         fmt::format("its destination buffer of tensor '{}' does not hold {}", name, box.to_string()));
   if (shard.regions != nullptr && !shard.regions->empty())
     return unsupported(
-        fmt::format("tensor '{}' is a framework's parameter regions; a quantise step needs its box in a "
+        fmt::format("tensor '{}' is a framework's parameter regions; a quantize step needs its box in a "
                     "buffer of its own",
                     name));
   return shard;
 }
 
-// What quantise step `t` makes on the rank, from the weights its scales segments scale.
-[[nodiscard]] Result<QuantiseStep> quantise_step(const LoweredPlan& lowered, const RankShardFinder& finder,
+// What quantize step `t` makes on the rank, from the weights its scales segments scale.
+[[nodiscard]] Result<QuantizeStep> quantize_step(const LoweredPlan& lowered, const RankShardFinder& finder,
                                                  Rank rank, const Transfer& t) {
   const Plan& plan = lowered.plan();
-  QuantiseStep out{.transfer = t.id, .blocks = {}, .waits = REFIT_TRY(lowered.waits(t.id, 0))};
+  QuantizeStep out{.transfer = t.id, .blocks = {}, .waits = REFIT_TRY(lowered.waits(t.id, 0))};
   const auto weights = landing_weights(plan.tensors);
   for (const auto& s : t.segments) {
     const auto w = std::ranges::find(weights, s.tensor, &LandingWeight::scales);
@@ -129,7 +129,7 @@ void demand(StagingDemand& d, const ChunkCopy& c) {
     const auto& weight = plan.tensors[w->values];
     const auto scheme = weight.quantization->scheme;
     Box blocks = quant_blocks_of(scheme, s.box, weight.shape);
-    const auto where = fmt::format("quantise step {} of rank {}", t.id, rank.value);
+    const auto where = fmt::format("quantize step {} of rank {}", t.id, rank.value);
     // A plan whose tensors say other shapes than a problem would (a hand-edited file).
     if (std::ranges::any_of(blocks.extent, [](std::int64_t e) { return e <= 0; }) ||
         quant_scale_box(scheme, blocks) != s.box)
@@ -138,7 +138,7 @@ void demand(StagingDemand& d, const ChunkCopy& c) {
     const auto copy = REFIT_TRY_IN(step_shard(plan, finder, rank, w->copy, blocks), where);
     const auto values = REFIT_TRY_IN(step_shard(plan, finder, rank, w->values, blocks), where);
     const auto scales = REFIT_TRY_IN(step_shard(plan, finder, rank, w->scales, s.box), where);
-    out.blocks.push_back(QuantiseBlocks{.scheme = scheme,
+    out.blocks.push_back(QuantizeBlocks{.scheme = scheme,
                                         .copy = copy.index,
                                         .values = values.index,
                                         .scales = scales.index,
@@ -240,11 +240,11 @@ Result<RankProgram> lower_rank(const LoweredPlan& lowered, Rank rank, RankShards
   Homes homes(lowered, rank, finder);
   detail::SideWalks::Buffer walks;
   for (const Transfer& t : plan.transfers) {
-    if (t.quantises()) {
+    if (t.quantizes()) {
       if (t.sender != rank) continue;
       std::vector<SegmentLanding> made;  // in the rank's own boxes, where relays read them
       homes.land(t, made);
-      program.steps_.push_back(REFIT_TRY(quantise_step(lowered, finder, rank, t)));
+      program.steps_.push_back(REFIT_TRY(quantize_step(lowered, finder, rank, t)));
       continue;
     }
     if (t.receiver == rank) {

@@ -12,7 +12,7 @@ namespace {
 
 std::size_t at(std::int64_t i) { return static_cast<std::size_t>(i); }
 
-// One chunk reading (first) a weight box its sender quantises.
+// One chunk reading (first) a weight box its sender quantizes.
 struct Read {
   std::int32_t sender = 0;
   std::uint32_t weight = 0;
@@ -22,8 +22,8 @@ struct Read {
   std::int32_t box = 0;  // index into the boxes, once they are known
 };
 
-// The weight a tensor sent from a source shard is quantised with (itself, or the weight its
-// scales scale), or -1: not quantised at the senders.
+// The weight a tensor sent from a source shard is quantized with (itself, or the weight its
+// scales scale), or -1: not quantized at the senders.
 std::int64_t weight_of(const Plan& plan, std::span<const std::int32_t> partners, std::uint32_t tensor) {
   const auto partner = partners[tensor];
   if (partner < 0) return -1;
@@ -37,7 +37,7 @@ std::vector<Read> reads_of(const Plan& plan, Bytes staging, const ChunkStart& st
     const auto reads_a_box = [&](const Segment& s) {
       return s.via == kFromSourceShard && weight_of(plan, partners, s.tensor) >= 0;
     };
-    if (t.quantises() || std::ranges::none_of(t.segments, reads_a_box)) continue;
+    if (t.quantizes() || std::ranges::none_of(t.segments, reads_a_box)) continue;
     const MessageLayout layout(plan, t, chunk_limit(t, staging));
     for (std::size_t i = 0; i < t.segments.size(); ++i) {
       if (!reads_a_box(t.segments[i])) continue;
@@ -130,11 +130,11 @@ ChunkStart paced_start(const Plan& plan) {
     return static_cast<std::uint64_t>(t.sender.value) << 32 | static_cast<std::uint32_t>(t.receiver.value);
   };
   for (const auto& t : plan.transfers)
-    if (!t.quantises()) pairs[pair(t)].total += t.bytes.value;
+    if (!t.quantizes()) pairs[pair(t)].total += t.bytes.value;
   auto before = std::make_shared<std::vector<std::int64_t>>(plan.transfers.size(), 0);
   auto of_pair = std::make_shared<std::vector<std::int64_t>>(plan.transfers.size(), 1);
   for (const auto& t : plan.transfers) {
-    if (t.quantises()) continue;
+    if (t.quantizes()) continue;
     auto& p = pairs.at(pair(t));
     (*before)[at(t.id)] = p.sent;
     (*of_pair)[at(t.id)] = std::max<std::int64_t>(p.total, 1);

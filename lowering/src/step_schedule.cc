@@ -84,8 +84,8 @@ Result<StepSchedule> make_step_schedule(const LoweredPlan& lowered, std::int32_t
     for (std::int64_t k = 0; k < layout.chunks(); ++k) {
       const auto latest = REFIT_TRY_IN(upstream_step(lowered, s, t, k), fmt::format("transfers[{}]", t.id));
       const std::int32_t ready = std::max(latest + 1, k ? steps.back() : 0);
-      // A quantise step moves nothing: it runs in the step after all it quantises has landed.
-      steps.push_back(t.quantises()
+      // A quantize step moves nothing: it runs in the step after all it quantizes has landed.
+      steps.push_back(t.quantizes()
                           ? ready
                           : occupancy.place(t.sender, t.receiver, ready, align_up(layout.chunk_bytes(k))));
       upstream.push_back(latest);

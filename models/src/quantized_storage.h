@@ -1,6 +1,6 @@
 #pragma once
 // FP8 in flight in the frameworks' parameters (docs/quantization.md, "Framework storage"): a
-// quantised weight lies where its rule puts it, in the dtype each side holds, and its scales lie
+// quantized weight lies where its rule puts it, in the dtype each side holds, and its scales lie
 // in a parameter of their own beside the weight's parameter, one scale per block of it, as vLLM's
 // block FP8 keeps them.
 #include "refit/core/tensor_spec.h"
@@ -23,8 +23,8 @@ namespace refit::models::detail {
                                                             const FrameworkParameter& weight);
 
 // Where `rule` puts problem tensor `spec` (t.tensor is the model's weight it is, or for a
-// quantised weight's scales the weight's): the weight in the dtype the side holds of it (bf16
-// on a training rank that quantises it, fp8 on an inference rank or one trained in fp8), its
+// quantized weight's scales the weight's): the weight in the dtype the side holds of it (bf16
+// on a training rank that quantizes it, fp8 on an inference rank or one trained in fp8), its
 // scales at the blocks of the weight's parameters in the parameters `scales` names. Errors name
 // the parameter whose blocks would mix two weights.
 [[nodiscard]] Result<Stored> placed(const TensorOnRank& t, const TensorSpec& spec, const StorageRule& rule,

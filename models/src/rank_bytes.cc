@@ -17,7 +17,7 @@ RankBytes rank_bytes(const ReshardProblem& problem) {
   RankBytes out{.source = std::vector<Bytes>(static_cast<std::size_t>(problem.source_ranks())),
                 .destination = std::vector<Bytes>(static_cast<std::size_t>(problem.destination_ranks()))};
   for (const auto& t : problem.tensors()) {
-    // What each side holds: a training rank keeps a weight quantised at the senders in bf16 and
+    // What each side holds: a training rank keeps a weight quantized at the senders in bf16 and
     // none of its scales (FP8 in flight).
     if (held_at_source(t.tensor)) add_layout(t.source, dtype_size(held_dtype(t.tensor, true)), 0, out.source);
     add_layout(t.destination, dtype_size(t.tensor.dtype), problem.source_ranks(), out.destination);

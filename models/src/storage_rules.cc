@@ -62,7 +62,7 @@ Result<Box> TensorOnRank::sibling(const std::string& name) const {
 
 Result<StorageMap> build_storage(std::string framework, const ModelSpec& model, const ReshardProblem& problem,
                                  bool source, const StorageRule& rule, const ScaleParameterRule& scales) {
-  std::unordered_map<std::string, std::uint32_t> names;  // the problem's: a quantised weight adds scales
+  std::unordered_map<std::string, std::uint32_t> names;  // the problem's: a quantized weight adds scales
   for (std::uint32_t i = 0; i < problem.tensors().size(); ++i)
     names.emplace(problem.tensors()[i].tensor.name, i);
   std::unordered_map<std::string_view, const WeightTensor*> weights;

@@ -22,7 +22,7 @@ namespace refit::models::detail {
 // One logical tensor's box on one rank, as a rule sees it.
 struct TensorOnRank {
   std::uint32_t index = 0;               // in the problem
-  const WeightTensor* tensor = nullptr;  // the model's (for a quantised weight's scales, the weight's)
+  const WeightTensor* tensor = nullptr;  // the model's (for a quantized weight's scales, the weight's)
   Box box;                               // non-empty
   Rank rank;
   const ModelSpec* model = nullptr;
@@ -46,7 +46,7 @@ using StorageRule = std::function<Result<Stored>(const TensorOnRank&)>;
 // The parameter a framework keeps the FP8 scales of a weight parameter in.
 using ScaleParameterRule = std::function<Result<FrameworkParameter>(QuantScheme, const FrameworkParameter&)>;
 
-// Runs `rule` for every non-empty box of every rank on one side, and for the scales of quantised
+// Runs `rule` for every non-empty box of every rank on one side, and for the scales of quantized
 // weights the side holds, `rule` of their weight with `scales`. Errors name the rank and tensor;
 // two tensors declaring one parameter name with different shapes or dtypes are refused.
 [[nodiscard]] Result<StorageMap> build_storage(std::string framework, const ModelSpec& model,

@@ -47,8 +47,8 @@ Result<void> check_no_landing(const ReshardProblem& problem, std::string_view wh
   for (const auto& t : problem.tensors())
     if (t.tensor.quantization && t.tensor.quantization->made_at_landing())
       return unsupported(fmt::format(
-          "tensor '{}' is quantised at its landing ranks, which {} cannot take from another holder; "
-          "quantise at the sender or the receiver",
+          "tensor '{}' is quantized at its landing ranks, which {} cannot take from another holder; "
+          "quantize at the sender or the receiver",
           t.tensor.name, what));
   return {};
 }

@@ -27,7 +27,7 @@ class RankKeeper {
   std::vector<std::pair<Mesh, Mesh>> cuts_;  // (a mesh, its cut)
 };
 
-// Refuses, naming the tensor, weights quantised at landing ranks: a landing rank's quantise step
+// Refuses, naming the tensor, weights quantized at landing ranks: a landing rank's quantize step
 // makes their fp8, so a plan over some engines cannot take them from any holder.
 [[nodiscard]] Result<void> check_no_landing(const ReshardProblem& problem, std::string_view what);
 

@@ -1,8 +1,8 @@
-// Plans of problems with weights quantised at their landing ranks (core/quantization.h), for any
+// Plans of problems with weights quantized at their landing ranks (core/quantization.h), for any
 // strategy. The strategy plans twice: once every tensor but what the landing ranks make (the
 // landing copies among them, bf16 to one replica), once only that (fp8 values and scales from
 // the landing ranks, its sources, to every replica). Between the two each landing rank gets a
-// quantise step (Transfer::quantises), which makes its own boxes and feeds the second plan.
+// quantize step (Transfer::quantizes), which makes its own boxes and feeds the second plan.
 #include <algorithm>
 #include <map>
 
@@ -21,7 +21,7 @@ bool made_at_landing(const TensorReshard& t) {
   return t.tensor.quantization && t.tensor.quantization->made_at_landing();
 }
 
-// The landing ranks hold their own boxes once their quantise steps ran: they need nothing more.
+// The landing ranks hold their own boxes once their quantize steps ran: they need nothing more.
 void drop_landing_ranks(Overlap& o) {
   for (auto& d : o.destinations)
     std::erase_if(d.shard.holders, [&](Rank r) {
@@ -63,9 +63,9 @@ Deliveries deliveries(const Plan& first, const std::vector<LandingWeight>& weigh
   return out;
 }
 
-// Each landing rank's quantise step: per weight it lands, its values as the landing copy's
+// Each landing rank's quantize step: per weight it lands, its values as the landing copy's
 // transfers to it brought them (one segment each, cut to its box), then the scales of its box.
-std::map<std::int32_t, Transfer> quantise_steps(const ReshardProblem& problem, const Plan& first,
+std::map<std::int32_t, Transfer> quantize_steps(const ReshardProblem& problem, const Plan& first,
                                                 const PlanOptions& options) {
   const auto weights = landing_weights(first.tensors);
   const auto delivered = deliveries(first, weights);
@@ -99,13 +99,13 @@ Result<Plan> plan_with_landing(const PlanContext& c) {
   if (!c.strategy.sends_from_holders)
     return unsupported(fmt::format(
         "strategy '{}' sends every tensor from training rank 0, so it cannot send fp8 from the ranks "
-        "that quantise weights at landing; plan it with --quantize-at receiver (as it is deployed) or "
+        "that quantize weights at landing; plan it with --quantize-at receiver (as it is deployed) or "
         "sender",
         c.strategy.name));
   Plan plan = REFIT_TRY(c.strategy.plan(stage(c, false)));
   const Plan second = REFIT_TRY(c.strategy.plan(stage(c, true)));
   std::vector<std::int32_t> step_of(at(plan.world_size()), kFromSourceShard);
-  for (auto& [rank, step] : quantise_steps(c.problem, plan, c.options)) {
+  for (auto& [rank, step] : quantize_steps(c.problem, plan, c.options)) {
     step.id = static_cast<std::int32_t>(plan.transfers.size());
     for (const auto& s : step.segments) step.bytes += plan.segment_bytes(s);
     step_of[at(rank)] = step.id;

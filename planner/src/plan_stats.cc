@@ -18,12 +18,12 @@ double mean_of_busy(const std::vector<Bytes>& v) {
   return busy ? sum / static_cast<double>(busy) : 0.0;
 }
 
-// Quantised before the engines: at the senders, or once at the landing ranks.
+// Quantized before the engines: at the senders, or once at the landing ranks.
 bool quantized_in_flight(const std::optional<Quantization>& q) {
   return q && (q->site == QuantSite::kSender || q->made_at_landing());
 }
 
-// A segment's bytes had the plan moved its tensor as the source holds it, unquantised.
+// A segment's bytes had the plan moved its tensor as the source holds it, unquantized.
 Bytes unquantized_bytes(const Plan& plan, const Segment& segment) {
   const auto& q = plan.tensors[segment.tensor].quantization;
   if (!quantized_in_flight(q)) return plan.segment_bytes(segment);

@@ -15,8 +15,8 @@ struct PlanContext {
   std::vector<Overlap> overlaps;  // one per tensor, in problem order
 };
 
-// Weights quantised at their landing ranks (landing_plan.cc): the strategy plans what reaches the
-// landing ranks, then what leaves them, with each landing rank's quantise step in between.
+// Weights quantized at their landing ranks (landing_plan.cc): the strategy plans what reaches the
+// landing ranks, then what leaves them, with each landing rank's quantize step in between.
 bool has_landing(const ReshardProblem& problem);
 [[nodiscard]] Result<Plan> plan_with_landing(const PlanContext& c);
 

@@ -121,7 +121,7 @@ struct Context {
                                   dtype_name(theirs.dtype)));
     if (mine.quantization != theirs.quantization)
       return mismatch(
-          fmt::format("{}: plan and problem quantise it differently (give the --quantize and "
+          fmt::format("{}: plan and problem quantize it differently (give the --quantize and "
                       "--quantize-at the plan was made with)",
                       at));
   }
@@ -161,7 +161,7 @@ struct Context {
   return {};
 }
 
-// `region` of `tensor` is made in quantise step `step`, exactly once.
+// `region` of `tensor` is made in quantize step `step`, exactly once.
 [[nodiscard]] Result<void> check_made_in(const Transfer& step, std::uint32_t tensor, const Box& region) {
   Parts parts(step.segments.size());
   for (const auto& s : step.segments)
@@ -171,7 +171,7 @@ struct Context {
 
 // A step makes values and scales together: the values of every block its scales scale (the
 // scale needs the whole block), and the scales of every block its values fall in (the executors
-// quantise the blocks its scales name).
+// quantize the blocks its scales name).
 [[nodiscard]] Result<void> check_blocks_made(const Context& c, const Transfer& step, const Segment& s) {
   const auto values = static_cast<std::uint32_t>(c.values_of[s.tensor]);
   const auto scales = static_cast<std::uint32_t>(c.scales_of[s.tensor]);
@@ -205,20 +205,20 @@ const Box& source_box(Context& c, std::uint32_t tensor, std::int32_t position) {
   return {};
 }
 
-// fp8 values and scales made at landing ranks: a quantise step makes them (values from the landing
+// fp8 values and scales made at landing ranks: a quantize step makes them (values from the landing
 // copy its `via` brought, scales there), and only relays of what a step made send them on.
 [[nodiscard]] Result<void> check_made_at_landing(Context& c, const Transfer& t, const Segment& s) {
   const auto& name = c.plan.tensors[s.tensor].name;
   const bool scales = c.plan.tensors[s.tensor].quantization->is_scales();
-  if (!t.quantises()) {
+  if (!t.quantizes()) {
     if (s.via == kFromSourceShard)
-      return mismatch(fmt::format("rank {} sends {} of tensor '{}' as a source, but a quantise step makes it",
+      return mismatch(fmt::format("rank {} sends {} of tensor '{}' as a source, but a quantize step makes it",
                                   t.sender.value, s.box.to_string(), name));
     return check_delivered(c, s.via, s.tensor, s.box);
   }
   if (scales != (s.via == kFromSourceShard))
     return mismatch(
-        fmt::format("in a quantise step, scales are made there and values come from a landing "
+        fmt::format("in a quantize step, scales are made there and values come from a landing "
                     "copy's transfer; {} of tensor '{}' {}",
                     s.box.to_string(), name, scales ? "names a via" : "names none"));
   if (scales)

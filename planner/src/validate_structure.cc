@@ -33,16 +33,16 @@ Result<void> check_segment(const Plan& plan, const Transfer& t, const Segment& s
   return {};
 }
 
-// Only a rank's quantise step stays on the rank: fp8 made at a landing rank, over kLocal.
-Result<void> check_quantise_step(const Plan& plan, const Transfer& t) {
+// Only a rank's quantize step stays on the rank: fp8 made at a landing rank, over kLocal.
+Result<void> check_quantize_step(const Plan& plan, const Transfer& t) {
   if (t.link != LinkKind::kLocal)
-    return invalid("sender and receiver are the same rank (only a quantise step, over local, does that)");
+    return invalid("sender and receiver are the same rank (only a quantize step, over local, does that)");
   for (const auto& s : t.segments) {
     const auto& q = s.tensor < plan.tensors.size() ? plan.tensors[s.tensor].quantization : std::nullopt;
     if (!q || !q->made_at_landing())
       return invalid(fmt::format(
           "sender and receiver are the same rank, but tensor {} is not made at landing ranks (only fp8 "
-          "values and scales of weights quantised there are made in a quantise step)",
+          "values and scales of weights quantized there are made in a quantize step)",
           s.tensor));
   }
   return {};
@@ -54,7 +54,7 @@ Result<void> check_transfer(const Plan& plan, const Transfer& t, std::size_t ind
     if (r.value < 0 || r.value >= plan.world_size())
       return out_of_range(fmt::format("rank {} does not exist ({} ranks)", r.value, plan.world_size()));
   if (t.segments.empty()) return invalid("no segments");
-  if (t.quantises()) REFIT_TRY(check_quantise_step(plan, t));
+  if (t.quantizes()) REFIT_TRY(check_quantize_step(plan, t));
   REFIT_TRY(check_chunk(t.chunk));
   std::int64_t sum = 0;
   for (std::size_t k = 0; k < t.segments.size(); ++k) {

@@ -23,14 +23,14 @@ def preset_keys() -> dict[str, str]:
     return dict(_refit.preset_keys())
 
 
-def _format_value(value: object) -> str:
+def _format_value(key: str, value: object) -> str:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError(f"--cluster: a preset override takes a number, got {value!r}")
+        raise ValueError(f"{key}: a preset override takes a number, got {value!r}")
     if isinstance(value, str):  # a number spelt out; not more overrides after a comma
         try:
             value = float(value)
         except ValueError:
-            raise ValueError(f"--cluster: a preset override takes a number, got {value!r}") from None
+            raise ValueError(f"{key}: a preset override takes a number, got {value!r}") from None
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
@@ -84,7 +84,7 @@ class Cluster:
         if not isinstance(spec, str):
             raise TypeError(f"Cluster.preset: a preset name (e.g. 'dgx-h100'), got {type(spec).__name__}")
         name, given = _split_spec(spec)
-        given.update({k: _format_value(v) for k, v in overrides.items()})
+        given.update({k: _format_value(k, v) for k, v in overrides.items()})
         return cls(preset=_join_spec(name, given))
 
     @classmethod
@@ -145,7 +145,7 @@ class Cluster:
     def with_overrides(self, **overrides: Union[int, float]) -> Cluster:
         """The same preset with these keys set (others kept)."""
         if not self.is_preset:
-            raise ValueError(f"--cluster: {self.spec} is not a preset: only presets take overrides")
+            raise ValueError(f"with_overrides: {self.spec} is not a preset: only presets take overrides")
         return Cluster.preset(self.spec, **overrides)
 
     def placed(self, problem: Problem) -> _refit.PlacedCluster:

@@ -284,7 +284,7 @@ class Executor:
             bytes and the codec are on the host (host memory only); with ``nccl`` they are on
             the GPU, encoded by the GPU codec (host or CUDA memory; one plan rank per process, no
             ``comm_rank_of``). Plans of the ``refit`` and ``direct`` strategies only. FP8 in flight (a problem with
-            ``quantize`` whose weights the senders quantise, ``quantize_at="sender"``): a training
+            ``quantize`` whose weights the senders quantize, ``quantize_at="sender"``): a training
             rank hands over bf16 as in a dense refit, and the deltas are of the fp8 values and
             scales it makes, so every inference rank holds exactly what a dense FP8 refit gives
             (host memory only).
@@ -324,7 +324,7 @@ class Executor:
                 f"timeout: {timeout} s is not in (0, {_refit.MAX_TIMEOUT_S:g}] (a wait of 11.6 days at most)"
             )
         if staging <= 0:
-            raise ValueError(f"--staging: {staging} is not positive")
+            raise ValueError(f"staging: {staging} is not positive")
         if device is not None and (isinstance(device, bool) or not isinstance(device, int) or device < 0):
             raise ValueError(f"device: a CUDA device number (0, 1, ...), got {device!r}")
         self._delta_rebalance = _checked_rebalance(delta_rebalance)

@@ -94,8 +94,8 @@ class Explain:
     receives: SideSummary
     waiting_chunks: int
     extract_transfers: int
-    quantise_steps: int
-    quantised_elements: int
+    quantize_steps: int
+    quantized_elements: int
     scratch_bytes: int
     send_staging: Staging
     receive_staging: Staging
@@ -109,8 +109,8 @@ class Explain:
             receives=SideSummary(**d["receives"]),
             waiting_chunks=d["waiting_chunks"],
             extract_transfers=d["extract_transfers"],
-            quantise_steps=d["quantise_steps"],
-            quantised_elements=d["quantised_elements"],
+            quantize_steps=d["quantize_steps"],
+            quantized_elements=d["quantized_elements"],
             scratch_bytes=d["scratch_bytes"],
             send_staging=Staging(**d["send_staging"]),
             receive_staging=Staging(**d["receive_staging"]),
@@ -262,6 +262,6 @@ def plan(
     _expect(problem, Problem, "problem")
     _expect(cluster, Cluster, "cluster (refit.Cluster.preset(...))")
     if not isinstance(chunk_bytes, numbers.Integral) or not 0 < chunk_bytes <= _MAX_CHUNK_BYTES:
-        raise ValueError(f"--chunk: {chunk_bytes!r} is not a positive number of bytes")
+        raise ValueError(f"chunk_bytes: {chunk_bytes!r} is not a positive number of bytes")
     handle, seconds = _refit.Plan.make(problem._handle, cluster.placed(problem), strategy, int(chunk_bytes))
     return Plan(handle, problem, cluster, seconds, int(chunk_bytes))

@@ -180,8 +180,8 @@ class Problem:
                 ``--quantize`` (a training rank still holds and hands over bf16, unless trained
                 in fp8).
             quantize_at: ``"landing"`` (the default: fp8 on the network; training ranks holding
-                whole blocks quantise them, and a weight whose training layout cuts blocks reaches
-                one inference replica in bf16, is quantised there once and goes on as fp8; the
+                whole blocks quantize them, and a weight whose training layout cuts blocks reaches
+                one inference replica in bf16, is quantized there once and goes on as fp8; the
                 landing ranks get a ``"<weight>@landing"`` shard for the bf16, listed by
                 :meth:`shards`), ``"sender"`` (as landing, but bf16 to every replica where training
                 cuts blocks), ``"receiver"`` (bf16 on the network, today's practice) or
@@ -254,9 +254,9 @@ class Problem:
         return Problem(_refit.Problem.load(**source), source)
 
     def quantized_at_receivers(self) -> Optional[Problem]:
-        """This problem with every weight quantised at the receivers, as today's systems do, when it
-        quantises before the engines (``quantize_at="sender"`` or ``"landing"``); None otherwise
-        (weights quantised at the receivers already, or trained in fp8, which every system moves
+        """This problem with every weight quantized at the receivers, as today's systems do, when it
+        quantizes before the engines (``quantize_at="sender"`` or ``"landing"``); None otherwise
+        (weights quantized at the receivers already, or trained in fp8, which every system moves
         as they are)."""
         if not self._source.get("quantize") or self._source.get("quantize_at", "landing") not in ("sender", "landing"):
             return None

@@ -149,9 +149,9 @@ def _simulation(raw: dict, trace: Union[bool, str, Path]) -> Simulation:
 
 def _check(window: Optional[int], trace: Union[bool, str, Path], staging_bytes: Optional[int] = None) -> None:
     if window is not None and window < 0:
-        raise ValueError(f"--window: {window} is negative")
+        raise ValueError(f"window: {window} is negative")
     if staging_bytes is not None and staging_bytes <= 0:
-        raise ValueError(f"--staging: {staging_bytes} bytes is not positive")
+        raise ValueError(f"staging_bytes: {staging_bytes} bytes is not positive")
     if not isinstance(trace, (bool, str, os.PathLike)):
         raise TypeError(f"trace: True, False or a path, got {type(trace).__name__}")
 
@@ -178,7 +178,7 @@ def simulate(
             ``m2n-bench-all`` (the same with ``--no-dedup``: every layer timed), ``refit-nccl``
             (refit's NCCL executor, step by step).
             Default: ``refit`` for refit's plans, ``nemo-rl`` for the baselines'. A deployed
-            baseline runs the problem quantised at the receivers, as deployed today.
+            baseline runs the problem quantized at the receivers, as deployed today.
         window: chunks a receiver grants each sender ahead; a (sender, receiver) pair sends its
             transfers in plan order (0: every transfer at once). Default: the pair window of the
             plan's execution model (16 for refit and direct, 0 for the NCCL baselines).
@@ -226,7 +226,7 @@ def compare(
     known = [s.name for s in _all_strategies()]
     for name in strategies or []:
         if name not in known:
-            raise BadInput(f"--strategy: unknown strategy '{name}' (expected {', '.join(known)})", "not found")
+            raise BadInput(f"strategies: unknown strategy '{name}' (expected {', '.join(known)})", "not found")
     rows = [_simulation(raw, False) for raw in _refit.compare(problem._handle, cluster.placed(problem),
                                                                int(chunk_bytes), window, staging_bytes)]  # fmt: skip
     return [r for r in rows if strategies is None or r.strategy in strategies]

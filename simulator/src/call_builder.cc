@@ -57,7 +57,7 @@ void note_engine_cast(CallSchedule& schedule) {
   if (std::ranges::none_of(schedule.calls, [](const Call& c) { return !c.quantizes.empty(); })) return;
   schedule.notes.emplace_back(
       "NeMo RL casts each weight to fp8 as vLLM loads it (fp8.load_weights), then copies the fp8 values and "
-      "scales in: the cast is charged at the rate this prediction has for refit's quantiser on that GPU, for "
+      "scales in: the cast is charged at the rate this prediction has for refit's quantizer on that GPU, for "
       "want of a figure of NeMo RL's own (docs/deployed_refit.md, gap G11)");
 }
 

@@ -35,7 +35,7 @@ Collective ring_collective(CollectiveKind kind, std::vector<Rank> ranks, Bytes b
 // The bytes `rank` holds of problem tensor `tensor`: its source or destination box.
 Bytes held_bytes(const ReshardProblem& problem, std::int32_t tensor, Rank rank);
 
-// A weight the inference engine quantises as it loads it (FP8 at the receivers): NeMo RL's
+// A weight the inference engine quantizes as it loads it (FP8 at the receivers): NeMo RL's
 // fp8.load_weights casts each such weight to fp8 values and scales, then vLLM loads those.
 bool quantized_on_loading(const TensorSpec& t);
 // What an engine copies into its parameters for `source_bytes` (in the weight's source dtype) of

@@ -84,7 +84,7 @@ void CallTasks::add_copies_before(const Call& call) {
 }
 
 // After the call's bytes, each rank once all it receives in the call has landed: its
-// quantisations, then its copies, which wait for them.
+// quantizations, then its copies, which wait for them.
 void CallTasks::add_copies_after(const Call& call, std::int32_t index) {
   if (call.copies_after.empty() && call.quantizes.empty()) return;
   std::vector<std::vector<TaskId>> received(at(plan_.world_size()));
@@ -97,22 +97,22 @@ void CallTasks::add_copies_after(const Call& call, std::int32_t index) {
     return deps;
   };
   auto& spec = sink_.spec();
-  // Per rank, only for a call that quantises: most calls do not, and worlds are large.
-  std::vector<std::vector<TaskId>> quantised(call.quantizes.empty() ? 0 : at(plan_.world_size()));
-  // A rank's casts in several formats run one after the other, as its quantise tasks elsewhere do.
+  // Per rank, only for a call that quantizes: most calls do not, and worlds are large.
+  std::vector<std::vector<TaskId>> quantized(call.quantizes.empty() ? 0 : at(plan_.world_size()));
+  // A rank's casts in several formats run one after the other, as its quantize tasks elsewhere do.
   for (const auto& q : call.quantizes) {
     spec.resources.clear();
     spec.deps = landed(q.rank);
-    if (!quantised[at(q.rank.value)].empty()) spec.deps.push_back(quantised[at(q.rank.value)].back());
+    if (!quantized[at(q.rank.value)].empty()) spec.deps.push_back(quantized[at(q.rank.value)].back());
     spec.track = routes_.gpu_track(q.rank);
-    quantised[at(q.rank.value)].push_back(sink_.add_call_task(
+    quantized[at(q.rank.value)].push_back(sink_.add_call_task(
         call.label, Bytes{0}, quantize_time(q.bytes, q.scheme, routes_.gpu(q.rank)), TaskKind::kQuantize));
-    call_ends_.push_back(quantised[at(q.rank.value)].back());
+    call_ends_.push_back(quantized[at(q.rank.value)].back());
   }
   for (const auto& c : call.copies_after) {
     spec.resources.assign(1, routes_.copy_engine(c.rank));
-    const bool after_quantising = !quantised.empty() && !quantised[at(c.rank.value)].empty();
-    spec.deps = after_quantising ? quantised[at(c.rank.value)] : landed(c.rank);
+    const bool after_quantizing = !quantized.empty() && !quantized[at(c.rank.value)].empty();
+    spec.deps = after_quantizing ? quantized[at(c.rank.value)] : landed(c.rank);
     spec.track = routes_.gpu_track(c.rank);
     call_ends_.push_back(sink_.add_call_task(call.label, c.bytes, Seconds{0}, TaskKind::kPack));
   }

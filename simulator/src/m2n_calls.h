@@ -1,8 +1,7 @@
 #pragma once
 // M2N reshard calls (docs/deployed_refit.md, A2 and A3): one `ncclReshard` per parameter on a
 // communicator of one training stage's ranks and every inference rank. Per call
-// (nccl-extensions `reshard_staging.cu` `ncclReshard`, `reshard_user_window.cu`,
-// `reshard_split_user_window.cu`):
+// (docs/deployed_refit.md, "One `ncclReshard` call (M2N v0.2, default PACK)"):
 //   - host: one kernel launch plus one `cudaMemcpy3DAsync` per peer a rank packs for or unpacks
 //     from, then the kernel's opening barrier over the whole communicator;
 //   - senders pack what they send through the copy engine (PACK), after NeMo RL's `torch.stack`
@@ -45,7 +44,7 @@ bool is_routed_expert(std::string_view name);
 // One reshard of `tensor` on `queue`, moving `transfers`, on the communicator of `stage`'s ranks
 // and every inference rank: one call, or the injection and the ring of the split kernel, in
 // that order (the caller adds them so, the second after the first). With `engine_loads` the
-// inference ranks load what lands into an engine, which casts a weight quantised on loading
+// inference ranks load what lands into an engine, which casts a weight quantized on loading
 // before copying it (NeMo RL); a benchmark only moves its bytes.
 std::vector<Call> reshard_calls(const DeployInputs& in, std::int32_t tensor,
                                 std::span<const std::int32_t> transfers, std::span<const Rank> stage,

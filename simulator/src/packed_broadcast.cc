@@ -105,7 +105,7 @@ std::vector<Buffer> pack(const DeployInputs& in, const std::vector<ExportTask>& 
   return buffers;
 }
 
-// The busiest receiver's cast of a buffer, as a call's quantisations: one per FP8 format it has.
+// The busiest receiver's cast of a buffer, as a call's quantizations: one per FP8 format it has.
 std::vector<RankCast> quantizes(Rank receiver, const BytesPerScheme& bytes) {
   std::vector<RankCast> out;
   for (const QuantScheme s : all_quant_schemes())

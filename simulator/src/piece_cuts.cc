@@ -43,9 +43,9 @@ void PieceCuts::index_upstreams() {
     const auto up = t.upstream();
     upstreams_.insert(upstreams_.end(), up.begin(), up.end());
     upstream_begin_.push_back(upstreams_.size());
-    // A quantise step starts once all it quantises has landed, and what it made is there at
+    // A quantize step starts once all it quantizes has landed, and what it made is there at
     // once when it ends: neither side pipelines.
-    const bool relay = up.size() == 1 && !t.quantises() && !plan_.transfers[at(up[0])].quantises();
+    const bool relay = up.size() == 1 && !t.quantizes() && !plan_.transfers[at(up[0])].quantizes();
     pipelined_upstream_.push_back(pipelined && relay ? up[0] : -1);
     if (pipelined_upstream_.back() >= 0) has_pipelined_dependent_[at(up[0])] = true;
   }
@@ -96,7 +96,7 @@ void PieceCuts::plan_streams(std::int64_t window_chunks) {
   by_pair.reserve(order_.size());
   for (std::size_t i = 0; i < order_.size(); ++i) {
     const auto& t = plan_.transfers[at(order_[i])];
-    if (t.quantises()) continue;  // no message
+    if (t.quantizes()) continue;  // no message
     const std::int32_t queue = calls_ ? calls_->calls[at(call_of_[at(t.id)])].queue : 0;
     by_pair.emplace_back(PairKey{queue, t.sender.value, t.receiver.value}, static_cast<std::int32_t>(i));
   }

@@ -33,10 +33,10 @@
 // flows (collective_flows.h), and an end task (its finish cost) after all of them. Pairs send in
 // call order, then plan order; transfers no call moves are not run; store-and-forward relays
 // start once their upstream has ended.
-// FP8 in flight (quantize_work.h): a sender that quantises weights does so box by box, in the
+// FP8 in flight (quantize_work.h): a sender that quantizes weights does so box by box, in the
 // order its chunks first read them (step by step, or by when each starts in its pair's paced
 // share), each chunk after the boxes it reads (a transfer is cut where it waits), and after the puts
-// before that chunk where its executor's sending thread copies them itself; a receiver that quantises
+// before that chunk where its executor's sending thread copies them itself; a receiver that quantizes
 // what lands does so in a task after the last of those transfers. A step-paced execution model (refit-nccl)
 // runs the transfers step by step instead, as the lowering's step schedule says (step_tasks.h): no streams or
 // grants, each rank's steps in order. The jobs are one file each: routes.h (resources and what a transfer
@@ -192,7 +192,7 @@ Result<PlanModel> build_called(const lowering::LoweredPlan& lowered, const Resha
              .steps = std::nullopt};
   if (execution.step_chunks > 0)
     in.steps = REFIT_TRY(lowering::make_step_schedule(lowered, execution.step_chunks));
-  // A sender quantises in the order its executor sends: by step, or by its pairs' paced share.
+  // A sender quantizes in the order its executor sends: by step, or by its pairs' paced share.
   const auto start = in.steps ? lowering::scheduled_start(*in.steps) : lowering::paced_start(lowered.plan());
   auto work = quantize_work(lowered.plan(), problem,
                             lowering::sender_quantize_order(lowered.plan(), lowered.staging(), start));

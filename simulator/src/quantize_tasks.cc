@@ -22,7 +22,7 @@ QuantizeTasks::QuantizeTasks(const Plan& plan, QuantizeWork work, const Routes& 
       sender_tasks_(at(plan.world_size())),
       takes_turns_(at(plan.world_size()), false),
       puts_since_box_(at(plan.world_size())) {
-  // A step-paced model quantises at the start of each step, beside its sends (step_tasks.h).
+  // A step-paced model quantizes at the start of each step, beside its sends (step_tasks.h).
   if (!execution.quantizes_on_sending_thread || execution.step_chunks > 0) return;
   for (const Transfer& t : plan.transfers)
     if (!work_.sender_boxes[at(t.sender.value)].empty() && routes.copied_by_sender(t))
@@ -33,7 +33,7 @@ QuantizeTasks::QuantizeTasks(const Plan& plan, QuantizeWork work, const Routes& 
 // sink's.
 TaskId QuantizeTasks::add_task(Rank rank, Seconds time, std::vector<TaskId> deps, std::int32_t stream) {
   label_.clear();
-  fmt::format_to(std::back_inserter(label_), "quantise on rank {}", rank.value);
+  fmt::format_to(std::back_inserter(label_), "quantize on rank {}", rank.value);
   spec_.latency = time;
   spec_.deps = std::move(deps);
   spec_.track = routes_.gpu_track(rank);

@@ -12,8 +12,8 @@ namespace {
 
 std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 
-// The weight a tensor a sender or receiver quantises belongs to (itself, or the weight its scales
-// scale), or -1: weights trained in fp8 are nobody's work, and the plan's quantise steps are the
+// The weight a tensor a sender or receiver quantizes belongs to (itself, or the weight its scales
+// scale), or -1: weights trained in fp8 are nobody's work, and the plan's quantize steps are the
 // landing ranks' (plan_model.cc charges them as steps).
 std::vector<std::int32_t> weight_of_each(const Plan& plan) {
   auto out = quantization_partners(plan.tensors);
@@ -30,7 +30,7 @@ Bytes box_bytes(const Layout& layout, Rank r, DType dtype) {
   return box ? Bytes{box->volume() * dtype_size(dtype)} : Bytes{0};
 }
 
-// Each sender's boxes, in the order it quantises them.
+// Each sender's boxes, in the order it quantizes them.
 std::vector<std::vector<QuantizeBytes>> sender_boxes(const lowering::SenderQuantizeOrder& order,
                                                      const ReshardProblem& problem) {
   std::vector<std::vector<QuantizeBytes>> out(order.weights.size());
@@ -77,7 +77,7 @@ std::string quantize_rate_assumption() {
   const MeasuredKernels& m = reference_kernels();
   const auto per_copied = [&](QuantScheme s) { return of_scheme(m.quantize, s).value / m.copy.value; };
   return fmt::format(
-      "FP8 quantisation on a device without a measured rate (quantize_gbps) is charged from its copy rate "
+      "FP8 quantization on a device without a measured rate (quantize_gbps) is charged from its copy rate "
       "at the ratio of refit's GPU kernels: they read {:.2f} (fp8-block128) and {:.2f} (mxfp8) bf16 bytes "
       "per byte the copy kernel copies, as measured on the {} ({}, tests/gpu/run.sh)",
       per_copied(QuantScheme::kFp8Block128), per_copied(QuantScheme::kMxfp8), m.gpu, m.date);

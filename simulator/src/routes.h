@@ -19,12 +19,12 @@ enum class TaskKind : std::uint32_t {
   kCopy = 2,      // a transfer between two ranks of one GPU
   kPack = 3,      // a call's device copies (pack, unpack, stack, concatenate)
   kFixed = 4,     // a call's fixed costs: no bytes, only latency
-  kQuantize = 5,  // FP8 in flight: a rank quantising weights (no bytes, only its time)
+  kQuantize = 5,  // FP8 in flight: a rank quantizing weights (no bytes, only its time)
 };
 
 // Whether t's bytes are copied by its sender's own thread: a network transfer between ranks of
 // one node goes through shared memory (UCX's cma and mm transports), not through a NIC. That holds
-// for host memory, the only memory refit's UCX executor quantises in; between GPUs of one node
+// for host memory, the only memory refit's UCX executor quantizes in; between GPUs of one node
 // without NVLink, UCX's cuda_ipc would copy on the copy engine instead.
 bool copied_by_sender(const Transfer& t, const PlacedCluster& cluster);
 

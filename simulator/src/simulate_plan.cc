@@ -25,9 +25,9 @@ constexpr TimeKind kFlowTime[] = {TimeKind::kNetwork,    TimeKind::kNvlink, Time
                                   TimeKind::kPackUnpack, TimeKind::kFixed,  TimeKind::kQuantize};
 constexpr const char* kFlowPhrase[] = {"network", "nvlink", "copy", "pack", "fixed", "quantize"};
 
-// Whether some task of `model` quantises: only then does a prediction rest on a quantize rate (a
-// deployment may move an FP8 problem's bf16 without quantising, as a benchmark does).
-bool charges_quantisation(const sim::Model& model) {
+// Whether some task of `model` quantizes: only then does a prediction rest on a quantize rate (a
+// deployment may move an FP8 problem's bf16 without quantizing, as a benchmark does).
+bool charges_quantization(const sim::Model& model) {
   for (std::int32_t t = 0; t < model.task_count(); ++t)
     if (model.category(sim::TaskId{t}) == static_cast<std::uint32_t>(sim::TaskKind::kQuantize)) return true;
   return false;
@@ -90,7 +90,7 @@ void fill_contributors(PlanSimulation& out, const sim::PlanModel& pm, const sim:
     const auto group = group_of(calls, pm.call_of_task[at(step.task.value)]);
     add(fmt::format("fixed cost of {}", group), s.fixed);
     add(fmt::format("device copies of {}", group), s.pack);
-    add(fmt::format("FP8 quantisation in {}", group), s.quantize);
+    add(fmt::format("FP8 quantization in {}", group), s.quantize);
     add(fmt::format("message latency of {}", group), s.latency);
     add(fmt::format("{} time of {}", kFlowPhrase[pm.model.category(step.task)], group), s.flow);
   }
@@ -189,7 +189,7 @@ Result<PlanSimulation> simulate_plan(const Plan& plan, const ReshardProblem& pro
   fill_resources(out, pm.model, r);
   fill_critical_path(out, pm, r);
   out.assumptions = cluster.cluster().spec().assumptions;
-  if (sim::quantize_rate_assumed(cluster.cluster(), problem) && charges_quantisation(pm.model))
+  if (sim::quantize_rate_assumed(cluster.cluster(), problem) && charges_quantization(pm.model))
     out.assumptions.push_back(sim::quantize_rate_assumption());
   if (execution.step_chunks > 0 && sim::nccl_costs_assumed(cluster, plan.world_size()))
     out.assumptions.push_back(sim::nccl_costs_assumption());

@@ -38,7 +38,7 @@ StepTasks::StepTasks(const lowering::LoweredPlan& lowered, lowering::StepSchedul
       rank_post_(at(lowered.plan().world_size())),
       rank_ops_(at(lowered.plan().world_size()), -1),
       rank_step_(at(lowered.plan().world_size())),
-      rank_quantise_(at(lowered.plan().world_size())),
+      rank_quantize_(at(lowered.plan().world_size())),
       rank_boxes_(at(lowered.plan().world_size()), 0) {}
 
 // Runs of a transfer's chunks in one step, by step, then in issue order.
@@ -66,37 +66,37 @@ void StepTasks::add(std::span<const std::int32_t> transfers, const CallGate* gat
   for (std::size_t begin = 0; begin < pieces.size();) {
     std::size_t end = begin;
     while (end < pieces.size() && pieces[end].step == pieces[begin].step) ++end;
-    // The quantise steps first: the rank's group of the step waits for them.
+    // The quantize steps first: the rank's group of the step waits for them.
     for (std::size_t i = begin; i < end; ++i)
-      if (const auto& t = plan.transfers[at(pieces[i].transfer)]; t.quantises() && pieces[i].first == 0)
-        add_quantise_step(t, gate);
-    // The boxes each sender's chunks of the step read, quantised at the start of the step.
+      if (const auto& t = plan.transfers[at(pieces[i].transfer)]; t.quantizes() && pieces[i].first == 0)
+        add_quantize_step(t, gate);
+    // The boxes each sender's chunks of the step read, quantized at the start of the step.
     for (std::size_t i = begin; i < end; ++i)
-      if (const auto& t = plan.transfers[at(pieces[i].transfer)]; !t.quantises()) {
+      if (const auto& t = plan.transfers[at(pieces[i].transfer)]; !t.quantizes()) {
         auto& boxes = rank_boxes_[at(t.sender.value)];
         boxes = std::max(boxes, quantize_.needs(t, pieces[i].last));
       }
     post_step(std::span(pieces).subspan(begin, end - begin), gate);
     for (std::size_t i = begin; i < end; ++i)
-      if (!plan.transfers[at(pieces[i].transfer)].quantises()) add_piece(pieces[i], gate);
+      if (!plan.transfers[at(pieces[i].transfer)].quantizes()) add_piece(pieces[i], gate);
     end_step(pieces[begin].step);
     begin = end;
   }
 }
 
-void StepTasks::add_quantise_step(const Transfer& t, const CallGate* gate) {
+void StepTasks::add_quantize_step(const Transfer& t, const CallGate* gate) {
   std::vector<TaskId> deps;
   if (const auto last = rank_last_[at(t.receiver.value)]) deps.push_back(*last);
   for (const std::int32_t u : t.upstream()) deps.push_back(ends_[at(u)]);
   if (gate) deps.push_back(gate->start);
   const TaskId task = quantize_.add_step(t, std::move(deps));
   ends_[at(t.id)] = task;
-  rank_quantise_[at(t.receiver.value)] = task;
+  rank_quantize_[at(t.receiver.value)] = task;
   rank_does(t.receiver, task);
 }
 
 // Each rank's posting of the step: after its previous step (and its call's start), one NCCL group
-// of a send or a receive per chunk. A rank whose step only quantises posts its step too (the
+// of a send or a receive per chunk. A rank whose step only quantizes posts its step too (the
 // executor's block of the step, without operations); its step's end waits for that.
 void StepTasks::post_step(std::span<const StepPiece> pieces, const CallGate* gate) {
   const auto& plan = lowered_.plan();
@@ -111,7 +111,7 @@ void StepTasks::post_step(std::span<const StepPiece> pieces, const CallGate* gat
   };
   for (const auto& p : pieces) {
     const Transfer& t = plan.transfers[at(p.transfer)];
-    const std::int64_t chunks = t.quantises() ? 0 : p.last - p.first + 1;
+    const std::int64_t chunks = t.quantizes() ? 0 : p.last - p.first + 1;
     posts(t.sender, chunks);
     posts(t.receiver, chunks);
   }
@@ -135,7 +135,7 @@ void StepTasks::post_step(std::span<const StepPiece> pieces, const CallGate* gat
   }
 }
 
-// Both ranks' postings of this step and quantise steps of this one, and their quantisation of the boxes
+// Both ranks' postings of this step and quantize steps of this one, and their quantization of the boxes
 // their sends of this step read; for a transfer's first piece its call; for its last, the ends of the
 // upstreams it forwards all of.
 void StepTasks::piece_deps(const Transfer& t, const StepPiece& p, const CallGate* gate,
@@ -143,7 +143,7 @@ void StepTasks::piece_deps(const Transfer& t, const StepPiece& p, const CallGate
   deps.clear();
   for (const Rank r : {t.sender, t.receiver}) {
     deps.push_back(rank_post_[at(r.value)]);
-    if (const auto q = rank_quantise_[at(r.value)]) deps.push_back(*q);
+    if (const auto q = rank_quantize_[at(r.value)]) deps.push_back(*q);
     if (const auto q = quantize_.through(r, rank_boxes_[at(r.value)])) deps.push_back(*q);
   }
   if (p.first == 0) {
@@ -215,7 +215,7 @@ void StepTasks::end_step(std::int32_t step) {
                                               Seconds{0}, TaskKind::kFixed);
     }
     tasks.clear();
-    rank_quantise_[at(r)].reset();
+    rank_quantize_[at(r)].reset();
   }
   touched_.clear();
 }

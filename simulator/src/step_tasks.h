@@ -10,9 +10,9 @@
 // transfer in one step are one task (one flow), paying the message latency; a transfer's first
 // task also pays its first chunk's pack, and its last chunk's unpack is a task of its own after
 // its last (the copy stream unpacks while the next step's traffic flows). A rank's step ends
-// when all its tasks of the step have (a task of no bytes after them where it has several). A quantise step
-// is the landing rank's quantisation in its step, before the rank's chunks of that step (they wait for the
-// copy stream), and so is a sender's quantisation of the boxes its chunks of the step are the first to read.
+// when all its tasks of the step have (a task of no bytes after them where it has several). A quantize step
+// is the landing rank's quantization in its step, before the rank's chunks of that step (they wait for the
+// copy stream), and so is a sender's quantization of the boxes its chunks of the step are the first to read.
 // A relay's last task waits for the end of each upstream it forwards all of (its unpacking);
 // earlier data it forwards landed in earlier steps of its sender, which the steps order.
 #include <cstdint>
@@ -56,7 +56,7 @@ class StepTasks final : public TransferMover {
   };
   static std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
   std::vector<StepPiece> pieces_of(std::span<const std::int32_t> transfers) const;
-  void add_quantise_step(const Transfer& t, const CallGate* gate);
+  void add_quantize_step(const Transfer& t, const CallGate* gate);
   void post_step(std::span<const StepPiece> pieces, const CallGate* gate);
   void add_piece(const StepPiece& p, const CallGate* gate);
   void piece_deps(const Transfer& t, const StepPiece& p, const CallGate* gate, std::vector<TaskId>& deps);
@@ -74,8 +74,8 @@ class StepTasks final : public TransferMover {
   std::vector<TaskId> rank_post_;                 // per rank: its posting of the current step
   std::vector<std::int64_t> rank_ops_;  // per rank: its sends and receives of the step; -1: it posts none
   std::vector<std::vector<TaskId>> rank_step_;        // per rank: its tasks of the current step
-  std::vector<std::optional<TaskId>> rank_quantise_;  // per rank: its quantise step in the current step
-  std::vector<std::int32_t> rank_boxes_;  // per rank: its boxes quantised by the end of the current step
+  std::vector<std::optional<TaskId>> rank_quantize_;  // per rank: its quantize step in the current step
+  std::vector<std::int32_t> rank_boxes_;  // per rank: its boxes quantized by the end of the current step
   std::vector<std::int32_t> touched_;     // ranks with tasks in the current step
   std::vector<std::int32_t> posting_;     // ranks that post the current step
 };

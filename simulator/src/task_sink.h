@@ -32,12 +32,12 @@ class TaskSink {
   // The spec's overhead is the task's alone: it is 0 again for the next.
   TaskId add(std::int32_t transfer, Seconds copy);
   // spec() as a task of the current call that is no transfer: its start, end, copies, collective
-  // or quantisation.
+  // or quantization.
   TaskId add_call_task(std::string_view label, Bytes bytes, Seconds latency, TaskKind kind);
   // `spec`, a builder's own scratch instead of spec(), as a task of the current call that is no
   // transfer: for tasks a builder makes while another is filling spec() (quantize_tasks.h).
   TaskId add_call_task(const TaskSpec& spec);
-  // Counts the task last added as one of `transfer` (a quantise step).
+  // Counts the task last added as one of `transfer` (a quantize step).
   void assign_last(std::int32_t transfer) { out_.transfer_of_task.back() = transfer; }
 
   PlanModel take() && { return std::move(out_); }

@@ -37,7 +37,7 @@ TaskId TransferTasks::last_wait(std::int32_t upstream, std::int64_t chunks) cons
   return piece_through(upstream, chunks);
 }
 
-// What the transfer's first piece waits for: its sender's quantisation of what the first chunk reads, its
+// What the transfer's first piece waits for: its sender's quantization of what the first chunk reads, its
 // upstream data (a pipelined relay: the head of its one upstream), its grant, and in a call the call's start
 // and the sender's copy.
 void TransferTasks::start_deps(const Transfer& t, const CallGate* gate, std::vector<TaskId>& deps) {
@@ -54,7 +54,7 @@ void TransferTasks::start_deps(const Transfer& t, const CallGate* gate, std::vec
   }
 }
 
-void TransferTasks::add_quantise_step(const Transfer& t, const CallGate* gate) {
+void TransferTasks::add_quantize_step(const Transfer& t, const CallGate* gate) {
   std::vector<TaskId> deps;
   for (const std::int32_t u : cuts_.upstreams(t.id)) deps.push_back(ends_[at(u)]);
   if (gate) deps.push_back(gate->start);
@@ -70,7 +70,7 @@ void TransferTasks::add(std::span<const std::int32_t> transfers, const CallGate*
 }
 
 void TransferTasks::add_transfer(const Transfer& t, const CallGate* gate) {
-  if (t.quantises()) return add_quantise_step(t, gate);
+  if (t.quantizes()) return add_quantize_step(t, gate);
   const auto id = at(t.id);
   const auto& cost = costs_[id];
   auto& label = sink_.label();
@@ -103,7 +103,7 @@ void TransferTasks::add_pieces(const Transfer& t, Seconds pack_time, const CallG
   const auto overhead = routes_.sender_overhead(t);
   auto& spec = sink_.spec();
   cuts_.ends(t, ends_scratch_);
-  // A piece starts where the transfer waits for more of its sender's quantisation.
+  // A piece starts where the transfer waits for more of its sender's quantization.
   const auto waits = quantize_.waits(t.id);
   for (const auto& w : waits)
     if (w.chunk > 0) ends_scratch_.push_back(w.chunk);

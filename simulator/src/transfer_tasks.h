@@ -2,7 +2,7 @@
 // A transfer as tasks (plan_model.cc says the shapes): its pieces (piece_cuts.h), each a flow on
 // the resources its route crosses, the first after its data, its grant and its call, paying the
 // message latency and the first chunk's pack; the last chunk's unpack a task of its own after
-// them; a quantise step the landing rank's quantisation (quantize_tasks.h).
+// them; a quantize step the landing rank's quantization (quantize_tasks.h).
 #include <cstdint>
 #include <span>
 #include <utility>
@@ -34,7 +34,7 @@ class TransferTasks final : public TransferMover {
   };
   static std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
   void add_transfer(const Transfer& t, const CallGate* gate);
-  void add_quantise_step(const Transfer& t, const CallGate* gate);
+  void add_quantize_step(const Transfer& t, const CallGate* gate);
   void add_pieces(const Transfer& t, Seconds pack_time, const CallGate* gate);
   void start_deps(const Transfer& t, const CallGate* gate, std::vector<TaskId>& deps);
   TaskId last_wait(std::int32_t upstream, std::int64_t chunks) const;

@@ -270,7 +270,7 @@ TEST(PlanCli, QuantizeRefusesAnInferenceLayoutThatCutsBlocks) {
 
 TEST(PlanCli, QuantizeAtLandingSendsFp8OnFromOneReplica) {
   // Megatron tp=4 cuts q, k, v and o_proj (256 x 256) into 64-row (or column) parts, half a
-  // 128-block: the senders quantise gate, up and down, and with --quantize-at sender those four go
+  // 128-block: the senders quantize gate, up and down, and with --quantize-at sender those four go
   // bf16 to both engines (each in a domain of its own). At landing each reaches one engine in bf16, 131072
   // bytes, and the other as fp8 values and the 2 x 2 fp32 scales, 65536 + 16 bytes: per weight
   // 65520 bytes less, 2 layers x 4 weights x 65520 = 524160 bytes less on the network.
@@ -303,7 +303,7 @@ TEST(PlanCli, QuantizeAtLandingSendsFp8OnFromOneReplica) {
             0);
 }
 
-TEST(SimulateCli, QuantizeChargesTheQuantisationWhereThePlanPutsIt) {
+TEST(SimulateCli, QuantizeChargesTheQuantizationWhereThePlanPutsIt) {
   for (const char* site : {"sender", "receiver"}) {
     const auto r = run_refit("simulate " + kBlocks + " --strategy refit --quantize mxfp8 --quantize-at " +
                              site + " --json");
@@ -313,9 +313,9 @@ TEST(SimulateCli, QuantizeChargesTheQuantisationWhereThePlanPutsIt) {
   }
 }
 
-TEST(SimulateCli, WeightsTrainedInFp8MoveAsTheyAreWithNothingToQuantise) {
-  // --quantize-at training: the same fp8 values and scales cross as when the senders quantise,
-  // but nobody quantises them.
+TEST(SimulateCli, WeightsTrainedInFp8MoveAsTheyAreWithNothingToQuantize) {
+  // --quantize-at training: the same fp8 values and scales cross as when the senders quantize,
+  // but nobody quantizes them.
   const auto sender = run_refit("plan " + kBlocks + " --quantize fp8-block128 --json");
   const auto trained =
       run_refit("plan " + kBlocks + " --quantize fp8-block128 --quantize-at training --json");
@@ -385,7 +385,7 @@ INSTANTIATE_TEST_SUITE_P(SimulateCli, ReferenceProblem, ::testing::ValuesIn(kRef
 
 // The reference problems in every FP8 mode their inference layout takes (an fp8-block128 engine
 // needs whole 128x128 blocks on every rank: TP8 of Qwen3-30B-A3B's experts and TP32 of
-// DeepSeek-V3's cut them, and vLLM refuses those too), quantised where the plan chooses
+// DeepSeek-V3's cut them, and vLLM refuses those too), quantized where the plan chooses
 // (--quantize-at landing, the default: at the training ranks that hold whole blocks).
 struct Fp8Case {
   const char* name;
@@ -408,8 +408,8 @@ class ReferenceProblemInFp8 : public ::testing::TestWithParam<Fp8Case> {};
 
 TEST_P(ReferenceProblemInFp8, RefitStaysNearItsBoundAndAheadOfTheDirectPlan) {
   // Issue 31's rules in FP8: bytes halve, so what the bound leaves out weighs double. A sender
-  // quantises box by box in the order its chunks first read them, each chunk waiting only for the
-  // boxes it reads (lowering/sender_quantize_order.h): with every box quantised before the first
+  // quantizes box by box in the order its chunks first read them, each chunk waiting only for the
+  // boxes it reads (lowering/sender_quantize_order.h): with every box quantized before the first
   // byte, Qwen3-30B-A3B EP8xDP16 -> 8 x TP2 took 1.10x its bound in fp8-block128. Landing GPUs
   // relay what lands in slices ordered by when their data lands, the last chunk of each message
   // alone (plan_builder.h): with whole late segments relayed after the network, that row took
@@ -447,9 +447,9 @@ TEST(SimulateCli, GpusWithoutNvlinkInDomainsOfTheirOwnSimulate) {
   EXPECT_GT(nlohmann::json::parse(r.out)["strategies"][0]["predicted_s"].get<double>(), 0);
 }
 
-TEST(ModelsCli, Mxfp8ParametersOfTheFrameworksAreRefusedUnlessQuantisedAtTheReceiver) {
-  // vLLM's MXFP8 loads bf16 and quantises itself: no fp8 parameters to write, whether the senders
-  // quantise or training did; at the receiver, bf16 parameters.
+TEST(ModelsCli, Mxfp8ParametersOfTheFrameworksAreRefusedUnlessQuantizedAtTheReceiver) {
+  // vLLM's MXFP8 loads bf16 and quantizes itself: no fp8 parameters to write, whether the senders
+  // quantize or training did; at the receiver, bf16 parameters.
   const std::string models =
       std::string("models ") + REFIT_TEST_DATA_DIR +
       "/models/small-llama-blocks.json --train tp=2 --infer tp=2,dp=2 --storage --quantize mxfp8";
@@ -461,7 +461,7 @@ TEST(ModelsCli, Mxfp8ParametersOfTheFrameworksAreRefusedUnlessQuantisedAtTheRece
   EXPECT_EQ(run_refit(models + " --quantize-at receiver").exit_code, 0);
 }
 
-TEST(ModelsCli, QuantizeSaysHowManyWeightsAreQuantisedWhere) {
+TEST(ModelsCli, QuantizeSaysHowManyWeightsAreQuantizedWhere) {
   // small-llama-blocks: 2 layers x 7 linear weights, each with whole blocks at tp=2.
   const auto r =
       run_refit(std::string("models ") + REFIT_TEST_DATA_DIR +
@@ -476,10 +476,10 @@ TEST(ModelsCli, QuantizeSaysHowManyWeightsAreQuantisedWhere) {
 }
 
 // Every plan `refit plan --out` writes, `refit simulate --plan` takes (the same problem options):
-// every strategy x every quantisation site (and none), at a --chunk of its own (a baseline's plan
+// every strategy x every quantization site (and none), at a --chunk of its own (a baseline's plan
 // is recognised at the chunk it was made with; m2n-ring cuts its ring steps at 256 KiB whatever it). A
 // baseline's plan that moves fp8 before the engines is predicted as refit's executors run it, saying so; it
-// used to be refused ("plan has 35 tensors, the problem 21": the simulator re-planned the problem quantised
+// used to be refused ("plan has 35 tensors, the problem 21": the simulator re-planned the problem quantized
 // at the receivers).
 TEST(PlanCli, EveryPlanThatPlanWritesIsOneSimulateTakes) {
   const auto path = temp_file("round-trip.json");
@@ -588,11 +588,11 @@ TEST(SimulateDeltaCli, TheRefitPlansRelaysForwardInHopsOfOneRound) {
 
 // --delta with --quantize: the fp8 values and scales have payload estimates of their own, so every
 // site is predicted (no note instead of a number). small-llama-blocks at tp=2 holds whole blocks
-// on the training ranks: quantised at the senders and trained in fp8, the plan moves the same fp8,
-// so the payloads are the same, and the senders that quantise (at 0.85 GB/s of bf16 on one core)
+// on the training ranks: quantized at the senders and trained in fp8, the plan moves the same fp8,
+// so the payloads are the same, and the senders that quantize (at 0.85 GB/s of bf16 on one core)
 // spend longer before the transfers than those that hold fp8 already. At tp=4 the training ranks
-// cut q_proj's blocks and it is quantised at its landing ranks: the bf16 landing copy (round 0),
-// the quantise step (round 1) and the fp8 forwarded (round 2).
+// cut q_proj's blocks and it is quantized at its landing ranks: the bf16 landing copy (round 0),
+// the quantize step (round 1) and the fp8 forwarded (round 2).
 TEST(SimulateDeltaCli, Fp8DeltasArePredictedAtEverySite) {
   const std::string model = std::string("--model ") + REFIT_TEST_DATA_DIR +
                             "/models/small-llama-blocks.json --infer tp=2,engines=2 --quantize fp8-block128 "

@@ -46,7 +46,7 @@ TEST(QuantizeProblem, AtTheSenderFp8AndScalesTravel) {
   EXPECT_EQ(q.total_bytes().value, 131072 + 32 + 1024);
 }
 
-TEST(QuantizeProblem, WhereTheTrainingLayoutCutsBlocksTheReceiverQuantises) {
+TEST(QuantizeProblem, WhereTheTrainingLayoutCutsBlocksTheReceiverQuantizes) {
   // Rows in parts of 200: rank 0 holds rows 0..199, which cuts block row 1 (rows 128..255).
   const auto q = quantize_problem(two_by_two("S0:200"),
                                   {.scheme = QuantScheme::kFp8Block128, .site = QuantSite::kSender}, kAll)
@@ -80,7 +80,7 @@ TEST(QuantizeProblem, AtTheReceiverEverythingStaysBf16) {
 
 TEST(QuantizeProblem, WeightsAlreadyInFp8MoveAsTheyAreWithTheirScales) {
   // FP8 training: the 256x512 weight is fp8 on both sides; its 2x4 fp32 scales, held by the
-  // training ranks beside it, move with it. Nothing is quantised on the way.
+  // training ranks beside it, move with it. Nothing is quantized on the way.
   std::vector<TensorReshard> t = two_by_two().tensors();
   t[0].tensor.dtype = DType::kFP8E4M3;
   const auto p = ReshardProblem::make(t, 2, 2).value();
@@ -94,7 +94,7 @@ TEST(QuantizeProblem, WeightsAlreadyInFp8MoveAsTheyAreWithTheirScales) {
   EXPECT_EQ(q.tensors()[1].tensor.quantization->scales_of, "w.weight");
   EXPECT_EQ(q.tensors()[1].source.local_box(Rank{1}).value(), (Box{{1, 0}, {1, 4}}));
   EXPECT_EQ(q.total_bytes().value, 256 * 512 + 8 * 4 + 1024);
-  // The training ranks hold what moves: fp8 values and the scales, nobody quantises.
+  // The training ranks hold what moves: fp8 values and the scales, nobody quantizes.
   EXPECT_TRUE(held_at_source(q.tensors()[1].tensor));
   EXPECT_EQ(held_dtype(q.tensors()[0].tensor, true), DType::kFP8E4M3);
   EXPECT_EQ(quantization_partners(std::vector{q.tensors()[0].tensor, q.tensors()[1].tensor}),
@@ -109,9 +109,9 @@ TEST(QuantizeProblem, WeightsAlreadyInFp8MoveAsTheyAreWithTheirScales) {
 }
 
 TEST(QuantizeProblem, TrainedInFp8MakesTheBf16CheckpointsWeightsFp8OnBothSides) {
-  // --quantize-at training: the weights vLLM quantises are trained in fp8 (Transformer Engine's
+  // --quantize-at training: the weights vLLM quantizes are trained in fp8 (Transformer Engine's
   // fp8 parameters), so they move as fp8 values and scales; the norm stays bf16. Same bytes as
-  // quantising at the senders, 256*512 + 8*4 + 512*2, but nobody quantises.
+  // quantizing at the senders, 256*512 + 8*4 + 512*2, but nobody quantizes.
   const auto q = quantize_problem(two_by_two(),
                                   {.scheme = QuantScheme::kFp8Block128, .site = QuantSite::kTraining}, kAll)
                      .value();
@@ -143,7 +143,7 @@ TEST(CheckQuantized, RefusesInconsistentPartsNamingTheTensor) {
   auto orphan = tensors;
   orphan[1].tensor.quantization->scales_of = "nowhere";
   EXPECT_EQ(testing::error_code(ReshardProblem::make(orphan, 2, 2)), ErrorCode::kNotFound);
-  auto mixed_sites = tensors;  // a weight quantised at the sender with scales from training
+  auto mixed_sites = tensors;  // a weight quantized at the sender with scales from training
   mixed_sites[1].tensor.quantization->site = QuantSite::kTraining;
   EXPECT_EQ(testing::error_code(ReshardProblem::make(mixed_sites, 2, 2)), ErrorCode::kMismatch);
   auto trained_from_bf16 = tensors;  // trained in fp8 but said to come from bf16
@@ -151,7 +151,7 @@ TEST(CheckQuantized, RefusesInconsistentPartsNamingTheTensor) {
   trained_from_bf16[1].tensor.quantization->site = QuantSite::kTraining;
   r = ReshardProblem::make(trained_from_bf16, 2, 2);
   ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message.find("'w.weight': quantises from bf16, not fp8_e4m3"), std::string::npos)
+  EXPECT_NE(r.error().message.find("'w.weight': quantizes from bf16, not fp8_e4m3"), std::string::npos)
       << r.error().message;
 }
 
@@ -215,7 +215,7 @@ TEST(QuantizeProblem, WeightsLandOnTheLeastLoadedReplica) {
   EXPECT_EQ(q.tensors()[6].source.mesh().ranks(), (std::vector<Rank>{Rank{2}, Rank{3}}));
 }
 
-TEST(QuantizeProblem, AtTheLandingRanksWholeBlocksAreStillQuantisedAtTheSender) {
+TEST(QuantizeProblem, AtTheLandingRanksWholeBlocksAreStillQuantizedAtTheSender) {
   const auto q =
       quantize_problem(two_by_two(), {.scheme = QuantScheme::kFp8Block128, .site = QuantSite::kLanding}, kAll)
           .value();
@@ -233,7 +233,7 @@ TEST(CheckQuantized, RefusesLandingPartsThatDoNotFitNamingTheTensor) {
   no_copy.pop_back();
   auto r = ReshardProblem::make(no_copy, 2, 4);
   ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message.find("'w0': a weight quantised at its landing ranks needs one landing copy"),
+  EXPECT_NE(r.error().message.find("'w0': a weight quantized at its landing ranks needs one landing copy"),
             std::string::npos)
       << r.error().message;
   auto elsewhere = tensors;  // the copy lands on engine 1, the values are made on engine 0

@@ -43,7 +43,7 @@ TEST(DeltaPayloadEstimate, MatchesTheBenchmarksRatiosAndWeighsByTheChanceOfAChan
   // One bf16 element changes with probability 1 %.
   EXPECT_NEAR(at_1pct.expected_bytes(2, tensor(DType::kBF16)).value(), 0.01 * (56 + bf16.body_ratio * 2),
               1e-12);
-  // fp8 that is no quantised weight, or of a scheme not measured, is refused, naming the tensor.
+  // fp8 that is no quantized weight, or of a scheme not measured, is refused, naming the tensor.
   const auto fp8 = at_1pct.expected_bytes(64, tensor(DType::kFP8E4M3));
   ASSERT_FALSE(fp8);
   EXPECT_NE(fp8.error().message.find("tensor 'w'"), std::string::npos) << fp8.error().message;

@@ -1,6 +1,6 @@
 // The estimate of FP8 deltas (payload_estimate.h) against the codec itself. A bf16 weight of
 // another shape and seed than the estimate's sample is stepped by the synthetic update and
-// quantised after every step by the library's quantizer; it is cut into slabs of rows, as a plan
+// quantized after every step by the library's quantizer; it is cut into slabs of rows, as a plan
 // cuts a weight into pieces, and each slab's fp8 values and its scales are encoded against the
 // step before as the delta executor encodes a piece (a piece whose bits did not change sends
 // nothing). The estimate of a piece of b bytes is P(some element changed) (56 + body ratio x b),
@@ -79,7 +79,7 @@ TensorSpec part(QuantScheme scheme, QuantSite site, bool scales) {
       .quantization = Quantization{.scheme = scheme, .site = site, .scales_of = scales ? "w" : ""}};
 }
 
-TEST(Fp8PayloadEstimate, SumsOverPiecesToWhatTheCodecSendsOfQuantisedDeltas) {
+TEST(Fp8PayloadEstimate, SumsOverPiecesToWhatTheCodecSendsOfQuantizedDeltas) {
   for (const auto scheme : all_quant_schemes())
     for (const double fraction : {0.01, 0.03}) {
       SCOPED_TRACE(::testing::Message() << quant_scheme_name(scheme) << " " << fraction);
@@ -119,7 +119,7 @@ TEST(Fp8PayloadEstimate, SumsOverPiecesToWhatTheCodecSendsOfQuantisedDeltas) {
       }
       // Far fewer fp8 values change than bf16 elements (a small step mostly rounds to the same fp8).
       EXPECT_LT(estimate.sample(values_spec).value().changed_share, fraction);
-      // Weights trained in fp8 (a bf16 master quantised at the training ranks) send the same.
+      // Weights trained in fp8 (a bf16 master quantized at the training ranks) send the same.
       EXPECT_EQ(estimate.expected_bytes(4096, part(scheme, QuantSite::kTraining, false)).value(),
                 estimate.expected_bytes(4096, values_spec).value());
     }

@@ -2,7 +2,7 @@
 
 - every cluster file and manifest of tests/data that refit reads, every plan of tests/data, and
   every file the command writes (clusters from presets and NCCL dumps, manifests of versions 1
-  and 2 with and without FP8, plans of every strategy and a landing plan with its quantise steps)
+  and 2 with and without FP8, plans of every strategy and a landing plan with its quantize steps)
   validates against its schema;
 - on such files, a field the schema requires, taken out, is refused by the parser as missing, and
   one it does not require, taken out, is not; an unknown field added anywhere is refused by both.

@@ -1,4 +1,4 @@
-// Delta refit with FP8 in flight through the UCX executor, ranks as threads: quantised at the
+// Delta refit with FP8 in flight through the UCX executor, ranks as threads: quantized at the
 // senders, at the landing ranks or trained in fp8, after every step every inference rank holds
 // exactly what a dense FP8 refit of that step's weights gives, while what moves is what changed.
 #include <algorithm>
@@ -13,7 +13,7 @@ namespace {
 using namespace delta_steps;  // NOLINT(google-build-using-namespace): the tests' own scaffolding
 
 // FP8 in flight: the training ranks hold bf16 weights that the update changes, the senders
-// quantise them at every step as a dense FP8 refit does and send deltas of the fp8 values and
+// quantize them at every step as a dense FP8 refit does and send deltas of the fp8 values and
 // scales against the fp8 they last sent. quantized_test_problem: w.weight [256, 512] by rows ->
 // columns twice (replicas), stacked experts with ragged blocks, a bf16 norm. After every step,
 // every receiver holds what the quantizer makes of that step's bf16 (SyntheticShards::verify), for
@@ -32,7 +32,7 @@ TEST(DeltaExecutor, Fp8InFlightLeavesEveryReceiverWithTheQuantizersBytesAtEveryS
       for_each_exact_step(steps, [&](std::int32_t r, std::int32_t s, const Step& step) {
         // After the first (dense) step every piece has a baseline both ends agree on.
         if (s > 0) EXPECT_EQ(delta_of(step).full, 0);
-        // A sender quantised before it encoded (a receiver has nothing to quantise).
+        // A sender quantized before it encoded (a receiver has nothing to quantize).
         EXPECT_EQ(step.report.work.quantize.has_value(), r < 2);
       });
     }
@@ -79,7 +79,7 @@ TEST_P(DeltaExecutorMemory, Fp8DeltasEqualADenseFp8RefitOfTheSameWeights) {
 // Weights trained in fp8: the training ranks hold the fp8 values and scales, which an fp8 trainer
 // makes at every step from its bf16 master (SyntheticShards: the update on the master, then the
 // quantizer of the rank's box, whole blocks). The delta executor moves them as plain bytes, encoded
-// against what it last sent, and quantises nothing. quantized_test_problem trained in fp8, both
+// against what it last sent, and quantizes nothing. quantized_test_problem trained in fp8, both
 // schemes, a direct plan and a refit plan that relays: after every one of 12 steps every receiver
 // holds what the quantizer makes of its box of that step's master (blocks are whole on both sides,
 // so it is the training rank's bytes of the box), no piece goes dense after the first step, and a
@@ -142,9 +142,9 @@ TEST(DeltaExecutor, Fp8AFailedStepLeavesNoHalfDeltaAndDriftIsRepaired) {
 }
 
 // cut.weight [256, 96]: training ranks 0-3 hold 24 columns each, cutting its 128x128 (one ragged
-// 128x96 per 128 rows) and its 1x32 blocks, so it is quantised at its landing ranks (one replica
+// 128x96 per 128 rows) and its 1x32 blocks, so it is quantized at its landing ranks (one replica
 // of the inference layout, rows over ranks 4-5 or 6-7). A step moves the bf16 landing copy as deltas, each
-// landing rank quantises its box at the start of the next round, and the fp8 goes to the other replica as
+// landing rank quantizes its box at the start of the next round, and the fp8 goes to the other replica as
 // deltas in the round after. Every step, every inference rank holds what the quantizer makes of that step's
 // bf16 (and the landing ranks their copy's bf16), and after 8 steps exactly what a dense FP8 refit gives.
 ReshardProblem landing_problem(QuantScheme scheme) {
@@ -166,7 +166,7 @@ TEST(DeltaExecutor, Fp8AtLandingRanksMovesTheCopyAsDeltasAndEveryStepIsExact) {
       SCOPED_TRACE(::testing::Message() << quant_scheme_name(scheme) << " " << strategy);
       const auto problem = landing_problem(scheme);
       const auto plan = testing::plan_for(problem, cluster, strategy, Bytes{4096});
-      ASSERT_TRUE(std::ranges::any_of(plan.transfers, [](const Transfer& t) { return t.quantises(); }));
+      ASSERT_TRUE(std::ranges::any_of(plan.transfers, [](const Transfer& t) { return t.quantizes(); }));
       const auto steps = run_steps(
           problem, plan,
           Scenario{.change_fraction = 0.02, .steps = 8, .after_steps = equals_dense_fp8(problem, plan)});
@@ -178,9 +178,9 @@ TEST(DeltaExecutor, Fp8AtLandingRanksMovesTheCopyAsDeltasAndEveryStepIsExact) {
 
 // Re-balancing a plan with landing ranks. 8 weights [8192, 192] bf16 (3 MiB) held by two
 // data-parallel training replicas (ranks 0-1 and 2-3, each rank its own node and NIC), split by
-// columns within each (96 columns: the 128 x 128 blocks are cut), so each is quantised at its
+// columns within each (96 columns: the 128 x 128 blocks are cut), so each is quantized at its
 // landing ranks, the inference ranks 4-7 (by rows: whole blocks; one replica, so the fp8 goes
-// nowhere after the quantise step). The dense plan sends the first weights' landing copies from
+// nowhere after the quantize step). The dense plan sends the first weights' landing copies from
 // one replica and the rest from the other; with the first half of the weights frozen, step 1 (the
 // first delta) finds the payload on one replica: its shares drift (the fp8 the landing ranks make
 // moves nothing: it weighs 0), every rank re-plans by the payloads (the planner weighs the landing
@@ -204,7 +204,7 @@ TEST(DeltaExecutor, ARebalanceOfAPlanWithLandingRanksChangesSendersAndEveryStepS
   const auto problem = replicated_landing_problem();
   const auto cluster = testing::make_test_cluster(8, 1, 4, 4);
   ASSERT_TRUE(std::ranges::any_of(testing::plan_for(problem, cluster, "refit", Bytes{1 << 20}).transfers,
-                                  [](const Transfer& t) { return t.quantises(); }));
+                                  [](const Transfer& t) { return t.quantizes(); }));
   const auto steps = rebalanced_at_step_1(problem, cluster);
   EXPECT_NEAR(max_over_mean(steps, 1, 2), 2.0, 1e-9);
   for (std::size_t s = 3; s < 8; ++s) EXPECT_LT(max_over_mean(steps, s, 2), 1.1) << "step " << s;

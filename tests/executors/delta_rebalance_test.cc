@@ -42,13 +42,13 @@ TEST(DeltaRebalance, AMeasureCountsOnlyPiecesSentAgainstAnAgreedBaseline) {
             (std::vector<Bytes>{Bytes{40}, Bytes{512}}));
 }
 
-// A landing rank's quantise step (rank 1 to itself) makes c [2, 256] fp8 (512 bytes), which goes
+// A landing rank's quantize step (rank 1 to itself) makes c [2, 256] fp8 (512 bytes), which goes
 // nowhere, and d [256] fp8, which it forwards to rank 2. The step's pieces move nothing and are
 // marked dense (the executor sizes them 0). c moves nothing at all: 0, dense or measured, whatever
 // was planned. d's
-// forward moved 64 of its 256 bytes: 64. And the quantise step sends nothing: the busiest sender
+// forward moved 64 of its 256 bytes: 64. And the quantize step sends nothing: the busiest sender
 // is rank 1 with d's 64.
-TEST(DeltaRebalance, WhatLandingRanksMakeWeighsWhatLeavesThemAndTheirQuantiseStepsSendNothing) {
+TEST(DeltaRebalance, WhatLandingRanksMakeWeighsWhatLeavesThemAndTheirQuantizeStepsSendNothing) {
   Plan plan;
   plan.tensors = {make_tensor_spec("c", {2, 256}, DType::kFP8E4M3).value(),
                   make_tensor_spec("d", {256}, DType::kFP8E4M3).value()};

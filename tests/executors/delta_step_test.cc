@@ -74,25 +74,25 @@ TEST(DeltaSchedule, AChainOfForwardsCarriesTheFirstSendersPayloadHopByHop) {
   EXPECT_EQ(hop_payloads(plan, schedule, sizes, 1, 0), (std::vector<std::int64_t>{0, 0, 0}));
 }
 
-// A landing rank's quantise step (t1: rank 2 to itself, making the fp8 of the box t0 brought) and
-// the relay that forwards that fp8 (t2) are never forwards as they arrived: the quantise step
+// A landing rank's quantize step (t1: rank 2 to itself, making the fp8 of the box t0 brought) and
+// the relay that forwards that fp8 (t2) are never forwards as they arrived: the quantize step
 // runs on the copy t0's round decoded (round 1), and what it makes was never a payload, so t2
 // encodes it in round 2.
-TEST(DeltaSchedule, TheFp8AQuantiseStepMadeIsEncodedInTheRoundAfterIt) {
+TEST(DeltaSchedule, TheFp8AQuantizeStepMadeIsEncodedInTheRoundAfterIt) {
   auto plan = chain_plan();
   plan.tensors.push_back(make_tensor_spec("w fp8", {8, 256}, DType::kFP8E4M3).value());
   plan.transfers.resize(1);
-  auto quantise = plan.transfers[0];
-  quantise.id = 1;
-  quantise.sender = quantise.receiver = Rank{2};
-  quantise.link = LinkKind::kLocal;
-  quantise.segments.front() = Segment{.tensor = 1, .box = Box{{0, 0}, {8, 256}}, .via = 0};
-  auto forward = quantise;
+  auto quantize = plan.transfers[0];
+  quantize.id = 1;
+  quantize.sender = quantize.receiver = Rank{2};
+  quantize.link = LinkKind::kLocal;
+  quantize.segments.front() = Segment{.tensor = 1, .box = Box{{0, 0}, {8, 256}}, .via = 0};
+  auto forward = quantize;
   forward.id = 2;
   forward.receiver = Rank{3};
   forward.link = LinkKind::kNvlink;
   forward.segments.front().via = 1;
-  plan.transfers.push_back(quantise);
+  plan.transfers.push_back(quantize);
   plan.transfers.push_back(forward);
   const auto schedule = delta_schedule(plan);
   EXPECT_EQ(schedule.round, (std::vector<std::int32_t>{0, 1, 2}));

@@ -49,7 +49,7 @@ TEST(QuantizingExecutor, ABf16ElementChangedAtTheSourceShowsAtItsDestinations) {
 // wider parameter lies); its other boxes each in a parameter of its own. The quantizer reads the
 // weight through that region in place, and every destination holds what the quantizer makes of
 // the pattern.
-TEST(QuantizingExecutor, AWeightHeldAsAStridedRegionOfAParameterIsQuantisedInPlace) {
+TEST(QuantizingExecutor, AWeightHeldAsAStridedRegionOfAParameterIsQuantizedInPlace) {
   const auto problem = testing::quantized_test_problem(QuantScheme::kFp8Block128);
   const auto cluster = testing::make_test_cluster(3, 2, 2, 4);
   std::vector<std::vector<std::byte>> parameters;  // rank 0's, alive through the run

@@ -1,8 +1,8 @@
-// QuantizingExecutor in front of an executor that takes a SendGate: each weight box is quantised
+// QuantizingExecutor in front of an executor that takes a SendGate: each weight box is quantized
 // just before the first chunk that reads it is sent (refit/lowering/sender_quantize_order.h), so a
 // transfer waits for its own box, not for every box its sender holds. A probe stands in for the executor
 // behind: it fills the memory it is given to send from with 0xEE, then asks the gate for one
-// transfer at a time and looks at what has been quantised.
+// transfer at a time and looks at what has been quantized.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -49,7 +49,7 @@ class GateProbe final : public Executor {
 };
 
 // Two [256, 512] bf16 weights whole on training rank 0, w1 needed on inference rank 1 only and w2
-// on rank 2 only, each rank on a node of its own, quantised at the sender in fp8-block128.
+// on rank 2 only, each rank on a node of its own, quantized at the sender in fp8-block128.
 ReshardProblem two_weights() {
   const Shape shape{256, 512};
   const auto layout = [&](std::int32_t first) { return make_layout(shape, {1}, rank_range(first, 1), "R"); };
@@ -90,9 +90,9 @@ std::int32_t transfer_to(const Plan& plan, std::int32_t receiver) {
 }
 
 TEST(QuantizingPipeline, ATransferWaitsOnlyForTheBoxItReads) {
-  // Both pairs start at once, so rank 0 quantises by tensor: w1 (tensor 0), then w2 (tensor 2).
-  // Asked for the transfer to rank 1, which reads w1 only, it quantises w1 and leaves w2 as it
-  // was (0xEE); asked then for the transfer to rank 2, it quantises w2. Bytes are exactly the
+  // Both pairs start at once, so rank 0 quantizes by tensor: w1 (tensor 0), then w2 (tensor 2).
+  // Asked for the transfer to rank 1, which reads w1 only, it quantizes w1 and leaves w2 as it
+  // was (0xEE); asked then for the transfer to rank 2, it quantizes w2. Bytes are exactly the
   // quantizer's.
   const auto problem = two_weights();
   const auto cluster = testing::make_test_cluster(3, 1, 1, 2);

@@ -106,11 +106,11 @@ TEST(RunFp8InFlight, LinearWeightsCrossAsFp8AndVerifyByteForByte) {
 }
 
 // FP8 at the landing ranks under mpirun: Megatron tp=4 cuts q, k, v and o_proj's blocks, so
-// each reaches one engine in bf16, whose two ranks quantise their boxes once and send fp8 values
+// each reaches one engine in bf16, whose two ranks quantize their boxes once and send fp8 values
 // and scales on to the other engine; every inference rank's fp8 values and scales (and the
 // landing ranks' bf16 copies) are checked byte for byte, under every strategy that sends from
 // the ranks holding a tensor.
-TEST(RunFp8InFlight, WeightsWhoseBlocksTrainingCutsAreQuantisedOnceAtLanding) {
+TEST(RunFp8InFlight, WeightsWhoseBlocksTrainingCutsAreQuantizedOnceAtLanding) {
   const std::string problem =
       "--model " + kModels +
       "small-llama-blocks.json --train tp=4 --infer tp=2,engines=2 "

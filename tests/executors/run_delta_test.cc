@@ -192,7 +192,7 @@ void expect_verified_fp8_deltas(std::int32_t processes, const std::string& args,
 }
 
 // FP8 in flight with deltas: the training ranks' synthetic bf16 changes step after step, the
-// senders quantise it as a dense FP8 refit does and send deltas of the fp8 values and scales, and
+// senders quantize it as a dense FP8 refit does and send deltas of the fp8 values and scales, and
 // --verify checks at every step that every inference rank holds what the quantizer makes of that
 // step's bf16 (a dense FP8 refit's bytes). small-llama-blocks at tp=2 is whole 128x128 blocks on
 // the training ranks; mxfp8 runs the refit plan with its relays, fp8-block128 a direct plan.
@@ -204,11 +204,11 @@ TEST(RunDelta, Fp8InFlightStepsAreEachVerifiedAgainstTheQuantizersBytes) {
 }
 
 // At tp=4 the training ranks hold 64 of q_proj's rows, cutting its 128x128 blocks: by default such
-// a weight is quantised at its landing ranks. Its bf16 landing copy moves as deltas, each landing
-// rank quantises its box once the copy is decoded, and the fp8 is forwarded as deltas to the other
+// a weight is quantized at its landing ranks. Its bf16 landing copy moves as deltas, each landing
+// rank quantizes its box once the copy is decoded, and the fp8 is forwarded as deltas to the other
 // engine; --verify checks every rank's fp8 (and each landing rank's bf16 copy) at every step, for
 // the direct plan and for the refit plan with its relays.
-TEST(RunDelta, Fp8QuantisedAtLandingRanksIsVerifiedEveryStep) {
+TEST(RunDelta, Fp8QuantizedAtLandingRanksIsVerifiedEveryStep) {
   expect_verified_fp8_deltas(8, "--train tp=4 --quantize fp8-block128 --strategy direct", 5);
   expect_verified_fp8_deltas(8, "--train tp=4 --quantize fp8-block128 --cluster cpu-host:gpus_per_domain=2",
                              5);

@@ -47,7 +47,7 @@ inline std::vector<Outcome> run_plan(const ReshardProblem& problem, const Plan& 
     Outcome& o = out[static_cast<std::size_t>(r)];
     auto made = make_ucx_executor(bootstrap, spec.options);
     ASSERT_TRUE(made) << made.error().message;
-    // As the registry hands it out: weights quantised at the senders leave as fp8.
+    // As the registry hands it out: weights quantized at the senders leave as fp8.
     std::unique_ptr<Executor> executor =
         std::make_unique<QuantizingExecutor>(std::move(*made), bootstrap, spec.options.staging);
     auto shards = shards_for(problem, r, *executor, spec.executor_memory);

@@ -4,7 +4,7 @@
 // rounded apart) or 1e-18 s, and every row's resources (names and bytes exactly, utilisation to
 // 1e-12 relative, as the predicted times), on problems whose plans fall into alike components (source
 // replicas serving their own engines), bf16 and FP8 in flight (fp8-block128 asked at the landing ranks:
-// quantised at the senders, whose training layout holds whole blocks), one strategy as refit's UCX and
+// quantized at the senders, whose training layout holds whole blocks), one strategy as refit's UCX and
 // NCCL executors run it and all of them compared.
 // Components of a plan share no resource of the flow model, so each runs as it would beside the
 // others; alike ones end at the same time.

@@ -158,15 +158,15 @@ TEST(DeltaPrediction, TextbookRelayHops) {
 }
 
 // FP8 in flight by hand: w [1024, 1024] bf16 replicated on training ranks 0, 1 and on inference
-// ranks 2, 3, quantised at the senders (fp8-block128): the plan moves its fp8 values v (1 MiB) and
+// ranks 2, 3, quantized at the senders (fp8-block128): the plan moves its fp8 values v (1 MiB) and
 // its scales s ([8, 8] fp32, 256 bytes), 0 -> 2 and 1 -> 3, one round. At 2 % changed each
-// sender first quantises its 2 MiB of bf16 at the CPU quantizer's speed Q, then encodes v at the
+// sender first quantizes its 2 MiB of bf16 at the CPU quantizer's speed Q, then encodes v at the
 // codec's speed at v's changed share p_v and s at p_s (the estimate's samples); each receiver
 // audits and decodes them at those shares. So, with E the estimate of a piece,
 //   moved  = 2 (E(v) + E(s));
 //   encode = 2 MiB / Q + 1 MiB / encode(p_v) + 256 / encode(p_s);
 //   decode = 1 MiB / audit + 1 MiB / decode(p_v) + 256 / audit + 256 / decode(p_s).
-TEST(DeltaPrediction, FP8AtTheSendersQuantisesThenEncodesAtTheShareOfFp8ThatChanged) {
+TEST(DeltaPrediction, FP8AtTheSendersQuantizesThenEncodesAtTheShareOfFp8ThatChanged) {
   const Shape shape{1024, 1024};
   std::vector<TensorReshard> tensors;
   tensors.push_back(testing::make_reshard("w", shape,

@@ -73,7 +73,7 @@ TEST(LoadStorage, VersionTwoManifestCarriesTheMapsAndVersionOneNamesWhatToWrite)
 // problem had scale tensors inserted after each weight, so they pointed at the wrong tensors and
 // refit run segfaulted filling the pattern. Now they follow their tensors by name and the check
 // refuses what no longer fits (bf16 parameters for fp8 weights, no parameters for the scales),
-// saying how to write a manifest that does; and --quantize on weights already quantised is
+// saying how to write a manifest that does; and --quantize on weights already quantized is
 // refused instead of ignored.
 TEST(LoadStorage, AManifestsMapsUnderQuantizeFollowTheirTensorsAndAreCheckedAgain) {
   const ProblemSource blocks{.model = std::string(REFIT_TEST_DATA_DIR) + "/models/small-llama-blocks.json",
@@ -86,11 +86,11 @@ TEST(LoadStorage, AManifestsMapsUnderQuantizeFollowTheirTensorsAndAreCheckedAgai
   ASSERT_TRUE(models::save_manifest(problem, path, &maps));
   for (const char* site : {"training", "sender", "receiver"}) {
     SCOPED_TRACE(site);
-    const ProblemSource quantised{.model_options = {.quantize = "fp8-block128", .quantize_at = site},
+    const ProblemSource quantized{.model_options = {.quantize = "fp8-block128", .quantize_at = site},
                                   .manifest = path.string()};
-    const auto q = load_problem(quantised).value();
+    const auto q = load_problem(quantized).value();
     for (const bool training : {true, false}) {
-      const auto side = load_storage(quantised, q, training);
+      const auto side = load_storage(quantized, q, training);
       if (side) continue;  // a side whose tensors --quantize leaves as they were
       EXPECT_EQ(side.error().code, ErrorCode::kMismatch);
       EXPECT_EQ(side.error().message.find(
@@ -99,10 +99,10 @@ TEST(LoadStorage, AManifestsMapsUnderQuantizeFollowTheirTensorsAndAreCheckedAgai
                 0u)
           << side.error().message;
     }
-    // Quantised before vLLM, its side holds fp8 weights and scales; at the receiver, bf16 as written.
-    EXPECT_EQ(load_storage(quantised, q, false).has_value(), std::string(site) == "receiver");
+    // Quantized before vLLM, its side holds fp8 weights and scales; at the receiver, bf16 as written.
+    EXPECT_EQ(load_storage(quantized, q, false).has_value(), std::string(site) == "receiver");
   }
-  // A manifest whose weights are quantised already: --quantize again is refused.
+  // A manifest whose weights are quantized already: --quantize again is refused.
   const ProblemSource trained{.model_options = {.quantize = "fp8-block128", .quantize_at = "training"},
                               .manifest = path.string()};
   const auto fp8 = temp_file("refit_storage_fp8");
@@ -113,7 +113,7 @@ TEST(LoadStorage, AManifestsMapsUnderQuantizeFollowTheirTensorsAndAreCheckedAgai
   std::filesystem::remove(fp8);
   ASSERT_FALSE(again);
   EXPECT_NE(
-      again.error().message.find("--quantize: 'model.layers.0.self_attn.q_proj.weight' is quantised already"),
+      again.error().message.find("--quantize: 'model.layers.0.self_attn.q_proj.weight' is quantized already"),
       std::string::npos)
       << again.error().message;
 }

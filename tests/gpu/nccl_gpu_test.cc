@@ -2,7 +2,7 @@
 // run in this one process on one GPU over a communicator of size 1, every send and receive being
 // NCCL's send to self inside the step's group, and every destination is checked element by
 // element. The copy kernel is checked against its host run, and a rank that never joins must
-// cost a timeout, not a hang. Weights quantised at the senders go through the quantize kernel.
+// cost a timeout, not a hang. Weights quantized at the senders go through the quantize kernel.
 #include <algorithm>
 #include <random>
 
@@ -182,9 +182,9 @@ TEST(OneGpuHostMemory, HostShardsAreMirroredOnTheGpu) {
                      make_plan("m2n-ring", problem, refit::testing::make_test_cluster(2, 4, 4, 4)).value());
 }
 
-// FP8 in flight: the training ranks' bf16 boxes are quantised by the kernel on the GPU and every
+// FP8 in flight: the training ranks' bf16 boxes are quantized by the kernel on the GPU and every
 // inference rank's fp8 values and scales are what the CPU quantizer makes, for both schemes.
-TEST(OneGpuFp8, WeightsQuantisedAtTheSendersArriveAsTheQuantizerMakesThem) {
+TEST(OneGpuFp8, WeightsQuantizedAtTheSendersArriveAsTheQuantizerMakesThem) {
   REFIT_REQUIRE_GPU();
   for (const auto scheme : all_quant_schemes()) {
     SCOPED_TRACE(quant_scheme_name(scheme));
@@ -194,9 +194,9 @@ TEST(OneGpuFp8, WeightsQuantisedAtTheSendersArriveAsTheQuantizerMakesThem) {
   }
 }
 
-// FP8 at the landing ranks: the landing engine's ranks quantise their bf16 copies with the kernel
+// FP8 at the landing ranks: the landing engine's ranks quantize their bf16 copies with the kernel
 // on the GPU, in the step after the copies land, and send fp8 on to the other engine.
-TEST(OneGpuFp8, WeightsQuantisedAtTheLandingRanksArriveAsTheQuantizerMakesThem) {
+TEST(OneGpuFp8, WeightsQuantizedAtTheLandingRanksArriveAsTheQuantizerMakesThem) {
   REFIT_REQUIRE_GPU();
   const auto problem = refit::testing::landing_test_problem(2, 2);
   run_on_host_shards(problem,

@@ -4,7 +4,7 @@ NCCL executor with every plan rank of a plan in this one process on one GPU
 (``Executor("nccl", ..., comm_rank_of=[0] * world_size)`` and ``prepare_ranks``: a communicator
 of size 1, every send NCCL's send to self).
 
-Logical and framework storage, FP8 quantised by the CUDA kernels at the senders and at the
+Logical and framework storage, FP8 quantized by the CUDA kernels at the senders and at the
 landing ranks, and the torchrun example's Megatron -> vLLM refit on CUDA tensors. Every inference
 rank's bytes are checked after each of two executions against references written apart from
 refit (the frameworks' layouts in numpy, tests/python/framework_reference.py; vLLM's
@@ -133,11 +133,11 @@ def test_framework_parameters_on_cuda(case: tuple[str, str, str]) -> None:
     [("tp=2", "landing"), ("tp=4", "landing")],
     ids=["at-the-senders", "at-the-landing-ranks"],
 )
-def test_fp8_in_flight_quantised_by_the_cuda_kernels(train: str, quantize_at: str) -> None:
+def test_fp8_in_flight_quantized_by_the_cuda_kernels(train: str, quantize_at: str) -> None:
     """fp8-block128 inference weights from bf16 training weights. With tp=2 every linear weight
-    is whole 128x128 blocks on its training ranks, which quantise it before sending; with tp=4
+    is whole 128x128 blocks on its training ranks, which quantize it before sending; with tp=4
     training cuts the attention weights' blocks, so each reaches one vLLM engine in bf16, is
-    quantised there and goes on as fp8. The fp8 values and scales must be vLLM's
+    quantized there and goes on as fp8. The fp8 values and scales must be vLLM's
     per_block_cast_to_fp8 of the whole weight."""
     problem = refit.Problem.from_model(MODELS / "small-llama-blocks.json", train=train, infer="tp=2,engines=2",
                                        quantize="fp8-block128", quantize_at=quantize_at)  # fmt: skip

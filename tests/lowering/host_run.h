@@ -1,7 +1,7 @@
 #pragma once
 // Runs a whole plan through the lowered programs of all its ranks on host memory, transfer by
 // transfer in plan order: each chunk read where its sender's program says (in place, or packed
-// through host_copy), written where its receiver's program says; a quantise step run by the CPU
+// through host_copy), written where its receiver's program says; a quantize step run by the CPU
 // quantizer as the UCX executor runs it. The destinations must then hold
 // the verification pattern: the lowering's locations, scratch and relays are right whatever a
 // transport adds.
@@ -13,7 +13,7 @@
 
 #include "refit/core/try.h"
 #include "refit/executors/host_shards.h"
-#include "refit/executors/quantise_step.h"
+#include "refit/executors/quantize_step.h"
 #include "refit/lowering/host_copy.h"
 #include "refit/lowering/rank_program.h"
 
@@ -78,9 +78,9 @@ inline std::byte* at(const HostBuffers& b, const Run& r) { return b.base(r.kind,
     ranks.push_back(std::move(h));
   }
   for (const Transfer& t : plan.transfers) {
-    if (t.quantises()) {  // in plan order, so what it quantises has landed
+    if (t.quantizes()) {  // in plan order, so what it quantizes has landed
       const auto& program = programs[static_cast<std::size_t>(t.sender.value)];
-      run_quantise_step(program, *std::ranges::find(program.quantise_steps(), t.id, &QuantiseStep::transfer),
+      run_quantize_step(program, *std::ranges::find(program.quantize_steps(), t.id, &QuantizeStep::transfer),
                         ranks[static_cast<std::size_t>(t.sender.value)].buffers());
       continue;
     }

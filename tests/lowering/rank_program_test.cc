@@ -196,16 +196,16 @@ TEST(RankProgram, RefusesShardsThatDoNotFitThePlan) {
 
 // The chunk rule from the staging: below 2 x 16 bytes nothing fits; 100 bytes cut chunks of 48.
 // The weight "w" in rows of 200 on training ranks 0, 1 (cutting block row 1) into three engines
-// of two ranks splitting it by columns, quantised at landing: engine 0 (ranks 2, 3) gets the
-// bf16, quantises, and sends fp8 on.
+// of two ranks splitting it by columns, quantized at landing: engine 0 (ranks 2, 3) gets the
+// bf16, quantizes, and sends fp8 on.
 ReshardProblem landing_problem() { return refit::testing::landing_test_problem(3, 2); }
 
-TEST(RankProgram, ALandingRankQuantisesOnceItsCopyHasLandedAndSendsFromItsOwnBoxes) {
+TEST(RankProgram, ALandingRankQuantizesOnceItsCopyHasLandedAndSendsFromItsOwnBoxes) {
   const auto problem = landing_problem();
   const auto p = lower_all(problem, refit::testing::make_test_cluster(4, 2, 2, 6), "refit", Bytes{1 << 20});
   const RankProgram& landing = p.ranks[2];
-  ASSERT_EQ(landing.quantise_steps().size(), 1u);
-  const QuantiseStep& step = landing.quantise_steps()[0];
+  ASSERT_EQ(landing.quantize_steps().size(), 1u);
+  const QuantizeStep& step = landing.quantize_steps()[0];
   // Rank 2 holds columns 0..255: blocks [0:256, 0:256], whose 2x2 scales it makes; tensors are
   // values 0, scales 1, the landing copy 2, and its buffers follow the problem's order.
   ASSERT_EQ(step.blocks.size(), 1u);
@@ -227,9 +227,9 @@ TEST(RankProgram, ALandingRankQuantisesOnceItsCopyHasLandedAndSendsFromItsOwnBox
   for (const Send& s : landing.sends())
     for (const auto& c : s.chunks) EXPECT_EQ(c.path, CopyPath::kInPlace);
   EXPECT_NE(explain(landing, execution_model(ExecutionModelId::kRefitUcx))
-                .find("quantise  1 steps make 65536 fp8 values"),
+                .find("quantize  1 steps make 65536 fp8 values"),
             std::string::npos);
-  // Without its copy's buffer the step has nothing to quantise: refused, naming the tensor.
+  // Without its copy's buffer the step has nothing to quantize: refused, naming the tensor.
   auto shards = shards_of(problem, Rank{2});
   std::erase_if(shards.destinations, [](const Shard& s) { return s.tensor == 2; });
   const auto refused = lower_rank(*p.lowered, Rank{2}, std::move(shards), kManyPuts);

@@ -1,4 +1,4 @@
-// sender_quantize_order: a sender quantises its boxes in the order its transfers first read
+// sender_quantize_order: a sender quantizes its boxes in the order its transfers first read
 // them, and each transfer waits for the boxes it reads, checked on a plan built by hand.
 #include "refit/lowering/sender_quantize_order.h"
 
@@ -7,8 +7,8 @@
 namespace refit::lowering {
 namespace {
 
-// Weights a, b, c quantised at the senders, each followed by its scales (tensors 0..5), and an
-// unquantised tensor u (6).
+// Weights a, b, c quantized at the senders, each followed by its scales (tensors 0..5), and an
+// unquantized tensor u (6).
 std::vector<TensorSpec> tensors() {
   std::vector<TensorSpec> out;
   for (const std::string name : {"a", "b", "c"}) {
@@ -65,7 +65,7 @@ TEST(SenderQuantizeOrder, BoxesGoInTheOrderTheirFirstChunkStarts) {
 TEST(SenderQuantizeOrder, AChunkWaitsOnlyForTheBoxesItsBytesComeFrom) {
   // One message from rank 0 to rank 2 with a's [64, 128] fp8 values (8192 bytes), then b's:
   // 16384 bytes in chunks of 4096 (staging 8192), a in chunks 0-1 and b in chunks 2-3. Rank 0
-  // quantises a, then b (b's first chunk starts later). Chunk 0 waits for a (1 box); chunk 2
+  // quantizes a, then b (b's first chunk starts later). Chunk 0 waits for a (1 box); chunk 2
   // for b too (2); chunks 1 and 3 for nothing more.
   Plan plan{.strategy = "hand", .tensors = tensors(), .source_ranks = 2, .destination_ranks = 2};
   const Box half{{0, 0}, {64, 128}};

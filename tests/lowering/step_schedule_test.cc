@@ -51,7 +51,7 @@ StepSchedule reference(const LoweredPlan& lowered, std::int32_t chunks_per_step)
               std::max(latest, s.step[static_cast<std::size_t>(w.transfer)][static_cast<std::size_t>(j)]);
       std::int32_t step = std::max(latest + 1, k ? steps.back() : 0);
       const std::int64_t bytes = align_up(lowered.layout(t.id).chunk_bytes(k));
-      if (!t.quantises()) {
+      if (!t.quantizes()) {
         while (!fits(t.sender, step, bytes) || !fits(t.receiver, step, bytes)) ++step;
         placed.push_back({t.sender, t.receiver, step, bytes});
       }
@@ -80,7 +80,7 @@ void expect_rules(const LoweredPlan& lowered, const StepSchedule& s, std::int32_
         for (std::int64_t j = 0; j < w.chunks; ++j)
           EXPECT_GT(steps[k], s.step[static_cast<std::size_t>(w.transfer)][static_cast<std::size_t>(j)])
               << "transfer " << t.id << " chunk " << k << " forwards from transfer " << w.transfer;
-      if (t.quantises()) continue;
+      if (t.quantizes()) continue;
       const std::int64_t bytes = align_up(lowered.layout(t.id).chunk_bytes(static_cast<std::int64_t>(k)));
       for (const Rank r : {t.sender, t.receiver}) {
         auto& [used, count] = per_rank_step[{r.value, steps[k]}];
@@ -124,13 +124,13 @@ TEST(StepSchedule, IsTheBruteForceFirstFitAndKeepsTheExecutorsRules) {
   EXPECT_GT(steps, 300);
 }
 
-// Quantise steps (FP8 made at the landing ranks) take no staging and go in the step after all
-// they quantise; what forwards their output goes later still.
-TEST(StepSchedule, QuantiseStepsFollowAllTheyQuantise) {
+// Quantize steps (FP8 made at the landing ranks) take no staging and go in the step after all
+// they quantize; what forwards their output goes later still.
+TEST(StepSchedule, QuantizeStepsFollowAllTheyQuantize) {
   const auto problem = refit::testing::landing_test_problem(2, 2);
   const auto cluster = refit::testing::make_test_cluster(3, 2, 2, 4);
   const auto plan = make_plan("refit", problem, cluster, PlanOptions{.chunk = Bytes{4096}}).value();
-  ASSERT_TRUE(std::ranges::any_of(plan.transfers, &Transfer::quantises));
+  ASSERT_TRUE(std::ranges::any_of(plan.transfers, &Transfer::quantizes));
   const auto lowered = LoweredPlan::make(plan, Bytes{16384}).value();
   const auto s = make_step_schedule(lowered, 4).value();
   const auto want = reference(lowered, 4);

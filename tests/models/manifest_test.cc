@@ -189,8 +189,8 @@ constexpr const char* kQuantized = R"({
      "destination": {"mesh": [2], "placements": ["S1:2"]}}
   ]})";
 
-TEST(Manifest, QuantisedWeightsRoundTrip) {
-  // A 256x512 weight quantised at the sender: rows split 128/128 on the training side (block
+TEST(Manifest, QuantizedWeightsRoundTrip) {
+  // A 256x512 weight quantized at the sender: rows split 128/128 on the training side (block
   // rows 0 | 1), columns 256/256 on the inference side (block columns 0-1 | 2-3).
   const auto p = parse_manifest(kQuantized);
   ASSERT_TRUE(p) << p.error().message;
@@ -200,7 +200,7 @@ TEST(Manifest, QuantisedWeightsRoundTrip) {
   expect_same(*p, *back);
 }
 
-TEST(Manifest, QuantisedScalesThatDoNotFollowTheirWeightAreRefused) {
+TEST(Manifest, QuantizedScalesThatDoNotFollowTheirWeightAreRefused) {
   // The scales split by columns on the training side while the weight splits by rows.
   std::string text = kQuantized;
   text.replace(text.find(R"(["S0:1"])"), 8, R"(["S1:2"])");

@@ -124,7 +124,7 @@ TEST(RankBytes, FP8InFlightLeavesTrainingRanksBf16AndInferenceRanksFp8) {
   // 2 x (4 x 256 x 256 + 3 x 512 x 256) / 2 = 655,360 B, and their scales: per layer q, k, v, o
   // 2 blocks each, gate, up, down 4 each, 20 x 4 B = 80 B, so 160 B; embedding and lm_head half
   // each in bf16, 2 x 512 x 256 x 2 = 524,288 B; 5 norms of 256 in bf16, 2,560 B. 1,182,368 B.
-  // A training rank still holds bf16 and no scales: the same bytes as without quantisation.
+  // A training rank still holds bf16 and no scales: the same bytes as without quantization.
   auto model = load_hf_config(std::string(REFIT_TEST_DATA_DIR) + "/models/small-llama-blocks.json");
   ASSERT_TRUE(model);
   const auto bf16 = build(*model, "tp=2", "tp=2");

@@ -1,6 +1,6 @@
 // FP8 in flight in the frameworks' parameters: vLLM's block-FP8 weights and their
 // weight_scale_inv parameters (one fp32 per 128x128 block of the fused parameter), Megatron's
-// bf16 weights that the training ranks quantise, against hand-computed offsets. The byte-for-byte
+// bf16 weights that the training ranks quantize, against hand-computed offsets. The byte-for-byte
 // check against vLLM's own construction is tests/python/test_storage.py.
 #include <gtest/gtest.h>
 
@@ -81,7 +81,7 @@ TEST(QuantizedStorage, VllmKeepsEachPartsScalesAtItsBlockRowsOfTheFusedScales) {
   EXPECT_EQ(parameter(r, "model.embed_tokens.weight").dtype, DType::kBF16);
 }
 
-// Megatron tp=1 holds the bf16 weight its ranks quantise, q in two regions of linear_qkv (group
+// Megatron tp=1 holds the bf16 weight its ranks quantize, q in two regions of linear_qkv (group
 // 0's q rows 0..511 at row 0, group 1's 512..1023 at row 768 = 512 + 128 + 128), and no scales:
 // the senders make them.
 TEST(QuantizedStorage, MegatronHoldsBf16WeightsAndNoScales) {
@@ -101,7 +101,7 @@ TEST(QuantizedStorage, MegatronHoldsBf16WeightsAndNoScales) {
 // [q 512; k 128; v 128] x 256 of query group 0 in fp8 and its rowwise scales [768/128,
 // roundup(256/128, 4)] = [6, 4] fp32, rows padded from 2 to 4 scales: q's block rows 0..3 at
 // element 0, k's block row 4 at 4 * 4 = 16, v's at 20, each row 4 apart. linear_proj [256, 512/2]
-// has scales [2, roundup(2, 4)] = [2, 4]. vLLM's side is as when quantised at the senders.
+// has scales [2, roundup(2, 4)] = [2, 4]. vLLM's side is as when quantized at the senders.
 TEST(QuantizedStorage, MegatronTrainedInFp8KeepsTransformerEnginesPaddedRowwiseScales) {
   const auto m = fp8_maps("small-llama-gqa-blocks.json", "tp=2", "tp=2", QuantSite::kTraining);
   ASSERT_TRUE(m.megatron) << m.megatron.error().message;

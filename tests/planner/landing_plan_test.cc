@@ -1,5 +1,5 @@
-// Plans of weights quantised at their landing ranks (core/quantization.h): bf16 to one replica,
-// a quantise step on each of its ranks, fp8 values and scales from there to the other replicas.
+// Plans of weights quantized at their landing ranks (core/quantization.h): bf16 to one replica,
+// a quantize step on each of its ranks, fp8 values and scales from there to the other replicas.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -32,10 +32,10 @@ Plan plan_of(std::string_view strategy, const ReshardProblem& p, const PlacedClu
   return *plan;
 }
 
-std::vector<const Transfer*> quantise_steps(const Plan& plan) {
+std::vector<const Transfer*> quantize_steps(const Plan& plan) {
   std::vector<const Transfer*> out;
   for (const auto& t : plan.transfers)
-    if (t.quantises()) out.push_back(&t);
+    if (t.quantizes()) out.push_back(&t);
   return out;
 }
 
@@ -45,12 +45,12 @@ TEST(LandingPlan, Bf16ReachesOneEngineAndFp8TheOthers) {
   const auto plan = plan_of("refit", p, c);
   const auto s = compute_stats(plan, c);
   // Engine 0 (ranks 2, 3) gets the weight in bf16: 256*512*2 = 262144 bytes. Each of its ranks
-  // quantises its half; engines 1 and 2 each get fp8 values 256*512 = 131072 bytes and the
+  // quantizes its half; engines 1 and 2 each get fp8 values 256*512 = 131072 bytes and the
   // 2x4 fp32 scales, 32 bytes. Network: 262144 + 2 * 131104 = 524352 bytes, where bf16 to all
   // three engines would be 3 * 262144 = 786432.
   EXPECT_EQ(s.network_bytes.value, 524352);
   EXPECT_EQ(s.network_bytes_unquantized.value, 786432);
-  const auto steps = quantise_steps(plan);
+  const auto steps = quantize_steps(plan);
   ASSERT_EQ(steps.size(), 2u);
   for (const Transfer* step : steps) {
     EXPECT_TRUE(step->sender == Rank{2} || step->sender == Rank{3});
@@ -64,7 +64,7 @@ TEST(LandingPlan, Bf16ReachesOneEngineAndFp8TheOthers) {
   // What leaves engine 0 forwards from its steps, never from a source shard.
   for (const auto& t : plan.transfers)
     for (const auto& seg : t.segments)
-      if (seg.tensor < 2 && !t.quantises()) EXPECT_NE(seg.via, kFromSourceShard) << "transfer " << t.id;
+      if (seg.tensor < 2 && !t.quantizes()) EXPECT_NE(seg.via, kFromSourceShard) << "transfer " << t.id;
 }
 
 TEST(LandingPlan, EveryStrategyPlansIt) {
@@ -80,16 +80,16 @@ TEST(LandingPlan, EveryStrategyPlansIt) {
       continue;
     }
     const auto plan = plan_of(info.name, p, c);
-    EXPECT_EQ(quantise_steps(plan).size(), 2u) << info.name;
+    EXPECT_EQ(quantize_steps(plan).size(), 2u) << info.name;
   }
 }
 
-TEST(LandingPlan, NoReplicasMeansOnlyQuantiseSteps) {
+TEST(LandingPlan, NoReplicasMeansOnlyQuantizeSteps) {
   // One engine: it is its own landing replica, and nothing leaves it.
   const auto p = testing::landing_test_problem(1, 2);
   const auto c = make_test_cluster(2, 2, 2, 2);
   const auto plan = plan_of("refit", p, c);
-  EXPECT_EQ(quantise_steps(plan).size(), 2u);
+  EXPECT_EQ(quantize_steps(plan).size(), 2u);
   EXPECT_EQ(compute_stats(plan, c).network_bytes.value, 256 * 512 * 2);
 }
 
@@ -113,7 +113,7 @@ class LandingValidate : public ::testing::Test {
   Plan plan = plan_of("refit", problem, cluster);
 
   Transfer& first_step() {
-    return *std::ranges::find_if(plan.transfers, [](const Transfer& t) { return t.quantises(); });
+    return *std::ranges::find_if(plan.transfers, [](const Transfer& t) { return t.quantizes(); });
   }
   std::string error_of(const Plan& p) const {
     const auto r = validate(p, problem);
@@ -123,11 +123,11 @@ class LandingValidate : public ::testing::Test {
 
 TEST_F(LandingValidate, ValuesSentAsASourceAreRefused) {
   for (auto& t : plan.transfers)
-    if (!t.quantises() && t.segments[0].tensor == 0) {
+    if (!t.quantizes() && t.segments[0].tensor == 0) {
       t.segments[0].via = kFromSourceShard;
       break;
     }
-  EXPECT_NE(error_of(plan).find("as a source, but a quantise step makes it"), std::string::npos)
+  EXPECT_NE(error_of(plan).find("as a source, but a quantize step makes it"), std::string::npos)
       << error_of(plan);
 }
 
@@ -142,7 +142,7 @@ TEST_F(LandingValidate, AStepMissingPartOfABlockCannotMakeItsScales) {
 }
 
 TEST_F(LandingValidate, AStepMakesTheScalesOfTheValuesItMakes) {
-  // Without its scales segment a step's values would go unquantised: the executors quantise the
+  // Without its scales segment a step's values would go unquantized: the executors quantize the
   // blocks a step's scales name.
   auto& step = first_step();
   std::erase_if(step.segments, [](const Segment& s) { return s.tensor == 1; });
@@ -160,7 +160,7 @@ TEST_F(LandingValidate, AStepOfATensorNotMadeAtLandingIsRefused) {
   EXPECT_NE(r.error().message.find("not made at landing ranks"), std::string::npos) << r.error().message;
   first_step().segments.front().tensor = 0;
   first_step().link = LinkKind::kNvlink;
-  EXPECT_NE(error_of(plan).find("only a quantise step, over local"), std::string::npos) << error_of(plan);
+  EXPECT_NE(error_of(plan).find("only a quantize step, over local"), std::string::npos) << error_of(plan);
 }
 
 TEST_F(LandingValidate, AStepWhoseViaDidNotBringTheCopyIsRefused) {

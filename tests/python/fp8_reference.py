@@ -2,10 +2,10 @@
 Face checkpoint, in numpy: the reference that test_storage.py holds ``refit run --storage framework
 --quantize fp8-block128`` to, byte for byte. Written from vLLM's code, independently of refit's.
 
-* Which weights: ``Fp8Config.get_quant_method`` quantises every ``LinearBase`` (the decoder
+* Which weights: ``Fp8Config.get_quant_method`` quantizes every ``LinearBase`` (the decoder
   layers' ``*_proj`` weights) and ``FusedMoE``'s experts; embeddings, ``lm_head``, norms and the
   MoE router (``quant_config=None``) stay bf16.
-* The checkpoint: each quantised weight as ``per_block_cast_to_fp8`` (vllm/utils/deep_gemm.py)
+* The checkpoint: each quantized weight as ``per_block_cast_to_fp8`` (vllm/utils/deep_gemm.py)
   makes it, fp8 values under its name and the fp32 scales under ``<name>_scale_inv`` (the
   DeepSeek-V3 checkpoint format); tests/quantize/make_vectors.py's ``block128`` computes it.
 * Loading: ``Fp8LinearMethod.create_weights`` gives a linear an fp8 ``weight`` and, through
@@ -19,7 +19,7 @@ Face checkpoint, in numpy: the reference that test_storage.py holds ``refit run 
   (framework_reference.vllm_params) applied to the grid of blocks: each scales tensor laid out as
   if it were its weight, with head_dim counted in blocks.
 * FP8 training (``megatron_fp8_params``): Megatron with Transformer Engine's fp8 parameters holds
-  the same block-quantised checkpoint in its own layout, scales padded as TE pads them.
+  the same block-quantized checkpoint in its own layout, scales padded as TE pads them.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from make_vectors import BF16, block128  # noqa: E402
 BLOCK = 128
 
 
-def quantised(name: str) -> bool:
+def quantized(name: str) -> bool:
     """Fp8Config's LinearBase and FusedMoE weights, by HF name (eh_proj is a plain nn.Linear)."""
     return name.startswith("model.layers.") and name.endswith("_proj.weight") and ".eh_proj." not in name
 
@@ -54,12 +54,12 @@ def finite_weights(sd: Params) -> Params:
 
 
 def _block_checkpoint(sd: Params) -> tuple[Params, Params]:
-    """The block-quantised checkpoint of `sd`: fp8 values (uint8) of the quantised weights and the
+    """The block-quantized checkpoint of `sd`: fp8 values (uint8) of the quantized weights and the
     rest as they are, and per tensor its grid of fp32 scales (uint32 bits; zeros for the others,
     laid out and dropped)."""
     values, grid = {}, {}
     for name, a in sd.items():
-        if quantised(name):
+        if quantized(name):
             q, s = block128(a.view(BF16))
             values[name], grid[name] = q, s.view(np.uint32)
         else:
@@ -76,7 +76,7 @@ def _in_blocks(m: Model) -> Model:
 
 
 def vllm_fp8_params(sd: Params, m: Model, c: Vllm, first_rank: int) -> dict[int, Params]:
-    """The parameters of every inference rank of an FP8 vLLM loading the block-quantised `sd`."""
+    """The parameters of every inference rank of an FP8 vLLM loading the block-quantized `sd`."""
     values, grid = _block_checkpoint(sd)
     scales = vllm_params(grid, _in_blocks(m), c, first_rank)
     out = vllm_params(values, m, c, first_rank)
@@ -91,7 +91,7 @@ TE_PADDING = np.uint32(0x7FC00001)  # a NaN: the padding of a scale row, never r
 
 def megatron_fp8_params(sd: Params, m: Model, c: Megatron) -> dict[int, Params]:
     """The parameters of every training rank of Megatron trained in fp8 with Transformer Engine's
-    blockwise recipe (fp8 parameters: ``Float8BlockwiseQTensor``), holding the block-quantised
+    blockwise recipe (fp8 parameters: ``Float8BlockwiseQTensor``), holding the block-quantized
     `sd`: each fp8 parameter's ``_rowwise_data`` where the bf16 parameter would lie (uint8), and
     its ``_rowwise_scale_inv`` under ``<name>._rowwise_scale_inv``: fp32, one scale per 128x128
     block of the rank's parameter, ``[ceil(M/128), ceil(K/128)]`` padded on the inner dim to a

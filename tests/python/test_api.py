@@ -147,9 +147,9 @@ def test_lists_of_what_this_build_knows() -> None:
     assert refit.strategies()[0].name == "refit"
 
 
-def test_fp8_in_flight_halves_the_linear_weights_and_charges_the_quantisation() -> None:
+def test_fp8_in_flight_halves_the_linear_weights_and_charges_the_quantization() -> None:
     # The llama of tests/data/models/small-llama-blocks.json: every linear weight is whole
-    # 128x128 blocks at tp=2, so the senders quantise (README, "FP8 in flight").
+    # 128x128 blocks at tp=2, so the senders quantize (README, "FP8 in flight").
     model = Path(__file__).resolve().parents[1] / "data" / "models" / "small-llama-blocks.json"
     cluster = refit.Cluster.preset("dgx-h100:gpus_per_node=2")
     bf16 = refit.Problem.from_model(model, train="tp=2", infer="tp=2,engines=2")
@@ -159,7 +159,7 @@ def test_fp8_in_flight_halves_the_linear_weights_and_charges_the_quantisation() 
     assert stats.network_bytes_unquantized == refit.plan(bf16, cluster).stats.network_bytes
     assert 0.5 * stats.network_bytes_unquantized < stats.network_bytes < 0.7 * stats.network_bytes_unquantized
     assert refit.simulate(fp8, cluster, strategy="refit").breakdown_s.quantize > 0
-    # A training rank hands over its bf16 box of a quantised weight and none of its scales.
+    # A training rank hands over its bf16 box of a quantized weight and none of its scales.
     held = {s.tensor: s.dtype for s in fp8.shards(0)}
     assert held["model.layers.0.self_attn.q_proj.weight"] == "bf16"
     assert "model.layers.0.self_attn.q_proj.weight_scale_inv" not in held
@@ -170,8 +170,8 @@ def test_fp8_in_flight_halves_the_linear_weights_and_charges_the_quantisation() 
 
 def test_weights_trained_in_fp8_are_held_and_moved_as_fp8_with_their_scales() -> None:
     # quantize_at="training": the training ranks hold the linear weights in fp8 with their scales
-    # (Transformer Engine's fp8 parameters), nobody quantises, and every baseline moves the same
-    # problem, so there is no receiver-quantised twin to compare with.
+    # (Transformer Engine's fp8 parameters), nobody quantizes, and every baseline moves the same
+    # problem, so there is no receiver-quantized twin to compare with.
     model = Path(__file__).resolve().parents[1] / "data" / "models" / "small-llama-blocks.json"
     cluster = refit.Cluster.preset("dgx-h100:gpus_per_node=2")
     sender = refit.Problem.from_model(model, train="tp=2", infer="tp=2,engines=2", quantize="fp8-block128")

@@ -124,8 +124,8 @@ def _expect_deltas_after_the_first_step(problem: refit.Problem, results: list[An
 @pytest.mark.parametrize("train, quantize_at", [("tp=2", "sender"), ("tp=4", "landing")])
 def test_fp8_deltas_give_every_inference_rank_what_a_dense_fp8_refit_gives(train: str, quantize_at: str) -> None:
     # small-llama-blocks: at tp=2 every linear weight is whole 128x128 blocks at the training
-    # ranks, which quantise it; at tp=4 training cuts q_proj's blocks and its landing ranks
-    # quantise it. At every step each rank runs the delta executor and a dense one over the same
+    # ranks, which quantize it; at tp=4 training cuts q_proj's blocks and its landing ranks
+    # quantize it. At every step each rank runs the delta executor and a dense one over the same
     # bf16; every inference rank's fp8 values and scales (and landing copies) must be the same
     # bytes in both.
     problem = refit.Problem.from_model(MODELS / "small-llama-blocks.json", train=train, infer="tp=2,engines=2",

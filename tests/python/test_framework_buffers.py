@@ -279,7 +279,7 @@ class Fp8Parameter:
 def test_transformer_engine_fp8_parameters_are_handed_over_as_they_are() -> None:
     """FP8 training (quantize_at="training"), Megatron TP2 -> vLLM TP2: every training rank hands
     refit its named parameters, the fp8 ones as Transformer Engine objects; every vLLM parameter,
-    scales included, is what vLLM makes of the same block-quantised checkpoint."""
+    scales included, is what vLLM makes of the same block-quantized checkpoint."""
     config, train, infer = "small-llama-gqa-blocks.json", "tp=2", "tp=2"
     problem = _problem((config, train, infer), quantize="fp8-block128", quantize_at="training")
     plan = refit.plan(problem, refit.Cluster.preset("cpu-host"))

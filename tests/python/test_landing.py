@@ -1,6 +1,6 @@
 """FP8 at the landing ranks through the Python package: Megatron tp=4 cuts the attention
 weights' 128x128 blocks, so with ``quantize_at="landing"`` each of them reaches one vLLM engine in
-bf16 (a ``<weight>@landing`` shard its ranks pass like any other), is quantised there once, and
+bf16 (a ``<weight>@landing`` shard its ranks pass like any other), is quantized there once, and
 goes on to the other engine as fp8 values and scales. Every inference rank's bytes are held to
 vLLM's ``per_block_cast_to_fp8`` of the whole weight (tests/quantize/make_vectors.py, numpy and
 ml_dtypes: not refit's code)."""
@@ -54,7 +54,7 @@ def _expected(name: str, weights: dict[str, np.ndarray]) -> np.ndarray:
     return weights[name]
 
 
-def test_weights_whose_blocks_training_cuts_are_quantised_once_at_landing() -> None:
+def test_weights_whose_blocks_training_cuts_are_quantized_once_at_landing() -> None:
     problem = refit.Problem.from_model(MODEL, train="tp=4", infer="tp=2,engines=2", quantize="fp8-block128",
                                        quantize_at="landing")  # fmt: skip
     landing = [t.name for t in problem.tensors if t.name.endswith(SUFFIX)]

@@ -73,7 +73,7 @@ def test_simulate_one_strategy_with_a_window_on_a_manifest(cli_json: Any, tmp_pa
 
 
 def test_simulate_a_baseline_with_fp8_runs_as_deployed_in_both(cli_json: Any) -> None:
-    # One prediction use case: a deployed baseline runs the problem quantised at the receivers in
+    # One prediction use case: a deployed baseline runs the problem quantized at the receivers in
     # Python as in the command (Python used to predict the landing plan as NeMo RL runs it).
     blocks = str(DATA / "models" / "small-llama-blocks.json")
     args = [*_problem_args(blocks, "tp=2", "tp=2,dp=2"), "--cluster", "dgx-h100:gpus_per_node=2", "--quantize",
@@ -81,7 +81,7 @@ def test_simulate_a_baseline_with_fp8_runs_as_deployed_in_both(cli_json: Any) ->
     expected = cli_json("simulate", *args)
     problem = refit.Problem.from_model(blocks, train="tp=2", infer="tp=2,dp=2", quantize="fp8-block128")
     got = refit.simulate(problem, refit.Cluster.preset("dgx-h100:gpus_per_node=2"), "direct")
-    assert "quantised at the receiver, bf16 on the network, as deployed today" in got.notes
+    assert "quantized at the receiver, bf16 on the network, as deployed today" in got.notes
     _compare_rows(expected, [got])
 
 
@@ -149,5 +149,5 @@ def test_simulate_at_a_staging_size_as_the_command(cli_json: Any) -> None:
     assert small.predicted_s != refit.simulate(problem, cluster).predicted_s
     assert [r.predicted_s for r in refit.compare(problem, cluster, strategies=["refit"], staging_bytes=65536)] == [
         small.predicted_s]  # fmt: skip
-    with pytest.raises(ValueError, match="--staging"):
+    with pytest.raises(ValueError, match="staging_bytes: 0 bytes is not positive"):
         refit.simulate(problem, cluster, staging_bytes=0)

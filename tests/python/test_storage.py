@@ -84,7 +84,7 @@ def test_megatron_parameters_arrive_as_vllm_parameters_byte_for_byte(tmp_path: P
                                                                      infer: str, options: list[str]) -> None:  # fmt: skip
     """Trained in fp8 (``--quantize-at training``), Transformer Engine's fp8 values and padded
     rowwise scales move as they are, the padding never read: vLLM's parameters are then what it
-    makes of the block-quantised checkpoint."""
+    makes of the block-quantized checkpoint."""
     trained = "training" in options
     _refit(tmp_path, config, train, infer,
            ["--model", str(MODELS / config), "--train", train, "--infer", infer, *options],
@@ -123,17 +123,17 @@ FP8_CASES = [
 @pytest.mark.parametrize("config,train,infer", FP8_CASES)
 def test_megatron_bf16_arrives_as_vllm_block_fp8_parameters_byte_for_byte(tmp_path: Path, config: str, train: str,
                                                                           infer: str) -> None:  # fmt: skip
-    """The training ranks quantise their bf16 boxes in place (through Megatron's parameters) and
+    """The training ranks quantize their bf16 boxes in place (through Megatron's parameters) and
     send fp8 values and scales; every vLLM parameter, scales included, is what vLLM makes of the
-    block-quantised checkpoint (fp8_reference.py)."""
+    block-quantized checkpoint (fp8_reference.py)."""
     _refit(tmp_path, config, train, infer,
            ["--model", str(MODELS / config), "--train", train, "--infer", infer, "--quantize", "fp8-block128"],
            reference=vllm_fp8_params, finite=True)  # fmt: skip
 
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun")
-def test_weights_quantised_at_the_receiver_arrive_as_vllm_bf16_parameters(tmp_path: Path) -> None:
-    """With --quantize-at receiver bf16 moves: the engine quantises after loading, so the
+def test_weights_quantized_at_the_receiver_arrive_as_vllm_bf16_parameters(tmp_path: Path) -> None:
+    """With --quantize-at receiver bf16 moves: the engine quantizes after loading, so the
     parameters refit writes are the bf16 ones."""
     config, train, infer = FP8_CASES[0]
     _refit(tmp_path, config, train, infer,

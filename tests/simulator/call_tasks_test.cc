@@ -1,7 +1,7 @@
 // A CallSchedule's calls as tasks (call_tasks.h), with the transfers moved by a recording
 // stand-in (one task per transfer after its gate): a call's start pays its launch after its
 // queue's previous call and its `after` calls, its copies before gate its transfers, its copies
-// after wait for what their rank receives and its quantisations, which wait for what it
+// after wait for what their rank receives and its quantizations, which wait for what it
 // receives, and its end pays its finish after all of them.
 #include "call_tasks.h"
 
@@ -102,11 +102,11 @@ TEST(CallTasks, ACallsCostsCopiesAndTransfersInOrder) {
   EXPECT_EQ(out.transfer_of_task, (std::vector<std::int32_t>{-1, -1, 0, -1, -1, -1, 1, -1, -1, -1}));
 }
 
-TEST(CallTasks, ARankQuantisesWhatItReceivedThenCopies) {
-  // One call moves transfers 0 (0 -> 1) and 1 (0 -> 2); rank 1 quantises 2 MB, then copies 1 MB;
-  // rank 2 quantises 3 MB and copies nothing. Tasks: 0 start; 1 transfer 0; 2 transfer 1; 3
-  // rank 1's quantisation after 1 and 0; 4 rank 2's after 2 and 0; 5 rank 1's copy after 3;
-  // 6 end after all. A quantisation holds no resource and lasts quantize_time() on its GPU.
+TEST(CallTasks, ARankQuantizesWhatItReceivedThenCopies) {
+  // One call moves transfers 0 (0 -> 1) and 1 (0 -> 2); rank 1 quantizes 2 MB, then copies 1 MB;
+  // rank 2 quantizes 3 MB and copies nothing. Tasks: 0 start; 1 transfer 0; 2 transfer 1; 3
+  // rank 1's quantization after 1 and 0; 4 rank 2's after 2 and 0; 5 rank 1's copy after 3;
+  // 6 end after all. A quantization holds no resource and lasts quantize_time() on its GPU.
   const auto plan = plan_of({transfer(0, 0, 1, 0, 1), transfer(1, 0, 2, 0, 1)}, 1);
   const auto cluster = refit::testing::make_test_cluster(3, 1, 1, 2);
   const CallSchedule calls{
@@ -136,7 +136,7 @@ TEST(CallTasks, ARankQuantisesWhatItReceivedThenCopies) {
 TEST(CallTasks, ARanksCastsIntoTwoFormatsRunOneAfterTheOther) {
   // Rank 1 casts 2 MB into fp8-block128 and 1 MB into mxfp8 once transfer 0 has landed: task 0
   // the start, 1 the transfer, 2 the first cast after 1 and 0, 3 the second after those and 2
-  // (one quantiser per rank, as its quantise tasks elsewhere), 4 the end.
+  // (one quantizer per rank, as its quantize tasks elsewhere), 4 the end.
   const auto plan = plan_of({transfer(0, 0, 1, 0, 1)}, 1);
   const auto cluster = refit::testing::make_test_cluster(2, 1, 1, 1);
   const CallSchedule calls{
@@ -151,9 +151,9 @@ TEST(CallTasks, ARanksCastsIntoTwoFormatsRunOneAfterTheOther) {
   EXPECT_EQ(deps(m, 3), (std::vector<std::int32_t>{1, 0, 2}));
 }
 
-TEST(CallTasks, AfterACollectiveARankQuantisesOnceTheCollectiveHasEnded) {
-  // A broadcast from rank 0 to rank 1, then rank 1 quantises and copies: task 0 the start, tasks
-  // 1..k the collective's channels, k + 1 the quantisation after all of them and the start, k + 2
+TEST(CallTasks, AfterACollectiveARankQuantizesOnceTheCollectiveHasEnded) {
+  // A broadcast from rank 0 to rank 1, then rank 1 quantizes and copies: task 0 the start, tasks
+  // 1..k the collective's channels, k + 1 the quantization after all of them and the start, k + 2
   // the copy after it.
   const auto plan = plan_of({}, 1);
   const auto cluster = refit::testing::make_test_cluster(2, 1, 1, 1);
@@ -165,14 +165,14 @@ TEST(CallTasks, AfterACollectiveARankQuantisesOnceTheCollectiveHasEnded) {
                                                                    .bytes = Bytes{2'000}}}}};
   const auto out = tasks_of(plan, calls, {}, cluster);
   const Model& m = out.model;
-  const std::int32_t quantise = m.task_count() - 3;
-  ASSERT_GE(quantise, 2);
-  std::vector<std::int32_t> collective(static_cast<std::size_t>(quantise - 1));
+  const std::int32_t quantize = m.task_count() - 3;
+  ASSERT_GE(quantize, 2);
+  std::vector<std::int32_t> collective(static_cast<std::size_t>(quantize - 1));
   std::iota(collective.begin(), collective.end(), 1);
   collective.push_back(0);
-  EXPECT_EQ(deps(m, quantise), collective);
-  EXPECT_EQ(m.category(TaskId{quantise}), static_cast<std::uint32_t>(TaskKind::kQuantize));
-  EXPECT_EQ(deps(m, quantise + 1), (std::vector<std::int32_t>{quantise}));
+  EXPECT_EQ(deps(m, quantize), collective);
+  EXPECT_EQ(m.category(TaskId{quantize}), static_cast<std::uint32_t>(TaskKind::kQuantize));
+  EXPECT_EQ(deps(m, quantize + 1), (std::vector<std::int32_t>{quantize}));
 }
 
 }  // namespace

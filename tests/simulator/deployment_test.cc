@@ -47,7 +47,7 @@ ReshardProblem pipeline_moe() {
       .value();
 }
 
-// pipeline_moe with its experts (t0, t1) quantised at the receivers, q_proj (t2) left bf16.
+// pipeline_moe with its experts (t0, t1) quantized at the receivers, q_proj (t2) left bf16.
 ReshardProblem experts_cast_at_receivers() {
   return quantize_problem(pipeline_moe(), {.scheme = QuantScheme::kFp8Block128, .site = QuantSite::kReceiver},
                           [](const TensorSpec& t) { return t.name.find("experts") != std::string::npos; })
@@ -174,7 +174,7 @@ TEST(NemoRlCollective, BuffersCloseOnceTheyExceedTheTarget) {
 }
 
 TEST(NemoRlCollective, WithFp8AtTheReceiversLoadWeightsCastsEachWeightThenCopiesItsFp8) {
-  // The experts (t0, t1) quantised at the receivers, q_proj (t2) left bf16. The wire stays bf16,
+  // The experts (t0, t1) quantized at the receivers, q_proj (t2) left bf16. The wire stays bf16,
   // so the buffers are those of the bf16 refit: t0's experts 0-2 | t0's 3, t1's 0-1 | t1's 2-3
   // and t2. Each load_weights first casts the buffer's expert weights whole (256 B of bf16 each,
   // on every inference rank: the cast comes before vLLM narrows a weight), then copies what rank
@@ -194,8 +194,8 @@ TEST(NemoRlCollective, WithFp8AtTheReceiversLoadWeightsCastsEachWeightThenCopies
     return std::pair{s, simulate_plan(plan, p, c, o).value()};
   };
   const auto [plain, before] = predict(bf16);
-  const auto [quantised, after] = predict(fp8);
-  const auto loads = calls_in(quantised, "load_weights copies");
+  const auto [quantized, after] = predict(fp8);
+  const auto loads = calls_in(quantized, "load_weights copies");
   const std::int64_t cast[] = {768, 768, 512};
   const std::int64_t copied[] = {396, 396, 776};
   ASSERT_EQ(loads.size(), 3u);
@@ -206,7 +206,7 @@ TEST(NemoRlCollective, WithFp8AtTheReceiversLoadWeightsCastsEachWeightThenCopies
     EXPECT_EQ(loads[i]->copies_after[0].bytes.value, copied[i]);
   }
   EXPECT_TRUE(calls_in(plain, "load_weights copies")[0]->quantizes.empty());
-  EXPECT_FALSE(quantised.quantize_landed);  // the calls say who quantises
+  EXPECT_FALSE(quantized.quantize_landed);  // the calls say who quantizes
   const GpuSpec& gpu = c.cluster().gpu(c.gpu_of(Rank{4}));
   const Seconds cast_last = sim::quantize_time(Bytes{512}, QuantScheme::kFp8Block128, gpu);
   const double copy_saved = (1024.0 - 776.0) / gpu.copy_bandwidth.value;
@@ -214,7 +214,7 @@ TEST(NemoRlCollective, WithFp8AtTheReceiversLoadWeightsCastsEachWeightThenCopies
   EXPECT_NEAR(after.predicted.value - before.predicted.value, cast_last.value - copy_saved, 1e-15);
   EXPECT_NEAR(after.breakdown[TimeKind::kQuantize].value, cast_last.value, 1e-15);
   EXPECT_TRUE(std::ranges::any_of(
-      quantised.notes, [](const std::string& n) { return n.find("fp8.load_weights") != std::string::npos; }));
+      quantized.notes, [](const std::string& n) { return n.find("fp8.load_weights") != std::string::npos; }));
 }
 
 TEST(NemoRlCollective, WithoutGpuMemoryTheBuffersTakeTheirCapAndSaySo) {
@@ -261,7 +261,7 @@ TEST(NemoRlReshard, WithFp8AtTheReceiversEachReceiverCastsWhatLandedAndABenchmar
   // NeMo RL loads what M2N lands into vLLM through fp8.load_weights: each inference rank casts
   // the bf16 it received of an expert weight, then copies the fp8 values and scales into the
   // fused gate_up parameter (twice its bytes, as for bf16). reshard_model_bench only moves
-  // bytes: no cast, no quantisation charged, no quantize rate assumed.
+  // bytes: no cast, no quantization charged, no quantize rate assumed.
   const auto p = experts_cast_at_receivers();
   const auto c = two_nodes();
   const auto plan = make_plan("m2n-ring", p, c).value();

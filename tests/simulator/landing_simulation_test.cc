@@ -1,5 +1,5 @@
-// FP8 quantised at the landing ranks, in the simulator: the landing rank quantises once the
-// whole bf16 copy has landed, and the fp8 it sends on leaves once it has quantised.
+// FP8 quantized at the landing ranks, in the simulator: the landing rank quantizes once the
+// whole bf16 copy has landed, and the fp8 it sends on leaves once it has quantized.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,7 +21,7 @@ TEST(LandingSimulation, TheStepWaitsForTheWholeCopyAndTheFp8WaitsForTheStep) {
   // lands whole on engine 0 (rank 2); engine 1 (rank 3) gets fp8 from there. One GPU and one
   // 50 GB/s NIC per node, latency alpha = 15 us, copy bandwidth 1500 GB/s.
   //  - The copy: 204800 + 57344 = 262144 bytes from two NICs into rank 2's: alpha + 262144 / B.
-  //  - The step quantises 262144 bytes of bf16, read 1970 / 1122 times as fast as the GPU copies
+  //  - The step quantizes 262144 bytes of bf16, read 1970 / 1122 times as fast as the GPU copies
   //    (refit's kernels on an H100, measured_kernels.cc; quantize_work.h): q.
   //  - The fp8: 256 * 512 values and 2 * 4 fp32 scales, 131104 bytes: alpha + 131104 / B.
   const auto p = testing::landing_test_problem(2, 1);
@@ -37,7 +37,7 @@ TEST(LandingSimulation, TheStepWaitsForTheWholeCopyAndTheFp8WaitsForTheStep) {
   EXPECT_NEAR(sim.predicted.value, 2 * kAlpha + (262144 + 131104) / kB + q, 1e-9);
   EXPECT_NEAR(sim.breakdown[TimeKind::kQuantize].value, q, 1e-12);
   const auto step = std::ranges::find_if(sim.critical_path, [&](const CriticalTransfer& s) {
-    return s.transfer >= 0 && plan.transfers[static_cast<std::size_t>(s.transfer)].quantises();
+    return s.transfer >= 0 && plan.transfers[static_cast<std::size_t>(s.transfer)].quantizes();
   });
   ASSERT_NE(step, sim.critical_path.end());
   EXPECT_EQ(step->what, "quantize");

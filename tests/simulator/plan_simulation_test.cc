@@ -76,8 +76,8 @@ ReshardProblem one_weight_quantized(QuantSite site) {
       .value();
 }
 
-TEST(PlanSimulation, QuantisingAtTheSenderSendsHalfTheBytesAfterOnePassOverTheWeight) {
-  // The sender quantises its 8 MiB of bf16 first. The test GPU copies at 1500 GB/s and has no
+TEST(PlanSimulation, QuantizingAtTheSenderSendsHalfTheBytesAfterOnePassOverTheWeight) {
+  // The sender quantizes its 8 MiB of bf16 first. The test GPU copies at 1500 GB/s and has no
   // quantize rate, so it reads bf16 1970 / 1122 times as fast as it copies, as refit's kernels did
   // on an H100 (measured_kernels.cc): 8 MiB / (1500 GB/s * 1970 / 1122). Then 4 MiB of fp8 and
   // 32 x 8 fp32 scales (1 KiB) cross the network as one message: alpha + (4 MiB + 1 KiB) / 50 GB/s.
@@ -93,7 +93,7 @@ TEST(PlanSimulation, QuantisingAtTheSenderSendsHalfTheBytesAfterOnePassOverTheWe
 }
 
 // Two 8 MiB bf16 weights whole on training rank 0, w1 needed on rank 1 and w2 on rank 2,
-// quantised at the sender.
+// quantized at the sender.
 ReshardProblem two_weights_quantized_at_sender() {
   const auto layout = [](std::int32_t first) {
     return make_layout({4096, 1024}, {1}, rank_range(first, 1), "R");
@@ -107,13 +107,13 @@ ReshardProblem two_weights_quantized_at_sender() {
       .value();
 }
 
-TEST(PlanSimulation, ASendersQuantisationOfItsSecondBoxOverlapsItsFirstSend) {
+TEST(PlanSimulation, ASendersQuantizationOfItsSecondBoxOverlapsItsFirstSend) {
   // Two 8 MiB bf16 weights from training rank 0 to ranks 1 and 2 (above), each rank on a node of
   // its own. Each pair starts at once, so the sender
-  // quantises by tensor: w1 (q, as above), then w2 (q more). w1's fp8 (b = 4 MiB + 1 KiB of
+  // quantizes by tensor: w1 (q, as above), then w2 (q more). w1's fp8 (b = 4 MiB + 1 KiB of
   // scales) leaves at q, alone on the sender's NIC until w2's joins at 2q; from then on the two
   // share it, and it stays busy until both have gone: the end is q + alpha + 2b / 50 GB/s,
-  // where quantising both boxes before the first send would take 2q + alpha + 2b / 50 GB/s.
+  // where quantizing both boxes before the first send would take 2q + alpha + 2b / 50 GB/s.
   const auto p = two_weights_quantized_at_sender();
   const auto c = testing::make_test_cluster(3, 1, 1, 2);
   PlanSimulationOptions o;
@@ -125,14 +125,14 @@ TEST(PlanSimulation, ASendersQuantisationOfItsSecondBoxOverlapsItsFirstSend) {
   EXPECT_NEAR(s.breakdown[TimeKind::kQuantize].value, q, 1e-12);  // on the critical path: w1's only
 }
 
-TEST(PlanSimulation, OnOneHostASenderQuantisesAndPutsInTurn) {
+TEST(PlanSimulation, OnOneHostASenderQuantizesAndPutsInTurn) {
   // The two weights of the test above, from process 0 to processes 1 and 2 of one host (as
   // `refit calibrate` describes it: shared memory behind one 50 GB/s NIC, a quantizer of 1 GB/s of
-  // bf16, so q = 8 MiB / 1 GB/s). refit's UCX executor quantises each box on the thread that
+  // bf16, so q = 8 MiB / 1 GB/s). refit's UCX executor quantizes each box on the thread that
   // makes its puts, and between processes of one node a put is that thread's own copy, so the two
   // take turns: w1 (q), its put (b / 50 GB/s), then w2 (q),
-  // its put: 2q + 2b / 50 GB/s, where the nodes above overlap w2's quantisation with w1's send.
-  // Each message's latency (alpha < q) is paid while its box is quantised, as a stream's messages
+  // its put: 2q + 2b / 50 GB/s, where the nodes above overlap w2's quantization with w1's send.
+  // Each message's latency (alpha < q) is paid while its box is quantized, as a stream's messages
   // pay theirs while the ones before them flow.
   const auto p = two_weights_quantized_at_sender();
   const auto c = testing::make_test_host(3, 1, 2);
@@ -145,8 +145,8 @@ TEST(PlanSimulation, OnOneHostASenderQuantisesAndPutsInTurn) {
   EXPECT_NEAR(s.breakdown[TimeKind::kQuantize].value, 2 * q, 1e-12);  // both boxes on the critical path
 }
 
-TEST(PlanSimulation, QuantisingAtTheReceiverSendsBf16ThenQuantisesWhatLanded) {
-  // bf16 crosses (alpha + 8 MiB / 50 GB/s), then the receiver quantises its 8 MiB at the rate of
+TEST(PlanSimulation, QuantizingAtTheReceiverSendsBf16ThenQuantizesWhatLanded) {
+  // bf16 crosses (alpha + 8 MiB / 50 GB/s), then the receiver quantizes its 8 MiB at the rate of
   // the test above.
   const auto p = one_weight_quantized(QuantSite::kReceiver);
   const auto c = testing::make_test_cluster(2, 1, 1, 1);

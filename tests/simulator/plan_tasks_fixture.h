@@ -36,7 +36,7 @@ inline Plan plan_of(std::vector<Transfer> transfers, std::int64_t rows_mib) {
   return plan;
 }
 
-// Nobody quantises anything.
+// Nobody quantizes anything.
 inline QuantizeWork no_quantization(const Plan& plan) {
   const auto ranks = static_cast<std::size_t>(plan.world_size());
   return QuantizeWork{

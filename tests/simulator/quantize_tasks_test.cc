@@ -1,7 +1,7 @@
 // FP8 in flight as tasks (quantize_tasks.h), from a QuantizeWork given by hand: a sender's
-// quantisation before its transfers of what it makes, a receiver's after the transfers landing
-// what it quantises, each quantize_time() of its bytes on its GPU, moving nothing. (A landing
-// rank's quantise step is checked on a whole plan in landing_simulation_test.cc.)
+// quantization before its transfers of what it makes, a receiver's after the transfers landing
+// what it quantizes, each quantize_time() of its bytes on its GPU, moving nothing. (A landing
+// rank's quantize step is checked on a whole plan in landing_simulation_test.cc.)
 #include "quantize_tasks.h"
 
 #include <algorithm>
@@ -20,7 +20,7 @@ namespace {
 using testing::plan_of;
 using testing::transfer;
 
-// One 8 MiB bf16 weight from rank 0 to rank 1, quantised at the sender into `scheme`.
+// One 8 MiB bf16 weight from rank 0 to rank 1, quantized at the sender into `scheme`.
 ReshardProblem one_weight_in(QuantScheme scheme) {
   const auto layout = [](std::int32_t rank) {
     return refit::testing::make_layout({4096, 1024}, {1}, refit::testing::rank_range(rank, 1), "R");
@@ -59,9 +59,9 @@ TEST(QuantizeTime, AMeasuredRateIsTakenPerFormatAndOnlyAnUnmeasuredOneIsAssumed)
       << quantize_rate_assumption();
 }
 
-TEST(QuantizeTasks, ASenderQuantisesBeforeAndAReceiverAfterItsTransfers) {
-  // Rank 0 sends to ranks 1 and 2. Rank 0 quantises 1 MB before transfer 0 (not transfer 1);
-  // rank 1 quantises 2 MB once transfer 0 (ending in task 7, say) has landed.
+TEST(QuantizeTasks, ASenderQuantizesBeforeAndAReceiverAfterItsTransfers) {
+  // Rank 0 sends to ranks 1 and 2. Rank 0 quantizes 1 MB before transfer 0 (not transfer 1);
+  // rank 1 quantizes 2 MB once transfer 0 (ending in task 7, say) has landed.
   const auto plan = plan_of({transfer(0, 0, 1, 0, 1), transfer(1, 0, 2, 0, 1)}, 1);
   const auto cluster = refit::testing::make_test_cluster(3, 1, 1, 2);
   auto work = testing::no_quantization(plan);
@@ -91,10 +91,10 @@ TEST(QuantizeTasks, ASenderQuantisesBeforeAndAReceiverAfterItsTransfers) {
   ASSERT_EQ(m.deps(TaskId{1}).size(), 1U);
   EXPECT_EQ(m.deps(TaskId{1})[0], TaskId{7});
   EXPECT_EQ(m.category(TaskId{1}), static_cast<std::uint32_t>(TaskKind::kQuantize));
-  EXPECT_EQ(m.label(TaskId{1}), "quantise on rank 1");
+  EXPECT_EQ(m.label(TaskId{1}), "quantize on rank 1");
 }
 
-// Rank 0 quantises boxes of 1 and 3 MB, in that order. Transfer 0 reads the first box only (1
+// Rank 0 quantizes boxes of 1 and 3 MB, in that order. Transfer 0 reads the first box only (1
 // box from chunk 0); transfer 1 reads the second from its chunk 1 on (2 boxes).
 QuantizeWork two_boxes(const Plan& plan) {
   auto work = testing::no_quantization(plan);
@@ -105,8 +105,8 @@ QuantizeWork two_boxes(const Plan& plan) {
   return work;
 }
 
-TEST(QuantizeTasks, ASenderQuantisesBoxByBoxAndAChunkWaitsOnlyForTheBoxesItReads) {
-  // Rank 0 quantises boxes of 1 and 3 MB, in that order, each after the one before on its GPU.
+TEST(QuantizeTasks, ASenderQuantizesBoxByBoxAndAChunkWaitsOnlyForTheBoxesItReads) {
+  // Rank 0 quantizes boxes of 1 and 3 MB, in that order, each after the one before on its GPU.
   // Transfer 0 reads the first box only (1 box from chunk 0): it waits for task 0. Transfer 1
   // (2 chunks of 1 MiB) reads the second from its chunk 1 on (2 boxes): its chunk 0 waits for nothing, chunk
   // 1 for task 1, which follows task 0.
@@ -134,14 +134,14 @@ TEST(QuantizeTasks, ASenderQuantisesBoxByBoxAndAChunkWaitsOnlyForTheBoxesItReads
 
 TEST(QuantizeTasks, OnOneHostASendersBoxWaitsForItsPutsBeforeTheChunkThatReadsIt) {
   // The boxes and waits of the test above, on one host: a put is the sending thread's own copy
-  // there, and refit's UCX executor quantises on that thread, so no box is made up front.
+  // there, and refit's UCX executor quantizes on that thread, so no box is made up front.
   // - Chunk 0 of transfer 0 asks for box 0 in its pair stream 0: task 0, after nothing, in
   //   stream 0, which puts it before the chunk (so no dependency is returned).
   // - The sender then puts: task 1 in stream 0, task 2 in stream 2, task 3 in stream 0 again
   //   (which ends after task 1, so it stands for both).
   // - Chunk 1 of transfer 1 asks for box 1 in stream 1: task 4, after box 0 and the puts since,
   //   one per stream: 3 and 2. Asked again without a stream, box 1 is a dependency.
-  // refit's NCCL executor quantises beside its sends: both boxes up front, as before.
+  // refit's NCCL executor quantizes beside its sends: both boxes up front, as before.
   const auto plan = plan_of({transfer(0, 0, 1, 0, 1), transfer(1, 0, 2, 0, 2)}, 2);
   const auto host = refit::testing::make_test_host(3, 1, 2);
   const auto work = two_boxes(plan);

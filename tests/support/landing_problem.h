@@ -7,7 +7,7 @@ namespace refit::testing {
 
 // A [256, 512] bf16 weight "w" in rows of 200 on training ranks 0 and 1, which cuts block row 1
 // (rows 128..255), into `engines` inference engines of `tp` ranks (2, 3, ...; a mesh (R, S1)),
-// quantised (fp8-block128) at its landing ranks: one engine gets it in bf16 as "w@landing".
+// quantized (fp8-block128) at its landing ranks: one engine gets it in bf16 as "w@landing".
 // Tensors: the fp8 values 0, the scales 1, the landing copy 2.
 inline ReshardProblem landing_test_problem(std::int64_t engines, std::int64_t tp) {
   const Shape w{256, 512};

@@ -1,6 +1,6 @@
 #pragma once
 // The small FP8-in-flight problem the executors' tests share: training ranks hold bf16 weights,
-// the plan moves their fp8 values and scales (quantised at the senders).
+// the plan moves their fp8 values and scales (quantized at the senders).
 #include <algorithm>
 #include <vector>
 
@@ -15,7 +15,7 @@ namespace refit::testing {
 // over inference ranks 2-5 twice (2 replicas: ranks 2 and 4 hold columns 0..255); stacked experts
 // [4, 160, 96] split by expert on both sides (ragged 128x128 blocks at their edges: 160 = 128 + 32
 // rows, 96 columns); a norm that stays bf16. Five tensors: the two weights with their scales, and
-// the norm. `site`: where the weights are quantised (the default: at the senders, which hold whole
+// the norm. `site`: where the weights are quantized (the default: at the senders, which hold whole
 // blocks; kTraining: trained in fp8, the training ranks hold the values and scales).
 inline ReshardProblem quantized_test_problem(QuantScheme scheme, QuantSite site = QuantSite::kLanding) {
   const Shape w{256, 512}, e{4, 160, 96}, n{512};

@@ -78,7 +78,7 @@ inline constexpr double kHostCopyGbps = 10.0;
 inline constexpr Seconds kHostSharedMemoryLatency = micros(1);
 inline constexpr double kHostLoopbackGbps = 10.0;
 inline constexpr Seconds kHostLoopbackLatency = micros(10);
-// FP8 quantisation on a host: refit's CPU quantizer, which the UCX executor runs on the thread that
+// FP8 quantization on a host: refit's CPU quantizer, which the UCX executor runs on the thread that
 // makes the puts (one core a process), in bf16 bytes read per second. Measured, not rough: the
 // median of 20 `refit calibrate` runs on a 2-core Intel Xeon VM, 2026-12-06 (bench/RESULTS.md,
 // "cpu-host's quantize rate"). Derived from the host's copy rate at the ratios of refit's GPU

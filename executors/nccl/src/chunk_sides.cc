@@ -44,17 +44,17 @@ std::int32_t ChunkSides::slot_of(Rank r) const {
   return -1;
 }
 
-Result<std::vector<Quantize>> ChunkSides::quantise(std::int32_t slot, std::int32_t transfer) const {
+Result<std::vector<Quantize>> ChunkSides::quantize(std::int32_t slot, std::int32_t transfer) const {
   const auto& program = programs_[static_cast<std::size_t>(slot)];
-  const auto& steps = program.quantise_steps();
-  const auto step = std::ranges::find(steps, transfer, &lowering::QuantiseStep::transfer);
+  const auto& steps = program.quantize_steps();
+  const auto step = std::ranges::find(steps, transfer, &lowering::QuantizeStep::transfer);
   const auto& shards = program.shards().destinations;
   std::vector<Quantize> out;
   for (const auto& b : step->blocks) {
     if (!b.whole_boxes)
       return unsupported(
-          fmt::format("quantise step {} makes {} of '{}', part of the rank's box: the NCCL executor "
-                      "quantises whole boxes",
+          fmt::format("quantize step {} makes {} of '{}', part of the rank's box: the NCCL executor "
+                      "quantizes whole boxes",
                       transfer, b.blocks.to_string(),
                       lowered_->plan().tensors[shards[static_cast<std::size_t>(b.values)].tensor].name));
     const auto source = b.copy_offset * dtype_size(DType::kBF16);

@@ -38,11 +38,11 @@ class ChunkSides {
                                        const StagingAllocator& staging) const;
   ChunkSide receive(std::int32_t slot, std::int32_t transfer, std::int64_t k,
                     const StagingAllocator& staging) const;
-  // The quantize kernel launches of quantise step `transfer` of the rank in `slot`, one per
+  // The quantize kernel launches of quantize step `transfer` of the rank in `slot`, one per
   // weight: from its bf16 landing copy into its fp8 values and scales, the rank's destination
   // shards. Refuses blocks that are not all of those shards (the kernel writes them row-major;
-  // refit's plans quantise a landing rank's whole boxes).
-  [[nodiscard]] Result<std::vector<Quantize>> quantise(std::int32_t slot, std::int32_t transfer) const;
+  // refit's plans quantize a landing rank's whole boxes).
+  [[nodiscard]] Result<std::vector<Quantize>> quantize(std::int32_t slot, std::int32_t transfer) const;
 
  private:
   ChunkSides(const lowering::LoweredPlan& lowered, const LocalView& view)

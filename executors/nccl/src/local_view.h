@@ -25,7 +25,7 @@ struct LocalView {
   std::vector<LocalRank> ranks;            // staging slot = index
   std::vector<std::int32_t> comm_rank_of;  // per plan rank, always filled
   // By shard index: the lowering's buffers of each rank in turn, then the bf16 boxes the program
-  // quantises (QuantizedSources::add_to).
+  // quantizes (QuantizedSources::add_to).
   std::vector<std::span<std::byte>> shards;
 };
 

@@ -1,6 +1,6 @@
 #pragma once
 // One process's program for a step over a membership (member_step.h), from what prepare kept:
-// the full plan, the process's view of its buffers and its quantise ops. The step's plan is
+// the full plan, the process's view of its buffers and its quantize ops. The step's plan is
 // lowered, scheduled and translated like any plan, so it gets the same step schedule guarantees
 // (a group per step that every peer in it posts too). Pure C++: the executor issues the program
 // through its CUDA backend, the CPU tests run it through program_sim.

@@ -4,7 +4,7 @@
 // plan (pure C++, tested on CPUs); a Backend issues it to CUDA and NCCL, or a test records and
 // simulates it.
 //
-// Streams: the copy stream quantises (FP8 in flight, each box in the step that first sends from
+// Streams: the copy stream quantizes (FP8 in flight, each box in the step that first sends from
 // it), packs and unpacks
 // (batched box copies), the comm stream runs one NCCL group per step. Events order them: the comm stream
 // waits for a step's packs, the copy stream for a step's traffic before unpacking it. Event ids are never
@@ -63,7 +63,7 @@ struct CopyOp {
   CopyGeometry geometry;
 };
 
-// A part of a weight box quantised at the senders (sender_quantization.h): bf16 elements where
+// A part of a weight box quantized at the senders (sender_quantization.h): bf16 elements where
 // the caller holds them (a buffer, or a framework parameter's region) into the part's place in the
 // executor's fp8 values and scales of the box, which the plan sends from. One kernel launch.
 struct Quantize {
@@ -75,7 +75,7 @@ struct Quantize {
   Shape strides;   // of the bf16 elements, in elements
 };
 
-// The Quantize ops, one per part, of a weight box that a plan rank of this process quantises.
+// The Quantize ops, one per part, of a weight box that a plan rank of this process quantizes.
 struct QuantizedBox {
   Rank rank;
   std::uint32_t weight = 0;  // the plan's tensor of its fp8 values

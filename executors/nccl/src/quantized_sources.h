@@ -1,6 +1,6 @@
 #pragma once
 // FP8 in flight in the NCCL executor (refit/executors/sender_quantization.h): a process's buffers
-// as the plan sends from them, with every weight box quantised at the senders replaced by fp8
+// as the plan sends from them, with every weight box quantized at the senders replaced by fp8
 // values and scales in memory of the executor's own, and the program's Quantize ops that fill
 // that memory from the caller's bf16 boxes (translate.h places them). Pure C++: the executor
 // allocates device memory, the CPU tests host memory.
@@ -23,15 +23,15 @@ using QuantizedAllocator = std::function<Result<std::span<std::byte>>(Bytes byte
 
 class QuantizedSources {
  public:
-  // Finds and checks the boxes each given rank quantises (errors name the rank and tensor) and
+  // Finds and checks the boxes each given rank quantizes (errors name the rank and tensor) and
   // allocates their values and scales.
   [[nodiscard]] static Result<QuantizedSources> make(const Plan& plan,
                                                      std::span<const LocalRankBuffers> given,
                                                      const QuantizedAllocator& allocate);
 
-  // The given ranks' buffers with the quantised sources replaced: what make_local_view takes.
+  // The given ranks' buffers with the quantized sources replaced: what make_local_view takes.
   const std::vector<LocalRankBuffers>& ranks() const { return ranks_; }
-  // The ops that quantise every box that is sent, part by part, on `view` (made from ranks()).
+  // The ops that quantize every box that is sent, part by part, on `view` (made from ranks()).
   // A box in a buffer of its own is appended to view.shards; a framework parameter is there.
   std::vector<QuantizedBox> add_to(LocalView& view) const;
 

@@ -37,8 +37,8 @@ struct StepOps {
   std::vector<CopyOp> early_packs;        // read nothing the previous step delivers
   std::vector<CopyOp> late_packs;         // forward what the previous step delivered
   std::vector<CopyOp> unpacks;            // run after this step's traffic
-  std::vector<Quantize> quantise;         // quantise steps, once earlier steps' data is unpacked
-  std::vector<Quantize> sender_quantise;  // the boxes the step's sends read first, before its packs
+  std::vector<Quantize> quantize;         // quantize steps, once earlier steps' data is unpacked
+  std::vector<Quantize> sender_quantize;  // the boxes the step's sends read first, before its packs
   bool forwards_previous = false;         // some send (packed or in place) needs the previous step's data
 };
 
@@ -55,7 +55,7 @@ class Translator {
         order_(boxes.empty() ? lowering::SenderQuantizeOrder{}
                              : lowering::sender_quantize_order(plan_, lowered.staging(),
                                                                lowering::scheduled_start(schedule))),
-        quantised_(static_cast<std::size_t>(plan_.world_size()), 0) {
+        quantized_(static_cast<std::size_t>(plan_.world_size()), 0) {
     program_.staging_regions.assign(2 * view.ranks.size(), 0);
   }
 
@@ -89,12 +89,12 @@ class Translator {
     };
   }
 
-  // The boxes the sender of transfer t quantises up to the last one its chunk `chunk` reads,
-  // those not yet quantised, in their order.
-  void quantise_for(const Transfer& t, std::int64_t chunk, std::vector<Quantize>& out) {
+  // The boxes the sender of transfer t quantizes up to the last one its chunk `chunk` reads,
+  // those not yet quantized, in their order.
+  void quantize_for(const Transfer& t, std::int64_t chunk, std::vector<Quantize>& out) {
     if (order_.waits.empty()) return;
     const auto r = static_cast<std::size_t>(t.sender.value);
-    for (auto& done = quantised_[r]; done < order_.needs(t.id, chunk); ++done) {
+    for (auto& done = quantized_[r]; done < order_.needs(t.id, chunk); ++done) {
       const auto weight = order_.weights[r][static_cast<std::size_t>(done)];
       const auto box = std::ranges::find_if(
           boxes_, [&](const QuantizedBox& b) { return b.rank == t.sender && b.weight == weight; });
@@ -123,15 +123,15 @@ class Translator {
     for (const auto& item : items) {
       const auto& t = plan_.transfers[static_cast<std::size_t>(item.transfer)];
       const auto& layout = lowered_.layout(item.transfer);
-      if (t.quantises()) {
+      if (t.quantizes()) {
         if (item.chunk == 0) {
-          const auto launches = REFIT_TRY(sides_.quantise(sides_.slot_of(t.sender), t.id));
-          ops.quantise.insert(ops.quantise.end(), launches.begin(), launches.end());
+          const auto launches = REFIT_TRY(sides_.quantize(sides_.slot_of(t.sender), t.id));
+          ops.quantize.insert(ops.quantize.end(), launches.begin(), launches.end());
         }
         continue;
       }
       if (const auto slot = sides_.slot_of(t.sender); slot >= 0) {
-        quantise_for(t, item.chunk, ops.sender_quantise);
+        quantize_for(t, item.chunk, ops.sender_quantize);
         const auto side = REFIT_TRY(sides_.send(slot, t.id, item.chunk, staging_of(slot, used)));
         const bool late =
             previous >= 0 &&
@@ -165,7 +165,7 @@ class Translator {
     const std::int32_t previous = i > 0 ? program_.blocks.back().step : 0;
     program_.blocks.push_back(
         Block{.step = step, .first_op = program_.ops.size(), .done_event = done_event(i)});
-    program_.ops.insert(program_.ops.end(), ops.sender_quantise.begin(), ops.sender_quantise.end());
+    program_.ops.insert(program_.ops.end(), ops.sender_quantize.begin(), ops.sender_quantize.end());
     batch(BatchKind::kPack, step, std::move(ops.early_packs));
     // Unless this step forwards what the previous one delivered, its traffic may start while the
     // previous step is still being unpacked (they use different staging halves and bytes).
@@ -175,7 +175,7 @@ class Translator {
       program_.ops.emplace_back(Wait{.stream = StreamKind::kCopy, .event = done_event(i - 1)});
       batch(BatchKind::kUnpack, previous, std::move(pending_unpacks));
     }
-    program_.ops.insert(program_.ops.end(), ops.quantise.begin(), ops.quantise.end());
+    program_.ops.insert(program_.ops.end(), ops.quantize.begin(), ops.quantize.end());
     batch(BatchKind::kPack, step, std::move(ops.late_packs));
     if (ops.forwards_previous)
       program_.ops.emplace_back(Record{.stream = StreamKind::kCopy, .event = packed_event(i)});
@@ -207,7 +207,7 @@ class Translator {
   const ChunkSides& sides_;
   std::span<const QuantizedBox> boxes_;
   lowering::SenderQuantizeOrder order_;
-  std::vector<std::int32_t> quantised_;  // per plan rank: boxes of its order quantised so far
+  std::vector<std::int32_t> quantized_;  // per plan rank: boxes of its order quantized so far
   Program program_;
 };
 

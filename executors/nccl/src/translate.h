@@ -2,8 +2,8 @@
 // Plan -> Program for one process (see program.h and refit/lowering/step_schedule.h). Per step the process
 // posts, in this order:
 //   copy stream: packs that need nothing received in the previous step; wait for the previous
-//                step's traffic; unpack it; quantise steps (FP8 at the landing ranks: everything
-//                they quantise landed in earlier steps); packs that forward it; record "packed" (right after
+//                step's traffic; unpack it; quantize steps (FP8 at the landing ranks: everything
+//                they quantize landed in earlier steps); packs that forward it; record "packed" (right after
 //                the first packs when the step forwards nothing the previous step delivered).
 //   comm stream: wait for "packed"; one NCCL group with the step's sends and receives in plan
 //                order; record "done".
@@ -26,7 +26,7 @@ namespace refit::nccl_detail {
 // Each box of `quantize` on the copy stream at the start of the first step that sends a chunk of it,
 // before that step's packs, in the order of sender_quantize_order under the step schedule
 // (refit/lowering/sender_quantize_order.h, which the simulator charges): so its packs and sends
-// see its output, and a box needed later is quantised while earlier steps' traffic flows.
+// see its output, and a box needed later is quantized while earlier steps' traffic flows.
 [[nodiscard]] Result<Program> translate(const lowering::LoweredPlan& lowered,
                                         const lowering::StepSchedule& schedule, const ChunkSides& sides,
                                         const LocalView& view, std::span<const QuantizedBox> quantize = {});

@@ -69,7 +69,7 @@ Engine::Engine(const ExecutionContext& context)
     chunks_to_receive_ += chunks;
     report_.bytes_received += Bytes{p.layout(r.transfer).bytes()};
   }
-  arrived_prefix_.resize(arrived_prefix_.size() + p.steps().size(), 0);  // quantise steps: landed once run
+  arrived_prefix_.resize(arrived_prefix_.size() + p.steps().size(), 0);  // quantize steps: landed once run
   for (std::size_t j = 0; j < p.sends().size(); ++j) {
     const Send& s = p.sends()[j];
     const auto chunks = static_cast<std::int64_t>(s.chunks.size());
@@ -121,14 +121,14 @@ Result<void> Engine::loop() {
 Result<bool> Engine::step(Clock::time_point now) {
   const bool messages = REFIT_TRY(handle_messages());
   const bool flushed = REFIT_TRY(handle_flushes());
-  const bool quantised = run_ready_steps();
+  const bool quantized = run_ready_steps();
   const bool sent = REFIT_TRY(send_ready_chunks());
   if (const auto failed = c_.outbox.sweep(c_.epoch); failed && c_.membership)
     take_for_gone(failed->first.value);
   else if (failed)
     return fail(ErrorCode::kPeerFailed, fmt::format("rank {} is unreachable: a message to it failed ({})",
                                                     failed->first.value, ucs_status_string(failed->second)));
-  bool worked = messages || flushed || quantised || sent;
+  bool worked = messages || flushed || quantized || sent;
   if (!newly_gone_.empty()) {
     REFIT_TRY(apply_gone());
     worked = true;

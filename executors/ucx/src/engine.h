@@ -191,7 +191,7 @@ class Engine {
   std::array<std::int64_t, kLinkKinds> in_flight_chunks_{};
   SlotPool pack_slots_;
   std::int64_t chunks_to_send_ = 0;
-  std::size_t steps_run_ = 0;  // quantise steps run, in plan order (each waits for earlier data only)
+  std::size_t steps_run_ = 0;  // quantize steps run, in plan order (each waits for earlier data only)
   // The end, and health.
   std::vector<bool> done_from_;
   bool done_sent_ = false;

@@ -36,7 +36,7 @@ std::string Engine::describe_send_wait(const ChunkRef& c) const {
     if (landed >= w.chunks) continue;
     if (static_cast<std::size_t>(w.receive) >= c_.program.receives().size())
       return fmt::format(
-          "its quantise step (transfer {}), which chunk {} of transfer {} forwards, to run",
+          "its quantize step (transfer {}), which chunk {} of transfer {} forwards, to run",
           c_.program.steps()[static_cast<std::size_t>(w.receive) - c_.program.receives().size()].transfer,
           c.second, t.id);
     const Receive& r = c_.program.receives()[static_cast<std::size_t>(w.receive)];

@@ -5,7 +5,7 @@
 
 #include "engine.h"
 #include "refit/core/try.h"
-#include "refit/executors/quantise_step.h"
+#include "refit/executors/quantize_step.h"
 #include "refit/executors/streaming_stores.h"
 #include "refit/planner/execution_model.h"
 
@@ -65,7 +65,7 @@ bool Engine::ready(const ChunkRef& c) const {
          (!c_.program.send_runs[j][k].empty() || pack_slots_.available());
 }
 
-// A quantise step runs on this thread once its copies have landed; then its fp8 counts as landed
+// A quantize step runs on this thread once its copies have landed; then its fp8 counts as landed
 // for the chunks that forward it.
 bool Engine::run_ready_steps() {
   const auto& p = c_.program;
@@ -76,7 +76,7 @@ bool Engine::run_ready_steps() {
     if (!landed(p.step_waits[steps_run_])) break;
     {
       const WorkTimer timer(*report_.work.quantize);
-      run_quantise_step(*p.rank, step, p.host(c_.regions.bases));
+      run_quantize_step(*p.rank, step, p.host(c_.regions.bases));
     }
     arrived_prefix_[p.receives().size() + steps_run_] = p.layout(step.transfer).chunks();
   }

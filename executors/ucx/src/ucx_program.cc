@@ -40,15 +40,15 @@ class Builder {
         if (r.chunks[k].path == lowering::CopyPath::kInPlace)
           runs[k] = regions_of(rank.runs(r, static_cast<std::int64_t>(k)));
     }
-    for (std::size_t i = 0; i < rank.quantise_steps().size(); ++i)
-      receive_of[rank.quantise_steps()[i].transfer] = static_cast<std::int32_t>(rank.receives().size() + i);
+    for (std::size_t i = 0; i < rank.quantize_steps().size(); ++i)
+      receive_of[rank.quantize_steps()[i].transfer] = static_cast<std::int32_t>(rank.receives().size() + i);
     const auto by_receive = [&](const std::vector<lowering::ChunkWait>& waits) {
       std::vector<ChunkWait> out;
       for (const auto& w : waits)
         out.push_back(ChunkWait{.receive = receive_of.at(w.transfer), .chunks = w.chunks});
       return out;
     };
-    for (const auto& step : rank.quantise_steps()) p_.step_waits.push_back(by_receive(step.waits));
+    for (const auto& step : rank.quantize_steps()) p_.step_waits.push_back(by_receive(step.waits));
     for (const auto& s : rank.sends()) {
       auto& runs = p_.send_runs.emplace_back(s.chunks.size());
       auto& waits = p_.waits.emplace_back(s.chunks.size());

@@ -28,7 +28,7 @@ using lowering::Receive;
 using lowering::Send;
 
 // A forwarding chunk needs the first `chunks` chunks of receives[receive] to have landed; a
-// receive index past the receives is the rank's quantise step (receive - receives().size()),
+// receive index past the receives is the rank's quantize step (receive - receives().size()),
 // whose chunks land when it has run.
 struct ChunkWait {
   std::int32_t receive = 0;
@@ -55,11 +55,11 @@ struct UcxProgram {
   std::vector<std::vector<std::vector<Run>>> receive_runs;  // per receive, per chunk (in place)
   std::vector<std::vector<std::vector<Run>>> send_runs;     // per send, per chunk; empty: packed
   std::vector<std::vector<std::vector<ChunkWait>>> waits;   // per send, per chunk
-  std::vector<std::vector<ChunkWait>> step_waits;           // per quantise step
+  std::vector<std::vector<ChunkWait>> step_waits;           // per quantize step
 
   const std::vector<lowering::Receive>& receives() const { return rank->receives(); }
   const std::vector<lowering::Send>& sends() const { return rank->sends(); }
-  const std::vector<lowering::QuantiseStep>& steps() const { return rank->quantise_steps(); }
+  const std::vector<lowering::QuantizeStep>& steps() const { return rank->quantize_steps(); }
   const lowering::MessageLayout& layout(std::int32_t transfer) const { return lowered->layout(transfer); }
   // The host buffers of the lowering's copies, from the regions' base addresses.
   lowering::HostBuffers host(std::span<std::byte* const> bases) const;

@@ -18,7 +18,7 @@ After the bytes land, ``refit_update`` does what vLLM does after its own ``load_
 runs vLLM's ``process_weights_after_loading``, which for bf16 models on CUDA leaves linear
 weights as they are, pads and re-registers fused-MoE weights in place, and recomputes MLA's
 absorbed ``W_UK_T`` / ``W_UV`` from ``kv_b_proj`` in place (``replace_parameter``). What differs
-by model family and quantisation is in docs/guide/integrations.md.
+by model family and quantization is in docs/guide/integrations.md.
 """
 
 from __future__ import annotations

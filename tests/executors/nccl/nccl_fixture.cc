@@ -71,7 +71,7 @@ std::vector<SimProcess> Processes::sim() const {
 
 namespace {
 
-// A process's program from its view and quantise ops.
+// A process's program from its view and quantize ops.
 using ProgramOf = std::function<Result<Program>(const LocalView&, std::span<const QuantizedBox>)>;
 
 Result<Processes> processes_of(const Plan& plan, HostRanks& ranks, const CommRankMap& map,

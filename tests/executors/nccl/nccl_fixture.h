@@ -38,7 +38,7 @@ struct Processes {
   std::vector<std::unique_ptr<std::vector<std::byte>>> quantized;
   std::vector<SimProcess> sim() const;
 };
-// As the executor's prepare makes them, weights quantised at the senders included.
+// As the executor's prepare makes them, weights quantized at the senders included.
 [[nodiscard]] Result<Processes> make_processes(const Plan& plan, HostRanks& ranks, const CommRankMap& map,
                                                Bytes staging);
 // As the executor makes them for a step over membership `m` (member_program.h), from the views

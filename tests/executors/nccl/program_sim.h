@@ -1,6 +1,6 @@
 #pragma once
 // A CPU stand-in for the processes of one NCCL run: host memory for every buffer, copy batches run
-// through the kernel's own item code (copy_kernel_body.h) and quantisation through the quantize
+// through the kernel's own item code (copy_kernel_body.h) and quantization through the quantize
 // kernel's (quantize_kernel_body.h), two streams per process ordered only by
 // their events, and one NCCL group per step that runs when every process in it has reached it,
 // matching each pair's sends and receives in order. A policy decides which stream runs ahead, so

@@ -1,8 +1,8 @@
 // FP8 in flight through the NCCL executor's program, run on CPUs: training ranks hand over bf16
-// weights, each process quantises the boxes it sends from with the quantize kernel's own code
+// weights, each process quantizes the boxes it sends from with the quantize kernel's own code
 // (quantize_kernel_body.h) into the executor's memory before its first step, and every inference
 // rank must end with exactly what the CPU quantizer makes of its box (HostShards::verify
-// quantises the bf16 pattern itself and compares every fp8 byte and every scale).
+// quantizes the bf16 pattern itself and compares every fp8 byte and every scale).
 #include <algorithm>
 #include <functional>
 
@@ -87,7 +87,7 @@ TEST(NcclProgramFp8, EveryStrategyMappingAndStreamOrderDeliversWhatTheQuantizerM
   }
 }
 
-// The op quantising the box of `shape`, or nullptr.
+// The op quantizing the box of `shape`, or nullptr.
 const Quantize* quantizing(const std::vector<const Quantize*>& ops, const Shape& shape) {
   const auto it = std::ranges::find(ops, shape, &Quantize::shape);
   return it == ops.end() ? nullptr : *it;
@@ -99,14 +99,14 @@ std::ptrdiff_t position(const Program& program, const Quantize* op) {
          program.ops.begin();
 }
 
-TEST(NcclProgramFp8, EachTrainingRankQuantisesEachBoxOnceInTheStepThatFirstSendsIt) {
+TEST(NcclProgramFp8, EachTrainingRankQuantizesEachBoxOnceInTheStepThatFirstSendsIt) {
   // Training rank 0 holds rows 0..127 of w.weight ([128, 512]) and experts 0-1 ([2, 160, 96]);
-  // rank 1 the rest. No other rank holds a weight in bf16, so no other process quantises. With
+  // rank 1 the rest. No other rank holds a weight in bf16, so no other process quantizes. With
   // 1 KiB chunks (2 KiB of staging) the plan takes many steps, and each rank's first chunks read
   // one of its boxes (rank 0 the experts, rank 1 w.weight), the other's first chunk going in a
-  // later step: each box is quantised at the start of its own first step, so one comes before
+  // later step: each box is quantized at the start of its own first step, so one comes before
   // the rank's first group and the other after it, while earlier steps' traffic flows. (That
-  // every send sees its box quantised is checked above, in every stream order.)
+  // every send sees its box quantized is checked above, in every stream order.)
   const auto problem = quantized_test_problem(QuantScheme::kFp8Block128);
   const auto run = prepare(problem, plan_of(problem, "refit"), Mapping::kOnePerProcess, Bytes{2048});
   for (std::size_t c = 0; c < run.processes.programs.size(); ++c) {
@@ -149,7 +149,7 @@ TEST(NcclProgramFp8, ABf16ElementChangedAtTheSourceShowsOnlyAtItsBlocksDestinati
   for (const std::size_t r : {3, 5}) EXPECT_TRUE(run.shards[r].verify(problem)) << "rank " << r;
 }
 
-TEST(NcclProgramFp8, AWeightHeldInAFrameworkParameterIsQuantisedThroughItsRegion) {
+TEST(NcclProgramFp8, AWeightHeldInAFrameworkParameterIsQuantizedThroughItsRegion) {
   // Rank 0 holds w.weight as the right half of a [128, 1024] parameter: the kernel reads it there
   // (strides 1024, 1), and the executor's values and scales become two more source parameters.
   const auto problem = quantized_test_problem(QuantScheme::kFp8Block128);
@@ -189,7 +189,7 @@ TEST(NcclProgramFp8, ABf16BufferShortOfItsBoxIsRefusedNamingRankAndTensor) {
   EXPECT_NE(made.error().message.find("bf16"), std::string::npos) << made.error().message;
 }
 
-TEST(NcclProgramFp8, LandingRanksQuantiseOnceTheirCopyHasLandedAndSendFp8On) {
+TEST(NcclProgramFp8, LandingRanksQuantizeOnceTheirCopyHasLandedAndSendFp8On) {
   // Engine 0 (ranks 2, 3) lands the weight: each of its processes launches the kernel once on its
   // [256, 256] box, in the step after its bf16 copy's last chunk, before any group that sends
   // fp8 from it; engine 1 (ranks 4, 5) gets fp8 only. Every strategy that sends from holders, every
@@ -214,7 +214,7 @@ TEST(NcclProgramFp8, LandingRanksQuantiseOnceTheirCopyHasLandedAndSendFp8On) {
   }
 }
 
-TEST(NcclProgramFp8, BoundsCoverTheQuantisedBoxAndItsOutputs) {
+TEST(NcclProgramFp8, BoundsCoverTheQuantizedBoxAndItsOutputs) {
   // A [128, 256] block128 box: 65,536 bf16 bytes in, 32,768 fp8 bytes and 2 fp32 scales out.
   const auto shard = [](std::int32_t i) { return Address{.kind = BufferKind::kShard, .index = i}; };
   const Program program{.ops = {Quantize{.scheme = QuantScheme::kFp8Block128,

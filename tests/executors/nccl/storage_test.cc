@@ -27,7 +27,7 @@ struct Stored {
   models::StorageMap vllm;
 };
 
-// A case: its model read and quantised as `refit run` would with the case's PROBLEM options.
+// A case: its model read and quantized as `refit run` would with the case's PROBLEM options.
 Result<Stored> stored(const std::string& file, const std::string& train, const std::string& infer,
                       const ModelOptions& options) {
   const auto m = REFIT_TRY(load_model(std::string(REFIT_TEST_DATA_DIR) + "/models/" + file, options));

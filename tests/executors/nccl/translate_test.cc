@@ -174,7 +174,7 @@ TEST(NcclTranslation, EveryChunkIsSentInTheStepTheSimulatedScheduleGivesIt) {
               ++checked;
             }
         for (const auto& t : plan.transfers)
-          if (!t.quantises())
+          if (!t.quantizes())
             EXPECT_EQ(sent[static_cast<std::size_t>(t.id)], schedule.step[static_cast<std::size_t>(t.id)]);
       }
   }

@@ -16,7 +16,7 @@ class Fingerprint {
   void add(std::uint64_t v);
   void add(std::string_view s);               // its length, then its bytes
   void add(std::span<const std::int64_t> s);  // its length, then its values
-  void add(const TensorSpec& t);              // name, shape, dtype and quantisation
+  void add(const TensorSpec& t);              // name, shape, dtype and quantization
   std::uint64_t value() const { return h_; }
 
  private:

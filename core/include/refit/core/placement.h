@@ -13,7 +13,7 @@ namespace refit {
 // [start + i*chunk, start + (i+1)*chunk) clipped to [0, L), `start` <= 0 shifting the grid so that
 // leading parts may be short or empty. Frameworks that pad a dim before splitting it store it so:
 // Megatron's padded vocabulary gives every rank Vp/tp rows of which the real ones are a prefix, and
-// a block-quantised weight's scales split at the weight's cut divided by the block. A fused tensor
+// a block-quantized weight's scales split at the weight's cut divided by the block. A fused tensor
 // split evenly shifts the grid of the tensors inside it: Megatron's linear_qkv of one query group,
 // [q heads; k; v] cut into parts of s rows, gives the k rows from q's end on, at start -(q rows).
 struct Placement {

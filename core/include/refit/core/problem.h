@@ -36,7 +36,7 @@ class ReshardProblem {
   std::int32_t destination_ranks_ = 0;
 };
 
-// What every rank of a job must have built alike: each tensor (name, shape, dtype, quantisation)
+// What every rank of a job must have built alike: each tensor (name, shape, dtype, quantization)
 // and its two layouts (meshes, ranks, placements), and the rank counts.
 std::uint64_t problem_fingerprint(const ReshardProblem& problem);
 

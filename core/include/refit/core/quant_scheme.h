@@ -1,5 +1,5 @@
 #pragma once
-// The FP8 formats refit quantises weights into (quantization.h has their names, dtypes and block
+// The FP8 formats refit quantizes weights into (quantization.h has their names, dtypes and block
 // geometry). Its own header, free of other refit headers and of C++23, because the CUDA kernels
 // (compiled as C++20) and the host share it.
 #include <array>

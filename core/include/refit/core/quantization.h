@@ -1,21 +1,21 @@
 #pragma once
-// FP8 in flight: the block-quantised formats FP8 inference engines keep weights in, their block
+// FP8 in flight: the block-quantized formats FP8 inference engines keep weights in, their block
 // geometry, and how a tensor of a reshard problem says that it is (part of) such a weight.
 //
-// A quantised weight is two tensors of the problem: its fp8 values (the weight's name and shape)
+// A quantized weight is two tensors of the problem: its fp8 values (the weight's name and shape)
 // and its scales (one per block, a tensor of its own whose layouts follow the weight's). Where
-// the quantisation happens decides what the plan moves:
-//  - at the sender: the source ranks hold the weight in `from` (bf16) and quantise the blocks
+// the quantization happens decides what the plan moves:
+//  - at the sender: the source ranks hold the weight in `from` (bf16) and quantize the blocks
 //    they send, so the plan moves fp8 values and scales (half the bytes);
-//  - at the receiver: the plan moves the weight in `from`, and every destination rank quantises
+//  - at the receiver: the plan moves the weight in `from`, and every destination rank quantizes
 //    its own box once it has landed (the engines' practice today); the scales never travel;
 //  - in training: the training ranks already hold the weight in fp8 with its scales (FP8 training
 //    with fp8 parameters, e.g. Transformer Engine's blockwise recipe); both move as they are;
 //  - at the landing ranks: the training layout cuts blocks, so no sender holds one whole. The
 //    plan moves the weight in `from` to one replica of the inference layout (its landing ranks,
-//    which hold whole blocks), each landing rank quantises its box once, and the plan moves fp8
+//    which hold whole blocks), each landing rank quantizes its box once, and the plan moves fp8
 //    values and scales from there to every other replica. The weight's source layout is then its
-//    landing layout: what the landing ranks hold once they have quantised.
+//    landing layout: what the landing ranks hold once they have quantized.
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -54,7 +54,7 @@ enum class QuantSite : std::uint8_t { kSender, kReceiver, kTraining, kLanding };
 std::string_view quant_site_name(QuantSite s);  // "sender", "receiver", "training", "landing"
 [[nodiscard]] Result<QuantSite> parse_quant_site(std::string_view name);
 
-// What a tensor of a reshard problem is of a quantised weight. TensorSpec::dtype stays what the
+// What a tensor of a reshard problem is of a quantized weight. TensorSpec::dtype stays what the
 // plan moves: fp8 (or the scale dtype) at the sender and in training, `from` at the receiver.
 struct Quantization {
   QuantScheme scheme = QuantScheme::kFp8Block128;

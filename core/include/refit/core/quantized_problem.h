@@ -1,6 +1,6 @@
 #pragma once
-// FP8 in flight at the problem level: which tensors become quantised weights, and the rules a
-// problem with quantised weights must keep (core/quantization.h says what the parts mean).
+// FP8 in flight at the problem level: which tensors become quantized weights, and the rules a
+// problem with quantized weights must keep (core/quantization.h says what the parts mean).
 #include <functional>
 #include <string>
 #include <string_view>
@@ -28,10 +28,10 @@ struct QuantizeOptions {
 std::string quant_scale_name(QuantScheme s, std::string_view weight);
 
 // `problem` with every tensor `select` picks (of 2 or more dims, in a floating dtype) made a
-// quantised weight: its values (fp8 when quantised at the sender) and, at the sender, a scales
+// quantized weight: its values (fp8 when quantized at the sender) and, at the sender, a scales
 // tensor right after it whose layouts follow the weight's. A picked weight already in fp8, and
 // with kTraining every picked weight, is trained in fp8 (QuantSite::kTraining): it moves as fp8
-// with the scales tensor its training ranks hold beside it. A weight quantised at its landing
+// with the scales tensor its training ranks hold beside it. A weight quantized at its landing
 // ranks is followed by its scales and its landing copy (core/quantization.h).
 // Refuses, naming the tensor, a destination layout that cuts a block: an FP8 engine needs each
 // rank's part to be whole blocks (and FP8 training, its training ranks').
@@ -39,8 +39,8 @@ std::string quant_scale_name(QuantScheme s, std::string_view weight);
                                                       const QuantizeOptions& options,
                                                       const std::function<bool(const TensorSpec&)>& select);
 
-// The rules ReshardProblem::make checks of quantised tensors: the dtype each part moves, layouts
-// on block boundaries, every weight quantised at the sender with exactly one scales tensor whose
+// The rules ReshardProblem::make checks of quantized tensors: the dtype each part moves, layouts
+// on block boundaries, every weight quantized at the sender with exactly one scales tensor whose
 // shape and boxes follow the weight's (also of every weight trained in fp8). Errors name the tensor.
 [[nodiscard]] Result<void> check_quantized(const std::vector<TensorReshard>& tensors);
 

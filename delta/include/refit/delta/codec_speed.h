@@ -1,6 +1,6 @@
 #pragma once
 // What the CPU codec costs, for predictions of a delta refit: the speeds bench/delta_bench measured
-// on one core (bench/RESULTS.md, "Delta codec (issue 34)", 2026-12-04, the 2-core VM, an 8 MiB
+// on one core (bench/RESULTS.md, section "Delta codec", 2026-12-04, the 2-core VM, an 8 MiB
 // bf16 chunk after one synthetic step, the codec's own choice of format), in GB/s of chunk (its
 // dense bytes), and what the receiver's audit costs (checksum_of, a full pass). Between measured
 // change fractions the speed is interpolated linearly in log(fraction) and log(speed); outside
@@ -13,7 +13,7 @@ struct DeltaCodecSpeed {
   BytesPerSecond encode;  // the sender: scan, choose, write (and zstd) a chunk
   BytesPerSecond decode;  // the receiver: check, then apply a payload
   BytesPerSecond audit;   // the receiver: checksum_of its bytes before a step
-  // FP8 in flight: the sender (or a landing rank) quantising a bf16 box before it encodes the fp8,
+  // FP8 in flight: the sender (or a landing rank) quantizing a bf16 box before it encodes the fp8,
   // in GB/s of bf16 (bench/quantize_bench, the CPU quantizer the delta executor runs).
   BytesPerSecond quantize;
 };

@@ -5,9 +5,9 @@
 // gives), then scaled to the piece's size, plus its header, and weighted by the chance that some
 // element of the piece changed (a piece with no change sends nothing).
 //
-// FP8 in flight (quantised at the senders or at the landing ranks, or trained in fp8 as an fp8
-// trainer does it: a bf16 master updated, then quantised): the sample is a bf16 weight before and
-// after the step, quantised by the library's quantizer, and its fp8 values and its scales are
+// FP8 in flight (quantized at the senders or at the landing ranks, or trained in fp8 as an fp8
+// trainer does it: a bf16 master updated, then quantized): the sample is a bf16 weight before and
+// after the step, quantized by the library's quantizer, and its fp8 values and its scales are
 // encoded as the delta executor encodes them, each a piece of its own. Which share of them a step
 // changes is measured too: few fp8 values change (a small step mostly rounds to the same fp8), and
 // a block's scale changes with its amax.
@@ -40,7 +40,7 @@ class DeltaPayloadEstimate {
                                                             const DeltaEncodeOptions& options = {});
 
   // What a step does to the elements of `tensor` as a plan moves them: bf16 or fp32, or the fp8
-  // values or scales of a weight quantised on its way or trained in fp8 (of a scheme measured).
+  // values or scales of a weight quantized on its way or trained in fp8 (of a scheme measured).
   // Anything else is refused, naming the tensor and its dtype: the synthetic update has no other.
   [[nodiscard]] Result<Sample> sample(const TensorSpec& tensor) const;
   // The expected payload bytes of a piece of `bytes` bytes of `tensor`.

@@ -31,20 +31,20 @@
 // re-plans by those payloads and, where the new plan lightens the busiest sender enough,
 // re-prepares. A box whose sender and round stay keeps its baseline (the audit still checks it
 // against its receiver's bytes); the others go dense once.
-// FP8 in flight (weights quantised at the senders): before round 0 each sender quantises its bf16
+// FP8 in flight (weights quantized at the senders): before round 0 each sender quantizes its bf16
 // boxes as the dense refit does (sender_quantization.h) into memory of its own, and its pieces of
 // the fp8 values and scales are encoded against the fp8 it last sent. The receivers' destination
 // shards hold fp8 values and scales, as in a dense FP8 refit (what the engine loads), so the audit
 // checks the very bytes the engine holds and every step leaves them equal, bit for bit, to what a
-// dense FP8 refit of the same weights gives. A weight quantised at its landing ranks moves as its
-// bf16 landing copy (deltas of bf16); each landing rank runs its quantise step at the start of the
+// dense FP8 refit of the same weights gives. A weight quantized at its landing ranks moves as its
+// bf16 landing copy (deltas of bf16); each landing rank runs its quantize step at the start of the
 // round after the copy's, and the fp8 it makes is forwarded in the rounds after, as relays do.
 // Weights trained in fp8 need nothing of their own: the training ranks' fp8 values and scales are
 // pieces of plain bytes, encoded against what was last sent.
 // The sender keeps a packed copy of every box it sends (its baseline, one for all its receivers),
 // so its memory grows by those bytes, twice while a step is in flight. Refused at prepare: pieces
 // that land outside the receiver's destination shards (a relay's scratch, as gather-broadcast
-// plans have), a quantise step of part of a box, framework parameters, shards the DeltaMemory
+// plans have), a quantize step of part of a box, framework parameters, shards the DeltaMemory
 // cannot pack (device memory with host memory's), and FP8 in flight with shards in device memory
 // (the quantizer runs on the host).
 // Where the bytes lie and which codec runs is the DeltaMemory's (delta_memory.h): host memory and

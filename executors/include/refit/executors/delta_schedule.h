@@ -8,7 +8,7 @@
 // baseline of the box must then equal the relay's, which is the sender's (the round's audit checks
 // the whole chain), so the sender's payload applies at every receiver, and the relay decodes its own
 // copy beside the others, once the round's hops have moved. A relay that forwards anything else
-// (part of a box it received, a box gathered from several, the fp8 its quantise step made, boxes of
+// (part of a box it received, a box gathered from several, the fp8 its quantize step made, boxes of
 // several rounds) decodes first and encodes again, in the next round.
 #include <cstdint>
 #include <span>

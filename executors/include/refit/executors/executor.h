@@ -86,7 +86,7 @@ inline constexpr Seconds kMaxTimeout{1e6};
 struct ExecutorCapabilities {
   bool host_memory = false;
   bool cuda_memory = false;
-  // It quantises the weights a plan quantises at the senders itself (sender_quantization.h), so
+  // It quantizes the weights a plan quantizes at the senders itself (sender_quantization.h), so
   // QuantizingExecutor passes such plans straight through.
   bool quantizes_at_senders = false;
 };
@@ -101,7 +101,7 @@ struct WorkTimes {
   // stores into memory mapped here, or posting a transport's put (whose completion is not timed).
   std::optional<std::array<Seconds, kLinkKinds>> puts;
   std::optional<Seconds> pack_unpack;  // copying strided pieces into and out of staging
-  std::optional<Seconds> quantize;     // quantising weights (and their scales) to FP8
+  std::optional<Seconds> quantize;     // quantizing weights (and their scales) to FP8
 };
 
 // What one step of a delta refit did on this rank (DeltaExecutor, delta_executor.h).
@@ -151,7 +151,7 @@ class HostAllocation {
 std::unique_ptr<HostAllocation> heap_allocation(Bytes bytes);
 
 // Work on what a rank sends that has to be done before it goes and that an executor in front of
-// another does (QuantizingExecutor quantises the weight boxes a transfer reads): an executor that
+// another does (QuantizingExecutor quantizes the weight boxes a transfer reads): an executor that
 // takes a gate (Executor::set_send_gate) calls it on the executing thread, so that the work runs
 // piece by piece while earlier pieces are on the wire rather than all before the first byte.
 class SendGate {

@@ -19,9 +19,9 @@ std::uint64_t pattern_value(std::uint32_t tensor, std::int64_t global_index);
 void fill_pattern(std::uint32_t tensor, const Shape& tensor_shape, const Box& box, std::int64_t element_size,
                   std::span<std::byte> out);
 
-// The pattern of a weight quantised on its way (FP8 in flight), as bf16 bits: finite values of
+// The pattern of a weight quantized on its way (FP8 in flight), as bf16 bits: finite values of
 // either sign between 2^-15 and 2^9 drawn from pattern_value, so every block has a real scale and
-// neighbouring elements quantise differently (random bits would put a NaN in nearly every block,
+// neighbouring elements quantize differently (random bits would put a NaN in nearly every block,
 // which makes the whole block NaN and hides misplaced bytes).
 void fill_bf16_weight_pattern(std::uint32_t tensor, const Shape& tensor_shape, const Box& box,
                               std::span<std::byte> out);
@@ -36,7 +36,7 @@ struct QuantizedPattern {
 QuantizedPattern quantized_pattern(std::uint32_t tensor, const TensorSpec& weight, const Box& box);
 
 // Whose values each tensor's bytes follow, by tensor: its own index, or for fp8 made at landing
-// ranks its landing copy's (the bf16 they are quantised from, which the training ranks hold).
+// ranks its landing copy's (the bf16 they are quantized from, which the training ranks hold).
 std::vector<std::uint32_t> values_source_of(const ReshardProblem& problem);
 
 // Checks `data` against the pattern; the error names the first wrong element (global index).

@@ -15,7 +15,7 @@ namespace refit {
 // from the source rank its data started at (following `via` back to the source shard), with no
 // relay: every segment of the repair plan is kFromSourceShard, every sender a source rank. A
 // receiver is re-fed only when all of its dropped transfers can be: a piece that started at an
-// excluded rank, or that a quantise step made, leaves that receiver out (its engine misses the
+// excluded rank, or that a quantize step made, leaves that receiver out (its engine misses the
 // step). Same world and tensors as `plan`; one transfer per (dropped transfer, starting rank), by
 // receiver then plan order, with the dropped transfer's chunk size. Segments the receiver only relayed are
 // re-sent whole too: only the receiver knows its destination boxes, and it keeps what it holds.

@@ -1,8 +1,8 @@
 #pragma once
 // FP8 in flight on the sending side, the part every executor shares. A plan of a problem
-// quantised at the senders (core/quantization.h) moves a weight's fp8 values and its scales, but
+// quantized at the senders (core/quantization.h) moves a weight's fp8 values and its scales, but
 // a training rank holds the weight in its source dtype (bf16) and holds no scales. Before it sends,
-// the rank quantises each such box into memory of the executor's own (the CPU quantizer in
+// the rank quantizes each such box into memory of the executor's own (the CPU quantizer in
 // QuantizingExecutor, the CUDA kernel in the NCCL executor), and the executor sends from there.
 // This finds those boxes and where their elements lie, checks the buffers given for them, and
 // makes the buffers to send from.
@@ -30,7 +30,7 @@ struct QuantizedPart {
   std::int64_t scales_at = 0;   // bytes into the box's scales
 };
 
-// One weight box a rank quantises: its source-dtype elements in, fp8 values and scales out.
+// One weight box a rank quantizes: its source-dtype elements in, fp8 values and scales out.
 struct SenderQuantization {
   QuantScheme scheme = QuantScheme::kFp8Block128;
   std::uint32_t weight = 0;  // the plan's tensor of the fp8 values
@@ -39,15 +39,15 @@ struct SenderQuantization {
   std::size_t source = 0;    // index of its ShardBuffer in RankBuffers::sources
   std::vector<QuantizedPart> parts;
   // The rank sends some of the values or scales. A replica the plan sends nothing from need not
-  // quantise (it still gets buffers, so that its buffers match the plan).
+  // quantize (it still gets buffers, so that its buffers match the plan).
   bool sent = false;
 
   Bytes values_bytes() const;  // one byte per element
   Bytes scales_bytes() const;  // the box's scale shape in the scheme's scale dtype
 };
 
-// The boxes `rank` quantises before sending, in the order of buffers.sources; empty when the plan
-// quantises nothing at the senders. Refuses, naming rank and tensor: a weight that is not bf16, a
+// The boxes `rank` quantizes before sending, in the order of buffers.sources; empty when the plan
+// quantizes nothing at the senders. Refuses, naming rank and tensor: a weight that is not bf16, a
 // buffer that is not its whole box in bytes, a region that reaches past its parameter, cuts a
 // block or splits the box along anything but its first dim, and a scales buffer passed by the
 // caller (the rank holds none).
@@ -64,7 +64,7 @@ struct QuantizedMemory {
   std::span<std::byte> scales;
 };
 
-// `given` with each quantised source replaced by its values, followed by its scales (memory[i]
+// `given` with each quantized source replaced by its values, followed by its scales (memory[i]
 // for quantizations[i]): the buffers the plan sends from. Where the side is a framework's
 // parameters, values and scales become two more parameters (every shard of a side is regions or
 // none is). `values_index[i]` is where quantizations[i]'s values lie among the side's buffers
@@ -78,12 +78,12 @@ SendingBuffers sending_buffers(const RankBuffers& given, std::span<const SenderQ
 
 struct Bf16View;  // refit/quantize/quantize.h, which the executors' own sources include
 
-// Quantises one part of a box, read through `in` (its elements where the caller holds them), into
+// Quantizes one part of a box, read through `in` (its elements where the caller holds them), into
 // its place in the box's `memory` (values_at and scales_at bytes in) with the CPU quantizer.
 void quantize_part(QuantScheme scheme, const Bf16View& in, std::int64_t values_at, std::int64_t scales_at,
                    const QuantizedMemory& memory);
 
-// Quantises the box of `q` from the caller's memory (`given`, the buffers sender_quantizations saw)
+// Quantizes the box of `q` from the caller's memory (`given`, the buffers sender_quantizations saw)
 // into `memory` with the CPU quantizer: the bytes the plan sends from.
 void quantize_box(const RankBuffers& given, const SenderQuantization& q, const QuantizedMemory& memory);
 

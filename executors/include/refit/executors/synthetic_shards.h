@@ -3,11 +3,11 @@
 // benchmarks): every rank's source shards hold the weights of delta/synthetic_update.h and take
 // step after step of its seeded RL-like update, while each inference rank keeps what its
 // destination shards must hold after every step (computed on its own, since any rank can compute
-// any element at any step) and checks them byte for byte. A weight quantised on its way (FP8 in
+// any element at any step) and checks them byte for byte. A weight quantized on its way (FP8 in
 // flight, at the senders or at its landing ranks) takes the update in bf16 at the training ranks,
 // and an inference rank must hold what the CPU quantizer makes of its box of that step's bf16: what
 // a dense FP8 refit delivers. A weight trained in fp8 takes the update in a bf16 master at each
-// training rank, which quantises its box of it into the fp8 values and scales it holds, as an fp8
+// training rank, which quantizes its box of it into the fp8 values and scales it holds, as an fp8
 // trainer does; every inference rank must hold the same quantizer's bytes of its box.
 #include <cstdint>
 #include <vector>
@@ -23,7 +23,7 @@ namespace refit {
 class SyntheticShards {
  public:
   // Fills `buffers.sources` (contiguous host shards of `problem`'s tensors, bf16 or fp32, a
-  // weight quantised at the senders, held in bf16, or one trained in fp8, its values and scales) with
+  // weight quantized at the senders, held in bf16, or one trained in fp8, its values and scales) with
   // the initial weights and keeps a copy of what `buffers.destinations` must hold; the buffers must
   // outlive this object. Tensor t's weights follow seed `update.seed` mixed with t. The first
   // round(frozen_fraction * tensors) tensors of the problem never change: frozen bottom layers (the
@@ -53,8 +53,8 @@ class SyntheticShards {
     std::string name;
     ShardBuffer buffer;
     std::vector<std::byte> expected;  // destinations: what the buffer must hold
-    // Destinations of a weight quantised on its way, and both sides of one trained in fp8: the
-    // bf16 master its values and scales are quantised from, and its scales shard (an index into
+    // Destinations of a weight quantized on its way, and both sides of one trained in fp8: the
+    // bf16 master its values and scales are quantized from, and its scales shard (an index into
     // the same side's shards).
     std::vector<std::byte> weights;
     QuantScheme scheme = QuantScheme::kFp8Block128;

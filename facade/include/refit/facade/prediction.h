@@ -83,7 +83,7 @@ struct Predictions {
 };
 
 // The problem, as its source says (so that a baseline deployed today can be run on the problem
-// quantised at the receivers, as it is deployed), and the cluster it runs on.
+// quantized at the receivers, as it is deployed), and the cluster it runs on.
 struct PredictionInputs {
   const ProblemSource& source;  // a source without a model or manifest: no such second problem
   const ReshardProblem& problem;
@@ -118,7 +118,7 @@ struct PredictOptions {
 
 // One strategy planned here (options.strategy), or `plan` (a plan file: simulated as it is; one of
 // a baseline that moves fp8 before the engines, which no deployed baseline does, runs as refit's
-// executors run it), as options.deployment runs it. A deployed baseline runs the problem quantised
+// executors run it), as options.deployment runs it. A deployed baseline runs the problem quantized
 // at the receivers, as deployed today (a note says so). Errors name the option (--deployment,
 // --window, --strategy).
 [[nodiscard]] Result<Predictions> predict(const PredictionInputs& in, const PredictOptions& options,

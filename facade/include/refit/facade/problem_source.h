@@ -20,7 +20,7 @@ struct ModelOptions {
   std::string dtype;        // overrides the config's torch_dtype when not empty
   bool per_expert = false;  // one tensor per routed expert instead of stacked [E, out, in]
   bool mtp = false;         // include DeepSeek-V3's MTP layer
-  // FP8 in flight: the inference engine's quantisation (fp8-block128, mxfp8; empty: none) and
+  // FP8 in flight: the inference engine's quantization (fp8-block128, mxfp8; empty: none) and
   // where it happens (sender: wherever the training layout holds whole blocks; receiver: always;
   // training: the training ranks hold those weights in fp8 with their scales already).
   std::string quantize;
@@ -53,7 +53,7 @@ struct ParallelLayouts {
 // required).
 [[nodiscard]] Result<ParallelLayouts> parse_layouts(const std::string& train, const std::string& infer);
 
-// `problem` with the weights an FP8 vLLM engine quantises (models/fp8_weights.h) quantised as
+// `problem` with the weights an FP8 vLLM engine quantizes (models/fp8_weights.h) quantized as
 // `options` says, or unchanged when options.quantize is empty; errors name --quantize.
 [[nodiscard]] Result<ReshardProblem> apply_quantization(const ReshardProblem& problem,
                                                         const ModelOptions& options);

@@ -30,8 +30,8 @@ struct ProgramSummary {
   SideSummary receives;
   std::int64_t waiting_chunks = 0;  // sent chunks that forward received data and wait for it
   std::int64_t extract_transfers = 0;
-  std::int64_t quantise_steps = 0;  // FP8 at the landing ranks: steps the rank runs
-  std::int64_t quantised_elements = 0;
+  std::int64_t quantize_steps = 0;  // FP8 at the landing ranks: steps the rank runs
+  std::int64_t quantized_elements = 0;
   Bytes scratch;
   StagingDemand send_staging;
   StagingDemand receive_staging;

@@ -51,8 +51,8 @@ class LoweredPlan {
 
   // What chunk k of transfer t must wait for, one entry per upstream transfer: the chunk holding
   // the last element of each part it forwards (that chunk and those before it). Empty when the
-  // chunk carries only its sender's own data. Every chunk of a quantise step waits for all of
-  // every transfer it quantises (Transfer::quantises). Refuses a forwarded range the upstream transfer
+  // chunk carries only its sender's own data. Every chunk of a quantize step waits for all of
+  // every transfer it quantizes (Transfer::quantizes). Refuses a forwarded range the upstream transfer
   // does not deliver, naming it.
   [[nodiscard]] Result<std::vector<ChunkWait>> waits(std::int32_t t, std::int64_t k) const;
 

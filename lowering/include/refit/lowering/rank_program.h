@@ -155,9 +155,9 @@ struct Send {
   std::vector<std::vector<ChunkWait>> waits;  // per chunk
 };
 
-// Blocks of one weight a quantise step makes (plan.h, Transfer::quantises), read from and written
+// Blocks of one weight a quantize step makes (plan.h, Transfer::quantizes), read from and written
 // to the rank's destination shards, each row-major in a buffer of its own.
-struct QuantiseBlocks {
+struct QuantizeBlocks {
   QuantScheme scheme = QuantScheme::kFp8Block128;
   std::int32_t copy = 0;    // destination shard of the weight's landing copy (its source dtype)
   std::int32_t values = 0;  // destination shard of its fp8 values
@@ -172,11 +172,11 @@ struct QuantiseBlocks {
   bool whole_boxes = false;
 };
 
-// A quantise step of the rank: it runs once every chunk in `waits` has landed, after which the
+// A quantize step of the rank: it runs once every chunk in `waits` has landed, after which the
 // step's own chunks count as landed for whatever forwards from it.
-struct QuantiseStep {
+struct QuantizeStep {
   std::int32_t transfer = 0;
-  std::vector<QuantiseBlocks> blocks;  // one per scales segment of the step
+  std::vector<QuantizeBlocks> blocks;  // one per scales segment of the step
   std::vector<ChunkWait> waits;
 };
 
@@ -199,8 +199,8 @@ class RankProgram {
   const ZeroCopyRule& zero_copy() const { return rule_; }
   const std::vector<Receive>& receives() const { return receives_; }  // plan order
   const std::vector<Send>& sends() const { return sends_; }           // plan order
-  // The rank's quantise steps, which are neither receives nor sends (plan order).
-  const std::vector<QuantiseStep>& quantise_steps() const { return steps_; }
+  // The rank's quantize steps, which are neither receives nor sends (plan order).
+  const std::vector<QuantizeStep>& quantize_steps() const { return steps_; }
   Bytes scratch() const { return scratch_; }
   const StagingDemand& receive_staging() const { return receive_staging_; }
   const StagingDemand& send_staging() const { return send_staging_; }
@@ -223,7 +223,7 @@ class RankProgram {
   ZeroCopyRule rule_;
   std::vector<Receive> receives_;
   std::vector<Send> sends_;
-  std::vector<QuantiseStep> steps_;
+  std::vector<QuantizeStep> steps_;
   ReceivedSegments received_;
   std::vector<std::int32_t> source_shard_;  // by tensor: index in shards_.sources, or -1
   Bytes scratch_;
@@ -233,7 +233,7 @@ class RankProgram {
 
 // Errors name the transfer, segment and tensor: a shard that is not in the plan's tensors or not
 // inside one, a second shard of a tensor on one side, regions that do not tile their shard,
-// data the rank sends but does not hold, a quantise step whose shards are missing, are a
+// data the rank sends but does not hold, a quantize step whose shards are missing, are a
 // framework's regions or do not hold its blocks.
 // Preconditions: `lowered` outlives the program.
 [[nodiscard]] Result<RankProgram> lower_rank(const LoweredPlan& lowered, Rank rank, RankShards shards,

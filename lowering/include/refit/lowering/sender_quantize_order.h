@@ -1,10 +1,10 @@
 #pragma once
-// FP8 in flight: the order in which a sender quantises the weight boxes it sends from
+// FP8 in flight: the order in which a sender quantizes the weight boxes it sends from
 // (core/quantization.h, QuantSite::kSender), and which of them each chunk waits for. A sender
-// quantises box by box in the order its chunks first read them, and a chunk goes once the boxes
-// its bytes come from (and those before them in the order) are quantised, not after every box
-// the sender holds: the rest are quantised while the first chunks are on the wire. The executors
-// that quantise at the senders run this order (QuantizingExecutor before the UCX executor's
+// quantizes box by box in the order its chunks first read them, and a chunk goes once the boxes
+// its bytes come from (and those before them in the order) are quantized, not after every box
+// the sender holds: the rest are quantized while the first chunks are on the wire. The executors
+// that quantize at the senders run this order (QuantizingExecutor before the UCX executor's
 // sends, the NCCL executor's program) and the simulator charges it (simulator/src/quantize_tasks.h).
 #include <cstdint>
 #include <functional>
@@ -17,7 +17,7 @@
 namespace refit::lowering {
 
 // Before chunk `chunk` of a transfer goes, the first `boxes` boxes of its sender's order are
-// quantised.
+// quantized.
 struct QuantizeWait {
   std::int64_t chunk = 0;
   std::int32_t boxes = 0;
@@ -25,14 +25,14 @@ struct QuantizeWait {
 };
 
 struct SenderQuantizeOrder {
-  // Per rank: the weights it quantises before sending them (the plan's tensor of their fp8
-  // values), in the order it quantises them.
+  // Per rank: the weights it quantizes before sending them (the plan's tensor of their fp8
+  // values), in the order it quantizes them.
   std::vector<std::vector<std::uint32_t>> weights;
   // Per transfer: where it waits for more of its sender's boxes, by ascending chunk and boxes;
   // empty for a transfer that reads none of them.
   std::vector<std::vector<QuantizeWait>> waits;
 
-  // How many boxes of the transfer's sender are quantised before its chunk `chunk` goes.
+  // How many boxes of the transfer's sender are quantized before its chunk `chunk` goes.
   std::int32_t needs(std::int32_t transfer, std::int64_t chunk) const;
 };
 

@@ -7,8 +7,8 @@
 // for (LoweredPlan::waits); chunks of one transfer keep their order; and per rank and step the
 // chunks sent and received fit in half the staging (the other half serves the neighbouring step,
 // so packing the next step overlaps this one's traffic) and number at most the executor's
-// chunks per step (ExecutionModel::step_chunks). A quantise step (FP8 at the landing ranks) gets
-// the step after everything it quantises, and what forwards from it a later one.
+// chunks per step (ExecutionModel::step_chunks). A quantize step (FP8 at the landing ranks) gets
+// the step after everything it quantizes, and what forwards from it a later one.
 #include <cstdint>
 #include <vector>
 

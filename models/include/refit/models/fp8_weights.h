@@ -1,10 +1,10 @@
 #pragma once
-// Which weights an FP8 vLLM engine keeps quantised, by their Hugging Face names.
+// Which weights an FP8 vLLM engine keeps quantized, by their Hugging Face names.
 #include <string_view>
 
 namespace refit::models {
 
-// vLLM's Fp8Config quantises the layers that take a quantisation method: every LinearBase
+// vLLM's Fp8Config quantizes the layers that take a quantization method: every LinearBase
 // (q/k/v/o, gate/up/down, MLA's q_a/q_b/kv_a/kv_b projections; names ending in "_proj.weight")
 // and FusedMoE's experts. It keeps in the checkpoint's dtype what is built without one: the
 // embedding and lm_head (VocabParallelEmbedding, ParallelLMHead), norms, the MoE router (a

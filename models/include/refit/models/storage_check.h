@@ -2,7 +2,7 @@
 // Storage maps checked as plans are (validate()): a map that would drop received bytes, write one
 // element over another or read past a parameter is refused naming the rank, the parameter and the
 // region, before any memory is touched. The rules (models/storage_map.h) make maps that pass; a
-// version 2 manifest, or a map re-indexed for quantisation, may not.
+// version 2 manifest, or a map re-indexed for quantization, may not.
 //
 // For each rank of the side:
 // - parameters: names unique and not empty; shapes of at most 2^48 elements and 2^56 bytes,

@@ -45,11 +45,11 @@ struct ExecutionModel {
   // every rank posts its chunks step by step, one group a step, and a step ends when its group
   // has. 0: not paced by steps.
   std::int32_t step_chunks = 0;
-  // A sender quantises each weight box on the thread that makes its puts, just before the first
+  // A sender quantizes each weight box on the thread that makes its puts, just before the first
   // put that reads the box (executors/src/quantizing_executor.cc's send gate). Where such a put is
   // a copy that thread makes itself (between processes of one node, through shared memory: no
-  // NIC or copy engine moves it), the thread quantises and puts in turn, so the two add up
-  // instead of overlapping. false: the quantiser runs beside the transfers (a GPU's kernels).
+  // NIC or copy engine moves it), the thread quantizes and puts in turn, so the two add up
+  // instead of overlapping. false: the quantizer runs beside the transfers (a GPU's kernels).
   bool quantizes_on_sending_thread = false;
   ZeroCopyRule zero_copy;
   // One of refit's own executors. refit's executors run every plan as one of theirs: a baseline's

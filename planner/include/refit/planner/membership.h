@@ -42,7 +42,7 @@ std::vector<Rank> engine_ranks(const ReshardProblem& problem, std::int32_t engin
 // loaded training rank that holds it (over NVLink where one is in the domain), landing on the
 // member with the least loaded NIC, which completes the domain's other members over NVLink. No
 // rank outside the members receives or relays anything. Valid against members_problem(problem,
-// m). Refuses weights quantised at landing ranks (their fp8 is made by a landing rank's step).
+// m). Refuses weights quantized at landing ranks (their fp8 is made by a landing rank's step).
 struct MemberPlan {
   Plan plan;
   // The first `resent` transfers send again what came through ranks outside the membership;

@@ -51,13 +51,13 @@ struct Transfer {
 
   // Distinct transfers this one forwards data from, in ascending order.
   std::vector<std::int32_t> upstream() const;
-  // A quantise step (FP8 at the landing ranks, core/quantization.h): a transfer from a rank to
-  // itself, over kLocal, in which the rank quantises its box of weights it holds in their source
+  // A quantize step (FP8 at the landing ranks, core/quantization.h): a transfer from a rank to
+  // itself, over kLocal, in which the rank quantizes its box of weights it holds in their source
   // dtype into their fp8 values and scales. Its values segments name, as `via`, the transfers
   // that brought the weight's landing copy (a via across tensors, the only one a plan has); its
   // scales segments are made there (kFromSourceShard). It runs once all those transfers have
   // landed, and relays of the fp8 forward from it like from any transfer.
-  bool quantises() const { return sender == receiver; }
+  bool quantizes() const { return sender == receiver; }
 };
 
 struct Plan {
@@ -96,7 +96,7 @@ std::vector<RankSchedule> schedules(const Plan& plan);
 
 // The rules that need the plan alone, which every executor's prepare and the simulator check
 // before indexing by the plan: transfer ids in order, ranks in the world and distinct (but in a
-// quantise step over kLocal of tensors made at landing ranks), segments
+// quantize step over kLocal of tensors made at landing ranks), segments
 // non-empty and inside their tensor (of 1 to 8 dims), bytes adding up, chunks > 0, and every `via`
 // an earlier transfer received by the sender; sizes within the caps of checked.h (ranks, tensor
 // elements, bytes, and check_chunk_count). Errors name the transfer and segment.
@@ -108,7 +108,7 @@ std::vector<RankSchedule> schedules(const Plan& plan);
 // the error names the chunk size, which is what a user changes.
 [[nodiscard]] Result<void> check_chunk_count(const Plan& plan);
 // The same limit checked before planning `problem`, whose tensors overlap as `overlaps` (one per
-// tensor): every destination rank of a tensor that is not quantised in flight receives its whole
+// tensor): every destination rank of a tensor that is not quantized in flight receives its whole
 // shard in transfers, so any plan has at least the sum of floor(shard bytes / chunk) over those
 // ranks. Refusing here costs microseconds where planning first (millions of transfers) cost seconds.
 [[nodiscard]] Result<void> check_chunk_count(const ReshardProblem& problem, std::span<const Overlap> overlaps,
@@ -118,7 +118,7 @@ std::vector<RankSchedule> schedules(const Plan& plan);
 //  - tensors match the problem; ranks exist; boxes lie inside their tensor; bytes add up;
 //  - every sender holds what it sends: a source shard containing the box, or an earlier
 //    transfer it received (`via`) whose segments of the same tensor tile the box; fp8 values and
-//    scales made at landing ranks come from a quantise step, whose values segments are tiled by
+//    scales made at landing ranks come from a quantize step, whose values segments are tiled by
 //    their `via`'s segments of the weight's landing copy and whose scales segments scale blocks
 //    whose values the same step makes;
 //  - every destination element is written exactly once: the segments a destination rank

@@ -14,9 +14,9 @@ struct PlanStats {
   std::int64_t segments = 0;
   Bytes total_bytes;
   Bytes network_bytes;
-  // What the network would carry if every weight quantised at the sender or at its landing ranks
+  // What the network would carry if every weight quantized at the sender or at its landing ranks
   // travelled in its source dtype and without scales (FP8 in flight): equal to network_bytes
-  // without quantisation.
+  // without quantization.
   Bytes network_bytes_unquantized;
   Bytes nvlink_bytes;
   Bytes local_bytes;

@@ -42,7 +42,7 @@ struct RankCopy {
   Bytes bytes;
 };
 
-// A rank's quantisation on its GPU as part of a call: `bytes` of the weights' source dtype into
+// A rank's quantization on its GPU as part of a call: `bytes` of the weights' source dtype into
 // the FP8 format `scheme`.
 struct RankCast {
   Rank rank;
@@ -59,7 +59,7 @@ struct Call {
   Seconds finish{};                       // after the last copy: closing barrier, synchronisation
   std::vector<RankCopy> copies_before{};  // a rank sends once its copy is done
   std::vector<RankCopy> copies_after{};   // a rank copies once all it receives in the call has landed
-  // A rank quantises once all it receives in the call has landed, at its GPU's quantize rate for
+  // A rank quantizes once all it receives in the call has landed, at its GPU's quantize rate for
   // each format, one cast after the other, and its copies after wait for them: NeMo RL's
   // fp8.load_weights casts each weight, then loads it.
   std::vector<RankCast> quantizes{};
@@ -85,8 +85,8 @@ struct CallSchedule {
   // How the deployment runs the plan (its pair window, zero-copy rule, pacing): refit's executors
   // run every plan as one of their own execution models; nullptr: as the plan's model says.
   const ExecutionModel* execution = nullptr;
-  // Every receiver quantises what lands for it once all of it has landed, as refit's executors
-  // do with FP8 at the receivers; false where the calls say who quantises (Call::quantizes) or
+  // Every receiver quantizes what lands for it once all of it has landed, as refit's executors
+  // do with FP8 at the receivers; false where the calls say who quantizes (Call::quantizes) or
   // nobody does (a benchmark that only moves bytes). The two never cover the same weight.
   bool quantize_landed = true;
   // What the deployment had to assume for want of an input, for the user to read.

@@ -54,10 +54,10 @@ struct DeploymentConstants {
   std::int32_t buffers = 2;
   // NeMo RL's nccl_reshard: pipeline stages an inference rank keeps in flight.
   std::int32_t stages_in_flight = 2;
-  // Ray, from Ray's release microbenchmark (`ray_perf.py` on one m5.16xlarge): the round trip of
-  // one synchronous actor call, 1 / (1,950-2,012 calls/s) (`1_1_actor_calls_sync`), and one
-  // asynchronous actor call when one caller fans out to many actors, 1 / (8,038-8,575 calls/s)
-  // (`1_n_actor_calls_async`).
+  // Ray, from Ray's release microbenchmark (`ray microbenchmark` on one m5.16xlarge;
+  // docs/hardware.md, "Ray"): the round trip of one synchronous actor call, 1 / (1,950-2,012
+  // calls/s) (`1_1_actor_calls_sync`), and one asynchronous actor call when one caller fans out
+  // to many actors, 1 / (8,038-8,575 calls/s) (`1_n_actor_calls_async`).
   Seconds ray_round_trip{0.50e-3};
   Seconds ray_async_call{0.12e-3};
 };
@@ -79,8 +79,8 @@ struct DeploymentInfo {
   bool (*runs_by_default)(const StrategyInfo& strategy) = nullptr;
   // The calls it cuts a plan it runs into.
   Result<CallSchedule> (*calls)(const sim::DeployInputs& in) = nullptr;
-  // The deployed code moves bf16 and quantises on the inference side (NeMo RL quantises at the
-  // receivers): an FP8 refit quantised before the engines is nothing it runs.
+  // The deployed code moves bf16 and quantizes on the inference side (NeMo RL quantizes at the
+  // receivers): an FP8 refit quantized before the engines is nothing it runs.
   bool quantizes_at_receivers = false;
   // Why a delta refit (only what changed since the last moves) is not predicted as it runs it;
   // empty where it is (refit's executors, as the UCX delta executor and its CPU codec run it).

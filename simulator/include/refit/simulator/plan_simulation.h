@@ -69,7 +69,7 @@ struct Contributor {
 
 // What the critical path's time is spent on: per-message latency, flow time over NICs, over NVLink
 // and between two ranks of one GPU, device copies (pack, unpack, stack, concatenate), FP8
-// quantisation (at senders, landing ranks or receivers), and calls' fixed costs (host work,
+// quantization (at senders, landing ranks or receivers), and calls' fixed costs (host work,
 // launches, barriers). A prediction's breakdown is indexed by it; time_kind_name is the one
 // spelling every output (JSON, tables, Python) uses.
 enum class TimeKind : std::uint8_t { kLatency, kNetwork, kNvlink, kCopy, kPackUnpack, kQuantize, kFixed };

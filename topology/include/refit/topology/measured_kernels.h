@@ -1,7 +1,7 @@
 #pragma once
 // refit's own GPU kernels as tests/gpu/run.sh measured them (bench/RESULTS.md, docs/hardware.md
 // "refit's own kernels"): the presets of a GPU they ran on charge packing, unpacking and FP8
-// quantisation at these rates, and a GPU without a run of its own is charged at a measured GPU's
+// quantization at these rates, and a GPU without a run of its own is charged at a measured GPU's
 // rates scaled by HBM line rate, which its predictions then say.
 #include <span>
 #include <string_view>

@@ -1,9 +1,9 @@
-// Fuzz target: a plan file with quantise steps, validated against the problem it claims to move:
-// tests/data/manifests/landing_small.json quantised fp8-block128 at its landing ranks (a weight
-// whose training layout cuts its blocks: bf16 to one engine, quantised there once, fp8 on to the
+// Fuzz target: a plan file with quantize steps, validated against the problem it claims to move:
+// tests/data/manifests/landing_small.json quantized fp8-block128 at its landing ranks (a weight
+// whose training layout cuts its blocks: bf16 to one engine, quantized there once, fp8 on to the
 // other). validate() checks what the executors then index by: each step's values are what its
 // `via`s brought, its scales are its values' blocks. Seeds: the plans refit plan writes for it
-// (tests/data/fuzz/plan_quantised/).
+// (tests/data/fuzz/plan_quantized/).
 #include "fuzz_input.h"
 #include "refit/core/quantized_problem.h"
 #include "refit/models/manifest.h"

@@ -1,4 +1,4 @@
-#include "refit/executors/quantise_step.h"
+#include "refit/executors/quantize_step.h"
 
 #include <cstring>
 #include <vector>
@@ -20,7 +20,7 @@ void place(std::span<const std::byte> packed, const Box& box, std::byte* to, con
   });
 }
 
-void run_blocks(const lowering::RankShards& shards, const lowering::QuantiseBlocks& b,
+void run_blocks(const lowering::RankShards& shards, const lowering::QuantizeBlocks& b,
                 const lowering::HostBuffers& buffers) {
   const auto* bf16 =
       reinterpret_cast<const std::uint16_t*>(buffers.base(lowering::BufferKind::kDestination, b.copy));
@@ -44,7 +44,7 @@ void run_blocks(const lowering::RankShards& shards, const lowering::QuantiseBloc
 
 }  // namespace
 
-void run_quantise_step(const lowering::RankProgram& program, const lowering::QuantiseStep& step,
+void run_quantize_step(const lowering::RankProgram& program, const lowering::QuantizeStep& step,
                        const lowering::HostBuffers& buffers) {
   for (const auto& b : step.blocks) run_blocks(program.shards(), b, buffers);
 }
