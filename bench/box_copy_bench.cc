@@ -1,8 +1,9 @@
 // Pack/unpack throughput of the NCCL executor's box-copy kernel, each case a ratio to
 // cudaMemcpy device to device of the same payload in the same run (a copy reads and writes each
 // payload byte once, as cudaMemcpy does), at 1 GiB or more so that HBM is measured, not the L2.
-// The goals are issue 32's: 85 % for 16-byte-aligned boxes (whole rows, column shards, 3-d
-// boxes), 50 % for boxes moved in 2- and 4-byte units, 60 % for thousands of boxes in one launch.
+// The goals (bench/RESULTS.md, "GPU kernels and the NCCL executor on one GPU"): 85 % for
+// 16-byte-aligned boxes (whole rows, column shards, 3-d boxes), 50 % for boxes moved in 2- and
+// 4-byte units, 60 % for thousands of boxes in one launch.
 // Where the access pattern caps what any kernel can reach (a column read out of wider rows reads
 // whole 32-byte sectors), the row says so. Exits 0 without a GPU, printing why.
 //

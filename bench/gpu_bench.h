@@ -61,7 +61,7 @@ struct Figure {
   double traffic_bytes = 0;
   double ms = 0;
   double memcpy_ms = 0;
-  std::optional<double> goal;  // the ratio the issue asks for, if any
+  std::optional<double> goal;  // the ratio aimed for, if any
   std::string note;            // e.g. the bound the access pattern allows
   double ratio() const { return memcpy_ms / ms; }
 };

@@ -1,4 +1,4 @@
-// How planning and simulating the refit strategy grow with the cluster (issue 31, item 2):
+// How planning and simulating the refit strategy grow with the cluster:
 // DeepSeek-V3 Megatron PP16xEP16 with data parallel 16*k (256k GPUs) -> vLLM 8k engines of TP32
 // (256k GPUs), and Kimi-K2 PP16xEP16xDP16k -> 16k engines of TP16, on dgx-h100; k from 1 up,
 // plus DeepSeek-V3 PP4xEP16 -> 2 x TP32 (64 GPUs a side). One iteration each (the large points
@@ -6,7 +6,7 @@
 // resident memory from planning to the end of the simulation (peak_memory.h). The `whole`
 // benchmarks simulate the whole plan (simulate_plan), the `components` ones each distinct
 // independent component once (simulate_plan_by_components), up to 16,384 GPUs a side.
-// bench/RESULTS.md fits time ~ transfers^b over these points.
+// bench/RESULTS.md ("Growth with the cluster") fits time ~ transfers^b over these points.
 #include <algorithm>
 #include <cstdint>
 #include <ctime>
@@ -43,7 +43,7 @@ double network_pairs(const refit::Plan& plan) {
 
 enum class Simulation : bool { kWhole, kComponents };
 
-// GPUs per side: 64, or 256k for the issue's layouts made k times data parallel.
+// GPUs per side: 64, or 256k for the reference problems' layouts made k times data parallel.
 void grow(benchmark::State& state, const char* model, int tp, int engines_per_256, Simulation how) {
   const auto gpus = state.range(0);
   const auto k = gpus / 256;

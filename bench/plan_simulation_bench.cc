@@ -1,4 +1,5 @@
-// Simulating the `refit` strategy's plan of the reference problems on one core:
+// Simulating the `refit` strategy's plan of the reference problems on one core
+// (docs/guide/predicting.md, "Predictions for the reference problems"):
 // DeepSeek-V3 PP16xEP16 (256 GPUs) -> 8 engines of TP32 (256 GPUs), on dgx-h100 and on
 // gb200-nvl72:gpus_per_domain=64, and Kimi-K2 PP16xEP16 -> 8 engines of TP16 on dgx-h100, with the
 // options `refit simulate` uses. The plan is made once,

@@ -1,4 +1,5 @@
-// Planning time of the `refit` strategy on the reference problems (one core):
+// Planning time of the `refit` strategy on the reference problems, one core
+// (docs/guide/predicting.md, "Predictions for the reference problems"):
 // DeepSeek-V3 PP16xEP16 (256 GPUs) -> 8 engines of TP32 (256 GPUs) on dgx-h100 and on
 // gb200-nvl72:gpus_per_domain=64, and Kimi-K2 PP16xEP16 (256 GPUs) -> 8 engines of TP16 (128 GPUs)
 // on dgx-h100. The problem and cluster are built once, outside the timed loop: the loop is

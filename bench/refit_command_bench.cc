@@ -1,5 +1,6 @@
 // What `refit plan` and `refit simulate --compare` do after reading their options, through the
-// facade as the command calls it, on the reference problems (one core, medians of 3):
+// facade as the command calls it, on the reference problems (docs/guide/predicting.md; one core,
+// medians of 3):
 // - plan: the refit strategy planned and validated (refit::plan), its statistics, the lower
 //   bound and the lowering's statistics (the chunks every executor cuts the plan into);
 // - compare: every strategy planned and simulated as its deployment runs it (refit::compare).

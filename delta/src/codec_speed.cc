@@ -13,7 +13,7 @@ struct Measured {
   double decode_gbps;
 };
 
-// bench/RESULTS.md, "Delta codec (issue 34)": bf16, "smallest" (the codec's choice) columns of the
+// bench/RESULTS.md, section "Delta codec": bf16, "smallest" (the codec's choice) columns of the
 // encode and decode tables.
 constexpr std::array<Measured, 6> kBf16{{{0.001, 5.13, 116},
                                          {0.01, 2.62, 8.82},

@@ -31,10 +31,11 @@ bool is_query(const WeightTensor& t) {
                   c.tp, m.num_kv_heads));
 }
 
-// Like any column-parallel linear, linear_qkv's rows must split evenly over tp (layers.py,
-// ColumnParallelLinear: output_size_per_partition = divide(output_size, world_size)); beyond the
-// query groups tp dividing the heads does not imply it. Those rows are (heads + 2*groups) heads
-// of d rows, d read from `kv`, a k or v projection's weight or bias.
+// Like any column-parallel linear, linear_qkv's rows must split evenly over tp (Megatron's
+// ColumnParallelLinear: output_size_per_partition = divide(output_size, world_size);
+// docs/frameworks.md, query groups and TP); beyond the query groups tp dividing the heads does
+// not imply it. Those rows are (heads + 2*groups) heads of d rows, d read from `kv`, a k or v
+// projection's weight or bias.
 [[nodiscard]] Result<void> check_fused_qkv_rows(const ModelSpec& m, const MegatronConfig& c,
                                                 const WeightTensor& kv) {
   const auto head_dim = kv.spec.shape[0] / m.num_kv_heads;
@@ -85,8 +86,8 @@ Result<MegatronLayouts> MegatronLayouts::make(const ModelSpec& model, const Mega
   REFIT_TRY(check_sizes(model, config));
   auto pipeline = REFIT_TRY(megatron_pipeline(model.num_layers, model.mtp_layers, config));
   // The output layer (tied embeddings) and the MTP layers read the word embedding on their stages
-  // (language_module.py, setup_embeddings_and_output_layer: "we also need to maintain duplicated
-  // embedding weights in mtp process stage").
+  // (setup_embeddings_and_output_layer: "we also need to maintain duplicated embedding weights in
+  // mtp process stage"; docs/frameworks.md, "Pipeline placement").
   std::vector<std::int64_t> embedding_stages;
   for (std::int64_t s = 0; s < config.pp; ++s)
     if (pipeline.embedding_chunk(s, model.tied_embeddings) >= 0) embedding_stages.push_back(s);

@@ -7,8 +7,8 @@
 //   mtp.layers.<k>.{enorm,hnorm,eh_proj,final_layernorm}.weight, mtp.layers.<k>.mtp_model_layer.*
 // with <l> the layer's number inside its model chunk and <i> the expert's inside its EP rank.
 // With virtual pipeline stages a rank holds several chunks, model[0..vp-1], whose parameters are
-// prefixed model<v>. as the checkpoint's state dict keys them (checkpointing.py,
-// generate_state_dict: key f'model{i}' when len(model) > 1).
+// prefixed model<v>. as the checkpoint's state dict keys them (Megatron's generate_state_dict:
+// key f'model{i}' when len(model) > 1; docs/frameworks.md, "Pipeline placement").
 // A weight trained in fp8 (Transformer Engine's fp8 parameters) keeps its fp8 values where the
 // bf16 would lie and its scales in <name>._rowwise_scale_inv (quantized_storage.h).
 #include <optional>
@@ -33,12 +33,12 @@ using detail::TensorOnRank;
 constexpr std::string_view kFramework = "megatron";
 
 // Megatron's linear_qkv holds, per query group, the group's q heads, then its k head, then its
-// v head (attention.py, SelfAttention.get_query_key_value_tensors: [sq, b, ng * (np/ng + 2) * hn]),
-// and TP ranks take equal slices of those rows: whole groups, or beyond the query groups part of
-// one, which may hold q rows then k and v rows, or part of a head (query_group_layout in
-// megatron_layout.cc). `member` is 0, 1, 2 for q, k, v. Each run of the box's rows inside one
-// group is one region, at its row in the interleaved weight less the first row of the rank's
-// slice.
+// v head (SelfAttention.get_query_key_value_tensors: [sq, b, ng * (np/ng + 2) * hn];
+// docs/frameworks.md), and TP ranks take equal slices of those rows: whole groups, or beyond the
+// query groups part of one, which may hold q rows then k and v rows, or part of a head
+// (query_group_layout in megatron_layout.cc). `member` is 0, 1, 2 for q, k, v. Each run of the
+// box's rows inside one group is one region, at its row in the interleaved weight less the first
+// row of the rank's slice.
 Result<Stored> interleaved_qkv(const TensorOnRank& t, std::string name, int member, const MegatronConfig& c) {
   const auto& m = *t.model;
   const auto per_group = m.num_heads / m.num_kv_heads;
@@ -67,9 +67,9 @@ Result<Stored> interleaved_qkv(const TensorOnRank& t, std::string name, int memb
   return out;
 }
 
-// TEGroupedMLP registers one parameter per local expert, weight0..weight<E_local-1>
-// (experts.py, TEGroupedMLP; TEGroupedLinear): fc1 [2*I/etp, H] holds gate rows then up rows,
-// fc2 [H, I/etp].
+// TEGroupedMLP registers one parameter per local expert, weight0..weight<E_local-1> (through
+// TEGroupedLinear; docs/frameworks.md, "Experts"): fc1 [2*I/etp, H] holds gate rows then up
+// rows, fc2 [H, I/etp].
 Stored grouped_experts(const TensorOnRank& t, const std::string& prefix, Projection p) {
   const bool fc1 = p != Projection::kDown;
   const auto rows = fc1 ? 2 * t.box.extent[1] : t.box.extent[1];
@@ -89,7 +89,7 @@ Stored grouped_experts(const TensorOnRank& t, const std::string& prefix, Project
 }
 
 // One expert's tensor (--per-expert) as TEGroupedMLP's parameter of its local index: experts
-// ep_rank*E/EP onwards are local 0, 1, ... (moe_layer.py, BaseMoELayer.__init__).
+// ep_rank*E/EP onwards are local 0, 1, ... (BaseMoELayer.__init__; docs/frameworks.md, "Experts").
 Stored grouped_expert(const TensorOnRank& t, const std::string& prefix, const MegatronConfig& c) {
   const auto& w = *t.tensor;
   const auto local = w.expert % (w.routed_experts / c.ep);
@@ -104,17 +104,17 @@ Stored grouped_expert(const TensorOnRank& t, const std::string& prefix, const Me
 }
 
 // The Megatron name of a decoder-layer weight it keeps whole, by its HF name inside the layer
-// (Megatron-Bridge's AutoMapping entries: qwen/qwen3_bridge.py, qwen3_moe_bridge.py,
-// deepseek/common.py). Norms fused into the next projection (TE) differ between dense and MoE
-// layers and between GQA and MLA (`latent`).
+// (Megatron-Bridge's AutoMapping entries for Qwen3, Qwen3-MoE and DeepSeek; docs/frameworks.md,
+// "Storage: the frameworks' own parameters"). Norms fused into the next projection (TE) differ
+// between dense and MoE layers and between GQA and MLA (`latent`).
 std::optional<std::string> renamed(const std::string& r, bool moe, bool latent) {
   static constexpr std::pair<std::string_view, std::string_view> kNames[] = {
       {"self_attn.q_norm.weight", "self_attention.q_layernorm.weight"},
       {"self_attn.k_norm.weight", "self_attention.k_layernorm.weight"},
       {"self_attn.o_proj.weight", "self_attention.linear_proj.weight"},
       {"mlp.gate.weight", "mlp.router.weight"},
-      {"block_sparse_moe.gate.weight", "mlp.router.weight"},  // Mixtral (mixtral_bridge.py)
-      // TopKRouter registers it as a float32 buffer (moe/router.py), saved with the parameters.
+      {"block_sparse_moe.gate.weight", "mlp.router.weight"},  // Mixtral (MixtralBridge)
+      // TopKRouter registers it as a float32 buffer, saved with the weights (docs/frameworks.md).
       {"mlp.gate.e_score_correction_bias", "mlp.router.expert_bias"},
       {"self_attn.q_a_proj.weight", "self_attention.linear_q_down_proj.weight"},
       {"self_attn.q_a_layernorm.weight", "self_attention.linear_q_up_proj.layer_norm_weight"},
@@ -154,7 +154,7 @@ Result<Stored> layer_tensor(const TensorOnRank& t, const detail::LayerName& n, c
       return detail::whole(t, prefix + mlp + ".linear_fc2.weight", t.box.extent[0]);
   }
   // Routed experts under any module name (Mixtral's block_sparse_moe.experts.<e>.w1/w3/w2 map to
-  // the same TEGroupedMLP parameters: mixtral_bridge.py, GatedMLPMapping).
+  // the same TEGroupedMLP parameters: MixtralBridge's GatedMLPMapping; docs/frameworks.md).
   if (t.tensor->is_stacked()) return grouped_experts(t, prefix, t.tensor->projection);
   if (t.tensor->is_routed_expert()) return grouped_expert(t, prefix, c);
   return detail::no_rule(kFramework, t);
@@ -191,7 +191,7 @@ Result<Stored> megatron_rule(const TensorOnRank& t, const MegatronConfig& c, con
     const auto stage = t.rank.value / c.stage_size();
     const auto chunk = p.embedding_chunk(stage, t.model->tied_embeddings);
     // A tied model's copy on the output layer's chunk is that layer's weight
-    // (language_module.py, LanguageModule.shared_embedding_or_output_weight).
+    // (LanguageModule.shared_embedding_or_output_weight; docs/frameworks.md).
     const bool output = chunk != 0 && p.chunks[static_cast<std::size_t>(chunk)].mtp_layers == 0;
     return detail::padded_vocab(
         t, chunk_prefix(p, chunk) + (output ? "output_layer.weight" : "embedding.word_embeddings.weight"),

@@ -118,7 +118,8 @@ constexpr std::array<std::string_view, 11> kMegatronKeys{
 
 // A layout string sets vp (stages / pp) and excludes pp_first/pp_last, as Megatron's
 // TransformerConfig.__post_init__ ("pipeline_model_parallel_layout cannot be set with other
-// pipeline layout arguments") and arguments.py (vp from get_num_stages_from_str) do.
+// pipeline layout arguments") and argument checks (vp from get_num_stages_from_str) do
+// (docs/frameworks.md, "Pipeline placement").
 [[nodiscard]] Result<void> read_layout(MegatronConfig& c, bool has_vp) {
   if (c.pp_first || c.pp_last)
     return invalid(fmt::format("layout={}: cannot be combined with {} (Megatron refuses both)", c.layout,
@@ -134,9 +135,10 @@ constexpr std::array<std::string_view, 11> kMegatronKeys{
   return {};
 }
 
-// The interleaved schedule runs on pp >= 2 (arguments.py); get_num_layers_to_build splits the
-// first/last stage's layers evenly over its virtual stages, and with pp=2 and both ends given
-// get_transformer_layer_offset divides by the zero middle stages.
+// The interleaved schedule runs on pp >= 2 (Megatron's argument checks); get_num_layers_to_build
+// splits the first/last stage's layers evenly over its virtual stages, and with pp=2 and both
+// ends given get_transformer_layer_offset divides by the zero middle stages (docs/frameworks.md,
+// "Pipeline placement").
 [[nodiscard]] Result<void> check_virtual_stages(const MegatronConfig& c) {
   if (c.vp == 1) return {};
   if (c.pp < 2)
@@ -186,8 +188,8 @@ Result<MegatronConfig> parse_megatron(std::string_view text) {
 }
 
 std::span<const All2AllBackend> all2all_backends() {
-  // vLLM 0.34's All2AllBackend (vllm/config/parallel.py); naive and pplx are still accepted there
-  // (and taken as allgather_reducescatter).
+  // vLLM 0.34's All2AllBackend (ParallelConfig.all2all_backend; docs/frameworks.md); naive and
+  // pplx are still accepted there (and taken as allgather_reducescatter).
   static constexpr All2AllBackend kBackends[] = {{.name = "allgather_reducescatter"},
                                                  {.name = "naive"},
                                                  {.name = "pplx"},

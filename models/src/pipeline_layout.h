@@ -11,9 +11,9 @@ namespace refit::models {
 
 // The virtual stages of a layout string, each as its layer characters (E embedding, t decoder
 // layer, m MTP layer, L loss), parsed as Megatron's PipelineParallelLayerLayout.parse_str_to_list
-// (megatron/core/transformer/pipeline_parallel_layer_layout.py) does: commas dropped, one
-// left-to-right pass unrolling "(..)*N" (the group ends at the first ')'), one pass unrolling
-// "x*N", then split at '|'. Errors name the string and the offending character or repeat.
+// does (docs/frameworks.md, "Pipeline placement"): commas dropped, one left-to-right pass
+// unrolling "(..)*N" (the group ends at the first ')'), one pass unrolling "x*N", then split at
+// '|'. Errors name the string and the offending character or repeat.
 [[nodiscard]] Result<std::vector<std::string>> parse_pipeline_layout(std::string_view layout);
 
 }  // namespace refit::models

@@ -13,7 +13,7 @@
 namespace refit::models {
 namespace {
 
-// vocab_parallel_embedding.py, DEFAULT_VOCAB_PADDING_SIZE.
+// vLLM's DEFAULT_VOCAB_PADDING_SIZE (docs/frameworks.md, vLLM vocab padding).
 constexpr std::int64_t kVocabPadding = 64;
 
 // With EP, tp > 1 and dp > 1 vLLM runs MoE layers sequence-parallel and builds the shared

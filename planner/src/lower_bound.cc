@@ -1,5 +1,6 @@
-// The lower bound of DESIGN.md, plus one more term that is just as unbeatable: bytes whose
-// every holder sits behind one NIC must cross that NIC at least once.
+// The lower bound (docs/guide/planning.md, "The lower bound"), with its term that is just as
+// unbeatable as the others: bytes whose every holder sits behind one NIC must cross that NIC at
+// least once.
 #include <algorithm>
 #include <limits>
 #include <set>

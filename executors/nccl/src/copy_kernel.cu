@@ -1,10 +1,8 @@
 #include "copy_kernel.h"
+#include "grid_limits.h"
 
 namespace refit::nccl_detail {
 namespace {
-
-// Enough blocks to fill any current GPU several times over; more items are strided over them.
-constexpr std::int64_t kMaxBlocks = 8192;
 
 __global__ void __launch_bounds__(kCopyThreads)
     copy_batch_kernel(const DeviceCopy* copies, int count, std::int64_t items) {
@@ -19,7 +17,7 @@ __global__ void __launch_bounds__(kCopyThreads)
 cudaError_t launch_copy_batch(const DeviceCopy* copies, std::int32_t count, std::int64_t items,
                               cudaStream_t stream) {
   if (items == 0) return cudaSuccess;
-  const auto blocks = static_cast<unsigned>(items < kMaxBlocks ? items : kMaxBlocks);
+  const auto blocks = static_cast<unsigned>(items < kMaxGridBlocks ? items : kMaxGridBlocks);
   copy_batch_kernel<<<blocks, kCopyThreads, 0, stream>>>(copies, count, items);
   return cudaGetLastError();
 }

@@ -5,10 +5,14 @@
 #include "copy_kernel.h"
 #include "device_copy.h"
 #include "quantize_kernel.h"
+#include "quantize_kernel_body.h"
 #include "refit/core/quantization.h"
+#include "refit/core/tensor_spec.h"
 #include "refit/core/try.h"
 
 namespace refit::nccl_detail {
+
+static_assert(kMaxQuantizeDims == static_cast<int>(kMaxTensorDims), "a quantized box has any tensor's dims");
 
 Result<std::unique_ptr<CudaBackend>> CudaBackend::make(const Program& program,
                                                        std::span<std::byte* const> shards, Communicator& comm,

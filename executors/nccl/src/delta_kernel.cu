@@ -2,13 +2,11 @@
 #include <cub/block/block_scan.cuh>
 
 #include "delta_kernel.h"
+#include "grid_limits.h"
 
 namespace refit::nccl_detail {
 namespace {
 
-// Tiles are strided over at most this many blocks (enough to fill every multiprocessor of
-// current GPUs several times over).
-constexpr std::int64_t kMaxBlocks = 8192;
 constexpr int kPrefixThreads = 1024;
 // The runs' walks are 48 bytes: a block of 256 keeps their scan's shared memory small.
 constexpr int kWalkThreads = 256;
@@ -249,7 +247,7 @@ __global__ void __launch_bounds__(kWalkThreads) runs_to_mask_kernel(const DeltaL
 }
 
 unsigned blocks_for(const DeltaLanes& d) {
-  return static_cast<unsigned>(d.tiles < kMaxBlocks ? d.tiles : kMaxBlocks);
+  return static_cast<unsigned>(d.tiles < kMaxGridBlocks ? d.tiles : kMaxGridBlocks);
 }
 
 // Launches the kernel `pick` gives for the chunk's element size (pick(integral_constant<int, W>)

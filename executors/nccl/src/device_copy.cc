@@ -2,8 +2,12 @@
 
 #include <bit>
 
+#include "refit/core/tensor_spec.h"
+
 namespace refit::nccl_detail {
 namespace {
+
+static_assert(kMaxCopyDims == static_cast<int>(kMaxTensorDims), "a copy holds a box of any tensor's dims");
 
 // Offset, in elements, of element `index` (row-major in the box) through one array's strides.
 std::int64_t offset_of(const CopyGeometry& g, const std::int64_t* stride, std::int64_t index) {

@@ -1,3 +1,4 @@
+#include "grid_limits.h"
 #include "quantize_kernel.h"
 #include "quantize_kernel_body.h"
 
@@ -6,9 +7,6 @@ namespace {
 
 constexpr int kWarp = 32;
 constexpr int kWarps = kQuantizeThreads / kWarp;
-// Enough blocks to keep every multiprocessor of current GPUs busy several times over; more tiles
-// are strided over them.
-constexpr std::int64_t kMaxBlocks = 8192;
 // mxfp8 tiles a thread takes part in at once: their loads are all in flight before the first
 // is used (4 x 16 bytes per thread).
 constexpr int kMxfp8TilesPerLane = 4;
@@ -77,7 +75,7 @@ __global__ void __launch_bounds__(kQuantizeThreads) quantize_mxfp8(const DeviceQ
 }
 
 unsigned blocks_for(std::int64_t work) {
-  return static_cast<unsigned>(work < kMaxBlocks ? work : kMaxBlocks);
+  return static_cast<unsigned>(work < kMaxGridBlocks ? work : kMaxGridBlocks);
 }
 
 }  // namespace

@@ -4,10 +4,12 @@
 #include <ucs/debug/log_def.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <utility>
 
 #include <fmt/format.h>
@@ -29,8 +31,13 @@ Forwarding& forwarding() {
 // job share one stderr), to the sink; no other handler runs after it.
 ucs_log_func_rc_t forward(const char* file, unsigned line, const char* /*function*/, ucs_log_level_t level,
                           const ucs_log_component_config_t* /*component*/, const char* format, va_list ap) {
-  char message[1024];
-  std::vsnprintf(message, sizeof message, format, ap);
+  // UCX's lines are short; one that is not is kept whole rather than cut at a buffer's end.
+  std::va_list again;
+  va_copy(again, ap);
+  const int length = std::vsnprintf(nullptr, 0, format, ap);
+  std::string message(static_cast<std::size_t>(std::max(length, 0)), '\0');
+  std::vsnprintf(message.data(), message.size() + 1, format, again);
+  va_end(again);
   char host[256] = "?";
   gethostname(host, sizeof host - 1);
   const char* slash = std::strrchr(file, '/');

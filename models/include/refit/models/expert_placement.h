@@ -4,9 +4,9 @@
 // > 1: DeepSeek-V3's n_group = 8; Qwen3-MoE, Mixtral and Kimi-K2 have none or one), with expert
 // parallelism over more than one rank, and, when its MoE layers exchange tokens all-to-all (EP
 // with dp > 1), only on a backend that builds round-robin routing tables (DeepEP low latency,
-// NIXL EP); otherwise it warns and places experts linearly (determine_expert_placement_strategy,
-// fused_moe/expert_map_manager.py; docs/frameworks.md). refit lays the destination out as vLLM
-// does, and says when it fell back, so that no destination gets the wrong experts.
+// NIXL EP); otherwise it warns and places experts linearly (determine_expert_placement_strategy;
+// docs/frameworks.md, "Expert placement as vLLM resolves it"). refit lays the destination out as
+// vLLM does, and says when it fell back, so that no destination gets the wrong experts.
 #include <optional>
 #include <string>
 

@@ -23,7 +23,8 @@ struct MegatronPipeline {
   std::int64_t vp = 1;
   std::vector<PipelineChunk> chunks;  // in layer order: chunk virtual_stage*pp + stage
   // The embedding is on chunk 0 and the output layer on the last (GPTModel's pre_process and
-  // post_process: training.py, get_model); these hold the MTP layers and the final norm.
+  // post_process as Megatron's get_model sets them; docs/frameworks.md, "Pipeline placement");
+  // these hold the MTP layers and the final norm.
   std::int64_t mtp_chunk = 0;
   std::int64_t norm_chunk = 0;
 

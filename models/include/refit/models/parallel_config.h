@@ -11,7 +11,7 @@
 
 namespace refit::models {
 
-// Megatron-LM's --make-vocab-size-divisible-by default (megatron/training/arguments.py).
+// Megatron-LM's --make-vocab-size-divisible-by default (docs/frameworks.md, vocab padding).
 inline constexpr std::int64_t kMegatronVocabDivisibleBy = 128;
 
 // World = tp*cp*dp*pp = etp*ep*edp*pp.
@@ -40,9 +40,9 @@ struct MegatronConfig {
   std::int64_t edp() const { return stage_size() / (ep * etp); }
 };
 
-// vLLM's expert_placement_strategy (fused_moe/layer.py, determine_expert_map): with EP, rank r
-// holds experts r*E/EP onwards (linear) or r, r+EP, r+2*EP, ... (round_robin). What a user asks
-// for is not always what vLLM does: resolve_expert_placement (expert_placement.h).
+// vLLM's expert_placement_strategy (determine_expert_map; docs/frameworks.md, vLLM's "MoE"): with
+// EP, rank r holds experts r*E/EP onwards (linear) or r, r+EP, r+2*EP, ... (round_robin). What a
+// user asks for is not always what vLLM does: resolve_expert_placement (expert_placement.h).
 enum class ExpertPlacement : std::uint8_t { kLinear, kRoundRobin };
 
 // vLLM's all2all backends (ParallelConfig.all2all_backend, --all2all-backend), by name, with

@@ -1,8 +1,8 @@
 #pragma once
-// Writes a simulation as Chrome trace event JSON (https://perfetto.dev opens it; so does
-// chrome://tracing): {"traceEvents": [...]} with one complete event (ph "X", microseconds) per
-// task that has a track, spanning from the moment it became ready to its end (args give the
-// moment its data started to flow, its bytes, and its latency).
+// Writes a simulation as Chrome trace event JSON (Perfetto's UI opens it, as does Chrome's trace
+// viewer; docs/guide/architecture.md): {"traceEvents": [...]} with one complete event (ph "X",
+// microseconds) per task that has a track, spanning from the moment it became ready to its end
+// (args give the moment its data started to flow, its bytes, and its latency).
 // Concurrent tasks of one track (flows sharing a NIC) would not nest, which trace viewers draw
 // wrongly, so a track gets as many lanes as it has tasks overlapping in time; each lane is a tid
 // named by thread_name metadata ("gpu 3", then "gpu 3 #2", ...), numbered in (track, lane) order.
