@@ -122,6 +122,20 @@ INSTANTIATE_TEST_SUITE_P(
 const std::string kTwoTensorsPlan =
     R"({"destination_ranks":2,"execution_model":"refit-ucx","format":"refit-plan","source_ranks":4,"strategy":"refit","tensors":[{"dtype":"bf16","name":"model.layers.0.mlp.down_proj.weight","shape":[64,128]},{"dtype":"fp32","name":"w","shape":[8,4]}],"transfers":[{"bytes":4128,"chunk":8388608,"from":0,"id":0,"link":"local","segments":[{"extent":[32,64],"offset":[0,0],"tensor":0,"via":-1},{"extent":[4,2],"offset":[0,0],"tensor":1,"via":-1}],"to":4},{"bytes":4128,"chunk":8388608,"from":1,"id":1,"link":"local","segments":[{"extent":[32,64],"offset":[32,64],"tensor":0,"via":-1},{"extent":[4,2],"offset":[4,2],"tensor":1,"via":-1}],"to":5},{"bytes":4128,"chunk":8388608,"from":0,"id":2,"link":"local","segments":[{"extent":[32,64],"offset":[32,0],"tensor":0,"via":-1},{"extent":[4,2],"offset":[0,2],"tensor":1,"via":-1}],"to":5},{"bytes":4128,"chunk":8388608,"from":1,"id":3,"link":"local","segments":[{"extent":[32,64],"offset":[0,64],"tensor":0,"via":-1},{"extent":[4,2],"offset":[4,0],"tensor":1,"via":-1}],"to":4}],"version":1})";
 
+const std::string kSimulateWithPlan =
+    "simulate --manifest " + kData + "/manifests/two_tensors.json --cluster dgx-h100 --plan {file}";
+
+// `text` with its first `from` replaced by `to` (an input edited into a hostile one).
+std::string replaced(std::string text, std::string_view from, std::string_view to) {
+  text.replace(text.find(from), from.size(), to);
+  return text;
+}
+
+std::string text_of(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
 INSTANTIATE_TEST_SUITE_P(
     ThirdCampaign, HostileCli,
     ::testing::Values(
@@ -140,15 +154,9 @@ INSTANTIATE_TEST_SUITE_P(
                     "--cluster dgx-h100:gpus_per_node=2 --chunk 9223372036854775807",
                 "", "chunk must be > 0 and at most 2^56 bytes"},
         // An edited dtype was reported as a byte count that did not add up.
-        Hostile{
-            "plan_dtype_edited",
-            "simulate --manifest " + kData + "/manifests/two_tensors.json --cluster dgx-h100 --plan {file}",
-            [] {
-              auto text = kTwoTensorsPlan;
-              text.replace(text.find("\"dtype\":\"bf16\""), 14, "\"dtype\":\"fp16\"");
-              return text;
-            }(),
-            "tensors[0] 'model.layers.0.mlp.down_proj.weight': plan has dtype fp16, the problem bf16"}));
+        Hostile{"plan_dtype_edited", kSimulateWithPlan,
+                replaced(kTwoTensorsPlan, "\"dtype\":\"bf16\"", "\"dtype\":\"fp16\""),
+                "tensors[0] 'model.layers.0.mlp.down_proj.weight': plan has dtype fp16, the problem bf16"}));
 
 // The fourth campaign's classes that one command shows.
 const std::string kMoe = "--model " + kData +
@@ -174,23 +182,13 @@ INSTANTIATE_TEST_SUITE_P(
         Hostile{"timeout_huge_fail", "simulate " + kModel + " --cluster dgx-h100 --fail 0 --timeout 1e308",
                 "", "--timeout: must be > 0 and <= 1e+06"},
         // Names with escapes once reached the terminal raw through topo's and simulate's tables.
-        Hostile{"cluster_name_escape", "topo --cluster-file {file}",
-                [] {
-                  std::ifstream in(kData + "/topology/cluster_small.json");
-                  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-                  text.replace(text.find("two-small-nodes"), 15, "two\\u001b[31m");
-                  return text;
-                }(),
-                "name: a control character (a line break or an escape) in a name refit prints"},
         Hostile{
-            "plan_strategy_escape",
-            "simulate --manifest " + kData + "/manifests/two_tensors.json --cluster dgx-h100 --plan {file}",
-            [] {
-              auto text = kTwoTensorsPlan;
-              text.replace(text.find("\"strategy\":\"refit\""), 18, "\"strategy\":\"r\\u001b[2J\"");
-              return text;
-            }(),
-            "strategy: a control character"},
+            "cluster_name_escape", "topo --cluster-file {file}",
+            replaced(text_of(kData + "/topology/cluster_small.json"), "two-small-nodes", "two\\u001b[31m"),
+            "name: a control character (a line break or an escape) in a name refit prints"},
+        Hostile{"plan_strategy_escape", kSimulateWithPlan,
+                replaced(kTwoTensorsPlan, "\"strategy\":\"refit\"", "\"strategy\":\"r\\u001b[2J\""),
+                "strategy: a control character"},
         // Once blamed on training stages the user never mentioned.
         Hostile{"join_as_nemo_rl", "simulate " + kMoe + " --join 0 --strategy m2n-ring --deployment nemo-rl",
                 "", "--deployment nemo-rl: it refits every engine from the training ranks"}));
@@ -230,8 +228,7 @@ TEST(HostileCli, OutputsThatCannotBeWrittenInFullFailNamingTheFile) {
 
 TEST(HostileCli, NamesThatAreNotUtf8AreWrittenAsJsonAnyway) {
   // The cluster takes the XML file's name; a name that is not UTF-8 once aborted topo --json.
-  std::ifstream in(kData + "/topology/node_4gpu_2nic.xml");
-  const std::string xml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string xml = text_of(kData + "/topology/node_4gpu_2nic.xml");
   const TempFile file("\xff.xml", xml);
   const auto r = run_refit("topo --nccl-topo-xml '" + file.path() + "' --json");
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -241,8 +238,7 @@ TEST(HostileCli, NamesThatAreNotUtf8AreWrittenAsJsonAnyway) {
 TEST(HostileCli, NcclDumpsWithTwoRootsTrailingTextOrANicListedTwiceAreRefused) {
   // pugixml takes a second root element and drops text after the root, and a NIC name listed
   // under two PCIe switches once merged two NICs into one (half the network bandwidth, silently).
-  std::ifstream in(kData + "/topology/node_4gpu_2nic.xml");
-  const std::string xml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string xml = text_of(kData + "/topology/node_4gpu_2nic.xml");
   const TempFile two_roots("two_roots.xml", xml + "<system version=\"1\"/>\n");
   auto r = run_refit("topo --nccl-topo-xml " + two_roots.path());
   EXPECT_EQ(r.exit_code, 2) << r.err;
