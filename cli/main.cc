@@ -3,6 +3,7 @@
 #include <exception>
 #include <map>
 #include <new>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,19 +34,27 @@ std::string one_line(std::string_view message) {
   return out;
 }
 
+refit::Result<void> out_of_memory(const std::string& name) {
+  return refit::fail(
+      refit::ErrorCode::kRuntime,
+      fmt::format("out of memory: refit {} needs more memory for this problem than it was "
+                  "given (a smaller problem, or --jobs 1 where the command has it, holds less)",
+                  name));
+}
+
 // The action's result; running out of memory or threads (a problem larger than this machine) is
 // a runtime failure with a message, as any other, not an abort.
 refit::Result<void> run_action(const std::string& name, const refit::cli::Action& action) {
   try {
     return action();
   } catch (const std::bad_alloc&) {
-    return refit::fail(refit::ErrorCode::kRuntime,
-                       fmt::format("out of memory: refit {} needs more memory for this problem than "
-                                   "it was given (a smaller problem, or --jobs 1 where the command has "
-                                   "it, holds less)",
-                                   name));
+    return out_of_memory(name);
+  } catch (const std::length_error&) {  // a container asked for more than it can hold
+    return out_of_memory(name);
   } catch (const std::exception& e) {
     return refit::fail(refit::ErrorCode::kInternal, fmt::format("internal error: {}", e.what()));
+  } catch (...) {
+    return refit::fail(refit::ErrorCode::kInternal, "internal error: an exception of unknown type");
   }
 }
 

@@ -90,11 +90,11 @@ void print_delta(const Predictions& p) {
              "decode", "x dense");
   for (const auto& r : p.rows)
     if (r.delta)
-      fmt::print("{:<17} {:<10} {:>10} {:>10} {:>12} {:>12} {:>6} {:>10} {:>10} {:>10} {:>8}x\n", r.strategy,
+      fmt::print("{:<17} {:<10} {:>10} {:>10} {:>12} {:>12} {:>6} {:>10} {:>10} {:>10} {:>9}\n", r.strategy,
                  r.deployment->name, human(r.sim.predicted), human(r.delta->predicted),
                  human(r.delta->dense_bytes), human(r.delta->moved_bytes), r.delta->rounds.size(),
                  human(r.delta->encode), human(r.delta->transfer), human(r.delta->decode),
-                 ratio(r.delta->predicted, r.sim.predicted));
+                 r.sim.predicted.value > 0 ? ratio(r.delta->predicted, r.sim.predicted) + "x" : "-");
 }
 
 void print_contributors(const Prediction& r) {
@@ -206,9 +206,7 @@ void print_elastic(const ElasticPrediction& p) {
   const auto inputs = REFIT_TRY(load_plan_inputs(o.inputs));
   std::ofstream trace_file;
   if (!o.trace.empty()) {
-    REFIT_TRY_IN(check_output_file(o.trace), "--trace");
-    trace_file.open(o.trace);
-    if (!trace_file) return fail(ErrorCode::kRuntime, fmt::format("--trace: cannot write '{}'", o.trace));
+    trace_file = REFIT_TRY_IN(open_output_file(o.trace), "--trace");
     fmt::print(stderr, "refit simulate: writing the {} trace to {}\n", o.inputs.strategy, o.trace);
   }
   const PredictOptions options{.strategy = o.inputs.strategy,

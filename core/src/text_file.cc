@@ -45,30 +45,33 @@ Result<std::string> read_text_file(const std::filesystem::path& path) {
   return text;
 }
 
-Result<void> check_output_file(const std::filesystem::path& path) {
+Result<std::ofstream> open_output_file(const std::filesystem::path& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const auto status = fs::status(path, ec);
-  if (!fs::exists(status)) return {};
   if (fs::is_directory(status)) return invalid(fmt::format("{}: is a directory, not a file", path.string()));
   if (fs::is_block_file(status) || fs::is_socket(status))
     return invalid(fmt::format("{}: a disk device or a socket, not a file", path.string()));
+  // Opening a FIFO no process reads would block; without blocking, it fails (ENXIO) instead. The
+  // probe stays open until the stream is: closed before, it would leave the reader a FIFO with no
+  // writer, which it reads as the end, and the stream's open would wait for it forever.
+  int probe = -1;
   if (fs::is_fifo(status)) {
-    // Opening a FIFO no process reads would block; without blocking, it fails with ENXIO instead.
-    const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return invalid(fmt::format("{}: a FIFO that no process reads", path.string()));
-    ::close(fd);
+    probe = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (probe < 0) return invalid(fmt::format("{}: a FIFO that no process reads", path.string()));
   }
-  return {};
+  errno = 0;
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  const int opened = errno;
+  if (probe >= 0) ::close(probe);
+  if (!out)
+    return invalid(fmt::format("{}: cannot be created{}", path.string(),
+                               opened != 0 ? fmt::format(": {}", std::strerror(opened)) : ""));
+  return out;
 }
 
 Result<void> write_file(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write) {
-  REFIT_TRY(check_output_file(path));
-  errno = 0;
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out)
-    return invalid(fmt::format("{}: cannot be created{}", path.string(),
-                               errno != 0 ? fmt::format(": {}", std::strerror(errno)) : ""));
+  auto out = REFIT_TRY(open_output_file(path));
   errno = 0;
   write(out);
   if (out) out.flush();

@@ -38,6 +38,7 @@ void in_parallel(std::size_t count, std::size_t threads, const Work& work) {
   };
   {
     std::vector<std::jthread> helpers;
+    helpers.reserve(std::min(threads, count));
     for (std::size_t t = 1; t < std::min(threads, count); ++t) {
       try {
         helpers.emplace_back(take);

@@ -247,7 +247,7 @@ void bind_plan(nb::module_& m) {
         "window"_a = nb::none(), "trace"_a = false, "deployment"_a = nb::none(),
         "staging_bytes"_a = nb::none(),
         "Plans the strategy and predicts it as the deployment runs it (refit simulate --strategy): a "
-        "deployed baseline runs the problem quantised at the receivers, as deployed today.");
+        "deployed baseline runs the problem quantized at the receivers, as deployed today.");
   m.def("compare", &compare_all, "problem"_a, "cluster"_a, "chunk_bytes"_a, "window"_a = nb::none(),
         "staging_bytes"_a = nb::none(),
         "Every strategy as its default deployment runs it, and direct and m2n-ring also as refit's "

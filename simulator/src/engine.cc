@@ -95,8 +95,8 @@ void Engine::schedule_completion(std::int32_t flow) {
 
 // How late the event may be handled: SimulateOptions::instant of what its task spent reaching it
 // (its latency, its overhead, or its flow so far), and never less than rounding. Tasks one after
-// the other spend disjoint times, so a chain of them is late by at most that fraction of its own
-// length, however late in the run it falls.
+// the other spend disjoint times, so a chain of them that shares no resource is late by at most
+// that fraction of its own length, however late in the run it falls (SimulateOptions::instant).
 double Engine::slack(const Event& event) const {
   const TaskId t{event.task};
   const double spent = event.kind == EventKind::kLatencyPaid ? model_.latency(t).value

@@ -96,7 +96,8 @@ TEST(HostileXml, LargeDumpsAreBoundedInDevicesAndLinearInTime) {
 
 TEST(HostileXml, LinksOfOneGpuAreBounded) {
   std::string links;
-  for (int i = 0; i < 20; ++i) links += R"(<nvlink target="0000:99:00.0" count="64" tclass="0x068000"/>)";
+  for (int i = 0; i < 20; ++i)  // 20 switches of 64 links each
+    links += fmt::format(R"(<nvlink target="0000:{:02x}:00.0" count="64" tclass="0x068000"/>)", 0x80 + i);
   const auto c = import_nccl_topology(machine(R"(speed="400000")", links), "m");
   EXPECT_EQ(error_code(c), ErrorCode::kOutOfRange);
   EXPECT_THAT(c.error().message, HasSubstr("more than 1024 NVLinks"));

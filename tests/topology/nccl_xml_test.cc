@@ -142,7 +142,15 @@ TEST(TopoNcclXml, AnNvlinkListedByOneEndOnlyOrTwiceIsRefused) {
   twice.insert(at, back);
   c = import_nccl_topology(twice, "twice.xml");
   ASSERT_FALSE(c.has_value());
-  EXPECT_NE(c.error().message.find("a second <nvlink> to GPU 0000:22:00.0"), std::string::npos)
+  EXPECT_NE(c.error().message.find("a second <nvlink> to 0000:22:00.0"), std::string::npos)
+      << c.error().message;
+  // Two GPUs at one bus id: the links could not say which of them they reach.
+  auto same_bus = xml;
+  const std::string bus = R"(<pci busid="0000:23:00.0")";
+  same_bus.replace(same_bus.find(bus), bus.size(), R"(<pci busid="0000:22:00.0")");
+  c = import_nccl_topology(same_bus, "same_bus.xml");
+  ASSERT_FALSE(c.has_value());
+  EXPECT_NE(c.error().message.find("bus id 0000:22:00.0 is GPU dev 2's too"), std::string::npos)
       << c.error().message;
 }
 

@@ -213,11 +213,10 @@ class XmlReader {
       const auto tclass = REFIT_TRY(attribute(link, "tclass"));
       if (is_gpu_class(tclass) && detail::normalize_bus_id(target) == gpu.bus_id)
         return invalid(fmt::format("{}: an NVLink from GPU {} to itself", where(link), gpu.bus_id));
+      if (!peers.insert(detail::normalize_bus_id(target)).second)
+        return invalid(fmt::format("{}: a second <nvlink> to {} (a dump gives one per peer, with its count)",
+                                   where(link), detail::normalize_bus_id(target)));
       if (tclass == kNvSwitchClass) gpu.switch_links += count;
-      if (is_gpu_class(tclass) && !peers.insert(detail::normalize_bus_id(target)).second)
-        return invalid(
-            fmt::format("{}: a second <nvlink> to GPU {} (a dump gives one per peer, with its count)",
-                        where(link), detail::normalize_bus_id(target)));
       if (is_gpu_class(tclass))
         gpu.peer_links.insert(gpu.peer_links.end(), static_cast<std::size_t>(count),
                               detail::normalize_bus_id(target));
@@ -240,6 +239,10 @@ class XmlReader {
     FoundGpu gpu;
     gpu.what = where(n);
     gpu.bus_id = here.chain.back();
+    for (const auto& [other_dev, other] : gpus_)
+      if (other.bus_id == gpu.bus_id)
+        return invalid(fmt::format("{}: bus id {} is GPU dev {}'s too ({})", where(n), gpu.bus_id, other_dev,
+                                   other.what));
     const std::string_view device = parent.attribute("device").value();
     gpu.model = hw::gpu_model_for(sm, device == hw::kH200PciDeviceId ? "H200" : "");
     if (device == hw::kH100Sxm5PciDeviceId) gpu.name = kH100Sxm5;

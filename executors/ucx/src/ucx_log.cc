@@ -28,9 +28,8 @@ Forwarding& forwarding() {
 }
 
 // One line, with the host and process that UCX's own handler also names (the ranks of an mpirun
-// job share one stderr), to the sink; no other handler runs after it.
-ucs_log_func_rc_t forward(const char* file, unsigned line, const char* /*function*/, ucs_log_level_t level,
-                          const ucs_log_component_config_t* /*component*/, const char* format, va_list ap) {
+// job share one stderr).
+std::string log_line(const char* file, unsigned line, ucs_log_level_t level, const char* format, va_list ap) {
   // UCX's lines are short; one that is not is kept whole rather than cut at a buffer's end.
   std::va_list again;
   va_copy(again, ap);
@@ -41,12 +40,27 @@ ucs_log_func_rc_t forward(const char* file, unsigned line, const char* /*functio
   char host[256] = "?";
   gethostname(host, sizeof host - 1);
   const char* slash = std::strrchr(file, '/');
-  const auto text = fmt::format("[{}:{}] UCX {} {}:{} {}", host, getpid(), ucs_log_level_names[level],
-                                slash != nullptr ? slash + 1 : file, line, message);
-  auto& state = forwarding();
-  const std::lock_guard lock(state.mutex);
-  state.sink(text);
-  return UCS_LOG_FUNC_RC_STOP;
+  return fmt::format("[{}:{}] UCX {} {}:{} {}", host, getpid(), ucs_log_level_names[level],
+                     slash != nullptr ? slash + 1 : file, line, message);
+}
+
+// The line to the sink; no other handler runs after it. Nothing may be thrown back into UCX's C
+// code: a line that cannot be made or taken (no memory) goes to UCX's own handler instead.
+ucs_log_func_rc_t forward(const char* file, unsigned line, const char* /*function*/, ucs_log_level_t level,
+                          const ucs_log_component_config_t* /*component*/, const char* format, va_list ap) {
+  std::va_list mine;  // `ap` stays whole for UCX's handler if this one gives up
+  va_copy(mine, ap);
+  auto rc = UCS_LOG_FUNC_RC_STOP;
+  try {
+    const auto text = log_line(file, line, level, format, mine);
+    auto& state = forwarding();
+    const std::lock_guard lock(state.mutex);
+    state.sink(text);
+  } catch (...) {
+    rc = UCS_LOG_FUNC_RC_CONTINUE;
+  }
+  va_end(mine);
+  return rc;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 // disk is an error and not a silently truncated file.
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <ostream>
 #include <string>
@@ -25,14 +26,14 @@ inline constexpr std::int64_t kMaxInputFileBytes = std::int64_t{1} << 30;
 // when it cannot be read.
 [[nodiscard]] Result<std::string> read_text_file(const std::filesystem::path& path);
 
-// Whether refit may create or truncate the file: kInvalidArgument, naming it, for an existing
-// directory, disk device or socket, and for a FIFO that no process reads (opening it would block
-// refit until one came). Character devices (/dev/null) and FIFOs being read are written.
-[[nodiscard]] Result<void> check_output_file(const std::filesystem::path& path);
+// The file created (or truncated) for writing. kInvalidArgument, naming it, for an existing
+// directory, disk device or socket, a FIFO that no process reads (opening it would block refit
+// until one came), or a file that cannot be created (no such folder, no permission: the system's
+// reason is given). Character devices (/dev/null) and FIFOs being read are written.
+[[nodiscard]] Result<std::ofstream> open_output_file(const std::filesystem::path& path);
 
-// Creates (or truncates) the file and has `write` fill it. kInvalidArgument, naming the file and
-// the system's reason, where check_output_file refuses it or it cannot be created (no such folder,
-// no permission); kRuntime when any write, the flush or the close fails.
+// Creates (or truncates) the file as open_output_file does and has `write` fill it; kRuntime when
+// any write, the flush or the close fails.
 [[nodiscard]] Result<void> write_file(const std::filesystem::path& path,
                                       const std::function<void(std::ostream&)>& write);
 

@@ -37,9 +37,11 @@ struct SimulateOptions {
   // Trades exactness for speed where many events fall close together, in [0, 1); 0 is exact (to
   // rounding). An event may be handled late by up to this fraction of what its task spent reaching
   // it (its latency, its overhead, or its flow so far): events that allow it are handled together
-  // at the last one's time and the rates are recomputed once. Never earlier than exact, and a
-  // chain of tasks is late by at most this fraction of its own length, wherever it falls in the
-  // run (tests/simulator/simulate_test.cc).
+  // at the last one's time and the rates are recomputed once. A chain of tasks that shares no
+  // resource with others is late by at most this fraction of its own length, wherever it falls in
+  // the run (tests/simulator/simulate_test.cc); where flows share one, an end handled late also
+  // keeps the others' shares as they were for as long, which can make them later (or, freeing a
+  // resource later for a third, another earlier) than exact.
   double instant = 0;
 };
 
