@@ -53,6 +53,17 @@ TEST(HostileXml, NonUtf8AttributesAreRefusedWithTheirLine) {
   EXPECT_THAT(c.error().message, HasSubstr("not valid UTF-8"));
 }
 
+TEST(HostileXml, ControlCharactersInAttributesAreRefusedNamingTheAttribute) {
+  // A NIC's port (fuzz_nccl_xml found an escape there) becomes part of its name, which refit
+  // prints and writes to cluster files, which refuse it.
+  auto c = import_nccl_topology(machine("speed=\"400000\" port=\"&#27;[2J\""), "m");
+  EXPECT_EQ(error_code(c), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(c.error().message,
+              HasSubstr("<net name=\"mlx5_0\">: attribute 'port' holds a control character"));
+  c = import_nccl_topology(R"(<system version="1"><cpu numaid="0&#10;"/></system>)", "m");
+  EXPECT_THAT(c.error().message, HasSubstr("attribute 'numaid' holds a control character"));
+}
+
 TEST(HostileXml, AnNvlinkFromAGpuToItselfIsRefused) {
   const auto c = import_nccl_topology(
       machine(R"(speed="400000")", R"(<nvlink target="0000:11:00.0" count="4" tclass="0x030200"/>)"), "m");

@@ -165,8 +165,9 @@ class XmlReader {
                                                          const PciLocation& here) {
     const std::string_view name = child.name();
     if (name == "cpu") {
-      const auto numa = child.attribute("numaid");
-      const auto socket = numa ? fmt::format("cpu{}", numa.value()) : fmt::format("cpu#{}", cpus_);
+      const auto socket = child.attribute("numaid")
+                              ? fmt::format("cpu{}", REFIT_TRY(attribute(child, "numaid")))
+                              : fmt::format("cpu#{}", cpus_);
       ++cpus_;
       return PciLocation{.socket = socket, .chain = {socket}};
     }
@@ -261,7 +262,7 @@ class XmlReader {
         return out_of_range(fmt::format("{}: attribute speed=\"{}\" must be between {} and {} (Mb/s)",
                                         where(net), net.attribute("speed").value(), kMinSpeedMbps,
                                         kMaxSpeedMbps));
-      const std::string port = net.attribute("port").value();
+      const std::string port = net.attribute("port") ? REFIT_TRY(attribute(net, "port")) : std::string();
       const auto full_name = port.empty() || port == "0" ? name : fmt::format("{}:{}", name, port);
       // NCCL lists a NIC that hangs off no PCIe switch (a socket NIC) under every <cpu>; a name
       // twice anywhere else would be two NICs merged into one.
