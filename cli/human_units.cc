@@ -26,8 +26,8 @@ std::string human(Bytes b) {
   return u == 0 ? fmt::format("{} B", b.value) : fmt::format("{:.2f} {}", x, kUnits[u]);
 }
 
-std::string ratio(Seconds time, Seconds of) {
-  return of.value > 0 ? fmt::format("{:.3f}", time / of) : std::string("-");
+std::string ratio(Seconds time, Seconds of, std::string_view unit) {
+  return of.value > 0 ? fmt::format("{:.3f}{}", time / of, unit) : std::string("-");
 }
 
 }  // namespace refit::cli

@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 
 #include "command.h"
+#include "refit/core/utf8.h"
 
 namespace {
 
@@ -26,7 +27,7 @@ std::string one_line(std::string_view message) {
       out += "\\n";
     else if (c == '\r')
       out += "\\r";
-    else if (u < 0x20 || u == 0x7f)
+    else if (refit::is_control_character(u))
       out += fmt::format("\\x{:02x}", u);
     else
       out += c;

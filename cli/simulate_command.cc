@@ -94,7 +94,7 @@ void print_delta(const Predictions& p) {
                  r.deployment->name, human(r.sim.predicted), human(r.delta->predicted),
                  human(r.delta->dense_bytes), human(r.delta->moved_bytes), r.delta->rounds.size(),
                  human(r.delta->encode), human(r.delta->transfer), human(r.delta->decode),
-                 r.sim.predicted.value > 0 ? ratio(r.delta->predicted, r.sim.predicted) + "x" : "-");
+                 ratio(r.delta->predicted, r.sim.predicted, "x"));
 }
 
 void print_contributors(const Prediction& r) {

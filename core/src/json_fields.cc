@@ -8,6 +8,7 @@
 
 #include "json_guard.h"
 #include "refit/core/try.h"
+#include "refit/core/utf8.h"
 
 namespace refit::json_fields {
 
@@ -228,7 +229,7 @@ std::string FieldReader::label_or(std::string_view key, std::string fallback) {
 }
 
 void FieldReader::check_label(std::string_view key, const std::string& text) {
-  if (std::ranges::any_of(text, [](unsigned char c) { return c < 0x20 || c == 0x7f; }))
+  if (has_control_character(text))
     fail(key, "a control character (a line break or an escape) in a name refit prints");
 }
 

@@ -131,6 +131,7 @@ std::string replaced(std::string text, std::string_view from, std::string_view t
   return text;
 }
 
+// This test runs the binary and links no refit library: the file read as a stream.
 std::string text_of(const std::string& path) {
   std::ifstream in(path);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};

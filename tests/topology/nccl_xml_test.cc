@@ -1,12 +1,10 @@
 #include "refit/topology/nccl_xml.h"
 
-#include <fstream>
-#include <iterator>
-
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "error_code.h"
+#include "refit/core/text_file.h"
 
 namespace refit {
 namespace {
@@ -126,8 +124,7 @@ TEST(TopoNcclXml, H200IsToldByItsPciDevice) {
 TEST(TopoNcclXml, AnNvlinkListedByOneEndOnlyOrTwiceIsRefused) {
   // node_4gpu_2nic.xml pairs GPUs 2 and 3 with 4 NVLinks, listed from both ends. Without GPU 3's
   // element GPU 2 would get NVLink bandwidth to a peer with none; with it twice, twice its links.
-  std::ifstream in(kDir + "node_4gpu_2nic.xml");
-  const std::string xml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string xml = read_text_file(kDir + "node_4gpu_2nic.xml").value();
   const std::string back = R"(<nvlink target="0000:22:00.0" count="4" tclass="0x030200"/>)";
   const auto at = xml.find(back);
   ASSERT_NE(at, std::string::npos);

@@ -12,6 +12,7 @@
 #include "refit/core/quantization.h"
 #include "refit/core/text_file.h"
 #include "refit/core/try.h"
+#include "refit/core/utf8.h"
 
 namespace refit {
 namespace {
@@ -138,7 +139,7 @@ constexpr std::size_t kMaxAssumptionChars = 1000;
   if (text.empty() || text.size() > kMaxAssumptionChars)
     return out_of_range(
         fmt::format("{}: a sentence of 1 to {} characters, got {}", at, kMaxAssumptionChars, text.size()));
-  if (std::ranges::any_of(text, [](unsigned char c) { return c < 0x20 || c == 0x7f; }))
+  if (has_control_character(text))
     return invalid(fmt::format("{}: a control character (a line break or an escape) in the sentence", at));
   return text;
 }

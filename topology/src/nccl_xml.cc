@@ -106,7 +106,7 @@ class XmlReader {
     if (!a) return invalid(fmt::format("{}: attribute '{}' missing", where(n), name));
     const std::string_view value = a.value();
     // Values become names refit prints (a NIC's, a bus id): no escapes for the terminal.
-    if (std::ranges::any_of(value, [](unsigned char c) { return c < 0x20 || c == 0x7f; }))
+    if (has_control_character(value))
       return invalid(fmt::format("{}: attribute '{}' holds a control character", where(n), name));
     return std::string(value);
   }

@@ -1,6 +1,7 @@
 #pragma once
 // UTF-8 validation for text that refit reads without a parser that checks it (XML attributes,
-// file names): refit writes what it reads into JSON, and JSON text must be valid UTF-8.
+// file names): refit writes what it reads into JSON, and JSON text must be valid UTF-8. And the
+// control characters that a name refit prints must not carry to a terminal.
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -15,5 +16,13 @@ std::optional<std::size_t> first_invalid_utf8(std::string_view text);
 // `text` with every byte that does not begin a well-formed sequence written as U+FFFD, so that
 // a message quoting bytes from outside (a peer, a file) can always be shown.
 std::string valid_utf8(std::string_view text);
+
+// A C0 control character or DEL: a line break, an escape that a terminal would act on.
+constexpr bool is_control_character(unsigned char c) { return c < 0x20 || c == 0x7f; }
+constexpr bool has_control_character(std::string_view text) {
+  for (const char c : text)
+    if (is_control_character(static_cast<unsigned char>(c))) return true;
+  return false;
+}
 
 }  // namespace refit
