@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "refit/core/try.h"
+#include "refit/planner/execution_model.h"
 
 namespace refit::ucx_detail {
 namespace {
@@ -15,71 +16,36 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-// Per receiver rank: the bytes this rank sends it.
-std::vector<std::int64_t> bytes_per_receiver(const UcxProgram& p, std::size_t world) {
-  std::vector<std::int64_t> bytes(world, 0);
-  for (const Send& s : p.sends())
-    bytes[static_cast<std::size_t>(s.peer.value)] += p.layout(s.transfer).bytes();
-  return bytes;
-}
+// The executor's behaviours as its execution model states them, so that the simulator runs what
+// this executor runs. Chunks granted ahead to one sender: enough to keep its puts flowing, few
+// enough that grants do not flood the sender's receive queue (a full queue makes UCX hold sends
+// back). A pair with half that window granted ahead has what it flushed announced at once
+// (Engine::send_ready_chunks says why).
+const ExecutionModel& ucx_model() { return execution_model(ExecutionModelId::kRefitUcx); }
 
 }  // namespace
 
 Engine::Engine(const ExecutionContext& context)
     : c_(context),
       me_(context.program.rank->rank()),
-      receive_of_transfer_(context.plan.transfers.size(), -1),
-      send_of_transfer_(context.plan.transfers.size(), -1),
-      in_place_(static_cast<std::size_t>(context.plan.world_size())),
-      next_in_place_(static_cast<std::size_t>(context.plan.world_size()), 0),
-      in_place_granted_(static_cast<std::size_t>(context.plan.world_size()), 0),
-      receive_slots_(context.program.receive_staging.slots),
-      queue_(static_cast<std::size_t>(context.plan.world_size())),
-      next_(static_cast<std::size_t>(context.plan.world_size()), 0),
-      pacing_(bytes_per_receiver(context.program, static_cast<std::size_t>(context.plan.world_size()))),
-      pack_slots_(context.program.send_staging.slots),
+      receiving_(context.program, context.plan.world_size(), ucx_model().pair_window),
+      sending_(context.program, context.plan.world_size(),
+               SendPacing{.by_bytes = ucx_model().pairs_share_by_bytes,
+                          .low_grants = ucx_model().pair_window / 2}),
       done_from_(static_cast<std::size_t>(context.plan.world_size()), false),
       watchdog_(context.options.timeout, Clock::now()),
       start_(Clock::now()),
       interrupt_(context.options.interrupted),
       absent_(static_cast<std::size_t>(context.plan.world_size()), false),
       gone_(static_cast<std::size_t>(context.plan.world_size()), false),
-      dropped_(context.plan.transfers.size(), false),
-      receive_dropped_(context.program.receives().size(), false),
-      receive_released_(context.program.receives().size(), false),
-      send_dropped_(context.program.sends().size(), false),
-      sent_chunks_(context.program.sends().size(), 0),
-      flushing_(context.program.sends().size(), 0) {
+      dropped_(context.plan.transfers.size(), false) {
   report_.work =
       WorkTimes{.puts = std::array<Seconds, kLinkKinds>{}, .pack_unpack = Seconds{0}, .quantize = Seconds{0}};
   const auto& p = c_.program;
-  for (std::size_t i = 0; i < p.receives().size(); ++i) {
-    const Receive& r = p.receives()[i];
-    const auto chunks = static_cast<std::int64_t>(r.chunks.size());
-    receive_of_transfer_[static_cast<std::size_t>(r.transfer)] = static_cast<std::int32_t>(i);
-    arrived_.emplace_back(r.chunks.size(), false);
-    arrived_prefix_.push_back(0);
-    slot_of_.emplace_back(r.chunks.size(), -1);
-    granted_.emplace_back(r.chunks.size(), false);
-    for (std::int64_t k = 0; k < chunks; ++k) {
-      const bool staged = r.chunks[static_cast<std::size_t>(k)].path == lowering::CopyPath::kStaged;
-      auto& list = staged ? staged_ : in_place_[static_cast<std::size_t>(r.peer.value)];
-      list.emplace_back(static_cast<std::int32_t>(i), k);
-    }
-    chunks_to_receive_ += chunks;
-    report_.bytes_received += Bytes{p.layout(r.transfer).bytes()};
-  }
-  arrived_prefix_.resize(arrived_prefix_.size() + p.steps().size(), 0);  // quantize steps: landed once run
-  for (std::size_t j = 0; j < p.sends().size(); ++j) {
-    const Send& s = p.sends()[j];
-    const auto chunks = static_cast<std::int64_t>(s.chunks.size());
-    send_of_transfer_[static_cast<std::size_t>(s.transfer)] = static_cast<std::int32_t>(j);
-    grants_.emplace_back(s.chunks.size());
-    for (std::int64_t k = 0; k < chunks; ++k)
-      queue_[static_cast<std::size_t>(s.peer.value)].emplace_back(static_cast<std::int32_t>(j), k);
-    chunks_to_send_ += chunks;
+  for (const Receive& r : p.receives()) report_.bytes_received += Bytes{p.layout(r.transfer).bytes()};
+  for (const Send& s : p.sends()) {
     report_.bytes_sent += Bytes{p.layout(s.transfer).bytes()};
-    report_.messages += chunks;
+    report_.messages += static_cast<std::int64_t>(s.chunks.size());
   }
 }
 
@@ -103,7 +69,9 @@ Result<ExecutionReport> Engine::run() {
 
 Result<void> Engine::loop() {
   REFIT_TRY(apply_gone());
-  REFIT_TRY(start_receiving());
+  std::vector<Grant> grants;
+  receiving_.start(grants);
+  REFIT_TRY(post_grants(grants));
   while (!(done_sent_ && everyone_finished() && c_.outbox.empty_but_for(absent_))) {
     c_.worker.progress_all();
     const auto now = Clock::now();
@@ -289,7 +257,8 @@ Error Engine::abort(Error e) {
 }
 
 bool Engine::own_work_finished() const {
-  return chunks_to_receive_ == 0 && chunks_to_send_ == 0 && steps_run_ == c_.program.steps().size();
+  return receiving_.chunks_left() == 0 && sending_.chunks_left() == 0 &&
+         steps_run_ == c_.program.steps().size();
 }
 
 bool Engine::everyone_finished() const {

@@ -28,11 +28,11 @@ std::string Engine::describe(const Transfer& t) const {
 std::string Engine::describe_send_wait(const ChunkRef& c) const {
   const Send& s = c_.program.sends()[static_cast<std::size_t>(c.first)];
   const auto& t = c_.plan.transfers[static_cast<std::size_t>(s.transfer)];
-  if (!grants_[static_cast<std::size_t>(c.first)][static_cast<std::size_t>(c.second)])
+  if (!sending_.granted(c))
     return fmt::format("rank {} to grant chunk {} of {}", s.peer.value, c.second, describe(t));
   for (const ChunkWait& w :
        c_.program.waits[static_cast<std::size_t>(c.first)][static_cast<std::size_t>(c.second)]) {
-    const auto landed = arrived_prefix_[static_cast<std::size_t>(w.receive)];
+    const auto landed = receiving_.landed_prefix(static_cast<std::size_t>(w.receive));
     if (landed >= w.chunks) continue;
     if (static_cast<std::size_t>(w.receive) >= c_.program.receives().size())
       return fmt::format(
@@ -50,13 +50,13 @@ std::string Engine::describe_send_wait(const ChunkRef& c) const {
 std::string Engine::waiting_for() const {
   for (std::size_t i = 0; i < c_.program.receives().size(); ++i) {
     const Receive& r = c_.program.receives()[i];
-    if (arrived_prefix_[i] < static_cast<std::int64_t>(r.chunks.size()))
-      return fmt::format("chunk {} of {} from rank {}", arrived_prefix_[i],
+    if (const auto landed = receiving_.landed_prefix(i); landed < static_cast<std::int64_t>(r.chunks.size()))
+      return fmt::format("chunk {} of {} from rank {}", landed,
                          describe(c_.plan.transfers[static_cast<std::size_t>(r.transfer)]), r.peer.value);
   }
-  for (std::size_t p = 0; p < queue_.size(); ++p)
-    if (next_[p] < queue_[p].size()) return describe_send_wait(queue_[p][next_[p]]);
-  if (chunks_to_send_ > 0) return "puts to complete";
+  for (std::size_t p = 0; p < sending_.pairs(); ++p)
+    if (const auto head = sending_.head(p)) return describe_send_wait(*head);
+  if (sending_.chunks_left() > 0) return "puts to complete";
   if (everyone_finished()) return "its last messages to leave";
   std::vector<std::int32_t> missing;
   for (std::int32_t r = 0; r < c_.plan.world_size(); ++r)
@@ -67,12 +67,12 @@ std::string Engine::waiting_for() const {
 std::string Engine::waiting_for_from(Rank peer) const {
   for (std::size_t i = 0; i < c_.program.receives().size(); ++i) {
     const Receive& r = c_.program.receives()[i];
-    if (r.peer == peer && arrived_prefix_[i] < static_cast<std::int64_t>(r.chunks.size()))
-      return fmt::format("chunk {} of {} from it", arrived_prefix_[i],
+    const auto landed = receiving_.landed_prefix(i);
+    if (r.peer == peer && landed < static_cast<std::int64_t>(r.chunks.size()))
+      return fmt::format("chunk {} of {} from it", landed,
                          describe(c_.plan.transfers[static_cast<std::size_t>(r.transfer)]));
   }
-  const auto p = static_cast<std::size_t>(peer.value);
-  if (next_[p] < queue_[p].size()) return describe_send_wait(queue_[p][next_[p]]);
+  if (const auto head = sending_.head(static_cast<std::size_t>(peer.value))) return describe_send_wait(*head);
   return "its notice that it had finished";
 }
 

@@ -41,13 +41,14 @@ Result<void> Engine::apply_gone() {
   for (std::size_t t = 0; t < dropped.size(); ++t) {
     if (!dropped[t] || dropped_[t]) continue;
     dropped_[t] = true;
-    if (const auto i = receive_of_transfer_[t]; i >= 0) REFIT_TRY(drop_receive(static_cast<std::size_t>(i)));
-    if (const auto j = send_of_transfer_[t]; j >= 0) REFIT_TRY(drop_send(static_cast<std::size_t>(j)));
+    const auto transfer = static_cast<std::int64_t>(t);
+    if (const auto i = receiving_.receive_of(transfer)) REFIT_TRY(drop_receive(*i));
+    if (const auto j = sending_.send_of(transfer)) REFIT_TRY(drop_send(*j));
   }
   // A sender that is gone will never say it dropped: its grants come back now.
-  for (std::size_t i = 0; i < receive_dropped_.size(); ++i) {
+  for (std::size_t i = 0; i < c_.program.receives().size(); ++i) {
     const auto peer = static_cast<std::size_t>(c_.program.receives()[i].peer.value);
-    if (receive_dropped_[i] && !receive_released_[i] && absent_[peer]) REFIT_TRY(release_receive(i));
+    if (receiving_.dropped(i) && !receiving_.released(i) && absent_[peer]) REFIT_TRY(release_receive(i));
   }
   watchdog_.progressed(Clock::now());
   return {};
@@ -56,38 +57,21 @@ Result<void> Engine::apply_gone() {
 // Its missing chunks no longer count. What they were granted stays granted until the sender says
 // it dropped the transfer (or is gone): it may still put a chunk it had started.
 Result<void> Engine::drop_receive(std::size_t receive) {
-  if (receive_dropped_[receive]) return {};
-  receive_dropped_[receive] = true;
-  const auto& arrived = arrived_[receive];
-  chunks_to_receive_ -= std::ranges::count(arrived, false);
+  if (receiving_.dropped(receive)) return {};
+  receiving_.drop(receive);
   const auto peer = static_cast<std::size_t>(c_.program.receives()[receive].peer.value);
   return absent_[peer] ? release_receive(receive) : Result<void>{};
 }
 
 Result<void> Engine::release_receive(std::size_t receive) {
-  receive_released_[receive] = true;
-  for (std::size_t k = 0; k < arrived_[receive].size(); ++k)
-    if (!arrived_[receive][k]) free_chunk(receive, k);
-  REFIT_TRY(grant_in_place(static_cast<std::size_t>(c_.program.receives()[receive].peer.value)));
-  return grant_staged();
-}
-
-void Engine::free_chunk(std::size_t receive, std::size_t chunk) {
-  if (auto& slot = slot_of_[receive][chunk]; slot >= 0) {
-    receive_slots_.give(slot);
-    slot = -1;
-  }
-  if (granted_[receive][chunk]) {
-    granted_[receive][chunk] = false;
-    --in_place_granted_[static_cast<std::size_t>(c_.program.receives()[receive].peer.value)];
-  }
+  std::vector<Grant> grants;
+  receiving_.release(receive, grants);
+  return post_grants(grants);
 }
 
 // Its unsent chunks no longer count; chunks already put still get their data notice.
 Result<void> Engine::drop_send(std::size_t send) {
-  if (send_dropped_[send]) return {};
-  send_dropped_[send] = true;
-  chunks_to_send_ -= static_cast<std::int64_t>(c_.program.sends()[send].chunks.size()) - sent_chunks_[send];
+  if (!sending_.drop(send)) return {};
   if (absent_[static_cast<std::size_t>(c_.program.sends()[send].peer.value)]) abandon_flushes(send);
   return announce_dropped(send);
 }
@@ -96,19 +80,17 @@ Result<void> Engine::drop_send(std::size_t send) {
 // chunks stop counting and their pack slots come back now. A put still reading such a slot can
 // only spoil what lands at the gone receiver.
 void Engine::abandon_flushes(std::size_t send) {
-  chunks_to_send_ -= flushing_[send];
-  flushing_[send] = 0;
+  sending_.abandon(send);
   c_.flushes.for_each([&](Flushed& f) {
     if (f.epoch != c_.epoch || f.abandoned || f.send != static_cast<std::int32_t>(send)) return;
-    if (f.slot >= 0) pack_slots_.give(f.slot);
-    count_in_flight({f.send, f.chunk}, -1);
+    sending_.settle({f.send, f.chunk}, f.slot);
     f.abandoned = true;
   });
 }
 
 // Once no chunk of the transfer is in flight, the receiver may take back what it granted.
 Result<void> Engine::announce_dropped(std::size_t send) {
-  if (!send_dropped_[send] || flushing_[send] > 0) return {};
+  if (!sending_.drop_settled(send)) return {};
   const Send& s = c_.program.sends()[send];
   Message m = message(MessageKind::kDropped);
   m.transfer = s.transfer;
@@ -143,17 +125,13 @@ Result<bool> Engine::check_membership_of(const Message& m) {
 }
 
 Result<void> Engine::on_dropped(const Message& m) {
-  const auto t = m.transfer;
-  const auto i = t >= 0 && static_cast<std::size_t>(t) < receive_of_transfer_.size()
-                     ? receive_of_transfer_[static_cast<std::size_t>(t)]
-                     : -1;
-  if (i < 0 || c_.program.receives()[static_cast<std::size_t>(i)].peer.value != m.from)
-    return fail(
-        ErrorCode::kRuntime,
-        fmt::format("rank {} dropped transfer {}, which this rank does not receive from it", m.from, t));
-  REFIT_TRY(drop_receive(static_cast<std::size_t>(i)));
-  return receive_released_[static_cast<std::size_t>(i)] ? Result<void>{}
-                                                        : release_receive(static_cast<std::size_t>(i));
+  const auto i = receiving_.receive_from(m.transfer, m.from);
+  if (!i)
+    return fail(ErrorCode::kRuntime, fmt::format("rank {} dropped transfer {}, which this rank does not "
+                                                 "receive from it",
+                                                 m.from, m.transfer));
+  REFIT_TRY(drop_receive(*i));
+  return receiving_.released(*i) ? Result<void>{} : release_receive(*i);
 }
 
 // The end notice names the ranks its sender found gone, so every rank ends with the same view.
@@ -186,12 +164,12 @@ void Engine::count_completed_only() {
   report_.bytes_sent = report_.bytes_received = Bytes{0};
   report_.messages = 0;
   for (std::size_t j = 0; j < p.sends().size(); ++j)
-    if (!send_dropped_[j]) {
+    if (!sending_.dropped(j)) {
       report_.bytes_sent += Bytes{p.layout(p.sends()[j].transfer).bytes()};
       report_.messages += static_cast<std::int64_t>(p.sends()[j].chunks.size());
     }
   for (std::size_t i = 0; i < p.receives().size(); ++i)
-    if (!receive_dropped_[i]) report_.bytes_received += Bytes{p.layout(p.receives()[i].transfer).bytes()};
+    if (!receiving_.dropped(i)) report_.bytes_received += Bytes{p.layout(p.receives()[i].transfer).bytes()};
 }
 
 std::string Engine::gone_list() const {

@@ -7,17 +7,9 @@
 #include "refit/core/try.h"
 #include "refit/executors/quantize_step.h"
 #include "refit/executors/streaming_stores.h"
-#include "refit/planner/execution_model.h"
 
 namespace refit::ucx_detail {
 namespace {
-
-// Whether this executor's pairs share links by their bytes: the execution model says, so that the
-// simulator runs what this executor runs.
-const bool kPaced = execution_model(ExecutionModelId::kRefitUcx).pairs_share_by_bytes;
-// A pair with at most this many chunks granted ahead of its head has every chunk whose flush is
-// done announced at once (send_ready_chunks says why).
-const std::int64_t kAnnounceAtGrantsAhead = execution_model(ExecutionModelId::kRefitUcx).pair_window / 2;
 
 // A grant must cover the chunk's bytes in order, inside regions the receiver published.
 bool grant_fits(const std::vector<Run>& runs, std::int64_t bytes, const Peer& peer) {
@@ -34,35 +26,15 @@ bool grant_fits(const std::vector<Run>& runs, std::int64_t bytes, const Peer& pe
 }  // namespace
 
 Result<void> Engine::on_grant(const Message& m) {
-  const auto t = m.transfer;
-  const auto j = t >= 0 && static_cast<std::size_t>(t) < send_of_transfer_.size()
-                     ? send_of_transfer_[static_cast<std::size_t>(t)]
-                     : -1;
-  const Send* s = j >= 0 ? &c_.program.sends()[static_cast<std::size_t>(j)] : nullptr;
-  const bool known = s && s->peer.value == m.from && m.chunk >= 0 &&
-                     m.chunk < static_cast<std::int64_t>(s->chunks.size()) &&
-                     !grants_[static_cast<std::size_t>(j)][static_cast<std::size_t>(m.chunk)];
-  const auto bytes = known ? c_.program.layout(s->transfer).chunk_bytes(m.chunk) : 0;
-  if (!known || !grant_fits(m.runs, bytes, c_.connections.peer(s->peer)))
+  const auto j = sending_.grantable(m.transfer, m.from, m.chunk);
+  const auto bytes = j ? c_.program.layout(m.transfer).chunk_bytes(m.chunk) : 0;
+  if (!j || !grant_fits(m.runs, bytes, c_.connections.peer(Rank{m.from})))
     return fail(ErrorCode::kRuntime,
                 fmt::format("rank {} granted chunk {} of transfer {}, which does not match "
                             "what this rank sends it",
-                            m.from, m.chunk, t));
-  grants_[static_cast<std::size_t>(j)][static_cast<std::size_t>(m.chunk)] = m.runs;
+                            m.from, m.chunk, m.transfer));
+  sending_.grant(*j, m.chunk, m.runs);
   return {};
-}
-
-bool Engine::landed(const std::vector<ChunkWait>& waits) const {
-  return std::ranges::all_of(waits, [&](const ChunkWait& w) {
-    return arrived_prefix_[static_cast<std::size_t>(w.receive)] >= w.chunks;
-  });
-}
-
-bool Engine::ready(const ChunkRef& c) const {
-  const auto j = static_cast<std::size_t>(c.first);
-  const auto k = static_cast<std::size_t>(c.second);
-  return grants_[j][k] && landed(c_.program.waits[j][k]) &&
-         (!c_.program.send_runs[j][k].empty() || pack_slots_.available());
 }
 
 // A quantize step runs on this thread once its copies have landed; then its fp8 counts as landed
@@ -73,69 +45,14 @@ bool Engine::run_ready_steps() {
   for (; steps_run_ < p.steps().size(); ++steps_run_, any = true) {
     const auto& step = p.steps()[steps_run_];
     if (dropped_[static_cast<std::size_t>(step.transfer)]) continue;  // its weights will not come
-    if (!landed(p.step_waits[steps_run_])) break;
+    if (!receiving_.landed(p.step_waits[steps_run_])) break;
     {
       const WorkTimer timer(*report_.work.quantize);
       run_quantize_step(*p.rank, step, p.host(c_.regions.bases));
     }
-    arrived_prefix_[p.receives().size() + steps_run_] = p.layout(step.transfer).chunks();
+    receiving_.step_ran(steps_run_);
   }
   return any;
-}
-
-std::int64_t Engine::chunk_bytes(const ChunkRef& c) const {
-  return c_.program.layout(c_.program.sends()[static_cast<std::size_t>(c.first)].transfer)
-      .chunk_bytes(c.second);
-}
-
-// Counts the chunk as posted (sign 1) or flushed (sign -1) on its link kind.
-void Engine::count_in_flight(const ChunkRef& c, std::int64_t sign) {
-  const auto t = c_.program.sends()[static_cast<std::size_t>(c.first)].transfer;
-  const auto link = static_cast<std::size_t>(c_.plan.transfers[static_cast<std::size_t>(t)].link);
-  in_flight_bytes_[link] += sign * chunk_bytes(c);
-  in_flight_chunks_[link] += sign;
-}
-
-// Pairs that share links by their bytes post on a link kind only while it has room
-// (lowering/pair_pacing.h); otherwise every ready chunk goes at once.
-bool Engine::link_has_room(std::size_t pair) const {
-  if (!kPaced) return true;
-  const auto& head = queue_[pair][next_[pair]];
-  const auto t = c_.program.sends()[static_cast<std::size_t>(head.first)].transfer;
-  const auto link = static_cast<std::size_t>(c_.plan.transfers[static_cast<std::size_t>(t)].link);
-  return in_flight_bytes_[link] < lowering::kPacedInFlight.value || in_flight_chunks_[link] < 2;
-}
-
-// The pair whose head chunk goes next: ready, room on its link, first in PairPacing's order.
-std::optional<std::size_t> Engine::next_pair() const {
-  std::optional<std::size_t> best;
-  for (std::size_t p = 0; p < queue_.size(); ++p) {
-    if (next_[p] >= queue_[p].size() || !link_has_room(p) || !ready(queue_[p][next_[p]])) continue;
-    if (!best ||
-        pacing_.before(p, chunk_bytes(queue_[p][next_[p]]), *best, chunk_bytes(queue_[*best][next_[*best]])))
-      best = p;
-  }
-  return best;
-}
-
-// A dropped transfer's chunks are never sent: each pair's head moves past them.
-void Engine::skip_dropped_sends() {
-  for (std::size_t p = 0; p < queue_.size(); ++p)
-    while (next_[p] < queue_[p].size() && send_dropped_[static_cast<std::size_t>(queue_[p][next_[p]].first)])
-      ++next_[p];
-}
-
-// Whether the pair has at most kAnnounceAtGrantsAhead chunks granted ahead of where it stalls:
-// one of its next chunks, that many and one more, is not granted yet (a pair sends in order, so
-// it stops at the first).
-bool Engine::grants_run_low(std::size_t pair) const {
-  const auto& queue = queue_[pair];
-  const std::size_t end = next_[pair] + static_cast<std::size_t>(kAnnounceAtGrantsAhead) + 1;
-  if (end > queue.size()) return true;
-  return std::any_of(queue.begin() + static_cast<std::ptrdiff_t>(next_[pair]),
-                     queue.begin() + static_cast<std::ptrdiff_t>(end), [&](const ChunkRef& c) {
-                       return !grants_[static_cast<std::size_t>(c.first)][static_cast<std::size_t>(c.second)];
-                     });
 }
 
 // The chunks put here are announced together once the loop ends: a notice that finds its peer
@@ -146,18 +63,13 @@ bool Engine::grants_run_low(std::size_t pair) const {
 // window's worth of chunks).
 Result<bool> Engine::send_ready_chunks() {
   bool any = false;
-  skip_dropped_sends();
-  while (const auto p = next_pair()) {
-    const ChunkRef c = queue_[*p][next_[*p]++];
-    REFIT_TRY(send_chunk(c));
-    pacing_.sent(*p, chunk_bytes(c));
-    count_in_flight(c, 1);
+  while (const auto c = sending_.next(receiving_)) {
+    REFIT_TRY(send_chunk(*c));
     any = true;
-    if (grants_run_low(*p)) {
+    if (sending_.grants_run_low(*c)) {
       c_.worker.progress_all();
       REFIT_TRY(handle_flushes());
     }
-    skip_dropped_sends();
   }
   return any;
 }
@@ -169,7 +81,7 @@ Result<void> Engine::send_chunk(const ChunkRef& c) {
   std::vector<Run> local = p.send_runs[static_cast<std::size_t>(c.first)][static_cast<std::size_t>(c.second)];
   std::int64_t slot = -1;
   if (local.empty()) {
-    slot = pack_slots_.take();
+    slot = sending_.take_pack_slot();
     const std::int64_t offset = slot * p.send_staging.slot_bytes;
     std::byte* to = c_.regions.bases[p.send_staging_region] + offset;
     // Not a REFIT_TRY: the slot goes back before the error returns.
@@ -178,7 +90,7 @@ Result<void> Engine::send_chunk(const ChunkRef& c) {
       return pack_chunk(*p.rank, s, c.second, p.host(c_.regions.bases), to);
     }();
     if (!ok) {
-      pack_slots_.give(slot);
+      sending_.give_pack_slot(slot);
       return ok;
     }
     local = {Run{.stream = 0,
@@ -186,21 +98,20 @@ Result<void> Engine::send_chunk(const ChunkRef& c) {
                  .offset = offset,
                  .length = p.layout(s.transfer).chunk_bytes(c.second)}};
   }
-  const auto& remote = *grants_[static_cast<std::size_t>(c.first)][static_cast<std::size_t>(c.second)];
+  const auto& remote = *sending_.grant_of(c);
   const ucs_status_t put = [&] {
     const WorkTimer timer(put_time(s));
     return put_pieces(s, local, remote);
   }();
   if (put != UCS_OK && !c_.membership) {
-    if (slot >= 0) pack_slots_.give(slot);
+    if (slot >= 0) sending_.give_pack_slot(slot);
     return fail(ErrorCode::kRuntime,
                 fmt::format("put of {} to rank {} failed: {}",
                             describe(c_.plan.transfers[static_cast<std::size_t>(s.transfer)]), s.peer.value,
                             ucs_status_string(put)));
   }
   // Puts complete in no particular order; the flush makes the chunk visible before its notice.
-  ++sent_chunks_[static_cast<std::size_t>(c.first)];
-  ++flushing_[static_cast<std::size_t>(c.first)];
+  sending_.put(c);
   auto& item = c_.flushes.add(Flushed{.epoch = c_.epoch, .send = c.first, .chunk = c.second, .slot = slot});
   // With engines that may fail, a put to a receiver that is gone is its failed flush: handle_flushes
   // takes the receiver for gone, as it does when the flush reports it.
@@ -286,12 +197,8 @@ Result<bool> Engine::handle_flushes() {
     if (f.epoch != c_.epoch || !outcome || f.abandoned) return;  // left over, or given up on
     any = true;
     const Send& s = c_.program.sends()[static_cast<std::size_t>(f.send)];
-    const auto j = static_cast<std::size_t>(f.send);
-    --flushing_[j];
     if (item.status != UCS_OK && c_.membership) {  // the receiver is gone; so is what it was sent
-      if (f.slot >= 0) pack_slots_.give(f.slot);
-      count_in_flight({f.send, f.chunk}, -1);
-      --chunks_to_send_;
+      sending_.flushed({f.send, f.chunk}, f.slot);
       take_for_gone(s.peer.value);
       return;
     }
@@ -302,14 +209,12 @@ Result<bool> Engine::handle_flushes() {
                                  s.peer.value, ucs_status_string(item.status)));
       return;
     }
-    if (f.slot >= 0) pack_slots_.give(f.slot);
-    count_in_flight({f.send, f.chunk}, -1);
+    sending_.flushed({f.send, f.chunk}, f.slot);
     Message m = message(MessageKind::kData);
     m.transfer = s.transfer;
     m.chunk = f.chunk;
     outcome = post(s.peer, m);
-    if (outcome) outcome = announce_dropped(j);
-    --chunks_to_send_;
+    if (outcome) outcome = announce_dropped(static_cast<std::size_t>(f.send));
     if (c_.options.on_chunk_sent) c_.options.on_chunk_sent(s.transfer, f.chunk);
   });
   REFIT_TRY(outcome);
