@@ -76,7 +76,9 @@ TEST(TopoJson, MeasuredNcclCostsRoundTrip) {
   ASSERT_TRUE(c.has_value()) << c.error().message;
   ClusterSpec spec = c->cluster().spec();
   for (auto& g : spec.gpus)
-    if (g.id.value != 3) g.nccl_costs = NcclCosts{.per_op = Seconds{2.235e-6}, .per_step = Seconds{5.02e-6}};
+    g.nccl_costs = g.id.value == 3
+                       ? std::nullopt
+                       : std::optional(NcclCosts{.per_op = Seconds{2.235e-6}, .per_step = Seconds{5.02e-6}});
   const auto json = cluster_to_json(Cluster::make(spec).value());
   EXPECT_NEAR(json["gpus"][0]["nccl_overhead_us"]["per_op"].get<double>(), 2.235, 1e-12);
   EXPECT_NEAR(json["gpus"][0]["nccl_overhead_us"]["per_step"].get<double>(), 5.02, 1e-12);

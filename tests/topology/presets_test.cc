@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "error_code.h"
+#include "refit/topology/measured_kernels.h"
 
 namespace refit {
 namespace {
@@ -29,7 +30,8 @@ TEST(TopoPresets, DgxH100SizedToTheRanks) {
   // 8 training + 8 inference ranks need 16 GPUs = 2 nodes of 8; each node is an NVLink domain
   // with 8 rail NICs of 400 Gb/s x 47/400 = 47 GB/s, so 8 x 47 = 376 GB/s per domain. Packing and
   // FP8 at refit's kernels' rates on an H100 (measured_kernels.cc): copies at 1122 GB/s, quantize
-  // reads 1970 (fp8-block128) and 1577 (mxfp8) GB/s of bf16, nothing assumed.
+  // reads 1970 (fp8-block128) and 1577 (mxfp8) GB/s of bf16, and refit's NCCL executor costs
+  // what it measured there, nothing assumed.
   const auto placed = sized("dgx-h100", ranks(8, 8));
   const auto& c = placed.cluster();
   EXPECT_EQ(c.node_count(), 2);
@@ -40,6 +42,7 @@ TEST(TopoPresets, DgxH100SizedToTheRanks) {
   EXPECT_DOUBLE_EQ(c.gpu(GpuId{0}).copy_bandwidth.gbps(), 1122.0);
   EXPECT_DOUBLE_EQ(of_scheme(c.gpu(GpuId{0}).quantize_bandwidth, QuantScheme::kFp8Block128).gbps(), 1970.0);
   EXPECT_DOUBLE_EQ(of_scheme(c.gpu(GpuId{0}).quantize_bandwidth, QuantScheme::kMxfp8).gbps(), 1577.0);
+  EXPECT_EQ(c.gpu(GpuId{0}).nccl_costs, reference_kernels().nccl);
   EXPECT_TRUE(c.spec().assumptions.empty());
   EXPECT_DOUBLE_EQ(c.nics()[0].bandwidth.gbps(), 47.0);
   EXPECT_DOUBLE_EQ(c.nics()[0].latency.value, 15e-6);
@@ -95,13 +98,16 @@ TEST(TopoPresets, DgxB200AndH200Figures) {
   // GPUs copy at that scaled by their HBM line rate, and say so:
   // B200: NVLink5 746 GB/s; HBM3e 8 TB/s: 1122 x 8 / 3.35 = 2679.4 -> 2679 GB/s of copies.
   // H200: HBM3e 4.8 TB/s: 1122 x 4.8 / 3.35 = 1607.6 -> 1608 GB/s.
-  // Neither has a quantize rate of its own (0: the simulator derives one from the copy rate).
+  // Neither has a quantize rate of its own (0: the simulator derives one from the copy rate) nor
+  // NCCL executor costs (the simulator charges the H100's and says so).
   const auto b200 = preset("dgx-b200");
   const auto h200 = preset("dgx-h200");
   EXPECT_DOUBLE_EQ(b200.gpu(GpuId{0}).nvlink_bandwidth.gbps(), 746.0);
   EXPECT_DOUBLE_EQ(b200.gpu(GpuId{0}).copy_bandwidth.gbps(), 2679.0);
   EXPECT_DOUBLE_EQ(h200.gpu(GpuId{0}).copy_bandwidth.gbps(), 1608.0);
   EXPECT_EQ(h200.gpu(GpuId{0}).quantize_bandwidth, QuantizeRates{});
+  EXPECT_FALSE(h200.gpu(GpuId{0}).nccl_costs.has_value());
+  EXPECT_FALSE(b200.gpu(GpuId{0}).nccl_costs.has_value());
   ASSERT_EQ(h200.spec().assumptions.size(), 1u);
   EXPECT_EQ(h200.spec().assumptions[0],
             "pack/unpack on the H200 is charged at 1608 GB/s: refit's copy kernel has no run on that GPU "

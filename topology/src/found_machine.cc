@@ -78,7 +78,8 @@ Result<ClusterSpec> machine_to_node(const FoundMachine& m, std::string name) {
                          .nvlink_bandwidth = hw::nvlink_for_links(figures, links),
                          .copy_bandwidth = figures.copy,
                          .pci_bus_id = gpu.bus_id,
-                         .quantize_bandwidth = figures.quantize});
+                         .quantize_bandwidth = figures.quantize,
+                         .nccl_costs = figures.nccl});
     if (auto note = hw::copy_assumption(figures, part_name(gpu));
         !note.empty() && std::ranges::find(spec.assumptions, note) == spec.assumptions.end())
       spec.assumptions.push_back(std::move(note));

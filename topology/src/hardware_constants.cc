@@ -22,6 +22,7 @@ GpuFigures with_kernels(GpuFigures f, const MeasuredKernels* kernels) {
   f.kernels = kernels;
   f.copy = kernels ? kernels->copy : copy_scaled_to(reference_kernels(), f.hbm_line);
   f.quantize = kernels ? kernels->quantize : QuantizeRates{};
+  f.nccl = kernels ? std::optional(kernels->nccl) : std::nullopt;
   return f;
 }
 

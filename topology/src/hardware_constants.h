@@ -4,6 +4,7 @@
 // simulator can divide bytes by them directly. Sources: docs/hardware.md,
 // which gives the public source of each figure, unless a comment says otherwise.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -47,6 +48,9 @@ struct GpuFigures {
   QuantizeRates quantize{};
   // Device memory, the datasheet's capacity in decimal GB (docs/hardware.md, "GPU memory").
   Bytes memory;
+  // refit's NCCL executor's costs measured on this GPU, else nullopt (the simulator charges the
+  // reference run's and says so).
+  std::optional<NcclCosts> nccl;
   // refit's kernels measured on this GPU (measured_kernels.h), or nullptr.
   const MeasuredKernels* kernels = nullptr;
 };

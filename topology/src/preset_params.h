@@ -22,7 +22,8 @@ struct PresetParams {
   BytesPerSecond nic;                           // effective, per direction
   BytesPerSecond nvlink;
   BytesPerSecond copy;
-  QuantizeRates quantize{};  // per GPU, bf16 bytes/s per FP8 format; 0 where unmeasured
+  QuantizeRates quantize{};             // per GPU, bf16 bytes/s per FP8 format; 0 where unmeasured
+  std::optional<NcclCosts> nccl_costs;  // per GPU, refit's NCCL executor's; nullopt where unmeasured
   std::string copy_assumed;  // what `copy` assumes (hw::copy_assumption); empty when measured or given
   Bytes memory;              // per GPU; 0 when unknown
   Seconds latency;           // per network message

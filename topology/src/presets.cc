@@ -29,6 +29,7 @@ PresetParams gpu_system(std::string name, hw::GpuModel model, std::int32_t gpus_
   p.nvlink = figures.nvlink;
   p.copy = figures.copy;
   p.quantize = figures.quantize;
+  p.nccl_costs = figures.nccl;
   p.copy_assumed = hw::copy_assumption(figures);
   p.memory = figures.memory;
   p.latency = hw::kNetworkLatency;
@@ -96,7 +97,8 @@ ClusterSpec build(const PresetParams& p, std::string name, std::int32_t nodes) {
                          .copy_bandwidth = p.copy,
                          .memory = p.memory,
                          .pci_bus_id = "",
-                         .quantize_bandwidth = p.quantize});
+                         .quantize_bandwidth = p.quantize,
+                         .nccl_costs = p.nccl_costs});
   const std::int32_t gpus_per_nic = gpn / p.node_nics();
   for (std::int32_t n = 0; n < nodes; ++n) {
     for (std::int32_t i = 0; i < p.node_nics(); ++i) {
