@@ -120,6 +120,7 @@ CLI::Validator output_file() {
       "FILE");
 }
 CLI::Validator non_negative() { return number_above(0, true, "NONNEGATIVE", ">= 0"); }
+CLI::Validator fraction() { return number_above(0, true, "FRACTION", "in [0, 1]", 1.0); }
 CLI::Validator accepted_by(std::function<Result<void>(std::string_view)> check, std::string kind) {
   return CLI::Validator(
       [check = std::move(check)](std::string& text) {

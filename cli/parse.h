@@ -33,6 +33,8 @@ CLI::Validator positive_at_most(double ceiling);
 // typo is bad input before an expensive step rather than a failure after it.
 CLI::Validator output_file();
 CLI::Validator non_negative();
+// A fraction in [0, 1]; unlike CLI::Range, it refuses nan, which compares false to both ends.
+CLI::Validator fraction();
 // A name `check` accepts (a strategy, an executor), refused at parsing with check's message, so
 // that a misspelt name is not first found after an expensive step.
 CLI::Validator accepted_by(std::function<Result<void>(std::string_view)> check, std::string kind);

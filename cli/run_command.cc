@@ -418,18 +418,18 @@ Action add_run_command(CLI::App& app) {
                   "plans, not gather-broadcast); with --verify every step is checked, fp8 against what the "
                   "quantizer makes of that step's bf16; with --executor nccl the pieces and the codec are on "
                   "each rank's GPU (the GPU codec: no zstd)")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(fraction())
       ->excludes("--load-sources");
   cmd->add_option("--delta-frozen", o->delta_frozen,
                   "With --delta: this fraction of the tensors, the first in the model's order (frozen bottom "
                   "layers), never changes (default 0)")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(fraction())
       ->needs("--delta");
   cmd->add_option("--delta-rebalance", o->delta_rebalance,
                   "With --delta: every rank re-plans by the step's payload sizes after a step whose payload "
                   "shares over the tensors drift from the plan's by more than this total-variation distance "
                   "(docs/delta.md; default 0.1, 1 never re-plans; not with --plan)")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(fraction())
       ->needs("--delta");
   cmd->add_option("--timeout", o->timeout,
                   "Longest wait on a peer, in seconds, before every rank fails (default 60); it bounds "

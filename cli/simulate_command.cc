@@ -309,7 +309,7 @@ Action add_simulate_command(CLI::App& app) {
          "changed since the last refit, beside each row refit's executors run whose plan the delta "
          "executor takes (--strategy refit, whose relays forward in rounds, --strategy direct --deployment "
          "refit, or --compare's rows as refit's executors run them)")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(fraction());
   cmd->add_option("--jobs", o->jobs,
                   "With --compare: strategies planned and simulated at once, one thread each (default 0: one "
                   "per core; 1 holds the least memory)")

@@ -146,7 +146,8 @@ std::string NamedFileFolder::shown(std::string_view file) const {
 Result<void> NamedFileFolder::read(std::string_view name, std::span<std::byte> out) const {
   const auto file = REFIT_TRY_IN(encode_file_name(name), path_.string());
   const auto where = shown(file);
-  Descriptor d{::openat(fd_, file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC)};
+  // O_NONBLOCK: a FIFO opens at once (to be refused below) instead of waiting for a writer.
+  Descriptor d{::openat(fd_, file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)};
   if (d.fd < 0) {
     if (errno == ENOENT) return not_found(fmt::format("{}: missing", where));
     if (errno == ELOOP) return invalid(fmt::format("{}: is a symbolic link; refit follows none here", where));
@@ -165,14 +166,16 @@ Result<void> NamedFileFolder::write(std::string_view name, std::span<const std::
                                     Overwrite overwrite) const {
   const auto file = REFIT_TRY_IN(encode_file_name(name), path_.string());
   const auto where = shown(file);
-  // O_CREAT | O_EXCL never follows a link and never opens what exists; O_NOFOLLOW refuses a link.
-  const int flags =
-      O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (overwrite == Overwrite::kAllow ? 0 : O_EXCL);
+  // O_CREAT | O_EXCL never follows a link and never opens what exists; O_NOFOLLOW refuses a link;
+  // O_NONBLOCK makes a FIFO without a reader fail (ENXIO) instead of waiting for one.
+  const int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK |
+                    (overwrite == Overwrite::kAllow ? 0 : O_EXCL);
   Descriptor d{::openat(fd_, file.c_str(), flags, 0644)};
   if (d.fd < 0) {
     if (errno == EEXIST)
       return invalid(fmt::format("{}: already exists; refit overwrites nothing unless asked", where));
     if (errno == ELOOP) return invalid(fmt::format("{}: is a symbolic link; refit follows none here", where));
+    if (errno == ENXIO) return invalid(fmt::format("{}: not a regular file (a FIFO)", where));
     return fail(ErrorCode::kRuntime, fmt::format("{}: cannot be created: {}", where, system_reason()));
   }
   struct stat st {};

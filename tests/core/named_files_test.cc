@@ -4,6 +4,7 @@
 // unless asked.
 #include "refit/core/named_files.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -149,6 +150,27 @@ TEST(NamedFolder, OnlyRegularFilesAreWritten) {
   const auto r = dev.write("full", bytes_of("x"), Overwrite::kAllow);
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("/dev/full"), std::string::npos) << r.error().message;
+}
+
+// A FIFO with nobody at its other end would block an open until somebody came: it is refused at
+// once, named, when read and when written (with or without overwriting).
+TEST(NamedFolder, AFifoIsRefusedWithoutWaitingForItsOtherEnd) {
+  TempFolder tmp;
+  const auto folder = NamedFileFolder::open(tmp.path(), "rank0", true).value();
+  const auto fifo = tmp.path() / "rank0" / "w";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::vector<std::byte> out(1);
+  const auto read = folder.read("w", out);
+  ASSERT_FALSE(read);
+  EXPECT_EQ(read.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(read.error().message.find(fifo.string() + ": not a regular file"), std::string::npos)
+      << read.error().message;
+  for (const auto overwrite : {Overwrite::kAllow, Overwrite::kRefuse}) {
+    const auto written = folder.write("w", bytes_of("x"), overwrite);
+    ASSERT_FALSE(written);
+    EXPECT_EQ(written.error().code, ErrorCode::kInvalidArgument) << written.error().message;
+    EXPECT_NE(written.error().message.find(fifo.string()), std::string::npos) << written.error().message;
+  }
 }
 
 }  // namespace
