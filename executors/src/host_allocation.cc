@@ -1,5 +1,3 @@
-#include <unistd.h>
-
 #include <memory>
 
 #include <fmt/format.h>
@@ -68,12 +66,10 @@ std::unique_ptr<HostAllocation> heap_allocation(Bytes bytes) {
 }
 
 Result<std::unique_ptr<HostAllocation>> Executor::allocate_host(Bytes bytes) {
-  const auto pages = sysconf(_SC_PHYS_PAGES);
-  const auto page = sysconf(_SC_PAGE_SIZE);
-  const std::int64_t physical = pages > 0 && page > 0 ? std::int64_t{pages} * page : limits::kMaxBytes;
-  if (bytes.value < 0 || bytes.value > physical)
+  const Bytes physical = physical_memory();
+  if (bytes.value < 0 || bytes > physical)
     return out_of_range(fmt::format("allocate_host: {} bytes, where this host has {} bytes of memory",
-                                    bytes.value, physical));
+                                    bytes.value, physical.value));
   REFIT_TRY(check_host_memory(bytes, /*shared=*/false, read_host_memory_limits(), "allocate_host"));
   return allocate(bytes);
 }

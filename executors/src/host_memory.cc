@@ -2,11 +2,14 @@
 
 #include <sys/resource.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
+
+#include "refit/core/checked.h"
 
 namespace refit {
 namespace {
@@ -76,6 +79,12 @@ HostMemoryLimits read_host_memory_limits() {
   return HostMemoryLimits{.address_space_left = address_space_left(),
                           .cgroup_left = cgroup_left(),
                           .shared_memory_free = shared_memory_free()};
+}
+
+Bytes physical_memory() {
+  const auto pages = sysconf(_SC_PHYS_PAGES);
+  const auto page = sysconf(_SC_PAGE_SIZE);
+  return Bytes{pages > 0 && page > 0 ? std::int64_t{pages} * page : limits::kMaxBytes};
 }
 
 Result<void> check_host_memory(Bytes bytes, bool shared, const HostMemoryLimits& limits,

@@ -13,6 +13,8 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/checked.h"
+#include "refit/executors/host_memory.h"
 #include "refit/executors/pattern.h"
 #include "refit/quantize/quantize.h"
 #include "refit/refit.h"
@@ -269,6 +271,19 @@ enum class Turns {
   return {};
 }
 
+// Rank 0 copies between two buffers of `bytes` and quantizes a bf16 weight of as many: checked
+// against the host's memory before anything is measured, on every rank alike.
+[[nodiscard]] Result<void> check_memcpy_memory(Bytes bytes) {
+  const Bytes physical = physical_memory();
+  if (bytes.value > physical.value / 2)
+    return out_of_range(
+        fmt::format("memcpy bytes: {} bytes twice over is more than this host's {} bytes of "
+                    "memory",
+                    bytes.value, physical.value));
+  return check_host_memory(Bytes{2 * bytes.value}, /*shared=*/false, read_host_memory_limits(),
+                           "memcpy bytes");
+}
+
 [[nodiscard]] Result<void> check_calibration_options(const Bootstrap& bootstrap,
                                                      const CalibrationOptions& o) {
   if (bootstrap.size() < 2 || bootstrap.size() % 2 != 0)
@@ -277,6 +292,9 @@ enum class Turns {
   if (o.repetitions < 1) return invalid(fmt::format("repetitions: must be >= 1, got {}", o.repetitions));
   if (o.memcpy_bytes.value < 1)
     return invalid(fmt::format("memcpy bytes: must be >= 1, got {}", o.memcpy_bytes.value));
+  REFIT_TRY(check_memcpy_memory(o.memcpy_bytes));
+  if (o.devices < 1 || o.devices > limits::kMaxRanks)
+    return out_of_range(fmt::format("devices: must be in [1, {}], got {}", limits::kMaxRanks, o.devices));
   REFIT_TRY(check_line_sizes(o.streaming, "", false));
   REFIT_TRY(check_line_sizes(o.in_cache, "cache ", true));
   REFIT_TRY(check_transfer_sizes(o));

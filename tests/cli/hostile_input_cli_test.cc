@@ -194,6 +194,18 @@ INSTANTIATE_TEST_SUITE_P(
         Hostile{"join_as_nemo_rl", "simulate " + kMoe + " --join 0 --strategy m2n-ring --deployment nemo-rl",
                 "", "--deployment nemo-rl: it refits every engine from the training ranks"}));
 
+INSTANTIATE_TEST_SUITE_P(
+    FifthCampaign, HostileCli,
+    ::testing::Values(
+        // nan compares false to both ends of a range: refit run once went through a delta refit with
+        // a change fraction of nan and reported it as null.
+        Hostile{"run_delta_nan", "run " + kModel + " --delta nan", "",
+                "--delta: expected a number in [0, 1]"},
+        Hostile{"run_delta_rebalance_nan", "run " + kModel + " --delta 0.1 --delta-rebalance nan", "",
+                "--delta-rebalance: expected a number in [0, 1]"},
+        Hostile{"simulate_delta_nan", "simulate " + kModel + " --cluster dgx-h100 --delta nan", "",
+                "--delta: expected a number in [0, 1]"}));
+
 TEST(HostileCli, AJoinOfABaselinesPlanIsPredictedAsRefitsExecutorsRunIt) {
   // NeMo RL has no join: m2n-ring's join plan, once refused for NeMo RL's training stages, is run
   // as refit's executors run it unless a deployment is named.

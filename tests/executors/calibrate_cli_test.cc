@@ -176,6 +176,21 @@ TEST_F(CalibratedHost, AnOverheadChunkNoSmallerThanRefitsIsRefusedNamingIt) {
       << r.err;
 }
 
+TEST_F(CalibratedHost, AMemcpyPastTheHostsMemoryOrTooManyDevicesAreRefusedBeforeMeasuring) {
+  // 2^62 bytes copied between two buffers is more than any host holds; every rank refuses it at
+  // once (exit 2) instead of rank 0 running out of memory while rank 1 waits for it. 2^20 devices
+  // is the most ranks refit plans for.
+  const auto memcpy = calibrate(2, "--memcpy-bytes 4611686018427387904");
+  EXPECT_EQ(memcpy.exit_code, 2) << memcpy.err;
+  EXPECT_NE(memcpy.err.find("memcpy bytes: 4611686018427387904 bytes twice over is more than this host's"),
+            std::string::npos)
+      << memcpy.err;
+  const auto devices = calibrate(2, "--devices 1048577");
+  EXPECT_EQ(devices.exit_code, 2) << devices.err;
+  EXPECT_NE(devices.err.find("devices: must be in [1, 1048576], got 1048577"), std::string::npos)
+      << devices.err;
+}
+
 std::set<std::string> keys(const nlohmann::json& object) {
   std::set<std::string> out;
   for (const auto& [key, _] : object.items()) out.insert(key);

@@ -22,6 +22,9 @@ struct HostMemoryLimits {
 // Read now from this process and system (getrlimit, /proc/self/status, /sys/fs/cgroup, statvfs).
 HostMemoryLimits read_host_memory_limits();
 
+// This host's physical memory (sysconf), limits::kMaxBytes where the system does not say.
+Bytes physical_memory();
+
 // kOutOfRange when `bytes` (of shared memory, `shared`, or private) exceed a limit: the message
 // names the limit, what is left of it and how to raise it. `what` says what is being allocated.
 [[nodiscard]] Result<void> check_host_memory(Bytes bytes, bool shared, const HostMemoryLimits& limits,
