@@ -2,6 +2,7 @@
 // whose source side is the training ranks and the peers' ranks.
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <set>
 
@@ -78,8 +79,34 @@ double send_bandwidth(const PlacedCluster& cluster, const std::vector<Rank>& ran
 }
 
 // Per tensor, whether the peers send it. kBoth balances bytes over the two sides' NICs: the
-// largest tensors first, each to the side that would have sent its bytes so far sooner (bytes
-// over the side's summed NIC bandwidth), the peers on a tie.
+// largest groups (send_groups) first, each to the side that would have sent its bytes so far
+// sooner (bytes over the side's summed NIC bandwidth), the peers on a tie.
+// The tensors that go from one side together: a weight with its fp8 scales, whose layouts follow
+// the weight's blocks rank by rank; each other tensor alone. By group, its tensors.
+std::vector<std::vector<std::size_t>> send_groups(const ReshardProblem& problem) {
+  std::vector<std::vector<std::size_t>> groups;
+  std::map<std::string_view, std::size_t> group_of_weight;
+  for (std::size_t t = 0; t < problem.tensors().size(); ++t) {
+    const TensorSpec& spec = problem.tensors()[t].tensor;
+    const auto& q = spec.quantization;
+    const std::string_view weight = q && q->is_scales() ? std::string_view(q->scales_of) : spec.name;
+    const auto [it, added] = group_of_weight.try_emplace(weight, groups.size());
+    if (added) groups.emplace_back();
+    groups[it->second].push_back(t);
+  }
+  return groups;
+}
+
+// What a peer sends of a tensor: what its engine holds. A weight quantized at the senders is fp8
+// with its scales there, as FP8 training ranks hold it, so that the peers send it as it is.
+TensorSpec held_by_peers(TensorSpec spec) {
+  if (auto& q = spec.quantization; q && q->site == QuantSite::kSender) {
+    q->site = QuantSite::kTraining;
+    q->from = quant_value_dtype(q->scheme);
+  }
+  return spec;
+}
+
 std::vector<bool> peer_tensors(const ReshardProblem& problem, const PlacedCluster& cluster,
                                const JoinOptions& o, const Renumbering& r) {
   const auto n = problem.tensors().size();
@@ -92,16 +119,20 @@ std::vector<bool> peer_tensors(const ReshardProblem& problem, const PlacedCluste
     return bandwidth[side] > 0 ? (bytes[side] + more) / bandwidth[side]
                                : std::numeric_limits<double>::infinity();
   };
-  std::vector<std::size_t> order(n);
+  const auto groups = send_groups(problem);
+  std::vector<double> group_bytes;
+  for (const auto& g : groups)
+    group_bytes.push_back(std::transform_reduce(g.begin(), g.end(), 0.0, std::plus{}, [&](std::size_t t) {
+      return static_cast<double>(problem.tensors()[t].tensor.bytes().value);
+    }));
+  std::vector<std::size_t> order(groups.size());
   std::iota(order.begin(), order.end(), 0);
-  std::ranges::stable_sort(order, std::greater{},
-                           [&](std::size_t t) { return problem.tensors()[t].tensor.bytes().value; });
+  std::ranges::stable_sort(order, std::greater{}, [&](std::size_t g) { return group_bytes[g]; });
   std::vector<bool> out(n, false);
-  for (const auto t : order) {
-    const auto b = static_cast<double>(problem.tensors()[t].tensor.bytes().value);
-    const int side = finish(1, b) <= finish(0, b) ? 1 : 0;
-    bytes[side] += b;
-    out[t] = side == 1;
+  for (const auto g : order) {
+    const int side = finish(1, group_bytes[g]) <= finish(0, group_bytes[g]) ? 1 : 0;
+    bytes[side] += group_bytes[g];
+    for (const auto t : groups[g]) out[t] = side == 1;
   }
   return out;
 }
@@ -123,7 +154,7 @@ Result<JoinProblem> join_problem(const ReshardProblem& problem, const PlacedClus
     auto destination = REFIT_TRY_IN(joining.keep(spec.destination), where);
     if (from_peers[t]) ++peer_count;
     tensors.push_back(TensorReshard{
-        .tensor = spec.tensor,
+        .tensor = from_peers[t] ? held_by_peers(spec.tensor) : spec.tensor,
         .source = from_peers[t] ? REFIT_TRY_IN(peer.keep(spec.destination), where) : spec.source,
         .destination = std::move(destination)});
   }

@@ -30,8 +30,13 @@ const std::string kProblem = "--model " + std::string(REFIT_TEST_DATA_DIR) +
                              "--cluster cpu-host:gpus_per_domain=2 --chunk 4096";
 constexpr int kRanks = 8;
 
-nlohmann::json join_report(const std::string& args) {
-  const auto r = testing::refit_run(kRanks, kProblem + " --verify --json " + args, 120);
+// A dense model whose every weight cuts into whole MXFP8 blocks at tp=2.
+const std::string kDenseProblem = "--model " + std::string(REFIT_TEST_DATA_DIR) +
+                                  "/models/tiny-llama.json --train tp=2 --infer tp=2,engines=3 "
+                                  "--cluster cpu-host:gpus_per_domain=2 --chunk 4096";
+
+nlohmann::json join_report(const std::string& args, const std::string& problem = kProblem) {
+  const auto r = testing::refit_run(kRanks, problem + " --verify --json " + args, 120);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out, nullptr, false);
   EXPECT_TRUE(j.is_object() && j.contains("join")) << r.out << r.err;
@@ -104,6 +109,21 @@ TEST(RunJoin, AJoinFromBothSplitsTheTensorsBetweenTrainingRanksAndPeers) {
   };
   EXPECT_EQ(entering(both), entering(peers));
   EXPECT_EQ(entering(both), entering(training));
+}
+
+// Weights quantized at the senders: the peers hold them in fp8 with their scales and send them as
+// they are (as FP8 training ranks would), a weight and its scales from one side. Once refused at
+// prepare: the peers were asked for the bf16 weight, which no engine keeps, or a weight's scales
+// came from the other side.
+TEST(RunJoin, AJoinOfFp8WeightsSendsThePeersFp8AsTheyHoldIt) {
+  for (const char* from : {"peers", "both"}) {
+    SCOPED_TRACE(from);
+    const auto join =
+        join_report(std::string("--quantize mxfp8 --quantize-at sender --join 0 --peers 2 --from ") + from,
+                    kDenseProblem);
+    EXPECT_GT(join["peer_bytes"].get<std::int64_t>(), 0);
+    expect_every_byte_sent_lands(join);
+  }
 }
 
 TEST(RunJoin, BadJoinsAreBadInputNamingTheOption) {

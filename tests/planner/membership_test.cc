@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "engine_problems.h"
+#include "refit/core/quantized_problem.h"
 #include "refit/planner/membership.h"
 #include "refit/planner/strategy.h"
 #include "strategy_names.h"
@@ -184,6 +185,43 @@ TEST(MemberEngines, RandomJoinsFillTheJoiningEngineOnceFromHolders) {
     SCOPED_TRACE(::testing::Message() << "case " << i << " joining " << o.joining << " with "
                                       << o.peers.size() << " peers, source " << static_cast<int>(o.source));
     check_join(problem, cluster, o);
+  }
+}
+
+// From both sides, a weight and its fp8 scales go from the same side: the scales' layouts follow
+// the weight's blocks rank by rank, which splitting them would break (refit simulate --join once
+// refused every quantized model this way: balancing tensor by tensor, the third weight's scales went
+// to the side with fewer bytes). Three 256x512 weights in rows on 2 training ranks, in
+// columns on 2 engines of 2 ranks (2-3, 4-5); engine 1 joins from engine 0 and the training ranks.
+TEST(MemberEngines, AJoinFromBothSidesSendsAWeightWithItsScales) {
+  const Shape w{256, 512};
+  const auto reshard = [&](const std::string& name) {
+    return testing::make_reshard(name, w, testing::make_layout(w, {2}, testing::rank_range(0, 2), "S0"),
+                                 testing::make_layout(w, {2, 2}, testing::rank_range(2, 4), "R,S1"));
+  };
+  const auto plain =
+      ReshardProblem::make({reshard("a.weight"), reshard("b.weight"), reshard("c.weight")}, 2, 4).value();
+  for (const auto scheme : {QuantScheme::kFp8Block128, QuantScheme::kMxfp8}) {
+    SCOPED_TRACE(std::string(quant_scheme_name(scheme)));
+    const auto problem =
+        quantize_problem(plain, {.scheme = scheme, .site = QuantSite::kSender}, [](const TensorSpec&) {
+          return true;
+        }).value();
+    const auto cluster = testing::make_test_cluster(3, 2, 2, 4);
+    const JoinOptions o{.engines = 2, .joining = 1, .peers = {0}, .source = JoinSource::kBoth};
+    check_join(problem, cluster, o);
+    const auto joined = join_problem(problem, cluster, o).value();
+    std::map<std::string, bool> weight_from_peers;
+    for (std::size_t t = 0; t < problem.tensors().size(); ++t)
+      weight_from_peers[problem.tensors()[t].tensor.name] = joined.from_peers[t];
+    std::int32_t scales = 0;
+    for (std::size_t t = 0; t < problem.tensors().size(); ++t) {
+      const auto& q = problem.tensors()[t].tensor.quantization;
+      if (!q || !q->is_scales()) continue;
+      ++scales;
+      EXPECT_EQ(joined.from_peers[t], weight_from_peers.at(q->scales_of)) << q->scales_of;
+    }
+    EXPECT_EQ(scales, 3);
   }
 }
 
