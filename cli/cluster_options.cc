@@ -23,7 +23,9 @@ void add_cluster_options(CLI::App& cmd, ClusterSource& o, bool required) {
   group->require_option(required ? 1 : 0, 1);
   auto* discover = group->get_option("--discover");
   cmd.add_option("--sysfs-root", o.sysfs_root, "Root of sysfs for --discover")->needs(discover);
-  cmd.add_option("--nvml-library", o.nvml_library, "NVML library for --discover")->needs(discover);
+  cmd.add_option("--nvml-library", o.nvml_library, "NVML library for --discover")
+      ->needs(discover)
+      ->check(non_empty());
   cmd.add_flag("--measure", o.measure,
                "With --discover: time refit's copy and quantize kernels and its NCCL executor's costs per "
                "operation and per step on each GPU found (a few seconds and up to 2.4 GB of device memory "

@@ -57,7 +57,8 @@ Result<EngineMembership> engine_membership(const ProblemSource& source, std::uin
                              static_cast<std::int32_t>(layouts.infer.engine_size()), epoch);
 }
 
-Result<ReshardProblem> apply_quantization(const ReshardProblem& problem, const ModelOptions& options) {
+Result<ReshardProblem> apply_quantization(const ReshardProblem& problem, const ModelOptions& options,
+                                          std::string_view layouts) {
   // The site is read even without --quantize: a misspelt one is a mistake, not a default.
   const auto site = REFIT_TRY_IN(parse_quant_site(options.quantize_at), "--quantize-at");
   if (options.quantize.empty()) return problem;
@@ -73,7 +74,7 @@ Result<ReshardProblem> apply_quantization(const ReshardProblem& problem, const M
                           .site = site};
   auto quantized = REFIT_TRY_IN(
       quantize_problem(problem, q, [](const TensorSpec& t) { return models::fp8_engine_quantizes(t.name); }),
-      "--quantize");
+      layouts.empty() ? std::string("--quantize") : fmt::format("--quantize with {}", layouts));
   if (std::ranges::none_of(quantized.tensors(),
                            [](const TensorReshard& t) { return t.tensor.quantization.has_value(); }))
     return invalid(
@@ -127,8 +128,9 @@ Result<ReshardProblem> load_problem(const ProblemSource& options) {
         "--infer; or --manifest FILE)");
   const auto [model, layouts, note] = REFIT_TRY(model_layouts(options));
   const auto problem = REFIT_TRY(models::build_problem(model, layouts.train, layouts.infer));
-  return REFIT_TRY_IN(apply_quantization(problem, options.model_options),
-                      "--infer " + models::to_string(layouts.infer));
+  return apply_quantization(problem, options.model_options,
+                            fmt::format("--train {} --infer {}", models::to_string(layouts.train),
+                                        models::to_string(layouts.infer)));
 }
 
 namespace {

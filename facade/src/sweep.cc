@@ -79,6 +79,10 @@ std::string with_override(std::string_view spec, std::string_view key, std::stri
   if (nics % nodes != 0)
     return invalid(fmt::format("{} does not split over the domain's {} nodes", where, nodes));
   spec = with_override(spec, "nics_per_node", fmt::format("{}", nics / nodes));
+  // Refused here, so that the message names the key the user varied rather than the one it became.
+  REFIT_TRY_IN(
+      make_preset_cluster(spec),
+      fmt::format("{} (nics_per_node={} on each of the domain's {} nodes)", where, nics / nodes, nodes));
   return {};
 }
 

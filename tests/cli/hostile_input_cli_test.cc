@@ -204,7 +204,24 @@ INSTANTIATE_TEST_SUITE_P(
         Hostile{"run_delta_rebalance_nan", "run " + kModel + " --delta 0.1 --delta-rebalance nan", "",
                 "--delta-rebalance: expected a number in [0, 1]"},
         Hostile{"simulate_delta_nan", "simulate " + kModel + " --cluster dgx-h100 --delta nan", "",
-                "--delta: expected a number in [0, 1]"}));
+                "--delta: expected a number in [0, 1]"},
+        // Once refused by the cluster's own check as 1,175,000 GB/s, a field the user never wrote.
+        Hostile{"nic_line_rate_past_the_cap", "simulate " + kModel + " --cluster dgx-h100:nic_gbps=1e7", "",
+                "nic_gbps=1e7: must be <= 8000000"},
+        // Once named as nics_per_node, the key it becomes.
+        Hostile{"sweep_nics_per_domain", "sweep " + kModel + " --cluster dgx-h100 --vary nics_per_domain=3",
+                "", "--vary nics_per_domain=3 (nics_per_node=3"},
+        // Once loaded the program itself as NVML ("has no nvmlInit_v2").
+        Hostile{"nvml_library_empty", "topo --discover --nvml-library ''", "", "--nvml-library: is empty"},
+        // Once prefixed with --infer alone, and with it for a misspelt --quantize-at too.
+        Hostile{"quantize_cuts_blocks",
+                "simulate --model " + kData +
+                    "/models/tiny-qwen3-moe.json --train tp=2,ep=2,etp=1 --infer tp=2 --cluster dgx-h100 "
+                    "--quantize mxfp8",
+                "", "--quantize with --train tp=2,pp=1,ep=2,etp=1,cp=1,dp=1 --infer tp=2"},
+        Hostile{"quantize_at_misspelt",
+                "simulate " + kModel + " --cluster dgx-h100 --quantize mxfp8 --quantize-at x", "",
+                "error: --quantize-at: unknown quantization site 'x'"}));
 
 TEST(HostileCli, AJoinOfABaselinesPlanIsPredictedAsRefitsExecutorsRunIt) {
   // NeMo RL has no join: m2n-ring's join plan, once refused for NeMo RL's training stages, is run

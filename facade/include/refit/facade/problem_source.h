@@ -54,9 +54,12 @@ struct ParallelLayouts {
 [[nodiscard]] Result<ParallelLayouts> parse_layouts(const std::string& train, const std::string& infer);
 
 // `problem` with the weights an FP8 vLLM engine quantizes (models/fp8_weights.h) quantized as
-// `options` says, or unchanged when options.quantize is empty; errors name --quantize.
+// `options` says, or unchanged when options.quantize is empty; errors name --quantize-at or
+// --quantize, and for a layout that cuts blocks, `layouts` (how the problem's layouts were given,
+// e.g. "--train tp=2 --infer tp=4"; empty for a manifest's).
 [[nodiscard]] Result<ReshardProblem> apply_quantization(const ReshardProblem& problem,
-                                                        const ModelOptions& options);
+                                                        const ModelOptions& options,
+                                                        std::string_view layouts = {});
 
 // The problem the source describes; errors name the offending option (--model, --train, --infer,
 // --dtype, --manifest), as the command line spells it.
