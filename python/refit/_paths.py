@@ -7,24 +7,42 @@ import json
 import os
 from typing import Any, Mapping, Union
 
+from refit import _refit
 from refit._errors import BadInput
 
-__all__ = ["json_text", "path_text"]
+__all__ = ["FilePath", "json_text", "output_file", "path_text"]
+
+#: What names a file: text, the bytes of a name, or a path object (``pathlib.Path``, any
+#: ``os.PathLike``).
+FilePath = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
 
-def path_text(path: Union[str, "os.PathLike[str]"], what: str) -> str:
-    """``path`` as text. A NUL byte is refused, as ``open()`` refuses it: the compiled part
-    would read the path only up to it, and so open another file; so is an empty path."""
-    text = os.fspath(path)
+def path_text(path: FilePath, what: str) -> str:
+    """``path`` as text, as ``os.fsdecode`` spells it: a name that is not UTF-8 keeps its bytes
+    surrogate-escaped, which the compiled part turns back into them. A NUL byte is refused, as
+    ``open()`` refuses it: the compiled part would read the path only up to it, and so open
+    another file; so is an empty path."""
+    try:
+        text = os.fspath(path)
+    except TypeError:
+        raise TypeError(f"{what}: expected a path, got {type(path).__name__}") from None
     if isinstance(text, bytes):
         text = os.fsdecode(text)
     if not isinstance(text, str):
         raise TypeError(f"{what}: expected a path, got {type(path).__name__}")
     if "\0" in text:
-        raise ValueError(f"{what}: embedded null byte in path {text!r}")
+        raise BadInput(f"{what}: embedded null byte in path {text!r}", "invalid argument")
     if not text:
-        raise ValueError(f"{what}: an empty path")
+        raise BadInput(f"{what}: an empty path", "invalid argument")
     return text
+
+
+def output_file(path: FilePath, what: str) -> _refit.OutputFile:
+    """``path`` created (or truncated) for writing, as ``Plan.save`` and ``refit simulate
+    --trace`` open the files they write: a folder, a device, a FIFO that no process reads or a
+    folder that does not exist is refused now, naming ``what``, before the work whose result the
+    file will hold. ``.write(data)`` writes its bytes once and closes it."""
+    return _refit.OutputFile(path_text(path, what), what)
 
 
 def _plain(value: Any) -> Any:

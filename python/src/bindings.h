@@ -84,5 +84,6 @@ void bind_plan(nb::module_& m);
 void bind_executor(nb::module_& m);
 void bind_sweep(nb::module_& m);
 void bind_elastic(nb::module_& m);
+void bind_files(nb::module_& m);
 
 }  // namespace refit::python

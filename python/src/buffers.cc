@@ -162,15 +162,33 @@ Result<std::string> key_name(nb::handle key, Rank rank, std::string_view keyed_b
   if (!nb::isinstance<nb::str>(key))
     return invalid(fmt::format("rank {}: buffers are keyed by {} name, got a key of type {}", rank.value,
                                keyed_by, nb::type_name(key.type()).c_str()));
-  return nb::cast<std::string>(key);
+  // A str with a lone surrogate has no UTF-8 spelling, and so names no tensor or parameter.
+  Py_ssize_t size = 0;
+  const char* text = PyUnicode_AsUTF8AndSize(key.ptr(), &size);
+  if (text == nullptr) {
+    PyErr_Clear();
+    return invalid(fmt::format("rank {}: buffer key {}: not text a {} name can be (it has no UTF-8 spelling)",
+                               rank.value, nb::repr(key).c_str(), keyed_by));
+  }
+  return std::string(text, static_cast<std::size_t>(size));
 }
 
-// str(value.<name>), or "" when it has no such attribute.
+// str(value.<name>), or "" when it has no such attribute, or reading or printing it raised (it
+// only describes an array being refused).
 std::string attribute_text(nb::handle value, const char* name) {
-  if (!nb::hasattr(value, name)) return {};
-  const auto text = nb::steal<nb::str>(PyObject_Str(value.attr(name).ptr()));
-  PyErr_Clear();
-  return text.is_valid() ? std::string(text.c_str()) : std::string();
+  const auto attribute = nb::steal(PyObject_GetAttrString(value.ptr(), name));
+  if (!attribute.is_valid()) {
+    PyErr_Clear();
+    return {};
+  }
+  const auto text = nb::steal(PyObject_Str(attribute.ptr()));
+  Py_ssize_t size = 0;
+  const char* utf8 = text.is_valid() ? PyUnicode_AsUTF8AndSize(text.ptr(), &size) : nullptr;
+  if (utf8 == nullptr) {
+    PyErr_Clear();
+    return {};
+  }
+  return std::string(utf8, static_cast<std::size_t>(size));
 }
 
 // The array a buffer is, for reading.

@@ -10,6 +10,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
+#include "path_caster.h"
 #include "refit/topology/cluster_json.h"
 #include "refit/topology/presets.h"
 
@@ -18,17 +19,16 @@ namespace {
 
 using namespace nb::literals;
 
-ClusterHandle load(const std::string& preset, const std::string& file, const std::string& nccl_xml,
-                   bool discover, bool measure, const std::string& sysfs_root,
-                   const std::string& nvml_library, std::int32_t source_ranks,
-                   std::int32_t destination_ranks) {
+ClusterHandle load(const std::string& preset, const FsPath& file, const FsPath& nccl_xml, bool discover,
+                   bool measure, const FsPath& sysfs_root, const FsPath& nvml_library,
+                   std::int32_t source_ranks, std::int32_t destination_ranks) {
   const ClusterSource source{.preset = preset,
-                             .file = file,
-                             .nccl_xml = nccl_xml,
+                             .file = file.bytes,
+                             .nccl_xml = nccl_xml.bytes,
                              .discover = discover,
                              .measure = measure,
-                             .sysfs_root = sysfs_root,
-                             .nvml_library = nvml_library};
+                             .sysfs_root = sysfs_root.bytes,
+                             .nvml_library = nvml_library.bytes};
   const RankPlacementOptions job{.source_ranks = source_ranks, .destination_ranks = destination_ranks};
   auto cluster = unwrap([&] {
     nb::gil_scoped_release release;
@@ -45,9 +45,9 @@ void bind_cluster(nb::module_& m) {
                             "A cluster (GPUs, NVLink domains, NICs, fabric) with a job's ranks placed on "
                             "it: training ranks on the first GPUs, inference ranks right after them.")
       .def_static(
-          "load", &load, "preset"_a = "", "file"_a = "", "nccl_xml"_a = "", "discover"_a = false,
-          "measure"_a = false, "sysfs_root"_a = "/sys", "nvml_library"_a = "libnvidia-ml.so.1",
-          "source_ranks"_a = 0, "destination_ranks"_a = 0,
+          "load", &load, "preset"_a = "", "file"_a = FsPath{}, "nccl_xml"_a = FsPath{}, "discover"_a = false,
+          "measure"_a = false, "sysfs_root"_a = FsPath{"/sys"},
+          "nvml_library"_a = FsPath{"libnvidia-ml.so.1"}, "source_ranks"_a = 0, "destination_ranks"_a = 0,
           "Loads the cluster for a job of source_ranks training and destination_ranks "
           "inference ranks (0 and 0: the hardware alone, with a file's own placement). A "
           "preset grows to as many nodes as the job needs. Errors name the option the source "

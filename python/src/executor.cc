@@ -308,6 +308,20 @@ PreparedHandle* prepare_agreed(ExecutorHandle& self, const PlanHandle& plan, std
   return handle.release();
 }
 
+// What checking a rank's arrays raised (a Python exception from an array's attributes, a cast
+// that failed) as the rank's refusal: raised on this rank alone, it would leave every other rank
+// waiting in the agreement.
+template <class Check>
+Result<std::vector<RankArrays>> refusing_exceptions(std::int32_t rank, Check check) {
+  try {
+    return check();
+  } catch (const nb::python_error& e) {
+    return invalid(fmt::format("rank {}: checking its buffers raised {}", rank, describe(e)));
+  } catch (const std::exception& e) {
+    return invalid(fmt::format("rank {}: checking its buffers failed: {}", rank, e.what()));
+  }
+}
+
 // The arrays of `rank`, checked against its boxes or its side's parameters.
 Result<RankArrays> arrays_of(const ProblemHandle& problem, Rank rank, const nb::dict& arrays,
                              bool framework) {
@@ -317,13 +331,13 @@ Result<RankArrays> arrays_of(const ProblemHandle& problem, Rank rank, const nb::
 PreparedHandle* prepare(ExecutorHandle& self, const PlanHandle& plan, const ProblemHandle& problem,
                         std::int32_t rank, const nb::dict& arrays, bool framework,
                         const std::string& refusal) {
-  auto mine = [&]() -> Result<std::vector<RankArrays>> {
+  auto mine = refusing_exceptions(rank, [&]() -> Result<std::vector<RankArrays>> {
     if (self.failed) return std::unexpected(failed_before(*self.failed, "prepare"));
     if (!refusal.empty()) return invalid(fmt::format("rank {}: {}", rank, refusal));
     std::vector<RankArrays> one;
     one.push_back(REFIT_TRY(arrays_of(problem, Rank{rank}, arrays, framework)));
     return one;
-  }();
+  });
   return prepare_agreed(self, plan, rank, std::move(mine), [&](const std::vector<RankArrays>& a) {
     return self.executor->prepare(*plan.plan, Rank{rank}, a.front().buffers);
   });
@@ -352,18 +366,19 @@ Result<std::unique_ptr<PreparedPlan>> prepare_several(Executor& executor, const 
 PreparedHandle* prepare_ranks(ExecutorHandle& self, const PlanHandle& plan, const ProblemHandle& problem,
                               const std::vector<std::int32_t>& ranks, const std::vector<nb::dict>& buffers,
                               bool framework, const std::string& refusal) {
-  auto mine = [&]() -> Result<std::vector<RankArrays>> {
-    if (self.failed) return std::unexpected(failed_before(*self.failed, "prepare"));
-    if (!refusal.empty()) return invalid(refusal);
-    if (ranks.empty() || ranks.size() != buffers.size())
-      return invalid(
-          fmt::format("prepare_ranks: {} ranks and {} sets of buffers; one set per rank, at least one",
-                      ranks.size(), buffers.size()));
-    std::vector<RankArrays> all;
-    for (std::size_t i = 0; i < ranks.size(); ++i)
-      all.push_back(REFIT_TRY(arrays_of(problem, Rank{ranks[i]}, buffers[i], framework)));
-    return all;
-  }();
+  auto mine =
+      refusing_exceptions(ranks.empty() ? 0 : ranks.front(), [&]() -> Result<std::vector<RankArrays>> {
+        if (self.failed) return std::unexpected(failed_before(*self.failed, "prepare"));
+        if (!refusal.empty()) return invalid(refusal);
+        if (ranks.empty() || ranks.size() != buffers.size())
+          return invalid(
+              fmt::format("prepare_ranks: {} ranks and {} sets of buffers; one set per rank, at least one",
+                          ranks.size(), buffers.size()));
+        std::vector<RankArrays> all;
+        for (std::size_t i = 0; i < ranks.size(); ++i)
+          all.push_back(REFIT_TRY(arrays_of(problem, Rank{ranks[i]}, buffers[i], framework)));
+        return all;
+      });
   return prepare_agreed(self, plan, ranks.empty() ? 0 : ranks.front(), std::move(mine),
                         [&](const std::vector<RankArrays>& a) {
                           return prepare_several(*self.executor, *plan.plan, ranks, a);

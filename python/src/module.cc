@@ -12,4 +12,5 @@ NB_MODULE(_refit, m) {
   refit::python::bind_executor(m);
   refit::python::bind_sweep(m);
   refit::python::bind_elastic(m);
+  refit::python::bind_files(m);
 }

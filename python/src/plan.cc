@@ -15,6 +15,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
+#include "path_caster.h"
 #include "refit/core/text_file.h"
 #include "refit/facade/prediction.h"
 
@@ -49,21 +50,21 @@ std::tuple<PlanHandle, double> make(const ProblemHandle& problem, const ClusterH
 }
 
 // A plan file, checked against the problem and the cluster as refit simulate --plan checks it.
-std::tuple<PlanHandle, double> load(const std::string& path, const ProblemHandle& problem,
+std::tuple<PlanHandle, double> load(const FsPath& path, const ProblemHandle& problem,
                                     const ClusterHandle& cluster) {
   Result<Plan> loaded;
   double seconds = 0;
   {
     nb::gil_scoped_release release;
     const auto start = std::chrono::steady_clock::now();
-    loaded = load_plan(path, *problem.problem, *cluster.placed);
+    loaded = load_plan(path.bytes, *problem.problem, *cluster.placed);
     seconds = seconds_since(start);
   }
   return {PlanHandle{std::make_shared<const Plan>(unwrap(std::move(loaded)))}, seconds};
 }
 
-void save(const PlanHandle& p, const std::string& path) {
-  unwrap(write_file(path, [&](std::ostream& out) { write_plan_json(*p.plan, out); }));
+void save(const PlanHandle& p, const FsPath& path) {
+  unwrap(write_file(path.bytes, [&](std::ostream& out) { write_plan_json(*p.plan, out); }));
 }
 
 std::string to_json(const PlanHandle& p) {

@@ -9,6 +9,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
+#include "path_caster.h"
 #include "refit/core/try.h"
 #include "refit/executors/framework_buffers.h"
 #include "refit/models/builtin_models.h"
@@ -22,10 +23,10 @@ using namespace nb::literals;
 // (name, dtype, shape, offset, extent) of one non-empty box a rank holds or needs.
 using ShardTuple = std::tuple<std::string, std::string, Shape, Shape, Shape>;
 
-ProblemHandle load(const std::string& model, const std::string& train, const std::string& infer,
-                   const std::string& dtype, bool per_expert, bool mtp, const std::string& manifest,
+ProblemHandle load(const FsPath& model, const std::string& train, const std::string& infer,
+                   const std::string& dtype, bool per_expert, bool mtp, const FsPath& manifest,
                    const std::string& quantize, const std::string& quantize_at) {
-  const ProblemSource source{.model = model,
+  const ProblemSource source{.model = model.bytes,
                              .train = train,
                              .infer = infer,
                              .model_options = {.dtype = dtype,
@@ -33,7 +34,7 @@ ProblemHandle load(const std::string& model, const std::string& train, const std
                                                .mtp = mtp,
                                                .quantize = quantize,
                                                .quantize_at = quantize_at},
-                             .manifest = manifest};
+                             .manifest = manifest.bytes};
   auto [problem, notes] = unwrap([&]() -> Result<std::pair<ReshardProblem, std::vector<std::string>>> {
     nb::gil_scoped_release release;
     auto loaded = REFIT_TRY(load_problem(source));
@@ -145,8 +146,8 @@ void bind_problem(nb::module_& m) {
                             "A reshard problem: every tensor with its training (source) and inference "
                             "(destination) layout. Training ranks are 0..source_ranks-1, inference ranks "
                             "follow them.")
-      .def_static("load", &load, "model"_a = "", "train"_a = "", "infer"_a = "", "dtype"_a = "",
-                  "per_expert"_a = false, "mtp"_a = false, "manifest"_a = "", "quantize"_a = "",
+      .def_static("load", &load, "model"_a = FsPath{}, "train"_a = "", "infer"_a = "", "dtype"_a = "",
+                  "per_expert"_a = false, "mtp"_a = false, "manifest"_a = FsPath{}, "quantize"_a = "",
                   "quantize_at"_a = "landing",
                   "The problem of a model (a built-in name, a config.json or its directory) with "
                   "Megatron training sizes and vLLM inference sizes, or of a manifest; errors name the "
