@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Literal, Mapping, Optional, Sequence
 
 from refit import _refit
+from refit._checks import INT32_MAX, INT64_MAX, checked_flag, checked_int, checked_ints
 from refit._errors import BadInput
 from refit._plan import Plan
 from refit._problem import Problem, Shard
@@ -160,11 +161,43 @@ _CLAIMS: "weakref.WeakKeyDictionary[Executor, list[_Claim]]" = weakref.WeakKeyDi
 _CLAIMS_LOCK = threading.Lock()
 
 
-def _claims_of(rank: int, written: bool, buffers: Mapping[str, Any]) -> list[_Claim]:
-    """This rank's claims on the memory of `buffers` (arrays whose memory Python can see)."""
-    spans = [m for m in map(_memory, buffers.values()) if m is not None and m[1] > 0]
+def _raised(e: BaseException) -> str:
+    """An exception in one line, for a refusal: "TypeName: message"."""
+    return f"{type(e).__name__}: {e}"
+
+
+def _claims_of(rank: int, written: bool, buffers: Mapping[str, Any]) -> tuple[list[_Claim], str]:
+    """This rank's claims on the memory of `buffers` (arrays whose memory Python can see), and
+    why a buffer's memory cannot be read ("" when every one's can): a torch sparse tensor has no
+    data pointer, an object may claim an ``__array_interface__`` it does not have."""
     thread = threading.get_ident()
-    return [_Claim(rank, start, start + size, written, thread) for start, size in spans]
+    claims = []
+    for name, buffer in buffers.items():
+        try:
+            span = _memory(buffer)
+        except Exception as e:  # noqa: BLE001 - whatever it raised, this rank refuses with it, agreed by all
+            return [], f"buffer '{name}': its memory cannot be read ({_raised(e)})"
+        if span is not None and span[1] > 0:
+            claims.append(_Claim(rank, span[0], span[0] + span[1], written, thread))
+    return claims, ""
+
+
+def _plan_rank(rank: Any, plan: Plan, fallback: int) -> tuple[int, str]:
+    """``rank`` as a plan rank, or ``fallback`` and why it is not one: refused through the
+    collective prepare like a wrong buffer, since raising on this rank alone would leave every
+    other rank waiting."""
+    world = plan.problem.world_size
+    if isinstance(rank, bool) or not isinstance(rank, numbers.Integral):
+        return fallback, f"rank: expected a plan rank (an int), got {rank!r}"
+    if not 0 <= rank < world:
+        return fallback, f"rank {int(rank)} is not in the problem's {world} ranks"
+    return int(rank), ""
+
+
+def _utf8(refusal: str) -> str:
+    """A refusal the compiled part can take: a buffer key with a lone surrogate (which has no
+    UTF-8 spelling) escaped, as repr escapes it."""
+    return refusal.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _conflict(executor: Executor, mine: list[_Claim]) -> str:
@@ -323,17 +356,21 @@ class Executor:
             raise ValueError(
                 f"timeout: {timeout} s is not in (0, {_refit.MAX_TIMEOUT_S:g}] (a wait of 11.6 days at most)"
             )
-        if staging <= 0:
-            raise ValueError(f"staging: {staging} is not positive")
-        if device is not None and (isinstance(device, bool) or not isinstance(device, int) or device < 0):
+        if not isinstance(name, str):
+            raise TypeError(f"name: an executor name (refit.executors()), got {name!r}")
+        staging = checked_int(staging, "staging", 1, INT64_MAX, " bytes")
+        if device is not None and (
+            isinstance(device, bool) or not isinstance(device, numbers.Integral) or not 0 <= device <= INT32_MAX
+        ):
             raise ValueError(f"device: a CUDA device number (0, 1, ...), got {device!r}")
+        ranks_of = None if comm_rank_of is None else checked_ints(comm_rank_of, "comm_rank_of", 0, INT32_MAX)
+        direct_stores = checked_flag(direct_stores, "direct_stores")
         self._delta_rebalance = _checked_rebalance(delta_rebalance)
-        self._delta = bool(delta)
+        self._delta = checked_flag(delta, "delta")
         self.exchange = exchange
         self._handle = _refit.Executor(
-            name, exchange.allgather, exchange.rank, exchange.size, float(timeout), int(staging),
-            direct_stores, on_chunk_sent, None if comm_rank_of is None else [int(r) for r in comm_rank_of],
-            -1 if device is None else device, bool(delta),
+            name, exchange.allgather, exchange.rank, exchange.size, float(timeout), staging,
+            direct_stores, on_chunk_sent, ranks_of, -1 if device is None else int(device), self._delta,
         )  # fmt: skip
 
     @property
@@ -375,9 +412,9 @@ class Executor:
                 (which names no engines), or an executor that cannot run part of a plan (nccl,
                 delta).
         """
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1:
-            raise ValueError(f"epoch: a membership epoch (1, 2, ...), got {epoch!r}")
-        self._handle.set_members(problem._handle, [int(e) for e in members], epoch)
+        if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral) or not 1 <= epoch < 1 << 64:
+            raise ValueError(f"epoch: a membership epoch (1, 2, ... below 2^64), got {epoch!r}")
+        self._handle.set_members(problem._handle, checked_ints(members, "members", 0, INT32_MAX), int(epoch))
 
     def empty(self, shard: Shard) -> Any:
         """An uninitialised numpy array for a shard, in memory this executor moves fastest (UCX:
@@ -386,8 +423,16 @@ class Executor:
         if not isinstance(shard, Shard):
             raise TypeError(f"empty: a refit.Shard (Problem.shards(rank)), got {type(shard).__name__}")
         dtype = numpy_dtype(shard.dtype)
-        raw = self._handle.allocate(shard.nbytes)
-        return raw.view(dtype).reshape(shard.extent)
+        extent = shard.extent
+        if not isinstance(extent, (tuple, list)) or any(
+            isinstance(e, bool) or not isinstance(e, numbers.Integral) or e < 0 for e in extent
+        ):
+            raise BadInput(
+                f"shard '{shard.tensor}': extent {extent!r} is not a box's (sizes of 0 or more)", "invalid argument"
+            )
+        nbytes = checked_int(shard.nbytes, f"shard '{shard.tensor}'", 0, INT64_MAX, " bytes")
+        raw = self._handle.allocate(nbytes)
+        return raw.view(dtype).reshape(tuple(int(e) for e in extent))
 
     def prepare(
         self,
@@ -430,12 +475,13 @@ class Executor:
             refit.Failure: this executor failed in an earlier execution (make a new one).
         """
         refusal, own = _checked_buffers(buffers, storage)
-        at = self.rank if rank is None else rank
+        at, wrong_rank = _plan_rank(self.rank if rank is None else rank, plan, fallback=self.rank)
         self._rebalance_for(plan)
-        claims = _claims_of(at, at >= plan.problem.source_ranks, own)
+        claims, unreadable = _claims_of(at, at >= plan.problem.source_ranks, own)
         with self._claiming(claims) as conflict:
             handle = self._handle.prepare(
-                plan._handle, plan.problem._handle, at, own, storage == "framework", refusal or conflict,
+                plan._handle, plan.problem._handle, at, own, storage == "framework",
+                _utf8(refusal or wrong_rank or unreadable or conflict),
             )  # fmt: skip
         return Prepared(handle, plan, {handle.rank: own})
 
@@ -458,14 +504,18 @@ class Executor:
             refit.BadInput: as :meth:`prepare`, naming the rank; or an executor that runs one
                 plan rank per process (``ucx``).
         """
-        ranks = [int(r) for r in buffers]
-        checked = [_checked_buffers(buffers[r], storage) for r in ranks]
-        refusal = next((f"rank {r}: {why}" for r, (why, _) in zip(ranks, checked) if why), "")
+        refusal, ranks, sets = _rank_sets(buffers, plan)
+        checked = [_checked_buffers(given, storage) for given in sets]
+        refusal = refusal or next((f"rank {r}: {why}" for r, (why, _) in zip(ranks, checked) if why), "")
         owns = [own for _, own in checked]
-        claims = [c for r, own in zip(ranks, owns) for c in _claims_of(r, r >= plan.problem.source_ranks, own)]
+        claims: list[_Claim] = []
+        for r, own in zip(ranks, owns):
+            mine, unreadable = _claims_of(r, r >= plan.problem.source_ranks, own)
+            claims += mine
+            refusal = refusal or (unreadable and f"rank {r}: {unreadable}")
         with self._claiming(claims) as conflict:
             handle = self._handle.prepare_ranks(
-                plan._handle, plan.problem._handle, ranks, owns, storage == "framework", refusal or conflict
+                plan._handle, plan.problem._handle, ranks, owns, storage == "framework", _utf8(refusal or conflict)
             )
         return Prepared(handle, plan, dict(zip(ranks, owns)))
 
@@ -487,6 +537,25 @@ class Executor:
         return f"<refit.Executor {self.name} rank {self.rank} of {self.exchange.size}>"
 
 
+def _rank_sets(buffers: Mapping[int, Mapping[str, Any]], plan: Plan) -> tuple[str, list[int], list[Any]]:
+    """What is wrong with :meth:`Executor.prepare_ranks`' plan ranks ("" when nothing), and the
+    ranks with their buffers; a rank that is not one is left out, and refused through the
+    collective prepare."""
+    try:
+        items = list(buffers.items())
+    except Exception as e:  # noqa: BLE001 - refused by every rank at once, whatever it raised
+        return f"buffers: not a mapping of plan ranks to buffers ({_raised(e)})", [], []
+    refusal, ranks, sets = "", [], []
+    for given, rank_buffers in items:
+        rank, wrong = _plan_rank(given, plan, fallback=-1)
+        if wrong:
+            refusal = refusal or wrong
+            continue
+        ranks.append(rank)
+        sets.append(rank_buffers)
+    return refusal, ranks, sets
+
+
 def _checked_buffers(buffers: Mapping[str, Any], storage: Storage) -> tuple[str, dict[str, Any]]:
     """What is wrong with a rank's buffers ("" when nothing) and the buffers as the compiled part
     takes them. A mistake found here is refused through the collective prepare, as one the
@@ -499,9 +568,16 @@ def _checked_buffers(buffers: Mapping[str, Any], storage: Storage) -> tuple[str,
     except (TypeError, ValueError) as e:
         refusal, own = refusal or f"buffers: not a mapping of names to arrays ({e})", {}
     if storage == "framework":
-        own = fp8_parameter_buffers(own)
+        try:
+            own = fp8_parameter_buffers(own)
+        except Exception as e:  # noqa: BLE001 - an attribute that raised: refused by every rank at once
+            refusal = refusal or f"buffers: reading their Transformer Engine attributes raised {_raised(e)}"
     for name, buffer in own.items():
-        lazy = _lazy_view(buffer)
+        try:
+            lazy = _lazy_view(buffer)
+        except Exception as e:  # noqa: BLE001 - as above
+            refusal = refusal or f"buffer '{name}': reading it raised {_raised(e)}"
+            continue
         if lazy and not refusal:
             refusal = (
                 f"buffer '{name}': a torch tensor with a pending {lazy} its bytes do not show "

@@ -152,6 +152,27 @@ def _read_only_mapping(a: np.ndarray) -> Any:
         return torch.from_numpy(mapped)
 
 
+def _sparse(a: np.ndarray) -> Any:
+    """A torch sparse tensor of a's values: no data pointer to read."""
+    import torch
+
+    return torch.from_numpy(a).to_sparse()
+
+
+class _InterfaceWithoutBytes:
+    """An object that claims numpy's array interface but has no ``nbytes``."""
+
+    __array_interface__ = {"data": (0, False), "shape": (3,), "typestr": "<f4", "version": 3}
+
+
+class _RaisingInterface:
+    """An object whose array interface raises when read."""
+
+    @property
+    def __array_interface__(self) -> dict[str, Any]:
+        raise RuntimeError("no interface today")
+
+
 REFUSALS = [
     ("shape", change_buffer(2, "w", lambda a: np.zeros((24, 64), np.float32)),
      "buffer 'w' (rank 2): shape [24, 64] is not the rank's box of the tensor, [0:64, 0:24] (extent [64, 24])"),
@@ -177,6 +198,16 @@ REFUSALS = [
      "rank 0: buffer 'w': a torch tensor with a pending negation its bytes do not show"),
     ("read-only mapping", change_buffer(3, "w", _read_only_mapping),
      "buffer 'w' (rank 3): its memory is read-only"),
+    # Each of these raised on its rank alone, before the agreement, and left the others waiting in
+    # the exchange until it gave up (torch.distributed: 30 minutes).
+    ("key with a lone surrogate", change_buffer(1, "w\ud800", lambda a: np.zeros(3)),
+     "rank 1: buffer key 'w\\ud800': not text a tensor name can be (it has no UTF-8 spelling)"),
+    ("sparse tensor", change_buffer(0, "w", _sparse),
+     "rank 0: buffer 'w': its memory cannot be read (RuntimeError: Cannot access data pointer"),
+    ("array interface without nbytes", change_buffer(1, "b", lambda a: _InterfaceWithoutBytes()),
+     "rank 1: buffer 'b': its memory cannot be read (AttributeError: "),
+    ("array interface that raises", change_buffer(0, "b", lambda a: _RaisingInterface()),
+     "rank 0: buffer 'b': its memory cannot be read (RuntimeError: no interface today)"),
 ]  # fmt: skip
 
 
@@ -248,6 +279,29 @@ def test_a_mistake_one_rank_makes_in_python_is_refused_by_every_rank_at_once(row
     for rank, r in enumerate(results):
         assert isinstance(r, refit.BadInput), (rank, r)
         assert "storage: 'Framework' is neither 'logical' nor 'framework'" in str(r), str(r)
+
+
+@pytest.mark.parametrize(
+    "rank,message",
+    [(2**40, "rank 1: rank 1099511627776 is not in the problem's 4 ranks"),
+     ("2", "rank 1: rank: expected a plan rank (an int), got '2'"),
+     (True, "rank 1: rank: expected a plan rank (an int), got True")],
+)  # fmt: skip
+def test_a_rank_that_is_not_a_plan_rank_is_refused_by_every_rank_at_once(
+    rows_to_columns: Path, rank: Any, message: str
+) -> None:
+    # A TypeError on the rank that gave it, before the agreement: the others waited for it.
+    problem = refit.Problem.from_manifest(rows_to_columns)
+    plan = refit.plan(problem, refit.Cluster.preset("cpu-host"))
+
+    def body(r: int, exchange: Any) -> Any:
+        executor = refit.Executor("ucx", exchange, timeout=20)
+        return executor.prepare(plan, _numpy_buffers(problem, r), rank=rank if r == 1 else None)
+
+    results = run_ranks(problem.world_size, body, timeout=15)
+    for r, result in enumerate(results):
+        assert isinstance(result, refit.BadInput), (r, result)
+        assert str(result) == message if r == 1 else str(result) == f"refused because rank 1 refused: {message}"
 
 
 def test_an_executor_that_failed_says_so_at_once_instead_of_waiting_again(rows_to_columns: Path) -> None:

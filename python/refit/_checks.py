@@ -1,0 +1,92 @@
+"""Numbers, flags and names as the compiled part takes them: checked here, naming the argument
+and the range it takes, where the binding would refuse a value out of its C++ type's range with
+a list of signatures, or take a bool for a number and a string for a list of names."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any, Iterable, Optional
+
+from refit._errors import BadInput
+
+__all__ = [
+    "INT32_MAX",
+    "INT64_MAX",
+    "checked_flag",
+    "checked_int",
+    "checked_ints",
+    "checked_names",
+    "checked_seconds",
+    "optional_int",
+]
+
+#: The largest int32 (ranks, windows, engine indices, threads) and int64 (bytes).
+INT32_MAX = (1 << 31) - 1
+INT64_MAX = (1 << 63) - 1
+
+
+def checked_int(value: Any, what: str, low: int, high: int, unit: str = "") -> int:
+    """``value`` as an int in [low, high], or BadInput naming ``what``. A bool is refused: True
+    for a count is a mistake, not 1. ``unit`` follows the number in messages (" bytes")."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise BadInput(f"{what}: expected an integer, got {value!r}", "invalid argument")
+    number = int(value)
+    if number < low:
+        below = {0: "is negative", 1: "is not positive"}.get(low, f"is less than {low}")
+        raise BadInput(f"{what}: {number}{unit} {below}", "out of range")
+    if number > high:
+        raise BadInput(f"{what}: {number}{unit} is more than {high}{unit}, the most it takes", "out of range")
+    return number
+
+
+def optional_int(value: Any, what: str, low: int, high: int, unit: str = "") -> Optional[int]:
+    """None, or ``value`` checked as :func:`checked_int` checks it."""
+    return None if value is None else checked_int(value, what, low, high, unit)
+
+
+def _sequence(values: Any, what: str, items: str) -> list[Any]:
+    """``values`` as a list, refusing one string (which would be read letter by letter) and
+    anything that is not a sequence."""
+    if isinstance(values, (str, bytes)):
+        raise BadInput(f"{what}: a list of {items}, not one string {values!r}", "invalid argument")
+    if not isinstance(values, Iterable):
+        raise BadInput(f"{what}: a list of {items}, got {type(values).__name__}", "invalid argument")
+    return list(values)
+
+
+def checked_ints(values: Any, what: str, low: int, high: int) -> list[int]:
+    """A list of ints in [low, high], each refused naming its place (``members[2]``)."""
+    return [checked_int(v, f"{what}[{i}]", low, high) for i, v in enumerate(_sequence(values, what, "integers"))]
+
+
+def checked_names(values: Any, what: str, kind: str, known: list[str]) -> list[str]:
+    """A list of names of a ``kind`` (``strategy``), each one of ``known``."""
+    names = _sequence(values, what, f"{kind} names")
+    for name in names:
+        if not isinstance(name, str):
+            raise BadInput(f"{what}: a {kind} name is a str, got {name!r}", "invalid argument")
+        if name not in known:
+            raise BadInput(f"{what}: unknown {kind} '{name}' (expected {', '.join(known)})", "not found")
+    return names
+
+
+def checked_flag(value: Any, what: str) -> bool:
+    """A bool (or 0 and 1, which stand for one), refusing a string such as "yes": any non-empty
+    string is true, "no" and "false" too."""
+    if isinstance(value, bool) or (isinstance(value, numbers.Integral) and value in (0, 1)):
+        return bool(value)
+    raise BadInput(f"{what}: expected True or False, got {value!r}", "invalid argument")
+
+
+def checked_seconds(value: Any, what: str, high: float) -> float:
+    """A finite number of seconds in (0, high]: an infinite or a huge wait does not fit the
+    clocks that time it (a deadline past 2^63 ns wraps)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise BadInput(f"{what}: expected a number of seconds, got {value!r}", "invalid argument")
+    seconds = float(value)
+    if not (math.isfinite(seconds) and 0 < seconds <= high):
+        raise BadInput(
+            f"{what}: {seconds} s is not in (0, {high:g}] (a wait of {high / 86400:.1f} days at most)", "out of range"
+        )
+    return seconds
