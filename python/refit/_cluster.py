@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, Union
 
 from refit import _refit
-from refit._paths import path_text
+from refit._errors import BadInput
+from refit._paths import FilePath, path_text
 from refit._problem import Problem
 
 __all__ = ["Cluster", "preset_keys", "presets"]
@@ -36,19 +36,40 @@ def _format_value(key: str, value: object) -> str:
     return str(value)
 
 
-def _split_spec(spec: str) -> tuple[str, dict[str, str]]:
+def _split_spec(spec: str) -> tuple[str, list[tuple[str, str]]]:
+    """A spec's preset name and its overrides in order, a key given twice kept twice: the compiled
+    part refuses that, as the refit command does, where a dict would keep the last silently."""
     name, _, rest = spec.partition(":")
-    overrides: dict[str, str] = {}
+    overrides = []
     for item in filter(None, rest.split(",")):
         key, _, value = item.partition("=")
-        overrides[key.strip()] = value.strip()
+        overrides.append((key.strip(), value.strip()))
     return name.strip(), overrides
 
 
-def _join_spec(name: str, overrides: dict[str, str]) -> str:
+def _override_key(key: str) -> str:
+    """A keyword override's key, refused when it holds what separates a spec's parts (``,``,
+    ``=``, ``:``) or a control character: ``**{"copy_gbps=1,nodes": 3}`` would add overrides of
+    its own to the spec."""
+    if not key or any(c in ",=:" or not c.isprintable() for c in key):
+        raise BadInput(
+            f"Cluster.preset: {key!r} is not an override key (keys: {', '.join(preset_keys())})", "invalid argument"
+        )
+    return key
+
+
+def _with_overrides(given: list[tuple[str, str]], overrides: dict[str, str]) -> list[tuple[str, str]]:
+    """The spec's overrides with the keyword ones set: a key the spec has takes the keyword's
+    value in its place, the others follow."""
+    rest = dict(overrides)
+    out = [(key, rest.pop(key) if key in rest else value) for key, value in given]
+    return out + list(rest.items())
+
+
+def _join_spec(name: str, overrides: list[tuple[str, str]]) -> str:
     if not overrides:
         return name
-    return name + ":" + ",".join(f"{k}={v}" for k, v in overrides.items())
+    return name + ":" + ",".join(f"{k}={v}" for k, v in overrides)
 
 
 class Cluster:
@@ -79,21 +100,22 @@ class Cluster:
         the inference ranks).
 
         Raises:
-            refit.BadInput: an unknown preset or key, or a bad value (the message names it).
+            refit.BadInput: an unknown preset or key, a key the spec gives twice, or a bad value
+                (the message names it).
         """
         if not isinstance(spec, str):
             raise TypeError(f"Cluster.preset: a preset name (e.g. 'dgx-h100'), got {type(spec).__name__}")
         name, given = _split_spec(spec)
-        given.update({k: _format_value(k, v) for k, v in overrides.items()})
-        return cls(preset=_join_spec(name, given))
+        keyword = {_override_key(k): _format_value(k, v) for k, v in overrides.items()}
+        return cls(preset=_join_spec(name, _with_overrides(given, keyword)))
 
     @classmethod
-    def from_file(cls, path: Union[str, Path]) -> Cluster:
+    def from_file(cls, path: FilePath) -> Cluster:
         """A cluster file (JSON, the format of ``refit topo --json`` and :meth:`describe`)."""
         return cls(file=path_text(path, "cluster file"))
 
     @classmethod
-    def from_nccl_xml(cls, path: Union[str, Path]) -> Cluster:
+    def from_nccl_xml(cls, path: FilePath) -> Cluster:
         """What ``NCCL_TOPO_DUMP_FILE`` wrote on one node, repeated for as many nodes as needed."""
         return cls(nccl_xml=path_text(path, "NCCL topology dump"))
 
@@ -129,7 +151,7 @@ class Cluster:
     @property
     def overrides(self) -> dict[str, str]:
         """The preset's overrides, as given."""
-        return _split_spec(self.spec)[1] if self.is_preset else {}
+        return dict(_split_spec(self.spec)[1]) if self.is_preset else {}
 
     @property
     def notes(self) -> list[str]:

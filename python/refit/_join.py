@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from typing import Any, Literal, Mapping, Optional, Sequence
 
 from refit import _refit
+from refit._checks import INT32_MAX, checked_int, checked_ints
 from refit._cluster import Cluster
 from refit._errors import BadInput
-from refit._plan import DEFAULT_CHUNK_BYTES, Plan
+from refit._plan import DEFAULT_CHUNK_BYTES, Plan, checked_chunk_bytes
 from refit._problem import Problem
 from refit.exchange import Exchange, RenumberedExchange, renumbered, torch_distributed
 
@@ -138,8 +139,10 @@ def plan_join(
             ascending, peers with ``source="training"``, a problem without engines (a manifest);
             the message names the option as ``refit run`` spells it (``--join``, ``--peers``).
     """
-    raw = _refit.plan_join(problem._handle, cluster.placed(problem), int(engine), [int(p) for p in peers or []],
-                           source, strategy, int(chunk_bytes))  # fmt: skip
+    engine = checked_int(engine, "engine", 0, INT32_MAX)
+    peer_engines = [] if peers is None else checked_ints(peers, "peers", 0, INT32_MAX)
+    raw = _refit.plan_join(problem._handle, cluster.placed(problem), engine, peer_engines, source, strategy,
+                           checked_chunk_bytes(chunk_bytes))  # fmt: skip
     joined = Problem(raw["problem"], {"manifest": f"(join of engine {engine})"})
     plan = Plan(raw["plan"], joined, _JoinCluster(cluster, raw["cluster"]), raw["plan_seconds"])
     return Join(problem=joined, plan=plan, engine=int(engine), peers=list(raw["peers"]), source=raw["source"],

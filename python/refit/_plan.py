@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
 from refit import _refit
+from refit._checks import INT64_MAX, checked_int
 from refit._cluster import Cluster
-from refit._paths import path_text
+from refit._errors import BadInput
+from refit._paths import FilePath, path_text
 from refit._problem import Problem
 
 __all__ = [
@@ -21,6 +22,8 @@ __all__ = [
     "SideSummary",
     "Staging",
     "Strategy",
+    "checked_chunk_bytes",
+    "expect",
     "lower_bound",
     "plan",
     "strategies",
@@ -171,7 +174,7 @@ class Plan:
         self._stats: Optional[PlanStats] = None
 
     @classmethod
-    def load(cls, path: Union[str, Path], problem: Problem, cluster: Cluster) -> Plan:
+    def load(cls, path: FilePath, problem: Problem, cluster: Cluster) -> Plan:
         """Reads a plan file (``refit plan --out``, :meth:`save`) and checks that it solves the
         problem on this cluster (``refit simulate --plan``: every transfer's link is the one
         between its ranks); raises :class:`refit.BadInput` if it does not."""
@@ -208,9 +211,12 @@ class Plan:
     def explain(self, rank: int) -> PlanStats:
         """``refit plan --explain RANK --json``: the statistics with ``explain`` filled in for the
         rank (``.explain.text`` is what the command prints)."""
-        return self._summary(rank)
+        world = self.problem.world_size
+        if isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or not 0 <= rank < world:
+            raise BadInput(f"rank {rank!r} is not in the plan's {world} ranks", "out of range")
+        return self._summary(int(rank))
 
-    def save(self, path: Union[str, Path]) -> None:
+    def save(self, path: FilePath) -> None:
         """Writes the plan file (format ``refit-plan`` version 1)."""
         self._handle.save(path_text(path, "plan"))
 
@@ -232,11 +238,12 @@ class Plan:
         return f"<refit.Plan {self.strategy} ({self.execution_model}) {self.hash} for {self.problem!r}>"
 
 
-#: The largest chunk a plan takes (a 64-bit byte count).
-_MAX_CHUNK_BYTES = (1 << 63) - 1
+def checked_chunk_bytes(chunk_bytes: Any) -> int:
+    """The chunk relays forward in, a positive 64-bit byte count (a float is refused, not cut)."""
+    return checked_int(chunk_bytes, "chunk_bytes", 1, INT64_MAX, " bytes")
 
 
-def _expect(value: Any, kind: type, what: str) -> None:
+def expect(value: Any, kind: type, what: str) -> None:
     """TypeError naming the argument when ``value`` is not a ``kind``."""
     if not isinstance(value, kind):
         raise TypeError(f"{what}: expected a {kind.__name__}, got {type(value).__name__}")
@@ -259,9 +266,8 @@ def plan(
     Raises:
         refit.BadInput: an unknown strategy, a cluster too small for the job.
     """
-    _expect(problem, Problem, "problem")
-    _expect(cluster, Cluster, "cluster (refit.Cluster.preset(...))")
-    if not isinstance(chunk_bytes, numbers.Integral) or not 0 < chunk_bytes <= _MAX_CHUNK_BYTES:
-        raise ValueError(f"chunk_bytes: {chunk_bytes!r} is not a positive number of bytes")
-    handle, seconds = _refit.Plan.make(problem._handle, cluster.placed(problem), strategy, int(chunk_bytes))
-    return Plan(handle, problem, cluster, seconds, int(chunk_bytes))
+    expect(problem, Problem, "problem")
+    expect(cluster, Cluster, "cluster (refit.Cluster.preset(...))")
+    chunk_bytes = checked_chunk_bytes(chunk_bytes)
+    handle, seconds = _refit.Plan.make(problem._handle, cluster.placed(problem), strategy, chunk_bytes)
+    return Plan(handle, problem, cluster, seconds, chunk_bytes)

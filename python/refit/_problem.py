@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import re
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Union
 
 from refit import _refit
+from refit._checks import INT32_MAX, checked_int
 from refit._errors import BadInput
 from refit._layouts import TensorLayout
-from refit._paths import json_text, path_text
+from refit._paths import FilePath, json_text, output_file, path_text
 
 __all__ = ["Box", "Parameter", "Problem", "Region", "Shard", "Tensor"]
 
@@ -155,7 +156,7 @@ class Problem:
     @classmethod
     def from_model(
         cls,
-        model: Union[str, Path],
+        model: FilePath,
         *,
         train: str,
         infer: str,
@@ -201,7 +202,7 @@ class Problem:
         return problem
 
     @classmethod
-    def from_manifest(cls, manifest: Union[str, Path, Mapping[str, Any]]) -> Problem:
+    def from_manifest(cls, manifest: Union[FilePath, Mapping[str, Any]]) -> Problem:
         """The problem a manifest describes (any framework; ``refit models --write-manifest``):
         a file, or the manifest itself as a mapping (e.g. ``json.load``'s, or built in code).
 
@@ -210,7 +211,7 @@ class Problem:
         """
         if isinstance(manifest, Mapping):
             return cls(_refit.Problem.parse(json_text(manifest, "manifest")), {"manifest": "(a mapping)"})
-        if not isinstance(manifest, (str, os.PathLike)):
+        if not isinstance(manifest, (str, bytes, os.PathLike)):
             raise TypeError(f"manifest: a path or a mapping, got {type(manifest).__name__}")
         source = {"manifest": path_text(manifest, "manifest")}
         if source["manifest"].lstrip().startswith("{") and not os.path.exists(source["manifest"]):
@@ -228,8 +229,13 @@ class Problem:
 
         Raises:
             refit.BadInput: layouts that do not fit (a rank outside its side, a dim a placement
-                does not have, ...); the message names the tensor as ``tensors[i]``.
+                does not have, ...), the message naming the tensor as ``tensors[i]``; rank counts
+                that are not positive integers, naming ``source_ranks`` or ``destination_ranks``.
         """
+        source_ranks = checked_int(source_ranks, "source_ranks", 1, INT32_MAX)
+        destination_ranks = checked_int(destination_ranks, "destination_ranks", 1, INT32_MAX)
+        if isinstance(tensors, (str, bytes, TensorLayout)) or not isinstance(tensors, Iterable):
+            raise TypeError(f"tensors: expected a list of refit.TensorLayout, got {type(tensors).__name__}")
         tensors = list(tensors)
         for i, t in enumerate(tensors):
             if not isinstance(t, TensorLayout):
@@ -321,11 +327,20 @@ class Problem:
         """The non-empty boxes a training rank holds, or an inference rank needs, in tensor order.
 
         These are the buffers the rank hands an executor, keyed by ``shard.tensor``.
+
+        Raises:
+            refit.BadInput: a rank outside the problem.
         """
         return [
             Shard(name, dtype, tuple(shape), tuple(offset), tuple(extent))
-            for name, dtype, shape, offset, extent in self._handle.shards(rank)
+            for name, dtype, shape, offset, extent in self._handle.shards(self._checked_rank(rank))
         ]
+
+    def _checked_rank(self, rank: Any) -> int:
+        """``rank`` as a global rank of the problem, or BadInput naming it."""
+        if isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or not 0 <= rank < self.world_size:
+            raise BadInput(f"rank {rank!r} is not in the problem's {self.world_size} ranks", "out of range")
+        return int(rank)
 
     def framework(self, rank: int) -> str:
         """The framework whose parameters a rank holds: ``"megatron"`` (training ranks) or
@@ -349,23 +364,23 @@ class Problem:
                 Region(tensor, Box(tuple(offset), tuple(extent)), at, tuple(strides))
                 for tensor, offset, extent, at, strides in regions
             ))
-            for name, shape, dtype, regions in self._side_storage(rank).parameters(rank)
+            for name, shape, dtype, regions in self._side_storage(rank).parameters(self._checked_rank(rank))
         ]  # fmt: skip
 
     def _side_storage(self, rank: int) -> _refit.Storage:
         """The storage map of a rank's side (made once per side and problem): the framework's
         rules for a problem from a model, or a version 2 manifest's maps."""
-        if not 0 <= rank < self.world_size:
-            raise BadInput(f"rank {rank} is not in the problem's {self.world_size} ranks", "out of range")
+        rank = self._checked_rank(rank)
         return self._handle.storage(self.is_training(rank))
 
     def manifest(self) -> str:
         """The problem as a manifest (JSON text, what ``Problem.from_manifest`` reads)."""
         return self._handle.manifest()
 
-    def save_manifest(self, path: Union[str, Path]) -> None:
-        """Writes the problem as a manifest file."""
-        Path(path).write_text(self.manifest())
+    def save_manifest(self, path: FilePath) -> None:
+        """Writes the problem as a manifest file, refusing a path that cannot be written (a folder,
+        a FIFO no process reads, a folder that does not exist) as :meth:`Plan.save` does."""
+        output_file(path, "path").write(self.manifest().encode())
 
     def __repr__(self) -> str:
         what = (

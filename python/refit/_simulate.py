@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import warnings
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
 from refit import _refit
+from refit._checks import INT32_MAX, INT64_MAX, checked_ints, checked_names, checked_seconds, optional_int
 from refit._cluster import Cluster
-from refit._errors import BadInput
-from refit._plan import DEFAULT_CHUNK_BYTES, Plan
+from refit._paths import FilePath, output_file
+from refit._plan import DEFAULT_CHUNK_BYTES, Plan, checked_chunk_bytes, expect
 from refit._plan import strategies as _all_strategies
 from refit._problem import Problem
 
@@ -129,13 +129,16 @@ def deployments() -> list[tuple[str, str]]:
     return [(name, description) for name, description in _refit.deployments()]
 
 
-def _simulation(raw: dict, trace: Union[bool, str, Path]) -> Simulation:
-    """A prediction the compiled part made (a row of ``refit simulate --json`` and its extras)."""
+def _simulation(
+    raw: dict, trace: Union[bool, FilePath], trace_file: Optional[_refit.OutputFile] = None
+) -> Simulation:
+    """A prediction the compiled part made (a row of ``refit simulate --json`` and its extras);
+    its trace written to ``trace_file`` when one was opened for it."""
     for note in raw["notes"]:
         warnings.warn(note, stacklevel=4)
     text = raw.pop("trace", None)
-    if isinstance(trace, (str, Path)):
-        Path(trace).write_text(text or "")
+    if trace_file is not None:
+        trace_file.write((text or "").encode())
     return Simulation(
         **{**raw, "breakdown_s": Breakdown(**raw["breakdown_s"]),
            "contributors": [Contributor(**c) for c in raw["contributors"]],
@@ -147,13 +150,32 @@ def _simulation(raw: dict, trace: Union[bool, str, Path]) -> Simulation:
     )  # fmt: skip
 
 
-def _check(window: Optional[int], trace: Union[bool, str, Path], staging_bytes: Optional[int] = None) -> None:
-    if window is not None and window < 0:
-        raise ValueError(f"window: {window} is negative")
-    if staging_bytes is not None and staging_bytes <= 0:
-        raise ValueError(f"staging_bytes: {staging_bytes} bytes is not positive")
-    if not isinstance(trace, (bool, str, os.PathLike)):
+def _checked_window(window: Any) -> Optional[int]:
+    """The pair window (chunks granted ahead), None for the plan's own."""
+    return optional_int(window, "window", 0, INT32_MAX)
+
+
+def _checked_staging(staging_bytes: Any) -> Optional[int]:
+    """The executors' staging per rank, None for theirs."""
+    return optional_int(staging_bytes, "staging_bytes", 1, INT64_MAX, " bytes")
+
+
+def _trace_file(trace: Union[bool, FilePath]) -> Optional[_refit.OutputFile]:
+    """The file a trace path names, opened before the prediction it will hold (None for a flag),
+    as ``refit simulate --trace`` opens it: a path that cannot be written is refused before the
+    work, not after it."""
+    if isinstance(trace, bool):
+        return None
+    if not isinstance(trace, (str, bytes, os.PathLike)):
         raise TypeError(f"trace: True, False or a path, got {type(trace).__name__}")
+    return output_file(trace, "trace")
+
+
+def _checked_strategies(strategies: Any) -> Optional[list[str]]:
+    """Strategy names to keep (None: all), each one refit has."""
+    if strategies is None:
+        return None
+    return checked_names(strategies, "strategies", "strategy", [s.name for s in _all_strategies()])
 
 
 def simulate(
@@ -163,7 +185,7 @@ def simulate(
     *,
     deployment: Optional[str] = None,
     window: Optional[int] = None,
-    trace: Union[bool, str, Path] = False,
+    trace: Union[bool, FilePath] = False,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     staging_bytes: Optional[int] = None,
 ) -> Simulation:
@@ -191,17 +213,22 @@ def simulate(
 
         refit.simulate(problem, cluster, strategy="refit").predicted_s
     """
-    _check(window, trace, staging_bytes)
+    window, staging_bytes = _checked_window(window), _checked_staging(staging_bytes)
+    chunk_bytes = checked_chunk_bytes(chunk_bytes)
     if isinstance(problem, Plan):
+        trace_file = _trace_file(trace)
         placed = problem.cluster.placed(problem.problem)
         raw = problem._handle.simulate(problem.problem._handle, placed, window, trace is not False, deployment,
                                        staging_bytes)  # fmt: skip
-        return replace(_simulation(raw, trace), plan_seconds=problem.plan_seconds)
+        return replace(_simulation(raw, trace, trace_file), plan_seconds=problem.plan_seconds)
+    expect(problem, Problem, "problem (a refit.Problem or refit.Plan)")
     if cluster is None:
         raise TypeError("simulate(problem, cluster): a cluster is needed to plan on")
-    raw = _refit.predict(problem._handle, cluster.placed(problem), strategy, int(chunk_bytes), window,
+    expect(cluster, Cluster, "cluster (refit.Cluster.preset(...))")
+    trace_file = _trace_file(trace)
+    raw = _refit.predict(problem._handle, cluster.placed(problem), strategy, chunk_bytes, window,
                          trace is not False, deployment, staging_bytes)  # fmt: skip
-    return _simulation(raw, trace)
+    return _simulation(raw, trace, trace_file)
 
 
 def compare(
@@ -222,14 +249,14 @@ def compare(
             the speed-ups are still relative to gather-broadcast and refit.
         staging_bytes: the executors' staging per rank, as for :func:`simulate`.
     """
-    _check(window, False, staging_bytes)
-    known = [s.name for s in _all_strategies()]
-    for name in strategies or []:
-        if name not in known:
-            raise BadInput(f"strategies: unknown strategy '{name}' (expected {', '.join(known)})", "not found")
+    expect(problem, Problem, "problem")
+    expect(cluster, Cluster, "cluster (refit.Cluster.preset(...))")
+    window, staging_bytes = _checked_window(window), _checked_staging(staging_bytes)
+    chunk_bytes = checked_chunk_bytes(chunk_bytes)
+    kept = _checked_strategies(strategies)
     rows = [_simulation(raw, False) for raw in _refit.compare(problem._handle, cluster.placed(problem),
-                                                               int(chunk_bytes), window, staging_bytes)]  # fmt: skip
-    return [r for r in rows if strategies is None or r.strategy in strategies]
+                                                               chunk_bytes, window, staging_bytes)]  # fmt: skip
+    return [r for r in rows if kept is None or r.strategy in kept]
 
 
 @dataclass(frozen=True)
@@ -265,13 +292,21 @@ def simulate_elastic(
     from the full plan), ``join`` (the time to fill that engine from ``peers``, default every other
     engine, and/or the training ranks: ``source`` is ``training``, ``peers`` or ``both``) and
     ``fail`` (what that engine dying as the refit starts costs the others, with the executors'
-    ``timeout_s``). Bad engine indices raise :class:`refit.BadInput` naming the option.
+    ``timeout_s``, finite and at most 10^6 s as the executors take it). Bad engine indices and
+    timeouts raise :class:`refit.BadInput` naming the option.
 
     Example::
 
         refit.simulate_elastic(problem, cluster, join=1, source="peers").elastic["fill_s"]
     """
-    raw, elastic = _refit.simulate_elastic(problem._handle, cluster.placed(problem), strategy, int(chunk_bytes),
-                                           list(members or []), join, list(peers or []), source, fail,
-                                           timeout_s)  # fmt: skip
+    expect(problem, Problem, "problem")
+    expect(cluster, Cluster, "cluster (refit.Cluster.preset(...))")
+    engines = [] if members is None else checked_ints(members, "members", 0, INT32_MAX)
+    peer_engines = [] if peers is None else checked_ints(peers, "peers", 0, INT32_MAX)
+    join, fail = optional_int(join, "join", 0, INT32_MAX), optional_int(fail, "fail", 0, INT32_MAX)
+    if timeout_s is not None:
+        timeout_s = checked_seconds(timeout_s, "timeout_s", _refit.MAX_TIMEOUT_S)
+    raw, elastic = _refit.simulate_elastic(problem._handle, cluster.placed(problem), strategy,
+                                           checked_chunk_bytes(chunk_bytes), engines, join, peer_engines, source,
+                                           fail, timeout_s)  # fmt: skip
     return ElasticSimulation(simulation=_simulation(raw, False), elastic=elastic)

@@ -12,10 +12,12 @@ from concurrent.futures import Executor, as_completed
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from refit import _refit
+from refit._checks import INT32_MAX, checked_int
 from refit._cluster import Cluster
-from refit._plan import DEFAULT_CHUNK_BYTES
+from refit._errors import BadInput
+from refit._plan import DEFAULT_CHUNK_BYTES, checked_chunk_bytes, expect
 from refit._problem import Problem
-from refit._simulate import Simulation, _simulation
+from refit._simulate import Simulation, _checked_strategies, _checked_window, _simulation
 
 __all__ = ["predict_point", "sweep", "sweep_keys", "to_frame"]
 
@@ -39,8 +41,15 @@ def to_frame(rows: Sequence[Union[Simulation, Mapping[str, Any]]]) -> Any:
 def predict_point(point: Mapping[str, Any], chunk_bytes: int, window: Optional[int]) -> list[dict[str, Any]]:
     """Predicts one point of a sweep where it runs (a worker process, a Ray task, a Dask worker):
     every strategy, as ``refit simulate --compare --json`` rows. A point is plain data (its
-    problem's and cluster's sources), so executors can send it anywhere refit is installed."""
-    return list(_refit.predict_point(dict(point), chunk_bytes, window))
+    problem's and cluster's sources), so executors can send it anywhere refit is installed.
+
+    Raises:
+        refit.BadInput: a point that is not one (a field missing or of the wrong type, named), or
+            one refit cannot predict.
+    """
+    if not isinstance(point, Mapping):
+        raise BadInput(f"point: expected a mapping (a sweep's point), got {type(point).__name__}", "invalid argument")
+    return list(_refit.predict_point(dict(point), checked_chunk_bytes(chunk_bytes), _checked_window(window)))
 
 
 def _source(problem: Problem) -> dict[str, Any]:
@@ -88,7 +97,8 @@ def sweep(
             ``nics_per_domain``, ``gpus_per_domain`` and ``oversubscription`` vary it
             (:func:`sweep_keys` lists them all).
         vary: key -> values, e.g. ``{"nic_gbps": [200, 400, 800], "oversubscription": [1, 2]}``.
-        strategies: the strategies to keep (default: all).
+        strategies: the strategies to keep (default: all); an unknown name is refused before any
+            point is predicted.
         window: the pair window for every strategy (default: each one's own).
         jobs: points predicted at once on refit's own threads (default 0: one per core).
         executor: a :class:`concurrent.futures.Executor` that predicts each point instead
@@ -106,20 +116,27 @@ def sweep(
         refit.BadInput: a key refit cannot vary, or a point it cannot predict (the message
             names it).
     """
+    expect(problem, Problem, "problem")
+    expect(cluster, Cluster, "cluster (refit.Cluster.preset(...))")
+    if not isinstance(vary, Mapping):
+        raise BadInput(f"vary: a mapping of keys to lists of values, got {type(vary).__name__}", "invalid argument")
     keys = list(vary)
     for key in keys:
         if isinstance(vary[key], (str, bytes)):
             raise ValueError(f"vary: {key} needs a list of values, not one string")
+    kept = _checked_strategies(strategies)
+    window, chunk_bytes = _checked_window(window), checked_chunk_bytes(chunk_bytes)
+    jobs = checked_int(jobs, "jobs", 0, INT32_MAX)
     axes = [(k, [str(v) for v in vary[k]]) for k in keys]
     points = list(_refit.sweep_points(_source(problem), dict(cluster._source), axes))
     if executor is None:
-        raw = _refit.sweep(points, int(chunk_bytes), window, int(jobs), progress)
+        raw = _refit.sweep(points, chunk_bytes, window, jobs, progress)
     else:
-        raw = _on_executor(executor, points, int(chunk_bytes), window, progress)
+        raw = _on_executor(executor, points, chunk_bytes, window, progress)
     rows: list[dict[str, Any]] = []
     for values, point_rows in zip(itertools.product(*(vary[k] for k in keys)), raw):
         for sim in (_simulation(r, False) for r in point_rows):
-            if strategies is None or sim.strategy in strategies:
+            if kept is None or sim.strategy in kept:
                 rows.append({**dict(zip(keys, values)), **sim.row()})
     if as_frame is None:
         try:

@@ -3,8 +3,13 @@
 
 from __future__ import annotations
 
+import json
+import math
+import os
 import re
-from pathlib import Path
+import sys
+import threading
+from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
 import numpy as np
@@ -63,6 +68,10 @@ CASES: list[tuple[list[str], Callable[[Path], Any]]] = [
      lambda _: refit.Cluster.from_nccl_xml(DATA / "topology" / "malformed_gpu_without_sm.xml")),
     (["--model", str(TINY_MOE), "--train", "tp=2,ep=2,etp=1", "--infer", "tp=2", "--strategy", "fastest"],
      lambda _: refit.plan(_tiny(), refit.Cluster.preset("cpu-host"), strategy="fastest")),
+    # Once the last value kept silently: the spec's overrides went through a dict.
+    (["--model", str(TINY_MOE), "--train", "tp=2,ep=2,etp=1", "--infer", "tp=2",
+      "--cluster", "dgx-h100:nic_gbps=400,nic_gbps=800"],
+     lambda _: refit.Cluster.preset("dgx-h100:nic_gbps=400,nic_gbps=800")),
 ]  # fmt: skip
 
 
@@ -200,3 +209,224 @@ def test_an_exchange_that_returns_no_bytes_is_named() -> None:
     executor = refit.Executor("ucx", refit.exchange.from_callable(lambda d: [5, d], rank=0, size=2))
     with pytest.raises(refit.Error, match="the exchange returned a int for rank 0 where bytes were expected"):
         executor.prepare(plan, {"w": np.zeros(8, np.float32)})
+
+
+def _within(seconds: float, call: Callable[[], Any]) -> Any:
+    """call() on a thread of its own: its result or what it raised, failing the test (rather than
+    hanging it) when it does not return in time, as a write to a FIFO nobody reads would not."""
+    outcome: list[Any] = []
+
+    def target() -> None:
+        try:
+            outcome.append(call())
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            outcome.append(e)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert outcome, f"still running after {seconds} s"
+    return outcome[0]
+
+
+def test_output_paths_are_refused_before_any_work_as_plan_save_refuses_them(tmp_path: Path) -> None:
+    # A trace or manifest written to a FIFO nobody read hung; a folder, "" or a missing folder
+    # failed with a raw IsADirectoryError or FileNotFoundError, and only after the simulation.
+    problem = _tiny()
+    cpu = refit.Cluster.preset("cpu-host")
+    plan = refit.plan(problem, cpu)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    bad = {str(fifo): "a FIFO that no process reads", str(tmp_path): "is a directory",
+           str(tmp_path / "no" / "t.json"): "cannot be created", "": "an empty path"}  # fmt: skip
+    for path, why in bad.items():
+        calls = {
+            "trace": lambda: refit.simulate(problem, cpu, trace=path),
+            # Refused before planning: the unknown strategy is never reached.
+            "trace ": lambda: refit.simulate(problem, cpu, strategy="no-such", trace=path),
+            "trace  ": lambda: refit.simulate(plan, trace=path),
+            "path": lambda: problem.save_manifest(path),
+        }
+        for keyword, call in calls.items():
+            raised = _within(10, call)
+            assert isinstance(raised, refit.BadInput), (keyword, path, raised)
+            assert str(raised).startswith(f"{keyword.strip()}: {path}" if path else keyword.strip()), str(raised)
+            assert why in str(raised), str(raised)
+    # Plan.save refuses them by the same rules.
+    for path, why in bad.items():
+        raised = _within(10, lambda: plan.save(path))
+        assert isinstance(raised, refit.BadInput) and why in str(raised), (path, raised)
+
+
+class _PathLike:
+    """An os.PathLike that is no pathlib path."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __fspath__(self) -> str:
+        return self.path
+
+
+def test_a_trace_is_written_to_any_path_like(tmp_path: Path, monkeypatch: Any) -> None:
+    # A PurePosixPath or any os.PathLike was accepted, and no file was written.
+    monkeypatch.chdir(tmp_path)
+    problem, cpu = _tiny(), refit.Cluster.preset("cpu-host")
+    for given, written in [(PurePosixPath("pure.json"), "pure.json"), (_PathLike("custom.json"), "custom.json"),
+                           (b"bytes.json", "bytes.json"), (tmp_path / "path.json", "path.json")]:  # fmt: skip
+        refit.simulate(problem, cpu, trace=given)  # type: ignore[arg-type]
+        assert json.loads((tmp_path / written).read_text())["traceEvents"], given
+    with pytest.raises(TypeError, match="trace: True, False or a path, got int"):
+        refit.simulate(problem, cpu, trace=5)  # type: ignore[arg-type]
+
+
+def test_file_names_that_are_not_utf8_are_read_and_written(tmp_path: Path) -> None:
+    # A name os.listdir returns for bytes that are not UTF-8 ('m\udcff.json') was a TypeError from
+    # the binding, and the same name as bytes "a path or a mapping, got bytes", while the refit
+    # command read the file.
+    if sys.getfilesystemencoding().lower() != "utf-8":
+        pytest.skip("file names here are not UTF-8")
+    problem, cpu = _tiny(), refit.Cluster.preset("cpu-host")
+    surrogate = str(tmp_path / "m\udcff.json")
+    problem.save_manifest(surrogate)
+    assert os.listdir(tmp_path) == ["m\udcff.json"]
+    assert os.fsencode(surrogate).endswith(b"m\xff.json")
+    for name in (surrogate, os.fsencode(surrogate), Path(surrogate)):
+        assert refit.Problem.from_manifest(name).tensors == problem.tensors
+    plan = refit.plan(problem, cpu)
+    plan.save(tmp_path / "p\udcfe.json")
+    assert refit.Plan.load(os.fsencode(str(tmp_path / "p\udcfe.json")), problem, cpu).hash == plan.hash
+    # Each point of a sweep loads the manifest again, by the name it was given.
+    rows = refit.sweep(refit.Problem.from_manifest(surrogate), cpu, {"copy_gbps": [100]}, strategies=["refit"],
+                       as_frame=False)  # fmt: skip
+    assert rows and {r["strategy"] for r in rows} == {"refit"}
+    with pytest.raises(refit.BadInput, match="no such file"):
+        refit.Problem.from_manifest(str(tmp_path / "gone\udcff.json"))
+
+
+def test_an_elastic_timeout_is_finite_and_at_most_the_executors_cap() -> None:
+    # inf gave timeout_s, completion_s and lost_s of None; 1e300 was taken, where the command and
+    # the executors cap a timeout at 10^6 s.
+    problem = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2,etp=1", infer="tp=2,engines=2")
+    cpu = refit.Cluster.preset("cpu-host")
+    for timeout in (math.inf, math.nan, 1e300, 1e6 + 1, 0.0, -1.0):
+        with pytest.raises(refit.BadInput, match=re.escape("timeout_s: ") + r".* is not in \(0, 1e\+06\]"):
+            refit.simulate_elastic(problem, cpu, fail=0, timeout_s=timeout, strategy="gather-broadcast")
+    with pytest.raises(refit.BadInput, match="timeout_s: expected a number of seconds, got '5'"):
+        refit.simulate_elastic(problem, cpu, fail=0, timeout_s="5")  # type: ignore[arg-type]
+    assert refit.simulate_elastic(problem, cpu, fail=0, timeout_s=1e6).elastic["timeout_s"] == 1e6
+
+
+def test_preset_keywords_cannot_add_overrides_of_their_own() -> None:
+    # **{"copy_gbps=1,nodes": 3} made the spec "dgx-h100:copy_gbps=1,nodes=3".
+    for key in ("copy_gbps=1,nodes", "nodes:2", "nic_gbps\n", ""):
+        with pytest.raises(refit.BadInput, match=re.escape(f"Cluster.preset: {key!r} is not an override key")):
+            refit.Cluster.preset("dgx-h100", **{key: 3})
+    # A keyword still sets a key the spec gives, in its place.
+    assert refit.Cluster.preset("dgx-h100:nic_gbps=400,nodes=2", nic_gbps=800).spec == "dgx-h100:nic_gbps=800,nodes=2"
+
+
+def test_strategy_names_are_checked_before_any_prediction() -> None:
+    # sweep kept the rows of no strategy for an unknown name and returned []; a bare string was
+    # read letter by letter ("unknown strategy 'r'").
+    problem, cpu = _tiny(), refit.Cluster.preset("cpu-host")
+    unknown = "strategies: unknown strategy 'bogus' (expected refit, direct, m2n-ring, gather-broadcast)"
+    with pytest.raises(refit.BadInput, match=re.escape(unknown)):
+        refit.sweep(problem, cpu, {"copy_gbps": [100]}, strategies=["bogus"])
+    with pytest.raises(refit.BadInput, match=re.escape(unknown)):
+        refit.compare(problem, cpu, strategies=["refit", "bogus"])
+    for call in (lambda: refit.compare(problem, cpu, strategies="refit"),
+                 lambda: refit.sweep(problem, cpu, {"copy_gbps": [100]}, strategies="refit")):  # fmt: skip
+        with pytest.raises(refit.BadInput, match="strategies: a list of strategy names, not one string 'refit'"):
+            call()
+
+
+def test_chunk_bytes_is_a_whole_number_of_bytes_everywhere_as_plan_takes_it() -> None:
+    # simulate cut 1.5 to 1 and took "8", which plan() refuses.
+    problem, cpu = _tiny(), refit.Cluster.preset("cpu-host")
+    calls = [lambda c: refit.plan(problem, cpu, chunk_bytes=c), lambda c: refit.simulate(problem, cpu, chunk_bytes=c),
+             lambda c: refit.compare(problem, cpu, chunk_bytes=c),
+             lambda c: refit.sweep(problem, cpu, {"copy_gbps": [100]}, chunk_bytes=c),
+             lambda c: refit.simulate_elastic(problem, cpu, members=[0], chunk_bytes=c)]  # fmt: skip
+    for call in calls:
+        for chunk in (1.5, "8", True, None):
+            with pytest.raises(refit.BadInput, match=re.escape(f"chunk_bytes: expected an integer, got {chunk!r}")):
+                call(chunk)
+        with pytest.raises(refit.BadInput, match="chunk_bytes: 0 bytes is not positive"):
+            call(0)
+
+
+def test_a_sweep_point_that_is_not_one_names_the_field() -> None:
+    # {"values": 5} raised std::bad_cast, {} a KeyError.
+    predict_point = sys.modules["refit.sweep"].predict_point
+    cases = [
+        ({}, "point: no 'values'"),
+        ({"values": 5}, "point: no 'problem'"),
+        ({"values": 5, "problem": {}, "cluster": {}}, "point['values']: expected a list of (key, value) pairs"),
+        ({"values": [], "problem": [], "cluster": {}}, "point['problem']: expected a dict, got list"),
+        ({"values": [], "problem": {"train": 3}, "cluster": {}}, "point['problem']['train']: expected a str, got int"),
+        ({"values": [], "problem": {"manifest": 3}, "cluster": {}}, "point['problem']['manifest']: expected a path"),
+        ({"values": [], "problem": {}, "cluster": {"discover": "yes"}},
+         "point['cluster']['discover']: expected a bool"),
+        ([("values", [])], "point: expected a mapping"),
+    ]  # fmt: skip
+    for point, message in cases:
+        with pytest.raises(refit.BadInput, match=re.escape(message)):
+            predict_point(point, 4096, None)
+
+
+def test_integers_beyond_what_refit_takes_name_the_argument_and_its_range() -> None:
+    # Each was nanobind's "incompatible function arguments" with a list of signatures.
+    problem = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2,etp=1", infer="tp=2,engines=2")
+    cpu = refit.Cluster.preset("cpu-host")
+    plan = refit.plan(problem, cpu)
+    one = refit.exchange.from_callable(lambda d: [d], rank=0, size=1)
+    cases: list[tuple[Callable[[], Any], str]] = [
+        (lambda: refit.simulate(problem, cpu, window=2**31), "window: 2147483648 is more than 2147483647"),
+        (lambda: refit.simulate(problem, cpu, staging_bytes=2**63),
+         "staging_bytes: 9223372036854775808 bytes is more than 9223372036854775807 bytes"),
+        (lambda: refit.Executor("ucx", one, staging=2**70), "staging: 1180591620717411303424 bytes is more than"),
+        (lambda: problem.shards(2**31), "rank 2147483648 is not in the problem's 6 ranks"),
+        (lambda: problem.parameters(-1), "rank -1 is not in the problem's 6 ranks"),
+        (lambda: plan.explain(2**31), "rank 2147483648 is not in the plan's 6 ranks"),
+        (lambda: refit.simulate_elastic(problem, cpu, members=[0, 2**31]), "members[1]: 2147483648 is more than"),
+        (lambda: refit.simulate_elastic(problem, cpu, join=2**31), "join: 2147483648 is more than"),
+        (lambda: refit.sweep(problem, cpu, {"copy_gbps": [100]}, jobs=2**40), "jobs: 1099511627776 is more than"),
+        (lambda: refit.Executor("ucx", one, comm_rank_of=[2**31]), "comm_rank_of[0]: 2147483648 is more than"),
+    ]  # fmt: skip
+    for call, message in cases:
+        with pytest.raises(refit.BadInput, match=re.escape(message)):
+            call()
+
+
+def test_layouts_rank_counts_are_checked_before_the_manifest_is_made() -> None:
+    # nan for source_ranks was "manifest: not valid JSON ...", naming neither.
+    side = refit.Layout((1,), ("R",))
+    tensors = [refit.TensorLayout("w", (8,), "fp32", side, side)]
+    for keyword, value, message in [("source_ranks", math.nan, "expected an integer, got nan"),
+                                    ("destination_ranks", "2", "expected an integer, got '2'"),
+                                    ("source_ranks", True, "expected an integer, got True"),
+                                    ("destination_ranks", 0, "0 is not positive")]:  # fmt: skip
+        counts: dict[str, Any] = {"source_ranks": 1, "destination_ranks": 1, keyword: value}
+        with pytest.raises(refit.BadInput, match=re.escape(f"{keyword}: {message}")):
+            refit.Problem.from_layouts(tensors, **counts)
+    with pytest.raises(TypeError, match="tensors: expected a list of refit.TensorLayout, got TensorLayout"):
+        refit.Problem.from_layouts(tensors[0], source_ranks=1, destination_ranks=1)  # type: ignore[arg-type]
+
+
+def test_flags_and_counts_of_the_wrong_kind_are_refused() -> None:
+    # delta="yes" made a delta executor, join=True asked about engine 1, and a hand-made shard of
+    # extent (-2, -2) failed in numpy's reshape.
+    problem = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2,etp=1", infer="tp=2,engines=2")
+    cpu = refit.Cluster.preset("cpu-host")
+    one = refit.exchange.from_callable(lambda d: [d], rank=0, size=1)
+    with pytest.raises(refit.BadInput, match="delta: expected True or False, got 'yes'"):
+        refit.Executor("ucx", one, delta="yes")  # type: ignore[arg-type]
+    with pytest.raises(refit.BadInput, match="direct_stores: expected True or False, got 'no'"):
+        refit.Executor("ucx", one, direct_stores="no")  # type: ignore[arg-type]
+    for keyword in ("join", "fail"):
+        with pytest.raises(refit.BadInput, match=f"{keyword}: expected an integer, got True"):
+            refit.simulate_elastic(problem, cpu, **{keyword: True})
+    shard = refit.Shard("w", "fp32", (2, 2), (0, 0), (-2, -2))
+    with pytest.raises(refit.BadInput, match=re.escape("shard 'w': extent (-2, -2) is not a box's")):
+        refit.Executor("ucx", one).empty(shard)
