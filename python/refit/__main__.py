@@ -9,20 +9,26 @@
     CLUSTER = --cluster PRESET[:key=value,...] | --cluster-file F | --nccl-topo-xml F | --discover
 
 Exit codes as the refit command's: 0 ok, 2 bad input, 1 failure; errors go to stderr as
-``refit <command>: error: <message>``.
+``refit <command>: error: <message>``. Options are checked, and the files to write (--plot, --csv)
+opened, before any prediction: a typo is refused at once rather than after a sweep.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import dataclasses
+import io
 import json
 import sys
 import time
 from typing import Any, Callable, Optional, Sequence
 
+from refit._checks import checked_names
 from refit._cluster import Cluster
-from refit._errors import Error
+from refit._errors import BadInput, Error
+from refit._paths import output_file
+from refit._plan import strategies
 from refit._problem import Problem
 from refit._simulate import Simulation, compare
 
@@ -87,11 +93,22 @@ def _vary(items: Sequence[str]) -> dict[str, list[Any]]:
         # Layouts hold commas themselves: their values are separated by ';'.
         split = values.split(";") if key in ("train", "infer") else values.split(",")
         vary[key] = [_value(v) for v in split if v]
+        if not vary[key]:
+            raise BadInput(f"--vary {key}: no values (expected KEY=V1,V2,...)", "invalid argument")
     return vary
 
 
-def _save(fig: Any, path: str) -> None:
-    fig.savefig(path, dpi=100)
+def _open_figure(path: Optional[str]) -> Any:
+    """The --plot file opened before the work, its format checked (None without --plot)."""
+    if path is None:
+        return None
+    from refit import figures
+
+    return figures.open_figure(path, "--plot")
+
+
+def _save(fig: Any, plot: Any, path: str) -> None:
+    plot.write(fig, dpi=100)
     print(f"refit: wrote {path}", file=sys.stderr)
 
 
@@ -122,6 +139,7 @@ def _simulation_json(rows: Sequence[Simulation]) -> dict[str, Any]:
 
 def _compare(args: argparse.Namespace) -> None:
     problem, cluster = _load(args)
+    plot = _open_figure(args.plot)
     rows = compare(problem, cluster, window=args.window)
     if args.json:
         print(json.dumps(_simulation_json(rows)))
@@ -131,7 +149,7 @@ def _compare(args: argparse.Namespace) -> None:
         from refit import figures
 
         title = f"{problem.model or 'manifest'}: {problem.train} -> {problem.infer} on {rows[0].cluster}"
-        _save(figures.compare(rows, title=title if problem.model else None), args.plot)
+        _save(figures.compare(rows, title=title if problem.model else None), plot, args.plot)
 
 
 def _progress_bar() -> Callable[[int, int], None]:
@@ -151,8 +169,14 @@ def _progress_bar() -> Callable[[int, int], None]:
 def _sweep(args: argparse.Namespace) -> None:
     from refit.sweep import sweep
 
-    problem, cluster = _load(args)
     vary = _vary(args.vary)
+    if args.x is not None and args.x not in vary:
+        raise BadInput(f"--x: {args.x} is not a varied key ({', '.join(vary)})", "invalid argument")
+    if args.strategy:
+        checked_names(args.strategy, "--strategy", "strategy", [s.name for s in strategies()])
+    problem, cluster = _load(args)
+    table = output_file(args.csv, "--csv") if args.csv else None
+    plot = _open_figure(args.plot)
     rows = sweep(problem, cluster, vary, strategies=args.strategy or None, window=args.window, jobs=args.jobs,
                  as_frame=False, progress=_progress_bar())  # fmt: skip
     if args.json:
@@ -162,33 +186,32 @@ def _sweep(args: argparse.Namespace) -> None:
         for r in rows:
             point = " ".join(f"{k}={r[k]}" for k in keys)
             print(f"{point:<40} {r['strategy']:<18} {r['predicted_s']:>10.4f} s  x{r['ratio_to_lower_bound']:.3f}")
-    if args.csv:
-        import csv
-
-        with open(args.csv, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-    if args.plot:
+    if table is not None:
+        text = io.StringIO(newline="")
+        writer = csv.DictWriter(text, fieldnames=list(rows[0]) if rows else list(vary))
+        writer.writeheader()
+        writer.writerows(rows)
+        table.write(text.getvalue().encode())
+    if plot is not None:
         from refit import figures
 
         x = args.x or next(iter(vary))
-        if x not in vary:
-            raise ValueError(f"--x: {x} is not a varied key ({', '.join(vary)})")
         # One line per strategy as each deployment runs it (direct and m2n-ring have two), and per
         # value of the other varied keys.
         series = ["strategy", "deployment", *(k for k in vary if k != x)]
-        _save(figures.sweep(rows, x, series=series), args.plot)
+        _save(figures.sweep(rows, x, series=series), plot, args.plot)
 
 
 def _timeline(args: argparse.Namespace) -> None:
     from refit import figures
     from refit._simulate import simulate
 
+    bins = figures.checked_bins(args.bins, "--bins")
     problem, cluster = _load(args)
+    plot = _open_figure(args.plot)
     sim = simulate(problem, cluster, args.strategy, window=args.window, trace=True)
     print(f"{sim.strategy}: {sim.predicted_s:.4f} s predicted ({sim.ratio_to_lower_bound:.3f}x bound)")
-    _save(figures.timeline(sim, bins=args.bins), args.plot)
+    _save(figures.timeline(sim, bins=bins), plot, args.plot)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -217,7 +240,7 @@ def _parser() -> argparse.ArgumentParser:
     _problem_options(t)
     t.add_argument("--strategy", default="refit")
     t.add_argument("--window", type=int, help="chunks in flight per (sender, receiver) pair")
-    t.add_argument("--bins", type=int, default=200, help="time bins (default 200)")
+    t.add_argument("--bins", type=int, default=200, help="time bins (default 200, at most 10000)")
     t.add_argument("--plot", required=True, help="write the timeline to this image")
     t.set_defaults(run=_timeline)
     return parser
@@ -233,6 +256,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     except Error as e:  # failures at run time
         print(f"refit {args.command}: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:  # the system refused a file or a resource refit does not check first
+        where = f"{e.filename}: " if e.filename is not None else ""
+        print(f"refit {args.command}: error: {where}{e.strerror or e}", file=sys.stderr)
         return 1
     return 0
 

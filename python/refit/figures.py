@@ -8,18 +8,37 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import re
-from typing import Any, Mapping, Optional, Sequence, Union
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
+from matplotlib import rcParams
 from matplotlib.figure import Figure
 
+from refit import _refit
+from refit._checks import checked_int
+from refit._errors import BadInput
+from refit._paths import FilePath, output_file, path_text
 from refit._simulate import Simulation
 
-__all__ = ["compare", "nic_timeline", "save", "sweep", "timeline"]
+__all__ = [
+    "MAX_BINS", "FigureFile", "checked_bins", "compare", "nic_timeline", "open_figure", "save", "sweep", "timeline",
+]
 
 _NIC_TRACK = re.compile(r"^nic (\d+)(?: #\d+)?$")
+
+#: The most time bins a timeline takes: a column per bin, and a figure is a few thousand pixels
+#: wide at most, while each bin costs memory for every NIC.
+MAX_BINS = 10_000
+
+
+def checked_bins(bins: Any, what: str = "bins") -> int:
+    """A timeline's time bins, 1 to :data:`MAX_BINS`, or BadInput naming ``what``."""
+    return checked_int(bins, what, 1, MAX_BINS)
 
 
 def _axes(ax: Any, size: tuple[float, float]) -> tuple[Figure, Any]:
@@ -137,6 +156,7 @@ def nic_timeline(
         (bin edges in seconds, NIC names, send rates in bytes per second with one row per NIC and
         one column per bin).
     """
+    bins = checked_bins(bins)
     if simulation.trace is None:
         raise ValueError("nic_timeline: simulate with trace=True to get a simulation's timeline")
     events = json.loads(simulation.trace)["traceEvents"]
@@ -194,6 +214,34 @@ def timeline(
     return fig
 
 
-def save(fig: Figure, path: Union[str, Any], dpi: int = 100) -> None:
+@dataclass
+class FigureFile:
+    """A file a figure will be written to, opened before the figure is drawn (:func:`open_figure`)."""
+
+    file: _refit.OutputFile
+    format: str
+
+    def write(self, fig: Figure, dpi: int = 100) -> None:
+        """Writes the figure in the file's format and closes the file."""
+        image = io.BytesIO()
+        fig.savefig(image, format=self.format, dpi=dpi)
+        self.file.write(image.getvalue())
+
+
+def open_figure(path: FilePath, what: str = "path") -> FigureFile:
+    """The file a figure will be written to, in the format its suffix names (PNG without one):
+    a format matplotlib does not write, or a path that cannot be written (a folder, a folder that
+    does not exist, a FIFO no process reads) is refused now, naming ``what``, before the work the
+    figure draws."""
+    text = path_text(path, what)
+    fmt = os.path.splitext(text)[1][1:].lower() or str(rcParams["savefig.format"])
+    formats = Figure().canvas.get_supported_filetypes()
+    if fmt not in formats:
+        raise BadInput(f"{what}: {text}: matplotlib writes no '.{fmt}' files (it writes {', '.join(sorted(formats))})",
+                       "unsupported")  # fmt: skip
+    return FigureFile(output_file(text, what), fmt)
+
+
+def save(fig: Figure, path: FilePath, dpi: int = 100) -> None:
     """Writes a figure (PNG, SVG or PDF by the file's suffix) with the Agg renderer."""
-    fig.savefig(path, dpi=dpi)
+    open_figure(path).write(fig, dpi)

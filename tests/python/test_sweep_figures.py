@@ -3,6 +3,7 @@ PNG with the Agg renderer, and python -m refit from the shell."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from concurrent.futures import ProcessPoolExecutor
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 import refit
+from conftest import TINY_MOE
 from refit import figures
 
 QWEN = refit.Problem.from_model("qwen3-30b-a3b", train="ep=8,pp=2", infer="tp=8,engines=2")
@@ -169,3 +171,45 @@ def test_python_m_refit_bad_input_exits_2_with_the_message() -> None:
     done = _python_m_refit("compare", "--model", "nope", "--train", "tp=1", "--infer", "tp=1")
     assert done.returncode == 2
     assert "refit compare: error: --model: unknown model 'nope'" in done.stderr
+
+
+def test_python_m_refit_checks_its_options_and_files_before_any_work(tmp_path: Path, capsys: Any) -> None:
+    # Each once ended in a traceback (exit 1) after the work: IsADirectoryError, IndexError (no
+    # rows to take the CSV's columns from), ZeroDivisionError, numpy's MemoryError,
+    # FileNotFoundError; --bins -4 said "Number of samples, -3" without naming --bins.
+    from refit.__main__ import main
+
+    problem = ["--model", str(TINY_MOE), "--train", "tp=2,ep=2,etp=1", "--infer", "tp=2", "--cluster", "cpu-host"]
+    sweep = ["sweep", *problem, "--vary", "copy_gbps=100,200"]
+    timeline = ["timeline", *problem, "--plot", str(tmp_path / "t.png")]
+    cases = [
+        ([*sweep, "--csv", str(tmp_path)], f"refit sweep: error: --csv: {tmp_path}: is a directory, not a file"),
+        ([*sweep, "--strategy", "bogus", "--csv", str(tmp_path / "f.csv")],
+         "refit sweep: error: --strategy: unknown strategy 'bogus' (expected refit, direct, m2n-ring, "
+         "gather-broadcast)"),
+        ([*sweep, "--x", "nic_gbps"], "refit sweep: error: --x: nic_gbps is not a varied key (copy_gbps)"),
+        (["sweep", *problem, "--vary", "copy_gbps=,"], "refit sweep: error: --vary copy_gbps: no values"),
+        ([*timeline, "--bins", "0"], "refit timeline: error: --bins: 0 is not positive"),
+        ([*timeline, "--bins", "-4"], "refit timeline: error: --bins: -4 is not positive"),
+        ([*timeline, "--bins", "100000000"], "refit timeline: error: --bins: 100000000 is more than 10000"),
+        (["compare", *problem, "--plot", "/nonexistent/x.png"],
+         "refit compare: error: --plot: /nonexistent/x.png: cannot be created: No such file or directory"),
+        (["compare", *problem, "--plot", str(tmp_path / "x.bogus")],
+         f"refit compare: error: --plot: {tmp_path / 'x.bogus'}: matplotlib writes no '.bogus' files"),
+    ]  # fmt: skip
+    for args, message in cases:
+        assert main(args) == 2, args
+        err = capsys.readouterr().err
+        assert err.startswith(message), (args, err)
+        assert "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing written, nothing left empty
+    assert main([*timeline, "--bins", "50"]) == 0
+    assert (tmp_path / "t.png").read_bytes().startswith(PNG)
+
+
+def test_timeline_bins_are_checked_naming_them() -> None:
+    sim = refit.simulate(QWEN, refit.Cluster.preset("dgx-h100"), trace=True)
+    for bins, message in [(0, "bins: 0 is not positive"), (figures.MAX_BINS + 1, "bins: 10001 is more than 10000"),
+                          (2.5, "bins: expected an integer, got 2.5")]:  # fmt: skip
+        with pytest.raises(refit.BadInput, match=re.escape(message)):
+            figures.nic_timeline(sim, bins=bins)
