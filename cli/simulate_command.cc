@@ -21,6 +21,8 @@
 #include "refit/facade/elastic_prediction.h"
 #include "refit/facade/prediction.h"
 #include "refit/facade/report_json.h"
+#include "refit/lowering/lowered_plan.h"
+#include "refit/planner/execution_model.h"
 #include "refit/planner/plan_stats.h"
 #include "refit/simulator/deployment.h"
 #include "refit/simulator/plan_simulation.h"
@@ -292,16 +294,19 @@ Action add_simulate_command(CLI::App& app) {
          "--trace", o->trace,
          "Write a Chrome trace event JSON of --strategy's plan (opens in Perfetto), also with --compare")
       ->check(output_file());
-  cmd->add_option("--window", o->window,
-                  "Chunks in flight per (sender, receiver) pair, sent in plan order (0: every transfer at "
-                  "once). Default: the pair window of the plan's execution model: 16, the UCX executor's "
-                  "grant window, for refit and direct; 0 for m2n-ring and gather-broadcast, whose NCCL "
-                  "collectives give each ring step its own channel")
-      ->check(non_negative());
   cmd->add_option(
-         "--staging", o->staging,
-         "Staging bytes per rank of refit's executors (refit run --staging), which sets the chunks they "
-         "cut messages into (default 256 MiB)")
+         "--window", o->window,
+         fmt::format("Chunks in flight per (sender, receiver) pair, sent in plan order (0: every "
+                     "transfer at once). Default: the pair window of the plan's execution model: {}, "
+                     "the UCX executor's grant window, for refit and direct; 0 for m2n-ring and "
+                     "gather-broadcast, whose NCCL collectives give each ring step its own channel",
+                     execution_model(ExecutionModelId::kRefitUcx).pair_window))
+      ->check(non_negative());
+  cmd->add_option("--staging", o->staging,
+                  fmt::format("Staging bytes per rank of refit's executors (refit run --staging), which sets "
+                              "the chunks they cut messages into (default {} MiB); the deployed baselines' "
+                              "rows keep their own buffers",
+                              lowering::kDefaultStaging.value >> 20))
       ->check(positive());
   cmd->add_option(
          "--delta", o->delta,

@@ -150,12 +150,13 @@ Bytes moved_bytes(const ReshardProblem& problem, const std::vector<bool>& moved)
   const auto schedule =
       REFIT_TRY_IN(deploy(deployment, p, problem, cluster), fmt::format("--deployment {}", deployment.name));
   const auto window = o.window.value_or(execution_of(p, {.calls = &schedule}).pair_window);
+  const Bytes staging = deployment.takes_staging ? o.staging : lowering::kDefaultStaging;
   const auto label = fmt::format("{} as {} runs it", p.strategy, deployment.name);
   PlanSimulationOptions so{.progress = nullptr,
                            .trace = traced ? o.trace : nullptr,
                            .window = window,
                            .calls = &schedule,
-                           .staging = o.staging};
+                           .staging = staging};
   if (o.progress) so.progress = [&](double done) { o.progress(label, done); };
   const auto start = std::chrono::steady_clock::now();
   const bool part = !schedule.moved_tensors.empty();
@@ -174,7 +175,7 @@ Bytes moved_bytes(const ReshardProblem& problem, const std::vector<bool>& moved)
                  .speedup_vs_gather_broadcast = std::nullopt,
                  .time_vs_refit = std::nullopt};
   if (o.sensitivity) {
-    const PlanSimulationOptions again{.window = window, .staging = o.staging};
+    const PlanSimulationOptions again{.window = window, .staging = staging};
     row.sensitivity = REFIT_TRY(refit::sensitivity(p, problem, cluster, deployment, again));
   }
   row.notes.insert(row.notes.end(), row.sim.assumptions.begin(), row.sim.assumptions.end());

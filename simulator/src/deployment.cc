@@ -206,7 +206,8 @@ constexpr std::array<DeploymentInfo, 5> kDeployments{{
      .description = "refit's executors: the whole plan in one call",
      .runs = any_plan,
      .runs_by_default = refit_own,
-     .calls = whole_plan},
+     .calls = whole_plan,
+     .takes_staging = true},
     {.id = DeploymentId::kNemoRl,
      .name = "nemo-rl",
      .description =
@@ -244,7 +245,8 @@ constexpr std::array<DeploymentInfo, 5> kDeployments{{
      .runs_by_default = never,
      .calls = nccl_executor,
      .no_delta = "a delta refit is predicted as the UCX executor runs it (its CPU codec), not as the "
-                 "NCCL executor's GPU kernels do (deployment refit)"},
+                 "NCCL executor's GPU kernels do (deployment refit)",
+     .takes_staging = true},
 }};
 
 }  // namespace

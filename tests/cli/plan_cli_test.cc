@@ -241,6 +241,33 @@ TEST(SimulateCli, StagingSetsTheChunksAsInTheExecutors) {
   EXPECT_EQ(run_refit("simulate " + kBlocks + " --staging 0").exit_code, 2);
 }
 
+// --staging is refit's executors': in a comparison it cuts the rows they run into more tasks and
+// leaves the deployed baselines' rows (NeMo RL's) as they are, figure for figure.
+TEST(SimulateCli, StagingIsRefitsExecutorsOwn) {
+  const auto rows = [&](const std::string& staging) {
+    const auto r = run_refit("simulate " + kBlocks + " --compare --jobs 1 --json" + staging);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::map<std::string, nlohmann::json> out;
+    const auto j = nlohmann::json::parse(r.out);
+    for (const auto& row : j["strategies"])
+      out[row["strategy"].get<std::string>() + " as " + row["deployment"].get<std::string>()] = row;
+    return out;
+  };
+  const auto wide = rows(""), narrow = rows(" --staging 65536");
+  ASSERT_EQ(wide.size(), narrow.size());
+  int refits = 0;
+  for (const auto& [name, row] : wide) {
+    if (row["deployment"] == "refit") {
+      ++refits;
+      EXPECT_GT(narrow.at(name)["tasks"].get<int>(), row["tasks"].get<int>()) << name;
+    } else {
+      EXPECT_EQ(narrow.at(name)["predicted_s"], row["predicted_s"]) << name;
+      EXPECT_EQ(narrow.at(name)["tasks"], row["tasks"]) << name;
+    }
+  }
+  EXPECT_EQ(refits, 3);  // refit, and direct's and m2n-ring's plans as refit's executors run them
+}
+
 TEST(PlanCli, QuantizeAtTheSenderHalvesTheLinearWeightsOnTheNetwork) {
   const auto bf16 = run_refit("plan " + kBlocks + " --json");
   const auto fp8 = run_refit("plan " + kBlocks + " --quantize fp8-block128 --json");

@@ -88,6 +88,9 @@ struct DeploymentInfo {
   // Why an elastic refit (a refit of some engines, a join, a repair after a failure) is not
   // predicted as it runs it; empty where it is (refit's executors, which perform them).
   std::string_view no_elastic;
+  // Whether refit's staging (ExecutorOptions::staging, --staging) sets its chunks: refit's
+  // executors; deployed code keeps its own buffers, predicted at the default staging.
+  bool takes_staging = false;
 };
 
 // Every deployment, in DeploymentId order.
