@@ -222,5 +222,29 @@ TEST_F(CalibratedHost, APlanSimulatedOnItAndRunReportTheSameBreakdownNames) {
   EXPECT_GT(m["breakdown_s"]["network"].get<double>(), 0);
 }
 
+// What the simulator moves is what the executor moves, byte for byte, for every strategy's plan
+// as refit's executors run it: the bytes over the links it models (network and NVLink) sum to the
+// bytes the ranks sent (gather-broadcast's relays count their hops in both).
+TEST_F(CalibratedHost, APlanSimulatedOnItAndRunMoveTheSameBytes) {
+  ASSERT_EQ(calibrate(2, kSmall + " --out " + file_.string()).exit_code, 0);
+  for (const std::string strategy : {"refit", "direct", "m2n-ring", "gather-broadcast"}) {
+    SCOPED_TRACE(strategy);
+    const std::string problem = "--model " + kModels +
+                                "tiny-llama.json --train tp=2 --infer tp=2 --cluster-file " + file_.string() +
+                                " --strategy " + strategy;
+    const auto predicted = testing::run_refit("simulate " + problem + " --deployment refit --json");
+    ASSERT_EQ(predicted.exit_code, 0) << predicted.err;
+    const auto run = testing::refit_run(4, problem + " --verify --json --timeout 20");
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    const auto p = nlohmann::json::parse(predicted.out)["strategies"][0];
+    const auto m = nlohmann::json::parse(run.out);
+    EXPECT_EQ(m["verified"], true);
+    std::int64_t sent = 0;
+    for (const auto& rank : m["per_rank"]) sent += rank["bytes_sent"].get<std::int64_t>();
+    EXPECT_GT(sent, 0);
+    EXPECT_EQ(p["network_bytes"].get<std::int64_t>() + p["nvlink_bytes"].get<std::int64_t>(), sent);
+  }
+}
+
 }  // namespace
 }  // namespace refit
