@@ -2,7 +2,6 @@
 // of every case's output equals its file, but the wall times. Figures are compared to 1e-12
 // relative, the sums of the breakdown being free to change their order of addition; nothing else
 // may move without its file changing in the same commit, with the reason.
-#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -10,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "json_difference.h"
 #include "run_cli.h"
 
 namespace refit {
@@ -29,30 +29,6 @@ Json without_wall_times(Json j) {
   return j;
 }
 
-// Where `got` differs from `want` (a JSON path), or "" when they agree.
-std::string difference(const Json& want, const Json& got, const std::string& path) {
-  if (want.is_number() && got.is_number()) {
-    const double a = want.get<double>(), b = got.get<double>();
-    return std::abs(a - b) <= 1e-12 * std::max(std::abs(a), std::abs(b))
-               ? ""
-               : path + ": " + want.dump() + " -> " + got.dump();
-  }
-  if (want.type() != got.type() || want.size() != got.size())
-    return path + ": " + want.dump() + " -> " + got.dump();
-  if (want.is_object())
-    for (auto it = want.begin(); it != want.end(); ++it) {
-      if (!got.contains(it.key())) return path + "." + it.key() + ": missing";
-      if (auto d = difference(*it, got[it.key()], path + "." + it.key()); !d.empty()) return d;
-    }
-  else if (want.is_array())
-    for (std::size_t i = 0; i < want.size(); ++i)
-      if (auto d = difference(want[i], got[i], path + "[" + std::to_string(i) + "]"); !d.empty())
-        return d;
-      else if (want != got)
-        return path + ": " + want.dump() + " -> " + got.dump();
-  return "";
-}
-
 TEST(PredictionGolden, EveryPinnedOutputIsUnchanged) {
   const auto cases = Json::parse(std::ifstream(kData + "/predictions/cases.json"));
   const bool regenerate = std::getenv("REFIT_REGENERATE_GOLDEN") != nullptr;
@@ -69,7 +45,7 @@ TEST(PredictionGolden, EveryPinnedOutputIsUnchanged) {
       std::ofstream(file) << got.dump(1) << '\n';
       continue;
     }
-    EXPECT_EQ(difference(Json::parse(std::ifstream(file)), got, "$"), "");
+    EXPECT_EQ(testing::json_difference(Json::parse(std::ifstream(file)), got), "");
   }
 }
 

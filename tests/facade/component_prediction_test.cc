@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "json_difference.h"
 #include "refit/facade/cluster_source.h"
 #include "refit/facade/prediction.h"
 #include "refit/simulator/component_simulation.h"
@@ -30,26 +31,6 @@ nlohmann::ordered_json without_wall_times(nlohmann::ordered_json j) {
     row.erase("simulate_seconds");
   }
   return j;
-}
-
-// Where `got` differs from `want` (a JSON path), or "" when they agree.
-std::string difference(const nlohmann::ordered_json& want, const nlohmann::ordered_json& got,
-                       const std::string& path) {
-  if (want.is_number() && got.is_number()) {
-    const double a = want.get<double>(), b = got.get<double>();
-    return std::abs(a - b) <= std::max(1e-12 * std::max(std::abs(a), std::abs(b)), 1e-18)
-               ? ""
-               : path + ": " + want.dump() + " -> " + got.dump();
-  }
-  if (want.type() != got.type() || want.size() != got.size() || (!want.is_structured() && want != got))
-    return path + ": " + want.dump() + " -> " + got.dump();
-  if (want.is_object())
-    for (auto it = want.begin(); it != want.end(); ++it)
-      if (auto d = difference(*it, got[it.key()], path + "." + it.key()); !d.empty()) return d;
-  if (want.is_array())
-    for (std::size_t i = 0; i < want.size(); ++i)
-      if (auto d = difference(want[i], got[i], path + "[" + std::to_string(i) + "]"); !d.empty()) return d;
-  return "";
 }
 
 // The first resource that differs (name, bytes, or utilisation beyond 1e-12 relative), or "".
@@ -100,8 +81,8 @@ TEST(ComponentPrediction, EqualsTheWholeSimulationOnReplicatedProblems) {
                              : predict(in, {.deployment = deployment, .by_components = false});
       const auto by_parts = all ? compare(in, {}) : predict(in, {.deployment = deployment});
       ASSERT_TRUE(whole && by_parts);
-      EXPECT_EQ(difference(without_wall_times(predictions_json(*whole)),
-                           without_wall_times(predictions_json(*by_parts)), "$"),
+      EXPECT_EQ(testing::json_difference(without_wall_times(predictions_json(*whole)),
+                                         without_wall_times(predictions_json(*by_parts)), "$"),
                 "");
       ASSERT_EQ(whole->rows.size(), by_parts->rows.size());
       for (std::size_t r = 0; r < whole->rows.size(); ++r)
