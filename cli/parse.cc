@@ -101,6 +101,9 @@ CLI::Validator non_empty() {
   return CLI::Validator(
       [](std::string& text) { return text.empty() ? std::string("is empty") : std::string(); }, "TEXT");
 }
+CLI::Validator bytes_at_least(std::int64_t floor) {
+  return number_above(static_cast<double>(floor), true, "BYTES", fmt::format(">= {}", floor));
+}
 CLI::Validator positive_at_most(double ceiling) {
   return number_above(0, false, "POSITIVE", fmt::format("> 0 and <= {:g}", ceiling), ceiling);
 }

@@ -29,6 +29,8 @@ CLI::Validator positive();
 // missing --model).
 CLI::Validator non_empty();
 CLI::Validator positive_at_most(double ceiling);
+// A byte count of at least `floor` (a staging that holds one chunk).
+CLI::Validator bytes_at_least(std::int64_t floor);
 // A file to write: not empty, not a folder, in a folder that exists; checked at parsing, so that a
 // typo is bad input before an expensive step rather than a failure after it.
 CLI::Validator output_file();

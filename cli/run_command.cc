@@ -35,6 +35,7 @@
 #include "refit/executors/sequenced_bootstrap.h"
 #include "refit/executors/synthetic_shards.h"
 #include "refit/facade/problem_source.h"
+#include "refit/lowering/lowered_plan.h"
 #include "refit/refit.h"
 #include "resident_memory.h"
 #include "run_faults.h"
@@ -437,8 +438,9 @@ Action add_run_command(CLI::App& app) {
                   "rank's planning and verification; at most 1e6 (11.6 days)")
       ->check(positive_at_most(kMaxTimeout.value));
   cmd->add_option("--staging", o->staging,
-                  "Staging bytes per rank for packing strided pieces (default 256 MiB)")
-      ->check(positive());
+                  fmt::format("Staging bytes per rank for packing strided pieces (default {} MiB)",
+                              lowering::kDefaultStaging.value >> 20))
+      ->check(bytes_at_least(lowering::kMinStaging.value));
   cmd->add_flag("--no-direct-stores", o->no_direct_stores,
                 "Put every chunk through UCX (ucp_put_nbx), also into peers whose memory is mapped into "
                 "this process; by default such puts are stores made directly into that memory (on "

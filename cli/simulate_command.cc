@@ -307,7 +307,7 @@ Action add_simulate_command(CLI::App& app) {
                               "the chunks they cut messages into (default {} MiB); the deployed baselines' "
                               "rows keep their own buffers",
                               lowering::kDefaultStaging.value >> 20))
-      ->check(positive());
+      ->check(bytes_at_least(lowering::kMinStaging.value));
   cmd->add_option(
          "--delta", o->delta,
          "Also predict a delta refit's step (docs/delta.md) where this fraction of the elements "

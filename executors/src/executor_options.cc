@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include "refit/executors/executor.h"
+#include "refit/lowering/lowered_plan.h"
 
 namespace refit {
 
@@ -8,8 +9,9 @@ Result<void> check_options(const ExecutorOptions& options) {
   if (!(options.timeout.value > 0 && options.timeout.value <= kMaxTimeout.value))
     return out_of_range(fmt::format("timeout must be > 0 s and at most {} s (11.6 days), got {}",
                                     kMaxTimeout.value, options.timeout.value));
-  if (options.staging.value <= 0)
-    return out_of_range(fmt::format("staging must be > 0 bytes, got {}", options.staging.value));
+  if (options.staging < lowering::kMinStaging)
+    return out_of_range(fmt::format("staging must be at least {} bytes (one chunk's), got {}",
+                                    lowering::kMinStaging.value, options.staging.value));
   return {};
 }
 

@@ -208,9 +208,12 @@ void relate(std::vector<Prediction>& rows) {
   }
 }
 
-[[nodiscard]] Result<void> check_delta(const PredictOptions& o) {
+[[nodiscard]] Result<void> check_options(const PredictOptions& o) {
   if (o.delta && !(*o.delta >= 0.0 && *o.delta <= 1.0))
     return out_of_range(fmt::format("--delta: change fraction {} is not in [0, 1]", *o.delta));
+  if (o.staging < lowering::kMinStaging)
+    return out_of_range(fmt::format("--staging: {} bytes is below the {} bytes one chunk needs",
+                                    o.staging.value, lowering::kMinStaging.value));
   return {};
 }
 
@@ -244,7 +247,7 @@ void relate(std::vector<Prediction>& rows) {
 
 Result<Predictions> predict(const PredictionInputs& in, const PredictOptions& o,
                             const std::optional<Plan>& given) {
-  REFIT_TRY(check_delta(o));
+  REFIT_TRY(check_options(o));
   const auto asked = REFIT_TRY(Regimed::make(in.problem, in.cluster));
   Predictions out{
       .cluster = in.cluster.name(), .bound = lower_bound(in.problem, asked.cluster()), .rows = {}};
@@ -274,7 +277,7 @@ Result<Predictions> predict(const PredictionInputs& in, const PredictOptions& o,
 }
 
 Result<Predictions> compare(const PredictionInputs& in, const PredictOptions& o) {
-  REFIT_TRY(check_delta(o));
+  REFIT_TRY(check_options(o));
   if (o.jobs < 0) return out_of_range(fmt::format("--jobs: {} is negative", o.jobs));
   const StrategyInfo* chosen = REFIT_TRY_IN(find_strategy(o.strategy), "--strategy");
   const auto asked = REFIT_TRY(Regimed::make(in.problem, in.cluster));

@@ -32,9 +32,9 @@ Result<LoweredPlan> LoweredPlan::make(const Plan& plan, Bytes staging) {
 }
 
 Result<LoweredPlan> LoweredPlan::make_validated(const Plan& plan, Bytes staging) {
-  if (staging.value < 2 * kAlign)
-    return out_of_range(
-        fmt::format("staging of {} bytes is below the {} bytes one chunk needs", staging.value, 2 * kAlign));
+  if (staging < kMinStaging)
+    return out_of_range(fmt::format("staging: {} bytes is below the {} bytes one chunk needs", staging.value,
+                                    kMinStaging.value));
   // Every chunk is materialised: count them before cutting (a small staging cuts finer than the
   // plan's chunk, which check_chunk_count bounds).
   std::int64_t chunks = 0;

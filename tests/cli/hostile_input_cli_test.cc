@@ -174,7 +174,7 @@ INSTANTIATE_TEST_SUITE_P(
         // Once accepted as the largest 64-bit integer.
         Hostile{"staging_overflow",
                 "simulate " + kModel + " --cluster dgx-h100 --staging 99999999999999999999", "",
-                "--staging: must be > 0 and fit 64 bits, got 99999999999999999999"},
+                "--staging: must be >= 32 and fit 64 bits, got 99999999999999999999"},
         // Once ignored: planned from scratch.
         Hostile{"plan_empty", "simulate " + kModel + " --cluster dgx-h100 --plan ''", "", "--plan: is empty"},
         // Once accepted without the option it qualifies, and up to 1e308 s with it.

@@ -59,7 +59,8 @@ TEST(Agree, ARuntimeFailureIsAFailedPeerForTheOthers) {
 TEST(Agree, BadInputAnywhereStaysBadInput) {
   const auto all =
       agree_all(4, {{0, Error{.code = ErrorCode::kRuntime, .message = "transport down"}},
-                    {2, Error{.code = ErrorCode::kOutOfRange, .message = "staging of 0 bytes"}}});
+                    {2, Error{.code = ErrorCode::kOutOfRange,
+                              .message = "staging must be at least 32 bytes (one chunk's), got 0"}}});
   for (const std::size_t r : {1u, 3u}) {
     SCOPED_TRACE(::testing::Message() << "rank " << r);
     EXPECT_EQ(testing::error_code(all[r]), ErrorCode::kOutOfRange);

@@ -74,5 +74,18 @@ TEST(Registry, UcxRefusesANonPositiveTimeout) {
   EXPECT_NE(e.error().message.find("timeout must be > 0 s"), std::string::npos) << e.error().message;
 }
 
+// The staging must hold one chunk of the smallest (16 bytes) twice over (the half-staging rule):
+// 31 bytes is refused when the executor is made, before any plan.
+TEST(Registry, UcxRefusesAStagingBelowOneChunk) {
+  testing::ThreadGroup group(1);
+  testing::ThreadBootstrap bootstrap(group, 0);
+  const auto e = make_executor("ucx", bootstrap, ExecutorOptions{.staging = Bytes{31}});
+  ASSERT_FALSE(e);
+  EXPECT_EQ(e.error().code, ErrorCode::kOutOfRange);
+  EXPECT_NE(e.error().message.find("staging must be at least 32 bytes (one chunk's), got 31"),
+            std::string::npos)
+      << e.error().message;
+}
+
 }  // namespace
 }  // namespace refit

@@ -110,21 +110,6 @@ TEST(UcxExecutor, TinyStagingStillDeliversEverything) {
   }
 }
 
-// gather-broadcast moves NCCL's 512 KiB chunks: 1 KiB of staging cannot hold one.
-// Staging below the 32 bytes one chunk needs (two halves of 16) is refused on every rank.
-TEST(UcxExecutor, StagingBelowOneChunkIsRefusedAtPrepare) {
-  const auto problem = testing::RandomProblems(3).problem(2, 3, 3, 300);
-  const auto plan = plan_for(problem, testing::make_test_cluster(1, 5, 2, 3), "gather-broadcast", Bytes{64});
-  RunSpec spec;
-  spec.options.staging = Bytes{31};
-  for (const auto& o : run_plan(problem, plan, spec)) {
-    ASSERT_TRUE(o.error);
-    EXPECT_TRUE(o.error->is_bad_input());
-    EXPECT_EQ(o.error->code, ErrorCode::kOutOfRange);
-    EXPECT_NE(o.error->message.find("staging of 31 bytes"), std::string::npos) << o.error->message;
-  }
-}
-
 // The chunk rule: staging of 1 KiB cuts the plan's 64 KiB chunks into chunks of 512 bytes, and
 // the refit still arrives whole.
 TEST(UcxExecutor, SmallStagingCutsSmallerChunks) {

@@ -16,6 +16,8 @@ namespace refit::lowering {
 // Staging per rank when nobody says otherwise (ExecutorOptions::staging), and so the chunks the
 // simulator assumes.
 inline constexpr Bytes kDefaultStaging{std::int64_t{256} << 20};
+// The least staging: one chunk of the smallest (kAlign bytes) and its half-staging rule.
+inline constexpr Bytes kMinStaging{2 * kAlign};
 
 // A forwarding chunk may go once the first `chunks` chunks of `transfer` have landed at its sender.
 struct ChunkWait {
