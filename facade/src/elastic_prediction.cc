@@ -18,8 +18,9 @@ namespace {
   if (asked != 1) return invalid("give exactly one of --members, --join and --fail");
   if (!e.peers.empty() && !e.join)
     return invalid("--peers names the engines a --join takes from: add --join");
-  if (!(e.timeout.value > 0))
-    return out_of_range(fmt::format("--timeout: {} s is not positive", e.timeout.value));
+  if (!(e.timeout.value > 0 && e.timeout <= kMaxTimeout))
+    return out_of_range(fmt::format("--timeout: {} s is not in (0, {}] s, the executors' range",
+                                    e.timeout.value, kMaxTimeout.value));
   return {};
 }
 

@@ -2,7 +2,10 @@
 // as the command line spells it (the Python binding shares the use case and its words).
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "refit/facade/cluster_source.h"
+#include "refit/facade/elastic_prediction.h"
 #include "refit/facade/prediction.h"
 
 namespace refit {
@@ -37,6 +40,20 @@ TEST(PredictOptions, AStagingBelowOneChunkIsRefusedNamingIt) {
 
 TEST(PredictOptions, AChangeFractionOutsideZeroToOneIsRefusedNamingIt) {
   expect_refused({.delta = 1.5}, "--delta: change fraction 1.5 is not in [0, 1]");
+}
+
+// The executors wait at most kMaxTimeout (1e6 s) on a peer: a failure predicted with a longer
+// wait, or an infinite one (once reported as a null completion time), is nothing they do.
+TEST(PredictOptions, AnElasticTimeoutOutsideTheExecutorsRangeIsRefusedNamingIt) {
+  const TinyLlama tiny;
+  for (const double timeout : {0.0, 2e6, std::numeric_limits<double>::infinity()}) {
+    const auto out = predict_elastic(tiny.inputs(), {}, {.fail = 0, .timeout = Seconds{timeout}});
+    ASSERT_FALSE(out) << timeout;
+    EXPECT_EQ(out.error().code, ErrorCode::kOutOfRange);
+    EXPECT_NE(out.error().message.find("--timeout: "), std::string::npos) << out.error().message;
+    EXPECT_NE(out.error().message.find(" s is not in (0, 1000000] s"), std::string::npos)
+        << out.error().message;
+  }
 }
 
 }  // namespace

@@ -80,7 +80,8 @@ inline constexpr std::chrono::milliseconds kInterruptPoll{100};
 // at once.
 inline constexpr Seconds kMaxTimeout{1e6};
 
-// A timeout in (0, kMaxTimeout] and staging > 0, or an error naming the option.
+// A timeout in (0, kMaxTimeout] and a staging of at least lowering::kMinStaging, or an error naming the
+// option.
 [[nodiscard]] Result<void> check_options(const ExecutorOptions& options);
 
 struct ExecutorCapabilities {
