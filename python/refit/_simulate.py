@@ -63,7 +63,7 @@ class Resource:
 
 @dataclass(frozen=True)
 class CriticalStep:
-    """One task on the critical path: a transfer and what it waited on (network, nvlink, copy)."""
+    """One task on the critical path: a transfer and the kind of time its flow spent (a breakdown key)."""
 
     transfer: int
     what: str

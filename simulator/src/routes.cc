@@ -12,12 +12,8 @@ std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 }  // namespace
 
 Routes::Routes(const PlacedCluster& cluster, Model& model) : c_(cluster) {
-  model.name_category(static_cast<std::uint32_t>(TaskKind::kNetwork), "network");
-  model.name_category(static_cast<std::uint32_t>(TaskKind::kNvlink), "nvlink");
-  model.name_category(static_cast<std::uint32_t>(TaskKind::kCopy), "copy");
-  model.name_category(static_cast<std::uint32_t>(TaskKind::kPack), "pack");
-  model.name_category(static_cast<std::uint32_t>(TaskKind::kFixed), "fixed");
-  model.name_category(static_cast<std::uint32_t>(TaskKind::kQuantize), "quantize");
+  for (std::uint32_t k = 0; k < kTaskKinds; ++k)
+    model.name_category(k, std::string(time_kind_name(time_of(k))));
   add_gpus(model);
   add_nics(model);
   find_binding_copy_engines();

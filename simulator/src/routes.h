@@ -8,6 +8,7 @@
 #include "collective_flows.h"
 #include "refit/planner/plan.h"
 #include "refit/simulator/model.h"
+#include "refit/simulator/plan_simulation.h"
 #include "refit/topology/rank_map.h"
 
 namespace refit::sim {
@@ -21,6 +22,14 @@ enum class TaskKind : std::uint32_t {
   kFixed = 4,     // a call's fixed costs: no bytes, only latency
   kQuantize = 5,  // FP8 in flight: a rank quantizing weights (no bytes, only its time)
 };
+inline constexpr std::uint32_t kTaskKinds = 6;
+
+// By TaskKind: the kind of time a task's flow spends, as a prediction's breakdown names it (and
+// the trace its category).
+inline constexpr TimeKind kTimeOfTask[kTaskKinds] = {TimeKind::kNetwork, TimeKind::kNvlink,
+                                                     TimeKind::kCopy,    TimeKind::kPackUnpack,
+                                                     TimeKind::kFixed,   TimeKind::kQuantize};
+inline TimeKind time_of(std::uint32_t task_kind) { return kTimeOfTask[task_kind]; }
 
 // Whether t's bytes are copied by its sender's own thread: a network transfer between ranks of
 // one node goes through shared memory (UCX's cma and mm transports), not through a NIC. That holds

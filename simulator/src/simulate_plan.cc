@@ -20,10 +20,9 @@ using sim::TaskKind;
 
 std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 
-// By TaskKind: what a flow's time is (the breakdown's kind), and how a contributor's line says it.
-constexpr TimeKind kFlowTime[] = {TimeKind::kNetwork,    TimeKind::kNvlink, TimeKind::kCopy,
-                                  TimeKind::kPackUnpack, TimeKind::kFixed,  TimeKind::kQuantize};
-constexpr const char* kFlowPhrase[] = {"network", "nvlink", "copy", "pack", "fixed", "quantize"};
+// By TaskKind: how a contributor's line says what a flow's time is spent on.
+constexpr const char* kFlowPhrase[sim::kTaskKinds] = {"network", "nvlink", "copy",
+                                                      "pack",    "fixed",  "quantize"};
 
 // Whether some task of `model` quantizes: only then does a prediction rest on a quantize rate (a
 // deployment may move an FP8 problem's bf16 without quantizing, as a benchmark does).
@@ -65,7 +64,7 @@ void fill_breakdown(PlanSimulation& out, const sim::PlanModel& pm, const sim::Si
     b[TimeKind::kPackUnpack] += s.pack;
     b[TimeKind::kQuantize] += s.quantize;
     b[TimeKind::kLatency] += s.latency;
-    b[kFlowTime[pm.model.category(step.task)]] += s.flow;
+    b[sim::time_of(pm.model.category(step.task))] += s.flow;
   }
 }
 
@@ -144,7 +143,7 @@ void fill_critical_path(PlanSimulation& out, const sim::PlanModel& pm, const sim
     out.critical_path.push_back(
         CriticalTransfer{.transfer = pm.transfer_of_task[t],
                          .call = pm.call_of_task[t],
-                         .what = std::string(time_kind_name(kFlowTime[pm.model.category(step.task)])),
+                         .what = std::string(time_kind_name(sim::time_of(pm.model.category(step.task)))),
                          .start = step.from,
                          .end = r.tasks[t].end});
   }

@@ -29,9 +29,10 @@ struct ChunkWait {
 class LoweredPlan {
  public:
   // Staging per rank in bytes; every rank of a refit must use the same, since it sets the chunks.
-  // The one gate a plan passes before an executor or the simulator runs it: refuses a plan that
-  // breaks validate_structure (naming the rule and the transfer), staging below 2 * kAlign, and
-  // more chunks than limits::kMaxChunks. Precondition: `plan` outlives the result.
+  // The one gate a plan passes before an executor or the simulator cuts it into chunks: refuses a
+  // plan that breaks validate_structure (naming the rule and the transfer), staging below
+  // kMinStaging, and more chunks than limits::kMaxChunks. (The delta executor, which moves pieces
+  // rather than chunks, checks validate_structure itself.) Precondition: `plan` outlives the result.
   [[nodiscard]] static Result<LoweredPlan> make(const Plan& plan, Bytes staging);
   // make() for a plan known to pass validate_structure (the simulator checks a plan before a call
   // schedule indexes it by its transfers, and the part of it the calls move passes with it): the
@@ -39,7 +40,7 @@ class LoweredPlan {
   [[nodiscard]] static Result<LoweredPlan> make_validated(const Plan& plan, Bytes staging);
   // What chunks() of make(plan, staging) would be, counted without materialising them (a
   // description-sized plan may have more chunks than make() accepts). Preconditions as make's,
-  // and staging >= 2 * kAlign.
+  // and staging >= kMinStaging.
   static std::int64_t count_chunks(const Plan& plan, Bytes staging);
 
   const Plan& plan() const { return *plan_; }

@@ -55,7 +55,7 @@ struct ResourceReport {
 struct CriticalTransfer {
   std::int32_t transfer = -1;  // index into Plan::transfers; -1 for a call's own task
   std::int32_t call = -1;      // index into CallSchedule::calls; -1 without a schedule
-  std::string what;            // "network", "nvlink", "copy", "pack" or "fixed"
+  std::string what;            // what its flow spent: a TimeKind's name (time_kind_name)
   Seconds start;
   Seconds end;
 };
