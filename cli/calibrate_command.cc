@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "command.h"
@@ -206,6 +207,61 @@ void print_calibration(const Calibration& c, const std::string& out) {
   return {};
 }
 
+// "262144,1048576": sizes as the options take them.
+std::string size_list(const std::vector<Bytes>& sizes) {
+  std::vector<std::int64_t> values;
+  for (const Bytes b : sizes) values.push_back(b.value);
+  return fmt::format("{}", fmt::join(values, ","));
+}
+
+// The sizes each line moves, with their defaults from CalibrationOptions.
+void add_size_options(CLI::App& cmd, CalibrateOptions& o) {
+  const CalibrationOptions d;
+  cmd.add_option(
+      "--sizes", o.sizes,
+      fmt::format("Bytes one pair moves, each cut into chunks as refit plans them; even, at least two "
+                  "distinct (default {}); every pair at once then moves the largest",
+                  size_list(d.streaming.sizes)));
+  cmd.add_option("--overhead-sizes", o.overhead_sizes,
+                 fmt::format("Bytes one pair moves again in chunks of --overhead-chunk, to tell the sender's "
+                             "time per chunk from the bandwidth; even (default {}); none: not measured, the "
+                             "file charges no overhead",
+                             size_list(d.streaming.overhead_sizes)));
+  cmd.add_option(
+      "--cache-sizes", o.cache_sizes,
+      fmt::format("Bytes one pair moves with shards that stay in this core's caches between "
+                  "executions, as a small refit's do: a second line, which the file applies to "
+                  "refits whose shards on the host are at most the largest size's pair (its source "
+                  "and destination); even, at least two distinct (default {}); none: not measured, "
+                  "every refit predicted at the streaming figures",
+                  size_list(d.in_cache.sizes)));
+  cmd.add_option(
+      "--cache-overhead-sizes", o.cache_overhead_sizes,
+      fmt::format("In-cache bytes one pair moves again in chunks of --overhead-chunk (default {}); "
+                  "none: no overhead in cache",
+                  size_list(d.in_cache.overhead_sizes)));
+  cmd.add_option(
+      "--transfer-sizes", o.transfer_sizes,
+      fmt::format("Bytes one pair moves again as --transfers equal bf16 tensors, a transfer each "
+                  "(as the direct strategy plans them), to tell the sender's time per transfer; each "
+                  "a multiple of 2 x --transfers (default {}); none: not measured, the file charges "
+                  "none",
+                  size_list(d.streaming.transfer_sizes)));
+  cmd.add_option(
+      "--cache-transfer-sizes", o.cache_transfer_sizes,
+      fmt::format("In-cache bytes one pair moves again as --transfers tensors; each a multiple of 2 "
+                  "x --transfers (default {}); none: no transfer overhead in cache",
+                  size_list(d.in_cache.transfer_sizes)));
+  cmd.add_option(
+         "--transfers", o.calibration.transfers,
+         fmt::format("The tensors, a transfer each, a transfer size is cut into (default {})", d.transfers))
+      ->check(positive());
+  cmd.add_option("--overhead-chunk", o.overhead_chunk,
+                 fmt::format("Chunk of the --overhead-sizes transfers in bytes (default {}, m2n-ring's)",
+                             d.overhead_chunk.value))
+      ->check(positive());
+}
+
 }  // namespace
 
 Action add_calibrate_command(CLI::App& app) {
@@ -234,46 +290,26 @@ Action add_calibrate_command(CLI::App& app) {
   cmd->add_flag("--overwrite", o->overwrite, "Replace the --out file if it exists (refused otherwise)");
   cmd->add_option("--executor", o->calibration.executor, "Executor to measure with (default ucx)")
       ->check(accepted_by(check_executor_name, "EXECUTOR"));
-  cmd->add_option("--sizes", o->sizes,
-                  "Bytes one pair moves, each cut into chunks as refit plans them; even, at least two "
-                  "distinct (default 262144,1048576,67108864,134217728,268435456); every pair at once then "
-                  "moves the largest");
-  cmd->add_option("--overhead-sizes", o->overhead_sizes,
-                  "Bytes one pair moves again in chunks of --overhead-chunk, to tell the sender's time "
-                  "per chunk from the bandwidth; even (default 67108864,134217728); none: not measured, "
-                  "the file charges no overhead");
-  cmd->add_option("--cache-sizes", o->cache_sizes,
-                  "Bytes one pair moves with shards that stay in this core's caches between executions, "
-                  "as a small refit's do: a second line, which the file applies to refits whose shards "
-                  "on the host are at most the largest size's pair (its source and destination); even, "
-                  "at least two distinct (default 262144,1048576,4194304,8388608); none: not measured, "
-                  "every refit predicted at the streaming figures");
-  cmd->add_option("--cache-overhead-sizes", o->cache_overhead_sizes,
-                  "In-cache bytes one pair moves again in chunks of --overhead-chunk (default "
-                  "4194304,8388608); none: no overhead in cache");
-  cmd->add_option("--transfer-sizes", o->transfer_sizes,
-                  "Bytes one pair moves again as --transfers equal bf16 tensors, a transfer each (as the "
-                  "direct strategy plans them), to tell the sender's time per transfer; each a multiple of "
-                  "2 x --transfers (default 67108864); none: not measured, the file charges none");
-  cmd->add_option("--cache-transfer-sizes", o->cache_transfer_sizes,
-                  "In-cache bytes one pair moves again as --transfers tensors; each a multiple of 2 x "
-                  "--transfers (default 4194304); none: no transfer overhead in cache");
-  cmd->add_option("--transfers", o->calibration.transfers,
-                  "The tensors, a transfer each, a transfer size is cut into (default 32)")
-      ->check(positive());
-  cmd->add_option("--overhead-chunk", o->overhead_chunk,
-                  "Chunk of the --overhead-sizes transfers in bytes (default 262144, m2n-ring's)")
-      ->check(positive());
+  add_size_options(*cmd, *o);
+  const CalibrationOptions defaults;
   cmd->add_option("--repetitions", o->calibration.repetitions,
-                  "Timed executions per measurement, after one warm-up; the median is kept (default 5)")
+                  fmt::format("Timed executions per measurement, after one warm-up; the median is kept "
+                              "(default {})",
+                              defaults.repetitions))
       ->check(positive());
-  cmd->add_option("--devices", o->calibration.devices,
-                  "Processes the cluster file describes: the largest job it can predict (default 8)")
+  cmd->add_option(
+         "--devices", o->calibration.devices,
+         fmt::format("Processes the cluster file describes: the largest job it can predict (default {})",
+                     defaults.devices))
       ->check(positive());
-  cmd->add_option("--memcpy-bytes", o->memcpy_bytes,
-                  "Bytes of the memcpy measurement and of the bf16 weight quantized (default 64 MiB)")
+  cmd->add_option(
+         "--memcpy-bytes", o->memcpy_bytes,
+         fmt::format("Bytes of the memcpy measurement and of the bf16 weight quantized (default {} MiB)",
+                     defaults.memcpy_bytes.value >> 20))
       ->check(positive());
-  cmd->add_option("--timeout", o->timeout, "Longest wait on a peer, in seconds (default 60)")
+  cmd->add_option(
+         "--timeout", o->timeout,
+         fmt::format("Longest wait on a peer, in seconds (default {:g})", ExecutorOptions{}.timeout.value))
       ->check(positive_at_most(kMaxTimeout.value));
   cmd->add_flag("--json", o->json, "Print one JSON object on stdout (rank 0)");
   return [o] { return calibrate_here(*o); };

@@ -388,6 +388,35 @@ std::vector<Setting> settings(const RunOptions& o, const RankSetup& s) {
   return {};
 }
 
+// --delta and what qualifies it.
+void add_delta_options(CLI::App& cmd, RunOptions& o) {
+  cmd.add_option("--delta", o.delta,
+                 "Delta refit (docs/delta.md): the training ranks hold synthetic weights of which this "
+                 "fraction of the elements changes by a small random step before every iteration but "
+                 "the first, and each iteration moves per piece only what changed since the receiver's "
+                 "bytes (bf16 and fp32 tensors, and with --quantize the fp8 values and scales the senders "
+                 "or the landing ranks make, or those trained in fp8; logical storage; refit and direct "
+                 "plans, not gather-broadcast); with --verify every step is checked, fp8 against what the "
+                 "quantizer makes of that step's bf16; with --executor nccl the pieces and the codec are on "
+                 "each rank's GPU (the GPU codec: no zstd)")
+      ->check(fraction())
+      ->excludes("--load-sources");
+  cmd.add_option("--delta-frozen", o.delta_frozen,
+                 "With --delta: this fraction of the tensors, the first in the model's order (frozen bottom "
+                 "layers), never changes (default 0)")
+      ->check(fraction())
+      ->needs("--delta");
+  cmd.add_option(
+         "--delta-rebalance", o.delta_rebalance,
+         fmt::format("With --delta: every rank re-plans by the step's payload sizes after a step whose "
+                     "payload shares over the tensors drift from the plan's by more than this "
+                     "total-variation distance (docs/delta.md; default {:g}, 1 never re-plans; not with "
+                     "--plan)",
+                     DeltaRebalance{}.max_drift))
+      ->check(fraction())
+      ->needs("--delta");
+}
+
 }  // namespace
 
 Action add_run_command(CLI::App& app) {
@@ -410,32 +439,13 @@ Action add_run_command(CLI::App& app) {
                   "Refits to perform with one prepared plan, as an RL job does once per step; the "
                   "report gives the median and the first (default 1)")
       ->check(positive());
-  cmd->add_option("--delta", o->delta,
-                  "Delta refit (docs/delta.md): the training ranks hold synthetic weights of which this "
-                  "fraction of the elements changes by a small random step before every iteration but "
-                  "the first, and each iteration moves per piece only what changed since the receiver's "
-                  "bytes (bf16 and fp32 tensors, and with --quantize the fp8 values and scales the senders "
-                  "or the landing ranks make, or those trained in fp8; logical storage; refit and direct "
-                  "plans, not gather-broadcast); with --verify every step is checked, fp8 against what the "
-                  "quantizer makes of that step's bf16; with --executor nccl the pieces and the codec are on "
-                  "each rank's GPU (the GPU codec: no zstd)")
-      ->check(fraction())
-      ->excludes("--load-sources");
-  cmd->add_option("--delta-frozen", o->delta_frozen,
-                  "With --delta: this fraction of the tensors, the first in the model's order (frozen bottom "
-                  "layers), never changes (default 0)")
-      ->check(fraction())
-      ->needs("--delta");
-  cmd->add_option("--delta-rebalance", o->delta_rebalance,
-                  "With --delta: every rank re-plans by the step's payload sizes after a step whose payload "
-                  "shares over the tensors drift from the plan's by more than this total-variation distance "
-                  "(docs/delta.md; default 0.1, 1 never re-plans; not with --plan)")
-      ->check(fraction())
-      ->needs("--delta");
-  cmd->add_option("--timeout", o->timeout,
-                  "Longest wait on a peer, in seconds, before every rank fails (default 60); it bounds "
-                  "the steps where ranks wait for each other too, so it must exceed the slowest "
-                  "rank's planning and verification; at most 1e6 (11.6 days)")
+  add_delta_options(*cmd, *o);
+  cmd->add_option(
+         "--timeout", o->timeout,
+         fmt::format("Longest wait on a peer, in seconds, before every rank fails (default {:g}); it "
+                     "bounds the steps where ranks wait for each other too, so it must exceed the "
+                     "slowest rank's planning and verification; at most {:g} (11.6 days)",
+                     ExecutorOptions{}.timeout.value, kMaxTimeout.value))
       ->check(positive_at_most(kMaxTimeout.value));
   cmd->add_option("--staging", o->staging,
                   fmt::format("Staging bytes per rank for packing strided pieces (default {} MiB)",

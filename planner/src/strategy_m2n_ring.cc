@@ -11,9 +11,6 @@
 namespace refit::planner_detail {
 namespace {
 
-// M2N cuts strided pieces into 256 KiB chunks for the ring pipeline.
-constexpr Bytes kRingChunk{256 << 10};
-
 // The destination replicas one source serves, grouped by NVLink domain in chain order.
 std::vector<std::vector<Rank>> domain_chain(const std::vector<Rank>& replicas, const PlacedCluster& c) {
   std::vector<std::vector<Rank>> chain;
@@ -49,7 +46,7 @@ void add_ring(PlanBuilder& b, std::uint32_t t, const Box& box, Rank source,
 }  // namespace
 
 Result<Plan> plan_m2n_ring(const PlanContext& c) {
-  PlanBuilder b(c.problem, c.cluster, c.strategy, kRingChunk);
+  PlanBuilder b(c.problem, c.cluster, c.strategy, kM2nRingChunk);
   for (std::uint32_t t = 0; t < c.overlaps.size(); ++t) {
     const auto& o = c.overlaps[t];
     for (const auto& d : o.destinations) {

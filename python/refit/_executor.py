@@ -22,7 +22,7 @@ __all__ = ["ExecutionReport", "Executor", "Prepared", "executors", "numpy_dtype"
 Storage = Literal["logical", "framework"]
 
 #: Staging per rank for packing strided pieces (every rank of a refit must use the same).
-DEFAULT_STAGING = 256 << 20
+DEFAULT_STAGING: int = _refit.DEFAULT_STAGING_BYTES
 
 #: A delta refit re-plans by the bytes that move past this share drift (``--delta-rebalance``).
 DELTA_REBALANCE: float = _refit.DELTA_REBALANCE
@@ -358,7 +358,7 @@ class Executor:
             )
         if not isinstance(name, str):
             raise TypeError(f"name: an executor name (refit.executors()), got {name!r}")
-        staging = checked_int(staging, "staging", 1, INT64_MAX, " bytes")
+        staging = checked_int(staging, "staging", _refit.MIN_STAGING_BYTES, INT64_MAX, " bytes")
         if device is not None and (
             isinstance(device, bool) or not isinstance(device, numbers.Integral) or not 0 <= device <= INT32_MAX
         ):

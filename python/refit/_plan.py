@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 #: Relays forward in chunks of this size (``refit plan --chunk``).
-DEFAULT_CHUNK_BYTES = 8 << 20
+DEFAULT_CHUNK_BYTES: int = _refit.DEFAULT_CHUNK_BYTES
 
 
 @dataclass(frozen=True)

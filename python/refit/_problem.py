@@ -259,16 +259,6 @@ class Problem:
         source["infer"] = infer if infer is not None else source["infer"]
         return Problem(_refit.Problem.load(**source), source)
 
-    def quantized_at_receivers(self) -> Optional[Problem]:
-        """This problem with every weight quantized at the receivers, as today's systems do, when it
-        quantizes before the engines (``quantize_at="sender"`` or ``"landing"``); None otherwise
-        (weights quantized at the receivers already, or trained in fp8, which every system moves
-        as they are)."""
-        if not self._source.get("quantize") or self._source.get("quantize_at", "landing") not in ("sender", "landing"):
-            return None
-        source = dict(self._source, quantize_at="receiver")
-        return Problem(_refit.Problem.load(**source), source)
-
     @property
     def model(self) -> Optional[str]:
         """The model it was made from, or None for a manifest."""

@@ -157,7 +157,7 @@ def _checked_window(window: Any) -> Optional[int]:
 
 def _checked_staging(staging_bytes: Any) -> Optional[int]:
     """The executors' staging per rank, None for theirs."""
-    return optional_int(staging_bytes, "staging_bytes", 1, INT64_MAX, " bytes")
+    return optional_int(staging_bytes, "staging_bytes", _refit.MIN_STAGING_BYTES, INT64_MAX, " bytes")
 
 
 def _trace_file(trace: Union[bool, FilePath]) -> Optional[_refit.OutputFile]:
@@ -203,11 +203,13 @@ def simulate(
             baseline runs the problem quantized at the receivers, as deployed today.
         window: chunks a receiver grants each sender ahead; a (sender, receiver) pair sends its
             transfers in plan order (0: every transfer at once). Default: the pair window of the
-            plan's execution model (16 for refit and direct, 0 for the NCCL baselines).
+            plan's execution model (the UCX executor's grant window for refit and direct, 0 for the
+            NCCL baselines).
         trace: True keeps the Chrome trace event JSON in ``.trace`` (for
             :func:`refit.figures.timeline`); a path writes it there (open it in Perfetto).
-        staging_bytes: the executors' staging per rank (``refit run --staging``), which sets the
-            chunks they cut messages into. Default: theirs (256 MiB).
+        staging_bytes: refit's executors' staging per rank (``refit run --staging``), which sets
+            the chunks they cut messages into; the deployed baselines keep their own. Default: the
+            executors' (``Executor``'s ``staging``).
 
     Example::
 

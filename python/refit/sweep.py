@@ -75,6 +75,27 @@ def _on_executor(
     return results
 
 
+def _axes(vary: Any) -> list[tuple[str, list[str]]]:
+    """The grid's axes, key and values as text, from ``vary`` (a mapping of keys to lists)."""
+    if not isinstance(vary, Mapping):
+        raise BadInput(f"vary: a mapping of keys to lists of values, got {type(vary).__name__}", "invalid argument")
+    for key in vary:
+        if isinstance(vary[key], (str, bytes)):
+            raise ValueError(f"vary: {key} needs a list of values, not one string")
+    return [(k, [str(v) for v in vary[k]]) for k in vary]
+
+
+def _frame_by_default(as_frame: Optional[bool]) -> bool:
+    """``as_frame``, or whether pandas is installed when it is None."""
+    if as_frame is not None:
+        return as_frame
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def sweep(
     problem: Problem,
     cluster: Cluster,
@@ -118,16 +139,11 @@ def sweep(
     """
     expect(problem, Problem, "problem")
     expect(cluster, Cluster, "cluster (refit.Cluster.preset(...))")
-    if not isinstance(vary, Mapping):
-        raise BadInput(f"vary: a mapping of keys to lists of values, got {type(vary).__name__}", "invalid argument")
-    keys = list(vary)
-    for key in keys:
-        if isinstance(vary[key], (str, bytes)):
-            raise ValueError(f"vary: {key} needs a list of values, not one string")
+    axes = _axes(vary)
+    keys = [k for k, _ in axes]
     kept = _checked_strategies(strategies)
     window, chunk_bytes = _checked_window(window), checked_chunk_bytes(chunk_bytes)
     jobs = checked_int(jobs, "jobs", 0, INT32_MAX)
-    axes = [(k, [str(v) for v in vary[k]]) for k in keys]
     points = list(_refit.sweep_points(_source(problem), dict(cluster._source), axes))
     if executor is None:
         raw = _refit.sweep(points, chunk_bytes, window, jobs, progress)
@@ -138,11 +154,4 @@ def sweep(
         for sim in (_simulation(r, False) for r in point_rows):
             if kept is None or sim.strategy in kept:
                 rows.append({**dict(zip(keys, values)), **sim.row()})
-    if as_frame is None:
-        try:
-            import pandas  # noqa: F401
-
-            as_frame = True
-        except ImportError:
-            as_frame = False
-    return to_frame(rows) if as_frame else rows
+    return to_frame(rows) if _frame_by_default(as_frame) else rows

@@ -22,6 +22,7 @@
 #include "refit/executors/agreement.h"
 #include "refit/executors/delta_executor.h"
 #include "refit/executors/sequenced_bootstrap.h"
+#include "refit/lowering/lowered_plan.h"
 #include "refit/refit.h"
 #if defined(REFIT_HAVE_NCCL)
 #include "refit/executors/nccl/nccl_delta_executor.h"
@@ -471,6 +472,8 @@ std::vector<std::string> names() {
 
 void bind_executor(nb::module_& m) {
   m.attr("MAX_TIMEOUT_S") = kMaxTimeout.value;
+  m.attr("DEFAULT_STAGING_BYTES") = lowering::kDefaultStaging.value;
+  m.attr("MIN_STAGING_BYTES") = lowering::kMinStaging.value;
   m.attr("DELTA_REBALANCE") = DeltaRebalance{}.max_drift;
   nb::class_<ExecutorHandle>(m, "Executor",
                              "An executor of this build (refit._refit.executor_names()) bound to a Python "

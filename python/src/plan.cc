@@ -210,6 +210,7 @@ std::vector<std::tuple<std::string, std::string, std::string, std::int32_t>> str
 }  // namespace
 
 void bind_plan(nb::module_& m) {
+  m.attr("DEFAULT_CHUNK_BYTES") = PlanOptions{}.chunk.value;
   nb::class_<PlanHandle>(m, "Plan",
                          "Which bytes move from which rank to which, over which link, in what order "
                          "(the refit-plan format). Plans are deterministic: the same inputs give the same "

@@ -149,5 +149,8 @@ def test_simulate_at_a_staging_size_as_the_command(cli_json: Any) -> None:
     assert small.predicted_s != refit.simulate(problem, cluster).predicted_s
     assert [r.predicted_s for r in refit.compare(problem, cluster, strategies=["refit"], staging_bytes=65536)] == [
         small.predicted_s]  # fmt: skip
-    with pytest.raises(ValueError, match="staging_bytes: 0 bytes is not positive"):
-        refit.simulate(problem, cluster, staging_bytes=0)
+    # The least staging holds one 16-byte chunk in each half, as the command and the executors take it.
+    for too_small in (0, 31):
+        with pytest.raises(ValueError, match=f"staging_bytes: {too_small} bytes is less than 32"):
+            refit.simulate(problem, cluster, staging_bytes=too_small)
+    assert refit.simulate(problem, cluster, staging_bytes=32).predicted_s > 0

@@ -41,6 +41,7 @@
 #include "refit/core/units.h"
 #include "refit/executors/bootstrap.h"
 #include "refit/executors/executor.h"
+#include "refit/planner/strategy.h"
 #include "refit/topology/cluster.h"
 
 namespace refit {
@@ -82,7 +83,7 @@ struct CalibrationOptions {
   LineSizes in_cache{.sizes = {Bytes{256 << 10}, Bytes{1 << 20}, Bytes{4 << 20}, Bytes{8 << 20}},
                      .overhead_sizes = {Bytes{4 << 20}, Bytes{8 << 20}},
                      .transfer_sizes = {Bytes{4 << 20}}};
-  Bytes overhead_chunk{256 << 10};
+  Bytes overhead_chunk = kM2nRingChunk;  // the chunk of many small chunks a plan cuts
   // The tensors a transfer size is cut into, a transfer each: 64 MiB as 2 MiB tensors, the size of
   // a small model's weights, 4 MiB in cache as 128 KiB ones.
   std::int32_t transfers = 32;

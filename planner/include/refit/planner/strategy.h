@@ -13,6 +13,9 @@
 
 namespace refit {
 
+// m2n-ring cuts strided pieces into chunks of this size for its ring pipeline, as M2N does.
+inline constexpr Bytes kM2nRingChunk{256 << 10};
+
 struct PlanOptions {
   // Relays forward in chunks of this size; also the staging unit of the executors.
   Bytes chunk{8 << 20};
