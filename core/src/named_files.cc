@@ -175,7 +175,8 @@ Result<void> NamedFileFolder::write(std::string_view name, std::span<const std::
     if (errno == EEXIST)
       return invalid(fmt::format("{}: already exists; refit overwrites nothing unless asked", where));
     if (errno == ELOOP) return invalid(fmt::format("{}: is a symbolic link; refit follows none here", where));
-    if (errno == ENXIO) return invalid(fmt::format("{}: not a regular file (a FIFO)", where));
+    if (errno == ENXIO)
+      return invalid(fmt::format("{}: not a regular file (a FIFO no process reads, or a socket)", where));
     return fail(ErrorCode::kRuntime, fmt::format("{}: cannot be created: {}", where, system_reason()));
   }
   struct stat st {};

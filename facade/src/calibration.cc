@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "refit/core/checked.h"
+#include "refit/executors/agreement.h"
 #include "refit/executors/host_memory.h"
 #include "refit/executors/pattern.h"
 #include "refit/quantize/quantize.h"
@@ -272,7 +273,7 @@ enum class Turns {
 }
 
 // Rank 0 copies between two buffers of `bytes` and quantizes a bf16 weight of as many: checked
-// against the host's memory before anything is measured, on every rank alike.
+// against its host's memory before anything is measured.
 [[nodiscard]] Result<void> check_memcpy_memory(Bytes bytes) {
   const Bytes physical = physical_memory();
   if (bytes.value > physical.value / 2)
@@ -292,7 +293,6 @@ enum class Turns {
   if (o.repetitions < 1) return invalid(fmt::format("repetitions: must be >= 1, got {}", o.repetitions));
   if (o.memcpy_bytes.value < 1)
     return invalid(fmt::format("memcpy bytes: must be >= 1, got {}", o.memcpy_bytes.value));
-  REFIT_TRY(check_memcpy_memory(o.memcpy_bytes));
   if (o.devices < 1 || o.devices > limits::kMaxRanks)
     return out_of_range(fmt::format("devices: must be in [1, {}], got {}", limits::kMaxRanks, o.devices));
   REFIT_TRY(check_line_sizes(o.streaming, "", false));
@@ -410,6 +410,9 @@ std::vector<std::string> overhead_notes(std::string_view name, const LineSizes& 
 
 Result<Calibration> calibrate(Bootstrap& bootstrap, const CalibrationOptions& o) {
   REFIT_TRY(check_calibration_options(bootstrap, o));
+  // Rank 0's memory decides; every rank refuses with it rather than wait for it.
+  const auto memory = bootstrap.rank() == 0 ? check_memcpy_memory(o.memcpy_bytes) : Result<void>{};
+  REFIT_TRY(agree(bootstrap, memory ? Result<std::string>("") : std::unexpected(memory.error())));
   auto executor = REFIT_TRY_IN(make_executor(o.executor, bootstrap, o.executor_options), "--executor");
   Calibration c{.processes = bootstrap.size(), .cores = usable_cores(), .notes = gpu_notes()};
   c.one_pair = REFIT_TRY(measure_line(bootstrap, *executor, o, o.streaming, Turns::kTaken));

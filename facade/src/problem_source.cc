@@ -129,8 +129,7 @@ Result<ReshardProblem> load_problem(const ProblemSource& options) {
   const auto [model, layouts, note] = REFIT_TRY(model_layouts(options));
   const auto problem = REFIT_TRY(models::build_problem(model, layouts.train, layouts.infer));
   return apply_quantization(problem, options.model_options,
-                            fmt::format("--train {} --infer {}", models::to_string(layouts.train),
-                                        models::to_string(layouts.infer)));
+                            fmt::format("--train {} --infer {}", options.train, options.infer));
 }
 
 namespace {

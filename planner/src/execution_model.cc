@@ -14,7 +14,7 @@ constexpr ZeroCopyRule kManyPuts{.max_runs = 16, .min_mean_run = Bytes{4096}};
 constexpr ZeroCopyRule kOneRun{};
 
 // The grant window of refit's UCX executor (chunks per sender): the executor grants exactly this
-// many (executors/ucx/src/engine_receive.cc reads it from here).
+// many (executors/ucx/src/engine.cc gives it to ReceiveBook from here).
 constexpr std::int32_t kUcxGrantWindow = 16;
 // The chunks per rank and step of refit's NCCL executor, so that one NCCL group stays a moderate
 // size: the executor schedules with exactly this many (executors/nccl/src/translate.cc reads it

@@ -24,6 +24,7 @@ import sys
 import time
 from typing import Any, Callable, Optional, Sequence
 
+from refit._bins import DEFAULT_BINS, MAX_BINS
 from refit._checks import checked_names
 from refit._cluster import Cluster
 from refit._errors import BadInput, Error
@@ -175,8 +176,10 @@ def _sweep(args: argparse.Namespace) -> None:
     if args.strategy:
         checked_names(args.strategy, "--strategy", "strategy", [s.name for s in strategies()])
     problem, cluster = _load(args)
-    table = output_file(args.csv, "--csv") if args.csv else None
+    # The figure's format is checked before the table is created, so that a refused --plot leaves
+    # no empty (or emptied) --csv behind.
     plot = _open_figure(args.plot)
+    table = output_file(args.csv, "--csv") if args.csv else None
     rows = sweep(problem, cluster, vary, strategies=args.strategy or None, window=args.window, jobs=args.jobs,
                  as_frame=False, progress=_progress_bar())  # fmt: skip
     if args.json:
@@ -240,7 +243,8 @@ def _parser() -> argparse.ArgumentParser:
     _problem_options(t)
     t.add_argument("--strategy", default="refit")
     t.add_argument("--window", type=int, help="chunks in flight per (sender, receiver) pair")
-    t.add_argument("--bins", type=int, default=200, help="time bins (default 200, at most 10000)")
+    t.add_argument("--bins", type=int, default=DEFAULT_BINS,
+                   help=f"time bins (default {DEFAULT_BINS}, at most {MAX_BINS})")  # fmt: skip
     t.add_argument("--plot", required=True, help="write the timeline to this image")
     t.set_defaults(run=_timeline)
     return parser

@@ -17,8 +17,10 @@ __all__ = [
     "checked_int",
     "checked_ints",
     "checked_names",
+    "checked_rank",
     "checked_seconds",
     "optional_int",
+    "rank_problem",
 ]
 
 #: The largest int32 (ranks, windows, engine indices, threads) and int64 (bytes).
@@ -77,6 +79,23 @@ def checked_flag(value: Any, what: str) -> bool:
     if isinstance(value, bool) or (isinstance(value, numbers.Integral) and value in (0, 1)):
         return bool(value)
     raise BadInput(f"{what}: expected True or False, got {value!r}", "invalid argument")
+
+
+def rank_problem(rank: Any, world: int, whose: str) -> Optional[str]:
+    """Why ``rank`` is not one of ``whose`` ``world`` ranks (``whose``: "the plan's"), or None."""
+    if isinstance(rank, bool) or not isinstance(rank, numbers.Integral):
+        return f"rank: expected a plan rank (an int), got {rank!r}"
+    if not 0 <= rank < world:
+        return f"rank {int(rank)} is not in {whose} {world} ranks"
+    return None
+
+
+def checked_rank(rank: Any, world: int, whose: str) -> int:
+    """``rank`` as one of ``whose`` ``world`` ranks, or BadInput saying why not."""
+    problem = rank_problem(rank, world, whose)
+    if problem is not None:
+        raise BadInput(problem, "out of range")
+    return int(rank)
 
 
 def checked_seconds(value: Any, what: str, high: float) -> float:

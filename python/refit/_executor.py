@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Literal, Mapping, Optional, Sequence
 
 from refit import _refit
-from refit._checks import INT32_MAX, INT64_MAX, checked_flag, checked_int, checked_ints
+from refit._checks import INT32_MAX, INT64_MAX, checked_flag, checked_int, checked_ints, checked_seconds, rank_problem
 from refit._errors import BadInput
 from refit._plan import Plan
 from refit._problem import Problem, Shard
@@ -186,12 +186,8 @@ def _plan_rank(rank: Any, plan: Plan, fallback: int) -> tuple[int, str]:
     """``rank`` as a plan rank, or ``fallback`` and why it is not one: refused through the
     collective prepare like a wrong buffer, since raising on this rank alone would leave every
     other rank waiting."""
-    world = plan.problem.world_size
-    if isinstance(rank, bool) or not isinstance(rank, numbers.Integral):
-        return fallback, f"rank: expected a plan rank (an int), got {rank!r}"
-    if not 0 <= rank < world:
-        return fallback, f"rank {int(rank)} is not in the problem's {world} ranks"
-    return int(rank), ""
+    problem = rank_problem(rank, plan.problem.world_size, "the problem's")
+    return (fallback, problem) if problem is not None else (int(rank), "")
 
 
 def _utf8(refusal: str) -> str:
@@ -352,10 +348,7 @@ class Executor:
             raise TypeError(f"timeout: a number of seconds, got {timeout!r}")
         if on_chunk_sent is not None and not callable(on_chunk_sent):
             raise TypeError(f"on_chunk_sent: a callable (transfer, chunk) or None, got {on_chunk_sent!r}")
-        if not 0 < timeout <= _refit.MAX_TIMEOUT_S:
-            raise ValueError(
-                f"timeout: {timeout} s is not in (0, {_refit.MAX_TIMEOUT_S:g}] (a wait of 11.6 days at most)"
-            )
+        timeout = checked_seconds(timeout, "timeout", _refit.MAX_TIMEOUT_S)
         if not isinstance(name, str):
             raise TypeError(f"name: an executor name (refit.executors()), got {name!r}")
         staging = checked_int(staging, "staging", _refit.MIN_STAGING_BYTES, INT64_MAX, " bytes")

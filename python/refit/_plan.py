@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from refit import _refit
-from refit._checks import INT64_MAX, checked_int
+from refit._checks import INT64_MAX, checked_int, checked_rank
 from refit._cluster import Cluster
 from refit._errors import BadInput
 from refit._paths import FilePath, path_text
@@ -211,10 +210,7 @@ class Plan:
     def explain(self, rank: int) -> PlanStats:
         """``refit plan --explain RANK --json``: the statistics with ``explain`` filled in for the
         rank (``.explain.text`` is what the command prints)."""
-        world = self.problem.world_size
-        if isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or not 0 <= rank < world:
-            raise BadInput(f"rank {rank!r} is not in the plan's {world} ranks", "out of range")
-        return self._summary(int(rank))
+        return self._summary(checked_rank(rank, self.problem.world_size, "the plan's"))
 
     def save(self, path: FilePath) -> None:
         """Writes the plan file (format ``refit-plan`` version 1)."""

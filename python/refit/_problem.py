@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import numbers
 import os
 import re
 import warnings
@@ -11,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Union
 
 from refit import _refit
-from refit._checks import INT32_MAX, checked_int
+from refit._checks import INT32_MAX, checked_int, checked_rank
 from refit._errors import BadInput
 from refit._layouts import TensorLayout
 from refit._paths import FilePath, json_text, output_file, path_text
@@ -328,9 +327,7 @@ class Problem:
 
     def _checked_rank(self, rank: Any) -> int:
         """``rank`` as a global rank of the problem, or BadInput naming it."""
-        if isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or not 0 <= rank < self.world_size:
-            raise BadInput(f"rank {rank!r} is not in the problem's {self.world_size} ranks", "out of range")
-        return int(rank)
+        return checked_rank(rank, self.world_size, "the problem's")
 
     def framework(self, rank: int) -> str:
         """The framework whose parameters a rank holds: ``"megatron"`` (training ranks) or

@@ -13,32 +13,23 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, IO, Mapping, Optional, Sequence, Union
 
 import numpy as np
 from matplotlib import rcParams
 from matplotlib.figure import Figure
 
 from refit import _refit
-from refit._checks import checked_int
+from refit._bins import DEFAULT_BINS, MAX_BINS, checked_bins
 from refit._errors import BadInput
 from refit._paths import FilePath, output_file, path_text
 from refit._simulate import Simulation
 
 __all__ = [
-    "MAX_BINS", "FigureFile", "checked_bins", "compare", "nic_timeline", "open_figure", "save", "sweep", "timeline",
+    "DEFAULT_BINS", "MAX_BINS", "FigureFile", "checked_bins", "compare", "nic_timeline", "open_figure", "save", "sweep", "timeline",
 ]
 
 _NIC_TRACK = re.compile(r"^nic (\d+)(?: #\d+)?$")
-
-#: The most time bins a timeline takes: a column per bin, and a figure is a few thousand pixels
-#: wide at most, while each bin costs memory for every NIC.
-MAX_BINS = 10_000
-
-
-def checked_bins(bins: Any, what: str = "bins") -> int:
-    """A timeline's time bins, 1 to :data:`MAX_BINS`, or BadInput naming ``what``."""
-    return checked_int(bins, what, 1, MAX_BINS)
 
 
 def _axes(ax: Any, size: tuple[float, float]) -> tuple[Figure, Any]:
@@ -144,7 +135,7 @@ def sweep(
 
 
 def nic_timeline(
-    simulation: Simulation, bins: int = 200
+    simulation: Simulation, bins: int = DEFAULT_BINS
 ) -> tuple[np.ndarray, list[str], np.ndarray]:
     """Each NIC's send rate over a predicted refit, from the simulation's trace.
 
@@ -192,7 +183,7 @@ def nic_timeline(
 def timeline(
     simulation: Simulation,
     *,
-    bins: int = 200,
+    bins: int = DEFAULT_BINS,
     title: Optional[str] = None,
     ax: Any = None,
 ) -> Figure:
@@ -242,6 +233,10 @@ def open_figure(path: FilePath, what: str = "path") -> FigureFile:
     return FigureFile(output_file(text, what), fmt)
 
 
-def save(fig: Figure, path: FilePath, dpi: int = 100) -> None:
-    """Writes a figure (PNG, SVG or PDF by the file's suffix) with the Agg renderer."""
+def save(fig: Figure, path: Union[FilePath, IO[bytes]], dpi: int = 100) -> None:
+    """Writes a figure (PNG, SVG or PDF by the file's suffix) with the Agg renderer: to a path,
+    checked as :func:`open_figure` checks it, or to a binary file object as ``savefig`` does."""
+    if hasattr(path, "write"):
+        fig.savefig(path, dpi=dpi)
+        return
     open_figure(path).write(fig, dpi)

@@ -3,6 +3,7 @@
 // resources its flow crosses, its per-message latency, the kind of time it spends and the trace
 // track it is drawn on.
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "collective_flows.h"
@@ -22,14 +23,19 @@ enum class TaskKind : std::uint32_t {
   kFixed = 4,     // a call's fixed costs: no bytes, only latency
   kQuantize = 5,  // FP8 in flight: a rank quantizing weights (no bytes, only its time)
 };
-inline constexpr std::uint32_t kTaskKinds = 6;
+inline constexpr std::uint32_t kTaskKinds = static_cast<std::uint32_t>(TaskKind::kQuantize) + 1;
 
 // By TaskKind: the kind of time a task's flow spends, as a prediction's breakdown names it (and
-// the trace its category).
-inline constexpr TimeKind kTimeOfTask[kTaskKinds] = {TimeKind::kNetwork, TimeKind::kNvlink,
-                                                     TimeKind::kCopy,    TimeKind::kPackUnpack,
-                                                     TimeKind::kFixed,   TimeKind::kQuantize};
-inline TimeKind time_of(std::uint32_t task_kind) { return kTimeOfTask[task_kind]; }
+// the trace its category), and how a contributor's line says it ("pack time of ... calls").
+struct TaskKindInfo {
+  TimeKind time;
+  std::string_view phrase;
+};
+inline constexpr TaskKindInfo kTaskKindInfo[kTaskKinds] = {
+    {TimeKind::kNetwork, "network"}, {TimeKind::kNvlink, "nvlink"}, {TimeKind::kCopy, "copy"},
+    {TimeKind::kPackUnpack, "pack"}, {TimeKind::kFixed, "fixed"},   {TimeKind::kQuantize, "quantize"}};
+inline TimeKind time_of(std::uint32_t task_kind) { return kTaskKindInfo[task_kind].time; }
+inline std::string_view phrase_of(std::uint32_t task_kind) { return kTaskKindInfo[task_kind].phrase; }
 
 // Whether t's bytes are copied by its sender's own thread: a network transfer between ranks of
 // one node goes through shared memory (UCX's cma and mm transports), not through a NIC. That holds

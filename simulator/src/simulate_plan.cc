@@ -20,10 +20,6 @@ using sim::TaskKind;
 
 std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 
-// By TaskKind: how a contributor's line says what a flow's time is spent on.
-constexpr const char* kFlowPhrase[sim::kTaskKinds] = {"network", "nvlink", "copy",
-                                                      "pack",    "fixed",  "quantize"};
-
 // Whether some task of `model` quantizes: only then does a prediction rest on a quantize rate (a
 // deployment may move an FP8 problem's bf16 without quantizing, as a benchmark does).
 bool charges_quantization(const sim::Model& model) {
@@ -91,7 +87,7 @@ void fill_contributors(PlanSimulation& out, const sim::PlanModel& pm, const sim:
     add(fmt::format("device copies of {}", group), s.pack);
     add(fmt::format("FP8 quantization in {}", group), s.quantize);
     add(fmt::format("message latency of {}", group), s.latency);
-    add(fmt::format("{} time of {}", kFlowPhrase[pm.model.category(step.task)], group), s.flow);
+    add(fmt::format("{} time of {}", sim::phrase_of(pm.model.category(step.task)), group), s.flow);
   }
   for (auto& [what, c] : by_what) out.contributors.push_back(std::move(c));
   std::ranges::sort(out.contributors, std::greater{}, [](const Contributor& c) { return c.time; });

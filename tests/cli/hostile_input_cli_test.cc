@@ -218,7 +218,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "simulate --model " + kData +
                     "/models/tiny-qwen3-moe.json --train tp=2,ep=2,etp=1 --infer tp=2 --cluster dgx-h100 "
                     "--quantize mxfp8",
-                "", "--quantize with --train tp=2,pp=1,ep=2,etp=1,cp=1,dp=1 --infer tp=2"},
+                "", "--quantize with --train tp=2,ep=2,etp=1 --infer tp=2: tensor"},
         Hostile{"quantize_at_misspelt",
                 "simulate " + kModel + " --cluster dgx-h100 --quantize mxfp8 --quantize-at x", "",
                 "error: --quantize-at: unknown quantization site 'x'"}));

@@ -3,6 +3,7 @@ PNG with the Agg renderer, and python -m refit from the shell."""
 
 from __future__ import annotations
 
+import io
 import re
 import subprocess
 import sys
@@ -85,8 +86,12 @@ def test_compare_figure(tmp_path: Path) -> None:
     rows = refit.compare(QWEN, refit.Cluster.preset("dgx-h100"))
     fig = figures.compare(rows)
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == [f"{r.strategy} ({r.deployment})" for r in rows]
-    fig.savefig(tmp_path / "compare.png", dpi=100)
+    figures.save(fig, tmp_path / "compare.png")
     _png(tmp_path / "compare.png")
+    # A binary file object is written as savefig writes it, in savefig's default format (PNG).
+    image = io.BytesIO()
+    figures.save(fig, image)
+    assert image.getvalue().startswith(PNG)
 
 
 def test_sweep_figure_draws_a_line_per_strategy_and_the_bound(tmp_path: Path) -> None:
@@ -196,6 +201,9 @@ def test_python_m_refit_checks_its_options_and_files_before_any_work(tmp_path: P
          "refit compare: error: --plot: /nonexistent/x.png: cannot be created: No such file or directory"),
         (["compare", *problem, "--plot", str(tmp_path / "x.bogus")],
          f"refit compare: error: --plot: {tmp_path / 'x.bogus'}: matplotlib writes no '.bogus' files"),
+        # A refused figure leaves no table behind: the CSV is created only once the figure is accepted.
+        ([*sweep, "--csv", str(tmp_path / "s.csv"), "--plot", str(tmp_path / "s.bogus")],
+         f"refit sweep: error: --plot: {tmp_path / 's.bogus'}: matplotlib writes no '.bogus' files"),
     ]  # fmt: skip
     for args, message in cases:
         assert main(args) == 2, args

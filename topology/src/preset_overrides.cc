@@ -44,6 +44,7 @@ constexpr double kMinNicLineGbps = 0.01;
 // 8e6 Gb/s x 47 / 400 = 940,000 GB/s, within kMaxGbps (1e7 was refused by Cluster::make as
 // 1,175,000 GB/s, naming a field the user never wrote).
 constexpr double kMaxNicLineGbps = 8e6;
+static_assert(kMaxNicLineGbps * hw::kNicEffectiveGbpsPer400G / 400 <= kMaxGbps);
 constexpr double kMaxLatencyUs = 1e6;
 
 [[nodiscard]] Result<std::int32_t> integer(std::string_view key, std::string_view text, std::int32_t min) {
