@@ -65,26 +65,24 @@ TEST(Registry, RefusesABackendThisBuildLacksAsUnsupported) {
   EXPECT_NE(e.error().message.find("'nccl'"), std::string::npos);
 }
 
-TEST(Registry, UcxRefusesANonPositiveTimeout) {
+// The UCX executor made with `options` on a world of one is refused, out of range, saying `why`.
+void expect_ucx_refuses(const ExecutorOptions& options, const std::string& why) {
   testing::ThreadGroup group(1);
   testing::ThreadBootstrap bootstrap(group, 0);
-  const auto e = make_executor("ucx", bootstrap, ExecutorOptions{.timeout = Seconds{0}});
+  const auto e = make_executor("ucx", bootstrap, options);
   ASSERT_FALSE(e);
   EXPECT_EQ(e.error().code, ErrorCode::kOutOfRange);
-  EXPECT_NE(e.error().message.find("timeout must be > 0 s"), std::string::npos) << e.error().message;
+  EXPECT_NE(e.error().message.find(why), std::string::npos) << e.error().message;
+}
+
+TEST(Registry, UcxRefusesANonPositiveTimeout) {
+  expect_ucx_refuses({.timeout = Seconds{0}}, "timeout must be > 0 s");
 }
 
 // The staging must hold one chunk of the smallest (16 bytes) twice over (the half-staging rule):
 // 31 bytes is refused when the executor is made, before any plan.
 TEST(Registry, UcxRefusesAStagingBelowOneChunk) {
-  testing::ThreadGroup group(1);
-  testing::ThreadBootstrap bootstrap(group, 0);
-  const auto e = make_executor("ucx", bootstrap, ExecutorOptions{.staging = Bytes{31}});
-  ASSERT_FALSE(e);
-  EXPECT_EQ(e.error().code, ErrorCode::kOutOfRange);
-  EXPECT_NE(e.error().message.find("staging must be at least 32 bytes (one chunk's), got 31"),
-            std::string::npos)
-      << e.error().message;
+  expect_ucx_refuses({.staging = Bytes{31}}, "staging must be at least 32 bytes (one chunk's), got 31");
 }
 
 }  // namespace
