@@ -87,6 +87,11 @@ CLI::Validator number_above(double floor, bool inclusive, const char* name, std:
         const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
         const bool number = ec == std::errc{} && end == text.data() + text.size() && std::isfinite(v);
         if (!number) return fmt::format("expected a number {}, got '{}'", wanted, text);
+        // CLI11 reads an integer with a leading 0 as octal ("010" as 8) once this check passes.
+        const auto digits = text.find_first_not_of("+-");
+        if (digits != std::string::npos && digits + 1 < text.size() && text[digits] == '0' &&
+            text[digits + 1] >= '0' && text[digits + 1] <= '9')
+          return fmt::format("expected a decimal number {} without leading zeros, got '{}'", wanted, text);
         if (beyond_int64(text)) return fmt::format("must be {} and fit 64 bits, got {}", wanted, text);
         if ((inclusive ? v >= floor : v > floor) && v <= ceiling) return {};
         return fmt::format("must be {}, got {}", wanted, text);

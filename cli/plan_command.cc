@@ -85,7 +85,8 @@ Action add_plan_command(CLI::App& app) {
                   "Show what the lowering chose for this rank: its chunks, which move in place and which "
                   "are packed or unpacked (and why), relay waits, scratch and staging (with --json: an "
                   "\"explain\" object)")
-      ->check(non_empty());
+      ->check(non_empty())
+      ->check(non_negative());
   cmd->add_flag("--json", o->json, "Print one JSON object on stdout");
   return [o]() { return run(*o); };
 }

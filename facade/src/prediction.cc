@@ -149,7 +149,9 @@ Bytes moved_bytes(const ReshardProblem& problem, const std::vector<bool>& moved)
   if (o.window && *o.window < 0) return out_of_range(fmt::format("--window: {} is negative", *o.window));
   const auto schedule =
       REFIT_TRY_IN(deploy(deployment, p, problem, cluster), fmt::format("--deployment {}", deployment.name));
-  const auto window = o.window.value_or(execution_of(p, {.calls = &schedule}).pair_window);
+  const ExecutionModel& execution = execution_of(p, {.calls = &schedule});
+  if (o.window) REFIT_TRY_IN(check_pair_window(execution, *o.window), "--window");
+  const auto window = o.window.value_or(execution.pair_window);
   const Bytes staging = deployment.takes_staging ? o.staging : lowering::kDefaultStaging;
   const auto label = fmt::format("{} as {} runs it", p.strategy, deployment.name);
   PlanSimulationOptions so{.progress = nullptr,

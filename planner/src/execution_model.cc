@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 
+#include <fmt/format.h>
+
 namespace refit {
 namespace {
 
@@ -61,6 +63,14 @@ const ExecutionModel* find_execution_model(std::string_view name) {
 
 const ExecutionModel& refit_executor_model(const ExecutionModel& plan_model) {
   return plan_model.refit_executor ? plan_model : execution_model(ExecutionModelId::kRefitUcx);
+}
+
+Result<void> check_pair_window(const ExecutionModel& model, std::int32_t window) {
+  if (model.step_chunks == 0 || window <= 0) return {};
+  return invalid(
+      fmt::format("execution model '{}' paces chunks by its step schedule, not by a window of {} "
+                  "chunks per pair",
+                  model.name, window));
 }
 
 }  // namespace refit

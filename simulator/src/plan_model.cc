@@ -126,11 +126,7 @@ std::vector<double> stream_weights(const Plan& plan, const PieceCuts& cuts, bool
 // in-order pairs pace them, and relays forward chunk by chunk.
 Result<void> check_steps(const ExecutionModel& execution, const PlanModelOptions& options) {
   if (execution.step_chunks == 0) return {};
-  if (options.window > 0)
-    return invalid(
-        fmt::format("window: execution model '{}' paces chunks by its step schedule, not by a "
-                    "window of {} chunks per pair",
-                    execution.name, options.window));
+  REFIT_TRY_IN(check_pair_window(execution, options.window), "window");
   if (options.calls && (options.calls->pairs_in_order || options.calls->store_and_forward))
     return unsupported(
         fmt::format("execution model '{}' runs its plan step by step, not as a deployment "

@@ -219,6 +219,16 @@ INSTANTIATE_TEST_SUITE_P(
                     "/models/tiny-qwen3-moe.json --train tp=2,ep=2,etp=1 --infer tp=2 --cluster dgx-h100 "
                     "--quantize mxfp8",
                 "", "--quantize with --train tp=2,ep=2,etp=1 --infer tp=2: tensor"},
+        // CLI11 reads a leading 0 as octal once a check passes: --chunk 010 planned 8-byte chunks.
+        Hostile{"chunk_with_a_leading_zero", "plan " + kModel + " --chunk 010", "",
+                "--chunk: expected a decimal number > 0 without leading zeros, got '010'"},
+        // Once unchecked: 0x10 was rank 16.
+        Hostile{"explain_in_hex", "plan " + kModel + " --explain 0x10", "",
+                "--explain: expected a number >= 0"},
+        // Once named as the field, not the option.
+        Hostile{"window_of_a_step_paced_executor",
+                "simulate " + kModel + " --cluster dgx-h100 --deployment refit-nccl --window 4", "",
+                "--window: execution model 'refit-nccl' paces chunks by its step schedule"},
         Hostile{"quantize_at_misspelt",
                 "simulate " + kModel + " --cluster dgx-h100 --quantize mxfp8 --quantize-at x", "",
                 "error: --quantize-at: unknown quantization site 'x'"}));

@@ -7,6 +7,7 @@
 #include <span>
 #include <string_view>
 
+#include "refit/core/error.h"
 #include "refit/core/units.h"
 
 namespace refit {
@@ -65,5 +66,9 @@ const ExecutionModel* find_execution_model(std::string_view name);
 // How refit's executors run `plan_model`'s plans: as it says where it is one of theirs, else as
 // the UCX executor (refit run's default) does.
 const ExecutionModel& refit_executor_model(const ExecutionModel& plan_model);
+
+// Refuses a pair window (> 0) for a model that paces chunks by steps instead; the message names
+// neither the option nor the field, which the caller adds.
+[[nodiscard]] Result<void> check_pair_window(const ExecutionModel& model, std::int32_t window);
 
 }  // namespace refit
