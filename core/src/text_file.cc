@@ -70,10 +70,7 @@ Result<std::ofstream> open_output_file(const std::filesystem::path& path) {
   return out;
 }
 
-Result<void> write_file(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write) {
-  auto out = REFIT_TRY(open_output_file(path));
-  errno = 0;
-  write(out);
+Result<void> close_output_file(std::ofstream& out, const std::filesystem::path& path) {
   if (out) out.flush();
   if (out.is_open()) out.close();
   if (!out)
@@ -81,6 +78,13 @@ Result<void> write_file(const std::filesystem::path& path, const std::function<v
                 fmt::format("{}: cannot be written{}", path.string(),
                             errno != 0 ? fmt::format(": {}", std::strerror(errno)) : ""));
   return {};
+}
+
+Result<void> write_file(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write) {
+  auto out = REFIT_TRY(open_output_file(path));
+  errno = 0;
+  write(out);
+  return close_output_file(out, path);
 }
 
 }  // namespace refit

@@ -4,7 +4,6 @@
 // does not exist is refused when the file is opened, before the work whose result it will hold,
 // and a write that fails in part (a full disk) is an error, not a short file.
 #include <cerrno>
-#include <cstring>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -38,23 +37,15 @@ void write(OutputFile& file, const nb::bytes& data) {
   if (!file.out)
     raise_error(Error{.code = ErrorCode::kInvalidArgument,
                       .message = fmt::format("{}: {}: written once already", file.what, file.path)});
-  bool written = false;
-  int error = 0;
+  Result<void> written;
   {
     nb::gil_scoped_release release;
-    auto& out = *file.out;
     errno = 0;
-    out.write(data.c_str(), static_cast<std::streamsize>(data.size()));
-    if (out) out.flush();
-    out.close();
-    written = static_cast<bool>(out);
-    error = errno;
+    file.out->write(data.c_str(), static_cast<std::streamsize>(data.size()));
+    written = close_output_file(*file.out, file.path);
   }
   file.out.reset();
-  if (!written)
-    raise_error(Error{.code = ErrorCode::kRuntime,
-                      .message = fmt::format("{}: {}: cannot be written{}", file.what, file.path,
-                                             error != 0 ? fmt::format(": {}", std::strerror(error)) : "")});
+  if (!written) raise_error(std::move(written.error()).in(file.what));
 }
 
 }  // namespace

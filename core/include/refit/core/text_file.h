@@ -32,6 +32,10 @@ inline constexpr std::int64_t kMaxInputFileBytes = std::int64_t{1} << 30;
 // reason is given). Character devices (/dev/null) and FIFOs being read are written.
 [[nodiscard]] Result<std::ofstream> open_output_file(const std::filesystem::path& path);
 
+// Flushes and closes a file open_output_file opened at `path`; kRuntime, naming it, when any write
+// to it, the flush or the close failed.
+[[nodiscard]] Result<void> close_output_file(std::ofstream& out, const std::filesystem::path& path);
+
 // Creates (or truncates) the file as open_output_file does and has `write` fill it; kRuntime when
 // any write, the flush or the close fails.
 [[nodiscard]] Result<void> write_file(const std::filesystem::path& path,
