@@ -32,6 +32,8 @@ constexpr std::string_view expected_type() {
     return "a dict";
   else if constexpr (std::is_same_v<T, std::vector<std::pair<std::string, std::string>>>)
     return "a list of (key, value) pairs of str";
+  else if constexpr (std::is_same_v<T, FsPath>)
+    return "a path";
   else
     return "a str";
 }
@@ -56,13 +58,7 @@ void take(const nb::dict& d, const char* key, std::string_view where, T& value) 
 }
 // A path field: any name the system allows (path_caster.h).
 void take_path(const nb::dict& d, const char* key, std::string_view where, std::string& value) {
-  if (!d.contains(key)) return;
-  FsPath path;
-  if (!nb::try_cast(d[key], path))
-    raise_error(Error{.code = ErrorCode::kInvalidArgument,
-                      .message = fmt::format("{}['{}']: expected a path, got {}", where, key,
-                                             nb::type_name(d[key].type()).c_str())});
-  value = std::move(path.bytes);
+  if (d.contains(key)) value = field<FsPath>(d, key, where).bytes;
 }
 
 // The keys of refit._refit.Problem.load and PlacedCluster.load, which the package keeps as
