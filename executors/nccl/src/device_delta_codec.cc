@@ -58,9 +58,43 @@ Result<Checksum> DeviceDeltaCodec::decode(const std::byte* payload, std::int64_t
   return decoded;
 }
 
+// The encodings as this codec runs them, in DeltaEncoding order (a table whose entries carry their
+// own behaviour, as delta's PositionCoder): each sizes its body from the scan's lanes, writes it
+// and decodes it, so that the codec never switches on the encoding.
+struct DeviceDeltaCodec::Coder {
+  DeltaEncoding id;
+  // False for dense: its body is the chunk itself, whatever the receiver holds.
+  bool needs_baseline = true;
+  // The body's size once the scan (and for runs, the positions pass) filled `d`.
+  std::int64_t (*body_bytes)(const DeltaLanes& d);
+  Result<void> (*write)(DeltaKernels& kernels, const DeltaLanes& d);
+  Result<Checksum> (DeviceDeltaCodec::*decode)(const DeltaHeader& header, const std::byte* body,
+                                               const DeviceDeltaTarget& target);
+};
+
+const DeviceDeltaCodec::Coder& DeviceDeltaCodec::coder(DeltaEncoding encoding) {
+  static constexpr std::array<Coder, 3> kCoders{{
+      {.id = DeltaEncoding::kDense,
+       .needs_baseline = false,
+       .body_bytes = [](const DeltaLanes& d) { return d.bytes; },
+       .write = [](DeltaKernels& k, const DeltaLanes& d) { return k.copy(d.body, d.current, d.bytes); },
+       .decode = &DeviceDeltaCodec::decode_dense},
+      {.id = DeltaEncoding::kBitmask,
+       .body_bytes =
+           [](const DeltaLanes& d) { return bitmask_body_bytes(d.elements, d.changed, d.element_bytes); },
+       .write = [](DeltaKernels& k, const DeltaLanes& d) { return k.write(d); },
+       .decode = &DeviceDeltaCodec::decode_bitmask},
+      {.id = DeltaEncoding::kRuns,
+       .body_bytes = [](const DeltaLanes& d) { return d.positions + d.changed * d.element_bytes; },
+       .write = [](DeltaKernels& k, const DeltaLanes& d) { return k.write_runs(d); },
+       .decode = &DeviceDeltaCodec::decode_runs},
+  }};
+  return kCoders.at(static_cast<std::size_t>(encoding));
+}
+
 // As DeltaCodec::encode with its entropy stage off: a full refit without a base; otherwise one scan
 // for the changes and the result's checksum, the runs' position bytes from the mask, then the
-// smallest body (the first of dense, bitmask, runs on a tie, as DeltaCodec ranks them).
+// smallest body (the first in DeltaEncoding order on a tie, as DeltaCodec ranks them).
 Result<DeltaHeader> DeviceDeltaCodec::encode_chunk(const DeviceDeltaSource& source, std::byte* out,
                                                    std::int64_t capacity) {
   const std::int64_t element_bytes = dtype_size(source.dtype);
@@ -72,7 +106,7 @@ Result<DeltaHeader> DeviceDeltaCodec::encode_chunk(const DeviceDeltaSource& sour
   REFIT_TRY(kernels_.prepare(d));
   DeltaHeader header{
       .element_bytes = element_bytes, .chunk_bytes = source.bytes, .changed_elements = d.elements};
-  std::int64_t body = source.bytes;
+  const Coder* chosen = &coder(DeltaEncoding::kDense);
   if (!source.base) {
     header.result = Checksum{REFIT_TRY(kernels_.checksum(d)).sum};
   } else {
@@ -82,21 +116,12 @@ Result<DeltaHeader> DeviceDeltaCodec::encode_chunk(const DeviceDeltaSource& sour
     header.result = Checksum{source.base->value + scan.sum};
     d.changed = header.changed_elements;
     d.positions = static_cast<std::int64_t>(REFIT_TRY(kernels_.positions(d)).count);
-    const std::int64_t values = d.changed * element_bytes;
-    for (const auto& [encoding, bytes] :
-         {std::pair{DeltaEncoding::kBitmask, delta_mask_bytes(d.elements) + values},
-          std::pair{DeltaEncoding::kRuns, d.positions + values}})
-      if (bytes < body) header.format.encoding = encoding, body = bytes;
+    for (DeltaEncoding encoding : {DeltaEncoding::kBitmask, DeltaEncoding::kRuns})
+      if (coder(encoding).body_bytes(d) < chosen->body_bytes(d)) chosen = &coder(encoding);
   }
-  if (header.format.encoding == DeltaEncoding::kBitmask) {
-    REFIT_TRY(kernels_.write(d));
-  } else if (header.format.encoding == DeltaEncoding::kRuns) {
-    REFIT_TRY(kernels_.write_runs(d));
-  } else {
-    REFIT_TRY(kernels_.copy(d.body, source.current, source.bytes));
-  }
-  header.inner_bytes = body;
-  header.body_bytes = body;
+  REFIT_TRY(chosen->write(kernels_, d));
+  header.format.encoding = chosen->id;
+  header.inner_bytes = header.body_bytes = chosen->body_bytes(d);
   REFIT_TRY(write_header(kernels_, header, out));
   return header;
 }
@@ -110,11 +135,9 @@ Result<Checksum> DeviceDeltaCodec::decode_chunk(const std::byte* payload, std::i
   if (header.format.entropy != DeltaEntropy::kNone)
     return unsupported(fmt::format("a {} payload: the GPU codec decodes raw ones (DeltaCodec decodes zstd)",
                                    delta_format_name(header.format)));
-  const std::byte* body = payload + kDeltaHeaderBytes;
-  if (header.format.encoding == DeltaEncoding::kDense) return decode_dense(header, body, target);
-  REFIT_TRY(delta::same_baseline(header.base, target.base));
-  return header.format.encoding == DeltaEncoding::kBitmask ? decode_bitmask(header, body, target)
-                                                           : decode_runs(header, body, target);
+  const Coder& body_coder = coder(header.format.encoding);
+  if (body_coder.needs_baseline) REFIT_TRY(delta::same_baseline(header.base, target.base));
+  return (this->*body_coder.decode)(header, payload + kDeltaHeaderBytes, target);
 }
 
 Result<Checksum> DeviceDeltaCodec::decode_dense(const DeltaHeader& header, const std::byte* body,

@@ -57,6 +57,9 @@ class DeviceDeltaCodec {
   [[nodiscard]] Result<Checksum> checksum(const std::byte* bytes, std::int64_t size);
 
  private:
+  struct Coder;
+  static const Coder& coder(DeltaEncoding encoding);
+
   [[nodiscard]] Result<DeltaHeader> encode_chunk(const DeviceDeltaSource& source, std::byte* out,
                                                  std::int64_t capacity);
   [[nodiscard]] Result<Checksum> decode_chunk(const std::byte* payload, std::int64_t payload_bytes,
