@@ -27,7 +27,7 @@ namespace {
                                        const PlacedCluster& cluster) {
   const auto strategy = find_strategy(plan.strategy);
   if (!strategy || !(*strategy)->baseline) {
-    if (plan.execution == ExecutionModelId::kNcclCollectives)
+    if (!execution_model(plan.execution).refit_executor)
       return mismatch(
           fmt::format("strategy '{}' is run by refit's executors, not by the execution model '{}' "
                       "the plan names",

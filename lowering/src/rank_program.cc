@@ -1,6 +1,7 @@
 #include "refit/lowering/rank_program.h"
 
 #include <algorithm>
+#include <array>
 
 #include <fmt/format.h>
 
@@ -153,34 +154,15 @@ void demand(StagingDemand& d, const ChunkCopy& c) {
 
 }  // namespace
 
-std::string_view buffer_kind_name(BufferKind kind) {
-  switch (kind) {
-    case BufferKind::kSource:
-      return "source";
-    case BufferKind::kDestination:
-      return "destination";
-    case BufferKind::kScratch:
-      return "scratch";
-    case BufferKind::kStaging:
-      return "staging";
-  }
-  return "?";
-}
-
 std::string_view copy_reason_text(CopyReason reason) {
-  switch (reason) {
-    case CopyReason::kOneRun:
-      return "one contiguous run";
-    case CopyReason::kFewRuns:
-      return "a few contiguous runs";
-    case CopyReason::kLongRuns:
-      return "runs long enough to move one by one";
-    case CopyReason::kScattered:
-      return "too many short runs: packed";
-    case CopyReason::kNotInOnePlace:
-      return "not held whole in one buffer: staged";
-  }
-  return "?";
+  static constexpr std::array<std::string_view, kCopyReasons> kTexts{
+      "one contiguous run",
+      "a few contiguous runs",
+      "runs long enough to move one by one",
+      "too many short runs: packed",
+      "not held whole in one buffer: staged",
+  };
+  return kTexts.at(static_cast<std::size_t>(reason));
 }
 
 RankShards shards_of(const ReshardProblem& problem, Rank rank) {

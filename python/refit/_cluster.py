@@ -180,10 +180,6 @@ class Cluster:
         placed = self.placed(problem) if problem is not None else self._load(0, 0)
         return json.loads(placed.to_json())
 
-    def name_for(self, problem: Problem) -> str:
-        """The cluster's name as sized for the problem (e.g. ``dgx-h100``)."""
-        return self.placed(problem).name
-
     def _load(self, source_ranks: int, destination_ranks: int) -> _refit.PlacedCluster:
         key = (source_ranks, destination_ranks)
         if key not in self._placed:

@@ -51,7 +51,6 @@ class Walk {
   // Byte offset, in the buffer of array a, of element `index` of x.
   std::int64_t offset_of(int a, std::int64_t index) const;
   // Elements in one run: the inner walk dim when it is contiguous in every array, else 1.
-  std::int64_t run_elements() const { return run_elements_; }
   // How many runs, contiguous in every array at once, elements [first, first + count) form.
   std::int64_t runs(std::int64_t first, std::int64_t count) const;
   // Calls f(index, elements) for each of those runs in order: elements [index, index + elements).

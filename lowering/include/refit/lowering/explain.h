@@ -20,8 +20,8 @@ struct SideSummary {
   std::int64_t in_place = 0;  // chunks
   std::int64_t staged = 0;
   Bytes staged_bytes;
-  std::array<std::int64_t, 5> by_reason{};  // chunks per CopyReason
-  std::int64_t runs = 0;                    // transport operations of the in-place chunks
+  std::array<std::int64_t, kCopyReasons> by_reason{};  // chunks per CopyReason
+  std::int64_t runs = 0;                               // transport operations of the in-place chunks
 };
 
 struct ProgramSummary {

@@ -56,7 +56,6 @@ enum class BufferKind : std::uint8_t {
   kScratch,      // executor memory for forwarded data that lies outside the rank's own boxes
   kStaging,      // executor memory for chunks packed before sending or unpacked after landing
 };
-std::string_view buffer_kind_name(BufferKind kind);
 
 // An array of some box in one of the rank's buffers.
 struct Located {
@@ -99,6 +98,8 @@ enum class CopyReason : std::uint8_t {
   kNotInOnePlace,  // some segment is not held whole in one array on this side (gathered from
                    // several received segments, or landing only partly in the rank's boxes)
 };
+// How many reasons there are: the last one's index + 1.
+inline constexpr std::size_t kCopyReasons = static_cast<std::size_t>(CopyReason::kNotInOnePlace) + 1;
 std::string_view copy_reason_text(CopyReason reason);
 
 // How one chunk moves on one side.
