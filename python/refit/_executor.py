@@ -161,6 +161,12 @@ _CLAIMS: "weakref.WeakKeyDictionary[Executor, list[_Claim]]" = weakref.WeakKeyDi
 _CLAIMS_LOCK = threading.Lock()
 
 
+#: No memory lies in an address space's first page: a buffer whose bytes start there has none (a
+#: torch storage freed with ``untyped_storage().resize_(0)``, a DTensor, a FakeTensor), which the
+#: compiled part refuses naming it; it claims nothing.
+_FIRST_PAGE = 4096
+
+
 def _raised(e: BaseException) -> str:
     """An exception in one line, for a refusal: "TypeName: message"."""
     return f"{type(e).__name__}: {e}"
@@ -177,7 +183,7 @@ def _claims_of(rank: int, written: bool, buffers: Mapping[str, Any]) -> tuple[li
             span = _memory(buffer)
         except Exception as e:  # noqa: BLE001 - whatever it raised, this rank refuses with it, agreed by all
             return [], f"buffer '{name}': its memory cannot be read ({_raised(e)})"
-        if span is not None and span[1] > 0:
+        if span is not None and span[1] > 0 and span[0] >= _FIRST_PAGE:  # below: no memory, refused
             claims.append(_Claim(rank, span[0], span[0] + span[1], written, thread))
     return claims, ""
 

@@ -1,6 +1,7 @@
 #include "buffers.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <span>
@@ -191,10 +192,42 @@ std::string attribute_text(nb::handle value, const char* name) {
   return std::string(utf8, static_cast<std::size_t>(size));
 }
 
+// Whether `value` is a torch DTensor (it has to_local and device_mesh): its DLPack export has the
+// global shape and no memory behind it.
+bool is_dtensor(nb::handle value) {
+  return PyObject_HasAttrString(value.ptr(), "to_local") == 1 &&
+         PyObject_HasAttrString(value.ptr(), "device_mesh") == 1;
+}
+
+// No memory lies in the first page of an address space: an array whose bytes start there has none
+// (a null data pointer, plus the offset of a view into it).
+constexpr std::uintptr_t kFirstPage = 4096;
+
+// Why an array that exports DLPack is still no buffer, or "" when it is one: it has no memory
+// (torch storage freed by untyped_storage().resize_(0), as FSDP frees unsharded parameters; a
+// FakeTensor), which refit would read or write at address 0.
+template <class Array>
+std::string no_memory(nb::handle value, const Array& a, const std::string& where) {
+  if (a.nbytes() == 0 || reinterpret_cast<std::uintptr_t>(a.data()) >= kFirstPage) return {};
+  return fmt::format(
+      "{}: a {} of {} bytes with no memory (its data pointer is null: a torch storage freed with "
+      "untyped_storage().resize_(0), as FSDP frees parameters, or a FakeTensor); pass a tensor that holds "
+      "its bytes",
+      where, nb::type_name(value.type()).c_str(), a.nbytes());
+}
+
 // The array a buffer is, for reading.
 Result<nb::ndarray<nb::ro>> readable_array(nb::handle value, const std::string& where) {
+  if (is_dtensor(value))
+    return invalid(fmt::format(
+        "{}: a DTensor, whose elements lie on the ranks of its device mesh, has no memory of this rank's "
+        "box; pass this rank's shard, .to_local()",
+        where));
   nb::ndarray<nb::ro> readable;
-  if (nb::try_cast(value, readable)) return readable;
+  if (nb::try_cast(value, readable)) {
+    if (auto why = no_memory(value, readable, where); !why.empty()) return invalid(std::move(why));
+    return readable;
+  }
   // A torch tensor on the meta device (or another without memory) exports no DLPack either, and
   // numpy arrays of a dtype DLPack has no code for (ml_dtypes' bfloat16, big-endian) do not.
   const auto device = attribute_text(value, "device");

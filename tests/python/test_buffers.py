@@ -233,6 +233,90 @@ def test_wrong_buffers_are_refused_on_every_rank_before_any_byte_moves(
             assert np.all(a == SENTINEL) or np.all(a == 0) or not a.flags.writeable, (rank, name)
 
 
+def _freed(a: np.ndarray) -> Any:
+    """A torch tensor of a's shape whose storage was freed, as FSDP frees a parameter between its
+    uses (``untyped_storage().resize_(0)``): its data pointer is null."""
+    import torch
+
+    t = torch.from_numpy(a).clone()  # torch's own storage: numpy's cannot be resized
+    t.untyped_storage().resize_(0)
+    return t
+
+
+def _fake(a: np.ndarray) -> Any:
+    """A FakeTensor of a's shape (torch.compile's tracing): a shape without memory."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        return torch.zeros(a.shape, dtype=torch.float32)
+
+
+@pytest.mark.parametrize("ranks", [[0], [2], [0, 2]], ids=["source", "destination", "both"])
+@pytest.mark.parametrize("make", [_freed, _fake], ids=["freed storage", "FakeTensor"])
+def test_a_tensor_without_memory_is_refused_naming_it(rows_to_columns: Path, ranks: list[int], make: Any) -> None:
+    # A freed storage was "sources[0]: the buffer of tensor 'w' holds 6144 bytes, its box [0:32,
+    # 0:48] needs 6144" on a training rank, "its memory is read-only" on an inference rank, and
+    # with both "a buffer it reads shares memory with one that rank 2 ... writes" (both at 0).
+    import warnings
+
+    problem = refit.Problem.from_manifest(rows_to_columns)
+    plan = refit.plan(problem, refit.Cluster.preset("cpu-host"))
+    buffers = {r: _numpy_buffers(problem, r) for r in range(problem.world_size)}
+    for r in ranks:
+        buffers[r]["w"] = make(buffers[r]["w"])
+
+    def body(rank: int, exchange: Any) -> Any:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a FakeTensor's data_ptr() warns
+            return refit.Executor("ucx", exchange, timeout=20).prepare(plan, buffers[rank])
+
+    results = run_ranks(problem.world_size, body, timeout=30)
+    for rank, r in enumerate(results):
+        assert isinstance(r, refit.BadInput), (rank, r)
+        if rank in ranks:  # each offender names itself, the others one of them
+            assert str(r).startswith(f"buffer 'w' (rank {rank}): a "), str(r)
+        assert any(f"buffer 'w' (rank {o}): a " in str(r) for o in ranks), str(r)
+        assert " of 6144 bytes with no memory (its data pointer is null" in str(r) and "FSDP" in str(r), str(r)
+
+
+_DTENSOR = """
+import sys
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.distributed.tensor import DeviceMesh, Shard, distribute_tensor
+
+import refit
+from conftest import run_ranks
+
+dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+side = refit.Layout((1,), ("R",))
+problem = refit.Problem.from_layouts([refit.TensorLayout("w", (4, 6), "fp32", side, side)], source_ranks=1,
+                                     destination_ranks=1)
+plan = refit.plan(problem, refit.Cluster.preset("cpu-host"))
+whole = distribute_tensor(torch.ones(4, 6), DeviceMesh("cpu", [0]), [Shard(0)])
+buffers = [{"w": whole}, {"w": np.zeros((4, 6), np.float32)}]
+results = run_ranks(2, lambda rank, exchange: refit.Executor("ucx", exchange, timeout=20).prepare(plan, buffers[rank]))
+print(repr(results[0]))
+dist.destroy_process_group()
+"""
+
+
+def test_a_dtensor_is_refused_asking_for_its_local_shard() -> None:
+    # Its DLPack export has the global shape and a null data pointer: refit read address 0. Torch's
+    # process group is global state, hence a process of its own.
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _DTENSOR], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).parent)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "buffer 'w' (rank 0): a DTensor" in done.stdout and "pass this rank's shard, .to_local()" in done.stdout, (
+        done.stdout
+    )
+
+
 def test_training_parameters_that_require_grad_are_read_as_they_are(rows_to_columns: Path) -> None:
     import torch
 
