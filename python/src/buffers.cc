@@ -58,6 +58,33 @@ std::string dlpack_dtype_name(dl::dtype d) {
     case Code::Float8_E8M0FNU:
       name = "float8_e8m0fnu";
       break;
+    case Code::Float8_E4M3FNUZ:
+      name = "float8_e4m3fnuz";
+      break;
+    case Code::Float8_E5M2FNUZ:
+      name = "float8_e5m2fnuz";
+      break;
+    case Code::Float8_E4M3B11FNUZ:
+      name = "float8_e4m3b11fnuz";
+      break;
+    case Code::Float8_E3M4:
+      name = "float8_e3m4";
+      break;
+    case Code::Float6_E2M3FN:
+      name = "float6_e2m3fn";
+      break;
+    case Code::Float6_E3M2FN:
+      name = "float6_e3m2fn";
+      break;
+    case Code::Float4_E2M1FN:
+      name = "float4_e2m1fn";
+      break;
+    case Code::Complex:
+      name = fmt::format("complex{}", d.bits);
+      break;
+    case Code::Bcomplex:
+      name = fmt::format("bcomplex{}", d.bits);
+      break;
     default:
       name = fmt::format("DLPack type code {} of {} bits", d.code, d.bits);
   }
@@ -232,6 +259,12 @@ Result<nb::ndarray<nb::ro>> readable_array(nb::handle value, const std::string& 
   // numpy arrays of a dtype DLPack has no code for (ml_dtypes' bfloat16, big-endian) do not.
   const auto device = attribute_text(value, "device");
   const auto dtype = attribute_text(value, "dtype");
+  if (device == "meta")
+    return invalid(fmt::format(
+        "{}: a {} on device meta has no memory (a meta tensor is a shape and a dtype); refit reads and "
+        "writes host or CUDA memory: pass a tensor that holds its bytes (e.g. after "
+        "module.to_empty(device=...))",
+        where, nb::type_name(value.type()).c_str()));
   return invalid(fmt::format(
       "{}: a {}{}{} is not an array that exports DLPack (a numpy array of a native-endian number dtype, a "
       "torch tensor in host or CUDA memory, ...){}",
@@ -262,14 +295,28 @@ Result<Taken> take(nb::handle value, const Expected& e, const std::string& where
   return Taken{{static_cast<std::byte*>(writable.data()), writable.nbytes()}, memory};
 }
 
-// Every buffer of a rank is the same kind of memory.
-Result<void> same_memory(std::optional<MemoryKind>& memory, MemoryKind kind, const std::string& where) {
+// The kind of memory of a rank's buffers, and how messages name the first buffer that has it.
+struct MemorySeen {
+  MemoryKind kind{};
+  std::string where;
+};
+
+// Every buffer of a rank is the same kind of memory; a refusal names both buffers.
+Result<void> same_memory(std::optional<MemorySeen>& seen, MemoryKind kind, const std::string& where) {
   const auto name = [](MemoryKind m) { return m == MemoryKind::kCuda ? "CUDA" : "host"; };
-  if (memory && *memory != kind)
-    return mismatch(fmt::format("{}: {} memory, while the rank's other buffers are {} memory", where,
-                                name(kind), name(*memory)));
-  memory = kind;
+  if (seen && seen->kind != kind)
+    return mismatch(
+        fmt::format("{}: {} memory, while {} is {} memory (a rank's buffers are all host or "
+                    "all CUDA memory)",
+                    where, name(kind), seen->where, name(seen->kind)));
+  if (!seen) seen = MemorySeen{.kind = kind, .where = where};
   return {};
+}
+
+// The rank's memory kind (host when it has no buffers), and the buffer messages name for it.
+void set_memory(RankArrays& out, const std::optional<MemorySeen>& seen) {
+  out.buffers.memory = seen ? seen->kind : MemoryKind::kHost;
+  out.named = seen ? seen->where : std::string();
 }
 
 Result<void> check_rank(const ReshardProblem& problem, Rank rank) {
@@ -327,7 +374,7 @@ Result<RankArrays> rank_arrays(const ReshardProblem& problem, Rank rank, const n
       wanted.emplace(tr.tensor.name, Wanted{.tensor = t, .box = box});
   }
   RankArrays out;
-  std::optional<MemoryKind> memory;
+  std::optional<MemorySeen> memory;
   std::map<std::string, bool, std::less<>> given;
   for (const auto& [key, value] : arrays) {
     const std::string name = REFIT_TRY(key_name(key, rank, "tensor"));
@@ -361,9 +408,9 @@ Result<RankArrays> rank_arrays(const ReshardProblem& problem, Rank rank, const n
     std::vector<std::pair<std::span<std::byte>, std::string>> named;
     for (const auto& b : out.buffers.destinations)
       named.emplace_back(b.bytes, problem.tensors()[b.tensor].tensor.name);
-    REFIT_TRY(check_destinations(std::move(named), rank, memory.value_or(MemoryKind::kHost)));
+    REFIT_TRY(check_destinations(std::move(named), rank, memory ? memory->kind : MemoryKind::kHost));
   }
-  out.buffers.memory = memory.value_or(MemoryKind::kHost);
+  set_memory(out, memory);
   return out;
 }
 
@@ -375,7 +422,7 @@ Result<RankArrays> parameter_arrays(const ReshardProblem& problem, const models:
   std::map<std::string, std::size_t, std::less<>> index;  // parameter name -> its position
   for (std::size_t i = 0; i < storage.parameters.size(); ++i) index.emplace(storage.parameters[i].name, i);
   RankArrays out;
-  std::optional<MemoryKind> memory;
+  std::optional<MemorySeen> memory;
   std::vector<std::span<std::byte>> spans(storage.parameters.size());
   std::vector<bool> given(storage.parameters.size(), false);
   for (const auto& [key, value] : arrays) {
@@ -407,10 +454,11 @@ Result<RankArrays> parameter_arrays(const ReshardProblem& problem, const models:
   if (!source) {
     std::vector<std::pair<std::span<std::byte>, std::string>> named;
     for (std::size_t i = 0; i < spans.size(); ++i) named.emplace_back(spans[i], storage.parameters[i].name);
-    REFIT_TRY(check_destinations(std::move(named), rank, memory.value_or(MemoryKind::kHost)));
+    REFIT_TRY(check_destinations(std::move(named), rank, memory ? memory->kind : MemoryKind::kHost));
   }
-  const auto kind = memory.value_or(MemoryKind::kHost);
+  const auto kind = memory ? memory->kind : MemoryKind::kHost;
   out.buffers = REFIT_TRY(framework_rank_buffers(problem, side, rank, std::move(spans), kind));
+  set_memory(out, memory);
   return out;
 }
 

@@ -19,6 +19,8 @@ struct RankArrays {
   // Held for as long as the executor may touch their memory (the prepared plan's life).
   std::vector<nb::ndarray<nb::ro>> sources;
   std::vector<nb::ndarray<>> destinations;
+  // How messages name the rank's first buffer ("buffer 'w' (rank 2)"); "" when it has none.
+  std::string named;
 };
 
 // The rank's buffers from `arrays` (tensor name -> array), checked against the plan's problem.

@@ -323,10 +323,19 @@ Result<std::vector<RankArrays>> refusing_exceptions(std::int32_t rank, Check che
   }
 }
 
-// The arrays of `rank`, checked against its boxes or its side's parameters.
-Result<RankArrays> arrays_of(const ProblemHandle& problem, Rank rank, const nb::dict& arrays,
-                             bool framework) {
-  return framework ? framework_arrays(problem, rank, arrays) : rank_arrays(*problem.problem, rank, arrays);
+// The arrays of `rank`, checked against its boxes or its side's parameters and against the memory
+// `executor` moves (a rank's buffers are all of one kind: CUDA memory on an executor of host memory
+// is refused naming one of them, where the executor's own refusal names none).
+Result<RankArrays> arrays_of(const Executor& executor, const ProblemHandle& problem, Rank rank,
+                             const nb::dict& arrays, bool framework) {
+  auto out = REFIT_TRY(framework ? framework_arrays(problem, rank, arrays)
+                                 : rank_arrays(*problem.problem, rank, arrays));
+  if (out.buffers.memory == MemoryKind::kCuda && !executor.capabilities().cuda_memory)
+    return unsupported(
+        fmt::format("{}: CUDA memory, as is every buffer of the rank, but the {} executor "
+                    "moves host memory: pass host tensors (.cpu()) or use the nccl executor",
+                    out.named, executor.name()));
+  return out;
 }
 
 PreparedHandle* prepare(ExecutorHandle& self, const PlanHandle& plan, const ProblemHandle& problem,
@@ -336,7 +345,7 @@ PreparedHandle* prepare(ExecutorHandle& self, const PlanHandle& plan, const Prob
     if (self.failed) return std::unexpected(failed_before(*self.failed, "prepare"));
     if (!refusal.empty()) return invalid(fmt::format("rank {}: {}", rank, refusal));
     std::vector<RankArrays> one;
-    one.push_back(REFIT_TRY(arrays_of(problem, Rank{rank}, arrays, framework)));
+    one.push_back(REFIT_TRY(arrays_of(*self.executor, problem, Rank{rank}, arrays, framework)));
     return one;
   });
   return prepare_agreed(self, plan, rank, std::move(mine), [&](const std::vector<RankArrays>& a) {
@@ -377,7 +386,7 @@ PreparedHandle* prepare_ranks(ExecutorHandle& self, const PlanHandle& plan, cons
                           ranks.size(), buffers.size()));
         std::vector<RankArrays> all;
         for (std::size_t i = 0; i < ranks.size(); ++i)
-          all.push_back(REFIT_TRY(arrays_of(problem, Rank{ranks[i]}, buffers[i], framework)));
+          all.push_back(REFIT_TRY(arrays_of(*self.executor, problem, Rank{ranks[i]}, buffers[i], framework)));
         return all;
       });
   return prepare_agreed(self, plan, ranks.empty() ? 0 : ranks.front(), std::move(mine),

@@ -159,6 +159,49 @@ def _sparse(a: np.ndarray) -> Any:
     return torch.from_numpy(a).to_sparse()
 
 
+def _torch(dtype: str) -> Callable[[np.ndarray], Any]:
+    """A zeroed torch tensor of a's shape and the torch dtype named ``dtype``."""
+
+    def make(a: np.ndarray) -> Any:
+        import torch
+
+        return torch.zeros(a.shape, dtype=getattr(torch, dtype))
+
+    return make
+
+
+class _CudaLooking(np.ndarray):
+    """A numpy array whose DLPack export says CUDA device 0 (DLPack device type 2) while its bytes
+    are host memory: what refit refuses before it touches memory, where no GPU is at hand."""
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (2, 0)
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        import ctypes
+
+        capsule = np.asarray(self).__dlpack__()
+        get = ctypes.pythonapi.PyCapsule_GetPointer
+        get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+        tensor = get(capsule, b"dltensor")  # DLTensor: data pointer, then device type (int32)
+        ctypes.c_int32.from_address(tensor + ctypes.sizeof(ctypes.c_void_p)).value = 2
+        return capsule
+
+
+def _cuda_looking(a: np.ndarray) -> np.ndarray:
+    return a.view(_CudaLooking)
+
+
+def _all_cuda_looking(rank: int) -> Callable[[int, dict[str, Any]], None]:
+    """Every buffer of ``rank`` made to look like CUDA memory."""
+
+    def change(r: int, buffers: dict[str, Any]) -> None:
+        if r == rank:
+            buffers.update({name: _cuda_looking(a) for name, a in buffers.items()})
+
+    return change
+
+
 class _InterfaceWithoutBytes:
     """An object that claims numpy's array interface but has no ``nbytes``."""
 
@@ -189,8 +232,21 @@ REFUSALS = [
     ("missing", change_buffer(3, "b", None), "rank 3: no buffer for tensor 'b' (the inference rank needs its box [48:96])"),
     ("unknown tensor", change_buffer(1, "x", lambda a: np.zeros(3)), "buffer 'x' (rank 1): no tensor of that name in the problem"),
     ("not an array", change_buffer(0, "b", lambda a: [1, 2, 3]), "buffer 'b' (rank 0): a list is not an array that exports DLPack"),
+    # Once "not an array that exports DLPack ...; bf16 and fp8 go as their bits: .view(np.uint16)".
     ("meta tensor", change_buffer(0, "b", lambda a: _meta(a.shape)),
-     "buffer 'b' (rank 0): a torch.Tensor on device meta of dtype torch.bfloat16 is not an array that exports DLPack"),
+     "buffer 'b' (rank 0): a torch.Tensor on device meta has no memory (a meta tensor is a shape and a dtype); "
+     "refit reads and writes host or CUDA memory"),
+    # Each was "DLPack type code 11 of 8 bits" (or 5 of 64 bits).
+    ("fp8 fnuz dtype", change_buffer(1, "b", _torch("float8_e5m2fnuz")),
+     "buffer 'b' (rank 1): dtype float8_e5m2fnuz does not hold the tensor's bf16 (expected bfloat16 or uint16)"),
+    ("complex dtype", change_buffer(0, "w", _torch("complex64")),
+     "buffer 'w' (rank 0): dtype complex64 does not hold the tensor's fp32 (expected float32)"),
+    # Once only the buffer of the second kind was named.
+    ("host and CUDA memory", change_buffer(2, "b", _cuda_looking),
+     "buffer 'b' (rank 2): CUDA memory, while buffer 'w' (rank 2) is host memory"),
+    # Once "rank 3: the buffers are CUDA memory, this executor moves host memory", naming none.
+    ("CUDA memory on ucx", _all_cuda_looking(3),
+     "buffer 'w' (rank 3): CUDA memory, as is every buffer of the rank, but the ucx executor moves host memory"),
     ("big-endian", change_buffer(0, "w", lambda a: a.astype(">f4")),
      "buffer 'w' (rank 0): a ndarray on device cpu of dtype >f4 is not an array that exports DLPack"),
     # Once moved as its bytes: the destination got -w. Once a segfault at the first write.
