@@ -1,6 +1,9 @@
 // The lower bound (docs/guide/planning.md, "The lower bound"), with its term that is just as
 // unbeatable as the others: bytes whose every holder sits behind one NIC must cross that NIC at
-// least once.
+// least once. A GPU's own links bound what enters and leaves it: NVLink plus its NIC, or NVLink
+// alone when the job has one domain (no rank elsewhere to relay through, and a plan never puts a
+// network link inside a domain). Bytes a GPU needs and already holds (a rank of each side on it)
+// cross neither.
 #include <algorithm>
 #include <limits>
 #include <set>
@@ -14,7 +17,8 @@ namespace {
 struct Needs {
   std::vector<double> domain_bytes;  // per domain, from outside
   std::vector<double> single_nic;    // per NIC, bytes only it can send
-  std::vector<double> gpu_bytes;     // per GPU, bytes it needs as a destination
+  std::vector<double> gpu_bytes;     // per GPU, bytes it needs as a destination and lacks
+  std::vector<double> gpu_only;      // per GPU, bytes only it holds that another GPU needs
   double leaving_bytes = 0;          // unique bytes some domain needs from outside
 };
 
@@ -29,18 +33,35 @@ std::optional<std::int32_t> only_nic(const std::vector<Rank>& holders, const Pla
   return nics.size() == 1 ? std::optional(*nics.begin()) : std::nullopt;
 }
 
+std::set<std::int32_t> gpus_of(const std::vector<Rank>& ranks, const PlacedCluster& c) {
+  std::set<std::int32_t> gpus;
+  for (Rank r : ranks) gpus.insert(c.gpu_of(r).value);
+  return gpus;
+}
+
+// A piece's bytes at the GPUs of the destination `needing` it: each that lacks it must take them
+// in; if one GPU holds them all and another needs them, they must leave that one.
+void add_gpu_needs(Needs& n, const std::set<std::int32_t>& holding, const std::set<std::int32_t>& needing,
+                   double bytes) {
+  bool elsewhere = false;
+  for (const std::int32_t g : needing)
+    if (!holding.contains(g)) {
+      n.gpu_bytes[static_cast<std::size_t>(g)] += bytes;
+      elsewhere = true;
+    }
+  if (elsewhere && holding.size() == 1) n.gpu_only[static_cast<std::size_t>(*holding.begin())] += bytes;
+}
+
 void add_tensor(Needs& n, const TensorReshard& t, const Overlap& o, const PlacedCluster& c) {
   const double elem = static_cast<double>(dtype_size(t.tensor.dtype));
   for (const auto& d : o.destinations) {
     std::set<std::int32_t> domains;
-    for (Rank r : d.shard.holders) {
-      domains.insert(c.domain_of(r));
-      n.gpu_bytes[static_cast<std::size_t>(c.gpu_of(r).value)] +=
-          static_cast<double>(d.shard.box.volume()) * elem;
-    }
+    for (Rank r : d.shard.holders) domains.insert(c.domain_of(r));
+    const std::set<std::int32_t> needing = gpus_of(d.shard.holders, c);
     for (const auto& p : d.pieces) {
       const double bytes = static_cast<double>(p.box.volume()) * elem;
       const auto& holders = o.holders(p);
+      add_gpu_needs(n, gpus_of(holders, c), needing, bytes);
       bool leaves = false;
       for (auto dom : domains)
         if (!holder_in(holders, c, dom)) {
@@ -72,6 +93,22 @@ BytesPerSecond source_side_bandwidth(const ReshardProblem& p, const PlacedCluste
   return BytesPerSecond{std::min(transmit.value, uplinks.value / c.cluster().fabric().oversubscription)};
 }
 
+bool one_domain(const ReshardProblem& p, const PlacedCluster& c) {
+  const std::int32_t ranks = p.source_ranks() + p.destination_ranks();
+  for (std::int32_t r = 1; r < ranks; ++r)
+    if (c.domain_of(Rank{r}) != c.domain_of(Rank{0})) return false;
+  return true;
+}
+
+// What a GPU's bytes in or out may cross: its NVLink, and its NIC where the job has another domain.
+double gpu_links(const PlacedCluster& c, std::size_t g, bool alone) {
+  const GpuId gpu{static_cast<std::int32_t>(g)};
+  double bw = c.cluster().gpu(gpu).nvlink_bandwidth.value;
+  if (auto nic = c.cluster().nic_of(gpu); nic && !alone)
+    bw += c.cluster().nics()[static_cast<std::size_t>(*nic)].bandwidth.value;
+  return bw;
+}
+
 Seconds ratio(double bytes, double bytes_per_second) {
   if (bytes <= 0) return Seconds{0};
   return Seconds{bytes_per_second > 0 ? bytes / bytes_per_second : std::numeric_limits<double>::infinity()};
@@ -88,6 +125,7 @@ LowerBound lower_bound(const ReshardProblem& problem, const PlacedCluster& c,
   Needs n{.domain_bytes = std::vector<double>(c.cluster().domains().size()),
           .single_nic = std::vector<double>(c.cluster().nics().size()),
           .gpu_bytes = std::vector<double>(c.cluster().gpus().size()),
+          .gpu_only = std::vector<double>(c.cluster().gpus().size()),
           .leaving_bytes = 0};
   for (std::size_t i = 0; i < problem.tensors().size(); ++i) {
     const auto& t = problem.tensors()[i];
@@ -105,17 +143,16 @@ LowerBound lower_bound(const ReshardProblem& problem, const PlacedCluster& c,
   lb.source_side = ratio(n.leaving_bytes, source_side_bandwidth(problem, c).value);
   for (std::size_t k = 0; k < n.single_nic.size(); ++k)
     lb.source_nic = std::max(lb.source_nic, ratio(n.single_nic[k], c.cluster().nics()[k].bandwidth.value));
+  const bool alone = one_domain(problem, c);
   for (std::size_t g = 0; g < n.gpu_bytes.size(); ++g) {
-    const GpuId gpu{static_cast<std::int32_t>(g)};
-    double bw = c.cluster().gpu(gpu).nvlink_bandwidth.value;
-    if (auto nic = c.cluster().nic_of(gpu))
-      bw += c.cluster().nics()[static_cast<std::size_t>(*nic)].bandwidth.value;
-    lb.gpu_ingress = std::max(lb.gpu_ingress, ratio(n.gpu_bytes[g], bw));
+    lb.gpu_ingress = std::max(lb.gpu_ingress, ratio(n.gpu_bytes[g], gpu_links(c, g, alone)));
+    lb.gpu_egress = std::max(lb.gpu_egress, ratio(n.gpu_only[g], gpu_links(c, g, alone)));
   }
   const std::pair<Seconds, const char*> terms[] = {{lb.destination_domain, "destination domain NIC receive"},
                                                    {lb.source_side, "source side NIC send"},
                                                    {lb.source_nic, "single source NIC"},
-                                                   {lb.gpu_ingress, "GPU ingress"}};
+                                                   {lb.gpu_ingress, "GPU ingress"},
+                                                   {lb.gpu_egress, "GPU egress"}};
   for (const auto& [t, name] : terms)
     if (t > lb.time || lb.binding.empty()) {
       lb.time = t;

@@ -57,6 +57,7 @@ class LowerBound:
     source_side_s: float
     source_nic_s: float
     gpu_ingress_s: float
+    gpu_egress_s: float
 
 
 def lower_bound(problem: Problem, cluster: Cluster) -> LowerBound:

@@ -81,6 +81,7 @@ nb::dict lower_bound_dict(const LowerBound& lb) {
   d["source_side_s"] = lb.source_side.value;
   d["source_nic_s"] = lb.source_nic.value;
   d["gpu_ingress_s"] = lb.gpu_ingress.value;
+  d["gpu_egress_s"] = lb.gpu_egress.value;
   return d;
 }
 

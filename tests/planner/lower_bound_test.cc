@@ -49,5 +49,43 @@ TEST(LowerBound, SingleHolderNicBound) {
   EXPECT_EQ(lb.binding, "single source NIC");
 }
 
+// 8 MiB (bf16 4096 x 1024) held split by rows on ranks 0-1, needed whole on ranks 2-3.
+ReshardProblem halves_to_two_replicas() {
+  return ReshardProblem::make(
+             {testing::make_reshard("w", {4096, 1024}, make_layout({4096, 1024}, {2}, rank_range(0, 2), "S0"),
+                                    make_layout({4096, 1024}, {2}, rank_range(2, 2), "R"))},
+             2, 2)
+      .value();
+}
+
+TEST(LowerBound, AJobInOneDomainIsBoundByNvlinkAlone) {
+  // All 4 ranks on one node of 4 GPUs: no other domain to relay through and no network link
+  // inside a domain, so each destination GPU takes its 8 MiB over NVLink (400 GB/s) alone, not
+  // NVLink + NIC (450 GB/s); each source GPU is the only holder of 4 MiB that the others need.
+  const auto p = halves_to_two_replicas();
+  const auto lb = lower_bound(p, testing::make_test_cluster(1, 4, 2, 2));
+  const double bytes = 4096.0 * 1024 * 2;
+  EXPECT_NEAR(lb.gpu_ingress.value, bytes / 400e9, 1e-12);
+  EXPECT_NEAR(lb.gpu_egress.value, bytes / 2 / 400e9, 1e-12);
+  EXPECT_EQ(lb.destination_domain.value, 0);
+  EXPECT_EQ(lb.binding, "GPU ingress");
+
+  // Over two domains the NIC is a way in as well: 8 MiB / 450 GB/s.
+  const auto spread = lower_bound(p, testing::make_test_cluster(2, 2, 2, 2));
+  EXPECT_NEAR(spread.gpu_ingress.value, bytes / 450e9, 1e-12);
+}
+
+TEST(LowerBound, BytesAGpuAlreadyHoldsCrossNoLink) {
+  // The destination ranks on the source ranks' GPUs (0 and 1): GPU 0 holds the first half and
+  // needs only the second (4 MiB) in, and sends only its own half out: 4 MiB / 400 GB/s each way.
+  auto cluster = testing::make_test_cluster(1, 2, 2, 0).cluster();
+  auto ranks = RankMap::make(cluster, {GpuId{0}, GpuId{1}, GpuId{0}, GpuId{1}}, 2).value();
+  const auto placed = PlacedCluster::make(std::move(cluster), std::move(ranks)).value();
+  const auto lb = lower_bound(halves_to_two_replicas(), placed);
+  const double half = 4096.0 * 1024;
+  EXPECT_NEAR(lb.gpu_ingress.value, half / 400e9, 1e-12);
+  EXPECT_NEAR(lb.gpu_egress.value, half / 400e9, 1e-12);
+}
+
 }  // namespace
 }  // namespace refit

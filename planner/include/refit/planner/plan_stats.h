@@ -41,7 +41,10 @@ struct LowerBound {
   Seconds source_side;             // (b) unique bytes that must leave the source side / the smaller of
                                    //     its NICs' tx bw and its domains' uplinks
   Seconds source_nic;              // (d) bytes only one NIC holds / that NIC's bw
-  Seconds gpu_ingress;             // (c) max over GPUs: bytes needed / (NVLink + NIC bw)
+  Seconds gpu_ingress;             // (c) max over GPUs: bytes needed and not held / (NVLink + NIC bw;
+                                   //     NVLink alone when the job has one domain)
+  Seconds gpu_egress;              // (c) max over GPUs: bytes only it holds that another GPU needs /
+                                   //     the same bandwidth
   std::vector<Bytes> domain_need;  // per domain: unique bytes it must receive from outside
 };
 
