@@ -1,6 +1,8 @@
 // The refit command: the only place that reads the process environment, prints errors and
 // chooses exit codes (0 ok, 2 bad input, 1 runtime failure).
+#include <cstdio>
 #include <exception>
+#include <iostream>
 #include <map>
 #include <new>
 #include <stdexcept>
@@ -41,6 +43,13 @@ refit::Result<void> out_of_memory(const std::string& name) {
       fmt::format("out of memory: refit {} needs more memory for this problem than it was "
                   "given (a smaller problem, or --jobs 1 where the command has it, holds less)",
                   name));
+}
+
+// Whether all a command printed reached standard output: a write that failed (a full disk) is a
+// runtime failure, not a success with its output lost.
+bool flushed_stdout() {
+  std::cout.flush();
+  return std::fflush(stdout) == 0 && std::ferror(stdout) == 0 && std::cout.good();
 }
 
 // The action's result; running out of memory or threads (a problem larger than this machine) is
@@ -98,6 +107,11 @@ int main(int argc, char** argv) {
     if (!result) {
       fmt::print(stderr, "refit {}: error: {}\n", sub->get_name(), one_line(result.error().message));
       return result.error().is_bad_input() ? 2 : 1;
+    }
+    if (!flushed_stdout()) {
+      fmt::print(stderr, "refit {}: error: writing standard output failed (a full disk, a closed pipe?)\n",
+                 sub->get_name());
+      return 1;
     }
   }
   return 0;
