@@ -127,8 +127,7 @@ void print_detail(const Predictions& p) {
       human(time_of(r, TimeKind::kNetwork)), human(time_of(r, TimeKind::kNvlink)),
       human(time_of(r, TimeKind::kCopy)), human(time_of(r, TimeKind::kPackUnpack)),
       human(time_of(r, TimeKind::kQuantize)), human(r.sim.waiting));
-  auto resources = r.sim.resources;
-  std::ranges::sort(resources, std::greater{}, &ResourceReport::utilisation);
+  const auto resources = busiest_first(r.sim);
   fmt::print("busiest resources:\n");
   for (std::size_t i = 0; i < std::min<std::size_t>(5, resources.size()); ++i)
     fmt::print("  {:<24} {:>12}  {:>5.1f}% utilised\n", resources[i].name, human(resources[i].bytes),

@@ -35,6 +35,13 @@ nlohmann::ordered_json contributors_json(const PlanSimulation& s) {
   return out;
 }
 
+nlohmann::ordered_json resources_json(const PlanSimulation& s) {
+  auto out = nlohmann::ordered_json::array();
+  for (const auto& r : busiest_first(s))
+    out.push_back({{"name", r.name}, {"bytes", r.bytes.value}, {"utilisation", r.utilisation}});
+  return out;
+}
+
 nlohmann::ordered_json delta_rounds_json(const DeltaPrediction& d) {
   auto out = nlohmann::ordered_json::array();
   for (const auto& r : d.rounds)
@@ -61,6 +68,7 @@ nlohmann::ordered_json row_json(const Prediction& r, const LowerBound& lb) {
                            {"breakdown_s", breakdown_json(r.sim)},
                            {"waiting_s", r.sim.waiting.value},
                            {"contributors", contributors_json(r.sim)},
+                           {"resources", resources_json(r.sim)},
                            {"plan_seconds", r.plan_seconds.value},
                            {"simulate_seconds", r.simulate_seconds.value},
                            {"tasks", r.sim.tasks},
@@ -127,6 +135,12 @@ nlohmann::ordered_json staging_json(const lowering::StagingDemand& s) {
 }
 
 }  // namespace
+
+std::vector<ResourceReport> busiest_first(const PlanSimulation& s) {
+  auto out = s.resources;
+  std::ranges::stable_sort(out, std::greater{}, &ResourceReport::utilisation);
+  return out;
+}
 
 nlohmann::ordered_json explain_json(const lowering::ProgramSummary& s) {
   return {{"rank", s.rank.value},

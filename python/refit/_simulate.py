@@ -54,7 +54,8 @@ class Contributor:
 
 @dataclass(frozen=True)
 class Resource:
-    """A resource that carried bytes (e.g. ``nic 3 tx``, ``gpu 5 nvlink in``) and how busy it was."""
+    """A resource that carried bytes (e.g. ``nic 3 tx``, ``gpu 5 nvlink in``) and how busy it was;
+    a simulation lists them busiest first."""
 
     name: str
     bytes: int
@@ -142,7 +143,7 @@ def _simulation(
     return Simulation(
         **{**raw, "breakdown_s": Breakdown(**raw["breakdown_s"]),
            "contributors": [Contributor(**c) for c in raw["contributors"]],
-           "resources": [Resource(*r) for r in raw["resources"]],
+           "resources": [Resource(**r) for r in raw["resources"]],
            "critical_path": [CriticalStep(*c) for c in raw["critical_path"]],
            "speedup_vs_gather_broadcast": raw.get("speedup_vs_gather_broadcast"),
            "time_vs_refit": raw.get("time_vs_refit")},

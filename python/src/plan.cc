@@ -122,10 +122,6 @@ nb::dict prediction_dict(const Predictions& p, std::size_t row, const std::ostri
   d["cluster"] = p.cluster;
   d["lower_bound_binding"] = p.bound.binding;
   if (!d.contains("notes")) d["notes"] = nb::list();
-  nb::list resources;
-  for (const auto& res : r.sim.resources)
-    resources.append(nb::make_tuple(res.name, res.bytes.value, res.utilisation));
-  d["resources"] = resources;
   nb::list critical;
   for (const auto& c : r.sim.critical_path)
     critical.append(nb::make_tuple(c.transfer, c.what, c.start.value, c.end.value));

@@ -134,6 +134,8 @@ def test_simulation_trace_and_resources() -> None:
     sim = refit.simulate(problem, refit.Cluster.preset("cpu-host:gpus_per_domain=2"), trace=True)
     assert sim.trace is not None and '"traceEvents"' in sim.trace
     assert sim.resources and all(0 <= r.utilisation <= 1 + 1e-9 for r in sim.resources)
+    busy = [r.utilisation for r in sim.resources]
+    assert busy == sorted(busy, reverse=True)  # busiest first, as refit simulate --json lists them
     parts = dataclasses.astuple(sim.breakdown_s)
     assert sum(parts) == pytest.approx(sim.predicted_s, rel=1e-9)  # the breakdown adds up
     assert set(sim.row()) >= {"strategy", "predicted_s", "breakdown_network_s"}

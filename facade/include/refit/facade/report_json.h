@@ -26,6 +26,10 @@ nlohmann::ordered_json plan_report_json(const Plan& plan, const PlanStats& stats
 // The critical path of a prediction by kind of work, in seconds.
 nlohmann::ordered_json breakdown_json(const PlanSimulation& s);
 
+// The resources a prediction loaded, busiest (highest utilisation) first, ties in the simulator's
+// order: what `refit simulate` prints the head of and writes whole under "resources".
+std::vector<ResourceReport> busiest_first(const PlanSimulation& s);
+
 // An execution's work under the same names (`refit run --json`): "breakdown_s" holds every
 // TimeKind, the seconds the executor timed or null; "breakdown_not_timed" says for each null why.
 // The rank's time beyond these kinds it waited (for grants, data and its peers).
