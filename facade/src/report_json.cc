@@ -42,6 +42,13 @@ nlohmann::ordered_json resources_json(const PlanSimulation& s) {
   return out;
 }
 
+std::vector<std::int64_t> byte_counts(const std::vector<Bytes>& bytes) {
+  std::vector<std::int64_t> out;
+  out.reserve(bytes.size());
+  for (const Bytes b : bytes) out.push_back(b.value);
+  return out;
+}
+
 nlohmann::ordered_json delta_rounds_json(const DeltaPrediction& d) {
   auto out = nlohmann::ordered_json::array();
   for (const auto& r : d.rounds)
@@ -175,6 +182,11 @@ nlohmann::ordered_json plan_report_json(const Plan& plan, const PlanStats& s, co
                            {"mean_nic_tx_bytes", s.mean_nic_tx_bytes},
                            {"mean_nic_rx_bytes", s.mean_nic_rx_bytes},
                            {"max_domain_ingress_bytes", max_domain.value},
+                           {"nic_tx_bytes", byte_counts(s.nic_tx)},
+                           {"nic_rx_bytes", byte_counts(s.nic_rx)},
+                           {"nvlink_egress_bytes", byte_counts(s.nvlink_egress)},
+                           {"nvlink_ingress_bytes", byte_counts(s.nvlink_ingress)},
+                           {"domain_ingress_bytes", byte_counts(s.domain_ingress)},
                            {"lower_bound_s", bound.time.value},
                            {"lower_bound_binding", bound.binding},
                            {"plan_hash", plan_hash_hex(plan)}};

@@ -141,6 +141,14 @@ class PlanStats:
     mean_nic_tx_bytes: float
     mean_nic_rx_bytes: float
     max_domain_ingress_bytes: int
+    #: bytes each NIC sends and receives, by NIC id
+    nic_tx_bytes: list[int]
+    nic_rx_bytes: list[int]
+    #: bytes each GPU sends and receives over NVLink, by GPU id
+    nvlink_egress_bytes: list[int]
+    nvlink_ingress_bytes: list[int]
+    #: bytes entering each NVLink domain over the network, by domain id
+    domain_ingress_bytes: list[int]
     lower_bound_s: float
     lower_bound_binding: str
     plan_seconds: float

@@ -38,6 +38,33 @@ TEST(PlanCli, JsonHasTheContractFields) {
   EXPECT_EQ(j["plan_hash"].get<std::string>().size(), 16u);
 }
 
+TEST(PlanCli, JsonHasBytesPerNicPerNvlinkPortAndPerDomainThatAddUpToItsTotals) {
+  // Every network byte leaves one NIC and enters one; every NVLink byte leaves one GPU's port and
+  // enters another's; the maxima are the arrays' largest entries.
+  const auto r = run_refit("plan " + kProblem + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto sum = [&](const char* key) {
+    std::int64_t total = 0;
+    for (const auto& b : j.at(key)) total += b.get<std::int64_t>();
+    return total;
+  };
+  const auto max = [&](const char* key) {
+    std::int64_t most = 0;
+    for (const auto& b : j.at(key)) most = std::max(most, b.get<std::int64_t>());
+    return most;
+  };
+  const auto network = j["network_bytes"].get<std::int64_t>();
+  EXPECT_EQ(sum("nic_tx_bytes"), network);
+  EXPECT_EQ(sum("nic_rx_bytes"), network);
+  EXPECT_EQ(sum("nvlink_egress_bytes"), j["nvlink_bytes"].get<std::int64_t>());
+  EXPECT_EQ(sum("nvlink_ingress_bytes"), j["nvlink_bytes"].get<std::int64_t>());
+  EXPECT_EQ(sum("domain_ingress_bytes"), network);
+  EXPECT_EQ(max("nic_tx_bytes"), j["max_nic_tx_bytes"].get<std::int64_t>());
+  EXPECT_EQ(max("nic_rx_bytes"), j["max_nic_rx_bytes"].get<std::int64_t>());
+  EXPECT_EQ(max("domain_ingress_bytes"), j["max_domain_ingress_bytes"].get<std::int64_t>());
+}
+
 TEST(PlanCli, SameInputsGiveTheSameHashInSeparateProcesses) {
   for (const char* strategy : {"refit", "direct", "m2n-ring", "gather-broadcast"}) {
     const auto a = run_refit("plan " + kProblem + " --strategy " + strategy + " --json");

@@ -18,8 +18,9 @@ namespace refit {
 nlohmann::ordered_json explain_json(const lowering::ProgramSummary& s);
 
 // Every field of `refit plan --json` but the planning time (the caller's): the plan's strategy,
-// sizes, bytes by path and per NIC, the lower bound and the plan hash, and "explain" when the
-// lowering explained a rank.
+// sizes, bytes by path, per NIC (by NIC id, each way), per GPU's NVLink (by GPU id, each way) and
+// into each destination domain over the network (by domain id), the lower bound and the plan
+// hash, and "explain" when the lowering explained a rank.
 nlohmann::ordered_json plan_report_json(const Plan& plan, const PlanStats& stats, const LowerBound& bound,
                                         const lowering::PlanLowering& lowering);
 
