@@ -7,7 +7,9 @@
 //   for m2n-bench's representatives that part of it): the bound is the time the NICs and NVLink
 //   need for those bytes, which no schedule beats;
 // - predictions are monotone in link bandwidth: doubling every NIC's bandwidth (nic_gbps), or
-//   every GPU's NVLink (nvlink_gbps 370 -> 740), never makes a prediction slower.
+//   every GPU's NVLink (nvlink_gbps 370 -> 740), never makes a prediction slower. At the presets'
+//   speeds only: docs/guide/predicting.md ("Invariants every prediction keeps") says what a wider
+//   sweep finds for a deployment whose stages run their calls side by side.
 // Both on a DGX preset and on a host as refit calibrate describes it (every process a domain of
 // its own behind one shared link, the fabric oversubscribed: a shape whose bound was once above
 // its predictions), its link and pair bandwidth doubled for the second.
