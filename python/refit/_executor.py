@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import numbers
 import threading
 import weakref
@@ -141,7 +142,7 @@ def _lazy_view(buffer: Any) -> Optional[str]:
 @dataclass(frozen=True)
 class _Claim:
     """Memory a rank prepared: [start, end), whether the rank writes it (an inference rank), and
-    the thread that prepared it."""
+    the token of the thread that prepared it (:func:`_thread_token`)."""
 
     rank: int
     start: int
@@ -150,15 +151,43 @@ class _Claim:
     thread: int
 
 
-# The memory each executor of this process prepared plans over. Ranks run as threads of one process
-# may not share memory one of them writes: the writer's bytes would land in the other's buffers, or
-# under what it sends, silently. Claims are taken under the lock before the collective prepare, so
-# that of two ranks preparing at once the second sees the first. Prepare is collective, so ranks
-# that prepare at once do so on threads of their own; two claims of one thread are one process's
-# plans in turn (a peer engine's weights, which its refit writes and a join then sends from), which
-# may share memory.
-_CLAIMS: "weakref.WeakKeyDictionary[Executor, list[_Claim]]" = weakref.WeakKeyDictionary()
-_CLAIMS_LOCK = threading.Lock()
+@dataclass(frozen=True)
+class _Held:
+    """The claims of one prepare, and (weakly) the executor it prepared on."""
+
+    executor: "weakref.ref[Executor]"
+    claims: list[_Claim]
+
+
+# The memory this process's prepared plans use, by the token of each prepare; a claim lives as
+# long as the Prepared it was made for (weakref.finalize), or until its prepare raised. Ranks run
+# as threads of one process may not share memory one of them writes while both plans live: the
+# writer's bytes would land in the other's buffers, or under what it sends, silently. A prepare
+# claims its memory, waits until every rank of the prepare has entered it (a barrier: a rank's plan
+# of the step before, dropped before it prepares again, is gone by then), then compares its claims
+# with every other live one, and the refusal goes through the collective prepare. Two live plans
+# prepared by one thread (or on one executor, which runs one execution at a time) are one
+# process's plans run in turn (a peer engine's weights, which its refit writes and a join then
+# sends from), which may share memory. The lock is re-entrant: a finalizer may run inside it.
+_CLAIMS: dict[int, _Held] = {}
+_CLAIMS_LOCK = threading.RLock()
+_TOKENS = itertools.count(1)
+_THREAD = threading.local()
+
+
+def _thread_token() -> int:
+    """This thread's token: unlike ``threading.get_ident()``, which Python gives a new thread once
+    another ended, never another thread's."""
+    token: Optional[int] = getattr(_THREAD, "token", None)
+    if token is None:
+        token = _THREAD.token = next(_TOKENS)
+    return token
+
+
+def _release(token: int) -> None:
+    """Gives up the claims of the prepare with ``token`` (its Prepared is gone, or it raised)."""
+    with _CLAIMS_LOCK:
+        _CLAIMS.pop(token, None)
 
 
 #: No memory lies in an address space's first page: a buffer whose bytes start there has none (a
@@ -176,7 +205,7 @@ def _claims_of(rank: int, written: bool, buffers: Mapping[str, Any]) -> tuple[li
     """This rank's claims on the memory of `buffers` (arrays whose memory Python can see), and
     why a buffer's memory cannot be read ("" when every one's can): a torch sparse tensor has no
     data pointer, an object may claim an ``__array_interface__`` it does not have."""
-    thread = threading.get_ident()
+    thread = _thread_token()
     claims = []
     for name, buffer in buffers.items():
         try:
@@ -203,13 +232,13 @@ def _utf8(refusal: str) -> str:
 
 
 def _conflict(executor: Executor, mine: list[_Claim]) -> str:
-    """What another executor's claim shares with `mine` where either writes, or ""; the caller
-    holds _CLAIMS_LOCK."""
-    for other, claims in _CLAIMS.items():
-        if other is executor:
+    """What a claim of a live plan prepared on another executor shares with `mine` where either
+    writes, or ""; the caller holds _CLAIMS_LOCK."""
+    for held in list(_CLAIMS.values()):
+        if held.executor() is executor:
             continue
         for a in mine:
-            for b in claims:
+            for b in held.claims:
                 if a.thread != b.thread and a.start < b.end and b.start < a.end and (a.written or b.written):
                     return (
                         f"a buffer it {'writes' if a.written else 'reads'} shares memory with one that rank "
@@ -222,8 +251,12 @@ def _conflict(executor: Executor, mine: list[_Claim]) -> str:
 class Prepared:
     """A plan prepared on an executor with this process's buffers; execute it every step."""
 
-    def __init__(self, handle: _refit.Prepared, plan: Plan, buffers_by_rank: dict[int, dict[str, Any]]) -> None:
-        """Made by :meth:`Executor.prepare` (one plan rank) or :meth:`Executor.prepare_ranks`."""
+    def __init__(
+        self, handle: _refit.Prepared, plan: Plan, buffers_by_rank: dict[int, dict[str, Any]], claims: int
+    ) -> None:
+        """Made by :meth:`Executor.prepare` (one plan rank) or :meth:`Executor.prepare_ranks`;
+        ``claims`` is the token of its memory's claims, given up when it is gone."""
+        weakref.finalize(self, _release, claims)
         self._handle = handle
         self.plan = plan
         # The arrays the executor reads or writes, by plan rank; kept alive with it.
@@ -477,12 +510,12 @@ class Executor:
         at, wrong_rank = _plan_rank(self.rank if rank is None else rank, plan, fallback=self.rank)
         self._rebalance_for(plan)
         claims, unreadable = _claims_of(at, at >= plan.problem.source_ranks, own)
-        with self._claiming(claims) as conflict:
+        with self._claiming(claims) as (conflict, token):
             handle = self._handle.prepare(
                 plan._handle, plan.problem._handle, at, own, storage == "framework",
                 _utf8(refusal or wrong_rank or unreadable or conflict),
             )  # fmt: skip
-        return Prepared(handle, plan, {handle.rank: own})
+            return Prepared(handle, plan, {handle.rank: own}, token)
 
     def prepare_ranks(
         self, plan: Plan, buffers: Mapping[int, Mapping[str, Any]], *, storage: Storage = "logical"
@@ -512,24 +545,28 @@ class Executor:
             mine, unreadable = _claims_of(r, r >= plan.problem.source_ranks, own)
             claims += mine
             refusal = refusal or (unreadable and f"rank {r}: {unreadable}")
-        with self._claiming(claims) as conflict:
+        with self._claiming(claims) as (conflict, token):
             handle = self._handle.prepare_ranks(
                 plan._handle, plan.problem._handle, ranks, owns, storage == "framework", _utf8(refusal or conflict)
             )
-        return Prepared(handle, plan, dict(zip(ranks, owns)))
+            return Prepared(handle, plan, dict(zip(ranks, owns)), token)
 
     @contextlib.contextmanager
-    def _claiming(self, claims: list[_Claim]) -> Iterator[str]:
-        """Claims this executor's memory for the prepare inside the block, giving what it shares
-        with another executor's (a refusal, "" when nothing); a prepare that raises gives it up."""
+    def _claiming(self, claims: list[_Claim]) -> Iterator[tuple[str, int]]:
+        """Claims memory for the prepare inside the block, giving what it shares with a live plan
+        of another executor once every rank has entered the prepare (a refusal, "" when nothing)
+        and the token the block's Prepared holds the claims by; a prepare that raises gives them
+        up. Collective: a barrier."""
+        token = next(_TOKENS)
         with _CLAIMS_LOCK:
-            conflict = _conflict(self, claims)
-            _CLAIMS.setdefault(self, []).extend(claims)
+            _CLAIMS[token] = _Held(weakref.ref(self), claims)
         try:
-            yield conflict
-        except BaseException:
+            self._handle.barrier()
             with _CLAIMS_LOCK:
-                _CLAIMS[self] = [c for c in _CLAIMS.get(self, []) if c not in claims]
+                conflict = _conflict(self, claims)
+            yield conflict, token
+        except BaseException:
+            _release(token)
             raise
 
     def __repr__(self) -> str:

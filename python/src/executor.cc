@@ -446,6 +446,18 @@ nb::dict execute(PreparedHandle& self) {
   return d;
 }
 
+// A barrier through the executor's numbered exchange, the GIL released meanwhile: the Python side
+// compares the memory the prepares of this process claim once every rank of a prepare has entered
+// it (so a rank's plan of the step before, dropped before it prepares again, is gone by then).
+void barrier(ExecutorHandle& self) {
+  Result<std::vector<std::string>> done;
+  {
+    nb::gil_scoped_release release;
+    done = self.sequenced->allgather({});  // an allgather of nothing, as PythonBootstrap's barrier
+  }
+  if (!done) raise_error(done.error());
+}
+
 // Elastic refit: the problem's engines (facade's engine_membership), `members` of them taking part.
 void set_members(ExecutorHandle& self, const ProblemHandle& problem, const std::vector<std::int32_t>& members,
                  std::uint64_t epoch) {
@@ -514,6 +526,9 @@ void bind_executor(nb::module_& m) {
            "framework"_a = false, "refusal"_a = "", nb::keep_alive<0, 1>(),
            "Collective, as prepare, for several plan ranks of this process (nccl with comm_rank_of): "
            "buffers[i] are the buffers of ranks[i].")
+      .def("barrier", &barrier,
+           "Collective: returns once every rank has called it (through the exchange, numbered as "
+           "every collective call).")
       .def("rebalance_with", &rebalance_with, "problem"_a, "cluster"_a, "strategy"_a, "chunk_bytes"_a,
            "max_drift"_a.none(),
            "Delta refit: the plans prepared from now on re-plan the problem on the cluster with the "
