@@ -124,6 +124,30 @@ def _memory(buffer: Any) -> Optional[tuple[int, int]]:
     return None
 
 
+#: A buffer's layout: its shape, and its strides (torch: in elements, numpy: in bytes).
+Layout = tuple[tuple[int, ...], tuple[int, ...]]
+
+
+def _layout(buffer: Any) -> Optional[Layout]:
+    """The layout of a torch tensor or numpy array; None for other arrays, or when reading it
+    raised (then there is nothing to compare)."""
+    try:
+        if hasattr(buffer, "data_ptr") and hasattr(buffer, "untyped_storage"):
+            return tuple(int(n) for n in buffer.shape), tuple(int(s) for s in buffer.stride())
+        if isinstance(getattr(buffer, "__array_interface__", None), dict):
+            return tuple(int(n) for n in buffer.shape), tuple(int(s) for s in buffer.strides)
+    except Exception:  # noqa: BLE001 - an array that cannot say what it is: nothing to compare
+        return None
+    return None
+
+
+def _spelled(layout: Optional[Layout]) -> str:
+    """A layout in a message: "shape [4, 6], strides [6, 1]"."""
+    if layout is None:
+        return "an unknown layout"
+    return f"shape {list(layout[0])}, strides {list(layout[1])}"
+
+
 def _storage(buffer: Any) -> Any:
     """A torch tensor's storage (None for other arrays): holding it keeps the memory the
     executor was prepared with alive even when ``param.data = ...`` gives the tensor another."""
@@ -264,6 +288,9 @@ class Prepared:
         self._memory = {
             (rank, name): _memory(b) for rank, buffers in buffers_by_rank.items() for name, b in buffers.items()
         }
+        self._layouts = {
+            (rank, name): _layout(b) for rank, buffers in buffers_by_rank.items() for name, b in buffers.items()
+        }
         self._storages = [_storage(b) for buffers in buffers_by_rank.values() for b in buffers.values()]
 
     @property
@@ -281,6 +308,19 @@ class Prepared:
                     f"rank {rank}: buffer '{name}': its memory moved since prepare() (from "
                     f"{was[1]} bytes at {was[0]:#x} to {now[1] if now else '?'} bytes at "
                     f"{now[0] if now else 0:#x}); prepare the plan again with the buffers as they are",
+                    "mismatch",
+                )
+
+    def _check_layouts(self) -> None:
+        """Refuses a buffer whose shape or strides changed in place since prepare (``t_()``,
+        ``transpose_()``, ``as_strided_()``, ``resize_()`` to as many bytes): its memory is where
+        it was, but the executor reads and writes it in the row-major layout prepare checked."""
+        for (rank, name), was in self._layouts.items():
+            now = _layout(self.buffers_by_rank[rank][name])
+            if was is not None and now != was:
+                raise BadInput(
+                    f"rank {rank}: buffer '{name}': its layout changed since prepare() (from {_spelled(was)} "
+                    f"to {_spelled(now)}); prepare the plan again with the buffers as they are",
                     "mismatch",
                 )
 
@@ -307,10 +347,12 @@ class Prepared:
                 or two): the second raises.
             KeyboardInterrupt: Ctrl-C on the main thread while it executes (ucx: within 0.1 s;
                 the peers fail at once, naming this rank); the executor is then done too.
-            refit.BadInput: a buffer's memory moved since prepare (e.g. ``param.data = t``);
-                nothing moves on this rank, and its peers fail at their timeout naming it.
+            refit.BadInput: a buffer's memory moved since prepare (e.g. ``param.data = t``), or
+                its shape or strides changed in place (``t_()``, ``as_strided_()``); nothing
+                moves on this rank, and its peers fail at their timeout naming it.
         """
         self._check_memory()
+        self._check_layouts()
         report = self._handle.execute()
         delta = report.pop("delta", None)
         return ExecutionReport(**report, delta=None if delta is None else DeltaStep(**delta))

@@ -658,6 +658,41 @@ def test_a_buffer_whose_memory_moved_since_prepare_is_refused_at_execute(rows_to
     assert not any(isinstance(r, BaseException) for r in results), results
 
 
+LAYOUT_CHANGES: dict[str, Callable[[Any], Any]] = {
+    "t_": lambda t: t.t_(),
+    "transpose_": lambda t: t.transpose_(0, 1),
+    "as_strided_": lambda t: t.as_strided_((4, 6), (1, 4)),
+    "resize_": lambda t: t.resize_(6, 4),  # as many bytes: the same memory
+    "numpy shape": lambda a: setattr(a, "shape", (6, 4)),
+}
+
+
+@pytest.mark.parametrize("how", list(LAYOUT_CHANGES))
+def test_a_buffer_whose_layout_changed_in_place_since_prepare_is_refused_at_execute(tmp_path: Path, how: str) -> None:
+    # Its address and size unchanged, the executor wrote the source's rows into a destination now
+    # read as columns. Every rank changes its buffer, so every rank refuses and none waits.
+    import torch
+
+    side = {"mesh": [1], "placements": ["R"]}
+    manifest = write_manifest(tmp_path / "one.json", [{"name": "w", "shape": [4, 6], "dtype": "fp32",
+                                                       "source": side, "destination": side}], 1, 1)  # fmt: skip
+    plan = refit.plan(refit.Problem.from_manifest(manifest), refit.Cluster.preset("cpu-host"))
+    change, numpy = LAYOUT_CHANGES[how], how.startswith("numpy")
+
+    def body(rank: int, exchange: Any) -> Any:
+        w = np.arange(24, dtype=np.float32).reshape(4, 6) if numpy else torch.arange(24.0).reshape(4, 6)
+        prepared = refit.Executor("ucx", exchange, timeout=20).prepare(plan, {"w": w})
+        change(w)
+        with pytest.raises(refit.BadInput) as refused:
+            prepared.execute()
+        return str(refused.value)
+
+    for rank, message in enumerate(run_ranks(2, body, timeout=30)):
+        assert not isinstance(message, BaseException), message
+        assert message.startswith(f"rank {rank}: buffer 'w': its layout changed since prepare() (from shape [4, 6], "
+                                  f"strides [{24 if numpy else 6}, {4 if numpy else 1}] to "), message  # fmt: skip
+
+
 def test_one_executor_runs_one_execution_at_a_time(rows_to_columns: Path) -> None:
     # Two plans prepared on one executor, executed from two threads: both drove the one transport
     # worker at once. The second now raises at once, and the first completes. Training ranks 0
