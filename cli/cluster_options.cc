@@ -8,7 +8,11 @@
 namespace refit::cli {
 
 void add_cluster_options(CLI::App& cmd, ClusterSource& o, bool required) {
-  auto* group = cmd.add_option_group("cluster", "Where the cluster comes from (one of)");
+  auto* group = cmd.add_option_group(
+      "cluster", required
+                     ? "Where the cluster comes from (one of)"
+                     : fmt::format("Where the cluster comes from (one of; the {} preset when none is given)",
+                                   kDefaultPreset));
   group
       ->add_option(
           "--cluster", o.preset,
@@ -34,6 +38,11 @@ void add_cluster_options(CLI::App& cmd, ClusterSource& o, bool required) {
 }
 
 Result<PlacedCluster> load_cluster_for(const ClusterSource& source, const RankPlacementOptions& job) {
+  if (source.preset.empty() && source.file.empty() && source.nccl_xml.empty() && !source.discover)
+    fmt::print(stderr,
+               "refit: no cluster given: the {} preset (--cluster, --cluster-file, --nccl-topo-xml or "
+               "--discover chooses one)\n",
+               kDefaultPreset);
   auto loaded = REFIT_TRY(load_cluster(source, job));
   for (const auto& note : loaded.notes) fmt::print(stderr, "refit: discover: {}\n", note);
   return std::move(loaded.placed);
