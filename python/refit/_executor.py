@@ -5,10 +5,11 @@ from __future__ import annotations
 import contextlib
 import itertools
 import numbers
+import sys
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Literal, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Optional, Sequence
 
 from refit import _refit
 from refit._checks import INT32_MAX, INT64_MAX, checked_flag, checked_int, checked_ints, checked_seconds, rank_problem
@@ -146,6 +147,26 @@ def _spelled(layout: Optional[Layout]) -> str:
     if layout is None:
         return "an unknown layout"
     return f"shape {list(layout[0])}, strides {list(layout[1])}"
+
+
+def _torch_tensors(buffers: Iterable[Any]) -> list[Any]:
+    """The torch tensors among `buffers`, found without importing torch: when it is not imported,
+    the caller passed none."""
+    torch = sys.modules.get("torch")
+    return [] if torch is None else [b for b in buffers if isinstance(b, torch.Tensor)]
+
+
+def _bump_versions(tensors: list[Any]) -> None:
+    """Tells autograd that the executor wrote `tensors` in place, as torch's own in-place ops do:
+    a graph that saved one for backward then raises instead of using the new values silently.
+    Tensors made under ``torch.inference_mode()`` have no version counter."""
+    if not tensors:
+        return
+    import torch
+
+    for t in tensors:
+        if not t.is_inference():
+            torch.autograd.graph.increment_version(t)
 
 
 def _storage(buffer: Any) -> Any:
@@ -292,6 +313,10 @@ class Prepared:
             (rank, name): _layout(b) for rank, buffers in buffers_by_rank.items() for name, b in buffers.items()
         }
         self._storages = [_storage(b) for buffers in buffers_by_rank.values() for b in buffers.values()]
+        # The torch tensors the executor writes (an inference rank's), for autograd's version counter.
+        self._written = _torch_tensors(
+            b for rank, buffers in buffers_by_rank.items() if rank >= plan.problem.source_ranks for b in buffers.values()
+        )
 
     @property
     def buffers(self) -> dict[str, Any]:
@@ -336,7 +361,9 @@ class Prepared:
 
     def execute(self) -> ExecutionReport:
         """Moves the bytes; the GIL is released meanwhile. Every rank calls it, as often as it
-        refits (sources are read and destinations written in place each time).
+        refits (sources are read and destinations written in place each time). Every torch
+        tensor it writes has its autograd version counter bumped, as after torch's own in-place
+        ops: a graph that saved one for backward raises in ``backward()``.
 
         Raises:
             refit.Failure: a transport failed, or a peer died or hung (``refit.PeerFailed``,
@@ -353,7 +380,10 @@ class Prepared:
         """
         self._check_memory()
         self._check_layouts()
-        report = self._handle.execute()
+        try:
+            report = self._handle.execute()
+        finally:  # a failed execution may have written some of them too
+            _bump_versions(self._written)
         delta = report.pop("delta", None)
         return ExecutionReport(**report, delta=None if delta is None else DeltaStep(**delta))
 

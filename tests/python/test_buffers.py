@@ -693,6 +693,70 @@ def test_a_buffer_whose_layout_changed_in_place_since_prepare_is_refused_at_exec
                                   f"strides [{24 if numpy else 6}, {4 if numpy else 1}] to "), message  # fmt: skip
 
 
+def _one_tensor_plan(tmp_path: Path) -> refit.Plan:
+    """A plan of one fp32 [4, 6] tensor from one training rank to one inference rank."""
+    side = {"mesh": [1], "placements": ["R"]}
+    manifest = write_manifest(tmp_path / "one.json", [{"name": "w", "shape": [4, 6], "dtype": "fp32",
+                                                       "source": side, "destination": side}], 1, 1)  # fmt: skip
+    return refit.plan(refit.Problem.from_manifest(manifest), refit.Cluster.preset("cpu-host"))
+
+
+@pytest.mark.parametrize("inference", [False, True], ids=["parameter", "inference tensor"])
+def test_a_destination_written_in_place_bumps_its_autograd_version(tmp_path: Path, inference: bool) -> None:
+    # A graph that saved a destination for backward used the refitted values silently, where
+    # torch's own in-place ops (copy_) make backward() raise. A tensor made under inference_mode
+    # has no version counter, and is written as before.
+    import torch
+
+    plan = _one_tensor_plan(tmp_path)
+    source = torch.arange(24.0).reshape(4, 6)
+    if inference:
+        with torch.inference_mode():
+            weight = torch.zeros(4, 6)
+    else:
+        weight = torch.nn.Parameter(torch.zeros(4, 6))
+        saved = (weight * weight).sum()  # weight saved for backward
+    versions = (source._version, None if inference else weight._version)
+
+    def body(rank: int, exchange: Any) -> Any:
+        return refit.Executor("ucx", exchange, timeout=20).prepare(plan, {"w": weight if rank else source}).execute()
+
+    results = run_ranks(2, body, timeout=30)
+    assert not any(isinstance(r, BaseException) for r in results), results
+    assert torch.equal(weight.detach(), source)
+    assert source._version == versions[0]  # only what refit writes
+    if not inference:
+        assert weight._version > versions[1]
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            saved.backward()
+
+
+_WITHOUT_TORCH = """
+import sys
+import numpy as np
+import refit
+from conftest import run_ranks
+
+side = refit.Layout((1,), ("R",))
+problem = refit.Problem.from_layouts([refit.TensorLayout("w", (4, 6), "fp32", side, side)], source_ranks=1,
+                                     destination_ranks=1)
+plan = refit.plan(problem, refit.Cluster.preset("cpu-host"))
+results = run_ranks(2, lambda rank, exchange: refit.Executor("ucx", exchange, timeout=20).prepare(
+    plan, {"w": np.ones((4, 6), np.float32) if rank == 0 else np.zeros((4, 6), np.float32)}).execute())
+print(all(isinstance(r, refit.ExecutionReport) for r in results), "torch" in sys.modules)
+"""
+
+
+def test_numpy_buffers_do_not_import_torch() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _WITHOUT_TORCH], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).parent)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False"], done.stdout
+
+
 def test_one_executor_runs_one_execution_at_a_time(rows_to_columns: Path) -> None:
     # Two plans prepared on one executor, executed from two threads: both drove the one transport
     # worker at once. The second now raises at once, and the first completes. Training ranks 0
