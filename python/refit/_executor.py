@@ -125,6 +125,10 @@ def _memory(buffer: Any) -> Optional[tuple[int, int]]:
     return None
 
 
+#: Where the buffers taken out of Transformer Engine fp8 parameters come from, by buffer name:
+#: (the parameter, the attribute holding the buffer).
+Parts = dict[str, tuple[Any, str]]
+
 #: A buffer's layout: its shape, and its strides (torch: in elements, numpy: in bytes).
 Layout = tuple[tuple[int, ...], tuple[int, ...]]
 
@@ -297,15 +301,25 @@ class Prepared:
     """A plan prepared on an executor with this process's buffers; execute it every step."""
 
     def __init__(
-        self, handle: _refit.Prepared, plan: Plan, buffers_by_rank: dict[int, dict[str, Any]], claims: int
+        self,
+        handle: _refit.Prepared,
+        plan: Plan,
+        buffers_by_rank: dict[int, dict[str, Any]],
+        claims: int,
+        parts_by_rank: Optional[dict[int, Parts]] = None,
     ) -> None:
         """Made by :meth:`Executor.prepare` (one plan rank) or :meth:`Executor.prepare_ranks`;
-        ``claims`` is the token of its memory's claims, given up when it is gone."""
+        ``claims`` is the token of its memory's claims, given up when it is gone;
+        ``parts_by_rank`` says where the buffers taken out of Transformer Engine fp8 parameters
+        come from (:func:`fp8_parameter_buffers`), which execute reads again."""
         weakref.finalize(self, _release, claims)
         self._handle = handle
         self.plan = plan
         # The arrays the executor reads or writes, by plan rank; kept alive with it.
         self.buffers_by_rank = buffers_by_rank
+        self._parts = {
+            (rank, name): part for rank, parts in (parts_by_rank or {}).items() for name, part in parts.items()
+        }
         self._memory = {
             (rank, name): _memory(b) for rank, buffers in buffers_by_rank.items() for name, b in buffers.items()
         }
@@ -314,20 +328,25 @@ class Prepared:
         }
         self._storages = [_storage(b) for buffers in buffers_by_rank.values() for b in buffers.values()]
         # The torch tensors the executor writes (an inference rank's), for autograd's version counter.
-        self._written = _torch_tensors(
-            b for rank, buffers in buffers_by_rank.items() if rank >= plan.problem.source_ranks for b in buffers.values()
-        )
+        written = [b for rank, bs in buffers_by_rank.items() if rank >= plan.problem.source_ranks for b in bs.values()]
+        self._written = _torch_tensors(written)
 
     @property
     def buffers(self) -> dict[str, Any]:
         """The arrays of this process's (first) plan rank."""
         return self.buffers_by_rank[self.rank]
 
+    def _now(self, rank: int, name: str) -> Any:
+        """A buffer as it is now: one taken out of a Transformer Engine fp8 parameter read again
+        from the parameter (which may have been given new memory since), others as given."""
+        part = self._parts.get((rank, name))
+        return self.buffers_by_rank[rank][name] if part is None else getattr(part[0], part[1], None)
+
     def _check_memory(self) -> None:
         """Refuses a buffer whose memory moved since prepare: the executor reads and writes
         where it was (``param.data = ...``, ``resize_()`` or a CPU-offload round trip move it)."""
         for (rank, name), was in self._memory.items():
-            now = _memory(self.buffers_by_rank[rank][name])
+            now = _memory(self._now(rank, name))
             if was is not None and now != was:
                 raise BadInput(
                     f"rank {rank}: buffer '{name}': its memory moved since prepare() (from "
@@ -341,7 +360,7 @@ class Prepared:
         ``transpose_()``, ``as_strided_()``, ``resize_()`` to as many bytes): its memory is where
         it was, but the executor reads and writes it in the row-major layout prepare checked."""
         for (rank, name), was in self._layouts.items():
-            now = _layout(self.buffers_by_rank[rank][name])
+            now = _layout(self._now(rank, name))
             if was is not None and now != was:
                 raise BadInput(
                     f"rank {rank}: buffer '{name}': its layout changed since prepare() (from {_spelled(was)} "
@@ -552,7 +571,9 @@ class Executor:
         Args:
             buffers: arrays (numpy, torch CPU tensors; torch CUDA tensors for ``nccl``),
                 row-major and contiguous, writable on an inference rank, keyed as ``storage``
-                says.
+                says. A model's parameters go as themselves, not ``p.detach()`` or
+                ``state_dict()`` tensors: :meth:`Prepared.execute` refuses one whose memory
+                moved since (``param.data = t``) only when it holds the parameter.
             rank: this process's rank in the plan (default: the exchange's).
             storage: how the rank's buffers hold its shards.
 
@@ -578,7 +599,7 @@ class Executor:
                 refuses before any byte moves.
             refit.Failure: this executor failed in an earlier execution (make a new one).
         """
-        refusal, own = _checked_buffers(buffers, storage)
+        refusal, own, parts = _checked_buffers(buffers, storage)
         at, wrong_rank = _plan_rank(self.rank if rank is None else rank, plan, fallback=self.rank)
         self._rebalance_for(plan)
         claims, unreadable = _claims_of(at, at >= plan.problem.source_ranks, own)
@@ -587,7 +608,7 @@ class Executor:
                 plan._handle, plan.problem._handle, at, own, storage == "framework",
                 _utf8(refusal or wrong_rank or unreadable or conflict),
             )  # fmt: skip
-            return Prepared(handle, plan, {handle.rank: own}, token)
+            return Prepared(handle, plan, {handle.rank: own}, token, {handle.rank: parts})
 
     def prepare_ranks(
         self, plan: Plan, buffers: Mapping[int, Mapping[str, Any]], *, storage: Storage = "logical"
@@ -610,8 +631,8 @@ class Executor:
         """
         refusal, ranks, sets = _rank_sets(buffers, plan)
         checked = [_checked_buffers(given, storage) for given in sets]
-        refusal = refusal or next((f"rank {r}: {why}" for r, (why, _) in zip(ranks, checked) if why), "")
-        owns = [own for _, own in checked]
+        refusal = refusal or next((f"rank {r}: {why}" for r, (why, _, _) in zip(ranks, checked) if why), "")
+        owns = [own for _, own, _ in checked]
         claims: list[_Claim] = []
         for r, own in zip(ranks, owns):
             mine, unreadable = _claims_of(r, r >= plan.problem.source_ranks, own)
@@ -621,7 +642,8 @@ class Executor:
             handle = self._handle.prepare_ranks(
                 plan._handle, plan.problem._handle, ranks, owns, storage == "framework", _utf8(refusal or conflict)
             )
-            return Prepared(handle, plan, dict(zip(ranks, owns)), token)
+            parts = {r: rank_parts for r, (_, _, rank_parts) in zip(ranks, checked)}
+            return Prepared(handle, plan, dict(zip(ranks, owns)), token, parts)
 
     @contextlib.contextmanager
     def _claiming(self, claims: list[_Claim]) -> Iterator[tuple[str, int]]:
@@ -664,11 +686,12 @@ def _rank_sets(buffers: Mapping[int, Mapping[str, Any]], plan: Plan) -> tuple[st
     return refusal, ranks, sets
 
 
-def _checked_buffers(buffers: Mapping[str, Any], storage: Storage) -> tuple[str, dict[str, Any]]:
-    """What is wrong with a rank's buffers ("" when nothing) and the buffers as the compiled part
-    takes them. A mistake found here is refused through the collective prepare, as one the
-    compiled part finds: raising on this rank alone would leave every other rank waiting."""
-    refusal = ""
+def _checked_buffers(buffers: Mapping[str, Any], storage: Storage) -> tuple[str, dict[str, Any], Parts]:
+    """What is wrong with a rank's buffers ("" when nothing), the buffers as the compiled part
+    takes them, and where those taken out of a Transformer Engine fp8 parameter come from. A
+    mistake found here is refused through the collective prepare, as one the compiled part finds:
+    raising on this rank alone would leave every other rank waiting."""
+    refusal, parts = "", {}
     if storage not in ("logical", "framework"):
         refusal = f"storage: {storage!r} is neither 'logical' nor 'framework'"
     try:
@@ -677,6 +700,7 @@ def _checked_buffers(buffers: Mapping[str, Any], storage: Storage) -> tuple[str,
         refusal, own = refusal or f"buffers: not a mapping of names to arrays ({e})", {}
     if storage == "framework":
         try:
+            parts = _fp8_parts(own)
             own = fp8_parameter_buffers(own)
         except Exception as e:  # noqa: BLE001 - an attribute that raised: refused by every rank at once
             refusal = refusal or f"buffers: reading their Transformer Engine attributes raised {_raised(e)}"
@@ -691,7 +715,7 @@ def _checked_buffers(buffers: Mapping[str, Any], storage: Storage) -> tuple[str,
                 f"buffer '{name}': a torch tensor with a pending {lazy} its bytes do not show "
                 f"(pass t.resolve_neg() / t.resolve_conj())"
             )
-    return refusal, own
+    return refusal, own, parts
 
 
 #: The attribute of a Transformer Engine fp8 parameter holding its rowwise scales, and the suffix
@@ -706,20 +730,28 @@ def fp8_parameter_buffers(buffers: Mapping[str, Any]) -> dict[str, Any]:
     uint8 of the parameter's shape) under its name, and its rowwise scales
     (``_rowwise_scale_inv``, fp32, padded as Transformer Engine pads them) under
     ``<name>._rowwise_scale_inv``, unless the caller gave that one itself. Anything without both
-    attributes passes as it is.
+    attributes passes as it is. A prepared plan reads both attributes again at every
+    ``execute``: one given new memory since ``prepare`` is refused, naming it.
 
     Example::
 
         prepared = executor.prepare(plan, dict(model.named_parameters()), storage="framework")
     """
     out = dict(buffers)
-    for name, value in buffers.items():
-        data, scales = getattr(value, "_rowwise_data", None), getattr(value, TE_ROWWISE_SCALES, None)
-        if data is not None and scales is not None:
-            out[name] = data
-            if f"{name}.{TE_ROWWISE_SCALES}" not in buffers:
-                out[f"{name}.{TE_ROWWISE_SCALES}"] = scales
+    out.update({name: getattr(holder, attribute) for name, (holder, attribute) in _fp8_parts(buffers).items()})
     return out
+
+
+def _fp8_parts(buffers: Mapping[str, Any]) -> dict[str, tuple[Any, str]]:
+    """Where each buffer :func:`fp8_parameter_buffers` takes out of a Transformer Engine fp8
+    parameter comes from: its name -> (the parameter, the attribute holding it)."""
+    parts: dict[str, tuple[Any, str]] = {}
+    for name, value in buffers.items():
+        if getattr(value, "_rowwise_data", None) is not None and getattr(value, TE_ROWWISE_SCALES, None) is not None:
+            parts[name] = (value, "_rowwise_data")
+            if f"{name}.{TE_ROWWISE_SCALES}" not in buffers:
+                parts[f"{name}.{TE_ROWWISE_SCALES}"] = (value, TE_ROWWISE_SCALES)
+    return parts
 
 
 def run(executor: Executor, plan: Plan, buffers: Mapping[str, Any], *, storage: Storage = "logical") -> ExecutionReport:

@@ -276,10 +276,10 @@ class Fp8Parameter:
     _rowwise_scale_inv: np.ndarray
 
 
-def test_transformer_engine_fp8_parameters_are_handed_over_as_they_are() -> None:
-    """FP8 training (quantize_at="training"), Megatron TP2 -> vLLM TP2: every training rank hands
-    refit its named parameters, the fp8 ones as Transformer Engine objects; every vLLM parameter,
-    scales included, is what vLLM makes of the same block-quantized checkpoint."""
+def _fp8_training() -> tuple[refit.Plan, list[dict[str, Any]], dict[int, dict[str, np.ndarray]], Ranks]:
+    """FP8 training (quantize_at="training"), Megatron TP2 -> vLLM TP2: the plan, each training
+    rank's named parameters (the fp8 ones as Transformer Engine objects), zeroed vLLM parameters
+    by inference rank, and what vLLM makes of the same block-quantized checkpoint."""
     config, train, infer = "small-llama-gqa-blocks.json", "tp=2", "tp=2"
     problem = _problem((config, train, infer), quantize="fp8-block128", quantize_at="training")
     plan = refit.plan(problem, refit.Cluster.preset("cpu-host"))
@@ -293,17 +293,52 @@ def test_transformer_engine_fp8_parameters_are_handed_over_as_they_are() -> None
            for r in range(2)]  # fmt: skip
     named = [{n: Fp8Parameter(a, own[r][n + scales]) if n + scales in own[r] else a
               for n, a in own[r].items() if not n.endswith(scales)} for r in range(2)]  # fmt: skip
-    assert sum(isinstance(a, Fp8Parameter) for a in named[0].values()) == 8  # 2 layers x qkv, proj, fc1, fc2
     received = {r: {p.name: np.zeros(p.shape, refit.numpy_dtype(p.dtype)) for p in problem.parameters(r)}
                 for r in (2, 3)}  # fmt: skip
+    return plan, named, received, expected
+
+
+def test_transformer_engine_fp8_parameters_are_handed_over_as_they_are() -> None:
+    """Every training rank hands refit its named parameters, the fp8 ones as Transformer Engine
+    objects; every vLLM parameter, scales included, is what vLLM makes of the same
+    block-quantized checkpoint."""
+    plan, named, received, expected = _fp8_training()
+    assert sum(isinstance(a, Fp8Parameter) for a in named[0].values()) == 8  # 2 layers x qkv, proj, fc1, fc2
 
     def body(rank: int, exchange: Any) -> Any:
         executor = refit.Executor("ucx", exchange, timeout=20)
         return executor.prepare(plan, named[rank] if rank < 2 else received[rank], storage="framework").execute()
 
-    results = run_ranks(problem.world_size, body)
+    results = run_ranks(plan.problem.world_size, body)
     assert not any(isinstance(r, BaseException) for r in results), results
     for rank, params in received.items():
         assert sorted(params) == sorted(expected[rank])
         for name, got in params.items():
             np.testing.assert_array_equal(got.view(np.uint8), expected[rank][name].view(np.uint8), err_msg=name)
+
+
+def test_an_fp8_parameter_given_new_memory_after_prepare_is_refused_at_execute() -> None:
+    """refit takes an fp8 parameter's values and scales out of it at prepare; when Transformer
+    Engine later gives the parameter new ones (new memory), refit kept reading the old with no
+    error. Execute reads both attributes again: rank 0's values and rank 1's scales moved."""
+    plan, named, received, _ = _fp8_training()
+    fp8 = sorted(n for n, a in named[0].items() if isinstance(a, Fp8Parameter))[0]
+    attribute = ["_rowwise_data", "_rowwise_scale_inv"]
+
+    def body(rank: int, exchange: Any) -> Any:
+        executor = refit.Executor("ucx", exchange, timeout=2)
+        prepared = executor.prepare(plan, named[rank] if rank < 2 else received[rank], storage="framework")
+        if rank >= 2:  # the training ranks never send: the inference ranks time out
+            with pytest.raises(refit.Failure):
+                prepared.execute()
+            return None
+        parameter = named[rank][fp8]
+        setattr(parameter, attribute[rank], getattr(parameter, attribute[rank]).copy())
+        with pytest.raises(refit.BadInput) as refused:
+            prepared.execute()
+        return str(refused.value)
+
+    results = run_ranks(plan.problem.world_size, body, timeout=60)
+    assert results[0].startswith(f"rank 0: buffer '{fp8}': its memory moved since prepare()"), results[0]
+    assert results[1].startswith(f"rank 1: buffer '{fp8}._rowwise_scale_inv': its memory moved"), results[1]
+    assert results[2:] == [None, None], results

@@ -9,8 +9,10 @@ possibly wrapped in ``Float16Module`` and ``DistributedDataParallel``, and Megat
     buffers = refit.integrations.megatron.parameters(model)
     prepared = executor.prepare(plan, buffers, rank, storage="framework")
 
-``parameters`` hands refit the model's own tensors (``param.detach()``: the same memory, also
-when the distributed optimizer made every parameter a view into one contiguous buffer), keyed by
+``parameters`` hands refit the model's own tensors (the parameters themselves: the same memory,
+also when the distributed optimizer made every parameter a view into one contiguous buffer, and a
+``param.data = t`` after ``prepare`` is refused at ``execute`` instead of leaving refit on the old
+memory, as it would with ``param.detach()``), keyed by
 the names refit's storage maps use: wrappers' ``module.`` prefixes dropped, ``model<v>.`` before
 each virtual stage's names, and the names of Megatron's local (Transformer-Engine-free) layer
 spec given their Transformer Engine spelling, which the maps follow (see :data:`LOCAL_TO_TE`).
@@ -161,7 +163,9 @@ def _named_tensors(chunk: Model) -> Iterable[tuple[str, Any]]:
 
 def parameters(model: Models) -> dict[str, Any]:
     """This rank's tensors keyed by refit's names for them (``Problem.parameters(rank)``): the
-    model's own parameters (``detach()``: no copy, the same memory), wrappers' prefixes dropped,
+    model's own parameters, the Parameter objects themselves (no copy; not ``detach()``, whose
+    tensor keeps the old memory after ``param.data = t``, which ``execute`` then could not see),
+    wrappers' prefixes dropped,
     ``model<v>.`` before virtual stage v's names when there are several, local-spec names given
     their TE spelling (:data:`LOCAL_TO_TE`). ``Executor.prepare(..., storage="framework")``
     refuses a missing, unknown or ill-shaped one, naming it."""
@@ -171,7 +175,7 @@ def parameters(model: Models) -> dict[str, Any]:
         named = dict(_named_tensors(chunk))
         prefix = f"model{v}." if len(bare) > 1 else ""
         for name, tensor in named.items():
-            out[prefix + _te_name(name, named.__contains__)] = tensor.detach()
+            out[prefix + _te_name(name, named.__contains__)] = tensor
     return out
 
 

@@ -84,13 +84,14 @@ def _refit_name(name: str) -> str:
 def parameters(model: Module, drafter: Optional[Module] = None) -> dict[str, Any]:
     """The engine's parameters keyed by refit's names for them: the model's, and a speculative
     drafter's (DeepSeek MTP) except those it shares with the model (embedding, lm_head), as the
-    tensors themselves (``detach()``: the same memory)."""
-    out = {_refit_name(n): p.detach() for n, p in model.named_parameters()}
+    Parameter objects themselves (the same memory; not ``detach()``, whose tensor keeps the old
+    memory after ``param.data = t``, which ``execute`` then could not see)."""
+    out = {_refit_name(n): p for n, p in model.named_parameters()}
     if drafter is not None:
         shared = {p.data_ptr() for p in model.parameters()}
         for n, p in drafter.named_parameters():
             if p.data_ptr() not in shared:
-                out[_refit_name(n)] = p.detach()
+                out[_refit_name(n)] = p
     return out
 
 
@@ -183,8 +184,10 @@ class RefitWorkerExtension:
         execution report.
 
         Raises:
-            refit.Failure: a transfer failed, or a parameter's memory moved (CUDA graphs that
-                captured it would read stale weights), naming it.
+            refit.Failure: a transfer failed, or a parameter's memory moved during the update
+                (CUDA graphs that captured it would read stale weights), naming it.
+            refit.BadInput: a parameter's memory or layout changed since ``refit_prepare``
+                (``param.data = t``), naming it: nothing moved on this worker; prepare again.
         """
         session: Optional[_Session] = getattr(self, "_refit", None)
         if session is None:

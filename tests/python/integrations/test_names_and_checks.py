@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import torch
@@ -62,6 +63,37 @@ def test_wrappers_are_unwrapped_and_virtual_stages_prefixed() -> None:
     got = megatron.parameters(wrapped)
     assert sorted(got) == ["model0.w", "model1.weight"]
     assert got["model0.w"].data_ptr() == chunk.w.data_ptr()  # no copy
+
+
+def test_a_parameter_given_new_memory_after_prepare_is_refused_at_execute(tmp_path: Path) -> None:
+    # Both sides handed refit param.detach(): after `param.data = new` (new weights in new memory,
+    # a CPU-offload round trip) refit kept reading and writing the old memory, which it holds,
+    # with no error. They hand the parameters themselves, whose memory execute compares.
+    import json
+
+    from conftest import run_ranks
+
+    side = {"mesh": [1], "placements": ["R"]}
+    manifest = tmp_path / "w.json"
+    manifest.write_text(json.dumps({"format": "refit-manifest", "version": 1, "source_ranks": 1,
+                                    "destination_ranks": 1, "tensors": [{"name": "weight", "shape": [4, 6],
+                                    "dtype": "fp32", "source": side, "destination": side}]}))  # fmt: skip
+    plan = refit.plan(refit.Problem.from_manifest(manifest), refit.Cluster.preset("cpu-host"))
+    trained, served = torch.nn.Linear(6, 4, bias=False), torch.nn.Linear(6, 4, bias=False)
+    given = [megatron.parameters(trained), vllm.parameters(served)]
+    assert given[0]["weight"] is trained.weight and given[1]["weight"] is served.weight
+
+    def body(rank: int, exchange: Any) -> Any:
+        prepared = refit.Executor("ucx", exchange, timeout=20).prepare(plan, given[rank])
+        model = served if rank else trained
+        model.weight.data = torch.full((4, 6), float(rank + 1))  # every rank: none waits for another
+        with pytest.raises(refit.BadInput) as refused:
+            prepared.execute()
+        return str(refused.value)
+
+    for rank, message in enumerate(run_ranks(2, body, timeout=30)):
+        assert isinstance(message, str), message
+        assert message.startswith(f"rank {rank}: buffer 'weight': its memory moved since prepare()"), message
 
 
 def test_vllm_fused_moe_weights_lose_routed_experts() -> None:
