@@ -347,6 +347,20 @@ std::vector<std::int64_t> PlanBuilder::latest(const PerSegment& arrival) const {
   return out;
 }
 
+void PlanBuilder::order_relays_by_arrival(const PerSegment& arrival, const std::vector<bool>& forwarded) {
+  for (std::size_t h = 0; h < pending_.size(); ++h) {
+    const auto at = arrival.of(static_cast<Handle>(h));
+    if (at.empty() || sliced(static_cast<Handle>(h), forwarded) || std::ranges::is_sorted(at)) continue;
+    std::vector<std::size_t> by_arrival(at.size());
+    std::iota(by_arrival.begin(), by_arrival.end(), 0);
+    std::ranges::stable_sort(by_arrival, {}, [&](std::size_t k) { return at[k]; });
+    std::vector<Segment> sorted;
+    sorted.reserve(by_arrival.size());
+    for (const std::size_t k : by_arrival) sorted.push_back(std::move(pending_[h].segments[k]));
+    pending_[h].segments = std::move(sorted);
+  }
+}
+
 std::vector<std::int64_t> PlanBuilder::slice_relays(const PerSegment& arrival,
                                                     const std::vector<bool>& forwarded) {
   const std::int64_t slice = kRelaySliceChunks * chunk_.value;
@@ -401,10 +415,13 @@ Plan PlanBuilder::finish(RelayOrder relays, std::vector<std::uint64_t>* rounds) 
   if (arrival) {
     const auto relayed = forwarded();
     cut_relay_segments(relayed);
-    const auto upstream = upstream_segments(relayed);
+    auto upstream = upstream_segments(relayed);
     // Forwarded messages go by when their own data lands, which moves where they are in their
-    // pairs' streams and so when what they forward lands: arrivals are taken again in that order.
+    // pairs' streams and so when what they forward lands: arrivals are taken again in that order,
+    // and again once relays carry their segments in the order those land.
     order = rotated_order(latest(segment_arrivals(order, relayed, upstream)), true);
+    order_relays_by_arrival(segment_arrivals(order, relayed, upstream), relayed);
+    upstream = upstream_segments(relayed);
     order = rotated_order(slice_relays(segment_arrivals(order, relayed, upstream), relayed), true, rounds);
   }
   std::vector<std::int32_t> id_of(pending_.size());

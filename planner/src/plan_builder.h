@@ -145,6 +145,11 @@ class PlanBuilder {
   // the slabs of a large segment landing late take their places among the pair's other relays
   // instead of all waiting for its end.
   void cut_relay_segments(const std::vector<bool>& forwarded);
+  // Puts the segments of every relay message that is not cut into slices in the order their data
+  // reaches its sender (stably): a pair is an in-order stream, so a segment that lands last but
+  // goes first holds up everything behind it (a relay's lm_head landing at the end of its upstream
+  // once held back a whole forwarded message).
+  void order_relays_by_arrival(const PerSegment& arrival, const std::vector<bool>& forwarded);
   // Cuts relay messages that nothing forwards from into slices of consecutive segments (sorted
   // by arrival) of at least kRelaySliceChunks chunks; returns each message's arrival, the latest
   // of its segments'.
