@@ -93,6 +93,24 @@ BytesPerSecond source_side_bandwidth(const ReshardProblem& p, const PlacedCluste
   return BytesPerSecond{std::min(transmit.value, uplinks.value / c.cluster().fabric().oversubscription)};
 }
 
+// What can enter each domain over the network at once: a rank receives through its own GPU's NIC,
+// so the NICs of the job's ranks there (not the NICs of GPUs the job leaves idle) and, on an
+// oversubscribed fabric, the domain's uplinks ((sum of its NICs' bandwidth) / r): the smaller.
+std::vector<double> domain_receive_bandwidth(const ReshardProblem& p, const PlacedCluster& c) {
+  std::vector<std::set<std::int32_t>> nics(c.cluster().domains().size());
+  for (std::int32_t r = 0; r < p.source_ranks() + p.destination_ranks(); ++r)
+    if (auto n = c.nic_of(Rank{r})) nics[static_cast<std::size_t>(c.domain_of(Rank{r}))].insert(*n);
+  std::vector<double> out;
+  for (std::size_t d = 0; d < nics.size(); ++d) {
+    double job = 0;
+    for (const auto n : nics[d]) job += c.cluster().nics()[static_cast<std::size_t>(n)].bandwidth.value;
+    const double uplinks = c.cluster().domain_nic_bandwidth(static_cast<std::int32_t>(d)).value /
+                           c.cluster().fabric().oversubscription;
+    out.push_back(std::min(job, uplinks));
+  }
+  return out;
+}
+
 bool one_domain(const ReshardProblem& p, const PlacedCluster& c) {
   const std::int32_t ranks = p.source_ranks() + p.destination_ranks();
   for (std::int32_t r = 1; r < ranks; ++r)
@@ -134,11 +152,10 @@ LowerBound lower_bound(const ReshardProblem& problem, const PlacedCluster& c,
   }
 
   LowerBound lb;
-  const double oversub = c.cluster().fabric().oversubscription;
+  const auto receive = domain_receive_bandwidth(problem, c);
   for (std::size_t d = 0; d < n.domain_bytes.size(); ++d) {
     lb.domain_need.push_back(Bytes{static_cast<std::int64_t>(n.domain_bytes[d])});
-    const double bw = c.cluster().domain_nic_bandwidth(static_cast<std::int32_t>(d)).value / oversub;
-    lb.destination_domain = std::max(lb.destination_domain, ratio(n.domain_bytes[d], bw));
+    lb.destination_domain = std::max(lb.destination_domain, ratio(n.domain_bytes[d], receive[d]));
   }
   lb.source_side = ratio(n.leaving_bytes, source_side_bandwidth(problem, c).value);
   for (std::size_t k = 0; k < n.single_nic.size(); ++k)

@@ -36,6 +36,21 @@ TEST(LowerBound, DestinationDomainReceiveBound) {
   EXPECT_EQ(s.max_nic_rx.value, static_cast<std::int64_t>(bytes / 4));
 }
 
+TEST(LowerBound, ADomainReceivesThroughTheNicsOfTheJobsRanksThere) {
+  // As above, but only 2 ranks need it in domain 1 (GPUs 4 and 5; 6 and 7 idle): a rank receives
+  // through its own GPU's NIC, so 8 MiB enter through 2 NICs, 100 GB/s, not all 4 (200 GB/s).
+  const auto p =
+      ReshardProblem::make(
+          {testing::make_reshard("w", {4096, 1024}, make_layout({4096, 1024}, {4}, rank_range(0, 4), "S0"),
+                                 make_layout({4096, 1024}, {2}, rank_range(4, 2), "R"))},
+          4, 2)
+          .value();
+  const auto lb = lower_bound(p, testing::make_test_cluster(2, 4, 4, 2));
+  const double bytes = 4096.0 * 1024 * 2;
+  EXPECT_NEAR(lb.destination_domain.value, bytes / 100e9, 1e-12);
+  EXPECT_EQ(lb.binding, "destination domain NIC receive");
+}
+
 TEST(LowerBound, SingleHolderNicBound) {
   // The whole 8 MiB sits on rank 0 alone: it must leave through NIC 0 at least once.
   const auto p =

@@ -37,7 +37,8 @@ PlanStats compute_stats(const Plan& plan, const PlacedCluster& cluster);
 struct LowerBound {
   Seconds time;                    // the maximum of the terms below
   std::string binding;             // which term is the maximum
-  Seconds destination_domain;      // (a) max over domains: bytes from outside / domain NIC rx bw
+  Seconds destination_domain;      // (a) max over domains: bytes from outside / the rx bw of the NICs
+                                   //     of the job's ranks there (or its uplinks, if narrower)
   Seconds source_side;             // (b) unique bytes that must leave the source side / the smaller of
                                    //     its NICs' tx bw and its domains' uplinks
   Seconds source_nic;              // (d) bytes only one NIC holds / that NIC's bw
