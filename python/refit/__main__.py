@@ -124,7 +124,7 @@ def _print_table(rows: Sequence[Simulation]) -> None:
 def _simulation_json(rows: Sequence[Simulation]) -> dict[str, Any]:
     def row(r: Simulation) -> dict[str, Any]:
         d = dataclasses.asdict(r)
-        for key in ("resources", "critical_path", "trace", "cluster", "lower_bound_binding"):
+        for key in ("critical_path", "trace", "cluster", "lower_bound_binding"):
             d.pop(key)
         # The command's rows leave out what a prediction does not have (no comparison, no notes,
         # a deployment that moves every tensor).
