@@ -408,6 +408,24 @@ nlohmann::json simulated_row(const std::string& args) {
   return r.exit_code == 0 ? nlohmann::json::parse(r.out)["strategies"][0] : nlohmann::json{};
 }
 
+TEST(SimulateCli, RelaysForwardTheirDataInTheOrderItLands) {
+  // Qwen3-8B from TP8 to 3 engines of TP8: each inference GPU needs its TP shard (2.05 GB), which
+  // one training GPU holds; the source sends it once, split over two engines, and they forward it
+  // on. A forwarded relay once led with the lm_head slice, the last segment of its upstream to
+  // land, so it sent nothing for 38 ms and the refit took 1.475x its bound (the single source
+  // NIC's 2.05 GB); its segments now go in the order they land (1.07x).
+  const auto row = simulated_row("--model qwen3-8b --train tp=8 --infer tp=8,engines=3 --cluster dgx-h100");
+  ASSERT_FALSE(row.is_null());
+  EXPECT_LE(row["ratio_to_lower_bound"].get<double>(), 1.10);
+  // And a node the job half fills (two TP2 engines on the last node's first 4 GPUs) receives
+  // through the 4 NICs of the job's GPUs there, which its bound counts (it once counted all 8).
+  const auto half =
+      simulated_row("--model qwen3-30b-a3b --train ep=4,pp=4 --infer tp=2,engines=6 --cluster dgx-h100");
+  ASSERT_FALSE(half.is_null());
+  EXPECT_GE(half["ratio_to_lower_bound"].get<double>(), 1.0);
+  EXPECT_LE(half["ratio_to_lower_bound"].get<double>(), 1.05);
+}
+
 bool is_deepseek(const std::string& problem) { return problem.find("deepseek-v3") != std::string::npos; }
 
 class ReferenceProblem : public ::testing::TestWithParam<ReferenceCase> {};
