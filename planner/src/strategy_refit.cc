@@ -1,5 +1,7 @@
 // Strategy `refit`: every (piece, destination NVLink domain) enters the domain exactly once.
-//  1. A piece that some holder already has inside the domain goes over NVLink from that holder.
+//  1. A piece that some holder already has inside the domain goes over NVLink from that holder;
+//     where the domain's replicas that need it outnumber its holders there, scattered in row
+//     slabs, one to each replica, which forwards its slab to the others.
 //  2. Otherwise it crosses the network: the sender is chosen among the piece's holders that
 //     serve this domain (holder_share: an equal slice of them per domain that takes the piece,
 //     one or two holders when more domains take it than it has holders) and the landing GPU
@@ -141,14 +143,47 @@ class RefitPlanner {
   }
 
   // Pieces held inside the destination domain move over NVLink only, spread over the holders.
+  // Sending the piece whole to each replica costs a holder one piece per replica it serves;
+  // scattered in slabs that the replicas pass on to each other, every GPU moves about one piece
+  // (a holder its share, each replica its slab to the others), which NVLink carries at once.
   bool send_inside_domain(std::uint32_t t, const Piece& piece, const DomainGroup& group) {
     std::vector<Rank> near;
     for (Rank h : c_.overlaps[t].holders(piece))
       if (c_.cluster.domain_of(h) == group.domain) near.push_back(h);
     if (near.empty()) return false;
-    for (std::size_t i = 0; i < group.replicas.size(); ++i)
-      b_.add(0, 0, near[i % near.size()], group.replicas[i], t, piece.box);
+    const auto& replicas = group.replicas;
+    const auto slabs =
+        replicas.size() > near.size() ? slabs_of(t, piece.box, replicas.size()) : std::vector<Box>{};
+    if (slabs.size() <= 1) {
+      for (std::size_t i = 0; i < replicas.size(); ++i)
+        b_.add(0, 0, near[i % near.size()], replicas[i], t, piece.box);
+      return true;
+    }
+    for (std::size_t i = 0; i < slabs.size(); ++i) {
+      const Handle landed = b_.add(0, 0, near[i % near.size()], replicas[i], t, slabs[i]);
+      for (std::size_t j = 0; j < replicas.size(); ++j)
+        if (j != i)
+          b_.add(1, static_cast<std::uint64_t>(landed), replicas[i], replicas[j], t, slabs[i], landed);
+    }
     return true;
+  }
+
+  // `box` of tensor t in row slabs of about equal bytes, one per replica, none under
+  // kMinSplitBytes (fewer slabs, or the box whole, when it is too small or has too few rows).
+  std::vector<Box> slabs_of(std::uint32_t t, const Box& box, std::size_t replicas) const {
+    const auto element = dtype_size(c_.problem.tensors()[t].tensor.dtype);
+    const auto bytes = [&](const Box& b) { return static_cast<double>(b.volume() * element); };
+    const auto wanted = std::min(replicas, static_cast<std::size_t>(bytes(box) / kMinSplitBytes));
+    std::vector<Box> out;
+    Box rest = box;
+    for (std::size_t left = wanted; left > 1; --left) {
+      auto cut = split_rows(rest, Bytes{std::llround(bytes(rest) / static_cast<double>(left))}, element);
+      if (!cut) break;
+      out.push_back(std::move(cut->first));
+      rest = std::move(cut->second);
+    }
+    out.push_back(std::move(rest));
+    return out;
   }
 
   double bytes_of(const NetItem& it) const {

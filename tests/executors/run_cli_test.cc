@@ -151,6 +151,17 @@ std::int64_t stored_directly(const std::string& out) {
   return sum;
 }
 
+// Training and four inference engines in one domain: each tensor of 2 MiB or more is scattered in
+// slabs from its one holder to the replicas, which forward their slabs to each other (relays of
+// relays inside the domain); every replica must still end with the whole model.
+TEST(RunModel, PiecesScatteredInsideADomainAndSharedOutAreVerified) {
+  const auto r =
+      refit_run(5, "--model " + kModels +
+                       "wide-llama.json --train tp=1 --infer tp=1,engines=4 "
+                       "--cluster cpu-host:gpus_per_node=8,gpus_per_domain=8 --verify --json --timeout 20");
+  expect_verified(r, "refit", 5);
+}
+
 // Shards live in memory the executor allocated, which UCX shares between the processes: puts are
 // stores made directly into it, unless --no-direct-stores sends them all through ucp_put_nbx.
 TEST(RunPuts, DirectStoresByDefaultAndThroughUcxOnRequest) {

@@ -111,6 +111,28 @@ TEST(Strategies, PiecesHeldInsideTheDomainStayOnNvlink) {
   EXPECT_EQ(s.nvlink_bytes.value, 2 * kTensorBytes);
 }
 
+TEST(Strategies, APieceHeldInsideTheDomainIsScatteredToItsReplicasWhichShareItOut) {
+  // One training rank holds the 8 MiB that 4 inference ranks of its domain each need whole.
+  // Sent whole to each, the holder's NVLink would carry 4 x 8 MiB; scattered in 4 slabs of
+  // 2 MiB, one to each replica, which passes its slab to the other three, the holder sends
+  // 8 MiB, each replica 3 x 2 MiB, and each receives its 8 MiB: 8 + 4 x 6 = 32 MiB in all, the
+  // same NVLink bytes as before, none of it twice through one port.
+  const auto p = ReshardProblem::make(
+                     {make_reshard("w", {4096, 1024}, make_layout({4096, 1024}, {1}, rank_range(0, 1), "R"),
+                                   make_layout({4096, 1024}, {4}, rank_range(1, 4), "R"))},
+                     1, 4)
+                     .value();
+  const auto c = make_test_cluster(1, 8, 1, 4);
+  const auto s = compute_stats(plan_of("refit", p, c), c);
+  EXPECT_EQ(s.network_bytes.value, 0);
+  EXPECT_EQ(s.nvlink_bytes.value, 4 * kTensorBytes);
+  EXPECT_EQ(s.nvlink_egress[0].value, kTensorBytes);
+  for (std::int32_t g = 1; g <= 4; ++g) {
+    EXPECT_EQ(s.nvlink_egress[static_cast<std::size_t>(g)].value, 3 * kTensorBytes / 4) << "GPU " << g;
+    EXPECT_EQ(s.nvlink_ingress[static_cast<std::size_t>(g)].value, kTensorBytes) << "GPU " << g;
+  }
+}
+
 TEST(Strategies, UnknownStrategyAndMismatchedClusterAreRefused) {
   const auto p = replicated_in_one_domain();
   auto unknown = make_plan("fastest", p, make_test_cluster(2, 4, 4, 4));
