@@ -1,4 +1,5 @@
 #include "refit/core/quantization.h"
+#include "refit/core/named_table.h"
 
 #include <array>
 
@@ -33,13 +34,17 @@ const SchemeInfo& info(QuantScheme s) { return kSchemes[static_cast<std::size_t>
 std::string_view quant_scheme_name(QuantScheme s) { return info(s).name; }
 
 Result<QuantScheme> parse_quant_scheme(std::string_view name) {
-  for (const auto& i : kSchemes)
-    if (i.name == name) return i.scheme;
-  return parse_error(fmt::format("unknown quantization '{}' (expected fp8-block128 or mxfp8)", name));
+  if (const auto* i = find_named(kSchemes, name, &SchemeInfo::name)) return i->scheme;
+  return parse_error(
+      fmt::format("unknown quantization '{}' (expected {})", name, names_of(kSchemes, &SchemeInfo::name)));
 }
 
 std::span<const QuantScheme> all_quant_schemes() {
-  static constexpr std::array<QuantScheme, 2> kAll{QuantScheme::kFp8Block128, QuantScheme::kMxfp8};
+  static constexpr auto kAll = [] {
+    std::array<QuantScheme, kSchemes.size()> out{};
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = kSchemes[i].scheme;
+    return out;
+  }();
   return kAll;
 }
 

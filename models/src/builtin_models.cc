@@ -1,6 +1,7 @@
 // The built-in catalog: each model's public config.json (the fields refit reads, values as
 // published on the Hugging Face hub), parsed by the same reader as a user's file.
 #include "refit/models/builtin_models.h"
+#include "refit/core/named_table.h"
 
 #include <array>
 
@@ -87,15 +88,13 @@ constexpr std::array<BuiltinModel, 8> kBuiltins{{
 std::span<const BuiltinModel> builtin_models() { return kBuiltins; }
 
 Result<ModelSpec> builtin_model(std::string_view name, const HfOptions& options) {
-  for (const auto& m : kBuiltins) {
-    if (m.name != name) continue;
+  if (const auto* m = find_named(kBuiltins, name, &BuiltinModel::name)) {
     HfOptions with_mtp = options;
-    with_mtp.include_mtp = options.include_mtp || m.include_mtp;
-    return parse_hf_config(m.config_json, with_mtp, std::string(m.name));
+    with_mtp.include_mtp = options.include_mtp || m->include_mtp;
+    return parse_hf_config(m->config_json, with_mtp, std::string(m->name));
   }
-  std::vector<std::string_view> names;
-  for (const auto& m : kBuiltins) names.push_back(m.name);
-  return not_found(fmt::format("unknown model '{}' (built-in: {})", name, fmt::join(names, ", ")));
+  return not_found(
+      fmt::format("unknown model '{}' (built-in: {})", name, names_of(kBuiltins, &BuiltinModel::name)));
 }
 
 }  // namespace refit::models

@@ -1,6 +1,7 @@
 // config.json -> HfFields: which fields each architecture needs, their defaults (those of the
 // transformers config classes) and their consistency. Tensors are made in model_tensors.cc.
 #include "refit/models/hf_config.h"
+#include "refit/core/named_table.h"
 
 #include <algorithm>
 #include <array>
@@ -44,12 +45,9 @@ constexpr std::array<ArchitectureName, 7> kArchitectures{{
 [[nodiscard]] Result<ArchitectureName> find_architecture(FieldReader& r) {
   const std::string type = r.string("model_type");
   REFIT_TRY(r.status());
-  for (const auto& a : kArchitectures)
-    if (a.model_type == type) return a;
-  std::vector<std::string_view> known;
-  for (const auto& a : kArchitectures) known.push_back(a.model_type);
-  return unsupported(
-      fmt::format("model_type: unknown architecture '{}' (refit reads {})", type, fmt::join(known, ", ")));
+  if (const auto* a = find_named(kArchitectures, type, &ArchitectureName::model_type)) return *a;
+  return unsupported(fmt::format("model_type: unknown architecture '{}' (refit reads {})", type,
+                                 names_of(kArchitectures, &ArchitectureName::model_type)));
 }
 
 DType read_dtype(FieldReader& r, const HfOptions& options) {

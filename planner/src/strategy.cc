@@ -1,4 +1,5 @@
 #include "refit/planner/strategy.h"
+#include "refit/core/named_table.h"
 
 #include <algorithm>
 #include <array>
@@ -63,11 +64,9 @@ std::span<const StrategyInfo> strategies() { return kStrategies; }
 const StrategyInfo& strategy_info(StrategyId id) { return kStrategies[static_cast<std::size_t>(id)]; }
 
 Result<const StrategyInfo*> find_strategy(std::string_view name) {
-  const auto* entry = std::ranges::find(kStrategies, name, &StrategyInfo::name);
-  if (entry != kStrategies.end()) return entry;
-  std::vector<std::string_view> names;
-  for (const auto& s : kStrategies) names.push_back(s.name);
-  return not_found(fmt::format("unknown strategy '{}' (expected {})", name, fmt::join(names, ", ")));
+  if (const auto* entry = find_named(kStrategies, name, &StrategyInfo::name)) return entry;
+  return not_found(
+      fmt::format("unknown strategy '{}' (expected {})", name, names_of(kStrategies, &StrategyInfo::name)));
 }
 
 Result<Plan> make_plan(std::string_view strategy, const ReshardProblem& problem, const PlacedCluster& cluster,

@@ -1,4 +1,5 @@
 #include "refit/simulator/deployment.h"
+#include "refit/core/named_table.h"
 
 #include <algorithm>
 #include <array>
@@ -256,11 +257,9 @@ std::span<const DeploymentInfo> deployments() { return kDeployments; }
 const DeploymentInfo& deployment_info(DeploymentId id) { return kDeployments[static_cast<std::size_t>(id)]; }
 
 Result<const DeploymentInfo*> find_deployment(std::string_view name) {
-  const auto* entry = std::ranges::find(kDeployments, name, &DeploymentInfo::name);
-  if (entry != kDeployments.end()) return entry;
-  std::vector<std::string_view> names;
-  for (const auto& d : kDeployments) names.push_back(d.name);
-  return not_found(fmt::format("unknown deployment '{}' (expected {})", name, fmt::join(names, ", ")));
+  if (const auto* entry = find_named(kDeployments, name, &DeploymentInfo::name)) return entry;
+  return not_found(fmt::format("unknown deployment '{}' (expected {})", name,
+                               names_of(kDeployments, &DeploymentInfo::name)));
 }
 
 const DeploymentInfo& default_deployment(const StrategyInfo& strategy) {

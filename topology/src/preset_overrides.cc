@@ -9,6 +9,7 @@
 #include "hardware_constants.h"
 #include "preset_params.h"
 #include "refit/core/checked.h"
+#include "refit/core/named_table.h"
 #include "refit/core/try.h"
 #include "refit/topology/cluster.h"
 
@@ -140,18 +141,6 @@ constexpr Key kKeys[] = {
      }},
 };
 
-const Key* find_key(std::string_view name) {
-  for (const auto& k : kKeys)
-    if (k.name == name) return &k;
-  return nullptr;
-}
-
-std::string key_list() {
-  std::vector<std::string_view> names;
-  for (const auto& k : kKeys) names.push_back(k.name);
-  return fmt::format("{}", fmt::join(names, ", "));
-}
-
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> override_keys() {
@@ -167,10 +156,12 @@ Result<void> apply_overrides(PresetParams& params, std::string_view overrides) {
     const auto item = overrides.substr(0, comma);
     const auto eq = item.find('=');
     if (eq == std::string_view::npos)
-      return parse_error(fmt::format("'{}': expected key=value (keys: {})", item, key_list()));
+      return parse_error(
+          fmt::format("'{}': expected key=value (keys: {})", item, names_of(kKeys, &Key::name)));
     const auto name = item.substr(0, eq);
-    const Key* key = find_key(name);
-    if (!key) return not_found(fmt::format("unknown key '{}' (valid keys: {})", name, key_list()));
+    const Key* key = find_named(kKeys, name, &Key::name);
+    if (!key)
+      return not_found(fmt::format("unknown key '{}' (valid keys: {})", name, names_of(kKeys, &Key::name)));
     if (!seen.insert(name).second) return invalid(fmt::format("key '{}' is given twice", name));
     REFIT_TRY(key->apply(params, name, item.substr(eq + 1)));
     if (comma == std::string_view::npos) return {};
