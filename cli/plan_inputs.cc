@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "parse.h"
+#include "refit/core/elapsed.h"
 #include "refit/core/try.h"
 #include "refit/refit.h"
 
@@ -57,8 +58,7 @@ Result<TimedPlan> obtain_plan(const PlanInputOptions& o, const PlanInputs& in, s
   auto plan = REFIT_TRY(o.plan_file.empty() ? refit::plan(in.problem, in.cluster, strategy,
                                                           PlanOptions{.chunk = Bytes{o.chunk_bytes}})
                                             : load_plan(o.plan_file, in.problem, in.cluster));
-  const Seconds seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
-  return TimedPlan{.plan = std::move(plan), .seconds = seconds};
+  return TimedPlan{.plan = std::move(plan), .seconds = seconds_since(start)};
 }
 
 }  // namespace refit::cli

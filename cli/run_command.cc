@@ -25,6 +25,7 @@
 #include "command.h"
 #include "parse.h"
 #include "plan_inputs.h"
+#include "refit/core/elapsed.h"
 #include "refit/core/try.h"
 #include "refit/executors/agreement.h"
 #include "refit/executors/delta_executor.h"
@@ -176,7 +177,7 @@ Bytes resident_now() { return resident_bytes().value_or(Bytes{0}); }
   if (!s.membership) REFIT_TRY(c.bootstrap.barrier());
   const auto start = std::chrono::steady_clock::now();
   auto outcome = s.executor->execute(prepared);
-  r.walls.push_back(Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
+  r.walls.push_back(seconds_since(start));
   // A peer may be dead or hung: do not wait for it in MPI_Finalize.
   if (!outcome || (outcome->engines && !outcome->engines->missed.empty())) c.mpi.abandon();
   const auto report = REFIT_TRY(std::move(outcome));

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "parse.h"
+#include "refit/core/elapsed.h"
 #include "refit/core/try.h"
 #include "refit/executors/registry.h"
 
@@ -118,7 +119,7 @@ Result<RankJoin> perform_join(const JoinStep& s, Rank global, RunBuffers& shards
   REFIT_TRY_IN(bootstrap.barrier(), "join");
   const auto start = std::chrono::steady_clock::now();
   const auto report = REFIT_TRY_IN(executor->execute(*prepared), "join: execute");
-  out.wall = Seconds{std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+  out.wall = seconds_since(start);
   out.sent = report.bytes_sent;
   out.received = report.bytes_received;
   if (s.verify && part.role == JoinRole::kJoining) {

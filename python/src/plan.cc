@@ -16,6 +16,7 @@
 
 #include "bindings.h"
 #include "path_caster.h"
+#include "refit/core/elapsed.h"
 #include "refit/core/text_file.h"
 #include "refit/facade/prediction.h"
 
@@ -29,10 +30,6 @@ namespace {
 
 using namespace nb::literals;
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 // A plan and the wall time it took to make (or load), as refit plan reports it.
 std::tuple<PlanHandle, double> make(const ProblemHandle& problem, const ClusterHandle& cluster,
                                     const std::string& strategy, std::int64_t chunk_bytes) {
@@ -44,7 +41,7 @@ std::tuple<PlanHandle, double> make(const ProblemHandle& problem, const ClusterH
     nb::gil_scoped_release release;
     const auto start = std::chrono::steady_clock::now();
     made = refit::plan(*problem.problem, *cluster.placed, strategy, PlanOptions{.chunk = Bytes{chunk_bytes}});
-    seconds = seconds_since(start);
+    seconds = seconds_since(start).value;
   }
   return {PlanHandle{std::make_shared<const Plan>(unwrap(std::move(made)))}, seconds};
 }
@@ -58,7 +55,7 @@ std::tuple<PlanHandle, double> load(const FsPath& path, const ProblemHandle& pro
     nb::gil_scoped_release release;
     const auto start = std::chrono::steady_clock::now();
     loaded = load_plan(path.bytes, *problem.problem, *cluster.placed);
-    seconds = seconds_since(start);
+    seconds = seconds_since(start).value;
   }
   return {PlanHandle{std::make_shared<const Plan>(unwrap(std::move(loaded)))}, seconds};
 }

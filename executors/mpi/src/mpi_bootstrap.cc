@@ -1,4 +1,5 @@
 #include "refit/executors/mpi_bootstrap.h"
+#include "refit/core/elapsed.h"
 
 #include <algorithm>
 #include <chrono>
@@ -125,7 +126,7 @@ Result<void> MpiBootstrap::exchange_parts(Exchange& x) {
 }
 
 Result<void> MpiBootstrap::complete(Exchange& x, std::string_view what) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_.value);
+  const auto deadline = SteadyClock::now() + to_duration(timeout_);
   for (auto pause = kFirstPoll;; pause = std::min(pause * 2, kLongestPoll)) {
     bool pending = false;
     for (std::size_t i = 0; i < x.requests.size(); ++i) {

@@ -11,14 +11,13 @@
 
 #include "cuda_handles.h"
 #include "cuda_status.h"
+#include "refit/core/elapsed.h"
 #include "refit/core/try.h"
 
 namespace refit::nccl_detail {
 namespace {
 
-Clock::time_point deadline_after(Seconds s) {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s.value));
-}
+Clock::time_point deadline_after(Seconds s) { return Clock::now() + to_duration(s); }
 
 // Rank 0's unique id, on every rank. Rank 0 takes part in the allgather even when it could not
 // make an id, so that no rank waits for it.

@@ -42,8 +42,7 @@ class Runner {
       : program_(program),
         backend_(backend),
         options_(options),
-        budget_(std::chrono::duration_cast<Clock::duration>(
-            std::chrono::duration<double>(options.timeout.value))),
+        budget_(to_duration(options.timeout)),
         interrupt_(options.interrupted) {}
 
   // Any failure aborts the backend once, before its error returns.

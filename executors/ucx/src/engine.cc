@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/elapsed.h"
 #include "refit/core/try.h"
 #include "refit/planner/execution_model.h"
 
@@ -11,10 +12,6 @@ namespace {
 // After a failure, how long the abort notices get to leave before the error is returned.
 constexpr std::chrono::milliseconds kAbortGrace{200};
 constexpr std::chrono::milliseconds kAbortPoll{10};
-
-double seconds_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
 
 // The executor's behaviours as its execution model states them, so that the simulator runs what
 // this executor runs. Chunks granted ahead to one sender: enough to keep its puts flowing, few
@@ -102,7 +99,7 @@ Result<bool> Engine::step(Clock::time_point now) {
     worked = true;
   }
   if (!done_sent_ && own_work_finished()) {
-    report_.elapsed = Seconds{seconds_between(start_, now)};
+    report_.elapsed = seconds_between(start_, now);
     REFIT_TRY(post_to_all(MessageKind::kDone, gone_list()));
     done_sent_ = worked = true;
   }
@@ -193,7 +190,7 @@ Result<void> Engine::check_health(Clock::time_point now) {
     return fail(
         ErrorCode::kTimeout,
         fmt::format("rank {} stopped responding: nothing from it for {:.1f} s; this rank was waiting for {}",
-                    quiet->value, seconds_between(heard, now), waiting_for_from(*quiet)));
+                    quiet->value, seconds_between(heard, now).value, waiting_for_from(*quiet)));
   }
   return fail(ErrorCode::kTimeout, fmt::format("no progress for {:.1f} s while waiting for {}",
                                                watchdog_.seconds_since_progress(now), waiting_for()));

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "refit/core/elapsed.h"
 #include "refit/core/try.h"
 
 namespace refit::ucx_detail {
@@ -35,8 +36,7 @@ Result<void> handshake(const HandshakeParties& p, Rank self, std::uint64_t epoch
   hello.epoch = epoch;
   for (std::int32_t r = 0; r < world; ++r)
     if (r != self.value) REFIT_TRY(p.outbox.post(p.connections.peer(Rank{r}).endpoint, Rank{r}, hello));
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(timeout.value));
+  const auto deadline = Clock::now() + to_duration(timeout);
   while (true) {
     p.worker.progress_all();
     const bool arrived = collect_hellos(p.inbox, epoch, heard);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "refit/core/elapsed.h"
+
 namespace refit::ucx_detail {
 namespace {
 
@@ -11,7 +13,7 @@ constexpr std::chrono::milliseconds kMinSleep{1};
 }  // namespace
 
 Watchdog::Watchdog(Seconds timeout, Clock::time_point start)
-    : timeout_(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout.value))),
+    : timeout_(to_duration(timeout)),
       heartbeat_period_(timeout_ / kHeartbeatsPerTimeout),
       last_progress_(start),
       next_heartbeat_(start) {}
