@@ -27,67 +27,39 @@ constexpr int kDlCpu = 1;
 constexpr int kDlCuda = 2;
 constexpr int kDlCudaHost = 3;
 
+// DLPack's type codes by name; a family of widths (int, float...) is named with its bits.
+struct DlpackTypeName {
+  Code code;
+  std::string_view name;
+  bool with_bits;
+};
+constexpr DlpackTypeName kDlpackTypeNames[] = {
+    {Code::Int, "int", true},
+    {Code::UInt, "uint", true},
+    {Code::Float, "float", true},
+    {Code::Bfloat, "bfloat", true},
+    {Code::Complex, "complex", true},
+    {Code::Bcomplex, "bcomplex", true},
+    {Code::Bool, "bool", false},
+    {Code::Float8_E4M3FN, "float8_e4m3fn", false},
+    {Code::Float8_E4M3, "float8_e4m3", false},
+    {Code::Float8_E5M2, "float8_e5m2", false},
+    {Code::Float8_E8M0FNU, "float8_e8m0fnu", false},
+    {Code::Float8_E4M3FNUZ, "float8_e4m3fnuz", false},
+    {Code::Float8_E5M2FNUZ, "float8_e5m2fnuz", false},
+    {Code::Float8_E4M3B11FNUZ, "float8_e4m3b11fnuz", false},
+    {Code::Float8_E3M4, "float8_e3m4", false},
+    {Code::Float6_E2M3FN, "float6_e2m3fn", false},
+    {Code::Float6_E3M2FN, "float6_e3m2fn", false},
+    {Code::Float4_E2M1FN, "float4_e2m1fn", false},
+};
+
 std::string dlpack_dtype_name(dl::dtype d) {
-  const auto code = static_cast<Code>(d.code);
-  std::string name;
-  switch (code) {
-    case Code::Int:
-      name = fmt::format("int{}", d.bits);
-      break;
-    case Code::UInt:
-      name = fmt::format("uint{}", d.bits);
-      break;
-    case Code::Float:
-      name = fmt::format("float{}", d.bits);
-      break;
-    case Code::Bfloat:
-      name = fmt::format("bfloat{}", d.bits);
-      break;
-    case Code::Bool:
-      name = "bool";
-      break;
-    case Code::Float8_E4M3FN:
-      name = "float8_e4m3fn";
-      break;
-    case Code::Float8_E4M3:
-      name = "float8_e4m3";
-      break;
-    case Code::Float8_E5M2:
-      name = "float8_e5m2";
-      break;
-    case Code::Float8_E8M0FNU:
-      name = "float8_e8m0fnu";
-      break;
-    case Code::Float8_E4M3FNUZ:
-      name = "float8_e4m3fnuz";
-      break;
-    case Code::Float8_E5M2FNUZ:
-      name = "float8_e5m2fnuz";
-      break;
-    case Code::Float8_E4M3B11FNUZ:
-      name = "float8_e4m3b11fnuz";
-      break;
-    case Code::Float8_E3M4:
-      name = "float8_e3m4";
-      break;
-    case Code::Float6_E2M3FN:
-      name = "float6_e2m3fn";
-      break;
-    case Code::Float6_E3M2FN:
-      name = "float6_e3m2fn";
-      break;
-    case Code::Float4_E2M1FN:
-      name = "float4_e2m1fn";
-      break;
-    case Code::Complex:
-      name = fmt::format("complex{}", d.bits);
-      break;
-    case Code::Bcomplex:
-      name = fmt::format("bcomplex{}", d.bits);
-      break;
-    default:
-      name = fmt::format("DLPack type code {} of {} bits", d.code, d.bits);
-  }
+  const auto* entry = std::ranges::find(kDlpackTypeNames, static_cast<Code>(d.code), &DlpackTypeName::code);
+  const std::string name = entry == std::end(kDlpackTypeNames)
+                               ? fmt::format("DLPack type code {} of {} bits", d.code, d.bits)
+                           : entry->with_bits ? fmt::format("{}{}", entry->name, d.bits)
+                                              : std::string(entry->name);
   return d.lanes > 1 ? fmt::format("{}x{}", name, d.lanes) : name;
 }
 
