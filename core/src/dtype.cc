@@ -61,9 +61,11 @@ std::int64_t dtype_size(DType t) { return info(t).size; }
 std::string_view dtype_name(DType t) { return info(t).name; }
 
 std::span<const DType> all_dtypes() {
-  static constexpr std::array<DType, 11> kAll{DType::kBF16,    DType::kFP16,    DType::kFP32,   DType::kFP64,
-                                              DType::kFP8E4M3, DType::kFP8E5M2, DType::kInt8,   DType::kUInt8,
-                                              DType::kInt32,   DType::kInt64,   DType::kFP8E8M0};
+  static constexpr auto kAll = [] {
+    std::array<DType, kInfo.size()> out{};
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = kInfo[i].type;
+    return out;
+  }();
   return kAll;
 }
 

@@ -15,6 +15,9 @@ namespace {
 struct SchemeInfo {
   QuantScheme scheme;
   std::string_view name;
+  // What follows a weight's name in its scales' (the checkpoints' own names: DeepSeek-V3's
+  // weight_scale_inv, the OCP MX format's weight_scale as vLLM loads it).
+  std::string_view scale_suffix;
   DType scale;
   std::int64_t rows;  // block along the second-to-last dim
   std::int64_t cols;  // block along the last dim
@@ -23,8 +26,8 @@ struct SchemeInfo {
 // fp8-block128: DeepSeek-V3's checkpoints and vLLM's block FP8 (weight_block_size [128, 128]);
 // mxfp8: the OCP Microscaling format, blocks of 32 along the reduction (last) dim.
 constexpr std::array<SchemeInfo, kQuantSchemeCount> kSchemes{{
-    {QuantScheme::kFp8Block128, "fp8-block128", DType::kFP32, 128, 128},
-    {QuantScheme::kMxfp8, "mxfp8", DType::kFP8E8M0, 1, 32},
+    {QuantScheme::kFp8Block128, "fp8-block128", "_scale_inv", DType::kFP32, 128, 128},
+    {QuantScheme::kMxfp8, "mxfp8", "_scale", DType::kFP8E8M0, 1, 32},
 }};
 
 const SchemeInfo& info(QuantScheme s) { return kSchemes[static_cast<std::size_t>(s)]; }
@@ -32,6 +35,8 @@ const SchemeInfo& info(QuantScheme s) { return kSchemes[static_cast<std::size_t>
 }  // namespace
 
 std::string_view quant_scheme_name(QuantScheme s) { return info(s).name; }
+
+std::string_view quant_scale_suffix(QuantScheme s) { return info(s).scale_suffix; }
 
 Result<QuantScheme> parse_quant_scheme(std::string_view name) {
   if (const auto* i = find_named(kSchemes, name, &SchemeInfo::name)) return i->scheme;

@@ -105,7 +105,7 @@ bool scales_travel(QuantSite s) { return s != QuantSite::kReceiver; }
 }  // namespace
 
 std::string quant_scale_name(QuantScheme s, std::string_view weight) {
-  return fmt::format("{}{}", weight, s == QuantScheme::kFp8Block128 ? "_scale_inv" : "_scale");
+  return fmt::format("{}{}", weight, quant_scale_suffix(s));
 }
 
 Result<void> check_quantized(const std::vector<TensorReshard>& tensors) {

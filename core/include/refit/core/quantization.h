@@ -30,7 +30,8 @@
 
 namespace refit {
 
-std::string_view quant_scheme_name(QuantScheme s);  // "fp8-block128", "mxfp8"
+std::string_view quant_scheme_name(QuantScheme s);   // "fp8-block128", "mxfp8"
+std::string_view quant_scale_suffix(QuantScheme s);  // "_scale_inv", "_scale": see quant_scale_name
 [[nodiscard]] Result<QuantScheme> parse_quant_scheme(std::string_view name);
 std::span<const QuantScheme> all_quant_schemes();
 DType quant_value_dtype(QuantScheme s);
