@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <limits>
 #include <set>
+#include <span>
 
 #include "refit/core/overlap.h"
 #include "refit/planner/plan_stats.h"
@@ -26,11 +27,39 @@ bool holder_in(const std::vector<Rank>& holders, const PlacedCluster& c, std::in
   return std::ranges::any_of(holders, [&](Rank h) { return c.domain_of(h) == domain; });
 }
 
+// The NIC every holder sits behind, if there is one: a holder without a NIC sends over the network
+// through none (as the simulator routes it), so it does not count as behind one.
 std::optional<std::int32_t> only_nic(const std::vector<Rank>& holders, const PlacedCluster& c) {
   std::set<std::int32_t> nics;
-  for (Rank h : holders)
-    if (auto n = c.nic_of(h)) nics.insert(*n);
+  for (Rank h : holders) {
+    const auto n = c.nic_of(h);
+    if (!n) return std::nullopt;
+    nics.insert(*n);
+  }
   return nics.size() == 1 ? std::optional(*nics.begin()) : std::nullopt;
+}
+
+constexpr double kUnlimited = std::numeric_limits<double>::infinity();
+
+// What the domains' uplinks carry each way on an oversubscribed fabric ((sum of the domain's NIC
+// bandwidth) / r); unlimited on a fabric that is not, where no uplink is in the way.
+double uplink_bandwidth(const PlacedCluster& c, std::int32_t domain) {
+  const double r = c.cluster().fabric().oversubscription;
+  return r > 1.0 ? c.cluster().domain_nic_bandwidth(domain).value / r : kUnlimited;
+}
+
+// What the NICs of `ranks` carry at once each way: each distinct NIC once; unlimited when one of
+// them has no NIC (its network traffic crosses none).
+double nic_bandwidth_of(std::span<const Rank> ranks, const PlacedCluster& c) {
+  std::set<std::int32_t> nics;
+  for (const Rank r : ranks) {
+    const auto n = c.nic_of(r);
+    if (!n) return kUnlimited;
+    nics.insert(*n);
+  }
+  double total = 0;
+  for (const auto n : nics) total += c.cluster().nics()[static_cast<std::size_t>(n)].bandwidth.value;
+  return total;
 }
 
 std::set<std::int32_t> gpus_of(const std::vector<Rank>& ranks, const PlacedCluster& c) {
@@ -81,33 +110,28 @@ void add_tensor(Needs& n, const TensorReshard& t, const Overlap& o, const Placed
 // each, the uplinks' sum is the NICs' / r; a NIC shared by several domains (a calibrated host:
 // every process a domain behind one shared-memory "NIC") counts once among the NICs but gives
 // each of its domains an uplink of its own.
-BytesPerSecond source_side_bandwidth(const ReshardProblem& p, const PlacedCluster& c) {
-  std::set<std::int32_t> nics, domains;
+double source_side_bandwidth(const ReshardProblem& p, const PlacedCluster& c) {
+  std::vector<Rank> sources;
+  std::set<std::int32_t> domains;
   for (std::int32_t r = 0; r < p.source_ranks(); ++r) {
-    if (auto n = c.nic_of(Rank{r})) nics.insert(*n);
+    sources.push_back(Rank{r});
     domains.insert(c.domain_of(Rank{r}));
   }
-  BytesPerSecond transmit{0}, uplinks{0};
-  for (auto n : nics) transmit = transmit + c.cluster().nics()[static_cast<std::size_t>(n)].bandwidth;
-  for (auto d : domains) uplinks = uplinks + c.cluster().domain_nic_bandwidth(d);
-  return BytesPerSecond{std::min(transmit.value, uplinks.value / c.cluster().fabric().oversubscription)};
+  double uplinks = 0;
+  for (const auto d : domains) uplinks += uplink_bandwidth(c, d);
+  return std::min(nic_bandwidth_of(sources, c), uplinks);
 }
 
 // What can enter each domain over the network at once: a rank receives through its own GPU's NIC,
-// so the NICs of the job's ranks there (not the NICs of GPUs the job leaves idle) and, on an
-// oversubscribed fabric, the domain's uplinks ((sum of its NICs' bandwidth) / r): the smaller.
+// so the NICs of the job's ranks there (not the NICs of GPUs the job leaves idle), and on an
+// oversubscribed fabric the domain's uplinks: the smaller.
 std::vector<double> domain_receive_bandwidth(const ReshardProblem& p, const PlacedCluster& c) {
-  std::vector<std::set<std::int32_t>> nics(c.cluster().domains().size());
+  std::vector<std::vector<Rank>> ranks(c.cluster().domains().size());
   for (std::int32_t r = 0; r < p.source_ranks() + p.destination_ranks(); ++r)
-    if (auto n = c.nic_of(Rank{r})) nics[static_cast<std::size_t>(c.domain_of(Rank{r}))].insert(*n);
+    ranks[static_cast<std::size_t>(c.domain_of(Rank{r}))].push_back(Rank{r});
   std::vector<double> out;
-  for (std::size_t d = 0; d < nics.size(); ++d) {
-    double job = 0;
-    for (const auto n : nics[d]) job += c.cluster().nics()[static_cast<std::size_t>(n)].bandwidth.value;
-    const double uplinks = c.cluster().domain_nic_bandwidth(static_cast<std::int32_t>(d)).value /
-                           c.cluster().fabric().oversubscription;
-    out.push_back(std::min(job, uplinks));
-  }
+  for (std::size_t d = 0; d < ranks.size(); ++d)
+    out.push_back(std::min(nic_bandwidth_of(ranks[d], c), uplink_bandwidth(c, static_cast<std::int32_t>(d))));
   return out;
 }
 
@@ -118,15 +142,17 @@ bool one_domain(const ReshardProblem& p, const PlacedCluster& c) {
   return true;
 }
 
-// What a GPU's bytes in or out may cross: its NVLink, and its NIC where the job has another domain.
+// What a GPU's bytes in or out may cross: its NVLink, and where the job has another domain its NIC
+// (unlimited without one: its network traffic crosses none).
 double gpu_links(const PlacedCluster& c, std::size_t g, bool alone) {
   const GpuId gpu{static_cast<std::int32_t>(g)};
-  double bw = c.cluster().gpu(gpu).nvlink_bandwidth.value;
-  if (auto nic = c.cluster().nic_of(gpu); nic && !alone)
-    bw += c.cluster().nics()[static_cast<std::size_t>(*nic)].bandwidth.value;
-  return bw;
+  const double nvlink = c.cluster().gpu(gpu).nvlink_bandwidth.value;
+  if (alone) return nvlink;
+  const auto nic = c.cluster().nic_of(gpu);
+  return nic ? nvlink + c.cluster().nics()[static_cast<std::size_t>(*nic)].bandwidth.value : kUnlimited;
 }
 
+// Bytes over an unlimited bandwidth take no time; over none, forever.
 Seconds ratio(double bytes, double bytes_per_second) {
   if (bytes <= 0) return Seconds{0};
   return Seconds{bytes_per_second > 0 ? bytes / bytes_per_second : std::numeric_limits<double>::infinity()};
@@ -157,7 +183,7 @@ LowerBound lower_bound(const ReshardProblem& problem, const PlacedCluster& c,
     lb.domain_need.push_back(Bytes{static_cast<std::int64_t>(n.domain_bytes[d])});
     lb.destination_domain = std::max(lb.destination_domain, ratio(n.domain_bytes[d], receive[d]));
   }
-  lb.source_side = ratio(n.leaving_bytes, source_side_bandwidth(problem, c).value);
+  lb.source_side = ratio(n.leaving_bytes, source_side_bandwidth(problem, c));
   for (std::size_t k = 0; k < n.single_nic.size(); ++k)
     lb.source_nic = std::max(lb.source_nic, ratio(n.single_nic[k], c.cluster().nics()[k].bandwidth.value));
   const bool alone = one_domain(problem, c);

@@ -51,6 +51,28 @@ TEST(LowerBound, ADomainReceivesThroughTheNicsOfTheJobsRanksThere) {
   EXPECT_EQ(lb.binding, "destination domain NIC receive");
 }
 
+TEST(LowerBound, AGpuWithoutANicBoundsNothingOverTheNetwork) {
+  // As above on 2 domains of 2 GPUs, GPU 3 without a NIC: the simulator routes its network
+  // traffic through no NIC, so neither its domain's NICs nor its own links bound what reaches
+  // it (a bound once read infinite here, or above what the simulator predicts). GPU 2 still
+  // takes its 8 MiB over NVLink + its NIC (450 GB/s); the source side sends 8 MiB through 2 NICs.
+  auto spec = testing::make_test_cluster(2, 2, 2, 2).cluster().spec();
+  spec.nics.pop_back();
+  const auto c = testing::place_test_ranks(std::move(spec), 2, 2);
+  const auto p =
+      ReshardProblem::make(
+          {testing::make_reshard("w", {4096, 1024}, make_layout({4096, 1024}, {2}, rank_range(0, 2), "S0"),
+                                 make_layout({4096, 1024}, {2}, rank_range(2, 2), "R"))},
+          2, 2)
+          .value();
+  const auto lb = lower_bound(p, c);
+  const double bytes = 4096.0 * 1024 * 2;
+  EXPECT_EQ(lb.destination_domain.value, 0);
+  EXPECT_NEAR(lb.gpu_ingress.value, bytes / 450e9, 1e-12);
+  EXPECT_NEAR(lb.source_side.value, bytes / 100e9, 1e-12);
+  EXPECT_NEAR(lb.time.value, bytes / 100e9, 1e-12);
+}
+
 TEST(LowerBound, SingleHolderNicBound) {
   // The whole 8 MiB sits on rank 0 alone: it must leave through NIC 0 at least once.
   const auto p =
