@@ -146,24 +146,35 @@ class RefitPlanner {
   // Sending the piece whole to each replica costs a holder one piece per replica it serves;
   // scattered in slabs that the replicas pass on to each other, every GPU moves about one piece
   // (a holder its share, each replica its slab to the others), which NVLink carries at once.
+  // A replica on a holder's GPU copies the piece from it; the others are served from the holders
+  // in turn, or scattered to (each piece's slabs starting at the next replica, so that pieces
+  // with fewer slabs than replicas do not all land on the same few).
   bool send_inside_domain(std::uint32_t t, const Piece& piece, const DomainGroup& group) {
     std::vector<Rank> near;
     for (Rank h : c_.overlaps[t].holders(piece))
       if (c_.cluster.domain_of(h) == group.domain) near.push_back(h);
     if (near.empty()) return false;
-    const auto& replicas = group.replicas;
-    const auto slabs =
-        replicas.size() > near.size() ? slabs_of(t, piece.box, replicas.size()) : std::vector<Box>{};
+    std::vector<Rank> apart;
+    for (const Rank r : group.replicas) {
+      const auto local =
+          std::ranges::find(near, c_.cluster.gpu_of(r), [&](Rank h) { return c_.cluster.gpu_of(h); });
+      if (local != near.end())
+        b_.add(0, 0, *local, r, t, piece.box);
+      else
+        apart.push_back(r);
+    }
+    const auto slabs = apart.size() > near.size() ? slabs_of(t, piece.box, apart.size()) : std::vector<Box>{};
     if (slabs.size() <= 1) {
-      for (std::size_t i = 0; i < replicas.size(); ++i)
-        b_.add(0, 0, near[i % near.size()], replicas[i], t, piece.box);
+      for (std::size_t i = 0; i < apart.size(); ++i)
+        b_.add(0, 0, near[i % near.size()], apart[i], t, piece.box);
       return true;
     }
+    const std::size_t first = scatter_turn_++ % apart.size();
     for (std::size_t i = 0; i < slabs.size(); ++i) {
-      const Handle landed = b_.add(0, 0, near[i % near.size()], replicas[i], t, slabs[i]);
-      for (std::size_t j = 0; j < replicas.size(); ++j)
-        if (j != i)
-          b_.add(1, static_cast<std::uint64_t>(landed), replicas[i], replicas[j], t, slabs[i], landed);
+      const Rank landing = apart[(first + i) % apart.size()];
+      const Handle landed = b_.add(0, 0, near[i % near.size()], landing, t, slabs[i]);
+      for (const Rank r : apart)
+        if (r != landing) b_.add(1, static_cast<std::uint64_t>(landed), landing, r, t, slabs[i], landed);
     }
     return true;
   }
@@ -342,6 +353,7 @@ class RefitPlanner {
   std::vector<std::int64_t> assignment_bytes_;  // moved bytes, as every load below
   std::vector<std::int64_t> sent_;              // per rank, to spread ranks sharing a NIC
   std::vector<std::int64_t> received_;
+  std::size_t scatter_turn_ = 0;  // which replica takes the next scattered piece's first slab
 };
 
 }  // namespace

@@ -152,8 +152,8 @@ std::int64_t stored_directly(const std::string& out) {
 }
 
 // Training and four inference engines in one domain: each tensor of 2 MiB or more is scattered in
-// slabs from its one holder to the replicas, which forward their slabs to each other (relays of
-// relays inside the domain); every replica must still end with the whole model.
+// slabs from its one holder to the replicas, which forward their slabs to each other (NVLink
+// relays between engines); every replica must still end with the whole model.
 TEST(RunModel, PiecesScatteredInsideADomainAndSharedOutAreVerified) {
   const auto r =
       refit_run(5, "--model " + kModels +
