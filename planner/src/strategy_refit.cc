@@ -147,8 +147,8 @@ class RefitPlanner {
   // scattered in slabs that the replicas pass on to each other, every GPU moves about one piece
   // (a holder its share, each replica its slab to the others), which NVLink carries at once.
   // A replica on a holder's GPU copies the piece from it; the others are served from the holders
-  // in turn, or scattered to (each piece's slabs starting at the next replica, so that pieces
-  // with fewer slabs than replicas do not all land on the same few).
+  // in turn, or scattered to (each piece's slabs starting where the last one's ended, so that
+  // pieces with fewer slabs than replicas do not all land on the same few).
   bool send_inside_domain(std::uint32_t t, const Piece& piece, const DomainGroup& group) {
     std::vector<Rank> near;
     for (Rank h : c_.overlaps[t].holders(piece))
@@ -169,7 +169,8 @@ class RefitPlanner {
         b_.add(0, 0, near[i % near.size()], apart[i], t, piece.box);
       return true;
     }
-    const std::size_t first = scatter_turn_++ % apart.size();
+    const std::size_t first = scatter_turn_ % apart.size();
+    scatter_turn_ += slabs.size();
     for (std::size_t i = 0; i < slabs.size(); ++i) {
       const Rank landing = apart[(first + i) % apart.size()];
       const Handle landed = b_.add(0, 0, near[i % near.size()], landing, t, slabs[i]);
@@ -353,7 +354,7 @@ class RefitPlanner {
   std::vector<std::int64_t> assignment_bytes_;  // moved bytes, as every load below
   std::vector<std::int64_t> sent_;              // per rank, to spread ranks sharing a NIC
   std::vector<std::int64_t> received_;
-  std::size_t scatter_turn_ = 0;  // which replica takes the next scattered piece's first slab
+  std::size_t scatter_turn_ = 0;  // where the next scattered piece's first slab lands (mod replicas)
 };
 
 }  // namespace

@@ -133,6 +133,43 @@ TEST(Strategies, APieceHeldInsideTheDomainIsScatteredToItsReplicasWhichShareItOu
   }
 }
 
+TEST(Strategies, ScatteredPiecesTakeTheirTurnsAmongTheReplicas) {
+  // Four 2 MiB tensors on one training rank, each needed whole by 8 inference ranks of its domain:
+  // each is cut in 2 slabs of 1 MiB (no slab under 1 MiB), and the slabs land on replicas 0-1,
+  // 2-3, 4-5, 6-7 in turn, so every replica passes 1 MiB on to 7 others: 7 MiB each, where
+  // slabs that always began at replica 0 left replicas 0 and 1 sending 28 MiB and the rest none.
+  std::vector<TensorReshard> tensors;
+  for (const char* name : {"a", "b", "c", "d"})
+    tensors.push_back(make_reshard(name, {1024, 1024}, make_layout({1024, 1024}, {1}, rank_range(0, 1), "R"),
+                                   make_layout({1024, 1024}, {8}, rank_range(1, 8), "R")));
+  const auto p = ReshardProblem::make(std::move(tensors), 1, 8).value();
+  const auto c = make_test_cluster(1, 9, 1, 8);
+  const auto s = compute_stats(plan_of("refit", p, c), c);
+  constexpr std::int64_t kMiB = 1 << 20;
+  EXPECT_EQ(s.nvlink_egress[0].value, 8 * kMiB);  // each tensor once
+  for (std::size_t g = 1; g <= 8; ++g) {
+    EXPECT_EQ(s.nvlink_egress[g].value, 7 * kMiB) << "GPU " << g;
+    EXPECT_EQ(s.nvlink_ingress[g].value, 8 * kMiB) << "GPU " << g;
+  }
+}
+
+TEST(Strategies, AReplicaOnAHoldersGpuCopiesThePieceThereAndTakesNoSlab) {
+  // The 4 inference ranks of the scatter above, the first on the training rank's own GPU: it
+  // copies the 8 MiB locally, and the 3 others take the scattered slabs (3 of 8/3 MiB about).
+  const auto p = ReshardProblem::make(
+                     {make_reshard("w", {4096, 1024}, make_layout({4096, 1024}, {1}, rank_range(0, 1), "R"),
+                                   make_layout({4096, 1024}, {4}, rank_range(1, 4), "R"))},
+                     1, 4)
+                     .value();
+  auto cluster = make_test_cluster(1, 4, 1, 0).cluster();
+  auto ranks = RankMap::make(cluster, {GpuId{0}, GpuId{0}, GpuId{1}, GpuId{2}, GpuId{3}}, 1).value();
+  const auto c = PlacedCluster::make(std::move(cluster), std::move(ranks)).value();
+  const auto s = compute_stats(plan_of("refit", p, c), c);
+  EXPECT_EQ(s.local_bytes.value, kTensorBytes);
+  EXPECT_EQ(s.nvlink_egress[0].value, kTensorBytes);  // the slabs, once, not a fourth one
+  EXPECT_EQ(s.nvlink_ingress[0].value, 0);
+}
+
 TEST(Strategies, UnknownStrategyAndMismatchedClusterAreRefused) {
   const auto p = replicated_in_one_domain();
   auto unknown = make_plan("fastest", p, make_test_cluster(2, 4, 4, 4));
