@@ -8,11 +8,13 @@
 namespace refit::cli {
 
 void add_cluster_options(CLI::App& cmd, ClusterSource& o, bool required) {
+  // A command may take another preset by default (run: cpu-host) by setting it before this.
+  const std::string_view fallback = o.preset.empty() ? kDefaultPreset : std::string_view(o.preset);
   auto* group = cmd.add_option_group(
-      "cluster", required
-                     ? "Where the cluster comes from (one of)"
-                     : fmt::format("Where the cluster comes from (one of; the {} preset when none is given)",
-                                   kDefaultPreset));
+      "cluster",
+      required
+          ? "Where the cluster comes from (one of)"
+          : fmt::format("Where the cluster comes from (one of; the {} preset when none is given)", fallback));
   group
       ->add_option(
           "--cluster", o.preset,

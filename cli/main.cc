@@ -96,7 +96,12 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    if (e.get_exit_code() == 0) {  // --help, --version
+      const int code = app.exit(e);
+      if (flushed_stdout()) return code;
+      fmt::print(stderr, "refit: error: writing standard output failed (a full disk, a closed pipe?)\n");
+      return 1;
+    }
     // Every bad-input message starts "refit <cmd>: error:", CLI11's own included.
     const std::string command = argc > 1 && actions.contains(argv[1]) ? fmt::format(" {}", argv[1]) : "";
     fmt::print(stderr, "refit{}: error: {}\n", command, one_line(e.what()));

@@ -75,9 +75,9 @@ class CriticalStep:
 @dataclass(frozen=True)
 class Simulation:
     """A prediction: the fields of one ``strategies[]`` row of ``refit simulate --json`` (the
-    library's one writer of them) with the command's top-level ``cluster`` and
-    ``lower_bound_binding``, plus the busiest resources, the critical path and (when asked for) the
-    Chrome trace."""
+    library's one writer of them, ``resources`` busiest first among them) with the command's
+    top-level ``cluster`` and ``lower_bound_binding``, plus the critical path and (when asked for)
+    the Chrome trace."""
 
     strategy: str
     deployment: str

@@ -265,8 +265,8 @@ TEST(HostileCli, OutputsThatCannotBeWrittenInFullFailNamingTheFile) {
     EXPECT_NE(r.err.find("/dev/full"), std::string::npos) << args << ": " << r.err;
   }
   // Standard output on a full disk: a runtime failure (exit 1), not a success whose output is lost.
-  for (const std::string args :
-       {std::string("models > /dev/full"), "plan " + kModel + " --cluster dgx-h100 --json > /dev/full"}) {
+  for (const std::string args : {std::string("models > /dev/full"), std::string("--help > /dev/full"),
+                                 "plan " + kModel + " --cluster dgx-h100 --json > /dev/full"}) {
     const auto r = run_refit(args);
     EXPECT_EQ(r.exit_code, 1) << args;
     EXPECT_NE(r.err.find("writing standard output failed"), std::string::npos) << args << ": " << r.err;

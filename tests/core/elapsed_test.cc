@@ -16,6 +16,7 @@ TEST(Elapsed, ADurationIsTheSecondsInTicksAndForeverAtMost) {
   const auto forever = to_duration(kForever);
   EXPECT_EQ(to_duration(Seconds{std::numeric_limits<double>::infinity()}), forever);
   EXPECT_EQ(to_duration(Seconds{std::numeric_limits<double>::quiet_NaN()}), forever);
+  EXPECT_EQ(to_duration(Seconds{-std::numeric_limits<double>::infinity()}), -forever);
   EXPECT_GT(SteadyClock::now() + forever, SteadyClock::now());
 }
 

@@ -22,10 +22,11 @@ inline Seconds seconds_between(SteadyClock::time_point from, SteadyClock::time_p
 // ticks overflow some 292 years out) and an infinite timeout is a deadline never met.
 inline constexpr Seconds kForever{1e9};
 
-// `s` as the clock's duration (toward zero), for deadlines and waits; at most kForever, which an
+// `s` as the clock's duration (toward zero), for deadlines and waits; within +-kForever, which an
 // infinite or NaN `s` is (converting either to ticks is undefined).
 inline SteadyClock::duration to_duration(Seconds s) {
-  const double seconds = s.value < kForever.value ? s.value : kForever.value;
+  const double seconds =
+      s.value < kForever.value ? (s.value > -kForever.value ? s.value : -kForever.value) : kForever.value;
   return std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(seconds));
 }
 
