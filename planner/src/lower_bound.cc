@@ -62,35 +62,44 @@ double nic_bandwidth_of(std::span<const Rank> ranks, const PlacedCluster& c) {
   return total;
 }
 
-std::set<std::int32_t> gpus_of(const std::vector<Rank>& ranks, const PlacedCluster& c) {
-  std::set<std::int32_t> gpus;
-  for (Rank r : ranks) gpus.insert(c.gpu_of(r).value);
-  return gpus;
+// The distinct GPUs of `ranks` (a shard's few holders), in `out`.
+void gpus_of(const std::vector<Rank>& ranks, const PlacedCluster& c, std::vector<std::int32_t>& out) {
+  out.clear();
+  for (Rank r : ranks) out.push_back(c.gpu_of(r).value);
+  std::ranges::sort(out);
+  out.erase(std::ranges::unique(out).begin(), out.end());
 }
 
-// A piece's bytes at the GPUs of the destination `needing` it: each that lacks it must take them
-// in; if one GPU holds them all and another needs them, they must leave that one.
-void add_gpu_needs(Needs& n, const std::set<std::int32_t>& holding, const std::set<std::int32_t>& needing,
-                   double bytes) {
+// A piece's bytes at the GPUs `needing` it: each that lacks it must take them in; if one GPU
+// holds them all and another needs them, they must leave that one. Holders and replicas are few:
+// linear scans, no allocation per piece.
+void add_gpu_needs(Needs& n, const std::vector<Rank>& holders, const std::vector<std::int32_t>& needing,
+                   const PlacedCluster& c, double bytes) {
+  const auto holds = [&](std::int32_t g) {
+    return std::ranges::any_of(holders, [&](Rank h) { return c.gpu_of(h).value == g; });
+  };
   bool elsewhere = false;
   for (const std::int32_t g : needing)
-    if (!holding.contains(g)) {
+    if (!holds(g)) {
       n.gpu_bytes[static_cast<std::size_t>(g)] += bytes;
       elsewhere = true;
     }
-  if (elsewhere && holding.size() == 1) n.gpu_only[static_cast<std::size_t>(*holding.begin())] += bytes;
+  const std::int32_t first = c.gpu_of(holders.front()).value;
+  if (elsewhere && std::ranges::all_of(holders, [&](Rank h) { return c.gpu_of(h).value == first; }))
+    n.gpu_only[static_cast<std::size_t>(first)] += bytes;
 }
 
 void add_tensor(Needs& n, const TensorReshard& t, const Overlap& o, const PlacedCluster& c) {
   const double elem = static_cast<double>(dtype_size(t.tensor.dtype));
+  std::vector<std::int32_t> needing;
   for (const auto& d : o.destinations) {
     std::set<std::int32_t> domains;
     for (Rank r : d.shard.holders) domains.insert(c.domain_of(r));
-    const std::set<std::int32_t> needing = gpus_of(d.shard.holders, c);
+    gpus_of(d.shard.holders, c, needing);
     for (const auto& p : d.pieces) {
       const double bytes = static_cast<double>(p.box.volume()) * elem;
       const auto& holders = o.holders(p);
-      add_gpu_needs(n, gpus_of(holders, c), needing, bytes);
+      add_gpu_needs(n, holders, needing, c, bytes);
       bool leaves = false;
       for (auto dom : domains)
         if (!holder_in(holders, c, dom)) {
