@@ -347,13 +347,23 @@ std::vector<std::int64_t> PlanBuilder::latest(const PerSegment& arrival) const {
   return out;
 }
 
+namespace {
+
+// A message's segments by when their data reaches its sender, ties in their own order.
+std::vector<std::size_t> arrival_order(std::span<const std::int64_t> at) {
+  std::vector<std::size_t> order(at.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::ranges::stable_sort(order, {}, [&](std::size_t k) { return at[k]; });
+  return order;
+}
+
+}  // namespace
+
 void PlanBuilder::order_relays_by_arrival(const PerSegment& arrival, const std::vector<bool>& forwarded) {
   for (std::size_t h = 0; h < pending_.size(); ++h) {
     const auto at = arrival.of(static_cast<Handle>(h));
     if (at.empty() || sliced(static_cast<Handle>(h), forwarded) || std::ranges::is_sorted(at)) continue;
-    std::vector<std::size_t> by_arrival(at.size());
-    std::iota(by_arrival.begin(), by_arrival.end(), 0);
-    std::ranges::stable_sort(by_arrival, {}, [&](std::size_t k) { return at[k]; });
+    const auto by_arrival = arrival_order(at);
     std::vector<Segment> sorted;
     sorted.reserve(by_arrival.size());
     for (const std::size_t k : by_arrival) sorted.push_back(std::move(pending_[h].segments[k]));
@@ -368,14 +378,11 @@ std::vector<std::int64_t> PlanBuilder::slice_relays(const PerSegment& arrival,
   std::vector<std::int64_t> latest(made, 0);
   for (std::size_t h = 0; h < made; ++h) {
     const auto at = arrival.of(static_cast<Handle>(h));
-    const auto& segments = pending_[h].segments;
     if (!sliced(static_cast<Handle>(h), forwarded)) {
       if (!at.empty()) latest[h] = std::ranges::max(at);
       continue;
     }
-    std::vector<std::size_t> by_arrival(segments.size());
-    std::iota(by_arrival.begin(), by_arrival.end(), 0);
-    std::ranges::stable_sort(by_arrival, {}, [&](std::size_t k) { return at[k]; });
+    const auto by_arrival = arrival_order(at);
     // A relay's last bytes to land go one chunk a slice: a pair that relays the data of many
     // messages landing together at the end then waits for no more than a chunk of each.
     std::int64_t left = pending_[h].bytes.value;  // not yet in a slice
