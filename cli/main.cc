@@ -45,11 +45,13 @@ refit::Result<void> out_of_memory(const std::string& name) {
                   name));
 }
 
-// Whether all a command printed reached standard output: a write that failed (a full disk) is a
-// runtime failure, not a success with its output lost.
-bool flushed_stdout() {
+// `code`, once all `who` printed reached standard output; a write that failed (a full disk) is a
+// runtime failure (1), not a success with its output lost.
+int after_flushing_stdout(std::string_view who, int code) {
   std::cout.flush();
-  return std::fflush(stdout) == 0 && std::ferror(stdout) == 0 && std::cout.good();
+  if (std::fflush(stdout) == 0 && std::ferror(stdout) == 0 && std::cout.good()) return code;
+  fmt::print(stderr, "{}: error: writing standard output failed (a full disk, a closed pipe?)\n", who);
+  return 1;
 }
 
 // The action's result; running out of memory or threads (a problem larger than this machine) is
@@ -96,12 +98,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) {  // --help, --version
-      const int code = app.exit(e);
-      if (flushed_stdout()) return code;
-      fmt::print(stderr, "refit: error: writing standard output failed (a full disk, a closed pipe?)\n");
-      return 1;
-    }
+    if (e.get_exit_code() == 0) return after_flushing_stdout("refit", app.exit(e));  // --help, --version
     // Every bad-input message starts "refit <cmd>: error:", CLI11's own included.
     const std::string command = argc > 1 && actions.contains(argv[1]) ? fmt::format(" {}", argv[1]) : "";
     fmt::print(stderr, "refit{}: error: {}\n", command, one_line(e.what()));
@@ -113,11 +110,8 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "refit {}: error: {}\n", sub->get_name(), one_line(result.error().message));
       return result.error().is_bad_input() ? 2 : 1;
     }
-    if (!flushed_stdout()) {
-      fmt::print(stderr, "refit {}: error: writing standard output failed (a full disk, a closed pipe?)\n",
-                 sub->get_name());
-      return 1;
-    }
+    if (const int code = after_flushing_stdout(fmt::format("refit {}", sub->get_name()), 0); code != 0)
+      return code;
   }
   return 0;
 }
