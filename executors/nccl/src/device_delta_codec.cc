@@ -72,7 +72,7 @@ struct DeviceDeltaCodec::Coder {
                                                const DeviceDeltaTarget& target);
 };
 
-const DeviceDeltaCodec::Coder& DeviceDeltaCodec::coder(DeltaEncoding encoding) {
+std::span<const DeviceDeltaCodec::Coder> DeviceDeltaCodec::coders() {
   static constexpr std::array<Coder, 3> kCoders{{
       {.id = DeltaEncoding::kDense,
        .needs_baseline = false,
@@ -89,7 +89,11 @@ const DeviceDeltaCodec::Coder& DeviceDeltaCodec::coder(DeltaEncoding encoding) {
        .write = [](DeltaKernels& k, const DeltaLanes& d) { return k.write_runs(d); },
        .decode = &DeviceDeltaCodec::decode_runs},
   }};
-  return kCoders.at(static_cast<std::size_t>(encoding));
+  return kCoders;
+}
+
+const DeviceDeltaCodec::Coder& DeviceDeltaCodec::coder(DeltaEncoding encoding) {
+  return coders()[static_cast<std::size_t>(encoding)];
 }
 
 // As DeltaCodec::encode with its entropy stage off: a full refit without a base; otherwise one scan
@@ -116,8 +120,8 @@ Result<DeltaHeader> DeviceDeltaCodec::encode_chunk(const DeviceDeltaSource& sour
     header.result = Checksum{source.base->value + scan.sum};
     d.changed = header.changed_elements;
     d.positions = static_cast<std::int64_t>(REFIT_TRY(kernels_.positions(d)).count);
-    for (DeltaEncoding encoding : {DeltaEncoding::kBitmask, DeltaEncoding::kRuns})
-      if (coder(encoding).body_bytes(d) < chosen->body_bytes(d)) chosen = &coder(encoding);
+    for (const Coder& each : coders())
+      if (each.body_bytes(d) < chosen->body_bytes(d)) chosen = &each;
   }
   REFIT_TRY(chosen->write(kernels_, d));
   header.format.encoding = chosen->id;

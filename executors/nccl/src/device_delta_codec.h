@@ -8,6 +8,7 @@
 // refused (kUnsupported) and needs DeltaCodec.
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 
 #include "delta_kernels.h"
@@ -58,6 +59,7 @@ class DeviceDeltaCodec {
 
  private:
   struct Coder;
+  static std::span<const Coder> coders();  // in DeltaEncoding order
   static const Coder& coder(DeltaEncoding encoding);
 
   [[nodiscard]] Result<DeltaHeader> encode_chunk(const DeviceDeltaSource& source, std::byte* out,
