@@ -320,11 +320,11 @@ class Prepared:
         self._parts = {
             (rank, name): part for rank, parts in (parts_by_rank or {}).items() for name, part in parts.items()
         }
-        self._memory = {
-            (rank, name): _memory(b) for rank, buffers in buffers_by_rank.items() for name, b in buffers.items()
-        }
-        self._layouts = {
-            (rank, name): _layout(b) for rank, buffers in buffers_by_rank.items() for name, b in buffers.items()
+        # Each buffer's memory and layout as prepared, which execute must find again.
+        self._prepared = {
+            (rank, name): (_memory(b), _layout(b))
+            for rank, buffers in buffers_by_rank.items()
+            for name, b in buffers.items()
         }
         self._storages = [_storage(b) for buffers in buffers_by_rank.values() for b in buffers.values()]
         # The torch tensors the executor writes (an inference rank's), for autograd's version counter.
@@ -342,29 +342,27 @@ class Prepared:
         part = self._parts.get((rank, name))
         return self.buffers_by_rank[rank][name] if part is None else getattr(part[0], part[1], None)
 
-    def _check_memory(self) -> None:
+    def _check_unchanged(self) -> None:
         """Refuses a buffer whose memory moved since prepare: the executor reads and writes
-        where it was (``param.data = ...``, ``resize_()`` or a CPU-offload round trip move it)."""
-        for (rank, name), was in self._memory.items():
-            now = _memory(self._now(rank, name))
-            if was is not None and now != was:
+        where it was (``param.data = ...``, ``resize_()`` or a CPU-offload round trip move it);
+        or whose shape or strides changed in place (``t_()``, ``transpose_()``,
+        ``as_strided_()``, ``resize_()`` to as many bytes): its memory is where it was, but the
+        executor reads and writes it in the row-major layout prepare checked."""
+        for (rank, name), (memory, layout) in self._prepared.items():
+            buffer = self._now(rank, name)
+            now = _memory(buffer)
+            if memory is not None and now != memory:
                 raise BadInput(
                     f"rank {rank}: buffer '{name}': its memory moved since prepare() (from "
-                    f"{was[1]} bytes at {was[0]:#x} to {now[1] if now else '?'} bytes at "
+                    f"{memory[1]} bytes at {memory[0]:#x} to {now[1] if now else '?'} bytes at "
                     f"{now[0] if now else 0:#x}); prepare the plan again with the buffers as they are",
                     "mismatch",
                 )
-
-    def _check_layouts(self) -> None:
-        """Refuses a buffer whose shape or strides changed in place since prepare (``t_()``,
-        ``transpose_()``, ``as_strided_()``, ``resize_()`` to as many bytes): its memory is where
-        it was, but the executor reads and writes it in the row-major layout prepare checked."""
-        for (rank, name), was in self._layouts.items():
-            now = _layout(self._now(rank, name))
-            if was is not None and now != was:
+            shaped = _layout(buffer)
+            if layout is not None and shaped != layout:
                 raise BadInput(
-                    f"rank {rank}: buffer '{name}': its layout changed since prepare() (from {_spelled(was)} "
-                    f"to {_spelled(now)}); prepare the plan again with the buffers as they are",
+                    f"rank {rank}: buffer '{name}': its layout changed since prepare() (from "
+                    f"{_spelled(layout)} to {_spelled(shaped)}); prepare the plan again with the buffers as they are",
                     "mismatch",
                 )
 
@@ -397,8 +395,7 @@ class Prepared:
                 its shape or strides changed in place (``t_()``, ``as_strided_()``); nothing
                 moves on this rank, and its peers fail at their timeout naming it.
         """
-        self._check_memory()
-        self._check_layouts()
+        self._check_unchanged()
         try:
             report = self._handle.execute()
         finally:  # a failed execution may have written some of them too
