@@ -239,10 +239,10 @@ def _release(token: int) -> None:
         _CLAIMS.pop(token, None)
 
 
-#: No memory lies in an address space's first page: a buffer whose bytes start there has none (a
-#: torch storage freed with ``untyped_storage().resize_(0)``, a DTensor, a FakeTensor), which the
-#: compiled part refuses naming it; it claims nothing.
-_FIRST_PAGE = 4096
+#: No memory lies in an address space's first page (the compiled part's): a buffer whose bytes
+#: start there has none (a torch storage freed with ``untyped_storage().resize_(0)``, a DTensor, a
+#: FakeTensor), which the compiled part refuses naming it; it claims nothing.
+_FIRST_PAGE: int = _refit.FIRST_PAGE_BYTES
 
 
 def _raised(e: BaseException) -> str:

@@ -198,10 +198,6 @@ bool is_dtensor(nb::handle value) {
          PyObject_HasAttrString(value.ptr(), "device_mesh") == 1;
 }
 
-// No memory lies in the first page of an address space: an array whose bytes start there has none
-// (a null data pointer, plus the offset of a view into it).
-constexpr std::uintptr_t kFirstPage = 4096;
-
 // Why an array that exports DLPack is still no buffer, or "" when it is one: it has no memory
 // (torch storage freed by untyped_storage().resize_(0), as FSDP frees unsharded parameters; a
 // FakeTensor), which refit would read or write at address 0.

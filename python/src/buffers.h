@@ -5,6 +5,7 @@
 // models/storage_map.h). Each is checked (shape equal to the box's extent or the parameter's
 // shape, the dtype, row-major and contiguous, its bytes, writable where the rank receives) before
 // anything else happens, and the error names the buffer.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,10 @@
 #include "bindings.h"
 
 namespace refit::python {
+
+// No memory lies in the first page of an address space: an array whose bytes start there has none
+// (a null data pointer, plus the offset of a view into it). Bound as FIRST_PAGE_BYTES.
+inline constexpr std::uintptr_t kFirstPage = 4096;
 
 struct RankArrays {
   RankBuffers buffers;

@@ -495,6 +495,7 @@ void bind_executor(nb::module_& m) {
   m.attr("MAX_TIMEOUT_S") = kMaxTimeout.value;
   m.attr("DEFAULT_STAGING_BYTES") = lowering::kDefaultStaging.value;
   m.attr("MIN_STAGING_BYTES") = lowering::kMinStaging.value;
+  m.attr("FIRST_PAGE_BYTES") = kFirstPage;
   m.attr("DELTA_REBALANCE") = DeltaRebalance{}.max_drift;
   nb::class_<ExecutorHandle>(m, "Executor",
                              "An executor of this build (refit._refit.executor_names()) bound to a Python "
