@@ -65,6 +65,18 @@ TEST(PlanCli, JsonHasBytesPerNicPerNvlinkPortAndPerDomainThatAddUpToItsTotals) {
   EXPECT_EQ(max("domain_ingress_bytes"), j["max_domain_ingress_bytes"].get<std::int64_t>());
 }
 
+TEST(PlanCli, WithoutAClusterTheDefaultPresetIsSaidOnStderrAndInHelp) {
+  // DESIGN writes CLUSTER as given; planning without one takes dgx-h100 and says so, and each
+  // command's --help names its own default (run's is this host, cpu-host).
+  const auto r = run_refit("plan --model " + std::string(REFIT_TEST_DATA_DIR) +
+                           "/models/tiny-llama.json --train tp=2 --infer tp=2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("no cluster given: the dgx-h100 preset"), std::string::npos) << r.err;
+  EXPECT_EQ(run_refit("plan " + kProblem + " --json").err.find("no cluster given"), std::string::npos);
+  EXPECT_NE(run_refit("plan --help").out.find("the dgx-h100 preset when none is given"), std::string::npos);
+  EXPECT_NE(run_refit("run --help").out.find("the cpu-host preset when none is given"), std::string::npos);
+}
+
 TEST(PlanCli, SameInputsGiveTheSameHashInSeparateProcesses) {
   for (const char* strategy : {"refit", "direct", "m2n-ring", "gather-broadcast"}) {
     const auto a = run_refit("plan " + kProblem + " --strategy " + strategy + " --json");
