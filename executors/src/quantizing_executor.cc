@@ -146,6 +146,15 @@ Result<std::unique_ptr<PreparedPlan>> QuantizingExecutor::prepare(const Plan& pl
   return std::make_unique<Prepared>(std::move(derived->jobs), std::move(derived->order), std::move(inner));
 }
 
+Result<std::unique_ptr<PreparedPlan>> QuantizingExecutor::prepare_ranks(
+    const Plan& plan, std::span<const LocalRankBuffers> ranks) {
+  if (!inner_->capabilities().quantizes_at_senders && quantizes_at_senders(plan))
+    return unsupported(fmt::format(
+        "prepare_ranks: the {} executor quantizes at the senders one plan rank per process", name()));
+  return std::make_unique<Prepared>(std::vector<Job>{}, Order{},
+                                    REFIT_TRY(inner_->prepare_ranks(plan, ranks)));
+}
+
 // Where the inner executor takes a gate, each box is quantized just before the first send that
 // reads it (in the order of sender_quantize_order, which the simulator charges), so the first
 // bytes leave after one box's quantization instead of all of them; otherwise all go first.

@@ -21,16 +21,26 @@
 namespace refit {
 namespace {
 
-using Factory = Result<std::unique_ptr<Executor>> (*)(Bootstrap&, const ExecutorOptions&);
+using Factory = Result<std::unique_ptr<Executor>> (*)(Bootstrap&, const ExecutorOptions&,
+                                                      const DevicePlacement&);
 using DeltaFactory = Result<std::unique_ptr<DeltaExecutor>> (*)(Bootstrap&, const ExecutorOptions&,
-                                                                std::optional<DeltaRebalance>);
+                                                                std::optional<DeltaRebalance>,
+                                                                const DevicePlacement&);
+
+// A backend that takes no placement (Entry::takes_placement is false; make_executor checks).
+template <Result<std::unique_ptr<Executor>> (*make)(Bootstrap&, const ExecutorOptions&)>
+Result<std::unique_ptr<Executor>> unplaced(Bootstrap& bootstrap, const ExecutorOptions& options,
+                                           const DevicePlacement&) {
+  return make(bootstrap, options);
+}
 
 // A delta refit whose bytes lie in host memory, encoded by the CPU codec, over the backend `make`
 // makes.
 template <Factory make>
 Result<std::unique_ptr<DeltaExecutor>> host_memory_delta(Bootstrap& bootstrap, const ExecutorOptions& options,
-                                                         std::optional<DeltaRebalance> rebalance) {
-  auto made = REFIT_TRY(make(bootstrap, options));
+                                                         std::optional<DeltaRebalance> rebalance,
+                                                         const DevicePlacement& placement) {
+  auto made = REFIT_TRY(make(bootstrap, options, placement));
   return std::make_unique<DeltaExecutor>(std::move(made), bootstrap, DeltaEncodeOptions{},
                                          std::move(rebalance));
 }
@@ -46,12 +56,25 @@ struct Entry {
   Factory make;
   DeltaFactory make_delta;
   KernelTimingFunction time_kernels = nullptr;
+  bool takes_placement = false;  // a device or several plan ranks in one process (DevicePlacement)
 };
 
 #ifdef REFIT_HAVE_NCCL
+NcclSetup nccl_setup(const DevicePlacement& placement) {
+  return {.device = placement.device.value_or(kDeviceOfHostRank),
+          .comm_rank_of = placement.comm_rank_of.value_or(CommRankMap{})};
+}
+
+Result<std::unique_ptr<Executor>> nccl(Bootstrap& bootstrap, const ExecutorOptions& options,
+                                       const DevicePlacement& placement) {
+  auto made = REFIT_TRY(NcclExecutor::create(bootstrap, options, nccl_setup(placement)));
+  return std::unique_ptr<Executor>(std::move(made));
+}
+
 Result<std::unique_ptr<DeltaExecutor>> nccl_delta(Bootstrap& bootstrap, const ExecutorOptions& options,
-                                                  std::optional<DeltaRebalance> rebalance) {
-  return make_nccl_delta_executor(bootstrap, options, NcclSetup{}, std::move(rebalance));
+                                                  std::optional<DeltaRebalance> rebalance,
+                                                  const DevicePlacement& placement) {
+  return make_nccl_delta_executor(bootstrap, options, nccl_setup(placement), std::move(rebalance));
 }
 #endif
 
@@ -60,15 +83,17 @@ std::vector<Entry> entries() {
   std::vector<Entry> table;
 #ifdef REFIT_HAVE_UCX
   table.push_back({.name = "ucx",
-                   .make = &make_ucx_executor,
-                   .make_delta = &host_memory_delta<&make_ucx_executor>,
-                   .time_kernels = nullptr});
+                   .make = &unplaced<&make_ucx_executor>,
+                   .make_delta = &host_memory_delta<&unplaced<&make_ucx_executor>>,
+                   .time_kernels = nullptr,
+                   .takes_placement = false});
 #endif
 #ifdef REFIT_HAVE_NCCL
   table.push_back({.name = "nccl",
-                   .make = &make_nccl_executor,
+                   .make = &nccl,
                    .make_delta = &nccl_delta,
-                   .time_kernels = &time_nccl_kernels});
+                   .time_kernels = &time_nccl_kernels,
+                   .takes_placement = true});
 #endif
   return table;
 }
@@ -94,27 +119,46 @@ Result<void> check_executor_name(std::string_view name) {
 
 namespace {
 
-[[nodiscard]] Result<Entry> entry_of(std::string_view name, const ExecutorOptions& options) {
+[[nodiscard]] Result<void> check_placement(const Entry& entry, const DevicePlacement& placement) {
+  if (placement.is_default() || entry.takes_placement) return {};
+  std::vector<std::string_view> placing;
+  for (const auto& e : entries())
+    if (e.takes_placement) placing.push_back(e.name);
+  return invalid(fmt::format(
+      "device, comm_rank_of: the {} executor runs one plan rank per process, on its host's ranks; only {} "
+      "take them",
+      entry.name,
+      placing.empty() ? std::string("executors this build lacks")
+                      : fmt::format("{}", fmt::join(placing, ", "))));
+}
+
+[[nodiscard]] Result<Entry> entry_of(std::string_view name, const ExecutorOptions& options,
+                                     const DevicePlacement& placement) {
   REFIT_TRY(check_executor_name(name));
   REFIT_TRY(check_options(options));
   const auto table = entries();
-  return *std::ranges::find(table, name, &Entry::name);
+  const auto entry = *std::ranges::find(table, name, &Entry::name);
+  REFIT_TRY(check_placement(entry, placement));
+  return entry;
 }
 
 }  // namespace
 
 Result<std::unique_ptr<DeltaExecutor>> make_delta_executor(std::string_view name, Bootstrap& bootstrap,
                                                            const ExecutorOptions& options,
-                                                           std::optional<DeltaRebalance> rebalance) {
-  const auto entry = REFIT_TRY(entry_of(name, options));
-  return entry.make_delta(bootstrap, options, std::move(rebalance));
+                                                           std::optional<DeltaRebalance> rebalance,
+                                                           const DevicePlacement& placement) {
+  if (placement.comm_rank_of) return invalid("comm_rank_of: a delta refit runs one plan rank per process");
+  const auto entry = REFIT_TRY(entry_of(name, options, placement));
+  return entry.make_delta(bootstrap, options, std::move(rebalance), placement);
 }
 
 Result<std::unique_ptr<Executor>> make_executor(std::string_view name, Bootstrap& bootstrap,
-                                                const ExecutorOptions& options) {
-  const auto entry = REFIT_TRY(entry_of(name, options));
+                                                const ExecutorOptions& options,
+                                                const DevicePlacement& placement) {
+  const auto entry = REFIT_TRY(entry_of(name, options, placement));
   // Every backend sends weights quantized at the senders as fp8 (quantizing_executor.h).
-  auto made = REFIT_TRY(entry.make(bootstrap, options));
+  auto made = REFIT_TRY(entry.make(bootstrap, options, placement));
   return std::unique_ptr<Executor>(
       std::make_unique<QuantizingExecutor>(std::move(made), bootstrap, options.staging));
 }

@@ -21,13 +21,10 @@
 #include "refit/core/try.h"
 #include "refit/executors/agreement.h"
 #include "refit/executors/delta_executor.h"
+#include "refit/executors/registry.h"
 #include "refit/executors/sequenced_bootstrap.h"
 #include "refit/lowering/lowered_plan.h"
 #include "refit/refit.h"
-#if defined(REFIT_HAVE_NCCL)
-#include "refit/executors/nccl/nccl_delta_executor.h"
-#include "refit/executors/nccl/nccl_executor.h"
-#endif
 
 namespace refit::python {
 namespace {
@@ -193,41 +190,10 @@ std::function<void(std::int32_t, std::int64_t)> chunk_callback(std::shared_ptr<n
   };
 }
 
-// The executor `name`; with a plan-rank map or a device, the NCCL executor running several plan
-// ranks in this process (the only one that can).
-Result<std::unique_ptr<Executor>> make_backend(const std::string& name, Bootstrap& bootstrap,
-                                               const ExecutorOptions& options,
-                                               const std::optional<std::vector<std::int32_t>>& comm_rank_of,
-                                               int device) {
-  if (!comm_rank_of && device < 0) return make_executor(name, bootstrap, options);
-  if (name != "nccl")
-    return invalid(fmt::format("comm_rank_of, device: only the nccl executor takes them, not {}", name));
-#if defined(REFIT_HAVE_NCCL)
-  auto made =
-      REFIT_TRY(NcclExecutor::create(bootstrap, options,
-                                     NcclSetup{.device = device < 0 ? kDeviceOfHostRank : device,
-                                               .comm_rank_of = comm_rank_of.value_or(CommRankMap{})}));
-  return std::unique_ptr<Executor>(std::move(made));
-#else
-  return fail(ErrorCode::kUnsupported,
-              "the nccl executor is not in this build (it was built without CUDA and NCCL)");
-#endif
-}
-
-// With delta=True: a delta refit over the executor `name` (make_delta_executor: the GPU and the GPU
-// codec for nccl, on `device` when given). A delta refit runs one plan rank per process.
-Result<std::unique_ptr<DeltaExecutor>> make_delta_backend(
-    const std::string& name, Bootstrap& bootstrap, const ExecutorOptions& options,
-    const std::optional<std::vector<std::int32_t>>& comm_rank_of, int device) {
-  if (comm_rank_of) return invalid("comm_rank_of: a delta refit runs one plan rank per process");
-  if (device < 0) return make_delta_executor(name, bootstrap, options);
-  if (name != "nccl") return invalid(fmt::format("device: only the nccl executor takes it, not {}", name));
-#if defined(REFIT_HAVE_NCCL)
-  return make_nccl_delta_executor(bootstrap, options, NcclSetup{.device = device});
-#else
-  return fail(ErrorCode::kUnsupported,
-              "the nccl executor is not in this build (it was built without CUDA and NCCL)");
-#endif
+// Where the executor puts this process's plan ranks: `device` -1 is the rank's on its host.
+DevicePlacement placement_of(std::optional<std::vector<std::int32_t>> comm_rank_of, int device) {
+  return {.device = device < 0 ? std::nullopt : std::optional<int>(device),
+          .comm_rank_of = std::move(comm_rank_of)};
 }
 
 ExecutorHandle* make(const std::string& name, nb::callable exchange, std::int32_t rank, std::int32_t size,
@@ -245,13 +211,14 @@ ExecutorHandle* make(const std::string& name, nb::callable exchange, std::int32_
                                 .on_chunk_sent = chunk_callback(handle->on_chunk_sent),
                                 .interrupted = signal_check(handle->interrupted)};
   handle->sequenced = std::make_unique<SequencedBootstrap>(*handle->bootstrap);
+  const auto placement = placement_of(std::move(comm_rank_of), device);
   if (delta) {
-    auto made = make_delta_backend(name, *handle->sequenced, options, comm_rank_of, device);
+    auto made = make_delta_executor(name, *handle->sequenced, options, std::nullopt, placement);
     if (!made) raise_error(std::move(made.error()).in("--executor"));
     handle->delta = made->get();
     handle->executor = std::move(*made);
   } else {
-    auto made = make_backend(name, *handle->sequenced, options, comm_rank_of, device);
+    auto made = make_executor(name, *handle->sequenced, options, placement);
     if (!made) raise_error(std::move(made.error()).in("--executor"));
     handle->executor = std::move(*made);
   }
@@ -353,24 +320,14 @@ PreparedHandle* prepare(ExecutorHandle& self, const PlanHandle& plan, const Prob
   });
 }
 
-// The several plan ranks of this process on the NCCL executor (the only one that runs several).
+// The several plan ranks of this process, at once.
 Result<std::unique_ptr<PreparedPlan>> prepare_several(Executor& executor, const Plan& plan,
                                                       const std::vector<std::int32_t>& ranks,
                                                       const std::vector<RankArrays>& arrays) {
-#if defined(REFIT_HAVE_NCCL)
-  if (auto* nccl = dynamic_cast<NcclExecutor*>(&executor)) {
-    std::vector<LocalRankBuffers> local;
-    for (std::size_t i = 0; i < ranks.size(); ++i)
-      local.push_back({.rank = Rank{ranks[i]}, .buffers = arrays[i].buffers});
-    return nccl->prepare_ranks(plan, local);
-  }
-#else
-  (void)plan;
-  (void)ranks;
-  (void)arrays;
-#endif
-  return fail(ErrorCode::kUnsupported,
-              fmt::format("prepare_ranks: the {} executor runs one plan rank per process", executor.name()));
+  std::vector<LocalRankBuffers> local;
+  for (std::size_t i = 0; i < ranks.size(); ++i)
+    local.push_back({.rank = Rank{ranks[i]}, .buffers = arrays[i].buffers});
+  return executor.prepare_ranks(plan, local);
 }
 
 PreparedHandle* prepare_ranks(ExecutorHandle& self, const PlanHandle& plan, const ProblemHandle& problem,

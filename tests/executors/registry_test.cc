@@ -65,6 +65,46 @@ TEST(Registry, RefusesABackendThisBuildLacksAsUnsupported) {
   EXPECT_NE(e.error().message.find("'nccl'"), std::string::npos);
 }
 
+// UCX runs one plan rank per process wherever its host starts it: a device, or several plan ranks
+// in one process, are refused by name when the executor is made, for a full and a delta refit.
+TEST(Registry, UcxRefusesAPlacementNamingWhatItTakes) {
+  testing::ThreadGroup group(1);
+  testing::ThreadBootstrap bootstrap(group, 0);
+  for (const auto& placement :
+       {DevicePlacement{.device = 0}, DevicePlacement{.comm_rank_of = std::vector<std::int32_t>{0, 0}}}) {
+    const auto e = make_executor("ucx", bootstrap, {}, placement);
+    ASSERT_FALSE(e);
+    EXPECT_EQ(e.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_NE(e.error().message.find("device, comm_rank_of: the ucx executor runs one plan rank per process"),
+              std::string::npos)
+        << e.error().message;
+  }
+  const auto delta = make_delta_executor("ucx", bootstrap, {}, std::nullopt, DevicePlacement{.device = 1});
+  ASSERT_FALSE(delta);
+  EXPECT_NE(delta.error().message.find("the ucx executor runs one plan rank per process"), std::string::npos)
+      << delta.error().message;
+  const auto several = make_delta_executor("ucx", bootstrap, {}, std::nullopt,
+                                           DevicePlacement{.comm_rank_of = std::vector<std::int32_t>{0}});
+  ASSERT_FALSE(several);
+  EXPECT_NE(several.error().message.find("comm_rank_of: a delta refit runs one plan rank per process"),
+            std::string::npos)
+      << several.error().message;
+}
+
+// One plan rank per process: preparing several at once is refused by an executor that cannot.
+TEST(Registry, UcxRefusesSeveralPlanRanksInOneProcess) {
+  testing::ThreadGroup group(1);
+  testing::ThreadBootstrap bootstrap(group, 0);
+  auto e = make_executor("ucx", bootstrap, {});
+  ASSERT_TRUE(e) << e.error().message;
+  const auto prepared = (*e)->prepare_ranks(Plan{}, {});
+  ASSERT_FALSE(prepared);
+  EXPECT_EQ(prepared.error().code, ErrorCode::kUnsupported);
+  EXPECT_NE(prepared.error().message.find("prepare_ranks: the ucx executor runs one plan rank per process"),
+            std::string::npos)
+      << prepared.error().message;
+}
+
 // The UCX executor made with `options` on a world of one is refused, out of range, saying `why`.
 void expect_ucx_refuses(const ExecutorOptions& options, const std::string& why) {
   testing::ThreadGroup group(1);

@@ -308,9 +308,4 @@ Result<void> NcclExecutor::exclude_gone(std::span<const std::int32_t> gone, std:
   return {};
 }
 
-Result<std::unique_ptr<Executor>> make_nccl_executor(Bootstrap& bootstrap, const ExecutorOptions& options) {
-  auto made = REFIT_TRY(NcclExecutor::create(bootstrap, options));
-  return std::unique_ptr<Executor>(std::move(made));
-}
-
 }  // namespace refit

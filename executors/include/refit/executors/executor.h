@@ -172,6 +172,12 @@ class PreparedPlan {
   virtual ~PreparedPlan() = default;
 };
 
+// One plan rank's buffers, for a process that runs several plan ranks (Executor::prepare_ranks).
+struct LocalRankBuffers {
+  Rank rank;
+  RankBuffers buffers;
+};
+
 class Executor {
  public:
   virtual ~Executor() = default;
@@ -188,6 +194,16 @@ class Executor {
   // any byte moves.
   [[nodiscard]] virtual Result<std::unique_ptr<PreparedPlan>> prepare(const Plan& plan, Rank rank,
                                                                       const RankBuffers& buffers) = 0;
+  // For a process that runs several plan ranks (all of a plan on one GPU, or training and inference
+  // ranks sharing one): prepare() of all of them at once. Executors that run one plan rank per
+  // process refuse (kUnsupported).
+  [[nodiscard]] virtual Result<std::unique_ptr<PreparedPlan>> prepare_ranks(
+      const Plan& plan, std::span<const LocalRankBuffers> ranks) {
+    (void)plan;
+    (void)ranks;
+    return unsupported("prepare_ranks: the " + std::string(name()) +
+                       " executor runs one plan rank per process");
+  }
   // Moves the bytes. Bounded: a dead peer or a timeout gives an error naming the rank and tensor.
   [[nodiscard]] virtual Result<ExecutionReport> execute(PreparedPlan& prepared) = 0;
   // Elastic refit (membership.h): the executions that follow run over the member engines only,

@@ -35,6 +35,10 @@ class QuantizingExecutor final : public Executor {
   // rank passes no buffer for the scales. Errors name the tensor.
   [[nodiscard]] Result<std::unique_ptr<PreparedPlan>> prepare(const Plan& plan, Rank rank,
                                                               const RankBuffers& buffers) override;
+  // Several plan ranks in this process: the inner executor's, for plans whose quantizing it does
+  // itself or that quantize nothing at the senders; refused (kUnsupported) otherwise.
+  [[nodiscard]] Result<std::unique_ptr<PreparedPlan>> prepare_ranks(
+      const Plan& plan, std::span<const LocalRankBuffers> ranks) override;
   [[nodiscard]] Result<ExecutionReport> execute(PreparedPlan& prepared) override;
   // Quantizing is local to each rank, so the inner executor's elastic refit holds as it is.
   [[nodiscard]] Result<void> set_membership(const EngineMembership& membership) override {

@@ -11,11 +11,6 @@
 
 namespace refit {
 
-struct LocalRankBuffers {
-  Rank rank;
-  RankBuffers buffers;
-};
-
 // comm_rank_of[plan rank] = the communicator rank whose process runs that plan rank. Empty means
 // plan rank r runs on communicator rank r.
 using CommRankMap = std::vector<std::int32_t>;

@@ -62,8 +62,8 @@ class NcclExecutor final : public Executor {
   [[nodiscard]] Result<std::unique_ptr<PreparedPlan>> prepare(const Plan& plan, Rank rank,
                                                               const RankBuffers& buffers) override;
   // For a process that runs several plan ranks: all those comm_rank_of maps to it, at once.
-  [[nodiscard]] Result<std::unique_ptr<PreparedPlan>> prepare_ranks(const Plan& plan,
-                                                                    std::span<const LocalRankBuffers> ranks);
+  [[nodiscard]] Result<std::unique_ptr<PreparedPlan>> prepare_ranks(
+      const Plan& plan, std::span<const LocalRankBuffers> ranks) override;
   // The prepared plan must come from this executor; it can be executed again (every refit step).
   [[nodiscard]] Result<ExecutionReport> execute(PreparedPlan& prepared) override;
   // Elastic refit between steps (docs/elastic.md): the executions that follow run the step's
@@ -95,9 +95,5 @@ class NcclExecutor final : public Executor {
   std::optional<EngineMembership> membership_;
   std::int32_t shrinks_ = 0;  // how often the communicator was shrunk: programs of before are stale
 };
-
-// NcclExecutor::create with the default setup, for the executor registry.
-[[nodiscard]] Result<std::unique_ptr<Executor>> make_nccl_executor(Bootstrap& bootstrap,
-                                                                   const ExecutorOptions& options);
 
 }  // namespace refit
