@@ -1,12 +1,11 @@
 #include "refit/executors/delta_schedule.h"
+#include "refit/core/index.h"
 
 #include <algorithm>
 #include <optional>
 
 namespace refit {
 namespace {
-
-std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 
 // The segment of `segments` with the box and tensor of `s`, searched from `start` on and then
 // from the front: relays mostly forward their upstream's segments in order.

@@ -1,4 +1,5 @@
 #include "refit/executors/member_step.h"
+#include "refit/core/index.h"
 
 #include <utility>
 
@@ -9,8 +10,6 @@
 
 namespace refit {
 namespace {
-
-std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 
 // The transfers not dropped, renumbered; a kept transfer forwards only kept ones (a transfer that
 // forwards a dropped one is dropped), so every via has a new id.

@@ -1,4 +1,5 @@
 #include "refit/lowering/sender_quantize_order.h"
+#include "refit/core/index.h"
 
 #include <algorithm>
 #include <memory>
@@ -9,8 +10,6 @@
 
 namespace refit::lowering {
 namespace {
-
-std::size_t at(std::int64_t i) { return static_cast<std::size_t>(i); }
 
 // One chunk reading (first) a weight box its sender quantizes.
 struct Read {

@@ -3,11 +3,10 @@
 #include <algorithm>
 
 #include "refit/core/disjoint_sets.h"
+#include "refit/core/index.h"
 
 namespace refit::planner_detail {
 namespace {
-
-std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 
 // Class indices by part, parts in order of their first class.
 std::vector<std::vector<std::size_t>> parts_of(const BalanceProblem& p) {

@@ -9,13 +9,12 @@
 #include <fmt/format.h>
 
 #include "engine_layouts.h"
+#include "refit/core/index.h"
 #include "refit/core/try.h"
 #include "refit/planner/membership.h"
 
 namespace refit {
 namespace {
-
-std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 
 std::vector<std::int32_t> peers_used(const JoinOptions& o) {
   return o.source == JoinSource::kTraining ? std::vector<std::int32_t>{} : o.peers;

@@ -8,14 +8,13 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/index.h"
 #include "refit/core/quantization.h"
 #include "refit/core/try.h"
 #include "strategies.h"
 
 namespace refit::planner_detail {
 namespace {
-
-std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 
 bool made_at_landing(const TensorReshard& t) {
   return t.tensor.quantization && t.tensor.quantization->made_at_landing();

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "engine_layouts.h"
+#include "refit/core/index.h"
 #include "refit/core/overlap.h"
 #include "refit/core/try.h"
 #include "refit/planner/links.h"
@@ -14,8 +15,6 @@
 
 namespace refit {
 namespace {
-
-std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 
 // A box a member received through a rank outside the membership: it must enter its domain again.
 struct Orphan {

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <vector>
 
+#include "refit/core/index.h"
+
 namespace refit::planner_detail {
 namespace {
-
-std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 
 // A transfer of one copy, at its place in a round.
 struct Place {

@@ -7,11 +7,10 @@
 #include <utility>
 
 #include "refit/core/disjoint_sets.h"
+#include "refit/core/index.h"
 
 namespace refit::planner_detail {
 namespace {
-
-std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 
 // A tensor's source holders by NVLink domain: (domain, rank) pairs sorted, per source shard.
 using HoldersByDomain = std::vector<std::vector<std::pair<std::int32_t, std::int32_t>>>;

@@ -4,12 +4,11 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/index.h"
 #include "refit/core/try.h"
 
 namespace refit::sim {
 namespace {
-
-std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 
 Result<void> check_cost(Seconds s, std::string_view what) {
   if (!std::isfinite(s.value) || s.value < 0)

@@ -7,13 +7,9 @@
 #include "collective_flows.h"
 #include "quantize_work.h"
 
+#include "refit/core/index.h"
+
 namespace refit::sim {
-namespace {
-
-std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
-
-}  // namespace
-
 CallTasks::CallTasks(const Plan& plan, const CallSchedule& calls, std::span<const std::int32_t> order,
                      std::span<const std::int32_t> call_of, const PlacedCluster& cluster,
                      const Routes& routes, TransferMover& transfers, TaskSink& sink)

@@ -5,10 +5,10 @@
 #include <optional>
 #include <span>
 
+#include "refit/core/index.h"
+
 namespace refit::sim {
 namespace {
-
-std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 
 // A maximal run of consecutive ring ranks in one domain, with the distinct NICs of its members
 // in ring order.

@@ -2,13 +2,9 @@
 
 #include <algorithm>
 
+#include "refit/core/index.h"
+
 namespace refit::sim {
-namespace {
-
-std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
-
-}  // namespace
-
 ComponentResources::ComponentResources(const Plan& plan, const PlacedCluster& cluster)
     : plan_(plan), cluster_(cluster), routes_(cluster, model_), owners_(at(model_.resource_count())) {
   add_owners(&LinkResources::nvlink_out, Element::kGpu);

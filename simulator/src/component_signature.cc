@@ -6,10 +6,11 @@
 
 #include "routes.h"
 
+#include "refit/core/index.h"
+
 namespace refit::sim {
 namespace {
 
-std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 std::int64_t bits(double x) { return std::bit_cast<std::int64_t>(x); }
 
 // First-appearance numbering of one kind of name.

@@ -1,4 +1,5 @@
 #include "refit/simulator/component_simulation.h"
+#include "refit/core/index.h"
 
 #include <algorithm>
 #include <optional>
@@ -13,8 +14,6 @@
 
 namespace refit {
 namespace {
-
-std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 
 // Components grouped by signature: the first is the representative, simulated for all of them.
 using Alike = std::vector<std::size_t>;

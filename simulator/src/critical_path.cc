@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <limits>
 
+#include "refit/core/index.h"
+
 namespace refit::sim {
 namespace {
 
 // A flow this much slower than alone was held back by others, not by rounding.
 constexpr double kContendedSlowdown = 1e-9;
-
-std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 
 // Per resource, the flows that crossed it in the order they ended (CSR).
 class CompletionsByResource {

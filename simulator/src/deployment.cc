@@ -1,4 +1,5 @@
 #include "refit/simulator/deployment.h"
+#include "refit/core/index.h"
 #include "refit/core/named_table.h"
 
 #include <algorithm>
@@ -21,8 +22,6 @@ namespace refit {
 namespace {
 
 using sim::DeployInputs;
-
-std::size_t at(std::int64_t i) { return static_cast<std::size_t>(i); }
 
 // The whole plan in one call, run as `model` runs it.
 CallSchedule one_call(const DeployInputs& in, const ExecutionModel& model) {

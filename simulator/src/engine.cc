@@ -19,19 +19,19 @@ Engine::Engine(const Model& model, const Dependents& dependents, const SimulateO
 }
 
 void Engine::become_ready(std::int32_t task, double now) {
-  out_.timings[index(task)].ready = Seconds{now};
+  out_.timings[at(task)].ready = Seconds{now};
   queue_.set(task, now + model_.latency(TaskId{task}).value, EventKind::kLatencyPaid);
 }
 
 void Engine::end_task(std::int32_t task, double now) {
-  out_.timings[index(task)].end = Seconds{now};
-  done_[index(task)] = 1;
+  out_.timings[at(task)].end = Seconds{now};
+  done_[at(task)] = 1;
   ++ended_;
   for (const std::int32_t d : dependents_.of(task))
-    if (--pending_deps_[index(d)] == 0) become_ready(d, now);
+    if (--pending_deps_[at(d)] == 0) become_ready(d, now);
   const std::int32_t next = model_.stream_next(TaskId{task});
-  if (next >= 0 && waiting_[index(next)]) {
-    waiting_[index(next)] = 0;
+  if (next >= 0 && waiting_[at(next)]) {
+    waiting_[at(next)] = 0;
     start(next, now);
   }
 }
@@ -39,10 +39,10 @@ void Engine::end_task(std::int32_t task, double now) {
 void Engine::end_flow(std::int32_t task, double now) {
   out_.flow_completions.push_back(task);
   const std::int32_t next = model_.stream_next(TaskId{task});
-  if (next >= 0 && waiting_[index(next)] && model_.overhead(TaskId{next}).value == 0 &&
+  if (next >= 0 && waiting_[at(next)] && model_.overhead(TaskId{next}).value == 0 &&
       network_.can_hand_over(task, next)) {
-    waiting_[index(next)] = 0;
-    out_.timings[index(next)].start = Seconds{now};
+    waiting_[at(next)] = 0;
+    out_.timings[at(next)].start = Seconds{now};
     network_.hand_over(task, next, now);
     schedule_completion(next);
   } else {
@@ -61,7 +61,7 @@ void Engine::start(std::int32_t task, double now) {
 }
 
 void Engine::flow(std::int32_t task, double now) {
-  out_.timings[index(task)].start = Seconds{now};
+  out_.timings[at(task)].start = Seconds{now};
   if (model_.bytes(TaskId{task}).value == 0)
     end_task(task, now);
   else
@@ -79,8 +79,8 @@ void Engine::handle(const Event& event, double now) {
     return;
   }
   const std::int32_t previous = model_.stream_previous(TaskId{task});
-  if (previous >= 0 && !done_[index(previous)])
-    waiting_[index(task)] = 1;  // the stream's previous task starts it when it ends
+  if (previous >= 0 && !done_[at(previous)])
+    waiting_[at(task)] = 1;  // the stream's previous task starts it when it ends
   else
     start(task, now);
 }
@@ -102,7 +102,7 @@ double Engine::slack(const Event& event) const {
   const double spent = event.kind == EventKind::kLatencyPaid ? model_.latency(t).value
                        : event.kind == EventKind::kOverheadPaid
                            ? model_.overhead(t).value
-                           : event.time - out_.timings[index(event.task)].start.value;
+                           : event.time - out_.timings[at(event.task)].start.value;
   return std::max(options_.instant * spent, kCoincident * std::abs(event.time));
 }
 
@@ -140,8 +140,8 @@ void Engine::report_progress() {
 Result<EngineRun> Engine::run() {
   last_progress_ = std::chrono::steady_clock::now();
   for (std::int32_t t = 0; t < model_.task_count(); ++t) {
-    pending_deps_[index(t)] = static_cast<std::int32_t>(model_.deps(TaskId{t}).size());
-    if (pending_deps_[index(t)] == 0) become_ready(t, 0.0);
+    pending_deps_[at(t)] = static_cast<std::int32_t>(model_.deps(TaskId{t}).size());
+    if (pending_deps_[at(t)] == 0) become_ready(t, 0.0);
   }
   for (std::uint64_t instant = 0; !queue_.empty(); ++instant) {
     run_instant();
@@ -150,7 +150,7 @@ Result<EngineRun> Engine::run() {
   if (ended_ != model_.task_count()) {
     // Acyclic models always end; only a flow whose rate rounded to zero can be left behind.
     std::int32_t stuck = 0;
-    while (done_[index(stuck)]) ++stuck;
+    while (done_[at(stuck)]) ++stuck;
     return fail(ErrorCode::kInternal,
                 describe_task(model_, TaskId{stuck}) + ": never ended (a flow got no bandwidth)");
   }

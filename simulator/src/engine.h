@@ -8,6 +8,7 @@
 #include "event_queue.h"
 #include "flow_network.h"
 #include "refit/core/error.h"
+#include "refit/core/index.h"
 #include "refit/simulator/simulate.h"
 #include "validate.h"
 
@@ -27,8 +28,6 @@ class Engine {
   [[nodiscard]] Result<EngineRun> run();
 
  private:
-  static std::size_t index(std::int32_t i) { return static_cast<std::size_t>(i); }
-
   // Events this close together, relative to their time, are one instant whatever the options.
   static constexpr double kCoincident = 1e-12;
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "incremental_max_min.h"
+#include "refit/core/index.h"
 #include "refit/simulator/model.h"
 
 namespace refit::sim {
@@ -34,8 +35,6 @@ class FlowNetwork {
   const std::vector<double>& busy() const { return busy_; }
 
  private:
-  static std::size_t index(std::int32_t i) { return static_cast<std::size_t>(i); }
-
   const Model& model_;
   IncrementalMaxMin rates_;
   std::vector<double> busy_;

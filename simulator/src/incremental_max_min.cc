@@ -26,12 +26,12 @@ IncrementalMaxMin::IncrementalMaxMin(const Model& model, double rate_tolerance)
       dense_of_(static_cast<std::size_t>(model.task_count())),
       is_changed_resource_(capacity_.size(), 0) {
   for (std::int32_t r = 0; r < model.resource_count(); ++r)
-    capacity_[index(r)] = model.capacity(ResourceId{r}).value;
+    capacity_[at(r)] = model.capacity(ResourceId{r}).value;
 }
 
 void IncrementalMaxMin::note_changed_resource(std::int32_t resource) {
-  if (is_changed_resource_[index(resource)]) return;
-  is_changed_resource_[index(resource)] = 1;
+  if (is_changed_resource_[at(resource)]) return;
+  is_changed_resource_[at(resource)] = 1;
   changed_resources_.push_back(resource);
 }
 
@@ -43,7 +43,7 @@ void IncrementalMaxMin::add(std::int32_t task) {
     d = free_dense_.back();
     free_dense_.pop_back();
   }
-  dense_of_[index(task)] = d;
+  dense_of_[at(task)] = d;
   const auto crossed = model_.resources(TaskId{task});
   flows_[d] = Flow{.weight = model_.share_weight(TaskId{task}),
                    .resources = crossed.data(),
@@ -51,7 +51,7 @@ void IncrementalMaxMin::add(std::int32_t task) {
                    .resource_count = static_cast<std::uint16_t>(crossed.size())};
   const auto slot = static_cast<std::uint32_t>(model_.resource_slot(TaskId{task}));
   for (std::uint32_t k = 0; k < crossed.size(); ++k) {
-    auto& list = crossing_[index(crossed[k].value)];
+    auto& list = crossing_[at(crossed[k].value)];
     slot_position_[slot + k] = static_cast<std::uint32_t>(list.size());
     list.push_back({.flow = d, .slot = slot + k});
     note_changed_resource(crossed[k].value);
@@ -63,19 +63,19 @@ void IncrementalMaxMin::remove(std::int32_t task) {
   const auto crossed = model_.resources(TaskId{task});
   const auto slot = static_cast<std::uint32_t>(model_.resource_slot(TaskId{task}));
   for (std::uint32_t k = 0; k < crossed.size(); ++k) {
-    auto& list = crossing_[index(crossed[k].value)];
+    auto& list = crossing_[at(crossed[k].value)];
     const std::uint32_t position = slot_position_[slot + k];
     list[position] = list.back();
     slot_position_[list[position].slot] = position;
     list.pop_back();
     note_changed_resource(crossed[k].value);
   }
-  free_dense_.push_back(dense_of_[index(task)]);
+  free_dense_.push_back(dense_of_[at(task)]);
 }
 
 void IncrementalMaxMin::hand_over(std::int32_t from, std::int32_t to) {
-  const std::uint32_t d = dense_of_[index(from)];
-  dense_of_[index(to)] = d;
+  const std::uint32_t d = dense_of_[at(from)];
+  dense_of_[at(to)] = d;
   Flow& f = flows_[d];
   f.task = to;
   f.resources = model_.resources(TaskId{to}).data();
@@ -84,26 +84,26 @@ void IncrementalMaxMin::hand_over(std::int32_t from, std::int32_t to) {
   for (std::uint32_t k = 0; k < f.resource_count; ++k) {
     const std::uint32_t position = slot_position_[old_slot + k];
     slot_position_[new_slot + k] = position;
-    crossing_[index(f.resources[k].value)][position].slot = static_cast<std::uint32_t>(new_slot + k);
+    crossing_[at(f.resources[k].value)][position].slot = static_cast<std::uint32_t>(new_slot + k);
   }
 }
 
 void IncrementalMaxMin::push(double level, std::int32_t resource, EntryKind kind) {
   heap_.push_back(
-      {.level = level, .resource = resource, .version = resources_[index(resource)].version, .kind = kind});
+      {.level = level, .resource = resource, .version = resources_[at(resource)].version, .kind = kind});
   std::push_heap(heap_.begin(), heap_.end(), After{});
 }
 
 // The level at which the resource saturates if its flows behave as predicted (see the header):
 // water-filling of what the frozen flows leave over the free flows and the capped ones.
 IncrementalMaxMin::Prediction IncrementalMaxMin::predict(std::int32_t resource) {
-  resources_[index(resource)].predicted = ++ticks_;
-  double left = capacity_[index(resource)];
+  resources_[at(resource)].predicted = ++ticks_;
+  double left = capacity_[at(resource)];
   double kept = kNever;
   std::size_t rising = 0;
   double rising_weight = 0.0;
   caps_.clear();
-  for (const Crossing c : crossing_[index(resource)]) {
+  for (const Crossing c : crossing_[at(resource)]) {
     const Flow& f = flows_[c.flow];
     const bool rises = touched(f) ? f.mark != Mark::kFrozen : f.bottleneck == resource || dirty(f.bottleneck);
     if (rises) {
@@ -140,7 +140,7 @@ IncrementalMaxMin::Prediction IncrementalMaxMin::predict(std::int32_t resource) 
 }
 
 void IncrementalMaxMin::push_saturation(std::int32_t resource, double level) {
-  Resource& r = resources_[index(resource)];
+  Resource& r = resources_[at(resource)];
   r.stale = false;
   ++r.version;
   if (level < kNever) push(level, resource, EntryKind::kSaturate);
@@ -155,7 +155,7 @@ void IncrementalMaxMin::predict_and_push(std::int32_t resource) {
 // never freeze them above it (see freeze()). One that the level passed already (kept below its
 // share by the tolerance) stays at its rate if a resource that saturated counted on that.
 void IncrementalMaxMin::make_dirty(std::int32_t resource) {
-  Resource& r = resources_[index(resource)];
+  Resource& r = resources_[at(resource)];
   r.epoch = epoch_;
   r.dirtied = ++ticks_;
   r.saturated = false;
@@ -164,7 +164,7 @@ void IncrementalMaxMin::make_dirty(std::int32_t resource) {
   r.sharing_weight = 0.0;
   Prediction p = predict(resource);
   if (p.kept < level_) {
-    for (const Crossing c : crossing_[index(resource)]) {
+    for (const Crossing c : crossing_[at(resource)]) {
       const Flow& f = flows_[c.flow];
       if (!touched(f) && f.bottleneck == resource && f.rate < level_ && held_elsewhere(f, resource))
         freeze(c.flow, resource, f.rate);
@@ -181,7 +181,7 @@ void IncrementalMaxMin::make_dirty(std::int32_t resource) {
 // Whether another resource of the flow saturated in this update taking its rate as fixed.
 bool IncrementalMaxMin::held_elsewhere(const Flow& f, std::int32_t resource) const {
   return std::any_of(f.crossed().begin(), f.crossed().end(), [&](ResourceId q) {
-    return q.value != resource && dirty(q.value) && resources_[index(q.value)].saturated;
+    return q.value != resource && dirty(q.value) && resources_[at(q.value)].saturated;
   });
 }
 
@@ -200,7 +200,7 @@ void IncrementalMaxMin::freeze(std::uint32_t flow, std::int32_t at, double rate)
   for (const ResourceId q : f.crossed()) {
     if (q.value == at || (left_clean && q.value == was)) continue;
     if (dirty(q.value))
-      resources_[index(q.value)].stale = true;  // frozen, it takes no more: q saturates later
+      resources_[refit::at(q.value)].stale = true;  // frozen, it takes no more: q saturates later
     else if (moved && !absorbs(q.value, f, from, f.new_rate))
       make_dirty(q.value);
   }
@@ -211,7 +211,7 @@ void IncrementalMaxMin::freeze(std::uint32_t flow, std::int32_t at, double rate)
 // has room to spare (or is full by a tie), and a flow slowing down frees more; otherwise the
 // change moves the level, which must stay in its band, and the flow must stay below it.
 bool IncrementalMaxMin::absorbs(std::int32_t resource, const Flow& f, double from, double to) {
-  Resource& r = resources_[index(resource)];
+  Resource& r = resources_[at(resource)];
   if (r.sharing == 0) return to <= from;
   const double drift = r.drift + (to - from) * f.weight;
   const double level = r.level - drift / r.sharing_weight;
@@ -224,7 +224,7 @@ bool IncrementalMaxMin::absorbs(std::int32_t resource, const Flow& f, double fro
 // A sharing flow of a clean resource froze elsewhere (from one rate to another): the others
 // share what it leaves. Whether they can keep their rates doing so.
 bool IncrementalMaxMin::stops_sharing(std::int32_t resource, const Flow& f, double from, double to) {
-  Resource& r = resources_[index(resource)];
+  Resource& r = resources_[at(resource)];
   const double w = r.sharing_weight;
   --r.sharing;
   r.sharing_weight -= f.weight;
@@ -240,13 +240,13 @@ bool IncrementalMaxMin::stops_sharing(std::int32_t resource, const Flow& f, doub
 // for a resource found full when it became dirty: a release held back by the tolerance let the
 // level pass the share it had kept all along.
 void IncrementalMaxMin::saturate(std::int32_t resource, double share) {
-  Resource& r = resources_[index(resource)];
+  Resource& r = resources_[at(resource)];
   r.saturated = true;  // before freezing: resources this dirties see what it counted on
   r.sharing = 0;
   r.sharing_weight = 0.0;
   r.floor = 0.0;
   r.ceiling = kNever;
-  for (const Crossing c : crossing_[index(resource)]) {
+  for (const Crossing c : crossing_[at(resource)]) {
     Flow& f = flows_[c.flow];
     if (touched(f)) {
       if (f.mark == Mark::kFrozen) continue;
@@ -268,15 +268,15 @@ void IncrementalMaxMin::saturate(std::int32_t resource, double share) {
 // longer capped on their other resources. A dirty resource predicted since this one became dirty
 // counted them as rising already (predict()): its prediction stands.
 void IncrementalMaxMin::release(std::int32_t resource) {
-  const std::uint64_t dirtied = resources_[index(resource)].dirtied;
-  for (const Crossing c : crossing_[index(resource)]) {
+  const std::uint64_t dirtied = resources_[at(resource)].dirtied;
+  for (const Crossing c : crossing_[at(resource)]) {
     Flow& f = flows_[c.flow];
     if (touched(f) || f.bottleneck != resource) continue;
     f.epoch = epoch_;
     f.mark = Mark::kFree;
     for (const ResourceId q : f.crossed()) {
       if (q.value == resource) continue;
-      const Resource& other = resources_[index(q.value)];
+      const Resource& other = resources_[at(q.value)];
       if (!dirty(q.value))
         make_dirty(q.value);
       else if (!other.saturated && other.predicted < dirtied)
@@ -297,7 +297,7 @@ std::span<const std::int32_t> IncrementalMaxMin::update() {
   }
   added_.clear();
   for (const std::int32_t r : changed_resources_) {
-    is_changed_resource_[index(r)] = 0;
+    is_changed_resource_[at(r)] = 0;
     make_dirty(r);
   }
   changed_resources_.clear();
@@ -305,7 +305,7 @@ std::span<const std::int32_t> IncrementalMaxMin::update() {
     std::pop_heap(heap_.begin(), heap_.end(), After{});
     const Entry e = heap_.back();
     heap_.pop_back();
-    Resource& r = resources_[index(e.resource)];
+    Resource& r = resources_[at(e.resource)];
     if (e.kind == EntryKind::kRelease) {
       if (!r.release_pending || r.saturated) continue;
       r.release_pending = false;
@@ -321,7 +321,7 @@ std::span<const std::int32_t> IncrementalMaxMin::update() {
     }
   }
   for (const std::int32_t task : changed_) {
-    Flow& f = flows_[dense_of_[index(task)]];
+    Flow& f = flows_[dense_of_[at(task)]];
     f.rate = f.new_rate;
   }
   return changed_;

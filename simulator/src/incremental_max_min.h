@@ -43,6 +43,7 @@
 #include <span>
 #include <vector>
 
+#include "refit/core/index.h"
 #include "refit/simulator/model.h"
 
 namespace refit::sim {
@@ -63,11 +64,11 @@ class IncrementalMaxMin {
   std::span<const std::int32_t> update();
 
   double rate(std::int32_t task) const {
-    const Flow& f = flows_[dense_of_[index(task)]];
+    const Flow& f = flows_[dense_of_[at(task)]];
     return f.rate * f.weight;
   }
   // Active flows crossing the resource.
-  std::size_t load_count(std::int32_t resource) const { return crossing_[index(resource)].size(); }
+  std::size_t load_count(std::int32_t resource) const { return crossing_[at(resource)].size(); }
 
  private:
   enum class Mark : std::uint8_t { kFree, kFrozen };
@@ -134,10 +135,9 @@ class IncrementalMaxMin {
                    // full already); +infinity if it never does
     double kept;   // lowest rate of its untouched flows bottlenecked here; +infinity if none
   };
-  static std::size_t index(std::int32_t i) { return static_cast<std::size_t>(i); }
 
   bool touched(const Flow& f) const { return f.epoch == epoch_; }
-  bool dirty(std::int32_t resource) const { return resources_[index(resource)].epoch == epoch_; }
+  bool dirty(std::int32_t resource) const { return resources_[at(resource)].epoch == epoch_; }
   void note_changed_resource(std::int32_t resource);
   void push(double level, std::int32_t resource, EntryKind kind);
   void make_dirty(std::int32_t resource);

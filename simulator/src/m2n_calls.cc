@@ -8,10 +8,10 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/index.h"
+
 namespace refit::sim {
 namespace {
-
-std::size_t at(std::int64_t i) { return static_cast<std::size_t>(i); }
 
 enum class Projection : std::uint8_t { kNone, kGateOrUp, kDown };
 

@@ -6,12 +6,11 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/index.h"
 #include "refit/core/quantization.h"
 
 namespace refit::sim {
 namespace {
-
-std::size_t at(std::int64_t i) { return static_cast<std::size_t>(i); }
 
 // A buffer's export calls on one ring, summed: the export is a serial chain on every rank, so
 // the order of its calls inside a buffer does not change its length, and summing keeps a

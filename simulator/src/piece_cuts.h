@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "refit/core/error.h"
+#include "refit/core/index.h"
 #include "refit/lowering/lowered_plan.h"
 #include "refit/planner/plan.h"
 #include "refit/simulator/calls.h"
@@ -53,7 +54,6 @@ class PieceCuts {
  private:
   PieceCuts(const lowering::LoweredPlan& lowered, const CallSchedule* calls,
             std::span<const std::int32_t> call_of);
-  static std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
   // The chunks a relay forwards at once: one, or a slice of the transfer when relays store and
   // forward slices (calls.h).
   std::int64_t head_chunks(std::int64_t all) const;

@@ -1,14 +1,9 @@
 #include "plan_components.h"
 
 #include "refit/core/disjoint_sets.h"
+#include "refit/core/index.h"
 
 namespace refit::sim {
-namespace {
-
-std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
-
-}  // namespace
-
 std::vector<std::vector<std::int32_t>> plan_components(const Plan& plan, const PlacedCluster& cluster) {
   // Nodes: ranks, then GPUs, NICs and domains, so that a rank joins everything it can load.
   const auto ranks = at(plan.world_size());

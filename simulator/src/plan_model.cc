@@ -59,13 +59,12 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/index.h"
 #include "refit/core/try.h"
 #include "refit/lowering/sender_quantize_order.h"
 
 namespace refit::sim {
 namespace {
-
-std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 
 // What a plan model is built from besides the plan: the lowering's copy costs, the execution
 // model and its step schedule, when it is paced by steps.

@@ -4,15 +4,10 @@
 #include <iterator>
 #include <utility>
 
+#include "refit/core/index.h"
 #include "refit/core/quantization.h"
 
 namespace refit::sim {
-namespace {
-
-std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
-
-}  // namespace
-
 QuantizeTasks::QuantizeTasks(const Plan& plan, QuantizeWork work, const Routes& routes, TaskSink& sink,
                              const ExecutionModel& execution)
     : plan_(plan),

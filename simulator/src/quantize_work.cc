@@ -5,12 +5,11 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/index.h"
 #include "refit/topology/measured_kernels.h"
 
 namespace refit::sim {
 namespace {
-
-std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 
 // The weight a tensor a sender or receiver quantizes belongs to (itself, or the weight its scales
 // scale), or -1: weights trained in fp8 are nobody's work, and the plan's quantize steps are the

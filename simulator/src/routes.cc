@@ -2,15 +2,10 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/index.h"
 #include "refit/topology/measured_kernels.h"
 
 namespace refit::sim {
-namespace {
-
-std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
-
-}  // namespace
-
 Routes::Routes(const PlacedCluster& cluster, Model& model) : c_(cluster) {
   for (std::uint32_t k = 0; k < kTaskKinds; ++k)
     model.name_category(k, std::string(time_kind_name(time_of(k))));

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/index.h"
 #include "refit/core/try.h"
 
 #include "plan_model.h"
@@ -17,8 +18,6 @@ namespace refit {
 namespace {
 
 using sim::TaskKind;
-
-std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 
 // Whether some task of `model` quantizes: only then does a prediction rest on a quantize rate (a
 // deployment may move an FP8 problem's bf16 without quantizing, as a benchmark does).

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "quantize_tasks.h"
+#include "refit/core/index.h"
 #include "refit/lowering/plan_costs.h"
 #include "refit/lowering/step_schedule.h"
 #include "routes.h"
@@ -54,7 +55,6 @@ class StepTasks final : public TransferMover {
     std::int64_t first = 0;
     std::int64_t last = 0;
   };
-  static std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
   std::vector<StepPiece> pieces_of(std::span<const std::int32_t> transfers) const;
   void add_quantize_step(const Transfer& t, const CallGate* gate);
   void post_step(std::span<const StepPiece> pieces, const CallGate* gate);

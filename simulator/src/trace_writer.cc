@@ -1,4 +1,5 @@
 #include "refit/simulator/trace_writer.h"
+#include "refit/core/index.h"
 
 #include <algorithm>
 #include <functional>
@@ -14,8 +15,6 @@ namespace {
 
 constexpr int kPid = 1;
 constexpr std::size_t kFlushBytes = 1 << 20;
-
-std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 
 void append_json_string(fmt::memory_buffer& buf, std::string_view s) {
   buf.push_back('"');

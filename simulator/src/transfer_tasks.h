@@ -10,6 +10,7 @@
 
 #include "piece_cuts.h"
 #include "quantize_tasks.h"
+#include "refit/core/index.h"
 #include "refit/lowering/plan_costs.h"
 #include "routes.h"
 #include "task_sink.h"
@@ -32,7 +33,6 @@ class TransferTasks final : public TransferMover {
     std::int64_t chunks;
     TaskId task;
   };
-  static std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
   void add_transfer(const Transfer& t, const CallGate* gate);
   void add_quantize_step(const Transfer& t, const CallGate* gate);
   void add_pieces(const Transfer& t, Seconds pack_time, const CallGate* gate);

@@ -4,12 +4,11 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/index.h"
 #include "refit/core/try.h"
 
 namespace refit::nccl_detail {
 namespace {
-
-std::size_t at(std::int32_t i) { return static_cast<std::size_t>(i); }
 
 // The parent ranks whose processes run a gone plan rank, flagged.
 Result<std::vector<bool>> excluded_processes(const CommRankMap& comm_rank_of, std::int32_t size,
