@@ -24,32 +24,6 @@ using json_fields::Json;
 // products never overflow.
 constexpr std::int64_t kMaxConfigValue = std::int64_t{1} << 20;
 
-enum class Family : std::uint8_t { kLlama, kQwen2, kQwen3, kQwen3Moe, kMixtral, kDeepseekV3 };
-
-struct ArchitectureName {
-  std::string_view model_type;
-  Family family;
-  std::string_view canonical;
-};
-
-constexpr std::array<ArchitectureName, 7> kArchitectures{{
-    {"llama", Family::kLlama, "llama"},
-    {"qwen2", Family::kQwen2, "qwen2"},
-    {"qwen3", Family::kQwen3, "qwen3"},
-    {"qwen3_moe", Family::kQwen3Moe, "qwen3_moe"},
-    {"mixtral", Family::kMixtral, "mixtral"},
-    {"deepseek_v3", Family::kDeepseekV3, "deepseek_v3"},
-    {"kimi_k2", Family::kDeepseekV3, "deepseek_v3"},  // Kimi-K2 is DeepSeek-V3's architecture
-}};
-
-[[nodiscard]] Result<ArchitectureName> find_architecture(FieldReader& r) {
-  const std::string type = r.string("model_type");
-  REFIT_TRY(r.status());
-  if (const auto* a = find_named(kArchitectures, type, &ArchitectureName::model_type)) return *a;
-  return unsupported(fmt::format("model_type: unknown architecture '{}' (refit reads {})", type,
-                                 names_of(kArchitectures, &ArchitectureName::model_type)));
-}
-
 DType read_dtype(FieldReader& r, const HfOptions& options) {
   if (options.dtype) return *options.dtype;
   // transformers >= 4.56 writes "dtype"; older configs "torch_dtype".
@@ -90,19 +64,32 @@ void read_mla(FieldReader& r, HfFields& f) {
   f.mla = m;
 }
 
-void read_attention(FieldReader& r, Family family, HfFields& f) {
-  if (family == Family::kDeepseekV3) return read_mla(r, f);
+// Which biases an architecture's q/k/v and o projections have.
+enum class AttentionBias : std::uint8_t {
+  kNone,       // none, and the config has no field for them (Mixtral)
+  kFlag,       // q/k/v and o together, as attention_bias says (Llama, Qwen3)
+  kQkvAlways,  // q/k/v always, o never (Qwen2)
+};
+
+// Grouped-query attention: q/k/v/o projections of head_dim per head.
+struct GqaRules {
+  AttentionBias attention_bias = AttentionBias::kNone;
+  bool mlp_bias = false;  // the dense MLP's biases, as mlp_bias says (Llama)
+  bool qk_norm = false;   // RMSNorm of q and k per head (Qwen3)
+};
+
+void read_gqa(FieldReader& r, const GqaRules& rules, HfFields& f) {
   const auto head_dim = r.optional_integer("head_dim", 1);
   if (!head_dim && f.hidden % f.heads != 0)
     r.fail("head_dim", fmt::format("missing, and hidden_size={} is not a multiple of "
                                    "num_attention_heads={}",
                                    f.hidden, f.heads));
   f.head_dim = head_dim.value_or(f.hidden / f.heads);
-  const bool attention_bias = family != Family::kMixtral && r.flag("attention_bias", false);
-  f.qkv_bias = family == Family::kQwen2 || attention_bias;  // Qwen2 always has q/k/v biases
-  f.o_bias = family != Family::kQwen2 && attention_bias;
-  f.mlp_bias = family == Family::kLlama && r.flag("mlp_bias", false);
-  f.qk_norm = family == Family::kQwen3 || family == Family::kQwen3Moe;
+  const bool flag = rules.attention_bias == AttentionBias::kFlag && r.flag("attention_bias", false);
+  f.qkv_bias = flag || rules.attention_bias == AttentionBias::kQkvAlways;
+  f.o_bias = flag;
+  f.mlp_bias = rules.mlp_bias && r.flag("mlp_bias", false);
+  f.qk_norm = rules.qk_norm;
 }
 
 constexpr std::array<std::string_view, 3> kProjNames{"gate_proj", "up_proj", "down_proj"};
@@ -154,17 +141,57 @@ void read_deepseek_moe(FieldReader& r, HfFields& f) {
     f.moe_layer.push_back(i >= first_dense && i % frequency == 0);
 }
 
-void read_moe(FieldReader& r, Family family, HfFields& f) {
-  if (family == Family::kQwen3Moe) read_qwen3_moe(r, f);
-  if (family == Family::kMixtral) read_mixtral(r, f);
-  if (family == Family::kDeepseekV3) read_deepseek_moe(r, f);
+void read_mtp(FieldReader& r, bool has_mtp, const HfOptions& options, HfFields& f) {
+  if (!options.include_mtp) return;
+  f.mtp_layers = has_mtp ? r.optional_integer("num_nextn_predict_layers", 0).value_or(0) : 0;
+  if (f.mtp_layers == 0) r.fail("num_nextn_predict_layers", "the config has no MTP layer to include");
 }
 
-void read_mtp(FieldReader& r, Family family, const HfOptions& options, HfFields& f) {
-  if (!options.include_mtp) return;
-  f.mtp_layers =
-      family == Family::kDeepseekV3 ? r.optional_integer("num_nextn_predict_layers", 0).value_or(0) : 0;
-  if (f.mtp_layers == 0) r.fail("num_nextn_predict_layers", "the config has no MTP layer to include");
+// How an architecture's config.json reads, one entry per model_type, each carrying its own rules
+// (those of its transformers config and modelling classes).
+struct Architecture {
+  std::string_view model_type;
+  std::string_view canonical;  // the architecture refit names it by
+  // Its attention: grouped-query by these rules, or (nullopt) DeepSeek's multi-head latent one.
+  std::optional<GqaRules> gqa;
+  void (*read_experts)(FieldReader&, HfFields&) = nullptr;  // null: a dense model
+  bool has_mtp = false;  // multi-token-prediction layers (num_nextn_predict_layers)
+};
+
+constexpr GqaRules kLlamaRules{.attention_bias = AttentionBias::kFlag, .mlp_bias = true};
+constexpr GqaRules kQwen3Rules{.attention_bias = AttentionBias::kFlag, .qk_norm = true};
+constexpr Architecture kDeepseekV3{.model_type = "deepseek_v3",
+                                   .canonical = "deepseek_v3",
+                                   .gqa = std::nullopt,
+                                   .read_experts = &read_deepseek_moe,
+                                   .has_mtp = true};
+
+const std::array<Architecture, 7> kArchitectures{{
+    {.model_type = "llama", .canonical = "llama", .gqa = kLlamaRules},
+    {.model_type = "qwen2",
+     .canonical = "qwen2",
+     .gqa = GqaRules{.attention_bias = AttentionBias::kQkvAlways}},
+    {.model_type = "qwen3", .canonical = "qwen3", .gqa = kQwen3Rules},
+    {.model_type = "qwen3_moe",
+     .canonical = "qwen3_moe",
+     .gqa = kQwen3Rules,
+     .read_experts = &read_qwen3_moe},
+    {.model_type = "mixtral", .canonical = "mixtral", .gqa = GqaRules{}, .read_experts = &read_mixtral},
+    kDeepseekV3,
+    // Kimi-K2 is DeepSeek-V3's architecture.
+    [] {
+      auto kimi = kDeepseekV3;
+      kimi.model_type = "kimi_k2";
+      return kimi;
+    }(),
+}};
+
+[[nodiscard]] Result<const Architecture*> find_architecture(FieldReader& r) {
+  const std::string type = r.string("model_type");
+  REFIT_TRY(r.status());
+  if (const auto* a = find_named(kArchitectures, type, &Architecture::model_type)) return a;
+  return unsupported(fmt::format("model_type: unknown architecture '{}' (refit reads {})", type,
+                                 names_of(kArchitectures, &Architecture::model_type)));
 }
 
 void read_dense_intermediate(FieldReader& r, HfFields& f) {
@@ -174,14 +201,17 @@ void read_dense_intermediate(FieldReader& r, HfFields& f) {
 
 [[nodiscard]] Result<HfFields> read_fields(const Json& j, const HfOptions& options) {
   FieldReader r(j, "", kMaxConfigValue);
-  const auto arch = REFIT_TRY(find_architecture(r));
+  const Architecture& arch = *REFIT_TRY(find_architecture(r));
   HfFields f;
   f.architecture = std::string(arch.canonical);
   f.dtype = read_dtype(r, options);
   read_core(r, f);
-  read_attention(r, arch.family, f);
-  read_mtp(r, arch.family, options, f);
-  read_moe(r, arch.family, f);
+  if (arch.gqa)
+    read_gqa(r, *arch.gqa, f);
+  else
+    read_mla(r, f);
+  read_mtp(r, arch.has_mtp, options, f);
+  if (arch.read_experts != nullptr) arch.read_experts(r, f);
   read_dense_intermediate(r, f);
   REFIT_TRY(r.status());
   return f;
