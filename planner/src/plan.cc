@@ -4,27 +4,19 @@
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "refit/core/fingerprint.h"
 
 namespace refit {
 
-std::string_view link_kind_name(LinkKind k) {
-  switch (k) {
-    case LinkKind::kNvlink:
-      return "nvlink";
-    case LinkKind::kNetwork:
-      return "network";
-    case LinkKind::kLocal:
-      return "local";
-  }
-  return "unknown";
-}
+std::string_view link_kind_name(LinkKind k) { return kLinkKindNames.at(static_cast<std::size_t>(k)); }
 
 Result<LinkKind> parse_link_kind(std::string_view name) {
-  for (auto k : {LinkKind::kNvlink, LinkKind::kNetwork, LinkKind::kLocal})
-    if (link_kind_name(k) == name) return k;
-  return parse_error(fmt::format("link '{}' is not nvlink, network or local", name));
+  const auto* found = std::ranges::find(kLinkKindNames, name);
+  if (found != kLinkKindNames.end())
+    return static_cast<LinkKind>(std::distance(kLinkKindNames.begin(), found));
+  return parse_error(fmt::format("link '{}' is not {}", name, fmt::join(kLinkKindNames, ", ")));
 }
 
 std::vector<std::int32_t> Transfer::upstream() const {

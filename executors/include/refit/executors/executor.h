@@ -92,9 +92,6 @@ struct ExecutorCapabilities {
   bool quantizes_at_senders = false;
 };
 
-// Link kinds, for arrays indexed by LinkKind.
-inline constexpr std::size_t kLinkKinds = static_cast<std::size_t>(LinkKind::kLocal) + 1;
-
 // Seconds a rank spent working in one execute(), on its own clock, by kind; the rest of its time
 // it waited (for grants, data, its peers' end). A kind an executor does not time stays unset.
 struct WorkTimes {

@@ -2,6 +2,7 @@
 // The Plan IR: which bytes move from which rank to which rank, over which kind of link, in what
 // order, and which transfers wait on which. A Plan is plain data: every strategy produces it,
 // every executor runs it, and it round-trips through JSON.
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -24,6 +25,10 @@ enum class LinkKind : std::uint8_t {
   kNetwork,  // through the sender's and the receiver's NICs
   kLocal,    // both ranks are on the same GPU: a device copy
 };
+// How plan files and reports spell each link kind, indexed by LinkKind; and how many there are,
+// for arrays indexed by LinkKind.
+inline constexpr std::array<std::string_view, 3> kLinkKindNames{"nvlink", "network", "local"};
+inline constexpr std::size_t kLinkKinds = kLinkKindNames.size();
 std::string_view link_kind_name(LinkKind k);
 [[nodiscard]] Result<LinkKind> parse_link_kind(std::string_view name);
 
