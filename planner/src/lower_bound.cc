@@ -1,9 +1,10 @@
-// The lower bound (docs/guide/planning.md, "The lower bound"), with its term that is just as
-// unbeatable as the others: bytes whose every holder sits behind one NIC must cross that NIC at
-// least once. A GPU's own links bound what enters and leaves it: NVLink plus its NIC, or NVLink
-// alone when the job has one domain (no rank elsewhere to relay through, and a plan never puts a
-// network link inside a domain). Bytes a GPU needs and already holds (a rank of each side on it)
-// cross neither.
+// The lower bound (docs/guide/planning.md, "The lower bound"). Every term counts only links a plan
+// can use: a byte leaves a domain through the NIC of one of the job's ranks there (its holder's,
+// or after an NVLink hop another rank's, of either side), never through a GPU the job leaves
+// idle. A GPU's own links bound what enters and leaves it: NVLink plus its NIC, or NVLink alone
+// when the job has one domain (no rank elsewhere to relay through, and a plan never puts a network
+// link inside a domain). Bytes a GPU needs and already holds (a rank of each side on it) cross
+// neither.
 #include <algorithm>
 #include <limits>
 #include <set>
@@ -17,27 +18,60 @@ namespace {
 
 struct Needs {
   std::vector<double> domain_bytes;  // per domain, from outside
-  std::vector<double> single_nic;    // per NIC, bytes only it can send
+  std::vector<double> domain_only;   // per domain, bytes only it holds that another domain needs
+  std::vector<double> single_nic;    // per NIC, leaving bytes that only it can carry out
   std::vector<double> gpu_bytes;     // per GPU, bytes it needs as a destination and lacks
   std::vector<double> gpu_only;      // per GPU, bytes only it holds that another GPU needs
   double leaving_bytes = 0;          // unique bytes some domain needs from outside
 };
 
-bool holder_in(const std::vector<Rank>& holders, const PlacedCluster& c, std::int32_t domain) {
-  return std::ranges::any_of(holders, [&](Rank h) { return c.domain_of(h) == domain; });
+// The NICs through which the job's ranks in one domain reach the network, each distinct NIC once;
+// `unlimited` when one of them has no NIC (its network traffic crosses none, as the simulator
+// routes it).
+struct DomainNics {
+  std::vector<std::int32_t> nics;
+  bool unlimited = false;
+};
+
+std::vector<DomainNics> job_nics_by_domain(const ReshardProblem& p, const PlacedCluster& c) {
+  std::vector<DomainNics> out(c.cluster().domains().size());
+  for (std::int32_t r = 0; r < p.source_ranks() + p.destination_ranks(); ++r) {
+    auto& d = out[static_cast<std::size_t>(c.domain_of(Rank{r}))];
+    const auto nic = c.nic_of(Rank{r});
+    if (!nic)
+      d.unlimited = true;
+    else if (std::ranges::find(d.nics, *nic) == d.nics.end())
+      d.nics.push_back(*nic);
+  }
+  return out;
 }
 
-// The NIC every holder sits behind, if there is one: a holder without a NIC sends over the network
-// through none (as the simulator routes it), so it does not count as behind one.
-std::optional<std::int32_t> only_nic(const std::vector<Rank>& holders, const PlacedCluster& c) {
-  std::set<std::int32_t> nics;
-  for (Rank h : holders) {
-    const auto n = c.nic_of(h);
-    if (!n) return std::nullopt;
-    nics.insert(*n);
+// What the piece at hand needs of the network, from the domains of its holders.
+struct Leaving {
+  const std::vector<DomainNics>& nics;
+  std::vector<std::int32_t> holder_domains;  // distinct
+
+  void set_holders(const std::vector<Rank>& holders, const PlacedCluster& c) {
+    holder_domains.clear();
+    for (const Rank h : holders)
+      if (std::ranges::find(holder_domains, c.domain_of(h)) == holder_domains.end())
+        holder_domains.push_back(c.domain_of(h));
   }
-  return nics.size() == 1 ? std::optional(*nics.begin()) : std::nullopt;
-}
+  bool held_in(std::int32_t domain) const {
+    return std::ranges::find(holder_domains, domain) != holder_domains.end();
+  }
+  // The one NIC through which every holder's domain reaches the network, if there is one: with
+  // another, a plan could relay the bytes over NVLink to a rank behind that one.
+  std::optional<std::int32_t> only_nic() const {
+    std::optional<std::int32_t> only;
+    for (const auto d : holder_domains) {
+      const auto& n = nics[static_cast<std::size_t>(d)];
+      if (n.unlimited || n.nics.size() != 1 || (only && *only != n.nics.front())) return std::nullopt;
+      only = n.nics.front();
+    }
+    return only;
+  }
+};
 
 constexpr double kUnlimited = std::numeric_limits<double>::infinity();
 
@@ -48,18 +82,27 @@ double uplink_bandwidth(const PlacedCluster& c, std::int32_t domain) {
   return r > 1.0 ? c.cluster().domain_nic_bandwidth(domain).value / r : kUnlimited;
 }
 
-// What the NICs of `ranks` carry at once each way: each distinct NIC once; unlimited when one of
-// them has no NIC (its network traffic crosses none).
-double nic_bandwidth_of(std::span<const Rank> ranks, const PlacedCluster& c) {
-  std::set<std::int32_t> nics;
-  for (const Rank r : ranks) {
-    const auto n = c.nic_of(r);
-    if (!n) return kUnlimited;
-    nics.insert(*n);
+// What the NICs of the job's ranks in `domains` carry at once each way: each distinct NIC once
+// (one NIC may serve several domains: a calibrated host's every process is a domain behind one
+// shared-memory "NIC"); unlimited when one of those ranks has no NIC.
+double nic_bandwidth_of(const std::vector<DomainNics>& nics, std::span<const std::int32_t> domains,
+                        const PlacedCluster& c) {
+  std::set<std::int32_t> distinct;
+  for (const auto d : domains) {
+    const auto& n = nics[static_cast<std::size_t>(d)];
+    if (n.unlimited) return kUnlimited;
+    distinct.insert(n.nics.begin(), n.nics.end());
   }
   double total = 0;
-  for (const auto n : nics) total += c.cluster().nics()[static_cast<std::size_t>(n)].bandwidth.value;
+  for (const auto n : distinct) total += c.cluster().nics()[static_cast<std::size_t>(n)].bandwidth.value;
   return total;
+}
+
+// What can leave or enter one domain over the network at once: its job ranks' NICs, or on an
+// oversubscribed fabric its uplinks, where those are narrower.
+double domain_network_bandwidth(const std::vector<DomainNics>& nics, std::int32_t domain,
+                                const PlacedCluster& c) {
+  return std::min(nic_bandwidth_of(nics, std::span(&domain, 1), c), uplink_bandwidth(c, domain));
 }
 
 // The distinct GPUs of `ranks` (a shard's few holders), in `out`.
@@ -89,7 +132,8 @@ void add_gpu_needs(Needs& n, const std::vector<Rank>& holders, const std::vector
     n.gpu_only[static_cast<std::size_t>(first)] += bytes;
 }
 
-void add_tensor(Needs& n, const TensorReshard& t, const Overlap& o, const PlacedCluster& c) {
+void add_tensor(Needs& n, Leaving& leaving, const TensorReshard& t, const Overlap& o,
+                const PlacedCluster& c) {
   const double elem = static_cast<double>(dtype_size(t.tensor.dtype));
   std::vector<std::int32_t> needing;
   for (const auto& d : o.destinations) {
@@ -100,48 +144,34 @@ void add_tensor(Needs& n, const TensorReshard& t, const Overlap& o, const Placed
       const double bytes = static_cast<double>(p.box.volume()) * elem;
       const auto& holders = o.holders(p);
       add_gpu_needs(n, holders, needing, c, bytes);
+      leaving.set_holders(holders, c);
       bool leaves = false;
       for (auto dom : domains)
-        if (!holder_in(holders, c, dom)) {
+        if (!leaving.held_in(dom)) {
           n.domain_bytes[static_cast<std::size_t>(dom)] += bytes;
           leaves = true;
         }
       if (!leaves) continue;
       n.leaving_bytes += bytes;
-      if (auto nic = only_nic(holders, c)) n.single_nic[static_cast<std::size_t>(*nic)] += bytes;
+      if (leaving.holder_domains.size() == 1)
+        n.domain_only[static_cast<std::size_t>(leaving.holder_domains.front())] += bytes;
+      if (auto nic = leaving.only_nic()) n.single_nic[static_cast<std::size_t>(*nic)] += bytes;
     }
   }
 }
 
-// What the bytes leaving the source side cross at once: the transmit side of the source ranks'
-// NICs and, on an oversubscribed fabric, the uplinks of their domains ((sum of a domain's NIC
-// bandwidth) / r each). Either caps the rate, so the smaller sum does. Where NICs serve one domain
-// each, the uplinks' sum is the NICs' / r; a NIC shared by several domains (a calibrated host:
-// every process a domain behind one shared-memory "NIC") counts once among the NICs but gives
-// each of its domains an uplink of its own.
-double source_side_bandwidth(const ReshardProblem& p, const PlacedCluster& c) {
-  std::vector<Rank> sources;
-  std::set<std::int32_t> domains;
-  for (std::int32_t r = 0; r < p.source_ranks(); ++r) {
-    sources.push_back(Rank{r});
-    domains.insert(c.domain_of(Rank{r}));
-  }
+// What the bytes leaving the source side cross at once: the transmit side of the NICs of the
+// job's ranks in the source ranks' domains and, on an oversubscribed fabric, those domains'
+// uplinks. Either caps the rate, so the smaller sum does.
+double source_side_bandwidth(const ReshardProblem& p, const std::vector<DomainNics>& nics,
+                             const PlacedCluster& c) {
+  std::vector<std::int32_t> domains;
+  for (std::int32_t r = 0; r < p.source_ranks(); ++r)
+    if (std::ranges::find(domains, c.domain_of(Rank{r})) == domains.end())
+      domains.push_back(c.domain_of(Rank{r}));
   double uplinks = 0;
   for (const auto d : domains) uplinks += uplink_bandwidth(c, d);
-  return std::min(nic_bandwidth_of(sources, c), uplinks);
-}
-
-// What can enter each domain over the network at once: a rank receives through its own GPU's NIC,
-// so the NICs of the job's ranks there (not the NICs of GPUs the job leaves idle), and on an
-// oversubscribed fabric the domain's uplinks: the smaller.
-std::vector<double> domain_receive_bandwidth(const ReshardProblem& p, const PlacedCluster& c) {
-  std::vector<std::vector<Rank>> ranks(c.cluster().domains().size());
-  for (std::int32_t r = 0; r < p.source_ranks() + p.destination_ranks(); ++r)
-    ranks[static_cast<std::size_t>(c.domain_of(Rank{r}))].push_back(Rank{r});
-  std::vector<double> out;
-  for (std::size_t d = 0; d < ranks.size(); ++d)
-    out.push_back(std::min(nic_bandwidth_of(ranks[d], c), uplink_bandwidth(c, static_cast<std::int32_t>(d))));
-  return out;
+  return std::min(nic_bandwidth_of(nics, domains, c), uplinks);
 }
 
 bool one_domain(const ReshardProblem& p, const PlacedCluster& c) {
@@ -175,24 +205,29 @@ LowerBound lower_bound(const ReshardProblem& problem, const PlacedCluster& c) {
 
 LowerBound lower_bound(const ReshardProblem& problem, const PlacedCluster& c,
                        const std::vector<bool>& moved) {
-  Needs n{.domain_bytes = std::vector<double>(c.cluster().domains().size()),
+  const auto nics = job_nics_by_domain(problem, c);
+  const std::size_t domains = c.cluster().domains().size();
+  Needs n{.domain_bytes = std::vector<double>(domains),
+          .domain_only = std::vector<double>(domains),
           .single_nic = std::vector<double>(c.cluster().nics().size()),
           .gpu_bytes = std::vector<double>(c.cluster().gpus().size()),
           .gpu_only = std::vector<double>(c.cluster().gpus().size()),
           .leaving_bytes = 0};
+  Leaving leaving{.nics = nics, .holder_domains = {}};
   for (std::size_t i = 0; i < problem.tensors().size(); ++i) {
     const auto& t = problem.tensors()[i];
     if (!moved.empty() && !moved[i]) continue;
-    if (auto o = overlaps(t.source, t.destination)) add_tensor(n, t, *o, c);
+    if (auto o = overlaps(t.source, t.destination)) add_tensor(n, leaving, t, *o, c);
   }
 
   LowerBound lb;
-  const auto receive = domain_receive_bandwidth(problem, c);
-  for (std::size_t d = 0; d < n.domain_bytes.size(); ++d) {
+  for (std::size_t d = 0; d < domains; ++d) {
+    const double network = domain_network_bandwidth(nics, static_cast<std::int32_t>(d), c);
     lb.domain_need.push_back(Bytes{static_cast<std::int64_t>(n.domain_bytes[d])});
-    lb.destination_domain = std::max(lb.destination_domain, ratio(n.domain_bytes[d], receive[d]));
+    lb.destination_domain = std::max(lb.destination_domain, ratio(n.domain_bytes[d], network));
+    lb.source_domain = std::max(lb.source_domain, ratio(n.domain_only[d], network));
   }
-  lb.source_side = ratio(n.leaving_bytes, source_side_bandwidth(problem, c));
+  lb.source_side = ratio(n.leaving_bytes, source_side_bandwidth(problem, nics, c));
   for (std::size_t k = 0; k < n.single_nic.size(); ++k)
     lb.source_nic = std::max(lb.source_nic, ratio(n.single_nic[k], c.cluster().nics()[k].bandwidth.value));
   const bool alone = one_domain(problem, c);
@@ -202,6 +237,7 @@ LowerBound lower_bound(const ReshardProblem& problem, const PlacedCluster& c,
   }
   const std::pair<Seconds, const char*> terms[] = {{lb.destination_domain, "destination domain NIC receive"},
                                                    {lb.source_side, "source side NIC send"},
+                                                   {lb.source_domain, "source domain NIC send"},
                                                    {lb.source_nic, "single source NIC"},
                                                    {lb.gpu_ingress, "GPU ingress"},
                                                    {lb.gpu_egress, "GPU egress"}};

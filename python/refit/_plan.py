@@ -55,6 +55,7 @@ class LowerBound:
     lower_bound_binding: str
     destination_domain_s: float
     source_side_s: float
+    source_domain_s: float
     source_nic_s: float
     gpu_ingress_s: float
     gpu_egress_s: float

@@ -76,6 +76,7 @@ nb::dict lower_bound_dict(const LowerBound& lb) {
   d["lower_bound_binding"] = lb.binding;
   d["destination_domain_s"] = lb.destination_domain.value;
   d["source_side_s"] = lb.source_side.value;
+  d["source_domain_s"] = lb.source_domain.value;
   d["source_nic_s"] = lb.source_nic.value;
   d["gpu_ingress_s"] = lb.gpu_ingress.value;
   d["gpu_egress_s"] = lb.gpu_egress.value;

@@ -37,7 +37,11 @@ struct Case {
 std::vector<Case> cases() {
   std::vector<Case> out{{"tiny-qwen3-moe.json", "tp=2,pp=2,ep=2,etp=1", "tp=2,dp=2", "", "landing"},
                         {"tiny-deepseek-v3.json", "pp=2,ep=2", "tp=2,engines=2", "", "landing"},
-                        {"tiny-llama.json", "tp=2,pp=2", "tp=4", "", "landing"}};
+                        {"tiny-llama.json", "tp=2,pp=2", "tp=4", "", "landing"},
+                        // One training rank and an inference rank beside it on a node of 2 GPUs:
+                        // the M2N ring forwards through the inference rank's NIC, at 0.66x of a
+                        // bound that once counted the training rank's NIC alone.
+                        {"wide-llama.json", "tp=1", "tp=2,engines=2", "", "landing"}};
   for (const char* scheme : {"fp8-block128", "mxfp8"})
     for (const char* site : {"landing", "sender", "receiver", "training"}) {
       out.push_back({"small-llama-gqa-blocks.json", "tp=4", "tp=2,dp=2", scheme, site});
@@ -88,12 +92,14 @@ Predictions predicted(const ProblemSource& source, const ClusterSpec& spec, cons
   return predict({.source = source, .problem = problem, .cluster = placed}, options).value();
 }
 
-// Neither below the bound of what moves nor slower on any of the faster clusters.
+// Neither below the bound of what moves nor slower on any of the faster clusters, but for events
+// meeting in another order on a faster link (docs/guide/predicting.md: at most 1e-4 of the time;
+// the M2N ring forwarding through wide-llama's inference rank is 7e-6 slower at nvlink_gbps=740).
 void expect_invariants(const Predictions& base, const std::vector<Predictions>& faster) {
   const auto& r = base.rows.front();
   EXPECT_GE(r.sim.predicted.value, r.moved_bound.time.value * (1 - 1e-9));
   for (const auto& fast : faster)
-    EXPECT_LE(fast.rows.front().sim.predicted.value, r.sim.predicted.value * (1 + 1e-9)) << fast.cluster;
+    EXPECT_LE(fast.rows.front().sim.predicted.value, r.sim.predicted.value * (1 + 1e-4)) << fast.cluster;
 }
 
 TEST(PredictionInvariants, NeverBelowTheBoundOfWhatMovesAndMonotoneInNicBandwidth) {

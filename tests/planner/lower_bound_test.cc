@@ -73,17 +73,52 @@ TEST(LowerBound, AGpuWithoutANicBoundsNothingOverTheNetwork) {
   EXPECT_NEAR(lb.time.value, bytes / 100e9, 1e-12);
 }
 
+// 8 MiB (bf16 4096 x 1024) held whole by rank 0 alone and needed whole by each of `replicas`
+// destination ranks, with `sources` source ranks in all (the others hold nothing of it).
+ReshardProblem one_holder(std::int32_t sources, std::int32_t replicas) {
+  return ReshardProblem::make({testing::make_reshard(
+                                  "w", {4096, 1024}, make_layout({4096, 1024}, {1}, rank_range(0, 1), "R"),
+                                  make_layout({4096, 1024}, {replicas}, rank_range(sources, replicas), "R"))},
+                              sources, replicas)
+      .value();
+}
+
 TEST(LowerBound, SingleHolderNicBound) {
-  // The whole 8 MiB sits on rank 0 alone: it must leave through NIC 0 at least once.
-  const auto p =
-      ReshardProblem::make(
-          {testing::make_reshard("w", {4096, 1024}, make_layout({4096, 1024}, {1}, rank_range(0, 1), "R"),
-                                 make_layout({4096, 1024}, {4}, rank_range(4, 4), "S0"))},
-          4, 4)
-          .value();
-  const auto lb = lower_bound(p, testing::make_test_cluster(2, 4, 4, 4));
-  EXPECT_NEAR(lb.source_nic.value, 4096.0 * 1024 * 2 / 50e9, 1e-12);
-  EXPECT_EQ(lb.binding, "single source NIC");
+  // Rank 0 alone in its domain (GPUs 1-3 idle) holds the 8 MiB that domain 1's 4 ranks need: with
+  // no other rank of the job there to relay through, they leave through NIC 0 (50 GB/s) at least
+  // once.
+  auto cluster = testing::make_test_cluster(2, 4, 1, 4).cluster();
+  auto ranks = RankMap::make(cluster, {GpuId{0}, GpuId{4}, GpuId{5}, GpuId{6}, GpuId{7}}, 1).value();
+  const auto placed = PlacedCluster::make(std::move(cluster), std::move(ranks)).value();
+  const auto lb = lower_bound(one_holder(1, 4), placed);
+  const double bytes = 4096.0 * 1024 * 2;
+  EXPECT_NEAR(lb.source_nic.value, bytes / 50e9, 1e-12);
+  EXPECT_NEAR(lb.source_domain.value, bytes / 50e9, 1e-12);
+  EXPECT_NEAR(lb.time.value, bytes / 50e9, 1e-12);
+}
+
+TEST(LowerBound, BytesOneGpuHoldsMayLeaveThroughTheNicsOfTheJobsOtherRanksInItsDomain) {
+  // As above, but 4 source ranks in domain 0 (ranks 1-3 hold nothing of the tensor): a plan may
+  // copy the 8 MiB over NVLink to them and send it out through all 4 NICs, so no single NIC
+  // bounds it; domain 0's 4 NICs do (200 GB/s), as do domain 1's.
+  const auto lb = lower_bound(one_holder(4, 4), testing::make_test_cluster(2, 4, 4, 4));
+  const double bytes = 4096.0 * 1024 * 2;
+  EXPECT_EQ(lb.source_nic.value, 0);
+  EXPECT_NEAR(lb.source_domain.value, bytes / 200e9, 1e-12);
+  EXPECT_NEAR(lb.source_side.value, bytes / 200e9, 1e-12);
+}
+
+TEST(LowerBound, DestinationRanksInTheSourceDomainLendTheirNicsToWhatLeavesIt) {
+  // Two nodes of 2 GPUs: rank 0 (GPU 0) holds the 8 MiB, destination ranks 1-3 need it whole on
+  // GPUs 1, 2 and 3. Rank 1 shares node 0, so the bytes may leave through NIC 0 or NIC 1 (it
+  // forwards what it received over NVLink, as the M2N ring does): 8 MiB / 100 GB/s, not the
+  // 50 GB/s of the holder's own NIC. Node 1 takes them in through its 2 NICs: 100 GB/s.
+  const auto lb = lower_bound(one_holder(1, 3), testing::make_test_cluster(2, 2, 1, 3));
+  const double bytes = 4096.0 * 1024 * 2;
+  EXPECT_EQ(lb.source_nic.value, 0);
+  EXPECT_NEAR(lb.source_domain.value, bytes / 100e9, 1e-12);
+  EXPECT_NEAR(lb.source_side.value, bytes / 100e9, 1e-12);
+  EXPECT_NEAR(lb.destination_domain.value, bytes / 100e9, 1e-12);
 }
 
 // 8 MiB (bf16 4096 x 1024) held split by rows on ranks 0-1, needed whole on ranks 2-3.

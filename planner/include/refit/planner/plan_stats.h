@@ -39,9 +39,12 @@ struct LowerBound {
   std::string binding;             // which term is the maximum
   Seconds destination_domain;      // (a) max over domains: bytes from outside / the rx bw of the NICs
                                    //     of the job's ranks there (or its uplinks, if narrower)
-  Seconds source_side;             // (b) unique bytes that must leave the source side / the smaller of
-                                   //     its NICs' tx bw and its domains' uplinks
-  Seconds source_nic;              // (d) bytes only one NIC holds / that NIC's bw
+  Seconds source_side;             // (b) unique bytes that must leave the source ranks' domains / the
+                                   //     smaller of the tx bw of the job's NICs there and their uplinks
+  Seconds source_domain;           // (e) max over domains: bytes only it holds that another domain
+                                   //     needs / the tx bw of the job's NICs there (or its uplinks)
+  Seconds source_nic;              // (d) leaving bytes whose holders' domains reach the network
+                                   //     through one NIC only / that NIC's bw
   Seconds gpu_ingress;             // (c) max over GPUs: bytes needed and not held / (NVLink + NIC bw;
                                    //     NVLink alone when the job has one domain)
   Seconds gpu_egress;              // (c) max over GPUs: bytes only it holds that another GPU needs /
