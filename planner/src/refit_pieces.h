@@ -24,13 +24,17 @@ struct NetItem {
 
 // A decided network crossing: `*box` (the item's piece or a row block of it) goes from `sender`
 // to `landing`, or, when relay_from >= 0, from the landing rank of assignment relay_from, a
-// destination domain that already receives the same box (forwarding between domains).
+// destination domain that already receives the same box (forwarding between domains) or a rank
+// beside the sender that a hop brought it to (sender_relays.h).
 struct Assignment {
   NetItem item;
   Rank sender;
   Rank landing;
   const Box* box;  // the piece's own box, or a row block of it kept by the strategy
   std::int32_t relay_from = -1;
+  // An NVLink hop from `sender` to a rank of its domain that sends the box on, not a crossing:
+  // `landing` keeps it outside its own boxes and passes it to no replica.
+  bool hop = false;
 };
 
 // Replicas of one destination shard that live in one NVLink domain: copy `copy` of the `copies`

@@ -11,7 +11,11 @@
 //  3. Where a piece's only holder would have to send it to more domains than the busiest
 //     receiver can take in the same time, the domains its NIC feeds forward it to each other
 //     (refit_forwarding.h).
-//  4. The landing GPU completes the other replicas in its domain over NVLink, chunk by chunk.
+//  4. Where one of a domain's NICs would still send for longer than the domain's NICs do on
+//     average (and than the busiest receiver takes in), part of what it sends hops over NVLink to a
+//     rank of the job behind a NIC with room, which sends it on (sender_relays.h); not in a plan
+//     for a delta refit (PlanOptions::neighbour_relays).
+//  5. The landing GPU completes the other replicas in its domain over NVLink, chunk by chunk.
 // Steps 2 and 3 weigh each piece by the bytes it moves: dense, or a delta refit's expected payload
 // (PlanOptions::moved_bytes), so that a tensor that does not change costs no sender anything.
 // Network messages are coalesced per (sender, landing) pair; relays per incoming message.
@@ -32,6 +36,7 @@
 #include "refit_forwarding.h"
 #include "refit_parts.h"
 #include "refit_pieces.h"
+#include "sender_relays.h"
 #include "strategies.h"
 
 namespace refit::planner_detail {
@@ -39,11 +44,16 @@ namespace {
 
 class RefitPlanner {
  public:
+  // Which ranks the plan of `groups` may use beyond those it names: every rank of the job, or for
+  // a part of it (whose plan is shifted onto the others) none.
+  enum class Scope : std::uint8_t { kWhole, kPart };
+
   // Plans the pieces that `groups` (group_by_domain's, or a part of them) take.
-  RefitPlanner(const PlanContext& c, DomainGroups groups)
+  RefitPlanner(const PlanContext& c, DomainGroups groups, Scope scope)
       : c_(c),
         b_(c.problem, c.cluster, c.strategy, c.options.chunk),
         groups_(std::move(groups)),
+        scope_(scope),
         moved_per_byte_(moved_per_byte(c)),
         min_split_(min_split(c, moved_per_byte_)),
         sent_(static_cast<std::size_t>(c.problem.world_size())),
@@ -95,6 +105,9 @@ class RefitPlanner {
     const auto result = balance_nic_load_by_parts(balance_);
     for (std::size_t k = 0; k < class_items_.size(); ++k) place_class(k, result.shares[k]);
     forward_between_domains(assignments_, c_.cluster, assignment_bytes_);
+    if (c_.options.neighbour_relays)
+      relay_at_senders(assignments_, assignment_bytes_, split_boxes_, relay_candidates(), c_.cluster,
+                       relay_cuts());
     emit();
     return std::move(b_).finish(PlanBuilder::RelayOrder::kArrival, rounds);
   }
@@ -283,6 +296,40 @@ class RefitPlanner {
     assignment_bytes_.push_back(bytes);
   }
 
+  // The ranks a hop may land on besides those the assignments name: every rank of the job, or a
+  // part's destination ranks.
+  std::vector<Rank> relay_candidates() const {
+    std::vector<Rank> out;
+    if (scope_ == Scope::kWhole) {
+      for (std::int32_t r = 0; r < c_.problem.world_size(); ++r) out.push_back(Rank{r});
+      return out;
+    }
+    for (const auto& tensor : groups_)
+      for (const auto& dest : tensor)
+        for (const auto& group : dest) out.insert(out.end(), group.replicas.begin(), group.replicas.end());
+    std::ranges::sort(out);
+    out.erase(std::ranges::unique(out).begin(), out.end());
+    return out;
+  }
+
+  RelayCuts relay_cuts() const {
+    RelayCuts out{.element_size = {},
+                  .min_split = min_split_,
+                  .touches = [this](std::uint32_t t, Rank r, const Box& box) { return touches(t, r, box); }};
+    for (const auto& t : c_.problem.tensors()) out.element_size.push_back(dtype_size(t.tensor.dtype));
+    return out;
+  }
+
+  // Whether rank r holds (as a source) or needs (as a destination) part of `box` of tensor t.
+  bool touches(std::uint32_t t, Rank r, const Box& box) const {
+    const auto& o = c_.overlaps[t];
+    const auto meets = [&](const Shard& s) {
+      return std::ranges::find(s.holders, r) != s.holders.end() && overlap(s.box, box);
+    };
+    return std::ranges::any_of(o.sources, meets) ||
+           std::ranges::any_of(o.destinations, [&](const DestinationShard& d) { return meets(d.shard); });
+  }
+
   // Forwarding depth: 0 for a piece straight from a source, 1 + its feeder's otherwise.
   std::vector<std::uint32_t> depths() const {
     std::vector<std::uint32_t> depth(assignments_.size(), 0);
@@ -328,6 +375,7 @@ class RefitPlanner {
     // Forwarded messages are keyed by their feeder; the others by whether they feed relays.
     const std::uint64_t key = forwarded ? static_cast<std::uint64_t>(from) + 2 : feeding ? 1 : 0;
     const Handle h = b_.add(level, key, sender, a.landing, a.item.tensor, *a.box, from);
+    if (a.hop) return h;
     for (Rank r : groups_[a.item.tensor][a.item.dest][a.item.group].replicas)
       if (r != a.landing)
         b_.add(fan_out, static_cast<std::uint64_t>(h), a.landing, r, a.item.tensor, *a.box, h);
@@ -337,6 +385,7 @@ class RefitPlanner {
   const PlanContext& c_;
   PlanBuilder b_;
   DomainGroups groups_;
+  Scope scope_;
   std::vector<double> moved_per_byte_;
   double min_split_;
   NicSets nic_sets_;
@@ -359,7 +408,9 @@ class RefitPlanner {
 
 }  // namespace
 
-Result<Plan> plan_refit_whole(const PlanContext& c) { return RefitPlanner(c, group_by_domain(c)).run(); }
+Result<Plan> plan_refit_whole(const PlanContext& c) {
+  return RefitPlanner(c, group_by_domain(c), RefitPlanner::Scope::kWhole).run();
+}
 
 Result<Plan> plan_refit(const PlanContext& c) {
   auto groups = group_by_domain(c);
@@ -367,10 +418,10 @@ Result<Plan> plan_refit(const PlanContext& c) {
     std::vector<std::uint64_t> rounds;
     // A part that cannot be planned is planned whole, so that the error names what the whole
     // plan's would.
-    if (auto part = RefitPlanner(c, std::move(copies->first)).run(&rounds))
+    if (auto part = RefitPlanner(c, std::move(copies->first), RefitPlanner::Scope::kPart).run(&rounds))
       return expand_copies(std::move(*part), rounds, copies->shifts);
   }
-  return RefitPlanner(c, std::move(groups)).run();
+  return RefitPlanner(c, std::move(groups), RefitPlanner::Scope::kWhole).run();
 }
 
 }  // namespace refit::planner_detail

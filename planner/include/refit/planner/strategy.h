@@ -28,6 +28,11 @@ struct PlanOptions {
   // bytes and ignore them. Plan statistics and the lower bound stay dense. Empty: every tensor
   // moves its dense bytes (a refit without deltas), the plan of the options without it.
   std::vector<Bytes> moved_bytes;
+  // refit: where some of a domain's NICs would send for longer than the others, part of what they
+  // send first hops over NVLink to a rank of the job beside them behind a NIC with room, which
+  // sends it on and keeps it outside its own boxes meanwhile (a relay's scratch). A delta refit
+  // keeps its baselines in the ranks' own boxes and takes no scratch: its plans are made without.
+  bool neighbour_relays = true;
 };
 
 enum class StrategyId : std::uint8_t { kRefit, kDirect, kM2nRing, kGatherBroadcast };

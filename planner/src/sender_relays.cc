@@ -1,0 +1,160 @@
+#include "sender_relays.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "refit/core/index.h"
+
+namespace refit::planner_detail {
+namespace {
+
+class SenderRelays {
+ public:
+  SenderRelays(std::vector<Assignment>& a, std::vector<std::int64_t>& bytes, std::deque<Box>& boxes,
+               std::span<const Rank> also, const PlacedCluster& c, const RelayCuts& cuts)
+      : a_(a),
+        bytes_(bytes),
+        boxes_(boxes),
+        c_(c),
+        cuts_(cuts),
+        tx_(c.cluster().nics().size()),
+        rx_(c.cluster().nics().size()),
+        launch_(c.cluster().nics().size(), Rank{-1}),
+        sent_by_(c.cluster().nics().size()),
+        feeds_(a.size(), false) {
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      if (a[i].relay_from >= 0) feeds_[at(a[i].relay_from)] = true;
+      if (const auto n = c.nic_of(a[i].sender); n && a[i].relay_from < 0) sent_by_[at(*n)].push_back(i);
+      add_launch(sender_of(i));
+      add_launch(a[i].landing);
+      if (const auto n = c.nic_of(sender_of(i))) tx_[at(*n)] += static_cast<double>(bytes[i]);
+      if (const auto n = c.nic_of(a[i].landing)) rx_[at(*n)] += static_cast<double>(bytes[i]);
+    }
+    for (const Rank r : also) add_launch(r);
+    for (std::size_t n = 0; n < rx_.size(); ++n)
+      if (rx_[n] > 0) receiving_ = std::max(receiving_, rx_[n] / bw(n));
+  }
+
+  void run() {
+    for (std::size_t d = 0; d < c_.cluster().domains().size(); ++d)
+      level_domain(static_cast<std::int32_t>(d));
+  }
+
+ private:
+  Rank sender_of(std::size_t i) const {
+    return a_[i].relay_from >= 0 ? a_[at(a_[i].relay_from)].landing : a_[i].sender;
+  }
+  double bw(std::size_t nic) const { return c_.cluster().nics()[nic].bandwidth.value; }
+
+  // The rank that sends for NIC n: the first of the part's ranks behind it.
+  void add_launch(Rank r) {
+    const auto n = c_.nic_of(r);
+    if (n && launch_[at(*n)].value < 0) launch_[at(*n)] = r;
+  }
+
+  // The NICs of the part's ranks in `domain` level their sending at the larger of their mean time
+  // and the busiest receiver's.
+  void level_domain(std::int32_t domain) {
+    std::vector<std::size_t> nics;
+    for (std::size_t n = 0; n < launch_.size(); ++n)
+      if (launch_[n].value >= 0 && c_.domain_of(launch_[n]) == domain) nics.push_back(n);
+    if (nics.size() < 2) return;
+    double bytes = 0, bandwidth = 0;
+    for (const auto n : nics) {
+      bytes += tx_[n];
+      bandwidth += bw(n);
+    }
+    const double level = std::max(bytes / bandwidth, receiving_);
+    for (const auto n : nics)
+      if (tx_[n] > level * bw(n) * (1 + kSenderRelayMargin)) relieve(n, domain, nics, level);
+  }
+
+  // Hands what NIC n sends beyond `level` to the NICs of `nics` with room, assignment by
+  // assignment (the last one cut by rows).
+  void relieve(std::size_t n, std::int32_t domain, const std::vector<std::size_t>& nics, double level) {
+    for (const std::size_t i : sent_by_[n]) {
+      const double excess = tx_[n] - level * bw(n);
+      if (excess < cuts_.min_split) return;
+      if (c_.domain_of(a_[i].sender) != domain) continue;
+      const auto to = roomiest(nics, level, a_[i]);
+      if (!to) continue;
+      const double room = level * bw(*to) - tx_[*to];
+      if (room < cuts_.min_split) return;
+      // What other domains forward from moves whole or not at all: they forward its whole box.
+      const double whole = static_cast<double>(bytes_[i]);
+      if (feeds_[i] && (room < whole || excess < whole / 2)) continue;
+      const std::size_t moved = hand_over(i, feeds_[i] ? whole : std::min(excess, room), launch_[*to]);
+      tx_[n] -= static_cast<double>(bytes_[moved]);
+      tx_[*to] += static_cast<double>(bytes_[moved]);
+    }
+  }
+
+  // The NIC of `nics` with the most room below `level` whose rank may relay `a`'s box.
+  std::optional<std::size_t> roomiest(const std::vector<std::size_t>& nics, double level,
+                                      const Assignment& a) const {
+    std::optional<std::size_t> best;
+    double most = 0;
+    for (const auto n : nics)
+      if (const double room = level * bw(n) - tx_[n];
+          room > most && !cuts_.touches(a.item.tensor, launch_[n], *a.box)) {
+        most = room;
+        best = n;
+      }
+    return best;
+  }
+
+  // Assignment i, or its head rows of about `wanted` moved bytes, goes first to `relay` over
+  // NVLink, which sends it on; returns the assignment that now crosses from the relay.
+  std::size_t hand_over(std::size_t i, double wanted, Rank relay) {
+    const double whole = static_cast<double>(bytes_[i]);
+    std::size_t crossing = i;
+    if (wanted < whole - cuts_.min_split) {
+      const auto element = cuts_.element_size[a_[i].item.tensor];
+      const double dense = static_cast<double>(a_[i].box->volume() * element);
+      if (auto cut = split_rows(*a_[i].box, Bytes{std::llround(wanted * dense / whole)}, element)) {
+        const Box& head = boxes_.emplace_back(std::move(cut->first));
+        const Box& rest = boxes_.emplace_back(std::move(cut->second));
+        const auto head_bytes = std::llround(whole * static_cast<double>(head.volume() * element) / dense);
+        a_[i].box = &rest;
+        bytes_[i] -= head_bytes;
+        a_.push_back(
+            Assignment{.item = a_[i].item, .sender = a_[i].sender, .landing = a_[i].landing, .box = &head});
+        bytes_.push_back(head_bytes);
+        feeds_.push_back(false);
+        crossing = a_.size() - 1;
+      }
+    }
+    a_.push_back(Assignment{.item = a_[crossing].item,
+                            .sender = a_[crossing].sender,
+                            .landing = relay,
+                            .box = a_[crossing].box,
+                            .relay_from = -1,
+                            .hop = true});
+    bytes_.push_back(bytes_[crossing]);
+    feeds_.push_back(true);
+    a_[crossing].relay_from = static_cast<std::int32_t>(a_.size() - 1);
+    return crossing;
+  }
+
+  std::vector<Assignment>& a_;
+  std::vector<std::int64_t>& bytes_;
+  std::deque<Box>& boxes_;
+  const PlacedCluster& c_;
+  const RelayCuts& cuts_;
+  std::vector<double> tx_, rx_;  // bytes per NIC
+  std::vector<Rank> launch_;     // per NIC, the part's rank that sends through it (-1: none)
+  std::vector<std::vector<std::size_t>> sent_by_;  // per NIC, the assignments its holders send
+  std::vector<bool> feeds_;
+  double receiving_ = 0;  // the busiest receiving NIC's time, in seconds
+};
+
+}  // namespace
+
+void relay_at_senders(std::vector<Assignment>& assignments, std::vector<std::int64_t>& bytes,
+                      std::deque<Box>& boxes, std::span<const Rank> also, const PlacedCluster& cluster,
+                      const RelayCuts& cuts) {
+  SenderRelays(assignments, bytes, boxes, also, cluster, cuts).run();
+}
+
+}  // namespace refit::planner_detail

@@ -1,0 +1,40 @@
+#pragma once
+// Sending through a neighbour's NIC. A domain whose ranks send unevenly (pipeline stages of
+// unequal bytes, one holder beside idle inference ranks, one slow NIC) leaves some of its NICs
+// busier than the rest. Where a NIC would send for longer than the domain's NICs take on average
+// (and than the busiest receiving NIC takes in), part of what it sends first hops over NVLink to
+// a rank of the part behind a NIC with room, which sends it on: the M2N ring's forwarding through
+// inference ranks, chosen by load.
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "refit/core/box.h"
+#include "refit/topology/rank_map.h"
+#include "refit_pieces.h"
+
+namespace refit::planner_detail {
+
+// A sending NIC counts as busier than its domain's level past this fraction of it: an NVLink hop
+// costs a little time and memory at the rank it lands on, not worth a few per cent.
+inline constexpr double kSenderRelayMargin = 0.05;
+
+// What relay_at_senders needs of the problem: bytes per element by tensor, the smallest piece to
+// cut, and whether a rank holds or needs part of a box (a hop there would land in its own boxes).
+struct RelayCuts {
+  std::vector<std::int64_t> element_size;  // by problem tensor
+  double min_split = kMinSplitBytes;       // moved bytes
+  std::function<bool(std::uint32_t tensor, Rank rank, const Box& box)> touches;
+};
+
+// Rewrites `assignments` (with `bytes`, their moved bytes) so that within each domain the NICs of
+// the ranks the assignments name, and of `also` (the part's other ranks), send about evenly: an assignment
+// moved whole, or the head rows of one cut by `cuts`, is sent by a relay that an NVLink hop (Assignment::hop)
+// feeds. New row blocks are kept in `boxes`. Assignments that feed others, and those already forwarded, stay.
+void relay_at_senders(std::vector<Assignment>& assignments, std::vector<std::int64_t>& bytes,
+                      std::deque<Box>& boxes, std::span<const Rank> also, const PlacedCluster& cluster,
+                      const RelayCuts& cuts);
+
+}  // namespace refit::planner_detail
