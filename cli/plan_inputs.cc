@@ -55,8 +55,7 @@ Result<PlanInputs> load_plan_inputs(const PlanInputOptions& o) {
 
 Result<TimedPlan> obtain_plan(const PlanInputOptions& o, const PlanInputs& in, std::string_view strategy) {
   const auto start = std::chrono::steady_clock::now();
-  auto plan = REFIT_TRY(o.plan_file.empty() ? refit::plan(in.problem, in.cluster, strategy,
-                                                          PlanOptions{.chunk = Bytes{o.chunk_bytes}})
+  auto plan = REFIT_TRY(o.plan_file.empty() ? refit::plan(in.problem, in.cluster, strategy, o.plan_options())
                                             : load_plan(o.plan_file, in.problem, in.cluster));
   return TimedPlan{.plan = std::move(plan), .seconds = seconds_since(start)};
 }

@@ -21,6 +21,9 @@ struct PlanInputOptions {
   std::string strategy{strategy_info(kDefaultStrategy).name};
   std::string plan_file;
   std::int64_t chunk_bytes = PlanOptions{}.chunk.value;
+  bool for_delta = false;  // planned for a delta refit (run --delta): no relay keeps scratch
+
+  PlanOptions plan_options() const { return {.chunk = Bytes{chunk_bytes}, .neighbour_relays = !for_delta}; }
 };
 
 void add_plan_input_options(CLI::App& cmd, PlanInputOptions& options, bool with_plan_file);

@@ -101,12 +101,19 @@ ExecutorOptions executor_options(const RunOptions& o, const Plan& plan, FaultInj
                          .on_transport_message = print_transport_message};
 }
 
+// What this run plans with: with --delta, for a delta refit.
+PlanInputOptions planning(const RunOptions& o) {
+  auto planning = o.inputs;
+  planning.for_delta = o.delta.has_value();
+  return planning;
+}
+
 // --delta: every rank re-plans by the bytes that move, unless the plan comes from a file, which
 // nothing re-makes.
 std::optional<DeltaRebalance> delta_rebalance(const RunOptions& o, const PlanInputs& inputs) {
   if (!o.inputs.plan_file.empty()) return std::nullopt;
-  return refit::delta_rebalance(inputs.problem, inputs.cluster, o.inputs.strategy,
-                                PlanOptions{.chunk = Bytes{o.inputs.chunk_bytes}}, o.delta_rebalance);
+  return refit::delta_rebalance(inputs.problem, inputs.cluster, o.inputs.strategy, planning(o).plan_options(),
+                                o.delta_rebalance);
 }
 
 // The executor of this run; with --delta, a delta refit's over it (its bytes on the GPU with nccl).
@@ -127,7 +134,7 @@ std::optional<DeltaRebalance> delta_rebalance(const RunOptions& o, const PlanInp
                     "ranks): run it with mpirun -np {}",
                     bootstrap.size(), bootstrap.size() == 1 ? "" : "es", problem.world_size(),
                     problem.source_ranks(), problem.destination_ranks(), problem.world_size()));
-  auto planned = REFIT_TRY(obtain_plan(o.inputs, inputs, o.inputs.strategy));
+  auto planned = REFIT_TRY(obtain_plan(planning(o), inputs, o.inputs.strategy));
   auto join = REFIT_TRY(plan_run_join(o.join, o.inputs, inputs));
   if (bootstrap.rank() == o.perturb_rank) planned.plan.strategy += " (perturbed)";
   auto executor = REFIT_TRY_IN(run_executor(o, c, planned.plan, inputs), "--executor");

@@ -90,9 +90,10 @@ const ShardBuffer* shard_holding(const std::vector<ShardBuffer>& shards, std::ui
   if (shard == nullptr)
     return unsupported(
         fmt::format("rank {}: {}: it lies outside the rank's own destination shards (a "
-                    "relay's scratch, as in gather-broadcast plans, or a missing buffer), "
-                    "which a delta refit does not take (plan with --strategy refit or "
-                    "direct)",
+                    "relay's scratch, as in gather-broadcast plans and refit's relays through a "
+                    "neighbour's NIC, or a missing buffer), which a delta refit does not take "
+                    "(plan with --strategy refit or direct, for a delta refit: refit run --delta "
+                    "and refit.plan(..., for_delta=True) plan so)",
                     rank.value, piece.name));
   piece.shard = *shard;
   (sends ? out.sends : out.receives).push_back(std::move(piece));

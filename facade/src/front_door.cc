@@ -71,6 +71,7 @@ DeltaRebalance delta_rebalance(ReshardProblem problem, PlacedCluster cluster, st
            options = std::move(options)](std::vector<Bytes> moved) {
             auto weighed = options;
             weighed.moved_bytes = std::move(moved);
+            weighed.neighbour_relays = false;  // a delta refit takes no relay's scratch
             return plan(problem, cluster, strategy, weighed);
           },
       .max_drift = max_drift};

@@ -87,9 +87,13 @@ struct Planned {
   Seconds seconds;
 };
 
+// Plans as `o` asks; with o.delta, for a delta refit (PlanOptions::neighbour_relays), so that each
+// row's plan is the one whose step it predicts.
 [[nodiscard]] Result<Planned> plan_timed(const Regimed& on, std::string_view strategy,
-                                         const PlanOptions& options) {
+                                         const PredictOptions& o) {
   const auto start = std::chrono::steady_clock::now();
+  auto options = o.plan;
+  options.neighbour_relays = options.neighbour_relays && !o.delta;
   auto made = REFIT_TRY(plan(on.problem(), on.cluster(), strategy, options));
   return Planned{.plan = std::move(made), .seconds = seconds_since(start)};
 }
@@ -228,7 +232,7 @@ void relate(std::vector<Prediction>& rows) {
   const auto& deployed = default_deployment(s);
   const bool today = receivers != nullptr && deployed.quantizes_at_receivers;
   const Regimed& on = today ? *receivers : asked;
-  const auto planned = REFIT_TRY_IN(plan_timed(on, s.name, o.plan), fmt::format("planning {}", s.name));
+  const auto planned = REFIT_TRY_IN(plan_timed(on, s.name, o), fmt::format("planning {}", s.name));
   rows.push_back(REFIT_TRY_IN(run_row(o, on, planned, deployed, traced),
                               fmt::format("{} as {} runs it", s.name, deployed.name)));
   if (today) rows.back().notes.emplace_back(kReceiverNote);
@@ -239,7 +243,7 @@ void relate(std::vector<Prediction>& rows) {
   // The problem as asked: planned again only where the deployed row ran the receivers' problem
   // (a copy of a million-transfer plan costs as much as a good part of planning it).
   std::optional<Planned> replanned;
-  if (today) replanned = REFIT_TRY_IN(plan_timed(asked, s.name, o.plan), fmt::format("planning {}", s.name));
+  if (today) replanned = REFIT_TRY_IN(plan_timed(asked, s.name, o), fmt::format("planning {}", s.name));
   rows.push_back(REFIT_TRY_IN(run_row(o, asked, replanned ? *replanned : planned, refit_executors(), false),
                               fmt::format("{} as {} runs it", s.name, refit_executors().name)));
   return rows;
@@ -253,8 +257,8 @@ Result<Predictions> predict(const PredictionInputs& in, const PredictOptions& o,
   const auto asked = REFIT_TRY(Regimed::make(in.problem, in.cluster));
   Predictions out{
       .cluster = in.cluster.name(), .bound = lower_bound(in.problem, asked.cluster()), .rows = {}};
-  const Planned planned = given ? Planned{.plan = *given, .seconds = Seconds{}}
-                                : REFIT_TRY(plan_timed(asked, o.strategy, o.plan));
+  const Planned planned =
+      given ? Planned{.plan = *given, .seconds = Seconds{}} : REFIT_TRY(plan_timed(asked, o.strategy, o));
   const DeploymentInfo* deployment = REFIT_TRY(deployment_for(o, planned.plan));
   // A plan file is what moves: a baseline's plan that quantizes before the engines is nothing the
   // deployed code runs, so refit's executors run it.
@@ -264,7 +268,7 @@ Result<Predictions> predict(const PredictionInputs& in, const PredictOptions& o,
       deployment->quantizes_at_receivers && !given ? REFIT_TRY(at_receivers(in.source)) : std::nullopt;
   if (receivers) {
     const auto on = REFIT_TRY(Regimed::make(*receivers, in.cluster));
-    const auto today = REFIT_TRY(plan_timed(on, o.strategy, o.plan));
+    const auto today = REFIT_TRY(plan_timed(on, o.strategy, o));
     out.rows.push_back(REFIT_TRY(run_row(o, on, today, *deployment, true)));
     out.rows.back().notes.emplace_back(kReceiverNote);
   } else {

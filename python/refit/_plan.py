@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from refit import _refit
-from refit._checks import INT64_MAX, checked_int, checked_rank
+from refit._checks import INT64_MAX, checked_flag, checked_int, checked_rank
 from refit._cluster import Cluster
 from refit._errors import BadInput
 from refit._paths import FilePath, path_text
@@ -261,6 +261,7 @@ def plan(
     strategy: str = "refit",
     *,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    for_delta: bool = False,
 ) -> Plan:
     """Plans the refit of ``problem`` on ``cluster`` (sized to its job) with a strategy.
 
@@ -268,6 +269,10 @@ def plan(
         strategy: ``refit`` (default), ``direct``, ``m2n-ring`` or ``gather-broadcast``
             (:func:`refit.strategies`).
         chunk_bytes: relays forward in chunks of this size.
+        for_delta: a plan for a delta refit (``Executor(delta=True)``). refit's plans may send
+            some bytes through a neighbour's NIC, which keeps them outside its own boxes
+            meanwhile; a delta refit keeps its baselines in the ranks' boxes and takes no such
+            relay, so its plans are made without.
 
     Raises:
         refit.BadInput: an unknown strategy, a cluster too small for the job.
@@ -275,5 +280,6 @@ def plan(
     expect(problem, Problem, "problem")
     expect(cluster, Cluster, "cluster (refit.Cluster.preset(...))")
     chunk_bytes = checked_chunk_bytes(chunk_bytes)
-    handle, seconds = _refit.Plan.make(problem._handle, cluster.placed(problem), strategy, chunk_bytes)
+    for_delta = checked_flag(for_delta, "for_delta")
+    handle, seconds = _refit.Plan.make(problem._handle, cluster.placed(problem), strategy, chunk_bytes, for_delta)
     return Plan(handle, problem, cluster, seconds, chunk_bytes)

@@ -32,7 +32,7 @@ using namespace nb::literals;
 
 // A plan and the wall time it took to make (or load), as refit plan reports it.
 std::tuple<PlanHandle, double> make(const ProblemHandle& problem, const ClusterHandle& cluster,
-                                    const std::string& strategy, std::int64_t chunk_bytes) {
+                                    const std::string& strategy, std::int64_t chunk_bytes, bool for_delta) {
   // Named as refit plan --strategy names it.
   if (auto known = find_strategy(strategy); !known) raise_error(std::move(known.error()).in("--strategy"));
   Result<Plan> made;
@@ -40,7 +40,8 @@ std::tuple<PlanHandle, double> make(const ProblemHandle& problem, const ClusterH
   {
     nb::gil_scoped_release release;
     const auto start = std::chrono::steady_clock::now();
-    made = refit::plan(*problem.problem, *cluster.placed, strategy, PlanOptions{.chunk = Bytes{chunk_bytes}});
+    made = refit::plan(*problem.problem, *cluster.placed, strategy,
+                       PlanOptions{.chunk = Bytes{chunk_bytes}, .neighbour_relays = !for_delta});
     seconds = seconds_since(start).value;
   }
   return {PlanHandle{std::make_shared<const Plan>(unwrap(std::move(made)))}, seconds};
@@ -211,8 +212,10 @@ void bind_plan(nb::module_& m) {
                          "(the refit-plan format). Plans are deterministic: the same inputs give the same "
                          "hash in every process.")
       .def_static("make", &make, "problem"_a, "cluster"_a, "strategy"_a, "chunk_bytes"_a,
+                  "for_delta"_a = false,
                   "Plans with the named strategy and checks the plan against the problem; returns the "
-                  "plan and the seconds planning took.")
+                  "plan and the seconds planning took. for_delta: for a delta refit (no relay keeps "
+                  "bytes outside its own boxes).")
       .def_static("load", &load, "path"_a, "problem"_a, "cluster"_a,
                   "Reads a plan file (refit plan --out) and checks that it solves the problem; returns "
                   "the plan and the seconds loading took.")

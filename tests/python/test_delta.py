@@ -130,7 +130,7 @@ def test_fp8_deltas_give_every_inference_rank_what_a_dense_fp8_refit_gives(train
     # bytes in both.
     problem = refit.Problem.from_model(MODELS / "small-llama-blocks.json", train=train, infer="tp=2,engines=2",
                                        quantize="fp8-block128", quantize_at=quantize_at)  # fmt: skip
-    plan = refit.plan(problem, refit.Cluster.preset("cpu-host"), strategy="refit")
+    plan = refit.plan(problem, refit.Cluster.preset("cpu-host"), strategy="refit", for_delta=True)
     steps = [_bf16_weights(problem, s) for s in range(STEPS)]
 
     results = _delta_beside_dense(problem, plan, steps)
@@ -159,7 +159,7 @@ def test_weights_trained_in_fp8_move_as_deltas_of_their_bytes_exactly() -> None:
     # after the first step the training ranks send less than the dense bytes, none densely.
     problem = refit.Problem.from_model(MODELS / "small-llama-blocks.json", train="tp=2", infer="tp=2,engines=2",
                                        quantize="fp8-block128", quantize_at="training")  # fmt: skip
-    plan = refit.plan(problem, refit.Cluster.preset("cpu-host"), strategy="refit")
+    plan = refit.plan(problem, refit.Cluster.preset("cpu-host"), strategy="refit", for_delta=True)
     steps = [_fp8_trained_weights(problem, s) for s in range(STEPS)]
 
     results = _delta_beside_dense(problem, plan, steps)
@@ -173,7 +173,7 @@ def test_delta_rebalance_re_plans_by_the_bytes_that_move_unless_told_not_to() ->
     # so after step 1 the payload shares drift by about 1/2 and, past the default threshold (0.1),
     # every rank re-plans; with delta_rebalance=None no step re-plans. Every step stays exact.
     problem = refit.Problem.from_model(MODELS / "small-llama-blocks.json", train="tp=1,dp=2", infer="tp=2")
-    plan = refit.plan(problem, refit.Cluster.preset("cpu-host:gpus_per_node=1"), strategy="refit")
+    plan = refit.plan(problem, refit.Cluster.preset("cpu-host:gpus_per_node=1"), strategy="refit", for_delta=True)
     frozen = len(problem.tensors) // 2
     steps = [_bf16_weights(problem, s, frozen) for s in range(3)]
 
@@ -219,3 +219,17 @@ def test_a_delta_refit_over_nccl_runs_one_plan_rank_a_process() -> None:
     alone = refit.exchange.from_callable(lambda data: [data], rank=0, size=1)
     with pytest.raises(refit.BadInput, match="a delta refit runs one plan rank per process"):
         refit.Executor("nccl", alone, delta=True, comm_rank_of=[0, 0])
+
+
+def test_a_plan_for_a_delta_refit_sends_nothing_through_a_neighbours_nic() -> None:
+    """refit's plans may hop bytes over NVLink to a rank beside a busy NIC, which keeps them
+    outside its own boxes while it sends them on; a delta refit takes no such relay, so
+    ``for_delta=True`` plans none. WideLlama TP1 -> 2 engines of TP2 on nodes of 2 GPUs: the
+    training rank's NIC sends 29.4 MB alone, 14.7 MB once the inference rank beside it lends its."""
+    problem = refit.Problem.from_model(MODELS / "wide-llama.json", train="tp=1", infer="tp=2,engines=2")
+    cluster = refit.Cluster.preset("dgx-h100:gpus_per_node=2")
+    relayed = refit.plan(problem, cluster).stats
+    for_delta = refit.plan(problem, cluster, for_delta=True).stats
+    assert relayed.max_nic_tx_bytes * 2 == pytest.approx(for_delta.max_nic_tx_bytes, rel=1e-3)
+    with pytest.raises(refit.BadInput, match="for_delta"):
+        refit.plan(problem, cluster, for_delta="yes")  # type: ignore[arg-type]
