@@ -6,7 +6,8 @@ namespace refit::cli {
 
 void add_model_options(CLI::App* cmd, ModelOptions& options) {
   cmd->add_option("--dtype", options.dtype,
-                  "Weight dtype instead of the config's torch_dtype (bf16, fp16, fp32, fp8_e4m3, ...)");
+                  "Weight dtype instead of the config's torch_dtype (bf16, fp16, fp32, fp8_e4m3, ...)")
+      ->check(non_empty());
   cmd->add_flag("--per-expert", options.per_expert,
                 "One tensor per routed expert instead of one stacked [E, out, in] per layer");
   cmd->add_flag("--mtp", options.mtp, "Include DeepSeek-V3's multi-token-prediction layer");
@@ -14,7 +15,8 @@ void add_model_options(CLI::App* cmd, ModelOptions& options) {
       cmd->add_option("--quantize", options.quantize,
                       "FP8 inference weights: fp8-block128 (fp8_e4m3, one fp32 scale per 128x128 block, as "
                       "DeepSeek-V3 ships) or mxfp8 (one e8m0 scale per 32); the weights vLLM's FP8 quantizes "
-                      "(linear and expert weights) get a scales tensor of their own");
+                      "(linear and expert weights) get a scales tensor of their own")
+          ->check(non_empty());
   cmd->add_option("--quantize-at", options.quantize_at,
                   "Where weights are quantized: landing (a training rank holding whole blocks quantizes "
                   "before the network, so fp8 travels; where the training layout cuts blocks, one replica "
@@ -24,6 +26,7 @@ void add_model_options(CLI::App* cmd, ModelOptions& options) {
                   "training (FP8 training: the training ranks hold the weights in fp8 with their scales, "
                   "and both move as they are); only with --quantize")
       ->capture_default_str()
+      ->check(non_empty())
       ->needs(quantize);
 }
 

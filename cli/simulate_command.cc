@@ -281,7 +281,7 @@ Action add_simulate_command(CLI::App& app) {
   std::string deployment_help = "Who runs the plan, and so how the refit is cut into calls:";
   for (const auto& d : deployments()) deployment_help += fmt::format(" {}: {};", d.name, d.description);
   deployment_help += " Default: refit for refit's plans, nemo-rl for the baselines' (docs/deployed_refit.md)";
-  cmd->add_option("--deployment", o->deployment, deployment_help);
+  cmd->add_option("--deployment", o->deployment, deployment_help)->check(non_empty());
   cmd->add_flag("--explain", o->explain,
                 "Print the five biggest contributors to the critical path, in words");
   cmd->add_flag("--sensitivity", o->sensitivity,

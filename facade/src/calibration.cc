@@ -285,6 +285,23 @@ enum class Turns {
                            "memcpy bytes");
 }
 
+// A put per chunk, each timed over the repetitions: past this many chunks a size takes minutes (one
+// byte a chunk once ran for longer than 100 s) and tells no more about the time per chunk.
+constexpr std::int64_t kMaxOverheadChunks = std::int64_t{1} << 16;
+
+[[nodiscard]] Result<void> check_overhead_chunks(const CalibrationOptions& o) {
+  for (const auto* line : {&o.streaming, &o.in_cache})
+    for (const Bytes size : line->overhead_sizes)
+      if (const auto chunks = (size.value + o.overhead_chunk.value - 1) / o.overhead_chunk.value;
+          chunks > kMaxOverheadChunks)
+        return invalid(fmt::format(
+            "overhead chunk: {} bytes cuts the overhead size of {} bytes into {} chunks, more than {}: take "
+            "a chunk of at least {} bytes",
+            o.overhead_chunk.value, size.value, chunks, kMaxOverheadChunks,
+            (size.value + kMaxOverheadChunks - 1) / kMaxOverheadChunks));
+  return {};
+}
+
 [[nodiscard]] Result<void> check_calibration_options(const Bootstrap& bootstrap,
                                                      const CalibrationOptions& o) {
   if (bootstrap.size() < 2 || bootstrap.size() % 2 != 0)
@@ -300,6 +317,7 @@ enum class Turns {
   REFIT_TRY(check_transfer_sizes(o));
   if (!o.streaming.overhead_sizes.empty() || !o.in_cache.overhead_sizes.empty()) {
     REFIT_TRY_IN(check_chunk(o.overhead_chunk), "overhead chunk");
+    REFIT_TRY(check_overhead_chunks(o));
     if (o.overhead_chunk >= PlanOptions{}.chunk)
       return invalid(fmt::format(
           "overhead chunk: {} bytes is not smaller than the chunk refit plans ({} bytes): the overhead sizes "

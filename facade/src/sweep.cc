@@ -134,6 +134,30 @@ std::vector<std::pair<std::string, std::string>> sweep_keys() {
   return keys;
 }
 
+namespace {
+
+// A sweep predicts every point, each from seconds to minutes, and holds them all: a grid past
+// this many points is a mistake, not a plan (ten axes of ten values once took all the memory
+// before the first prediction).
+constexpr std::size_t kMaxSweepPoints = 10'000;
+
+[[nodiscard]] Result<void> check_point_count(const std::vector<SweepAxis>& axes) {
+  std::size_t points = 1;
+  std::vector<std::string> sizes;
+  for (const auto& axis : axes) {
+    points = axis.values.size() > kMaxSweepPoints / std::max<std::size_t>(points, 1)
+                 ? kMaxSweepPoints + 1
+                 : points * axis.values.size();
+    sizes.push_back(fmt::format("{} {}", axis.values.size(), axis.key));
+  }
+  if (points <= kMaxSweepPoints) return {};
+  return out_of_range(
+      fmt::format("--vary: {} make more than {} points: sweep fewer values, or split the sweep",
+                  fmt::join(sizes, " x "), kMaxSweepPoints));
+}
+
+}  // namespace
+
 Result<std::vector<SweepPoint>> sweep_points(const ProblemSource& problem, const ClusterSource& cluster,
                                              const std::vector<SweepAxis>& axes) {
   std::set<std::string> seen;
@@ -141,6 +165,7 @@ Result<std::vector<SweepPoint>> sweep_points(const ProblemSource& problem, const
     if (!seen.insert(axis.key).second) return invalid(fmt::format("--vary {}: given twice", axis.key));
     REFIT_TRY_IN(check_axis(axis, problem, cluster), fmt::format("--vary {}", axis.key));
   }
+  REFIT_TRY(check_point_count(axes));
   std::vector<SweepPoint> points;
   std::vector<std::size_t> at(axes.size(), 0);
   do {

@@ -233,6 +233,27 @@ INSTANTIATE_TEST_SUITE_P(
                 "simulate " + kModel + " --cluster dgx-h100 --quantize mxfp8 --quantize-at x", "",
                 "error: --quantize-at: unknown quantization site 'x'"}));
 
+// Each once taken as the option left out (exit 0), or a grid built whole before any prediction.
+INSTANTIATE_TEST_SUITE_P(
+    SeventhCampaign, HostileCli,
+    ::testing::Values(
+        Hostile{"quantize_empty", "simulate " + kModel + " --cluster dgx-h100 --quantize ''", "",
+                "--quantize: is empty"},
+        Hostile{"dtype_empty", "plan " + kModel + " --dtype ''", "", "--dtype: is empty"},
+        Hostile{"quantize_at_empty", "plan " + kModel + " --quantize mxfp8 --quantize-at ''", "",
+                "--quantize-at: is empty"},
+        Hostile{"deployment_empty", "simulate " + kModel + " --cluster dgx-h100 --deployment ''", "",
+                "--deployment: is empty"},
+        Hostile{
+            "sweep_grid_too_large",
+            "sweep " + kModel +
+                " --cluster dgx-h100 --vary nic_gbps=1,2,3,4,5,6,7,8,9,10 --vary "
+                "nvlink_gbps=1,2,3,4,5,6,7,8,9,10 --vary copy_gbps=1,2,3,4,5,6,7,8,9,10 --vary "
+                "nodes=1,2,3,4,5,6,7,8,9,10 --vary latency_us=1,2",
+            "",
+            "--vary: 10 nic_gbps x 10 nvlink_gbps x 10 copy_gbps x 10 nodes x 2 latency_us make more than "
+            "10000 points"}));
+
 TEST(HostileCli, AJoinOfABaselinesPlanIsPredictedAsRefitsExecutorsRunIt) {
   // NeMo RL has no join: m2n-ring's join plan, once refused for NeMo RL's training stages, is run
   // as refit's executors run it unless a deployment is named.

@@ -189,6 +189,14 @@ TEST_F(CalibratedHost, AMemcpyPastTheHostsMemoryOrTooManyDevicesAreRefusedBefore
   EXPECT_EQ(devices.exit_code, 2) << devices.err;
   EXPECT_NE(devices.err.find("devices: must be in [1, 1048576], got 1048577"), std::string::npos)
       << devices.err;
+  // One byte a chunk cuts the default 64 MiB overhead size into 2^26 puts (once more than 100 s
+  // of calibrating): at most 2^16, so at least 1024 bytes.
+  const auto chunk = calibrate(2, "--overhead-chunk 1");
+  EXPECT_EQ(chunk.exit_code, 2) << chunk.err;
+  EXPECT_NE(chunk.err.find("overhead chunk: 1 bytes cuts the overhead size of 67108864 bytes into 67108864 "
+                           "chunks, more than 65536: take a chunk of at least 1024 bytes"),
+            std::string::npos)
+      << chunk.err;
 }
 
 std::set<std::string> keys(const nlohmann::json& object) {
