@@ -10,6 +10,7 @@ from typing import Any, Optional, Sequence, Union
 from refit import _refit
 from refit._checks import INT32_MAX, INT64_MAX, checked_ints, checked_names, checked_seconds, optional_int
 from refit._cluster import Cluster
+from refit._errors import BadInput
 from refit._paths import FilePath, output_file
 from refit._plan import DEFAULT_CHUNK_BYTES, Plan, checked_chunk_bytes, expect
 from refit._plan import strategies as _all_strategies
@@ -179,6 +180,21 @@ def _checked_strategies(strategies: Any) -> Optional[list[str]]:
     return checked_names(strategies, "strategies", "strategy", [s.name for s in _all_strategies()])
 
 
+def _refuse_planning(plan: Plan, cluster: Optional[Cluster], strategy: str, chunk_bytes: int) -> None:
+    """A plan is simulated as it was planned, on its own cluster: arguments that would plan it
+    otherwise are refused rather than ignored."""
+    if cluster is not None and cluster is not plan.cluster:
+        raise BadInput(
+            "cluster: a Plan is simulated on the cluster it was planned on (plan.cluster); "
+            "refit.Plan.load(path, problem, cluster) checks a plan file against another", "invalid argument")
+    if strategy != plan.strategy and strategy != "refit":
+        raise BadInput(f"strategy: a Plan is simulated as it was planned, with {plan.strategy!r}; "
+                       f"{strategy!r} plans a Problem", "invalid argument")  # fmt: skip
+    if chunk_bytes != DEFAULT_CHUNK_BYTES:
+        raise BadInput("chunk_bytes: a Plan is simulated with the chunks it was planned with; "
+                       "chunk_bytes plans a Problem", "invalid argument")  # fmt: skip
+
+
 def simulate(
     problem: Union[Problem, Plan],
     cluster: Optional[Cluster] = None,
@@ -219,6 +235,7 @@ def simulate(
     window, staging_bytes = _checked_window(window), _checked_staging(staging_bytes)
     chunk_bytes = checked_chunk_bytes(chunk_bytes)
     if isinstance(problem, Plan):
+        _refuse_planning(problem, cluster, strategy, chunk_bytes)
         trace_file = _trace_file(trace)
         placed = problem.cluster.placed(problem.problem)
         raw = problem._handle.simulate(problem.problem._handle, placed, window, trace is not False, deployment,
