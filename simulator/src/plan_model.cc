@@ -162,16 +162,17 @@ CalledPart called_part(const Plan& plan, const CallSchedule& schedule,
   return out;
 }
 
-// NVLink transfers only between GPUs that have NVLink: a cluster may give a GPU none (0 GB/s),
-// which only a GPU alone in its domain can do without.
+// NVLink transfers only between GPUs that have NVLink: a GPU alone in its domain may have none
+// (0 GB/s; Cluster::make refuses it in a shared one), and a plan made for another cluster could
+// still cross NVLink to it.
 Result<void> check_nvlink(const Plan& plan, const PlacedCluster& cluster) {
   for (const Transfer& t : plan.transfers) {
     if (t.link != LinkKind::kNvlink) continue;
     for (const Rank r : {t.sender, t.receiver})
       if (const auto g = cluster.gpu_of(r); cluster.cluster().gpu(g).nvlink_bandwidth.value <= 0)
         return invalid(
-            fmt::format("transfer #{} crosses NVLink, but GPU {} (rank {}) has none (nvlink_gbps 0 "
-                        "in its domain of several GPUs): a GPU without NVLink is a domain of its own",
+            fmt::format("transfer #{} crosses NVLink, but GPU {} (rank {}) has none (nvlink_gbps 0): the "
+                        "plan was made for another cluster",
                         t.id, g.value, r.value));
   }
   return {};

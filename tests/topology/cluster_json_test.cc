@@ -185,82 +185,124 @@ TEST_P(TopoJsonBad, RefusedNamingTheJsonPath) {
   EXPECT_NE(back.error().message.find(GetParam().must_mention), std::string::npos) << back.error().message;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Cases, TopoJsonBad,
-    ::testing::Values(
-        BadJson{"missing_node", ErrorCode::kInvalidArgument,
-                [](nlohmann::json& j) { j["gpus"][3].erase("node"); }, "gpus[3].node: missing"},
-        BadJson{"string_bandwidth", ErrorCode::kInvalidArgument,
-                [](nlohmann::json& j) { j["gpus"][0]["nvlink_gbps"] = "fast"; },
-                "gpus[0].nvlink_gbps: expected a number, got \"fast\""},
-        BadJson{"negative_memory", ErrorCode::kOutOfRange,
-                [](nlohmann::json& j) { j["gpus"][2]["memory_gb"] = -80; },
-                "gpus[2].memory_gb: must be a size in GB within [0, 1e6], got -80"},
-        BadJson{"float_node", ErrorCode::kInvalidArgument,
-                [](nlohmann::json& j) { j["gpus"][1]["node"] = 0.5; },
-                "gpus[1].node: expected an integer, got 0.5"},
-        BadJson{"typo", ErrorCode::kNotFound, [](nlohmann::json& j) { j["nics"][0]["gpbs"] = 1; },
-                "nics[0].gpbs: unknown field"},
-        BadJson{"gpu_in_two_domains", ErrorCode::kInvalidArgument,
-                [](nlohmann::json& j) { j["domains"][1]["gpus"].push_back(0); },
-                "domains[1].gpus[2]: GPU 0 is already in domain 0"},
-        BadJson{"nic_to_missing_gpu", ErrorCode::kNotFound,
-                [](nlohmann::json& j) { j["nics"][1]["gpus"][0] = 9; },
-                "nics[1].gpus[0]: GPU 9 does not exist"},
-        BadJson{"nic_on_other_node", ErrorCode::kMismatch,
-                [](nlohmann::json& j) { j["nics"][1]["gpus"][0] = 0; },
-                "nics[1].gpus[0]: GPU 0 is on node 0"},
-        BadJson{"no_latency", ErrorCode::kInvalidArgument,
-                [](nlohmann::json& j) { j.erase("nvlink_latency_us"); }, "nvlink_latency_us: missing"},
-        BadJson{"gpus_not_array", ErrorCode::kInvalidArgument, [](nlohmann::json& j) { j["gpus"] = 3; },
-                "gpus: expected an array"},
-        BadJson{"bad_oversubscription", ErrorCode::kOutOfRange,
-                [](nlohmann::json& j) { j["fabric"]["oversubscription"] = 0.5; }, "fabric.oversubscription"},
-        BadJson{"placement_to_missing_gpu", ErrorCode::kNotFound,
-                [](nlohmann::json& j) { j["placement"]["rank_to_gpu"][3] = 4; },
-                "placement: rank_to_gpu[3]: GPU 4 does not exist"},
-        BadJson{"cache_typo", ErrorCode::kNotFound,
-                [](nlohmann::json& j) {
-                  j["caches"] = {{{"node", 0},
-                                  {"capacity_bytes", 1},
-                                  {"nic_gbps", 1},
-                                  {"latency_us", 1},
-                                  {"copy_gbps", 1},
-                                  {"capacity", 2}}};
-                },
-                "caches[0].capacity: unknown field"},
-        BadJson{"cache_without_capacity", ErrorCode::kInvalidArgument,
-                [](nlohmann::json& j) {
-                  j["caches"] = {{{"node", 0}, {"nic_gbps", 1}, {"latency_us", 1}, {"copy_gbps", 1}}};
-                },
-                "caches[0].capacity_bytes: missing"},
-        BadJson{
-            "cache_of_no_node", ErrorCode::kNotFound,
-            [](nlohmann::json& j) {
-              j["caches"] = {
-                  {{"node", 7}, {"capacity_bytes", 1}, {"nic_gbps", 1}, {"latency_us", 1}, {"copy_gbps", 1}}};
-            },
-            "caches[0].node: no GPU is on node 7"},
-        BadJson{"assumption_not_a_sentence", ErrorCode::kInvalidArgument,
-                [](nlohmann::json& j) {
-                  j["assumptions"] = {"copies at 10 GB/s", 3};
-                },
-                "assumptions[1]: must be a string, got number"},
-        BadJson{"assumption_empty", ErrorCode::kOutOfRange,
-                [](nlohmann::json& j) { j["assumptions"] = {""}; },
-                "assumptions[0]: a sentence of 1 to 1000 characters, got 0"},
-        BadJson{"assumption_too_long", ErrorCode::kOutOfRange,
-                [](nlohmann::json& j) { j["assumptions"] = {std::string(1001, 'x')}; },
-                "assumptions[0]: a sentence of 1 to 1000 characters, got 1001"},
-        BadJson{"assumption_with_an_escape", ErrorCode::kInvalidArgument,
-                [](nlohmann::json& j) { j["assumptions"] = {"copies \x1b[2J assumed"}; },
-                "assumptions[0]: a control character"},
-        BadJson{"too_many_assumptions", ErrorCode::kOutOfRange,
-                [](nlohmann::json& j) { j["assumptions"] = std::vector<std::string>(65, "assumed"); },
-                "assumptions: at most 64 sentences, got 65"},
-        BadJson{"not_an_object", ErrorCode::kInvalidArgument,
-                [](nlohmann::json& j) { j = nlohmann::json::array(); },
-                "the cluster file: expected an object, got []"}));
+INSTANTIATE_TEST_SUITE_P(Cases, TopoJsonBad,
+                         ::testing::Values(BadJson{"missing_node", ErrorCode::kInvalidArgument,
+                                                   [](nlohmann::json& j) { j["gpus"][3].erase("node"); },
+                                                   "gpus[3].node: missing"},
+                                           BadJson{"string_bandwidth", ErrorCode::kInvalidArgument,
+                                                   [](nlohmann::json& j) {
+                                                     j["gpus"][0]["nvlink_gbps"] = "fast";
+                                                   },
+                                                   "gpus[0].nvlink_gbps: expected a number, got \"fast\""},
+                                           BadJson{"negative_memory", ErrorCode::kOutOfRange,
+                                                   [](nlohmann::json& j) { j["gpus"][2]["memory_gb"] = -80; },
+                                                   "gpus[2].memory_gb: must be a size in GB within [0, 1e6], "
+                                                   "got -80"},
+                                           BadJson{"float_node", ErrorCode::kInvalidArgument,
+                                                   [](nlohmann::json& j) { j["gpus"][1]["node"] = 0.5; },
+                                                   "gpus[1].node: expected an integer, got 0.5"},
+                                           BadJson{"typo", ErrorCode::kNotFound,
+                                                   [](nlohmann::json& j) { j["nics"][0]["gpbs"] = 1; },
+                                                   "nics[0].gpbs: unknown field"},
+                                           BadJson{"gpu_in_two_domains", ErrorCode::kInvalidArgument,
+                                                   [](nlohmann::json& j) {
+                                                     j["domains"][1]["gpus"].push_back(0);
+                                                   },
+                                                   "domains[1].gpus[2]: GPU 0 is already in domain 0"},
+                                           BadJson{"nic_to_missing_gpu", ErrorCode::kNotFound,
+                                                   [](nlohmann::json& j) { j["nics"][1]["gpus"][0] = 9; },
+                                                   "nics[1].gpus[0]: GPU 9 does not exist"},
+                                           BadJson{"nic_on_other_node", ErrorCode::kMismatch,
+                                                   [](nlohmann::json& j) { j["nics"][1]["gpus"][0] = 0; },
+                                                   "nics[1].gpus[0]: GPU 0 is on node 0"},
+                                           // Once kept the first NIC and ignored the second (a 10^6 GB/s NIC
+                                           // changed nothing).
+                                           BadJson{"gpu_under_two_nics", ErrorCode::kInvalidArgument,
+                                                   [](nlohmann::json& j) {
+                                                     auto second = j["nics"][0];
+                                                     second["id"] = 2;
+                                                     second["gpus"] = nlohmann::json::array({1});
+                                                     j["nics"].push_back(second);
+                                                   },
+                                                   "nics[2].gpus[0]: GPU 1 is already served by nics[0]"},
+                                           // Once planned over NVLink, then refused by the simulator alone.
+                                           BadJson{"no_nvlink_in_a_shared_domain",
+                                                   ErrorCode::kInvalidArgument,
+                                                   [](nlohmann::json& j) { j["gpus"][1]["nvlink_gbps"] = 0; },
+                                                   "gpus[1].nvlink_gbps is 0 in domain 0 of 2 GPUs: a GPU "
+                                                   "without NVLink is a domain of its own"},
+                                           BadJson{"no_latency", ErrorCode::kInvalidArgument,
+                                                   [](nlohmann::json& j) { j.erase("nvlink_latency_us"); },
+                                                   "nvlink_latency_us: missing"},
+                                           BadJson{"gpus_not_array", ErrorCode::kInvalidArgument,
+                                                   [](nlohmann::json& j) { j["gpus"] = 3; },
+                                                   "gpus: expected an array"},
+                                           BadJson{"bad_oversubscription", ErrorCode::kOutOfRange,
+                                                   [](nlohmann::json& j) {
+                                                     j["fabric"]["oversubscription"] = 0.5;
+                                                   },
+                                                   "fabric.oversubscription"},
+                                           BadJson{"placement_to_missing_gpu", ErrorCode::kNotFound,
+                                                   [](nlohmann::json& j) {
+                                                     j["placement"]["rank_to_gpu"][3] = 4;
+                                                   },
+                                                   "placement: rank_to_gpu[3]: GPU 4 does not exist"},
+                                           BadJson{"cache_typo", ErrorCode::kNotFound,
+                                                   [](nlohmann::json& j) {
+                                                     j["caches"] = {{{"node", 0},
+                                                                     {"capacity_bytes", 1},
+                                                                     {"nic_gbps", 1},
+                                                                     {"latency_us", 1},
+                                                                     {"copy_gbps", 1},
+                                                                     {"capacity", 2}}};
+                                                   },
+                                                   "caches[0].capacity: unknown field"},
+                                           BadJson{"cache_without_capacity", ErrorCode::kInvalidArgument,
+                                                   [](nlohmann::json& j) {
+                                                     j["caches"] = {{{"node", 0},
+                                                                     {"nic_gbps", 1},
+                                                                     {"latency_us", 1},
+                                                                     {"copy_gbps", 1}}};
+                                                   },
+                                                   "caches[0].capacity_bytes: missing"},
+                                           BadJson{"cache_of_no_node", ErrorCode::kNotFound,
+                                                   [](nlohmann::json& j) {
+                                                     j["caches"] = {{{"node", 7},
+                                                                     {"capacity_bytes", 1},
+                                                                     {"nic_gbps", 1},
+                                                                     {"latency_us", 1},
+                                                                     {"copy_gbps", 1}}};
+                                                   },
+                                                   "caches[0].node: no GPU is on node 7"},
+                                           BadJson{"assumption_not_a_sentence", ErrorCode::kInvalidArgument,
+                                                   [](nlohmann::json& j) {
+                                                     j["assumptions"] = {"copies at 10 GB/s", 3};
+                                                   },
+                                                   "assumptions[1]: must be a string, got number"},
+                                           BadJson{
+                                               "assumption_empty", ErrorCode::kOutOfRange,
+                                               [](nlohmann::json& j) { j["assumptions"] = {""}; },
+                                               "assumptions[0]: a sentence of 1 to 1000 characters, got 0"},
+                                           BadJson{"assumption_too_long", ErrorCode::kOutOfRange,
+                                                   [](nlohmann::json& j) {
+                                                     j["assumptions"] = {std::string(1001, 'x')};
+                                                   },
+                                                   "assumptions[0]: a sentence of 1 to 1000 characters, got "
+                                                   "1001"},
+                                           BadJson{"assumption_with_an_escape", ErrorCode::kInvalidArgument,
+                                                   [](nlohmann::json& j) {
+                                                     j["assumptions"] = {"copies \x1b[2J assumed"};
+                                                   },
+                                                   "assumptions[0]: a control character"},
+                                           BadJson{"too_many_assumptions", ErrorCode::kOutOfRange,
+                                                   [](nlohmann::json& j) {
+                                                     j["assumptions"] =
+                                                         std::vector<std::string>(65, "assumed");
+                                                   },
+                                                   "assumptions: at most 64 sentences, got 65"},
+                                           BadJson{"not_an_object", ErrorCode::kInvalidArgument,
+                                                   [](nlohmann::json& j) { j = nlohmann::json::array(); },
+                                                   "the cluster file: expected an object, got []"}));
 
 TEST(TopoJson, SyntaxErrorsGiveThePosition) {
   const auto c = parse_cluster_json("{\n  \"gpus\": [,]\n}");

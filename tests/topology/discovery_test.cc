@@ -186,6 +186,10 @@ TEST_F(TopoDiscovery, FabricCliqueJoinsGpusAndIsNoted) {
   EXPECT_EQ(c.domains()[0].gpus, (std::vector<GpuId>{GpuId{0}, GpuId{1}, GpuId{2}}));
   EXPECT_DOUBLE_EQ(c.gpu(GpuId{0}).copy_bandwidth.gbps(), 2679.0);  // the H100's 1122 x 8 / 3.35
   EXPECT_TRUE(mentions(found->notes, "GPUs 0,1,2 are in multi-node NVLink clique " + uuid + "/7"));
+  // Joined by the clique alone, they reach each other over NVLink at the model's figure.
+  EXPECT_GT(c.gpu(GpuId{0}).nvlink_bandwidth.value, 0);
+  EXPECT_TRUE(mentions(c.spec().assumptions,
+                       "GPU 0 reports no NVLink links but shares an NVLink domain with others"));
 }
 
 TEST_F(TopoDiscovery, NoNvmlModelsTheHost) {

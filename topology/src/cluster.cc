@@ -102,10 +102,20 @@ template <class At>
   }
   for (std::size_t g = 0; g < seen.size(); ++g)
     if (seen[g] < 0) return invalid(fmt::format("gpus[{}] is in no domain", g));
+  // What a domain's GPUs send each other crosses NVLink: a GPU without any is a domain of its own.
+  for (const auto& dom : s.domains)
+    for (const auto g : dom.gpus)
+      if (dom.gpus.size() > 1 && s.gpus[static_cast<std::size_t>(g.value)].nvlink_bandwidth.value <= 0)
+        return invalid(
+            fmt::format("gpus[{}].nvlink_gbps is 0 in domain {} of {} GPUs: a GPU without NVLink is a "
+                        "domain of its own",
+                        g.value, dom.id, dom.gpus.size()));
   return {};
 }
 
 [[nodiscard]] Result<void> check_nics(const ClusterSpec& s) {
+  // A GPU reaches the network through one NIC (the planner and simulator route it so).
+  std::vector<int> served_by(s.gpus.size(), -1);
   for (std::size_t i = 0; i < s.nics.size(); ++i) {
     const auto& n = s.nics[i];
     const auto at = [i] { return fmt::format("nics[{}]", i); };
@@ -128,6 +138,13 @@ template <class At>
       if (s.gpus[static_cast<std::size_t>(g)].node != n.node)
         return mismatch(fmt::format("{}.gpus[{}]: GPU {} is on node {}, the NIC on node {}", at(), k, g,
                                     s.gpus[static_cast<std::size_t>(g)].node, n.node));
+      if (auto& by = served_by[static_cast<std::size_t>(g)]; by >= 0)
+        return invalid(
+            fmt::format("{}.gpus[{}]: GPU {} is already served by nics[{}]: a GPU reaches the network "
+                        "through one NIC",
+                        at(), k, g, by));
+      else
+        by = static_cast<int>(i);
     }
   }
   return {};

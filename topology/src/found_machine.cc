@@ -72,14 +72,23 @@ Result<ClusterSpec> machine_to_node(const FoundMachine& m, std::string name) {
     const auto& gpu = m.gpus[g];
     const auto figures = hw::figures_of_part(gpu.model, gpu.name);
     const auto links = gpu.switch_links + static_cast<std::int32_t>(gpu.peer_links.size());
-    spec.gpus.push_back({.id = GpuId{static_cast<std::int32_t>(g)},
-                         .node = 0,
-                         .domain = domains[g],
-                         .nvlink_bandwidth = hw::nvlink_for_links(figures, links),
-                         .copy_bandwidth = figures.copy,
-                         .pci_bus_id = gpu.bus_id,
-                         .quantize_bandwidth = figures.quantize,
-                         .nccl_costs = figures.nccl});
+    // A GPU joined to others by its fabric clique alone (NVML listing none of its links) still
+    // reaches them over NVLink: at its model's figure, said in a note.
+    const bool joined = std::ranges::count(domains, domains[g]) > 1;
+    if (links == 0 && joined)
+      spec.assumptions.push_back(
+          fmt::format("GPU {} reports no NVLink links but shares an NVLink domain with others: "
+                      "taken at the {}'s NVLink, {} GB/s",
+                      g, figures.name, figures.nvlink.gbps()));
+    spec.gpus.push_back(
+        {.id = GpuId{static_cast<std::int32_t>(g)},
+         .node = 0,
+         .domain = domains[g],
+         .nvlink_bandwidth = links == 0 && joined ? figures.nvlink : hw::nvlink_for_links(figures, links),
+         .copy_bandwidth = figures.copy,
+         .pci_bus_id = gpu.bus_id,
+         .quantize_bandwidth = figures.quantize,
+         .nccl_costs = figures.nccl});
     if (auto note = hw::copy_assumption(figures, part_name(gpu));
         !note.empty() && std::ranges::find(spec.assumptions, note) == spec.assumptions.end())
       spec.assumptions.push_back(std::move(note));
