@@ -17,6 +17,7 @@ Result<Plan> plan(const ReshardProblem& problem, const PlacedCluster& cluster, s
   if (auto ok = validate(made, problem); !ok)
     return fail(ErrorCode::kInternal, fmt::format("internal error: strategy '{}' made an invalid plan: {}",
                                                   strategy, ok.error().message));
+  REFIT_TRY_IN(check_network_ends(made, cluster), fmt::format("strategy '{}'", strategy));
   return made;
 }
 

@@ -10,8 +10,14 @@ namespace refit {
 // kLocal on one GPU, kNvlink inside one NVLink domain, kNetwork otherwise.
 LinkKind link_between(const PlacedCluster& cluster, Rank a, Rank b);
 
-// Every transfer's link is link_between its sender and receiver; errors name the first transfer
-// that says otherwise and both links. Precondition: the plan's ranks are in the cluster's job.
+// Every transfer's link is link_between its sender and receiver, and a network transfer's two
+// ranks sit behind NICs; errors name the first transfer that says otherwise and both links, or
+// the rank and GPU without a NIC. Precondition: the plan's ranks are in the cluster's job.
 [[nodiscard]] Result<void> check_links(const Plan& plan, const PlacedCluster& cluster);
+
+// Every network transfer's sender and receiver sit behind a NIC: a GPU without one cannot send or
+// receive between domains (the simulator would have no link to charge). Errors (kMismatch) name
+// the first transfer, its rank and the GPU.
+[[nodiscard]] Result<void> check_network_ends(const Plan& plan, const PlacedCluster& cluster);
 
 }  // namespace refit
