@@ -152,7 +152,11 @@ Result<Plan> parse_plan_json(std::string_view text) {
                                             "the plan"));
   Plan plan;
   plan.strategy = f.label("strategy");
+  if (f.has("strategy") && plan.strategy.empty()) f.fail("strategy", "is empty");
   const auto execution = f.label_or("execution_model", "");
+  // Left out (plans written before it existed): the strategy's own. Given, it names one.
+  if (f.has("execution_model") && execution.empty())
+    f.fail("execution_model", "is empty (leave it out for the strategy's own)");
   plan.source_ranks = static_cast<std::int32_t>(f.integer("source_ranks", 0));
   plan.destination_ranks = static_cast<std::int32_t>(f.integer("destination_ranks", 0));
   REFIT_TRY(f.status());

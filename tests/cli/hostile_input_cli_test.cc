@@ -252,7 +252,14 @@ INSTANTIATE_TEST_SUITE_P(
                 "nodes=1,2,3,4,5,6,7,8,9,10 --vary latency_us=1,2",
             "",
             "--vary: 10 nic_gbps x 10 nvlink_gbps x 10 copy_gbps x 10 nodes x 2 latency_us make more than "
-            "10000 points"}));
+            "10000 points"},
+        // Once read as a plan of no strategy, and as the strategy's execution model.
+        Hostile{"plan_strategy_empty", kSimulateWithPlan,
+                replaced(kTwoTensorsPlan, "\"strategy\":\"refit\"", "\"strategy\":\"\""),
+                "strategy: is empty"},
+        Hostile{"plan_execution_model_empty", kSimulateWithPlan,
+                replaced(kTwoTensorsPlan, "\"execution_model\":\"refit-ucx\"", "\"execution_model\":\"\""),
+                "execution_model: is empty (leave it out for the strategy's own)"}));
 
 TEST(HostileCli, AJoinOfABaselinesPlanIsPredictedAsRefitsExecutorsRunIt) {
   // NeMo RL has no join: m2n-ring's join plan, once refused for NeMo RL's training stages, is run
