@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from refit._errors import BadInput
 
@@ -16,10 +16,16 @@ __all__ = [
     "checked_flag",
     "checked_int",
     "checked_ints",
+    "checked_list",
     "checked_names",
     "checked_rank",
+    "checked_real",
     "checked_seconds",
+    "checked_text",
+    "optional_callable",
     "optional_int",
+    "optional_ints",
+    "optional_text",
     "rank_problem",
 ]
 
@@ -47,7 +53,7 @@ def optional_int(value: Any, what: str, low: int, high: int, unit: str = "") -> 
     return None if value is None else checked_int(value, what, low, high, unit)
 
 
-def _sequence(values: Any, what: str, items: str) -> list[Any]:
+def checked_list(values: Any, what: str, items: str) -> list[Any]:
     """``values`` as a list, refusing one string (which would be read letter by letter) and
     anything that is not a sequence."""
     if isinstance(values, (str, bytes)):
@@ -59,12 +65,25 @@ def _sequence(values: Any, what: str, items: str) -> list[Any]:
 
 def checked_ints(values: Any, what: str, low: int, high: int) -> list[int]:
     """A list of ints in [low, high], each refused naming its place (``members[2]``)."""
-    return [checked_int(v, f"{what}[{i}]", low, high) for i, v in enumerate(_sequence(values, what, "integers"))]
+    items = checked_list(values, what, "integers")
+    return [checked_int(v, f"{what}[{i}]", low, high) for i, v in enumerate(items)]
+
+
+def optional_ints(values: Any, what: str, low: int, high: int) -> list[int]:
+    """None (the default: an empty list, as the compiled part takes it) or a non-empty list of
+    ints in [low, high]. An empty list is refused, as the refit command refuses ``--peers ''``:
+    the compiled part would read it as the default, which is not what the caller wrote."""
+    if values is None:
+        return []
+    checked = checked_ints(values, what, low, high)
+    if not checked:
+        raise BadInput(f"{what}: is empty (None for the default)", "invalid argument")
+    return checked
 
 
 def checked_names(values: Any, what: str, kind: str, known: list[str]) -> list[str]:
     """A list of names of a ``kind`` (``strategy``), each one of ``known``."""
-    names = _sequence(values, what, f"{kind} names")
+    names = checked_list(values, what, f"{kind} names")
     for name in names:
         if not isinstance(name, str):
             raise BadInput(f"{what}: a {kind} name is a str, got {name!r}", "invalid argument")
@@ -79,6 +98,28 @@ def checked_flag(value: Any, what: str) -> bool:
     if isinstance(value, bool) or (isinstance(value, numbers.Integral) and value in (0, 1)):
         return bool(value)
     raise BadInput(f"{what}: expected True or False, got {value!r}", "invalid argument")
+
+
+def checked_text(value: Any, what: str) -> str:
+    """``value`` as the str it must be, or BadInput naming ``what``: bytes and None are refused
+    here, where the binding would answer with its list of signatures."""
+    if not isinstance(value, str):
+        raise BadInput(f"{what}: expected a str, got {value!r}", "invalid argument")
+    return value
+
+
+def optional_text(value: Any, what: str) -> Optional[str]:
+    """None, or ``value`` checked as :func:`checked_text` checks it."""
+    return None if value is None else checked_text(value, what)
+
+
+def optional_callable(value: Any, what: str, arguments: str) -> Optional[Callable[..., Any]]:
+    """None, or a callable that takes ``arguments`` (``"(done, total)"``), or TypeError naming
+    ``what``: the binding would answer a number with its list of signatures, and Python code
+    would fail only when it first calls it."""
+    if value is not None and not callable(value):
+        raise TypeError(f"{what}: a callable {arguments} or None, got {value!r}")
+    return value
 
 
 def rank_problem(rank: Any, world: int, whose: str) -> Optional[str]:
@@ -98,14 +139,22 @@ def checked_rank(rank: Any, world: int, whose: str) -> int:
     return int(rank)
 
 
+def checked_real(
+    value: Any, what: str, high: float, kind: str = "a number", unit: str = "", note: str = ""
+) -> float:
+    """A finite number (of ``kind``, as messages call it) in (0, high], or BadInput naming ``what``
+    with ``unit`` after the number and ``note`` after the range. A bool is refused: True for a
+    size is a mistake, not 1."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise BadInput(f"{what}: expected {kind}, got {value!r}", "invalid argument")
+    number = float(value)
+    if not (math.isfinite(number) and 0 < number <= high):
+        raise BadInput(f"{what}: {number}{unit} is not in (0, {high:g}]{note}", "out of range")
+    return number
+
+
 def checked_seconds(value: Any, what: str, high: float) -> float:
     """A finite number of seconds in (0, high]: an infinite or a huge wait does not fit the
     clocks that time it (a deadline past 2^63 ns wraps)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise BadInput(f"{what}: expected a number of seconds, got {value!r}", "invalid argument")
-    seconds = float(value)
-    if not (math.isfinite(seconds) and 0 < seconds <= high):
-        raise BadInput(
-            f"{what}: {seconds} s is not in (0, {high:g}] (a wait of {high / 86400:.1f} days at most)", "out of range"
-        )
-    return seconds
+    days = f" (a wait of {high / 86400:.1f} days at most)"
+    return checked_real(value, what, high, "a number of seconds", " s", days)

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Optional, Sequence
 
 from refit import _refit
-from refit._checks import INT32_MAX, INT64_MAX, checked_flag, checked_int, checked_ints, checked_seconds, rank_problem
+from refit._checks import INT32_MAX, INT64_MAX, checked_flag, checked_int, checked_ints, checked_seconds
+from refit._checks import optional_callable, rank_problem
 from refit._errors import BadInput
 from refit._plan import Plan
 from refit._problem import Problem, Shard
@@ -473,8 +474,7 @@ class Executor:
             )
         if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
             raise TypeError(f"timeout: a number of seconds, got {timeout!r}")
-        if on_chunk_sent is not None and not callable(on_chunk_sent):
-            raise TypeError(f"on_chunk_sent: a callable (transfer, chunk) or None, got {on_chunk_sent!r}")
+        optional_callable(on_chunk_sent, "on_chunk_sent", "(transfer, chunk)")
         timeout = checked_seconds(timeout, "timeout", _refit.MAX_TIMEOUT_S)
         if not isinstance(name, str):
             raise TypeError(f"name: an executor name (refit.executors()), got {name!r}")

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from typing import Any, Literal, Mapping, Optional, Sequence
 
 from refit import _refit
-from refit._checks import INT32_MAX, checked_int, checked_ints
+from refit._checks import INT32_MAX, checked_int, checked_text, optional_ints
 from refit._cluster import Cluster
 from refit._errors import BadInput
-from refit._plan import DEFAULT_CHUNK_BYTES, Plan, checked_chunk_bytes
+from refit._plan import DEFAULT_CHUNK_BYTES, Plan, checked_chunk_bytes, expect
 from refit._problem import Problem
 from refit.exchange import Exchange, RenumberedExchange, renumbered, torch_distributed
 
@@ -123,7 +123,7 @@ def plan_join(
 ) -> Join:
     """Plans filling ``engine`` (an index of the problem's ``infer`` engines, ``engines=N``) that
     joins or restarts, as ``refit run --join`` does: from ``peers`` (live engines holding the
-    current weights; default every other engine), the training ranks, or both (``source``:
+    current weights; default (None) every other engine), the training ranks, or both (``source``:
     ``peers``, ``training``, ``both``: each tensor from the side that finishes it sooner).
 
     Example (each process of the full job, after a full refit)::
@@ -136,11 +136,15 @@ def plan_join(
 
     Raises:
         refit.BadInput: an engine out of range, the joining engine among the peers, peers not
-            ascending, peers with ``source="training"``, a problem without engines (a manifest);
-            the message names the option as ``refit run`` spells it (``--join``, ``--peers``).
+            ascending or an empty list of them, peers with ``source="training"``, a problem
+            without engines (a manifest); the message names the option as ``refit run`` spells it
+            (``--join``, ``--peers``).
     """
+    expect(problem, Problem, "problem")
+    expect(cluster, Cluster, "cluster (refit.Cluster.preset(...))")
     engine = checked_int(engine, "engine", 0, INT32_MAX)
-    peer_engines = [] if peers is None else checked_ints(peers, "peers", 0, INT32_MAX)
+    peer_engines = optional_ints(peers, "peers", 0, INT32_MAX)
+    source, strategy = checked_text(source, "source"), checked_text(strategy, "strategy")
     raw = _refit.plan_join(problem._handle, cluster.placed(problem), engine, peer_engines, source, strategy,
                            checked_chunk_bytes(chunk_bytes))  # fmt: skip
     joined = Problem(raw["problem"], {"manifest": f"(join of engine {engine})"})

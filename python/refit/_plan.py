@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from refit import _refit
-from refit._checks import INT64_MAX, checked_flag, checked_int, checked_rank
+from refit._checks import INT64_MAX, checked_flag, checked_int, checked_rank, checked_text
 from refit._cluster import Cluster
 from refit._errors import BadInput
 from refit._paths import FilePath, path_text
@@ -62,7 +62,10 @@ class LowerBound:
 
 
 def lower_bound(problem: Problem, cluster: Cluster) -> LowerBound:
-    """The lower bound of the problem on the cluster (sized to its job)."""
+    """The lower bound of the problem on the cluster (sized to its job); a :class:`Plan`'s is
+    :attr:`Plan.lower_bound`."""
+    expect(problem, Problem, "problem (plan.lower_bound for a Plan)")
+    expect(cluster, Cluster, "cluster (refit.Cluster.preset(...))")
     return LowerBound(**_refit.lower_bound(problem._handle, cluster.placed(problem)))
 
 
@@ -187,6 +190,8 @@ class Plan:
         """Reads a plan file (``refit plan --out``, :meth:`save`) and checks that it solves the
         problem on this cluster (``refit simulate --plan``: every transfer's link is the one
         between its ranks); raises :class:`refit.BadInput` if it does not."""
+        expect(problem, Problem, "problem")
+        expect(cluster, Cluster, "cluster (refit.Cluster.preset(...))")
         handle, seconds = _refit.Plan.load(path_text(path, "plan"), problem._handle, cluster.placed(problem))
         return cls(handle, problem, cluster, seconds)
 
@@ -279,7 +284,7 @@ def plan(
     """
     expect(problem, Problem, "problem")
     expect(cluster, Cluster, "cluster (refit.Cluster.preset(...))")
-    chunk_bytes = checked_chunk_bytes(chunk_bytes)
+    strategy, chunk_bytes = checked_text(strategy, "strategy"), checked_chunk_bytes(chunk_bytes)
     for_delta = checked_flag(for_delta, "for_delta")
     handle, seconds = _refit.Plan.make(problem._handle, cluster.placed(problem), strategy, chunk_bytes, for_delta)
     return Plan(handle, problem, cluster, seconds, chunk_bytes)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Union
 
 from refit import _refit
-from refit._checks import INT32_MAX, checked_int, checked_rank
+from refit._checks import INT32_MAX, checked_flag, checked_int, checked_rank, checked_text, optional_text
 from refit._errors import BadInput
 from refit._layouts import TensorLayout
 from refit._paths import FilePath, json_text, output_file, path_text
@@ -192,9 +192,11 @@ class Problem:
             refit.BadInput: an unknown model, a config refit cannot read, sizes that do not fit;
                 the message names the option as the refit command spells it (``--train: ...``).
         """
-        source = {"model": path_text(model, "model"), "train": train, "infer": infer, "dtype": dtype or "",
-                  "per_expert": per_expert, "mtp": mtp, "quantize": quantize or "",
-                  "quantize_at": quantize_at}  # fmt: skip
+        source = {"model": path_text(model, "model"), "train": checked_text(train, "train"),
+                  "infer": checked_text(infer, "infer"), "dtype": optional_text(dtype, "dtype") or "",
+                  "per_expert": checked_flag(per_expert, "per_expert"), "mtp": checked_flag(mtp, "mtp"),
+                  "quantize": optional_text(quantize, "quantize") or "",
+                  "quantize_at": checked_text(quantize_at, "quantize_at")}  # fmt: skip
         problem = cls(_refit.Problem.load(**source), source)
         for note in problem.notes:
             warnings.warn(note, stacklevel=2)
@@ -254,6 +256,7 @@ class Problem:
         if "model" not in self._source:
             raise ValueError("a problem loaded from a manifest has fixed layouts: use from_model to vary them")
         source = dict(self._source)
+        train, infer = optional_text(train, "train"), optional_text(infer, "infer")
         source["train"] = train if train is not None else source["train"]
         source["infer"] = infer if infer is not None else source["infer"]
         return Problem(_refit.Problem.load(**source), source)

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Sequence, Union
 
 from refit import _refit
-from refit._checks import INT32_MAX, INT64_MAX, checked_ints, checked_names, checked_seconds, optional_int
+from refit._checks import INT32_MAX, INT64_MAX, checked_names, checked_seconds, checked_text
+from refit._checks import optional_int, optional_ints, optional_text
 from refit._cluster import Cluster
 from refit._errors import BadInput
 from refit._paths import FilePath, output_file
@@ -234,6 +235,7 @@ def simulate(
     """
     window, staging_bytes = _checked_window(window), _checked_staging(staging_bytes)
     chunk_bytes = checked_chunk_bytes(chunk_bytes)
+    strategy, deployment = checked_text(strategy, "strategy"), optional_text(deployment, "deployment")
     if isinstance(problem, Plan):
         _refuse_planning(problem, cluster, strategy, chunk_bytes)
         trace_file = _trace_file(trace)
@@ -309,11 +311,12 @@ def simulate_elastic(
 ) -> ElasticSimulation:
     """Predicts one elastic question about the engines of the problem's ``infer`` (``engines=N``),
     as ``refit simulate`` does: exactly one of ``members`` (a refit of these engines only, planned
-    from the full plan), ``join`` (the time to fill that engine from ``peers``, default every other
-    engine, and/or the training ranks: ``source`` is ``training``, ``peers`` or ``both``) and
+    from the full plan), ``join`` (the time to fill that engine from ``peers``, default (None) every
+    other engine, and/or the training ranks: ``source`` is ``training``, ``peers`` or ``both``) and
     ``fail`` (what that engine dying as the refit starts costs the others, with the executors'
     ``timeout_s``, finite and at most 10^6 s as the executors take it). Bad engine indices and
-    timeouts raise :class:`refit.BadInput` naming the option.
+    timeouts, and an empty ``members`` or ``peers`` list (None is the default), raise
+    :class:`refit.BadInput` naming the option.
 
     Example::
 
@@ -321,8 +324,9 @@ def simulate_elastic(
     """
     expect(problem, Problem, "problem")
     expect(cluster, Cluster, "cluster (refit.Cluster.preset(...))")
-    engines = [] if members is None else checked_ints(members, "members", 0, INT32_MAX)
-    peer_engines = [] if peers is None else checked_ints(peers, "peers", 0, INT32_MAX)
+    engines = optional_ints(members, "members", 0, INT32_MAX)
+    peer_engines = optional_ints(peers, "peers", 0, INT32_MAX)
+    source, strategy = checked_text(source, "source"), checked_text(strategy, "strategy")
     join, fail = optional_int(join, "join", 0, INT32_MAX), optional_int(fail, "fail", 0, INT32_MAX)
     if timeout_s is not None:
         timeout_s = checked_seconds(timeout_s, "timeout_s", _refit.MAX_TIMEOUT_S)

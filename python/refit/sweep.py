@@ -12,7 +12,7 @@ from concurrent.futures import Executor, as_completed
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from refit import _refit
-from refit._checks import INT32_MAX, checked_int
+from refit._checks import INT32_MAX, checked_int, optional_callable
 from refit._cluster import Cluster
 from refit._errors import BadInput
 from refit._plan import DEFAULT_CHUNK_BYTES, checked_chunk_bytes, expect
@@ -144,6 +144,7 @@ def sweep(
     kept = _checked_strategies(strategies)
     window, chunk_bytes = _checked_window(window), checked_chunk_bytes(chunk_bytes)
     jobs = checked_int(jobs, "jobs", 0, INT32_MAX)
+    optional_callable(progress, "progress", "(done, total)")
     points = list(_refit.sweep_points(_source(problem), dict(cluster._source), axes))
     if executor is None:
         raw = _refit.sweep(points, chunk_bytes, window, jobs, progress)

@@ -3,6 +3,7 @@ aside), and bad engine indices are bad input naming the option."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -46,3 +47,16 @@ def test_an_engine_out_of_range_is_bad_input_naming_the_option() -> None:
         refit.simulate_elastic(_problem(), refit.Cluster.preset(CLUSTER), members=[0, 3])
     with pytest.raises(refit.BadInput, match="--from: 'nobody'"):
         refit.simulate_elastic(_problem(), refit.Cluster.preset(CLUSTER), join=0, source="nobody")
+
+
+def test_an_empty_list_of_peers_or_members_is_refused_as_the_command_refuses_it() -> None:
+    # peers=[] was read as "every other engine", the default, where refit simulate refuses
+    # --peers '' ("--peers: is empty"); None is the default.
+    problem, cluster = _problem(), refit.Cluster.preset(CLUSTER)
+    for call in (lambda: refit.simulate_elastic(problem, cluster, join=0, peers=[], source="peers"),
+                 lambda: refit.plan_join(problem, cluster, 0, peers=[], source="peers")):  # fmt: skip
+        with pytest.raises(refit.BadInput, match=re.escape("peers: is empty (None for the default)")):
+            call()
+    with pytest.raises(refit.BadInput, match=re.escape("members: is empty (None for the default)")):
+        refit.simulate_elastic(problem, cluster, members=[], join=0)
+    assert refit.plan_join(problem, cluster, 0, peers=None, source="peers").peers == [1, 2]

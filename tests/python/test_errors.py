@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -210,6 +211,62 @@ def test_wrong_types_at_the_api_name_the_argument() -> None:
     for call, kind, message in cases:
         with pytest.raises(kind, match=re.escape(message)):
             call()
+
+
+def test_lower_bound_and_plan_load_name_an_argument_of_the_wrong_kind(tmp_path: Path) -> None:
+    # Each was an AttributeError from inside ('NoneType' object has no attribute 'placed').
+    problem, cpu = _tiny(), refit.Cluster.preset("cpu-host")
+    plan = refit.plan(problem, cpu)
+    plan.save(tmp_path / "p.json")
+    none: Any = None
+    a_plan: Any = plan
+    cluster = "cluster (refit.Cluster.preset(...)): expected a Cluster, got NoneType"
+    cases: list[tuple[Callable[[], Any], str]] = [
+        (lambda: refit.lower_bound(problem, none), cluster),
+        (lambda: refit.lower_bound(a_plan, cpu), "problem (plan.lower_bound for a Plan): expected a Problem, got Plan"),
+        (lambda: refit.Plan.load(tmp_path / "p.json", none, cpu), "problem: expected a Problem, got NoneType"),
+        (lambda: refit.Plan.load(tmp_path / "p.json", problem, none), cluster),
+        (lambda: refit.plan_join(none, cpu, 0), "problem: expected a Problem, got NoneType"),
+    ]  # fmt: skip
+    for call, message in cases:
+        with pytest.raises(TypeError, match=re.escape(message)):
+            call()
+    assert refit.lower_bound(problem, cpu) == plan.lower_bound
+
+
+def test_strings_flags_and_callbacks_of_the_wrong_kind_name_the_argument() -> None:
+    # Each was nanobind's "incompatible function arguments" with a list of signatures.
+    problem, cpu = _tiny(), refit.Cluster.preset("cpu-host")
+    elastic = refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2,etp=1", infer="tp=2,engines=2")
+    tiny: Any = functools.partial(refit.Problem.from_model, TINY_MOE, train="tp=2,ep=2,etp=1", infer="tp=2")
+    none: Any = None
+    raw: Any = b"refit"
+    cases: list[tuple[Callable[[], Any], str]] = [
+        (lambda: refit.plan(problem, cpu, none), "strategy: expected a str, got None"),
+        (lambda: refit.plan(problem, cpu, raw), "strategy: expected a str, got b'refit'"),
+        (lambda: refit.simulate(problem, cpu, none), "strategy: expected a str, got None"),
+        (lambda: refit.simulate(problem, cpu, deployment=raw), "deployment: expected a str, got b'refit'"),
+        (lambda: refit.simulate_elastic(elastic, cpu, join=0, source=none), "source: expected a str, got None"),
+        (lambda: refit.plan_join(elastic, cpu, 0, strategy=none), "strategy: expected a str, got None"),
+        (lambda: tiny(train=None), "train: expected a str, got None"),
+        (lambda: tiny(train=b"tp=2"), "train: expected a str, got b'tp=2'"),
+        (lambda: tiny(infer=3), "infer: expected a str, got 3"),
+        (lambda: tiny(dtype=b"bf16"), "dtype: expected a str, got b'bf16'"),
+        (lambda: tiny(quantize=b"mxfp8"), "quantize: expected a str, got b'mxfp8'"),
+        (lambda: tiny(quantize_at=None), "quantize_at: expected a str, got None"),
+        (lambda: tiny(per_expert="no"), "per_expert: expected True or False, got 'no'"),
+        (lambda: tiny(mtp=2), "mtp: expected True or False, got 2"),
+        (lambda: problem.with_layouts(train=raw), "train: expected a str, got b'refit'"),
+        (lambda: problem.with_layouts(infer=3), "infer: expected a str, got 3"),  # type: ignore[arg-type]
+    ]  # fmt: skip
+    for call, message in cases:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            call()
+    # A flag takes 0 and 1, as every flag of the package does: mtp=1 asks for the MTP layer.
+    with pytest.raises(refit.BadInput, match="the config has no MTP layer to include"):
+        tiny(mtp=1)
+    with pytest.raises(TypeError, match=re.escape("progress: a callable (done, total) or None, got 5")):
+        refit.sweep(problem, cpu, {"copy_gbps": [100]}, progress=5)  # type: ignore[arg-type]
 
 
 def test_an_exchange_that_returns_no_bytes_is_named() -> None:
