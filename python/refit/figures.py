@@ -21,13 +21,26 @@ from matplotlib.figure import Figure
 
 from refit import _refit
 from refit._bins import DEFAULT_BINS, MAX_BINS, checked_bins
+from refit._checks import checked_list, checked_real
 from refit._errors import BadInput
 from refit._paths import FilePath, output_file, path_text
+from refit._plan import expect
 from refit._simulate import Simulation
 
 __all__ = [
-    "DEFAULT_BINS", "MAX_BINS", "FigureFile", "checked_bins", "compare", "nic_timeline", "open_figure", "save", "sweep", "timeline",
+    "DEFAULT_BINS", "MAX_BINS", "MAX_DPI", "FigureFile", "checked_bins", "checked_dpi", "compare",
+    "nic_timeline", "open_figure", "save", "sweep", "timeline",
 ]
+
+#: The most dots per inch a figure is written at: a figure 8 inches wide is then 19,200 pixels
+#: wide, about 1 GB of canvas, where 100,000 dpi asked for 14 GB and the memory ran out.
+MAX_DPI = 2400
+
+
+def checked_dpi(dpi: Any, what: str = "dpi") -> float:
+    """A figure's dots per inch, a finite number in (0, :data:`MAX_DPI`], or BadInput naming
+    ``what``: matplotlib refuses 0 and nan only once the file is open, leaving it empty."""
+    return checked_real(dpi, what, MAX_DPI, "a number of dots per inch")
 
 _NIC_TRACK = re.compile(r"^nic (\d+)(?: #\d+)?$")
 
@@ -54,6 +67,8 @@ def compare(
     """
     if not rows:
         raise ValueError("compare: no predictions to draw")
+    for i, row in enumerate(rows):
+        expect(row, Simulation, f"rows[{i}] (refit.compare's)")
     fig, ax = _axes(ax, (8, 0.6 * len(rows) + 1.6))
     names = [f"{r.strategy} ({r.deployment})" for r in rows]
     times = [r.predicted_s for r in rows]
@@ -76,9 +91,22 @@ def compare(
 
 
 def _records(rows: Any) -> list[Mapping[str, Any]]:
+    """The rows of a sweep (a DataFrame, or a list of rows or predictions) as mappings, or
+    TypeError naming the first row that is neither."""
     if hasattr(rows, "to_dict"):  # a pandas DataFrame
         return rows.to_dict("records")
-    return [r.row() if isinstance(r, Simulation) else r for r in rows]
+    records = [r.row() if isinstance(r, Simulation) else r for r in checked_list(rows, "rows", "rows")]
+    for i, record in enumerate(records):
+        expect(record, Mapping, f"rows[{i}] (a sweep's row or a refit.Simulation)")
+    return records
+
+
+def _column(records: list[Mapping[str, Any]], name: Any, what: str) -> str:
+    """``name``, a column of the rows, or BadInput naming ``what`` and the columns there are."""
+    if name not in records[0]:
+        raise BadInput(f"{what}: no column {name!r} in the rows (columns: {', '.join(map(str, records[0]))})",
+                       "not found")  # fmt: skip
+    return name
 
 
 def sweep(
@@ -97,13 +125,19 @@ def sweep(
     Args:
         rows: the sweep's DataFrame or list of rows.
         x: the varied key on the horizontal axis, e.g. ``"nic_gbps"``.
+        y: the column on the vertical axis (default: the predicted time).
         series: columns whose values tell the lines apart (strategy, other varied keys).
+
+    Raises:
+        refit.BadInput: ``x``, ``y`` or a ``series`` column the rows do not have, or ``series``
+            given as one string (a list of column names, one per line label).
     """
     records = _records(rows)
     if not records:
         raise ValueError("sweep: no rows to draw")
-    if x not in records[0]:
-        raise ValueError(f"sweep: no column '{x}' in the rows")
+    x, y = _column(records, x, "x"), _column(records, y, "y")
+    columns = checked_list(series, "series", "columns")
+    series = [_column(records, s, f"series[{i}]") for i, s in enumerate(columns)]
     fig, ax = _axes(ax, (8, 4.5))
     numeric = all(isinstance(r[x], (int, float)) for r in records)
     positions = {v: i for i, v in enumerate(dict.fromkeys(r[x] for r in records))}
@@ -147,6 +181,7 @@ def nic_timeline(
         (bin edges in seconds, NIC names, send rates in bytes per second with one row per NIC and
         one column per bin).
     """
+    expect(simulation, Simulation, "simulation")
     bins = checked_bins(bins)
     if simulation.trace is None:
         raise ValueError("nic_timeline: simulate with trace=True to get a simulation's timeline")
@@ -212,10 +247,12 @@ class FigureFile:
     file: _refit.OutputFile
     format: str
 
-    def write(self, fig: Figure, dpi: int = 100) -> None:
-        """Writes the figure in the file's format and closes the file."""
+    def write(self, fig: Figure, dpi: float = 100) -> None:
+        """Writes the figure in the file's format (at ``dpi``, :func:`checked_dpi`) and closes
+        the file."""
+        expect(fig, Figure, "fig")
         image = io.BytesIO()
-        fig.savefig(image, format=self.format, dpi=dpi)
+        fig.savefig(image, format=self.format, dpi=checked_dpi(dpi))
         self.file.write(image.getvalue())
 
 
@@ -233,9 +270,13 @@ def open_figure(path: FilePath, what: str = "path") -> FigureFile:
     return FigureFile(output_file(text, what), fmt)
 
 
-def save(fig: Figure, path: Union[FilePath, IO[bytes]], dpi: int = 100) -> None:
+def save(fig: Figure, path: Union[FilePath, IO[bytes]], dpi: float = 100) -> None:
     """Writes a figure (PNG, SVG or PDF by the file's suffix) with the Agg renderer: to a path,
-    checked as :func:`open_figure` checks it, or to a binary file object as ``savefig`` does."""
+    checked as :func:`open_figure` checks it, or to a binary file object as ``savefig`` does.
+    The figure and ``dpi`` (:func:`checked_dpi`) are checked before the file is opened, so that
+    a refused one leaves no empty file behind."""
+    expect(fig, Figure, "fig")
+    dpi = checked_dpi(dpi)
     if hasattr(path, "write"):
         fig.savefig(path, dpi=dpi)
         return

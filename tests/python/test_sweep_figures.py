@@ -4,6 +4,7 @@ PNG with the Agg renderer, and python -m refit from the shell."""
 from __future__ import annotations
 
 import io
+import math
 import re
 import subprocess
 import sys
@@ -221,3 +222,47 @@ def test_timeline_bins_are_checked_naming_them() -> None:
                           (2.5, "bins: expected an integer, got 2.5")]:  # fmt: skip
         with pytest.raises(refit.BadInput, match=re.escape(message)):
             figures.nic_timeline(sim, bins=bins)
+
+
+def test_figures_name_an_argument_of_the_wrong_kind() -> None:
+    # Each was an AttributeError or a KeyError from inside; series="strategy" was read letter by
+    # letter (KeyError 's').
+    rows = refit.sweep(QWEN, refit.Cluster.preset("dgx-h100"), vary={"nic_gbps": [200, 400]},
+                       strategies=["refit"], as_frame=False)  # fmt: skip
+    none: Any = None
+    cases: list[tuple[Any, type, str]] = [
+        (lambda: figures.timeline(none), TypeError, "simulation: expected a Simulation, got NoneType"),
+        (lambda: figures.nic_timeline(none), TypeError, "simulation: expected a Simulation, got NoneType"),
+        (lambda: figures.compare([{"strategy": "x"}]), TypeError, "rows[0] (refit.compare's): expected a Simul"),
+        (lambda: figures.save(none, io.BytesIO()), TypeError, "fig: expected a Figure, got NoneType"),
+        (lambda: figures.sweep(rows, "nodes"), refit.BadInput, "x: no column 'nodes' in the rows (columns: nic_gbps"),
+        (lambda: figures.sweep(rows, "nic_gbps", y="bogus"), refit.BadInput, "y: no column 'bogus' in the rows"),
+        (lambda: figures.sweep(rows, "nic_gbps", series="strategy"), refit.BadInput,
+         "series: a list of columns, not one string 'strategy'"),
+        (lambda: figures.sweep(rows, "nic_gbps", series=["strategy", "bogus"]), refit.BadInput,
+         "series[1]: no column 'bogus' in the rows"),
+        (lambda: figures.sweep([5], "nic_gbps"), TypeError, "rows[0] (a sweep's row or a refit.Simulation): "
+                                                            "expected a Mapping, got int"),
+    ]  # fmt: skip
+    for call, kind, message in cases:
+        with pytest.raises(kind, match=re.escape(message)):
+            call()
+    drawn = figures.sweep(rows, "nic_gbps", y="lower_bound_s", series=["strategy"])
+    assert drawn.axes[0].get_ylabel() == "lower_bound_s"
+
+
+def test_dpi_is_checked_before_the_file_is_opened(tmp_path: Path) -> None:
+    # 0 and nan were matplotlib's errors after the file was opened, leaving it empty; 100000 dpi
+    # asked for a canvas of 14 GB.
+    fig = figures.compare(refit.compare(QWEN, refit.Cluster.preset("dgx-h100"), strategies=["refit"]))
+    for dpi, message in [(0, "dpi: 0.0 is not in (0, 2400]"), (-1, "dpi: -1.0 is not in (0, 2400]"),
+                         (math.nan, "dpi: nan is not in (0, 2400]"), (math.inf, "dpi: inf is not in (0, 2400]"),
+                         (100_000, "dpi: 100000.0 is not in (0, 2400]"), ("300", "dpi: expected a number of dots "
+                                                                                 "per inch, got '300'"),
+                         (True, "dpi: expected a number of dots per inch, got True")]:  # fmt: skip
+        for path in (tmp_path / "f.png", io.BytesIO()):
+            with pytest.raises(refit.BadInput, match=re.escape(message)):
+                figures.save(fig, path, dpi=dpi)
+    assert list(tmp_path.iterdir()) == []  # nothing opened, nothing left empty
+    figures.save(fig, tmp_path / "f.png", dpi=72.5)
+    _png(tmp_path / "f.png")
