@@ -24,27 +24,22 @@ def preset_keys() -> dict[str, str]:
 
 
 def _format_value(key: str, value: object) -> str:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError(f"{key}: a preset override takes a number, got {value!r}")
-    if isinstance(value, str):  # a number spelt out; not more overrides after a comma
-        try:
-            value = float(value)
-        except ValueError:
-            raise ValueError(f"{key}: a preset override takes a number, got {value!r}") from None
+    """A keyword override's value as the spec spells it: a number. A string is refused, as
+    ``Cluster.preset``'s typing says: ``"400,nodes=1"`` would add overrides of its own, and
+    ``"400"`` is a spec's spelling, not a number's."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise BadInput(f"{key}: a preset override takes a number, got {value!r}", "invalid argument")
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
 
 
-def _split_spec(spec: str) -> tuple[str, list[tuple[str, str]]]:
-    """A spec's preset name and its overrides in order, a key given twice kept twice: the compiled
-    part refuses that, as the refit command does, where a dict would keep the last silently."""
-    name, _, rest = spec.partition(":")
-    overrides = []
-    for item in filter(None, rest.split(",")):
-        key, _, value = item.partition("=")
-        overrides.append((key.strip(), value.strip()))
-    return name.strip(), overrides
+def _split_spec(spec: str) -> tuple[str, list[str]]:
+    """A spec's preset name and its ``key=value`` items as given, in order: nothing stripped and
+    no item dropped, so that the compiled part refuses what ``refit --cluster SPEC`` refuses (a
+    space after the name, ``"dgx-h100:"``, a trailing comma, a key given twice)."""
+    name, colon, rest = spec.partition(":")
+    return name, rest.split(",") if colon else []
 
 
 def _override_key(key: str) -> str:
@@ -58,18 +53,21 @@ def _override_key(key: str) -> str:
     return key
 
 
-def _with_overrides(given: list[tuple[str, str]], overrides: dict[str, str]) -> list[tuple[str, str]]:
-    """The spec's overrides with the keyword ones set: a key the spec has takes the keyword's
-    value in its place, the others follow."""
+def _with_overrides(given: list[str], overrides: dict[str, str]) -> list[str]:
+    """The spec's items with the keyword overrides set: an item of a key the keywords set takes
+    the keyword's value in its place, the other keywords follow; every other item stays as it
+    was given (the compiled part judges it)."""
     rest = dict(overrides)
-    out = [(key, rest.pop(key) if key in rest else value) for key, value in given]
-    return out + list(rest.items())
+    out = []
+    for item in given:
+        key, equals, _ = item.partition("=")
+        out.append(f"{key}={rest.pop(key)}" if equals and key in rest else item)
+    return out + [f"{key}={value}" for key, value in rest.items()]
 
 
-def _join_spec(name: str, overrides: list[tuple[str, str]]) -> str:
-    if not overrides:
-        return name
-    return name + ":" + ",".join(f"{k}={v}" for k, v in overrides)
+def _join_spec(name: str, items: list[str]) -> str:
+    """The spec of a preset name and its ``key=value`` items."""
+    return name + ":" + ",".join(items) if items else name
 
 
 class Cluster:
@@ -100,8 +98,9 @@ class Cluster:
         the inference ranks).
 
         Raises:
-            refit.BadInput: an unknown preset or key, a key the spec gives twice, or a bad value
-                (the message names it).
+            refit.BadInput: an unknown preset or key, a key the spec gives twice, an item that is
+                not ``key=value`` (a trailing comma), or a bad value (the message names it): the
+                spec is read as ``refit --cluster SPEC`` reads it, spaces included.
         """
         if not isinstance(spec, str):
             raise TypeError(f"Cluster.preset: a preset name (e.g. 'dgx-h100'), got {type(spec).__name__}")
@@ -151,7 +150,8 @@ class Cluster:
     @property
     def overrides(self) -> dict[str, str]:
         """The preset's overrides, as given."""
-        return dict(_split_spec(self.spec)[1]) if self.is_preset else {}
+        items = _split_spec(self.spec)[1] if self.is_preset else []
+        return {key: value for key, _, value in (item.partition("=") for item in items)}
 
     @property
     def notes(self) -> list[str]:

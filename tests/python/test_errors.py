@@ -73,6 +73,14 @@ CASES: list[tuple[list[str], Callable[[Path], Any]]] = [
     (["--model", str(TINY_MOE), "--train", "tp=2,ep=2,etp=1", "--infer", "tp=2",
       "--cluster", "dgx-h100:nic_gbps=400,nic_gbps=800"],
      lambda _: refit.Cluster.preset("dgx-h100:nic_gbps=400,nic_gbps=800")),
+    # Once taken: Python stripped spaces around the name and keys, and dropped empty items.
+    *[(["--model", str(TINY_MOE), "--train", "tp=2,ep=2,etp=1", "--infer", "tp=2", "--cluster", spec],
+       lambda _, spec=spec: refit.Cluster.preset(spec))
+      for spec in ("dgx-h100\u00a0", " dgx-h100", "dgx-h100:", "dgx-h100:nodes=2,", "dgx-h100:nodes=2,,copy_gbps=3",
+                   "dgx-h100: nodes=2", "dgx-h100:nodes= 2")],
+    # ... and so with keyword overrides, which leave the spec's other items as they are.
+    (["--model", str(TINY_MOE), "--train", "tp=2,ep=2,etp=1", "--infer", "tp=2", "--cluster", "dgx-h100:,nodes=2"],
+     lambda _: refit.Cluster.preset("dgx-h100:", nodes=2)),
 ]  # fmt: skip
 
 
@@ -267,6 +275,16 @@ def test_strings_flags_and_callbacks_of_the_wrong_kind_name_the_argument() -> No
         tiny(mtp=1)
     with pytest.raises(TypeError, match=re.escape("progress: a callable (done, total) or None, got 5")):
         refit.sweep(problem, cpu, {"copy_gbps": [100]}, progress=5)  # type: ignore[arg-type]
+
+
+def test_a_preset_override_is_a_number_not_its_spelling() -> None:
+    # "400" was read as a number, where Cluster.preset takes ints and floats.
+    for value in ("400", "4e2", b"400"):
+        message = f"nic_gbps: a preset override takes a number, got {value!r}"
+        with pytest.raises(refit.BadInput, match=re.escape(message)):
+            refit.Cluster.preset("dgx-h100", nic_gbps=value)  # type: ignore[arg-type]
+    assert refit.Cluster.preset("dgx-h100", nic_gbps=400.0).spec == "dgx-h100:nic_gbps=400"
+    assert refit.Cluster.preset("dgx-h100:nodes=2", nic_gbps=800).overrides == {"nodes": "2", "nic_gbps": "800"}
 
 
 def test_an_exchange_that_returns_no_bytes_is_named() -> None:
