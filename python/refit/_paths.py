@@ -4,8 +4,9 @@ wrong, instead of being cut short or failing deep inside."""
 from __future__ import annotations
 
 import json
+import math
 import os
-from typing import Any, Mapping, Union
+from typing import Any, Iterable, Mapping, Optional, Union
 
 from refit import _refit
 from refit._errors import BadInput
@@ -57,15 +58,48 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"a {type(value).__name__} is not a JSON value")
 
 
+#: Where json.dumps stopped: a JSON path, and the nan or infinity there (None: a loop).
+_Stop = tuple[str, Optional[float]]
+
+
+def _not_json(value: Any, path: str, open_: frozenset[int] = frozenset()) -> Optional[_Stop]:
+    """Where ``json.dumps`` stopped on ``value``, in the order it writes it: the JSON path
+    (``tensors[0].shape[0]``) and the number of the first nan or infinity, or the path and None
+    for a structure met again inside itself (``open_``: the ids of those being walked); None
+    when there is neither."""
+    items: Iterable[tuple[str, Any]]
+    if isinstance(value, Mapping):
+        items = ((f"{path}.{key}" if path else str(key), item) for key, item in value.items())
+    elif isinstance(value, (list, tuple)):
+        items = ((f"{path}[{i}]", item) for i, item in enumerate(value))
+    elif hasattr(value, "__index__") or not hasattr(value, "__float__"):
+        return None  # an integer, text, or what json.dumps refuses by its type
+    else:
+        number = float(value)
+        return None if math.isfinite(number) else (path, number)
+    if id(value) in open_:
+        return (path, None)
+    inside = open_ | {id(value)}
+    for where, item in items:
+        found = _not_json(item, where, inside)
+        if found is not None:
+            return found
+    return None
+
+
 def json_text(value: Any, what: str) -> str:
     """``value`` (a manifest built in Python) as JSON text for the compiled parser, or BadInput
-    saying why it is not JSON: a value JSON has no type for, a structure that contains itself,
-    or nesting too deep to walk."""
+    saying why it is not JSON: a nan or an infinity (named by its path, as the compiled part
+    names a number that is no integer: a manifest's numbers are all integers), a value JSON has
+    no type for, a structure that contains itself, or nesting too deep to walk."""
     try:
-        return json.dumps(value, default=_plain)
+        return json.dumps(value, default=_plain, allow_nan=False)
     except TypeError as e:
         raise BadInput(f"{what}: {e}", "invalid argument") from None
-    except ValueError as e:  # json names a circular reference so
+    except ValueError as e:  # a circular reference, or a nan or an infinity
+        path, number = _not_json(value, "") or ("", None)
+        if number is not None:
+            raise BadInput(f"{path}: expected an integer, got {number}", "invalid argument") from None
         raise BadInput(f"{what}: {e} (the manifest contains itself)", "invalid argument") from None
     except RecursionError:
         raise BadInput(f"{what}: nested too deep to read", "invalid argument") from None

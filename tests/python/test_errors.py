@@ -287,6 +287,40 @@ def test_a_preset_override_is_a_number_not_its_spelling() -> None:
     assert refit.Cluster.preset("dgx-h100:nodes=2", nic_gbps=800).overrides == {"nodes": "2", "nic_gbps": "800"}
 
 
+def test_nan_and_infinity_in_a_manifest_name_the_field() -> None:
+    # Each was "manifest: not valid JSON: parse error at line 1, column 123", naming no field.
+    side = refit.Layout((1,), ("R",))
+    nan: Any = math.nan
+    minus_inf: Any = np.float64(-math.inf)  # numpy's, as a mesh made with numpy would hold
+    nan_shape = refit.TensorLayout("w", (nan,), "fp32", side, side)
+    inf_mesh = refit.TensorLayout("w", (8,), "fp32", refit.Layout((minus_inf,), ("R",)), side)
+    for layout, message in [
+        (nan_shape, "tensor 'w' (tensors[0].shape[0]): expected an integer, got nan"),
+        (inf_mesh, "tensor 'w' (tensors[0].source.mesh[0]): expected an integer, got -inf"),
+    ]:
+        with pytest.raises(refit.BadInput, match=re.escape(message)):
+            refit.Problem.from_layouts([layout], source_ranks=1, destination_ranks=1)
+    tensor = {"name": "w", "shape": [8], "dtype": "fp32", "source": side.to_manifest(),
+              "destination": side.to_manifest()}  # fmt: skip
+    cases = [
+        ({"source_ranks": math.inf, "destination_ranks": 1, "tensors": []},
+         "source_ranks: expected an integer, got inf"),
+        ({"source_ranks": 1, "destination_ranks": 1, "tensors": [tensor, {**tensor, "shape": [np.float32("nan")]}]},
+         "tensors[1].shape[0]: expected an integer, got nan"),
+    ]  # fmt: skip
+    for manifest, message in cases:
+        with pytest.raises(refit.BadInput, match=re.escape(message)):
+            refit.Problem.from_manifest(manifest)
+    # A manifest that contains itself is still named so, with a nan after the loop or not.
+    looped: dict[str, Any] = {"source_ranks": 1, "destination_ranks": 1}
+    looped["tensors"] = [looped]
+    with pytest.raises(refit.BadInput, match="the manifest contains itself"):
+        refit.Problem.from_manifest(looped)
+    looped["z"] = math.nan
+    with pytest.raises(refit.BadInput, match="the manifest contains itself"):
+        refit.Problem.from_manifest(looped)
+
+
 def test_an_exchange_that_returns_no_bytes_is_named() -> None:
     # bytes(5) made five NUL bytes of an int: the refusal read "rank 0 refused: \x00\x00\x00\x00".
     problem = refit.Problem.from_layouts(
