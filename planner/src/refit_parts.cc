@@ -57,7 +57,8 @@ int senders(const PlanContext& c, const HoldersByDomain& by, std::uint32_t t, co
   return 2;
 }
 
-// Per rank, its part (-1: in none), parts numbered in order of their first domain group.
+}  // namespace
+
 std::vector<std::int32_t> parts_of_ranks(const PlanContext& c, const DomainGroups& groups) {
   const auto world = at(c.problem.world_size());
   const auto gpus = c.cluster.cluster().gpus().size();
@@ -87,6 +88,8 @@ std::vector<std::int32_t> parts_of_ranks(const PlanContext& c, const DomainGroup
   for (std::size_t r = 0; r < world; ++r) out[r] = part_of_root[sets.find(r)];
   return out;
 }
+
+namespace {
 
 // What the strategy reads of each part (refit_parts.h), as a record of integers per part: ranks
 // shifted by their part's first rank of their side, GPUs, NICs and domains by their order among

@@ -36,4 +36,8 @@ struct PartCopies {
 // Nothing when the problem is one part or its parts are not all copies of the first.
 std::optional<PartCopies> copies_of_first_part(const PlanContext& c, const DomainGroups& groups);
 
+// Per rank, its part (-1: in none: a rank no domain group of `groups` reaches), parts numbered in
+// order of their first domain group.
+std::vector<std::int32_t> parts_of_ranks(const PlanContext& c, const DomainGroups& groups);
+
 }  // namespace refit::planner_detail

@@ -12,12 +12,13 @@ namespace {
 class SenderRelays {
  public:
   SenderRelays(std::vector<Assignment>& a, std::vector<std::int64_t>& bytes, std::deque<Box>& boxes,
-               std::span<const Rank> also, const PlacedCluster& c, const RelayCuts& cuts)
+               std::span<const std::int32_t> part_of, const PlacedCluster& c, const RelayCuts& cuts)
       : a_(a),
         bytes_(bytes),
         boxes_(boxes),
         c_(c),
         cuts_(cuts),
+        part_of_(part_of),
         tx_(c.cluster().nics().size()),
         rx_(c.cluster().nics().size()),
         launch_(c.cluster().nics().size(), Rank{-1}),
@@ -26,12 +27,11 @@ class SenderRelays {
     for (std::size_t i = 0; i < a.size(); ++i) {
       if (a[i].relay_from >= 0) feeds_[at(a[i].relay_from)] = true;
       if (const auto n = c.nic_of(a[i].sender); n && a[i].relay_from < 0) sent_by_[at(*n)].push_back(i);
-      add_launch(sender_of(i));
-      add_launch(a[i].landing);
       if (const auto n = c.nic_of(sender_of(i))) tx_[at(*n)] += static_cast<double>(bytes[i]);
       if (const auto n = c.nic_of(a[i].landing)) rx_[at(*n)] += static_cast<double>(bytes[i]);
     }
-    for (const Rank r : also) add_launch(r);
+    for (std::size_t r = 0; r < part_of.size(); ++r)
+      if (part_of[r] >= 0) add_launch(Rank{static_cast<std::int32_t>(r)});
     for (std::size_t n = 0; n < rx_.size(); ++n)
       if (rx_[n] > 0) receiving_ = std::max(receiving_, rx_[n] / bw(n));
   }
@@ -47,7 +47,8 @@ class SenderRelays {
   }
   double bw(std::size_t nic) const { return c_.cluster().nics()[nic].bandwidth.value; }
 
-  // The rank that sends for NIC n: the first of the part's ranks behind it.
+  // The rank that sends for NIC n: the first of a part's ranks behind it (a NIC's ranks are of one
+  // part: sharing it joins them).
   void add_launch(Rank r) {
     const auto n = c_.nic_of(r);
     if (n && launch_[at(*n)].value < 0) launch_[at(*n)] = r;
@@ -71,20 +72,22 @@ class SenderRelays {
   }
 
   // Hands what NIC n sends beyond `level` to the NICs of `nics` with room, assignment by
-  // assignment (the last one cut by rows).
+  // assignment: whole where it fits and lightens n by more than it overshoots, else its head rows
+  // (at least min_split) where it may be cut; what other domains forward from moves whole or not
+  // at all, as they forward its whole box.
   void relieve(std::size_t n, std::int32_t domain, const std::vector<std::size_t>& nics, double level) {
     for (const std::size_t i : sent_by_[n]) {
       const double excess = tx_[n] - level * bw(n);
-      if (excess < cuts_.min_split) return;
+      if (excess <= 0) return;
       if (c_.domain_of(a_[i].sender) != domain) continue;
       const auto to = roomiest(nics, level, a_[i]);
       if (!to) continue;
       const double room = level * bw(*to) - tx_[*to];
-      if (room < cuts_.min_split) return;
-      // What other domains forward from moves whole or not at all: they forward its whole box.
       const double whole = static_cast<double>(bytes_[i]);
-      if (feeds_[i] && (room < whole || excess < whole / 2)) continue;
-      const std::size_t moved = hand_over(i, feeds_[i] ? whole : std::min(excess, room), launch_[*to]);
+      const bool fits = whole <= room && whole <= 2 * excess;
+      const double cut = std::min(excess, room);
+      if (!fits && (feeds_[i] || cut < cuts_.min_split)) continue;
+      const std::size_t moved = hand_over(i, fits ? whole : cut, launch_[*to]);
       tx_[n] -= static_cast<double>(bytes_[moved]);
       tx_[*to] += static_cast<double>(bytes_[moved]);
     }
@@ -97,7 +100,8 @@ class SenderRelays {
     double most = 0;
     for (const auto n : nics)
       if (const double room = level * bw(n) - tx_[n];
-          room > most && !cuts_.touches(a.item.tensor, launch_[n], *a.box)) {
+          room > most && part_of_[at(launch_[n].value)] == part_of_[at(a.sender.value)] &&
+          !cuts_.touches(a.item.tensor, launch_[n], *a.box)) {
         most = room;
         best = n;
       }
@@ -142,6 +146,7 @@ class SenderRelays {
   std::deque<Box>& boxes_;
   const PlacedCluster& c_;
   const RelayCuts& cuts_;
+  std::span<const std::int32_t> part_of_;
   std::vector<double> tx_, rx_;  // bytes per NIC
   std::vector<Rank> launch_;     // per NIC, the part's rank that sends through it (-1: none)
   std::vector<std::vector<std::size_t>> sent_by_;  // per NIC, the assignments its holders send
@@ -152,9 +157,9 @@ class SenderRelays {
 }  // namespace
 
 void relay_at_senders(std::vector<Assignment>& assignments, std::vector<std::int64_t>& bytes,
-                      std::deque<Box>& boxes, std::span<const Rank> also, const PlacedCluster& cluster,
-                      const RelayCuts& cuts) {
-  SenderRelays(assignments, bytes, boxes, also, cluster, cuts).run();
+                      std::deque<Box>& boxes, std::span<const std::int32_t> part_of,
+                      const PlacedCluster& cluster, const RelayCuts& cuts) {
+  SenderRelays(assignments, bytes, boxes, part_of, cluster, cuts).run();
 }
 
 }  // namespace refit::planner_detail

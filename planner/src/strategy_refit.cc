@@ -44,16 +44,11 @@ namespace {
 
 class RefitPlanner {
  public:
-  // Which ranks the plan of `groups` may use beyond those it names: every rank of the job, or for
-  // a part of it (whose plan is shifted onto the others) none.
-  enum class Scope : std::uint8_t { kWhole, kPart };
-
   // Plans the pieces that `groups` (group_by_domain's, or a part of them) take.
-  RefitPlanner(const PlanContext& c, DomainGroups groups, Scope scope)
+  RefitPlanner(const PlanContext& c, DomainGroups groups)
       : c_(c),
         b_(c.problem, c.cluster, c.strategy, c.options.chunk),
         groups_(std::move(groups)),
-        scope_(scope),
         moved_per_byte_(moved_per_byte(c)),
         min_split_(min_split(c, moved_per_byte_)),
         sent_(static_cast<std::size_t>(c.problem.world_size())),
@@ -106,7 +101,7 @@ class RefitPlanner {
     for (std::size_t k = 0; k < class_items_.size(); ++k) place_class(k, result.shares[k]);
     forward_between_domains(assignments_, c_.cluster, assignment_bytes_);
     if (c_.options.neighbour_relays)
-      relay_at_senders(assignments_, assignment_bytes_, split_boxes_, relay_candidates(), c_.cluster,
+      relay_at_senders(assignments_, assignment_bytes_, split_boxes_, parts_of_ranks(c_, groups_), c_.cluster,
                        relay_cuts());
     emit();
     return std::move(b_).finish(PlanBuilder::RelayOrder::kArrival, rounds);
@@ -296,22 +291,6 @@ class RefitPlanner {
     assignment_bytes_.push_back(bytes);
   }
 
-  // The ranks a hop may land on besides those the assignments name: every rank of the job, or a
-  // part's destination ranks.
-  std::vector<Rank> relay_candidates() const {
-    std::vector<Rank> out;
-    if (scope_ == Scope::kWhole) {
-      for (std::int32_t r = 0; r < c_.problem.world_size(); ++r) out.push_back(Rank{r});
-      return out;
-    }
-    for (const auto& tensor : groups_)
-      for (const auto& dest : tensor)
-        for (const auto& group : dest) out.insert(out.end(), group.replicas.begin(), group.replicas.end());
-    std::ranges::sort(out);
-    out.erase(std::ranges::unique(out).begin(), out.end());
-    return out;
-  }
-
   RelayCuts relay_cuts() const {
     RelayCuts out{.element_size = {},
                   .min_split = min_split_,
@@ -385,7 +364,6 @@ class RefitPlanner {
   const PlanContext& c_;
   PlanBuilder b_;
   DomainGroups groups_;
-  Scope scope_;
   std::vector<double> moved_per_byte_;
   double min_split_;
   NicSets nic_sets_;
@@ -408,9 +386,7 @@ class RefitPlanner {
 
 }  // namespace
 
-Result<Plan> plan_refit_whole(const PlanContext& c) {
-  return RefitPlanner(c, group_by_domain(c), RefitPlanner::Scope::kWhole).run();
-}
+Result<Plan> plan_refit_whole(const PlanContext& c) { return RefitPlanner(c, group_by_domain(c)).run(); }
 
 Result<Plan> plan_refit(const PlanContext& c) {
   auto groups = group_by_domain(c);
@@ -418,10 +394,10 @@ Result<Plan> plan_refit(const PlanContext& c) {
     std::vector<std::uint64_t> rounds;
     // A part that cannot be planned is planned whole, so that the error names what the whole
     // plan's would.
-    if (auto part = RefitPlanner(c, std::move(copies->first), RefitPlanner::Scope::kPart).run(&rounds))
+    if (auto part = RefitPlanner(c, std::move(copies->first)).run(&rounds))
       return expand_copies(std::move(*part), rounds, copies->shifts);
   }
-  return RefitPlanner(c, std::move(groups), RefitPlanner::Scope::kWhole).run();
+  return RefitPlanner(c, std::move(groups)).run();
 }
 
 }  // namespace refit::planner_detail

@@ -282,33 +282,38 @@ TEST(Strategies, DataThatIsForwardedLeadsItsPair) {
 namespace refit {
 namespace {
 
-// Rank 0 holds the whole 8 MiB; rank 1 beside it on node 0 is a training rank of the job that
-// holds none of it; ranks 2 and 3 on node 1 need it whole.
-ReshardProblem one_holder_beside_an_idle_rank() {
-  return ReshardProblem::make(
-             {make_reshard("w", {4096, 1024}, make_layout({4096, 1024}, {1}, rank_range(0, 1), "R"),
-                           make_layout({4096, 1024}, {2}, rank_range(2, 2), "R"))},
-             2, 2)
+// Rank 0 holds the whole of w (8 MiB), rank 1 beside it on node 0 the whole of v (128 KiB); ranks 2
+// and 3 on node 1 need both whole.
+ReshardProblem one_holder_beside_a_light_sender() {
+  const Shape w{4096, 1024}, v{64, 1024};
+  return ReshardProblem::make({make_reshard("w", w, make_layout(w, {1}, rank_range(0, 1), "R"),
+                                            make_layout(w, {2}, rank_range(2, 2), "R")),
+                               make_reshard("v", v, make_layout(v, {1}, rank_range(1, 1), "R"),
+                                            make_layout(v, {2}, rank_range(2, 2), "R"))},
+                              2, 2)
       .value();
 }
 
-TEST(Strategies, ABusyNicHandsHalfOfWhatItSendsToItsNeighboursOverNvlink) {
-  // Sent by its holder alone, the 8 MiB leave through NIC 0 (8 MiB / 50 GB/s) while NIC 1 idles
-  // and node 1's two NICs take 4 MiB each. Node 0's NICs level at 4 MiB each: half of the tensor
-  // hops to rank 1 over NVLink (4 MiB) and leaves through NIC 1; the network still carries each
-  // byte into node 1 once.
-  const auto p = one_holder_beside_an_idle_rank();
+constexpr std::int64_t kLightBytes = 64 * 1024 * 2;
+
+TEST(Strategies, ABusyNicHandsPartOfWhatItSendsToItsNeighboursOverNvlink) {
+  // Sent by their holders alone, w leaves through NIC 0 (8 MiB) while NIC 1 sends v (128 KiB);
+  // node 1's two NICs take in about half each. Node 0's NICs level at about half of the 8.125 MiB
+  // each: the head rows of w hop to rank 1 over NVLink and leave through NIC 1. The network still
+  // carries each byte into node 1 once.
+  const auto p = one_holder_beside_a_light_sender();
   const auto c = make_test_cluster(2, 2, 2, 2);
   const auto s = compute_stats(plan_of("refit", p, c), c);
-  EXPECT_EQ(s.max_nic_tx.value, kTensorBytes / 2);
-  EXPECT_EQ(s.max_nic_rx.value, kTensorBytes / 2);
-  EXPECT_EQ(s.network_bytes.value, kTensorBytes);
-  EXPECT_EQ(s.nvlink_bytes.value, kTensorBytes / 2 + kTensorBytes);  // the hop, then 2 <-> 3 complete
+  const double half = (kTensorBytes + kLightBytes) / 2.0;
+  EXPECT_LT(s.max_nic_tx.value, half * 1.05);
+  EXPECT_EQ(s.network_bytes.value, kTensorBytes + kLightBytes);
+  EXPECT_GT(s.nvlink_bytes.value, kTensorBytes + kLightBytes);  // the hop, besides 2 <-> 3 completing
 }
 
 TEST(Strategies, APlanForADeltaRefitKeepsNoRelaysScratch) {
-  // The same for a delta refit, which keeps no bytes outside the ranks' boxes: NIC 0 sends all.
-  const auto p = one_holder_beside_an_idle_rank();
+  // The same for a delta refit, which keeps no bytes outside the ranks' boxes: NIC 0 sends all of
+  // w, and no transfer lands on rank 1.
+  const auto p = one_holder_beside_a_light_sender();
   const auto c = make_test_cluster(2, 2, 2, 2);
   const auto plan = make_plan("refit", p, c, PlanOptions{.neighbour_relays = false});
   ASSERT_TRUE(plan) << plan.error().message;
