@@ -12,13 +12,12 @@ namespace {
 class SenderRelays {
  public:
   SenderRelays(std::vector<Assignment>& a, std::vector<std::int64_t>& bytes, std::deque<Box>& boxes,
-               std::span<const std::int32_t> part_of, const PlacedCluster& c, const RelayCuts& cuts)
+               const PlacedCluster& c, const RelayCuts& cuts)
       : a_(a),
         bytes_(bytes),
         boxes_(boxes),
         c_(c),
         cuts_(cuts),
-        part_of_(part_of),
         tx_(c.cluster().nics().size()),
         rx_(c.cluster().nics().size()),
         launch_(c.cluster().nics().size(), Rank{-1}),
@@ -30,13 +29,20 @@ class SenderRelays {
       if (const auto n = c.nic_of(sender_of(i))) tx_[at(*n)] += static_cast<double>(bytes[i]);
       if (const auto n = c.nic_of(a[i].landing)) rx_[at(*n)] += static_cast<double>(bytes[i]);
     }
-    for (std::size_t r = 0; r < part_of.size(); ++r)
-      if (part_of[r] >= 0) add_launch(Rank{static_cast<std::int32_t>(r)});
     for (std::size_t n = 0; n < rx_.size(); ++n)
       if (rx_[n] > 0) receiving_ = std::max(receiving_, rx_[n] / bw(n));
   }
 
-  void run() {
+  // Levels every domain; `part_of` (the parts, by rank) is asked for only where some NIC sends for
+  // longer than the busiest receiver takes in, without which no domain's level is exceeded.
+  void run(const std::function<std::vector<std::int32_t>()>& part_of) {
+    bool busy = false;
+    for (std::size_t n = 0; n < tx_.size(); ++n)
+      busy = busy || tx_[n] > receiving_ * bw(n) * (1 + kSenderRelayMargin);
+    if (!busy) return;
+    part_of_ = part_of();
+    for (std::size_t r = 0; r < part_of_.size(); ++r)
+      if (part_of_[r] >= 0) add_launch(Rank{static_cast<std::int32_t>(r)});
     for (std::size_t d = 0; d < c_.cluster().domains().size(); ++d)
       level_domain(static_cast<std::int32_t>(d));
   }
@@ -146,9 +152,9 @@ class SenderRelays {
   std::deque<Box>& boxes_;
   const PlacedCluster& c_;
   const RelayCuts& cuts_;
-  std::span<const std::int32_t> part_of_;
-  std::vector<double> tx_, rx_;  // bytes per NIC
-  std::vector<Rank> launch_;     // per NIC, the part's rank that sends through it (-1: none)
+  std::vector<std::int32_t> part_of_;  // by rank: its part (-1: in none)
+  std::vector<double> tx_, rx_;        // bytes per NIC
+  std::vector<Rank> launch_;           // per NIC, the part's rank that sends through it (-1: none)
   std::vector<std::vector<std::size_t>> sent_by_;  // per NIC, the assignments its holders send
   std::vector<bool> feeds_;
   double receiving_ = 0;  // the busiest receiving NIC's time, in seconds
@@ -157,9 +163,9 @@ class SenderRelays {
 }  // namespace
 
 void relay_at_senders(std::vector<Assignment>& assignments, std::vector<std::int64_t>& bytes,
-                      std::deque<Box>& boxes, std::span<const std::int32_t> part_of,
+                      std::deque<Box>& boxes, const std::function<std::vector<std::int32_t>()>& part_of,
                       const PlacedCluster& cluster, const RelayCuts& cuts) {
-  SenderRelays(assignments, bytes, boxes, part_of, cluster, cuts).run();
+  SenderRelays(assignments, bytes, boxes, cluster, cuts).run(part_of);
 }
 
 }  // namespace refit::planner_detail

@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <span>
 #include <vector>
 
 #include "refit/core/box.h"
@@ -30,13 +29,14 @@ struct RelayCuts {
 };
 
 // Rewrites `assignments` (with `bytes`, their moved bytes) so that within each domain the NICs of
-// a part's ranks (`part_of`, by rank: refit_parts.h's parts_of_ranks; -1 for a rank in none) send
+// a part's ranks (`part_of()`, by rank: refit_parts.h's parts_of_ranks, -1 for a rank in none,
+// asked for only where some NIC is busier than the busiest receiver) send
 // about evenly: an assignment moved whole, or the head rows of one cut by `cuts`, is sent by a
 // relay of the sender's part that an NVLink hop (Assignment::hop) feeds, so that parts stay apart
 // and a part planned alone plans as it does in the whole. New row blocks are kept in `boxes`.
 // Assignments already forwarded stay; those that feed others move whole or not at all.
 void relay_at_senders(std::vector<Assignment>& assignments, std::vector<std::int64_t>& bytes,
-                      std::deque<Box>& boxes, std::span<const std::int32_t> part_of,
+                      std::deque<Box>& boxes, const std::function<std::vector<std::int32_t>()>& part_of,
                       const PlacedCluster& cluster, const RelayCuts& cuts);
 
 }  // namespace refit::planner_detail

@@ -101,8 +101,9 @@ class RefitPlanner {
     for (std::size_t k = 0; k < class_items_.size(); ++k) place_class(k, result.shares[k]);
     forward_between_domains(assignments_, c_.cluster, assignment_bytes_);
     if (c_.options.neighbour_relays)
-      relay_at_senders(assignments_, assignment_bytes_, split_boxes_, parts_of_ranks(c_, groups_), c_.cluster,
-                       relay_cuts());
+      relay_at_senders(
+          assignments_, assignment_bytes_, split_boxes_, [this] { return parts_of_ranks(c_, groups_); },
+          c_.cluster, relay_cuts());
     emit();
     return std::move(b_).finish(PlanBuilder::RelayOrder::kArrival, rounds);
   }
