@@ -25,6 +25,7 @@ __all__ = [
     "optional_callable",
     "optional_int",
     "optional_ints",
+    "optional_name",
     "optional_text",
     "rank_problem",
 ]
@@ -111,6 +112,15 @@ def checked_text(value: Any, what: str) -> str:
 def optional_text(value: Any, what: str) -> Optional[str]:
     """None, or ``value`` checked as :func:`checked_text` checks it."""
     return None if value is None else checked_text(value, what)
+
+
+def optional_name(value: Any, what: str) -> Optional[str]:
+    """None (the default), or a non-empty str: the compiled part reads "" as the default, which is
+    not what the caller wrote, and the refit command refuses ``--dtype ''`` as empty."""
+    text = optional_text(value, what)
+    if text == "":
+        raise BadInput(f"{what}: is empty (None for the default)", "invalid argument")
+    return text
 
 
 def optional_callable(value: Any, what: str, arguments: str) -> Optional[Callable[..., Any]]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Union
 
 from refit import _refit
-from refit._checks import INT32_MAX, checked_flag, checked_int, checked_rank, checked_text, optional_text
+from refit._checks import INT32_MAX, checked_flag, checked_int, checked_rank, checked_text, optional_name, optional_text
 from refit._errors import BadInput
 from refit._layouts import TensorLayout
 from refit._paths import FilePath, json_text, output_file, path_text
@@ -193,9 +193,9 @@ class Problem:
                 the message names the option as the refit command spells it (``--train: ...``).
         """
         source = {"model": path_text(model, "model"), "train": checked_text(train, "train"),
-                  "infer": checked_text(infer, "infer"), "dtype": optional_text(dtype, "dtype") or "",
+                  "infer": checked_text(infer, "infer"), "dtype": optional_name(dtype, "dtype") or "",
                   "per_expert": checked_flag(per_expert, "per_expert"), "mtp": checked_flag(mtp, "mtp"),
-                  "quantize": optional_text(quantize, "quantize") or "",
+                  "quantize": optional_name(quantize, "quantize") or "",
                   "quantize_at": checked_text(quantize_at, "quantize_at")}  # fmt: skip
         problem = cls(_refit.Problem.load(**source), source)
         for note in problem.notes:

@@ -9,7 +9,7 @@ from typing import Any, Optional, Sequence, Union
 
 from refit import _refit
 from refit._checks import INT32_MAX, INT64_MAX, checked_names, checked_seconds, checked_text
-from refit._checks import optional_int, optional_ints, optional_text
+from refit._checks import optional_int, optional_ints, optional_name
 from refit._cluster import Cluster
 from refit._errors import BadInput
 from refit._paths import FilePath, output_file
@@ -235,7 +235,7 @@ def simulate(
     """
     window, staging_bytes = _checked_window(window), _checked_staging(staging_bytes)
     chunk_bytes = checked_chunk_bytes(chunk_bytes)
-    strategy, deployment = checked_text(strategy, "strategy"), optional_text(deployment, "deployment")
+    strategy, deployment = checked_text(strategy, "strategy"), optional_name(deployment, "deployment")
     if isinstance(problem, Plan):
         _refuse_planning(problem, cluster, strategy, chunk_bytes)
         trace_file = _trace_file(trace)

@@ -555,3 +555,13 @@ def test_flags_and_counts_of_the_wrong_kind_are_refused() -> None:
     shard = refit.Shard("w", "fp32", (2, 2), (0, 0), (-2, -2))
     with pytest.raises(refit.BadInput, match=re.escape("shard 'w': extent (-2, -2) is not a box's")):
         refit.Executor("ucx", one).empty(shard)
+
+
+def test_an_empty_name_is_refused_as_the_command_refuses_it() -> None:
+    """``dtype=""``, ``quantize=""`` and ``deployment=""`` once meant the default (the compiled
+    part reads "" so); ``refit simulate --dtype ''`` is refused as empty, and so are they."""
+    for kwargs, what in (({"dtype": ""}, "dtype"), ({"quantize": ""}, "quantize")):
+        with pytest.raises(refit.BadInput, match=f"{what}: is empty"):
+            refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2,etp=1", infer="tp=2", **kwargs)
+    with pytest.raises(refit.BadInput, match="deployment: is empty"):
+        refit.simulate(_tiny(), refit.Cluster.preset("cpu-host"), deployment="")
