@@ -181,13 +181,9 @@ def _checked_strategies(strategies: Any) -> Optional[list[str]]:
     return checked_names(strategies, "strategies", "strategy", [s.name for s in _all_strategies()])
 
 
-def _refuse_planning(plan: Plan, cluster: Optional[Cluster], strategy: str, chunk_bytes: int) -> None:
-    """A plan is simulated as it was planned, on its own cluster: arguments that would plan it
-    otherwise are refused rather than ignored."""
-    if cluster is not None and cluster is not plan.cluster:
-        raise BadInput(
-            "cluster: a Plan is simulated on the cluster it was planned on (plan.cluster); "
-            "refit.Plan.load(path, problem, cluster) checks a plan file against another", "invalid argument")
+def _refuse_planning(plan: Plan, strategy: str, chunk_bytes: int) -> None:
+    """A plan is simulated as it was planned: arguments that would plan it otherwise are refused
+    rather than ignored."""
     if strategy != plan.strategy and strategy != "refit":
         raise BadInput(f"strategy: a Plan is simulated as it was planned, with {plan.strategy!r}; "
                        f"{strategy!r} plans a Problem", "invalid argument")  # fmt: skip
@@ -212,7 +208,8 @@ def simulate(
 
     Args:
         problem: the problem (planned here with ``strategy`` on ``cluster``), or a :class:`Plan`
-            (simulated as it is).
+            (simulated as it is, on ``cluster`` when given, whose links it must fit: the same
+            shape of hardware with other speeds, say; else on its own).
         deployment: who runs the plan (:func:`deployments`): ``refit`` (refit's executors),
             ``nemo-rl`` (NeMo RL's refit paths), ``m2n-bench`` (nccl_m2n's model benchmark),
             ``m2n-bench-all`` (the same with ``--no-dedup``: every layer timed), ``refit-nccl``
@@ -237,9 +234,11 @@ def simulate(
     chunk_bytes = checked_chunk_bytes(chunk_bytes)
     strategy, deployment = checked_text(strategy, "strategy"), optional_name(deployment, "deployment")
     if isinstance(problem, Plan):
-        _refuse_planning(problem, cluster, strategy, chunk_bytes)
+        _refuse_planning(problem, strategy, chunk_bytes)
+        if cluster is not None:
+            expect(cluster, Cluster, "cluster (refit.Cluster.preset(...))")
         trace_file = _trace_file(trace)
-        placed = problem.cluster.placed(problem.problem)
+        placed = (problem.cluster if cluster is None else cluster).placed(problem.problem)
         raw = problem._handle.simulate(problem.problem._handle, placed, window, trace is not False, deployment,
                                        staging_bytes)  # fmt: skip
         return replace(_simulation(raw, trace, trace_file), plan_seconds=problem.plan_seconds)

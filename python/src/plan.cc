@@ -18,7 +18,9 @@
 #include "path_caster.h"
 #include "refit/core/elapsed.h"
 #include "refit/core/text_file.h"
+#include "refit/core/try.h"
 #include "refit/facade/prediction.h"
+#include "refit/planner/links.h"
 
 namespace refit::python {
 
@@ -139,15 +141,17 @@ PredictOptions predict_options(std::optional<std::int32_t> window, std::optional
                         .staging = staging ? Bytes{*staging} : lowering::kDefaultStaging};
 }
 
-// What refit simulate predicts of a plan made before (refit simulate --plan): as the deployment runs it.
+// What refit simulate predicts of a plan made before (refit simulate --plan): on `cluster`, which
+// its links must fit (its own, or other hardware of the same shape), as the deployment runs it.
 nb::dict simulate(const PlanHandle& p, const ProblemHandle& problem, const ClusterHandle& cluster,
                   std::optional<std::int32_t> window, bool trace, std::optional<std::string> deployment,
                   std::optional<std::int64_t> staging) {
   std::ostringstream trace_text;
   auto options = predict_options(window, std::move(deployment), staging);
   options.trace = trace ? &trace_text : nullptr;
-  auto predicted = unwrap([&] {
+  auto predicted = unwrap([&]() -> Result<Predictions> {
     nb::gil_scoped_release release;
+    REFIT_TRY_IN(check_links(*p.plan, *cluster.placed), "cluster: the plan does not fit it");
     return predict({.source = problem.source, .problem = *problem.problem, .cluster = *cluster.placed},
                    options, *p.plan);
   }());

@@ -130,19 +130,22 @@ def test_python_only_arguments_are_checked_too() -> None:
 
 
 def test_simulating_a_plan_refuses_the_arguments_that_would_plan_it_otherwise() -> None:
-    """A Plan is simulated as it was planned, on its own cluster: another cluster, strategy or
-    chunk size once passed silently (a plan of cpu-host predicted on it, not on the dgx-h100 asked
-    for), so they are refused; the plan's own cluster is what it is simulated on."""
+    """A Plan is simulated as it was planned: another strategy or chunk size once passed silently,
+    and so did another cluster (a plan of cpu-host predicted there, not on the hardware asked
+    for). A cluster is now simulated on when the plan's links fit it, and refused naming why
+    otherwise; strategy and chunk_bytes are refused."""
     problem = _tiny()
-    cpu = refit.Cluster.preset("cpu-host")
-    plan = refit.plan(problem, cpu)
-    with pytest.raises(refit.BadInput, match="cluster: a Plan is simulated on the cluster it was planned on"):
+    two_nodes = refit.Cluster.preset("dgx-h100:gpus_per_node=2")
+    plan = refit.plan(problem, two_nodes)
+    faster = refit.Cluster.preset("dgx-h100:gpus_per_node=2,nic_gbps=800")
+    assert refit.simulate(plan, faster).predicted_s < refit.simulate(plan).predicted_s
+    assert refit.simulate(plan, two_nodes).predicted_s == refit.simulate(plan).predicted_s
+    with pytest.raises(refit.BadInput, match="cluster: the plan does not fit it: transfer #"):
         refit.simulate(plan, refit.Cluster.preset("dgx-h100"))
     with pytest.raises(refit.BadInput, match="strategy: a Plan is simulated as it was planned, with 'refit'"):
         refit.simulate(plan, strategy="direct")
     with pytest.raises(refit.BadInput, match="chunk_bytes: a Plan is simulated with the chunks it was planned"):
         refit.simulate(plan, chunk_bytes=1 << 20)
-    assert refit.simulate(plan, cpu).predicted_s == refit.simulate(plan).predicted_s
 
 
 def test_paths_with_a_nul_byte_are_refused_as_open_refuses_them(tmp_path: Path) -> None:
