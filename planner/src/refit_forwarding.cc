@@ -31,18 +31,10 @@ struct PieceKeyHash {
 class Forwarder {
  public:
   Forwarder(std::vector<Assignment>& a, const PlacedCluster& c, const std::vector<std::int64_t>& bytes)
-      : a_(a),
-        c_(c),
-        bytes_(bytes),
-        tx_(c.cluster().nics().size()),
-        rx_(c.cluster().nics().size()),
-        feeds_(a.size(), false),
-        depth_(a.size(), 0) {
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      tx_[nic(a[i].sender)] += static_cast<double>(bytes[i]);
-      rx_[nic(a[i].landing)] += static_cast<double>(bytes[i]);
-    }
-    for (std::size_t n = 0; n < rx_.size(); ++n) target_ = std::max(target_, rx_[n] / bw(n));
+      : a_(a), c_(c), bytes_(bytes), feeds_(a.size(), false), depth_(a.size(), 0) {
+    auto loads = nic_loads(a, bytes, c);
+    tx_ = std::move(loads.tx);
+    target_ = loads.receiving_s;
   }
 
   void run() {
@@ -148,7 +140,7 @@ class Forwarder {
   std::vector<Assignment>& a_;
   const PlacedCluster& c_;
   const std::vector<std::int64_t>& bytes_;
-  std::vector<double> tx_, rx_;
+  std::vector<double> tx_;  // bytes each NIC sends
   std::vector<bool> feeds_;
   std::vector<std::uint32_t> depth_;  // forwarding hops between a source and the member
   double target_ = 0;

@@ -57,4 +57,22 @@ std::optional<std::pair<Box, Box>> split_rows(const Box& box, Bytes bytes, std::
   return std::nullopt;
 }
 
+NicLoads nic_loads(const std::vector<Assignment>& assignments, const std::vector<std::int64_t>& bytes,
+                   const PlacedCluster& cluster) {
+  const auto nics = cluster.cluster().nics().size();
+  NicLoads out{.tx = std::vector<double>(nics), .rx = std::vector<double>(nics), .receiving_s = 0};
+  for (std::size_t i = 0; i < assignments.size(); ++i) {
+    const auto& a = assignments[i];
+    const Rank sender =
+        a.relay_from >= 0 ? assignments[static_cast<std::size_t>(a.relay_from)].landing : a.sender;
+    if (const auto n = cluster.nic_of(sender))
+      out.tx[static_cast<std::size_t>(*n)] += static_cast<double>(bytes[i]);
+    if (const auto n = cluster.nic_of(a.landing))
+      out.rx[static_cast<std::size_t>(*n)] += static_cast<double>(bytes[i]);
+  }
+  for (std::size_t n = 0; n < nics; ++n)
+    out.receiving_s = std::max(out.receiving_s, out.rx[n] / cluster.cluster().nics()[n].bandwidth.value);
+  return out;
+}
+
 }  // namespace refit::planner_detail

@@ -37,6 +37,16 @@ struct Assignment {
   bool hop = false;
 };
 
+// What NICs carry for `assignments` (with `bytes`, their moved bytes): bytes each sends (a forwarded
+// assignment's by its feeder's landing rank) and receives, and the busiest receiving NIC's time.
+// A rank without a NIC counts on none.
+struct NicLoads {
+  std::vector<double> tx, rx;  // bytes, by NIC
+  double receiving_s = 0;      // the most any NIC takes in, over its bandwidth
+};
+NicLoads nic_loads(const std::vector<Assignment>& assignments, const std::vector<std::int64_t>& bytes,
+                   const PlacedCluster& cluster);
+
 // Replicas of one destination shard that live in one NVLink domain: copy `copy` of the `copies`
 // the shard's domain groups make of each of its pieces (holder_share).
 struct DomainGroup {

@@ -18,19 +18,16 @@ class SenderRelays {
         boxes_(boxes),
         c_(c),
         cuts_(cuts),
-        tx_(c.cluster().nics().size()),
-        rx_(c.cluster().nics().size()),
         launch_(c.cluster().nics().size(), Rank{-1}),
         sent_by_(c.cluster().nics().size()),
         feeds_(a.size(), false) {
+    auto loads = nic_loads(a, bytes, c);
+    tx_ = std::move(loads.tx);
+    receiving_ = loads.receiving_s;
     for (std::size_t i = 0; i < a.size(); ++i) {
       if (a[i].relay_from >= 0) feeds_[at(a[i].relay_from)] = true;
       if (const auto n = c.nic_of(a[i].sender); n && a[i].relay_from < 0) sent_by_[at(*n)].push_back(i);
-      if (const auto n = c.nic_of(sender_of(i))) tx_[at(*n)] += static_cast<double>(bytes[i]);
-      if (const auto n = c.nic_of(a[i].landing)) rx_[at(*n)] += static_cast<double>(bytes[i]);
     }
-    for (std::size_t n = 0; n < rx_.size(); ++n)
-      if (rx_[n] > 0) receiving_ = std::max(receiving_, rx_[n] / bw(n));
   }
 
   // Levels every domain; `part_of` (the parts, by rank) is asked for only where some NIC sends for
@@ -48,9 +45,6 @@ class SenderRelays {
   }
 
  private:
-  Rank sender_of(std::size_t i) const {
-    return a_[i].relay_from >= 0 ? a_[at(a_[i].relay_from)].landing : a_[i].sender;
-  }
   double bw(std::size_t nic) const { return c_.cluster().nics()[nic].bandwidth.value; }
 
   // The rank that sends for NIC n: the first of a part's ranks behind it (a NIC's ranks are of one
@@ -153,7 +147,7 @@ class SenderRelays {
   const PlacedCluster& c_;
   const RelayCuts& cuts_;
   std::vector<std::int32_t> part_of_;  // by rank: its part (-1: in none)
-  std::vector<double> tx_, rx_;        // bytes per NIC
+  std::vector<double> tx_;             // bytes each NIC sends
   std::vector<Rank> launch_;           // per NIC, the part's rank that sends through it (-1: none)
   std::vector<std::vector<std::size_t>> sent_by_;  // per NIC, the assignments its holders send
   std::vector<bool> feeds_;
