@@ -1,7 +1,8 @@
 // Strategy `refit`: every (piece, destination NVLink domain) enters the domain exactly once.
-//  1. A piece that some holder already has inside the domain goes over NVLink from that holder;
-//     where the domain's replicas that need it outnumber its holders there, scattered in row
-//     slabs, one to each replica, which forwards its slab to the others.
+//  1. A piece that some holder already has inside the domain goes over NVLink, from the holder or
+//     replica whose NVLink port is least loaded; where the domain's replicas that need it
+//     outnumber its holders there, scattered in row slabs, one to each replica, which forwards its
+//     slab to the others (inside_domain.h).
 //  2. Otherwise it crosses the network: the sender is chosen among the piece's holders that
 //     serve this domain (holder_share: an equal slice of them per domain that takes the piece,
 //     one or two holders when more domains take it than it has holders) and the landing GPU
@@ -30,6 +31,7 @@
 #include <fmt/format.h>
 
 #include "balance_parts.h"
+#include "inside_domain.h"
 #include "plan_builder.h"
 #include "plan_copies.h"
 #include "refit/core/try.h"
@@ -51,6 +53,7 @@ class RefitPlanner {
         groups_(std::move(groups)),
         moved_per_byte_(moved_per_byte(c)),
         min_split_(min_split(c, moved_per_byte_)),
+        inside_(c, b_, [this](std::uint32_t t, const Box& box) { return moved(t, box); }),
         sent_(static_cast<std::size_t>(c.problem.world_size())),
         received_(static_cast<std::size_t>(c.problem.world_size())) {
     const auto nics = c.cluster.cluster().nics().size();
@@ -96,6 +99,7 @@ class RefitPlanner {
 
   // With `rounds`, each transfer's place in the rotated all-to-all (PlanBuilder::finish).
   [[nodiscard]] Result<Plan> run(std::vector<std::uint64_t>* rounds = nullptr) {
+    for (std::uint32_t t = 0; t < c_.overlaps.size(); ++t) reserve_inside(t);
     for (std::uint32_t t = 0; t < c_.overlaps.size(); ++t) REFIT_TRY(collect_tensor(t));
     const auto result = balance_nic_load_by_parts(balance_);
     for (std::size_t k = 0; k < class_items_.size(); ++k) place_class(k, result.shares[k]);
@@ -109,6 +113,13 @@ class RefitPlanner {
   }
 
  private:
+  void reserve_inside(std::uint32_t t) {
+    const auto& o = c_.overlaps[t];
+    for (std::uint32_t d = 0; d < o.destinations.size(); ++d)
+      for (const auto& group : groups_[t][d])
+        for (const auto& piece : o.destinations[d].pieces) inside_.reserve(t, piece, group);
+  }
+
   [[nodiscard]] Result<void> collect_tensor(std::uint32_t t) {
     const auto& o = c_.overlaps[t];
     NicSets& sets = nic_sets_;
@@ -131,7 +142,7 @@ class RefitPlanner {
         const auto landing_set = sets.intern(nics_of(group.replicas));
         for (std::uint32_t p = 0; p < o.destinations[d].pieces.size(); ++p) {
           const auto& piece = o.destinations[d].pieces[p];
-          if (send_inside_domain(t, piece, group)) continue;
+          if (inside_.send(t, piece, group)) continue;
           const auto tx = tx_set(piece.source, group);
           if (sets.get(tx).empty() || sets.get(landing_set).empty())
             return mismatch(fmt::format(
@@ -148,62 +159,6 @@ class RefitPlanner {
     std::vector<std::int32_t> out;
     for (Rank r : ranks)
       if (auto n = c_.cluster.nic_of(r)) out.push_back(*n);
-    return out;
-  }
-
-  // Pieces held inside the destination domain move over NVLink only, spread over the holders.
-  // Sending the piece whole to each replica costs a holder one piece per replica it serves;
-  // scattered in slabs that the replicas pass on to each other, every GPU moves about one piece
-  // (a holder its share, each replica its slab to the others), which NVLink carries at once.
-  // A replica on a holder's GPU copies the piece from it; the others are served from the holders
-  // in turn, or scattered to (each piece's slabs starting where the last one's ended, so that
-  // pieces with fewer slabs than replicas do not all land on the same few).
-  bool send_inside_domain(std::uint32_t t, const Piece& piece, const DomainGroup& group) {
-    std::vector<Rank> near;
-    for (Rank h : c_.overlaps[t].holders(piece))
-      if (c_.cluster.domain_of(h) == group.domain) near.push_back(h);
-    if (near.empty()) return false;
-    std::vector<Rank> apart;
-    for (const Rank r : group.replicas) {
-      const auto local =
-          std::ranges::find(near, c_.cluster.gpu_of(r), [&](Rank h) { return c_.cluster.gpu_of(h); });
-      if (local != near.end())
-        b_.add(0, 0, *local, r, t, piece.box);
-      else
-        apart.push_back(r);
-    }
-    const auto slabs = apart.size() > near.size() ? slabs_of(t, piece.box, apart.size()) : std::vector<Box>{};
-    if (slabs.size() <= 1) {
-      for (std::size_t i = 0; i < apart.size(); ++i)
-        b_.add(0, 0, near[i % near.size()], apart[i], t, piece.box);
-      return true;
-    }
-    const std::size_t first = scatter_turn_ % apart.size();
-    scatter_turn_ += slabs.size();
-    for (std::size_t i = 0; i < slabs.size(); ++i) {
-      const Rank landing = apart[(first + i) % apart.size()];
-      const Handle landed = b_.add(0, 0, near[i % near.size()], landing, t, slabs[i]);
-      for (const Rank r : apart)
-        if (r != landing) b_.add(1, static_cast<std::uint64_t>(landed), landing, r, t, slabs[i], landed);
-    }
-    return true;
-  }
-
-  // `box` of tensor t in row slabs of about equal bytes, one per replica, none under
-  // kMinSplitBytes (fewer slabs, or the box whole, when it is too small or has too few rows).
-  std::vector<Box> slabs_of(std::uint32_t t, const Box& box, std::size_t replicas) const {
-    const auto element = dtype_size(c_.problem.tensors()[t].tensor.dtype);
-    const auto bytes = [&](const Box& b) { return static_cast<double>(b.volume() * element); };
-    const auto wanted = std::min(replicas, static_cast<std::size_t>(bytes(box) / kMinSplitBytes));
-    std::vector<Box> out;
-    Box rest = box;
-    for (std::size_t left = wanted; left > 1; --left) {
-      auto cut = split_rows(rest, Bytes{std::llround(bytes(rest) / static_cast<double>(left))}, element);
-      if (!cut) break;
-      out.push_back(std::move(cut->first));
-      rest = std::move(cut->second);
-    }
-    out.push_back(std::move(rest));
     return out;
   }
 
@@ -367,6 +322,7 @@ class RefitPlanner {
   DomainGroups groups_;
   std::vector<double> moved_per_byte_;
   double min_split_;
+  InsideDomainSends inside_;
   NicSets nic_sets_;
   BalanceProblem balance_;
   std::unordered_map<std::uint64_t, std::size_t> class_of_;
@@ -382,7 +338,6 @@ class RefitPlanner {
   std::vector<std::int64_t> assignment_bytes_;  // moved bytes, as every load below
   std::vector<std::int64_t> sent_;              // per rank, to spread ranks sharing a NIC
   std::vector<std::int64_t> received_;
-  std::size_t scatter_turn_ = 0;  // where the next scattered piece's first slab lands (mod replicas)
 };
 
 }  // namespace

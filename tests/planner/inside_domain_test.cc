@@ -1,0 +1,90 @@
+// Pieces held inside their destination's NVLink domain (planner/src/inside_domain.h), where
+// training and inference share one node's GPUs: who sends each piece over NVLink.
+#include <gtest/gtest.h>
+
+#include "refit/planner/plan_stats.h"
+#include "refit/planner/strategy.h"
+#include "test_cluster.h"
+#include "test_problems.h"
+
+namespace refit {
+namespace {
+
+using testing::make_layout;
+using testing::make_reshard;
+using testing::make_test_cluster;
+using testing::rank_range;
+
+constexpr std::int64_t kTensorBytes = 4096 * 1024 * 2;  // [4096, 1024] bf16
+constexpr std::int64_t kQuarter = kTensorBytes / 4;
+
+// One 8-GPU domain with `training` ranks on GPUs 0, 1, ... and 8 inference ranks on GPUs 0-7 (the
+// training job's GPUs are lent to inference: colocated).
+PlacedCluster colocated(std::int32_t training) {
+  auto cluster = make_test_cluster(1, 8, 0, 0).cluster();
+  std::vector<GpuId> gpus;
+  for (std::int32_t r = 0; r < training; ++r) gpus.push_back(GpuId{r});
+  for (std::int32_t g = 0; g < 8; ++g) gpus.push_back(GpuId{g});
+  auto ranks = RankMap::make(cluster, std::move(gpus), training).value();
+  return PlacedCluster::make(std::move(cluster), std::move(ranks)).value();
+}
+
+// Two inference engines of tp=4 on ranks first..first+7 (engine 0 on GPUs 0-3, engine 1 on 4-7):
+// row quarter i of each tensor lands on GPUs i and 4 + i.
+Layout two_engines_of_tp4(std::int32_t first) {
+  return make_layout({4096, 1024}, {2, 4}, rank_range(first, 8), "R,S0");
+}
+
+PlanStats stats_of(const ReshardProblem& p, const PlacedCluster& c) {
+  const auto plan = make_plan("refit", p, c);
+  EXPECT_TRUE(plan) << plan.error().message;
+  const auto ok = validate(*plan, p);
+  EXPECT_TRUE(ok) << ok.error().message;
+  return compute_stats(*plan, c);
+}
+
+TEST(InsideDomain, EveryHolderOfAPieceTakesItsTurnToSendIt) {
+  // x is replicated on the 4 training ranks (data parallel) on GPUs 0-3. GPU i copies quarter i
+  // from the rank beside it; GPU 4 + i needs it over NVLink. Sent by the first holder each time,
+  // GPU 0 would send all 4 quarters (8 MiB); each holder sends the one beside it instead.
+  const auto p = ReshardProblem::make(
+                     {make_reshard("x", {4096, 1024}, make_layout({4096, 1024}, {4}, rank_range(0, 4), "R"),
+                                   two_engines_of_tp4(4))},
+                     4, 8)
+                     .value();
+  const auto s = stats_of(p, colocated(4));
+  EXPECT_EQ(s.local_bytes.value, kTensorBytes);  // quarter i on GPU i, i = 0..3
+  for (std::size_t g = 0; g < 4; ++g) EXPECT_EQ(s.nvlink_egress[g].value, kQuarter) << "GPU " << g;
+  for (std::size_t g = 4; g < 8; ++g) EXPECT_EQ(s.nvlink_ingress[g].value, kQuarter) << "GPU " << g;
+}
+
+TEST(InsideDomain, AReplicaOnAGpuThatHoldsNothingPassesThePieceOn) {
+  // Two pipeline stages, each replicated twice: x on GPUs 0 and 1, y on GPUs 2 and 3; both engines
+  // need every quarter of both. Over NVLink go x's quarters to GPUs 2, 3, 4, 5, 6, 7 and y's to 0,
+  // 1, 4, 5, 6, 7: 12 quarters. Sent by their holders only, GPUs 0-3 send 3 quarters each:
+  //   x: q0 -> 4, q1 -> 5 (one holder each), q2 -> 2 and 6, q3 -> 3 and 7 (both holders).
+  // GPUs 4-7 hold nothing: passing on x's q2 and q3 (GPU 6 to 2, GPU 7 to 3) and y's q0 and q1
+  // (GPU 4 to 0, GPU 5 to 1) leaves every holder 2 quarters and GPUs 4-7 one each. GPUs 4-7 take
+  // in 2 quarters each (a quarter of x and of y): the sends are now within that, the bound.
+  // x is planned first. Had the loads started at 0, GPU 2 (idle until then) would pass x's q2 on
+  // to GPU 6, and then send y's q2 and a share of y's q0 as y's holder: 3 quarters. They start at
+  // what each holder would send of its own pieces, so GPU 2 looks busy from the start.
+  const auto p = ReshardProblem::make(
+                     {make_reshard("x", {4096, 1024}, make_layout({4096, 1024}, {2}, rank_range(0, 2), "R"),
+                                   two_engines_of_tp4(4)),
+                      make_reshard("y", {4096, 1024}, make_layout({4096, 1024}, {2}, rank_range(2, 2), "R"),
+                                   two_engines_of_tp4(4))},
+                     4, 8)
+                     .value();
+  const auto s = stats_of(p, colocated(4));
+  EXPECT_EQ(s.local_bytes.value, 4 * kQuarter);
+  EXPECT_EQ(s.nvlink_bytes.value, 12 * kQuarter);
+  for (std::size_t g = 0; g < 4; ++g) EXPECT_EQ(s.nvlink_egress[g].value, 2 * kQuarter) << "GPU " << g;
+  for (std::size_t g = 4; g < 8; ++g) {
+    EXPECT_EQ(s.nvlink_egress[g].value, kQuarter) << "GPU " << g;
+    EXPECT_EQ(s.nvlink_ingress[g].value, 2 * kQuarter) << "GPU " << g;
+  }
+}
+
+}  // namespace
+}  // namespace refit
