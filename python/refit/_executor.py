@@ -15,7 +15,7 @@ from refit import _refit
 from refit._checks import INT32_MAX, INT64_MAX, checked_flag, checked_int, checked_ints, checked_seconds
 from refit._checks import optional_callable, rank_problem
 from refit._errors import BadInput
-from refit._plan import Plan
+from refit._plan import Plan, expect
 from refit._problem import Problem, Shard
 from refit.exchange import Exchange
 
@@ -733,7 +733,11 @@ def fp8_parameter_buffers(buffers: Mapping[str, Any]) -> dict[str, Any]:
     Example::
 
         prepared = executor.prepare(plan, dict(model.named_parameters()), storage="framework")
+
+    Raises:
+        TypeError: ``buffers`` that are no mapping of names to buffers (a list, None).
     """
+    expect(buffers, Mapping, "buffers (parameter names to buffers)")
     out = dict(buffers)
     out.update({name: getattr(holder, attribute) for name, (holder, attribute) in _fp8_parts(buffers).items()})
     return out

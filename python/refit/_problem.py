@@ -312,8 +312,13 @@ class Problem:
         return list(self._tensors)
 
     def is_training(self, rank: int) -> bool:
-        """Whether a global rank is on the training side (holds sources)."""
-        return bool(0 <= rank < self.source_ranks)
+        """Whether a global rank is on the training side (holds sources).
+
+        Raises:
+            refit.BadInput: a rank outside the problem, or one that is no int (True, 1.5, "2"),
+                as :meth:`shards` refuses it.
+        """
+        return self._checked_rank(rank) < self.source_ranks
 
     def shards(self, rank: int) -> list[Shard]:
         """The non-empty boxes a training rank holds, or an inference rank needs, in tensor order.
@@ -360,7 +365,6 @@ class Problem:
     def _side_storage(self, rank: int) -> _refit.Storage:
         """The storage map of a rank's side (made once per side and problem): the framework's
         rules for a problem from a model, or a version 2 manifest's maps."""
-        rank = self._checked_rank(rank)
         return self._handle.storage(self.is_training(rank))
 
     def manifest(self) -> str:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import warnings
 from dataclasses import dataclass, field, replace
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 from refit import _refit
-from refit._checks import INT32_MAX, INT64_MAX, checked_names, checked_seconds, checked_text
+from refit._checks import INT32_MAX, INT64_MAX, checked_list, checked_names, checked_seconds, checked_text
 from refit._checks import optional_int, optional_ints, optional_name
 from refit._cluster import Cluster
 from refit._errors import BadInput
@@ -125,6 +125,18 @@ class Simulation:
             else:
                 out[name] = value
         return out
+
+
+def row_records(rows: Any) -> list[Mapping[str, Any]]:
+    """Rows of predictions or of a sweep (a DataFrame, or a list of rows or of
+    :class:`Simulation`) as mappings, or TypeError naming the first row that is neither
+    (``rows[2]``), and BadInput for rows that are no list (None, one string)."""
+    if hasattr(rows, "to_dict"):  # a pandas DataFrame
+        return rows.to_dict("records")
+    records = [r.row() if isinstance(r, Simulation) else r for r in checked_list(rows, "rows", "rows")]
+    for i, record in enumerate(records):
+        expect(record, Mapping, f"rows[{i}] (a sweep's row or a refit.Simulation)")
+    return records
 
 
 def deployments() -> list[tuple[str, str]]:

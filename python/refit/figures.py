@@ -25,7 +25,7 @@ from refit._checks import checked_list, checked_real
 from refit._errors import BadInput
 from refit._paths import FilePath, output_file, path_text
 from refit._plan import expect
-from refit._simulate import Simulation
+from refit._simulate import Simulation, row_records
 
 __all__ = [
     "DEFAULT_BINS", "MAX_BINS", "MAX_DPI", "FigureFile", "checked_bins", "checked_dpi", "compare",
@@ -90,17 +90,6 @@ def compare(
     return fig
 
 
-def _records(rows: Any) -> list[Mapping[str, Any]]:
-    """The rows of a sweep (a DataFrame, or a list of rows or predictions) as mappings, or
-    TypeError naming the first row that is neither."""
-    if hasattr(rows, "to_dict"):  # a pandas DataFrame
-        return rows.to_dict("records")
-    records = [r.row() if isinstance(r, Simulation) else r for r in checked_list(rows, "rows", "rows")]
-    for i, record in enumerate(records):
-        expect(record, Mapping, f"rows[{i}] (a sweep's row or a refit.Simulation)")
-    return records
-
-
 def _column(records: list[Mapping[str, Any]], name: Any, what: str) -> str:
     """``name``, a column of the rows, or BadInput naming ``what`` and the columns there are."""
     if name not in records[0]:
@@ -132,7 +121,7 @@ def sweep(
         refit.BadInput: ``x``, ``y`` or a ``series`` column the rows do not have, or ``series``
             given as one string (a list of column names, one per line label).
     """
-    records = _records(rows)
+    records = row_records(rows)
     if not records:
         raise ValueError("sweep: no rows to draw")
     x, y = _column(records, x, "x"), _column(records, y, "y")

@@ -17,7 +17,7 @@ from refit._cluster import Cluster
 from refit._errors import BadInput
 from refit._plan import DEFAULT_CHUNK_BYTES, checked_chunk_bytes, expect
 from refit._problem import Problem
-from refit._simulate import Simulation, _checked_strategies, _checked_window, _simulation
+from refit._simulate import Simulation, _checked_strategies, _checked_window, _simulation, row_records
 
 __all__ = ["predict_point", "sweep", "sweep_keys", "to_frame"]
 
@@ -32,10 +32,15 @@ def sweep_keys() -> list[str]:
 
 
 def to_frame(rows: Sequence[Union[Simulation, Mapping[str, Any]]]) -> Any:
-    """A pandas DataFrame of predictions (:func:`refit.compare`) or sweep rows."""
+    """A pandas DataFrame of predictions (:func:`refit.compare`) or sweep rows.
+
+    Raises:
+        TypeError: a row that is neither a prediction nor a mapping, named (``rows[1]``).
+        refit.BadInput: ``rows`` that are no list (None, one string).
+    """
     import pandas as pd
 
-    return pd.DataFrame([r.row() if isinstance(r, Simulation) else dict(r) for r in rows])
+    return pd.DataFrame([dict(r) for r in row_records(rows)])
 
 
 def predict_point(point: Mapping[str, Any], chunk_bytes: int, window: Optional[int]) -> list[dict[str, Any]]:

@@ -568,3 +568,53 @@ def test_an_empty_name_is_refused_as_the_command_refuses_it() -> None:
             refit.Problem.from_model(TINY_MOE, train="tp=2,ep=2,etp=1", infer="tp=2", **kwargs)
     with pytest.raises(refit.BadInput, match="deployment: is empty"):
         refit.simulate(_tiny(), refit.Cluster.preset("cpu-host"), deployment="")
+
+
+def test_is_training_refuses_a_rank_as_shards_refuses_it() -> None:
+    """``is_training(-1)`` and ``is_training(2**40)`` once answered False, ``True`` and ``1.5``
+    True, and ``"2"`` raised Python's TypeError from a comparison: a rank that is not one of the
+    problem's is now refused with the message :meth:`Problem.shards` gives."""
+    problem = _tiny(infer="tp=2,engines=2")  # 2 training ranks, 4 inference ranks
+    assert [problem.is_training(rank) for rank in range(6)] == [True] * 2 + [False] * 4
+    assert problem.is_training(np.int64(1)) and not problem.is_training(np.int32(2))
+    cases: list[tuple[Any, str]] = [
+        (-1, "rank -1 is not in the problem's 6 ranks"),
+        (6, "rank 6 is not in the problem's 6 ranks"),
+        (2**40, "rank 1099511627776 is not in the problem's 6 ranks"),
+        (True, "rank: expected a plan rank (an int), got True"),
+        (1.5, "rank: expected a plan rank (an int), got 1.5"),
+        ("2", "rank: expected a plan rank (an int), got '2'"),
+    ]
+    for rank, message in cases:
+        for ask in (problem.is_training, problem.shards):
+            with pytest.raises(refit.BadInput, match=re.escape(message)):
+                ask(rank)
+
+
+def test_buffer_and_row_helpers_name_an_argument_of_the_wrong_kind() -> None:
+    """``fp8_parameter_buffers([])`` was an AttributeError ('list' object has no attribute
+    'items') and ``(None)`` a TypeError from ``dict()``; ``to_frame(None)`` and ``to_frame([1])``
+    were pandas' or ``dict()``'s TypeError. Each now names the argument, as the figures do."""
+    pytest.importorskip("pandas")
+    none: Any = None
+    buffers = "buffers (parameter names to buffers): expected a Mapping, got"
+    row = "rows[0] (a sweep's row or a refit.Simulation): expected a Mapping, got"
+    cases: list[tuple[Callable[[], Any], type, str]] = [
+        (lambda: refit.fp8_parameter_buffers(none), TypeError, f"{buffers} NoneType"),
+        (lambda: refit.fp8_parameter_buffers([]), TypeError, f"{buffers} list"),  # type: ignore[arg-type]
+        (lambda: refit.fp8_parameter_buffers("w"), TypeError, f"{buffers} str"),  # type: ignore[arg-type]
+        (lambda: refit.to_frame(none), refit.BadInput, "rows: a list of rows, got NoneType"),
+        (lambda: refit.to_frame("rows"), refit.BadInput, "rows: a list of rows, not one string 'rows'"),
+        (lambda: refit.to_frame([1]), TypeError, f"{row} int"),  # type: ignore[list-item]
+        (lambda: refit.to_frame([{"a": 1}, none]), TypeError, row.replace("rows[0]", "rows[1]") + " NoneType"),
+        (lambda: refit.to_frame({"a": 1}), TypeError, f"{row} str"),  # type: ignore[arg-type]
+    ]  # fmt: skip
+    for call, kind, message in cases:
+        with pytest.raises(kind, match=re.escape(message)):
+            call()
+    # What they take is unchanged: a mapping passes as it is; rows and predictions make a frame.
+    weights = np.zeros(4, np.float32)
+    assert refit.fp8_parameter_buffers({"w": weights}) == {"w": weights}
+    prediction = refit.simulate(_tiny(), refit.Cluster.preset("cpu-host"))
+    frame = refit.to_frame([prediction, {"strategy": "x"}])
+    assert list(frame["strategy"]) == ["refit", "x"]
