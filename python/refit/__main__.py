@@ -20,6 +20,7 @@ import csv
 import dataclasses
 import io
 import json
+import re
 import sys
 import time
 from typing import Any, Callable, Optional, Sequence
@@ -32,6 +33,7 @@ from refit._paths import output_file
 from refit._plan import strategies
 from refit._problem import Problem
 from refit._simulate import Simulation, compare
+from refit.sweep import LAYOUT_KEYS
 
 
 def _problem_options(p: argparse.ArgumentParser) -> None:
@@ -76,7 +78,28 @@ def _load(args: argparse.Namespace) -> tuple[Problem, Cluster]:
     return problem, cluster
 
 
-def _value(text: str) -> Any:
+def _vary(items: Sequence[str]) -> dict[str, list[str]]:
+    """Each ``--vary KEY=V1,V2,...`` as its key and its values as typed: the library reads them,
+    as it reads ``refit sweep``'s, so that what that command refuses (``nodes=1_0``, a digit of
+    another script, ``copy_gbps= 5``) is refused here too, with the value as given."""
+    vary: dict[str, list[str]] = {}
+    for item in items:
+        key, sep, values = item.partition("=")
+        if not sep or not key or not values:
+            raise ValueError(f"--vary: expected KEY=V1,V2,... (got '{item}')")
+        if key in vary:
+            raise BadInput(f"--vary {key}: given twice", "invalid argument")
+        # Layouts hold commas themselves: their values are separated by ';'.
+        split = values.split(";") if key in LAYOUT_KEYS else values.split(",")
+        vary[key] = [v for v in split if v]
+        if not vary[key]:
+            raise BadInput(f"--vary {key}: no values (expected KEY=V1,V2,...)", "invalid argument")
+    return vary
+
+
+def _number(text: str) -> Any:
+    """A value the library has read (so spelled as ``refit sweep`` takes it) as the number it
+    stands for, for the rows, the table and the plot's axis; text that is none stays text."""
     for kind in (int, float):
         try:
             return kind(text)
@@ -85,18 +108,30 @@ def _value(text: str) -> Any:
     return text
 
 
-def _vary(items: Sequence[str]) -> dict[str, list[Any]]:
-    vary: dict[str, list[Any]] = {}
-    for item in items:
-        key, sep, values = item.partition("=")
-        if not sep or not values:
-            raise ValueError(f"--vary: expected KEY=V1,V2,... (got '{item}')")
-        # Layouts hold commas themselves: their values are separated by ';'.
-        split = values.split(";") if key in ("train", "infer") else values.split(",")
-        vary[key] = [_value(v) for v in split if v]
-        if not vary[key]:
-            raise BadInput(f"--vary {key}: no values (expected KEY=V1,V2,...)", "invalid argument")
-    return vary
+def _read_back(rows: list[dict[str, Any]], vary: dict[str, list[str]]) -> None:
+    """The varied values of each row, given as text, as the numbers they stand for (layouts stay
+    text)."""
+    numeric = [key for key in vary if key not in LAYOUT_KEYS]
+    for row in rows:
+        row.update({key: _number(row[key]) for key in numeric})
+
+
+def _integer(text: str) -> int:
+    """An integer option's text (``--window``, ``--jobs``, ``--bins``) as ``refit`` reads one:
+    ASCII digits with an optional '-', where Python's ``int`` takes ``1_0``, `` 5`` and digits
+    of other scripts too."""
+    if re.fullmatch(r"-?[0-9]+", text) is None:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}")
+    return int(text)
+
+
+def _refuse_empty(args: argparse.Namespace) -> None:
+    """BadInput naming the first option given as '' (``--csv ''``), as ``refit`` refuses
+    ``--quantize ''``: an empty value would read as one not given, so that ``--csv ''`` wrote no
+    table and ``--cluster-file ''`` predicted on the default preset."""
+    for name, value in vars(args).items():
+        if value == "":
+            raise BadInput(f"--{name.replace('_', '-')}: is empty", "invalid argument")
 
 
 def _open_figure(path: Optional[str]) -> Any:
@@ -182,6 +217,7 @@ def _sweep(args: argparse.Namespace) -> None:
     table = output_file(args.csv, "--csv") if args.csv else None
     rows = sweep(problem, cluster, vary, strategies=args.strategy or None, window=args.window, jobs=args.jobs,
                  as_frame=False, progress=_progress_bar())  # fmt: skip
+    _read_back(rows, vary)
     if args.json:
         print(json.dumps(rows))
     else:
@@ -222,7 +258,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     c = commands.add_parser("compare", help="predict every strategy (refit simulate --compare)")
     _problem_options(c)
-    c.add_argument("--window", type=int, help="chunks in flight per (sender, receiver) pair")
+    c.add_argument("--window", type=_integer, help="chunks in flight per (sender, receiver) pair")
     c.add_argument("--plot", help="write the strategies side by side to this image (PNG, SVG, PDF)")
     c.add_argument("--json", action="store_true", help="print refit simulate --json's object")
     c.set_defaults(run=_compare)
@@ -232,8 +268,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="a key and its values, e.g. nic_gbps=200,400,800 (layouts: "
                         "train=pp=16,ep=16;pp=8,ep=32); repeat for a grid")  # fmt: skip
     s.add_argument("--strategy", action="append", help="a strategy to predict (repeat; default all)")
-    s.add_argument("--jobs", type=int, default=0, help="points predicted at once (default 0: one per core)")
-    s.add_argument("--window", type=int, help="chunks in flight per (sender, receiver) pair")
+    s.add_argument("--jobs", type=_integer, default=0, help="points predicted at once (default 0: one per core)")
+    s.add_argument("--window", type=_integer, help="chunks in flight per (sender, receiver) pair")
     s.add_argument("--x", help="the varied key on the plot's horizontal axis (default the first)")
     s.add_argument("--plot", help="write the sweep as lines to this image")
     s.add_argument("--csv", help="write the rows to this CSV file")
@@ -242,8 +278,8 @@ def _parser() -> argparse.ArgumentParser:
     t = commands.add_parser("timeline", help="a per-NIC timeline of one strategy's predicted refit")
     _problem_options(t)
     t.add_argument("--strategy", default="refit")
-    t.add_argument("--window", type=int, help="chunks in flight per (sender, receiver) pair")
-    t.add_argument("--bins", type=int, default=DEFAULT_BINS,
+    t.add_argument("--window", type=_integer, help="chunks in flight per (sender, receiver) pair")
+    t.add_argument("--bins", type=_integer, default=DEFAULT_BINS,
                    help=f"time bins (default {DEFAULT_BINS}, at most {MAX_BINS})")  # fmt: skip
     t.add_argument("--plot", required=True, help="write the timeline to this image")
     t.set_defaults(run=_timeline)
@@ -254,6 +290,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs one command; returns its exit code."""
     args = _parser().parse_args(argv)
     try:
+        _refuse_empty(args)
         args.run(args)
     except ValueError as e:  # bad input, refit.BadInput among it
         print(f"refit {args.command}: error: {e}", file=sys.stderr)

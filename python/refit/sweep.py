@@ -21,6 +21,10 @@ from refit._simulate import Simulation, _checked_strategies, _checked_window, _s
 
 __all__ = ["predict_point", "sweep", "sweep_keys", "to_frame"]
 
+#: The keys whose values are layouts (``pp=16,ep=16``), with commas of their own; the others'
+#: values are numbers, which join the preset's overrides.
+LAYOUT_KEYS = ("train", "infer")
+
 #: progress(done, total): called after each point.
 Progress = Callable[[int, int], None]
 

@@ -216,6 +216,67 @@ def test_python_m_refit_checks_its_options_and_files_before_any_work(tmp_path: P
     assert (tmp_path / "t.png").read_bytes().startswith(PNG)
 
 
+def test_python_m_refit_sweep_reads_values_as_refit_sweep_does(cli: Any, capsys: Any) -> None:
+    # Python's int() and float() once read them: nodes=١ (an Arabic-Indic digit) as 1, 1_0 as 10,
+    # " 5" as 5, and 1e-400 as 0.0, refused as "copy_gbps=0.0", a value never typed. The library
+    # now reads the text as given, as it reads refit sweep's, and refuses it with its message.
+    from refit.__main__ import main
+
+    problem = ["--model", str(TINY_MOE), "--train", "tp=2,ep=2,etp=1", "--infer", "tp=2", "--cluster", "cpu-host"]
+    cases = [
+        (["--vary", "nodes=\u0661"], "--vary nodes: cpu-host: nodes=\u0661: expected an integer"),
+        (["--vary", "nodes=1_0"], "--vary nodes: cpu-host: nodes=1_0: expected an integer"),
+        (["--vary", "copy_gbps= 5"], "--vary copy_gbps: cpu-host: copy_gbps= 5: expected a number"),
+        (["--vary", "copy_gbps=1e-400"], "--vary copy_gbps: cpu-host: copy_gbps=1e-400: expected a number"),
+        (["--vary", "copy_gbps=1", "--vary", "copy_gbps=2"], "--vary copy_gbps: given twice"),
+    ]
+    for vary, message in cases:
+        assert main(["sweep", *problem, *vary]) == 2, vary
+        assert capsys.readouterr().err == f"refit sweep: error: {message}\n", vary
+        done = cli("sweep", *problem, *vary)
+        assert (done.returncode, done.stderr) == (2, f"refit sweep: error: {message}\n"), vary
+
+
+def test_python_m_refit_integer_options_are_ascii_digits(capsys: Any) -> None:
+    # argparse's type=int took " 5", "1_0" and digits of other scripts, which refit refuses.
+    from refit.__main__ import main
+
+    problem = ["--model", str(TINY_MOE), "--train", "tp=2,ep=2,etp=1", "--infer", "tp=2", "--cluster", "cpu-host"]
+    sweep = ["sweep", *problem, "--vary", "copy_gbps=100"]
+    cases = [([*sweep, "--window", " 5"], "--window", " 5"), ([*sweep, "--jobs", "1_0"], "--jobs", "1_0"),
+             (["compare", *problem, "--window", "\u0662"], "--window", "\u0662"),
+             (["timeline", *problem, "--plot", "t.png", "--bins", "5.0"], "--bins", "5.0")]  # fmt: skip
+    for args, option, text in cases:
+        with pytest.raises(SystemExit) as stopped:
+            main(args)
+        assert stopped.value.code == 2, args
+        assert f"error: argument {option}: expected an integer, got {text!r}" in capsys.readouterr().err
+
+
+def test_python_m_refit_refuses_an_option_given_empty(tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:
+    # Each read as not given: --csv '' wrote no table, --cluster-file '' and --cluster '' predicted
+    # on dgx-h100, --manifest '' asked for --model. refit refuses --quantize '' so.
+    from refit.__main__ import main
+
+    monkeypatch.chdir(tmp_path)
+    model = ["--model", str(TINY_MOE), "--train", "tp=2,ep=2,etp=1", "--infer", "tp=2"]
+    sweep = ["sweep", *model, "--cluster", "cpu-host", "--vary", "copy_gbps=100"]
+    cases = [
+        ([*sweep, "--csv", ""], "refit sweep: error: --csv: is empty"),
+        ([*sweep, "--csv", "s.csv", "--x", ""], "refit sweep: error: --x: is empty"),
+        (["compare", *model, "--cluster-file", ""], "refit compare: error: --cluster-file: is empty"),
+        (["compare", *model, "--nccl-topo-xml", ""], "refit compare: error: --nccl-topo-xml: is empty"),
+        (["compare", *model, "--cluster", ""], "refit compare: error: --cluster: is empty"),
+        (["compare", "--manifest", "", "--cluster", "cpu-host"], "refit compare: error: --manifest: is empty"),
+        (["compare", *model, "--cluster", "cpu-host", "--dtype", ""], "refit compare: error: --dtype: is empty"),
+        (["timeline", *model, "--plot", ""], "refit timeline: error: --plot: is empty"),
+    ]
+    for args, message in cases:
+        assert main(args) == 2, args
+        assert capsys.readouterr().err == message + "\n", args
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
 def test_timeline_bins_are_checked_naming_them() -> None:
     sim = refit.simulate(QWEN, refit.Cluster.preset("dgx-h100"), trace=True)
     for bins, message in [(0, "bins: 0 is not positive"), (figures.MAX_BINS + 1, "bins: 10001 is more than 10000"),
