@@ -91,7 +91,18 @@ def _axes(vary: Any) -> list[tuple[str, list[str]]]:
     for key in vary:
         if isinstance(vary[key], (str, bytes)):
             raise ValueError(f"vary: {key} needs a list of values, not one string")
-    return [(k, [str(v) for v in vary[k]]) for k in vary]
+    return [(k, [_value_text(k, v) for v in vary[k]]) for k in vary]
+
+
+def _value_text(key: str, value: Any) -> str:
+    """A varied value as the text the library reads. A ',' in a hardware value is refused: the
+    value joins the preset's overrides, where ``"5,nic_gbps=1"`` for copy_gbps once set nic_gbps
+    too, silently (``refit sweep`` splits its values there, so that none holds one)."""
+    text = str(value)
+    if "," in text and key not in LAYOUT_KEYS:
+        raise BadInput(f"vary: {key}: {text!r} holds a ',' (give each value as an item of the list)",
+                       "invalid argument")  # fmt: skip
+    return text
 
 
 def _frame_by_default(as_frame: Optional[bool]) -> bool:

@@ -277,6 +277,19 @@ def test_python_m_refit_refuses_an_option_given_empty(tmp_path: Path, capsys: An
     assert list(tmp_path.iterdir()) == []  # nothing written
 
 
+def test_a_sweep_value_is_one_value_not_more_overrides() -> None:
+    # "5,nic_gbps=1" for copy_gbps joined the preset's overrides as two, and set nic_gbps too.
+    for vary in ({"copy_gbps": ["5,nic_gbps=1"]}, {"nodes": [1, "2,gpus_per_domain=4"]}):
+        key, values = next(iter(vary.items()))
+        message = f"vary: {key}: {values[-1]!r} holds a ','"
+        with pytest.raises(refit.BadInput, match=re.escape(message)):
+            refit.sweep(QWEN, refit.Cluster.preset("dgx-h100"), vary)
+    # A layout holds commas of its own.
+    rows = refit.sweep(QWEN, refit.Cluster.preset("dgx-h100"), {"train": ["ep=8,pp=2"]}, strategies=["refit"],
+                       as_frame=False)  # fmt: skip
+    assert [r["train"] for r in rows] == ["ep=8,pp=2"]
+
+
 def test_timeline_bins_are_checked_naming_them() -> None:
     sim = refit.simulate(QWEN, refit.Cluster.preset("dgx-h100"), trace=True)
     for bins, message in [(0, "bins: 0 is not positive"), (figures.MAX_BINS + 1, "bins: 10001 is more than 10000"),
