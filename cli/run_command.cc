@@ -140,7 +140,7 @@ std::optional<DeltaRebalance> delta_rebalance(const RunOptions& o, const PlanInp
   auto executor = REFIT_TRY_IN(run_executor(o, c, planned.plan, inputs), "--executor");
   std::optional<EngineMembership> membership;
   if (o.elastic) {
-    membership = REFIT_TRY_IN(engine_membership(o.inputs.problem), "--elastic");
+    membership = REFIT_TRY_IN(engine_membership(o.inputs.problem, problem), "--elastic");
     REFIT_TRY_IN(executor->set_membership(*membership), "--elastic");
   }
   auto shards = REFIT_TRY(RunBuffers::make(o.storage, o.inputs.problem, problem, Rank{bootstrap.rank()},

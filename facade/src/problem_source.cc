@@ -16,6 +16,7 @@
 #include "refit/models/manifest.h"
 #include "refit/models/problem_builder.h"
 #include "refit/models/storage_check.h"
+#include "refit/planner/membership.h"
 
 namespace refit {
 
@@ -46,11 +47,13 @@ Result<std::int32_t> inference_engines(const ProblemSource& source) {
   return static_cast<std::int32_t>(layouts.infer.engines);
 }
 
-Result<EngineMembership> engine_membership(const ProblemSource& source, std::uint64_t epoch) {
+Result<EngineMembership> engine_membership(const ProblemSource& source, const ReshardProblem& problem,
+                                           std::uint64_t epoch) {
   if (!source.manifest.empty())
     return unsupported(
         "--manifest: a manifest names no inference engines; an elastic refit needs --model, "
         "--train and --infer");
+  REFIT_TRY_IN(check_no_landing(problem, "the repair of an engine that missed the step"), "--quantize-at");
   const auto layouts = REFIT_TRY(parse_layouts(source.train, source.infer));
   return consecutive_engines(static_cast<std::int32_t>(layouts.train.world()),
                              static_cast<std::int32_t>(layouts.infer.world()),

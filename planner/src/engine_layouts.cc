@@ -43,14 +43,4 @@ Result<Layout> RankKeeper::keep(const Layout& layout) {
   return Layout::make(layout.tensor_shape(), it->second, layout.placements());
 }
 
-Result<void> check_no_landing(const ReshardProblem& problem, std::string_view what) {
-  for (const auto& t : problem.tensors())
-    if (t.tensor.quantization && t.tensor.quantization->made_at_landing())
-      return unsupported(fmt::format(
-          "tensor '{}' is quantized at its landing ranks, which {} cannot take from another holder; "
-          "quantize at the sender or the receiver",
-          t.tensor.name, what));
-  return {};
-}
-
 }  // namespace refit::planner_detail

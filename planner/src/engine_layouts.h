@@ -27,8 +27,4 @@ class RankKeeper {
   std::vector<std::pair<Mesh, Mesh>> cuts_;  // (a mesh, its cut)
 };
 
-// Refuses, naming the tensor, weights quantized at landing ranks: a landing rank's quantize step
-// makes their fp8, so a plan over some engines cannot take them from any holder.
-[[nodiscard]] Result<void> check_no_landing(const ReshardProblem& problem, std::string_view what);
-
 }  // namespace refit::planner_detail

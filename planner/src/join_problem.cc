@@ -141,7 +141,7 @@ std::vector<bool> peer_tensors(const ReshardProblem& problem, const PlacedCluste
 Result<JoinProblem> join_problem(const ReshardProblem& problem, const PlacedCluster& cluster,
                                  const JoinOptions& options) {
   REFIT_TRY(check_join(options, problem));
-  REFIT_TRY(planner_detail::check_no_landing(problem, "a join"));
+  REFIT_TRY(check_no_landing(problem, "a join"));
   const auto r = renumber(problem, options);
   const auto from_peers = peer_tensors(problem, cluster, options, r);
   planner_detail::RankKeeper joining(r.joining), peer(r.peer);

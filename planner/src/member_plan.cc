@@ -233,7 +233,7 @@ class Resender {
 Result<MemberPlan> member_plan(Plan full, const ReshardProblem& problem, const PlacedCluster& cluster,
                                const MemberEngines& m) {
   REFIT_TRY(check_member_engines(m, problem));
-  REFIT_TRY(planner_detail::check_no_landing(problem, "a membership plan"));
+  REFIT_TRY(check_no_landing(problem, "a membership plan"));
   if (full.source_ranks != problem.source_ranks() || full.destination_ranks != problem.destination_ranks())
     return mismatch(fmt::format("plan is for {}+{} ranks, the problem has {}+{}", full.source_ranks,
                                 full.destination_ranks, problem.source_ranks(), problem.destination_ranks()));

@@ -23,6 +23,16 @@ Result<JoinSource> parse_join_source(std::string_view name) {
   return parse_error(fmt::format("'{}' is not {}", name, fmt::join(kJoinSourceNames, ", ")));
 }
 
+Result<void> check_no_landing(const ReshardProblem& problem, std::string_view what) {
+  for (const auto& t : problem.tensors())
+    if (t.tensor.quantization && t.tensor.quantization->made_at_landing())
+      return unsupported(fmt::format(
+          "tensor '{}' is quantized at its landing ranks, which {} cannot take from another holder; "
+          "quantize at the sender or the receiver",
+          t.tensor.name, what));
+  return {};
+}
+
 Result<void> check_member_engines(const MemberEngines& m, const ReshardProblem& problem) {
   if (m.engines < 1 || problem.destination_ranks() % m.engines != 0)
     return out_of_range(fmt::format("{} engines do not divide the {} destination ranks", m.engines,

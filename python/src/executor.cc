@@ -418,7 +418,7 @@ void barrier(ExecutorHandle& self) {
 // Elastic refit: the problem's engines (facade's engine_membership), `members` of them taking part.
 void set_members(ExecutorHandle& self, const ProblemHandle& problem, const std::vector<std::int32_t>& members,
                  std::uint64_t epoch) {
-  auto m = unwrap(engine_membership(problem.source, epoch));
+  auto m = unwrap(engine_membership(problem.source, *problem.problem, epoch));
   m.members.assign(m.members.size(), false);
   for (const auto e : members) {
     if (e < 0 || std::cmp_greater_equal(e, m.members.size()))

@@ -82,5 +82,39 @@ TEST(RunElastic, AnEngineKilledMidTransferCostsTheOthersNothing) {
     }
 }
 
+// A broadcast's ring passes each whole tensor through every rank, which keeps its own columns.
+// tiny-llama, one training rank -> two engines of TP2 (engine 0: ranks 1, 2; engine 1: ranks 3,
+// 4). Rank 2 dies: rank 3 lost what came through it, and the repair step re-sends it those whole
+// tensors, to unpack its columns from a receive slot. Its full plan unpacked nothing, and a
+// repair cannot register memory: the elastic prepare kept a slot for it. Engine 1 completes.
+TEST(RunElastic, ABroadcastsRepairUnpacksIntoTheSlotThePrepareKeptForIt) {
+  const auto shell = testing::refit_run(
+      5,
+      "--model " + std::string(REFIT_TEST_DATA_DIR) +
+          "/models/tiny-llama.json --train tp=1 --infer tp=2,engines=2 --cluster "
+          "cpu-host:gpus_per_domain=1,gpus_per_node=1 --strategy gather-broadcast --elastic --verify --json "
+          "--timeout " +
+          std::to_string(kTimeout) + " --test-fault 2:execute:kill",
+      120, "--enable-recovery");
+  const auto report = nlohmann::json::parse(shell.out, nullptr, false);
+  ASSERT_TRUE(report.is_object()) << shell.out << shell.err;
+  EXPECT_EQ(report["engines_completed"], nlohmann::json::array({1})) << shell.err;
+  EXPECT_EQ(report["engines_missed"], nlohmann::json::array({0}));
+  EXPECT_EQ(report["verified"], true);
+}
+
+TEST(RunElastic, WeightsQuantizedAtLandingRanksAreRefusedBeforeAnythingMoves) {
+  // The landing rank of one engine makes the fp8 that the other takes: no repair could re-feed it.
+  const auto shell = testing::refit_run(
+      4, "--model " + std::string(REFIT_TEST_DATA_DIR) +
+             "/models/tiny-llama.json --train tp=2 --infer tp=1,engines=2 --quantize fp8-block128 "
+             "--quantize-at landing --cluster cpu-host --elastic");
+  EXPECT_EQ(shell.exit_code, 2) << shell.err;
+  EXPECT_NE(shell.err.find("--elastic: --quantize-at: tensor 'model.layers.0.self_attn.q_proj.weight' is "
+                           "quantized at its landing ranks"),
+            std::string::npos)
+      << shell.err;
+}
+
 }  // namespace
 }  // namespace refit

@@ -8,10 +8,17 @@
 
 namespace refit::ucx_detail {
 
+// Elastic refit, at prepare: a repair step re-sends a rank whole the segments it only relayed,
+// which land partly in its boxes and are unpacked from a receive staging slot, and it cannot
+// register a slot then. So the receive staging region holds at least one slot of the largest
+// chunk the rank receives in the full plan (a repair cuts no chunk larger).
+void reserve_repair_staging(UcxProgram& prepared);
+
 // The program of `repair` (which must outlive it) over the same buffers as `prepared`: its
 // regions are the prepared ones, and its staging slots as many as fit in the prepared staging
-// regions. Errors name the rank and the bytes when a slot does not fit at all, or when the
-// repair needs scratch (a repair plan forwards nothing, so it never should).
+// regions; where one would not fit at all, every chunk of the rank moves in place. Errors name
+// the rank and the bytes when a slot is still needed and does not fit (a chunk not held in one
+// place), or when the repair needs scratch (a repair plan forwards nothing, so it never should).
 [[nodiscard]] Result<UcxProgram> make_repair_program(const Plan& repair, Rank rank,
                                                      const RankBuffers& buffers, const UcxProgram& prepared,
                                                      Bytes staging);

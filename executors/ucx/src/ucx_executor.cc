@@ -220,6 +220,7 @@ class UcxExecutor final : public Executor {
   [[nodiscard]] Result<std::string> register_locally(UcxPrepared& prepared, Rank rank,
                                                      const RankBuffers& buffers) const {
     prepared.program = REFIT_TRY(make_ucx_program(std::move(prepared.lowered), rank, buffers));
+    if (membership_) reserve_repair_staging(prepared.program);
     prepared.regions = REFIT_TRY(register_regions(*runtime_->worker, prepared.program, runtime_->allocated));
     return make_card(*runtime_->worker, prepared.program, prepared.regions);
   }

@@ -115,13 +115,12 @@ lowering::HostBuffers UcxProgram::host(std::span<std::byte* const> bases) const 
 }
 
 Result<UcxProgram> make_ucx_program(std::unique_ptr<lowering::LoweredPlan> lowered, Rank rank,
-                                    const RankBuffers& buffers) {
+                                    const RankBuffers& buffers, const ZeroCopyRule& rule) {
   auto shards = REFIT_TRY(check_rank_buffers(lowered->plan(), rank, buffers, MemoryKind::kHost));
   const Bytes staging = lowered->staging();
   UcxProgram program;
   program.lowered = std::move(lowered);
-  program.rank.emplace(REFIT_TRY(lowering::lower_rank(
-      *program.lowered, rank, std::move(shards), execution_model(ExecutionModelId::kRefitUcx).zero_copy)));
+  program.rank.emplace(REFIT_TRY(lowering::lower_rank(*program.lowered, rank, std::move(shards), rule)));
   Builder builder(program, buffers);
   builder.build(staging);
   return program;

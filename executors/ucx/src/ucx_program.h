@@ -12,6 +12,7 @@
 #include "refit/executors/executor.h"
 #include "refit/lowering/host_copy.h"
 #include "refit/lowering/rank_program.h"
+#include "refit/planner/execution_model.h"
 #include "refit/planner/plan.h"
 #include "wire.h"
 
@@ -66,10 +67,12 @@ struct UcxProgram {
 };
 
 // The rank's program of a lowered plan (LoweredPlan::make, the gate that checks the plan), at
-// its staging. Errors name the tensor, transfer and rank: buffers that do not fit the plan
-// (checked as every executor checks them), data the rank must send but does not hold.
-// Precondition: the lowered plan's plan outlives the program.
-[[nodiscard]] Result<UcxProgram> make_ucx_program(std::unique_ptr<lowering::LoweredPlan> lowered, Rank rank,
-                                                  const RankBuffers& buffers);
+// its staging, packing and unpacking the chunks that `rule` does not keep in place (the UCX
+// executor's own rule unless told). Errors name the tensor, transfer and rank: buffers that do
+// not fit the plan (checked as every executor checks them), data the rank must send but does not
+// hold. Precondition: the lowered plan's plan outlives the program.
+[[nodiscard]] Result<UcxProgram> make_ucx_program(
+    std::unique_ptr<lowering::LoweredPlan> lowered, Rank rank, const RankBuffers& buffers,
+    const ZeroCopyRule& rule = execution_model(ExecutionModelId::kRefitUcx).zero_copy);
 
 }  // namespace refit::ucx_detail

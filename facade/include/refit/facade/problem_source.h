@@ -71,8 +71,10 @@ struct ParallelLayouts {
 
 // Elastic refit: the inference engines of a model source (--infer's engines, tp*dp ranks each,
 // after the training ranks), every one a member, at membership `epoch`. A manifest names no
-// engines, so it is refused (kUnsupported, naming --manifest).
+// engines, so it is refused (kUnsupported, naming --manifest); so are weights quantized at landing
+// ranks (naming --quantize-at): no repair could re-feed an engine whose fp8 another engine made.
 [[nodiscard]] Result<EngineMembership> engine_membership(const ProblemSource& source,
+                                                         const ReshardProblem& problem,
                                                          std::uint64_t epoch = 1);
 
 // The layouts a model source names as its problem is built from them.

@@ -21,6 +21,11 @@ struct MemberEngines {
   std::vector<std::int32_t> members;  // the engines this refit fills, ascending and distinct
 };
 
+// Refuses (kUnsupported), naming the tensor and `what`, weights quantized at landing ranks: one
+// engine's landing rank makes their fp8 in a quantize step, so a plan over some engines (a
+// membership, a join, the repair of an elastic step) cannot take them from any other holder.
+[[nodiscard]] Result<void> check_no_landing(const ReshardProblem& problem, std::string_view what);
+
 // Engine count dividing the destination ranks, members in [0, engines), ascending, distinct and
 // not none; errors name the engine index or the count.
 [[nodiscard]] Result<void> check_member_engines(const MemberEngines& m, const ReshardProblem& problem);
