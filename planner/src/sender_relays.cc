@@ -20,7 +20,9 @@ class SenderRelays {
         cuts_(cuts),
         launch_(c.cluster().nics().size(), Rank{-1}),
         sent_by_(c.cluster().nics().size()),
-        feeds_(a.size(), false) {
+        feeds_(a.size(), false),
+        hop_out_(c.cluster().gpus().size(), 0.0),
+        hop_in_(c.cluster().gpus().size(), 0.0) {
     auto loads = nic_loads(a, bytes, c);
     tx_ = std::move(loads.tx);
     receiving_ = loads.receiving_s;
@@ -46,6 +48,18 @@ class SenderRelays {
 
  private:
   double bw(std::size_t nic) const { return c_.cluster().nics()[nic].bandwidth.value; }
+  std::size_t gpu(Rank r) const { return at(c_.gpu_of(r).value); }
+  double nvlink(Rank r) const { return c_.cluster().gpus()[gpu(r)].nvlink_bandwidth.value; }
+
+  // What NIC n's relay may still take on by `level`: room on the NIC, and on its GPU's NVLink
+  // ingress for the hops that bring it there.
+  double room(std::size_t n, double level) const {
+    const Rank relay = launch_[n];
+    return std::min(level * bw(n) - tx_[n], level * nvlink(relay) - hop_in_[gpu(relay)]);
+  }
+  // What `sender` may still hop away by `level`, on its GPU's NVLink egress: a hop slower than the
+  // NIC it relieves must not take longer than the level it levels to.
+  double hop_room(Rank sender, double level) const { return level * nvlink(sender) - hop_out_[gpu(sender)]; }
 
   // The rank that sends for NIC n: the first of a part's ranks behind it (a NIC's ranks are of one
   // part: sharing it joins them).
@@ -82,14 +96,18 @@ class SenderRelays {
       if (c_.domain_of(a_[i].sender) != domain) continue;
       const auto to = roomiest(nics, level, a_[i]);
       if (!to) continue;
-      const double room = level * bw(*to) - tx_[*to];
+      const double space = std::min(room(*to, level), hop_room(a_[i].sender, level));
       const double whole = static_cast<double>(bytes_[i]);
-      const bool fits = whole <= room && whole <= 2 * excess;
-      const double cut = std::min(excess, room);
+      const bool fits = whole <= space && whole <= 2 * excess;
+      const double cut = std::min(excess, space);
       if (!fits && (feeds_[i] || cut < cuts_.min_split)) continue;
-      const std::size_t moved = hand_over(i, fits ? whole : cut, launch_[*to]);
-      tx_[n] -= static_cast<double>(bytes_[moved]);
-      tx_[*to] += static_cast<double>(bytes_[moved]);
+      const Rank relay = launch_[*to];
+      const std::size_t moved = hand_over(i, fits ? whole : cut, relay);
+      const auto moved_bytes = static_cast<double>(bytes_[moved]);
+      tx_[n] -= moved_bytes;
+      tx_[*to] += moved_bytes;
+      hop_out_[gpu(a_[moved].sender)] += moved_bytes;
+      hop_in_[gpu(relay)] += moved_bytes;
     }
   }
 
@@ -99,10 +117,10 @@ class SenderRelays {
     std::optional<std::size_t> best;
     double most = 0;
     for (const auto n : nics)
-      if (const double room = level * bw(n) - tx_[n];
-          room > most && part_of_[at(launch_[n].value)] == part_of_[at(a.sender.value)] &&
+      if (const double space = room(n, level);
+          space > most && part_of_[at(launch_[n].value)] == part_of_[at(a.sender.value)] &&
           !cuts_.touches(a.item.tensor, launch_[n], *a.box)) {
-        most = room;
+        most = space;
         best = n;
       }
     return best;
@@ -151,7 +169,9 @@ class SenderRelays {
   std::vector<Rank> launch_;           // per NIC, the part's rank that sends through it (-1: none)
   std::vector<std::vector<std::size_t>> sent_by_;  // per NIC, the assignments its holders send
   std::vector<bool> feeds_;
-  double receiving_ = 0;  // the busiest receiving NIC's time, in seconds
+  std::vector<double> hop_out_;  // per GPU, the bytes it hops over NVLink to relays
+  std::vector<double> hop_in_;   // per GPU, the bytes hops bring it to send on
+  double receiving_ = 0;         // the busiest receiving NIC's time, in seconds
 };
 
 }  // namespace

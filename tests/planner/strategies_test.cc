@@ -310,6 +310,20 @@ TEST(Strategies, ABusyNicHandsPartOfWhatItSendsToItsNeighboursOverNvlink) {
   EXPECT_GT(s.nvlink_bytes.value, kTensorBytes + kLightBytes);  // the hop, besides 2 <-> 3 completing
 }
 
+TEST(Strategies, AHopOverNvlinkSlowerThanTheNicTakesNoLongerThanTheLevel) {
+  // As above with NVLink at 20 GB/s, two fifths of the NICs' 50: the level is half of the
+  // 8.125 MiB at 50 GB/s (85 us), and in that time rank 0's NVLink carries 85 us x 20 GB/s, about
+  // 1.7 MB, not the 4 MiB that would level the NICs. NIC 0 keeps the rest.
+  const auto p = one_holder_beside_a_light_sender();
+  const auto c = make_test_cluster(2, 2, 2, 2, 50, 20);
+  const auto s = compute_stats(plan_of("refit", p, c), c);
+  const double hop_bytes = (kTensorBytes + kLightBytes) / 2.0 / 50e9 * 20e9;
+  const auto hop = static_cast<double>(s.nvlink_egress[0].value);
+  EXPECT_GT(hop, hop_bytes / 2);
+  EXPECT_LE(hop, hop_bytes);
+  EXPECT_GE(static_cast<double>(s.max_nic_tx.value), kTensorBytes - hop_bytes);
+}
+
 TEST(Strategies, APlanForADeltaRefitKeepsNoRelaysScratch) {
   // The same for a delta refit, which keeps no bytes outside the ranks' boxes: NIC 0 sends all of
   // w, and no transfer lands on rank 1.
