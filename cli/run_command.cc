@@ -168,6 +168,19 @@ bool engine_missed(const RankSetup& s, const RankResult& r) {
   return std::ranges::find(r.engines->missed, engine) != r.engines->missed.end();
 }
 
+// Writes --save-destinations only for a rank whose weights are this step's and, with --verify,
+// right: a missed engine's or a wrong rank's files would pass for good ones.
+[[nodiscard]] Result<void> save_if_good(const RunOptions& o, Rank rank, const RankSetup& s,
+                                        const RankResult& mine) {
+  if (engine_missed(s, mine) || mine.wrong || (mine.join && mine.join->wrong)) return {};
+  return s.shards.save(o.storage, rank);
+}
+
+// What a failed rank's message adds when it was to save its destinations.
+std::string not_saved(const RunOptions& o) {
+  return o.storage.save_destinations.empty() ? "" : " (its destinations were not saved)";
+}
+
 // Executions before memory is taken to have settled (pools, caches, first touches): a tenth.
 std::int32_t warm_up_iterations(std::int32_t iterations) { return std::max(1, iterations / 10); }
 
@@ -281,7 +294,8 @@ RunSummary summary_of(const RunOptions& o, const RankSetup& s) {
   if (bootstrap.rank() == 0) print_summary(summary, o.json);
   for (const auto& r : summary.ranks) {
     if (r.wrong)
-      return fail(ErrorCode::kRuntime, fmt::format("verification failed on rank {}: {}", r.rank, *r.wrong));
+      return fail(ErrorCode::kRuntime,
+                  fmt::format("verification failed on rank {}{}: {}", r.rank, not_saved(o), *r.wrong));
     if (r.join && r.join->wrong)
       return fail(ErrorCode::kRuntime,
                   fmt::format("verification failed on rank {} after the join: {}", r.rank, *r.join->wrong));
@@ -301,9 +315,10 @@ RunSummary summary_of(const RunOptions& o, const RankSetup& s) {
   if (bootstrap.rank() == 0) print_summary(summary, o.json);
   if (engine_missed(s, mine))
     return fail(ErrorCode::kPeerFailed,
-                fmt::format("engine {} missed the step: it keeps weights that are not this step's",
-                            s.membership->engine_of[static_cast<std::size_t>(mine.rank)]));
-  if (mine.wrong) return fail(ErrorCode::kRuntime, fmt::format("verification failed: {}", *mine.wrong));
+                fmt::format("engine {} missed the step: it keeps weights that are not this step's{}",
+                            s.membership->engine_of[static_cast<std::size_t>(mine.rank)], not_saved(o)));
+  if (mine.wrong)
+    return fail(ErrorCode::kRuntime, fmt::format("verification failed{}: {}", not_saved(o), *mine.wrong));
   return {};
 }
 
@@ -365,16 +380,16 @@ std::vector<Setting> settings(const RunOptions& o, const RankSetup& s) {
       setup ? Result<std::string>(encode_settings(settings(o, *setup))) : std::unexpected(setup.error());
   REFIT_TRY_IN(check_same_settings(REFIT_TRY_IN(agree(c.bootstrap, ready), "set-up")), "set-up");
   auto mine = REFIT_TRY(transfer(o, c, *setup));
+  const Rank rank{c.bootstrap.rank()};
   if (o.elastic) {
-    const auto saved = setup->shards.save(o.storage, Rank{c.bootstrap.rank()});
+    const auto saved = save_if_good(o, rank, *setup, mine);
     return saved ? report_elastic(o, c.bootstrap, *setup, mine) : saved;
   }
   // A rank whose join fails or that cannot write its output tells the others in the report
   // instead of leaving them waiting there.
   auto done = setup->join ? take_part_in_join(o, c, *setup, std::move(mine), join_world)
                           : Result<RankResult>(std::move(mine));
-  if (const auto saved = done ? setup->shards.save(o.storage, Rank{c.bootstrap.rank()}) : Result<void>{};
-      !saved)
+  if (const auto saved = done ? save_if_good(o, rank, *setup, *done) : Result<void>{}; !saved)
     done = std::unexpected(saved.error());
   return report(o, c.bootstrap, *setup, done);
 }

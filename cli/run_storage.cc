@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "parse.h"
 #include "refit/core/named_files.h"
 #include "refit/core/try.h"
 
@@ -17,6 +18,20 @@ std::string rank_folder(Rank rank) { return fmt::format("rank{}", rank.value); }
   return {};
 }
 
+Overwrite overwrite_of(const StorageOptions& o) {
+  return o.overwrite ? Overwrite::kAllow : Overwrite::kRefuse;
+}
+
+// Every file save() would write, checked before anything moves: a refusal halfway through the
+// writes would leave a folder that mixes two runs.
+[[nodiscard]] Result<void> check_save(const FrameworkBuffers& f, const StorageOptions& o, Rank rank) {
+  if (o.save_destinations.empty() || f.buffers().destination_parameters.empty()) return {};
+  const auto folder =
+      REFIT_TRY(NamedFileFolder::open(o.save_destinations, rank_folder(rank), /*create=*/true));
+  for (const auto& p : f.parameters()) REFIT_TRY(folder.check_write(p.name, overwrite_of(o)));
+  return {};
+}
+
 }  // namespace
 
 void add_storage_options(CLI::App& cmd, StorageOptions& o) {
@@ -29,11 +44,15 @@ void add_storage_options(CLI::App& cmd, StorageOptions& o) {
                  "With --storage framework: read each training rank's parameters from "
                  "DIR/rank<R>/<file> (raw bytes) instead of the verification pattern; <file> is the "
                  "parameter's name with every byte but letters, digits, '_', '-' and '.' (and a "
-                 "leading '.') written %XX, so no name reaches outside DIR; links are not followed");
+                 "leading '.') written %XX, so no name reaches outside DIR; links are not followed")
+      ->check(non_empty());
   cmd.add_option("--save-destinations", o.save_destinations,
                  "With --storage framework: write each inference rank's parameters to "
-                 "DIR/rank<R>/<file> (raw bytes, <file> as for --load-sources) after the run; a file "
-                 "that exists is refused unless --overwrite");
+                 "DIR/rank<R>/<file> (raw bytes, <file> as for --load-sources) after the run, by a "
+                 "rank whose weights are this step's (not an --elastic engine that missed it) and, "
+                 "with --verify, right; every file is checked before anything moves, and one that "
+                 "exists is refused unless --overwrite")
+      ->check(non_empty());
   cmd.add_flag("--overwrite", o.overwrite,
                "Let --save-destinations replace files that exist (regular files of one link only)")
       ->needs("--save-destinations");
@@ -53,7 +72,10 @@ Result<RunBuffers> RunBuffers::make(const StorageOptions& o, const ProblemSource
   out.map_ = std::make_unique<models::StorageMap>(
       REFIT_TRY_IN(load_storage(source, problem, training), "--storage framework"));
   out.framework_.emplace(REFIT_TRY(FrameworkBuffers::allocate(problem, *out.map_, rank, allocator)));
-  if (!training) return out;
+  if (!training) {
+    REFIT_TRY_IN(check_save(*out.framework_, o, rank), "--save-destinations");
+    return out;
+  }
   if (o.load_sources.empty())
     out.framework_->fill_pattern(problem);
   else
@@ -93,9 +115,8 @@ Result<void> RunBuffers::save(const StorageOptions& o, Rank rank) const {
     return {};
   const auto folder = REFIT_TRY_IN(
       NamedFileFolder::open(o.save_destinations, rank_folder(rank), /*create=*/true), "--save-destinations");
-  const auto overwrite = o.overwrite ? Overwrite::kAllow : Overwrite::kRefuse;
   for (std::size_t i = 0; i < framework_->parameters().size(); ++i)
-    REFIT_TRY_IN(folder.write(framework_->parameters()[i].name, framework_->bytes(i), overwrite),
+    REFIT_TRY_IN(folder.write(framework_->parameters()[i].name, framework_->bytes(i), overwrite_of(o)),
                  "--save-destinations");
   return {};
 }

@@ -63,6 +63,18 @@ struct Descriptor {
   return {};
 }
 
+// A write's refusals, whether found before it (check_write) or by its open (write).
+std::unexpected<Error> exists_error(const std::string& where) {
+  return invalid(fmt::format("{}: already exists; refit overwrites nothing unless asked", where));
+}
+std::unexpected<Error> link_error(const std::string& where) {
+  return invalid(fmt::format("{}: is a symbolic link; refit follows none here", where));
+}
+std::unexpected<Error> not_one_link_error(const std::string& where) {
+  return invalid(
+      fmt::format("{}: not a regular file of one link; refit writes no file another path reaches", where));
+}
+
 }  // namespace
 
 Result<std::string> encode_file_name(std::string_view name) {
@@ -111,6 +123,8 @@ Result<NamedFileFolder> NamedFileFolder::open(const std::filesystem::path& root,
   if (create) {
     std::error_code ec;
     std::filesystem::create_directories(root, ec);
+    if (ec == std::errc::not_a_directory || ec == std::errc::file_exists)
+      return invalid(fmt::format("{}: is not a folder (or lies under a file)", shown_root));
     if (ec)
       return fail(ErrorCode::kRuntime, fmt::format("{}: cannot be created: {}", shown_root, ec.message()));
   }
@@ -150,7 +164,7 @@ Result<void> NamedFileFolder::read(std::string_view name, std::span<std::byte> o
   Descriptor d{::openat(fd_, file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)};
   if (d.fd < 0) {
     if (errno == ENOENT) return not_found(fmt::format("{}: missing", where));
-    if (errno == ELOOP) return invalid(fmt::format("{}: is a symbolic link; refit follows none here", where));
+    if (errno == ELOOP) return link_error(where);
     return fail(ErrorCode::kRuntime, fmt::format("{}: {}", where, system_reason()));
   }
   struct stat st {};
@@ -160,6 +174,20 @@ Result<void> NamedFileFolder::read(std::string_view name, std::span<std::byte> o
   if (static_cast<std::uint64_t>(st.st_size) != out.size())
     return mismatch(fmt::format("{}: {} bytes, expected {}", where, st.st_size, out.size()));
   return read_all(d.fd, out, where);
+}
+
+Result<void> NamedFileFolder::check_write(std::string_view name, Overwrite overwrite) const {
+  const auto file = REFIT_TRY_IN(encode_file_name(name), path_.string());
+  const auto where = shown(file);
+  struct stat st {};
+  if (::fstatat(fd_, file.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return {};
+    return fail(ErrorCode::kRuntime, fmt::format("{}: {}", where, system_reason()));
+  }
+  if (overwrite == Overwrite::kRefuse) return exists_error(where);
+  if (S_ISLNK(st.st_mode)) return link_error(where);
+  if (!S_ISREG(st.st_mode) || st.st_nlink != 1) return not_one_link_error(where);
+  return {};
 }
 
 Result<void> NamedFileFolder::write(std::string_view name, std::span<const std::byte> bytes,
@@ -172,9 +200,8 @@ Result<void> NamedFileFolder::write(std::string_view name, std::span<const std::
                     (overwrite == Overwrite::kAllow ? 0 : O_EXCL);
   Descriptor d{::openat(fd_, file.c_str(), flags, 0644)};
   if (d.fd < 0) {
-    if (errno == EEXIST)
-      return invalid(fmt::format("{}: already exists; refit overwrites nothing unless asked", where));
-    if (errno == ELOOP) return invalid(fmt::format("{}: is a symbolic link; refit follows none here", where));
+    if (errno == EEXIST) return exists_error(where);
+    if (errno == ELOOP) return link_error(where);
     if (errno == ENXIO)
       return invalid(fmt::format("{}: not a regular file (a FIFO no process reads, or a socket)", where));
     return fail(ErrorCode::kRuntime, fmt::format("{}: cannot be created: {}", where, system_reason()));
@@ -182,9 +209,7 @@ Result<void> NamedFileFolder::write(std::string_view name, std::span<const std::
   struct stat st {};
   if (::fstat(d.fd, &st) != 0)
     return fail(ErrorCode::kRuntime, fmt::format("{}: {}", where, system_reason()));
-  if (!S_ISREG(st.st_mode) || st.st_nlink != 1)
-    return invalid(
-        fmt::format("{}: not a regular file of one link; refit writes no file another path reaches", where));
+  if (!S_ISREG(st.st_mode) || st.st_nlink != 1) return not_one_link_error(where);
   if (::ftruncate(d.fd, 0) != 0)
     return fail(ErrorCode::kRuntime, fmt::format("{}: cannot be truncated: {}", where, system_reason()));
   REFIT_TRY(write_all(d.fd, bytes, where));

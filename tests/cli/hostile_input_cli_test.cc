@@ -261,6 +261,17 @@ INSTANTIATE_TEST_SUITE_P(
                 replaced(kTwoTensorsPlan, "\"execution_model\":\"refit-ucx\"", "\"execution_model\":\"\""),
                 "execution_model: is empty (leave it out for the strategy's own)"}));
 
+// Each once taken as the option left out: the sources' verification pattern ran instead of the
+// user's weights, or nothing was saved.
+INSTANTIATE_TEST_SUITE_P(
+    EighthCampaign, HostileCli,
+    ::testing::Values(Hostile{"load_sources_empty",
+                              "run " + kModel + " --storage framework --load-sources ''", "",
+                              "--load-sources: is empty"},
+                      Hostile{"save_destinations_empty",
+                              "run " + kModel + " --storage framework --save-destinations '' --overwrite", "",
+                              "--save-destinations: is empty"}));
+
 TEST(HostileCli, AJoinOfABaselinesPlanIsPredictedAsRefitsExecutorsRunIt) {
   // NeMo RL has no join: m2n-ring's join plan, once refused for NeMo RL's training stages, is run
   // as refit's executors run it unless a deployment is named.

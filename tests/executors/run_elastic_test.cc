@@ -14,6 +14,10 @@
 // only guards against a hang.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 
 #include "mpirun.h"
@@ -80,6 +84,34 @@ TEST(RunElastic, AnEngineKilledMidTransferCostsTheOthersNothing) {
       EXPECT_EQ(run.report["engines_completed"], nlohmann::json::array({0}));
       EXPECT_EQ(run.report["engines_missed"], nlohmann::json::array({1}));
     }
+}
+
+TEST(RunElastic, AnEngineThatMissedTheStepSavesNothing) {
+  // --storage framework --save-destinations: ranks 2 and 3 (engine 0, completed) write their
+  // parameters; rank 5, whose engine missed the step, writes none (once it wrote its zeros and
+  // stale bytes beside the good files) and says so.
+  char folder[] = "/tmp/refit-elastic-save-XXXXXX";
+  ASSERT_NE(::mkdtemp(folder), nullptr);
+  const std::string dir = folder;
+  const auto run =
+      run_elastic("--storage framework --save-destinations " + dir + " --test-fault 4:execute:kill");
+  const auto files = [&](const char* rank) {
+    const auto path = std::filesystem::path(dir) / rank;
+    return std::filesystem::exists(path) ? std::distance(std::filesystem::directory_iterator(path),
+                                                         std::filesystem::directory_iterator())
+                                         : 0;
+  };
+  const auto saved2 = files("rank2"), saved3 = files("rank3"), saved5 = files("rank5");
+  std::filesystem::remove_all(dir);
+  expect_exit(run, 5, 1);
+  EXPECT_GT(saved2, 0);
+  EXPECT_EQ(saved3, saved2);
+  EXPECT_EQ(saved5, 0);
+  EXPECT_NE(
+      run.shell.err.find("rank 5: engine 1 missed the step: it keeps weights that are not this step's (its "
+                         "destinations were not saved)"),
+      std::string::npos)
+      << run.shell.err;
 }
 
 // A broadcast's ring passes each whole tensor through every rank, which keeps its own columns.

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <regex>
@@ -201,34 +202,58 @@ TEST(RunFaults, AnOptionGivenOnOneRankOnlyIsNamedAtOnceNotAtTheTimeout) {
                             "set-up");
 }
 
-TEST(RunFaults, ARankThatCannotWriteItsOutputIsNamedByTheOthersBeforeTheirTimeout) {
-  // Rank 4's folder under --save-destinations is a link out of it, which refit does not follow:
-  // rank 4 fails after the transfer, and says so in the report, where the others wait for it.
-  char folder[] = "/tmp/refit-save-XXXXXX";
-  ASSERT_NE(::mkdtemp(folder), nullptr);
-  const std::string dir = folder;
-  ASSERT_EQ(std::system(("ln -s /tmp " + dir + "/rank4").c_str()), 0);
-  const auto run = run_with("--storage framework --save-destinations " + dir);
-  std::system(("rm -rf " + dir).c_str());
-  EXPECT_EQ(run.shell.out.find('{'), std::string::npos) << "a transfer was reported:\n" << run.shell.out;
-  for (int rank = 0; rank < kRanks; ++rank) {
-    ASSERT_TRUE(run.ends.contains(rank)) << "rank " << rank << " never ended:\n" << run.shell.err;
-    EXPECT_EQ(run.ends.at(rank).exit_code, 2) << "rank " << rank << ":\n" << run.shell.err;
+// A fresh folder under /tmp, removed with the object.
+class TempFolder {
+ public:
+  TempFolder() {
+    char name[] = "/tmp/refit-save-XXXXXX";
+    if (::mkdtemp(name) != nullptr) path_ = name;
   }
-  EXPECT_NE(run.shell.err.find("rank 4: report: --save-destinations: " + dir +
-                               "/rank4: is a symbolic link or not a folder"),
-            std::string::npos)
-      << run.shell.err;
-  const std::regex named(
-      "refit run: error: rank 0: report: refused because rank 4 refused: --save-destinations");
-  EXPECT_TRUE(std::regex_search(run.shell.err, named)) << run.shell.err;
-  // Every rank ends within a timeout of the first, not after waiting one out.
-  double first = 1e300, last = 0;
-  for (const auto& [rank, end] : run.ends) {
-    first = std::min(first, end.at);
-    last = std::max(last, end.at);
+  ~TempFolder() { std::system(("rm -rf " + path_).c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(RunFaults, AnOutputThatCannotBeWrittenIsRefusedBeforeAnyByteMoves) {
+  // Rank 4's folder under --save-destinations is a link out of it, which refit does not follow.
+  // Every file is checked at set-up: once, rank 4 failed after the whole transfer, in the report.
+  const TempFolder dir;
+  ASSERT_EQ(std::system(("ln -s /tmp " + dir.path() + "/rank4").c_str()), 0);
+  const auto run = run_with("--storage framework --save-destinations " + dir.path());
+  expect_every_rank_refuses(
+      run, "--save-destinations: " + dir.path() + "/rank4: is a symbolic link or not a folder", "set-up");
+}
+
+TEST(RunFaults, AFileThatExistsIsRefusedBeforeAnyOtherIsWritten) {
+  // Rank 2's lm_head.weight is there from an earlier run: nothing is written, so the folder never
+  // mixes two runs (once, every other file was written before the refusal).
+  const TempFolder dir;
+  ASSERT_EQ(
+      std::system(
+          ("mkdir " + dir.path() + "/rank2 && echo old > " + dir.path() + "/rank2/lm_head.weight").c_str()),
+      0);
+  const auto run = run_with("--storage framework --save-destinations " + dir.path());
+  expect_every_rank_refuses(
+      run, "--save-destinations: " + dir.path() + "/rank2/lm_head.weight: already exists", "set-up");
+  for (const char* rank : {"rank2", "rank3", "rank4", "rank5"}) {
+    const auto folder = std::filesystem::path(dir.path()) / rank;
+    const auto files = std::filesystem::exists(folder)
+                           ? std::distance(std::filesystem::directory_iterator(folder),
+                                           std::filesystem::directory_iterator())
+                           : 0;
+    EXPECT_EQ(files, std::string(rank) == "rank2" ? 1 : 0) << rank;
   }
-  EXPECT_LT(last - first, kTimeout) << run.shell.err;
+}
+
+TEST(RunFaults, AnOutputFolderThatIsAFileIsBadInput) {
+  // Once exit 1 on every rank ("cannot be created: Not a directory"), after the whole transfer.
+  const TempFolder dir;
+  const auto file = dir.path() + "/plain";
+  ASSERT_EQ(std::system(("touch " + file).c_str()), 0);
+  const auto run = run_with("--storage framework --save-destinations " + file);
+  expect_every_rank_refuses(run, "--save-destinations: " + file + ": is not a folder", "set-up");
 }
 
 TEST(RunFaults, ABufferTooSmallIsRefusedNamingTheTensorAndRank) {

@@ -33,7 +33,8 @@ class NamedFileFolder {
  public:
   // Opens `root`/`sub` (sub: one plain file name such as "rank3"), creating both when `create`.
   // Errors name the folder: kNotFound when it is missing and not created, kInvalidArgument when
-  // `sub` is a symbolic link or not a folder, kRuntime for the system's other refusals.
+  // `sub` is a symbolic link or not a folder, or `root` is not a folder, kRuntime for the system's
+  // other refusals.
   [[nodiscard]] static Result<NamedFileFolder> open(const std::filesystem::path& root, std::string_view sub,
                                                     bool create);
   NamedFileFolder(NamedFileFolder&& other) noexcept;
@@ -45,6 +46,9 @@ class NamedFileFolder {
   // bytes. Errors name the file: kNotFound, kMismatch for another size, kInvalidArgument for a
   // link or a non-regular file, kRuntime when reading fails.
   [[nodiscard]] Result<void> read(std::string_view name, std::span<std::byte> out) const;
+  // Whether write(name, ..., overwrite) would be refused for its name or for what is there now, as
+  // write() refuses it, without writing: a caller that writes many files checks them all first.
+  [[nodiscard]] Result<void> check_write(std::string_view name, Overwrite overwrite) const;
   // Writes `bytes` to the file of `name`. An existing file is refused (kInvalidArgument) unless
   // `overwrite` allows it, and even then only a regular file with no other hard link (one inside
   // the folder could reach a file outside it). kRuntime, naming the file, when a write or the
