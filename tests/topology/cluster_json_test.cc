@@ -1,5 +1,7 @@
 #include "refit/topology/cluster_json.h"
 
+#include <limits>
+
 #include <gtest/gtest.h>
 
 #include "error_code.h"
@@ -65,6 +67,21 @@ TEST(TopoJson, MeasuredOverheadsRoundTrip) {
   for (auto& n : spec.nics) {
     n.chunk_overhead = Seconds{10.37e-6};
     n.transfer_overhead = Seconds{8.61e-6};
+  }
+  expect_round_trip(placed(Cluster::make(std::move(spec)).value(), ranks(2, 2)));
+}
+
+TEST(TopoJson, SubnormalLatenciesAndOverheadsRoundTrip) {
+  // 1e-308 us is 1e-314 s, a subnormal double: dumping it once threw out of std::stod (exit 1,
+  // "internal error: stod"), though loading took it.
+  auto c = size_preset_to_job("cpu-host", ranks(2, 2));
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  ClusterSpec spec = c->cluster().spec();
+  spec.nvlink_latency = Seconds{1e-314};
+  for (auto& n : spec.nics) {
+    n.latency = Seconds{1e-314};
+    n.chunk_overhead = Seconds{2e-314};
+    n.transfer_overhead = Seconds{std::numeric_limits<double>::denorm_min()};
   }
   expect_round_trip(placed(Cluster::make(std::move(spec)).value(), ranks(2, 2)));
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <optional>
 
@@ -25,7 +26,8 @@ using Json = nlohmann::ordered_json;
 template <class Read>
 double exact_decimal(double value, double scale, Read read) {
   const double raw = value / scale;
-  const double shortest = std::stod(fmt::format("{:.12g}", raw));
+  // strtod, not stod: a subnormal quotient (a latency of 1e-308 us) is a value, not an error.
+  const double shortest = std::strtod(fmt::format("{:.12g}", raw).c_str(), nullptr);
   if (read(shortest) == value) return shortest;
   double up = raw;
   double down = raw;
