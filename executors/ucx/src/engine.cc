@@ -35,7 +35,8 @@ Engine::Engine(const ExecutionContext& context)
       interrupt_(context.options.interrupted),
       absent_(static_cast<std::size_t>(context.plan.world_size()), false),
       gone_(static_cast<std::size_t>(context.plan.world_size()), false),
-      dropped_(context.plan.transfers.size(), false) {
+      dropped_(context.plan.transfers.size(), false),
+      stored_(context.plan.transfers.size(), 0) {
   report_.work =
       WorkTimes{.puts = std::array<Seconds, kLinkKinds>{}, .pack_unpack = Seconds{0}, .quantize = Seconds{0}};
   const auto& p = c_.program;

@@ -162,6 +162,7 @@ ucs_status_t Engine::put_pieces(const Send& s, const std::vector<Run>& local,
     if (target.mapped != nullptr && direct) {
       streaming_copy(target.mapped + offset, from, static_cast<std::size_t>(n));
       report_.stored_directly += Bytes{n};
+      stored_[static_cast<std::size_t>(s.transfer)] += n;
       stored = true;
     } else {
       if (const auto put = transport_put(peer.endpoint, from, n, a.region, target, offset); put != UCS_OK)
