@@ -136,12 +136,8 @@ void print_detail(const Predictions& p) {
              r.sim.tasks, r.sim.events, human(r.simulate_seconds));
 }
 
-void print(const SimulateCommandOptions& o, const Predictions& p) {
-  if (o.json) {
-    fmt::print("{}\n", json_text(predictions_json(p)));
-    return;
-  }
-  o.compare ? print_table(p) : print_detail(p);
+// What --delta, --sensitivity and --explain add below the predictions, elastic ones included.
+void print_extras(const SimulateCommandOptions& o, const Predictions& p) {
   print_delta(p);
   if (o.sensitivity) print_sensitivity(p.rows.front());
   if (o.explain) {
@@ -151,8 +147,18 @@ void print(const SimulateCommandOptions& o, const Predictions& p) {
   }
 }
 
-void print_elastic(const ElasticPrediction& p) {
+void print(const SimulateCommandOptions& o, const Predictions& p) {
+  if (o.json) {
+    fmt::print("{}\n", json_text(predictions_json(p)));
+    return;
+  }
+  o.compare ? print_table(p) : print_detail(p);
+  print_extras(o, p);
+}
+
+void print_elastic(const SimulateCommandOptions& o, const ElasticPrediction& p) {
   print_detail(p.predictions);
+  print_extras(o, p.predictions);
   if (const auto& m = p.membership)
     fmt::print(
         "\nrefit of engines {} of {}: plan derived from the full plan in {} (full plan {}); {} "
@@ -194,7 +200,7 @@ void print_elastic(const ElasticPrediction& p) {
   if (o.json)
     fmt::print("{}\n", json_text(elastic_json(p)));
   else
-    print_elastic(p);
+    print_elastic(o, p);
   return {};
 }
 

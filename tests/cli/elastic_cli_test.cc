@@ -58,6 +58,21 @@ TEST(ElasticCli, FailureCostsAtMostTheTimeoutAndTheRepair) {
   EXPECT_EQ(f["timeout_s"], 5.0);
 }
 
+TEST(ElasticCli, TheTextShowsWhatTheJsonHas) {
+  // --sensitivity, --explain and --delta were in the JSON of an elastic prediction but left out of
+  // its text, without a word.
+  const std::string text = std::string("simulate --model ") + REFIT_TEST_DATA_DIR +
+                           "/models/tiny-qwen3-moe.json --train tp=2,ep=2,etp=1 --infer tp=2,engines=3 "
+                           "--cluster dgx-h100:gpus_per_node=2 ";
+  for (const auto& [args, shown] : {std::pair{"--join 1 --sensitivity", "sensitivity:"},
+                                    std::pair{"--members 0 --explain", "biggest contributors"},
+                                    std::pair{"--members 0 --delta 0.3", "delta refit, 30 %"}}) {
+    const auto r = run_refit(text + args);
+    EXPECT_EQ(r.exit_code, 0) << args << ": " << r.err;
+    EXPECT_NE(r.out.find(shown), std::string::npos) << args << ":\n" << r.out;
+  }
+}
+
 TEST(ElasticCli, BadEnginesAreBadInputNamingTheOption) {
   for (const auto& [args, text] : std::vector<std::pair<std::string, std::string>>{
            {"--members 0,3", "member engine 3 is not in [0, 3)"},
