@@ -437,7 +437,8 @@ void add_delta_options(CLI::App& cmd, RunOptions& o) {
                      "--plan)",
                      DeltaRebalance{}.max_drift))
       ->check(fraction())
-      ->needs("--delta");
+      ->needs("--delta")
+      ->excludes("--plan");
 }
 
 }  // namespace

@@ -15,6 +15,9 @@
 namespace refit::cli {
 namespace {
 
+// A share drift not measured, between ranks (a measured one lies in [0, 1]).
+constexpr double kNoDrift = -1;
+
 double gbps(Bytes b, Seconds s) { return s.value > 0 ? static_cast<double>(b.value) / s.value / 1e9 : 0.0; }
 double gb(Bytes b) { return static_cast<double>(b.value) / 1e9; }
 
@@ -139,7 +142,8 @@ nlohmann::ordered_json delta_json(const RunSummary& s) {
                      {"encode_seconds", step.total.encode.value},
                      {"decode_seconds", step.total.decode.value},
                      {"exchange_seconds", step.total.exchange.value},
-                     {"share_drift", step.total.share_drift},
+                     {"share_drift", step.total.share_drift ? nlohmann::ordered_json(*step.total.share_drift)
+                                                            : nlohmann::ordered_json(nullptr)},
                      {"rebalanced", step.total.rebalanced},
                      {"rebalance_seconds", step.total.rebalance.value},
                      {"rank_bytes", step.rank_bytes}});
@@ -153,14 +157,14 @@ void print_delta(const RunSummary& s) {
   for (std::size_t i = 0; i < steps.size(); ++i)
     fmt::print(
         "  step {:<4} {} of {} dense ({:.2f} %) in {}; pieces {} ({} dense, {} unchanged); encode {}, "
-        "decode {}, exchange {}; share drift {:.3f}{}\n",
+        "decode {}, exchange {}; share drift {}{}\n",
         i, human(steps[i].bytes), human(steps[i].total.dense_bytes),
         steps[i].total.dense_bytes.value > 0 ? 100.0 * static_cast<double>(steps[i].bytes.value) /
                                                    static_cast<double>(steps[i].total.dense_bytes.value)
                                              : 0.0,
         human(steps[i].seconds), steps[i].total.pieces, steps[i].total.full, steps[i].total.unchanged,
         human(steps[i].total.encode), human(steps[i].total.decode), human(steps[i].total.exchange),
-        steps[i].total.share_drift,
+        steps[i].total.share_drift ? fmt::format("{:.3f}", *steps[i].total.share_drift) : "not measured",
         steps[i].total.rebalanced ? fmt::format(", re-planned in {}", human(steps[i].total.rebalance)) : "");
 }
 
@@ -279,9 +283,9 @@ std::string encode(const RankResult& r) {
   if (r.join) j["join"] = encode_join(*r.join);
   for (const auto& step : r.delta_steps) {
     const auto& d = step.delta;
-    j["delta"].push_back(nlohmann::json::array({step.sent.value, d.dense_bytes.value, d.pieces, d.unchanged,
-                                                d.full, d.encode.value, d.decode.value, d.exchange.value,
-                                                d.share_drift, d.rebalanced ? 1 : 0, d.rebalance.value}));
+    j["delta"].push_back(nlohmann::json::array(
+        {step.sent.value, d.dense_bytes.value, d.pieces, d.unchanged, d.full, d.encode.value, d.decode.value,
+         d.exchange.value, d.share_drift.value_or(kNoDrift), d.rebalanced ? 1 : 0, d.rebalance.value}));
   }
   return json_text(j);
 }
@@ -317,7 +321,9 @@ Result<RankResult> decode_rank_result(std::string_view text) {
                                                .encode = Seconds{step[5].get<double>()},
                                                .decode = Seconds{step[6].get<double>()},
                                                .exchange = Seconds{step[7].get<double>()},
-                                               .share_drift = step[8].get<double>(),
+                                               .share_drift = step[8].get<double>() == kNoDrift
+                                                                  ? std::nullopt
+                                                                  : std::optional(step[8].get<double>()),
                                                .rebalanced = step[9].get<int>() != 0,
                                                .rebalance = Seconds{step[10].get<double>()}}});
   }

@@ -453,7 +453,7 @@ bool worth_preparing(const Plan& old, const Plan& fresh, std::span<const Bytes> 
   const auto start = SteadyClock::now();
   auto measured = delta_rebalance::measured_moved_bytes(p.plan, p.step_payloads, p.step_dense, p.planned);
   report.share_drift = delta_rebalance::share_drift(p.planned, measured);
-  if (!(report.share_drift > r.max_drift)) return {};
+  if (!(*report.share_drift > r.max_drift)) return {};
   const auto plan = r.replan(measured);
   const bool keep = plan && !worth_preparing(p.plan, *plan, measured, r.min_gain);
   auto made = !plan  ? Result<std::unique_ptr<DeltaPrepared>>(std::unexpected(plan.error()))

@@ -83,8 +83,9 @@ class DeltaStep:
     decode_s: float  #: decoding and unpacking what this rank receives
     exchange_s: float  #: the receivers' audit, agreeing on checksums and sizes, preparing the step
     #: how far this step's payload shares over the tensors lay from those the plan was balanced
-    #: for (a total-variation distance in [0, 1]; the same on every rank)
-    share_drift: float = 0.0
+    #: for (a total-variation distance in [0, 1]; the same on every rank); None where no
+    #: re-balancing was asked for, so none was measured
+    share_drift: Optional[float] = None
     rebalanced: bool = False  #: every rank re-planned by this step's payloads (the next step runs it)
     rebalance_s: float = 0.0  #: re-planning
 

@@ -391,7 +391,7 @@ nb::dict execute(PreparedHandle& self) {
     delta["encode_s"] = r.delta->encode.value;
     delta["decode_s"] = r.delta->decode.value;
     delta["exchange_s"] = r.delta->exchange.value;
-    delta["share_drift"] = r.delta->share_drift;
+    delta["share_drift"] = r.delta->share_drift ? nb::cast(*r.delta->share_drift) : nb::none();
     delta["rebalanced"] = r.delta->rebalanced;
     delta["rebalance_s"] = r.delta->rebalance.value;
     d["delta"] = delta;

@@ -3,6 +3,10 @@
 // report gives each step's bytes against a full refit's.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 
 #include "mpirun.h"
@@ -196,6 +200,29 @@ void expect_verified_fp8_deltas(std::int32_t processes, const std::string& args,
 // --verify checks at every step that every inference rank holds what the quantizer makes of that
 // step's bf16 (a dense FP8 refit's bytes). small-llama-blocks at tp=2 is whole 128x128 blocks on
 // the training ranks; mxfp8 runs the refit plan with its relays, fp8-block128 a direct plan.
+// A plan from a file is never re-made: --delta-rebalance is refused beside it, and the steps
+// report no share drift (once 0.0 at every step, which nothing had measured).
+TEST(RunDelta, APlanFromAFileMeasuresNoDriftAndTakesNoRebalanceThreshold) {
+  char folder[] = "/tmp/refit-delta-plan-XXXXXX";
+  ASSERT_NE(::mkdtemp(folder), nullptr);
+  const std::string plan = std::string(folder) + "/p.json";
+  const auto planned = testing::run_shell(std::string(REFIT_CLI_PATH) + " plan " + kProblem +
+                                          " --strategy direct --cluster cpu-host --out " + plan);
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  const auto refused =
+      testing::refit_run(6, kProblem + " --plan " + plan + " --delta 0.01 --delta-rebalance 0.2");
+  const auto r = testing::refit_run(
+      6, kProblem + " --plan " + plan + " --delta 0.01 --iterations 3 --verify --json --timeout 20", 120);
+  std::filesystem::remove_all(folder);
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find("--plan excludes --delta-rebalance"), std::string::npos) << refused.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_EQ(j["verified"], true);
+  for (const auto& step : j["delta"]["steps"]) EXPECT_TRUE(step["share_drift"].is_null()) << step;
+}
+
 TEST(RunDelta, Fp8InFlightStepsAreEachVerifiedAgainstTheQuantizersBytes) {
   expect_verified_fp8_deltas(6, "--train tp=2 --quantize fp8-block128 --quantize-at sender --strategy direct",
                              6);

@@ -117,8 +117,9 @@ struct DeltaStepReport {
   // Re-balancing by the bytes that move (DeltaRebalance), the same on every rank: how far this
   // step's payload shares over the tensors lay from those its plan was balanced for (a
   // total-variation distance in [0, 1]), whether every rank then re-planned by this step's
-  // payloads into another plan (the next step runs it), and how long re-planning took.
-  double share_drift = 0;
+  // payloads into another plan (the next step runs it), and how long re-planning took. No drift
+  // where no re-balancing was asked for (a plan from a file, which nothing re-makes).
+  std::optional<double> share_drift;
   bool rebalanced = false;
   Seconds rebalance;
 };
