@@ -167,11 +167,12 @@ void print_elastic(const SimulateCommandOptions& o, const ElasticPrediction& p) 
         human(m->full_plan_seconds), m->resent_transfers, human(m->resent_bytes));
   if (const auto& j = p.join)
     fmt::print(
-        "\nengine {} of {} filled in {} from {} (peers {}): {} of {} tensors from peers, {} from peers, "
+        "\nengine {} of {} filled in {} from {}{}: {} of {} tensors from peers, {} from peers, "
         "{} from training ranks\n",
         j->join.joining, p.engines, human(p.predictions.rows.front().sim.predicted),
-        join_source_name(j->join.source), fmt::join(j->join.peers, ","), j->peer_tensors, j->tensors,
-        human(j->peer_bytes), human(j->training_bytes));
+        join_source_name(j->join.source),
+        j->join.peers.empty() ? "" : fmt::format(" (peers {})", fmt::join(j->join.peers, ",")),
+        j->peer_tensors, j->tensors, human(j->peer_bytes), human(j->training_bytes));
   if (const auto& f = p.failure)
     fmt::print(
         "\nengine {} dies as the refit starts: it relays {} for other engines; they complete at {} "

@@ -41,12 +41,15 @@ constexpr std::array<std::string_view, 4> kRoleNames = {"free", "training", "pee
   if (o.peers.empty())
     for (std::int32_t e = 0; e < engines; ++e)
       if (e != r.joining) o.peers.push_back(e);
-  if (o.peers.empty())
-    return invalid(
-        fmt::format("--peers: engine {} is the only engine, so no live engine can send (use "
-                    "--from training)",
-                    r.joining));
-  return o;
+  if (!o.peers.empty()) return o;
+  // No other engine: with the default every tensor comes from the training ranks.
+  if (r.from == JoinSource::kBoth) {
+    o.source = JoinSource::kTraining;
+    return o;
+  }
+  return invalid(fmt::format(
+      "--from peers: engine {} is the only engine, so no live engine can send (use --from training or both)",
+      r.joining));
 }
 
 // The buffers of `side` of the tensors the peers send (or, `peers` false, the training ranks).

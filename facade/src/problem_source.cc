@@ -38,7 +38,20 @@ Result<ParallelLayouts> parse_layouts(const std::string& train, const std::strin
   return ParallelLayouts{.train = megatron, .infer = vllm};
 }
 
+namespace {
+
+// An elastic refit's engines come from --infer, which a manifest has none of.
+Result<void> check_not_manifest(const ProblemSource& source) {
+  if (source.manifest.empty()) return {};
+  return unsupported(
+      "--manifest: a manifest names no inference engines; an elastic refit needs --model, --train and "
+      "--infer");
+}
+
+}  // namespace
+
 Result<std::int32_t> inference_engines(const ProblemSource& source) {
+  REFIT_TRY(check_not_manifest(source));
   if (source.infer.empty())
     return invalid(
         "--infer: an elastic refit needs --infer with engines=N: without it nothing says which "
@@ -49,10 +62,7 @@ Result<std::int32_t> inference_engines(const ProblemSource& source) {
 
 Result<EngineMembership> engine_membership(const ProblemSource& source, const ReshardProblem& problem,
                                            std::uint64_t epoch) {
-  if (!source.manifest.empty())
-    return unsupported(
-        "--manifest: a manifest names no inference engines; an elastic refit needs --model, "
-        "--train and --infer");
+  REFIT_TRY(check_not_manifest(source));
   REFIT_TRY_IN(check_no_landing(problem, "the repair of an engine that missed the step"), "--quantize-at");
   const auto layouts = REFIT_TRY(parse_layouts(source.train, source.infer));
   return consecutive_engines(static_cast<std::int32_t>(layouts.train.world()),

@@ -138,8 +138,20 @@ TEST(JoinRun, BadEnginesNameTheirOption) {
   const auto alone =
       plan_join(problem, cluster, 1, {.joining = 0, .peers = {}, .from = JoinSource::kPeers}, "refit", {});
   ASSERT_FALSE(alone);
-  EXPECT_NE(alone.error().message.find("--peers: engine 0 is the only engine"), std::string::npos)
+  EXPECT_NE(alone.error().message.find("--from peers: engine 0 is the only engine"), std::string::npos)
       << alone.error().message;
+}
+
+TEST(JoinRun, TheOnlyEngineIsFilledFromTheTrainingRanksByDefault) {
+  // With no other engine, the default --from both was refused naming --peers, which nobody gave:
+  // the training ranks alone can fill it, and do.
+  const auto problem = tiny_problem();
+  const auto cluster = testing::make_test_cluster(4, 2, 2, 6);
+  const auto run =
+      plan_join(problem, cluster, 1, {.joining = 0, .peers = {}, .from = JoinSource::kBoth}, "refit", {});
+  ASSERT_TRUE(run) << run.error().message;
+  EXPECT_EQ(run->options.source, JoinSource::kTraining);
+  EXPECT_TRUE(run->options.peers.empty());
 }
 
 }  // namespace
