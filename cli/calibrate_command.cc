@@ -310,7 +310,7 @@ Action add_calibrate_command(CLI::App& app) {
   cmd->add_option(
          "--timeout", o->timeout,
          fmt::format("Longest wait on a peer, in seconds (default {:g})", ExecutorOptions{}.timeout.value))
-      ->check(positive_at_most(kMaxTimeout.value));
+      ->check(seconds_within(kMinTimeout, kMaxTimeout));
   cmd->add_flag("--json", o->json, "Print one JSON object on stdout (rank 0)");
   return [o] { return calibrate_here(*o); };
 }

@@ -109,8 +109,9 @@ CLI::Validator non_empty() {
 CLI::Validator bytes_at_least(std::int64_t floor) {
   return number_above(static_cast<double>(floor), true, "BYTES", fmt::format(">= {}", floor));
 }
-CLI::Validator positive_at_most(double ceiling) {
-  return number_above(0, false, "POSITIVE", fmt::format("> 0 and <= {:g}", ceiling), ceiling);
+CLI::Validator seconds_within(Seconds floor, Seconds ceiling) {
+  return number_above(floor.value, true, "SECONDS",
+                      fmt::format(">= {:g} and <= {:g}", floor.value, ceiling.value), ceiling.value);
 }
 CLI::Validator output_file() {
   return CLI::Validator(

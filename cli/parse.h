@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "refit/core/error.h"
+#include "refit/core/units.h"
 
 namespace refit::cli {
 
@@ -28,7 +29,7 @@ CLI::Validator positive();
 // Refuses "": an empty name would otherwise read as the option left out (a default preset, a
 // missing --model).
 CLI::Validator non_empty();
-CLI::Validator positive_at_most(double ceiling);
+CLI::Validator seconds_within(Seconds floor, Seconds ceiling);
 // A byte count of at least `floor` (a staging that holds one chunk).
 CLI::Validator bytes_at_least(std::int64_t floor);
 // A file to write: not empty, not a folder, in a folder that exists; checked at parsing, so that a

@@ -470,7 +470,7 @@ Action add_run_command(CLI::App& app) {
                      "bounds the steps where ranks wait for each other too, so it must exceed the "
                      "slowest rank's planning and verification; at most {:g} (11.6 days)",
                      ExecutorOptions{}.timeout.value, kMaxTimeout.value))
-      ->check(positive_at_most(kMaxTimeout.value));
+      ->check(seconds_within(kMinTimeout, kMaxTimeout));
   cmd->add_option("--staging", o->staging,
                   fmt::format("Staging bytes per rank for packing strided pieces (default {} MiB)",
                               lowering::kDefaultStaging.value >> 20))

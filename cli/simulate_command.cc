@@ -271,7 +271,7 @@ void add_elastic_options(CLI::App& cmd, SimulateCommandOptions& o) {
                              "default {:g}, at most {:g})",
                              ExecutorOptions{}.timeout.value, kMaxTimeout.value))
       ->needs(fail)
-      ->check(positive_at_most(kMaxTimeout.value));
+      ->check(seconds_within(kMinTimeout, kMaxTimeout));
 }
 
 }  // namespace

@@ -6,9 +6,9 @@
 namespace refit {
 
 Result<void> check_options(const ExecutorOptions& options) {
-  if (!(options.timeout.value > 0 && options.timeout.value <= kMaxTimeout.value))
-    return out_of_range(fmt::format("timeout must be > 0 s and at most {} s (11.6 days), got {}",
-                                    kMaxTimeout.value, options.timeout.value));
+  if (!(options.timeout.value >= kMinTimeout.value && options.timeout.value <= kMaxTimeout.value))
+    return out_of_range(fmt::format("timeout must be at least {:g} s and at most {:g} s (11.6 days), got {}",
+                                    kMinTimeout.value, kMaxTimeout.value, options.timeout.value));
   if (options.staging < lowering::kMinStaging)
     return out_of_range(fmt::format("staging must be at least {} bytes (one chunk's), got {}",
                                     lowering::kMinStaging.value, options.staging.value));

@@ -163,8 +163,12 @@ def checked_real(
     return number
 
 
-def checked_seconds(value: Any, what: str, high: float) -> float:
-    """A finite number of seconds in (0, high]: an infinite or a huge wait does not fit the
-    clocks that time it (a deadline past 2^63 ns wraps)."""
+def checked_seconds(value: Any, what: str, low: float, high: float) -> float:
+    """A finite number of seconds in [low, high]: an infinite or a huge wait does not fit the
+    clocks that time it (a deadline past 2^63 ns wraps), and one under ``low`` takes a live peer
+    the scheduler set aside for an instant for gone."""
     days = f" (a wait of {high / 86400:.1f} days at most)"
-    return checked_real(value, what, high, "a number of seconds", " s", days)
+    number = checked_real(value, what, high, "a number of seconds", " s", days)
+    if number < low:
+        raise BadInput(f"{what}: {number} s is under {low:g} s (milliseconds for seconds?)", "out of range")
+    return number

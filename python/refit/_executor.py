@@ -476,7 +476,7 @@ class Executor:
         if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
             raise TypeError(f"timeout: a number of seconds, got {timeout!r}")
         optional_callable(on_chunk_sent, "on_chunk_sent", "(transfer, chunk)")
-        timeout = checked_seconds(timeout, "timeout", _refit.MAX_TIMEOUT_S)
+        timeout = checked_seconds(timeout, "timeout", _refit.MIN_TIMEOUT_S, _refit.MAX_TIMEOUT_S)
         if not isinstance(name, str):
             raise TypeError(f"name: an executor name (refit.executors()), got {name!r}")
         staging = checked_int(staging, "staging", _refit.MIN_STAGING_BYTES, INT64_MAX, " bytes")

@@ -340,7 +340,7 @@ def simulate_elastic(
     source, strategy = checked_text(source, "source"), checked_text(strategy, "strategy")
     join, fail = optional_int(join, "join", 0, INT32_MAX), optional_int(fail, "fail", 0, INT32_MAX)
     if timeout_s is not None:
-        timeout_s = checked_seconds(timeout_s, "timeout_s", _refit.MAX_TIMEOUT_S)
+        timeout_s = checked_seconds(timeout_s, "timeout_s", _refit.MIN_TIMEOUT_S, _refit.MAX_TIMEOUT_S)
     raw, elastic = _refit.simulate_elastic(problem._handle, cluster.placed(problem), strategy,
                                            checked_chunk_bytes(chunk_bytes), engines, join, peer_engines, source,
                                            fail, timeout_s)  # fmt: skip

@@ -450,6 +450,7 @@ std::vector<std::string> names() {
 
 void bind_executor(nb::module_& m) {
   m.attr("MAX_TIMEOUT_S") = kMaxTimeout.value;
+  m.attr("MIN_TIMEOUT_S") = kMinTimeout.value;
   m.attr("DEFAULT_STAGING_BYTES") = lowering::kDefaultStaging.value;
   m.attr("MIN_STAGING_BYTES") = lowering::kMinStaging.value;
   m.attr("FIRST_PAGE_BYTES") = kFirstPage;

@@ -114,7 +114,7 @@ INSTANTIATE_TEST_SUITE_P(
         Hostile{"timeout_inf", "run " + kModel + " --timeout inf", "", "--timeout: expected a number"},
         // A deadline past 2^63 ns wrapped: every wait failed at once.
         Hostile{"timeout_huge", "run " + kModel + " --timeout 1e300", "",
-                "--timeout: must be > 0 and <= 1e+06, got 1e300"},
+                "--timeout: must be >= 0.1 and <= 1e+06, got 1e300"},
         Hostile{"cli11_unknown_option", "plan " + kModel + " --cluster dgx-h100 --bogus", "",
                 "refit plan: error: The following argument was not expected: --bogus"}));
 
@@ -181,7 +181,7 @@ INSTANTIATE_TEST_SUITE_P(
         Hostile{"timeout_alone", "simulate " + kModel + " --cluster dgx-h100 --timeout 5", "",
                 "--timeout requires --fail"},
         Hostile{"timeout_huge_fail", "simulate " + kModel + " --cluster dgx-h100 --fail 0 --timeout 1e308",
-                "", "--timeout: must be > 0 and <= 1e+06"},
+                "", "--timeout: must be >= 0.1 and <= 1e+06"},
         // Names with escapes once reached the terminal raw through topo's and simulate's tables.
         Hostile{
             "cluster_name_escape", "topo --cluster-file {file}",
@@ -268,6 +268,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Hostile{"load_sources_empty",
                               "run " + kModel + " --storage framework --load-sources ''", "",
                               "--load-sources: is empty"},
+                      Hostile{"timeout_tiny", "run " + kModel + " --timeout 1e-9", "",
+                              "--timeout: must be >= 0.1 and <= 1e+06, got 1e-9"},
                       Hostile{"save_destinations_empty",
                               "run " + kModel + " --storage framework --save-destinations '' --overwrite", "",
                               "--save-destinations: is empty"}));

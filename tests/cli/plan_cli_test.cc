@@ -246,7 +246,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"plan " + kProblem + " --chunk 0", "--chunk: must be > 0, got 0"},
         BadInput{"run " + kProblem + " --iterations 0", "--iterations: must be > 0, got 0"},
         BadInput{"run " + kProblem + " --timeout soon",
-                 "--timeout: expected a number > 0 and <= 1e+06, got 'soon'"},
+                 "--timeout: expected a number >= 0.1 and <= 1e+06, got 'soon'"},
         // Misspelt names are refused as options are read: before, `run` outside mpirun first
         // reported the process count, and inside it planned (or started an executor) first.
         BadInput{"run " + kProblem + " --strategy fastest",

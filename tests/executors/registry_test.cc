@@ -116,7 +116,7 @@ void expect_ucx_refuses(const ExecutorOptions& options, const std::string& why) 
 }
 
 TEST(Registry, UcxRefusesANonPositiveTimeout) {
-  expect_ucx_refuses({.timeout = Seconds{0}}, "timeout must be > 0 s");
+  expect_ucx_refuses({.timeout = Seconds{0}}, "timeout must be at least 0.1 s");
 }
 
 // The staging must hold one chunk of the smallest (16 bytes) twice over (the half-staging rule):

@@ -123,6 +123,9 @@ def test_python_only_arguments_are_checked_too() -> None:
     for timeout in (float("inf"), 1e300, 0.0):
         with pytest.raises(ValueError, match=r"timeout: .* is not in \(0, 1e\+06\]"):
             refit.Executor("ucx", refit.exchange.from_callable(lambda d: [d], rank=0, size=1), timeout=timeout)
+    # A thousandth of a second is a unit slip: every live peer would be taken for gone.
+    with pytest.raises(ValueError, match=r"timeout: 0.001 s is under 0.1 s \(milliseconds for seconds\?\)"):
+        refit.Executor("ucx", refit.exchange.from_callable(lambda d: [d], rank=0, size=1), timeout=0.001)
     with pytest.raises(refit.BadInput, match="unknown dtype 'bf17'"):
         refit.numpy_dtype("bf17")
     with pytest.raises(refit.BadInput, match="--quantize-at: unknown quantization site 'recevier'"):

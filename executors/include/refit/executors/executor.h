@@ -79,9 +79,13 @@ inline constexpr std::chrono::milliseconds kInterruptPoll{100};
 // so a deadline much further away (292 years) would wrap, and "inf" would make every wait fail
 // at once.
 inline constexpr Seconds kMaxTimeout{1e6};
+// The shortest: a wait bounded below a tenth of a second takes a live peer that the scheduler set
+// aside for an instant for gone, and is far more likely a unit slip (milliseconds for seconds)
+// than a wish.
+inline constexpr Seconds kMinTimeout{0.1};
 
-// A timeout in (0, kMaxTimeout] and a staging of at least lowering::kMinStaging, or an error naming the
-// option.
+// A timeout in [kMinTimeout, kMaxTimeout] and a staging of at least lowering::kMinStaging, or an error naming
+// the option.
 [[nodiscard]] Result<void> check_options(const ExecutorOptions& options);
 
 struct ExecutorCapabilities {
