@@ -46,6 +46,14 @@ std::optional<std::size_t> first_invalid_utf8(std::string_view text) {
   return std::nullopt;
 }
 
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const char c : valid_utf8(text))
+    out += is_control_character(static_cast<unsigned char>(c)) ? std::string_view("\xEF\xBF\xBD")
+                                                               : std::string_view(&c, 1);
+  return out;
+}
+
 std::string valid_utf8(std::string_view text) {
   std::string out;
   out.reserve(text.size());

@@ -268,6 +268,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Hostile{"load_sources_empty",
                               "run " + kModel + " --storage framework --load-sources ''", "",
                               "--load-sources: is empty"},
+                      // A library that loads but is not NVML: exit 1, as if the machine had failed.
+                      Hostile{"nvml_library_not_nvml", "topo --discover --nvml-library libc.so.6", "",
+                              "libc.so.6: has no nvmlInit_v2: not NVML"},
                       Hostile{"timeout_tiny", "run " + kModel + " --timeout 1e-9", "",
                               "--timeout: must be >= 0.1 and <= 1e+06, got 1e-9"},
                       Hostile{"save_destinations_empty",

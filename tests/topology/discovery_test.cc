@@ -1,6 +1,7 @@
 // Live discovery on fake machines: a sysfs tree built in a temporary folder and the fake NVML
 // library built by these tests (fake_nvml.cc), told what to report through a config file.
 #include "refit/topology/discovery.h"
+#include "refit/topology/cluster_json.h"
 #include "refit/topology/rank_map.h"
 
 #include <sys/stat.h>
@@ -228,6 +229,43 @@ TEST_F(TopoDiscovery, NvmlFailingMidwayIsARuntimeError) {
   ASSERT_FALSE(found.has_value());
   EXPECT_EQ(found.error().code, ErrorCode::kRuntime);
   EXPECT_NE(found.error().message.find("nvmlDeviceGetPciInfo_v3 failed for GPU 0"), std::string::npos)
+      << found.error().message;
+}
+
+TEST_F(TopoDiscovery, ANameWithAnEscapeIsPrintedWithoutIt) {
+  // NVML's name for the GPU holds a terminal escape (ESC [31m): it reached the terminal raw, and
+  // the cluster file written from it could not be loaded back (a control character in a sentence).
+  nvml_reports("gpu 0000:11:00.0 90 \x1b[31mRED\n");
+  const auto found = discover();
+  ASSERT_TRUE(found.has_value()) << found.error().message;
+  const auto text = cluster_to_json(found->cluster).dump();
+  EXPECT_EQ(text.find('\x1b'), std::string::npos);
+  EXPECT_EQ(text.find("\\u001b"), std::string::npos) << text;
+  const auto back = parse_cluster_json(text);
+  EXPECT_TRUE(back.has_value()) << back.error().message;
+}
+
+TEST_F(TopoDiscovery, WhatNoMachineHasIsRefusedAsTheNcclDumpsAre) {
+  // A GPU linked to itself, two GPUs on one PCI bus id, and 2000 GPUs on one node: the NCCL XML
+  // importer refused them, and discovery now does too, by the same rules.
+  const std::pair<std::string, std::string> cases[] = {
+      {"gpu 0000:18:00.0 90 X\nlink 0 0000:18:00.0 gpu\n", "GPU 0 (X, 0000:18:00.0): an NVLink to itself"},
+      {"gpu 0000:18:00.0 90 X\ngpu 0000:18:00.0 90 Y\n",
+       "GPU 0 (X, 0000:18:00.0) and GPU 1 (Y, 0000:18:00.0): one PCI bus id"}};
+  for (const auto& [config, message] : cases) {
+    nvml_reports(config);
+    const auto found = discover();
+    ASSERT_FALSE(found.has_value()) << config;
+    EXPECT_EQ(found.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_NE(found.error().message.find(message), std::string::npos) << found.error().message;
+  }
+  std::string many;
+  for (int g = 0; g < 1025; ++g) many += fmt::format("gpu 0000:{:02x}:{:02x}.0 90 X\n", g / 32, g % 32);
+  nvml_reports(many);
+  const auto found = discover();
+  ASSERT_FALSE(found.has_value());
+  EXPECT_NE(found.error().message.find("1025 GPUs and 0 NICs in one machine: more than the 1024"),
+            std::string::npos)
       << found.error().message;
 }
 

@@ -13,11 +13,22 @@ namespace refit::detail {
 namespace {
 
 [[nodiscard]] Result<std::vector<std::int32_t>> group_domains(const FoundMachine& m) {
+  if (m.gpus.size() > kMaxMachineDevices || m.nics.size() > kMaxMachineDevices)
+    return out_of_range(
+        fmt::format("{} GPUs and {} NICs in one machine: more than the {} of each refit takes", m.gpus.size(),
+                    m.nics.size(), kMaxMachineDevices));
   const auto count = static_cast<std::int32_t>(m.gpus.size());
   std::map<std::string, std::int32_t> by_bus;
-  for (std::int32_t g = 0; g < count; ++g)
-    if (!m.gpus[static_cast<std::size_t>(g)].bus_id.empty())
-      by_bus[m.gpus[static_cast<std::size_t>(g)].bus_id] = g;
+  for (std::int32_t g = 0; g < count; ++g) {
+    const auto& gpu = m.gpus[static_cast<std::size_t>(g)];
+    if (gpu.bus_id.empty()) continue;
+    if (const auto [it, fresh] = by_bus.try_emplace(gpu.bus_id, g); !fresh)
+      return invalid(fmt::format("{} and {}: one PCI bus id",
+                                 m.gpus[static_cast<std::size_t>(it->second)].what, gpu.what));
+  }
+  for (const auto& gpu : m.gpus)
+    if (!gpu.bus_id.empty() && std::ranges::find(gpu.peer_links, gpu.bus_id) != gpu.peer_links.end())
+      return invalid(fmt::format("{}: an NVLink to itself", gpu.what));
   DomainGrouping grouping(count);
   std::map<std::string, std::int32_t> first_in_clique;
   for (std::int32_t g = 0; g < count; ++g) {

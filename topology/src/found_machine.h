@@ -11,6 +11,10 @@
 
 namespace refit::detail {
 
+// GPUs, and NICs, one machine may have: a node has 8 GPUs, 4 on a GB200 tray; more is a dump or
+// a driver gone wrong.
+inline constexpr std::size_t kMaxMachineDevices = 1024;
+
 struct FoundGpu {
   std::string what;    // how errors name it, e.g. "line 12: <gpu dev=\"3\">"
   std::string bus_id;  // normalized; may be empty

@@ -34,8 +34,6 @@ constexpr std::size_t kMaxXmlDepth = 64;
 // NVLinks between one GPU and one target (18 on an H100 to its NVSwitches), and in all.
 constexpr std::int32_t kMaxLinkCount = 64;
 constexpr std::size_t kMaxGpuLinks = 1024;
-// GPUs and NICs of one dump: NCCL describes one machine (8 GPUs, 4 on a GB200 tray).
-constexpr std::size_t kMaxDevices = 1024;
 // A <net speed> in Mb/s: 10 Mb/s to 10 Tb/s, so the NIC's rate is within cluster_limits.
 constexpr double kMinSpeedMbps = 10;
 constexpr double kMaxSpeedMbps = 1e7;
@@ -235,8 +233,9 @@ class XmlReader {
     const auto sm = REFIT_TRY(number<std::int32_t>(n, "sm", 1));
     if (gpus_.contains(dev))
       return invalid(fmt::format("{}: GPU dev {} appears twice ({})", where(n), dev, gpus_[dev].what));
-    if (gpus_.size() == kMaxDevices)
-      return out_of_range(fmt::format("{}: more than {} GPUs in one machine", where(n), kMaxDevices));
+    if (gpus_.size() == detail::kMaxMachineDevices)
+      return out_of_range(
+          fmt::format("{}: more than {} GPUs in one machine", where(n), detail::kMaxMachineDevices));
     FoundGpu gpu;
     gpu.what = where(n);
     gpu.bus_id = here.chain.back();
@@ -270,8 +269,9 @@ class XmlReader {
         if (!under_pci && !seen->second) continue;
         return invalid(fmt::format("{}: NIC '{}' is listed twice", where(net), full_name));
       }
-      if (nics_.size() == kMaxDevices)
-        return out_of_range(fmt::format("{}: more than {} NICs in one machine", where(net), kMaxDevices));
+      if (nics_.size() == detail::kMaxMachineDevices)
+        return out_of_range(
+            fmt::format("{}: more than {} NICs in one machine", where(net), detail::kMaxMachineDevices));
       nics_.push_back({.name = full_name,
                        .line_gigabits = speed / 1000.0,
                        .bus_id = under_pci ? here.chain.back() : "",

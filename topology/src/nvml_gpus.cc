@@ -12,6 +12,7 @@
 
 #include "nvml_api.h"
 #include "refit/core/try.h"
+#include "refit/core/utf8.h"
 
 namespace refit::detail {
 namespace {
@@ -70,7 +71,9 @@ void bind(void* library, const char* symbol, Fn& fn) {
       {a.link_state != nullptr, "nvmlDeviceGetNvLinkState"},
       {a.link_remote_pci != nullptr, "nvmlDeviceGetNvLinkRemotePciInfo_v2"}};
   for (const auto& [found, symbol] : required)
-    if (!found) return fail(ErrorCode::kRuntime, fmt::format("{}: has no {} (NVML too old?)", path, symbol));
+    if (!found)
+      return invalid(fmt::format("{}: has no {}: not NVML, or one older than refit reads (--nvml-library)",
+                                 path, symbol));
   return a;
 }
 
@@ -136,10 +139,10 @@ std::vector<Link> links_of(const Api& api, nvml::Device device) {
   REFIT_TRY(check(api.name(device, name, sizeof(name)), "nvmlDeviceGetName"));
   REFIT_TRY(check(api.compute_capability(device, &major, &minor), "nvmlDeviceGetCudaComputeCapability"));
   ScannedGpu s;
-  s.gpu.bus_id = normalize_bus_id(pci.bus_id);
-  s.gpu.what = fmt::format("GPU {} ({}, {})", index, name, s.gpu.bus_id);
-  s.gpu.model = hw::gpu_model_for(major * 10 + minor, name);
-  s.gpu.name = name;
+  s.gpu.bus_id = printable(normalize_bus_id(pci.bus_id));
+  s.gpu.name = printable(std::string_view(name, strnlen(name, sizeof(name))));
+  s.gpu.what = fmt::format("GPU {} ({}, {})", index, s.gpu.name, s.gpu.bus_id);
+  s.gpu.model = hw::gpu_model_for(major * 10 + minor, s.gpu.name);
   s.gpu.clique = clique_of(api, device);
   s.links = links_of(api, device);
   return s;

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "refit/core/utf8.h"
+
 namespace refit::detail {
 namespace {
 
@@ -99,21 +101,22 @@ void scan_port(const fs::path& root, const fs::path& port_dir, const std::string
                const fs::path& device_link, RdmaScan& scan) {
   const auto state = first_line(root, port_dir / "state");
   if (state.find("ACTIVE") == std::string::npos) {
-    scan.notes.push_back(fmt::format("RDMA NIC {}: port state '{}', not used", name, state));
+    scan.notes.push_back(fmt::format("RDMA NIC {}: port state '{}', not used", name, printable(state)));
     return;
   }
   const auto rate = first_line(root, port_dir / "rate");
   double gigabits = 0;
   const auto [ptr, ec] = std::from_chars(rate.data(), rate.data() + rate.size(), gigabits);
   if (ec != std::errc{} || gigabits <= 0 || std::string_view(ptr).find("Gb/sec") == std::string_view::npos) {
-    scan.notes.push_back(fmt::format("RDMA NIC {}: rate '{}' does not read as Gb/sec, not used", name, rate));
+    scan.notes.push_back(
+        fmt::format("RDMA NIC {}: rate '{}' does not read as Gb/sec, not used", name, printable(rate)));
     return;
   }
   std::error_code link_ec;
   const auto bus_id = fs::canonical(device_link, link_ec).filename().string();
   scan.nics.push_back({.name = name,
                        .line_gigabits = gigabits,
-                       .bus_id = link_ec ? std::string() : bus_id,
+                       .bus_id = link_ec ? std::string() : printable(bus_id),
                        .location = location_of(root, device_link)});
 }
 
@@ -134,7 +137,7 @@ RdmaScan scan_rdma_nics(const fs::path& sysfs_root) {
   const auto root = canonical_root(sysfs_root);
   for (const auto& device : sorted_entries(dir))
     for (const auto& port : sorted_entries(dir / device / "ports"))
-      scan_port(root, dir / device / "ports" / port, fmt::format("{}:{}", device, port),
+      scan_port(root, dir / device / "ports" / port, printable(fmt::format("{}:{}", device, port)),
                 dir / device / "device", scan);
   if (scan.nics.empty()) scan.notes.push_back(fmt::format("no RDMA NIC: none active under {}", dir.string()));
   return scan;

@@ -25,4 +25,8 @@ constexpr bool has_control_character(std::string_view text) {
   return false;
 }
 
+// valid_utf8(text) with every control character written as U+FFFD too: a name taken from the
+// machine (NVML, sysfs) that refit prints and writes into files it loads back.
+std::string printable(std::string_view text);
+
 }  // namespace refit
