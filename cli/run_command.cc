@@ -397,10 +397,17 @@ std::vector<Setting> settings(const RunOptions& o, const RankSetup& s) {
 [[nodiscard]] Result<void> run(const RunOptions& o) {
   std::optional<Fault> fault;
   if (!o.fault.empty()) fault = REFIT_TRY(parse_fault(o.fault));
+  // A test built on a fault that can never act would pass without it.
+  if (fault && fault->phase == FaultPhase::kBetween && o.iterations < 2)
+    return invalid(
+        "--test-fault: 'between' acts after the first of several executions: give --iterations 2 or more");
   MpiSession mpi;
   if (!mpi.ok()) return fail(ErrorCode::kRuntime, "MPI_Init failed (start refit run with mpirun)");
   auto mpi_bootstrap = REFIT_TRY(MpiBootstrap::create(MPI_COMM_WORLD, Seconds{o.timeout}));
   SequencedBootstrap bootstrap(mpi_bootstrap);
+  if (fault && fault->rank >= bootstrap.size())
+    return invalid(
+        fmt::format("--test-fault: rank {} is not one of the job's {} ranks", fault->rank, bootstrap.size()));
   FaultInjector faults(fault, bootstrap.rank(), Seconds{o.timeout});
   FaultyBootstrap executor_bootstrap(bootstrap, faults);
   auto outcome = run_rank(

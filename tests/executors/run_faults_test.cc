@@ -276,6 +276,16 @@ TEST(RunFaults, AnUnknownFaultIsBadInput) {
   const auto r = testing::refit_run(1, "--manifest x.json --test-fault 1:lunch:kill");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("--test-fault: '1:lunch:kill' is not RANK:PHASE:ACTION"), std::string::npos) << r.err;
+  // Faults that could never act: a test built on them would pass without a fault.
+  const auto outside = testing::refit_run(2, "--manifest x.json --test-fault 7:execute:kill");
+  EXPECT_EQ(outside.exit_code, 2) << outside.err;
+  EXPECT_NE(outside.err.find("--test-fault: rank 7 is not one of the job's 2 ranks"), std::string::npos)
+      << outside.err;
+  const auto between = testing::refit_run(1, "--manifest x.json --test-fault 0:between:kill");
+  EXPECT_EQ(between.exit_code, 2) << between.err;
+  EXPECT_NE(between.err.find("--test-fault: 'between' acts after the first of several executions"),
+            std::string::npos)
+      << between.err;
 }
 
 }  // namespace
