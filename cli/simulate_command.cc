@@ -231,13 +231,15 @@ void print_elastic(const SimulateCommandOptions& o, const ElasticPrediction& p) 
   if (o.elastic()) return run_elastic(o, options, in);
   std::optional<Plan> loaded;
   if (!o.inputs.plan_file.empty()) loaded = REFIT_TRY(obtain_plan(o.inputs, inputs, o.inputs.strategy)).plan;
-  const auto predictions = REFIT_TRY(o.compare ? compare(in, options) : predict(in, options, loaded));
-  // A full disk shows only once the trace's last bytes are flushed.
+  auto made = o.compare ? compare(in, options) : predict(in, options, loaded);
+  // A full disk shows only once the trace's last bytes are flushed, or as the writer's failure,
+  // which knows the stream, not the file.
   if (trace_file.is_open()) {
     trace_file.close();
     if (!trace_file)
       return fail(ErrorCode::kRuntime, fmt::format("--trace: '{}' could not be written in full", o.trace));
   }
+  const auto predictions = REFIT_TRY(std::move(made));
   NotePrinter("simulate").print(predictions.rows);
   print(o, predictions);
   return {};
