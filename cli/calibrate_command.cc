@@ -18,6 +18,7 @@
 #include "human_units.h"
 #include "json_text.h"
 #include "parse.h"
+#include "refit/core/checked.h"
 #include "refit/core/text_file.h"
 #include "refit/core/try.h"
 #include "refit/executors/mpi_bootstrap.h"
@@ -301,7 +302,7 @@ Action add_calibrate_command(CLI::App& app) {
          "--devices", o->calibration.devices,
          fmt::format("Processes the cluster file describes: the largest job it can predict (default {})",
                      defaults.devices))
-      ->check(positive());
+      ->check(count_within(1, limits::kMaxRanks));
   cmd->add_option(
          "--memcpy-bytes", o->memcpy_bytes,
          fmt::format("Bytes of the memcpy measurement and of the bf16 weight quantized (default {} MiB)",

@@ -113,6 +113,10 @@ CLI::Validator seconds_within(Seconds floor, Seconds ceiling) {
   return number_above(floor.value, true, "SECONDS",
                       fmt::format(">= {:g} and <= {:g}", floor.value, ceiling.value), ceiling.value);
 }
+CLI::Validator count_within(std::int64_t low, std::int64_t high) {
+  return number_above(static_cast<double>(low), true, "COUNT", fmt::format("in [{}, {}]", low, high),
+                      static_cast<double>(high));
+}
 CLI::Validator output_file() {
   return CLI::Validator(
       [](std::string& text) -> std::string {

@@ -30,6 +30,8 @@ CLI::Validator positive();
 // missing --model).
 CLI::Validator non_empty();
 CLI::Validator seconds_within(Seconds floor, Seconds ceiling);
+// A count in [low, high] (processes, devices).
+CLI::Validator count_within(std::int64_t low, std::int64_t high);
 // A byte count of at least `floor` (a staging that holds one chunk).
 CLI::Validator bytes_at_least(std::int64_t floor);
 // A file to write: not empty, not a folder, in a folder that exists; checked at parsing, so that a

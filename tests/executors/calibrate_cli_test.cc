@@ -187,7 +187,7 @@ TEST_F(CalibratedHost, AMemcpyPastTheHostsMemoryOrTooManyDevicesAreRefusedBefore
       << memcpy.err;
   const auto devices = calibrate(2, "--devices 1048577");
   EXPECT_EQ(devices.exit_code, 2) << devices.err;
-  EXPECT_NE(devices.err.find("devices: must be in [1, 1048576], got 1048577"), std::string::npos)
+  EXPECT_NE(devices.err.find("--devices: must be in [1, 1048576], got 1048577"), std::string::npos)
       << devices.err;
   // One byte a chunk cuts the default 64 MiB overhead size into 2^26 puts (once more than 100 s
   // of calibrating): at most 2^16, so at least 1024 bytes.
