@@ -53,10 +53,20 @@ void InsideDomainSends::reserve(std::uint32_t t, const Piece& piece, const Domai
   if (!s.apart.empty()) expect(t, piece.box, s, 1.0);
 }
 
-std::size_t InsideDomainSends::least_loaded(const std::vector<Rank>& ranks, double bytes) const {
+std::size_t InsideDomainSends::least_loaded(const std::vector<Rank>& ranks, double bytes,
+                                            std::size_t relays_from) const {
+  // A relay adds a hop: a message's latency, and a chunk stored before it goes on. Pieces from one
+  // holder to one relay travel in one message, so the chunk is the plan's whole chunk, not this
+  // piece: a relay pays off only where a GPU's sending takes longer than a chunk does.
+  const auto hop = [&](std::size_t i) {
+    return i < relays_from ? 0.0
+                           : c_.cluster.cluster().nvlink_latency().value +
+                                 seconds(ranks[i], static_cast<double>(c_.options.chunk.value));
+  };
+  const auto cost = [&](std::size_t i) { return load(ranks[i]) + seconds(ranks[i], bytes) + hop(i); };
   std::size_t best = 0;
   for (std::size_t i = 1; i < ranks.size(); ++i)
-    if (load(ranks[i]) + seconds(ranks[i], bytes) < load(ranks[best]) + seconds(ranks[best], bytes)) best = i;
+    if (cost(i) < cost(best)) best = i;
   return best;
 }
 
@@ -86,7 +96,7 @@ void InsideDomainSends::send_whole(std::uint32_t t, const Box& box, Split s) {
   std::vector<Rank> senders = s.near;
   std::vector<Handle> brought(s.near.size(), kFromSourceShard);
   for (const Rank r : s.apart) {
-    const auto k = least_loaded(senders, bytes);
+    const auto k = least_loaded(senders, bytes, s.near.size());
     const Rank from = senders[k];
     load(from) += seconds(from, bytes);
     if (brought[k] != kFromSourceShard) {
@@ -104,7 +114,7 @@ void InsideDomainSends::scatter(std::uint32_t t, std::vector<Box> slabs, const S
   for (std::size_t i = 0; i < slabs.size(); ++i) {
     const double bytes = moved_(t, slabs[i]);
     const Rank landing = s.apart[(first + i) % s.apart.size()];
-    const Rank from = s.near[least_loaded(s.near, bytes)];
+    const Rank from = s.near[least_loaded(s.near, bytes, s.near.size())];
     load(from) += seconds(from, bytes);
     load(landing) += seconds(landing, bytes * static_cast<double>(s.apart.size() - 1));
     const Handle landed = b_.add(0, 0, from, landing, t, slabs[i]);

@@ -48,8 +48,9 @@ class InsideDomainSends {
   void expect(std::uint32_t t, const Box& box, const Split& s, double sign);
   void send_whole(std::uint32_t t, const Box& box, Split s);
   void scatter(std::uint32_t t, std::vector<Box> slabs, const Split& s);
-  // Of `ranks`, the one whose port is left least loaded by `bytes` more (the first on a tie).
-  std::size_t least_loaded(const std::vector<Rank>& ranks, double bytes) const;
+  // Of `ranks`, the one whose port is left least loaded by `bytes` more (the first on a tie), those
+  // from `relays_from` on charged the hop they add.
+  std::size_t least_loaded(const std::vector<Rank>& ranks, double bytes, std::size_t relays_from) const;
   double seconds(Rank r, double bytes) const;
   double& load(Rank r);
   double load(Rank r) const;

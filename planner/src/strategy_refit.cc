@@ -53,6 +53,7 @@ class RefitPlanner {
         groups_(std::move(groups)),
         moved_per_byte_(moved_per_byte(c)),
         min_split_(min_split(c, moved_per_byte_)),
+        latency_bytes_(latency_bytes(c.cluster.cluster())),
         inside_(c, b_, [this](std::uint32_t t, const Box& box) { return moved(t, box); }),
         sent_(static_cast<std::size_t>(c.problem.world_size())),
         received_(static_cast<std::size_t>(c.problem.world_size())) {
@@ -63,6 +64,13 @@ class RefitPlanner {
       balance_.tx_bandwidth[n] = balance_.rx_bandwidth[n] = c.cluster.cluster().nics()[n].bandwidth.value;
     balance_.tx_fixed.assign(nics, 0.0);
     balance_.rx_fixed.assign(nics, 0.0);
+  }
+
+  // The most any NIC moves in its message latency.
+  static double latency_bytes(const Cluster& c) {
+    double most = 0;
+    for (const auto& n : c.nics()) most = std::max(most, n.latency.value * n.bandwidth.value);
+    return most;
   }
 
   // Bytes moved per dense byte, by tensor (empty: dense).
@@ -197,9 +205,16 @@ class RefitPlanner {
     return c_.overlaps[it.tensor].destinations[it.dest].pieces[it.piece].box;
   }
 
-  // Walks the class's items against its tx and rx shares, cutting items where a share ends.
+  // Walks the class's items against its tx and rx shares, cutting items where a share ends. No cut
+  // is finer than min_split_, nor than an eighth of the class's mean share: where every share is
+  // smaller than min_split_ (a small model on slow NICs), passing each share's bytes on to the
+  // next would land the whole class on its last NIC. Nor is one finer than a NIC moves in a
+  // message's latency, which the message it adds would cost.
   void place_class(std::size_t k, const ClassShares& shares) {
-    ShareCursor tx(shares.tx, min_split_), rx(shares.rx, min_split_);
+    const auto ways = static_cast<double>(std::max({shares.tx.size(), shares.rx.size(), std::size_t{1}}));
+    const double split =
+        std::min(min_split_, std::max(balance_.classes[k].bytes / (8 * ways), latency_bytes_));
+    ShareCursor tx(shares.tx, split), rx(shares.rx, split);
     for (const auto& [item, only_tx, only_rx] : class_items_[k]) {
       const auto elem = dtype_size(c_.problem.tensors()[item.tensor].tensor.dtype);
       const double per_byte = moved(item.tensor, 1.0);
@@ -210,7 +225,7 @@ class RefitPlanner {
         rx.skip_spent();
         const double take = std::min(tx.left(), rx.left());
         const double whole = moved(item.tensor, rest);
-        auto cut = take >= whole - min_split_ || take < min_split_
+        auto cut = take >= whole - split || take < split
                        ? std::nullopt
                        : split_rows(rest, Bytes{static_cast<std::int64_t>(take / per_byte)}, elem);
         const Box& head = cut ? cut->first : first ? piece : rest;
@@ -322,6 +337,7 @@ class RefitPlanner {
   DomainGroups groups_;
   std::vector<double> moved_per_byte_;
   double min_split_;
+  double latency_bytes_;
   InsideDomainSends inside_;
   NicSets nic_sets_;
   BalanceProblem balance_;

@@ -102,6 +102,25 @@ TEST(Strategies, RefitSplitsAPieceAcrossSendersWhenThatBalances) {
   EXPECT_LE(s.max_nic_tx.value, kTensorBytes / 4 + 2 * 1024 * 2);  // within one row of a quarter
 }
 
+TEST(Strategies, ASmallModelOnSlowNicsIsSpreadOverItsReceivers) {
+  // w [512, 1024] bf16 (1 MiB), replicated on 4 training ranks of node 0; node 1's ranks 5-8 hold
+  // it as two replicas of two row halves (R,S0): half A on ranks 5 and 7, half B on 6 and 8. NICs
+  // of 1 MB/s: each half can land on either of its replicas' NICs, 256 KiB on each. The balance
+  // gives them those shares, but shares under the 1 MiB below which pieces were not cut all went
+  // to the last NIC: 512 KiB on one, none on the other. Cuts now go down to an eighth of a class's
+  // mean share (16 KiB here; a NIC of 1 MB/s moves 15 bytes in its 15 us of latency).
+  const auto p = ReshardProblem::make(
+                     {make_reshard("w", {512, 1024}, make_layout({512, 1024}, {4}, rank_range(0, 4), "R"),
+                                   make_layout({512, 1024}, {2, 2}, rank_range(4, 4), "R,S0"))},
+                     4, 4)
+                     .value();
+  const auto c = make_test_cluster(2, 4, 4, 4, 0.001);
+  const auto s = compute_stats(plan_of("refit", p, c), c);
+  constexpr std::int64_t kHalf = 512 * 1024;
+  EXPECT_EQ(s.network_bytes.value, 2 * kHalf);
+  EXPECT_LE(s.max_nic_rx.value, kHalf / 2 + 2 * 1024 * 2);  // within two rows of a quarter
+}
+
 TEST(Strategies, PiecesHeldInsideTheDomainStayOnNvlink) {
   // Training and inference share one 8-GPU domain: nothing crosses the network.
   const auto p = replicated_in_one_domain();
