@@ -66,6 +66,23 @@ def _sizes(ps: Any) -> dict[str, int]:
             "ep": ps.get_expert_model_parallel_world_size(), "etp": ps.get_expert_tensor_parallel_world_size()}  # fmt: skip
 
 
+# TransformerConfig fields that store an expert's linear_fc1 rows as alternating blocks of gate
+# and up rows instead of [gate; up], which refit's storage maps assume (docs/frameworks.md,
+# "Experts"): a map that ignored them would swap gate and up rows with matching shapes.
+_GLU_INTERLEAVE: tuple[str, ...] = ("moe_mlp_glu_interleave_size", "moe_shared_expert_glu_interleave_size")
+
+
+def _refuse_glu_interleave(config: Any) -> None:
+    for field in _GLU_INTERLEAVE:
+        size = getattr(config, field, None)
+        if size is not None:
+            raise BadInput(
+                f"TransformerConfig.{field} = {size}: block-interleaved GLU weights (gate and up rows "
+                "alternating) are not modelled by refit's storage maps, which hold linear_fc1 as [gate; up]",
+                "unsupported",
+            )
+
+
 def train_layout(model: Models) -> str:
     """refit's training layout (``--train``) of this job, from Megatron's parallel_state and the
     model's ``TransformerConfig``: sizes, virtual stages (the chunks given), uneven first and last
@@ -73,7 +90,9 @@ def train_layout(model: Models) -> str:
 
     Raises:
         refit.BadInput: parallel_state not initialised; a ``pipeline_model_parallel_layout``
-            (pass ``train=`` to :func:`problem` with refit's ``layout=`` instead).
+            (pass ``train=`` to :func:`problem` with refit's ``layout=`` instead); GLU-interleaved
+            expert weights (``moe_mlp_glu_interleave_size``,
+            ``moe_shared_expert_glu_interleave_size``).
     """
     ps = _parallel_state()
     bare = chunks(model)
@@ -84,6 +103,7 @@ def train_layout(model: Models) -> str:
             "layout= key to refit.integrations.megatron.problem",
             "unsupported",
         )
+    _refuse_glu_interleave(config)
     sizes = _sizes(ps)
     keys = dict(sizes)
     if len(bare) > 1:
@@ -216,12 +236,14 @@ def problem(model: Models, config: Union[str, Path], *, infer: str, train: str =
 
     Raises:
         refit.BadInput: a TransformerConfig that does not match the checkpoint (naming the
-            field), sizes refit refuses (naming the key).
+            field) or whose expert weights refit cannot lay out (as :func:`train_layout`), sizes
+            refit refuses (naming the key).
     """
     path = Path(config)
     path = path / "config.json" if path.is_dir() else path
     bare = chunks(model)
     _check_config(bare[0].config, json.loads(path.read_text()), str(path))
+    _refuse_glu_interleave(bare[0].config)  # also when train= is given
     options.setdefault("mtp", bool(getattr(bare[0].config, "mtp_num_layers", None)))
     return refit.Problem.from_model(path, train=train or train_layout(model), infer=infer,
                                     **problem_options(infer, options))

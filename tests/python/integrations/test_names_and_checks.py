@@ -133,6 +133,29 @@ def test_a_transformer_config_of_another_model_is_refused_naming_the_field() -> 
         megatron.problem(model, MODELS / "tiny-llama-vocab1023.json", infer="tp=1")
 
 
+def megatron_job(monkeypatch: pytest.MonkeyPatch, **config: Any) -> SimpleNamespace:
+    """A model whose TransformerConfig has `config`, in a job of tp=1, dp=8, ep=8."""
+    sizes = SimpleNamespace(get_tensor_model_parallel_world_size=lambda: 1, get_context_parallel_world_size=lambda: 1,
+                            get_data_parallel_world_size=lambda: 8, get_pipeline_model_parallel_world_size=lambda: 1,
+                            get_expert_model_parallel_world_size=lambda: 8,
+                            get_expert_tensor_parallel_world_size=lambda: 1)  # fmt: skip
+    monkeypatch.setattr(megatron, "_parallel_state", lambda: sizes)
+    return SimpleNamespace(config=SimpleNamespace(pipeline_model_parallel_layout=None, **config), vocab_size=1024)
+
+
+@pytest.mark.parametrize("field", ["moe_mlp_glu_interleave_size", "moe_shared_expert_glu_interleave_size"])
+def test_glu_interleaved_expert_weights_are_refused_naming_the_field(monkeypatch: pytest.MonkeyPatch,
+                                                                     field: str) -> None:  # fmt: skip
+    # With the field set to s, Megatron stores fc1 rows as g[0:s], u[0:s], g[s:2s], ... instead of
+    # [gate; up]: same shape, so a map that ignored it would swap gate and up rows silently.
+    assert megatron.train_layout(megatron_job(monkeypatch)) == "tp=1,cp=1,dp=8,pp=1,ep=8,etp=1,vocab_divisible_by=1024"
+    model = megatron_job(monkeypatch, **{field: 32})
+    with pytest.raises(refit.BadInput, match=f"TransformerConfig.{field} = 32: block-interleaved GLU weights"):
+        megatron.train_layout(model)
+    with pytest.raises(refit.BadInput, match=f"TransformerConfig.{field} = 32"):
+        megatron.problem(model, MODELS / "tiny-qwen3-moe.json", infer="tp=1", train="ep=8")
+
+
 class Prepared:
     """A prepared plan that moves nothing (the update's own checks are under test)."""
 
