@@ -36,13 +36,32 @@ __all__ = ["RefitWorkerExtension", "infer_layout", "parameters", "rank"]
 Module = Any  # a torch.nn.Module
 
 
+def _refuse_eplb(pc: Any) -> None:
+    """EPLB moves experts between slots at run time and redundant experts add slots, while
+    refit's maps place every expert in a fixed slot (docs/frameworks.md, "MoE")."""
+    if getattr(pc, "enable_eplb", False):
+        raise BadInput(
+            "parallel_config.enable_eplb: expert load balancing moves experts between ranks at run time, "
+            "and refit's layouts place each expert on a fixed rank and slot; start the engine without EPLB",
+            "unsupported",
+        )
+    redundant = getattr(getattr(pc, "eplb_config", None), "num_redundant_experts", 0)
+    if redundant:
+        raise BadInput(
+            f"parallel_config.eplb_config.num_redundant_experts={redundant}: refit's layouts hold each expert "
+            "once, not redundant copies",
+            "unsupported",
+        )
+
+
 def infer_layout(vllm_config: Any, engines: int = 1) -> str:
     """refit's inference layout (``--infer``) of an engine's ``VllmConfig`` (``engines`` such
     engines, each a copy): tensor and data parallel sizes, expert parallelism and the expert
     placement it asked for, with the all2all backend that decides whether vLLM keeps it.
 
     Raises:
-        refit.BadInput: pipeline parallelism (refit's inference layouts have none).
+        refit.BadInput: pipeline parallelism (refit's inference layouts have none); expert
+            load balancing (EPLB) or redundant experts.
     """
     pc = vllm_config.parallel_config
     if pc.pipeline_parallel_size != 1:
@@ -50,6 +69,7 @@ def infer_layout(vllm_config: Any, engines: int = 1) -> str:
             f"pipeline_parallel_size={pc.pipeline_parallel_size}: refit's inference layouts have no pipeline stages",
             "unsupported",
         )
+    _refuse_eplb(pc)
     keys = [f"tp={pc.tensor_parallel_size}", f"dp={pc.data_parallel_size}"]
     if engines > 1:
         keys.append(f"engines={engines}")

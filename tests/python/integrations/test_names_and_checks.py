@@ -109,10 +109,11 @@ def test_vllm_fused_moe_weights_lose_routed_experts() -> None:
 
 
 def engine(tp: int = 2, dp: int = 2, pp: int = 1, ep: bool = True, placement: str = "round_robin",
-           all2all: str = "deepep_low_latency") -> SimpleNamespace:  # fmt: skip
+           all2all: str = "deepep_low_latency", eplb: bool = False, redundant: int = 0) -> SimpleNamespace:  # fmt: skip
     return SimpleNamespace(parallel_config=SimpleNamespace(
         tensor_parallel_size=tp, data_parallel_size=dp, pipeline_parallel_size=pp, enable_expert_parallel=ep,
-        expert_placement_strategy=placement, all2all_backend=all2all))  # fmt: skip
+        expert_placement_strategy=placement, all2all_backend=all2all, enable_eplb=eplb,
+        eplb_config=SimpleNamespace(num_redundant_experts=redundant)))  # fmt: skip
 
 
 def test_the_inference_layout_is_the_engines() -> None:
@@ -121,6 +122,16 @@ def test_the_inference_layout_is_the_engines() -> None:
     assert vllm.infer_layout(engine(placement="linear")) == "tp=2,dp=2,ep=on,placement=linear"
     with pytest.raises(refit.BadInput, match="pipeline_parallel_size=2: refit's inference layouts have no pipeline"):
         vllm.infer_layout(engine(pp=2))
+
+
+def test_an_engine_with_expert_load_balancing_is_refused_naming_the_setting() -> None:
+    # EPLB rearranges experts between slots at run time (even with no redundant expert), so
+    # expert e no longer sits where the static linear placement puts it; redundant experts add
+    # slots the model's experts do not fill.
+    with pytest.raises(refit.BadInput, match="parallel_config.enable_eplb: expert load balancing moves experts"):
+        vllm.infer_layout(engine(placement="linear", eplb=True))
+    with pytest.raises(refit.BadInput, match="parallel_config.eplb_config.num_redundant_experts=16"):
+        vllm.infer_layout(engine(placement="linear", redundant=16))
 
 
 def test_a_transformer_config_of_another_model_is_refused_naming_the_field() -> None:
