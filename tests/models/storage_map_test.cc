@@ -203,6 +203,22 @@ TEST(StorageMap, LatentAttentionAndTheFp32RouterBias) {
   EXPECT_EQ(parameter(t, "decoder.layers.0.input_layernorm.weight").shape, (Shape{64}));
 }
 
+// tiny-moonlight (tiny-deepseek-v3 without a q LoRA rank): q_proj [4 heads * (16 + 8), 64] is a
+// column-parallel parameter of its own in vLLM, not part of a QKV fusion (MLA has no k/v
+// projections): rank 0 of tp=2 holds rows 0..47 at row 0; kv_a_proj_with_mqa [16 + 8, 64] is
+// replicated and apart. Megatron holds q_proj as linear_q_proj, rows split the same way.
+TEST(StorageMap, LatentAttentionWithoutQLoraKeepsQProjApart) {
+  const auto m = maps(tiny("tiny-moonlight.json"), "tp=2,ep=2,etp=1", "tp=2");
+  const auto& v = m.vllm.of(Rank{m.problem.source_ranks()});
+  EXPECT_EQ(parameter(v, "model.layers.1.self_attn.q_proj.weight").shape, (Shape{48, 64}));
+  EXPECT_EQ(rows_of(m.problem, v, "model.layers.1.self_attn.q_proj.weight"), (Rows{{0, 48, 0}}));
+  EXPECT_EQ(parameter(v, "model.layers.1.self_attn.kv_a_proj_with_mqa.weight").shape, (Shape{24, 64}));
+  EXPECT_EQ(rows_of(m.problem, v, "model.layers.1.self_attn.kv_a_proj_with_mqa.weight"), (Rows{{0, 24, 0}}));
+  const auto& t = m.megatron.of(Rank{1});
+  EXPECT_EQ(parameter(t, "decoder.layers.1.self_attention.linear_q_proj.weight").shape, (Shape{48, 64}));
+  EXPECT_EQ(rows_of(m.problem, t, "model.layers.1.self_attn.q_proj.weight"), (Rows{{48, 48, 0}}));
+}
+
 // The MTP layer (layer 3 of tiny-deepseek-v3): Megatron mtp.layers.0 with eh_proj column-parallel
 // ([64, 128] over tp=2: 32 rows) and the decoder layer as mtp_model_layer; vLLM keeps enorm,
 // hnorm, eh_proj (replicated) and shared_head.norm under their HF names and the decoder layer as

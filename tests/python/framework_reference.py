@@ -34,7 +34,8 @@ Megatron-Core (TE layer spec; names as Megatron-Bridge maps them):
     local expert i, experts ep_rank*E/EP onwards (``BaseMoELayer.__init__``), sharded over ETP.
   * MLA (DeepSeek-V3): ``linear_q_down_proj``/``linear_kv_down_proj`` replicated (TELinear
     'duplicated'), ``linear_q_up_proj``/``linear_kv_up_proj`` column-parallel with the q/kv
-    LoRA norms fused in, the input norm separate (Megatron-Bridge ``deepseek/common.py``); the
+    LoRA norms fused in, the input norm separate (Megatron-Bridge ``deepseek/common.py``);
+    without a q LoRA rank ``linear_q_proj`` column-parallel (``MLASelfAttention.__init__``); the
     router bias ``expert_bias`` fp32 (``TopKRouter``).
   * Qwen2's q/k/v biases: ``linear_qkv.bias`` interleaved per group like the weight's rows
     (``QKVMapping``); tied embeddings: the output layer's stage keeps a copy of the embedding as
@@ -51,7 +52,9 @@ vLLM:
   * ``gate_up_proj``: [gate shard; up shard] (``MergedColumnParallelLinear``); ``o_proj``/
     ``down_proj`` split along columns (``RowParallelLinear``).
   * MLA: ``fused_qkv_a_proj`` [q_a_proj; kv_a_proj_with_mqa] replicated, ``q_b_proj``/``kv_b_proj``
-    column-parallel (``DeepseekV2MLAAttention.__init__``); the router bias fp32 (``DeepseekV2MoE``).
+    column-parallel (``DeepseekV2MLAAttention.__init__``); without a q LoRA rank ``q_proj``
+    column-parallel and ``kv_a_proj_with_mqa`` replicated, apart; the router bias fp32
+    (``DeepseekV2MoE``).
   * ``FusedMoE``: ``w13_weight`` [E_local, 2*I/tp, H] gate rows then up rows (``_load_w13``),
     ``w2_weight`` [E_local, H, I/tp]; without EP the MoE TP is flattened over DP*TP
     (``FusedMoEParallelConfig.make``); with EP experts are placed ``linear`` or ``round_robin``
@@ -120,7 +123,7 @@ class Model:
                      tied=c.get("tie_word_embeddings", False),
                      moe_module="block_sparse_moe" if mixtral else "mlp",
                      expert_names=("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj"),
-                     q_lora=c.get("q_lora_rank", 0),
+                     q_lora=c.get("q_lora_rank") or 0,
                      kv_lora=c.get("kv_lora_rank", 0), nope=c.get("qk_nope_head_dim", 0),
                      rope=c.get("qk_rope_head_dim", 0), v_head=c.get("v_head_dim", 0),
                      first_dense=c.get("first_k_dense_replace", 0),
@@ -141,9 +144,11 @@ def _attention_shapes(m: Model, p: str) -> dict[str, tuple[int, ...]]:
             out[p + "self_attn.k_proj.bias"] = (m.kv_heads * m.head_dim,)
             out[p + "self_attn.v_proj.bias"] = (m.kv_heads * m.head_dim,)
         return out
-    return {p + "self_attn.q_a_proj.weight": (m.q_lora, m.hidden), p + "self_attn.q_a_layernorm.weight": (m.q_lora,),
-            p + "self_attn.q_b_proj.weight": (m.heads * (m.nope + m.rope), m.q_lora),
-            p + "self_attn.kv_a_proj_with_mqa.weight": (m.kv_lora + m.rope, m.hidden),
+    q_rows = m.heads * (m.nope + m.rope)
+    q = ({p + "self_attn.q_a_proj.weight": (m.q_lora, m.hidden), p + "self_attn.q_a_layernorm.weight": (m.q_lora,),
+          p + "self_attn.q_b_proj.weight": (q_rows, m.q_lora)} if m.q_lora
+         else {p + "self_attn.q_proj.weight": (q_rows, m.hidden)})  # fmt: skip
+    return q | {p + "self_attn.kv_a_proj_with_mqa.weight": (m.kv_lora + m.rope, m.hidden),
             p + "self_attn.kv_a_layernorm.weight": (m.kv_lora,),
             p + "self_attn.kv_b_proj.weight": (m.heads * (m.nope + m.v_head), m.kv_lora),
             p + "self_attn.o_proj.weight": (m.hidden, m.heads * m.v_head)}  # fmt: skip
@@ -353,11 +358,14 @@ def _gated(sd: Params, hf: str, fc1: str, fc2: str, tp: int, tp_rank: int,
 def _megatron_attention(sd: Params, m: Model, tp: int, tp_rank: int, h: str, d: str) -> Params:
     a = d + "self_attention."
     p: Params = {a + "linear_proj.weight": _cols(sd[h + "self_attn.o_proj.weight"], tp, tp_rank)}
+    if m.latent and not m.q_lora:  # MLASelfAttention without q LoRA: linear_q_proj, column-parallel
+        p[a + "linear_q_proj.weight"] = _rows(sd[h + "self_attn.q_proj.weight"], tp, tp_rank)
+    if m.latent and m.q_lora:
+        p |= {a + "linear_q_down_proj.weight": sd[h + "self_attn.q_a_proj.weight"],
+              a + "linear_q_up_proj.layer_norm_weight": sd[h + "self_attn.q_a_layernorm.weight"],
+              a + "linear_q_up_proj.weight": _rows(sd[h + "self_attn.q_b_proj.weight"], tp, tp_rank)}  # fmt: skip
     if m.latent:
         return p | {d + "input_layernorm.weight": sd[h + "input_layernorm.weight"],
-                    a + "linear_q_down_proj.weight": sd[h + "self_attn.q_a_proj.weight"],
-                    a + "linear_q_up_proj.layer_norm_weight": sd[h + "self_attn.q_a_layernorm.weight"],
-                    a + "linear_q_up_proj.weight": _rows(sd[h + "self_attn.q_b_proj.weight"], tp, tp_rank),
                     a + "linear_kv_down_proj.weight": sd[h + "self_attn.kv_a_proj_with_mqa.weight"],
                     a + "linear_kv_up_proj.layer_norm_weight": sd[h + "self_attn.kv_a_layernorm.weight"],
                     a + "linear_kv_up_proj.weight": _rows(sd[h + "self_attn.kv_b_proj.weight"], tp, tp_rank)}  # fmt: skip
@@ -440,12 +448,16 @@ def _vllm_attention(sd: Params, m: Model, c: Vllm, tp_rank: int, h: str, o: str)
     """HF layer prefix `h`'s attention as vLLM's module `o` holds it."""
     a, q = h + "self_attn.", o + "self_attn."
     p: Params = {q + "o_proj.weight": _cols(sd[a + "o_proj.weight"], c.tp, tp_rank)}
+    if m.latent and not m.q_lora:  # DeepseekV2MLAAttention: q_proj column-parallel, kv_a replicated
+        p |= {q + "q_proj.weight": _rows(sd[a + "q_proj.weight"], c.tp, tp_rank),
+              q + "kv_a_proj_with_mqa.weight": sd[a + "kv_a_proj_with_mqa.weight"]}  # fmt: skip
+    if m.latent and m.q_lora:
+        p |= {q + "fused_qkv_a_proj.weight": np.concatenate([sd[a + "q_a_proj.weight"],
+                                                             sd[a + "kv_a_proj_with_mqa.weight"]]),
+              q + "q_a_layernorm.weight": sd[a + "q_a_layernorm.weight"],
+              q + "q_b_proj.weight": _rows(sd[a + "q_b_proj.weight"], c.tp, tp_rank)}  # fmt: skip
     if m.latent:
-        return p | {q + "fused_qkv_a_proj.weight": np.concatenate([sd[a + "q_a_proj.weight"],
-                                                                   sd[a + "kv_a_proj_with_mqa.weight"]]),
-                    q + "q_a_layernorm.weight": sd[a + "q_a_layernorm.weight"],
-                    q + "q_b_proj.weight": _rows(sd[a + "q_b_proj.weight"], c.tp, tp_rank),
-                    q + "kv_a_layernorm.weight": sd[a + "kv_a_layernorm.weight"],
+        return p | {q + "kv_a_layernorm.weight": sd[a + "kv_a_layernorm.weight"],
                     q + "kv_b_proj.weight": _rows(sd[a + "kv_b_proj.weight"], c.tp, tp_rank)}  # fmt: skip
     for kind in ["weight", "bias"] if m.qkv_bias else ["weight"]:
         k, v = (_kv_rows(sd[a + f"{x}_proj.{kind}"], m, c, tp_rank) for x in "kv")
