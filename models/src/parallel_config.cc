@@ -189,22 +189,25 @@ Result<MegatronConfig> parse_megatron(std::string_view text) {
 
 std::span<const All2AllBackend> all2all_backends() {
   // vLLM 0.34's All2AllBackend (ParallelConfig.all2all_backend; docs/frameworks.md); naive and
-  // pplx are still accepted there (and taken as allgather_reducescatter).
-  static constexpr All2AllBackend kBackends[] = {{.name = "allgather_reducescatter"},
-                                                 {.name = "naive"},
-                                                 {.name = "pplx"},
-                                                 {.name = "deepep_high_throughput"},
-                                                 {.name = "deepep_low_latency", .keeps_round_robin = true},
-                                                 {.name = "deepep_v2"},
-                                                 {.name = "mori"},
-                                                 {.name = "mori_high_throughput"},
-                                                 {.name = "mori_low_latency"},
-                                                 {.name = "moonep"},
-                                                 {.name = "nixl_ep", .keeps_round_robin = true},
-                                                 {.name = "flashinfer_all2allv"},
-                                                 {.name = "flashinfer_nvlink_two_sided"},
-                                                 {.name = "flashinfer_nvlink_one_sided"},
-                                                 {.name = "passthrough"}};
+  // pplx are still accepted there (and taken as allgather_reducescatter). Sequence-parallel MoE
+  // as ParallelConfig.use_sequence_parallel_moe lists the backends in 0.33.0 (mori as the
+  // releases that had it list it).
+  static constexpr All2AllBackend kBackends[] = {
+      {.name = "allgather_reducescatter", .sequence_parallel_moe = true},
+      {.name = "naive", .sequence_parallel_moe = true},
+      {.name = "pplx", .sequence_parallel_moe = true},
+      {.name = "deepep_high_throughput", .sequence_parallel_moe = true},
+      {.name = "deepep_low_latency", .keeps_round_robin = true, .sequence_parallel_moe = true},
+      {.name = "deepep_v2", .sequence_parallel_moe = true},
+      {.name = "mori", .sequence_parallel_moe = true},
+      {.name = "mori_high_throughput", .sequence_parallel_moe = true},
+      {.name = "mori_low_latency", .sequence_parallel_moe = true},
+      {.name = "moonep"},
+      {.name = "nixl_ep", .keeps_round_robin = true, .sequence_parallel_moe = true},
+      {.name = "flashinfer_all2allv"},
+      {.name = "flashinfer_nvlink_two_sided"},
+      {.name = "flashinfer_nvlink_one_sided", .sequence_parallel_moe = true},
+      {.name = "passthrough", .sequence_parallel_moe = true}};
   return kBackends;
 }
 

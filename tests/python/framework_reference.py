@@ -402,6 +402,11 @@ class Vllm:
         return self.tp * self.dp * self.engines
 
 
+# The all2all backends on which vLLM 0.33 does not run MoE layers sequence-parallel
+# (ParallelConfig.use_sequence_parallel_moe lists the others).
+NO_SEQUENCE_PARALLEL_MOE = ("moonep", "flashinfer_all2allv", "flashinfer_nvlink_two_sided")
+
+
 def vllm_params(sd: Params, m: Model, c: Vllm, first_rank: int) -> dict[int, Params]:
     """Parameters of the inference ranks, keyed by global rank (first_rank onwards): engine after
     engine, each laid out [DP, TP] (``initialize_model_parallel``), and the same in every engine."""
@@ -501,9 +506,10 @@ def _vllm_layer(sd: Params, m: Model, c: Vllm, L: int, o: str, tp_rank: int, dp_
     if m.latent:
         p[o + "mlp.gate.e_score_correction_bias"] = sd[h + "mlp.gate.e_score_correction_bias"]
     if m.shared:
-        # TP-sharded like a dense MLP, but whole under sequence-parallel MoE (EP, TP > 1, DP > 1:
-        # ParallelConfig.use_sequence_parallel_moe; DeepseekV2MLP(disable_tp=is_sequence_parallel))
-        sequence_parallel = c.expert_parallel and c.tp > 1 and c.dp > 1
+        # TP-sharded like a dense MLP, but whole under sequence-parallel MoE (EP, TP > 1, DP > 1
+        # and a backend it lists: ParallelConfig.use_sequence_parallel_moe;
+        # DeepseekV2MLP(disable_tp=is_sequence_parallel))
+        sequence_parallel = c.expert_parallel and c.tp > 1 and c.dp > 1 and c.all2all not in NO_SEQUENCE_PARALLEL_MOE
         tp, rank = (1, 0) if sequence_parallel else (c.tp, tp_rank)
         p.update(_gated(sd, h + "mlp.shared_experts.", o + "mlp.shared_experts.gate_up_proj.weight",
                         o + "mlp.shared_experts.down_proj.weight", tp, rank))  # fmt: skip

@@ -57,7 +57,8 @@ def _refuse_eplb(pc: Any) -> None:
 def infer_layout(vllm_config: Any, engines: int = 1) -> str:
     """refit's inference layout (``--infer``) of an engine's ``VllmConfig`` (``engines`` such
     engines, each a copy): tensor and data parallel sizes, expert parallelism and the expert
-    placement it asked for, with the all2all backend that decides whether vLLM keeps it.
+    placement it asked for, with the all2all backend that decides whether vLLM keeps it and
+    whether the shared experts are TP-sharded (sequence-parallel MoE).
 
     Raises:
         refit.BadInput: pipeline parallelism (refit's inference layouts have none); expert
@@ -74,9 +75,8 @@ def infer_layout(vllm_config: Any, engines: int = 1) -> str:
     if engines > 1:
         keys.append(f"engines={engines}")
     if pc.enable_expert_parallel:
-        keys += ["ep=on", f"placement={pc.expert_placement_strategy}"]
-        if pc.expert_placement_strategy == "round_robin":
-            keys.append(f"all2all={pc.all2all_backend}")
+        # The backend decides both whether round_robin holds and whether shared experts are TP-sharded.
+        keys += ["ep=on", f"placement={pc.expert_placement_strategy}", f"all2all={pc.all2all_backend}"]
     return ",".join(keys)
 
 

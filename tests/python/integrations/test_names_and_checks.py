@@ -119,7 +119,9 @@ def engine(tp: int = 2, dp: int = 2, pp: int = 1, ep: bool = True, placement: st
 def test_the_inference_layout_is_the_engines() -> None:
     assert vllm.infer_layout(engine()) == "tp=2,dp=2,ep=on,placement=round_robin,all2all=deepep_low_latency"
     assert vllm.infer_layout(engine(ep=False), engines=3) == "tp=2,dp=2,engines=3"
-    assert vllm.infer_layout(engine(placement="linear")) == "tp=2,dp=2,ep=on,placement=linear"
+    # The backend comes with EP whatever the placement: it decides the shared experts' TP too.
+    assert vllm.infer_layout(engine(placement="linear", all2all="flashinfer_all2allv")) == (
+        "tp=2,dp=2,ep=on,placement=linear,all2all=flashinfer_all2allv")  # fmt: skip
     with pytest.raises(refit.BadInput, match="pipeline_parallel_size=2: refit's inference layouts have no pipeline"):
         vllm.infer_layout(engine(pp=2))
 

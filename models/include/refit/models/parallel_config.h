@@ -47,10 +47,13 @@ enum class ExpertPlacement : std::uint8_t { kLinear, kRoundRobin };
 
 // vLLM's all2all backends (ParallelConfig.all2all_backend, --all2all-backend), by name, with
 // whether vLLM keeps a round-robin expert placement on it when its MoE layers exchange tokens
-// all-to-all (needs_round_robin_routing_tables: the DeepEP low-latency and NIXL EP kernels).
+// all-to-all (needs_round_robin_routing_tables: the DeepEP low-latency and NIXL EP kernels), and
+// whether it runs MoE layers sequence-parallel with EP, tp > 1 and dp > 1, which builds the
+// shared experts without TP (ParallelConfig.use_sequence_parallel_moe; docs/frameworks.md, "MoE").
 struct All2AllBackend {
   std::string_view name;
   bool keeps_round_robin = false;
+  bool sequence_parallel_moe = false;
 };
 std::span<const All2AllBackend> all2all_backends();
 // vLLM's default all2all backend (ParallelConfig.all2all_backend).
