@@ -122,14 +122,28 @@ void read_mixtral(FieldReader& r, HfFields& f) {
   f.moe_layer.assign(static_cast<std::size_t>(f.layers), true);
 }
 
+// DeepSeek-V3's MoE keys (docs/models.md, "DeepSeek-V3 defaults"). A missing one takes
+// transformers' DeepseekV3Config default, which vLLM builds from; null n_routed_experts is a dense
+// model, null n_shared_experts none. Two are refused when missing: n_routed_experts, whose
+// default of 256 a config without experts hardly means, and topk_method, which decides the router
+// bias and whose default differs between transformers releases.
 void read_deepseek_moe(FieldReader& r, HfFields& f) {
+  if (!r.contains("n_routed_experts"))
+    r.fail("n_routed_experts",
+           "missing (transformers would give 256 routed experts; null for a dense model)");
+  if (!r.contains("topk_method"))
+    r.fail("topk_method",
+           "missing (noaux_tc gives the router an e_score_correction_bias; transformers' default for it "
+           "differs between releases)");
   const auto experts = r.optional_integer("n_routed_experts", 1);
-  if (!experts) return;  // null: a dense model
+  if (!experts) return;
   const auto intermediate = r.integer("moe_intermediate_size", 1);
-  const auto shared = r.optional_integer("n_shared_experts", 0).value_or(0);
-  const auto first_dense = r.optional_integer("first_k_dense_replace", 0).value_or(0);
-  const auto groups = r.optional_integer("n_group", 1).value_or(1);
-  const auto frequency = r.optional_integer("moe_layer_freq", 1).value_or(1);
+  const auto shared =
+      r.contains("n_shared_experts") ? r.optional_integer("n_shared_experts", 0).value_or(0) : 1;
+  const auto groups = r.contains("n_group") ? r.optional_integer("n_group", 1).value_or(1) : 8;
+  // null here would make vLLM compare a layer index with None: refused as not an integer.
+  const auto first_dense = r.contains("first_k_dense_replace") ? r.integer("first_k_dense_replace", 0) : 3;
+  const auto frequency = r.contains("moe_layer_freq") ? r.integer("moe_layer_freq", 1) : 1;
   f.moe = MoeFields{.num_experts = *experts,
                     .intermediate = intermediate,
                     .shared_intermediate = shared * intermediate,

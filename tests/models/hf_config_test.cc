@@ -164,6 +164,35 @@ TEST(HfConfig, NullQLoraRankMeansPlainQProj) {
   EXPECT_EQ(find(*m, "model.layers.0.self_attn.q_a_proj.weight"), nullptr);
 }
 
+// transformers' DeepseekV3Config defaults for the keys a config leaves out: first_k_dense_replace
+// 3 (layers 0..2 dense, 3 MoE of 4), n_shared_experts 1 (shared [1 * 32, 64]), n_group 8.
+TEST(HfConfig, DeepseekMissingMoeKeysTakeTransformersDefaults) {
+  auto j = nlohmann::json::parse(read_text("tiny-deepseek-v3.json"));
+  for (const auto* key : {"n_shared_experts", "first_k_dense_replace", "n_group", "moe_layer_freq"})
+    j.erase(key);
+  j["num_hidden_layers"] = 4;
+  auto m = parse_hf_config(j.dump());
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_EQ(shape_of(*m, "model.layers.2.mlp.gate_proj.weight"), (Shape{128, 64}));
+  EXPECT_EQ(find(*m, "model.layers.2.mlp.gate.weight"), nullptr);
+  EXPECT_EQ(shape_of(*m, "model.layers.3.mlp.shared_experts.gate_proj.weight"), (Shape{32, 64}));
+  EXPECT_EQ(m->expert_groups, 8);
+  // null means none: no shared experts, no MoE layers.
+  j["n_shared_experts"] = nullptr;
+  EXPECT_EQ(find(*parse_hf_config(j.dump()), "model.layers.3.mlp.shared_experts.gate_proj.weight"), nullptr);
+  j["n_group"] = nullptr;
+  EXPECT_EQ(parse_hf_config(j.dump())->expert_groups, 1);
+  j["n_routed_experts"] = nullptr;
+  EXPECT_EQ(parse_hf_config(j.dump())->num_experts, 0);
+  // vLLM would compare layer indices with a null first_k_dense_replace: refused, naming it.
+  j["n_routed_experts"] = 8;
+  j["first_k_dense_replace"] = nullptr;
+  const auto refused = parse_hf_config(j.dump());
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("first_k_dense_replace"), std::string::npos)
+      << refused.error().message;
+}
+
 TEST(HfConfig, KimiK2ModelTypeIsDeepseekV3) {
   auto j = nlohmann::json::parse(read_text("tiny-deepseek-v3.json"));
   j["model_type"] = "kimi_k2";
@@ -253,8 +282,13 @@ INSTANTIATE_TEST_SUITE_P(
                   "q_lora_rank: missing"},
         BadConfig{"tiny-deepseek-v3.json", "kv_lora_rank", nullptr, ErrorCode::kInvalidArgument,
                   "kv_lora_rank: missing"},
-        BadConfig{"tiny-deepseek-v3.json", "attention_bias", true, ErrorCode::kUnsupported,
-                  "attention_bias"}));
+        BadConfig{"tiny-deepseek-v3.json", "attention_bias", true, ErrorCode::kUnsupported, "attention_bias"},
+        BadConfig{"tiny-qwen3-moe.json", "num_experts", nullptr, ErrorCode::kInvalidArgument,
+                  "num_experts: missing"},
+        BadConfig{"tiny-deepseek-v3.json", "n_routed_experts", nullptr, ErrorCode::kInvalidArgument,
+                  "n_routed_experts: missing (transformers would give 256 routed experts"},
+        BadConfig{"tiny-deepseek-v3.json", "topk_method", nullptr, ErrorCode::kInvalidArgument,
+                  "topk_method: missing (noaux_tc gives the router an e_score_correction_bias"}));
 
 TEST(HfConfig, MtpOnAModelWithoutIt) {
   auto m = load_hf_config(data_path("tiny-llama.json"), HfOptions{.include_mtp = true});
