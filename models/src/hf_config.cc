@@ -144,10 +144,13 @@ void read_deepseek_moe(FieldReader& r, HfFields& f) {
   // null here would make vLLM compare a layer index with None: refused as not an integer.
   const auto first_dense = r.contains("first_k_dense_replace") ? r.integer("first_k_dense_replace", 0) : 3;
   const auto frequency = r.contains("moe_layer_freq") ? r.integer("moe_layer_freq", 1) : 1;
+  // vLLM's DeepseekV2MoE gives the router a bias only for noaux_tc routing (so has no expert_bias
+  // to receive from Megatron otherwise).
+  const bool bias = r.string_or("topk_method", "") == "noaux_tc";
   f.moe = MoeFields{.num_experts = *experts,
                     .intermediate = intermediate,
                     .shared_intermediate = shared * intermediate,
-                    .score_correction_bias = true,
+                    .score_correction_bias = bias,
                     .expert_groups = groups,
                     .module = "mlp",
                     .names = kProjNames};

@@ -193,6 +193,20 @@ TEST(HfConfig, DeepseekMissingMoeKeysTakeTransformersDefaults) {
       << refused.error().message;
 }
 
+// vLLM's DeepseekV2MoE gives the router an fp32 e_score_correction_bias only for
+// topk_method == "noaux_tc"; greedy routing (or null) has none, on either side.
+TEST(HfConfig, RouterBiasOnlyForNoauxTcRouting) {
+  auto j = nlohmann::json::parse(read_text("tiny-deepseek-v3.json"));
+  const auto bias = "model.layers.1.mlp.gate.e_score_correction_bias";
+  EXPECT_EQ(find(*parse_hf_config(j.dump()), bias)->spec.dtype, DType::kFP32);
+  for (const nlohmann::json method : {nlohmann::json("greedy"), nlohmann::json(nullptr)}) {
+    j["topk_method"] = method;
+    auto m = parse_hf_config(j.dump());
+    ASSERT_TRUE(m) << m.error().message;
+    EXPECT_EQ(find(*m, bias), nullptr) << method.dump();
+  }
+}
+
 TEST(HfConfig, KimiK2ModelTypeIsDeepseekV3) {
   auto j = nlohmann::json::parse(read_text("tiny-deepseek-v3.json"));
   j["model_type"] = "kimi_k2";
