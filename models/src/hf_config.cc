@@ -64,10 +64,12 @@ void read_mla(FieldReader& r, HfFields& f) {
   f.mla = m;
 }
 
-// Which biases an architecture's q/k/v and o projections have.
+// Which biases an architecture's q/k/v and o projections have, as vLLM's model classes read
+// the config (docs/models.md, "Attention biases").
 enum class AttentionBias : std::uint8_t {
   kNone,       // none, and the config has no field for them (Mixtral)
-  kFlag,       // q/k/v and o together, as attention_bias says (Llama, Qwen3)
+  kLlama,      // o as attention_bias or bias says, q/k/v too unless qkv_bias says otherwise
+  kQkvFlag,    // q/k/v as attention_bias says, o never (Qwen3, Qwen3-MoE)
   kQkvAlways,  // q/k/v always, o never (Qwen2)
 };
 
@@ -78,6 +80,27 @@ struct GqaRules {
   bool qk_norm = false;   // RMSNorm of q and k per head (Qwen3)
 };
 
+void read_attention_bias(FieldReader& r, AttentionBias rule, HfFields& f) {
+  switch (rule) {
+    case AttentionBias::kNone:
+      return;
+    case AttentionBias::kLlama: {
+      // LlamaDecoderLayer: bias_o_proj = attention_bias or bias; a qkv_bias key, even false or
+      // null (InternLM3), overrides it for q/k/v only.
+      const bool flag = r.flag("attention_bias", false) || r.flag("bias", false);
+      f.o_bias = flag;
+      f.qkv_bias = r.contains("qkv_bias") ? r.flag("qkv_bias", false) : flag;
+      return;
+    }
+    case AttentionBias::kQkvFlag:
+      f.qkv_bias = r.flag("attention_bias", false);
+      return;
+    case AttentionBias::kQkvAlways:
+      f.qkv_bias = true;
+      return;
+  }
+}
+
 void read_gqa(FieldReader& r, const GqaRules& rules, HfFields& f) {
   const auto head_dim = r.optional_integer("head_dim", 1);
   if (!head_dim && f.hidden % f.heads != 0)
@@ -85,9 +108,7 @@ void read_gqa(FieldReader& r, const GqaRules& rules, HfFields& f) {
                                    "num_attention_heads={}",
                                    f.hidden, f.heads));
   f.head_dim = head_dim.value_or(f.hidden / f.heads);
-  const bool flag = rules.attention_bias == AttentionBias::kFlag && r.flag("attention_bias", false);
-  f.qkv_bias = flag || rules.attention_bias == AttentionBias::kQkvAlways;
-  f.o_bias = flag;
+  read_attention_bias(r, rules.attention_bias, f);
   f.mlp_bias = rules.mlp_bias && r.flag("mlp_bias", false);
   f.qk_norm = rules.qk_norm;
 }
@@ -175,8 +196,8 @@ struct Architecture {
   bool has_mtp = false;  // multi-token-prediction layers (num_nextn_predict_layers)
 };
 
-constexpr GqaRules kLlamaRules{.attention_bias = AttentionBias::kFlag, .mlp_bias = true};
-constexpr GqaRules kQwen3Rules{.attention_bias = AttentionBias::kFlag, .qk_norm = true};
+constexpr GqaRules kLlamaRules{.attention_bias = AttentionBias::kLlama, .mlp_bias = true};
+constexpr GqaRules kQwen3Rules{.attention_bias = AttentionBias::kQkvFlag, .qk_norm = true};
 constexpr Architecture kDeepseekV3{.model_type = "deepseek_v3",
                                    .canonical = "deepseek_v3",
                                    .gqa = std::nullopt,

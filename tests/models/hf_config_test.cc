@@ -96,6 +96,41 @@ TEST(HfConfig, Qwen2HasQkvBiasesAndTiedEmbeddings) {
   EXPECT_EQ(find(*m, "model.layers.0.self_attn.o_proj.bias"), nullptr);
 }
 
+// Which q/k/v and o biases a config gives, as vLLM's model classes read it.
+struct AttentionBiases {
+  const char* file;
+  nlohmann::json fields;  // set on the file's config
+  bool qkv;               // q/k/v_proj.bias
+  bool o;                 // o_proj.bias
+};
+
+class AttentionBiasConfigs : public ::testing::TestWithParam<AttentionBiases> {};
+
+TEST_P(AttentionBiasConfigs, QkvAndOBiasesAsVllmReadsTheConfig) {
+  const auto& b = GetParam();
+  auto j = nlohmann::json::parse(read_text(b.file));
+  j.update(b.fields);
+  auto m = parse_hf_config(j.dump());
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_EQ(find(*m, "model.layers.0.self_attn.v_proj.bias") != nullptr, b.qkv) << b.fields.dump();
+  EXPECT_EQ(find(*m, "model.layers.0.self_attn.o_proj.bias") != nullptr, b.o) << b.fields.dump();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, AttentionBiasConfigs,
+    ::testing::Values(
+        // LlamaDecoderLayer: attention_bias or bias for all four; a qkv_bias key (InternLM3)
+        // decides q/k/v alone.
+        AttentionBiases{"tiny-llama.json", {{"attention_bias", true}}, true, true},
+        AttentionBiases{"tiny-llama.json", {{"bias", true}}, true, true},
+        AttentionBiases{"tiny-llama.json", {{"attention_bias", false}, {"qkv_bias", true}}, true, false},
+        AttentionBiases{"tiny-llama.json", {{"attention_bias", true}, {"qkv_bias", false}}, false, true},
+        AttentionBiases{"tiny-llama.json", {{"attention_bias", true}, {"qkv_bias", nullptr}}, false, true},
+        // Qwen3Attention / Qwen3MoeAttention: qkv_proj takes attention_bias, o_proj never a bias.
+        AttentionBiases{"tiny-qwen3.json", {{"attention_bias", true}}, true, false},
+        AttentionBiases{"tiny-qwen3-moe.json", {{"attention_bias", true}}, true, false},
+        AttentionBiases{"tiny-qwen3.json", {{"attention_bias", false}}, false, false}));
+
 TEST(HfConfig, StackedAndPerExpertNames) {
   auto stacked = load_hf_config(data_path("tiny-qwen3-moe.json"));
   auto split = load_hf_config(data_path("tiny-qwen3-moe.json"), HfOptions{.per_expert = true});
