@@ -2,7 +2,7 @@
 // (names as Megatron-Bridge maps them to HF names; docs/frameworks.md, "Storage"):
 //   embedding.word_embeddings.weight, output_layer.weight   vocab padded to 128*tp, split evenly
 //   decoder.layers.<l>.self_attention.linear_qkv.weight      per query group [q heads; k; v]
-//   decoder.layers.<l>.mlp.linear_fc1.weight                 [gate shard; up shard]
+//   decoder.layers.<l>.mlp.linear_fc1.{weight,bias}          [gate shard; up shard]
 //   decoder.layers.<l>.mlp.experts.linear_fc1.weight<i>      TEGroupedMLP, one per local expert
 //   mtp.layers.<k>.{enorm,hnorm,eh_proj,final_layernorm}.weight, mtp.layers.<k>.mtp_model_layer.*
 // with <l> the layer's number inside its model chunk and <i> the expert's inside its EP rank.
@@ -112,6 +112,7 @@ std::optional<std::string> renamed(const std::string& r, bool moe, bool latent) 
       {"self_attn.q_norm.weight", "self_attention.q_layernorm.weight"},
       {"self_attn.k_norm.weight", "self_attention.k_layernorm.weight"},
       {"self_attn.o_proj.weight", "self_attention.linear_proj.weight"},
+      {"self_attn.o_proj.bias", "self_attention.linear_proj.bias"},  // Llama's attention_bias
       {"mlp.gate.weight", "mlp.router.weight"},
       {"block_sparse_moe.gate.weight", "mlp.router.weight"},  // Mixtral (MixtralBridge)
       // TopKRouter registers it as a float32 buffer, saved with the weights (docs/frameworks.md).
@@ -146,13 +147,15 @@ Result<Stored> layer_tensor(const TensorOnRank& t, const detail::LayerName& n, c
     for (int member = 0; member < 3; ++member)
       if (r == fmt::format("self_attn.{}_proj.{}", "qkv"[member], kind))
         return interleaved_qkv(t, prefix + "self_attention.linear_qkv." + kind, member, c);
-  for (const std::string mlp : {"mlp", "mlp.shared_experts"}) {
-    if (r == mlp + ".gate_proj.weight" || r == mlp + ".up_proj.weight")
-      return detail::concatenated(t, prefix + mlp + ".linear_fc1.weight",
-                                  {hf + mlp + ".gate_proj.weight", hf + mlp + ".up_proj.weight"});
-    if (r == mlp + ".down_proj.weight")
-      return detail::whole(t, prefix + mlp + ".linear_fc2.weight", t.box.extent[0]);
-  }
+  // Biases (Llama's mlp_bias, Megatron's add_bias_linear) lie as their weights do.
+  for (const std::string mlp : {"mlp", "mlp.shared_experts"})
+    for (const std::string kind : {"weight", "bias"}) {
+      if (r == mlp + ".gate_proj." + kind || r == mlp + ".up_proj." + kind)
+        return detail::concatenated(t, prefix + mlp + ".linear_fc1." + kind,
+                                    {hf + mlp + ".gate_proj." + kind, hf + mlp + ".up_proj." + kind});
+      if (r == mlp + ".down_proj." + kind)
+        return detail::whole(t, prefix + mlp + ".linear_fc2." + kind, t.box.extent[0]);
+    }
   // Routed experts under any module name (Mixtral's block_sparse_moe.experts.<e>.w1/w3/w2 map to
   // the same TEGroupedMLP parameters: MixtralBridge's GatedMLPMapping; docs/frameworks.md).
   if (t.tensor->is_stacked()) return grouped_experts(t, prefix, t.tensor->projection);

@@ -203,6 +203,28 @@ TEST(StorageMap, LatentAttentionAndTheFp32RouterBias) {
   EXPECT_EQ(parameter(t, "decoder.layers.0.input_layernorm.weight").shape, (Shape{64}));
 }
 
+// tiny-llama-bias (attention_bias, mlp_bias; intermediate 128) over tp=2 on both sides, rank 1:
+// the gate/up biases [gate rows 64..127; up rows 64..127] in one parameter of 128 (Megatron
+// linear_fc1.bias, vLLM gate_up_proj.bias: gate at 0, up at 64); the row-parallel o_proj and
+// down_proj biases [64] whole on every rank.
+TEST(StorageMap, LlamaBiasesLieAsTheirWeights) {
+  const auto m = maps(tiny("tiny-llama-bias.json"), "tp=2", "tp=2");
+  const auto& t = m.megatron.of(Rank{1});
+  const auto& v = m.vllm.of(Rank{3});
+  for (const auto* fc1 : {"decoder.layers.0.mlp.linear_fc1.bias", "model.layers.0.mlp.gate_up_proj.bias"}) {
+    const auto& r = std::string(fc1).starts_with("decoder") ? t : v;
+    EXPECT_EQ(parameter(r, fc1).shape, (Shape{128}));
+    EXPECT_EQ(rows_of(m.problem, r, "model.layers.0.mlp.gate_proj.bias"), (Rows{{64, 64, 0}})) << fc1;
+    EXPECT_EQ(rows_of(m.problem, r, "model.layers.0.mlp.up_proj.bias"), (Rows{{64, 64, 64}})) << fc1;
+  }
+  EXPECT_EQ(parameter(t, "decoder.layers.0.self_attention.linear_proj.bias").shape, (Shape{64}));
+  EXPECT_EQ(parameter(t, "decoder.layers.0.mlp.linear_fc2.bias").shape, (Shape{64}));
+  EXPECT_EQ(rows_of(m.problem, t, "model.layers.0.mlp.down_proj.bias"), (Rows{{0, 64, 0}}));
+  EXPECT_EQ(parameter(v, "model.layers.0.self_attn.o_proj.bias").shape, (Shape{64}));
+  EXPECT_EQ(parameter(v, "model.layers.0.mlp.down_proj.bias").shape, (Shape{64}));
+  EXPECT_EQ(rows_of(m.problem, v, "model.layers.0.self_attn.o_proj.bias"), (Rows{{0, 64, 0}}));
+}
+
 // tiny-moonlight (tiny-deepseek-v3 without a q LoRA rank): q_proj [4 heads * (16 + 8), 64] is a
 // column-parallel parameter of its own in vLLM, not part of a QKV fusion (MLA has no k/v
 // projections): rank 0 of tp=2 holds rows 0..47 at row 0; kv_a_proj_with_mqa [16 + 8, 64] is

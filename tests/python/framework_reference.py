@@ -38,7 +38,8 @@ Megatron-Core (TE layer spec; names as Megatron-Bridge maps them):
     without a q LoRA rank ``linear_q_proj`` column-parallel (``MLASelfAttention.__init__``); the
     router bias ``expert_bias`` fp32 (``TopKRouter``).
   * Qwen2's q/k/v biases: ``linear_qkv.bias`` interleaved per group like the weight's rows
-    (``QKVMapping``); tied embeddings: the output layer's stage keeps a copy of the embedding as
+    (``QKVMapping``); Llama's (``add_bias_linear``) too, with ``linear_proj.bias`` and
+    ``linear_fc2.bias`` whole and ``linear_fc1.bias`` [gate shard; up shard]; tied embeddings: the output layer's stage keeps a copy of the embedding as
     ``output_layer.weight`` (``shared_embedding_or_output_weight``), nothing on a single stage.
   * Mixtral: ``block_sparse_moe.gate`` is ``mlp.router``, experts' w1/w3/w2 the TEGroupedMLP's
     [w1; w3] and w2 (Megatron-Bridge ``mixtral_bridge.py``, ``GatedMLPMapping``).
@@ -61,7 +62,8 @@ vLLM:
     (``determine_expert_map``) over EP = DP*TP, ep_rank = dp_rank*TP + tp_rank; Mixtral's under
     ``block_sparse_moe.experts`` from w1/w3/w2 (``MixtralMoE``, ``make_expert_params_mapping``),
     its router ``block_sparse_moe.gate.weight`` replicated.
-  * ``qkv_proj.bias`` [q; k; v] like the weight; tied embeddings: no ``lm_head`` parameter.
+  * ``qkv_proj.bias`` [q; k; v] like the weight; Llama's ``gate_up_proj.bias`` [gate shard; up
+    shard], ``o_proj.bias`` and ``down_proj.bias`` whole (``LlamaMLP``, ``LlamaAttention``); tied embeddings: no ``lm_head`` parameter.
 """
 
 from __future__ import annotations
@@ -90,7 +92,9 @@ class Model:
     expert_groups: int = 1  # n_group: vLLM's num_expert_group
     moe_intermediate: int = 0
     qk_norm: bool = False
-    qkv_bias: bool = False  # Qwen2: q/k/v biases
+    qkv_bias: bool = False  # Qwen2, Llama's attention_bias: q/k/v biases
+    o_bias: bool = False  # Llama's attention_bias: o_proj bias
+    mlp_bias: bool = False  # Llama's mlp_bias: the dense MLP's gate/up/down biases
     tied: bool = False  # tie_word_embeddings: no lm_head of its own
     # The MoE module and its experts' gate/up/down names: Mixtral's block_sparse_moe, w1/w3/w2
     moe_module: str = "mlp"
@@ -111,7 +115,10 @@ class Model:
 
     @staticmethod
     def from_config(c: dict) -> "Model":
-        mixtral = c["model_type"] == "mixtral"
+        mixtral, llama = c["model_type"] == "mixtral", c["model_type"] == "llama"
+        # LlamaDecoderLayer: attention_bias or bias for q/k/v and o, a qkv_bias key for q/k/v alone
+        attention_bias = llama and bool(c.get("attention_bias") or c.get("bias"))
+        qkv_bias = bool(c["qkv_bias"]) if llama and "qkv_bias" in c else attention_bias
         experts = c.get("num_experts", c.get("n_routed_experts", c.get("num_local_experts", 0)))
         return Model(hidden=c["hidden_size"], layers=c["num_hidden_layers"], heads=c["num_attention_heads"],
                      kv_heads=c["num_key_value_heads"],
@@ -119,7 +126,8 @@ class Model:
                      vocab=c["vocab_size"], intermediate=c["intermediate_size"],
                      experts=experts, expert_groups=c.get("n_group") or 1,
                      moe_intermediate=c["intermediate_size"] if mixtral else c.get("moe_intermediate_size", 0),
-                     qk_norm=c["model_type"].startswith("qwen3"), qkv_bias=c["model_type"] == "qwen2",
+                     qk_norm=c["model_type"].startswith("qwen3"), qkv_bias=c["model_type"] == "qwen2" or qkv_bias,
+                     o_bias=attention_bias, mlp_bias=llama and bool(c.get("mlp_bias")),
                      tied=c.get("tie_word_embeddings", False),
                      moe_module="block_sparse_moe" if mixtral else "mlp",
                      expert_names=("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj"),
@@ -143,6 +151,8 @@ def _attention_shapes(m: Model, p: str) -> dict[str, tuple[int, ...]]:
             out[p + "self_attn.q_proj.bias"] = (m.heads * m.head_dim,)
             out[p + "self_attn.k_proj.bias"] = (m.kv_heads * m.head_dim,)
             out[p + "self_attn.v_proj.bias"] = (m.kv_heads * m.head_dim,)
+        if m.o_bias:
+            out[p + "self_attn.o_proj.bias"] = (m.hidden,)
         return out
     q_rows = m.heads * (m.nope + m.rope)
     q = ({p + "self_attn.q_a_proj.weight": (m.q_lora, m.hidden), p + "self_attn.q_a_layernorm.weight": (m.q_lora,),
@@ -185,6 +195,9 @@ def hf_state_dict(m: Model, rng: np.random.Generator) -> Params:
         shapes.update(_attention_shapes(m, p))
         if not _moe(m, L):
             shapes.update(_mlp_shapes(p + "mlp.", m.intermediate, m.hidden))
+            if m.mlp_bias:
+                shapes.update({p + "mlp.gate_proj.bias": (m.intermediate,), p + "mlp.up_proj.bias": (m.intermediate,),
+                               p + "mlp.down_proj.bias": (m.hidden,)})  # fmt: skip
             continue
         shapes[p + f"{m.moe_module}.gate.weight"] = (m.experts, m.hidden)
         if m.latent:
@@ -329,6 +342,8 @@ def _megatron_layer(sd: Params, m: Model, c: Megatron, layer: int, d: str, tp_ra
     if not _moe(m, layer):
         p[d + "mlp.linear_fc1.layer_norm_weight"] = sd[h + "post_attention_layernorm.weight"]
         p.update(_gated(sd, h + "mlp.", d + "mlp.linear_fc1.weight", d + "mlp.linear_fc2.weight", c.tp, tp_rank))
+        if m.mlp_bias:  # add_bias_linear: fc1's bias [gate shard; up shard], fc2's whole on every rank
+            p.update(_gated_bias(sd, h + "mlp.", d + "mlp.linear_fc1.bias", d + "mlp.linear_fc2.bias", c.tp, tp_rank))
         return p
     p[d + "pre_mlp_layernorm.weight"] = sd[h + "post_attention_layernorm.weight"]
     p[d + "mlp.router.weight"] = sd[h + f"{m.moe_module}.gate.weight"]
@@ -355,9 +370,19 @@ def _gated(sd: Params, hf: str, fc1: str, fc2: str, tp: int, tp_rank: int,
             fc2: _cols(sd[hf + f"{down}.weight"], tp, tp_rank)}  # fmt: skip
 
 
+def _gated_bias(sd: Params, hf: str, fc1: str, fc2: str, tp: int, tp_rank: int) -> Params:
+    """The biases of _gated's projections: fc1's [gate shard; up shard], fc2's whole (a
+    row-parallel bias is added once after the reduction)."""
+    return {fc1: np.concatenate([_rows(sd[hf + "gate_proj.bias"], tp, tp_rank),
+                                 _rows(sd[hf + "up_proj.bias"], tp, tp_rank)]),
+            fc2: sd[hf + "down_proj.bias"]}  # fmt: skip
+
+
 def _megatron_attention(sd: Params, m: Model, tp: int, tp_rank: int, h: str, d: str) -> Params:
     a = d + "self_attention."
     p: Params = {a + "linear_proj.weight": _cols(sd[h + "self_attn.o_proj.weight"], tp, tp_rank)}
+    if m.o_bias:  # RowParallelLinear: the whole bias on every rank
+        p[a + "linear_proj.bias"] = sd[h + "self_attn.o_proj.bias"]
     if m.latent and not m.q_lora:  # MLASelfAttention without q LoRA: linear_q_proj, column-parallel
         p[a + "linear_q_proj.weight"] = _rows(sd[h + "self_attn.q_proj.weight"], tp, tp_rank)
     if m.latent and m.q_lora:
@@ -453,6 +478,8 @@ def _vllm_attention(sd: Params, m: Model, c: Vllm, tp_rank: int, h: str, o: str)
     """HF layer prefix `h`'s attention as vLLM's module `o` holds it."""
     a, q = h + "self_attn.", o + "self_attn."
     p: Params = {q + "o_proj.weight": _cols(sd[a + "o_proj.weight"], c.tp, tp_rank)}
+    if m.o_bias:  # RowParallelLinear: the whole bias on every rank
+        p[q + "o_proj.bias"] = sd[a + "o_proj.bias"]
     if m.latent and not m.q_lora:  # DeepseekV2MLAAttention: q_proj column-parallel, kv_a replicated
         p |= {q + "q_proj.weight": _rows(sd[a + "q_proj.weight"], c.tp, tp_rank),
               q + "kv_a_proj_with_mqa.weight": sd[a + "kv_a_proj_with_mqa.weight"]}  # fmt: skip
@@ -501,6 +528,8 @@ def _vllm_layer(sd: Params, m: Model, c: Vllm, L: int, o: str, tp_rank: int, dp_
         p[o + n] = sd[h + n]
     if not _moe(m, L):
         p.update(_gated(sd, h + "mlp.", o + "mlp.gate_up_proj.weight", o + "mlp.down_proj.weight", c.tp, tp_rank))
+        if m.mlp_bias:  # LlamaMLP: MergedColumnParallelLinear(bias=mlp_bias), RowParallelLinear(bias=...)
+            p.update(_gated_bias(sd, h + "mlp.", o + "mlp.gate_up_proj.bias", o + "mlp.down_proj.bias", c.tp, tp_rank))
         return p
     p[o + f"{m.moe_module}.gate.weight"] = sd[h + f"{m.moe_module}.gate.weight"]
     if m.latent:
