@@ -66,21 +66,28 @@ def _sizes(ps: Any) -> dict[str, int]:
             "ep": ps.get_expert_model_parallel_world_size(), "etp": ps.get_expert_tensor_parallel_world_size()}  # fmt: skip
 
 
-# TransformerConfig fields that store an expert's linear_fc1 rows as alternating blocks of gate
-# and up rows instead of [gate; up], which refit's storage maps assume (docs/frameworks.md,
-# "Experts"): a map that ignored them would swap gate and up rows with matching shapes.
-_GLU_INTERLEAVE: tuple[str, ...] = ("moe_mlp_glu_interleave_size", "moe_shared_expert_glu_interleave_size")
+_GLU_INTERLEAVE = (
+    "block-interleaved GLU weights (gate and up rows alternating), where refit's storage maps hold "
+    "linear_fc1 as [gate; up]"
+)
+# TransformerConfig fields that lay expert weights out in ways refit's storage maps do not
+# (docs/frameworks.md, "Experts"), each with why; a map that ignored the first two would swap
+# gate and up rows of matching shapes with no error.
+_UNMODELLED: tuple[tuple[str, str], ...] = (
+    ("moe_mlp_glu_interleave_size", _GLU_INTERLEAVE),
+    ("moe_shared_expert_glu_interleave_size", _GLU_INTERLEAVE),
+    ("moe_single_grouped_weight", "the local experts' weights as one grouped parameter 'weight', where refit's "
+     "storage maps name one weight<i> per expert"),
+    ("use_grouped_gemm_for_shared_expert", "the shared experts as a grouped linear, whose parameters refit's "
+     "storage maps do not name"),
+)  # fmt: skip
 
 
-def _refuse_glu_interleave(config: Any) -> None:
-    for field in _GLU_INTERLEAVE:
-        size = getattr(config, field, None)
-        if size is not None:
-            raise BadInput(
-                f"TransformerConfig.{field} = {size}: block-interleaved GLU weights (gate and up rows "
-                "alternating) are not modelled by refit's storage maps, which hold linear_fc1 as [gate; up]",
-                "unsupported",
-            )
+def _refuse_unmodelled(config: Any) -> None:
+    for field, why in _UNMODELLED:
+        value = getattr(config, field, None)
+        if value not in (None, False):
+            raise BadInput(f"TransformerConfig.{field} = {value}: {why}", "unsupported")
 
 
 def train_layout(model: Models) -> str:
@@ -90,9 +97,10 @@ def train_layout(model: Models) -> str:
 
     Raises:
         refit.BadInput: parallel_state not initialised; a ``pipeline_model_parallel_layout``
-            (pass ``train=`` to :func:`problem` with refit's ``layout=`` instead); GLU-interleaved
-            expert weights (``moe_mlp_glu_interleave_size``,
-            ``moe_shared_expert_glu_interleave_size``).
+            (pass ``train=`` to :func:`problem` with refit's ``layout=`` instead); expert weights
+            laid out as refit's maps do not lay them out (``moe_mlp_glu_interleave_size``,
+            ``moe_shared_expert_glu_interleave_size``, ``moe_single_grouped_weight``,
+            ``use_grouped_gemm_for_shared_expert``), naming the field.
     """
     ps = _parallel_state()
     bare = chunks(model)
@@ -103,7 +111,7 @@ def train_layout(model: Models) -> str:
             "layout= key to refit.integrations.megatron.problem",
             "unsupported",
         )
-    _refuse_glu_interleave(config)
+    _refuse_unmodelled(config)
     sizes = _sizes(ps)
     keys = dict(sizes)
     if len(bare) > 1:
@@ -243,7 +251,7 @@ def problem(model: Models, config: Union[str, Path], *, infer: str, train: str =
     path = path / "config.json" if path.is_dir() else path
     bare = chunks(model)
     _check_config(bare[0].config, json.loads(path.read_text()), str(path))
-    _refuse_glu_interleave(bare[0].config)  # also when train= is given
+    _refuse_unmodelled(bare[0].config)  # also when train= is given
     options.setdefault("mtp", bool(getattr(bare[0].config, "mtp_num_layers", None)))
     return refit.Problem.from_model(path, train=train or train_layout(model), infer=infer,
                                     **problem_options(infer, options))

@@ -156,16 +156,24 @@ def megatron_job(monkeypatch: pytest.MonkeyPatch, **config: Any) -> SimpleNamesp
     return SimpleNamespace(config=SimpleNamespace(pipeline_model_parallel_layout=None, **config), vocab_size=1024)
 
 
-@pytest.mark.parametrize("field", ["moe_mlp_glu_interleave_size", "moe_shared_expert_glu_interleave_size"])
-def test_glu_interleaved_expert_weights_are_refused_naming_the_field(monkeypatch: pytest.MonkeyPatch,
-                                                                     field: str) -> None:  # fmt: skip
-    # With the field set to s, Megatron stores fc1 rows as g[0:s], u[0:s], g[s:2s], ... instead of
-    # [gate; up]: same shape, so a map that ignored it would swap gate and up rows silently.
-    assert megatron.train_layout(megatron_job(monkeypatch)) == "tp=1,cp=1,dp=8,pp=1,ep=8,etp=1,vocab_divisible_by=1024"
-    model = megatron_job(monkeypatch, **{field: 32})
-    with pytest.raises(refit.BadInput, match=f"TransformerConfig.{field} = 32: block-interleaved GLU weights"):
+@pytest.mark.parametrize("field,value,says", [
+    # Megatron stores fc1 rows as g[0:s], u[0:s], g[s:2s], ... instead of [gate; up]: same shape,
+    # so a map that ignored it would swap gate and up rows silently.
+    ("moe_mlp_glu_interleave_size", 32, "block-interleaved GLU weights"),
+    ("moe_shared_expert_glu_interleave_size", 32, "block-interleaved GLU weights"),
+    # one grouped parameter 'weight' instead of weight0..weight<E_local-1>
+    ("moe_single_grouped_weight", True, "the local experts' weights as one grouped parameter 'weight'"),
+    ("use_grouped_gemm_for_shared_expert", True, "the shared experts as a grouped linear"),
+])  # fmt: skip
+def test_expert_weights_refit_cannot_lay_out_are_refused_naming_the_field(monkeypatch: pytest.MonkeyPatch, field: str,
+                                                                          value: Any, says: str) -> None:  # fmt: skip
+    unset = False if value is True else None  # Megatron's default
+    layout = megatron.train_layout(megatron_job(monkeypatch, **{field: unset}))
+    assert layout == "tp=1,cp=1,dp=8,pp=1,ep=8,etp=1,vocab_divisible_by=1024"
+    model = megatron_job(monkeypatch, **{field: value})
+    with pytest.raises(refit.BadInput, match=f"TransformerConfig.{field} = {value}: {says}"):
         megatron.train_layout(model)
-    with pytest.raises(refit.BadInput, match=f"TransformerConfig.{field} = 32"):
+    with pytest.raises(refit.BadInput, match=f"TransformerConfig.{field} = {value}"):
         megatron.problem(model, MODELS / "tiny-qwen3-moe.json", infer="tp=1", train="ep=8")
 
 
