@@ -54,6 +54,19 @@ def _refuse_eplb(pc: Any) -> None:
         )
 
 
+def _refuse_unfused_latent_attention(model_config: Any) -> None:
+    """With MLA off (VLLM_MLA_DISABLE, or a backend without MLA) vLLM builds a DeepSeek model's
+    attention as DeepseekV2Attention, whose q_a_proj and kv_a_proj_with_mqa stay apart, while
+    refit's maps fuse them as DeepseekV2MLAAttention does (docs/frameworks.md, "Storage")."""
+    hf = getattr(model_config, "hf_text_config", None) or getattr(model_config, "hf_config", None)
+    if getattr(hf, "kv_lora_rank", None) is not None and not getattr(model_config, "use_mla", True):
+        raise BadInput(
+            "model_config.use_mla is False for a multi-head latent attention model: vLLM then keeps q_a_proj "
+            "and kv_a_proj_with_mqa apart, and refit's layouts hold them fused as fused_qkv_a_proj",
+            "unsupported",
+        )
+
+
 def infer_layout(vllm_config: Any, engines: int = 1) -> str:
     """refit's inference layout (``--infer``) of an engine's ``VllmConfig`` (``engines`` such
     engines, each a copy): tensor and data parallel sizes, expert parallelism and the expert
@@ -62,7 +75,7 @@ def infer_layout(vllm_config: Any, engines: int = 1) -> str:
 
     Raises:
         refit.BadInput: pipeline parallelism (refit's inference layouts have none); expert
-            load balancing (EPLB) or redundant experts.
+            load balancing (EPLB) or redundant experts; a latent-attention model with MLA off.
     """
     pc = vllm_config.parallel_config
     if pc.pipeline_parallel_size != 1:
@@ -71,6 +84,7 @@ def infer_layout(vllm_config: Any, engines: int = 1) -> str:
             "unsupported",
         )
     _refuse_eplb(pc)
+    _refuse_unfused_latent_attention(getattr(vllm_config, "model_config", None))
     keys = [f"tp={pc.tensor_parallel_size}", f"dp={pc.data_parallel_size}"]
     if engines > 1:
         keys.append(f"engines={engines}")

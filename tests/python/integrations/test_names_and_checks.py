@@ -136,6 +136,20 @@ def test_an_engine_with_expert_load_balancing_is_refused_naming_the_setting() ->
         vllm.infer_layout(engine(placement="linear", redundant=16))
 
 
+def test_a_latent_attention_model_served_without_mla_is_refused() -> None:
+    # MLA off (VLLM_MLA_DISABLE): DeepseekV2Attention keeps q_a_proj and kv_a_proj_with_mqa as two
+    # ReplicatedLinear parameters instead of fused_qkv_a_proj [q_a; kv_a].
+    deepseek, llama = SimpleNamespace(kv_lora_rank=512), SimpleNamespace(num_key_value_heads=8)
+    served = engine(placement="linear")
+    served.model_config = SimpleNamespace(hf_text_config=deepseek, use_mla=False)
+    with pytest.raises(refit.BadInput, match="model_config.use_mla is False for a multi-head latent attention model"):
+        vllm.infer_layout(served)
+    served.model_config.use_mla = True
+    assert vllm.infer_layout(served).startswith("tp=2,dp=2,ep=on")
+    served.model_config = SimpleNamespace(hf_text_config=llama, use_mla=False)
+    assert vllm.infer_layout(served).startswith("tp=2,dp=2,ep=on")
+
+
 def test_a_transformer_config_of_another_model_is_refused_naming_the_field() -> None:
     model = SimpleNamespace(config=SimpleNamespace(num_layers=3, hidden_size=64, num_attention_heads=4,
                                                    num_query_groups=2), vocab_size=1024)  # fmt: skip
