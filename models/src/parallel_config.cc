@@ -79,8 +79,8 @@ std::string_view trim(std::string_view s) {
   return size_value(s);
 }
 
-constexpr std::array<std::string_view, 11> kMegatronKeys{
-    "tp", "pp", "ep", "etp", "cp", "dp", "pp_first", "pp_last", "vp", "layout", "vocab_divisible_by"};
+constexpr std::array<std::string_view, 12> kMegatronKeys{
+    "tp", "pp", "ep", "etp", "cp", "dp", "pp_first", "pp_last", "vp", "layout", "vocab_divisible_by", "spec"};
 
 // vocab_divisible_by: a size, or 0/off for a vocab that is not padded.
 [[nodiscard]] Result<std::int64_t> vocab_divisible_value(const Setting& s) {
@@ -102,6 +102,13 @@ constexpr std::array<std::string_view, 11> kMegatronKeys{
     }
     if (s.key == "vocab_divisible_by") {
       c.vocab_divisible_by = REFIT_TRY(vocab_divisible_value(s));
+      continue;
+    }
+    if (s.key == "spec") {
+      if (s.value != "te" && s.value != "local")
+        return parse_error(
+            fmt::format("spec={}: expected te (Transformer Engine layer spec) or local", s.value));
+      c.local_spec = s.value == "local";
       continue;
     }
     const auto v = REFIT_TRY(size_value(s));
@@ -273,6 +280,7 @@ std::string to_string(const MegatronConfig& c) {
   if (c.vocab_divisible_by == 0) s += ",vocab_divisible_by=off";
   if (c.vocab_divisible_by > 0 && c.vocab_divisible_by != kMegatronVocabDivisibleBy)
     s += fmt::format(",vocab_divisible_by={}", c.vocab_divisible_by);
+  if (c.local_spec) s += ",spec=local";
   return s;
 }
 

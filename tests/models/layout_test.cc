@@ -287,6 +287,18 @@ TEST(MegatronLayout, LatentAttentionProjections) {
   EXPECT_EQ(box(q_b, 3), (Box{{72, 0}, {24, 32}}));  // one head of 24 rows per rank
 }
 
+TEST(MegatronLayout, LocalSpecSplitsTheLatentDownProjectionsOverTp) {
+  // get_gpt_layer_local_spec builds linear_q_down_proj and linear_kv_down_proj column-parallel:
+  // over tp=2, q_a_proj [32, 64] rows 16..31 on rank 1, kv_a_proj_with_mqa [16 + 8, 64] rows 12..23.
+  const auto m = tiny("tiny-deepseek-v3.json");
+  EXPECT_EQ(box(megatron(m, "tp=2,spec=local", "model.layers.1.self_attn.q_a_proj.weight"), 1),
+            (Box{{16, 0}, {16, 64}}));
+  EXPECT_EQ(box(megatron(m, "tp=2,spec=local", "model.layers.1.self_attn.kv_a_proj_with_mqa.weight"), 1),
+            (Box{{12, 0}, {12, 64}}));
+  EXPECT_EQ(box(megatron(m, "tp=2,spec=local", "model.layers.1.self_attn.q_b_proj.weight"), 1),
+            (Box{{48, 0}, {48, 32}}));  // as with the TE spec
+}
+
 TEST(MegatronLayout, SizesThatDoNotFit) {
   const std::tuple<const char*, const char*, const char*> cases[] = {
       {"tiny-llama.json", "tp=3", "tp=3 does not divide num_attention_heads=4"},

@@ -33,7 +33,7 @@ Megatron-Core (TE layer spec; names as Megatron-Bridge maps them):
   * routed experts: ``TEGroupedMLP`` keeps ``linear_fc1.weight<i>`` / ``linear_fc2.weight<i>`` per
     local expert i, experts ep_rank*E/EP onwards (``BaseMoELayer.__init__``), sharded over ETP.
   * MLA (DeepSeek-V3): ``linear_q_down_proj``/``linear_kv_down_proj`` replicated (TELinear
-    'duplicated'), ``linear_q_up_proj``/``linear_kv_up_proj`` column-parallel with the q/kv
+    'duplicated'; column-parallel in the local layer spec, ``get_gpt_layer_local_spec``), ``linear_q_up_proj``/``linear_kv_up_proj`` column-parallel with the q/kv
     LoRA norms fused in, the input norm separate (Megatron-Bridge ``deepseek/common.py``);
     without a q LoRA rank ``linear_q_proj`` column-parallel (``MLASelfAttention.__init__``); the
     router bias ``expert_bias`` fp32 (``TopKRouter``).
@@ -240,6 +240,7 @@ class Megatron:
     layout: str = ""  # --pipeline-model-parallel-layout, e.g. "Et|(tt|)*30mL"
     # --make-vocab-size-divisible-by; 0: unpadded (Megatron-Bridge without should_pad_vocab)
     vocab_divisible_by: int = 128
+    spec: str = "te"  # the layer spec: "te" (Transformer Engine) or "local"
 
     @property
     def vocab_multiple(self) -> int:
@@ -338,7 +339,7 @@ def _megatron_layer(sd: Params, m: Model, c: Megatron, layer: int, d: str, tp_ra
                     ep_rank: int) -> Params:  # fmt: skip
     """HF layer `layer` as Megatron's TransformerLayer named `d` holds it."""
     h = f"model.layers.{layer}."
-    p = _megatron_attention(sd, m, c.tp, tp_rank, h, d)
+    p = _megatron_attention(sd, m, c, tp_rank, h, d)
     if not _moe(m, layer):
         p[d + "mlp.linear_fc1.layer_norm_weight"] = sd[h + "post_attention_layernorm.weight"]
         p.update(_gated(sd, h + "mlp.", d + "mlp.linear_fc1.weight", d + "mlp.linear_fc2.weight", c.tp, tp_rank))
@@ -378,20 +379,25 @@ def _gated_bias(sd: Params, hf: str, fc1: str, fc2: str, tp: int, tp_rank: int) 
             fc2: sd[hf + "down_proj.bias"]}  # fmt: skip
 
 
-def _megatron_attention(sd: Params, m: Model, tp: int, tp_rank: int, h: str, d: str) -> Params:
-    a = d + "self_attention."
+def _megatron_attention(sd: Params, m: Model, c: Megatron, tp_rank: int, h: str, d: str) -> Params:
+    a, tp = d + "self_attention.", c.tp
+    # MLA's down projections: TELinear 'duplicated' in the TE spec, column-parallel in the local
+    # one (get_gpt_layer_local_spec: linear_q_down_proj=column_parallel_linear()).
+    down_tp = tp if c.spec == "local" else 1
+    down_rank = tp_rank if c.spec == "local" else 0
     p: Params = {a + "linear_proj.weight": _cols(sd[h + "self_attn.o_proj.weight"], tp, tp_rank)}
     if m.o_bias:  # RowParallelLinear: the whole bias on every rank
         p[a + "linear_proj.bias"] = sd[h + "self_attn.o_proj.bias"]
     if m.latent and not m.q_lora:  # MLASelfAttention without q LoRA: linear_q_proj, column-parallel
         p[a + "linear_q_proj.weight"] = _rows(sd[h + "self_attn.q_proj.weight"], tp, tp_rank)
     if m.latent and m.q_lora:
-        p |= {a + "linear_q_down_proj.weight": sd[h + "self_attn.q_a_proj.weight"],
+        p |= {a + "linear_q_down_proj.weight": _rows(sd[h + "self_attn.q_a_proj.weight"], down_tp, down_rank),
               a + "linear_q_up_proj.layer_norm_weight": sd[h + "self_attn.q_a_layernorm.weight"],
               a + "linear_q_up_proj.weight": _rows(sd[h + "self_attn.q_b_proj.weight"], tp, tp_rank)}  # fmt: skip
     if m.latent:
         return p | {d + "input_layernorm.weight": sd[h + "input_layernorm.weight"],
-                    a + "linear_kv_down_proj.weight": sd[h + "self_attn.kv_a_proj_with_mqa.weight"],
+                    a + "linear_kv_down_proj.weight": _rows(sd[h + "self_attn.kv_a_proj_with_mqa.weight"], down_tp,
+                                                            down_rank),
                     a + "linear_kv_up_proj.layer_norm_weight": sd[h + "self_attn.kv_a_layernorm.weight"],
                     a + "linear_kv_up_proj.weight": _rows(sd[h + "self_attn.kv_b_proj.weight"], tp, tp_rank)}  # fmt: skip
     groups, qpg, hd = m.kv_heads, m.heads // m.kv_heads, m.head_dim

@@ -93,7 +93,8 @@ def _refuse_unmodelled(config: Any) -> None:
 def train_layout(model: Models) -> str:
     """refit's training layout (``--train``) of this job, from Megatron's parallel_state and the
     model's ``TransformerConfig``: sizes, virtual stages (the chunks given), uneven first and last
-    stages, and the vocab padding (the model's padded ``vocab_size``). The same on every rank.
+    stages, the vocab padding (the model's padded ``vocab_size``) and ``spec=local`` for MLA
+    layers of the local layer spec. The same on every rank.
 
     Raises:
         refit.BadInput: parallel_state not initialised; a ``pipeline_model_parallel_layout``
@@ -120,7 +121,16 @@ def train_layout(model: Models) -> str:
         if getattr(config, attr, None):
             keys[key] = getattr(config, attr)
     keys["vocab_divisible_by"] = bare[0].vocab_size // sizes["tp"]  # GPTModel holds the padded size
+    if _local_latent_attention(bare[0]):
+        keys["spec"] = "local"
     return ",".join(f"{k}={v}" for k, v in keys.items())
+
+
+def _local_latent_attention(chunk: Model) -> bool:
+    """Whether the chunk's MLA layers come from the local layer spec, which keeps kv_layernorm apart
+    (the TE spec fuses it into linear_kv_up_proj) and splits the down projections over TP."""
+    named = chunk.named_parameters() if hasattr(chunk, "named_parameters") else ()
+    return any(name.endswith("self_attention.kv_layernorm.weight") for name, _ in named)
 
 
 def rank() -> int:

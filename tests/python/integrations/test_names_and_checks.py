@@ -170,6 +170,16 @@ def megatron_job(monkeypatch: pytest.MonkeyPatch, **config: Any) -> SimpleNamesp
     return SimpleNamespace(config=SimpleNamespace(pipeline_model_parallel_layout=None, **config), vocab_size=1024)
 
 
+def test_latent_attention_of_the_local_spec_is_laid_out_as_spec_local(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The local spec keeps kv_layernorm apart and builds linear_q/kv_down_proj column-parallel;
+    # refit's spec=local splits their rows over tp as Megatron does.
+    model = megatron_job(monkeypatch)
+    model.named_parameters = lambda: [("decoder.layers.0.self_attention.linear_kv_down_proj.weight", None)]
+    assert megatron.train_layout(model).endswith(",vocab_divisible_by=1024")  # the TE spec
+    model.named_parameters = lambda: [("decoder.layers.0.self_attention.kv_layernorm.weight", None)]
+    assert megatron.train_layout(model).endswith(",vocab_divisible_by=1024,spec=local")
+
+
 @pytest.mark.parametrize("field,value,says", [
     # Megatron stores fc1 rows as g[0:s], u[0:s], g[s:2s], ... instead of [gate; up]: same shape,
     # so a map that ignored it would swap gate and up rows silently.

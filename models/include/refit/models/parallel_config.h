@@ -34,6 +34,9 @@ struct MegatronConfig {
   // tp. 0: not padded, as Megatron-Bridge builds models unless should_pad_vocab is set; tp must
   // then divide the vocab.
   std::int64_t vocab_divisible_by = kMegatronVocabDivisibleBy;
+  // Megatron's local (Transformer-Engine-free) layer spec, spec=local: its MLA down projections
+  // are column-parallel (rows split over tp) where the TE spec's are replicated.
+  bool local_spec = false;
 
   std::int64_t world() const { return tp * cp * dp * pp; }
   std::int64_t stage_size() const { return tp * cp * dp; }
@@ -77,8 +80,8 @@ struct VllmConfig {
 };
 
 // Keys tp, pp, ep, etp, cp, dp, pp_first, pp_last, vp (each at most once, values >= 1), layout
-// (a pipeline layout string, without Megatron's cosmetic commas) and vocab_divisible_by (>= 1, or
-// 0/off for an unpadded vocab), e.g. "tp=4,pp=8,ep=16".
+// (a pipeline layout string, without Megatron's cosmetic commas), vocab_divisible_by (>= 1, or
+// 0/off for an unpadded vocab) and spec (te, the default, or local), e.g. "tp=4,pp=8,ep=16".
 // Without etp: tp (Megatron's expert_tensor_parallel_size default). Without dp: the smallest dp
 // that makes the expert layout valid (tp*cp*dp a multiple of ep*etp), so "pp=16,ep=16" is 256
 // ranks.
