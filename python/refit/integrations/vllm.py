@@ -115,11 +115,31 @@ def _refit_name(name: str) -> str:
     return name
 
 
+def _refuse_fused_shared_experts(model: Module) -> None:
+    """vLLM's MoE layers set is_fused_shared_expert_enabled when ROCm AITER runs the shared
+    experts as extra experts of the FusedMoE (resolve_layer_fused_shared_expert): then w13/w2 hold
+    them after the routed ones and no shared_experts parameters exist, which refit's maps do not
+    lay out (docs/frameworks.md, "MoE")."""
+    for name, module in model.named_modules():
+        if getattr(module, "is_fused_shared_expert_enabled", False) is True:
+            raise BadInput(
+                f"{name or 'the model'}: is_fused_shared_expert_enabled (ROCm AITER fused shared experts) puts the "
+                "shared experts inside the routed experts' w13/w2, which refit's layouts do not model; start the "
+                "engine with them apart",
+                "unsupported",
+            )
+
+
 def parameters(model: Module, drafter: Optional[Module] = None) -> dict[str, Any]:
     """The engine's parameters keyed by refit's names for them: the model's, and a speculative
     drafter's (DeepSeek MTP) except those it shares with the model (embedding, lm_head), as the
     Parameter objects themselves (the same memory; not ``detach()``, whose tensor keeps the old
-    memory after ``param.data = t``, which ``execute`` then could not see)."""
+    memory after ``param.data = t``, which ``execute`` then could not see).
+
+    Raises:
+        refit.BadInput: shared experts fused into the routed experts' FusedMoE (ROCm AITER).
+    """
+    _refuse_fused_shared_experts(model)
     out = {_refit_name(n): p for n, p in model.named_parameters()}
     if drafter is not None:
         shared = {p.data_ptr() for p in model.parameters()}

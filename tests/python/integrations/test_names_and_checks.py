@@ -108,6 +108,19 @@ def test_vllm_fused_moe_weights_lose_routed_experts() -> None:
     assert list(vllm.parameters(model)) == ["experts.w13_weight"]
 
 
+def test_shared_experts_fused_into_the_routed_ones_are_refused_naming_the_layer() -> None:
+    # ROCm AITER: the shared experts become extra experts of the FusedMoE (w13/w2 rows after the
+    # routed experts' ones), and no shared_experts parameter exists.
+    model = torch.nn.Module()
+    model.layers = torch.nn.ModuleList([torch.nn.Module(), torch.nn.Module()])
+    model.layers[1].mlp = torch.nn.Linear(2, 2)
+    model.layers[1].mlp.is_fused_shared_expert_enabled = False
+    assert sorted(vllm.parameters(model)) == ["layers.1.mlp.bias", "layers.1.mlp.weight"]
+    model.layers[1].mlp.is_fused_shared_expert_enabled = True
+    with pytest.raises(refit.BadInput, match="layers.1.mlp: is_fused_shared_expert_enabled"):
+        vllm.parameters(model)
+
+
 def engine(tp: int = 2, dp: int = 2, pp: int = 1, ep: bool = True, placement: str = "round_robin",
            all2all: str = "deepep_low_latency", eplb: bool = False, redundant: int = 0) -> SimpleNamespace:  # fmt: skip
     return SimpleNamespace(parallel_config=SimpleNamespace(
