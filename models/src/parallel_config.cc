@@ -79,8 +79,19 @@ std::string_view trim(std::string_view s) {
   return size_value(s);
 }
 
-constexpr std::array<std::string_view, 12> kMegatronKeys{
-    "tp", "pp", "ep", "etp", "cp", "dp", "pp_first", "pp_last", "vp", "layout", "vocab_divisible_by", "spec"};
+constexpr std::array<std::string_view, 13> kMegatronKeys{"tp",
+                                                         "pp",
+                                                         "ep",
+                                                         "etp",
+                                                         "cp",
+                                                         "dp",
+                                                         "pp_first",
+                                                         "pp_last",
+                                                         "vp",
+                                                         "layout",
+                                                         "vocab_divisible_by",
+                                                         "spec",
+                                                         "glu_interleave"};
 
 // vocab_divisible_by: a size, or 0/off for a vocab that is not padded.
 [[nodiscard]] Result<std::int64_t> vocab_divisible_value(const Setting& s) {
@@ -117,6 +128,7 @@ constexpr std::array<std::string_view, 12> kMegatronKeys{
     if (s.key == "pp_first") c.pp_first = v;
     if (s.key == "pp_last") c.pp_last = v;
     if (s.key == "vp") c.vp = v;
+    if (s.key == "glu_interleave") c.glu_interleave = v;
     has_dp = has_dp || s.key == "dp";
     has_etp = has_etp || s.key == "etp";
   }
@@ -281,6 +293,7 @@ std::string to_string(const MegatronConfig& c) {
   if (c.vocab_divisible_by > 0 && c.vocab_divisible_by != kMegatronVocabDivisibleBy)
     s += fmt::format(",vocab_divisible_by={}", c.vocab_divisible_by);
   if (c.local_spec) s += ",spec=local";
+  if (c.glu_interleave > 0) s += fmt::format(",glu_interleave={}", c.glu_interleave);
   return s;
 }
 

@@ -31,7 +31,9 @@ Megatron-Core (TE layer spec; names as Megatron-Bridge maps them):
   * ``linear_fc1``: [gate shard; up shard] (``GatedMLPMapping`` in Megatron-Bridge
     ``param_mapping.py``), ``linear_proj``/``linear_fc2`` split along columns.
   * routed experts: ``TEGroupedMLP`` keeps ``linear_fc1.weight<i>`` / ``linear_fc2.weight<i>`` per
-    local expert i, experts ep_rank*E/EP onwards (``BaseMoELayer.__init__``), sharded over ETP.
+    local expert i, experts ep_rank*E/EP onwards (``BaseMoELayer.__init__``), sharded over ETP;
+    with ``moe_mlp_glu_interleave_size`` s, fc1's rows on a rank as blocks of s gate and s up rows
+    taking turns (``TEGroupedMLP._remove_glu_interleaving`` undoes it on the output).
   * MLA (DeepSeek-V3): ``linear_q_down_proj``/``linear_kv_down_proj`` replicated (TELinear
     'duplicated'; column-parallel in the local layer spec, ``get_gpt_layer_local_spec``), ``linear_q_up_proj``/``linear_kv_up_proj`` column-parallel with the q/kv
     LoRA norms fused in, the input norm separate (Megatron-Bridge ``deepseek/common.py``);
@@ -241,6 +243,7 @@ class Megatron:
     # --make-vocab-size-divisible-by; 0: unpadded (Megatron-Bridge without should_pad_vocab)
     vocab_divisible_by: int = 128
     spec: str = "te"  # the layer spec: "te" (Transformer Engine) or "local"
+    glu_interleave: int = 0  # moe_mlp_glu_interleave_size; 0: unset
 
     @property
     def vocab_multiple(self) -> int:
@@ -358,7 +361,19 @@ def _megatron_layer(sd: Params, m: Model, c: Megatron, layer: int, d: str, tp_ra
         p.update(_gated(sd, f"{h}{m.moe_module}.experts.{ep_rank * local_experts + i}.",
                         d + f"mlp.experts.linear_fc1.weight{i}", d + f"mlp.experts.linear_fc2.weight{i}",
                         c.expert_tp, etp_rank, m.expert_names))  # fmt: skip
+        if c.glu_interleave:
+            fc1 = d + f"mlp.experts.linear_fc1.weight{i}"
+            p[fc1] = _glu_interleaved(p[fc1], c.glu_interleave)
     return p
+
+
+def _glu_interleaved(fc1: np.ndarray, s: int) -> np.ndarray:
+    """A rank's [gate; up] fc1 rows as moe_mlp_glu_interleave_size = s keeps them: blocks of s
+    gate rows and s up rows taking turns, the inverse of TEGroupedMLP._remove_glu_interleaving
+    (which reshapes fc1's output to [..., n/(2s), 2, s] and swaps the middle axes)."""
+    gate, up = np.split(fc1, 2)
+    blocks = (gate.shape[0] // s, s, *gate.shape[1:])
+    return np.stack([gate.reshape(blocks), up.reshape(blocks)], axis=1).reshape(fc1.shape)
 
 
 def _gated(sd: Params, hf: str, fc1: str, fc2: str, tp: int, tp_rank: int,

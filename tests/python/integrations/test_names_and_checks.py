@@ -193,25 +193,35 @@ def test_latent_attention_of_the_local_spec_is_laid_out_as_spec_local(monkeypatc
     assert megatron.train_layout(model).endswith(",vocab_divisible_by=1024,spec=local")
 
 
-@pytest.mark.parametrize("field,value,says", [
-    # Megatron stores fc1 rows as g[0:s], u[0:s], g[s:2s], ... instead of [gate; up]: same shape,
-    # so a map that ignored it would swap gate and up rows silently.
-    ("moe_mlp_glu_interleave_size", 32, "block-interleaved GLU weights"),
-    ("moe_shared_expert_glu_interleave_size", 32, "block-interleaved GLU weights"),
+@pytest.mark.parametrize("field,says", [
     # one grouped parameter 'weight' instead of weight0..weight<E_local-1>
-    ("moe_single_grouped_weight", True, "the local experts' weights as one grouped parameter 'weight'"),
-    ("use_grouped_gemm_for_shared_expert", True, "the shared experts as a grouped linear"),
+    ("moe_single_grouped_weight", "the local experts' weights as one grouped parameter 'weight'"),
+    ("use_grouped_gemm_for_shared_expert", "the shared experts as a grouped linear"),
 ])  # fmt: skip
 def test_expert_weights_refit_cannot_lay_out_are_refused_naming_the_field(monkeypatch: pytest.MonkeyPatch, field: str,
-                                                                          value: Any, says: str) -> None:  # fmt: skip
-    unset = False if value is True else None  # Megatron's default
-    layout = megatron.train_layout(megatron_job(monkeypatch, **{field: unset}))
+                                                                          says: str) -> None:  # fmt: skip
+    layout = megatron.train_layout(megatron_job(monkeypatch, **{field: False}))  # Megatron's default
     assert layout == "tp=1,cp=1,dp=8,pp=1,ep=8,etp=1,vocab_divisible_by=1024"
-    model = megatron_job(monkeypatch, **{field: value})
-    with pytest.raises(refit.BadInput, match=f"TransformerConfig.{field} = {value}: {says}"):
+    model = megatron_job(monkeypatch, **{field: True})
+    with pytest.raises(refit.BadInput, match=f"TransformerConfig.{field} = True: {says}"):
         megatron.train_layout(model)
-    with pytest.raises(refit.BadInput, match=f"TransformerConfig.{field} = {value}"):
+    with pytest.raises(refit.BadInput, match=f"TransformerConfig.{field} = True"):
         megatron.problem(model, MODELS / "tiny-qwen3-moe.json", infer="tp=1", train="ep=8")
+
+
+def test_glu_interleaved_experts_are_laid_out_in_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    # moe_mlp_glu_interleave_size = 8: fc1 rows g[0:8], u[0:8], g[8:16], ... of the same shape as
+    # [gate; up], so a layout that left it out would swap gate and up rows silently.
+    model = megatron_job(monkeypatch, moe_mlp_glu_interleave_size=8)
+    assert megatron.train_layout(model).endswith(",vocab_divisible_by=1024,glu_interleave=8")
+    config = MODELS / "tiny-qwen3-moe.json"
+    problem = megatron.problem(model, config, infer="tp=1", train="ep=8,glu_interleave=8")
+    fc1 = next(p for p in problem.parameters(0) if p.name == "decoder.layers.0.mlp.experts.linear_fc1.weight0")
+    assert [r.offset // 64 for r in fc1.regions if r.tensor.endswith("up_proj")] == [8, 24, 40, 56]
+    with pytest.raises(refit.BadInput, match="moe_mlp_glu_interleave_size is 8, so the layout needs glu_interleave=8"):
+        megatron.problem(model, config, infer="tp=1", train="ep=8")
+    with pytest.raises(refit.BadInput, match="moe_mlp_glu_interleave_size is None, so the layout needs no"):
+        megatron.problem(megatron_job(monkeypatch), config, infer="tp=1", train="ep=8,glu_interleave=8")
 
 
 class Prepared:

@@ -37,6 +37,9 @@ struct MegatronConfig {
   // Megatron's local (Transformer-Engine-free) layer spec, spec=local: its MLA down projections
   // are column-parallel (rows split over tp) where the TE spec's are replicated.
   bool local_spec = false;
+  // Megatron's moe_mlp_glu_interleave_size (glu_interleave=N; 0: none): routed experts' fc1 rows
+  // as blocks of N gate rows and N up rows taking turns instead of [gate; up].
+  std::int64_t glu_interleave = 0;
 
   std::int64_t world() const { return tp * cp * dp * pp; }
   std::int64_t stage_size() const { return tp * cp * dp; }
@@ -81,7 +84,8 @@ struct VllmConfig {
 
 // Keys tp, pp, ep, etp, cp, dp, pp_first, pp_last, vp (each at most once, values >= 1), layout
 // (a pipeline layout string, without Megatron's cosmetic commas), vocab_divisible_by (>= 1, or
-// 0/off for an unpadded vocab) and spec (te, the default, or local), e.g. "tp=4,pp=8,ep=16".
+// 0/off for an unpadded vocab), spec (te, the default, or local) and glu_interleave (>= 1), e.g.
+// "tp=4,pp=8,ep=16".
 // Without etp: tp (Megatron's expert_tensor_parallel_size default). Without dp: the smallest dp
 // that makes the expert layout valid (tp*cp*dp a multiple of ep*etp), so "pp=16,ep=16" is 256
 // ranks.
