@@ -13,10 +13,11 @@ namespace refit::cli {
 // What --train and --infer take, for every command that has them.
 inline constexpr const char* kTrainHelp =
     "Megatron training sizes: tp,pp,ep,etp (default tp),cp,dp,pp_first,pp_last,vp,layout,"
-    "vocab_divisible_by (default 128; off: unpadded, as Megatron-Bridge) (e.g. tp=4,pp=8,ep=16)";
+    "vocab_divisible_by (default 128; off: unpadded, as Megatron-Bridge),spec=te|local (layer spec),"
+    "glu_interleave (moe_mlp_glu_interleave_size) (e.g. tp=4,pp=8,ep=16)";
 inline constexpr const char* kInferHelp =
     "vLLM inference sizes: tp,dp (one engine's data parallel),engines,ep=on|off,"
-    "placement=linear|round_robin (e.g. tp=8,engines=16)";
+    "placement=linear|round_robin,all2all (the all2all backend) (e.g. tp=8,engines=16)";
 
 // Registers --dtype, --per-expert and --mtp on `cmd` (or on an option group).
 void add_model_options(CLI::App* cmd, ModelOptions& options);

@@ -64,10 +64,12 @@ void read_mla(FieldReader& r, HfFields& f) {
   f.mla = m;
 }
 
-// Which biases an architecture's q/k/v and o projections have.
+// Which biases an architecture's q/k/v and o projections have, as vLLM's model classes read
+// the config (docs/models.md, "Attention biases").
 enum class AttentionBias : std::uint8_t {
   kNone,       // none, and the config has no field for them (Mixtral)
-  kFlag,       // q/k/v and o together, as attention_bias says (Llama, Qwen3)
+  kLlama,      // o as attention_bias or bias says, q/k/v too unless qkv_bias says otherwise
+  kQkvFlag,    // q/k/v as attention_bias says, o never (Qwen3, Qwen3-MoE)
   kQkvAlways,  // q/k/v always, o never (Qwen2)
 };
 
@@ -78,6 +80,27 @@ struct GqaRules {
   bool qk_norm = false;   // RMSNorm of q and k per head (Qwen3)
 };
 
+void read_attention_bias(FieldReader& r, AttentionBias rule, HfFields& f) {
+  switch (rule) {
+    case AttentionBias::kNone:
+      return;
+    case AttentionBias::kLlama: {
+      // LlamaDecoderLayer: bias_o_proj = attention_bias or bias; a qkv_bias key, even false or
+      // null (InternLM3), overrides it for q/k/v only.
+      const bool flag = r.flag("attention_bias", false) || r.flag("bias", false);
+      f.o_bias = flag;
+      f.qkv_bias = r.contains("qkv_bias") ? r.flag("qkv_bias", false) : flag;
+      return;
+    }
+    case AttentionBias::kQkvFlag:
+      f.qkv_bias = r.flag("attention_bias", false);
+      return;
+    case AttentionBias::kQkvAlways:
+      f.qkv_bias = true;
+      return;
+  }
+}
+
 void read_gqa(FieldReader& r, const GqaRules& rules, HfFields& f) {
   const auto head_dim = r.optional_integer("head_dim", 1);
   if (!head_dim && f.hidden % f.heads != 0)
@@ -85,9 +108,7 @@ void read_gqa(FieldReader& r, const GqaRules& rules, HfFields& f) {
                                    "num_attention_heads={}",
                                    f.hidden, f.heads));
   f.head_dim = head_dim.value_or(f.hidden / f.heads);
-  const bool flag = rules.attention_bias == AttentionBias::kFlag && r.flag("attention_bias", false);
-  f.qkv_bias = flag || rules.attention_bias == AttentionBias::kQkvAlways;
-  f.o_bias = flag;
+  read_attention_bias(r, rules.attention_bias, f);
   f.mlp_bias = rules.mlp_bias && r.flag("mlp_bias", false);
   f.qk_norm = rules.qk_norm;
 }
@@ -122,18 +143,35 @@ void read_mixtral(FieldReader& r, HfFields& f) {
   f.moe_layer.assign(static_cast<std::size_t>(f.layers), true);
 }
 
+// DeepSeek-V3's MoE keys (docs/models.md, "DeepSeek-V3 defaults"). A missing one takes
+// transformers' DeepseekV3Config default, which vLLM builds from; null n_routed_experts is a dense
+// model, null n_shared_experts none. Two are refused when missing: n_routed_experts, whose
+// default of 256 a config without experts hardly means, and topk_method, which decides the router
+// bias and whose default differs between transformers releases.
 void read_deepseek_moe(FieldReader& r, HfFields& f) {
+  if (!r.contains("n_routed_experts"))
+    r.fail("n_routed_experts",
+           "missing (transformers would give 256 routed experts; null for a dense model)");
+  if (!r.contains("topk_method"))
+    r.fail("topk_method",
+           "missing (noaux_tc gives the router an e_score_correction_bias; transformers' default for it "
+           "differs between releases)");
   const auto experts = r.optional_integer("n_routed_experts", 1);
-  if (!experts) return;  // null: a dense model
+  if (!experts) return;
   const auto intermediate = r.integer("moe_intermediate_size", 1);
-  const auto shared = r.optional_integer("n_shared_experts", 0).value_or(0);
-  const auto first_dense = r.optional_integer("first_k_dense_replace", 0).value_or(0);
-  const auto groups = r.optional_integer("n_group", 1).value_or(1);
-  const auto frequency = r.optional_integer("moe_layer_freq", 1).value_or(1);
+  const auto shared =
+      r.contains("n_shared_experts") ? r.optional_integer("n_shared_experts", 0).value_or(0) : 1;
+  const auto groups = r.contains("n_group") ? r.optional_integer("n_group", 1).value_or(1) : 8;
+  // null here would make vLLM compare a layer index with None: refused as not an integer.
+  const auto first_dense = r.contains("first_k_dense_replace") ? r.integer("first_k_dense_replace", 0) : 3;
+  const auto frequency = r.contains("moe_layer_freq") ? r.integer("moe_layer_freq", 1) : 1;
+  // vLLM's DeepseekV2MoE gives the router a bias only for noaux_tc routing (so has no expert_bias
+  // to receive from Megatron otherwise).
+  const bool bias = r.string_or("topk_method", "") == "noaux_tc";
   f.moe = MoeFields{.num_experts = *experts,
                     .intermediate = intermediate,
                     .shared_intermediate = shared * intermediate,
-                    .score_correction_bias = true,
+                    .score_correction_bias = bias,
                     .expert_groups = groups,
                     .module = "mlp",
                     .names = kProjNames};
@@ -158,8 +196,8 @@ struct Architecture {
   bool has_mtp = false;  // multi-token-prediction layers (num_nextn_predict_layers)
 };
 
-constexpr GqaRules kLlamaRules{.attention_bias = AttentionBias::kFlag, .mlp_bias = true};
-constexpr GqaRules kQwen3Rules{.attention_bias = AttentionBias::kFlag, .qk_norm = true};
+constexpr GqaRules kLlamaRules{.attention_bias = AttentionBias::kLlama, .mlp_bias = true};
+constexpr GqaRules kQwen3Rules{.attention_bias = AttentionBias::kQkvFlag, .qk_norm = true};
 constexpr Architecture kDeepseekV3{.model_type = "deepseek_v3",
                                    .canonical = "deepseek_v3",
                                    .gqa = std::nullopt,

@@ -21,6 +21,15 @@ bool is_query(const WeightTensor& t) {
          (t.spec.name.ends_with("self_attn.q_proj.weight") || t.spec.name.ends_with("self_attn.q_proj.bias"));
 }
 
+// The tensor dim Megatron's TP splits: as tensor_parallel_dim, but the local layer spec builds
+// MLA's down projections (q_a_proj, kv_a_proj_with_mqa) column-parallel where the TE spec
+// replicates them (get_gpt_layer_local_spec; docs/frameworks.md, "Tensor-parallel placements").
+std::optional<int> megatron_tp_dim(const WeightTensor& t, const MegatronConfig& c) {
+  const bool down = t.spec.name.ends_with("self_attn.q_a_proj.weight") ||
+                    t.spec.name.ends_with("self_attn.kv_a_proj_with_mqa.weight");
+  return c.local_spec && down ? std::optional<int>(0) : tensor_parallel_dim(t);
+}
+
 // Beyond the query groups Megatron needs tp to be a multiple of them (TransformerConfig.
 // __post_init__: "num_query_groups ... must be a multiple or divisor of tensor_model_parallel_size").
 [[nodiscard]] Result<void> check_query_groups(const ModelSpec& m, const MegatronConfig& c) {
@@ -62,7 +71,7 @@ bool is_query(const WeightTensor& t) {
     if (t.kind == TensorKind::kVocab || (grouped && (is_query(t) || t.kind == TensorKind::kKeyValue)))
       continue;
     const bool expert = t.is_routed_expert();
-    REFIT_TRY(check_even_split(t, tensor_parallel_dim(t), expert ? c.etp : c.tp, expert ? "etp" : "tp"));
+    REFIT_TRY(check_even_split(t, megatron_tp_dim(t, c), expert ? c.etp : c.tp, expert ? "etp" : "tp"));
   }
   return {};
 }
@@ -135,7 +144,7 @@ Result<Layout> MegatronLayouts::dense_layout(const WeightTensor& tensor, std::in
   // ColumnParallelLinear over the same padded vocab): rows in parts of megatron_vocab_rows.
   const auto tp = tensor.kind == TensorKind::kVocab
                       ? Placement::shard(0, REFIT_TRY(megatron_vocab_rows(tensor.spec.shape[0], c)))
-                      : shard_or_replicate(tensor_parallel_dim(tensor));
+                      : shard_or_replicate(megatron_tp_dim(tensor, c));
   // The stages of the output layer (tied) or the MTP layers keep their own copy of the embedding.
   if (tensor.section == Section::kEmbedding && embedding_stages_.size() > 1) {
     std::vector<Rank> ranks;

@@ -2,8 +2,9 @@
 // (names as Megatron-Bridge maps them to HF names; docs/frameworks.md, "Storage"):
 //   embedding.word_embeddings.weight, output_layer.weight   vocab padded to 128*tp, split evenly
 //   decoder.layers.<l>.self_attention.linear_qkv.weight      per query group [q heads; k; v]
-//   decoder.layers.<l>.mlp.linear_fc1.weight                 [gate shard; up shard]
-//   decoder.layers.<l>.mlp.experts.linear_fc1.weight<i>      TEGroupedMLP, one per local expert
+//   decoder.layers.<l>.mlp.linear_fc1.{weight,bias}          [gate shard; up shard]
+//   decoder.layers.<l>.mlp.experts.linear_fc1.weight<i>      TEGroupedMLP, one per local expert,
+//                                                            [gate; up] or GLU-interleaved blocks
 //   mtp.layers.<k>.{enorm,hnorm,eh_proj,final_layernorm}.weight, mtp.layers.<k>.mtp_model_layer.*
 // with <l> the layer's number inside its model chunk and <i> the expert's inside its EP rank.
 // With virtual pipeline stages a rank holds several chunks, model[0..vp-1], whose parameters are
@@ -14,6 +15,7 @@
 #include <optional>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -67,13 +69,43 @@ Result<Stored> interleaved_qkv(const TensorOnRank& t, std::string name, int memb
   return out;
 }
 
+// Where one projection's `rows` rows of an expert's shard lie in linear_fc1<i> (2*rows rows):
+// blocks of (first row in the shard, rows, row in the parameter). Gate rows then up rows, or, with
+// moe_mlp_glu_interleave_size = s (glu_interleave), blocks of s gate rows and s up rows taking
+// turns: [g 0..s-1; u 0..s-1; g s..2s-1; ...] (docs/frameworks.md, "Experts").
+struct RowBlock {
+  std::int64_t first = 0;
+  std::int64_t rows = 0;
+  std::int64_t at = 0;
+};
+
+Result<std::vector<RowBlock>> fc1_blocks(const TensorOnRank& t, std::int64_t rows, bool up,
+                                         const MegatronConfig& c) {
+  const auto s = c.glu_interleave;
+  if (s == 0) return std::vector<RowBlock>{{.first = 0, .rows = rows, .at = up ? rows : 0}};
+  // fp8 values and 128x128 block scales of interleaved rows are not checked against Megatron yet.
+  if (t.problem->tensors()[t.index].tensor.quantization)
+    return unsupported(fmt::format("glu_interleave={} with fp8 quantization (--quantize): not modelled", s));
+  if (rows % s != 0)
+    return mismatch(
+        fmt::format("glu_interleave={} does not divide the {} gate (and up) rows of an expert's "
+                    "linear_fc1 on a rank (moe_intermediate_size / etp)",
+                    s, rows));
+  std::vector<RowBlock> out;
+  for (std::int64_t b = 0; b < rows / s; ++b)
+    out.push_back({.first = b * s, .rows = s, .at = 2 * b * s + (up ? s : 0)});
+  return out;
+}
+
 // TEGroupedMLP registers one parameter per local expert, weight0..weight<E_local-1> (through
-// TEGroupedLinear; docs/frameworks.md, "Experts"): fc1 [2*I/etp, H] holds gate rows then up
-// rows, fc2 [H, I/etp].
-Stored grouped_experts(const TensorOnRank& t, const std::string& prefix, Projection p) {
+// TEGroupedLinear; docs/frameworks.md, "Experts"): fc1 [2*I/etp, H] holds gate and up rows
+// (fc1_blocks), fc2 [H, I/etp].
+Result<Stored> grouped_experts(const TensorOnRank& t, const std::string& prefix, const MegatronConfig& c) {
+  const auto p = t.tensor->projection;
   const bool fc1 = p != Projection::kDown;
   const auto rows = fc1 ? 2 * t.box.extent[1] : t.box.extent[1];
-  const auto at = p == Projection::kUp ? t.box.extent[1] : 0;
+  const auto blocks = fc1 ? REFIT_TRY(fc1_blocks(t, t.box.extent[1], p == Projection::kUp, c))
+                          : std::vector<RowBlock>{{.first = 0, .rows = rows, .at = 0}};
   Shape shape(t.box.extent.begin() + 1, t.box.extent.end());
   shape[0] = rows;
   Stored out;
@@ -83,24 +115,36 @@ Stored grouped_experts(const TensorOnRank& t, const std::string& prefix, Project
                            .shape = shape,
                            .dtype = t.tensor->spec.dtype});
     const auto e = t.box.offset[0] + i;
-    out.regions.push_back(detail::expert_rows(t, e, e + 1, rows, at, static_cast<std::int32_t>(i)));
+    for (const auto& block : blocks) {
+      TensorOnRank part = t;  // the block's rows of dim 1
+      part.box.offset[1] += block.first;
+      part.box.extent[1] = block.rows;
+      out.regions.push_back(
+          detail::expert_rows(part, e, e + 1, rows, block.at, static_cast<std::int32_t>(i)));
+    }
   }
   return out;
 }
 
 // One expert's tensor (--per-expert) as TEGroupedMLP's parameter of its local index: experts
 // ep_rank*E/EP onwards are local 0, 1, ... (BaseMoELayer.__init__; docs/frameworks.md, "Experts").
-Stored grouped_expert(const TensorOnRank& t, const std::string& prefix, const MegatronConfig& c) {
+Result<Stored> grouped_expert(const TensorOnRank& t, const std::string& prefix, const MegatronConfig& c) {
   const auto& w = *t.tensor;
   const auto local = w.expert % (w.routed_experts / c.ep);
   const bool fc1 = w.projection != Projection::kDown;
   const auto rows = t.box.extent[0];
-  const auto at = w.projection == Projection::kUp ? rows : 0;
-  return Stored{.parameters = {FrameworkParameter{
-                    .name = fmt::format("{}mlp.experts.linear_fc{}.weight{}", prefix, fc1 ? 1 : 2, local),
-                    .shape = detail::rows_shape(t.box, fc1 ? 2 * rows : rows),
-                    .dtype = w.spec.dtype}},
-                .regions = {detail::rows_at(t, t.box.offset[0], t.box.offset[0] + rows, at, 0)}};
+  const auto blocks = fc1 ? REFIT_TRY(fc1_blocks(t, rows, w.projection == Projection::kUp, c))
+                          : std::vector<RowBlock>{{.first = 0, .rows = rows, .at = 0}};
+  Stored out{.parameters = {FrameworkParameter{
+                 .name = fmt::format("{}mlp.experts.linear_fc{}.weight{}", prefix, fc1 ? 1 : 2, local),
+                 .shape = detail::rows_shape(t.box, fc1 ? 2 * rows : rows),
+                 .dtype = w.spec.dtype}},
+             .regions = {}};
+  const auto begin = t.box.offset[0];
+  for (const auto& block : blocks)
+    out.regions.push_back(
+        detail::rows_at(t, begin + block.first, begin + block.first + block.rows, block.at, 0));
+  return out;
 }
 
 // The Megatron name of a decoder-layer weight it keeps whole, by its HF name inside the layer
@@ -112,6 +156,7 @@ std::optional<std::string> renamed(const std::string& r, bool moe, bool latent) 
       {"self_attn.q_norm.weight", "self_attention.q_layernorm.weight"},
       {"self_attn.k_norm.weight", "self_attention.k_layernorm.weight"},
       {"self_attn.o_proj.weight", "self_attention.linear_proj.weight"},
+      {"self_attn.o_proj.bias", "self_attention.linear_proj.bias"},  // Llama's attention_bias
       {"mlp.gate.weight", "mlp.router.weight"},
       {"block_sparse_moe.gate.weight", "mlp.router.weight"},  // Mixtral (MixtralBridge)
       // TopKRouter registers it as a float32 buffer, saved with the weights (docs/frameworks.md).
@@ -146,16 +191,18 @@ Result<Stored> layer_tensor(const TensorOnRank& t, const detail::LayerName& n, c
     for (int member = 0; member < 3; ++member)
       if (r == fmt::format("self_attn.{}_proj.{}", "qkv"[member], kind))
         return interleaved_qkv(t, prefix + "self_attention.linear_qkv." + kind, member, c);
-  for (const std::string mlp : {"mlp", "mlp.shared_experts"}) {
-    if (r == mlp + ".gate_proj.weight" || r == mlp + ".up_proj.weight")
-      return detail::concatenated(t, prefix + mlp + ".linear_fc1.weight",
-                                  {hf + mlp + ".gate_proj.weight", hf + mlp + ".up_proj.weight"});
-    if (r == mlp + ".down_proj.weight")
-      return detail::whole(t, prefix + mlp + ".linear_fc2.weight", t.box.extent[0]);
-  }
+  // Biases (Llama's mlp_bias, Megatron's add_bias_linear) lie as their weights do.
+  for (const std::string mlp : {"mlp", "mlp.shared_experts"})
+    for (const std::string kind : {"weight", "bias"}) {
+      if (r == mlp + ".gate_proj." + kind || r == mlp + ".up_proj." + kind)
+        return detail::concatenated(t, prefix + mlp + ".linear_fc1." + kind,
+                                    {hf + mlp + ".gate_proj." + kind, hf + mlp + ".up_proj." + kind});
+      if (r == mlp + ".down_proj." + kind)
+        return detail::whole(t, prefix + mlp + ".linear_fc2." + kind, t.box.extent[0]);
+    }
   // Routed experts under any module name (Mixtral's block_sparse_moe.experts.<e>.w1/w3/w2 map to
   // the same TEGroupedMLP parameters: MixtralBridge's GatedMLPMapping; docs/frameworks.md).
-  if (t.tensor->is_stacked()) return grouped_experts(t, prefix, t.tensor->projection);
+  if (t.tensor->is_stacked()) return grouped_experts(t, prefix, c);
   if (t.tensor->is_routed_expert()) return grouped_expert(t, prefix, c);
   return detail::no_rule(kFramework, t);
 }

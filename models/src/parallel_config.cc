@@ -79,8 +79,19 @@ std::string_view trim(std::string_view s) {
   return size_value(s);
 }
 
-constexpr std::array<std::string_view, 11> kMegatronKeys{
-    "tp", "pp", "ep", "etp", "cp", "dp", "pp_first", "pp_last", "vp", "layout", "vocab_divisible_by"};
+constexpr std::array<std::string_view, 13> kMegatronKeys{"tp",
+                                                         "pp",
+                                                         "ep",
+                                                         "etp",
+                                                         "cp",
+                                                         "dp",
+                                                         "pp_first",
+                                                         "pp_last",
+                                                         "vp",
+                                                         "layout",
+                                                         "vocab_divisible_by",
+                                                         "spec",
+                                                         "glu_interleave"};
 
 // vocab_divisible_by: a size, or 0/off for a vocab that is not padded.
 [[nodiscard]] Result<std::int64_t> vocab_divisible_value(const Setting& s) {
@@ -104,12 +115,20 @@ constexpr std::array<std::string_view, 11> kMegatronKeys{
       c.vocab_divisible_by = REFIT_TRY(vocab_divisible_value(s));
       continue;
     }
+    if (s.key == "spec") {
+      if (s.value != "te" && s.value != "local")
+        return parse_error(
+            fmt::format("spec={}: expected te (Transformer Engine layer spec) or local", s.value));
+      c.local_spec = s.value == "local";
+      continue;
+    }
     const auto v = REFIT_TRY(size_value(s));
     const auto k = static_cast<std::size_t>(std::ranges::find(kMegatronKeys, s.key) - kMegatronKeys.begin());
     if (k < std::size(fields)) c.*fields[k] = v;
     if (s.key == "pp_first") c.pp_first = v;
     if (s.key == "pp_last") c.pp_last = v;
     if (s.key == "vp") c.vp = v;
+    if (s.key == "glu_interleave") c.glu_interleave = v;
     has_dp = has_dp || s.key == "dp";
     has_etp = has_etp || s.key == "etp";
   }
@@ -189,22 +208,25 @@ Result<MegatronConfig> parse_megatron(std::string_view text) {
 
 std::span<const All2AllBackend> all2all_backends() {
   // vLLM 0.34's All2AllBackend (ParallelConfig.all2all_backend; docs/frameworks.md); naive and
-  // pplx are still accepted there (and taken as allgather_reducescatter).
-  static constexpr All2AllBackend kBackends[] = {{.name = "allgather_reducescatter"},
-                                                 {.name = "naive"},
-                                                 {.name = "pplx"},
-                                                 {.name = "deepep_high_throughput"},
-                                                 {.name = "deepep_low_latency", .keeps_round_robin = true},
-                                                 {.name = "deepep_v2"},
-                                                 {.name = "mori"},
-                                                 {.name = "mori_high_throughput"},
-                                                 {.name = "mori_low_latency"},
-                                                 {.name = "moonep"},
-                                                 {.name = "nixl_ep", .keeps_round_robin = true},
-                                                 {.name = "flashinfer_all2allv"},
-                                                 {.name = "flashinfer_nvlink_two_sided"},
-                                                 {.name = "flashinfer_nvlink_one_sided"},
-                                                 {.name = "passthrough"}};
+  // pplx are still accepted there (and taken as allgather_reducescatter). Sequence-parallel MoE
+  // as ParallelConfig.use_sequence_parallel_moe lists the backends in 0.33.0 (mori as the
+  // releases that had it list it).
+  static constexpr All2AllBackend kBackends[] = {
+      {.name = "allgather_reducescatter", .sequence_parallel_moe = true},
+      {.name = "naive", .sequence_parallel_moe = true},
+      {.name = "pplx", .sequence_parallel_moe = true},
+      {.name = "deepep_high_throughput", .sequence_parallel_moe = true},
+      {.name = "deepep_low_latency", .keeps_round_robin = true, .sequence_parallel_moe = true},
+      {.name = "deepep_v2", .sequence_parallel_moe = true},
+      {.name = "mori", .sequence_parallel_moe = true},
+      {.name = "mori_high_throughput", .sequence_parallel_moe = true},
+      {.name = "mori_low_latency", .sequence_parallel_moe = true},
+      {.name = "moonep"},
+      {.name = "nixl_ep", .keeps_round_robin = true, .sequence_parallel_moe = true},
+      {.name = "flashinfer_all2allv"},
+      {.name = "flashinfer_nvlink_two_sided"},
+      {.name = "flashinfer_nvlink_one_sided", .sequence_parallel_moe = true},
+      {.name = "passthrough", .sequence_parallel_moe = true}};
   return kBackends;
 }
 
@@ -270,6 +292,8 @@ std::string to_string(const MegatronConfig& c) {
   if (c.vocab_divisible_by == 0) s += ",vocab_divisible_by=off";
   if (c.vocab_divisible_by > 0 && c.vocab_divisible_by != kMegatronVocabDivisibleBy)
     s += fmt::format(",vocab_divisible_by={}", c.vocab_divisible_by);
+  if (c.local_spec) s += ",spec=local";
+  if (c.glu_interleave > 0) s += fmt::format(",glu_interleave={}", c.glu_interleave);
   return s;
 }
 

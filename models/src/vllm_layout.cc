@@ -5,6 +5,8 @@
 // over DP); engines hold copies.
 #include "refit/models/vllm_layout.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "layout_rules.h"
@@ -16,13 +18,15 @@ namespace {
 // vLLM's DEFAULT_VOCAB_PADDING_SIZE (docs/frameworks.md, vLLM vocab padding).
 constexpr std::int64_t kVocabPadding = 64;
 
-// With EP, tp > 1 and dp > 1 vLLM runs MoE layers sequence-parallel and builds the shared
-// experts without TP (ParallelConfig.use_sequence_parallel_moe, with the default all2all backend
-// allgather_reducescatter among those it lists; DeepseekV2MoE passes it to DeepseekV2MLP as
-// disable_tp), so every rank holds them whole.
+// With EP, tp > 1, dp > 1 and an all2all backend that supports it, vLLM runs MoE layers
+// sequence-parallel and builds the shared experts without TP (ParallelConfig.
+// use_sequence_parallel_moe; DeepseekV2MoE passes it to DeepseekV2MLP as disable_tp), so every
+// rank holds them whole; on the other backends they stay TP-sharded like a dense MLP.
 bool replicated_shared_expert(const WeightTensor& t, const VllmConfig& c) {
-  return c.expert_parallel && c.tp > 1 && c.dp > 1 &&
-         t.spec.name.find(".mlp.shared_experts.") != std::string::npos;
+  const auto backends = all2all_backends();
+  const auto backend = std::ranges::find(backends, c.all2all, &All2AllBackend::name);
+  return c.expert_parallel && c.tp > 1 && c.dp > 1 && backend != backends.end() &&
+         backend->sequence_parallel_moe && t.spec.name.find(".mlp.shared_experts.") != std::string::npos;
 }
 
 // The tensor dim TP splits in vLLM: the MTP eh_proj is a plain (replicated) nn.Linear there,

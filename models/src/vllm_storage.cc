@@ -1,8 +1,9 @@
 // vLLM's parameters (names as its model classes register them; docs/frameworks.md, "Storage"):
 //   model.embed_tokens.weight, lm_head.weight     vocab padded to 64, split evenly over tp
 //   model.layers.<L>.self_attn.qkv_proj.weight    [q shard; k shard; v shard]
-//   model.layers.<L>.mlp.gate_up_proj.weight      [gate shard; up shard]
+//   model.layers.<L>.mlp.gate_up_proj.{weight,bias}  [gate shard; up shard]
 //   model.layers.<L>.self_attn.fused_qkv_a_proj.weight  MLA: [q_a_proj; kv_a_proj_with_mqa]
+//     (without a q LoRA rank: q_proj and kv_a_proj_with_mqa apart, under their HF names)
 //   model.layers.<L>.mlp.experts.w13_weight       [E_local, 2*I_shard, H]: gate rows, then up rows
 //   model.layers.<L>.mlp.experts.w2_weight        [E_local, H, I_shard]
 // (stacked experts, or per-expert tensors at their slot, `linear` or `round_robin`; Mixtral:
@@ -69,17 +70,21 @@ Result<Stored> layer_tensor(const TensorOnRank& t, const detail::LayerName& n, c
                             const VllmConfig& c) {
   const auto hf = fmt::format("model.layers.{}.", n.layer);
   const auto& r = n.rest;
-  // QKVParallelLinear: [q; k; v] of this rank (a kv head replicated when tp exceeds them).
+  // QKVParallelLinear: [q; k; v] of this rank (a kv head replicated when tp exceeds them). MLA
+  // has no k/v projections: its q_proj (no q LoRA) is a ColumnParallelLinear of its own.
+  const bool gqa = t.model->num_kv_heads > 0;
   for (const std::string kind : {"weight", "bias"})
-    if (r == "self_attn.q_proj." + kind || r == "self_attn.k_proj." + kind || r == "self_attn.v_proj." + kind)
+    if (gqa && (r == "self_attn.q_proj." + kind || r == "self_attn.k_proj." + kind ||
+                r == "self_attn.v_proj." + kind))
       return detail::concatenated(t, prefix + "self_attn.qkv_proj." + kind,
                                   {hf + "self_attn.q_proj." + kind, hf + "self_attn.k_proj." + kind,
                                    hf + "self_attn.v_proj." + kind});
-  // MergedColumnParallelLinear: [gate; up] of this rank.
+  // MergedColumnParallelLinear: [gate; up] of this rank, its bias (Llama's mlp_bias) likewise.
   for (const std::string mlp : {"mlp", "mlp.shared_experts"})
-    if (r == mlp + ".gate_proj.weight" || r == mlp + ".up_proj.weight")
-      return detail::concatenated(t, prefix + mlp + ".gate_up_proj.weight",
-                                  {hf + mlp + ".gate_proj.weight", hf + mlp + ".up_proj.weight"});
+    for (const std::string kind : {"weight", "bias"})
+      if (r == mlp + ".gate_proj." + kind || r == mlp + ".up_proj." + kind)
+        return detail::concatenated(t, prefix + mlp + ".gate_up_proj." + kind,
+                                    {hf + mlp + ".gate_proj." + kind, hf + mlp + ".up_proj." + kind});
   // FusedMoE under the MoE module of the checkpoint (mlp, or Mixtral's block_sparse_moe:
   // MixtralMoE.experts, loaded from w1/w3/w2 by FusedMoE.make_expert_params_mapping).
   if (t.tensor->is_routed_expert()) {

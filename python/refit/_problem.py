@@ -171,8 +171,9 @@ class Problem:
             model: a built-in name (:func:`refit.models`), a Hugging Face ``config.json`` or the
                 directory holding one.
             train: Megatron sizes, e.g. ``"tp=4,pp=8,ep=16"`` (keys tp, pp, ep, etp, cp, dp,
-                pp_first, pp_last, vp, layout, vocab_divisible_by).
-            infer: vLLM sizes, e.g. ``"tp=8,engines=16"`` (keys tp, dp, engines, pp, ep, placement).
+                pp_first, pp_last, vp, layout, vocab_divisible_by, spec, glu_interleave).
+            infer: vLLM sizes, e.g. ``"tp=8,engines=16"`` (keys tp, dp, engines, pp, ep, placement,
+                all2all).
             dtype: overrides the config's ``torch_dtype`` (``"bf16"``, ``"fp8_e4m3"``, ...).
             per_expert: one tensor per routed expert instead of stacked ``[E, out, in]``.
             mtp: include DeepSeek-V3's multi-token-prediction layer.

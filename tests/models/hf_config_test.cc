@@ -96,6 +96,41 @@ TEST(HfConfig, Qwen2HasQkvBiasesAndTiedEmbeddings) {
   EXPECT_EQ(find(*m, "model.layers.0.self_attn.o_proj.bias"), nullptr);
 }
 
+// Which q/k/v and o biases a config gives, as vLLM's model classes read it.
+struct AttentionBiases {
+  const char* file;
+  nlohmann::json fields;  // set on the file's config
+  bool qkv;               // q/k/v_proj.bias
+  bool o;                 // o_proj.bias
+};
+
+class AttentionBiasConfigs : public ::testing::TestWithParam<AttentionBiases> {};
+
+TEST_P(AttentionBiasConfigs, QkvAndOBiasesAsVllmReadsTheConfig) {
+  const auto& b = GetParam();
+  auto j = nlohmann::json::parse(read_text(b.file));
+  j.update(b.fields);
+  auto m = parse_hf_config(j.dump());
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_EQ(find(*m, "model.layers.0.self_attn.v_proj.bias") != nullptr, b.qkv) << b.fields.dump();
+  EXPECT_EQ(find(*m, "model.layers.0.self_attn.o_proj.bias") != nullptr, b.o) << b.fields.dump();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, AttentionBiasConfigs,
+    ::testing::Values(
+        // LlamaDecoderLayer: attention_bias or bias for all four; a qkv_bias key (InternLM3)
+        // decides q/k/v alone.
+        AttentionBiases{"tiny-llama.json", {{"attention_bias", true}}, true, true},
+        AttentionBiases{"tiny-llama.json", {{"bias", true}}, true, true},
+        AttentionBiases{"tiny-llama.json", {{"attention_bias", false}, {"qkv_bias", true}}, true, false},
+        AttentionBiases{"tiny-llama.json", {{"attention_bias", true}, {"qkv_bias", false}}, false, true},
+        AttentionBiases{"tiny-llama.json", {{"attention_bias", true}, {"qkv_bias", nullptr}}, false, true},
+        // Qwen3Attention / Qwen3MoeAttention: qkv_proj takes attention_bias, o_proj never a bias.
+        AttentionBiases{"tiny-qwen3.json", {{"attention_bias", true}}, true, false},
+        AttentionBiases{"tiny-qwen3-moe.json", {{"attention_bias", true}}, true, false},
+        AttentionBiases{"tiny-qwen3.json", {{"attention_bias", false}}, false, false}));
+
 TEST(HfConfig, StackedAndPerExpertNames) {
   auto stacked = load_hf_config(data_path("tiny-qwen3-moe.json"));
   auto split = load_hf_config(data_path("tiny-qwen3-moe.json"), HfOptions{.per_expert = true});
@@ -162,6 +197,49 @@ TEST(HfConfig, NullQLoraRankMeansPlainQProj) {
   ASSERT_TRUE(m) << m.error().message;
   EXPECT_EQ(shape_of(*m, "model.layers.0.self_attn.q_proj.weight"), (Shape{96, 64}));
   EXPECT_EQ(find(*m, "model.layers.0.self_attn.q_a_proj.weight"), nullptr);
+}
+
+// transformers' DeepseekV3Config defaults for the keys a config leaves out: first_k_dense_replace
+// 3 (layers 0..2 dense, 3 MoE of 4), n_shared_experts 1 (shared [1 * 32, 64]), n_group 8.
+TEST(HfConfig, DeepseekMissingMoeKeysTakeTransformersDefaults) {
+  auto j = nlohmann::json::parse(read_text("tiny-deepseek-v3.json"));
+  for (const auto* key : {"n_shared_experts", "first_k_dense_replace", "n_group", "moe_layer_freq"})
+    j.erase(key);
+  j["num_hidden_layers"] = 4;
+  auto m = parse_hf_config(j.dump());
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_EQ(shape_of(*m, "model.layers.2.mlp.gate_proj.weight"), (Shape{128, 64}));
+  EXPECT_EQ(find(*m, "model.layers.2.mlp.gate.weight"), nullptr);
+  EXPECT_EQ(shape_of(*m, "model.layers.3.mlp.shared_experts.gate_proj.weight"), (Shape{32, 64}));
+  EXPECT_EQ(m->expert_groups, 8);
+  // null means none: no shared experts, no MoE layers.
+  j["n_shared_experts"] = nullptr;
+  EXPECT_EQ(find(*parse_hf_config(j.dump()), "model.layers.3.mlp.shared_experts.gate_proj.weight"), nullptr);
+  j["n_group"] = nullptr;
+  EXPECT_EQ(parse_hf_config(j.dump())->expert_groups, 1);
+  j["n_routed_experts"] = nullptr;
+  EXPECT_EQ(parse_hf_config(j.dump())->num_experts, 0);
+  // vLLM would compare layer indices with a null first_k_dense_replace: refused, naming it.
+  j["n_routed_experts"] = 8;
+  j["first_k_dense_replace"] = nullptr;
+  const auto refused = parse_hf_config(j.dump());
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("first_k_dense_replace"), std::string::npos)
+      << refused.error().message;
+}
+
+// vLLM's DeepseekV2MoE gives the router an fp32 e_score_correction_bias only for
+// topk_method == "noaux_tc"; greedy routing (or null) has none, on either side.
+TEST(HfConfig, RouterBiasOnlyForNoauxTcRouting) {
+  auto j = nlohmann::json::parse(read_text("tiny-deepseek-v3.json"));
+  const auto bias = "model.layers.1.mlp.gate.e_score_correction_bias";
+  EXPECT_EQ(find(*parse_hf_config(j.dump()), bias)->spec.dtype, DType::kFP32);
+  for (const nlohmann::json method : {nlohmann::json("greedy"), nlohmann::json(nullptr)}) {
+    j["topk_method"] = method;
+    auto m = parse_hf_config(j.dump());
+    ASSERT_TRUE(m) << m.error().message;
+    EXPECT_EQ(find(*m, bias), nullptr) << method.dump();
+  }
 }
 
 TEST(HfConfig, KimiK2ModelTypeIsDeepseekV3) {
@@ -253,8 +331,13 @@ INSTANTIATE_TEST_SUITE_P(
                   "q_lora_rank: missing"},
         BadConfig{"tiny-deepseek-v3.json", "kv_lora_rank", nullptr, ErrorCode::kInvalidArgument,
                   "kv_lora_rank: missing"},
-        BadConfig{"tiny-deepseek-v3.json", "attention_bias", true, ErrorCode::kUnsupported,
-                  "attention_bias"}));
+        BadConfig{"tiny-deepseek-v3.json", "attention_bias", true, ErrorCode::kUnsupported, "attention_bias"},
+        BadConfig{"tiny-qwen3-moe.json", "num_experts", nullptr, ErrorCode::kInvalidArgument,
+                  "num_experts: missing"},
+        BadConfig{"tiny-deepseek-v3.json", "n_routed_experts", nullptr, ErrorCode::kInvalidArgument,
+                  "n_routed_experts: missing (transformers would give 256 routed experts"},
+        BadConfig{"tiny-deepseek-v3.json", "topk_method", nullptr, ErrorCode::kInvalidArgument,
+                  "topk_method: missing (noaux_tc gives the router an e_score_correction_bias"}));
 
 TEST(HfConfig, MtpOnAModelWithoutIt) {
   auto m = load_hf_config(data_path("tiny-llama.json"), HfOptions{.include_mtp = true});

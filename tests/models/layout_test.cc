@@ -4,6 +4,7 @@
 #include <string>
 #include <tuple>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "error_code.h"
@@ -286,6 +287,18 @@ TEST(MegatronLayout, LatentAttentionProjections) {
   EXPECT_EQ(box(q_b, 3), (Box{{72, 0}, {24, 32}}));  // one head of 24 rows per rank
 }
 
+TEST(MegatronLayout, LocalSpecSplitsTheLatentDownProjectionsOverTp) {
+  // get_gpt_layer_local_spec builds linear_q_down_proj and linear_kv_down_proj column-parallel:
+  // over tp=2, q_a_proj [32, 64] rows 16..31 on rank 1, kv_a_proj_with_mqa [16 + 8, 64] rows 12..23.
+  const auto m = tiny("tiny-deepseek-v3.json");
+  EXPECT_EQ(box(megatron(m, "tp=2,spec=local", "model.layers.1.self_attn.q_a_proj.weight"), 1),
+            (Box{{16, 0}, {16, 64}}));
+  EXPECT_EQ(box(megatron(m, "tp=2,spec=local", "model.layers.1.self_attn.kv_a_proj_with_mqa.weight"), 1),
+            (Box{{12, 0}, {12, 64}}));
+  EXPECT_EQ(box(megatron(m, "tp=2,spec=local", "model.layers.1.self_attn.q_b_proj.weight"), 1),
+            (Box{{48, 0}, {48, 32}}));  // as with the TE spec
+}
+
 TEST(MegatronLayout, SizesThatDoNotFit) {
   const std::tuple<const char*, const char*, const char*> cases[] = {
       {"tiny-llama.json", "tp=3", "tp=3 does not divide num_attention_heads=4"},
@@ -452,6 +465,29 @@ TEST(VllmLayout, ExpertParallelSplitsExpertsOverAllRanks) {
   // Two engines: each splits the experts over its own 4 ranks (8..11 and 12..15).
   const auto two = vllm(per, "tp=2,dp=2,ep=on,engines=2", "model.layers.0.mlp.experts.5.down_proj.weight", 8);
   EXPECT_EQ(ranks_of(two), (std::vector<std::int32_t>{10, 14}));
+}
+
+TEST(VllmLayout, SharedExpertsAreWholeOnlyOnSequenceParallelMoeBackends) {
+  // tp=2, dp=2, EP: rank 3 (tp rank 1) holds shared gate_proj [32, 64] whole when the backend
+  // runs MoE sequence-parallel (vLLM's use_sequence_parallel_moe list), else rows 16..31 of it.
+  const auto ds = tiny("tiny-deepseek-v3.json");
+  const Box whole{{0, 0}, {32, 64}};
+  const Box sharded{{16, 0}, {16, 64}};
+  for (const auto* backend : {"allgather_reducescatter", "naive", "pplx", "deepep_high_throughput",
+                              "deepep_low_latency", "deepep_v2", "mori", "mori_high_throughput",
+                              "mori_low_latency", "nixl_ep", "flashinfer_nvlink_one_sided", "passthrough"})
+    EXPECT_EQ(box(vllm(ds, fmt::format("tp=2,dp=2,ep=on,all2all={}", backend),
+                       "model.layers.1.mlp.shared_experts.gate_proj.weight"),
+                  3),
+              whole)
+        << backend;
+  for (const auto* backend : {"moonep", "flashinfer_all2allv", "flashinfer_nvlink_two_sided"})
+    EXPECT_EQ(box(vllm(ds, fmt::format("tp=2,dp=2,ep=on,all2all={}", backend),
+                       "model.layers.1.mlp.shared_experts.gate_proj.weight"),
+                  3),
+              sharded)
+        << backend;
+  EXPECT_EQ(all2all_backends().size(), 15u);  // every backend is in one list above
 }
 
 TEST(VllmLayout, MtpProjectionIsReplicatedButColumnParallelInMegatron) {

@@ -31,6 +31,21 @@ TEST(ParseMegatron, VocabDivisibleByDefaultsToMegatronLmsAndOffIsZero) {
   EXPECT_EQ(testing::error_code(parse_megatron("vocab_divisible_by=-1")), ErrorCode::kOutOfRange);
 }
 
+TEST(ParseMegatron, LayerSpecAndGluInterleave) {
+  EXPECT_FALSE(parse_megatron("tp=2").value().local_spec);
+  EXPECT_FALSE(parse_megatron("tp=2,spec=te").value().local_spec);
+  const auto local = parse_megatron("tp=2,spec=local").value();
+  EXPECT_TRUE(local.local_spec);
+  EXPECT_EQ(to_string(local), "tp=2,pp=1,ep=1,etp=2,cp=1,dp=1,spec=local");
+  const auto interleaved = parse_megatron("ep=2,glu_interleave=32").value();
+  EXPECT_EQ(interleaved.glu_interleave, 32);
+  EXPECT_EQ(to_string(interleaved), "tp=1,pp=1,ep=2,etp=1,cp=1,dp=2,glu_interleave=32");
+  EXPECT_EQ(parse_megatron("tp=2").value().glu_interleave, 0);
+  const auto bad = parse_megatron("spec=legacy");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("spec=legacy: expected te"), std::string::npos) << bad.error().message;
+}
+
 TEST(ParseMegatron, ExpertTensorParallelDefaultsToTp) {
   // Megatron's expert_tensor_parallel_size defaults to tp: tp=4, ep=16 -> etp = 4, ep*etp = 64,
   // dp = lcm(4, 64)/4 = 16, 4*16*8 = 512 ranks, edp = 64/64 = 1.

@@ -154,5 +154,15 @@ TEST(QuantizedStorage, APartInsideABlockOfItsFusedParameterIsRefusedNamingIt) {
       << m.vllm.error().message;
 }
 
+// Megatron's GLU-interleaved expert fc1 (blocks of 128 gate and 128 up rows) with fp8 in flight:
+// its fp8 values and 128x128 block scales are refused, not guessed.
+TEST(QuantizedStorage, GluInterleavedExpertsWithFp8AreRefused) {
+  const auto maps = fp8_maps("small-qwen3-moe-blocks.json", "tp=2,ep=2,etp=1,glu_interleave=128", "tp=2");
+  ASSERT_FALSE(maps.megatron);
+  EXPECT_NE(maps.megatron.error().message.find("glu_interleave=128 with fp8 quantization"), std::string::npos)
+      << maps.megatron.error().message;
+  EXPECT_TRUE(maps.vllm) << maps.vllm.error().message;
+}
+
 }  // namespace
 }  // namespace refit::models

@@ -203,6 +203,77 @@ TEST(StorageMap, LatentAttentionAndTheFp32RouterBias) {
   EXPECT_EQ(parameter(t, "decoder.layers.0.input_layernorm.weight").shape, (Shape{64}));
 }
 
+// Megatron's moe_mlp_glu_interleave_size = 8 (glu_interleave=8), tiny-qwen3-moe experts of
+// intermediate 32 over ep=2, etp=1: expert 0's linear_fc1.weight0 [64, 64] on rank 0 holds
+// [g 0..7; u 0..7; g 8..15; u 8..15; ...], so gate block b lies at row 16b and up block b at
+// 16b + 8 (element offsets rows * 64); fc2 is unchanged. Without it: gate at 0, up at 32.
+TEST(StorageMap, GluInterleavedExpertsTakeTurnsInBlocks) {
+  const auto per_expert = tiny("tiny-qwen3-moe.json", HfOptions{.per_expert = true});
+  const auto m = maps(per_expert, "ep=2,etp=1,glu_interleave=8", "tp=1");
+  const auto& r = m.megatron.of(Rank{0});
+  EXPECT_EQ(parameter(r, "decoder.layers.0.mlp.experts.linear_fc1.weight0").shape, (Shape{64, 64}));
+  EXPECT_EQ(rows_of(m.problem, r, "model.layers.0.mlp.experts.0.gate_proj.weight"),
+            (Rows{{0, 8, 0}, {8, 8, 16 * 64}, {16, 8, 32 * 64}, {24, 8, 48 * 64}}));
+  EXPECT_EQ(rows_of(m.problem, r, "model.layers.0.mlp.experts.0.up_proj.weight"),
+            (Rows{{0, 8, 8 * 64}, {8, 8, 24 * 64}, {16, 8, 40 * 64}, {24, 8, 56 * 64}}));
+  EXPECT_EQ(rows_of(m.problem, r, "model.layers.0.mlp.experts.0.down_proj.weight"), (Rows{{0, 64, 0}}));
+  // Stacked experts: the same blocks, each expert's in its own parameter.
+  const auto stacked = maps(tiny("tiny-qwen3-moe.json"), "ep=2,etp=1,glu_interleave=8", "tp=1");
+  std::int64_t up_regions = 0;
+  for (const auto& g : stacked.megatron.of(Rank{1}).regions)
+    if (g.tensor == index_of(stacked.problem, "model.layers.1.mlp.experts.up_proj")) {
+      EXPECT_EQ(g.offset % (16 * 64), 8 * 64);
+      ++up_regions;
+    }
+  EXPECT_EQ(up_regions, 4 * 4);  // 4 local experts of 4 blocks
+  // Megatron reshapes each rank's fc1 output in blocks of 2*8: 32/etp rows must be whole blocks.
+  const auto t = parse_megatron("ep=2,etp=1,glu_interleave=12").value();
+  const auto refused =
+      megatron_storage(per_expert, t, build_problem(per_expert, t, parse_vllm("tp=1").value()).value());
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("glu_interleave=12 does not divide the 32 gate (and up) rows"),
+            std::string::npos)
+      << refused.error().message;
+}
+
+// tiny-llama-bias (attention_bias, mlp_bias; intermediate 128) over tp=2 on both sides, rank 1:
+// the gate/up biases [gate rows 64..127; up rows 64..127] in one parameter of 128 (Megatron
+// linear_fc1.bias, vLLM gate_up_proj.bias: gate at 0, up at 64); the row-parallel o_proj and
+// down_proj biases [64] whole on every rank.
+TEST(StorageMap, LlamaBiasesLieAsTheirWeights) {
+  const auto m = maps(tiny("tiny-llama-bias.json"), "tp=2", "tp=2");
+  const auto& t = m.megatron.of(Rank{1});
+  const auto& v = m.vllm.of(Rank{3});
+  for (const auto* fc1 : {"decoder.layers.0.mlp.linear_fc1.bias", "model.layers.0.mlp.gate_up_proj.bias"}) {
+    const auto& r = std::string(fc1).starts_with("decoder") ? t : v;
+    EXPECT_EQ(parameter(r, fc1).shape, (Shape{128}));
+    EXPECT_EQ(rows_of(m.problem, r, "model.layers.0.mlp.gate_proj.bias"), (Rows{{64, 64, 0}})) << fc1;
+    EXPECT_EQ(rows_of(m.problem, r, "model.layers.0.mlp.up_proj.bias"), (Rows{{64, 64, 64}})) << fc1;
+  }
+  EXPECT_EQ(parameter(t, "decoder.layers.0.self_attention.linear_proj.bias").shape, (Shape{64}));
+  EXPECT_EQ(parameter(t, "decoder.layers.0.mlp.linear_fc2.bias").shape, (Shape{64}));
+  EXPECT_EQ(rows_of(m.problem, t, "model.layers.0.mlp.down_proj.bias"), (Rows{{0, 64, 0}}));
+  EXPECT_EQ(parameter(v, "model.layers.0.self_attn.o_proj.bias").shape, (Shape{64}));
+  EXPECT_EQ(parameter(v, "model.layers.0.mlp.down_proj.bias").shape, (Shape{64}));
+  EXPECT_EQ(rows_of(m.problem, v, "model.layers.0.self_attn.o_proj.bias"), (Rows{{0, 64, 0}}));
+}
+
+// tiny-moonlight (tiny-deepseek-v3 without a q LoRA rank): q_proj [4 heads * (16 + 8), 64] is a
+// column-parallel parameter of its own in vLLM, not part of a QKV fusion (MLA has no k/v
+// projections): rank 0 of tp=2 holds rows 0..47 at row 0; kv_a_proj_with_mqa [16 + 8, 64] is
+// replicated and apart. Megatron holds q_proj as linear_q_proj, rows split the same way.
+TEST(StorageMap, LatentAttentionWithoutQLoraKeepsQProjApart) {
+  const auto m = maps(tiny("tiny-moonlight.json"), "tp=2,ep=2,etp=1", "tp=2");
+  const auto& v = m.vllm.of(Rank{m.problem.source_ranks()});
+  EXPECT_EQ(parameter(v, "model.layers.1.self_attn.q_proj.weight").shape, (Shape{48, 64}));
+  EXPECT_EQ(rows_of(m.problem, v, "model.layers.1.self_attn.q_proj.weight"), (Rows{{0, 48, 0}}));
+  EXPECT_EQ(parameter(v, "model.layers.1.self_attn.kv_a_proj_with_mqa.weight").shape, (Shape{24, 64}));
+  EXPECT_EQ(rows_of(m.problem, v, "model.layers.1.self_attn.kv_a_proj_with_mqa.weight"), (Rows{{0, 24, 0}}));
+  const auto& t = m.megatron.of(Rank{1});
+  EXPECT_EQ(parameter(t, "decoder.layers.1.self_attention.linear_q_proj.weight").shape, (Shape{48, 64}));
+  EXPECT_EQ(rows_of(m.problem, t, "model.layers.1.self_attn.q_proj.weight"), (Rows{{48, 48, 0}}));
+}
+
 // The MTP layer (layer 3 of tiny-deepseek-v3): Megatron mtp.layers.0 with eh_proj column-parallel
 // ([64, 128] over tp=2: 32 rows) and the decoder layer as mtp_model_layer; vLLM keeps enorm,
 // hnorm, eh_proj (replicated) and shared_head.norm under their HF names and the decoder layer as

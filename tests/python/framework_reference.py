@@ -31,13 +31,17 @@ Megatron-Core (TE layer spec; names as Megatron-Bridge maps them):
   * ``linear_fc1``: [gate shard; up shard] (``GatedMLPMapping`` in Megatron-Bridge
     ``param_mapping.py``), ``linear_proj``/``linear_fc2`` split along columns.
   * routed experts: ``TEGroupedMLP`` keeps ``linear_fc1.weight<i>`` / ``linear_fc2.weight<i>`` per
-    local expert i, experts ep_rank*E/EP onwards (``BaseMoELayer.__init__``), sharded over ETP.
+    local expert i, experts ep_rank*E/EP onwards (``BaseMoELayer.__init__``), sharded over ETP;
+    with ``moe_mlp_glu_interleave_size`` s, fc1's rows on a rank as blocks of s gate and s up rows
+    taking turns (``TEGroupedMLP._remove_glu_interleaving`` undoes it on the output).
   * MLA (DeepSeek-V3): ``linear_q_down_proj``/``linear_kv_down_proj`` replicated (TELinear
-    'duplicated'), ``linear_q_up_proj``/``linear_kv_up_proj`` column-parallel with the q/kv
-    LoRA norms fused in, the input norm separate (Megatron-Bridge ``deepseek/common.py``); the
+    'duplicated'; column-parallel in the local layer spec, ``get_gpt_layer_local_spec``), ``linear_q_up_proj``/``linear_kv_up_proj`` column-parallel with the q/kv
+    LoRA norms fused in, the input norm separate (Megatron-Bridge ``deepseek/common.py``);
+    without a q LoRA rank ``linear_q_proj`` column-parallel (``MLASelfAttention.__init__``); the
     router bias ``expert_bias`` fp32 (``TopKRouter``).
   * Qwen2's q/k/v biases: ``linear_qkv.bias`` interleaved per group like the weight's rows
-    (``QKVMapping``); tied embeddings: the output layer's stage keeps a copy of the embedding as
+    (``QKVMapping``); Llama's (``add_bias_linear``) too, with ``linear_proj.bias`` and
+    ``linear_fc2.bias`` whole and ``linear_fc1.bias`` [gate shard; up shard]; tied embeddings: the output layer's stage keeps a copy of the embedding as
     ``output_layer.weight`` (``shared_embedding_or_output_weight``), nothing on a single stage.
   * Mixtral: ``block_sparse_moe.gate`` is ``mlp.router``, experts' w1/w3/w2 the TEGroupedMLP's
     [w1; w3] and w2 (Megatron-Bridge ``mixtral_bridge.py``, ``GatedMLPMapping``).
@@ -51,14 +55,17 @@ vLLM:
   * ``gate_up_proj``: [gate shard; up shard] (``MergedColumnParallelLinear``); ``o_proj``/
     ``down_proj`` split along columns (``RowParallelLinear``).
   * MLA: ``fused_qkv_a_proj`` [q_a_proj; kv_a_proj_with_mqa] replicated, ``q_b_proj``/``kv_b_proj``
-    column-parallel (``DeepseekV2MLAAttention.__init__``); the router bias fp32 (``DeepseekV2MoE``).
+    column-parallel (``DeepseekV2MLAAttention.__init__``); without a q LoRA rank ``q_proj``
+    column-parallel and ``kv_a_proj_with_mqa`` replicated, apart; the router bias fp32
+    (``DeepseekV2MoE``).
   * ``FusedMoE``: ``w13_weight`` [E_local, 2*I/tp, H] gate rows then up rows (``_load_w13``),
     ``w2_weight`` [E_local, H, I/tp]; without EP the MoE TP is flattened over DP*TP
     (``FusedMoEParallelConfig.make``); with EP experts are placed ``linear`` or ``round_robin``
     (``determine_expert_map``) over EP = DP*TP, ep_rank = dp_rank*TP + tp_rank; Mixtral's under
     ``block_sparse_moe.experts`` from w1/w3/w2 (``MixtralMoE``, ``make_expert_params_mapping``),
     its router ``block_sparse_moe.gate.weight`` replicated.
-  * ``qkv_proj.bias`` [q; k; v] like the weight; tied embeddings: no ``lm_head`` parameter.
+  * ``qkv_proj.bias`` [q; k; v] like the weight; Llama's ``gate_up_proj.bias`` [gate shard; up
+    shard], ``o_proj.bias`` and ``down_proj.bias`` whole (``LlamaMLP``, ``LlamaAttention``); tied embeddings: no ``lm_head`` parameter.
 """
 
 from __future__ import annotations
@@ -87,7 +94,9 @@ class Model:
     expert_groups: int = 1  # n_group: vLLM's num_expert_group
     moe_intermediate: int = 0
     qk_norm: bool = False
-    qkv_bias: bool = False  # Qwen2: q/k/v biases
+    qkv_bias: bool = False  # Qwen2, Llama's attention_bias: q/k/v biases
+    o_bias: bool = False  # Llama's attention_bias: o_proj bias
+    mlp_bias: bool = False  # Llama's mlp_bias: the dense MLP's gate/up/down biases
     tied: bool = False  # tie_word_embeddings: no lm_head of its own
     # The MoE module and its experts' gate/up/down names: Mixtral's block_sparse_moe, w1/w3/w2
     moe_module: str = "mlp"
@@ -108,7 +117,10 @@ class Model:
 
     @staticmethod
     def from_config(c: dict) -> "Model":
-        mixtral = c["model_type"] == "mixtral"
+        mixtral, llama = c["model_type"] == "mixtral", c["model_type"] == "llama"
+        # LlamaDecoderLayer: attention_bias or bias for q/k/v and o, a qkv_bias key for q/k/v alone
+        attention_bias = llama and bool(c.get("attention_bias") or c.get("bias"))
+        qkv_bias = bool(c["qkv_bias"]) if llama and "qkv_bias" in c else attention_bias
         experts = c.get("num_experts", c.get("n_routed_experts", c.get("num_local_experts", 0)))
         return Model(hidden=c["hidden_size"], layers=c["num_hidden_layers"], heads=c["num_attention_heads"],
                      kv_heads=c["num_key_value_heads"],
@@ -116,11 +128,12 @@ class Model:
                      vocab=c["vocab_size"], intermediate=c["intermediate_size"],
                      experts=experts, expert_groups=c.get("n_group") or 1,
                      moe_intermediate=c["intermediate_size"] if mixtral else c.get("moe_intermediate_size", 0),
-                     qk_norm=c["model_type"].startswith("qwen3"), qkv_bias=c["model_type"] == "qwen2",
+                     qk_norm=c["model_type"].startswith("qwen3"), qkv_bias=c["model_type"] == "qwen2" or qkv_bias,
+                     o_bias=attention_bias, mlp_bias=llama and bool(c.get("mlp_bias")),
                      tied=c.get("tie_word_embeddings", False),
                      moe_module="block_sparse_moe" if mixtral else "mlp",
                      expert_names=("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj"),
-                     q_lora=c.get("q_lora_rank", 0),
+                     q_lora=c.get("q_lora_rank") or 0,
                      kv_lora=c.get("kv_lora_rank", 0), nope=c.get("qk_nope_head_dim", 0),
                      rope=c.get("qk_rope_head_dim", 0), v_head=c.get("v_head_dim", 0),
                      first_dense=c.get("first_k_dense_replace", 0),
@@ -140,10 +153,14 @@ def _attention_shapes(m: Model, p: str) -> dict[str, tuple[int, ...]]:
             out[p + "self_attn.q_proj.bias"] = (m.heads * m.head_dim,)
             out[p + "self_attn.k_proj.bias"] = (m.kv_heads * m.head_dim,)
             out[p + "self_attn.v_proj.bias"] = (m.kv_heads * m.head_dim,)
+        if m.o_bias:
+            out[p + "self_attn.o_proj.bias"] = (m.hidden,)
         return out
-    return {p + "self_attn.q_a_proj.weight": (m.q_lora, m.hidden), p + "self_attn.q_a_layernorm.weight": (m.q_lora,),
-            p + "self_attn.q_b_proj.weight": (m.heads * (m.nope + m.rope), m.q_lora),
-            p + "self_attn.kv_a_proj_with_mqa.weight": (m.kv_lora + m.rope, m.hidden),
+    q_rows = m.heads * (m.nope + m.rope)
+    q = ({p + "self_attn.q_a_proj.weight": (m.q_lora, m.hidden), p + "self_attn.q_a_layernorm.weight": (m.q_lora,),
+          p + "self_attn.q_b_proj.weight": (q_rows, m.q_lora)} if m.q_lora
+         else {p + "self_attn.q_proj.weight": (q_rows, m.hidden)})  # fmt: skip
+    return q | {p + "self_attn.kv_a_proj_with_mqa.weight": (m.kv_lora + m.rope, m.hidden),
             p + "self_attn.kv_a_layernorm.weight": (m.kv_lora,),
             p + "self_attn.kv_b_proj.weight": (m.heads * (m.nope + m.v_head), m.kv_lora),
             p + "self_attn.o_proj.weight": (m.hidden, m.heads * m.v_head)}  # fmt: skip
@@ -180,6 +197,9 @@ def hf_state_dict(m: Model, rng: np.random.Generator) -> Params:
         shapes.update(_attention_shapes(m, p))
         if not _moe(m, L):
             shapes.update(_mlp_shapes(p + "mlp.", m.intermediate, m.hidden))
+            if m.mlp_bias:
+                shapes.update({p + "mlp.gate_proj.bias": (m.intermediate,), p + "mlp.up_proj.bias": (m.intermediate,),
+                               p + "mlp.down_proj.bias": (m.hidden,)})  # fmt: skip
             continue
         shapes[p + f"{m.moe_module}.gate.weight"] = (m.experts, m.hidden)
         if m.latent:
@@ -222,6 +242,8 @@ class Megatron:
     layout: str = ""  # --pipeline-model-parallel-layout, e.g. "Et|(tt|)*30mL"
     # --make-vocab-size-divisible-by; 0: unpadded (Megatron-Bridge without should_pad_vocab)
     vocab_divisible_by: int = 128
+    spec: str = "te"  # the layer spec: "te" (Transformer Engine) or "local"
+    glu_interleave: int = 0  # moe_mlp_glu_interleave_size; 0: unset
 
     @property
     def vocab_multiple(self) -> int:
@@ -320,10 +342,12 @@ def _megatron_layer(sd: Params, m: Model, c: Megatron, layer: int, d: str, tp_ra
                     ep_rank: int) -> Params:  # fmt: skip
     """HF layer `layer` as Megatron's TransformerLayer named `d` holds it."""
     h = f"model.layers.{layer}."
-    p = _megatron_attention(sd, m, c.tp, tp_rank, h, d)
+    p = _megatron_attention(sd, m, c, tp_rank, h, d)
     if not _moe(m, layer):
         p[d + "mlp.linear_fc1.layer_norm_weight"] = sd[h + "post_attention_layernorm.weight"]
         p.update(_gated(sd, h + "mlp.", d + "mlp.linear_fc1.weight", d + "mlp.linear_fc2.weight", c.tp, tp_rank))
+        if m.mlp_bias:  # add_bias_linear: fc1's bias [gate shard; up shard], fc2's whole on every rank
+            p.update(_gated_bias(sd, h + "mlp.", d + "mlp.linear_fc1.bias", d + "mlp.linear_fc2.bias", c.tp, tp_rank))
         return p
     p[d + "pre_mlp_layernorm.weight"] = sd[h + "post_attention_layernorm.weight"]
     p[d + "mlp.router.weight"] = sd[h + f"{m.moe_module}.gate.weight"]
@@ -337,7 +361,19 @@ def _megatron_layer(sd: Params, m: Model, c: Megatron, layer: int, d: str, tp_ra
         p.update(_gated(sd, f"{h}{m.moe_module}.experts.{ep_rank * local_experts + i}.",
                         d + f"mlp.experts.linear_fc1.weight{i}", d + f"mlp.experts.linear_fc2.weight{i}",
                         c.expert_tp, etp_rank, m.expert_names))  # fmt: skip
+        if c.glu_interleave:
+            fc1 = d + f"mlp.experts.linear_fc1.weight{i}"
+            p[fc1] = _glu_interleaved(p[fc1], c.glu_interleave)
     return p
+
+
+def _glu_interleaved(fc1: np.ndarray, s: int) -> np.ndarray:
+    """A rank's [gate; up] fc1 rows as moe_mlp_glu_interleave_size = s keeps them: blocks of s
+    gate rows and s up rows taking turns, the inverse of TEGroupedMLP._remove_glu_interleaving
+    (which reshapes fc1's output to [..., n/(2s), 2, s] and swaps the middle axes)."""
+    gate, up = np.split(fc1, 2)
+    blocks = (gate.shape[0] // s, s, *gate.shape[1:])
+    return np.stack([gate.reshape(blocks), up.reshape(blocks)], axis=1).reshape(fc1.shape)
 
 
 def _gated(sd: Params, hf: str, fc1: str, fc2: str, tp: int, tp_rank: int,
@@ -350,15 +386,33 @@ def _gated(sd: Params, hf: str, fc1: str, fc2: str, tp: int, tp_rank: int,
             fc2: _cols(sd[hf + f"{down}.weight"], tp, tp_rank)}  # fmt: skip
 
 
-def _megatron_attention(sd: Params, m: Model, tp: int, tp_rank: int, h: str, d: str) -> Params:
-    a = d + "self_attention."
+def _gated_bias(sd: Params, hf: str, fc1: str, fc2: str, tp: int, tp_rank: int) -> Params:
+    """The biases of _gated's projections: fc1's [gate shard; up shard], fc2's whole (a
+    row-parallel bias is added once after the reduction)."""
+    return {fc1: np.concatenate([_rows(sd[hf + "gate_proj.bias"], tp, tp_rank),
+                                 _rows(sd[hf + "up_proj.bias"], tp, tp_rank)]),
+            fc2: sd[hf + "down_proj.bias"]}  # fmt: skip
+
+
+def _megatron_attention(sd: Params, m: Model, c: Megatron, tp_rank: int, h: str, d: str) -> Params:
+    a, tp = d + "self_attention.", c.tp
+    # MLA's down projections: TELinear 'duplicated' in the TE spec, column-parallel in the local
+    # one (get_gpt_layer_local_spec: linear_q_down_proj=column_parallel_linear()).
+    down_tp = tp if c.spec == "local" else 1
+    down_rank = tp_rank if c.spec == "local" else 0
     p: Params = {a + "linear_proj.weight": _cols(sd[h + "self_attn.o_proj.weight"], tp, tp_rank)}
+    if m.o_bias:  # RowParallelLinear: the whole bias on every rank
+        p[a + "linear_proj.bias"] = sd[h + "self_attn.o_proj.bias"]
+    if m.latent and not m.q_lora:  # MLASelfAttention without q LoRA: linear_q_proj, column-parallel
+        p[a + "linear_q_proj.weight"] = _rows(sd[h + "self_attn.q_proj.weight"], tp, tp_rank)
+    if m.latent and m.q_lora:
+        p |= {a + "linear_q_down_proj.weight": _rows(sd[h + "self_attn.q_a_proj.weight"], down_tp, down_rank),
+              a + "linear_q_up_proj.layer_norm_weight": sd[h + "self_attn.q_a_layernorm.weight"],
+              a + "linear_q_up_proj.weight": _rows(sd[h + "self_attn.q_b_proj.weight"], tp, tp_rank)}  # fmt: skip
     if m.latent:
         return p | {d + "input_layernorm.weight": sd[h + "input_layernorm.weight"],
-                    a + "linear_q_down_proj.weight": sd[h + "self_attn.q_a_proj.weight"],
-                    a + "linear_q_up_proj.layer_norm_weight": sd[h + "self_attn.q_a_layernorm.weight"],
-                    a + "linear_q_up_proj.weight": _rows(sd[h + "self_attn.q_b_proj.weight"], tp, tp_rank),
-                    a + "linear_kv_down_proj.weight": sd[h + "self_attn.kv_a_proj_with_mqa.weight"],
+                    a + "linear_kv_down_proj.weight": _rows(sd[h + "self_attn.kv_a_proj_with_mqa.weight"], down_tp,
+                                                            down_rank),
                     a + "linear_kv_up_proj.layer_norm_weight": sd[h + "self_attn.kv_a_layernorm.weight"],
                     a + "linear_kv_up_proj.weight": _rows(sd[h + "self_attn.kv_b_proj.weight"], tp, tp_rank)}  # fmt: skip
     groups, qpg, hd = m.kv_heads, m.heads // m.kv_heads, m.head_dim
@@ -392,6 +446,11 @@ class Vllm:
     @property
     def world(self) -> int:
         return self.tp * self.dp * self.engines
+
+
+# The all2all backends on which vLLM 0.33 does not run MoE layers sequence-parallel
+# (ParallelConfig.use_sequence_parallel_moe lists the others).
+NO_SEQUENCE_PARALLEL_MOE = ("moonep", "flashinfer_all2allv", "flashinfer_nvlink_two_sided")
 
 
 def vllm_params(sd: Params, m: Model, c: Vllm, first_rank: int) -> dict[int, Params]:
@@ -440,12 +499,18 @@ def _vllm_attention(sd: Params, m: Model, c: Vllm, tp_rank: int, h: str, o: str)
     """HF layer prefix `h`'s attention as vLLM's module `o` holds it."""
     a, q = h + "self_attn.", o + "self_attn."
     p: Params = {q + "o_proj.weight": _cols(sd[a + "o_proj.weight"], c.tp, tp_rank)}
+    if m.o_bias:  # RowParallelLinear: the whole bias on every rank
+        p[q + "o_proj.bias"] = sd[a + "o_proj.bias"]
+    if m.latent and not m.q_lora:  # DeepseekV2MLAAttention: q_proj column-parallel, kv_a replicated
+        p |= {q + "q_proj.weight": _rows(sd[a + "q_proj.weight"], c.tp, tp_rank),
+              q + "kv_a_proj_with_mqa.weight": sd[a + "kv_a_proj_with_mqa.weight"]}  # fmt: skip
+    if m.latent and m.q_lora:
+        p |= {q + "fused_qkv_a_proj.weight": np.concatenate([sd[a + "q_a_proj.weight"],
+                                                             sd[a + "kv_a_proj_with_mqa.weight"]]),
+              q + "q_a_layernorm.weight": sd[a + "q_a_layernorm.weight"],
+              q + "q_b_proj.weight": _rows(sd[a + "q_b_proj.weight"], c.tp, tp_rank)}  # fmt: skip
     if m.latent:
-        return p | {q + "fused_qkv_a_proj.weight": np.concatenate([sd[a + "q_a_proj.weight"],
-                                                                   sd[a + "kv_a_proj_with_mqa.weight"]]),
-                    q + "q_a_layernorm.weight": sd[a + "q_a_layernorm.weight"],
-                    q + "q_b_proj.weight": _rows(sd[a + "q_b_proj.weight"], c.tp, tp_rank),
-                    q + "kv_a_layernorm.weight": sd[a + "kv_a_layernorm.weight"],
+        return p | {q + "kv_a_layernorm.weight": sd[a + "kv_a_layernorm.weight"],
                     q + "kv_b_proj.weight": _rows(sd[a + "kv_b_proj.weight"], c.tp, tp_rank)}  # fmt: skip
     for kind in ["weight", "bias"] if m.qkv_bias else ["weight"]:
         k, v = (_kv_rows(sd[a + f"{x}_proj.{kind}"], m, c, tp_rank) for x in "kv")
@@ -484,14 +549,17 @@ def _vllm_layer(sd: Params, m: Model, c: Vllm, L: int, o: str, tp_rank: int, dp_
         p[o + n] = sd[h + n]
     if not _moe(m, L):
         p.update(_gated(sd, h + "mlp.", o + "mlp.gate_up_proj.weight", o + "mlp.down_proj.weight", c.tp, tp_rank))
+        if m.mlp_bias:  # LlamaMLP: MergedColumnParallelLinear(bias=mlp_bias), RowParallelLinear(bias=...)
+            p.update(_gated_bias(sd, h + "mlp.", o + "mlp.gate_up_proj.bias", o + "mlp.down_proj.bias", c.tp, tp_rank))
         return p
     p[o + f"{m.moe_module}.gate.weight"] = sd[h + f"{m.moe_module}.gate.weight"]
     if m.latent:
         p[o + "mlp.gate.e_score_correction_bias"] = sd[h + "mlp.gate.e_score_correction_bias"]
     if m.shared:
-        # TP-sharded like a dense MLP, but whole under sequence-parallel MoE (EP, TP > 1, DP > 1:
-        # ParallelConfig.use_sequence_parallel_moe; DeepseekV2MLP(disable_tp=is_sequence_parallel))
-        sequence_parallel = c.expert_parallel and c.tp > 1 and c.dp > 1
+        # TP-sharded like a dense MLP, but whole under sequence-parallel MoE (EP, TP > 1, DP > 1
+        # and a backend it lists: ParallelConfig.use_sequence_parallel_moe;
+        # DeepseekV2MLP(disable_tp=is_sequence_parallel))
+        sequence_parallel = c.expert_parallel and c.tp > 1 and c.dp > 1 and c.all2all not in NO_SEQUENCE_PARALLEL_MOE
         tp, rank = (1, 0) if sequence_parallel else (c.tp, tp_rank)
         p.update(_gated(sd, h + "mlp.shared_experts.", o + "mlp.shared_experts.gate_up_proj.weight",
                         o + "mlp.shared_experts.down_proj.weight", tp, rank))  # fmt: skip

@@ -57,7 +57,7 @@ def _refit(tmp_path: Path, config: str, train: str, infer: str, problem: list[st
     state = hf_state_dict(model, np.random.default_rng(7))
     state = finite_weights(state) if finite else state
     t, i = _sizes(train), _sizes(infer)
-    megatron = Megatron(**{k: v if k == "layout" else int(v) for k, v in t.items()})
+    megatron = Megatron(**{k: v if k in ("layout", "spec") else int(v) for k, v in t.items()})
     vllm = Vllm(tp=int(i.get("tp", 1)), dp=int(i.get("dp", 1)), expert_parallel=int(i.get("ep", 0)) > 0,
                 placement=i.get("placement", "linear"), engines=int(i.get("engines", 1)),
                 all2all=i.get("all2all", "allgather_reducescatter"))  # fmt: skip

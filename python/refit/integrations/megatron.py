@@ -66,14 +66,55 @@ def _sizes(ps: Any) -> dict[str, int]:
             "ep": ps.get_expert_model_parallel_world_size(), "etp": ps.get_expert_tensor_parallel_world_size()}  # fmt: skip
 
 
+# TransformerConfig fields that lay expert weights out in ways refit's storage maps do not
+# (docs/frameworks.md, "Experts"), each with why. moe_shared_expert_glu_interleave_size acts only
+# with use_grouped_gemm_for_shared_expert, refused here.
+_UNMODELLED: tuple[tuple[str, str], ...] = (
+    ("moe_single_grouped_weight", "the local experts' weights as one grouped parameter 'weight', where refit's "
+     "storage maps name one weight<i> per expert"),
+    ("use_grouped_gemm_for_shared_expert", "the shared experts as a grouped linear, whose parameters refit's "
+     "storage maps do not name"),
+)  # fmt: skip
+
+
+def _glu_interleave(config: Any) -> Union[int, None]:
+    """moe_mlp_glu_interleave_size: the routed experts' fc1 rows in blocks of that many gate and up
+    rows taking turns (refit's glu_interleave=)."""
+    return getattr(config, "moe_mlp_glu_interleave_size", None)
+
+
+def _check_glu_interleave(config: Any, train: str) -> None:
+    """A train= layout must say the model's GLU interleave: without it refit would read [gate; up]
+    where Megatron holds blocks of gate and up rows, the same shape."""
+    keys = {k.strip(): v.strip() for k, v in (kv.split("=", 1) for kv in train.split(",") if "=" in kv)}
+    size = _glu_interleave(config)
+    if keys.get("glu_interleave") != (None if size is None else str(size)):
+        raise BadInput(
+            f"train={train!r}: TransformerConfig.moe_mlp_glu_interleave_size is {size}, so the layout needs "
+            + (f"glu_interleave={size}" if size is not None else "no glu_interleave"),
+            "mismatch",
+        )
+
+
+def _refuse_unmodelled(config: Any) -> None:
+    for field, why in _UNMODELLED:
+        value = getattr(config, field, None)
+        if value not in (None, False):
+            raise BadInput(f"TransformerConfig.{field} = {value}: {why}", "unsupported")
+
+
 def train_layout(model: Models) -> str:
     """refit's training layout (``--train``) of this job, from Megatron's parallel_state and the
     model's ``TransformerConfig``: sizes, virtual stages (the chunks given), uneven first and last
-    stages, and the vocab padding (the model's padded ``vocab_size``). The same on every rank.
+    stages, the vocab padding (the model's padded ``vocab_size``), ``spec=local`` for MLA
+    layers of the local layer spec and ``glu_interleave`` (``moe_mlp_glu_interleave_size``). The
+    same on every rank.
 
     Raises:
         refit.BadInput: parallel_state not initialised; a ``pipeline_model_parallel_layout``
-            (pass ``train=`` to :func:`problem` with refit's ``layout=`` instead).
+            (pass ``train=`` to :func:`problem` with refit's ``layout=`` instead); expert weights
+            laid out as refit's maps do not lay them out (``moe_single_grouped_weight``,
+            ``use_grouped_gemm_for_shared_expert``), naming the field.
     """
     ps = _parallel_state()
     bare = chunks(model)
@@ -84,6 +125,7 @@ def train_layout(model: Models) -> str:
             "layout= key to refit.integrations.megatron.problem",
             "unsupported",
         )
+    _refuse_unmodelled(config)
     sizes = _sizes(ps)
     keys = dict(sizes)
     if len(bare) > 1:
@@ -92,7 +134,18 @@ def train_layout(model: Models) -> str:
         if getattr(config, attr, None):
             keys[key] = getattr(config, attr)
     keys["vocab_divisible_by"] = bare[0].vocab_size // sizes["tp"]  # GPTModel holds the padded size
+    if _local_latent_attention(bare[0]):
+        keys["spec"] = "local"
+    if _glu_interleave(config) is not None:
+        keys["glu_interleave"] = _glu_interleave(config)
     return ",".join(f"{k}={v}" for k, v in keys.items())
+
+
+def _local_latent_attention(chunk: Model) -> bool:
+    """Whether the chunk's MLA layers come from the local layer spec, which keeps kv_layernorm apart
+    (the TE spec fuses it into linear_kv_up_proj) and splits the down projections over TP."""
+    named = chunk.named_parameters() if hasattr(chunk, "named_parameters") else ()
+    return any(name.endswith("self_attention.kv_layernorm.weight") for name, _ in named)
 
 
 def rank() -> int:
@@ -216,12 +269,17 @@ def problem(model: Models, config: Union[str, Path], *, infer: str, train: str =
 
     Raises:
         refit.BadInput: a TransformerConfig that does not match the checkpoint (naming the
-            field), sizes refit refuses (naming the key).
+            field) or whose expert weights refit cannot lay out (as :func:`train_layout`), a
+            ``train`` whose ``glu_interleave`` is not the model's, sizes refit refuses (naming the
+            key).
     """
     path = Path(config)
     path = path / "config.json" if path.is_dir() else path
     bare = chunks(model)
     _check_config(bare[0].config, json.loads(path.read_text()), str(path))
+    _refuse_unmodelled(bare[0].config)  # also when train= is given
+    if train:
+        _check_glu_interleave(bare[0].config, train)
     options.setdefault("mtp", bool(getattr(bare[0].config, "mtp_num_layers", None)))
     return refit.Problem.from_model(path, train=train or train_layout(model), infer=infer,
                                     **problem_options(infer, options))

@@ -36,13 +36,46 @@ __all__ = ["RefitWorkerExtension", "infer_layout", "parameters", "rank"]
 Module = Any  # a torch.nn.Module
 
 
+def _refuse_eplb(pc: Any) -> None:
+    """EPLB moves experts between slots at run time and redundant experts add slots, while
+    refit's maps place every expert in a fixed slot (docs/frameworks.md, "MoE")."""
+    if getattr(pc, "enable_eplb", False):
+        raise BadInput(
+            "parallel_config.enable_eplb: expert load balancing moves experts between ranks at run time, "
+            "and refit's layouts place each expert on a fixed rank and slot; start the engine without EPLB",
+            "unsupported",
+        )
+    redundant = getattr(getattr(pc, "eplb_config", None), "num_redundant_experts", 0)
+    if redundant:
+        raise BadInput(
+            f"parallel_config.eplb_config.num_redundant_experts={redundant}: refit's layouts hold each expert "
+            "once, not redundant copies",
+            "unsupported",
+        )
+
+
+def _refuse_unfused_latent_attention(model_config: Any) -> None:
+    """With MLA off (VLLM_MLA_DISABLE, or a backend without MLA) vLLM builds a DeepSeek model's
+    attention as DeepseekV2Attention, whose q_a_proj and kv_a_proj_with_mqa stay apart, while
+    refit's maps fuse them as DeepseekV2MLAAttention does (docs/frameworks.md, "Storage")."""
+    hf = getattr(model_config, "hf_text_config", None) or getattr(model_config, "hf_config", None)
+    if getattr(hf, "kv_lora_rank", None) is not None and not getattr(model_config, "use_mla", True):
+        raise BadInput(
+            "model_config.use_mla is False for a multi-head latent attention model: vLLM then keeps q_a_proj "
+            "and kv_a_proj_with_mqa apart, and refit's layouts hold them fused as fused_qkv_a_proj",
+            "unsupported",
+        )
+
+
 def infer_layout(vllm_config: Any, engines: int = 1) -> str:
     """refit's inference layout (``--infer``) of an engine's ``VllmConfig`` (``engines`` such
     engines, each a copy): tensor and data parallel sizes, expert parallelism and the expert
-    placement it asked for, with the all2all backend that decides whether vLLM keeps it.
+    placement it asked for, with the all2all backend that decides whether vLLM keeps it and
+    whether the shared experts are TP-sharded (sequence-parallel MoE).
 
     Raises:
-        refit.BadInput: pipeline parallelism (refit's inference layouts have none).
+        refit.BadInput: pipeline parallelism (refit's inference layouts have none); expert
+            load balancing (EPLB) or redundant experts; a latent-attention model with MLA off.
     """
     pc = vllm_config.parallel_config
     if pc.pipeline_parallel_size != 1:
@@ -50,13 +83,14 @@ def infer_layout(vllm_config: Any, engines: int = 1) -> str:
             f"pipeline_parallel_size={pc.pipeline_parallel_size}: refit's inference layouts have no pipeline stages",
             "unsupported",
         )
+    _refuse_eplb(pc)
+    _refuse_unfused_latent_attention(getattr(vllm_config, "model_config", None))
     keys = [f"tp={pc.tensor_parallel_size}", f"dp={pc.data_parallel_size}"]
     if engines > 1:
         keys.append(f"engines={engines}")
     if pc.enable_expert_parallel:
-        keys += ["ep=on", f"placement={pc.expert_placement_strategy}"]
-        if pc.expert_placement_strategy == "round_robin":
-            keys.append(f"all2all={pc.all2all_backend}")
+        # The backend decides both whether round_robin holds and whether shared experts are TP-sharded.
+        keys += ["ep=on", f"placement={pc.expert_placement_strategy}", f"all2all={pc.all2all_backend}"]
     return ",".join(keys)
 
 
@@ -81,11 +115,31 @@ def _refit_name(name: str) -> str:
     return name
 
 
+def _refuse_fused_shared_experts(model: Module) -> None:
+    """vLLM's MoE layers set is_fused_shared_expert_enabled when ROCm AITER runs the shared
+    experts as extra experts of the FusedMoE (resolve_layer_fused_shared_expert): then w13/w2 hold
+    them after the routed ones and no shared_experts parameters exist, which refit's maps do not
+    lay out (docs/frameworks.md, "MoE")."""
+    for name, module in model.named_modules():
+        if getattr(module, "is_fused_shared_expert_enabled", False) is True:
+            raise BadInput(
+                f"{name or 'the model'}: is_fused_shared_expert_enabled (ROCm AITER fused shared experts) puts the "
+                "shared experts inside the routed experts' w13/w2, which refit's layouts do not model; start the "
+                "engine with them apart",
+                "unsupported",
+            )
+
+
 def parameters(model: Module, drafter: Optional[Module] = None) -> dict[str, Any]:
     """The engine's parameters keyed by refit's names for them: the model's, and a speculative
     drafter's (DeepSeek MTP) except those it shares with the model (embedding, lm_head), as the
     Parameter objects themselves (the same memory; not ``detach()``, whose tensor keeps the old
-    memory after ``param.data = t``, which ``execute`` then could not see)."""
+    memory after ``param.data = t``, which ``execute`` then could not see).
+
+    Raises:
+        refit.BadInput: shared experts fused into the routed experts' FusedMoE (ROCm AITER).
+    """
+    _refuse_fused_shared_experts(model)
     out = {_refit_name(n): p for n, p in model.named_parameters()}
     if drafter is not None:
         shared = {p.data_ptr() for p in model.parameters()}

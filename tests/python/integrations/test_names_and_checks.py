@@ -108,19 +108,59 @@ def test_vllm_fused_moe_weights_lose_routed_experts() -> None:
     assert list(vllm.parameters(model)) == ["experts.w13_weight"]
 
 
+def test_shared_experts_fused_into_the_routed_ones_are_refused_naming_the_layer() -> None:
+    # ROCm AITER: the shared experts become extra experts of the FusedMoE (w13/w2 rows after the
+    # routed experts' ones), and no shared_experts parameter exists.
+    model = torch.nn.Module()
+    model.layers = torch.nn.ModuleList([torch.nn.Module(), torch.nn.Module()])
+    model.layers[1].mlp = torch.nn.Linear(2, 2)
+    model.layers[1].mlp.is_fused_shared_expert_enabled = False
+    assert sorted(vllm.parameters(model)) == ["layers.1.mlp.bias", "layers.1.mlp.weight"]
+    model.layers[1].mlp.is_fused_shared_expert_enabled = True
+    with pytest.raises(refit.BadInput, match="layers.1.mlp: is_fused_shared_expert_enabled"):
+        vllm.parameters(model)
+
+
 def engine(tp: int = 2, dp: int = 2, pp: int = 1, ep: bool = True, placement: str = "round_robin",
-           all2all: str = "deepep_low_latency") -> SimpleNamespace:  # fmt: skip
+           all2all: str = "deepep_low_latency", eplb: bool = False, redundant: int = 0) -> SimpleNamespace:  # fmt: skip
     return SimpleNamespace(parallel_config=SimpleNamespace(
         tensor_parallel_size=tp, data_parallel_size=dp, pipeline_parallel_size=pp, enable_expert_parallel=ep,
-        expert_placement_strategy=placement, all2all_backend=all2all))  # fmt: skip
+        expert_placement_strategy=placement, all2all_backend=all2all, enable_eplb=eplb,
+        eplb_config=SimpleNamespace(num_redundant_experts=redundant)))  # fmt: skip
 
 
 def test_the_inference_layout_is_the_engines() -> None:
     assert vllm.infer_layout(engine()) == "tp=2,dp=2,ep=on,placement=round_robin,all2all=deepep_low_latency"
     assert vllm.infer_layout(engine(ep=False), engines=3) == "tp=2,dp=2,engines=3"
-    assert vllm.infer_layout(engine(placement="linear")) == "tp=2,dp=2,ep=on,placement=linear"
+    # The backend comes with EP whatever the placement: it decides the shared experts' TP too.
+    assert vllm.infer_layout(engine(placement="linear", all2all="flashinfer_all2allv")) == (
+        "tp=2,dp=2,ep=on,placement=linear,all2all=flashinfer_all2allv")  # fmt: skip
     with pytest.raises(refit.BadInput, match="pipeline_parallel_size=2: refit's inference layouts have no pipeline"):
         vllm.infer_layout(engine(pp=2))
+
+
+def test_an_engine_with_expert_load_balancing_is_refused_naming_the_setting() -> None:
+    # EPLB rearranges experts between slots at run time (even with no redundant expert), so
+    # expert e no longer sits where the static linear placement puts it; redundant experts add
+    # slots the model's experts do not fill.
+    with pytest.raises(refit.BadInput, match="parallel_config.enable_eplb: expert load balancing moves experts"):
+        vllm.infer_layout(engine(placement="linear", eplb=True))
+    with pytest.raises(refit.BadInput, match="parallel_config.eplb_config.num_redundant_experts=16"):
+        vllm.infer_layout(engine(placement="linear", redundant=16))
+
+
+def test_a_latent_attention_model_served_without_mla_is_refused() -> None:
+    # MLA off (VLLM_MLA_DISABLE): DeepseekV2Attention keeps q_a_proj and kv_a_proj_with_mqa as two
+    # ReplicatedLinear parameters instead of fused_qkv_a_proj [q_a; kv_a].
+    deepseek, llama = SimpleNamespace(kv_lora_rank=512), SimpleNamespace(num_key_value_heads=8)
+    served = engine(placement="linear")
+    served.model_config = SimpleNamespace(hf_text_config=deepseek, use_mla=False)
+    with pytest.raises(refit.BadInput, match="model_config.use_mla is False for a multi-head latent attention model"):
+        vllm.infer_layout(served)
+    served.model_config.use_mla = True
+    assert vllm.infer_layout(served).startswith("tp=2,dp=2,ep=on")
+    served.model_config = SimpleNamespace(hf_text_config=llama, use_mla=False)
+    assert vllm.infer_layout(served).startswith("tp=2,dp=2,ep=on")
 
 
 def test_a_transformer_config_of_another_model_is_refused_naming_the_field() -> None:
@@ -131,6 +171,57 @@ def test_a_transformer_config_of_another_model_is_refused_naming_the_field() -> 
     model.config.num_layers, model.config.num_query_groups = 2, 4
     with pytest.raises(refit.BadInput, match="TransformerConfig.num_query_groups is 4 but .* num_key_value_heads = 2"):
         megatron.problem(model, MODELS / "tiny-llama-vocab1023.json", infer="tp=1")
+
+
+def megatron_job(monkeypatch: pytest.MonkeyPatch, **config: Any) -> SimpleNamespace:
+    """A model whose TransformerConfig has `config`, in a job of tp=1, dp=8, ep=8."""
+    sizes = SimpleNamespace(get_tensor_model_parallel_world_size=lambda: 1, get_context_parallel_world_size=lambda: 1,
+                            get_data_parallel_world_size=lambda: 8, get_pipeline_model_parallel_world_size=lambda: 1,
+                            get_expert_model_parallel_world_size=lambda: 8,
+                            get_expert_tensor_parallel_world_size=lambda: 1)  # fmt: skip
+    monkeypatch.setattr(megatron, "_parallel_state", lambda: sizes)
+    return SimpleNamespace(config=SimpleNamespace(pipeline_model_parallel_layout=None, **config), vocab_size=1024)
+
+
+def test_latent_attention_of_the_local_spec_is_laid_out_as_spec_local(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The local spec keeps kv_layernorm apart and builds linear_q/kv_down_proj column-parallel;
+    # refit's spec=local splits their rows over tp as Megatron does.
+    model = megatron_job(monkeypatch)
+    model.named_parameters = lambda: [("decoder.layers.0.self_attention.linear_kv_down_proj.weight", None)]
+    assert megatron.train_layout(model).endswith(",vocab_divisible_by=1024")  # the TE spec
+    model.named_parameters = lambda: [("decoder.layers.0.self_attention.kv_layernorm.weight", None)]
+    assert megatron.train_layout(model).endswith(",vocab_divisible_by=1024,spec=local")
+
+
+@pytest.mark.parametrize("field,says", [
+    # one grouped parameter 'weight' instead of weight0..weight<E_local-1>
+    ("moe_single_grouped_weight", "the local experts' weights as one grouped parameter 'weight'"),
+    ("use_grouped_gemm_for_shared_expert", "the shared experts as a grouped linear"),
+])  # fmt: skip
+def test_expert_weights_refit_cannot_lay_out_are_refused_naming_the_field(monkeypatch: pytest.MonkeyPatch, field: str,
+                                                                          says: str) -> None:  # fmt: skip
+    layout = megatron.train_layout(megatron_job(monkeypatch, **{field: False}))  # Megatron's default
+    assert layout == "tp=1,cp=1,dp=8,pp=1,ep=8,etp=1,vocab_divisible_by=1024"
+    model = megatron_job(monkeypatch, **{field: True})
+    with pytest.raises(refit.BadInput, match=f"TransformerConfig.{field} = True: {says}"):
+        megatron.train_layout(model)
+    with pytest.raises(refit.BadInput, match=f"TransformerConfig.{field} = True"):
+        megatron.problem(model, MODELS / "tiny-qwen3-moe.json", infer="tp=1", train="ep=8")
+
+
+def test_glu_interleaved_experts_are_laid_out_in_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    # moe_mlp_glu_interleave_size = 8: fc1 rows g[0:8], u[0:8], g[8:16], ... of the same shape as
+    # [gate; up], so a layout that left it out would swap gate and up rows silently.
+    model = megatron_job(monkeypatch, moe_mlp_glu_interleave_size=8)
+    assert megatron.train_layout(model).endswith(",vocab_divisible_by=1024,glu_interleave=8")
+    config = MODELS / "tiny-qwen3-moe.json"
+    problem = megatron.problem(model, config, infer="tp=1", train="ep=8,glu_interleave=8")
+    fc1 = next(p for p in problem.parameters(0) if p.name == "decoder.layers.0.mlp.experts.linear_fc1.weight0")
+    assert [r.offset // 64 for r in fc1.regions if r.tensor.endswith("up_proj")] == [8, 24, 40, 56]
+    with pytest.raises(refit.BadInput, match="moe_mlp_glu_interleave_size is 8, so the layout needs glu_interleave=8"):
+        megatron.problem(model, config, infer="tp=1", train="ep=8")
+    with pytest.raises(refit.BadInput, match="moe_mlp_glu_interleave_size is None, so the layout needs no"):
+        megatron.problem(megatron_job(monkeypatch), config, infer="tp=1", train="ep=8,glu_interleave=8")
 
 
 class Prepared:

@@ -34,6 +34,12 @@ struct MegatronConfig {
   // tp. 0: not padded, as Megatron-Bridge builds models unless should_pad_vocab is set; tp must
   // then divide the vocab.
   std::int64_t vocab_divisible_by = kMegatronVocabDivisibleBy;
+  // Megatron's local (Transformer-Engine-free) layer spec, spec=local: its MLA down projections
+  // are column-parallel (rows split over tp) where the TE spec's are replicated.
+  bool local_spec = false;
+  // Megatron's moe_mlp_glu_interleave_size (glu_interleave=N; 0: none): routed experts' fc1 rows
+  // as blocks of N gate rows and N up rows taking turns instead of [gate; up].
+  std::int64_t glu_interleave = 0;
 
   std::int64_t world() const { return tp * cp * dp * pp; }
   std::int64_t stage_size() const { return tp * cp * dp; }
@@ -47,10 +53,13 @@ enum class ExpertPlacement : std::uint8_t { kLinear, kRoundRobin };
 
 // vLLM's all2all backends (ParallelConfig.all2all_backend, --all2all-backend), by name, with
 // whether vLLM keeps a round-robin expert placement on it when its MoE layers exchange tokens
-// all-to-all (needs_round_robin_routing_tables: the DeepEP low-latency and NIXL EP kernels).
+// all-to-all (needs_round_robin_routing_tables: the DeepEP low-latency and NIXL EP kernels), and
+// whether it runs MoE layers sequence-parallel with EP, tp > 1 and dp > 1, which builds the
+// shared experts without TP (ParallelConfig.use_sequence_parallel_moe; docs/frameworks.md, "MoE").
 struct All2AllBackend {
   std::string_view name;
   bool keeps_round_robin = false;
+  bool sequence_parallel_moe = false;
 };
 std::span<const All2AllBackend> all2all_backends();
 // vLLM's default all2all backend (ParallelConfig.all2all_backend).
@@ -74,8 +83,9 @@ struct VllmConfig {
 };
 
 // Keys tp, pp, ep, etp, cp, dp, pp_first, pp_last, vp (each at most once, values >= 1), layout
-// (a pipeline layout string, without Megatron's cosmetic commas) and vocab_divisible_by (>= 1, or
-// 0/off for an unpadded vocab), e.g. "tp=4,pp=8,ep=16".
+// (a pipeline layout string, without Megatron's cosmetic commas), vocab_divisible_by (>= 1, or
+// 0/off for an unpadded vocab), spec (te, the default, or local) and glu_interleave (>= 1), e.g.
+// "tp=4,pp=8,ep=16".
 // Without etp: tp (Megatron's expert_tensor_parallel_size default). Without dp: the smallest dp
 // that makes the expert layout valid (tp*cp*dp a multiple of ep*etp), so "pp=16,ep=16" is 256
 // ranks.
