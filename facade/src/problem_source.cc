@@ -103,7 +103,8 @@ namespace {
 struct ModelLayouts {
   models::ModelSpec model;
   ParallelLayouts layouts;
-  std::optional<std::string> note;  // a requested placement vLLM would not keep
+  // A requested placement vLLM would not keep; what the config says that --quantize would act on.
+  std::vector<std::string> notes;
 };
 
 [[nodiscard]] Result<ModelLayouts> model_layouts(const ProblemSource& source) {
@@ -111,16 +112,17 @@ struct ModelLayouts {
   auto layouts = REFIT_TRY(parse_layouts(source.train, source.infer));
   auto resolved = models::resolve_expert_placement(model, layouts.infer);
   layouts.infer = resolved.infer;
-  return ModelLayouts{.model = std::move(model), .layouts = layouts, .note = std::move(resolved.note)};
+  std::vector<std::string> notes;
+  if (resolved.note) notes.push_back(std::move(*resolved.note));
+  if (source.model_options.quantize.empty()) std::ranges::move(model.notes, std::back_inserter(notes));
+  return ModelLayouts{.model = std::move(model), .layouts = layouts, .notes = std::move(notes)};
 }
 
 }  // namespace
 
 Result<ResolvedLayouts> resolve_layouts(const ProblemSource& source) {
   auto found = REFIT_TRY(model_layouts(source));
-  ResolvedLayouts out{.layouts = found.layouts, .notes = {}};
-  if (found.note) out.notes.push_back(std::move(*found.note));
-  return out;
+  return ResolvedLayouts{.layouts = found.layouts, .notes = std::move(found.notes)};
 }
 
 Result<ReshardProblem> load_problem(const ProblemSource& options) {
@@ -139,7 +141,7 @@ Result<ReshardProblem> load_problem(const ProblemSource& options) {
     return invalid(
         "--model: missing (a built-in name or a config.json, with --train and "
         "--infer; or --manifest FILE)");
-  const auto [model, layouts, note] = REFIT_TRY(model_layouts(options));
+  const auto [model, layouts, notes] = REFIT_TRY(model_layouts(options));
   const auto problem = REFIT_TRY(models::build_problem(model, layouts.train, layouts.infer));
   return apply_quantization(problem, options.model_options,
                             fmt::format("--train {} --infer {}", options.train, options.infer));
@@ -208,7 +210,7 @@ Result<models::StorageMap> load_storage(const ProblemSource& source, const Resha
         "at the receiver) or receiver",
         copy->tensor.quantization->landing_of));
   if (!source.manifest.empty()) return manifest_storage(source, problem, training);
-  const auto [model, layouts, note] = REFIT_TRY(model_layouts(source));
+  const auto [model, layouts, notes] = REFIT_TRY(model_layouts(source));
   return training ? models::megatron_storage(model, layouts.train, problem)
                   : models::vllm_storage(model, layouts.infer, problem);
 }

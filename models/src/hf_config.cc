@@ -13,6 +13,7 @@
 #include "refit/core/json_fields.h"
 #include "refit/core/text_file.h"
 #include "refit/core/try.h"
+#include "refit/core/utf8.h"
 
 namespace refit::models {
 namespace {
@@ -255,12 +256,36 @@ void read_dense_intermediate(FieldReader& r, HfFields& f) {
   return f;
 }
 
+// A checkpoint that ships quantized (DeepSeek-V3's fp8 in 128x128 blocks) is served so by vLLM,
+// while refit moves the weights in their dtype unless --quantize says otherwise: a sentence that
+// says which, or nothing when the config has no quantization_config.
+std::optional<std::string> quantization_note(const Json& j, const std::string& name, DType dtype) {
+  const auto it = j.find("quantization_config");
+  if (it == j.end() || !it->is_object()) return std::nullopt;
+  const auto method = it->contains("quant_method") && (*it)["quant_method"].is_string()
+                          ? (*it)["quant_method"].get<std::string>()
+                          : std::string("not named");
+  const auto block = it->value("weight_block_size", Json());
+  if (method == "fp8" && block == Json::array({128, 128}))
+    return fmt::format(
+        "{}: quantization_config ships the weights in fp8 with 128x128 blocks, as vLLM serves them: "
+        "--quantize fp8-block128 moves them so; planned in {} without it",
+        name, dtype_name(dtype));
+  return fmt::format(
+      "{}: quantization_config (quant_method {:.40}, weight_block_size {:.40}) is not modelled: "
+      "planned in {}",
+      name, printable(method), printable(block.dump()), dtype_name(dtype));
+}
+
 }  // namespace
 
 Result<ModelSpec> parse_hf_config(std::string_view json_text, const HfOptions& options, std::string name) {
   const auto j = REFIT_TRY(json_fields::parse_object(json_text, name));
   const auto fields = REFIT_TRY_IN(read_fields(j, options), name);
-  return make_model_spec(fields, options, std::move(name));
+  auto note = quantization_note(j, name, fields.dtype);
+  auto spec = REFIT_TRY(make_model_spec(fields, options, std::move(name)));
+  if (note) spec.notes.push_back(std::move(*note));
+  return spec;
 }
 
 Result<ModelSpec> load_hf_config(const std::filesystem::path& path, const HfOptions& options) {

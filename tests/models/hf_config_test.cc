@@ -283,6 +283,31 @@ TEST(HfConfig, DtypeComesFromTorchDtypeOrTheOverride) {
   EXPECT_EQ(forced->bytes().value, 106'816);
 }
 
+TEST(HfConfig, AQuantizedCheckpointIsNotedNotActedOn) {
+  // DeepSeek-V3's config ships fp8 in 128x128 blocks (quantization_config), which vLLM serves as
+  // such: the weights stay in the config's dtype, and a note says what --quantize would move. A
+  // config once read so said nothing, and a bf16 refit was predicted without a word.
+  auto j = nlohmann::json::parse(read_text("tiny-deepseek-v3.json"));
+  const auto plain = parse_hf_config(j.dump());
+  ASSERT_TRUE(plain) << plain.error().message;
+  EXPECT_TRUE(plain->notes.empty());
+  j["quantization_config"] = {{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}};
+  const auto fp8 = parse_hf_config(j.dump());
+  ASSERT_TRUE(fp8) << fp8.error().message;
+  EXPECT_EQ(fp8->bytes(), plain->bytes());
+  ASSERT_EQ(fp8->notes.size(), 1u);
+  EXPECT_NE(fp8->notes[0].find("--quantize fp8-block128 moves them so; planned in bf16 without it"),
+            std::string::npos)
+      << fp8->notes[0];
+  j["quantization_config"] = {{"quant_method", "awq"}, {"weight_block_size", {0, 7}}};
+  const auto other = parse_hf_config(j.dump());
+  ASSERT_TRUE(other) << other.error().message;
+  ASSERT_EQ(other->notes.size(), 1u);
+  EXPECT_NE(other->notes[0].find("quant_method awq, weight_block_size [0,7]) is not modelled"),
+            std::string::npos)
+      << other->notes[0];
+}
+
 struct BadConfig {
   const char* file;
   const char* field;     // removed, or set to `value`

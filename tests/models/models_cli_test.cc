@@ -160,5 +160,27 @@ TEST(ModelsCli, RoundRobinIsKeptWhereVllmKeepsItAndANoteSaysWhereNot) {
   EXPECT_NE(qwen.err.find("several expert groups (n_group > 1)"), std::string::npos) << qwen.err;
 }
 
+// A config whose checkpoint ships fp8 (quantization_config, as DeepSeek-V3's does) is read in its
+// dtype, with a note that --quantize moves it as vLLM serves it; none once --quantize is given.
+TEST(ModelsCli, AQuantizedCheckpointIsNotedUntilQuantizeIsGiven) {
+  auto j = nlohmann::json::parse(std::ifstream(std::string(REFIT_TEST_DATA_DIR) + "/models/tiny-llama.json"));
+  j["quantization_config"] = {{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}};
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("refit_models_cli_fp8_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(path) << j.dump();
+  const auto noted =
+      run_refit("plan --model " + path.string() + " --train tp=1 --infer tp=1 --cluster cpu-host");
+  const auto told = run_refit("plan --model " + path.string() +
+                              " --train tp=1 --infer tp=1 --cluster cpu-host --quantize mxfp8");
+  std::filesystem::remove(path);
+  ASSERT_EQ(noted.exit_code, 0) << noted.err;
+  EXPECT_NE(noted.err.find("quantization_config ships the weights in fp8 with 128x128 blocks, as vLLM serves "
+                           "them: --quantize fp8-block128 moves them so; planned in bf16 without it"),
+            std::string::npos)
+      << noted.err;
+  ASSERT_EQ(told.exit_code, 0) << told.err;
+  EXPECT_EQ(told.err.find("quantization_config"), std::string::npos) << told.err;
+}
+
 }  // namespace
 }  // namespace refit

@@ -69,6 +69,9 @@ struct ModelSpec {
   std::int64_t mtp_layers = 0;     // MTP layers included (they share the embedding and lm_head)
   bool tied_embeddings = false;    // lm_head shares embed_tokens (no lm_head tensor)
   std::vector<WeightTensor> tensors;
+  // What the config says that refit does not act on unless told, a sentence each (its
+  // quantization_config: the checkpoint's fp8, which --quantize moves).
+  std::vector<std::string> notes;
 
   std::int64_t parameter_count() const;
   Bytes bytes() const;
