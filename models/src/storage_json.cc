@@ -108,7 +108,7 @@ Result<StorageMap> parse_storage(const Json& j, const std::string& path, const R
                                  bool source) {
   REFIT_TRY(json_fields::require_known_keys(j, path, {"framework", "ranks"}));
   json_fields::FieldReader r(j, path);
-  auto framework = r.string("framework");
+  auto framework = r.label("framework");  // any framework's name, printed in messages
   const Json* ranks = r.array("ranks");
   REFIT_TRY(r.status());
   StorageMap out{

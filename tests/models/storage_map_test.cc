@@ -430,6 +430,21 @@ TEST(StorageMap, ManifestRefusesRegionsThatDoNotFitTheirParameter) {
   EXPECT_NE(dtype.error().message.find("is fp32, but tensor"), std::string::npos) << dtype.error().message;
 }
 
+// A map's framework is any framework's name, which messages print: one with a terminal escape
+// is refused, naming its path.
+TEST(StorageMap, ManifestRefusesAFrameworkNameWithAnEscape) {
+  auto m = maps(tiny("tiny-llama.json"), "tp=1", "tp=1");
+  const StorageMaps both{.source = m.megatron, .destination = m.vllm};
+  auto text = write_manifest(m.problem, &both);
+  const std::string name = "\"framework\":\"vllm\"";
+  text.replace(text.find(name), name.size(), "\"framework\":\"\\u001b[31mvllm\"");
+  const auto refused = parse_manifest_with_storage(text);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("storage.destination.framework: a control character"),
+            std::string::npos)
+      << refused.error().message;
+}
+
 // A misspelt field is an error naming it, not a default taken silently.
 TEST(StorageMap, ManifestRefusesUnknownFields) {
   auto m = maps(tiny("tiny-llama.json"), "tp=1", "tp=1");
