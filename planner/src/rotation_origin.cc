@@ -11,7 +11,8 @@ std::vector<std::int32_t> rotation_origins(std::span<const std::pair<std::int32_
                                            std::int32_t source_ranks, std::int32_t world) {
   const auto n = static_cast<std::size_t>(world);
   DisjointSets sets(n);
-  for (const auto [from, to] : pairs) sets.join(static_cast<std::size_t>(from), static_cast<std::size_t>(to));
+  for (const auto& [from, to] : pairs)
+    sets.join(static_cast<std::size_t>(from), static_cast<std::size_t>(to));
   // The first rank of each side per part, found at the part's root.
   constexpr auto kNone = std::numeric_limits<std::int32_t>::max();
   std::vector<std::int32_t> first_source(n, kNone), first_destination(n, kNone);
