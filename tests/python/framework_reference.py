@@ -110,6 +110,8 @@ class Model:
     first_dense: int = 0
     shared: int = 0
     mtp: int = 0  # MTP layers included (refit's --mtp), after the decoder layers
+    # DeepseekV2MoE: the router's e_score_correction_bias, only for topk_method "noaux_tc"
+    router_bias: bool = False
 
     @property
     def latent(self) -> bool:
@@ -137,7 +139,8 @@ class Model:
                      kv_lora=c.get("kv_lora_rank", 0), nope=c.get("qk_nope_head_dim", 0),
                      rope=c.get("qk_rope_head_dim", 0), v_head=c.get("v_head_dim", 0),
                      first_dense=c.get("first_k_dense_replace", 0),
-                     shared=c.get("n_shared_experts", 0) * c.get("moe_intermediate_size", 0))  # fmt: skip
+                     shared=c.get("n_shared_experts", 0) * c.get("moe_intermediate_size", 0),
+                     router_bias=c.get("topk_method") == "noaux_tc")  # fmt: skip
 
 
 def _attention_shapes(m: Model, p: str) -> dict[str, tuple[int, ...]]:
@@ -202,7 +205,7 @@ def hf_state_dict(m: Model, rng: np.random.Generator) -> Params:
                                p + "mlp.down_proj.bias": (m.hidden,)})  # fmt: skip
             continue
         shapes[p + f"{m.moe_module}.gate.weight"] = (m.experts, m.hidden)
-        if m.latent:
+        if m.router_bias:
             fp32[p + "mlp.gate.e_score_correction_bias"] = (m.experts,)
         for e in range(m.experts):
             shapes.update(_mlp_shapes(p + f"{m.moe_module}.experts.{e}.", m.moe_intermediate, m.hidden,
@@ -351,7 +354,7 @@ def _megatron_layer(sd: Params, m: Model, c: Megatron, layer: int, d: str, tp_ra
         return p
     p[d + "pre_mlp_layernorm.weight"] = sd[h + "post_attention_layernorm.weight"]
     p[d + "mlp.router.weight"] = sd[h + f"{m.moe_module}.gate.weight"]
-    if m.latent:
+    if m.router_bias:
         p[d + "mlp.router.expert_bias"] = sd[h + "mlp.gate.e_score_correction_bias"]
     if m.shared:
         p.update(_gated(sd, h + "mlp.shared_experts.", d + "mlp.shared_experts.linear_fc1.weight",
@@ -553,7 +556,7 @@ def _vllm_layer(sd: Params, m: Model, c: Vllm, L: int, o: str, tp_rank: int, dp_
             p.update(_gated_bias(sd, h + "mlp.", o + "mlp.gate_up_proj.bias", o + "mlp.down_proj.bias", c.tp, tp_rank))
         return p
     p[o + f"{m.moe_module}.gate.weight"] = sd[h + f"{m.moe_module}.gate.weight"]
-    if m.latent:
+    if m.router_bias:
         p[o + "mlp.gate.e_score_correction_bias"] = sd[h + "mlp.gate.e_score_correction_bias"]
     if m.shared:
         # TP-sharded like a dense MLP, but whole under sequence-parallel MoE (EP, TP > 1, DP > 1
