@@ -16,9 +16,14 @@ InsideDomainSends::Split InsideDomainSends::split(std::uint32_t t, const Piece& 
   for (Rank h : c_.overlaps[t].holders(piece))
     if (c_.cluster.domain_of(h) == group.domain) s.near.push_back(h);
   if (s.near.empty()) return s;
-  for (const Rank r : group.replicas)
-    if (std::ranges::none_of(s.near, [&](Rank h) { return c_.cluster.gpu_of(h) == c_.cluster.gpu_of(r); }))
+  for (const Rank r : group.replicas) {
+    const auto local =
+        std::ranges::find_if(s.near, [&](Rank h) { return c_.cluster.gpu_of(h) == c_.cluster.gpu_of(r); });
+    if (local != s.near.end())
+      s.local.emplace_back(*local, r);
+    else
       s.apart.push_back(r);
+  }
   return s;
 }
 
@@ -30,10 +35,13 @@ double InsideDomainSends::seconds(Rank r, double bytes) const {
 double& InsideDomainSends::load(Rank r) { return load_s_[at(c_.cluster.gpu_of(r).value)]; }
 double InsideDomainSends::load(Rank r) const { return load_s_[at(c_.cluster.gpu_of(r).value)]; }
 
+std::size_t InsideDomainSends::wanted_slabs(std::uint32_t t, const Box& box, std::size_t replicas) const {
+  const auto bytes = box.volume() * dtype_size(c_.problem.tensors()[t].tensor.dtype);
+  return std::min(replicas, static_cast<std::size_t>(static_cast<double>(bytes) / kMinSplitBytes));
+}
+
 bool InsideDomainSends::scatters(std::uint32_t t, const Box& box, const Split& s) const {
-  const auto dense = static_cast<double>(box.volume() * dtype_size(c_.problem.tensors()[t].tensor.dtype));
-  return s.apart.size() > s.near.size() &&
-         std::min(static_cast<double>(s.apart.size()), dense / kMinSplitBytes) >= 2;
+  return s.apart.size() > s.near.size() && wanted_slabs(t, box, s.apart.size()) >= 2;
 }
 
 void InsideDomainSends::expect(std::uint32_t t, const Box& box, const Split& s, double sign) {
@@ -73,12 +81,7 @@ std::size_t InsideDomainSends::least_loaded(const std::vector<Rank>& ranks, doub
 bool InsideDomainSends::send(std::uint32_t t, const Piece& piece, const DomainGroup& group) {
   auto s = split(t, piece, group);
   if (s.near.empty()) return false;
-  for (const Rank r : group.replicas)
-    if (std::ranges::find(s.apart, r) == s.apart.end()) {
-      const auto local =
-          std::ranges::find_if(s.near, [&](Rank h) { return c_.cluster.gpu_of(h) == c_.cluster.gpu_of(r); });
-      b_.add(0, 0, *local, r, t, piece.box);
-    }
+  for (const auto& [holder, replica] : s.local) b_.add(0, 0, holder, replica, t, piece.box);
   if (s.apart.empty()) return true;
   expect(t, piece.box, s, -1.0);
   auto slabs = scatters(t, piece.box, s) ? slabs_of(t, piece.box, s.apart.size()) : std::vector<Box>{};
@@ -128,10 +131,9 @@ void InsideDomainSends::scatter(std::uint32_t t, std::vector<Box> slabs, const S
 std::vector<Box> InsideDomainSends::slabs_of(std::uint32_t t, const Box& box, std::size_t replicas) const {
   const auto element = dtype_size(c_.problem.tensors()[t].tensor.dtype);
   const auto bytes = [&](const Box& b) { return static_cast<double>(b.volume() * element); };
-  const auto wanted = std::min(replicas, static_cast<std::size_t>(bytes(box) / kMinSplitBytes));
   std::vector<Box> out;
   Box rest = box;
-  for (std::size_t left = wanted; left > 1; --left) {
+  for (std::size_t left = wanted_slabs(t, box, replicas); left > 1; --left) {
     auto cut = split_rows(rest, Bytes{std::llround(bytes(rest) / static_cast<double>(left))}, element);
     if (!cut) break;
     out.push_back(std::move(cut->first));

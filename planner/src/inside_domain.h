@@ -15,6 +15,7 @@
 // GPUs that hold nothing pass the pieces on instead.
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "plan_builder.h"
@@ -37,10 +38,13 @@ class InsideDomainSends {
 
  private:
   struct Split {
-    std::vector<Rank> near;   // the piece's holders in the domain
-    std::vector<Rank> apart;  // the replicas on none of their GPUs
+    std::vector<Rank> near;                    // the piece's holders in the domain
+    std::vector<std::pair<Rank, Rank>> local;  // (holder, replica) on one GPU: copied there
+    std::vector<Rank> apart;                   // the replicas on none of their GPUs
   };
   Split split(std::uint32_t t, const Piece& piece, const DomainGroup& group) const;
+  // Row slabs a box would be cut into for `replicas`: one each, none under kMinSplitBytes.
+  std::size_t wanted_slabs(std::uint32_t t, const Box& box, std::size_t replicas) const;
   // Whether the piece is scattered in slabs rather than sent whole to each replica.
   bool scatters(std::uint32_t t, const Box& box, const Split& s) const;
   // Adds (sign 1) or takes back (sign -1) what the piece would load each port with if its holders
