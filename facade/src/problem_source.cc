@@ -114,7 +114,8 @@ struct ModelLayouts {
   layouts.infer = resolved.infer;
   std::vector<std::string> notes;
   if (resolved.note) notes.push_back(std::move(*resolved.note));
-  if (source.model_options.quantize.empty()) std::ranges::move(model.notes, std::back_inserter(notes));
+  if (source.model_options.quantize.empty())
+    notes.insert(notes.end(), model.notes.begin(), model.notes.end());
   return ModelLayouts{.model = std::move(model), .layouts = layouts, .notes = std::move(notes)};
 }
 

@@ -39,15 +39,15 @@ Result<LoweredPlan> LoweredPlan::make_validated(const Plan& plan, Bytes staging)
   // plan's chunk, which check_chunk_count bounds).
   std::int64_t chunks = 0;
   for (const auto& t : plan.transfers) {
-    chunks += ceil_div(std::max<std::int64_t>(0, t.bytes.value), chunk_limit(t, staging));
-    // Named by what cuts them: the plan's chunk, or a staging below twice it.
-    const bool by_staging = chunk_limit(t, staging) < t.chunk.value;
+    const auto limit = chunk_limit(t, staging);
+    chunks += ceil_div(std::max<std::int64_t>(0, t.bytes.value), limit);
     if (chunks > limits::kMaxChunks)
+      // Named by what cuts them: the plan's chunk, or a staging below twice it.
       return out_of_range(fmt::format(
           "{}: the plan's chunks ({} bytes each: the plan's chunk of {} bytes, at most half the staging "
           "of {} bytes) number more than the {} that refit's executors and their simulation lower; choose "
           "a larger chunk, or staging where the chunk is cut by it (transfer {} of {})",
-          by_staging ? "staging" : "chunk", chunk_limit(t, staging), t.chunk.value, staging.value,
+          limit < t.chunk.value ? "staging" : "chunk", limit, t.chunk.value, staging.value,
           limits::kMaxChunks, t.id, plan.transfers.size()));
   }
   return LoweredPlan(plan, staging);
