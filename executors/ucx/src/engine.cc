@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "refit/core/elapsed.h"
+#include "refit/core/index.h"
 #include "refit/core/try.h"
 #include "refit/planner/execution_model.h"
 
@@ -57,6 +58,11 @@ Result<ExecutionReport> Engine::run() {
   // A rank of a non-member engine has nothing to do: its peers neither wait for it nor write to it.
   if (!absent_[static_cast<std::size_t>(me_.value)])
     if (auto ended = loop(); !ended) return std::unexpected(abort(std::move(ended).error()));
+  // What was stored directly, of the transfers this rank sent and did not drop: a part of
+  // bytes_sent whichever transfers a membership dropped.
+  const auto& p = c_.program;
+  for (std::size_t j = 0; j < p.sends().size(); ++j)
+    if (!sending_.dropped(j)) report_.stored_directly += Bytes{stored_[at(p.sends()[j].transfer)]};
   if (c_.membership) {
     count_completed_only();
     report_.engines = engine_outcomes(c_.plan, *c_.membership, gone_,

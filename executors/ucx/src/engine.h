@@ -150,7 +150,7 @@ class Engine {
   std::vector<bool> gone_;                // by rank: died, failed or fenced during this execution
   std::vector<std::int32_t> newly_gone_;  // found gone, not yet applied (apply_gone)
   std::vector<bool> dropped_;             // by transfer
-  std::vector<std::int64_t> stored_;      // by transfer: bytes stored directly (count_completed_only)
+  std::vector<std::int64_t> stored_;      // by transfer: bytes stored directly into the receiver
 };
 
 }  // namespace refit::ucx_detail

@@ -158,16 +158,14 @@ Result<void> Engine::on_done(const Message& m) {
 }
 
 // The report counts what the transfers this rank completed moved: a dropped one's chunks that
-// did move were of no use to their engine. What was stored directly stays a part of what was sent.
+// did move were of no use to their engine.
 void Engine::count_completed_only() {
   const auto& p = c_.program;
-  report_.bytes_sent = report_.bytes_received = report_.stored_directly = Bytes{0};
+  report_.bytes_sent = report_.bytes_received = Bytes{0};
   report_.messages = 0;
   for (std::size_t j = 0; j < p.sends().size(); ++j)
     if (!sending_.dropped(j)) {
-      const auto transfer = p.sends()[j].transfer;
-      report_.bytes_sent += Bytes{p.layout(transfer).bytes()};
-      report_.stored_directly += Bytes{stored_[static_cast<std::size_t>(transfer)]};
+      report_.bytes_sent += Bytes{p.layout(p.sends()[j].transfer).bytes()};
       report_.messages += static_cast<std::int64_t>(p.sends()[j].chunks.size());
     }
   for (std::size_t i = 0; i < p.receives().size(); ++i)

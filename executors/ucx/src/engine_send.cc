@@ -161,7 +161,6 @@ ucs_status_t Engine::put_pieces(const Send& s, const std::vector<Run>& local,
     const RemoteRegion& target = peer.regions[b.region];
     if (target.mapped != nullptr && direct) {
       streaming_copy(target.mapped + offset, from, static_cast<std::size_t>(n));
-      report_.stored_directly += Bytes{n};
       stored_[static_cast<std::size_t>(s.transfer)] += n;
       stored = true;
     } else {
