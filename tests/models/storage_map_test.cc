@@ -389,14 +389,23 @@ TEST(StorageMap, ManifestVersion2RoundTripsBothMaps) {
   EXPECT_FALSE(v1->storage);
 }
 
-// A region naming a tensor the manifest does not have is refused with its JSON path.
-TEST(StorageMap, ManifestRefusesARegionOfAnUnknownTensor) {
+// tiny-llama at tp=1 on both sides, as a manifest with both storage maps.
+std::string tiny_llama_manifest() {
   auto m = maps(tiny("tiny-llama.json"), "tp=1", "tp=1");
   const StorageMaps both{.source = m.megatron, .destination = m.vllm};
-  auto text = write_manifest(m.problem, &both);
-  const std::string name = "\"tensor\":\"model.norm.weight\"";
-  text.replace(text.find(name), name.size(), "\"tensor\":\"model.nrom.weight\"");
-  const auto refused = parse_manifest_with_storage(text);
+  return write_manifest(m.problem, &both);
+}
+
+// `text` with its first `from` written `to`, read back.
+Result<Manifest> edited(std::string text, const std::string& from, const std::string& to) {
+  text.replace(text.find(from), from.size(), to);
+  return parse_manifest_with_storage(text);
+}
+
+// A region naming a tensor the manifest does not have is refused with its JSON path.
+TEST(StorageMap, ManifestRefusesARegionOfAnUnknownTensor) {
+  const auto refused =
+      edited(tiny_llama_manifest(), "\"tensor\":\"model.norm.weight\"", "\"tensor\":\"model.nrom.weight\"");
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.error().message.find("storage.source.ranks[0].regions["), std::string::npos)
       << refused.error().message;
@@ -407,14 +416,8 @@ TEST(StorageMap, ManifestRefusesARegionOfAnUnknownTensor) {
 // whose reach passes 2^63 (it used to wrap and pass the bounds check), a zero stride along a dim of
 // several elements, and a parameter of another dtype than the tensor's are refused with the path.
 TEST(StorageMap, ManifestRefusesRegionsThatDoNotFitTheirParameter) {
-  auto m = maps(tiny("tiny-llama.json"), "tp=1", "tp=1");
-  const StorageMaps both{.source = m.megatron, .destination = m.vllm};
-  const auto text = write_manifest(m.problem, &both);
-  const auto with = [&](const std::string& from, const std::string& to) {
-    auto changed = text;
-    changed.replace(changed.find(from), from.size(), to);
-    return parse_manifest_with_storage(changed);
-  };
+  const auto text = tiny_llama_manifest();
+  const auto with = [&](const std::string& from, const std::string& to) { return edited(text, from, to); };
   // The first region is the embedding's, [vocab, hidden] row-major: strides [hidden, 1].
   const auto first = text.find("\"strides\":[");
   const auto strides = text.substr(first, text.find(']', first) + 1 - first);
@@ -433,12 +436,8 @@ TEST(StorageMap, ManifestRefusesRegionsThatDoNotFitTheirParameter) {
 // A map's framework is any framework's name, which messages print: one with a terminal escape
 // is refused, naming its path.
 TEST(StorageMap, ManifestRefusesAFrameworkNameWithAnEscape) {
-  auto m = maps(tiny("tiny-llama.json"), "tp=1", "tp=1");
-  const StorageMaps both{.source = m.megatron, .destination = m.vllm};
-  auto text = write_manifest(m.problem, &both);
-  const std::string name = "\"framework\":\"vllm\"";
-  text.replace(text.find(name), name.size(), "\"framework\":\"\\u001b[31mvllm\"");
-  const auto refused = parse_manifest_with_storage(text);
+  const auto refused =
+      edited(tiny_llama_manifest(), "\"framework\":\"vllm\"", "\"framework\":\"\\u001b[31mvllm\"");
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.error().message.find("storage.destination.framework: a control character"),
             std::string::npos)
@@ -447,17 +446,13 @@ TEST(StorageMap, ManifestRefusesAFrameworkNameWithAnEscape) {
 
 // A misspelt field is an error naming it, not a default taken silently.
 TEST(StorageMap, ManifestRefusesUnknownFields) {
-  auto m = maps(tiny("tiny-llama.json"), "tp=1", "tp=1");
-  const StorageMaps both{.source = m.megatron, .destination = m.vllm};
-  const auto text = write_manifest(m.problem, &both);
+  const auto text = tiny_llama_manifest();
   for (const auto& [from, to, path] : std::vector<std::tuple<std::string, std::string, std::string>>{
            {"\"placements\"", "\"placement\"", "tensors[0].source.placement: unknown field"},
            {"\"ranks\":[0]", "\"rank\":[0]", "tensors[0].source.rank: unknown field"},
            {"\"source_ranks\"", "\"sources\"", "sources: unknown field"},
            {"\"strides\"", "\"stride\"", "storage.source.ranks[0].regions[0].stride: unknown field"}}) {
-    auto changed = text;
-    changed.replace(changed.find(from), from.size(), to);
-    const auto refused = parse_manifest_with_storage(changed);
+    const auto refused = edited(text, from, to);
     ASSERT_FALSE(refused) << to;
     EXPECT_NE(refused.error().message.find(path), std::string::npos) << refused.error().message;
   }
