@@ -8,7 +8,11 @@
 namespace refit::planner_detail {
 
 InsideDomainSends::InsideDomainSends(const PlanContext& c, PlanBuilder& b, Moved moved)
-    : c_(c), b_(b), moved_(std::move(moved)), load_s_(c.cluster.cluster().gpus().size(), 0.0) {}
+    : c_(c),
+      b_(b),
+      moved_(std::move(moved)),
+      load_s_(c.cluster.cluster().gpus().size(), 0.0),
+      in_s_(load_s_.size(), 0.0) {}
 
 InsideDomainSends::Split InsideDomainSends::split(std::uint32_t t, const Piece& piece,
                                                   const DomainGroup& group) const {
@@ -58,7 +62,13 @@ void InsideDomainSends::expect(std::uint32_t t, const Box& box, const Split& s, 
 
 void InsideDomainSends::reserve(std::uint32_t t, const Piece& piece, const DomainGroup& group) {
   const auto s = split(t, piece, group);
-  if (!s.apart.empty()) expect(t, piece.box, s, 1.0);
+  if (s.apart.empty()) return;
+  expect(t, piece.box, s, 1.0);
+  for (const Rank r : s.apart) {
+    double& in = in_s_[at(c_.cluster.gpu_of(r).value)];
+    in += seconds(r, moved_(t, piece.box));
+    floor_s_ = std::max(floor_s_, in);
+  }
 }
 
 std::size_t InsideDomainSends::least_loaded(const std::vector<Rank>& ranks, double bytes,
@@ -71,11 +81,19 @@ std::size_t InsideDomainSends::least_loaded(const std::vector<Rank>& ranks, doub
                            : c_.cluster.cluster().nvlink_latency().value +
                                  seconds(ranks[i], static_cast<double>(c_.options.chunk.value));
   };
-  const auto cost = [&](std::size_t i) { return load(ranks[i]) + seconds(ranks[i], bytes) + hop(i); };
+  const auto cost = [&](std::size_t i) {
+    return std::max(load(ranks[i]) + seconds(ranks[i], bytes), floor_s_) + hop(i);
+  };
   std::size_t best = 0;
   for (std::size_t i = 1; i < ranks.size(); ++i)
     if (cost(i) < cost(best)) best = i;
   return best;
+}
+
+bool InsideDomainSends::holders_done_by_floor(std::uint32_t t, const Box& box, const Split& s) const {
+  const double each =
+      moved_(t, box) * static_cast<double>(s.apart.size()) / static_cast<double>(s.near.size());
+  return std::ranges::all_of(s.near, [&](Rank h) { return load(h) + seconds(h, each) <= floor_s_; });
 }
 
 bool InsideDomainSends::send(std::uint32_t t, const Piece& piece, const DomainGroup& group) {
@@ -84,7 +102,9 @@ bool InsideDomainSends::send(std::uint32_t t, const Piece& piece, const DomainGr
   for (const auto& [holder, replica] : s.local) b_.add(0, 0, holder, replica, t, piece.box);
   if (s.apart.empty()) return true;
   expect(t, piece.box, s, -1.0);
-  auto slabs = scatters(t, piece.box, s) ? slabs_of(t, piece.box, s.apart.size()) : std::vector<Box>{};
+  auto slabs = scatters(t, piece.box, s) && !holders_done_by_floor(t, piece.box, s)
+                   ? slabs_of(t, piece.box, s.apart.size())
+                   : std::vector<Box>{};
   if (slabs.size() <= 1)
     send_whole(t, piece.box, std::move(s));
   else

@@ -104,5 +104,31 @@ TEST(InsideDomain, AReplicaOnAGpuThatHoldsNothingPassesThePieceOn) {
   }
 }
 
+TEST(InsideDomain, AHolderDoneByTheTimeItsReceiversAreSendsEveryReplicaItself) {
+  // Training TP4 on GPUs 0-3 (row quarter i on GPU i) -> two engines of TP2 on GPUs 4-5 and 6-7,
+  // one 8-GPU domain. Quarter i goes to GPUs 4 + i / 2 and 6 + i / 2: each holder sends 2
+  // quarters, and each inference GPU takes in 2 quarters however they come, so no sending ends
+  // before 2 quarters' time. The holders are done by then: a replica passing a quarter on would
+  // add a hop and gain nothing (before the floor, the second replica of each quarter was served
+  // by the first, because holders looked busier than idle GPUs 4-7).
+  auto cluster = make_test_cluster(1, 8, 0, 0).cluster();
+  std::vector<GpuId> gpus;
+  for (std::int32_t g = 0; g < 8; ++g) gpus.push_back(GpuId{g});
+  auto ranks = RankMap::make(cluster, std::move(gpus), 4).value();
+  const auto apart = PlacedCluster::make(std::move(cluster), std::move(ranks)).value();
+  const auto p =
+      ReshardProblem::make({make_reshard("x", kShape, make_layout(kShape, {4}, rank_range(0, 4), "S0"),
+                                         make_layout(kShape, {2, 2}, rank_range(4, 4), "R,S0"))},
+                           4, 4)
+          .value();
+  const auto s = stats_of(p, apart);
+  EXPECT_EQ(s.nvlink_bytes.value, 8 * kQuarter);
+  for (std::size_t g = 0; g < 4; ++g) EXPECT_EQ(s.nvlink_egress[g].value, 2 * kQuarter) << "GPU " << g;
+  for (std::size_t g = 4; g < 8; ++g) {
+    EXPECT_EQ(s.nvlink_egress[g].value, 0) << "GPU " << g;
+    EXPECT_EQ(s.nvlink_ingress[g].value, 2 * kQuarter) << "GPU " << g;
+  }
+}
+
 }  // namespace
 }  // namespace refit
