@@ -415,6 +415,7 @@ std::vector<Setting> settings(const RunOptions& o, const RankSetup& s) {
              .bootstrap = bootstrap, .executor_bootstrap = executor_bootstrap, .faults = faults, .mpi = mpi});
   if (mpi_bootstrap.broken()) mpi.abandon();
   REFIT_TRY_IN(std::move(outcome), fmt::format("rank {}", bootstrap.rank()));
+  REFIT_TRY_IN(faults.check_acted(), fmt::format("rank {}", bootstrap.rank()));
   return {};
 }
 

@@ -81,6 +81,12 @@ std::function<bool()> FaultInjector::interrupted() {
   };
 }
 
+Result<void> FaultInjector::check_acted() const {
+  if (done_ || !fault_ || fault_->rank != rank_) return {};
+  return invalid(fmt::format("--test-fault: rank {} never reached '{}' in this run, so nothing was broken",
+                             rank_, kPhases[static_cast<int>(fault_->phase)]));
+}
+
 void FaultyBootstrap::before_call() {
   if (++calls_ == 2) faults_.at(FaultPhase::kPrepare);
 }

@@ -51,6 +51,9 @@ class FaultInjector {
   std::function<void(std::int32_t, std::int64_t)> on_chunk_sent(const Plan& plan);
   // For ExecutorOptions::interrupted: the receive fault (empty when none applies); never interrupts.
   std::function<bool()> interrupted();
+  // Refuses a fault meant for this rank that never acted (a relay fault on a rank that forwards
+  // nothing, an execute fault on one that only receives): a test built on it would pass without it.
+  [[nodiscard]] Result<void> check_acted() const;
 
  private:
   std::optional<Fault> fault_;

@@ -288,5 +288,20 @@ TEST(RunFaults, AnUnknownFaultIsBadInput) {
       << between.err;
 }
 
+TEST(RunFaults, AFaultThatNeverActsFailsTheRunItWasMeantToBreak) {
+  // Training rank 0 only sends what it holds, so it never reaches a relay to die at: the transfer
+  // completes everywhere, and rank 0 then refuses the run for a fault that did nothing.
+  const auto run = run_with("--test-fault 0:relay:kill");
+  EXPECT_FALSE(run.fault_at) << run.shell.err;
+  for (int rank = 1; rank < kRanks; ++rank) {
+    ASSERT_TRUE(run.ends.contains(rank)) << run.shell.err;
+    EXPECT_EQ(run.ends.at(rank).exit_code, 0) << "rank " << rank << ":\n" << run.shell.err;
+  }
+  expect_faulty_does_not_succeed(run, 0, 2);
+  EXPECT_NE(run.shell.err.find("refit run: error: rank 0: --test-fault: rank 0 never reached 'relay'"),
+            std::string::npos)
+      << run.shell.err;
+}
+
 }  // namespace
 }  // namespace refit
