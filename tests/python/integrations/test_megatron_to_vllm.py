@@ -75,16 +75,27 @@ def _world(pair: tuple[str, dict[str, int], dict[str, Any]]) -> int:
     return megatron + i["tp"] * i["dp"]
 
 
+def _selected(request: pytest.FixtureRequest) -> set[str]:
+    """The pairs whose tests this session runs (all, or those pytest's -k or node ids picked)."""
+    return {item.callspec.params["name"] for item in request.session.items
+            if item.module is request.module and hasattr(item, "callspec")}  # fmt: skip
+
+
 @pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
-    """Runs every pair of every model in one torchrun job (each process imports the frameworks
-    once): each pair's JSON lines, by pair name."""
+def results(request: pytest.FixtureRequest,
+            tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:  # fmt: skip
+    """Runs every selected pair of every model in one torchrun job (each process imports the
+    frameworks once): each pair's JSON lines, by pair name."""
+    selected = _selected(request)
     root = tmp_path_factory.mktemp("frameworks")
     env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "UCX_TLS": os.environ.get("UCX_TLS", "self,sm,tcp"),
            "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")]),
            "OMP_NUM_THREADS": "1", "VLLM_LOGGING_LEVEL": "WARNING"}  # fmt: skip
     job: list[dict[str, Any]] = []
-    for model, pairs in JOBS.items():
+    for model, every in JOBS.items():
+        pairs = [p for p in every if p[0] in selected]
+        if not pairs:
+            continue
         a = write(MODELS / model, root / model / "a", seed=1)
         b = write(MODELS / model, root / model / "b", seed=2)
         mtp = bool(json.loads((MODELS / model).read_text()).get("num_nextn_predict_layers", 0))
@@ -93,14 +104,14 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str
                 for name, train, i in pairs]  # fmt: skip
     (root / "results").mkdir()
     (root / "job.json").write_text(json.dumps({"pairs": job, "results": str(root / "results")}))
-    world = max(_world(p) for p in PAIRS)
+    world = max(_world(p) for p in PAIRS if p[0] in selected)
     done = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={world}", f"--master-port={free_port()}",
          str(HERE / "worker.py"), str(root / "job.json")],
         env=env, capture_output=True, text=True, timeout=600, cwd=HERE,
     )  # fmt: skip
     lines = [json.loads(f.read_text()) for f in sorted((root / "results").iterdir())]
-    return {name: [x for x in lines if x["pair"] == name] or [{"error": done.stderr[-4000:]}] for name, _, _ in PAIRS}
+    return {name: [x for x in lines if x["pair"] == name] or [{"error": done.stderr[-4000:]}] for name in selected}
 
 
 PAIRS = [(name, train, i) for pairs in JOBS.values() for name, train, i in pairs]
