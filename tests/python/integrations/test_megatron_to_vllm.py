@@ -62,6 +62,16 @@ JOBS: dict[str, list[tuple[str, dict[str, int], dict[str, Any]]]] = {
         ("dsv3-ep2-to-tp2", {"ep": 2, "etp": 1, "dp": 2}, infer(tp=2)),  # EP -> no EP, MTP
         ("dsv3-ep2-to-dp2ep", {"ep": 2, "etp": 1, "dp": 2}, infer(dp=2, ep=True)),  # dp > 1 with EP, MTP
         ("dsv3-pp3-to-tp2ep", {"pp": 3}, infer(tp=2, ep=True)),  # pp -> tp, MTP on the last stage
+        # Megatron tp > 1: the local spec's column-parallel linear_q_down_proj and linear_kv_down_proj
+        # (spec=local) gathered into vLLM's fused_qkv_a_proj
+        ("dsv3-tp2ep2-to-tp1", {"tp": 2, "ep": 2, "etp": 1}, infer(tp=1)),
+    ],
+    "tiny-moonlight.json": [  # MLA without q LoRA: q_proj column-parallel on both sides, MTP
+        ("moonlight-tp2ep2-to-tp4", {"tp": 2, "ep": 2, "etp": 1}, infer(tp=4)),  # experts whole -> MoE TP 4
+    ],
+    "tiny-llama-bias.json": [  # Llama's attention_bias and mlp_bias: Megatron's add_bias_linear
+        # Megatron tp beyond the 2 query groups cuts linear_qkv.bias inside a group; fc1's bias [gate; up] per rank
+        ("llamabias-tp4-to-tp2", {"tp": 4}, infer(tp=2)),
     ],
     "tiny-deepseek-v3-groups.json": [  # 4 expert groups: round_robin is kept where vLLM keeps it
         ("dsv3groups-ep2-to-tp2-round-robin", {"ep": 2, "etp": 1, "dp": 2}, infer(tp=2, ep=True, placement="round_robin")),
