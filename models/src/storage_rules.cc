@@ -78,10 +78,12 @@ Result<StorageMap> build_storage(std::string framework, const ModelSpec& model, 
       const Layout& layout = source ? t.source : t.destination;
       if (!layout.mesh().position_of_rank(Rank{r}) || (source && !held_at_source(t.tensor))) continue;
       auto box = REFIT_TRY(layout.local_box(Rank{r}));
-      if (box.empty()) continue;
-      const auto at = fmt::format("{} rank {}, tensor '{}'", out.framework, r, t.tensor.name);
       const auto& q = t.tensor.quantization;
       const auto weight = weights.find(q && q->is_scales() ? std::string_view(q->scales_of) : t.tensor.name);
+      // An empty box is none of the tensor on the rank, save a padded vocab's: a rank whose
+      // partition lies wholly past the real rows still holds that partition, all padding.
+      if (box.empty() && (weight == weights.end() || weight->second->kind != TensorKind::kVocab)) continue;
+      const auto at = fmt::format("{} rank {}, tensor '{}'", out.framework, r, t.tensor.name);
       if (weight == weights.end()) return unsupported(at + ": no weight of the model");
       const TensorOnRank on{.index = i,
                             .tensor = weight->second,
@@ -139,6 +141,11 @@ Result<Stored> concatenated(const TensorOnRank& t, std::string name,
 }
 
 Result<Stored> padded_vocab(const TensorOnRank& t, std::string name, std::int64_t partition) {
+  if (t.box.empty())  // a partition of padding alone: the parameter, no region
+    return Stored{
+        .parameters = {FrameworkParameter{
+            .name = std::move(name), .shape = rows_shape(t.box, partition), .dtype = t.tensor->spec.dtype}},
+        .regions = {}};
   const auto vocab = t.tensor->spec.shape[0];
   const auto begin = t.box.offset[0];
   const auto real_end = std::min(vocab, (begin / partition + 1) * partition);

@@ -46,9 +46,11 @@ using StorageRule = std::function<Result<Stored>(const TensorOnRank&)>;
 // The parameter a framework keeps the FP8 scales of a weight parameter in.
 using ScaleParameterRule = std::function<Result<FrameworkParameter>(QuantScheme, const FrameworkParameter&)>;
 
-// Runs `rule` for every non-empty box of every rank on one side, and for the scales of quantized
-// weights the side holds, `rule` of their weight with `scales`. Errors name the rank and tensor;
-// two tensors declaring one parameter name with different shapes or dtypes are refused.
+// Runs `rule` for every non-empty box of every rank on one side (and for a vocab tensor's empty
+// box: the rank's padded partition holds none of its rows, but the framework holds it), and for
+// the scales of quantized weights the side holds, `rule` of their weight with `scales`. Errors
+// name the rank and tensor; two tensors declaring one parameter name with different shapes or
+// dtypes are refused.
 [[nodiscard]] Result<StorageMap> build_storage(std::string framework, const ModelSpec& model,
                                                const ReshardProblem& problem, bool source,
                                                const StorageRule& rule, const ScaleParameterRule& scales);
@@ -71,7 +73,8 @@ Stored whole(const TensorOnRank& t, std::string name, std::int64_t rows);
 
 // A vocab-parallel weight in a framework that pads the vocab and gives each of `tp` ranks
 // `partition` rows: the rank's real rows must be its logical box (else refused, naming the
-// sizes); the parameter is the partition, padding rows last.
+// sizes); the parameter is the partition, padding rows last. An empty box (the partition lies
+// past the vocab) gives the parameter with no region.
 [[nodiscard]] Result<Stored> padded_vocab(const TensorOnRank& t, std::string name, std::int64_t partition);
 
 // Experts [begin, end) of a stacked expert tensor's box [E, rows, ...] at row `at` of dim 1 of

@@ -14,6 +14,7 @@
 #include "refit/models/hf_config.h"
 #include "refit/models/manifest.h"
 #include "refit/models/problem_builder.h"
+#include "refit/models/storage_check.h"
 #include "storage_lookup.h"
 
 namespace refit::models {
@@ -370,6 +371,27 @@ TEST(StorageMap, PaddedVocabPartitionsAreTheLogicalBoxesWhereTpDoesNotDivideTheV
   EXPECT_EQ(rows_of(m.problem, m.megatron.of(Rank{1}), "model.embed_tokens.weight"), (Rows{{512, 489, 0}}));
   EXPECT_EQ(parameter(m.vllm.of(Rank{5}), "lm_head.weight").shape, (Shape{256, 64}));
   EXPECT_EQ(rows_of(m.problem, m.vllm.of(Rank{5}), "lm_head.weight"), (Rows{{768, 233, 0}}));
+}
+
+// Vocab 256 at Megatron tp=4 pads to 512 (a multiple of 128*4), 128 rows per rank: ranks 0 and 1
+// hold the real rows, ranks 2 and 3 rows [256, 512), padding alone. Megatron still allocates
+// their [128, 64] partition (VocabParallelEmbedding.__init__: num_embeddings_per_partition rows
+// from VocabUtility.vocab_range_from_global_vocab_size on every rank; the output layer's
+// ColumnParallelLinear likewise), so those ranks' parameters list it, with no region: nothing is
+// read from it, and prepare(storage="framework") takes the buffer Megatron hands over. refit
+// skipped the empty box and refused that buffer as a parameter the rank does not have.
+TEST(StorageMap, AVocabPartitionOfPaddingAloneIsStillTheRanksParameter) {
+  const auto m = maps(tiny("tiny-llama-bias.json"), "tp=4", "tp=2");
+  EXPECT_EQ(rows_of(m.problem, m.megatron.of(Rank{1}), "lm_head.weight"), (Rows{{128, 128, 0}}));
+  for (const int r : {2, 3}) {
+    const auto& s = m.megatron.of(Rank{r});
+    EXPECT_EQ(parameter(s, "embedding.word_embeddings.weight").shape, (Shape{128, 64}));
+    EXPECT_EQ(parameter(s, "output_layer.weight").shape, (Shape{128, 64}));
+    EXPECT_EQ(rows_of(m.problem, s, "model.embed_tokens.weight"), Rows{});
+    EXPECT_EQ(rows_of(m.problem, s, "lm_head.weight"), Rows{});
+  }
+  const auto checked = check_storage(m.megatron, m.problem, true, "megatron");
+  EXPECT_TRUE(checked) << checked.error().message;
 }
 
 // A version 2 manifest keeps both maps exactly (written again, the same text); version 1 has none.

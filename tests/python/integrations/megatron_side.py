@@ -6,8 +6,10 @@ buffer on CUDA), and loaded from the HF checkpoint.
 
 Loading: framework_reference.py lays the checkpoint out as Megatron's TE spec names it (written
 from Megatron's and Megatron-Bridge's code, independently of refit's C++); LOCAL_NAMES below
-says, parameter by parameter, where the local spec keeps each of those tensors. It is written
-apart from refit.integrations.megatron's renaming rules, which the test holds to it.
+says, parameter by parameter, where the local spec keeps each of those tensors, and the
+reference's spec="local" splits MLA's down projections over TP as the local spec's
+ColumnParallelLinear does (the TE spec replicates them). It is written apart from
+refit.integrations.megatron's renaming rules, which the test holds to it.
 
 Four shims for megatron-core 0.16.1 on a machine without CUDA, none touching a weight's layout:
 MLA's rotary embedding asks torch.cuda for a device despite use_cpu_initialization, the local
@@ -21,6 +23,7 @@ setup_embeddings_and_output_layer): that start value is skipped, as loading over
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -84,6 +87,11 @@ def transformer_config(config: dict, sizes: Megatron) -> Any:
                   moe_grouped_gemm=False, moe_layer_freq=[int(i >= m.first_dense) for i in range(m.layers)])  # fmt: skip
     if m.shared:
         kw["moe_shared_expert_intermediate_size"] = m.shared
+    if m.o_bias or m.mlp_bias:  # Llama's attention_bias and mlp_bias: Megatron has one switch for both
+        if m.o_bias != m.mlp_bias:
+            raise ValueError("add_bias_linear gives o_proj and the MLP biases together: attention_bias and "
+                             "mlp_bias must agree")  # fmt: skip
+        kw["add_bias_linear"] = True
     if m.qkv_bias:
         kw["add_qkv_bias"] = True
     if m.mtp:
@@ -91,7 +99,7 @@ def transformer_config(config: dict, sizes: Megatron) -> Any:
     if not m.latent:
         return TransformerConfig(num_query_groups=m.kv_heads, kv_channels=m.head_dim, **kw)
     _shims()
-    return MLATransformerConfig(multi_latent_attention=True, q_lora_rank=m.q_lora, kv_lora_rank=m.kv_lora,
+    return MLATransformerConfig(multi_latent_attention=True, q_lora_rank=m.q_lora or None, kv_lora_rank=m.kv_lora,
                                 qk_head_dim=m.nope, qk_pos_emb_head_dim=m.rope, v_head_dim=m.v_head, rope_type="rope",
                                 moe_router_enable_expert_bias=True, moe_router_score_function="sigmoid", **kw)  # fmt: skip
 
@@ -152,7 +160,8 @@ def load(chunks: list[torch.nn.Module], state: dict[str, np.ndarray], config: di
     LOCAL_NAMES; returns the names of parameters nothing was loaded into."""
     from megatron.core import parallel_state as ps
 
-    expected = _megatron_rank(state, model_of(config), sizes, ps.get_tensor_model_parallel_rank(),
+    local = dataclasses.replace(sizes, spec="local")  # MLA's down projections column-parallel
+    expected = _megatron_rank(state, model_of(config), local, ps.get_tensor_model_parallel_rank(),
                               ps.get_pipeline_model_parallel_rank(), ps.get_expert_tensor_parallel_rank(),
                               ps.get_expert_model_parallel_rank())  # fmt: skip
     own: dict[str, torch.Tensor] = {}
@@ -166,6 +175,9 @@ def load(chunks: list[torch.nn.Module], state: dict[str, np.ndarray], config: di
     for te, array in expected.items():
         if local_name(te) not in own:
             raise KeyError(f"the checkpoint's {te} has no parameter {local_name(te)} in the model: {sorted(own)}")
+        param = own.pop(local_name(te))
+        if tuple(param.shape) != array.shape:  # copy_ would broadcast some mismatches
+            raise ValueError(f"{local_name(te)}: the model's shape {tuple(param.shape)}, the checkpoint's {array.shape}")
         with torch.no_grad():
-            own.pop(local_name(te)).copy_(as_torch(array))
+            param.copy_(as_torch(array))
     return sorted(own)

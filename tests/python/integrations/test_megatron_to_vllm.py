@@ -62,6 +62,16 @@ JOBS: dict[str, list[tuple[str, dict[str, int], dict[str, Any]]]] = {
         ("dsv3-ep2-to-tp2", {"ep": 2, "etp": 1, "dp": 2}, infer(tp=2)),  # EP -> no EP, MTP
         ("dsv3-ep2-to-dp2ep", {"ep": 2, "etp": 1, "dp": 2}, infer(dp=2, ep=True)),  # dp > 1 with EP, MTP
         ("dsv3-pp3-to-tp2ep", {"pp": 3}, infer(tp=2, ep=True)),  # pp -> tp, MTP on the last stage
+        # Megatron tp > 1: the local spec's column-parallel linear_q_down_proj and linear_kv_down_proj
+        # (spec=local) gathered into vLLM's fused_qkv_a_proj
+        ("dsv3-tp2ep2-to-tp1", {"tp": 2, "ep": 2, "etp": 1}, infer(tp=1)),
+    ],
+    "tiny-moonlight.json": [  # MLA without q LoRA: q_proj column-parallel on both sides, MTP
+        ("moonlight-tp2ep2-to-tp4", {"tp": 2, "ep": 2, "etp": 1}, infer(tp=4)),  # experts whole -> MoE TP 4
+    ],
+    "tiny-llama-bias.json": [  # Llama's attention_bias and mlp_bias: Megatron's add_bias_linear
+        # Megatron tp beyond the 2 query groups cuts linear_qkv.bias inside a group; fc1's bias [gate; up] per rank
+        ("llamabias-tp4-to-tp2", {"tp": 4}, infer(tp=2)),
     ],
     "tiny-deepseek-v3-groups.json": [  # 4 expert groups: round_robin is kept where vLLM keeps it
         ("dsv3groups-ep2-to-tp2-round-robin", {"ep": 2, "etp": 1, "dp": 2}, infer(tp=2, ep=True, placement="round_robin")),
@@ -75,16 +85,27 @@ def _world(pair: tuple[str, dict[str, int], dict[str, Any]]) -> int:
     return megatron + i["tp"] * i["dp"]
 
 
+def _selected(request: pytest.FixtureRequest) -> set[str]:
+    """The pairs whose tests this session runs (all, or those pytest's -k or node ids picked)."""
+    return {item.callspec.params["name"] for item in request.session.items
+            if item.module is request.module and hasattr(item, "callspec")}  # fmt: skip
+
+
 @pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
-    """Runs every pair of every model in one torchrun job (each process imports the frameworks
-    once): each pair's JSON lines, by pair name."""
+def results(request: pytest.FixtureRequest,
+            tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:  # fmt: skip
+    """Runs every selected pair of every model in one torchrun job (each process imports the
+    frameworks once): each pair's JSON lines, by pair name."""
+    selected = _selected(request)
     root = tmp_path_factory.mktemp("frameworks")
     env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "UCX_TLS": os.environ.get("UCX_TLS", "self,sm,tcp"),
            "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")]),
            "OMP_NUM_THREADS": "1", "VLLM_LOGGING_LEVEL": "WARNING"}  # fmt: skip
     job: list[dict[str, Any]] = []
-    for model, pairs in JOBS.items():
+    for model, every in JOBS.items():
+        pairs = [p for p in every if p[0] in selected]
+        if not pairs:
+            continue
         a = write(MODELS / model, root / model / "a", seed=1)
         b = write(MODELS / model, root / model / "b", seed=2)
         mtp = bool(json.loads((MODELS / model).read_text()).get("num_nextn_predict_layers", 0))
@@ -93,14 +114,14 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str
                 for name, train, i in pairs]  # fmt: skip
     (root / "results").mkdir()
     (root / "job.json").write_text(json.dumps({"pairs": job, "results": str(root / "results")}))
-    world = max(_world(p) for p in PAIRS)
+    world = max(_world(p) for p in PAIRS if p[0] in selected)
     done = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={world}", f"--master-port={free_port()}",
          str(HERE / "worker.py"), str(root / "job.json")],
         env=env, capture_output=True, text=True, timeout=600, cwd=HERE,
     )  # fmt: skip
     lines = [json.loads(f.read_text()) for f in sorted((root / "results").iterdir())]
-    return {name: [x for x in lines if x["pair"] == name] or [{"error": done.stderr[-4000:]}] for name, _, _ in PAIRS}
+    return {name: [x for x in lines if x["pair"] == name] or [{"error": done.stderr[-4000:]}] for name in selected}
 
 
 PAIRS = [(name, train, i) for pairs in JOBS.values() for name, train, i in pairs]
