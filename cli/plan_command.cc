@@ -57,6 +57,7 @@ void print_human(const TimedPlan& tp, const PlanStats& s, const LowerBound& lb,
 }
 
 [[nodiscard]] Result<void> run(const PlanCommandOptions& o) {
+  if (!o.out.empty()) REFIT_TRY(check_not_an_input("--out", o.out, o.inputs));
   const auto inputs = REFIT_TRY(load_plan_inputs(o.inputs));
   const auto tp = REFIT_TRY(obtain_plan(o.inputs, inputs, o.inputs.strategy));
   const auto stats = compute_stats(tp.plan, inputs.cluster);

@@ -1,6 +1,8 @@
 #include "plan_inputs.h"
 
 #include <chrono>
+#include <filesystem>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -42,6 +44,20 @@ void add_plan_input_options(CLI::App& cmd, PlanInputOptions& o, bool with_plan_f
         ->check(non_empty())
         ->excludes(strategy)
         ->excludes(chunk);
+}
+
+Result<void> check_not_an_input(std::string_view option, const std::string& path, const PlanInputOptions& o) {
+  const std::pair<std::string_view, const std::string&> inputs[] = {{"--plan", o.plan_file},
+                                                                    {"--cluster-file", o.cluster.file},
+                                                                    {"--nccl-topo-xml", o.cluster.nccl_xml},
+                                                                    {"--manifest", o.problem.manifest},
+                                                                    {"--model", o.problem.model}};
+  for (const auto& [input, file] : inputs) {
+    std::error_code ec;
+    if (!file.empty() && std::filesystem::equivalent(path, file, ec))
+      return invalid(fmt::format("{}: {} is the file {} reads from; write elsewhere", option, path, input));
+  }
+  return {};
 }
 
 Result<PlanInputs> load_plan_inputs(const PlanInputOptions& o) {

@@ -34,6 +34,12 @@ struct PlanInputs {
 };
 [[nodiscard]] Result<PlanInputs> load_plan_inputs(const PlanInputOptions& options);
 
+// Refuses an output (`option` = `path`) that is one of the files the inputs are read from (a plan,
+// a cluster file or topology dump, a manifest, a model's config.json): written over, the input
+// would be lost to a file of another kind.
+[[nodiscard]] Result<void> check_not_an_input(std::string_view option, const std::string& path,
+                                              const PlanInputOptions& options);
+
 struct TimedPlan {
   Plan plan;
   Seconds seconds;  // wall time spent planning (or loading the plan file)

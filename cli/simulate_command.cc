@@ -212,9 +212,10 @@ void print_elastic(const SimulateCommandOptions& o, const ElasticPrediction& p) 
     return invalid("--compare runs each strategy as its default deployment does: drop --deployment");
   if (o.compare && o.sensitivity) return invalid("--sensitivity re-simulates one prediction: drop --compare");
   const auto inputs = REFIT_TRY(load_plan_inputs(o.inputs));
-  std::ofstream trace_file;
+  std::optional<OutputFile> trace_file;
   if (!o.trace.empty()) {
-    trace_file = REFIT_TRY_IN(open_output_file(o.trace), "--trace");
+    REFIT_TRY(check_not_an_input("--trace", o.trace, o.inputs));
+    trace_file.emplace(REFIT_TRY_IN(OutputFile::open(o.trace), "--trace"));
     fmt::print(stderr, "refit simulate: writing the {} trace to {}\n", o.inputs.strategy, o.trace);
   }
   const PredictOptions options{.strategy = o.inputs.strategy,
@@ -224,7 +225,7 @@ void print_elastic(const SimulateCommandOptions& o, const ElasticPrediction& p) 
                                .staging = Bytes{o.staging},
                                .sensitivity = o.sensitivity,
                                .delta = o.delta,
-                               .trace = trace_file.is_open() ? &trace_file : nullptr,
+                               .trace = trace_file ? &trace_file->stream() : nullptr,
                                .progress = progress_printer(),
                                .jobs = o.jobs};
   const PredictionInputs in{.source = o.inputs.problem, .problem = inputs.problem, .cluster = inputs.cluster};
@@ -233,12 +234,9 @@ void print_elastic(const SimulateCommandOptions& o, const ElasticPrediction& p) 
   if (!o.inputs.plan_file.empty()) loaded = REFIT_TRY(obtain_plan(o.inputs, inputs, o.inputs.strategy)).plan;
   auto made = o.compare ? compare(in, options) : predict(in, options, loaded);
   // A full disk shows only once the trace's last bytes are flushed, or as the writer's failure,
-  // which knows the stream, not the file.
-  if (trace_file.is_open()) {
-    trace_file.close();
-    if (!trace_file)
-      return fail(ErrorCode::kRuntime, fmt::format("--trace: '{}' could not be written in full", o.trace));
-  }
+  // which knows the stream, not the file. A failed prediction leaves no trace (the file's
+  // destructor removes it).
+  if (trace_file && (made || !trace_file->stream())) REFIT_TRY_IN(trace_file->commit(), "--trace");
   const auto predictions = REFIT_TRY(std::move(made));
   NotePrinter("simulate").print(predictions.rows);
   print(o, predictions);

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -194,28 +195,30 @@ Result<void> NamedFileFolder::write(std::string_view name, std::span<const std::
                                     Overwrite overwrite) const {
   const auto file = REFIT_TRY_IN(encode_file_name(name), path_.string());
   const auto where = shown(file);
-  // O_CREAT | O_EXCL never follows a link and never opens what exists; O_NOFOLLOW refuses a link;
-  // O_NONBLOCK makes a FIFO without a reader fail (ENXIO) instead of waiting for one.
-  const int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK |
-                    (overwrite == Overwrite::kAllow ? 0 : O_EXCL);
-  Descriptor d{::openat(fd_, file.c_str(), flags, 0644)};
-  if (d.fd < 0) {
-    if (errno == EEXIST) return exists_error(where);
-    if (errno == ELOOP) return link_error(where);
-    if (errno == ENXIO)
-      return invalid(fmt::format("{}: not a regular file (a FIFO no process reads, or a socket)", where));
+  if (overwrite == Overwrite::kAllow) REFIT_TRY(check_write(name, overwrite));
+  // Written under a name no encoded name has (a leading '.'), then renamed over the file
+  // (kAllow) or linked to its name, which fails if anything has that name (kRefuse): a write that
+  // fails leaves neither part of a file nor less of the old one.
+  static std::atomic<std::uint64_t> count{0};
+  const auto temporary = fmt::format(".refit-{}-{}", ::getpid(), count.fetch_add(1));
+  Descriptor d{::openat(fd_, temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644)};
+  if (d.fd < 0)
     return fail(ErrorCode::kRuntime, fmt::format("{}: cannot be created: {}", where, system_reason()));
-  }
-  struct stat st {};
-  if (::fstat(d.fd, &st) != 0)
-    return fail(ErrorCode::kRuntime, fmt::format("{}: {}", where, system_reason()));
-  if (!S_ISREG(st.st_mode) || st.st_nlink != 1) return not_one_link_error(where);
-  if (::ftruncate(d.fd, 0) != 0)
-    return fail(ErrorCode::kRuntime, fmt::format("{}: cannot be truncated: {}", where, system_reason()));
-  REFIT_TRY(write_all(d.fd, bytes, where));
-  if (::close(d.release()) != 0)
-    return fail(ErrorCode::kRuntime, fmt::format("{}: cannot be written: {}", where, system_reason()));
-  return {};
+  auto written = write_all(d.fd, bytes, where);
+  if (written && ::close(d.release()) != 0)
+    written = fail(ErrorCode::kRuntime, fmt::format("{}: cannot be written: {}", where, system_reason()));
+  if (written) written = put_in_place(temporary, file, overwrite, where);
+  ::unlinkat(fd_, temporary.c_str(), 0);  // a link's other name, or what a failure left
+  return written;
+}
+
+Result<void> NamedFileFolder::put_in_place(const std::string& temporary, const std::string& file,
+                                           Overwrite overwrite, const std::string& where) const {
+  const int done = overwrite == Overwrite::kAllow ? ::renameat(fd_, temporary.c_str(), fd_, file.c_str())
+                                                  : ::linkat(fd_, temporary.c_str(), fd_, file.c_str(), 0);
+  if (done == 0) return {};
+  if (errno == EEXIST) return exists_error(where);
+  return fail(ErrorCode::kRuntime, fmt::format("{}: cannot be put in place: {}", where, system_reason()));
 }
 
 }  // namespace refit

@@ -1,10 +1,9 @@
 // refit._refit.OutputFile: a file the Python package writes (a trace, a manifest, a table, a
-// figure), opened as the library opens the files it writes (open_output_file, as Plan.save and
+// figure), opened as the library opens the files it writes (refit::OutputFile, as Plan.save and
 // refit simulate --trace): a folder, a disk device, a FIFO that no process reads, or a folder that
 // does not exist is refused when the file is opened, before the work whose result it will hold,
-// and a write that fails in part (a full disk) is an error, not a short file.
+// and a write that fails in part (a full disk) is an error that leaves the old file as it was.
 #include <cerrno>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <utility>
@@ -21,19 +20,19 @@ namespace {
 
 using namespace nb::literals;
 
-struct OutputFile {
+struct WrittenFile {
   std::string path;
   std::string what;  // the option or argument the path was given as ("trace", "--csv")
-  std::optional<std::ofstream> out;
+  std::optional<OutputFile> out;
 };
 
-OutputFile* open(const FsPath& path, const std::string& what) {
-  auto out = open_output_file(path.bytes);
+WrittenFile* open(const FsPath& path, const std::string& what) {
+  auto out = OutputFile::open(path.bytes);
   if (!out) raise_error(std::move(out.error()).in(what));
-  return new OutputFile{.path = path.bytes, .what = what, .out = std::move(*out)};
+  return new WrittenFile{.path = path.bytes, .what = what, .out = std::move(*out)};
 }
 
-void write(OutputFile& file, const nb::bytes& data) {
+void write(WrittenFile& file, const nb::bytes& data) {
   if (!file.out)
     raise_error(Error{.code = ErrorCode::kInvalidArgument,
                       .message = fmt::format("{}: {}: written once already", file.what, file.path)});
@@ -41,8 +40,8 @@ void write(OutputFile& file, const nb::bytes& data) {
   {
     nb::gil_scoped_release release;
     errno = 0;
-    file.out->write(data.c_str(), static_cast<std::streamsize>(data.size()));
-    written = close_output_file(*file.out, file.path);
+    file.out->stream().write(data.c_str(), static_cast<std::streamsize>(data.size()));
+    written = file.out->commit();
   }
   file.out.reset();
   if (!written) raise_error(std::move(written.error()).in(file.what));
@@ -51,11 +50,12 @@ void write(OutputFile& file, const nb::bytes& data) {
 }  // namespace
 
 void bind_files(nb::module_& m) {
-  nb::class_<OutputFile>(m, "OutputFile",
-                         "A file opened for writing as refit opens the files it writes: refused now, "
-                         "naming `what` and the path, if it cannot be.")
+  nb::class_<WrittenFile>(m, "OutputFile",
+                          "A file opened for writing as refit opens the files it writes: refused now, "
+                          "naming `what` and the path, if it cannot be.")
       .def(nb::new_(&open), "path"_a, "what"_a,
-           "Creates (or truncates) the file; BadInput naming `what` for a folder, a device, a FIFO no "
+           "Opens the file to be written whole (into a temporary file beside it until write() puts it in "
+           "place); BadInput naming `what` for a folder, a device, a FIFO no "
            "process reads, or a file that cannot be created.")
       .def("write", &write, "data"_a,
            "Writes the file's bytes and closes it; Failure when any of them could not be written.");

@@ -210,6 +210,31 @@ TEST(SimulateCli, TraceIsChromeJsonWithGpuAndNicTracks) {
   std::filesystem::remove(path);
 }
 
+TEST(SimulateCli, ARefusedSimulationLeavesTheTraceFileAsItWasAndNoInputIsWrittenOver) {
+  // The trace is opened before --plan is read: a plan that is missing fails the run, and the file
+  // --trace names keeps its old bytes (it was once emptied). An output naming an input is refused.
+  const auto dir = temp_file("trace_dir");
+  std::filesystem::create_directory(dir);
+  const auto trace = dir / "keep.json";
+  std::ofstream(trace) << "keep";
+  const auto r = run_refit("simulate " + kProblem + " --plan " + (dir / "missing.json").string() +
+                           " --trace " + trace.string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  std::ifstream in(trace);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "keep");
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), {}), 1) << "a temporary was left";
+  for (const std::string& args :
+       {"simulate " + kProblem + " --plan " + trace.string() + " --trace " + trace.string(),
+        "plan --model " + trace.string() + " --train tp=1 --infer tp=1 --out " + trace.string()}) {
+    const auto same = run_refit(args);
+    EXPECT_EQ(same.exit_code, 2) << args << ": " << same.err;
+    EXPECT_NE(same.err.find(trace.string() + " is the file"), std::string::npos) << same.err;
+  }
+  std::ifstream again(trace);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(again), {}), "keep");
+  std::filesystem::remove_all(dir);
+}
+
 struct BadInput {
   std::string args;
   std::string must_mention;

@@ -4,9 +4,12 @@
 // unless asked.
 #include "refit/core/named_files.h"
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -171,6 +174,55 @@ TEST(NamedFolder, AFifoIsRefusedWithoutWaitingForItsOtherEnd) {
     EXPECT_EQ(written.error().code, ErrorCode::kInvalidArgument) << written.error().message;
     EXPECT_NE(written.error().message.find(fifo.string()), std::string::npos) << written.error().message;
   }
+}
+
+// While alive, no file this process writes may grow past `bytes` (RLIMIT_FSIZE): a write beyond
+// fails (EFBIG) as one on a full disk does, with SIGXFSZ ignored.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) : old_signal_(std::signal(SIGXFSZ, SIG_IGN)) {
+    ::getrlimit(RLIMIT_FSIZE, &old_);
+    rlimit limit = old_;
+    limit.rlim_cur = bytes;
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &old_);
+    std::signal(SIGXFSZ, old_signal_);
+  }
+
+ private:
+  rlimit old_{};
+  void (*old_signal_)(int);
+};
+
+std::vector<std::string> files_in(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::ranges::sort(names);
+  return names;
+}
+
+TEST(NamedFolder, AWriteThatFailsHalfWayLeavesTheFolderAsItWas) {
+  // 8 bytes into files limited to 4: the write fails after 4. The old "w" stays whole, no new
+  // "v" appears, and nothing else (no temporary) is left.
+  TempFolder tmp;
+  const auto folder = NamedFileFolder::open(tmp.path(), "rank0", true).value();
+  ASSERT_TRUE(folder.write("w", bytes_of("old"), Overwrite::kRefuse));
+  {
+    const FileSizeLimit limit(4);
+    for (const auto& [name, overwrite] :
+         {std::pair{"w", Overwrite::kAllow}, std::pair{"v", Overwrite::kRefuse}}) {
+      const auto r = folder.write(name, bytes_of("12345678"), overwrite);
+      ASSERT_FALSE(r) << name;
+      EXPECT_EQ(r.error().code, ErrorCode::kRuntime) << r.error().message;
+      EXPECT_NE(r.error().message.find("rank0/" + std::string(name) + ": cannot be written"),
+                std::string::npos)
+          << r.error().message;
+    }
+  }
+  EXPECT_EQ(contents(tmp.path() / "rank0" / "w"), "old");
+  EXPECT_EQ(files_in(tmp.path() / "rank0"), std::vector<std::string>{"w"});
 }
 
 }  // namespace

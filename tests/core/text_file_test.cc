@@ -4,8 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -24,19 +26,66 @@ TEST(TextFile, AFileOfProcIsReadToItsEndThoughItsSizeSaysZero) {
 
 TEST(TextFile, OutputsThatAreNotFilesOrAFifoNobodyReadsAreRefusedNamingThem) {
   const auto dir = std::filesystem::temp_directory_path();
-  auto out = open_output_file(dir);
+  auto out = OutputFile::open(dir);
   ASSERT_FALSE(out);
   EXPECT_EQ(testing::error_code(out), ErrorCode::kInvalidArgument);
   EXPECT_NE(out.error().message.find("is a directory"), std::string::npos) << out.error().message;
   const auto fifo = dir / ("refit_text_file_fifo_" + std::to_string(::getpid()));
   std::filesystem::remove(fifo);
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  out = open_output_file(fifo);
+  const auto unread = OutputFile::open(fifo);
   std::filesystem::remove(fifo);
-  ASSERT_FALSE(out);
-  EXPECT_NE(out.error().message.find(fifo.string() + ": a FIFO that no process reads"), std::string::npos)
-      << out.error().message;
-  EXPECT_TRUE(open_output_file("/dev/null")) << "a character device is written";
+  ASSERT_FALSE(unread);
+  EXPECT_NE(unread.error().message.find(fifo.string() + ": a FIFO that no process reads"), std::string::npos)
+      << unread.error().message;
+  EXPECT_TRUE(OutputFile::open("/dev/null")) << "a character device is written";
+}
+
+// The files of `dir`, by name.
+std::vector<std::string> files_in(const std::filesystem::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    names.push_back(e.path().filename().string());
+  std::ranges::sort(names);
+  return names;
+}
+
+TEST(TextFile, AFileIsPutInPlaceWholeOrNotAtAll) {
+  // Until commit() the old file is as it was; a writer that gives up or fails leaves it so, and
+  // leaves no temporary beside it.
+  const auto dir = std::filesystem::temp_directory_path() / ("refit_text_file_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directory(dir);
+  const auto path = dir / "plan.json";
+  ASSERT_TRUE(write_file(path, [](std::ostream& s) { s << "old"; }));
+  {
+    auto out = OutputFile::open(path);
+    ASSERT_TRUE(out) << out.error().message;
+    out->stream() << "new";
+    EXPECT_EQ(read_text_file(path).value(), "old");
+  }  // given up: never committed
+  EXPECT_EQ(read_text_file(path).value(), "old");
+  EXPECT_EQ(files_in(dir), std::vector<std::string>{"plan.json"});
+  const auto failed = write_file(path, [](std::ostream& s) {
+    s << "half";
+    s.setstate(std::ios::badbit);  // as a full disk leaves the stream
+  });
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(testing::error_code(failed), ErrorCode::kRuntime);
+  EXPECT_NE(failed.error().message.find(path.string() + ": cannot be written"), std::string::npos)
+      << failed.error().message;
+  EXPECT_EQ(read_text_file(path).value(), "old");
+  EXPECT_EQ(files_in(dir), std::vector<std::string>{"plan.json"});
+  ASSERT_TRUE(write_file(path, [](std::ostream& s) { s << "new"; }));
+  EXPECT_EQ(read_text_file(path).value(), "new");
+  EXPECT_EQ(files_in(dir), std::vector<std::string>{"plan.json"});
+  // Through a link, as the shell's > writes: the file it names is replaced, the link stays.
+  std::filesystem::create_symlink(path, dir / "link.json");
+  ASSERT_TRUE(write_file(dir / "link.json", [](std::ostream& s) { s << "linked"; }));
+  EXPECT_TRUE(std::filesystem::is_symlink(dir / "link.json"));
+  EXPECT_EQ(read_text_file(path).value(), "linked");
+  EXPECT_EQ(files_in(dir), (std::vector<std::string>{"link.json", "plan.json"}));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -49,10 +49,11 @@ class NamedFileFolder {
   // Whether write(name, ..., overwrite) would be refused for its name or for what is there now, as
   // write() refuses it, without writing: a caller that writes many files checks them all first.
   [[nodiscard]] Result<void> check_write(std::string_view name, Overwrite overwrite) const;
-  // Writes `bytes` to the file of `name`. An existing file is refused (kInvalidArgument) unless
+  // Writes `bytes` to the file of `name`, whole or not at all (through a temporary file in the
+  // folder, put in place once written). An existing file is refused (kInvalidArgument) unless
   // `overwrite` allows it, and even then only a regular file with no other hard link (one inside
   // the folder could reach a file outside it). kRuntime, naming the file, when a write or the
-  // close fails (a full disk).
+  // close fails (a full disk): then the folder holds what it held before.
   [[nodiscard]] Result<void> write(std::string_view name, std::span<const std::byte> bytes,
                                    Overwrite overwrite) const;
 
@@ -62,6 +63,9 @@ class NamedFileFolder {
   NamedFileFolder(int fd, std::filesystem::path path) : fd_(fd), path_(std::move(path)) {}
   // The path a message shows for `name`'s file.
   std::string shown(std::string_view file) const;
+  // Gives the written `temporary` the name `file`: renamed over it (kAllow) or linked to it.
+  [[nodiscard]] Result<void> put_in_place(const std::string& temporary, const std::string& file,
+                                          Overwrite overwrite, const std::string& where) const;
 
   int fd_ = -1;
   std::filesystem::path path_;

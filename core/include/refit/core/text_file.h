@@ -2,8 +2,9 @@
 // Reading a whole input file (a manifest, plan, config, cluster file or topology dump), and
 // writing one, with errors that name it. Only regular files are read, and only up to a cap, so
 // that a FIFO, a device such as /dev/zero or a huge file is refused instead of blocking or
-// exhausting memory. A file written is checked after its last byte is flushed, so that a full
-// disk is an error and not a silently truncated file.
+// exhausting memory. A file written is checked after its last byte is flushed and only then put
+// in place, so that a full disk or a refusal half-way is an error, never a truncated file or a
+// lost old one.
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -26,18 +27,44 @@ inline constexpr std::int64_t kMaxInputFileBytes = std::int64_t{1} << 30;
 // when it cannot be read.
 [[nodiscard]] Result<std::string> read_text_file(const std::filesystem::path& path);
 
-// The file created (or truncated) for writing. kInvalidArgument, naming it, for an existing
-// directory, disk device or socket, a FIFO that no process reads (opening it would block refit
-// until one came), or a file that cannot be created (no such folder, no permission: the system's
-// reason is given). Character devices (/dev/null) and FIFOs being read are written.
-[[nodiscard]] Result<std::ofstream> open_output_file(const std::filesystem::path& path);
+// A file written whole or not at all. A regular file (new, or replacing one) is written to a
+// temporary file beside it, named ".<name>.refit-<pid>-<n>", which commit() renames over it: until
+// then, and for good when the writer fails or gives up, the old file is untouched and the
+// temporary is removed. Character devices (/dev/null, /dev/stdout) and FIFOs being read have no
+// "whole" and are written in place. A symbolic link is written through, as the shell's > does:
+// the file it names is replaced. open() refuses, with kInvalidArgument naming the path, an
+// existing directory, disk device or socket, a FIFO that no process reads (opening it would block
+// refit until one came), or a file that cannot be created (no such folder, no permission: the
+// system's reason is given).
+class OutputFile {
+ public:
+  [[nodiscard]] static Result<OutputFile> open(const std::filesystem::path& path);
+  OutputFile(OutputFile&& other) noexcept;
+  OutputFile& operator=(OutputFile&&) = delete;
+  OutputFile(const OutputFile&) = delete;
+  ~OutputFile();
 
-// Flushes and closes a file open_output_file opened at `path`; kRuntime, naming it, when any write
-// to it, the flush or the close failed.
-[[nodiscard]] Result<void> close_output_file(std::ofstream& out, const std::filesystem::path& path);
+  std::ostream& stream() { return out_; }
+  // Flushes and closes the file and puts it in place; kRuntime, naming the path, when any write to
+  // it, the flush, the close or the rename failed (then nothing is left at the path but what was
+  // there before).
+  [[nodiscard]] Result<void> commit();
 
-// Creates (or truncates) the file as open_output_file does and has `write` fill it; kRuntime when
-// any write, the flush or the close fails.
+ private:
+  OutputFile(std::filesystem::path path, std::filesystem::path target, std::filesystem::path temporary,
+             std::ofstream out)
+      : path_(std::move(path)),
+        target_(std::move(target)),
+        temporary_(std::move(temporary)),
+        out_(std::move(out)) {}
+  std::filesystem::path path_;       // as given, for messages
+  std::filesystem::path target_;     // what is replaced: path_, or the file a link at path_ names
+  std::filesystem::path temporary_;  // empty when written in place
+  std::ofstream out_;
+};
+
+// Writes the file whole (OutputFile) with `write` filling it; kRuntime when any write, the flush,
+// the close or the rename fails.
 [[nodiscard]] Result<void> write_file(const std::filesystem::path& path,
                                       const std::function<void(std::ostream&)>& write);
 
