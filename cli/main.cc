@@ -19,24 +19,6 @@
 
 namespace {
 
-// An error message on one line: names from the input (a tensor called "x\nrefit plan: error: ..."
-// in a manifest) cannot start lines of their own, which scripts reading stderr would believe.
-std::string one_line(std::string_view message) {
-  std::string out;
-  for (const char c : message) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '\n')
-      out += "\\n";
-    else if (c == '\r')
-      out += "\\r";
-    else if (refit::is_control_character(u))
-      out += fmt::format("\\x{:02x}", u);
-    else
-      out += c;
-  }
-  return out;
-}
-
 refit::Result<void> out_of_memory(const std::string& name) {
   return refit::fail(
       refit::ErrorCode::kRuntime,
@@ -91,8 +73,8 @@ int main(int argc, char** argv) {
   if (argc > 1 && argv[1][0] != '-' && !actions.contains(argv[1])) {
     std::vector<std::string> names;
     for (const auto& [name, _] : actions) names.push_back(name);
-    fmt::print(stderr, "refit: error: unknown command '{}' (expected one of: {})\n", one_line(argv[1]),
-               fmt::join(names, ", "));
+    fmt::print(stderr, "refit: error: unknown command '{}' (expected one of: {})\n",
+               refit::escaped_line(argv[1]), fmt::join(names, ", "));
     return 2;
   }
   try {
@@ -101,13 +83,14 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return after_flushing_stdout("refit", app.exit(e));  // --help, --version
     // Every bad-input message starts "refit <cmd>: error:", CLI11's own included.
     const std::string command = argc > 1 && actions.contains(argv[1]) ? fmt::format(" {}", argv[1]) : "";
-    fmt::print(stderr, "refit{}: error: {}\n", command, one_line(e.what()));
+    fmt::print(stderr, "refit{}: error: {}\n", command, refit::escaped_line(e.what()));
     return 2;
   }
   for (const auto* sub : app.get_subcommands()) {
     const auto result = run_action(sub->get_name(), actions.at(sub->get_name()));
     if (!result) {
-      fmt::print(stderr, "refit {}: error: {}\n", sub->get_name(), one_line(result.error().message));
+      fmt::print(stderr, "refit {}: error: {}\n", sub->get_name(),
+                 refit::escaped_line(result.error().message));
       return result.error().is_bad_input() ? 2 : 1;
     }
     if (const int code = after_flushing_stdout(fmt::format("refit {}", sub->get_name()), 0); code != 0)

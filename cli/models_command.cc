@@ -8,7 +8,9 @@
 #include <string_view>
 
 #include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
+#include "refit/core/utf8.h"
 
 #include "command.h"
 #include "json_text.h"
@@ -175,7 +177,8 @@ Json storage_counts(const models::StorageMap& map) {
         .model = o.model, .train = o.train, .infer = o.infer, .model_options = o.model_options};
     const auto resolved = REFIT_TRY(resolve_layouts(source));
     const auto problem = REFIT_TRY(load_problem(source));
-    for (const auto& note : resolved.notes) fmt::print(stderr, "refit models: note: {}\n", note);
+    for (const auto& note : resolved.notes)
+      fmt::print(stderr, "refit models: note: {}\n", escaped_line(note));
     add_layouts(out, resolved.layouts, problem);
     std::optional<models::StorageMaps> maps;
     if (o.storage) {

@@ -5,7 +5,9 @@
 #include <utility>
 
 #include <fmt/format.h>
+
 #include <fmt/ranges.h>
+#include "refit/core/utf8.h"
 
 #include "parse.h"
 #include "refit/core/elapsed.h"
@@ -64,7 +66,7 @@ Result<PlanInputs> load_plan_inputs(const PlanInputOptions& o) {
   auto problem = REFIT_TRY(load_problem(o.problem));
   if (o.problem.manifest.empty())
     for (const auto& note : REFIT_TRY(resolve_layouts(o.problem)).notes)
-      fmt::print(stderr, "refit: note: {}\n", note);
+      fmt::print(stderr, "refit: note: {}\n", escaped_line(note));
   auto cluster = REFIT_TRY(load_cluster_for(o.cluster, job_of(problem)));
   return PlanInputs{.problem = std::move(problem), .cluster = std::move(cluster)};
 }

@@ -24,6 +24,11 @@ namespace {
 
 [[nodiscard]] Result<std::int64_t> as_int(const Json& value, const std::string& path, std::int64_t min_value,
                                           std::int64_t max_value) {
+  // An integer literal past 64 bits is parsed as a float: it is out of range, not a fraction.
+  if (value.is_number_float() && std::abs(value.get<double>()) >= 0x1p63 &&
+      std::floor(value.get<double>()) == value.get<double>())
+    return out_of_range(fmt::format("{}: must be between {} and {}, got an integer of more than 64 bits",
+                                    path, min_value, max_value));
   if (!value.is_number_integer())
     return invalid(fmt::format("{}: expected an integer, got {}", path, describe(value)));
   const bool huge = value.is_number_unsigned() && value.get<std::uint64_t>() > INT64_MAX;

@@ -20,6 +20,8 @@ Result<std::string> read_text_file(const std::filesystem::path& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const auto status = fs::status(path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory)
+    return invalid(fmt::format("{}: cannot be looked up: {}", path.string(), ec.message()));
   if (!fs::exists(status)) return not_found(fmt::format("{}: no such file", path.string()));
   if (fs::is_directory(status)) return invalid(fmt::format("{}: is a directory, not a file", path.string()));
   if (!fs::is_regular_file(status))

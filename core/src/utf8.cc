@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include <fmt/format.h>
+
 namespace refit {
 namespace {
 
@@ -51,6 +53,40 @@ std::string printable(std::string_view text) {
   for (const char c : valid_utf8(text))
     out += is_control_character(static_cast<unsigned char>(c)) ? std::string_view("\xEF\xBF\xBD")
                                                                : std::string_view(&c, 1);
+  return out;
+}
+
+namespace {
+
+// Whether the well-formed sequence `s` is a bidirectional embedding, override or isolate.
+bool is_bidi_control(std::string_view s) {
+  if (s.size() != 3 || static_cast<unsigned char>(s[0]) != 0xE2) return false;
+  const auto b1 = static_cast<unsigned char>(s[1]);
+  const auto b2 = static_cast<unsigned char>(s[2]);
+  return (b1 == 0x80 && b2 >= 0xAA && b2 <= 0xAE) || (b1 == 0x81 && b2 >= 0xA6 && b2 <= 0xA9);
+}
+
+}  // namespace
+
+std::string escaped_line(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    const auto n = sequence_length(text, i);
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
+    else if (n == 0 || is_control_character(c))
+      out += fmt::format("\\x{:02x}", c);
+    else if (is_bidi_control(text.substr(i, n)))
+      out += fmt::format("\\u{{{:04x}}}", (static_cast<unsigned>(text[i + 1]) & 0x3F) << 6 |
+                                              (static_cast<unsigned>(text[i + 2]) & 0x3F) | 0x2000);
+    else
+      out += text.substr(i, n);
+    i += n == 0 ? 1 : n;
+  }
   return out;
 }
 

@@ -25,8 +25,11 @@ Result<models::ModelSpec> load_model(const std::string& name_or_path, const Mode
   hf.per_expert = options.per_expert;
   hf.include_mtp = options.mtp;
   if (!options.dtype.empty()) hf.dtype = REFIT_TRY_IN(parse_dtype(options.dtype), "--dtype");
+  // A name the system cannot even look up (too long, a loop of links) is taken as a path, whose
+  // reading then says why.
+  std::error_code unknown;
   const bool is_path = name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".json") ||
-                       std::filesystem::exists(name_or_path);
+                       std::filesystem::exists(name_or_path, unknown) || unknown;
   return is_path ? models::load_hf_config(name_or_path, hf) : models::builtin_model(name_or_path, hf);
 }
 

@@ -22,8 +22,8 @@ bool is_layout_key(std::string_view key) { return key == kSweepTrain || key == k
 
 bool is_preset(const ClusterSource& c) { return c.file.empty() && c.nccl_xml.empty() && !c.discover; }
 
-// `spec` (NAME or NAME:key=value,...) with key set to value, replacing what it said of key.
-std::string with_override(std::string_view spec, std::string_view key, std::string_view value) {
+// `spec` (NAME or NAME:key=value,...) without what it said of `key`.
+std::string without_key(std::string_view spec, std::string_view key) {
   const auto colon = spec.find(':');
   std::vector<std::string> overrides;
   if (colon != std::string_view::npos)
@@ -33,8 +33,19 @@ std::string with_override(std::string_view spec, std::string_view key, std::stri
       if (item.substr(0, item.find('=')) != key) overrides.emplace_back(item);
       rest.remove_prefix(std::min(comma + 1, rest.size()));
     }
-  overrides.push_back(fmt::format("{}={}", key, value));
-  return fmt::format("{}:{}", spec.substr(0, colon), fmt::join(overrides, ","));
+  const auto name = spec.substr(0, colon);
+  return overrides.empty() ? std::string(name) : fmt::format("{}:{}", name, fmt::join(overrides, ","));
+}
+
+// `spec` with key set to value, replacing what it said of key.
+std::string with_override(std::string_view spec, std::string_view key, std::string_view value) {
+  const auto rest = without_key(spec, key);
+  return fmt::format("{}{}{}={}", rest, rest.find(':') == std::string::npos ? ":" : ",", key, value);
+}
+
+// The preset's hardware: a colocated job's infer_offset is the job's, placed with each point.
+[[nodiscard]] Result<Cluster> hardware_of(const std::string& spec) {
+  return make_preset_cluster(without_key(spec, "infer_offset"));
 }
 
 [[nodiscard]] Result<void> check_axis(const SweepAxis& axis, const ProblemSource& problem,
@@ -52,15 +63,14 @@ std::string with_override(std::string_view spec, std::string_view key, std::stri
   // once failed the sweep after every point before it had run.
   if (!is_layout_key(axis.key) && axis.key != kSweepNicsPerDomain) {
     const std::string base = cluster.preset.empty() ? std::string(kDefaultPreset) : cluster.preset;
-    for (const auto& value : axis.values)
-      REFIT_TRY(make_preset_cluster(with_override(base, axis.key, value)));
+    for (const auto& value : axis.values) REFIT_TRY(hardware_of(with_override(base, axis.key, value)));
   }
   return {};
 }
 
 // The nodes of the preset's first NVLink domain (every domain of a preset has as many).
 [[nodiscard]] Result<std::int32_t> nodes_per_domain(const std::string& spec) {
-  const auto cluster = REFIT_TRY(make_preset_cluster(spec));
+  const auto cluster = REFIT_TRY(hardware_of(spec));
   std::set<std::int32_t> nodes;
   for (const GpuId g : cluster.domains().front().gpus) nodes.insert(cluster.gpu(g).node);
   return static_cast<std::int32_t>(nodes.size());
@@ -80,9 +90,8 @@ std::string with_override(std::string_view spec, std::string_view key, std::stri
     return invalid(fmt::format("{} does not split over the domain's {} nodes", where, nodes));
   spec = with_override(spec, "nics_per_node", fmt::format("{}", nics / nodes));
   // Refused here, so that the message names the key the user varied rather than the one it became.
-  REFIT_TRY_IN(
-      make_preset_cluster(spec),
-      fmt::format("{} (nics_per_node={} on each of the domain's {} nodes)", where, nics / nodes, nodes));
+  REFIT_TRY_IN(hardware_of(spec), fmt::format("{} (nics_per_node={} on each of the domain's {} nodes)", where,
+                                              nics / nodes, nodes));
   return {};
 }
 

@@ -168,7 +168,15 @@ void read_deepseek_moe(FieldReader& r, HfFields& f) {
   const auto frequency = r.contains("moe_layer_freq") ? r.integer("moe_layer_freq", 1) : 1;
   // vLLM's DeepseekV2MoE gives the router a bias only for noaux_tc routing (so has no expert_bias
   // to receive from Megatron otherwise).
-  const bool bias = r.string_or("topk_method", "") == "noaux_tc";
+  const auto method = r.string_or("topk_method", "");
+  constexpr std::string_view kMethods[] = {"greedy", "group_limited_greedy", "noaux_tc"};
+  if (r.has("topk_method") && std::ranges::find(kMethods, method) == std::end(kMethods))
+    r.fail("topk_method",
+           fmt::format("'{}' is none of DeepSeek's routings (greedy, group_limited_greedy, noaux_tc)",
+                       escaped_line(method.substr(0, 40))));
+  if (groups > 0 && *experts % groups != 0)
+    r.fail("n_group", fmt::format("{} groups do not split the {} routed experts evenly", groups, *experts));
+  const bool bias = method == "noaux_tc";
   f.moe = MoeFields{.num_experts = *experts,
                     .intermediate = intermediate,
                     .shared_intermediate = shared * intermediate,
@@ -289,7 +297,8 @@ Result<ModelSpec> parse_hf_config(std::string_view json_text, const HfOptions& o
 }
 
 Result<ModelSpec> load_hf_config(const std::filesystem::path& path, const HfOptions& options) {
-  const auto file = std::filesystem::is_directory(path) ? path / "config.json" : path;
+  std::error_code unknown;  // read_text_file says why
+  const auto file = std::filesystem::is_directory(path, unknown) ? path / "config.json" : path;
   const auto text = REFIT_TRY(read_text_file(file));
   return parse_hf_config(text, options, file.string());
 }

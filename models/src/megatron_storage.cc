@@ -86,11 +86,7 @@ Result<std::vector<RowBlock>> fc1_blocks(const TensorOnRank& t, std::int64_t row
   // fp8 values and 128x128 block scales of interleaved rows are not checked against Megatron yet.
   if (t.problem->tensors()[t.index].tensor.quantization)
     return unsupported(fmt::format("glu_interleave={} with fp8 quantization (--quantize): not modelled", s));
-  if (rows % s != 0)
-    return mismatch(
-        fmt::format("glu_interleave={} does not divide the {} gate (and up) rows of an expert's "
-                    "linear_fc1 on a rank (moe_intermediate_size / etp)",
-                    s, rows));
+  // rows % s == 0: build_problem refused any other glu_interleave.
   std::vector<RowBlock> out;
   for (std::int64_t b = 0; b < rows / s; ++b)
     out.push_back({.first = b * s, .rows = s, .at = 2 * b * s + (up ? s : 0)});

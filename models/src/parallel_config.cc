@@ -250,6 +250,7 @@ Result<VllmConfig> parse_vllm(std::string_view text) {
   const auto settings = REFIT_TRY(split_settings(text, kKeys));
   VllmConfig c;
   std::int64_t ep = 0;  // 0 off, 1 on, or the EP size the user wrote, checked against tp*dp
+  bool seen_ep = false;
   for (const auto& s : settings) {
     if (s.key == "placement") {
       if (s.value != "linear" && s.value != "round_robin")
@@ -262,6 +263,9 @@ Result<VllmConfig> parse_vllm(std::string_view text) {
       continue;
     }
     const bool is_ep = s.key == "ep" || s.key == "expert_parallel";
+    if (is_ep && seen_ep)
+      return parse_error(fmt::format("{}: ep and expert_parallel are one setting, given twice", s.key));
+    seen_ep = seen_ep || is_ep;
     const auto v = REFIT_TRY(is_ep ? expert_parallel_value(s) : size_value(s));
     if (s.key == "tp") c.tp = v;
     if (s.key == "dp") c.dp = v;

@@ -153,6 +153,15 @@ Result<Plan> parse_plan_json(std::string_view text) {
   Plan plan;
   plan.strategy = f.label("strategy");
   if (f.has("strategy") && plan.strategy.empty()) f.fail("strategy", "is empty");
+  if (!plan.strategy.empty() && !find_strategy(plan.strategy)) {
+    std::vector<std::string_view> names;
+    for (const auto& s : strategies()) names.push_back(s.name);
+    f.fail("strategy",
+           fmt::format(
+               "'{:.40}{}' is none of refit's strategies ({}): label an edited or hand-made plan 'refit'",
+               plan.strategy, plan.strategy.size() > 40 ? "..." : "", fmt::join(names, ", ")),
+           ErrorCode::kNotFound);
+  }
   const auto execution = f.label_or("execution_model", "");
   // Left out (plans written before it existed): the strategy's own. Given, it names one.
   if (f.has("execution_model") && execution.empty())

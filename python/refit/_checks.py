@@ -106,6 +106,13 @@ def checked_text(value: Any, what: str) -> str:
     here, where the binding would answer with its list of signatures."""
     if not isinstance(value, str):
         raise BadInput(f"{what}: expected a str, got {value!r}", "invalid argument")
+    if "\0" in value:
+        raise BadInput(f"{what}: contains a NUL character (at {value.index(chr(0))})", "invalid argument")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:  # a lone surrogate: the binding could not take it either
+        raise BadInput(f"{what}: not valid Unicode text (character {e.start} is a lone surrogate)",
+                       "invalid argument") from None
     return value
 
 

@@ -6,6 +6,7 @@ import json
 from typing import Any, Union
 
 from refit import _refit
+from refit._checks import checked_text
 from refit._errors import BadInput
 from refit._paths import FilePath, path_text
 from refit._problem import Problem
@@ -132,7 +133,8 @@ class Cluster:
         With ``measure``, refit's copy and quantize kernels are timed on each GPU found (a few
         seconds and up to 2.4 GB of device memory per GPU, each time the cluster is sized to a
         job) and their rates replace figures scaled from another GPU, as ``--measure`` does."""
-        return cls(discover=True, sysfs_root=sysfs_root, nvml_library=nvml_library, measure=measure)
+        return cls(discover=True, sysfs_root=checked_text(sysfs_root, "sysfs_root"),
+                   nvml_library=checked_text(nvml_library, "nvml_library"), measure=measure)
 
     @property
     def spec(self) -> str:
@@ -172,6 +174,8 @@ class Cluster:
 
     def placed(self, problem: Problem) -> _refit.PlacedCluster:
         """The cluster sized to the problem's job, its ranks placed (cached per job size)."""
+        if not isinstance(problem, Problem):
+            raise TypeError(f"problem: expected a refit.Problem, got {problem!r}")
         return self._load(problem.source_ranks, problem.destination_ranks)
 
     def describe(self, problem: Union[Problem, None] = None) -> dict[str, Any]:

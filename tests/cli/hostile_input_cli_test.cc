@@ -278,6 +278,61 @@ INSTANTIATE_TEST_SUITE_P(
                               "run " + kModel + " --storage framework --save-destinations '' --overwrite", "",
                               "--save-destinations: is empty"}));
 
+// tiny-deepseek-v3.json with `from` replaced by `to` (the whole "key": value text).
+std::string deepseek_with(const std::string& from, const std::string& to) {
+  std::ifstream in(kData + "/models/tiny-deepseek-v3.json");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  text.replace(text.find(from), from.size(), to);
+  return text;
+}
+
+const std::string kDeepseekRun = " --train tp=2,ep=2 --infer tp=2 --cluster dgx-h100";
+
+INSTANTIATE_TEST_SUITE_P(
+    NinthCampaign, HostileCli,
+    ::testing::Values(
+        Hostile{"model_name_too_long",
+                "simulate --model " + std::string(300, 'a') + " --train tp=1 --infer tp=1 --cluster dgx-h100",
+                "", "cannot be looked up: File name too long"},
+        Hostile{"infer_offset_twice",
+                "topo --cluster dgx-h100:infer_offset=0 --train-ranks 4 --infer-ranks 4 --infer-offset 2", "",
+                "infer_offset=0 and a placement option (--infer-offset 2) both place the inference ranks"},
+        Hostile{"ep_alias_twice",
+                "models " + kData +
+                    "/models/tiny-qwen3-moe.json --train tp=2,ep=2 --infer tp=2,ep=on,expert_parallel=off",
+                "", "ep and expert_parallel are one setting, given twice"},
+        Hostile{"job_past_the_gpu_limit", "topo --cluster dgx-h100 --train-ranks 1048576 --infer-ranks 1", "",
+                "from GPU 1048576 need 1048577 GPUs, more than the 1048576"},
+        Hostile{"integer_past_64_bits", "simulate --model {file}" + kDeepseekRun,
+                deepseek_with("\"q_lora_rank\": 32", "\"q_lora_rank\": 1000000000000000000000000000000"),
+                "q_lora_rank: must be between 1 and"},
+        Hostile{"topk_method_unknown", "simulate --model {file}" + kDeepseekRun,
+                deepseek_with("\"noaux_tc\"", "\"noaux-tc\""),
+                "topk_method: 'noaux-tc' is none of DeepSeek's routings"},
+        Hostile{"n_group_uneven", "simulate --model {file}" + kDeepseekRun,
+                deepseek_with("\"n_group\": 1", "\"n_group\": 3"), "n_group: 3 groups do not split the 8"},
+        Hostile{"glu_interleave_uneven",
+                "simulate --model " + kData +
+                    "/models/tiny-deepseek-v3.json --train tp=2,ep=2,glu_interleave=3 "
+                    "--infer tp=2 --cluster dgx-h100",
+                "", "glu_interleave=3 does not divide the 16 gate rows"},
+        Hostile{"glu_interleave_dense",
+                "simulate --model " + kData +
+                    "/models/tiny-llama.json --train tp=2,glu_interleave=2 --infer tp=2 "
+                    "--cluster dgx-h100",
+                "", "interleaves the gate and up rows of routed experts, and model"}));
+
+TEST(HostileCli, BytesOfTheInputThatAreNotTextAreEscapedInTheMessage) {
+  // A config.json with a 0xFF byte and a right-to-left override: the message quotes both as
+  // escapes, so stderr stays valid UTF-8 and reads in order.
+  const TempFile file("not_utf8.json", "{\"model_type\": \"\xff\xe2\x80\xae\"}");
+  const auto r = run_refit("simulate --model " + file.path() + kDeepseekRun);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err.find('\xff'), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("\xe2\x80\xae"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("\\xff"), std::string::npos) << r.err;
+}
+
 TEST(HostileCli, AJoinOfABaselinesPlanIsPredictedAsRefitsExecutorsRunIt) {
   // NeMo RL has no join: m2n-ring's join plan, once refused for NeMo RL's training stages, is run
   // as refit's executors run it unless a deployment is named.

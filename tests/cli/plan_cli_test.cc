@@ -641,6 +641,11 @@ TEST(PlanCli, APlanWhoseLabelIsNotWhatItMovesIsRefused) {
                                  "'nccl-collectives'"),
             std::string::npos)
       << collectives.err;
+  // A label that is no strategy at all (the format says "the strategy that made it").
+  const auto bogus = relabel("bogus", "refit-ucx");
+  EXPECT_EQ(bogus.exit_code, 2);
+  EXPECT_NE(bogus.err.find("strategy: 'bogus' is none of refit's strategies (refit, "), std::string::npos)
+      << bogus.err;
   EXPECT_EQ(relabel("refit", "refit-nccl").exit_code, 0);
   std::filesystem::remove(path);
 }

@@ -23,7 +23,7 @@ using testing::rank_range;
 std::string plan_text(const std::string& shape, const std::string& extent, const std::string& bytes,
                       const std::string& chunk, const std::string& ranks = "1",
                       const std::string& offset = "[0]") {
-  return R"({"format":"refit-plan","version":1,"strategy":"x","source_ranks":)" + ranks +
+  return R"({"format":"refit-plan","version":1,"strategy":"refit","source_ranks":)" + ranks +
          R"(,"destination_ranks":1,"tensors":[{"name":"w","shape":)" + shape +
          R"(,"dtype":"bf16"}],"transfers":[{"id":0,"from":0,"to":1,"link":"network","bytes":)" + bytes +
          R"(,"chunk":)" + chunk + R"(,"segments":[{"tensor":0,"offset":)" + offset + R"(,"extent":)" +

@@ -39,7 +39,7 @@ TEST(PlanJson, EveryStrategyRoundTrips) {
 
 TEST(PlanJson, ErrorsNameTheJsonPath) {
   const std::string base =
-      R"({"format":"refit-plan","version":1,"strategy":"x","source_ranks":1,"destination_ranks":1,)"
+      R"({"format":"refit-plan","version":1,"strategy":"refit","source_ranks":1,"destination_ranks":1,)"
       R"("tensors":[{"name":"w","shape":[4],"dtype":"bf16"}],"transfers":[{"id":0,"from":0,"to":1,)"
       R"("link":"network","bytes":8,"chunk":64,"segments":[{"tensor":0,"offset":[0],"extent":[4],"via":-1}]}]})";
   ASSERT_TRUE(parse_plan_json(base));
@@ -75,8 +75,10 @@ TEST(PlanJson, ErrorsNameTheJsonPath) {
                "transfers[0].segments[0].vai: unknown field");
   expect_error(R"("chunk":64)", R"("chunk":64,"lnk":"nvlink")", ErrorCode::kNotFound,
                "transfers[0].lnk: unknown field");
-  expect_error(R"("strategy":"x")", R"("strategy":"x","strategi":"y")", ErrorCode::kNotFound,
+  expect_error(R"("strategy":"refit")", R"("strategy":"refit","strategi":"y")", ErrorCode::kNotFound,
                "strategi: unknown field");
+  // A label that is no strategy (a hand-made plan is labelled "refit").
+  expect_error(R"("strategy":"refit")", R"("strategy":"bogus")", ErrorCode::kNotFound, "strategy");
   EXPECT_EQ(testing::error_code(parse_plan_json("{not json")), ErrorCode::kParse);
   EXPECT_EQ(testing::error_code(load_plan_file("/nonexistent/plan.json")), ErrorCode::kNotFound);
 }
@@ -84,7 +86,7 @@ TEST(PlanJson, ErrorsNameTheJsonPath) {
 TEST(PlanJson, BoxesReachAsFarAsTensorsDo) {
   // A manifest's dims reach 2^48 elements, so the plan written for it must read back.
   const std::string text =
-      R"({"format":"refit-plan","version":1,"strategy":"x","source_ranks":1,"destination_ranks":1,)"
+      R"({"format":"refit-plan","version":1,"strategy":"refit","source_ranks":1,"destination_ranks":1,)"
       R"("tensors":[{"name":"w","shape":[281474976710656],"dtype":"int8"}],"transfers":[{"id":0,"from":0,)"
       R"("to":1,"link":"network","bytes":281474976710656,"chunk":1099511627776,"segments":[{"tensor":0,)"
       R"("offset":[0],"extent":[281474976710656],"via":-1}]}]})";

@@ -166,6 +166,19 @@ def test_paths_with_a_nul_byte_are_refused_as_open_refuses_them(tmp_path: Path) 
     assert not list(tmp_path.iterdir())
 
 
+def test_text_the_compiled_part_cannot_take_is_refused_naming_the_argument() -> None:
+    # A lone surrogate or a NUL once reached the binding, which answered with its list of
+    # signatures; a cluster placed for something that is not a Problem raised AttributeError.
+    with pytest.raises(refit.BadInput, match="train: not valid Unicode text"):
+        refit.Problem.from_model("llama-3.1-8b", train="tp=\udcff", infer="tp=1")
+    with pytest.raises(refit.BadInput, match="nvml_library: contains a NUL character"):
+        refit.Cluster.discover(nvml_library="a\x00b")
+    for call in (lambda: refit.Cluster.preset("cpu-host").placed(None),
+                 lambda: refit.Cluster.preset("cpu-host").describe(5)):  # fmt: skip
+        with pytest.raises(TypeError, match="problem: expected a refit.Problem"):
+            call()
+
+
 def test_a_plan_that_cannot_be_written_in_full_raises(tmp_path: Path) -> None:
     if not Path("/dev/full").exists():
         pytest.skip("no /dev/full")

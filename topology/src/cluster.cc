@@ -1,6 +1,7 @@
 #include "refit/topology/cluster.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include <fmt/format.h>
@@ -20,7 +21,10 @@ bool bandwidth_ok(BytesPerSecond b, bool zero_ok) {
 }
 
 std::unexpected<Error> bandwidth_error(const std::string& field, BytesPerSecond b, bool zero_ok) {
-  return out_of_range(fmt::format("{} is {} GB/s, must be between {} and {}{}", field, b.gbps(),
+  // A value past what a double holds in bytes/s (1e308 GB/s) is infinite here, not what was written.
+  const auto given =
+      std::isinf(b.value) ? std::string("beyond any bandwidth") : fmt::format("{} GB/s", b.gbps());
+  return out_of_range(fmt::format("{} is {}, must be between {} and {} GB/s{}", field, given,
                                   lim::kMinBandwidth.gbps(), lim::kMaxBandwidth.gbps(),
                                   zero_ok ? " (or 0)" : ""));
 }

@@ -163,6 +163,11 @@ Result<Cluster> make_preset_cluster(std::string_view spec, std::int32_t min_gpus
 Result<PlacedCluster> size_preset_to_job(std::string_view spec, const RankPlacementOptions& placement) {
   const auto params = REFIT_TRY(params_of(spec));
   RankPlacementOptions options = placement;
+  if (params.infer_offset && placement.destination_offset)
+    return invalid(
+        fmt::format("{}: infer_offset={} and a placement option (--infer-offset {}) both place the "
+                    "inference ranks: give one",
+                    params.name, *params.infer_offset, *placement.destination_offset));
   if (params.infer_offset) options.destination_offset = params.infer_offset;
   REFIT_TRY(check_placement_counts(options));
   auto cluster = REFIT_TRY(hardware(params, spec, required_gpus(options)));

@@ -19,6 +19,15 @@ Result<void> check_placement_counts(const RankPlacementOptions& o) {
         std::pair{offset, "as the inference ranks' first GPU"}})
     if (count > limits::kMaxRanks)
       return out_of_range(fmt::format("placement: {} {}, at most {}", count, what, limits::kMaxRanks));
+  const std::int64_t reach =
+      std::max<std::int64_t>(o.source_ranks, std::int64_t{o.destination_offset.value_or(o.source_ranks)} +
+                                                 (o.destination_ranks > 0 ? o.destination_ranks : 0));
+  if (o.explicit_gpus.empty() && reach > limits::kMaxRanks)
+    return out_of_range(
+        fmt::format("placement: {} training ranks and {} inference ranks from GPU {} need {} "
+                    "GPUs, more than the {} a cluster may have",
+                    o.source_ranks, o.destination_ranks, o.destination_offset.value_or(o.source_ranks), reach,
+                    limits::kMaxRanks));
   if (!o.explicit_gpus.empty() &&
       static_cast<std::int64_t>(o.explicit_gpus.size()) != std::int64_t{o.source_ranks} + o.destination_ranks)
     return mismatch(fmt::format("placement: {} GPUs listed for {} ranks", o.explicit_gpus.size(),

@@ -29,4 +29,11 @@ constexpr bool has_control_character(std::string_view text) {
 // machine (NVML, sysfs) that refit prints and writes into files it loads back.
 std::string printable(std::string_view text);
 
+// `text` as one line a terminal shows as it is: line breaks written \n and \r, other control
+// characters and bytes that begin no well-formed sequence \xNN, and the bidirectional formatting
+// characters (U+202A-U+202E, U+2066-U+2069), which reorder what follows them on screen, \u{NNNN}.
+// For messages that quote their input: a name from a file cannot start a line of its own that a
+// script reading stderr would believe, nor hide the text around it.
+std::string escaped_line(std::string_view text);
+
 }  // namespace refit
