@@ -9,6 +9,7 @@
 
 #include "refit/core/checked.h"
 #include "refit/core/try.h"
+#include "refit/planner/execution_model.h"
 #include "strategies.h"
 
 namespace refit {
@@ -85,7 +86,11 @@ Result<Plan> make_plan(const StrategyInfo& strategy, const ReshardProblem& probl
   for (const auto& t : problem.tensors())
     context.overlaps.push_back(
         REFIT_TRY_IN(overlaps(t.source, t.destination), fmt::format("tensor '{}'", t.tensor.name)));
-  REFIT_TRY(check_chunk_count(problem, context.overlaps, options.chunk));
+  // A plan refit's executors run is lowered chunk by chunk, which stops at limits::kMaxChunks: a
+  // plan past it could be neither run nor simulated, and its transfers alone once took 4.8 GB.
+  const auto max_chunks =
+      execution_model(strategy.execution).refit_executor ? limits::kMaxChunks : limits::kMaxPlanChunks;
+  REFIT_TRY(check_chunk_count(problem, context.overlaps, options.chunk, max_chunks));
   auto plan = REFIT_TRY(planner_detail::has_landing(problem) ? planner_detail::plan_with_landing(context)
                                                              : strategy.plan(context));
   REFIT_TRY(check_chunk_count(plan));

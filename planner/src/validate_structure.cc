@@ -106,8 +106,8 @@ Result<void> check_chunk_count(const Plan& plan) {
   return {};
 }
 
-Result<void> check_chunk_count(const ReshardProblem& problem, std::span<const Overlap> overlaps,
-                               Bytes chunk) {
+Result<void> check_chunk_count(const ReshardProblem& problem, std::span<const Overlap> overlaps, Bytes chunk,
+                               std::int64_t max_chunks) {
   if (chunk.value <= 0) return {};  // check_chunk's to refuse
   std::int64_t chunks = 0;
   for (std::size_t i = 0; i < overlaps.size(); ++i) {
@@ -117,12 +117,12 @@ Result<void> check_chunk_count(const ReshardProblem& problem, std::span<const Ov
       // At most 2^51 (2^48 elements of 8 bytes), so neither product below wraps.
       const auto per_copy = d.shard.box.volume() * dtype_size(tensor.dtype) / chunk.value;
       const auto copies = static_cast<std::int64_t>(d.shard.holders.size());
-      if (per_copy > 0 && copies > (limits::kMaxPlanChunks - chunks) / per_copy)
+      if (per_copy > 0 && copies > (max_chunks - chunks) / per_copy)
         return out_of_range(
             fmt::format("chunk: {} bytes cut the plan into more than {} chunks (counted up to "
                         "tensor '{}', whose shard on {} destination ranks takes {} or more on each); "
                         "choose a larger chunk",
-                        chunk.value, limits::kMaxPlanChunks, tensor.name, copies, per_copy));
+                        chunk.value, max_chunks, tensor.name, copies, per_copy));
       chunks += per_copy * copies;
     }
   }

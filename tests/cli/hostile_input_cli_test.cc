@@ -84,10 +84,17 @@ INSTANTIATE_TEST_SUITE_P(
                 R"({"format": "refit-manifest", "format": "refit-manifest"})", "format: key appears twice"},
         Hostile{"plan_1e309", "simulate " + kModel + " --cluster dgx-h100 --plan {file}",
                 R"({"format": "refit-plan", "version": 1e309})", "not valid JSON"},
-        // Once 4.5 GB and over 30 s: 2^34 chunks at most.
+        // Once 4.5 GB and over 30 s: 2^28 chunks at most for a plan refit's executors run (a
+        // 16-byte chunk once took 1.2 GB and 54 s to plan, then could not be simulated), 2^34 for
+        // one the collectives run, described without being lowered.
         Hostile{"chunk_one_byte",
-                "plan --model qwen3-8b --train tp=8 --infer tp=4,dp=2 --cluster dgx-h100 --chunk 1", "",
-                "chunk: 1 bytes cut the plan into more than 17179869184 chunks (counted up to tensor"},
+                "plan --model qwen3-8b --train tp=8 --infer tp=4,dp=2 --cluster dgx-h100 --chunk 16", "",
+                "chunk: 16 bytes cut the plan into more than 268435456 chunks (counted up to tensor"},
+        Hostile{
+            "chunk_one_byte_collectives",
+            "plan --model qwen3-8b --train tp=8 --infer tp=4,dp=2 --cluster dgx-h100 --chunk 1 --strategy "
+            "gather-broadcast",
+            "", "chunk: 1 bytes cut the plan into more than 17179869184 chunks (counted up to tensor"},
         // Once predicted 0.03x of the lower bound: every transfer said to be a device copy.
         Hostile{
             "plan_links_not_the_clusters",

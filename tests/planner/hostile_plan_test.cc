@@ -73,9 +73,11 @@ TEST(HostilePlan, MakePlanRefusesAChunkThatCutsTooFine) {
   EXPECT_TRUE(make_plan("refit", p, c, PlanOptions{.chunk = Bytes{1 << 20}}));
 }
 
-// 2^32 bf16 elements are 2^33 bytes on each destination rank that holds them whole: with 1-byte
-// chunks, 2 ranks take 2^34 chunks (the limit, allowed) and 3 take 3 x 2^33 > 2^34, refused
-// before planning, naming the tensor where the count passed the limit.
+// 2^32 bf16 elements are 2^33 bytes on each destination rank that holds them whole. A plan the
+// collectives run (gather-broadcast) may describe 2^34 chunks: with 1-byte chunks 2 ranks take
+// 2^34 (allowed) and 3 take 3 x 2^33 > 2^34. One refit's executors run (direct) is lowered chunk
+// by chunk, up to 2^28: 64-byte chunks give 2 x 2^27 = 2^28 (allowed), 32-byte ones 2^29. Both
+// refused before planning, naming the tensor where the count passed the limit.
 TEST(HostilePlan, MakePlanCountsEveryDestinationCopyBeforePlanning) {
   const Shape shape{std::int64_t{1} << 32};
   const auto replicated_to = [&](std::int32_t copies) {
@@ -88,11 +90,16 @@ TEST(HostilePlan, MakePlanCountsEveryDestinationCopyBeforePlanning) {
   const auto cluster = [](std::int32_t copies) {
     return testing::make_test_cluster(1 + copies, 1, 1, copies);
   };
-  EXPECT_TRUE(make_plan("direct", replicated_to(2), cluster(2), PlanOptions{.chunk = Bytes{1}}));
-  const auto refused = make_plan("direct", replicated_to(3), cluster(3), PlanOptions{.chunk = Bytes{1}});
+  const auto chunk = [](std::int64_t bytes) { return PlanOptions{.chunk = Bytes{bytes}}; };
+  EXPECT_TRUE(make_plan("gather-broadcast", replicated_to(2), cluster(2), chunk(1)));
+  const auto refused = make_plan("gather-broadcast", replicated_to(3), cluster(3), chunk(1));
   EXPECT_EQ(error_code(refused), ErrorCode::kOutOfRange);
   EXPECT_THAT(refused.error().message,
               HasSubstr("counted up to tensor 'a', whose shard on 3 destination ranks takes 8589934592"));
+  EXPECT_TRUE(make_plan("direct", replicated_to(2), cluster(2), chunk(64)));
+  const auto lowered = make_plan("direct", replicated_to(2), cluster(2), chunk(32));
+  EXPECT_EQ(error_code(lowered), ErrorCode::kOutOfRange);
+  EXPECT_THAT(lowered.error().message, HasSubstr("more than 268435456 chunks"));
 }
 
 }  // namespace

@@ -27,8 +27,9 @@ inline constexpr std::int64_t kMaxBytes = std::int64_t{1} << 56;
 // about 4 GB of layouts). Kimi-K2 with one tensor per expert on 256 + 128 ranks has 27M.
 inline constexpr std::int64_t kMaxLayoutPositions = std::int64_t{1} << 27;
 // Chunks the lowering materialises (8 bytes or more each) for an executor or the simulator:
-// 2^28 = 268M, 2 GB and more. Real plans run through refit's executors need up to 64M (Kimi-K2's
-// m2n-ring plan, 16.7 TB in 256 KiB chunks).
+// 2^28 = 268M, 2 GB and more; also the most a plan refit's executors run may be planned with.
+// Real plans run through refit's executors need up to 64M (Kimi-K2's m2n-ring plan, 16.7 TB in
+// 256 KiB chunks).
 inline constexpr std::int64_t kMaxChunks = std::int64_t{1} << 28;
 // Chunks a plan may describe, counted but not materialised: 2^34 = 17G. NeMo RL's
 // gather-broadcast plans describe up to 2.5G (Kimi-K2: 1.3 PB in 512 KiB steps) and are simulated

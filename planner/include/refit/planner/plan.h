@@ -112,12 +112,13 @@ std::vector<RankSchedule> schedules(const Plan& plan);
 // The plan cuts its transfers into at most limits::kMaxChunks chunks (ceil(bytes / chunk) each);
 // the error names the chunk size, which is what a user changes.
 [[nodiscard]] Result<void> check_chunk_count(const Plan& plan);
-// The same limit checked before planning `problem`, whose tensors overlap as `overlaps` (one per
-// tensor): every destination rank of a tensor that is not quantized in flight receives its whole
-// shard in transfers, so any plan has at least the sum of floor(shard bytes / chunk) over those
-// ranks. Refusing here costs microseconds where planning first (millions of transfers) cost seconds.
+// A limit of `max_chunks` checked before planning `problem`, whose tensors overlap as `overlaps`
+// (one per tensor): every destination rank of a tensor that is not quantized in flight receives its
+// whole shard in transfers, so any plan has at least the sum of floor(shard bytes / chunk) over
+// those ranks. Refusing here costs microseconds where planning first (millions of transfers) cost
+// seconds and gigabytes.
 [[nodiscard]] Result<void> check_chunk_count(const ReshardProblem& problem, std::span<const Overlap> overlaps,
-                                             Bytes chunk);
+                                             Bytes chunk, std::int64_t max_chunks);
 
 // Checks, naming the transfer, segment and rank at fault:
 //  - tensors match the problem; ranks exist; boxes lie inside their tensor; bytes add up;
