@@ -214,6 +214,10 @@ Result<void> NamedFileFolder::write(std::string_view name, std::span<const std::
 
 Result<void> NamedFileFolder::put_in_place(const std::string& temporary, const std::string& file,
                                            Overwrite overwrite, const std::string& where) const {
+  // A file replaced keeps its permissions (a private file stays private).
+  if (struct stat old{};
+      overwrite == Overwrite::kAllow && ::fstatat(fd_, file.c_str(), &old, AT_SYMLINK_NOFOLLOW) == 0)
+    ::fchmodat(fd_, temporary.c_str(), old.st_mode & 07777, 0);
   const int done = overwrite == Overwrite::kAllow ? ::renameat(fd_, temporary.c_str(), fd_, file.c_str())
                                                   : ::linkat(fd_, temporary.c_str(), fd_, file.c_str(), 0);
   if (done == 0) return {};

@@ -113,6 +113,9 @@ Result<void> OutputFile::commit() {
                 fmt::format("{}: cannot be written{}", path_.string(), system_reason(written)));
   if (temporary_.empty()) return {};
   std::error_code ec;
+  // A file replaced keeps its permissions (a private file stays private).
+  if (const auto old = std::filesystem::status(target_, ec); std::filesystem::exists(old))
+    std::filesystem::permissions(temporary_, old.permissions(), ec);
   std::filesystem::rename(temporary_, target_, ec);
   if (ec)
     return fail(ErrorCode::kRuntime,

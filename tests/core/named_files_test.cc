@@ -102,8 +102,11 @@ TEST(NamedFolder, AFileThatExistsIsRefusedUnlessAskedAndThenOnlyAPlainOne) {
   ASSERT_FALSE(again);
   EXPECT_EQ(again.error().code, ErrorCode::kInvalidArgument);
   EXPECT_NE(again.error().message.find("already exists"), std::string::npos) << again.error().message;
+  const auto owner_only = fs::perms::owner_read | fs::perms::owner_write;
+  fs::permissions(tmp.path() / "rank0" / "w", owner_only);
   ASSERT_TRUE(folder.write("w", bytes_of("22"), Overwrite::kAllow));
   EXPECT_EQ(contents(tmp.path() / "rank0" / "w"), "22");
+  EXPECT_EQ(fs::status(tmp.path() / "rank0" / "w").permissions(), owner_only) << "replaced, it stays private";
   // A hard link to a file outside: overwriting it would write there.
   const auto outside = tmp.path() / "outside";
   std::ofstream(outside) << "keep";

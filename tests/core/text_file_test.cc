@@ -76,9 +76,14 @@ TEST(TextFile, AFileIsPutInPlaceWholeOrNotAtAll) {
       << failed.error().message;
   EXPECT_EQ(read_text_file(path).value(), "old");
   EXPECT_EQ(files_in(dir), std::vector<std::string>{"plan.json"});
+  std::filesystem::permissions(path,
+                               std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   ASSERT_TRUE(write_file(path, [](std::ostream& s) { s << "new"; }));
   EXPECT_EQ(read_text_file(path).value(), "new");
   EXPECT_EQ(files_in(dir), std::vector<std::string>{"plan.json"});
+  EXPECT_EQ(std::filesystem::status(path).permissions(),
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write)
+      << "a private file replaced stays private";
   // Through a link, as the shell's > writes: the file it names is replaced, the link stays.
   std::filesystem::create_symlink(path, dir / "link.json");
   ASSERT_TRUE(write_file(dir / "link.json", [](std::ostream& s) { s << "linked"; }));
