@@ -329,6 +329,15 @@ INSTANTIATE_TEST_SUITE_P(
                     "--cluster dgx-h100",
                 "", "interleaves the gate and up rows of routed experts, and model"}));
 
+TEST(HostileCli, ASweepOfAColocatedPresetVariesItsHardware) {
+  // infer_offset places the job, which each point places: the sweep's check of the hardware once
+  // refused it, naming an internal function, where simulate took the same cluster.
+  const auto r =
+      run_refit("sweep " + kModel + " --jobs 1 --cluster dgx-h100:infer_offset=0 --vary nic_gbps=400,800");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("nic_gbps=800"), std::string::npos) << r.out;
+}
+
 TEST(HostileCli, BytesOfTheInputThatAreNotTextAreEscapedInTheMessage) {
   // A config.json with a 0xFF byte and a right-to-left override: the message quotes both as
   // escapes, so stderr stays valid UTF-8 and reads in order.
