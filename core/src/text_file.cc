@@ -78,7 +78,11 @@ Result<OutputFile> OutputFile::open(const std::filesystem::path& path) {
     probe = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
     if (probe < 0) return invalid(fmt::format("{}: a FIFO that no process reads", path.string()));
   }
-  const bool in_place = fs::is_character_file(status) || fs::is_fifo(status);
+  // /dev/stdout and /proc/self/fd/N name an open descriptor: what the shell redirected it to must
+  // be written through it, not replaced under its name.
+  const auto text = path.string();
+  const bool descriptor = text.starts_with("/dev/") || text.starts_with("/proc/");
+  const bool in_place = descriptor || fs::is_character_file(status) || fs::is_fifo(status);
   // A link is written through, as the shell's > does: the file put in place is its target.
   auto target = fs::is_symlink(fs::symlink_status(path, ec)) ? fs::weakly_canonical(path, ec) : path;
   if (ec) target = path;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -39,6 +40,22 @@ TEST(TextFile, OutputsThatAreNotFilesOrAFifoNobodyReadsAreRefusedNamingThem) {
   EXPECT_NE(unread.error().message.find(fifo.string() + ": a FIFO that no process reads"), std::string::npos)
       << unread.error().message;
   EXPECT_TRUE(OutputFile::open("/dev/null")) << "a character device is written";
+}
+
+TEST(TextFile, ADescriptorsPathIsWrittenThroughTheDescriptor) {
+  // /proc/self/fd/N of a regular file: replacing the file under its name would leave the
+  // descriptor (the shell's redirection of /dev/stdout) on the old, unlinked file.
+  const auto path = std::filesystem::temp_directory_path() / ("refit_fd_" + std::to_string(::getpid()));
+  std::FILE* f = std::fopen(path.c_str(), "w+");
+  ASSERT_NE(f, nullptr);
+  const auto through = "/proc/self/fd/" + std::to_string(::fileno(f));
+  ASSERT_TRUE(write_file(through, [](std::ostream& s) { s << "through"; }));
+  std::fseek(f, 0, SEEK_SET);
+  char back[16] = {};
+  EXPECT_EQ(std::fread(back, 1, sizeof back - 1, f), 7u);
+  EXPECT_STREQ(back, "through");
+  std::fclose(f);
+  std::filesystem::remove(path);
 }
 
 // The files of `dir`, by name.

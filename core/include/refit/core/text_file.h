@@ -30,12 +30,12 @@ inline constexpr std::int64_t kMaxInputFileBytes = std::int64_t{1} << 30;
 // A file written whole or not at all. A regular file (new, or replacing one) is written to a
 // temporary file beside it, named ".<name>.refit-<pid>-<n>", which commit() renames over it: until
 // then, and for good when the writer fails or gives up, the old file is untouched and the
-// temporary is removed. Character devices (/dev/null, /dev/stdout) and FIFOs being read have no
-// "whole" and are written in place. A symbolic link is written through, as the shell's > does:
-// the file it names is replaced. open() refuses, with kInvalidArgument naming the path, an
-// existing directory, disk device or socket, a FIFO that no process reads (opening it would block
-// refit until one came), or a file that cannot be created (no such folder, no permission: the
-// system's reason is given).
+// temporary is removed. Character devices (/dev/null), FIFOs being read and what a path under
+// /dev or /proc names (/dev/stdout redirected to a file) have no "whole" and are written in place. A symbolic
+// link is written through, as the shell's > does: the file it names is replaced. open() refuses, with
+// kInvalidArgument naming the path, an existing directory, disk device or socket, a FIFO that no process
+// reads (opening it would block refit until one came), or a file that cannot be created (no such folder, no
+// permission: the system's reason is given).
 class OutputFile {
  public:
   [[nodiscard]] static Result<OutputFile> open(const std::filesystem::path& path);
