@@ -64,9 +64,10 @@ void InsideDomainSends::reserve(std::uint32_t t, const Piece& piece, const Domai
   const auto s = split(t, piece, group);
   if (s.apart.empty()) return;
   expect(t, piece.box, s, 1.0);
+  const double bytes = moved_(t, piece.box);
   for (const Rank r : s.apart) {
     double& in = in_s_[at(c_.cluster.gpu_of(r).value)];
-    in += seconds(r, moved_(t, piece.box));
+    in += seconds(r, bytes);
     floor_s_ = std::max(floor_s_, in);
   }
 }
