@@ -48,6 +48,41 @@ refit_build() {
   cmake --build --preset "$preset" ${1:+--target "$@"} >&2
 }
 
+# refit_start NAME COMMAND...: runs COMMAND in the background, its output to build/NAME.log, so
+# that ./test overlaps work that waits on the network (the venv's downloads) or fills idle cores
+# (a build at the lowest priority beside ctest) with its next step; refit_join NAME waits for it,
+# prints its log and returns its status. The job gets a process group of its own (monitor mode,
+# for the one launch), so that one still running when the shell exits (a step failed before the
+# join) is stopped whole, pip or ninja and their children.
+declare -A REFIT_JOBS=()
+refit_start() {
+  local name=$1; shift
+  mkdir -p build
+  echo "refit: $name runs in the background (build/$name.log)" >&2
+  set -m
+  "$@" < /dev/null > "build/$name.log" 2>&1 &
+  REFIT_JOBS[$name]=$!
+  set +m
+  trap 'refit_stop_jobs' EXIT
+}
+
+refit_join() {
+  local name=$1 status=0
+  wait "${REFIT_JOBS[$name]}" || status=$?
+  unset "REFIT_JOBS[$name]"
+  cat "build/$name.log" >&2
+  [ "$status" -eq 0 ] || echo "refit: $name failed (exit $status; build/$name.log)" >&2
+  return "$status"
+}
+
+refit_stop_jobs() {
+  local pid
+  for pid in "${REFIT_JOBS[@]}"; do
+    kill -TERM -- "-$pid" 2>/dev/null
+  done
+  return 0
+}
+
 # The project's Python environment, .venv (git-ignored), from Debian's python3 and PyPI: what
 # builds the Python package (scikit-build-core, nanobind) and what its tests use (numpy, pytest,
 # matplotlib, pandas, mpi4py, torch; ml_dtypes for the fp8 reference of tests/quantize), and what
