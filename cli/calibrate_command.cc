@@ -27,6 +27,7 @@
 #include "refit/facade/calibration.h"
 #include "refit/topology/cluster_json.h"
 #include "run_mpi_session.h"
+#include "say.h"
 #include "transport_messages.h"
 
 namespace refit::cli {
@@ -193,7 +194,7 @@ void print_calibration(const Calibration& c, const std::string& out) {
   auto mpi_bootstrap = REFIT_TRY(MpiBootstrap::create(MPI_COMM_WORLD, Seconds{o.timeout}));
   SequencedBootstrap bootstrap(mpi_bootstrap);
   if (bootstrap.rank() == 0)
-    o.calibration.progress = [](std::string_view line) { fmt::print(stderr, "refit calibrate: {}\n", line); };
+    o.calibration.progress = [](std::string_view line) { say("refit calibrate: {}\n", line); };
   auto measured = calibrate(bootstrap, o.calibration);
   if (!measured) {
     if (mpi_bootstrap.broken()) mpi.abandon();

@@ -4,6 +4,7 @@
 
 #include "parse.h"
 #include "refit/core/try.h"
+#include "say.h"
 
 namespace refit::cli {
 
@@ -41,12 +42,11 @@ void add_cluster_options(CLI::App& cmd, ClusterSource& o, bool required) {
 
 Result<PlacedCluster> load_cluster_for(const ClusterSource& source, const RankPlacementOptions& job) {
   if (source.preset.empty() && source.file.empty() && source.nccl_xml.empty() && !source.discover)
-    fmt::print(stderr,
-               "refit: no cluster given: the {} preset (--cluster, --cluster-file, --nccl-topo-xml or "
-               "--discover chooses one)\n",
-               kDefaultPreset);
+    say("refit: no cluster given: the {} preset (--cluster, --cluster-file, --nccl-topo-xml or "
+        "--discover chooses one)\n",
+        kDefaultPreset);
   auto loaded = REFIT_TRY(load_cluster(source, job));
-  for (const auto& note : loaded.notes) fmt::print(stderr, "refit: discover: {}\n", note);
+  for (const auto& note : loaded.notes) say("refit: discover: {}\n", note);
   return std::move(loaded.placed);
 }
 

@@ -16,8 +16,13 @@
 
 #include "command.h"
 #include "refit/core/utf8.h"
+#include "say.h"
 
 namespace {
+
+using refit::cli::say;
+
+constexpr std::string_view kStdoutFailed = "writing standard output failed (a full disk, a closed pipe?)";
 
 refit::Result<void> out_of_memory(const std::string& name) {
   return refit::fail(
@@ -32,7 +37,7 @@ refit::Result<void> out_of_memory(const std::string& name) {
 int after_flushing_stdout(std::string_view who, int code) {
   std::cout.flush();
   if (std::fflush(stdout) == 0 && std::ferror(stdout) == 0 && std::cout.good()) return code;
-  fmt::print(stderr, "{}: error: writing standard output failed (a full disk, a closed pipe?)\n", who);
+  say("{}: error: {}\n", who, kStdoutFailed);
   return 1;
 }
 
@@ -46,6 +51,8 @@ refit::Result<void> run_action(const std::string& name, const refit::cli::Action
   } catch (const std::length_error&) {  // a container asked for more than it can hold
     return out_of_memory(name);
   } catch (const std::exception& e) {
+    // fmt::print throws when standard output cannot take what the command prints.
+    if (std::ferror(stdout) != 0) return refit::fail(refit::ErrorCode::kRuntime, std::string(kStdoutFailed));
     return refit::fail(refit::ErrorCode::kInternal, fmt::format("internal error: {}", e.what()));
   } catch (...) {
     return refit::fail(refit::ErrorCode::kInternal, "internal error: an exception of unknown type");
@@ -73,8 +80,8 @@ int main(int argc, char** argv) {
   if (argc > 1 && argv[1][0] != '-' && !actions.contains(argv[1])) {
     std::vector<std::string> names;
     for (const auto& [name, _] : actions) names.push_back(name);
-    fmt::print(stderr, "refit: error: unknown command '{}' (expected one of: {})\n",
-               refit::escaped_line(argv[1]), fmt::join(names, ", "));
+    say("refit: error: unknown command '{}' (expected one of: {})\n", refit::escaped_line(argv[1]),
+        fmt::join(names, ", "));
     return 2;
   }
   try {
@@ -83,14 +90,13 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return after_flushing_stdout("refit", app.exit(e));  // --help, --version
     // Every bad-input message starts "refit <cmd>: error:", CLI11's own included.
     const std::string command = argc > 1 && actions.contains(argv[1]) ? fmt::format(" {}", argv[1]) : "";
-    fmt::print(stderr, "refit{}: error: {}\n", command, refit::escaped_line(e.what()));
+    say("refit{}: error: {}\n", command, refit::escaped_line(e.what()));
     return 2;
   }
   for (const auto* sub : app.get_subcommands()) {
     const auto result = run_action(sub->get_name(), actions.at(sub->get_name()));
     if (!result) {
-      fmt::print(stderr, "refit {}: error: {}\n", sub->get_name(),
-                 refit::escaped_line(result.error().message));
+      say("refit {}: error: {}\n", sub->get_name(), refit::escaped_line(result.error().message));
       return result.error().is_bad_input() ? 2 : 1;
     }
     if (const int code = after_flushing_stdout(fmt::format("refit {}", sub->get_name()), 0); code != 0)

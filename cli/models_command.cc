@@ -10,18 +10,21 @@
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
-#include "refit/core/utf8.h"
 
 #include "command.h"
 #include "json_text.h"
+#include "output_paths.h"
 #include "parse.h"
 #include "problem_options.h"
 #include "refit/core/try.h"
+#include "refit/core/utf8.h"
 #include "refit/models/builtin_models.h"
+#include "refit/models/hf_config.h"
 #include "refit/models/manifest.h"
 #include "refit/models/problem_builder.h"
 #include "refit/models/rank_bytes.h"
 #include "refit/models/storage_json.h"
+#include "say.h"
 
 namespace refit::cli {
 namespace {
@@ -169,6 +172,10 @@ Json storage_counts(const models::StorageMap& map) {
 }
 
 [[nodiscard]] Result<void> show_model(const ModelsOptions& o) {
+  if (!o.write_manifest.empty()) {
+    const InputFile model_file[] = {{"MODEL", models::hf_config_file(o.model)}};
+    REFIT_TRY(check_not_an_input("--write-manifest", o.write_manifest, model_file));
+  }
   const auto model = REFIT_TRY(load_model(o.model, o.model_options));
   Json out = model_json(model);
   const bool layouts = !o.train.empty() || !o.infer.empty() || !o.write_manifest.empty() || o.storage;
@@ -177,8 +184,7 @@ Json storage_counts(const models::StorageMap& map) {
         .model = o.model, .train = o.train, .infer = o.infer, .model_options = o.model_options};
     const auto resolved = REFIT_TRY(resolve_layouts(source));
     const auto problem = REFIT_TRY(load_problem(source));
-    for (const auto& note : resolved.notes)
-      fmt::print(stderr, "refit models: note: {}\n", escaped_line(note));
+    for (const auto& note : resolved.notes) say("refit models: note: {}\n", escaped_line(note));
     add_layouts(out, resolved.layouts, problem);
     std::optional<models::StorageMaps> maps;
     if (o.storage) {

@@ -5,14 +5,16 @@
 #include <utility>
 
 #include <fmt/format.h>
-
 #include <fmt/ranges.h>
-#include "refit/core/utf8.h"
 
+#include "output_paths.h"
 #include "parse.h"
 #include "refit/core/elapsed.h"
 #include "refit/core/try.h"
+#include "refit/core/utf8.h"
+#include "refit/models/hf_config.h"
 #include "refit/refit.h"
+#include "say.h"
 
 namespace refit::cli {
 
@@ -49,24 +51,20 @@ void add_plan_input_options(CLI::App& cmd, PlanInputOptions& o, bool with_plan_f
 }
 
 Result<void> check_not_an_input(std::string_view option, const std::string& path, const PlanInputOptions& o) {
-  const std::pair<std::string_view, const std::string&> inputs[] = {{"--plan", o.plan_file},
-                                                                    {"--cluster-file", o.cluster.file},
-                                                                    {"--nccl-topo-xml", o.cluster.nccl_xml},
-                                                                    {"--manifest", o.problem.manifest},
-                                                                    {"--model", o.problem.model}};
-  for (const auto& [input, file] : inputs) {
-    std::error_code ec;
-    if (!file.empty() && std::filesystem::equivalent(path, file, ec))
-      return invalid(fmt::format("{}: {} is the file {} reads from; write elsewhere", option, path, input));
-  }
-  return {};
+  const InputFile inputs[] = {{"--plan", o.plan_file},
+                              {"--cluster-file", o.cluster.file},
+                              {"--nccl-topo-xml", o.cluster.nccl_xml},
+                              {"--manifest", o.problem.manifest},
+                              {"--model", o.problem.model.empty() ? std::filesystem::path{}
+                                                                  : models::hf_config_file(o.problem.model)}};
+  return check_not_an_input(option, path, inputs);
 }
 
 Result<PlanInputs> load_plan_inputs(const PlanInputOptions& o) {
   auto problem = REFIT_TRY(load_problem(o.problem));
   if (o.problem.manifest.empty())
     for (const auto& note : REFIT_TRY(resolve_layouts(o.problem)).notes)
-      fmt::print(stderr, "refit: note: {}\n", escaped_line(note));
+      say("refit: note: {}\n", escaped_line(note));
   auto cluster = REFIT_TRY(load_cluster_for(o.cluster, job_of(problem)));
   return PlanInputs{.problem = std::move(problem), .cluster = std::move(cluster)};
 }

@@ -44,6 +44,7 @@
 #include "run_mpi_session.h"
 #include "run_report.h"
 #include "run_storage.h"
+#include "say.h"
 #include "transport_messages.h"
 
 namespace refit::cli {
@@ -231,8 +232,8 @@ void drift(const RankBuffers& buffers) {
 void show_progress(const RunOptions& o, const RankContext& c, const RankResult& r, std::int32_t i) {
   constexpr std::int32_t kShownFrom = 20;
   if (c.bootstrap.rank() != 0 || o.iterations < kShownFrom || (i + 1) % (o.iterations / 10) != 0) return;
-  fmt::print(stderr, "refit run: iteration {} of {}: {:.3f} ms, resident {:.1f} MB\n", i + 1, o.iterations,
-             r.walls.back().value * 1e3, static_cast<double>(resident_now().value) / 1e6);
+  say("refit run: iteration {} of {}: {:.3f} ms, resident {:.1f} MB\n", i + 1, o.iterations,
+      r.walls.back().value * 1e3, static_cast<double>(resident_now().value) / 1e6);
 }
 
 // Prepares once, then executes --iterations times, noting resident memory after prepare, after

@@ -1,4 +1,5 @@
 #include "run_faults.h"
+#include "say.h"
 
 #include <chrono>
 #include <csignal>
@@ -52,8 +53,8 @@ void FaultInjector::at(FaultPhase phase) {
   done_ = true;
   const double now =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  fmt::print(stderr, "refit-test: rank {} {} {} at {:.3f}\n", rank_, kPhases[static_cast<int>(phase)],
-             kActions[static_cast<int>(fault_->action)], now);
+  say("refit-test: rank {} {} {} at {:.3f}\n", rank_, kPhases[static_cast<int>(phase)],
+      kActions[static_cast<int>(fault_->action)], now);
   std::fflush(stderr);
   if (fault_->action == FaultAction::kKill) std::raise(SIGKILL);
   std::this_thread::sleep_for(std::chrono::duration<double>(3 * timeout_.value));

@@ -27,6 +27,7 @@
 #include "refit/simulator/deployment.h"
 #include "refit/simulator/plan_simulation.h"
 #include "refit/simulator/sensitivity.h"
+#include "say.h"
 
 namespace refit::cli {
 namespace {
@@ -59,7 +60,7 @@ std::function<void(std::string_view, double)> progress_printer() {
   const auto start = std::chrono::steady_clock::now();
   return [start](std::string_view row, double done) {
     if (std::chrono::steady_clock::now() - start < std::chrono::seconds(1)) return;
-    fmt::print(stderr, "refit simulate: {}: {:.0f}% of transfers done\n", row, 100 * done);
+    say("refit simulate: {}: {:.0f}% of transfers done\n", row, 100 * done);
   };
 }
 
@@ -216,7 +217,7 @@ void print_elastic(const SimulateCommandOptions& o, const ElasticPrediction& p) 
   if (!o.trace.empty()) {
     REFIT_TRY(check_not_an_input("--trace", o.trace, o.inputs));
     trace_file.emplace(REFIT_TRY_IN(OutputFile::open(o.trace), "--trace"));
-    fmt::print(stderr, "refit simulate: writing the {} trace to {}\n", o.inputs.strategy, o.trace);
+    say("refit simulate: writing the {} trace to {}\n", o.inputs.strategy, o.trace);
   }
   const PredictOptions options{.strategy = o.inputs.strategy,
                                .plan = PlanOptions{.chunk = Bytes{o.inputs.chunk_bytes}},

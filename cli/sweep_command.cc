@@ -19,6 +19,7 @@
 #include "problem_options.h"
 #include "refit/core/try.h"
 #include "refit/facade/sweep.h"
+#include "say.h"
 
 namespace refit::cli {
 namespace {
@@ -40,10 +41,15 @@ struct SweepCommandOptions {
     return parse_error(fmt::format("--vary {}: expected KEY=V1,V2,... (layouts: KEY=A;B)", text));
   SweepAxis axis{.key = std::string(text.substr(0, eq)), .values = {}};
   const char separator = axis.key == kSweepTrain || axis.key == kSweepInfer ? ';' : ',';
-  for (std::string_view rest = text.substr(eq + 1); !rest.empty();) {
+  // Every value between separators counts: an empty one is a slip ("tp=2;;tp=4"), not a value to drop.
+  for (std::string_view rest = text.substr(eq + 1);;) {
     const auto end = std::min(rest.find(separator), rest.size());
-    if (end > 0) axis.values.emplace_back(rest.substr(0, end));
-    rest.remove_prefix(std::min(end + 1, rest.size()));
+    if (end == 0)
+      return parse_error(fmt::format("--vary {}: an empty value (expected {}=V1{}V2{}...)", axis.key,
+                                     axis.key, separator, separator));
+    axis.values.emplace_back(rest.substr(0, end));
+    if (end == rest.size()) break;
+    rest.remove_prefix(end + 1);
   }
   return axis;
 }
@@ -61,9 +67,9 @@ std::function<void(std::size_t, std::size_t)> progress_bar() {
     if (!terminal && done < total && now - logged < kLogEvery) return;
     logged = now;
     const auto filled = kWidth * done / total;
-    fmt::print(stderr, "{}refit sweep: [{}{}] {}/{} points, {:.0f} s{}", terminal ? "\r" : "",
-               std::string(filled, '#'), std::string(kWidth - filled, ' '), done, total,
-               std::chrono::duration<double>(now - start).count(), terminal && done < total ? "" : "\n");
+    say("{}refit sweep: [{}{}] {}/{} points, {:.0f} s{}", terminal ? "\r" : "", std::string(filled, '#'),
+        std::string(kWidth - filled, ' '), done, total, std::chrono::duration<double>(now - start).count(),
+        terminal && done < total ? "" : "\n");
   };
 }
 

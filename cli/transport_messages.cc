@@ -1,9 +1,9 @@
 #include "transport_messages.h"
 
-#include <fmt/format.h>
+#include "say.h"
 
 namespace refit::cli {
 
-void print_transport_message(std::string_view line) { fmt::print(stderr, "{}\n", line); }
+void print_transport_message(std::string_view line) { say("{}\n", line); }
 
 }  // namespace refit::cli

@@ -296,9 +296,13 @@ Result<ModelSpec> parse_hf_config(std::string_view json_text, const HfOptions& o
   return spec;
 }
 
-Result<ModelSpec> load_hf_config(const std::filesystem::path& path, const HfOptions& options) {
+std::filesystem::path hf_config_file(const std::filesystem::path& path) {
   std::error_code unknown;  // read_text_file says why
-  const auto file = std::filesystem::is_directory(path, unknown) ? path / "config.json" : path;
+  return std::filesystem::is_directory(path, unknown) ? path / "config.json" : path;
+}
+
+Result<ModelSpec> load_hf_config(const std::filesystem::path& path, const HfOptions& options) {
+  const auto file = hf_config_file(path);
   const auto text = REFIT_TRY(read_text_file(file));
   return parse_hf_config(text, options, file.string());
 }

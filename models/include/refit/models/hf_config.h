@@ -21,8 +21,11 @@ struct HfOptions {
 // `name` becomes ModelSpec::name. Errors name the offending config field.
 [[nodiscard]] Result<ModelSpec> parse_hf_config(std::string_view json_text, const HfOptions& options = {},
                                                 std::string name = "config.json");
-// Reads the file (or `path`/config.json when `path` is a directory).
+// Reads hf_config_file(path).
 [[nodiscard]] Result<ModelSpec> load_hf_config(const std::filesystem::path& path,
                                                const HfOptions& options = {});
+// The file a model at `path` is read from: `path`/config.json when `path` is a directory (a
+// Hugging Face checkpoint's folder), `path` itself otherwise.
+std::filesystem::path hf_config_file(const std::filesystem::path& path);
 
 }  // namespace refit::models
