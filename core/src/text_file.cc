@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -53,11 +54,69 @@ namespace {
 
 std::string system_reason(int error) { return error != 0 ? fmt::format(": {}", std::strerror(error)) : ""; }
 
-// A name beside `path` that no other writer uses: this process's id and a count.
+// A name beside `path` that no other writer uses: this process's id and a count. The file's own
+// name is cut to leave room for them within a file name's 255 bytes (at a character's start).
 std::filesystem::path temporary_beside(const std::filesystem::path& path) {
+  constexpr std::size_t kKeptNameBytes = 200;
   static std::atomic<std::uint64_t> count{0};
-  return path.parent_path() /
-         fmt::format(".{}.refit-{}-{}", path.filename().string(), ::getpid(), count.fetch_add(1));
+  auto name = path.filename().string();
+  if (name.size() > kKeptNameBytes) {
+    std::size_t cut = kKeptNameBytes;
+    while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;
+    name.resize(cut);
+  }
+  return path.parent_path() / fmt::format(".{}.refit-{}-{}", name, ::getpid(), count.fetch_add(1));
+}
+
+// Whether `path` names a descriptor of this process (/dev/stdout, /dev/fd/N, /proc/self/fd/N,
+// /proc/<pid>/fd/N): what the shell redirected it to must be written through it, not replaced.
+bool names_a_descriptor(const std::filesystem::path& path) {
+  std::vector<std::string> parts;
+  for (const auto& part : path.lexically_normal()) parts.push_back(part.string());
+  const auto is_number = [](const std::string& s) {
+    return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+  };
+  if (parts.size() == 3 && parts[0] == "/" && parts[1] == "dev")
+    return parts[2] == "stdin" || parts[2] == "stdout" || parts[2] == "stderr";
+  if (parts.size() == 4 && parts[0] == "/" && parts[1] == "dev" && parts[2] == "fd")
+    return is_number(parts[3]);
+  return parts.size() == 5 && parts[0] == "/" && parts[1] == "proc" &&
+         (parts[2] == "self" || parts[2] == "thread-self" || is_number(parts[2])) && parts[3] == "fd" &&
+         is_number(parts[4]);
+}
+
+// What writing `path` writes: the end of its chain of links (the shell's > writes through links),
+// and whether any step of the chain names a descriptor. A chain too long or broken ends where it
+// can be followed no further.
+struct LinkEnd {
+  std::filesystem::path file;
+  bool descriptor = false;
+};
+LinkEnd follow_links(const std::filesystem::path& path) {
+  namespace fs = std::filesystem;
+  constexpr int kMaxLinks = 40;  // Linux's own limit on links followed in one lookup
+  LinkEnd end{.file = path, .descriptor = names_a_descriptor(fs::absolute(path))};
+  std::error_code ec;
+  for (int hop = 0; hop < kMaxLinks && fs::is_symlink(fs::symlink_status(end.file, ec)); ++hop) {
+    const auto next = fs::read_symlink(end.file, ec);
+    if (ec) break;
+    end.file = next.is_absolute() ? next : end.file.parent_path() / next;
+    end.descriptor = end.descriptor || names_a_descriptor(fs::absolute(end.file, ec));
+  }
+  return end;
+}
+
+// Creates the temporary with the permissions of the file it will replace (0666 less the umask for
+// a new one), so that a private file's contents are never readable by others on their way, and
+// refuses one that exists (a link planted at its name).
+bool create_private_temporary(const std::filesystem::path& temporary, const std::filesystem::path& target) {
+  std::error_code ec;
+  const auto old = std::filesystem::status(target, ec);
+  const auto mode = std::filesystem::exists(old) ? static_cast<mode_t>(old.permissions()) & 07777 : 0666;
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  if (fd < 0) return false;
+  ::close(fd);
+  return true;
 }
 
 }  // namespace
@@ -70,6 +129,8 @@ Result<OutputFile> OutputFile::open(const std::filesystem::path& path) {
   if (fs::is_block_file(status) || fs::is_socket(status))
     return invalid(fmt::format("{}: a disk device or a socket, not a file", path.string()));
   if (path.filename().empty()) return invalid(fmt::format("{}: names a folder, not a file", path.string()));
+  // Many tools read "-" as standard output; a file of that name would surprise whoever meant it so.
+  if (path == "-") return invalid("-: standard output is /dev/stdout here (./- names a file called '-')");
   // Opening a FIFO no process reads would block; without blocking, it fails (ENXIO) instead. The
   // probe stays open until the stream is: closed before, it would leave the reader a FIFO with no
   // writer, which it reads as the end, and the stream's open would wait for it forever.
@@ -78,20 +139,21 @@ Result<OutputFile> OutputFile::open(const std::filesystem::path& path) {
     probe = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
     if (probe < 0) return invalid(fmt::format("{}: a FIFO that no process reads", path.string()));
   }
-  // /dev/stdout and /proc/self/fd/N name an open descriptor: what the shell redirected it to must
-  // be written through it, not replaced under its name.
-  const auto text = path.string();
-  const bool descriptor = text.starts_with("/dev/") || text.starts_with("/proc/");
+  // Only a regular file (or a new one) is replaced whole; a descriptor, a terminal, /dev/null or a
+  // FIFO is written in place.
+  auto [target, descriptor] = follow_links(path);
   const bool in_place = descriptor || fs::is_character_file(status) || fs::is_fifo(status);
-  // A link is written through, as the shell's > does: the file put in place is its target.
-  auto target = fs::is_symlink(fs::symlink_status(path, ec)) ? fs::weakly_canonical(path, ec) : path;
-  if (ec) target = path;
   auto temporary = in_place ? fs::path{} : temporary_beside(target);
   errno = 0;
-  std::ofstream out(in_place ? path : temporary, std::ios::binary | std::ios::trunc);
+  const bool created = in_place || create_private_temporary(temporary, target);
+  std::ofstream out;
+  if (created) out.open(in_place ? path : temporary, std::ios::binary | std::ios::trunc);
   const int opened = errno;
   if (probe >= 0) ::close(probe);
-  if (!out) return invalid(fmt::format("{}: cannot be created{}", path.string(), system_reason(opened)));
+  if (!out.is_open()) {
+    if (created && !temporary.empty()) fs::remove(temporary, ec);
+    return invalid(fmt::format("{}: cannot be created{}", path.string(), system_reason(opened)));
+  }
   return OutputFile(path, std::move(target), std::move(temporary), std::move(out));
 }
 

@@ -110,5 +110,79 @@ TEST(TextFile, AFileIsPutInPlaceWholeOrNotAtAll) {
   std::filesystem::remove_all(dir);
 }
 
+// A scratch folder of the test's own, removed with the object.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::filesystem::path& parent, const std::string& name)
+      : path_(parent / (name + "_" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~ScratchDir() { std::filesystem::remove_all(path_); }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+TEST(TextFile, ALinkToADescriptorIsWrittenThroughItAndAFileUnderDevIsReplacedWhole) {
+  // The tenth campaign's H3. A link to /proc/self/fd/N (as to /dev/stdout) must be written
+  // through the descriptor like the path itself; before, the link was resolved to the file behind
+  // the descriptor and that file replaced, leaving the descriptor on an unlinked file. A regular
+  // file whose path starts /dev/ (/dev/shm, a tmpfs) is an ordinary file: it is replaced whole,
+  // not truncated first.
+  const ScratchDir dir(std::filesystem::temp_directory_path(), "refit_links");
+  const auto file = dir.path() / "redirected";
+  std::FILE* f = std::fopen(file.c_str(), "w+");
+  ASSERT_NE(f, nullptr);
+  const auto link = dir.path() / "to_fd";
+  std::filesystem::create_symlink("/proc/self/fd/" + std::to_string(::fileno(f)), link);
+  ASSERT_TRUE(write_file(link, [](std::ostream& s) { s << "through"; }));
+  std::fseek(f, 0, SEEK_SET);
+  char back[16] = {};
+  EXPECT_EQ(std::fread(back, 1, sizeof back - 1, f), 7u) << "the descriptor's file got the bytes";
+  EXPECT_STREQ(back, "through");
+  std::fclose(f);
+  if (!std::filesystem::is_directory("/dev/shm")) GTEST_SKIP() << "no /dev/shm";
+  const ScratchDir shm("/dev/shm", "refit_text_file");
+  const auto under_dev = shm.path() / "plan.json";
+  ASSERT_TRUE(write_file(under_dev, [](std::ostream& s) { s << "old"; }));
+  {
+    auto out = OutputFile::open(under_dev);
+    ASSERT_TRUE(out) << out.error().message;
+    out->stream() << "new";
+  }  // given up: never committed
+  EXPECT_EQ(read_text_file(under_dev).value(), "old") << "written in place, it would be truncated";
+  EXPECT_EQ(files_in(shm.path()), std::vector<std::string>{"plan.json"});
+}
+
+TEST(TextFile, TheTemporaryIsPrivateWhenTheFileIsAndFitsALongName) {
+  // The tenth campaign's H9 and H10: the temporary of a 0600 file was created 0644 and made
+  // private only when put in place; and `.<name>.refit-<pid>-<n>` of a valid 250-byte name
+  // exceeded the 255 bytes of a file name.
+  const ScratchDir dir(std::filesystem::temp_directory_path(), "refit_private");
+  const auto path = dir.path() / "secret.json";
+  ASSERT_TRUE(write_file(path, [](std::ostream& s) { s << "old"; }));
+  std::filesystem::permissions(path,
+                               std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  {
+    auto out = OutputFile::open(path);
+    ASSERT_TRUE(out) << out.error().message;
+    for (const auto& name : files_in(dir.path())) {
+      if (name == "secret.json") continue;
+      EXPECT_EQ(std::filesystem::status(dir.path() / name).permissions(),
+                std::filesystem::perms::owner_read | std::filesystem::perms::owner_write)
+          << name << ": others could read the new contents";
+    }
+  }
+  const auto long_name = dir.path() / std::string(250, 'p');
+  ASSERT_TRUE(write_file(long_name, [](std::ostream& s) { s << "long"; }));
+  EXPECT_EQ(read_text_file(long_name).value(), "long");
+  const auto dash = OutputFile::open("-");
+  ASSERT_FALSE(dash);
+  EXPECT_NE(dash.error().message.find("standard output is /dev/stdout here"), std::string::npos)
+      << dash.error().message;
+}
+
 }  // namespace
 }  // namespace refit
