@@ -1,5 +1,7 @@
 #include "run_storage.h"
 
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "parse.h"
@@ -115,9 +117,11 @@ Result<void> RunBuffers::save(const StorageOptions& o, Rank rank) const {
     return {};
   const auto folder = REFIT_TRY_IN(
       NamedFileFolder::open(o.save_destinations, rank_folder(rank), /*create=*/true), "--save-destinations");
+  // One set: a loader reads the folder as one step, so a failure must leave the old step whole.
+  std::vector<NamedBytes> files;
   for (std::size_t i = 0; i < framework_->parameters().size(); ++i)
-    REFIT_TRY_IN(folder.write(framework_->parameters()[i].name, framework_->bytes(i), overwrite_of(o)),
-                 "--save-destinations");
+    files.push_back({.name = framework_->parameters()[i].name, .bytes = framework_->bytes(i)});
+  REFIT_TRY_IN(folder.write_all(files, overwrite_of(o)), "--save-destinations");
   return {};
 }
 

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -41,7 +42,7 @@ struct Descriptor {
   int release() { return std::exchange(fd, -1); }
 };
 
-[[nodiscard]] Result<void> write_all(int fd, std::span<const std::byte> bytes, const std::string& where) {
+[[nodiscard]] Result<void> write_bytes(int fd, std::span<const std::byte> bytes, const std::string& where) {
   while (!bytes.empty()) {
     const auto n = ::write(fd, bytes.data(), bytes.size());
     if (n < 0 && errno == EINTR) continue;
@@ -193,23 +194,63 @@ Result<void> NamedFileFolder::check_write(std::string_view name, Overwrite overw
 
 Result<void> NamedFileFolder::write(std::string_view name, std::span<const std::byte> bytes,
                                     Overwrite overwrite) const {
-  const auto file = REFIT_TRY_IN(encode_file_name(name), path_.string());
-  const auto where = shown(file);
-  if (overwrite == Overwrite::kAllow) REFIT_TRY(check_write(name, overwrite));
-  // Written under a name no encoded name has (a leading '.'), then renamed over the file
-  // (kAllow) or linked to its name, which fails if anything has that name (kRefuse): a write that
-  // fails leaves neither part of a file nor less of the old one.
+  const NamedBytes one[] = {{.name = name, .bytes = bytes}};
+  return write_all(one, overwrite);
+}
+
+Result<void> NamedFileFolder::write_all(std::span<const NamedBytes> files, Overwrite overwrite) const {
+  struct Pending {
+    std::string file, where, temporary;
+  };
+  std::vector<Pending> pending;
+  // Written under names no encoded name has (a leading '.'), then renamed over the files (kAllow)
+  // or linked to their names, which fails if anything has that name (kRefuse).
+  const auto discard = [&] {
+    for (const auto& p : pending) ::unlinkat(fd_, p.temporary.c_str(), 0);
+  };
+  for (const auto& f : files) REFIT_TRY(check_write(f.name, overwrite));
+  for (const auto& f : files) {
+    auto file = REFIT_TRY_IN(encode_file_name(f.name), path_.string());
+    auto where = shown(file);
+    auto temporary = write_temporary(file, f.bytes, where);
+    if (!temporary) {
+      discard();
+      return std::unexpected(std::move(temporary).error());
+    }
+    pending.push_back({std::move(file), std::move(where), std::move(*temporary)});
+  }
+  for (std::size_t i = 0; i < pending.size(); ++i) {
+    auto placed = put_in_place(pending[i].temporary, pending[i].file, overwrite, pending[i].where);
+    if (!placed) {
+      discard();
+      if (i == 0) return placed;
+      return fail(placed.error().code, fmt::format("{} ({} of the {} files were already replaced)",
+                                                   placed.error().message, i, pending.size()));
+    }
+  }
+  discard();  // the temporaries' names of the files linked into place
+  return {};
+}
+
+Result<std::string> NamedFileFolder::write_temporary(const std::string& file,
+                                                     std::span<const std::byte> bytes,
+                                                     const std::string& where) const {
   static std::atomic<std::uint64_t> count{0};
-  const auto temporary = fmt::format(".refit-{}-{}", ::getpid(), count.fetch_add(1));
-  Descriptor d{::openat(fd_, temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644)};
+  auto temporary = fmt::format(".refit-{}-{}", ::getpid(), count.fetch_add(1));
+  struct stat old {};
+  const mode_t mode =
+      ::fstatat(fd_, file.c_str(), &old, AT_SYMLINK_NOFOLLOW) == 0 ? old.st_mode & 07777 : 0644;
+  Descriptor d{::openat(fd_, temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)};
   if (d.fd < 0)
     return fail(ErrorCode::kRuntime, fmt::format("{}: cannot be created: {}", where, system_reason()));
-  auto written = write_all(d.fd, bytes, where);
+  auto written = write_bytes(d.fd, bytes, where);
   if (written && ::close(d.release()) != 0)
     written = fail(ErrorCode::kRuntime, fmt::format("{}: cannot be written: {}", where, system_reason()));
-  if (written) written = put_in_place(temporary, file, overwrite, where);
-  ::unlinkat(fd_, temporary.c_str(), 0);  // a link's other name, or what a failure left
-  return written;
+  if (!written) {
+    ::unlinkat(fd_, temporary.c_str(), 0);
+    return std::unexpected(std::move(written).error());
+  }
+  return temporary;
 }
 
 Result<void> NamedFileFolder::put_in_place(const std::string& temporary, const std::string& file,

@@ -228,5 +228,34 @@ TEST(NamedFolder, AWriteThatFailsHalfWayLeavesTheFolderAsItWas) {
   EXPECT_EQ(files_in(tmp.path() / "rank0"), std::vector<std::string>{"w"});
 }
 
+TEST(NamedFolder, ASetOfFilesIsReplacedWholeOrNotAtAll) {
+  // The tenth campaign's H4: a step's files are one set to a loader. With files limited to 4
+  // bytes, "c" (8 bytes) fails after "a" and "b" (3 bytes each) were written: once, "a" and "b"
+  // were already new while "c" stayed old. Now every file is old and no temporary is left. A
+  // name refused (kRefuse, "c" exists) is refused before any file is written.
+  TempFolder tmp;
+  const auto folder = NamedFileFolder::open(tmp.path(), "rank0", true).value();
+  for (const char* name : {"a", "b", "c"})
+    ASSERT_TRUE(folder.write(name, bytes_of("old"), Overwrite::kRefuse));
+  const auto a = bytes_of("new"), b = bytes_of("new"), c = bytes_of("new bits");
+  const NamedBytes step[] = {{.name = "a", .bytes = a}, {.name = "b", .bytes = b}, {.name = "c", .bytes = c}};
+  {
+    const FileSizeLimit limit(4);
+    const auto r = folder.write_all(step, Overwrite::kAllow);
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message.find("rank0/c: cannot be written"), std::string::npos) << r.error().message;
+  }
+  for (const char* name : {"a", "b", "c"}) EXPECT_EQ(contents(tmp.path() / "rank0" / name), "old") << name;
+  EXPECT_EQ(files_in(tmp.path() / "rank0"), (std::vector<std::string>{"a", "b", "c"}));
+  const NamedBytes fresh[] = {{.name = "d", .bytes = a}, {.name = "c", .bytes = c}};
+  const auto refused = folder.write_all(fresh, Overwrite::kRefuse);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("already exists"), std::string::npos) << refused.error().message;
+  EXPECT_EQ(files_in(tmp.path() / "rank0"), (std::vector<std::string>{"a", "b", "c"})) << "no d written";
+  ASSERT_TRUE(folder.write_all(step, Overwrite::kAllow));
+  EXPECT_EQ(contents(tmp.path() / "rank0" / "c"), "new bits");
+  EXPECT_EQ(files_in(tmp.path() / "rank0"), (std::vector<std::string>{"a", "b", "c"}));
+}
+
 }  // namespace
 }  // namespace refit

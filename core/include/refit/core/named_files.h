@@ -27,6 +27,12 @@ namespace refit {
 // What a write may do to a file that is already there.
 enum class Overwrite : bool { kRefuse, kAllow };
 
+// One file of a write_all: its name (encoded as encode_file_name does) and its contents.
+struct NamedBytes {
+  std::string_view name;
+  std::span<const std::byte> bytes;
+};
+
 // A folder of named files, opened once. Its own path is the caller's (links in it are followed
 // like any path a user types); below it nothing is.
 class NamedFileFolder {
@@ -56,6 +62,12 @@ class NamedFileFolder {
   // close fails (a full disk): then the folder holds what it held before.
   [[nodiscard]] Result<void> write(std::string_view name, std::span<const std::byte> bytes,
                                    Overwrite overwrite) const;
+  // write() of every file as one set: all are written to temporaries first and put in place only
+  // once every one is whole, so that a write that fails (a full disk) leaves the folder as it was,
+  // not a mix of new and old files that a loader would read as one step. Only a failure to put a
+  // file in place (a file of that name appearing meanwhile) can leave some files replaced; the
+  // error then says how many.
+  [[nodiscard]] Result<void> write_all(std::span<const NamedBytes> files, Overwrite overwrite) const;
 
   const std::filesystem::path& path() const { return path_; }
 
@@ -63,6 +75,11 @@ class NamedFileFolder {
   NamedFileFolder(int fd, std::filesystem::path path) : fd_(fd), path_(std::move(path)) {}
   // The path a message shows for `name`'s file.
   std::string shown(std::string_view file) const;
+  // Writes `bytes` to a new temporary file for `file` (shown as `where`) and returns its name. It is
+  // created with the permissions of the file it replaces, so a private file's contents are never
+  // readable by others on their way.
+  [[nodiscard]] Result<std::string> write_temporary(const std::string& file, std::span<const std::byte> bytes,
+                                                    const std::string& where) const;
   // Gives the written `temporary` the name `file`: renamed over it (kAllow) or linked to it.
   [[nodiscard]] Result<void> put_in_place(const std::string& temporary, const std::string& file,
                                           Overwrite overwrite, const std::string& where) const;
