@@ -202,7 +202,14 @@ Result<ClusterSpec> calibrated_cluster(std::int32_t devices, const PairFit& pair
          .transfer_overhead = cache->pair.transfer_overhead,
          .copy_bandwidth = cache->memcpy_bandwidth});
   spec.nics.push_back(std::move(nic));
-  REFIT_TRY(Cluster::make(spec));  // the file written must load
+  // The file written must load. What it refuses was measured, not written by the user: a runtime
+  // failure that says so, not bad input naming a field of a file nobody wrote.
+  if (auto made = Cluster::make(spec); !made)
+    return fail(ErrorCode::kRuntime,
+                fmt::format("the measured figures make no usable cluster ({}): the measurements are noise "
+                            "(a host busy with other work, or sizes too small to tell apart; larger --sizes "
+                            "or more --repetitions)",
+                            made.error().message));
   return spec;
 }
 

@@ -25,8 +25,14 @@ namespace {
 }
 
 // Elastic refits are refit's executors' own: predicted as those run them unless told otherwise, and
-// refused as a deployment that does not perform them would run them.
+// refused as a deployment that does not perform them would run them. Those executors run a delta
+// refit over the whole membership only (a joining or restarted engine has no earlier weights to
+// patch), so a delta prediction of an elastic step would be of a refit nothing performs.
 [[nodiscard]] Result<PredictOptions> elastic_deployment(PredictOptions o) {
+  if (o.delta)
+    return unsupported(
+        "--delta: refit's executors run a delta refit over every engine only, and a joining or restarted "
+        "engine has no earlier weights to patch: drop --delta, or --members, --join and --fail");
   if (o.deployment.empty()) {
     o.deployment = std::string(refit_executors().name);
     return o;

@@ -251,6 +251,21 @@ TEST(CalibratedCluster, PredictsTheTransfersItWasCalibratedOn) {
   EXPECT_NEAR(predicted(*spec, 2, bytes).value, 20e-6 + 2.0 * bytes / 6e9, 1e-2 * (2.0 * bytes / 6e9));
 }
 
+TEST(CalibratedCluster, FiguresNoClusterTakesAreNoiseNotBadInput) {
+  // The tenth campaign's H7: noisy points fitted 2e-5 GB/s, which a cluster file refuses (NICs of
+  // 0.001 GB/s and up). That refusal named "nics[0].gbps", a field of a file nobody wrote, as bad
+  // input (exit 2); the same noise fitted a negative slope failed at runtime (exit 1). Both are a
+  // runtime failure saying the measurements are noise.
+  const PairFit pair{
+      .latency = Seconds{20e-6}, .bandwidth = BytesPerSecond::from_gbps(2e-5), .worst_relative_residual = 0};
+  const auto spec =
+      calibrated_cluster(2, pair, BytesPerSecond::from_gbps(2e-5), BytesPerSecond::from_gbps(10));
+  ASSERT_FALSE(spec);
+  EXPECT_EQ(spec.error().code, ErrorCode::kRuntime) << spec.error().message;
+  EXPECT_NE(spec.error().message.find("the measurements are noise"), std::string::npos)
+      << spec.error().message;
+}
+
 TEST(CalibratedCluster, EachSenderPaysItsChunksOverhead) {
   // The pair above with c = 10 us per chunk. 8 MiB in 32 chunks of 256 KiB: 20 us + 32 x 10 us +
   // 8 MiB / 4 GB/s = 2437.152 us. Two pairs at once pay their overheads side by side, then share
