@@ -54,7 +54,7 @@ struct HfFields {
   std::vector<bool> moe_layer;  // per decoder layer, then per MTP layer
 };
 
-// Refuses a model of more than kMaxTensors tensors (before building them: layers x experts can
+// Refuses a model of more than limits::kMaxTensors tensors (before building them: layers x experts can
 // ask for 2^40), a tensor of more than limits::kMaxElements, or more than limits::kMaxBytes.
 [[nodiscard]] Result<ModelSpec> make_model_spec(const HfFields& fields, const HfOptions& options,
                                                 std::string name);

@@ -147,6 +147,9 @@ nlohmann::ordered_json side_json(const Layout& layout) {
   const auto destinations = r.integer("destination_ranks", 1);
   REFIT_TRY(r.status());
   const Json* array = REFIT_TRY(json_fields::require_array(j, "tensors", ""));
+  if (std::ssize(*array) > limits::kMaxTensors)
+    return out_of_range(fmt::format("tensors: {} tensors, more than the {} refit plans in one problem",
+                                    array->size(), limits::kMaxTensors));
   std::vector<TensorReshard> tensors;
   std::int64_t positions = 0;
   for (std::size_t i = 0; i < array->size(); ++i)

@@ -162,16 +162,14 @@ class TensorBuilder {
 
 namespace {
 
-// Tensors of a model: Kimi-K2 with one tensor per expert has 61 x 384 x 3 = 70k.
-constexpr std::int64_t kMaxTensors = std::int64_t{1} << 20;
 // Tensors of one layer besides its routed experts (attention, norms, dense or shared MLP, gate).
 constexpr std::int64_t kLayerTensors = 16;
 
 [[nodiscard]] Result<void> check_tensor_count(const HfFields& f, const HfOptions& options) {
   const auto experts = f.moe && options.per_expert ? 3 * f.moe->num_experts : 3;
-  const auto per_layer = REFIT_TRY(checked_add(kLayerTensors, experts, kMaxTensors,
+  const auto per_layer = REFIT_TRY(checked_add(kLayerTensors, experts, limits::kMaxTensors,
                                                "tensors per layer (3 per routed expert with --per-expert)"));
-  REFIT_TRY(checked_mul(f.layers + f.mtp_layers, per_layer, kMaxTensors,
+  REFIT_TRY(checked_mul(f.layers + f.mtp_layers, per_layer, limits::kMaxTensors,
                         "tensors: layers (num_hidden_layers and MTP layers) x tensors per layer"));
   return {};
 }

@@ -89,11 +89,13 @@ def _vary(items: Sequence[str]) -> dict[str, list[str]]:
             raise ValueError(f"--vary: expected KEY=V1,V2,... (got '{item}')")
         if key in vary:
             raise BadInput(f"--vary {key}: given twice", "invalid argument")
-        # Layouts hold commas themselves: their values are separated by ';'.
-        split = values.split(";") if key in LAYOUT_KEYS else values.split(",")
-        vary[key] = [v for v in split if v]
-        if not vary[key]:
-            raise BadInput(f"--vary {key}: no values (expected KEY=V1,V2,...)", "invalid argument")
+        # Layouts hold commas themselves: their values are separated by ';'. An empty value is a
+        # slip ("tp=2;;tp=4"), refused as refit sweep refuses it, not dropped.
+        separator = ";" if key in LAYOUT_KEYS else ","
+        vary[key] = values.split(separator)
+        if not all(vary[key]):
+            raise BadInput(f"--vary {key}: an empty value (expected {key}=V1{separator}V2{separator}...)",
+                           "invalid argument")
     return vary
 
 

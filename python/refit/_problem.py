@@ -217,7 +217,8 @@ class Problem:
             raise TypeError(f"manifest: a path or a mapping, got {type(manifest).__name__}")
         source = {"manifest": path_text(manifest, "manifest")}
         if source["manifest"].lstrip().startswith("{") and not os.path.exists(source["manifest"]):
-            raise ValueError("manifest: JSON text where a path was expected (pass json.loads(text))")
+            raise BadInput("manifest: JSON text where a path was expected (pass json.loads(text))",
+                           "invalid argument")
         return cls(_refit.Problem.load(**source), source)
 
     @classmethod

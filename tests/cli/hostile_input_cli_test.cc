@@ -37,7 +37,7 @@ class TempFile {
 
 struct Hostile {
   const char* name;
-  std::string args;  // {file} is replaced by the path of a file holding `file_text`
+  std::string args;  // each {file} is replaced by the path of a file holding `file_text`
   std::string file_text;
   const char* must_mention;
   friend void PrintTo(const Hostile& h, std::ostream* os) { *os << h.name; }
@@ -51,7 +51,8 @@ TEST_P(HostileCli, ExitsTwoNamingTheCulprit) {
   const auto& h = GetParam();
   const TempFile file(h.name, h.file_text);
   auto args = h.args;
-  if (const auto at = args.find("{file}"); at != std::string::npos) args.replace(at, 6, file.path());
+  for (auto at = args.find("{file}"); at != std::string::npos; at = args.find("{file}"))
+    args.replace(at, 6, file.path());
   const auto r = run_refit(args);
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find(": error: "), std::string::npos) << r.err;
@@ -328,6 +329,66 @@ INSTANTIATE_TEST_SUITE_P(
                     "/models/tiny-llama.json --train tp=2,glu_interleave=2 --infer tp=2 "
                     "--cluster dgx-h100",
                 "", "interleaves the gate and up rows of routed experts, and model"}));
+
+// A manifest of one tensor more than the 2^20 a problem may have; the entries are not looked at
+// before the count is refused.
+std::string manifest_of_too_many_tensors() {
+  std::string tensors;
+  tensors.reserve(2 * ((1 << 20) + 1));
+  for (int i = 0; i <= 1 << 20; ++i) tensors += i == 0 ? "0" : ",0";
+  return R"({"format": "refit-manifest", "version": 1, "source_ranks": 1, "destination_ranks": 1, "tensors": [)" +
+         tensors + "]}";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    TenthCampaign, HostileCli,
+    ::testing::Values(
+        Hostile{"manifest_written_over_its_model",
+                "models {file} --train tp=2 --infer tp=2 --write-manifest {file}",
+                text_of(kData + "/models/tiny-llama.json"), "is the file MODEL reads from"},
+        Hostile{"delta_of_a_join",
+                "simulate --model " + kData + "/models/tiny-llama.json --train tp=2 --infer tp=2,engines=2 " +
+                    "--cluster dgx-h100 --join 1 --delta 0.1",
+                "", "--delta: refit's executors run a delta refit over every engine only"},
+        Hostile{"xml_attribute_twice", "topo --nccl-topo-xml {file}",
+                replaced(text_of(kData + "/topology/node_4gpu_2nic.xml"), "speed=\"200000\"",
+                         "speed=\"200000\" speed=\"10\""),
+                "attribute 'speed' given twice"},
+        Hostile{"sweep_empty_value", "sweep " + kModel + " --cluster dgx-h100 --vary nic_gbps=400,,800", "",
+                "--vary nic_gbps: an empty value"},
+        Hostile{"manifest_too_many_tensors", "plan --manifest {file} --cluster dgx-h100",
+                manifest_of_too_many_tensors(), "tensors: 1048577 tensors, more than the 1048576"},
+        Hostile{"out_dash", "plan " + kModel + " --cluster dgx-h100 --out -", "",
+                "standard output is /dev/stdout here"}));
+
+TEST(HostileCli, StandardErrorClosedOrFullStillGivesTheExitCode) {
+  // The tenth campaign's H1: printing an error or a note to a closed or full stderr threw, and
+  // refit aborted (134) instead of exiting 2, even on a good run whose only note was unprintable.
+  for (const std::string redirect : {" 2>&-", " 2>/dev/full"}) {
+    EXPECT_EQ(run_refit("models no-such-model" + redirect).exit_code, 2) << redirect;
+    EXPECT_EQ(run_refit("plan " + kModel + " --json >/dev/null" + redirect).exit_code, 0)
+        << redirect << ": the note of the default cluster";
+  }
+}
+
+TEST(HostileCli, AnOutputIsNotTheConfigOfAModelFolder) {
+  // The tenth campaign's H2: --model DIR reads DIR/config.json, which --out and --trace once
+  // replaced (exit 0) because the check compared them with the folder.
+  const auto dir = std::filesystem::temp_directory_path() / ("refit_model_dir_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto config = (dir / "config.json").string();
+  const std::string original = text_of(kData + "/models/tiny-llama.json");
+  std::ofstream(config) << original;
+  const std::string problem = "--model " + dir.string() + " --train tp=2 --infer tp=2 --cluster dgx-h100";
+  for (const std::string output :
+       {"plan " + problem + " --out " + config, "simulate " + problem + " --trace " + config}) {
+    const auto r = run_refit(output);
+    EXPECT_EQ(r.exit_code, 2) << output;
+    EXPECT_NE(r.err.find(config + " is the file --model reads from"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(text_of(config), original);
+  std::filesystem::remove_all(dir);
+}
 
 TEST(HostileCli, ASweepOfAColocatedPresetVariesItsHardware) {
   // infer_offset places the job, which each point places: the sweep's check of the hardware once

@@ -164,7 +164,7 @@ def test_manifests_that_are_not_json_say_why() -> None:
         refit.Problem.from_manifest({"format": object()})
     with pytest.raises(TypeError, match="manifest: a path or a mapping, got list"):
         refit.Problem.from_manifest([])  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="JSON text where a path was expected"):
+    with pytest.raises(refit.BadInput, match="JSON text where a path was expected"):
         refit.Problem.from_manifest('{"format": "refit-manifest"}')
     with pytest.raises(ValueError, match="manifest: an empty path"):
         refit.Problem.from_manifest("")

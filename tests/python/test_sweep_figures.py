@@ -194,7 +194,7 @@ def test_python_m_refit_checks_its_options_and_files_before_any_work(tmp_path: P
          "refit sweep: error: --strategy: unknown strategy 'bogus' (expected refit, direct, m2n-ring, "
          "gather-broadcast)"),
         ([*sweep, "--x", "nic_gbps"], "refit sweep: error: --x: nic_gbps is not a varied key (copy_gbps)"),
-        (["sweep", *problem, "--vary", "copy_gbps=,"], "refit sweep: error: --vary copy_gbps: no values"),
+        (["sweep", *problem, "--vary", "copy_gbps=,"], "refit sweep: error: --vary copy_gbps: an empty value"),
         ([*timeline, "--bins", "0"], "refit timeline: error: --bins: 0 is not positive"),
         ([*timeline, "--bins", "-4"], "refit timeline: error: --bins: -4 is not positive"),
         ([*timeline, "--bins", "100000000"], "refit timeline: error: --bins: 100000000 is more than 10000"),

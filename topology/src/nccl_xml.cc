@@ -78,6 +78,7 @@ class XmlReader {
       if (top.type() == pugi::node_pcdata)
         return invalid(fmt::format("line {}: text beside the root element", lines_.of(top.offset_debug())));
     }
+    REFIT_TRY(check_unique_attributes(doc));
     const auto root = doc.document_element();
     if (std::string_view(root.name()) != "system")
       return invalid(
@@ -92,6 +93,26 @@ class XmlReader {
   }
 
  private:
+  // XML's unique-attribute rule, which pugixml leaves to its users: an element that gives an
+  // attribute twice is not well-formed, and reading the first would drop the second unseen. The
+  // walk keeps no stack of its own, so no nesting depth overflows it.
+  [[nodiscard]] Result<void> check_unique_attributes(const pugi::xml_document& doc) const {
+    for (pugi::xml_node n = doc.first_child(); n;) {
+      std::set<std::string_view> names;
+      for (const auto& a : n.attributes())
+        if (!names.insert(a.name()).second)
+          return parse_error(
+              fmt::format("{}: attribute '{}' given twice (not well-formed XML)", where(n), a.name()));
+      if (const auto child = n.first_child()) {
+        n = child;
+        continue;
+      }
+      while (n && !n.next_sibling()) n = n.parent() == doc ? pugi::xml_node() : n.parent();
+      if (n) n = n.next_sibling();
+    }
+    return {};
+  }
+
   // "line 12: <gpu dev="3">": the element and its first attribute, which identifies it.
   std::string where(const pugi::xml_node& n) const {
     const auto a = n.first_attribute();

@@ -19,6 +19,9 @@ namespace limits {
 inline constexpr std::int64_t kMaxRanks = std::int64_t{1} << 20;
 // Global ranks of the job: both sides.
 inline constexpr std::int64_t kMaxJobRanks = 2 * kMaxRanks;
+// Tensors of one problem, a model's or a manifest's: Kimi-K2 with one tensor per expert has
+// 61 x 384 x 3 = 70k.
+inline constexpr std::int64_t kMaxTensors = std::int64_t{1} << 20;
 // Elements of one tensor (2^48 = 281e12: 563 TB of bf16).
 inline constexpr std::int64_t kMaxElements = std::int64_t{1} << 48;
 // Bytes of a whole problem or plan (2^56 = 72 PB).
