@@ -88,6 +88,13 @@ Result<CallSchedule> nemo_rl_reshard(const DeployInputs& in) {
   sim::add_packed_broadcast(
       in, stages, misc, last,
       {.exporting = stage_count, .broadcast = stage_count + 1, .unpack = stage_count + 2}, schedule);
+  // The row's byte counts come from the plan; these tensors do not follow it.
+  if (!misc.empty())
+    schedule.notes.push_back(fmt::format(
+        "{} of the {} tensors, those not named as bulk parameters, move through NeMo RL's packed broadcast "
+        "instead of the {} plan: the row's plan counts (network_bytes, nvlink_bytes, max_nic_*_bytes, "
+        "transfers) move them as the plan would, the traffic simulated is in its resources",
+        misc.size(), in.problem.tensors().size(), in.plan.strategy));
   return schedule;
 }
 
