@@ -92,6 +92,10 @@ TEST_F(TopoDiscovery, DownPortsAndBadRatesAreSkippedWithANote) {
   sysfs_.add_rdma_nic("mlx5_0", dir,
                       {{"1: DOWN", "400 Gb/sec (4X NDR)"}, {"4: ACTIVE", "200 Gb/sec (2X HDR)"}});
   sysfs_.add_rdma_nic("mlx5_1", dir, {{"4: ACTIVE", "fast"}});
+  // Rates that read but no NIC has once failed the whole discovery, naming "nics[0].gbps".
+  sysfs_.add_rdma_nic("mlx5_2", dir, {{"4: ACTIVE", "nan Gb/sec"}});
+  sysfs_.add_rdma_nic("mlx5_3", dir, {{"4: ACTIVE", "1e300 Gb/sec"}});
+  sysfs_.add_rdma_nic("mlx5_4", dir, {{"4: ACTIVE", "0 Gb/sec"}});
   nvml_reports("gpu 0000:02:00.0 90 NVIDIA H100\n");
   const auto found = discover();
   ASSERT_TRUE(found.has_value()) << found.error().message;
@@ -104,6 +108,9 @@ TEST_F(TopoDiscovery, DownPortsAndBadRatesAreSkippedWithANote) {
   EXPECT_EQ(found->cluster.nic_of(GpuId{0}), std::optional<std::int32_t>(0));
   EXPECT_TRUE(mentions(found->notes, "mlx5_0:1: port state '1: DOWN'"));
   EXPECT_TRUE(mentions(found->notes, "mlx5_1:1: rate 'fast'"));
+  for (const char* bad : {"mlx5_2:1: rate 'nan Gb/sec' is outside",
+                          "mlx5_3:1: rate '1e300 Gb/sec' is outside", "mlx5_4:1: rate '0 Gb/sec' is outside"})
+    EXPECT_TRUE(mentions(found->notes, bad)) << bad;
   EXPECT_TRUE(mentions(found->notes, "without PCIe locality"));
 }
 

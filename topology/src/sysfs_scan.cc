@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "refit/core/utf8.h"
+#include "refit/topology/cluster.h"
 
 namespace refit::detail {
 namespace {
@@ -107,9 +108,18 @@ void scan_port(const fs::path& root, const fs::path& port_dir, const std::string
   const auto rate = first_line(root, port_dir / "rate");
   double gigabits = 0;
   const auto [ptr, ec] = std::from_chars(rate.data(), rate.data() + rate.size(), gigabits);
-  if (ec != std::errc{} || gigabits <= 0 || std::string_view(ptr).find("Gb/sec") == std::string_view::npos) {
+  if (ec != std::errc{} || std::string_view(ptr).find("Gb/sec") == std::string_view::npos) {
     scan.notes.push_back(
         fmt::format("RDMA NIC {}: rate '{}' does not read as Gb/sec, not used", name, printable(rate)));
+    return;
+  }
+  // A rate no NIC has (nan, 1e300, 0) would fail the whole discovery later, naming a field of a
+  // cluster file nobody wrote; the port is left out like one whose rate does not read.
+  const BytesPerSecond line{gigabits * 1e9 / 8};
+  if (!(line >= cluster_limits::kMinBandwidth && line <= cluster_limits::kMaxBandwidth)) {
+    scan.notes.push_back(fmt::format("RDMA NIC {}: rate '{}' is outside {} to {} Gb/s, not used", name,
+                                     printable(rate), cluster_limits::kMinBandwidth.value * 8 / 1e9,
+                                     cluster_limits::kMaxBandwidth.value * 8 / 1e9));
     return;
   }
   std::error_code link_ec;
