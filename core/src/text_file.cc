@@ -106,17 +106,40 @@ LinkEnd follow_links(const std::filesystem::path& path) {
   return end;
 }
 
-// Creates the temporary with the permissions of the file it will replace (0666 less the umask for
-// a new one), so that a private file's contents are never readable by others on their way, and
-// refuses one that exists (a link planted at its name).
-bool create_private_temporary(const std::filesystem::path& temporary, const std::filesystem::path& target) {
+// The permissions of the file `target` replaces (0666 less the umask for a new one): a private
+// file's contents are never readable by others on their way.
+mode_t mode_for(const std::filesystem::path& target) {
   std::error_code ec;
   const auto old = std::filesystem::status(target, ec);
-  const auto mode = std::filesystem::exists(old) ? static_cast<mode_t>(old.permissions()) & 07777 : 0666;
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  return std::filesystem::exists(old) ? static_cast<mode_t>(old.permissions()) & 07777 : 0666;
+}
+
+std::string descriptor_path(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
+
+// A file of no name in `target`'s folder, opened for writing through `out`; -1 where the file
+// system (or a missing /proc) has none.
+int open_unnamed(const std::filesystem::path& target, std::ofstream& out) {
+  const auto folder = target.parent_path().empty() ? std::filesystem::path(".") : target.parent_path();
+  const int fd = ::open(folder.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, mode_for(target));
+  if (fd < 0) return -1;
+  out.open(descriptor_path(fd), std::ios::binary | std::ios::trunc);
+  if (out.is_open()) return fd;
+  ::close(fd);
+  return -1;
+}
+
+// The named temporary, created with mode_for(target); one that exists (a link planted at its
+// name) is refused.
+bool open_named(const std::filesystem::path& temporary, const std::filesystem::path& target,
+                std::ofstream& out) {
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode_for(target));
   if (fd < 0) return false;
   ::close(fd);
-  return true;
+  out.open(temporary, std::ios::binary | std::ios::trunc);
+  if (out.is_open()) return true;
+  std::error_code ignored;
+  std::filesystem::remove(temporary, ignored);
+  return false;
 }
 
 }  // namespace
@@ -144,30 +167,46 @@ Result<OutputFile> OutputFile::open(const std::filesystem::path& path) {
   auto [target, descriptor] = follow_links(path);
   const bool in_place = descriptor || fs::is_character_file(status) || fs::is_fifo(status);
   auto temporary = in_place ? fs::path{} : temporary_beside(target);
-  errno = 0;
-  const bool created = in_place || create_private_temporary(temporary, target);
   std::ofstream out;
-  if (created) out.open(in_place ? path : temporary, std::ios::binary | std::ios::trunc);
+  int unnamed = -1;
+  errno = 0;
+  if (in_place)
+    out.open(path, std::ios::binary | std::ios::trunc);
+  else if (unnamed = open_unnamed(target, out); unnamed < 0)
+    open_named(temporary, target, out);
   const int opened = errno;
   if (probe >= 0) ::close(probe);
-  if (!out.is_open()) {
-    if (created && !temporary.empty()) fs::remove(temporary, ec);
+  if (!out.is_open())
     return invalid(fmt::format("{}: cannot be created{}", path.string(), system_reason(opened)));
-  }
-  return OutputFile(path, std::move(target), std::move(temporary), std::move(out));
+  return OutputFile(path, std::move(target), std::move(temporary), unnamed, std::move(out));
 }
 
 OutputFile::OutputFile(OutputFile&& other) noexcept
     : path_(std::move(other.path_)),
       target_(std::move(other.target_)),
       temporary_(std::exchange(other.temporary_, {})),
+      unnamed_(std::exchange(other.unnamed_, -1)),
       out_(std::move(other.out_)) {}
 
 OutputFile::~OutputFile() {
-  if (temporary_.empty()) return;
   out_.close();
+  if (unnamed_ >= 0) {
+    ::close(unnamed_);  // the file had no name: it is gone
+    return;
+  }
+  if (temporary_.empty()) return;
   std::error_code ignored;
   std::filesystem::remove(temporary_, ignored);
+}
+
+int OutputFile::name_unnamed() {
+  const int error = ::linkat(AT_FDCWD, descriptor_path(unnamed_).c_str(), AT_FDCWD, temporary_.c_str(),
+                             AT_SYMLINK_FOLLOW) == 0
+                        ? 0
+                        : errno;
+  ::close(std::exchange(unnamed_, -1));
+  if (error != 0) temporary_.clear();  // nothing of that name to remove
+  return error;
 }
 
 Result<void> OutputFile::commit() {
@@ -178,6 +217,9 @@ Result<void> OutputFile::commit() {
     return fail(ErrorCode::kRuntime,
                 fmt::format("{}: cannot be written{}", path_.string(), system_reason(written)));
   if (temporary_.empty()) return {};
+  if (const int error = unnamed_ >= 0 ? name_unnamed() : 0; error != 0)
+    return fail(ErrorCode::kRuntime,
+                fmt::format("{}: cannot be put in place{}", path_.string(), system_reason(error)));
   std::error_code ec;
   // A file replaced keeps its permissions (a private file stays private).
   if (const auto old = std::filesystem::status(target_, ec); std::filesystem::exists(old))

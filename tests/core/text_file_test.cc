@@ -1,10 +1,13 @@
 // Reading and writing whole files (refit/core/text_file.h): what is read and what is refused.
 #include "refit/core/text_file.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -154,6 +157,31 @@ TEST(TextFile, ALinkToADescriptorIsWrittenThroughItAndAFileUnderDevIsReplacedWho
   }  // given up: never committed
   EXPECT_EQ(read_text_file(under_dev).value(), "old") << "written in place, it would be truncated";
   EXPECT_EQ(files_in(shm.path()), std::vector<std::string>{"plan.json"});
+}
+
+TEST(TextFile, AWriterKilledBeforeItCommitsLeavesNothingBeside) {
+  // The tenth campaign's H9: the output is opened before the work, so a Ctrl-C, a timeout or an
+  // out-of-memory kill during a long plan left its named temporary behind, a new one each run.
+  // Written to a file of no name, nothing is left whatever kills the writer.
+  const ScratchDir dir(std::filesystem::temp_directory_path(), "refit_killed");
+  if (const int probe = ::open(dir.path().c_str(), O_TMPFILE | O_WRONLY, 0600); probe >= 0)
+    ::close(probe);
+  else
+    GTEST_SKIP() << "this file system has no unnamed files (O_TMPFILE): a killed writer leaves its temporary";
+  const auto path = dir.path() / "plan.json";
+  ASSERT_TRUE(write_file(path, [](std::ostream& s) { s << "old"; }));
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto out = OutputFile::open(path);
+    if (out) out->stream() << "new" << std::flush;
+    ::raise(SIGKILL);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(files_in(dir.path()), std::vector<std::string>{"plan.json"});
+  EXPECT_EQ(read_text_file(path).value(), "old");
 }
 
 TEST(TextFile, TheTemporaryIsPrivateWhenTheFileIsAndFitsALongName) {

@@ -28,11 +28,14 @@ inline constexpr std::int64_t kMaxInputFileBytes = std::int64_t{1} << 30;
 [[nodiscard]] Result<std::string> read_text_file(const std::filesystem::path& path);
 
 // A file written whole or not at all. A regular file (new, or replacing one) is written to a
-// temporary file beside it, named ".<name>.refit-<pid>-<n>", which commit() renames over it: until
-// then, and for good when the writer fails or gives up, the old file is untouched and the
-// temporary is removed. Character devices (/dev/null), FIFOs being read and what a path under
-// /dev or /proc names (/dev/stdout redirected to a file) have no "whole" and are written in place. A symbolic
-// link is written through, as the shell's > does: the file it names is replaced. open() refuses, with
+// file of no name in its folder (O_TMPFILE), which commit() names ".<name>.refit-<pid>-<n>" and
+// renames over it: until then, and for good when the writer fails, gives up or is killed, the old
+// file is untouched and nothing else is left in the folder. Where the file system has no unnamed
+// files, the temporary is made with that name at once and removed unless committed (a process
+// killed meanwhile leaves it). It has the permissions of the file it replaces. Character devices
+// (/dev/null), FIFOs being read and a path whose links name a descriptor (/dev/stdout redirected
+// to a file) have no "whole" and are written in place. A symbolic link is written through, as the
+// shell's > does: the file it names is replaced. open() refuses, with
 // kInvalidArgument naming the path, an existing directory, disk device or socket, a FIFO that no process
 // reads (opening it would block refit until one came), or a file that cannot be created (no such folder, no
 // permission: the system's reason is given).
@@ -52,14 +55,18 @@ class OutputFile {
 
  private:
   OutputFile(std::filesystem::path path, std::filesystem::path target, std::filesystem::path temporary,
-             std::ofstream out)
+             int unnamed, std::ofstream out)
       : path_(std::move(path)),
         target_(std::move(target)),
         temporary_(std::move(temporary)),
+        unnamed_(unnamed),
         out_(std::move(out)) {}
+  // Gives the unnamed file its temporary name: 0, or the system's error number.
+  [[nodiscard]] int name_unnamed();
   std::filesystem::path path_;       // as given, for messages
   std::filesystem::path target_;     // what is replaced: path_, or the file a link at path_ names
-  std::filesystem::path temporary_;  // empty when written in place
+  std::filesystem::path temporary_;  // empty when written in place; not yet a file while unnamed_
+  int unnamed_ = -1;                 // the O_TMPFILE descriptor until commit() names it
   std::ofstream out_;
 };
 
