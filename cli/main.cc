@@ -1,5 +1,9 @@
 // The refit command: the only place that reads the process environment, prints errors and
 // chooses exit codes (0 ok, 2 bad input, 1 runtime failure).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <array>
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -8,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -23,6 +28,23 @@ namespace {
 using refit::cli::say;
 
 constexpr std::string_view kStdoutFailed = "writing standard output failed (a full disk, a closed pipe?)";
+
+// A standard descriptor the caller left closed would be the next file refit opens (an output),
+// and what refit prints would land in that file. Each is opened onto a device instead: stdin and
+// stderr onto /dev/null (nothing to read; messages dropped), stdout onto /dev/full, so that results
+// printed to a closed stdout still fail the command (exit 1), as they did.
+void open_closed_standard_descriptors() {
+  constexpr std::array<std::pair<int, const char*>, 3> kDevices{
+      {{STDIN_FILENO, "/dev/null"}, {STDOUT_FILENO, "/dev/full"}, {STDERR_FILENO, "/dev/null"}}};
+  for (const auto& [fd, device] : kDevices) {
+    if (::fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
+    const int opened = ::open(device, fd == STDIN_FILENO ? O_RDONLY : O_WRONLY);
+    if (opened >= 0 && opened != fd) {
+      ::dup2(opened, fd);
+      ::close(opened);
+    }
+  }
+}
 
 refit::Result<void> out_of_memory(const std::string& name) {
   return refit::fail(
@@ -62,6 +84,7 @@ refit::Result<void> run_action(const std::string& name, const refit::cli::Action
 }  // namespace
 
 int main(int argc, char** argv) {
+  open_closed_standard_descriptors();
   CLI::App app{
       "refit: plan, predict and perform the transfer of sharded model weights between two "
       "parallel layouts (training -> inference)"};

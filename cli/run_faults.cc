@@ -1,5 +1,4 @@
 #include "run_faults.h"
-#include "say.h"
 
 #include <chrono>
 #include <csignal>
@@ -8,6 +7,8 @@
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "say.h"
 
 namespace refit::cli {
 namespace {

@@ -137,7 +137,8 @@ void print_detail(const Predictions& p) {
              r.sim.tasks, r.sim.events, human(r.simulate_seconds));
 }
 
-// What --delta, --sensitivity and --explain add below the predictions, elastic ones included.
+// What --delta, --sensitivity and --explain add below the predictions (an elastic one takes the last
+// two).
 void print_extras(const SimulateCommandOptions& o, const Predictions& p) {
   print_delta(p);
   if (o.sensitivity) print_sensitivity(p.rows.front());

@@ -45,8 +45,8 @@ struct SweepCommandOptions {
   for (std::string_view rest = text.substr(eq + 1);;) {
     const auto end = std::min(rest.find(separator), rest.size());
     if (end == 0)
-      return parse_error(fmt::format("--vary {}: an empty value (expected {}=V1{}V2{}...)", axis.key,
-                                     axis.key, separator, separator));
+      return parse_error(fmt::format("--vary {}: an empty value in '{}' (expected {}=V1{}V2{}...)", axis.key,
+                                     text, axis.key, separator, separator));
     axis.values.emplace_back(rest.substr(0, end));
     if (end == rest.size()) break;
     rest.remove_prefix(end + 1);

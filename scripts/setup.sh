@@ -54,7 +54,7 @@ refit_build() {
 # prints its log and returns its status. The job gets a process group of its own (monitor mode,
 # for the one launch), so that one still running when the shell exits (a step failed before the
 # join) is stopped whole, pip or ninja and their children.
-declare -A REFIT_JOBS=()
+declare -gA REFIT_JOBS=()
 refit_start() {
   local name=$1; shift
   mkdir -p build
@@ -95,6 +95,11 @@ REFIT_PYTHON_PACKAGES=(scikit-build-core nanobind numpy pytest matplotlib pandas
                        sphinx myst-parser breathe furo jsonschema)
 
 refit_python_env() {
+  # A venv whose set-up was stopped half way (./test stops it when the build fails) may lack pip.
+  if [ -x "$REFIT_VENV/bin/python" ] && ! "$REFIT_VENV/bin/python" -m pip --version >/dev/null 2>&1; then
+    echo "refit: $REFIT_VENV has no working pip (a set-up stopped half way?): made again" >&2
+    rm -rf "$REFIT_VENV"
+  fi
   if [ ! -x "$REFIT_VENV/bin/python" ]; then
     echo "refit: creating $REFIT_VENV with $(/usr/bin/python3 --version)" >&2
     /usr/bin/python3 -m venv "$REFIT_VENV" >&2 || return 1

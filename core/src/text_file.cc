@@ -85,33 +85,48 @@ bool names_a_descriptor(const std::filesystem::path& path) {
          is_number(parts[4]);
 }
 
+// Whether `path` names a descriptor once the links of its folders are resolved too (a link `d`
+// to /proc/self/fd makes `d/1` one).
+bool reaches_a_descriptor(const std::filesystem::path& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto folder = fs::canonical(path.parent_path().empty() ? fs::path(".") : path.parent_path(), ec);
+  if (!ec && names_a_descriptor(folder / path.filename())) return true;
+  const auto absolute = fs::absolute(path, ec);
+  return !ec && names_a_descriptor(absolute);
+}
+
 // What writing `path` writes: the end of its chain of links (the shell's > writes through links),
-// and whether any step of the chain names a descriptor. A chain too long or broken ends where it
-// can be followed no further.
+// and whether any step of the chain names a descriptor; a chain that never ends (a loop) is
+// refused, as the shell's > refuses it. A broken chain ends at the missing file, which is made.
 struct LinkEnd {
   std::filesystem::path file;
   bool descriptor = false;
 };
-LinkEnd follow_links(const std::filesystem::path& path) {
+Result<LinkEnd> follow_links(const std::filesystem::path& path) {
   namespace fs = std::filesystem;
-  constexpr int kMaxLinks = 40;  // Linux's own limit on links followed in one lookup
-  LinkEnd end{.file = path, .descriptor = names_a_descriptor(fs::absolute(path))};
+  constexpr int kMaxLinks = 40;  // Linux's own limit on links followed in one lookup (ELOOP)
+  LinkEnd end{.file = path, .descriptor = reaches_a_descriptor(path)};
   std::error_code ec;
-  for (int hop = 0; hop < kMaxLinks && fs::is_symlink(fs::symlink_status(end.file, ec)); ++hop) {
+  for (int hop = 0; fs::is_symlink(fs::symlink_status(end.file, ec)); ++hop) {
+    if (hop == kMaxLinks)
+      return invalid(fmt::format("{}: more than {} links in a row (a loop?)", path.string(), kMaxLinks));
     const auto next = fs::read_symlink(end.file, ec);
     if (ec) break;
     end.file = next.is_absolute() ? next : end.file.parent_path() / next;
-    end.descriptor = end.descriptor || names_a_descriptor(fs::absolute(end.file, ec));
+    end.descriptor = end.descriptor || reaches_a_descriptor(end.file);
   }
   return end;
 }
 
 // The permissions of the file `target` replaces (0666 less the umask for a new one): a private
-// file's contents are never readable by others on their way.
+// file's contents are never readable by others on their way. The owner may write it whatever the
+// old file allowed, since it is opened again to be written; commit() gives it the old file's
+// permissions exactly.
 mode_t mode_for(const std::filesystem::path& target) {
   std::error_code ec;
   const auto old = std::filesystem::status(target, ec);
-  return std::filesystem::exists(old) ? static_cast<mode_t>(old.permissions()) & 07777 : 0666;
+  return std::filesystem::exists(old) ? (static_cast<mode_t>(old.permissions()) & 07777) | S_IWUSR : 0666;
 }
 
 std::string descriptor_path(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
@@ -128,18 +143,18 @@ int open_unnamed(const std::filesystem::path& target, std::ofstream& out) {
   return -1;
 }
 
-// The named temporary, created with mode_for(target); one that exists (a link planted at its
-// name) is refused.
-bool open_named(const std::filesystem::path& temporary, const std::filesystem::path& target,
-                std::ofstream& out) {
+// The named temporary, created with mode_for(target) and written through the descriptor that
+// created it (reopened by name, a link swapped in meanwhile would be followed); one that exists (a
+// link planted at its name) is refused. 0, or the system's error number.
+int open_named(const std::filesystem::path& temporary, const std::filesystem::path& target,
+               std::ofstream& out) {
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode_for(target));
-  if (fd < 0) return false;
+  if (fd < 0) return errno;
+  out.open(descriptor_path(fd), std::ios::binary | std::ios::trunc);
+  const int error = out.is_open() ? 0 : errno != 0 ? errno : EACCES;
   ::close(fd);
-  out.open(temporary, std::ios::binary | std::ios::trunc);
-  if (out.is_open()) return true;
-  std::error_code ignored;
-  std::filesystem::remove(temporary, ignored);
-  return false;
+  if (error != 0) ::unlink(temporary.c_str());
+  return error;
 }
 
 }  // namespace
@@ -154,6 +169,10 @@ Result<OutputFile> OutputFile::open(const std::filesystem::path& path) {
   if (path.filename().empty()) return invalid(fmt::format("{}: names a folder, not a file", path.string()));
   // Many tools read "-" as standard output; a file of that name would surprise whoever meant it so.
   if (path == "-") return invalid("-: standard output is /dev/stdout here (./- names a file called '-')");
+  // Only a regular file (or a new one) is replaced whole; a descriptor, a terminal, /dev/null or a
+  // FIFO is written in place.
+  auto [target, descriptor] = REFIT_TRY(follow_links(path));
+  const bool in_place = descriptor || fs::is_character_file(status) || fs::is_fifo(status);
   // Opening a FIFO no process reads would block; without blocking, it fails (ENXIO) instead. The
   // probe stays open until the stream is: closed before, it would leave the reader a FIFO with no
   // writer, which it reads as the end, and the stream's open would wait for it forever.
@@ -162,10 +181,6 @@ Result<OutputFile> OutputFile::open(const std::filesystem::path& path) {
     probe = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
     if (probe < 0) return invalid(fmt::format("{}: a FIFO that no process reads", path.string()));
   }
-  // Only a regular file (or a new one) is replaced whole; a descriptor, a terminal, /dev/null or a
-  // FIFO is written in place.
-  auto [target, descriptor] = follow_links(path);
-  const bool in_place = descriptor || fs::is_character_file(status) || fs::is_fifo(status);
   auto temporary = in_place ? fs::path{} : temporary_beside(target);
   std::ofstream out;
   int unnamed = -1;
@@ -173,7 +188,7 @@ Result<OutputFile> OutputFile::open(const std::filesystem::path& path) {
   if (in_place)
     out.open(path, std::ios::binary | std::ios::trunc);
   else if (unnamed = open_unnamed(target, out); unnamed < 0)
-    open_named(temporary, target, out);
+    errno = open_named(temporary, target, out);
   const int opened = errno;
   if (probe >= 0) ::close(probe);
   if (!out.is_open())

@@ -369,6 +369,16 @@ TEST(HostileCli, StandardErrorClosedOrFullStillGivesTheExitCode) {
     EXPECT_EQ(run_refit("plan " + kModel + " --json >/dev/null" + redirect).exit_code, 0)
         << redirect << ": the note of the default cluster";
   }
+  // With stderr closed, the output file was opened as descriptor 2, and "writing the trace to"
+  // landed in the trace.
+  const TempFile trace("closed_stderr.trace.json", "");
+  ASSERT_EQ(
+      run_refit("simulate " + kModel + " --cluster dgx-h100 --trace " + trace.path() + " 2>&-").exit_code, 0);
+  const auto written = text_of(trace.path());
+  EXPECT_EQ(written.find("refit simulate"), std::string::npos) << written.substr(0, 200);
+  EXPECT_EQ(written.front(), '{') << written.substr(0, 200);
+  // A closed stdout still fails the command that prints to it (onto /dev/full, not /dev/null).
+  EXPECT_EQ(run_refit("models >&-").exit_code, 1);
 }
 
 TEST(HostileCli, AnOutputIsNotTheConfigOfAModelFolder) {
