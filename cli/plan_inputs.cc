@@ -55,8 +55,7 @@ Result<void> check_not_an_input(std::string_view option, const std::string& path
                               {"--cluster-file", o.cluster.file},
                               {"--nccl-topo-xml", o.cluster.nccl_xml},
                               {"--manifest", o.problem.manifest},
-                              {"--model", o.problem.model.empty() ? std::filesystem::path{}
-                                                                  : models::hf_config_file(o.problem.model)}};
+                              {"--model", models::hf_config_file(o.problem.model)}};
   return check_not_an_input(option, path, inputs);
 }
 

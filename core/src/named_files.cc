@@ -208,16 +208,19 @@ Result<void> NamedFileFolder::write_all(std::span<const NamedBytes> files, Overw
   const auto discard = [&] {
     for (const auto& p : pending) ::unlinkat(fd_, p.temporary.c_str(), 0);
   };
-  for (const auto& f : files) REFIT_TRY(check_write(f.name, overwrite));
+  std::vector<std::string> names;
   for (const auto& f : files) {
-    auto file = REFIT_TRY_IN(encode_file_name(f.name), path_.string());
-    auto where = shown(file);
-    auto temporary = write_temporary(file, f.bytes, where);
+    REFIT_TRY(check_write(f.name, overwrite));
+    names.push_back(REFIT_TRY_IN(encode_file_name(f.name), path_.string()));
+  }
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    auto where = shown(names[i]);
+    auto temporary = write_temporary(names[i], files[i].bytes, where);
     if (!temporary) {
       discard();
       return std::unexpected(std::move(temporary).error());
     }
-    pending.push_back({std::move(file), std::move(where), std::move(*temporary)});
+    pending.push_back({std::move(names[i]), std::move(where), std::move(*temporary)});
   }
   for (std::size_t i = 0; i < pending.size(); ++i) {
     auto placed = put_in_place(pending[i].temporary, pending[i].file, overwrite, pending[i].where);

@@ -131,26 +131,32 @@ mode_t mode_for(const std::filesystem::path& target) {
 
 std::string descriptor_path(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
 
+// Opens `out` on the file `fd` has open, through /proc/self/fd (a stream cannot take a descriptor);
+// false where /proc is missing.
+bool open_through(int fd, std::ofstream& out) {
+  out.open(descriptor_path(fd), std::ios::binary | std::ios::trunc);
+  return out.is_open();
+}
+
 // A file of no name in `target`'s folder, opened for writing through `out`; -1 where the file
 // system (or a missing /proc) has none.
 int open_unnamed(const std::filesystem::path& target, std::ofstream& out) {
   const auto folder = target.parent_path().empty() ? std::filesystem::path(".") : target.parent_path();
   const int fd = ::open(folder.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, mode_for(target));
-  if (fd < 0) return -1;
-  out.open(descriptor_path(fd), std::ios::binary | std::ios::trunc);
-  if (out.is_open()) return fd;
+  if (fd < 0 || open_through(fd, out)) return fd;
   ::close(fd);
   return -1;
 }
 
-// The named temporary, created with mode_for(target) and written through the descriptor that
-// created it (reopened by name, a link swapped in meanwhile would be followed); one that exists (a
-// link planted at its name) is refused. 0, or the system's error number.
+// The named temporary, created with mode_for(target); one that exists (a link planted at its
+// name) is refused. It is written through the descriptor that created it, so that a link swapped
+// in meanwhile is not followed, or by its name where /proc is missing. 0, or the system's error
+// number.
 int open_named(const std::filesystem::path& temporary, const std::filesystem::path& target,
                std::ofstream& out) {
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode_for(target));
   if (fd < 0) return errno;
-  out.open(descriptor_path(fd), std::ios::binary | std::ios::trunc);
+  if (!open_through(fd, out)) out.open(temporary, std::ios::binary | std::ios::trunc);
   const int error = out.is_open() ? 0 : errno != 0 ? errno : EACCES;
   ::close(fd);
   if (error != 0) ::unlink(temporary.c_str());

@@ -35,10 +35,10 @@ inline constexpr std::int64_t kMaxInputFileBytes = std::int64_t{1} << 30;
 // killed meanwhile leaves it). It has the permissions of the file it replaces. Character devices
 // (/dev/null), FIFOs being read and a path whose links name a descriptor (/dev/stdout redirected
 // to a file) have no "whole" and are written in place. A symbolic link is written through, as the
-// shell's > does: the file it names is replaced. open() refuses, with
-// kInvalidArgument naming the path, an existing directory, disk device or socket, a FIFO that no process
-// reads (opening it would block refit until one came), or a file that cannot be created (no such folder, no
-// permission: the system's reason is given).
+// shell's > does: the file it names is replaced. open() refuses, with kInvalidArgument naming the
+// path, an existing directory, disk device or socket, a FIFO that no process reads (opening it
+// would block refit until one came), a chain of links that never ends, "-", or a file that cannot
+// be created (no such folder, no permission: the system's reason is given).
 class OutputFile {
  public:
   [[nodiscard]] static Result<OutputFile> open(const std::filesystem::path& path);
