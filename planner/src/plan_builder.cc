@@ -312,124 +312,29 @@ PlanBuilder::PerSegment PlanBuilder::segment_arrivals(std::span<const Handle> or
   return arrival;
 }
 
-bool PlanBuilder::sliced(Handle h, const std::vector<bool>& forwarded) const {
-  const auto& p = pending_[static_cast<std::size_t>(h)];
-  return !forwarded[static_cast<std::size_t>(h)] && p.bytes.value > kRelaySliceChunks * chunk_.value &&
-         p.relays == p.segments.size();
-}
-
-void PlanBuilder::cut_relay_segments(const std::vector<bool>& forwarded) {
-  const std::int64_t slice = kRelaySliceChunks * chunk_.value;
-  for (std::size_t h = 0; h < pending_.size(); ++h) {
-    if (!sliced(static_cast<Handle>(h), forwarded)) continue;
-    auto& segments = pending_[h].segments;
-    if (std::ranges::none_of(segments, [&](const Segment& s) { return box_bytes(s) > slice; })) continue;
-    std::vector<Segment> cut;
-    for (auto& s : segments) {
-      const auto element = dtype_size(problem_.tensors()[s.tensor].tensor.dtype);
-      while (box_bytes(s) > slice) {
-        auto halves = split_rows(s.box, Bytes{slice}, element);
-        if (!halves) break;
-        cut.push_back(Segment{.tensor = s.tensor, .box = std::move(halves->first), .via = s.via});
-        s.box = std::move(halves->second);
-      }
-      cut.push_back(std::move(s));
-    }
-    segments = std::move(cut);
-    pending_[h].relays = segments.size();
-  }
-}
-
-std::vector<std::int64_t> PlanBuilder::latest(const PerSegment& arrival) const {
-  std::vector<std::int64_t> out(pending_.size(), 0);
-  for (std::size_t h = 0; h < pending_.size(); ++h)
-    if (const auto at = arrival.of(static_cast<Handle>(h)); !at.empty()) out[h] = std::ranges::max(at);
-  return out;
-}
-
-namespace {
-
-// A message's segments by when their data reaches its sender, ties in their own order.
-std::vector<std::size_t> arrival_order(std::span<const std::int64_t> at) {
-  std::vector<std::size_t> order(at.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::ranges::stable_sort(order, {}, [&](std::size_t k) { return at[k]; });
-  return order;
-}
-
-}  // namespace
-
-void PlanBuilder::order_relays_by_arrival(const PerSegment& arrival, const std::vector<bool>& forwarded) {
-  for (std::size_t h = 0; h < pending_.size(); ++h) {
-    const auto at = arrival.of(static_cast<Handle>(h));
-    if (at.empty() || sliced(static_cast<Handle>(h), forwarded) || std::ranges::is_sorted(at)) continue;
-    const auto by_arrival = arrival_order(at);
-    std::vector<Segment> sorted;
-    sorted.reserve(by_arrival.size());
-    for (const std::size_t k : by_arrival) sorted.push_back(std::move(pending_[h].segments[k]));
-    pending_[h].segments = std::move(sorted);
-  }
-}
-
-std::vector<std::int64_t> PlanBuilder::slice_relays(const PerSegment& arrival,
-                                                    const std::vector<bool>& forwarded) {
-  const std::int64_t slice = kRelaySliceChunks * chunk_.value;
-  const std::size_t made = pending_.size();
-  std::vector<std::int64_t> latest(made, 0);
-  for (std::size_t h = 0; h < made; ++h) {
-    const auto at = arrival.of(static_cast<Handle>(h));
-    if (!sliced(static_cast<Handle>(h), forwarded)) {
-      if (!at.empty()) latest[h] = std::ranges::max(at);
-      continue;
-    }
-    const auto by_arrival = arrival_order(at);
-    // A relay's last bytes to land go one chunk a slice: a pair that relays the data of many
-    // messages landing together at the end then waits for no more than a chunk of each.
-    std::int64_t left = pending_[h].bytes.value;  // not yet in a slice
-    std::vector<Segment> all = std::move(pending_[h].segments);
-    pending_[h].segments.clear();
-    pending_[h].bytes = Bytes{0};
-    pending_[h].relays = 0;
-    const auto next_slice = [&] { return left > 2 * slice ? slice : std::max(chunk_.value, left - slice); };
-    std::int64_t target = next_slice();
-    std::size_t into = h;  // the original message takes the first slice, new ones the others
-    for (const std::size_t k : by_arrival) {
-      if (pending_[into].bytes.value >= target) {
-        target = next_slice();
-        into = pending_.size();
-        pending_.push_back(Pending{.phase = pending_[h].phase,
-                                   .from = pending_[h].from,
-                                   .to = pending_[h].to,
-                                   .key = pending_[h].key,
-                                   .bytes = Bytes{0},
-                                   .segments = {}});
-        latest.push_back(0);
-      }
-      pending_[into].bytes += Bytes{box_bytes(all[k])};
-      left -= box_bytes(all[k]);
-      pending_[into].segments.push_back(std::move(all[k]));
-      ++pending_[into].relays;
-      latest[into] = std::max(latest[into], at[k]);
-    }
-  }
-  return latest;
-}
-
 Plan PlanBuilder::finish(RelayOrder relays, std::vector<std::uint64_t>* rounds) && {
   const std::vector<std::int64_t> unordered(pending_.size(), 0);
   const bool arrival = relays == RelayOrder::kArrival;
   auto order = rotated_order(unordered, arrival, arrival ? nullptr : rounds);
   if (arrival) {
-    const auto relayed = forwarded();
-    cut_relay_segments(relayed);
+    auto relayed = forwarded();
+    cut_relay_segments();
     auto upstream = upstream_segments(relayed);
     // Forwarded messages go by when their own data lands, which moves where they are in their
     // pairs' streams and so when what they forward lands: arrivals are taken again in that order,
-    // and again once relays carry their segments in the order those land.
+    // again once relays carry their segments in the order those land, and again after each
+    // forwarding depth is cut into slices.
     order = rotated_order(latest(segment_arrivals(order, relayed, upstream)), true);
-    order_relays_by_arrival(segment_arrivals(order, relayed, upstream), relayed);
-    upstream = upstream_segments(relayed);
-    order = rotated_order(slice_relays(segment_arrivals(order, relayed, upstream), relayed), true, rounds);
+    order_relays_by_arrival(segment_arrivals(order, relayed, upstream));
+    auto depth = forwarding_depths();
+    const std::size_t deepest = std::max<std::size_t>(1, depth.empty() ? 0 : std::ranges::max(depth));
+    for (std::size_t level = 1; level <= deepest; ++level) {
+      upstream = upstream_segments(relayed);
+      const auto arrival = segment_arrivals(order, relayed, upstream);
+      order = rotated_order(slice_relays(arrival, upstream, depth, level), true,
+                            level == deepest ? rounds : nullptr);
+      relayed = forwarded();
+    }
   }
   std::vector<std::int32_t> id_of(pending_.size());
   for (std::size_t i = 0; i < order.size(); ++i)

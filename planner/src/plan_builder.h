@@ -37,13 +37,15 @@ class PlanBuilder {
   // A pair's relay messages in the order they were made, or in the order their data lands at the
   // sender: a pair's stream stops at a relay whose data has not all arrived, so a relay of a
   // message that lands late holds up every relay behind it, already landed or not. With
-  // kArrival a relay that nothing forwards from is also cut into slices of about
-  // kRelaySliceChunks chunks (its segments into row slabs where they are larger), each placed by
-  // when its own data lands, its last kRelaySliceChunks chunks one a slice: two large messages
-  // landing at once on one GPU then have their relays interleaved on each pair, instead of the
-  // second waiting for all of the first, and a GPU relaying the data of many messages that all
-  // land at the end waits for no more than a chunk of each. The order a deployed system relays
-  // in is its own; the arrival order is for plans run as one call.
+  // kArrival a relay message is also cut into slices of about kRelaySliceChunks chunks (its
+  // segments into row slabs where they are larger), each placed by when its own data lands, its
+  // last kRelaySliceChunks chunks one a slice: two large messages landing at once on one GPU then
+  // have their relays interleaved on each pair, instead of the second waiting for all of the
+  // first, and a GPU relaying the data of many messages that all land at the end waits for no
+  // more than a chunk of each. A relay that others forward from is cut too (their relays then
+  // read its slices): a domain that forwards what several training GPUs send it to other domains
+  // otherwise forwards one of them at a time, at that sender's share of its NIC. The order a
+  // deployed system relays in is its own; the arrival order is for plans run as one call.
   enum class RelayOrder : std::uint8_t { kCreation, kArrival };
   // Smaller slices make more transfers, each paying its latency in its pair's stream (one chunk
   // a slice throughout: Qwen3-30B-A3B EP8xDP16 -> 8 x TP2 in bf16 took 1.09x its bound instead of
@@ -137,23 +139,42 @@ class PlanBuilder {
                               const UpstreamSegments& upstream_segments) const;
   // Per message, when all its data has reached its sender: the latest of its segments'.
   std::vector<std::int64_t> latest(const PerSegment& arrival) const;
-  // Whether relay message h is cut into slices: it forwards only, nothing forwards from it, and
-  // it is larger than a slice.
-  bool sliced(Handle h, const std::vector<bool>& forwarded) const;
-  // Cuts the segments of those relays that are larger than a slice into row slabs of about a
+  // Whether relay message h is cut into slices: it only relays, and it is larger than a slice.
+  bool sliced(Handle h) const;
+  // Cuts the segments of sliced messages that are larger than a slice into row slabs of about a
   // slice each: a slab lands when its own last byte does, not with the rest of its segment, so
   // the slabs of a large segment landing late take their places among the pair's other relays
-  // instead of all waiting for its end.
-  void cut_relay_segments(const std::vector<bool>& forwarded);
+  // instead of all waiting for its end. Relays of a cut message are cut along its slabs.
+  void cut_relay_segments();
+  // Cuts each segment of a relay reading a message marked in `cut` along that message's
+  // segments, until every relay segment lies in one segment of what it reads.
+  void cut_along_upstreams(std::vector<bool> cut);
   // Puts the segments of every relay message that is not cut into slices in the order their data
   // reaches its sender (stably): a pair is an in-order stream, so a segment that lands last but
   // goes first holds up everything behind it (a relay's lm_head landing at the end of its upstream
   // once held back a whole forwarded message).
-  void order_relays_by_arrival(const PerSegment& arrival, const std::vector<bool>& forwarded);
-  // Cuts relay messages that nothing forwards from into slices of consecutive segments (sorted
-  // by arrival) of at least kRelaySliceChunks chunks; returns each message's arrival, the latest
-  // of its segments'.
-  std::vector<std::int64_t> slice_relays(const PerSegment& arrival, const std::vector<bool>& forwarded);
+  void order_relays_by_arrival(const PerSegment& arrival);
+  // Per message, how many relays its data has gone through (0: a message of none).
+  std::vector<std::size_t> forwarding_depths() const;
+  // A segment of message `message` that relays data.
+  struct RelayRef {
+    Handle message;
+    std::size_t segment;
+  };
+  Segment& relay_segment(RelayRef r) {
+    return pending_[static_cast<std::size_t>(r.message)].segments[r.segment];
+  }
+  // Per sliced message of forwarding depth `level`, the relay segments that read it.
+  std::vector<std::vector<RelayRef>> relays_of_sliced(std::span<const std::size_t> depth,
+                                                      std::size_t level) const;
+  // Cuts the sliced messages of forwarding depth `level` into slices of consecutive segments
+  // (sorted by arrival) of at least kRelaySliceChunks chunks, each slice of that depth too, and
+  // points each relay of a cut message at the slice holding its data (`upstream_segments` says
+  // which segment of the message does); returns each message's arrival, the latest of its
+  // segments'. The slices of one depth move their relays' data in their pairs' streams, so a
+  // depth is cut once the arrivals of the one before it have been taken again.
+  std::vector<std::int64_t> slice_relays(const PerSegment& arrival, const UpstreamSegments& upstream_segments,
+                                         std::vector<std::size_t>& depth, std::size_t level);
   std::int64_t box_bytes(const Segment& s) const {
     return s.box.volume() * dtype_size(problem_.tensors()[s.tensor].tensor.dtype);
   }

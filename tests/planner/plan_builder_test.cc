@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <map>
 #include <random>
+#include <set>
 #include <tuple>
 
 #include <gtest/gtest.h>
@@ -45,6 +46,56 @@ TEST(PlanBuilder, FindsEachMessageAsABruteForceMapDoes) {
     EXPECT_EQ(builder.receiver(it->second), Rank{to});
   }
   EXPECT_GT(reference.size(), 5000u);
+}
+
+TEST(PlanBuilder, ARelayOthersForwardFromFollowsEveryUpstreamAsItsDataLands) {
+  // Ranks 0 and 1 hold the two row halves of w [256, 64] bf16 (16 KiB each); rank 2 takes both
+  // and forwards them to rank 3, which forwards them to rank 4 (refit's keys: a relay per
+  // upstream message). Chunks of 1 KiB, so slices of kRelaySliceChunks = 4 KiB. The pairs 0->2
+  // and 1->2 carry 16 KiB each at once, so the k-th 4 KiB of either lands before the (k+1)-th of
+  // the other: the pair 2->3 must take slices of both halves in turn instead of all of one half
+  // (16 chunks at the share of one sender) before the other, and each relay 3->4 must read one
+  // slice of 2->3 (a relay reading several waits for all of them).
+  const Shape shape{256, 64};
+  const auto problem =
+      ReshardProblem::make({make_reshard("w", shape, make_layout(shape, {2}, rank_range(0, 2), "S0"),
+                                         make_layout(shape, {3}, rank_range(2, 3), "R"))},
+                           2, 3)
+          .value();
+  const auto cluster = make_test_cluster(5, 1, 2, 3);
+  const Bytes chunk{1024};
+  PlanBuilder builder(problem, cluster, strategy_info(StrategyId::kRefit), chunk);
+  const Box top{.offset = {0, 0}, .extent = {128, 64}};
+  const Box bottom{.offset = {128, 0}, .extent = {128, 64}};
+  for (const auto& [source, half] : {std::pair(0, top), std::pair(1, bottom)}) {
+    const Handle landed = builder.add(0, 0, Rank{source}, Rank{2}, 0, half);
+    const Handle relayed =
+        builder.add(1, static_cast<std::uint64_t>(landed) + 2, Rank{2}, Rank{3}, 0, half, landed);
+    builder.add(2, static_cast<std::uint64_t>(relayed), Rank{3}, Rank{4}, 0, half, relayed);
+  }
+  const auto plan = std::move(builder).finish(PlanBuilder::RelayOrder::kArrival);
+  const auto valid = validate(plan, problem);
+  ASSERT_TRUE(valid) << valid.error().message;
+
+  // The upstream sender of each 2->3 transfer, in plan order; each reads a single upstream.
+  std::vector<std::int32_t> upstream_sender;
+  for (const auto& t : plan.transfers) {
+    if (t.sender != Rank{2}) continue;
+    std::set<std::int32_t> vias;
+    for (const auto& s : t.segments) vias.insert(s.via);
+    ASSERT_EQ(vias.size(), 1u) << "transfer " << t.id;
+    EXPECT_LE(t.bytes.value, PlanBuilder::kRelaySliceChunks * chunk.value) << "transfer " << t.id;
+    upstream_sender.push_back(plan.transfers[static_cast<std::size_t>(*vias.begin())].sender.value);
+  }
+  ASSERT_GE(upstream_sender.size(), 8u);  // 32 KiB in slices of at most 4 KiB
+  EXPECT_NE(upstream_sender[0], upstream_sender[1]) << "the pair 2->3 relays one half before the other";
+
+  for (const auto& t : plan.transfers) {
+    if (t.sender != Rank{3}) continue;
+    std::set<std::int32_t> vias;
+    for (const auto& s : t.segments) vias.insert(s.via);
+    EXPECT_EQ(vias.size(), 1u) << "transfer " << t.id << " reads several slices";
+  }
 }
 
 }  // namespace
