@@ -4,7 +4,8 @@
 // idle. A GPU's own links bound what enters and leaves it: NVLink plus its NIC, or NVLink alone
 // when the job has one domain (no rank elsewhere to relay through, and a plan never puts a network
 // link inside a domain). Bytes a GPU needs and already holds (a rank of each side on it) cross
-// neither.
+// neither, but are still written into the destination's buffers: by the GPU's copies, or over a
+// link from another holder.
 #include <algorithm>
 #include <limits>
 #include <set>
@@ -22,6 +23,7 @@ struct Needs {
   std::vector<double> single_nic;    // per NIC, leaving bytes that only it can carry out
   std::vector<double> gpu_bytes;     // per GPU, bytes it needs as a destination and lacks
   std::vector<double> gpu_only;      // per GPU, bytes only it holds that another GPU needs
+  std::vector<double> gpu_filled;    // per GPU, bytes it needs as a destination, held or not
   double leaving_bytes = 0;          // unique bytes some domain needs from outside
 };
 
@@ -122,11 +124,13 @@ void add_gpu_needs(Needs& n, const std::vector<Rank>& holders, const std::vector
     return std::ranges::any_of(holders, [&](Rank h) { return c.gpu_of(h).value == g; });
   };
   bool elsewhere = false;
-  for (const std::int32_t g : needing)
+  for (const std::int32_t g : needing) {
+    n.gpu_filled[static_cast<std::size_t>(g)] += bytes;
     if (!holds(g)) {
       n.gpu_bytes[static_cast<std::size_t>(g)] += bytes;
       elsewhere = true;
     }
+  }
   const std::int32_t first = c.gpu_of(holders.front()).value;
   if (elsewhere && std::ranges::all_of(holders, [&](Rank h) { return c.gpu_of(h).value == first; }))
     n.gpu_only[static_cast<std::size_t>(first)] += bytes;
@@ -212,6 +216,7 @@ LowerBound lower_bound(const ReshardProblem& problem, const PlacedCluster& c,
           .single_nic = std::vector<double>(c.cluster().nics().size()),
           .gpu_bytes = std::vector<double>(c.cluster().gpus().size()),
           .gpu_only = std::vector<double>(c.cluster().gpus().size()),
+          .gpu_filled = std::vector<double>(c.cluster().gpus().size()),
           .leaving_bytes = 0};
   Leaving leaving{.nics = nics, .holder_domains = {}};
   for (std::size_t i = 0; i < problem.tensors().size(); ++i) {
@@ -234,13 +239,16 @@ LowerBound lower_bound(const ReshardProblem& problem, const PlacedCluster& c,
   for (std::size_t g = 0; g < n.gpu_bytes.size(); ++g) {
     lb.gpu_ingress = std::max(lb.gpu_ingress, ratio(n.gpu_bytes[g], gpu_links(c, g, alone)));
     lb.gpu_egress = std::max(lb.gpu_egress, ratio(n.gpu_only[g], gpu_links(c, g, alone)));
+    const double copies = c.cluster().gpu(GpuId{static_cast<std::int32_t>(g)}).copy_bandwidth.value;
+    lb.gpu_fill = std::max(lb.gpu_fill, ratio(n.gpu_filled[g], copies + gpu_links(c, g, alone)));
   }
   const std::pair<Seconds, const char*> terms[] = {{lb.destination_domain, "destination domain NIC receive"},
                                                    {lb.source_side, "source side NIC send"},
                                                    {lb.source_domain, "source domain NIC send"},
                                                    {lb.source_nic, "single source NIC"},
                                                    {lb.gpu_ingress, "GPU ingress"},
-                                                   {lb.gpu_egress, "GPU egress"}};
+                                                   {lb.gpu_egress, "GPU egress"},
+                                                   {lb.gpu_fill, "GPU fill"}};
   for (const auto& [t, name] : terms)
     if (t > lb.time || lb.binding.empty()) {
       lb.time = t;

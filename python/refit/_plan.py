@@ -59,6 +59,7 @@ class LowerBound:
     source_nic_s: float
     gpu_ingress_s: float
     gpu_egress_s: float
+    gpu_fill_s: float
 
 
 def lower_bound(problem: Problem, cluster: Cluster) -> LowerBound:

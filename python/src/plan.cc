@@ -83,6 +83,7 @@ nb::dict lower_bound_dict(const LowerBound& lb) {
   d["source_nic_s"] = lb.source_nic.value;
   d["gpu_ingress_s"] = lb.gpu_ingress.value;
   d["gpu_egress_s"] = lb.gpu_egress.value;
+  d["gpu_fill_s"] = lb.gpu_fill.value;
   return d;
 }
 

@@ -133,6 +133,28 @@ TEST(PredictionInvariants, NeverBelowTheBoundOfWhatMovesAndMonotoneInNicBandwidt
   EXPECT_GT(checked, 150);
 }
 
+TEST(PredictionInvariants, ColocatedRanksAreBoundByWhatTheirGpusCopy) {
+  // The inference ranks on the training ranks' GPUs (infer_offset=0): tiny-llama kept at TP2 moves
+  // no byte over a link, yet each GPU writes its 107 kB into the engine's buffers (the bound's
+  // GPU fill: by its copies or over NVLink); TP2xPP2 -> TP4 also moves some. Every strategy as
+  // every deployment runs it is at or above that bound, and no slower with faster links.
+  int checked = 0;
+  const std::string colocated = "dgx-h100:gpus_per_node=4,infer_offset=0";
+  for (const auto& [train, infer] : {std::pair("tp=2", "tp=2"), std::pair("tp=2,pp=2", "tp=4")})
+    for (const auto& s : strategies())
+      for (const auto& d : deployments()) {
+        if (!check_runs(d, s)) continue;
+        const ProblemSource source{.model = kModels + "tiny-llama.json", .train = train, .infer = infer};
+        SCOPED_TRACE(std::string(train) + " -> " + infer + ", " + std::string(s.name) + " as " +
+                     std::string(d.name) + " runs it");
+        const auto base = predicted(source, {.preset = colocated}, s, d);
+        if (std::string_view(train) == "tp=2") EXPECT_EQ(base.rows.front().moved_bound.binding, "GPU fill");
+        expect_invariants(base, {predicted(source, {.preset = colocated + ",nvlink_gbps=740"}, s, d)});
+        ++checked;
+      }
+  EXPECT_GT(checked, 10);
+}
+
 // The example: DeepSeek-V3 PP4xEP16xDP32 -> 16 engines of TP8 on GB200 (64-GPU domains),
 // m2n-ring as m2n-bench runs it: 157.8 ms, 0.354x of the model's bound (446 ms), because the
 // benchmark times 74 representative tensors of the 1025 (96.6 GB of 1.34 TB). It now says so and

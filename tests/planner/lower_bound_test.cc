@@ -157,6 +157,33 @@ TEST(LowerBound, BytesAGpuAlreadyHoldsCrossNoLink) {
   const double half = 4096.0 * 1024;
   EXPECT_NEAR(lb.gpu_ingress.value, half / 400e9, 1e-12);
   EXPECT_NEAR(lb.gpu_egress.value, half / 400e9, 1e-12);
+  // It still fills all 8 MiB of its replica: the half it holds by its copies or over NVLink from
+  // GPU 1, the other over NVLink: 8 MiB / (1500 + 400) GB/s, under the ingress term here.
+  EXPECT_NEAR(lb.gpu_fill.value, 2 * half / 1900e9, 1e-12);
+  EXPECT_EQ(lb.binding, "GPU ingress");
+}
+
+TEST(LowerBound, ALayoutKeptOnTheSameGpusIsBoundByItsCopies) {
+  // Colocated ranks keeping their layout (row halves on GPUs 0 and 1 before and after): no byte
+  // has to cross a link, but each GPU still writes its 4 MiB half into the destination's buffers,
+  // by its copies or over NVLink from another holder (there is none): 4 MiB / (1500 + 400) GB/s.
+  // Without this term the bound was 0 and a prediction thousands of times "the bound".
+  auto cluster = testing::make_test_cluster(1, 2, 2, 0).cluster();
+  auto ranks = RankMap::make(cluster, {GpuId{0}, GpuId{1}, GpuId{0}, GpuId{1}}, 2).value();
+  const auto placed = PlacedCluster::make(std::move(cluster), std::move(ranks)).value();
+  const Shape shape{4096, 1024};
+  const auto p =
+      ReshardProblem::make({testing::make_reshard("w", shape, make_layout(shape, {2}, rank_range(0, 2), "S0"),
+                                                  make_layout(shape, {2}, rank_range(2, 2), "S0"))},
+                           2, 2)
+          .value();
+  const auto lb = lower_bound(p, placed);
+  const double half = 4096.0 * 1024;
+  EXPECT_EQ(lb.gpu_ingress.value, 0);
+  EXPECT_EQ(lb.gpu_egress.value, 0);
+  EXPECT_NEAR(lb.gpu_fill.value, half / 1900e9, 1e-12);
+  EXPECT_EQ(lb.binding, "GPU fill");
+  EXPECT_NEAR(lb.time.value, half / 1900e9, 1e-12);
 }
 
 }  // namespace

@@ -49,6 +49,9 @@ struct LowerBound {
                                    //     NVLink alone when the job has one domain)
   Seconds gpu_egress;              // (c) max over GPUs: bytes only it holds that another GPU needs /
                                    //     the same bandwidth
+  Seconds gpu_fill;                // (f) max over GPUs: every byte it needs, held there or not /
+                                   //     (its copy bandwidth + the same bandwidth): what it holds
+                                   //     is copied into place or comes in over a link
   std::vector<Bytes> domain_need;  // per domain: unique bytes it must receive from outside
 };
 
