@@ -132,6 +132,9 @@ void InsideDomainSends::send_whole(std::uint32_t t, const Box& box, Split s) {
   }
 }
 
+// The slabs a replica passes on travel in a message of their own (key 1), which the builder puts
+// before the rest of what the holder sends that replica: the replica can pass them on while the
+// rest lands, instead of after.
 void InsideDomainSends::scatter(std::uint32_t t, std::vector<Box> slabs, const Split& s) {
   const std::size_t first = scatter_turn_ % s.apart.size();
   scatter_turn_ += slabs.size();
@@ -141,7 +144,7 @@ void InsideDomainSends::scatter(std::uint32_t t, std::vector<Box> slabs, const S
     const Rank from = s.near[least_loaded(s.near, bytes, s.near.size())];
     load(from) += seconds(from, bytes);
     load(landing) += seconds(landing, bytes * static_cast<double>(s.apart.size() - 1));
-    const Handle landed = b_.add(0, 0, from, landing, t, slabs[i]);
+    const Handle landed = b_.add(0, 1, from, landing, t, slabs[i]);
     for (const Rank r : s.apart)
       if (r != landing) b_.add(1, static_cast<std::uint64_t>(landed), landing, r, t, slabs[i], landed);
   }

@@ -86,6 +86,7 @@ struct Place {
   std::int32_t from;
   std::int32_t to;
   std::int64_t arrival;
+  std::uint8_t after;  // 0 for a message others forward from, 1 for one that only lands
   Handle handle;
   auto pair() const { return std::tuple(phase, from, to); }
 };
@@ -130,7 +131,9 @@ std::vector<Place> by_pair_and_arrival(std::vector<Place> order, std::size_t pha
   for (auto begin = order.begin(); begin != order.end();) {
     const auto end =
         std::find_if(begin, order.end(), [&](const Place& p) { return p.pair() != begin->pair(); });
-    std::stable_sort(begin, end, [](const Place& a, const Place& b) { return a.arrival < b.arrival; });
+    std::stable_sort(begin, end, [](const Place& a, const Place& b) {
+      return std::tie(a.arrival, a.after) < std::tie(b.arrival, b.after);
+    });
     begin = end;
   }
   return order;
@@ -138,7 +141,8 @@ std::vector<Place> by_pair_and_arrival(std::vector<Place> order, std::size_t pha
 
 }  // namespace
 
-std::vector<Handle> PlanBuilder::rotated_order(std::span<const std::int64_t> arrival, bool keep_pair_order,
+std::vector<Handle> PlanBuilder::rotated_order(std::span<const std::int64_t> arrival,
+                                               const std::vector<bool>& forwarded, bool keep_pair_order,
                                                std::vector<std::uint64_t>* out_rounds) const {
   std::vector<Place> order(pending_.size());
   for (std::size_t h = 0; h < pending_.size(); ++h)
@@ -146,6 +150,7 @@ std::vector<Handle> PlanBuilder::rotated_order(std::span<const std::int64_t> arr
                 .from = pending_[h].from.value,
                 .to = pending_[h].to.value,
                 .arrival = arrival[h],
+                .after = static_cast<std::uint8_t>(forwarded.empty() || forwarded[h] ? 0 : 1),
                 .handle = static_cast<Handle>(h)};
   // Within a phase, sender s walks its receivers (ascending) starting at its (s mod n)-th of n,
   // a rotated all-to-all: the senders spread over the receivers instead of all starting on the
@@ -315,25 +320,25 @@ PlanBuilder::PerSegment PlanBuilder::segment_arrivals(std::span<const Handle> or
 Plan PlanBuilder::finish(RelayOrder relays, std::vector<std::uint64_t>* rounds) && {
   const std::vector<std::int64_t> unordered(pending_.size(), 0);
   const bool arrival = relays == RelayOrder::kArrival;
-  auto order = rotated_order(unordered, arrival, arrival ? nullptr : rounds);
+  auto relayed = arrival ? forwarded() : std::vector<bool>{};
+  auto order = rotated_order(unordered, relayed, arrival, arrival ? nullptr : rounds);
   if (arrival) {
-    auto relayed = forwarded();
     cut_relay_segments();
     auto upstream = upstream_segments(relayed);
     // Forwarded messages go by when their own data lands, which moves where they are in their
     // pairs' streams and so when what they forward lands: arrivals are taken again in that order,
     // again once relays carry their segments in the order those land, and again after each
     // forwarding depth is cut into slices.
-    order = rotated_order(latest(segment_arrivals(order, relayed, upstream)), true);
+    order = rotated_order(latest(segment_arrivals(order, relayed, upstream)), relayed, true);
     order_relays_by_arrival(segment_arrivals(order, relayed, upstream));
     auto depth = forwarding_depths();
     const std::size_t deepest = std::max<std::size_t>(1, depth.empty() ? 0 : std::ranges::max(depth));
     for (std::size_t level = 1; level <= deepest; ++level) {
       upstream = upstream_segments(relayed);
       const auto arrival = segment_arrivals(order, relayed, upstream);
-      order = rotated_order(slice_relays(arrival, upstream, depth, level), true,
-                            level == deepest ? rounds : nullptr);
+      const auto when = slice_relays(arrival, upstream, depth, level);
       relayed = forwarded();
+      order = rotated_order(when, relayed, true, level == deepest ? rounds : nullptr);
     }
   }
   std::vector<std::int32_t> id_of(pending_.size());

@@ -101,12 +101,14 @@ class PlanBuilder {
   };
 
   // Plan order: phase by phase, each phase a rotated all-to-all of its pairs, a pair's messages
-  // by `arrival` of their data at the sender (stable). The rotation may wrap a pair's last
+  // by `arrival` of their data at the sender, then those `forwarded` (when given) first, then in
+  // the order they were made: what a relay passes on leads its pair's stream, so the relay can
+  // start while the rest of what the pair carries only lands. The rotation may wrap a pair's last
   // messages in front of its first unless `keep_pair_order`: the baselines' plans keep the order
   // their predictions were made with (their deployments order a pair's messages by call first).
   // With `rounds`, each place's phase << 32 | round (finish()).
-  std::vector<Handle> rotated_order(std::span<const std::int64_t> arrival, bool keep_pair_order,
-                                    std::vector<std::uint64_t>* rounds = nullptr) const;
+  std::vector<Handle> rotated_order(std::span<const std::int64_t> arrival, const std::vector<bool>& forwarded,
+                                    bool keep_pair_order, std::vector<std::uint64_t>* rounds = nullptr) const;
   // A number per segment of some messages, in one array (message h's at [first[h], first[h + 1])).
   class PerSegment {
    public:

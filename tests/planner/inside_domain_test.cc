@@ -1,5 +1,9 @@
 // Pieces held inside their destination's NVLink domain (planner/src/inside_domain.h), where
 // training and inference share one node's GPUs: who sends each piece over NVLink.
+#include <algorithm>
+#include <functional>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "refit/planner/plan_stats.h"
@@ -127,6 +131,41 @@ TEST(InsideDomain, AHolderDoneByTheTimeItsReceiversAreSendsEveryReplicaItself) {
   for (std::size_t g = 4; g < 8; ++g) {
     EXPECT_EQ(s.nvlink_egress[g].value, 0) << "GPU " << g;
     EXPECT_EQ(s.nvlink_ingress[g].value, 2 * kQuarter) << "GPU " << g;
+  }
+}
+
+TEST(InsideDomain, WhatAReplicaPassesOnLeadsWhatItsHolderSendsIt) {
+  // Training rank 0 on GPU 0 holds y and x (128 MiB each); the 8 inference ranks on GPUs 0-7 each
+  // need an eighth of y (rows) and all of x. GPU 0 scatters x in 7 slabs, one to each other GPU,
+  // which passes its slab on to the other 6; its eighth of y only lands. The pair 0 -> g carries
+  // both, and the slab goes first: the replica passes it on while y lands. In one message, y
+  // (made first) went first, and the 6 receivers of each slab waited for it (GPU 0's port is the
+  // busiest: Qwen3-30B-A3B EP8 -> 16 engines of TP1 in one GB200 domain took 1.46x its bound).
+  const auto p =
+      ReshardProblem::make({make_reshard("y", kShape, make_layout(kShape, {1}, rank_range(0, 1), "R"),
+                                         make_layout(kShape, {8}, rank_range(1, 8), "S0")),
+                            make_reshard("x", kShape, make_layout(kShape, {1}, rank_range(0, 1), "R"),
+                                         make_layout(kShape, {8}, rank_range(1, 8), "R"))},
+                           1, 8)
+          .value();
+  const auto plan = make_plan("refit", p, colocated(1));
+  ASSERT_TRUE(plan) << plan.error().message;
+  const auto ok = validate(*plan, p);
+  ASSERT_TRUE(ok) << ok.error().message;
+  std::vector<bool> forwarded(plan->transfers.size(), false);
+  for (const auto& t : plan->transfers)
+    for (const auto& seg : t.segments)
+      if (seg.via >= 0) forwarded[static_cast<std::size_t>(seg.via)] = true;
+  for (std::int32_t g = 1; g < 8; ++g) {
+    std::vector<bool> pair;  // forwarded or not, the pair 0 -> GPU g's transfers in plan order
+    for (const auto& t : plan->transfers)
+      if (t.sender == Rank{0} && t.receiver == Rank{1 + g})
+        pair.push_back(forwarded[static_cast<std::size_t>(t.id)]);
+    ASSERT_GE(pair.size(), 2u) << "GPU " << g;
+    EXPECT_TRUE(std::ranges::is_sorted(pair, std::greater<>{}))
+        << "GPU " << g << ": a slab after what only lands";
+    EXPECT_TRUE(pair.front()) << "GPU " << g;
+    EXPECT_FALSE(pair.back()) << "GPU " << g;
   }
 }
 
