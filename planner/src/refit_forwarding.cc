@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <numeric>
+#include <ranges>
 #include <span>
 #include <tuple>
+#include <unordered_set>
 
 #include "first_seen_ids.h"
 
@@ -37,12 +39,18 @@ class Forwarder {
     target_ = loads.receiving_s;
   }
 
-  void run() {
-    const auto groups = pieces_sent_over();
-    // Members of a group share their sender's NIC, and only moving one of them lightens it: a
-    // group whose sender has room by its turn is passed over without reading its members.
-    for (const auto g : interleave_by_landing(groups.landing_nic))
-      if (over(groups.sender_nic[g], 0)) relieve(groups.members_of(g));
+  // Whether some sending NIC was still busier than the busiest receiver once the domains each
+  // NIC feeds forwarded to each other, so that domains fed by other NICs forwarded too.
+  bool run() {
+    relieve_all(false);
+    const auto far_over = [&](std::size_t n) {
+      const double excess = tx_[n] / bw(n) - target_;
+      return excess > kAcrossSlack * target_ &&
+             excess > kAcrossLatencies * c_.cluster().nics()[n].latency.value;
+    };
+    if (std::ranges::none_of(std::views::iota(std::size_t{0}, tx_.size()), far_over)) return false;
+    relieve_all(true);
+    return true;
   }
 
  private:
@@ -57,14 +65,41 @@ class Forwarder {
     }
   };
 
-  // Only pieces sent by an overloaded NIC can gain: their assignments, grouped.
-  Groups pieces_sent_over() const {
+  // First the domains one NIC feeds forward a piece to each other; where a NIC is still over,
+  // the domains other NICs feed forward to its domains too: a source replica that serves its own
+  // engines sends each byte once, and when its NICs cannot send all of them in the time the
+  // receivers take, the engines of other replicas pass on what they received instead.
+  void relieve_all(bool across_senders) {
+    const auto groups = pieces_sent_over(across_senders);
+    // Members of a group share their sender's NIC (but across senders), and only moving one of
+    // them lightens it: a group whose sender has room by its turn is passed over without reading
+    // its members.
+    for (const auto g : interleave_by_landing(groups.landing_nic)) {
+      if (across_senders)
+        relieve_across(groups.members_of(g));
+      else if (over(groups.sender_nic[g], 0))
+        relieve(groups.members_of(g));
+    }
+  }
+
+  // Only pieces sent by an overloaded NIC can gain: their assignments, grouped (across senders:
+  // with those of every other NIC that sends the piece).
+  Groups pieces_sent_over(bool across_senders) const {
     Groups out;
     FirstSeenIds<PieceKey, PieceKeyHash> ids;
+    std::vector<bool> wanted(a_.size(), false);
+    if (across_senders) {  // every member of a piece some overloaded NIC sends
+      std::unordered_set<PieceKey, PieceKeyHash> over_pieces;
+      for (std::size_t i = 0; i < a_.size(); ++i)
+        if (a_[i].relay_from < 0 && over(nic(a_[i].sender), 0)) over_pieces.insert(key_of(a_[i], true));
+      for (std::size_t i = 0; i < a_.size(); ++i) wanted[i] = over_pieces.contains(key_of(a_[i], true));
+    } else {
+      for (std::size_t i = 0; i < a_.size(); ++i) wanted[i] = over(nic(a_[i].sender), 0);
+    }
     std::vector<std::uint32_t> group_of(a_.size(), kNoGroup);
     for (std::size_t i = 0; i < a_.size(); ++i) {
-      if (!over(nic(a_[i].sender), 0)) continue;
-      const auto [g, fresh] = ids.insert(key_of(a_[i]));
+      if (!wanted[i]) continue;
+      const auto [g, fresh] = ids.insert(key_of(a_[i], across_senders));
       if (fresh) {
         out.sender_nic.push_back(nic(a_[i].sender));
         out.landing_nic.push_back(nic(a_[i].landing));
@@ -97,11 +132,11 @@ class Forwarder {
   }
 
   std::size_t nic(Rank r) const { return static_cast<std::size_t>(*c_.nic_of(r)); }
-  PieceKey key_of(const Assignment& a) const {
+  PieceKey key_of(const Assignment& a, bool across_senders) const {
     return {.tensor = a.item.tensor,
             .dest = a.item.dest,
             .piece = a.item.piece,
-            .sender_nic = *c_.nic_of(a.sender)};
+            .sender_nic = across_senders ? -1 : *c_.nic_of(a.sender)};
   }
   double bw(std::size_t n) const { return c_.cluster().nics()[n].bandwidth.value; }
   bool over(std::size_t n, double extra) const { return (tx_[n] + extra) / bw(n) > target_; }
@@ -115,8 +150,7 @@ class Forwarder {
   // A moved member may still feed later ones where the shallow siblings have no room: chains.
   void relieve(std::span<const std::size_t> members) {
     for (const auto k : members) {
-      auto& moved = a_[k];
-      if (feeds_[k] || !over(nic(moved.sender), 0)) continue;
+      if (feeds_[k] || !over(nic(a_[k].sender), 0)) continue;
       const auto b = static_cast<double>(bytes_[k]);
       auto rank = [&](std::size_t j) {
         const bool may_move = a_[j].relay_from < 0 && over(nic(a_[j].sender), 0) && !feeds_[j];
@@ -124,19 +158,62 @@ class Forwarder {
       };
       std::size_t best = a_.size();
       for (const auto j : members)
-        if (j != k && *a_[j].box == *moved.box && !over(nic(a_[j].landing), b) &&
+        if (j != k && *a_[j].box == *a_[k].box && !over(nic(a_[j].landing), b) &&
             (best == a_.size() || rank(j) < rank(best)))
           best = j;
-      if (best == a_.size()) continue;
-      tx_[nic(moved.sender)] -= b;
-      tx_[nic(a_[best].landing)] += b;
-      moved.relay_from = static_cast<std::int32_t>(best);
-      depth_[k] = depth_[best] + 1;
-      feeds_[best] = true;
+      if (best != a_.size()) forward(k, best);
     }
   }
 
+  // Across senders, a piece's members are the roots of what each sending NIC's domains forward
+  // (and those). The root whose sender has sent least keeps sending the piece; every other root
+  // whose sender is over takes it, with what it feeds, from a member that already has it (the
+  // kept root or one it or another feeds): the shallowest, then the least loaded landing NIC.
+  // Each piece keeping the root with most room, the pieces each NIC still sends take turns.
+  void relieve_across(std::span<const std::size_t> members) {
+    std::size_t kept = a_.size();
+    for (const auto j : members)
+      if (a_[j].relay_from < 0 && (kept == a_.size() || tx_[nic(a_[j].sender)] < tx_[nic(a_[kept].sender)]))
+        kept = j;
+    if (kept == a_.size()) return;
+    for (const auto k : members) {
+      if (k == kept || a_[k].relay_from >= 0 || !over(nic(a_[k].sender), 0)) continue;
+      const auto b = static_cast<double>(bytes_[k]);
+      const auto rank = [&](std::size_t j) { return std::tuple(depth_[j], tx_[nic(a_[j].landing)]); };
+      std::size_t best = a_.size();
+      for (const auto j : members)
+        if ((j == kept || a_[j].relay_from >= 0) && *a_[j].box == *a_[k].box &&
+            !over(nic(a_[j].landing), b) && !fed_by(j, k) && (best == a_.size() || rank(j) < rank(best)))
+          best = j;
+      if (best != a_.size()) forward(k, best);
+    }
+  }
+
+  // Member k takes its box from member j's landing rank instead of from its sender.
+  void forward(std::size_t k, std::size_t j) {
+    const auto b = static_cast<double>(bytes_[k]);
+    tx_[nic(a_[k].sender)] -= b;
+    tx_[nic(a_[j].landing)] += b;
+    a_[k].relay_from = static_cast<std::int32_t>(j);
+    depth_[k] = depth_[j] + 1;
+    feeds_[j] = true;
+  }
+
+  // Whether member j takes its box through member k (k is j or feeds it, however far up).
+  bool fed_by(std::size_t j, std::size_t k) const {
+    for (auto i = static_cast<std::int32_t>(j); i >= 0; i = a_[static_cast<std::size_t>(i)].relay_from)
+      if (static_cast<std::size_t>(i) == k) return true;
+    return false;
+  }
+
   static constexpr std::uint32_t kNoGroup = UINT32_MAX;
+  // Forwarding across senders joins parts that the planner would otherwise plan once and copy
+  // (refit_parts.h), and the simulator simulate once, and each forwarded byte takes a hop more:
+  // it is taken only where a NIC sends longer than the busiest receiver takes in by more than
+  // this fraction of that time, and by more than this many of its message latencies (tiny models
+  // on GB200, whose NICs send for a microsecond, went 1.45x slower with it).
+  static constexpr double kAcrossSlack = 0.05;
+  static constexpr double kAcrossLatencies = 4;
   std::vector<Assignment>& a_;
   const PlacedCluster& c_;
   const std::vector<std::int64_t>& bytes_;
@@ -148,9 +225,9 @@ class Forwarder {
 
 }  // namespace
 
-void forward_between_domains(std::vector<Assignment>& a, const PlacedCluster& c,
+bool forward_between_domains(std::vector<Assignment>& a, const PlacedCluster& c,
                              const std::vector<std::int64_t>& bytes) {
-  Forwarder(a, c, bytes).run();
+  return Forwarder(a, c, bytes).run();
 }
 
 }  // namespace refit::planner_detail

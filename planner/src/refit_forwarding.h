@@ -13,8 +13,10 @@
 namespace refit::planner_detail {
 
 // Rewrites assignments (setting relay_from) until no sending NIC is busier than the busiest
-// receiving NIC, or nothing more can move. bytes[i] are assignment i's bytes.
-void forward_between_domains(std::vector<Assignment>& assignments, const PlacedCluster& cluster,
+// receiving NIC, or nothing more can move: first among the domains one NIC feeds, then, where a
+// NIC is still over, from domains other NICs feed. bytes[i] are assignment i's bytes. Returns
+// whether the second step was taken (it joins parts that share no NIC: refit_parts.h).
+bool forward_between_domains(std::vector<Assignment>& assignments, const PlacedCluster& cluster,
                              const std::vector<std::int64_t>& bytes);
 
 }  // namespace refit::planner_detail

@@ -10,7 +10,8 @@
 //     light as possible (nic_balance, solved part by part: max-flow + binary search), splitting
 //     pieces by rows where the fractional optimum splits them.
 //  3. Where a piece's only holder would have to send it to more domains than the busiest
-//     receiver can take in the same time, the domains its NIC feeds forward it to each other
+//     receiver can take in the same time, the domains its NIC feeds forward it to each other;
+//     where its NIC is still busier than that, domains other NICs feed forward it to its domains
 //     (refit_forwarding.h).
 //  4. Where one of a domain's NICs would still send for longer than the domain's NICs do on
 //     average (and than the busiest receiver takes in), part of what it sends hops over NVLink to a
@@ -111,7 +112,7 @@ class RefitPlanner {
     for (std::uint32_t t = 0; t < c_.overlaps.size(); ++t) REFIT_TRY(collect_tensor(t));
     const auto result = balance_nic_load_by_parts(balance_);
     for (std::size_t k = 0; k < class_items_.size(); ++k) place_class(k, result.shares[k]);
-    forward_between_domains(assignments_, c_.cluster, assignment_bytes_);
+    across_senders_ = forward_between_domains(assignments_, c_.cluster, assignment_bytes_);
     if (c_.options.neighbour_relays)
       relay_at_senders(
           assignments_, assignment_bytes_, split_boxes_, [this] { return parts_of_ranks(c_, groups_); },
@@ -119,6 +120,10 @@ class RefitPlanner {
     emit();
     return std::move(b_).finish(PlanBuilder::RelayOrder::kArrival, rounds);
   }
+
+  // Whether domains took pieces from domains fed by another sending NIC (after run()): then the
+  // plan of one part alone is not its part of the whole plan.
+  bool forwarded_across_senders() const { return across_senders_; }
 
  private:
   void reserve_inside(std::uint32_t t) {
@@ -354,6 +359,7 @@ class RefitPlanner {
   std::vector<std::int64_t> assignment_bytes_;  // moved bytes, as every load below
   std::vector<std::int64_t> sent_;              // per rank, to spread ranks sharing a NIC
   std::vector<std::int64_t> received_;
+  bool across_senders_ = false;
 };
 
 }  // namespace
@@ -365,8 +371,10 @@ Result<Plan> plan_refit(const PlanContext& c) {
   if (auto copies = copies_of_first_part(c, groups)) {
     std::vector<std::uint64_t> rounds;
     // A part that cannot be planned is planned whole, so that the error names what the whole
-    // plan's would.
-    if (auto part = RefitPlanner(c, std::move(copies->first)).run(&rounds))
+    // plan's would; so is one whose senders cannot send all it needs in time, since the other
+    // parts' domains then pass on part of it.
+    RefitPlanner planner(c, std::move(copies->first));
+    if (auto part = planner.run(&rounds); part && !planner.forwarded_across_senders())
       return expand_copies(std::move(*part), rounds, copies->shifts);
   }
   return RefitPlanner(c, std::move(groups)).run();

@@ -11,6 +11,7 @@
 #include "model_problems.h"
 #include "refit/models/hf_config.h"
 #include "refit/planner/plan.h"
+#include "refit/planner/plan_stats.h"
 #include "refit_parts.h"
 #include "strategies.h"
 
@@ -91,6 +92,22 @@ TEST(RefitParts, SmallMoeReplicasOnEveryNodeSizeGiveTheWholePlan) {
         copied += expect_whole_plan(mp) > 0;
       }
   EXPECT_GT(copied, 0u);
+}
+
+TEST(RefitParts, ReplicasThatCannotSendTheirEnginesAllInTimeArePlannedWholeAndForwardAcross) {
+  // Llama-3.1-8B TP2xDP4 on one DGX H100 -> 4 engines of TP8 on 4 more: each source replica serves
+  // one engine through its 2 NICs, a part of its own and a copy of the first. Alone, a replica's
+  // NICs send the engine's 16.06 GB, 8.03 GB each, while each engine NIC takes in 2.01 GB: 4x the
+  // time. The 8 training NICs can send one copy in the receivers' time, so the engines forward
+  // what other replicas sent them: the plan is the whole planner's (the parts are not planned
+  // apart), and its busiest sending NIC is within 5 % of its busiest receiving one.
+  const auto mp = testing::model_problem("llama-3.1-8b", "tp=2,dp=4", "tp=8,engines=4", "dgx-h100");
+  const Context ctx(mp, {});
+  ASSERT_TRUE(copies_of_first_part(ctx.c, group_by_domain(ctx.c)).has_value());
+  expect_whole_plan(mp);
+  const auto plan = plan_refit(ctx.c).value();
+  const auto stats = compute_stats(plan, mp.cluster);
+  EXPECT_LE(static_cast<double>(stats.max_nic_tx.value), 1.05 * static_cast<double>(stats.max_nic_rx.value));
 }
 
 TEST(RefitParts, RandomProblemsGiveTheWholePlan) {
