@@ -334,6 +334,8 @@ Plan PlanBuilder::finish(RelayOrder relays, std::vector<std::uint64_t>* rounds) 
     auto depth = forwarding_depths();
     const std::size_t deepest = std::max<std::size_t>(1, depth.empty() ? 0 : std::ranges::max(depth));
     for (std::size_t level = 1; level <= deepest; ++level) {
+      // A depth with nothing to cut leaves the order as it is, but for the last one's rounds.
+      if (level < deepest && !sliced_at(depth, level)) continue;
       upstream = upstream_segments(relayed);
       const auto arrival = segment_arrivals(order, relayed, upstream);
       const auto when = slice_relays(arrival, upstream, depth, level);

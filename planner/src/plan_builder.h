@@ -166,6 +166,8 @@ class PlanBuilder {
   Segment& relay_segment(RelayRef r) {
     return pending_[static_cast<std::size_t>(r.message)].segments[r.segment];
   }
+  // Whether some message of forwarding depth `level` is cut into slices.
+  bool sliced_at(std::span<const std::size_t> depth, std::size_t level) const;
   // Per sliced message of forwarding depth `level`, the relay segments that read it.
   std::vector<std::vector<RelayRef>> relays_of_sliced(std::span<const std::size_t> depth,
                                                       std::size_t level) const;

@@ -127,6 +127,12 @@ std::vector<std::size_t> PlanBuilder::forwarding_depths() const {
   return depth;
 }
 
+bool PlanBuilder::sliced_at(std::span<const std::size_t> depth, std::size_t level) const {
+  for (std::size_t h = 0; h < pending_.size(); ++h)
+    if (depth[h] == level && sliced(static_cast<Handle>(h))) return true;
+  return false;
+}
+
 std::vector<std::vector<PlanBuilder::RelayRef>> PlanBuilder::relays_of_sliced(
     std::span<const std::size_t> depth, std::size_t level) const {
   std::vector<std::vector<RelayRef>> out(pending_.size());
