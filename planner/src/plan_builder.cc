@@ -120,8 +120,8 @@ std::vector<Handle> in_pair_order(std::span<const Place> order, std::span<const 
   return out;
 }
 
-// `order` stably sorted by (phase, from, to, arrival) in linear time but for each pair's own
-// messages: by the least significant rank first, then each pair's run by arrival.
+// `order` stably sorted by (phase, from, to, arrival, after) in linear time but for each pair's
+// own messages: by the least significant rank first, then each pair's run by arrival and after.
 std::vector<Place> by_pair_and_arrival(std::vector<Place> order, std::size_t phases, std::size_t ranks) {
   order =
       counting_sorted(std::move(order), ranks, [](const Place& p) { return static_cast<std::size_t>(p.to); });
@@ -155,8 +155,8 @@ std::vector<Handle> PlanBuilder::rotated_order(std::span<const std::int64_t> arr
   // Within a phase, sender s walks its receivers (ascending) starting at its (s mod n)-th of n,
   // a rotated all-to-all: the senders spread over the receivers instead of all starting on the
   // same one; s counts from its part's origin (rotation_origin.h). Transfers then go round by
-  // round: every sender's k-th message before any k+1-th. A pair's messages go by `arrival`, in
-  // the order they were made where it is equal.
+  // round: every sender's k-th message before any k+1-th. A pair's messages go by `arrival`,
+  // those others forward from first, in the order they were made where both are equal.
   std::uint32_t phases = 0;
   for (const auto& p : order) phases = std::max(phases, p.phase + 1);
   order = by_pair_and_arrival(std::move(order), phases, static_cast<std::size_t>(problem_.world_size()));

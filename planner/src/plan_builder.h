@@ -156,7 +156,8 @@ class PlanBuilder {
   // goes first holds up everything behind it (a relay's lm_head landing at the end of its upstream
   // once held back a whole forwarded message).
   void order_relays_by_arrival(const PerSegment& arrival);
-  // Per message, how many relays its data has gone through (0: a message of none).
+  // Per message, the longest chain of messages its data came through before it (0: a message
+  // that relays nothing; 1: a relay of such a message).
   std::vector<std::size_t> forwarding_depths() const;
   // A segment of message `message` that relays data.
   struct RelayRef {
@@ -179,6 +180,11 @@ class PlanBuilder {
   // depth is cut once the arrivals of the one before it have been taken again.
   std::vector<std::int64_t> slice_relays(const PerSegment& arrival, const UpstreamSegments& upstream_segments,
                                          std::vector<std::size_t>& depth, std::size_t level);
+  // Cuts message h into slices (h keeps the first, new messages take the others), its segments
+  // in the order `at` says they land; sets each slice's arrival in `latest` (grown with the new
+  // ones) and returns the slice each of h's segments went to.
+  std::vector<Handle> slice_message(Handle h, std::span<const std::int64_t> at,
+                                    std::vector<std::int64_t>& latest);
   std::int64_t box_bytes(const Segment& s) const {
     return s.box.volume() * dtype_size(problem_.tensors()[s.tensor].tensor.dtype);
   }

@@ -12,10 +12,11 @@
 namespace refit::planner_detail {
 namespace {
 
-// A piece as one sending NIC sends it: only the domains that NIC feeds forward it to each
-// other. Each domain takes its pieces from its own share of the holders (holder_share), so
-// domains fed by different source replicas stay apart, and the plan's parts that share no NIC
-// stay independent (the simulator simulates such parts apart).
+// A piece as one sending NIC sends it (across senders: as every NIC does, sender_nic -1). First
+// only the domains that NIC feeds forward it to each other: each domain takes its pieces from its
+// own share of the holders (holder_share), so domains fed by different source replicas stay
+// apart, and the plan's parts that share no NIC stay independent (planned once and copied,
+// simulated once). Only a NIC still far over joins them (run()).
 struct PieceKey {
   std::uint32_t tensor, dest, piece;
   std::int32_t sender_nic;
@@ -33,7 +34,7 @@ struct PieceKeyHash {
 class Forwarder {
  public:
   Forwarder(std::vector<Assignment>& a, const PlacedCluster& c, const std::vector<std::int64_t>& bytes)
-      : a_(a), c_(c), bytes_(bytes), feeds_(a.size(), false), depth_(a.size(), 0) {
+      : a_(a), c_(c), bytes_(bytes), feeds_(a.size(), false) {
     auto loads = nic_loads(a, bytes, c);
     tx_ = std::move(loads.tx);
     target_ = loads.receiving_s;
@@ -154,7 +155,7 @@ class Forwarder {
       const auto b = static_cast<double>(bytes_[k]);
       auto rank = [&](std::size_t j) {
         const bool may_move = a_[j].relay_from < 0 && over(nic(a_[j].sender), 0) && !feeds_[j];
-        return std::tuple(may_move, depth_[j], tx_[nic(a_[j].landing)]);
+        return std::tuple(may_move, depth_of(j), tx_[nic(a_[j].landing)]);
       };
       std::size_t best = a_.size();
       for (const auto j : members)
@@ -179,7 +180,7 @@ class Forwarder {
     for (const auto k : members) {
       if (k == kept || a_[k].relay_from >= 0 || !over(nic(a_[k].sender), 0)) continue;
       const auto b = static_cast<double>(bytes_[k]);
-      const auto rank = [&](std::size_t j) { return std::tuple(depth_[j], tx_[nic(a_[j].landing)]); };
+      const auto rank = [&](std::size_t j) { return std::tuple(depth_of(j), tx_[nic(a_[j].landing)]); };
       std::size_t best = a_.size();
       for (const auto j : members)
         if ((j == kept || a_[j].relay_from >= 0) && *a_[j].box == *a_[k].box &&
@@ -195,8 +196,15 @@ class Forwarder {
     tx_[nic(a_[k].sender)] -= b;
     tx_[nic(a_[j].landing)] += b;
     a_[k].relay_from = static_cast<std::int32_t>(j);
-    depth_[k] = depth_[j] + 1;
     feeds_[j] = true;
+  }
+
+  // Forwarding hops between a source and member j, walked up its feeders: a member that feeds
+  // others may move across senders, which deepens all it feeds.
+  std::uint32_t depth_of(std::size_t j) const {
+    std::uint32_t hops = 0;
+    for (auto i = a_[j].relay_from; i >= 0; i = a_[static_cast<std::size_t>(i)].relay_from) ++hops;
+    return hops;
   }
 
   // Whether member j takes its box through member k (k is j or feeds it, however far up).
@@ -219,7 +227,6 @@ class Forwarder {
   const std::vector<std::int64_t>& bytes_;
   std::vector<double> tx_;  // bytes each NIC sends
   std::vector<bool> feeds_;
-  std::vector<std::uint32_t> depth_;  // forwarding hops between a source and the member
   double target_ = 0;
 };
 

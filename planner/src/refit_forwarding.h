@@ -3,8 +3,10 @@
 // without help, leave that NIC once per destination domain that needs it; when that makes the
 // NIC busier than the most loaded receiver, some domains take the piece from another destination
 // domain that already receives it instead, through that domain's landing NIC, which is otherwise
-// idle on its send side. Forwarded copies may feed further domains (chains); every relay has a
-// single upstream message, so the chain pipelines chunk by chunk.
+// idle on its send side. First only the domains one NIC feeds forward to each other; where a
+// NIC is still far busier than the receivers, domains fed by other NICs (other source replicas)
+// forward to its domains too. Forwarded copies may feed further domains (chains); every relay has
+// a single upstream message, so the chain pipelines chunk by chunk.
 #include <vector>
 
 #include "refit/topology/rank_map.h"

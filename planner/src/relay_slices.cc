@@ -4,7 +4,6 @@
 #include <numeric>
 #include <utility>
 
-#include "counting_sort.h"
 #include "plan_builder.h"
 #include "refit_pieces.h"
 
@@ -41,8 +40,9 @@ void PlanBuilder::cut_relay_segments() {
 }
 
 void PlanBuilder::cut_along_upstreams(std::vector<bool> cut) {
-  // A pass cuts the relays of every message cut so far; a relay cut in its turn has its own
-  // relays cut in the next pass (a message may forward from one made after it).
+  // A pass cuts the relays of every message cut so far; a message cut in a pass has its relays
+  // cut again in the next (those before it in the pass read its old segments, and a message may
+  // forward from one made after it). Each cut only adds segments, so the passes end.
   for (bool again = true; again;) {
     again = false;
     UpstreamSegments index;
@@ -57,12 +57,11 @@ void PlanBuilder::cut_along_upstreams(std::vector<bool> cut) {
       std::vector<Segment> out;
       out.reserve(p.segments.size());
       for (auto& s : p.segments) {
-        const auto& upstream = pending_[static_cast<std::size_t>(s.via)].segments;
-        if (!reads_cut(s) || index.holding(s.via, upstream, s)) {
+        if (!reads_cut(s) || index.holding(s.via, pending_[static_cast<std::size_t>(s.via)].segments, s)) {
           out.push_back(std::move(s));
           continue;
         }
-        for (const auto& u : upstream)
+        for (const auto& u : pending_[static_cast<std::size_t>(s.via)].segments)
           if (u.tensor == s.tensor)
             if (auto part = intersect(u.box, s.box))
               out.push_back(Segment{s.tensor, std::move(*part), s.via});
@@ -74,7 +73,7 @@ void PlanBuilder::cut_along_upstreams(std::vector<bool> cut) {
       p.segments = std::move(out);
       p.relays = static_cast<std::size_t>(
           std::ranges::count_if(p.segments, [](const Segment& s) { return s.via != kFromSourceShard; }));
-      again = again || !cut[h];
+      again = true;
       cut[h] = true;
     }
   }
@@ -150,63 +149,72 @@ std::vector<std::vector<PlanBuilder::RelayRef>> PlanBuilder::relays_of_sliced(
 std::vector<std::int64_t> PlanBuilder::slice_relays(const PerSegment& arrival,
                                                     const UpstreamSegments& upstream_segments,
                                                     std::vector<std::size_t>& depth, std::size_t level) {
-  const std::int64_t slice = kRelaySliceChunks * chunk_.value;
   const std::size_t made = pending_.size();
   const auto relays_of = relays_of_sliced(depth, level);
   std::vector<std::int64_t> latest(made, 0);
   for (std::size_t i = 0; i < made; ++i) {
     const auto h = static_cast<Handle>(i);
     const auto at = arrival.of(h);
-    if (depth[i] != level || !sliced(h)) {
-      if (!at.empty()) latest[static_cast<std::size_t>(h)] = std::ranges::max(at);
-      continue;
-    }
-    auto& original = pending_[static_cast<std::size_t>(h)];
-    // Which of h's segments each relay of it reads: its slice is the relay's new `via`.
+    if (!at.empty()) latest[i] = std::ranges::max(at);
+    if (depth[i] != level || !sliced(h)) continue;
+    // Which of h's segments each relay of it reads: that segment's slice is the relay's new `via`.
+    // A relay read from several (none after cut_along_upstreams) keeps h whole.
     std::vector<std::size_t> read;
-    for (const auto& r : relays_of[static_cast<std::size_t>(h)])
-      read.push_back(*upstream_segments.holding(h, original.segments, relay_segment(r)));
-    // A relay's last bytes to land go one chunk a slice: a pair that relays the data of many
-    // messages landing together at the end then waits for no more than a chunk of each. A slice
-    // also ends where its data starts coming from another message (a slice of the message it
-    // relays), so that it follows a single upstream chunk by chunk.
-    std::int64_t left = original.bytes.value;  // not yet in a slice
-    std::vector<Segment> all = std::exchange(original.segments, {});
-    original.bytes = Bytes{0};
-    original.relays = 0;
-    const auto next_slice = [&] { return left > 2 * slice ? slice : std::max(chunk_.value, left - slice); };
-    std::int64_t target = next_slice();
-    Handle into = h;  // the original message takes the first slice, new ones the others
-    std::vector<Handle> slice_of(all.size());
-    for (const std::size_t k : arrival_order(at)) {
-      auto& current = pending_[static_cast<std::size_t>(into)];
-      const bool other_upstream = !current.segments.empty() && current.segments.front().via != all[k].via &&
-                                  current.bytes.value >= chunk_.value;
-      if (current.bytes.value >= target || other_upstream) {
-        target = next_slice();
-        into = static_cast<Handle>(pending_.size());
-        const auto& first = pending_[static_cast<std::size_t>(h)];
-        pending_.push_back(Pending{.phase = first.phase,
-                                   .from = first.from,
-                                   .to = first.to,
-                                   .key = first.key,
-                                   .bytes = Bytes{0},
-                                   .segments = {}});
-        latest.push_back(0);
-        depth.push_back(level);
-      }
-      auto& p = pending_[static_cast<std::size_t>(into)];
-      p.bytes += Bytes{box_bytes(all[k])};
-      left -= box_bytes(all[k]);
-      p.segments.push_back(std::move(all[k]));
-      ++p.relays;
-      latest[static_cast<std::size_t>(into)] = std::max(latest[static_cast<std::size_t>(into)], at[k]);
-      slice_of[k] = into;
-    }
-    const auto& relays = relays_of[static_cast<std::size_t>(h)];
-    for (std::size_t i = 0; i < relays.size(); ++i) relay_segment(relays[i]).via = slice_of[read[i]];
+    for (const auto& r : relays_of[i])
+      if (const auto k = upstream_segments.holding(h, pending_[i].segments, relay_segment(r)))
+        read.push_back(*k);
+    if (read.size() != relays_of[i].size()) continue;
+    const auto slice_of = slice_message(h, at, latest);
+    depth.resize(pending_.size(), level);
+    for (std::size_t r = 0; r < read.size(); ++r) relay_segment(relays_of[i][r]).via = slice_of[read[r]];
   }
   return latest;
+}
+
+std::vector<Handle> PlanBuilder::slice_message(Handle h, std::span<const std::int64_t> at,
+                                               std::vector<std::int64_t>& latest) {
+  const std::int64_t slice = kRelaySliceChunks * chunk_.value;
+  Pending whole = std::exchange(pending_[static_cast<std::size_t>(h)], {});
+  const auto empty = [&] {
+    return Pending{.phase = whole.phase,
+                   .from = whole.from,
+                   .to = whole.to,
+                   .key = whole.key,
+                   .bytes = Bytes{0},
+                   .segments = {}};
+  };
+  pending_[static_cast<std::size_t>(h)] = empty();
+  latest[static_cast<std::size_t>(h)] = 0;
+  // A relay's last bytes to land go one chunk a slice: a pair that relays the data of many
+  // messages landing together at the end then waits for no more than a chunk of each. A slice
+  // also ends where its data starts coming from another message (a slice of the message it
+  // relays), so that it follows a single upstream chunk by chunk.
+  std::int64_t left = whole.bytes.value;  // not yet in a slice
+  const auto next_slice = [&] { return left > 2 * slice ? slice : std::max(chunk_.value, left - slice); };
+  std::int64_t target = next_slice();
+  Handle into = h;  // the original message takes the first slice, new ones the others
+  auto& segments = whole.segments;
+  std::vector<Handle> slice_of(segments.size());
+  for (const std::size_t k : arrival_order(at)) {
+    const auto& current = pending_[static_cast<std::size_t>(into)];
+    const bool other_upstream = !current.segments.empty() &&
+                                current.segments.front().via != segments[k].via &&
+                                current.bytes.value >= chunk_.value;
+    if (current.bytes.value >= target || other_upstream) {
+      target = next_slice();
+      into = static_cast<Handle>(pending_.size());
+      pending_.push_back(empty());
+      latest.push_back(0);
+    }
+    auto& p = pending_[static_cast<std::size_t>(into)];
+    p.bytes += Bytes{box_bytes(segments[k])};
+    left -= box_bytes(segments[k]);
+    p.segments.push_back(std::move(segments[k]));
+    ++p.relays;
+    latest[static_cast<std::size_t>(into)] = std::max(latest[static_cast<std::size_t>(into)], at[k]);
+    slice_of[k] = into;
+  }
+  return slice_of;
 }
 
 }  // namespace refit::planner_detail

@@ -1,5 +1,6 @@
 // PlanBuilder's message index against a brute-force map: segments with equal (phase, key, from,
 // to) travel in one message, and a combination not seen before opens the next handle.
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <random>
@@ -96,6 +97,46 @@ TEST(PlanBuilder, ARelayOthersForwardFromFollowsEveryUpstreamAsItsDataLands) {
     for (const auto& s : t.segments) vias.insert(s.via);
     EXPECT_EQ(vias.size(), 1u) << "transfer " << t.id << " reads several slices";
   }
+}
+
+TEST(PlanBuilder, ARelayOfPartOfASlicedMessageReadsOneSliceAPart) {
+  // Rank 0 holds w [256, 64] bf16 (32 KiB); rank 1 takes it and relays it all to rank 2 (32 KiB,
+  // cut into 4 KiB slices: 32 rows each), which relays rows [16, 48) to rank 3 in one message
+  // and the other rows in another. Rows [16, 48) straddle the slices [0, 32) and [32, 64), so
+  // that relay is cut at row 32 and each part reads the one slice that holds it.
+  const Shape shape{256, 64};
+  const auto problem =
+      ReshardProblem::make({make_reshard("w", shape, make_layout(shape, {1}, rank_range(0, 1), "R"),
+                                         make_layout(shape, {3}, rank_range(1, 3), "R"))},
+                           1, 3)
+          .value();
+  const auto cluster = make_test_cluster(4, 1, 1, 3);
+  PlanBuilder builder(problem, cluster, strategy_info(StrategyId::kRefit), Bytes{1024});
+  const Box whole{.offset = {0, 0}, .extent = {256, 64}};
+  const Handle landed = builder.add(0, 0, Rank{0}, Rank{1}, 0, whole);
+  const Handle relayed = builder.add(1, 2, Rank{1}, Rank{2}, 0, whole, landed);
+  builder.add(2, 0, Rank{2}, Rank{3}, 0, Box{.offset = {16, 0}, .extent = {32, 64}}, relayed);
+  builder.add(2, 1, Rank{2}, Rank{3}, 0, Box{.offset = {0, 0}, .extent = {16, 64}}, relayed);
+  builder.add(2, 1, Rank{2}, Rank{3}, 0, Box{.offset = {48, 0}, .extent = {208, 64}}, relayed);
+  const auto plan = std::move(builder).finish(PlanBuilder::RelayOrder::kArrival);
+  const auto valid = validate(plan, problem);
+  ASSERT_TRUE(valid) << valid.error().message;
+  std::size_t read = 0;
+  for (const auto& t : plan.transfers) {
+    if (t.sender != Rank{2}) continue;
+    for (const auto& seg : t.segments) {
+      const auto& upstream = plan.transfers[static_cast<std::size_t>(seg.via)];
+      EXPECT_EQ(upstream.sender, Rank{1});
+      EXPECT_TRUE(
+          std::ranges::any_of(upstream.segments, [&](const Segment& u) { return u.box.contains(seg.box); }))
+          << "transfer " << t.id << " reads " << seg.box.to_string() << " from a slice that does not hold it";
+      read += static_cast<std::size_t>(seg.box.volume());
+    }
+  }
+  EXPECT_EQ(read, 256u * 64u);
+  const auto slices =
+      std::ranges::count_if(plan.transfers, [](const Transfer& t) { return t.sender == Rank{1}; });
+  EXPECT_GE(slices, 8);  // 32 KiB in slices of at most 4 KiB
 }
 
 }  // namespace
