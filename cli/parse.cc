@@ -79,7 +79,11 @@ bool beyond_int64(std::string_view text) {
   return std::from_chars(first, text.data() + text.size(), v).ec == std::errc::result_out_of_range;
 }
 
-CLI::Validator number_above(double floor, bool inclusive, const char* name, std::string wanted,
+// What an option holds: a whole number (a count, bytes) takes only digits, since CLI11 reads "1.5"
+// or "8e6" into an integer as a failed conversion that names neither what is wanted nor why.
+enum class Number : std::uint8_t { kWhole, kReal };
+
+CLI::Validator number_above(Number kind, double floor, bool inclusive, const char* name, std::string wanted,
                             double ceiling = std::numeric_limits<double>::max()) {
   return CLI::Validator(
       [=](std::string& text) -> std::string {
@@ -87,6 +91,8 @@ CLI::Validator number_above(double floor, bool inclusive, const char* name, std:
         const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
         const bool number = ec == std::errc{} && end == text.data() + text.size() && std::isfinite(v);
         if (!number) return fmt::format("expected a number {}, got '{}'", wanted, text);
+        if (kind == Number::kWhole && text.find_first_of(".eE") != std::string::npos)
+          return fmt::format("expected a whole number {}, got '{}'", wanted, text);
         // CLI11 reads an integer with a leading 0 as octal ("010" as 8) once this check passes.
         const auto digits = text.find_first_not_of("+-");
         if (digits != std::string::npos && digits + 1 < text.size() && text[digits] == '0' &&
@@ -101,21 +107,21 @@ CLI::Validator number_above(double floor, bool inclusive, const char* name, std:
 
 }  // namespace
 
-CLI::Validator positive() { return number_above(0, false, "POSITIVE", "> 0"); }
+CLI::Validator positive() { return number_above(Number::kWhole, 0, false, "POSITIVE", "> 0"); }
 CLI::Validator non_empty() {
   return CLI::Validator(
       [](std::string& text) { return text.empty() ? std::string("is empty") : std::string(); }, "TEXT");
 }
 CLI::Validator bytes_at_least(std::int64_t floor) {
-  return number_above(static_cast<double>(floor), true, "BYTES", fmt::format(">= {}", floor));
+  return number_above(Number::kWhole, static_cast<double>(floor), true, "BYTES", fmt::format(">= {}", floor));
 }
 CLI::Validator seconds_within(Seconds floor, Seconds ceiling) {
-  return number_above(floor.value, true, "SECONDS",
+  return number_above(Number::kReal, floor.value, true, "SECONDS",
                       fmt::format(">= {:g} and <= {:g}", floor.value, ceiling.value), ceiling.value);
 }
 CLI::Validator count_within(std::int64_t low, std::int64_t high) {
-  return number_above(static_cast<double>(low), true, "COUNT", fmt::format("in [{}, {}]", low, high),
-                      static_cast<double>(high));
+  return number_above(Number::kWhole, static_cast<double>(low), true, "COUNT",
+                      fmt::format("in [{}, {}]", low, high), static_cast<double>(high));
 }
 CLI::Validator output_file() {
   return CLI::Validator(
@@ -132,8 +138,8 @@ CLI::Validator output_file() {
       },
       "FILE");
 }
-CLI::Validator non_negative() { return number_above(0, true, "NONNEGATIVE", ">= 0"); }
-CLI::Validator fraction() { return number_above(0, true, "FRACTION", "in [0, 1]", 1.0); }
+CLI::Validator non_negative() { return number_above(Number::kWhole, 0, true, "NONNEGATIVE", ">= 0"); }
+CLI::Validator fraction() { return number_above(Number::kReal, 0, true, "FRACTION", "in [0, 1]", 1.0); }
 CLI::Validator accepted_by(std::function<Result<void>(std::string_view)> check, std::string kind) {
   return CLI::Validator(
       [check = std::move(check)](std::string& text) {

@@ -24,7 +24,8 @@ namespace refit::cli {
                                                                  std::string_view option);
 
 // Option checks whose message says what is wanted ("must be > 0, got 0"), where CLI11's own
-// print the range of a double.
+// print the range of a double. positive, non_negative, count_within and bytes_at_least are for
+// integer options and take whole numbers only; seconds_within and fraction take any.
 CLI::Validator positive();
 // Refuses "": an empty name would otherwise read as the option left out (a default preset, a
 // missing --model).

@@ -359,7 +359,13 @@ INSTANTIATE_TEST_SUITE_P(
         Hostile{"manifest_too_many_tensors", "plan --manifest {file} --cluster dgx-h100",
                 manifest_of_too_many_tensors(), "tensors: 1048577 tensors, more than the 1048576"},
         Hostile{"out_dash", "plan " + kModel + " --cluster dgx-h100 --out -", "",
-                "standard output is /dev/stdout here"}));
+                "standard output is /dev/stdout here"},
+        // An integer option given a fraction or an exponent failed CLI11's conversion with a message
+        // that said neither what is wanted nor why ("Could not convert: --chunk = 1.5").
+        Hostile{"chunk_a_fraction", "plan " + kModel + " --cluster dgx-h100 --chunk 1.5", "",
+                "--chunk: expected a whole number > 0, got '1.5'"},
+        Hostile{"window_an_exponent", "simulate " + kModel + " --cluster dgx-h100 --window 1e3", "",
+                "--window: expected a whole number >= 0, got '1e3'"}));
 
 TEST(HostileCli, StandardErrorClosedOrFullStillGivesTheExitCode) {
   // The tenth campaign's H1: printing an error or a note to a closed or full stderr threw, and
