@@ -66,13 +66,10 @@ void PlanBuilder::cut_along_upstreams(std::vector<bool> cut) {
             if (auto part = intersect(u.box, s.box))
               out.push_back(Segment{s.tensor, std::move(*part), s.via});
       }
-      if (out.size() == p.segments.size()) {
-        p.segments = std::move(out);
-        continue;
-      }
+      const std::size_t added = out.size() - p.segments.size();  // a cut relay segment makes relay segments
       p.segments = std::move(out);
-      p.relays = static_cast<std::size_t>(
-          std::ranges::count_if(p.segments, [](const Segment& s) { return s.via != kFromSourceShard; }));
+      if (added == 0) continue;
+      p.relays += added;
       again = true;
       cut[h] = true;
     }
@@ -151,11 +148,9 @@ std::vector<std::int64_t> PlanBuilder::slice_relays(const PerSegment& arrival,
                                                     std::vector<std::size_t>& depth, std::size_t level) {
   const std::size_t made = pending_.size();
   const auto relays_of = relays_of_sliced(depth, level);
-  std::vector<std::int64_t> latest(made, 0);
+  auto when = latest(arrival);
   for (std::size_t i = 0; i < made; ++i) {
     const auto h = static_cast<Handle>(i);
-    const auto at = arrival.of(h);
-    if (!at.empty()) latest[i] = std::ranges::max(at);
     if (depth[i] != level || !sliced(h)) continue;
     // Which of h's segments each relay of it reads: that segment's slice is the relay's new `via`.
     // A relay read from several (none after cut_along_upstreams) keeps h whole.
@@ -164,11 +159,11 @@ std::vector<std::int64_t> PlanBuilder::slice_relays(const PerSegment& arrival,
       if (const auto k = upstream_segments.holding(h, pending_[i].segments, relay_segment(r)))
         read.push_back(*k);
     if (read.size() != relays_of[i].size()) continue;
-    const auto slice_of = slice_message(h, at, latest);
+    const auto slice_of = slice_message(h, arrival.of(h), when);
     depth.resize(pending_.size(), level);
     for (std::size_t r = 0; r < read.size(); ++r) relay_segment(relays_of[i][r]).via = slice_of[read[r]];
   }
-  return latest;
+  return when;
 }
 
 std::vector<Handle> PlanBuilder::slice_message(Handle h, std::span<const std::int64_t> at,
