@@ -86,7 +86,7 @@ struct Place {
   std::int32_t from;
   std::int32_t to;
   std::int64_t arrival;
-  std::uint8_t after;  // 0 for a message others forward from, 1 for one that only lands
+  std::uint8_t lead;  // PlanBuilder::Lead
   Handle handle;
   auto pair() const { return std::tuple(phase, from, to); }
 };
@@ -120,8 +120,8 @@ std::vector<Handle> in_pair_order(std::span<const Place> order, std::span<const 
   return out;
 }
 
-// `order` stably sorted by (phase, from, to, arrival, after) in linear time but for each pair's
-// own messages: by the least significant rank first, then each pair's run by arrival and after.
+// `order` stably sorted by (phase, from, to, arrival, lead) in linear time but for each pair's
+// own messages: by the least significant rank first, then each pair's run by arrival and lead.
 std::vector<Place> by_pair_and_arrival(std::vector<Place> order, std::size_t phases, std::size_t ranks) {
   order =
       counting_sorted(std::move(order), ranks, [](const Place& p) { return static_cast<std::size_t>(p.to); });
@@ -132,7 +132,7 @@ std::vector<Place> by_pair_and_arrival(std::vector<Place> order, std::size_t pha
     const auto end =
         std::find_if(begin, order.end(), [&](const Place& p) { return p.pair() != begin->pair(); });
     std::stable_sort(begin, end, [](const Place& a, const Place& b) {
-      return std::tie(a.arrival, a.after) < std::tie(b.arrival, b.after);
+      return std::tie(a.arrival, a.lead) < std::tie(b.arrival, b.lead);
     });
     begin = end;
   }
@@ -142,7 +142,7 @@ std::vector<Place> by_pair_and_arrival(std::vector<Place> order, std::size_t pha
 }  // namespace
 
 std::vector<Handle> PlanBuilder::rotated_order(std::span<const std::int64_t> arrival,
-                                               const std::vector<bool>& forwarded, bool keep_pair_order,
+                                               std::span<const std::uint8_t> lead, bool keep_pair_order,
                                                std::vector<std::uint64_t>* out_rounds) const {
   std::vector<Place> order(pending_.size());
   for (std::size_t h = 0; h < pending_.size(); ++h)
@@ -150,13 +150,13 @@ std::vector<Handle> PlanBuilder::rotated_order(std::span<const std::int64_t> arr
                 .from = pending_[h].from.value,
                 .to = pending_[h].to.value,
                 .arrival = arrival[h],
-                .after = static_cast<std::uint8_t>(forwarded.empty() || forwarded[h] ? 0 : 1),
+                .lead = lead.empty() ? std::uint8_t{kFeedsNetwork} : lead[h],
                 .handle = static_cast<Handle>(h)};
   // Within a phase, sender s walks its receivers (ascending) starting at its (s mod n)-th of n,
   // a rotated all-to-all: the senders spread over the receivers instead of all starting on the
   // same one; s counts from its part's origin (rotation_origin.h). Transfers then go round by
   // round: every sender's k-th message before any k+1-th. A pair's messages go by `arrival`,
-  // those others forward from first, in the order they were made where both are equal.
+  // then `lead`, in the order they were made where both are equal.
   std::uint32_t phases = 0;
   for (const auto& p : order) phases = std::max(phases, p.phase + 1);
   order = by_pair_and_arrival(std::move(order), phases, static_cast<std::size_t>(problem_.world_size()));
@@ -228,12 +228,24 @@ std::span<const std::int64_t> PlanBuilder::PerSegment::of(Handle h) const {
   return std::span(values_).subspan(first_[i], first_[i + 1] - first_[i]);
 }
 
-std::vector<bool> PlanBuilder::forwarded() const {
-  std::vector<bool> out(pending_.size(), false);
-  for (const auto& p : pending_)
-    if (p.relays > 0)
-      for (const auto& s : p.segments)
-        if (s.via != kFromSourceShard) out[static_cast<std::size_t>(s.via)] = true;
+std::vector<std::uint8_t> PlanBuilder::leads() const {
+  std::vector<std::uint8_t> out(pending_.size(), kFeedsNothing);
+  for (const auto& p : pending_) {
+    if (p.relays == 0) continue;
+    const auto lead =
+        link_between(cluster_, p.from, p.to) == LinkKind::kNetwork ? kFeedsNetwork : kFeedsNvlink;
+    for (const auto& s : p.segments)
+      if (s.via != kFromSourceShard) {
+        auto& l = out[static_cast<std::size_t>(s.via)];
+        l = std::min<std::uint8_t>(l, lead);
+      }
+  }
+  return out;
+}
+
+std::vector<bool> PlanBuilder::forwarded(std::span<const std::uint8_t> leads) {
+  std::vector<bool> out(leads.size());
+  for (std::size_t h = 0; h < leads.size(); ++h) out[h] = leads[h] != kFeedsNothing;
   return out;
 }
 
@@ -320,8 +332,9 @@ PlanBuilder::PerSegment PlanBuilder::segment_arrivals(std::span<const Handle> or
 Plan PlanBuilder::finish(RelayOrder relays, std::vector<std::uint64_t>* rounds) && {
   const std::vector<std::int64_t> unordered(pending_.size(), 0);
   const bool arrival = relays == RelayOrder::kArrival;
-  auto relayed = arrival ? forwarded() : std::vector<bool>{};
-  auto order = rotated_order(unordered, relayed, arrival, arrival ? nullptr : rounds);
+  auto lead = arrival ? leads() : std::vector<std::uint8_t>{};
+  auto relayed = forwarded(lead);
+  auto order = rotated_order(unordered, lead, arrival, arrival ? nullptr : rounds);
   if (arrival) {
     cut_relay_segments();
     auto upstream = upstream_segments(relayed);
@@ -329,7 +342,7 @@ Plan PlanBuilder::finish(RelayOrder relays, std::vector<std::uint64_t>* rounds) 
     // pairs' streams and so when what they forward lands: arrivals are taken again in that order,
     // again once relays carry their segments in the order those land, and again after each
     // forwarding depth is cut into slices.
-    order = rotated_order(latest(segment_arrivals(order, relayed, upstream)), relayed, true);
+    order = rotated_order(latest(segment_arrivals(order, relayed, upstream)), lead, true);
     order_relays_by_arrival(segment_arrivals(order, relayed, upstream));
     auto depth = forwarding_depths();
     const std::size_t deepest = std::max<std::size_t>(1, depth.empty() ? 0 : std::ranges::max(depth));
@@ -339,8 +352,9 @@ Plan PlanBuilder::finish(RelayOrder relays, std::vector<std::uint64_t>* rounds) 
       upstream = upstream_segments(relayed);
       const auto arrival = segment_arrivals(order, relayed, upstream);
       const auto when = slice_relays(arrival, upstream, depth, level);
-      relayed = forwarded();
-      order = rotated_order(when, relayed, true, level == deepest ? rounds : nullptr);
+      lead = leads();
+      relayed = forwarded(lead);
+      order = rotated_order(when, lead, true, level == deepest ? rounds : nullptr);
     }
   }
   std::vector<std::int32_t> id_of(pending_.size());

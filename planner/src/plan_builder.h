@@ -101,13 +101,13 @@ class PlanBuilder {
   };
 
   // Plan order: phase by phase, each phase a rotated all-to-all of its pairs, a pair's messages
-  // by `arrival` of their data at the sender, then those `forwarded` (when given) first, then in
-  // the order they were made: what a relay passes on leads its pair's stream, so the relay can
-  // start while the rest of what the pair carries only lands. The rotation may wrap a pair's last
+  // by `arrival` of their data at the sender, then by `lead` (when given; leads()), then in the
+  // order they were made: what a relay passes on leads its pair's stream, so the relay can start
+  // while the rest of what the pair carries only lands. The rotation may wrap a pair's last
   // messages in front of its first unless `keep_pair_order`: the baselines' plans keep the order
   // their predictions were made with (their deployments order a pair's messages by call first).
   // With `rounds`, each place's phase << 32 | round (finish()).
-  std::vector<Handle> rotated_order(std::span<const std::int64_t> arrival, const std::vector<bool>& forwarded,
+  std::vector<Handle> rotated_order(std::span<const std::int64_t> arrival, std::span<const std::uint8_t> lead,
                                     bool keep_pair_order, std::vector<std::uint64_t>* rounds = nullptr) const;
   // A number per segment of some messages, in one array (message h's at [first[h], first[h + 1])).
   class PerSegment {
@@ -130,8 +130,13 @@ class PlanBuilder {
     std::size_t pairs = 0;
   };
   Streams streams() const;
-  // Messages some segment forwards from (their `via`), by handle.
-  std::vector<bool> forwarded() const;
+  // By handle, where a message goes among its pair's messages whose data lands together: first
+  // those a network message forwards from (what other domains wait for, over their slowest
+  // links), then those only NVLink or local copies forward from, then the others.
+  enum Lead : std::uint8_t { kFeedsNetwork, kFeedsNvlink, kFeedsNothing };
+  std::vector<std::uint8_t> leads() const;
+  // Messages some segment forwards from (their `via`), by handle, from their leads.
+  static std::vector<bool> forwarded(std::span<const std::uint8_t> leads);
   // The segments of the messages that others forward from (`forwarded`), indexed for relays.
   UpstreamSegments upstream_segments(const std::vector<bool>& forwarded) const;
   // Per segment of each message, when its data has reached the message's sender: the bytes its

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "plan_builder.h"
+#include "refit/planner/links.h"
 #include "refit/planner/strategy.h"
 #include "test_cluster.h"
 #include "test_problems.h"
@@ -97,6 +98,37 @@ TEST(PlanBuilder, ARelayOthersForwardFromFollowsEveryUpstreamAsItsDataLands) {
     for (const auto& s : t.segments) vias.insert(s.via);
     EXPECT_EQ(vias.size(), 1u) << "transfer " << t.id << " reads several slices";
   }
+}
+
+TEST(PlanBuilder, WhatOtherDomainsForwardLeadsWhatOnlyNvlinkForwardsInItsPairsStream) {
+  // Rank 0 sends rank 1 (one NVLink domain) w's top half, which rank 1 passes on to rank 2 in
+  // the same domain, then its bottom half, which rank 1 sends on to rank 3 in the other domain.
+  // Both land at once (from a source shard), so the pair 0->1 sends the bottom first: rank 3 waits
+  // over the network, the slowest link, while rank 2 takes the top over NVLink as soon as it lands.
+  // In the order they were made, the network relay waited for all of the top half.
+  const Shape shape{256, 64};
+  const auto problem =
+      ReshardProblem::make({make_reshard("w", shape, make_layout(shape, {1}, rank_range(0, 1), "R"),
+                                         make_layout(shape, {3}, rank_range(1, 3), "R"))},
+                           1, 3)
+          .value();
+  const auto cluster = make_test_cluster(2, 3, 1, 3);
+  ASSERT_EQ(link_between(cluster, Rank{1}, Rank{2}), LinkKind::kNvlink);
+  ASSERT_EQ(link_between(cluster, Rank{1}, Rank{3}), LinkKind::kNetwork);
+  PlanBuilder builder(problem, cluster, strategy_info(StrategyId::kRefit), Bytes{1024});
+  const Box top{.offset = {0, 0}, .extent = {128, 64}};
+  const Box bottom{.offset = {128, 0}, .extent = {128, 64}};
+  const Handle to_domain = builder.add(0, 0, Rank{0}, Rank{1}, 0, top);
+  const Handle to_network = builder.add(0, 1, Rank{0}, Rank{1}, 0, bottom);
+  builder.add(1, 0, Rank{1}, Rank{2}, 0, top, to_domain);
+  builder.add(1, 1, Rank{1}, Rank{3}, 0, bottom, to_network);
+  const auto plan = std::move(builder).finish(PlanBuilder::RelayOrder::kArrival);
+
+  std::vector<std::int64_t> first_rows;  // of the pair 0->1's messages, in plan order
+  for (const auto& t : plan.transfers)
+    if (t.sender == Rank{0} && t.receiver == Rank{1}) first_rows.push_back(t.segments.front().box.offset[0]);
+  ASSERT_FALSE(first_rows.empty());
+  EXPECT_EQ(first_rows.front(), 128) << "the half rank 3 waits for over the network goes first";
 }
 
 TEST(PlanBuilder, ARelayOfPartOfASlicedMessageReadsOneSliceAPart) {
