@@ -17,7 +17,7 @@ Result<PieceCuts> PieceCuts::make(const lowering::LoweredPlan& lowered, const Ca
                                   std::span<const std::int32_t> call_of, std::int64_t window) {
   PieceCuts cuts(lowered, calls, call_of);
   cuts.index_upstreams();
-  REFIT_TRY(cuts.anchor_relays());
+  REFIT_TRY(cuts.place_relay_waits());
   cuts.order_transfers();
   cuts.plan_streams(window);
   return cuts;
@@ -34,43 +34,67 @@ std::int64_t PieceCuts::head_chunks(std::int64_t all) const {
 }
 
 // Each transfer's upstream transfers, once (Transfer::upstream builds a list each call), and
-// which transfers relays start from.
+// which transfers relays pipeline from.
 void PieceCuts::index_upstreams() {
   has_pipelined_dependent_.assign(plan_.transfers.size(), false);
   upstream_begin_.assign(1, 0);
-  const bool pipelined = !calls_ || !calls_->store_and_forward || calls_->relay_slices > 1;
+  const bool pipelining = !calls_ || !calls_->store_and_forward || calls_->relay_slices > 1;
+  const auto quantizes = [&](std::int32_t u) { return plan_.transfers[at(u)].quantizes(); };
   for (const auto& t : plan_.transfers) {
     const auto up = t.upstream();
     upstreams_.insert(upstreams_.end(), up.begin(), up.end());
     upstream_begin_.push_back(upstreams_.size());
     // A quantize step starts once all it quantizes has landed, and what it made is there at
     // once when it ends: neither side pipelines.
-    const bool relay = up.size() == 1 && !t.quantizes() && !plan_.transfers[at(up[0])].quantizes();
-    pipelined_upstream_.push_back(pipelined && relay ? up[0] : -1);
-    if (pipelined_upstream_.back() >= 0) has_pipelined_dependent_[at(up[0])] = true;
+    const bool relay = !up.empty() && !t.quantizes() && std::ranges::none_of(up, quantizes);
+    pipelined_.push_back(pipelining && relay);
+    if (pipelined_.back())
+      for (const auto u : up) has_pipelined_dependent_[at(u)] = true;
   }
 }
 
-// Where each pipelined relay's head and last chunk wait in its upstream, which is cut there.
-Result<void> PieceCuts::anchor_relays() {
-  anchor_.assign(plan_.transfers.size(), Anchor{});
-  anchor_cuts_.assign(plan_.transfers.size(), {});
+std::span<const PieceCuts::RelayWait> PieceCuts::relay_waits(std::int32_t t) const {
+  const auto first = relay_wait_begin_[at(t)];
+  return std::span(relay_waits_).subspan(first, relay_wait_begin_[at(t) + 1] - first);
+}
+
+// Where each pipelined relay waits for its upstreams, each of which is cut there.
+Result<void> PieceCuts::place_relay_waits() {
+  relay_wait_begin_.assign(1, 0);
+  wait_cuts_.assign(plan_.transfers.size(), {});
   for (const auto& t : plan_.transfers) {
-    const auto up = pipelined_upstream_[at(t.id)];
-    if (up < 0) continue;
-    const std::int64_t all = lowered_.layout(t.id).chunks();
-    const auto need = [&](std::int64_t chunk) -> Result<std::int64_t> {
-      const auto waits = REFIT_TRY(lowered_.waits(t.id, chunk));
-      std::int64_t chunks = 1;
-      for (const auto& w : waits) chunks = std::max(chunks, w.chunks);
-      return chunks;
-    };
-    auto& a = anchor_[at(t.id)];
-    a.head = REFIT_TRY(need(head_chunks(all) - 1));
-    a.last = REFIT_TRY(need(all - 1));
-    anchor_cuts_[at(up)].push_back(a.head);
-    anchor_cuts_[at(up)].push_back(a.last);
+    if (pipelined_[at(t.id)]) REFIT_TRY(place_waits(t, upstreams(t.id)));
+    relay_wait_begin_.push_back(relay_waits_.size());
   }
+  return {};
+}
+
+// The waits of t's first group and of its last group: each upstream's from t's chunks walked back
+// from its end (a relay forwards its upstreams in its own order, so its last chunk may read only
+// one). One wait per piece and upstream, the latest.
+Result<void> PieceCuts::place_waits(const Transfer& t, std::span<const std::int32_t> up) {
+  const std::int64_t all = lowered_.layout(t.id).chunks();
+  const std::int64_t group = head_chunks(all);
+  const std::int64_t last = all - group;  // where the last group starts: 0 when it is the first
+  const auto first = static_cast<std::ptrdiff_t>(relay_waits_.size());
+  for (const auto& w : REFIT_TRY(lowered_.waits(t.id, group - 1)))
+    relay_waits_.push_back(RelayWait{.from = 0, .upstream = w.transfer, .chunks = w.chunks});
+  std::vector<bool> open(up.size(), true);
+  auto left = up.size();
+  for (std::int64_t k = all - 1; k >= 0 && left > 0; --k)
+    for (const auto& w : REFIT_TRY(lowered_.waits(t.id, k)))
+      if (const auto i = at(std::ranges::find(up, w.transfer) - up.begin()); open[i]) {
+        open[i] = false;
+        --left;
+        relay_waits_.push_back(RelayWait{.from = last, .upstream = w.transfer, .chunks = w.chunks});
+      }
+  const auto mine = std::ranges::subrange(relay_waits_.begin() + first, relay_waits_.end());
+  std::ranges::sort(mine, {}, [](const RelayWait& w) { return std::tuple(w.from, w.upstream, -w.chunks); });
+  const auto repeated =
+      std::ranges::unique(mine, {}, [](const RelayWait& w) { return std::pair(w.from, w.upstream); });
+  relay_waits_.erase(repeated.begin(), repeated.end());
+  for (auto w = relay_waits_.begin() + first; w != relay_waits_.end(); ++w)
+    wait_cuts_[at(w->upstream)].push_back(w->chunks);
   return {};
 }
 
@@ -128,8 +152,8 @@ void PieceCuts::ends(const Transfer& t, std::vector<std::int64_t>& ends) const {
   const std::int64_t all = lowered_.layout(t.id).chunks();
   const std::int64_t head = head_chunks(all);
   ends = cuts_[id];
-  ends.insert(ends.end(), anchor_cuts_[id].begin(), anchor_cuts_[id].end());
-  const bool relay = pipelined_upstream_[id] >= 0;
+  ends.insert(ends.end(), wait_cuts_[id].begin(), wait_cuts_[id].end());
+  const bool relay = pipelined_[id];
   if (has_pipelined_dependent_[id] || relay) ends.push_back(head);
   if (relay) ends.push_back(all - head);
   ends.push_back(all);

@@ -38,13 +38,11 @@ TaskId TransferTasks::last_wait(std::int32_t upstream, std::int64_t chunks) cons
 }
 
 // What the transfer's first piece waits for: its sender's quantization of what the first chunk reads, its
-// upstream data (a pipelined relay: the head of its one upstream), its grant, and in a call the call's start
-// and the sender's copy.
+// upstreams' ends (but a pipelined relay's, whose pieces wait as add_pieces says), its grant, and in a
+// call the call's start and the sender's copy.
 void TransferTasks::start_deps(const Transfer& t, const CallGate* gate, std::vector<TaskId>& deps) {
   if (const auto q = quantize_.before(t, 0, cuts_.stream(t.id))) deps.push_back(*q);
-  if (const auto up = cuts_.pipelined_upstream(t.id); up >= 0)
-    deps.push_back(piece_through(up, cuts_.anchor(t.id).head));
-  else
+  if (cuts_.relay_waits(t.id).empty())
     for (const std::int32_t u : cuts_.upstreams(t.id)) deps.push_back(ends_[at(u)]);
   // The holder was cut after the granting chunk (PieceCuts::ends).
   if (const auto g = cuts_.grant(t.id); g.holder >= 0) deps.push_back(piece_through(g.holder, g.chunks));
@@ -98,7 +96,8 @@ void TransferTasks::add_transfer(const Transfer& t, const CallGate* gate) {
 
 void TransferTasks::add_pieces(const Transfer& t, Seconds pack_time, const CallGate* gate) {
   const auto id = at(t.id);
-  const auto upstream = cuts_.pipelined_upstream(t.id);
+  const auto relay_waits = cuts_.relay_waits(t.id);
+  auto next_wait = relay_waits.begin();
   const bool streamed = cuts_.stream(t.id) >= 0;
   const auto overhead = routes_.sender_overhead(t);
   auto& spec = sink_.spec();
@@ -126,7 +125,11 @@ void TransferTasks::add_pieces(const Transfer& t, Seconds pack_time, const CallG
     // In a stream the pieces follow each other anyway; a dependency would make the next piece
     // start a flow of its own instead of taking over the stream's (where it has no overhead).
     if (!first && !streamed) spec.deps.push_back(pieces_.back().task);
-    if (last && upstream >= 0) spec.deps.push_back(last_wait(upstream, cuts_.anchor(t.id).last));
+    // A relay's piece waits for what its first chunk forwards (PieceCuts::relay_waits), its last
+    // for the upstreams' ends where it needs all of them.
+    for (; next_wait != relay_waits.end() && next_wait->from == begin; ++next_wait)
+      spec.deps.push_back(last ? last_wait(next_wait->upstream, next_wait->chunks)
+                               : piece_through(next_wait->upstream, next_wait->chunks));
     spec.bytes = Bytes{through - done};
     spec.latency = first ? routes_.latency(t) + pack_time : Seconds{0};
     spec.overhead = Seconds{static_cast<double>(e - begin) * overhead.per_chunk.value} +

@@ -45,22 +45,48 @@ TEST(PieceCuts, APairsWindowGrantsALaterTransferAtTheChunkWindowBeforeItsFirst) 
   EXPECT_EQ(ends(none, plan.transfers[0]), (std::vector<std::int64_t>{6}));
 }
 
+std::vector<std::tuple<std::int64_t, std::int32_t, std::int64_t>> waits(const PieceCuts& cuts,
+                                                                        std::int32_t t) {
+  std::vector<std::tuple<std::int64_t, std::int32_t, std::int64_t>> out;
+  for (const auto& w : cuts.relay_waits(t)) out.emplace_back(w.from, w.upstream, w.chunks);
+  return out;
+}
+
 TEST(PieceCuts, APipelinedRelayWaitsForTheUpstreamChunksItsHeadAndLastChunkForward) {
   // Rank 0 sends 4 chunks to rank 1, which forwards them to rank 2. The relay's head (chunk 0)
-  // forwards upstream chunk 0: anchor head 1; its last chunk upstream chunk 3: anchor last 4. The
-  // upstream is cut after its head and where the relay waits (1, 4); the relay after its head,
-  // before its last head and at its end (1, 3, 4).
+  // forwards upstream chunk 0: it waits for 1 chunk; its last chunk (3) upstream chunk 3: it
+  // waits for 4. The upstream is cut after its head and where the relay waits (1, 4); the relay
+  // after its head, before its last head and at its end (1, 3, 4).
   const auto plan = plan_of({transfer(0, 0, 1, 0, 4), transfer(1, 1, 2, 0, 4, 0)}, 4);
   const auto lowered = lowering::LoweredPlan::make(plan, lowering::kDefaultStaging).value();
   const auto cuts = PieceCuts::make(lowered, nullptr, {}, 0).value();
-  EXPECT_EQ(cuts.pipelined_upstream(0), -1);
-  EXPECT_EQ(cuts.pipelined_upstream(1), 0);
-  EXPECT_EQ(cuts.anchor(1).head, 1);
-  EXPECT_EQ(cuts.anchor(1).last, 4);
+  EXPECT_TRUE(cuts.relay_waits(0).empty());
+  using W = std::tuple<std::int64_t, std::int32_t, std::int64_t>;
+  EXPECT_EQ(waits(cuts, 1), (std::vector<W>{{0, 0, 1}, {3, 0, 4}}));
   EXPECT_EQ(ends(cuts, plan.transfers[0]), (std::vector<std::int64_t>{1, 4}));
   EXPECT_EQ(ends(cuts, plan.transfers[1]), (std::vector<std::int64_t>{1, 3, 4}));
   ASSERT_EQ(cuts.upstreams(1).size(), 1U);
   EXPECT_EQ(cuts.upstreams(1)[0], 0);
+}
+
+TEST(PieceCuts, ARelayOfTwoUpstreamsPipelinesFromEachAndEndsAfterBoth) {
+  // Rank 0 sends rows of 2 chunks to rank 1 twice (transfers 0 and 1); rank 1 forwards transfer
+  // 1's rows, then transfer 0's, in one relay of 4 chunks. Chunks 0 and 1 forward transfer 1's
+  // chunks 1 and 2, chunks 2 and 3 transfer 0's. Its head waits (from, upstream, chunks) for
+  // (0, 1, 1); its last piece (from 3) for the last each upstream delivers to any chunk, walking
+  // back: (3, 0, 2) from chunk 3 and (3, 1, 2) from chunk 1. Before, a relay of two upstreams
+  // waited for both to end before its first chunk.
+  Transfer relay = transfer(2, 1, 2, 0, 4);
+  relay.segments = {Segment{0, Box{{2 * 1024, 0}, {2 * 1024, 512}}, 1},
+                    Segment{0, Box{{0, 0}, {2 * 1024, 512}}, 0}};
+  const auto plan = plan_of({transfer(0, 0, 1, 0, 2), transfer(1, 0, 1, 2, 2), relay}, 4);
+  const auto lowered = lowering::LoweredPlan::make(plan, lowering::kDefaultStaging).value();
+  const auto cuts = PieceCuts::make(lowered, nullptr, {}, 0).value();
+  using W = std::tuple<std::int64_t, std::int32_t, std::int64_t>;
+  EXPECT_EQ(waits(cuts, 2), (std::vector<W>{{0, 1, 1}, {3, 0, 2}, {3, 1, 2}}));
+  EXPECT_EQ(ends(cuts, plan.transfers[0]), (std::vector<std::int64_t>{1, 2}));
+  EXPECT_EQ(ends(cuts, plan.transfers[1]), (std::vector<std::int64_t>{1, 2}));
+  EXPECT_EQ(ends(cuts, plan.transfers[2]), (std::vector<std::int64_t>{1, 3, 4}));
 }
 
 TEST(PieceCuts, TransfersRunInCallOrderThenPlanOrderAndUncalledOnesNot) {
