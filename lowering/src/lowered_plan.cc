@@ -104,4 +104,61 @@ Result<std::vector<ChunkWait>> LoweredPlan::waits(std::int32_t t, std::int64_t k
   return out;
 }
 
+namespace {
+
+// Keeps the most `chunks` of each upstream, and the first chunk of the relay needing that much.
+void most(std::vector<LoweredPlan::UpstreamNeed>& needs, std::int32_t transfer, std::int64_t chunks,
+          std::int64_t at) {
+  auto it = std::ranges::find(needs, transfer, &LoweredPlan::UpstreamNeed::transfer);
+  if (it == needs.end())
+    needs.push_back({.transfer = transfer, .chunks = chunks, .at = at});
+  else if (chunks > it->chunks || (chunks == it->chunks && at < it->at))
+    *it = {.transfer = transfer, .chunks = chunks, .at = at};
+}
+
+}  // namespace
+
+Result<std::vector<LoweredPlan::UpstreamNeed>> LoweredPlan::upstream_needs(std::int32_t t) const {
+  const Transfer& transfer = plan_->transfers[static_cast<std::size_t>(t)];
+  const auto& mine = layout(t);
+  std::vector<UpstreamNeed> out;
+  for (std::size_t i = 0; i < transfer.segments.size(); ++i) {
+    const Segment& s = transfer.segments[i];
+    if (s.via == kFromSourceShard) continue;
+    const auto seg = static_cast<std::int32_t>(i);
+    // The relay's chunk holding element `index` of s.
+    const auto chunk_of = [&](std::int64_t index) {
+      return mine.chunk_of(mine.segment_offset(seg) + (index + 1) * mine.element_size(seg) - 1);
+    };
+    const Transfer& up = plan_->transfers[static_cast<std::size_t>(s.via)];
+    const std::int64_t count = s.box.volume();
+    // Row-major order inside a box agrees with row-major order inside any box holding it: a
+    // segment inside one upstream segment needs most for its last element.
+    if (const auto u = relays_.containing(s)) {
+      const Box& ub = up.segments[static_cast<std::size_t>(*u)].box;
+      const std::int64_t index = ub == s.box ? count - 1 : row_major_index(ub, point_at(s.box, count - 1));
+      most(out, s.via, chunk_holding(s.via, *u, index) + 1, chunk_of(count - 1));
+      continue;
+    }
+    const auto parts =
+        REFIT_TRY_IN(relays_.parts(s, 0, count), fmt::format("transfers[{}].segments[{}]", t, i));
+    for (const auto& part : parts) {
+      Shape last = part.box.offset;
+      for (std::size_t d = 0; d < last.size(); ++d) last[d] += part.box.extent[d] - 1;
+      const Box& ub = up.segments[static_cast<std::size_t>(part.segment)].box;
+      most(out, s.via, chunk_holding(s.via, part.segment, row_major_index(ub, last)) + 1,
+           chunk_of(row_major_index(s.box, last)));
+    }
+  }
+  // An earlier chunk may end inside the same upstream chunk as the one found: the first needs it.
+  for (auto& n : out)
+    while (n.at > 0) {
+      const auto before = REFIT_TRY(waits(t, n.at - 1));
+      const auto it = std::ranges::find(before, n.transfer, &ChunkWait::transfer);
+      if (it == before.end() || it->chunks < n.chunks) break;
+      --n.at;
+    }
+  return out;
+}
+
 }  // namespace refit::lowering

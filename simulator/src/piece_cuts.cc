@@ -63,31 +63,24 @@ Result<void> PieceCuts::place_relay_waits() {
   relay_wait_begin_.assign(1, 0);
   wait_cuts_.assign(plan_.transfers.size(), {});
   for (const auto& t : plan_.transfers) {
-    if (pipelined_[at(t.id)]) REFIT_TRY(place_waits(t, upstreams(t.id)));
+    if (pipelined_[at(t.id)]) REFIT_TRY(place_waits(t));
     relay_wait_begin_.push_back(relay_waits_.size());
   }
   return {};
 }
 
-// The waits of t's first group and of its last group: each upstream's from t's chunks walked back
-// from its end (a relay forwards its upstreams in its own order, so its last chunk may read only
-// one). One wait per piece and upstream, the latest.
-Result<void> PieceCuts::place_waits(const Transfer& t, std::span<const std::int32_t> up) {
-  const std::int64_t all = lowered_.layout(t.id).chunks();
-  const std::int64_t group = head_chunks(all);
-  const std::int64_t last = all - group;  // where the last group starts: 0 when it is the first
+// The waits of t's first group (one chunk, or a slice where relays store and forward slices),
+// then for each upstream the most of it t needs, from the group of the first chunk needing that
+// much: a pair sends its chunks in order, so the chunks after it wait too. One wait per piece
+// and upstream, the latest.
+Result<void> PieceCuts::place_waits(const Transfer& t) {
+  const std::int64_t group = head_chunks(lowered_.layout(t.id).chunks());
   const auto first = static_cast<std::ptrdiff_t>(relay_waits_.size());
   for (const auto& w : REFIT_TRY(lowered_.waits(t.id, group - 1)))
     relay_waits_.push_back(RelayWait{.from = 0, .upstream = w.transfer, .chunks = w.chunks});
-  std::vector<bool> open(up.size(), true);
-  auto left = up.size();
-  for (std::int64_t k = all - 1; k >= 0 && left > 0; --k)
-    for (const auto& w : REFIT_TRY(lowered_.waits(t.id, k)))
-      if (const auto i = at(std::ranges::find(up, w.transfer) - up.begin()); open[i]) {
-        open[i] = false;
-        --left;
-        relay_waits_.push_back(RelayWait{.from = last, .upstream = w.transfer, .chunks = w.chunks});
-      }
+  for (const auto& n : REFIT_TRY(lowered_.upstream_needs(t.id)))
+    relay_waits_.push_back(
+        RelayWait{.from = n.at / group * group, .upstream = n.transfer, .chunks = n.chunks});
   const auto mine = std::ranges::subrange(relay_waits_.begin() + first, relay_waits_.end());
   std::ranges::sort(mine, {}, [](const RelayWait& w) { return std::tuple(w.from, w.upstream, -w.chunks); });
   const auto repeated =
@@ -153,9 +146,8 @@ void PieceCuts::ends(const Transfer& t, std::vector<std::int64_t>& ends) const {
   const std::int64_t head = head_chunks(all);
   ends = cuts_[id];
   ends.insert(ends.end(), wait_cuts_[id].begin(), wait_cuts_[id].end());
-  const bool relay = pipelined_[id];
-  if (has_pipelined_dependent_[id] || relay) ends.push_back(head);
-  if (relay) ends.push_back(all - head);
+  if (has_pipelined_dependent_[id] || pipelined_[id]) ends.push_back(head);
+  for (const auto& w : relay_waits(t.id)) ends.push_back(w.from);  // a piece starts there
   ends.push_back(all);
   std::erase_if(ends, [&](std::int64_t e) { return e < 1 || e > all; });
   std::ranges::sort(ends);

@@ -1,8 +1,8 @@
 #pragma once
 // Where the plan model cuts each transfer into pieces (tasks), and the order and streams its
 // pairs send in (plan_model.cc says why). A relay pipelines from each of its upstreams, as the
-// executors' chunk waits let it: its head waits for the upstream chunks its head forwards, its
-// last piece for those the last of its chunks reading each upstream forwards (the lowering's
+// executors' chunk waits let it: its head waits for the upstream chunks its head forwards, and
+// the piece from the first chunk that forwards the most of an upstream for that (the lowering's
 // chunk waits); a transfer of a pair whose receiver grants `window` chunks ahead waits for the
 // pair's chunk `window` chunks before its first. Each transfer is cut where others wait for it.
 #include <cstdint>
@@ -43,11 +43,12 @@ class PieceCuts {
   std::int32_t stream(std::int32_t t) const { return stream_[at(t)]; }
   Grant grant(std::int32_t t) const { return grant_[at(t)]; }
   // t's waits by `from`: what its first group of chunks forwards (one chunk, or a slice where
-  // relays store and forward slices), and at its last group what the last of its chunks reading
-  // each upstream forwards. Between the two its piece flows as if its data were there: cut at
-  // every chunk, the relays of an m2n-ring plan made 4x the tasks (DeepSeek-V3 on DGX H100), and
-  // no refit prediction of bench/plan_quality_scan.py's draw moved by more than 0.4 %. Empty
-  // where t is no pipelined relay (then it waits for its upstreams' ends).
+  // relays store and forward slices), and for each upstream the most of it any chunk of t
+  // forwards, from the group of the first chunk that forwards that much (a pair's chunks go in
+  // order, so all after it wait too). Between two waits a piece flows as if its data were there:
+  // cut at every chunk, the relays of an m2n-ring plan made 4x the tasks (DeepSeek-V3 on DGX
+  // H100), and no refit prediction of bench/plan_quality_scan.py's draw moved by more than 0.4 %.
+  // Empty where t is no pipelined relay (then it waits for its upstreams' ends).
   std::span<const RelayWait> relay_waits(std::int32_t t) const;
   std::span<const std::int32_t> upstreams(std::int32_t t) const;
   // Where t is cut, in chunks counted from 1 within it, ascending and ending with all its chunks:
@@ -64,7 +65,7 @@ class PieceCuts {
   std::int64_t head_chunks(std::int64_t all) const;
   void index_upstreams();
   [[nodiscard]] Result<void> place_relay_waits();
-  [[nodiscard]] Result<void> place_waits(const Transfer& t, std::span<const std::int32_t> up);
+  [[nodiscard]] Result<void> place_waits(const Transfer& t);
   void order_transfers();
   void plan_streams(std::int64_t window);
 

@@ -30,9 +30,9 @@ TaskId TransferTasks::piece_through(std::int32_t transfer, std::int64_t chunks) 
   return std::ranges::lower_bound(pieces, chunks, {}, &Piece::chunks)->task;
 }
 
-// What a relay's last chunk waits for: the upstream's end (after its unpacking) when it needs
-// all of it, else the upstream's piece through the chunk it needs.
-TaskId TransferTasks::last_wait(std::int32_t upstream, std::int64_t chunks) const {
+// What a relay's piece waits for: the upstream's end (after its unpacking) when it needs all of
+// it, else the upstream's piece through the chunk it needs.
+TaskId TransferTasks::upstream_wait(std::int32_t upstream, std::int64_t chunks) const {
   if (chunks >= lowered_.layout(upstream).chunks()) return ends_[at(upstream)];
   return piece_through(upstream, chunks);
 }
@@ -125,11 +125,10 @@ void TransferTasks::add_pieces(const Transfer& t, Seconds pack_time, const CallG
     // In a stream the pieces follow each other anyway; a dependency would make the next piece
     // start a flow of its own instead of taking over the stream's (where it has no overhead).
     if (!first && !streamed) spec.deps.push_back(pieces_.back().task);
-    // A relay's piece waits for what its first chunk forwards (PieceCuts::relay_waits), its last
-    // for the upstreams' ends where it needs all of them.
+    // A relay's piece waits as PieceCuts::relay_waits says: for an upstream's end (after its
+    // unpacking) where it needs all of it.
     for (; next_wait != relay_waits.end() && next_wait->from == begin; ++next_wait)
-      spec.deps.push_back(last ? last_wait(next_wait->upstream, next_wait->chunks)
-                               : piece_through(next_wait->upstream, next_wait->chunks));
+      spec.deps.push_back(upstream_wait(next_wait->upstream, next_wait->chunks));
     spec.bytes = Bytes{through - done};
     spec.latency = first ? routes_.latency(t) + pack_time : Seconds{0};
     spec.overhead = Seconds{static_cast<double>(e - begin) * overhead.per_chunk.value} +

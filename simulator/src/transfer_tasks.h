@@ -37,7 +37,7 @@ class TransferTasks final : public TransferMover {
   void add_quantize_step(const Transfer& t, const CallGate* gate);
   void add_pieces(const Transfer& t, Seconds pack_time, const CallGate* gate);
   void start_deps(const Transfer& t, const CallGate* gate, std::vector<TaskId>& deps);
-  TaskId last_wait(std::int32_t upstream, std::int64_t chunks) const;
+  TaskId upstream_wait(std::int32_t upstream, std::int64_t chunks) const;
   TaskId piece_through(std::int32_t transfer, std::int64_t chunks) const;
   std::span<const Piece> pieces_of(std::int32_t transfer) const;
 

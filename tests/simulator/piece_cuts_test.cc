@@ -73,9 +73,9 @@ TEST(PieceCuts, ARelayOfTwoUpstreamsPipelinesFromEachAndEndsAfterBoth) {
   // Rank 0 sends rows of 2 chunks to rank 1 twice (transfers 0 and 1); rank 1 forwards transfer
   // 1's rows, then transfer 0's, in one relay of 4 chunks. Chunks 0 and 1 forward transfer 1's
   // chunks 1 and 2, chunks 2 and 3 transfer 0's. Its head waits (from, upstream, chunks) for
-  // (0, 1, 1); its last piece (from 3) for the last each upstream delivers to any chunk, walking
-  // back: (3, 0, 2) from chunk 3 and (3, 1, 2) from chunk 1. Before, a relay of two upstreams
-  // waited for both to end before its first chunk.
+  // (0, 1, 1); the piece from chunk 1, the first to forward all of transfer 1, for (1, 1, 2); the
+  // piece from chunk 3, the first to forward all of transfer 0, for (3, 0, 2). Before, a relay of
+  // two upstreams waited for both to end before its first chunk.
   Transfer relay = transfer(2, 1, 2, 0, 4);
   relay.segments = {Segment{0, Box{{2 * 1024, 0}, {2 * 1024, 512}}, 1},
                     Segment{0, Box{{0, 0}, {2 * 1024, 512}}, 0}};
@@ -83,10 +83,28 @@ TEST(PieceCuts, ARelayOfTwoUpstreamsPipelinesFromEachAndEndsAfterBoth) {
   const auto lowered = lowering::LoweredPlan::make(plan, lowering::kDefaultStaging).value();
   const auto cuts = PieceCuts::make(lowered, nullptr, {}, 0).value();
   using W = std::tuple<std::int64_t, std::int32_t, std::int64_t>;
-  EXPECT_EQ(waits(cuts, 2), (std::vector<W>{{0, 1, 1}, {3, 0, 2}, {3, 1, 2}}));
+  EXPECT_EQ(waits(cuts, 2), (std::vector<W>{{0, 1, 1}, {1, 1, 2}, {3, 0, 2}}));
   EXPECT_EQ(ends(cuts, plan.transfers[0]), (std::vector<std::int64_t>{1, 2}));
   EXPECT_EQ(ends(cuts, plan.transfers[1]), (std::vector<std::int64_t>{1, 2}));
   EXPECT_EQ(ends(cuts, plan.transfers[2]), (std::vector<std::int64_t>{1, 3, 4}));
+}
+
+TEST(PieceCuts, ARelayReadingItsUpstreamOutOfOrderWaitsWhereItFirstNeedsAllOfIt) {
+  // Rank 0 sends 4 chunks to rank 1, which forwards rows [2, 4) MiB, then [0, 2): relay chunks
+  // 0..3 forward upstream chunks 2, 3, 0, 1 (waits of 3, 4, 1, 2 chunks). Its head waits for 3;
+  // chunk 1 is the first to need all 4, and the pair's chunks go in order, so the piece from it
+  // waits for the upstream's end: (1, 0, 4). Waiting only where the last chunk reads (2 chunks),
+  // the relay ended before the rows it forwards first had landed.
+  Transfer relay = transfer(1, 1, 2, 0, 4);
+  relay.segments = {Segment{0, Box{{2 * 1024, 0}, {2 * 1024, 512}}, 0},
+                    Segment{0, Box{{0, 0}, {2 * 1024, 512}}, 0}};
+  const auto plan = plan_of({transfer(0, 0, 1, 0, 4), relay}, 4);
+  const auto lowered = lowering::LoweredPlan::make(plan, lowering::kDefaultStaging).value();
+  const auto cuts = PieceCuts::make(lowered, nullptr, {}, 0).value();
+  using W = std::tuple<std::int64_t, std::int32_t, std::int64_t>;
+  EXPECT_EQ(waits(cuts, 1), (std::vector<W>{{0, 0, 3}, {1, 0, 4}}));
+  EXPECT_EQ(ends(cuts, plan.transfers[0]), (std::vector<std::int64_t>{1, 3, 4}));
+  EXPECT_EQ(ends(cuts, plan.transfers[1]), (std::vector<std::int64_t>{1, 4}));
 }
 
 TEST(PieceCuts, TransfersRunInCallOrderThenPlanOrderAndUncalledOnesNot) {

@@ -58,6 +58,17 @@ class LoweredPlan {
   // every transfer it quantizes (Transfer::quantizes). Refuses a forwarded range the upstream transfer
   // does not deliver, naming it.
   [[nodiscard]] Result<std::vector<ChunkWait>> waits(std::int32_t t, std::int64_t k) const;
+  // Per upstream transfer of t (t forwards what it delivered), the most of it any chunk of t
+  // waits for (`chunks`), and the first chunk of t that waits for that much (`at`): a pair sends
+  // its chunks in order, so every chunk of t from `at` on goes after that wait. Read from the
+  // ends of t's segments and of their parts, not chunk by chunk. Refuses what waits() refuses.
+  struct UpstreamNeed {
+    std::int32_t transfer = 0;
+    std::int64_t chunks = 0;
+    std::int64_t at = 0;
+    bool operator==(const UpstreamNeed&) const = default;
+  };
+  [[nodiscard]] Result<std::vector<UpstreamNeed>> upstream_needs(std::int32_t t) const;
 
  private:
   LoweredPlan(const Plan& plan, Bytes staging);
