@@ -40,7 +40,9 @@ void add_plan_input_options(CLI::App& cmd, PlanInputOptions& o, bool with_plan_f
                              return {};
                            },
                            "STRATEGY"));
-  auto* chunk = cmd.add_option("--chunk", o.chunk_bytes, "Relay chunk size in bytes (default 8 MiB)")
+  auto* chunk = cmd.add_option("--chunk", o.chunk_bytes,
+                               "Largest chunk a message is cut into, in bytes (default 8 MiB); refit's plan "
+                               "cuts what relays forward finer")
                     ->check(positive());
   // A plan file has its strategy and chunks: options that would plan otherwise are refused with it.
   if (with_plan_file)

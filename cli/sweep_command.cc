@@ -137,7 +137,10 @@ Action add_sweep_command(CLI::App& app) {
       "sweep", "Predict every strategy over a grid of layouts and cluster parameters, points in parallel");
   add_problem_options(cmd, o->problem);
   add_cluster_options(*cmd, o->cluster);
-  cmd->add_option("--chunk", o->chunk_bytes, "Relay chunk size in bytes (default 8 MiB)")->check(positive());
+  cmd->add_option("--chunk", o->chunk_bytes,
+                  "Largest chunk a message is cut into, in bytes (default 8 MiB); refit's plan cuts what "
+                  "relays forward finer")
+      ->check(positive());
   cmd->add_option("--vary", o->vary, keys_help())->required()->take_all()->allow_extra_args(false);
   cmd->add_option("--jobs", o->jobs, "Points predicted at once, one thread each (default 0: one per core)")
       ->check(non_negative());

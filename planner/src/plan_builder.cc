@@ -249,6 +249,26 @@ std::vector<bool> PlanBuilder::forwarded(std::span<const std::uint8_t> leads) {
   return out;
 }
 
+std::vector<Bytes> PlanBuilder::chunks(std::span<const std::uint8_t> leads,
+                                       std::span<const Handle> order) const {
+  std::vector<Bytes> out(pending_.size(), chunk_);
+  if (leads.empty()) return out;
+  const auto s = streams();
+  std::vector<std::int64_t> pair_bytes(s.pairs, 0);
+  for (std::size_t h = 0; h < pending_.size(); ++h) pair_bytes[s.pair[h]] += s.bytes[h];
+  const std::int64_t least = std::min(kMinForwardedChunk, chunk_.value);
+  for (std::size_t h = 0; h < pending_.size(); ++h)
+    if (leads[h] != kFeedsNothing)
+      out[h] = Bytes{std::clamp(pair_bytes[s.pair[h]] / kForwardedChunks, least, chunk_.value)};
+  for (const Handle h : order) {
+    auto& c = out[static_cast<std::size_t>(h)];
+    if (pending_[static_cast<std::size_t>(h)].relays > 0)
+      for (const auto& seg : pending_[static_cast<std::size_t>(h)].segments)
+        if (seg.via != kFromSourceShard) c = std::min(c, out[static_cast<std::size_t>(seg.via)]);
+  }
+  return out;
+}
+
 PlanBuilder::Streams PlanBuilder::streams() const {
   struct PairHash {
     std::uint64_t operator()(std::uint64_t pair) const { return pair; }
@@ -357,6 +377,7 @@ Plan PlanBuilder::finish(RelayOrder relays, std::vector<std::uint64_t>* rounds) 
       order = rotated_order(when, lead, true, level == deepest ? rounds : nullptr);
     }
   }
+  const auto chunk = chunks(lead, order);
   std::vector<std::int32_t> id_of(pending_.size());
   for (std::size_t i = 0; i < order.size(); ++i)
     id_of[static_cast<std::size_t>(order[i])] = static_cast<std::int32_t>(i);
@@ -375,7 +396,7 @@ Plan PlanBuilder::finish(RelayOrder relays, std::vector<std::uint64_t>* rounds) 
         if (s.via != kFromSourceShard) s.via = id_of[static_cast<std::size_t>(s.via)];
     plan.transfers.push_back(Transfer{static_cast<std::int32_t>(i), p.from, p.to,
                                       link_between(cluster_, p.from, p.to), std::move(p.segments), p.bytes,
-                                      chunk_});
+                                      chunk[static_cast<std::size_t>(order[i])]});
   }
   pending_.clear();
   index_ = {};

@@ -51,6 +51,10 @@ class PlanBuilder {
   // a slice throughout: Qwen3-30B-A3B EP8xDP16 -> 8 x TP2 in bf16 took 1.09x its bound instead of
   // 1.02x); bench/RESULTS.md has the measurements.
   static constexpr std::int64_t kRelaySliceChunks = 4;
+  // What others forward goes in chunks of at least 1/kForwardedChunks of its pair's bytes, and
+  // of no less than kMinForwardedChunk bytes (chunks() says why).
+  static constexpr std::int64_t kForwardedChunks = 32;
+  static constexpr std::int64_t kMinForwardedChunk = 1 << 20;
   // With `rounds`, also each transfer's place in the rotated all-to-all: phase << 32 | round. A
   // sender has one transfer per (phase, round), and plan order is by (phase, round, sender):
   // plans of parts that share no rank merge into the plan of their union by it.
@@ -135,6 +139,18 @@ class PlanBuilder {
   // links), then those only NVLink or local copies forward from, then the others.
   enum Lead : std::uint8_t { kFeedsNetwork, kFeedsNvlink, kFeedsNothing };
   std::vector<std::uint8_t> leads() const;
+  // By handle, the chunk of each message. A message others forward from is cut into at least
+  // kForwardedChunks chunks of its pair's bytes, and a relay into chunks no larger than those it
+  // forwards: a relay's chunk waits for the chunks it forwards, and a sender that shares its
+  // links among its pairs by their bytes (the UCX executor's pacing) delivers a pair's first
+  // chunk only once (chunk / pair's bytes) of all it sends has gone. A source domain scattering
+  // to 15 forwarding domains through ~100 pairs a NIC of 15-25 MB each delivered the first 8 MiB
+  // half-way through its sending, and the forwarders waited for it. None goes below
+  // kMinForwardedChunk (at 50 GB/s a 1 MiB chunk takes 21 us, above a message's latency), nor
+  // above the plan's chunk. A pair's grant window counts chunks, so smaller chunks also hold
+  // fewer bytes in flight (bench/RESULTS.md: one problem of 60 went 1.8 % slower, 12 up to 4 %
+  // faster). `order`: the plan order (each `via` before its relays).
+  std::vector<Bytes> chunks(std::span<const std::uint8_t> leads, std::span<const Handle> order) const;
   // Messages some segment forwards from (their `via`), by handle, from their leads.
   static std::vector<bool> forwarded(std::span<const std::uint8_t> leads);
   // The segments of the messages that others forward from (`forwarded`), indexed for relays.

@@ -28,7 +28,8 @@ __all__ = [
     "strategies",
 ]
 
-#: Relays forward in chunks of this size (``refit plan --chunk``).
+#: The largest chunk a message is cut into (``refit plan --chunk``); refit's plan cuts what
+#: relays forward finer.
 DEFAULT_CHUNK_BYTES: int = _refit.DEFAULT_CHUNK_BYTES
 
 
@@ -251,7 +252,7 @@ class Plan:
 
 
 def checked_chunk_bytes(chunk_bytes: Any) -> int:
-    """The chunk relays forward in, a positive 64-bit byte count (a float is refused, not cut)."""
+    """The largest chunk a message is cut into, a positive 64-bit byte count (a float is refused)."""
     return checked_int(chunk_bytes, "chunk_bytes", 1, INT64_MAX, " bytes")
 
 
@@ -274,7 +275,8 @@ def plan(
     Args:
         strategy: ``refit`` (default), ``direct``, ``m2n-ring`` or ``gather-broadcast``
             (:func:`refit.strategies`).
-        chunk_bytes: relays forward in chunks of this size.
+        chunk_bytes: the largest chunk a message is cut into (refit's plan cuts what relays
+            forward finer).
         for_delta: a plan for a delta refit (``Executor(delta=True)``). refit's plans may send
             some bytes through a neighbour's NIC, which keeps them outside its own boxes
             meanwhile; a delta refit keeps its baselines in the ranks' boxes and takes no such

@@ -131,6 +131,38 @@ TEST(PlanBuilder, WhatOtherDomainsForwardLeadsWhatOnlyNvlinkForwardsInItsPairsSt
   EXPECT_EQ(first_rows.front(), 128) << "the half rank 3 waits for over the network goes first";
 }
 
+TEST(PlanBuilder, WhatOthersForwardGoesInChunksOfAFewPercentOfItsPair) {
+  // Rank 0 sends rank 1 rows [0, 16) MiB of w (bf16, rows of 1 KiB), which rank 1 forwards to
+  // rank 2, and rank 2 rows [16, 48) MiB, which nobody forwards; the plan's
+  // chunk is 8 MiB. Its pair carrying 16 MiB, the forwarded message goes in chunks of
+  // max(16 MiB / kForwardedChunks = 0.5 MiB, kMinForwardedChunk = 1 MiB) = 1 MiB, and so does
+  // its relay, whose chunks wait for the ones they forward: the relay starts once 1 MiB has
+  // landed instead of 8. The message that only lands keeps the plan's chunk.
+  static_assert(PlanBuilder::kForwardedChunks == 32 && PlanBuilder::kMinForwardedChunk == 1 << 20);
+  const std::int64_t mib = 1 << 20;
+  const Shape shape{48 * 1024, 512};
+  const auto problem =
+      ReshardProblem::make({make_reshard("w", shape, make_layout(shape, {1}, rank_range(0, 1), "R"),
+                                         make_layout(shape, {2}, rank_range(1, 2), "R"))},
+                           1, 2)
+          .value();
+  const auto cluster = make_test_cluster(3, 1, 1, 2);
+  PlanBuilder builder(problem, cluster, strategy_info(StrategyId::kRefit), Bytes{8 * mib});
+  const Box forwarded{.offset = {0, 0}, .extent = {16 * 1024, 512}};
+  const Box landing{.offset = {16 * 1024, 0}, .extent = {32 * 1024, 512}};
+  const Handle to_relay = builder.add(0, 0, Rank{0}, Rank{1}, 0, forwarded);
+  builder.add(1, 2, Rank{1}, Rank{2}, 0, forwarded, to_relay);
+  builder.add(0, 0, Rank{0}, Rank{2}, 0, landing);
+  const auto plan = std::move(builder).finish(PlanBuilder::RelayOrder::kArrival);
+
+  ASSERT_EQ(plan.transfers.size(), 3u);
+  for (const auto& t : plan.transfers) {
+    const bool lands_only = t.sender == Rank{0} && t.receiver == Rank{2};
+    EXPECT_EQ(t.chunk.value, lands_only ? 8 * mib : mib)
+        << "transfer " << t.id << ": " << t.sender.value << "->" << t.receiver.value;
+  }
+}
+
 TEST(PlanBuilder, ARelayOfPartOfASlicedMessageReadsOneSliceAPart) {
   // Rank 0 holds w [256, 64] bf16 (32 KiB); rank 1 takes it and relays it all to rank 2 (32 KiB,
   // cut into 4 KiB slices: 32 rows each), which relays rows [16, 48) to rank 3 in one message
