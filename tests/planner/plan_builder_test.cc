@@ -23,12 +23,24 @@ using testing::make_reshard;
 using testing::make_test_cluster;
 using testing::rank_range;
 
+// One bf16 tensor w of `shape`: `sources` ranks from 0 hold it as `source` places it, and the
+// `destinations` ranks after them as `destination` does.
+ReshardProblem one_tensor(const Shape& shape, std::int32_t sources, const char* source,
+                          std::int32_t destinations, const char* destination) {
+  return ReshardProblem::make(
+             {make_reshard(
+                 "w", shape, make_layout(shape, {sources}, rank_range(0, sources), source),
+                 make_layout(shape, {destinations}, rank_range(sources, destinations), destination))},
+             sources, destinations)
+      .value();
+}
+
+// The row halves of w [256, 64].
+const Box kTop{.offset = {0, 0}, .extent = {128, 64}};
+const Box kBottom{.offset = {128, 0}, .extent = {128, 64}};
+
 TEST(PlanBuilder, FindsEachMessageAsABruteForceMapDoes) {
-  const auto problem =
-      ReshardProblem::make({make_reshard("w", {64, 8}, make_layout({64, 8}, {4}, rank_range(0, 4), "S0"),
-                                         make_layout({64, 8}, {4}, rank_range(4, 4), "S0"))},
-                           4, 4)
-          .value();
+  const auto problem = one_tensor({64, 8}, 4, "S0", 4, "S0");
   const auto cluster = make_test_cluster(2, 4, 4, 4);
   PlanBuilder builder(problem, cluster, strategy_info(StrategyId::kRefit), Bytes{1 << 20});
   // Expected: handle = the number of distinct (phase, key, from, to) seen before this one's first
@@ -59,17 +71,11 @@ TEST(PlanBuilder, ARelayOthersForwardFromFollowsEveryUpstreamAsItsDataLands) {
   // (16 chunks at the share of one sender) before the other, and each relay 3->4 must read one
   // slice of 2->3 (a relay reading several waits for all of them).
   const Shape shape{256, 64};
-  const auto problem =
-      ReshardProblem::make({make_reshard("w", shape, make_layout(shape, {2}, rank_range(0, 2), "S0"),
-                                         make_layout(shape, {3}, rank_range(2, 3), "R"))},
-                           2, 3)
-          .value();
+  const auto problem = one_tensor(shape, 2, "S0", 3, "R");
   const auto cluster = make_test_cluster(5, 1, 2, 3);
   const Bytes chunk{1024};
   PlanBuilder builder(problem, cluster, strategy_info(StrategyId::kRefit), chunk);
-  const Box top{.offset = {0, 0}, .extent = {128, 64}};
-  const Box bottom{.offset = {128, 0}, .extent = {128, 64}};
-  for (const auto& [source, half] : {std::pair(0, top), std::pair(1, bottom)}) {
+  for (const auto& [source, half] : {std::pair(0, kTop), std::pair(1, kBottom)}) {
     const Handle landed = builder.add(0, 0, Rank{source}, Rank{2}, 0, half);
     const Handle relayed =
         builder.add(1, static_cast<std::uint64_t>(landed) + 2, Rank{2}, Rank{3}, 0, half, landed);
@@ -107,21 +113,15 @@ TEST(PlanBuilder, WhatOtherDomainsForwardLeadsWhatOnlyNvlinkForwardsInItsPairsSt
   // over the network, the slowest link, while rank 2 takes the top over NVLink as soon as it lands.
   // In the order they were made, the network relay waited for all of the top half.
   const Shape shape{256, 64};
-  const auto problem =
-      ReshardProblem::make({make_reshard("w", shape, make_layout(shape, {1}, rank_range(0, 1), "R"),
-                                         make_layout(shape, {3}, rank_range(1, 3), "R"))},
-                           1, 3)
-          .value();
+  const auto problem = one_tensor(shape, 1, "R", 3, "R");
   const auto cluster = make_test_cluster(2, 3, 1, 3);
   ASSERT_EQ(link_between(cluster, Rank{1}, Rank{2}), LinkKind::kNvlink);
   ASSERT_EQ(link_between(cluster, Rank{1}, Rank{3}), LinkKind::kNetwork);
   PlanBuilder builder(problem, cluster, strategy_info(StrategyId::kRefit), Bytes{1024});
-  const Box top{.offset = {0, 0}, .extent = {128, 64}};
-  const Box bottom{.offset = {128, 0}, .extent = {128, 64}};
-  const Handle to_domain = builder.add(0, 0, Rank{0}, Rank{1}, 0, top);
-  const Handle to_network = builder.add(0, 1, Rank{0}, Rank{1}, 0, bottom);
-  builder.add(1, 0, Rank{1}, Rank{2}, 0, top, to_domain);
-  builder.add(1, 1, Rank{1}, Rank{3}, 0, bottom, to_network);
+  const Handle to_domain = builder.add(0, 0, Rank{0}, Rank{1}, 0, kTop);
+  const Handle to_network = builder.add(0, 1, Rank{0}, Rank{1}, 0, kBottom);
+  builder.add(1, 0, Rank{1}, Rank{2}, 0, kTop, to_domain);
+  builder.add(1, 1, Rank{1}, Rank{3}, 0, kBottom, to_network);
   const auto plan = std::move(builder).finish(PlanBuilder::RelayOrder::kArrival);
 
   std::vector<std::int64_t> first_rows;  // of the pair 0->1's messages, in plan order
@@ -141,11 +141,7 @@ TEST(PlanBuilder, WhatOthersForwardGoesInChunksOfAFewPercentOfItsPair) {
   static_assert(PlanBuilder::kForwardedChunks == 32 && PlanBuilder::kMinForwardedChunk == 1 << 20);
   const std::int64_t mib = 1 << 20;
   const Shape shape{48 * 1024, 512};
-  const auto problem =
-      ReshardProblem::make({make_reshard("w", shape, make_layout(shape, {1}, rank_range(0, 1), "R"),
-                                         make_layout(shape, {2}, rank_range(1, 2), "R"))},
-                           1, 2)
-          .value();
+  const auto problem = one_tensor(shape, 1, "R", 2, "R");
   const auto cluster = make_test_cluster(3, 1, 1, 2);
   PlanBuilder builder(problem, cluster, strategy_info(StrategyId::kRefit), Bytes{8 * mib});
   const Box forwarded{.offset = {0, 0}, .extent = {16 * 1024, 512}};
@@ -169,11 +165,7 @@ TEST(PlanBuilder, ARelayOfPartOfASlicedMessageReadsOneSliceAPart) {
   // and the other rows in another. Rows [16, 48) straddle the slices [0, 32) and [32, 64), so
   // that relay is cut at row 32 and each part reads the one slice that holds it.
   const Shape shape{256, 64};
-  const auto problem =
-      ReshardProblem::make({make_reshard("w", shape, make_layout(shape, {1}, rank_range(0, 1), "R"),
-                                         make_layout(shape, {3}, rank_range(1, 3), "R"))},
-                           1, 3)
-          .value();
+  const auto problem = one_tensor(shape, 1, "R", 3, "R");
   const auto cluster = make_test_cluster(4, 1, 1, 3);
   PlanBuilder builder(problem, cluster, strategy_info(StrategyId::kRefit), Bytes{1024});
   const Box whole{.offset = {0, 0}, .extent = {256, 64}};
