@@ -118,6 +118,25 @@ void most(std::vector<LoweredPlan::UpstreamNeed>& needs, std::int32_t transfer, 
 
 }  // namespace
 
+std::pair<std::int64_t, std::int64_t> LoweredPlan::most_needed(std::int32_t via, std::int32_t segment,
+                                                               const Box& part) const {
+  const Box& ub =
+      plan_->transfers[static_cast<std::size_t>(via)].segments[static_cast<std::size_t>(segment)].box;
+  const auto needs = [&](std::int64_t k) {
+    return chunk_holding(via, segment, part == ub ? k : row_major_index(ub, point_at(part, k))) + 1;
+  };
+  const std::int64_t most = needs(part.volume() - 1);
+  std::int64_t first = 0;
+  for (std::int64_t last = part.volume() - 1; first < last;) {  // needs(last) == most
+    const std::int64_t mid = first + (last - first) / 2;
+    if (needs(mid) < most)
+      first = mid + 1;
+    else
+      last = mid;
+  }
+  return {most, first};
+}
+
 Result<std::vector<LoweredPlan::UpstreamNeed>> LoweredPlan::upstream_needs(std::int32_t t) const {
   const Transfer& transfer = plan_->transfers[static_cast<std::size_t>(t)];
   const auto& mine = layout(t);
@@ -130,34 +149,20 @@ Result<std::vector<LoweredPlan::UpstreamNeed>> LoweredPlan::upstream_needs(std::
     const auto chunk_of = [&](std::int64_t index) {
       return mine.chunk_of(mine.segment_offset(seg) + (index + 1) * mine.element_size(seg) - 1);
     };
-    const Transfer& up = plan_->transfers[static_cast<std::size_t>(s.via)];
-    const std::int64_t count = s.box.volume();
-    // Row-major order inside a box agrees with row-major order inside any box holding it: a
-    // segment inside one upstream segment needs most for its last element.
     if (const auto u = relays_.containing(s)) {
-      const Box& ub = up.segments[static_cast<std::size_t>(*u)].box;
-      const std::int64_t index = ub == s.box ? count - 1 : row_major_index(ub, point_at(s.box, count - 1));
-      most(out, s.via, chunk_holding(s.via, *u, index) + 1, chunk_of(count - 1));
+      const auto [chunks, first] = most_needed(s.via, *u, s.box);
+      most(out, s.via, chunks, chunk_of(first));
       continue;
     }
+    // A segment across upstream segments: parts of it, which may interleave in its order (an
+    // upstream cut along a later dimension), each needing most from its own first element on.
     const auto parts =
-        REFIT_TRY_IN(relays_.parts(s, 0, count), fmt::format("transfers[{}].segments[{}]", t, i));
+        REFIT_TRY_IN(relays_.parts(s, 0, s.box.volume()), fmt::format("transfers[{}].segments[{}]", t, i));
     for (const auto& part : parts) {
-      Shape last = part.box.offset;
-      for (std::size_t d = 0; d < last.size(); ++d) last[d] += part.box.extent[d] - 1;
-      const Box& ub = up.segments[static_cast<std::size_t>(part.segment)].box;
-      most(out, s.via, chunk_holding(s.via, part.segment, row_major_index(ub, last)) + 1,
-           chunk_of(row_major_index(s.box, last)));
+      const auto [chunks, first] = most_needed(s.via, part.segment, part.box);
+      most(out, s.via, chunks, chunk_of(row_major_index(s.box, point_at(part.box, first))));
     }
   }
-  // An earlier chunk may end inside the same upstream chunk as the one found: the first needs it.
-  for (auto& n : out)
-    while (n.at > 0) {
-      const auto before = REFIT_TRY(waits(t, n.at - 1));
-      const auto it = std::ranges::find(before, n.transfer, &ChunkWait::transfer);
-      if (it == before.end() || it->chunks < n.chunks) break;
-      --n.at;
-    }
   return out;
 }
 

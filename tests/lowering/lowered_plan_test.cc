@@ -70,6 +70,83 @@ TEST(LoweredPlan, ForwardingChunksWaitForExactlyTheChunksCarryingTheirElements) 
   EXPECT_GT(checked, 100);
 }
 
+// upstream_needs() by brute force: per upstream, the most any chunk's waits() asks of it, and the
+// first chunk asking that much.
+std::vector<LoweredPlan::UpstreamNeed> needs_by_chunk(const LoweredPlan& lowered, std::int32_t t) {
+  std::vector<LoweredPlan::UpstreamNeed> out;
+  for (std::int64_t k = 0; k < lowered.layout(t).chunks(); ++k) {
+    const auto waits = lowered.waits(t, k).value();
+    for (const auto& w : waits) {
+      auto it = std::ranges::find(out, w.transfer, &LoweredPlan::UpstreamNeed::transfer);
+      if (it == out.end())
+        out.push_back({.transfer = w.transfer, .chunks = w.chunks, .at = k});
+      else if (w.chunks > it->chunks)
+        *it = {.transfer = w.transfer, .chunks = w.chunks, .at = k};
+    }
+  }
+  return out;
+}
+
+void expect_needs_by_chunk(const LoweredPlan& lowered, const Plan& plan, const std::string& what) {
+  for (const Transfer& t : plan.transfers) {
+    if (t.quantizes()) continue;
+    auto needs = lowered.upstream_needs(t.id).value();
+    auto expected = needs_by_chunk(lowered, t.id);
+    std::ranges::sort(needs, {}, &LoweredPlan::UpstreamNeed::transfer);
+    std::ranges::sort(expected, {}, &LoweredPlan::UpstreamNeed::transfer);
+    EXPECT_EQ(needs, expected) << what << " transfer " << t.id;
+  }
+}
+
+TEST(LoweredPlan, WhatARelayNeedsMostOfEachUpstreamIsWhatItsChunksWaitFor) {
+  refit::testing::RandomProblems random(9);
+  for (const char* strategy : {"refit", "gather-broadcast", "m2n-ring"})
+    for (int i = 0; i < 20; ++i) {
+      const auto src = static_cast<std::int32_t>(random.uniform(1, 3));
+      const auto dst = static_cast<std::int32_t>(random.uniform(2, 6));
+      const auto problem = random.problem(src, dst);
+      const auto cluster = refit::testing::make_test_cluster((src + dst + 1) / 2, 2, src, dst, 10);
+      const auto plan = make_plan(strategy, problem, cluster, PlanOptions{.chunk = Bytes{40}}).value();
+      expect_needs_by_chunk(LoweredPlan::make(plan, Bytes{96}).value(), plan,
+                            std::string(strategy) + " problem " + std::to_string(i));
+    }
+}
+
+TEST(LoweredPlan, ARelayAcrossColumnHalvesNeedsMostFromTheFirstChunkReadingTheUpstreamsLast) {
+  // w [64, 16] bf16 (rows of 32 bytes). Rank 0 sends rank 1 w's right column half, then its left
+  // half, in chunks of 256 bytes (8 rows of a half): the left half's rows 48-63 are the
+  // upstream's 8th and last chunk. Rank 1 forwards all of w, row by row, in chunks of 16 bytes
+  // (half a row): relay chunk 2r is row r's left half, 2r + 1 its right half. The most, 8
+  // chunks, is first needed by relay chunk 96 (row 48's left half), though the left half's last
+  // element comes in chunk 126 and chunk 125 (a right half) needs only 4.
+  const Plan plan{.strategy = "hand",
+                  .tensors = {TensorSpec{.name = "w", .shape = {64, 16}}},
+                  .source_ranks = 1,
+                  .destination_ranks = 2,
+                  .transfers = {Transfer{0,
+                                         Rank{0},
+                                         Rank{1},
+                                         LinkKind::kNetwork,
+                                         {Segment{0, Box{{0, 8}, {64, 8}}, kFromSourceShard},
+                                          Segment{0, Box{{0, 0}, {64, 8}}, kFromSourceShard}},
+                                         Bytes{2048},
+                                         Bytes{256}},
+                                Transfer{1,
+                                         Rank{1},
+                                         Rank{2},
+                                         LinkKind::kNetwork,
+                                         {Segment{0, Box{{0, 0}, {64, 16}}, 0}},
+                                         Bytes{2048},
+                                         Bytes{16}}}};
+  ASSERT_TRUE(validate_structure(plan));
+  const auto lowered = LoweredPlan::make(plan, Bytes{4096}).value();
+  ASSERT_EQ(lowered.layout(0).chunks(), 8);
+  ASSERT_EQ(lowered.layout(1).chunks(), 128);
+  EXPECT_EQ(lowered.upstream_needs(1).value(),
+            (std::vector<LoweredPlan::UpstreamNeed>{{.transfer = 0, .chunks = 8, .at = 96}}));
+  expect_needs_by_chunk(lowered, plan, "column halves");
+}
+
 // copy_costs() decides for every rank at once what lower_rank() decides for one: the same packs
 // and unpacks, and the same bytes at the first and last chunk.
 TEST(LoweredPlan, CountingChunksGivesWhatCuttingThemGives) {

@@ -3,6 +3,7 @@
 // chunks (the one chunk rule) and, for each chunk that forwards data, the received chunks it
 // waits for. Executors and the simulator all start from this.
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "refit/core/error.h"
@@ -60,8 +61,8 @@ class LoweredPlan {
   [[nodiscard]] Result<std::vector<ChunkWait>> waits(std::int32_t t, std::int64_t k) const;
   // Per upstream transfer of t (t forwards what it delivered), the most of it any chunk of t
   // waits for (`chunks`), and the first chunk of t that waits for that much (`at`): a pair sends
-  // its chunks in order, so every chunk of t from `at` on goes after that wait. Read from the
-  // ends of t's segments and of their parts, not chunk by chunk. Refuses what waits() refuses.
+  // its chunks in order, so every chunk of t from `at` on goes after that wait. Found per segment
+  // of t and part of one (a binary search each), not chunk by chunk. Refuses what waits() refuses.
   struct UpstreamNeed {
     std::int32_t transfer = 0;
     std::int64_t chunks = 0;
@@ -74,6 +75,11 @@ class LoweredPlan {
   LoweredPlan(const Plan& plan, Bytes staging);
   // The chunk of transfer `via` that holds element `index` of its segment `segment`.
   std::int64_t chunk_holding(std::int32_t via, std::int32_t segment, std::int64_t index) const;
+  // Of the elements of `part`, a box inside segment `segment` of transfer `via`: the most chunks
+  // of `via` one of them needs, and the first (row-major in `part`) that needs as many. The
+  // part's row-major order agrees with the segment's, so the chunks needed rise along it.
+  std::pair<std::int64_t, std::int64_t> most_needed(std::int32_t via, std::int32_t segment,
+                                                    const Box& part) const;
 
   const Plan* plan_;
   Bytes staging_;
