@@ -61,10 +61,11 @@ std::string explain(const RankProgram& program, const ExecutionModel& model) {
   const auto s = summarize(program);
   const auto& rule = program.zero_copy();
   std::string out = fmt::format("rank {} as {} runs it: {}\n", s.rank.value, model.name, model.description);
-  fmt::format_to(std::back_inserter(out),
-                 "chunks    the plan's chunk size, at most {} bytes (half the staging of {} bytes), cut on "
-                 "element boundaries\n",
-                 program.lowered().staging().value / 2, program.lowered().staging().value);
+  fmt::format_to(
+      std::back_inserter(out),
+      "chunks    each transfer's chunk size, at most {} bytes (half the staging of {} bytes), cut on "
+      "element boundaries\n",
+      program.lowered().staging().value / 2, program.lowered().staging().value);
   if (rule.max_runs == 1 && rule.min_mean_run.value == ZeroCopyRule{}.min_mean_run.value)
     out += "in place  a chunk that is one contiguous run of one buffer\n";
   else
