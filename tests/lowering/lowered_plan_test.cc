@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "forwarding_plans.h"
 #include "random_problems.h"
 #include "refit/lowering/plan_costs.h"
 #include "refit/lowering/rank_program.h"
@@ -39,11 +40,7 @@ TEST(LoweredPlan, ForwardingChunksWaitForExactlyTheChunksCarryingTheirElements) 
   std::int64_t checked = 0;
   for (const char* strategy : {"refit", "gather-broadcast"})
     for (int i = 0; i < 25; ++i) {
-      const auto src = static_cast<std::int32_t>(random.uniform(1, 3));
-      const auto dst = static_cast<std::int32_t>(random.uniform(2, 6));
-      const auto problem = random.problem(src, dst);
-      const auto cluster = refit::testing::make_test_cluster((src + dst + 1) / 2, 2, src, dst, 10);
-      const auto plan = make_plan(strategy, problem, cluster, PlanOptions{.chunk = Bytes{40}}).value();
+      const auto plan = testing::forwarding_plan(random, strategy);
       const auto lowered = LoweredPlan::make(plan, Bytes{96}).value();
       for (const Transfer& t : plan.transfers)
         for (std::int64_t k = 0; k < lowered.layout(t.id).chunks(); ++k) {
@@ -102,11 +99,7 @@ TEST(LoweredPlan, WhatARelayNeedsMostOfEachUpstreamIsWhatItsChunksWaitFor) {
   refit::testing::RandomProblems random(9);
   for (const char* strategy : {"refit", "gather-broadcast", "m2n-ring"})
     for (int i = 0; i < 20; ++i) {
-      const auto src = static_cast<std::int32_t>(random.uniform(1, 3));
-      const auto dst = static_cast<std::int32_t>(random.uniform(2, 6));
-      const auto problem = random.problem(src, dst);
-      const auto cluster = refit::testing::make_test_cluster((src + dst + 1) / 2, 2, src, dst, 10);
-      const auto plan = make_plan(strategy, problem, cluster, PlanOptions{.chunk = Bytes{40}}).value();
+      const auto plan = testing::forwarding_plan(random, strategy);
       expect_needs_by_chunk(LoweredPlan::make(plan, Bytes{96}).value(), plan,
                             std::string(strategy) + " problem " + std::to_string(i));
     }

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "forwarding_plans.h"
 #include "landing_problem.h"
 #include "random_problems.h"
 #include "refit/planner/strategy.h"
@@ -100,11 +101,7 @@ TEST(StepSchedule, IsTheBruteForceFirstFitAndKeepsTheExecutorsRules) {
   std::int64_t chunks = 0, steps = 0;
   for (const auto* strategy : {"refit", "direct", "gather-broadcast"})
     for (int i = 0; i < 12; ++i) {
-      const auto src = static_cast<std::int32_t>(random.uniform(1, 3));
-      const auto dst = static_cast<std::int32_t>(random.uniform(2, 6));
-      const auto problem = random.problem(src, dst);
-      const auto cluster = refit::testing::make_test_cluster((src + dst + 1) / 2, 2, src, dst, 10);
-      const auto plan = make_plan(strategy, problem, cluster, PlanOptions{.chunk = Bytes{40}}).value();
+      const auto plan = testing::forwarding_plan(random, strategy);
       const Bytes staging{2 * kAlign * random.uniform(2, 8)};
       const auto lowered = LoweredPlan::make(plan, staging).value();
       for (const std::int32_t per_step : {1, 3, 256}) {
