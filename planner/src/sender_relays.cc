@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
+#include <tuple>
 
 #include "refit/core/index.h"
 
@@ -102,10 +104,11 @@ class SenderRelays {
       const double cut = std::min(excess, space);
       if (!fits && (feeds_[i] || cut < cuts_.min_split)) continue;
       const Rank relay = launch_[*to];
-      const std::size_t moved = hand_over(i, fits ? whole : cut, relay);
+      const auto [moved, hopped] = hand_over(i, fits ? whole : cut, relay);
       const auto moved_bytes = static_cast<double>(bytes_[moved]);
       tx_[n] -= moved_bytes;
       tx_[*to] += moved_bytes;
+      if (!hopped) continue;
       hop_out_[gpu(a_[moved].sender)] += moved_bytes;
       hop_in_[gpu(relay)] += moved_bytes;
     }
@@ -127,8 +130,14 @@ class SenderRelays {
   }
 
   // Assignment i, or its head rows of about `wanted` moved bytes, goes first to `relay` over
-  // NVLink, which sends it on; returns the assignment that now crosses from the relay.
-  std::size_t hand_over(std::size_t i, double wanted, Rank relay) {
+  // NVLink, which sends it on; returns the assignment that now crosses from the relay, and whether
+  // a new hop brings it there. A box that the sender sends to several domains hops to a relay
+  // once: the relay sends each of them on from the one hop, which lands the box once.
+  struct HandedOver {
+    std::size_t crossing;
+    bool hopped;
+  };
+  HandedOver hand_over(std::size_t i, double wanted, Rank relay) {
     const double whole = static_cast<double>(bytes_[i]);
     std::size_t crossing = i;
     if (wanted < whole - cuts_.min_split) {
@@ -147,6 +156,13 @@ class SenderRelays {
         crossing = a_.size() - 1;
       }
     }
+    const auto [hop, fresh] = hops_.try_emplace(
+        HopKey{a_[crossing].sender.value, relay.value, a_[crossing].item.tensor, *a_[crossing].box},
+        a_.size());
+    if (!fresh) {
+      a_[crossing].relay_from = static_cast<std::int32_t>(hop->second);
+      return {crossing, false};
+    }
     a_.push_back(Assignment{.item = a_[crossing].item,
                             .sender = a_[crossing].sender,
                             .landing = relay,
@@ -156,8 +172,11 @@ class SenderRelays {
     bytes_.push_back(bytes_[crossing]);
     feeds_.push_back(true);
     a_[crossing].relay_from = static_cast<std::int32_t>(a_.size() - 1);
-    return crossing;
+    return {crossing, true};
   }
+
+  // A hop: its sender, its relay, and the tensor and box it carries.
+  using HopKey = std::tuple<std::int32_t, std::int32_t, std::uint32_t, Box>;
 
   std::vector<Assignment>& a_;
   std::vector<std::int64_t>& bytes_;
@@ -169,9 +188,10 @@ class SenderRelays {
   std::vector<Rank> launch_;           // per NIC, the part's rank that sends through it (-1: none)
   std::vector<std::vector<std::size_t>> sent_by_;  // per NIC, the assignments its holders send
   std::vector<bool> feeds_;
-  std::vector<double> hop_out_;  // per GPU, the bytes it hops over NVLink to relays
-  std::vector<double> hop_in_;   // per GPU, the bytes hops bring it to send on
-  double receiving_ = 0;         // the busiest receiving NIC's time, in seconds
+  std::vector<double> hop_out_;         // per GPU, the bytes it hops over NVLink to relays
+  std::vector<double> hop_in_;          // per GPU, the bytes hops bring it to send on
+  std::map<HopKey, std::size_t> hops_;  // the hop assignment of each
+  double receiving_ = 0;                // the busiest receiving NIC's time, in seconds
 };
 
 }  // namespace
