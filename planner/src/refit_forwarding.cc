@@ -166,28 +166,64 @@ class Forwarder {
     }
   }
 
-  // Across senders, a piece's members are the roots of what each sending NIC's domains forward
-  // (and those). The root whose sender has sent least keeps sending the piece; every other root
-  // whose sender is over takes it, with what it feeds, from a member that already has it (the
-  // kept root or one it or another feeds): the shallowest, then the least loaded landing NIC.
-  // Each piece keeping the root with most room, the pieces each NIC still sends take turns.
+  // Across senders, a piece's members are every domain that takes it, whichever NIC's share of
+  // the holders feeds it. What the domains each NIC feeds forwarded to each other is undone and
+  // each box's tree grown afresh (grow_tree): a member moved under another with the sibling it
+  // forwards to lands that sibling a hop deeper, and where only deep members have room, such
+  // moves chain the domains one behind the other (8 domains taking a piece formed a chain of 8,
+  // each waiting on the one before).
   void relieve_across(std::span<const std::size_t> members) {
-    std::size_t kept = a_.size();
-    for (const auto j : members)
-      if (a_[j].relay_from < 0 && (kept == a_.size() || tx_[nic(a_[j].sender)] < tx_[nic(a_[kept].sender)]))
-        kept = j;
-    if (kept == a_.size()) return;
-    for (const auto k : members) {
-      if (k == kept || a_[k].relay_from >= 0 || !over(nic(a_[k].sender), 0)) continue;
-      const auto b = static_cast<double>(bytes_[k]);
-      const auto rank = [&](std::size_t j) { return std::tuple(depth_of(j), tx_[nic(a_[j].landing)]); };
-      std::size_t best = a_.size();
-      for (const auto j : members)
-        if ((j == kept || a_[j].relay_from >= 0) && *a_[j].box == *a_[k].box &&
-            !over(nic(a_[j].landing), b) && !fed_by(j, k) && (best == a_.size() || rank(j) < rank(best)))
-          best = j;
-      if (best != a_.size()) forward(k, best);
+    for (const auto k : members) unforward(k);
+    std::vector<bool> grown(members.size(), false);
+    std::vector<std::size_t> same_box;
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      if (grown[i]) continue;
+      same_box.clear();
+      for (std::size_t m = i; m < members.size(); ++m)
+        if (!grown[m] && *a_[members[m]].box == *a_[members[i]].box) {
+          same_box.push_back(members[m]);
+          grown[m] = true;
+        }
+      grow_tree(same_box);
     }
+  }
+
+  // One root keeps sending the box: the one whose sender has sent least, of those the one whose
+  // landing NIC sends least (it forwards the most). Every other member whose sender is over then
+  // takes the box from a member already placed, the shallowest with room on its landing NIC,
+  // then the least loaded: the tree fills level by level, as wide as the landing NICs allow.
+  // Members are placed most room first, so that those that can pass the box on have it early
+  // and the ones whose NICs are full hang below them as leaves.
+  void grow_tree(std::span<const std::size_t> members) {
+    const auto room_order = [&](std::size_t j) { return tx_[nic(a_[j].landing)]; };
+    const auto keeps = [&](std::size_t j) { return std::pair(tx_[nic(a_[j].sender)], room_order(j)); };
+    const auto kept = *std::ranges::min_element(members, {}, keeps);
+    std::vector<std::size_t> order;
+    for (const auto k : members)
+      if (k != kept) order.push_back(k);
+    std::ranges::stable_sort(order, {}, room_order);
+    std::vector<std::size_t> placed{kept};
+    for (const auto k : order) {
+      if (over(nic(a_[k].sender), 0)) {
+        const auto b = static_cast<double>(bytes_[k]);
+        const auto rank = [&](std::size_t j) { return std::pair(depth_of(j), tx_[nic(a_[j].landing)]); };
+        std::size_t best = a_.size();
+        for (const auto j : placed)
+          if (!over(nic(a_[j].landing), b) && (best == a_.size() || rank(j) < rank(best))) best = j;
+        if (best != a_.size()) forward(k, best);
+      }
+      placed.push_back(k);
+    }
+  }
+
+  // Member k takes its box from its sender again.
+  void unforward(std::size_t k) {
+    feeds_[k] = false;
+    if (a_[k].relay_from < 0) return;
+    const auto b = static_cast<double>(bytes_[k]);
+    tx_[nic(a_[static_cast<std::size_t>(a_[k].relay_from)].landing)] -= b;
+    tx_[nic(a_[k].sender)] += b;
+    a_[k].relay_from = -1;
   }
 
   // Member k takes its box from member j's landing rank instead of from its sender.
@@ -199,19 +235,11 @@ class Forwarder {
     feeds_[j] = true;
   }
 
-  // Forwarding hops between a source and member j, walked up its feeders: a member that feeds
-  // others may move across senders, which deepens all it feeds.
+  // Forwarding hops between a source and member j, walked up its feeders.
   std::uint32_t depth_of(std::size_t j) const {
     std::uint32_t hops = 0;
     for (auto i = a_[j].relay_from; i >= 0; i = a_[static_cast<std::size_t>(i)].relay_from) ++hops;
     return hops;
-  }
-
-  // Whether member j takes its box through member k (k is j or feeds it, however far up).
-  bool fed_by(std::size_t j, std::size_t k) const {
-    for (auto i = static_cast<std::int32_t>(j); i >= 0; i = a_[static_cast<std::size_t>(i)].relay_from)
-      if (static_cast<std::size_t>(i) == k) return true;
-    return false;
   }
 
   static constexpr std::uint32_t kNoGroup = UINT32_MAX;

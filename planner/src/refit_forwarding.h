@@ -5,8 +5,9 @@
 // domain that already receives it instead, through that domain's landing NIC, which is otherwise
 // idle on its send side. First only the domains one NIC feeds forward to each other; where a
 // NIC is still far busier than the receivers, domains fed by other NICs (other source replicas)
-// forward to its domains too. Forwarded copies may feed further domains (chains); every relay has
-// a single upstream message, so the chain pipelines chunk by chunk.
+// forward to its domains too, in trees grown afresh over all the domains that take a piece, as
+// shallow as the forwarding NICs' room allows. Every relay has a single upstream message, so a
+// tree pipelines chunk by chunk.
 #include <vector>
 
 #include "refit/topology/rank_map.h"
