@@ -58,3 +58,8 @@ def make_error(code: str, message: str) -> Error:
     if code == "peer failed":
         return PeerFailed(message, code)
     return Failure(message, code)
+
+
+def raised(e: BaseException) -> str:
+    """An exception in one line, for a refusal: "TypeName: message"."""
+    return f"{type(e).__name__}: {e}"

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
-import itertools
 import numbers
 import sys
-import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Literal, Mapping, Optional, Sequence
 
 from refit import _refit
 from refit._checks import INT32_MAX, INT64_MAX, checked_flag, checked_int, checked_ints, checked_seconds
 from refit._checks import optional_callable, rank_problem
-from refit._errors import BadInput
+from refit._claims import Claim, claiming, claims_of, memory, release
+from refit._errors import BadInput, raised
 from refit._plan import Plan, expect
 from refit._problem import Problem, Shard
 from refit.exchange import Exchange
@@ -117,16 +115,6 @@ def _checked_rebalance(drift: Optional[float]) -> Optional[float]:
     return float(drift)
 
 
-def _memory(buffer: Any) -> Optional[tuple[int, int]]:
-    """(address, bytes) of a torch tensor's or numpy array's memory; None for other arrays."""
-    if hasattr(buffer, "data_ptr") and hasattr(buffer, "untyped_storage"):
-        return int(buffer.data_ptr()), int(buffer.nbytes)
-    interface = getattr(buffer, "__array_interface__", None)
-    if isinstance(interface, dict):
-        return int(interface["data"][0]), int(buffer.nbytes)
-    return None
-
-
 #: Where the buffers taken out of Transformer Engine fp8 parameters come from, by buffer name:
 #: (the parameter, the attribute holding the buffer).
 Parts = dict[str, tuple[Any, str]]
@@ -190,84 +178,6 @@ def _lazy_view(buffer: Any) -> Optional[str]:
     return None
 
 
-@dataclass(frozen=True)
-class _Claim:
-    """Memory a rank prepared: [start, end), whether the rank writes it (an inference rank), and
-    the token of the thread that prepared it (:func:`_thread_token`)."""
-
-    rank: int
-    start: int
-    end: int
-    written: bool
-    thread: int
-
-
-@dataclass(frozen=True)
-class _Held:
-    """The claims of one prepare, and (weakly) the executor it prepared on."""
-
-    executor: "weakref.ref[Executor]"
-    claims: list[_Claim]
-
-
-# The memory this process's prepared plans use, by the token of each prepare; a claim lives as
-# long as the Prepared it was made for (weakref.finalize), or until its prepare raised. Ranks run
-# as threads of one process may not share memory one of them writes while both plans live: the
-# writer's bytes would land in the other's buffers, or under what it sends, silently. A prepare
-# claims its memory, waits until every rank of the prepare has entered it (a barrier: a rank's plan
-# of the step before, dropped before it prepares again, is gone by then), then compares its claims
-# with every other live one, and the refusal goes through the collective prepare. Two live plans
-# prepared by one thread (or on one executor, which runs one execution at a time) are one
-# process's plans run in turn (a peer engine's weights, which its refit writes and a join then
-# sends from), which may share memory. The lock is re-entrant: a finalizer may run inside it.
-_CLAIMS: dict[int, _Held] = {}
-_CLAIMS_LOCK = threading.RLock()
-_TOKENS = itertools.count(1)
-_THREAD = threading.local()
-
-
-def _thread_token() -> int:
-    """This thread's token: unlike ``threading.get_ident()``, which Python gives a new thread once
-    another ended, never another thread's."""
-    token: Optional[int] = getattr(_THREAD, "token", None)
-    if token is None:
-        token = _THREAD.token = next(_TOKENS)
-    return token
-
-
-def _release(token: int) -> None:
-    """Gives up the claims of the prepare with ``token`` (its Prepared is gone, or it raised)."""
-    with _CLAIMS_LOCK:
-        _CLAIMS.pop(token, None)
-
-
-#: No memory lies in an address space's first page (the compiled part's): a buffer whose bytes
-#: start there has none (a torch storage freed with ``untyped_storage().resize_(0)``, a DTensor, a
-#: FakeTensor), which the compiled part refuses naming it; it claims nothing.
-_FIRST_PAGE: int = _refit.FIRST_PAGE_BYTES
-
-
-def _raised(e: BaseException) -> str:
-    """An exception in one line, for a refusal: "TypeName: message"."""
-    return f"{type(e).__name__}: {e}"
-
-
-def _claims_of(rank: int, written: bool, buffers: Mapping[str, Any]) -> tuple[list[_Claim], str]:
-    """This rank's claims on the memory of `buffers` (arrays whose memory Python can see), and
-    why a buffer's memory cannot be read ("" when every one's can): a torch sparse tensor has no
-    data pointer, an object may claim an ``__array_interface__`` it does not have."""
-    thread = _thread_token()
-    claims = []
-    for name, buffer in buffers.items():
-        try:
-            span = _memory(buffer)
-        except Exception as e:  # noqa: BLE001 - whatever it raised, this rank refuses with it, agreed by all
-            return [], f"buffer '{name}': its memory cannot be read ({_raised(e)})"
-        if span is not None and span[1] > 0 and span[0] >= _FIRST_PAGE:  # below: no memory, refused
-            claims.append(_Claim(rank, span[0], span[0] + span[1], written, thread))
-    return claims, ""
-
-
 def _plan_rank(rank: Any, plan: Plan, fallback: int) -> tuple[int, str]:
     """``rank`` as a plan rank, or ``fallback`` and why it is not one: refused through the
     collective prepare like a wrong buffer, since raising on this rank alone would leave every
@@ -280,23 +190,6 @@ def _utf8(refusal: str) -> str:
     """A refusal the compiled part can take: a buffer key with a lone surrogate (which has no
     UTF-8 spelling) escaped, as repr escapes it."""
     return refusal.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def _conflict(executor: Executor, mine: list[_Claim]) -> str:
-    """What a claim of a live plan prepared on another executor shares with `mine` where either
-    writes, or ""; the caller holds _CLAIMS_LOCK."""
-    for held in list(_CLAIMS.values()):
-        if held.executor() is executor:
-            continue
-        for a in mine:
-            for b in held.claims:
-                if a.thread != b.thread and a.start < b.end and b.start < a.end and (a.written or b.written):
-                    return (
-                        f"a buffer it {'writes' if a.written else 'reads'} shares memory with one that rank "
-                        f"{b.rank} (prepared in this process) {'writes' if b.written else 'reads'}: ranks "
-                        f"must not share memory one of them writes (pass separate arrays)"
-                    )
-    return ""
 
 
 class Prepared:
@@ -314,7 +207,7 @@ class Prepared:
         ``claims`` is the token of its memory's claims, given up when it is gone;
         ``parts_by_rank`` says where the buffers taken out of Transformer Engine fp8 parameters
         come from (:func:`fp8_parameter_buffers`), which execute reads again."""
-        weakref.finalize(self, _release, claims)
+        weakref.finalize(self, release, claims)
         self._handle = handle
         self.plan = plan
         # The arrays the executor reads or writes, by plan rank; kept alive with it.
@@ -324,7 +217,7 @@ class Prepared:
         }
         # Each buffer's memory and layout as prepared, which execute must find again.
         self._prepared = {
-            (rank, name): (_memory(b), _layout(b))
+            (rank, name): (memory(b), _layout(b))
             for rank, buffers in buffers_by_rank.items()
             for name, b in buffers.items()
         }
@@ -350,13 +243,13 @@ class Prepared:
         or whose shape or strides changed in place (``t_()``, ``transpose_()``,
         ``as_strided_()``, ``resize_()`` to as many bytes): its memory is where it was, but the
         executor reads and writes it in the row-major layout prepare checked."""
-        for (rank, name), (memory, layout) in self._prepared.items():
+        for (rank, name), (was, layout) in self._prepared.items():
             buffer = self._now(rank, name)
-            now = _memory(buffer)
-            if memory is not None and now != memory:
+            now = memory(buffer)
+            if was is not None and now != was:
                 raise BadInput(
                     f"rank {rank}: buffer '{name}': its memory moved since prepare() (from "
-                    f"{memory[1]} bytes at {memory[0]:#x} to {now[1] if now else '?'} bytes at "
+                    f"{was[1]} bytes at {was[0]:#x} to {now[1] if now else '?'} bytes at "
                     f"{now[0] if now else 0:#x}); prepare the plan again with the buffers as they are",
                     "mismatch",
                 )
@@ -514,7 +407,7 @@ class Executor:
         return self.exchange.rank
 
     @property
-    def cuda_memory(self) -> bool:
+    def cudamemory(self) -> bool:
         """Whether buffers may be CUDA memory (torch CUDA tensors): the NCCL executor."""
         return self._handle.cuda_memory
 
@@ -600,8 +493,8 @@ class Executor:
         refusal, own, parts = _checked_buffers(buffers, storage)
         at, wrong_rank = _plan_rank(self.rank if rank is None else rank, plan, fallback=self.rank)
         self._rebalance_for(plan)
-        claims, unreadable = _claims_of(at, at >= plan.problem.source_ranks, own)
-        with self._claiming(claims) as (conflict, token):
+        claims, unreadable = claims_of(at, at >= plan.problem.source_ranks, own)
+        with claiming(self, claims, self._handle.barrier) as (conflict, token):
             handle = self._handle.prepare(
                 plan._handle, plan.problem._handle, at, own, storage == "framework",
                 _utf8(refusal or wrong_rank or unreadable or conflict),
@@ -631,35 +524,17 @@ class Executor:
         checked = [_checked_buffers(given, storage) for given in sets]
         refusal = refusal or next((f"rank {r}: {why}" for r, (why, _, _) in zip(ranks, checked) if why), "")
         owns = [own for _, own, _ in checked]
-        claims: list[_Claim] = []
+        claims: list[Claim] = []
         for r, own in zip(ranks, owns):
-            mine, unreadable = _claims_of(r, r >= plan.problem.source_ranks, own)
+            mine, unreadable = claims_of(r, r >= plan.problem.source_ranks, own)
             claims += mine
             refusal = refusal or (unreadable and f"rank {r}: {unreadable}")
-        with self._claiming(claims) as (conflict, token):
+        with claiming(self, claims, self._handle.barrier) as (conflict, token):
             handle = self._handle.prepare_ranks(
                 plan._handle, plan.problem._handle, ranks, owns, storage == "framework", _utf8(refusal or conflict)
             )
             parts = {r: rank_parts for r, (_, _, rank_parts) in zip(ranks, checked)}
             return Prepared(handle, plan, dict(zip(ranks, owns)), token, parts)
-
-    @contextlib.contextmanager
-    def _claiming(self, claims: list[_Claim]) -> Iterator[tuple[str, int]]:
-        """Claims memory for the prepare inside the block, giving what it shares with a live plan
-        of another executor once every rank has entered the prepare (a refusal, "" when nothing)
-        and the token the block's Prepared holds the claims by; a prepare that raises gives them
-        up. Collective: a barrier."""
-        token = next(_TOKENS)
-        with _CLAIMS_LOCK:
-            _CLAIMS[token] = _Held(weakref.ref(self), claims)
-        try:
-            self._handle.barrier()
-            with _CLAIMS_LOCK:
-                conflict = _conflict(self, claims)
-            yield conflict, token
-        except BaseException:
-            _release(token)
-            raise
 
     def __repr__(self) -> str:
         return f"<refit.Executor {self.name} rank {self.rank} of {self.exchange.size}>"
@@ -672,7 +547,7 @@ def _rank_sets(buffers: Mapping[int, Mapping[str, Any]], plan: Plan) -> tuple[st
     try:
         items = list(buffers.items())
     except Exception as e:  # noqa: BLE001 - refused by every rank at once, whatever it raised
-        return f"buffers: not a mapping of plan ranks to buffers ({_raised(e)})", [], []
+        return f"buffers: not a mapping of plan ranks to buffers ({raised(e)})", [], []
     refusal, ranks, sets = "", [], []
     for given, rank_buffers in items:
         rank, wrong = _plan_rank(given, plan, fallback=-1)
@@ -701,12 +576,12 @@ def _checked_buffers(buffers: Mapping[str, Any], storage: Storage) -> tuple[str,
             parts = _fp8_parts(own)
             own = fp8_parameter_buffers(own)
         except Exception as e:  # noqa: BLE001 - an attribute that raised: refused by every rank at once
-            refusal = refusal or f"buffers: reading their Transformer Engine attributes raised {_raised(e)}"
+            refusal = refusal or f"buffers: reading their Transformer Engine attributes raised {raised(e)}"
     for name, buffer in own.items():
         try:
             lazy = _lazy_view(buffer)
         except Exception as e:  # noqa: BLE001 - as above
-            refusal = refusal or f"buffer '{name}': reading it raised {_raised(e)}"
+            refusal = refusal or f"buffer '{name}': reading it raised {raised(e)}"
             continue
         if lazy and not refusal:
             refusal = (
