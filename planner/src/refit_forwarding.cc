@@ -1,7 +1,9 @@
 #include "refit_forwarding.h"
 
 #include <algorithm>
+#include <bit>
 #include <numeric>
+#include <optional>
 #include <ranges>
 #include <span>
 #include <tuple>
@@ -143,26 +145,25 @@ class Forwarder {
   bool over(std::size_t n, double extra) const { return (tx_[n] + extra) / bw(n) > target_; }
 
   // Moves members whose sender is overloaded onto the landing NIC of a sibling that carries the
-  // same box, preferring siblings that will not themselves be moved (already forwarded, or sent
-  // by a NIC with room), then the fewest forwarding hops from a source, then the least loaded.
-  // Every hop waits for its upstream, and a (sender, receiver) pair sends its messages in plan
-  // order, so each hop can hold back the pair's later messages: a wide, shallow tree of relays
-  // keeps data moving where a chain of the same width makes the last domain wait for all hops.
-  // A moved member may still feed later ones where the shallow siblings have no room: chains.
+  // same box (feeder()), preferring siblings that will not themselves be moved (already
+  // forwarded, or sent by a NIC with room). Every hop waits for its upstream, and a (sender,
+  // receiver) pair sends its messages in plan order, so each hop can hold back the pair's later
+  // messages: a wide, shallow tree of relays keeps data moving where a chain of the same width
+  // makes the last domain wait for all hops. A moved member may still feed later ones where the
+  // shallow siblings have no room. A member that feeds others is not moved, so depths stay.
   void relieve(std::span<const std::size_t> members) {
+    std::vector<Placed> siblings;
     for (const auto k : members) {
       if (feeds_[k] || !over(nic(a_[k].sender), 0)) continue;
-      const auto b = static_cast<double>(bytes_[k]);
-      auto rank = [&](std::size_t j) {
-        const bool may_move = a_[j].relay_from < 0 && over(nic(a_[j].sender), 0) && !feeds_[j];
-        return std::tuple(may_move, depth_of(j), tx_[nic(a_[j].landing)]);
-      };
-      std::size_t best = a_.size();
+      siblings.clear();
       for (const auto j : members)
-        if (j != k && *a_[j].box == *a_[k].box && !over(nic(a_[j].landing), b) &&
-            (best == a_.size() || rank(j) < rank(best)))
-          best = j;
-      if (best != a_.size()) forward(k, best);
+        if (j != k && *a_[j].box == *a_[k].box) siblings.push_back({.member = j, .depth = depth_of(j)});
+      const auto may_move = [&](std::size_t j) {
+        return a_[j].relay_from < 0 && over(nic(a_[j].sender), 0) && !feeds_[j];
+      };
+      const auto deepest = static_cast<std::uint32_t>(std::bit_width(siblings.size() + 1));
+      if (const auto at = feeder(siblings, static_cast<double>(bytes_[k]), deepest, may_move))
+        forward(k, siblings[*at].member);
     }
   }
 
@@ -190,10 +191,9 @@ class Forwarder {
 
   // One root keeps sending the box: the one whose sender has sent least, of those the one whose
   // landing NIC sends least (it forwards the most). Every other member whose sender is over then
-  // takes the box from a member already placed, the shallowest with room on its landing NIC,
-  // then the least loaded: the tree fills level by level, as wide as the landing NICs allow.
-  // Members are placed most room first, so that those that can pass the box on have it early
-  // and the ones whose NICs are full hang below them as leaves.
+  // takes the box from a member already placed (feeder()): the tree fills level by level, as
+  // wide as the landing NICs allow. Members are placed most room first, so that those that can
+  // pass the box on have it early and the ones whose NICs are full hang below them as leaves.
   void grow_tree(std::span<const std::size_t> members) {
     const auto room_order = [&](std::size_t j) { return tx_[nic(a_[j].landing)]; };
     const auto keeps = [&](std::size_t j) { return std::pair(tx_[nic(a_[j].sender)], room_order(j)); };
@@ -202,18 +202,53 @@ class Forwarder {
     for (const auto k : members)
       if (k != kept) order.push_back(k);
     std::ranges::stable_sort(order, {}, room_order);
-    std::vector<std::size_t> placed{kept};
+    const auto deepest = static_cast<std::uint32_t>(std::bit_width(members.size()));
+    std::vector<Placed> placed{{.member = kept, .depth = 0}};
     for (const auto k : order) {
-      if (over(nic(a_[k].sender), 0)) {
-        const auto b = static_cast<double>(bytes_[k]);
-        const auto rank = [&](std::size_t j) { return std::pair(depth_of(j), tx_[nic(a_[j].landing)]); };
-        std::size_t best = a_.size();
-        for (const auto j : placed)
-          if (!over(nic(a_[j].landing), b) && (best == a_.size() || rank(j) < rank(best))) best = j;
-        if (best != a_.size()) forward(k, best);
-      }
-      placed.push_back(k);
+      std::uint32_t depth = 0;
+      if (over(nic(a_[k].sender), 0))
+        if (const auto at =
+                feeder(placed, static_cast<double>(bytes_[k]), deepest, [](std::size_t) { return false; })) {
+          forward(k, placed[*at].member);
+          depth = placed[*at].depth + 1;
+        }
+      placed.push_back({.member = k, .depth = depth});
     }
+  }
+
+  // A member of a tree being grown, and its forwarding hops from a source.
+  struct Placed {
+    std::size_t member;
+    std::uint32_t depth;
+  };
+
+  // Which of `candidates` passes a box of `bytes` on: those `later` holds back last, then the
+  // shallowest with room on its landing NIC, then the least loaded, no deeper than `deepest` (a
+  // binary tree over the box's members). Where every landing NIC has room to pass a large box on
+  // once, the tree would be a chain as long as the members, the last waiting on every hop before
+  // it (a 1 GB embedding to 256 domains went down 249 hops), and the plan builder's passes grow
+  // with the depth. Where only deeper members have room, the shallow one it overloads least;
+  // where none has room, none (the member stays with its sender).
+  template <class Later>
+  std::optional<std::size_t> feeder(std::span<const Placed> candidates, double bytes, std::uint32_t deepest,
+                                    Later later) const {
+    std::optional<std::size_t> best, least;
+    bool deeper_room = false;
+    const auto landing = [&](std::size_t i) { return nic(a_[candidates[i].member].landing); };
+    const auto rank = [&](std::size_t i) {
+      return std::tuple(later(candidates[i].member), candidates[i].depth, tx_[landing(i)]);
+    };
+    const auto load = [&](std::size_t i) { return tx_[landing(i)] / bw(landing(i)); };
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+      const bool room = !over(landing(i), bytes);
+      if (candidates[i].depth >= deepest) {
+        deeper_room = deeper_room || room;
+        continue;
+      }
+      if (room && (!best || rank(i) < rank(*best))) best = i;
+      if (!least || load(i) < load(*least)) least = i;
+    }
+    return best ? best : deeper_room ? least : std::nullopt;
   }
 
   // Member k takes its box from its sender again.

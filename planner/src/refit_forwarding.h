@@ -6,8 +6,8 @@
 // idle on its send side. First only the domains one NIC feeds forward to each other; where a
 // NIC is still far busier than the receivers, domains fed by other NICs (other source replicas)
 // forward to its domains too, in trees grown afresh over all the domains that take a piece, as
-// shallow as the forwarding NICs' room allows. Every relay has a single upstream message, so a
-// tree pipelines chunk by chunk.
+// shallow as the forwarding NICs' room allows and never deeper than a binary tree over those
+// domains. Every relay has a single upstream message, so a tree pipelines chunk by chunk.
 #include <vector>
 
 #include "refit/topology/rank_map.h"

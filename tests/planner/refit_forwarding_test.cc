@@ -58,5 +58,32 @@ TEST(RefitForwarding, PiecesThatEveryDomainTakesFromFewReplicasSpreadInTreesAsSh
   EXPECT_LE(most / cluster.cluster().nics()[0].bandwidth.value, loads.receiving_s);
 }
 
+TEST(RefitForwarding, ABoxEveryNicCanPassOnOnceGoesInATreeNoDeeperThanABinaryOne) {
+  // Ranks 0 and 1 (a NIC each) hold one 8 MiB box that 16 single-GPU domains take, domains 0..7
+  // from rank 0 and 8..15 from rank 1. Each receiving NIC takes in 8 MiB, so each landing NIC has
+  // room to pass the box on once: room alone grows chains, 8 domains one behind the other for
+  // each rank (8 network hops; a 1 GB embedding to 256 DGX domains went down 249). No domain is
+  // more than bit_width(16) = 5 hops of forwarding below a source, 6 network hops, at the cost of
+  // some landing NICs passing it on twice; each rank still sends it once.
+  constexpr std::int32_t kDomains = 16, kGpus = 2;
+  const auto cluster = testing::make_test_cluster(1 + kDomains, kGpus, kGpus, kDomains * kGpus);
+  const Box box{{0, 0}, {4096, 1024}};
+  std::vector<Assignment> a;
+  for (std::int32_t d = 0; d < kDomains; ++d)
+    a.push_back(
+        Assignment{.item = {.tensor = 0, .dest = 0, .group = static_cast<std::uint32_t>(d), .piece = 0},
+                   .sender = Rank{d / 8},
+                   .landing = Rank{kGpus * (1 + d)},
+                   .box = &box});
+  const std::vector<std::int64_t> bytes(a.size(), 8 << 20);
+  forward_between_domains(a, cluster, bytes);
+  int from_sources = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_LE(hops(a, i), 6) << "assignment " << i;
+    from_sources += a[i].relay_from < 0;
+  }
+  EXPECT_EQ(from_sources, 2);
+}
+
 }  // namespace
 }  // namespace refit::planner_detail
