@@ -122,7 +122,7 @@ class SenderRelays {
     for (const auto n : nics)
       if (const double space = room(n, level);
           space > most && part_of_[at(launch_[n].value)] == part_of_[at(a.sender.value)] &&
-          !cuts_.touches(a.item.tensor, launch_[n], *a.box)) {
+          !cuts_.touches(a.item.tensor, launch_[n], *a.box) && hop_fits(a, launch_[n])) {
         most = space;
         best = n;
       }
@@ -132,7 +132,7 @@ class SenderRelays {
   // Assignment i, or its head rows of about `wanted` moved bytes, goes first to `relay` over
   // NVLink, which sends it on; returns the assignment that now crosses from the relay, and whether
   // a new hop brings it there. A box that the sender sends to several domains hops to a relay
-  // once: the relay sends each of them on from the one hop, which lands the box once.
+  // once: the relay sends each of them on (or their head rows) from the one hop.
   struct HandedOver {
     std::size_t crossing;
     bool hopped;
@@ -156,13 +156,13 @@ class SenderRelays {
         crossing = a_.size() - 1;
       }
     }
-    const auto [hop, fresh] = hops_.try_emplace(
-        HopKey{a_[crossing].sender.value, relay.value, a_[crossing].item.tensor, *a_[crossing].box},
-        a_.size());
-    if (!fresh) {
-      a_[crossing].relay_from = static_cast<std::int32_t>(hop->second);
-      return {crossing, false};
-    }
+    auto& hops = hops_[{a_[crossing].sender.value, relay.value, a_[crossing].item.tensor}];
+    for (const auto h : hops)
+      if (a_[h].box->contains(*a_[crossing].box)) {
+        a_[crossing].relay_from = static_cast<std::int32_t>(h);
+        return {crossing, false};
+      }
+    hops.push_back(a_.size());
     a_.push_back(Assignment{.item = a_[crossing].item,
                             .sender = a_[crossing].sender,
                             .landing = relay,
@@ -175,8 +175,22 @@ class SenderRelays {
     return {crossing, true};
   }
 
-  // A hop: its sender, its relay, and the tensor and box it carries.
-  using HopKey = std::tuple<std::int32_t, std::int32_t, std::uint32_t, Box>;
+  // Whether `relay` may send a's box (or its head rows) on: no hop from a's sender brings it
+  // only part of that box. The pair's hops travel as one message, which would land those rows
+  // twice (the whole box for one domain and its head rows for another).
+  bool hop_fits(const Assignment& a, Rank relay) const {
+    const auto it = hops_.find({a.sender.value, relay.value, a.item.tensor});
+    if (it == hops_.end()) return true;
+    bool part = false;
+    for (const auto h : it->second) {
+      if (a_[h].box->contains(*a.box)) return true;
+      part = part || overlap(*a_[h].box, *a.box);
+    }
+    return !part;
+  }
+
+  // A (sender, relay) pair and a tensor: the hops that carry its boxes.
+  using HopKey = std::tuple<std::int32_t, std::int32_t, std::uint32_t>;
 
   std::vector<Assignment>& a_;
   std::vector<std::int64_t>& bytes_;
@@ -188,10 +202,10 @@ class SenderRelays {
   std::vector<Rank> launch_;           // per NIC, the part's rank that sends through it (-1: none)
   std::vector<std::vector<std::size_t>> sent_by_;  // per NIC, the assignments its holders send
   std::vector<bool> feeds_;
-  std::vector<double> hop_out_;         // per GPU, the bytes it hops over NVLink to relays
-  std::vector<double> hop_in_;          // per GPU, the bytes hops bring it to send on
-  std::map<HopKey, std::size_t> hops_;  // the hop assignment of each
-  double receiving_ = 0;                // the busiest receiving NIC's time, in seconds
+  std::vector<double> hop_out_;                      // per GPU, the bytes it hops over NVLink to relays
+  std::vector<double> hop_in_;                       // per GPU, the bytes hops bring it to send on
+  std::map<HopKey, std::vector<std::size_t>> hops_;  // their hop assignments
+  double receiving_ = 0;                             // the busiest receiving NIC's time, in seconds
 };
 
 }  // namespace

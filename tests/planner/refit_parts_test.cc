@@ -9,7 +9,6 @@
 #include <gtest/gtest.h>
 
 #include "model_problems.h"
-#include "refit/models/hf_config.h"
 #include "refit/planner/plan.h"
 #include "refit/planner/plan_stats.h"
 #include "refit_parts.h"
@@ -35,18 +34,6 @@ struct Context {
       c.overlaps.push_back(overlaps(t.source, t.destination).value());
   }
 };
-
-testing::ModelProblem file_problem(const std::string& model, const std::string& train,
-                                   const std::string& infer, const std::string& cluster) {
-  auto problem =
-      models::build_problem(models::load_hf_config(kData + "/models/" + model).value(),
-                            models::parse_megatron(train).value(), models::parse_vllm(infer).value())
-          .value();
-  const RankPlacementOptions placement{.source_ranks = problem.source_ranks(),
-                                       .destination_ranks = problem.destination_ranks()};
-  auto c = size_preset_to_job(cluster, placement).value();
-  return {.problem = std::move(problem), .cluster = std::move(c)};
-}
 
 // How many copies the part planner found (0: it plans whole), after checking that its plan is the
 // whole planner's and valid.
@@ -86,9 +73,9 @@ TEST(RefitParts, SmallMoeReplicasOnEveryNodeSizeGiveTheWholePlan) {
     for (const int engines : {1, 2, 4, 8})
       for (const int per_node : {1, 2, 4, 8}) {
         SCOPED_TRACE(fmt::format("dp {} engines {} gpus_per_node {}", dp, engines, per_node));
-        const auto mp = file_problem("tiny-qwen3-moe.json", fmt::format("tp=2,ep=2,etp=1,dp={}", dp),
-                                     fmt::format("tp=2,engines={}", engines),
-                                     fmt::format("dgx-h100:gpus_per_node={}", per_node));
+        const auto mp = testing::file_problem(
+            kData + "/models/tiny-qwen3-moe.json", fmt::format("tp=2,ep=2,etp=1,dp={}", dp),
+            fmt::format("tp=2,engines={}", engines), fmt::format("dgx-h100:gpus_per_node={}", per_node));
         copied += expect_whole_plan(mp) > 0;
       }
   EXPECT_GT(copied, 0u);
@@ -115,8 +102,8 @@ TEST(RefitParts, NoHopAcrossSendersWhereItWouldCostMoreThanItSaves) {
   // about 57 KB, a microsecond, more than the engines' NICs take in, but a hop across senders costs
   // a message latency (15 us) and more: the parts stay apart, planned once and copied, and no
   // network message forwards what another brought (with them joined, the refit took 1.45x).
-  const auto mp =
-      file_problem("tiny-qwen3.json", "tp=4,dp=2", "tp=4,engines=4", "gb200-nvl72:gpus_per_domain=8");
+  const auto mp = testing::file_problem(kData + "/models/tiny-qwen3.json", "tp=4,dp=2", "tp=4,engines=4",
+                                        "gb200-nvl72:gpus_per_domain=8");
   EXPECT_GT(expect_whole_plan(mp), 0u);
   const Context ctx(mp, {});
   const auto plan = plan_refit(ctx.c).value();
@@ -143,7 +130,7 @@ TEST(RefitParts, RandomProblemsGiveTheWholePlan) {
     const std::string infer = fmt::format("tp={},engines={}", 1 << (rng() % 2 + 1), 1 << (rng() % 4));
     const std::string cluster = fmt::format("dgx-h100:gpus_per_node={}", 1 << (rng() % 4));
     SCOPED_TRACE(fmt::format("{} {} -> {} on {}", model, train, infer, cluster));
-    const auto mp = file_problem(model, train, infer, cluster);
+    const auto mp = testing::file_problem(kData + "/models/" + model, train, infer, cluster);
     PlanOptions options{.chunk = Bytes{std::int64_t{1} << (12 + rng() % 8)}};
     if (rng() % 2)
       for (const auto& t : mp.problem.tensors())

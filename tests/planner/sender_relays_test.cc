@@ -1,9 +1,12 @@
 // Sending through a neighbour's NIC (sender_relays.h) on hand-built assignments.
 #include <deque>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "model_problems.h"
+#include "refit/planner/plan.h"
 #include "refit_pieces.h"
 #include "sender_relays.h"
 #include "test_cluster.h"
@@ -44,6 +47,56 @@ TEST(SenderRelays, ABoxSentToTwoDomainsHopsToItsRelayOnce) {
   EXPECT_EQ(a[1].relay_from, 4);
   EXPECT_EQ(a[2].relay_from, -1);
   EXPECT_EQ(a[3].relay_from, -1);
+}
+
+TEST(SenderRelays, HeadRowsOfABoxAlreadyHoppedToTheRelayComeFromThatHop) {
+  // As above with b of 2 MiB and c of 1 MiB: NIC 0 sends 6 MiB, each receiving NIC takes in 3, so
+  // 3 MiB move to rank 1's NIC: b to rank 2 whole (2 MiB), then the head rows of b to rank 4
+  // (1 MiB, all the room left). The relay sends those rows on from the hop that brought it all
+  // of b: a second hop with them would travel in the same (0, 1) message as the first and land
+  // them twice (three model problems of a random sweep were refused as invalid plans).
+  const auto cluster = testing::make_test_cluster(3, 2, 2, 4);
+  const Box b{{0, 0}, {1024, 1024}}, c{{1024, 0}, {512, 1024}};
+  auto assignment = [](std::uint32_t piece, std::int32_t landing, const Box& box) {
+    return Assignment{.item = {.tensor = 0, .dest = 0, .group = 0, .piece = piece},
+                      .sender = Rank{0},
+                      .landing = Rank{landing},
+                      .box = &box};
+  };
+  std::vector<Assignment> a{assignment(0, 2, b), assignment(0, 4, b), assignment(1, 2, c),
+                            assignment(1, 4, c)};
+  std::vector<std::int64_t> bytes{2 << 20, 2 << 20, 1 << 20, 1 << 20};
+  std::deque<Box> boxes;
+  const RelayCuts cuts{.element_size = {2}, .min_split = 256 << 10, .touches = [](auto...) { return false; }};
+  relay_at_senders(
+      a, bytes, boxes, [] { return std::vector<std::int32_t>(6, 0); }, cluster, cuts);
+  ASSERT_EQ(a.size(), 6u);  // b's head rows to rank 4, and one hop
+  EXPECT_TRUE(a[4].hop);
+  EXPECT_EQ(*a[4].box, b);
+  EXPECT_EQ(a[0].relay_from, 4);
+  EXPECT_EQ(a[5].landing, Rank{4});
+  EXPECT_TRUE(b.contains(*a[5].box) && *a[5].box != b);
+  EXPECT_EQ(a[5].relay_from, 4);
+  EXPECT_EQ(a[1].relay_from, -1);  // b's other rows, still from rank 0
+}
+
+TEST(SenderRelays, ModelProblemsWhoseRelaysTakeABoxAndHeadRowsOfItPlanValid) {
+  // The random sweep's three: each had a sender's hop message to one relay carry a box and rows
+  // of it, refused as "written twice".
+  struct Case {
+    std::string model, train, infer, cluster;
+  };
+  const std::string data = REFIT_TEST_DATA_DIR;
+  for (const auto& [model, train, infer, cluster] :
+       {Case{data + "/models/small-llama-gqa-blocks.json", "tp=1", "tp=4,engines=4", "dgx-h100:latency_us=0"},
+        Case{data + "/models/wide-llama.json", "tp=1", "tp=2,engines=5", "dgx-h100:gpus_per_node=4"}}) {
+    SCOPED_TRACE(model + " " + infer + " " + cluster);
+    const auto mp = testing::file_problem(model, train, infer, cluster);
+    const auto plan = make_plan("refit", mp.problem, mp.cluster);
+    ASSERT_TRUE(plan) << plan.error().message;
+    const auto valid = validate(*plan, mp.problem);
+    EXPECT_TRUE(valid) << valid.error().message;
+  }
 }
 
 }  // namespace
