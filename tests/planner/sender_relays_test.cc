@@ -14,16 +14,15 @@
 namespace refit::planner_detail {
 namespace {
 
-TEST(SenderRelays, ABoxSentToTwoDomainsHopsToItsRelayOnce) {
-  // Rank 0 sends box b (1 MiB) and box c (2 MiB) to ranks 2 and 4 (nodes 1 and 2); rank 1 beside
-  // it sends nothing. NIC 0 sends 6 MiB and each receiving NIC takes in 3: the level is 3 MiB
-  // (the mean of node 0's NICs, and the busiest receiver's), so 3 MiB should move to rank 1's NIC:
-  // b to rank 2 and b to rank 4, whole, and c not at all (what is left, 1 MiB, is less than the
-  // 4 MiB these cuts allow). Both copies of b cross from rank 1 after one NVLink hop that brings b
-  // there once (two hops would land it twice in the relay's scratch): NIC 0 sends c twice, 4 MiB,
-  // and NIC 1 b twice, 2 MiB.
+// Rank 0 sends box b (the first b_rows rows of a bf16 tensor 1024 wide, 2 KiB a row) and box c
+// (the c_rows after them) to ranks 2 and 4 (nodes 1 and 2); rank 1 beside it sends nothing. The
+// assignments once relay_at_senders has levelled node 0's NICs, cutting no finer than min_split;
+// `boxes` keeps b and c (b first).
+std::vector<Assignment> relayed(std::deque<Box>& boxes, std::int64_t b_rows, std::int64_t c_rows,
+                                double min_split) {
   const auto cluster = testing::make_test_cluster(3, 2, 2, 4);
-  const Box b{{0, 0}, {512, 1024}}, c{{512, 0}, {1024, 1024}};
+  const Box& b = boxes.emplace_back(Box{{0, 0}, {b_rows, 1024}});
+  const Box& c = boxes.emplace_back(Box{{b_rows, 0}, {c_rows, 1024}});
   auto assignment = [](std::uint32_t piece, std::int32_t landing, const Box& box) {
     return Assignment{.item = {.tensor = 0, .dest = 0, .group = 0, .piece = piece},
                       .sender = Rank{0},
@@ -32,17 +31,28 @@ TEST(SenderRelays, ABoxSentToTwoDomainsHopsToItsRelayOnce) {
   };
   std::vector<Assignment> a{assignment(0, 2, b), assignment(0, 4, b), assignment(1, 2, c),
                             assignment(1, 4, c)};
-  std::vector<std::int64_t> bytes{1 << 20, 1 << 20, 2 << 20, 2 << 20};
-  std::deque<Box> boxes;
-  const RelayCuts cuts{.element_size = {2}, .min_split = 4 << 20, .touches = [](auto...) { return false; }};
+  std::vector<std::int64_t> bytes{b_rows * 2048, b_rows * 2048, c_rows * 2048, c_rows * 2048};
+  const RelayCuts cuts{.element_size = {2}, .min_split = min_split, .touches = [](auto...) { return false; }};
   relay_at_senders(
       a, bytes, boxes, [] { return std::vector<std::int32_t>(6, 0); }, cluster, cuts);
+  return a;
+}
+
+TEST(SenderRelays, ABoxSentToTwoDomainsHopsToItsRelayOnce) {
+  // b of 1 MiB and c of 2 MiB: NIC 0 sends 6 MiB and each receiving NIC takes in 3: the level is
+  // 3 MiB (the mean of node 0's NICs, and the busiest receiver's), so 3 MiB should move to rank
+  // 1's NIC: b to rank 2 and b to rank 4, whole, and c not at all (what is left, 1 MiB, is less
+  // than the 4 MiB these cuts allow). Both copies of b cross from rank 1 after one NVLink hop that
+  // brings b there once (two hops would land it twice in the relay's scratch): NIC 0 sends c
+  // twice, 4 MiB, and NIC 1 b twice, 2 MiB.
+  std::deque<Box> boxes;
+  const auto a = relayed(boxes, 512, 1024, 4 << 20);
   ASSERT_EQ(a.size(), 5u);  // one hop added
   const auto& hop = a[4];
   EXPECT_TRUE(hop.hop);
   EXPECT_EQ(hop.sender, Rank{0});
   EXPECT_EQ(hop.landing, Rank{1});
-  EXPECT_EQ(*hop.box, b);
+  EXPECT_EQ(*hop.box, boxes[0]);
   EXPECT_EQ(a[0].relay_from, 4);
   EXPECT_EQ(a[1].relay_from, 4);
   EXPECT_EQ(a[2].relay_from, -1);
@@ -50,26 +60,14 @@ TEST(SenderRelays, ABoxSentToTwoDomainsHopsToItsRelayOnce) {
 }
 
 TEST(SenderRelays, HeadRowsOfABoxAlreadyHoppedToTheRelayComeFromThatHop) {
-  // As above with b of 2 MiB and c of 1 MiB: NIC 0 sends 6 MiB, each receiving NIC takes in 3, so
-  // 3 MiB move to rank 1's NIC: b to rank 2 whole (2 MiB), then the head rows of b to rank 4
-  // (1 MiB, all the room left). The relay sends those rows on from the hop that brought it all
-  // of b: a second hop with them would travel in the same (0, 1) message as the first and land
-  // them twice (three model problems of a random sweep were refused as invalid plans).
-  const auto cluster = testing::make_test_cluster(3, 2, 2, 4);
-  const Box b{{0, 0}, {1024, 1024}}, c{{1024, 0}, {512, 1024}};
-  auto assignment = [](std::uint32_t piece, std::int32_t landing, const Box& box) {
-    return Assignment{.item = {.tensor = 0, .dest = 0, .group = 0, .piece = piece},
-                      .sender = Rank{0},
-                      .landing = Rank{landing},
-                      .box = &box};
-  };
-  std::vector<Assignment> a{assignment(0, 2, b), assignment(0, 4, b), assignment(1, 2, c),
-                            assignment(1, 4, c)};
-  std::vector<std::int64_t> bytes{2 << 20, 2 << 20, 1 << 20, 1 << 20};
+  // b of 2 MiB and c of 1 MiB: NIC 0 sends 6 MiB, each receiving NIC takes in 3, so 3 MiB move
+  // to rank 1's NIC: b to rank 2 whole (2 MiB), then the head rows of b to rank 4 (1 MiB, all the
+  // room left). The relay sends those rows on from the hop that brought it all of b: a second hop
+  // with them would travel in the same (0, 1) message as the first and land them twice (three
+  // model problems of a random sweep were refused as invalid plans).
   std::deque<Box> boxes;
-  const RelayCuts cuts{.element_size = {2}, .min_split = 256 << 10, .touches = [](auto...) { return false; }};
-  relay_at_senders(
-      a, bytes, boxes, [] { return std::vector<std::int32_t>(6, 0); }, cluster, cuts);
+  const auto a = relayed(boxes, 1024, 512, 256 << 10);
+  const Box& b = boxes[0];
   ASSERT_EQ(a.size(), 6u);  // b's head rows to rank 4, and one hop
   EXPECT_TRUE(a[4].hop);
   EXPECT_EQ(*a[4].box, b);
